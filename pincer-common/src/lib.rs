@@ -1,0 +1,2 @@
+//! `#[repr(C)]` layouts shared with the BPF LSM program in `pincer-ebpf`.
+#![no_std]

@@ -1,0 +1,1 @@
+//! The Pincer BPF LSM program, compiled from C by `build.rs`.

@@ -1,0 +1,18 @@
+//! Pincer: least privilege for AI coding agents, enforced at the resource.
+//!
+//! - [`kernel`]: the aya loader of the BPF LSM program, its grant maps and miss stream.
+//! - [`sanitize`]: the keyed PRF that hides untrusted names from deciders.
+//! - [`store`]: the twin's trusted state in SQLite.
+//! - [`twin`]: the digital twin: three votes and the pre-committed policy.
+//! - [`decider`]: decider backends (offline, OpenAI-compatible, Anthropic).
+//! - [`eval`]: the corpus loader, the seven defenses and the evaluation harness.
+
+pub mod access;
+pub mod kernel;
+pub mod sanitize;
+pub mod store;
+pub mod twin;
+pub mod decider;
+pub mod eval;
+
+pub use access::Access;
