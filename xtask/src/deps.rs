@@ -5,12 +5,14 @@ use std::process::Command;
 
 /// Packages needed to build the BPF program (clang-19, libbpf headers).
 pub const BUILD: &[&str] = &["clang-19", "llvm-19", "libbpf-dev", "linux-libc-dev"];
-/// Packages needed to boot the test VM.
+/// Packages needed to boot the test VM (QEMU pulls in SeaBIOS; busybox-static needs nothing
+/// else; cpio lists and unpacks initramfs images for inspection and its tests).
 pub const VM: &[&str] = &["qemu-system-x86", "busybox-static", "cpio"];
-/// Every package any task needs.
-pub const ALL: &[&str] = &[
-    "clang-19", "llvm-19", "libbpf-dev", "linux-libc-dev", "qemu-system-x86", "busybox-static", "cpio",
-];
+
+/// Every package any task needs: [`BUILD`] and [`VM`].
+pub fn all() -> Vec<&'static str> {
+    BUILD.iter().chain(VM).copied().collect()
+}
 
 fn installed(pkg: &str) -> bool {
     Command::new("dpkg-query")
@@ -39,10 +41,23 @@ pub fn ensure(pkgs: &[&str]) -> Result<()> {
         .args(["install", "-y", "-qq", "--no-install-recommends"])
         .args(&missing)
         .env("DEBIAN_FRONTEND", "noninteractive")
+        .stdin(std::process::Stdio::null())
         .status()
         .context("apt-get install")?;
     if !status.success() {
         bail!("apt-get install {} failed", missing.join(" "));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn all_covers_build_and_vm_packages() {
+        let all = super::all();
+        for pkg in super::BUILD.iter().chain(super::VM) {
+            assert!(all.contains(pkg), "{pkg}");
+        }
+        assert!(all.contains(&"busybox-static") && all.contains(&"qemu-system-x86"));
+    }
 }

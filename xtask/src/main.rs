@@ -5,6 +5,7 @@
 
 mod deps;
 mod test;
+mod vm;
 
 use clap::{Parser, Subcommand};
 
@@ -22,6 +23,25 @@ enum Command {
     Deps,
     /// Run every test: the host tests, then the VM tests against the real BPF LSM.
     Test(test::TestArgs),
+    /// Run the privileged tests (`tests/`) in QEMU on Debian kernels with BPF LSM.
+    VmTest(vm::VmOptions),
+    /// Run a benchmark in the VM.
+    Bench {
+        #[command(subcommand)]
+        bench: Bench,
+    },
+}
+
+#[derive(Subcommand)]
+enum Bench {
+    /// Nanoseconds per open+close: no program, not gated, exact grant, subtree grant, Landlock.
+    Open {
+        #[command(flatten)]
+        vm: vm::VmOptions,
+        /// Arguments passed to the benchmark binary (after `--`).
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -36,7 +56,9 @@ fn main() -> std::process::ExitCode {
 
 fn try_main() -> anyhow::Result<()> {
     match Cli::parse().command {
-        Command::Deps => deps::ensure(deps::ALL),
+        Command::Deps => deps::ensure(&deps::all()),
         Command::Test(args) => test::run(args),
+        Command::VmTest(opts) => vm::vm_test(&opts),
+        Command::Bench { bench: Bench::Open { vm, args } } => vm::bench_open(&vm, &args),
     }
 }

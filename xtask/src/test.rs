@@ -9,16 +9,26 @@ pub struct TestArgs {
     /// Run only the host tests, not the VM tests.
     #[arg(long)]
     pub host_only: bool,
+    /// Options of the VM tests.
+    #[command(flatten)]
+    pub vm: crate::vm::VmOptions,
 }
 
-/// Runs the host tests, then the VM tests.
+/// Runs the host tests (`cargo test --release` on the default members), then the VM tests
+/// on every kernel.
 pub fn run(args: TestArgs) -> Result<()> {
-    crate::deps::ensure(crate::deps::BUILD)?;
+    crate::deps::ensure(&if args.host_only { crate::deps::BUILD.to_vec() } else { crate::deps::all() })?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(&cargo).args(["test", "--release"]).status().context("cargo test")?;
+    let status = Command::new(&cargo)
+        .args(["test", "--release"])
+        .current_dir(crate::vm::workspace_root())
+        .status()
+        .context("cargo test")?;
     if !status.success() {
         bail!("host tests failed");
     }
-    let _ = args.host_only;
-    Ok(())
+    if args.host_only {
+        return Ok(());
+    }
+    crate::vm::vm_test(&args.vm)
 }

@@ -1,0 +1,85 @@
+//! Checks that the test VM is what the privileged tests assume: real root, BPF in the
+//! active LSM list, BTF for CO-RE, and bpffs, cgroup2 and securityfs mounted where a host
+//! has them. Runs inside `cargo xtask vm-test`.
+
+use std::fs;
+
+/// The (source, target, fstype) of every mount, from `/proc/self/mounts`.
+fn mounts() -> Vec<(String, String, String)> {
+    fs::read_to_string("/proc/self/mounts")
+        .expect("read /proc/self/mounts (is proc mounted?)")
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            Some((f.next()?.to_owned(), f.next()?.to_owned(), f.next()?.to_owned()))
+        })
+        .collect()
+}
+
+fn assert_mounted(target: &str, fstype: &str) {
+    let all = mounts();
+    assert!(
+        all.iter().any(|(_, t, ty)| t == target && ty == fstype),
+        "{fstype} is not mounted at {target}; mounts: {all:?}"
+    );
+}
+
+/// The four ids (real, effective, saved, filesystem) of a `Uid:`/`Gid:` line.
+fn ids(status: &str, key: &str) -> Vec<u32> {
+    let line = status
+        .lines()
+        .find(|l| l.starts_with(key))
+        .unwrap_or_else(|| panic!("no {key} line in /proc/self/status"));
+    line[key.len()..].split_whitespace().map(|n| n.parse().expect("numeric id")).collect()
+}
+
+#[test]
+fn runs_as_real_root_with_full_capabilities() {
+    let status = fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
+    assert_eq!(ids(&status, "Uid:"), [0, 0, 0, 0], "not running as root");
+    assert_eq!(ids(&status, "Gid:"), [0, 0, 0, 0], "not running with gid 0");
+    let cap_eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .expect("CapEff line")
+        .trim();
+    let caps = u64::from_str_radix(cap_eff, 16).expect("hex CapEff");
+    const CAP_SYS_ADMIN: u32 = 21;
+    const CAP_BPF: u32 = 39;
+    const CAP_PERFMON: u32 = 38;
+    for cap in [CAP_SYS_ADMIN, CAP_BPF, CAP_PERFMON] {
+        assert_ne!(caps & (1 << cap), 0, "capability {cap} missing from CapEff {cap_eff}");
+    }
+}
+
+#[test]
+fn bpf_is_an_active_lsm() {
+    let lsm = fs::read_to_string("/sys/kernel/security/lsm")
+        .expect("read /sys/kernel/security/lsm (is securityfs mounted?)");
+    assert!(
+        lsm.trim().split(',').any(|m| m == "bpf"),
+        "bpf is not in the active LSM list {lsm:?}; boot with lsm=...,bpf"
+    );
+}
+
+#[test]
+fn kernel_has_btf_for_co_re() {
+    let btf = fs::metadata("/sys/kernel/btf/vmlinux").expect("/sys/kernel/btf/vmlinux");
+    assert!(btf.len() > 0, "empty vmlinux BTF");
+}
+
+#[test]
+fn bpffs_cgroup2_and_securityfs_are_mounted() {
+    assert_mounted("/sys/fs/bpf", "bpf");
+    assert_mounted("/sys/fs/cgroup", "cgroup2");
+    assert_mounted("/sys/kernel/security", "securityfs");
+    assert_mounted("/tmp", "tmpfs");
+    // A child cgroup can be made and a process moved into it, as sessions need.
+    let dir = "/sys/fs/cgroup/vm-smoke";
+    fs::create_dir(dir).expect("create a cgroup");
+    fs::write(format!("{dir}/cgroup.procs"), std::process::id().to_string()).expect("join the cgroup");
+    let own = fs::read_to_string("/proc/self/cgroup").expect("read /proc/self/cgroup");
+    assert_eq!(own.trim(), "0::/vm-smoke");
+    fs::write("/sys/fs/cgroup/cgroup.procs", std::process::id().to_string()).expect("leave the cgroup");
+    fs::remove_dir(dir).expect("remove the cgroup");
+}

@@ -1,0 +1,351 @@
+//! `cargo xtask vm-test` and `cargo xtask bench open`: privileged programs run in a QEMU
+//! VM (TCG) on Debian kernels with BPF in the LSM list.
+//!
+//! The programs are built on the host (`cargo test -p pincer-tests --release --no-run`),
+//! packed with busybox-static and their shared libraries into an initramfs, and run by its
+//! `/init` as real root; the results are read back from the serial console.
+
+pub mod console;
+pub mod cpio;
+pub mod initramfs;
+pub mod kernels;
+pub mod qemu;
+
+use anyhow::{bail, Context, Result};
+use initramfs::Program;
+use kernels::{Kernel, KernelSpec};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// Options shared by every command that boots the VM.
+#[derive(clap::Args, Debug, Clone)]
+pub struct VmOptions {
+    /// Kernel to boot (`6.1` or `6.12`); repeat for several. Default: all for vm-test.
+    #[arg(long = "kernel", value_name = "VERSION")]
+    pub kernels: Vec<String>,
+    /// Seconds after which a VM is killed and counted as failed.
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
+    /// Write the console only to the log under `target/vm/logs/`; print the failing part.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+impl Default for VmOptions {
+    fn default() -> Self {
+        Self { kernels: Vec::new(), timeout: 600, quiet: std::env::var_os("CI").is_some() }
+    }
+}
+
+/// The workspace root (the parent of `xtask/`).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask is inside the workspace").to_owned()
+}
+
+/// Cargo's target directory: `$CARGO_TARGET_DIR` or `<workspace>/target`.
+fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => {
+            let dir = PathBuf::from(dir);
+            if dir.is_absolute() {
+                dir
+            } else {
+                std::env::current_dir().unwrap_or_else(|_| workspace_root()).join(dir)
+            }
+        }
+        None => workspace_root().join("target"),
+    }
+}
+
+/// The kernel cache, shared by every target directory of the checkout.
+fn kernel_cache() -> PathBuf {
+    workspace_root().join("target").join("vm").join("kernels")
+}
+
+/// Per-run files (initramfs, logs) under the target directory.
+fn run_dir() -> Result<PathBuf> {
+    let dir = target_dir().join("vm");
+    std::fs::create_dir_all(dir.join("logs")).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
+
+fn cargo() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
+}
+
+/// One executable from cargo's JSON messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Artifact {
+    /// The target's name (`vm_smoke`, `pincer-bench-open`).
+    pub name: String,
+    /// The target's first kind (`test`, `lib`, `bin`).
+    pub kind: String,
+    /// Whether it is a test harness build.
+    pub test: bool,
+    /// The executable's path.
+    pub executable: PathBuf,
+}
+
+/// Parses `--message-format=json` output into the executables it produced.
+pub fn parse_artifacts(json: &str) -> Vec<Artifact> {
+    let mut out: Vec<Artifact> = Vec::new();
+    for line in json.lines() {
+        let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        if msg["reason"] != "compiler-artifact" {
+            continue;
+        }
+        let Some(exe) = msg["executable"].as_str() else { continue };
+        let artifact = Artifact {
+            name: msg["target"]["name"].as_str().unwrap_or_default().to_owned(),
+            kind: msg["target"]["kind"][0].as_str().unwrap_or_default().to_owned(),
+            test: msg["profile"]["test"].as_bool().unwrap_or(false),
+            executable: PathBuf::from(exe),
+        };
+        if !out.iter().any(|a| a.executable == artifact.executable) {
+            out.push(artifact);
+        }
+    }
+    out
+}
+
+/// Runs a cargo build with JSON messages (diagnostics rendered on stderr).
+fn cargo_json(args: &[&str]) -> Result<Vec<Artifact>> {
+    let out = Command::new(cargo())
+        .args(args)
+        .arg("--message-format=json-render-diagnostics")
+        .current_dir(workspace_root())
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("running cargo {}", args.join(" ")))?;
+    if !out.status.success() {
+        bail!("cargo {} failed", args.join(" "));
+    }
+    Ok(parse_artifacts(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// The VM name of a test executable: integration tests by name, others by kind and name.
+fn program_name(a: &Artifact) -> String {
+    if a.kind == "test" {
+        a.name.clone()
+    } else {
+        format!("{}-{}", a.kind, a.name)
+    }
+}
+
+/// Builds every test executable of `pincer-tests`.
+pub fn build_tests() -> Result<Vec<Program>> {
+    let artifacts = cargo_json(&["test", "-p", "pincer-tests", "--release", "--no-run"])?;
+    let programs: Vec<Program> = artifacts
+        .iter()
+        .filter(|a| a.test)
+        .map(|a| Program {
+            name: program_name(a),
+            host_path: a.executable.clone(),
+            args: vec!["--test-threads=1".into()],
+        })
+        .collect();
+    if programs.is_empty() {
+        bail!("`cargo test -p pincer-tests --no-run` produced no test executables");
+    }
+    Ok(programs)
+}
+
+/// Resolves `--kernel` values (default: every kernel) and fetches them.
+pub fn fetch_kernels(labels: &[String], default: &[KernelSpec]) -> Result<Vec<Kernel>> {
+    let specs: Vec<KernelSpec> = if labels.is_empty() {
+        default.to_vec()
+    } else {
+        labels.iter().map(|l| kernels::spec(l)).collect::<Result<_, _>>()?
+    };
+    let mut fetcher = kernels::Fetcher::new(kernel_cache())?;
+    specs
+        .iter()
+        .map(|s| fetcher.get(s).with_context(|| format!("fetching the {} kernel", s.label)))
+        .collect()
+}
+
+/// What to show on the terminal while a VM runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Echo {
+    /// Every console line.
+    All,
+    /// Nothing (everything goes to the log).
+    Nothing,
+    /// Only what the programs print (for benchmarks).
+    ProgramOutput,
+}
+
+/// Outcome of running programs on one kernel.
+struct KernelRun {
+    kernel: Kernel,
+    run: qemu::Run,
+    log: PathBuf,
+    passed: bool,
+}
+
+fn run_on(kernel: &Kernel, initrd: &Path, names: &[String], opts: &VmOptions, echo: Echo) -> Result<KernelRun> {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
+    let log = run_dir()?.join("logs").join(format!("{}-{stamp}.log", kernel.release));
+    eprintln!("xtask: booting {} (TCG; console log {})", kernel.release, log.display());
+    let run = qemu::boot(&kernel.vmlinuz, initrd, Duration::from_secs(opts.timeout), &log, |line, t| {
+        let inside_program = t.binaries.last().is_some_and(|b| b.exit_code.is_none());
+        let is_marker = line.contains("PINCER-VM-");
+        match echo {
+            Echo::All => println!("{}", console::clean(line)),
+            Echo::ProgramOutput if (inside_program && !is_marker) || line.contains("PINCER-VM-KERNEL") => {
+                println!("{}", console::clean(line))
+            }
+            _ => {}
+        }
+    })?;
+    let passed = !run.timed_out && run.transcript.passed(names);
+    Ok(KernelRun { kernel: kernel.clone(), run, log, passed })
+}
+
+/// Prints why a run failed, with the failing programs' output when it was not streamed.
+fn report_failure(r: &KernelRun, names: &[String], streamed: bool) {
+    let t = &r.run.transcript;
+    if r.run.timed_out {
+        eprintln!("  the VM was killed after {} s (QEMU: {})", r.run.elapsed.as_secs(), r.run.status);
+    }
+    for p in t.problems(names) {
+        eprintln!("  {p}");
+    }
+    if !streamed {
+        for b in t.binaries.iter().filter(|b| !b.ok()) {
+            eprintln!("  ---- output of {} (last 200 lines) ----", b.name);
+            for line in b.output.iter().rev().take(200).rev() {
+                eprintln!("  | {line}");
+            }
+        }
+        if t.binaries.is_empty() || !t.done {
+            if let Ok(text) = std::fs::read_to_string(&r.log) {
+                eprintln!("  ---- end of the console ----");
+                let lines: Vec<&str> = text.lines().collect();
+                for line in &lines[lines.len().saturating_sub(40)..] {
+                    eprintln!("  | {}", console::clean(line));
+                }
+            }
+        }
+    }
+    eprintln!("  console log: {}", r.log.display());
+}
+
+/// `cargo xtask vm-test`: the test executables of `pincer-tests` on every kernel.
+pub fn vm_test(opts: &VmOptions) -> Result<()> {
+    crate::deps::ensure(&crate::deps::all())?;
+    let programs = build_tests()?;
+    let names: Vec<String> = programs.iter().map(|p| p.name.clone()).collect();
+    let initrd = run_dir()?.join(format!("initramfs-tests-{}.cpio", std::process::id()));
+    let size = initramfs::build(&programs, Path::new(initramfs::BUSYBOX), &initrd)?;
+    eprintln!("xtask: initramfs {} ({:.1} MiB): {}", initrd.display(), size as f64 / 1048576.0, names.join(", "));
+    let kernels = fetch_kernels(&opts.kernels, kernels::KERNELS);
+    let kernels = match kernels {
+        Ok(k) => k,
+        Err(e) => {
+            let _ = std::fs::remove_file(&initrd);
+            return Err(e);
+        }
+    };
+    let echo = if opts.quiet { Echo::Nothing } else { Echo::All };
+    let mut results = Vec::new();
+    for kernel in &kernels {
+        results.push(run_on(kernel, &initrd, &names, opts, echo));
+    }
+    let _ = std::fs::remove_file(&initrd);
+    let mut failed = 0;
+    for r in results {
+        let r = r?;
+        let t = &r.run.transcript;
+        let verdict = if r.passed { "PASS" } else { "FAIL" };
+        println!(
+            "vm-test {}: {verdict} ({} binaries, {} tests{}) in {:.1} s",
+            r.kernel.release,
+            t.binaries.iter().filter(|b| b.ok()).count(),
+            t.tests_passed(),
+            if t.tests_failed() > 0 { format!(", {} failed", t.tests_failed()) } else { String::new() },
+            r.run.elapsed.as_secs_f64(),
+        );
+        if !r.passed {
+            failed += 1;
+            report_failure(&r, &names, !opts.quiet);
+        }
+    }
+    if failed > 0 {
+        bail!("vm-test failed on {failed} of {} kernels", kernels.len());
+    }
+    Ok(())
+}
+
+/// The benchmark binary of `cargo xtask bench open`.
+pub const BENCH_OPEN: &str = "pincer-bench-open";
+
+/// `cargo xtask bench open`: runs `pincer-bench-open` in the VM and relays what it prints.
+pub fn bench_open(opts: &VmOptions, args: &[String]) -> Result<()> {
+    let source = workspace_root().join("tests/src/bin").join(format!("{BENCH_OPEN}.rs"));
+    if !source.is_file() {
+        bail!(
+            "the benchmark binary `{BENCH_OPEN}` does not exist yet ({} is missing); \
+             nothing to run",
+            source.display()
+        );
+    }
+    crate::deps::ensure(&crate::deps::all())?;
+    let artifacts = cargo_json(&["build", "-p", "pincer-tests", "--release", "--bins"])?;
+    let bench = artifacts
+        .iter()
+        .find(|a| a.name == BENCH_OPEN && a.kind == "bin" && !a.test)
+        .with_context(|| format!("cargo built no `{BENCH_OPEN}` binary"))?;
+    let programs =
+        vec![Program { name: BENCH_OPEN.into(), host_path: bench.executable.clone(), args: args.to_vec() }];
+    let names = vec![BENCH_OPEN.to_owned()];
+    let initrd = run_dir()?.join(format!("initramfs-bench-{}.cpio", std::process::id()));
+    initramfs::build(&programs, Path::new(initramfs::BUSYBOX), &initrd)?;
+    // One kernel by default (the newest): the figures are ratios within one run.
+    let default = &kernels::KERNELS[kernels::KERNELS.len() - 1..];
+    let kernels = fetch_kernels(&opts.kernels, default);
+    let mut failed = 0;
+    if let Ok(kernels) = &kernels {
+        for kernel in kernels {
+            println!("bench open on {} (QEMU TCG: figures are indicative only)", kernel.release);
+            let r = run_on(kernel, &initrd, &names, opts, Echo::ProgramOutput)?;
+            if !r.passed {
+                failed += 1;
+                println!("bench open {}: FAIL", kernel.release);
+                report_failure(&r, &names, false);
+            }
+        }
+    }
+    let _ = std::fs::remove_file(&initrd);
+    kernels?;
+    if failed > 0 {
+        bail!("the benchmark failed on {failed} kernel(s)");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cargo_json_gives_test_executables_once() {
+        let json = r#"{"reason":"compiler-artifact","target":{"kind":["test"],"name":"vm_smoke"},"profile":{"test":true},"executable":"/t/vm_smoke-1"}
+{"reason":"compiler-artifact","target":{"kind":["lib"],"name":"pincer_tests"},"profile":{"test":false},"executable":null}
+{"reason":"compiler-artifact","target":{"kind":["lib"],"name":"pincer_tests"},"profile":{"test":true},"executable":"/t/pincer_tests-2"}
+{"reason":"compiler-artifact","target":{"kind":["bin"],"name":"pincer-bench-open"},"profile":{"test":false},"executable":"/t/pincer-bench-open"}
+{"reason":"compiler-artifact","target":{"kind":["test"],"name":"vm_smoke"},"profile":{"test":true},"executable":"/t/vm_smoke-1"}
+{"reason":"build-finished","success":true}
+not json"#;
+        let a = parse_artifacts(json);
+        assert_eq!(a.len(), 3);
+        assert_eq!(program_name(&a[0]), "vm_smoke");
+        assert_eq!(program_name(&a[1]), "lib-pincer_tests");
+        assert!(a[1].test && !a[2].test);
+        assert_eq!(a[2].executable, Path::new("/t/pincer-bench-open"));
+    }
+}

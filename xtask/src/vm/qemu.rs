@@ -1,0 +1,171 @@
+//! Booting the test VM: QEMU with TCG (never KVM), the serial console on stdout, a
+//! deadline after which QEMU is killed.
+
+use super::console::Transcript;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Errors while running QEMU.
+#[derive(Debug, thiserror::Error)]
+pub enum QemuError {
+    /// QEMU could not be started.
+    #[error("could not start {binary} (install qemu-system-x86: `cargo xtask deps`)")]
+    Spawn {
+        /// The QEMU binary.
+        binary: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The console log could not be written.
+    #[error("writing the console log {path}")]
+    Log {
+        /// The log path.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Waiting for QEMU failed.
+    #[error("waiting for QEMU")]
+    Wait(#[source] std::io::Error),
+}
+
+/// The QEMU binary.
+pub const QEMU: &str = "qemu-system-x86_64";
+
+/// The kernel command line: serial console, BPF in the LSM list, reboot at once on panic.
+pub const CMDLINE: &str = "console=ttyS0 lsm=lockdown,capability,landlock,yama,bpf panic=-1 quiet";
+
+/// How one VM run ended.
+#[derive(Debug)]
+pub struct Run {
+    /// What the console showed.
+    pub transcript: Transcript,
+    /// Whether QEMU was killed at the deadline.
+    pub timed_out: bool,
+    /// QEMU's exit status description.
+    pub status: String,
+    /// Wall-clock time from start to QEMU's exit.
+    pub elapsed: Duration,
+}
+
+/// The QEMU command line for booting `vmlinuz` with `initrd`.
+pub fn command(vmlinuz: &Path, initrd: &Path) -> Command {
+    let mut cmd = Command::new(QEMU);
+    cmd.args(["-accel", "tcg", "-m", "1G", "-smp", "1"])
+        .args(["-nographic", "-no-reboot", "-nic", "none"])
+        .arg("-kernel")
+        .arg(vmlinuz)
+        .arg("-initrd")
+        .arg(initrd)
+        .args(["-append", CMDLINE]);
+    cmd
+}
+
+/// Boots the VM, feeding each console line to the transcript, to `log`, and to `echo`
+/// (which decides what reaches the terminal). QEMU is killed at `timeout`.
+pub fn boot(
+    vmlinuz: &Path,
+    initrd: &Path,
+    timeout: Duration,
+    log: &Path,
+    mut echo: impl FnMut(&str, &Transcript),
+) -> Result<Run, QemuError> {
+    let mut log_file = std::fs::File::create(log)
+        .map_err(|source| QemuError::Log { path: log.to_owned(), source })?;
+    let start = Instant::now();
+    let mut child = command(vmlinuz, initrd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| QemuError::Spawn { binary: QEMU.to_owned(), source })?;
+
+    let (tx, rx) = mpsc::channel::<String>();
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let tx_err = tx.clone();
+    let out_thread = std::thread::spawn(move || forward_lines(stdout, "", &tx));
+    let err_thread = std::thread::spawn(move || forward_lines(stderr, "qemu: ", &tx_err));
+
+    let mut transcript = Transcript::new();
+    let deadline = start + timeout;
+    let mut timed_out = false;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                writeln!(log_file, "{line}")
+                    .map_err(|source| QemuError::Log { path: log.to_owned(), source })?;
+                transcript.feed(&line);
+                echo(&line, &transcript);
+            }
+            // Both pipes closed: QEMU exited.
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                timed_out = true;
+                let _ = child.kill();
+                break;
+            }
+        }
+    }
+    let status = child.wait().map_err(QemuError::Wait)?;
+    let _ = out_thread.join();
+    let _ = err_thread.join();
+    // Lines read between the kill and the pipes closing.
+    for line in rx.try_iter() {
+        let _ = writeln!(log_file, "{line}");
+        transcript.feed(&line);
+    }
+    if timed_out {
+        let _ = writeln!(log_file, "xtask: killed QEMU after {} s", timeout.as_secs());
+    }
+    Ok(Run { transcript, timed_out, status: status.to_string(), elapsed: start.elapsed() })
+}
+
+/// Sends each `\n`-terminated line of `r` (lossily decoded) to `tx` with `prefix`.
+fn forward_lines(r: impl Read, prefix: &str, tx: &mpsc::Sender<String>) {
+    let mut reader = BufReader::new(r);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match reader.read_until(b'\n', &mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {
+                let text = String::from_utf8_lossy(&buf);
+                let line = text.trim_end_matches(['\n', '\r']);
+                if tx.send(format!("{prefix}{line}")).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_uses_tcg_and_never_kvm() {
+        let cmd = command(Path::new("/k"), Path::new("/i"));
+        let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        assert!(args.windows(2).any(|w| w[0] == "-accel" && w[1] == "tcg"));
+        assert!(!args.iter().any(|a| a.contains("kvm")));
+        assert!(args.contains(&"-no-reboot".to_owned()));
+        let append = &args[args.iter().position(|a| a == "-append").unwrap() + 1];
+        assert!(append.contains("lsm=") && append.contains(",bpf") && append.contains("panic=-1"));
+    }
+
+    #[test]
+    fn forwarded_lines_lose_their_line_endings() {
+        let (tx, rx) = mpsc::channel();
+        forward_lines(&b"one\r\ntwo\nthree"[..], "p: ", &tx);
+        drop(tx);
+        assert_eq!(rx.iter().collect::<Vec<_>>(), ["p: one", "p: two", "p: three"]);
+    }
+}
