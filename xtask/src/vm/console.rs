@@ -2,6 +2,7 @@
 //! harness summaries in between.
 //!
 //! The init prints, each on its own line:
+//! - `PINCER-VM-KERNEL <release> lsm=<list>` once the system is prepared,
 //! - `PINCER-VM-BEGIN <name>` before running a binary,
 //! - `PINCER-VM-RESULT <name> <exit code>` after it,
 //! - `PINCER-VM-SETUP-FAILED <what>` if preparing the VM failed (nothing was run),
@@ -16,6 +17,8 @@ pub const BEGIN: &str = "PINCER-VM-BEGIN";
 pub const RESULT: &str = "PINCER-VM-RESULT";
 /// Marker printed when the init could not prepare the VM.
 pub const SETUP_FAILED: &str = "PINCER-VM-SETUP-FAILED";
+/// Marker of the line naming the kernel release and the active LSMs.
+pub const KERNEL: &str = "PINCER-VM-KERNEL";
 /// Marker printed when every binary ran.
 pub const DONE: &str = "PINCER-VM-DONE";
 

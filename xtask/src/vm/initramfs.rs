@@ -3,7 +3,7 @@
 //! (proc, sysfs, devtmpfs, bpffs, cgroup2, securityfs, tmpfs) and runs each program,
 //! printing the markers of [`super::console`] on the serial console.
 
-use super::console::{BEGIN, DONE, RESULT, SETUP_FAILED};
+use super::console::{BEGIN, DONE, KERNEL, RESULT, SETUP_FAILED};
 use super::cpio::{Archive, CpioError};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -156,11 +156,12 @@ mnt tmpfs tmpfs /dev/shm mode=1777,nosuid,nodev
 ln -sf /proc/self/fd /dev/fd
 hostname pincer-vm
 echo
-echo "PINCER-VM-KERNEL $(uname -r) lsm=$(cat /sys/kernel/security/lsm)"
+echo "KERNEL_MARKER $(uname -r) lsm=$(cat /sys/kernel/security/lsm)"
 cd /
 "#,
     )
-    .replace("SETUP_FAILED", SETUP_FAILED);
+    .replace("SETUP_FAILED", SETUP_FAILED)
+    .replace("KERNEL_MARKER", KERNEL);
     for p in programs {
         let args: Vec<String> = p.args.iter().map(|a| shell_quote(a)).collect();
         s.push_str(&format!(

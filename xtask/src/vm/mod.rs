@@ -32,12 +32,6 @@ pub struct VmOptions {
     pub quiet: bool,
 }
 
-impl Default for VmOptions {
-    fn default() -> Self {
-        Self { kernels: Vec::new(), timeout: 600, quiet: std::env::var_os("CI").is_some() }
-    }
-}
-
 /// The workspace root (the parent of `xtask/`).
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask is inside the workspace").to_owned()
@@ -176,6 +170,19 @@ enum Echo {
     ProgramOutput,
 }
 
+/// Whether `line`, just fed to `t`, reaches the terminal under `echo`.
+fn shown(echo: Echo, line: &str, t: &console::Transcript) -> bool {
+    match echo {
+        Echo::All => true,
+        Echo::Nothing => false,
+        Echo::ProgramOutput => {
+            let inside_program = t.binaries.last().is_some_and(|b| b.exit_code.is_none());
+            let is_marker = [console::BEGIN, console::RESULT, console::DONE].iter().any(|m| line.contains(m));
+            (inside_program && !is_marker) || line.contains(console::KERNEL)
+        }
+    }
+}
+
 /// Outcome of running programs on one kernel.
 struct KernelRun {
     kernel: Kernel,
@@ -192,14 +199,8 @@ fn run_on(kernel: &Kernel, initrd: &Path, names: &[String], opts: &VmOptions, ec
     let log = run_dir()?.join("logs").join(format!("{}-{stamp}.log", kernel.release));
     eprintln!("xtask: booting {} (TCG; console log {})", kernel.release, log.display());
     let run = qemu::boot(&kernel.vmlinuz, initrd, Duration::from_secs(opts.timeout), &log, |line, t| {
-        let inside_program = t.binaries.last().is_some_and(|b| b.exit_code.is_none());
-        let is_marker = line.contains("PINCER-VM-");
-        match echo {
-            Echo::All => println!("{}", console::clean(line)),
-            Echo::ProgramOutput if (inside_program && !is_marker) || line.contains("PINCER-VM-KERNEL") => {
-                println!("{}", console::clean(line))
-            }
-            _ => {}
+        if shown(echo, line, t) {
+            println!("{}", console::clean(line));
         }
     })?;
     let passed = !run.timed_out && run.transcript.passed(names);
@@ -347,5 +348,27 @@ not json"#;
         assert_eq!(program_name(&a[1]), "lib-pincer_tests");
         assert!(a[1].test && !a[2].test);
         assert_eq!(a[2].executable, Path::new("/t/pincer-bench-open"));
+    }
+
+    #[test]
+    fn benchmark_echo_shows_only_the_program_and_the_kernel_line() {
+        let mut t = console::Transcript::new();
+        let mut shown_lines = Vec::new();
+        for line in [
+            "SeaBIOS (version 1.16.2)",
+            "PINCER-VM-KERNEL 6.12.117 lsm=bpf",
+            "PINCER-VM-BEGIN pincer-bench-open",
+            "(a) no program: 1500 ns",
+            "PINCER-VM-RESULT pincer-bench-open 0",
+            "[    2.2] reboot: Power down",
+            "PINCER-VM-DONE",
+        ] {
+            t.feed(line);
+            if shown(Echo::ProgramOutput, line, &t) {
+                shown_lines.push(line);
+            }
+        }
+        assert_eq!(shown_lines, ["PINCER-VM-KERNEL 6.12.117 lsm=bpf", "(a) no program: 1500 ns"]);
+        assert!(!shown(Echo::Nothing, "x", &t) && shown(Echo::All, "x", &t));
     }
 }
