@@ -170,8 +170,7 @@ impl Archive {
 
     /// Writes the archive in `newc` format, ending with the `TRAILER!!!` record.
     pub fn write_to<W: Write>(&self, mut out: W) -> Result<(), CpioError> {
-        let mut ino = 1u32;
-        for (path, entry) in &self.entries {
+        for (ino, (path, entry)) in (1u32..).zip(&self.entries) {
             let mut rdev = (0, 0);
             let (mode, data): (u32, &[u8]) = match &entry.kind {
                 Kind::Dir => (S_IFDIR | entry.mode, &[]),
@@ -185,7 +184,6 @@ impl Archive {
             let nlink = if entry.kind == Kind::Dir { 2 } else { 1 };
             let record = Record { ino, mode, nlink, rdev, name: path, data };
             record.write(&mut out).map_err(CpioError::Write)?;
-            ino += 1;
         }
         let trailer = Record { ino: 0, mode: 0, nlink: 1, rdev: (0, 0), name: TRAILER, data: &[] };
         trailer.write(&mut out).map_err(CpioError::Write)?;

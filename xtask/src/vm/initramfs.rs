@@ -175,8 +175,14 @@ cd /
 }
 
 /// Builds the initramfs for `programs` and writes it (uncompressed newc) to `out`.
-/// Returns the archive's size in bytes.
-pub fn build(programs: &[Program], busybox: &Path, out: &Path) -> Result<u64, InitramfsError> {
+/// Each of `extra` (helper executables the programs start) is stored at its host path, so
+/// a test can run `env!("CARGO_BIN_EXE_<name>")` in the VM. Returns the archive's size.
+pub fn build(
+    programs: &[Program],
+    extra: &[PathBuf],
+    busybox: &Path,
+    out: &Path,
+) -> Result<u64, InitramfsError> {
     let mut seen = std::collections::HashSet::new();
     for p in programs {
         check_name(&p.name)?;
@@ -213,6 +219,17 @@ pub fn build(programs: &[Program], busybox: &Path, out: &Path) -> Result<u64, In
     for p in programs {
         a.host_file(&format!("pincer/{}", p.name), &p.host_path, 0o755)?;
         for lib in shared_libraries(&p.host_path)? {
+            if !a.contains(&lib) {
+                a.host_file(&lib, Path::new(&lib), 0o755)?;
+            }
+        }
+    }
+    for path in extra {
+        let text = path.to_string_lossy();
+        if !a.contains(&text) {
+            a.host_file(&text, path, 0o755)?;
+        }
+        for lib in shared_libraries(path)? {
             if !a.contains(&lib) {
                 a.host_file(&lib, Path::new(&lib), 0o755)?;
             }
@@ -287,9 +304,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("i.cpio");
         let p = |name: &str| Program { name: name.into(), host_path: "/bin/ls".into(), args: vec![] };
-        assert!(matches!(build(&[p("a;b")], Path::new(BUSYBOX), &out), Err(InitramfsError::BadName(_))));
+        assert!(matches!(build(&[p("a;b")], &[], Path::new(BUSYBOX), &out), Err(InitramfsError::BadName(_))));
         assert!(matches!(
-            build(&[p("a"), p("a")], Path::new(BUSYBOX), &out),
+            build(&[p("a"), p("a")], &[], Path::new(BUSYBOX), &out),
             Err(InitramfsError::DuplicateName(_))
         ));
     }
@@ -300,14 +317,14 @@ mod tests {
         let out = dir.path().join("i.cpio");
         let programs =
             [Program { name: "ls".into(), host_path: "/bin/ls".into(), args: vec![] }];
-        build(&programs, Path::new(BUSYBOX), &out).unwrap();
+        build(&programs, &[PathBuf::from("/usr/bin/cat")], Path::new(BUSYBOX), &out).unwrap();
         let listing = Command::new("cpio")
             .args(["-t", "--quiet", "-F"])
             .arg(&out)
             .output()
             .expect("cpio is installed by `cargo xtask deps`");
         let listing = String::from_utf8_lossy(&listing.stdout);
-        for want in ["init", "bin/busybox", "bin/sh", "sbin/poweroff", "pincer/ls", "dev/console", "tmp"] {
+        for want in ["init", "bin/busybox", "bin/sh", "sbin/poweroff", "pincer/ls", "dev/console", "tmp", "usr/bin/cat"] {
             assert!(listing.lines().any(|l| l == want), "{want} missing from the initramfs");
         }
         assert!(listing.lines().any(|l| l.ends_with("libc.so.6")));

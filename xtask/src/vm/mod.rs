@@ -127,9 +127,15 @@ fn program_name(a: &Artifact) -> String {
     }
 }
 
-/// Builds every test executable of `pincer-tests`.
-pub fn build_tests() -> Result<Vec<Program>> {
+/// Builds every test executable of `pincer-tests`; also returns the crate's binaries
+/// (helpers the tests start through `CARGO_BIN_EXE_<name>`).
+pub fn build_tests() -> Result<(Vec<Program>, Vec<PathBuf>)> {
     let artifacts = cargo_json(&["test", "-p", "pincer-tests", "--release", "--no-run"])?;
+    let helpers: Vec<PathBuf> = artifacts
+        .iter()
+        .filter(|a| !a.test && a.kind == "bin")
+        .map(|a| a.executable.clone())
+        .collect();
     let programs: Vec<Program> = artifacts
         .iter()
         .filter(|a| a.test)
@@ -142,7 +148,7 @@ pub fn build_tests() -> Result<Vec<Program>> {
     if programs.is_empty() {
         bail!("`cargo test -p pincer-tests --no-run` produced no test executables");
     }
-    Ok(programs)
+    Ok((programs, helpers))
 }
 
 /// Resolves `--kernel` values (default: every kernel) and fetches them.
@@ -239,10 +245,10 @@ fn report_failure(r: &KernelRun, names: &[String], streamed: bool) {
 /// `cargo xtask vm-test`: the test executables of `pincer-tests` on every kernel.
 pub fn vm_test(opts: &VmOptions) -> Result<()> {
     crate::deps::ensure(&crate::deps::all())?;
-    let programs = build_tests()?;
+    let (programs, helpers) = build_tests()?;
     let names: Vec<String> = programs.iter().map(|p| p.name.clone()).collect();
     let initrd = run_dir()?.join(format!("initramfs-tests-{}.cpio", std::process::id()));
-    let size = initramfs::build(&programs, Path::new(initramfs::BUSYBOX), &initrd)?;
+    let size = initramfs::build(&programs, &helpers, Path::new(initramfs::BUSYBOX), &initrd)?;
     eprintln!("xtask: initramfs {} ({:.1} MiB): {}", initrd.display(), size as f64 / 1048576.0, names.join(", "));
     let kernels = fetch_kernels(&opts.kernels, kernels::KERNELS);
     let kernels = match kernels {
@@ -305,7 +311,7 @@ pub fn bench_open(opts: &VmOptions, args: &[String]) -> Result<()> {
         vec![Program { name: BENCH_OPEN.into(), host_path: bench.executable.clone(), args: args.to_vec() }];
     let names = vec![BENCH_OPEN.to_owned()];
     let initrd = run_dir()?.join(format!("initramfs-bench-{}.cpio", std::process::id()));
-    initramfs::build(&programs, Path::new(initramfs::BUSYBOX), &initrd)?;
+    initramfs::build(&programs, &[], Path::new(initramfs::BUSYBOX), &initrd)?;
     // One kernel by default (the newest): the figures are ratios within one run.
     let default = &kernels::KERNELS[kernels::KERNELS.len() - 1..];
     let kernels = fetch_kernels(&opts.kernels, default);
