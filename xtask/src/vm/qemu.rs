@@ -53,10 +53,18 @@ pub struct Run {
     pub elapsed: Duration,
 }
 
+/// Guest memory for an initramfs of `initrd_bytes`: 1 GiB, or more when the archive is big
+/// (the kernel holds the archive and its unpacked copy in memory at once).
+pub fn memory_mib(initrd_bytes: u64) -> u64 {
+    (initrd_bytes / (1 << 20) * 3 + 512).max(1024)
+}
+
 /// The QEMU command line for booting `vmlinuz` with `initrd`.
 pub fn command(vmlinuz: &Path, initrd: &Path) -> Command {
+    let size = std::fs::metadata(initrd).map(|m| m.len()).unwrap_or(0);
     let mut cmd = Command::new(QEMU);
-    cmd.args(["-accel", "tcg", "-m", "1G", "-smp", "1"])
+    cmd.args(["-accel", "tcg", "-smp", "1", "-m"])
+        .arg(format!("{}M", memory_mib(size)))
         .args(["-nographic", "-no-reboot", "-nic", "none"])
         .arg("-kernel")
         .arg(vmlinuz)
@@ -159,6 +167,12 @@ mod tests {
         assert!(args.contains(&"-no-reboot".to_owned()));
         let append = &args[args.iter().position(|a| a == "-append").unwrap() + 1];
         assert!(append.contains("lsm=") && append.contains(",bpf") && append.contains("panic=-1"));
+    }
+
+    #[test]
+    fn memory_grows_with_a_big_initramfs() {
+        assert_eq!(memory_mib(20 << 20), 1024);
+        assert_eq!(memory_mib(400 << 20), 1712);
     }
 
     #[test]
