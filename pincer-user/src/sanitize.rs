@@ -1,1 +1,507 @@
-//! (module under construction)
+//! The keyed PRF that hides untrusted names from deciders.
+//!
+//! Every path segment is replaced by a short token: HMAC-SHA256 of the segment under a
+//! secret key, truncated. The same segment always gives the same token, so files in one
+//! directory share a sanitized prefix and requests can be matched against history, while
+//! the names themselves lose their meaning. The key never leaves this module: deciders only
+//! ever see tokens.
+//!
+//! Besides the whole-segment token, a segment with an extension (`report.pdf`) also gets an
+//! extension token (the PRF of `.pdf`), so that user rules such as `**/*.pem` can be applied
+//! to sanitized requests.
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use std::fmt;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Length of the secret key in bytes.
+pub const KEY_LEN: usize = 32;
+/// Hex digits of the HMAC kept in a token (40 bits: collisions are negligible for the
+/// few thousand distinct names a user's workspace holds).
+const TOKEN_HEX: usize = 10;
+
+/// Errors of the sanitizer.
+#[derive(Debug, thiserror::Error)]
+pub enum SanitizeError {
+    /// The key file could not be read.
+    #[error("cannot read the sanitizer key file {path}")]
+    ReadKey {
+        /// The key file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The key file could not be created or written.
+    #[error("cannot write the sanitizer key file {path}")]
+    WriteKey {
+        /// The key file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The key file exists but does not hold a key.
+    #[error("sanitizer key file {path} holds {len} bytes, expected {KEY_LEN}")]
+    BadKeyLength {
+        /// The key file.
+        path: PathBuf,
+        /// What it held.
+        len: usize,
+    },
+    /// The key file can be read by other users.
+    #[error("sanitizer key file {path} has mode {mode:o}; it must not be readable by group or others (chmod 600)")]
+    KeyTooOpen {
+        /// The key file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// The operating system's random source failed.
+    #[error("cannot draw a random key: {0}")]
+    Random(getrandom::Error),
+}
+
+/// The sanitizer's secret key. Its `Debug` output never shows the bytes.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretKey([u8; KEY_LEN]);
+
+impl SecretKey {
+    /// Draws a fresh key from the operating system's random source.
+    pub fn generate() -> Result<Self, SanitizeError> {
+        let mut k = [0u8; KEY_LEN];
+        getrandom::fill(&mut k).map_err(SanitizeError::Random)?;
+        Ok(SecretKey(k))
+    }
+
+    /// Wraps given key bytes (tests and deterministic evaluation runs).
+    pub fn from_bytes(bytes: [u8; KEY_LEN]) -> Self {
+        SecretKey(bytes)
+    }
+}
+
+impl fmt::Debug for SecretKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SecretKey(..)")
+    }
+}
+
+/// The sanitized form of one name segment: `t` followed by hex digits.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct Token(String);
+
+impl Token {
+    /// The token's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A sanitized path: one token per segment, plus the extension token of each segment that
+/// has an extension. Only a [`Sanitizer`] can make one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SanitizedPath {
+    segs: Vec<Token>,
+    exts: Vec<Option<Token>>,
+    words: Vec<Vec<Token>>,
+    dir: bool,
+}
+
+impl SanitizedPath {
+    /// The segment tokens, root first.
+    pub fn tokens(&self) -> &[Token] {
+        &self.segs
+    }
+
+    /// The extension token of segment `i`, if that segment has an extension.
+    pub fn ext(&self, i: usize) -> Option<&Token> {
+        self.exts.get(i).and_then(|e| e.as_ref())
+    }
+
+    /// The word tokens of segment `i` (see [`Sanitizer::word`]).
+    pub fn words(&self, i: usize) -> &[Token] {
+        self.words.get(i).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Number of segments.
+    pub fn len(&self) -> usize {
+        self.segs.len()
+    }
+
+    /// True for the empty path (the protected root itself).
+    pub fn is_empty(&self) -> bool {
+        self.segs.is_empty()
+    }
+
+    /// True if the original path named a directory (trailing `/`).
+    pub fn is_dir(&self) -> bool {
+        self.dir
+    }
+
+    /// The parent directory, or `None` for the root.
+    pub fn parent(&self) -> Option<SanitizedPath> {
+        if self.segs.is_empty() {
+            return None;
+        }
+        let n = self.segs.len() - 1;
+        Some(SanitizedPath { segs: self.segs[..n].to_vec(), exts: self.exts[..n].to_vec(), words: self.words[..n].to_vec(), dir: true })
+    }
+
+    /// True if `prefix`'s segments are a prefix of this path's segments.
+    pub fn starts_with(&self, prefix: &SanitizedPath) -> bool {
+        self.segs.len() >= prefix.segs.len() && self.segs[..prefix.segs.len()] == prefix.segs[..]
+    }
+
+    /// Number of leading segments this path shares with `other`.
+    pub fn common_prefix_len(&self, other: &SanitizedPath) -> usize {
+        self.segs.iter().zip(&other.segs).take_while(|(a, b)| a == b).count()
+    }
+
+    /// The last segment's token, if any.
+    pub fn last(&self) -> Option<&Token> {
+        self.segs.last()
+    }
+
+    /// The same path marked as a file or directory (the mark does not take part in prefix
+    /// tests).
+    pub fn with_dir(mut self, dir: bool) -> Self {
+        self.dir = dir;
+        self
+    }
+
+    /// Same segments, ignoring the directory mark.
+    pub fn same_segments(&self, other: &SanitizedPath) -> bool {
+        self.segs == other.segs
+    }
+}
+
+impl fmt::Display for SanitizedPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, t) in self.segs.iter().enumerate() {
+            if i > 0 {
+                f.write_str("/")?;
+            }
+            f.write_str(t.as_str())?;
+        }
+        if self.dir && !self.segs.is_empty() {
+            f.write_str("/")?;
+        }
+        Ok(())
+    }
+}
+
+/// One segment of a sanitized glob.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum GlobSeg {
+    /// A literal segment, sanitized.
+    Exact(Token),
+    /// `*.ext`: any segment with this (sanitized) extension.
+    Ext(Token),
+    /// `*`: any one segment.
+    Any,
+    /// `**`: any number of segments, including none.
+    AnyDeep,
+    /// A pattern that cannot be applied to tokens (such as `draft-*`): matches any one
+    /// segment when the rule restricts (deny, ask), none when it grants.
+    Opaque,
+}
+
+/// A policy glob with literal segments sanitized, so it can be matched against
+/// [`SanitizedPath`]s.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SanitizedGlob {
+    segs: Vec<GlobSeg>,
+}
+
+impl SanitizedGlob {
+    /// The segments.
+    pub fn segs(&self) -> &[GlobSeg] {
+        &self.segs
+    }
+
+    /// Matches `path`. `broad` decides how [`GlobSeg::Opaque`] behaves: true for
+    /// restricting rules (opaque matches any segment), false for granting rules (matches none).
+    pub fn matches(&self, path: &SanitizedPath, broad: bool) -> bool {
+        fn go(g: &[GlobSeg], p: &SanitizedPath, i: usize, broad: bool) -> bool {
+            match g.split_first() {
+                None => i == p.len(),
+                Some((GlobSeg::AnyDeep, rest)) => (i..=p.len()).any(|j| go(rest, p, j, broad)),
+                Some((seg, rest)) => {
+                    if i >= p.len() {
+                        return false;
+                    }
+                    let ok = match seg {
+                        GlobSeg::Exact(t) => &p.segs[i] == t,
+                        GlobSeg::Ext(t) => p.ext(i) == Some(t),
+                        GlobSeg::Any => true,
+                        GlobSeg::Opaque => broad,
+                        GlobSeg::AnyDeep => unreachable!(),
+                    };
+                    ok && go(rest, p, i + 1, broad)
+                }
+            }
+        }
+        go(&self.segs, path, 0, broad)
+    }
+}
+
+impl fmt::Display for SanitizedGlob {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, s) in self.segs.iter().enumerate() {
+            if i > 0 {
+                f.write_str("/")?;
+            }
+            match s {
+                GlobSeg::Exact(t) => write!(f, "{t}")?,
+                GlobSeg::Ext(t) => write!(f, "*.{t}")?,
+                GlobSeg::Any => f.write_str("*")?,
+                GlobSeg::AnyDeep => f.write_str("**")?,
+                GlobSeg::Opaque => f.write_str("<pattern>")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Splits a name or word into normalised word keys: lowercase alphanumeric runs of two or
+/// more characters, with a plural `s` dropped.
+pub fn word_keys(s: &str) -> Vec<String> {
+    s.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.chars().count() > 1)
+        .map(|w| {
+            let w = w.to_lowercase();
+            if w.len() > 3 && w.ends_with('s') && !w.ends_with("ss") {
+                w[..w.len() - 1].to_string()
+            } else {
+                w
+            }
+        })
+        .collect()
+}
+
+/// The keyed PRF over names. Holds the key; hands out only tokens.
+#[derive(Clone)]
+pub struct Sanitizer {
+    key: SecretKey,
+}
+
+impl fmt::Debug for Sanitizer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Sanitizer { key: .. }")
+    }
+}
+
+impl Sanitizer {
+    /// A sanitizer with the given key.
+    pub fn new(key: SecretKey) -> Self {
+        Sanitizer { key }
+    }
+
+    /// Loads the key from `path`, or creates the file (mode 0600, fresh random key) if it
+    /// does not exist. A file readable by group or others is refused.
+    pub fn load_or_create(path: impl AsRef<Path>) -> Result<Self, SanitizeError> {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        let path = path.as_ref();
+        match std::fs::read(path) {
+            Ok(bytes) => {
+                let mode = std::fs::metadata(path)
+                    .map_err(|source| SanitizeError::ReadKey { path: path.into(), source })?
+                    .permissions()
+                    .mode();
+                if mode & 0o077 != 0 {
+                    return Err(SanitizeError::KeyTooOpen { path: path.into(), mode: mode & 0o777 });
+                }
+                let key: [u8; KEY_LEN] = bytes
+                    .as_slice()
+                    .try_into()
+                    .map_err(|_| SanitizeError::BadKeyLength { path: path.into(), len: bytes.len() })?;
+                Ok(Sanitizer::new(SecretKey(key)))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let key = SecretKey::generate()?;
+                let mut f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(path)
+                    .map_err(|source| SanitizeError::WriteKey { path: path.into(), source })?;
+                f.write_all(&key.0)
+                    .and_then(|_| f.sync_all())
+                    .map_err(|source| SanitizeError::WriteKey { path: path.into(), source })?;
+                Ok(Sanitizer::new(key))
+            }
+            Err(source) => Err(SanitizeError::ReadKey { path: path.into(), source }),
+        }
+    }
+
+    fn prf(&self, domain: u8, s: &str) -> Token {
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.key.0).expect("HMAC takes any key length");
+        mac.update(&[domain]);
+        mac.update(s.as_bytes());
+        let out = mac.finalize().into_bytes();
+        let mut t = String::with_capacity(TOKEN_HEX + 1);
+        t.push('t');
+        t.push_str(&hex::encode(&out[..TOKEN_HEX / 2]));
+        Token(t)
+    }
+
+    /// The token of one name segment.
+    pub fn segment(&self, s: &str) -> Token {
+        self.prf(0, s)
+    }
+
+    /// The token of a word (a name part or a prompt word), normalised by [`word_keys`]: a
+    /// request segment `meeting-notes.md` carries the word tokens of `meeting` and `note`,
+    /// which equal the word tokens of those words typed in a prompt.
+    pub fn word(&self, w: &str) -> Option<Token> {
+        word_keys(w).first().map(|k| self.prf(2, k))
+    }
+
+    /// The token of an extension (given without the dot, lowercase is applied).
+    pub fn extension(&self, ext: &str) -> Token {
+        self.prf(1, &ext.to_ascii_lowercase())
+    }
+
+    fn ext_of(&self, seg: &str) -> Option<Token> {
+        let dot = seg.rfind('.')?;
+        if dot == 0 || dot + 1 == seg.len() {
+            // `.env` style names: the whole name is the extension.
+            if dot == 0 && seg.len() > 1 {
+                return Some(self.extension(&seg[1..]));
+            }
+            return None;
+        }
+        Some(self.extension(&seg[dot + 1..]))
+    }
+
+    /// Sanitizes a `/`-separated relative path segment by segment. Empty segments and a
+    /// leading `./` are dropped; a trailing `/` marks a directory.
+    pub fn path(&self, p: &str) -> SanitizedPath {
+        let dir = p.ends_with('/');
+        let mut segs = Vec::new();
+        let mut exts = Vec::new();
+        let mut words = Vec::new();
+        for s in p.split('/').filter(|s| !s.is_empty() && *s != ".") {
+            segs.push(self.segment(s));
+            exts.push(self.ext_of(s));
+            let stem = match s.rfind('.') {
+                Some(d) if d > 0 => &s[..d],
+                _ => s,
+            };
+            let mut ws: Vec<Token> = word_keys(stem).iter().map(|w| self.prf(2, w)).collect();
+            ws.dedup();
+            words.push(ws);
+        }
+        SanitizedPath { segs, exts, words, dir }
+    }
+
+    /// Sanitizes a policy glob: literal segments become tokens, `*.ext` becomes an extension
+    /// match, `*` and `**` stay, any other pattern becomes [`GlobSeg::Opaque`]. A glob ending
+    /// in `/` matches the directory and everything below it.
+    pub fn glob(&self, g: &str) -> SanitizedGlob {
+        let mut segs: Vec<GlobSeg> = Vec::new();
+        for s in g.split('/').filter(|s| !s.is_empty() && *s != ".") {
+            let meta = s.contains(['*', '?', '[', '{']);
+            let seg = if !meta {
+                GlobSeg::Exact(self.segment(s))
+            } else if s == "**" {
+                GlobSeg::AnyDeep
+            } else if s == "*" {
+                GlobSeg::Any
+            } else if let Some(ext) = s.strip_prefix("*.").filter(|e| !e.contains(['*', '?', '[', '{', '.'])) {
+                GlobSeg::Ext(self.extension(ext))
+            } else {
+                GlobSeg::Opaque
+            };
+            segs.push(seg);
+        }
+        if g.ends_with('/') {
+            segs.push(GlobSeg::AnyDeep);
+        }
+        SanitizedGlob { segs }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(k: u8) -> Sanitizer {
+        Sanitizer::new(SecretKey::from_bytes([k; KEY_LEN]))
+    }
+
+    #[test]
+    fn deterministic() {
+        assert_eq!(s(1).path("a/b/c.txt"), s(1).path("a/b/c.txt"));
+        assert_eq!(s(1).segment("x"), s(1).segment("x"));
+    }
+
+    #[test]
+    fn different_keys_unrelated() {
+        let a = s(1).path("projects/app/main.rs");
+        let b = s(2).path("projects/app/main.rs");
+        for (x, y) in a.tokens().iter().zip(b.tokens()) {
+            assert_ne!(x, y);
+        }
+    }
+
+    #[test]
+    fn no_text_survives() {
+        let p = "secrets/prod.env";
+        let out = s(3).path(p).to_string();
+        for seg in ["secrets", "prod", "env"] {
+            assert!(!out.contains(seg), "{out} leaks {seg}");
+        }
+    }
+
+    #[test]
+    fn prefixes_shared_exactly_with_directories() {
+        let z = s(4);
+        let a = z.path("p/q/r.txt");
+        let b = z.path("p/q/s.txt");
+        let c = z.path("p/x/r.txt");
+        assert_eq!(a.common_prefix_len(&b), 2);
+        assert_eq!(a.common_prefix_len(&c), 1);
+        assert_eq!(a.parent(), b.parent());
+        assert_ne!(a.parent(), c.parent());
+        assert!(a.starts_with(&z.path("p/q/")));
+        assert!(!c.starts_with(&z.path("p/q/")));
+    }
+
+    #[test]
+    fn globs_match_sanitized_paths() {
+        let z = s(5);
+        let g = z.glob("secrets/**");
+        assert!(g.matches(&z.path("secrets/a/b"), false));
+        assert!(!g.matches(&z.path("public/a"), false));
+        let e = z.glob("**/*.pem");
+        assert!(e.matches(&z.path("x/y/key.PEM"), false));
+        assert!(!e.matches(&z.path("x/y/key.txt"), false));
+        let d = z.glob("**/.env");
+        assert!(d.matches(&z.path("a/.env"), false));
+        let o = z.glob("notes/draft-*");
+        assert!(o.matches(&z.path("notes/draft-1"), true));
+        assert!(!o.matches(&z.path("notes/draft-1"), false));
+    }
+
+    #[test]
+    fn key_file_is_created_private_and_reloaded() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("key");
+        let a = Sanitizer::load_or_create(&p).unwrap();
+        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        let b = Sanitizer::load_or_create(&p).unwrap();
+        assert_eq!(a.segment("x"), b.segment("x"));
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(matches!(Sanitizer::load_or_create(&p), Err(SanitizeError::KeyTooOpen { .. })));
+    }
+}

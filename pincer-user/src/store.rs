@@ -1,1 +1,809 @@
-//! (module under construction)
+//! The twin's trusted state in SQLite.
+//!
+//! Only trusted kinds of input can be written: user prompts, access annotations taken from
+//! past tasks' tool logs, user approvals, user policies, the twin's own grants and the
+//! policies the twin derives. There is deliberately no function that stores a worker's
+//! rationale, note, file content or a name the worker chose: the write API's types cannot
+//! carry them.
+//!
+//! [`Store`] persists the state (WAL, migrations by `PRAGMA user_version`);
+//! [`TrustedState`] is the same state in memory, cheap to clone for one evaluation sample.
+
+use crate::access::Access;
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// Errors of the trusted store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database could not be opened.
+    #[error("cannot open the trusted store at {path}")]
+    Open {
+        /// Database file.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// A statement failed.
+    #[error("trusted store: {op} failed")]
+    Sql {
+        /// What was being done.
+        op: &'static str,
+        /// Cause.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The database was written by a newer version of Pincer.
+    #[error("trusted store schema version {found} is newer than this build understands ({known})")]
+    SchemaTooNew {
+        /// Version in the file.
+        found: i64,
+        /// Newest version this build knows.
+        known: i64,
+    },
+    /// An import file could not be read.
+    #[error("cannot read {path}")]
+    ReadFile {
+        /// File.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A line of an import file is not valid JSON of the expected shape.
+    #[error("{path}:{line}: {source}")]
+    Parse {
+        /// File.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// Cause.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A field holds a value that is not allowed.
+    #[error("{path}:{line}: field `{field}`: {problem}")]
+    BadField {
+        /// File (or `<input>` for typed records).
+        path: PathBuf,
+        /// 1-based line (0 for typed records).
+        line: usize,
+        /// The field.
+        field: &'static str,
+        /// What is wrong.
+        problem: String,
+    },
+    /// A session name appears twice in a history.
+    #[error("{path}:{line}: session {session:?} appears twice")]
+    DuplicateSession {
+        /// File.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// The session.
+        session: String,
+    },
+}
+
+/// Permission of a policy rule or a policy entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Permission {
+    /// The access is allowed.
+    Allow,
+    /// The access is denied.
+    Deny,
+    /// The user must be asked.
+    AskUser,
+}
+
+impl Permission {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Permission::Allow => "allow",
+            Permission::Deny => "deny",
+            Permission::AskUser => "ask_user",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "allow" => Some(Permission::Allow),
+            "deny" => Some(Permission::Deny),
+            "ask_user" => Some(Permission::AskUser),
+            _ => None,
+        }
+    }
+}
+
+/// One prompt the user typed (trusted).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserPrompt {
+    /// The task (session) it belongs to.
+    pub session: String,
+    /// Day number (non-decreasing through a history).
+    pub day: u32,
+    /// The text, verbatim.
+    pub text: String,
+}
+
+/// One access a past task made, as its tool log recorded it (trusted annotation).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct AccessRecord {
+    /// Path relative to the protected root.
+    pub path: String,
+    /// Access type.
+    pub access: Access,
+}
+
+/// Where an access annotation came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AccessSource {
+    /// A past task's tool log.
+    Annotation,
+    /// A grant the twin made.
+    TwinGrant,
+}
+
+/// A permission the user gave (or refused) by hand (trusted).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserApproval {
+    /// The task in which it was given.
+    pub session: String,
+    /// Path or glob.
+    pub path_glob: String,
+    /// Access type.
+    pub access: Access,
+    /// `Allow` for a granted approval, `Deny` for a refusal.
+    pub permission: Permission,
+}
+
+/// A structured policy rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyRule {
+    /// Glob over relative paths.
+    pub path_glob: String,
+    /// Access types it covers.
+    pub access: Vec<Access>,
+    /// What it says.
+    pub permission: Permission,
+}
+
+/// A policy the user wrote (trusted).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserPolicy {
+    /// Identifier.
+    pub id: String,
+    /// Natural-language text, as the user wrote it.
+    pub text: String,
+    /// The same intent in structured form, if the user wrote one.
+    #[serde(default)]
+    pub rules: Vec<PolicyRule>,
+}
+
+/// A grant the twin made in a session (trusted: the twin's own decision).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TwinGrant {
+    /// Session.
+    pub session: String,
+    /// Path relative to the protected root.
+    pub path: String,
+    /// Access type.
+    pub access: Access,
+}
+
+/// A policy the twin derived from trusted state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DerivedPolicy {
+    /// Natural-language statement.
+    pub text: String,
+    /// Structured rules.
+    #[serde(default)]
+    pub rules: Vec<PolicyRule>,
+}
+
+/// One past task: its prompts, what it touched, what the user approved in it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Task {
+    /// Session identifier.
+    pub session: String,
+    /// Day number.
+    pub day: u32,
+    /// The user's prompts in order.
+    pub prompts: Vec<String>,
+    /// Access annotations with their source.
+    pub accesses: Vec<(AccessRecord, AccessSource)>,
+    /// Approvals given in this task.
+    pub approvals: Vec<UserApproval>,
+}
+
+impl Task {
+    /// All prompts joined by newlines.
+    pub fn prompt_text(&self) -> String {
+        self.prompts.join("\n")
+    }
+}
+
+/// A user's whole trusted state in memory. Cloning it is how an evaluation sample gets a
+/// private copy.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrustedState {
+    /// The user.
+    pub user: String,
+    /// Past and current tasks, oldest first.
+    pub tasks: Vec<Task>,
+    /// The user's own policies.
+    pub policies: Vec<UserPolicy>,
+    /// Policies the twin derived.
+    pub derived: Vec<DerivedPolicy>,
+}
+
+impl TrustedState {
+    /// An empty state for `user`.
+    pub fn new(user: impl Into<String>) -> Self {
+        TrustedState { user: user.into(), ..Default::default() }
+    }
+
+    fn task_mut(&mut self, session: &str, day: u32) -> &mut Task {
+        if let Some(i) = self.tasks.iter().position(|t| t.session == session) {
+            return &mut self.tasks[i];
+        }
+        self.tasks.push(Task { session: session.into(), day, prompts: vec![], accesses: vec![], approvals: vec![] });
+        self.tasks.last_mut().expect("just pushed")
+    }
+
+    /// Records a user prompt.
+    pub fn add_prompt(&mut self, p: &UserPrompt) -> Result<(), StoreError> {
+        nonempty("text", &p.text)?;
+        nonempty("session", &p.session)?;
+        self.task_mut(&p.session, p.day).prompts.push(p.text.clone());
+        Ok(())
+    }
+
+    /// Records an access annotation of a task from its tool log.
+    pub fn add_access(&mut self, session: &str, day: u32, a: &AccessRecord) -> Result<(), StoreError> {
+        check_rel_path("path", &a.path, false)?;
+        self.task_mut(session, day).accesses.push((a.clone(), AccessSource::Annotation));
+        Ok(())
+    }
+
+    /// Records a user approval.
+    pub fn add_approval(&mut self, day: u32, a: &UserApproval) -> Result<(), StoreError> {
+        check_rel_path("path_glob", &a.path_glob, true)?;
+        self.task_mut(&a.session, day).approvals.push(a.clone());
+        Ok(())
+    }
+
+    /// Records a user policy.
+    pub fn add_policy(&mut self, p: &UserPolicy) -> Result<(), StoreError> {
+        check_policy(p)?;
+        self.policies.push(p.clone());
+        Ok(())
+    }
+
+    /// Records a twin grant as an access annotation of its session.
+    pub fn add_twin_grant(&mut self, day: u32, g: &TwinGrant) -> Result<(), StoreError> {
+        check_rel_path("path", &g.path, false)?;
+        let rec = AccessRecord { path: g.path.clone(), access: g.access };
+        let t = self.task_mut(&g.session, day);
+        if !t.accesses.iter().any(|(a, _)| a == &rec) {
+            t.accesses.push((rec, AccessSource::TwinGrant));
+        }
+        Ok(())
+    }
+
+    /// Records a derived policy.
+    pub fn add_derived(&mut self, d: &DerivedPolicy) -> Result<(), StoreError> {
+        for r in &d.rules {
+            check_rel_path("path_glob", &r.path_glob, true)?;
+        }
+        self.derived.push(d.clone());
+        Ok(())
+    }
+
+    /// Adds a whole history task (typed form of one `history.jsonl` line).
+    pub fn add_history(&mut self, h: &HistoryRecord) -> Result<(), StoreError> {
+        self.add_prompt(&UserPrompt { session: h.session.clone(), day: h.day, text: h.prompt.clone() })?;
+        for a in &h.accesses {
+            self.add_access(&h.session, h.day, a)?;
+        }
+        for a in &h.approvals {
+            self.add_approval(
+                h.day,
+                &UserApproval { session: h.session.clone(), path_glob: a.path.clone(), access: a.access, permission: Permission::Allow },
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The newest day in the state (0 if empty).
+    pub fn last_day(&self) -> u32 {
+        self.tasks.iter().map(|t| t.day).max().unwrap_or(0)
+    }
+}
+
+/// One line of `history.jsonl`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryRecord {
+    /// Day number.
+    pub day: u32,
+    /// Session identifier, unique in the file.
+    pub session: String,
+    /// The user's prompt.
+    pub prompt: String,
+    /// What the task touched.
+    #[serde(default)]
+    pub accesses: Vec<AccessRecord>,
+    /// What the user granted by hand (paths may be globs).
+    #[serde(default)]
+    pub approvals: Vec<AccessRecord>,
+}
+
+fn bad(field: &'static str, problem: impl Into<String>) -> StoreError {
+    StoreError::BadField { path: "<input>".into(), line: 0, field, problem: problem.into() }
+}
+
+fn nonempty(field: &'static str, s: &str) -> Result<(), StoreError> {
+    if s.trim().is_empty() {
+        return Err(bad(field, "must not be empty"));
+    }
+    Ok(())
+}
+
+/// Checks a workspace-relative path (or glob): not empty, not absolute, no `.`/`..` segments.
+pub fn check_rel_path(field: &'static str, p: &str, glob: bool) -> Result<(), StoreError> {
+    if p.is_empty() {
+        return Err(bad(field, "empty path"));
+    }
+    if p.starts_with('/') {
+        return Err(bad(field, format!("{p:?} is absolute")));
+    }
+    if p.split('/').any(|s| s == ".." || s == ".") {
+        return Err(bad(field, format!("{p:?} has a `.` or `..` segment")));
+    }
+    if glob {
+        globset::Glob::new(p).map_err(|e| bad(field, format!("{p:?} is not a valid glob: {e}")))?;
+    } else if p.contains(['*', '?', '[']) {
+        return Err(bad(field, format!("{p:?} holds glob characters")));
+    }
+    Ok(())
+}
+
+fn check_policy(p: &UserPolicy) -> Result<(), StoreError> {
+    nonempty("id", &p.id)?;
+    nonempty("text", &p.text)?;
+    for r in &p.rules {
+        check_rel_path("path_glob", &r.path_glob, true)?;
+        if r.access.is_empty() {
+            return Err(bad("access", "a rule needs at least one access type"));
+        }
+    }
+    Ok(())
+}
+
+fn at(e: StoreError, path: &Path, line: usize) -> StoreError {
+    match e {
+        StoreError::BadField { field, problem, .. } => StoreError::BadField { path: path.into(), line, field, problem },
+        other => other,
+    }
+}
+
+/// Parses a `history.jsonl` file into records, with errors naming file, line and field.
+pub fn parse_history(path: &Path) -> Result<Vec<HistoryRecord>, StoreError> {
+    let text = std::fs::read_to_string(path).map_err(|source| StoreError::ReadFile { path: path.into(), source })?;
+    let mut out: Vec<HistoryRecord> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut last_day = 0;
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let h: HistoryRecord =
+            serde_json::from_str(line).map_err(|source| StoreError::Parse { path: path.into(), line: i + 1, source })?;
+        if h.day < last_day {
+            return Err(at(bad("day", format!("{} is earlier than the previous line's {last_day}", h.day)), path, i + 1));
+        }
+        last_day = h.day;
+        if !seen.insert(h.session.clone()) {
+            return Err(StoreError::DuplicateSession { path: path.into(), line: i + 1, session: h.session });
+        }
+        let mut probe = TrustedState::default();
+        probe.add_history(&h).map_err(|e| at(e, path, i + 1))?;
+        out.push(h);
+    }
+    Ok(out)
+}
+
+/// Parses a `policies.jsonl` file, with errors naming file, line and field.
+pub fn parse_policies(path: &Path) -> Result<Vec<UserPolicy>, StoreError> {
+    let text = std::fs::read_to_string(path).map_err(|source| StoreError::ReadFile { path: path.into(), source })?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let p: UserPolicy =
+            serde_json::from_str(line).map_err(|source| StoreError::Parse { path: path.into(), line: i + 1, source })?;
+        check_policy(&p).map_err(|e| at(e, path, i + 1))?;
+        out.push(p);
+    }
+    Ok(out)
+}
+
+/// Summary of an import.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImportSummary {
+    /// Tasks imported.
+    pub tasks: usize,
+    /// Policies imported.
+    pub policies: usize,
+}
+
+const MIGRATIONS: &[&str] = &[
+    // 1: the initial schema.
+    "CREATE TABLE task (
+        id INTEGER PRIMARY KEY,
+        user TEXT NOT NULL,
+        session TEXT NOT NULL,
+        day INTEGER NOT NULL,
+        UNIQUE(user, session));
+     CREATE TABLE prompt (
+        task INTEGER NOT NULL REFERENCES task(id),
+        seq INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        PRIMARY KEY(task, seq));
+     CREATE TABLE access (
+        id INTEGER PRIMARY KEY,
+        task INTEGER NOT NULL REFERENCES task(id),
+        path TEXT NOT NULL,
+        access TEXT NOT NULL,
+        source TEXT NOT NULL);
+     CREATE TABLE approval (
+        id INTEGER PRIMARY KEY,
+        task INTEGER NOT NULL REFERENCES task(id),
+        path_glob TEXT NOT NULL,
+        access TEXT NOT NULL,
+        permission TEXT NOT NULL);
+     CREATE TABLE policy (
+        seq INTEGER PRIMARY KEY,
+        user TEXT NOT NULL,
+        id TEXT NOT NULL,
+        text TEXT NOT NULL,
+        rules TEXT NOT NULL);
+     CREATE TABLE derived_policy (
+        seq INTEGER PRIMARY KEY,
+        user TEXT NOT NULL,
+        text TEXT NOT NULL,
+        rules TEXT NOT NULL);",
+];
+
+/// The persistent trusted store.
+pub struct Store {
+    conn: Connection,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Store { .. }")
+    }
+}
+
+fn sql(op: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
+    move |source| StoreError::Sql { op, source }
+}
+
+impl Store {
+    /// Opens (creating if needed) the store at `path`, in WAL mode, and migrates it.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let path = path.as_ref();
+        let conn = Connection::open(path).map_err(|source| StoreError::Open { path: path.into(), source })?;
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(sql("enable WAL"))?;
+        Self::init(conn)
+    }
+
+    /// An in-memory store (tests, evaluation).
+    pub fn in_memory() -> Result<Self, StoreError> {
+        let conn = Connection::open_in_memory().map_err(|source| StoreError::Open { path: ":memory:".into(), source })?;
+        Self::init(conn)
+    }
+
+    fn init(conn: Connection) -> Result<Self, StoreError> {
+        conn.pragma_update(None, "foreign_keys", "ON").map_err(sql("enable foreign keys"))?;
+        let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(sql("read schema version"))?;
+        let known = MIGRATIONS.len() as i64;
+        if v > known {
+            return Err(StoreError::SchemaTooNew { found: v, known });
+        }
+        for (i, m) in MIGRATIONS.iter().enumerate().skip(v as usize) {
+            conn.execute_batch(&format!("BEGIN; {m}; PRAGMA user_version = {}; COMMIT;", i + 1)).map_err(sql("migrate schema"))?;
+        }
+        Ok(Store { conn })
+    }
+
+    /// The schema version of the open database.
+    pub fn schema_version(&self) -> Result<i64, StoreError> {
+        self.conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(sql("read schema version"))
+    }
+
+    fn task_id(&self, user: &str, session: &str, day: u32) -> Result<i64, StoreError> {
+        let found: Option<i64> = self
+            .conn
+            .query_row("SELECT id FROM task WHERE user = ?1 AND session = ?2", params![user, session], |r| r.get(0))
+            .optional()
+            .map_err(sql("look up task"))?;
+        if let Some(id) = found {
+            return Ok(id);
+        }
+        self.conn
+            .execute("INSERT INTO task (user, session, day) VALUES (?1, ?2, ?3)", params![user, session, day])
+            .map_err(sql("insert task"))?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    /// Records a user prompt.
+    pub fn add_prompt(&self, user: &str, p: &UserPrompt) -> Result<(), StoreError> {
+        TrustedState::default().add_prompt(p)?;
+        let t = self.task_id(user, &p.session, p.day)?;
+        self.conn
+            .execute(
+                "INSERT INTO prompt (task, seq, text) VALUES (?1, (SELECT COUNT(*) FROM prompt WHERE task = ?1), ?2)",
+                params![t, p.text],
+            )
+            .map_err(sql("insert prompt"))?;
+        Ok(())
+    }
+
+    fn insert_access(&self, user: &str, session: &str, day: u32, a: &AccessRecord, src: AccessSource) -> Result<(), StoreError> {
+        check_rel_path("path", &a.path, false)?;
+        let t = self.task_id(user, session, day)?;
+        let src = match src {
+            AccessSource::Annotation => "annotation",
+            AccessSource::TwinGrant => "twin_grant",
+        };
+        self.conn
+            .execute("INSERT INTO access (task, path, access, source) VALUES (?1, ?2, ?3, ?4)", params![t, a.path, a.access.as_str(), src])
+            .map_err(sql("insert access"))?;
+        Ok(())
+    }
+
+    /// Records an access annotation from a task's tool log.
+    pub fn add_access(&self, user: &str, session: &str, day: u32, a: &AccessRecord) -> Result<(), StoreError> {
+        self.insert_access(user, session, day, a, AccessSource::Annotation)
+    }
+
+    /// Records a user approval.
+    pub fn add_approval(&self, user: &str, day: u32, a: &UserApproval) -> Result<(), StoreError> {
+        check_rel_path("path_glob", &a.path_glob, true)?;
+        let t = self.task_id(user, &a.session, day)?;
+        self.conn
+            .execute(
+                "INSERT INTO approval (task, path_glob, access, permission) VALUES (?1, ?2, ?3, ?4)",
+                params![t, a.path_glob, a.access.as_str(), a.permission.as_str()],
+            )
+            .map_err(sql("insert approval"))?;
+        Ok(())
+    }
+
+    /// Records a user policy.
+    pub fn add_policy(&self, user: &str, p: &UserPolicy) -> Result<(), StoreError> {
+        check_policy(p)?;
+        let rules = serde_json::to_string(&p.rules).expect("rules serialize");
+        self.conn
+            .execute("INSERT INTO policy (user, id, text, rules) VALUES (?1, ?2, ?3, ?4)", params![user, p.id, p.text, rules])
+            .map_err(sql("insert policy"))?;
+        Ok(())
+    }
+
+    /// Records a twin grant as an access annotation of its session.
+    pub fn add_twin_grant(&self, user: &str, day: u32, g: &TwinGrant) -> Result<(), StoreError> {
+        self.insert_access(user, &g.session, day, &AccessRecord { path: g.path.clone(), access: g.access }, AccessSource::TwinGrant)
+    }
+
+    /// Records a derived policy.
+    pub fn add_derived_policy(&self, user: &str, d: &DerivedPolicy) -> Result<(), StoreError> {
+        TrustedState::default().add_derived(d)?;
+        let rules = serde_json::to_string(&d.rules).expect("rules serialize");
+        self.conn
+            .execute("INSERT INTO derived_policy (user, text, rules) VALUES (?1, ?2, ?3)", params![user, d.text, rules])
+            .map_err(sql("insert derived policy"))?;
+        Ok(())
+    }
+
+    fn add_history_rows(&self, user: &str, h: &HistoryRecord) -> Result<(), StoreError> {
+        self.add_prompt(user, &UserPrompt { session: h.session.clone(), day: h.day, text: h.prompt.clone() })?;
+        for a in &h.accesses {
+            self.add_access(user, &h.session, h.day, a)?;
+        }
+        for a in &h.approvals {
+            self.add_approval(
+                user,
+                h.day,
+                &UserApproval { session: h.session.clone(), path_glob: a.path.clone(), access: a.access, permission: Permission::Allow },
+            )?;
+        }
+        Ok(())
+    }
+
+    fn in_transaction(&self, f: impl FnOnce(&Self) -> Result<(), StoreError>) -> Result<(), StoreError> {
+        self.conn.execute_batch("BEGIN").map_err(sql("begin"))?;
+        match f(self) {
+            Ok(()) => self.conn.execute_batch("COMMIT").map_err(sql("commit")),
+            Err(e) => {
+                // The original error matters more than a failed rollback.
+                let _ = self.conn.execute_batch("ROLLBACK");
+                Err(e)
+            }
+        }
+    }
+
+    /// Records a whole history task (typed form of one `history.jsonl` line), atomically.
+    pub fn add_history(&self, user: &str, h: &HistoryRecord) -> Result<(), StoreError> {
+        self.in_transaction(|s| s.add_history_rows(user, h))
+    }
+
+    /// Imports a persona's `history.jsonl` and `policies.jsonl` for `user`, in one
+    /// transaction. Nothing is written if either file has an error.
+    pub fn import_persona(&self, user: &str, history: impl AsRef<Path>, policies: impl AsRef<Path>) -> Result<ImportSummary, StoreError> {
+        let hs = parse_history(history.as_ref())?;
+        let ps = parse_policies(policies.as_ref())?;
+        self.in_transaction(|s| {
+            for h in &hs {
+                s.add_history_rows(user, h)?;
+            }
+            for p in &ps {
+                s.add_policy(user, p)?;
+            }
+            Ok(())
+        })?;
+        Ok(ImportSummary { tasks: hs.len(), policies: ps.len() })
+    }
+
+    /// Loads `user`'s whole trusted state into memory.
+    pub fn load_state(&self, user: &str) -> Result<TrustedState, StoreError> {
+        let mut st = TrustedState::new(user);
+        let mut idx: HashMap<i64, usize> = HashMap::new();
+        {
+            let mut q = self.conn.prepare("SELECT id, session, day FROM task WHERE user = ?1 ORDER BY day, id").map_err(sql("load tasks"))?;
+            let rows = q
+                .query_map(params![user], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, u32>(2)?)))
+                .map_err(sql("load tasks"))?;
+            for row in rows {
+                let (id, session, day) = row.map_err(sql("load tasks"))?;
+                idx.insert(id, st.tasks.len());
+                st.tasks.push(Task { session, day, prompts: vec![], accesses: vec![], approvals: vec![] });
+            }
+        }
+        {
+            let mut q = self
+                .conn
+                .prepare("SELECT p.task, p.text FROM prompt p JOIN task t ON t.id = p.task WHERE t.user = ?1 ORDER BY p.task, p.seq")
+                .map_err(sql("load prompts"))?;
+            let rows = q.query_map(params![user], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))).map_err(sql("load prompts"))?;
+            for row in rows {
+                let (t, text) = row.map_err(sql("load prompts"))?;
+                st.tasks[idx[&t]].prompts.push(text);
+            }
+        }
+        {
+            let mut q = self
+                .conn
+                .prepare("SELECT a.task, a.path, a.access, a.source FROM access a JOIN task t ON t.id = a.task WHERE t.user = ?1 ORDER BY a.id")
+                .map_err(sql("load accesses"))?;
+            let rows = q
+                .query_map(params![user], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?)))
+                .map_err(sql("load accesses"))?;
+            for row in rows {
+                let (t, path, access, source) = row.map_err(sql("load accesses"))?;
+                let access = access.parse().map_err(|e: crate::access::UnknownAccess| bad("access", e.to_string()))?;
+                let source = if source == "twin_grant" { AccessSource::TwinGrant } else { AccessSource::Annotation };
+                st.tasks[idx[&t]].accesses.push((AccessRecord { path, access }, source));
+            }
+        }
+        {
+            let mut q = self
+                .conn
+                .prepare(
+                    "SELECT a.task, t.session, a.path_glob, a.access, a.permission FROM approval a JOIN task t ON t.id = a.task
+                     WHERE t.user = ?1 ORDER BY a.id",
+                )
+                .map_err(sql("load approvals"))?;
+            let rows = q
+                .query_map(params![user], |r| {
+                    Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?, r.get::<_, String>(4)?))
+                })
+                .map_err(sql("load approvals"))?;
+            for row in rows {
+                let (t, session, path_glob, access, perm) = row.map_err(sql("load approvals"))?;
+                let access = access.parse().map_err(|e: crate::access::UnknownAccess| bad("access", e.to_string()))?;
+                let permission = Permission::parse(&perm).ok_or_else(|| bad("permission", perm.clone()))?;
+                st.tasks[idx[&t]].approvals.push(UserApproval { session, path_glob, access, permission });
+            }
+        }
+        {
+            let mut q = self.conn.prepare("SELECT id, text, rules FROM policy WHERE user = ?1 ORDER BY seq").map_err(sql("load policies"))?;
+            let rows = q
+                .query_map(params![user], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))
+                .map_err(sql("load policies"))?;
+            for row in rows {
+                let (id, text, rules) = row.map_err(sql("load policies"))?;
+                let rules = serde_json::from_str(&rules).map_err(|e| bad("rules", e.to_string()))?;
+                st.policies.push(UserPolicy { id, text, rules });
+            }
+        }
+        {
+            let mut q = self.conn.prepare("SELECT text, rules FROM derived_policy WHERE user = ?1 ORDER BY seq").map_err(sql("load derived"))?;
+            let rows = q.query_map(params![user], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))).map_err(sql("load derived"))?;
+            for row in rows {
+                let (text, rules) = row.map_err(sql("load derived"))?;
+                let rules = serde_json::from_str(&rules).map_err(|e| bad("rules", e.to_string()))?;
+                st.derived.push(DerivedPolicy { text, rules });
+            }
+        }
+        Ok(st)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn import_and_reload_roundtrip() {
+        let d = tempfile::tempdir().unwrap();
+        let h = write(
+            d.path(),
+            "history.jsonl",
+            r#"{"day": 1, "session": "h1", "prompt": "Fix the parser.", "accesses": [{"path": "src/parse.rs", "access": "read"}, {"path": "src/parse.rs", "access": "write"}], "approvals": [{"path": "docs/**", "access": "read"}]}
+{"day": 2, "session": "h2", "prompt": "Summarize notes.", "accesses": [{"path": "notes/a.md", "access": "read"}]}
+"#,
+        );
+        let p = write(
+            d.path(),
+            "policies.jsonl",
+            r#"{"id": "p1", "text": "Never read secrets.", "rules": [{"path_glob": "secrets/**", "access": ["read"], "permission": "deny"}]}
+{"id": "p2", "text": "Ask before deleting."}
+"#,
+        );
+        let db = d.path().join("state.db");
+        let s = Store::open(&db).unwrap();
+        assert_eq!(s.import_persona("u", &h, &p).unwrap(), ImportSummary { tasks: 2, policies: 2 });
+        s.add_twin_grant("u", 3, &TwinGrant { session: "s9".into(), path: "src/lib.rs".into(), access: Access::Read }).unwrap();
+        drop(s);
+        let s = Store::open(&db).unwrap();
+        assert_eq!(s.schema_version().unwrap(), MIGRATIONS.len() as i64);
+        let st = s.load_state("u").unwrap();
+        assert_eq!(st.tasks.len(), 3);
+        assert_eq!(st.tasks[0].accesses.len(), 2);
+        assert_eq!(st.tasks[0].approvals[0].path_glob, "docs/**");
+        assert_eq!(st.tasks[2].accesses[0].1, AccessSource::TwinGrant);
+        assert_eq!(st.policies[0].rules[0].permission, Permission::Deny);
+        assert!(st.policies[1].rules.is_empty());
+        assert!(s.load_state("other").unwrap().tasks.is_empty());
+    }
+
+    #[test]
+    fn bad_lines_name_file_line_and_field() {
+        let d = tempfile::tempdir().unwrap();
+        let h = write(d.path(), "history.jsonl", "{\"day\": 1, \"session\": \"a\", \"prompt\": \"x\", \"accesses\": [{\"path\": \"../etc/passwd\", \"access\": \"read\"}]}\n");
+        let p = write(d.path(), "policies.jsonl", "");
+        let s = Store::in_memory().unwrap();
+        let e = s.import_persona("u", &h, &p).unwrap_err().to_string();
+        assert!(e.contains("history.jsonl:1") && e.contains("path"), "{e}");
+        let h = write(d.path(), "history.jsonl", "{\"day\": 1, \"session\": \"a\", \"prompt\": \"x\", \"accesses\": [{\"path\": \"a\", \"access\": \"chmod\"}]}\n");
+        let e = s.import_persona("u", &h, &p).unwrap_err().to_string();
+        assert!(e.contains("history.jsonl:1"), "{e}");
+        assert!(s.load_state("u").unwrap().tasks.is_empty(), "failed import wrote nothing");
+    }
+}
+

@@ -1,1 +1,350 @@
-//! (module under construction)
+//! Decider backends behind one trait: the offline decider (deterministic, no model, the
+//! default) and chat-model deciders (OpenAI-compatible, Anthropic).
+//!
+//! The inputs of the votes are types. [`Vote1Input`] holds only trusted text
+//! ([`TrustedText`], which only this crate can make from trusted state), sanitized paths
+//! and access types: it cannot hold an unsanitized untrusted string. [`Vote2Input`] adds the
+//! untrusted context (content, rationale, the raw name, the session's earlier requests).
+//! [`PolicyInput`] feeds the pre-committed policy of vote 3 and sees raw names.
+
+pub mod content;
+pub mod knowledge;
+pub mod llm;
+pub mod offline;
+pub mod text;
+
+use crate::access::Access;
+use crate::sanitize::SanitizedPath;
+use crate::store::{Permission, TrustedState};
+use serde::Serialize;
+
+pub use content::{content_findings, injection_findings, Finding, FindingKind};
+pub use knowledge::{Knowledge, SanRule, SessionView};
+pub use llm::{AnthropicChat, ChatAnswer, ChatConfig, ChatModel, LlmDecider, OpenAiChat};
+pub use offline::OfflineDecider;
+
+/// A decider over an OpenAI-compatible chat-completions endpoint.
+pub type OpenAiDecider = LlmDecider<OpenAiChat>;
+/// A decider over the Anthropic Messages API.
+pub type AnthropicDecider = LlmDecider<AnthropicChat>;
+
+/// Errors of the deciders. Every one of them ends as a deny.
+#[derive(Debug, thiserror::Error)]
+pub enum DeciderError {
+    /// A required setting is missing.
+    #[error("missing configuration: {what} (set {env})")]
+    MissingConfig {
+        /// The setting.
+        what: &'static str,
+        /// The environment variable that provides it.
+        env: &'static str,
+    },
+    /// The HTTP client could not be built.
+    #[error("cannot build the HTTP client")]
+    Client(#[source] reqwest::Error),
+    /// The model did not answer in time.
+    #[error("{backend}: no answer within {secs:.1} s")]
+    Timeout {
+        /// Backend name.
+        backend: &'static str,
+        /// The timeout.
+        secs: f32,
+    },
+    /// The request could not be sent or the answer not received.
+    #[error("{backend}: transport error")]
+    Transport {
+        /// Backend name.
+        backend: &'static str,
+        /// Cause.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The server rate-limited the call (HTTP 429).
+    #[error("{backend}: rate limited (HTTP 429)")]
+    RateLimited {
+        /// Backend name.
+        backend: &'static str,
+    },
+    /// The server answered with an error status.
+    #[error("{backend}: HTTP {status}: {body}")]
+    Http {
+        /// Backend name.
+        backend: &'static str,
+        /// Status code.
+        status: u16,
+        /// Start of the body.
+        body: String,
+    },
+    /// The response body is not the wire format's JSON.
+    #[error("{backend}: malformed response body: {detail}")]
+    MalformedBody {
+        /// Backend name.
+        backend: &'static str,
+        /// What was wrong.
+        detail: String,
+    },
+    /// The model refused to answer.
+    #[error("{backend}: the model refused: {detail}")]
+    Refusal {
+        /// Backend name.
+        backend: &'static str,
+        /// The refusal text or reason.
+        detail: String,
+    },
+    /// The answer was cut off (token limit).
+    #[error("{backend}: the answer was truncated ({reason})")]
+    Truncated {
+        /// Backend name.
+        backend: &'static str,
+        /// The finish or stop reason.
+        reason: String,
+    },
+    /// The model's answer is not the JSON the prompt asked for.
+    #[error("unparsable {what} answer: {detail}")]
+    BadAnswer {
+        /// Which answer (vote 1, vote 2, policy).
+        what: &'static str,
+        /// What was wrong.
+        detail: String,
+    },
+}
+
+/// A vote's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Grant, as far as this vote is concerned.
+    Allow,
+    /// Deny.
+    Deny,
+    /// Ask the user.
+    AskUser,
+}
+
+/// Token usage of model calls.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct TokenUsage {
+    /// Input tokens.
+    pub input: u64,
+    /// Output tokens.
+    pub output: u64,
+    /// Number of calls.
+    pub calls: u64,
+}
+
+impl std::ops::AddAssign for TokenUsage {
+    fn add_assign(&mut self, o: Self) {
+        self.input += o.input;
+        self.output += o.output;
+        self.calls += o.calls;
+    }
+}
+
+/// A vote's verdict, its reason (for the audit) and what it cost.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VoteOutcome {
+    /// Verdict.
+    pub verdict: Verdict,
+    /// Reason, for the audit.
+    pub reason: String,
+    /// Tokens used.
+    pub tokens: TokenUsage,
+}
+
+impl VoteOutcome {
+    /// An allow with a reason and no token cost.
+    pub fn allow(reason: impl Into<String>) -> Self {
+        VoteOutcome { verdict: Verdict::Allow, reason: reason.into(), tokens: TokenUsage::default() }
+    }
+    /// A deny with a reason and no token cost.
+    pub fn deny(reason: impl Into<String>) -> Self {
+        VoteOutcome { verdict: Verdict::Deny, reason: reason.into(), tokens: TokenUsage::default() }
+    }
+    /// An ask-the-user with a reason and no token cost.
+    pub fn ask(reason: impl Into<String>) -> Self {
+        VoteOutcome { verdict: Verdict::AskUser, reason: reason.into(), tokens: TokenUsage::default() }
+    }
+    /// A deny caused by a decider error (fail closed), audited with the cause.
+    pub fn failed(e: &DeciderError, tokens: TokenUsage) -> Self {
+        VoteOutcome { verdict: Verdict::Deny, reason: format!("decider error (fail closed): {e}"), tokens }
+    }
+}
+
+/// Text that came from a trusted party (the user, or the trusted store). Only this crate can
+/// make one, from trusted sources; vote 1's input holds no other kind of text.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct TrustedText(String);
+
+impl TrustedText {
+    pub(crate) fn from_trusted(s: impl Into<String>) -> Self {
+        TrustedText(s.into())
+    }
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Vote 1's input: trusted state, the session's trusted context, and the sanitized request.
+/// No field can hold an unsanitized untrusted string.
+#[derive(Debug, Clone, Copy)]
+pub struct Vote1Input<'a> {
+    /// What the twin knows from trusted state (sanitized).
+    pub knowledge: &'a Knowledge,
+    /// The current session's trusted context.
+    pub session: &'a SessionView,
+    /// The requested resource, sanitized.
+    pub path: &'a SanitizedPath,
+    /// The requested access.
+    pub access: Access,
+}
+
+/// An earlier request of the same session, as vote 2 sees it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EarlierRequest {
+    /// Raw path (untrusted).
+    pub path: String,
+    /// Access.
+    pub access: Access,
+    /// Whether it was granted.
+    pub granted: bool,
+    /// Injection language found in its rationale or content.
+    pub injection: bool,
+}
+
+/// Vote 2's input: vote 1's plus the untrusted context.
+#[derive(Debug, Clone, Copy)]
+pub struct Vote2Input<'a> {
+    /// Everything vote 1 sees.
+    pub v1: Vote1Input<'a>,
+    /// The requested path as the worker gave it (untrusted).
+    pub raw_path: &'a str,
+    /// The resource's current content, if it exists (untrusted).
+    pub content: Option<&'a [u8]>,
+    /// The worker's rationale (untrusted).
+    pub rationale: Option<&'a str>,
+    /// The session's earlier requests.
+    pub earlier: &'a [EarlierRequest],
+    /// The pre-committed policy (Pincer-P2 only).
+    pub policy: Option<&'a PrecommittedPolicy>,
+}
+
+/// Vote 3's policy generation input: the session's first prompt, the workspace tree and the
+/// trusted state, on raw names.
+#[derive(Debug, Clone, Copy)]
+pub struct PolicyInput<'a> {
+    /// The user's prompt.
+    pub prompt: &'a str,
+    /// Relative paths of the workspace (directories end in `/`).
+    pub workspace_tree: &'a [String],
+    /// The trusted state.
+    pub state: &'a TrustedState,
+    /// Indices into `state.tasks` of the past tasks most similar to the prompt, with scores.
+    pub similar: &'a [(usize, f32)],
+    /// Learned access intent.
+    pub knowledge: &'a Knowledge,
+}
+
+/// One entry of a pre-committed policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct PolicyEntry {
+    /// Glob over raw relative paths.
+    pub path_glob: String,
+    /// Access types covered.
+    pub access: Vec<Access>,
+    /// Free-form operations the entry is meant for (audit only).
+    #[serde(default)]
+    pub operations: Vec<String>,
+    /// Allow, deny or ask the user.
+    pub permission: Permission,
+    /// Why (shown only with untrusted content).
+    #[serde(default)]
+    pub rationale: String,
+}
+
+/// A pre-committed policy: made at the session's first prompt; uncovered requests are denied.
+#[derive(Debug, Clone)]
+pub struct PrecommittedPolicy {
+    entries: Vec<PolicyEntry>,
+    matchers: Vec<globset::GlobMatcher>,
+    /// Why the policy is empty, if generation failed (audited in vote 3's reason).
+    pub failure: Option<String>,
+}
+
+impl PrecommittedPolicy {
+    /// Compiles entries; an entry whose glob does not compile is dropped (which can only
+    /// deny more).
+    pub fn new(entries: Vec<PolicyEntry>) -> Self {
+        let mut kept = Vec::new();
+        let mut matchers = Vec::new();
+        for e in entries {
+            let g = e.path_glob.trim_start_matches("./");
+            let g = if let Some(d) = g.strip_suffix('/') { format!("{d}/**") } else { g.to_string() };
+            if let Ok(glob) = globset::GlobBuilder::new(&g).literal_separator(true).build() {
+                matchers.push(glob.compile_matcher());
+                kept.push(e);
+            }
+        }
+        PrecommittedPolicy { entries: kept, matchers, failure: None }
+    }
+
+    /// An empty policy (everything uncovered, so denied) recording why.
+    pub fn failed(cause: String) -> Self {
+        PrecommittedPolicy { entries: vec![], matchers: vec![], failure: Some(cause) }
+    }
+
+    /// The entries.
+    pub fn entries(&self) -> &[PolicyEntry] {
+        &self.entries
+    }
+
+    /// Vote 3: deny and ask_user entries win over allow entries; uncovered is denied.
+    pub fn check(&self, path: &str, access: Access) -> VoteOutcome {
+        let p = path.trim_end_matches('/');
+        let mut allow = None;
+        let mut ask = None;
+        for (e, m) in self.entries.iter().zip(&self.matchers) {
+            if !e.access.contains(&access) || !(m.is_match(p) || m.is_match(path)) {
+                continue;
+            }
+            match e.permission {
+                Permission::Deny => return VoteOutcome::deny(format!("pre-committed policy denies {access} on {}", e.path_glob)),
+                Permission::AskUser => ask = ask.or(Some(e)),
+                Permission::Allow => allow = allow.or(Some(e)),
+            }
+        }
+        if let Some(e) = ask {
+            return VoteOutcome::ask(format!("pre-committed policy asks the user for {access} on {}", e.path_glob));
+        }
+        if let Some(e) = allow {
+            return VoteOutcome::allow(format!("pre-committed policy allows {access} on {}", e.path_glob));
+        }
+        match &self.failure {
+            Some(c) => VoteOutcome::deny(format!("no pre-committed policy ({c})")),
+            None => VoteOutcome::deny(format!("{access} on this path is not covered by the pre-committed policy")),
+        }
+    }
+}
+
+/// The pre-committed policy a decider proposes, and what it cost.
+#[derive(Debug, Clone)]
+pub struct PolicyAnswer {
+    /// Entries.
+    pub entries: Vec<PolicyEntry>,
+    /// Tokens used.
+    pub tokens: TokenUsage,
+}
+
+/// A decider: votes 1 and 2 and the generation of vote 3's pre-committed policy. Votes never
+/// fail: an error is a deny whose reason names the cause.
+#[async_trait::async_trait]
+pub trait Decider: Send + Sync {
+    /// Backend name for reports.
+    fn name(&self) -> &str;
+    /// Vote 1: trusted context and sanitized request only.
+    async fn vote1(&self, input: &Vote1Input<'_>) -> VoteOutcome;
+    /// Vote 2: adds content, rationale and the session's earlier requests.
+    async fn vote2(&self, input: &Vote2Input<'_>) -> VoteOutcome;
+    /// Generates the pre-committed policy for a session's first prompt.
+    async fn policy(&self, input: &PolicyInput<'_>) -> Result<PolicyAnswer, DeciderError>;
+}

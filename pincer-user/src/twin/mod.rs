@@ -1,1 +1,414 @@
-//! (module under construction)
+//! The digital twin: it holds the user's trusted state, makes each session's pre-committed
+//! policy at the first prompt, and decides requests by the conjunction of three votes.
+//!
+//! - Vote 1 sees trusted context and the sanitized request only ([`Vote1Input`]).
+//! - Vote 2 adds the resource's content, the worker's rationale and the session's earlier
+//!   requests (and, for [`Variant::PincerP2`], the pre-committed policy).
+//! - Vote 3 checks the pre-committed policy; uncovered requests are denied.
+//!
+//! A grant needs all three, so no untrusted text can on its own turn a denial into a grant.
+//! Notes from the worker are never accepted: there is no function that takes one. Requests
+//! denied repeatedly while the worker keeps asking become questions for the user; the user's
+//! answer is recorded as a trusted approval.
+
+use crate::access::Access;
+use crate::decider::knowledge::{Knowledge, SanRule, SessionView};
+use crate::decider::{
+    injection_findings, Decider, EarlierRequest, PolicyInput, PrecommittedPolicy, TokenUsage, TrustedText, Verdict, Vote1Input,
+    Vote2Input, VoteOutcome,
+};
+use crate::sanitize::{SanitizedPath, Sanitizer};
+use crate::store::{check_rel_path, Permission, Store, StoreError, TrustedState, TwinGrant, UserApproval, UserPrompt};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Errors of the twin.
+#[derive(Debug, thiserror::Error)]
+pub enum TwinError {
+    /// No session of that name is open.
+    #[error("no open session {0:?}")]
+    UnknownSession(String),
+    /// A session of that name is open or already in the trusted state.
+    #[error("session {0:?} already exists")]
+    SessionExists(String),
+    /// A prompt was empty.
+    #[error("empty prompt")]
+    EmptyPrompt,
+    /// No pending question has that id.
+    #[error("no pending question {0}")]
+    NoSuchQuestion(u64),
+    /// The trusted store refused a write.
+    #[error("trusted store")]
+    Store(#[from] StoreError),
+}
+
+/// Which Pincer variant the twin runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Variant {
+    /// Votes 1, 2, 3 as in the paper.
+    Pincer,
+    /// Vote 2 also sees the pre-committed policy.
+    PincerP2,
+}
+
+/// Settings of the twin.
+#[derive(Debug, Clone)]
+pub struct TwinConfig {
+    /// Variant.
+    pub variant: Variant,
+    /// Denials of the same request in a session after which a further ask becomes a question
+    /// for the user.
+    pub escalate_after: u32,
+}
+
+impl Default for TwinConfig {
+    fn default() -> Self {
+        TwinConfig { variant: Variant::Pincer, escalate_after: 2 }
+    }
+}
+
+/// A worker's request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// Path relative to the protected root (untrusted: the worker chose it).
+    pub path: String,
+    /// Access type.
+    pub access: Access,
+    /// The worker's rationale (untrusted).
+    pub rationale: Option<String>,
+    /// The resource's current content, if it exists (untrusted).
+    pub content: Option<Vec<u8>>,
+}
+
+/// What the twin decided.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Granted for the rest of the session.
+    Grant,
+    /// Denied.
+    Deny,
+    /// Sent to the user as a pending question.
+    Escalate {
+        /// The question's id.
+        question: u64,
+    },
+}
+
+/// One vote's verdict and reason, kept for the audit.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VoteRecord {
+    /// Verdict.
+    pub verdict: Verdict,
+    /// Reason.
+    pub reason: String,
+}
+
+/// A decision with its three votes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Decision {
+    /// Outcome.
+    pub outcome: Outcome,
+    /// Votes 1, 2, 3.
+    pub votes: [VoteRecord; 3],
+    /// Tokens the votes used.
+    pub tokens: TokenUsage,
+}
+
+impl Decision {
+    /// True if granted.
+    pub fn granted(&self) -> bool {
+        self.outcome == Outcome::Grant
+    }
+
+    fn rejected(reason: String) -> Self {
+        let v = VoteRecord { verdict: Verdict::Deny, reason };
+        Decision { outcome: Outcome::Deny, votes: [v.clone(), v.clone(), v], tokens: TokenUsage::default() }
+    }
+}
+
+/// A question for the user.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Question {
+    /// Id.
+    pub id: u64,
+    /// Session.
+    pub session: String,
+    /// The requested path.
+    pub path: String,
+    /// Access.
+    pub access: Access,
+    /// Why the user is asked.
+    pub reason: String,
+}
+
+/// What starting a session produced.
+#[derive(Debug, Clone)]
+pub struct SessionStart {
+    /// The pre-committed policy's entries (empty if generation failed).
+    pub policy: PrecommittedPolicy,
+    /// Tokens used to generate it.
+    pub tokens: TokenUsage,
+}
+
+#[derive(Debug)]
+struct Session {
+    day: u32,
+    prompts: Vec<String>,
+    view: SessionView,
+    policy: PrecommittedPolicy,
+    grants: Vec<(String, Access)>,
+    approvals: Vec<UserApproval>,
+    earlier: Vec<EarlierRequest>,
+    denials: HashMap<(String, Access), u32>,
+}
+
+/// The digital twin.
+pub struct Twin {
+    state: TrustedState,
+    knowledge: Knowledge,
+    sanitizer: Sanitizer,
+    decider: Arc<dyn Decider>,
+    config: TwinConfig,
+    sessions: HashMap<String, Session>,
+    pending: Vec<Question>,
+    next_question: u64,
+    store: Option<Store>,
+    day: u32,
+}
+
+impl std::fmt::Debug for Twin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Twin").field("user", &self.state.user).field("decider", &self.decider.name()).field("config", &self.config).finish()
+    }
+}
+
+impl Twin {
+    /// A twin over a trusted state. The sanitizer's key stays inside the twin.
+    pub fn new(state: TrustedState, sanitizer: Sanitizer, decider: Arc<dyn Decider>, config: TwinConfig) -> Self {
+        let knowledge = Knowledge::build(&state, &sanitizer);
+        let day = state.last_day();
+        Twin { state, knowledge, sanitizer, decider, config, sessions: HashMap::new(), pending: vec![], next_question: 1, store: None, day }
+    }
+
+    /// Writes every trusted change through to `store` as well (prompts, grants, approvals).
+    pub fn with_store(mut self, store: Store) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Sets the day number recorded with new sessions.
+    pub fn set_day(&mut self, day: u32) {
+        self.day = day;
+    }
+
+    /// The trusted state (finished sessions included).
+    pub fn state(&self) -> &TrustedState {
+        &self.state
+    }
+
+    /// The sanitized knowledge deciders see.
+    pub fn knowledge(&self) -> &Knowledge {
+        &self.knowledge
+    }
+
+    /// The pre-committed policy of an open session.
+    pub fn policy(&self, session: &str) -> Option<&PrecommittedPolicy> {
+        self.sessions.get(session).map(|s| &s.policy)
+    }
+
+    /// Pending questions for the user.
+    pub fn pending(&self) -> &[Question] {
+        &self.pending
+    }
+
+    /// Opens a session with the user's first prompt: records the prompt as trusted and makes
+    /// the pre-committed policy (vote 3) from the prompt, the workspace tree and the trusted
+    /// state. A failed generation leaves an empty policy (everything denied) and says why.
+    pub async fn start_session(&mut self, session: &str, prompt: &str, workspace_tree: &[String]) -> Result<SessionStart, TwinError> {
+        if prompt.trim().is_empty() {
+            return Err(TwinError::EmptyPrompt);
+        }
+        if self.sessions.contains_key(session) || self.state.tasks.iter().any(|t| t.session == session) {
+            return Err(TwinError::SessionExists(session.to_string()));
+        }
+        if let Some(st) = &self.store {
+            st.add_prompt(&self.state.user, &UserPrompt { session: session.into(), day: self.day, text: prompt.into() })?;
+        }
+        let mut view = SessionView::default();
+        view.add_prompt(prompt, &self.knowledge, &self.sanitizer);
+        let input = PolicyInput { prompt, workspace_tree, state: &self.state, similar: &view.similar, knowledge: &self.knowledge };
+        let (policy, tokens) = match self.decider.policy(&input).await {
+            Ok(ans) => (PrecommittedPolicy::new(ans.entries), ans.tokens),
+            Err(e) => {
+                tracing::warn!(session, error = %e, "pre-committed policy generation failed; the session's requests will be denied");
+                (PrecommittedPolicy::failed(format!("policy generation failed: {e}")), TokenUsage::default())
+            }
+        };
+        self.sessions.insert(
+            session.to_string(),
+            Session {
+                day: self.day,
+                prompts: vec![prompt.to_string()],
+                view,
+                policy: policy.clone(),
+                grants: vec![],
+                approvals: vec![],
+                earlier: vec![],
+                denials: HashMap::new(),
+            },
+        );
+        Ok(SessionStart { policy, tokens })
+    }
+
+    /// A later prompt of the user in an open session (trusted). The pre-committed policy
+    /// stays as it was made at the first prompt.
+    pub async fn prompt(&mut self, session: &str, prompt: &str) -> Result<(), TwinError> {
+        if prompt.trim().is_empty() {
+            return Err(TwinError::EmptyPrompt);
+        }
+        let s = self.sessions.get_mut(session).ok_or_else(|| TwinError::UnknownSession(session.into()))?;
+        if let Some(st) = &self.store {
+            st.add_prompt(&self.state.user, &UserPrompt { session: session.into(), day: s.day, text: prompt.into() })?;
+        }
+        s.prompts.push(prompt.to_string());
+        s.view.add_prompt(prompt, &self.knowledge, &self.sanitizer);
+        Ok(())
+    }
+
+    /// Decides a request. Never fails into a grant: an unknown session, a bad path or a
+    /// decider error is a deny whose reasons say why.
+    pub async fn decide(&mut self, session: &str, req: &Request) -> Decision {
+        let Some(s) = self.sessions.get_mut(session) else {
+            return Decision::rejected(format!("no open session {session:?}"));
+        };
+        if let Err(e) = check_rel_path("path", &req.path, false) {
+            return Decision::rejected(format!("bad request path: {e}"));
+        }
+        let sp = self.sanitizer.path(&req.path);
+        let v1_in = Vote1Input { knowledge: &self.knowledge, session: &s.view, path: &sp, access: req.access };
+        let v1 = self.decider.vote1(&v1_in).await;
+        let p2 = self.config.variant == Variant::PincerP2;
+        let v2_in = Vote2Input {
+            v1: v1_in,
+            raw_path: &req.path,
+            content: req.content.as_deref(),
+            rationale: req.rationale.as_deref(),
+            earlier: &s.earlier,
+            policy: if p2 { Some(&s.policy) } else { None },
+        };
+        let v2 = self.decider.vote2(&v2_in).await;
+        let user_approved = s.approvals.iter().any(|a| a.path_glob == req.path && a.access == req.access && a.permission == Permission::Allow);
+        let v3 = if user_approved {
+            VoteOutcome::allow("the user approved this request in this session")
+        } else {
+            s.policy.check(&req.path, req.access)
+        };
+        let mut tokens = v1.tokens;
+        tokens += v2.tokens;
+        tokens += v3.tokens;
+        let votes = [v1, v2, v3];
+        let all_allow = votes.iter().all(|v| v.verdict == Verdict::Allow);
+        // A user approval stands in for votes 2 and 3, never for vote 1 (which sees the
+        // approval in its trusted context).
+        let granted = all_allow || (user_approved && votes[0].verdict == Verdict::Allow);
+        let key = (req.path.clone(), req.access);
+        let outcome = if granted {
+            s.grants.push(key.clone());
+            s.view.grants.push((sp.clone(), req.access));
+            if req.access == Access::Create {
+                s.view.created.push(sp.clone());
+            }
+            Outcome::Grant
+        } else {
+            let ask = votes.iter().any(|v| v.verdict == Verdict::AskUser);
+            let n = s.denials.entry(key).or_default();
+            let repeated = *n >= self.config.escalate_after;
+            *n += 1;
+            if ask || repeated {
+                let reason = if ask { "a vote asks the user".to_string() } else { format!("denied {} times while the worker keeps asking", *n - 1) };
+                let id = match self.pending.iter().find(|q| q.session == session && q.path == req.path && q.access == req.access) {
+                    Some(q) => q.id,
+                    None => {
+                        let id = self.next_question;
+                        self.next_question += 1;
+                        self.pending.push(Question { id, session: session.into(), path: req.path.clone(), access: req.access, reason });
+                        id
+                    }
+                };
+                Outcome::Escalate { question: id }
+            } else {
+                Outcome::Deny
+            }
+        };
+        let injection = req.rationale.as_deref().is_some_and(|r| !injection_findings(r).is_empty())
+            || req.content.as_deref().is_some_and(|c| !injection_findings(&String::from_utf8_lossy(c)).is_empty());
+        s.earlier.push(EarlierRequest { path: req.path.clone(), access: req.access, granted: outcome == Outcome::Grant, injection });
+        let votes = votes.map(|v| VoteRecord { verdict: v.verdict, reason: v.reason });
+        Decision { outcome, votes, tokens }
+    }
+
+    /// The user's answer to a pending question, recorded as a trusted approval (or refusal)
+    /// and applied: an approved request is granted when the worker asks again.
+    pub fn answer(&mut self, question: u64, approve: bool) -> Result<(), TwinError> {
+        let i = self.pending.iter().position(|q| q.id == question).ok_or(TwinError::NoSuchQuestion(question))?;
+        let q = self.pending.remove(i);
+        let approval = UserApproval {
+            session: q.session.clone(),
+            path_glob: q.path.clone(),
+            access: q.access,
+            permission: if approve { Permission::Allow } else { Permission::Deny },
+        };
+        if let Some(s) = self.sessions.get_mut(&q.session) {
+            if let Some(st) = &self.store {
+                st.add_approval(&self.state.user, s.day, &approval)?;
+            }
+            s.view.approvals.push(SanRule {
+                glob: self.sanitizer.glob(&q.path),
+                access: vec![q.access],
+                permission: approval.permission,
+                source: TrustedText::from_trusted(format!("the user's answer to question {question}")),
+            });
+            s.approvals.push(approval);
+            s.denials.remove(&(q.path, q.access));
+        } else {
+            let day = self.day;
+            if let Some(st) = &self.store {
+                st.add_approval(&self.state.user, day, &approval)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends a session: its prompts, the twin's grants and the user's approvals become trusted
+    /// history, and its grants end.
+    pub fn end_session(&mut self, session: &str) -> Result<(), TwinError> {
+        let s = self.sessions.remove(session).ok_or_else(|| TwinError::UnknownSession(session.into()))?;
+        self.pending.retain(|q| q.session != session);
+        for p in &s.prompts {
+            self.state.add_prompt(&UserPrompt { session: session.into(), day: s.day, text: p.clone() })?;
+        }
+        for (path, access) in &s.grants {
+            let g = TwinGrant { session: session.into(), path: path.clone(), access: *access };
+            self.state.add_twin_grant(s.day, &g)?;
+            if let Some(st) = &self.store {
+                st.add_twin_grant(&self.state.user, s.day, &g)?;
+            }
+        }
+        for a in &s.approvals {
+            self.state.add_approval(s.day, a)?;
+        }
+        let task = self.state.tasks.last().expect("the session's task was just added");
+        self.knowledge.add_task(task, &self.sanitizer);
+        for other in self.sessions.values_mut() {
+            other.view.refresh(&self.knowledge);
+        }
+        Ok(())
+    }
+
+    /// The sanitized form of a path (for audit logs that must not show names).
+    pub fn sanitize(&self, path: &str) -> SanitizedPath {
+        self.sanitizer.path(path)
+    }
+}

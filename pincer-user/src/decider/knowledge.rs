@@ -1,0 +1,406 @@
+//! What the twin knows, in the form deciders may see: the trusted state with every name
+//! sanitized, a BM25 index over past prompts, the learned access intent and the user's rules
+//! as sanitized globs; and the session's trusted context ([`SessionView`]).
+//!
+//! Both are built by the twin with its [`Sanitizer`], which they do not keep.
+
+use super::text::{typed_names, Bm25Index, IntentModel};
+use super::TrustedText;
+use crate::access::Access;
+use crate::sanitize::{SanitizedGlob, SanitizedPath, Sanitizer, Token};
+use crate::store::{AccessSource, Permission, PolicyRule, Task, TrustedState, UserPolicy};
+use std::collections::{HashMap, HashSet};
+
+/// A rule over sanitized paths.
+#[derive(Debug, Clone)]
+pub struct SanRule {
+    /// The glob, sanitized.
+    pub glob: SanitizedGlob,
+    /// Access types.
+    pub access: Vec<Access>,
+    /// Permission.
+    pub permission: Permission,
+    /// Where it came from (a policy id, or the task of an approval).
+    pub source: TrustedText,
+}
+
+/// One past task as deciders see it.
+#[derive(Debug, Clone)]
+pub struct TaskView {
+    /// The user's prompt(s).
+    pub prompt: TrustedText,
+    /// Day.
+    pub day: u32,
+    /// Sanitized accesses, with whether the twin granted them.
+    pub accesses: Vec<(SanitizedPath, Access, AccessSource)>,
+    /// Approvals given in the task, sanitized.
+    pub approvals: Vec<SanRule>,
+}
+
+/// A user policy as deciders see it.
+#[derive(Debug, Clone)]
+pub struct PolicyView {
+    /// Policy id.
+    pub id: TrustedText,
+    /// The text the user wrote.
+    pub text: TrustedText,
+    /// Sanitized rules (structured ones, or ones read from the text's path mentions).
+    pub rules: Vec<SanRule>,
+    /// True if the text restricts (never, must not, ask first, ...).
+    pub restrictive: bool,
+}
+
+/// Everything deciders may know from trusted state, sanitized.
+#[derive(Debug, Clone, Default)]
+pub struct Knowledge {
+    /// Past tasks.
+    pub tasks: Vec<TaskView>,
+    /// User policies.
+    pub policies: Vec<PolicyView>,
+    /// Derived policies' rules.
+    pub derived: Vec<SanRule>,
+    /// Similarity index over task prompts (document `i` is `tasks[i]`).
+    pub index: Bm25Index,
+    /// Which prompt words go with which access types.
+    pub intent: IntentModel,
+    /// How many tasks touched each sanitized path.
+    pub path_tasks: HashMap<SanitizedPath, u32>,
+}
+
+/// Words that make a policy sentence restrictive.
+const NEGATIVE: &[&str] = &["never", "not", "no", "don't", "dont", "mustn't", "shouldn't", "without", "forbidden", "prohibited", "avoid", "off-limits", "off", "limits"];
+/// Words that make a policy sentence ask the user.
+const ASK: &[&str] = &["ask", "confirm", "check with", "permission", "approval", "approve"];
+
+fn lower_words(s: &str) -> Vec<String> {
+    s.split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '-')).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
+}
+
+/// Reads the permission a policy sentence expresses, if it restricts.
+pub fn text_permission(text: &str) -> Option<Permission> {
+    let ws = lower_words(text);
+    let low = text.to_lowercase();
+    if ASK.iter().any(|a| if a.contains(' ') { low.contains(a) } else { ws.iter().any(|w| w == a) }) {
+        return Some(Permission::AskUser);
+    }
+    if ws.iter().any(|w| NEGATIVE.contains(&w.as_str()) || w.ends_with("n't")) {
+        return Some(Permission::Deny);
+    }
+    None
+}
+
+/// Access types a policy sentence speaks about (all of them if it names none).
+pub fn text_accesses(text: &str) -> Vec<Access> {
+    let ws = lower_words(text);
+    let has = |prefixes: &[&str]| ws.iter().any(|w| prefixes.iter().any(|p| w.starts_with(p)));
+    let mut v = Vec::new();
+    if has(&["read", "open", "view", "see", "look", "inspect", "display", "print", "show", "cat"]) {
+        v.extend([Access::Read, Access::List]);
+    }
+    if has(&["list", "brows", "enumerat"]) {
+        v.push(Access::List);
+    }
+    if has(&["writ", "edit", "modif", "chang", "updat", "overwrit", "alter", "touch"]) {
+        v.extend([Access::Write, Access::Create]);
+    }
+    if has(&["creat", "add", "mak"]) {
+        v.push(Access::Create);
+    }
+    if has(&["delet", "remov", "eras", "unlink", "purg", "wip", "touch"]) {
+        v.push(Access::Delete);
+    }
+    if v.is_empty() || has(&["access", "touch", "anything"]) && v.len() < 2 {
+        return Access::ALL.to_vec();
+    }
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// Turns a path mention from policy text into a glob: a bare name matches anywhere.
+pub fn mention_glob(name: &str) -> String {
+    let n = name.trim_start_matches("./");
+    if n.starts_with("**") || (n.contains('/') && !n.ends_with('/')) {
+        return n.to_string();
+    }
+    if n.ends_with('/') {
+        // A directory mention: that directory anywhere, and everything below it.
+        return format!("**/{n}**");
+    }
+    format!("**/{n}")
+}
+
+/// Rules read from a policy's text: its path mentions, with the sentence's permission.
+pub fn rules_from_text(text: &str) -> Vec<PolicyRule> {
+    let mut out = Vec::new();
+    for sentence in split_sentences(text) {
+        let Some(perm) = text_permission(&sentence) else { continue };
+        let access = text_accesses(&sentence);
+        for name in typed_names(&sentence) {
+            let g = mention_glob(&name);
+            if globset::Glob::new(&g).is_ok() {
+                out.push(PolicyRule { path_glob: g, access: access.clone(), permission: perm });
+            }
+        }
+    }
+    out
+}
+
+/// Splits text into sentences at `. ` / `; ` / newlines (a dot inside a name does not split).
+pub fn split_sentences(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let chars: Vec<char> = text.chars().collect();
+    for (i, &c) in chars.iter().enumerate() {
+        let next = chars.get(i + 1).copied();
+        let end = c == '\n' || ((c == '.' || c == ';' || c == '!' || c == '?') && next.is_none_or(char::is_whitespace));
+        if end {
+            if !cur.trim().is_empty() {
+                out.push(cur.trim().to_string());
+            }
+            cur.clear();
+        } else {
+            cur.push(c);
+        }
+    }
+    if !cur.trim().is_empty() {
+        out.push(cur.trim().to_string());
+    }
+    out
+}
+
+fn san_rule(z: &Sanitizer, r: &PolicyRule, source: &str) -> SanRule {
+    SanRule { glob: z.glob(&r.path_glob), access: r.access.clone(), permission: r.permission, source: TrustedText::from_trusted(source) }
+}
+
+impl Knowledge {
+    /// Builds the sanitized view of a trusted state.
+    pub fn build(state: &TrustedState, z: &Sanitizer) -> Self {
+        let mut k = Knowledge::default();
+        for t in &state.tasks {
+            k.add_task(t, z);
+        }
+        for p in &state.policies {
+            k.add_policy(p, z);
+        }
+        for d in &state.derived {
+            for r in &d.rules {
+                k.derived.push(san_rule(z, r, "derived policy"));
+            }
+        }
+        k
+    }
+
+    /// Adds one task (a finished session, or a history line).
+    pub fn add_task(&mut self, t: &Task, z: &Sanitizer) {
+        let prompt = t.prompt_text();
+        self.index.add(&prompt);
+        self.intent.add(&prompt, t.accesses.iter().map(|(a, _)| a.access));
+        let mut seen = HashSet::new();
+        let accesses: Vec<_> = t
+            .accesses
+            .iter()
+            .map(|(a, src)| {
+                let sp = z.path(&a.path);
+                if seen.insert(sp.clone()) {
+                    *self.path_tasks.entry(sp.clone()).or_default() += 1;
+                }
+                (sp, a.access, *src)
+            })
+            .collect();
+        let approvals = t
+            .approvals
+            .iter()
+            .map(|a| {
+                san_rule(z, &PolicyRule { path_glob: a.path_glob.clone(), access: vec![a.access], permission: a.permission }, &format!("approval in task {}", t.session))
+            })
+            .collect();
+        self.tasks.push(TaskView { prompt: TrustedText::from_trusted(prompt), day: t.day, accesses, approvals });
+    }
+
+    /// Adds one user policy: structured rules if it has them, else rules read from its text.
+    pub fn add_policy(&mut self, p: &UserPolicy, z: &Sanitizer) {
+        let rules = if p.rules.is_empty() { rules_from_text(&p.text) } else { p.rules.clone() };
+        self.policies.push(PolicyView {
+            id: TrustedText::from_trusted(p.id.clone()),
+            text: TrustedText::from_trusted(p.text.clone()),
+            rules: rules.iter().map(|r| san_rule(z, r, &format!("policy {}", p.id))).collect(),
+            restrictive: text_permission(&p.text).is_some() || p.rules.iter().any(|r| r.permission != Permission::Allow),
+        });
+    }
+
+    /// Every rule: policies', derived, and approvals of all tasks.
+    pub fn all_rules(&self) -> impl Iterator<Item = &SanRule> {
+        self.policies.iter().flat_map(|p| p.rules.iter()).chain(self.derived.iter()).chain(self.tasks.iter().flat_map(|t| t.approvals.iter()))
+    }
+}
+
+/// How many similar past tasks a session looks at.
+pub const SIMILAR_K: usize = 6;
+
+/// The session's trusted context: the user's prompts, the past tasks most similar to them,
+/// the names and words the user typed (sanitized), and the twin's grants in this session.
+#[derive(Debug, Clone, Default)]
+pub struct SessionView {
+    /// The user's prompts in this session.
+    pub prompts: Vec<TrustedText>,
+    /// Past tasks most similar to the prompts: index into [`Knowledge::tasks`], weight in
+    /// 0..=1 (the best is 1).
+    pub similar: Vec<(usize, f32)>,
+    /// Names the user typed (paths, file names), sanitized.
+    pub typed: Vec<SanitizedPath>,
+    /// Word tokens of the prompts.
+    pub words: HashSet<Token>,
+    /// The twin's grants in this session.
+    pub grants: Vec<(SanitizedPath, Access)>,
+    /// Objects this session created.
+    pub created: Vec<SanitizedPath>,
+    /// The user's answers to questions in this session.
+    pub approvals: Vec<SanRule>,
+}
+
+impl SessionView {
+    /// Adds a user prompt and recomputes the similar tasks.
+    pub fn add_prompt(&mut self, prompt: &str, k: &Knowledge, z: &Sanitizer) {
+        self.prompts.push(TrustedText::from_trusted(prompt));
+        for n in typed_names(prompt) {
+            if n.contains(['*', '?', '[']) {
+                continue;
+            }
+            self.typed.push(z.path(&n));
+        }
+        for w in crate::sanitize::word_keys(prompt) {
+            if let Some(t) = z.word(&w) {
+                self.words.insert(t);
+            }
+        }
+        self.refresh(k);
+    }
+
+    /// Recomputes the similar tasks (after the knowledge grew).
+    pub fn refresh(&mut self, k: &Knowledge) {
+        let q = self.query();
+        let top = k.index.top_k(&q, SIMILAR_K);
+        let best = top.first().map(|t| t.1).unwrap_or(0.0);
+        self.similar = top.into_iter().map(|(i, s)| (i, if best > 0.0 { s / best } else { 0.0 })).collect();
+    }
+
+    /// All prompts joined.
+    pub fn query(&self) -> String {
+        self.prompts.iter().map(TrustedText::as_str).collect::<Vec<_>>().join("\n")
+    }
+}
+
+/// Why a location is (or is not) in the session's scope.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Evidence {
+    /// Strength in 0..=1.
+    pub score: f32,
+    /// Human-readable reason.
+    pub why: String,
+    /// The user typed this exact resource in a prompt.
+    pub typed: bool,
+    /// A similar past task touched this exact resource.
+    pub exact_history: bool,
+}
+
+/// Strength of a similar task's exact access to the same resource.
+const W_EXACT: f32 = 1.0;
+/// Strength of a similar task's access beside the requested resource (same directory).
+const W_SIBLING: f32 = 0.6;
+/// Strength of a similar task's access two levels up.
+const W_COUSIN: f32 = 0.3;
+/// Strength of any past task's access to the same resource.
+const W_ANY_TASK: f32 = 0.35;
+/// Strength per path segment carrying a word the user typed.
+const W_WORD: f32 = 0.2;
+/// Weakest similarity of a past task that still counts.
+const MIN_SIMILARITY: f32 = 0.3;
+
+fn bump(best: &mut (f32, String), score: f32, why: impl FnOnce() -> String) {
+    if score > best.0 {
+        *best = (score, why());
+    }
+}
+
+/// Location evidence for a sanitized request in a session, from trusted context only.
+pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> Evidence {
+    let mut best = (0.0f32, "no trusted evidence for this location".to_string());
+    let mut typed = false;
+    let mut exact_history = false;
+    for t in &s.typed {
+        let n = t.len();
+        if n == 0 {
+            continue;
+        }
+        if p.len() >= n && p.tokens()[p.len() - n..] == t.tokens()[..] {
+            typed = true;
+            bump(&mut best, 1.0, || format!("the user named {t} in the prompt"));
+        } else if p.tokens().windows(n).any(|w| w == t.tokens()) {
+            bump(&mut best, 0.8, || format!("inside {t}, which the user named in the prompt"));
+        } else if p.len() == n && p.parent().zip(t.parent()).is_some_and(|(a, b)| a.same_segments(&b)) && n > 1 {
+            bump(&mut best, 0.5, || format!("beside {t}, which the user named"));
+        }
+    }
+    for &(ti, w) in &s.similar {
+        if w < MIN_SIMILARITY {
+            continue;
+        }
+        let task = &k.tasks[ti];
+        for (sp, _, _) in &task.accesses {
+            if sp.same_segments(p) {
+                exact_history = true;
+                bump(&mut best, W_EXACT * w, || format!("a similar past task (similarity {w:.2}) used {sp}"));
+            } else if p.is_dir() && sp.starts_with(p) {
+                bump(&mut best, 0.9 * w, || format!("a similar past task (similarity {w:.2}) used files under {p}"));
+            } else if sp.parent().zip(p.parent()).is_some_and(|(a, b)| a.same_segments(&b)) && p.len() > 1 {
+                bump(&mut best, W_SIBLING * w, || format!("beside {sp}, used by a similar past task (similarity {w:.2})"));
+            } else if p.len() > 2 && sp.len() == p.len() && sp.common_prefix_len(p) == p.len() - 2 {
+                bump(&mut best, W_COUSIN * w, || format!("near {sp}, used by a similar past task (similarity {w:.2})"));
+            }
+        }
+    }
+    for (sp, _) in &s.grants {
+        if sp.parent().zip(p.parent()).is_some_and(|(a, b)| a.same_segments(&b)) && p.len() > 1 {
+            bump(&mut best, 0.4, || format!("beside {sp}, granted earlier in this session"));
+        }
+    }
+    if let Some(&n) = k.path_tasks.get(&p.clone().with_dir(false)).or_else(|| k.path_tasks.get(&p.clone().with_dir(true))) {
+        let sc = (W_ANY_TASK + 0.05 * (n as f32 - 1.0)).min(0.5);
+        bump(&mut best, sc, || format!("{n} past task(s) used {p}"));
+    }
+    let word_hits = (0..p.len()).filter(|&i| p.words(i).iter().any(|w| s.words.contains(w))).count();
+    if word_hits > 0 {
+        bump(&mut best, (W_WORD * word_hits as f32).min(0.45), || format!("{word_hits} segment(s) of {p} carry words of the prompt"));
+    }
+    Evidence { score: best.0, why: best.1, typed, exact_history }
+}
+
+/// Intent evidence for an access type in a session: reads and lists need none; writes,
+/// creates and deletes need a prompt that asks for them, learned from the history.
+pub fn intent_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath, a: Access) -> (f32, String) {
+    if matches!(a, Access::Read | Access::List) {
+        return (1.0, format!("{a} needs no write intent"));
+    }
+    let mut best = (0.0f32, format!("nothing in the prompt or similar tasks asks for {a}"));
+    for &(ti, w) in &s.similar {
+        if w < MIN_SIMILARITY {
+            continue;
+        }
+        for (sp, acc, _) in &k.tasks[ti].accesses {
+            if *acc != a && !(a == Access::Write && *acc == Access::Create) && !(a == Access::Create && *acc == Access::Write) {
+                continue;
+            }
+            let same = sp.same_segments(p);
+            let sc = if same { w } else { 0.8 * w };
+            bump(&mut best, sc, || format!("a similar past task (similarity {w:.2}) made {acc} accesses"));
+        }
+    }
+    let q = s.query();
+    let (wp, word) = k.intent.score(&q, a);
+    if let Some(word) = word {
+        let sc = (wp * 1.6).min(1.0);
+        bump(&mut best, sc, || format!("the prompt word \"{word}\" goes with {a} in {:.0}% of past tasks", wp * 100.0));
+    }
+    best
+}

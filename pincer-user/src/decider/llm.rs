@@ -1,0 +1,387 @@
+//! Chat-model deciders: an OpenAI-compatible chat-completions client (vLLM, llama.cpp
+//! server, Ollama, OpenAI) and an Anthropic Messages client, both on reqwest with rustls,
+//! and [`LlmDecider`], which asks either for the three votes' answers as strict JSON.
+//!
+//! Every failure (timeout, HTTP error, 429, refusal, truncated or unparsable answer) is a
+//! deny whose reason names the cause; tokens are counted per call.
+
+use super::knowledge::{Knowledge, SessionView, SIMILAR_K};
+use super::{Decider, DeciderError, PolicyAnswer, PolicyEntry, PolicyInput, TokenUsage, Verdict, Vote1Input, Vote2Input, VoteOutcome};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// The prompt of vote 1.
+pub const VOTE1_PROMPT: &str = include_str!("../../prompts/vote1.md");
+/// The prompt of vote 2.
+pub const VOTE2_PROMPT: &str = include_str!("../../prompts/vote2.md");
+/// The prompt of the pre-committed policy generation.
+pub const POLICY_PROMPT: &str = include_str!("../../prompts/policy.md");
+
+/// A model's answer to one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatAnswer {
+    /// The text of the answer.
+    pub text: String,
+    /// Input tokens the provider counted.
+    pub input_tokens: u64,
+    /// Output tokens the provider counted.
+    pub output_tokens: u64,
+}
+
+/// A chat model: one system prompt, one user message, one answer.
+#[async_trait::async_trait]
+pub trait ChatModel: Send + Sync {
+    /// Backend name for reports.
+    fn backend(&self) -> &'static str;
+    /// Sends one exchange.
+    async fn complete(&self, system: &str, user: &str) -> Result<ChatAnswer, DeciderError>;
+}
+
+/// Connection settings of a chat backend.
+#[derive(Debug, Clone)]
+pub struct ChatConfig {
+    /// Base URL (for OpenAI-compatible servers, up to and including `/v1`).
+    pub base_url: String,
+    /// API key, if the server needs one.
+    pub api_key: Option<String>,
+    /// Model name.
+    pub model: String,
+    /// Timeout of one call.
+    pub timeout: Duration,
+    /// Answer length limit in tokens.
+    pub max_tokens: u32,
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// Default call timeout.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl ChatConfig {
+    /// OpenAI-compatible settings from `OPENAI_BASE_URL` (default the OpenAI API),
+    /// `OPENAI_API_KEY` and `PINCER_MODEL` (required).
+    pub fn openai_from_env() -> Result<Self, DeciderError> {
+        Ok(ChatConfig {
+            base_url: env("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".into()),
+            api_key: env("OPENAI_API_KEY"),
+            model: env("PINCER_MODEL").ok_or(DeciderError::MissingConfig { what: "model name", env: "PINCER_MODEL" })?,
+            timeout: DEFAULT_TIMEOUT,
+            max_tokens: 1024,
+        })
+    }
+
+    /// Anthropic settings from `ANTHROPIC_BASE_URL` (default the Anthropic API),
+    /// `ANTHROPIC_API_KEY` (required) and `PINCER_MODEL` (required).
+    pub fn anthropic_from_env() -> Result<Self, DeciderError> {
+        Ok(ChatConfig {
+            base_url: env("ANTHROPIC_BASE_URL").unwrap_or_else(|| "https://api.anthropic.com".into()),
+            api_key: Some(env("ANTHROPIC_API_KEY").ok_or(DeciderError::MissingConfig { what: "API key", env: "ANTHROPIC_API_KEY" })?),
+            model: env("PINCER_MODEL").ok_or(DeciderError::MissingConfig { what: "model name", env: "PINCER_MODEL" })?,
+            timeout: DEFAULT_TIMEOUT,
+            max_tokens: 1024,
+        })
+    }
+
+    fn client(&self) -> Result<reqwest::Client, DeciderError> {
+        reqwest::Client::builder().timeout(self.timeout).use_rustls_tls().build().map_err(DeciderError::Client)
+    }
+}
+
+async fn send(backend: &'static str, timeout: Duration, rb: reqwest::RequestBuilder) -> Result<Value, DeciderError> {
+    let map = |e: reqwest::Error| {
+        if e.is_timeout() {
+            DeciderError::Timeout { backend, secs: timeout.as_secs_f32() }
+        } else {
+            DeciderError::Transport { backend, source: e }
+        }
+    };
+    let resp = rb.send().await.map_err(map)?;
+    let status = resp.status();
+    let body = resp.text().await.map_err(map)?;
+    if status.as_u16() == 429 {
+        return Err(DeciderError::RateLimited { backend });
+    }
+    if !status.is_success() {
+        return Err(DeciderError::Http { backend, status: status.as_u16(), body: body.chars().take(300).collect() });
+    }
+    serde_json::from_str(&body).map_err(|e| DeciderError::MalformedBody { backend, detail: e.to_string() })
+}
+
+fn malformed(backend: &'static str, what: &str) -> DeciderError {
+    DeciderError::MalformedBody { backend, detail: format!("missing {what}") }
+}
+
+/// An OpenAI-compatible chat-completions client.
+#[derive(Debug, Clone)]
+pub struct OpenAiChat {
+    cfg: ChatConfig,
+    http: reqwest::Client,
+}
+
+impl OpenAiChat {
+    /// A client with the given settings.
+    pub fn new(cfg: ChatConfig) -> Result<Self, DeciderError> {
+        Ok(OpenAiChat { http: cfg.client()?, cfg })
+    }
+}
+
+#[async_trait::async_trait]
+impl ChatModel for OpenAiChat {
+    fn backend(&self) -> &'static str {
+        "openai"
+    }
+
+    async fn complete(&self, system: &str, user: &str) -> Result<ChatAnswer, DeciderError> {
+        const B: &str = "openai";
+        let url = format!("{}/chat/completions", self.cfg.base_url.trim_end_matches('/'));
+        let body = json!({
+            "model": self.cfg.model,
+            "temperature": 0,
+            "max_tokens": self.cfg.max_tokens,
+            "response_format": {"type": "json_object"},
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+        });
+        let mut rb = self.http.post(url).json(&body);
+        if let Some(k) = &self.cfg.api_key {
+            rb = rb.bearer_auth(k);
+        }
+        let v = send(B, self.cfg.timeout, rb).await?;
+        let choice = v.get("choices").and_then(|c| c.get(0)).ok_or_else(|| malformed(B, "choices[0]"))?;
+        let msg = choice.get("message").ok_or_else(|| malformed(B, "choices[0].message"))?;
+        if let Some(r) = msg.get("refusal").and_then(Value::as_str) {
+            return Err(DeciderError::Refusal { backend: B, detail: r.chars().take(200).collect() });
+        }
+        match choice.get("finish_reason").and_then(Value::as_str) {
+            Some("length") => return Err(DeciderError::Truncated { backend: B, reason: "length".into() }),
+            Some("content_filter") => return Err(DeciderError::Refusal { backend: B, detail: "content_filter".into() }),
+            _ => {}
+        }
+        let text = msg.get("content").and_then(Value::as_str).ok_or_else(|| malformed(B, "choices[0].message.content"))?;
+        let usage = v.get("usage");
+        let n = |k: &str| usage.and_then(|u| u.get(k)).and_then(Value::as_u64).unwrap_or(0);
+        Ok(ChatAnswer { text: text.to_string(), input_tokens: n("prompt_tokens"), output_tokens: n("completion_tokens") })
+    }
+}
+
+/// An Anthropic Messages API client.
+#[derive(Debug, Clone)]
+pub struct AnthropicChat {
+    cfg: ChatConfig,
+    http: reqwest::Client,
+}
+
+impl AnthropicChat {
+    /// A client with the given settings.
+    pub fn new(cfg: ChatConfig) -> Result<Self, DeciderError> {
+        Ok(AnthropicChat { http: cfg.client()?, cfg })
+    }
+}
+
+#[async_trait::async_trait]
+impl ChatModel for AnthropicChat {
+    fn backend(&self) -> &'static str {
+        "anthropic"
+    }
+
+    async fn complete(&self, system: &str, user: &str) -> Result<ChatAnswer, DeciderError> {
+        const B: &str = "anthropic";
+        let url = format!("{}/v1/messages", self.cfg.base_url.trim_end_matches('/'));
+        let body = json!({
+            "model": self.cfg.model,
+            "max_tokens": self.cfg.max_tokens,
+            "temperature": 0,
+            "system": system,
+            "messages": [{"role": "user", "content": user}],
+        });
+        let mut rb = self.http.post(url).header("anthropic-version", "2023-06-01").json(&body);
+        if let Some(k) = &self.cfg.api_key {
+            rb = rb.header("x-api-key", k);
+        }
+        let v = send(B, self.cfg.timeout, rb).await?;
+        match v.get("stop_reason").and_then(Value::as_str) {
+            Some("max_tokens") => return Err(DeciderError::Truncated { backend: B, reason: "max_tokens".into() }),
+            Some("refusal") => return Err(DeciderError::Refusal { backend: B, detail: "stop_reason refusal".into() }),
+            _ => {}
+        }
+        let content = v.get("content").and_then(Value::as_array).ok_or_else(|| malformed(B, "content"))?;
+        let text: String = content.iter().filter(|c| c.get("type").and_then(Value::as_str) == Some("text")).filter_map(|c| c.get("text").and_then(Value::as_str)).collect();
+        if text.is_empty() {
+            return Err(malformed(B, "a text block in content"));
+        }
+        let usage = v.get("usage");
+        let n = |k: &str| usage.and_then(|u| u.get(k)).and_then(Value::as_u64).unwrap_or(0);
+        Ok(ChatAnswer { text, input_tokens: n("input_tokens"), output_tokens: n("output_tokens") })
+    }
+}
+
+/// Extracts the single JSON object of an answer; a fenced code block around it is accepted,
+/// any other text is not.
+pub fn parse_json_answer(what: &'static str, text: &str) -> Result<Value, DeciderError> {
+    let t = text.trim();
+    let t = t.strip_prefix("```json").or_else(|| t.strip_prefix("```")).map(|s| s.trim_end().strip_suffix("```").unwrap_or(s)).unwrap_or(t);
+    let v: Value = serde_json::from_str(t.trim()).map_err(|e| DeciderError::BadAnswer { what, detail: e.to_string() })?;
+    if !v.is_object() {
+        return Err(DeciderError::BadAnswer { what, detail: "not a JSON object".into() });
+    }
+    Ok(v)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VoteJson {
+    verdict: Verdict,
+    reason: String,
+}
+
+/// Parses a vote answer `{"verdict": "allow"|"deny"|"ask_user", "reason": "..."}`.
+pub fn parse_vote(what: &'static str, text: &str) -> Result<(Verdict, String), DeciderError> {
+    let v = parse_json_answer(what, text)?;
+    let j: VoteJson = serde_json::from_value(v).map_err(|e| DeciderError::BadAnswer { what, detail: e.to_string() })?;
+    Ok((j.verdict, j.reason))
+}
+
+#[derive(Deserialize)]
+struct PolicyJson {
+    entries: Vec<PolicyEntry>,
+}
+
+/// Parses a policy answer `{"entries": [{path_glob, access, operations, permission, rationale}]}`.
+pub fn parse_policy(text: &str) -> Result<Vec<PolicyEntry>, DeciderError> {
+    let v = parse_json_answer("policy", text)?;
+    let j: PolicyJson = serde_json::from_value(v).map_err(|e| DeciderError::BadAnswer { what: "policy", detail: e.to_string() })?;
+    Ok(j.entries)
+}
+
+/// Renders what vote 1 may see: trusted text and sanitized tokens only.
+pub fn render_vote1(inp: &Vote1Input<'_>) -> Value {
+    json!({
+        "session_prompts": inp.session.prompts.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
+        "names_in_prompts": inp.session.typed.iter().map(|t| t.to_string()).collect::<Vec<_>>(),
+        "granted_in_session": inp.session.grants.iter().map(|(p, a)| json!({"path": p.to_string(), "access": a})).collect::<Vec<_>>(),
+        "similar_past_tasks": render_similar(inp.knowledge, inp.session),
+        "user_policies": inp.knowledge.policies.iter().map(|p| json!({
+            "id": p.id.as_str(), "text": p.text.as_str(),
+            "rules": p.rules.iter().map(|r| json!({"path_glob": r.glob.to_string(), "access": r.access, "permission": r.permission})).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "request": {"path": inp.path.to_string(), "access": inp.access},
+    })
+}
+
+fn render_similar(k: &Knowledge, s: &SessionView) -> Vec<Value> {
+    s.similar
+        .iter()
+        .take(SIMILAR_K)
+        .map(|&(i, w)| {
+            let t = &k.tasks[i];
+            json!({
+                "similarity": (w * 100.0).round() / 100.0,
+                "day": t.day,
+                "prompt": t.prompt.as_str(),
+                "accesses": t.accesses.iter().map(|(p, a, _)| json!({"path": p.to_string(), "access": a})).collect::<Vec<_>>(),
+                "approvals": t.approvals.iter().map(|r| json!({"path_glob": r.glob.to_string(), "access": r.access})).collect::<Vec<_>>(),
+            })
+        })
+        .collect()
+}
+
+/// A decider that asks a chat model for each vote and for the pre-committed policy.
+#[derive(Debug, Clone)]
+pub struct LlmDecider<M> {
+    model: M,
+}
+
+impl<M: ChatModel> LlmDecider<M> {
+    /// A decider over `model`.
+    pub fn new(model: M) -> Self {
+        LlmDecider { model }
+    }
+
+    /// The chat model (for baselines that reuse the client).
+    pub fn model(&self) -> &M {
+        &self.model
+    }
+
+    async fn vote(&self, what: &'static str, system: &str, user: String) -> VoteOutcome {
+        match self.model.complete(system, &user).await {
+            Err(e) => {
+                let calls = if matches!(e, DeciderError::MissingConfig { .. } | DeciderError::Client(_)) { 0 } else { 1 };
+                VoteOutcome::failed(&e, TokenUsage { input: 0, output: 0, calls })
+            }
+            Ok(ans) => {
+                let tokens = TokenUsage { input: ans.input_tokens, output: ans.output_tokens, calls: 1 };
+                match parse_vote(what, &ans.text) {
+                    Ok((verdict, reason)) => VoteOutcome { verdict, reason, tokens },
+                    Err(e) => VoteOutcome::failed(&e, tokens),
+                }
+            }
+        }
+    }
+}
+
+impl LlmDecider<OpenAiChat> {
+    /// An OpenAI-compatible decider configured from the environment.
+    pub fn openai_from_env() -> Result<Self, DeciderError> {
+        Ok(LlmDecider::new(OpenAiChat::new(ChatConfig::openai_from_env()?)?))
+    }
+}
+
+impl LlmDecider<AnthropicChat> {
+    /// An Anthropic decider configured from the environment.
+    pub fn anthropic_from_env() -> Result<Self, DeciderError> {
+        Ok(LlmDecider::new(AnthropicChat::new(ChatConfig::anthropic_from_env()?)?))
+    }
+}
+
+#[async_trait::async_trait]
+impl<M: ChatModel> Decider for LlmDecider<M> {
+    fn name(&self) -> &str {
+        self.model.backend()
+    }
+
+    async fn vote1(&self, input: &Vote1Input<'_>) -> VoteOutcome {
+        self.vote("vote 1", VOTE1_PROMPT, render_vote1(input).to_string()).await
+    }
+
+    async fn vote2(&self, input: &Vote2Input<'_>) -> VoteOutcome {
+        let content = input.content.map(|c| {
+            let s = String::from_utf8_lossy(c);
+            s.chars().take(6000).collect::<String>()
+        });
+        let mut v = render_vote1(&input.v1);
+        v["untrusted"] = json!({
+            "requested_name": input.raw_path,
+            "rationale": input.rationale,
+            "content": content,
+            "earlier_requests": input.earlier,
+        });
+        if let Some(p) = input.policy {
+            v["pre_committed_policy"] = json!(p.entries());
+        }
+        self.vote("vote 2", VOTE2_PROMPT, v.to_string()).await
+    }
+
+    async fn policy(&self, input: &PolicyInput<'_>) -> Result<PolicyAnswer, DeciderError> {
+        let similar: Vec<Value> = input
+            .similar
+            .iter()
+            .map(|&(i, w)| {
+                let t = &input.state.tasks[i];
+                json!({"similarity": w, "prompt": t.prompt_text(), "accesses": t.accesses.iter().map(|(a, _)| a).collect::<Vec<_>>(), "approvals": t.approvals})
+            })
+            .collect();
+        let user = json!({
+            "prompt": input.prompt,
+            "workspace_tree": input.workspace_tree,
+            "similar_past_tasks": similar,
+            "user_policies": input.state.policies,
+        })
+        .to_string();
+        let ans = self.model.complete(POLICY_PROMPT, &user).await?;
+        let tokens = TokenUsage { input: ans.input_tokens, output: ans.output_tokens, calls: 1 };
+        let entries = parse_policy(&ans.text)?;
+        Ok(PolicyAnswer { entries, tokens })
+    }
+}

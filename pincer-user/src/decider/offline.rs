@@ -1,0 +1,344 @@
+//! The offline decider: deterministic, no model. It learns from the trusted history by
+//! general means (prompt similarity, the sanitized paths and access types of similar tasks,
+//! names and words the user typed, learned access intent, the user's rules and approvals)
+//! and checks content with generic detectors. Nothing in it names a particular workspace.
+
+use super::content::{content_findings, injection_findings, FindingKind, MARKINGS};
+use super::knowledge::{intent_evidence, location_evidence, text_accesses, Evidence, Knowledge, SessionView};
+use super::text::{name_parts, typed_names};
+use super::{Decider, DeciderError, PolicyAnswer, PolicyEntry, PolicyInput, TokenUsage, Vote1Input, Vote2Input, VoteOutcome};
+use crate::access::Access;
+use crate::sanitize::SanitizedPath;
+use crate::store::Permission;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Location evidence a request needs, per access type.
+fn location_threshold(a: Access) -> f32 {
+    match a {
+        Access::Read | Access::List => 0.5,
+        Access::Write => 0.55,
+        Access::Create => 0.45,
+        Access::Delete => 0.7,
+    }
+}
+
+/// Intent evidence a write, create or delete needs.
+fn intent_threshold(a: Access) -> f32 {
+    match a {
+        Access::Read | Access::List => 0.0,
+        Access::Write | Access::Create => 0.4,
+        Access::Delete => 0.5,
+    }
+}
+
+/// The offline decider.
+#[derive(Debug, Clone, Default)]
+pub struct OfflineDecider {
+    _private: (),
+}
+
+impl OfflineDecider {
+    /// A new offline decider.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+/// A restricting or granting rule (user policy, derived policy or approval) that matches the
+/// request, deny and ask first.
+fn rule_verdict(k: &Knowledge, s: &SessionView, p: &SanitizedPath, a: Access) -> Option<VoteOutcome> {
+    let mut allow = None;
+    let mut ask = None;
+    for r in s.approvals.iter().chain(k.all_rules()) {
+        if !r.access.contains(&a) {
+            continue;
+        }
+        match r.permission {
+            Permission::Deny if r.glob.matches(p, true) => {
+                return Some(VoteOutcome::deny(format!("{} denies {a} on {}", r.source.as_str(), r.glob)));
+            }
+            Permission::AskUser if r.glob.matches(p, true) => {
+                ask = ask.or_else(|| Some(VoteOutcome::ask(format!("{} asks the user before {a} on {}", r.source.as_str(), r.glob))));
+            }
+            Permission::Allow if r.glob.matches(p, false) => {
+                allow = allow.or_else(|| Some(VoteOutcome::allow(format!("{} allows {a} on {}", r.source.as_str(), r.glob))));
+            }
+            _ => {}
+        }
+    }
+    ask.or(allow)
+}
+
+fn created_by_session(s: &SessionView, p: &SanitizedPath) -> bool {
+    s.created.iter().any(|c| p.starts_with(c))
+}
+
+/// The full vote-1 evaluation: the verdict and the location evidence it rested on.
+pub fn vote1_offline(inp: &Vote1Input<'_>) -> (VoteOutcome, Evidence) {
+    let (k, s, p, a) = (inp.knowledge, inp.session, inp.path, inp.access);
+    let ev = location_evidence(k, s, p);
+    if let Some(v) = rule_verdict(k, s, p, a) {
+        return (v, ev);
+    }
+    if created_by_session(s, p) {
+        return (VoteOutcome::allow(format!("{p} was created in this session")), ev);
+    }
+    if s.grants.iter().any(|(g, ga)| g.same_segments(p) && (*ga == a || (*ga == Access::Create && a != Access::Delete))) {
+        return (VoteOutcome::allow(format!("{a} on {p} was already granted in this session")), ev);
+    }
+    let need = location_threshold(a);
+    if ev.score < need {
+        return (VoteOutcome::deny(format!("location evidence {:.2} below {need:.2}: {}", ev.score, ev.why)), ev);
+    }
+    let (iscore, iwhy) = intent_evidence(k, s, p, a);
+    let ineed = intent_threshold(a);
+    if iscore < ineed {
+        return (VoteOutcome::deny(format!("intent evidence {iscore:.2} for {a} below {ineed:.2}: {iwhy}")), ev);
+    }
+    (VoteOutcome::allow(format!("location {:.2} ({}); intent {iscore:.2} ({iwhy})", ev.score, ev.why)), ev)
+}
+
+/// Words of the user's restrictive policies that name sensitive content: the generic
+/// markings the user's own policy text mentions.
+fn policy_markings(k: &Knowledge) -> BTreeSet<&'static str> {
+    let mut out = BTreeSet::new();
+    for p in k.policies.iter().filter(|p| p.restrictive) {
+        let low = p.text.as_str().to_lowercase();
+        for m in MARKINGS {
+            if low.contains(m) {
+                out.insert(*m);
+            }
+        }
+    }
+    out
+}
+
+/// Distinctive terms of restrictive policies (words of four letters or more that are not
+/// about access itself), one set per policy.
+fn policy_terms(k: &Knowledge) -> Vec<(String, BTreeSet<String>)> {
+    const GENERIC: &[&str] = &[
+        "never", "must", "should", "agent", "file", "files", "folder", "folders", "directory", "anything", "without", "read", "open",
+        "write", "edit", "delete", "remove", "access", "touch", "ask", "first", "always", "before", "allowed", "allow", "permission",
+        "user", "unless", "explicitly", "asked", "only", "modify", "change", "create", "content", "contents", "document", "documents",
+        "under", "inside", "other", "those", "these", "that", "this", "with", "from", "into", "them", "they", "mine", "ever",
+    ];
+    k.policies
+        .iter()
+        .filter(|p| p.restrictive)
+        .map(|p| {
+            let terms = name_parts(p.text.as_str())
+                .into_iter()
+                .filter(|w| w.len() >= 4 && !GENERIC.contains(&w.as_str()) && !w.chars().all(|c| c.is_ascii_digit()))
+                .collect();
+            (p.id.as_str().to_string(), terms)
+        })
+        .collect()
+}
+
+/// The full vote-2 evaluation.
+pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
+    let v1 = &inp.v1;
+    let (k, s, p, a) = (v1.knowledge, v1.session, v1.path, v1.access);
+    let ev = location_evidence(k, s, p);
+    // A resource the user named, or a similar past task used, is established.
+    let mut established = ev.typed || ev.exact_history || created_by_session(s, p);
+    if p2 {
+        if let Some(pol) = inp.policy {
+            let exact_allow = pol.entries().iter().any(|e| {
+                e.permission == Permission::Allow && e.access.contains(&a) && !e.path_glob.contains(['*', '?', '[']) && e.path_glob.trim_end_matches('/') == inp.raw_path.trim_end_matches('/')
+            });
+            established |= exact_allow;
+        }
+    }
+    if let Some(r) = inp.rationale {
+        let inj = injection_findings(r);
+        if let Some(f) = inj.first() {
+            return VoteOutcome::deny(format!("the worker's rationale holds {}", f.what));
+        }
+    }
+    let name_inj = injection_findings(&inp.raw_path.replace(['-', '_'], " "));
+    if let Some(f) = name_inj.first() {
+        return VoteOutcome::deny(format!("the resource name holds {}", f.what));
+    }
+    if let Some(c) = inp.content {
+        let findings = content_findings(c);
+        if matches!(a, Access::Read | Access::Write | Access::Delete) {
+            if let Some(f) = findings.iter().find(|f| f.kind.is_secret()) {
+                if !ev.typed {
+                    return VoteOutcome::deny(format!("the content holds a secret ({}) and the user did not name this resource", f.what));
+                }
+            }
+            let marks = policy_markings(k);
+            if let Some(f) = findings.iter().find(|f| f.kind == FindingKind::Marking && marks.contains(f.what.as_str())) {
+                if !established {
+                    return VoteOutcome::deny(format!(
+                        "the content is marked \"{}\", which the user's policies restrict, and no similar task used it",
+                        f.what
+                    ));
+                }
+            }
+            if !established {
+                let low = String::from_utf8_lossy(c).to_lowercase();
+                let content_words: BTreeSet<String> = name_parts(&low).into_iter().collect();
+                for (id, terms) in policy_terms(k) {
+                    let hits: Vec<&String> = terms.iter().filter(|t| content_words.contains(*t)).collect();
+                    if hits.len() >= 2 && hits.len() * 2 >= terms.len().min(6) {
+                        return VoteOutcome::deny(format!(
+                            "the content speaks of what policy {id} restricts ({}) and no similar task used it",
+                            hits.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    let tainted = inp.earlier.iter().any(|e| e.injection);
+    if tainted && !established {
+        return VoteOutcome::deny("earlier content in this session held injected instructions, and this request goes beyond what the user named or similar tasks used");
+    }
+    if a == Access::Delete && !established {
+        return VoteOutcome::deny("a delete of a resource that neither the user named nor a similar task used");
+    }
+    VoteOutcome::allow(if established { "established resource; no sensitive content findings" } else { "no sensitive content findings" })
+}
+
+/// Generates the pre-committed policy on raw names.
+pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
+    let k = inp.knowledge;
+    let prompt = inp.prompt;
+    let mut allow: BTreeMap<String, BTreeSet<Access>> = BTreeMap::new();
+    let mut why: BTreeMap<String, String> = BTreeMap::new();
+    // Access types the prompt asks for (learned intent, or what similar tasks did).
+    let mut intents: BTreeSet<Access> = [Access::Read, Access::List].into();
+    let mut sv = SessionView::default();
+    sv.prompts.push(super::TrustedText::from_trusted(prompt));
+    sv.similar = inp.similar.iter().map(|&(i, w)| (i, w)).collect();
+    for a in [Access::Write, Access::Create, Access::Delete] {
+        let (sc, _) = k.intent.score(prompt, a);
+        let sim = inp.similar.iter().filter(|(_, w)| *w >= 0.3).any(|&(i, _)| inp.state.tasks[i].accesses.iter().any(|(r, _)| r.access == a));
+        if sc * 1.6 >= intent_threshold(a) || sim {
+            intents.insert(a);
+        }
+    }
+    let mut add = |glob: String, acc: &mut dyn Iterator<Item = Access>, reason: String| {
+        let e = allow.entry(glob.clone()).or_default();
+        e.extend(acc);
+        why.entry(glob).or_insert(reason);
+    };
+    // Names the user typed, resolved in the workspace tree.
+    for name in typed_names(prompt) {
+        let n = name.trim_end_matches('/');
+        let mut hit = false;
+        for t in inp.workspace_tree {
+            let tt = t.trim_end_matches('/');
+            if tt == n || tt.ends_with(&format!("/{n}")) {
+                hit = true;
+                if t.ends_with('/') || name.ends_with('/') {
+                    add(format!("{tt}/**"), &mut intents.iter().copied(), format!("under {name}, named in the prompt"));
+                    add(tt.to_string(), &mut [Access::List].into_iter(), format!("{name}, named in the prompt"));
+                } else {
+                    add(tt.to_string(), &mut intents.iter().copied(), format!("{name}, named in the prompt"));
+                    if let Some((dir, _)) = tt.rsplit_once('/') {
+                        add(format!("{dir}/*"), &mut [Access::Create, Access::List].into_iter().filter(|x| intents.contains(x) || *x == Access::List), format!("beside {name}"));
+                        add(dir.to_string(), &mut [Access::List].into_iter(), format!("folder of {name}"));
+                    }
+                }
+            }
+        }
+        if !hit && !n.is_empty() && !n.contains(['*', '?', '[']) {
+            // A new file the user asked for: allow creating it where the user said.
+            add(n.to_string(), &mut intents.iter().copied().filter(|a| *a != Access::Delete), format!("{name}, named in the prompt (new)"));
+        }
+    }
+    // Similar past tasks: their exact resources, and their folders for reading and creating.
+    for &(ti, w) in inp.similar {
+        if w < 0.3 {
+            continue;
+        }
+        let task = &inp.state.tasks[ti];
+        for (r, _) in &task.accesses {
+            let mut accs: BTreeSet<Access> = [Access::Read, Access::List].into();
+            if intents.contains(&r.access) {
+                accs.insert(r.access);
+            }
+            if r.access == Access::Write && intents.contains(&Access::Write) {
+                accs.insert(Access::Write);
+            }
+            add(r.path.trim_end_matches('/').to_string(), &mut accs.iter().copied(), format!("used by similar task {}", task.session));
+            if let Some((dir, _)) = r.path.trim_end_matches('/').rsplit_once('/') {
+                let mut d: BTreeSet<Access> = [Access::Read, Access::List].into();
+                for x in [Access::Create, Access::Write] {
+                    if intents.contains(&x) {
+                        d.insert(x);
+                    }
+                }
+                add(format!("{dir}/*"), &mut d.iter().copied(), format!("beside what similar task {} used", task.session));
+                add(dir.to_string(), &mut [Access::List].into_iter(), format!("folder used by similar task {}", task.session));
+            }
+        }
+        for ap in &task.approvals {
+            if ap.permission == Permission::Allow {
+                add(ap.path_glob.clone(), &mut [ap.access].into_iter(), format!("approved by the user in task {}", task.session));
+            }
+        }
+    }
+    // Prompt words that name folders of the workspace.
+    let pw: BTreeSet<String> = crate::sanitize::word_keys(prompt).into_iter().collect();
+    for t in inp.workspace_tree.iter().filter(|t| t.ends_with('/')) {
+        let tt = t.trim_end_matches('/');
+        let last = tt.rsplit('/').next().unwrap_or(tt);
+        let keys = crate::sanitize::word_keys(last);
+        if !keys.is_empty() && keys.iter().all(|w| pw.contains(w)) && keys.iter().any(|w| w.len() >= 4) {
+            add(format!("{tt}/**"), &mut [Access::Read, Access::List].into_iter(), format!("{last}, a folder the prompt speaks of"));
+            add(tt.to_string(), &mut [Access::List].into_iter(), format!("{last}, a folder the prompt speaks of"));
+        }
+    }
+    let mut entries: Vec<PolicyEntry> = allow
+        .into_iter()
+        .map(|(g, acc)| PolicyEntry {
+            rationale: why.remove(&g).unwrap_or_default(),
+            path_glob: g,
+            access: acc.into_iter().collect(),
+            operations: vec![],
+            permission: Permission::Allow,
+        })
+        .collect();
+    // The user's own rules and refusals, last so they read as overrides (deny wins anyway).
+    for p in &inp.state.policies {
+        let rules = if p.rules.is_empty() { super::knowledge::rules_from_text(&p.text) } else { p.rules.clone() };
+        for r in rules {
+            entries.push(PolicyEntry { path_glob: r.path_glob, access: r.access, operations: vec![], permission: r.permission, rationale: format!("user policy {}", p.id) });
+        }
+    }
+    for d in &inp.state.derived {
+        for r in &d.rules {
+            entries.push(PolicyEntry { path_glob: r.path_glob.clone(), access: r.access.clone(), operations: vec![], permission: r.permission, rationale: "derived policy".into() });
+        }
+    }
+    for t in &inp.state.tasks {
+        for ap in t.approvals.iter().filter(|a| a.permission != Permission::Allow) {
+            entries.push(PolicyEntry { path_glob: ap.path_glob.clone(), access: vec![ap.access], operations: vec![], permission: ap.permission, rationale: format!("user refusal in task {}", t.session) });
+        }
+    }
+    let _ = text_accesses;
+    entries
+}
+
+#[async_trait::async_trait]
+impl Decider for OfflineDecider {
+    fn name(&self) -> &str {
+        "offline"
+    }
+
+    async fn vote1(&self, input: &Vote1Input<'_>) -> VoteOutcome {
+        vote1_offline(input).0
+    }
+
+    async fn vote2(&self, input: &Vote2Input<'_>) -> VoteOutcome {
+        vote2_offline(input, input.policy.is_some())
+    }
+
+    async fn policy(&self, input: &PolicyInput<'_>) -> Result<PolicyAnswer, DeciderError> {
+        Ok(PolicyAnswer { entries: policy_offline(input), tokens: TokenUsage::default() })
+    }
+}
