@@ -1,5 +1,7 @@
 //! Command-line interface: one file per subcommand.
 
+mod eval;
+
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -13,6 +15,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Replay a persona corpus against the seven defenses and report Table 2.
+    Eval(eval::EvalArgs),
 }
 
 /// Parses the command line, runs the subcommand and maps errors to an exit code.
@@ -31,5 +35,7 @@ pub fn main() -> ExitCode {
 }
 
 fn try_main(cli: Cli) -> anyhow::Result<ExitCode> {
-    match cli.command {}
+    match cli.command {
+        Command::Eval(args) => eval::run(args),
+    }
 }

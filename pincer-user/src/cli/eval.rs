@@ -1,0 +1,111 @@
+//! `pincer eval`: replay a persona corpus against the seven defenses and report Table 2.
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use pincer::eval::report;
+use pincer::eval::run::{self, Backend, OfflineFactory};
+use pincer::eval::{Corpus, DefenseName};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// The decider backend of `pincer eval`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum DeciderArg {
+    /// Deterministic, no model (the default).
+    Offline,
+    /// An OpenAI-compatible chat endpoint.
+    Openai,
+    /// The Anthropic Messages API.
+    Anthropic,
+}
+
+/// Arguments of `pincer eval`.
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// The corpus folder (default: the repository's `corpus/`).
+    #[arg(long)]
+    corpus: Option<PathBuf>,
+    /// A defense to evaluate (repeatable; default: all seven): nanoclaw, static-judge,
+    /// dynamic-judge, conseca+, conseca-judge+, pincer, pincer-p2.
+    #[arg(long = "defense", value_name = "NAME")]
+    defenses: Vec<String>,
+    /// The decider backend.
+    #[arg(long, value_enum, default_value = "offline")]
+    decider: DeciderArg,
+    /// How many times to replay each persona against each defense (figures are means).
+    #[arg(long, default_value_t = 1)]
+    runs: usize,
+    /// Write the results as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write SVG charts and an HTML page into this folder.
+    #[arg(long)]
+    report: Option<PathBuf>,
+}
+
+/// The default corpus: `corpus/` in the current folder or one of its parents, else the one
+/// beside the crate this binary was built from.
+fn default_corpus() -> Option<PathBuf> {
+    if let Ok(cwd) = std::env::current_dir() {
+        for d in cwd.ancestors() {
+            let c = d.join("corpus");
+            if c.is_dir() {
+                return Some(c);
+            }
+        }
+    }
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("corpus");
+    built.is_dir().then_some(built)
+}
+
+/// Runs `pincer eval`.
+pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
+    let corpus_dir = match args.corpus {
+        Some(c) => c,
+        None => default_corpus().context("no corpus/ folder found in the current folder, its parents or the source tree; pass --corpus DIR")?,
+    };
+    let mut defenses = Vec::new();
+    for d in &args.defenses {
+        let d: DefenseName = d.parse()?;
+        if !defenses.contains(&d) {
+            defenses.push(d);
+        }
+    }
+    if defenses.is_empty() {
+        defenses = DefenseName::ALL.to_vec();
+    }
+    let backend = match args.decider {
+        DeciderArg::Offline => Backend::Offline,
+        DeciderArg::Openai => Backend::OpenAi,
+        DeciderArg::Anthropic => Backend::Anthropic,
+    };
+    let corpus = Corpus::load(&corpus_dir)?;
+    let label = corpus_dir.display().to_string();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
+    let outcome = match backend {
+        Backend::Offline => rt.block_on(run::run(&corpus, &label, backend, &defenses, args.runs, &OfflineFactory, &|| {}))?,
+        Backend::OpenAi | Backend::Anthropic => {
+            let factory = pincer::eval::llm::LlmFactory::from_env(backend)?;
+            let bar = indicatif::ProgressBar::new(run::total_samples(&corpus, defenses.len(), args.runs));
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} samples, eta {eta}")
+                    .expect("the progress template is valid")
+                    .progress_chars("=> "),
+            );
+            let tick = || bar.inc(1);
+            let o = rt.block_on(run::run(&corpus, &label, backend, &defenses, args.runs, &factory, &tick))?;
+            bar.finish_and_clear();
+            o
+        }
+    };
+    print!("{}", report::text(&outcome));
+    if let Some(j) = &args.json {
+        report::write_json(&outcome, j)?;
+        println!("wrote {}", j.display());
+    }
+    if let Some(r) = &args.report {
+        report::write_report(&outcome, r)?;
+        println!("wrote {}", r.join("index.html").display());
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,138 @@
+//! The interface every evaluated defense implements, and the defense names.
+
+use crate::access::Access;
+use crate::eval::metrics::Tokens;
+use async_trait::async_trait;
+use std::fmt;
+
+/// A defense's answer to one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// The access may happen.
+    Grant,
+    /// The access is refused.
+    Deny,
+    /// The user is asked; counted as not granted and counted separately.
+    Escalate,
+}
+
+/// One request as the replay engine hands it to a defense. Each defense decides for itself
+/// which parts it may look at (the paper gives each a different view).
+#[derive(Debug, Clone, Copy)]
+pub struct RequestView<'a> {
+    /// The requested workspace path (untrusted: the worker chose it).
+    pub path: &'a str,
+    /// The access type.
+    pub access: Access,
+    /// The worker's rationale (untrusted).
+    pub rationale: Option<&'a str>,
+    /// The current content of the resource (a file's bytes, or a directory's entries one per line).
+    pub content: Option<&'a [u8]>,
+}
+
+/// A defense under evaluation. One value serves all samples of one persona; its per-sample
+/// state is reset by [`Defense::begin_sample`]. Every method fails closed: an internal error
+/// becomes a [`Verdict::Deny`], never a grant.
+#[async_trait]
+pub trait Defense: Send {
+    /// The defense's name.
+    fn name(&self) -> DefenseName;
+    /// Starts a sample: forget everything learned from the previous one (the persona's trusted
+    /// state is restored), `day` is the sample's day.
+    async fn begin_sample(&mut self, day: u64);
+    /// A session (task) begins with the user's prompt; `tree` lists the workspace (directories
+    /// end in `/`).
+    async fn start_session(&mut self, prompt: &str, tree: &[String]);
+    /// An untrusted message from the worker to the authorizer.
+    async fn note(&mut self, text: &str);
+    /// Decides one request.
+    async fn decide(&mut self, req: &RequestView<'_>) -> Verdict;
+    /// The current session ends; its grants are revoked.
+    async fn end_session(&mut self);
+    /// Tokens spent so far (a running total).
+    fn tokens(&self) -> Tokens;
+}
+
+/// The seven defenses of the evaluation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DefenseName {
+    /// No gating: every request is granted.
+    Nanoclaw,
+    /// A judge with generic safety instructions; sees name, content and rationale; no history.
+    StaticJudge,
+    /// A judge with all history whose own state also keeps what the worker tells it.
+    DynamicJudge,
+    /// A policy generated at the prompt, enforced by glob matching.
+    ConsecaPlus,
+    /// The same policy enforced by a judge that sees names and rationale.
+    ConsecaJudgePlus,
+    /// The digital twin.
+    Pincer,
+    /// The digital twin whose vote 2 also sees the pre-committed policy.
+    PincerP2,
+}
+
+/// A defense name that is not one of the seven.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown defense {0:?} (expected one of: nanoclaw, static-judge, dynamic-judge, conseca+, conseca-judge+, pincer, pincer-p2)")]
+pub struct UnknownDefense(pub String);
+
+impl DefenseName {
+    /// All seven, in table order.
+    pub const ALL: [DefenseName; 7] = [
+        DefenseName::Nanoclaw,
+        DefenseName::StaticJudge,
+        DefenseName::DynamicJudge,
+        DefenseName::ConsecaPlus,
+        DefenseName::ConsecaJudgePlus,
+        DefenseName::Pincer,
+        DefenseName::PincerP2,
+    ];
+
+    /// The name used on the command line and in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DefenseName::Nanoclaw => "nanoclaw",
+            DefenseName::StaticJudge => "static-judge",
+            DefenseName::DynamicJudge => "dynamic-judge",
+            DefenseName::ConsecaPlus => "conseca+",
+            DefenseName::ConsecaJudgePlus => "conseca-judge+",
+            DefenseName::Pincer => "pincer",
+            DefenseName::PincerP2 => "pincer-p2",
+        }
+    }
+}
+
+impl fmt::Display for DefenseName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for DefenseName {
+    type Err = UnknownDefense;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        DefenseName::ALL.into_iter().find(|d| d.as_str() == s).ok_or_else(|| UnknownDefense(s.to_string()))
+    }
+}
+
+/// NanoClaw as deployed: no gating, every request is granted.
+#[derive(Debug, Default)]
+pub struct Nanoclaw;
+
+#[async_trait]
+impl Defense for Nanoclaw {
+    fn name(&self) -> DefenseName {
+        DefenseName::Nanoclaw
+    }
+    async fn begin_sample(&mut self, _day: u64) {}
+    async fn start_session(&mut self, _prompt: &str, _tree: &[String]) {}
+    async fn note(&mut self, _text: &str) {}
+    async fn decide(&mut self, _req: &RequestView<'_>) -> Verdict {
+        Verdict::Grant
+    }
+    async fn end_session(&mut self) {}
+    fn tokens(&self) -> Tokens {
+        Tokens::default()
+    }
+}

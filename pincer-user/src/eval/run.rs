@@ -1,0 +1,143 @@
+//! Running an evaluation: every persona against every chosen defense, `runs` times.
+
+use crate::eval::baselines::{ConsecaJudgePlus, ConsecaPlus, DynamicJudge, StaticJudge};
+use crate::eval::corpus::{Corpus, Persona};
+use crate::eval::defense::{Defense, DefenseName, Nanoclaw};
+use crate::eval::judge::{JudgeError, JudgeKnowledge};
+use crate::eval::metrics::Counts;
+use crate::eval::replay::replay_persona;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Errors of an evaluation run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The persona's history or policies could not be turned into a defense's knowledge.
+    #[error("persona {persona}: {source}")]
+    Knowledge {
+        /// The persona.
+        persona: String,
+        /// The cause.
+        #[source]
+        source: JudgeError,
+    },
+    /// A defense could not be set up for a persona.
+    #[error("persona {persona}: cannot set up {defense}: {reason}")]
+    Setup {
+        /// The persona.
+        persona: String,
+        /// The defense.
+        defense: DefenseName,
+        /// Why.
+        reason: String,
+    },
+    /// `--runs` must be at least 1.
+    #[error("the number of runs must be at least 1")]
+    NoRuns,
+}
+
+/// Which decider backs the defenses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// Deterministic, no model.
+    Offline,
+    /// An OpenAI-compatible chat endpoint.
+    OpenAi,
+    /// The Anthropic Messages API.
+    Anthropic,
+}
+
+impl Backend {
+    /// The backend's name in reports and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Offline => "offline",
+            Backend::OpenAi => "openai",
+            Backend::Anthropic => "anthropic",
+        }
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One persona under one defense: the counts of each run.
+#[derive(Debug, Clone)]
+pub struct Row {
+    /// The persona id.
+    pub persona: String,
+    /// The defense.
+    pub defense: DefenseName,
+    /// Each run's counts.
+    pub runs: Vec<Counts>,
+}
+
+/// The outcome of an evaluation.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The corpus folder as given.
+    pub corpus: String,
+    /// The backend.
+    pub backend: Backend,
+    /// Runs per persona and defense.
+    pub runs: usize,
+    /// One row per persona and defense, personas outer, defenses in the order asked.
+    pub rows: Vec<Row>,
+    /// Wall-clock time of the whole evaluation.
+    pub elapsed: Duration,
+}
+
+/// Builds the defenses of one persona. Implementations choose the decider backend.
+pub trait DefenseFactory {
+    /// Makes a fresh defense for a persona.
+    fn make(&self, name: DefenseName, persona: &Persona, knowledge: &Arc<JudgeKnowledge>) -> Result<Box<dyn Defense>, RunError>;
+}
+
+/// The offline defenses: the baselines on the offline judge and Pincer on the offline decider.
+#[derive(Debug, Default)]
+pub struct OfflineFactory;
+
+impl DefenseFactory for OfflineFactory {
+    fn make(&self, name: DefenseName, persona: &Persona, knowledge: &Arc<JudgeKnowledge>) -> Result<Box<dyn Defense>, RunError> {
+        Ok(match name {
+            DefenseName::Nanoclaw => Box::new(Nanoclaw),
+            DefenseName::StaticJudge => Box::new(StaticJudge::default()),
+            DefenseName::DynamicJudge => Box::new(DynamicJudge::new(knowledge.clone())),
+            DefenseName::ConsecaPlus => Box::new(ConsecaPlus::new(knowledge.clone())),
+            DefenseName::ConsecaJudgePlus => Box::new(ConsecaJudgePlus::new(knowledge.clone())),
+            DefenseName::Pincer | DefenseName::PincerP2 => crate::eval::pincer::offline(name, persona)?,
+        })
+    }
+}
+
+/// Replays the corpus against each defense `runs` times. `progress` is called after every
+/// sample replayed.
+pub async fn run(corpus: &Corpus, label: &str, backend: Backend, defenses: &[DefenseName], runs: usize, factory: &dyn DefenseFactory, progress: &(dyn Fn() + Sync)) -> Result<Outcome, RunError> {
+    if runs == 0 {
+        return Err(RunError::NoRuns);
+    }
+    let start = Instant::now();
+    let mut rows = Vec::new();
+    for persona in &corpus.personas {
+        let knowledge = Arc::new(JudgeKnowledge::new(persona).map_err(|source| RunError::Knowledge { persona: persona.id.clone(), source })?);
+        for &d in defenses {
+            let mut counts = Vec::with_capacity(runs);
+            for _ in 0..runs {
+                let mut defense = factory.make(d, persona, &knowledge)?;
+                let (c, _) = replay_persona(defense.as_mut(), persona, progress).await;
+                counts.push(c);
+            }
+            rows.push(Row { persona: persona.id.clone(), defense: d, runs: counts });
+        }
+    }
+    Ok(Outcome { corpus: label.to_string(), backend, runs, rows, elapsed: start.elapsed() })
+}
+
+/// The number of samples one run replays (for a progress bar).
+pub fn total_samples(corpus: &Corpus, defenses: usize, runs: usize) -> u64 {
+    corpus.personas.iter().map(|p| p.samples.len() as u64).sum::<u64>() * defenses as u64 * runs as u64
+}
