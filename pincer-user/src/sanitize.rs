@@ -209,8 +209,12 @@ pub enum GlobSeg {
     Any,
     /// `**`: any number of segments, including none.
     AnyDeep,
-    /// A pattern that cannot be applied to tokens (such as `draft-*`): matches any one
-    /// segment when the rule restricts (deny, ask), none when it grants.
+    /// A pattern with literal word parts (such as `draft-*` or `id_*`): when the rule
+    /// restricts (deny, ask) it matches any segment carrying all these word tokens; when it
+    /// grants it matches none.
+    Words(Vec<Token>),
+    /// A pattern without literal parts that cannot be applied to tokens (such as `?`):
+    /// matches any one segment when the rule restricts, none when it grants.
     Opaque,
 }
 
@@ -242,6 +246,7 @@ impl SanitizedGlob {
                         GlobSeg::Exact(t) => &p.segs[i] == t,
                         GlobSeg::Ext(t) => p.ext(i) == Some(t),
                         GlobSeg::Any => true,
+                        GlobSeg::Words(ws) => broad && ws.iter().all(|w| p.words(i).contains(w)),
                         GlobSeg::Opaque => broad,
                         GlobSeg::AnyDeep => unreachable!(),
                     };
@@ -264,6 +269,7 @@ impl fmt::Display for SanitizedGlob {
                 GlobSeg::Ext(t) => write!(f, "*.{t}")?,
                 GlobSeg::Any => f.write_str("*")?,
                 GlobSeg::AnyDeep => f.write_str("**")?,
+                GlobSeg::Words(ws) => write!(f, "<pattern with {}>", ws.iter().map(Token::as_str).collect::<Vec<_>>().join("+"))?,
                 GlobSeg::Opaque => f.write_str("<pattern>")?,
             }
         }
@@ -419,7 +425,13 @@ impl Sanitizer {
             } else if let Some(ext) = s.strip_prefix("*.").filter(|e| !e.contains(['*', '?', '[', '{', '.'])) {
                 GlobSeg::Ext(self.extension(ext))
             } else {
-                GlobSeg::Opaque
+                let lit: String = s.chars().map(|c| if matches!(c, '*' | '?' | '[' | ']' | '{' | '}') { ' ' } else { c }).collect();
+                let ws: Vec<Token> = word_keys(&lit).iter().map(|w| self.prf(2, w)).collect();
+                if ws.is_empty() {
+                    GlobSeg::Opaque
+                } else {
+                    GlobSeg::Words(ws)
+                }
             };
             segs.push(seg);
         }
@@ -489,7 +501,11 @@ mod tests {
         assert!(d.matches(&z.path("a/.env"), false));
         let o = z.glob("notes/draft-*");
         assert!(o.matches(&z.path("notes/draft-1"), true));
+        assert!(!o.matches(&z.path("notes/final-1"), true));
         assert!(!o.matches(&z.path("notes/draft-1"), false));
+        let q = z.glob("notes/?");
+        assert!(q.matches(&z.path("notes/a"), true));
+        assert!(!q.matches(&z.path("notes/a"), false));
     }
 
     #[test]
