@@ -265,9 +265,12 @@ pub fn vm_test(opts: &VmOptions) -> Result<()> {
     }
     let _ = std::fs::remove_file(&initrd);
     let mut failed = 0;
+    let (mut total_passed, mut total_failed) = (0, 0);
     for r in results {
         let r = r?;
         let t = &r.run.transcript;
+        total_passed += t.tests_passed();
+        total_failed += t.tests_failed();
         let verdict = if r.passed { "PASS" } else { "FAIL" };
         println!(
             "vm-test {}: {verdict} ({} binaries, {} tests{}) in {:.1} s",
@@ -282,6 +285,7 @@ pub fn vm_test(opts: &VmOptions) -> Result<()> {
             report_failure(&r, &names, !opts.quiet);
         }
     }
+    println!("vm-test: {total_passed} passed, {total_failed} failed");
     if failed > 0 {
         bail!("vm-test failed on {failed} of {} kernels", kernels.len());
     }
