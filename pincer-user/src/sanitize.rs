@@ -231,6 +231,11 @@ impl SanitizedGlob {
         &self.segs
     }
 
+    /// How specific the glob is: its number of segments that are not pure wildcards.
+    pub fn specificity(&self) -> usize {
+        self.segs.iter().filter(|s| !matches!(s, GlobSeg::Any | GlobSeg::AnyDeep | GlobSeg::Opaque)).count()
+    }
+
     /// Matches `path`. `broad` decides how [`GlobSeg::Opaque`] behaves: true for
     /// restricting rules (opaque matches any segment), false for granting rules (matches none).
     pub fn matches(&self, path: &SanitizedPath, broad: bool) -> bool {

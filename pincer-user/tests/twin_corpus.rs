@@ -5,7 +5,7 @@
 use pincer::decider::OfflineDecider;
 use pincer::sanitize::{SecretKey, Sanitizer};
 use pincer::store::{parse_history, parse_policies, TrustedState};
-use pincer::twin::{Request, Twin, TwinConfig, Variant};
+use pincer::twin::{Prepared, Request, Twin, TwinConfig, Variant};
 use pincer::Access;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -64,6 +64,7 @@ async fn replay(persona: &Path, variant: Variant, verbose: bool) -> (BTreeMap<St
     }
     let ws = load_workspace(&persona.join("workspace"));
     let z = Sanitizer::new(SecretKey::from_bytes([7; 32]));
+    let prepared = Prepared::new(state, z);
     let mut attacks: BTreeMap<String, Tally> = BTreeMap::new();
     let mut util = Tally::default();
     for line in std::fs::read_to_string(persona.join("samples.jsonl")).unwrap().lines().filter(|l| !l.trim().is_empty()) {
@@ -87,7 +88,7 @@ async fn replay(persona: &Path, variant: Variant, verbose: bool) -> (BTreeMap<St
             }
         }
         let t = tree(&files);
-        let mut twin = Twin::new(state.clone(), z.clone(), Arc::new(OfflineDecider::new()), TwinConfig { variant, escalate_after: 2 });
+        let mut twin = Twin::from_prepared(&prepared, Arc::new(OfflineDecider::new()), TwinConfig { variant, escalate_after: 2 });
         twin.set_day(s["day"].as_u64().unwrap_or(0) as u32);
         let mon_path = s["monitored"]["path"].as_str().unwrap();
         let mon_access: Access = s["monitored"]["access"].as_str().unwrap().parse().unwrap();

@@ -103,7 +103,7 @@ fn detectors() -> &'static Detectors {
         ])
         .expect("regex set"),
         assignment: Regex::new(
-            r#"(?i)\b([a-z0-9_.-]*(password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|client[_-]?secret|auth|credential)s?[a-z0-9_.-]*)\s*[:=]\s*["']?([^\s"'#]{8,})"#,
+            r#"(?i)\b([a-z0-9_.-]*(password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|client[_-]?secret|auth|credential)s?[a-z0-9_.-]*)[ \t]*[:=][ \t]*["']?([^\s"'#,;()]{8,})"#,
         )
         .expect("regex"),
         ssn: Regex::new(r"\b(\d{3})-(\d{2})-(\d{4})\b").expect("regex"),
@@ -154,8 +154,14 @@ pub fn content_findings(content: &[u8]) -> Vec<Finding> {
     }
     for c in d.assignment.captures_iter(&text) {
         let v = &c[3];
-        let placeholder = v.starts_with('$') || v.starts_with('<') || v.starts_with('{') || v.contains("example") || v.contains("xxxx") || v.contains("changeme");
-        if !placeholder && entropy(v) >= 3.0 {
+        let low = v.to_ascii_lowercase();
+        let placeholder = v.starts_with('$') || v.starts_with('<') || v.starts_with('{') || ["example", "xxxx", "changeme", "placeholder", "your"].iter().any(|p| low.contains(p));
+        // Code (`password=self.password`, `token: settings.api_token`) is identifiers, not secrets.
+        let identifier = v.chars().all(|c| c.is_ascii_lowercase() || c == '_' || c == '.') || v.chars().all(|c| c.is_ascii_uppercase() || c == '_' || c == '.');
+        let has_digit = v.chars().any(|c| c.is_ascii_digit());
+        let has_alpha = v.chars().any(|c| c.is_ascii_alphabetic());
+        let mixed = (has_digit && has_alpha) || (v.len() >= 16 && v.chars().any(|c| c.is_ascii_uppercase()) && v.chars().any(|c| c.is_ascii_lowercase()));
+        if !placeholder && !identifier && mixed && entropy(v) >= 3.0 {
             out.push(Finding { kind: FindingKind::SecretAssignment, what: format!("secret assigned to `{}`", &c[1]) });
             break;
         }
@@ -218,6 +224,8 @@ mod tests {
     fn ignores_ordinary_text_and_placeholders() {
         assert!(kinds("fn main() { println!(\"hello\"); }\n# Notes for Monday").is_empty());
         assert!(kinds("password = ${DB_PASSWORD}").is_empty());
+        assert!(kinds("self.password = password\n        login(user, password=self.password)").is_empty());
+        assert!(kinds("API_TOKEN=\nDATABASE_URL=postgres://localhost/dev").is_empty());
         assert!(kinds("Call 555-1234 about the invoice 2024-01-15").is_empty());
     }
 

@@ -302,6 +302,15 @@ pub struct Evidence {
     pub typed: bool,
     /// A similar past task touched this exact resource.
     pub exact_history: bool,
+    /// The prompt's words describe this resource's name (most of its words were typed).
+    pub described: bool,
+}
+
+impl Evidence {
+    /// The user's prompt points at this very resource (by path or by the words of its name).
+    pub fn named(&self) -> bool {
+        self.typed || self.described
+    }
 }
 
 /// Strength of a similar task's exact access to the same resource.
@@ -369,11 +378,21 @@ pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> E
         let sc = (W_ANY_TASK + 0.05 * (n as f32 - 1.0)).min(0.5);
         bump(&mut best, sc, || format!("{n} past task(s) used {p}"));
     }
+    let mut described = false;
+    if let Some(last) = p.len().checked_sub(1) {
+        let ws = p.words(last);
+        let hit = ws.iter().filter(|w| s.words.contains(*w)).count();
+        if (ws.len() == 1 && hit == 1) || (hit >= 2 && 3 * hit >= 2 * ws.len()) {
+            described = true;
+            let sc = if hit >= 2 { 0.85 } else { 0.7 };
+            bump(&mut best, sc, || format!("the prompt's words name {p} ({hit} of its {} words)", ws.len()));
+        }
+    }
     let word_hits = (0..p.len()).filter(|&i| p.words(i).iter().any(|w| s.words.contains(w))).count();
     if word_hits > 0 {
         bump(&mut best, (W_WORD * word_hits as f32).min(0.45), || format!("{word_hits} segment(s) of {p} carry words of the prompt"));
     }
-    Evidence { score: best.0, why: best.1, typed, exact_history }
+    Evidence { score: best.0, why: best.1, typed, exact_history, described }
 }
 
 /// Intent evidence for an access type in a session: reads and lists need none; writes,

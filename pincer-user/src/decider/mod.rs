@@ -298,30 +298,43 @@ impl PrecommittedPolicy {
         &self.entries
     }
 
-    /// Vote 3: deny and ask_user entries win over allow entries; uncovered is denied.
+    /// Vote 3: a deny entry always wins; otherwise the most specific matching entry decides
+    /// (a literal path is the most specific), ask_user winning a tie with allow; uncovered
+    /// requests are denied.
     pub fn check(&self, path: &str, access: Access) -> VoteOutcome {
+        fn specificity(g: &str) -> usize {
+            if !g.contains(['*', '?', '[', '{']) {
+                return usize::MAX;
+            }
+            g.split('/').filter(|s| !s.is_empty() && !s.contains(['*', '?', '[', '{'])).count()
+        }
         let p = path.trim_end_matches('/');
-        let mut allow = None;
-        let mut ask = None;
+        let mut best: Option<(usize, bool, &PolicyEntry)> = None;
         for (e, m) in self.entries.iter().zip(&self.matchers) {
             if !e.access.contains(&access) || !(m.is_match(p) || m.is_match(path)) {
                 continue;
             }
-            match e.permission {
+            let ask = match e.permission {
                 Permission::Deny => return VoteOutcome::deny(format!("pre-committed policy denies {access} on {}", e.path_glob)),
-                Permission::AskUser => ask = ask.or(Some(e)),
-                Permission::Allow => allow = allow.or(Some(e)),
+                Permission::AskUser => true,
+                Permission::Allow => false,
+            };
+            let spec = specificity(e.path_glob.trim_end_matches('/'));
+            let better = match &best {
+                None => true,
+                Some((bs, bask, _)) => spec > *bs || (spec == *bs && ask && !*bask),
+            };
+            if better {
+                best = Some((spec, ask, e));
             }
         }
-        if let Some(e) = ask {
-            return VoteOutcome::ask(format!("pre-committed policy asks the user for {access} on {}", e.path_glob));
-        }
-        if let Some(e) = allow {
-            return VoteOutcome::allow(format!("pre-committed policy allows {access} on {}", e.path_glob));
-        }
-        match &self.failure {
-            Some(c) => VoteOutcome::deny(format!("no pre-committed policy ({c})")),
-            None => VoteOutcome::deny(format!("{access} on this path is not covered by the pre-committed policy")),
+        match best {
+            Some((_, true, e)) => VoteOutcome::ask(format!("pre-committed policy asks the user for {access} on {}", e.path_glob)),
+            Some((_, false, e)) => VoteOutcome::allow(format!("pre-committed policy allows {access} on {}", e.path_glob)),
+            None => match &self.failure {
+                Some(c) => VoteOutcome::deny(format!("no pre-committed policy ({c})")),
+                None => VoteOutcome::deny(format!("{access} on this path is not covered by the pre-committed policy")),
+            },
         }
     }
 }

@@ -5,8 +5,8 @@
 
 use super::content::{content_findings, injection_findings, FindingKind, MARKINGS};
 use super::knowledge::{intent_evidence, location_evidence, text_accesses, Evidence, Knowledge, SessionView};
-use super::text::{name_parts, typed_names};
-use super::{Decider, DeciderError, PolicyAnswer, PolicyEntry, PolicyInput, TokenUsage, Vote1Input, Vote2Input, VoteOutcome};
+use super::text::typed_names;
+use super::{Decider, DeciderError, PolicyAnswer, PolicyEntry, PolicyInput, TokenUsage, Verdict, Vote1Input, Vote2Input, VoteOutcome};
 use crate::access::Access;
 use crate::sanitize::SanitizedPath;
 use crate::store::Permission;
@@ -44,29 +44,33 @@ impl OfflineDecider {
     }
 }
 
-/// A restricting or granting rule (user policy, derived policy or approval) that matches the
-/// request, deny and ask first.
+/// The user rule (policy, derived policy, approval) that decides the request, if any:
+/// a deny always wins; otherwise the most specific matching rule decides, an ask winning a
+/// tie with an allow.
 fn rule_verdict(k: &Knowledge, s: &SessionView, p: &SanitizedPath, a: Access) -> Option<VoteOutcome> {
-    let mut allow = None;
-    let mut ask = None;
+    let mut best: Option<(usize, bool, VoteOutcome)> = None;
     for r in s.approvals.iter().chain(k.all_rules()) {
         if !r.access.contains(&a) {
             continue;
         }
-        match r.permission {
+        let spec = r.glob.specificity();
+        let cand = match r.permission {
             Permission::Deny if r.glob.matches(p, true) => {
                 return Some(VoteOutcome::deny(format!("{} denies {a} on {}", r.source.as_str(), r.glob)));
             }
-            Permission::AskUser if r.glob.matches(p, true) => {
-                ask = ask.or_else(|| Some(VoteOutcome::ask(format!("{} asks the user before {a} on {}", r.source.as_str(), r.glob))));
-            }
-            Permission::Allow if r.glob.matches(p, false) => {
-                allow = allow.or_else(|| Some(VoteOutcome::allow(format!("{} allows {a} on {}", r.source.as_str(), r.glob))));
-            }
-            _ => {}
+            Permission::AskUser if r.glob.matches(p, true) => (spec, true, VoteOutcome::ask(format!("{} asks the user before {a} on {}", r.source.as_str(), r.glob))),
+            Permission::Allow if r.glob.matches(p, false) => (spec, false, VoteOutcome::allow(format!("{} allows {a} on {}", r.source.as_str(), r.glob))),
+            _ => continue,
+        };
+        let better = match &best {
+            None => true,
+            Some((bs, bask, _)) => cand.0 > *bs || (cand.0 == *bs && cand.1 && !*bask),
+        };
+        if better {
+            best = Some(cand);
         }
     }
-    ask.or(allow)
+    best.map(|b| b.2)
 }
 
 fn created_by_session(s: &SessionView, p: &SanitizedPath) -> bool {
@@ -78,6 +82,15 @@ pub fn vote1_offline(inp: &Vote1Input<'_>) -> (VoteOutcome, Evidence) {
     let (k, s, p, a) = (inp.knowledge, inp.session, inp.path, inp.access);
     let ev = location_evidence(k, s, p);
     if let Some(v) = rule_verdict(k, s, p, a) {
+        if v.verdict != Verdict::AskUser {
+            return (v, ev);
+        }
+        // "Ask me first" yields when the user's own prompt names this resource and asks for
+        // this kind of access: the prompt is the user's answer given in advance.
+        let (iscore, iwhy) = intent_evidence(k, s, p, a);
+        if ev.named() && iscore >= intent_threshold(a) {
+            return (VoteOutcome::allow(format!("{}; but the prompt names this resource ({}) and asks for {a} ({iwhy})", v.reason, ev.why)), ev);
+        }
         return (v, ev);
     }
     if created_by_session(s, p) {
@@ -113,35 +126,13 @@ fn policy_markings(k: &Knowledge) -> BTreeSet<&'static str> {
     out
 }
 
-/// Distinctive terms of restrictive policies (words of four letters or more that are not
-/// about access itself), one set per policy.
-fn policy_terms(k: &Knowledge) -> Vec<(String, BTreeSet<String>)> {
-    const GENERIC: &[&str] = &[
-        "never", "must", "should", "agent", "file", "files", "folder", "folders", "directory", "anything", "without", "read", "open",
-        "write", "edit", "delete", "remove", "access", "touch", "ask", "first", "always", "before", "allowed", "allow", "permission",
-        "user", "unless", "explicitly", "asked", "only", "modify", "change", "create", "content", "contents", "document", "documents",
-        "under", "inside", "other", "those", "these", "that", "this", "with", "from", "into", "them", "they", "mine", "ever",
-    ];
-    k.policies
-        .iter()
-        .filter(|p| p.restrictive)
-        .map(|p| {
-            let terms = name_parts(p.text.as_str())
-                .into_iter()
-                .filter(|w| w.len() >= 4 && !GENERIC.contains(&w.as_str()) && !w.chars().all(|c| c.is_ascii_digit()))
-                .collect();
-            (p.id.as_str().to_string(), terms)
-        })
-        .collect()
-}
-
 /// The full vote-2 evaluation.
 pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
     let v1 = &inp.v1;
     let (k, s, p, a) = (v1.knowledge, v1.session, v1.path, v1.access);
     let ev = location_evidence(k, s, p);
     // A resource the user named, or a similar past task used, is established.
-    let mut established = ev.typed || ev.exact_history || created_by_session(s, p);
+    let mut established = ev.named() || ev.exact_history || ev.score >= 0.8 || created_by_session(s, p);
     if p2 {
         if let Some(pol) = inp.policy {
             let exact_allow = pol.entries().iter().any(|e| {
@@ -177,19 +168,6 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
                     ));
                 }
             }
-            if !established {
-                let low = String::from_utf8_lossy(c).to_lowercase();
-                let content_words: BTreeSet<String> = name_parts(&low).into_iter().collect();
-                for (id, terms) in policy_terms(k) {
-                    let hits: Vec<&String> = terms.iter().filter(|t| content_words.contains(*t)).collect();
-                    if hits.len() >= 2 && hits.len() * 2 >= terms.len().min(6) {
-                        return VoteOutcome::deny(format!(
-                            "the content speaks of what policy {id} restricts ({}) and no similar task used it",
-                            hits.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
-                        ));
-                    }
-                }
-            }
         }
     }
     let tainted = inp.earlier.iter().any(|e| e.injection);
@@ -220,11 +198,16 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
             intents.insert(a);
         }
     }
+    // Writing and creating go together (an edit may write a new file, and the reverse).
+    if intents.contains(&Access::Write) || intents.contains(&Access::Create) {
+        intents.extend([Access::Write, Access::Create]);
+    }
     let mut add = |glob: String, acc: &mut dyn Iterator<Item = Access>, reason: String| {
         let e = allow.entry(glob.clone()).or_default();
         e.extend(acc);
         why.entry(glob).or_insert(reason);
     };
+    let pw: BTreeSet<String> = crate::sanitize::word_keys(prompt).into_iter().collect();
     // Names the user typed, resolved in the workspace tree.
     for name in typed_names(prompt) {
         let n = name.trim_end_matches('/');
@@ -247,7 +230,9 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
         }
         if !hit && !n.is_empty() && !n.contains(['*', '?', '[']) {
             // A new file the user asked for: allow creating it where the user said.
-            add(n.to_string(), &mut intents.iter().copied().filter(|a| *a != Access::Delete), format!("{name}, named in the prompt (new)"));
+            let g = if n.starts_with("**/") { n.to_string() } else { format!("**/{n}") };
+            add(g.clone(), &mut intents.iter().copied().filter(|a| *a != Access::Delete), format!("{name}, named in the prompt (new)"));
+            add(format!("{g}/**"), &mut intents.iter().copied(), format!("under {name}, named in the prompt"));
         }
     }
     // Similar past tasks: their exact resources, and their folders for reading and creating.
@@ -282,8 +267,20 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
             }
         }
     }
+    // Files whose names the prompt's words spell out.
+    for t in inp.workspace_tree.iter().filter(|t| !t.ends_with('/')) {
+        let last = t.rsplit('/').next().unwrap_or(t);
+        let stem = match last.rfind('.') {
+            Some(d) if d > 0 => &last[..d],
+            _ => last,
+        };
+        let keys = crate::sanitize::word_keys(stem);
+        let hit = keys.iter().filter(|w| pw.contains(*w)).count();
+        if (keys.len() == 1 && hit == 1) || (hit >= 2 && 3 * hit >= 2 * keys.len()) {
+            add(t.clone(), &mut intents.iter().copied(), format!("{last}, which the prompt's words name"));
+        }
+    }
     // Prompt words that name folders of the workspace.
-    let pw: BTreeSet<String> = crate::sanitize::word_keys(prompt).into_iter().collect();
     for t in inp.workspace_tree.iter().filter(|t| t.ends_with('/')) {
         let tt = t.trim_end_matches('/');
         let last = tt.rsplit('/').next().unwrap_or(tt);

@@ -77,7 +77,8 @@ pub fn typed_names(prompt: &str) -> Vec<String> {
                     && ext.chars().any(|ch| ch.is_ascii_alphabetic())
             })
             .unwrap_or(false);
-        if has_slash || has_ext {
+        let dotfile = c.len() > 2 && c.starts_with('.') && c[1..].chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '-' || ch == '.');
+        if has_slash || has_ext || dotfile {
             out.push(c.trim_start_matches("./").to_string());
         }
     }

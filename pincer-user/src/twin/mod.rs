@@ -184,12 +184,55 @@ impl std::fmt::Debug for Twin {
     }
 }
 
+/// A trusted state together with its sanitized knowledge, built once and cloned into many
+/// twins (one per evaluation sample) without sanitizing the history again.
+#[derive(Clone)]
+pub struct Prepared {
+    state: TrustedState,
+    knowledge: Knowledge,
+    sanitizer: Sanitizer,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared").field("user", &self.state.user).field("tasks", &self.state.tasks.len()).finish()
+    }
+}
+
+impl Prepared {
+    /// Sanitizes and indexes `state`.
+    pub fn new(state: TrustedState, sanitizer: Sanitizer) -> Self {
+        let knowledge = Knowledge::build(&state, &sanitizer);
+        Prepared { state, knowledge, sanitizer }
+    }
+
+    /// The trusted state.
+    pub fn state(&self) -> &TrustedState {
+        &self.state
+    }
+}
+
 impl Twin {
     /// A twin over a trusted state. The sanitizer's key stays inside the twin.
     pub fn new(state: TrustedState, sanitizer: Sanitizer, decider: Arc<dyn Decider>, config: TwinConfig) -> Self {
-        let knowledge = Knowledge::build(&state, &sanitizer);
-        let day = state.last_day();
-        Twin { state, knowledge, sanitizer, decider, config, sessions: HashMap::new(), pending: vec![], next_question: 1, store: None, day }
+        Self::from_prepared(&Prepared::new(state, sanitizer), decider, config)
+    }
+
+    /// A twin over a private copy of a prepared state (cheap: nothing is sanitized again).
+    pub fn from_prepared(p: &Prepared, decider: Arc<dyn Decider>, config: TwinConfig) -> Self {
+        let day = p.state.last_day();
+        Twin {
+            state: p.state.clone(),
+            knowledge: p.knowledge.clone(),
+            sanitizer: p.sanitizer.clone(),
+            decider,
+            config,
+            sessions: HashMap::new(),
+            pending: vec![],
+            next_question: 1,
+            store: None,
+            day,
+        }
     }
 
     /// Writes every trusted change through to `store` as well (prompts, grants, approvals).
