@@ -126,6 +126,45 @@ fn policy_markings(k: &Knowledge) -> BTreeSet<&'static str> {
     out
 }
 
+/// Generic words of policy language that do not make a phrase sensitive.
+const POLICY_GENERIC: &[&str] = &[
+    "never", "must", "should", "agent", "file", "files", "folder", "folders", "directory", "anything", "without", "read", "open",
+    "write", "edit", "delete", "remove", "access", "touch", "ask", "first", "always", "before", "allowed", "allow", "permission",
+    "user", "unless", "explicitly", "asked", "only", "modify", "change", "create", "content", "contents", "document", "documents",
+    "under", "inside", "other", "those", "these", "that", "this", "with", "from", "into", "them", "they", "mine", "ever", "don't",
+    "task", "tasks", "work", "working", "stop", "tell", "fine", "okay", "even", "still", "every", "project", "projects", "whatever",
+    "wherever", "someone", "anyone", "nothing", "something", "copy", "copies",
+];
+
+/// Two-word phrases of the user's restrictive policies ("salary data", "settlement
+/// ranges"): adjacent words of four letters or more that are not policy language.
+fn policy_phrases(k: &Knowledge) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for p in k.policies.iter().filter(|p| p.restrictive) {
+        for sentence in super::knowledge::split_sentences(p.text.as_str()) {
+            let ws: Vec<String> = sentence
+                .split(|c: char| !(c.is_alphanumeric() || c == '\''))
+                .filter(|w| !w.is_empty())
+                .map(str::to_lowercase)
+                .collect();
+            for pair in ws.windows(2) {
+                let ok = |w: &String| w.len() >= 4 && !POLICY_GENERIC.contains(&w.as_str()) && !w.chars().all(|c| c.is_ascii_digit());
+                if ok(&pair[0]) && ok(&pair[1]) {
+                    out.push((p.id.as_str().to_string(), format!("{} {}", pair[0], pair[1])));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn policy_phrase_hit(k: &Knowledge, content: &[u8]) -> Option<(String, String)> {
+    let low = String::from_utf8_lossy(content).to_lowercase();
+    let ws: Vec<&str> = low.split(|c: char| !(c.is_alphanumeric() || c == '\'')).filter(|w| !w.is_empty()).collect();
+    let pairs: BTreeSet<String> = ws.windows(2).map(|p| format!("{} {}", p[0], p[1])).collect();
+    policy_phrases(k).into_iter().find(|(_, ph)| pairs.contains(ph))
+}
+
 /// The full vote-2 evaluation.
 pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
     let v1 = &inp.v1;
@@ -151,21 +190,26 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
     if let Some(f) = name_inj.first() {
         return VoteOutcome::deny(format!("the resource name holds {}", f.what));
     }
+    // Sensitive content is not licensed by a name: only by a similar past task that used
+    // this very resource, or by the session having created it.
+    let content_ok = ev.exact_history || created_by_session(s, p);
     if let Some(c) = inp.content {
-        let findings = content_findings(c);
         if matches!(a, Access::Read | Access::Write | Access::Delete) {
+            let findings = content_findings(c);
             if let Some(f) = findings.iter().find(|f| f.kind.is_secret()) {
-                if !ev.typed {
-                    return VoteOutcome::deny(format!("the content holds a secret ({}) and the user did not name this resource", f.what));
+                if !created_by_session(s, p) {
+                    return VoteOutcome::deny(format!("the content holds a secret ({})", f.what));
                 }
             }
             let marks = policy_markings(k);
             if let Some(f) = findings.iter().find(|f| f.kind == FindingKind::Marking && marks.contains(f.what.as_str())) {
-                if !established {
-                    return VoteOutcome::deny(format!(
-                        "the content is marked \"{}\", which the user's policies restrict, and no similar task used it",
-                        f.what
-                    ));
+                if !content_ok {
+                    return VoteOutcome::deny(format!("the content is marked \"{}\", which the user's policies restrict, and no similar task used it", f.what));
+                }
+            }
+            if !content_ok {
+                if let Some((id, phrase)) = policy_phrase_hit(k, c) {
+                    return VoteOutcome::deny(format!("the content speaks of \"{phrase}\", which policy {id} restricts, and no similar task used it"));
                 }
             }
         }
