@@ -241,6 +241,11 @@ impl Twin {
         self
     }
 
+    /// The store the twin writes through to, if any.
+    pub fn store(&self) -> Option<&Store> {
+        self.store.as_ref()
+    }
+
     /// Sets the day number recorded with new sessions.
     pub fn set_day(&mut self, day: u32) {
         self.day = day;
