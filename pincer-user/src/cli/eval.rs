@@ -81,9 +81,10 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
     };
     let corpus = Corpus::load(&corpus_dir)?;
     let label = corpus_dir.display().to_string();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
     let outcome = match backend {
-        Backend::Offline => rt.block_on(run::run(&corpus, &label, backend, &defenses, args.runs, &OfflineFactory, &|| {}))?,
+        Backend::Offline => run::run(rt.handle(), &corpus, &label, backend, &defenses, args.runs, &OfflineFactory, &|| {}, threads)?,
         Backend::OpenAi | Backend::Anthropic => {
             let factory = pincer::eval::llm::LlmFactory::from_env(backend)?;
             let bar = indicatif::ProgressBar::new(run::total_samples(&corpus, defenses.len(), args.runs));
@@ -93,7 +94,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
                     .progress_chars("=> "),
             );
             let tick = || bar.inc(1);
-            let o = rt.block_on(run::run(&corpus, &label, backend, &defenses, args.runs, &factory, &tick))?;
+            let o = run::run(rt.handle(), &corpus, &label, backend, &defenses, args.runs, &factory, &tick, threads.max(4))?;
             bar.finish_and_clear();
             o
         }

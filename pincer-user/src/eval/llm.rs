@@ -2,8 +2,8 @@
 //! offline baselines, asked of the model with the prompts under `prompts/baselines/`.
 //! Every error, timeout or unparsable answer is a deny (fail closed).
 
-use crate::decider::llm::{parse_policy, parse_vote, AnthropicChat, ChatConfig, ChatModel, OpenAiChat};
-use crate::decider::{DeciderError, PrecommittedPolicy, Verdict as Vote};
+use crate::decider::llm::{parse_policy, parse_vote, AnthropicChat, ChatConfig, ChatModel, LlmDecider, OpenAiChat};
+use crate::decider::{Decider, DeciderError, PrecommittedPolicy, Verdict as Vote};
 use crate::eval::corpus::Persona;
 use crate::eval::defense::{Defense, DefenseName, Nanoclaw, RequestView, Verdict};
 use crate::eval::judge::JudgeKnowledge;
@@ -200,22 +200,27 @@ impl Defense for LlmBaseline {
 /// Builds the defenses on a chat model.
 pub struct LlmFactory {
     model: Arc<dyn ChatModel>,
-    backend: Backend,
+    twin: Arc<dyn Decider>,
 }
 
 impl LlmFactory {
     /// A factory on the backend's settings from the environment (see [`ChatConfig`]).
     pub fn from_env(backend: Backend) -> Result<Self, DeciderError> {
-        let model: Arc<dyn ChatModel> = match backend {
-            Backend::Anthropic => Arc::new(AnthropicChat::new(ChatConfig::anthropic_from_env()?)?),
-            _ => Arc::new(OpenAiChat::new(ChatConfig::openai_from_env()?)?),
-        };
-        Ok(LlmFactory { model, backend })
+        Ok(match backend {
+            Backend::Anthropic => {
+                let cfg = ChatConfig::anthropic_from_env()?;
+                LlmFactory { model: Arc::new(AnthropicChat::new(cfg.clone())?), twin: Arc::new(LlmDecider::new(AnthropicChat::new(cfg)?)) }
+            }
+            Backend::OpenAi | Backend::Offline => {
+                let cfg = ChatConfig::openai_from_env()?;
+                LlmFactory { model: Arc::new(OpenAiChat::new(cfg.clone())?), twin: Arc::new(LlmDecider::new(OpenAiChat::new(cfg)?)) }
+            }
+        })
     }
 
-    /// A factory on a given chat model.
-    pub fn new(model: Arc<dyn ChatModel>, backend: Backend) -> Self {
-        LlmFactory { model, backend }
+    /// A factory on a given chat model (baselines) and decider (the twin).
+    pub fn new(model: Arc<dyn ChatModel>, twin: Arc<dyn Decider>) -> Self {
+        LlmFactory { model, twin }
     }
 }
 
@@ -227,7 +232,7 @@ impl DefenseFactory for LlmFactory {
             DefenseName::DynamicJudge => Role::Dynamic,
             DefenseName::ConsecaPlus => Role::Conseca,
             DefenseName::ConsecaJudgePlus => Role::ConsecaJudge,
-            DefenseName::Pincer | DefenseName::PincerP2 => return crate::eval::pincer::with_model(name, persona, self.model.clone(), self.backend),
+            DefenseName::Pincer | DefenseName::PincerP2 => return crate::eval::pincer::with_decider(name, persona, self.twin.clone()),
         };
         Ok(Box::new(LlmBaseline {
             role,

@@ -1,15 +1,162 @@
 //! Pincer and Pincer-P2 under evaluation: the digital twin behind the [`Defense`] interface.
+//!
+//! Each sample gets a fresh twin over a private copy of the persona's trusted state (the
+//! history's prompts, access annotations and approvals, and the user's policies). Within the
+//! sample the twin's own mechanism carries state from one session to the next: the user's
+//! prompts and the grants it made. Worker notes are dropped: the twin has no way to take one.
 
-use crate::eval::corpus::Persona;
-use crate::eval::defense::{Defense, DefenseName};
+use crate::decider::{Decider, OfflineDecider};
+use crate::eval::corpus::{Permission as CorpusPermission, Persona};
+use crate::eval::defense::{Defense, DefenseName, RequestView, Verdict};
+use crate::eval::metrics::Tokens;
 use crate::eval::run::RunError;
+use crate::sanitize::{Sanitizer, SecretKey};
+use crate::store::{AccessRecord, HistoryRecord, Permission, PolicyRule, TrustedState, UserPolicy};
+use crate::twin::{Outcome, Request, Twin, TwinConfig, Variant};
+use async_trait::async_trait;
+use std::sync::Arc;
+
+/// Builds a persona's trusted state from its history and policies (the trusted parts of the
+/// corpus only).
+pub fn trusted_state(p: &Persona) -> Result<TrustedState, crate::store::StoreError> {
+    let mut s = TrustedState::new(p.user.clone().unwrap_or_else(|| p.id.clone()));
+    for h in &p.history {
+        let rec = HistoryRecord {
+            day: h.day.min(u32::MAX as u64) as u32,
+            session: h.session.clone(),
+            prompt: h.prompt.clone(),
+            accesses: h.accesses.iter().map(|a| AccessRecord { path: a.path.clone(), access: a.access }).collect(),
+            approvals: h.approvals.iter().flat_map(|a| a.access.iter().map(|x| AccessRecord { path: a.path.clone(), access: *x })).collect(),
+        };
+        s.add_history(&rec)?;
+    }
+    for pol in &p.policies {
+        s.add_policy(&UserPolicy {
+            id: pol.id.clone(),
+            text: pol.text.clone(),
+            rules: pol
+                .rules
+                .iter()
+                .map(|r| PolicyRule {
+                    path_glob: r.path_glob.clone(),
+                    access: r.access.clone(),
+                    permission: match r.permission {
+                        CorpusPermission::Allow => Permission::Allow,
+                        CorpusPermission::Deny => Permission::Deny,
+                        CorpusPermission::AskUser => Permission::AskUser,
+                    },
+                })
+                .collect(),
+        })?;
+    }
+    Ok(s)
+}
+
+/// The twin as an evaluated defense.
+pub struct PincerDefense {
+    name: DefenseName,
+    state: TrustedState,
+    sanitizer: Sanitizer,
+    decider: Arc<dyn Decider>,
+    twin: Option<Twin>,
+    sample: u64,
+    session: Option<String>,
+    sessions: usize,
+    tokens: Tokens,
+}
+
+impl PincerDefense {
+    /// A Pincer (or Pincer-P2) over a persona's trusted state and a decider. The sanitizer key
+    /// is drawn fresh; no decider ever sees it.
+    pub fn new(name: DefenseName, persona: &Persona, decider: Arc<dyn Decider>) -> Result<Self, RunError> {
+        let setup = |reason: String| RunError::Setup { persona: persona.id.clone(), defense: name, reason };
+        let state = trusted_state(persona).map_err(|e| setup(format!("trusted state: {e}")))?;
+        let key = SecretKey::generate().map_err(|e| setup(format!("sanitizer key: {e}")))?;
+        Ok(PincerDefense { name, state, sanitizer: Sanitizer::new(key), decider, twin: None, sample: 0, session: None, sessions: 0, tokens: Tokens::default() })
+    }
+
+    /// The twin of the current sample (for tests and audits).
+    pub fn twin(&self) -> Option<&Twin> {
+        self.twin.as_ref()
+    }
+
+    fn variant(&self) -> Variant {
+        if self.name == DefenseName::PincerP2 {
+            Variant::PincerP2
+        } else {
+            Variant::Pincer
+        }
+    }
+}
+
+#[async_trait]
+impl Defense for PincerDefense {
+    fn name(&self) -> DefenseName {
+        self.name
+    }
+    async fn begin_sample(&mut self, day: u64) {
+        let config = TwinConfig { variant: self.variant(), ..TwinConfig::default() };
+        let mut twin = Twin::new(self.state.clone(), self.sanitizer.clone(), self.decider.clone(), config);
+        twin.set_day(day.min(u32::MAX as u64) as u32);
+        self.twin = Some(twin);
+        self.sample += 1;
+        self.sessions = 0;
+        self.session = None;
+    }
+    async fn start_session(&mut self, prompt: &str, tree: &[String]) {
+        let Some(twin) = self.twin.as_mut() else { return };
+        let name = format!("eval-{}-{}", self.sample, self.sessions);
+        self.sessions += 1;
+        match twin.start_session(&name, prompt, tree).await {
+            Ok(start) => {
+                self.tokens.input += start.tokens.input;
+                self.tokens.output += start.tokens.output;
+                self.tokens.calls += start.tokens.calls;
+                self.session = Some(name);
+            }
+            Err(e) => {
+                // No session: every request of it is denied.
+                tracing::warn!("twin session could not start: {e}");
+                self.session = None;
+            }
+        }
+    }
+    async fn note(&mut self, _text: &str) {
+        // The twin takes no messages from the worker.
+    }
+    async fn decide(&mut self, r: &RequestView<'_>) -> Verdict {
+        let (Some(twin), Some(session)) = (self.twin.as_mut(), self.session.as_deref()) else {
+            return Verdict::Deny;
+        };
+        let req = Request { path: r.path.to_string(), access: r.access, rationale: r.rationale.map(str::to_string), content: r.content.map(<[u8]>::to_vec) };
+        let d = twin.decide(session, &req).await;
+        self.tokens.input += d.tokens.input;
+        self.tokens.output += d.tokens.output;
+        self.tokens.calls += d.tokens.calls;
+        match d.outcome {
+            Outcome::Grant => Verdict::Grant,
+            Outcome::Deny => Verdict::Deny,
+            Outcome::Escalate { .. } => Verdict::Escalate,
+        }
+    }
+    async fn end_session(&mut self) {
+        if let (Some(twin), Some(session)) = (self.twin.as_mut(), self.session.take()) {
+            if let Err(e) = twin.end_session(&session) {
+                tracing::warn!("twin session could not end: {e}");
+            }
+        }
+    }
+    fn tokens(&self) -> Tokens {
+        self.tokens
+    }
+}
 
 /// The twin with the offline decider, for one persona.
 pub fn offline(name: DefenseName, persona: &Persona) -> Result<Box<dyn Defense>, RunError> {
-    Err(RunError::Setup { persona: persona.id.clone(), defense: name, reason: "the twin is not wired into the harness yet".into() })
+    Ok(Box::new(PincerDefense::new(name, persona, Arc::new(OfflineDecider::new()))?))
 }
 
-/// The twin on a chat model, for one persona.
-pub fn with_model(name: DefenseName, persona: &Persona, _model: std::sync::Arc<dyn crate::decider::llm::ChatModel>, _backend: crate::eval::run::Backend) -> Result<Box<dyn Defense>, RunError> {
-    Err(RunError::Setup { persona: persona.id.clone(), defense: name, reason: "the twin is not wired into the harness yet".into() })
+/// The twin on a given decider (a chat-model decider), for one persona.
+pub fn with_decider(name: DefenseName, persona: &Persona, decider: Arc<dyn Decider>) -> Result<Box<dyn Defense>, RunError> {
+    Ok(Box::new(PincerDefense::new(name, persona, decider)?))
 }

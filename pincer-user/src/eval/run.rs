@@ -7,7 +7,8 @@ use crate::eval::judge::{JudgeError, JudgeKnowledge};
 use crate::eval::metrics::Counts;
 use crate::eval::replay::replay_persona;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Errors of an evaluation run.
@@ -114,24 +115,52 @@ impl DefenseFactory for OfflineFactory {
     }
 }
 
-/// Replays the corpus against each defense `runs` times. `progress` is called after every
-/// sample replayed.
-pub async fn run(corpus: &Corpus, label: &str, backend: Backend, defenses: &[DefenseName], runs: usize, factory: &dyn DefenseFactory, progress: &(dyn Fn() + Sync)) -> Result<Outcome, RunError> {
+/// Replays the corpus against each defense `runs` times, on `threads` worker threads that
+/// drive the defenses' futures on `handle`'s runtime. `progress` is called after every sample
+/// replayed.
+#[allow(clippy::too_many_arguments)]
+pub fn run(
+    handle: &tokio::runtime::Handle,
+    corpus: &Corpus,
+    label: &str,
+    backend: Backend,
+    defenses: &[DefenseName],
+    runs: usize,
+    factory: &(dyn DefenseFactory + Sync),
+    progress: &(dyn Fn() + Sync),
+    threads: usize,
+) -> Result<Outcome, RunError> {
     if runs == 0 {
         return Err(RunError::NoRuns);
     }
     let start = Instant::now();
-    let mut rows = Vec::new();
+    let mut knowledge = Vec::with_capacity(corpus.personas.len());
     for persona in &corpus.personas {
-        let knowledge = Arc::new(JudgeKnowledge::new(persona).map_err(|source| RunError::Knowledge { persona: persona.id.clone(), source })?);
-        for &d in defenses {
-            let mut counts = Vec::with_capacity(runs);
-            for _ in 0..runs {
-                let mut defense = factory.make(d, persona, &knowledge)?;
-                let (c, _) = replay_persona(defense.as_mut(), persona, progress).await;
-                counts.push(c);
-            }
-            rows.push(Row { persona: persona.id.clone(), defense: d, runs: counts });
+        knowledge.push(Arc::new(JudgeKnowledge::new(persona).map_err(|source| RunError::Knowledge { persona: persona.id.clone(), source })?));
+    }
+    // One job per persona, defense and run, in report order.
+    let jobs: Vec<(usize, DefenseName)> =
+        (0..corpus.personas.len()).flat_map(|p| defenses.iter().flat_map(move |&d| std::iter::repeat_n((p, d), runs))).collect();
+    let results: Mutex<Vec<Option<Result<Counts, RunError>>>> = Mutex::new((0..jobs.len()).map(|_| None).collect());
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..threads.clamp(1, jobs.len().max(1)) {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&(p, d)) = jobs.get(i) else { break };
+                let persona = &corpus.personas[p];
+                let r = factory.make(d, persona, &knowledge[p]).map(|mut defense| handle.block_on(replay_persona(defense.as_mut(), persona, progress)).0);
+                results.lock().expect("no worker panics while holding the lock")[i] = Some(r);
+            });
+        }
+    });
+    let mut rows: Vec<Row> = Vec::new();
+    for ((p, d), r) in jobs.into_iter().zip(results.into_inner().expect("workers have finished")) {
+        let counts = r.expect("every job ran")?;
+        let persona = &corpus.personas[p].id;
+        match rows.last_mut() {
+            Some(row) if row.persona == *persona && row.defense == d => row.runs.push(counts),
+            _ => rows.push(Row { persona: persona.clone(), defense: d, runs: vec![counts] }),
         }
     }
     Ok(Outcome { corpus: label.to_string(), backend, runs, rows, elapsed: start.elapsed() })
