@@ -53,10 +53,10 @@ pub enum KernelError {
     },
     /// The kernel's BTF could not be read (needed to attach LSM programs).
     #[error("cannot read kernel BTF from /sys/kernel/btf/vmlinux (needs CONFIG_DEBUG_INFO_BTF=y)")]
-    Btf(#[source] BtfError),
+    Btf(#[source] Box<BtfError>),
     /// The BPF object could not be loaded (maps created, relocations applied).
     #[error("cannot load the Pincer BPF object")]
-    LoadObject(#[source] EbpfError),
+    LoadObject(#[source] Box<EbpfError>),
     /// The BPF object lacks a program it should hold.
     #[error("BPF object has no program {name}")]
     MissingProgram {
@@ -74,7 +74,7 @@ pub enum KernelError {
         hook: &'static str,
         /// The underlying error.
         #[source]
-        source: ProgramError,
+        source: Box<ProgramError>,
     },
     /// A link could not be converted, pinned or opened from its pin.
     #[error("cannot {op} link {path}")]
@@ -85,7 +85,7 @@ pub enum KernelError {
         path: PathBuf,
         /// The underlying error.
         #[source]
-        source: LinkError,
+        source: Box<LinkError>,
     },
     /// Pinning an object on bpffs failed.
     #[error("cannot pin {path} (is bpffs mounted at /sys/fs/bpf?)")]
@@ -94,7 +94,7 @@ pub enum KernelError {
         path: PathBuf,
         /// The underlying error.
         #[source]
-        source: PinError,
+        source: Box<PinError>,
     },
     /// Creating, listing or removing the pin directory failed.
     #[error("cannot {op} pin directory {path}")]
@@ -120,7 +120,7 @@ pub enum KernelError {
         name: &'static str,
         /// The underlying error.
         #[source]
-        source: MapError,
+        source: Box<MapError>,
     },
     /// A map lookup, insert or delete failed.
     #[error("cannot {op} in map {map}")]
@@ -131,7 +131,7 @@ pub enum KernelError {
         map: &'static str,
         /// The underlying error.
         #[source]
-        source: MapError,
+        source: Box<MapError>,
     },
     /// A path given as a root or grant target could not be examined.
     #[error("cannot stat {path}")]
@@ -239,6 +239,11 @@ pub fn access_types(bits: u32) -> Vec<Access> {
 pub fn check_bpf_lsm() -> Result<(), KernelError> {
     let found = std::fs::read_to_string(LSM_LIST)
         .map_err(|source| KernelError::ReadLsmList { path: PathBuf::from(LSM_LIST), source })?;
+    lsm_list_has_bpf(&found)
+}
+
+/// Fails unless the comma-separated LSM list `found` names `bpf`.
+pub fn lsm_list_has_bpf(found: &str) -> Result<(), KernelError> {
     if found.trim().split(',').any(|lsm| lsm == "bpf") {
         Ok(())
     } else {
@@ -280,7 +285,7 @@ fn typed<T>(name: &'static str, map: Map) -> Result<T, KernelError>
 where
     T: TryFrom<Map, Error = MapError>,
 {
-    T::try_from(map).map_err(|source| KernelError::OpenMap { name, source })
+    T::try_from(map).map_err(|source| KernelError::OpenMap { name, source: source.into() })
 }
 
 impl Enforcer {
@@ -318,12 +323,12 @@ impl Enforcer {
         if bytes < 4096 || !bytes.is_power_of_two() {
             return Err(KernelError::RingBufSize { bytes });
         }
-        let btf = Btf::from_sys_fs().map_err(KernelError::Btf)?;
+        let btf = Btf::from_sys_fs().map_err(|e| KernelError::Btf(e.into()))?;
         let mut ebpf = EbpfLoader::new()
             .btf(Some(&btf))
             .map_max_entries(map_names::EVENTS, bytes)
             .load(pincer_ebpf::PINCER_BPF)
-            .map_err(KernelError::LoadObject)?;
+            .map_err(|e| KernelError::LoadObject(e.into()))?;
 
         let pin_dir = config.pin_dir.clone();
         for dir in [&pin_dir, &maps_dir(&pin_dir), &links_dir(&pin_dir)] {
@@ -341,7 +346,7 @@ impl Enforcer {
         for name in map_names::ALL {
             let map = ebpf.map(name).ok_or(KernelError::MissingMap { name })?;
             let path = maps_dir(&pin_dir).join(name);
-            map.pin(&path).map_err(|source| KernelError::Pin { path, source })?;
+            map.pin(&path).map_err(|source| KernelError::Pin { path, source: source.into() })?;
         }
         let take = |ebpf: &mut Ebpf, name: &'static str| ebpf.take_map(name).ok_or(KernelError::MissingMap { name });
         let sessions = typed(map_names::SESSIONS, take(&mut ebpf, map_names::SESSIONS)?)?;
@@ -374,7 +379,7 @@ impl Enforcer {
             let program = ebpf.program_mut(name).ok_or(KernelError::MissingProgram { name })?;
             let lsm: &mut Lsm = program
                 .try_into()
-                .map_err(|source| KernelError::Program { op: "convert", name, hook, source })?;
+                .map_err(|source: ProgramError| KernelError::Program { op: "convert", name, hook, source: source.into() })?;
             if let Err(source) = lsm.load(hook, btf) {
                 // A hook with two signature variants: the next entry is the
                 // fallback for the same hook.
@@ -385,13 +390,13 @@ impl Enforcer {
                     tracing::debug!(program = name, hook, error = %source, "variant refused, trying the next one");
                     continue;
                 }
-                return Err(KernelError::Program { op: "load", name, hook, source });
+                return Err(KernelError::Program { op: "load", name, hook, source: source.into() });
             }
-            let link_id = lsm.attach().map_err(|source| KernelError::Program { op: "attach", name, hook, source })?;
-            let link = lsm.take_link(link_id).map_err(|source| KernelError::Program { op: "take link of", name, hook, source })?;
+            let link_id = lsm.attach().map_err(|source| KernelError::Program { op: "attach", name, hook, source: source.into() })?;
+            let link = lsm.take_link(link_id).map_err(|source| KernelError::Program { op: "take link of", name, hook, source: source.into() })?;
             let path = links_dir(pin_dir).join(hook);
             let fd_link = FdLink::from(link);
-            let pinned = fd_link.pin(&path).map_err(|source| KernelError::Pin { path, source })?;
+            let pinned = fd_link.pin(&path).map_err(|source| KernelError::Pin { path, source: source.into() })?;
             links.push(pinned);
             done_hooks.push(hook);
         }
@@ -402,8 +407,8 @@ impl Enforcer {
     pub fn reuse(pin_dir: &Path) -> Result<Self, KernelError> {
         let open = |name: &'static str| -> Result<Map, KernelError> {
             let data = MapData::from_pin(maps_dir(pin_dir).join(name))
-                .map_err(|source| KernelError::OpenMap { name, source })?;
-            Map::from_map_data(data).map_err(|source| KernelError::OpenMap { name, source })
+                .map_err(|source| KernelError::OpenMap { name, source: source.into() })?;
+            Map::from_map_data(data).map_err(|source| KernelError::OpenMap { name, source: source.into() })
         };
         let mut links = Vec::new();
         let dir = links_dir(pin_dir);
@@ -412,7 +417,7 @@ impl Enforcer {
         for entry in entries {
             let path = entry.map_err(|source| KernelError::PinDir { op: "list", path: dir.clone(), source })?.path();
             let link = PinnedLink::from_pin(&path)
-                .map_err(|source| KernelError::Link { op: "open pinned", path: path.clone(), source })?;
+                .map_err(|source| KernelError::Link { op: "open pinned", path: path.clone(), source: source.into() })?;
             links.push(link);
         }
         tracing::info!(dir = %pin_dir.display(), links = links.len(), "re-attached to pinned Pincer LSM");
@@ -439,7 +444,7 @@ impl Enforcer {
         let value = SessionValue { active: 1, _pad: 0 };
         self.sessions
             .insert(SessionKey { cgroup_id }, value, 0)
-            .map_err(|source| KernelError::MapOp { op: "insert", map: map_names::SESSIONS, source })
+            .map_err(|source| KernelError::MapOp { op: "insert", map: map_names::SESSIONS, source: source.into() })
     }
 
     /// Stops gating a session (its grants stay until [`Enforcer::revoke_session`]).
@@ -456,7 +461,7 @@ impl Enforcer {
             let keys = map
                 .keys()
                 .collect::<Result<Vec<GrantKey>, MapError>>()
-                .map_err(|source| KernelError::MapOp { op: "iterate", map: name, source })?;
+                .map_err(|source| KernelError::MapOp { op: "iterate", map: name, source: source.into() })?;
             for key in keys.into_iter().filter(|k| k.session == cgroup_id) {
                 remove_if_present(map, &key, name)?;
                 removed += 1;
@@ -479,7 +484,7 @@ impl Enforcer {
     pub fn add_root_id(&mut self, id: ObjectId) -> Result<(), KernelError> {
         self.roots
             .insert(RootKey { ino: id.ino, dev: id.dev, _pad: 0 }, 1, 0)
-            .map_err(|source| KernelError::MapOp { op: "insert", map: map_names::ROOTS, source })
+            .map_err(|source| KernelError::MapOp { op: "insert", map: map_names::ROOTS, source: source.into() })
     }
 
     /// Stops protecting the directory `id`.
@@ -501,7 +506,7 @@ impl Enforcer {
         let key = GrantKey { session, ino: id.ino, dev: id.dev, _pad: 0 };
         let (map, name) = self.grant_map(scope);
         let old = lookup(map, &key, name)?.unwrap_or(0);
-        map.insert(key, old | bits, 0).map_err(|source| KernelError::MapOp { op: "insert", map: name, source })
+        map.insert(key, old | bits, 0).map_err(|source| KernelError::MapOp { op: "insert", map: name, source: source.into() })
     }
 
     /// Removes one access type from a session's grant on `id` (takes effect on the next access).
@@ -521,7 +526,7 @@ impl Enforcer {
         if left & pincer_common::ACCESS_ALL == 0 {
             remove_if_present(map, &key, name)
         } else {
-            map.insert(key, left, 0).map_err(|source| KernelError::MapOp { op: "insert", map: name, source })
+            map.insert(key, left, 0).map_err(|source| KernelError::MapOp { op: "insert", map: name, source: source.into() })
         }
     }
 
@@ -547,7 +552,7 @@ impl Enforcer {
         let values = self
             .drops
             .get(&0, 0)
-            .map_err(|source| KernelError::MapOp { op: "lookup", map: map_names::DROPS, source })?;
+            .map_err(|source| KernelError::MapOp { op: "lookup", map: map_names::DROPS, source: source.into() })?;
         Ok(values.iter().sum())
     }
 
@@ -570,7 +575,7 @@ fn lookup<K: aya::Pod>(map: &HashMap<MapData, K, u32>, key: &K, name: &'static s
     match map.get(key, 0) {
         Ok(v) => Ok(Some(v)),
         Err(MapError::KeyNotFound) => Ok(None),
-        Err(source) => Err(KernelError::MapOp { op: "lookup", map: name, source }),
+        Err(source) => Err(KernelError::MapOp { op: "lookup", map: name, source: source.into() }),
     }
 }
 
@@ -582,7 +587,7 @@ fn remove_if_present<K: aya::Pod, V: aya::Pod>(
     match map.remove(key) {
         Ok(()) | Err(MapError::KeyNotFound) => Ok(()),
         Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::ENOENT) => Ok(()),
-        Err(source) => Err(KernelError::MapOp { op: "remove", map: name, source }),
+        Err(source) => Err(KernelError::MapOp { op: "remove", map: name, source: source.into() }),
     }
 }
 
@@ -592,5 +597,28 @@ pub fn remove_pin_dir(dir: &Path) -> Result<(), KernelError> {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(source) => Err(KernelError::PinDir { op: "remove", path: dir.to_path_buf(), source }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lsm_list_without_bpf_names_the_fix() {
+        let err = lsm_list_has_bpf("lockdown,capability,landlock,yama,apparmor\n").unwrap_err();
+        assert!(matches!(err, KernelError::BpfLsmDisabled { ref found } if found.ends_with("apparmor")));
+        assert!(err.to_string().contains("lsm="), "error tells how to enable BPF LSM: {err}");
+        assert!(lsm_list_has_bpf("lockdown,capability,bpf\n").is_ok());
+        assert!(lsm_list_has_bpf("bpfx,capability").is_err());
+    }
+
+    #[test]
+    fn object_id_uses_kernel_dev_encoding() {
+        let id = ObjectId::of_path(Path::new("/")).unwrap();
+        let meta = std::fs::metadata("/").unwrap();
+        assert_eq!(id.dev >> 20, libc::major(meta.dev()));
+        assert_eq!(id.dev & 0xfffff, libc::minor(meta.dev()));
+        assert_eq!(id.ino, meta.ino());
     }
 }
