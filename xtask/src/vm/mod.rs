@@ -159,10 +159,18 @@ pub fn fetch_kernels(labels: &[String], default: &[KernelSpec]) -> Result<Vec<Ke
         labels.iter().map(|l| kernels::spec(l)).collect::<Result<_, _>>()?
     };
     let mut fetcher = kernels::Fetcher::new(kernel_cache())?;
-    specs
-        .iter()
-        .map(|s| fetcher.get(s).with_context(|| format!("fetching the {} kernel", s.label)))
-        .collect()
+    let mut out = Vec::new();
+    for s in &specs {
+        let k = fetcher.get(s).with_context(|| format!("fetching the {} kernel", s.label))?;
+        eprintln!(
+            "xtask: kernel {} ({}): {}",
+            k.release,
+            k.package,
+            kernels::REQUIRED_CONFIG.iter().map(|o| format!("{o}=y")).collect::<Vec<_>>().join(" ")
+        );
+        out.push(k);
+    }
+    Ok(out)
 }
 
 /// What to show on the terminal while a VM runs.
