@@ -1,5 +1,6 @@
 //! Command-line interface: one file per subcommand.
 
+mod bench;
 mod eval;
 
 use clap::{Parser, Subcommand};
@@ -17,6 +18,8 @@ struct Cli {
 enum Command {
     /// Replay a persona corpus against the seven defenses and report Table 2.
     Eval(eval::EvalArgs),
+    /// Benchmarks (`pincer bench decide`: latency of an offline three-vote decision).
+    Bench(bench::BenchArgs),
 }
 
 /// Parses the command line, runs the subcommand and maps errors to an exit code.
@@ -37,5 +40,6 @@ pub fn main() -> ExitCode {
 fn try_main(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Eval(args) => eval::run(args),
+        Command::Bench(args) => bench::run(args),
     }
 }

@@ -1,0 +1,142 @@
+//! `pincer bench decide`: latency of a full three-vote decision of the offline decider over
+//! synthetic histories of several sizes (p50, p99).
+
+use clap::{Args, Subcommand};
+use pincer::decider::OfflineDecider;
+use pincer::sanitize::{SecretKey, Sanitizer};
+use pincer::store::{AccessRecord, HistoryRecord, Permission, PolicyRule, TrustedState, UserPolicy};
+use pincer::twin::{Prepared, Request, Twin, TwinConfig, Variant};
+use pincer::Access;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Benchmarks.
+#[derive(Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    what: What,
+}
+
+#[derive(Subcommand)]
+enum What {
+    /// Latency of a full three-vote offline decision at several history sizes.
+    Decide {
+        /// History sizes (number of past prompts).
+        #[arg(long, value_delimiter = ',', default_value = "60,5000")]
+        history: Vec<usize>,
+        /// Decisions measured per history size.
+        #[arg(long, default_value_t = 2000)]
+        iterations: usize,
+    },
+}
+
+/// A small deterministic generator (xorshift64*), so runs are comparable.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
+        xs[(self.next() % xs.len() as u64) as usize]
+    }
+}
+
+const VERBS: &[&str] = &["fix", "add", "summarize", "refactor", "explain", "update", "review", "delete", "rename", "document", "test", "draft"];
+const NOUNS: &[&str] = &[
+    "parser", "lexer", "cache", "router", "schema", "config", "report", "invoice", "ledger", "queue", "scheduler", "client", "server", "index",
+    "notes", "memo", "letter", "brief", "summary", "budget", "timeline", "export", "import", "logger", "metrics", "session", "token", "search",
+];
+const DIRS: &[&str] = &["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"];
+const SUBS: &[&str] = &["src", "tests", "docs", "notes", "drafts", "data"];
+
+fn synthetic_state(n: usize, rng: &mut Rng) -> TrustedState {
+    let mut st = TrustedState::new("bench");
+    for i in 0..n {
+        let (v, a, b) = (rng.pick(VERBS), rng.pick(NOUNS), rng.pick(NOUNS));
+        let dir = format!("{}/{}", rng.pick(DIRS), rng.pick(SUBS));
+        let mut accesses = vec![AccessRecord { path: format!("{dir}/"), access: Access::List }];
+        for _ in 0..(2 + rng.next() % 4) {
+            let f = format!("{dir}/{}_{}.txt", rng.pick(NOUNS), rng.next() % 20);
+            accesses.push(AccessRecord { path: f.clone(), access: Access::Read });
+            if matches!(v, "fix" | "add" | "refactor" | "update" | "rename" | "draft") {
+                accesses.push(AccessRecord { path: f, access: Access::Write });
+            }
+        }
+        let rec = HistoryRecord { day: (i / 10) as u32, session: format!("h{i}"), prompt: format!("{v} the {a} {b} in {dir}"), accesses, approvals: vec![] };
+        st.add_history(&rec).expect("synthetic history is valid");
+    }
+    for (i, d) in DIRS.iter().take(3).enumerate() {
+        st.add_policy(&UserPolicy {
+            id: format!("p{i}"),
+            text: format!("Never touch {d}/data/."),
+            rules: vec![PolicyRule { path_glob: format!("{d}/data/**"), access: Access::ALL.to_vec(), permission: Permission::Deny }],
+        })
+        .expect("synthetic policy is valid");
+    }
+    st
+}
+
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+async fn bench_decide(history: &[usize], iterations: usize) -> anyhow::Result<()> {
+    println!("offline decider, full three-vote decision (twin.decide), {iterations} decisions per size");
+    println!("{:>8} {:>10} {:>10} {:>10} {:>10}", "history", "p50 us", "p99 us", "mean us", "max us");
+    for &n in history {
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ n as u64);
+        let prepared = Prepared::new(synthetic_state(n, &mut rng), Sanitizer::new(SecretKey::from_bytes([3; 32])));
+        let tree: Vec<String> = DIRS.iter().flat_map(|d| SUBS.iter().map(move |s| format!("{d}/{s}/"))).collect();
+        let decider = Arc::new(OfflineDecider::new());
+        let mut times = Vec::with_capacity(iterations);
+        // Warm up: the detectors' patterns compile on first use.
+        pincer::decider::content_findings(b"warm up");
+        pincer::decider::injection_findings("warm up");
+        let mut twin: Option<Twin> = None;
+        for i in 0..iterations {
+            // A fresh session (untimed) every 20 decisions keeps the session small and the
+            // history at its nominal size.
+            if i % 20 == 0 {
+                let mut t = Twin::from_prepared(&prepared, decider.clone(), TwinConfig { variant: Variant::Pincer, escalate_after: 2 });
+                let prompt = format!("{} the {} {} in {}/{}", rng.pick(VERBS), rng.pick(NOUNS), rng.pick(NOUNS), rng.pick(DIRS), rng.pick(SUBS));
+                t.start_session("bench", &prompt, &tree).await?;
+                twin = Some(t);
+            }
+            let t = twin.as_mut().expect("set above");
+            let access = [Access::Read, Access::Write, Access::Create, Access::List, Access::Delete][(rng.next() % 5) as usize];
+            let req = Request {
+                path: format!("{}/{}/{}_{}.txt", rng.pick(DIRS), rng.pick(SUBS), rng.pick(NOUNS), rng.next() % 20),
+                access,
+                rationale: Some("Needed to finish the task.".into()),
+                content: Some(b"fn main() { println!(\"hello\"); }\n// notes about the parser\n".to_vec()),
+            };
+            let start = Instant::now();
+            let d = t.decide("bench", &req).await;
+            times.push(start.elapsed().as_secs_f64() * 1e6);
+            std::hint::black_box(d);
+        }
+        times.sort_by(f64::total_cmp);
+        let mean = times.iter().sum::<f64>() / times.len() as f64;
+        println!("{n:>8} {:>10.1} {:>10.1} {:>10.1} {:>10.1}", percentile(&times, 0.5), percentile(&times, 0.99), mean, times[times.len() - 1]);
+    }
+    Ok(())
+}
+
+/// Runs a benchmark.
+pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    match args.what {
+        What::Decide { history, iterations } => {
+            anyhow::ensure!(iterations > 0, "--iterations must be at least 1");
+            anyhow::ensure!(!history.is_empty(), "--history needs at least one size");
+            rt.block_on(bench_decide(&history, iterations))?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
