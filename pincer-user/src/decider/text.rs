@@ -208,17 +208,13 @@ impl IntentModel {
         for w in ws {
             let e = self.word_tasks.entry(w).or_default();
             e[5] += 1;
-            for i in 0..5 {
-                if made[i] {
-                    e[i] += 1;
-                }
+            for (c, m) in e.iter_mut().zip(made) {
+                *c += m as u32;
             }
         }
         self.base[5] += 1;
-        for i in 0..5 {
-            if made[i] {
-                self.base[i] += 1;
-            }
+        for (c, m) in self.base.iter_mut().zip(made) {
+            *c += m as u32;
         }
     }
 
