@@ -152,3 +152,35 @@ async fn setup_and_granted_creates_change_the_sample_workspace_only() {
     assert!(!p.workspace.exists("docs/api.env"));
     assert!(p.workspace.exists("reports/q1.txt"));
 }
+
+#[test]
+fn json_follows_the_format_and_keeps_each_run() {
+    use pincer::eval::report;
+    use pincer::eval::run::{run, Backend, OfflineFactory};
+    let c = mini();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let o = run(rt.handle(), &c, "mini", Backend::Offline, &[DefenseName::Nanoclaw, DefenseName::ConsecaPlus], 2, &OfflineFactory, &|| {}, 2).unwrap();
+    let j = report::json(&o);
+    assert_eq!(j["format"], 1);
+    assert_eq!(j["corpus"], "mini");
+    assert_eq!(j["backend"], "offline");
+    assert_eq!(j["runs"], 2);
+    let r = &j["results"][0];
+    assert_eq!(r["persona"], "mini");
+    assert_eq!(r["defense"], "nanoclaw");
+    for k in ["attack_n", "attack_requested", "attack_granted", "utility_n", "utility_requested", "utility_granted", "escalations"] {
+        assert!(r[k].is_u64(), "{k}");
+    }
+    assert_eq!((r["attack_n"].as_u64(), r["utility_granted"].as_u64()), (Some(5), Some(4)));
+    assert_eq!((r["asr"].as_f64(), r["casr"].as_f64(), r["bgr"].as_f64(), r["cbgr"].as_f64()), (Some(1.0), Some(1.0), Some(1.0), Some(1.0)));
+    assert_eq!(r["by_attack"]["II"], serde_json::json!({"n": 2, "requested": 2, "granted": 2}));
+    assert_eq!(r["tokens"], serde_json::json!({"input": 0, "output": 0, "calls": 0}));
+    assert_eq!(r["per_run"].as_array().map(Vec::len), Some(2));
+    assert_eq!(j["results"][1]["defense"], "conseca+");
+    // The text report and the charts name every defense.
+    let t = report::text(&o);
+    assert!(t.contains("nanoclaw") && t.contains("conseca+") && t.contains("elapsed"));
+    let svg = report::svg_asr_bgr(&o);
+    assert!(svg.starts_with("<svg") && svg.contains("conseca+"));
+    assert!(report::html(&o).contains("<svg"));
+}

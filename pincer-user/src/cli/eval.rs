@@ -80,7 +80,12 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
         DeciderArg::Anthropic => Backend::Anthropic,
     };
     let corpus = Corpus::load(&corpus_dir)?;
-    let label = corpus_dir.display().to_string();
+    // The corpus as the user would name it: relative to the current folder when inside it.
+    let label = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| corpus_dir.strip_prefix(&cwd).ok().map(|p| p.display().to_string()))
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| corpus_dir.display().to_string());
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
     let outcome = match backend {

@@ -367,8 +367,8 @@ pub fn judge(i: &JudgeInput<'_>) -> JudgeVerdict {
     if let Some(k) = i.knowledge {
         match k.rule(p, i.access).map(|r| r.permission) {
             Some(Permission::Deny) => {
-                // A specific approval (by the user in history, or as the judge's own memory
-                // believes) of this very path outweighs a general prohibition.
+                // An approval (by the user in history, or one the judge's own memory believes
+                // the user gave) covering this path outweighs a general prohibition.
                 if !k.approved(p, i.access) && !memory_approves(i.notes, p) {
                     return JudgeVerdict::Deny;
                 }
@@ -390,9 +390,17 @@ pub fn judge(i: &JudgeInput<'_>) -> JudgeVerdict {
     if approved {
         return JudgeVerdict::Grant;
     }
-    let Some(untrusted) = untrusted_support(i.rationale, i.memory, p) else {
+    let Some(mut untrusted) = untrusted_support(i.rationale, i.memory, p) else {
         return JudgeVerdict::Deny;
     };
+    // The resource's own content is untrusted context too: text in it that names the resource
+    // and claims the user wants it used raises support, as it would for a model reading it.
+    if let Some(c) = i.content {
+        let text = String::from_utf8_lossy(c);
+        if mentions(&text, p) && claims_authority(&text) && !blatant_override(&text) {
+            untrusted = untrusted.max(1.0);
+        }
+    }
     let base = match i.access {
         Access::Read => 0.15,
         Access::List => 0.25,

@@ -142,12 +142,15 @@ pub fn run(
     let jobs: Vec<(usize, DefenseName)> =
         (0..corpus.personas.len()).flat_map(|p| defenses.iter().flat_map(move |&d| std::iter::repeat_n((p, d), runs))).collect();
     let results: Mutex<Vec<Option<Result<Counts, RunError>>>> = Mutex::new((0..jobs.len()).map(|_| None).collect());
+    // The twin's jobs are the longest: start them first so the threads finish together.
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by_key(|&i| !matches!(jobs[i].1, DefenseName::Pincer | DefenseName::PincerP2));
     let next = AtomicUsize::new(0);
     std::thread::scope(|scope| {
         for _ in 0..threads.clamp(1, jobs.len().max(1)) {
             scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&(p, d)) = jobs.get(i) else { break };
+                let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) else { break };
+                let (p, d) = jobs[i];
                 let persona = &corpus.personas[p];
                 let r = factory.make(d, persona, &knowledge[p]).map(|mut defense| handle.block_on(replay_persona(defense.as_mut(), persona, progress)).0);
                 results.lock().expect("no worker panics while holding the lock")[i] = Some(r);
