@@ -126,6 +126,9 @@ pub enum Op {
     Symlink(PathBuf, PathBuf),
     /// `truncate(path, 0)`.
     Truncate(PathBuf),
+    /// Run the program at the path with `--list` in a grandchild (0, the
+    /// errno of a refused `execve`, or 255 if the program failed).
+    Exec(PathBuf),
 }
 
 fn c(path: &Path) -> CString {
@@ -163,6 +166,34 @@ fn open_close(path: &CString, flags: libc::c_int) -> i32 {
     }
 }
 
+fn exec_status(path: &CString) -> i32 {
+    let arg = c"--list";
+    let argv = [path.as_ptr(), arg.as_ptr(), std::ptr::null()];
+    let envp = [std::ptr::null()];
+    // SAFETY: fork/execve/_exit with valid NUL-terminated argument arrays.
+    unsafe {
+        let pid = libc::fork();
+        if pid < 0 {
+            return errno();
+        }
+        if pid == 0 {
+            let devnull = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY);
+            if devnull >= 0 {
+                libc::dup2(devnull, 1);
+            }
+            libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr());
+            libc::_exit(errno());
+        }
+        let mut status = 0;
+        libc::waitpid(pid, &mut status, 0);
+        if !libc::WIFEXITED(status) {
+            255
+        } else {
+            libc::WEXITSTATUS(status)
+        }
+    }
+}
+
 /// Runs one operation; returns 0 or the errno.
 pub fn perform(op: &Op) -> i32 {
     // SAFETY: plain syscalls on valid C strings.
@@ -179,6 +210,7 @@ pub fn perform(op: &Op) -> i32 {
             Op::Link(a, b) => ok_or_errno(libc::link(c(a).as_ptr(), c(b).as_ptr())),
             Op::Symlink(a, b) => ok_or_errno(libc::symlink(c(a).as_ptr(), c(b).as_ptr())),
             Op::Truncate(p) => ok_or_errno(libc::truncate(c(p).as_ptr(), 0)),
+            Op::Exec(p) => exec_status(&c(p)),
         }
     }
 }

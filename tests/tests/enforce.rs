@@ -109,6 +109,18 @@ fn create_needs_create_grant_on_parent_and_creator_can_use_the_new_file() {
     let r = s.run(&[Op::Create(s.p("out/new.txt")), Op::Mkdir(s.p("out/sub")), Op::Create(s.p("top.txt"))]);
     assert_eq!(r, vec![EACCES, EACCES, EACCES]);
     assert!(!s.p("out/new.txt").exists());
+    // The miss names the new entry and its parent directory.
+    let rt = runtime();
+    let mut misses = rt.block_on(async { s.te.get().misses() }).expect("misses");
+    let first = misses.try_next().expect("a miss for the create").expect("decodes");
+    assert_eq!(first.hook, "inode_create");
+    assert_eq!(first.access, vec![Access::Create]);
+    assert_eq!(first.relative_path, PathBuf::from("out/new.txt"));
+    assert_eq!(first.ino, 0, "the new object has no inode yet");
+    let out = id(&s.p("out"));
+    assert_eq!((first.parent_dev, first.parent_ino), (out.dev, out.ino));
+    let second = misses.try_next().expect("a miss for the mkdir").expect("decodes");
+    assert_eq!((second.hook, second.relative_path.clone()), ("inode_mkdir", PathBuf::from("out/sub")));
     s.grant("out", Scope::Exact, Access::Create);
     let r = s.run(&[
         Op::Create(s.p("out/new.txt")),
@@ -326,4 +338,17 @@ fn full_ring_buffer_counts_its_drops() {
     assert!(received >= 1, "some misses fit in the buffer");
     assert!(dropped >= 1, "a 4 KiB buffer cannot hold {N} misses");
     assert_eq!(received as u64 + dropped, N as u64, "every miss is either delivered or counted");
+}
+
+#[test]
+fn exec_counts_as_read() {
+    let mut s = Setup::new("exec");
+    std::fs::create_dir_all(s.p("bin")).unwrap();
+    let program = s.p("bin/tool");
+    std::fs::copy(std::env::current_exe().unwrap(), &program).unwrap();
+    // Outside the session the copy runs.
+    assert_eq!(run_as(None, None, &[Op::Exec(program.clone())]), vec![0]);
+    assert_eq!(s.run(&[Op::Exec(program.clone())]), vec![EACCES]);
+    s.grant("bin/tool", Scope::Exact, Access::Read);
+    assert_eq!(s.run(&[Op::Exec(program)]), vec![0]);
 }
