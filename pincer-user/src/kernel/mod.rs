@@ -8,6 +8,23 @@
 //!
 //! Needs root, bpffs mounted at `/sys/fs/bpf`, and a kernel with BPF LSM active
 //! (`bpf` in `/sys/kernel/security/lsm`, Linux 5.11 or later).
+//!
+//! Rules the kernel applies (see `pincer-ebpf/src/pincer.bpf.c`):
+//! - open: `read` (exec too) or `list` for directories, plus `write`; create,
+//!   mkdir, symlink: `create` on the parent; unlink, rmdir: `delete` on the
+//!   object; rename: `delete` on the object, `create` on the new parent and
+//!   `delete` on a replaced target; link: `create` on the new parent and `read`
+//!   on the object; truncate: `write`.
+//! - An exact grant covers the object itself; a subtree grant covers the
+//!   directory and everything beneath it. Files with more than one hard link
+//!   need an exact grant (a subtree grant would otherwise open a secret linked
+//!   into a granted directory).
+//! - Files a session creates by `open(O_CREAT)` get an exact read/write grant
+//!   marked `ACCESS_CREATED_BY_SESSION`; directories it makes do not.
+//! - Protection is found by walking up the dentries of the object's own
+//!   filesystem (at most `MAX_WALK_DEPTH` levels; running out denies), so a
+//!   root protects nothing on other filesystems mounted beneath it, and a file
+//!   hard-linked from outside every root is not protected through that name.
 
 mod event;
 
