@@ -5,6 +5,7 @@
 //! - [`store`]: the twin's trusted state in SQLite.
 //! - [`twin`]: the digital twin: three votes and the pre-committed policy.
 //! - [`decider`]: decider backends (offline, OpenAI-compatible, Anthropic).
+//! - [`daemon`]: the daemon, its socket protocol, sessions, the request tool's server side.
 //! - [`eval`]: the corpus loader, the seven defenses and the evaluation harness.
 
 pub mod access;
@@ -14,5 +15,6 @@ pub mod store;
 pub mod twin;
 pub mod decider;
 pub mod eval;
+pub mod daemon;
 
 pub use access::Access;

@@ -1,7 +1,18 @@
 //! Command-line interface: one file per subcommand.
 
+mod approve;
 mod bench;
+mod conn;
+mod daemon;
+mod deny;
 mod eval;
+mod import;
+mod log;
+mod mcp;
+mod pending;
+mod prompt;
+mod request;
+mod run;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -20,6 +31,26 @@ enum Command {
     Eval(eval::EvalArgs),
     /// Benchmarks (`pincer bench decide`: latency of an offline three-vote decision).
     Bench(bench::BenchArgs),
+    /// The daemon (root): kernel enforcement, twins, the socket protocol, the audit log.
+    Daemon(daemon::DaemonArgs),
+    /// Run a worker command in a new gated session (root; the worker runs as --user).
+    Run(run::RunArgs),
+    /// A later prompt of the user in an open session.
+    Prompt(prompt::PromptArgs),
+    /// The worker's resource request tool: exits 0 if granted, 1 with the reason if denied.
+    Request(request::RequestArgs),
+    /// The resource request tool as an MCP server on stdio (`request_resource`).
+    Mcp(mcp::McpArgs),
+    /// Questions waiting for the user.
+    Pending(pending::PendingArgs),
+    /// Approve a pending question.
+    Approve(approve::AnswerArgs),
+    /// Deny a pending question.
+    Deny(approve::AnswerArgs),
+    /// The audit log of your sessions.
+    Log(log::LogArgs),
+    /// Import trusted history and policies (corpus format) into the twin's state.
+    Import(import::ImportArgs),
 }
 
 /// Parses the command line, runs the subcommand and maps errors to an exit code.
@@ -41,5 +72,15 @@ fn try_main(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Eval(args) => eval::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Daemon(args) => daemon::run(args),
+        Command::Run(args) => run::run(args),
+        Command::Prompt(args) => prompt::run(args),
+        Command::Request(args) => request::run(args),
+        Command::Mcp(args) => mcp::run(args),
+        Command::Pending(args) => pending::run(args),
+        Command::Approve(args) => approve::run(args),
+        Command::Deny(args) => deny::run(args),
+        Command::Log(args) => log::run(args),
+        Command::Import(args) => import::run(args),
     }
 }

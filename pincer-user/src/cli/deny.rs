@@ -1,0 +1,9 @@
+//! `pincer deny ID`: deny a pending question (recorded as a trusted user refusal).
+
+use super::approve::{answer, AnswerArgs};
+use std::process::ExitCode;
+
+/// Denies.
+pub fn run(args: AnswerArgs) -> anyhow::Result<ExitCode> {
+    answer(args, false)
+}

@@ -1,0 +1,36 @@
+//! `pincer import --history FILE --policies FILE [--uid N]`: imports trusted history and
+//! policies (corpus format) into the twin's state for your user.
+
+use super::conn::{call, Conn};
+use anyhow::Context;
+use clap::Args;
+use pincer::daemon::{Call, Reply};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Arguments of `pincer import`.
+#[derive(Args)]
+pub struct ImportArgs {
+    /// A `history.jsonl` (one past task per line).
+    #[arg(long)]
+    history: PathBuf,
+    /// A `policies.jsonl` (the user's own policies).
+    #[arg(long)]
+    policies: PathBuf,
+    /// Import for this uid (root only; default: you).
+    #[arg(long)]
+    uid: Option<u32>,
+    #[command(flatten)]
+    conn: Conn,
+}
+
+/// Sends the files' contents to the daemon.
+pub fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
+    let history = std::fs::read_to_string(&args.history).with_context(|| format!("reading {}", args.history.display()))?;
+    let policies = std::fs::read_to_string(&args.policies).with_context(|| format!("reading {}", args.policies.display()))?;
+    match call(&args.conn, Call::Import { history, policies, uid: args.uid })? {
+        Reply::Ok { message } => println!("{message}"),
+        other => anyhow::bail!("unexpected reply: {other:?}"),
+    }
+    Ok(ExitCode::SUCCESS)
+}

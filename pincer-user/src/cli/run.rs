@@ -1,0 +1,130 @@
+//! `pincer run [--root DIR]... [--user NAME] --prompt TEXT -- COMMAND...`: runs a worker in
+//! a new gated session and prints the session's summary when it exits.
+
+use super::conn::{runtime, Conn};
+use anyhow::Context;
+use clap::Args;
+use pincer::daemon::client::Client;
+use pincer::daemon::protocol::SessionInfo;
+use pincer::daemon::users;
+use pincer::daemon::worker::{self, WorkerSpec};
+use pincer::daemon::{Call, Reply};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Arguments of `pincer run`.
+#[derive(Args)]
+pub struct RunArgs {
+    /// A protected root (repeatable; default: the configuration's `default_roots`).
+    #[arg(long = "root", value_name = "DIR")]
+    roots: Vec<PathBuf>,
+    /// The unprivileged user the worker runs as, who owns the session (default: $SUDO_UID).
+    #[arg(long)]
+    user: Option<String>,
+    /// The user's first prompt (the twin makes the session's pre-committed policy from it).
+    #[arg(long)]
+    prompt: String,
+    #[command(flatten)]
+    conn: Conn,
+    /// The worker command.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+fn error_reply(r: Reply) -> anyhow::Error {
+    match r {
+        Reply::Error { message, .. } => anyhow::anyhow!("{message}"),
+        other => anyhow::anyhow!("unexpected reply: {other:?}"),
+    }
+}
+
+/// The summary printed when a session ends.
+pub fn summary(s: &SessionInfo, revoked: usize) -> String {
+    let c = &s.counters;
+    format!(
+        "pincer: session {} ended: {} requests, {} grants, {} denials, {} escalations, {} kernel misses; \
+         tokens {} in / {} out ({} calls); {} grants revoked",
+        s.session, c.requests, c.grants, c.denials, c.escalations, c.misses, c.tokens.input, c.tokens.output, c.tokens.calls, revoked
+    )
+}
+
+/// Creates the session, runs the worker, forwards signals, ends the session.
+pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        anyhow::bail!("pincer run needs root to place the worker in its session cgroup and drop to --user; run it with sudo");
+    }
+    let account = match (&args.user, std::env::var("SUDO_UID").ok().and_then(|u| u.parse::<u32>().ok())) {
+        (Some(name), _) => users::by_name(name)?,
+        (None, Some(uid)) => users::by_uid(uid),
+        (None, None) => anyhow::bail!("name the unprivileged user the worker runs as with --user (or run under sudo)"),
+    };
+    if account.uid == 0 {
+        anyhow::bail!("the worker must not run as root: name an unprivileged user with --user");
+    }
+    let socket = args.conn.socket()?;
+    let rt = runtime()?;
+    rt.block_on(async move {
+        let mut client = Client::connect(&socket).await?;
+        let roots = args.roots.iter().map(|r| std::path::absolute(r).unwrap_or_else(|_| r.clone())).collect();
+        let info = match client.call(Call::CreateSession { owner_uid: account.uid, roots, prompt: args.prompt.clone() }).await? {
+            Reply::Session(info) => info,
+            other => return Err(error_reply(other).context("cannot create the session")),
+        };
+        eprintln!(
+            "pincer: session {} for {} (cgroup {}, roots {}), pre-committed policy of {} entries",
+            info.session,
+            account.name,
+            info.cgroup.display(),
+            info.roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", "),
+            info.policy_entries
+        );
+        let spec = WorkerSpec {
+            cgroup: info.cgroup.clone(),
+            uid: account.uid,
+            gid: account.gid,
+            command: args.command.clone(),
+            env: vec![
+                ("PINCER_SESSION".into(), info.session.clone()),
+                ("PINCER_SOCKET".into(), socket.to_string_lossy().into_owned()),
+                ("HOME".into(), account.home.to_string_lossy().into_owned()),
+                ("USER".into(), account.name.clone()),
+                ("LOGNAME".into(), account.name.clone()),
+            ],
+        };
+        let status = match worker::command(&spec).map_err(anyhow::Error::from).and_then(|mut c| c.spawn().with_context(|| format!("cannot start {:?}", args.command[0]))) {
+            Ok(mut child) => wait_forwarding_signals(&mut child).await,
+            Err(e) => Err(e),
+        };
+        // The session ends whatever happened to the worker: grants revoked, cgroup removed.
+        let mut client = Client::connect(&socket).await?;
+        match client.call(Call::EndSession { session: info.session.clone() }).await? {
+            Reply::Summary { session, revoked } => eprintln!("{}", summary(&session, revoked)),
+            other => eprintln!("pincer: cannot end session {}: {}", info.session, error_reply(other)),
+        }
+        let status = status?;
+        use std::os::unix::process::ExitStatusExt;
+        let code = status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+        Ok(ExitCode::from(code.clamp(0, 255) as u8))
+    })
+}
+
+async fn wait_forwarding_signals(child: &mut tokio::process::Child) -> anyhow::Result<std::process::ExitStatus> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let pid = child.id().context("the worker has no pid")? as i32;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    let mut quit = signal(SignalKind::quit())?;
+    loop {
+        let sig = tokio::select! {
+            st = child.wait() => return Ok(st?),
+            _ = int.recv() => libc::SIGINT,
+            _ = term.recv() => libc::SIGTERM,
+            _ = hup.recv() => libc::SIGHUP,
+            _ = quit.recv() => libc::SIGQUIT,
+        };
+        // SAFETY: kill(2) on the worker's pid.
+        unsafe { libc::kill(pid, sig) };
+    }
+}

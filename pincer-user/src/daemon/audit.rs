@@ -1,0 +1,302 @@
+//! The audit log: every decision, refusal and session event appended as one JSON line, and
+//! a broadcast of new entries for `pincer log --follow`.
+
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use tokio::sync::broadcast;
+
+use super::protocol::Tokens;
+use crate::access::Access;
+
+/// Errors of the audit log.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    /// The log could not be opened or created.
+    #[error("cannot open audit log {path}")]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An entry could not be written.
+    #[error("cannot append to audit log {path}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The log could not be read back.
+    #[error("cannot read audit log {path}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What an audit entry records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Event {
+    /// A request (explicit or from a kernel miss) was decided.
+    Decision,
+    /// A call was refused for its caller.
+    Refusal,
+    /// A session started.
+    SessionStart,
+    /// A session ended.
+    SessionEnd,
+    /// A session was resumed after a daemon restart.
+    SessionResume,
+    /// A user prompt arrived.
+    Prompt,
+    /// The user answered a question.
+    Answer,
+    /// A worker's wait for the user timed out (denied).
+    EscalationTimeout,
+    /// A kernel miss was recorded only (`on_miss = "record"`), or could not be decided.
+    Miss,
+    /// Trusted history was imported.
+    Import,
+}
+
+/// One vote as audited.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditVote {
+    /// `allow`, `deny` or `ask_user`.
+    pub verdict: crate::decider::Verdict,
+    /// The vote's reason.
+    pub reason: String,
+}
+
+/// The request an entry is about.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditRequest {
+    /// Path relative to its protected root, as the twin saw it.
+    pub path: String,
+    /// Access type.
+    pub access: Access,
+    /// `tool` (the request tool) or `miss` (an access the kernel denied).
+    pub source: String,
+    /// The worker's rationale, if any (untrusted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rationale: Option<String>,
+    /// The requesting process.
+    pub pid: u32,
+    /// Its uid.
+    pub uid: u32,
+}
+
+/// The caller of a refused call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditCaller {
+    /// Process id.
+    pub pid: u32,
+    /// Uid.
+    pub uid: u32,
+    /// Its cgroup directory.
+    pub cgroup: PathBuf,
+}
+
+/// One line of the audit log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    /// Milliseconds since the Unix epoch.
+    pub time_ms: u64,
+    /// What happened.
+    pub event: Event,
+    /// The session, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// The session owner's uid (used to show owners only their own entries).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_uid: Option<u32>,
+    /// The request decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<AuditRequest>,
+    /// `grant`, `deny`, `escalate`, `user_approved`, `user_denied`, `timeout`, `refused`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    /// Votes 1, 2, 3.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub votes: Vec<AuditVote>,
+    /// The decider backend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decider: Option<String>,
+    /// Tokens used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<Tokens>,
+    /// Time the decision took, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ms: Option<f64>,
+    /// The question id, for escalations and answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<u64>,
+    /// The caller, for refusals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<AuditCaller>,
+    /// Free detail (a refusal's reason, a prompt, a summary).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+impl AuditEntry {
+    /// An entry of `event` stamped now, other fields empty.
+    pub fn new(event: Event) -> Self {
+        let time_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+        AuditEntry {
+            time_ms,
+            event,
+            session: None,
+            owner_uid: None,
+            request: None,
+            outcome: None,
+            votes: vec![],
+            decider: None,
+            tokens: None,
+            latency_ms: None,
+            question: None,
+            caller: None,
+            detail: None,
+        }
+    }
+
+    /// One line for people: time, session, event, request and outcome.
+    pub fn human(&self) -> String {
+        let mut s = format!("{:>13} {:?}", self.time_ms, self.event);
+        if let Some(sess) = &self.session {
+            s.push_str(&format!(" [{sess}]"));
+        }
+        if let Some(r) = &self.request {
+            s.push_str(&format!(" {} {} ({}, pid {})", r.access, r.path, r.source, r.pid));
+        }
+        if let Some(o) = &self.outcome {
+            s.push_str(&format!(" -> {o}"));
+        }
+        if let Some(q) = self.question {
+            s.push_str(&format!(" question {q}"));
+        }
+        if let Some(d) = &self.detail {
+            s.push_str(&format!(": {d}"));
+        }
+        for (i, v) in self.votes.iter().enumerate() {
+            s.push_str(&format!("\n    vote {}: {:?}: {}", i + 1, v.verdict, v.reason));
+        }
+        s
+    }
+}
+
+/// The append-only audit log.
+pub struct AuditLog {
+    path: PathBuf,
+    file: Mutex<std::fs::File>,
+    tx: broadcast::Sender<AuditEntry>,
+}
+
+impl std::fmt::Debug for AuditLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuditLog").field("path", &self.path).finish()
+    }
+}
+
+impl AuditLog {
+    /// Opens (creating it and its directory, mode 0600) the log at `path` for appending.
+    pub fn open(path: &Path) -> Result<Self, AuditError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|source| AuditError::Open { path: path.into(), source })?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(|source| AuditError::Open { path: path.into(), source })?;
+        let (tx, _) = broadcast::channel(1024);
+        Ok(AuditLog { path: path.into(), file: Mutex::new(file), tx })
+    }
+
+    /// The log's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends an entry (one write per line) and broadcasts it to followers.
+    pub fn append(&self, entry: &AuditEntry) -> Result<(), AuditError> {
+        let mut line = serde_json::to_string(entry).expect("audit entries serialize");
+        line.push('\n');
+        {
+            let mut f = self.file.lock().unwrap_or_else(|p| p.into_inner());
+            f.write_all(line.as_bytes()).map_err(|source| AuditError::Write { path: self.path.clone(), source })?;
+        }
+        let _ = self.tx.send(entry.clone());
+        Ok(())
+    }
+
+    /// Appends, logging (not returning) a failure: used where the decision must still be
+    /// answered (a failed audit never turns a deny into a grant).
+    pub fn record(&self, entry: &AuditEntry) {
+        if let Err(e) = self.append(entry) {
+            tracing::error!(error = %e, "audit write failed");
+        }
+    }
+
+    /// New entries from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<AuditEntry> {
+        self.tx.subscribe()
+    }
+
+    /// Every entry in the file (lines that do not parse are skipped with a warning).
+    pub fn read_all(&self) -> Result<Vec<AuditEntry>, AuditError> {
+        read_entries(&self.path)
+    }
+}
+
+/// Reads the entries of an audit log file.
+pub fn read_entries(path: &Path) -> Result<Vec<AuditEntry>, AuditError> {
+    let text = std::fs::read_to_string(path).map_err(|source| AuditError::Read { path: path.into(), source })?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str(line) {
+            Ok(e) => out.push(e),
+            Err(e) => tracing::warn!(line = i + 1, error = %e, "skipping unreadable audit line"),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_append_as_json_lines_and_read_back() {
+        let d = tempfile::tempdir().unwrap();
+        let log = AuditLog::open(&d.path().join("sub/audit.jsonl")).unwrap();
+        let mut rx = log.subscribe();
+        let mut e = AuditEntry::new(Event::Decision);
+        e.session = Some("s1".into());
+        e.outcome = Some("grant".into());
+        e.votes = vec![AuditVote { verdict: crate::decider::Verdict::Allow, reason: "seen before".into() }];
+        log.append(&e).unwrap();
+        log.append(&AuditEntry::new(Event::Refusal)).unwrap();
+        let all = log.read_all().unwrap();
+        assert_eq!(all.len(), 2);
+        assert_eq!(all[0], e);
+        assert_eq!(rx.try_recv().unwrap(), e);
+        let text = std::fs::read_to_string(log.path()).unwrap();
+        assert_eq!(text.lines().count(), 2);
+        assert!(text.lines().next().unwrap().contains("\"event\":\"decision\""));
+    }
+}

@@ -1,0 +1,243 @@
+//! The daemon's configuration file (`/etc/pincer/pincer.toml` unless overridden): every
+//! setting has a default, unknown keys are an error naming the key.
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Where the configuration is read from unless `--config` or `PINCER_CONFIG` says otherwise.
+pub const DEFAULT_CONFIG: &str = "/etc/pincer/pincer.toml";
+/// The daemon's socket unless configured otherwise.
+pub const DEFAULT_SOCKET: &str = "/run/pincer/pincer.sock";
+
+/// Errors reading the configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read configuration {path}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML for this schema (the message names the key and line).
+    #[error("invalid configuration {path}: {source}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: Box<toml::de::Error>,
+    },
+    /// A value is out of range.
+    #[error("invalid configuration {path}: {field}: {problem}")]
+    Value {
+        /// The file.
+        path: PathBuf,
+        /// The key.
+        field: &'static str,
+        /// What is wrong.
+        problem: String,
+    },
+}
+
+/// What the daemon does with an access the kernel denied because no grant covered it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnMiss {
+    /// Treat it as an implicit request (no rationale) and let the twin decide; a grant lets
+    /// the worker's retry succeed.
+    Decide,
+    /// Only record it in the audit log.
+    Record,
+}
+
+/// Which decider backend the twin uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// Deterministic, no model.
+    Offline,
+    /// An OpenAI-compatible chat-completions endpoint.
+    Openai,
+    /// The Anthropic Messages API.
+    Anthropic,
+}
+
+/// Which Pincer variant the twin runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum VariantName {
+    /// Votes 1, 2, 3 as in the paper.
+    Pincer,
+    /// Vote 2 also sees the pre-committed policy.
+    PincerP2,
+}
+
+/// `[decider]`: the model behind the twin's votes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DeciderConfig {
+    /// `offline`, `openai` or `anthropic`.
+    pub backend: Backend,
+    /// Endpoint base URL (empty: the provider's public API).
+    pub endpoint: String,
+    /// Model name (required for `openai` and `anthropic`).
+    pub model: String,
+    /// Environment variable holding the API key (the key is never written to this file).
+    pub api_key_env: String,
+    /// Timeout of one model call in seconds; a timeout is a deny.
+    pub timeout_secs: u64,
+    /// `pincer` or `pincer-p2`.
+    pub variant: VariantName,
+}
+
+impl Default for DeciderConfig {
+    fn default() -> Self {
+        DeciderConfig {
+            backend: Backend::Offline,
+            endpoint: String::new(),
+            model: String::new(),
+            api_key_env: String::new(),
+            timeout_secs: 60,
+            variant: VariantName::Pincer,
+        }
+    }
+}
+
+/// `[escalation]`: when and how long the user is asked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EscalationConfig {
+    /// Denials of the same request in a session after which a further ask goes to the user.
+    pub after_denials: u32,
+    /// How long a worker's request waits for the user's answer before it is denied.
+    pub timeout_secs: u64,
+}
+
+impl Default for EscalationConfig {
+    fn default() -> Self {
+        EscalationConfig { after_denials: 2, timeout_secs: 300 }
+    }
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Directory of the twin's SQLite state (`state.db`), the sanitizer key (`prf.key`) and the
+    /// open sessions (`sessions.json`).
+    pub state_dir: PathBuf,
+    /// The daemon's Unix socket.
+    pub socket: PathBuf,
+    /// The audit log (JSON lines, appended).
+    pub audit_log: PathBuf,
+    /// bpffs directory where the BPF program's maps and links are pinned.
+    pub pin_dir: PathBuf,
+    /// cgroup v2 directory under which each session gets its own cgroup.
+    pub cgroup_parent: PathBuf,
+    /// What to do with kernel misses: `decide` or `record`.
+    pub on_miss: OnMiss,
+    /// Protected roots used when `pincer run` names none.
+    pub default_roots: Vec<PathBuf>,
+    /// Decider settings.
+    pub decider: DeciderConfig,
+    /// Escalation settings.
+    pub escalation: EscalationConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            state_dir: PathBuf::from("/var/lib/pincer"),
+            socket: PathBuf::from(DEFAULT_SOCKET),
+            audit_log: PathBuf::from("/var/log/pincer/audit.jsonl"),
+            pin_dir: PathBuf::from(crate::kernel::DEFAULT_PIN_DIR),
+            cgroup_parent: PathBuf::from("/sys/fs/cgroup/pincer"),
+            on_miss: OnMiss::Decide,
+            default_roots: vec![],
+            decider: DeciderConfig::default(),
+            escalation: EscalationConfig::default(),
+        }
+    }
+}
+
+impl Config {
+    /// Parses a configuration text; `path` names the file in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        let cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Parse { path: path.into(), source: Box::new(e) })?;
+        cfg.check(path)?;
+        Ok(cfg)
+    }
+
+    /// Reads the configuration at `path`. A missing file at the default location gives the
+    /// defaults; a missing file named explicitly is an error.
+    pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
+        let explicit = path.map(Path::to_path_buf).or_else(|| std::env::var_os("PINCER_CONFIG").map(PathBuf::from));
+        let p = explicit.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
+        match std::fs::read_to_string(&p) {
+            Ok(text) => Self::parse(&text, &p),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && explicit.is_none() => Ok(Config::default()),
+            Err(source) => Err(ConfigError::Read { path: p, source }),
+        }
+    }
+
+    fn check(&self, path: &Path) -> Result<(), ConfigError> {
+        let bad = |field, problem: &str| Err(ConfigError::Value { path: path.into(), field, problem: problem.into() });
+        for (field, p) in [("state_dir", &self.state_dir), ("socket", &self.socket), ("audit_log", &self.audit_log), ("pin_dir", &self.pin_dir), ("cgroup_parent", &self.cgroup_parent)] {
+            if !p.is_absolute() {
+                return bad(field, "must be an absolute path");
+            }
+        }
+        if self.default_roots.iter().any(|r| !r.is_absolute()) {
+            return bad("default_roots", "every root must be an absolute path");
+        }
+        if self.escalation.timeout_secs == 0 {
+            return bad("escalation.timeout_secs", "must be at least 1");
+        }
+        if self.decider.timeout_secs == 0 {
+            return bad("decider.timeout_secs", "must be at least 1");
+        }
+        if self.decider.backend != Backend::Offline && self.decider.model.trim().is_empty() {
+            return bad("decider.model", "a model name is required for the openai and anthropic backends");
+        }
+        Ok(())
+    }
+
+    /// How long a worker's request waits for the user.
+    pub fn escalation_timeout(&self) -> Duration {
+        Duration::from_secs(self.escalation.timeout_secs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_config_file_parses_to_the_defaults() {
+        let text = include_str!("../../../etc/pincer.toml");
+        let cfg = Config::parse(text, Path::new("etc/pincer.toml")).unwrap();
+        assert_eq!(cfg, Config::default());
+    }
+
+    #[test]
+    fn unknown_key_and_bad_value_are_named() {
+        let e = Config::parse("on_mis = \"decide\"\n", Path::new("x.toml")).unwrap_err().to_string();
+        assert!(e.contains("on_mis") && e.contains("x.toml"), "{e}");
+        let e = Config::parse("on_miss = \"maybe\"\n", Path::new("x.toml")).unwrap_err().to_string();
+        assert!(e.contains("maybe"), "{e}");
+        let e = Config::parse("socket = \"rel.sock\"\n", Path::new("x.toml")).unwrap_err().to_string();
+        assert!(e.contains("socket"), "{e}");
+        let e = Config::parse("[decider]\nbackend = \"openai\"\n", Path::new("x.toml")).unwrap_err().to_string();
+        assert!(e.contains("decider.model"), "{e}");
+    }
+
+    #[test]
+    fn missing_explicit_file_is_an_error() {
+        let e = Config::load(Some(Path::new("/nonexistent/pincer.toml"))).unwrap_err();
+        assert!(matches!(e, ConfigError::Read { .. }));
+    }
+}

@@ -1,0 +1,91 @@
+//! What the daemon needs from the kernel enforcer, as a trait: the real [`Enforcer`] in the
+//! shipped daemon, an in-memory [`MemoryEnforcer`] in host tests (this host's kernel refuses
+//! LSM programs, so the decision and permission logic is tested against the trait and the
+//! kernel behaviour in the VM).
+
+use crate::access::Access;
+use crate::kernel::{Enforcer, KernelError, ObjectId, Scope};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+/// The enforcer operations the daemon uses.
+pub trait Enforce: Send + Sync + 'static {
+    /// Gates a session's cgroup.
+    fn register_session(&mut self, cgroup_id: u64) -> Result<(), KernelError>;
+    /// Protects a directory.
+    fn add_root(&mut self, id: ObjectId) -> Result<(), KernelError>;
+    /// Grants one access type on an object to a session.
+    fn grant(&mut self, session: u64, id: ObjectId, scope: Scope, access: Access) -> Result<(), KernelError>;
+    /// Deletes every grant of a session and stops gating it; returns the grants removed.
+    fn revoke_session(&mut self, session: u64) -> Result<usize, KernelError>;
+}
+
+impl Enforce for Enforcer {
+    fn register_session(&mut self, cgroup_id: u64) -> Result<(), KernelError> {
+        Enforcer::register_session(self, cgroup_id)
+    }
+    fn add_root(&mut self, id: ObjectId) -> Result<(), KernelError> {
+        Enforcer::add_root_id(self, id)
+    }
+    fn grant(&mut self, session: u64, id: ObjectId, scope: Scope, access: Access) -> Result<(), KernelError> {
+        Enforcer::grant(self, session, id, scope, access)
+    }
+    fn revoke_session(&mut self, session: u64) -> Result<usize, KernelError> {
+        Enforcer::revoke_session(self, session, false)
+    }
+}
+
+/// What a [`MemoryEnforcer`] holds.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct MemoryState {
+    /// Gated sessions.
+    pub sessions: BTreeSet<u64>,
+    /// Protected roots.
+    pub roots: BTreeSet<(u32, u64)>,
+    /// Grants: (session, dev, ino, exact?) → access types.
+    pub grants: BTreeMap<(u64, u32, u64, bool), BTreeSet<Access>>,
+}
+
+/// An enforcer that only records what it is told, for host tests of the daemon's logic.
+/// It enforces nothing; the shipped `pincer daemon` never uses it.
+#[derive(Debug, Default, Clone)]
+pub struct MemoryEnforcer {
+    /// The recorded state, shared with the test.
+    pub state: Arc<Mutex<MemoryState>>,
+}
+
+impl MemoryEnforcer {
+    /// Whether `session` holds `access` on `id` (exactly).
+    pub fn has(&self, session: u64, id: ObjectId, access: Access) -> bool {
+        let s = self.state.lock().expect("memory enforcer lock");
+        s.grants.get(&(session, id.dev, id.ino, true)).is_some_and(|a| a.contains(&access))
+    }
+
+    /// Number of grant entries of `session`.
+    pub fn grant_count(&self, session: u64) -> usize {
+        self.state.lock().expect("memory enforcer lock").grants.keys().filter(|k| k.0 == session).count()
+    }
+}
+
+impl Enforce for MemoryEnforcer {
+    fn register_session(&mut self, cgroup_id: u64) -> Result<(), KernelError> {
+        self.state.lock().expect("memory enforcer lock").sessions.insert(cgroup_id);
+        Ok(())
+    }
+    fn add_root(&mut self, id: ObjectId) -> Result<(), KernelError> {
+        self.state.lock().expect("memory enforcer lock").roots.insert((id.dev, id.ino));
+        Ok(())
+    }
+    fn grant(&mut self, session: u64, id: ObjectId, scope: Scope, access: Access) -> Result<(), KernelError> {
+        let mut s = self.state.lock().expect("memory enforcer lock");
+        s.grants.entry((session, id.dev, id.ino, scope == Scope::Exact)).or_default().insert(access);
+        Ok(())
+    }
+    fn revoke_session(&mut self, session: u64) -> Result<usize, KernelError> {
+        let mut s = self.state.lock().expect("memory enforcer lock");
+        let before = s.grants.len();
+        s.grants.retain(|k, _| k.0 != session);
+        s.sessions.remove(&session);
+        Ok(before - s.grants.len())
+    }
+}

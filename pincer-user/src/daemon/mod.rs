@@ -1,0 +1,217 @@
+//! The Pincer daemon: it owns the BPF enforcement and the twins, serves the socket
+//! protocol ([`protocol`]) to the user's CLI and to workers' request tools, turns kernel
+//! misses into implicit requests, queues escalations for the user and writes the audit log.
+//!
+//! - [`config`]: `/etc/pincer/pincer.toml`.
+//! - [`protocol`]: the versioned JSON-lines socket protocol (and who may call what).
+//! - [`core`]: the actor owning the enforcer, twins, sessions and escalations.
+//! - [`server`]: the socket server; [`client`]: its client.
+//! - [`peer`]: caller identification (`SO_PEERCRED`, `/proc/PID/cgroup`).
+//! - [`resolve`]: requested paths resolved inside the roots without following symlinks.
+//! - [`enforce`]: the enforcer as a trait (the kernel one, and a recording one for tests).
+//! - [`audit`]: the JSON-lines audit log.
+//! - [`mcp`]: the MCP server exposing the request tool on stdio.
+//! - [`worker`]: starting a worker inside its session cgroup as an unprivileged user.
+
+pub mod audit;
+pub mod client;
+pub mod config;
+pub mod core;
+pub mod enforce;
+pub mod mcp;
+pub mod peer;
+pub mod protocol;
+pub mod resolve;
+pub mod server;
+pub mod users;
+pub mod worker;
+
+use crate::decider::{AnthropicChat, ChatConfig, Decider, LlmDecider, OfflineDecider, OpenAiChat};
+use crate::kernel::Miss;
+use crate::sanitize::Sanitizer;
+use audit::AuditLog;
+use config::{Backend, Config};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::UnixListener;
+use tokio::sync::mpsc;
+
+pub use client::{Client, ClientError};
+pub use config::{ConfigError, OnMiss};
+pub use protocol::{Call, Reply};
+
+/// Errors of the daemon.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// The daemon must run as root.
+    #[error("pincer daemon must run as root (it loads BPF programs and creates cgroups)")]
+    NotRoot,
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The kernel enforcer could not be attached: the daemon never runs without it.
+    #[error("cannot attach the kernel enforcement (the daemon does not run without it)")]
+    Kernel(#[source] crate::kernel::KernelError),
+    /// The sanitizer key could not be loaded or created.
+    #[error("sanitizer key")]
+    Sanitizer(#[source] crate::sanitize::SanitizeError),
+    /// The decider could not be configured.
+    #[error("decider")]
+    Decider(#[source] crate::decider::DeciderError),
+    /// The audit log could not be opened.
+    #[error(transparent)]
+    Audit(#[from] audit::AuditError),
+    /// The actor could not start (state, resumed sessions).
+    #[error(transparent)]
+    Core(#[from] core::CoreError),
+    /// The socket could not be bound.
+    #[error("cannot listen on {path}")]
+    Listen {
+        /// The socket path.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Builds the decider the configuration names.
+pub fn decider_from_config(cfg: &config::DeciderConfig) -> Result<Arc<dyn Decider>, crate::decider::DeciderError> {
+    let key_env = |default: &str| if cfg.api_key_env.is_empty() { default.to_string() } else { cfg.api_key_env.clone() };
+    let chat = |default_url: &str, key: Option<String>| ChatConfig {
+        base_url: if cfg.endpoint.is_empty() { default_url.to_string() } else { cfg.endpoint.clone() },
+        api_key: key,
+        model: cfg.model.clone(),
+        timeout: Duration::from_secs(cfg.timeout_secs),
+        max_tokens: 1024,
+    };
+    Ok(match cfg.backend {
+        Backend::Offline => Arc::new(OfflineDecider::new()),
+        Backend::Openai => {
+            let key = std::env::var(key_env("OPENAI_API_KEY")).ok().filter(|k| !k.is_empty());
+            Arc::new(LlmDecider::new(OpenAiChat::new(chat("https://api.openai.com/v1", key))?))
+        }
+        Backend::Anthropic => {
+            let env = key_env("ANTHROPIC_API_KEY");
+            let key = std::env::var(&env).ok().filter(|k| !k.is_empty());
+            if key.is_none() {
+                return Err(crate::decider::DeciderError::MissingConfig { what: "API key", env: "the variable named by decider.api_key_env (default ANTHROPIC_API_KEY)" });
+            }
+            Arc::new(LlmDecider::new(AnthropicChat::new(chat("https://api.anthropic.com", key))?))
+        }
+    })
+}
+
+/// Binds the daemon's socket: its directory is created (0755), a stale socket removed, and
+/// the socket made connectable by every user (each call is checked by its caller's
+/// credentials and cgroup).
+pub fn bind(path: &Path) -> Result<UnixListener, DaemonError> {
+    use std::os::unix::fs::PermissionsExt;
+    let err = |source| DaemonError::Listen { path: path.into(), source };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(err)?;
+    }
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(err(e)),
+    }
+    let l = UnixListener::bind(path).map_err(err)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).map_err(err)?;
+    Ok(l)
+}
+
+/// Everything a daemon runs with.
+pub struct Parts {
+    /// The actor's dependencies.
+    pub core: core::CoreDeps,
+    /// How peers' cgroups are found.
+    pub lookup: peer::CgroupLookup,
+    /// Kernel misses (none: misses are not read).
+    pub misses: Option<mpsc::Receiver<Miss>>,
+}
+
+impl std::fmt::Debug for Parts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Parts").field("core", &self.core).finish_non_exhaustive()
+    }
+}
+
+/// Runs the daemon on `listener` until `shutdown` completes; open sessions stay gated by
+/// the pinned program and are resumed by the next daemon.
+pub async fn run(parts: Parts, listener: UnixListener, shutdown: impl std::future::Future<Output = ()>) -> Result<(), DaemonError> {
+    let audit = parts.core.audit.clone();
+    let timeout = parts.core.config.escalation_timeout();
+    let core = core::Core::new(parts.core).await?;
+    let (tx, rx) = mpsc::channel(256);
+    let actor = tokio::spawn(core.run(rx));
+    let forward = parts.misses.map(|mut misses| {
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            while let Some(m) = misses.recv().await {
+                if tx.send(core::Cmd::Miss(m)).await.is_err() {
+                    break;
+                }
+            }
+        })
+    });
+    let ctx = server::ServerCtx { actor: tx, audit, lookup: parts.lookup, escalation_timeout: timeout };
+    server::serve(listener, ctx, shutdown).await;
+    if let Some(f) = forward {
+        f.abort();
+    }
+    let _ = actor.await;
+    Ok(())
+}
+
+/// Runs the real daemon: root check, kernel enforcement attached (or re-attached from its
+/// pins), twins over the SQLite state, misses from the ring buffer, until SIGTERM or SIGINT.
+pub async fn run_kernel_daemon(config: Config) -> Result<(), DaemonError> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(DaemonError::NotRoot);
+    }
+    let kcfg = crate::kernel::EnforcerConfig { pin_dir: config.pin_dir.clone(), ..Default::default() };
+    let mut enforcer = crate::kernel::Enforcer::attach_or_reuse(&kcfg).map_err(DaemonError::Kernel)?;
+    let mut misses = enforcer.misses().map_err(DaemonError::Kernel)?;
+    let (mtx, mrx) = mpsc::channel(1024);
+    tokio::spawn(async move {
+        loop {
+            match misses.next().await {
+                Ok(m) => {
+                    if mtx.send(m).await.is_err() {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "miss stream failed");
+                    break;
+                }
+            }
+        }
+    });
+    std::fs::create_dir_all(&config.state_dir).map_err(|source| DaemonError::Listen { path: config.state_dir.clone(), source })?;
+    let sanitizer = Sanitizer::load_or_create(config.state_dir.join("prf.key")).map_err(DaemonError::Sanitizer)?;
+    let decider = decider_from_config(&config.decider).map_err(DaemonError::Decider)?;
+    let audit = Arc::new(AuditLog::open(&config.audit_log)?);
+    let listener = bind(&config.socket)?;
+    tracing::info!(socket = %config.socket.display(), decider = decider.name(), "pincer daemon ready");
+    eprintln!("pincer daemon: listening on {} (decider {})", config.socket.display(), decider.name());
+    let parts = Parts {
+        core: core::CoreDeps { config, enforcer: Box::new(enforcer), decider, sanitizer, audit },
+        lookup: peer::kernel_lookup(),
+        misses: Some(mrx),
+    };
+    let shutdown = async {
+        use tokio::signal::unix::{signal, SignalKind};
+        match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+            (Ok(mut t), Ok(mut i)) => {
+                tokio::select! { _ = t.recv() => {}, _ = i.recv() => {} }
+            }
+            _ => std::future::pending::<()>().await,
+        }
+        tracing::info!("shutting down; enforcement stays pinned");
+    };
+    run(parts, listener, shutdown).await
+}

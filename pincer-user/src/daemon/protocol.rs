@@ -1,0 +1,348 @@
+//! The daemon's socket protocol, version 1: JSON lines over a Unix stream socket.
+//!
+//! Each line a client writes is one call, an object with the protocol version `v`, the call
+//! name `call` and its fields; each call gets one reply line (`log` with `follow` gets a
+//! stream of `entry` replies that ends when the client hangs up). A client may make several
+//! calls on one connection, one after the other. A line longer than [`MAX_LINE`] bytes, an
+//! unknown call or a wrong version gets an `error` reply naming what was wrong.
+//!
+//! ```text
+//! → {"v":1,"call":"request","path":"/work/notes/a.md","access":"read","reason":"summarize it"}
+//! ← {"v":1,"reply":"decision","granted":true,"outcome":"grant","reason":"...","question":null}
+//! → {"v":1,"call":"approve","question":3}
+//! ← {"v":1,"reply":"error","kind":"refused","message":"..."}
+//! ```
+//!
+//! Who may make which call (the caller is identified by `SO_PEERCRED` and its cgroup):
+//! - `request`, `status`: a process inside a gated session, for its own session only
+//!   (`status` also from the session's owner outside every session).
+//! - `create_session`: root outside every session (`pincer run` under sudo).
+//! - `end_session`, `prompt`, `pending`, `answer`, `log`, `sessions`, `import`: the session
+//!   owner's uid (or root) from outside every gated cgroup.
+//! Every refusal is written to the audit log.
+
+use crate::access::Access;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// The protocol version this build speaks.
+pub const PROTOCOL_VERSION: u32 = 1;
+/// Longest line accepted, in bytes.
+pub const MAX_LINE: usize = 1 << 20;
+
+/// A call with its version, as sent on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallLine {
+    /// Protocol version ([`PROTOCOL_VERSION`]).
+    pub v: u32,
+    /// The call.
+    #[serde(flatten)]
+    pub call: Call,
+}
+
+/// A reply with its version, as sent on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplyLine {
+    /// Protocol version ([`PROTOCOL_VERSION`]).
+    pub v: u32,
+    /// The reply.
+    #[serde(flatten)]
+    pub reply: Reply,
+}
+
+/// A call to the daemon.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "call", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Call {
+    /// The worker asks for access to a resource of its own session.
+    Request {
+        /// Absolute path of the resource.
+        path: String,
+        /// Access type.
+        access: Access,
+        /// The worker's rationale (untrusted).
+        #[serde(default)]
+        reason: Option<String>,
+        /// The session the request is for (must be the caller's own; default: the caller's).
+        #[serde(default)]
+        session: Option<String>,
+    },
+    /// A session's status and counters.
+    Status {
+        /// Session (default: the caller's own or only one).
+        #[serde(default)]
+        session: Option<String>,
+    },
+    /// Opens a session: a cgroup, its protected roots and the user's first prompt.
+    CreateSession {
+        /// The uid of the user who owns the session (its worker runs as this user).
+        owner_uid: u32,
+        /// Protected roots (absolute directories).
+        roots: Vec<PathBuf>,
+        /// The user's first prompt (makes the pre-committed policy).
+        prompt: String,
+    },
+    /// Ends a session: revokes every grant, removes its cgroup, returns the summary.
+    EndSession {
+        /// Session.
+        session: String,
+    },
+    /// A later prompt of the user in an open session.
+    Prompt {
+        /// Session (default: the caller's only open session).
+        #[serde(default)]
+        session: Option<String>,
+        /// The prompt.
+        text: String,
+    },
+    /// Questions waiting for the user.
+    Pending,
+    /// The user's answer to a question.
+    Answer {
+        /// Question id.
+        question: u64,
+        /// Approve (true) or deny (false).
+        approve: bool,
+    },
+    /// Audit entries of the caller's sessions.
+    Log {
+        /// Only this session.
+        #[serde(default)]
+        session: Option<String>,
+        /// Keep the connection open and stream new entries.
+        #[serde(default)]
+        follow: bool,
+    },
+    /// Open sessions of the caller.
+    Sessions,
+    /// Imports trusted history and policies (corpus format) for the caller's user.
+    Import {
+        /// Contents of a `history.jsonl`.
+        history: String,
+        /// Contents of a `policies.jsonl`.
+        policies: String,
+        /// The user to import for (root only; default: the caller).
+        #[serde(default)]
+        uid: Option<u32>,
+    },
+}
+
+impl Call {
+    /// The call's wire name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Call::Request { .. } => "request",
+            Call::Status { .. } => "status",
+            Call::CreateSession { .. } => "create_session",
+            Call::EndSession { .. } => "end_session",
+            Call::Prompt { .. } => "prompt",
+            Call::Pending => "pending",
+            Call::Answer { .. } => "answer",
+            Call::Log { .. } => "log",
+            Call::Sessions => "sessions",
+            Call::Import { .. } => "import",
+        }
+    }
+}
+
+/// Why a call failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The caller may not make this call.
+    Refused,
+    /// The call was malformed or named something that does not exist.
+    BadRequest,
+    /// The daemon failed (kernel map, store, cgroup).
+    Internal,
+}
+
+/// Token counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tokens {
+    /// Input tokens.
+    pub input: u64,
+    /// Output tokens.
+    pub output: u64,
+    /// Model calls.
+    pub calls: u64,
+}
+
+impl std::ops::AddAssign<crate::decider::TokenUsage> for Tokens {
+    fn add_assign(&mut self, t: crate::decider::TokenUsage) {
+        self.input += t.input;
+        self.output += t.output;
+        self.calls += t.calls;
+    }
+}
+
+/// A session's counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    /// Requests decided (explicit and implicit).
+    pub requests: u64,
+    /// Of which granted.
+    pub grants: u64,
+    /// Of which denied (escalations that timed out or were refused included).
+    pub denials: u64,
+    /// Of which sent to the user.
+    pub escalations: u64,
+    /// Kernel misses seen.
+    pub misses: u64,
+    /// Tokens of every model call (pre-committed policy included).
+    pub tokens: Tokens,
+}
+
+/// A session as the daemon reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionInfo {
+    /// Session id.
+    pub session: String,
+    /// Owner uid.
+    pub owner_uid: u32,
+    /// The twin's user name for the owner.
+    pub user: String,
+    /// The session's cgroup directory.
+    pub cgroup: PathBuf,
+    /// The cgroup's id (the kernel's session key).
+    pub cgroup_id: u64,
+    /// Protected roots.
+    pub roots: Vec<PathBuf>,
+    /// Entries of the pre-committed policy.
+    pub policy_entries: usize,
+    /// Counters so far.
+    pub counters: Counters,
+}
+
+/// A question for the user.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuestionInfo {
+    /// Id to answer with `pincer approve ID` / `pincer deny ID`.
+    pub id: u64,
+    /// Session.
+    pub session: String,
+    /// The resource, relative to its root.
+    pub path: String,
+    /// Access.
+    pub access: Access,
+    /// Why the user is asked.
+    pub reason: String,
+    /// Whether a worker request is waiting for the answer.
+    pub waiting: bool,
+}
+
+/// A reply from the daemon.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "reply", rename_all = "snake_case")]
+pub enum Reply {
+    /// The answer to a `request`.
+    Decision {
+        /// Whether access was granted.
+        granted: bool,
+        /// `grant`, `deny`, `user_approved`, `user_denied`, `timeout`.
+        outcome: String,
+        /// Why (the votes' reasons, or the refusal).
+        reason: String,
+        /// The question the user was asked, if any.
+        question: Option<u64>,
+    },
+    /// A session (after `create_session`, `status`).
+    Session(SessionInfo),
+    /// Open sessions.
+    Sessions {
+        /// Sessions.
+        sessions: Vec<SessionInfo>,
+    },
+    /// A finished session's summary.
+    Summary {
+        /// The session as it ended.
+        session: SessionInfo,
+        /// Grants revoked in the kernel.
+        revoked: usize,
+    },
+    /// Pending questions.
+    Pending {
+        /// Questions.
+        questions: Vec<QuestionInfo>,
+    },
+    /// One audit entry (`log`).
+    Entry {
+        /// The entry.
+        entry: super::audit::AuditEntry,
+    },
+    /// The end of a `log` listing.
+    End,
+    /// Done, nothing to report.
+    Ok {
+        /// What was done.
+        message: String,
+    },
+    /// The call failed.
+    Error {
+        /// Why.
+        kind: ErrorKind,
+        /// What was wrong.
+        message: String,
+    },
+}
+
+impl Reply {
+    /// An error reply.
+    pub fn error(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Reply::Error { kind, message: message.into() }
+    }
+}
+
+/// Parses one call line, checking the version; the error says what was wrong.
+pub fn parse_call(line: &str) -> Result<Call, String> {
+    let v: serde_json::Value = serde_json::from_str(line).map_err(|e| format!("not a JSON object: {e}"))?;
+    match v.get("v").and_then(|x| x.as_u64()) {
+        Some(n) if n == u64::from(PROTOCOL_VERSION) => {}
+        Some(n) => return Err(format!("protocol version {n} is not supported (this daemon speaks {PROTOCOL_VERSION})")),
+        None => return Err("missing protocol version field `v`".into()),
+    }
+    serde_json::from_value::<CallLine>(v).map(|c| c.call).map_err(|e| format!("bad call: {e}"))
+}
+
+/// Serializes a reply as one line (with the newline).
+pub fn reply_line(reply: Reply) -> String {
+    let mut s = serde_json::to_string(&ReplyLine { v: PROTOCOL_VERSION, reply }).expect("replies serialize");
+    s.push('\n');
+    s
+}
+
+/// Serializes a call as one line (with the newline).
+pub fn call_line(call: Call) -> String {
+    let mut s = serde_json::to_string(&CallLine { v: PROTOCOL_VERSION, call }).expect("calls serialize");
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn call_round_trips_and_version_is_checked() {
+        let c = Call::Request { path: "/w/a".into(), access: Access::Read, reason: Some("r".into()), session: None };
+        let line = call_line(c.clone());
+        assert!(line.contains("\"call\":\"request\"") && line.contains("\"v\":1"), "{line}");
+        assert_eq!(parse_call(line.trim()).unwrap(), c);
+        let e = parse_call(r#"{"v":2,"call":"pending"}"#).unwrap_err();
+        assert!(e.contains("version 2"), "{e}");
+        let e = parse_call(r#"{"call":"pending"}"#).unwrap_err();
+        assert!(e.contains("`v`"), "{e}");
+        let e = parse_call(r#"{"v":1,"call":"chmod"}"#).unwrap_err();
+        assert!(e.contains("chmod"), "{e}");
+        let e = parse_call(r#"{"v":1,"call":"request","path":"/a","access":"exec"}"#).unwrap_err();
+        assert!(e.contains("exec"), "{e}");
+    }
+
+    #[test]
+    fn reply_is_tagged() {
+        let line = reply_line(Reply::error(ErrorKind::Refused, "no"));
+        let back: ReplyLine = serde_json::from_str(&line).unwrap();
+        assert_eq!(back.reply, Reply::Error { kind: ErrorKind::Refused, message: "no".into() });
+        assert!(line.contains("\"reply\":\"error\""));
+    }
+}

@@ -1,0 +1,178 @@
+//! The socket server: accepts connections, identifies each peer, reads call lines and
+//! hands them to the actor; waits for the user's answer to escalated requests (deny on
+//! timeout) and streams the audit log.
+
+use super::audit::{AuditEntry, AuditLog};
+use super::core::{CallResult, Cmd};
+use super::peer::{self, CgroupLookup};
+use super::protocol::{parse_call, reply_line, ErrorKind, Reply, MAX_LINE};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{mpsc, oneshot};
+
+/// What each connection needs.
+#[derive(Clone)]
+pub struct ServerCtx {
+    /// The actor.
+    pub actor: mpsc::Sender<Cmd>,
+    /// The audit log.
+    pub audit: Arc<AuditLog>,
+    /// How peers' cgroups are found.
+    pub lookup: CgroupLookup,
+    /// How long a worker's escalated request waits for the user.
+    pub escalation_timeout: Duration,
+}
+
+impl std::fmt::Debug for ServerCtx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerCtx").field("escalation_timeout", &self.escalation_timeout).finish_non_exhaustive()
+    }
+}
+
+/// Accepts connections until `shutdown` completes.
+pub async fn serve(listener: UnixListener, ctx: ServerCtx, shutdown: impl std::future::Future<Output = ()>) {
+    tokio::pin!(shutdown);
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let ctx = ctx.clone();
+                    conns.spawn(async move { connection(stream, ctx).await });
+                }
+                Err(e) => tracing::warn!(error = %e, "accept failed"),
+            },
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+    conns.abort_all();
+}
+
+async fn write(stream: &mut tokio::net::unix::OwnedWriteHalf, reply: Reply) -> bool {
+    stream.write_all(reply_line(reply).as_bytes()).await.is_ok()
+}
+
+async fn connection(stream: UnixStream, ctx: ServerCtx) {
+    let peer = peer::identify(&stream, &ctx.lookup);
+    let (r, mut w) = stream.into_split();
+    let peer = match peer {
+        Ok(p) => p,
+        Err(e) => {
+            // Unidentified callers get nothing.
+            let _ = write(&mut w, Reply::error(ErrorKind::Refused, format!("cannot identify the caller: {e}"))).await;
+            return;
+        }
+    };
+    let mut reader = BufReader::new(r);
+    loop {
+        let mut line = String::new();
+        let n = match (&mut reader).take(MAX_LINE as u64 + 1).read_line(&mut line).await {
+            Ok(n) => n,
+            Err(e) => {
+                let _ = write(&mut w, Reply::error(ErrorKind::BadRequest, format!("unreadable call line: {e}"))).await;
+                return;
+            }
+        };
+        if n == 0 {
+            return;
+        }
+        if line.len() > MAX_LINE {
+            let _ = write(&mut w, Reply::error(ErrorKind::BadRequest, format!("call line longer than {MAX_LINE} bytes"))).await;
+            return;
+        }
+        if line.trim().is_empty() {
+            continue;
+        }
+        let call = match parse_call(line.trim()) {
+            Ok(c) => c,
+            Err(msg) => {
+                if !write(&mut w, Reply::error(ErrorKind::BadRequest, msg)).await {
+                    return;
+                }
+                continue;
+            }
+        };
+        let (tx, rx) = oneshot::channel();
+        if ctx.actor.send(Cmd::Call { peer: peer.clone(), call, reply: tx }).await.is_err() {
+            let _ = write(&mut w, Reply::error(ErrorKind::Internal, "the daemon is shutting down")).await;
+            return;
+        }
+        let result = match rx.await {
+            Ok(r) => r,
+            Err(_) => CallResult::Now(Reply::error(ErrorKind::Internal, "the daemon is shutting down")),
+        };
+        let ok = match result {
+            CallResult::Now(reply) => write(&mut w, reply).await,
+            CallResult::Wait { rx, question } => {
+                let reply = match tokio::time::timeout(ctx.escalation_timeout, rx).await {
+                    Ok(Ok(reply)) => reply,
+                    Ok(Err(_)) => Reply::Decision { granted: false, outcome: "deny".into(), reason: "the daemon dropped the question".into(), question: Some(question) },
+                    Err(_) => {
+                        let _ = ctx.actor.send(Cmd::WaitTimedOut { question }).await;
+                        Reply::Decision {
+                            granted: false,
+                            outcome: "timeout".into(),
+                            reason: format!("the user did not answer question {question} within {} s", ctx.escalation_timeout.as_secs()),
+                            question: Some(question),
+                        }
+                    }
+                };
+                write(&mut w, reply).await
+            }
+            CallResult::Log { session, owner, follow } => {
+                stream_log(&mut w, &ctx.audit, session, owner, follow).await;
+                return;
+            }
+        };
+        if !ok {
+            return;
+        }
+    }
+}
+
+fn visible(e: &AuditEntry, session: &Option<String>, owner: Option<u32>) -> bool {
+    if let Some(s) = session {
+        if e.session.as_ref() != Some(s) {
+            return false;
+        }
+    }
+    match owner {
+        None => true,
+        Some(uid) => e.owner_uid == Some(uid),
+    }
+}
+
+async fn stream_log(w: &mut tokio::net::unix::OwnedWriteHalf, audit: &AuditLog, session: Option<String>, owner: Option<u32>, follow: bool) {
+    let mut rx = follow.then(|| audit.subscribe());
+    let entries = match audit.read_all() {
+        Ok(e) => e,
+        Err(e) => {
+            let _ = write(w, Reply::error(ErrorKind::Internal, e.to_string())).await;
+            return;
+        }
+    };
+    for e in entries.into_iter().filter(|e| visible(e, &session, owner)) {
+        if !write(w, Reply::Entry { entry: e }).await {
+            return;
+        }
+    }
+    let Some(rx) = rx.as_mut() else {
+        let _ = write(w, Reply::End).await;
+        return;
+    };
+    loop {
+        match rx.recv().await {
+            Ok(e) if visible(&e, &session, owner) => {
+                if !write(w, Reply::Entry { entry: e }).await {
+                    return;
+                }
+            }
+            Ok(_) => {}
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => tracing::warn!(n, "log follower lagged"),
+            Err(_) => return,
+        }
+    }
+}
