@@ -203,7 +203,7 @@ pub fn svg_asr_bgr(o: &Outcome) -> String {
     let x = |v: f64| m + v * pw;
     let y = |v: f64| h - m - v * ph;
     let mut s = format!(r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#);
-    let _ = write!(s, r#"<rect width="{w}" height="{h}" fill="white"/><text x="{}" y="24" text-anchor="middle" font-size="15">ASR against BGR (lower right is better)</text>"#, m + pw / 2.0);
+    let _ = write!(s, r#"<rect width="{w}" height="{h}" fill="white"/><text x="{}" y="24" text-anchor="middle" font-size="15">ASR against BGR (upper left is better)</text>"#, m + pw / 2.0);
     for i in 0..=10 {
         let v = i as f64 / 10.0;
         let _ = write!(s, r##"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#e5e5e5"/><line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#e5e5e5"/>"##, x(v), y(0.0), x(v), y(1.0), x(0.0), y(v), x(1.0), y(v));
