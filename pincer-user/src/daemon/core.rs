@@ -778,7 +778,9 @@ impl Core {
             // The approval is trusted state now: the twin decides again with it.
             let start = Instant::now();
             let d = self.twin(&w.user).await?.decide(&w.session, &w.req).await;
-            let granted = d.granted() && self.apply_grant(&w.session, w.target, &w.req);
+            // A vote that asks the user has its answer now; a vote that denies still denies.
+            let answered = d.granted() || d.votes.iter().all(|v| v.verdict != Verdict::Deny);
+            let granted = answered && self.apply_grant(&w.session, w.target, &w.req);
             self.account(&w.session, &d, granted, false);
             let outcome = if granted { "user_approved" } else { "deny" };
             self.audit_decision(&w.session, &w.req, w.source, w.pid, w.uid, &d, outcome, start, Some(q));

@@ -1,0 +1,413 @@
+//! The daemon end to end on the host: socket protocol, peer checks, twin decisions, kernel
+//! grants (recorded by a memory enforcer: this host's kernel refuses LSM programs; the real
+//! kernel is exercised by the VM tests in `tests/tests/e2e_*.rs`), escalation, misses,
+//! revocation at the end, audit, and resumption after a restart.
+
+use pincer::daemon::audit::{read_entries, AuditLog, Event};
+use pincer::daemon::client::Client;
+use pincer::daemon::config::{Config, OnMiss};
+use pincer::daemon::core::CoreDeps;
+use pincer::daemon::enforce::MemoryEnforcer;
+use pincer::daemon::peer::CgroupLookup;
+use pincer::daemon::protocol::{ErrorKind, SessionInfo};
+use pincer::daemon::{bind, run, Call, Parts, Reply};
+use pincer::decider::OfflineDecider;
+use pincer::kernel::{Miss, ObjectId};
+use pincer::sanitize::{Sanitizer, SecretKey};
+use pincer::Access;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use tokio::sync::{mpsc, oneshot};
+
+const PERSONA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../corpus/software-dev");
+const OUTSIDE: &str = "/sys/fs/cgroup/user.slice/user-1000.slice";
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let t = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &t);
+        } else {
+            std::fs::copy(e.path(), &t).unwrap();
+        }
+    }
+}
+
+/// A daemon on a temporary socket with a memory enforcer and a settable caller cgroup.
+struct Harness {
+    dir: tempfile::TempDir,
+    ws: PathBuf,
+    config: Config,
+    key: [u8; 32],
+    enforcer: MemoryEnforcer,
+    caller: Arc<Mutex<PathBuf>>,
+    misses: Option<mpsc::Sender<Miss>>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Harness {
+    async fn new(tweak: impl FnOnce(&mut Config)) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        copy_dir(&Path::new(PERSONA).join("workspace"), &ws);
+        let ws = ws.canonicalize().unwrap();
+        let mut config = Config {
+            state_dir: dir.path().join("state"),
+            socket: dir.path().join("pincer.sock"),
+            audit_log: dir.path().join("audit.jsonl"),
+            cgroup_parent: dir.path().join("cg"),
+            ..Config::default()
+        };
+        config.escalation.timeout_secs = 30;
+        tweak(&mut config);
+        let mut h = Harness {
+            dir,
+            ws,
+            config,
+            key: [7; 32],
+            enforcer: MemoryEnforcer::default(),
+            caller: Arc::new(Mutex::new(PathBuf::from(OUTSIDE))),
+            misses: None,
+            stop: None,
+            task: None,
+        };
+        h.start().await;
+        h
+    }
+
+    async fn start(&mut self) {
+        let audit = Arc::new(AuditLog::open(&self.config.audit_log).unwrap());
+        let caller = self.caller.clone();
+        let lookup: CgroupLookup = Arc::new(move |_pid| Ok(caller.lock().unwrap().clone()));
+        let (mtx, mrx) = mpsc::channel(16);
+        let parts = Parts {
+            core: CoreDeps {
+                config: self.config.clone(),
+                enforcer: Box::new(self.enforcer.clone()),
+                decider: Arc::new(OfflineDecider::new()),
+                sanitizer: Sanitizer::new(SecretKey::from_bytes(self.key)),
+                audit,
+            },
+            lookup,
+            misses: Some(mrx),
+        };
+        let listener = bind(&self.config.socket).unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        self.task = Some(tokio::spawn(async move {
+            run(parts, listener, async {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+        }));
+        self.misses = Some(mtx);
+        self.stop = Some(stop);
+    }
+
+    async fn restart(&mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.task.take().unwrap().await.unwrap();
+        self.start().await;
+    }
+
+    fn as_caller(&self, cgroup: &Path) {
+        *self.caller.lock().unwrap() = cgroup.to_path_buf();
+    }
+
+    async fn call(&self, call: Call) -> Reply {
+        let mut c = Client::connect(&self.config.socket).await.unwrap();
+        c.call(call).await.unwrap()
+    }
+
+    async fn import(&self) {
+        self.as_caller(Path::new(OUTSIDE));
+        let history = std::fs::read_to_string(Path::new(PERSONA).join("history.jsonl")).unwrap();
+        let policies = std::fs::read_to_string(Path::new(PERSONA).join("policies.jsonl")).unwrap();
+        let r = self.call(Call::Import { history, policies, uid: None }).await;
+        assert!(matches!(r, Reply::Ok { .. }), "{r:?}");
+    }
+
+    async fn session(&self, prompt: &str) -> SessionInfo {
+        self.as_caller(Path::new(OUTSIDE));
+        match self.call(Call::CreateSession { owner_uid: 0, roots: vec![self.ws.clone()], prompt: prompt.into() }).await {
+            Reply::Session(s) => s,
+            other => panic!("create_session: {other:?}"),
+        }
+    }
+
+    async fn request(&self, s: &SessionInfo, rel: &str, access: Access, reason: &str) -> Reply {
+        self.as_caller(&s.cgroup);
+        self.call(Call::Request { path: self.ws.join(rel).to_string_lossy().into(), access, reason: Some(reason.into()), session: None }).await
+    }
+
+    fn audit(&self) -> Vec<pincer::daemon::audit::AuditEntry> {
+        read_entries(&self.config.audit_log).unwrap()
+    }
+}
+
+/// Polls `f` (up to about ten seconds) until it gives a value.
+async fn eventually<T, F: std::future::Future<Output = Option<T>>>(what: &str, mut f: impl FnMut() -> F) -> T {
+    for _ in 0..1000 {
+        if let Some(v) = f().await {
+            return v;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("gave up waiting for {what}");
+}
+
+fn granted(r: &Reply) -> bool {
+    matches!(r, Reply::Decision { granted: true, .. })
+}
+
+fn refused(r: &Reply) -> bool {
+    matches!(r, Reply::Error { kind: ErrorKind::Refused, .. })
+}
+
+const TODO_PROMPT: &str = "Update my todo: tick off the release notes item and add 'look at the ledger backups'.";
+
+#[tokio::test]
+async fn request_tool_grants_a_task_resource_into_the_kernel_and_denies_a_secret() {
+    let h = Harness::new(|_| {}).await;
+    h.import().await;
+    let s = h.session(TODO_PROMPT).await;
+    assert!(s.cgroup.is_dir(), "the session's cgroup exists");
+    assert!(h.enforcer.state.lock().unwrap().sessions.contains(&s.cgroup_id), "session gated before the worker starts");
+    let r = h.request(&s, "notes/todo.md", Access::Read, "read the todo list to update it").await;
+    assert!(granted(&r), "{r:?}");
+    let todo = ObjectId::of_path(&h.ws.join("notes/todo.md")).unwrap();
+    assert!(h.enforcer.has(s.cgroup_id, todo, Access::Read), "grant inserted on the file's inode");
+    let r = h.request(&s, "secrets/prod.env", Access::Read, "the todo says to check this").await;
+    assert!(!granted(&r), "{r:?}");
+    let secret = ObjectId::of_path(&h.ws.join("secrets/prod.env")).unwrap();
+    assert!(!h.enforcer.has(s.cgroup_id, secret, Access::Read));
+    let audit = h.audit();
+    let decisions: Vec<_> = audit.iter().filter(|e| e.event == Event::Decision).collect();
+    assert_eq!(decisions.len(), 2);
+    assert_eq!(decisions[0].outcome.as_deref(), Some("grant"));
+    assert_eq!(decisions[0].votes.len(), 3, "each vote's verdict is audited");
+    assert_eq!(decisions[0].decider.as_deref(), Some("offline"));
+    assert!(decisions[0].latency_ms.is_some() && decisions[0].tokens.is_some());
+    assert_eq!(decisions[1].outcome.as_deref(), Some("deny"));
+}
+
+#[tokio::test]
+async fn bad_paths_are_denied_with_the_reason_and_never_granted() {
+    let h = Harness::new(|_| {}).await;
+    h.import().await;
+    let s = h.session(TODO_PROMPT).await;
+    std::os::unix::fs::symlink(h.ws.join("secrets/prod.env"), h.ws.join("notes/link.md")).unwrap();
+    for (path, want) in [
+        (h.ws.join("notes/link.md").to_string_lossy().into_owned(), "symbolic link"),
+        (format!("{}/notes/../secrets/prod.env", h.ws.display()), "`..`"),
+        ("/etc/passwd".to_string(), "outside every protected root"),
+        (format!("{}/notes/{}", h.ws.display(), "n".repeat(300)), "component"),
+    ] {
+        h.as_caller(&s.cgroup);
+        let r = h.call(Call::Request { path, access: Access::Read, reason: None, session: None }).await;
+        match r {
+            Reply::Decision { granted: false, reason, .. } => assert!(reason.contains(want), "{reason} should mention {want}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(h.enforcer.grant_count(s.cgroup_id), 0);
+}
+
+#[tokio::test]
+async fn gated_workers_cannot_make_control_calls_or_request_for_other_sessions() {
+    let h = Harness::new(|_| {}).await;
+    h.import().await;
+    let a = h.session(TODO_PROMPT).await;
+    let b = h.session("Summarize my standup notes.").await;
+    h.as_caller(&a.cgroup.join("nested"));
+    for call in [
+        Call::Answer { question: 1, approve: true },
+        Call::Prompt { session: Some(a.session.clone()), text: "also read secrets/prod.env".into() },
+        Call::Pending,
+        Call::EndSession { session: a.session.clone() },
+        Call::CreateSession { owner_uid: 0, roots: vec![h.ws.clone()], prompt: "x".into() },
+        Call::Log { session: None, follow: false },
+        Call::Status { session: Some(b.session.clone()) },
+        Call::Request { path: h.ws.join("notes/todo.md").to_string_lossy().into(), access: Access::Read, reason: None, session: Some(b.session.clone()) },
+    ] {
+        let name = call.name();
+        let r = h.call(call).await;
+        assert!(refused(&r), "{name} from a gated worker must be refused: {r:?}");
+    }
+    // Its own status is allowed.
+    assert!(matches!(h.call(Call::Status { session: None }).await, Reply::Session(s) if s.session == a.session));
+    // A cgroup under the session parent that is no open session gets nothing.
+    h.as_caller(&h.config.cgroup_parent.join("s-gone"));
+    assert!(refused(&h.call(Call::Status { session: None }).await));
+    // Requests come only from inside a session.
+    h.as_caller(Path::new(OUTSIDE));
+    let r = h.call(Call::Request { path: h.ws.join("notes/todo.md").to_string_lossy().into(), access: Access::Read, reason: None, session: None }).await;
+    assert!(refused(&r), "{r:?}");
+    let refusals = h.audit().iter().filter(|e| e.event == Event::Refusal).count();
+    assert_eq!(refusals, 10, "every refusal is audited");
+}
+
+#[tokio::test]
+async fn an_escalated_request_waits_and_the_users_approval_grants_it() {
+    let h = Harness::new(|_| {}).await;
+    h.import().await;
+    let s = h.session(TODO_PROMPT).await;
+    // The persona's policy asks the user before this write: the request goes to the user.
+    let path = "projects/ledger/Cargo.toml";
+    h.as_caller(&s.cgroup);
+    let mut worker = Client::connect(&h.config.socket).await.unwrap();
+    // The daemon identifies the caller when it serves the connection: make sure it did.
+    assert!(matches!(worker.call(Call::Status { session: None }).await.unwrap(), Reply::Session(_)));
+    worker.send(Call::Request { path: h.ws.join(path).to_string_lossy().into(), access: Access::Write, reason: Some("bump a dependency".into()), session: None }).await.unwrap();
+    let question = eventually("a waiting question", || async {
+        h.as_caller(Path::new(OUTSIDE));
+        match h.call(Call::Pending).await {
+            Reply::Pending { questions } => questions.into_iter().find(|q| q.waiting),
+            _ => None,
+        }
+    })
+    .await;
+    assert_eq!((question.path.as_str(), question.access), (path, Access::Write));
+    let r = h.call(Call::Answer { question: question.id, approve: true }).await;
+    assert!(matches!(r, Reply::Ok { .. }), "{r:?}");
+    let answer = worker.next().await.unwrap().unwrap();
+    assert!(granted(&answer), "the waiting request is granted after approval: {answer:?}");
+    let obj = ObjectId::of_path(&h.ws.join(path)).unwrap();
+    assert!(h.enforcer.has(s.cgroup_id, obj, Access::Write));
+    assert!(h.audit().iter().any(|e| e.event == Event::Answer && e.outcome.as_deref() == Some("user_approved")));
+}
+
+#[tokio::test]
+async fn an_unanswered_escalation_is_denied_at_the_timeout() {
+    let h = Harness::new(|c| {
+        c.escalation.after_denials = 0;
+        c.escalation.timeout_secs = 1;
+    })
+    .await;
+    h.import().await;
+    let s = h.session(TODO_PROMPT).await;
+    let r = h.request(&s, "projects/ledger/Cargo.toml", Access::Write, "bump a dependency").await;
+    match r {
+        Reply::Decision { granted: false, outcome, question: Some(_), .. } => assert_eq!(outcome, "timeout"),
+        other => panic!("{other:?}"),
+    }
+    assert!(h.audit().iter().any(|e| e.event == Event::EscalationTimeout));
+}
+
+#[tokio::test]
+async fn a_kernel_miss_becomes_an_implicit_request_and_its_grant_is_inserted() {
+    let h = Harness::new(|_| {}).await;
+    h.import().await;
+    let s = h.session(TODO_PROMPT).await;
+    let file = ObjectId::of_path(&h.ws.join("notes/todo.md")).unwrap();
+    let parent = ObjectId::of_path(&h.ws.join("notes")).unwrap();
+    let root = ObjectId::of_path(&h.ws).unwrap();
+    let miss = Miss {
+        session: s.cgroup_id,
+        pid: 4242,
+        uid: 1000,
+        access: vec![Access::Read],
+        access_bits: pincer_common::ACCESS_READ,
+        hook: "file_open",
+        dev: file.dev,
+        ino: file.ino,
+        parent_dev: parent.dev,
+        parent_ino: parent.ino,
+        root_dev: root.dev,
+        root_ino: root.ino,
+        name: "todo.md".into(),
+        relative_path: PathBuf::from("notes/todo.md"),
+        flags: 0,
+    };
+    h.misses.as_ref().unwrap().send(miss).await.unwrap();
+    // The status call is served after the miss (one actor, in order).
+    let info = eventually("the miss to be decided", || async {
+        h.as_caller(Path::new(OUTSIDE));
+        match h.call(Call::Status { session: Some(s.session.clone()) }).await {
+            Reply::Session(info) if info.counters.misses == 1 && info.counters.requests == 1 => Some(info),
+            _ => None,
+        }
+    })
+    .await;
+    assert_eq!(info.counters.grants, 1, "{info:?}");
+    assert!(h.enforcer.has(s.cgroup_id, file, Access::Read));
+    let e = h.audit().into_iter().find(|e| e.event == Event::Decision).unwrap();
+    assert_eq!(e.request.as_ref().unwrap().source, "miss");
+    assert_eq!(e.request.as_ref().unwrap().rationale, None);
+}
+
+#[tokio::test]
+async fn on_miss_record_only_audits() {
+    let h = Harness::new(|c| c.on_miss = OnMiss::Record).await;
+    h.import().await;
+    let s = h.session(TODO_PROMPT).await;
+    let file = ObjectId::of_path(&h.ws.join("notes/todo.md")).unwrap();
+    let root = ObjectId::of_path(&h.ws).unwrap();
+    let miss = Miss {
+        session: s.cgroup_id,
+        pid: 1,
+        uid: 1000,
+        access: vec![Access::Read],
+        access_bits: pincer_common::ACCESS_READ,
+        hook: "file_open",
+        dev: file.dev,
+        ino: file.ino,
+        parent_dev: 0,
+        parent_ino: 0,
+        root_dev: root.dev,
+        root_ino: root.ino,
+        name: "todo.md".into(),
+        relative_path: PathBuf::from("notes/todo.md"),
+        flags: 0,
+    };
+    h.misses.as_ref().unwrap().send(miss).await.unwrap();
+    eventually("the miss to be recorded", || async { h.audit().iter().any(|e| e.event == Event::Miss).then_some(()) }).await;
+    assert_eq!(h.enforcer.grant_count(s.cgroup_id), 0);
+}
+
+#[tokio::test]
+async fn ending_a_session_revokes_its_grants_removes_its_cgroup_and_summarizes() {
+    let h = Harness::new(|_| {}).await;
+    h.import().await;
+    let s = h.session(TODO_PROMPT).await;
+    assert!(granted(&h.request(&s, "notes/todo.md", Access::Read, "read it").await));
+    assert!(!granted(&h.request(&s, "secrets/aws-credentials", Access::Read, "need it").await));
+    h.as_caller(Path::new(OUTSIDE));
+    match h.call(Call::EndSession { session: s.session.clone() }).await {
+        Reply::Summary { session, revoked } => {
+            assert_eq!(revoked, 1);
+            assert_eq!((session.counters.requests, session.counters.grants, session.counters.denials), (2, 1, 1));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(h.enforcer.grant_count(s.cgroup_id), 0);
+    assert!(!h.enforcer.state.lock().unwrap().sessions.contains(&s.cgroup_id));
+    assert!(!s.cgroup.exists(), "cgroup removed");
+    assert!(matches!(h.call(Call::Sessions).await, Reply::Sessions { sessions } if sessions.is_empty()));
+    let _ = h.dir.path();
+}
+
+#[tokio::test]
+async fn a_restarted_daemon_resumes_open_sessions() {
+    let mut h = Harness::new(|_| {}).await;
+    h.import().await;
+    let s = h.session(TODO_PROMPT).await;
+    assert!(granted(&h.request(&s, "notes/todo.md", Access::Read, "read it").await));
+    h.restart().await;
+    h.as_caller(Path::new(OUTSIDE));
+    match h.call(Call::Sessions).await {
+        Reply::Sessions { sessions } => {
+            assert_eq!(sessions.len(), 1);
+            assert_eq!(sessions[0].session, s.session);
+            assert_eq!(sessions[0].counters.grants, 1);
+        }
+        other => panic!("{other:?}"),
+    }
+    // The twin's session was rebuilt from the prompt: it still decides for this worker.
+    assert!(granted(&h.request(&s, "notes/todo.md", Access::Write, "tick the item off").await));
+    assert!(!granted(&h.request(&s, "secrets/prod.env", Access::Read, "need it").await));
+    assert!(h.audit().iter().any(|e| e.event == Event::SessionResume));
+}
