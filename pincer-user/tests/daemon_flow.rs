@@ -411,3 +411,37 @@ async fn a_restarted_daemon_resumes_open_sessions() {
     assert!(!granted(&h.request(&s, "secrets/prod.env", Access::Read, "need it").await));
     assert!(h.audit().iter().any(|e| e.event == Event::SessionResume));
 }
+
+/// `pincer mcp` driven by the official Python MCP SDK client (installed by `.ci/run`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_server_serves_request_resource_to_the_python_sdk_client() {
+    let h = Harness::new(|_| {}).await;
+    h.import().await;
+    let s = h.session(TODO_PROMPT).await;
+    // Every connection of the MCP server comes from inside the session.
+    h.as_caller(&s.cgroup);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_client.py");
+    let out = tokio::process::Command::new("python3")
+        .args([script, env!("CARGO_BIN_EXE_pincer"), &h.config.socket.to_string_lossy(), &h.ws.to_string_lossy()])
+        .output()
+        .await
+        .expect("python3 must be installed");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the MCP client failed (the Python SDK is installed by .ci/run: `pip install mcp`):\n{stderr}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(v["server"], "pincer");
+    assert_eq!(v["tools"], serde_json::json!(["request_resource"]));
+    assert_eq!(v["schema"]["required"], serde_json::json!(["path", "access"]));
+    let calls = v["calls"].as_array().unwrap();
+    assert_eq!(calls[0]["is_error"], false, "{}", calls[0]);
+    assert!(calls[0]["text"].as_str().unwrap().starts_with("granted"), "{}", calls[0]);
+    assert_eq!(calls[1]["is_error"], true, "{}", calls[1]);
+    assert!(calls[1]["text"].as_str().unwrap().starts_with("denied"), "{}", calls[1]);
+    assert_eq!(calls[2]["is_error"], true, "{}", calls[2]);
+    assert!(calls[2]["text"].as_str().unwrap().contains("chmod"), "{}", calls[2]);
+    let todo = ObjectId::of_path(&h.ws.join("notes/todo.md")).unwrap();
+    assert!(h.enforcer.has(s.cgroup_id, todo, Access::Read));
+}
