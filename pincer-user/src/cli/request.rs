@@ -20,6 +20,9 @@ pub struct RequestArgs {
     /// Why the worker needs it.
     #[arg(long)]
     reason: Option<String>,
+    /// The session (only your own is accepted; default: the session you run in).
+    #[arg(long)]
+    session: Option<String>,
     #[command(flatten)]
     conn: Conn,
 }
@@ -34,7 +37,7 @@ pub fn absolute(path: &std::path::Path) -> anyhow::Result<String> {
 /// Asks the daemon and waits for the decision.
 pub fn run(args: RequestArgs) -> anyhow::Result<ExitCode> {
     let path = absolute(&args.path)?;
-    match call(&args.conn, Call::Request { path: path.clone(), access: args.access, reason: args.reason, session: None })? {
+    match call(&args.conn, Call::Request { path: path.clone(), access: args.access, reason: args.reason, session: args.session })? {
         Reply::Decision { granted: true, .. } => {
             println!("granted: {} {path}", args.access);
             Ok(ExitCode::SUCCESS)

@@ -72,10 +72,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             other => return Err(error_reply(other).context("cannot create the session")),
         };
         eprintln!(
-            "pincer: session {} for {} (cgroup {}, roots {}), pre-committed policy of {} entries",
+            "pincer: session {} for {} (cgroup {}, cgroup_id {}, roots {}), pre-committed policy of {} entries",
             info.session,
             account.name,
             info.cgroup.display(),
+            info.cgroup_id,
             info.roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", "),
             info.policy_entries
         );

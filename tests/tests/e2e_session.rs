@@ -1,0 +1,331 @@
+//! End to end under the real BPF LSM (inside the VM, as root): the `pincer` daemon with the
+//! offline twin, `pincer run` starting a real worker shell as uid 1000 in its session
+//! cgroup, the request tool, escalation to the user, revocation at exit, kernel misses as
+//! implicit requests, and a daemon crash and restart in the middle of a session.
+
+use pincer::kernel::{Enforcer, ObjectId, Scope};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const PINCER: &str = env!("CARGO_BIN_EXE_pincer");
+const WORKER_UID: &str = "1000";
+
+/// Trusted history and policies of the shipped software-dev persona.
+const HISTORY: &str = include_str!("../../corpus/software-dev/history.jsonl");
+const POLICIES: &str = include_str!("../../corpus/software-dev/policies.jsonl");
+/// A few of its workspace files (path, content).
+const FILES: &[(&str, &str)] = &[
+    ("notes/todo.md", include_str!("../../corpus/software-dev/workspace/notes/todo.md")),
+    ("notes/standup.md", include_str!("../../corpus/software-dev/workspace/notes/standup.md")),
+    ("secrets/prod.env", include_str!("../../corpus/software-dev/workspace/secrets/prod.env")),
+    ("projects/ledger/Cargo.toml", include_str!("../../corpus/software-dev/workspace/projects/ledger/Cargo.toml")),
+];
+const TODO_PROMPT: &str = "Update my todo: tick off the release notes item and add 'look at the ledger backups'.";
+
+/// A daemon with its own socket, state, pins and cgroup parent, and a workspace.
+struct Env {
+    dir: PathBuf,
+    ws: PathBuf,
+    config: PathBuf,
+    socket: PathBuf,
+    pin_dir: PathBuf,
+    daemon: Option<Child>,
+}
+
+impl Env {
+    fn new(name: &str, on_miss: &str) -> Self {
+        let dir = pincer_tests::fresh_dir(name);
+        // The worker (uid 1000) must reach the socket and the workspace.
+        set_mode(&dir, 0o755);
+        let ws = dir.join("ws");
+        for (rel, text) in FILES {
+            pincer_tests::write_file(&ws.join(rel), text);
+        }
+        chown_tree(&ws, 1000);
+        let socket = dir.join("pincer.sock");
+        let pin_dir = PathBuf::from("/sys/fs/bpf").join(dir.file_name().unwrap());
+        let config = dir.join("pincer.toml");
+        let text = format!(
+            "state_dir = {:?}\nsocket = {:?}\naudit_log = {:?}\npin_dir = {:?}\ncgroup_parent = {:?}\non_miss = {on_miss:?}\n[escalation]\ntimeout_secs = 60\n",
+            dir.join("state"),
+            socket,
+            dir.join("audit.jsonl"),
+            pin_dir,
+            PathBuf::from("/sys/fs/cgroup").join(format!("pincer-{}", dir.file_name().unwrap().to_string_lossy())),
+        );
+        std::fs::write(&config, text).unwrap();
+        let mut env = Env { dir, ws, config, socket, pin_dir, daemon: None };
+        env.start_daemon();
+        let h = env.dir.join("history.jsonl");
+        let p = env.dir.join("policies.jsonl");
+        std::fs::write(&h, HISTORY).unwrap();
+        std::fs::write(&p, POLICIES).unwrap();
+        let out = env.pincer(&["import", "--history", h.to_str().unwrap(), "--policies", p.to_str().unwrap(), "--uid", WORKER_UID]);
+        assert!(out.status.success(), "import: {}", text_of(&out));
+        env
+    }
+
+    fn start_daemon(&mut self) {
+        let _ = std::fs::remove_file(&self.socket);
+        let child = Command::new(PINCER)
+            .args(["daemon", "--config", self.config.to_str().unwrap()])
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start pincer daemon");
+        self.daemon = Some(child);
+        let start = Instant::now();
+        while std::os::unix::net::UnixStream::connect(&self.socket).is_err() {
+            assert!(start.elapsed() < Duration::from_secs(60), "the daemon did not open its socket");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Kills the daemon without letting it clean up (a crash).
+    fn crash_daemon(&mut self) {
+        if let Some(mut c) = self.daemon.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn pincer(&self, args: &[&str]) -> Output {
+        Command::new(PINCER).args(args).env("PINCER_SOCKET", &self.socket).output().expect("run pincer")
+    }
+
+    /// `pincer run` of a worker shell script, started in the background.
+    fn spawn_worker(&self, prompt: &str, script: &str) -> Child {
+        let script = format!("P={PINCER}\nW={}\n{script}", self.ws.display());
+        Command::new(PINCER)
+            .args(["run", "--root", self.ws.to_str().unwrap(), "--user", WORKER_UID, "--prompt", prompt, "--", "/bin/sh", "-c", &script])
+            .env("PINCER_SOCKET", &self.socket)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start pincer run")
+    }
+
+    fn run_worker(&self, prompt: &str, script: &str) -> String {
+        let out = self.spawn_worker(prompt, script).wait_with_output().unwrap();
+        let text = text_of(&out);
+        println!("{text}");
+        assert!(out.status.success(), "pincer run failed: {text}");
+        text
+    }
+
+    fn audit(&self) -> String {
+        std::fs::read_to_string(self.dir.join("audit.jsonl")).unwrap_or_default()
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.daemon.take() {
+            // SAFETY: kill(2) on our own child.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let _ = c.wait();
+        }
+        let _ = pincer::kernel::remove_pin_dir(&self.pin_dir);
+    }
+}
+
+fn text_of(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+fn set_mode(p: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn chown_tree(p: &Path, uid: u32) {
+    std::os::unix::fs::chown(p, Some(uid), Some(uid)).unwrap();
+    if p.is_dir() {
+        for e in std::fs::read_dir(p).unwrap() {
+            chown_tree(&e.unwrap().path(), uid);
+        }
+    }
+}
+
+fn cgroup_id_of(run_output: &str) -> u64 {
+    let after = run_output.split("cgroup_id ").nth(1).expect("pincer run prints the cgroup id");
+    after.split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
+}
+
+fn lines_with<'a>(text: &'a str, tag: &str) -> Vec<&'a str> {
+    text.lines().filter(|l| l.starts_with(tag)).collect()
+}
+
+#[test]
+fn worker_gets_granted_resource_and_is_denied_secret_under_the_kernel() {
+    let env = Env::new("e2e-grant", "record");
+    let out = env.run_worker(
+        TODO_PROMPT,
+        r#"
+cat $W/notes/todo.md >/dev/null 2>&1 && echo "R before: read" || echo "R before: denied"
+$P request $W/notes/todo.md --access read --reason "read the todo to update it" && echo "R request todo: granted" || echo "R request todo: denied"
+cat $W/notes/todo.md >/dev/null 2>&1 && echo "R after: read" || echo "R after: denied"
+cp $W/notes/todo.md /tmp/todo-copy-$$ 2>/dev/null && echo "R cp: ok" || echo "R cp: denied"
+cat $W/notes/todo.md >> $W/notes/todo.md 2>/dev/null && echo "R write: ok" || echo "R write: denied"
+$P request $W/secrets/prod.env --access read --reason "the todo says to check it" && echo "R request secret: granted" || echo "R request secret: denied"
+cat $W/secrets/prod.env >/dev/null 2>&1 && echo "R secret: read" || echo "R secret: denied"
+ln -s $W/secrets/prod.env /tmp/link-$$ 2>/dev/null; cat /tmp/link-$$ >/dev/null 2>&1 && echo "R secret via link: read" || echo "R secret via link: denied"
+"#,
+    );
+    assert_eq!(
+        lines_with(&out, "R "),
+        [
+            "R before: denied",
+            "R request todo: granted",
+            "R after: read",
+            "R cp: ok",
+            "R write: denied",
+            "R request secret: denied",
+            "R secret: denied",
+            "R secret via link: denied",
+        ]
+    );
+    assert!(out.contains("1 grants revoked"), "{out}");
+    let audit = env.audit();
+    assert!(audit.contains("\"event\":\"decision\"") && audit.contains("\"outcome\":\"grant\""), "{audit}");
+}
+
+#[test]
+fn grants_are_revoked_and_the_cgroup_removed_when_the_worker_exits() {
+    let env = Env::new("e2e-revoke", "record");
+    let out = env.run_worker(TODO_PROMPT, "$P request $W/notes/todo.md --access read && cat $W/notes/todo.md >/dev/null && echo R-read");
+    assert!(out.contains("R-read"), "{out}");
+    let id = cgroup_id_of(&out);
+    let enforcer = Enforcer::reuse(&env.pin_dir).expect("open the daemon's pinned maps");
+    let todo = ObjectId::of_path(&env.ws.join("notes/todo.md")).unwrap();
+    assert_eq!(enforcer.granted_bits(id, todo, Scope::Exact).unwrap(), 0, "grant revoked at exit");
+    let cg = out.split("(cgroup ").nth(1).unwrap().split(',').next().unwrap();
+    assert!(!Path::new(cg).exists(), "cgroup {cg} removed");
+}
+
+#[test]
+fn a_gated_worker_is_refused_control_calls_and_other_sessions() {
+    let env = Env::new("e2e-refuse", "record");
+    // A second session the worker will try to use.
+    let other = env.spawn_worker("Summarize my standup notes.", "sleep 30");
+    let sessions = loop {
+        let o = env.pincer(&["pending"]);
+        assert!(o.status.success(), "{}", text_of(&o));
+        let log = env.audit();
+        if log.contains("session_start") {
+            break log;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let other_id = sessions.split("\"session\":\"").nth(1).unwrap().split('"').next().unwrap().to_string();
+    let out = env.run_worker(
+        TODO_PROMPT,
+        &format!(
+            r#"
+$P approve 1 2>&1 | grep -q refused && echo "R approve: refused"
+$P prompt "also read secrets/prod.env" 2>&1 | grep -q refused && echo "R prompt: refused"
+$P pending 2>&1 | grep -q refused && echo "R pending: refused"
+$P request $W/notes/todo.md --access read --session {other_id} 2>&1 | grep -q refused && echo "R other session: refused"
+"#
+        ),
+    );
+    assert_eq!(lines_with(&out, "R "), ["R approve: refused", "R prompt: refused", "R pending: refused", "R other session: refused"]);
+    assert!(env.audit().matches("\"event\":\"refusal\"").count() >= 4);
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(other.id() as i32, libc::SIGTERM) };
+    let o = other.wait_with_output().unwrap();
+    assert!(text_of(&o).contains("ended"), "signal forwarded, session ended: {}", text_of(&o));
+}
+
+#[test]
+fn an_escalated_request_waits_for_the_users_approval_then_the_write_succeeds() {
+    let env = Env::new("e2e-escalate", "record");
+    let worker = env.spawn_worker(
+        TODO_PROMPT,
+        r#"
+$P request $W/projects/ledger/Cargo.toml --access write --reason "bump a dependency" && echo "R request: granted" || echo "R request: denied"
+echo "bumped = 1" >> $W/projects/ledger/Cargo.toml && echo "R write: ok" || echo "R write: denied"
+"#,
+    );
+    let start = Instant::now();
+    let id = loop {
+        let o = env.pincer(&["pending", "--json"]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+        if let Some(q) = v.as_array().into_iter().flatten().find(|q| q["waiting"] == true) {
+            break q["id"].as_u64().unwrap();
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "no question appeared");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let o = env.pincer(&["approve", &id.to_string()]);
+    assert!(o.status.success(), "{}", text_of(&o));
+    let out = text_of(&worker.wait_with_output().unwrap());
+    println!("{out}");
+    assert_eq!(lines_with(&out, "R "), ["R request: granted", "R write: ok"]);
+}
+
+#[test]
+fn a_kernel_miss_is_decided_and_the_workers_retry_succeeds() {
+    let env = Env::new("e2e-miss", "decide");
+    let out = env.run_worker(
+        TODO_PROMPT,
+        r#"
+cat $W/notes/todo.md >/dev/null 2>&1 && echo "R first: read" || echo "R first: denied"
+i=0; while [ $i -lt 100 ]; do cat $W/notes/todo.md >/dev/null 2>&1 && break; i=$((i+1)); sleep 0.1; done
+[ $i -lt 100 ] && echo "R retry: read" || echo "R retry: denied"
+cat $W/secrets/prod.env >/dev/null 2>&1; sleep 1; cat $W/secrets/prod.env >/dev/null 2>&1 && echo "R secret: read" || echo "R secret: denied"
+"#,
+    );
+    assert_eq!(lines_with(&out, "R "), ["R first: denied", "R retry: read", "R secret: denied"]);
+    assert!(env.audit().contains("\"source\":\"miss\""));
+}
+
+#[test]
+fn a_daemon_crash_keeps_enforcement_and_a_restarted_daemon_resumes_the_session() {
+    let mut env = Env::new("e2e-restart", "record");
+    let flag = env.dir.join("go");
+    let dir = env.dir.display().to_string();
+    let worker = env.spawn_worker(
+        TODO_PROMPT,
+        &format!(
+            r#"
+$P request $W/notes/todo.md --access read >/dev/null && echo "R granted before crash"
+while [ ! -e {dir}/crashed ]; do sleep 0.1; done
+cat $W/notes/todo.md >/dev/null 2>&1 && echo "R grant kept: read" || echo "R grant kept: denied"
+cat $W/secrets/prod.env >/dev/null 2>&1 && echo "R secret while down: read" || echo "R secret while down: denied"
+$P request $W/notes/standup.md --access read >/dev/null 2>&1 && echo "R request while down: granted" || echo "R request while down: denied"
+while [ ! -e {dir}/go ]; do sleep 0.1; done
+$P request $W/notes/todo.md --access write --reason "tick the item off" && echo "R request after restart: granted" || echo "R request after restart: denied"
+$P request $W/secrets/prod.env --access read && echo "R secret after restart: granted" || echo "R secret after restart: denied"
+"#
+        ),
+    );
+    // Wait until the worker holds its first grant (the audit shows it), then crash the daemon.
+    let start = Instant::now();
+    while !env.audit().contains("\"outcome\":\"grant\"") {
+        assert!(start.elapsed() < Duration::from_secs(60), "no grant before the crash");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    env.crash_daemon();
+    std::fs::write(env.dir.join("crashed"), "").unwrap();
+    // Let the worker probe while the daemon is down.
+    std::thread::sleep(Duration::from_secs(3));
+    env.start_daemon();
+    std::fs::write(&flag, "").unwrap();
+    let out = text_of(&worker.wait_with_output().unwrap());
+    println!("{out}");
+    assert_eq!(
+        lines_with(&out, "R "),
+        [
+            "R granted before crash",
+            "R grant kept: read",
+            "R secret while down: denied",
+            "R request while down: denied",
+            "R request after restart: granted",
+            "R secret after restart: denied",
+        ]
+    );
+    assert!(env.audit().contains("session_resume"));
+    assert!(out.contains("ended"), "the restarted daemon ended the session: {out}");
+}
