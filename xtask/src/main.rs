@@ -3,6 +3,7 @@
 //! Every task installs or checks the system packages it needs first, so the
 //! README's commands work on a fresh machine.
 
+mod demo;
 mod deps;
 mod test;
 mod vm;
@@ -25,6 +26,8 @@ enum Command {
     Test(test::TestArgs),
     /// Run the privileged tests (`tests/`) in QEMU on Debian kernels with BPF LSM.
     VmTest(vm::VmOptions),
+    /// Boot the VM and run a real Pincer session on a corpus persona (the README's demo).
+    Demo(demo::DemoArgs),
     /// Run a benchmark in the VM.
     Bench {
         #[command(subcommand)]
@@ -59,6 +62,7 @@ fn try_main() -> anyhow::Result<()> {
         Command::Deps => deps::ensure(&deps::all()),
         Command::Test(args) => test::run(args),
         Command::VmTest(opts) => vm::vm_test(&opts),
+        Command::Demo(args) => demo::run(args),
         Command::Bench { bench: Bench::Open { vm, args } } => vm::bench_open(&vm, &args),
     }
 }
