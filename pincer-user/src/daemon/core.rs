@@ -28,6 +28,7 @@ pub const TREE_LIMIT: usize = 5000;
 
 /// What the actor answers to a call.
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
 pub enum CallResult {
     /// The reply, now.
     Now(Reply),
@@ -862,6 +863,7 @@ impl Core {
         self.audit.record(&e);
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn audit_unresolved(&mut self, session: &str, path: &str, access: Access, source: &str, pid: u32, uid: u32, why: &str) {
         let Some(s) = self.sessions.get_mut(session) else { return };
         s.counters.requests += 1;

@@ -2,16 +2,16 @@
 //! protocol ([`protocol`]) to the user's CLI and to workers' request tools, turns kernel
 //! misses into implicit requests, queues escalations for the user and writes the audit log.
 //!
-//! - [`config`]: `/etc/pincer/pincer.toml`.
-//! - [`protocol`]: the versioned JSON-lines socket protocol (and who may call what).
-//! - [`core`]: the actor owning the enforcer, twins, sessions and escalations.
-//! - [`server`]: the socket server; [`client`]: its client.
-//! - [`peer`]: caller identification (`SO_PEERCRED`, `/proc/PID/cgroup`).
-//! - [`resolve`]: requested paths resolved inside the roots without following symlinks.
-//! - [`enforce`]: the enforcer as a trait (the kernel one, and a recording one for tests).
-//! - [`audit`]: the JSON-lines audit log.
-//! - [`mcp`]: the MCP server exposing the request tool on stdio.
-//! - [`worker`]: starting a worker inside its session cgroup as an unprivileged user.
+//! - [`config`], `/etc/pincer/pincer.toml`.
+//! - [`protocol`], the versioned JSON-lines socket protocol (and who may call what).
+//! - [`core`], the actor owning the enforcer, twins, sessions and escalations.
+//! - [`server`], the socket server; [`client`], its client.
+//! - [`peer`], caller identification (`SO_PEERCRED`, `/proc/PID/cgroup`).
+//! - [`resolve`], requested paths resolved inside the roots without following symlinks.
+//! - [`enforce`], the enforcer as a trait (the kernel one, and a recording one for tests).
+//! - [`audit`], the JSON-lines audit log.
+//! - [`mcp`], the MCP server exposing the request tool on stdio.
+//! - [`worker`], starting a worker inside its session cgroup as an unprivileged user.
 
 pub mod audit;
 pub mod client;

@@ -19,6 +19,7 @@
 //! - `create_session`: root outside every session (`pincer run` under sudo).
 //! - `end_session`, `prompt`, `pending`, `answer`, `log`, `sessions`, `import`: the session
 //!   owner's uid (or root) from outside every gated cgroup.
+//!
 //! Every refusal is written to the audit log.
 
 use crate::access::Access;
