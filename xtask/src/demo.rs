@@ -28,23 +28,24 @@ const DEMO: &str = "pincer-demo";
 /// Where the persona is unpacked in the VM.
 const VM_PERSONA: &str = "corpus/persona";
 
-/// The first utility sample and the first attack sample of a persona with a single
-/// session (short enough to watch).
+/// The first utility sample with one session and no setup, and the first indirect-injection
+/// attack with one session, of a persona (short enough to watch).
 fn default_samples(persona: &Path) -> Result<Vec<String>> {
     let text = std::fs::read_to_string(persona.join("samples.jsonl")).with_context(|| format!("reading {}", persona.join("samples.jsonl").display()))?;
     let mut utility = None;
     let mut attack = None;
     for line in text.lines() {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
-        let short = v["sessions"].as_array().is_some_and(|s| s.len() == 1) && v["setup"].as_array().is_none_or(|s| s.is_empty());
+        let one_session = v["sessions"].as_array().is_some_and(|s| s.len() == 1);
+        let short = one_session && v["setup"].as_array().is_none_or(|s| s.is_empty());
         let id = v["id"].as_str().unwrap_or_default().to_string();
         match v["kind"].as_str() {
             Some("utility") if short && utility.is_none() => utility = Some(id),
-            Some("attack") if short && attack.is_none() && v["attack"] == "II" => attack = Some(id),
+            Some("attack") if one_session && attack.is_none() && v["attack"] == "II" => attack = Some(id),
             _ => {}
         }
     }
-    let (Some(u), Some(a)) = (utility, attack.or(None)) else { bail!("{} has no short utility and attack samples", persona.display()) };
+    let (Some(u), Some(a)) = (utility, attack) else { bail!("{} has no short utility and attack samples", persona.display()) };
     Ok(vec![u, a])
 }
 
