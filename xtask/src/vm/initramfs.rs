@@ -39,6 +39,15 @@ pub enum InitramfsError {
         /// The library's soname.
         library: String,
     },
+    /// A folder to pack could not be read.
+    #[error("reading {path}")]
+    Read {
+        /// The folder.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
     /// Building the archive failed.
     #[error(transparent)]
     Archive(#[from] CpioError),
@@ -63,6 +72,10 @@ pub struct Program {
     /// Arguments (for test binaries `--test-threads=1`).
     pub args: Vec<String>,
 }
+
+/// Where `cargo xtask vm-test` puts the shipped corpus in the VM (also exported to the
+/// programs as `PINCER_CORPUS`).
+pub const VM_CORPUS: &str = "/corpus";
 
 /// Where the static busybox is installed by Debian's `busybox-static`.
 pub const BUSYBOX: &str = "/bin/busybox";
@@ -133,7 +146,7 @@ pub fn init_script(programs: &[Program]) -> String {
         r#"#!/bin/sh
 # Init of the Pincer test VM: prepare the system as a host would, run each program,
 # report on the serial console, power off.
-export PATH=/bin:/sbin:/usr/bin:/usr/sbin HOME=/root TMPDIR=/tmp RUST_BACKTRACE=1 PINCER_VM=1
+export PATH=/bin:/sbin:/usr/bin:/usr/sbin HOME=/root TMPDIR=/tmp RUST_BACKTRACE=1 PINCER_VM=1 PINCER_CORPUS=VM_CORPUS_PATH
 fail() {
     echo
     echo "SETUP_FAILED $*"
@@ -149,8 +162,20 @@ mnt devtmpfs devtmpfs /dev mode=0755,nosuid
 mnt securityfs securityfs /sys/kernel/security nosuid,nodev,noexec
 mnt bpf bpf /sys/fs/bpf mode=0700
 mnt cgroup2 cgroup2 /sys/fs/cgroup nosuid,nodev,noexec
+# Helper binaries are stored at their host paths, which may lie under /tmp or /run (a
+# checkout in /tmp): move them aside before the tmpfs mounts hide them, then back.
+for d in /tmp /run; do
+    if [ -n "$(ls -A "$d" 2>/dev/null)" ]; then
+        mkdir -p /.initramfs && mv "$d" "/.initramfs$d" && mkdir "$d" || fail "moving $d aside"
+    fi
+done
 mnt tmpfs tmpfs /tmp mode=1777,nosuid,nodev
 mnt tmpfs tmpfs /run mode=0755,nosuid,nodev
+for d in /tmp /run; do
+    if [ -d "/.initramfs$d" ]; then
+        cp -a "/.initramfs$d/." "$d/" && rm -rf "/.initramfs$d" || fail "restoring $d"
+    fi
+done
 mnt devpts devpts /dev/pts gid=5,mode=620
 mnt tmpfs tmpfs /dev/shm mode=1777,nosuid,nodev
 ln -sf /proc/self/fd /dev/fd
@@ -161,7 +186,8 @@ cd /
 "#,
     )
     .replace("SETUP_FAILED", SETUP_FAILED)
-    .replace("KERNEL_MARKER", KERNEL);
+    .replace("KERNEL_MARKER", KERNEL)
+    .replace("VM_CORPUS_PATH", VM_CORPUS);
     for p in programs {
         let args: Vec<String> = p.args.iter().map(|a| shell_quote(a)).collect();
         s.push_str(&format!(
@@ -244,6 +270,32 @@ pub fn build(
         .map_err(|source| InitramfsError::Write { path: out.to_owned(), source })?
         .len();
     Ok(len)
+}
+
+/// Adds the directory tree `host` (folders and regular files) to `a` under `vm_path`.
+pub fn add_tree(a: &mut Archive, host: &Path, vm_path: &str) -> Result<(), InitramfsError> {
+    a.dir(vm_path, 0o755)?;
+    let read = |source| InitramfsError::Read { path: host.to_owned(), source };
+    for e in std::fs::read_dir(host).map_err(read)? {
+        let e = e.map_err(read)?;
+        let p = format!("{vm_path}/{}", e.file_name().to_string_lossy());
+        if e.file_type().map_err(read)?.is_dir() {
+            add_tree(a, &e.path(), &p)?;
+        } else {
+            a.host_file(&p, &e.path(), 0o644)?;
+        }
+    }
+    Ok(())
+}
+
+/// Appends `extra` as a second archive to the initramfs at `out` (the kernel unpacks both).
+pub fn append(out: &Path, extra: &Archive) -> Result<(), InitramfsError> {
+    use std::io::Write;
+    let write = |source| InitramfsError::Write { path: out.to_owned(), source };
+    let mut buf = Vec::new();
+    extra.write_to(&mut buf)?;
+    let mut file = std::fs::OpenOptions::new().append(true).open(out).map_err(write)?;
+    file.write_all(&buf).map_err(write)
 }
 
 #[cfg(test)]
