@@ -50,6 +50,37 @@ pub fn ensure(pkgs: &[&str]) -> Result<()> {
     Ok(())
 }
 
+/// The official Python MCP SDK, whose client drives `pincer mcp` in a host test.
+pub const PYTHON_MCP: &str = "mcp";
+
+/// Installs the Python MCP SDK with pip when `import mcp` fails.
+pub fn ensure_python_mcp() -> Result<()> {
+    let importable = |py: &str| {
+        Command::new(py).args(["-c", "import mcp"]).output().map(|o| o.status.success()).unwrap_or(false)
+    };
+    if importable("python3") {
+        return Ok(());
+    }
+    eprintln!("xtask: installing the Python package {PYTHON_MCP}");
+    let pip = |extra: &[&str]| {
+        Command::new("python3")
+            .args(["-m", "pip", "install", "--quiet"])
+            .args(extra)
+            .arg(PYTHON_MCP)
+            .stdin(std::process::Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
+    };
+    if !pip(&[]) && !pip(&["--break-system-packages"]) {
+        bail!("`python3 -m pip install {PYTHON_MCP}` failed (the MCP host test needs the Python MCP SDK)");
+    }
+    if !importable("python3") {
+        bail!("installed the Python package {PYTHON_MCP}, but `python3 -c 'import mcp'` still fails");
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -59,7 +59,7 @@ fn main() -> std::process::ExitCode {
 
 fn try_main() -> anyhow::Result<()> {
     match Cli::parse().command {
-        Command::Deps => deps::ensure(&deps::all()),
+        Command::Deps => deps::ensure(&deps::all()).and_then(|()| deps::ensure_python_mcp()),
         Command::Test(args) => test::run(args),
         Command::VmTest(opts) => vm::vm_test(&opts),
         Command::Demo(args) => demo::run(args),

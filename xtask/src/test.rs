@@ -18,6 +18,7 @@ pub struct TestArgs {
 /// on every kernel.
 pub fn run(args: TestArgs) -> Result<()> {
     crate::deps::ensure(&if args.host_only { crate::deps::BUILD.to_vec() } else { crate::deps::all() })?;
+    crate::deps::ensure_python_mcp()?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(&cargo)
         .args(["test", "--release"])
