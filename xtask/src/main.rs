@@ -20,7 +20,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Install (as root) or check the system packages the build and tests need.
+    /// Install (as root) or check the system packages the build and tests need, and the
+    /// Python MCP SDK the MCP host test uses.
     Deps,
     /// Run every test: the host tests, then the VM tests against the real BPF LSM.
     Test(test::TestArgs),
