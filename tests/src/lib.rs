@@ -1,6 +1,9 @@
 //! Helpers for the VM tests: fresh directories on tmpfs, throw-away enforcers
 //! pinned in their own bpffs directory, and gated child processes that run
-//! file operations inside a session cgroup and report each result's errno.
+//! file operations inside a session cgroup and report each result's errno; [`worker`] is
+//! the scripted worker that replays corpus sessions under a running daemon.
+
+pub mod worker;
 
 use pincer::kernel::{Enforcer, EnforcerConfig};
 use std::ffi::CString;

@@ -5,7 +5,6 @@
 
 use crate::vm::{self, console, cpio, initramfs, kernels, qemu};
 use anyhow::{bail, Context, Result};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -25,8 +24,6 @@ pub struct DemoArgs {
 
 /// The demo program inside the VM.
 const DEMO: &str = "pincer-demo";
-/// Where the persona is unpacked in the VM.
-const VM_PERSONA: &str = "corpus/persona";
 
 /// The first utility sample with one session and no setup, and the first indirect-injection
 /// attack with one session, of a persona (short enough to watch).
@@ -49,21 +46,6 @@ fn default_samples(persona: &Path) -> Result<Vec<String>> {
     Ok(vec![u, a])
 }
 
-fn add_tree(a: &mut cpio::Archive, host: &Path, vm_path: &str) -> Result<()> {
-    a.dir(vm_path, 0o755)?;
-    for e in std::fs::read_dir(host).with_context(|| format!("reading {}", host.display()))? {
-        let e = e?;
-        let name = e.file_name().to_string_lossy().into_owned();
-        let p = format!("{vm_path}/{name}");
-        if e.file_type()?.is_dir() {
-            add_tree(a, &e.path(), &p)?;
-        } else {
-            a.host_file(&p, &e.path(), 0o644)?;
-        }
-    }
-    Ok(())
-}
-
 /// Runs the demo.
 pub fn run(args: DemoArgs) -> Result<()> {
     crate::deps::ensure(&crate::deps::all())?;
@@ -83,7 +65,10 @@ pub fn run(args: DemoArgs) -> Result<()> {
     let artifacts = vm::parse_artifacts(&String::from_utf8_lossy(&out.stdout));
     let find = |name: &str| artifacts.iter().find(|a| a.name == name && a.kind == "bin").map(|a| a.executable.clone()).with_context(|| format!("cargo built no `{name}` binary"));
     let (demo, pincer) = (find(DEMO)?, find("pincer")?);
-    let mut prog_args = vec![pincer.to_string_lossy().into_owned(), format!("/{VM_PERSONA}")];
+    // The persona keeps its folder name in the VM (the loader checks it against its id).
+    let folder = persona.file_name().with_context(|| format!("{} names no persona folder", persona.display()))?.to_string_lossy().into_owned();
+    let vm_persona = format!("corpus/{folder}");
+    let mut prog_args = vec![pincer.to_string_lossy().into_owned(), format!("/{vm_persona}")];
     prog_args.extend(samples.iter().cloned());
     let programs = vec![initramfs::Program { name: DEMO.into(), host_path: demo, args: prog_args }];
     let dir = root.join("target").join("vm");
@@ -93,16 +78,11 @@ pub fn run(args: DemoArgs) -> Result<()> {
     // The persona travels as a second archive appended to the first (the kernel unpacks both).
     let mut extra = cpio::Archive::new();
     extra.dir("corpus", 0o755)?;
-    add_tree(&mut extra, &persona.join("workspace"), &format!("{VM_PERSONA}/workspace"))?;
+    initramfs::add_tree(&mut extra, &persona.join("workspace"), &format!("{vm_persona}/workspace"))?;
     for f in ["history.jsonl", "policies.jsonl", "samples.jsonl", "persona.toml"] {
-        extra.host_file(&format!("{VM_PERSONA}/{f}"), &persona.join(f), 0o644)?;
+        extra.host_file(&format!("{vm_persona}/{f}"), &persona.join(f), 0o644)?;
     }
-    {
-        let mut file = std::fs::OpenOptions::new().append(true).open(&initrd)?;
-        let mut buf = Vec::new();
-        extra.write_to(&mut buf)?;
-        file.write_all(&buf)?;
-    }
+    initramfs::append(&initrd, &extra)?;
     let default = &kernels::KERNELS[kernels::KERNELS.len() - 1..];
     let kernels = vm::fetch_kernels(&args.vm.kernels, default);
     let kernels = match kernels {

@@ -256,7 +256,12 @@ pub fn vm_test(opts: &VmOptions) -> Result<()> {
     let (programs, helpers) = build_tests()?;
     let names: Vec<String> = programs.iter().map(|p| p.name.clone()).collect();
     let initrd = run_dir()?.join(format!("initramfs-tests-{}.cpio", std::process::id()));
-    let size = initramfs::build(&programs, &helpers, Path::new(initramfs::BUSYBOX), &initrd)?;
+    initramfs::build(&programs, &helpers, Path::new(initramfs::BUSYBOX), &initrd)?;
+    // The shipped corpus, for the tests that replay its samples (`PINCER_CORPUS` in the VM).
+    let mut corpus = cpio::Archive::new();
+    initramfs::add_tree(&mut corpus, &workspace_root().join("corpus"), initramfs::VM_CORPUS)?;
+    initramfs::append(&initrd, &corpus)?;
+    let size = std::fs::metadata(&initrd).with_context(|| format!("reading {}", initrd.display()))?.len();
     eprintln!("xtask: initramfs {} ({:.1} MiB): {}", initrd.display(), size as f64 / 1048576.0, names.join(", "));
     let kernels = fetch_kernels(&opts.kernels, kernels::KERNELS);
     let kernels = match kernels {
