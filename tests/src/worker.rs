@@ -1,7 +1,7 @@
 //! A scripted worker of real processes that replays corpus sample sessions under a running
 //! `pincer` daemon: for each request step whose `needs` were met it asks with `pincer
 //! request` and, if granted, performs the access with a real program (busybox `cat`, `ls`,
-//! `touch`, `rm`, `mkdir`, `rmdir`, a shell redirection), inside the session's cgroup as an
+//! `cp`, `rm`, `mkdir`, `rmdir`, a shell redirection), inside the session's cgroup as an
 //! unprivileged user started by `pincer run`. Used by the demo (`cargo xtask demo`) and by
 //! the end-to-end replay test.
 //!
@@ -80,8 +80,8 @@ pub fn prepare_workspace(persona_workspace: &Path, ws: &Path, setup: &[SetupOp],
 
 /// The program label and the shell command that performs `access` on the workspace path
 /// `path` (relative to `$W`). Writes and creates leave contents as the replay engine
-/// models them: a write opens the file for writing without changing it, a create makes an
-/// empty file.
+/// models them: a write opens the file for writing without changing it, a create copies
+/// the empty file `$E` (made by the script outside the protected roots).
 pub fn operation(path: &str, access: Access) -> (&'static str, String) {
     let target = format!("\"$W\"/{}", quote(path.trim_end_matches('/')));
     let dir = path.ends_with('/');
@@ -89,7 +89,7 @@ pub fn operation(path: &str, access: Access) -> (&'static str, String) {
         Access::Read => ("cat", format!("cat {target} >/dev/null")),
         Access::Write => ("sh >>", format!("true >> {target}")),
         Access::Create if dir => ("mkdir", format!("mkdir {target}")),
-        Access::Create => ("touch", format!("touch {target}")),
+        Access::Create => ("cp", format!("cp \"$E\" {target}")),
         Access::Delete if dir => ("rmdir", format!("rmdir {target}")),
         Access::Delete => ("rm", format!("rm {target}")),
         Access::List => ("ls", format!("ls {target} >/dev/null")),
@@ -100,7 +100,7 @@ pub fn operation(path: &str, access: Access) -> (&'static str, String) {
 /// workspace root). With `probe`, a session in which the `monitored` access did not happen
 /// ends by trying it without a grant.
 pub fn session_script(steps: &[Step], monitored: &PathAccess, probe: bool) -> String {
-    let mut s = String::from("mon=0\n");
+    let mut s = String::from("mon=0\nE=$(mktemp) || exit 1\n");
     for (i, st) in steps.iter().enumerate() {
         let r = match st {
             Step::Note(text) => {
@@ -128,6 +128,7 @@ pub fn session_script(steps: &[Step], monitored: &PathAccess, probe: bool) -> St
             skipped = quote(&format!("- not requested (needs an earlier step that did not happen): {what}")),
         ));
     }
+    let end = "rm -f \"$E\"\n";
     if probe {
         let (tool, op) = operation(&monitored.path, monitored.access);
         s.push_str(&format!(
@@ -135,6 +136,7 @@ pub fn session_script(steps: &[Step], monitored: &PathAccess, probe: bool) -> St
             tries = quote(&format!("- worker tries without a grant: {tool} {}", monitored.path)),
         ));
     }
+    s.push_str(end);
     s
 }
 
@@ -213,7 +215,7 @@ pub struct Daemon {
 impl Daemon {
     /// Starts `pincer daemon` with a configuration written under `dir` and waits for its
     /// socket. Pins go under `/sys/fs/bpf/<dir name>`, sessions under
-    /// `/sys/fs/cgroup/pincer-<dir name>`.
+    /// `/sys/fs/cgroup/<dir name>`.
     pub fn start(pincer: &Path, dir: &Path, settings: &DaemonSettings) -> Daemon {
         std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
         // Workers (unprivileged) must reach the socket and the workspaces below `dir`.
@@ -228,7 +230,7 @@ impl Daemon {
             socket,
             dir.join("audit.jsonl"),
             pin_dir,
-            PathBuf::from("/sys/fs/cgroup").join(format!("pincer-{name}")),
+            PathBuf::from("/sys/fs/cgroup").join(&name),
             settings.on_miss,
             settings.escalation_timeout_secs,
         );
@@ -352,7 +354,7 @@ mod tests {
     #[test]
     fn operations_keep_contents_as_the_replay_engine_models_them() {
         assert_eq!(operation("a/b.txt", Access::Write).1, "true >> \"$W\"/'a/b.txt'");
-        assert_eq!(operation("a/new.txt", Access::Create).1, "touch \"$W\"/'a/new.txt'");
+        assert_eq!(operation("a/new.txt", Access::Create).1, "cp \"$E\" \"$W\"/'a/new.txt'");
         assert_eq!(operation("a/", Access::List).1, "ls \"$W\"/'a' >/dev/null");
         assert_eq!(operation("a/d/", Access::Delete).0, "rmdir");
     }

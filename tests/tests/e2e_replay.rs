@@ -21,8 +21,10 @@
 //!
 //! Samples are chosen by a fixed rule, not by outcome: per persona, the first
 //! [`UTILITY_PER_PERSONA`] utility samples and the first [`ATTACKS_PER_CLASS`] attack
-//! samples of each class, in file order.
+//! samples of each class, in file order, plus, for each access type none of those requests,
+//! the first sample that requests it.
 
+use pincer::access::Access;
 use pincer::decider::OfflineDecider;
 use pincer::eval::corpus::{AttackType, Corpus, Persona, Sample, SampleKind, Step};
 use pincer::eval::defense::{DefenseName, Verdict};
@@ -71,6 +73,17 @@ fn chosen(persona: &Persona) -> Vec<&Sample> {
             out.push(s);
         }
     }
+    // Every access type the persona's samples use is exercised: for a type no chosen
+    // sample requests, the first sample that does is added.
+    let requests = |s: &Sample, a: Access| s.sessions.iter().flat_map(|x| &x.steps).any(|st| matches!(st, Step::Request(r) if r.access == a));
+    for a in Access::ALL {
+        if !out.iter().any(|s| requests(s, a)) {
+            if let Some(extra) = persona.samples.iter().find(|s| requests(s, a)) {
+                out.push(extra);
+            }
+        }
+    }
+    out.sort_by_key(|s| s.line);
     out
 }
 
@@ -82,6 +95,9 @@ struct Row {
     performed: bool,
     probe: String,
     steps: usize,
+    asked: usize,
+    granted: usize,
+    escalations: u64,
     seconds: f64,
 }
 
@@ -136,6 +152,7 @@ fn replayed_samples_under_the_kernel_match_the_eval_harness() {
             let mut probe_seen = String::from("-");
             let mut fail = |msg: String| failures.push(format!("{}: {msg}", sample.id));
             let mut transcript = String::new();
+            let (mut asked, mut granted) = (0, 0);
             for (si, sess) in sample.sessions.iter().enumerate() {
                 let script = session_script(&sess.steps, monitored, !performed);
                 let run = daemon.run_session(&ws, uid, &sess.prompt, &script, sess.steps.len(), &|_| {});
@@ -151,6 +168,8 @@ fn replayed_samples_under_the_kernel_match_the_eval_harness() {
                         fail(format!("session {si} step {k}: the worker reported nothing"));
                         continue;
                     };
+                    asked += usize::from(rep.asked);
+                    granted += usize::from(rep.granted);
                     let what = format!("session {si} step {k} ({} {})", r.access, r.path);
                     let eval_asked = !matches!(want[k], StepOutcome::NotRequested);
                     let eval_granted = matches!(want[k], StepOutcome::Decided(Verdict::Grant));
@@ -199,21 +218,34 @@ fn replayed_samples_under_the_kernel_match_the_eval_harness() {
                 performed,
                 probe: probe_seen,
                 steps: sample.sessions.iter().map(|s| s.steps.len()).sum(),
+                asked,
+                granted,
+                escalations: expected.escalations,
                 seconds: start.elapsed().as_secs_f64(),
             });
         }
     }
     show("");
-    show(&format!("{:<12} {:<8} {:>5} {:>13} {:>10} {:>8} {:>6}", "sample", "class", "steps", "eval granted", "performed", "probe", "secs"));
+    show(&format!(
+        "{:<12} {:<8} {:>5} {:>6} {:>8} {:>4} {:>13} {:>10} {:>7} {:>5}",
+        "sample", "class", "steps", "asked", "granted", "esc", "eval granted", "performed", "probe", "secs"
+    ));
     for r in &rows {
-        show(&format!("{:<12} {:<8} {:>5} {:>13} {:>10} {:>8} {:>6.1}", r.id, r.class, r.steps, r.expected_granted, r.performed, r.probe, r.seconds));
+        show(&format!(
+            "{:<12} {:<8} {:>5} {:>6} {:>8} {:>4} {:>13} {:>10} {:>7} {:>5.1}",
+            r.id, r.class, r.steps, r.asked, r.granted, r.escalations, r.expected_granted, r.performed, r.probe, r.seconds
+        ));
     }
     let agree = rows.iter().filter(|r| r.expected_granted == r.performed).count();
     show(&format!(
-        "e2e replay: {agree}/{} samples agree with the harness on the monitored access ({} granted, {} refused by the kernel); {:.1} s",
+        "e2e replay: {agree}/{} samples agree with the harness on the monitored access ({} granted, {} refused by the kernel); \
+         {} requests, {} granted, {} escalated; {:.1} s",
         rows.len(),
         rows.iter().filter(|r| r.performed).count(),
         rows.iter().filter(|r| r.probe == "EACCES").count(),
+        rows.iter().map(|r| r.asked).sum::<usize>(),
+        rows.iter().map(|r| r.granted).sum::<usize>(),
+        rows.iter().map(|r| r.escalations).sum::<u64>(),
         all.elapsed().as_secs_f64()
     ));
     let audit = daemon.audit();
