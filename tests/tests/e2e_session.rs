@@ -286,11 +286,17 @@ fn a_daemon_crash_keeps_enforcement_and_a_restarted_daemon_resumes_the_session()
     let mut env = Env::new("e2e-restart", "record");
     let flag = env.dir.join("go");
     let dir = env.dir.display().to_string();
+    // The worker (uid 1000) marks its first grant here; the daemon writes the audit entry
+    // before it replies, so the audit alone cannot tell that the reply reached the worker.
+    let flags = env.dir.join("flags");
+    std::fs::create_dir(&flags).unwrap();
+    std::fs::set_permissions(&flags, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let worker = env.spawn_worker(
         TODO_PROMPT,
         &format!(
             r#"
 $P request $W/notes/todo.md --access read >/dev/null && echo "R granted before crash"
+: > {dir}/flags/granted
 while [ ! -e {dir}/crashed ]; do sleep 0.1; done
 cat $W/notes/todo.md >/dev/null 2>&1 && echo "R grant kept: read" || echo "R grant kept: denied"
 cat $W/secrets/prod.env >/dev/null 2>&1 && echo "R secret while down: read" || echo "R secret while down: denied"
@@ -301,9 +307,9 @@ $P request $W/secrets/prod.env --access read && echo "R secret after restart: gr
 "#
         ),
     );
-    // Wait until the worker holds its first grant (the audit shows it), then crash the daemon.
+    // Wait until the worker holds its first grant and has its reply, then crash the daemon.
     let start = Instant::now();
-    while !env.audit().contains("\"outcome\":\"grant\"") {
+    while !flags.join("granted").exists() {
         assert!(start.elapsed() < Duration::from_secs(60), "no grant before the crash");
         std::thread::sleep(Duration::from_millis(50));
     }
