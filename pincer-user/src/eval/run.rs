@@ -148,12 +148,15 @@ pub fn run(
     let next = AtomicUsize::new(0);
     std::thread::scope(|scope| {
         for _ in 0..threads.clamp(1, jobs.len().max(1)) {
-            scope.spawn(|| loop {
-                let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) else { break };
-                let (p, d) = jobs[i];
-                let persona = &corpus.personas[p];
-                let r = factory.make(d, persona, &knowledge[p]).map(|mut defense| handle.block_on(replay_persona(defense.as_mut(), persona, progress)).0);
-                results.lock().expect("no worker panics while holding the lock")[i] = Some(r);
+            scope.spawn(|| {
+                while let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let (p, d) = jobs[i];
+                    let persona = &corpus.personas[p];
+                    let r = factory
+                        .make(d, persona, &knowledge[p])
+                        .map(|mut defense| handle.block_on(replay_persona(defense.as_mut(), persona, progress)).0);
+                    results.lock().expect("no worker panics while holding the lock")[i] = Some(r);
+                }
             });
         }
     });
