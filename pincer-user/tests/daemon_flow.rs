@@ -22,18 +22,8 @@ use tokio::sync::{mpsc, oneshot};
 const PERSONA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../corpus/software-dev");
 const OUTSIDE: &str = "/sys/fs/cgroup/user.slice/user-1000.slice";
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let t = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &t);
-        } else {
-            std::fs::copy(e.path(), &t).unwrap();
-        }
-    }
-}
+mod common;
+use common::copy_dir;
 
 /// A daemon on a temporary socket with a memory enforcer and a settable caller cgroup.
 struct Harness {
@@ -297,17 +287,14 @@ async fn an_unanswered_escalation_is_denied_at_the_timeout() {
     assert!(h.audit().iter().any(|e| e.event == Event::EscalationTimeout));
 }
 
-#[tokio::test]
-async fn a_kernel_miss_becomes_an_implicit_request_and_its_grant_is_inserted() {
-    let h = Harness::new(|_| {}).await;
-    h.import().await;
-    let s = h.session(TODO_PROMPT).await;
-    let file = ObjectId::of_path(&h.ws.join("notes/todo.md")).unwrap();
-    let parent = ObjectId::of_path(&h.ws.join("notes")).unwrap();
+/// The kernel's report of uid 1000 (process `pid`) opening `notes/todo.md` of the workspace
+/// for reading without a grant; `parent` absent as when the kernel could not name it.
+fn read_miss(h: &Harness, s: &SessionInfo, file: ObjectId, parent: Option<ObjectId>, pid: u32) -> Miss {
     let root = ObjectId::of_path(&h.ws).unwrap();
-    let miss = Miss {
+    let parent = parent.unwrap_or(ObjectId { dev: 0, ino: 0 });
+    Miss {
         session: s.cgroup_id,
-        pid: 4242,
+        pid,
         uid: 1000,
         access: vec![Access::Read],
         access_bits: pincer_common::ACCESS_READ,
@@ -321,7 +308,17 @@ async fn a_kernel_miss_becomes_an_implicit_request_and_its_grant_is_inserted() {
         name: "todo.md".into(),
         relative_path: PathBuf::from("notes/todo.md"),
         flags: 0,
-    };
+    }
+}
+
+#[tokio::test]
+async fn a_kernel_miss_becomes_an_implicit_request_and_its_grant_is_inserted() {
+    let h = Harness::new(|_| {}).await;
+    h.import().await;
+    let s = h.session(TODO_PROMPT).await;
+    let file = ObjectId::of_path(&h.ws.join("notes/todo.md")).unwrap();
+    let parent = ObjectId::of_path(&h.ws.join("notes")).unwrap();
+    let miss = read_miss(&h, &s, file, Some(parent), 4242);
     h.misses.as_ref().unwrap().send(miss).await.unwrap();
     // The status call is served after the miss (one actor, in order).
     let info = eventually("the miss to be decided", || async {
@@ -345,24 +342,7 @@ async fn on_miss_record_only_audits() {
     h.import().await;
     let s = h.session(TODO_PROMPT).await;
     let file = ObjectId::of_path(&h.ws.join("notes/todo.md")).unwrap();
-    let root = ObjectId::of_path(&h.ws).unwrap();
-    let miss = Miss {
-        session: s.cgroup_id,
-        pid: 1,
-        uid: 1000,
-        access: vec![Access::Read],
-        access_bits: pincer_common::ACCESS_READ,
-        hook: "file_open",
-        dev: file.dev,
-        ino: file.ino,
-        parent_dev: 0,
-        parent_ino: 0,
-        root_dev: root.dev,
-        root_ino: root.ino,
-        name: "todo.md".into(),
-        relative_path: PathBuf::from("notes/todo.md"),
-        flags: 0,
-    };
+    let miss = read_miss(&h, &s, file, None, 1);
     h.misses.as_ref().unwrap().send(miss).await.unwrap();
     eventually("the miss to be recorded", || async { h.audit().iter().any(|e| e.event == Event::Miss).then_some(()) }).await;
     assert_eq!(h.enforcer.grant_count(s.cgroup_id), 0);
