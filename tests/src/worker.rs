@@ -235,15 +235,41 @@ impl Daemon {
             settings.escalation_timeout_secs,
         );
         std::fs::write(&config, text).unwrap_or_else(|e| panic!("write {}: {e}", config.display()));
-        let _ = std::fs::remove_file(&socket);
-        let child = Command::new(pincer).args(["daemon", "--config"]).arg(&config).spawn().unwrap_or_else(|e| panic!("start {} daemon: {e}", pincer.display()));
-        let daemon = Daemon { pincer: pincer.to_owned(), dir: dir.to_owned(), socket, pin_dir, child: Some(child) };
+        let mut daemon = Daemon { pincer: pincer.to_owned(), dir: dir.to_owned(), socket, pin_dir, child: None };
+        daemon.restart();
+        daemon
+    }
+
+    /// Starts the daemon process again on the same configuration (after [`Daemon::crash`])
+    /// and waits for its socket.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "the daemon is still running");
+        let config = self.dir.join("pincer.toml");
+        let _ = std::fs::remove_file(&self.socket);
+        let child = Command::new(&self.pincer)
+            .args(["daemon", "--config"])
+            .arg(&config)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {} daemon: {e}", self.pincer.display()));
+        self.child = Some(child);
         let start = Instant::now();
-        while std::os::unix::net::UnixStream::connect(&daemon.socket).is_err() {
-            assert!(start.elapsed() < Duration::from_secs(60), "the daemon did not open its socket {}", daemon.socket.display());
+        while std::os::unix::net::UnixStream::connect(&self.socket).is_err() {
+            assert!(start.elapsed() < Duration::from_secs(60), "the daemon did not open its socket {}", self.socket.display());
             std::thread::sleep(Duration::from_millis(50));
         }
-        daemon
+    }
+
+    /// Kills the daemon with SIGKILL, leaving its pins and sessions as a crash would.
+    pub fn crash(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Where the daemon pins the BPF program and maps.
+    pub fn pin_dir(&self) -> &Path {
+        &self.pin_dir
     }
 
     /// Runs a `pincer` client command against this daemon (as the caller, root).

@@ -4,6 +4,7 @@
 //! implicit requests, and a daemon crash and restart in the middle of a session.
 
 use pincer::kernel::{Enforcer, ObjectId, Scope};
+use pincer_tests::worker::{chown_tree, Daemon, DaemonSettings};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -27,36 +28,20 @@ const TODO_PROMPT: &str = "Update my todo: tick off the release notes item and a
 struct Env {
     dir: PathBuf,
     ws: PathBuf,
-    config: PathBuf,
-    socket: PathBuf,
-    pin_dir: PathBuf,
-    daemon: Option<Child>,
+    daemon: Daemon,
 }
 
 impl Env {
-    fn new(name: &str, on_miss: &str) -> Self {
+    fn new(name: &str, on_miss: &'static str) -> Self {
         let dir = pincer_tests::fresh_dir(name);
-        // The worker (uid 1000) must reach the socket and the workspace.
-        set_mode(&dir, 0o755);
         let ws = dir.join("ws");
         for (rel, text) in FILES {
             pincer_tests::write_file(&ws.join(rel), text);
         }
         chown_tree(&ws, 1000);
-        let socket = dir.join("pincer.sock");
-        let pin_dir = PathBuf::from("/sys/fs/bpf").join(dir.file_name().unwrap());
-        let config = dir.join("pincer.toml");
-        let text = format!(
-            "state_dir = {:?}\nsocket = {:?}\naudit_log = {:?}\npin_dir = {:?}\ncgroup_parent = {:?}\non_miss = {on_miss:?}\n[escalation]\ntimeout_secs = 60\n",
-            dir.join("state"),
-            socket,
-            dir.join("audit.jsonl"),
-            pin_dir,
-            PathBuf::from("/sys/fs/cgroup").join(format!("pincer-{}", dir.file_name().unwrap().to_string_lossy())),
-        );
-        std::fs::write(&config, text).unwrap();
-        let mut env = Env { dir, ws, config, socket, pin_dir, daemon: None };
-        env.start_daemon();
+        // Also makes `dir` reachable for the worker (uid 1000): socket and workspace.
+        let daemon = Daemon::start(Path::new(PINCER), &dir, &DaemonSettings { on_miss, escalation_timeout_secs: 60 });
+        let env = Env { dir, ws, daemon };
         let h = env.dir.join("history.jsonl");
         let p = env.dir.join("policies.jsonl");
         std::fs::write(&h, HISTORY).unwrap();
@@ -66,32 +51,8 @@ impl Env {
         env
     }
 
-    fn start_daemon(&mut self) {
-        let _ = std::fs::remove_file(&self.socket);
-        let child = Command::new(PINCER)
-            .args(["daemon", "--config", self.config.to_str().unwrap()])
-            .stdout(Stdio::inherit())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start pincer daemon");
-        self.daemon = Some(child);
-        let start = Instant::now();
-        while std::os::unix::net::UnixStream::connect(&self.socket).is_err() {
-            assert!(start.elapsed() < Duration::from_secs(60), "the daemon did not open its socket");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Kills the daemon without letting it clean up (a crash).
-    fn crash_daemon(&mut self) {
-        if let Some(mut c) = self.daemon.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
     fn pincer(&self, args: &[&str]) -> Output {
-        Command::new(PINCER).args(args).env("PINCER_SOCKET", &self.socket).output().expect("run pincer")
+        self.daemon.pincer(args)
     }
 
     /// `pincer run` of a worker shell script, started in the background.
@@ -99,7 +60,7 @@ impl Env {
         let script = format!("P={PINCER}\nW={}\n{script}", self.ws.display());
         Command::new(PINCER)
             .args(["run", "--root", self.ws.to_str().unwrap(), "--user", WORKER_UID, "--prompt", prompt, "--", "/bin/sh", "-c", &script])
-            .env("PINCER_SOCKET", &self.socket)
+            .env("PINCER_SOCKET", &self.daemon.socket)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -115,37 +76,12 @@ impl Env {
     }
 
     fn audit(&self) -> String {
-        std::fs::read_to_string(self.dir.join("audit.jsonl")).unwrap_or_default()
-    }
-}
-
-impl Drop for Env {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.daemon.take() {
-            // SAFETY: kill(2) on our own child.
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-            let _ = c.wait();
-        }
-        let _ = pincer::kernel::remove_pin_dir(&self.pin_dir);
+        self.daemon.audit()
     }
 }
 
 fn text_of(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
-
-fn set_mode(p: &Path, mode: u32) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
-}
-
-fn chown_tree(p: &Path, uid: u32) {
-    std::os::unix::fs::chown(p, Some(uid), Some(uid)).unwrap();
-    if p.is_dir() {
-        for e in std::fs::read_dir(p).unwrap() {
-            chown_tree(&e.unwrap().path(), uid);
-        }
-    }
 }
 
 fn cgroup_id_of(run_output: &str) -> u64 {
@@ -197,7 +133,7 @@ fn grants_are_revoked_and_the_cgroup_removed_when_the_worker_exits() {
     let out = env.run_worker(TODO_PROMPT, "$P request $W/notes/todo.md --access read && cat $W/notes/todo.md >/dev/null && echo R-read");
     assert!(out.contains("R-read"), "{out}");
     let id = cgroup_id_of(&out);
-    let enforcer = Enforcer::reuse(&env.pin_dir).expect("open the daemon's pinned maps");
+    let enforcer = Enforcer::reuse(env.daemon.pin_dir()).expect("open the daemon's pinned maps");
     let todo = ObjectId::of_path(&env.ws.join("notes/todo.md")).unwrap();
     assert_eq!(enforcer.granted_bits(id, todo, Scope::Exact).unwrap(), 0, "grant revoked at exit");
     let cg = out.split("(cgroup ").nth(1).unwrap().split(',').next().unwrap();
@@ -313,11 +249,11 @@ $P request $W/secrets/prod.env --access read && echo "R secret after restart: gr
         assert!(start.elapsed() < Duration::from_secs(60), "no grant before the crash");
         std::thread::sleep(Duration::from_millis(50));
     }
-    env.crash_daemon();
+    env.daemon.crash();
     std::fs::write(env.dir.join("crashed"), "").unwrap();
     // Let the worker probe while the daemon is down.
     std::thread::sleep(Duration::from_secs(3));
-    env.start_daemon();
+    env.daemon.restart();
     std::fs::write(&flag, "").unwrap();
     let out = text_of(&worker.wait_with_output().unwrap());
     println!("{out}");
