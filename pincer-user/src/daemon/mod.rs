@@ -88,7 +88,7 @@ pub fn decider_from_config(cfg: &config::DeciderConfig) -> Result<Arc<dyn Decide
     };
     Ok(match cfg.backend {
         Backend::Offline => Arc::new(OfflineDecider::new()),
-        Backend::Openai => {
+        Backend::OpenAi => {
             let key = std::env::var(key_env("OPENAI_API_KEY")).ok().filter(|k| !k.is_empty());
             Arc::new(LlmDecider::new(OpenAiChat::new(chat("https://api.openai.com/v1", key))?))
         }
