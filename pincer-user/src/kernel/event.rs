@@ -109,7 +109,7 @@ pub fn hook_name(id: u32) -> &'static str {
         HOOK_INODE_RENAME_TO => "inode_rename(to)",
         HOOK_INODE_RENAME_OVER => "inode_rename(over)",
         HOOK_INODE_SETATTR => "inode_setattr",
-        _ => "unknown",
+        _ => super::reach::hook_name(id).unwrap_or("unknown"),
     }
 }
 
