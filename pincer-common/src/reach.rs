@@ -9,7 +9,7 @@
 //! | --- | --- | --- | --- | --- | --- |
 //! | process hooks, [`HOOK_PROC_WRITE`] | target process id | signal, ptrace mode, nice or ioprio | target's session (0: none) | 0 | target's `comm` |
 //! | [`HOOK_IPC_PERMISSION`], [`HOOK_IPC_CTL`] | IPC id | access flag or command | IPC key | creating session (0: outside) | |
-//! | [`HOOK_UNIX_STREAM_CONNECT`], [`HOOK_UNIX_MAY_SEND`] | socket file inode (0: abstract) | socket file device | creating session (0: outside) | 0 | bound name (`@` for abstract); `root_dev` its length |
+//! | [`HOOK_UNIX_STREAM_CONNECT`], [`HOOK_UNIX_MAY_SEND`] | socket file inode (0: abstract) | socket file device | creating session (0: outside) | 0 | bound name (`@` for abstract); `root_dev` its length, `parent_dev` the socket file's owner uid ([`UNIX_OWNER_ANY`]: no file) |
 //! | [`HOOK_SOCKET_CONNECT`], [`HOOK_SOCKET_SENDMSG`] | port | protocol (6 TCP, 17 UDP) | address bytes 0..8 | address bytes 8..16 | |
 //!
 //! Addresses are IPv6 bytes (IPv4 as `::ffff:a.b.c.d`), stored into the two

@@ -277,10 +277,8 @@ int BPF_PROG(pincer_task_kill, struct task_struct *p, struct kernel_siginfo *inf
 {
 	if (ret)
 		return ret;
-	/* With `cred` set the signal is sent on behalf of a file's owner (async
-	 * USB IO), not by the current task. */
-	if (cred)
-		return 0;
+	/* With `cred` set (async USB IO) the signal is sent on behalf of a
+	 * file's owner from the completing context; that context is checked. */
 	return check_task(p, HOOK_TASK_KILL, sig, 0, -EPERM);
 }
 
@@ -680,6 +678,7 @@ static __always_inline int unix_peer_check(__u64 session, struct sock *other, __
 		e->ino = fk.ino;
 		e->dev = fk.dev;
 		e->parent_ino = o ? o->session : 0;
+		e->parent_dev = inode ? owner : UNIX_OWNER_ANY;
 		/* The bound name: a path, or '@' and an abstract name. */
 		if (nk->len) {
 			if (nk->name[0]) {

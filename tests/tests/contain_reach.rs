@@ -260,6 +260,27 @@ fn yama_off() {
     let _ = std::fs::write("/proc/sys/kernel/yama/ptrace_scope", "0");
 }
 
+/// Brings the loopback interface up (the VM's init leaves it down).
+fn loopback_up() {
+    // SAFETY: SIOCGIFFLAGS/SIOCSIFFLAGS on a local ifreq.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0);
+        let mut ifr: libc::ifreq = std::mem::zeroed();
+        for (i, b) in b"lo".iter().enumerate() {
+            ifr.ifr_name[i] = *b as libc::c_char;
+        }
+        assert_eq!(libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut ifr), 0, "get lo flags");
+        ifr.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+        assert_eq!(libc::ioctl(fd, libc::SIOCSIFFLAGS, &ifr), 0, "bring lo up");
+        libc::close(fd);
+    }
+}
+
+/// Every miss waiting in the stream.
+fn drain(misses: &mut pincer::kernel::Misses) -> Vec<pincer::kernel::Miss> {
+    std::iter::from_fn(|| misses.try_next()).map(|m| m.expect("miss decodes")).collect()
+}
+
 /// A session with the reach hooks, and a scratch directory outside every root.
 struct Session {
     te: TestEnforcer,
@@ -269,6 +290,7 @@ struct Session {
 
 impl Session {
     fn new(name: &str) -> Self {
+        loopback_up();
         let mut te = TestEnforcer::load(name);
         let cg = TestCgroup::new(name);
         te.get().register_session(cg.id).expect("register session");
@@ -306,9 +328,10 @@ fn signals_to_outside_processes_are_denied_and_inside_the_session_allowed() {
         out.extend(inside);
         out
     });
-    assert_eq!(r, vec![EPERM, EPERM, EPERM, 0, 0, 0]);
+    let seen = drain(&mut misses);
+    assert_eq!(r, vec![EPERM, EPERM, EPERM, 0, 0, 0], "misses: {seen:?}");
     assert!(v.alive(), "the victim survived and is not stopped");
-    let miss = misses.try_next().expect("a miss for the SIGSTOP").expect("decodes");
+    let miss = seen.first().expect("a miss for the SIGSTOP");
     assert_eq!(miss.hook, "task_kill");
     assert_eq!(miss.session, s.cg.id);
     assert_eq!(miss.uid, UID);
@@ -632,9 +655,14 @@ fn a_trusted_socket_path_is_reachable_only_while_root_owns_the_socket() {
     s.te.get().allow_unix_path(&trusted, Some(0)).unwrap();
     s.te.get().allow_unix_path(&forged, Some(0)).unwrap();
     let (t, f) = (trusted.to_string_lossy().into_owned(), forged.to_string_lossy().into_owned());
+    let rt = runtime();
+    let mut misses = rt.block_on(async { s.te.get().misses() }).expect("misses");
     let r = s.gated(|| vec![unix_connect(&t, libc::SOCK_STREAM), unix_connect(&f, libc::SOCK_STREAM)]);
     // The listener need not accept for connect to succeed (backlog).
-    assert_eq!(r, vec![0, EACCES], "a user's socket under a trusted name stays unreachable");
+    let seen = drain(&mut misses);
+    assert_eq!(r, vec![0, EACCES], "a user's socket under a trusted name stays unreachable; misses: {seen:?}");
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].parent_dev, UID, "the miss names the socket file's owner");
     // SAFETY: closes the test's listener.
     unsafe { libc::close(root_fd as i32) };
 }
