@@ -650,14 +650,18 @@ fn a_trusted_socket_path_is_reachable_only_while_root_owns_the_socket() {
     // Root's socket (like the daemon's), started by this test as root.
     let root_fd = unix_server(&trusted.to_string_lossy(), libc::SOCK_STREAM);
     assert!(root_fd >= 0);
+    // Connectable by every user, as the daemon makes its socket.
+    std::fs::set_permissions(&trusted, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
     let fp = forged.to_string_lossy().into_owned();
     let _deputy = Outside::start(move || unix_server(&fp, libc::SOCK_STREAM), serve_stream);
     s.te.get().allow_unix_path(&trusted, Some(0)).unwrap();
     s.te.get().allow_unix_path(&forged, Some(0)).unwrap();
     let (t, f) = (trusted.to_string_lossy().into_owned(), forged.to_string_lossy().into_owned());
+    let routes = || vec![unix_connect(&t, libc::SOCK_STREAM), unix_connect(&f, libc::SOCK_STREAM)];
+    assert_eq!(ungated(routes), vec![0, 0]);
     let rt = runtime();
     let mut misses = rt.block_on(async { s.te.get().misses() }).expect("misses");
-    let r = s.gated(|| vec![unix_connect(&t, libc::SOCK_STREAM), unix_connect(&f, libc::SOCK_STREAM)]);
+    let r = s.gated(routes);
     // The listener need not accept for connect to succeed (backlog).
     let seen = drain(&mut misses);
     assert_eq!(r, vec![0, EACCES], "a user's socket under a trusted name stays unreachable; misses: {seen:?}");
