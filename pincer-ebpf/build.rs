@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// Sources compiled or included; each one re-runs this script when it changes.
-const SOURCES: [&str; 3] = ["src/pincer.bpf.c", "src/pincer.h", "src/vfs.h"];
+const SOURCES: [&str; 4] = ["src/pincer.bpf.c", "src/pincer.h", "src/vfs.h", "src/reach.bpf.c"];
 
 fn main() {
     for source in SOURCES {

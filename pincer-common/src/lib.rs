@@ -12,6 +12,8 @@
 //! [`kernel_dev`] to convert.
 #![no_std]
 
+pub mod reach;
+
 /// Access bit: open a file for reading (exec counts as read).
 pub const ACCESS_READ: u32 = 1 << 0;
 /// Access bit: open a file for writing, or truncate it.

@@ -102,6 +102,8 @@ static __always_inline __u64 current_session(void)
 	return 0;
 }
 
+static __always_inline int reach_file_open(__u64 session, struct file *file);
+
 /* Walk from `d` up d_parent. Exact grants count for `d` itself when
  * `exact_ok`; subtree grants count on every level (including `d`) when
  * `subtree_ok`. Stops early once `need` is covered, at a protected root, or at
@@ -289,6 +291,10 @@ int BPF_PROG(pincer_file_open, struct file *file, int ret)
 
 	if (!session)
 		return 0;
+	int reach = reach_file_open(session, file);
+
+	if (reach)
+		return reach;
 	struct inode *inode = file->f_inode;
 	struct dentry *d = file->f_path.dentry;
 	fmode_t mode = file->f_mode;
@@ -457,3 +463,5 @@ int BPF_PROG(pincer_inode_setattr_idmap, struct mnt_idmap *idmap, struct dentry 
 		return ret;
 	return check_setattr(dentry, attr);
 }
+
+#include "reach.bpf.c"

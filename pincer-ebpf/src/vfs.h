@@ -23,10 +23,14 @@ struct qstr {
 
 struct super_block {
 	dev_t s_dev;
+	unsigned long s_magic;
 };
 
 struct inode {
 	umode_t i_mode;
+	struct {
+		unsigned int val;
+	} i_uid;
 	unsigned long i_ino;
 	unsigned int __i_nlink;
 	struct super_block *i_sb;

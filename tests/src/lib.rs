@@ -50,7 +50,7 @@ impl TestEnforcer {
     /// Like [`TestEnforcer::load`] with a ring buffer of `ringbuf_bytes`.
     pub fn load_with_ring(name: &str, ringbuf_bytes: u32) -> Self {
         let pin_dir = PathBuf::from("/sys/fs/bpf").join(unique(name));
-        let config = EnforcerConfig { pin_dir: pin_dir.clone(), ringbuf_bytes };
+        let config = EnforcerConfig { pin_dir: pin_dir.clone(), ringbuf_bytes, ..EnforcerConfig::default() };
         let enforcer = Enforcer::load(&config).unwrap_or_else(|e| panic!("load enforcer: {}", error_chain(&e)));
         Self { enforcer: Some(enforcer), pin_dir }
     }

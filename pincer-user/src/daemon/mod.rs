@@ -185,7 +185,7 @@ pub async fn run_kernel_daemon(config: Config) -> Result<(), DaemonError> {
     if unsafe { libc::geteuid() } != 0 {
         return Err(DaemonError::NotRoot);
     }
-    let kcfg = crate::kernel::EnforcerConfig { pin_dir: config.pin_dir.clone(), ..Default::default() };
+    let kcfg = crate::kernel::EnforcerConfig { pin_dir: config.pin_dir.clone(), reach: crate::kernel::ReachConfig::with_trusted_socket(&config.socket), ..Default::default() };
     let mut enforcer = crate::kernel::Enforcer::attach_or_reuse(&kcfg).map_err(DaemonError::Kernel)?;
     let mut misses = enforcer.misses().map_err(DaemonError::Kernel)?;
     let (mtx, mrx) = mpsc::channel(1024);

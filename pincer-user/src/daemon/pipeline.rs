@@ -282,6 +282,19 @@ impl Core {
             return;
         };
         let id = s.id.clone();
+        if let Some(reach) = m.reach() {
+            // Reach outside the session (processes, IPC, sockets) is containment, not a
+            // resource the twin grants: it is audited and stays denied.
+            let mut e = self.entry(Event::Miss, s);
+            e.outcome = Some(Outcome::Deny);
+            e.detail = Some(format!("denied by session containment ({}): {reach:?}; not grantable", m.hook));
+            self.audit.record(&e);
+            if let Some(s) = self.sessions.get_mut(&id) {
+                s.counters.misses += 1;
+                s.counters.denials += 1;
+            }
+            return;
+        }
         let requests = miss_requests(s, &m);
         if let Some(s) = self.sessions.get_mut(&id) {
             s.counters.misses += 1;

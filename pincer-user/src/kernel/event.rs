@@ -140,6 +140,48 @@ pub enum Hook {
     /// `inode_setattr`: truncation.
     #[serde(rename = "inode_setattr")]
     InodeSetattr,
+    /// `task_kill`: a signal to a task outside the session.
+    #[serde(rename = "task_kill")]
+    TaskKill,
+    /// `ptrace_access_check`: ptrace, `/proc/PID/mem`, `environ`, `process_vm_readv`, `pidfd_getfd` of a task outside the session.
+    #[serde(rename = "ptrace_access_check")]
+    PtraceAccessCheck,
+    /// `ptrace_traceme`: a tracer outside the session.
+    #[serde(rename = "ptrace_traceme")]
+    PtraceTraceme,
+    /// `task_setnice`: the priority of a task outside the session.
+    #[serde(rename = "task_setnice")]
+    TaskSetnice,
+    /// `task_setioprio`: the I/O priority of a task outside the session.
+    #[serde(rename = "task_setioprio")]
+    TaskSetioprio,
+    /// `task_setscheduler`: the scheduling of a task outside the session.
+    #[serde(rename = "task_setscheduler")]
+    TaskSetscheduler,
+    /// `task_movememory`: the memory placement of a task outside the session.
+    #[serde(rename = "task_movememory")]
+    TaskMovememory,
+    /// `file_open` of another process's `/proc/PID` file for writing.
+    #[serde(rename = "file_open(proc)")]
+    ProcWrite,
+    /// `ipc_permission`: a SysV IPC object the session did not create.
+    #[serde(rename = "ipc_permission")]
+    IpcPermission,
+    /// `*_ctl` of a SysV IPC object the session did not create.
+    #[serde(rename = "ipc_ctl")]
+    IpcCtl,
+    /// `unix_stream_connect`: a stream socket outside the session.
+    #[serde(rename = "unix_stream_connect")]
+    UnixStreamConnect,
+    /// `unix_may_send`: a datagram socket outside the session.
+    #[serde(rename = "unix_may_send")]
+    UnixMaySend,
+    /// `socket_connect`: a port of this host the session did not bind.
+    #[serde(rename = "socket_connect")]
+    SocketConnect,
+    /// `socket_sendmsg`: a datagram to a port of this host the session did not bind.
+    #[serde(rename = "socket_sendmsg")]
+    SocketSendmsg,
     /// A `HOOK_*` id this build does not know.
     #[serde(rename = "unknown")]
     Unknown,
@@ -148,6 +190,7 @@ pub enum Hook {
 impl Hook {
     /// The hook for a `HOOK_*` id ([`Hook::Unknown`] for an id this build does not know).
     pub fn from_id(id: u32) -> Self {
+        use pincer_common::reach::*;
         use pincer_common::*;
         match id {
             HOOK_FILE_OPEN => Hook::FileOpen,
@@ -162,6 +205,20 @@ impl Hook {
             HOOK_INODE_RENAME_TO => Hook::InodeRenameTo,
             HOOK_INODE_RENAME_OVER => Hook::InodeRenameOver,
             HOOK_INODE_SETATTR => Hook::InodeSetattr,
+            HOOK_TASK_KILL => Hook::TaskKill,
+            HOOK_PTRACE_ACCESS_CHECK => Hook::PtraceAccessCheck,
+            HOOK_PTRACE_TRACEME => Hook::PtraceTraceme,
+            HOOK_TASK_SETNICE => Hook::TaskSetnice,
+            HOOK_TASK_SETIOPRIO => Hook::TaskSetioprio,
+            HOOK_TASK_SETSCHEDULER => Hook::TaskSetscheduler,
+            HOOK_TASK_MOVEMEMORY => Hook::TaskMovememory,
+            HOOK_PROC_WRITE => Hook::ProcWrite,
+            HOOK_IPC_PERMISSION => Hook::IpcPermission,
+            HOOK_IPC_CTL => Hook::IpcCtl,
+            HOOK_UNIX_STREAM_CONNECT => Hook::UnixStreamConnect,
+            HOOK_UNIX_MAY_SEND => Hook::UnixMaySend,
+            HOOK_SOCKET_CONNECT => Hook::SocketConnect,
+            HOOK_SOCKET_SENDMSG => Hook::SocketSendmsg,
             _ => Hook::Unknown,
         }
     }
@@ -181,6 +238,20 @@ impl Hook {
             Hook::InodeRenameTo => "inode_rename(to)",
             Hook::InodeRenameOver => "inode_rename(over)",
             Hook::InodeSetattr => "inode_setattr",
+            Hook::TaskKill => "task_kill",
+            Hook::PtraceAccessCheck => "ptrace_access_check",
+            Hook::PtraceTraceme => "ptrace_traceme",
+            Hook::TaskSetnice => "task_setnice",
+            Hook::TaskSetioprio => "task_setioprio",
+            Hook::TaskSetscheduler => "task_setscheduler",
+            Hook::TaskMovememory => "task_movememory",
+            Hook::ProcWrite => "file_open(proc)",
+            Hook::IpcPermission => "ipc_permission",
+            Hook::IpcCtl => "ipc_ctl",
+            Hook::UnixStreamConnect => "unix_stream_connect",
+            Hook::UnixMaySend => "unix_may_send",
+            Hook::SocketConnect => "socket_connect",
+            Hook::SocketSendmsg => "socket_sendmsg",
             Hook::Unknown => "unknown",
         }
     }

@@ -27,8 +27,10 @@
 //!   hard-linked from outside every root is not protected through that name.
 
 mod event;
+mod reach;
 
 pub use event::{Hook, Miss, Misses};
+pub use reach::{host_addresses, HostPort, Proto, Reach, ReachConfig};
 
 use crate::access::Access;
 use aya::maps::{HashMap, Map, MapData, MapError, PerCpuArray, RingBuf};
@@ -179,6 +181,15 @@ pub enum KernelError {
         /// Bytes expected.
         expected: usize,
     },
+    /// A Unix socket name does not fit `sun_path` (or is empty or holds a NUL).
+    #[error("Unix socket name {name:?} is empty, holds a NUL byte or does not fit the 107 bytes of sun_path")]
+    UnixName {
+        /// The name given.
+        name: String,
+    },
+    /// This host's interface addresses could not be listed.
+    #[error("cannot list this host's interface addresses (getifaddrs)")]
+    HostAddresses(#[source] std::io::Error),
     /// A grant or revoke named no access type.
     #[error("no access bits given (expected some of ACCESS_READ..ACCESS_LIST, got {bits:#x})")]
     NoAccess {
@@ -194,11 +205,13 @@ pub struct EnforcerConfig {
     pub pin_dir: PathBuf,
     /// Size of the miss ring buffer in bytes, used when loading afresh.
     pub ringbuf_bytes: u32,
+    /// What sessions may reach beyond their own processes and sockets.
+    pub reach: ReachConfig,
 }
 
 impl Default for EnforcerConfig {
     fn default() -> Self {
-        Self { pin_dir: PathBuf::from(DEFAULT_PIN_DIR), ringbuf_bytes: DEFAULT_RINGBUF_BYTES }
+        Self { pin_dir: PathBuf::from(DEFAULT_PIN_DIR), ringbuf_bytes: DEFAULT_RINGBUF_BYTES, reach: ReachConfig::default() }
     }
 }
 
@@ -280,6 +293,7 @@ pub struct Enforcer {
     subtree: HashMap<MapData, GrantKey, u32>,
     drops: PerCpuArray<MapData, u64>,
     events: Option<RingBuf<MapData>>,
+    reach: reach::ReachMaps,
     _links: Vec<PinnedLink>,
     _ebpf: Option<Ebpf>,
 }
@@ -312,7 +326,9 @@ impl Enforcer {
     pub fn attach_or_reuse(config: &EnforcerConfig) -> Result<Self, KernelError> {
         check_bpf_lsm()?;
         if Self::pinned_complete(&config.pin_dir) {
-            return Self::reuse(&config.pin_dir);
+            let mut enforcer = Self::reuse(&config.pin_dir)?;
+            enforcer.apply_reach(&config.reach)?;
+            return Ok(enforcer);
         }
         if config.pin_dir.exists() {
             tracing::warn!(dir = %config.pin_dir.display(), "removing incomplete pinned enforcement");
@@ -325,11 +341,12 @@ impl Enforcer {
     pub fn pinned_complete(pin_dir: &Path) -> bool {
         let links = links_dir(pin_dir);
         let maps = maps_dir(pin_dir);
-        let hooks = pincer_ebpf::PROGRAMS.iter().map(|(_, hook)| *hook);
-        let mut hooks: Vec<&str> = hooks.collect();
+        let hooks = pincer_ebpf::PROGRAMS.iter().chain(&pincer_ebpf::REACH_PROGRAMS).map(|(_, hook)| *hook);
+        let mut hooks: Vec<String> = hooks.map(String::from).collect();
         hooks.dedup();
+        hooks.extend(pincer_ebpf::REACH_FEXIT.iter().map(|(_, f)| reach::fexit_pin_name(f)));
         hooks.iter().all(|hook| links.join(hook).exists())
-            && map_names::ALL.iter().all(|name| maps.join(name).exists())
+            && map_names::ALL.iter().chain(&pincer_common::reach::map_names::ALL).all(|name| maps.join(name).exists())
     }
 
     /// Loads the program, attaches every hook and pins maps and links under
@@ -360,7 +377,7 @@ impl Enforcer {
                 return Err(e);
             }
         };
-        for name in map_names::ALL {
+        for name in map_names::ALL.into_iter().chain(pincer_common::reach::map_names::ALL) {
             let map = ebpf.map(name).ok_or(KernelError::MissingMap { name })?;
             let path = maps_dir(&pin_dir).join(name);
             map.pin(&path).map_err(|source| KernelError::Pin { path, source: source.into() })?;
@@ -372,8 +389,9 @@ impl Enforcer {
         let subtree = typed(map_names::SUBTREE, take(&mut ebpf, map_names::SUBTREE)?)?;
         let drops = typed(map_names::DROPS, take(&mut ebpf, map_names::DROPS)?)?;
         let events = typed(map_names::EVENTS, take(&mut ebpf, map_names::EVENTS)?)?;
+        let reach = reach::ReachMaps::take(&mut ebpf)?;
         tracing::info!(dir = %pin_dir.display(), "Pincer LSM loaded, attached and pinned");
-        Ok(Self {
+        let mut enforcer = Self {
             pin_dir,
             sessions,
             roots,
@@ -381,15 +399,18 @@ impl Enforcer {
             subtree,
             drops,
             events: Some(events),
+            reach,
             _links: links,
             _ebpf: Some(ebpf),
-        })
+        };
+        enforcer.apply_reach(&config.reach)?;
+        Ok(enforcer)
     }
 
     fn attach_all(ebpf: &mut Ebpf, btf: &Btf, pin_dir: &Path) -> Result<Vec<PinnedLink>, KernelError> {
         let mut links = Vec::new();
         let mut done_hooks: Vec<&'static str> = Vec::new();
-        for (name, hook) in pincer_ebpf::PROGRAMS {
+        for (name, hook) in pincer_ebpf::PROGRAMS.into_iter().chain(pincer_ebpf::REACH_PROGRAMS) {
             if done_hooks.contains(&hook) {
                 continue;
             }
@@ -417,6 +438,7 @@ impl Enforcer {
             links.push(pinned);
             done_hooks.push(hook);
         }
+        links.extend(reach::attach_fexit(ebpf, btf, &links_dir(pin_dir))?);
         Ok(links)
     }
 
@@ -446,6 +468,7 @@ impl Enforcer {
             subtree: typed(map_names::SUBTREE, open(map_names::SUBTREE)?)?,
             drops: typed(map_names::DROPS, open(map_names::DROPS)?)?,
             events: Some(typed(map_names::EVENTS, open(map_names::EVENTS)?)?),
+            reach: reach::ReachMaps::open(&maps_dir(pin_dir))?,
             _links: links,
             _ebpf: None,
         })
@@ -484,6 +507,7 @@ impl Enforcer {
                 removed += 1;
             }
         }
+        self.reach.revoke_session(cgroup_id)?;
         if !keep_gated {
             self.remove_session(cgroup_id)?;
         }

@@ -1,0 +1,834 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Pincer BPF LSM: no reach into other processes, no deputies.
+ *
+ * #included at the end of pincer.bpf.c (it uses its maps and helpers). For a
+ * gated task (one whose cgroup, or an ancestor, is a registered session):
+ * - signals, ptrace and everything that checks ptrace access (/proc/PID/mem,
+ *   environ, maps, fd, process_vm_readv, pidfd_getfd, kcmp), nice, ioprio,
+ *   scheduler and page moves, writes to /proc/PID/ files, and PTRACE_TRACEME
+ *   reach only tasks of the same session;
+ * - SysV shared memory, message queues and semaphores are usable only when a
+ *   task of the same session created them;
+ * - Unix sockets (pathname and abstract, stream and datagram) are reachable
+ *   only when a task of the same session created the listening or receiving
+ *   socket, or the socket file is allowed (pincer_unix_files), or its bound
+ *   name is allowed (pincer_unix_names, optionally only when the socket file
+ *   has a given owner: the daemon's socket must be root's);
+ * - TCP/UDP to an address that reaches this host (127.0.0.0/8, ::1, 0.0.0.0,
+ *   ::, v4-mapped forms, broadcast and multicast, and the host's interface
+ *   addresses in pincer_host_addrs) reach only ports the same session bound
+ *   itself (recorded after a successful bind, or when a listening or UDP
+ *   socket reports its port) or ports listed for every session (session 0).
+ * Remote hosts stay reachable: network egress is not gated here.
+ * Each denial is reported on the ring buffer with EVENT_FLAG_REACH. */
+
+#include <bpf/bpf_endian.h>
+
+#define EPERM 1
+#define ENOMEM 12
+#define PROC_SUPER_MAGIC 0x9fa0
+#define AF_UNSPEC 0
+#define AF_UNIX 1
+#define AF_INET 2
+#define AF_INET6 10
+#define IPPROTO_ICMP 1
+#define IPPROTO_TCP 6
+#define IPPROTO_UDP 17
+#define IPPROTO_ICMPV6 58
+#define IPPROTO_UDPLITE 136
+#define IPPROTO_MPTCP 262
+#define SOCK_DGRAM 2
+#define TCP_LISTEN 10
+#define PTRACE_MODE_NOAUDIT 0x04
+#define UNIX_PATH_MAX 108
+
+#pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
+
+struct hlist_node {
+	struct hlist_node *next;
+};
+
+struct hlist_head {
+	struct hlist_node *first;
+};
+
+struct kernfs_node {
+	struct kernfs_node *parent;
+	__u64 id;
+};
+
+struct cgroup {
+	struct kernfs_node *kn;
+};
+
+struct css_set {
+	struct cgroup *dfl_cgrp;
+};
+
+struct task_struct {
+	int tgid;
+	struct css_set *cgroups;
+	struct hlist_node pid_links[4];
+	char comm[16];
+};
+
+struct pid {
+	struct hlist_head tasks[4];
+};
+
+struct proc_inode {
+	struct pid *pid;
+	struct inode vfs_inode;
+};
+
+struct kern_ipc_perm {
+	int key;
+	int id;
+};
+
+struct sock_common {
+	unsigned short skc_family;
+	volatile unsigned char skc_state;
+	__u16 skc_num;
+};
+
+struct sock {
+	struct sock_common __sk_common;
+	__u16 sk_type;
+	__u16 sk_protocol;
+};
+
+struct socket {
+	short type;
+	struct sock *sk;
+};
+
+struct sockaddr_un {
+	unsigned short sun_family;
+	char sun_path[UNIX_PATH_MAX];
+};
+
+struct unix_address {
+	int len;
+	struct sockaddr_un name[];
+};
+
+struct unix_sock {
+	struct sock sk;
+	struct unix_address *addr;
+	struct path path;
+};
+
+struct msghdr {
+	void *msg_name;
+	int msg_namelen;
+};
+
+#pragma clang attribute pop
+
+struct kernel_siginfo;
+struct cred;
+struct sockaddr;
+
+/* A socket a session created (AF_UNIX), or whose port it recorded (inet). */
+struct sock_owner {
+	__u64 session;
+	__u32 port; /* proto << 16 | port recorded in pincer_ports, or 0 */
+	__u32 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64); /* struct sock * */
+	__type(value, struct sock_owner);
+} pincer_socks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct port_key);
+	__type(value, __u32); /* sockets holding it (session 0: listed, non-zero) */
+} pincer_ports SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, struct host_addr_key);
+	__type(value, __u32);
+} pincer_host_addrs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct root_key); /* the socket file */
+	__type(value, __u32);
+} pincer_unix_files SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct unix_name_key);
+	__type(value, __u32); /* owner uid the socket file must have, or UNIX_OWNER_ANY */
+} pincer_unix_names SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64); /* struct kern_ipc_perm * */
+	__type(value, __u64); /* the creating session */
+} pincer_ipc SEC(".maps");
+
+/* Holds a name key while it is built (too large for the BPF stack with the rest). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct unix_name_key);
+} pincer_name_scratch SEC(".maps");
+
+/* The session task `t` belongs to, or 0; same rule as current_session():
+ * its own cgroup first, else the outermost registered ancestor. */
+static __always_inline __u64 task_session(struct task_struct *t)
+{
+	struct kernfs_node *kn = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn);
+	__u64 found = 0;
+
+	for (int i = 0; i < MAX_CGROUP_LEVELS; i++) {
+		if (!kn)
+			break;
+		struct session_key k = { .cgroup_id = BPF_CORE_READ(kn, id) };
+		struct session_value *v = bpf_map_lookup_elem(&pincer_sessions, &k);
+
+		if (v && v->active) {
+			if (i == 0)
+				return k.cgroup_id;
+			found = k.cgroup_id;
+		}
+		kn = BPF_CORE_READ(kn, parent);
+	}
+	return found;
+}
+
+static __always_inline struct miss_event *reach_event(__u64 session, __u32 hook)
+{
+	struct miss_event *e = bpf_ringbuf_reserve(&pincer_events, sizeof(*e), 0);
+
+	if (!e) {
+		count_drop();
+		return 0;
+	}
+	e->session = session;
+	e->pid = bpf_get_current_pid_tgid() >> 32;
+	e->uid = (__u32)bpf_get_current_uid_gid();
+	e->access = 0;
+	e->hook = hook;
+	e->flags = EVENT_FLAG_REACH;
+	e->depth = 0;
+	e->_pad = 0;
+	e->ino = 0;
+	e->parent_ino = 0;
+	e->root_ino = 0;
+	e->dev = 0;
+	e->parent_dev = 0;
+	e->root_dev = 0;
+	e->name[0] = 0;
+	e->path[0] = 0;
+	return e;
+}
+
+/* ---- processes ---- */
+
+/* Deny `hook` on task `t` (outside `session`): report it unless `quiet`. */
+static __always_inline int deny_task(__u64 session, struct task_struct *t, __u64 target_session, __u32 hook,
+				     __u32 detail, int quiet, int err)
+{
+	if (quiet)
+		return err;
+	struct miss_event *e = reach_event(session, hook);
+
+	if (e) {
+		e->ino = (__u32)BPF_CORE_READ(t, tgid);
+		e->dev = detail;
+		e->parent_ino = target_session;
+		bpf_core_read_str(e->name, sizeof(t->comm), &t->comm);
+		bpf_ringbuf_submit(e, 0);
+	}
+	return err;
+}
+
+/* 0 if the gated caller may act on `t`, else the denial (reported). */
+static __always_inline int check_task(struct task_struct *t, __u32 hook, __u32 detail, int quiet, int err)
+{
+	__u64 session = current_session();
+
+	if (!session || !t)
+		return 0;
+	__u64 target = task_session(t);
+
+	if (target == session)
+		return 0;
+	return deny_task(session, t, target, hook, detail, quiet, err);
+}
+
+SEC("lsm/task_kill")
+int BPF_PROG(pincer_task_kill, struct task_struct *p, struct kernel_siginfo *info, int sig, const struct cred *cred,
+	     int ret)
+{
+	if (ret)
+		return ret;
+	/* With `cred` set (async USB IO) the signal is sent on behalf of a
+	 * file's owner from the completing context; that context is checked. */
+	return check_task(p, HOOK_TASK_KILL, sig, 0, -EPERM);
+}
+
+SEC("lsm/ptrace_access_check")
+int BPF_PROG(pincer_ptrace_access_check, struct task_struct *child, unsigned int mode, int ret)
+{
+	if (ret)
+		return ret;
+	/* NOAUDIT probes (ps reading /proc/PID/stat) are denied without a report. */
+	return check_task(child, HOOK_PTRACE_ACCESS_CHECK, mode, mode & PTRACE_MODE_NOAUDIT, -EPERM);
+}
+
+SEC("lsm/ptrace_traceme")
+int BPF_PROG(pincer_ptrace_traceme, struct task_struct *parent, int ret)
+{
+	if (ret)
+		return ret;
+	return check_task(parent, HOOK_PTRACE_TRACEME, 0, 0, -EPERM);
+}
+
+SEC("lsm/task_setnice")
+int BPF_PROG(pincer_task_setnice, struct task_struct *p, int nice, int ret)
+{
+	if (ret)
+		return ret;
+	return check_task(p, HOOK_TASK_SETNICE, (__u32)nice, 0, -EPERM);
+}
+
+SEC("lsm/task_setioprio")
+int BPF_PROG(pincer_task_setioprio, struct task_struct *p, int ioprio, int ret)
+{
+	if (ret)
+		return ret;
+	return check_task(p, HOOK_TASK_SETIOPRIO, (__u32)ioprio, 0, -EPERM);
+}
+
+SEC("lsm/task_setscheduler")
+int BPF_PROG(pincer_task_setscheduler, struct task_struct *p, int ret)
+{
+	if (ret)
+		return ret;
+	return check_task(p, HOOK_TASK_SETSCHEDULER, 0, 0, -EPERM);
+}
+
+SEC("lsm/task_movememory")
+int BPF_PROG(pincer_task_movememory, struct task_struct *p, int ret)
+{
+	if (ret)
+		return ret;
+	return check_task(p, HOOK_TASK_MOVEMEMORY, 0, 0, -EPERM);
+}
+
+/* Called from pincer_file_open for a gated task: a write open of a file in
+ * another process's /proc/PID/ directory (oom_score_adj, coredump_filter, ...,
+ * which check only the file mode, not ptrace access) is denied. */
+static __always_inline int reach_file_open(__u64 session, struct file *file)
+{
+	if (!(file->f_mode & FMODE_WRITE))
+		return 0;
+	struct inode *inode = file->f_inode;
+
+	if (!inode || inode->i_sb->s_magic != PROC_SUPER_MAGIC)
+		return 0;
+	__u64 addr = (__u64)BPF_CORE_READ(file, f_inode);
+	struct proc_inode *pi = (void *)(addr - bpf_core_field_offset(struct proc_inode, vfs_inode));
+	struct pid *pid = BPF_CORE_READ(pi, pid);
+
+	if (!pid) /* /proc/sys and other files of no process */
+		return 0;
+	__u64 first = (__u64)BPF_CORE_READ(pid, tasks[0].first);
+
+	if (!first) /* the process is gone */
+		return 0;
+	struct task_struct *t = (void *)(first - bpf_core_field_offset(struct task_struct, pid_links));
+	__u64 target = task_session(t);
+
+	if (target == session)
+		return 0;
+	return deny_task(session, t, target, HOOK_PROC_WRITE, 0, 0, -EACCES);
+}
+
+/* ---- SysV IPC ---- */
+
+static __always_inline int ipc_record(struct kern_ipc_perm *perm)
+{
+	__u64 session = current_session();
+
+	if (!session)
+		return 0;
+	__u64 k = (__u64)perm;
+
+	/* Unrecorded, the session could not use its own object: fail its creation. */
+	return bpf_map_update_elem(&pincer_ipc, &k, &session, BPF_ANY) ? -ENOMEM : 0;
+}
+
+static __always_inline void ipc_forget(struct kern_ipc_perm *perm)
+{
+	__u64 k = (__u64)perm;
+
+	bpf_map_delete_elem(&pincer_ipc, &k);
+}
+
+static __always_inline int ipc_check(struct kern_ipc_perm *perm, __u32 hook, __u32 detail)
+{
+	if (!perm)
+		return 0;
+	__u64 session = current_session();
+
+	if (!session)
+		return 0;
+	__u64 k = (__u64)perm;
+	__u64 *owner = bpf_map_lookup_elem(&pincer_ipc, &k);
+
+	if (owner && *owner == session)
+		return 0;
+	struct miss_event *e = reach_event(session, hook);
+
+	if (e) {
+		e->ino = (__u32)BPF_CORE_READ(perm, id);
+		e->parent_ino = (__u32)BPF_CORE_READ(perm, key);
+		e->dev = detail;
+		e->root_ino = owner ? *owner : 0;
+		bpf_ringbuf_submit(e, 0);
+	}
+	return -EACCES;
+}
+
+SEC("lsm/ipc_permission")
+int BPF_PROG(pincer_ipc_permission, struct kern_ipc_perm *ipcp, short flag, int ret)
+{
+	if (ret)
+		return ret;
+	return ipc_check(ipcp, HOOK_IPC_PERMISSION, (__u16)flag);
+}
+
+SEC("lsm/shm_shmctl")
+int BPF_PROG(pincer_shm_shmctl, struct kern_ipc_perm *perm, int cmd, int ret)
+{
+	if (ret)
+		return ret;
+	return ipc_check(perm, HOOK_IPC_CTL, (__u32)cmd);
+}
+
+SEC("lsm/msg_queue_msgctl")
+int BPF_PROG(pincer_msg_queue_msgctl, struct kern_ipc_perm *perm, int cmd, int ret)
+{
+	if (ret)
+		return ret;
+	return ipc_check(perm, HOOK_IPC_CTL, (__u32)cmd);
+}
+
+SEC("lsm/sem_semctl")
+int BPF_PROG(pincer_sem_semctl, struct kern_ipc_perm *perm, int cmd, int ret)
+{
+	if (ret)
+		return ret;
+	return ipc_check(perm, HOOK_IPC_CTL, (__u32)cmd);
+}
+
+SEC("lsm/shm_alloc_security")
+int BPF_PROG(pincer_shm_alloc, struct kern_ipc_perm *perm, int ret)
+{
+	if (ret)
+		return ret;
+	return ipc_record(perm);
+}
+
+SEC("lsm/msg_queue_alloc_security")
+int BPF_PROG(pincer_msg_queue_alloc, struct kern_ipc_perm *perm, int ret)
+{
+	if (ret)
+		return ret;
+	return ipc_record(perm);
+}
+
+SEC("lsm/sem_alloc_security")
+int BPF_PROG(pincer_sem_alloc, struct kern_ipc_perm *perm, int ret)
+{
+	if (ret)
+		return ret;
+	return ipc_record(perm);
+}
+
+SEC("lsm/shm_free_security")
+int BPF_PROG(pincer_shm_free, struct kern_ipc_perm *perm)
+{
+	ipc_forget(perm);
+	return 0;
+}
+
+SEC("lsm/msg_queue_free_security")
+int BPF_PROG(pincer_msg_queue_free, struct kern_ipc_perm *perm)
+{
+	ipc_forget(perm);
+	return 0;
+}
+
+SEC("lsm/sem_free_security")
+int BPF_PROG(pincer_sem_free, struct kern_ipc_perm *perm)
+{
+	ipc_forget(perm);
+	return 0;
+}
+
+/* ---- sockets: who made them ---- */
+
+SEC("lsm/socket_post_create")
+int BPF_PROG(pincer_socket_post_create, struct socket *sock, int family, int type, int protocol, int kern, int ret)
+{
+	if (ret)
+		return ret;
+	if (kern || family != AF_UNIX)
+		return 0;
+	__u64 session = current_session();
+
+	if (!session)
+		return 0;
+	__u64 k = (__u64)BPF_CORE_READ(sock, sk);
+
+	if (!k)
+		return 0;
+	struct sock_owner o = { .session = session };
+
+	/* Unrecorded, the session could not reach its own socket: fail it. */
+	return bpf_map_update_elem(&pincer_socks, &k, &o, BPF_ANY) ? -ENOMEM : 0;
+}
+
+static __always_inline __u16 sock_proto(struct sock *sk)
+{
+	__u16 p = BPF_CORE_READ(sk, sk_protocol);
+
+	if (p == IPPROTO_MPTCP)
+		return IPPROTO_TCP;
+	if (p == IPPROTO_UDPLITE)
+		return IPPROTO_UDP;
+	return p;
+}
+
+static __always_inline int is_inet(struct sock *sk)
+{
+	__u16 f = BPF_CORE_READ(sk, __sk_common.skc_family);
+
+	return f == AF_INET || f == AF_INET6;
+}
+
+/* Records the local port of the session's inet socket `sk` (once per socket). */
+static __always_inline void record_port(__u64 session, struct sock *sk)
+{
+	__u16 num = BPF_CORE_READ(sk, __sk_common.skc_num);
+
+	if (!num || !is_inet(sk))
+		return;
+	__u16 proto = sock_proto(sk);
+	__u32 tag = ((__u32)proto << 16) | num;
+	__u64 k = (__u64)sk;
+	struct sock_owner *old = bpf_map_lookup_elem(&pincer_socks, &k);
+
+	if (old && old->port == tag)
+		return;
+	struct port_key pk = { .session = session, .port = num, .proto = proto };
+	__u32 one = 1;
+	__u32 *count = bpf_map_lookup_elem(&pincer_ports, &pk);
+
+	if (count)
+		__sync_fetch_and_add(count, 1);
+	else if (bpf_map_update_elem(&pincer_ports, &pk, &one, BPF_NOEXIST)) {
+		count = bpf_map_lookup_elem(&pincer_ports, &pk);
+		if (!count)
+			return; /* map full: the port stays unreachable (fail closed) */
+		__sync_fetch_and_add(count, 1);
+	}
+	struct sock_owner o = { .session = session, .port = tag };
+
+	bpf_map_update_elem(&pincer_socks, &k, &o, BPF_ANY);
+}
+
+/* bind() succeeded: the port is the session's. fexit, so a bind refused for a
+ * port somebody else holds records nothing. */
+SEC("fexit/inet_bind")
+int BPF_PROG(pincer_inet_bind, struct socket *sock, struct sockaddr *uaddr, int addr_len, int ret)
+{
+	if (ret)
+		return 0;
+	__u64 session = current_session();
+
+	if (session)
+		record_port(session, BPF_CORE_READ(sock, sk));
+	return 0;
+}
+
+SEC("fexit/inet6_bind")
+int BPF_PROG(pincer_inet6_bind, struct socket *sock, struct sockaddr *uaddr, int addr_len, int ret)
+{
+	if (ret)
+		return 0;
+	__u64 session = current_session();
+
+	if (session)
+		record_port(session, BPF_CORE_READ(sock, sk));
+	return 0;
+}
+
+/* A server that let the kernel pick its port (listen or bind to port 0) asks
+ * for it: a listening TCP socket or a UDP socket records its port then. */
+SEC("lsm/socket_getsockname")
+int BPF_PROG(pincer_socket_getsockname, struct socket *sock, int ret)
+{
+	if (ret)
+		return ret;
+	struct sock *sk = BPF_CORE_READ(sock, sk);
+
+	if (!sk || !is_inet(sk))
+		return 0;
+	__u64 session = current_session();
+
+	if (!session)
+		return 0;
+	if (BPF_CORE_READ(sk, __sk_common.skc_state) == TCP_LISTEN || BPF_CORE_READ(sk, sk_type) == SOCK_DGRAM)
+		record_port(session, sk);
+	return 0;
+}
+
+SEC("lsm/sk_free_security")
+int BPF_PROG(pincer_sk_free_security, struct sock *sk)
+{
+	__u64 k = (__u64)sk;
+	struct sock_owner *o = bpf_map_lookup_elem(&pincer_socks, &k);
+
+	if (!o)
+		return 0;
+	if (o->port && o->session) {
+		struct port_key pk = { .session = o->session, .port = o->port & 0xffff, .proto = o->port >> 16 };
+		__u32 *count = bpf_map_lookup_elem(&pincer_ports, &pk);
+
+		if (count) {
+			__sync_fetch_and_add(count, -1);
+			if (*count == 0)
+				bpf_map_delete_elem(&pincer_ports, &pk);
+		}
+	}
+	bpf_map_delete_elem(&pincer_socks, &k);
+	return 0;
+}
+
+/* ---- Unix sockets ---- */
+
+/* 0 if the gated caller may reach the Unix socket `other`, else -EACCES. */
+static __always_inline int unix_peer_check(__u64 session, struct sock *other, __u32 hook)
+{
+	if (!other)
+		return 0;
+	__u64 k = (__u64)other;
+	struct sock_owner *o = bpf_map_lookup_elem(&pincer_socks, &k);
+
+	if (o && o->session == session)
+		return 0;
+	struct unix_sock *u = (void *)other;
+	struct inode *inode = BPF_CORE_READ(u, path.dentry, d_inode);
+	struct root_key fk = {};
+	__u32 owner = UNIX_OWNER_ANY;
+
+	if (inode) {
+		fk.ino = BPF_CORE_READ(inode, i_ino);
+		fk.dev = BPF_CORE_READ(inode, i_sb, s_dev);
+		owner = BPF_CORE_READ(inode, i_uid.val);
+		if (bpf_map_lookup_elem(&pincer_unix_files, &fk))
+			return 0;
+	}
+	__u32 zero = 0;
+	struct unix_name_key *nk = bpf_map_lookup_elem(&pincer_name_scratch, &zero);
+
+	if (!nk)
+		return -EACCES;
+	__builtin_memset(nk, 0, sizeof(*nk));
+	struct unix_address *addr = BPF_CORE_READ(u, addr);
+
+	if (addr) {
+		int len = BPF_CORE_READ(addr, len) - (int)sizeof(unsigned short);
+
+		if (len > 0) {
+			__u32 n = len;
+
+			if (n > UNIX_PATH_MAX)
+				n = UNIX_PATH_MAX;
+			nk->len = n;
+			bpf_probe_read_kernel(nk->name, n, (void *)addr + bpf_core_field_offset(addr->name) +
+									sizeof(unsigned short));
+			__u32 *need = bpf_map_lookup_elem(&pincer_unix_names, nk);
+
+			if (need && (*need == UNIX_OWNER_ANY || (inode && *need == owner)))
+				return 0;
+		}
+	}
+	struct miss_event *e = reach_event(session, hook);
+
+	if (e) {
+		e->ino = fk.ino;
+		e->dev = fk.dev;
+		e->parent_ino = o ? o->session : 0;
+		e->parent_dev = inode ? owner : UNIX_OWNER_ANY;
+		/* The bound name: a path, or '@' and an abstract name. */
+		if (nk->len) {
+			if (nk->name[0]) {
+				__builtin_memcpy(e->name, nk->name, UNIX_PATH_MAX);
+			} else {
+				e->name[0] = '@';
+				__builtin_memcpy(&e->name[1], &nk->name[1], UNIX_PATH_MAX - 1);
+			}
+			e->name[UNIX_PATH_MAX] = 0;
+			e->root_dev = nk->len;
+		}
+		bpf_ringbuf_submit(e, 0);
+	}
+	return -EACCES;
+}
+
+SEC("lsm/unix_stream_connect")
+int BPF_PROG(pincer_unix_stream_connect, struct sock *sock, struct sock *other, struct sock *newsk, int ret)
+{
+	if (ret)
+		return ret;
+	__u64 session = current_session();
+
+	return session ? unix_peer_check(session, other, HOOK_UNIX_STREAM_CONNECT) : 0;
+}
+
+SEC("lsm/unix_may_send")
+int BPF_PROG(pincer_unix_may_send, struct socket *sock, struct socket *other, int ret)
+{
+	if (ret)
+		return ret;
+	__u64 session = current_session();
+
+	return session ? unix_peer_check(session, BPF_CORE_READ(other, sk), HOOK_UNIX_MAY_SEND) : 0;
+}
+
+/* ---- TCP/UDP to this host ---- */
+
+/* Whether `a` (IPv6 form; IPv4 as ::ffff:a.b.c.d) reaches this host. */
+static __always_inline int reaches_host(struct host_addr_key *a)
+{
+	__u64 hi, lo;
+
+	__builtin_memcpy(&hi, &a->addr[0], 8);
+	__builtin_memcpy(&lo, &a->addr[8], 8);
+	if (!hi && !lo) /* :: */
+		return 1;
+	if (!hi && lo == bpf_cpu_to_be64(1)) /* ::1 */
+		return 1;
+	if (a->addr[0] == 0xff) /* IPv6 multicast */
+		return 1;
+	if (!hi && a->addr[8] == 0 && a->addr[9] == 0 && a->addr[10] == 0xff && a->addr[11] == 0xff) {
+		__u8 b0 = a->addr[12];
+
+		if (b0 == 127 || (b0 & 0xf0) == 0xe0) /* loopback, multicast */
+			return 1;
+		__u32 v4;
+
+		__builtin_memcpy(&v4, &a->addr[12], 4);
+		if (v4 == 0 || v4 == 0xffffffff) /* 0.0.0.0, limited broadcast */
+			return 1;
+	}
+	return bpf_map_lookup_elem(&pincer_host_addrs, a) != 0;
+}
+
+/* 0 if the gated caller may send to `addr` from inet socket `sk`. */
+static __always_inline int inet_dest_check(__u64 session, struct sock *sk, struct sockaddr *addr, int addrlen,
+					   int sending, __u32 hook)
+{
+	if (!sk || !addr || !is_inet(sk))
+		return 0;
+	__u8 buf[28] = {};
+	__u32 n = addrlen;
+
+	if (addrlen < 2)
+		return 0;
+	if (n > sizeof(buf))
+		n = sizeof(buf);
+	if (bpf_probe_read_kernel(buf, n, addr))
+		return -EACCES;
+	__u16 family = buf[0] | (buf[1] << 8);
+	struct host_addr_key a = {};
+	__u16 port;
+
+	if (family == AF_UNSPEC && sending && BPF_CORE_READ(sk, __sk_common.skc_family) == AF_INET)
+		family = AF_INET; /* udp_sendmsg takes AF_UNSPEC as AF_INET */
+	if (family == AF_INET) {
+		if (n < 8)
+			return 0; /* the kernel refuses it */
+		a.addr[10] = 0xff;
+		a.addr[11] = 0xff;
+		__builtin_memcpy(&a.addr[12], &buf[4], 4);
+	} else if (family == AF_INET6) {
+		if (n < 24)
+			return 0;
+		__builtin_memcpy(a.addr, &buf[8], 16);
+	} else {
+		return 0; /* AF_UNSPEC connect disconnects; others are refused */
+	}
+	port = (buf[2] << 8) | buf[3];
+	if (!reaches_host(&a))
+		return 0;
+	__u16 proto = sock_proto(sk);
+
+	if (proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6)
+		return 0; /* echo: no port, nothing served */
+	struct port_key pk = { .session = session, .port = port, .proto = proto };
+
+	if (bpf_map_lookup_elem(&pincer_ports, &pk))
+		return 0;
+	pk.session = 0;
+	if (bpf_map_lookup_elem(&pincer_ports, &pk))
+		return 0;
+	struct miss_event *e = reach_event(session, hook);
+
+	if (e) {
+		e->ino = port;
+		e->dev = proto;
+		__builtin_memcpy(&e->parent_ino, &a.addr[0], 8);
+		__builtin_memcpy(&e->root_ino, &a.addr[8], 8);
+		bpf_ringbuf_submit(e, 0);
+	}
+	return -EACCES;
+}
+
+SEC("lsm/socket_connect")
+int BPF_PROG(pincer_socket_connect, struct socket *sock, struct sockaddr *address, int addrlen, int ret)
+{
+	if (ret)
+		return ret;
+	__u64 session = current_session();
+
+	if (!session)
+		return 0;
+	return inet_dest_check(session, BPF_CORE_READ(sock, sk), address, addrlen, 0, HOOK_SOCKET_CONNECT);
+}
+
+SEC("lsm/socket_sendmsg")
+int BPF_PROG(pincer_socket_sendmsg, struct socket *sock, struct msghdr *msg, int size, int ret)
+{
+	if (ret)
+		return ret;
+	void *name = BPF_CORE_READ(msg, msg_name);
+
+	if (!name) /* connected: checked at connect */
+		return 0;
+	__u64 session = current_session();
+
+	if (!session)
+		return 0;
+	return inet_dest_check(session, BPF_CORE_READ(sock, sk), name, BPF_CORE_READ(msg, msg_namelen), 1,
+			       HOOK_SOCKET_SENDMSG);
+}

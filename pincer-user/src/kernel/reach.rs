@@ -1,0 +1,480 @@
+//! Session containment against reach into other processes and sockets: the
+//! userspace side of `pincer-ebpf/src/reach.bpf.c`.
+//!
+//! For a gated task the kernel allows, besides its own session's processes,
+//! SysV objects, Unix sockets and bound ports, only what these maps list:
+//! - Unix sockets by socket file ([`Enforcer::allow_unix_socket`]), by bound
+//!   path with a required owner of the socket file ([`Enforcer::allow_unix_path`];
+//!   the daemon's own socket must be root's, so no user can put a socket under
+//!   that name, not even in a mount namespace of its own), or by abstract name
+//!   ([`Enforcer::allow_abstract_socket`]);
+//! - TCP/UDP ports on this host for every session ([`Enforcer::allow_port`]);
+//!   "this host" is loopback, the unspecified, broadcast and multicast
+//!   addresses and the host's interface addresses ([`Enforcer::refresh_host_addresses`]).
+//!
+//! Remote hosts stay reachable: network egress is not gated.
+
+use super::{remove_if_present, Enforcer, Hook, KernelError, Miss, ObjectId};
+use aya::maps::{HashMap, Map, MapData, MapError};
+use aya::programs::links::{FdLink, PinnedLink};
+use aya::programs::{FExit, ProgramError};
+use aya::{Btf, Ebpf};
+use pincer_common::reach::{
+    map_names, HostAddrKey, PortKey, UnixNameKey, PROTO_TCP, PROTO_UDP, UNIX_NAME_LEN,
+    UNIX_OWNER_ANY,
+};
+use pincer_common::RootKey;
+use std::collections::HashSet;
+use std::net::{IpAddr, Ipv6Addr};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// A transport protocol whose ports on this host are gated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Proto {
+    /// TCP (and MPTCP).
+    Tcp,
+    /// UDP (and UDP-Lite).
+    Udp,
+}
+
+impl Proto {
+    /// The protocol number the kernel keys ports by.
+    pub fn number(self) -> u16 {
+        match self {
+            Proto::Tcp => PROTO_TCP,
+            Proto::Udp => PROTO_UDP,
+        }
+    }
+
+    /// The protocol of a kernel protocol number, if gated.
+    pub fn from_number(n: u32) -> Option<Self> {
+        match u16::try_from(n).ok()? {
+            PROTO_TCP => Some(Proto::Tcp),
+            PROTO_UDP => Some(Proto::Udp),
+            _ => None,
+        }
+    }
+}
+
+/// A port on this host that every session may reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct HostPort {
+    /// The protocol.
+    pub proto: Proto,
+    /// The port.
+    pub port: u16,
+}
+
+/// What sessions may reach beyond their own processes, objects and ports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReachConfig {
+    /// Unix socket paths every session may connect to while the socket file is
+    /// owned by root: the daemon's own socket. Matched by the path the socket
+    /// was bound at, so a socket re-created there (a restarted daemon) stays
+    /// reachable.
+    pub trusted_sockets: Vec<PathBuf>,
+    /// Ports on this host every session may reach. Default: DNS (TCP and UDP
+    /// port 53, where systemd-resolved's stub listens on 127.0.0.53; binding a
+    /// port below 1024 needs privilege, so no user process can serve there).
+    pub host_ports: Vec<HostPort>,
+}
+
+impl Default for ReachConfig {
+    fn default() -> Self {
+        Self {
+            trusted_sockets: Vec::new(),
+            host_ports: vec![HostPort { proto: Proto::Udp, port: 53 }, HostPort { proto: Proto::Tcp, port: 53 }],
+        }
+    }
+}
+
+impl ReachConfig {
+    /// The default, trusting the Unix socket at `socket` (the daemon's).
+    pub fn with_trusted_socket(socket: &Path) -> Self {
+        Self { trusted_sockets: vec![socket.to_path_buf()], ..Self::default() }
+    }
+}
+
+/// What a reach denial was about, decoded from a [`Miss`] (see
+/// [`pincer_common::reach`] for the kernel's field layout).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reach {
+    /// A process outside the session (signal, ptrace, `/proc/PID/` write, ...).
+    Process {
+        /// Its process id.
+        pid: u32,
+        /// Its session (0: outside every session).
+        session: u64,
+        /// Its `comm` (set by the process itself: informative only).
+        comm: String,
+        /// Signal number, ptrace mode, nice or ioprio value (hook-specific).
+        detail: u32,
+    },
+    /// A SysV object not created by the session.
+    Ipc {
+        /// The IPC id.
+        id: u32,
+        /// The IPC key.
+        key: i32,
+    },
+    /// A Unix socket not created by the session nor allowed.
+    UnixSocket {
+        /// The bound name: a path, or `@` and an abstract name.
+        name: String,
+        /// The socket file (none for abstract sockets).
+        file: Option<ObjectId>,
+    },
+    /// A port on this host the session did not bind and that is not allowed.
+    HostPort {
+        /// The protocol (`None` for an ungated protocol number).
+        proto: Option<Proto>,
+        /// The protocol number.
+        proto_number: u32,
+        /// The destination address.
+        addr: IpAddr,
+        /// The port.
+        port: u16,
+    },
+}
+
+impl Miss {
+    /// What a reach denial was about (`None` for a file miss).
+    pub fn reach(&self) -> Option<Reach> {
+        use pincer_common::reach::*;
+        if self.flags & EVENT_FLAG_REACH == 0 {
+            return None;
+        }
+        Some(match self.hook {
+            Hook::IpcPermission | Hook::IpcCtl => Reach::Ipc { id: self.ino as u32, key: self.parent_ino as u32 as i32 },
+            Hook::UnixStreamConnect | Hook::UnixMaySend => Reach::UnixSocket {
+                name: self.name.clone(),
+                file: (self.ino != 0).then_some(ObjectId { dev: self.dev, ino: self.ino }),
+            },
+            Hook::SocketConnect | Hook::SocketSendmsg => {
+                let mut bytes = [0u8; 16];
+                bytes[..8].copy_from_slice(&self.parent_ino.to_ne_bytes());
+                bytes[8..].copy_from_slice(&self.root_ino.to_ne_bytes());
+                let v6 = Ipv6Addr::from(bytes);
+                let addr = v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(IpAddr::V6(v6));
+                Reach::HostPort {
+                    proto: Proto::from_number(self.dev),
+                    proto_number: self.dev,
+                    addr,
+                    port: self.ino as u16,
+                }
+            }
+            _ => Reach::Process {
+                pid: self.ino as u32,
+                session: self.parent_ino,
+                comm: self.name.clone(),
+                detail: self.dev,
+            },
+        })
+    }
+}
+
+
+/// The reach maps userspace edits.
+pub(super) struct ReachMaps {
+    ports: HashMap<MapData, PortKey, u32>,
+    host_addrs: HashMap<MapData, HostAddrKey, u32>,
+    unix_files: HashMap<MapData, RootKey, u32>,
+    unix_names: HashMap<MapData, UnixNameKey, u32>,
+}
+
+fn typed<T: TryFrom<Map, Error = MapError>>(name: &'static str, map: Map) -> Result<T, KernelError> {
+    T::try_from(map).map_err(|source| KernelError::OpenMap { name, source: source.into() })
+}
+
+impl ReachMaps {
+    /// Takes the maps from a freshly loaded object (after they were pinned).
+    pub(super) fn take(ebpf: &mut Ebpf) -> Result<Self, KernelError> {
+        let mut take = |name: &'static str| ebpf.take_map(name).ok_or(KernelError::MissingMap { name });
+        Ok(Self {
+            ports: typed(map_names::PORTS, take(map_names::PORTS)?)?,
+            host_addrs: typed(map_names::HOST_ADDRS, take(map_names::HOST_ADDRS)?)?,
+            unix_files: typed(map_names::UNIX_FILES, take(map_names::UNIX_FILES)?)?,
+            unix_names: typed(map_names::UNIX_NAMES, take(map_names::UNIX_NAMES)?)?,
+        })
+    }
+
+    /// Opens the maps pinned under `maps_dir`.
+    pub(super) fn open(maps_dir: &Path) -> Result<Self, KernelError> {
+        let open = |name: &'static str| -> Result<Map, KernelError> {
+            let data = MapData::from_pin(maps_dir.join(name))
+                .map_err(|source| KernelError::OpenMap { name, source: source.into() })?;
+            Map::from_map_data(data).map_err(|source| KernelError::OpenMap { name, source: source.into() })
+        };
+        Ok(Self {
+            ports: typed(map_names::PORTS, open(map_names::PORTS)?)?,
+            host_addrs: typed(map_names::HOST_ADDRS, open(map_names::HOST_ADDRS)?)?,
+            unix_files: typed(map_names::UNIX_FILES, open(map_names::UNIX_FILES)?)?,
+            unix_names: typed(map_names::UNIX_NAMES, open(map_names::UNIX_NAMES)?)?,
+        })
+    }
+
+    /// Forgets the ports a session bound (its sockets' own records go when they close).
+    pub(super) fn revoke_session(&mut self, session: u64) -> Result<(), KernelError> {
+        if session == 0 {
+            return Ok(());
+        }
+        let keys = self
+            .ports
+            .keys()
+            .collect::<Result<Vec<PortKey>, MapError>>()
+            .map_err(|source| KernelError::MapOp { op: "iterate", map: map_names::PORTS, source: source.into() })?;
+        for key in keys.into_iter().filter(|k| k.session == session) {
+            remove_if_present(&mut self.ports, &key, map_names::PORTS)?;
+        }
+        Ok(())
+    }
+}
+
+/// Loads and attaches the reach block's `fexit` programs, pinned under `links_dir`.
+pub(super) fn attach_fexit(ebpf: &mut Ebpf, btf: &Btf, links_dir: &Path) -> Result<Vec<PinnedLink>, KernelError> {
+    let mut links = Vec::new();
+    for (name, function) in pincer_ebpf::REACH_FEXIT {
+        let hook = function;
+        let program = ebpf.program_mut(name).ok_or(KernelError::MissingProgram { name })?;
+        let prog: &mut FExit = program
+            .try_into()
+            .map_err(|source: ProgramError| KernelError::Program { op: "convert", name, hook, source: source.into() })?;
+        prog.load(function, btf).map_err(|source| KernelError::Program { op: "load", name, hook, source: source.into() })?;
+        let link_id = prog.attach().map_err(|source| KernelError::Program { op: "attach", name, hook, source: source.into() })?;
+        let link = prog.take_link(link_id).map_err(|source| KernelError::Program { op: "take link of", name, hook, source: source.into() })?;
+        let path = links_dir.join(fexit_pin_name(function));
+        let pinned = FdLink::from(link).pin(&path).map_err(|source| KernelError::Pin { path, source: source.into() })?;
+        links.push(pinned);
+    }
+    Ok(links)
+}
+
+/// The pin name of the link of the `fexit` program tracing `function`.
+pub(super) fn fexit_pin_name(function: &str) -> String {
+    format!("fexit_{function}")
+}
+
+/// The name key of a Unix socket bound at `path` (with its terminating NUL).
+pub fn path_name_key(path: &Path) -> Result<UnixNameKey, KernelError> {
+    let bytes = path.as_os_str().as_bytes();
+    if bytes.is_empty() || bytes.contains(&0) || bytes.len() + 1 > UNIX_NAME_LEN {
+        return Err(KernelError::UnixName { name: path.display().to_string() });
+    }
+    let mut key = UnixNameKey { len: bytes.len() as u32 + 1, name: [0; UNIX_NAME_LEN] };
+    key.name[..bytes.len()].copy_from_slice(bytes);
+    Ok(key)
+}
+
+/// The name key of the abstract Unix socket `name` (without the leading NUL).
+pub fn abstract_name_key(name: &[u8]) -> Result<UnixNameKey, KernelError> {
+    if name.is_empty() || name.len() + 1 > UNIX_NAME_LEN {
+        return Err(KernelError::UnixName { name: format!("@{}", String::from_utf8_lossy(name)) });
+    }
+    let mut key = UnixNameKey { len: name.len() as u32 + 1, name: [0; UNIX_NAME_LEN] };
+    key.name[1..=name.len()].copy_from_slice(name);
+    Ok(key)
+}
+
+/// The host-address key of `addr` (IPv4 as `::ffff:a.b.c.d`).
+pub fn host_addr_key(addr: IpAddr) -> HostAddrKey {
+    let v6 = match addr {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+        IpAddr::V6(v6) => v6,
+    };
+    HostAddrKey { addr: v6.octets() }
+}
+
+/// This host's interface addresses (and IPv4 broadcast addresses), from `getifaddrs`.
+pub fn host_addresses() -> Result<Vec<IpAddr>, KernelError> {
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `head` with a list we free below.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return Err(KernelError::HostAddresses(std::io::Error::last_os_error()));
+    }
+    let mut out = Vec::new();
+    let mut cur = head;
+    while !cur.is_null() {
+        // SAFETY: `cur` is a node of the list getifaddrs returned.
+        let ifa = unsafe { &*cur };
+        for sa in [ifa.ifa_addr, if ifa.ifa_flags & libc::IFF_BROADCAST as u32 != 0 { ifa.ifa_ifu } else { std::ptr::null_mut() }] {
+            // SAFETY: non-null sockaddrs of the family they declare.
+            if let Some(addr) = unsafe { sockaddr_ip(sa) } {
+                out.push(addr);
+            }
+        }
+        cur = ifa.ifa_next;
+    }
+    // SAFETY: the list came from getifaddrs and is not used after this.
+    unsafe { libc::freeifaddrs(head) };
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// # Safety
+/// `sa` is null or points to a socket address of the family it declares.
+unsafe fn sockaddr_ip(sa: *const libc::sockaddr) -> Option<IpAddr> {
+    if sa.is_null() {
+        return None;
+    }
+    match i32::from((*sa).sa_family) {
+        libc::AF_INET => {
+            let sin = &*(sa.cast::<libc::sockaddr_in>());
+            Some(IpAddr::V4(u32::from_be(sin.sin_addr.s_addr).into()))
+        }
+        libc::AF_INET6 => {
+            let sin6 = &*(sa.cast::<libc::sockaddr_in6>());
+            Some(IpAddr::V6(sin6.sin6_addr.s6_addr.into()))
+        }
+        _ => None,
+    }
+}
+
+impl Enforcer {
+    /// Lets every session connect to the Unix socket whose socket file is `id`.
+    pub fn allow_unix_socket(&mut self, id: ObjectId) -> Result<(), KernelError> {
+        self.reach
+            .unix_files
+            .insert(RootKey { ino: id.ino, dev: id.dev, _pad: 0 }, 1, 0)
+            .map_err(|source| KernelError::MapOp { op: "insert", map: map_names::UNIX_FILES, source: source.into() })
+    }
+
+    /// Lets every session connect to a Unix socket bound at `path` (exactly
+    /// as given to `bind`) while its socket file is owned by `owner` (any
+    /// owner if `None`).
+    pub fn allow_unix_path(&mut self, path: &Path, owner: Option<u32>) -> Result<(), KernelError> {
+        let key = path_name_key(path)?;
+        self.insert_unix_name(key, owner.unwrap_or(UNIX_OWNER_ANY))
+    }
+
+    /// Lets every session connect to the abstract Unix socket `name` (without
+    /// the leading NUL). Abstract names have no owner: whoever holds the name
+    /// is reached.
+    pub fn allow_abstract_socket(&mut self, name: &[u8]) -> Result<(), KernelError> {
+        let key = abstract_name_key(name)?;
+        self.insert_unix_name(key, UNIX_OWNER_ANY)
+    }
+
+    fn insert_unix_name(&mut self, key: UnixNameKey, owner: u32) -> Result<(), KernelError> {
+        self.reach
+            .unix_names
+            .insert(key, owner, 0)
+            .map_err(|source| KernelError::MapOp { op: "insert", map: map_names::UNIX_NAMES, source: source.into() })
+    }
+
+    /// Lets every session reach `port` on this host.
+    pub fn allow_port(&mut self, port: HostPort) -> Result<(), KernelError> {
+        let key = PortKey { session: 0, port: port.port, proto: port.proto.number(), _pad: 0 };
+        self.reach
+            .ports
+            .insert(key, 1, 0)
+            .map_err(|source| KernelError::MapOp { op: "insert", map: map_names::PORTS, source: source.into() })
+    }
+
+    /// Whether a session may reach `port` on this host now: listed for every
+    /// session, or bound by the session itself (`session` 0: listed only).
+    pub fn port_reachable(&self, session: u64, port: HostPort) -> Result<bool, KernelError> {
+        for s in [session, 0] {
+            let key = PortKey { session: s, port: port.port, proto: port.proto.number(), _pad: 0 };
+            match self.reach.ports.get(&key, 0) {
+                Ok(_) => return Ok(true),
+                Err(MapError::KeyNotFound) => {}
+                Err(source) => return Err(KernelError::MapOp { op: "lookup", map: map_names::PORTS, source: source.into() }),
+            }
+        }
+        Ok(false)
+    }
+
+    /// Makes the kernel's list of this host's addresses (whose ports are
+    /// gated like loopback's) exactly `addrs`.
+    pub fn set_host_addresses(&mut self, addrs: &[IpAddr]) -> Result<(), KernelError> {
+        let want: HashSet<HostAddrKey> = addrs.iter().map(|a| host_addr_key(*a)).collect();
+        let have = self
+            .reach
+            .host_addrs
+            .keys()
+            .collect::<Result<Vec<HostAddrKey>, MapError>>()
+            .map_err(|source| KernelError::MapOp { op: "iterate", map: map_names::HOST_ADDRS, source: source.into() })?;
+        for key in have.iter().filter(|k| !want.contains(k)) {
+            remove_if_present(&mut self.reach.host_addrs, key, map_names::HOST_ADDRS)?;
+        }
+        for key in want {
+            self.reach
+                .host_addrs
+                .insert(key, 1, 0)
+                .map_err(|source| KernelError::MapOp { op: "insert", map: map_names::HOST_ADDRS, source: source.into() })?;
+        }
+        Ok(())
+    }
+
+    /// Reads this host's interface addresses and hands them to the kernel
+    /// (call again when they change).
+    pub fn refresh_host_addresses(&mut self) -> Result<(), KernelError> {
+        let addrs = host_addresses()?;
+        self.set_host_addresses(&addrs)
+    }
+
+    /// Applies `config`: trusted sockets (owned by root), listed ports and this
+    /// host's addresses. Idempotent.
+    pub fn apply_reach(&mut self, config: &ReachConfig) -> Result<(), KernelError> {
+        for socket in &config.trusted_sockets {
+            self.allow_unix_path(socket, Some(0))?;
+        }
+        for port in &config.host_ports {
+            self.allow_port(*port)?;
+        }
+        self.refresh_host_addresses()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_key_keeps_the_terminating_nul_and_abstract_key_the_leading_one() {
+        let k = path_name_key(Path::new("/run/pincer/pincer.sock")).unwrap();
+        assert_eq!(k.len as usize, "/run/pincer/pincer.sock".len() + 1);
+        assert_eq!(&k.name[..4], b"/run");
+        assert_eq!(k.name[k.len as usize - 1], 0);
+        let a = abstract_name_key(b"deputy").unwrap();
+        assert_eq!((a.len, a.name[0], &a.name[1..7]), (7, 0, &b"deputy"[..]));
+        assert!(a.name[7..].iter().all(|b| *b == 0));
+    }
+
+    #[test]
+    fn names_that_do_not_fit_sun_path_are_refused_with_the_name() {
+        let long = PathBuf::from(format!("/{}", "x".repeat(107)));
+        let e = path_name_key(&long).unwrap_err().to_string();
+        assert!(e.contains("xxx"), "{e}");
+        assert!(path_name_key(Path::new("")).is_err());
+        assert!(abstract_name_key(b"").is_err());
+        assert!(abstract_name_key(&[b'a'; 107]).is_ok());
+        assert!(abstract_name_key(&[b'a'; 108]).is_err());
+    }
+
+    #[test]
+    fn ipv4_host_addresses_are_keyed_v4_mapped() {
+        let k = host_addr_key("10.0.2.15".parse().unwrap());
+        assert_eq!(k.addr, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 2, 15]);
+        assert_eq!(host_addr_key("::1".parse().unwrap()).addr[15], 1);
+    }
+
+    #[test]
+    fn default_config_lets_dns_through_and_trusts_no_socket() {
+        let c = ReachConfig::default();
+        assert!(c.trusted_sockets.is_empty());
+        assert!(c.host_ports.contains(&HostPort { proto: Proto::Udp, port: 53 }));
+        assert!(c.host_ports.contains(&HostPort { proto: Proto::Tcp, port: 53 }));
+        let t = ReachConfig::with_trusted_socket(Path::new("/run/pincer/pincer.sock"));
+        assert_eq!(t.trusted_sockets, vec![PathBuf::from("/run/pincer/pincer.sock")]);
+    }
+
+    #[test]
+    fn host_addresses_include_loopback() {
+        let addrs = host_addresses().unwrap();
+        assert!(addrs.iter().any(|a| a.is_loopback()), "{addrs:?}");
+    }
+}
