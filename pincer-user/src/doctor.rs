@@ -112,7 +112,11 @@ impl Report {
                 Status::Warn => "warn",
                 Status::Fail => "FAIL",
             };
-            let _ = writeln!(s, "  {tag}  {}: {}", c.name, c.detail);
+            let mut detail = c.detail.lines();
+            let _ = writeln!(s, "  {tag}  {}: {}", c.name, detail.next().unwrap_or(""));
+            for more in detail {
+                let _ = writeln!(s, "        {more}");
+            }
             if let Some(f) = &c.fix {
                 let _ = writeln!(s, "        fix: {f}");
             }
@@ -251,7 +255,7 @@ fn configuration(path: Option<&Path>) -> (Check, Config) {
                     detail = format!("{detail}: {src}");
                 }
             }
-            (check(NAME, Status::Fail, format!("{detail}; the checks below use the defaults"), Some(fix)), Config::default())
+            (check(NAME, Status::Fail, format!("the checks below use the defaults; {detail}"), Some(fix)), Config::default())
         }
     }
 }
