@@ -78,3 +78,20 @@ fn the_hooks_decisions_inside_a_session_match_the_kernels() {
     assert_eq!(line("H", "bash"), "H bash rc=0 []");
     assert_eq!(line("K", "bash"), "K bash denied");
 }
+
+/// `pincer doctor` in the VM (a kernel with BPF LSM active, bpffs, cgroup v2, a running
+/// daemon): every check passes but the kernel configuration, which the VM does not ship.
+#[test]
+fn doctor_finds_the_vm_ready_for_the_daemon() {
+    let dir = pincer_tests::fresh_dir("e2e-doctor");
+    let daemon = Daemon::start(Path::new(PINCER), &dir, &DaemonSettings { on_miss: "record", escalation_timeout_secs: 60 });
+    let out = Command::new(PINCER).args(["doctor", "--config"]).arg(dir.join("pincer.toml")).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    println!("{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    for name in ["bpf LSM", "BTF", "cgroup v2", "bpffs", "configuration", "daemon", "socket", "state"] {
+        assert!(text.contains(&format!("  ok    {name}: ")), "{name} passes:\n{text}");
+    }
+    assert!(text.contains("the host is ready for the Pincer daemon"), "{text}");
+    drop(daemon);
+}
