@@ -6,6 +6,7 @@
 
 use pincer_tests::worker::{chown_tree, Daemon, DaemonSettings};
 use std::path::Path;
+use std::io::Write;
 use std::process::Command;
 
 const PINCER: &str = env!("CARGO_BIN_EXE_pincer");
@@ -14,6 +15,9 @@ const FILES: &[(&str, &str)] = &[
     ("notes/standup.md", include_str!("../../corpus/software-dev/workspace/notes/standup.md")),
     ("secrets/prod.env", include_str!("../../corpus/software-dev/workspace/secrets/prod.env")),
 ];
+/// Trusted history and policies of the shipped software-dev persona.
+const HISTORY: &str = include_str!("../../corpus/software-dev/history.jsonl");
+const POLICIES: &str = include_str!("../../corpus/software-dev/policies.jsonl");
 const TODO_PROMPT: &str = "Update my todo: tick off the release notes item and add 'look at the ledger backups'.";
 
 #[test]
@@ -25,7 +29,10 @@ fn the_hooks_decisions_inside_a_session_match_the_kernels() {
     }
     chown_tree(&ws, 1000);
     let daemon = Daemon::start(Path::new(PINCER), &dir, &DaemonSettings { on_miss: "record", escalation_timeout_secs: 60 });
-    daemon.import(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../corpus/software-dev")), 1000);
+    let persona = dir.join("persona");
+    pincer_tests::write_file(&persona.join("history.jsonl"), HISTORY);
+    pincer_tests::write_file(&persona.join("policies.jsonl"), POLICIES);
+    daemon.import(&persona, 1000);
     let w = ws.display().to_string();
     // (case, tool, tool_input, the shell command doing what the tool does)
     let cases = [
@@ -53,7 +60,8 @@ fn the_hooks_decisions_inside_a_session_match_the_kernels() {
         .output()
         .unwrap();
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    println!("{text}");
+    // On the console (not captured by the test harness): the hook's transcript.
+    let _ = std::io::stderr().write_all(format!("e2e_hook transcript:\n{text}\n").as_bytes());
     assert!(out.status.success(), "pincer run failed: {text}");
     let line = |tag: &str, name: &str| -> String {
         let prefix = format!("{tag} {name} ");
@@ -87,7 +95,7 @@ fn doctor_finds_the_vm_ready_for_the_daemon() {
     let daemon = Daemon::start(Path::new(PINCER), &dir, &DaemonSettings { on_miss: "record", escalation_timeout_secs: 60 });
     let out = Command::new(PINCER).args(["doctor", "--config"]).arg(dir.join("pincer.toml")).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    println!("{text}{}", String::from_utf8_lossy(&out.stderr));
+    let _ = std::io::stderr().write_all(format!("pincer doctor in the VM:\n{text}{}\n", String::from_utf8_lossy(&out.stderr)).as_bytes());
     assert_eq!(out.status.code(), Some(0), "{text}");
     for name in ["bpf LSM", "BTF", "cgroup v2", "bpffs", "configuration", "daemon", "socket", "state"] {
         assert!(text.contains(&format!("  ok    {name}: ")), "{name} passes:\n{text}");
