@@ -7,6 +7,9 @@
 //! - [`decider`]: decider backends (offline, OpenAI-compatible, Anthropic).
 //! - [`daemon`]: the daemon, its socket protocol, sessions, the request tool's server side.
 //! - [`eval`]: the corpus loader, the seven defenses and the evaluation harness.
+//! - [`agents`]: Claude Code's hook, and history from Claude Code's and Codex's transcripts.
+//! - [`doctor`]: whether a host can run the daemon.
+//! - [`service`]: readiness for systemd.
 
 pub mod access;
 pub mod kernel;
@@ -16,5 +19,8 @@ pub mod twin;
 pub mod decider;
 pub mod eval;
 pub mod daemon;
+pub mod agents;
+pub mod doctor;
+pub mod service;
 
 pub use access::Access;

@@ -5,7 +5,10 @@ mod bench;
 mod conn;
 mod daemon;
 mod deny;
+mod doctor;
 mod eval;
+mod history;
+mod hook;
 mod import;
 mod log;
 mod mcp;
@@ -51,6 +54,12 @@ enum Command {
     Log(log::LogArgs),
     /// Import trusted history and policies (corpus format) into the twin's state.
     Import(import::ImportArgs),
+    /// Agent hooks (`pincer hook claude-code`: Claude Code's PreToolUse hook).
+    Hook(hook::HookArgs),
+    /// Trusted history from an agent's own transcripts (`pincer history convert`).
+    History(history::HistoryArgs),
+    /// Check that this host can run the daemon; prints the fix for each failure.
+    Doctor(doctor::DoctorArgs),
 }
 
 /// Parses the command line, runs the subcommand and maps errors to an exit code.
@@ -82,5 +91,8 @@ fn try_main(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Deny(args) => deny::run(args),
         Command::Log(args) => log::run(args),
         Command::Import(args) => import::run(args),
+        Command::Hook(args) => hook::run(args),
+        Command::History(args) => history::run(args),
+        Command::Doctor(args) => doctor::run(args),
     }
 }

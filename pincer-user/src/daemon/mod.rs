@@ -211,6 +211,9 @@ pub async fn run_kernel_daemon(config: Config) -> Result<(), DaemonError> {
     let listener = bind(&config.socket)?;
     tracing::info!(socket = %config.socket.display(), decider = decider.name(), "pincer daemon ready");
     eprintln!("pincer daemon: listening on {} (decider {})", config.socket.display(), decider.name());
+    if let Err(e) = crate::service::notify_ready() {
+        tracing::warn!(error = %e, "cannot tell systemd the daemon is ready");
+    }
     let parts = Parts {
         core: core::CoreDeps { config, enforcer: Box::new(enforcer), decider, sanitizer, audit },
         lookup: peer::kernel_lookup(),

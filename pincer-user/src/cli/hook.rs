@@ -1,0 +1,77 @@
+//! `pincer hook claude-code`: Claude Code's `PreToolUse` command hook. Reads the hook's JSON
+//! on stdin, asks the daemon for the resources of a file tool, prints the decision as
+//! `hookSpecificOutput` JSON and exits 0; unreadable input (and any panic) exits 2, which
+//! blocks the call: the hook never exits with a code that lets a call through unasked.
+
+use super::conn::{runtime, Conn};
+use clap::{Args, Subcommand};
+use pincer::agents::hook::{self, Decision};
+use pincer::daemon::client::socket_path;
+use pincer::daemon::config::Config;
+use std::io::Read;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Largest hook input read (a Write's content is part of it).
+const MAX_INPUT: u64 = 64 << 20;
+/// Exit code with which Claude Code blocks the tool call and shows stderr to the model.
+const BLOCK: u8 = 2;
+
+/// Arguments of `pincer hook`.
+#[derive(Args)]
+pub struct HookArgs {
+    #[command(subcommand)]
+    agent: Agent,
+}
+
+#[derive(Subcommand)]
+enum Agent {
+    /// Claude Code's PreToolUse hook (JSON on stdin, `hookSpecificOutput` on stdout).
+    ClaudeCode(ClaudeArgs),
+}
+
+/// Arguments of `pincer hook claude-code`.
+#[derive(Args)]
+struct ClaudeArgs {
+    /// Longest wait for the daemon's decisions, in seconds, a question for the user included
+    /// (default: the configuration's escalation.timeout_secs plus 10). Set the hook's
+    /// `timeout` in Claude Code's settings above it.
+    #[arg(long)]
+    timeout: Option<u64>,
+    #[command(flatten)]
+    conn: Conn,
+}
+
+fn block(why: impl std::fmt::Display) -> ExitCode {
+    eprintln!("Pincer: {why}. {}", hook::HOW_TO_ASK);
+    ExitCode::from(BLOCK)
+}
+
+/// Answers one hook call.
+pub fn run(args: HookArgs) -> anyhow::Result<ExitCode> {
+    let Agent::ClaudeCode(args) = args.agent;
+    // A panic must block the call, not let it through (any exit code but 0 and 2 does).
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("Pincer: the hook failed ({info}), so the tool call is denied. {}", hook::HOW_TO_ASK);
+        std::process::exit(i32::from(BLOCK));
+    }));
+    let mut text = String::new();
+    if let Err(e) = std::io::stdin().take(MAX_INPUT).read_to_string(&mut text) {
+        return Ok(block(format!("cannot read the hook's input: {e}")));
+    }
+    let input = match hook::parse_input(&text) {
+        Ok(i) => i,
+        Err(e) => return Ok(block(e)),
+    };
+    let decision = match (Config::load(args.conn.config.as_deref()), socket_path(args.conn.socket.clone(), args.conn.config.as_deref())) {
+        (Ok(cfg), Ok(socket)) => {
+            let deadline = Duration::from_secs(args.timeout.unwrap_or(cfg.escalation.timeout_secs + 10));
+            runtime()?.block_on(hook::decide(&input, &socket, deadline))
+        }
+        (Err(e), _) | (_, Err(e)) => Decision::Deny(format!("Pincer: the configuration cannot be read, so the call is denied: {e}. {}", hook::HOW_TO_ASK)),
+    };
+    if let Some(json) = decision.to_json() {
+        println!("{json}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
