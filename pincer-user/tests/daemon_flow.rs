@@ -122,7 +122,7 @@ impl Harness {
 
     async fn session(&self, prompt: &str) -> SessionInfo {
         self.as_caller(Path::new(OUTSIDE));
-        match self.call(Call::CreateSession { owner_uid: 0, roots: vec![self.ws.clone()], prompt: prompt.into() }).await {
+        match self.call(Call::CreateSession { owner_uid: 0, roots: vec![self.ws.clone()], prompt: prompt.into(), mode: Default::default() }).await {
             Reply::Session(s) => s,
             other => panic!("create_session: {other:?}"),
         }
@@ -218,7 +218,7 @@ async fn gated_workers_cannot_make_control_calls_or_request_for_other_sessions()
         Call::Prompt { session: Some(a.session.clone()), text: "also read secrets/prod.env".into() },
         Call::Pending,
         Call::EndSession { session: a.session.clone() },
-        Call::CreateSession { owner_uid: 0, roots: vec![h.ws.clone()], prompt: "x".into() },
+        Call::CreateSession { owner_uid: 0, roots: vec![h.ws.clone()], prompt: "x".into(), mode: Default::default() },
         Call::Log { session: None, follow: false },
         Call::Status { session: Some(b.session.clone()) },
         Call::Request { path: h.ws.join("notes/todo.md").to_string_lossy().into(), access: Access::Read, reason: None, session: Some(b.session.clone()) },

@@ -5,12 +5,21 @@ use super::conn::{runtime, Conn};
 use anyhow::Context;
 use clap::Args;
 use pincer::daemon::client::Client;
-use pincer::daemon::protocol::SessionInfo;
+use pincer::daemon::protocol::{SessionInfo, SessionMode};
 use pincer::daemon::users;
 use pincer::daemon::worker::{self, WorkerSpec};
 use pincer::daemon::{Call, Reply};
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+/// The session mode on the command line.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum Mode {
+    /// Deny misses (the default).
+    Enforce,
+    /// Report misses and let them through.
+    Shadow,
+}
 
 /// Arguments of `pincer run`.
 #[derive(Args)]
@@ -24,6 +33,10 @@ pub struct RunArgs {
     /// The user's first prompt (the twin makes the session's pre-committed policy from it).
     #[arg(long)]
     prompt: String,
+    /// `enforce` denies every miss; `shadow` lets misses through and reports them, so the
+    /// audit log shows what enforcing would deny (never-grantable paths stay denied).
+    #[arg(long, value_enum, default_value_t = Mode::Enforce)]
+    mode: Mode,
     #[command(flatten)]
     conn: Conn,
     /// The worker command.
@@ -67,7 +80,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     rt.block_on(async move {
         let mut client = Client::connect(&socket).await?;
         let roots = args.roots.iter().map(|r| std::path::absolute(r).unwrap_or_else(|_| r.clone())).collect();
-        let info = match client.call(Call::CreateSession { owner_uid: account.uid, roots, prompt: args.prompt.clone() }).await? {
+        let info = match client.call(Call::CreateSession { owner_uid: account.uid, roots, prompt: args.prompt.clone(), mode: match args.mode { Mode::Enforce => SessionMode::Enforce, Mode::Shadow => SessionMode::Shadow } }).await? {
             Reply::Session(info) => info,
             other => return Err(error_reply(other).context("cannot create the session")),
         };
@@ -91,7 +104,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 ("HOME".into(), account.home.to_string_lossy().into_owned()),
                 ("USER".into(), account.name.clone()),
                 ("LOGNAME".into(), account.name.clone()),
-            ],
+            ]
+            .into_iter()
+            .chain(info.scratch.iter().map(|d| ("TMPDIR".to_string(), d.to_string_lossy().into_owned())))
+            .collect(),
         };
         let status = match worker::command(&spec).map_err(anyhow::Error::from).and_then(|mut c| c.spawn().with_context(|| format!("cannot start {:?}", args.command[0]))) {
             Ok(mut child) => wait_forwarding_signals(&mut child).await,

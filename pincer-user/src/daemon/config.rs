@@ -136,6 +136,9 @@ pub struct Config {
     pub decider: DeciderConfig,
     /// Escalation settings.
     pub escalation: EscalationConfig,
+    /// Session containment: protected places, open paths, scratch directory,
+    /// never-grantable paths, user namespaces.
+    pub containment: super::contain::ContainmentConfig,
 }
 
 impl Default for Config {
@@ -150,6 +153,7 @@ impl Default for Config {
             default_roots: vec![],
             decider: DeciderConfig::default(),
             escalation: EscalationConfig::default(),
+            containment: Default::default(),
         }
     }
 }

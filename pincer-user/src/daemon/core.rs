@@ -8,11 +8,12 @@
 use super::audit::{AuditCaller, AuditEntry, AuditLog, Event};
 use super::callers::{self, Caller};
 use super::config::{Config, VariantName};
+use super::contain::{self, ContainError, Containment};
 use super::enforce::Enforce;
 use super::error::{chain, CallError, Refusal};
 use super::peer::Peer;
 use super::pipeline::Origin;
-use super::protocol::{Call, Counters, Outcome, QuestionInfo, Reply, Ruling};
+use super::protocol::{Call, Counters, Outcome, QuestionInfo, Reply, Ruling, SessionMode};
 use super::questions::Questions;
 use super::resolve;
 use super::sessions::{self, Session, SessionError, Sessions};
@@ -122,6 +123,8 @@ pub struct Core {
     pub(super) twins: Twins,
     pub(super) sessions: Sessions,
     pub(super) questions: Questions,
+    /// The containment of each owner's sessions, compiled from the configuration.
+    pub(super) contain: std::collections::HashMap<u32, Arc<Containment>>,
 }
 
 fn twin_config(config: &Config) -> TwinConfig {
@@ -141,6 +144,7 @@ impl Core {
     pub async fn new(deps: CoreDeps) -> Result<Self, CoreError> {
         let dir = deps.config.state_dir.clone();
         std::fs::create_dir_all(&dir).map_err(|source| CoreError::StateDir { path: dir.clone(), source })?;
+        sessions::restrict_state_dir(&dir).map_err(|source| CoreError::StateDir { path: dir.clone(), source })?;
         let twins = Twins::new(dir.join("state.db"), deps.sanitizer, deps.decider.clone(), twin_config(&deps.config));
         let mut core = Core {
             sessions: Sessions::new(&dir),
@@ -150,6 +154,7 @@ impl Core {
             audit: deps.audit,
             twins,
             questions: Questions::default(),
+            contain: Default::default(),
         };
         core.resume().await?;
         Ok(core)
@@ -173,11 +178,20 @@ impl Core {
                 continue;
             }
             // Enforcement stayed pinned; make sure the session and its roots are in the maps.
-            if let Err(e) = self.enforcer.register_session(s.cgroup_id) {
+            if let Err(e) = self.enforcer.register_session(s.cgroup_id, s.flags()) {
                 tracing::error!(session = %s.id, error = %chain(&e), "cannot re-register session");
             }
-            for r in &s.roots {
+            for r in s.all_root_recs() {
                 let _ = self.enforcer.add_root(r.id());
+            }
+            match self.containment(s.owner_uid) {
+                Ok(c) => {
+                    let named: Vec<PathBuf> = s.roots.iter().map(|r| r.path.clone()).collect();
+                    if let Err(e) = c.apply_open(&mut *self.enforcer).and_then(|()| c.never.seed(&mut *self.enforcer, &named).map(drop)) {
+                        tracing::error!(session = %s.id, error = %chain(&e), "cannot restore the session's containment");
+                    }
+                }
+                Err(e) => tracing::error!(session = %s.id, error = %chain(&e), "containment configuration"),
             }
             by_user.entry(s.user.clone()).or_default().push(s);
         }
@@ -250,7 +264,7 @@ impl Core {
                 let id = callers::named_or_only(&self.sessions, peer, session)?;
                 Ok(CallResult::Now(Reply::Session(callers::owned(&self.sessions, peer, &id)?.info())))
             }
-            (Caller::Outside, Call::CreateSession { owner_uid, roots, prompt }) => self.create(owner_uid, roots, prompt).await,
+            (Caller::Outside, Call::CreateSession { owner_uid, roots, prompt, mode }) => self.create(owner_uid, roots, prompt, mode).await,
             (Caller::Outside, Call::EndSession { session }) => {
                 callers::owned(&self.sessions, peer, &session)?;
                 self.end(&session).await
@@ -274,7 +288,17 @@ impl Core {
         }
     }
 
-    async fn create(&mut self, owner_uid: u32, roots: Vec<PathBuf>, prompt: String) -> CallOutcome {
+    /// The containment of `owner_uid`'s sessions (compiled once per owner).
+    pub(super) fn containment(&mut self, owner_uid: u32) -> Result<Arc<Containment>, ContainError> {
+        if let Some(c) = self.contain.get(&owner_uid) {
+            return Ok(c.clone());
+        }
+        let c = Arc::new(Containment::for_owner(&self.config.containment, &users::by_uid(owner_uid))?);
+        self.contain.insert(owner_uid, c.clone());
+        Ok(c)
+    }
+
+    async fn create(&mut self, owner_uid: u32, roots: Vec<PathBuf>, prompt: String, mode: SessionMode) -> CallOutcome {
         if prompt.trim().is_empty() {
             return Err(CallError::EmptyFirstPrompt);
         }
@@ -283,25 +307,38 @@ impl Core {
             return Err(CallError::NoRoot);
         }
         let recs = sessions::root_records(&roots)?;
+        let owner = users::by_uid(owner_uid);
+        let contain = self.containment(owner_uid)?;
+        let places = sessions::place_records(&contain.protect, &owner.home, &recs);
         let id = sessions::new_session_id();
         let cgroup = self.config.cgroup_parent.join(&id);
         let cgroup_id = sessions::create_cgroup(&self.config.cgroup_parent, &cgroup)?;
+        let flags = crate::kernel::SessionFlags { shadow: mode == SessionMode::Shadow, allow_userns: contain.allow_userns };
+        let scratch_at = contain.scratch_parent.join(format!("pincer-{id}"));
         let undo = |core: &mut Core| {
             let _ = core.enforcer.revoke_session(cgroup_id);
             let _ = sessions::remove_cgroup(&cgroup);
+            contain::remove_scratch(&scratch_at);
         };
+        let named: Vec<PathBuf> = recs.iter().map(|r| r.path.clone()).collect();
         let gate = (|| {
-            self.enforcer.register_session(cgroup_id)?;
-            for r in &recs {
+            // Never-grantable entries and open paths go in before the session is gated.
+            contain.never.seed(&mut *self.enforcer, &named)?;
+            contain.apply_open(&mut *self.enforcer)?;
+            self.enforcer.register_session(cgroup_id, flags)?;
+            for r in recs.iter().chain(&places) {
                 self.enforcer.add_root(ObjectId { dev: r.dev, ino: r.ino })?;
             }
-            Ok::<(), crate::kernel::KernelError>(())
+            contain.make_scratch(&mut *self.enforcer, &id, cgroup_id, &owner)
         })();
-        if let Err(e) = gate {
-            undo(self);
-            return Err(e.into());
-        }
-        let user = users::by_uid(owner_uid).name;
+        let scratch = match gate {
+            Ok(dir) => dir,
+            Err(e) => {
+                undo(self);
+                return Err(e.into());
+            }
+        };
+        let user = owner.name;
         let tree: Vec<String> = recs.iter().flat_map(|r| resolve::workspace_tree(&r.root(), TREE_LIMIT)).collect();
         let start = match self.twins.get(&user).await {
             Ok(t) => t.start_session(&id, &prompt, &tree).await.map_err(CallError::Twin),
@@ -327,6 +364,10 @@ impl Core {
             policy_entries: start.policy.entries().len(),
             counters,
             grants: vec![],
+            places,
+            scratch: Some(scratch),
+            mode,
+            allow_userns: contain.allow_userns,
         };
         let mut e = self.entry(Event::SessionStart, &s);
         e.detail = Some(format!("prompt: {prompt}; pre-committed policy of {} entries", s.policy_entries));
@@ -345,6 +386,9 @@ impl Core {
         let revoked = self.enforcer.revoke_session(s.cgroup_id)?;
         if let Err(e) = sessions::remove_cgroup(&s.cgroup) {
             tracing::warn!(cgroup = %s.cgroup.display(), error = %e, "cannot remove the session's cgroup");
+        }
+        if let Some(dir) = &s.scratch {
+            contain::remove_scratch(dir);
         }
         if let Some(twin) = self.twins.existing(&s.user) {
             if let Err(e) = twin.end_session(id) {

@@ -4,25 +4,32 @@
 //! kernel behaviour in the VM).
 
 use crate::access::Access;
-use crate::kernel::{Enforcer, KernelError, ObjectId, Scope};
+use crate::kernel::{Enforcer, KernelError, ObjectId, Scope, SessionFlags};
 use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::{OsStr, OsString};
 use std::sync::{Arc, Mutex};
 
 /// The enforcer operations the daemon uses.
 pub trait Enforce: Send + Sync + 'static {
-    /// Gates a session's cgroup.
-    fn register_session(&mut self, cgroup_id: u64) -> Result<(), KernelError>;
+    /// Gates a session's cgroup with its mode flags.
+    fn register_session(&mut self, cgroup_id: u64, flags: SessionFlags) -> Result<(), KernelError>;
     /// Protects a directory.
     fn add_root(&mut self, id: ObjectId) -> Result<(), KernelError>;
     /// Grants one access type on an object to a session.
     fn grant(&mut self, session: u64, id: ObjectId, scope: Scope, access: Access) -> Result<(), KernelError>;
     /// Deletes every grant of a session and stops gating it; returns the grants removed.
     fn revoke_session(&mut self, session: u64) -> Result<usize, KernelError>;
+    /// Opens an object (and its subtree) for the access bits to every session.
+    fn add_open(&mut self, id: ObjectId, bits: u32) -> Result<(), KernelError>;
+    /// Makes the access bits on an object (and its subtree) never grantable.
+    fn add_never(&mut self, id: ObjectId, bits: u32) -> Result<(), KernelError>;
+    /// Makes the access bits on the name `name` in directory `dir` never grantable.
+    fn add_never_name(&mut self, dir: ObjectId, name: &OsStr, bits: u32) -> Result<(), KernelError>;
 }
 
 impl Enforce for Enforcer {
-    fn register_session(&mut self, cgroup_id: u64) -> Result<(), KernelError> {
-        Enforcer::register_session(self, cgroup_id)
+    fn register_session(&mut self, cgroup_id: u64, flags: SessionFlags) -> Result<(), KernelError> {
+        Enforcer::register_session_with(self, cgroup_id, flags)
     }
     fn add_root(&mut self, id: ObjectId) -> Result<(), KernelError> {
         Enforcer::add_root_id(self, id)
@@ -33,13 +40,28 @@ impl Enforce for Enforcer {
     fn revoke_session(&mut self, session: u64) -> Result<usize, KernelError> {
         Enforcer::revoke_session(self, session, false)
     }
+    fn add_open(&mut self, id: ObjectId, bits: u32) -> Result<(), KernelError> {
+        Enforcer::add_open(self, id, bits)
+    }
+    fn add_never(&mut self, id: ObjectId, bits: u32) -> Result<(), KernelError> {
+        Enforcer::add_never(self, id, bits)
+    }
+    fn add_never_name(&mut self, dir: ObjectId, name: &OsStr, bits: u32) -> Result<(), KernelError> {
+        Enforcer::add_never_name(self, dir, name, bits)
+    }
 }
 
 /// What a [`MemoryEnforcer`] holds.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct MemoryState {
-    /// Gated sessions.
-    pub sessions: BTreeSet<u64>,
+    /// Gated sessions with their flags.
+    pub sessions: BTreeMap<u64, SessionFlags>,
+    /// Open objects → access bits.
+    pub open: BTreeMap<(u32, u64), u32>,
+    /// Never-grantable objects → access bits.
+    pub never: BTreeMap<(u32, u64), u32>,
+    /// Never-grantable names (directory, name) → access bits.
+    pub never_names: BTreeMap<(u32, u64, OsString), u32>,
     /// Protected roots.
     pub roots: BTreeSet<(u32, u64)>,
     /// Grants: (session, dev, ino, exact?) → access types.
@@ -68,8 +90,8 @@ impl MemoryEnforcer {
 }
 
 impl Enforce for MemoryEnforcer {
-    fn register_session(&mut self, cgroup_id: u64) -> Result<(), KernelError> {
-        self.state.lock().expect("memory enforcer lock").sessions.insert(cgroup_id);
+    fn register_session(&mut self, cgroup_id: u64, flags: SessionFlags) -> Result<(), KernelError> {
+        self.state.lock().expect("memory enforcer lock").sessions.insert(cgroup_id, flags);
         Ok(())
     }
     fn add_root(&mut self, id: ObjectId) -> Result<(), KernelError> {
@@ -87,5 +109,17 @@ impl Enforce for MemoryEnforcer {
         s.grants.retain(|k, _| k.0 != session);
         s.sessions.remove(&session);
         Ok(before - s.grants.len())
+    }
+    fn add_open(&mut self, id: ObjectId, bits: u32) -> Result<(), KernelError> {
+        *self.state.lock().expect("memory enforcer lock").open.entry((id.dev, id.ino)).or_default() |= bits;
+        Ok(())
+    }
+    fn add_never(&mut self, id: ObjectId, bits: u32) -> Result<(), KernelError> {
+        *self.state.lock().expect("memory enforcer lock").never.entry((id.dev, id.ino)).or_default() |= bits;
+        Ok(())
+    }
+    fn add_never_name(&mut self, dir: ObjectId, name: &OsStr, bits: u32) -> Result<(), KernelError> {
+        *self.state.lock().expect("memory enforcer lock").never_names.entry((dir.dev, dir.ino, name.to_owned())).or_default() |= bits;
+        Ok(())
     }
 }

@@ -90,6 +90,9 @@ pub enum CallError {
     /// The kernel enforcer failed.
     #[error(transparent)]
     Kernel(#[from] crate::kernel::KernelError),
+    /// The session's containment could not be set up.
+    #[error("session containment")]
+    Containment(#[from] super::contain::ContainError),
 }
 
 impl CallError {
@@ -108,7 +111,7 @@ impl CallError {
             | CallError::Import(_)
             | CallError::NoQuestion(_)
             | CallError::Prompt(_) => ErrorKind::BadRequest,
-            CallError::Session(_) | CallError::ImportStage { .. } | CallError::Twin(_) | CallError::Twins(_) | CallError::Store(_) | CallError::Kernel(_) => {
+            CallError::Session(_) | CallError::ImportStage { .. } | CallError::Twin(_) | CallError::Twins(_) | CallError::Store(_) | CallError::Kernel(_) | CallError::Containment(_) => {
                 ErrorKind::Internal
             }
         }

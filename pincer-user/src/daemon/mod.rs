@@ -24,6 +24,7 @@ pub mod audit;
 pub mod callers;
 pub mod client;
 pub mod config;
+pub mod contain;
 pub mod core;
 pub mod enforce;
 pub mod error;
@@ -185,6 +186,10 @@ pub async fn run_kernel_daemon(config: Config) -> Result<(), DaemonError> {
     if unsafe { libc::geteuid() } != 0 {
         return Err(DaemonError::NotRoot);
     }
+    // Everything the daemon creates is its own (state, audit log, staging files); the
+    // socket is made connectable explicitly where it is bound.
+    // SAFETY: umask(2) has no preconditions.
+    unsafe { libc::umask(0o077) };
     let kcfg = crate::kernel::EnforcerConfig { pin_dir: config.pin_dir.clone(), reach: crate::kernel::ReachConfig::with_trusted_socket(&config.socket), ..Default::default() };
     let mut enforcer = crate::kernel::Enforcer::attach_or_reuse(&kcfg).map_err(DaemonError::Kernel)?;
     let mut misses = enforcer.misses().map_err(DaemonError::Kernel)?;

@@ -28,6 +28,7 @@ use crate::decider::Verdict;
 use crate::kernel::{Hook, Miss, ObjectId, Scope};
 use crate::twin::{self, Decision};
 use tokio::time::Instant;
+use std::path::PathBuf;
 
 /// Where a request entered the pipeline.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,6 +113,8 @@ pub struct PipelineRequest {
     pub session: String,
     /// The path as the twin sees it (relative to its root, `/` after a directory).
     pub path: String,
+    /// The resource's absolute path (checked against the never-grantable list).
+    pub abs: PathBuf,
     /// The access type.
     pub access: Access,
     /// The object the grant goes on: the resource itself, or for `create` its parent
@@ -142,6 +145,9 @@ pub enum Unresolved {
     /// The user's twin could not be built.
     #[error("{0}")]
     Twin(String),
+    /// The resource is never grantable (the pattern that says so).
+    #[error("never-grantable ({0}): no vote, rule or approval can grant it; denied")]
+    Never(String),
 }
 
 fn deny_reason(d: &Decision) -> String {
@@ -171,6 +177,7 @@ fn miss_requests(session: &super::sessions::Session, m: &Miss) -> Result<Vec<Pip
     let is_dir = m.access.contains(&Access::List) || m.hook.object_is_dir();
     let path = resolve::twin_path(&root, m.relative_path.components(), is_dir);
     let object = ObjectId { dev: m.dev, ino: m.ino };
+    let abs = root.path.join(&m.relative_path);
     Ok(m
         .access
         .iter()
@@ -181,22 +188,31 @@ fn miss_requests(session: &super::sessions::Session, m: &Miss) -> Result<Vec<Pip
             } else {
                 None
             };
-            PipelineRequest { session: session.id.clone(), path: path.clone(), access, target, content }
+            PipelineRequest { session: session.id.clone(), path: path.clone(), abs: abs.clone(), access, target, content }
         })
         .collect())
 }
 
 fn s_root(session: &super::sessions::Session, m: &Miss) -> Option<resolve::Root> {
-    session.roots.iter().find(|r| r.dev == m.root_dev && r.ino == m.root_ino).map(|r| r.root())
+    session.all_root_recs().find(|r| r.dev == m.root_dev && r.ino == m.root_ino).map(|r| r.root())
 }
 
 impl Core {
     /// Decides one request and applies the ruling: the grant into the kernel, the question
     /// for the user, the counters and the audit entry.
     pub(super) async fn decide(&mut self, origin: Origin, req: PipelineRequest) -> Ruling {
-        let Some(user) = self.sessions.get(&req.session).map(|s| s.user.clone()) else {
+        let Some((user, owner)) = self.sessions.get(&req.session).map(|s| (s.user.clone(), s.owner_uid)) else {
             return Ruling::deny(format!("no open session {:?}", req.session), None);
         };
+        // Never-grantable beats every vote, rule and approval; a containment that cannot
+        // be compiled denies everything.
+        let never = match self.containment(owner) {
+            Ok(c) => c.never.forbids(&req.abs, req.access).map(|p| Unresolved::Never(p.to_string())),
+            Err(e) => Some(Unresolved::Never(format!("containment configuration: {}", chain(&e)))),
+        };
+        if let Some(why) = never {
+            return self.deny_unresolved(&origin, &req.session, &req.path, req.access, why);
+        }
         let start = Instant::now();
         let d = match self.twins.get(&user).await {
             Ok(t) => t.decide(&req.session, &req.for_twin(&origin)).await,
@@ -256,12 +272,12 @@ impl Core {
     /// A request of the session's worker through the request tool.
     pub(super) async fn tool_request(&mut self, session: &str, peer: &Peer, path: &str, access: Access, reason: Option<String>) -> CallResult {
         let origin = Origin::Tool { peer: peer.clone(), reason };
-        let roots = self.sessions.get(session).map(|s| s.roots()).unwrap_or_default();
+        let roots = self.sessions.get(session).map(|s| s.all_roots()).unwrap_or_default();
         let r = match resolve::resolve(&roots, path, access) {
             Ok(r) => r,
             Err(e) => return CallResult::Now(self.deny_unresolved(&origin, session, path, access, Unresolved::Path(e.to_string())).into()),
         };
-        let req = PipelineRequest { session: session.into(), path: r.rel, access, target: r.target, content: r.content };
+        let req = PipelineRequest { session: session.into(), path: r.rel, abs: r.abs, access, target: r.target, content: r.content };
         let ruling = self.decide(origin, req).await;
         if let (Outcome::Escalate, Some(question)) = (ruling.outcome, ruling.question) {
             if let Some(rx) = self.questions.wait(question) {

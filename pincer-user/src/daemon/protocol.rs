@@ -95,6 +95,9 @@ pub enum Call {
         roots: Vec<PathBuf>,
         /// The user's first prompt (makes the pre-committed policy).
         prompt: String,
+        /// `enforce` (the default) or `shadow`.
+        #[serde(default)]
+        mode: SessionMode,
     },
     /// Ends a session: revokes every grant, removes its cgroup, returns the summary.
     EndSession {
@@ -270,6 +273,24 @@ pub struct SessionInfo {
     pub policy_entries: usize,
     /// Counters so far.
     pub counters: Counters,
+    /// The session's scratch directory (the worker's `TMPDIR`).
+    #[serde(default)]
+    pub scratch: Option<PathBuf>,
+    /// Enforcing or shadow.
+    #[serde(default)]
+    pub mode: SessionMode,
+}
+
+/// How the kernel treats a session's misses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionMode {
+    /// A miss is denied (`EACCES`) and decided by the twin.
+    #[default]
+    Enforce,
+    /// A miss is let through and reported; the twin decides it as it would and the audit
+    /// marks would-deny decisions. Never-grantable paths stay denied.
+    Shadow,
 }
 
 /// A question for the user.

@@ -97,6 +97,8 @@ pub struct Root {
 pub struct Resolved {
     /// Index of the root in the session's list.
     pub root: usize,
+    /// The resource's absolute path (normalized, inside the root).
+    pub abs: PathBuf,
     /// The path as the twin sees it: relative to the root (with the root's label), a
     /// trailing `/` for a directory.
     pub rel: String,
@@ -233,7 +235,7 @@ pub fn resolve(roots: &[Root], path: &str, access: Access) -> Result<Resolved, R
     let Some(st) = st else {
         if access == Access::Create {
             let parent = stat_fd(&dir).map_err(io(&full))?;
-            return Ok(Resolved { root: ri, rel, target: object(&parent), is_dir: false, content: None });
+            return Ok(Resolved { root: ri, abs: full, rel, target: object(&parent), is_dir: false, content: None });
         }
         return Err(ResolveError::NotFound(full));
     };
@@ -264,7 +266,7 @@ pub fn resolve(roots: &[Root], path: &str, access: Access) -> Result<Resolved, R
             }
         }
     }
-    Ok(Resolved { root: ri, rel, target: object(&st), is_dir, content })
+    Ok(Resolved { root: ri, abs: full, rel, target: object(&st), is_dir, content })
 }
 
 /// The path as the twin sees it: the components under `root`, after the root's label, with

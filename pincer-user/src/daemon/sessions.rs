@@ -2,7 +2,7 @@
 //! prompts, counters), their persistence in `sessions.json` so a restarted daemon resumes
 //! them, and the cgroup and root bookkeeping of creating and ending one.
 
-use super::protocol::{Counters, SessionInfo};
+use super::protocol::{Counters, SessionInfo, SessionMode};
 use super::resolve::Root;
 use crate::access::Access;
 use crate::kernel::ObjectId;
@@ -110,6 +110,27 @@ pub fn root_records(roots: &[PathBuf]) -> Result<Vec<RootRec>, SessionError> {
     Ok(recs)
 }
 
+/// Root records for the containment places that exist, labelled `~` (the home) or `@` and
+/// the path's segments (`@tmp`, `@run-user-1000`) so they never meet a workspace label;
+/// places that are one of the named roots are left out.
+pub fn place_records(places: &[PathBuf], home: &Path, named: &[RootRec]) -> Vec<RootRec> {
+    let mut out: Vec<RootRec> = Vec::new();
+    for p in places {
+        let Ok(canon) = p.canonicalize() else { continue };
+        let Ok(id) = ObjectId::of_path(&canon) else { continue };
+        if named.iter().chain(&out).any(|r| r.dev == id.dev && r.ino == id.ino) {
+            continue;
+        }
+        let label = if p == home {
+            "~".to_string()
+        } else {
+            format!("@{}", canon.to_string_lossy().trim_matches('/').replace('/', "-"))
+        };
+        out.push(RootRec { path: canon, dev: id.dev, ino: id.ino, label });
+    }
+    out
+}
+
 /// An open session as the daemon keeps it (persisted in `sessions.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Session {
@@ -135,6 +156,19 @@ pub struct Session {
     /// owns them; this copy only carries them across a daemon restart).
     #[serde(default)]
     pub grants: Vec<(String, Access)>,
+    /// Places gated like roots around the workspace (the owner's home, `/tmp`, ...): their
+    /// misses are decided like any other, but they are not part of the workspace tree.
+    #[serde(default)]
+    pub places: Vec<RootRec>,
+    /// The session's scratch directory (`TMPDIR`), removed when it ends.
+    #[serde(default)]
+    pub scratch: Option<PathBuf>,
+    /// Enforcing or shadow.
+    #[serde(default)]
+    pub mode: SessionMode,
+    /// Whether the session may create user namespaces.
+    #[serde(default)]
+    pub allow_userns: bool,
 }
 
 impl Session {
@@ -149,12 +183,30 @@ impl Session {
             roots: self.roots.iter().map(|r| r.path.clone()).collect(),
             policy_entries: self.policy_entries,
             counters: self.counters.clone(),
+            scratch: self.scratch.clone(),
+            mode: self.mode,
         }
     }
 
-    /// Its protected roots.
+    /// Its named roots (the workspace).
     pub fn roots(&self) -> Vec<Root> {
         self.roots.iter().map(RootRec::root).collect()
+    }
+
+    /// Every gated root: the named roots first (the nearest root wins in the kernel's
+    /// walk, and a request names the first root that holds it), then the places.
+    pub fn all_roots(&self) -> Vec<Root> {
+        self.roots.iter().chain(&self.places).map(RootRec::root).collect()
+    }
+
+    /// The root records of [`Session::all_roots`].
+    pub fn all_root_recs(&self) -> impl Iterator<Item = &RootRec> {
+        self.roots.iter().chain(&self.places)
+    }
+
+    /// The kernel's flags for the session.
+    pub fn flags(&self) -> crate::kernel::SessionFlags {
+        crate::kernel::SessionFlags { shadow: self.mode == SessionMode::Shadow, allow_userns: self.allow_userns }
     }
 }
 
@@ -279,4 +331,19 @@ pub fn remove_cgroup(cgroup: &Path) -> std::io::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e),
     }
+}
+
+/// Makes the state directory 0700 and the files in it 0600: they hold every user's trusted
+/// history and prompts, the sanitizer key and the open sessions.
+pub fn restrict_state_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        let meta = std::fs::symlink_metadata(e.path())?;
+        if meta.is_file() && meta.permissions().mode() & 0o077 != 0 {
+            std::fs::set_permissions(e.path(), std::fs::Permissions::from_mode(0o600))?;
+        }
+    }
+    Ok(())
 }

@@ -1,0 +1,464 @@
+//! Session containment around the named roots: the places where the owner keeps live
+//! objects (home, `/tmp`, `/var/tmp`, `/dev/shm`, `/run/user/UID`) are gated like roots;
+//! open paths (toolchain caches) bypass the twin; every session gets a private scratch
+//! directory (`TMPDIR`); and never-grantable paths are refused whatever the votes, rules or
+//! the user's approval say — by the daemon for every request, and by the kernel's never map
+//! for the objects and names that exist when the session starts.
+
+use crate::access::Access;
+use crate::kernel::{access_bit, KernelError, ObjectId, Scope};
+use globset::{GlobBuilder, GlobMatcher};
+use serde::{Deserialize, Serialize};
+use std::ffi::OsStr;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+
+use super::enforce::Enforce;
+use super::users::Account;
+
+/// Entries visited at most when a session's named roots are scanned for never-grantable
+/// objects (`**/` patterns).
+pub const SCAN_LIMIT: usize = 20_000;
+
+/// How an open path may be used by every session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OpenMode {
+    /// Read and list.
+    #[serde(rename = "ro")]
+    ReadOnly,
+    /// Read, list, write, create and delete.
+    #[serde(rename = "rw")]
+    ReadWrite,
+}
+
+impl OpenMode {
+    /// The access types the mode opens.
+    pub fn access(self) -> &'static [Access] {
+        match self {
+            OpenMode::ReadOnly => &[Access::Read, Access::List],
+            OpenMode::ReadWrite => &Access::ALL,
+        }
+    }
+}
+
+/// A path every session may use without asking the twin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpenPath {
+    /// The path (`~` is the session owner's home, `{uid}` the owner's uid).
+    pub path: String,
+    /// `ro` or `rw`.
+    pub mode: OpenMode,
+}
+
+/// Paths that nothing can grant for the listed access types.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NeverRule {
+    /// A glob: absolute, or `~/...` in the owner's home, or `**/...` under any root; a
+    /// trailing `/**` covers the directory itself too.
+    pub pattern: String,
+    /// The access types refused.
+    pub access: Vec<Access>,
+}
+
+/// The `[containment]` section of the configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ContainmentConfig {
+    /// Places gated like roots for every session (`~`, `{uid}` expanded).
+    pub protect: Vec<String>,
+    /// Paths every session may use without the twin.
+    pub open_paths: Vec<OpenPath>,
+    /// Never-grantable paths.
+    pub never: Vec<NeverRule>,
+    /// Directory under which each session's scratch directory (`TMPDIR`) is made.
+    pub scratch_parent: PathBuf,
+    /// Whether sessions may create user namespaces.
+    pub allow_userns: bool,
+}
+
+fn never(pattern: &str, access: &[Access]) -> NeverRule {
+    NeverRule { pattern: pattern.into(), access: access.to_vec() }
+}
+
+fn open(path: &str, mode: OpenMode) -> OpenPath {
+    OpenPath { path: path.into(), mode }
+}
+
+impl Default for ContainmentConfig {
+    fn default() -> Self {
+        use Access::*;
+        const ALL: &[Access] = &Access::ALL;
+        const CHANGE: &[Access] = &[Write, Create, Delete];
+        let secrets = [
+            "~/.ssh/**", "~/.gnupg/**", "~/.aws/**", "~/.azure/**", "~/.config/gcloud/**", "~/.kube/**",
+            "~/.docker/config.json", "~/.netrc", "~/.git-credentials", "~/.config/git/credentials",
+            "~/.cargo/credentials", "~/.cargo/credentials.toml", "~/.npmrc", "~/.pypirc", "~/.config/gh/hosts.yml",
+            "~/.local/share/keyrings/**", "~/.password-store/**", "~/.config/pincer/**", "/etc/pincer/**",
+            "/var/lib/pincer/**", "/var/log/pincer/**",
+        ];
+        let startup = [
+            "~/.bashrc", "~/.bash_profile", "~/.bash_login", "~/.bash_logout", "~/.profile", "~/.zshrc", "~/.zshenv",
+            "~/.zprofile", "~/.zlogin", "~/.config/fish/**", "~/.config/autostart/**", "~/.config/systemd/user/**",
+            "~/.config/environment.d/**", "~/.pam_environment", "~/.xprofile", "~/.xsessionrc",
+        ];
+        let agent = [
+            "**/.git/hooks/**", "**/.git/config", "**/.claude/settings*.json", "**/.mcp.json", "**/.codex/**",
+            "**/.gemini/**", "~/.claude/settings*.json", "~/.claude.json", "~/.codex/config.toml", "~/.gemini/settings.json",
+        ];
+        ContainmentConfig {
+            protect: ["~", "/tmp", "/var/tmp", "/dev/shm", "/run/user/{uid}"].map(String::from).to_vec(),
+            open_paths: vec![
+                open("~/.gitconfig", OpenMode::ReadOnly),
+                open("~/.config/git", OpenMode::ReadOnly),
+                open("~/.rustup", OpenMode::ReadOnly),
+                open("~/.cargo", OpenMode::ReadWrite),
+                open("~/.npm", OpenMode::ReadWrite),
+                open("~/.cache/pip", OpenMode::ReadWrite),
+                open("~/.local/bin", OpenMode::ReadOnly),
+                open("~/.local/lib", OpenMode::ReadOnly),
+            ],
+            never: secrets
+                .iter()
+                .map(|p| never(p, ALL))
+                .chain(startup.iter().chain(agent.iter()).map(|p| never(p, CHANGE)))
+                .collect(),
+            scratch_parent: PathBuf::from("/tmp"),
+            allow_userns: false,
+        }
+    }
+}
+
+/// Why the containment configuration cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ContainError {
+    /// A never pattern is not a valid glob.
+    #[error("containment.never pattern {pattern:?}")]
+    Pattern {
+        /// The pattern.
+        pattern: String,
+        /// What globset said.
+        #[source]
+        source: globset::Error,
+    },
+    /// A path is neither absolute, nor in the home (`~`), nor under any root (`**/`).
+    #[error("containment path {0:?} must be absolute, start with ~/ or (never patterns) with **/")]
+    Relative(String),
+    /// The kernel refused a map update.
+    #[error(transparent)]
+    Kernel(#[from] KernelError),
+    /// The scratch directory could not be made.
+    #[error("cannot make the session's scratch directory {}", path.display())]
+    Scratch {
+        /// The directory.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn expand(p: &str, owner: &Account) -> String {
+    let p = p.replace("{uid}", &owner.uid.to_string());
+    let home = owner.home.to_string_lossy();
+    if p == "~" {
+        home.into_owned()
+    } else if let Some(rest) = p.strip_prefix("~/") {
+        format!("{}/{rest}", home.trim_end_matches('/'))
+    } else {
+        p
+    }
+}
+
+fn absolute(p: &str, owner: &Account) -> Result<PathBuf, ContainError> {
+    let e = expand(p, owner);
+    if !e.starts_with('/') {
+        return Err(ContainError::Relative(p.into()));
+    }
+    Ok(PathBuf::from(e))
+}
+
+fn has_glob(segment: &str) -> bool {
+    segment.contains(['*', '?', '[', '{'])
+}
+
+fn bits(access: &[Access]) -> u32 {
+    access.iter().fold(0, |b, a| b | access_bit(*a))
+}
+
+/// One compiled never rule.
+#[derive(Debug, Clone)]
+struct Never {
+    pattern: String,
+    matcher: GlobMatcher,
+    /// For a pattern ending in `/**`: the directory it covers, matched too.
+    base: Option<GlobMatcher>,
+    access: u32,
+    /// Whether the pattern applies under every root (`**/...`).
+    anywhere: bool,
+}
+
+fn glob(pattern: &str) -> Result<GlobMatcher, ContainError> {
+    GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .build()
+        .map(|g| g.compile_matcher())
+        .map_err(|source| ContainError::Pattern { pattern: pattern.into(), source })
+}
+
+impl Never {
+    fn matches(&self, path: &Path) -> bool {
+        self.matcher.is_match(path) || self.base.as_ref().is_some_and(|b| b.is_match(path))
+    }
+}
+
+/// The never-grantable rules of one owner, compiled.
+#[derive(Debug, Clone, Default)]
+pub struct NeverList {
+    rules: Vec<Never>,
+}
+
+impl NeverList {
+    /// Compiles the rules with `~` and `{uid}` expanded for `owner`.
+    pub fn new(rules: &[NeverRule], owner: &Account) -> Result<Self, ContainError> {
+        let mut out = Vec::new();
+        for r in rules {
+            let anywhere = r.pattern.starts_with("**/");
+            let pattern = if anywhere { r.pattern.clone() } else { absolute(&r.pattern, owner)?.to_string_lossy().into_owned() };
+            let base = match pattern.strip_suffix("/**") {
+                Some(b) if !b.is_empty() => Some(glob(b)?),
+                _ => None,
+            };
+            out.push(Never { matcher: glob(&pattern)?, base, pattern, access: bits(&r.access), anywhere });
+        }
+        Ok(NeverList { rules: out })
+    }
+
+    /// The pattern that makes `access` on the absolute `path` never-grantable, if any.
+    pub fn forbids(&self, path: &Path, access: Access) -> Option<&str> {
+        let bit = access_bit(access);
+        self.rules.iter().find(|r| r.access & bit != 0 && r.matches(path)).map(|r| r.pattern.as_str())
+    }
+
+    /// Puts the objects and names that exist now into the kernel's never map: literal
+    /// paths (and their names in the parent directory, so a deleted or missing one cannot be
+    /// made), directories of `/**` patterns (covering their subtree), and the matches of
+    /// `**/` patterns found by a bounded scan of the named roots. Returns the entries made.
+    pub fn seed(&self, enforcer: &mut dyn Enforce, named_roots: &[PathBuf]) -> Result<usize, ContainError> {
+        let mut n = 0;
+        for r in &self.rules {
+            if r.anywhere {
+                for root in named_roots {
+                    n += seed_scan(enforcer, r, root)?;
+                }
+                continue;
+            }
+            let literal = r.pattern.strip_suffix("/**").unwrap_or(&r.pattern);
+            let path = Path::new(literal);
+            if path.components().any(|c| has_glob(&c.as_os_str().to_string_lossy())) {
+                // A glob inside the path: the existing matches in its literal directory.
+                let dir: PathBuf = path.components().take_while(|c| !has_glob(&c.as_os_str().to_string_lossy())).collect();
+                n += seed_matches_in(enforcer, r, &dir)?;
+                continue;
+            }
+            n += seed_literal(enforcer, path, r.access)?;
+        }
+        Ok(n)
+    }
+}
+
+fn object(path: &Path) -> Option<ObjectId> {
+    std::fs::symlink_metadata(path).ok().map(|m| ObjectId { dev: m.dev() as u32, ino: m.ino() })
+}
+
+fn seed_literal(enforcer: &mut dyn Enforce, path: &Path, access: u32) -> Result<usize, ContainError> {
+    let mut n = 0;
+    if let Some(id) = object(path) {
+        enforcer.add_never(id, access)?;
+        n += 1;
+    }
+    if let (Some(parent), Some(name)) = (path.parent(), path.file_name()) {
+        if let Some(dir) = object(parent) {
+            enforcer.add_never_name(dir, name, access)?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+fn seed_matches_in(enforcer: &mut dyn Enforce, r: &Never, dir: &Path) -> Result<usize, ContainError> {
+    let mut n = 0;
+    let Ok(entries) = std::fs::read_dir(dir) else { return Ok(0) };
+    for e in entries.flatten().take(SCAN_LIMIT) {
+        let p = e.path();
+        if r.matches(&p) {
+            if let Some(id) = object(&p) {
+                enforcer.add_never(id, r.access)?;
+                n += 1;
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// Bounded breadth-first scan of `root` (symlinks not followed) for the matches of an
+/// `**/` rule; for a rule whose last segment is a literal name, that name is also reserved
+/// in the directories where it would match (the root itself, and directories named by the
+/// rule's literal parent segment), so the object cannot be created later.
+fn seed_scan(enforcer: &mut dyn Enforce, r: &Never, root: &Path) -> Result<usize, ContainError> {
+    let segments: Vec<&str> = r.pattern.trim_end_matches("/**").split('/').collect();
+    let last = segments.last().copied().filter(|s| !has_glob(s) && !s.is_empty() && !r.pattern.ends_with("/**"));
+    let literal_parent = segments.len() >= 2 && !has_glob(segments[segments.len() - 2]);
+    let mut n = 0;
+    let mut queue = std::collections::VecDeque::from([root.to_path_buf()]);
+    let mut seen = 0usize;
+    while let Some(dir) = queue.pop_front() {
+        if let Some(name) = last {
+            let child = dir.join(name);
+            if r.matches(&child) && (dir == root || literal_parent) {
+                if let Some(id) = object(&dir) {
+                    enforcer.add_never_name(id, OsStr::new(name), r.access)?;
+                    n += 1;
+                }
+            }
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for e in entries.flatten() {
+            seen += 1;
+            if seen > SCAN_LIMIT {
+                return Ok(n);
+            }
+            let p = e.path();
+            let Ok(meta) = std::fs::symlink_metadata(&p) else { continue };
+            if r.matches(&p) {
+                enforcer.add_never(ObjectId { dev: meta.dev() as u32, ino: meta.ino() }, r.access)?;
+                n += 1;
+            }
+            if meta.is_dir() {
+                queue.push_back(p);
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// The containment of one owner's sessions, with paths expanded.
+#[derive(Debug, Clone)]
+pub struct Containment {
+    /// Places gated like roots (those that exist).
+    pub protect: Vec<PathBuf>,
+    /// Open paths with their access bits (those that exist).
+    pub open: Vec<(PathBuf, u32)>,
+    /// The never-grantable rules.
+    pub never: NeverList,
+    /// Where scratch directories are made.
+    pub scratch_parent: PathBuf,
+    /// Whether sessions may create user namespaces.
+    pub allow_userns: bool,
+}
+
+impl Containment {
+    /// The containment for `owner`'s sessions.
+    pub fn for_owner(cfg: &ContainmentConfig, owner: &Account) -> Result<Self, ContainError> {
+        let mut protect = Vec::new();
+        for p in &cfg.protect {
+            let p = absolute(p, owner)?;
+            // "/" as a home (an account without one) would gate the whole system.
+            if p.components().any(|c| c != Component::RootDir) && p.is_dir() && !protect.contains(&p) {
+                protect.push(p);
+            }
+        }
+        let mut open = Vec::new();
+        for o in &cfg.open_paths {
+            let p = absolute(&o.path, owner)?;
+            if p.exists() {
+                open.push((p, bits(o.mode.access())));
+            }
+        }
+        Ok(Containment {
+            protect,
+            open,
+            never: NeverList::new(&cfg.never, owner)?,
+            scratch_parent: cfg.scratch_parent.clone(),
+            allow_userns: cfg.allow_userns,
+        })
+    }
+
+    /// Opens the open paths in the kernel (global: every session may use them).
+    pub fn apply_open(&self, enforcer: &mut dyn Enforce) -> Result<(), ContainError> {
+        for (p, b) in &self.open {
+            if let Some(id) = object(p) {
+                enforcer.add_open(id, *b)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes the session's scratch directory (0700, owned by the owner) and grants it to
+    /// the session in full; returns its path.
+    pub fn make_scratch(&self, enforcer: &mut dyn Enforce, session: &str, cgroup_id: u64, owner: &Account) -> Result<PathBuf, ContainError> {
+        let dir = self.scratch_parent.join(format!("pincer-{session}"));
+        let err = |source| ContainError::Scratch { path: dir.clone(), source };
+        std::fs::create_dir(&dir).map_err(err)?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map_err(err)?;
+        std::os::unix::fs::chown(&dir, Some(owner.uid), Some(owner.gid)).map_err(err)?;
+        let meta = std::fs::symlink_metadata(&dir).map_err(err)?;
+        let id = ObjectId { dev: meta.dev() as u32, ino: meta.ino() };
+        for a in Access::ALL {
+            enforcer.grant(cgroup_id, id, Scope::Subtree, a)?;
+        }
+        Ok(dir)
+    }
+}
+
+/// Removes a session's scratch directory (symlinks inside are removed, not followed).
+pub fn remove_scratch(dir: &Path) {
+    if let Err(e) = std::fs::remove_dir_all(dir) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot remove the session's scratch directory");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owner() -> Account {
+        Account { name: "u".into(), uid: 1000, gid: 1000, home: PathBuf::from("/home/u") }
+    }
+
+    #[test]
+    fn default_never_list_refuses_secrets_startup_files_and_hooks_but_lets_them_be_read() {
+        let n = NeverList::new(&ContainmentConfig::default().never, &owner()).unwrap();
+        assert!(n.forbids(Path::new("/home/u/.ssh/id_ed25519"), Access::Read).is_some());
+        assert!(n.forbids(Path::new("/home/u/.ssh"), Access::List).is_some(), "the directory itself");
+        assert!(n.forbids(Path::new("/home/u/.bashrc"), Access::Write).is_some());
+        assert!(n.forbids(Path::new("/home/u/.bashrc"), Access::Read).is_none());
+        assert!(n.forbids(Path::new("/home/u/.config/autostart/x.desktop"), Access::Create).is_some());
+        assert!(n.forbids(Path::new("/srv/w/proj/.git/hooks/pre-commit"), Access::Create).is_some());
+        assert!(n.forbids(Path::new("/srv/w/proj/.git/config"), Access::Write).is_some());
+        assert!(n.forbids(Path::new("/srv/w/proj/.git/config"), Access::Read).is_none(), "git must read it");
+        assert!(n.forbids(Path::new("/srv/w/proj/.claude/settings.local.json"), Access::Write).is_some());
+        assert!(n.forbids(Path::new("/srv/w/.mcp.json"), Access::Create).is_some());
+        assert!(n.forbids(Path::new("/srv/w/proj/src/main.rs"), Access::Write).is_none());
+        assert!(n.forbids(Path::new("/home/u/notes/ssh.txt"), Access::Read).is_none());
+    }
+
+    #[test]
+    fn paths_must_be_absolute_home_or_anywhere() {
+        let bad = [NeverRule { pattern: "secrets/**".into(), access: vec![Access::Read] }];
+        assert!(matches!(NeverList::new(&bad, &owner()), Err(ContainError::Relative(_))));
+        let glob = [NeverRule { pattern: "/a/[".into(), access: vec![Access::Read] }];
+        assert!(matches!(NeverList::new(&glob, &owner()), Err(ContainError::Pattern { .. })));
+    }
+
+    #[test]
+    fn expansion_of_home_and_uid() {
+        assert_eq!(expand("~", &owner()), "/home/u");
+        assert_eq!(expand("~/.ssh/**", &owner()), "/home/u/.ssh/**");
+        assert_eq!(expand("/run/user/{uid}", &owner()), "/run/user/1000");
+    }
+}
