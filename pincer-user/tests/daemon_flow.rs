@@ -6,6 +6,7 @@
 use pincer::daemon::audit::{read_entries, AuditLog, Event, Source};
 use pincer::daemon::client::Client;
 use pincer::daemon::config::{Config, OnMiss};
+use pincer::daemon::contain::NeverRule;
 use pincer::daemon::core::CoreDeps;
 use pincer::daemon::enforce::MemoryEnforcer;
 use pincer::daemon::peer::CgroupLookup;
@@ -52,6 +53,7 @@ impl Harness {
             ..Config::default()
         };
         config.escalation.timeout_secs = 30;
+        config.containment.scratch_parent = dir.path().to_path_buf();
         tweak(&mut config);
         let mut h = Harness {
             dir,
@@ -424,4 +426,66 @@ async fn mcp_server_serves_request_resource_to_the_python_sdk_client() {
     assert!(calls[2]["text"].as_str().unwrap().contains("chmod"), "{}", calls[2]);
     let todo = ObjectId::of_path(&h.ws.join("notes/todo.md")).unwrap();
     assert!(h.enforcer.has(s.cgroup_id, todo, Access::Read));
+}
+
+#[tokio::test]
+async fn never_grantable_paths_are_refused_before_any_vote_or_question_and_seeded_in_the_kernel() {
+    // The persona's policy asks the user before this write (see the escalation test): a
+    // never rule must refuse it outright, so no question (and no approval) can grant it.
+    let h = Harness::new(|c| c.containment.never.push(NeverRule { pattern: "**/ledger/Cargo.toml".into(), access: vec![Access::Write] })).await;
+    h.import().await;
+    std::fs::create_dir_all(h.ws.join(".git/hooks")).unwrap();
+    std::fs::write(h.ws.join(".git/config"), "[core]\n").unwrap();
+    let s = h.session(TODO_PROMPT).await;
+    for (path, access) in [("projects/ledger/Cargo.toml", Access::Write), (".git/config", Access::Write), (".git/hooks/pre-commit", Access::Create)] {
+        match h.request(&s, path, access, "needed for the task").await {
+            Reply::Decision { granted: false, outcome, reason, question: None } => {
+                assert_eq!(outcome, Outcome::Deny);
+                assert!(reason.contains("never-grantable"), "{path}: {reason}");
+            }
+            other => panic!("{path} {access:?} must be refused as never-grantable: {other:?}"),
+        }
+    }
+    h.as_caller(Path::new(OUTSIDE));
+    match h.call(Call::Pending).await {
+        Reply::Pending { questions } => assert!(questions.is_empty(), "no question for a never-grantable path: {questions:?}"),
+        other => panic!("{other:?}"),
+    }
+    let cfg = ObjectId::of_path(&h.ws.join(".git/config")).unwrap();
+    assert!(!h.enforcer.has(s.cgroup_id, cfg, Access::Write));
+    let audit = h.audit();
+    assert!(audit.iter().filter(|e| e.detail.as_deref().is_some_and(|d| d.contains("never-grantable"))).count() >= 3, "the audit says why");
+    // The kernel's never map holds the objects and names that exist now.
+    let state = h.enforcer.state.lock().unwrap().clone();
+    let git = ObjectId::of_path(&h.ws.join(".git")).unwrap();
+    let hooks = ObjectId::of_path(&h.ws.join(".git/hooks")).unwrap();
+    assert!(state.never.contains_key(&(cfg.dev, cfg.ino)), "existing .git/config");
+    assert!(state.never.contains_key(&(hooks.dev, hooks.ino)), ".git/hooks covers its subtree");
+    assert!(state.never_names.contains_key(&(git.dev, git.ino, std::ffi::OsString::from("config"))), "a deleted .git/config cannot be made again");
+    // A read of .git/config is not never-grantable: git must read it.
+    match h.request(&s, ".git/config", Access::Read, "git status").await {
+        Reply::Decision { reason, .. } => assert!(!reason.contains("never-grantable"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_session_gets_a_private_scratch_dir_and_its_owners_places_are_gated() {
+    let h = Harness::new(|_| {}).await;
+    h.import().await;
+    let s = h.session(TODO_PROMPT).await;
+    let scratch = s.scratch.clone().expect("a scratch directory");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&scratch).unwrap().permissions().mode() & 0o777, 0o700);
+    let id = ObjectId::of_path(&scratch).unwrap();
+    let state = h.enforcer.state.lock().unwrap().clone();
+    let all: std::collections::BTreeSet<Access> = Access::ALL.into_iter().collect();
+    assert_eq!(state.grants.get(&(s.cgroup_id, id.dev, id.ino, false)), Some(&all), "the scratch dir is the session's in full");
+    let tmp = ObjectId::of_path(Path::new("/tmp")).unwrap();
+    assert!(state.roots.contains(&(tmp.dev, tmp.ino)), "/tmp is gated like a root");
+    // The state directory is private.
+    assert_eq!(std::fs::metadata(&h.config.state_dir).unwrap().permissions().mode() & 0o777, 0o700);
+    h.as_caller(Path::new(OUTSIDE));
+    assert!(matches!(h.call(Call::EndSession { session: s.session.clone() }).await, Reply::Summary { .. }));
+    assert!(!scratch.exists(), "the scratch dir ends with the session");
 }

@@ -224,8 +224,14 @@ impl Daemon {
         let socket = dir.join("pincer.sock");
         let pin_dir = PathBuf::from("/sys/fs/bpf").join(&name);
         let config = dir.join("pincer.toml");
+        // Files the test and its worker share (flags) are the harness's, not the user's: an
+        // open path. Scratch directories go under `dir` too.
+        let shared = dir.join("shared");
+        std::fs::create_dir_all(&shared).unwrap_or_else(|e| panic!("mkdir {}: {e}", shared.display()));
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap_or_else(|e| panic!("chmod {}: {e}", shared.display()));
         let text = format!(
-            "state_dir = {:?}\nsocket = {:?}\naudit_log = {:?}\npin_dir = {:?}\ncgroup_parent = {:?}\non_miss = {:?}\n[escalation]\ntimeout_secs = {}\n",
+            "state_dir = {:?}\nsocket = {:?}\naudit_log = {:?}\npin_dir = {:?}\ncgroup_parent = {:?}\non_miss = {:?}\n[escalation]\ntimeout_secs = {}\n\
+             [containment]\nscratch_parent = {:?}\n[[containment.open_paths]]\npath = {:?}\nmode = \"rw\"\n",
             dir.join("state"),
             socket,
             dir.join("audit.jsonl"),
@@ -233,6 +239,8 @@ impl Daemon {
             PathBuf::from("/sys/fs/cgroup").join(&name),
             settings.on_miss,
             settings.escalation_timeout_secs,
+            dir,
+            shared,
         );
         std::fs::write(&config, text).unwrap_or_else(|e| panic!("write {}: {e}", config.display()));
         let mut daemon = Daemon { pincer: pincer.to_owned(), dir: dir.to_owned(), socket, pin_dir, child: None };

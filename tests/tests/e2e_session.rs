@@ -220,11 +220,11 @@ cat $W/secrets/prod.env >/dev/null 2>&1; sleep 1; cat $W/secrets/prod.env >/dev/
 #[test]
 fn a_daemon_crash_keeps_enforcement_and_a_restarted_daemon_resumes_the_session() {
     let mut env = Env::new("e2e-restart", "record");
-    let flag = env.dir.join("go");
-    let dir = env.dir.display().to_string();
+    let flag = env.dir.join("shared/go");
+    let dir = env.dir.join("shared").display().to_string();
     // The worker (uid 1000) marks its first grant here; the daemon writes the audit entry
     // before it replies, so the audit alone cannot tell that the reply reached the worker.
-    let flags = env.dir.join("flags");
+    let flags = env.dir.join("shared/flags");
     std::fs::create_dir(&flags).unwrap();
     std::fs::set_permissions(&flags, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let worker = env.spawn_worker(
@@ -250,7 +250,7 @@ $P request $W/secrets/prod.env --access read && echo "R secret after restart: gr
         std::thread::sleep(Duration::from_millis(50));
     }
     env.daemon.crash();
-    std::fs::write(env.dir.join("crashed"), "").unwrap();
+    std::fs::write(env.dir.join("shared/crashed"), "").unwrap();
     // Let the worker probe while the daemon is down.
     std::thread::sleep(Duration::from_secs(3));
     env.daemon.restart();

@@ -386,12 +386,17 @@ impl Containment {
         })
     }
 
-    /// Opens the open paths in the kernel (global: every session may use them).
+    /// Opens the open paths in the kernel (global: every session may use them), and the
+    /// `pincer` executable itself for reading, wherever it is installed: the worker runs
+    /// `pincer request` to ask.
     pub fn apply_open(&self, enforcer: &mut dyn Enforce) -> Result<(), ContainError> {
         for (p, b) in &self.open {
             if let Some(id) = object(p) {
                 enforcer.add_open(id, *b)?;
             }
+        }
+        if let Some(id) = std::env::current_exe().ok().and_then(|exe| object(&exe)) {
+            enforcer.add_open(id, access_bit(Access::Read))?;
         }
         Ok(())
     }
