@@ -131,11 +131,11 @@ impl PipelineRequest {
 }
 
 /// Why a request was denied before the twin saw it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum Unresolved {
     /// The request tool's path could not be resolved inside the roots.
     #[error("{0}")]
-    Path(String),
+    Path(resolve::ResolveError),
     /// The kernel named no registered root of the session (or its walk ran out of bound).
     #[error("the object's protected root is unknown (walk out of bound); denied")]
     UnknownRoot,
@@ -143,11 +143,14 @@ pub enum Unresolved {
     #[error("the kernel truncated the object's path (deeper than the event holds); a partial path is not decided; denied")]
     PathTruncated,
     /// The user's twin could not be built.
-    #[error("{0}")]
-    Twin(String),
-    /// The resource is never grantable (the pattern that says so).
+    #[error("{}", chain(.0))]
+    Twin(super::twins::TwinsError),
+    /// The resource is never grantable: the pattern that says so.
     #[error("never-grantable ({0}): no vote, rule or approval can grant it; denied")]
     Never(String),
+    /// The owner's containment configuration could not be compiled: everything is denied.
+    #[error("the session's containment cannot be compiled ({}); denied", chain(.0))]
+    Containment(super::contain::ContainError),
 }
 
 fn deny_reason(d: &Decision) -> String {
@@ -208,15 +211,15 @@ impl Core {
         // be compiled denies everything.
         let never = match self.containment(owner) {
             Ok(c) => c.never.forbids(&req.abs, req.access).map(|p| Unresolved::Never(p.to_string())),
-            Err(e) => Some(Unresolved::Never(format!("containment configuration: {}", chain(&e)))),
+            Err(e) => Some(Unresolved::Containment(e)),
         };
         if let Some(why) = never {
-            return self.deny_unresolved(&origin, &req.session, &req.path, req.access, why);
+            return self.deny_unresolved(&origin, &req.session, &req.path, req.access, &why);
         }
         let start = Instant::now();
         let d = match self.twins.get(&user).await {
             Ok(t) => t.decide(&req.session, &req.for_twin(&origin)).await,
-            Err(e) => return self.deny_unresolved(&origin, &req.session, &req.path, req.access, Unresolved::Twin(chain(&e))),
+            Err(e) => return self.deny_unresolved(&origin, &req.session, &req.path, req.access, &Unresolved::Twin(e)),
         };
         let answered = match &origin {
             Origin::Answer { question, .. } => Some(*question),
@@ -240,7 +243,8 @@ impl Core {
             (None, twin::Outcome::Deny) => Ruling::deny(deny_reason(&d), None),
             (None, twin::Outcome::Escalate { question }) => {
                 let q = *question;
-                self.questions.ask(q, || Waiting { user: user.clone(), session: req.session.clone(), request: req.clone(), origin: origin.clone(), waiters: vec![] });
+                let votes = d.votes.iter().map(|v| AuditVote { verdict: v.verdict, reason: v.reason.clone() }).collect();
+                self.questions.ask(q, || Waiting { user: user.clone(), session: req.session.clone(), request: req.clone(), origin: origin.clone(), votes, waiters: vec![] });
                 Ruling { granted: false, outcome: Outcome::Escalate, reason: deny_reason(&d), question: Some(q) }
             }
         };
@@ -251,7 +255,7 @@ impl Core {
     }
 
     /// Denies a request the twin never saw, counting and auditing it.
-    fn deny_unresolved(&mut self, origin: &Origin, session: &str, path: &str, access: Access, why: Unresolved) -> Ruling {
+    fn deny_unresolved(&mut self, origin: &Origin, session: &str, path: &str, access: Access, why: &Unresolved) -> Ruling {
         let why = why.to_string();
         if let Some(s) = self.sessions.get_mut(session) {
             s.counters.requests += 1;
@@ -275,7 +279,7 @@ impl Core {
         let roots = self.sessions.get(session).map(|s| s.all_roots()).unwrap_or_default();
         let r = match resolve::resolve(&roots, path, access) {
             Ok(r) => r,
-            Err(e) => return CallResult::Now(self.deny_unresolved(&origin, session, path, access, Unresolved::Path(e.to_string())).into()),
+            Err(e) => return CallResult::Now(self.deny_unresolved(&origin, session, path, access, &Unresolved::Path(e)).into()),
         };
         let req = PipelineRequest { session: session.into(), path: r.rel, abs: r.abs, access, target: r.target, content: r.content };
         let ruling = self.decide(origin, req).await;
@@ -319,7 +323,7 @@ impl Core {
             Ok(r) => r,
             Err(why) => {
                 for a in &m.access {
-                    self.deny_unresolved(&origin, &id, &m.relative_path.to_string_lossy(), *a, why.clone());
+                    self.deny_unresolved(&origin, &id, &m.relative_path.to_string_lossy(), *a, &why);
                 }
                 return;
             }
