@@ -50,6 +50,18 @@ impl Miss {
         self.flags & pincer_common::EVENT_FLAG_WALK_EXHAUSTED != 0
     }
 
+    /// Whether the access is never grantable (a never-grantable object, directory
+    /// or name, or terminal injection): no grant or approval can allow it, so it
+    /// is to be audited, not decided.
+    pub fn never(&self) -> bool {
+        self.flags & pincer_common::EVENT_FLAG_NEVER != 0
+    }
+
+    /// Whether the session is in shadow mode and the kernel allowed this miss.
+    pub fn shadow_allowed(&self) -> bool {
+        self.flags & pincer_common::EVENT_FLAG_SHADOW != 0
+    }
+
     /// Decodes one ring buffer record.
     pub fn decode(bytes: &[u8]) -> Result<Self, KernelError> {
         let expected = std::mem::size_of::<MissEvent>();
@@ -109,6 +121,14 @@ pub fn hook_name(id: u32) -> &'static str {
         HOOK_INODE_RENAME_TO => "inode_rename(to)",
         HOOK_INODE_RENAME_OVER => "inode_rename(over)",
         HOOK_INODE_SETATTR => "inode_setattr",
+        HOOK_INODE_SETXATTR => "inode_setxattr",
+        HOOK_INODE_REMOVEXATTR => "inode_removexattr",
+        HOOK_INODE_SET_ACL => "inode_set_acl",
+        HOOK_INODE_REMOVE_ACL => "inode_remove_acl",
+        HOOK_INODE_MKNOD => "inode_mknod",
+        HOOK_FILE_RECEIVE => "file_receive",
+        HOOK_FILE_IOCTL => "file_ioctl",
+        HOOK_USERNS_CREATE => "userns_create",
         _ => "unknown",
     }
 }
