@@ -2,10 +2,13 @@
 //!
 //! This crate is the single source of truth for everything that crosses the
 //! kernel/userspace boundary: map keys and values, access bits and the miss
-//! event record. The C header `pincer-ebpf/src/pincer.h` mirrors it; both sides
-//! assert sizes and offsets (`const` asserts here, `_Static_assert` there), so
-//! drift fails the build. No `bool`, no enums and no implicit padding: every
-//! hole is an explicit `_pad` field.
+//! event record. The constants and map names are written only here: the build
+//! script of `pincer-ebpf` writes them into a generated C header. The structs are
+//! written twice (Rust here, C in `pincer-ebpf/src/pincer.h`), and the same build
+//! script generates a `_Static_assert` for the size of every shared struct and the
+//! offset and size of every field from [`LAYOUTS`], so any drift fails the C
+//! compile. No `bool`, no enums and no implicit padding (checked here): every hole
+//! is an explicit `_pad` field.
 //!
 //! Device numbers are the kernel's *internal* `dev_t` (`super_block.s_dev`,
 //! `major << 20 | minor`), not the userspace `st_dev` encoding: use
@@ -14,81 +17,156 @@
 
 pub mod reach;
 
-/// Access bit: open a file for reading (exec counts as read).
-pub const ACCESS_READ: u32 = 1 << 0;
-/// Access bit: open a file for writing, or truncate it.
-pub const ACCESS_WRITE: u32 = 1 << 1;
-/// Access bit: create an entry (file, directory, symlink, hard link) in a directory.
-pub const ACCESS_CREATE: u32 = 1 << 2;
-/// Access bit: unlink a file, remove a directory, or rename an entry away.
-pub const ACCESS_DELETE: u32 = 1 << 3;
-/// Access bit: read a directory's entries (open a directory for reading).
-pub const ACCESS_LIST: u32 = 1 << 4;
-/// Marker bit set by the kernel on exact grants it recorded for an object the
-/// session created itself under a `create` grant (it carries read and write).
-pub const ACCESS_CREATED_BY_SESSION: u32 = 1 << 31;
+/// Declares the shared constants once, as Rust `const`s, and lists them in
+/// [`C_CONSTANTS`] so that `pincer-ebpf`'s build script writes the same values
+/// into the C header it generates (`pincer_gen.h`).
+macro_rules! shared_consts {
+    ($($(#[$m:meta])* $name:ident : $t:ty = $v:expr;)*) => {
+        $($(#[$m])* pub const $name: $t = $v;)*
+        /// Every constant shared with the C program, by its C (and Rust) name.
+        pub const C_CONSTANTS: &[(&str, u64)] = &[$((stringify!($name), $name as u64),)*];
+    };
+}
+
+shared_consts! {
+    /// Access bit: open a file for reading (exec counts as read).
+    ACCESS_READ: u32 = 1 << 0;
+    /// Access bit: open a file for writing, truncate it, or change its metadata
+    /// (mode, owner, times, xattrs).
+    ACCESS_WRITE: u32 = 1 << 1;
+    /// Access bit: create an entry (file, directory, symlink, hard link, FIFO,
+    /// device node, socket) in a directory.
+    ACCESS_CREATE: u32 = 1 << 2;
+    /// Access bit: unlink a file, remove a directory, or rename an entry away.
+    ACCESS_DELETE: u32 = 1 << 3;
+    /// Access bit: read a directory's entries (open a directory for reading).
+    ACCESS_LIST: u32 = 1 << 4;
+    /// Marker bit set by the kernel on exact grants it recorded for an object the
+    /// session created itself under a `create` grant (it carries read and write).
+    ACCESS_CREATED_BY_SESSION: u32 = 1 << 31;
+
+    /// Hook id in [`MissEvent::hook`]: `file_open`.
+    HOOK_FILE_OPEN: u32 = 1;
+    /// Hook id: `inode_create`.
+    HOOK_INODE_CREATE: u32 = 2;
+    /// Hook id: `inode_mkdir`.
+    HOOK_INODE_MKDIR: u32 = 3;
+    /// Hook id: `inode_symlink`.
+    HOOK_INODE_SYMLINK: u32 = 4;
+    /// Hook id: `inode_link` (the new name's directory lacks `create`).
+    HOOK_INODE_LINK: u32 = 5;
+    /// Hook id: `inode_link` (the linked object lacks `read`).
+    HOOK_INODE_LINK_SOURCE: u32 = 6;
+    /// Hook id: `inode_unlink`.
+    HOOK_INODE_UNLINK: u32 = 7;
+    /// Hook id: `inode_rmdir`.
+    HOOK_INODE_RMDIR: u32 = 8;
+    /// Hook id: `inode_rename` (the moved object lacks `delete`).
+    HOOK_INODE_RENAME_FROM: u32 = 9;
+    /// Hook id: `inode_rename` (the new directory lacks `create`).
+    HOOK_INODE_RENAME_TO: u32 = 10;
+    /// Hook id: `inode_rename` (an existing target that would be replaced lacks `delete`).
+    HOOK_INODE_RENAME_OVER: u32 = 11;
+    /// Hook id: `inode_setattr`: size (truncate), mode, owner or times.
+    HOOK_INODE_SETATTR: u32 = 12;
+    /// Hook id: `inode_setxattr` (setting an extended attribute needs `write`).
+    HOOK_INODE_SETXATTR: u32 = 13;
+    /// Hook id: `inode_removexattr` (removing an extended attribute needs `write`).
+    HOOK_INODE_REMOVEXATTR: u32 = 14;
+    /// Hook id: `inode_set_acl` (Linux 6.2+: POSIX ACLs no longer pass `inode_setxattr`).
+    HOOK_INODE_SET_ACL: u32 = 15;
+    /// Hook id: `inode_remove_acl` (Linux 6.2+).
+    HOOK_INODE_REMOVE_ACL: u32 = 16;
+    /// Hook id: `inode_mknod` (FIFOs, device nodes and Unix socket binds need `create`).
+    HOOK_INODE_MKNOD: u32 = 17;
+    /// Hook id: `file_receive` (an fd arriving by `SCM_RIGHTS` or `pidfd_getfd`,
+    /// checked like an open with the file's mode).
+    HOOK_FILE_RECEIVE: u32 = 18;
+    /// Hook id: `file_ioctl` (terminal injection: `TIOCSTI`, `TIOCLINUX`; never allowed).
+    HOOK_FILE_IOCTL: u32 = 19;
+    /// Hook id: `userns_create` (a new user namespace without `SESSION_FLAG_ALLOW_USERNS`).
+    HOOK_USERNS_CREATE: u32 = 20;
+
+    /// Event flag: the walk up the dentries ran out of its bound before it found
+    /// a protected root or the filesystem root, so the access was denied.
+    EVENT_FLAG_WALK_EXHAUSTED: u32 = 1 << 0;
+    /// Event flag: [`MissEvent::path`] was cut short (more components than fit).
+    EVENT_FLAG_PATH_TRUNCATED: u32 = 1 << 1;
+    /// Event flag: the object has several hard links, so only an exact grant
+    /// (not a subtree grant) could have allowed it.
+    EVENT_FLAG_MULTI_LINK: u32 = 1 << 2;
+    /// Event flag: denied because the object (or a directory above it, or its
+    /// name in its directory) is never-grantable for these access bits: no
+    /// grant, open path, created-by-session bit or shadow mode can allow it.
+    EVENT_FLAG_NEVER: u32 = 1 << 3;
+    /// Event flag: the session is in shadow mode, so this miss was reported but
+    /// allowed.
+    EVENT_FLAG_SHADOW: u32 = 1 << 4;
+
+    /// Session flag ([`SessionValue::flags`]): misses are reported but allowed,
+    /// except never-grantable ones and terminal injection.
+    SESSION_FLAG_SHADOW: u32 = 1 << 0;
+    /// Session flag: the session may create user namespaces.
+    SESSION_FLAG_ALLOW_USERNS: u32 = 1 << 1;
+
+    /// How many steps the kernel walk takes at most (object included; a step
+    /// from a filesystem's root to its mount point counts as one).
+    MAX_WALK_DEPTH: u32 = 32;
+    /// How many cgroup ancestor levels are checked for a registered session.
+    MAX_CGROUP_LEVELS: u32 = 16;
+    /// Bytes of [`MissEvent::name`].
+    EVENT_NAME_LEN: usize = 256;
+    /// Bytes of [`MissEvent::path`].
+    EVENT_PATH_LEN: usize = 1024;
+    /// Bytes of [`NameKey::name`]: never-grantable names are shorter than this.
+    NEVER_NAME_LEN: usize = 64;
+}
+
 /// Every access bit a grant may carry.
 pub const ACCESS_ALL: u32 = ACCESS_READ | ACCESS_WRITE | ACCESS_CREATE | ACCESS_DELETE | ACCESS_LIST;
 
-/// Hook id in [`MissEvent::hook`]: `file_open`.
-pub const HOOK_FILE_OPEN: u32 = 1;
-/// Hook id: `inode_create`.
-pub const HOOK_INODE_CREATE: u32 = 2;
-/// Hook id: `inode_mkdir`.
-pub const HOOK_INODE_MKDIR: u32 = 3;
-/// Hook id: `inode_symlink`.
-pub const HOOK_INODE_SYMLINK: u32 = 4;
-/// Hook id: `inode_link` (the new name's directory lacks `create`).
-pub const HOOK_INODE_LINK: u32 = 5;
-/// Hook id: `inode_link` (the linked object lacks `read`).
-pub const HOOK_INODE_LINK_SOURCE: u32 = 6;
-/// Hook id: `inode_unlink`.
-pub const HOOK_INODE_UNLINK: u32 = 7;
-/// Hook id: `inode_rmdir`.
-pub const HOOK_INODE_RMDIR: u32 = 8;
-/// Hook id: `inode_rename` (the moved object lacks `delete`).
-pub const HOOK_INODE_RENAME_FROM: u32 = 9;
-/// Hook id: `inode_rename` (the new directory lacks `create`).
-pub const HOOK_INODE_RENAME_TO: u32 = 10;
-/// Hook id: `inode_rename` (an existing target that would be replaced lacks `delete`).
-pub const HOOK_INODE_RENAME_OVER: u32 = 11;
-/// Hook id: `inode_setattr` with a size change (truncate).
-pub const HOOK_INODE_SETATTR: u32 = 12;
-
-/// Event flag: the walk up the dentries ran out of its bound before it found
-/// a protected root or the filesystem root, so the access was denied.
-pub const EVENT_FLAG_WALK_EXHAUSTED: u32 = 1 << 0;
-/// Event flag: [`MissEvent::path`] was cut short (more components than fit).
-pub const EVENT_FLAG_PATH_TRUNCATED: u32 = 1 << 1;
-/// Event flag: the object has several hard links, so only an exact grant
-/// (not a subtree grant) could have allowed it.
-pub const EVENT_FLAG_MULTI_LINK: u32 = 1 << 2;
-
-/// How many `d_parent` steps the kernel walk takes at most (object included).
-pub const MAX_WALK_DEPTH: u32 = 32;
-/// How many cgroup ancestor levels are checked for a registered session.
-pub const MAX_CGROUP_LEVELS: u32 = 16;
-/// Bytes of [`MissEvent::name`].
-pub const EVENT_NAME_LEN: usize = 256;
-/// Bytes of [`MissEvent::path`].
-pub const EVENT_PATH_LEN: usize = 1024;
-
-/// Map names, written once (the C program defines maps with these names).
+/// Map names, written once: the C program names its maps with the macros
+/// (`MAP_SESSIONS`, ...) that `pincer-ebpf`'s build script generates from
+/// [`map_names::C_MACROS`].
 pub mod map_names {
     /// `HASH` [`SessionKey`](super::SessionKey) → [`SessionValue`](super::SessionValue).
     pub const SESSIONS: &str = "pincer_sessions";
-    /// `HASH` [`RootKey`](super::RootKey) → `u32` (non-zero).
+    /// `HASH` [`ObjectKey`](super::ObjectKey) → `u32` (non-zero): protected roots.
     pub const ROOTS: &str = "pincer_roots";
     /// `HASH` [`GrantKey`](super::GrantKey) → `u32` access bits (exact object).
     pub const EXACT: &str = "pincer_exact";
     /// `HASH` [`GrantKey`](super::GrantKey) → `u32` access bits (directory subtree).
     pub const SUBTREE: &str = "pincer_subtree";
+    /// `HASH` [`ObjectKey`](super::ObjectKey) → `u32` access bits granted to every
+    /// session on the object and (for a directory) everything beneath it.
+    pub const OPEN: &str = "pincer_open";
+    /// `HASH` [`ObjectKey`](super::ObjectKey) → `u32` access bits no session may
+    /// ever have on the object and everything beneath it.
+    pub const NEVER: &str = "pincer_never";
+    /// `HASH` [`NameKey`](super::NameKey) → `u32` access bits no session may ever
+    /// have on the entry of that name in that directory (existing or not yet).
+    pub const NEVER_NAMES: &str = "pincer_never_names";
+    /// `ARRAY` of one [`State`](super::State).
+    pub const STATE: &str = "pincer_state";
     /// `RINGBUF` of [`MissEvent`](super::MissEvent).
     pub const EVENTS: &str = "pincer_events";
     /// `PERCPU_ARRAY` of one `u64`: events dropped because the ring buffer was full.
     pub const DROPS: &str = "pincer_drops";
     /// Every map, in a fixed order.
-    pub const ALL: [&str; 6] = [SESSIONS, ROOTS, EXACT, SUBTREE, EVENTS, DROPS];
+    pub const ALL: [&str; 10] = [SESSIONS, ROOTS, EXACT, SUBTREE, OPEN, NEVER, NEVER_NAMES, STATE, EVENTS, DROPS];
+    /// The C macro naming each map (`#define MAP_SESSIONS pincer_sessions`).
+    pub const C_MACROS: [(&str, &str); 10] = [
+        ("MAP_SESSIONS", SESSIONS),
+        ("MAP_ROOTS", ROOTS),
+        ("MAP_EXACT", EXACT),
+        ("MAP_SUBTREE", SUBTREE),
+        ("MAP_OPEN", OPEN),
+        ("MAP_NEVER", NEVER),
+        ("MAP_NEVER_NAMES", NEVER_NAMES),
+        ("MAP_STATE", STATE),
+        ("MAP_EVENTS", EVENTS),
+        ("MAP_DROPS", DROPS),
+    ];
 }
 
 /// Converts a userspace `(major, minor)` device pair to the kernel's internal
@@ -97,110 +175,206 @@ pub const fn kernel_dev(major: u32, minor: u32) -> u32 {
     (major << 20) | (minor & 0xfffff)
 }
 
-/// Key of the session map: a cgroup v2 id (the cgroup directory's inode number).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct SessionKey {
-    /// The cgroup id.
-    pub cgroup_id: u64,
+/// One field of a layout shared with C.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Field {
+    /// The field's name (the same in Rust and C).
+    pub name: &'static str,
+    /// Byte offset in the struct.
+    pub offset: usize,
+    /// Size in bytes.
+    pub size: usize,
 }
 
-/// Value of the session map.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct SessionValue {
-    /// Non-zero while the session is active.
-    pub active: u32,
-    /// Explicit padding, always zero.
-    pub _pad: u32,
+/// A `repr(C)` type shared with the C program: the C struct it must match
+/// byte for byte, its size and every field (taken from the Rust definition
+/// itself, so none can be left out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// Name of the C struct in `pincer.h`.
+    pub c_name: &'static str,
+    /// `size_of` the Rust type.
+    pub size: usize,
+    /// Every field, in declaration order.
+    pub fields: &'static [Field],
 }
 
-/// Key of the protected-root map: a directory by device and inode.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct RootKey {
-    /// Inode number of the root directory.
-    pub ino: u64,
-    /// Kernel-internal device number (see [`kernel_dev`]).
-    pub dev: u32,
-    /// Explicit padding, always zero.
-    pub _pad: u32,
+/// Defines a `repr(C)` struct shared with C and its [`Layout`] (`T::LAYOUT`).
+macro_rules! shared_struct {
+    ($(#[$m:meta])* pub struct $name:ident as $c:literal { $($(#[$fm:meta])* pub $f:ident : $t:ty,)* }) => {
+        $(#[$m])*
+        #[repr(C)]
+        pub struct $name { $($(#[$fm])* pub $f: $t,)* }
+        impl $name {
+            /// The layout the C struct of the same role must have (checked when
+            /// `pincer-ebpf` compiles the program).
+            pub const LAYOUT: Layout = Layout {
+                c_name: $c,
+                size: core::mem::size_of::<$name>(),
+                fields: &[$(Field {
+                    name: stringify!($f),
+                    offset: core::mem::offset_of!($name, $f),
+                    size: core::mem::size_of::<$t>(),
+                },)*],
+            };
+        }
+    };
 }
 
-/// Key of the exact and subtree grant maps: `(session, dev, ino)`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct GrantKey {
-    /// The session's cgroup id.
-    pub session: u64,
-    /// Inode number of the object (exact) or of the directory (subtree).
-    pub ino: u64,
-    /// Kernel-internal device number (see [`kernel_dev`]).
-    pub dev: u32,
-    /// Explicit padding, always zero.
-    pub _pad: u32,
+shared_struct! {
+    /// Key of the session map: a cgroup v2 id (the cgroup directory's inode number).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct SessionKey as "session_key" {
+        /// The cgroup id.
+        pub cgroup_id: u64,
+    }
 }
 
-/// One denied access, as pushed by the kernel on the ring buffer.
-///
-/// `path` holds the components from the object up to (not including) the
-/// protected root, **in reverse order**, each terminated by a NUL byte
-/// (`"file\0dir\0"` for `<root>/dir/file`). For creation hooks the first
-/// component is the new name. Userspace reverses it to get the path relative
-/// to the root identified by `root_dev`/`root_ino`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct MissEvent {
-    /// The session's cgroup id.
-    pub session: u64,
-    /// Inode of the object (0 when it does not exist yet, e.g. on create).
-    pub ino: u64,
-    /// Inode of the object's parent directory.
-    pub parent_ino: u64,
-    /// Inode of the protected root the object lies under (0 if the walk ran out).
-    pub root_ino: u64,
-    /// Thread-group id (process id) of the task.
-    pub pid: u32,
-    /// Real uid of the task.
-    pub uid: u32,
-    /// Device of the object.
-    pub dev: u32,
-    /// Device of the parent directory.
-    pub parent_dev: u32,
-    /// Device of the protected root.
-    pub root_dev: u32,
-    /// The missing access bits (`ACCESS_*`).
-    pub access: u32,
-    /// Which hook denied (`HOOK_*`).
-    pub hook: u32,
-    /// `EVENT_FLAG_*` bits.
-    pub flags: u32,
-    /// Number of components written into `path`.
-    pub depth: u32,
-    /// Explicit padding, always zero.
-    pub _pad: u32,
-    /// The object's own name (NUL-terminated).
-    pub name: [u8; EVENT_NAME_LEN],
-    /// Reverse NUL-separated components up to the root (see the type docs).
-    pub path: [u8; EVENT_PATH_LEN],
+shared_struct! {
+    /// Value of the session map.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct SessionValue as "session_value" {
+        /// Non-zero while the session is active.
+        pub active: u32,
+        /// `SESSION_FLAG_*` bits.
+        pub flags: u32,
+    }
 }
 
+shared_struct! {
+    /// Key of the global per-object maps (protected roots, open paths,
+    /// never-grantable objects): a filesystem object by device and inode.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct ObjectKey as "object_key" {
+        /// Inode number.
+        pub ino: u64,
+        /// Kernel-internal device number (see [`kernel_dev`]).
+        pub dev: u32,
+        /// Explicit padding, always zero.
+        pub _pad: u32,
+    }
+}
+
+/// The key of the protected-root map (the same key as every global per-object map).
+pub type RootKey = ObjectKey;
+
+shared_struct! {
+    /// Key of the never-grantable name map: the entry `name` in directory `(dev, ino)`,
+    /// whether it exists yet or not.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct NameKey as "name_key" {
+        /// Inode number of the directory.
+        pub ino: u64,
+        /// Kernel-internal device number of the directory.
+        pub dev: u32,
+        /// Explicit padding, always zero.
+        pub _pad: u32,
+        /// The entry's name, NUL-padded (shorter than [`NEVER_NAME_LEN`]).
+        pub name: [u8; NEVER_NAME_LEN],
+    }
+}
+
+shared_struct! {
+    /// The single entry of the state map, kept by userspace so the kernel walk
+    /// can skip work that cannot matter.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct State as "pincer_state" {
+        /// Entries in the never-grantable object map (0: the walk may stop early).
+        pub never_objects: u32,
+        /// Entries in the never-grantable name map.
+        pub never_names: u32,
+    }
+}
+
+shared_struct! {
+    /// Key of the exact and subtree grant maps: `(session, dev, ino)`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct GrantKey as "grant_key" {
+        /// The session's cgroup id.
+        pub session: u64,
+        /// Inode number of the object (exact) or of the directory (subtree).
+        pub ino: u64,
+        /// Kernel-internal device number (see [`kernel_dev`]).
+        pub dev: u32,
+        /// Explicit padding, always zero.
+        pub _pad: u32,
+    }
+}
+
+shared_struct! {
+    /// One denied access, as pushed by the kernel on the ring buffer.
+    ///
+    /// `path` holds the components from the object up to (not including) the
+    /// protected root, **in reverse order**, each terminated by a NUL byte
+    /// (`"file\0dir\0"` for `<root>/dir/file`). For creation hooks the first
+    /// component is the new name. Userspace reverses it to get the path relative
+    /// to the root identified by `root_dev`/`root_ino`. For objects outside every
+    /// root (never-grantable ones) the components run up to the filesystem
+    /// namespace's root, so the reversed path is absolute without its leading `/`.
+    #[derive(Clone, Copy)]
+    pub struct MissEvent as "miss_event" {
+        /// The session's cgroup id.
+        pub session: u64,
+        /// Inode of the object (0 when it does not exist yet, e.g. on create).
+        pub ino: u64,
+        /// Inode of the object's parent directory.
+        pub parent_ino: u64,
+        /// Inode of the protected root the object lies under (0 if none or the walk ran out).
+        pub root_ino: u64,
+        /// Thread-group id (process id) of the task.
+        pub pid: u32,
+        /// Real uid of the task.
+        pub uid: u32,
+        /// Device of the object.
+        pub dev: u32,
+        /// Device of the parent directory.
+        pub parent_dev: u32,
+        /// Device of the protected root.
+        pub root_dev: u32,
+        /// The missing (or never-grantable) access bits (`ACCESS_*`).
+        pub access: u32,
+        /// Which hook denied (`HOOK_*`).
+        pub hook: u32,
+        /// `EVENT_FLAG_*` bits.
+        pub flags: u32,
+        /// Number of components written into `path`.
+        pub depth: u32,
+        /// Explicit padding, always zero.
+        pub _pad: u32,
+        /// The object's own name (NUL-terminated).
+        pub name: [u8; EVENT_NAME_LEN],
+        /// Reverse NUL-separated components up to the root (see the type docs).
+        pub path: [u8; EVENT_PATH_LEN],
+    }
+}
+
+/// Every layout shared with C; `pincer-ebpf`'s build script asserts each one
+/// against `pincer.h` (`_Static_assert` on size, and offset and size of every field).
+pub const LAYOUTS: [Layout; 7] = [
+    SessionKey::LAYOUT,
+    SessionValue::LAYOUT,
+    ObjectKey::LAYOUT,
+    NameKey::LAYOUT,
+    State::LAYOUT,
+    GrantKey::LAYOUT,
+    MissEvent::LAYOUT,
+];
+
+// No implicit padding: the fields of every shared layout cover it exactly.
 const _: () = {
-    use core::mem::{offset_of, size_of};
-    assert!(size_of::<SessionKey>() == 8);
-    assert!(size_of::<SessionValue>() == 8);
-    assert!(size_of::<RootKey>() == 16);
-    assert!(offset_of!(RootKey, dev) == 8);
-    assert!(size_of::<GrantKey>() == 24);
-    assert!(offset_of!(GrantKey, ino) == 8);
-    assert!(offset_of!(GrantKey, dev) == 16);
-    assert!(offset_of!(MissEvent, pid) == 32);
-    assert!(offset_of!(MissEvent, access) == 52);
-    assert!(offset_of!(MissEvent, hook) == 56);
-    assert!(offset_of!(MissEvent, depth) == 64);
-    assert!(offset_of!(MissEvent, name) == 72);
-    assert!(offset_of!(MissEvent, path) == 72 + EVENT_NAME_LEN);
-    assert!(size_of::<MissEvent>() == 72 + EVENT_NAME_LEN + EVENT_PATH_LEN);
+    let mut i = 0;
+    while i < LAYOUTS.len() {
+        let l = &LAYOUTS[i];
+        let mut end = 0;
+        let mut j = 0;
+        while j < l.fields.len() {
+            assert!(l.fields[j].offset == end, "implicit padding in a shared layout");
+            end += l.fields[j].size;
+            j += 1;
+        }
+        assert!(end == l.size, "implicit tail padding in a shared layout");
+        i += 1;
+    }
 };
 
 #[cfg(feature = "user")]
@@ -209,7 +383,9 @@ mod pod {
     // with explicit padding fields, so every bit pattern is valid.
     unsafe impl aya::Pod for super::SessionKey {}
     unsafe impl aya::Pod for super::SessionValue {}
-    unsafe impl aya::Pod for super::RootKey {}
+    unsafe impl aya::Pod for super::ObjectKey {}
+    unsafe impl aya::Pod for super::NameKey {}
+    unsafe impl aya::Pod for super::State {}
     unsafe impl aya::Pod for super::GrantKey {}
     unsafe impl aya::Pod for super::MissEvent {}
 }

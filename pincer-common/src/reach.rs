@@ -64,7 +64,7 @@ pub mod map_names {
     pub const PORTS: &str = "pincer_ports";
     /// `HASH` [`HostAddrKey`](super::HostAddrKey) → `u32`: this host's own addresses.
     pub const HOST_ADDRS: &str = "pincer_host_addrs";
-    /// `HASH` [`RootKey`](crate::RootKey) of a socket file → `u32`: sockets every session may reach.
+    /// `HASH` [`ObjectKey`](crate::ObjectKey) of a socket file → `u32`: sockets every session may reach.
     pub const UNIX_FILES: &str = "pincer_unix_files";
     /// `HASH` [`UnixNameKey`](super::UnixNameKey) → `u32` required owner uid of the socket
     /// file, or [`UNIX_OWNER_ANY`](super::UNIX_OWNER_ANY).

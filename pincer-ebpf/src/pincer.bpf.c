@@ -2,14 +2,20 @@
 /* Pincer BPF LSM program.
  *
  * A task is gated when its cgroup v2, or one of its ancestors, is a registered
- * session. For a gated task every file open, creation, deletion, rename, link
- * and truncate of an object that lies under a registered protected root needs
- * a grant keyed by object: an exact grant (session, dev, ino) or a subtree
- * grant (session, dev, dir ino) found on the walk up d_parent. A miss is denied
- * with -EACCES and reported on the ring buffer. Objects outside every root and
- * tasks outside every session are left alone. Every hook returns an earlier
- * LSM's non-zero verdict unchanged. Needs kernel 5.11+ (BPF LSM, ring buffer,
- * ancestor cgroup ids for tracing programs). */
+ * session. For a gated task every file open, creation (files, directories,
+ * symlinks, links, FIFOs, device nodes, socket binds), deletion, rename, change
+ * of size, mode, owner, times or xattrs, and every fd received from another
+ * process, of an object that lies under a registered protected root needs a
+ * grant keyed by object: an exact grant (session, dev, ino), a subtree grant
+ * (session, dev, dir ino) or an open path (dev, ino, for every session) found on
+ * the walk up d_parent, which crosses mount points. Never-grantable objects,
+ * directories and names beat every grant, open path and shadow mode. A miss is
+ * denied with -EACCES and reported on the ring buffer (in a shadow session it
+ * is reported and allowed). Terminal injection (TIOCSTI, TIOCLINUX) and new
+ * user namespaces (unless the session allows them) are refused. Objects
+ * outside every root and tasks outside every session are left alone. Every
+ * hook returns an earlier LSM's non-zero verdict unchanged. Needs kernel 5.13+
+ * (BPF LSM, ring buffer, ancestor cgroup ids, bpf_for_each_map_elem). */
 #include <linux/types.h>
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -27,7 +33,10 @@
 #define FMODE_WRITE 0x2
 #define FMODE_EXEC 0x20
 #define FMODE_CREATED 0x100000
-#define ATTR_SIZE (1u << 3)
+#define EPERM 1
+#define SB_ACTIVE (1ul << 30)
+#define TIOCSTI 0x5412
+#define TIOCLINUX 0x541C
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -36,158 +45,347 @@ struct {
 	__uint(max_entries, 1024);
 	__type(key, struct session_key);
 	__type(value, struct session_value);
-} pincer_sessions SEC(".maps");
+} MAP_SESSIONS SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
-	__type(key, struct root_key);
+	__type(key, struct object_key);
 	__type(value, __u32);
-} pincer_roots SEC(".maps");
+} MAP_ROOTS SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
 	__type(key, struct grant_key);
 	__type(value, __u32);
-} pincer_exact SEC(".maps");
+} MAP_EXACT SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
 	__type(key, struct grant_key);
 	__type(value, __u32);
-} pincer_subtree SEC(".maps");
+} MAP_SUBTREE SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct object_key);
+	__type(value, __u32);
+} MAP_OPEN SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct object_key);
+	__type(value, __u32);
+} MAP_NEVER SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct name_key);
+	__type(value, __u32);
+} MAP_NEVER_NAMES SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pincer_state);
+} MAP_STATE SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 256 * 1024);
-} pincer_events SEC(".maps");
+} MAP_EVENTS SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, __u64);
-} pincer_drops SEC(".maps");
+} MAP_DROPS SEC(".maps");
 
-/* Outcome of a walk up the dentries from one object. */
-struct walk {
-	__u64 root_ino;
-	__u32 root_dev;
-	__u32 granted;   /* access bits found on the way */
-	__u32 protected; /* a root was found, or the bound ran out */
-	__u32 flags;     /* EVENT_FLAG_* */
+/* The registered session the current task belongs to. */
+struct session {
+	__u64 id;    /* cgroup id, 0 when the task is not gated */
+	__u32 flags; /* SESSION_FLAG_* */
+	__u32 uid;   /* the task's uid */
 };
 
-/* The registered session the current task belongs to, or 0. */
-static __always_inline __u64 current_session(void)
+/* One walk up from an object: inputs, then outputs. Passed to the global
+ * functions below, which the verifier checks once per program instead of once
+ * per call site. Kernel pointers travel as integers (read with probe reads). */
+struct walk {
+	__u64 session;
+	__u64 d;          /* struct dentry * to start from */
+	__u64 mnt;        /* struct vfsmount * it was reached through, or 0 */
+	__u64 child_name; /* name of a new entry in d, or 0 */
+	__u64 root_ino;
+	__u32 root_dev;
+	__u32 need;
+	__u32 exact_ok;   /* exact grants and open paths count for d itself */
+	__u32 subtree_ok; /* subtree grants and open paths count on every level */
+	__u32 granted;    /* access bits found on the way (up to the root) */
+	__u32 never;      /* never-grantable bits found on the way (to the top) */
+	__u32 protected;  /* a root was found, or the bound ran out */
+	__u32 flags;      /* EVENT_FLAG_* */
+	__u32 unknown;    /* the bound ran out before never entries could be ruled out */
+	__u32 _pad;
+};
+
+/* A position on the walk: a dentry and, when known, the mount it was reached through. */
+struct pos {
+	struct dentry *d;
+	struct vfsmount *mnt;
+};
+
+static __always_inline int current_session(struct session *s)
 {
 	struct session_key key = { .cgroup_id = bpf_get_current_cgroup_id() };
-	struct session_value *v = bpf_map_lookup_elem(&pincer_sessions, &key);
+	struct session_value *v = bpf_map_lookup_elem(&MAP_SESSIONS, &key);
+	__u64 id = 0;
 
-	if (v && v->active)
-		return key.cgroup_id;
-	for (int level = 1; level < MAX_CGROUP_LEVELS; level++) {
-		__u64 id = bpf_get_current_ancestor_cgroup_id(level);
+	if (v && v->active) {
+		id = key.cgroup_id;
+	} else {
+		for (int level = 1; level < MAX_CGROUP_LEVELS; level++) {
+			__u64 a = bpf_get_current_ancestor_cgroup_id(level);
 
-		if (!id || id == key.cgroup_id)
-			break;
-		struct session_key k = { .cgroup_id = id };
+			if (!a || a == key.cgroup_id)
+				break;
+			struct session_key k = { .cgroup_id = a };
 
-		v = bpf_map_lookup_elem(&pincer_sessions, &k);
-		if (v && v->active)
-			return id;
+			v = bpf_map_lookup_elem(&MAP_SESSIONS, &k);
+			if (v && v->active) {
+				id = a;
+				break;
+			}
+		}
 	}
-	return 0;
+	if (!id || !v)
+		return 0;
+	s->id = id;
+	s->flags = v->flags;
+	s->uid = (__u32)bpf_get_current_uid_gid();
+	return 1;
 }
 
-static __always_inline int reach_file_open(__u64 session, struct file *file);
-
-/* Walk from `d` up d_parent. Exact grants count for `d` itself when
- * `exact_ok`; subtree grants count on every level (including `d`) when
- * `subtree_ok`. Stops early once `need` is covered, at a protected root, or at
- * the filesystem root (unprotected). Running out of bound counts as
- * protected, so the caller denies. */
-static __always_inline void walk_up(__u64 session, struct dentry *d, int exact_ok, int subtree_ok,
-				    __u32 need, struct walk *w)
+static __always_inline struct mount *real_mount(struct vfsmount *mnt)
 {
-	struct grant_key gk = { .session = session };
-	struct root_key rk = {};
+	return (struct mount *)((unsigned long)mnt - bpf_core_field_offset(struct mount, mnt));
+}
 
-	for (int i = 0; i < MAX_WALK_DEPTH; i++) {
-		if (!d)
-			return;
-		struct inode *inode = d->d_inode;
+/* One step up: to the parent dentry or, from the root of a filesystem, to the
+ * dentry it is mounted on. Without a known mount (inode hooks get no vfsmount)
+ * the superblock's first mount is taken. Returns 0 at the top, 1 after a step
+ * within the filesystem, 2 after crossing a mount point. */
+static __always_inline int step_up(struct pos *p)
+{
+	struct dentry *d = p->d;
+	struct dentry *parent = BPF_CORE_READ(d, d_parent);
 
-		if (inode) {
-			__u64 ino = inode->i_ino;
-			__u32 dev = inode->i_sb->s_dev;
-			__u32 *bits;
+	if (parent && parent != d) {
+		p->d = parent;
+		return 1;
+	}
+	struct vfsmount *mnt = p->mnt;
 
-			gk.ino = ino;
-			gk.dev = dev;
-			if (i == 0 && exact_ok) {
-				bits = bpf_map_lookup_elem(&pincer_exact, &gk);
+	if (!mnt) {
+		if (!bpf_core_field_exists(struct super_block, s_mounts) ||
+		    !bpf_core_field_exists(struct mount, mnt_instance))
+			return 0;
+		struct super_block *sb = BPF_CORE_READ(d, d_sb);
+		struct list_head *first = BPF_CORE_READ(sb, s_mounts.next);
+		unsigned long head = (unsigned long)sb + bpf_core_field_offset(struct super_block, s_mounts);
+
+		if (!sb || !first || (unsigned long)first == head)
+			return 0;
+		struct mount *m0 = (struct mount *)((unsigned long)first - bpf_core_field_offset(struct mount, mnt_instance));
+
+		mnt = (struct vfsmount *)((unsigned long)m0 + bpf_core_field_offset(struct mount, mnt));
+	}
+	struct mount *m = real_mount(mnt);
+	struct mount *pm = BPF_CORE_READ(m, mnt_parent);
+	struct dentry *mp = BPF_CORE_READ(m, mnt_mountpoint);
+
+	if (!pm || pm == m || !mp)
+		return 0;
+	p->d = mp;
+	p->mnt = (struct vfsmount *)((unsigned long)pm + bpf_core_field_offset(struct mount, mnt));
+	return 2;
+}
+
+/* State of walk_up between steps (bpf_loop callback context). */
+struct walk_ctx {
+	struct walk *w;
+	struct pos p;
+	const unsigned char *prev;
+	struct grant_key gk;
+	struct object_key ok;
+	struct name_key nk;
+	__u32 i;
+	__u32 searching; /* still collecting grants (below the root, need not covered) */
+	__u32 never_objects;
+	__u32 never_names;
+	__u32 done;      /* the walk ended before the bound */
+	__u32 _pad;
+};
+
+/* One level of walk_up; returns 1 to stop. */
+static long walk_step(__u64 index, struct walk_ctx *c)
+{
+	struct walk *w = c->w;
+	struct dentry *cur = c->p.d;
+
+	if (!w || !cur) {
+		c->done = 1;
+		return 1;
+	}
+	__u32 need = w->need;
+	struct inode *inode = BPF_CORE_READ(cur, d_inode);
+
+	if (inode) {
+		__u64 ino = BPF_CORE_READ(inode, i_ino);
+		__u32 dev = BPF_CORE_READ(inode, i_sb, s_dev);
+		__u32 *bits;
+
+		c->ok.ino = ino;
+		c->ok.dev = dev;
+		if (c->never_objects) {
+			bits = bpf_map_lookup_elem(&MAP_NEVER, &c->ok);
+			if (bits)
+				w->never |= *bits;
+		}
+		if (c->never_names && c->prev) {
+			__builtin_memset(&c->nk, 0, sizeof(c->nk));
+			c->nk.ino = ino;
+			c->nk.dev = dev;
+			long n = bpf_probe_read_kernel_str(c->nk.name, sizeof(c->nk.name), c->prev);
+
+			/* Longer names never match (they would be cut short). */
+			if (n > 0 && n < (long)sizeof(c->nk.name)) {
+				bits = bpf_map_lookup_elem(&MAP_NEVER_NAMES, &c->nk);
+				if (bits)
+					w->never |= *bits;
+			}
+		}
+		if (w->never & need) {
+			c->done = 1;
+			return 1;
+		}
+		if (c->searching) {
+			int first = c->i == 0;
+
+			c->gk.ino = ino;
+			c->gk.dev = dev;
+			if (first && w->exact_ok) {
+				bits = bpf_map_lookup_elem(&MAP_EXACT, &c->gk);
 				if (bits)
 					w->granted |= *bits;
 			}
-			if (subtree_ok) {
-				bits = bpf_map_lookup_elem(&pincer_subtree, &gk);
+			if (w->subtree_ok) {
+				bits = bpf_map_lookup_elem(&MAP_SUBTREE, &c->gk);
 				if (bits)
 					w->granted |= *bits;
 			}
-			if ((w->granted & need) == need)
-				return;
-			rk.ino = ino;
-			rk.dev = dev;
-			if (bpf_map_lookup_elem(&pincer_roots, &rk)) {
+			if (w->subtree_ok || (first && w->exact_ok)) {
+				bits = bpf_map_lookup_elem(&MAP_OPEN, &c->ok);
+				if (bits)
+					w->granted |= *bits;
+			}
+			if ((w->granted & need) == need) {
+				c->searching = 0;
+			} else if (bpf_map_lookup_elem(&MAP_ROOTS, &c->ok)) {
 				w->protected = 1;
 				w->root_ino = ino;
 				w->root_dev = dev;
-				return;
+				c->searching = 0;
 			}
 		}
-		struct dentry *parent = d->d_parent;
-
-		if (parent == d)
-			return;
-		d = parent;
+		if (!c->searching && !c->never_objects && !c->never_names) {
+			c->done = 1;
+			return 1;
+		}
 	}
-	w->protected = 1;
-	w->flags |= EVENT_FLAG_WALK_EXHAUSTED;
+	c->prev = BPF_CORE_READ(cur, d_name.name);
+	c->i++;
+	int step = step_up(&c->p);
+
+	if (!step) {
+		c->done = 1;
+		return 1;
+	}
+	if (step == 2)
+		c->prev = 0; /* the mount point's own name is read on the next step */
+	return 0;
 }
 
-static __always_inline int allowed(const struct walk *w, __u32 need)
+/* Walk from w->d (reached through w->mnt, or none) up to the top. Exact
+ * grants and open paths count for d itself when exact_ok; subtree grants and
+ * open paths count on every level when subtree_ok; grants count only up to the
+ * first protected root. Never-grantable entries count on every level up to the
+ * top: objects by (dev, ino), and names by (directory, name of the entry the
+ * walk came from). child_name, if set, is the name of a new entry in d (so its
+ * never entry is seen before it exists). Without never entries the walk stops
+ * once `need` is covered or at the root. Running out of bound counts as
+ * protected, so the caller denies. The levels run under bpf_loop, so the
+ * verifier checks one level, not every one. */
+__noinline int walk_up(struct walk *w)
 {
-	return !w->protected || (w->granted & need) == need;
+	if (!w)
+		return 0;
+	__u32 zero = 0;
+	struct pincer_state *st = bpf_map_lookup_elem(&MAP_STATE, &zero);
+	struct walk_ctx c = {
+		.w = w,
+		.p = { .d = (struct dentry *)w->d, .mnt = (struct vfsmount *)w->mnt },
+		.prev = (const unsigned char *)w->child_name,
+		.gk = { .session = w->session },
+		.searching = 1,
+		/* Without the state entry assume never entries exist (fail closed). */
+		.never_objects = !st || st->never_objects,
+		.never_names = !st || st->never_names,
+	};
+
+	bpf_loop(MAX_WALK_DEPTH, walk_step, &c, 0);
+	if (c.done)
+		return 0;
+	if (c.searching) {
+		w->protected = 1;
+		w->flags |= EVENT_FLAG_WALK_EXHAUSTED;
+	}
+	if (c.never_objects || c.never_names) {
+		w->unknown = 1;
+		w->flags |= EVENT_FLAG_WALK_EXHAUSTED;
+	}
+	return 0;
 }
 
 static __always_inline void count_drop(void)
 {
 	__u32 zero = 0;
-	__u64 *n = bpf_map_lookup_elem(&pincer_drops, &zero);
+	__u64 *n = bpf_map_lookup_elem(&MAP_DROPS, &zero);
 
 	if (n)
 		__sync_fetch_and_add(n, 1);
 }
 
-/* Push a miss: `obj` is the object (for creations, the new negative dentry). */
-static __always_inline void report(__u64 session, struct dentry *obj, __u32 missing, __u32 hook,
-				   const struct walk *w)
+static __always_inline struct miss_event *reserve(const struct session *s, __u32 access, __u32 hook,
+						   const struct walk *w)
 {
-	struct miss_event *e = bpf_ringbuf_reserve(&pincer_events, sizeof(*e), 0);
+	struct miss_event *e = bpf_ringbuf_reserve(&MAP_EVENTS, sizeof(*e), 0);
 
 	if (!e) {
 		count_drop();
-		return;
+		return 0;
 	}
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-
-	e->session = session;
-	e->pid = pid_tgid >> 32;
-	e->uid = (__u32)bpf_get_current_uid_gid();
-	e->access = missing;
+	e->session = s->id;
+	e->pid = bpf_get_current_pid_tgid() >> 32;
+	e->uid = s->uid;
+	e->access = access;
 	e->hook = hook;
 	e->flags = w->flags;
 	e->root_ino = w->root_ino;
@@ -197,108 +395,201 @@ static __always_inline void report(__u64 session, struct dentry *obj, __u32 miss
 	e->dev = 0;
 	e->parent_ino = 0;
 	e->parent_dev = 0;
+	e->depth = 0;
 	e->name[0] = 0;
 	e->path[0] = 0;
+	return e;
+}
 
-	struct inode *inode = obj->d_inode;
+/* State of the path written into a miss (bpf_loop callback context). */
+struct path_ctx {
+	struct miss_event *e;
+	struct pos p;
+	__u64 root_ino;
+	__u32 root_dev;
+	__u32 off;
+	__u32 depth;
+	__u32 _pad;
+};
 
-	if (inode) {
-		e->ino = inode->i_ino;
-		e->dev = inode->i_sb->s_dev;
-	}
-	struct dentry *parent = obj->d_parent;
+/* One component of a miss's path; returns 1 to stop. */
+static long path_step(__u64 index, struct path_ctx *c)
+{
+	struct miss_event *e = c->e;
+	struct dentry *cur = c->p.d;
 
-	if (parent && parent != obj) {
-		struct inode *pi = parent->d_inode;
+	if (!e || !cur)
+		return 1;
+	struct inode *di = BPF_CORE_READ(cur, d_inode);
 
-		if (pi) {
-			e->parent_ino = pi->i_ino;
-			e->parent_dev = pi->i_sb->s_dev;
-		}
-	}
-	bpf_probe_read_kernel_str(e->name, sizeof(e->name), obj->d_name.name);
+	if (di && c->root_ino && BPF_CORE_READ(di, i_ino) == c->root_ino && BPF_CORE_READ(di, i_sb, s_dev) == c->root_dev)
+		return 1;
+	struct dentry *up = BPF_CORE_READ(cur, d_parent);
 
-	/* Components from the object up to (not including) the root, reversed. */
-	struct dentry *d = obj;
-	__u32 off = 0;
-	__u32 depth = 0;
+	if (up && up != cur) {
+		__u32 off = c->off;
 
-	for (int i = 0; i < MAX_WALK_DEPTH; i++) {
-		if (!d)
-			break;
-		struct inode *di = d->d_inode;
-
-		if (di && w->root_ino && di->i_ino == w->root_ino && di->i_sb->s_dev == w->root_dev)
-			break;
 		if (off > EVENT_PATH_LEN - EVENT_NAME_LEN) {
 			e->flags |= EVENT_FLAG_PATH_TRUNCATED;
-			break;
+			return 1;
 		}
-		long n = bpf_probe_read_kernel_str(&e->path[off], EVENT_NAME_LEN, d->d_name.name);
+		long n = bpf_probe_read_kernel_str(&e->path[off], EVENT_NAME_LEN, BPF_CORE_READ(cur, d_name.name));
 
 		if (n <= 0)
-			break;
-		off += n;
-		depth++;
-		struct dentry *p = d->d_parent;
-
-		if (p == d)
-			break;
-		d = p;
+			return 1;
+		c->off = off + n;
+		c->depth++;
 	}
+	return step_up(&c->p) ? 0 : 1;
+}
+
+/* Push a miss: `obj` is the object (a struct dentry *; for creations, the
+ * new negative dentry), reached through w->mnt (or none). */
+__noinline int report(const struct session *s, const struct walk *w, __u64 obj_ptr, __u32 access, __u32 hook)
+{
+	if (!s || !w)
+		return 0;
+	struct dentry *obj = (struct dentry *)obj_ptr;
+	struct miss_event *e = reserve(s, access, hook, w);
+
+	if (!e)
+		return 0;
+	struct inode *inode = BPF_CORE_READ(obj, d_inode);
+
+	if (inode) {
+		e->ino = BPF_CORE_READ(inode, i_ino);
+		e->dev = BPF_CORE_READ(inode, i_sb, s_dev);
+	}
+	struct dentry *parent = BPF_CORE_READ(obj, d_parent);
+
+	if (parent && parent != obj) {
+		struct inode *pi = BPF_CORE_READ(parent, d_inode);
+
+		if (pi) {
+			e->parent_ino = BPF_CORE_READ(pi, i_ino);
+			e->parent_dev = BPF_CORE_READ(pi, i_sb, s_dev);
+		}
+	}
+	bpf_probe_read_kernel_str(e->name, sizeof(e->name), BPF_CORE_READ(obj, d_name.name));
+
+	/* Components from the object up to (not including) the root, reversed;
+	 * the root of a filesystem contributes no component. */
+	struct path_ctx c = {
+		.e = e,
+		.p = { .d = obj, .mnt = (struct vfsmount *)w->mnt },
+		.root_ino = w->root_ino,
+		.root_dev = w->root_dev,
+	};
+
+	bpf_loop(MAX_WALK_DEPTH, path_step, &c, 0);
+	__u32 depth = c.depth;
+
 	e->depth = depth;
 	bpf_ringbuf_submit(e, 0);
+	return 0;
 }
 
-/* Check `need` on object `d` (exact and subtree grants); report a miss. */
-static __always_inline int check_object(__u64 session, struct dentry *d, int subtree_ok, __u32 need,
-					__u32 hook, __u32 flags)
+/* A kernel pointer as a plain integer: the global functions take only
+ * scalars and memory, not the hook's typed (BTF) pointers. */
+static __always_inline __u64 scalar_of(const void *ptr)
 {
-	struct walk w = { .flags = flags };
+	__u64 v = 0;
 
-	walk_up(session, d, 1, subtree_ok, need, &w);
-	if (allowed(&w, need))
+	bpf_probe_read_kernel(&v, sizeof(v), &ptr);
+	return v;
+}
+
+/* The verdict on a walk: never-grantable bits (or a walk that could not rule
+ * them out) deny in every mode; other misses deny, or in a shadow session are
+ * reported and allowed. */
+static __always_inline int verdict(const struct session *s, __u64 obj, __u32 hook, struct walk *w)
+{
+	__u32 need = w->need;
+	__u32 never = w->never & need;
+
+	if (never) {
+		w->flags |= EVENT_FLAG_NEVER;
+		report(s, w, obj, never, hook);
+		return -EACCES;
+	}
+	if (w->unknown) {
+		report(s, w, obj, need, hook);
+		return -EACCES;
+	}
+	if (!w->protected || (w->granted & need) == need)
 		return 0;
-	report(session, d, need & ~w.granted, hook, &w);
+	if (s->flags & SESSION_FLAG_SHADOW) {
+		w->flags |= EVENT_FLAG_SHADOW;
+		report(s, w, obj, need & ~w->granted, hook);
+		return 0;
+	}
+	report(s, w, obj, need & ~w->granted, hook);
 	return -EACCES;
 }
 
-/* Check `create` on the directory that would hold `child` (a new name). */
-static __always_inline int check_create(__u64 session, struct dentry *child, __u32 hook)
-{
-	struct walk w = {};
-
-	walk_up(session, child->d_parent, 1, 1, ACCESS_CREATE, &w);
-	if (allowed(&w, ACCESS_CREATE))
-		return 0;
-	report(session, child, ACCESS_CREATE, hook, &w);
-	return -EACCES;
-}
-
-/* Files with several hard links are reachable from several directories, so a
- * subtree grant on one of them must not open them: only an exact grant can. */
+/* A regular file with several hard links is reachable from several
+ * directories, so a subtree grant on one of them must not open it: only an
+ * exact grant can. */
 static __always_inline int is_multi_link(struct inode *inode)
 {
-	return inode && (inode->i_mode & S_IFMT) != S_IFDIR && inode->__i_nlink > 1;
+	return inode && (BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFDIR && BPF_CORE_READ(inode, __i_nlink) > 1;
 }
 
-SEC("lsm/file_open")
-int BPF_PROG(pincer_file_open, struct file *file, int ret)
+/* A file of the session's uid with several links whose walk met no root may
+ * have a name under a root (a hard link the user made outside every root):
+ * it is protected like one. */
+static __always_inline void protect_outside_link(const struct session *s, struct inode *inode, struct walk *w)
 {
-	if (ret)
-		return ret;
-	__u64 session = current_session();
+	if (!w->protected && is_multi_link(inode) && (BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFREG &&
+	    BPF_CORE_READ(inode, i_uid.val) == s->uid)
+		w->protected = 1;
+}
 
-	if (!session)
-		return 0;
-	int reach = reach_file_open(session, file);
+/* Check `need` on the existing object `d` (exact, subtree and open grants;
+ * only exact ones for files with several links). */
+static __always_inline int check_object(const struct session *s, struct dentry *d, __u32 need, __u32 hook)
+{
+	struct inode *inode = BPF_CORE_READ(d, d_inode);
+	int multi = is_multi_link(inode);
+	struct walk w = {
+		.session = s->id,
+		.d = scalar_of(d),
+		.need = need,
+		.exact_ok = 1,
+		.subtree_ok = !multi,
+		.flags = multi ? EVENT_FLAG_MULTI_LINK : 0,
+	};
 
-	if (reach)
-		return reach;
-	struct inode *inode = file->f_inode;
-	struct dentry *d = file->f_path.dentry;
-	fmode_t mode = file->f_mode;
-	int dir = inode && (inode->i_mode & S_IFMT) == S_IFDIR;
+	walk_up(&w);
+	protect_outside_link(s, inode, &w);
+	return verdict(s, w.d, hook, &w);
+}
+
+/* Check `create` on the directory that would hold `child` (a new name), with
+ * the never entry of that name. */
+static __always_inline int check_create(const struct session *s, struct dentry *child, __u32 hook)
+{
+	struct walk w = {
+		.session = s->id,
+		.d = (__u64)BPF_CORE_READ(child, d_parent),
+		.child_name = (__u64)BPF_CORE_READ(child, d_name.name),
+		.need = ACCESS_CREATE,
+		.exact_ok = 1,
+		.subtree_ok = 1,
+	};
+
+	walk_up(&w);
+	return verdict(s, scalar_of(child), hook, &w);
+}
+
+/* Check an open file: `read` (or `list` for a directory) and `write` as its
+ * mode says, walked through its own mount. */
+static __always_inline int check_file(const struct session *s, struct file *file, __u32 hook, int may_record_created)
+{
+	struct inode *inode = BPF_CORE_READ(file, f_inode);
+	struct dentry *d = BPF_CORE_READ(file, f_path.dentry);
+	fmode_t mode = BPF_CORE_READ(file, f_mode);
+	int dir = inode && (BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFDIR;
 	__u32 need = 0;
 
 	if (mode & (FMODE_READ | FMODE_EXEC))
@@ -309,101 +600,158 @@ int BPF_PROG(pincer_file_open, struct file *file, int ret)
 		need = dir ? ACCESS_LIST : ACCESS_READ;
 
 	int multi = is_multi_link(inode);
-	struct walk w = { .flags = multi ? EVENT_FLAG_MULTI_LINK : 0 };
+	struct walk w = {
+		.session = s->id,
+		.d = (__u64)d,
+		.mnt = (__u64)BPF_CORE_READ(file, f_path.mnt),
+		.need = need,
+		.exact_ok = 1,
+		.subtree_ok = !multi,
+		.flags = multi ? EVENT_FLAG_MULTI_LINK : 0,
+	};
 
-	walk_up(session, d, 1, !multi, need, &w);
-	if (allowed(&w, need))
-		return 0;
-	if ((mode & FMODE_CREATED) && inode) {
+	walk_up(&w);
+	protect_outside_link(s, inode, &w);
+	if (may_record_created && (mode & FMODE_CREATED) && inode && !(w.never & need) && !w.unknown &&
+	    w.protected && (w.granted & need) != need) {
 		/* inode_create already checked `create`: the creator may read and
 		 * write what it made, now and later. */
 		struct grant_key gk = {
-			.session = session,
-			.ino = inode->i_ino,
-			.dev = inode->i_sb->s_dev,
+			.session = s->id,
+			.ino = BPF_CORE_READ(inode, i_ino),
+			.dev = BPF_CORE_READ(inode, i_sb, s_dev),
 		};
 		__u32 bits = ACCESS_READ | ACCESS_WRITE | ACCESS_CREATED_BY_SESSION;
-		__u32 *old = bpf_map_lookup_elem(&pincer_exact, &gk);
+		__u32 *old = bpf_map_lookup_elem(&MAP_EXACT, &gk);
 
 		if (old)
 			bits |= *old;
-		bpf_map_update_elem(&pincer_exact, &gk, &bits, BPF_ANY);
+		bpf_map_update_elem(&MAP_EXACT, &gk, &bits, BPF_ANY);
 		return 0;
 	}
-	report(session, d, need & ~w.granted, HOOK_FILE_OPEN, &w);
-	return -EACCES;
+	return verdict(s, (__u64)d, hook, &w);
+}
+
+/* The session id of the current task, or 0 (for the reach block). */
+static __always_inline __u64 current_session_id(void)
+{
+	struct session s;
+
+	return current_session(&s) ? s.id : 0;
+}
+
+static __always_inline int reach_file_open(__u64 session, struct file *file);
+
+SEC("lsm/file_open")
+int BPF_PROG(pincer_file_open, struct file *file, int ret)
+{
+	struct session s;
+
+	if (ret)
+		return ret;
+	if (!current_session(&s))
+		return 0;
+	/* Writes to another process's /proc/PID files are reach, not files. */
+	int reach = reach_file_open(s.id, file);
+
+	if (reach)
+		return reach;
+	return check_file(&s, file, HOOK_FILE_OPEN, 1);
+}
+
+/* An fd that arrives by SCM_RIGHTS or pidfd_getfd: no open happens in the
+ * session, so the object is checked here as an open with the file's mode. */
+SEC("lsm/file_receive")
+int BPF_PROG(pincer_file_receive, struct file *file, int ret)
+{
+	struct session s;
+
+	if (ret)
+		return ret;
+	if (!current_session(&s))
+		return 0;
+	return check_file(&s, file, HOOK_FILE_RECEIVE, 0);
 }
 
 SEC("lsm/inode_create")
 int BPF_PROG(pincer_inode_create, struct inode *dir, struct dentry *dentry, umode_t mode, int ret)
 {
+	struct session s;
+
 	if (ret)
 		return ret;
-	__u64 session = current_session();
-
-	return session ? check_create(session, dentry, HOOK_INODE_CREATE) : 0;
+	return current_session(&s) ? check_create(&s, dentry, HOOK_INODE_CREATE) : 0;
 }
 
 SEC("lsm/inode_mkdir")
 int BPF_PROG(pincer_inode_mkdir, struct inode *dir, struct dentry *dentry, umode_t mode, int ret)
 {
+	struct session s;
+
 	if (ret)
 		return ret;
-	__u64 session = current_session();
+	return current_session(&s) ? check_create(&s, dentry, HOOK_INODE_MKDIR) : 0;
+}
 
-	return session ? check_create(session, dentry, HOOK_INODE_MKDIR) : 0;
+/* FIFOs, character and block devices, and Unix sockets bound to a path (the
+ * socket inode is made through vfs_mknod). */
+SEC("lsm/inode_mknod")
+int BPF_PROG(pincer_inode_mknod, struct inode *dir, struct dentry *dentry, umode_t mode, dev_t dev, int ret)
+{
+	struct session s;
+
+	if (ret)
+		return ret;
+	return current_session(&s) ? check_create(&s, dentry, HOOK_INODE_MKNOD) : 0;
 }
 
 SEC("lsm/inode_symlink")
 int BPF_PROG(pincer_inode_symlink, struct inode *dir, struct dentry *dentry, const char *old_name, int ret)
 {
+	struct session s;
+
 	if (ret)
 		return ret;
-	__u64 session = current_session();
-
-	return session ? check_create(session, dentry, HOOK_INODE_SYMLINK) : 0;
+	return current_session(&s) ? check_create(&s, dentry, HOOK_INODE_SYMLINK) : 0;
 }
 
 SEC("lsm/inode_link")
 int BPF_PROG(pincer_inode_link, struct dentry *old_dentry, struct inode *dir, struct dentry *new_dentry,
 	     int ret)
 {
+	struct session s;
+
 	if (ret)
 		return ret;
-	__u64 session = current_session();
-
-	if (!session)
+	if (!current_session(&s))
 		return 0;
-	int err = check_create(session, new_dentry, HOOK_INODE_LINK);
+	int err = check_create(&s, new_dentry, HOOK_INODE_LINK);
 
 	if (err)
 		return err;
 	/* A new name for an object is a new way to reach it: the session must
 	 * already be able to read it by grant. */
-	int multi = is_multi_link(old_dentry->d_inode);
-
-	return check_object(session, old_dentry, !multi, ACCESS_READ, HOOK_INODE_LINK_SOURCE,
-			    multi ? EVENT_FLAG_MULTI_LINK : 0);
+	return check_object(&s, old_dentry, ACCESS_READ, HOOK_INODE_LINK_SOURCE);
 }
 
 SEC("lsm/inode_unlink")
 int BPF_PROG(pincer_inode_unlink, struct inode *dir, struct dentry *dentry, int ret)
 {
+	struct session s;
+
 	if (ret)
 		return ret;
-	__u64 session = current_session();
-
-	return session ? check_object(session, dentry, 1, ACCESS_DELETE, HOOK_INODE_UNLINK, 0) : 0;
+	return current_session(&s) ? check_object(&s, dentry, ACCESS_DELETE, HOOK_INODE_UNLINK) : 0;
 }
 
 SEC("lsm/inode_rmdir")
 int BPF_PROG(pincer_inode_rmdir, struct inode *dir, struct dentry *dentry, int ret)
 {
+	struct session s;
+
 	if (ret)
 		return ret;
-	__u64 session = current_session();
-
-	return session ? check_object(session, dentry, 1, ACCESS_DELETE, HOOK_INODE_RMDIR, 0) : 0;
+	return current_session(&s) ? check_object(&s, dentry, ACCESS_DELETE, HOOK_INODE_RMDIR) : 0;
 }
 
 /* RENAME_EXCHANGE reaches this hook twice, with the sides swapped, so both
@@ -412,36 +760,34 @@ SEC("lsm/inode_rename")
 int BPF_PROG(pincer_inode_rename, struct inode *old_dir, struct dentry *old_dentry, struct inode *new_dir,
 	     struct dentry *new_dentry, int ret)
 {
+	struct session s;
+
 	if (ret)
 		return ret;
-	__u64 session = current_session();
-
-	if (!session)
+	if (!current_session(&s))
 		return 0;
-	int err = check_object(session, old_dentry, 1, ACCESS_DELETE, HOOK_INODE_RENAME_FROM, 0);
+	int err = check_object(&s, old_dentry, ACCESS_DELETE, HOOK_INODE_RENAME_FROM);
 
 	if (err)
 		return err;
-	err = check_create(session, new_dentry, HOOK_INODE_RENAME_TO);
+	err = check_create(&s, new_dentry, HOOK_INODE_RENAME_TO);
 	if (err)
 		return err;
-	if (new_dentry->d_inode)
-		return check_object(session, new_dentry, 1, ACCESS_DELETE, HOOK_INODE_RENAME_OVER, 0);
+	if (BPF_CORE_READ(new_dentry, d_inode))
+		return check_object(&s, new_dentry, ACCESS_DELETE, HOOK_INODE_RENAME_OVER);
 	return 0;
 }
 
+/* Any attribute change (size, mode, owner, times) needs `write`. */
 static __always_inline int check_setattr(struct dentry *dentry, struct iattr *attr)
 {
-	if (!(attr->ia_valid & ATTR_SIZE))
-		return 0;
-	__u64 session = current_session();
+	struct session s;
 
-	if (!session)
+	if (!BPF_CORE_READ(attr, ia_valid))
 		return 0;
-	int multi = is_multi_link(dentry->d_inode);
-
-	return check_object(session, dentry, !multi, ACCESS_WRITE, HOOK_INODE_SETATTR,
-			    multi ? EVENT_FLAG_MULTI_LINK : 0);
+	if (!current_session(&s))
+		return 0;
+	return check_object(&s, dentry, ACCESS_WRITE, HOOK_INODE_SETATTR);
 }
 
 /* inode_setattr before Linux 6.8: (dentry, attr). */
@@ -462,6 +808,145 @@ int BPF_PROG(pincer_inode_setattr_idmap, struct mnt_idmap *idmap, struct dentry 
 	if (ret)
 		return ret;
 	return check_setattr(dentry, attr);
+}
+
+static __always_inline int check_metadata(struct dentry *dentry, __u32 hook)
+{
+	struct session s;
+
+	if (!current_session(&s))
+		return 0;
+	return check_object(&s, dentry, ACCESS_WRITE, hook);
+}
+
+/* The first argument is a user_namespace (6.1) or a mnt_idmap (6.3+); the
+ * dentry is the second on both, so one program serves both kernels. */
+SEC("lsm/inode_setxattr")
+int BPF_PROG(pincer_inode_setxattr, void *idmap, struct dentry *dentry, const char *name, const void *value,
+	     __u64 size, int flags, int ret)
+{
+	if (ret)
+		return ret;
+	return check_metadata(dentry, HOOK_INODE_SETXATTR);
+}
+
+SEC("lsm/inode_removexattr")
+int BPF_PROG(pincer_inode_removexattr, void *idmap, struct dentry *dentry, const char *name, int ret)
+{
+	if (ret)
+		return ret;
+	return check_metadata(dentry, HOOK_INODE_REMOVEXATTR);
+}
+
+/* Linux 6.2+: POSIX ACLs are set and removed through these, not the xattr hooks. */
+SEC("lsm/inode_set_acl")
+int BPF_PROG(pincer_inode_set_acl, struct mnt_idmap *idmap, struct dentry *dentry, const char *acl_name,
+	     struct posix_acl *kacl, int ret)
+{
+	if (ret)
+		return ret;
+	return check_metadata(dentry, HOOK_INODE_SET_ACL);
+}
+
+SEC("lsm/inode_remove_acl")
+int BPF_PROG(pincer_inode_remove_acl, struct mnt_idmap *idmap, struct dentry *dentry, const char *acl_name,
+	     int ret)
+{
+	if (ret)
+		return ret;
+	return check_metadata(dentry, HOOK_INODE_REMOVE_ACL);
+}
+
+/* Terminal injection is refused in every mode: no grant can allow it. */
+static __always_inline int check_ioctl(struct file *file, unsigned int cmd)
+{
+	struct session s;
+
+	if (cmd != TIOCSTI && cmd != TIOCLINUX)
+		return 0;
+	if (!current_session(&s))
+		return 0;
+	struct walk w = { .mnt = (__u64)BPF_CORE_READ(file, f_path.mnt), .flags = EVENT_FLAG_NEVER };
+
+	report(&s, &w, (__u64)BPF_CORE_READ(file, f_path.dentry), ACCESS_WRITE, HOOK_FILE_IOCTL);
+	return -EPERM;
+}
+
+SEC("lsm/file_ioctl")
+int BPF_PROG(pincer_file_ioctl, struct file *file, unsigned int cmd, unsigned long arg, int ret)
+{
+	if (ret)
+		return ret;
+	return check_ioctl(file, cmd);
+}
+
+/* Linux 6.8+: 32-bit compat ioctls no longer pass file_ioctl. */
+SEC("lsm/file_ioctl_compat")
+int BPF_PROG(pincer_file_ioctl_compat, struct file *file, unsigned int cmd, unsigned long arg, int ret)
+{
+	if (ret)
+		return ret;
+	return check_ioctl(file, cmd);
+}
+
+SEC("lsm/userns_create")
+int BPF_PROG(pincer_userns_create, const struct cred *cred, int ret)
+{
+	struct session s;
+
+	if (ret)
+		return ret;
+	if (!current_session(&s) || (s.flags & SESSION_FLAG_ALLOW_USERNS))
+		return 0;
+	struct walk w = {};
+	struct miss_event *e = reserve(&s, 0, HOOK_USERNS_CREATE, &w);
+
+	if (e)
+		bpf_ringbuf_submit(e, 0);
+	return -EPERM;
+}
+
+struct freed {
+	__u64 ino;
+	__u32 dev;
+};
+
+static long forget_grants(struct bpf_map *map, struct session_key *key, struct session_value *value,
+			  struct freed *f)
+{
+	struct grant_key gk = { .session = key->cgroup_id, .ino = f->ino, .dev = f->dev };
+
+	bpf_map_delete_elem(&MAP_EXACT, &gk);
+	bpf_map_delete_elem(&MAP_SUBTREE, &gk);
+	return 0;
+}
+
+/* An inode that is gone for good takes every entry keyed by its number with
+ * it, so a later object that reuses the number (ext2/ext4 reuse freed numbers;
+ * a new tmpfs may get the same device number) starts with no grant. Gone for
+ * good: no links left, its filesystem is being unmounted, or it is not in the
+ * inode hash (tmpfs and other in-memory filesystems, whose inodes are freed
+ * only when the object itself goes, and which unmount before clearing
+ * SB_ACTIVE). A hashed inode of a disk filesystem evicted from the cache while
+ * it still has links keeps its entries. */
+SEC("lsm/inode_free_security")
+int BPF_PROG(pincer_inode_free_security, struct inode *inode)
+{
+	struct super_block *sb = BPF_CORE_READ(inode, i_sb);
+
+	if (!sb)
+		return 0;
+	if (BPF_CORE_READ(inode, __i_nlink) && (BPF_CORE_READ(sb, s_flags) & SB_ACTIVE) &&
+	    BPF_CORE_READ(inode, i_hash.pprev))
+		return 0;
+	struct freed f = { .ino = BPF_CORE_READ(inode, i_ino), .dev = BPF_CORE_READ(sb, s_dev) };
+	struct object_key ok = { .ino = f.ino, .dev = f.dev };
+
+	bpf_map_delete_elem(&MAP_OPEN, &ok);
+	bpf_map_delete_elem(&MAP_NEVER, &ok);
+	bpf_map_delete_elem(&MAP_ROOTS, &ok);
+	bpf_for_each_map_elem(&MAP_SESSIONS, forget_grants, &f, 0);
+	return 0;
 }
 
 #include "reach.bpf.c"

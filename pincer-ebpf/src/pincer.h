@@ -1,36 +1,12 @@
-/* Layouts shared with userspace. Mirrors pincer-common/src/lib.rs: keep both in
- * step; the _Static_asserts below and the const asserts there catch drift. */
+/* Layouts shared with userspace. The constants (ACCESS_*, HOOK_*, EVENT_FLAG_*,
+ * SESSION_FLAG_*, sizes) and map names (MAP_*) come from pincer-common through
+ * the generated pincer_gen.h; the structs below are checked against
+ * pincer-common's layouts by the generated pincer_layout.h (build.rs), so a
+ * change on one side only fails the build. */
 #ifndef PINCER_H
 #define PINCER_H
 
-#define ACCESS_READ (1u << 0)
-#define ACCESS_WRITE (1u << 1)
-#define ACCESS_CREATE (1u << 2)
-#define ACCESS_DELETE (1u << 3)
-#define ACCESS_LIST (1u << 4)
-#define ACCESS_CREATED_BY_SESSION (1u << 31)
-
-#define HOOK_FILE_OPEN 1
-#define HOOK_INODE_CREATE 2
-#define HOOK_INODE_MKDIR 3
-#define HOOK_INODE_SYMLINK 4
-#define HOOK_INODE_LINK 5
-#define HOOK_INODE_LINK_SOURCE 6
-#define HOOK_INODE_UNLINK 7
-#define HOOK_INODE_RMDIR 8
-#define HOOK_INODE_RENAME_FROM 9
-#define HOOK_INODE_RENAME_TO 10
-#define HOOK_INODE_RENAME_OVER 11
-#define HOOK_INODE_SETATTR 12
-
-#define EVENT_FLAG_WALK_EXHAUSTED (1u << 0)
-#define EVENT_FLAG_PATH_TRUNCATED (1u << 1)
-#define EVENT_FLAG_MULTI_LINK (1u << 2)
-
-#define MAX_WALK_DEPTH 32
-#define MAX_CGROUP_LEVELS 16
-#define EVENT_NAME_LEN 256
-#define EVENT_PATH_LEN 1024
+#include "pincer_gen.h"
 
 struct session_key {
 	__u64 cgroup_id;
@@ -38,13 +14,27 @@ struct session_key {
 
 struct session_value {
 	__u32 active;
-	__u32 _pad;
+	__u32 flags; /* SESSION_FLAG_* */
 };
 
-struct root_key {
+/* A filesystem object: key of the roots, open and never maps. */
+struct object_key {
 	__u64 ino;
 	__u32 dev;
 	__u32 _pad;
+};
+
+/* The entry `name` of directory (dev, ino), existing or not. */
+struct name_key {
+	__u64 ino;
+	__u32 dev;
+	__u32 _pad;
+	char name[NEVER_NAME_LEN];
+};
+
+struct pincer_state {
+	__u32 never_objects;
+	__u32 never_names;
 };
 
 struct grant_key {
@@ -73,20 +63,7 @@ struct miss_event {
 	char path[EVENT_PATH_LEN];
 };
 
-_Static_assert(sizeof(struct session_key) == 8, "session_key size");
-_Static_assert(sizeof(struct session_value) == 8, "session_value size");
-_Static_assert(sizeof(struct root_key) == 16, "root_key size");
-_Static_assert(__builtin_offsetof(struct root_key, dev) == 8, "root_key.dev");
-_Static_assert(sizeof(struct grant_key) == 24, "grant_key size");
-_Static_assert(__builtin_offsetof(struct grant_key, ino) == 8, "grant_key.ino");
-_Static_assert(__builtin_offsetof(struct grant_key, dev) == 16, "grant_key.dev");
-_Static_assert(__builtin_offsetof(struct miss_event, pid) == 32, "miss_event.pid");
-_Static_assert(__builtin_offsetof(struct miss_event, access) == 52, "miss_event.access");
-_Static_assert(__builtin_offsetof(struct miss_event, hook) == 56, "miss_event.hook");
-_Static_assert(__builtin_offsetof(struct miss_event, depth) == 64, "miss_event.depth");
-_Static_assert(__builtin_offsetof(struct miss_event, name) == 72, "miss_event.name");
-_Static_assert(__builtin_offsetof(struct miss_event, path) == 72 + EVENT_NAME_LEN, "miss_event.path");
-_Static_assert(sizeof(struct miss_event) == 72 + EVENT_NAME_LEN + EVENT_PATH_LEN, "miss_event size");
+#include "pincer_layout.h"
 
 /* Session containment: reach into other processes and sockets (reach.bpf.c).
  * Mirrors pincer-common/src/reach.rs. */

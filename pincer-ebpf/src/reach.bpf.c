@@ -44,10 +44,7 @@
 
 #pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
 
-struct hlist_node {
-	struct hlist_node *next;
-};
-
+/* struct hlist_node comes from vfs.h. */
 struct hlist_head {
 	struct hlist_node *first;
 };
@@ -161,7 +158,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
-	__type(key, struct root_key); /* the socket file */
+	__type(key, struct object_key); /* the socket file */
 	__type(value, __u32);
 } pincer_unix_files SEC(".maps");
 
@@ -187,7 +184,7 @@ struct {
 	__type(value, struct unix_name_key);
 } pincer_name_scratch SEC(".maps");
 
-/* The session task `t` belongs to, or 0; same rule as current_session():
+/* The session task `t` belongs to, or 0; same rule as current_session_id():
  * its own cgroup first, else the outermost registered ancestor. */
 static __always_inline __u64 task_session(struct task_struct *t)
 {
@@ -260,7 +257,7 @@ static __always_inline int deny_task(__u64 session, struct task_struct *t, __u64
 /* 0 if the gated caller may act on `t`, else the denial (reported). */
 static __always_inline int check_task(struct task_struct *t, __u32 hook, __u32 detail, int quiet, int err)
 {
-	__u64 session = current_session();
+	__u64 session = current_session_id();
 
 	if (!session || !t)
 		return 0;
@@ -364,7 +361,7 @@ static __always_inline int reach_file_open(__u64 session, struct file *file)
 
 static __always_inline int ipc_record(struct kern_ipc_perm *perm)
 {
-	__u64 session = current_session();
+	__u64 session = current_session_id();
 
 	if (!session)
 		return 0;
@@ -385,7 +382,7 @@ static __always_inline int ipc_check(struct kern_ipc_perm *perm, __u32 hook, __u
 {
 	if (!perm)
 		return 0;
-	__u64 session = current_session();
+	__u64 session = current_session_id();
 
 	if (!session)
 		return 0;
@@ -492,7 +489,7 @@ int BPF_PROG(pincer_socket_post_create, struct socket *sock, int family, int typ
 		return ret;
 	if (kern || family != AF_UNIX)
 		return 0;
-	__u64 session = current_session();
+	__u64 session = current_session_id();
 
 	if (!session)
 		return 0;
@@ -562,7 +559,7 @@ int BPF_PROG(pincer_inet_bind, struct socket *sock, struct sockaddr *uaddr, int 
 {
 	if (ret)
 		return 0;
-	__u64 session = current_session();
+	__u64 session = current_session_id();
 
 	if (session)
 		record_port(session, BPF_CORE_READ(sock, sk));
@@ -574,7 +571,7 @@ int BPF_PROG(pincer_inet6_bind, struct socket *sock, struct sockaddr *uaddr, int
 {
 	if (ret)
 		return 0;
-	__u64 session = current_session();
+	__u64 session = current_session_id();
 
 	if (session)
 		record_port(session, BPF_CORE_READ(sock, sk));
@@ -592,7 +589,7 @@ int BPF_PROG(pincer_socket_getsockname, struct socket *sock, int ret)
 
 	if (!sk || !is_inet(sk))
 		return 0;
-	__u64 session = current_session();
+	__u64 session = current_session_id();
 
 	if (!session)
 		return 0;
@@ -637,7 +634,7 @@ static __always_inline int unix_peer_check(__u64 session, struct sock *other, __
 		return 0;
 	struct unix_sock *u = (void *)other;
 	struct inode *inode = BPF_CORE_READ(u, path.dentry, d_inode);
-	struct root_key fk = {};
+	struct object_key fk = {};
 	__u32 owner = UNIX_OWNER_ANY;
 
 	if (inode) {
@@ -700,7 +697,7 @@ int BPF_PROG(pincer_unix_stream_connect, struct sock *sock, struct sock *other, 
 {
 	if (ret)
 		return ret;
-	__u64 session = current_session();
+	__u64 session = current_session_id();
 
 	return session ? unix_peer_check(session, other, HOOK_UNIX_STREAM_CONNECT) : 0;
 }
@@ -710,7 +707,7 @@ int BPF_PROG(pincer_unix_may_send, struct socket *sock, struct socket *other, in
 {
 	if (ret)
 		return ret;
-	__u64 session = current_session();
+	__u64 session = current_session_id();
 
 	return session ? unix_peer_check(session, BPF_CORE_READ(other, sk), HOOK_UNIX_MAY_SEND) : 0;
 }
@@ -809,7 +806,7 @@ int BPF_PROG(pincer_socket_connect, struct socket *sock, struct sockaddr *addres
 {
 	if (ret)
 		return ret;
-	__u64 session = current_session();
+	__u64 session = current_session_id();
 
 	if (!session)
 		return 0;
@@ -825,7 +822,7 @@ int BPF_PROG(pincer_socket_sendmsg, struct socket *sock, struct msghdr *msg, int
 
 	if (!name) /* connected: checked at connect */
 		return 0;
-	__u64 session = current_session();
+	__u64 session = current_session_id();
 
 	if (!session)
 		return 0;

@@ -21,16 +21,31 @@ struct qstr {
 	const unsigned char *name;
 };
 
+struct list_head {
+	struct list_head *next;
+	struct list_head *prev;
+};
+
 struct super_block {
 	dev_t s_dev;
 	unsigned long s_magic;
+	unsigned long s_flags;
+	struct list_head s_mounts;
+};
+
+typedef struct {
+	unsigned int val;
+} kuid_t;
+
+struct hlist_node {
+	struct hlist_node *next;
+	struct hlist_node **pprev;
 };
 
 struct inode {
 	umode_t i_mode;
-	struct {
-		unsigned int val;
-	} i_uid;
+	struct hlist_node i_hash;
+	kuid_t i_uid;
 	unsigned long i_ino;
 	unsigned int __i_nlink;
 	struct super_block *i_sb;
@@ -40,9 +55,21 @@ struct dentry {
 	struct dentry *d_parent;
 	struct qstr d_name;
 	struct inode *d_inode;
+	struct super_block *d_sb;
 };
 
-struct vfsmount;
+struct vfsmount {
+	struct dentry *mnt_root;
+	struct super_block *mnt_sb;
+};
+
+/* fs/mount.h: the mount a vfsmount is embedded in. */
+struct mount {
+	struct mount *mnt_parent;
+	struct dentry *mnt_mountpoint;
+	struct vfsmount mnt;
+	struct list_head mnt_instance;
+};
 
 struct path {
 	struct vfsmount *mnt;
@@ -60,6 +87,10 @@ struct iattr {
 };
 
 struct mnt_idmap;
+struct user_namespace;
+struct posix_acl;
+struct cred;
+struct bpf_map;
 
 #pragma clang attribute pop
 

@@ -132,6 +132,35 @@ pub enum Op {
     /// Run the program at the path with `--list` in a grandchild (0, the
     /// errno of a refused `execve`, or 255 if the program failed).
     Exec(PathBuf),
+    /// `chmod(path, 0o600)`.
+    Chmod(PathBuf),
+    /// `chown(path, own uid, own gid)` (allowed to the owner by the usual checks).
+    Chown(PathBuf),
+    /// `utimensat(path)` with explicit times.
+    Utimes(PathBuf),
+    /// `setxattr(path, name, "v")`.
+    SetXattr(PathBuf, String),
+    /// `removexattr(path, name)`.
+    RemoveXattr(PathBuf, String),
+    /// `mkfifo(path, 0o600)`.
+    Mkfifo(PathBuf),
+    /// `bind` a Unix stream socket to the path.
+    BindUnix(PathBuf),
+    /// `setsid`, open a new pty as controlling terminal and push one byte into
+    /// its input with `TIOCSTI`.
+    Tiocsti,
+    /// `TIOCLINUX` on a new pty (`EINVAL` there when allowed: no VT).
+    Tioclinux,
+    /// `unshare(CLONE_NEWUSER)`.
+    UnshareUser,
+    /// Open the path read-only and send the fd over the Unix socket (inherited fd) with `SCM_RIGHTS`.
+    SendFd(i32, PathBuf),
+    /// Receive one message on the Unix socket (inherited fd) and read from the fd
+    /// it carries: 0 if an fd arrived and was readable, `EACCES` if the fd was
+    /// refused (`MSG_CTRUNC`, no fd), another errno otherwise.
+    RecvFdRead(i32),
+    /// `pidfd_open(pid)` then `pidfd_getfd` of its fd number and a read from it.
+    PidfdGetfd(i32, i32),
 }
 
 fn c(path: &Path) -> CString {
@@ -197,6 +226,170 @@ fn exec_status(path: &CString) -> i32 {
     }
 }
 
+fn xattr(path: &CString, name: &str, remove: bool) -> i32 {
+    let name = CString::new(name).expect("xattr name without NUL");
+    // SAFETY: plain syscalls on valid C strings and a valid value buffer.
+    unsafe {
+        if remove {
+            ok_or_errno(libc::removexattr(path.as_ptr(), name.as_ptr()))
+        } else {
+            ok_or_errno(libc::setxattr(path.as_ptr(), name.as_ptr(), b"v".as_ptr().cast(), 1, 0))
+        }
+    }
+}
+
+fn bind_unix(path: &Path) -> i32 {
+    // SAFETY: socket/bind/close with a zeroed, filled sockaddr_un.
+    unsafe {
+        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return errno();
+        }
+        let mut addr: libc::sockaddr_un = std::mem::zeroed();
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        let bytes = path.as_os_str().as_bytes();
+        assert!(bytes.len() < addr.sun_path.len(), "socket path too long");
+        for (i, b) in bytes.iter().enumerate() {
+            addr.sun_path[i] = *b as libc::c_char;
+        }
+        let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+        let rc = ok_or_errno(libc::bind(fd, (&addr as *const libc::sockaddr_un).cast(), len));
+        libc::close(fd);
+        rc
+    }
+}
+
+/// A new pty: `(master, slave)`; with `ctty` the caller becomes a session
+/// leader and the slave its controlling terminal. Mounts devpts at `/dev/pts`
+/// first if needed (the VM's init does not).
+fn new_pty(ctty: bool) -> Result<(i32, i32), i32> {
+    // SAFETY: plain syscalls on valid C strings and integer out-parameters.
+    unsafe {
+        if ctty && libc::setsid() < 0 {
+            return Err(errno());
+        }
+        let master = libc::open(c"/dev/ptmx".as_ptr(), libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+        if master < 0 {
+            return Err(errno());
+        }
+        let mut unlock: libc::c_int = 0;
+        let mut n: libc::c_uint = 0;
+        if libc::ioctl(master, libc::TIOCSPTLCK, &mut unlock) < 0 || libc::ioctl(master, libc::TIOCGPTN, &mut n) < 0 {
+            return Err(errno());
+        }
+        let name = CString::new(format!("/dev/pts/{n}")).expect("pts name");
+        let flags = if ctty { libc::O_RDWR } else { libc::O_RDWR | libc::O_NOCTTY };
+        let slave = libc::open(name.as_ptr(), flags | libc::O_CLOEXEC);
+        if slave < 0 {
+            return Err(errno());
+        }
+        Ok((master, slave))
+    }
+}
+
+/// Mounts devpts at `/dev/pts` unless a pty can already be made (as root, before gating).
+pub fn ensure_devpts() {
+    if std::path::Path::new("/dev/pts/ptmx").exists() {
+        return;
+    }
+    std::fs::create_dir_all("/dev/pts").expect("mkdir /dev/pts");
+    // SAFETY: mount(2) with valid C strings.
+    let rc = unsafe {
+        libc::mount(c"devpts".as_ptr(), c"/dev/pts".as_ptr(), c"devpts".as_ptr(), 0, c"ptmxmode=0666,mode=0620".as_ptr().cast())
+    };
+    assert_eq!(rc, 0, "mount devpts: {}", std::io::Error::last_os_error());
+}
+
+fn tty_ioctl(request: libc::c_ulong, ctty: bool) -> i32 {
+    let (master, slave) = match new_pty(ctty) {
+        Ok(fds) => fds,
+        Err(e) => return e,
+    };
+    let mut byte: u8 = if request == libc::TIOCLINUX { 0 } else { b'x' };
+    // SAFETY: ioctl with a valid one-byte argument buffer; close of own fds.
+    unsafe {
+        let rc = ok_or_errno(libc::ioctl(slave, request, &mut byte));
+        libc::close(slave);
+        libc::close(master);
+        rc
+    }
+}
+
+fn send_fd(sock: i32, path: &CString) -> i32 {
+    // SAFETY: open/sendmsg with a correctly sized control buffer built by the CMSG macros.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return errno();
+        }
+        let mut data = [b'f'];
+        let mut iov = libc::iovec { iov_base: data.as_mut_ptr().cast(), iov_len: 1 };
+        let space = libc::CMSG_SPACE(std::mem::size_of::<i32>() as u32) as usize;
+        let mut control = vec![0u8; space];
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<i32>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<i32>(), fd);
+        let rc = if libc::sendmsg(sock, &msg, 0) < 0 { errno() } else { 0 };
+        libc::close(fd);
+        rc
+    }
+}
+
+fn read_one(fd: i32) -> i32 {
+    let mut buf = [0u8; 64];
+    // SAFETY: read into a valid buffer; close of an fd this process owns.
+    unsafe {
+        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        let rc = if n < 0 { errno() } else { 0 };
+        libc::close(fd);
+        rc
+    }
+}
+
+fn recv_fd_read(sock: i32) -> i32 {
+    // SAFETY: recvmsg with a correctly sized control buffer; CMSG macros walk it.
+    unsafe {
+        let mut data = [0u8; 1];
+        let mut iov = libc::iovec { iov_base: data.as_mut_ptr().cast(), iov_len: 1 };
+        let space = libc::CMSG_SPACE(std::mem::size_of::<i32>() as u32) as usize;
+        let mut control = vec![0u8; space];
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+        if libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC) < 0 {
+            return errno();
+        }
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        if cmsg.is_null() || (*cmsg).cmsg_type != libc::SCM_RIGHTS {
+            return if msg.msg_flags & libc::MSG_CTRUNC != 0 { libc::EACCES } else { libc::ENOMSG };
+        }
+        read_one(std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<i32>()))
+    }
+}
+
+fn pidfd_getfd_read(pid: i32, target: i32) -> i32 {
+    // SAFETY: raw pidfd syscalls with integer arguments; close of own fds.
+    unsafe {
+        let pidfd = libc::syscall(libc::SYS_pidfd_open, pid, 0) as i32;
+        if pidfd < 0 {
+            return errno();
+        }
+        let fd = libc::syscall(libc::SYS_pidfd_getfd, pidfd, target, 0) as i32;
+        let rc = if fd < 0 { errno() } else { read_one(fd) };
+        libc::close(pidfd);
+        rc
+    }
+}
+
 /// Runs one operation; returns 0 or the errno.
 pub fn perform(op: &Op) -> i32 {
     // SAFETY: plain syscalls on valid C strings.
@@ -214,6 +407,22 @@ pub fn perform(op: &Op) -> i32 {
             Op::Symlink(a, b) => ok_or_errno(libc::symlink(c(a).as_ptr(), c(b).as_ptr())),
             Op::Truncate(p) => ok_or_errno(libc::truncate(c(p).as_ptr(), 0)),
             Op::Exec(p) => exec_status(&c(p)),
+            Op::Chmod(p) => ok_or_errno(libc::chmod(c(p).as_ptr(), 0o600)),
+            Op::Chown(p) => ok_or_errno(libc::chown(c(p).as_ptr(), libc::getuid(), libc::getgid())),
+            Op::Utimes(p) => {
+                let times = [libc::timespec { tv_sec: 1_000_000, tv_nsec: 0 }; 2];
+                ok_or_errno(libc::utimensat(libc::AT_FDCWD, c(p).as_ptr(), times.as_ptr(), 0))
+            }
+            Op::SetXattr(p, name) => xattr(&c(p), name, false),
+            Op::RemoveXattr(p, name) => xattr(&c(p), name, true),
+            Op::Mkfifo(p) => ok_or_errno(libc::mkfifo(c(p).as_ptr(), 0o600)),
+            Op::BindUnix(p) => bind_unix(p),
+            Op::Tiocsti => tty_ioctl(libc::TIOCSTI, true),
+            Op::Tioclinux => tty_ioctl(libc::TIOCLINUX, false),
+            Op::UnshareUser => ok_or_errno(libc::unshare(libc::CLONE_NEWUSER)),
+            Op::SendFd(sock, p) => send_fd(*sock, &c(p)),
+            Op::RecvFdRead(sock) => recv_fd_read(*sock),
+            Op::PidfdGetfd(pid, fd) => pidfd_getfd_read(*pid, *fd),
         }
     }
 }

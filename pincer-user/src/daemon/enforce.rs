@@ -54,8 +54,10 @@ impl Enforce for Enforcer {
 /// What a [`MemoryEnforcer`] holds.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct MemoryState {
-    /// Gated sessions with their flags.
-    pub sessions: BTreeMap<u64, SessionFlags>,
+    /// Gated sessions.
+    pub sessions: BTreeSet<u64>,
+    /// Their flags.
+    pub session_flags: BTreeMap<u64, SessionFlags>,
     /// Open objects → access bits.
     pub open: BTreeMap<(u32, u64), u32>,
     /// Never-grantable objects → access bits.
@@ -91,7 +93,9 @@ impl MemoryEnforcer {
 
 impl Enforce for MemoryEnforcer {
     fn register_session(&mut self, cgroup_id: u64, flags: SessionFlags) -> Result<(), KernelError> {
-        self.state.lock().expect("memory enforcer lock").sessions.insert(cgroup_id, flags);
+        let mut s = self.state.lock().expect("memory enforcer lock");
+        s.sessions.insert(cgroup_id);
+        s.session_flags.insert(cgroup_id, flags);
         Ok(())
     }
     fn add_root(&mut self, id: ObjectId) -> Result<(), KernelError> {
@@ -108,6 +112,7 @@ impl Enforce for MemoryEnforcer {
         let before = s.grants.len();
         s.grants.retain(|k, _| k.0 != session);
         s.sessions.remove(&session);
+        s.session_flags.remove(&session);
         Ok(before - s.grants.len())
     }
     fn add_open(&mut self, id: ObjectId, bits: u32) -> Result<(), KernelError> {

@@ -315,6 +315,18 @@ impl Core {
             }
             return;
         }
+        if m.never() && (m.access.is_empty() || m.hook == Hook::FileIoctl) {
+            // Terminal injection and the like: never grantable, nothing to decide.
+            let mut e = self.entry(Event::Miss, s);
+            e.outcome = Some(Outcome::Deny);
+            e.detail = Some(format!("never-grantable ({}): denied by the kernel; not decided", m.hook));
+            self.audit.record(&e);
+            if let Some(s) = self.sessions.get_mut(&id) {
+                s.counters.misses += 1;
+                s.counters.denials += 1;
+            }
+            return;
+        }
         let requests = miss_requests(s, &m);
         if let Some(s) = self.sessions.get_mut(&id) {
             s.counters.misses += 1;
@@ -341,7 +353,24 @@ impl Core {
             return;
         }
         for req in requests {
-            let _ = self.decide(origin.clone(), req).await;
+            if m.never() {
+                // The kernel's never map refused it: no vote can change that.
+                let why = Unresolved::Never(format!("the kernel's never map ({})", m.hook));
+                self.deny_unresolved(&origin, &id, &req.path, req.access, &why);
+                continue;
+            }
+            let (path, access) = (req.path.clone(), req.access);
+            let ruling = self.decide(origin.clone(), req).await;
+            if m.shadow_allowed() && !ruling.granted {
+                // Shadow mode: the kernel let it through; the audit says what enforcing would do.
+                if let Some(s) = self.sessions.get(&id) {
+                    let mut e = self.entry(Event::Miss, s);
+                    e.request = Some(origin.audit_request(&path, access));
+                    e.outcome = Some(Outcome::Deny);
+                    e.detail = Some(format!("shadow mode: allowed by the kernel; enforcing would deny ({})", ruling.reason));
+                    self.audit.record(&e);
+                }
+            }
         }
     }
 

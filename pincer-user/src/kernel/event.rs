@@ -56,6 +56,18 @@ impl Miss {
         self.flags & pincer_common::EVENT_FLAG_PATH_TRUNCATED != 0
     }
 
+    /// Whether the access is never grantable (a never-grantable object, directory
+    /// or name, or terminal injection): no grant or approval can allow it, so it
+    /// is to be audited, not decided.
+    pub fn never(&self) -> bool {
+        self.flags & pincer_common::EVENT_FLAG_NEVER != 0
+    }
+
+    /// Whether the session is in shadow mode and the kernel allowed this miss.
+    pub fn shadow_allowed(&self) -> bool {
+        self.flags & pincer_common::EVENT_FLAG_SHADOW != 0
+    }
+
     /// Decodes one ring buffer record.
     pub fn decode(bytes: &[u8]) -> Result<Self, KernelError> {
         let expected = std::mem::size_of::<MissEvent>();
@@ -137,9 +149,33 @@ pub enum Hook {
     /// `inode_rename`: an object the rename replaces.
     #[serde(rename = "inode_rename(over)")]
     InodeRenameOver,
-    /// `inode_setattr`: truncation.
+    /// `inode_setattr`: truncation, mode, owner or times.
     #[serde(rename = "inode_setattr")]
     InodeSetattr,
+    /// `inode_setxattr`: setting an extended attribute (needs write).
+    #[serde(rename = "inode_setxattr")]
+    InodeSetxattr,
+    /// `inode_removexattr`: removing an extended attribute (needs write).
+    #[serde(rename = "inode_removexattr")]
+    InodeRemovexattr,
+    /// `inode_set_acl`: setting a POSIX ACL (needs write; Linux 6.2+).
+    #[serde(rename = "inode_set_acl")]
+    InodeSetAcl,
+    /// `inode_remove_acl`: removing a POSIX ACL (needs write; Linux 6.2+).
+    #[serde(rename = "inode_remove_acl")]
+    InodeRemoveAcl,
+    /// `inode_mknod`: a FIFO, device node or bound Unix socket (needs create).
+    #[serde(rename = "inode_mknod")]
+    InodeMknod,
+    /// `file_receive`: an fd received by `SCM_RIGHTS` or `pidfd_getfd`, checked like an open.
+    #[serde(rename = "file_receive")]
+    FileReceive,
+    /// `file_ioctl`: terminal injection (`TIOCSTI`, `TIOCLINUX`), never allowed.
+    #[serde(rename = "file_ioctl")]
+    FileIoctl,
+    /// `userns_create`: a new user namespace without the session's permission.
+    #[serde(rename = "userns_create")]
+    UsernsCreate,
     /// `task_kill`: a signal to a task outside the session.
     #[serde(rename = "task_kill")]
     TaskKill,
@@ -205,6 +241,14 @@ impl Hook {
             HOOK_INODE_RENAME_TO => Hook::InodeRenameTo,
             HOOK_INODE_RENAME_OVER => Hook::InodeRenameOver,
             HOOK_INODE_SETATTR => Hook::InodeSetattr,
+            HOOK_INODE_SETXATTR => Hook::InodeSetxattr,
+            HOOK_INODE_REMOVEXATTR => Hook::InodeRemovexattr,
+            HOOK_INODE_SET_ACL => Hook::InodeSetAcl,
+            HOOK_INODE_REMOVE_ACL => Hook::InodeRemoveAcl,
+            HOOK_INODE_MKNOD => Hook::InodeMknod,
+            HOOK_FILE_RECEIVE => Hook::FileReceive,
+            HOOK_FILE_IOCTL => Hook::FileIoctl,
+            HOOK_USERNS_CREATE => Hook::UsernsCreate,
             HOOK_TASK_KILL => Hook::TaskKill,
             HOOK_PTRACE_ACCESS_CHECK => Hook::PtraceAccessCheck,
             HOOK_PTRACE_TRACEME => Hook::PtraceTraceme,
@@ -238,6 +282,14 @@ impl Hook {
             Hook::InodeRenameTo => "inode_rename(to)",
             Hook::InodeRenameOver => "inode_rename(over)",
             Hook::InodeSetattr => "inode_setattr",
+            Hook::InodeSetxattr => "inode_setxattr",
+            Hook::InodeRemovexattr => "inode_removexattr",
+            Hook::InodeSetAcl => "inode_set_acl",
+            Hook::InodeRemoveAcl => "inode_remove_acl",
+            Hook::InodeMknod => "inode_mknod",
+            Hook::FileReceive => "file_receive",
+            Hook::FileIoctl => "file_ioctl",
+            Hook::UsernsCreate => "userns_create",
             Hook::TaskKill => "task_kill",
             Hook::PtraceAccessCheck => "ptrace_access_check",
             Hook::PtraceTraceme => "ptrace_traceme",

@@ -21,10 +21,27 @@
 //!   into a granted directory).
 //! - Files a session creates by `open(O_CREAT)` get an exact read/write grant
 //!   marked `ACCESS_CREATED_BY_SESSION`; directories it makes do not.
-//! - Protection is found by walking up the dentries of the object's own
-//!   filesystem (at most `MAX_WALK_DEPTH` levels; running out denies), so a
-//!   root protects nothing on other filesystems mounted beneath it, and a file
-//!   hard-linked from outside every root is not protected through that name.
+//!   Changing an object's mode, owner, times or xattrs needs `write`; making a
+//!   FIFO, device node or bound Unix socket needs `create`; an fd received by
+//!   `SCM_RIGHTS` or `pidfd_getfd` is checked like an open with its mode.
+//! - Open paths ([`Enforcer::add_open`]) grant their bits to every session on
+//!   the object and everything beneath it.
+//! - Never-grantable objects ([`Enforcer::add_never`]) and names
+//!   ([`Enforcer::add_never_name`], for entries that may not exist yet) deny
+//!   their bits on the object and everything beneath it, whatever is granted,
+//!   in shadow sessions too; such misses carry `EVENT_FLAG_NEVER`.
+//! - Protection is found by walking up the dentries (at most `MAX_WALK_DEPTH`
+//!   steps; running out denies). The walk crosses mount points: for opens and
+//!   received fds through the file's own mount, for the inode hooks (which get
+//!   no mount) through the first mount of the object's superblock. A regular
+//!   file of the task's uid with several hard links whose walk meets no root is
+//!   protected too (it may be linked under a root).
+//! - An inode that is gone for good (no links left, or its filesystem is being
+//!   unmounted) takes its grants, open and never entries and root with it, so an
+//!   object that reuses its number gets none of them.
+//! - [`SessionFlags::shadow`] sessions get every miss reported but allowed
+//!   (except never-grantable ones); sessions may create user namespaces only
+//!   with [`SessionFlags::allow_userns`]; `TIOCSTI`/`TIOCLINUX` are refused.
 
 mod event;
 mod reach;
@@ -33,12 +50,14 @@ pub use event::{Hook, Miss, Misses};
 pub use reach::{host_addresses, HostPort, Proto, Reach, ReachConfig};
 
 use crate::access::Access;
-use aya::maps::{HashMap, Map, MapData, MapError, PerCpuArray, RingBuf};
+use aya::maps::{Array, HashMap, Map, MapData, MapError, PerCpuArray, RingBuf};
 use aya::pin::PinError;
 use aya::programs::links::{FdLink, LinkError, PinnedLink};
 use aya::programs::{Lsm, ProgramError};
 use aya::{Btf, BtfError, Ebpf, EbpfError, EbpfLoader};
-use pincer_common::{map_names, GrantKey, RootKey, SessionKey, SessionValue};
+use pincer_common::{map_names, GrantKey, NameKey, ObjectKey, SessionKey, SessionValue, State};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -190,6 +209,14 @@ pub enum KernelError {
     /// This host's interface addresses could not be listed.
     #[error("cannot list this host's interface addresses (getifaddrs)")]
     HostAddresses(#[source] std::io::Error),
+    /// A never-grantable name is empty, holds `/` or NUL, or is too long for the kernel key.
+    #[error("never-grantable name {name:?} must be one path component of 1 to {max} bytes without `/` or NUL")]
+    BadName {
+        /// The name given (lossy UTF-8).
+        name: String,
+        /// The longest name the kernel key holds.
+        max: usize,
+    },
     /// A grant or revoke named no access type.
     #[error("no access bits given (expected some of ACCESS_READ..ACCESS_LIST, got {bits:#x})")]
     NoAccess {
@@ -231,6 +258,51 @@ impl ObjectId {
         let dev = meta.dev();
         Ok(Self { dev: pincer_common::kernel_dev(libc::major(dev), libc::minor(dev)), ino: meta.ino() })
     }
+}
+
+impl ObjectId {
+    fn key(self) -> ObjectKey {
+        ObjectKey { ino: self.ino, dev: self.dev, _pad: 0 }
+    }
+}
+
+/// How the kernel treats a session, stored with it in the session map.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct SessionFlags {
+    /// Shadow mode: misses are reported but allowed, except never-grantable
+    /// ones (and terminal injection, which is always refused).
+    pub shadow: bool,
+    /// The session may create user namespaces (denied by default).
+    pub allow_userns: bool,
+}
+
+impl SessionFlags {
+    /// Enforcing, no user namespaces: what [`Enforcer::register_session`] uses.
+    pub const ENFORCING: Self = Self { shadow: false, allow_userns: false };
+
+    /// The `SESSION_FLAG_*` bits.
+    pub fn bits(self) -> u32 {
+        let mut bits = 0;
+        if self.shadow {
+            bits |= pincer_common::SESSION_FLAG_SHADOW;
+        }
+        if self.allow_userns {
+            bits |= pincer_common::SESSION_FLAG_ALLOW_USERNS;
+        }
+        bits
+    }
+}
+
+/// The kernel key of the entry `name` in directory `dir`.
+fn name_key(dir: ObjectId, name: &OsStr) -> Result<NameKey, KernelError> {
+    let bytes = name.as_bytes();
+    let max = pincer_common::NEVER_NAME_LEN - 2;
+    if bytes.is_empty() || bytes.len() > max || bytes.contains(&b'/') || bytes.contains(&0) {
+        return Err(KernelError::BadName { name: name.to_string_lossy().into_owned(), max });
+    }
+    let mut key = NameKey { ino: dir.ino, dev: dir.dev, _pad: 0, name: [0; pincer_common::NEVER_NAME_LEN] };
+    key.name[..bytes.len()].copy_from_slice(bytes);
+    Ok(key)
 }
 
 /// Which grant map a grant goes to.
@@ -288,9 +360,13 @@ pub fn lsm_list_has_bpf(found: &str) -> Result<(), KernelError> {
 pub struct Enforcer {
     pin_dir: PathBuf,
     sessions: HashMap<MapData, SessionKey, SessionValue>,
-    roots: HashMap<MapData, RootKey, u32>,
+    roots: HashMap<MapData, ObjectKey, u32>,
     exact: HashMap<MapData, GrantKey, u32>,
     subtree: HashMap<MapData, GrantKey, u32>,
+    open: HashMap<MapData, ObjectKey, u32>,
+    never: HashMap<MapData, ObjectKey, u32>,
+    never_names: HashMap<MapData, NameKey, u32>,
+    state: Array<MapData, State>,
     drops: PerCpuArray<MapData, u64>,
     events: Option<RingBuf<MapData>>,
     reach: reach::ReachMaps,
@@ -341,8 +417,10 @@ impl Enforcer {
     pub fn pinned_complete(pin_dir: &Path) -> bool {
         let links = links_dir(pin_dir);
         let maps = maps_dir(pin_dir);
+        // Optional hooks may be missing on this kernel; maps are pinned only
+        // after every hook was attached or skipped, so complete maps imply that.
         let hooks = pincer_ebpf::PROGRAMS.iter().chain(&pincer_ebpf::REACH_PROGRAMS).map(|(_, hook)| *hook);
-        let mut hooks: Vec<String> = hooks.map(String::from).collect();
+        let mut hooks: Vec<String> = hooks.filter(|h| !pincer_ebpf::OPTIONAL_HOOKS.contains(h)).map(String::from).collect();
         hooks.dedup();
         hooks.extend(pincer_ebpf::REACH_FEXIT.iter().map(|(_, f)| reach::fexit_pin_name(f)));
         hooks.iter().all(|hook| links.join(hook).exists())
@@ -387,6 +465,10 @@ impl Enforcer {
         let roots = typed(map_names::ROOTS, take(&mut ebpf, map_names::ROOTS)?)?;
         let exact = typed(map_names::EXACT, take(&mut ebpf, map_names::EXACT)?)?;
         let subtree = typed(map_names::SUBTREE, take(&mut ebpf, map_names::SUBTREE)?)?;
+        let open = typed(map_names::OPEN, take(&mut ebpf, map_names::OPEN)?)?;
+        let never = typed(map_names::NEVER, take(&mut ebpf, map_names::NEVER)?)?;
+        let never_names = typed(map_names::NEVER_NAMES, take(&mut ebpf, map_names::NEVER_NAMES)?)?;
+        let state = typed(map_names::STATE, take(&mut ebpf, map_names::STATE)?)?;
         let drops = typed(map_names::DROPS, take(&mut ebpf, map_names::DROPS)?)?;
         let events = typed(map_names::EVENTS, take(&mut ebpf, map_names::EVENTS)?)?;
         let reach = reach::ReachMaps::take(&mut ebpf)?;
@@ -397,6 +479,10 @@ impl Enforcer {
             roots,
             exact,
             subtree,
+            open,
+            never,
+            never_names,
+            state,
             drops,
             events: Some(events),
             reach,
@@ -426,6 +512,11 @@ impl Enforcer {
                         < pincer_ebpf::PROGRAMS.iter().rposition(|(_, h)| *h == hook);
                 if has_fallback {
                     tracing::debug!(program = name, hook, error = %source, "variant refused, trying the next one");
+                    continue;
+                }
+                if pincer_ebpf::OPTIONAL_HOOKS.contains(&hook) && !kernel_has_lsm_hook(btf, hook) {
+                    tracing::info!(program = name, hook, "this kernel has no such LSM hook; skipped");
+                    done_hooks.push(hook);
                     continue;
                 }
                 return Err(KernelError::Program { op: "load", name, hook, source: source.into() });
@@ -466,6 +557,10 @@ impl Enforcer {
             roots: typed(map_names::ROOTS, open(map_names::ROOTS)?)?,
             exact: typed(map_names::EXACT, open(map_names::EXACT)?)?,
             subtree: typed(map_names::SUBTREE, open(map_names::SUBTREE)?)?,
+            open: typed(map_names::OPEN, open(map_names::OPEN)?)?,
+            never: typed(map_names::NEVER, open(map_names::NEVER)?)?,
+            never_names: typed(map_names::NEVER_NAMES, open(map_names::NEVER_NAMES)?)?,
+            state: typed(map_names::STATE, open(map_names::STATE)?)?,
             drops: typed(map_names::DROPS, open(map_names::DROPS)?)?,
             events: Some(typed(map_names::EVENTS, open(map_names::EVENTS)?)?),
             reach: reach::ReachMaps::open(&maps_dir(pin_dir))?,
@@ -479,9 +574,16 @@ impl Enforcer {
         &self.pin_dir
     }
 
-    /// Gates the cgroup `cgroup_id` and every cgroup beneath it.
+    /// Gates the cgroup `cgroup_id` and every cgroup beneath it (enforcing, no
+    /// user namespaces).
     pub fn register_session(&mut self, cgroup_id: u64) -> Result<(), KernelError> {
-        let value = SessionValue { active: 1, _pad: 0 };
+        self.register_session_with(cgroup_id, SessionFlags::ENFORCING)
+    }
+
+    /// Gates the cgroup `cgroup_id` and every cgroup beneath it with `flags`
+    /// (registering again replaces the flags).
+    pub fn register_session_with(&mut self, cgroup_id: u64, flags: SessionFlags) -> Result<(), KernelError> {
+        let value = SessionValue { active: 1, flags: flags.bits() };
         self.sessions
             .insert(SessionKey { cgroup_id }, value, 0)
             .map_err(|source| KernelError::MapOp { op: "insert", map: map_names::SESSIONS, source: source.into() })
@@ -524,13 +626,86 @@ impl Enforcer {
     /// Protects the directory `id`.
     pub fn add_root_id(&mut self, id: ObjectId) -> Result<(), KernelError> {
         self.roots
-            .insert(RootKey { ino: id.ino, dev: id.dev, _pad: 0 }, 1, 0)
+            .insert(id.key(), 1, 0)
             .map_err(|source| KernelError::MapOp { op: "insert", map: map_names::ROOTS, source: source.into() })
     }
 
     /// Stops protecting the directory `id`.
     pub fn remove_root_id(&mut self, id: ObjectId) -> Result<(), KernelError> {
-        remove_if_present(&mut self.roots, &RootKey { ino: id.ino, dev: id.dev, _pad: 0 }, map_names::ROOTS)
+        remove_if_present(&mut self.roots, &id.key(), map_names::ROOTS)
+    }
+
+    /// Makes `id` an open path: every session holds `bits` (`ACCESS_*`, replacing
+    /// earlier ones) on it and, for a directory, on everything beneath it
+    /// (files with several hard links only through their own entry).
+    pub fn add_open(&mut self, id: ObjectId, bits: u32) -> Result<(), KernelError> {
+        let bits = bits & pincer_common::ACCESS_ALL;
+        if bits == 0 {
+            return Err(KernelError::NoAccess { bits });
+        }
+        self.open
+            .insert(id.key(), bits, 0)
+            .map_err(|source| KernelError::MapOp { op: "insert", map: map_names::OPEN, source: source.into() })
+    }
+
+    /// Removes the open path `id`.
+    pub fn remove_open(&mut self, id: ObjectId) -> Result<(), KernelError> {
+        remove_if_present(&mut self.open, &id.key(), map_names::OPEN)
+    }
+
+    /// Makes `bits` (`ACCESS_*`, replacing earlier ones) never grantable on `id`
+    /// and everything beneath it, for every session and in every mode.
+    pub fn add_never(&mut self, id: ObjectId, bits: u32) -> Result<(), KernelError> {
+        let bits = bits & pincer_common::ACCESS_ALL;
+        if bits == 0 {
+            return Err(KernelError::NoAccess { bits });
+        }
+        self.never
+            .insert(id.key(), bits, 0)
+            .map_err(|source| KernelError::MapOp { op: "insert", map: map_names::NEVER, source: source.into() })?;
+        self.sync_state()
+    }
+
+    /// Removes the never-grantable entry of `id`.
+    pub fn remove_never(&mut self, id: ObjectId) -> Result<(), KernelError> {
+        remove_if_present(&mut self.never, &id.key(), map_names::NEVER)?;
+        self.sync_state()
+    }
+
+    /// Makes `bits` never grantable on the entry `name` of directory `dir` and
+    /// everything beneath it, whether it exists yet or not (so it cannot be
+    /// created either when `bits` holds `ACCESS_CREATE`).
+    pub fn add_never_name(&mut self, dir: ObjectId, name: &OsStr, bits: u32) -> Result<(), KernelError> {
+        let bits = bits & pincer_common::ACCESS_ALL;
+        if bits == 0 {
+            return Err(KernelError::NoAccess { bits });
+        }
+        let key = name_key(dir, name)?;
+        self.never_names.insert(key, bits, 0).map_err(|source| KernelError::MapOp {
+            op: "insert",
+            map: map_names::NEVER_NAMES,
+            source: source.into(),
+        })?;
+        self.sync_state()
+    }
+
+    /// Removes the never-grantable entry of `name` in `dir`.
+    pub fn remove_never_name(&mut self, dir: ObjectId, name: &OsStr) -> Result<(), KernelError> {
+        let key = name_key(dir, name)?;
+        remove_if_present(&mut self.never_names, &key, map_names::NEVER_NAMES)?;
+        self.sync_state()
+    }
+
+    /// Tells the kernel how many never entries exist (with none, its walk may
+    /// stop once a grant covers the access).
+    fn sync_state(&mut self) -> Result<(), KernelError> {
+        let count = |r: usize| u32::try_from(r).unwrap_or(u32::MAX);
+        let objects = self.never.keys().count();
+        let names = self.never_names.keys().count();
+        let state = State { never_objects: count(objects), never_names: count(names) };
+        self.state
+            .set(0, state, 0)
+            .map_err(|source| KernelError::MapOp { op: "update", map: map_names::STATE, source: source.into() })
     }
 
     /// Adds one access type to a session's grant on `id` (takes effect on the next access).
@@ -612,6 +787,11 @@ impl Enforcer {
     }
 }
 
+/// Whether the kernel's BTF has the BPF LSM attach point of `hook`.
+fn kernel_has_lsm_hook(btf: &Btf, hook: &str) -> bool {
+    btf.id_by_type_name_kind(&format!("bpf_lsm_{hook}"), aya_obj::btf::BtfKind::Func).is_ok()
+}
+
 fn lookup<K: aya::Pod>(map: &HashMap<MapData, K, u32>, key: &K, name: &'static str) -> Result<Option<u32>, KernelError> {
     match map.get(key, 0) {
         Ok(v) => Ok(Some(v)),
@@ -652,6 +832,28 @@ mod tests {
         assert!(err.to_string().contains("lsm="), "error tells how to enable BPF LSM: {err}");
         assert!(lsm_list_has_bpf("lockdown,capability,bpf\n").is_ok());
         assert!(lsm_list_has_bpf("bpfx,capability").is_err());
+    }
+
+    #[test]
+    fn never_names_must_be_one_short_component() {
+        let dir = ObjectId { dev: 1, ino: 2 };
+        let key = name_key(dir, OsStr::new("config")).unwrap();
+        assert_eq!(&key.name[..7], b"config\0");
+        assert!(key.name[6..].iter().all(|b| *b == 0));
+        for bad in ["", "a/b", "a\0b"] {
+            assert!(matches!(name_key(dir, OsStr::new(bad)), Err(KernelError::BadName { .. })), "{bad:?}");
+        }
+        let long = "x".repeat(pincer_common::NEVER_NAME_LEN - 1);
+        let err = name_key(dir, OsStr::new(&long)).unwrap_err();
+        assert!(err.to_string().contains("62 bytes"), "{err}");
+        assert!(name_key(dir, OsStr::new(&long[..62])).is_ok());
+    }
+
+    #[test]
+    fn session_flags_map_to_kernel_bits() {
+        assert_eq!(SessionFlags::ENFORCING.bits(), 0);
+        let all = SessionFlags { shadow: true, allow_userns: true };
+        assert_eq!(all.bits(), pincer_common::SESSION_FLAG_SHADOW | pincer_common::SESSION_FLAG_ALLOW_USERNS);
     }
 
     #[test]

@@ -23,7 +23,7 @@ use pincer_common::reach::{
     map_names, HostAddrKey, PortKey, UnixNameKey, PROTO_TCP, PROTO_UDP, UNIX_NAME_LEN,
     UNIX_OWNER_ANY,
 };
-use pincer_common::RootKey;
+use pincer_common::ObjectKey;
 use std::collections::HashSet;
 use std::net::{IpAddr, Ipv6Addr};
 use std::os::unix::ffi::OsStrExt;
@@ -180,7 +180,7 @@ impl Miss {
 pub(super) struct ReachMaps {
     ports: HashMap<MapData, PortKey, u32>,
     host_addrs: HashMap<MapData, HostAddrKey, u32>,
-    unix_files: HashMap<MapData, RootKey, u32>,
+    unix_files: HashMap<MapData, ObjectKey, u32>,
     unix_names: HashMap<MapData, UnixNameKey, u32>,
 }
 
@@ -337,7 +337,7 @@ impl Enforcer {
     pub fn allow_unix_socket(&mut self, id: ObjectId) -> Result<(), KernelError> {
         self.reach
             .unix_files
-            .insert(RootKey { ino: id.ino, dev: id.dev, _pad: 0 }, 1, 0)
+            .insert(ObjectKey { ino: id.ino, dev: id.dev, _pad: 0 }, 1, 0)
             .map_err(|source| KernelError::MapOp { op: "insert", map: map_names::UNIX_FILES, source: source.into() })
     }
 

@@ -30,6 +30,10 @@ pub struct VmOptions {
     /// Write the console only to the log under `target/vm/logs/`; print the failing part.
     #[arg(long)]
     pub quiet: bool,
+    /// vm-test only: run just this test program (`enforce`, `contain_files`, ...); repeat
+    /// for several. Default: every test program.
+    #[arg(long = "only", value_name = "PROGRAM")]
+    pub only: Vec<String>,
 }
 
 /// The workspace root (the parent of `xtask/`).
@@ -253,7 +257,14 @@ fn report_failure(r: &KernelRun, names: &[String], streamed: bool) {
 /// `cargo xtask vm-test`: the test executables of `pincer-tests` on every kernel.
 pub fn vm_test(opts: &VmOptions) -> Result<()> {
     crate::deps::ensure(&crate::deps::all())?;
-    let (programs, helpers) = build_tests()?;
+    let (mut programs, helpers) = build_tests()?;
+    if !opts.only.is_empty() {
+        if let Some(unknown) = opts.only.iter().find(|o| !programs.iter().any(|p| &p.name == *o)) {
+            let known: Vec<&str> = programs.iter().map(|p| p.name.as_str()).collect();
+            bail!("--only {unknown}: no such test program (known: {})", known.join(", "));
+        }
+        programs.retain(|p| opts.only.contains(&p.name));
+    }
     let names: Vec<String> = programs.iter().map(|p| p.name.clone()).collect();
     let initrd = run_dir()?.join(format!("initramfs-tests-{}.cpio", std::process::id()));
     initramfs::build(&programs, &helpers, Path::new(initramfs::BUSYBOX), &initrd)?;

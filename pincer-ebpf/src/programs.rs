@@ -1,0 +1,73 @@
+// Included by `lib.rs` and by `build.rs` (which checks the compiled object
+// against it), so the program names are written once on the Rust side.
+
+/// Program (function) names in the object and the LSM hook each attaches to,
+/// in attach order.
+///
+/// Hooks with two signature variants come as two entries, the newer first: a
+/// loader tries it and falls back to the next entry for the same hook when the
+/// verifier refuses it (`inode_setattr` gained a leading `mnt_idmap` argument
+/// in Linux 6.8).
+pub const PROGRAMS: [(&str, &str); 20] = [
+    ("pincer_file_open", "file_open"),
+    ("pincer_inode_create", "inode_create"),
+    ("pincer_inode_mkdir", "inode_mkdir"),
+    ("pincer_inode_symlink", "inode_symlink"),
+    ("pincer_inode_link", "inode_link"),
+    ("pincer_inode_unlink", "inode_unlink"),
+    ("pincer_inode_rmdir", "inode_rmdir"),
+    ("pincer_inode_rename", "inode_rename"),
+    ("pincer_inode_setattr_idmap", "inode_setattr"),
+    ("pincer_inode_setattr", "inode_setattr"),
+    ("pincer_inode_setxattr", "inode_setxattr"),
+    ("pincer_inode_removexattr", "inode_removexattr"),
+    ("pincer_inode_set_acl", "inode_set_acl"),
+    ("pincer_inode_remove_acl", "inode_remove_acl"),
+    ("pincer_inode_mknod", "inode_mknod"),
+    ("pincer_file_receive", "file_receive"),
+    ("pincer_file_ioctl", "file_ioctl"),
+    ("pincer_file_ioctl_compat", "file_ioctl_compat"),
+    ("pincer_inode_free_security", "inode_free_security"),
+    ("pincer_userns_create", "userns_create"),
+];
+
+/// Hooks that older supported kernels lack (`inode_set_acl` and
+/// `inode_remove_acl` since Linux 6.2, `file_ioctl_compat` since 6.8): a loader
+/// skips them when the kernel has no such hook. On those kernels the
+/// operations they gate pass through `inode_setxattr`, `inode_removexattr` and
+/// `file_ioctl`, which are always attached.
+pub const OPTIONAL_HOOKS: [&str; 3] = ["inode_set_acl", "inode_remove_acl", "file_ioctl_compat"];
+
+/// Programs of the reach block (`src/reach.bpf.c`) and the LSM hook each
+/// attaches to: no reach into other processes, no deputies. (Writes to
+/// another process's `/proc/PID/` files are checked by `pincer_file_open`.)
+pub const REACH_PROGRAMS: [(&str, &str); 24] = [
+    ("pincer_task_kill", "task_kill"),
+    ("pincer_ptrace_access_check", "ptrace_access_check"),
+    ("pincer_ptrace_traceme", "ptrace_traceme"),
+    ("pincer_task_setnice", "task_setnice"),
+    ("pincer_task_setioprio", "task_setioprio"),
+    ("pincer_task_setscheduler", "task_setscheduler"),
+    ("pincer_task_movememory", "task_movememory"),
+    ("pincer_ipc_permission", "ipc_permission"),
+    ("pincer_shm_shmctl", "shm_shmctl"),
+    ("pincer_msg_queue_msgctl", "msg_queue_msgctl"),
+    ("pincer_sem_semctl", "sem_semctl"),
+    ("pincer_shm_alloc", "shm_alloc_security"),
+    ("pincer_msg_queue_alloc", "msg_queue_alloc_security"),
+    ("pincer_sem_alloc", "sem_alloc_security"),
+    ("pincer_shm_free", "shm_free_security"),
+    ("pincer_msg_queue_free", "msg_queue_free_security"),
+    ("pincer_sem_free", "sem_free_security"),
+    ("pincer_socket_post_create", "socket_post_create"),
+    ("pincer_socket_getsockname", "socket_getsockname"),
+    ("pincer_sk_free_security", "sk_free_security"),
+    ("pincer_unix_stream_connect", "unix_stream_connect"),
+    ("pincer_unix_may_send", "unix_may_send"),
+    ("pincer_socket_connect", "socket_connect"),
+    ("pincer_socket_sendmsg", "socket_sendmsg"),
+];
+
+/// `fexit` programs of the reach block and the kernel function each traces:
+/// a successful `bind` records the session's port.
+pub const REACH_FEXIT: [(&str, &str); 2] = [("pincer_inet_bind", "inet_bind"), ("pincer_inet6_bind", "inet6_bind")];
