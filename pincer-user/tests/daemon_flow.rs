@@ -53,6 +53,8 @@ impl Harness {
             ..Config::default()
         };
         config.escalation.timeout_secs = 30;
+        // Scratch directories add a grant of their own: the test that checks them turns them on.
+        config.containment.scratch = false;
         config.containment.scratch_parent = dir.path().to_path_buf();
         tweak(&mut config);
         let mut h = Harness {
@@ -524,7 +526,7 @@ async fn never_grantable_paths_are_refused_before_any_vote_or_question_and_seede
 
 #[tokio::test]
 async fn a_session_gets_a_private_scratch_dir_and_its_owners_places_are_gated() {
-    let h = Harness::new(|_| {}).await;
+    let h = Harness::new(|c| c.containment.scratch = true).await;
     h.import().await;
     let s = h.session(TODO_PROMPT).await;
     let scratch = s.scratch.clone().expect("a scratch directory");

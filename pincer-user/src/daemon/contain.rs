@@ -72,7 +72,9 @@ pub struct ContainmentConfig {
     pub open_paths: Vec<OpenPath>,
     /// Never-grantable paths.
     pub never: Vec<NeverRule>,
-    /// Directory under which each session's scratch directory (`TMPDIR`) is made.
+    /// Whether each session gets a scratch directory (`TMPDIR`).
+    pub scratch: bool,
+    /// Directory under which each session's scratch directory is made.
     pub scratch_parent: PathBuf,
     /// Whether sessions may create user namespaces.
     pub allow_userns: bool,
@@ -124,6 +126,7 @@ impl Default for ContainmentConfig {
                 .map(|p| never(p, ALL))
                 .chain(startup.iter().chain(agent.iter()).map(|p| never(p, CHANGE)))
                 .collect(),
+            scratch: true,
             scratch_parent: PathBuf::from("/tmp"),
             allow_userns: false,
         }
@@ -269,8 +272,14 @@ impl NeverList {
     }
 }
 
+/// The object `path` names itself (a symlink is not followed), with the kernel's device
+/// encoding.
 fn object(path: &Path) -> Option<ObjectId> {
-    std::fs::symlink_metadata(path).ok().map(|m| ObjectId { dev: m.dev() as u32, ino: m.ino() })
+    std::fs::symlink_metadata(path).ok().map(|m| id_of(&m))
+}
+
+fn id_of(m: &std::fs::Metadata) -> ObjectId {
+    ObjectId { dev: pincer_common::kernel_dev(libc::major(m.dev()), libc::minor(m.dev())), ino: m.ino() }
 }
 
 fn seed_literal(enforcer: &mut dyn Enforce, path: &Path, access: u32) -> Result<usize, ContainError> {
@@ -333,7 +342,7 @@ fn seed_scan(enforcer: &mut dyn Enforce, r: &Never, root: &Path) -> Result<usize
             let p = e.path();
             let Ok(meta) = std::fs::symlink_metadata(&p) else { continue };
             if r.matches(&p) {
-                enforcer.add_never(ObjectId { dev: meta.dev() as u32, ino: meta.ino() }, r.access)?;
+                enforcer.add_never(id_of(&meta), r.access)?;
                 n += 1;
             }
             if meta.is_dir() {
@@ -353,8 +362,8 @@ pub struct Containment {
     pub open: Vec<(PathBuf, u32)>,
     /// The never-grantable rules.
     pub never: NeverList,
-    /// Where scratch directories are made.
-    pub scratch_parent: PathBuf,
+    /// Where scratch directories are made (`None`: no scratch directory).
+    pub scratch_parent: Option<PathBuf>,
     /// Whether sessions may create user namespaces.
     pub allow_userns: bool,
 }
@@ -381,7 +390,7 @@ impl Containment {
             protect,
             open,
             never: NeverList::new(&cfg.never, owner)?,
-            scratch_parent: cfg.scratch_parent.clone(),
+            scratch_parent: cfg.scratch.then(|| cfg.scratch_parent.clone()),
             allow_userns: cfg.allow_userns,
         })
     }
@@ -401,20 +410,24 @@ impl Containment {
         Ok(())
     }
 
+    /// Where the scratch directory of `session` goes, if sessions get one.
+    pub fn scratch_dir(&self, session: &str) -> Option<PathBuf> {
+        self.scratch_parent.as_ref().map(|p| p.join(format!("pincer-{session}")))
+    }
+
     /// Makes the session's scratch directory (0700, owned by the owner) and grants it to
-    /// the session in full; returns its path.
-    pub fn make_scratch(&self, enforcer: &mut dyn Enforce, session: &str, cgroup_id: u64, owner: &Account) -> Result<PathBuf, ContainError> {
-        let dir = self.scratch_parent.join(format!("pincer-{session}"));
+    /// the session in full; returns its path (`None` when sessions get none).
+    pub fn make_scratch(&self, enforcer: &mut dyn Enforce, session: &str, cgroup_id: u64, owner: &Account) -> Result<Option<PathBuf>, ContainError> {
+        let Some(dir) = self.scratch_dir(session) else { return Ok(None) };
         let err = |source| ContainError::Scratch { path: dir.clone(), source };
         std::fs::create_dir(&dir).map_err(err)?;
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map_err(err)?;
         std::os::unix::fs::chown(&dir, Some(owner.uid), Some(owner.gid)).map_err(err)?;
-        let meta = std::fs::symlink_metadata(&dir).map_err(err)?;
-        let id = ObjectId { dev: meta.dev() as u32, ino: meta.ino() };
+        let id = id_of(&std::fs::symlink_metadata(&dir).map_err(err)?);
         for a in Access::ALL {
             enforcer.grant(cgroup_id, id, Scope::Subtree, a)?;
         }
-        Ok(dir)
+        Ok(Some(dir))
     }
 }
 

@@ -314,11 +314,13 @@ impl Core {
         let cgroup = self.config.cgroup_parent.join(&id);
         let cgroup_id = sessions::create_cgroup(&self.config.cgroup_parent, &cgroup)?;
         let flags = crate::kernel::SessionFlags { shadow: mode == SessionMode::Shadow, allow_userns: contain.allow_userns };
-        let scratch_at = contain.scratch_parent.join(format!("pincer-{id}"));
+        let scratch_at = contain.scratch_dir(&id);
         let undo = |core: &mut Core| {
             let _ = core.enforcer.revoke_session(cgroup_id);
             let _ = sessions::remove_cgroup(&cgroup);
-            contain::remove_scratch(&scratch_at);
+            if let Some(dir) = &scratch_at {
+                contain::remove_scratch(dir);
+            }
         };
         let named: Vec<PathBuf> = recs.iter().map(|r| r.path.clone()).collect();
         let gate = (|| {
@@ -365,7 +367,7 @@ impl Core {
             counters,
             grants: vec![],
             places,
-            scratch: Some(scratch),
+            scratch,
             mode,
             allow_userns: contain.allow_userns,
         };
