@@ -444,6 +444,7 @@ fn never_grantable_objects_and_names_beat_grants_open_paths_and_shadow_mode() {
     user_file(&s.p("proj/.git/config"), "[core]");
     assert_eq!(s.attack(&[Op::Write(s.p("proj/.git/config"))]), vec![EACCES]);
     // Neither an open path nor shadow mode lets them through.
+    std::fs::remove_file(s.p("proj/new.rs")).unwrap();
     s.te.get().add_open(id(&root.join(".ssh")), ACCESS_READ | ACCESS_LIST).unwrap();
     s.te.get().register_session_with(session, SessionFlags { shadow: true, ..SessionFlags::ENFORCING }).unwrap();
     assert_eq!(attack(&s), expected);
