@@ -226,12 +226,10 @@ struct walk_ctx {
 	struct grant_key gk;
 	struct object_key ok;
 	struct name_key nk;
-	__u32 i;
 	__u32 searching; /* still collecting grants (below the root, need not covered) */
 	__u32 never_objects;
 	__u32 never_names;
 	__u32 done;      /* the walk ended before the bound */
-	__u32 _pad;
 };
 
 /* One level of walk_up; returns 1 to stop. */
@@ -277,7 +275,9 @@ static long walk_step(__u64 index, struct walk_ctx *c)
 			return 1;
 		}
 		if (c->searching) {
-			int first = c->i == 0;
+			/* The loop index, not a counter in the context: the verifier
+			 * then need not tell the levels apart (its states converge). */
+			int first = index == 0;
 
 			c->gk.ino = ino;
 			c->gk.dev = dev;
@@ -311,7 +311,6 @@ static long walk_step(__u64 index, struct walk_ctx *c)
 		}
 	}
 	c->prev = BPF_CORE_READ(cur, d_name.name);
-	c->i++;
 	int step = step_up(&c->p);
 
 	if (!step) {

@@ -301,6 +301,9 @@ pub fn ensure_devpts() {
 }
 
 fn tty_ioctl(request: libc::c_ulong, ctty: bool) -> i32 {
+    // Closing the controlling terminal hangs up its session leader (this child).
+    // SAFETY: setting a signal disposition to SIG_IGN.
+    unsafe { libc::signal(libc::SIGHUP, libc::SIG_IGN) };
     let (master, slave) = match new_pty(ctty) {
         Ok(fds) => fds,
         Err(e) => return e,

@@ -36,9 +36,10 @@
 //!   no mount) through the first mount of the object's superblock. A regular
 //!   file of the task's uid with several hard links whose walk meets no root is
 //!   protected too (it may be linked under a root).
-//! - An inode that is gone for good (no links left, or its filesystem is being
-//!   unmounted) takes its grants, open and never entries and root with it, so an
-//!   object that reuses its number gets none of them.
+//! - An inode that is gone for good (no links left, its filesystem being
+//!   unmounted, or an in-memory filesystem's inode being freed) takes its
+//!   grants, open and never entries and root with it, so an object that reuses
+//!   its number gets none of them.
 //! - [`SessionFlags::shadow`] sessions get every miss reported but allowed
 //!   (except never-grantable ones); sessions may create user namespaces only
 //!   with [`SessionFlags::allow_userns`]; `TIOCSTI`/`TIOCLINUX` are refused.
