@@ -25,6 +25,10 @@
 //!   filesystem (at most `MAX_WALK_DEPTH` levels; running out denies), so a
 //!   root protects nothing on other filesystems mounted beneath it, and a file
 //!   hard-linked from outside every root is not protected through that name.
+//! - Reach (module `reach`, `pincer-ebpf/src/reach.bpf.c`): a gated task
+//!   reaches only its own session's processes (signals, ptrace access,
+//!   `/proc/PID/` writes), SysV objects, Unix sockets and ports on this host,
+//!   plus the sockets and ports [`ReachConfig`] and the `allow_*` methods list.
 
 mod event;
 mod reach;
