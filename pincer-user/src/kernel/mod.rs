@@ -43,6 +43,10 @@
 //! - [`SessionFlags::shadow`] sessions get every miss reported but allowed
 //!   (except never-grantable ones); sessions may create user namespaces only
 //!   with [`SessionFlags::allow_userns`]; `TIOCSTI`/`TIOCLINUX` are refused.
+//! - Reach (module `reach`, `pincer-ebpf/src/reach.bpf.c`): a gated task
+//!   reaches only its own session's processes (signals, ptrace access,
+//!   `/proc/PID/` writes), SysV objects, Unix sockets and ports on this host,
+//!   plus the sockets and ports [`ReachConfig`] and the `allow_*` methods list.
 
 mod event;
 mod reach;

@@ -472,6 +472,54 @@ mod tests {
         assert_eq!(t.trusted_sockets, vec![PathBuf::from("/run/pincer/pincer.sock")]);
     }
 
+    fn reach_event(hook: u32, ino: u64, dev: u32, addr: [u8; 16]) -> Miss {
+        let mut e = pincer_common::MissEvent {
+            session: 9,
+            ino,
+            parent_ino: u64::from_ne_bytes(addr[..8].try_into().unwrap()),
+            root_ino: u64::from_ne_bytes(addr[8..].try_into().unwrap()),
+            pid: 42,
+            uid: 1000,
+            dev,
+            parent_dev: 0,
+            root_dev: 0,
+            access: 0,
+            hook,
+            flags: pincer_common::reach::EVENT_FLAG_REACH,
+            depth: 0,
+            _pad: 0,
+            name: [0; pincer_common::EVENT_NAME_LEN],
+            path: [0; pincer_common::EVENT_PATH_LEN],
+        };
+        e.name[..4].copy_from_slice(b"sshd");
+        // SAFETY: MissEvent is repr(C) plain data.
+        let bytes = unsafe {
+            std::slice::from_raw_parts((&e as *const pincer_common::MissEvent).cast::<u8>(), std::mem::size_of_val(&e))
+        };
+        Miss::decode(bytes).unwrap()
+    }
+
+    #[test]
+    fn reach_misses_decode_their_target() {
+        use pincer_common::reach::*;
+        let lo = host_addr_key("127.0.0.53".parse().unwrap()).addr;
+        let m = reach_event(HOOK_SOCKET_SENDMSG, 53, 17, lo);
+        assert_eq!(m.hook, "socket_sendmsg");
+        assert_eq!(
+            m.reach(),
+            Some(Reach::HostPort { proto: Some(Proto::Udp), proto_number: 17, addr: "127.0.0.53".parse().unwrap(), port: 53 })
+        );
+        let v6 = host_addr_key("::1".parse().unwrap()).addr;
+        assert!(matches!(reach_event(HOOK_SOCKET_CONNECT, 8080, 6, v6).reach(), Some(Reach::HostPort { addr, .. }) if addr == "::1".parse::<IpAddr>().unwrap()));
+        let k = reach_event(HOOK_TASK_KILL, 1234, 9, [0; 16]);
+        assert_eq!(k.hook, "task_kill");
+        assert_eq!(k.reach(), Some(Reach::Process { pid: 1234, session: 0, comm: "sshd".into(), detail: 9 }));
+        // A file miss is not a reach.
+        let mut f = reach_event(HOOK_TASK_KILL, 1, 0, [0; 16]);
+        f.flags = 0;
+        assert_eq!(f.reach(), None);
+    }
+
     #[test]
     fn host_addresses_include_loopback() {
         let addrs = host_addresses().unwrap();
