@@ -164,7 +164,9 @@ fn decision(out: &Output) -> Option<(String, String)> {
 async fn every_file_tool_gets_the_twins_decision_and_it_matches_the_kernels_grants() {
     use Access::*;
     let h = Harness::new(|_| {}).await;
-    let cases: Vec<(&str, Value, Vec<(&str, Access)>)> = vec![
+    // (tool, tool_input, the resources it touches)
+    type Case<'a> = (&'a str, Value, Vec<(&'a str, Access)>);
+    let cases: Vec<Case> = vec![
         ("Read", json!({"file_path": h.path("notes/todo.md")}), vec![("notes/todo.md", Read)]),
         ("Edit", json!({"file_path": h.path("notes/todo.md"), "old_string": "- [ ] release notes", "new_string": "- [x] release notes"}), vec![("notes/todo.md", Read), ("notes/todo.md", Write)]),
         ("MultiEdit", json!({"file_path": h.path("notes/standup.md"), "edits": [{"old_string": "a", "new_string": "b"}]}), vec![("notes/standup.md", Read), ("notes/standup.md", Write)]),
