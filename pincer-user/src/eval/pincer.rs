@@ -1,18 +1,20 @@
 //! Pincer and Pincer-P2 under evaluation: the digital twin behind the [`Defense`] interface.
 //!
 //! Each sample gets a fresh twin over a private copy of the persona's trusted state (the
-//! history's prompts, access annotations and approvals, and the user's policies). Within the
+//! history's prompts, access annotations and approvals, and the user's policies), cloned from
+//! one [`Prepared`] state: the history is sanitized and indexed once per defense, not once
+//! per sample. Within the
 //! sample the twin's own mechanism carries state from one session to the next: the user's
 //! prompts and the grants it made. Worker notes are dropped: the twin has no way to take one.
 
 use crate::decider::{Decider, OfflineDecider};
 use crate::eval::corpus::{Permission as CorpusPermission, Persona};
 use crate::eval::defense::{Defense, DefenseName, RequestView, Verdict};
-use crate::eval::metrics::Tokens;
+use crate::decider::TokenUsage;
 use crate::eval::run::RunError;
 use crate::sanitize::{Sanitizer, SecretKey};
 use crate::store::{AccessRecord, HistoryRecord, Permission, PolicyRule, TrustedState, UserPolicy};
-use crate::twin::{Outcome, Request, Twin, TwinConfig, Variant};
+use crate::twin::{Outcome, Prepared, Request, Twin, TwinConfig, Variant};
 use async_trait::async_trait;
 use std::sync::Arc;
 
@@ -55,14 +57,13 @@ pub fn trusted_state(p: &Persona) -> Result<TrustedState, crate::store::StoreErr
 /// The twin as an evaluated defense.
 pub struct PincerDefense {
     name: DefenseName,
-    state: TrustedState,
-    sanitizer: Sanitizer,
+    prepared: Prepared,
     decider: Arc<dyn Decider>,
     twin: Option<Twin>,
     sample: u64,
     session: Option<String>,
     sessions: usize,
-    tokens: Tokens,
+    tokens: TokenUsage,
 }
 
 impl PincerDefense {
@@ -72,7 +73,8 @@ impl PincerDefense {
         let setup = |reason: String| RunError::Setup { persona: persona.id.clone(), defense: name, reason };
         let state = trusted_state(persona).map_err(|e| setup(format!("trusted state: {e}")))?;
         let key = SecretKey::generate().map_err(|e| setup(format!("sanitizer key: {e}")))?;
-        Ok(PincerDefense { name, state, sanitizer: Sanitizer::new(key), decider, twin: None, sample: 0, session: None, sessions: 0, tokens: Tokens::default() })
+        let prepared = Prepared::new(state, Sanitizer::new(key));
+        Ok(PincerDefense { name, prepared, decider, twin: None, sample: 0, session: None, sessions: 0, tokens: TokenUsage::default() })
     }
 
     /// The twin of the current sample (for tests and audits).
@@ -96,7 +98,7 @@ impl Defense for PincerDefense {
     }
     async fn begin_sample(&mut self, day: u64) {
         let config = TwinConfig { variant: self.variant(), ..TwinConfig::default() };
-        let mut twin = Twin::new(self.state.clone(), self.sanitizer.clone(), self.decider.clone(), config);
+        let mut twin = Twin::from_prepared(&self.prepared, self.decider.clone(), config);
         twin.set_day(day.min(u32::MAX as u64) as u32);
         self.twin = Some(twin);
         self.sample += 1;
@@ -146,7 +148,7 @@ impl Defense for PincerDefense {
             }
         }
     }
-    fn tokens(&self) -> Tokens {
+    fn tokens(&self) -> TokenUsage {
         self.tokens
     }
 }
