@@ -1,5 +1,7 @@
 //! Pincer: least privilege for AI coding agents, enforced at the resource.
 //!
+//! - [`access`]: the access types; [`glob`]: the one glob-syntax test; [`jsonl`]: the one
+//!   JSON-lines reader.
 //! - [`kernel`]: the aya loader of the BPF LSM program, its grant maps and miss stream.
 //! - [`sanitize`]: the keyed PRF that hides untrusted names from deciders.
 //! - [`store`]: the twin's trusted state in SQLite.
@@ -12,6 +14,8 @@
 //! - [`service`]: readiness for systemd.
 
 pub mod access;
+pub mod glob;
+pub mod jsonl;
 pub mod kernel;
 pub mod sanitize;
 pub mod store;

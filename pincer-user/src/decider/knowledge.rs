@@ -264,7 +264,7 @@ impl SessionView {
     pub fn add_prompt(&mut self, prompt: &str, k: &Knowledge, z: &Sanitizer) {
         self.prompts.push(TrustedText::from_trusted(prompt));
         for n in typed_names(prompt) {
-            if n.contains(['*', '?', '[']) {
+            if crate::glob::is_glob(&n) {
                 continue;
             }
             self.typed.push(z.path(&n));
