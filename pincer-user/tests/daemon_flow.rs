@@ -287,6 +287,35 @@ async fn an_unanswered_escalation_is_denied_at_the_timeout() {
     assert!(h.audit().iter().any(|e| e.event == Event::EscalationTimeout));
 }
 
+/// `pending` shows each question with the three votes of the decision that asked, each with
+/// its reason, and at least one of them is why the user is asked.
+#[tokio::test]
+async fn pending_questions_carry_the_votes_and_their_reasons() {
+    let h = Harness::new(|c| c.escalation.after_denials = 0).await;
+    h.import().await;
+    let s = h.session(TODO_PROMPT).await;
+    h.as_caller(&s.cgroup);
+    let mut worker = Client::connect(&h.config.socket).await.unwrap();
+    // The daemon identifies the caller when it serves the connection: make sure it did.
+    assert!(matches!(worker.call(Call::Status { session: None }).await.unwrap(), Reply::Session(_)));
+    let path = h.ws.join("projects/ledger/Cargo.toml").to_string_lossy().into_owned();
+    worker.send(Call::Request { path, access: Access::Write, reason: Some("bump a dependency".into()), session: None }).await.unwrap();
+    let q = eventually("a waiting question", || async {
+        h.as_caller(Path::new(OUTSIDE));
+        match h.call(Call::Pending).await {
+            Reply::Pending { questions } => questions.into_iter().find(|q| q.waiting),
+            _ => None,
+        }
+    })
+    .await;
+    assert_eq!(q.votes.len(), 3, "{q:?}");
+    assert!(q.votes.iter().all(|v| !v.reason.is_empty()), "{q:?}");
+    assert!(q.votes.iter().any(|v| v.verdict != pincer::decider::Verdict::Allow), "a vote did not allow: {q:?}");
+    let audit = h.audit();
+    let asked = audit.iter().find(|e| e.event == Event::Decision && e.question == Some(q.id)).unwrap();
+    assert_eq!(asked.votes, q.votes, "the same votes as the audited decision");
+}
+
 /// The escalation timeout runs on tokio's clock (paused here, so nothing waits for real):
 /// a waiting request gets no answer before the timeout and the timeout answer at it.
 #[tokio::test(start_paused = true)]

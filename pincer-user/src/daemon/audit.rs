@@ -70,7 +70,7 @@ pub enum Event {
 }
 
 /// One vote as audited.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditVote {
     /// `allow`, `deny` or `ask_user`.
     pub verdict: crate::decider::Verdict,

@@ -224,7 +224,8 @@ impl Core {
             (None, twin::Outcome::Deny) => Ruling::deny(deny_reason(&d), None),
             (None, twin::Outcome::Escalate { question }) => {
                 let q = *question;
-                self.questions.ask(q, || Waiting { user: user.clone(), session: req.session.clone(), request: req.clone(), origin: origin.clone(), waiters: vec![] });
+                let votes = d.votes.iter().map(|v| AuditVote { verdict: v.verdict, reason: v.reason.clone() }).collect();
+                self.questions.ask(q, || Waiting { user: user.clone(), session: req.session.clone(), request: req.clone(), origin: origin.clone(), votes, waiters: vec![] });
                 Ruling { granted: false, outcome: Outcome::Escalate, reason: deny_reason(&d), question: Some(q) }
             }
         };
