@@ -164,7 +164,9 @@ fn decision(out: &Output) -> Option<(String, String)> {
 async fn every_file_tool_gets_the_twins_decision_and_it_matches_the_kernels_grants() {
     use Access::*;
     let h = Harness::new(|_| {}).await;
-    let cases: Vec<(&str, Value, Vec<(&str, Access)>)> = vec![
+    // (tool, tool_input, the resources it touches)
+    type Case<'a> = (&'a str, Value, Vec<(&'a str, Access)>);
+    let cases: Vec<Case> = vec![
         ("Read", json!({"file_path": h.path("notes/todo.md")}), vec![("notes/todo.md", Read)]),
         ("Edit", json!({"file_path": h.path("notes/todo.md"), "old_string": "- [ ] release notes", "new_string": "- [x] release notes"}), vec![("notes/todo.md", Read), ("notes/todo.md", Write)]),
         ("MultiEdit", json!({"file_path": h.path("notes/standup.md"), "edits": [{"old_string": "a", "new_string": "b"}]}), vec![("notes/standup.md", Read), ("notes/standup.md", Write)]),
@@ -317,6 +319,7 @@ async fn the_hook_waits_for_the_users_answer_to_an_escalation() {
     let h = Harness::new(|_| {}).await;
     // The persona's policy asks the user before this write.
     let payload = h.payload("Write", json!({"file_path": h.path("projects/ledger/Cargo.toml"), "content": "[package]\n"}));
+    eprintln!("payload: {payload}");
     let (s, c) = (h.config.socket.clone(), h.config_file.clone());
     let pending = tokio::task::spawn_blocking(move || hook_with(&s, &c, &payload, &[]));
     let q = waiting_question(&h).await;
@@ -324,6 +327,7 @@ async fn the_hook_waits_for_the_users_answer_to_an_escalation() {
     let mut c = Client::connect(&h.config.socket).await.unwrap();
     assert!(matches!(c.call(Call::Answer { question: q, approve: true }).await.unwrap(), Reply::Ok { .. }));
     let out = pending.await.unwrap();
+    eprintln!("question {q} approved by the user; hook output: {}", String::from_utf8_lossy(&out.stdout));
     let (d, reason) = decision(&out).unwrap();
     assert_eq!(d, "allow", "{reason}");
     assert!(h.kernel_allows("projects/ledger/Cargo.toml", Access::Write));

@@ -170,7 +170,7 @@ fn assert_every_failure_has_a_fix(text: &str) {
 async fn a_replaceable_socket_and_a_readable_key_are_failures() {
     let f = ready_host();
     let _stop = start_daemon(&f.config);
-    chmod(&f.config.socket.parent().unwrap().to_path_buf(), 0o777);
+    chmod(f.config.socket.parent().unwrap(), 0o777);
     std::fs::write(f.config.state_dir.join("prf.key"), [0u8; 32]).unwrap();
     chmod(&f.config.state_dir.join("prf.key"), 0o644);
     let report = doctor::run(&f.host, Some(&f.config_file), None).await;

@@ -50,7 +50,10 @@ fn setup(agent_dir: &str) -> Setup {
     Setup { _dir: dir, root, files: copies }
 }
 
-fn tasks(c: &Conversion) -> Vec<(u32, String, String, Vec<(String, Access)>)> {
+/// A task as (day, session, prompt, accesses).
+type TaskView = (u32, String, String, Vec<(String, Access)>);
+
+fn tasks(c: &Conversion) -> Vec<TaskView> {
     c.history.iter().map(|h| (h.day, h.session.clone(), h.prompt.clone(), h.accesses.iter().map(|a| (a.path.clone(), a.access)).collect())).collect()
 }
 

@@ -94,12 +94,8 @@ pub(crate) fn parse(index: usize, file: &Path, text: &str, out: &mut Parsed) {
     let mut pending: HashMap<String, Use> = HashMap::new();
     let mut order_of_pending: Vec<String> = Vec::new();
     let mut after_bad_line = false;
-    for (i, line) in text.lines().enumerate() {
-        let n = i + 1;
-        if line.trim().is_empty() {
-            continue;
-        }
-        match parse_line(index, n, line, after_bad_line, &mut pending, &mut order_of_pending, out) {
+    for (n, line) in crate::jsonl::parse_lines::<Value>(text) {
+        match line.map_err(LineProblem::Json).and_then(|v| parse_line(index, n, v, after_bad_line, &mut pending, &mut order_of_pending, out)) {
             Ok(LineKind::Prompt) => after_bad_line = false,
             Ok(LineKind::Other) => {}
             Err(problem) => {
@@ -123,13 +119,12 @@ enum LineKind {
 fn parse_line(
     index: usize,
     n: usize,
-    line: &str,
+    v: Value,
     after_bad_line: bool,
     pending: &mut HashMap<String, Use>,
     order_of_pending: &mut Vec<String>,
     out: &mut Parsed,
 ) -> Result<LineKind, LineProblem> {
-    let v: Value = serde_json::from_str(line).map_err(LineProblem::Json)?;
     if !v.is_object() {
         return Err(LineProblem::NotObject);
     }

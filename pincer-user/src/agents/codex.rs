@@ -197,12 +197,8 @@ struct State {
 /// Parses one rollout file (`index` orders it among the inputs).
 pub(crate) fn parse(index: usize, file: &Path, text: &str, out: &mut Parsed) {
     let mut st = State::default();
-    for (i, line) in text.lines().enumerate() {
-        let n = i + 1;
-        if line.trim().is_empty() {
-            continue;
-        }
-        if let Err(problem) = parse_line(index, n, line, &mut st, out) {
+    for (n, line) in crate::jsonl::parse_lines::<Value>(text) {
+        if let Err(problem) = line.map_err(LineProblem::Json).and_then(|v| parse_line(index, n, v, &mut st, out)) {
             out.error(file, n, problem);
             st.after_bad_line = true;
         }
@@ -213,8 +209,7 @@ pub(crate) fn parse(index: usize, file: &Path, text: &str, out: &mut Parsed) {
     }
 }
 
-fn parse_line(index: usize, n: usize, line: &str, st: &mut State, out: &mut Parsed) -> Result<(), LineProblem> {
-    let v: Value = serde_json::from_str(line).map_err(LineProblem::Json)?;
+fn parse_line(index: usize, n: usize, v: Value, st: &mut State, out: &mut Parsed) -> Result<(), LineProblem> {
     if !v.is_object() {
         return Err(LineProblem::NotObject);
     }

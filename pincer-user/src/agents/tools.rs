@@ -112,12 +112,11 @@ fn string_field<'v>(tool: &str, input: &'v Value, field: &'static str, required:
 
 /// The directory a glob pattern's literal leading components name, below `base`.
 fn glob_base(base: PathBuf, pattern: &str) -> PathBuf {
-    let meta = |s: &str| s.contains(['*', '?', '[', '{']);
     let parts: Vec<&str> = pattern.split('/').collect();
     let mut out = if pattern.starts_with('/') { PathBuf::from("/") } else { base };
     // The last component is a file name or a glob: only the folders before it are listed.
     for seg in &parts[..parts.len().saturating_sub(1)] {
-        if meta(seg) {
+        if crate::glob::is_glob(seg) {
             break;
         }
         if !seg.is_empty() {
