@@ -12,7 +12,7 @@ use crate::eval::metrics::Tokens;
 use crate::eval::run::RunError;
 use crate::sanitize::{Sanitizer, SecretKey};
 use crate::store::{AccessRecord, HistoryRecord, Permission, PolicyRule, TrustedState, UserPolicy};
-use crate::twin::{Outcome, Request, Twin, TwinConfig, Variant};
+use crate::twin::{Outcome, Prepared, Request, Twin, TwinConfig, Variant};
 use async_trait::async_trait;
 use std::sync::Arc;
 
@@ -55,8 +55,7 @@ pub fn trusted_state(p: &Persona) -> Result<TrustedState, crate::store::StoreErr
 /// The twin as an evaluated defense.
 pub struct PincerDefense {
     name: DefenseName,
-    state: TrustedState,
-    sanitizer: Sanitizer,
+    prepared: Prepared,
     decider: Arc<dyn Decider>,
     twin: Option<Twin>,
     sample: u64,
@@ -67,12 +66,16 @@ pub struct PincerDefense {
 
 impl PincerDefense {
     /// A Pincer (or Pincer-P2) over a persona's trusted state and a decider. The sanitizer key
-    /// is drawn fresh; no decider ever sees it.
+    /// is drawn fresh; no decider ever sees it. The persona's pristine workspace stands for
+    /// the workspace as it was when the user imported their policies: the twin reads its tree
+    /// and fingerprints its protected files from it, before any sample's setup runs.
     pub fn new(name: DefenseName, persona: &Persona, decider: Arc<dyn Decider>) -> Result<Self, RunError> {
         let setup = |reason: String| RunError::Setup { persona: persona.id.clone(), defense: name, reason };
         let state = trusted_state(persona).map_err(|e| setup(format!("trusted state: {e}")))?;
         let key = SecretKey::generate().map_err(|e| setup(format!("sanitizer key: {e}")))?;
-        Ok(PincerDefense { name, state, sanitizer: Sanitizer::new(key), decider, twin: None, sample: 0, session: None, sessions: 0, tokens: Tokens::default() })
+        let ws = &persona.workspace;
+        let prepared = Prepared::new(state, Sanitizer::new(key)).with_workspace(&ws.tree(), |p| ws.content(p));
+        Ok(PincerDefense { name, prepared, decider, twin: None, sample: 0, session: None, sessions: 0, tokens: Tokens::default() })
     }
 
     /// The twin of the current sample (for tests and audits).
@@ -96,7 +99,7 @@ impl Defense for PincerDefense {
     }
     async fn begin_sample(&mut self, day: u64) {
         let config = TwinConfig { variant: self.variant(), ..TwinConfig::default() };
-        let mut twin = Twin::new(self.state.clone(), self.sanitizer.clone(), self.decider.clone(), config);
+        let mut twin = Twin::from_prepared(&self.prepared, self.decider.clone(), config);
         twin.set_day(day.min(u32::MAX as u64) as u32);
         self.twin = Some(twin);
         self.sample += 1;
