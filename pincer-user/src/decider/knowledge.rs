@@ -482,12 +482,22 @@ pub struct Evidence {
     pub exact_history: bool,
     /// The prompt's words describe this resource's name (most of its words were typed).
     pub described: bool,
+    /// A similar past task used a resource in the same folder.
+    pub worked_folder: bool,
+    /// How many words of the resource's own name occur in the prompts.
+    pub name_hits: usize,
 }
 
 impl Evidence {
     /// The user's prompt points at this very resource (by path or by the words of its name).
     pub fn named(&self) -> bool {
         self.typed || self.described
+    }
+
+    /// The prompt points at this resource in a folder the user works in: a similar task used
+    /// that folder and the prompt carries a word of the resource's own name.
+    pub fn asked_here(&self) -> bool {
+        self.worked_folder && self.name_hits > 0
     }
 }
 
@@ -515,6 +525,7 @@ pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> E
     let mut best = (0.0f32, "no trusted evidence for this location".to_string());
     let mut typed = false;
     let mut exact_history = false;
+    let mut worked_folder = false;
     for t in &s.typed {
         let n = t.len();
         if n == 0 {
@@ -541,6 +552,7 @@ pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> E
             } else if p.is_dir() && sp.starts_with(p) {
                 bump(&mut best, 0.9 * w, || format!("a similar past task (similarity {w:.2}) used files under {p}"));
             } else if sp.parent().zip(p.parent()).is_some_and(|(a, b)| a.same_segments(&b)) && p.len() > 1 {
+                worked_folder = true;
                 bump(&mut best, W_SIBLING * w, || format!("beside {sp}, used by a similar past task (similarity {w:.2})"));
             } else if p.len() > 2 && sp.len() == p.len() && sp.common_prefix_len(p) == p.len() - 2 {
                 bump(&mut best, W_COUSIN * w, || format!("near {sp}, used by a similar past task (similarity {w:.2})"));
@@ -557,9 +569,11 @@ pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> E
         bump(&mut best, sc, || format!("{n} past task(s) used {p}"));
     }
     let mut described = false;
+    let mut name_hits = 0;
     if let Some(last) = p.len().checked_sub(1) {
         let ws = p.words(last);
         let hit = ws.iter().filter(|w| s.words.contains(*w)).count();
+        name_hits = hit;
         if (ws.len() == 1 && hit == 1) || (hit >= 2 && 3 * hit >= 2 * ws.len()) {
             described = true;
             let sc = if hit >= 2 { 0.85 } else { 0.7 };
@@ -570,7 +584,7 @@ pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> E
     if word_hits > 0 {
         bump(&mut best, (W_WORD * word_hits as f32).min(0.45), || format!("{word_hits} segment(s) of {p} carry words of the prompt"));
     }
-    Evidence { score: best.0, why: best.1, typed, exact_history, described }
+    Evidence { score: best.0, why: best.1, typed, exact_history, described, worked_folder, name_hits }
 }
 
 /// Intent evidence for an access type in a session: reads and lists need none; writes,

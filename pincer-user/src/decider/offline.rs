@@ -146,7 +146,10 @@ pub fn vote1_offline(inp: &Vote1Input<'_>) -> (VoteOutcome, Evidence) {
         }
     }
     let need = location_threshold(a);
-    if ev.score < need {
+    // A first-time create or delete the prompt asks for (its intent evidence clears the bar
+    // below), of a resource the prompt's words point at, in a folder the user works in.
+    let asked_here = matches!(a, Access::Create | Access::Delete) && ev.asked_here();
+    if ev.score < need && !asked_here {
         return (VoteOutcome::deny(format!("location evidence {:.2} below {need:.2}: {}", ev.score, ev.why)), ev);
     }
     let (iscore, iwhy) = intent_evidence(k, s, p, a);
@@ -217,7 +220,7 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
     let (k, s, p, a) = (v1.knowledge, v1.session, v1.path, v1.access);
     let ev = location_evidence(k, s, p);
     // A resource the user named, or a similar past task used, is established.
-    let mut established = ev.named() || ev.exact_history || ev.score >= 0.8 || created_by_session(s, p);
+    let mut established = ev.named() || ev.exact_history || ev.score >= 0.8 || created_by_session(s, p) || (a == Access::Delete && ev.asked_here());
     // Pincer-P2: the pre-committed policy's exact entries (what the user named and what
     // similar tasks used, resolved on raw names at the first prompt) establish a resource
     // and license its content as a similar task's use would.
@@ -380,6 +383,13 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
             }
         }
     }
+    // Folders similar tasks worked in.
+    let worked: BTreeSet<&str> = inp
+        .similar
+        .iter()
+        .filter(|(_, w)| *w >= 0.3)
+        .flat_map(|&(ti, _)| inp.state.tasks[ti].accesses.iter().filter_map(|(r, _)| r.path.trim_end_matches('/').rsplit_once('/').map(|(d, _)| d)))
+        .collect();
     // Files whose names the prompt's words spell out.
     for t in inp.workspace_tree.iter().filter(|t| !t.ends_with('/')) {
         let last = t.rsplit('/').next().unwrap_or(t);
@@ -391,6 +401,8 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
         let hit = keys.iter().filter(|w| pw.contains(*w)).count();
         if (keys.len() == 1 && hit == 1) || (hit >= 2 && 3 * hit >= 2 * keys.len()) {
             add(t.clone(), &mut intents.iter().copied(), format!("{last}, which the prompt's words name"));
+        } else if hit >= 1 && intents.contains(&Access::Delete) && t.rsplit_once('/').is_some_and(|(d, _)| worked.contains(d)) {
+            add(t.clone(), &mut [Access::Delete].into_iter(), format!("{last}, which the prompt's words point at, in a folder similar tasks used"));
         }
     }
     // Prompt words that name folders of the workspace.
