@@ -3,16 +3,16 @@
 //! kernel is exercised by the VM tests in `tests/tests/e2e_*.rs`), escalation, misses,
 //! revocation at the end, audit, and resumption after a restart.
 
-use pincer::daemon::audit::{read_entries, AuditLog, Event};
+use pincer::daemon::audit::{read_entries, AuditLog, Event, Source};
 use pincer::daemon::client::Client;
 use pincer::daemon::config::{Config, OnMiss};
 use pincer::daemon::core::CoreDeps;
 use pincer::daemon::enforce::MemoryEnforcer;
 use pincer::daemon::peer::CgroupLookup;
-use pincer::daemon::protocol::{ErrorKind, SessionInfo};
+use pincer::daemon::protocol::{ErrorKind, Outcome, SessionInfo};
 use pincer::daemon::{bind, run, Call, Parts, Reply};
 use pincer::decider::OfflineDecider;
-use pincer::kernel::{Miss, ObjectId};
+use pincer::kernel::{Hook, Miss, ObjectId};
 use pincer::sanitize::{Sanitizer, SecretKey};
 use pincer::Access;
 use std::path::{Path, PathBuf};
@@ -177,11 +177,11 @@ async fn request_tool_grants_a_task_resource_into_the_kernel_and_denies_a_secret
     let audit = h.audit();
     let decisions: Vec<_> = audit.iter().filter(|e| e.event == Event::Decision).collect();
     assert_eq!(decisions.len(), 2);
-    assert_eq!(decisions[0].outcome.as_deref(), Some("grant"));
+    assert_eq!(decisions[0].outcome, Some(Outcome::Grant));
     assert_eq!(decisions[0].votes.len(), 3, "each vote's verdict is audited");
     assert_eq!(decisions[0].decider.as_deref(), Some("offline"));
     assert!(decisions[0].latency_ms.is_some() && decisions[0].tokens.is_some());
-    assert_eq!(decisions[1].outcome.as_deref(), Some("deny"));
+    assert_eq!(decisions[1].outcome, Some(Outcome::Deny));
 }
 
 #[tokio::test]
@@ -267,7 +267,7 @@ async fn an_escalated_request_waits_and_the_users_approval_grants_it() {
     assert!(granted(&answer), "the waiting request is granted after approval: {answer:?}");
     let obj = ObjectId::of_path(&h.ws.join(path)).unwrap();
     assert!(h.enforcer.has(s.cgroup_id, obj, Access::Write));
-    assert!(h.audit().iter().any(|e| e.event == Event::Answer && e.outcome.as_deref() == Some("user_approved")));
+    assert!(h.audit().iter().any(|e| e.event == Event::Answer && e.outcome == Some(Outcome::UserApproved)));
 }
 
 #[tokio::test]
@@ -281,7 +281,7 @@ async fn an_unanswered_escalation_is_denied_at_the_timeout() {
     let s = h.session(TODO_PROMPT).await;
     let r = h.request(&s, "projects/ledger/Cargo.toml", Access::Write, "bump a dependency").await;
     match r {
-        Reply::Decision { granted: false, outcome, question: Some(_), .. } => assert_eq!(outcome, "timeout"),
+        Reply::Decision { granted: false, outcome, question: Some(_), .. } => assert_eq!(outcome, Outcome::Timeout),
         other => panic!("{other:?}"),
     }
     assert!(h.audit().iter().any(|e| e.event == Event::EscalationTimeout));
@@ -298,7 +298,7 @@ fn read_miss(h: &Harness, s: &SessionInfo, file: ObjectId, parent: Option<Object
         uid: 1000,
         access: vec![Access::Read],
         access_bits: pincer_common::ACCESS_READ,
-        hook: "file_open",
+        hook: Hook::FileOpen,
         dev: file.dev,
         ino: file.ino,
         parent_dev: parent.dev,
@@ -332,7 +332,7 @@ async fn a_kernel_miss_becomes_an_implicit_request_and_its_grant_is_inserted() {
     assert_eq!(info.counters.grants, 1, "{info:?}");
     assert!(h.enforcer.has(s.cgroup_id, file, Access::Read));
     let e = h.audit().into_iter().find(|e| e.event == Event::Decision).unwrap();
-    assert_eq!(e.request.as_ref().unwrap().source, "miss");
+    assert_eq!(e.request.as_ref().unwrap().source, Source::Miss);
     assert_eq!(e.request.as_ref().unwrap().rationale, None);
 }
 

@@ -14,7 +14,8 @@
 use async_trait::async_trait;
 use pincer::eval::corpus::{AttackType, Corpus};
 use pincer::eval::defense::{Defense, DefenseName, Nanoclaw, RequestView, Verdict};
-use pincer::eval::metrics::{Figures, Tokens};
+use pincer::decider::TokenUsage;
+use pincer::eval::metrics::Figures;
 use pincer::eval::replay::{replay_persona, replay_sample, StepOutcome};
 use pincer::Access;
 use std::path::Path;
@@ -52,8 +53,8 @@ impl Defense for Scripted {
         }
     }
     async fn end_session(&mut self) {}
-    fn tokens(&self) -> Tokens {
-        Tokens::default()
+    fn tokens(&self) -> TokenUsage {
+        TokenUsage::default()
     }
 }
 
@@ -140,8 +141,8 @@ async fn setup_and_granted_creates_change_the_sample_workspace_only() {
             Verdict::Grant
         }
         async fn end_session(&mut self) {}
-        fn tokens(&self) -> Tokens {
-            Tokens::default()
+        fn tokens(&self) -> TokenUsage {
+            TokenUsage::default()
         }
     }
     let a5 = p.samples.iter().find(|s| s.id == "a5").unwrap();

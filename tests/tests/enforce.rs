@@ -1,6 +1,6 @@
 //! Enforcement tests against the real BPF LSM (run inside the VM as root).
 
-use pincer::kernel::{Enforcer, EnforcerConfig, ObjectId, Scope};
+use pincer::kernel::{Enforcer, EnforcerConfig, Hook, ObjectId, Scope};
 use pincer::Access;
 use pincer_tests::*;
 use std::path::{Path, PathBuf};
@@ -55,7 +55,7 @@ fn ungranted_read_in_root_is_denied_and_miss_reports_path_and_access() {
     assert_eq!(miss.session, s.cg.id);
     assert_eq!(miss.uid, 1000);
     assert_eq!(miss.access, vec![Access::Read]);
-    assert_eq!(miss.hook, "file_open");
+    assert_eq!(miss.hook, Hook::FileOpen);
     assert_eq!(miss.relative_path, PathBuf::from("docs/plan.txt"));
     assert_eq!(miss.name, "plan.txt");
     let file = id(&s.p("docs/plan.txt"));
@@ -113,14 +113,14 @@ fn create_needs_create_grant_on_parent_and_creator_can_use_the_new_file() {
     let rt = runtime();
     let mut misses = rt.block_on(async { s.te.get().misses() }).expect("misses");
     let first = misses.try_next().expect("a miss for the create").expect("decodes");
-    assert_eq!(first.hook, "inode_create");
+    assert_eq!(first.hook, Hook::InodeCreate);
     assert_eq!(first.access, vec![Access::Create]);
     assert_eq!(first.relative_path, PathBuf::from("out/new.txt"));
     assert_eq!(first.ino, 0, "the new object has no inode yet");
     let out = id(&s.p("out"));
     assert_eq!((first.parent_dev, first.parent_ino), (out.dev, out.ino));
     let second = misses.try_next().expect("a miss for the mkdir").expect("decodes");
-    assert_eq!((second.hook, second.relative_path.clone()), ("inode_mkdir", PathBuf::from("out/sub")));
+    assert_eq!((second.hook, second.relative_path.clone()), (Hook::InodeMkdir, PathBuf::from("out/sub")));
     s.grant("out", Scope::Exact, Access::Create);
     let r = s.run(&[
         Op::Create(s.p("out/new.txt")),

@@ -1,23 +1,12 @@
 //! `pincer eval`: replay a persona corpus against the seven defenses and report Table 2.
 
 use anyhow::Context;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use pincer::eval::report;
 use pincer::eval::run::{self, Backend, OfflineFactory};
 use pincer::eval::{Corpus, DefenseName};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-
-/// The decider backend of `pincer eval`.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum DeciderArg {
-    /// Deterministic, no model (the default).
-    Offline,
-    /// An OpenAI-compatible chat endpoint.
-    Openai,
-    /// The Anthropic Messages API.
-    Anthropic,
-}
 
 /// Arguments of `pincer eval`.
 #[derive(Debug, Args)]
@@ -31,7 +20,7 @@ pub struct EvalArgs {
     defenses: Vec<String>,
     /// The decider backend.
     #[arg(long, value_enum, default_value = "offline")]
-    decider: DeciderArg,
+    decider: Backend,
     /// How many times to replay each persona against each defense (figures are means).
     #[arg(long, default_value_t = 1)]
     runs: usize,
@@ -74,11 +63,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
     if defenses.is_empty() {
         defenses = DefenseName::ALL.to_vec();
     }
-    let backend = match args.decider {
-        DeciderArg::Offline => Backend::Offline,
-        DeciderArg::Openai => Backend::OpenAi,
-        DeciderArg::Anthropic => Backend::Anthropic,
-    };
+    let backend = args.decider;
     let corpus = Corpus::load(&corpus_dir)?;
     // The corpus as the user would name it: relative to the current folder when inside it.
     let label = std::env::current_dir()

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use tokio::sync::broadcast;
 
-use super::protocol::Tokens;
+use super::protocol::Outcome;
+use crate::decider::TokenUsage;
 use crate::access::Access;
 
 /// Errors of the audit log.
@@ -77,6 +78,25 @@ pub struct AuditVote {
     pub reason: String,
 }
 
+/// Where a request came from, as audited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// The request tool (`pincer request`, the MCP tool) of a session's worker.
+    Tool,
+    /// An access the kernel denied (an implicit request).
+    Miss,
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Source::Tool => "tool",
+            Source::Miss => "miss",
+        })
+    }
+}
+
 /// The request an entry is about.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditRequest {
@@ -84,8 +104,11 @@ pub struct AuditRequest {
     pub path: String,
     /// Access type.
     pub access: Access,
-    /// `tool` (the request tool) or `miss` (an access the kernel denied).
-    pub source: String,
+    /// Where the request came from.
+    pub source: Source,
+    /// The kernel hook that denied, for a miss.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook: Option<crate::kernel::Hook>,
     /// The worker's rationale, if any (untrusted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rationale: Option<String>,
@@ -122,9 +145,9 @@ pub struct AuditEntry {
     /// The request decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<AuditRequest>,
-    /// `grant`, `deny`, `escalate`, `user_approved`, `user_denied`, `timeout`, `refused`.
+    /// What became of the request (or `refused` for a refusal).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outcome: Option<String>,
+    pub outcome: Option<Outcome>,
     /// Votes 1, 2, 3.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub votes: Vec<AuditVote>,
@@ -133,7 +156,7 @@ pub struct AuditEntry {
     pub decider: Option<String>,
     /// Tokens used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tokens: Option<Tokens>,
+    pub tokens: Option<TokenUsage>,
     /// Time the decision took, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_ms: Option<f64>,
@@ -287,7 +310,7 @@ mod tests {
         let mut rx = log.subscribe();
         let mut e = AuditEntry::new(Event::Decision);
         e.session = Some("s1".into());
-        e.outcome = Some("grant".into());
+        e.outcome = Some(Outcome::Grant);
         e.votes = vec![AuditVote { verdict: crate::decider::Verdict::Allow, reason: "seen before".into() }];
         log.append(&e).unwrap();
         log.append(&AuditEntry::new(Event::Refusal)).unwrap();

@@ -26,7 +26,7 @@ pub enum ClientError {
     Closed,
     /// The reply was not valid protocol JSON.
     #[error("unreadable reply from the Pincer daemon: {0}")]
-    BadReply(String),
+    BadReply(serde_json::Error),
 }
 
 /// A connection to the daemon.
@@ -62,7 +62,7 @@ impl Client {
         if n == 0 {
             return Ok(None);
         }
-        let r: ReplyLine = serde_json::from_str(line.trim()).map_err(|e| ClientError::BadReply(e.to_string()))?;
+        let r: ReplyLine = serde_json::from_str(line.trim()).map_err(ClientError::BadReply)?;
         Ok(Some(r.reply))
     }
 }

@@ -54,17 +54,7 @@ pub enum OnMiss {
     Record,
 }
 
-/// Which decider backend the twin uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Backend {
-    /// Deterministic, no model.
-    Offline,
-    /// An OpenAI-compatible chat-completions endpoint.
-    Openai,
-    /// The Anthropic Messages API.
-    Anthropic,
-}
+pub use crate::decider::Backend;
 
 /// Which Pincer variant the twin runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -4,7 +4,14 @@
 //!
 //! - [`config`], `/etc/pincer/pincer.toml`.
 //! - [`protocol`], the versioned JSON-lines socket protocol (and who may call what).
-//! - [`core`], the actor owning the enforcer, twins, sessions and escalations.
+//! - [`core`], the actor: it owns the rooms below and serves each call.
+//! - [`callers`], who may make which call (the permission matrix, session owners).
+//! - [`sessions`], the open sessions, their cgroups and their persistence in `sessions.json`.
+//! - [`twins`], one twin per user over the trusted store.
+//! - [`pipeline`], `decide(origin, request)`: tool requests, kernel misses and approvals
+//!   decided, granted, counted and audited.
+//! - [`questions`], escalated requests waiting for the user.
+//! - [`error`], the typed errors of calls (turned into replies only by the server).
 //! - [`server`], the socket server; [`client`], its client.
 //! - [`peer`], caller identification (`SO_PEERCRED`, `/proc/PID/cgroup`).
 //! - [`resolve`], requested paths resolved inside the roots without following symlinks.
@@ -14,15 +21,21 @@
 //! - [`worker`], starting a worker inside its session cgroup as an unprivileged user.
 
 pub mod audit;
+pub mod callers;
 pub mod client;
 pub mod config;
 pub mod core;
 pub mod enforce;
+pub mod error;
 pub mod mcp;
 pub mod peer;
+pub mod pipeline;
 pub mod protocol;
+pub mod questions;
 pub mod resolve;
 pub mod server;
+pub mod sessions;
+pub mod twins;
 pub mod users;
 pub mod worker;
 
@@ -88,7 +101,7 @@ pub fn decider_from_config(cfg: &config::DeciderConfig) -> Result<Arc<dyn Decide
     };
     Ok(match cfg.backend {
         Backend::Offline => Arc::new(OfflineDecider::new()),
-        Backend::Openai => {
+        Backend::OpenAi => {
             let key = std::env::var(key_env("OPENAI_API_KEY")).ok().filter(|k| !k.is_empty());
             Arc::new(LlmDecider::new(OpenAiChat::new(chat("https://api.openai.com/v1", key))?))
         }

@@ -9,9 +9,22 @@
 //! ```text
 //! → {"v":1,"call":"request","path":"/work/notes/a.md","access":"read","reason":"summarize it"}
 //! ← {"v":1,"reply":"decision","granted":true,"outcome":"grant","reason":"...","question":null}
-//! → {"v":1,"call":"approve","question":3}
+//! → {"v":1,"call":"request","path":"/work/projects/ledger/Cargo.toml","access":"write"}
+//! ← {"v":1,"reply":"decision","granted":false,"outcome":"escalate","reason":"...","question":3}
+//! → {"v":1,"call":"answer","question":3,"approve":true}
 //! ← {"v":1,"reply":"error","kind":"refused","message":"..."}
 //! ```
+//!
+//! A decision's `outcome` ([`Outcome`]) is one of:
+//! - `grant`: all three votes allow; the grant is in the kernel.
+//! - `deny`: denied (a vote denied, the path could not be resolved, or the grant could
+//!   not be inserted in the kernel).
+//! - `escalate`: the request became question `question` for the user. A request from
+//!   the request tool waits for the answer (up to the configured timeout) and gets a
+//!   second decision line instead; an `escalate` reply reaches only callers that do not
+//!   wait (implicit requests from kernel misses, as audited).
+//! - `user_approved`, `user_denied`: the user answered the question.
+//! - `timeout`: the user did not answer in time; denied (the question stays pending).
 //!
 //! Who may make which call (the caller is identified by `SO_PEERCRED` and its cgroup):
 //! - `request`, `status`: a process inside a gated session, for its own session only
@@ -158,22 +171,66 @@ pub enum ErrorKind {
     Internal,
 }
 
-/// Token counts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Tokens {
-    /// Input tokens.
-    pub input: u64,
-    /// Output tokens.
-    pub output: u64,
-    /// Model calls.
-    pub calls: u64,
+/// What became of a request: the `outcome` of a decision reply and of its audit entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// All three votes allowed and the grant is in the kernel.
+    Grant,
+    /// Denied: by a vote, because the request could not be resolved, or because the grant
+    /// could not be inserted.
+    Deny,
+    /// Sent to the user as a question.
+    Escalate,
+    /// The user approved the question and the request was granted.
+    UserApproved,
+    /// The user denied the question.
+    UserDenied,
+    /// The user did not answer in time: denied.
+    Timeout,
+    /// A call was refused for its caller (audit only).
+    Refused,
 }
 
-impl std::ops::AddAssign<crate::decider::TokenUsage> for Tokens {
-    fn add_assign(&mut self, t: crate::decider::TokenUsage) {
-        self.input += t.input;
-        self.output += t.output;
-        self.calls += t.calls;
+impl Outcome {
+    /// The outcome's wire name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Grant => "grant",
+            Outcome::Deny => "deny",
+            Outcome::Escalate => "escalate",
+            Outcome::UserApproved => "user_approved",
+            Outcome::UserDenied => "user_denied",
+            Outcome::Timeout => "timeout",
+            Outcome::Refused => "refused",
+        }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What the daemon decided about one request: the `decision` reply's fields, and what its
+/// audit entry records as outcome and question.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ruling {
+    /// Whether access was granted (the grant is in the kernel).
+    pub granted: bool,
+    /// What became of the request.
+    pub outcome: Outcome,
+    /// Why (the votes' reasons, or what stopped the request).
+    pub reason: String,
+    /// The question the user was asked, if any.
+    pub question: Option<u64>,
+}
+
+impl Ruling {
+    /// A denial for `reason`.
+    pub fn deny(reason: impl Into<String>, question: Option<u64>) -> Self {
+        Ruling { granted: false, outcome: Outcome::Deny, reason: reason.into(), question }
     }
 }
 
@@ -191,7 +248,7 @@ pub struct Counters {
     /// Kernel misses seen.
     pub misses: u64,
     /// Tokens of every model call (pre-committed policy included).
-    pub tokens: Tokens,
+    pub tokens: crate::decider::TokenUsage,
 }
 
 /// A session as the daemon reports it.
@@ -240,8 +297,8 @@ pub enum Reply {
     Decision {
         /// Whether access was granted.
         granted: bool,
-        /// `grant`, `deny`, `user_approved`, `user_denied`, `timeout`.
-        outcome: String,
+        /// What became of the request.
+        outcome: Outcome,
         /// Why (the votes' reasons, or the refusal).
         reason: String,
         /// The question the user was asked, if any.
@@ -294,15 +351,32 @@ impl Reply {
     }
 }
 
+/// Why a call line could not be parsed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProtocolError {
+    /// The line is not JSON.
+    #[error("not a JSON object: {0}")]
+    NotJson(serde_json::Error),
+    /// The line carries another protocol version.
+    #[error("protocol version {0} is not supported (this daemon speaks {PROTOCOL_VERSION})")]
+    Version(u64),
+    /// The line has no `v`.
+    #[error("missing protocol version field `v`")]
+    MissingVersion,
+    /// The object is no call this version knows, or its fields are wrong.
+    #[error("bad call: {0}")]
+    BadCall(serde_json::Error),
+}
+
 /// Parses one call line, checking the version; the error says what was wrong.
-pub fn parse_call(line: &str) -> Result<Call, String> {
-    let v: serde_json::Value = serde_json::from_str(line).map_err(|e| format!("not a JSON object: {e}"))?;
+pub fn parse_call(line: &str) -> Result<Call, ProtocolError> {
+    let v: serde_json::Value = serde_json::from_str(line).map_err(ProtocolError::NotJson)?;
     match v.get("v").and_then(|x| x.as_u64()) {
         Some(n) if n == u64::from(PROTOCOL_VERSION) => {}
-        Some(n) => return Err(format!("protocol version {n} is not supported (this daemon speaks {PROTOCOL_VERSION})")),
-        None => return Err("missing protocol version field `v`".into()),
+        Some(n) => return Err(ProtocolError::Version(n)),
+        None => return Err(ProtocolError::MissingVersion),
     }
-    serde_json::from_value::<CallLine>(v).map(|c| c.call).map_err(|e| format!("bad call: {e}"))
+    serde_json::from_value::<CallLine>(v).map(|c| c.call).map_err(ProtocolError::BadCall)
 }
 
 /// Serializes a reply as one line (with the newline).
@@ -329,14 +403,32 @@ mod tests {
         let line = call_line(c.clone());
         assert!(line.contains("\"call\":\"request\"") && line.contains("\"v\":1"), "{line}");
         assert_eq!(parse_call(line.trim()).unwrap(), c);
-        let e = parse_call(r#"{"v":2,"call":"pending"}"#).unwrap_err();
+        let e = parse_call(r#"{"v":2,"call":"pending"}"#).unwrap_err().to_string();
         assert!(e.contains("version 2"), "{e}");
-        let e = parse_call(r#"{"call":"pending"}"#).unwrap_err();
+        let e = parse_call(r#"{"call":"pending"}"#).unwrap_err().to_string();
         assert!(e.contains("`v`"), "{e}");
-        let e = parse_call(r#"{"v":1,"call":"chmod"}"#).unwrap_err();
+        let e = parse_call(r#"{"v":1,"call":"chmod"}"#).unwrap_err().to_string();
         assert!(e.contains("chmod"), "{e}");
-        let e = parse_call(r#"{"v":1,"call":"request","path":"/a","access":"exec"}"#).unwrap_err();
+        let e = parse_call(r#"{"v":1,"call":"request","path":"/a","access":"exec"}"#).unwrap_err().to_string();
         assert!(e.contains("exec"), "{e}");
+    }
+
+    #[test]
+    fn outcomes_keep_their_wire_names() {
+        for (o, name) in [
+            (Outcome::Grant, "grant"),
+            (Outcome::Deny, "deny"),
+            (Outcome::Escalate, "escalate"),
+            (Outcome::UserApproved, "user_approved"),
+            (Outcome::UserDenied, "user_denied"),
+            (Outcome::Timeout, "timeout"),
+            (Outcome::Refused, "refused"),
+        ] {
+            assert_eq!(serde_json::to_string(&o).unwrap(), format!("\"{name}\""));
+            assert_eq!(o.name(), name);
+        }
+        let line = reply_line(Reply::Decision { granted: false, outcome: Outcome::Escalate, reason: "r".into(), question: Some(3) });
+        assert!(line.contains(r#""outcome":"escalate""#) && line.contains(r#""question":3"#), "{line}");
     }
 
     #[test]

@@ -224,13 +224,7 @@ pub fn resolve(roots: &[Root], path: &str, access: Access) -> Result<Resolved, R
         })?;
     }
     let full = so_far.join(last);
-    let mut rel = String::new();
-    if !root.label.is_empty() {
-        rel.push_str(&root.label);
-        rel.push('/');
-    }
-    let parts: Vec<String> = rest.iter().map(|c| c.to_string_lossy().into_owned()).collect();
-    rel.push_str(&parts.join("/"));
+    let mut rel = twin_path(root, rest.iter(), false);
     let st = match stat_at(&dir, last) {
         Ok(st) => Some(st),
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
@@ -271,6 +265,59 @@ pub fn resolve(roots: &[Root], path: &str, access: Access) -> Result<Resolved, R
         }
     }
     Ok(Resolved { root: ri, rel, target: object(&st), is_dir, content })
+}
+
+/// The path as the twin sees it: the components under `root`, after the root's label, with
+/// a trailing `/` for a directory. The one place both the request tool's paths and the
+/// kernel's are spelled for the twin.
+pub fn twin_path<P: AsRef<Path>>(root: &Root, components: impl IntoIterator<Item = P>, is_dir: bool) -> String {
+    let mut rel = String::new();
+    if !root.label.is_empty() {
+        rel.push_str(&root.label);
+        rel.push('/');
+    }
+    let parts: Vec<String> = components.into_iter().map(|c| c.as_ref().to_string_lossy().into_owned()).collect();
+    rel.push_str(&parts.join("/"));
+    if is_dir {
+        rel.push('/');
+    }
+    rel
+}
+
+/// Up to [`MAX_CONTENT`] bytes of the regular file the kernel named by `object`, found at
+/// `relative` under `root` without following any symlink. The name only leads to a
+/// descriptor; the content is returned only if that descriptor is the kernel's object
+/// (same device and inode) and the root is still the registered one, so a name swapped
+/// since the miss yields nothing.
+pub fn content_of(root: &Root, relative: &Path, id: ObjectId) -> Option<Vec<u8>> {
+    let comps: Vec<&std::ffi::OsStr> = relative
+        .components()
+        .map(|c| match c {
+            Component::Normal(n) => Some(n),
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    let (last, dirs) = comps.split_last()?;
+    let mut dir = open_at(None, &root.path, libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW).ok()?;
+    if object_of_fd(&dir)? != root.id {
+        return None;
+    }
+    for d in dirs {
+        dir = open_at(Some(&dir), Path::new(d), libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW).ok()?;
+    }
+    let fd = open_at(Some(&dir), Path::new(last), libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK).ok()?;
+    let st = stat_fd(&fd).ok()?;
+    if kind(&st) != libc::S_IFREG || object(&st) != id {
+        return None;
+    }
+    use std::io::Read;
+    let mut buf = Vec::new();
+    std::fs::File::from(fd).take(MAX_CONTENT as u64).read_to_end(&mut buf).ok()?;
+    Some(buf)
+}
+
+fn object_of_fd(fd: &OwnedFd) -> Option<ObjectId> {
+    stat_fd(fd).ok().map(|st| object(&st))
 }
 
 /// The workspace tree under a root for the pre-committed policy: relative paths, `/` after
@@ -360,6 +407,22 @@ mod tests {
         assert!(matches!(resolve(&roots, &p(&roots, "docs/a.md"), Access::List), Err(ResolveError::NotListable(_))));
         assert!(matches!(resolve(&roots, &p(&roots, "docs"), Access::Read), Err(ResolveError::IsDirectory(_))));
         assert!(matches!(resolve(&roots, &roots[0].path.to_string_lossy(), Access::List), Err(ResolveError::IsRoot(_))));
+    }
+
+    #[test]
+    fn kernel_object_content_is_read_only_from_that_object() {
+        let (_d, roots) = setup();
+        let a = ObjectId::of_path(&roots[0].path.join("docs/a.md")).unwrap();
+        assert_eq!(content_of(&roots[0], Path::new("docs/a.md"), a).as_deref(), Some(&b"alpha"[..]));
+        // Another object under that name (swapped since the miss), a link, or a directory: none.
+        let sub = ObjectId::of_path(&roots[0].path.join("docs/sub")).unwrap();
+        assert_eq!(content_of(&roots[0], Path::new("docs/a.md"), sub), None);
+        assert_eq!(content_of(&roots[0], Path::new("docs/link"), a), None);
+        assert_eq!(content_of(&roots[0], Path::new("docs/sub"), sub), None);
+        assert_eq!(content_of(&roots[0], Path::new("up/outside.txt"), a), None);
+        assert_eq!(twin_path(&roots[0], ["docs", "sub"], true), "docs/sub/");
+        let labelled = Root { label: "ws".into(), ..roots[0].clone() };
+        assert_eq!(twin_path(&labelled, ["docs", "a.md"], false), "ws/docs/a.md");
     }
 
     #[test]

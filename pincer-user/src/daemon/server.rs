@@ -1,11 +1,13 @@
 //! The socket server: accepts connections, identifies each peer, reads call lines and
 //! hands them to the actor; waits for the user's answer to escalated requests (deny on
-//! timeout) and streams the audit log.
+//! timeout, measured with `tokio::time`) and streams the audit log. This is the socket
+//! edge: the only place a failed call becomes an `error` reply.
 
 use super::audit::{AuditEntry, AuditLog};
 use super::core::{CallResult, Cmd};
+use super::error::chain;
 use super::peer::{self, CgroupLookup};
-use super::protocol::{parse_call, reply_line, ErrorKind, Reply, MAX_LINE};
+use super::protocol::{parse_call, reply_line, ErrorKind, Outcome, Reply, Ruling, MAX_LINE};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -88,8 +90,8 @@ async fn connection(stream: UnixStream, ctx: ServerCtx) {
         }
         let call = match parse_call(line.trim()) {
             Ok(c) => c,
-            Err(msg) => {
-                if !write(&mut w, Reply::error(ErrorKind::BadRequest, msg)).await {
+            Err(e) => {
+                if !write(&mut w, Reply::error(ErrorKind::BadRequest, e.to_string())).await {
                     return;
                 }
                 continue;
@@ -101,7 +103,8 @@ async fn connection(stream: UnixStream, ctx: ServerCtx) {
             return;
         }
         let result = match rx.await {
-            Ok(r) => r,
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => CallResult::Now(Reply::error(e.kind(), chain(&e))),
             Err(_) => CallResult::Now(Reply::error(ErrorKind::Internal, "the daemon is shutting down")),
         };
         let ok = match result {
@@ -109,15 +112,16 @@ async fn connection(stream: UnixStream, ctx: ServerCtx) {
             CallResult::Wait { rx, question } => {
                 let reply = match tokio::time::timeout(ctx.escalation_timeout, rx).await {
                     Ok(Ok(reply)) => reply,
-                    Ok(Err(_)) => Reply::Decision { granted: false, outcome: "deny".into(), reason: "the daemon dropped the question".into(), question: Some(question) },
+                    Ok(Err(_)) => Ruling::deny("the daemon dropped the question", Some(question)).into(),
                     Err(_) => {
                         let _ = ctx.actor.send(Cmd::WaitTimedOut { question }).await;
-                        Reply::Decision {
+                        Ruling {
                             granted: false,
-                            outcome: "timeout".into(),
+                            outcome: Outcome::Timeout,
                             reason: format!("the user did not answer question {question} within {} s", ctx.escalation_timeout.as_secs()),
                             question: Some(question),
                         }
+                        .into()
                     }
                 };
                 write(&mut w, reply).await

@@ -111,6 +111,38 @@ pub enum DeciderError {
     },
 }
 
+/// Which decider backend makes the votes: the daemon's `[decider] backend`, `pincer eval
+/// --decider`, and the backend named in evaluation reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// Deterministic, no model.
+    Offline,
+    /// An OpenAI-compatible chat-completions endpoint.
+    #[serde(rename = "openai")]
+    #[value(name = "openai")]
+    OpenAi,
+    /// The Anthropic Messages API.
+    Anthropic,
+}
+
+impl Backend {
+    /// The backend's name in configuration, reports and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Offline => "offline",
+            Backend::OpenAi => "openai",
+            Backend::Anthropic => "anthropic",
+        }
+    }
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A vote's verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -123,8 +155,9 @@ pub enum Verdict {
     AskUser,
 }
 
-/// Token usage of model calls.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+/// Token usage of model calls: per vote, per session (protocol counters, audit entries)
+/// and per defense in the evaluation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct TokenUsage {
     /// Input tokens.
     pub input: u64,
@@ -139,6 +172,22 @@ impl std::ops::AddAssign for TokenUsage {
         self.input += o.input;
         self.output += o.output;
         self.calls += o.calls;
+    }
+}
+
+impl TokenUsage {
+    /// Adds another usage to this one.
+    pub fn add(&mut self, o: &TokenUsage) {
+        *self += *o;
+    }
+
+    /// The usage added since `earlier` (for counters that run across personas).
+    pub fn since(&self, earlier: &TokenUsage) -> TokenUsage {
+        TokenUsage {
+            input: self.input.saturating_sub(earlier.input),
+            output: self.output.saturating_sub(earlier.output),
+            calls: self.calls.saturating_sub(earlier.calls),
+        }
     }
 }
 

@@ -13,7 +13,7 @@ use crate::decider::text::typed_names;
 use crate::eval::corpus::Permission;
 use crate::eval::defense::{Defense, DefenseName, RequestView, Verdict};
 use crate::eval::judge::{compile_glob, judge, parent, prompt_relevance, CompiledRule, JudgeInput, JudgeKnowledge, JudgeVerdict};
-use crate::eval::metrics::Tokens;
+use crate::decider::TokenUsage;
 use async_trait::async_trait;
 use std::sync::Arc;
 
@@ -58,8 +58,8 @@ impl Defense for StaticJudge {
         }))
     }
     async fn end_session(&mut self) {}
-    fn tokens(&self) -> Tokens {
-        Tokens::default()
+    fn tokens(&self) -> TokenUsage {
+        TokenUsage::default()
     }
 }
 
@@ -121,8 +121,8 @@ impl Defense for DynamicJudge {
         verdict(v)
     }
     async fn end_session(&mut self) {}
-    fn tokens(&self) -> Tokens {
-        Tokens::default()
+    fn tokens(&self) -> TokenUsage {
+        TokenUsage::default()
     }
 }
 
@@ -242,8 +242,8 @@ impl Defense for ConsecaPlus {
     async fn end_session(&mut self) {
         self.policy = GeneratedPolicy::default();
     }
-    fn tokens(&self) -> Tokens {
-        Tokens::default()
+    fn tokens(&self) -> TokenUsage {
+        TokenUsage::default()
     }
 }
 
@@ -300,7 +300,7 @@ impl Defense for ConsecaJudgePlus {
     async fn end_session(&mut self) {
         self.policy = GeneratedPolicy::default();
     }
-    fn tokens(&self) -> Tokens {
-        Tokens::default()
+    fn tokens(&self) -> TokenUsage {
+        TokenUsage::default()
     }
 }

@@ -1,7 +1,7 @@
 //! The interface every evaluated defense implements, and the defense names.
 
 use crate::access::Access;
-use crate::eval::metrics::Tokens;
+use crate::decider::TokenUsage;
 use async_trait::async_trait;
 use std::fmt;
 
@@ -50,7 +50,7 @@ pub trait Defense: Send {
     /// The current session ends; its grants are revoked.
     async fn end_session(&mut self);
     /// Tokens spent so far (a running total).
-    fn tokens(&self) -> Tokens;
+    fn tokens(&self) -> TokenUsage;
 }
 
 /// The seven defenses of the evaluation.
@@ -132,7 +132,7 @@ impl Defense for Nanoclaw {
         Verdict::Grant
     }
     async fn end_session(&mut self) {}
-    fn tokens(&self) -> Tokens {
-        Tokens::default()
+    fn tokens(&self) -> TokenUsage {
+        TokenUsage::default()
     }
 }

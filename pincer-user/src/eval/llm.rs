@@ -7,7 +7,7 @@ use crate::decider::{Decider, DeciderError, PrecommittedPolicy, Verdict as Vote}
 use crate::eval::corpus::Persona;
 use crate::eval::defense::{Defense, DefenseName, Nanoclaw, RequestView, Verdict};
 use crate::eval::judge::JudgeKnowledge;
-use crate::eval::metrics::Tokens;
+use crate::decider::TokenUsage;
 use crate::eval::run::{Backend, DefenseFactory, RunError};
 use async_trait::async_trait;
 use serde_json::{json, Value};
@@ -65,7 +65,7 @@ fn history_json(p: &Persona) -> Value {
 }
 
 /// Asks the model for a vote; any failure is a deny.
-async fn ask(model: &dyn ChatModel, tokens: &mut Tokens, what: &'static str, system: &str, user: &Value) -> Verdict {
+async fn ask(model: &dyn ChatModel, tokens: &mut TokenUsage, what: &'static str, system: &str, user: &Value) -> Verdict {
     let answer = model.complete(system, &user.to_string()).await;
     tokens.calls += 1;
     match answer {
@@ -107,7 +107,7 @@ struct LlmBaseline {
     memory: Vec<Value>,
     policy: Option<PrecommittedPolicy>,
     policy_json: Value,
-    tokens: Tokens,
+    tokens: TokenUsage,
 }
 
 impl LlmBaseline {
@@ -192,7 +192,7 @@ impl Defense for LlmBaseline {
     async fn end_session(&mut self) {
         self.policy = None;
     }
-    fn tokens(&self) -> Tokens {
+    fn tokens(&self) -> TokenUsage {
         self.tokens
     }
 }
@@ -242,7 +242,7 @@ impl DefenseFactory for LlmFactory {
             memory: Vec::new(),
             policy: None,
             policy_json: Value::Null,
-            tokens: Tokens::default(),
+            tokens: TokenUsage::default(),
         }))
     }
 }

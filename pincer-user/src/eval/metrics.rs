@@ -3,27 +3,8 @@
 use crate::eval::corpus::{AttackType, SampleKind};
 use crate::eval::replay::SampleResult;
 use serde::Serialize;
+use crate::decider::TokenUsage;
 use std::collections::BTreeMap;
-
-/// Token usage of model calls.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Tokens {
-    /// Prompt tokens.
-    pub input: u64,
-    /// Completion tokens.
-    pub output: u64,
-    /// Model calls.
-    pub calls: u64,
-}
-
-impl Tokens {
-    /// Adds another usage to this one.
-    pub fn add(&mut self, o: &Tokens) {
-        self.input += o.input;
-        self.output += o.output;
-        self.calls += o.calls;
-    }
-}
 
 /// Counts for one attack class.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -56,7 +37,7 @@ pub struct Counts {
     /// Counts per attack class (every class present, possibly zero).
     pub by_attack: BTreeMap<AttackType, TypeCounts>,
     /// Tokens spent by the defense.
-    pub tokens: Tokens,
+    pub tokens: TokenUsage,
 }
 
 /// `num / den`, or 0 when nothing was counted.

@@ -18,5 +18,5 @@ pub mod workspace;
 
 pub use corpus::{Corpus, CorpusError};
 pub use defense::{Defense, DefenseName, RequestView, Verdict};
-pub use metrics::{Counts, Figures, Tokens};
+pub use metrics::{Counts, Figures};
 pub use run::{Backend, Outcome};

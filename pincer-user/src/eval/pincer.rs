@@ -1,14 +1,16 @@
 //! Pincer and Pincer-P2 under evaluation: the digital twin behind the [`Defense`] interface.
 //!
 //! Each sample gets a fresh twin over a private copy of the persona's trusted state (the
-//! history's prompts, access annotations and approvals, and the user's policies). Within the
+//! history's prompts, access annotations and approvals, and the user's policies), cloned from
+//! one [`Prepared`] state: the history is sanitized and indexed once per defense, not once
+//! per sample. Within the
 //! sample the twin's own mechanism carries state from one session to the next: the user's
 //! prompts and the grants it made. Worker notes are dropped: the twin has no way to take one.
 
 use crate::decider::{Decider, OfflineDecider};
 use crate::eval::corpus::{Permission as CorpusPermission, Persona};
 use crate::eval::defense::{Defense, DefenseName, RequestView, Verdict};
-use crate::eval::metrics::Tokens;
+use crate::decider::TokenUsage;
 use crate::eval::run::RunError;
 use crate::sanitize::{Sanitizer, SecretKey};
 use crate::store::{AccessRecord, HistoryRecord, Permission, PolicyRule, TrustedState, UserPolicy};
@@ -61,7 +63,7 @@ pub struct PincerDefense {
     sample: u64,
     session: Option<String>,
     sessions: usize,
-    tokens: Tokens,
+    tokens: TokenUsage,
 }
 
 impl PincerDefense {
@@ -75,7 +77,7 @@ impl PincerDefense {
         let key = SecretKey::generate().map_err(|e| setup(format!("sanitizer key: {e}")))?;
         let ws = &persona.workspace;
         let prepared = Prepared::new(state, Sanitizer::new(key)).with_workspace(&ws.tree(), |p| ws.content(p));
-        Ok(PincerDefense { name, prepared, decider, twin: None, sample: 0, session: None, sessions: 0, tokens: Tokens::default() })
+        Ok(PincerDefense { name, prepared, decider, twin: None, sample: 0, session: None, sessions: 0, tokens: TokenUsage::default() })
     }
 
     /// The twin of the current sample (for tests and audits).
@@ -149,7 +151,7 @@ impl Defense for PincerDefense {
             }
         }
     }
-    fn tokens(&self) -> Tokens {
+    fn tokens(&self) -> TokenUsage {
         self.tokens
     }
 }

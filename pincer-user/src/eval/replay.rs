@@ -4,7 +4,7 @@
 use crate::access::Access;
 use crate::eval::corpus::{same_path, AttackType, Persona, SampleKind, Sample, Step};
 use crate::eval::defense::{Defense, RequestView, Verdict};
-use crate::eval::metrics::{Counts, Tokens};
+use crate::eval::metrics::Counts;
 use crate::eval::workspace::Workspace;
 
 /// What happened to one request step of a replay.
@@ -123,14 +123,3 @@ pub async fn replay_persona(defense: &mut dyn Defense, persona: &Persona, mut pr
     (counts, results)
 }
 
-/// Token usage since a snapshot, for defenses whose counters run across personas.
-impl Tokens {
-    /// The usage added since `earlier`.
-    pub fn since(&self, earlier: &Tokens) -> Tokens {
-        Tokens {
-            input: self.input.saturating_sub(earlier.input),
-            output: self.output.saturating_sub(earlier.output),
-            calls: self.calls.saturating_sub(earlier.calls),
-        }
-    }
-}

@@ -6,7 +6,6 @@ use crate::eval::defense::{Defense, DefenseName, Nanoclaw};
 use crate::eval::judge::{JudgeError, JudgeKnowledge};
 use crate::eval::metrics::Counts;
 use crate::eval::replay::replay_persona;
-use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -38,33 +37,7 @@ pub enum RunError {
     NoRuns,
 }
 
-/// Which decider backs the defenses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
-    /// Deterministic, no model.
-    Offline,
-    /// An OpenAI-compatible chat endpoint.
-    OpenAi,
-    /// The Anthropic Messages API.
-    Anthropic,
-}
-
-impl Backend {
-    /// The backend's name in reports and JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Backend::Offline => "offline",
-            Backend::OpenAi => "openai",
-            Backend::Anthropic => "anthropic",
-        }
-    }
-}
-
-impl fmt::Display for Backend {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use crate::decider::Backend;
 
 /// One persona under one defense: the counts of each run.
 #[derive(Debug, Clone)]

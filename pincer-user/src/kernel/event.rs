@@ -21,8 +21,8 @@ pub struct Miss {
     pub access: Vec<Access>,
     /// The raw missing access bits.
     pub access_bits: u32,
-    /// Name of the hook that denied (`file_open`, `inode_unlink`, ...).
-    pub hook: &'static str,
+    /// The hook that denied.
+    pub hook: Hook,
     /// Kernel device of the object (0 if it does not exist yet).
     pub dev: u32,
     /// Inode of the object (0 if it does not exist yet, e.g. on create).
@@ -50,6 +50,12 @@ impl Miss {
         self.flags & pincer_common::EVENT_FLAG_WALK_EXHAUSTED != 0
     }
 
+    /// Whether the kernel ran out of room for the path (then `relative_path` holds only
+    /// the components nearest the object, not the whole path under the root).
+    pub fn path_truncated(&self) -> bool {
+        self.flags & pincer_common::EVENT_FLAG_PATH_TRUNCATED != 0
+    }
+
     /// Decodes one ring buffer record.
     pub fn decode(bytes: &[u8]) -> Result<Self, KernelError> {
         let expected = std::mem::size_of::<MissEvent>();
@@ -74,7 +80,7 @@ impl Miss {
             uid: e.uid,
             access: access_types(e.access),
             access_bits: e.access,
-            hook: hook_name(e.hook),
+            hook: Hook::from_id(e.hook),
             dev: e.dev,
             ino: e.ino,
             parent_dev: e.parent_dev,
@@ -93,23 +99,102 @@ fn c_str(bytes: &[u8]) -> String {
     String::from_utf8_lossy(&bytes[..end]).into_owned()
 }
 
-/// The hook name for a `HOOK_*` id (`"unknown"` for an id this build does not know).
-pub fn hook_name(id: u32) -> &'static str {
-    use pincer_common::*;
-    match id {
-        HOOK_FILE_OPEN => "file_open",
-        HOOK_INODE_CREATE => "inode_create",
-        HOOK_INODE_MKDIR => "inode_mkdir",
-        HOOK_INODE_SYMLINK => "inode_symlink",
-        HOOK_INODE_LINK => "inode_link",
-        HOOK_INODE_LINK_SOURCE => "inode_link(source)",
-        HOOK_INODE_UNLINK => "inode_unlink",
-        HOOK_INODE_RMDIR => "inode_rmdir",
-        HOOK_INODE_RENAME_FROM => "inode_rename(from)",
-        HOOK_INODE_RENAME_TO => "inode_rename(to)",
-        HOOK_INODE_RENAME_OVER => "inode_rename(over)",
-        HOOK_INODE_SETATTR => "inode_setattr",
-        _ => "unknown",
+/// The LSM hook (and, for hooks that check two objects, which side) that denied a miss,
+/// decoded from the event's `HOOK_*` id. Serialized by its name (`file_open`,
+/// `inode_rename(from)`, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum Hook {
+    /// `file_open`: read, write or list of an existing object.
+    #[serde(rename = "file_open")]
+    FileOpen,
+    /// `inode_create`: a new file in a directory.
+    #[serde(rename = "inode_create")]
+    InodeCreate,
+    /// `inode_mkdir`: a new directory.
+    #[serde(rename = "inode_mkdir")]
+    InodeMkdir,
+    /// `inode_symlink`: a new symbolic link.
+    #[serde(rename = "inode_symlink")]
+    InodeSymlink,
+    /// `inode_link`: the new name of a hard link.
+    #[serde(rename = "inode_link")]
+    InodeLink,
+    /// `inode_link`: the object a hard link is made to.
+    #[serde(rename = "inode_link(source)")]
+    InodeLinkSource,
+    /// `inode_unlink`: removal of a file.
+    #[serde(rename = "inode_unlink")]
+    InodeUnlink,
+    /// `inode_rmdir`: removal of a directory.
+    #[serde(rename = "inode_rmdir")]
+    InodeRmdir,
+    /// `inode_rename`: the object moved away.
+    #[serde(rename = "inode_rename(from)")]
+    InodeRenameFrom,
+    /// `inode_rename`: the directory it moves into.
+    #[serde(rename = "inode_rename(to)")]
+    InodeRenameTo,
+    /// `inode_rename`: an object the rename replaces.
+    #[serde(rename = "inode_rename(over)")]
+    InodeRenameOver,
+    /// `inode_setattr`: truncation.
+    #[serde(rename = "inode_setattr")]
+    InodeSetattr,
+    /// A `HOOK_*` id this build does not know.
+    #[serde(rename = "unknown")]
+    Unknown,
+}
+
+impl Hook {
+    /// The hook for a `HOOK_*` id ([`Hook::Unknown`] for an id this build does not know).
+    pub fn from_id(id: u32) -> Self {
+        use pincer_common::*;
+        match id {
+            HOOK_FILE_OPEN => Hook::FileOpen,
+            HOOK_INODE_CREATE => Hook::InodeCreate,
+            HOOK_INODE_MKDIR => Hook::InodeMkdir,
+            HOOK_INODE_SYMLINK => Hook::InodeSymlink,
+            HOOK_INODE_LINK => Hook::InodeLink,
+            HOOK_INODE_LINK_SOURCE => Hook::InodeLinkSource,
+            HOOK_INODE_UNLINK => Hook::InodeUnlink,
+            HOOK_INODE_RMDIR => Hook::InodeRmdir,
+            HOOK_INODE_RENAME_FROM => Hook::InodeRenameFrom,
+            HOOK_INODE_RENAME_TO => Hook::InodeRenameTo,
+            HOOK_INODE_RENAME_OVER => Hook::InodeRenameOver,
+            HOOK_INODE_SETATTR => Hook::InodeSetattr,
+            _ => Hook::Unknown,
+        }
+    }
+
+    /// The hook's name as the kernel and the audit log spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Hook::FileOpen => "file_open",
+            Hook::InodeCreate => "inode_create",
+            Hook::InodeMkdir => "inode_mkdir",
+            Hook::InodeSymlink => "inode_symlink",
+            Hook::InodeLink => "inode_link",
+            Hook::InodeLinkSource => "inode_link(source)",
+            Hook::InodeUnlink => "inode_unlink",
+            Hook::InodeRmdir => "inode_rmdir",
+            Hook::InodeRenameFrom => "inode_rename(from)",
+            Hook::InodeRenameTo => "inode_rename(to)",
+            Hook::InodeRenameOver => "inode_rename(over)",
+            Hook::InodeSetattr => "inode_setattr",
+            Hook::Unknown => "unknown",
+        }
+    }
+
+    /// Whether the hook's object is always a directory (`mkdir`, `rmdir`). A `file_open`
+    /// miss names a directory when its access is `list`.
+    pub fn object_is_dir(self) -> bool {
+        matches!(self, Hook::InodeMkdir | Hook::InodeRmdir)
+    }
+}
+
+impl std::fmt::Display for Hook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -199,8 +284,16 @@ mod tests {
         assert_eq!(miss.relative_path, PathBuf::from("a/docs/notes.txt"));
         assert_eq!(miss.name, "notes.txt");
         assert_eq!(miss.access, vec![Access::Read, Access::Write]);
-        assert_eq!(miss.hook, "file_open");
+        assert_eq!(miss.hook, Hook::FileOpen);
         assert_eq!((miss.pid, miss.uid, miss.session), (42, 1000, 7));
+    }
+
+    #[test]
+    fn hook_ids_decode_to_their_names() {
+        assert_eq!(Hook::from_id(HOOK_INODE_RENAME_FROM).name(), "inode_rename(from)");
+        assert_eq!(serde_json::to_string(&Hook::from_id(HOOK_INODE_MKDIR)).unwrap(), "\"inode_mkdir\"");
+        assert!(Hook::from_id(HOOK_INODE_RMDIR).object_is_dir() && !Hook::from_id(HOOK_FILE_OPEN).object_is_dir());
+        assert_eq!(Hook::from_id(9999), Hook::Unknown);
     }
 
     #[test]

@@ -28,7 +28,7 @@
 
 mod event;
 
-pub use event::{Miss, Misses};
+pub use event::{Hook, Miss, Misses};
 
 use crate::access::Access;
 use aya::maps::{HashMap, Map, MapData, MapError, PerCpuArray, RingBuf};

@@ -143,6 +143,25 @@ pub struct Question {
     pub reason: String,
 }
 
+/// The numbering of questions for the user. Twins that share one (the daemon's twins, one
+/// per user) never give two questions the same id, so the id a twin gives is the id the
+/// user answers.
+#[derive(Debug, Clone)]
+pub struct QuestionIds(Arc<std::sync::atomic::AtomicU64>);
+
+impl Default for QuestionIds {
+    fn default() -> Self {
+        QuestionIds(Arc::new(std::sync::atomic::AtomicU64::new(1)))
+    }
+}
+
+impl QuestionIds {
+    /// The next id (ids start at 1).
+    pub fn next(&self) -> u64 {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 /// What starting a session produced.
 #[derive(Debug, Clone)]
 pub struct SessionStart {
@@ -173,7 +192,7 @@ pub struct Twin {
     config: TwinConfig,
     sessions: HashMap<String, Session>,
     pending: Vec<Question>,
-    next_question: u64,
+    questions: QuestionIds,
     store: Option<Store>,
     day: u32,
 }
@@ -243,7 +262,7 @@ impl Twin {
             config,
             sessions: HashMap::new(),
             pending: vec![],
-            next_question: 1,
+            questions: QuestionIds::default(),
             store: None,
             day,
         }
@@ -252,6 +271,12 @@ impl Twin {
     /// Writes every trusted change through to `store` as well (prompts, grants, approvals).
     pub fn with_store(mut self, store: Store) -> Self {
         self.store = Some(store);
+        self
+    }
+
+    /// Numbers questions from `ids` (shared with other twins) instead of its own count.
+    pub fn with_question_ids(mut self, ids: QuestionIds) -> Self {
+        self.questions = ids;
         self
     }
 
@@ -393,8 +418,7 @@ impl Twin {
                 let id = match self.pending.iter().find(|q| q.session == session && q.path == req.path && q.access == req.access) {
                     Some(q) => q.id,
                     None => {
-                        let id = self.next_question;
-                        self.next_question += 1;
+                        let id = self.questions.next();
                         self.pending.push(Question { id, session: session.into(), path: req.path.clone(), access: req.access, reason });
                         id
                     }
@@ -439,6 +463,27 @@ impl Twin {
             let day = self.day;
             if let Some(st) = &self.store {
                 st.add_approval(&self.state.user, day, &approval)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The grants the twin made in an open session, in order (path, access).
+    pub fn grants(&self, session: &str) -> &[(String, Access)] {
+        self.sessions.get(session).map_or(&[], |s| s.grants.as_slice())
+    }
+
+    /// Gives a reopened session back the grants it held before (a daemon restart rebuilds
+    /// the session from its prompts): they count as the session's grants again and become
+    /// trusted history when it ends.
+    pub fn restore_grants(&mut self, session: &str, grants: &[(String, Access)]) -> Result<(), TwinError> {
+        let s = self.sessions.get_mut(session).ok_or_else(|| TwinError::UnknownSession(session.into()))?;
+        for (path, access) in grants {
+            let sp = self.sanitizer.path(path);
+            s.grants.push((path.clone(), *access));
+            s.view.grants.push((sp.clone(), *access));
+            if *access == Access::Create {
+                s.view.created.push(sp);
             }
         }
         Ok(())

@@ -1,0 +1,359 @@
+//! The decision pipeline. A request from the request tool, an access the kernel denied (a
+//! miss) and a user's approval all enter [`Core::decide`] with their [`Origin`] and a
+//! [`PipelineRequest`] that carries the object the grant goes on (the kernel's (dev, ino)
+//! for a miss, the resolved object for the tool). They leave as one [`Ruling`]: the
+//! socket reply and the audit entry are both made from it.
+//!
+//! ```text
+//! tool:   request line → server → actor → resolve (O_NOFOLLOW walk: path, object, content)
+//!                                        → decide(Origin::Tool, request) → ruling → reply
+//! miss:   ring buffer → actor → the kernel's root, path and (dev, ino) → content read from
+//!                               that object → decide(Origin::Miss, request) → ruling → audit
+//! answer: approve → actor → decide(Origin::Answer, the waiting request) → ruling → waiters
+//! ```
+//!
+//! Nothing here fails open: an unknown root, a walk out of bound, a truncated path, a twin
+//! that cannot be built or a grant the kernel refuses are each a denial with its reason.
+
+use super::audit::{AuditEntry, AuditRequest, AuditVote, Event, Source};
+use super::config::OnMiss;
+use super::core::{CallResult, Core};
+use super::error::chain;
+use super::peer::Peer;
+use super::protocol::{Outcome, Reply, Ruling};
+use super::questions::Waiting;
+use super::resolve;
+use crate::access::Access;
+use crate::decider::Verdict;
+use crate::kernel::{Hook, Miss, ObjectId, Scope};
+use crate::twin::{self, Decision};
+use tokio::time::Instant;
+
+/// Where a request entered the pipeline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// The request tool (`pincer request`, the MCP tool) of a session's worker; it waits
+    /// for the user's answer to an escalation.
+    Tool {
+        /// The calling process.
+        peer: Peer,
+        /// The worker's rationale (untrusted).
+        reason: Option<String>,
+    },
+    /// An access the kernel denied (an implicit request; nobody waits for its answer).
+    Miss {
+        /// The hook that denied.
+        hook: Hook,
+        /// The denied process.
+        pid: u32,
+        /// Its uid.
+        uid: u32,
+        /// `EVENT_FLAG_*` bits of the event.
+        flags: u32,
+    },
+    /// The user approved question `question`: the request of `first` is decided again
+    /// with the approval in the trusted state.
+    Answer {
+        /// The question answered.
+        question: u64,
+        /// Where the request first came from.
+        first: Box<Origin>,
+    },
+}
+
+impl Origin {
+    /// Where the request first came from, as audited.
+    pub fn source(&self) -> Source {
+        match self {
+            Origin::Tool { .. } => Source::Tool,
+            Origin::Miss { .. } => Source::Miss,
+            Origin::Answer { first, .. } => first.source(),
+        }
+    }
+
+    /// The requesting process and its uid.
+    pub fn process(&self) -> (u32, u32) {
+        match self {
+            Origin::Tool { peer, .. } => (peer.pid, peer.uid),
+            Origin::Miss { pid, uid, .. } => (*pid, *uid),
+            Origin::Answer { first, .. } => first.process(),
+        }
+    }
+
+    /// The worker's rationale, if it gave one.
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Origin::Tool { reason, .. } => reason.as_deref(),
+            Origin::Miss { .. } => None,
+            Origin::Answer { first, .. } => first.reason(),
+        }
+    }
+
+    /// The kernel hook, for a miss.
+    pub fn hook(&self) -> Option<Hook> {
+        match self {
+            Origin::Miss { hook, .. } => Some(*hook),
+            Origin::Tool { .. } => None,
+            Origin::Answer { first, .. } => first.hook(),
+        }
+    }
+
+    /// The request as the audit log shows it.
+    pub fn audit_request(&self, path: &str, access: Access) -> AuditRequest {
+        let (pid, uid) = self.process();
+        AuditRequest { path: path.into(), access, source: self.source(), hook: self.hook(), rationale: self.reason().map(str::to_string), pid, uid }
+    }
+}
+
+/// One access to one object, as the pipeline decides it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PipelineRequest {
+    /// The session.
+    pub session: String,
+    /// The path as the twin sees it (relative to its root, `/` after a directory).
+    pub path: String,
+    /// The access type.
+    pub access: Access,
+    /// The object the grant goes on: the resource itself, or for `create` its parent
+    /// directory (for a miss, the (dev, ino) the kernel named).
+    pub target: ObjectId,
+    /// Up to [`resolve::MAX_CONTENT`] bytes of the resource (untrusted, for vote 2).
+    pub content: Option<Vec<u8>>,
+}
+
+impl PipelineRequest {
+    fn for_twin(&self, origin: &Origin) -> twin::Request {
+        twin::Request { path: self.path.clone(), access: self.access, rationale: origin.reason().map(str::to_string), content: self.content.clone() }
+    }
+}
+
+/// Why a request was denied before the twin saw it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unresolved {
+    /// The request tool's path could not be resolved inside the roots.
+    #[error("{0}")]
+    Path(String),
+    /// The kernel named no registered root of the session (or its walk ran out of bound).
+    #[error("the object's protected root is unknown (walk out of bound); denied")]
+    UnknownRoot,
+    /// The kernel ran out of room for the path: a partial path is never decided as whole.
+    #[error("the kernel truncated the object's path (deeper than the event holds); a partial path is not decided; denied")]
+    PathTruncated,
+    /// The user's twin could not be built.
+    #[error("{0}")]
+    Twin(String),
+}
+
+fn deny_reason(d: &Decision) -> String {
+    let reasons: Vec<String> = d
+        .votes
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| v.verdict != Verdict::Allow)
+        .map(|(i, v)| format!("vote {}: {}", i + 1, v.reason))
+        .collect();
+    if reasons.is_empty() {
+        "denied".into()
+    } else {
+        reasons.join("; ")
+    }
+}
+
+/// The kernel's miss as requests, one per missing access type, or why it cannot be one.
+fn miss_requests(session: &super::sessions::Session, m: &Miss) -> Result<Vec<PipelineRequest>, Unresolved> {
+    let root = s_root(session, m).ok_or(Unresolved::UnknownRoot)?;
+    if m.walk_exhausted() || m.relative_path.as_os_str().is_empty() {
+        return Err(Unresolved::UnknownRoot);
+    }
+    if m.path_truncated() {
+        return Err(Unresolved::PathTruncated);
+    }
+    let is_dir = m.access.contains(&Access::List) || m.hook.object_is_dir();
+    let path = resolve::twin_path(&root, m.relative_path.components(), is_dir);
+    let object = ObjectId { dev: m.dev, ino: m.ino };
+    Ok(m
+        .access
+        .iter()
+        .map(|&access| {
+            let target = if access == Access::Create { ObjectId { dev: m.parent_dev, ino: m.parent_ino } } else { object };
+            let content = if matches!(access, Access::Read | Access::Write | Access::Delete) {
+                resolve::content_of(&root, &m.relative_path, object)
+            } else {
+                None
+            };
+            PipelineRequest { session: session.id.clone(), path: path.clone(), access, target, content }
+        })
+        .collect())
+}
+
+fn s_root(session: &super::sessions::Session, m: &Miss) -> Option<resolve::Root> {
+    session.roots.iter().find(|r| r.dev == m.root_dev && r.ino == m.root_ino).map(|r| r.root())
+}
+
+impl Core {
+    /// Decides one request and applies the ruling: the grant into the kernel, the question
+    /// for the user, the counters and the audit entry.
+    pub(super) async fn decide(&mut self, origin: Origin, req: PipelineRequest) -> Ruling {
+        let Some(user) = self.sessions.get(&req.session).map(|s| s.user.clone()) else {
+            return Ruling::deny(format!("no open session {:?}", req.session), None);
+        };
+        let start = Instant::now();
+        let d = match self.twins.get(&user).await {
+            Ok(t) => t.decide(&req.session, &req.for_twin(&origin)).await,
+            Err(e) => return self.deny_unresolved(&origin, &req.session, &req.path, req.access, Unresolved::Twin(chain(&e))),
+        };
+        let answered = match &origin {
+            Origin::Answer { question, .. } => Some(*question),
+            _ => None,
+        };
+        let ruling = match (answered, &d.outcome) {
+            (Some(q), _) => {
+                // A vote that asks the user has its answer now; a vote that denies still denies.
+                let answered = d.granted() || d.votes.iter().all(|v| v.verdict != Verdict::Deny);
+                let granted = answered && self.apply_grant(&req);
+                let reason = if granted { "the user approved".to_string() } else { deny_reason(&d) };
+                Ruling { granted, outcome: if granted { Outcome::UserApproved } else { Outcome::Deny }, reason, question: Some(q) }
+            }
+            (None, twin::Outcome::Grant) => {
+                if self.apply_grant(&req) {
+                    Ruling { granted: true, outcome: Outcome::Grant, reason: "all three votes allow".into(), question: None }
+                } else {
+                    Ruling::deny("the grant could not be inserted in the kernel", None)
+                }
+            }
+            (None, twin::Outcome::Deny) => Ruling::deny(deny_reason(&d), None),
+            (None, twin::Outcome::Escalate { question }) => {
+                let q = *question;
+                self.questions.ask(q, || Waiting { user: user.clone(), session: req.session.clone(), request: req.clone(), origin: origin.clone(), waiters: vec![] });
+                Ruling { granted: false, outcome: Outcome::Escalate, reason: deny_reason(&d), question: Some(q) }
+            }
+        };
+        self.account(&req.session, &d, ruling.granted, answered.is_none());
+        self.audit_decision(&origin, &req, &d, &ruling, start);
+        self.persist();
+        ruling
+    }
+
+    /// Denies a request the twin never saw, counting and auditing it.
+    fn deny_unresolved(&mut self, origin: &Origin, session: &str, path: &str, access: Access, why: Unresolved) -> Ruling {
+        let why = why.to_string();
+        if let Some(s) = self.sessions.get_mut(session) {
+            s.counters.requests += 1;
+            s.counters.denials += 1;
+            let mut e = AuditEntry::new(if origin.source() == Source::Miss { Event::Miss } else { Event::Decision });
+            e.session = Some(s.id.clone());
+            e.owner_uid = Some(s.owner_uid);
+            let mut r = origin.audit_request(path, access);
+            r.rationale = None;
+            e.request = Some(r);
+            e.outcome = Some(Outcome::Deny);
+            e.detail = Some(why.clone());
+            self.audit.record(&e);
+        }
+        Ruling::deny(why, None)
+    }
+
+    /// A request of the session's worker through the request tool.
+    pub(super) async fn tool_request(&mut self, session: &str, peer: &Peer, path: &str, access: Access, reason: Option<String>) -> CallResult {
+        let origin = Origin::Tool { peer: peer.clone(), reason };
+        let roots = self.sessions.get(session).map(|s| s.roots()).unwrap_or_default();
+        let r = match resolve::resolve(&roots, path, access) {
+            Ok(r) => r,
+            Err(e) => return CallResult::Now(self.deny_unresolved(&origin, session, path, access, Unresolved::Path(e.to_string())).into()),
+        };
+        let req = PipelineRequest { session: session.into(), path: r.rel, access, target: r.target, content: r.content };
+        let ruling = self.decide(origin, req).await;
+        if let (Outcome::Escalate, Some(question)) = (ruling.outcome, ruling.question) {
+            if let Some(rx) = self.questions.wait(question) {
+                return CallResult::Wait { rx, question };
+            }
+        }
+        CallResult::Now(ruling.into())
+    }
+
+    /// An access the kernel denied: recorded, or decided as an implicit request per
+    /// missing access type.
+    pub(super) async fn miss(&mut self, m: Miss) {
+        let origin = Origin::Miss { hook: m.hook, pid: m.pid, uid: m.uid, flags: m.flags };
+        let Some(s) = self.sessions.by_cgroup_id(m.session) else {
+            let mut e = AuditEntry::new(Event::Miss);
+            e.detail = Some(format!("miss of unknown session cgroup {} ({} {})", m.session, m.hook, m.relative_path.display()));
+            self.audit.record(&e);
+            return;
+        };
+        let id = s.id.clone();
+        let requests = miss_requests(s, &m);
+        if let Some(s) = self.sessions.get_mut(&id) {
+            s.counters.misses += 1;
+        }
+        let requests = match requests {
+            Ok(r) => r,
+            Err(why) => {
+                for a in &m.access {
+                    self.deny_unresolved(&origin, &id, &m.relative_path.to_string_lossy(), *a, why.clone());
+                }
+                return;
+            }
+        };
+        if self.config.on_miss == OnMiss::Record {
+            let s = self.sessions.get(&id).expect("looked up above");
+            for r in &requests {
+                let mut e = self.entry(Event::Miss, s);
+                e.request = Some(origin.audit_request(&r.path, r.access));
+                e.outcome = Some(Outcome::Deny);
+                e.detail = Some(format!("denied by the kernel ({}); recorded only (on_miss = \"record\")", m.hook));
+                self.audit.record(&e);
+            }
+            self.persist();
+            return;
+        }
+        for req in requests {
+            let _ = self.decide(origin.clone(), req).await;
+        }
+    }
+
+    /// Inserts a grant; a kernel error is logged and makes the request a denial.
+    fn apply_grant(&mut self, req: &PipelineRequest) -> bool {
+        let Some(s) = self.sessions.get(&req.session) else { return false };
+        match self.enforcer.grant(s.cgroup_id, req.target, Scope::Exact, req.access) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!(session = req.session, error = %chain(&e), "grant could not be inserted; denying");
+                false
+            }
+        }
+    }
+
+    fn account(&mut self, session: &str, d: &Decision, granted: bool, new_request: bool) {
+        if let Some(s) = self.sessions.get_mut(session) {
+            if new_request {
+                s.counters.requests += 1;
+            }
+            s.counters.tokens += d.tokens;
+            match (&d.outcome, granted) {
+                (_, true) => s.counters.grants += 1,
+                (twin::Outcome::Escalate { .. }, false) => s.counters.escalations += 1,
+                _ => s.counters.denials += 1,
+            }
+        }
+    }
+
+    fn audit_decision(&self, origin: &Origin, req: &PipelineRequest, d: &Decision, ruling: &Ruling, start: Instant) {
+        let Some(s) = self.sessions.get(&req.session) else { return };
+        let mut e = self.entry(Event::Decision, s);
+        e.request = Some(origin.audit_request(&req.path, req.access));
+        e.outcome = Some(ruling.outcome);
+        e.votes = d.votes.iter().map(|v| AuditVote { verdict: v.verdict, reason: v.reason.clone() }).collect();
+        e.decider = Some(self.decider_name.clone());
+        e.tokens = Some(d.tokens);
+        e.latency_ms = Some(start.elapsed().as_secs_f64() * 1000.0);
+        e.question = ruling.question;
+        self.audit.record(&e);
+    }
+}
+
+impl From<Ruling> for Reply {
+    fn from(r: Ruling) -> Self {
+        Reply::Decision { granted: r.granted, outcome: r.outcome, reason: r.reason, question: r.question }
+    }
+}

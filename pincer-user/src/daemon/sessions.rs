@@ -1,0 +1,282 @@
+//! The open sessions: what the daemon keeps of each (owner, cgroup, protected roots,
+//! prompts, counters), their persistence in `sessions.json` so a restarted daemon resumes
+//! them, and the cgroup and root bookkeeping of creating and ending one.
+
+use super::protocol::{Counters, SessionInfo};
+use super::resolve::Root;
+use crate::access::Access;
+use crate::kernel::ObjectId;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Why a session's roots or cgroup could not be set up, or `sessions.json` not used.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// `sessions.json` could not be read or written.
+    #[error("cannot use {}", path.display())]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `sessions.json` could not be parsed.
+    #[error("cannot parse {path}: {error}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What was wrong.
+        error: serde_json::Error,
+    },
+    /// A protected root does not exist or cannot be examined.
+    #[error("protected root {}: {error}", path.display())]
+    Root {
+        /// The root as given.
+        path: PathBuf,
+        /// Cause.
+        error: std::io::Error,
+    },
+    /// A protected root is not a directory.
+    #[error("protected root {} is not a directory", .0.display())]
+    RootNotDir(PathBuf),
+    /// `/` was given as a protected root.
+    #[error("/ cannot be a protected root (the worker could not run)")]
+    RootIsSlash,
+    /// The root's object id could not be read.
+    #[error("protected root")]
+    RootId(#[source] crate::kernel::KernelError),
+    /// The session's cgroup could not be created.
+    #[error("cannot create cgroup {}: {error}", path.display())]
+    Cgroup {
+        /// The cgroup directory.
+        path: PathBuf,
+        /// Cause.
+        error: std::io::Error,
+    },
+    /// The new cgroup's id could not be read.
+    #[error("session cgroup")]
+    CgroupId(#[source] crate::kernel::KernelError),
+}
+
+/// A protected root as persisted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RootRec {
+    /// Canonical directory.
+    pub path: PathBuf,
+    /// Its device (kernel encoding) when the session started.
+    pub dev: u32,
+    /// Its inode when the session started.
+    pub ino: u64,
+    /// Prefix of the twin's paths under this root (empty for a session's single root).
+    pub label: String,
+}
+
+impl RootRec {
+    /// The root as [`resolve`](super::resolve) uses it.
+    pub fn root(&self) -> Root {
+        Root { path: self.path.clone(), id: self.id(), label: self.label.clone() }
+    }
+
+    /// The root's object id.
+    pub fn id(&self) -> ObjectId {
+        ObjectId { dev: self.dev, ino: self.ino }
+    }
+}
+
+/// Checks and canonicalizes a new session's protected roots and labels them (a single root
+/// has no label; several are labelled by their directory names, made unique).
+pub fn root_records(roots: &[PathBuf]) -> Result<Vec<RootRec>, SessionError> {
+    let mut recs: Vec<RootRec> = Vec::new();
+    for r in roots {
+        let canon = r.canonicalize().map_err(|error| SessionError::Root { path: r.clone(), error })?;
+        if !canon.is_dir() {
+            return Err(SessionError::RootNotDir(r.clone()));
+        }
+        if canon == Path::new("/") {
+            return Err(SessionError::RootIsSlash);
+        }
+        let id = ObjectId::of_path(&canon).map_err(SessionError::RootId)?;
+        recs.push(RootRec { path: canon, dev: id.dev, ino: id.ino, label: String::new() });
+    }
+    if recs.len() > 1 {
+        for i in 0..recs.len() {
+            let base = recs[i].path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "root".into());
+            let taken = recs[..i].iter().any(|r| r.label == base);
+            recs[i].label = if taken { format!("{base}-{i}") } else { base };
+        }
+    }
+    Ok(recs)
+}
+
+/// An open session as the daemon keeps it (persisted in `sessions.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Session {
+    /// Session id (`s-` and ten hex digits).
+    pub id: String,
+    /// The uid that owns it.
+    pub owner_uid: u32,
+    /// The twin's user name for the owner.
+    pub user: String,
+    /// Its cgroup directory.
+    pub cgroup: PathBuf,
+    /// The cgroup's id (the kernel's session key).
+    pub cgroup_id: u64,
+    /// Protected roots.
+    pub roots: Vec<RootRec>,
+    /// The user's prompts, first one first.
+    pub prompts: Vec<String>,
+    /// Entries of the pre-committed policy.
+    pub policy_entries: usize,
+    /// Counters so far.
+    pub counters: Counters,
+    /// The twin's grants of this session as of the last write of `sessions.json` (the twin
+    /// owns them; this copy only carries them across a daemon restart).
+    #[serde(default)]
+    pub grants: Vec<(String, Access)>,
+}
+
+impl Session {
+    /// The session as the protocol reports it.
+    pub fn info(&self) -> SessionInfo {
+        SessionInfo {
+            session: self.id.clone(),
+            owner_uid: self.owner_uid,
+            user: self.user.clone(),
+            cgroup: self.cgroup.clone(),
+            cgroup_id: self.cgroup_id,
+            roots: self.roots.iter().map(|r| r.path.clone()).collect(),
+            policy_entries: self.policy_entries,
+            counters: self.counters.clone(),
+        }
+    }
+
+    /// Its protected roots.
+    pub fn roots(&self) -> Vec<Root> {
+        self.roots.iter().map(RootRec::root).collect()
+    }
+}
+
+/// The open sessions by id, and the file they are persisted in.
+#[derive(Debug)]
+pub struct Sessions {
+    file: PathBuf,
+    open: BTreeMap<String, Session>,
+}
+
+impl Sessions {
+    /// No open sessions yet; persisted in `state_dir/sessions.json`.
+    pub fn new(state_dir: &Path) -> Self {
+        Sessions { file: state_dir.join("sessions.json"), open: BTreeMap::new() }
+    }
+
+    /// The sessions an earlier daemon left in `sessions.json` (none if there is no file).
+    pub fn load_persisted(&self) -> Result<Vec<Session>, SessionError> {
+        let text = match std::fs::read_to_string(&self.file) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+            Err(source) => return Err(SessionError::File { path: self.file.clone(), source }),
+        };
+        serde_json::from_str(&text).map_err(|error| SessionError::Parse { path: self.file.clone(), error })
+    }
+
+    /// Writes the open sessions to `sessions.json` (atomically, by rename); `grants` gives
+    /// each session's grants as its twin holds them. A failure is logged: the sessions
+    /// stay open and gated, only a restart would lose them.
+    pub fn persist(&mut self, grants: impl Fn(&Session) -> Vec<(String, Access)>) {
+        for s in self.open.values_mut() {
+            s.grants = grants(s);
+        }
+        let tmp = self.file.with_extension("json.tmp");
+        let list: Vec<&Session> = self.open.values().collect();
+        let text = serde_json::to_string_pretty(&list).expect("sessions serialize");
+        if let Err(e) = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, &self.file)) {
+            tracing::error!(file = %self.file.display(), error = %e, "cannot persist open sessions");
+        }
+    }
+
+    /// Adds an open session.
+    pub fn insert(&mut self, s: Session) {
+        self.open.insert(s.id.clone(), s);
+    }
+
+    /// Removes a session.
+    pub fn remove(&mut self, id: &str) -> Option<Session> {
+        self.open.remove(id)
+    }
+
+    /// A session by id.
+    pub fn get(&self, id: &str) -> Option<&Session> {
+        self.open.get(id)
+    }
+
+    /// A session by id, to change.
+    pub fn get_mut(&mut self, id: &str) -> Option<&mut Session> {
+        self.open.get_mut(id)
+    }
+
+    /// The session whose cgroup id is `cgroup_id` (the kernel's session key).
+    pub fn by_cgroup_id(&self, cgroup_id: u64) -> Option<&Session> {
+        self.open.values().find(|s| s.cgroup_id == cgroup_id)
+    }
+
+    /// The session whose cgroup holds `cgroup` (a process's cgroup, maybe nested deeper).
+    pub fn containing(&self, cgroup: &Path) -> Option<&Session> {
+        self.open.values().find(|s| cgroup.starts_with(&s.cgroup))
+    }
+
+    /// Every open session, by id.
+    pub fn iter(&self) -> impl Iterator<Item = &Session> {
+        self.open.values()
+    }
+}
+
+/// A fresh session id: `s-` and ten random hex digits.
+pub fn new_session_id() -> String {
+    let mut b = [0u8; 5];
+    if getrandom::fill(&mut b).is_err() {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        b.copy_from_slice(&t.to_le_bytes()[..5]);
+    }
+    format!("s-{}", hex::encode(b))
+}
+
+/// Creates a session's cgroup under `parent` and returns its id.
+pub fn create_cgroup(parent: &Path, cgroup: &Path) -> Result<u64, SessionError> {
+    std::fs::create_dir_all(parent)
+        .and_then(|()| std::fs::create_dir(cgroup))
+        .map_err(|error| SessionError::Cgroup { path: cgroup.into(), error })?;
+    crate::kernel::cgroup_id(cgroup).map_err(|e| {
+        let _ = remove_cgroup(cgroup);
+        SessionError::CgroupId(e)
+    })
+}
+
+/// Kills every process left in a cgroup and waits (bounded) for it to empty.
+pub async fn empty_cgroup(cgroup: &Path) {
+    let kill = cgroup.join("cgroup.kill");
+    if kill.is_file() {
+        let _ = std::fs::write(&kill, "1");
+    } else if let Ok(procs) = std::fs::read_to_string(cgroup.join("cgroup.procs")) {
+        for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+            // SAFETY: plain kill(2) on a pid read from the cgroup.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+    for _ in 0..200 {
+        match std::fs::read_to_string(cgroup.join("cgroup.procs")) {
+            Ok(p) if !p.trim().is_empty() => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
+            _ => break,
+        }
+    }
+}
+
+/// Removes a session's (empty) cgroup; one already gone is fine.
+pub fn remove_cgroup(cgroup: &Path) -> std::io::Result<()> {
+    match std::fs::remove_dir(cgroup) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}

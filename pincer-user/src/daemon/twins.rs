@@ -1,0 +1,128 @@
+//! The twins, one per user, built on first use over the user's trusted state in the
+//! SQLite store. All of them number their questions from one [`QuestionIds`], so a twin's
+//! question id is the id the user answers.
+
+use super::resolve;
+use super::sessions::Session;
+use crate::access::Access;
+use crate::decider::Decider;
+use crate::sanitize::Sanitizer;
+use crate::store::{Store, StoreError};
+use crate::twin::{QuestionIds, Twin, TwinConfig, TwinError};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Entries of the workspace tree handed to the pre-committed policy at most.
+pub const TREE_LIMIT: usize = 5000;
+
+/// Why a twin could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum TwinsError {
+    /// The trusted store failed.
+    #[error("trusted store")]
+    Store(#[from] StoreError),
+    /// The twin refused to resume a session.
+    #[error("cannot resume session {session}")]
+    Resume {
+        /// The session.
+        session: String,
+        /// Cause.
+        #[source]
+        source: TwinError,
+    },
+}
+
+/// The daemon's twins by user name.
+pub struct Twins {
+    db: PathBuf,
+    sanitizer: Sanitizer,
+    decider: Arc<dyn Decider>,
+    config: TwinConfig,
+    ids: QuestionIds,
+    by_user: HashMap<String, Twin>,
+}
+
+impl std::fmt::Debug for Twins {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Twins").field("db", &self.db).field("users", &self.by_user.keys().collect::<Vec<_>>()).finish_non_exhaustive()
+    }
+}
+
+impl Twins {
+    /// No twin yet; each will open the store at `db`.
+    pub fn new(db: PathBuf, sanitizer: Sanitizer, decider: Arc<dyn Decider>, config: TwinConfig) -> Self {
+        Twins { db, sanitizer, decider, config, ids: QuestionIds::default(), by_user: HashMap::new() }
+    }
+
+    /// The trusted store's file.
+    pub fn db(&self) -> &std::path::Path {
+        &self.db
+    }
+
+    /// `user`'s twin, built over its trusted state on first use.
+    pub async fn get(&mut self, user: &str) -> Result<&mut Twin, TwinsError> {
+        if !self.by_user.contains_key(user) {
+            let twin = build(self.parts(), user, &[]).await?;
+            self.by_user.insert(user.to_string(), twin);
+        }
+        Ok(self.by_user.get_mut(user).expect("inserted above"))
+    }
+
+    /// `user`'s twin if it is built.
+    pub fn existing(&mut self, user: &str) -> Option<&mut Twin> {
+        self.by_user.get_mut(user)
+    }
+
+    /// Builds `user`'s twin with `resume`'s sessions reopened from their prompts and given
+    /// back their grants.
+    pub async fn resume(&mut self, user: &str, resume: &[Session]) -> Result<(), TwinsError> {
+        let twin = build(self.parts(), user, resume).await?;
+        self.by_user.insert(user.to_string(), twin);
+        Ok(())
+    }
+
+    /// Drops `user`'s twin (its trusted state changed underneath: an import).
+    pub fn forget(&mut self, user: &str) {
+        self.by_user.remove(user);
+    }
+
+    /// The grants the twin of `s`'s user holds for `s`.
+    pub fn grants(&self, s: &Session) -> Vec<(String, Access)> {
+        self.by_user.get(&s.user).map(|t| t.grants(&s.id).to_vec()).unwrap_or_default()
+    }
+
+    fn parts(&self) -> Parts {
+        Parts { db: self.db.clone(), sanitizer: self.sanitizer.clone(), decider: self.decider.clone(), config: self.config.clone(), ids: self.ids.clone() }
+    }
+}
+
+/// What a new twin is built from (owned, so no borrow of [`Twins`], whose store
+/// connections are not `Sync`, is held across an await).
+struct Parts {
+    db: PathBuf,
+    sanitizer: Sanitizer,
+    decider: Arc<dyn Decider>,
+    config: TwinConfig,
+    ids: QuestionIds,
+}
+
+/// A twin over `user`'s trusted state, with `resume`'s sessions reopened (before the store
+/// is attached, so nothing is recorded twice) and given back their grants.
+async fn build(p: Parts, user: &str, resume: &[Session]) -> Result<Twin, TwinsError> {
+    let store = Store::open(&p.db)?;
+    let mut state = store.load_state(user)?;
+    state.tasks.retain(|t| !resume.iter().any(|s| s.id == t.session));
+    let mut twin = Twin::new(state, p.sanitizer, p.decider, p.config).with_question_ids(p.ids);
+    for s in resume {
+        let err = |source| TwinsError::Resume { session: s.id.clone(), source };
+        let tree: Vec<String> = s.roots().iter().flat_map(|r| resolve::workspace_tree(r, TREE_LIMIT)).collect();
+        let first = s.prompts.first().cloned().unwrap_or_default();
+        twin.start_session(&s.id, &first, &tree).await.map_err(err)?;
+        for prompt in s.prompts.iter().skip(1) {
+            twin.prompt(&s.id, prompt).await.map_err(err)?;
+        }
+        twin.restore_grants(&s.id, &s.grants).map_err(err)?;
+    }
+    Ok(twin.with_store(store))
+}
