@@ -149,8 +149,8 @@ fn detectors() -> &'static Detectors {
         labelled_id: Regex::new(r"(?i)\b(passport|national[ _-]?(id|insurance|identity)|id[ _-]?card|identity[ _-]?card|tax[ _-]?(id|number|no|code)|social[ _-]?insurance|residence[ _-]?permit|visa[ _-]?(no|number)|immigration[ _-]?(no|number|file|case)|alien[ _-]?(no|number|registration)|a-number|student[ _-]?(id|number|no)|matriculation|employee[ _-]?(id|number|no)|personnel[ _-]?(id|number|no)|driver'?s?[ _-]?licen[cs]e|dl)\b[^\n\d]{0,12}([A-Z]{0,3}[ -]?\d[\dA-Z -]{4,18}\d)").expect("regex"),
         dob: Regex::new(r"(?i)\b(date[ _-]?of[ _-]?birth|d\.?o\.?b\.?|born( on)?|birth[ _-]?date|birthday)\b[^\n\d]{0,6}(\d{1,4}[./ -]\d{1,2}[./ -]\d{2,4}|\d{1,2}(st|nd|rd|th)?[ ]+[A-Za-z]{3,9}[ ,]+\d{4}|[A-Za-z]{3,9}[ ]+\d{1,2},?[ ]+\d{4})").expect("regex"),
         email: Regex::new(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b").expect("regex"),
-        phone: Regex::new(r"(?:\+\d{1,3}[ .-]?)?(?:\(\d{2,4}\)[ .-]?)?\d{2,4}(?:[ .-]\d{2,4}){2,4}\b|\+\d{9,14}\b").expect("regex"),
-        number: Regex::new(r"\d[\d,.]*\d").expect("regex"),
+        phone: Regex::new(r"(?:\+\d{1,3}[ .-]?)?(?:\(\d{2,4}\)[ .-]?)?\b\d{2,5}(?:[ .-]\d{2,6}){1,4}\b|\+\d{9,14}\b").expect("regex"),
+        number: Regex::new(r"\b\d[\d,.]*\d\b").expect("regex"),
         ident: Regex::new(r"\b[A-Za-z]{1,6}(?:-[A-Za-z]{1,6})*-?\d{3,}[A-Za-z0-9-]*\b").expect("regex"),
         person_name: Regex::new(r"\b[A-Z][a-z]+(?:[- ][A-Z][a-z]+){1,2}\b").expect("regex"),
     })
@@ -376,7 +376,10 @@ pub fn entities(text: &str) -> Vec<String> {
         }
     }
     for m in d.ident.find_iter(text) {
-        out.push(format!("id:{}", m.as_str().to_lowercase()));
+        // An IBAN written without spaces is one entity, not two.
+        if !out.iter().any(|e| e.strip_prefix("i:").is_some_and(|i| i.eq_ignore_ascii_case(m.as_str()))) {
+            out.push(format!("id:{}", m.as_str().to_lowercase()));
+        }
     }
     for m in d.person_name.find_iter(text) {
         out.push(format!("p:{}", m.as_str().to_lowercase()));
