@@ -1,5 +1,7 @@
 //! Pincer: least privilege for AI coding agents, enforced at the resource.
 //!
+//! - [`access`]: the access types; [`glob`]: the one glob-syntax test; [`jsonl`]: the one
+//!   JSON-lines reader.
 //! - [`kernel`]: the aya loader of the BPF LSM program, its grant maps and miss stream.
 //! - [`sanitize`]: the keyed PRF that hides untrusted names from deciders.
 //! - [`store`]: the twin's trusted state in SQLite.
@@ -9,6 +11,8 @@
 //! - [`eval`]: the corpus loader, the seven defenses and the evaluation harness.
 
 pub mod access;
+pub mod glob;
+pub mod jsonl;
 pub mod kernel;
 pub mod sanitize;
 pub mod store;

@@ -420,14 +420,14 @@ impl Sanitizer {
     pub fn glob(&self, g: &str) -> SanitizedGlob {
         let mut segs: Vec<GlobSeg> = Vec::new();
         for s in g.split('/').filter(|s| !s.is_empty() && *s != ".") {
-            let meta = s.contains(['*', '?', '[', '{']);
+            let meta = crate::glob::is_glob(s);
             let seg = if !meta {
                 GlobSeg::Exact(self.segment(s))
             } else if s == "**" {
                 GlobSeg::AnyDeep
             } else if s == "*" {
                 GlobSeg::Any
-            } else if let Some(ext) = s.strip_prefix("*.").filter(|e| !e.contains(['*', '?', '[', '{', '.'])) {
+            } else if let Some(ext) = s.strip_prefix("*.").filter(|e| !crate::glob::is_glob(e) && !e.contains('.')) {
                 GlobSeg::Ext(self.extension(ext))
             } else {
                 let lit: String = s.chars().map(|c| if matches!(c, '*' | '?' | '[' | ']' | '{' | '}') { ' ' } else { c }).collect();

@@ -44,26 +44,10 @@ pub enum StoreError {
         /// Newest version this build knows.
         known: i64,
     },
-    /// An import file could not be read.
-    #[error("cannot read {path}")]
-    ReadFile {
-        /// File.
-        path: PathBuf,
-        /// Cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A line of an import file is not valid JSON of the expected shape.
-    #[error("{path}:{line}: {source}")]
-    Parse {
-        /// File.
-        path: PathBuf,
-        /// 1-based line.
-        line: usize,
-        /// Cause.
-        #[source]
-        source: serde_json::Error,
-    },
+    /// An imported history or policy file has problems; each names its file, line and
+    /// field.
+    #[error("{} problem(s):\n{}", .0.len(), crate::eval::corpus::describe(.0))]
+    Invalid(Vec<crate::eval::corpus::Problem>),
     /// A field holds a value that is not allowed.
     #[error("{path}:{line}: field `{field}`: {problem}")]
     BadField {
@@ -75,16 +59,6 @@ pub enum StoreError {
         field: &'static str,
         /// What is wrong.
         problem: String,
-    },
-    /// A session name appears twice in a history.
-    #[error("{path}:{line}: session {session:?} appears twice")]
-    DuplicateSession {
-        /// File.
-        path: PathBuf,
-        /// 1-based line.
-        line: usize,
-        /// The session.
-        session: String,
     },
 }
 
@@ -368,7 +342,7 @@ pub fn check_rel_path(field: &'static str, p: &str, glob: bool) -> Result<(), St
     }
     if glob {
         globset::Glob::new(p).map_err(|e| bad(field, format!("{p:?} is not a valid glob: {e}")))?;
-    } else if p.contains(['*', '?', '[']) {
+    } else if crate::glob::is_glob(p) {
         return Err(bad(field, format!("{p:?} holds glob characters")));
     }
     Ok(())
@@ -386,53 +360,53 @@ fn check_policy(p: &UserPolicy) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn at(e: StoreError, path: &Path, line: usize) -> StoreError {
-    match e {
-        StoreError::BadField { field, problem, .. } => StoreError::BadField { path: path.into(), line, field, problem },
-        other => other,
-    }
-}
-
-/// Parses a `history.jsonl` file into records, with errors naming file, line and field.
+/// Reads a `history.jsonl` file with the corpus format's validating loader
+/// ([`load_history`](crate::eval::corpus::load_history)): every problem is reported, each
+/// naming its file, line and field.
 pub fn parse_history(path: &Path) -> Result<Vec<HistoryRecord>, StoreError> {
-    let text = std::fs::read_to_string(path).map_err(|source| StoreError::ReadFile { path: path.into(), source })?;
-    let mut out: Vec<HistoryRecord> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    let mut last_day = 0;
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let h: HistoryRecord =
-            serde_json::from_str(line).map_err(|source| StoreError::Parse { path: path.into(), line: i + 1, source })?;
-        if h.day < last_day {
-            return Err(at(bad("day", format!("{} is earlier than the previous line's {last_day}", h.day)), path, i + 1));
-        }
-        last_day = h.day;
-        if !seen.insert(h.session.clone()) {
-            return Err(StoreError::DuplicateSession { path: path.into(), line: i + 1, session: h.session });
-        }
-        let mut probe = TrustedState::default();
-        probe.add_history(&h).map_err(|e| at(e, path, i + 1))?;
-        out.push(h);
+    let mut problems = Vec::new();
+    let tasks = crate::eval::corpus::load_history(path, &mut problems);
+    if !problems.is_empty() {
+        return Err(StoreError::Invalid(problems));
     }
-    Ok(out)
+    Ok(tasks.iter().map(|(_, t)| HistoryRecord::from(t)).collect())
 }
 
-/// Parses a `policies.jsonl` file, with errors naming file, line and field.
+/// Reads a `policies.jsonl` file with the corpus format's validating loader
+/// ([`load_policies`](crate::eval::corpus::load_policies)): every problem is reported, each
+/// naming its file, line and field.
 pub fn parse_policies(path: &Path) -> Result<Vec<UserPolicy>, StoreError> {
-    let text = std::fs::read_to_string(path).map_err(|source| StoreError::ReadFile { path: path.into(), source })?;
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let p: UserPolicy =
-            serde_json::from_str(line).map_err(|source| StoreError::Parse { path: path.into(), line: i + 1, source })?;
-        check_policy(&p).map_err(|e| at(e, path, i + 1))?;
-        out.push(p);
+    let mut problems = Vec::new();
+    let policies = crate::eval::corpus::load_policies(path, &mut problems);
+    if !problems.is_empty() {
+        return Err(StoreError::Invalid(problems));
     }
-    Ok(out)
+    Ok(policies.iter().map(|(_, p)| UserPolicy::from(p)).collect())
+}
+
+impl From<&crate::eval::corpus::HistoryTask> for HistoryRecord {
+    /// A validated history line as the store records it (an approval of several access
+    /// types becomes one approval per type).
+    fn from(h: &crate::eval::corpus::HistoryTask) -> Self {
+        HistoryRecord {
+            day: h.day.min(u64::from(u32::MAX)) as u32,
+            session: h.session.clone(),
+            prompt: h.prompt.clone(),
+            accesses: h.accesses.iter().map(|a| AccessRecord { path: a.path.clone(), access: a.access }).collect(),
+            approvals: h.approvals.iter().flat_map(|a| a.access.iter().map(|x| AccessRecord { path: a.path.clone(), access: *x })).collect(),
+        }
+    }
+}
+
+impl From<&crate::eval::corpus::Policy> for UserPolicy {
+    /// A validated policy line as the store records it.
+    fn from(p: &crate::eval::corpus::Policy) -> Self {
+        UserPolicy {
+            id: p.id.clone(),
+            text: p.text.clone(),
+            rules: p.rules.iter().map(|r| PolicyRule { path_glob: r.path_glob.clone(), access: r.access.clone(), permission: r.permission }).collect(),
+        }
+    }
 }
 
 /// Summary of an import.

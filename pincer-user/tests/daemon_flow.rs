@@ -270,7 +270,7 @@ async fn an_escalated_request_waits_and_the_users_approval_grants_it() {
     assert!(h.audit().iter().any(|e| e.event == Event::Answer && e.outcome == Some(Outcome::UserApproved)));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_unanswered_escalation_is_denied_at_the_timeout() {
     let h = Harness::new(|c| {
         c.escalation.after_denials = 0;
@@ -282,6 +282,59 @@ async fn an_unanswered_escalation_is_denied_at_the_timeout() {
     let r = h.request(&s, "projects/ledger/Cargo.toml", Access::Write, "bump a dependency").await;
     match r {
         Reply::Decision { granted: false, outcome, question: Some(_), .. } => assert_eq!(outcome, Outcome::Timeout),
+        other => panic!("{other:?}"),
+    }
+    assert!(h.audit().iter().any(|e| e.event == Event::EscalationTimeout));
+}
+
+/// `pending` shows each question with the three votes of the decision that asked, each with
+/// its reason, and at least one of them is why the user is asked.
+#[tokio::test]
+async fn pending_questions_carry_the_votes_and_their_reasons() {
+    let h = Harness::new(|c| c.escalation.after_denials = 0).await;
+    h.import().await;
+    let s = h.session(TODO_PROMPT).await;
+    h.as_caller(&s.cgroup);
+    let mut worker = Client::connect(&h.config.socket).await.unwrap();
+    // The daemon identifies the caller when it serves the connection: make sure it did.
+    assert!(matches!(worker.call(Call::Status { session: None }).await.unwrap(), Reply::Session(_)));
+    let path = h.ws.join("projects/ledger/Cargo.toml").to_string_lossy().into_owned();
+    worker.send(Call::Request { path, access: Access::Write, reason: Some("bump a dependency".into()), session: None }).await.unwrap();
+    let q = eventually("a waiting question", || async {
+        h.as_caller(Path::new(OUTSIDE));
+        match h.call(Call::Pending).await {
+            Reply::Pending { questions } => questions.into_iter().find(|q| q.waiting),
+            _ => None,
+        }
+    })
+    .await;
+    assert_eq!(q.votes.len(), 3, "{q:?}");
+    assert!(q.votes.iter().all(|v| !v.reason.is_empty()), "{q:?}");
+    assert!(q.votes.iter().any(|v| v.verdict != pincer::decider::Verdict::Allow), "a vote did not allow: {q:?}");
+    let audit = h.audit();
+    let asked = audit.iter().find(|e| e.event == Event::Decision && e.question == Some(q.id)).unwrap();
+    assert_eq!(asked.votes, q.votes, "the same votes as the audited decision");
+}
+
+/// The escalation timeout runs on tokio's clock (paused here, so nothing waits for real):
+/// a waiting request gets no answer before the timeout and the timeout answer at it.
+#[tokio::test(start_paused = true)]
+async fn a_waiting_request_is_answered_at_the_timeout_and_not_before() {
+    let h = Harness::new(|c| {
+        c.escalation.after_denials = 0;
+        c.escalation.timeout_secs = 600;
+    })
+    .await;
+    h.import().await;
+    let s = h.session(TODO_PROMPT).await;
+    h.as_caller(&s.cgroup);
+    let mut worker = Client::connect(&h.config.socket).await.unwrap();
+    let path = h.ws.join("projects/ledger/Cargo.toml").to_string_lossy().into_owned();
+    worker.send(Call::Request { path, access: Access::Write, reason: Some("bump a dependency".into()), session: None }).await.unwrap();
+    let early = tokio::time::timeout(std::time::Duration::from_secs(599), worker.next()).await;
+    assert!(early.is_err(), "answered before the escalation timeout: {early:?}");
+    match worker.next().await.unwrap().unwrap() {
+        Reply::Decision { granted: false, outcome: Outcome::Timeout, question: Some(_), .. } => {}
         other => panic!("{other:?}"),
     }
     assert!(h.audit().iter().any(|e| e.event == Event::EscalationTimeout));

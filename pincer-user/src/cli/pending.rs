@@ -26,6 +26,10 @@ pub fn run(args: PendingArgs) -> anyhow::Result<ExitCode> {
         for q in questions {
             let w = if q.waiting { " (worker waiting)" } else { "" };
             println!("{:>4}  [{}] {} {}{w}: {}", q.id, q.session, q.access, q.path, q.reason);
+            for (i, v) in q.votes.iter().enumerate() {
+                let verdict = serde_json::to_value(v.verdict).ok().and_then(|x| x.as_str().map(str::to_string)).unwrap_or_default();
+                println!("        vote {}: {verdict}: {}", i + 1, v.reason);
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

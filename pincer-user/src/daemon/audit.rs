@@ -70,7 +70,7 @@ pub enum Event {
 }
 
 /// One vote as audited.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditVote {
     /// `allow`, `deny` or `ask_user`.
     pub verdict: crate::decider::Verdict,
@@ -287,13 +287,10 @@ impl AuditLog {
 pub fn read_entries(path: &Path) -> Result<Vec<AuditEntry>, AuditError> {
     let text = std::fs::read_to_string(path).map_err(|source| AuditError::Read { path: path.into(), source })?;
     let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        match serde_json::from_str(line) {
+    for (line, e) in crate::jsonl::parse_lines(&text) {
+        match e {
             Ok(e) => out.push(e),
-            Err(e) => tracing::warn!(line = i + 1, error = %e, "skipping unreadable audit line"),
+            Err(e) => tracing::warn!(line, error = %e, "skipping unreadable audit line"),
         }
     }
     Ok(out)

@@ -424,6 +424,7 @@ impl Core {
                 access: w.request.access,
                 reason,
                 waiting: w.has_waiter(),
+                votes: w.votes.clone(),
             });
         }
         out

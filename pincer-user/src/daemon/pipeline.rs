@@ -128,11 +128,11 @@ impl PipelineRequest {
 }
 
 /// Why a request was denied before the twin saw it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum Unresolved {
     /// The request tool's path could not be resolved inside the roots.
     #[error("{0}")]
-    Path(String),
+    Path(resolve::ResolveError),
     /// The kernel named no registered root of the session (or its walk ran out of bound).
     #[error("the object's protected root is unknown (walk out of bound); denied")]
     UnknownRoot,
@@ -140,8 +140,8 @@ pub enum Unresolved {
     #[error("the kernel truncated the object's path (deeper than the event holds); a partial path is not decided; denied")]
     PathTruncated,
     /// The user's twin could not be built.
-    #[error("{0}")]
-    Twin(String),
+    #[error("{}", chain(.0))]
+    Twin(super::twins::TwinsError),
 }
 
 fn deny_reason(d: &Decision) -> String {
@@ -200,7 +200,7 @@ impl Core {
         let start = Instant::now();
         let d = match self.twins.get(&user).await {
             Ok(t) => t.decide(&req.session, &req.for_twin(&origin)).await,
-            Err(e) => return self.deny_unresolved(&origin, &req.session, &req.path, req.access, Unresolved::Twin(chain(&e))),
+            Err(e) => return self.deny_unresolved(&origin, &req.session, &req.path, req.access, &Unresolved::Twin(e)),
         };
         let answered = match &origin {
             Origin::Answer { question, .. } => Some(*question),
@@ -224,7 +224,8 @@ impl Core {
             (None, twin::Outcome::Deny) => Ruling::deny(deny_reason(&d), None),
             (None, twin::Outcome::Escalate { question }) => {
                 let q = *question;
-                self.questions.ask(q, || Waiting { user: user.clone(), session: req.session.clone(), request: req.clone(), origin: origin.clone(), waiters: vec![] });
+                let votes = d.votes.iter().map(|v| AuditVote { verdict: v.verdict, reason: v.reason.clone() }).collect();
+                self.questions.ask(q, || Waiting { user: user.clone(), session: req.session.clone(), request: req.clone(), origin: origin.clone(), votes, waiters: vec![] });
                 Ruling { granted: false, outcome: Outcome::Escalate, reason: deny_reason(&d), question: Some(q) }
             }
         };
@@ -235,7 +236,7 @@ impl Core {
     }
 
     /// Denies a request the twin never saw, counting and auditing it.
-    fn deny_unresolved(&mut self, origin: &Origin, session: &str, path: &str, access: Access, why: Unresolved) -> Ruling {
+    fn deny_unresolved(&mut self, origin: &Origin, session: &str, path: &str, access: Access, why: &Unresolved) -> Ruling {
         let why = why.to_string();
         if let Some(s) = self.sessions.get_mut(session) {
             s.counters.requests += 1;
@@ -259,7 +260,7 @@ impl Core {
         let roots = self.sessions.get(session).map(|s| s.roots()).unwrap_or_default();
         let r = match resolve::resolve(&roots, path, access) {
             Ok(r) => r,
-            Err(e) => return CallResult::Now(self.deny_unresolved(&origin, session, path, access, Unresolved::Path(e.to_string())).into()),
+            Err(e) => return CallResult::Now(self.deny_unresolved(&origin, session, path, access, &Unresolved::Path(e)).into()),
         };
         let req = PipelineRequest { session: session.into(), path: r.rel, access, target: r.target, content: r.content };
         let ruling = self.decide(origin, req).await;
@@ -290,7 +291,7 @@ impl Core {
             Ok(r) => r,
             Err(why) => {
                 for a in &m.access {
-                    self.deny_unresolved(&origin, &id, &m.relative_path.to_string_lossy(), *a, why.clone());
+                    self.deny_unresolved(&origin, &id, &m.relative_path.to_string_lossy(), *a, &why);
                 }
                 return;
             }

@@ -287,6 +287,9 @@ pub struct QuestionInfo {
     pub reason: String,
     /// Whether a worker request is waiting for the answer.
     pub waiting: bool,
+    /// Votes 1, 2, 3 of the decision that asked, each with its reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub votes: Vec<super::audit::AuditVote>,
 }
 
 /// A reply from the daemon.

@@ -2,6 +2,7 @@
 //! (one numbering, shared by every user's twin), with what the daemon needs to apply the
 //! answer and the workers waiting for it.
 
+use super::audit::AuditVote;
 use super::pipeline::{Origin, PipelineRequest};
 use super::protocol::Reply;
 use std::collections::BTreeMap;
@@ -18,6 +19,8 @@ pub struct Waiting {
     pub request: PipelineRequest,
     /// Where it came from.
     pub origin: Origin,
+    /// The votes of the decision that asked.
+    pub votes: Vec<AuditVote>,
     /// Workers waiting for the answer.
     pub waiters: Vec<oneshot::Sender<Reply>>,
 }

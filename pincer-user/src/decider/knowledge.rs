@@ -374,7 +374,7 @@ impl Knowledge {
             if let Ok(glob) = globset::GlobBuilder::new(&g).literal_separator(true).build() {
                 set.add(glob);
             }
-            if let Some(last) = g.split('/').rev().find(|s| !s.is_empty() && !s.contains(['*', '?', '[', '{'])) {
+            if let Some(last) = g.split('/').rev().find(|s| !s.is_empty() && !crate::glob::is_glob(s)) {
                 let ws = z.path(last).words(0).to_vec();
                 if !ws.is_empty() && !self.protected_names.contains(&ws) {
                     self.protected_names.push(ws);
@@ -442,7 +442,7 @@ impl SessionView {
     pub fn add_prompt(&mut self, prompt: &str, k: &Knowledge, z: &Sanitizer) {
         self.prompts.push(TrustedText::from_trusted(prompt));
         for n in typed_names(prompt) {
-            if n.contains(['*', '?', '[']) {
+            if crate::glob::is_glob(&n) {
                 continue;
             }
             self.typed.push(z.path(&n));

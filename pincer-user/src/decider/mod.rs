@@ -354,10 +354,10 @@ impl PrecommittedPolicy {
     /// requests are denied.
     pub fn check(&self, path: &str, access: Access) -> VoteOutcome {
         fn specificity(g: &str) -> usize {
-            if !g.contains(['*', '?', '[', '{']) {
+            if !crate::glob::is_glob(g) {
                 return usize::MAX;
             }
-            g.split('/').filter(|s| !s.is_empty() && !s.contains(['*', '?', '[', '{'])).count()
+            g.split('/').filter(|s| !s.is_empty() && !crate::glob::is_glob(s)).count()
         }
         let p = path.trim_end_matches('/');
         let mut best: Option<(usize, bool, &PolicyEntry)> = None;

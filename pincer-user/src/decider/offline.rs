@@ -228,7 +228,7 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
     if p2 {
         if let Some(pol) = inp.policy {
             p2_exact = pol.entries().iter().any(|e| {
-                e.permission == Permission::Allow && e.access.contains(&a) && !e.path_glob.contains(['*', '?', '[']) && e.path_glob.trim_end_matches('/') == inp.raw_path.trim_end_matches('/')
+                e.permission == Permission::Allow && e.access.contains(&a) && !crate::glob::is_glob(&e.path_glob) && e.path_glob.trim_end_matches('/') == inp.raw_path.trim_end_matches('/')
             });
             established |= p2_exact;
         }
@@ -344,7 +344,7 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
                 }
             }
         }
-        if !hit && !n.is_empty() && !n.contains(['*', '?', '[']) {
+        if !hit && !n.is_empty() && !crate::glob::is_glob(n) {
             // A new file the user asked for: allow creating it where the user said.
             let g = if n.starts_with("**/") { n.to_string() } else { format!("**/{n}") };
             add(g.clone(), &mut intents.iter().copied().filter(|a| *a != Access::Delete), format!("{name}, named in the prompt (new)"));

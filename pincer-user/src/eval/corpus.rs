@@ -230,17 +230,7 @@ pub struct HistoryTask {
     pub approvals: Vec<Approval>,
 }
 
-/// The permission of a policy rule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Permission {
-    /// The access is allowed.
-    Allow,
-    /// The access is forbidden.
-    Deny,
-    /// The user must be asked.
-    AskUser,
-}
+pub use crate::store::Permission;
 
 /// A structured rule of a user policy.
 #[derive(Debug, Clone)]
@@ -518,42 +508,10 @@ pub fn load_persona(dir: &Path, problems: &mut Vec<Problem>) -> Option<Persona> 
         }
     };
 
-    let history = read_lines(&dir.join("history.jsonl"), problems, parse_history);
-    let policies = read_lines(&dir.join("policies.jsonl"), problems, parse_policy);
+    let history = load_history(&dir.join("history.jsonl"), problems);
+    let policies = load_policies(&dir.join("policies.jsonl"), problems);
     let samples = read_lines(&dir.join("samples.jsonl"), problems, parse_sample);
-
-    // Cross-line checks: history days, unique sessions and ids.
-    let hfile = dir.join("history.jsonl");
-    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut prev: Option<u64> = None;
-    for (line, h) in &history {
-        if let Some(p) = prev {
-            if h.day < p {
-                problems.push(Problem { file: hfile.clone(), line: Some(*line), field: "day".into(), kind: ProblemKind::DayDecreasing { day: h.day, previous: p } });
-            }
-        }
-        prev = Some(h.day);
-        if let Some(first) = seen.get(h.session.as_str()) {
-            problems.push(Problem {
-                file: hfile.clone(),
-                line: Some(*line),
-                field: "session".into(),
-                kind: ProblemKind::Duplicate { what: "session", value: h.session.clone(), first_line: *first },
-            });
-        } else {
-            seen.insert(&h.session, *line);
-        }
-    }
     let last_day = history.iter().map(|(_, h)| h.day).max();
-    let pfile = dir.join("policies.jsonl");
-    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
-    for (line, p) in &policies {
-        if let Some(first) = seen.get(p.id.as_str()) {
-            problems.push(Problem { file: pfile.clone(), line: Some(*line), field: "id".into(), kind: ProblemKind::Duplicate { what: "id", value: p.id.clone(), first_line: *first } });
-        } else {
-            seen.insert(&p.id, *line);
-        }
-    }
     let sfile = dir.join("samples.jsonl");
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
     for (line, s) in &samples {
@@ -582,6 +540,56 @@ pub fn load_persona(dir: &Path, problems: &mut Vec<Problem>) -> Option<Persona> 
         policies: policies.into_iter().map(|(_, p)| p).collect(),
         samples: samples.into_iter().map(|(_, s)| s).collect(),
     })
+}
+
+/// Reads and validates a `history.jsonl` file: every line's fields, and across lines that
+/// days never decrease and sessions are unique. Every problem is pushed with its file, line
+/// and field; the valid tasks come with their line numbers. `pincer import` and `pincer
+/// eval` both read histories through this function.
+pub fn load_history(path: &Path, problems: &mut Vec<Problem>) -> Vec<(usize, HistoryTask)> {
+    let history = read_lines(path, problems, parse_history);
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut prev: Option<u64> = None;
+    for (line, h) in &history {
+        if let Some(p) = prev {
+            if h.day < p {
+                problems.push(Problem { file: path.to_path_buf(), line: Some(*line), field: "day".into(), kind: ProblemKind::DayDecreasing { day: h.day, previous: p } });
+            }
+        }
+        prev = Some(h.day);
+        if let Some(first) = seen.get(h.session.as_str()) {
+            problems.push(Problem {
+                file: path.to_path_buf(),
+                line: Some(*line),
+                field: "session".into(),
+                kind: ProblemKind::Duplicate { what: "session", value: h.session.clone(), first_line: *first },
+            });
+        } else {
+            seen.insert(&h.session, *line);
+        }
+    }
+    history
+}
+
+/// Reads and validates a `policies.jsonl` file: every line's fields, and that ids are
+/// unique. Every problem is pushed with its file, line and field. `pincer import` and
+/// `pincer eval` both read policies through this function.
+pub fn load_policies(path: &Path, problems: &mut Vec<Problem>) -> Vec<(usize, Policy)> {
+    let policies = read_lines(path, problems, parse_policy);
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for (line, p) in &policies {
+        if let Some(first) = seen.get(p.id.as_str()) {
+            problems.push(Problem { file: path.to_path_buf(), line: Some(*line), field: "id".into(), kind: ProblemKind::Duplicate { what: "id", value: p.id.clone(), first_line: *first } });
+        } else {
+            seen.insert(&p.id, *line);
+        }
+    }
+    policies
+}
+
+/// The problems as lines of text, one per problem, each naming its file, line and field.
+pub fn describe(problems: &[Problem]) -> String {
+    Problems(problems).to_string()
 }
 
 /// Field-level problem collector for one line.
@@ -749,10 +757,7 @@ pub fn check_path(p: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
-/// Whether `p` holds glob syntax.
-pub fn is_glob(p: &str) -> bool {
-    p.contains(['*', '?', '[', '{'])
-}
+pub use crate::glob::is_glob;
 
 fn read_lines<T>(path: &Path, problems: &mut Vec<Problem>, parse: fn(&Value, &mut Ctx) -> Option<T>) -> Vec<(usize, T)> {
     let text = match std::fs::read_to_string(path) {
@@ -763,13 +768,9 @@ fn read_lines<T>(path: &Path, problems: &mut Vec<Problem>, parse: fn(&Value, &mu
         }
     };
     let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let n = i + 1;
-        if line.trim().is_empty() {
-            continue;
-        }
+    for (n, v) in crate::jsonl::parse_lines::<Value>(&text) {
         let mut ctx = Ctx { file: path, line: n, problems };
-        match serde_json::from_str::<Value>(line) {
+        match v {
             Err(e) => ctx.push("", ProblemKind::Syntax { format: "JSON", message: e.to_string() }),
             Ok(v) if !v.is_object() => ctx.push("", ProblemKind::WrongType("a JSON object per line")),
             Ok(v) => {

@@ -8,48 +8,25 @@
 //! prompts and the grants it made. Worker notes are dropped: the twin has no way to take one.
 
 use crate::decider::{Decider, OfflineDecider};
-use crate::eval::corpus::{Permission as CorpusPermission, Persona};
+use crate::eval::corpus::Persona;
 use crate::eval::defense::{Defense, DefenseName, RequestView, Verdict};
 use crate::decider::TokenUsage;
 use crate::eval::run::RunError;
 use crate::sanitize::{Sanitizer, SecretKey};
-use crate::store::{AccessRecord, HistoryRecord, Permission, PolicyRule, TrustedState, UserPolicy};
+use crate::store::{HistoryRecord, TrustedState, UserPolicy};
 use crate::twin::{Outcome, Prepared, Request, Twin, TwinConfig, Variant};
 use async_trait::async_trait;
 use std::sync::Arc;
 
 /// Builds a persona's trusted state from its history and policies (the trusted parts of the
-/// corpus only).
+/// corpus only), converted as `pincer import` converts them.
 pub fn trusted_state(p: &Persona) -> Result<TrustedState, crate::store::StoreError> {
     let mut s = TrustedState::new(p.user.clone().unwrap_or_else(|| p.id.clone()));
     for h in &p.history {
-        let rec = HistoryRecord {
-            day: h.day.min(u32::MAX as u64) as u32,
-            session: h.session.clone(),
-            prompt: h.prompt.clone(),
-            accesses: h.accesses.iter().map(|a| AccessRecord { path: a.path.clone(), access: a.access }).collect(),
-            approvals: h.approvals.iter().flat_map(|a| a.access.iter().map(|x| AccessRecord { path: a.path.clone(), access: *x })).collect(),
-        };
-        s.add_history(&rec)?;
+        s.add_history(&HistoryRecord::from(h))?;
     }
     for pol in &p.policies {
-        s.add_policy(&UserPolicy {
-            id: pol.id.clone(),
-            text: pol.text.clone(),
-            rules: pol
-                .rules
-                .iter()
-                .map(|r| PolicyRule {
-                    path_glob: r.path_glob.clone(),
-                    access: r.access.clone(),
-                    permission: match r.permission {
-                        CorpusPermission::Allow => Permission::Allow,
-                        CorpusPermission::Deny => Permission::Deny,
-                        CorpusPermission::AskUser => Permission::AskUser,
-                    },
-                })
-                .collect(),
-        })?;
+        s.add_policy(&UserPolicy::from(pol))?;
     }
     Ok(s)
 }
