@@ -64,7 +64,8 @@ async fn replay(persona: &Path, variant: Variant, verbose: bool) -> (BTreeMap<St
     }
     let ws = load_workspace(&persona.join("workspace"));
     let z = Sanitizer::new(SecretKey::from_bytes([7; 32]));
-    let prepared = Prepared::new(state, z);
+    let pristine = tree(&ws);
+    let prepared = Prepared::new(state, z).with_workspace(&pristine, |p| ws.get(p).map(Vec::as_slice));
     let mut attacks: BTreeMap<String, Tally> = BTreeMap::new();
     let mut util = Tally::default();
     for line in std::fs::read_to_string(persona.join("samples.jsonl")).unwrap().lines().filter(|l| !l.trim().is_empty()) {
@@ -150,7 +151,9 @@ async fn replay(persona: &Path, variant: Variant, verbose: bool) -> (BTreeMap<St
 async fn twin_corpus_figures() {
     let verbose = std::env::var("TWIN_VERBOSE").is_ok();
     let only = std::env::var("TWIN_PERSONA").ok();
-    for persona in ["software-dev", "litigator"] {
+    let mut personas: Vec<String> = std::fs::read_dir(corpus_dir()).unwrap().filter_map(|e| e.ok()).filter(|e| e.path().is_dir()).map(|e| e.file_name().to_string_lossy().to_string()).collect();
+    personas.sort();
+    for persona in &personas {
         if only.as_deref().is_some_and(|o| o != persona) {
             continue;
         }

@@ -14,8 +14,18 @@ pub enum FindingKind {
     Token,
     /// A secret-looking assignment (`password = ...`, `api_key: ...`) with a high-entropy value.
     SecretAssignment,
-    /// An identity number (social security number, card number passing Luhn).
+    /// An identity or account number whose structure checks out: a social security number,
+    /// a card number passing Luhn, an IBAN passing its country format and mod-97 check.
     IdentityNumber,
+    /// A login in any shape: user and password lines together, an INI/TOML section with a
+    /// user and a password key, or a URL carrying `user:password@`.
+    Credential,
+    /// A labelled personal identifier: a date of birth, a passport, national, tax, residence
+    /// or immigration number, a student or employee number.
+    PersonalData,
+    /// A table (Markdown, CSV, TSV or one person per line) whose rows describe people: names
+    /// with private contact details, birth dates, identifiers, grades or pay.
+    PeopleTable,
     /// A sensitivity marking (confidential, privileged, sealed, ...).
     Marking,
     /// Language that tries to instruct an AI or claims authority it cannot have.
@@ -25,7 +35,12 @@ pub enum FindingKind {
 impl FindingKind {
     /// True for findings that are secrets in themselves (not just labels).
     pub fn is_secret(self) -> bool {
-        matches!(self, FindingKind::PrivateKey | FindingKind::Token | FindingKind::SecretAssignment | FindingKind::IdentityNumber)
+        matches!(self, FindingKind::PrivateKey | FindingKind::Token | FindingKind::SecretAssignment | FindingKind::IdentityNumber | FindingKind::Credential)
+    }
+
+    /// True for personal data about people (identifiers, tables of people).
+    pub fn is_personal(self) -> bool {
+        matches!(self, FindingKind::PersonalData | FindingKind::PeopleTable)
     }
 }
 
@@ -47,6 +62,17 @@ struct Detectors {
     card: Regex,
     markings: Vec<(Regex, &'static str)>,
     injection: Vec<(Regex, &'static str)>,
+    iban: Regex,
+    url_login: Regex,
+    user_key: Regex,
+    pass_key: Regex,
+    labelled_id: Regex,
+    dob: Regex,
+    email: Regex,
+    phone: Regex,
+    person_name: Regex,
+    number: Regex,
+    ident: Regex,
 }
 
 /// Generic sensitivity markings used in legal, security and corporate documents.
@@ -116,6 +142,17 @@ fn detectors() -> &'static Detectors {
             .map(|m| (Regex::new(&format!(r"(?i)\b{}\b", regex::escape(m).replace(r"\ ", r"[\s_-]+"))).expect("regex"), *m))
             .collect(),
         injection: INJECTION.iter().map(|(r, what)| (Regex::new(&format!("(?i){r}")).expect("regex"), *what)).collect(),
+        iban: Regex::new(r"\b[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]{4}){2,7}(?:[ ]?[A-Z0-9]{1,4})?\b").expect("regex"),
+        url_login: Regex::new(r"\b[a-zA-Z][a-zA-Z0-9+.-]{1,15}://([^/\s:@]{1,64}):([^/\s@]{1,128})@[A-Za-z0-9.-]+").expect("regex"),
+        user_key: Regex::new(r"(?im)^[ \t]*[-*]?[ \t]*[a-z0-9_. -]{0,20}\b(user(name)?|login|user[_ -]?id|account|uid)\b[ \t]*[:=][ \t]*\S+").expect("regex"),
+        pass_key: Regex::new(r#"(?im)^[ \t]*[-*]?[ \t]*[a-z0-9_. -]{0,20}\b(pass(word|wd|phrase)?|pw|pwd|pin|secret)\b[ \t]*[:=][ \t]*["']?([^\s"']{4,})"#).expect("regex"),
+        labelled_id: Regex::new(r"(?i)\b(passport|national[ _-]?(id|insurance|identity)|id[ _-]?card|identity[ _-]?card|tax[ _-]?(id|number|no|code)|social[ _-]?insurance|residence[ _-]?permit|visa[ _-]?(no|number)|immigration[ _-]?(no|number|file|case)|alien[ _-]?(no|number|registration)|a-number|student[ _-]?(id|number|no)|matriculation|employee[ _-]?(id|number|no)|personnel[ _-]?(id|number|no)|driver'?s?[ _-]?licen[cs]e|dl)\b[^\n\d]{0,12}([A-Z]{0,3}[ -]?\d[\dA-Z -]{4,18}\d)").expect("regex"),
+        dob: Regex::new(r"(?i)\b(date[ _-]?of[ _-]?birth|d\.?o\.?b\.?|born( on)?|birth[ _-]?date|birthday)\b[^\n\d]{0,6}(\d{1,4}[./ -]\d{1,2}[./ -]\d{2,4}|\d{1,2}(st|nd|rd|th)?[ ]+[A-Za-z]{3,9}[ ,]+\d{4}|[A-Za-z]{3,9}[ ]+\d{1,2},?[ ]+\d{4})").expect("regex"),
+        email: Regex::new(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b").expect("regex"),
+        phone: Regex::new(r"(?:\+\d{1,3}[ .-]?)?(?:\(\d{2,4}\)[ .-]?)?\b\d{2,5}(?:[ .-]\d{2,6}){1,4}\b|\+\d{9,14}\b").expect("regex"),
+        number: Regex::new(r"\b\d[\d,.]*\d\b").expect("regex"),
+        ident: Regex::new(r"\b[A-Za-z]{1,6}(?:-[A-Za-z]{1,6})*-?\d{3,}[A-Za-z0-9-]*\b").expect("regex"),
+        person_name: Regex::new(r"\b[A-Z][a-z]+(?:[- ][A-Z][a-z]+){1,2}\b").expect("regex"),
     })
 }
 
@@ -183,12 +220,172 @@ pub fn content_findings(content: &[u8]) -> Vec<Finding> {
             break;
         }
     }
+    if let Some(f) = iban_finding(d, &text) {
+        out.push(f);
+    }
+    if let Some(f) = credential_finding(d, &text) {
+        out.push(f);
+    }
+    if let Some(f) = personal_identifier(d, &text) {
+        out.push(f);
+    }
+    if let Some(f) = people_table(d, &text) {
+        out.push(f);
+    }
     for (re, what) in &d.markings {
         if re.is_match(&text) {
             out.push(Finding { kind: FindingKind::Marking, what: (*what).into() });
         }
     }
     out.extend(injection_findings(&text));
+    out
+}
+
+/// Values that stand for a secret rather than being one.
+fn placeholder(v: &str) -> bool {
+    let low = v.to_ascii_lowercase();
+    v.starts_with(['$', '<', '{', '%', '*']) || ["example", "xxxx", "changeme", "placeholder", "your", "redacted", "****", "none", "null", "..."].iter().any(|p| low.contains(p))
+}
+
+/// IBANs: the country's format and the mod-97 check (by `iban_validate`), spaces allowed.
+fn iban_finding(d: &Detectors, text: &str) -> Option<Finding> {
+    d.iban.find_iter(text).any(|m| m.as_str().replace(' ', "").parse::<iban::Iban>().is_ok()).then(|| Finding { kind: FindingKind::IdentityNumber, what: "bank account number (IBAN)".into() })
+}
+
+/// Logins: a URL with `user:password@`, or a user line and a password line within three
+/// lines of each other (key=value, `key: value`, INI and TOML sections alike).
+fn credential_finding(d: &Detectors, text: &str) -> Option<Finding> {
+    for c in d.url_login.captures_iter(text) {
+        // A password equal to the user name or made of lowercase letters only is a local
+        // default (`postgres:postgres@localhost`), not a secret.
+        let weak = c[2] == c[1] || c[2].chars().all(|ch| ch.is_ascii_lowercase());
+        if !weak && !placeholder(&c[2]) && !placeholder(&c[1]) {
+            return Some(Finding { kind: FindingKind::Credential, what: "a URL with a user name and password".into() });
+        }
+    }
+    let user_lines: Vec<usize> = d.user_key.find_iter(text).map(|m| text[..m.start()].matches('\n').count()).collect();
+    if user_lines.is_empty() {
+        return None;
+    }
+    for c in d.pass_key.captures_iter(text) {
+        let v = &c[3];
+        if placeholder(v) || v.chars().all(|ch| ch.is_ascii_lowercase() || ch == '_' || ch == '.') {
+            continue;
+        }
+        let line = text[..c.get(0).map_or(0, |m| m.start())].matches('\n').count();
+        if user_lines.iter().any(|&u| u.abs_diff(line) <= 3) {
+            return Some(Finding { kind: FindingKind::Credential, what: "a login (user and password lines)".into() });
+        }
+    }
+    None
+}
+
+/// Labelled personal identifiers: dates of birth, passport and other national numbers.
+fn personal_identifier(d: &Detectors, text: &str) -> Option<Finding> {
+    if let Some(c) = d.labelled_id.captures(text) {
+        return Some(Finding { kind: FindingKind::PersonalData, what: format!("a personal identifier ({})", c[1].to_lowercase()) });
+    }
+    if d.dob.is_match(text) {
+        return Some(Finding { kind: FindingKind::PersonalData, what: "a date of birth".into() });
+    }
+    None
+}
+
+/// Column names that say a table is about people.
+const PERSON_COLUMNS: &[&str] = &[
+    "name", "names", "employee", "candidate", "student", "patient", "client", "applicant", "tenant", "member", "person", "customer",
+    "first", "last", "surname", "given", "full", "heir", "witness", "participant", "subject", "respondent", "contact",
+];
+/// Column names of personal details.
+const PERSONAL_COLUMNS: &[&str] = &[
+    "phone", "mobile", "cell", "tel", "telephone", "email", "e-mail", "mail", "address", "street", "postcode", "zip", "dob", "birth",
+    "born", "birthday", "age", "ssn", "passport", "nationality", "gender", "sex", "iban", "account", "bank", "salary", "pay", "wage",
+    "compensation", "bonus", "base", "grade", "grades", "gpa", "score", "mark", "marks", "diagnosis", "medical", "health", "religion",
+    "ethnicity", "visa", "permit", "immigration", "national", "insurance", "tax", "id", "number", "home", "private", "personal", "rating",
+];
+
+/// A phone number: 9 to 15 digits that are not a date.
+fn is_phone(s: &str) -> bool {
+    let n = s.bytes().filter(u8::is_ascii_digit).count();
+    let date = s.len() == 10 && s.as_bytes()[4] == b'-' && s.as_bytes()[7] == b'-';
+    (9..=15).contains(&n) && !date
+}
+
+/// Personal columns that a work directory has too.
+const CONTACT_COLUMNS: &[&str] = &["email", "e-mail", "mail", "phone", "tel", "telephone", "ext", "number", "id"];
+
+/// Tables whose rows describe people: a header naming a person column and a personal column
+/// over two or more rows, or two or more lines each pairing a person's name with a private
+/// contact detail, a birth date or an identifier.
+fn people_table(d: &Detectors, text: &str) -> Option<Finding> {
+    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    for (i, l) in lines.iter().enumerate() {
+        let sep = if l.contains('|') { '|' } else if l.contains('\t') { '\t' } else if l.matches(',').count() >= 2 { ',' } else { continue };
+        let cols: Vec<String> = l.split(sep).map(|c| c.trim().to_lowercase()).filter(|c| !c.is_empty()).collect();
+        if cols.len() < 2 {
+            continue;
+        }
+        let words = |c: &String| c.split(|ch: char| !ch.is_alphanumeric() && ch != '-').filter(|w| !w.is_empty()).map(str::to_string).collect::<Vec<_>>();
+        let person = cols.iter().any(|c| words(c).iter().any(|w| PERSON_COLUMNS.contains(&w.as_str())));
+        let personal = cols.iter().filter(|c| words(c).iter().any(|w| PERSONAL_COLUMNS.contains(&w.as_str()) && !PERSON_COLUMNS.contains(&w.as_str()))).count();
+        // Work contact columns alone (a staff directory) do not make a table personal.
+        let contact_only = cols.iter().all(|c| !words(c).iter().any(|w| PERSONAL_COLUMNS.contains(&w.as_str()) && !CONTACT_COLUMNS.contains(&w.as_str())));
+        if !person || personal == 0 || contact_only {
+            continue;
+        }
+        let rows = lines[i + 1..].iter().take_while(|r| r.contains(sep)).filter(|r| !r.chars().all(|c| matches!(c, '|' | '-' | ':' | ' ' | '\t' | ','))).count();
+        if rows >= 2 {
+            return Some(Finding { kind: FindingKind::PeopleTable, what: "a table of people with personal details".into() });
+        }
+    }
+    let personal_line = |l: &str| {
+        let email = d.email.find_iter(l).any(|m| !m.as_str().contains("example"));
+        let phone = d.phone.find_iter(l).any(|m| is_phone(m.as_str()));
+        d.person_name.is_match(l)
+            && ((email && phone)
+                || d.dob.is_match(l)
+                || d.iban.is_match(l)
+                || d.ssn.is_match(l)
+                || d.labelled_id.is_match(l))
+    };
+    if lines.iter().filter(|l| personal_line(l)).count() >= 2 {
+        return Some(Finding { kind: FindingKind::PeopleTable, what: "people listed with their contact details or identifiers".into() });
+    }
+    None
+}
+
+/// The entities of a text that can tie a copy to its source: e-mail addresses, phone, bank
+/// and other long numbers (digits only, so formatting does not hide them), identifiers that
+/// mix letters and digits, and capitalised names of two or three words. Lowercased.
+pub fn entities(text: &str) -> Vec<String> {
+    let d = detectors();
+    let mut out = Vec::new();
+    for m in d.email.find_iter(text) {
+        out.push(format!("e:{}", m.as_str().to_lowercase()));
+    }
+    for m in d.phone.find_iter(text).filter(|m| is_phone(m.as_str())) {
+        out.push(format!("n:{}", m.as_str().bytes().filter(u8::is_ascii_digit).map(char::from).collect::<String>()));
+    }
+    for m in d.iban.find_iter(text) {
+        out.push(format!("i:{}", m.as_str().replace(' ', "")));
+    }
+    for m in d.number.find_iter(text) {
+        let digits: String = m.as_str().bytes().filter(u8::is_ascii_digit).map(char::from).collect();
+        if digits.len() >= 5 {
+            out.push(format!("n:{digits}"));
+        }
+    }
+    for m in d.ident.find_iter(text) {
+        // An IBAN written without spaces is one entity, not two.
+        if !out.iter().any(|e| e.strip_prefix("i:").is_some_and(|i| i.eq_ignore_ascii_case(m.as_str()))) {
+            out.push(format!("id:{}", m.as_str().to_lowercase()));
+        }
+    }
+    for m in d.person_name.find_iter(text) {
+        out.push(format!("p:{}", m.as_str().to_lowercase()));
+    }
+    out.sort();
+    out.dedup();
     out
 }
 

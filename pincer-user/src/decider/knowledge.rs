@@ -9,7 +9,9 @@ use super::TrustedText;
 use crate::access::Access;
 use crate::sanitize::{SanitizedGlob, SanitizedPath, Sanitizer, Token};
 use crate::store::{AccessSource, Permission, PolicyRule, Task, TrustedState, UserPolicy};
+use super::provenance::Provenance;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 /// A rule over sanitized paths.
 #[derive(Debug, Clone)]
@@ -22,6 +24,10 @@ pub struct SanRule {
     pub permission: Permission,
     /// Where it came from (a policy id, or the task of an approval).
     pub source: TrustedText,
+    /// True for a rule read from policy text by matching its words against the workspace
+    /// tree (not a path the user wrote): it yields to what the user names and to what
+    /// similar tasks used.
+    pub inferred: bool,
 }
 
 /// One past task as deciders see it.
@@ -65,6 +71,18 @@ pub struct Knowledge {
     pub intent: IntentModel,
     /// How many tasks touched each sanitized path.
     pub path_tasks: HashMap<SanitizedPath, u32>,
+    /// Fingerprints of protected content (from the workspace when the policies were
+    /// imported; empty without one).
+    pub provenance: Arc<Provenance>,
+    /// The workspace tree when the policies were imported, sanitized (files and directories,
+    /// without the directory mark); empty without one.
+    pub known: HashSet<SanitizedPath>,
+    /// The word tokens of the names of protected areas: the last literal segment of every
+    /// deny and ask rule.
+    pub protected_names: Vec<Vec<Token>>,
+    /// The files that deny and ask rules covered in that workspace (the sources of
+    /// [`Knowledge::provenance`]), sanitized.
+    pub protected_files: HashSet<SanitizedPath>,
 }
 
 /// Words that make a policy sentence restrictive.
@@ -170,7 +188,102 @@ pub fn split_sentences(text: &str) -> Vec<String> {
 }
 
 fn san_rule(z: &Sanitizer, r: &PolicyRule, source: &str) -> SanRule {
-    SanRule { glob: z.glob(&r.path_glob), access: r.access.clone(), permission: r.permission, source: TrustedText::from_trusted(source) }
+    SanRule { glob: z.glob(&r.path_glob), access: r.access.clone(), permission: r.permission, source: TrustedText::from_trusted(source), inferred: false }
+}
+
+/// Verbs by which a policy clause speaks of reaching a place (not of what goes into it).
+const REACH: &[&str] = &["open", "read", "list", "look", "view", "see", "touch", "access", "enter", "go", "browse", "stay", "keep", "use", "consult", "search"];
+
+/// Splits a sentence into clauses at commas, semicolons, colons, dashes and `and`/`but`.
+fn clauses(sentence: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for part in sentence.split([',', ';', ':', '(', ')']) {
+        let mut cur: Vec<&str> = Vec::new();
+        for w in part.split_whitespace() {
+            if matches!(w.to_lowercase().as_str(), "and" | "but" | "-" | "--") && !cur.is_empty() {
+                out.push(cur.join(" "));
+                cur.clear();
+            } else {
+                cur.push(w);
+            }
+        }
+        if !cur.is_empty() {
+            out.push(cur.join(" "));
+        }
+    }
+    out
+}
+
+/// Rules read from a text-only policy by matching its words against the workspace tree:
+/// in each restrictive clause that speaks of reaching a place, a directory whose name's
+/// words all occur in the clause is covered with the
+/// clause's permission. A clause that names nothing ("stay out of it") applies to what the
+/// sentence before it named. A directory that holds more than a third of the workspace's
+/// files is not taken: a word that names most of the user's work is a word of their domain,
+/// not a place their policy fences off.
+pub fn tree_rules(text: &str, tree: &[String]) -> Vec<PolicyRule> {
+    let files = tree.iter().filter(|t| !t.ends_with('/')).count();
+    let dirs: Vec<(&str, Vec<String>)> = tree
+        .iter()
+        .filter(|t| t.ends_with('/'))
+        .filter(|d| 3 * tree.iter().filter(|f| !f.ends_with('/') && f.starts_with(d.as_str())).count() <= files)
+        .map(|t| {
+            let t = t.trim_end_matches('/');
+            (t, crate::sanitize::word_keys(t.rsplit('/').next().unwrap_or(t)))
+        })
+        .filter(|(_, ws)| !ws.is_empty())
+        .collect();
+    let mut out: Vec<PolicyRule> = Vec::new();
+    let mut previous: Vec<String> = Vec::new();
+    for sentence in split_sentences(text) {
+        let mut named: Vec<String> = Vec::new();
+        for clause in clauses(&sentence) {
+            let low = clause.to_lowercase();
+            let keys: HashSet<String> = crate::sanitize::word_keys(&clause).into_iter().collect();
+            let mut hits: Vec<String> = Vec::new();
+            for (d, ws) in &dirs {
+                if ws.iter().all(|w| keys.contains(w)) && ws.iter().any(|w| w.len() >= 4) {
+                    hits.push(d.to_string());
+                }
+            }
+            for n in typed_names(&clause) {
+                hits.push(n.trim_end_matches('/').to_string());
+            }
+            let Some(perm) = text_permission(&clause).or_else(|| {
+                ["stay out", "keep out", "off limits", "off-limits", "hands off"].iter().any(|p| low.contains(p)).then_some(Permission::Deny)
+            }) else {
+                named.extend(hits);
+                continue;
+            };
+            let ws = lower_words(&clause);
+            let reach = ws.iter().any(|w| REACH.iter().any(|r| w == r || (w.len() > r.len() + 1 && w.starts_with(r))))
+                || ["stay out", "keep out", "off limits", "off-limits", "hands off"].iter().any(|p| low.contains(p));
+            if !reach {
+                named.extend(hits);
+                continue;
+            }
+            let targets = if hits.is_empty() && ws.iter().any(|w| matches!(w.as_str(), "it" | "them" | "there" | "that" | "those")) {
+                if named.is_empty() { previous.clone() } else { named.clone() }
+            } else {
+                hits.clone()
+            };
+            let access = text_accesses(&clause);
+            for t in targets {
+                // A directory covers what is under it; a file name anywhere.
+                let is_dir = dirs.iter().any(|(d, _)| *d == t);
+                let g = if is_dir { format!("{t}/**") } else { mention_glob(&t) };
+                if globset::Glob::new(&g).is_ok() && !out.iter().any(|r| r.path_glob == g) {
+                    out.push(PolicyRule { path_glob: g, access: access.clone(), permission: perm });
+                    if is_dir && access.contains(&Access::List) {
+                        out.push(PolicyRule { path_glob: format!("{t}/"), access: vec![Access::List], permission: perm });
+                    }
+                }
+            }
+            named.extend(hits);
+        }
+        previous = named;
+    }
+    out
 }
 
 impl Knowledge {
@@ -227,6 +340,71 @@ impl Knowledge {
             rules: rules.iter().map(|r| san_rule(z, r, &format!("policy {}", p.id))).collect(),
             restrictive: text_permission(&p.text).is_some() || p.rules.iter().any(|r| r.permission != Permission::Allow),
         });
+    }
+
+    /// Adds what the workspace at policy import tells (trusted): rules read from text-only
+    /// policies against its tree, the sanitized tree, the names of protected areas and the
+    /// fingerprints of the protected files' content. `content` gives a file's bytes.
+    pub fn add_workspace<'a>(&mut self, state: &TrustedState, z: &Sanitizer, tree: &[String], content: impl Fn(&str) -> Option<&'a [u8]>) {
+        let mut restrict: Vec<String> = Vec::new();
+        for (pv, p) in self.policies.iter_mut().zip(&state.policies) {
+            let mut rules: Vec<PolicyRule> = if p.rules.is_empty() { rules_from_text(&p.text) } else { p.rules.clone() };
+            if p.rules.is_empty() {
+                for r in tree_rules(&p.text, tree) {
+                    if !rules.iter().any(|x| x.path_glob == r.path_glob) {
+                        let mut sr = san_rule(z, &r, &format!("policy {} (read from its text)", p.id));
+                        sr.inferred = true;
+                        pv.rules.push(sr);
+                        rules.push(r);
+                    }
+                }
+                if !pv.rules.is_empty() {
+                    pv.restrictive = true;
+                }
+            }
+            restrict.extend(rules.into_iter().filter(|r| r.permission != Permission::Allow).map(|r| r.path_glob));
+        }
+        for d in &state.derived {
+            restrict.extend(d.rules.iter().filter(|r| r.permission != Permission::Allow).map(|r| r.path_glob.clone()));
+        }
+        let mut set = globset::GlobSetBuilder::new();
+        for g in &restrict {
+            let g = g.trim_start_matches("./");
+            let g = if let Some(d) = g.strip_suffix('/') { format!("{d}/**") } else { g.to_string() };
+            if let Ok(glob) = globset::GlobBuilder::new(&g).literal_separator(true).build() {
+                set.add(glob);
+            }
+            if let Some(last) = g.split('/').rev().find(|s| !s.is_empty() && !crate::glob::is_glob(s)) {
+                let ws = z.path(last).words(0).to_vec();
+                if !ws.is_empty() && !self.protected_names.contains(&ws) {
+                    self.protected_names.push(ws);
+                }
+            }
+        }
+        let set = set.build().unwrap_or_else(|_| globset::GlobSet::empty());
+        let (mut protected, mut public): (Vec<&[u8]>, Vec<&[u8]>) = (vec![], vec![]);
+        for t in tree {
+            self.known.insert(z.path(t).with_dir(false));
+            if t.ends_with('/') {
+                continue;
+            }
+            if let Some(c) = content(t) {
+                if set.is_match(t) {
+                    self.protected_files.insert(z.path(t));
+                    protected.push(c);
+                } else {
+                    public.push(c);
+                }
+            }
+        }
+        self.provenance = Arc::new(Provenance::build(protected, public));
+    }
+
+    /// True if `p` (or, for a directory, anything under it) was in the workspace when the
+    /// policies were imported, or a past task used it.
+    pub fn is_known(&self, p: &SanitizedPath) -> bool {
+        let f = p.clone().with_dir(false);
+        self.known.contains(&f) || self.path_tasks.contains_key(&f) || self.path_tasks.contains_key(&p.clone().with_dir(true))
     }
 
     /// Every rule: policies', derived, and approvals of all tasks.
@@ -304,12 +482,22 @@ pub struct Evidence {
     pub exact_history: bool,
     /// The prompt's words describe this resource's name (most of its words were typed).
     pub described: bool,
+    /// A similar past task used a resource in the same folder.
+    pub worked_folder: bool,
+    /// How many words of the resource's own name occur in the prompts.
+    pub name_hits: usize,
 }
 
 impl Evidence {
     /// The user's prompt points at this very resource (by path or by the words of its name).
     pub fn named(&self) -> bool {
         self.typed || self.described
+    }
+
+    /// The prompt points at this resource in a folder the user works in: a similar task used
+    /// that folder and the prompt carries a word of the resource's own name.
+    pub fn asked_here(&self) -> bool {
+        self.worked_folder && self.name_hits > 0
     }
 }
 
@@ -337,6 +525,7 @@ pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> E
     let mut best = (0.0f32, "no trusted evidence for this location".to_string());
     let mut typed = false;
     let mut exact_history = false;
+    let mut worked_folder = false;
     for t in &s.typed {
         let n = t.len();
         if n == 0 {
@@ -363,6 +552,7 @@ pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> E
             } else if p.is_dir() && sp.starts_with(p) {
                 bump(&mut best, 0.9 * w, || format!("a similar past task (similarity {w:.2}) used files under {p}"));
             } else if sp.parent().zip(p.parent()).is_some_and(|(a, b)| a.same_segments(&b)) && p.len() > 1 {
+                worked_folder = true;
                 bump(&mut best, W_SIBLING * w, || format!("beside {sp}, used by a similar past task (similarity {w:.2})"));
             } else if p.len() > 2 && sp.len() == p.len() && sp.common_prefix_len(p) == p.len() - 2 {
                 bump(&mut best, W_COUSIN * w, || format!("near {sp}, used by a similar past task (similarity {w:.2})"));
@@ -379,9 +569,11 @@ pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> E
         bump(&mut best, sc, || format!("{n} past task(s) used {p}"));
     }
     let mut described = false;
+    let mut name_hits = 0;
     if let Some(last) = p.len().checked_sub(1) {
         let ws = p.words(last);
         let hit = ws.iter().filter(|w| s.words.contains(*w)).count();
+        name_hits = hit;
         if (ws.len() == 1 && hit == 1) || (hit >= 2 && 3 * hit >= 2 * ws.len()) {
             described = true;
             let sc = if hit >= 2 { 0.85 } else { 0.7 };
@@ -392,7 +584,7 @@ pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> E
     if word_hits > 0 {
         bump(&mut best, (W_WORD * word_hits as f32).min(0.45), || format!("{word_hits} segment(s) of {p} carry words of the prompt"));
     }
-    Evidence { score: best.0, why: best.1, typed, exact_history, described }
+    Evidence { score: best.0, why: best.1, typed, exact_history, described, worked_folder, name_hits }
 }
 
 /// Intent evidence for an access type in a session: reads and lists need none; writes,

@@ -11,6 +11,7 @@ pub mod content;
 pub mod knowledge;
 pub mod llm;
 pub mod offline;
+pub mod provenance;
 pub mod text;
 
 use crate::access::Access;
@@ -22,6 +23,7 @@ pub use content::{content_findings, injection_findings, Finding, FindingKind};
 pub use knowledge::{Knowledge, SanRule, SessionView};
 pub use llm::{AnthropicChat, ChatAnswer, ChatConfig, ChatModel, LlmDecider, OpenAiChat};
 pub use offline::OfflineDecider;
+pub use provenance::{Provenance, ProvenanceHit};
 
 /// A decider over an OpenAI-compatible chat-completions endpoint.
 pub type OpenAiDecider = LlmDecider<OpenAiChat>;

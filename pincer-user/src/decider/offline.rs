@@ -5,6 +5,7 @@
 
 use super::content::{content_findings, injection_findings, FindingKind, MARKINGS};
 use super::knowledge::{intent_evidence, location_evidence, text_accesses, Evidence, Knowledge, SessionView};
+use super::provenance::MAX_FINGERPRINT_BYTES;
 use super::text::typed_names;
 use super::{Decider, DeciderError, PolicyAnswer, PolicyEntry, PolicyInput, TokenUsage, Verdict, Vote1Input, Vote2Input, VoteOutcome};
 use crate::access::Access;
@@ -44,13 +45,27 @@ impl OfflineDecider {
     }
 }
 
+/// Weakest similarity of the task an approval was given in for the approval to license its
+/// resource in the current task.
+pub const APPROVAL_SIMILARITY: f32 = 0.5;
+
 /// The user rule (policy, derived policy, approval) that decides the request, if any:
 /// a deny always wins; otherwise the most specific matching rule decides, an ask winning a
-/// tie with an allow.
-fn rule_verdict(k: &Knowledge, s: &SessionView, p: &SanitizedPath, a: Access) -> Option<VoteOutcome> {
+/// tie with an allow. A hand approval from a past task counts only in tasks like the one it
+/// was given in (similarity at least [`APPROVAL_SIMILARITY`]); a rule read from policy text
+/// against the workspace tree yields to what the user named and to what similar tasks used.
+fn rule_verdict(k: &Knowledge, s: &SessionView, p: &SanitizedPath, a: Access, ev: &Evidence) -> Option<VoteOutcome> {
     let mut best: Option<(usize, bool, VoteOutcome)> = None;
-    for r in s.approvals.iter().chain(k.all_rules()) {
+    let scoped = k.tasks.iter().enumerate().flat_map(|(ti, t)| {
+        let w = s.similar.iter().find(|(i, _)| *i == ti).map_or(0.0, |x| x.1);
+        t.approvals.iter().filter(move |r| r.permission != Permission::Allow || w >= APPROVAL_SIMILARITY)
+    });
+    let rules = s.approvals.iter().chain(k.policies.iter().flat_map(|p| p.rules.iter())).chain(k.derived.iter()).chain(scoped);
+    for r in rules {
         if !r.access.contains(&a) {
+            continue;
+        }
+        if r.inferred && (ev.named() || ev.exact_history) {
             continue;
         }
         let spec = r.glob.specificity();
@@ -73,6 +88,32 @@ fn rule_verdict(k: &Knowledge, s: &SessionView, p: &SanitizedPath, a: Access) ->
     best.map(|b| b.2)
 }
 
+/// A new place (not in the workspace when the policies were imported, used by no past task)
+/// one of whose new segments is named like a protected area: the words of a protected
+/// area's name all occur in it. Returns the segment's index.
+pub fn lookalike(k: &Knowledge, p: &SanitizedPath) -> Option<usize> {
+    if k.protected_names.is_empty() || k.is_known(p) {
+        return None;
+    }
+    // The first segment whose prefix is new, and the ones after it.
+    let toks = p.tokens();
+    let mut first_new = 0;
+    for i in (1..=toks.len()).rev() {
+        let mut prefix = p.clone();
+        while prefix.len() > i {
+            prefix = prefix.parent().expect("longer than i");
+        }
+        if k.is_known(&prefix.with_dir(true)) {
+            first_new = i;
+            break;
+        }
+    }
+    (first_new..p.len()).find(|&i| {
+        let ws = p.words(i);
+        k.protected_names.iter().any(|names| names.iter().all(|w| ws.contains(w)))
+    })
+}
+
 fn created_by_session(s: &SessionView, p: &SanitizedPath) -> bool {
     s.created.iter().any(|c| p.starts_with(c))
 }
@@ -81,7 +122,7 @@ fn created_by_session(s: &SessionView, p: &SanitizedPath) -> bool {
 pub fn vote1_offline(inp: &Vote1Input<'_>) -> (VoteOutcome, Evidence) {
     let (k, s, p, a) = (inp.knowledge, inp.session, inp.path, inp.access);
     let ev = location_evidence(k, s, p);
-    if let Some(v) = rule_verdict(k, s, p, a) {
+    if let Some(v) = rule_verdict(k, s, p, a, &ev) {
         if v.verdict != Verdict::AskUser {
             return (v, ev);
         }
@@ -99,8 +140,16 @@ pub fn vote1_offline(inp: &Vote1Input<'_>) -> (VoteOutcome, Evidence) {
     if s.grants.iter().any(|(g, ga)| g.same_segments(p) && (*ga == a || (*ga == Access::Create && a != Access::Delete))) {
         return (VoteOutcome::allow(format!("{a} on {p} was already granted in this session")), ev);
     }
+    if let Some(i) = lookalike(k, p) {
+        if !ev.named() && !ev.exact_history {
+            return (VoteOutcome::deny(format!("{p} is a new place whose segment {} is named like a protected area; sibling evidence does not license it", i + 1)), ev);
+        }
+    }
     let need = location_threshold(a);
-    if ev.score < need {
+    // A first-time create or delete the prompt asks for (its intent evidence clears the bar
+    // below), of a resource the prompt's words point at, in a folder the user works in.
+    let asked_here = matches!(a, Access::Create | Access::Delete) && ev.asked_here();
+    if ev.score < need && !asked_here {
         return (VoteOutcome::deny(format!("location evidence {:.2} below {need:.2}: {}", ev.score, ev.why)), ev);
     }
     let (iscore, iwhy) = intent_evidence(k, s, p, a);
@@ -171,13 +220,17 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
     let (k, s, p, a) = (v1.knowledge, v1.session, v1.path, v1.access);
     let ev = location_evidence(k, s, p);
     // A resource the user named, or a similar past task used, is established.
-    let mut established = ev.named() || ev.exact_history || ev.score >= 0.8 || created_by_session(s, p);
+    let mut established = ev.named() || ev.exact_history || ev.score >= 0.8 || created_by_session(s, p) || (a == Access::Delete && ev.asked_here());
+    // Pincer-P2: the pre-committed policy's exact entries (what the user named and what
+    // similar tasks used, resolved on raw names at the first prompt) establish a resource
+    // and license its content as a similar task's use would.
+    let mut p2_exact = false;
     if p2 {
         if let Some(pol) = inp.policy {
-            let exact_allow = pol.entries().iter().any(|e| {
+            p2_exact = pol.entries().iter().any(|e| {
                 e.permission == Permission::Allow && e.access.contains(&a) && !crate::glob::is_glob(&e.path_glob) && e.path_glob.trim_end_matches('/') == inp.raw_path.trim_end_matches('/')
             });
-            established |= exact_allow;
+            established |= p2_exact;
         }
     }
     if let Some(r) = inp.rationale {
@@ -192,10 +245,29 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
     }
     // Sensitive content is not licensed by a name: only by a similar past task that used
     // this very resource, or by the session having created it.
-    let content_ok = ev.exact_history || created_by_session(s, p);
+    let created = created_by_session(s, p);
+    let content_ok = ev.exact_history || created || p2_exact;
     if let Some(c) = inp.content {
         if matches!(a, Access::Read | Access::Write | Access::Delete) {
+            if c.len() > MAX_FINGERPRINT_BYTES && !created {
+                return VoteOutcome::deny(format!("the content is {} bytes, more than the {MAX_FINGERPRINT_BYTES} that can be inspected", c.len()));
+            }
+            // A protected original is governed by the rules over its place; provenance is
+            // about copies of it elsewhere.
+            if !created && !k.protected_files.contains(&p.clone().with_dir(false)) {
+                if let Some(h) = k.provenance.check(c) {
+                    return VoteOutcome::deny(format!(
+                        "the content overlaps protected content ({} shared passages, {} shared identifiers, {} shared names), so it is protected whatever its name or place",
+                        h.shingles, h.entities, h.names
+                    ));
+                }
+            }
             let findings = content_findings(c);
+            if let Some(f) = findings.iter().find(|f| f.kind.is_personal()) {
+                if !content_ok {
+                    return VoteOutcome::deny(format!("the content holds personal data ({}) and no similar task used this resource", f.what));
+                }
+            }
             if let Some(f) = findings.iter().find(|f| f.kind.is_secret()) {
                 if !created_by_session(s, p) {
                     return VoteOutcome::deny(format!("the content holds a secret ({})", f.what));
@@ -311,6 +383,13 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
             }
         }
     }
+    // Folders similar tasks worked in.
+    let worked: BTreeSet<&str> = inp
+        .similar
+        .iter()
+        .filter(|(_, w)| *w >= 0.3)
+        .flat_map(|&(ti, _)| inp.state.tasks[ti].accesses.iter().filter_map(|(r, _)| r.path.trim_end_matches('/').rsplit_once('/').map(|(d, _)| d)))
+        .collect();
     // Files whose names the prompt's words spell out.
     for t in inp.workspace_tree.iter().filter(|t| !t.ends_with('/')) {
         let last = t.rsplit('/').next().unwrap_or(t);
@@ -322,6 +401,8 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
         let hit = keys.iter().filter(|w| pw.contains(*w)).count();
         if (keys.len() == 1 && hit == 1) || (hit >= 2 && 3 * hit >= 2 * keys.len()) {
             add(t.clone(), &mut intents.iter().copied(), format!("{last}, which the prompt's words name"));
+        } else if hit >= 1 && intents.contains(&Access::Delete) && t.rsplit_once('/').is_some_and(|(d, _)| worked.contains(d)) {
+            add(t.clone(), &mut [Access::Delete].into_iter(), format!("{last}, which the prompt's words point at, in a folder similar tasks used"));
         }
     }
     // Prompt words that name folders of the workspace.

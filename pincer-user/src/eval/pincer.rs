@@ -45,12 +45,15 @@ pub struct PincerDefense {
 
 impl PincerDefense {
     /// A Pincer (or Pincer-P2) over a persona's trusted state and a decider. The sanitizer key
-    /// is drawn fresh; no decider ever sees it.
+    /// is drawn fresh; no decider ever sees it. The persona's pristine workspace stands for
+    /// the workspace as it was when the user imported their policies: the twin reads its tree
+    /// and fingerprints its protected files from it, before any sample's setup runs.
     pub fn new(name: DefenseName, persona: &Persona, decider: Arc<dyn Decider>) -> Result<Self, RunError> {
         let setup = |reason: String| RunError::Setup { persona: persona.id.clone(), defense: name, reason };
         let state = trusted_state(persona).map_err(|e| setup(format!("trusted state: {e}")))?;
         let key = SecretKey::generate().map_err(|e| setup(format!("sanitizer key: {e}")))?;
-        let prepared = Prepared::new(state, Sanitizer::new(key));
+        let ws = &persona.workspace;
+        let prepared = Prepared::new(state, Sanitizer::new(key)).with_workspace(&ws.tree(), |p| ws.content(p));
         Ok(PincerDefense { name, prepared, decider, twin: None, sample: 0, session: None, sessions: 0, tokens: TokenUsage::default() })
     }
 

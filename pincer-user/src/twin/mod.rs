@@ -229,6 +229,20 @@ impl Prepared {
     pub fn state(&self) -> &TrustedState {
         &self.state
     }
+
+    /// Adds what the user's workspace, as it is when the user imports or refreshes their
+    /// policies, tells the twin: rules read from text-only policies against its tree, the
+    /// known tree (for lookalike places) and fingerprints of the protected files' content.
+    /// Call it only with a workspace the worker has not had access to since.
+    pub fn with_workspace<'a>(mut self, tree: &[String], content: impl Fn(&str) -> Option<&'a [u8]>) -> Self {
+        self.knowledge.add_workspace(&self.state, &self.sanitizer, tree, content);
+        self
+    }
+
+    /// The sanitized knowledge deciders see.
+    pub fn knowledge(&self) -> &Knowledge {
+        &self.knowledge
+    }
 }
 
 impl Twin {
@@ -441,6 +455,7 @@ impl Twin {
                 access: vec![q.access],
                 permission: approval.permission,
                 source: TrustedText::from_trusted(format!("the user's answer to question {question}")),
+                inferred: false,
             });
             s.approvals.push(approval);
             s.denials.remove(&(q.path, q.access));
