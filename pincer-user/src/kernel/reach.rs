@@ -504,7 +504,7 @@ mod tests {
         use pincer_common::reach::*;
         let lo = host_addr_key("127.0.0.53".parse().unwrap()).addr;
         let m = reach_event(HOOK_SOCKET_SENDMSG, 53, 17, lo);
-        assert_eq!(m.hook, "socket_sendmsg");
+        assert_eq!(m.hook, Hook::SocketSendmsg);
         assert_eq!(
             m.reach(),
             Some(Reach::HostPort { proto: Some(Proto::Udp), proto_number: 17, addr: "127.0.0.53".parse().unwrap(), port: 53 })
@@ -512,7 +512,7 @@ mod tests {
         let v6 = host_addr_key("::1".parse().unwrap()).addr;
         assert!(matches!(reach_event(HOOK_SOCKET_CONNECT, 8080, 6, v6).reach(), Some(Reach::HostPort { addr, .. }) if addr == "::1".parse::<IpAddr>().unwrap()));
         let k = reach_event(HOOK_TASK_KILL, 1234, 9, [0; 16]);
-        assert_eq!(k.hook, "task_kill");
+        assert_eq!(k.hook, Hook::TaskKill);
         assert_eq!(k.reach(), Some(Reach::Process { pid: 1234, session: 0, comm: "sshd".into(), detail: 9 }));
         // A file miss is not a reach.
         let mut f = reach_event(HOOK_TASK_KILL, 1, 0, [0; 16]);
