@@ -71,7 +71,9 @@ fn ready_host() -> FakeHost {
 }
 
 /// Starts a daemon (recording enforcer) on the fake host's socket.
-fn start_daemon(config: &Config) -> tokio::sync::oneshot::Sender<()> {
+/// Starts the daemon and returns once it has answered a call (so it has made its state
+/// directory private before the test changes anything in it).
+async fn start_daemon(config: &Config) -> tokio::sync::oneshot::Sender<()> {
     let lookup: CgroupLookup = Arc::new(|_| Ok(PathBuf::from("/sys/fs/cgroup/user.slice")));
     let parts = Parts {
         core: CoreDeps {
@@ -93,13 +95,15 @@ fn start_daemon(config: &Config) -> tokio::sync::oneshot::Sender<()> {
         .await
         .unwrap();
     });
+    let mut c = pincer::daemon::client::Client::connect(&config.socket).await.unwrap();
+    c.call(pincer::daemon::Call::Sessions).await.unwrap();
     stop
 }
 
 #[tokio::test]
 async fn a_ready_host_passes_every_check() {
     let f = ready_host();
-    let _stop = start_daemon(&f.config);
+    let _stop = start_daemon(&f.config).await;
     chmod(&f.config.state_dir, 0o700);
     let report = doctor::run(&f.host, Some(&f.config_file), None).await;
     let text = report.render();
@@ -169,7 +173,7 @@ fn assert_every_failure_has_a_fix(text: &str) {
 #[tokio::test]
 async fn a_replaceable_socket_and_a_readable_key_are_failures() {
     let f = ready_host();
-    let _stop = start_daemon(&f.config);
+    let _stop = start_daemon(&f.config).await;
     chmod(f.config.socket.parent().unwrap(), 0o777);
     std::fs::write(f.config.state_dir.join("prf.key"), [0u8; 32]).unwrap();
     chmod(&f.config.state_dir.join("prf.key"), 0o644);
