@@ -57,9 +57,14 @@ impl Env {
 
     /// `pincer run` of a worker shell script, started in the background.
     fn spawn_worker(&self, prompt: &str, script: &str) -> Child {
+        self.spawn_worker_in("enforce", prompt, script)
+    }
+
+    /// [`Env::spawn_worker`] in a session of `mode` (`enforce` or `shadow`).
+    fn spawn_worker_in(&self, mode: &str, prompt: &str, script: &str) -> Child {
         let script = format!("P={PINCER}\nW={}\n{script}", self.ws.display());
         Command::new(PINCER)
-            .args(["run", "--root", self.ws.to_str().unwrap(), "--user", WORKER_UID, "--prompt", prompt, "--", "/bin/sh", "-c", &script])
+            .args(["run", "--mode", mode, "--root", self.ws.to_str().unwrap(), "--user", WORKER_UID, "--prompt", prompt, "--", "/bin/sh", "-c", &script])
             .env("PINCER_SOCKET", &self.daemon.socket)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -68,7 +73,11 @@ impl Env {
     }
 
     fn run_worker(&self, prompt: &str, script: &str) -> String {
-        let out = self.spawn_worker(prompt, script).wait_with_output().unwrap();
+        self.run_worker_in("enforce", prompt, script)
+    }
+
+    fn run_worker_in(&self, mode: &str, prompt: &str, script: &str) -> String {
+        let out = self.spawn_worker_in(mode, prompt, script).wait_with_output().unwrap();
         let text = text_of(&out);
         println!("{text}");
         assert!(out.status.success(), "pincer run failed: {text}");
@@ -270,4 +279,63 @@ $P request $W/secrets/prod.env --access read && echo "R secret after restart: gr
     );
     assert!(env.audit().contains("session_resume"));
     assert!(out.contains("ended"), "the restarted daemon ended the session: {out}");
+}
+
+/// A file of the user's outside every named root, in `/tmp` (a place gated like a root).
+fn users_tmp_file(env: &Env) -> PathBuf {
+    let outside = PathBuf::from(format!("{}-outside", env.dir.display()));
+    pincer_tests::write_file(&outside.join("notes.txt"), "the user's own notes");
+    chown_tree(&outside, 1000);
+    outside.join("notes.txt")
+}
+
+#[test]
+fn default_containment_gates_tmp_gives_a_scratch_dir_and_refuses_never_grantable_paths() {
+    let env = Env::new("e2e-contain", "decide");
+    pincer_tests::write_file(&env.ws.join(".git/config"), "[core]\n");
+    std::fs::create_dir_all(env.ws.join(".git/hooks")).unwrap();
+    chown_tree(&env.ws, 1000);
+    let notes = users_tmp_file(&env);
+    let out = env.run_worker(
+        TODO_PROMPT,
+        &format!(
+            r#"
+cat {notes} >/dev/null 2>&1 && echo "R tmp file: read" || echo "R tmp file: denied"
+[ -n "$TMPDIR" ] && echo scratch > $TMPDIR/s && cat $TMPDIR/s >/dev/null && echo "R scratch: used" || echo "R scratch: denied"
+$P request $W/.git/config --access write --reason "set the remote" 2>&1 | grep -q never-grantable && echo "R git config: never" || echo "R git config: other"
+$P request $W/.git/hooks/pre-commit --access create --reason "add a hook" 2>&1 | grep -q never-grantable && echo "R hook: never" || echo "R hook: other"
+echo x >> $W/.git/config 2>/dev/null && echo "R git config write: done" || echo "R git config write: denied"
+"#,
+            notes = notes.display()
+        ),
+    );
+    assert_eq!(
+        lines_with(&out, "R "),
+        ["R tmp file: denied", "R scratch: used", "R git config: never", "R hook: never", "R git config write: denied"]
+    );
+    assert!(env.audit().contains("never-grantable"), "the audit says why");
+    assert_eq!(std::fs::read_to_string(env.ws.join(".git/config")).unwrap(), "[core]\n");
+}
+
+#[test]
+fn a_shadow_session_lets_misses_through_and_audits_them_but_never_grantable_paths_stay_denied() {
+    let env = Env::new("e2e-shadow", "decide");
+    pincer_tests::write_file(&env.ws.join(".git/config"), "[core]\n");
+    std::fs::create_dir_all(env.ws.join(".git/hooks")).unwrap();
+    chown_tree(&env.ws, 1000);
+    let out = env.run_worker_in(
+        "shadow",
+        TODO_PROMPT,
+        r#"
+cat $W/secrets/prod.env >/dev/null 2>&1 && echo "R secret: read" || echo "R secret: denied"
+echo x >> $W/.git/config 2>/dev/null && echo "R git config write: done" || echo "R git config write: denied"
+: > $W/.git/hooks/pre-commit 2>/dev/null && echo "R hook create: done" || echo "R hook create: denied"
+sleep 1
+"#,
+    );
+    assert_eq!(lines_with(&out, "R "), ["R secret: read", "R git config write: denied", "R hook create: denied"]);
+    let audit = env.audit();
+    assert!(audit.contains("shadow mode"), "the audit marks what enforcing would deny: {audit}");
+    assert!(audit.contains("never-grantable"), "{audit}");
+    assert!(!env.ws.join(".git/hooks/pre-commit").exists());
 }
