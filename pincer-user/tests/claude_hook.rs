@@ -87,7 +87,7 @@ impl Harness {
         };
         let history = std::fs::read_to_string(Path::new(PERSONA).join("history.jsonl")).unwrap();
         let policies = std::fs::read_to_string(Path::new(PERSONA).join("policies.jsonl")).unwrap();
-        assert!(matches!(call(Call::Import { history, policies, uid: None }).await, Reply::Ok { .. }));
+        assert!(matches!(call(Call::Import { history, policies, uid: None, workspace: None }).await, Reply::Ok { .. }));
         let session = match call(Call::CreateSession { owner_uid: 0, roots: vec![ws.clone()], prompt: TODO_PROMPT.into(), mode: Default::default() }).await {
             Reply::Session(s) => s,
             other => panic!("{other:?}"),

@@ -120,7 +120,7 @@ impl Harness {
         self.as_caller(Path::new(OUTSIDE));
         let history = std::fs::read_to_string(Path::new(PERSONA).join("history.jsonl")).unwrap();
         let policies = std::fs::read_to_string(Path::new(PERSONA).join("policies.jsonl")).unwrap();
-        let r = self.call(Call::Import { history, policies, uid: None }).await;
+        let r = self.call(Call::Import { history, policies, uid: None, workspace: None }).await;
         assert!(matches!(r, Reply::Ok { .. }), "{r:?}");
     }
 
@@ -543,4 +543,31 @@ async fn a_session_gets_a_private_scratch_dir_and_its_owners_places_are_gated() 
     h.as_caller(Path::new(OUTSIDE));
     assert!(matches!(h.call(Call::EndSession { session: s.session.clone() }).await, Reply::Summary { .. }));
     assert!(!scratch.exists(), "the scratch dir ends with the session");
+}
+
+#[tokio::test]
+async fn import_with_a_workspace_keeps_a_private_snapshot_the_twin_is_built_from() {
+    let h = Harness::new(|_| {}).await;
+    h.as_caller(Path::new(OUTSIDE));
+    let history = std::fs::read_to_string(Path::new(PERSONA).join("history.jsonl")).unwrap();
+    let policies = std::fs::read_to_string(Path::new(PERSONA).join("policies.jsonl")).unwrap();
+    let ws = Path::new(PERSONA).join("workspace").canonicalize().unwrap();
+    match h.call(Call::Import { history: history.clone(), policies: policies.clone(), uid: None, workspace: Some(ws) }).await {
+        Reply::Ok { message } => assert!(message.contains("snapshot"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    let snap = h.config.state_dir.join("workspace-root.json");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&snap).unwrap().permissions().mode() & 0o777, 0o600);
+    let parsed: pincer::daemon::twins::WorkspaceSnapshot = serde_json::from_slice(&std::fs::read(&snap).unwrap()).unwrap();
+    assert!(parsed.tree.iter().any(|p| p == "secrets/prod.env") && parsed.files.contains_key("secrets/prod.env"));
+    // A corrupt snapshot fails closed: no twin, so requests are denied.
+    std::fs::write(&snap, b"{not json").unwrap();
+    let r = h.call(Call::CreateSession { owner_uid: 0, roots: vec![h.ws.clone()], prompt: TODO_PROMPT.into(), mode: Default::default() }).await;
+    assert!(matches!(r, Reply::Error { .. }), "no session without its twin: {r:?}");
+    // A workspace that does not exist is an error that names it.
+    match h.call(Call::Import { history, policies, uid: None, workspace: Some(PathBuf::from("/nonexistent/ws")) }).await {
+        Reply::Error { message, .. } => assert!(message.contains("/nonexistent/ws"), "{message}"),
+        other => panic!("{other:?}"),
+    }
 }

@@ -288,7 +288,15 @@ impl Daemon {
     /// Imports a persona's trusted history and policies for `uid` (`pincer import`).
     pub fn import(&self, persona_dir: &Path, uid: u32) -> String {
         let (h, p) = (persona_dir.join("history.jsonl"), persona_dir.join("policies.jsonl"));
-        let out = self.pincer(&["import", "--history", &h.to_string_lossy(), "--policies", &p.to_string_lossy(), "--uid", &uid.to_string()]);
+        let (h, p, uid) = (h.to_string_lossy(), p.to_string_lossy(), uid.to_string());
+        let mut args = vec!["import", "--history", &h, "--policies", &p, "--uid", &uid];
+        // The pristine workspace, as `pincer eval` uses it: the twin's snapshot.
+        let ws = persona_dir.join("workspace");
+        let ws = ws.to_string_lossy();
+        if persona_dir.join("workspace").is_dir() {
+            args.extend(["--workspace", &ws]);
+        }
+        let out = self.pincer(&args);
         let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         assert!(out.status.success(), "pincer import for uid {uid} failed: {text}");
         text

@@ -283,7 +283,7 @@ impl Core {
                 let sessions = self.sessions.iter().filter(|s| peer.uid == 0 || s.owner_uid == peer.uid).map(Session::info).collect();
                 Ok(CallResult::Now(Reply::Sessions { sessions }))
             }
-            (Caller::Outside, Call::Import { history, policies, uid }) => self.import(uid.unwrap_or(peer.uid), &history, &policies),
+            (Caller::Outside, Call::Import { history, policies, uid, workspace }) => self.import(uid.unwrap_or(peer.uid), &history, &policies, workspace.as_deref()),
             (caller, call) => unreachable!("callers::permit refuses {} from {caller:?}", call.name()),
         }
     }
@@ -429,7 +429,7 @@ impl Core {
         Ok(CallResult::Now(Reply::Ok { message: format!("prompt added to session {id}") }))
     }
 
-    fn import(&mut self, uid: u32, history: &str, policies: &str) -> CallOutcome {
+    fn import(&mut self, uid: u32, history: &str, policies: &str, workspace: Option<&std::path::Path>) -> CallOutcome {
         let user = users::by_uid(uid).name;
         if self.sessions.iter().any(|s| s.user == user) {
             return Err(CallError::UserHasSessions(user));
@@ -443,12 +443,34 @@ impl Core {
         std::fs::write(&h, history).and_then(|()| std::fs::write(&p, policies)).map_err(stage(dir.path()))?;
         let store = Store::open(self.twins.db())?;
         let sum = store.import_persona(&user, &h, &p).map_err(CallError::Import)?;
+        let mut snapshot = String::new();
+        if let Some(ws) = workspace {
+            let err = |source| CallError::Workspace { path: ws.to_path_buf(), source };
+            use std::os::unix::fs::MetadataExt;
+            let owner = std::fs::symlink_metadata(ws).map_err(err)?.uid();
+            if owner != uid && owner != 0 {
+                return Err(err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, format!("owned by uid {owner}, not by the importing user"))));
+            }
+            let snap = super::twins::WorkspaceSnapshot::take(ws).map_err(err)?;
+            let text = serde_json::to_vec(&snap).map_err(|e| err(std::io::Error::other(e)))?;
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(super::twins::snapshot_path(&self.config.state_dir, &user))
+                .and_then(|mut f| f.write_all(&text))
+                .map_err(err)?;
+            snapshot = format!(" and a snapshot of {} ({} entries)", ws.display(), snap.tree.len());
+        }
         self.twins.forget(&user);
         let mut e = AuditEntry::new(Event::Import);
         e.owner_uid = Some(uid);
-        e.detail = Some(format!("{} history tasks and {} policies for {user}", sum.tasks, sum.policies));
+        e.detail = Some(format!("{} history tasks and {} policies for {user}{snapshot}", sum.tasks, sum.policies));
         self.audit.record(&e);
-        Ok(CallResult::Now(Reply::Ok { message: format!("imported {} history tasks and {} policies for {user}", sum.tasks, sum.policies) }))
+        Ok(CallResult::Now(Reply::Ok { message: format!("imported {} history tasks and {} policies for {user}{snapshot}", sum.tasks, sum.policies) }))
     }
 
     fn pending(&mut self, peer: &Peer) -> Vec<QuestionInfo> {

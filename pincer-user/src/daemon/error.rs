@@ -3,6 +3,7 @@
 
 use super::protocol::ErrorKind;
 use super::sessions::SessionError;
+use std::path::PathBuf;
 
 /// Why a caller may not make a call. Every refusal is audited.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -90,6 +91,15 @@ pub enum CallError {
     /// The kernel enforcer failed.
     #[error(transparent)]
     Kernel(#[from] crate::kernel::KernelError),
+    /// The workspace given to `import` could not be snapshotted.
+    #[error("cannot snapshot the workspace {}", path.display())]
+    Workspace {
+        /// The workspace.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
     /// The session's containment could not be set up.
     #[error("session containment")]
     Containment(#[from] super::contain::ContainError),
@@ -110,7 +120,8 @@ impl CallError {
             | CallError::UserHasSessions(_)
             | CallError::Import(_)
             | CallError::NoQuestion(_)
-            | CallError::Prompt(_) => ErrorKind::BadRequest,
+            | CallError::Prompt(_)
+            | CallError::Workspace { .. } => ErrorKind::BadRequest,
             CallError::Session(_) | CallError::ImportStage { .. } | CallError::Twin(_) | CallError::Twins(_) | CallError::Store(_) | CallError::Kernel(_) | CallError::Containment(_) => {
                 ErrorKind::Internal
             }

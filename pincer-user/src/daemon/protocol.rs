@@ -141,6 +141,10 @@ pub enum Call {
         /// The user to import for (root only; default: the caller).
         #[serde(default)]
         uid: Option<u32>,
+        /// The user's workspace as it is now (before any session touched it): the twin
+        /// reads its tree and fingerprints the files the policies protect.
+        #[serde(default)]
+        workspace: Option<PathBuf>,
     },
 }
 

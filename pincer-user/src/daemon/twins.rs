@@ -8,7 +8,7 @@ use crate::access::Access;
 use crate::decider::Decider;
 use crate::sanitize::Sanitizer;
 use crate::store::{Store, StoreError};
-use crate::twin::{QuestionIds, Twin, TwinConfig, TwinError};
+use crate::twin::{Prepared, QuestionIds, Twin, TwinConfig, TwinError};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,12 +16,61 @@ use std::sync::Arc;
 /// Entries of the workspace tree handed to the pre-committed policy at most.
 pub const TREE_LIMIT: usize = 5000;
 
+/// Bytes of one file a workspace snapshot keeps at most.
+pub const SNAPSHOT_FILE_LIMIT: u64 = 4 << 20;
+
+/// A user's workspace as it was when they imported their policies (trusted state: taken on
+/// the user's channel, never from a workspace a worker may have changed since): its tree
+/// and its files' content, from which the twin reads text-only rules, the known places and
+/// the fingerprints of protected content.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WorkspaceSnapshot {
+    /// Paths relative to the workspace, `/` after a directory.
+    pub tree: Vec<String>,
+    /// Regular files' content by path (at most [`SNAPSHOT_FILE_LIMIT`] bytes each).
+    pub files: std::collections::BTreeMap<String, Vec<u8>>,
+}
+
+impl WorkspaceSnapshot {
+    /// Reads the workspace at `dir` (symlinks are not followed).
+    pub fn take(dir: &std::path::Path) -> std::io::Result<Self> {
+        use std::io::Read;
+        let meta = std::fs::symlink_metadata(dir)?;
+        if !meta.is_dir() {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{} is not a directory", dir.display())));
+        }
+        let id = crate::kernel::ObjectId::of_path(dir).map_err(std::io::Error::other)?;
+        let root = resolve::Root { path: dir.to_path_buf(), id, label: String::new() };
+        let tree = resolve::workspace_tree(&root, TREE_LIMIT);
+        let mut files = std::collections::BTreeMap::new();
+        for rel in tree.iter().filter(|p| !p.ends_with('/')) {
+            let path = dir.join(rel);
+            if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+                continue;
+            }
+            let mut buf = Vec::new();
+            if std::fs::File::open(&path).and_then(|f| f.take(SNAPSHOT_FILE_LIMIT).read_to_end(&mut buf)).is_ok() {
+                files.insert(rel.clone(), buf);
+            }
+        }
+        Ok(WorkspaceSnapshot { tree, files })
+    }
+}
+
+/// Where `user`'s workspace snapshot is kept in the state directory.
+pub fn snapshot_path(state_dir: &std::path::Path, user: &str) -> PathBuf {
+    state_dir.join(format!("workspace-{user}.json"))
+}
+
 /// Why a twin could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum TwinsError {
     /// The trusted store failed.
     #[error("trusted store")]
     Store(#[from] StoreError),
+    /// The user's workspace snapshot cannot be read: the twin is not built (fail closed).
+    #[error("workspace snapshot")]
+    Snapshot(#[source] serde_json::Error),
     /// The twin refused to resume a session.
     #[error("cannot resume session {session}")]
     Resume {
@@ -113,7 +162,15 @@ async fn build(p: Parts, user: &str, resume: &[Session]) -> Result<Twin, TwinsEr
     let store = Store::open(&p.db)?;
     let mut state = store.load_state(user)?;
     state.tasks.retain(|t| !resume.iter().any(|s| s.id == t.session));
-    let mut twin = Twin::new(state, p.sanitizer, p.decider, p.config).with_question_ids(p.ids);
+    let mut prepared = Prepared::new(state, p.sanitizer);
+    let snapshot = p.db.parent().map(|d| snapshot_path(d, user));
+    if let Some(text) = snapshot.and_then(|f| std::fs::read(f).ok()) {
+        match serde_json::from_slice::<WorkspaceSnapshot>(&text) {
+            Ok(snap) => prepared = prepared.with_workspace(&snap.tree, |p| snap.files.get(p).map(Vec::as_slice)),
+            Err(e) => return Err(TwinsError::Snapshot(e)),
+        }
+    }
+    let mut twin = Twin::from_prepared(&prepared, p.decider, p.config).with_question_ids(p.ids);
     for s in resume {
         let err = |source| TwinsError::Resume { session: s.id.clone(), source };
         let tree: Vec<String> = s.roots().iter().flat_map(|r| resolve::workspace_tree(r, TREE_LIMIT)).collect();
