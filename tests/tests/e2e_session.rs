@@ -111,11 +111,11 @@ fn worker_gets_granted_resource_and_is_denied_secret_under_the_kernel() {
 cat $W/notes/todo.md >/dev/null 2>&1 && echo "R before: read" || echo "R before: denied"
 $P request $W/notes/todo.md --access read --reason "read the todo to update it" && echo "R request todo: granted" || echo "R request todo: denied"
 cat $W/notes/todo.md >/dev/null 2>&1 && echo "R after: read" || echo "R after: denied"
-cp $W/notes/todo.md /tmp/todo-copy-$$ 2>/dev/null && echo "R cp: ok" || echo "R cp: denied"
+cp $W/notes/todo.md $TMPDIR/todo-copy-$$ 2>/dev/null && echo "R cp: ok" || echo "R cp: denied"
 cat $W/notes/todo.md >> $W/notes/todo.md 2>/dev/null && echo "R write: ok" || echo "R write: denied"
 $P request $W/secrets/prod.env --access read --reason "the todo says to check it" && echo "R request secret: granted" || echo "R request secret: denied"
 cat $W/secrets/prod.env >/dev/null 2>&1 && echo "R secret: read" || echo "R secret: denied"
-ln -s $W/secrets/prod.env /tmp/link-$$ 2>/dev/null; cat /tmp/link-$$ >/dev/null 2>&1 && echo "R secret via link: read" || echo "R secret via link: denied"
+ln -s $W/secrets/prod.env $TMPDIR/link-$$ 2>/dev/null; cat $TMPDIR/link-$$ >/dev/null 2>&1 && echo "R secret via link: read" || echo "R secret via link: denied"
 "#,
     );
     assert_eq!(
@@ -304,7 +304,7 @@ cat {notes} >/dev/null 2>&1 && echo "R tmp file: read" || echo "R tmp file: deni
 [ -n "$TMPDIR" ] && echo scratch > $TMPDIR/s && cat $TMPDIR/s >/dev/null && echo "R scratch: used" || echo "R scratch: denied"
 $P request $W/.git/config --access write --reason "set the remote" 2>&1 | grep -q never-grantable && echo "R git config: never" || echo "R git config: other"
 $P request $W/.git/hooks/pre-commit --access create --reason "add a hook" 2>&1 | grep -q never-grantable && echo "R hook: never" || echo "R hook: other"
-echo x >> $W/.git/config 2>/dev/null && echo "R git config write: done" || echo "R git config write: denied"
+(echo x >> $W/.git/config) 2>/dev/null && echo "R git config write: done" || echo "R git config write: denied"
 "#,
             notes = notes.display()
         ),
@@ -328,8 +328,8 @@ fn a_shadow_session_lets_misses_through_and_audits_them_but_never_grantable_path
         TODO_PROMPT,
         r#"
 cat $W/secrets/prod.env >/dev/null 2>&1 && echo "R secret: read" || echo "R secret: denied"
-echo x >> $W/.git/config 2>/dev/null && echo "R git config write: done" || echo "R git config write: denied"
-: > $W/.git/hooks/pre-commit 2>/dev/null && echo "R hook create: done" || echo "R hook create: denied"
+(echo x >> $W/.git/config) 2>/dev/null && echo "R git config write: done" || echo "R git config write: denied"
+touch $W/.git/hooks/pre-commit 2>/dev/null && echo "R hook create: done" || echo "R hook create: denied"
 sleep 1
 "#,
     );
