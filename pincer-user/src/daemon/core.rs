@@ -385,7 +385,8 @@ impl Core {
     async fn end(&mut self, id: &str) -> CallOutcome {
         let s = self.sessions.get(id).cloned().ok_or_else(|| CallError::NoSession(id.to_string()))?;
         sessions::empty_cgroup(&s.cgroup).await;
-        let revoked = self.enforcer.revoke_session(s.cgroup_id)?;
+        // The scratch directory's own entry is not a grant the session was given.
+        let revoked = self.enforcer.revoke_session(s.cgroup_id)?.saturating_sub(usize::from(s.scratch.is_some()));
         if let Err(e) = sessions::remove_cgroup(&s.cgroup) {
             tracing::warn!(cgroup = %s.cgroup.display(), error = %e, "cannot remove the session's cgroup");
         }

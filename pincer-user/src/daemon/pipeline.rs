@@ -315,11 +315,16 @@ impl Core {
             }
             return;
         }
-        if m.never() && (m.access.is_empty() || m.hook == Hook::FileIoctl) {
-            // Terminal injection and the like: never grantable, nothing to decide.
+        if m.never() {
+            // The kernel's never map (or terminal injection): never grantable, not decided.
+            // Its walk may run past the root to the filesystem's top, so the path is the
+            // kernel's, not a root-relative one.
             let mut e = self.entry(Event::Miss, s);
+            if let Some(a) = m.access.first() {
+                e.request = Some(origin.audit_request(&m.relative_path.to_string_lossy(), *a));
+            }
             e.outcome = Some(Outcome::Deny);
-            e.detail = Some(format!("never-grantable ({}): denied by the kernel; not decided", m.hook));
+            e.detail = Some(format!("never-grantable ({}, {:?}): denied by the kernel's never map; not decided", m.hook, m.access));
             self.audit.record(&e);
             if let Some(s) = self.sessions.get_mut(&id) {
                 s.counters.misses += 1;
@@ -353,12 +358,6 @@ impl Core {
             return;
         }
         for req in requests {
-            if m.never() {
-                // The kernel's never map refused it: no vote can change that.
-                let why = Unresolved::Never(format!("the kernel's never map ({})", m.hook));
-                self.deny_unresolved(&origin, &id, &req.path, req.access, &why);
-                continue;
-            }
             let (path, access) = (req.path.clone(), req.access);
             let ruling = self.decide(origin.clone(), req).await;
             if m.shadow_allowed() && !ruling.granted {
