@@ -302,29 +302,23 @@ impl Core {
             return;
         };
         let id = s.id.clone();
-        if let Some(reach) = m.reach() {
-            // Reach outside the session (processes, IPC, sockets) is containment, not a
-            // resource the twin grants: it is audited and stays denied.
+        // Misses that are not the twin's to decide: reach outside the session (processes,
+        // IPC, sockets), and the kernel's never map or terminal injection (whose walk may
+        // run past the root, so the path is the kernel's, not a root-relative one). They
+        // are audited and stay denied.
+        let undecided = if let Some(reach) = m.reach() {
+            Some((None, format!("denied by session containment ({}): {reach:?}; not grantable", m.hook)))
+        } else if m.never() {
+            let request = m.access.first().map(|a| origin.audit_request(&m.relative_path.to_string_lossy(), *a));
+            Some((request, format!("never-grantable ({}, {:?}): denied by the kernel's never map; not decided", m.hook, m.access)))
+        } else {
+            None
+        };
+        if let Some((request, detail)) = undecided {
             let mut e = self.entry(Event::Miss, s);
+            e.request = request;
             e.outcome = Some(Outcome::Deny);
-            e.detail = Some(format!("denied by session containment ({}): {reach:?}; not grantable", m.hook));
-            self.audit.record(&e);
-            if let Some(s) = self.sessions.get_mut(&id) {
-                s.counters.misses += 1;
-                s.counters.denials += 1;
-            }
-            return;
-        }
-        if m.never() {
-            // The kernel's never map (or terminal injection): never grantable, not decided.
-            // Its walk may run past the root to the filesystem's top, so the path is the
-            // kernel's, not a root-relative one.
-            let mut e = self.entry(Event::Miss, s);
-            if let Some(a) = m.access.first() {
-                e.request = Some(origin.audit_request(&m.relative_path.to_string_lossy(), *a));
-            }
-            e.outcome = Some(Outcome::Deny);
-            e.detail = Some(format!("never-grantable ({}, {:?}): denied by the kernel's never map; not decided", m.hook, m.access));
+            e.detail = Some(detail);
             self.audit.record(&e);
             if let Some(s) = self.sessions.get_mut(&id) {
                 s.counters.misses += 1;
