@@ -96,8 +96,8 @@ async fn bench_decide(history: &[usize], iterations: usize) -> anyhow::Result<()
         let decider = Arc::new(OfflineDecider::new());
         let mut times = Vec::with_capacity(iterations);
         // Warm up: the detectors' patterns compile on first use.
-        pincer::decider::content_findings(b"warm up");
-        pincer::decider::injection_findings("warm up");
+        pincer::twin::content_findings(b"warm up");
+        pincer::twin::injection_findings("warm up");
         let mut twin: Option<Twin> = None;
         for i in 0..iterations {
             // A fresh session (untimed) every 20 decisions keeps the session small and the

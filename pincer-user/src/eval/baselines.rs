@@ -9,7 +9,7 @@
 //! | conseca-judge+ | through the policy made at the prompt | yes | no | no |
 
 use crate::access::Access;
-use crate::decider::text::typed_names;
+use crate::twin::text::typed_names;
 use crate::eval::corpus::Permission;
 use crate::eval::defense::{Defense, DefenseName, RequestView, Verdict};
 use crate::eval::judge::{compile_glob, judge, parent, prompt_relevance, CompiledRule, JudgeInput, JudgeKnowledge, JudgeVerdict};

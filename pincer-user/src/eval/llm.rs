@@ -3,7 +3,8 @@
 //! Every error, timeout or unparsable answer is a deny (fail closed).
 
 use crate::decider::llm::{parse_policy, parse_vote, AnthropicChat, ChatConfig, ChatModel, LlmDecider, OpenAiChat};
-use crate::decider::{Decider, DeciderError, PrecommittedPolicy, Verdict as Vote};
+use crate::decider::{Decider, DeciderError, Verdict as Vote};
+use crate::twin::PrecommittedPolicy;
 use crate::eval::corpus::Persona;
 use crate::eval::defense::{Defense, DefenseName, Nanoclaw, RequestView, Verdict};
 use crate::eval::judge::JudgeKnowledge;

@@ -10,13 +10,26 @@
 //! Notes from the worker are never accepted: there is no function that takes one. Requests
 //! denied repeatedly while the worker keeps asking become questions for the user; the user's
 //! answer is recorded as a trusted approval.
+//!
+//! What the votes look at lives in submodules: [`knowledge`] (the sanitized trusted state and
+//! a session's view of it), [`content`] (detectors), [`provenance`] (fingerprints of protected
+//! content), [`text`] (words, BM25, learned intent), [`policy`] (vote 3) and [`votes`] (the
+//! offline votes). The backends that make votes 1 and 2 are in [`crate::decider`].
+
+pub mod content;
+pub mod knowledge;
+pub mod policy;
+pub mod provenance;
+pub mod text;
+pub mod votes;
+
+pub use content::{content_findings, injection_findings, Finding, FindingKind};
+pub use knowledge::{Knowledge, SanRule, SessionView};
+pub use policy::{PolicyEntry, PrecommittedPolicy};
+pub use provenance::{Provenance, ProvenanceHit};
 
 use crate::access::Access;
-use crate::decider::knowledge::{Knowledge, SanRule, SessionView};
-use crate::decider::{
-    injection_findings, Decider, EarlierRequest, PolicyInput, PrecommittedPolicy, TokenUsage, TrustedText, Verdict, Vote1Input,
-    Vote2Input, VoteOutcome,
-};
+use crate::decider::{Decider, EarlierRequest, PolicyInput, TokenUsage, TrustedText, Verdict, Vote1Input, Vote2Input, VoteOutcome};
 use crate::sanitize::{SanitizedPath, Sanitizer};
 use crate::store::{check_rel_path, Permission, Store, StoreError, TrustedState, TwinGrant, UserApproval, UserPrompt};
 use serde::Serialize;
