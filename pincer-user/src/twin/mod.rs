@@ -94,19 +94,18 @@ pub struct Request {
     pub content: Option<Vec<u8>>,
 }
 
-/// What the twin decided.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// What the twin (or any evaluated defense) decided about a request. The daemon's
+/// [`crate::daemon::protocol::RequestOutcome`] extends it with what the user's answer, its
+/// absence or a refusal made of a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// Granted for the rest of the session.
     Grant,
     /// Denied.
     Deny,
-    /// Sent to the user as a pending question.
-    Escalate {
-        /// The question's id.
-        question: u64,
-    },
+    /// Sent to the user as a pending question ([`Decision::question`]).
+    Escalate,
 }
 
 /// One vote's verdict and reason, kept for the audit.
@@ -123,6 +122,8 @@ pub struct VoteRecord {
 pub struct Decision {
     /// Outcome.
     pub outcome: Outcome,
+    /// The question the user is asked, when the outcome is [`Outcome::Escalate`].
+    pub question: Option<u64>,
     /// Votes 1, 2, 3.
     pub votes: [VoteRecord; 3],
     /// Tokens the votes used.
@@ -137,7 +138,7 @@ impl Decision {
 
     fn rejected(reason: String) -> Self {
         let v = VoteRecord { verdict: Verdict::Deny, reason };
-        Decision { outcome: Outcome::Deny, votes: [v.clone(), v.clone(), v], tokens: TokenUsage::default() }
+        Decision { outcome: Outcome::Deny, question: None, votes: [v.clone(), v.clone(), v], tokens: TokenUsage::default() }
     }
 }
 
@@ -198,8 +199,8 @@ struct Session {
 
 /// The digital twin.
 pub struct Twin {
-    state: TrustedState,
-    knowledge: Knowledge,
+    state: Arc<TrustedState>,
+    knowledge: Arc<Knowledge>,
     sanitizer: Sanitizer,
     decider: Arc<dyn Decider>,
     config: TwinConfig,
@@ -220,8 +221,8 @@ impl std::fmt::Debug for Twin {
 /// twins (one per evaluation sample) without sanitizing the history again.
 #[derive(Clone)]
 pub struct Prepared {
-    state: TrustedState,
-    knowledge: Knowledge,
+    state: Arc<TrustedState>,
+    knowledge: Arc<Knowledge>,
     sanitizer: Sanitizer,
 }
 
@@ -234,8 +235,8 @@ impl std::fmt::Debug for Prepared {
 impl Prepared {
     /// Sanitizes and indexes `state`.
     pub fn new(state: TrustedState, sanitizer: Sanitizer) -> Self {
-        let knowledge = Knowledge::build(&state, &sanitizer);
-        Prepared { state, knowledge, sanitizer }
+        let knowledge = Arc::new(Knowledge::build(&state, &sanitizer));
+        Prepared { state: Arc::new(state), knowledge, sanitizer }
     }
 
     /// The trusted state.
@@ -248,7 +249,7 @@ impl Prepared {
     /// known tree (for lookalike places) and fingerprints of the protected files' content.
     /// Call it only with a workspace the worker has not had access to since.
     pub fn with_workspace<'a>(mut self, tree: &[String], content: impl Fn(&str) -> Option<&'a [u8]>) -> Self {
-        self.knowledge.add_workspace(&self.state, &self.sanitizer, tree, content);
+        Arc::make_mut(&mut self.knowledge).add_workspace(&self.state, &self.sanitizer, tree, content);
         self
     }
 
@@ -264,7 +265,8 @@ impl Twin {
         Self::from_prepared(&Prepared::new(state, sanitizer), decider, config)
     }
 
-    /// A twin over a private copy of a prepared state (cheap: nothing is sanitized again).
+    /// A twin over a private copy of a prepared state (cheap: nothing is sanitized or copied
+    /// until the twin's own history grows, when its first finished session copies it).
     pub fn from_prepared(p: &Prepared, decider: Arc<dyn Decider>, config: TwinConfig) -> Self {
         let day = p.state.last_day();
         Twin {
@@ -414,6 +416,7 @@ impl Twin {
         // approval in its trusted context).
         let granted = all_allow || (user_approved && votes[0].verdict == Verdict::Allow);
         let key = (req.path.clone(), req.access);
+        let mut question = None;
         let outcome = if granted {
             s.grants.push(key.clone());
             s.view.grants.push((sp.clone(), req.access));
@@ -436,7 +439,8 @@ impl Twin {
                         id
                     }
                 };
-                Outcome::Escalate { question: id }
+                question = Some(id);
+                Outcome::Escalate
             } else {
                 Outcome::Deny
             }
@@ -445,7 +449,7 @@ impl Twin {
             || req.content.as_deref().is_some_and(|c| !injection_findings(&String::from_utf8_lossy(c)).is_empty());
         s.earlier.push(EarlierRequest { path: req.path.clone(), access: req.access, granted: outcome == Outcome::Grant, injection });
         let votes = votes.map(|v| VoteRecord { verdict: v.verdict, reason: v.reason });
-        Decision { outcome, votes, tokens }
+        Decision { outcome, question, votes, tokens }
     }
 
     /// The user's answer to a pending question, recorded as a trusted approval (or refusal)
@@ -507,21 +511,22 @@ impl Twin {
     pub fn end_session(&mut self, session: &str) -> Result<(), TwinError> {
         let s = self.sessions.remove(session).ok_or_else(|| TwinError::UnknownSession(session.into()))?;
         self.pending.retain(|q| q.session != session);
+        let state = Arc::make_mut(&mut self.state);
         for p in &s.prompts {
-            self.state.add_prompt(&UserPrompt { session: session.into(), day: s.day, text: p.clone() })?;
+            state.add_prompt(&UserPrompt { session: session.into(), day: s.day, text: p.clone() })?;
         }
         for (path, access) in &s.grants {
             let g = TwinGrant { session: session.into(), path: path.clone(), access: *access };
-            self.state.add_twin_grant(s.day, &g)?;
+            state.add_twin_grant(s.day, &g)?;
             if let Some(st) = &self.store {
-                st.add_twin_grant(&self.state.user, s.day, &g)?;
+                st.add_twin_grant(&state.user, s.day, &g)?;
             }
         }
         for a in &s.approvals {
-            self.state.add_approval(s.day, a)?;
+            state.add_approval(s.day, a)?;
         }
-        let task = self.state.tasks.last().expect("the session's task was just added");
-        self.knowledge.add_task(task, &self.sanitizer);
+        let task = state.tasks.last().expect("the session's task was just added");
+        Arc::make_mut(&mut self.knowledge).add_task(task, &self.sanitizer);
         for other in self.sessions.values_mut() {
             other.view.refresh(&self.knowledge);
         }

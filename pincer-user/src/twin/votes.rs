@@ -4,7 +4,7 @@
 //! with content checked by generic detectors. Nothing here names a particular workspace.
 //! [`crate::decider::OfflineDecider`] is the backend that serves them.
 
-use super::content::{content_findings, injection_findings, FindingKind, MARKINGS};
+use super::content::{content_findings, injection_findings, FindingKind};
 use super::knowledge::{intent_evidence, location_evidence, text_accesses, Evidence, Knowledge, SessionView};
 use super::provenance::MAX_FINGERPRINT_BYTES;
 use super::text::typed_names;
@@ -45,9 +45,9 @@ pub const APPROVAL_SIMILARITY: f32 = 0.5;
 /// against the workspace tree yields to what the user named and to what similar tasks used.
 fn rule_verdict(k: &Knowledge, s: &SessionView, p: &SanitizedPath, a: Access, ev: &Evidence) -> Option<VoteOutcome> {
     let mut best: Option<(usize, bool, VoteOutcome)> = None;
-    let scoped = k.tasks.iter().enumerate().flat_map(|(ti, t)| {
+    let scoped = k.approval_tasks.iter().flat_map(|&ti| {
         let w = s.similar.iter().find(|(i, _)| *i == ti).map_or(0.0, |x| x.1);
-        t.approvals.iter().filter(move |r| r.permission != Permission::Allow || w >= APPROVAL_SIMILARITY)
+        k.tasks[ti].approvals.iter().filter(move |r| r.permission != Permission::Allow || w >= APPROVAL_SIMILARITY)
     });
     let rules = s.approvals.iter().chain(k.policies.iter().flat_map(|p| p.rules.iter())).chain(k.derived.iter()).chain(scoped);
     for r in rules {
@@ -149,60 +149,6 @@ pub fn vote1_offline(inp: &Vote1Input<'_>) -> (VoteOutcome, Evidence) {
     (VoteOutcome::allow(format!("location {:.2} ({}); intent {iscore:.2} ({iwhy})", ev.score, ev.why)), ev)
 }
 
-/// Words of the user's restrictive policies that name sensitive content: the generic
-/// markings the user's own policy text mentions.
-fn policy_markings(k: &Knowledge) -> BTreeSet<&'static str> {
-    let mut out = BTreeSet::new();
-    for p in k.policies.iter().filter(|p| p.restrictive) {
-        let low = p.text.as_str().to_lowercase();
-        for m in MARKINGS {
-            if low.contains(m) {
-                out.insert(*m);
-            }
-        }
-    }
-    out
-}
-
-/// Generic words of policy language that do not make a phrase sensitive.
-const POLICY_GENERIC: &[&str] = &[
-    "never", "must", "should", "agent", "file", "files", "folder", "folders", "directory", "anything", "without", "read", "open",
-    "write", "edit", "delete", "remove", "access", "touch", "ask", "first", "always", "before", "allowed", "allow", "permission",
-    "user", "unless", "explicitly", "asked", "only", "modify", "change", "create", "content", "contents", "document", "documents",
-    "under", "inside", "other", "those", "these", "that", "this", "with", "from", "into", "them", "they", "mine", "ever", "don't",
-    "task", "tasks", "work", "working", "stop", "tell", "fine", "okay", "even", "still", "every", "project", "projects", "whatever",
-    "wherever", "someone", "anyone", "nothing", "something", "copy", "copies",
-];
-
-/// Two-word phrases of the user's restrictive policies ("salary data", "settlement
-/// ranges"): adjacent words of four letters or more that are not policy language.
-fn policy_phrases(k: &Knowledge) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for p in k.policies.iter().filter(|p| p.restrictive) {
-        for sentence in super::knowledge::split_sentences(p.text.as_str()) {
-            let ws: Vec<String> = sentence
-                .split(|c: char| !(c.is_alphanumeric() || c == '\''))
-                .filter(|w| !w.is_empty())
-                .map(str::to_lowercase)
-                .collect();
-            for pair in ws.windows(2) {
-                let ok = |w: &String| w.len() >= 4 && !POLICY_GENERIC.contains(&w.as_str()) && !w.chars().all(|c| c.is_ascii_digit());
-                if ok(&pair[0]) && ok(&pair[1]) {
-                    out.push((p.id.as_str().to_string(), format!("{} {}", pair[0], pair[1])));
-                }
-            }
-        }
-    }
-    out
-}
-
-fn policy_phrase_hit(k: &Knowledge, content: &[u8]) -> Option<(String, String)> {
-    let low = String::from_utf8_lossy(content).to_lowercase();
-    let ws: Vec<&str> = low.split(|c: char| !(c.is_alphanumeric() || c == '\'')).filter(|w| !w.is_empty()).collect();
-    let pairs: BTreeSet<String> = ws.windows(2).map(|p| format!("{} {}", p[0], p[1])).collect();
-    policy_phrases(k).into_iter().find(|(_, ph)| pairs.contains(ph))
-}
-
 /// The full vote-2 evaluation.
 pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
     let v1 = &inp.v1;
@@ -262,14 +208,14 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
                     return VoteOutcome::deny(format!("the content holds a secret ({})", f.what));
                 }
             }
-            let marks = policy_markings(k);
+            let marks = &k.policy_terms.markings;
             if let Some(f) = findings.iter().find(|f| f.kind == FindingKind::Marking && marks.contains(f.what.as_str())) {
                 if !content_ok {
                     return VoteOutcome::deny(format!("the content is marked \"{}\", which the user's policies restrict, and no similar task used it", f.what));
                 }
             }
             if !content_ok {
-                if let Some((id, phrase)) = policy_phrase_hit(k, c) {
+                if let Some((id, phrase)) = k.policy_terms.phrase_hit(c) {
                     return VoteOutcome::deny(format!("the content speaks of \"{phrase}\", which policy {id} restricts, and no similar task used it"));
                 }
             }
