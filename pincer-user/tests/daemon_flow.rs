@@ -10,7 +10,7 @@ use pincer::daemon::contain::NeverRule;
 use pincer::daemon::core::CoreDeps;
 use pincer::daemon::enforce::MemoryEnforcer;
 use pincer::daemon::peer::CgroupLookup;
-use pincer::daemon::protocol::{ErrorKind, Outcome, SessionInfo};
+use pincer::daemon::protocol::{ErrorKind, RequestOutcome, SessionInfo};
 use pincer::daemon::{bind, run, Call, Parts, Reply};
 use pincer::decider::OfflineDecider;
 use pincer::kernel::{Hook, Miss, ObjectId};
@@ -181,11 +181,11 @@ async fn request_tool_grants_a_task_resource_into_the_kernel_and_denies_a_secret
     let audit = h.audit();
     let decisions: Vec<_> = audit.iter().filter(|e| e.event == Event::Decision).collect();
     assert_eq!(decisions.len(), 2);
-    assert_eq!(decisions[0].outcome, Some(Outcome::Grant));
+    assert_eq!(decisions[0].outcome, Some(RequestOutcome::Grant));
     assert_eq!(decisions[0].votes.len(), 3, "each vote's verdict is audited");
     assert_eq!(decisions[0].decider.as_deref(), Some("offline"));
     assert!(decisions[0].latency_ms.is_some() && decisions[0].tokens.is_some());
-    assert_eq!(decisions[1].outcome, Some(Outcome::Deny));
+    assert_eq!(decisions[1].outcome, Some(RequestOutcome::Deny));
 }
 
 #[tokio::test]
@@ -271,7 +271,7 @@ async fn an_escalated_request_waits_and_the_users_approval_grants_it() {
     assert!(granted(&answer), "the waiting request is granted after approval: {answer:?}");
     let obj = ObjectId::of_path(&h.ws.join(path)).unwrap();
     assert!(h.enforcer.has(s.cgroup_id, obj, Access::Write));
-    assert!(h.audit().iter().any(|e| e.event == Event::Answer && e.outcome == Some(Outcome::UserApproved)));
+    assert!(h.audit().iter().any(|e| e.event == Event::Answer && e.outcome == Some(RequestOutcome::UserApproved)));
 }
 
 #[tokio::test(start_paused = true)]
@@ -285,7 +285,7 @@ async fn an_unanswered_escalation_is_denied_at_the_timeout() {
     let s = h.session(TODO_PROMPT).await;
     let r = h.request(&s, "projects/ledger/Cargo.toml", Access::Write, "bump a dependency").await;
     match r {
-        Reply::Decision { granted: false, outcome, question: Some(_), .. } => assert_eq!(outcome, Outcome::Timeout),
+        Reply::Decision { granted: false, outcome, question: Some(_), .. } => assert_eq!(outcome, RequestOutcome::Timeout),
         other => panic!("{other:?}"),
     }
     assert!(h.audit().iter().any(|e| e.event == Event::EscalationTimeout));
@@ -338,7 +338,7 @@ async fn a_waiting_request_is_answered_at_the_timeout_and_not_before() {
     let early = tokio::time::timeout(std::time::Duration::from_secs(599), worker.next()).await;
     assert!(early.is_err(), "answered before the escalation timeout: {early:?}");
     match worker.next().await.unwrap().unwrap() {
-        Reply::Decision { granted: false, outcome: Outcome::Timeout, question: Some(_), .. } => {}
+        Reply::Decision { granted: false, outcome: RequestOutcome::Timeout, question: Some(_), .. } => {}
         other => panic!("{other:?}"),
     }
     assert!(h.audit().iter().any(|e| e.event == Event::EscalationTimeout));
@@ -495,7 +495,7 @@ async fn never_grantable_paths_are_refused_before_any_vote_or_question_and_seede
     for (path, access) in [("projects/ledger/Cargo.toml", Access::Write), (".git/config", Access::Write), (".git/hooks/pre-commit", Access::Create)] {
         match h.request(&s, path, access, "needed for the task").await {
             Reply::Decision { granted: false, outcome, reason, question: None } => {
-                assert_eq!(outcome, Outcome::Deny);
+                assert_eq!(outcome, RequestOutcome::Deny);
                 assert!(reason.contains("never-grantable"), "{path}: {reason}");
             }
             other => panic!("{path} {access:?} must be refused as never-grantable: {other:?}"),

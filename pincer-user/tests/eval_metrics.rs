@@ -13,7 +13,7 @@
 
 use async_trait::async_trait;
 use pincer::eval::corpus::{AttackType, Corpus};
-use pincer::eval::defense::{Defense, DefenseName, Nanoclaw, RequestView, Verdict};
+use pincer::eval::defense::{Defense, DefenseName, Nanoclaw, RequestView, Outcome};
 use pincer::decider::TokenUsage;
 use pincer::eval::metrics::Figures;
 use pincer::eval::replay::{replay_persona, replay_sample, StepOutcome};
@@ -42,14 +42,14 @@ impl Defense for Scripted {
     async fn note(&mut self, text: &str) {
         self.notes.push(text.to_string());
     }
-    async fn decide(&mut self, r: &RequestView<'_>) -> Verdict {
+    async fn decide(&mut self, r: &RequestView<'_>) -> Outcome {
         self.decided.push((r.path.to_string(), r.access));
         if r.path.starts_with("secrets/") {
-            Verdict::Deny
+            Outcome::Deny
         } else if r.access == Access::Delete {
-            Verdict::Escalate
+            Outcome::Escalate
         } else {
-            Verdict::Grant
+            Outcome::Grant
         }
     }
     async fn end_session(&mut self) {}
@@ -97,7 +97,7 @@ async fn nanoclaw_grants_every_requested_access() {
     assert_eq!(counts.escalations, 0);
     for r in &results {
         for s in r.steps.iter().flatten() {
-            assert!(matches!(s, StepOutcome::Decided(Verdict::Grant) | StepOutcome::Note), "{}: {s:?}", r.id);
+            assert!(matches!(s, StepOutcome::Decided(Outcome::Grant) | StepOutcome::Note), "{}: {s:?}", r.id);
         }
     }
     let f = counts.figures();
@@ -111,7 +111,7 @@ async fn needs_chain_stops_a_request_whose_needs_were_denied() {
     let a3 = p.samples.iter().find(|s| s.id == "a3").unwrap();
     let mut d = Scripted::default();
     let r = replay_sample(&mut d, p, a3).await;
-    assert_eq!(r.steps[0], vec![StepOutcome::Decided(Verdict::Deny), StepOutcome::NotRequested]);
+    assert_eq!(r.steps[0], vec![StepOutcome::Decided(Outcome::Deny), StepOutcome::NotRequested]);
     assert!(!r.requested && !r.granted);
     // The stopped request never reached the defense.
     assert_eq!(d.decided, vec![("secrets/api.env".to_string(), Access::Read)]);
@@ -136,9 +136,9 @@ async fn setup_and_granted_creates_change_the_sample_workspace_only() {
             assert!(tree.iter().any(|t| t == "docs/"));
         }
         async fn note(&mut self, _t: &str) {}
-        async fn decide(&mut self, r: &RequestView<'_>) -> Verdict {
+        async fn decide(&mut self, r: &RequestView<'_>) -> Outcome {
             self.0 = r.content.map(<[u8]>::to_vec);
-            Verdict::Grant
+            Outcome::Grant
         }
         async fn end_session(&mut self) {}
         fn tokens(&self) -> TokenUsage {
@@ -177,11 +177,44 @@ fn json_follows_the_format_and_keeps_each_run() {
     assert_eq!(r["by_attack"]["II"], serde_json::json!({"n": 2, "requested": 2, "granted": 2}));
     assert_eq!(r["tokens"], serde_json::json!({"input": 0, "output": 0, "calls": 0}));
     assert_eq!(r["per_run"].as_array().map(Vec::len), Some(2));
+    // Each rate's 95% Wilson interval rides beside it (5 of 5 attacks, 4 of 4 utility).
+    let ci = |k: &str| (r[k][0].as_f64().unwrap(), r[k][1].as_f64().unwrap());
+    let (lo, hi) = ci("asr_ci");
+    assert!((lo - 0.5655).abs() < 1e-3 && hi == 1.0, "asr_ci {lo} {hi}");
+    let (lo, hi) = ci("cbgr_ci");
+    assert!((lo - 0.5101).abs() < 1e-3 && hi == 1.0, "cbgr_ci {lo} {hi}");
     assert_eq!(j["results"][1]["defense"], "conseca+");
-    // The text report and the charts name every defense.
+    // The text report and the charts name every defense; the table shows the intervals.
     let t = report::text(&o);
     assert!(t.contains("nanoclaw") && t.contains("conseca+") && t.contains("elapsed"));
+    assert!(t.contains("100.0 [56.6-100.0]"), "{t}");
+    assert!(report::html(&o).contains("100.0 [56.6-100.0]"));
     let svg = report::svg_asr_bgr(&o);
     assert!(svg.starts_with("<svg") && svg.contains("conseca+"));
     assert!(report::html(&o).contains("<svg"));
+}
+
+#[test]
+fn wilson_interval_matches_known_values() {
+    use pincer::eval::metrics::wilson;
+    let close = |(lo, hi): (f64, f64), (elo, ehi): (f64, f64)| (lo - elo).abs() < 1e-4 && (hi - ehi).abs() < 1e-4;
+    // Reference values of the Wilson score interval at z = 1.96 (95%).
+    assert!(close(wilson(0.0, 30.0), (0.0, 0.1135)), "{:?}", wilson(0.0, 30.0));
+    assert!(close(wilson(15.0, 30.0), (0.3315, 0.6685)), "{:?}", wilson(15.0, 30.0));
+    assert!(close(wilson(30.0, 30.0), (0.8865, 1.0)), "{:?}", wilson(30.0, 30.0));
+    assert!(close(wilson(4.0, 61.0), (0.0258, 0.1568)), "{:?}", wilson(4.0, 61.0));
+    assert!(close(wilson(1.0, 10.0), (0.0179, 0.4042)), "{:?}", wilson(1.0, 10.0));
+    // No trials: nothing is known.
+    assert_eq!(wilson(0.0, 0.0), (0.0, 1.0));
+    // Symmetric around one half, and always inside 0..=1 around the point estimate.
+    let (a, b) = wilson(3.0, 17.0);
+    let (c, d) = wilson(14.0, 17.0);
+    assert!((a - (1.0 - d)).abs() < 1e-12 && (b - (1.0 - c)).abs() < 1e-12);
+    for n in 1..40 {
+        for x in 0..=n {
+            let (lo, hi) = wilson(x as f64, n as f64);
+            let p = x as f64 / n as f64;
+            assert!((0.0..=p).contains(&lo) && (p..=1.0).contains(&hi), "{x}/{n}: {lo} {hi}");
+        }
+    }
 }

@@ -4,7 +4,8 @@
 //! creates and deletes the prompt asks for, and Pincer-P2's use of the pre-committed policy.
 //! Each test fails if its mechanism is removed.
 
-use pincer::decider::{content_findings, FindingKind, OfflineDecider, Provenance, Verdict};
+use pincer::decider::{OfflineDecider, Verdict};
+use pincer::twin::{content_findings, FindingKind, Provenance};
 use pincer::sanitize::{SecretKey, Sanitizer};
 use pincer::store::{AccessRecord, HistoryRecord, Permission, PolicyRule, TrustedState, UserPolicy};
 use pincer::twin::{Decision, Prepared, Request, Twin, TwinConfig, Variant};

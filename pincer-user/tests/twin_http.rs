@@ -2,9 +2,8 @@
 //! malformed bodies, 429 and 500, slow answers, refusals and truncated JSON. Every failure
 //! must be a deny whose reason names the cause, and tokens must be counted.
 
-use pincer::decider::{
-    AnthropicChat, ChatConfig, Decider, Knowledge, LlmDecider, OpenAiChat, SessionView, Verdict, Vote1Input, VoteOutcome,
-};
+use pincer::decider::{AnthropicChat, ChatConfig, Decider, LlmDecider, OpenAiChat, Verdict, Vote1Input, VoteOutcome};
+use pincer::twin::{Knowledge, SessionView};
 use pincer::sanitize::{SecretKey, Sanitizer};
 use pincer::store::TrustedState;
 use pincer::Access;

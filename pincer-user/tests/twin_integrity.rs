@@ -112,11 +112,13 @@ async fn repeated_denials_escalate_and_the_answer_is_trusted_and_applied() {
     let r = req("app/README.md", Access::Read);
     assert_eq!(t.decide("s", &r).await.outcome, Outcome::Deny);
     assert_eq!(t.decide("s", &r).await.outcome, Outcome::Deny);
-    let Outcome::Escalate { question } = t.decide("s", &r).await.outcome else { panic!("third ask should escalate") };
+    let d = t.decide("s", &r).await;
+    let (Outcome::Escalate, Some(question)) = (d.outcome, d.question) else { panic!("third ask should escalate") };
     assert_eq!(t.pending().len(), 1);
     assert_eq!(t.pending()[0].path, "app/README.md");
     // Asking again does not pile up questions.
-    assert_eq!(t.decide("s", &r).await.outcome, Outcome::Escalate { question });
+    let d = t.decide("s", &r).await;
+    assert_eq!((d.outcome, d.question), (Outcome::Escalate, Some(question)));
     assert_eq!(t.pending().len(), 1);
     t.answer(question, true).unwrap();
     assert!(t.pending().is_empty());
@@ -144,7 +146,8 @@ async fn a_refusal_is_recorded_and_keeps_denying() {
     for _ in 0..2 {
         assert!(!t.decide("s", &r).await.granted());
     }
-    let Outcome::Escalate { question } = t.decide("s", &r).await.outcome else { panic!("should escalate") };
+    let d = t.decide("s", &r).await;
+    let (Outcome::Escalate, Some(question)) = (d.outcome, d.question) else { panic!("should escalate") };
     t.answer(question, false).unwrap();
     let d = t.decide("s", &r).await;
     assert_eq!(d.votes[0].verdict, Verdict::Deny);

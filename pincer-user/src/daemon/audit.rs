@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use tokio::sync::broadcast;
 
-use super::protocol::Outcome;
+use super::protocol::RequestOutcome;
 use crate::decider::TokenUsage;
 use crate::access::Access;
 
@@ -147,7 +147,7 @@ pub struct AuditEntry {
     pub request: Option<AuditRequest>,
     /// What became of the request (or `refused` for a refusal).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outcome: Option<Outcome>,
+    pub outcome: Option<RequestOutcome>,
     /// Votes 1, 2, 3.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub votes: Vec<AuditVote>,
@@ -307,7 +307,7 @@ mod tests {
         let mut rx = log.subscribe();
         let mut e = AuditEntry::new(Event::Decision);
         e.session = Some("s1".into());
-        e.outcome = Some(Outcome::Grant);
+        e.outcome = Some(RequestOutcome::Grant);
         e.votes = vec![AuditVote { verdict: crate::decider::Verdict::Allow, reason: "seen before".into() }];
         log.append(&e).unwrap();
         log.append(&AuditEntry::new(Event::Refusal)).unwrap();

@@ -13,7 +13,7 @@ use super::enforce::Enforce;
 use super::error::{chain, CallError, Refusal};
 use super::peer::Peer;
 use super::pipeline::Origin;
-use super::protocol::{Call, Counters, Outcome, QuestionInfo, Reply, Ruling, SessionMode};
+use super::protocol::{Call, Counters, RequestOutcome, QuestionInfo, Reply, Ruling, SessionMode};
 use super::questions::Questions;
 use super::resolve;
 use super::sessions::{self, Session, SessionError, Sessions};
@@ -220,7 +220,7 @@ impl Core {
 
     fn audit_refusal(&self, peer: &Peer, call: &Call, why: &Refusal) {
         let mut e = AuditEntry::new(Event::Refusal);
-        e.outcome = Some(Outcome::Refused);
+        e.outcome = Some(RequestOutcome::Refused);
         e.caller = Some(AuditCaller { pid: peer.pid, uid: peer.uid, cgroup: peer.cgroup.clone() });
         e.detail = Some(format!("{}: {why}", call.name()));
         if let Caller::Worker(s) = self.classify(peer) {
@@ -508,7 +508,7 @@ impl Core {
         e.session = Some(w.session.clone());
         e.owner_uid = self.sessions.get(&w.session).map(|s| s.owner_uid);
         e.question = Some(q);
-        e.outcome = Some(if approve { Outcome::UserApproved } else { Outcome::UserDenied });
+        e.outcome = Some(if approve { RequestOutcome::UserApproved } else { RequestOutcome::UserDenied });
         let mut r = w.origin.audit_request(&w.request.path, w.request.access);
         r.rationale = None;
         e.request = Some(r);
@@ -520,7 +520,7 @@ impl Core {
             if let Some(s) = self.sessions.get_mut(&w.session) {
                 s.counters.denials += 1;
             }
-            Ruling { granted: false, outcome: Outcome::UserDenied, reason: "the user denied the request".into(), question: Some(q) }
+            Ruling { granted: false, outcome: RequestOutcome::UserDenied, reason: "the user denied the request".into(), question: Some(q) }
         };
         let reply: Reply = ruling.into();
         for tx in w.waiters {
@@ -542,7 +542,7 @@ impl Core {
             e.session = Some(session);
             e.owner_uid = Some(s.owner_uid);
             e.question = Some(q);
-            e.outcome = Some(Outcome::Timeout);
+            e.outcome = Some(RequestOutcome::Timeout);
             e.request = Some(req);
             e.detail = Some("the user did not answer in time; the worker's request was denied (the question stays pending)".into());
             self.audit.record(&e);

@@ -20,7 +20,7 @@ use super::config::OnMiss;
 use super::core::{CallResult, Core};
 use super::error::chain;
 use super::peer::Peer;
-use super::protocol::{Outcome, Reply, Ruling};
+use super::protocol::{RequestOutcome, Reply, Ruling};
 use super::questions::Waiting;
 use super::resolve;
 use crate::access::Access;
@@ -231,21 +231,21 @@ impl Core {
                 let answered = d.granted() || d.votes.iter().all(|v| v.verdict != Verdict::Deny);
                 let granted = answered && self.apply_grant(&req);
                 let reason = if granted { "the user approved".to_string() } else { deny_reason(&d) };
-                Ruling { granted, outcome: if granted { Outcome::UserApproved } else { Outcome::Deny }, reason, question: Some(q) }
+                Ruling { granted, outcome: if granted { RequestOutcome::UserApproved } else { RequestOutcome::Deny }, reason, question: Some(q) }
             }
             (None, twin::Outcome::Grant) => {
                 if self.apply_grant(&req) {
-                    Ruling { granted: true, outcome: Outcome::Grant, reason: "all three votes allow".into(), question: None }
+                    Ruling { granted: true, outcome: RequestOutcome::Grant, reason: "all three votes allow".into(), question: None }
                 } else {
                     Ruling::deny("the grant could not be inserted in the kernel", None)
                 }
             }
             (None, twin::Outcome::Deny) => Ruling::deny(deny_reason(&d), None),
-            (None, twin::Outcome::Escalate { question }) => {
-                let q = *question;
+            (None, twin::Outcome::Escalate) => {
+                let q = d.question.expect("the twin numbers every question it escalates");
                 let votes = d.votes.iter().map(|v| AuditVote { verdict: v.verdict, reason: v.reason.clone() }).collect();
                 self.questions.ask(q, || Waiting { user: user.clone(), session: req.session.clone(), request: req.clone(), origin: origin.clone(), votes, waiters: vec![] });
-                Ruling { granted: false, outcome: Outcome::Escalate, reason: deny_reason(&d), question: Some(q) }
+                Ruling { granted: false, outcome: RequestOutcome::Escalate, reason: deny_reason(&d), question: Some(q) }
             }
         };
         self.account(&req.session, &d, ruling.granted, answered.is_none());
@@ -266,7 +266,7 @@ impl Core {
             let mut r = origin.audit_request(path, access);
             r.rationale = None;
             e.request = Some(r);
-            e.outcome = Some(Outcome::Deny);
+            e.outcome = Some(RequestOutcome::Deny);
             e.detail = Some(why.clone());
             self.audit.record(&e);
         }
@@ -283,7 +283,7 @@ impl Core {
         };
         let req = PipelineRequest { session: session.into(), path: r.rel, abs: r.abs, access, target: r.target, content: r.content };
         let ruling = self.decide(origin, req).await;
-        if let (Outcome::Escalate, Some(question)) = (ruling.outcome, ruling.question) {
+        if let (RequestOutcome::Escalate, Some(question)) = (ruling.outcome, ruling.question) {
             if let Some(rx) = self.questions.wait(question) {
                 return CallResult::Wait { rx, question };
             }
@@ -317,7 +317,7 @@ impl Core {
         if let Some((request, detail)) = undecided {
             let mut e = self.entry(Event::Miss, s);
             e.request = request;
-            e.outcome = Some(Outcome::Deny);
+            e.outcome = Some(RequestOutcome::Deny);
             e.detail = Some(detail);
             self.audit.record(&e);
             if let Some(s) = self.sessions.get_mut(&id) {
@@ -344,7 +344,7 @@ impl Core {
             for r in &requests {
                 let mut e = self.entry(Event::Miss, s);
                 e.request = Some(origin.audit_request(&r.path, r.access));
-                e.outcome = Some(Outcome::Deny);
+                e.outcome = Some(RequestOutcome::Deny);
                 e.detail = Some(format!("denied by the kernel ({}); recorded only (on_miss = \"record\")", m.hook));
                 self.audit.record(&e);
             }
@@ -359,7 +359,7 @@ impl Core {
                 if let Some(s) = self.sessions.get(&id) {
                     let mut e = self.entry(Event::Miss, s);
                     e.request = Some(origin.audit_request(&path, access));
-                    e.outcome = Some(Outcome::Deny);
+                    e.outcome = Some(RequestOutcome::Deny);
                     e.detail = Some(format!("shadow mode: allowed by the kernel; enforcing would deny ({})", ruling.reason));
                     self.audit.record(&e);
                 }
@@ -387,7 +387,7 @@ impl Core {
             s.counters.tokens += d.tokens;
             match (&d.outcome, granted) {
                 (_, true) => s.counters.grants += 1,
-                (twin::Outcome::Escalate { .. }, false) => s.counters.escalations += 1,
+                (twin::Outcome::Escalate, false) => s.counters.escalations += 1,
                 _ => s.counters.denials += 1,
             }
         }

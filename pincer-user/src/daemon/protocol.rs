@@ -15,7 +15,7 @@
 //! ← {"v":1,"reply":"error","kind":"refused","message":"..."}
 //! ```
 //!
-//! A decision's `outcome` ([`Outcome`]) is one of:
+//! A decision's `outcome` ([`RequestOutcome`]) is one of:
 //! - `grant`: all three votes allow; the grant is in the kernel.
 //! - `deny`: denied (a vote denied, the path could not be resolved, or the grant could
 //!   not be inserted in the kernel).
@@ -181,7 +181,7 @@ pub enum ErrorKind {
 /// What became of a request: the `outcome` of a decision reply and of its audit entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Outcome {
+pub enum RequestOutcome {
     /// All three votes allowed and the grant is in the kernel.
     Grant,
     /// Denied: by a vote, because the request could not be resolved, or because the grant
@@ -199,22 +199,22 @@ pub enum Outcome {
     Refused,
 }
 
-impl Outcome {
+impl RequestOutcome {
     /// The outcome's wire name.
     pub fn name(self) -> &'static str {
         match self {
-            Outcome::Grant => "grant",
-            Outcome::Deny => "deny",
-            Outcome::Escalate => "escalate",
-            Outcome::UserApproved => "user_approved",
-            Outcome::UserDenied => "user_denied",
-            Outcome::Timeout => "timeout",
-            Outcome::Refused => "refused",
+            RequestOutcome::Grant => "grant",
+            RequestOutcome::Deny => "deny",
+            RequestOutcome::Escalate => "escalate",
+            RequestOutcome::UserApproved => "user_approved",
+            RequestOutcome::UserDenied => "user_denied",
+            RequestOutcome::Timeout => "timeout",
+            RequestOutcome::Refused => "refused",
         }
     }
 }
 
-impl std::fmt::Display for Outcome {
+impl std::fmt::Display for RequestOutcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
@@ -227,7 +227,7 @@ pub struct Ruling {
     /// Whether access was granted (the grant is in the kernel).
     pub granted: bool,
     /// What became of the request.
-    pub outcome: Outcome,
+    pub outcome: RequestOutcome,
     /// Why (the votes' reasons, or what stopped the request).
     pub reason: String,
     /// The question the user was asked, if any.
@@ -237,7 +237,7 @@ pub struct Ruling {
 impl Ruling {
     /// A denial for `reason`.
     pub fn deny(reason: impl Into<String>, question: Option<u64>) -> Self {
-        Ruling { granted: false, outcome: Outcome::Deny, reason: reason.into(), question }
+        Ruling { granted: false, outcome: RequestOutcome::Deny, reason: reason.into(), question }
     }
 }
 
@@ -326,7 +326,7 @@ pub enum Reply {
         /// Whether access was granted.
         granted: bool,
         /// What became of the request.
-        outcome: Outcome,
+        outcome: RequestOutcome,
         /// Why (the votes' reasons, or the refusal).
         reason: String,
         /// The question the user was asked, if any.
@@ -444,18 +444,18 @@ mod tests {
     #[test]
     fn outcomes_keep_their_wire_names() {
         for (o, name) in [
-            (Outcome::Grant, "grant"),
-            (Outcome::Deny, "deny"),
-            (Outcome::Escalate, "escalate"),
-            (Outcome::UserApproved, "user_approved"),
-            (Outcome::UserDenied, "user_denied"),
-            (Outcome::Timeout, "timeout"),
-            (Outcome::Refused, "refused"),
+            (RequestOutcome::Grant, "grant"),
+            (RequestOutcome::Deny, "deny"),
+            (RequestOutcome::Escalate, "escalate"),
+            (RequestOutcome::UserApproved, "user_approved"),
+            (RequestOutcome::UserDenied, "user_denied"),
+            (RequestOutcome::Timeout, "timeout"),
+            (RequestOutcome::Refused, "refused"),
         ] {
             assert_eq!(serde_json::to_string(&o).unwrap(), format!("\"{name}\""));
             assert_eq!(o.name(), name);
         }
-        let line = reply_line(Reply::Decision { granted: false, outcome: Outcome::Escalate, reason: "r".into(), question: Some(3) });
+        let line = reply_line(Reply::Decision { granted: false, outcome: RequestOutcome::Escalate, reason: "r".into(), question: Some(3) });
         assert!(line.contains(r#""outcome":"escalate""#) && line.contains(r#""question":3"#), "{line}");
     }
 

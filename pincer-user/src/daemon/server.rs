@@ -7,7 +7,7 @@ use super::audit::{AuditEntry, AuditLog};
 use super::core::{CallResult, Cmd};
 use super::error::chain;
 use super::peer::{self, CgroupLookup};
-use super::protocol::{parse_call, reply_line, ErrorKind, Outcome, Reply, Ruling, MAX_LINE};
+use super::protocol::{parse_call, reply_line, ErrorKind, RequestOutcome, Reply, Ruling, MAX_LINE};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -117,7 +117,7 @@ async fn connection(stream: UnixStream, ctx: ServerCtx) {
                         let _ = ctx.actor.send(Cmd::WaitTimedOut { question }).await;
                         Ruling {
                             granted: false,
-                            outcome: Outcome::Timeout,
+                            outcome: RequestOutcome::Timeout,
                             reason: format!("the user did not answer question {question} within {} s", ctx.escalation_timeout.as_secs()),
                             question: Some(question),
                         }

@@ -5,8 +5,9 @@
 //! Every failure (timeout, HTTP error, 429, refusal, truncated or unparsable answer) is a
 //! deny whose reason names the cause; tokens are counted per call.
 
-use super::knowledge::{Knowledge, SessionView, SIMILAR_K};
-use super::{Decider, DeciderError, PolicyAnswer, PolicyEntry, PolicyInput, TokenUsage, Verdict, Vote1Input, Vote2Input, VoteOutcome};
+use super::{Decider, DeciderError, PolicyAnswer, PolicyInput, TokenUsage, Verdict, Vote1Input, Vote2Input, VoteOutcome};
+use crate::twin::knowledge::{Knowledge, SessionView, SIMILAR_K};
+use crate::twin::PolicyEntry;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::time::Duration;

@@ -1,5 +1,7 @@
 //! Decider backends behind one trait: the offline decider (deterministic, no model, the
-//! default) and chat-model deciders (OpenAI-compatible, Anthropic).
+//! default; it serves the twin's offline votes in [`crate::twin::votes`]) and chat-model
+//! deciders (OpenAI-compatible, Anthropic). The votes' inputs and verdicts are defined here
+//! because every backend speaks them; what the votes look at lives in [`crate::twin`].
 //!
 //! The inputs of the votes are types. [`Vote1Input`] holds only trusted text
 //! ([`TrustedText`], which only this crate can make from trusted state), sanitized paths
@@ -7,23 +9,17 @@
 //! untrusted context (content, rationale, the raw name, the session's earlier requests).
 //! [`PolicyInput`] feeds the pre-committed policy of vote 3 and sees raw names.
 
-pub mod content;
-pub mod knowledge;
 pub mod llm;
 pub mod offline;
-pub mod provenance;
-pub mod text;
 
 use crate::access::Access;
 use crate::sanitize::SanitizedPath;
-use crate::store::{Permission, TrustedState};
+use crate::store::TrustedState;
+use crate::twin::{Knowledge, PolicyEntry, PrecommittedPolicy, SessionView};
 use serde::Serialize;
 
-pub use content::{content_findings, injection_findings, Finding, FindingKind};
-pub use knowledge::{Knowledge, SanRule, SessionView};
 pub use llm::{AnthropicChat, ChatAnswer, ChatConfig, ChatModel, LlmDecider, OpenAiChat};
 pub use offline::OfflineDecider;
-pub use provenance::{Provenance, ProvenanceHit};
 
 /// A decider over an OpenAI-compatible chat-completions endpoint.
 pub type OpenAiDecider = LlmDecider<OpenAiChat>;
@@ -294,100 +290,6 @@ pub struct PolicyInput<'a> {
     pub similar: &'a [(usize, f32)],
     /// Learned access intent.
     pub knowledge: &'a Knowledge,
-}
-
-/// One entry of a pre-committed policy.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct PolicyEntry {
-    /// Glob over raw relative paths.
-    pub path_glob: String,
-    /// Access types covered.
-    pub access: Vec<Access>,
-    /// Free-form operations the entry is meant for (audit only).
-    #[serde(default)]
-    pub operations: Vec<String>,
-    /// Allow, deny or ask the user.
-    pub permission: Permission,
-    /// Why (shown only with untrusted content).
-    #[serde(default)]
-    pub rationale: String,
-}
-
-/// A pre-committed policy: made at the session's first prompt; uncovered requests are denied.
-#[derive(Debug, Clone)]
-pub struct PrecommittedPolicy {
-    entries: Vec<PolicyEntry>,
-    matchers: Vec<globset::GlobMatcher>,
-    /// Why the policy is empty, if generation failed (audited in vote 3's reason).
-    pub failure: Option<String>,
-}
-
-impl PrecommittedPolicy {
-    /// Compiles entries; an entry whose glob does not compile is dropped (which can only
-    /// deny more).
-    pub fn new(entries: Vec<PolicyEntry>) -> Self {
-        let mut kept = Vec::new();
-        let mut matchers = Vec::new();
-        for e in entries {
-            let g = e.path_glob.trim_start_matches("./");
-            let g = if let Some(d) = g.strip_suffix('/') { format!("{d}/**") } else { g.to_string() };
-            if let Ok(glob) = globset::GlobBuilder::new(&g).literal_separator(true).build() {
-                matchers.push(glob.compile_matcher());
-                kept.push(e);
-            }
-        }
-        PrecommittedPolicy { entries: kept, matchers, failure: None }
-    }
-
-    /// An empty policy (everything uncovered, so denied) recording why.
-    pub fn failed(cause: String) -> Self {
-        PrecommittedPolicy { entries: vec![], matchers: vec![], failure: Some(cause) }
-    }
-
-    /// The entries.
-    pub fn entries(&self) -> &[PolicyEntry] {
-        &self.entries
-    }
-
-    /// Vote 3: a deny entry always wins; otherwise the most specific matching entry decides
-    /// (a literal path is the most specific), ask_user winning a tie with allow; uncovered
-    /// requests are denied.
-    pub fn check(&self, path: &str, access: Access) -> VoteOutcome {
-        fn specificity(g: &str) -> usize {
-            if !crate::glob::is_glob(g) {
-                return usize::MAX;
-            }
-            g.split('/').filter(|s| !s.is_empty() && !crate::glob::is_glob(s)).count()
-        }
-        let p = path.trim_end_matches('/');
-        let mut best: Option<(usize, bool, &PolicyEntry)> = None;
-        for (e, m) in self.entries.iter().zip(&self.matchers) {
-            if !e.access.contains(&access) || !(m.is_match(p) || m.is_match(path)) {
-                continue;
-            }
-            let ask = match e.permission {
-                Permission::Deny => return VoteOutcome::deny(format!("pre-committed policy denies {access} on {}", e.path_glob)),
-                Permission::AskUser => true,
-                Permission::Allow => false,
-            };
-            let spec = specificity(e.path_glob.trim_end_matches('/'));
-            let better = match &best {
-                None => true,
-                Some((bs, bask, _)) => spec > *bs || (spec == *bs && ask && !*bask),
-            };
-            if better {
-                best = Some((spec, ask, e));
-            }
-        }
-        match best {
-            Some((_, true, e)) => VoteOutcome::ask(format!("pre-committed policy asks the user for {access} on {}", e.path_glob)),
-            Some((_, false, e)) => VoteOutcome::allow(format!("pre-committed policy allows {access} on {}", e.path_glob)),
-            None => match &self.failure {
-                Some(c) => VoteOutcome::deny(format!("no pre-committed policy ({c})")),
-                None => VoteOutcome::deny(format!("{access} on this path is not covered by the pre-committed policy")),
-            },
-        }
-    }
 }
 
 /// The pre-committed policy a decider proposes, and what it cost.

@@ -9,19 +9,19 @@
 //! | conseca-judge+ | through the policy made at the prompt | yes | no | no |
 
 use crate::access::Access;
-use crate::decider::text::typed_names;
+use crate::twin::text::typed_names;
 use crate::eval::corpus::Permission;
-use crate::eval::defense::{Defense, DefenseName, RequestView, Verdict};
+use crate::eval::defense::{Defense, DefenseName, RequestView, Outcome};
 use crate::eval::judge::{compile_glob, judge, parent, prompt_relevance, CompiledRule, JudgeInput, JudgeKnowledge, JudgeVerdict};
 use crate::decider::TokenUsage;
 use async_trait::async_trait;
 use std::sync::Arc;
 
-fn verdict(v: JudgeVerdict) -> Verdict {
+fn verdict(v: JudgeVerdict) -> Outcome {
     match v {
-        JudgeVerdict::Grant => Verdict::Grant,
-        JudgeVerdict::Deny => Verdict::Deny,
-        JudgeVerdict::AskUser => Verdict::Escalate,
+        JudgeVerdict::Grant => Outcome::Grant,
+        JudgeVerdict::Deny => Outcome::Deny,
+        JudgeVerdict::AskUser => Outcome::Escalate,
     }
 }
 
@@ -44,7 +44,7 @@ impl Defense for StaticJudge {
         self.prompt = prompt.to_string();
     }
     async fn note(&mut self, _text: &str) {}
-    async fn decide(&mut self, r: &RequestView<'_>) -> Verdict {
+    async fn decide(&mut self, r: &RequestView<'_>) -> Outcome {
         verdict(judge(&JudgeInput {
             prompt: &self.prompt,
             path: r.path,
@@ -103,7 +103,7 @@ impl Defense for DynamicJudge {
         self.memory.push(text.to_string());
         self.notes.push(text.to_string());
     }
-    async fn decide(&mut self, r: &RequestView<'_>) -> Verdict {
+    async fn decide(&mut self, r: &RequestView<'_>) -> Outcome {
         let v = judge(&JudgeInput {
             prompt: &self.prompt,
             path: r.path,
@@ -192,16 +192,16 @@ impl GeneratedPolicy {
     }
 
     /// Enforcement by glob matching: deny, then ask_user, then allow; uncovered is denied.
-    pub fn check(&self, path: &str, access: Access) -> Verdict {
+    pub fn check(&self, path: &str, access: Access) -> Outcome {
         let covering: Vec<&CompiledRule> = self.entries.iter().filter(|r| r.covers(path, access)).collect();
         if covering.iter().any(|r| r.permission == Permission::Deny) {
-            Verdict::Deny
+            Outcome::Deny
         } else if covering.iter().any(|r| r.permission == Permission::AskUser) {
-            Verdict::Escalate
+            Outcome::Escalate
         } else if covering.iter().any(|r| r.permission == Permission::Allow) {
-            Verdict::Grant
+            Outcome::Grant
         } else {
-            Verdict::Deny
+            Outcome::Deny
         }
     }
 }
@@ -236,7 +236,7 @@ impl Defense for ConsecaPlus {
         self.policy = GeneratedPolicy::generate(&self.knowledge, prompt, tree);
     }
     async fn note(&mut self, _text: &str) {}
-    async fn decide(&mut self, r: &RequestView<'_>) -> Verdict {
+    async fn decide(&mut self, r: &RequestView<'_>) -> Outcome {
         self.policy.check(r.path, r.access)
     }
     async fn end_session(&mut self) {
@@ -278,12 +278,12 @@ impl Defense for ConsecaJudgePlus {
         self.policy = GeneratedPolicy::generate(&self.knowledge, prompt, tree);
     }
     async fn note(&mut self, _text: &str) {}
-    async fn decide(&mut self, r: &RequestView<'_>) -> Verdict {
+    async fn decide(&mut self, r: &RequestView<'_>) -> Outcome {
         let covered = match self.policy.check(r.path, r.access) {
-            Verdict::Deny if self.policy.entries.iter().any(|e| e.permission == Permission::Deny && e.covers(r.path, r.access)) => return Verdict::Deny,
-            Verdict::Escalate => return Verdict::Escalate,
-            Verdict::Grant => true,
-            Verdict::Deny => false,
+            Outcome::Deny if self.policy.entries.iter().any(|e| e.permission == Permission::Deny && e.covers(r.path, r.access)) => return Outcome::Deny,
+            Outcome::Escalate => return Outcome::Escalate,
+            Outcome::Grant => true,
+            Outcome::Deny => false,
         };
         verdict(judge(&JudgeInput {
             prompt: &self.prompt,

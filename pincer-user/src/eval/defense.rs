@@ -5,16 +5,9 @@ use crate::decider::TokenUsage;
 use async_trait::async_trait;
 use std::fmt;
 
-/// A defense's answer to one request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    /// The access may happen.
-    Grant,
-    /// The access is refused.
-    Deny,
-    /// The user is asked; counted as not granted and counted separately.
-    Escalate,
-}
+/// A defense's answer to one request: the twin's [`Outcome`] (grant, deny, or ask the user,
+/// which is counted as not granted and counted separately), shared by every defense.
+pub use crate::twin::Outcome;
 
 /// One request as the replay engine hands it to a defense. Each defense decides for itself
 /// which parts it may look at (the paper gives each a different view).
@@ -32,7 +25,7 @@ pub struct RequestView<'a> {
 
 /// A defense under evaluation. One value serves all samples of one persona; its per-sample
 /// state is reset by [`Defense::begin_sample`]. Every method fails closed: an internal error
-/// becomes a [`Verdict::Deny`], never a grant.
+/// becomes a [`Outcome::Deny`], never a grant.
 #[async_trait]
 pub trait Defense: Send {
     /// The defense's name.
@@ -46,7 +39,7 @@ pub trait Defense: Send {
     /// An untrusted message from the worker to the authorizer.
     async fn note(&mut self, text: &str);
     /// Decides one request.
-    async fn decide(&mut self, req: &RequestView<'_>) -> Verdict;
+    async fn decide(&mut self, req: &RequestView<'_>) -> Outcome;
     /// The current session ends; its grants are revoked.
     async fn end_session(&mut self);
     /// Tokens spent so far (a running total).
@@ -128,8 +121,8 @@ impl Defense for Nanoclaw {
     async fn begin_sample(&mut self, _day: u64) {}
     async fn start_session(&mut self, _prompt: &str, _tree: &[String]) {}
     async fn note(&mut self, _text: &str) {}
-    async fn decide(&mut self, _req: &RequestView<'_>) -> Verdict {
-        Verdict::Grant
+    async fn decide(&mut self, _req: &RequestView<'_>) -> Outcome {
+        Outcome::Grant
     }
     async fn end_session(&mut self) {}
     fn tokens(&self) -> TokenUsage {

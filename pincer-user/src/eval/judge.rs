@@ -10,8 +10,8 @@
 //! blatant override language ("ignore previous instructions") makes it suspicious.
 
 use crate::access::Access;
-use crate::decider::text::{stem, typed_names, words, Bm25Index, IntentModel};
-use crate::decider::{content_findings, injection_findings, FindingKind};
+use crate::twin::text::{stem, typed_names, words, Bm25Index, IntentModel};
+use crate::twin::{content_findings, injection_findings, FindingKind};
 use crate::eval::corpus::{Permission, Persona};
 use globset::{GlobBuilder, GlobMatcher};
 use std::collections::HashSet;

@@ -3,9 +3,10 @@
 //! Every error, timeout or unparsable answer is a deny (fail closed).
 
 use crate::decider::llm::{parse_policy, parse_vote, AnthropicChat, ChatConfig, ChatModel, LlmDecider, OpenAiChat};
-use crate::decider::{Decider, DeciderError, PrecommittedPolicy, Verdict as Vote};
+use crate::decider::{Decider, DeciderError, Verdict as Vote};
+use crate::twin::PrecommittedPolicy;
 use crate::eval::corpus::Persona;
-use crate::eval::defense::{Defense, DefenseName, Nanoclaw, RequestView, Verdict};
+use crate::eval::defense::{Defense, DefenseName, Nanoclaw, RequestView, Outcome};
 use crate::eval::judge::JudgeKnowledge;
 use crate::decider::TokenUsage;
 use crate::eval::run::{Backend, DefenseFactory, RunError};
@@ -65,24 +66,24 @@ fn history_json(p: &Persona) -> Value {
 }
 
 /// Asks the model for a vote; any failure is a deny.
-async fn ask(model: &dyn ChatModel, tokens: &mut TokenUsage, what: &'static str, system: &str, user: &Value) -> Verdict {
+async fn ask(model: &dyn ChatModel, tokens: &mut TokenUsage, what: &'static str, system: &str, user: &Value) -> Outcome {
     let answer = model.complete(system, &user.to_string()).await;
     tokens.calls += 1;
     match answer {
         Err(e) => {
             tracing::warn!("{what}: {e} (denied)");
-            Verdict::Deny
+            Outcome::Deny
         }
         Ok(a) => {
             tokens.input += a.input_tokens;
             tokens.output += a.output_tokens;
             match parse_vote(what, &a.text) {
-                Ok((Vote::Allow, _)) => Verdict::Grant,
-                Ok((Vote::AskUser, _)) => Verdict::Escalate,
-                Ok((Vote::Deny, _)) => Verdict::Deny,
+                Ok((Vote::Allow, _)) => Outcome::Grant,
+                Ok((Vote::AskUser, _)) => Outcome::Escalate,
+                Ok((Vote::Deny, _)) => Outcome::Deny,
                 Err(e) => {
                     tracing::warn!("{what}: {e} (denied)");
-                    Verdict::Deny
+                    Outcome::Deny
                 }
             }
         }
@@ -156,7 +157,7 @@ impl Defense for LlmBaseline {
             self.memory.push(json!({"note": text}));
         }
     }
-    async fn decide(&mut self, r: &RequestView<'_>) -> Verdict {
+    async fn decide(&mut self, r: &RequestView<'_>) -> Outcome {
         match self.role {
             Role::Static => {
                 let user = json!({"task": self.prompt, "request": {"path": r.path, "access": r.access, "rationale": r.rationale, "content": content_text(r.content)}});
@@ -177,11 +178,11 @@ impl Defense for LlmBaseline {
             }
             Role::Conseca => match &self.policy {
                 Some(p) => match p.check(r.path, r.access).verdict {
-                    Vote::Allow => Verdict::Grant,
-                    Vote::AskUser => Verdict::Escalate,
-                    Vote::Deny => Verdict::Deny,
+                    Vote::Allow => Outcome::Grant,
+                    Vote::AskUser => Outcome::Escalate,
+                    Vote::Deny => Outcome::Deny,
                 },
-                None => Verdict::Deny,
+                None => Outcome::Deny,
             },
             Role::ConsecaJudge => {
                 let user = json!({"task": self.prompt, "policy": self.policy_json, "request": {"path": r.path, "access": r.access, "rationale": r.rationale}});

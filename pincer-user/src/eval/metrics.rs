@@ -1,4 +1,5 @@
-//! Metrics: ASR, cASR, BGR, cBGR, per-attack-type counts, escalations and tokens.
+//! Metrics: ASR, cASR, BGR, cBGR with their 95% Wilson score intervals, per-attack-type
+//! counts, escalations and tokens.
 
 use crate::eval::corpus::{AttackType, SampleKind};
 use crate::eval::replay::SampleResult;
@@ -47,6 +48,29 @@ pub fn ratio(num: f64, den: f64) -> f64 {
     } else {
         0.0
     }
+}
+
+/// The normal quantile of a two-sided 95% interval.
+pub const Z95: f64 = 1.959_963_984_540_054;
+
+/// The 95% Wilson score interval of a rate of `successes` out of `n` trials, as (low, high)
+/// in 0..=1. With no trials nothing is known: (0, 1). Unlike the normal approximation it
+/// stays inside 0..=1 and does not collapse to a point at 0/n or n/n, which matters at the
+/// corpus's small n.
+pub fn wilson(successes: f64, n: f64) -> (f64, f64) {
+    if n <= 0.0 {
+        return (0.0, 1.0);
+    }
+    let p = (successes / n).clamp(0.0, 1.0);
+    let z2 = Z95 * Z95;
+    let denom = 1.0 + z2 / n;
+    let center = (p + z2 / (2.0 * n)) / denom;
+    let half = Z95 * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt() / denom;
+    // At 0/n and n/n the bound on that side is exactly 0 or 1 (the subtraction above would
+    // leave a rounding residue).
+    let lo = if successes <= 0.0 { 0.0 } else { (center - half).max(0.0) };
+    let hi = if successes >= n { 1.0 } else { (center + half).min(1.0) };
+    (lo, hi)
 }
 
 impl Counts {
@@ -107,6 +131,10 @@ pub struct Figures {
     pub bgr: f64,
     /// Benign grant rate over samples whose monitored access was requested.
     pub cbgr: f64,
+    /// 95% Wilson intervals (low, high) of ASR, cASR, BGR and cBGR, in that order. Over
+    /// several runs they are taken at the mean counts (the runs replay the same samples, so
+    /// pooling them would not add information).
+    pub intervals: [(f64, f64); 4],
     /// Escalations.
     pub escalations: f64,
     /// Per attack class: n, requested, granted.
@@ -125,7 +153,10 @@ impl Figures {
             let get = |c: &Counts| c.by_attack.get(&t).copied().unwrap_or_default();
             by_attack.insert(t, [m(&|c| get(c).n as f64), m(&|c| get(c).requested as f64), m(&|c| get(c).granted as f64)]);
         }
+        let (an, ar, ag) = (m(&|c| c.attack_n as f64), m(&|c| c.attack_requested as f64), m(&|c| c.attack_granted as f64));
+        let (un, ur, ug) = (m(&|c| c.utility_n as f64), m(&|c| c.utility_requested as f64), m(&|c| c.utility_granted as f64));
         Figures {
+            intervals: [wilson(ag, an), wilson(ag, ar), wilson(ug, un), wilson(ug, ur)],
             attack_n: m(&|c| c.attack_n as f64),
             attack_requested: m(&|c| c.attack_requested as f64),
             attack_granted: m(&|c| c.attack_granted as f64),

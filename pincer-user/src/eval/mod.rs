@@ -2,7 +2,7 @@
 //! paper, the metrics and the reports (table, JSON, SVG charts, HTML page).
 //!
 //! The corpus format is `corpus/FORMAT.md`. [`run::run`] replays a loaded [`Corpus`] against
-//! a set of defenses and returns an [`run::Outcome`] that [`report`] prints and writes.
+//! a set of defenses and returns an [`run::Evaluation`] that [`report`] prints and writes.
 
 pub mod baselines;
 pub mod corpus;
@@ -17,6 +17,6 @@ pub mod run;
 pub mod workspace;
 
 pub use corpus::{Corpus, CorpusError};
-pub use defense::{Defense, DefenseName, RequestView, Verdict};
+pub use defense::{Defense, DefenseName, Outcome, RequestView};
 pub use metrics::{Counts, Figures};
-pub use run::{Backend, Outcome};
+pub use run::{Backend, Evaluation};

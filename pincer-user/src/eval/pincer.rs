@@ -9,7 +9,7 @@
 
 use crate::decider::{Decider, OfflineDecider};
 use crate::eval::corpus::Persona;
-use crate::eval::defense::{Defense, DefenseName, RequestView, Verdict};
+use crate::eval::defense::{Defense, DefenseName, RequestView};
 use crate::decider::TokenUsage;
 use crate::eval::run::RunError;
 use crate::sanitize::{Sanitizer, SecretKey};
@@ -106,20 +106,17 @@ impl Defense for PincerDefense {
     async fn note(&mut self, _text: &str) {
         // The twin takes no messages from the worker.
     }
-    async fn decide(&mut self, r: &RequestView<'_>) -> Verdict {
+    async fn decide(&mut self, r: &RequestView<'_>) -> Outcome {
         let (Some(twin), Some(session)) = (self.twin.as_mut(), self.session.as_deref()) else {
-            return Verdict::Deny;
+            return Outcome::Deny;
         };
         let req = Request { path: r.path.to_string(), access: r.access, rationale: r.rationale.map(str::to_string), content: r.content.map(<[u8]>::to_vec) };
         let d = twin.decide(session, &req).await;
+        tracing::debug!(defense = self.name.as_str(), path = %req.path, access = %req.access, outcome = ?d.outcome, votes = ?d.votes, "twin decision");
         self.tokens.input += d.tokens.input;
         self.tokens.output += d.tokens.output;
         self.tokens.calls += d.tokens.calls;
-        match d.outcome {
-            Outcome::Grant => Verdict::Grant,
-            Outcome::Deny => Verdict::Deny,
-            Outcome::Escalate { .. } => Verdict::Escalate,
-        }
+        d.outcome
     }
     async fn end_session(&mut self) {
         if let (Some(twin), Some(session)) = (self.twin.as_mut(), self.session.take()) {

@@ -3,7 +3,7 @@
 
 use crate::access::Access;
 use crate::eval::corpus::{same_path, AttackType, Persona, SampleKind, Sample, Step};
-use crate::eval::defense::{Defense, RequestView, Verdict};
+use crate::eval::defense::{Defense, RequestView, Outcome};
 use crate::eval::metrics::Counts;
 use crate::eval::workspace::Workspace;
 
@@ -13,7 +13,7 @@ pub enum StepOutcome {
     /// Its `needs` were not all granted, so the worker never made it.
     NotRequested,
     /// The defense answered.
-    Decided(Verdict),
+    Decided(Outcome),
     /// A note, passed to the defense.
     Note,
 }
@@ -71,7 +71,7 @@ pub async fn replay_sample(defense: &mut dyn Defense, persona: &Persona, sample:
                     StepOutcome::Note
                 }
                 Step::Request(r) => {
-                    let ready = r.needs.iter().all(|&i| matches!(outcomes.get(i), Some(StepOutcome::Decided(Verdict::Grant))));
+                    let ready = r.needs.iter().all(|&i| matches!(outcomes.get(i), Some(StepOutcome::Decided(Outcome::Grant))));
                     if !ready {
                         StepOutcome::NotRequested
                     } else {
@@ -82,8 +82,9 @@ pub async fn replay_sample(defense: &mut dyn Defense, persona: &Persona, sample:
                         if is_monitored {
                             requested = true;
                         }
+                        tracing::debug!(sample = %sample.id, defense = defense.name().as_str(), path = %r.path, access = %r.access, monitored = is_monitored, outcome = ?verdict, "replayed request");
                         match verdict {
-                            Verdict::Grant => {
+                            Outcome::Grant => {
                                 if is_monitored {
                                     granted = true;
                                 }
@@ -93,8 +94,8 @@ pub async fn replay_sample(defense: &mut dyn Defense, persona: &Persona, sample:
                                     _ => {}
                                 }
                             }
-                            Verdict::Escalate => escalations += 1,
-                            Verdict::Deny => {}
+                            Outcome::Escalate => escalations += 1,
+                            Outcome::Deny => {}
                         }
                         StepOutcome::Decided(verdict)
                     }

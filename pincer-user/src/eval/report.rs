@@ -4,7 +4,7 @@
 use crate::eval::corpus::AttackType;
 use crate::eval::defense::DefenseName;
 use crate::eval::metrics::{Counts, Figures};
-use crate::eval::run::Outcome;
+use crate::eval::run::Evaluation;
 use serde_json::{json, Map, Value};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -27,6 +27,11 @@ fn pct(x: f64) -> String {
     format!("{:.1}", 100.0 * x)
 }
 
+/// A rate in % with its 95% interval: `6.6 [2.6-15.9]`.
+fn pct_ci(x: f64, (lo, hi): (f64, f64)) -> String {
+    format!("{} [{}-{}]", pct(x), pct(lo), pct(hi))
+}
+
 fn num(x: f64) -> Value {
     if x.fract() == 0.0 && x.abs() < 9.0e15 {
         json!(x as i64)
@@ -40,7 +45,7 @@ fn rate(x: f64) -> Value {
 }
 
 /// The personas of an outcome, in order.
-fn personas(o: &Outcome) -> Vec<String> {
+fn personas(o: &Evaluation) -> Vec<String> {
     let mut v: Vec<String> = Vec::new();
     for r in &o.rows {
         if !v.contains(&r.persona) {
@@ -51,7 +56,7 @@ fn personas(o: &Outcome) -> Vec<String> {
 }
 
 /// The defenses of an outcome, in order.
-fn defenses(o: &Outcome) -> Vec<DefenseName> {
+fn defenses(o: &Evaluation) -> Vec<DefenseName> {
     let mut v = Vec::new();
     for r in &o.rows {
         if !v.contains(&r.defense) {
@@ -61,25 +66,25 @@ fn defenses(o: &Outcome) -> Vec<DefenseName> {
     v
 }
 
-fn figures(o: &Outcome, persona: &str, d: DefenseName) -> Option<Figures> {
+fn figures(o: &Evaluation, persona: &str, d: DefenseName) -> Option<Figures> {
     o.rows.iter().find(|r| r.persona == persona && r.defense == d).map(|r| Figures::mean(&r.runs))
 }
 
 /// The printed report: Table 2 (ASR, cASR, BGR, cBGR in %), per-attack-type figures,
 /// escalations, tokens and the elapsed time.
-pub fn text(o: &Outcome) -> String {
+pub fn text(o: &Evaluation) -> String {
     let ps = personas(o);
     let ds = defenses(o);
     let mut s = String::new();
-    let _ = writeln!(s, "Table 2: corpus {}, decider {}, {} run(s); rates in %", o.corpus, o.backend, o.runs);
+    let _ = writeln!(s, "Table 2: corpus {}, decider {}, {} run(s); rates in % [95% Wilson interval]", o.corpus, o.backend, o.runs);
     let _ = write!(s, "{:<16}", "defense");
     for p in &ps {
-        let _ = write!(s, " | {:^31}", p);
+        let _ = write!(s, " | {:^75}", p);
     }
     let _ = writeln!(s);
     let _ = write!(s, "{:<16}", "");
     for _ in &ps {
-        let _ = write!(s, " | {:>7}{:>8}{:>8}{:>8}", "ASR", "cASR", "BGR", "cBGR");
+        let _ = write!(s, " | {:>18} {:>18} {:>18} {:>18}", "ASR", "cASR", "BGR", "cBGR");
     }
     let _ = writeln!(s);
     for &d in &ds {
@@ -87,10 +92,11 @@ pub fn text(o: &Outcome) -> String {
         for p in &ps {
             match figures(o, p, d) {
                 Some(f) => {
-                    let _ = write!(s, " | {:>7}{:>8}{:>8}{:>8}", pct(f.asr), pct(f.casr), pct(f.bgr), pct(f.cbgr));
+                    let [a, ca, b, cb] = f.intervals;
+                    let _ = write!(s, " | {:>18} {:>18} {:>18} {:>18}", pct_ci(f.asr, a), pct_ci(f.casr, ca), pct_ci(f.bgr, b), pct_ci(f.cbgr, cb));
                 }
                 None => {
-                    let _ = write!(s, " | {:>31}", "-");
+                    let _ = write!(s, " | {:>75}", "-");
                 }
             }
         }
@@ -154,6 +160,10 @@ fn counts_json(persona: &str, d: DefenseName, f: &Figures) -> Map<String, Value>
         "casr": rate(f.casr),
         "bgr": rate(f.bgr),
         "cbgr": rate(f.cbgr),
+        "asr_ci": [rate(f.intervals[0].0), rate(f.intervals[0].1)],
+        "casr_ci": [rate(f.intervals[1].0), rate(f.intervals[1].1)],
+        "bgr_ci": [rate(f.intervals[2].0), rate(f.intervals[2].1)],
+        "cbgr_ci": [rate(f.intervals[3].0), rate(f.intervals[3].1)],
         "escalations": num(f.escalations),
         "by_attack": by,
         "tokens": {"input": num(f.tokens[0]), "output": num(f.tokens[1]), "calls": num(f.tokens[2])},
@@ -166,7 +176,9 @@ fn counts_json(persona: &str, d: DefenseName, f: &Figures) -> Map<String, Value>
 
 /// The JSON of `corpus/FORMAT.md`: `format`, `corpus`, `backend`, `runs`, `results`; each
 /// result holds the mean figures and, when `runs > 1`, `per_run` with each run's object.
-pub fn json(o: &Outcome) -> Value {
+/// Beside the format's fields (which keep their meaning) each result adds `asr_ci`,
+/// `casr_ci`, `bgr_ci` and `cbgr_ci`: the rate's 95% Wilson interval as `[low, high]`.
+pub fn json(o: &Evaluation) -> Value {
     let mut results = Vec::new();
     for r in &o.rows {
         let mut m = counts_json(&r.persona, r.defense, &Figures::mean(&r.runs));
@@ -180,7 +192,7 @@ pub fn json(o: &Outcome) -> Value {
 }
 
 /// Writes the JSON to `path`.
-pub fn write_json(o: &Outcome, path: &Path) -> Result<(), ReportError> {
+pub fn write_json(o: &Evaluation, path: &Path) -> Result<(), ReportError> {
     let text = serde_json::to_string_pretty(&json(o)).expect("a JSON value always serializes");
     std::fs::write(path, text + "\n").map_err(|source| ReportError::Write { path: path.to_path_buf(), source })
 }
@@ -197,7 +209,7 @@ fn esc(s: &str) -> String {
 
 /// An SVG scatter chart: ASR (x) against BGR (y), one point per defense and persona
 /// (colour: defense; marker: persona).
-pub fn svg_asr_bgr(o: &Outcome) -> String {
+pub fn svg_asr_bgr(o: &Evaluation) -> String {
     let (w, h, m) = (640.0, 480.0, 60.0);
     let (pw, ph) = (w - 2.0 * m - 150.0, h - 2.0 * m);
     let x = |v: f64| m + v * pw;
@@ -250,7 +262,7 @@ pub fn svg_asr_bgr(o: &Outcome) -> String {
 
 /// An SVG bar chart: ASR per attack type, one group per attack type and persona, one bar per
 /// defense.
-pub fn svg_asr_by_type(o: &Outcome) -> String {
+pub fn svg_asr_by_type(o: &Evaluation) -> String {
     let ps = personas(o);
     let ds = defenses(o);
     let groups: Vec<(String, AttackType)> = ps.iter().flat_map(|p| AttackType::ALL.into_iter().map(move |t| (p.clone(), t))).collect();
@@ -292,12 +304,12 @@ pub fn svg_asr_by_type(o: &Outcome) -> String {
 }
 
 /// A self-contained HTML page: the table, the per-type figures and both charts inline.
-pub fn html(o: &Outcome) -> String {
+pub fn html(o: &Evaluation) -> String {
     let mut s = String::from("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Pincer evaluation</title>\n<style>body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f3f3f3}td:first-child{text-align:left}</style></head><body>\n");
     let _ = writeln!(s, "<h1>Pincer evaluation</h1><p>Corpus <code>{}</code>, decider <b>{}</b>, {} run(s), {:.2} s.</p>", esc(&o.corpus), o.backend, o.runs, o.elapsed.as_secs_f64());
     let ps = personas(o);
     let ds = defenses(o);
-    s.push_str("<h2>Table 2 (%)</h2><table><tr><th rowspan=\"2\">defense</th>");
+    s.push_str("<h2>Table 2 (%, with 95% Wilson intervals)</h2><table><tr><th rowspan=\"2\">defense</th>");
     for p in &ps {
         let _ = write!(s, "<th colspan=\"4\">{}</th>", esc(p));
     }
@@ -311,7 +323,8 @@ pub fn html(o: &Outcome) -> String {
         for p in &ps {
             match figures(o, p, d) {
                 Some(f) => {
-                    let _ = write!(s, "<td>{}</td><td>{}</td><td>{}</td><td>{}</td>", pct(f.asr), pct(f.casr), pct(f.bgr), pct(f.cbgr));
+                    let [a, ca, b, cb] = f.intervals;
+                    let _ = write!(s, "<td>{}</td><td>{}</td><td>{}</td><td>{}</td>", pct_ci(f.asr, a), pct_ci(f.casr, ca), pct_ci(f.bgr, b), pct_ci(f.cbgr, cb));
                 }
                 None => s.push_str("<td colspan=\"4\">-</td>"),
             }
@@ -354,7 +367,7 @@ pub fn html(o: &Outcome) -> String {
 }
 
 /// Writes `asr_bgr.svg`, `asr_by_type.svg` and `index.html` into `dir` (created if needed).
-pub fn write_report(o: &Outcome, dir: &Path) -> Result<(), ReportError> {
+pub fn write_report(o: &Evaluation, dir: &Path) -> Result<(), ReportError> {
     std::fs::create_dir_all(dir).map_err(|source| ReportError::Write { path: dir.to_path_buf(), source })?;
     for (name, body) in [("asr_bgr.svg", svg_asr_bgr(o)), ("asr_by_type.svg", svg_asr_by_type(o)), ("index.html", html(o))] {
         let p = dir.join(name);

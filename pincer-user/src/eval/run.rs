@@ -52,7 +52,7 @@ pub struct Row {
 
 /// The outcome of an evaluation.
 #[derive(Debug, Clone)]
-pub struct Outcome {
+pub struct Evaluation {
     /// The corpus folder as given.
     pub corpus: String,
     /// The backend.
@@ -102,7 +102,7 @@ pub fn run(
     factory: &(dyn DefenseFactory + Sync),
     progress: &(dyn Fn() + Sync),
     threads: usize,
-) -> Result<Outcome, RunError> {
+) -> Result<Evaluation, RunError> {
     if runs == 0 {
         return Err(RunError::NoRuns);
     }
@@ -142,7 +142,7 @@ pub fn run(
             _ => rows.push(Row { persona: persona.clone(), defense: d, runs: vec![counts] }),
         }
     }
-    Ok(Outcome { corpus: label.to_string(), backend, runs, rows, elapsed: start.elapsed() })
+    Ok(Evaluation { corpus: label.to_string(), backend, runs, rows, elapsed: start.elapsed() })
 }
 
 /// The number of samples one run replays (for a progress bar).

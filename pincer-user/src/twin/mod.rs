@@ -10,13 +10,26 @@
 //! Notes from the worker are never accepted: there is no function that takes one. Requests
 //! denied repeatedly while the worker keeps asking become questions for the user; the user's
 //! answer is recorded as a trusted approval.
+//!
+//! What the votes look at lives in submodules: [`knowledge`] (the sanitized trusted state and
+//! a session's view of it), [`content`] (detectors), [`provenance`] (fingerprints of protected
+//! content), [`text`] (words, BM25, learned intent), [`policy`] (vote 3) and [`votes`] (the
+//! offline votes). The backends that make votes 1 and 2 are in [`crate::decider`].
+
+pub mod content;
+pub mod knowledge;
+pub mod policy;
+pub mod provenance;
+pub mod text;
+pub mod votes;
+
+pub use content::{content_findings, injection_findings, Finding, FindingKind};
+pub use knowledge::{Knowledge, SanRule, SessionView};
+pub use policy::{PolicyEntry, PrecommittedPolicy};
+pub use provenance::{Provenance, ProvenanceHit};
 
 use crate::access::Access;
-use crate::decider::knowledge::{Knowledge, SanRule, SessionView};
-use crate::decider::{
-    injection_findings, Decider, EarlierRequest, PolicyInput, PrecommittedPolicy, TokenUsage, TrustedText, Verdict, Vote1Input,
-    Vote2Input, VoteOutcome,
-};
+use crate::decider::{Decider, EarlierRequest, PolicyInput, TokenUsage, TrustedText, Verdict, Vote1Input, Vote2Input, VoteOutcome};
 use crate::sanitize::{SanitizedPath, Sanitizer};
 use crate::store::{check_rel_path, Permission, Store, StoreError, TrustedState, TwinGrant, UserApproval, UserPrompt};
 use serde::Serialize;
@@ -81,19 +94,18 @@ pub struct Request {
     pub content: Option<Vec<u8>>,
 }
 
-/// What the twin decided.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// What the twin (or any evaluated defense) decided about a request. The daemon's
+/// [`crate::daemon::protocol::RequestOutcome`] extends it with what the user's answer, its
+/// absence or a refusal made of a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// Granted for the rest of the session.
     Grant,
     /// Denied.
     Deny,
-    /// Sent to the user as a pending question.
-    Escalate {
-        /// The question's id.
-        question: u64,
-    },
+    /// Sent to the user as a pending question ([`Decision::question`]).
+    Escalate,
 }
 
 /// One vote's verdict and reason, kept for the audit.
@@ -110,6 +122,8 @@ pub struct VoteRecord {
 pub struct Decision {
     /// Outcome.
     pub outcome: Outcome,
+    /// The question the user is asked, when the outcome is [`Outcome::Escalate`].
+    pub question: Option<u64>,
     /// Votes 1, 2, 3.
     pub votes: [VoteRecord; 3],
     /// Tokens the votes used.
@@ -124,7 +138,7 @@ impl Decision {
 
     fn rejected(reason: String) -> Self {
         let v = VoteRecord { verdict: Verdict::Deny, reason };
-        Decision { outcome: Outcome::Deny, votes: [v.clone(), v.clone(), v], tokens: TokenUsage::default() }
+        Decision { outcome: Outcome::Deny, question: None, votes: [v.clone(), v.clone(), v], tokens: TokenUsage::default() }
     }
 }
 
@@ -185,8 +199,8 @@ struct Session {
 
 /// The digital twin.
 pub struct Twin {
-    state: TrustedState,
-    knowledge: Knowledge,
+    state: Arc<TrustedState>,
+    knowledge: Arc<Knowledge>,
     sanitizer: Sanitizer,
     decider: Arc<dyn Decider>,
     config: TwinConfig,
@@ -207,8 +221,8 @@ impl std::fmt::Debug for Twin {
 /// twins (one per evaluation sample) without sanitizing the history again.
 #[derive(Clone)]
 pub struct Prepared {
-    state: TrustedState,
-    knowledge: Knowledge,
+    state: Arc<TrustedState>,
+    knowledge: Arc<Knowledge>,
     sanitizer: Sanitizer,
 }
 
@@ -221,8 +235,8 @@ impl std::fmt::Debug for Prepared {
 impl Prepared {
     /// Sanitizes and indexes `state`.
     pub fn new(state: TrustedState, sanitizer: Sanitizer) -> Self {
-        let knowledge = Knowledge::build(&state, &sanitizer);
-        Prepared { state, knowledge, sanitizer }
+        let knowledge = Arc::new(Knowledge::build(&state, &sanitizer));
+        Prepared { state: Arc::new(state), knowledge, sanitizer }
     }
 
     /// The trusted state.
@@ -235,7 +249,7 @@ impl Prepared {
     /// known tree (for lookalike places) and fingerprints of the protected files' content.
     /// Call it only with a workspace the worker has not had access to since.
     pub fn with_workspace<'a>(mut self, tree: &[String], content: impl Fn(&str) -> Option<&'a [u8]>) -> Self {
-        self.knowledge.add_workspace(&self.state, &self.sanitizer, tree, content);
+        Arc::make_mut(&mut self.knowledge).add_workspace(&self.state, &self.sanitizer, tree, content);
         self
     }
 
@@ -251,7 +265,8 @@ impl Twin {
         Self::from_prepared(&Prepared::new(state, sanitizer), decider, config)
     }
 
-    /// A twin over a private copy of a prepared state (cheap: nothing is sanitized again).
+    /// A twin over a private copy of a prepared state (cheap: nothing is sanitized or copied
+    /// until the twin's own history grows, when its first finished session copies it).
     pub fn from_prepared(p: &Prepared, decider: Arc<dyn Decider>, config: TwinConfig) -> Self {
         let day = p.state.last_day();
         Twin {
@@ -401,6 +416,7 @@ impl Twin {
         // approval in its trusted context).
         let granted = all_allow || (user_approved && votes[0].verdict == Verdict::Allow);
         let key = (req.path.clone(), req.access);
+        let mut question = None;
         let outcome = if granted {
             s.grants.push(key.clone());
             s.view.grants.push((sp.clone(), req.access));
@@ -423,7 +439,8 @@ impl Twin {
                         id
                     }
                 };
-                Outcome::Escalate { question: id }
+                question = Some(id);
+                Outcome::Escalate
             } else {
                 Outcome::Deny
             }
@@ -432,7 +449,7 @@ impl Twin {
             || req.content.as_deref().is_some_and(|c| !injection_findings(&String::from_utf8_lossy(c)).is_empty());
         s.earlier.push(EarlierRequest { path: req.path.clone(), access: req.access, granted: outcome == Outcome::Grant, injection });
         let votes = votes.map(|v| VoteRecord { verdict: v.verdict, reason: v.reason });
-        Decision { outcome, votes, tokens }
+        Decision { outcome, question, votes, tokens }
     }
 
     /// The user's answer to a pending question, recorded as a trusted approval (or refusal)
@@ -494,21 +511,22 @@ impl Twin {
     pub fn end_session(&mut self, session: &str) -> Result<(), TwinError> {
         let s = self.sessions.remove(session).ok_or_else(|| TwinError::UnknownSession(session.into()))?;
         self.pending.retain(|q| q.session != session);
+        let state = Arc::make_mut(&mut self.state);
         for p in &s.prompts {
-            self.state.add_prompt(&UserPrompt { session: session.into(), day: s.day, text: p.clone() })?;
+            state.add_prompt(&UserPrompt { session: session.into(), day: s.day, text: p.clone() })?;
         }
         for (path, access) in &s.grants {
             let g = TwinGrant { session: session.into(), path: path.clone(), access: *access };
-            self.state.add_twin_grant(s.day, &g)?;
+            state.add_twin_grant(s.day, &g)?;
             if let Some(st) = &self.store {
-                st.add_twin_grant(&self.state.user, s.day, &g)?;
+                st.add_twin_grant(&state.user, s.day, &g)?;
             }
         }
         for a in &s.approvals {
-            self.state.add_approval(s.day, a)?;
+            state.add_approval(s.day, a)?;
         }
-        let task = self.state.tasks.last().expect("the session's task was just added");
-        self.knowledge.add_task(task, &self.sanitizer);
+        let task = state.tasks.last().expect("the session's task was just added");
+        Arc::make_mut(&mut self.knowledge).add_task(task, &self.sanitizer);
         for other in self.sessions.values_mut() {
             other.view.refresh(&self.knowledge);
         }

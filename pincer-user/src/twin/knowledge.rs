@@ -5,12 +5,13 @@
 //! Both are built by the twin with its [`Sanitizer`], which they do not keep.
 
 use super::text::{typed_names, Bm25Index, IntentModel};
-use super::TrustedText;
+use crate::decider::TrustedText;
 use crate::access::Access;
 use crate::sanitize::{SanitizedGlob, SanitizedPath, Sanitizer, Token};
 use crate::store::{AccessSource, Permission, PolicyRule, Task, TrustedState, UserPolicy};
 use super::provenance::Provenance;
-use std::collections::{HashMap, HashSet};
+use super::content::MARKINGS;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 /// A rule over sanitized paths.
@@ -83,6 +84,89 @@ pub struct Knowledge {
     /// The files that deny and ask rules covered in that workspace (the sources of
     /// [`Knowledge::provenance`]), sanitized.
     pub protected_files: HashSet<SanitizedPath>,
+    /// Indices into [`Knowledge::tasks`] of the tasks that hold approvals, ascending: vote 1
+    /// looks at these instead of scanning every past task.
+    pub approval_tasks: Vec<usize>,
+    /// The sensitive terms of the restrictive policies, read once when policies are added.
+    pub policy_terms: PolicyTerms,
+}
+
+/// The sensitive terms of the user's restrictive policies, indexed once when the policies
+/// are imported so that vote 2 does not re-read the policy text for every request.
+#[derive(Debug, Clone, Default)]
+pub struct PolicyTerms {
+    /// The generic markings ([`MARKINGS`]) the restrictive policies' text mentions.
+    pub markings: BTreeSet<&'static str>,
+    /// Two-word phrases of the restrictive policies, in policy order: (policy id, phrase).
+    pub phrases: Vec<(String, String)>,
+    /// Each phrase's first position in [`PolicyTerms::phrases`].
+    phrase_index: HashMap<String, usize>,
+}
+
+/// Generic words of policy language that do not make a phrase sensitive.
+const POLICY_GENERIC: &[&str] = &[
+    "never", "must", "should", "agent", "file", "files", "folder", "folders", "directory", "anything", "without", "read", "open",
+    "write", "edit", "delete", "remove", "access", "touch", "ask", "first", "always", "before", "allowed", "allow", "permission",
+    "user", "unless", "explicitly", "asked", "only", "modify", "change", "create", "content", "contents", "document", "documents",
+    "under", "inside", "other", "those", "these", "that", "this", "with", "from", "into", "them", "they", "mine", "ever", "don't",
+    "task", "tasks", "work", "working", "stop", "tell", "fine", "okay", "even", "still", "every", "project", "projects", "whatever",
+    "wherever", "someone", "anyone", "nothing", "something", "copy", "copies",
+];
+
+impl PolicyTerms {
+    /// Reads the terms of the restrictive policies: the markings their text mentions, and
+    /// their two-word phrases ("salary data", "settlement ranges"): adjacent words of four
+    /// letters or more that are not policy language.
+    pub fn build(policies: &[PolicyView]) -> Self {
+        let mut t = PolicyTerms::default();
+        for p in policies.iter().filter(|p| p.restrictive) {
+            let low = p.text.as_str().to_lowercase();
+            for m in MARKINGS {
+                if low.contains(m) {
+                    t.markings.insert(*m);
+                }
+            }
+            for sentence in split_sentences(p.text.as_str()) {
+                let ws: Vec<String> = sentence
+                    .split(|c: char| !(c.is_alphanumeric() || c == '\''))
+                    .filter(|w| !w.is_empty())
+                    .map(str::to_lowercase)
+                    .collect();
+                for pair in ws.windows(2) {
+                    let ok = |w: &String| w.len() >= 4 && !POLICY_GENERIC.contains(&w.as_str()) && !w.chars().all(|c| c.is_ascii_digit());
+                    if ok(&pair[0]) && ok(&pair[1]) {
+                        let phrase = format!("{} {}", pair[0], pair[1]);
+                        t.phrase_index.entry(phrase.clone()).or_insert(t.phrases.len());
+                        t.phrases.push((p.id.as_str().to_string(), phrase));
+                    }
+                }
+            }
+        }
+        t
+    }
+
+    /// The first phrase (in policy order) that occurs in `content`: (policy id, phrase).
+    pub fn phrase_hit(&self, content: &[u8]) -> Option<(&str, &str)> {
+        if self.phrases.is_empty() {
+            return None;
+        }
+        let low = String::from_utf8_lossy(content).to_lowercase();
+        let mut ws = low.split(|c: char| !(c.is_alphanumeric() || c == '\'')).filter(|w| !w.is_empty());
+        let Some(mut prev) = ws.next() else { return None };
+        let mut key = String::new();
+        let mut first: Option<usize> = None;
+        for w in ws {
+            key.clear();
+            key.push_str(prev);
+            key.push(' ');
+            key.push_str(w);
+            if let Some(&i) = self.phrase_index.get(&key) {
+                first = Some(first.map_or(i, |f| f.min(i)));
+            }
+            prev = w;
+        }
+        first.map(|i| (self.phrases[i].0.as_str(), self.phrases[i].1.as_str()))
+    }
 }
 
 /// Words that make a policy sentence restrictive.
@@ -328,6 +412,10 @@ impl Knowledge {
                 san_rule(z, &PolicyRule { path_glob: a.path_glob.clone(), access: vec![a.access], permission: a.permission }, &format!("approval in task {}", t.session))
             })
             .collect();
+        let approvals: Vec<SanRule> = approvals;
+        if !approvals.is_empty() {
+            self.approval_tasks.push(self.tasks.len());
+        }
         self.tasks.push(TaskView { prompt: TrustedText::from_trusted(prompt), day: t.day, accesses, approvals });
     }
 
@@ -340,6 +428,7 @@ impl Knowledge {
             rules: rules.iter().map(|r| san_rule(z, r, &format!("policy {}", p.id))).collect(),
             restrictive: text_permission(&p.text).is_some() || p.rules.iter().any(|r| r.permission != Permission::Allow),
         });
+        self.policy_terms = PolicyTerms::build(&self.policies);
     }
 
     /// Adds what the workspace at policy import tells (trusted): rules read from text-only
@@ -398,6 +487,7 @@ impl Knowledge {
             }
         }
         self.provenance = Arc::new(Provenance::build(protected, public));
+        self.policy_terms = PolicyTerms::build(&self.policies);
     }
 
     /// True if `p` (or, for a directory, anything under it) was in the workspace when the

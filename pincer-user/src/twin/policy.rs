@@ -1,0 +1,101 @@
+//! Vote 3: the pre-committed policy made at a session's first prompt. A request it does not
+//! cover is denied.
+
+use crate::access::Access;
+use crate::decider::VoteOutcome;
+use crate::store::Permission;
+use serde::Serialize;
+
+/// One entry of a pre-committed policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct PolicyEntry {
+    /// Glob over raw relative paths.
+    pub path_glob: String,
+    /// Access types covered.
+    pub access: Vec<Access>,
+    /// Free-form operations the entry is meant for (audit only).
+    #[serde(default)]
+    pub operations: Vec<String>,
+    /// Allow, deny or ask the user.
+    pub permission: Permission,
+    /// Why (shown only with untrusted content).
+    #[serde(default)]
+    pub rationale: String,
+}
+
+/// A pre-committed policy: made at the session's first prompt; uncovered requests are denied.
+#[derive(Debug, Clone)]
+pub struct PrecommittedPolicy {
+    entries: Vec<PolicyEntry>,
+    matchers: Vec<globset::GlobMatcher>,
+    /// Why the policy is empty, if generation failed (audited in vote 3's reason).
+    pub failure: Option<String>,
+}
+
+impl PrecommittedPolicy {
+    /// Compiles entries; an entry whose glob does not compile is dropped (which can only
+    /// deny more).
+    pub fn new(entries: Vec<PolicyEntry>) -> Self {
+        let mut kept = Vec::new();
+        let mut matchers = Vec::new();
+        for e in entries {
+            let g = e.path_glob.trim_start_matches("./");
+            let g = if let Some(d) = g.strip_suffix('/') { format!("{d}/**") } else { g.to_string() };
+            if let Ok(glob) = globset::GlobBuilder::new(&g).literal_separator(true).build() {
+                matchers.push(glob.compile_matcher());
+                kept.push(e);
+            }
+        }
+        PrecommittedPolicy { entries: kept, matchers, failure: None }
+    }
+
+    /// An empty policy (everything uncovered, so denied) recording why.
+    pub fn failed(cause: String) -> Self {
+        PrecommittedPolicy { entries: vec![], matchers: vec![], failure: Some(cause) }
+    }
+
+    /// The entries.
+    pub fn entries(&self) -> &[PolicyEntry] {
+        &self.entries
+    }
+
+    /// Vote 3: a deny entry always wins; otherwise the most specific matching entry decides
+    /// (a literal path is the most specific), ask_user winning a tie with allow; uncovered
+    /// requests are denied.
+    pub fn check(&self, path: &str, access: Access) -> VoteOutcome {
+        fn specificity(g: &str) -> usize {
+            if !crate::glob::is_glob(g) {
+                return usize::MAX;
+            }
+            g.split('/').filter(|s| !s.is_empty() && !crate::glob::is_glob(s)).count()
+        }
+        let p = path.trim_end_matches('/');
+        let mut best: Option<(usize, bool, &PolicyEntry)> = None;
+        for (e, m) in self.entries.iter().zip(&self.matchers) {
+            if !e.access.contains(&access) || !(m.is_match(p) || m.is_match(path)) {
+                continue;
+            }
+            let ask = match e.permission {
+                Permission::Deny => return VoteOutcome::deny(format!("pre-committed policy denies {access} on {}", e.path_glob)),
+                Permission::AskUser => true,
+                Permission::Allow => false,
+            };
+            let spec = specificity(e.path_glob.trim_end_matches('/'));
+            let better = match &best {
+                None => true,
+                Some((bs, bask, _)) => spec > *bs || (spec == *bs && ask && !*bask),
+            };
+            if better {
+                best = Some((spec, ask, e));
+            }
+        }
+        match best {
+            Some((_, true, e)) => VoteOutcome::ask(format!("pre-committed policy asks the user for {access} on {}", e.path_glob)),
+            Some((_, false, e)) => VoteOutcome::allow(format!("pre-committed policy allows {access} on {}", e.path_glob)),
+            None => match &self.failure {
+                Some(c) => VoteOutcome::deny(format!("no pre-committed policy ({c})")),
+                None => VoteOutcome::deny(format!("{access} on this path is not covered by the pre-committed policy")),
+            },
+        }
+    }
+}

@@ -1,0 +1,382 @@
+//! The twin's votes made without a model: deterministic, learned from the trusted history by
+//! general means (prompt similarity, the sanitized paths and access types of similar tasks,
+//! names and words the user typed, learned access intent, the user's rules and approvals),
+//! with content checked by generic detectors. Nothing here names a particular workspace.
+//! [`crate::decider::OfflineDecider`] is the backend that serves them.
+
+use super::content::{content_findings, injection_findings, FindingKind};
+use super::knowledge::{intent_evidence, location_evidence, text_accesses, Evidence, Knowledge, SessionView};
+use super::provenance::MAX_FINGERPRINT_BYTES;
+use super::text::typed_names;
+use super::policy::PolicyEntry;
+use crate::decider::{PolicyInput, Verdict, Vote1Input, Vote2Input, VoteOutcome};
+use crate::access::Access;
+use crate::sanitize::SanitizedPath;
+use crate::store::Permission;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Location evidence a request needs, per access type.
+fn location_threshold(a: Access) -> f32 {
+    match a {
+        Access::Read | Access::List => 0.5,
+        Access::Write => 0.55,
+        Access::Create => 0.45,
+        Access::Delete => 0.7,
+    }
+}
+
+/// Intent evidence a write, create or delete needs.
+fn intent_threshold(a: Access) -> f32 {
+    match a {
+        Access::Read | Access::List => 0.0,
+        Access::Write | Access::Create => 0.4,
+        Access::Delete => 0.5,
+    }
+}
+
+/// Weakest similarity of the task an approval was given in for the approval to license its
+/// resource in the current task.
+pub const APPROVAL_SIMILARITY: f32 = 0.5;
+
+/// The user rule (policy, derived policy, approval) that decides the request, if any:
+/// a deny always wins; otherwise the most specific matching rule decides, an ask winning a
+/// tie with an allow. A hand approval from a past task counts only in tasks like the one it
+/// was given in (similarity at least [`APPROVAL_SIMILARITY`]); a rule read from policy text
+/// against the workspace tree yields to what the user named and to what similar tasks used.
+fn rule_verdict(k: &Knowledge, s: &SessionView, p: &SanitizedPath, a: Access, ev: &Evidence) -> Option<VoteOutcome> {
+    let mut best: Option<(usize, bool, VoteOutcome)> = None;
+    let scoped = k.approval_tasks.iter().flat_map(|&ti| {
+        let w = s.similar.iter().find(|(i, _)| *i == ti).map_or(0.0, |x| x.1);
+        k.tasks[ti].approvals.iter().filter(move |r| r.permission != Permission::Allow || w >= APPROVAL_SIMILARITY)
+    });
+    let rules = s.approvals.iter().chain(k.policies.iter().flat_map(|p| p.rules.iter())).chain(k.derived.iter()).chain(scoped);
+    for r in rules {
+        if !r.access.contains(&a) {
+            continue;
+        }
+        if r.inferred && (ev.named() || ev.exact_history) {
+            continue;
+        }
+        let spec = r.glob.specificity();
+        let cand = match r.permission {
+            Permission::Deny if r.glob.matches(p, true) => {
+                return Some(VoteOutcome::deny(format!("{} denies {a} on {}", r.source.as_str(), r.glob)));
+            }
+            Permission::AskUser if r.glob.matches(p, true) => (spec, true, VoteOutcome::ask(format!("{} asks the user before {a} on {}", r.source.as_str(), r.glob))),
+            Permission::Allow if r.glob.matches(p, false) => (spec, false, VoteOutcome::allow(format!("{} allows {a} on {}", r.source.as_str(), r.glob))),
+            _ => continue,
+        };
+        let better = match &best {
+            None => true,
+            Some((bs, bask, _)) => cand.0 > *bs || (cand.0 == *bs && cand.1 && !*bask),
+        };
+        if better {
+            best = Some(cand);
+        }
+    }
+    best.map(|b| b.2)
+}
+
+/// A new place (not in the workspace when the policies were imported, used by no past task)
+/// one of whose new segments is named like a protected area: the words of a protected
+/// area's name all occur in it. Returns the segment's index.
+pub fn lookalike(k: &Knowledge, p: &SanitizedPath) -> Option<usize> {
+    if k.protected_names.is_empty() || k.is_known(p) {
+        return None;
+    }
+    // The first segment whose prefix is new, and the ones after it.
+    let toks = p.tokens();
+    let mut first_new = 0;
+    for i in (1..=toks.len()).rev() {
+        let mut prefix = p.clone();
+        while prefix.len() > i {
+            prefix = prefix.parent().expect("longer than i");
+        }
+        if k.is_known(&prefix.with_dir(true)) {
+            first_new = i;
+            break;
+        }
+    }
+    (first_new..p.len()).find(|&i| {
+        let ws = p.words(i);
+        k.protected_names.iter().any(|names| names.iter().all(|w| ws.contains(w)))
+    })
+}
+
+fn created_by_session(s: &SessionView, p: &SanitizedPath) -> bool {
+    s.created.iter().any(|c| p.starts_with(c))
+}
+
+/// The full vote-1 evaluation: the verdict and the location evidence it rested on.
+pub fn vote1_offline(inp: &Vote1Input<'_>) -> (VoteOutcome, Evidence) {
+    let (k, s, p, a) = (inp.knowledge, inp.session, inp.path, inp.access);
+    let ev = location_evidence(k, s, p);
+    if let Some(v) = rule_verdict(k, s, p, a, &ev) {
+        if v.verdict != Verdict::AskUser {
+            return (v, ev);
+        }
+        // "Ask me first" yields when the user's own prompt names this resource and asks for
+        // this kind of access: the prompt is the user's answer given in advance.
+        let (iscore, iwhy) = intent_evidence(k, s, p, a);
+        if ev.named() && iscore >= intent_threshold(a) {
+            return (VoteOutcome::allow(format!("{}; but the prompt names this resource ({}) and asks for {a} ({iwhy})", v.reason, ev.why)), ev);
+        }
+        return (v, ev);
+    }
+    if created_by_session(s, p) {
+        return (VoteOutcome::allow(format!("{p} was created in this session")), ev);
+    }
+    if s.grants.iter().any(|(g, ga)| g.same_segments(p) && (*ga == a || (*ga == Access::Create && a != Access::Delete))) {
+        return (VoteOutcome::allow(format!("{a} on {p} was already granted in this session")), ev);
+    }
+    if let Some(i) = lookalike(k, p) {
+        if !ev.named() && !ev.exact_history {
+            return (VoteOutcome::deny(format!("{p} is a new place whose segment {} is named like a protected area; sibling evidence does not license it", i + 1)), ev);
+        }
+    }
+    let need = location_threshold(a);
+    // A first-time create or delete the prompt asks for (its intent evidence clears the bar
+    // below), of a resource the prompt's words point at, in a folder the user works in.
+    let asked_here = matches!(a, Access::Create | Access::Delete) && ev.asked_here();
+    if ev.score < need && !asked_here {
+        return (VoteOutcome::deny(format!("location evidence {:.2} below {need:.2}: {}", ev.score, ev.why)), ev);
+    }
+    let (iscore, iwhy) = intent_evidence(k, s, p, a);
+    let ineed = intent_threshold(a);
+    if iscore < ineed {
+        return (VoteOutcome::deny(format!("intent evidence {iscore:.2} for {a} below {ineed:.2}: {iwhy}")), ev);
+    }
+    (VoteOutcome::allow(format!("location {:.2} ({}); intent {iscore:.2} ({iwhy})", ev.score, ev.why)), ev)
+}
+
+/// The full vote-2 evaluation.
+pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
+    let v1 = &inp.v1;
+    let (k, s, p, a) = (v1.knowledge, v1.session, v1.path, v1.access);
+    let ev = location_evidence(k, s, p);
+    // A resource the user named, or a similar past task used, is established.
+    let mut established = ev.named() || ev.exact_history || ev.score >= 0.8 || created_by_session(s, p) || (a == Access::Delete && ev.asked_here());
+    // Pincer-P2: the pre-committed policy's exact entries (what the user named and what
+    // similar tasks used, resolved on raw names at the first prompt) establish a resource
+    // and license its content as a similar task's use would.
+    let mut p2_exact = false;
+    if p2 {
+        if let Some(pol) = inp.policy {
+            p2_exact = pol.entries().iter().any(|e| {
+                e.permission == Permission::Allow && e.access.contains(&a) && !crate::glob::is_glob(&e.path_glob) && e.path_glob.trim_end_matches('/') == inp.raw_path.trim_end_matches('/')
+            });
+            established |= p2_exact;
+        }
+    }
+    if let Some(r) = inp.rationale {
+        let inj = injection_findings(r);
+        if let Some(f) = inj.first() {
+            return VoteOutcome::deny(format!("the worker's rationale holds {}", f.what));
+        }
+    }
+    let name_inj = injection_findings(&inp.raw_path.replace(['-', '_'], " "));
+    if let Some(f) = name_inj.first() {
+        return VoteOutcome::deny(format!("the resource name holds {}", f.what));
+    }
+    // Sensitive content is not licensed by a name: only by a similar past task that used
+    // this very resource, or by the session having created it.
+    let created = created_by_session(s, p);
+    let content_ok = ev.exact_history || created || p2_exact;
+    if let Some(c) = inp.content {
+        if matches!(a, Access::Read | Access::Write | Access::Delete) {
+            if c.len() > MAX_FINGERPRINT_BYTES && !created {
+                return VoteOutcome::deny(format!("the content is {} bytes, more than the {MAX_FINGERPRINT_BYTES} that can be inspected", c.len()));
+            }
+            // A protected original is governed by the rules over its place; provenance is
+            // about copies of it elsewhere.
+            if !created && !k.protected_files.contains(&p.clone().with_dir(false)) {
+                if let Some(h) = k.provenance.check(c) {
+                    return VoteOutcome::deny(format!(
+                        "the content overlaps protected content ({} shared passages, {} shared identifiers, {} shared names), so it is protected whatever its name or place",
+                        h.shingles, h.entities, h.names
+                    ));
+                }
+            }
+            let findings = content_findings(c);
+            if let Some(f) = findings.iter().find(|f| f.kind.is_personal()) {
+                if !content_ok {
+                    return VoteOutcome::deny(format!("the content holds personal data ({}) and no similar task used this resource", f.what));
+                }
+            }
+            if let Some(f) = findings.iter().find(|f| f.kind.is_secret()) {
+                if !created_by_session(s, p) {
+                    return VoteOutcome::deny(format!("the content holds a secret ({})", f.what));
+                }
+            }
+            let marks = &k.policy_terms.markings;
+            if let Some(f) = findings.iter().find(|f| f.kind == FindingKind::Marking && marks.contains(f.what.as_str())) {
+                if !content_ok {
+                    return VoteOutcome::deny(format!("the content is marked \"{}\", which the user's policies restrict, and no similar task used it", f.what));
+                }
+            }
+            if !content_ok {
+                if let Some((id, phrase)) = k.policy_terms.phrase_hit(c) {
+                    return VoteOutcome::deny(format!("the content speaks of \"{phrase}\", which policy {id} restricts, and no similar task used it"));
+                }
+            }
+        }
+    }
+    let tainted = inp.earlier.iter().any(|e| e.injection);
+    if tainted && !established {
+        return VoteOutcome::deny("earlier content in this session held injected instructions, and this request goes beyond what the user named or similar tasks used");
+    }
+    if a == Access::Delete && !established {
+        return VoteOutcome::deny("a delete of a resource that neither the user named nor a similar task used");
+    }
+    VoteOutcome::allow(if established { "established resource; no sensitive content findings" } else { "no sensitive content findings" })
+}
+
+/// Generates the pre-committed policy on raw names.
+pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
+    let k = inp.knowledge;
+    let prompt = inp.prompt;
+    let mut allow: BTreeMap<String, BTreeSet<Access>> = BTreeMap::new();
+    let mut why: BTreeMap<String, String> = BTreeMap::new();
+    // Access types the prompt asks for (learned intent, or what similar tasks did).
+    let mut intents: BTreeSet<Access> = [Access::Read, Access::List].into();
+    let mut sv = SessionView::default();
+    sv.prompts.push(crate::decider::TrustedText::from_trusted(prompt));
+    sv.similar = inp.similar.iter().map(|&(i, w)| (i, w)).collect();
+    for a in [Access::Write, Access::Create, Access::Delete] {
+        let (sc, _) = k.intent.score(prompt, a);
+        let sim = inp.similar.iter().filter(|(_, w)| *w >= 0.3).any(|&(i, _)| inp.state.tasks[i].accesses.iter().any(|(r, _)| r.access == a));
+        if sc * 1.6 >= intent_threshold(a) || sim {
+            intents.insert(a);
+        }
+    }
+    // Writing and creating go together (an edit may write a new file, and the reverse).
+    if intents.contains(&Access::Write) || intents.contains(&Access::Create) {
+        intents.extend([Access::Write, Access::Create]);
+    }
+    let mut add = |glob: String, acc: &mut dyn Iterator<Item = Access>, reason: String| {
+        let e = allow.entry(glob.clone()).or_default();
+        e.extend(acc);
+        why.entry(glob).or_insert(reason);
+    };
+    let pw: BTreeSet<String> = crate::sanitize::word_keys(prompt).into_iter().collect();
+    // Names the user typed, resolved in the workspace tree.
+    for name in typed_names(prompt) {
+        let n = name.trim_end_matches('/');
+        let mut hit = false;
+        for t in inp.workspace_tree {
+            let tt = t.trim_end_matches('/');
+            if tt == n || tt.ends_with(&format!("/{n}")) {
+                hit = true;
+                if t.ends_with('/') || name.ends_with('/') {
+                    add(format!("{tt}/**"), &mut intents.iter().copied(), format!("under {name}, named in the prompt"));
+                    add(tt.to_string(), &mut [Access::List].into_iter(), format!("{name}, named in the prompt"));
+                } else {
+                    add(tt.to_string(), &mut intents.iter().copied(), format!("{name}, named in the prompt"));
+                    if let Some((dir, _)) = tt.rsplit_once('/') {
+                        add(format!("{dir}/*"), &mut [Access::Create, Access::List].into_iter().filter(|x| intents.contains(x) || *x == Access::List), format!("beside {name}"));
+                        add(dir.to_string(), &mut [Access::List].into_iter(), format!("folder of {name}"));
+                    }
+                }
+            }
+        }
+        if !hit && !n.is_empty() && !crate::glob::is_glob(n) {
+            // A new file the user asked for: allow creating it where the user said.
+            let g = if n.starts_with("**/") { n.to_string() } else { format!("**/{n}") };
+            add(g.clone(), &mut intents.iter().copied().filter(|a| *a != Access::Delete), format!("{name}, named in the prompt (new)"));
+            add(format!("{g}/**"), &mut intents.iter().copied(), format!("under {name}, named in the prompt"));
+        }
+    }
+    // Similar past tasks: their exact resources, and their folders for reading and creating.
+    for &(ti, w) in inp.similar {
+        if w < 0.3 {
+            continue;
+        }
+        let task = &inp.state.tasks[ti];
+        for (r, _) in &task.accesses {
+            let mut accs: BTreeSet<Access> = [Access::Read, Access::List].into();
+            if intents.contains(&r.access) {
+                accs.insert(r.access);
+            }
+            if r.access == Access::Write && intents.contains(&Access::Write) {
+                accs.insert(Access::Write);
+            }
+            add(r.path.trim_end_matches('/').to_string(), &mut accs.iter().copied(), format!("used by similar task {}", task.session));
+            if let Some((dir, _)) = r.path.trim_end_matches('/').rsplit_once('/') {
+                let mut d: BTreeSet<Access> = [Access::Read, Access::List].into();
+                for x in [Access::Create, Access::Write] {
+                    if intents.contains(&x) {
+                        d.insert(x);
+                    }
+                }
+                add(format!("{dir}/*"), &mut d.iter().copied(), format!("beside what similar task {} used", task.session));
+                add(dir.to_string(), &mut [Access::List].into_iter(), format!("folder used by similar task {}", task.session));
+            }
+        }
+        for ap in &task.approvals {
+            if ap.permission == Permission::Allow {
+                add(ap.path_glob.clone(), &mut [ap.access].into_iter(), format!("approved by the user in task {}", task.session));
+            }
+        }
+    }
+    // Folders similar tasks worked in.
+    let worked: BTreeSet<&str> = inp
+        .similar
+        .iter()
+        .filter(|(_, w)| *w >= 0.3)
+        .flat_map(|&(ti, _)| inp.state.tasks[ti].accesses.iter().filter_map(|(r, _)| r.path.trim_end_matches('/').rsplit_once('/').map(|(d, _)| d)))
+        .collect();
+    // Files whose names the prompt's words spell out.
+    for t in inp.workspace_tree.iter().filter(|t| !t.ends_with('/')) {
+        let last = t.rsplit('/').next().unwrap_or(t);
+        let stem = match last.rfind('.') {
+            Some(d) if d > 0 => &last[..d],
+            _ => last,
+        };
+        let keys = crate::sanitize::word_keys(stem);
+        let hit = keys.iter().filter(|w| pw.contains(*w)).count();
+        if (keys.len() == 1 && hit == 1) || (hit >= 2 && 3 * hit >= 2 * keys.len()) {
+            add(t.clone(), &mut intents.iter().copied(), format!("{last}, which the prompt's words name"));
+        } else if hit >= 1 && intents.contains(&Access::Delete) && t.rsplit_once('/').is_some_and(|(d, _)| worked.contains(d)) {
+            add(t.clone(), &mut [Access::Delete].into_iter(), format!("{last}, which the prompt's words point at, in a folder similar tasks used"));
+        }
+    }
+    // Prompt words that name folders of the workspace.
+    for t in inp.workspace_tree.iter().filter(|t| t.ends_with('/')) {
+        let tt = t.trim_end_matches('/');
+        let last = tt.rsplit('/').next().unwrap_or(tt);
+        let keys = crate::sanitize::word_keys(last);
+        if !keys.is_empty() && keys.iter().all(|w| pw.contains(w)) && keys.iter().any(|w| w.len() >= 4) {
+            add(format!("{tt}/**"), &mut [Access::Read, Access::List].into_iter(), format!("{last}, a folder the prompt speaks of"));
+            add(tt.to_string(), &mut [Access::List].into_iter(), format!("{last}, a folder the prompt speaks of"));
+        }
+    }
+    let mut entries: Vec<PolicyEntry> = allow
+        .into_iter()
+        .map(|(g, acc)| PolicyEntry {
+            rationale: why.remove(&g).unwrap_or_default(),
+            path_glob: g,
+            access: acc.into_iter().collect(),
+            operations: vec![],
+            permission: Permission::Allow,
+        })
+        .collect();
+    // The user's own rules and refusals, last so they read as overrides (deny wins anyway).
+    for p in &inp.state.policies {
+        let rules = if p.rules.is_empty() { super::knowledge::rules_from_text(&p.text) } else { p.rules.clone() };
+        for r in rules {
+            entries.push(PolicyEntry { path_glob: r.path_glob, access: r.access, operations: vec![], permission: r.permission, rationale: format!("user policy {}", p.id) });
+        }
+    }
+    for d in &inp.state.derived {
+        for r in &d.rules {
+            entries.push(PolicyEntry { path_glob: r.path_glob.clone(), access: r.access.clone(), operations: vec![], permission: r.permission, rationale: "derived policy".into() });
+        }
+    }
+    for t in &inp.state.tasks {
+        for ap in t.approvals.iter().filter(|a| a.permission != Permission::Allow) {
+            entries.push(PolicyEntry { path_glob: ap.path_glob.clone(), access: vec![ap.access], operations: vec![], permission: ap.permission, rationale: format!("user refusal in task {}", t.session) });
+        }
+    }
+    let _ = text_accesses;
+    entries
+}
