@@ -14,6 +14,7 @@
 //! `major << 20 | minor`), not the userspace `st_dev` encoding: use
 //! [`kernel_dev`] to convert.
 #![no_std]
+#![warn(missing_docs)]
 
 pub mod reach;
 

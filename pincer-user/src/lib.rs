@@ -12,6 +12,7 @@
 //! - [`agents`]: Claude Code's hook, and history from Claude Code's and Codex's transcripts.
 //! - [`doctor`]: whether a host can run the daemon.
 //! - [`service`]: readiness for systemd.
+#![warn(missing_docs)]
 
 pub mod access;
 pub mod glob;

@@ -393,6 +393,31 @@ async fn a_kernel_miss_becomes_an_implicit_request_and_its_grant_is_inserted() {
     assert_eq!(e.request.as_ref().unwrap().rationale, None);
 }
 
+/// A worker retrying a denied open misses again until the grant is in; the misses queued
+/// behind the first find the grant there and are not decided (or granted) again.
+#[tokio::test]
+async fn repeated_misses_of_a_granted_access_are_counted_but_not_decided_again() {
+    let h = Harness::new(|_| {}).await;
+    h.import().await;
+    let s = h.session(TODO_PROMPT).await;
+    let file = ObjectId::of_path(&h.ws.join("notes/todo.md")).unwrap();
+    let parent = ObjectId::of_path(&h.ws.join("notes")).unwrap();
+    for pid in [4242, 4242, 4243] {
+        h.misses.as_ref().unwrap().send(read_miss(&h, &s, file, Some(parent), pid)).await.unwrap();
+    }
+    let info = eventually("the misses to be seen", || async {
+        h.as_caller(Path::new(OUTSIDE));
+        match h.call(Call::Status { session: Some(s.session.clone()) }).await {
+            Reply::Session(info) if info.counters.misses == 3 => Some(info),
+            _ => None,
+        }
+    })
+    .await;
+    assert_eq!((info.counters.requests, info.counters.grants), (1, 1), "one decision for three misses: {info:?}");
+    assert!(h.enforcer.has(s.cgroup_id, file, Access::Read));
+    assert_eq!(h.audit().iter().filter(|e| e.event == Event::Decision).count(), 1);
+}
+
 #[tokio::test]
 async fn on_miss_record_only_audits() {
     let h = Harness::new(|c| c.on_miss = OnMiss::Record).await;

@@ -275,6 +275,11 @@ impl Daemon {
         }
     }
 
+    /// The daemon process's id while it runs (for reading its `/proc/PID/status`).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Where the daemon pins the BPF program and maps.
     pub fn pin_dir(&self) -> &Path {
         &self.pin_dir

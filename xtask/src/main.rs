@@ -46,6 +46,21 @@ enum Bench {
         #[arg(last = true)]
         args: Vec<String>,
     },
+    /// The daemon's decision pipeline under load: N concurrent sessions of real workers
+    /// making tool requests and kernel misses; decisions/s, round trips, miss to retry, RSS.
+    Daemon {
+        #[command(flatten)]
+        vm: vm::VmOptions,
+        /// Concurrent sessions, each with one worker.
+        #[arg(long, default_value_t = 32)]
+        sessions: usize,
+        /// Rounds per worker (one tool request and one kernel miss each).
+        #[arg(long, default_value_t = 10)]
+        rounds: usize,
+        /// Arguments passed to the benchmark binary (after `--`).
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -64,6 +79,11 @@ fn try_main() -> anyhow::Result<()> {
         Command::Test(args) => test::run(args),
         Command::VmTest(opts) => vm::vm_test(&opts),
         Command::Demo(args) => demo::run(args),
-        Command::Bench { bench: Bench::Open { vm, args } } => vm::bench_open(&vm, &args),
+        Command::Bench { bench: Bench::Open { vm, args } } => vm::bench(&vm, &vm::BENCH_OPEN, &args),
+        Command::Bench { bench: Bench::Daemon { vm, sessions, rounds, args } } => {
+            let mut all = vec!["--sessions".to_string(), sessions.to_string(), "--rounds".into(), rounds.to_string()];
+            all.extend(args);
+            vm::bench(&vm, &vm::BENCH_DAEMON, &all)
+        }
     }
 }

@@ -17,27 +17,27 @@ pub enum AuditError {
     /// The log could not be opened or created.
     #[error("cannot open audit log {path}")]
     Open {
-        /// The file.
+        /// The audit log's path (`audit_log` in the configuration).
         path: PathBuf,
-        /// Cause.
+        /// The I/O error the file system gave.
         #[source]
         source: std::io::Error,
     },
     /// An entry could not be written.
     #[error("cannot append to audit log {path}")]
     Write {
-        /// The file.
+        /// The audit log's path (`audit_log` in the configuration).
         path: PathBuf,
-        /// Cause.
+        /// The I/O error the file system gave.
         #[source]
         source: std::io::Error,
     },
     /// The log could not be read back.
     #[error("cannot read audit log {path}")]
     Read {
-        /// The file.
+        /// The audit log's path (`audit_log` in the configuration).
         path: PathBuf,
-        /// Cause.
+        /// The I/O error the file system gave.
         #[source]
         source: std::io::Error,
     },
@@ -102,9 +102,9 @@ impl std::fmt::Display for Source {
 pub struct AuditRequest {
     /// Path relative to its protected root, as the twin saw it.
     pub path: String,
-    /// Access type.
+    /// What the worker asked to do with it.
     pub access: Access,
-    /// Where the request came from.
+    /// Where the request came from: the request tool or a kernel miss.
     pub source: Source,
     /// The kernel hook that denied, for a miss.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -112,20 +112,21 @@ pub struct AuditRequest {
     /// The worker's rationale, if any (untrusted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rationale: Option<String>,
-    /// The requesting process.
+    /// The requesting process's id (the tool's socket peer, or the task the kernel denied).
     pub pid: u32,
-    /// Its uid.
+    /// The requesting process's uid.
     pub uid: u32,
 }
 
 /// The caller of a refused call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditCaller {
-    /// Process id.
+    /// The caller's process id (from `SO_PEERCRED`).
     pub pid: u32,
-    /// Uid.
+    /// The caller's uid (from `SO_PEERCRED`).
     pub uid: u32,
-    /// Its cgroup directory.
+    /// The caller's cgroup directory (from `/proc/PID/cgroup`), which places it inside or
+    /// outside a session.
     pub cgroup: PathBuf,
 }
 

@@ -17,6 +17,9 @@ pub trait Enforce: Send + Sync + 'static {
     fn add_root(&mut self, id: ObjectId) -> Result<(), KernelError>;
     /// Grants one access type on an object to a session.
     fn grant(&mut self, session: u64, id: ObjectId, scope: Scope, access: Access) -> Result<(), KernelError>;
+    /// Whether a session already holds an exact grant of `access` on an object (the kernel's
+    /// grant map is the one owner of grants; the daemon asks it).
+    fn holds(&self, session: u64, id: ObjectId, access: Access) -> Result<bool, KernelError>;
     /// Deletes every grant of a session and stops gating it; returns the grants removed.
     fn revoke_session(&mut self, session: u64) -> Result<usize, KernelError>;
     /// Opens an object (and its subtree) for the access bits to every session.
@@ -36,6 +39,9 @@ impl Enforce for Enforcer {
     }
     fn grant(&mut self, session: u64, id: ObjectId, scope: Scope, access: Access) -> Result<(), KernelError> {
         Enforcer::grant(self, session, id, scope, access)
+    }
+    fn holds(&self, session: u64, id: ObjectId, access: Access) -> Result<bool, KernelError> {
+        Ok(Enforcer::granted_bits(self, session, id, Scope::Exact)? & crate::kernel::access_bit(access) != 0)
     }
     fn revoke_session(&mut self, session: u64) -> Result<usize, KernelError> {
         Enforcer::revoke_session(self, session, false)
@@ -106,6 +112,9 @@ impl Enforce for MemoryEnforcer {
         let mut s = self.state.lock().expect("memory enforcer lock");
         s.grants.entry((session, id.dev, id.ino, scope == Scope::Exact)).or_default().insert(access);
         Ok(())
+    }
+    fn holds(&self, session: u64, id: ObjectId, access: Access) -> Result<bool, KernelError> {
+        Ok(self.has(session, id, access))
     }
     fn revoke_session(&mut self, session: u64) -> Result<usize, KernelError> {
         let mut s = self.state.lock().expect("memory enforcer lock");

@@ -330,7 +330,7 @@ impl Core {
         if let Some(s) = self.sessions.get_mut(&id) {
             s.counters.misses += 1;
         }
-        let requests = match requests {
+        let mut requests = match requests {
             Ok(r) => r,
             Err(why) => {
                 for a in &m.access {
@@ -339,6 +339,15 @@ impl Core {
                 return;
             }
         };
+        // A worker that retries a denied access misses again until the grant is in: those
+        // misses, queued behind the first, find the grant there and are not decided again
+        // (a failed lookup decides as usual; nothing is granted here).
+        if let Some(cgroup_id) = self.sessions.get(&id).map(|s| s.cgroup_id) {
+            requests.retain(|r| !self.enforcer.holds(cgroup_id, r.target, r.access).unwrap_or(false));
+            if requests.is_empty() {
+                return;
+            }
+        }
         if self.config.on_miss == OnMiss::Record {
             let s = self.sessions.get(&id).expect("looked up above");
             for r in &requests {

@@ -2,28 +2,34 @@
 //! hands them to the actor; waits for the user's answer to escalated requests (deny on
 //! timeout, measured with `tokio::time`) and streams the audit log. This is the socket
 //! edge: the only place a failed call becomes an `error` reply.
+//!
+//! Lines are framed by `tokio_util`'s [`LinesCodec`] bounded to [`MAX_LINE`] bytes: a longer
+//! line (or one that is not UTF-8) gets an `error` reply naming the limit and the
+//! connection is closed, without the daemon buffering more than the limit.
 
 use super::audit::{AuditEntry, AuditLog};
 use super::core::{CallResult, Cmd};
 use super::error::chain;
 use super::peer::{self, CgroupLookup};
 use super::protocol::{parse_call, reply_line, ErrorKind, RequestOutcome, Reply, Ruling, MAX_LINE};
+use futures_util::StreamExt;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, oneshot};
+use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 
 /// What each connection needs.
 #[derive(Clone)]
 pub struct ServerCtx {
-    /// The actor.
+    /// Where calls go: the actor that owns sessions, twins and the enforcer.
     pub actor: mpsc::Sender<Cmd>,
-    /// The audit log.
+    /// The audit log, read directly (not through the actor) to stream `log` replies.
     pub audit: Arc<AuditLog>,
-    /// How peers' cgroups are found.
+    /// How a peer's pid is mapped to its cgroup (`/proc/PID/cgroup`, or a test's stand-in).
     pub lookup: CgroupLookup,
-    /// How long a worker's escalated request waits for the user.
+    /// How long a worker's escalated request waits for the user before it is denied.
     pub escalation_timeout: Duration,
 }
 
@@ -33,7 +39,8 @@ impl std::fmt::Debug for ServerCtx {
     }
 }
 
-/// Accepts connections until `shutdown` completes.
+/// Accepts connections until `shutdown` completes, serving each on its own task; open
+/// connections are dropped at shutdown.
 pub async fn serve(listener: UnixListener, ctx: ServerCtx, shutdown: impl std::future::Future<Output = ()>) {
     tokio::pin!(shutdown);
     let mut conns = tokio::task::JoinSet::new();
@@ -68,23 +75,20 @@ async fn connection(stream: UnixStream, ctx: ServerCtx) {
             return;
         }
     };
-    let mut reader = BufReader::new(r);
+    let mut lines = FramedRead::new(r, LinesCodec::new_with_max_length(MAX_LINE));
     loop {
-        let mut line = String::new();
-        let n = match (&mut reader).take(MAX_LINE as u64 + 1).read_line(&mut line).await {
-            Ok(n) => n,
-            Err(e) => {
+        let line = match lines.next().await {
+            None => return,
+            Some(Ok(line)) => line,
+            Some(Err(LinesCodecError::MaxLineLengthExceeded)) => {
+                let _ = write(&mut w, Reply::error(ErrorKind::BadRequest, format!("call line longer than {MAX_LINE} bytes; closing the connection"))).await;
+                return;
+            }
+            Some(Err(LinesCodecError::Io(e))) => {
                 let _ = write(&mut w, Reply::error(ErrorKind::BadRequest, format!("unreadable call line: {e}"))).await;
                 return;
             }
         };
-        if n == 0 {
-            return;
-        }
-        if line.len() > MAX_LINE {
-            let _ = write(&mut w, Reply::error(ErrorKind::BadRequest, format!("call line longer than {MAX_LINE} bytes"))).await;
-            return;
-        }
         if line.trim().is_empty() {
             continue;
         }

@@ -1,4 +1,4 @@
-//! `cargo xtask vm-test` and `cargo xtask bench open`: privileged programs run in a QEMU
+//! `cargo xtask vm-test` and `cargo xtask bench`: privileged programs run in a QEMU
 //! VM (TCG) on Debian kernels with BPF in the LSM list.
 //!
 //! The programs are built on the host (`cargo test -p pincer-tests --release --no-run`),
@@ -316,41 +316,74 @@ pub fn vm_test(opts: &VmOptions) -> Result<()> {
     Ok(())
 }
 
-/// The benchmark binary of `cargo xtask bench open`.
-pub const BENCH_OPEN: &str = "pincer-bench-open";
+/// A benchmark binary of `pincer-tests` that `cargo xtask bench` runs in the VM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bench {
+    /// The binary (`tests/src/bin/<name>.rs`).
+    pub name: &'static str,
+    /// The `cargo xtask bench` subcommand.
+    pub command: &'static str,
+    /// Whether it starts a real daemon: then the `pincer` binary goes into the VM at its
+    /// host path (passed as `--pincer PATH`) and the shipped corpus to [`initramfs::VM_CORPUS`].
+    pub daemon: bool,
+}
 
-/// `cargo xtask bench open`: runs `pincer-bench-open` in the VM and relays what it prints.
-pub fn bench_open(opts: &VmOptions, args: &[String]) -> Result<()> {
-    let source = workspace_root().join("tests/src/bin").join(format!("{BENCH_OPEN}.rs"));
+/// `cargo xtask bench open`: open+close cost under the program.
+pub const BENCH_OPEN: Bench = Bench { name: "pincer-bench-open", command: "open", daemon: false };
+
+/// `cargo xtask bench daemon`: the daemon's decision pipeline under load.
+pub const BENCH_DAEMON: Bench = Bench { name: "pincer-bench-daemon", command: "daemon", daemon: true };
+
+/// The arguments the benchmark binary gets: `--pincer PATH` first for a daemon benchmark.
+pub fn bench_args(bench: &Bench, pincer: Option<&Path>, args: &[String]) -> Vec<String> {
+    let mut all = Vec::new();
+    if let (true, Some(p)) = (bench.daemon, pincer) {
+        all.extend(["--pincer".to_string(), p.to_string_lossy().into_owned()]);
+    }
+    all.extend(args.iter().cloned());
+    all
+}
+
+/// `cargo xtask bench <command>`: runs the benchmark binary in the VM (the newest kernel by
+/// default) and relays what it prints.
+pub fn bench(opts: &VmOptions, bench: &Bench, args: &[String]) -> Result<()> {
+    let source = workspace_root().join("tests/src/bin").join(format!("{}.rs", bench.name));
     if !source.is_file() {
-        bail!(
-            "the benchmark binary `{BENCH_OPEN}` does not exist yet ({} is missing); \
-             nothing to run",
-            source.display()
-        );
+        bail!("the benchmark binary `{}` does not exist ({} is missing); nothing to run", bench.name, source.display());
     }
     crate::deps::ensure(&crate::deps::all())?;
     let artifacts = cargo_json(&["build", "-p", "pincer-tests", "--release", "--bins"])?;
-    let bench = artifacts
-        .iter()
-        .find(|a| a.name == BENCH_OPEN && a.kind == "bin" && !a.test)
-        .with_context(|| format!("cargo built no `{BENCH_OPEN}` binary"))?;
+    let find = |name: &str| {
+        artifacts
+            .iter()
+            .find(|a| a.name == name && a.kind == "bin" && !a.test)
+            .map(|a| a.executable.clone())
+            .with_context(|| format!("cargo built no `{name}` binary"))
+    };
+    let exe = find(bench.name)?;
+    let pincer = if bench.daemon { Some(find("pincer")?) } else { None };
     let programs =
-        vec![Program { name: BENCH_OPEN.into(), host_path: bench.executable.clone(), args: args.to_vec() }];
-    let names = vec![BENCH_OPEN.to_owned()];
+        vec![Program { name: bench.name.into(), host_path: exe, args: bench_args(bench, pincer.as_deref(), args) }];
+    let names = vec![bench.name.to_owned()];
     let initrd = run_dir()?.join(format!("initramfs-bench-{}.cpio", std::process::id()));
-    initramfs::build(&programs, &[], Path::new(initramfs::BUSYBOX), &initrd)?;
-    // One kernel by default (the newest): the figures are ratios within one run.
+    initramfs::build(&programs, pincer.as_slice(), Path::new(initramfs::BUSYBOX), &initrd)?;
+    if bench.daemon {
+        // The daemon's twin learns from a shipped persona (`--persona`, default software-dev).
+        let mut corpus = cpio::Archive::new();
+        initramfs::add_tree(&mut corpus, &workspace_root().join("corpus"), initramfs::VM_CORPUS)?;
+        initramfs::append(&initrd, &corpus)?;
+    }
+    // One kernel by default (the newest): the figures are comparisons within one run.
     let default = &kernels::KERNELS[kernels::KERNELS.len() - 1..];
     let kernels = fetch_kernels(&opts.kernels, default);
     let mut failed = 0;
     if let Ok(kernels) = &kernels {
         for kernel in kernels {
-            println!("bench open on {} (QEMU TCG: figures are indicative only)", kernel.release);
+            println!("bench {} on {} (QEMU TCG: figures are indicative only)", bench.command, kernel.release);
             let r = run_on(kernel, &initrd, &names, opts, Echo::ProgramOutput)?;
             if !r.passed {
                 failed += 1;
-                println!("bench open {}: FAIL", kernel.release);
+                println!("bench {} {}: FAIL", bench.command, kernel.release);
                 report_failure(&r, &names, false);
             }
         }
@@ -382,6 +415,15 @@ not json"#;
         assert_eq!(program_name(&a[1]), "lib-pincer_tests");
         assert!(a[1].test && !a[2].test);
         assert_eq!(a[2].executable, Path::new("/t/pincer-bench-open"));
+    }
+
+    #[test]
+    fn only_a_daemon_benchmark_gets_the_pincer_binary() {
+        let extra = vec!["--rounds".to_string(), "3".into()];
+        let p = Path::new("/t/release/pincer");
+        assert_eq!(bench_args(&BENCH_DAEMON, Some(p), &extra), ["--pincer", "/t/release/pincer", "--rounds", "3"]);
+        assert_eq!(bench_args(&BENCH_OPEN, Some(p), &extra), ["--rounds", "3"]);
+        assert_eq!(bench_args(&BENCH_OPEN, None, &[]), Vec::<String>::new());
     }
 
     #[test]

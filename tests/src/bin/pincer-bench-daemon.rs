@@ -1,0 +1,468 @@
+//! Benchmark: the daemon's decision pipeline under load, with the real BPF LSM (run as
+//! root in the VM by `cargo xtask bench daemon`).
+//!
+//! A real `pincer daemon` (offline decider, `on_miss = "decide"`) imports a corpus
+//! persona's trusted history, policies and workspace snapshot, so its twin grants what the
+//! persona's past tasks and rules allow. Then N sessions (`--sessions`, default 32) are
+//! opened at once, each with its own copy of the persona's workspace, and each gets a
+//! worker: this program again (`worker` mode), started inside the session's cgroup as an
+//! unprivileged user. After a common start signal every worker runs `--rounds` rounds of
+//!
+//! - one tool request over the socket protocol, as `pincer request` makes it (a fresh
+//!   connection, one `request` line, one `decision` line), for a file its task covers,
+//!   followed by an open of that file to check the grant reached the kernel;
+//! - one kernel miss: an open of another such file that nothing has granted (the kernel
+//!   denies it with `EACCES` and reports the miss), then retries (after 1 ms, doubling up to
+//!   32 ms) until the daemon's implicit grant lets the open through, or 5 s pass.
+//!
+//! Printed as figures (no figure is asserted): decisions per second (the daemon's own
+//! request counters over the time all workers took), the tool request's round trip p50/p99,
+//! the miss → grant → successful retry time p50/p99, and the daemon's peak resident set
+//! (`VmHWM` of `/proc/PID/status`). Each retry that still finds no grant is another miss;
+//! the daemon skips those whose grant is already in, and drops events when its ring buffer
+//! is full (the open stays denied). The counts of opens, misses seen and decisions are
+//! printed beside the figures.
+
+use clap::{Args, Parser, Subcommand};
+use pincer::daemon::protocol::{call_line, Call, Reply, ReplyLine, SessionInfo, SessionMode};
+use pincer::daemon::worker::{self, WorkerSpec};
+use pincer::Access;
+use pincer_tests::worker::{chown_tree, copy_dir, Daemon, DaemonSettings};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{ExitCode, Stdio};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+
+/// The user's first prompt of every session: a read-through of the persona's code, a task
+/// its history has done before, so the twin's pre-committed policy covers the sources.
+const PROMPT: &str = "I'm picking the ledger back up. Give me a summary of what it does and how the code in src/ is laid out.";
+/// Where each session's files live, relative to its workspace: the folder that prompt is about.
+const TASK_DIR: &str = "projects/ledger/src";
+/// The worker's rationale for its tool requests.
+const RATIONALE: &str = "to see how the code is laid out";
+/// How long a worker retries a denied open before it counts the miss as never granted.
+const RETRY_LIMIT: Duration = Duration::from_secs(5);
+/// First and longest pause between retries of a denied open.
+const RETRY_FIRST: Duration = Duration::from_millis(1);
+const RETRY_MAX: Duration = Duration::from_millis(32);
+
+/// `pincer-bench-daemon`: the benchmark, or (internally) one of its workers.
+#[derive(Parser)]
+#[command(args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    mode: Option<Mode>,
+    #[command(flatten)]
+    bench: BenchArgs,
+}
+
+#[derive(Subcommand)]
+enum Mode {
+    /// One session's worker (started by the benchmark inside the session's cgroup).
+    Worker(WorkerArgs),
+}
+
+/// Settings of the benchmark.
+#[derive(Args)]
+struct BenchArgs {
+    /// The `pincer` binary (daemon and CLI).
+    #[arg(long)]
+    pincer: Option<PathBuf>,
+    /// The corpus persona whose history, policies and workspace the twin learns from.
+    #[arg(long, default_value = "/corpus/software-dev")]
+    persona: PathBuf,
+    /// Concurrent sessions, each with one worker.
+    #[arg(long, default_value_t = 32)]
+    sessions: usize,
+    /// Rounds per worker: one tool request and one kernel miss each.
+    #[arg(long, default_value_t = 10)]
+    rounds: usize,
+    /// The unprivileged user who owns the sessions and runs the workers.
+    #[arg(long, default_value_t = 1000)]
+    uid: u32,
+}
+
+/// Settings of one worker.
+#[derive(Args)]
+struct WorkerArgs {
+    /// The daemon's socket.
+    #[arg(long)]
+    socket: PathBuf,
+    /// The session's workspace (its protected root).
+    #[arg(long)]
+    root: PathBuf,
+    /// Rounds to run.
+    #[arg(long)]
+    rounds: usize,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.mode {
+        Some(Mode::Worker(w)) => run_worker(&w),
+        None => run_bench(&cli.bench),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pincer-bench-daemon: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The file of round `k` that the worker asks for with the tool.
+fn tool_file(k: usize) -> String {
+    format!("{TASK_DIR}/bench_req_{k:04}.rs")
+}
+
+/// The file of round `k` that the worker opens without asking (a kernel miss).
+fn miss_file(k: usize) -> String {
+    format!("{TASK_DIR}/bench_miss_{k:04}.rs")
+}
+
+/// Plain source text, like the files beside it.
+fn source_text(name: &str, k: usize) -> String {
+    format!("//! {name}: formatting helpers for the ledger's reports.\n\n/// The width of column {k}.\npub fn width_{k}() -> usize {{\n    {k} + 8\n}}\n")
+}
+
+// ---------------------------------------------------------------- the worker
+
+/// One tool request as `pincer request` makes it; returns whether it was granted.
+fn tool_request(socket: &Path, path: &Path) -> Result<bool, String> {
+    let mut s = UnixStream::connect(socket).map_err(|e| format!("connect {}: {e}", socket.display()))?;
+    let path = path.to_str().ok_or("non-UTF-8 path")?.to_string();
+    let line = call_line(Call::Request { path, access: Access::Read, reason: Some(RATIONALE.into()), session: None });
+    s.write_all(line.as_bytes()).map_err(|e| format!("send: {e}"))?;
+    let mut reply = String::new();
+    BufReader::new(&s).read_line(&mut reply).map_err(|e| format!("read reply: {e}"))?;
+    match serde_json::from_str::<ReplyLine>(reply.trim()).map_err(|e| format!("bad reply {reply:?}: {e}"))?.reply {
+        Reply::Decision { granted, .. } => Ok(granted),
+        other => Err(format!("unexpected reply {other:?}")),
+    }
+}
+
+/// `open(O_RDONLY)` then close: 0 or the errno.
+fn open_errno(path: &Path) -> i32 {
+    match std::fs::File::open(path) {
+        Ok(_) => 0,
+        Err(e) => e.raw_os_error().unwrap_or(-1),
+    }
+}
+
+/// Runs the worker's rounds after the start signal (a line on stdin), printing one line
+/// per measurement: `T <granted> <opened> <ns>` and `M <first errno> <retried ok> <ns> <opens>`.
+fn run_worker(w: &WorkerArgs) -> Result<(), String> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "READY").and_then(|()| out.flush()).map_err(|e| e.to_string())?;
+    let mut go = String::new();
+    std::io::stdin().read_line(&mut go).map_err(|e| e.to_string())?;
+    let mut lines = Vec::with_capacity(2 * w.rounds);
+    for k in 0..w.rounds {
+        let file = w.root.join(tool_file(k));
+        let start = Instant::now();
+        let granted = tool_request(&w.socket, &file)?;
+        let ns = start.elapsed().as_nanos();
+        let opened = granted && open_errno(&file) == 0;
+        lines.push(format!("T {} {} {ns}", u8::from(granted), u8::from(opened)));
+
+        let file = w.root.join(miss_file(k));
+        let start = Instant::now();
+        let first = open_errno(&file);
+        let (mut ok, mut opens, mut pause) = (first == 0, 1u32, RETRY_FIRST);
+        while !ok && first == libc::EACCES && start.elapsed() < RETRY_LIMIT {
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(RETRY_MAX);
+            opens += 1;
+            ok = open_errno(&file) == 0;
+        }
+        lines.push(format!("M {first} {} {} {opens}", u8::from(ok), start.elapsed().as_nanos()));
+    }
+    for l in lines {
+        writeln!(out, "{l}").map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- the benchmark
+
+/// One call on a fresh connection, as root outside every session.
+fn call(socket: &Path, c: Call) -> Result<Reply, String> {
+    let mut s = UnixStream::connect(socket).map_err(|e| format!("connect {}: {e}", socket.display()))?;
+    s.write_all(call_line(c).as_bytes()).map_err(|e| format!("send: {e}"))?;
+    let mut reply = String::new();
+    BufReader::new(&s).read_line(&mut reply).map_err(|e| format!("read reply: {e}"))?;
+    serde_json::from_str::<ReplyLine>(reply.trim()).map(|r| r.reply).map_err(|e| format!("bad reply {reply:?}: {e}"))
+}
+
+/// The value of `field` (in kB) in `/proc/PID/status`.
+fn status_kb(pid: u32, field: &str) -> Result<u64, String> {
+    let path = format!("/proc/{pid}/status");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("read {path}: {e}"))?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .ok_or_else(|| format!("{path} has no {field}"))
+}
+
+/// The nearest-rank percentile `p` (0..=100) of sorted values.
+fn percentile(sorted: &[u128], p: u32) -> Option<u128> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = (sorted.len() * p as usize).div_ceil(100).max(1);
+    Some(sorted[rank - 1])
+}
+
+fn ms(ns: Option<u128>) -> String {
+    ns.map(|n| format!("{:.2} ms", n as f64 / 1e6)).unwrap_or_else(|| "n/a".into())
+}
+
+/// What the workers measured.
+#[derive(Default)]
+struct Measured {
+    /// Tool request round trips (ns), granted or not.
+    round_trips: Vec<u128>,
+    tool_granted: usize,
+    tool_opened: usize,
+    /// Miss → grant → successful retry (ns), for misses whose retry succeeded.
+    miss_to_open: Vec<u128>,
+    misses: usize,
+    miss_not_denied: usize,
+    miss_never_granted: usize,
+    opens: u64,
+}
+
+impl Measured {
+    fn add(&mut self, line: &str) -> Result<(), String> {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let bad = || format!("unreadable worker line {line:?}");
+        let num = |i: usize| f.get(i).and_then(|v| v.parse::<u128>().ok()).ok_or_else(bad);
+        match f.first() {
+            Some(&"T") => {
+                self.round_trips.push(num(3)?);
+                self.tool_granted += usize::from(num(1)? == 1);
+                self.tool_opened += usize::from(num(2)? == 1);
+            }
+            Some(&"M") => {
+                self.misses += 1;
+                if num(1)? != libc::EACCES as u128 {
+                    self.miss_not_denied += 1;
+                } else if num(2)? == 1 {
+                    self.miss_to_open.push(num(3)?);
+                } else {
+                    self.miss_never_granted += 1;
+                }
+                self.opens += num(4)? as u64;
+            }
+            _ => return Err(bad()),
+        }
+        Ok(())
+    }
+}
+
+fn run_bench(a: &BenchArgs) -> Result<(), String> {
+    let pincer = a.pincer.clone().ok_or("name the pincer binary with --pincer")?;
+    if a.sessions == 0 || a.rounds == 0 {
+        return Err("--sessions and --rounds must be at least 1".into());
+    }
+    let workspace = a.persona.join("workspace");
+    if !workspace.is_dir() {
+        return Err(format!("{} is no persona folder (no workspace/)", a.persona.display()));
+    }
+    let dir = pincer_tests::fresh_dir("bench-daemon");
+    let daemon = Daemon::start(&pincer, &dir, &DaemonSettings { on_miss: "decide", escalation_timeout_secs: 5 });
+    daemon.import(&a.persona, a.uid);
+    let pid = daemon.pid().ok_or("the daemon has no pid")?;
+    let rss_idle = status_kb(pid, "VmRSS")?;
+
+    // One workspace copy per session, with the files the rounds use.
+    let mut roots = Vec::with_capacity(a.sessions);
+    for i in 0..a.sessions {
+        let ws = dir.join(format!("ws-{i:03}"));
+        copy_dir(&workspace, &ws);
+        for k in 0..a.rounds {
+            for rel in [tool_file(k), miss_file(k)] {
+                std::fs::write(ws.join(&rel), source_text(&rel, k)).map_err(|e| format!("write {rel}: {e}"))?;
+            }
+        }
+        chown_tree(&ws, a.uid);
+        roots.push(ws);
+    }
+
+    let created = Instant::now();
+    let mut sessions: Vec<SessionInfo> = Vec::with_capacity(a.sessions);
+    for ws in &roots {
+        match call(&daemon.socket, Call::CreateSession { owner_uid: a.uid, roots: vec![ws.clone()], prompt: PROMPT.into(), mode: SessionMode::Enforce })? {
+            Reply::Session(s) => sessions.push(s),
+            other => return Err(format!("create_session: {other:?}")),
+        }
+    }
+    let create_ms = created.elapsed().as_secs_f64() * 1000.0 / a.sessions as f64;
+
+    let result = load(a, &daemon.socket, &sessions, &roots);
+    // Every session ends whatever happened: grants revoked, cgroups removed.
+    let mut totals = pincer::daemon::protocol::Counters::default();
+    for s in &sessions {
+        match call(&daemon.socket, Call::EndSession { session: s.session.clone() }) {
+            Ok(Reply::Summary { session, .. }) => {
+                let c = &session.counters;
+                totals.requests += c.requests;
+                totals.grants += c.grants;
+                totals.denials += c.denials;
+                totals.escalations += c.escalations;
+                totals.misses += c.misses;
+            }
+            other => eprintln!("pincer-bench-daemon: end_session {}: {other:?}", s.session),
+        }
+    }
+    let hwm = status_kb(pid, "VmHWM")?;
+    let (elapsed, mut m) = result?;
+    drop(daemon);
+    let _ = std::fs::remove_dir_all(&dir);
+
+    m.round_trips.sort_unstable();
+    m.miss_to_open.sort_unstable();
+    let secs = elapsed.as_secs_f64();
+    println!(
+        "pincer-bench-daemon: {} sessions x {} rounds (1 tool request + 1 kernel miss each), offline decider, persona {}",
+        a.sessions,
+        a.rounds,
+        a.persona.display()
+    );
+    println!("  load phase                               {secs:>10.2} s (all workers, from the common start to the last exit)");
+    println!(
+        "  decisions                                {:>10} ({} granted, {} denied, {} escalated; {} tool requests, {} implicit)",
+        totals.requests,
+        totals.grants,
+        totals.denials,
+        totals.escalations,
+        m.round_trips.len(),
+        totals.requests.saturating_sub(m.round_trips.len() as u64)
+    );
+    println!("  decisions/s                              {:>10.1}", totals.requests as f64 / secs);
+    println!(
+        "  tool request round trip  p50 {:>11}  p99 {:>11}  ({} requests, {} granted, {} opened after the grant)",
+        ms(percentile(&m.round_trips, 50)),
+        ms(percentile(&m.round_trips, 99)),
+        m.round_trips.len(),
+        m.tool_granted,
+        m.tool_opened
+    );
+    println!(
+        "  miss -> grant -> retry   p50 {:>11}  p99 {:>11}  ({} misses: {} retried open ok, {} never granted in {} s, {} not denied first)",
+        ms(percentile(&m.miss_to_open, 50)),
+        ms(percentile(&m.miss_to_open, 99)),
+        m.misses,
+        m.miss_to_open.len(),
+        m.miss_never_granted,
+        RETRY_LIMIT.as_secs(),
+        m.miss_not_denied
+    );
+    println!(
+        "  kernel misses seen by the daemon         {:>10} (from {} opens by the workers; retries back off {} ms doubling to {} ms)",
+        totals.misses,
+        m.opens,
+        RETRY_FIRST.as_millis(),
+        RETRY_MAX.as_millis()
+    );
+    println!("  session creation (mean, sequential)      {create_ms:>10.2} ms");
+    println!("  daemon peak RSS (VmHWM)                  {:>10.1} MiB (VmRSS after import, before the sessions: {:.1} MiB)", hwm as f64 / 1024.0, rss_idle as f64 / 1024.0);
+    println!("note: under QEMU TCG (software emulation, one vCPU shared by the daemon and every worker) these figures are indicative only.");
+    Ok(())
+}
+
+/// Starts one worker per session, gives the common start signal and collects their lines;
+/// returns the time from the signal until the last worker exited.
+fn load(a: &BenchArgs, socket: &Path, sessions: &[SessionInfo], roots: &[PathBuf]) -> Result<(Duration, Measured), String> {
+    let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
+    let account = pincer::daemon::users::by_uid(a.uid);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let mut children = Vec::with_capacity(sessions.len());
+        for (s, ws) in sessions.iter().zip(roots) {
+            let spec = WorkerSpec {
+                cgroup: s.cgroup.clone(),
+                uid: a.uid,
+                gid: account.gid,
+                command: vec![
+                    exe.to_string_lossy().into_owned(),
+                    "worker".into(),
+                    "--socket".into(),
+                    socket.to_string_lossy().into_owned(),
+                    "--root".into(),
+                    ws.to_string_lossy().into_owned(),
+                    "--rounds".into(),
+                    a.rounds.to_string(),
+                ],
+                env: s.scratch.iter().map(|d| ("TMPDIR".to_string(), d.to_string_lossy().into_owned())).collect(),
+            };
+            let mut cmd = worker::command(&spec).map_err(|e| e.to_string())?;
+            cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).kill_on_drop(true);
+            let mut child = cmd.spawn().map_err(|e| format!("start worker {}: {e}", exe.display()))?;
+            let stdin = child.stdin.take().ok_or("worker without stdin")?;
+            let mut stdout = tokio::io::BufReader::new(child.stdout.take().ok_or("worker without stdout")?);
+            let mut ready = String::new();
+            stdout.read_line(&mut ready).await.map_err(|e| format!("worker: {e}"))?;
+            if ready.trim() != "READY" {
+                return Err(format!("worker of session {} did not start: {ready:?}", s.session));
+            }
+            children.push((child, stdin, stdout));
+        }
+        let start = Instant::now();
+        let mut tasks = tokio::task::JoinSet::new();
+        for (mut child, mut stdin, mut stdout) in children {
+            stdin.write_all(b"go\n").await.map_err(|e| format!("start signal: {e}"))?;
+            drop(stdin);
+            tasks.spawn(async move {
+                let mut lines = Vec::new();
+                let mut line = String::new();
+                while stdout.read_line(&mut line).await.map_err(|e| e.to_string())? > 0 {
+                    lines.push(std::mem::take(&mut line));
+                }
+                let status = child.wait().await.map_err(|e| e.to_string())?;
+                if !status.success() {
+                    return Err(format!("a worker failed ({status})"));
+                }
+                Ok::<_, String>((lines, start.elapsed()))
+            });
+        }
+        let mut m = Measured::default();
+        let mut last = Duration::ZERO;
+        while let Some(done) = tasks.join_next().await {
+            let (lines, at) = done.map_err(|e| e.to_string())??;
+            last = last.max(at);
+            for l in &lines {
+                m.add(l)?;
+            }
+        }
+        Ok((last, m))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let v: Vec<u128> = (1..=100).collect();
+        assert_eq!(percentile(&v, 50), Some(50));
+        assert_eq!(percentile(&v, 99), Some(99));
+        assert_eq!(percentile(&[7], 99), Some(7));
+        assert_eq!(percentile(&[], 50), None);
+    }
+
+    #[test]
+    fn worker_lines_are_counted_by_kind() {
+        let mut m = Measured::default();
+        for l in ["T 1 1 2000", "T 0 0 3000", &format!("M {} 1 5000 3", libc::EACCES), &format!("M {} 0 9 400", libc::EACCES), "M 0 1 10 1"] {
+            m.add(l).unwrap();
+        }
+        assert_eq!((m.round_trips.len(), m.tool_granted, m.tool_opened), (2, 1, 1));
+        assert_eq!((m.misses, m.miss_to_open.clone(), m.miss_never_granted, m.miss_not_denied, m.opens), (3, vec![5000], 1, 1, 404));
+        assert!(m.add("X 1").is_err() && m.add("T 1").is_err());
+    }
+}
