@@ -115,6 +115,9 @@ shared_consts! {
     MAX_WALK_DEPTH: u32 = 32;
     /// How many cgroup ancestor levels are checked for a registered session.
     MAX_CGROUP_LEVELS: u32 = 16;
+    /// [`State::session_levels`] when a session's level is not known: every
+    /// level is looked up.
+    SESSION_LEVELS_ALL: u32 = 0xffff_ffff;
     /// Bytes of [`MissEvent::name`].
     EVENT_NAME_LEN: usize = 256;
     /// Bytes of [`MissEvent::path`].
@@ -284,6 +287,13 @@ shared_struct! {
         pub never_objects: u32,
         /// Entries in the never-grantable name map.
         pub never_names: u32,
+        /// Bit `L`: a session cgroup may be at cgroup level `L` (the root is 0);
+        /// [`SESSION_LEVELS_ALL`]: at any level. 0: no session was registered,
+        /// so no task is gated. Set before a session is registered, so a hook
+        /// looks up only the ancestors at those levels.
+        pub session_levels: u32,
+        /// Explicit padding, always zero.
+        pub _pad: u32,
     }
 }
 

@@ -142,27 +142,71 @@ struct pos {
 	struct vfsmount *mnt;
 };
 
+/* The session of the current task: its own cgroup if registered, else its
+ * outermost registered ancestor. A task outside every session costs one array
+ * lookup and, per level at which a session cgroup exists, one ancestor id (0
+ * past the task's own level, which ends the search) and one hash lookup. */
 static __always_inline int current_session(struct session *s)
 {
-	struct session_key key = { .cgroup_id = bpf_get_current_cgroup_id() };
-	struct session_value *v = bpf_map_lookup_elem(&MAP_SESSIONS, &key);
+	__u32 zero = 0;
+	struct pincer_state *st = bpf_map_lookup_elem(&MAP_STATE, &zero);
+	/* Without the state entry every level is looked up (fail closed). */
+	__u32 levels = st ? st->session_levels : SESSION_LEVELS_ALL;
+	struct session_value *v = 0;
 	__u64 id = 0;
 
-	if (v && v->active) {
-		id = key.cgroup_id;
+	if (!levels)
+		return 0;
+	if (levels == SESSION_LEVELS_ALL) {
+		struct session_key key = { .cgroup_id = bpf_get_current_cgroup_id() };
+
+		v = bpf_map_lookup_elem(&MAP_SESSIONS, &key);
+		if (v && v->active) {
+			id = key.cgroup_id;
+		} else {
+			for (int level = 1; level < MAX_CGROUP_LEVELS; level++) {
+				__u64 a = bpf_get_current_ancestor_cgroup_id(level);
+
+				if (!a || a == key.cgroup_id)
+					break;
+				struct session_key k = { .cgroup_id = a };
+
+				v = bpf_map_lookup_elem(&MAP_SESSIONS, &k);
+				if (v && v->active) {
+					id = a;
+					break;
+				}
+			}
+		}
 	} else {
-		for (int level = 1; level < MAX_CGROUP_LEVELS; level++) {
+		struct session_value *outer_v = 0, *inner_v = 0;
+		__u64 outer = 0, inner = 0;
+
+		for (int level = 0; level < MAX_CGROUP_LEVELS; level++) {
+			if (!(levels & (1u << level)))
+				continue;
 			__u64 a = bpf_get_current_ancestor_cgroup_id(level);
 
-			if (!a || a == key.cgroup_id)
+			if (!a)
 				break;
 			struct session_key k = { .cgroup_id = a };
+			struct session_value *x = bpf_map_lookup_elem(&MAP_SESSIONS, &k);
 
-			v = bpf_map_lookup_elem(&MAP_SESSIONS, &k);
-			if (v && v->active) {
-				id = a;
-				break;
+			if (x && x->active) {
+				if (!outer) {
+					outer = a;
+					outer_v = x;
+				}
+				inner = a;
+				inner_v = x;
 			}
+		}
+		if (inner && inner != outer && inner == bpf_get_current_cgroup_id()) {
+			id = inner;
+			v = inner_v;
+		} else {
+			id = outer;
+			v = outer_v;
 		}
 	}
 	if (!id || !v)

@@ -35,6 +35,8 @@ struct name_key {
 struct pincer_state {
 	__u32 never_objects;
 	__u32 never_names;
+	__u32 session_levels; /* bit L: a session cgroup may be at level L */
+	__u32 _pad;
 };
 
 struct grant_key {

@@ -60,6 +60,9 @@ enum Command {
     History(history::HistoryArgs),
     /// Check that this host can run the daemon; prints the fix for each failure.
     Doctor(doctor::DoctorArgs),
+    /// A session's init (started by `pincer run` in the session's PID namespace).
+    #[command(name = "session-init", hide = true)]
+    SessionInit(run::InitArgs),
 }
 
 /// Parses the command line, runs the subcommand and maps errors to an exit code.
@@ -94,5 +97,6 @@ fn try_main(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Hook(args) => hook::run(args),
         Command::History(args) => history::run(args),
         Command::Doctor(args) => doctor::run(args),
+        Command::SessionInit(args) => run::session_init(args),
     }
 }

@@ -108,6 +108,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             .into_iter()
             .chain(info.scratch.iter().map(|d| ("TMPDIR".to_string(), d.to_string_lossy().into_owned())))
             .collect(),
+            namespaces: info.namespaces,
         };
         let status = match worker::command(&spec).map_err(anyhow::Error::from).and_then(|mut c| c.spawn().with_context(|| format!("cannot start {:?}", args.command[0]))) {
             Ok(mut child) => wait_forwarding_signals(&mut child).await,
@@ -144,4 +145,24 @@ async fn wait_forwarding_signals(child: &mut tokio::process::Child) -> anyhow::R
         // SAFETY: kill(2) on the worker's pid.
         unsafe { libc::kill(pid, sig) };
     }
+}
+
+/// Arguments of the hidden `pincer session-init` (see [`worker::session_init`]).
+#[derive(Args)]
+pub struct InitArgs {
+    /// The user id the command runs as.
+    #[arg(long)]
+    uid: u32,
+    /// The group id the command runs as.
+    #[arg(long)]
+    gid: u32,
+    /// The command.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+/// Runs the session's init and exits with the command's status.
+pub fn session_init(args: InitArgs) -> anyhow::Result<ExitCode> {
+    let code = worker::session_init(args.uid, args.gid, &args.command)?;
+    Ok(ExitCode::from(code.clamp(0, 255) as u8))
 }

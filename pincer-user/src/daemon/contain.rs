@@ -78,6 +78,11 @@ pub struct ContainmentConfig {
     pub scratch_parent: PathBuf,
     /// Whether sessions may create user namespaces.
     pub allow_userns: bool,
+    /// Whether each session gets its own PID namespace (its `/proc` lists only its own
+    /// processes).
+    pub pid_namespace: bool,
+    /// Whether each session gets its own IPC namespace (SysV objects, POSIX message queues).
+    pub ipc_namespace: bool,
 }
 
 fn never(pattern: &str, access: &[Access]) -> NeverRule {
@@ -129,6 +134,8 @@ impl Default for ContainmentConfig {
             scratch: true,
             scratch_parent: PathBuf::from("/tmp"),
             allow_userns: false,
+            pid_namespace: true,
+            ipc_namespace: true,
         }
     }
 }
@@ -366,6 +373,8 @@ pub struct Containment {
     pub scratch_parent: Option<PathBuf>,
     /// Whether sessions may create user namespaces.
     pub allow_userns: bool,
+    /// The namespaces of its own each session's worker is started in.
+    pub namespaces: super::worker::Namespaces,
 }
 
 impl Containment {
@@ -392,6 +401,7 @@ impl Containment {
             never: NeverList::new(&cfg.never, owner)?,
             scratch_parent: cfg.scratch.then(|| cfg.scratch_parent.clone()),
             allow_userns: cfg.allow_userns,
+            namespaces: super::worker::Namespaces { pid: cfg.pid_namespace, ipc: cfg.ipc_namespace },
         })
     }
 

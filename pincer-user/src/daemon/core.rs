@@ -370,6 +370,7 @@ impl Core {
             scratch,
             mode,
             allow_userns: contain.allow_userns,
+            namespaces: contain.namespaces,
         };
         let mut e = self.entry(Event::SessionStart, &s);
         e.detail = Some(format!("prompt: {prompt}; pre-committed policy of {} entries", s.policy_entries));

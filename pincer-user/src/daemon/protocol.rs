@@ -283,6 +283,9 @@ pub struct SessionInfo {
     /// Enforcing or shadow.
     #[serde(default)]
     pub mode: SessionMode,
+    /// The namespaces of its own the worker is started in.
+    #[serde(default)]
+    pub namespaces: super::worker::Namespaces,
 }
 
 /// How the kernel treats a session's misses.

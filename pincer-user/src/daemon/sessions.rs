@@ -169,6 +169,9 @@ pub struct Session {
     /// Whether the session may create user namespaces.
     #[serde(default)]
     pub allow_userns: bool,
+    /// The namespaces of its own the worker is started in.
+    #[serde(default)]
+    pub namespaces: super::worker::Namespaces,
 }
 
 impl Session {
@@ -185,6 +188,7 @@ impl Session {
             counters: self.counters.clone(),
             scratch: self.scratch.clone(),
             mode: self.mode,
+            namespaces: self.namespaces,
         }
     }
 

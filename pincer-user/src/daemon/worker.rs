@@ -1,9 +1,34 @@
 //! Starting a worker: inside its session's cgroup, as an unprivileged user, with
-//! `no_new_privs`, so nothing it runs can regain privileges or leave the session.
+//! `no_new_privs`, so nothing it runs can regain privileges or leave the session; and, as
+//! a second wall behind the kernel hooks, in its own IPC namespace (the user's SysV objects
+//! and POSIX message queues cannot even be named) and its own PID namespace with `/proc`
+//! remounted (the user's processes cannot be named).
+//!
+//! With a PID namespace the worker starts as `pincer session-init` (hidden subcommand,
+//! [`session_init`]): three processes, as `bwrap --unshare-pid` does it:
+//! - the *keeper*, the process `pincer run` waits on, outside the new namespace: it forks
+//!   the init and then waits for it, forwarding the signals sent to it;
+//! - the *init*, pid 1 of the new namespace: it makes the mount namespace private, mounts
+//!   `/proc` for the new namespace, drops to the user, forks the command, forwards the
+//!   signals sent to it, reaps every orphan and exits with the command's status;
+//! - the command itself.
+//!
+//! All three stay in the caller's process group and session, so the command keeps the
+//! terminal: it is in the foreground group, reads the tty, gets `SIGINT`, `SIGTSTP` and
+//! `SIGWINCH` from it directly (job control with the user's shell works as without
+//! namespaces). Signals the terminal sends are therefore not forwarded again (they reach
+//! the command already); signals a process sends with `kill` are.
 
-use std::ffi::CString;
+use serde::{Deserialize, Serialize};
+use std::ffi::{CStr, CString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
+
+/// The hidden `pincer` subcommand that runs [`session_init`].
+pub const INIT_SUBCOMMAND: &str = "session-init";
+
+/// Exit status of the keeper or init when the command cannot be started.
+pub const EXIT_CANNOT_START: i32 = 127;
 
 /// Errors preparing a worker.
 #[derive(Debug, thiserror::Error)]
@@ -22,6 +47,23 @@ pub enum WorkerError {
     Root,
 }
 
+/// Which namespaces of its own a session gets (`[containment]` `pid_namespace`,
+/// `ipc_namespace`). Both default to on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Namespaces {
+    /// A PID namespace with `/proc` remounted, under a small init.
+    pub pid: bool,
+    /// An IPC namespace (SysV objects and POSIX message queues).
+    pub ipc: bool,
+}
+
+impl Default for Namespaces {
+    fn default() -> Self {
+        Namespaces { pid: true, ipc: true }
+    }
+}
+
 /// What to start.
 #[derive(Debug, Clone)]
 pub struct WorkerSpec {
@@ -35,25 +77,58 @@ pub struct WorkerSpec {
     pub command: Vec<String>,
     /// Extra environment.
     pub env: Vec<(String, String)>,
+    /// The session's own namespaces.
+    pub namespaces: Namespaces,
+}
+
+/// Drops supplementary groups, sets gid and uid and `no_new_privs`. Async-signal-safe.
+fn drop_privileges(uid: u32, gid: u32) -> std::io::Result<()> {
+    // SAFETY: plain system calls without pointers to Rust data.
+    unsafe {
+        if libc::setgroups(0, std::ptr::null()) != 0 || libc::setgid(gid) != 0 || libc::setuid(uid) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// A command that, between fork and exec, joins the cgroup (writing `0`, "this process",
-/// to `cgroup.procs`), drops supplementary groups, sets gid and uid and sets
-/// `no_new_privs`. Any failure there aborts the start.
+/// to `cgroup.procs`) and unshares the session's namespaces; then, without a PID
+/// namespace, drops supplementary groups, sets gid and uid and sets `no_new_privs` before
+/// running the command; with one, runs [`session_init`] (still root: it mounts `/proc`
+/// and drops privileges itself). Any failure there aborts the start.
 pub fn command(spec: &WorkerSpec) -> Result<tokio::process::Command, WorkerError> {
     let (prog, args) = spec.command.split_first().ok_or(WorkerError::NoCommand)?;
     if spec.uid == 0 {
         return Err(WorkerError::Root);
     }
     let procs = CString::new(spec.cgroup.join("cgroup.procs").as_os_str().as_bytes()).map_err(|_| WorkerError::Nul { what: "the cgroup path" })?;
-    let (uid, gid) = (spec.uid, spec.gid);
-    let mut cmd = tokio::process::Command::new(prog);
-    cmd.args(args);
+    let (uid, gid, ns) = (spec.uid, spec.gid, spec.namespaces);
+    let mut cmd = if ns.pid {
+        // The running `pincer` binary, whatever happened to its path since it started.
+        let mut c = tokio::process::Command::new("/proc/self/exe");
+        c.arg0("pincer").arg(INIT_SUBCOMMAND).arg(format!("--uid={uid}")).arg(format!("--gid={gid}")).arg("--").arg(prog).args(args);
+        c
+    } else {
+        let mut c = tokio::process::Command::new(prog);
+        c.args(args);
+        c
+    };
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
+    let mut flags = 0;
+    if ns.ipc {
+        flags |= libc::CLONE_NEWIPC;
+    }
+    if ns.pid {
+        flags |= libc::CLONE_NEWPID | libc::CLONE_NEWNS;
+    }
     // SAFETY: the closure only makes async-signal-safe system calls (open, write, close,
-    // setgroups, setgid, setuid, prctl) on data prepared before the fork.
+    // unshare, setgroups, setgid, setuid, prctl) on data prepared before the fork.
     unsafe {
         cmd.pre_exec(move || {
             let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
@@ -66,14 +141,228 @@ pub fn command(spec: &WorkerSpec) -> Result<tokio::process::Command, WorkerError
             if !ok {
                 return Err(err);
             }
-            if libc::setgroups(0, std::ptr::null()) != 0 || libc::setgid(gid) != 0 || libc::setuid(uid) != 0 {
+            if flags != 0 && libc::unshare(flags) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
+            if ns.pid {
+                Ok(())
+            } else {
+                drop_privileges(uid, gid)
             }
-            Ok(())
         });
     }
     Ok(cmd)
+}
+
+/// Why the session's init could not start the command.
+#[derive(Debug, thiserror::Error)]
+pub enum InitError {
+    /// A system call failed.
+    #[error("{what}")]
+    Sys {
+        /// What was being done.
+        what: &'static str,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An argument holds a NUL byte.
+    #[error("{what} holds a NUL byte")]
+    Nul {
+        /// Which value.
+        what: &'static str,
+    },
+    /// No command was given.
+    #[error("no command given to run")]
+    NoCommand,
+    /// Not started by `pincer run` (root, in a fresh PID namespace).
+    #[error("pincer {INIT_SUBCOMMAND} is started by pincer run only (as root, in a new PID namespace)")]
+    NotInNewNamespace,
+}
+
+fn sys(what: &'static str) -> InitError {
+    InitError::Sys { what, source: std::io::Error::last_os_error() }
+}
+
+/// Exit code for a wait status: the exit code, or 128 + the signal that killed it.
+fn exit_code(status: libc::c_int) -> i32 {
+    if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else if libc::WIFSIGNALED(status) {
+        128 + libc::WTERMSIG(status)
+    } else {
+        EXIT_CANNOT_START
+    }
+}
+
+/// Whether a signal was sent by a process (`kill`, `sigqueue`, `tgkill`) rather than by
+/// the kernel for the terminal (`^C`, `^Z`, window size) or a child.
+fn sent_by_a_process(info: &libc::siginfo_t) -> bool {
+    info.si_code <= 0
+}
+
+/// All signals blocked, to be taken one by one with `sigwaitinfo`; returns the old mask.
+fn block_all_signals() -> Result<libc::sigset_t, InitError> {
+    // SAFETY: sigset_t is plain data, initialised by sigfillset / sigprocmask.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        if libc::sigprocmask(libc::SIG_SETMASK, &all, &mut old) != 0 {
+            return Err(sys("blocking signals"));
+        }
+        Ok(old)
+    }
+}
+
+/// The next signal, with its sender.
+fn next_signal() -> libc::siginfo_t {
+    // SAFETY: sigset_t and siginfo_t are plain data filled by the kernel.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        while libc::sigwaitinfo(&all, &mut info) < 0 {}
+        info
+    }
+}
+
+/// Whether `pincer run`'s copy of a terminal signal (it forwards `SIGINT`, `SIGQUIT` it got
+/// from the tty) is a duplicate: the terminal sent the same signal to its whole foreground
+/// process group, the command included, when the keeper is in that group.
+fn duplicate_of_terminal_signal(info: &libc::siginfo_t, tty: libc::c_int) -> bool {
+    let sig = info.si_signo;
+    // SAFETY: reading the sender pid of a SI_USER siginfo; getppid, getpgrp and tcgetpgrp
+    // have no preconditions.
+    unsafe {
+        (sig == libc::SIGINT || sig == libc::SIGQUIT)
+            && info.si_code == libc::SI_USER
+            && info.si_pid() == libc::getppid()
+            && tty >= 0
+            && libc::tcgetpgrp(tty) == libc::getpgrp()
+    }
+}
+
+/// `pincer session-init --uid U --gid G -- COMMAND...`: runs as the keeper (see the module
+/// doc) in the caller, forks the session's init as pid 1 of the PID namespace the caller
+/// unshared, and returns the exit code for the keeper: the command's.
+pub fn session_init(uid: u32, gid: u32, command: &[String]) -> Result<i32, InitError> {
+    if command.is_empty() {
+        return Err(InitError::NoCommand);
+    }
+    if uid == 0 {
+        return Err(InitError::NotInNewNamespace);
+    }
+    let argv: Vec<CString> = command.iter().map(|a| CString::new(a.as_bytes())).collect::<Result<_, _>>().map_err(|_| InitError::Nul { what: "the command" })?;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(InitError::NotInNewNamespace);
+    }
+    let old_mask = block_all_signals()?;
+    // SAFETY: this process is single-threaded (nothing started a thread before the
+    // subcommand ran), so the child may run ordinary code after fork.
+    let init = unsafe { libc::fork() };
+    if init < 0 {
+        return Err(sys("forking the session's init"));
+    }
+    if init == 0 {
+        // SAFETY: _exit ends the child without running the parent's destructors.
+        unsafe { libc::_exit(run_init(uid, gid, &argv, &old_mask)) };
+    }
+    drop_privileges(uid, gid).map_err(|source| InitError::Sys { what: "dropping privileges", source })?;
+    let tty = {
+        let path = c"/dev/tty";
+        // SAFETY: open of a constant path.
+        unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NONBLOCK) }
+    };
+    loop {
+        let info = next_signal();
+        if info.si_signo == libc::SIGCHLD {
+            let mut status = 0;
+            // SAFETY: waitpid on our only child.
+            let r = unsafe { libc::waitpid(init, &mut status, libc::WNOHANG) };
+            if r == init {
+                return Ok(exit_code(status));
+            }
+            continue;
+        }
+        if sent_by_a_process(&info) && !duplicate_of_terminal_signal(&info, tty) {
+            // SAFETY: kill of our own child.
+            unsafe { libc::kill(init, info.si_signo) };
+        }
+    }
+}
+
+/// Prints why the init failed and returns the exit code.
+fn init_failed(e: InitError) -> i32 {
+    eprintln!("pincer: session init: {e}{}", std::error::Error::source(&e).map(|s| format!(": {s}")).unwrap_or_default());
+    EXIT_CANNOT_START
+}
+
+/// The session's init, pid 1 of its PID namespace: returns its exit code.
+fn run_init(uid: u32, gid: u32, argv: &[CString], old_mask: &libc::sigset_t) -> i32 {
+    // SAFETY: getpid has no preconditions.
+    if unsafe { libc::getpid() } != 1 {
+        return init_failed(InitError::NotInNewNamespace);
+    }
+    let none: &CStr = c"none";
+    let proc_: &CStr = c"proc";
+    let root: &CStr = c"/";
+    let proc_dir: &CStr = c"/proc";
+    // SAFETY: prctl and mount with constant C strings.
+    unsafe {
+        // The namespace dies with its keeper.
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        // Nothing mounted here reaches the user's mount namespace.
+        if libc::mount(none.as_ptr(), root.as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) != 0 {
+            return init_failed(sys("making the session's mounts private"));
+        }
+        // A /proc of this PID namespace: the user's processes have no entry in it.
+        let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+        if libc::mount(proc_.as_ptr(), proc_dir.as_ptr(), proc_.as_ptr(), flags, std::ptr::null()) != 0 {
+            return init_failed(sys("mounting /proc for the session's PID namespace"));
+        }
+    }
+    if let Err(source) = drop_privileges(uid, gid) {
+        return init_failed(InitError::Sys { what: "dropping privileges", source });
+    }
+    let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    // SAFETY: single-threaded; the child only restores the mask and execs.
+    let child = unsafe { libc::fork() };
+    if child < 0 {
+        return init_failed(sys("forking the command"));
+    }
+    if child == 0 {
+        // SAFETY: restore the caller's signal mask, exec with NUL-terminated argv.
+        unsafe {
+            libc::sigprocmask(libc::SIG_SETMASK, old_mask, std::ptr::null_mut());
+            libc::execvp(ptrs[0], ptrs.as_ptr());
+            let e = std::io::Error::last_os_error();
+            eprintln!("pincer: cannot run {:?}: {e}", argv[0]);
+            libc::_exit(EXIT_CANNOT_START);
+        }
+    }
+    loop {
+        let info = next_signal();
+        if info.si_signo == libc::SIGCHLD {
+            // Reap every zombie of the namespace; the command's end is the session's end.
+            loop {
+                let mut status = 0;
+                // SAFETY: waitpid for any child.
+                let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+                if r == child {
+                    return exit_code(status);
+                }
+                if r <= 0 {
+                    break;
+                }
+            }
+            continue;
+        }
+        if sent_by_a_process(&info) {
+            // SAFETY: kill of our own child.
+            unsafe { libc::kill(child, info.si_signo) };
+        }
+    }
 }

@@ -326,6 +326,42 @@ pub fn cgroup_id(cgroup_dir: &Path) -> Result<u64, KernelError> {
         .map_err(|source| KernelError::Stat { path: cgroup_dir.to_path_buf(), source })
 }
 
+/// The level of the cgroup v2 `cgroup_id` below `/sys/fs/cgroup` (the root is 0), found
+/// by opening the cgroup by its id (`open_by_handle_at`, root only); `None` if it cannot
+/// be found there (then every level is looked up).
+fn cgroup_level(cgroup_id: u64) -> Option<u32> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+    /// `struct file_handle` of a kernfs node: its 64-bit id.
+    #[repr(C)]
+    struct KernfsHandle {
+        handle_bytes: u32,
+        handle_type: i32,
+        id: u64,
+    }
+    const FILEID_KERNFS: i32 = 0xfe;
+    let mount = std::fs::File::open(CGROUP_ROOT).ok()?;
+    let mut handle = KernfsHandle { handle_bytes: 8, handle_type: FILEID_KERNFS, id: cgroup_id };
+    // SAFETY: open_by_handle_at with a valid handle buffer; the fd is owned below.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_open_by_handle_at,
+            mount.as_raw_fd(),
+            (&mut handle as *mut KernfsHandle).cast::<libc::c_void>(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: fd was just opened and is not owned elsewhere.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    let path = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
+    let rel = path.strip_prefix(CGROUP_ROOT).ok()?;
+    // The directory found must be the cgroup itself.
+    (std::fs::metadata(&path).ok()?.ino() == cgroup_id).then(|| rel.components().count() as u32)
+}
+
 /// The kernel access bit of an access type.
 pub fn access_bit(access: Access) -> u32 {
     match access {
@@ -588,6 +624,16 @@ impl Enforcer {
     /// Gates the cgroup `cgroup_id` and every cgroup beneath it with `flags`
     /// (registering again replaces the flags).
     pub fn register_session_with(&mut self, cgroup_id: u64, flags: SessionFlags) -> Result<(), KernelError> {
+        // The hooks look up only the levels in the state: this one goes in first.
+        let level_bit = match cgroup_level(cgroup_id) {
+            Some(level) if level < pincer_common::MAX_CGROUP_LEVELS => 1u32 << level,
+            _ => pincer_common::SESSION_LEVELS_ALL,
+        };
+        let mut state = self.current_state()?;
+        if state.session_levels | level_bit != state.session_levels {
+            state.session_levels |= level_bit;
+            self.write_state(state)?;
+        }
         let value = SessionValue { active: 1, flags: flags.bits() };
         self.sessions
             .insert(SessionKey { cgroup_id }, value, 0)
@@ -707,7 +753,22 @@ impl Enforcer {
         let count = |r: usize| u32::try_from(r).unwrap_or(u32::MAX);
         let objects = self.never.keys().count();
         let names = self.never_names.keys().count();
-        let state = State { never_objects: count(objects), never_names: count(names) };
+        let state = State { never_objects: count(objects), never_names: count(names), ..self.current_state()? };
+        self.write_state(state)
+    }
+
+    /// The cgroup levels the hooks look up for a session (bit `L`: level `L`;
+    /// [`pincer_common::SESSION_LEVELS_ALL`]: every level; 0: none registered yet).
+    pub fn session_levels(&self) -> Result<u32, KernelError> {
+        Ok(self.current_state()?.session_levels)
+    }
+
+    /// The state map's entry.
+    fn current_state(&self) -> Result<State, KernelError> {
+        self.state.get(&0, 0).map_err(|source| KernelError::MapOp { op: "lookup", map: map_names::STATE, source: source.into() })
+    }
+
+    fn write_state(&mut self, state: State) -> Result<(), KernelError> {
         self.state
             .set(0, state, 0)
             .map_err(|source| KernelError::MapOp { op: "update", map: map_names::STATE, source: source.into() })

@@ -8,18 +8,23 @@
 //! - (e) Landlock-restricted process (no Pincer program loaded) with a read
 //!   rule on the same directory 8 levels above.
 //!
-//! Each figure is the median of several rounds, measured in a fresh child
-//! process, and printed with its ratio to (a).
-//!
-//! Every containment hook is attached while (b)-(d) run. Two more operations
-//! the reach hooks touch are measured the same way, each against its own
-//! figure with no program loaded:
+//! Two more operations the reach hooks touch are measured the same way, each
+//! against its own figure with no program loaded:
 //!
 //! - `connect`+`close` of a Unix stream socket to a listening socket the
 //!   sessions are allowed (root's, by its bound path, as the daemon's is):
 //!   no program, ungated, gated;
 //! - a signal (`kill(pid, 0)`, the permission check without delivery) to a
 //!   process of the same session: no program, ungated, gated.
+//!
+//! The cases are interleaved round by round, so that drift of the machine (a
+//! VM's host, other load) hits every case alike: each round measures the cases
+//! without the program, then loads and attaches every hook (a fresh load, so
+//! nothing of the previous round stays), measures the cases with it, and
+//! unloads it. Every sample is one timed run of [`ITERATIONS`] operations in a
+//! fresh child process after a warm-up. The report gives, per case, the minimum
+//! and the median over the rounds, and the ratios of the minimums (the least
+//! disturbed figure of each case); comparing two runs shows how stable they are.
 
 use landlock::{
     path_beneath_rules, Access as _, AccessFs, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, ABI,
@@ -32,10 +37,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-/// Opens per round.
+/// Operations per sample.
 const ITERATIONS: u32 = 20_000;
-/// Rounds per setup (the median round is reported).
-const ROUNDS: usize = 5;
+/// Rounds (each round takes one sample of every case).
+const ROUNDS: usize = 15;
 /// Directory levels between the subtree grant and the file.
 const LEVELS: usize = 8;
 
@@ -60,7 +65,7 @@ enum Op<'a> {
     Signal,
 }
 
-/// ns per operation, median over rounds, measured in this process.
+/// ns per operation of one timed run after a warm-up, measured in this process.
 fn measure(op: Op) -> Result<f64, String> {
     let target = match op {
         Op::Signal => Some(paused_child()?),
@@ -72,16 +77,11 @@ fn measure(op: Op) -> Result<f64, String> {
         Op::Signal => signal(target.unwrap_or(0), n),
     };
     let result = (|| {
-        let mut rounds = Vec::with_capacity(ROUNDS);
         // Warm-up (dentry cache, map entries).
         run(1000)?;
-        for _ in 0..ROUNDS {
-            let start = Instant::now();
-            run(ITERATIONS)?;
-            rounds.push(start.elapsed().as_nanos() as f64 / f64::from(ITERATIONS));
-        }
-        rounds.sort_by(f64::total_cmp);
-        Ok(rounds[ROUNDS / 2])
+        let start = Instant::now();
+        run(ITERATIONS)?;
+        Ok(start.elapsed().as_nanos() as f64 / f64::from(ITERATIONS))
     })();
     if let Some(pid) = target {
         // SAFETY: kills and reaps the child made above.
@@ -278,88 +278,188 @@ fn try_main() -> Result<(), String> {
     let acceptor_pid = acceptor(&sock)?;
     let open = Op::Open(&cfile);
     let connect = Op::Connect(&sock_addr);
-    let result = measure_all(&base, &top, &file, &sock, open, connect);
+    let mut samples = Samples::default();
+    let started = Instant::now();
+    let result = (|| {
+        for _ in 0..ROUNDS {
+            round(&mut samples, &base, &top, &file, &sock, open, connect)?;
+        }
+        Ok::<_, String>(())
+    })();
     stop(acceptor_pid);
     let _ = std::fs::remove_dir_all(&base);
-    let Figures { a, b, c, d, e, connect: k, signal: g } = result?;
-
-    println!("pincer-bench-open: ns per operation, median of {ROUNDS} rounds x {ITERATIONS}, one run, every containment hook attached");
-    let rows = [
-        ("(a) no program loaded", a),
-        ("(b) loaded, process not gated", b),
-        ("(c) gated, exact grant", c),
-        ("(d) gated, subtree grant 8 levels up", d),
-        ("(e) Landlock, rule 8 levels up", e),
-    ];
-    println!("open+close of a file:");
-    for (label, ns) in rows {
-        println!("  {label:<40} {ns:>10.0} ns  {:>5.2}x of (a)", ns / a);
-    }
-    println!("connect+close to an allowed Unix socket:");
-    for (label, ns) in [("no program loaded", k[0]), ("loaded, process not gated", k[1]), ("gated, socket allowed", k[2])] {
-        println!("  {label:<40} {ns:>10.0} ns  {:>5.2}x of no program", ns / k[0]);
-    }
-    println!("signal (kill(pid, 0)) to a process of the same session:");
-    for (label, ns) in [("no program loaded", g[0]), ("loaded, process not gated", g[1]), ("gated, target in the session", g[2])] {
-        println!("  {label:<40} {ns:>10.0} ns  {:>5.2}x of no program", ns / g[0]);
-    }
-    let met = |ok: bool| if ok { "met" } else { "not met" };
-    println!(
-        "issue 9 targets: ungated (b) <= 1.02x [{}], exact (c) <= 1.1x [{}], subtree (d) <= 1.2x [{}], all below Landlock (e) [{}]",
-        met(b <= 1.02 * a),
-        met(c <= 1.1 * a),
-        met(d <= 1.2 * a),
-        met(b <= e && c <= e && d <= e)
-    );
-    println!("note: under QEMU TCG (software emulation) these ratios are indicative only; measure on real hardware with BPF LSM for figures.");
+    result?;
+    report(&samples, started.elapsed().as_secs_f64());
     Ok(())
 }
 
-/// Every figure of one run.
-struct Figures {
-    a: f64,
-    b: f64,
-    c: f64,
-    d: f64,
-    e: f64,
-    /// connect: no program, ungated, gated.
-    connect: [f64; 3],
-    /// signal: no program, ungated, gated.
-    signal: [f64; 3],
+/// The cases, in the order of a round.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Case {
+    OpenNone,
+    OpenLandlock,
+    ConnectNone,
+    SignalNone,
+    OpenUngated,
+    ConnectUngated,
+    SignalUngated,
+    ConnectGated,
+    SignalGated,
+    OpenExact,
+    OpenSubtree,
+    /// (b) again with BPF run-time statistics on (they add their own cost).
+    OpenUngatedStats,
 }
 
-fn measure_all(base: &Path, top: &Path, file: &Path, sock: &Path, open: Op, connect: Op) -> Result<Figures, String> {
-    let a = in_child(None, open, || Ok(()))?;
-    let e = in_child(None, open, || landlock_restrict(top))?;
-    let k0 = in_child(None, connect, || Ok(()))?;
-    let g0 = in_child(None, Op::Signal, || Ok(()))?;
+const CASES: usize = 12;
+
+/// Every sample of every case.
+#[derive(Default)]
+struct Samples {
+    ns: [Vec<f64>; CASES],
+    /// Seconds each load and attach took.
+    load_secs: Vec<f64>,
+    /// ns per run of the `file_open` program itself for the ungated process (the
+    /// kernel's BPF statistics: time inside the program, without the trampoline).
+    file_open_prog_ns: Vec<f64>,
+    /// The cgroup levels the hooks look up (the state map's mask).
+    levels: u32,
+}
+
+impl Samples {
+    fn add(&mut self, case: Case, ns: f64) {
+        self.ns[case as usize].push(ns);
+    }
+
+    /// (minimum, median) of a case.
+    fn figures(&self, case: Case) -> (f64, f64) {
+        let mut v = self.ns[case as usize].clone();
+        v.sort_by(f64::total_cmp);
+        (v[0], v[v.len() / 2])
+    }
+}
+
+/// One round: every case once, without the program, then with a fresh load of it.
+fn round(s: &mut Samples, base: &Path, top: &Path, file: &Path, sock: &Path, open: Op, connect: Op) -> Result<(), String> {
+    s.add(Case::OpenNone, in_child(None, open, || Ok(()))?);
+    s.add(Case::OpenLandlock, in_child(None, open, || landlock_restrict(top))?);
+    s.add(Case::ConnectNone, in_child(None, connect, || Ok(()))?);
+    s.add(Case::SignalNone, in_child(None, Op::Signal, || Ok(()))?);
 
     let pin_dir = PathBuf::from("/sys/fs/bpf").join(format!("pincer-bench-{}", std::process::id()));
     let config =
         EnforcerConfig { pin_dir: pin_dir.clone(), reach: ReachConfig::with_trusted_socket(sock), ..EnforcerConfig::default() };
+    let loading = Instant::now();
     let mut enforcer = Enforcer::load(&config).map_err(|e| format!("load enforcer: {e:?}"))?;
+    s.load_secs.push(loading.elapsed().as_secs_f64());
     let cgroup = PathBuf::from("/sys/fs/cgroup").join(format!("pincer-bench-{}", std::process::id()));
     std::fs::create_dir(&cgroup).map_err(|e| format!("create {}: {e}", cgroup.display()))?;
     let result = (|| {
         let session = pincer::kernel::cgroup_id(&cgroup).map_err(|e| e.to_string())?;
         enforcer.register_session(session).map_err(|e| e.to_string())?;
+        s.levels = enforcer.session_levels().map_err(|e| e.to_string())?;
         enforcer.add_root(base).map_err(|e| e.to_string())?;
         let file_id = ObjectId::of_path(file).map_err(|e| e.to_string())?;
         let top_id = ObjectId::of_path(top).map_err(|e| e.to_string())?;
 
-        let b = in_child(None, open, || Ok(()))?;
-        let k1 = in_child(None, connect, || Ok(()))?;
-        let g1 = in_child(None, Op::Signal, || Ok(()))?;
-        let k2 = in_child(Some(&cgroup), connect, || Ok(()))?;
-        let g2 = in_child(Some(&cgroup), Op::Signal, || Ok(()))?;
+        s.add(Case::OpenUngated, in_child(None, open, || Ok(()))?);
+        s.add(Case::ConnectUngated, in_child(None, connect, || Ok(()))?);
+        s.add(Case::SignalUngated, in_child(None, Op::Signal, || Ok(()))?);
+        s.add(Case::ConnectGated, in_child(Some(&cgroup), connect, || Ok(()))?);
+        s.add(Case::SignalGated, in_child(Some(&cgroup), Op::Signal, || Ok(()))?);
         enforcer.grant(session, file_id, Scope::Exact, Access::Read).map_err(|e| e.to_string())?;
-        let c = in_child(Some(&cgroup), open, || Ok(()))?;
+        s.add(Case::OpenExact, in_child(Some(&cgroup), open, || Ok(()))?);
         enforcer.revoke(session, file_id, Scope::Exact, Access::Read).map_err(|e| e.to_string())?;
         enforcer.grant(session, top_id, Scope::Subtree, Access::Read).map_err(|e| e.to_string())?;
-        let d = in_child(Some(&cgroup), open, || Ok(()))?;
-        Ok::<_, String>(Figures { a, b, c, d, e, connect: [k0, k1, k2], signal: [g0, g1, g2] })
+        s.add(Case::OpenSubtree, in_child(Some(&cgroup), open, || Ok(()))?);
+        let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).map_err(|e| format!("enable BPF statistics: {e}"))?;
+        let before = file_open_stats()?;
+        s.add(Case::OpenUngatedStats, in_child(None, open, || Ok(()))?);
+        let after = file_open_stats()?;
+        drop(stats);
+        let runs = after.1.saturating_sub(before.1).max(1);
+        s.file_open_prog_ns.push(after.0.saturating_sub(before.0) as f64 / runs as f64);
+        Ok::<_, String>(())
     })();
     let _ = enforcer.unpin();
     let _ = std::fs::remove_dir(&cgroup);
     result
+}
+
+/// (run time ns, run count) of the newest loaded `pincer_file_open` program (names are
+/// cut to 15 bytes by the kernel).
+fn file_open_stats() -> Result<(u64, u64), String> {
+    let name = &"pincer_file_open"[..15];
+    let mut newest: Option<aya::programs::ProgramInfo> = None;
+    for info in aya::programs::loaded_programs() {
+        let info = info.map_err(|e| format!("list BPF programs: {e}"))?;
+        if info.name_as_str() == Some(name) && newest.as_ref().is_none_or(|n| n.id() < info.id()) {
+            newest = Some(info);
+        }
+    }
+    let info = newest.ok_or("the pincer_file_open program is not loaded")?;
+    Ok((info.run_time().as_nanos() as u64, info.run_count()))
+}
+
+fn report(s: &Samples, secs: f64) {
+    let mut load = s.load_secs.clone();
+    load.sort_by(f64::total_cmp);
+    println!(
+        "pincer-bench-open: ns per operation over {ROUNDS} interleaved rounds (each: one sample of every case, {ITERATIONS} \
+         operations in a fresh process; the program loaded afresh each round, every containment hook attached, median load {:.1} s; \
+         {secs:.0} s in all)",
+        load[load.len() / 2]
+    );
+    let rows = |title: &str, base: Case, rows: &[(&str, Case)]| {
+        println!("{title}:                                   min ns   median ns   min/min(base)");
+        let (b, _) = s.figures(base);
+        for (label, case) in rows {
+            let (min, median) = s.figures(*case);
+            println!("  {label:<40} {min:>10.0} {median:>11.0}   {:>5.3}x", min / b);
+        }
+    };
+    rows(
+        "open+close of a file",
+        Case::OpenNone,
+        &[
+            ("(a) no program loaded", Case::OpenNone),
+            ("(b) loaded, process not gated", Case::OpenUngated),
+            ("(c) gated, exact grant", Case::OpenExact),
+            ("(d) gated, subtree grant 8 levels up", Case::OpenSubtree),
+            ("(e) Landlock, rule 8 levels up", Case::OpenLandlock),
+            ("(b) again, BPF statistics on", Case::OpenUngatedStats),
+        ],
+    );
+    let mut prog = s.file_open_prog_ns.clone();
+    prog.sort_by(f64::total_cmp);
+    let (a, b) = (s.figures(Case::OpenNone).0, s.figures(Case::OpenUngated).0);
+    println!(
+        "  (b) - (a) = {:.0} ns per open (minimums); of it, inside the file_open program for the ungated process \
+         (BPF statistics): min {:.0} ns, median {:.0} ns per run; the rest is the BPF LSM trampoline and the hook call",
+        b - a,
+        prog[0],
+        prog[prog.len() / 2]
+    );
+    rows(
+        "connect+close to an allowed Unix socket",
+        Case::ConnectNone,
+        &[("no program loaded", Case::ConnectNone), ("loaded, process not gated", Case::ConnectUngated), ("gated, socket allowed", Case::ConnectGated)],
+    );
+    rows(
+        "signal (kill(pid, 0)) to a process of the same session",
+        Case::SignalNone,
+        &[("no program loaded", Case::SignalNone), ("loaded, process not gated", Case::SignalUngated), ("gated, target in the session", Case::SignalGated)],
+    );
+    let min = |c: Case| s.figures(c).0;
+    let (a, b, c, d, e) = (min(Case::OpenNone), min(Case::OpenUngated), min(Case::OpenExact), min(Case::OpenSubtree), min(Case::OpenLandlock));
+    let met = |ok: bool| if ok { "met" } else { "not met" };
+    println!(
+        "issue 9 targets (minimums): ungated (b) <= 1.02x [{}], exact (c) <= 1.1x [{}], subtree (d) <= 1.2x [{}], all below Landlock (e) [{}]",
+        met(b <= 1.02 * a),
+        met(c <= 1.1 * a),
+        met(d <= 1.2 * a),
+        met(b <= e && c <= e && d <= e)
+    );
+    println!("session cgroup levels the hooks look up: {:#x} (the session cgroup's level only, unless every level: 0xffffffff)", s.levels);
+    println!("note: under QEMU TCG (software emulation) these ratios are indicative only; measure on real hardware with BPF LSM for figures.");
 }

@@ -1,0 +1,119 @@
+//! A probe for the VM tests that run it inside and outside a session. Most operations try
+//! one IPC object and print the outcome (`ok`, or the errno):
+//! `mq-open NAME` (an existing POSIX message queue), `mq-own NAME` (create, send, receive,
+//! unlink one), `mq-make NAME` (create one, mode 0600, and leave it), `shm-get KEY` (an
+//! existing SysV segment: prints its id), `shm-at ID` (attach it), `shm-make KEY` (create a
+//! segment, mode 0600: prints its id). `watch-signals FILE STOP` appends the name of every
+//! `SIGINT`, `SIGQUIT` and `SIGWINCH` it receives to FILE (after a first line `ready`), one
+//! per line, until the file STOP exists; then exits 5.
+
+use std::ffi::CString;
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(-1)
+}
+
+fn outcome(ok: bool) -> String {
+    if ok { "ok".into() } else { format!("errno {}", errno()) }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (Some(op), Some(arg)) = (args.first(), args.get(1)) else {
+        eprintln!("usage: pincer-ipc-probe OP ARG");
+        std::process::exit(2);
+    };
+    if op == "watch-signals" {
+        watch_signals(arg);
+    }
+    let name = CString::new(arg.as_str()).expect("NUL in argument");
+    let number = || arg.parse::<i32>().expect("a number");
+    // SAFETY: plain IPC system calls on a valid C string and local buffers.
+    let line = unsafe {
+        match op.as_str() {
+            "mq-open" => {
+                let q = libc::mq_open(name.as_ptr(), libc::O_RDWR);
+                let r = outcome(q >= 0);
+                if q >= 0 {
+                    libc::mq_close(q);
+                }
+                r
+            }
+            "mq-make" => {
+                let q = libc::mq_open(name.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_EXCL, 0o600, std::ptr::null_mut::<libc::mq_attr>());
+                outcome(q >= 0)
+            }
+            "mq-own" => {
+                let q = libc::mq_open(name.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_EXCL, 0o600, std::ptr::null_mut::<libc::mq_attr>());
+                if q < 0 {
+                    outcome(false)
+                } else {
+                    let mut buf = [0u8; 8192];
+                    let mut prio = 0;
+                    let sent = libc::mq_send(q, b"hello".as_ptr().cast(), 5, 0) == 0;
+                    let got = sent && libc::mq_receive(q, buf.as_mut_ptr().cast(), buf.len(), &mut prio) == 5 && &buf[..5] == b"hello";
+                    let r = outcome(got);
+                    libc::mq_close(q);
+                    libc::mq_unlink(name.as_ptr());
+                    r
+                }
+            }
+            "shm-make" => {
+                let id = libc::shmget(number(), 4096, libc::IPC_CREAT | libc::IPC_EXCL | 0o600);
+                if id < 0 { outcome(false) } else { id.to_string() }
+            }
+            "shm-get" => {
+                let id = libc::shmget(number(), 0, 0);
+                if id < 0 { outcome(false) } else { id.to_string() }
+            }
+            "shm-at" => {
+                let p = libc::shmat(number(), std::ptr::null(), 0);
+                let ok = p as isize != -1;
+                let r = outcome(ok);
+                if ok {
+                    libc::shmdt(p);
+                }
+                r
+            }
+            other => {
+                eprintln!("unknown operation {other:?}");
+                std::process::exit(2);
+            }
+        }
+    };
+    println!("{line}");
+}
+
+/// `watch-signals FILE STOP` (see the module doc).
+fn watch_signals(file: &str) -> ! {
+    use std::io::Write;
+    let stop = std::env::args().nth(3).expect("watch-signals FILE STOP");
+    let mut out = std::fs::OpenOptions::new().create(true).append(true).open(file).expect("open the signal log");
+    // SAFETY: sigset_t and siginfo_t are plain data; the signals are blocked before waiting.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in [libc::SIGINT, libc::SIGQUIT, libc::SIGWINCH] {
+            libc::sigaddset(&mut set, s);
+        }
+        libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        writeln!(out, "ready").unwrap();
+        let tick = libc::timespec { tv_sec: 0, tv_nsec: 50_000_000 };
+        loop {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let sig = libc::sigtimedwait(&set, &mut info, &tick);
+            let name = match sig {
+                libc::SIGINT => "INT",
+                libc::SIGQUIT => "QUIT",
+                libc::SIGWINCH => "WINCH",
+                _ => {
+                    if std::path::Path::new(&stop).exists() {
+                        std::process::exit(5);
+                    }
+                    continue;
+                }
+            };
+            writeln!(out, "{name}").unwrap();
+        }
+    }
+}
