@@ -207,6 +207,16 @@ async fn a_hand_approval_licenses_only_tasks_like_its_own() {
     assert_eq!(unrelated.votes[0].verdict, Verdict::AskUser, "{}", unrelated.votes[0].reason);
 }
 
+#[tokio::test]
+async fn a_past_approval_does_not_speak_for_a_resource_the_prompt_does_not_point_at() {
+    // The task is like the one the approval was given in, but this prompt does not name the
+    // review: the worker reaching for it is not what the user approved before.
+    let p = prepared(true);
+    let d = decide(&p, Variant::Pincer, "Prepare my notes for the annual review meeting", "reviews/2024-lee.md", Access::Read, None).await;
+    assert!(!d.granted(), "{d:?}");
+    assert_eq!(d.votes[0].verdict, Verdict::AskUser, "{}", d.votes[0].reason);
+}
+
 // ---------- item 4: text-only policies ----------
 
 #[tokio::test]

@@ -43,14 +43,24 @@ pub const APPROVAL_SIMILARITY: f32 = 0.5;
 /// tie with an allow. A hand approval from a past task counts only in tasks like the one it
 /// was given in (similarity at least [`APPROVAL_SIMILARITY`]); a rule read from policy text
 /// against the workspace tree yields to what the user named and to what similar tasks used.
-fn rule_verdict(k: &Knowledge, s: &SessionView, p: &SanitizedPath, a: Access, ev: &Evidence) -> Option<VoteOutcome> {
-    let mut best: Option<(usize, bool, VoteOutcome)> = None;
+fn rule_verdict(k: &Knowledge, s: &SessionView, p: &SanitizedPath, a: Access, ev: &Evidence) -> Option<(VoteOutcome, bool)> {
+    let mut best: Option<(usize, bool, VoteOutcome, bool)> = None;
+    // A past task's hand approval answered a question about that task; it speaks for this
+    // one only if this task is like it and the user's prompt carries a word of the
+    // resource's own name.
+    let named = ev.named() || ev.name_hits > 0;
     let scoped = k.approval_tasks.iter().flat_map(|&ti| {
         let w = s.similar.iter().find(|(i, _)| *i == ti).map_or(0.0, |x| x.1);
-        k.tasks[ti].approvals.iter().filter(move |r| r.permission != Permission::Allow || w >= APPROVAL_SIMILARITY)
+        k.tasks[ti].approvals.iter().filter(move |r| r.permission != Permission::Allow || (w >= APPROVAL_SIMILARITY && named)).map(|r| (r, true))
     });
-    let rules = s.approvals.iter().chain(k.policies.iter().flat_map(|p| p.rules.iter())).chain(k.derived.iter()).chain(scoped);
-    for r in rules {
+    let rules = s
+        .approvals
+        .iter()
+        .chain(k.policies.iter().flat_map(|p| p.rules.iter()))
+        .chain(k.derived.iter())
+        .map(|r| (r, false))
+        .chain(scoped);
+    for (r, past_approval) in rules {
         if !r.access.contains(&a) {
             continue;
         }
@@ -60,21 +70,25 @@ fn rule_verdict(k: &Knowledge, s: &SessionView, p: &SanitizedPath, a: Access, ev
         let spec = r.glob.specificity();
         let cand = match r.permission {
             Permission::Deny if r.glob.matches(p, true) => {
-                return Some(VoteOutcome::deny(format!("{} denies {a} on {}", r.source.as_str(), r.glob)));
+                return Some((VoteOutcome::deny(format!("{} denies {a} on {}", r.source.as_str(), r.glob)), past_approval));
             }
-            Permission::AskUser if r.glob.matches(p, true) => (spec, true, VoteOutcome::ask(format!("{} asks the user before {a} on {}", r.source.as_str(), r.glob))),
-            Permission::Allow if r.glob.matches(p, false) => (spec, false, VoteOutcome::allow(format!("{} allows {a} on {}", r.source.as_str(), r.glob))),
+            Permission::AskUser if r.glob.matches(p, true) => {
+                (spec, true, VoteOutcome::ask(format!("{} asks the user before {a} on {}", r.source.as_str(), r.glob)), past_approval)
+            }
+            Permission::Allow if r.glob.matches(p, false) => {
+                (spec, false, VoteOutcome::allow(format!("{} allows {a} on {}", r.source.as_str(), r.glob)), past_approval)
+            }
             _ => continue,
         };
         let better = match &best {
             None => true,
-            Some((bs, bask, _)) => cand.0 > *bs || (cand.0 == *bs && cand.1 && !*bask),
+            Some((bs, bask, _, _)) => cand.0 > *bs || (cand.0 == *bs && cand.1 && !*bask),
         };
         if better {
             best = Some(cand);
         }
     }
-    best.map(|b| b.2)
+    best.map(|b| (b.2, b.3))
 }
 
 /// A new place (not in the workspace when the policies were imported, used by no past task)
@@ -111,14 +125,24 @@ fn created_by_session(s: &SessionView, p: &SanitizedPath) -> bool {
 pub fn vote1_offline(inp: &Vote1Input<'_>) -> (VoteOutcome, Evidence) {
     let (k, s, p, a) = (inp.knowledge, inp.session, inp.path, inp.access);
     let ev = location_evidence(k, s, p);
-    if let Some(v) = rule_verdict(k, s, p, a, &ev) {
+    if let Some((v, past_approval)) = rule_verdict(k, s, p, a, &ev) {
+        if v.verdict == Verdict::Allow && past_approval && !matches!(a, Access::Read | Access::List) {
+            // An approval to change a resource in a past task licenses a change in this one
+            // only if this prompt asks for that kind of change too.
+            let (iscore, iwhy) = intent_evidence(k, s, p, a);
+            let ineed = intent_threshold(a);
+            if iscore < ineed {
+                return (VoteOutcome::deny(format!("{}, but intent evidence {iscore:.2} for {a} is below {ineed:.2}: {iwhy}", v.reason)), ev);
+            }
+        }
         if v.verdict != Verdict::AskUser {
             return (v, ev);
         }
-        // "Ask me first" yields when the user's own prompt names this resource and asks for
-        // this kind of access: the prompt is the user's answer given in advance.
+        // "Ask me first" yields when the user's own prompt types this resource's name and
+        // asks for this kind of access: the prompt is the user's answer given in advance.
+        // Words that merely describe it do not answer a question the user asked to be asked.
         let (iscore, iwhy) = intent_evidence(k, s, p, a);
-        if ev.named() && iscore >= intent_threshold(a) {
+        if ev.typed && iscore >= intent_threshold(a) {
             return (VoteOutcome::allow(format!("{}; but the prompt names this resource ({}) and asks for {a} ({iwhy})", v.reason, ev.why)), ev);
         }
         return (v, ev);
