@@ -17,6 +17,8 @@ pub trait Enforce: Send + Sync + 'static {
     fn add_root(&mut self, id: ObjectId) -> Result<(), KernelError>;
     /// Grants one access type on an object to a session.
     fn grant(&mut self, session: u64, id: ObjectId, scope: Scope, access: Access) -> Result<(), KernelError>;
+    /// Takes one access type on an object back from a session.
+    fn revoke(&mut self, session: u64, id: ObjectId, scope: Scope, access: Access) -> Result<(), KernelError>;
     /// Deletes every grant of a session and stops gating it; returns the grants removed.
     fn revoke_session(&mut self, session: u64) -> Result<usize, KernelError>;
     /// Opens an object (and its subtree) for the access bits to every session.
@@ -36,6 +38,9 @@ impl Enforce for Enforcer {
     }
     fn grant(&mut self, session: u64, id: ObjectId, scope: Scope, access: Access) -> Result<(), KernelError> {
         Enforcer::grant(self, session, id, scope, access)
+    }
+    fn revoke(&mut self, session: u64, id: ObjectId, scope: Scope, access: Access) -> Result<(), KernelError> {
+        Enforcer::revoke(self, session, id, scope, access)
     }
     fn revoke_session(&mut self, session: u64) -> Result<usize, KernelError> {
         Enforcer::revoke_session(self, session, false)
@@ -105,6 +110,17 @@ impl Enforce for MemoryEnforcer {
     fn grant(&mut self, session: u64, id: ObjectId, scope: Scope, access: Access) -> Result<(), KernelError> {
         let mut s = self.state.lock().expect("memory enforcer lock");
         s.grants.entry((session, id.dev, id.ino, scope == Scope::Exact)).or_default().insert(access);
+        Ok(())
+    }
+    fn revoke(&mut self, session: u64, id: ObjectId, scope: Scope, access: Access) -> Result<(), KernelError> {
+        let mut s = self.state.lock().expect("memory enforcer lock");
+        let key = (session, id.dev, id.ino, scope == Scope::Exact);
+        if let Some(a) = s.grants.get_mut(&key) {
+            a.remove(&access);
+            if a.is_empty() {
+                s.grants.remove(&key);
+            }
+        }
         Ok(())
     }
     fn revoke_session(&mut self, session: u64) -> Result<usize, KernelError> {
