@@ -341,7 +341,8 @@ sleep 1
     // When it ended, its accesses became one history task with its prompt.
     let log = env.pincer(&["log"]);
     let log = text_of(&log);
-    println!("pincer log of the shadow session:\n{log}");
+    // Written past the test harness's capture, so the VM console shows it.
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("pincer log of the shadow session:\n{log}\n").as_bytes());
     assert!(log.contains("ShadowHistory") && log.contains("recorded as a history task"), "{log}");
     let store = pincer::store::Store::open(env.dir.join("state/state.db")).expect("open the trusted store");
     let user = pincer::daemon::users::by_uid(1000).name;
