@@ -48,6 +48,9 @@ pub enum StoreError {
     /// field.
     #[error("{} problem(s):\n{}", .0.len(), crate::eval::corpus::describe(.0))]
     Invalid(Vec<crate::eval::corpus::Problem>),
+    /// No standing approval or policy of the user has that id.
+    #[error("no approval or policy {0} of this user (see `pincer policy list`)")]
+    NoSuchRule(RuleId),
     /// A field holds a value that is not allowed.
     #[error("{path}:{line}: field `{field}`: {problem}")]
     BadField {
@@ -135,6 +138,77 @@ pub struct UserApproval {
     pub access: Access,
     /// `Allow` for a granted approval, `Deny` for a refusal.
     pub permission: Permission,
+}
+
+/// The id of a user's standing approval (`a12`) or policy (`p3`), as `pincer policy list`
+/// shows it and `pincer policy remove` takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum RuleId {
+    /// A user approval (or refusal), by its row.
+    Approval(i64),
+    /// A user policy, by its row.
+    Policy(i64),
+}
+
+impl std::fmt::Display for RuleId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RuleId::Approval(n) => write!(f, "a{n}"),
+            RuleId::Policy(n) => write!(f, "p{n}"),
+        }
+    }
+}
+
+/// A rule id that is not `a<number>` or `p<number>`.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is no approval or policy id (`a<number>` or `p<number>`, as `pincer policy list` shows)")]
+pub struct BadRuleId(String);
+
+impl std::str::FromStr for RuleId {
+    type Err = BadRuleId;
+    fn from_str(s: &str) -> Result<Self, BadRuleId> {
+        let bad = || BadRuleId(s.to_string());
+        let (kind, n) = s.split_at_checked(1).ok_or_else(bad)?;
+        let n: i64 = n.parse().map_err(|_| bad())?;
+        match kind {
+            "a" => Ok(RuleId::Approval(n)),
+            "p" => Ok(RuleId::Policy(n)),
+            _ => Err(bad()),
+        }
+    }
+}
+
+impl TryFrom<String> for RuleId {
+    type Error = BadRuleId;
+    fn try_from(s: String) -> Result<Self, BadRuleId> {
+        s.parse()
+    }
+}
+
+impl From<RuleId> for String {
+    fn from(id: RuleId) -> String {
+        id.to_string()
+    }
+}
+
+/// What a standing rule of the user is: an approval given in a task, or a policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Rule {
+    /// A user approval (or refusal) recorded in the trusted state.
+    Approval(UserApproval),
+    /// A policy the user wrote or imported.
+    Policy(UserPolicy),
+}
+
+/// One of the user's standing approvals or policies, with the id that removes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StandingRule {
+    /// Its id.
+    pub id: RuleId,
+    /// The rule.
+    pub rule: Rule,
 }
 
 /// A structured policy rule.
@@ -637,6 +711,52 @@ impl Store {
         Ok(ImportSummary { tasks: hs.len(), policies: ps.len() })
     }
 
+    /// `user`'s standing approvals (and refusals) and policies, each with its id, approvals
+    /// first, oldest first.
+    pub fn standing(&self, user: &str) -> Result<Vec<StandingRule>, StoreError> {
+        let mut out = Vec::new();
+        let mut q = self
+            .conn
+            .prepare(
+                "SELECT a.id, t.session, a.path_glob, a.access, a.permission FROM approval a JOIN task t ON t.id = a.task
+                 WHERE t.user = ?1 ORDER BY a.id",
+            )
+            .map_err(sql("list approvals"))?;
+        let rows = q
+            .query_map(params![user], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?, r.get::<_, String>(4)?))
+            })
+            .map_err(sql("list approvals"))?;
+        for row in rows {
+            let (id, session, path_glob, access, perm) = row.map_err(sql("list approvals"))?;
+            let access = access.parse().map_err(|e: crate::access::UnknownAccess| bad("access", e.to_string()))?;
+            let permission = Permission::parse(&perm).ok_or_else(|| bad("permission", perm.clone()))?;
+            out.push(StandingRule { id: RuleId::Approval(id), rule: Rule::Approval(UserApproval { session, path_glob, access, permission }) });
+        }
+        let mut q = self.conn.prepare("SELECT seq, id, text, rules FROM policy WHERE user = ?1 ORDER BY seq").map_err(sql("list policies"))?;
+        let rows = q
+            .query_map(params![user], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?)))
+            .map_err(sql("list policies"))?;
+        for row in rows {
+            let (seq, id, text, rules) = row.map_err(sql("list policies"))?;
+            let rules = serde_json::from_str(&rules).map_err(|e| bad("rules", e.to_string()))?;
+            out.push(StandingRule { id: RuleId::Policy(seq), rule: Rule::Policy(UserPolicy { id, text, rules }) });
+        }
+        Ok(out)
+    }
+
+    /// Removes `user`'s standing approval or policy `id` and returns what it was; an id
+    /// of another user's rule is [`StoreError::NoSuchRule`] like one that does not exist.
+    pub fn remove_rule(&self, user: &str, id: RuleId) -> Result<StandingRule, StoreError> {
+        let found = self.standing(user)?.into_iter().find(|r| r.id == id).ok_or(StoreError::NoSuchRule(id))?;
+        let (op, n) = match id {
+            RuleId::Approval(n) => ("DELETE FROM approval WHERE id = ?1", n),
+            RuleId::Policy(n) => ("DELETE FROM policy WHERE seq = ?1", n),
+        };
+        self.conn.execute(op, params![n]).map_err(sql("remove rule"))?;
+        Ok(found)
+    }
+
     /// Loads `user`'s whole trusted state into memory.
     pub fn load_state(&self, user: &str) -> Result<TrustedState, StoreError> {
         let mut st = TrustedState::new(user);
@@ -725,6 +845,33 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn standing_rules_are_listed_with_ids_and_removed_only_for_their_user() {
+        let st = Store::in_memory().unwrap();
+        let a = UserApproval { session: "s1".into(), path_glob: "docs/a.md".into(), access: Access::Read, permission: Permission::Allow };
+        st.add_approval("ann", 1, &a).unwrap();
+        st.add_policy("ann", &UserPolicy { id: "p01".into(), text: "Docs are fine.".into(), rules: vec![] }).unwrap();
+        st.add_approval("bob", 1, &UserApproval { session: "s9".into(), ..a.clone() }).unwrap();
+        let rules = st.standing("ann").unwrap();
+        assert_eq!(rules.len(), 2);
+        assert_eq!(rules[0].rule, Rule::Approval(a.clone()));
+        let (aid, pid) = (rules[0].id, rules[1].id);
+        assert!(matches!((aid, pid), (RuleId::Approval(_), RuleId::Policy(_))));
+        // Ids print and parse as `a<n>` / `p<n>`; anything else is an error naming it.
+        assert_eq!(aid.to_string().parse::<RuleId>().unwrap(), aid);
+        let e = "x3".parse::<RuleId>().unwrap_err().to_string();
+        assert!(e.contains("\"x3\""), "{e}");
+        assert_eq!(serde_json::to_string(&pid).unwrap(), format!("\"{pid}\""));
+        // Another user's rule is not found.
+        let bobs = st.standing("bob").unwrap()[0].id;
+        assert!(matches!(st.remove_rule("ann", bobs), Err(StoreError::NoSuchRule(_))));
+        assert_eq!(st.remove_rule("ann", aid).unwrap().rule, Rule::Approval(a));
+        assert!(st.load_state("ann").unwrap().tasks.iter().all(|t| t.approvals.is_empty()));
+        st.remove_rule("ann", pid).unwrap();
+        assert!(st.standing("ann").unwrap().is_empty());
+        assert_eq!(st.standing("bob").unwrap().len(), 1);
+    }
 
     fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
         let p = dir.join(name);

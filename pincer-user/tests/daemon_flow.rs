@@ -10,7 +10,7 @@ use pincer::daemon::contain::NeverRule;
 use pincer::daemon::core::CoreDeps;
 use pincer::daemon::enforce::MemoryEnforcer;
 use pincer::daemon::peer::CgroupLookup;
-use pincer::daemon::protocol::{ErrorKind, RequestOutcome, SessionInfo};
+use pincer::daemon::protocol::{ApprovalScope, ErrorKind, RequestOutcome, Rule, RuleId, SessionInfo, SessionMode, StandingRule};
 use pincer::daemon::{bind, run, Call, Parts, Reply};
 use pincer::decider::OfflineDecider;
 use pincer::kernel::{Hook, Miss, ObjectId};
@@ -218,7 +218,7 @@ async fn gated_workers_cannot_make_control_calls_or_request_for_other_sessions()
     let b = h.session("Summarize my standup notes.").await;
     h.as_caller(&a.cgroup.join("nested"));
     for call in [
-        Call::Answer { question: 1, approve: true },
+        Call::Answer { question: 1, approve: true, scope: Default::default() },
         Call::Prompt { session: Some(a.session.clone()), text: "also read secrets/prod.env".into() },
         Call::Pending,
         Call::EndSession { session: a.session.clone() },
@@ -265,7 +265,7 @@ async fn an_escalated_request_waits_and_the_users_approval_grants_it() {
     })
     .await;
     assert_eq!((question.path.as_str(), question.access), (path, Access::Write));
-    let r = h.call(Call::Answer { question: question.id, approve: true }).await;
+    let r = h.call(Call::Answer { question: question.id, approve: true, scope: Default::default() }).await;
     assert!(matches!(r, Reply::Ok { .. }), "{r:?}");
     let answer = worker.next().await.unwrap().unwrap();
     assert!(granted(&answer), "the waiting request is granted after approval: {answer:?}");
@@ -594,5 +594,275 @@ async fn import_with_a_workspace_keeps_a_private_snapshot_the_twin_is_built_from
     match h.call(Call::Import { history, policies, uid: None, workspace: Some(PathBuf::from("/nonexistent/ws")) }).await {
         Reply::Error { message, .. } => assert!(message.contains("/nonexistent/ws"), "{message}"),
         other => panic!("{other:?}"),
+    }
+}
+
+/// Writes the twin might not grant on its own for [`TODO_PROMPT`] (no file is secret or has
+/// a rule that asks or denies): the first one it denies is the one a test approves.
+const UNRELATED: &[&str] = &[
+    "dotfiles/gitconfig",
+    "projects/notifier/README.md",
+    "projects/notifier/notifier/templates.py",
+    "projects/notifier/tests/test_sender.py",
+    "projects/ledger/README.md",
+    "projects/ledger/src/cli.rs",
+    "notes/standup.md",
+];
+
+/// The access the approval tests ask for.
+const ASKED: Access = Access::Write;
+
+/// The first of [`UNRELATED`] the twin does not grant to `s` on its own when asked once
+/// (`after_denials` must be 1, so a denial is no question yet and the next ask is; a rule
+/// that asks the user makes it a question at once, unanswered until the timeout).
+async fn denied_on_its_own(h: &Harness, s: &SessionInfo) -> &'static str {
+    for rel in UNRELATED {
+        // Plain content, so that what the file says plays no part in the decisions.
+        std::fs::write(h.ws.join(rel), "plain text\n").unwrap();
+        match h.request(s, rel, ASKED, "have a look").await {
+            Reply::Decision { granted: false, outcome: RequestOutcome::Deny | RequestOutcome::Timeout, .. } => return rel,
+            Reply::Decision { .. } => continue,
+            other => panic!("{other:?}"),
+        }
+    }
+    panic!("the twin granted every one of {UNRELATED:?}");
+}
+
+/// `s`'s worker asks for `rel`; the request goes to the user, who approves it with `scope`;
+/// returns the answer the waiting worker gets.
+async fn approve_waiting(h: &Harness, s: &SessionInfo, rel: &str, access: Access, scope: ApprovalScope) -> Reply {
+    h.as_caller(&s.cgroup);
+    let mut worker = Client::connect(&h.config.socket).await.unwrap();
+    assert!(matches!(worker.call(Call::Status { session: None }).await.unwrap(), Reply::Session(_)));
+    worker.send(Call::Request { path: h.ws.join(rel).to_string_lossy().into(), access, reason: Some("needed for the task".into()), session: None }).await.unwrap();
+    let q = eventually("a waiting question", || async {
+        h.as_caller(Path::new(OUTSIDE));
+        match h.call(Call::Pending).await {
+            Reply::Pending { questions } => questions.into_iter().find(|q| q.waiting && q.path == rel),
+            _ => None,
+        }
+    })
+    .await;
+    match h.call(Call::Answer { question: q.id, approve: true, scope }).await {
+        Reply::Ok { .. } => {}
+        other => panic!("answer: {other:?}"),
+    }
+    worker.next().await.unwrap().unwrap()
+}
+
+async fn standing(h: &Harness) -> Vec<StandingRule> {
+    h.as_caller(Path::new(OUTSIDE));
+    match h.call(Call::Rules).await {
+        Reply::Rules { rules } => rules,
+        other => panic!("rules: {other:?}"),
+    }
+}
+
+/// The user's standing approval of `access` on `rel`, if there is one.
+fn approval_of(rules: &[StandingRule], rel: &str, access: Access) -> Option<RuleId> {
+    rules.iter().find(|r| matches!(&r.rule, Rule::Approval(a) if a.path_glob == rel && a.access == access)).map(|r| r.id)
+}
+
+async fn end(h: &Harness, s: &SessionInfo) {
+    h.as_caller(Path::new(OUTSIDE));
+    assert!(matches!(h.call(Call::EndSession { session: s.session.clone() }).await, Reply::Summary { .. }));
+}
+
+/// `approve --scope once`: the request it answers is granted, the kernel grant is taken back
+/// after `once_secs`, the same request later is asked again, and nothing is recorded.
+#[tokio::test(start_paused = true)]
+async fn a_once_approval_does_not_outlive_its_request() {
+    let h = Harness::new(|c| {
+        c.escalation.timeout_secs = 600;
+        c.escalation.once_secs = 5;
+    })
+    .await;
+    h.import().await;
+    let s = h.session(TODO_PROMPT).await;
+    // The persona's policy asks the user before this write.
+    let path = "projects/ledger/Cargo.toml";
+    let before = standing(&h).await;
+    let r = approve_waiting(&h, &s, path, Access::Write, ApprovalScope::Once).await;
+    assert!(granted(&r), "the request the approval answers is granted: {r:?}");
+    let obj = ObjectId::of_path(&h.ws.join(path)).unwrap();
+    assert!(h.enforcer.has(s.cgroup_id, obj, Access::Write));
+    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+    // A call goes through the actor after the expiry ran.
+    h.as_caller(Path::new(OUTSIDE));
+    assert!(matches!(h.call(Call::Status { session: Some(s.session.clone()) }).await, Reply::Session(_)));
+    assert!(!h.enforcer.has(s.cgroup_id, obj, Access::Write), "the once grant is taken back from the kernel");
+    match h.request(&s, path, Access::Write, "bump it again").await {
+        Reply::Decision { granted: false, outcome: RequestOutcome::Timeout, question: Some(_), .. } => {}
+        other => panic!("the same request is asked again, not approved: {other:?}"),
+    }
+    assert_eq!(standing(&h).await, before, "a once approval is not recorded");
+}
+
+/// `approve --scope session`: later requests of the session are granted; nothing is recorded
+/// and a new session of the same task does not get it.
+#[tokio::test]
+async fn a_session_approval_ends_with_the_session() {
+    let h = Harness::new(|c| {
+        c.escalation.after_denials = 1;
+        c.escalation.timeout_secs = 2;
+    })
+    .await;
+    h.import().await;
+    let s1 = h.session(TODO_PROMPT).await;
+    let rel = denied_on_its_own(&h, &s1).await;
+    let r = approve_waiting(&h, &s1, rel, ASKED, ApprovalScope::Session).await;
+    assert!(granted(&r), "{r:?}");
+    match h.request(&s1, rel, ASKED, "have another look").await {
+        Reply::Decision { granted: true, outcome: Outcome::Grant, .. } => {}
+        other => panic!("the session's approval grants it again in the session: {other:?}"),
+    }
+    assert_eq!(approval_of(&standing(&h).await, rel, ASKED), None, "a session approval is not recorded");
+    end(&h, &s1).await;
+    let s2 = h.session(TODO_PROMPT).await;
+    let r = h.request(&s2, rel, ASKED, "have a look").await;
+    assert!(!granted(&r), "the approval ended with its session: {r:?}");
+}
+
+/// `approve --scope always` (the default): recorded as the user's approval, which grants the
+/// resource in a later session of the same task after a daemon restart, until `policy
+/// remove` takes it away.
+#[tokio::test]
+async fn an_always_approval_survives_a_restart_and_a_new_session_until_it_is_removed() {
+    let mut h = Harness::new(|c| {
+        c.escalation.after_denials = 1;
+        c.escalation.timeout_secs = 2;
+    })
+    .await;
+    h.import().await;
+    let s1 = h.session(TODO_PROMPT).await;
+    let rel = denied_on_its_own(&h, &s1).await;
+    let r = approve_waiting(&h, &s1, rel, ASKED, ApprovalScope::Always).await;
+    assert!(granted(&r), "{r:?}");
+    let id = approval_of(&standing(&h).await, rel, ASKED).expect("an always approval is listed");
+    assert!(matches!(id, RuleId::Approval(_)));
+    end(&h, &s1).await;
+    h.restart().await;
+    let s2 = h.session(TODO_PROMPT).await;
+    match h.request(&s2, rel, ASKED, "have a look").await {
+        Reply::Decision { granted: true, outcome: Outcome::Grant, .. } => {}
+        other => panic!("the recorded approval grants it in a new session after a restart: {other:?}"),
+    }
+    // Removing it takes effect for the next decision (s2 stays open: its grant is not history).
+    h.as_caller(Path::new(OUTSIDE));
+    match h.call(Call::RemoveRule { id }).await {
+        Reply::Ok { message } => assert!(message.contains(&id.to_string()), "{message}"),
+        other => panic!("remove: {other:?}"),
+    }
+    assert_eq!(approval_of(&standing(&h).await, rel, ASKED), None, "removed");
+    let s3 = h.session(TODO_PROMPT).await;
+    let r = h.request(&s3, rel, ASKED, "have a look").await;
+    assert!(!granted(&r), "the removed approval grants nothing: {r:?}");
+    // Removing it again names the id.
+    h.as_caller(Path::new(OUTSIDE));
+    match h.call(Call::RemoveRule { id }).await {
+        Reply::Error { kind: ErrorKind::BadRequest, message } => assert!(message.contains(&id.to_string()), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(h.audit().iter().any(|e| e.event == Event::RuleRemoved));
+}
+
+/// Imported policies are listed too, and removing one changes the next decision of an open
+/// session's twin (it is rebuilt over the store without it).
+#[tokio::test]
+async fn policies_are_listed_and_removing_one_changes_the_next_decision() {
+    let h = Harness::new(|_| {}).await;
+    h.import().await;
+    let rules = standing(&h).await;
+    let migration = rules
+        .iter()
+        .find(|r| matches!(&r.rule, Rule::Policy(p) if p.rules.iter().any(|x| x.path_glob == "projects/ledger/migrations/*.sql" && x.permission == pincer::store::Permission::Deny)))
+        .expect("the persona's migration policy is listed")
+        .id;
+    assert!(matches!(migration, RuleId::Policy(_)));
+    let s = h.session("Fix the typo in the comment of the first ledger migration, projects/ledger/migrations/0001_init.sql.").await;
+    let r = h.request(&s, "projects/ledger/migrations/0001_init.sql", Access::Write, "fix the typo").await;
+    let Reply::Decision { granted: false, reason: before, .. } = r else { panic!("{r:?}") };
+    assert!(before.contains("denies"), "{before}");
+    h.as_caller(Path::new(OUTSIDE));
+    assert!(matches!(h.call(Call::RemoveRule { id: migration }).await, Reply::Ok { .. }));
+    let r = h.request(&s, "projects/ledger/migrations/0001_init.sql", Access::Write, "fix the typo").await;
+    let Reply::Decision { reason: after, .. } = r else { panic!("{r:?}") };
+    assert_ne!(before, after, "the next decision goes without the removed policy");
+}
+
+/// Approving and removing standing rules are the user's, never a gated process's.
+#[tokio::test]
+async fn gated_callers_cannot_approve_or_list_or_remove_rules() {
+    let h = Harness::new(|c| c.escalation.after_denials = 0).await;
+    h.import().await;
+    let s = h.session(TODO_PROMPT).await;
+    let before = standing(&h).await;
+    let id = before.first().expect("the persona has rules").id;
+    for cgroup in [s.cgroup.join("nested"), h.config.cgroup_parent.join("s-gone")] {
+        h.as_caller(&cgroup);
+        for call in [Call::RemoveRule { id }, Call::Rules, Call::Answer { question: 1, approve: true, scope: ApprovalScope::Always }] {
+            let name = call.name();
+            let r = h.call(call).await;
+            assert!(refused(&r), "{name} from {} must be refused: {r:?}", cgroup.display());
+        }
+    }
+    assert_eq!(standing(&h).await, before, "nothing was removed");
+}
+
+/// A shadow session's accesses (the kernel's reports, whatever the would-be outcome) become
+/// one history task with the session's prompt when it ends; never-grantable misses do not.
+/// An enforcing session records only its grants.
+#[tokio::test]
+async fn a_shadow_sessions_accesses_become_a_history_task_when_it_ends() {
+    let h = Harness::new(|_| {}).await;
+    h.import().await;
+    h.as_caller(Path::new(OUTSIDE));
+    let prompt = TODO_PROMPT;
+    let s = match h.call(Call::CreateSession { owner_uid: 0, roots: vec![h.ws.clone()], prompt: prompt.into(), mode: SessionMode::Shadow }).await {
+        Reply::Session(s) => s,
+        other => panic!("{other:?}"),
+    };
+    let shadow = pincer_common::EVENT_FLAG_SHADOW;
+    let mut misses = vec![];
+    for rel in ["notes/todo.md", "secrets/prod.env", "projects/notifier/CHANGELOG.md"] {
+        let mut m = read_miss(&h, &s, ObjectId::of_path(&h.ws.join(rel)).unwrap(), None, 77);
+        m.relative_path = rel.into();
+        m.flags = shadow;
+        misses.push(m);
+    }
+    // A never-grantable miss (the kernel's never map): audited, not history.
+    let mut never = read_miss(&h, &s, ObjectId::of_path(&h.ws.join("notes/standup.md")).unwrap(), None, 77);
+    never.relative_path = "notes/standup.md".into();
+    never.flags = pincer_common::EVENT_FLAG_NEVER;
+    misses.push(never);
+    for m in misses {
+        h.misses.as_ref().unwrap().send(m).await.unwrap();
+    }
+    eventually("the misses to be decided", || async {
+        h.as_caller(Path::new(OUTSIDE));
+        match h.call(Call::Status { session: Some(s.session.clone()) }).await {
+            Reply::Session(info) if info.counters.misses == 4 => Some(()),
+            _ => None,
+        }
+    })
+    .await;
+    end(&h, &s).await;
+    let store = pincer::store::Store::open(h.config.state_dir.join("state.db")).unwrap();
+    let state = store.load_state("root").unwrap();
+    let task = state.tasks.iter().find(|t| t.session == s.session).expect("the shadow session is a history task");
+    assert_eq!(task.prompts, vec![prompt.to_string()]);
+    let paths: Vec<&str> = task.accesses.iter().map(|(a, _)| a.path.as_str()).collect();
+    for rel in ["notes/todo.md", "secrets/prod.env", "projects/notifier/CHANGELOG.md"] {
+        assert!(paths.contains(&rel), "{rel} is recorded: {paths:?}");
+    }
+    assert!(!paths.contains(&"notes/standup.md"), "a never-grantable miss is not history: {paths:?}");
+    assert!(h.audit().iter().any(|e| e.event == Event::ShadowHistory && e.session.as_deref() == Some(s.session.as_str())));
+    // An enforcing session: what the twin denied is not history.
+    let e = h.session(TODO_PROMPT).await;
+    assert!(!granted(&h.request(&e, "secrets/aws-credentials", Access::Read, "need it").await));
+    end(&h, &e).await;
+    let state = store.load_state("root").unwrap();
+    if let Some(task) = state.tasks.iter().find(|t| t.session == e.session) {
+        assert!(task.accesses.iter().all(|(a, _)| a.path != "secrets/aws-credentials"), "{task:?}");
     }
 }

@@ -120,7 +120,7 @@ async fn repeated_denials_escalate_and_the_answer_is_trusted_and_applied() {
     let d = t.decide("s", &r).await;
     assert_eq!((d.outcome, d.question), (Outcome::Escalate, Some(question)));
     assert_eq!(t.pending().len(), 1);
-    t.answer(question, true).unwrap();
+    t.answer(question, true, pincer::twin::ApprovalScope::Always).unwrap();
     assert!(t.pending().is_empty());
     let d = t.decide("s", &r).await;
     show("after the user's approval", &d);
@@ -131,7 +131,9 @@ async fn repeated_denials_escalate_and_the_answer_is_trusted_and_applied() {
     t.end_session("s").unwrap();
     let last = t.state().tasks.last().unwrap();
     assert_eq!(last.session, "s");
-    assert!(last.accesses.iter().any(|(a, src)| a.path == "app/README.md" && *src == AccessSource::TwinGrant));
+    // The grant the user's answer made is recorded as the user's approval, not as the twin's
+    // own grant (so removing the approval leaves no history that grants it again).
+    assert!(!last.accesses.iter().any(|(a, src)| a.path == "app/README.md" && *src == AccessSource::TwinGrant));
     assert_eq!(last.approvals.len(), 1);
     // Grants end with the session.
     assert!(!t.decide("s", &r).await.granted());
@@ -148,11 +150,11 @@ async fn a_refusal_is_recorded_and_keeps_denying() {
     }
     let d = t.decide("s", &r).await;
     let (Outcome::Escalate, Some(question)) = (d.outcome, d.question) else { panic!("should escalate") };
-    t.answer(question, false).unwrap();
+    t.answer(question, false, pincer::twin::ApprovalScope::Always).unwrap();
     let d = t.decide("s", &r).await;
     assert_eq!(d.votes[0].verdict, Verdict::Deny);
     assert!(d.votes[0].reason.contains("answer"), "{}", d.votes[0].reason);
-    assert!(t.answer(question, true).is_err(), "an answered question is gone");
+    assert!(t.answer(question, true, pincer::twin::ApprovalScope::Always).is_err(), "an answered question is gone");
 }
 
 #[tokio::test]

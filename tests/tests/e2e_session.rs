@@ -338,4 +338,19 @@ sleep 1
     assert!(audit.contains("shadow mode"), "the audit marks what enforcing would deny: {audit}");
     assert!(audit.contains("never-grantable"), "{audit}");
     assert!(!env.ws.join(".git/hooks/pre-commit").exists());
+    // When it ended, its accesses became one history task with its prompt.
+    let log = env.pincer(&["log"]);
+    let log = text_of(&log);
+    // Written past the test harness's capture, so the VM console shows it.
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("pincer log of the shadow session:\n{log}\n").as_bytes());
+    assert!(log.contains("ShadowHistory") && log.contains("recorded as a history task"), "{log}");
+    let store = pincer::store::Store::open(env.dir.join("state/state.db")).expect("open the trusted store");
+    let user = pincer::daemon::users::by_uid(1000).name;
+    let state = store.load_state(&user).unwrap();
+    let session = log.lines().find(|l| l.contains("ShadowHistory")).and_then(|l| l.split('[').nth(1)).and_then(|r| r.split(']').next()).expect("the session id");
+    let task = state.tasks.iter().find(|t| t.session == session).unwrap_or_else(|| panic!("no history task {session}: {state:?}"));
+    assert_eq!(task.prompts, [TODO_PROMPT]);
+    let paths: Vec<&str> = task.accesses.iter().map(|(a, _)| a.path.as_str()).collect();
+    assert!(paths.contains(&"secrets/prod.env"), "the kernel's report of the shadow read is history: {paths:?}");
+    assert!(!paths.iter().any(|p| p.starts_with(".git")), "never-grantable misses are not history: {paths:?}");
 }

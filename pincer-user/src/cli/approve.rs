@@ -1,11 +1,12 @@
-//! `pincer approve ID`: approve a pending question (recorded as a trusted user approval).
+//! `pincer approve ID [--scope once|session|always]`: approve a pending question.
 
 use super::conn::{call, Conn};
 use clap::Args;
+use pincer::daemon::protocol::ApprovalScope;
 use pincer::daemon::{Call, Reply};
 use std::process::ExitCode;
 
-/// Arguments of `pincer approve` and `pincer deny`.
+/// Arguments of `pincer deny`.
 #[derive(Args)]
 pub struct AnswerArgs {
     /// The question's id (from `pincer pending`).
@@ -14,9 +15,25 @@ pub struct AnswerArgs {
     pub conn: Conn,
 }
 
+/// Arguments of `pincer approve`.
+#[derive(Args)]
+pub struct ApproveArgs {
+    /// The question's id (from `pincer pending`).
+    pub id: u64,
+    /// How far the approval reaches: `once` grants this request only (the kernel grant is
+    /// taken back after `escalation.once_secs`, the twin keeps nothing); `session` lasts for
+    /// the rest of the session; `always` (the default, and what approve always did) also
+    /// records it as your approval in the trusted state, which licenses the resource for
+    /// later tasks like this one (list and remove with `pincer policy`).
+    #[arg(long, value_enum, default_value_t = ApprovalScope::Always)]
+    pub scope: ApprovalScope,
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
 /// Sends the user's answer.
-pub fn answer(args: AnswerArgs, approve: bool) -> anyhow::Result<ExitCode> {
-    match call(&args.conn, Call::Answer { question: args.id, approve })? {
+pub fn answer(conn: &Conn, id: u64, approve: bool, scope: ApprovalScope) -> anyhow::Result<ExitCode> {
+    match call(conn, Call::Answer { question: id, approve, scope })? {
         Reply::Ok { message } => println!("{message}"),
         other => anyhow::bail!("unexpected reply: {other:?}"),
     }
@@ -24,6 +41,6 @@ pub fn answer(args: AnswerArgs, approve: bool) -> anyhow::Result<ExitCode> {
 }
 
 /// Approves.
-pub fn run(args: AnswerArgs) -> anyhow::Result<ExitCode> {
-    answer(args, true)
+pub fn run(args: ApproveArgs) -> anyhow::Result<ExitCode> {
+    answer(&args.conn, args.id, true, args.scope)
 }

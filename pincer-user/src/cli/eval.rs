@@ -73,6 +73,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
         .unwrap_or_else(|| corpus_dir.display().to_string());
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
+    let mut model_failures = None;
     let outcome = match backend {
         Backend::Offline => run::run(rt.handle(), &corpus, &label, backend, &defenses, args.runs, &OfflineFactory, &|| {}, threads)?,
         Backend::OpenAi | Backend::Anthropic => {
@@ -86,6 +87,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
             let tick = || bar.inc(1);
             let o = run::run(rt.handle(), &corpus, &label, backend, &defenses, args.runs, &factory, &tick, threads.max(4))?;
             bar.finish_and_clear();
+            model_failures = Some(factory.failures());
             o
         }
     };
@@ -97,6 +99,17 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
     if let Some(r) = &args.report {
         report::write_report(&outcome, r)?;
         println!("wrote {}", r.join("index.html").display());
+    }
+    if let Some(f) = model_failures {
+        if f.all_failed() {
+            eprintln!("pincer eval: the model was unreachable: {f}; every decision above is a fail-closed denial, not a result");
+            return Ok(ExitCode::FAILURE);
+        }
+        if f.failed > 0 {
+            eprintln!("pincer eval: warning: {f} (each failure was a denial)");
+        } else {
+            eprintln!("pincer eval: {} model calls, none failed", f.calls);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -13,6 +13,7 @@ mod import;
 mod log;
 mod mcp;
 mod pending;
+mod policy;
 mod prompt;
 mod request;
 mod run;
@@ -46,10 +47,12 @@ enum Command {
     Mcp(mcp::McpArgs),
     /// Questions waiting for the user.
     Pending(pending::PendingArgs),
-    /// Approve a pending question.
-    Approve(approve::AnswerArgs),
+    /// Approve a pending question (`--scope once|session|always`, default always).
+    Approve(approve::ApproveArgs),
     /// Deny a pending question.
     Deny(approve::AnswerArgs),
+    /// Your standing approvals and policies (`pincer policy list`, `pincer policy remove ID`).
+    Policy(policy::PolicyArgs),
     /// The audit log of your sessions.
     Log(log::LogArgs),
     /// Import trusted history and policies (corpus format) into the twin's state.
@@ -92,6 +95,7 @@ fn try_main(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Pending(args) => pending::run(args),
         Command::Approve(args) => approve::run(args),
         Command::Deny(args) => deny::run(args),
+        Command::Policy(args) => policy::run(args),
         Command::Log(args) => log::run(args),
         Command::Import(args) => import::run(args),
         Command::Hook(args) => hook::run(args),

@@ -67,6 +67,10 @@ pub enum Event {
     Miss,
     /// Trusted history was imported.
     Import,
+    /// The user removed a standing approval or policy.
+    RuleRemoved,
+    /// A shadow session's accesses became trusted history.
+    ShadowHistory,
 }
 
 /// One vote as audited.

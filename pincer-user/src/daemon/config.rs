@@ -105,11 +105,14 @@ pub struct EscalationConfig {
     pub after_denials: u32,
     /// How long a worker's request waits for the user's answer before it is denied.
     pub timeout_secs: u64,
+    /// How long the kernel grant of an approval of scope `once` stays, for the access that
+    /// follows the answer (an open file stays open after it is taken back).
+    pub once_secs: u64,
 }
 
 impl Default for EscalationConfig {
     fn default() -> Self {
-        EscalationConfig { after_denials: 2, timeout_secs: 300 }
+        EscalationConfig { after_denials: 2, timeout_secs: 300, once_secs: 30 }
     }
 }
 

@@ -13,14 +13,15 @@ use super::enforce::Enforce;
 use super::error::{chain, CallError, Refusal};
 use super::peer::Peer;
 use super::pipeline::Origin;
-use super::protocol::{Call, Counters, RequestOutcome, QuestionInfo, Reply, Ruling, SessionMode};
+use super::protocol::{ApprovalScope, Call, Counters, QuestionInfo, Reply, RequestOutcome, RuleId, Ruling, SessionMode};
 use super::questions::Questions;
 use super::resolve;
 use super::sessions::{self, Session, SessionError, Sessions};
 use super::twins::{Twins, TwinsError, TREE_LIMIT};
 use super::users;
 use crate::decider::Decider;
-use crate::kernel::ObjectId;
+use crate::access::Access;
+use crate::kernel::{ObjectId, Scope};
 use crate::sanitize::Sanitizer;
 use crate::store::Store;
 use crate::twin::{TwinConfig, Variant};
@@ -125,6 +126,18 @@ pub struct Core {
     pub(super) questions: Questions,
     /// The containment of each owner's sessions, compiled from the configuration.
     pub(super) contain: std::collections::HashMap<u32, Arc<Containment>>,
+    /// Kernel grants of approvals of scope `once`, taken back when they expire.
+    once: Vec<OnceGrant>,
+}
+
+/// The kernel grant an approval of scope `once` made, until it is taken back.
+#[derive(Debug, Clone)]
+struct OnceGrant {
+    session: String,
+    path: String,
+    target: ObjectId,
+    access: Access,
+    until: tokio::time::Instant,
 }
 
 fn twin_config(config: &Config) -> TwinConfig {
@@ -155,6 +168,7 @@ impl Core {
             twins,
             questions: Questions::default(),
             contain: Default::default(),
+            once: vec![],
         };
         core.resume().await?;
         Ok(core)
@@ -234,7 +248,18 @@ impl Core {
 
     /// Runs the actor until every sender is dropped.
     pub async fn run(mut self, mut rx: mpsc::Receiver<Cmd>) {
-        while let Some(cmd) = rx.recv().await {
+        loop {
+            let next_expiry = self.once.iter().map(|o| o.until).min();
+            let cmd = tokio::select! {
+                cmd = rx.recv() => match cmd {
+                    Some(cmd) => cmd,
+                    None => break,
+                },
+                () = tokio::time::sleep_until(next_expiry.unwrap_or_else(tokio::time::Instant::now)), if next_expiry.is_some() => {
+                    self.expire_once();
+                    continue;
+                }
+            };
             match cmd {
                 Cmd::Call { peer, call, reply } => {
                     let shown = call.clone();
@@ -274,7 +299,12 @@ impl Core {
                 self.prompt(&id, &text).await
             }
             (Caller::Outside, Call::Pending) => Ok(CallResult::Now(Reply::Pending { questions: self.pending(peer) })),
-            (Caller::Outside, Call::Answer { question, approve }) => self.answer(peer, question, approve).await,
+            (Caller::Outside, Call::Answer { question, approve, scope }) => self.answer(peer, question, approve, scope).await,
+            (Caller::Outside, Call::Rules) => {
+                let store = Store::open(self.twins.db())?;
+                Ok(CallResult::Now(Reply::Rules { rules: store.standing(&users::by_uid(peer.uid).name)? }))
+            }
+            (Caller::Outside, Call::RemoveRule { id }) => self.remove_rule(peer.uid, id).await,
             (Caller::Outside, Call::Log { session, follow }) => {
                 callers::may_read_log(&self.sessions, peer, session.as_deref())?;
                 Ok(CallResult::Log { session, owner: if peer.uid == 0 { None } else { Some(peer.uid) }, follow })
@@ -394,10 +424,21 @@ impl Core {
         if let Some(dir) = &s.scratch {
             contain::remove_scratch(dir);
         }
+        self.once.retain(|o| o.session != id);
+        let mut history = None;
         if let Some(twin) = self.twins.existing(&s.user) {
-            if let Err(e) = twin.end_session(id) {
-                tracing::warn!(session = id, error = %chain(&e), "twin could not end the session");
+            // A shadow session's accesses become trusted history; an enforcing session's
+            // grants and the user's lasting approvals do (the twin records them either way).
+            let ended = if s.mode == SessionMode::Shadow { twin.end_shadow_session(id).map(Some) } else { twin.end_session(id).map(|()| None) };
+            match ended {
+                Ok(n) => history = n,
+                Err(e) => tracing::warn!(session = id, error = %chain(&e), "twin could not end the session"),
             }
+        }
+        if let Some(n) = history {
+            let mut e = self.entry(Event::ShadowHistory, &s);
+            e.detail = Some(format!("shadow session recorded as a history task: its prompts, its grants and {n} further accesses the twin decided"));
+            self.audit.record(&e);
         }
         for (q, w) in self.questions.take_session(id) {
             for tx in w.waiters {
@@ -500,11 +541,11 @@ impl Core {
         out
     }
 
-    async fn answer(&mut self, peer: &Peer, q: u64, approve: bool) -> CallOutcome {
+    async fn answer(&mut self, peer: &Peer, q: u64, approve: bool, scope: ApprovalScope) -> CallOutcome {
         let session = self.questions.get(q).map(|w| w.session.clone()).ok_or(CallError::NoQuestion(q))?;
         callers::owned(&self.sessions, peer, &session)?;
         let w = self.questions.take(q).expect("looked up above");
-        self.twins.get(&w.user).await?.answer(q, approve).map_err(CallError::Twin)?;
+        self.twins.get(&w.user).await?.answer(q, approve, scope).map_err(CallError::Twin)?;
         let mut e = AuditEntry::new(Event::Answer);
         e.session = Some(w.session.clone());
         e.owner_uid = self.sessions.get(&w.session).map(|s| s.owner_uid);
@@ -516,7 +557,12 @@ impl Core {
         self.audit.record(&e);
         let ruling = if approve {
             // The approval is trusted state now: the twin decides again with it.
-            self.decide(Origin::Answer { question: q, first: Box::new(w.origin.clone()) }, w.request.clone()).await
+            let ruling = self.decide(Origin::Answer { question: q, first: Box::new(w.origin.clone()) }, w.request.clone()).await;
+            if ruling.granted && scope == ApprovalScope::Once {
+                let until = tokio::time::Instant::now() + std::time::Duration::from_secs(self.config.escalation.once_secs);
+                self.once.push(OnceGrant { session: w.session.clone(), path: w.request.path.clone(), target: w.request.target, access: w.request.access, until });
+            }
+            ruling
         } else {
             if let Some(s) = self.sessions.get_mut(&w.session) {
                 s.counters.denials += 1;
@@ -528,7 +574,55 @@ impl Core {
             let _ = tx.send(reply.clone());
         }
         self.persist();
-        Ok(CallResult::Now(Reply::Ok { message: format!("question {q} {}", if approve { "approved" } else { "denied" }) }))
+        let how = match (approve, scope) {
+            (false, _) => "denied".to_string(),
+            (true, ApprovalScope::Once) => format!("approved for this request only ({} s in the kernel)", self.config.escalation.once_secs),
+            (true, ApprovalScope::Session) => "approved for the rest of the session".to_string(),
+            (true, ApprovalScope::Always) => "approved and recorded as your approval (see `pincer policy list`)".to_string(),
+        };
+        Ok(CallResult::Now(Reply::Ok { message: format!("question {q} {how}") }))
+    }
+
+    /// Takes back the kernel grants of `once` approvals whose time is up, unless the twin
+    /// has since granted the same access in the session on its own.
+    fn expire_once(&mut self) {
+        let now = tokio::time::Instant::now();
+        let (due, keep): (Vec<OnceGrant>, Vec<OnceGrant>) = std::mem::take(&mut self.once).into_iter().partition(|o| o.until <= now);
+        self.once = keep;
+        for o in due {
+            let Some(s) = self.sessions.get(&o.session) else { continue };
+            if self.twins.grants(s).iter().any(|(p, a)| *p == o.path && *a == o.access) {
+                continue;
+            }
+            if let Err(e) = self.enforcer.revoke(s.cgroup_id, o.target, Scope::Exact, o.access) {
+                tracing::error!(session = o.session, error = %chain(&e), "cannot take back a once grant");
+            }
+        }
+    }
+
+    /// Removes one of `uid`'s standing approvals or policies and gives the user's twin the
+    /// state without it.
+    async fn remove_rule(&mut self, uid: u32, id: RuleId) -> CallOutcome {
+        let user = users::by_uid(uid).name;
+        let store = Store::open(self.twins.db())?;
+        let removed = store.remove_rule(&user, id).map_err(|e| match e {
+            crate::store::StoreError::NoSuchRule(id) => CallError::NoRule(id),
+            e => CallError::Store(e),
+        })?;
+        let approval = match &removed.rule {
+            crate::store::Rule::Approval(a) => Some(a),
+            crate::store::Rule::Policy(_) => None,
+        };
+        self.twins.reload(&user, approval).await?;
+        let what = match &removed.rule {
+            crate::store::Rule::Approval(a) => format!("approval {id} ({} {} in task {})", a.access, a.path_glob, a.session),
+            crate::store::Rule::Policy(p) => format!("policy {id} ({})", p.id),
+        };
+        let mut e = AuditEntry::new(Event::RuleRemoved);
+        e.owner_uid = Some(uid);
+        e.detail = Some(format!("{what} removed for {user}"));
+        self.audit.record(&e);
+        Ok(CallResult::Now(Reply::Ok { message: format!("removed {what}") }))
     }
 
     fn wait_timed_out(&mut self, q: u64) {

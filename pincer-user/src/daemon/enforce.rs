@@ -20,6 +20,8 @@ pub trait Enforce: Send + Sync + 'static {
     /// Whether a session already holds an exact grant of `access` on an object (the kernel's
     /// grant map is the one owner of grants; the daemon asks it).
     fn holds(&self, session: u64, id: ObjectId, access: Access) -> Result<bool, KernelError>;
+    /// Takes one access type on an object back from a session.
+    fn revoke(&mut self, session: u64, id: ObjectId, scope: Scope, access: Access) -> Result<(), KernelError>;
     /// Deletes every grant of a session and stops gating it; returns the grants removed.
     fn revoke_session(&mut self, session: u64) -> Result<usize, KernelError>;
     /// Opens an object (and its subtree) for the access bits to every session.
@@ -42,6 +44,9 @@ impl Enforce for Enforcer {
     }
     fn holds(&self, session: u64, id: ObjectId, access: Access) -> Result<bool, KernelError> {
         Ok(Enforcer::granted_bits(self, session, id, Scope::Exact)? & crate::kernel::access_bit(access) != 0)
+    }
+    fn revoke(&mut self, session: u64, id: ObjectId, scope: Scope, access: Access) -> Result<(), KernelError> {
+        Enforcer::revoke(self, session, id, scope, access)
     }
     fn revoke_session(&mut self, session: u64) -> Result<usize, KernelError> {
         Enforcer::revoke_session(self, session, false)
@@ -115,6 +120,17 @@ impl Enforce for MemoryEnforcer {
     }
     fn holds(&self, session: u64, id: ObjectId, access: Access) -> Result<bool, KernelError> {
         Ok(self.has(session, id, access))
+    }
+    fn revoke(&mut self, session: u64, id: ObjectId, scope: Scope, access: Access) -> Result<(), KernelError> {
+        let mut s = self.state.lock().expect("memory enforcer lock");
+        let key = (session, id.dev, id.ino, scope == Scope::Exact);
+        if let Some(a) = s.grants.get_mut(&key) {
+            a.remove(&access);
+            if a.is_empty() {
+                s.grants.remove(&key);
+            }
+        }
+        Ok(())
     }
     fn revoke_session(&mut self, session: u64) -> Result<usize, KernelError> {
         let mut s = self.state.lock().expect("memory enforcer lock");

@@ -76,6 +76,9 @@ pub enum CallError {
     /// No question has that id.
     #[error("no pending question {0}")]
     NoQuestion(u64),
+    /// The caller has no standing approval or policy of that id.
+    #[error("no approval or policy {0} of yours (see `pincer policy list`)")]
+    NoRule(crate::store::RuleId),
     /// The twin refused a prompt.
     #[error(transparent)]
     Prompt(crate::twin::TwinError),
@@ -120,6 +123,7 @@ impl CallError {
             | CallError::UserHasSessions(_)
             | CallError::Import(_)
             | CallError::NoQuestion(_)
+            | CallError::NoRule(_)
             | CallError::Prompt(_)
             | CallError::Workspace { .. } => ErrorKind::BadRequest,
             CallError::Session(_) | CallError::ImportStage { .. } | CallError::Twin(_) | CallError::Twins(_) | CallError::Store(_) | CallError::Kernel(_) | CallError::Containment(_) => {

@@ -40,6 +40,7 @@ pub mod twins;
 pub mod users;
 pub mod worker;
 
+use crate::decider::llm::Failures;
 use crate::decider::{AnthropicChat, ChatConfig, Decider, LlmDecider, OfflineDecider, OpenAiChat};
 use crate::kernel::Miss;
 use crate::sanitize::Sanitizer;
@@ -54,6 +55,10 @@ use tokio::sync::mpsc;
 pub use client::{Client, ClientError};
 pub use config::{ConfigError, OnMiss};
 pub use protocol::{Call, Reply};
+
+/// The daemon logs failed model calls once per burst: the first at once, then a summary at
+/// most this often (each failure is still a denial).
+pub const MODEL_FAILURE_LOG_EVERY: Duration = Duration::from_secs(60);
 
 /// Errors of the daemon.
 #[derive(Debug, thiserror::Error)]
@@ -104,7 +109,7 @@ pub fn decider_from_config(cfg: &config::DeciderConfig) -> Result<Arc<dyn Decide
         Backend::Offline => Arc::new(OfflineDecider::new()),
         Backend::OpenAi => {
             let key = std::env::var(key_env("OPENAI_API_KEY")).ok().filter(|k| !k.is_empty());
-            Arc::new(LlmDecider::new(OpenAiChat::new(chat("https://api.openai.com/v1", key))?))
+            Arc::new(LlmDecider::new(OpenAiChat::new(chat("https://api.openai.com/v1", key))?.with_failures(Failures::logging(MODEL_FAILURE_LOG_EVERY))))
         }
         Backend::Anthropic => {
             let env = key_env("ANTHROPIC_API_KEY");
@@ -112,7 +117,7 @@ pub fn decider_from_config(cfg: &config::DeciderConfig) -> Result<Arc<dyn Decide
             if key.is_none() {
                 return Err(crate::decider::DeciderError::MissingConfig { what: "API key", env: "the variable named by decider.api_key_env (default ANTHROPIC_API_KEY)" });
             }
-            Arc::new(LlmDecider::new(AnthropicChat::new(chat("https://api.anthropic.com", key))?))
+            Arc::new(LlmDecider::new(AnthropicChat::new(chat("https://api.anthropic.com", key))?.with_failures(Failures::logging(MODEL_FAILURE_LOG_EVERY))))
         }
     })
 }

@@ -30,12 +30,15 @@
 //! - `request`, `status`: a process inside a gated session, for its own session only
 //!   (`status` also from the session's owner outside every session).
 //! - `create_session`: root outside every session (`pincer run` under sudo).
-//! - `end_session`, `prompt`, `pending`, `answer`, `log`, `sessions`, `import`: the session
-//!   owner's uid (or root) from outside every gated cgroup.
+//! - `end_session`, `prompt`, `pending`, `answer`, `log`, `sessions`, `import`, `rules`,
+//!   `remove_rule`: the session owner's uid (or root) from outside every gated cgroup
+//!   (`rules` and `remove_rule` act on the caller's own trusted state).
 //!
 //! Every refusal is written to the audit log.
 
 use crate::access::Access;
+pub use crate::store::{Rule, RuleId, StandingRule};
+pub use crate::twin::ApprovalScope;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -120,6 +123,17 @@ pub enum Call {
         question: u64,
         /// Approve (true) or deny (false).
         approve: bool,
+        /// How far an approval reaches (default `always`; a refusal is always recorded).
+        #[serde(default)]
+        scope: ApprovalScope,
+    },
+    /// The caller's standing approvals and policies, with their ids.
+    Rules,
+    /// Removes one of the caller's standing approvals or policies; the next decision of the
+    /// caller's twin goes without it.
+    RemoveRule {
+        /// Its id (from `rules`).
+        id: RuleId,
     },
     /// Audit entries of the caller's sessions.
     Log {
@@ -162,6 +176,8 @@ impl Call {
             Call::Log { .. } => "log",
             Call::Sessions => "sessions",
             Call::Import { .. } => "import",
+            Call::Rules => "rules",
+            Call::RemoveRule { .. } => "remove_rule",
         }
     }
 }
@@ -353,6 +369,11 @@ pub enum Reply {
     Pending {
         /// Questions.
         questions: Vec<QuestionInfo>,
+    },
+    /// The caller's standing approvals and policies (`rules`).
+    Rules {
+        /// Approvals first, oldest first.
+        rules: Vec<StandingRule>,
     },
     /// One audit entry (`log`).
     Entry {

@@ -136,6 +136,17 @@ impl Twins {
         self.by_user.remove(user);
     }
 
+    /// Gives `user`'s twin, if it is built, the trusted state as the store holds it now
+    /// (after a removal: `removed` is the approval that went, if it was one).
+    pub async fn reload(&mut self, user: &str, removed: Option<&crate::store::UserApproval>) -> Result<(), TwinsError> {
+        let Some(open) = self.by_user.get(user).map(|t| t.open_sessions().map(str::to_string).collect::<Vec<_>>()) else { return Ok(()) };
+        let prepared = prepare(&self.parts(), user, &open)?;
+        if let Some(t) = self.by_user.get_mut(user) {
+            t.reload(&prepared, removed);
+        }
+        Ok(())
+    }
+
     /// The grants the twin of `s`'s user holds for `s`.
     pub fn grants(&self, s: &Session) -> Vec<(String, Access)> {
         self.by_user.get(&s.user).map(|t| t.grants(&s.id).to_vec()).unwrap_or_default()
@@ -158,11 +169,13 @@ struct Parts {
 
 /// A twin over `user`'s trusted state, with `resume`'s sessions reopened (before the store
 /// is attached, so nothing is recorded twice) and given back their grants.
-async fn build(p: Parts, user: &str, resume: &[Session]) -> Result<Twin, TwinsError> {
+/// `user`'s trusted state from the store (without the tasks of the sessions `open`, which
+/// are not finished) and the workspace snapshot, sanitized and indexed.
+fn prepare(p: &Parts, user: &str, open: &[String]) -> Result<Prepared, TwinsError> {
     let store = Store::open(&p.db)?;
     let mut state = store.load_state(user)?;
-    state.tasks.retain(|t| !resume.iter().any(|s| s.id == t.session));
-    let mut prepared = Prepared::new(state, p.sanitizer);
+    state.tasks.retain(|t| !open.contains(&t.session));
+    let mut prepared = Prepared::new(state, p.sanitizer.clone());
     let snapshot = p.db.parent().map(|d| snapshot_path(d, user));
     if let Some(text) = snapshot.and_then(|f| std::fs::read(f).ok()) {
         match serde_json::from_slice::<WorkspaceSnapshot>(&text) {
@@ -170,6 +183,13 @@ async fn build(p: Parts, user: &str, resume: &[Session]) -> Result<Twin, TwinsEr
             Err(e) => return Err(TwinsError::Snapshot(e)),
         }
     }
+    Ok(prepared)
+}
+
+async fn build(p: Parts, user: &str, resume: &[Session]) -> Result<Twin, TwinsError> {
+    let open: Vec<String> = resume.iter().map(|s| s.id.clone()).collect();
+    let prepared = prepare(&p, user, &open)?;
+    let store = Store::open(&p.db)?;
     let mut twin = Twin::from_prepared(&prepared, p.decider, p.config).with_question_ids(p.ids);
     for s in resume {
         let err = |source| TwinsError::Resume { session: s.id.clone(), source };

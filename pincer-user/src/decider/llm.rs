@@ -37,6 +37,128 @@ pub trait ChatModel: Send + Sync {
     fn backend(&self) -> &'static str;
     /// Sends one exchange.
     async fn complete(&self, system: &str, user: &str) -> Result<ChatAnswer, DeciderError>;
+    /// The tally of this model's calls and failures, if it keeps one.
+    fn failures(&self) -> Option<&Failures> {
+        None
+    }
+}
+
+/// How many model calls were made and failed, and the first failure (endpoint and cause).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FailureSummary {
+    /// Calls made.
+    pub calls: u64,
+    /// Of which failed (no usable answer: transport error, timeout, HTTP status, bad body).
+    pub failed: u64,
+    /// The first failure: the endpoint and the error with its causes.
+    pub first: Option<String>,
+}
+
+impl FailureSummary {
+    /// Whether calls were made and every one failed.
+    pub fn all_failed(&self) -> bool {
+        self.calls > 0 && self.failed == self.calls
+    }
+}
+
+impl std::fmt::Display for FailureSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} of {} model calls failed", self.failed, self.calls)?;
+        if let Some(first) = &self.first {
+            write!(f, "; first error: {first}")?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Default)]
+struct Tally {
+    summary: FailureSummary,
+    /// Log once per burst: the first failure at once, then a summary at most this often.
+    log_every: Option<Duration>,
+    last_log: Option<std::time::Instant>,
+    since_log: u64,
+}
+
+impl Tally {
+    /// Counts one failure at `now`; returns the line to log, if this one is to be logged.
+    fn fail(&mut self, now: std::time::Instant, what: String) -> Option<String> {
+        self.summary.calls += 1;
+        self.summary.failed += 1;
+        if self.summary.first.is_none() {
+            self.summary.first = Some(what.clone());
+        }
+        let every = self.log_every?;
+        self.since_log += 1;
+        match self.last_log {
+            Some(t) if now.duration_since(t) < every => None,
+            Some(_) => {
+                let line = format!("{} model calls failed in the last {} s (latest: {what}); {} failed in all", self.since_log, every.as_secs(), self.summary.failed);
+                self.last_log = Some(now);
+                self.since_log = 0;
+                Some(line)
+            }
+            None => {
+                self.last_log = Some(now);
+                self.since_log = 0;
+                Some(format!("model call failed: {what} (further failures are summarized at most every {} s)", every.as_secs()))
+            }
+        }
+    }
+}
+
+/// A shared tally of model calls and their failures: commands that call a model report it,
+/// and the daemon logs failures once per burst instead of once per request. Failures stay
+/// denials; the tally only says so.
+#[derive(Debug, Clone, Default)]
+pub struct Failures(std::sync::Arc<std::sync::Mutex<Tally>>);
+
+impl Failures {
+    /// A tally that only counts.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A tally that also logs (`tracing` error): the first failure of a burst at once, then
+    /// at most one summary every `every`.
+    pub fn logging(every: Duration) -> Self {
+        Failures(std::sync::Arc::new(std::sync::Mutex::new(Tally { log_every: Some(every), ..Tally::default() })))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Tally> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Counts a call that got an answer.
+    pub fn answered(&self) {
+        self.lock().summary.calls += 1;
+    }
+
+    /// Counts a failed call to `endpoint`.
+    pub fn failed(&self, endpoint: &str, e: &DeciderError) {
+        let mut what = format!("{endpoint}: {e}");
+        let mut cause = std::error::Error::source(e);
+        while let Some(c) = cause {
+            what.push_str(&format!(": {c}"));
+            cause = c.source();
+        }
+        let line = self.lock().fail(std::time::Instant::now(), what);
+        if let Some(line) = line {
+            tracing::error!("{line}");
+        }
+    }
+
+    /// The counts so far.
+    pub fn summary(&self) -> FailureSummary {
+        self.lock().summary.clone()
+    }
+
+    fn note<T>(&self, endpoint: &str, r: &Result<T, DeciderError>) {
+        match r {
+            Ok(_) => self.answered(),
+            Err(e) => self.failed(endpoint, e),
+        }
+    }
 }
 
 /// Connection settings of a chat backend.
@@ -120,24 +242,28 @@ fn malformed(backend: &'static str, what: &str) -> DeciderError {
 pub struct OpenAiChat {
     cfg: ChatConfig,
     http: reqwest::Client,
+    failures: Failures,
 }
 
 impl OpenAiChat {
     /// A client with the given settings.
     pub fn new(cfg: ChatConfig) -> Result<Self, DeciderError> {
-        Ok(OpenAiChat { http: cfg.client()?, cfg })
-    }
-}
-
-#[async_trait::async_trait]
-impl ChatModel for OpenAiChat {
-    fn backend(&self) -> &'static str {
-        "openai"
+        Ok(OpenAiChat { http: cfg.client()?, cfg, failures: Failures::new() })
     }
 
-    async fn complete(&self, system: &str, user: &str) -> Result<ChatAnswer, DeciderError> {
+    /// Counts calls and failures in `failures` (shared with other clients).
+    pub fn with_failures(mut self, failures: Failures) -> Self {
+        self.failures = failures;
+        self
+    }
+
+    fn url(&self) -> String {
+        format!("{}/chat/completions", self.cfg.base_url.trim_end_matches('/'))
+    }
+
+    async fn exchange(&self, system: &str, user: &str) -> Result<ChatAnswer, DeciderError> {
         const B: &str = "openai";
-        let url = format!("{}/chat/completions", self.cfg.base_url.trim_end_matches('/'));
+        let url = self.url();
         let body = json!({
             "model": self.cfg.model,
             "temperature": 0,
@@ -167,29 +293,50 @@ impl ChatModel for OpenAiChat {
     }
 }
 
+#[async_trait::async_trait]
+impl ChatModel for OpenAiChat {
+    fn backend(&self) -> &'static str {
+        "openai"
+    }
+
+    async fn complete(&self, system: &str, user: &str) -> Result<ChatAnswer, DeciderError> {
+        let r = self.exchange(system, user).await;
+        self.failures.note(&self.url(), &r);
+        r
+    }
+
+    fn failures(&self) -> Option<&Failures> {
+        Some(&self.failures)
+    }
+}
+
 /// An Anthropic Messages API client.
 #[derive(Debug, Clone)]
 pub struct AnthropicChat {
     cfg: ChatConfig,
     http: reqwest::Client,
+    failures: Failures,
 }
 
 impl AnthropicChat {
     /// A client with the given settings.
     pub fn new(cfg: ChatConfig) -> Result<Self, DeciderError> {
-        Ok(AnthropicChat { http: cfg.client()?, cfg })
-    }
-}
-
-#[async_trait::async_trait]
-impl ChatModel for AnthropicChat {
-    fn backend(&self) -> &'static str {
-        "anthropic"
+        Ok(AnthropicChat { http: cfg.client()?, cfg, failures: Failures::new() })
     }
 
-    async fn complete(&self, system: &str, user: &str) -> Result<ChatAnswer, DeciderError> {
+    /// Counts calls and failures in `failures` (shared with other clients).
+    pub fn with_failures(mut self, failures: Failures) -> Self {
+        self.failures = failures;
+        self
+    }
+
+    fn url(&self) -> String {
+        format!("{}/v1/messages", self.cfg.base_url.trim_end_matches('/'))
+    }
+
+    async fn exchange(&self, system: &str, user: &str) -> Result<ChatAnswer, DeciderError> {
         const B: &str = "anthropic";
-        let url = format!("{}/v1/messages", self.cfg.base_url.trim_end_matches('/'));
+        let url = self.url();
         let body = json!({
             "model": self.cfg.model,
             "max_tokens": self.cfg.max_tokens,
@@ -215,6 +362,23 @@ impl ChatModel for AnthropicChat {
         let usage = v.get("usage");
         let n = |k: &str| usage.and_then(|u| u.get(k)).and_then(Value::as_u64).unwrap_or(0);
         Ok(ChatAnswer { text, input_tokens: n("input_tokens"), output_tokens: n("output_tokens") })
+    }
+}
+
+#[async_trait::async_trait]
+impl ChatModel for AnthropicChat {
+    fn backend(&self) -> &'static str {
+        "anthropic"
+    }
+
+    async fn complete(&self, system: &str, user: &str) -> Result<ChatAnswer, DeciderError> {
+        let r = self.exchange(system, user).await;
+        self.failures.note(&self.url(), &r);
+        r
+    }
+
+    fn failures(&self) -> Option<&Failures> {
+        Some(&self.failures)
     }
 }
 
@@ -384,5 +548,29 @@ impl<M: ChatModel> Decider for LlmDecider<M> {
         let tokens = TokenUsage { input: ans.input_tokens, output: ans.output_tokens, calls: 1 };
         let entries = parse_policy(&ans.text)?;
         Ok(PolicyAnswer { entries, tokens })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_are_logged_once_per_burst() {
+        let mut t = Tally { log_every: Some(Duration::from_secs(60)), ..Tally::default() };
+        let t0 = std::time::Instant::now();
+        let first = t.fail(t0, "http://127.0.0.1:9/v1/chat/completions: openai: HTTP 500: boom".into()).expect("the first failure is logged");
+        assert!(first.contains("127.0.0.1:9") && first.contains("HTTP 500"), "{first}");
+        for i in 1..100 {
+            assert_eq!(t.fail(t0 + Duration::from_millis(i * 100), "again".into()), None, "failure {i} of the burst is not logged");
+        }
+        let later = t.fail(t0 + Duration::from_secs(61), "latest".into()).expect("a summary after the interval");
+        assert!(later.starts_with("100 model calls failed in the last 60 s") && later.contains("latest"), "{later}");
+        let s = &t.summary;
+        assert_eq!((s.calls, s.failed), (101, 101));
+        assert!(s.first.as_deref().unwrap().contains("HTTP 500"));
+        // A counting tally never logs.
+        let mut quiet = Tally::default();
+        assert_eq!(quiet.fail(t0, "x".into()), None);
     }
 }

@@ -2,7 +2,7 @@
 //! offline baselines, asked of the model with the prompts under `prompts/baselines/`.
 //! Every error, timeout or unparsable answer is a deny (fail closed).
 
-use crate::decider::llm::{parse_policy, parse_vote, AnthropicChat, ChatConfig, ChatModel, LlmDecider, OpenAiChat};
+use crate::decider::llm::{parse_policy, parse_vote, AnthropicChat, ChatConfig, ChatModel, FailureSummary, Failures, LlmDecider, OpenAiChat};
 use crate::decider::{Decider, DeciderError, Verdict as Vote};
 use crate::twin::PrecommittedPolicy;
 use crate::eval::corpus::Persona;
@@ -202,26 +202,46 @@ impl Defense for LlmBaseline {
 pub struct LlmFactory {
     model: Arc<dyn ChatModel>,
     twin: Arc<dyn Decider>,
+    failures: Failures,
 }
 
 impl LlmFactory {
     /// A factory on the backend's settings from the environment (see [`ChatConfig`]).
     pub fn from_env(backend: Backend) -> Result<Self, DeciderError> {
+        // One tally for the baselines' and the twin's calls.
+        let failures = Failures::new();
+        let f = failures.clone();
         Ok(match backend {
             Backend::Anthropic => {
                 let cfg = ChatConfig::anthropic_from_env()?;
-                LlmFactory { model: Arc::new(AnthropicChat::new(cfg.clone())?), twin: Arc::new(LlmDecider::new(AnthropicChat::new(cfg)?)) }
+                LlmFactory {
+                    model: Arc::new(AnthropicChat::new(cfg.clone())?.with_failures(f.clone())),
+                    twin: Arc::new(LlmDecider::new(AnthropicChat::new(cfg)?.with_failures(f))),
+                    failures,
+                }
             }
             Backend::OpenAi | Backend::Offline => {
                 let cfg = ChatConfig::openai_from_env()?;
-                LlmFactory { model: Arc::new(OpenAiChat::new(cfg.clone())?), twin: Arc::new(LlmDecider::new(OpenAiChat::new(cfg)?)) }
+                LlmFactory {
+                    model: Arc::new(OpenAiChat::new(cfg.clone())?.with_failures(f.clone())),
+                    twin: Arc::new(LlmDecider::new(OpenAiChat::new(cfg)?.with_failures(f))),
+                    failures,
+                }
             }
         })
     }
 
-    /// A factory on a given chat model (baselines) and decider (the twin).
+    /// A factory on a given chat model (baselines) and decider (the twin); the model's
+    /// tally, if it keeps one, is the factory's.
     pub fn new(model: Arc<dyn ChatModel>, twin: Arc<dyn Decider>) -> Self {
-        LlmFactory { model, twin }
+        let failures = model.failures().cloned().unwrap_or_default();
+        LlmFactory { model, twin, failures }
+    }
+
+    /// How many model calls the defenses made so far and how many failed, with the first
+    /// failure.
+    pub fn failures(&self) -> FailureSummary {
+        self.failures.summary()
     }
 }
 

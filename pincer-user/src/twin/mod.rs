@@ -176,6 +176,33 @@ impl QuestionIds {
     }
 }
 
+/// How far a user's approval reaches.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalScope {
+    /// The request it answers only: the twin keeps no approval and no grant from it.
+    Once,
+    /// The rest of the session: later requests of the same resource and access are approved;
+    /// nothing is recorded in the trusted state.
+    Session,
+    /// The session, and recorded as a user approval in the trusted state, which licenses the
+    /// resource for later tasks like this one (until `pincer policy remove`).
+    #[default]
+    Always,
+}
+
+/// A user's answer in an open session, with its reach.
+#[derive(Debug, Clone)]
+struct SessionApproval {
+    approval: UserApproval,
+    scope: ApprovalScope,
+    question: u64,
+}
+
+fn answer_source(question: u64) -> String {
+    format!("the user's answer to question {question}")
+}
+
 /// What starting a session produced.
 #[derive(Debug, Clone)]
 pub struct SessionStart {
@@ -192,7 +219,10 @@ struct Session {
     view: SessionView,
     policy: PrecommittedPolicy,
     grants: Vec<(String, Access)>,
-    approvals: Vec<UserApproval>,
+    /// Grants made on the strength of the user's answer: the answer (if it lasts) is the
+    /// trusted record of them, so removing it leaves no history that grants them again.
+    answered: std::collections::HashSet<(String, Access)>,
+    approvals: Vec<SessionApproval>,
     earlier: Vec<EarlierRequest>,
     denials: HashMap<(String, Access), u32>,
 }
@@ -356,6 +386,7 @@ impl Twin {
                 view,
                 policy: policy.clone(),
                 grants: vec![],
+                answered: Default::default(),
                 approvals: vec![],
                 earlier: vec![],
                 denials: HashMap::new(),
@@ -401,7 +432,17 @@ impl Twin {
             policy: if p2 { Some(&s.policy) } else { None },
         };
         let v2 = self.decider.vote2(&v2_in).await;
-        let user_approved = s.approvals.iter().any(|a| a.path_glob == req.path && a.access == req.access && a.permission == Permission::Allow);
+        let approval = s
+            .approvals
+            .iter()
+            .position(|a| a.approval.path_glob == req.path && a.approval.access == req.access && a.approval.permission == Permission::Allow);
+        let user_approved = approval.is_some();
+        // An approval for this request only is used up by the decision it is given for.
+        let once = approval.filter(|&i| s.approvals[i].scope == ApprovalScope::Once).map(|i| s.approvals.remove(i));
+        if let Some(o) = &once {
+            let src = answer_source(o.question);
+            s.view.approvals.retain(|r| r.source.as_str() != src);
+        }
         let v3 = if user_approved {
             VoteOutcome::allow("the user approved this request in this session")
         } else {
@@ -417,7 +458,13 @@ impl Twin {
         let granted = all_allow || (user_approved && votes[0].verdict == Verdict::Allow);
         let key = (req.path.clone(), req.access);
         let mut question = None;
-        let outcome = if granted {
+        let outcome = if granted && once.is_some() {
+            // Granted for this request only: not one of the session's grants.
+            Outcome::Grant
+        } else if granted {
+            if user_approved {
+                s.answered.insert(key.clone());
+            }
             s.grants.push(key.clone());
             s.view.grants.push((sp.clone(), req.access));
             if req.access == Access::Create {
@@ -452,9 +499,12 @@ impl Twin {
         Decision { outcome, question, votes, tokens }
     }
 
-    /// The user's answer to a pending question, recorded as a trusted approval (or refusal)
-    /// and applied: an approved request is granted when the worker asks again.
-    pub fn answer(&mut self, question: u64, approve: bool) -> Result<(), TwinError> {
+    /// The user's answer to a pending question, applied: an approved request is granted when
+    /// it is decided again. An answer of scope [`ApprovalScope::Always`] (every refusal is)
+    /// is recorded as a trusted approval (or refusal); [`ApprovalScope::Session`] lasts for
+    /// the session; [`ApprovalScope::Once`] for the next decision of that request only.
+    pub fn answer(&mut self, question: u64, approve: bool, scope: ApprovalScope) -> Result<(), TwinError> {
+        let scope = if approve { scope } else { ApprovalScope::Always };
         let i = self.pending.iter().position(|q| q.id == question).ok_or(TwinError::NoSuchQuestion(question))?;
         let q = self.pending.remove(i);
         let approval = UserApproval {
@@ -463,20 +513,21 @@ impl Twin {
             access: q.access,
             permission: if approve { Permission::Allow } else { Permission::Deny },
         };
+        let lasting = scope == ApprovalScope::Always;
         if let Some(s) = self.sessions.get_mut(&q.session) {
-            if let Some(st) = &self.store {
+            if let (Some(st), true) = (&self.store, lasting) {
                 st.add_approval(&self.state.user, s.day, &approval)?;
             }
             s.view.approvals.push(SanRule {
                 glob: self.sanitizer.glob(&q.path),
                 access: vec![q.access],
                 permission: approval.permission,
-                source: TrustedText::from_trusted(format!("the user's answer to question {question}")),
+                source: TrustedText::from_trusted(answer_source(question)),
                 inferred: false,
             });
-            s.approvals.push(approval);
+            s.approvals.push(SessionApproval { approval, scope, question });
             s.denials.remove(&(q.path, q.access));
-        } else {
+        } else if lasting {
             let day = self.day;
             if let Some(st) = &self.store {
                 st.add_approval(&self.state.user, day, &approval)?;
@@ -509,28 +560,78 @@ impl Twin {
     /// Ends a session: its prompts, the twin's grants and the user's approvals become trusted
     /// history, and its grants end.
     pub fn end_session(&mut self, session: &str) -> Result<(), TwinError> {
+        self.finish(session, false).map(drop)
+    }
+
+    /// Ends a shadow session (the kernel let its accesses through): as [`Twin::end_session`],
+    /// and every other access the twin decided in it (the kernel's reports and the worker's
+    /// requests, whatever the would-be outcome) is recorded as an access of its task, in
+    /// the store too, so later twins learn what such a task touches. Returns how many
+    /// accesses were recorded besides the grants.
+    pub fn end_shadow_session(&mut self, session: &str) -> Result<usize, TwinError> {
+        self.finish(session, true)
+    }
+
+    fn finish(&mut self, session: &str, shadow: bool) -> Result<usize, TwinError> {
         let s = self.sessions.remove(session).ok_or_else(|| TwinError::UnknownSession(session.into()))?;
         self.pending.retain(|q| q.session != session);
         let state = Arc::make_mut(&mut self.state);
         for p in &s.prompts {
             state.add_prompt(&UserPrompt { session: session.into(), day: s.day, text: p.clone() })?;
         }
-        for (path, access) in &s.grants {
+        let mut observed = 0;
+        if shadow {
+            let mut seen: std::collections::HashSet<(&str, Access)> = s.grants.iter().map(|(p, a)| (p.as_str(), *a)).collect();
+            for e in &s.earlier {
+                if !seen.insert((e.path.as_str(), e.access)) {
+                    continue;
+                }
+                let rec = crate::store::AccessRecord { path: e.path.clone(), access: e.access };
+                state.add_access(session, s.day, &rec)?;
+                if let Some(st) = &self.store {
+                    st.add_access(&state.user, session, s.day, &rec)?;
+                }
+                observed += 1;
+            }
+        }
+        for (path, access) in s.grants.iter().filter(|k| !s.answered.contains(*k)) {
             let g = TwinGrant { session: session.into(), path: path.clone(), access: *access };
             state.add_twin_grant(s.day, &g)?;
             if let Some(st) = &self.store {
                 st.add_twin_grant(&state.user, s.day, &g)?;
             }
         }
-        for a in &s.approvals {
-            state.add_approval(s.day, a)?;
+        for a in s.approvals.iter().filter(|a| a.scope == ApprovalScope::Always) {
+            state.add_approval(s.day, &a.approval)?;
         }
-        let task = state.tasks.last().expect("the session's task was just added");
+        let task = state.tasks.iter().find(|t| t.session == session).expect("the session's task was just added");
         Arc::make_mut(&mut self.knowledge).add_task(task, &self.sanitizer);
         for other in self.sessions.values_mut() {
             other.view.refresh(&self.knowledge);
         }
-        Ok(())
+        Ok(observed)
+    }
+
+    /// The open sessions' ids.
+    pub fn open_sessions(&self) -> impl Iterator<Item = &str> {
+        self.sessions.keys().map(String::as_str)
+    }
+
+    /// Takes a new trusted state (the user removed an approval or a policy): the finished
+    /// tasks and policies of `p` replace the twin's, open sessions keep their prompts,
+    /// grants and pre-committed policies, and an answer the user gave in an open session
+    /// that `removed` names is dropped. The next decision sees the new state.
+    pub fn reload(&mut self, p: &Prepared, removed: Option<&UserApproval>) {
+        self.state = p.state.clone();
+        self.knowledge = p.knowledge.clone();
+        for s in self.sessions.values_mut() {
+            if let Some(r) = removed {
+                let gone: Vec<u64> = s.approvals.iter().filter(|a| &a.approval == r && a.scope == ApprovalScope::Always).map(|a| a.question).collect();
+                s.approvals.retain(|a| !gone.contains(&a.question));
+                s.view.approvals.retain(|rule| !gone.iter().any(|q| rule.source.as_str() == answer_source(*q)));
+            }
+            s.view.refresh(&self.knowledge);
+        }
     }
 
     /// The sanitized form of a path (for audit logs that must not show names).
