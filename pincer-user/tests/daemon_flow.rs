@@ -713,7 +713,7 @@ async fn a_session_approval_ends_with_the_session() {
     let r = approve_waiting(&h, &s1, rel, ASKED, ApprovalScope::Session).await;
     assert!(granted(&r), "{r:?}");
     match h.request(&s1, rel, ASKED, "have another look").await {
-        Reply::Decision { granted: true, outcome: Outcome::Grant, .. } => {}
+        Reply::Decision { granted: true, outcome: RequestOutcome::Grant, .. } => {}
         other => panic!("the session's approval grants it again in the session: {other:?}"),
     }
     assert_eq!(approval_of(&standing(&h).await, rel, ASKED), None, "a session approval is not recorded");
@@ -742,9 +742,13 @@ async fn an_always_approval_survives_a_restart_and_a_new_session_until_it_is_rem
     assert!(matches!(id, RuleId::Approval(_)));
     end(&h, &s1).await;
     h.restart().await;
-    let s2 = h.session(TODO_PROMPT).await;
+    // An approval licenses its resource for a like task whose prompt points at it (issue
+    // 10's scoped approvals): the same task, naming the file.
+    let stem = Path::new(rel).file_stem().and_then(|s| s.to_str()).expect("a file name");
+    let like = format!("{TODO_PROMPT} Then look at {stem} again.");
+    let s2 = h.session(&like).await;
     match h.request(&s2, rel, ASKED, "have a look").await {
-        Reply::Decision { granted: true, outcome: Outcome::Grant, .. } => {}
+        Reply::Decision { granted: true, outcome: RequestOutcome::Grant, .. } => {}
         other => panic!("the recorded approval grants it in a new session after a restart: {other:?}"),
     }
     // Removing it takes effect for the next decision (s2 stays open: its grant is not history).
@@ -754,7 +758,7 @@ async fn an_always_approval_survives_a_restart_and_a_new_session_until_it_is_rem
         other => panic!("remove: {other:?}"),
     }
     assert_eq!(approval_of(&standing(&h).await, rel, ASKED), None, "removed");
-    let s3 = h.session(TODO_PROMPT).await;
+    let s3 = h.session(&like).await;
     let r = h.request(&s3, rel, ASKED, "have a look").await;
     assert!(!granted(&r), "the removed approval grants nothing: {r:?}");
     // Removing it again names the id.
