@@ -27,7 +27,7 @@
 use pincer::access::Access;
 use pincer::decider::OfflineDecider;
 use pincer::eval::corpus::{AttackType, Corpus, Persona, Sample, SampleKind, Step};
-use pincer::eval::defense::{DefenseName, Verdict};
+use pincer::eval::defense::{DefenseName, Outcome};
 use pincer::eval::pincer::PincerDefense;
 use pincer::eval::replay::{replay_sample, StepOutcome};
 use pincer_tests::worker::{prepare_workspace, session_script, Daemon, DaemonSettings, Probe};
@@ -113,9 +113,9 @@ fn show(text: &str) {
 fn verdict_name(o: &StepOutcome) -> &'static str {
     match o {
         StepOutcome::NotRequested => "not requested",
-        StepOutcome::Decided(Verdict::Grant) => "grant",
-        StepOutcome::Decided(Verdict::Deny) => "deny",
-        StepOutcome::Decided(Verdict::Escalate) => "escalate",
+        StepOutcome::Decided(Outcome::Grant) => "grant",
+        StepOutcome::Decided(Outcome::Deny) => "deny",
+        StepOutcome::Decided(Outcome::Escalate) => "escalate",
         StepOutcome::Note => "note",
     }
 }
@@ -172,7 +172,7 @@ fn replayed_samples_under_the_kernel_match_the_eval_harness() {
                     granted += usize::from(rep.granted);
                     let what = format!("session {si} step {k} ({} {})", r.access, r.path);
                     let eval_asked = !matches!(want[k], StepOutcome::NotRequested);
-                    let eval_granted = matches!(want[k], StepOutcome::Decided(Verdict::Grant));
+                    let eval_granted = matches!(want[k], StepOutcome::Decided(Outcome::Grant));
                     if rep.asked != eval_asked || rep.granted != eval_granted {
                         fail(format!(
                             "{what}: the harness says {}, the daemon {}",

@@ -25,7 +25,7 @@
 
 use clap::{Args, Parser, Subcommand};
 use pincer::daemon::protocol::{call_line, Call, Reply, ReplyLine, SessionInfo, SessionMode};
-use pincer::daemon::worker::{self, WorkerSpec};
+use pincer::daemon::worker::{self, Namespaces, WorkerSpec};
 use pincer::Access;
 use pincer_tests::worker::{chown_tree, copy_dir, Daemon, DaemonSettings};
 use std::io::{BufRead, BufReader, Write};
@@ -398,6 +398,9 @@ fn load(a: &BenchArgs, socket: &Path, sessions: &[SessionInfo], roots: &[PathBuf
                     a.rounds.to_string(),
                 ],
                 env: s.scratch.iter().map(|d| ("TMPDIR".to_string(), d.to_string_lossy().into_owned())).collect(),
+                // The session's IPC namespace as `pincer run` makes it; no PID namespace, whose
+                // init is the `pincer` binary's own subcommand (this is the bench binary).
+                namespaces: Namespaces { pid: false, ..s.namespaces },
             };
             let mut cmd = worker::command(&spec).map_err(|e| e.to_string())?;
             cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).kill_on_drop(true);
