@@ -1,11 +1,12 @@
 //! The session's own namespaces, through `pincer run` under the real BPF LSM (inside the
 //! VM, as root), tried as an attacker would: a victim process and IPC objects of the same
 //! uid 1000 outside every session; inside, `/proc` lists only the session's processes, the
-//! user's POSIX message queue and SysV segment cannot be named, the session's own queue
-//! works, the command keeps the terminal (reads it, gets one `SIGINT` per `^C` and
-//! `SIGWINCH`), exit status propagates, and a signal sent to the session's init reaches
-//! the command. Each wall is also shown open with the namespaces turned off in the
-//! configuration (the kernel hooks then answer alone), so the test fails if it is removed.
+//! user's POSIX message queue (by name or as a file under `/dev/mqueue`) and SysV segment
+//! cannot be named, the session's own queue works, the command keeps the terminal (reads
+//! it, gets one `SIGINT` per `^C` and `SIGWINCH`), exit status propagates, and a signal sent
+//! to the session's init reaches the command. Each wall is also shown open with the
+//! namespaces turned off in the configuration (the kernel hooks then answer alone), so the
+//! test fails if it is removed.
 
 use pincer_tests::worker::{chown_tree, Daemon, DaemonSettings};
 use std::os::unix::process::CommandExt;
@@ -107,6 +108,7 @@ $PROBE mq-open $MQ > $S/mq
 $PROBE mq-own /pincer-own-$$ > $S/own
 $PROBE shm-get $KEY > $S/shmget
 $PROBE shm-at $ID > $S/shmat
+if cat /dev/mqueue$MQ > /dev/null 2>&1; then echo open; else echo refused; fi > $S/mqfs
 exit 42
 "#;
 
@@ -116,6 +118,13 @@ fn the_session_cannot_name_the_users_processes_or_ipc_objects() {
     // The user's own live things, outside every session.
     let mut victim = Command::new("/bin/sleep").arg("86399").uid(1000).gid(1000).spawn().unwrap();
     let mq = format!("/pincer-outside-{}", std::process::id());
+    // The queues' filesystem where a Debian host mounts it: the user's queue is a file there.
+    std::fs::create_dir_all("/dev/mqueue").unwrap();
+    if !std::fs::read_to_string("/proc/self/mounts").unwrap().lines().any(|l| l.split(' ').nth(1) == Some("/dev/mqueue")) {
+        // SAFETY: mount(2) with constant C strings.
+        let rc = unsafe { libc::mount(c"mqueue".as_ptr(), c"/dev/mqueue".as_ptr(), c"mqueue".as_ptr(), 0, std::ptr::null()) };
+        assert_eq!(rc, 0, "mount mqueue: {}", std::io::Error::last_os_error());
+    }
     let key = (0x5eed0000 + std::process::id() as i32).to_string();
     assert_eq!(outside_probe(&["mq-make", &mq]), "ok");
     let id = outside_probe(&["shm-make", &key]);
@@ -139,6 +148,7 @@ fn the_session_cannot_name_the_users_processes_or_ipc_objects() {
     assert_eq!(env.result("own"), "ok", "the session's own queue");
     assert_eq!(env.result("shmget"), format!("errno {}", libc::ENOENT), "the user's SysV segment by key");
     assert_eq!(env.result("shmat"), format!("errno {}", libc::EINVAL), "the user's SysV segment by id");
+    assert_eq!(env.result("mqfs"), "refused", "the user's POSIX queue as a file under /dev/mqueue");
 
     // Without the namespaces the same script names them all; the hooks alone still
     // refuse the SysV segment.
@@ -149,6 +159,7 @@ fn the_session_cannot_name_the_users_processes_or_ipc_objects() {
     let procs = env.result("procs");
     assert!(procs.contains("86399"), "without a PID namespace the user's process is listed: {procs}");
     assert_eq!(env.result("mq"), "ok", "without an IPC namespace the user's POSIX queue opens");
+    assert_eq!(env.result("mqfs"), "open", "without the session's /dev/mqueue the user's queue file opens");
     assert_eq!(env.result("own"), "ok");
     assert_eq!(env.result("shmat"), format!("errno {}", libc::EACCES), "the ipc hook refuses the segment");
 

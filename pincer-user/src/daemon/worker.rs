@@ -322,6 +322,19 @@ fn run_init(uid: u32, gid: u32, argv: &[CString], old_mask: &libc::sigset_t) -> 
         if libc::mount(proc_.as_ptr(), proc_dir.as_ptr(), proc_.as_ptr(), flags, std::ptr::null()) != 0 {
             return init_failed(sys("mounting /proc for the session's PID namespace"));
         }
+        // The user's POSIX queues are files under the host's `/dev/mqueue` too, where an
+        // open() of one gives a descriptor that mq_send and mq_receive accept: mount the
+        // session's own queue filesystem (of its IPC namespace) over it, as bubblewrap's
+        // `--mqueue` does. Without that directory there is nothing to hide.
+        let mqueue: &CStr = c"mqueue";
+        let mqueue_dir: &CStr = c"/dev/mqueue";
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::stat(mqueue_dir.as_ptr(), &mut st) == 0
+            && st.st_mode & libc::S_IFMT == libc::S_IFDIR
+            && libc::mount(mqueue.as_ptr(), mqueue_dir.as_ptr(), mqueue.as_ptr(), flags, std::ptr::null()) != 0
+        {
+            return init_failed(sys("mounting the session's /dev/mqueue"));
+        }
     }
     if let Err(source) = drop_privileges(uid, gid) {
         return init_failed(InitError::Sys { what: "dropping privileges", source });
