@@ -609,15 +609,11 @@ impl Core {
             crate::store::StoreError::NoSuchRule(id) => CallError::NoRule(id),
             e => CallError::Store(e),
         })?;
-        let approval = match &removed.rule {
-            crate::store::Rule::Approval(a) => Some(a),
-            crate::store::Rule::Policy(_) => None,
+        let (approval, what) = match &removed.rule {
+            crate::store::Rule::Approval(a) => (Some(a), format!("approval {id} ({} {} in task {})", a.access, a.path_glob, a.session)),
+            crate::store::Rule::Policy(p) => (None, format!("policy {id} ({})", p.id)),
         };
         self.twins.reload(&user, approval).await?;
-        let what = match &removed.rule {
-            crate::store::Rule::Approval(a) => format!("approval {id} ({} {} in task {})", a.access, a.path_glob, a.session),
-            crate::store::Rule::Policy(p) => format!("policy {id} ({})", p.id),
-        };
         let mut e = AuditEntry::new(Event::RuleRemoved);
         e.owner_uid = Some(uid);
         e.detail = Some(format!("{what} removed for {user}"));
