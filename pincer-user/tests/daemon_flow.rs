@@ -698,6 +698,30 @@ async fn a_once_approval_does_not_outlive_its_request() {
     assert_eq!(standing(&h).await, before, "a once approval is not recorded");
 }
 
+/// A `once` grant the kernel will not take back does not stay: its session is ended, and
+/// every grant of the session with it.
+#[tokio::test(start_paused = true)]
+async fn a_once_grant_that_cannot_be_taken_back_ends_its_session() {
+    let h = Harness::new(|c| {
+        c.escalation.timeout_secs = 600;
+        c.escalation.once_secs = 5;
+    })
+    .await;
+    h.import().await;
+    let s = h.session(TODO_PROMPT).await;
+    let path = "projects/ledger/Cargo.toml";
+    let r = approve_waiting(&h, &s, path, Access::Write, ApprovalScope::Once).await;
+    assert!(granted(&r), "the request the approval answers is granted: {r:?}");
+    h.enforcer.state.lock().unwrap().refuse_revoke = true;
+    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+    h.as_caller(Path::new(OUTSIDE));
+    match h.call(Call::Status { session: Some(s.session.clone()) }).await {
+        Reply::Error { .. } => {}
+        other => panic!("the session whose once grant stays is ended: {other:?}"),
+    }
+    assert_eq!(h.enforcer.grant_count(s.cgroup_id), 0, "ending the session took back all its grants");
+}
+
 /// `approve --scope session`: later requests of the session are granted; nothing is recorded
 /// and a new session of the same task does not get it.
 #[tokio::test]

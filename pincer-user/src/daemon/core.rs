@@ -256,7 +256,7 @@ impl Core {
                     None => break,
                 },
                 () = tokio::time::sleep_until(next_expiry.unwrap_or_else(tokio::time::Instant::now)), if next_expiry.is_some() => {
-                    self.expire_once();
+                    self.expire_once().await;
                     continue;
                 }
             };
@@ -584,18 +584,31 @@ impl Core {
     }
 
     /// Takes back the kernel grants of `once` approvals whose time is up, unless the twin
-    /// has since granted the same access in the session on its own.
-    fn expire_once(&mut self) {
+    /// has since granted the same access in the session on its own. A grant the kernel will
+    /// not give back ends its session: the access must not outlive the one request.
+    async fn expire_once(&mut self) {
         let now = tokio::time::Instant::now();
         let (due, keep): (Vec<OnceGrant>, Vec<OnceGrant>) = std::mem::take(&mut self.once).into_iter().partition(|o| o.until <= now);
         self.once = keep;
+        let mut stuck = Vec::new();
         for o in due {
             let Some(s) = self.sessions.get(&o.session) else { continue };
             if self.twins.grants(s).iter().any(|(p, a)| *p == o.path && *a == o.access) {
                 continue;
             }
             if let Err(e) = self.enforcer.revoke(s.cgroup_id, o.target, Scope::Exact, o.access) {
-                tracing::error!(session = o.session, error = %chain(&e), "cannot take back a once grant");
+                tracing::error!(session = o.session, error = %chain(&e), "cannot take back a once grant; ending the session");
+                let mut a = self.entry(Event::SessionEnd, s);
+                a.detail = Some(format!("the kernel would not take back a once grant ({} on {}): {}; the session is ended", o.access, o.path, chain(&e)));
+                self.audit.record(&a);
+                if !stuck.contains(&o.session) {
+                    stuck.push(o.session);
+                }
+            }
+        }
+        for id in stuck {
+            if let Err(e) = self.end(&id).await {
+                tracing::error!(session = id, error = %e, "cannot end the session whose once grant stays");
             }
         }
     }

@@ -79,6 +79,8 @@ pub struct MemoryState {
     pub roots: BTreeSet<(u32, u64)>,
     /// Grants: (session, dev, ino, exact?) → access types.
     pub grants: BTreeMap<(u64, u32, u64, bool), BTreeSet<Access>>,
+    /// When set, taking back a single grant fails as a kernel map error would.
+    pub refuse_revoke: bool,
 }
 
 /// An enforcer that only records what it is told, for host tests of the daemon's logic.
@@ -123,6 +125,9 @@ impl Enforce for MemoryEnforcer {
     }
     fn revoke(&mut self, session: u64, id: ObjectId, scope: Scope, access: Access) -> Result<(), KernelError> {
         let mut s = self.state.lock().expect("memory enforcer lock");
+        if s.refuse_revoke {
+            return Err(KernelError::MapOp { op: "remove", map: "GRANTS", source: Box::new(aya::maps::MapError::KeyNotFound) });
+        }
         let key = (session, id.dev, id.ino, scope == Scope::Exact);
         if let Some(a) = s.grants.get_mut(&key) {
             a.remove(&access);
