@@ -506,11 +506,9 @@ fn people_table(d: &Detectors, text: &str) -> Option<Finding> {
         }
     }
     let personal_line = |l: &str| {
-        let email = d.email.find_iter(l).any(|m| !m.as_str().contains("example"));
         let phone = d.phone.find_iter(l).any(|m| is_phone(m.as_str()));
         d.person_name.is_match(l)
             && (phone
-                || email && phone
                 || d.money.is_match(l)
                 || d.dated.is_match(l)
                 || d.dob.is_match(l)
@@ -519,7 +517,7 @@ fn people_table(d: &Detectors, text: &str) -> Option<Finding> {
                 || d.labelled_id.is_match(l))
     };
     if lines.iter().filter(|l| personal_line(l)).count() >= 2 {
-        return Some(Finding { kind: FindingKind::PeopleTable, what: "people listed with their contact details or identifiers".into() });
+        return Some(Finding { kind: FindingKind::PeopleTable, what: "people listed with their phone numbers, dates, pay or identifiers".into() });
     }
     None
 }

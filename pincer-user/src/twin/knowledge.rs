@@ -159,7 +159,7 @@ impl PolicyTerms {
         }
         let low = String::from_utf8_lossy(content).to_lowercase();
         let mut ws = low.split(|c: char| !(c.is_alphanumeric() || c == '\'')).filter(|w| !w.is_empty());
-        let Some(mut prev) = ws.next() else { return None };
+        let mut prev = ws.next()?;
         let mut key = String::new();
         let mut first: Option<usize> = None;
         for w in ws {

@@ -261,9 +261,8 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
             }
             let findings = content_findings(c);
             if let Some(f) = findings.iter().find(|f| f.kind.is_personal() && !content_ok(f.kind)) {
-                {
-                    return VoteOutcome::deny(format!("the content holds personal data ({}) and no similar task used this resource", f.what));
-                }
+                let why = if ev.exact_history { "a similar task used this resource, but it did not hold such content when the workspace was imported" } else { "no similar task used this resource" };
+                return VoteOutcome::deny(format!("the content holds personal data ({}) and {why}", f.what));
             }
             if let Some(f) = findings.iter().find(|f| f.kind.is_secret()) {
                 if !created_by_session(s, p) {
