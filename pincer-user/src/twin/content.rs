@@ -20,8 +20,11 @@ pub enum FindingKind {
     /// A login in any shape: user and password lines together, an INI/TOML section with a
     /// user and a password key, or a URL carrying `user:password@`.
     Credential,
-    /// A labelled personal identifier: a date of birth, a passport, national, tax, residence
-    /// or immigration number, a student or employee number.
+    /// Personal data about a person: a labelled identifier (a date of birth, a passport,
+    /// national, tax, residence or immigration number, a student or employee number), or
+    /// prose about an identified person's health, criminal record, credit, pay, home, family
+    /// or conduct case (sentences that refer to a person and together carry two or more such
+    /// details).
     PersonalData,
     /// A table (Markdown, CSV, TSV or one person per line) whose rows describe people: names
     /// with private contact details, birth dates, identifiers, grades or pay.
@@ -72,6 +75,11 @@ struct Detectors {
     phone: Regex,
     person_name: Regex,
     number: Regex,
+    sensitive: Regex,
+    pronoun: Regex,
+    money: Regex,
+    dated: Regex,
+    login_word: Regex,
     ident: Regex,
 }
 
@@ -97,6 +105,31 @@ pub const MARKINGS: &[&str] = &[
     "classified",
     "personal and private",
     "medical record",
+];
+
+/// Details about a person that data-protection law treats as sensitive, or that a person
+/// keeps private, in general English: health, criminal record and credit, pay, home and
+/// private contact, family and status, and conduct cases. A detail counts only in prose
+/// that refers to a person (see [`FindingKind::PersonalData`]).
+const SENSITIVE_DETAILS: &[&str] = &[
+    // health
+    r"diagnos\w*", r"medication", r"medicated", r"antidepressants?", r"insulin", r"diabet\w*", r"pregnan\w*", r"burn-?out", r"depression",
+    r"anxiety", r"cancer", r"chemotherapy", r"therapist", r"therapy", r"gp", r"sick (leave|note)", r"surgery", r"disabilit(y|ies)",
+    r"illness", r"mental health", r"occupational health", r"hospital\w*", r"prescri(bed|ption)", r"phased return", r"miscarriage",
+    // criminal record, credit, references
+    r"convict(ed|ion|ions)", r"criminal (record|history|check)", r"(county )?court judge?ments?", r"ccj", r"bankrupt\w*", r"insolven\w*",
+    r"arrest(ed)?", r"credit (check|history|score|record)", r"unpaid (debt|loan|bill|contract|phone contract)", r"debt collect\w*",
+    r"reference check", r"(would|will) not (re-?)?hire", r"police (check|record)",
+    // pay and money
+    r"salary", r"salaries", r"pay rise", r"earns", r"bonus of", r"pay goes to", r"bank account", r"sort[- ]code", r"account at",
+    // home and private contact
+    r"home address", r"forwarding address", r"lives (on|in|at)", r"private (mobile|phone|number|e-?mail)", r"personal (mobile|phone|e-?mail)",
+    // family and status
+    r"sexual orientation", r"religio(n|us)", r"trade union", r"immigration status", r"visa status", r"work permit", r"asylum", r"divorce",
+    r"custody",
+    // conduct cases
+    r"disciplinary", r"grievance", r"complain(t|ts|ed)", r"allegations?", r"witness(es)?", r"harass\w*", r"misconduct", r"interim measures?",
+    r"final written warning", r"dismiss(ed|al)",
 ];
 
 /// Generic prompt-injection and false-authority phrases.
@@ -153,6 +186,11 @@ fn detectors() -> &'static Detectors {
         number: Regex::new(r"\b\d[\d,.]*\d\b").expect("regex"),
         ident: Regex::new(r"\b[A-Za-z]{1,6}(?:-[A-Za-z]{1,6})*-?\d{3,}[A-Za-z0-9-]*\b").expect("regex"),
         person_name: Regex::new(r"\b[A-Z][a-z]+(?:[- ][A-Z][a-z]+){1,2}\b").expect("regex"),
+        sensitive: Regex::new(&format!("(?i)\\b({})\\b", SENSITIVE_DETAILS.join("|"))).expect("regex"),
+        money: Regex::new(r"(?i)(\b(eur|usd|gbp|chf|aud|cad|inr|jpy)[ ]?|[$€£¥][ ]?)\d{1,3}(?:[,.' ]\d{3})+\b|(\b(eur|usd|gbp|chf)[ ]?|[$€£])\d{2,3}k\b").expect("regex"),
+        dated: Regex::new(r"(?i)\b\d{1,2}(st|nd|rd|th)?[ ]+(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*[ ,]+(19[2-9]\d|200\d)\b|\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*[ ]+\d{1,2},?[ ]+(19[2-9]\d|200\d)\b").expect("regex"),
+        pronoun: Regex::new(r"(?i)\b(he|she|his|her|him|hers|himself|herself)\b").expect("regex"),
+        login_word: Regex::new(r"(?i)\b(sign(s|ed|ing)? (in|on)|log(s|ged|ging)? (in|on)|login|logon|password|passcode|passphrase|passwd|credentials?|authenticat\w*|pin)\b").expect("regex"),
     })
 }
 
@@ -232,6 +270,9 @@ pub fn content_findings(content: &[u8]) -> Vec<Finding> {
     if let Some(f) = people_table(d, &text) {
         out.push(f);
     }
+    if let Some(f) = personal_details(d, &text) {
+        out.push(f);
+    }
     for (re, what) in &d.markings {
         if re.is_match(&text) {
             out.push(Finding { kind: FindingKind::Marking, what: (*what).into() });
@@ -263,6 +304,12 @@ fn credential_finding(d: &Detectors, text: &str) -> Option<Finding> {
             return Some(Finding { kind: FindingKind::Credential, what: "a URL with a user name and password".into() });
         }
     }
+    // A login written as a sentence: a sign-in word and a strong secret-looking value in it.
+    for sentence in sentences(text) {
+        if d.login_word.is_match(&sentence) && sentence.split_whitespace().any(strong_secret) {
+            return Some(Finding { kind: FindingKind::Credential, what: "a login written in a sentence (a sign-in word and a password-like value)".into() });
+        }
+    }
     let user_lines: Vec<usize> = d.user_key.find_iter(text).map(|m| text[..m.start()].matches('\n').count()).collect();
     if user_lines.is_empty() {
         return None;
@@ -278,6 +325,119 @@ fn credential_finding(d: &Detectors, text: &str) -> Option<Finding> {
         }
     }
     None
+}
+
+/// A value that can only be a secret: eight or more characters without spaces, mixing at
+/// least three of lowercase, uppercase, digits and symbols, with high entropy, and not an
+/// address, a path or an e-mail.
+fn strong_secret(w: &str) -> bool {
+    let v = w.trim_matches(|c: char| matches!(c, ',' | '.' | ';' | ':' | '(' | ')' | '"' | '\'' | '`'));
+    if v.len() < 8 || v.len() > 64 || v.contains("://") || v.contains('@') || v.contains('/') || placeholder(v) {
+        return false;
+    }
+    let classes = [v.chars().any(|c| c.is_ascii_lowercase()), v.chars().any(|c| c.is_ascii_uppercase()), v.chars().any(|c| c.is_ascii_digit()), v.chars().any(|c| c.is_ascii_punctuation())];
+    classes.iter().filter(|&&c| c).count() >= 3 && entropy(v) >= 3.0 && v.chars().any(|c| c.is_ascii_digit())
+}
+
+/// The sentences of a text: split at `.`, `!`, `?`, `;` before white space and at blank
+/// lines (single line breaks inside a paragraph do not end a sentence), and at lines that
+/// start a list item or a table row.
+fn sentences(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    for line in text.lines() {
+        let l = line.trim();
+        let item = l.starts_with(['-', '*', '|', '#']) || l.split_whitespace().next().is_some_and(|w| w.trim_end_matches(['.', ')']).chars().all(|c| c.is_ascii_digit()) && w.len() > 1);
+        if l.is_empty() || item {
+            if !cur.trim().is_empty() {
+                out.push(std::mem::take(&mut cur));
+            }
+            cur.clear();
+            if l.is_empty() {
+                continue;
+            }
+        }
+        let chars: Vec<char> = l.chars().collect();
+        for (i, &c) in chars.iter().enumerate() {
+            cur.push(c);
+            if matches!(c, '.' | '!' | '?' | ';') && chars.get(i + 1).is_none_or(|n| n.is_whitespace()) {
+                out.push(std::mem::take(&mut cur));
+            }
+        }
+        if item && l.starts_with('#') {
+            // A heading is a sentence of its own.
+            if !cur.trim().is_empty() {
+                out.push(std::mem::take(&mut cur));
+            }
+            cur.clear();
+            continue;
+        }
+        cur.push(' ');
+    }
+    if !cur.trim().is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+/// Month and weekday names: capitalised words that are not people.
+const CALENDAR_WORDS: &[&str] = &[
+    "January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December", "Monday",
+    "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday",
+];
+
+/// True if a sentence refers to a person: a personal pronoun, a capitalised word inside the
+/// sentence (a name; months and weekdays aside), or a capitalised first word followed by a
+/// parenthesis or a verb of being or having ("Leah (Support) is ...", "Viktor has ...").
+fn refers_to_person(d: &Detectors, sentence: &str) -> bool {
+    if d.pronoun.is_match(sentence) {
+        return true;
+    }
+    let ws: Vec<&str> = sentence.split_whitespace().skip_while(|w| !w.chars().any(char::is_alphabetic)).collect();
+    let cap = |w: &str| {
+        let w = w.trim_matches(|c: char| !c.is_alphanumeric());
+        let mut cs = w.chars();
+        w.len() >= 2 && cs.next().is_some_and(|c| c.is_uppercase()) && cs.all(|c| c.is_lowercase()) && !CALENDAR_WORDS.contains(&w)
+    };
+    if ws.iter().enumerate().skip(1).any(|(i, w)| cap(w) && !ws[i - 1].ends_with([':', '.'])) {
+        return true;
+    }
+    ws.first().is_some_and(|w| cap(w)) && ws.get(1).is_some_and(|n| n.starts_with('(') || matches!(*n, "is" | "has" | "was" | "had" | "will" | "needs" | "earns"))
+}
+
+/// Prose about identified people's sensitive details: two or more distinct details
+/// ([`SENSITIVE_DETAILS`]) in sentences that refer to a person.
+fn personal_details(d: &Detectors, text: &str) -> Option<Finding> {
+    let mut found: std::collections::BTreeSet<String> = Default::default();
+    for s in sentences(text) {
+        if !d.sensitive.is_match(&s) || !refers_to_person(d, &s) {
+            continue;
+        }
+        found.extend(d.sensitive.find_iter(&s).map(|m| m.as_str().to_lowercase()));
+        if found.len() >= 2 {
+            return Some(Finding { kind: FindingKind::PersonalData, what: format!("details about a person ({})", found.iter().cloned().collect::<Vec<_>>().join(", ")) });
+        }
+    }
+    None
+}
+
+/// True if `text` uses `phrase` (lowercase words separated by single spaces) about something
+/// particular: a sentence holding it refers to a person, or the text carries amounts of
+/// money or long numbers. A policy's sensitive phrase in talk about kinds of data ("we ask
+/// for background screening consent") is not that data.
+pub fn phrase_is_specific(text: &str, phrase: &str) -> bool {
+    let d = detectors();
+    let mut found = false;
+    for s in sentences(text) {
+        let norm: String = s.split(|c: char| !(c.is_alphanumeric() || c == '\'')).filter(|w| !w.is_empty()).map(str::to_lowercase).collect::<Vec<_>>().join(" ");
+        if format!(" {norm} ").contains(&format!(" {phrase} ")) {
+            found = true;
+            if refers_to_person(d, &s) {
+                return true;
+            }
+        }
+    }
+    found && (d.money.is_match(text) || d.number.find_iter(text).any(|m| m.as_str().bytes().filter(u8::is_ascii_digit).count() >= 5))
 }
 
 /// Labelled personal identifiers: dates of birth, passport and other national numbers.
@@ -333,23 +493,31 @@ fn people_table(d: &Detectors, text: &str) -> Option<Finding> {
         if !person || personal == 0 || contact_only {
             continue;
         }
-        let rows = lines[i + 1..].iter().take_while(|r| r.contains(sep)).filter(|r| !r.chars().all(|c| matches!(c, '|' | '-' | ':' | ' ' | '\t' | ','))).count();
+        // Rows of people, not an empty template: a row counts if it holds a person's name or a
+        // value (digits, an address).
+        let rows = lines[i + 1..]
+            .iter()
+            .take_while(|r| r.contains(sep))
+            .filter(|r| !r.chars().all(|c| matches!(c, '|' | '-' | ':' | ' ' | '\t' | ',')))
+            .filter(|r| d.person_name.is_match(r) || r.chars().any(|c| c.is_ascii_digit() || c == '@'))
+            .count();
         if rows >= 2 {
             return Some(Finding { kind: FindingKind::PeopleTable, what: "a table of people with personal details".into() });
         }
     }
     let personal_line = |l: &str| {
-        let email = d.email.find_iter(l).any(|m| !m.as_str().contains("example"));
         let phone = d.phone.find_iter(l).any(|m| is_phone(m.as_str()));
         d.person_name.is_match(l)
-            && ((email && phone)
+            && (phone
+                || d.money.is_match(l)
+                || d.dated.is_match(l)
                 || d.dob.is_match(l)
                 || d.iban.is_match(l)
                 || d.ssn.is_match(l)
                 || d.labelled_id.is_match(l))
     };
     if lines.iter().filter(|l| personal_line(l)).count() >= 2 {
-        return Some(Finding { kind: FindingKind::PeopleTable, what: "people listed with their contact details or identifiers".into() });
+        return Some(Finding { kind: FindingKind::PeopleTable, what: "people listed with their phone numbers, dates, pay or identifiers".into() });
     }
     None
 }

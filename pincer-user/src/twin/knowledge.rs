@@ -10,7 +10,7 @@ use crate::access::Access;
 use crate::sanitize::{SanitizedGlob, SanitizedPath, Sanitizer, Token};
 use crate::store::{AccessSource, Permission, PolicyRule, Task, TrustedState, UserPolicy};
 use super::provenance::Provenance;
-use super::content::MARKINGS;
+use super::content::{content_findings, FindingKind, MARKINGS};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -29,6 +29,9 @@ pub struct SanRule {
     /// tree (not a path the user wrote): it yields to what the user names and to what
     /// similar tasks used.
     pub inferred: bool,
+    /// True for an inferred rule whose clause speaks of other instances than the one at hand
+    /// ("another matter's billing"): it yields to what the user's words name as well.
+    pub relative: bool,
 }
 
 /// One past task as deciders see it.
@@ -89,6 +92,10 @@ pub struct Knowledge {
     pub approval_tasks: Vec<usize>,
     /// The sensitive terms of the restrictive policies, read once when policies are added.
     pub policy_terms: PolicyTerms,
+    /// What the content detectors found in each file of the workspace when the policies were
+    /// imported (sanitized path to the kinds found): a past task's use of a file licenses the
+    /// kinds of content it held then, not what was put into it since.
+    pub baseline: HashMap<SanitizedPath, Vec<FindingKind>>,
 }
 
 /// The sensitive terms of the user's restrictive policies, indexed once when the policies
@@ -152,7 +159,7 @@ impl PolicyTerms {
         }
         let low = String::from_utf8_lossy(content).to_lowercase();
         let mut ws = low.split(|c: char| !(c.is_alphanumeric() || c == '\'')).filter(|w| !w.is_empty());
-        let Some(mut prev) = ws.next() else { return None };
+        let mut prev = ws.next()?;
         let mut key = String::new();
         let mut first: Option<usize> = None;
         for w in ws {
@@ -272,7 +279,7 @@ pub fn split_sentences(text: &str) -> Vec<String> {
 }
 
 fn san_rule(z: &Sanitizer, r: &PolicyRule, source: &str) -> SanRule {
-    SanRule { glob: z.glob(&r.path_glob), access: r.access.clone(), permission: r.permission, source: TrustedText::from_trusted(source), inferred: false }
+    SanRule { glob: z.glob(&r.path_glob), access: r.access.clone(), permission: r.permission, source: TrustedText::from_trusted(source), inferred: false, relative: false }
 }
 
 /// Verbs by which a policy clause speaks of reaching a place (not of what goes into it).
@@ -299,13 +306,27 @@ fn clauses(sentence: &str) -> Vec<String> {
 }
 
 /// Rules read from a text-only policy by matching its words against the workspace tree:
-/// in each restrictive clause that speaks of reaching a place, a directory whose name's
-/// words all occur in the clause is covered with the
-/// clause's permission. A clause that names nothing ("stay out of it") applies to what the
-/// sentence before it named. A directory that holds more than a third of the workspace's
-/// files is not taken: a word that names most of the user's work is a word of their domain,
-/// not a place their policy fences off.
+/// in each restrictive clause that speaks of reaching a place, the directories whose names'
+/// words all occur in the clause are covered with the clause's permission; a directory
+/// every word of whose name also names other places in the tree ("reports" where report
+/// files lie elsewhere) is taken only if the clause's other words name its ancestors or what
+/// lies in it, and of the directories a clause names only the best supported are taken. So
+/// a generic word that happens to be some folder's name does not fence that folder off. A
+/// clause that names nothing ("stay out of it") applies to what the sentence before it
+/// named. A directory that holds more than a third of the workspace's files is not taken: a
+/// word that names most of the user's work is a word of their domain, not a place their
+/// policy fences off.
 pub fn tree_rules(text: &str, tree: &[String]) -> Vec<PolicyRule> {
+    tree_rules_marked(text, tree).into_iter().map(|(r, _)| r).collect()
+}
+
+/// Words that make a clause speak of other instances than the one at hand ("another
+/// matter's billing"): what the user's own words name in a task is not such an other one.
+const RELATIVE: &[&str] = &["another", "other", "other's", "others", "else's", "different"];
+
+/// [`tree_rules`], each rule marked true if its clause speaks of other instances than the
+/// one at hand ([`RELATIVE`]).
+pub fn tree_rules_marked(text: &str, tree: &[String]) -> Vec<(PolicyRule, bool)> {
     let files = tree.iter().filter(|t| !t.ends_with('/')).count();
     let dirs: Vec<(&str, Vec<String>)> = tree
         .iter()
@@ -317,7 +338,39 @@ pub fn tree_rules(text: &str, tree: &[String]) -> Vec<PolicyRule> {
         })
         .filter(|(_, ws)| !ws.is_empty())
         .collect();
-    let mut out: Vec<PolicyRule> = Vec::new();
+    // The words of each directory's ancestors and of everything under it.
+    let around: Vec<HashSet<String>> = dirs
+        .iter()
+        .map(|(d, own)| {
+            let prefix = format!("{d}/");
+            let mut ws: HashSet<String> = d.rsplit_once('/').map(|(up, _)| crate::sanitize::word_keys(up).into_iter().collect()).unwrap_or_default();
+            for t in tree.iter().filter(|t| t.starts_with(&prefix)) {
+                let rest = &t[prefix.len()..];
+                let rest = rest.rsplit_once('.').filter(|(_, e)| !e.contains('/')).map_or(rest, |(b, _)| b);
+                ws.extend(crate::sanitize::word_keys(rest));
+            }
+            ws.retain(|w| !own.contains(w));
+            ws
+        })
+        .collect();
+    // Whether every word of a directory's name also names an entry outside it.
+    let names: Vec<(&str, Vec<String>)> = tree
+        .iter()
+        .map(|t| {
+            let t = t.trim_end_matches('/');
+            let last = t.rsplit('/').next().unwrap_or(t);
+            let stem = last.rsplit_once('.').filter(|(b, _)| !b.is_empty()).map_or(last, |(b, _)| b);
+            (t, crate::sanitize::word_keys(stem))
+        })
+        .collect();
+    let ambiguous: Vec<bool> = dirs
+        .iter()
+        .map(|(d, own)| {
+            let prefix = format!("{d}/");
+            own.iter().all(|w| names.iter().any(|(t, ws)| t != d && !t.starts_with(&prefix) && ws.contains(w)))
+        })
+        .collect();
+    let mut out: Vec<(PolicyRule, bool)> = Vec::new();
     let mut previous: Vec<String> = Vec::new();
     for sentence in split_sentences(text) {
         let mut named: Vec<String> = Vec::new();
@@ -325,11 +378,22 @@ pub fn tree_rules(text: &str, tree: &[String]) -> Vec<PolicyRule> {
             let low = clause.to_lowercase();
             let keys: HashSet<String> = crate::sanitize::word_keys(&clause).into_iter().collect();
             let mut hits: Vec<String> = Vec::new();
-            for (d, ws) in &dirs {
-                if ws.iter().all(|w| keys.contains(w)) && ws.iter().any(|w| w.len() >= 4) {
-                    hits.push(d.to_string());
+            let support_word = |w: &String| w.len() >= 4 && !POLICY_GENERIC.contains(&w.as_str());
+            let mut scored: Vec<(usize, &str)> = Vec::new();
+            for (((d, ws), near), ambiguous) in dirs.iter().zip(&around).zip(&ambiguous) {
+                if !(ws.iter().all(|w| keys.contains(w)) && ws.iter().any(|w| w.len() >= 4)) {
+                    continue;
                 }
+                let support = keys.iter().filter(|w| support_word(w) && near.contains(*w)).count();
+                // A name whose every word also names places elsewhere in the tree needs the
+                // clause's other words to say it is this one.
+                if *ambiguous && support == 0 {
+                    continue;
+                }
+                scored.push((ws.len() + support, d));
             }
+            let top = scored.iter().map(|x| x.0).max().unwrap_or(0);
+            hits.extend(scored.iter().filter(|x| x.0 == top).map(|x| x.1.to_string()));
             for n in typed_names(&clause) {
                 hits.push(n.trim_end_matches('/').to_string());
             }
@@ -352,14 +416,15 @@ pub fn tree_rules(text: &str, tree: &[String]) -> Vec<PolicyRule> {
                 hits.clone()
             };
             let access = text_accesses(&clause);
+            let relative = ws.iter().any(|w| RELATIVE.contains(&w.as_str()));
             for t in targets {
                 // A directory covers what is under it; a file name anywhere.
                 let is_dir = dirs.iter().any(|(d, _)| *d == t);
                 let g = if is_dir { format!("{t}/**") } else { mention_glob(&t) };
-                if globset::Glob::new(&g).is_ok() && !out.iter().any(|r| r.path_glob == g) {
-                    out.push(PolicyRule { path_glob: g, access: access.clone(), permission: perm });
+                if globset::Glob::new(&g).is_ok() && !out.iter().any(|r| r.0.path_glob == g) {
+                    out.push((PolicyRule { path_glob: g, access: access.clone(), permission: perm }, relative));
                     if is_dir && access.contains(&Access::List) {
-                        out.push(PolicyRule { path_glob: format!("{t}/"), access: vec![Access::List], permission: perm });
+                        out.push((PolicyRule { path_glob: format!("{t}/"), access: vec![Access::List], permission: perm }, relative));
                     }
                 }
             }
@@ -439,10 +504,11 @@ impl Knowledge {
         for (pv, p) in self.policies.iter_mut().zip(&state.policies) {
             let mut rules: Vec<PolicyRule> = if p.rules.is_empty() { rules_from_text(&p.text) } else { p.rules.clone() };
             if p.rules.is_empty() {
-                for r in tree_rules(&p.text, tree) {
+                for (r, relative) in tree_rules_marked(&p.text, tree) {
                     if !rules.iter().any(|x| x.path_glob == r.path_glob) {
                         let mut sr = san_rule(z, &r, &format!("policy {} (read from its text)", p.id));
                         sr.inferred = true;
+                        sr.relative = relative;
                         pv.rules.push(sr);
                         rules.push(r);
                     }
@@ -478,6 +544,10 @@ impl Knowledge {
                 continue;
             }
             if let Some(c) = content(t) {
+                let mut kinds: Vec<FindingKind> = content_findings(&c[..c.len().min(super::provenance::MAX_FINGERPRINT_BYTES)]).into_iter().map(|f| f.kind).collect();
+                kinds.sort();
+                kinds.dedup();
+                self.baseline.insert(z.path(t).with_dir(false), kinds);
                 if set.is_match(t) {
                     self.protected_files.insert(z.path(t));
                     protected.push(c);
@@ -495,6 +565,15 @@ impl Knowledge {
     pub fn is_known(&self, p: &SanitizedPath) -> bool {
         let f = p.clone().with_dir(false);
         self.known.contains(&f) || self.path_tasks.contains_key(&f) || self.path_tasks.contains_key(&p.clone().with_dir(true))
+    }
+
+    /// True if a past task's use of `p` licenses content of `kind` in it: `p` held that kind
+    /// when the workspace was imported (without a workspace, every use licenses).
+    pub fn baseline_has(&self, p: &SanitizedPath, kind: FindingKind) -> bool {
+        if self.known.is_empty() {
+            return true;
+        }
+        self.baseline.get(&p.clone().with_dir(false)).is_some_and(|ks| ks.contains(&kind))
     }
 
     /// Every rule: policies', derived, and approvals of all tasks.
@@ -519,6 +598,9 @@ pub struct SessionView {
     pub typed: Vec<SanitizedPath>,
     /// Word tokens of the prompts.
     pub words: HashSet<Token>,
+    /// The prompts' words (normalised by [`crate::sanitize::word_keys`]) in order, each with
+    /// its token: a query can leave out the words a resource's name carries.
+    pub word_list: Vec<(String, Token)>,
     /// The twin's grants in this session.
     pub grants: Vec<(SanitizedPath, Access)>,
     /// Objects this session created.
@@ -539,7 +621,8 @@ impl SessionView {
         }
         for w in crate::sanitize::word_keys(prompt) {
             if let Some(t) = z.word(&w) {
-                self.words.insert(t);
+                self.words.insert(t.clone());
+                self.word_list.push((w, t));
             }
         }
         self.refresh(k);
@@ -675,6 +758,51 @@ pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> E
         bump(&mut best, (W_WORD * word_hits as f32).min(0.45), || format!("{word_hits} segment(s) of {p} carry words of the prompt"));
     }
     Evidence { score: best.0, why: best.1, typed, exact_history, described, worked_folder, name_hits }
+}
+
+/// Intent the user's own words carry for a change: the learned intent of the word each of the
+/// session's prompt sentences leads with (in an imperative, its verb). Unlike
+/// [`intent_evidence`] it takes nothing from what similar tasks did, so a past task that made
+/// the change cannot lend its intent to a prompt that does not ask for it.
+pub fn leading_intent(k: &Knowledge, s: &SessionView, a: Access) -> (f32, String) {
+    let mut best = (0.0f32, format!("no sentence of the prompt leads with a word that asks for {a}"));
+    for p in &s.prompts {
+        for sentence in split_sentences(p.as_str()) {
+            let Some(w) = super::text::leading_word(&sentence) else { continue };
+            let (wp, _) = k.intent.score(&w, a);
+            let sc = (wp * 1.6).min(1.0);
+            bump(&mut best, sc, || format!("the prompt leads with \"{w}\", which goes with {a} in {:.0}% of past tasks", wp * 100.0));
+        }
+    }
+    best
+}
+
+/// The words of `p`'s own name that tell it from its siblings (the other entries of its
+/// folder in the workspace tree or the history): a word every sibling's name carries too
+/// ("2024" in a folder of 2024 reviews) points at none of them in particular.
+pub fn distinctive_words<'a>(k: &Knowledge, p: &'a SanitizedPath) -> Vec<&'a Token> {
+    let Some(last) = p.len().checked_sub(1) else { return vec![] };
+    let Some(parent) = p.parent() else { return vec![] };
+    let ws = p.words(last);
+    let mut siblings: Vec<&[Token]> = Vec::new();
+    let mut seen: HashSet<&Token> = HashSet::new();
+    for q in k.known.iter().chain(k.path_tasks.keys()) {
+        if q.len() == p.len() && !q.same_segments(p) && q.parent().is_some_and(|qp| qp.same_segments(&parent)) && seen.insert(q.last().expect("non-empty")) {
+            siblings.push(q.words(last));
+        }
+    }
+    ws.iter().filter(|w| !siblings.iter().all(|sw| sw.contains(w)) || siblings.is_empty()).collect()
+}
+
+/// How like a past task the session is once the words of `p`'s name are left out of its
+/// prompts (relative to the best match of that query, 0 if it is not among the
+/// [`SIMILAR_K`] best): what the task is about, not which resource it mentions.
+pub fn similarity_without_name(k: &Knowledge, s: &SessionView, p: &SanitizedPath, task: usize) -> f32 {
+    let name: HashSet<&Token> = (0..p.len()).flat_map(|i| p.words(i)).collect();
+    let q: Vec<&str> = s.word_list.iter().filter(|(_, t)| !name.contains(t)).map(|(w, _)| w.as_str()).collect();
+    let top = k.index.top_k(&q.join(" "), SIMILAR_K);
+    let best = top.first().map_or(0.0, |t| t.1);
+    top.iter().find(|(i, _)| *i == task).map_or(0.0, |(_, sc)| if best > 0.0 { sc / best } else { 0.0 })
 }
 
 /// Intent evidence for an access type in a session: reads and lists need none; writes,

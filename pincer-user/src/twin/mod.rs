@@ -524,6 +524,7 @@ impl Twin {
                 permission: approval.permission,
                 source: TrustedText::from_trusted(answer_source(question)),
                 inferred: false,
+                relative: false,
             });
             s.approvals.push(SessionApproval { approval, scope, question });
             s.denials.remove(&(q.path, q.access));

@@ -20,6 +20,12 @@ fn is_stopword(w: &str) -> bool {
     STOPWORDS.contains(&w)
 }
 
+/// The word a sentence leads with, once function words are skipped: in an imperative prompt
+/// ("Please update the guide"), its verb.
+pub fn leading_word(sentence: &str) -> Option<String> {
+    sentence.split(|c: char| !c.is_alphanumeric()).filter(|w| w.len() > 1).map(str::to_lowercase).find(|w| !is_stopword(w))
+}
+
 /// A light suffix stemmer (plural and common verb endings), enough to make "updates",
 /// "updated" and "updating" meet.
 pub fn stem(w: &str) -> String {

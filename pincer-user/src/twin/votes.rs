@@ -5,7 +5,7 @@
 //! [`crate::decider::OfflineDecider`] is the backend that serves them.
 
 use super::content::{content_findings, injection_findings, FindingKind};
-use super::knowledge::{intent_evidence, location_evidence, text_accesses, Evidence, Knowledge, SessionView};
+use super::knowledge::{distinctive_words, intent_evidence, leading_intent, location_evidence, similarity_without_name, text_accesses, Evidence, Knowledge, SessionView};
 use super::provenance::MAX_FINGERPRINT_BYTES;
 use super::text::typed_names;
 use super::policy::PolicyEntry;
@@ -40,18 +40,28 @@ pub const APPROVAL_SIMILARITY: f32 = 0.5;
 
 /// The user rule (policy, derived policy, approval) that decides the request, if any:
 /// a deny always wins; otherwise the most specific matching rule decides, an ask winning a
-/// tie with an allow. A hand approval from a past task counts only in tasks like the one it
-/// was given in (similarity at least [`APPROVAL_SIMILARITY`]); a rule read from policy text
-/// against the workspace tree yields to what the user named and to what similar tasks used.
+/// tie with an allow. A hand approval from a past task counts only where it speaks for this
+/// task ([`approval_applies`]); a rule read from policy text against the workspace tree
+/// yields to what the user typed and to what similar tasks used.
 fn rule_verdict(k: &Knowledge, s: &SessionView, p: &SanitizedPath, a: Access, ev: &Evidence) -> Option<(VoteOutcome, bool)> {
     let mut best: Option<(usize, bool, VoteOutcome, bool)> = None;
-    // A past task's hand approval answered a question about that task; it speaks for this
-    // one only if this task is like it and the user's prompt carries a word of the
-    // resource's own name.
-    let named = ev.named() || ev.name_hits > 0;
-    let scoped = k.approval_tasks.iter().flat_map(|&ti| {
-        let w = s.similar.iter().find(|(i, _)| *i == ti).map_or(0.0, |x| x.1);
-        k.tasks[ti].approvals.iter().filter(move |r| r.permission != Permission::Allow || (w >= APPROVAL_SIMILARITY && named)).map(|r| (r, true))
+    let mut applies: Vec<(usize, bool)> = Vec::new();
+    let scoped = k.approval_tasks.iter().flat_map(|&ti| k.tasks[ti].approvals.iter().map(move |r| (ti, r))).filter_map(|(ti, r)| {
+        if r.permission != Permission::Allow {
+            return Some((r, true));
+        }
+        if !r.access.contains(&a) || !r.glob.matches(p, false) {
+            return None;
+        }
+        let ok = match applies.iter().find(|x| x.0 == ti) {
+            Some(x) => x.1,
+            None => {
+                let ok = approval_applies(k, s, p, ti);
+                applies.push((ti, ok));
+                ok
+            }
+        };
+        ok.then_some((r, true))
     });
     let rules = s
         .approvals
@@ -64,7 +74,7 @@ fn rule_verdict(k: &Knowledge, s: &SessionView, p: &SanitizedPath, a: Access, ev
         if !r.access.contains(&a) {
             continue;
         }
-        if r.inferred && (ev.named() || ev.exact_history) {
+        if r.inferred && (ev.typed || ev.exact_history || (r.relative && ev.named())) {
             continue;
         }
         let spec = r.glob.specificity();
@@ -89,6 +99,26 @@ fn rule_verdict(k: &Knowledge, s: &SessionView, p: &SanitizedPath, a: Access, ev
         }
     }
     best.map(|b| (b.2, b.3))
+}
+
+/// Whether a past task's hand approval of `p` speaks for this session: the user's prompt
+/// carries a word of `p`'s own name that tells it from its siblings, and the session is like
+/// the approval's task (similarity at least [`APPROVAL_SIMILARITY`]) on what it is about,
+/// the words of `p`'s name left out, so that naming the same person or file in an unrelated
+/// task does not make it the task the user once approved.
+pub fn approval_applies(k: &Knowledge, s: &SessionView, p: &SanitizedPath, task: usize) -> bool {
+    distinctive_words(k, p).iter().any(|w| s.words.contains(*w)) && similarity_without_name(k, s, p, task) >= APPROVAL_SIMILARITY
+}
+
+/// Phrases by which a user approves, in the prompt itself, what the task asks for.
+const CONSENT: &[&str] = &["i approve", "i'll approve", "i will approve", "i authorise", "i authorize", "you have my permission", "you have my approval", "go ahead and", "you may"];
+
+/// True if one of the session's prompts approves the task's changes in so many words.
+fn prompt_consents(s: &SessionView) -> bool {
+    s.prompts.iter().any(|p| {
+        let low = p.as_str().to_lowercase();
+        CONSENT.iter().any(|c| low.contains(c))
+    })
 }
 
 /// A new place (not in the workspace when the policies were imported, used by no past task)
@@ -128,8 +158,8 @@ pub fn vote1_offline(inp: &Vote1Input<'_>) -> (VoteOutcome, Evidence) {
     if let Some((v, past_approval)) = rule_verdict(k, s, p, a, &ev) {
         if v.verdict == Verdict::Allow && past_approval && !matches!(a, Access::Read | Access::List) {
             // An approval to change a resource in a past task licenses a change in this one
-            // only if this prompt asks for that kind of change too.
-            let (iscore, iwhy) = intent_evidence(k, s, p, a);
+            // only if this prompt's own words ask for that kind of change too.
+            let (iscore, iwhy) = leading_intent(k, s, a);
             let ineed = intent_threshold(a);
             if iscore < ineed {
                 return (VoteOutcome::deny(format!("{}, but intent evidence {iscore:.2} for {a} is below {ineed:.2}: {iwhy}", v.reason)), ev);
@@ -144,6 +174,11 @@ pub fn vote1_offline(inp: &Vote1Input<'_>) -> (VoteOutcome, Evidence) {
         let (iscore, iwhy) = intent_evidence(k, s, p, a);
         if ev.typed && iscore >= intent_threshold(a) {
             return (VoteOutcome::allow(format!("{}; but the prompt names this resource ({}) and asks for {a} ({iwhy})", v.reason, ev.why)), ev);
+        }
+        // The same when the prompt's words describe the resource and the user says in it that
+        // they approve: the question is answered in the prompt.
+        if ev.described && prompt_consents(s) && iscore >= intent_threshold(a) {
+            return (VoteOutcome::allow(format!("{}; but the prompt describes this resource ({}), asks for {a} ({iwhy}) and approves it", v.reason, ev.why)), ev);
         }
         return (v, ev);
     }
@@ -205,7 +240,10 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
     // Sensitive content is not licensed by a name: only by a similar past task that used
     // this very resource, or by the session having created it.
     let created = created_by_session(s, p);
-    let content_ok = ev.exact_history || created || p2_exact;
+    // A similar task's use of this resource licenses the kinds of content it held when the
+    // workspace was imported; what was put into it since is judged as in any other file.
+    // (Pincer-P2's exact entry is the prompt's own pointer at this resource as it is now.)
+    let content_ok = |kind: FindingKind| created || p2_exact || (ev.exact_history && k.baseline_has(p, kind));
     if let Some(c) = inp.content {
         if matches!(a, Access::Read | Access::Write | Access::Delete) {
             if c.len() > MAX_FINGERPRINT_BYTES && !created {
@@ -222,10 +260,9 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
                 }
             }
             let findings = content_findings(c);
-            if let Some(f) = findings.iter().find(|f| f.kind.is_personal()) {
-                if !content_ok {
-                    return VoteOutcome::deny(format!("the content holds personal data ({}) and no similar task used this resource", f.what));
-                }
+            if let Some(f) = findings.iter().find(|f| f.kind.is_personal() && !content_ok(f.kind)) {
+                let why = if ev.exact_history { "a similar task used this resource, but it did not hold such content when the workspace was imported" } else { "no similar task used this resource" };
+                return VoteOutcome::deny(format!("the content holds personal data ({}) and {why}", f.what));
             }
             if let Some(f) = findings.iter().find(|f| f.kind.is_secret()) {
                 if !created_by_session(s, p) {
@@ -234,12 +271,12 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
             }
             let marks = &k.policy_terms.markings;
             if let Some(f) = findings.iter().find(|f| f.kind == FindingKind::Marking && marks.contains(f.what.as_str())) {
-                if !content_ok {
+                if !content_ok(FindingKind::Marking) {
                     return VoteOutcome::deny(format!("the content is marked \"{}\", which the user's policies restrict, and no similar task used it", f.what));
                 }
             }
-            if !content_ok {
-                if let Some((id, phrase)) = k.policy_terms.phrase_hit(c) {
+            if !(created || ev.exact_history || p2_exact) {
+                if let Some((id, phrase)) = k.policy_terms.phrase_hit(c).filter(|(_, ph)| super::content::phrase_is_specific(&String::from_utf8_lossy(c), ph)) {
                     return VoteOutcome::deny(format!("the content speaks of \"{phrase}\", which policy {id} restricts, and no similar task used it"));
                 }
             }
