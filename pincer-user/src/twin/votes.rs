@@ -111,7 +111,7 @@ pub fn approval_applies(k: &Knowledge, s: &SessionView, p: &SanitizedPath, task:
 }
 
 /// Phrases by which a user approves, in the prompt itself, what the task asks for.
-const CONSENT: &[&str] = &["i approve", "i'll approve", "i will approve", "i authorise", "i authorize", "you have my permission", "you have my approval", "go ahead and", "you may"];
+const CONSENT: &[&str] = &["i approve", "i'll approve", "i will approve", "i authorise", "i authorize", "you have my permission", "you have my approval", "go ahead and"];
 
 /// True if one of the session's prompts approves the task's changes in so many words.
 fn prompt_consents(s: &SessionView) -> bool {
