@@ -57,7 +57,7 @@ fn rule_verdict(k: &Knowledge, s: &SessionView, p: &SanitizedPath, a: Access, ev
         .approvals
         .iter()
         .map(|r| (r, RuleOrigin::Answer))
-        .chain(k.policies.iter().flat_map(|p| p.rules.iter()).map(|r| (r, if r.inferred { RuleOrigin::PolicyText } else { RuleOrigin::Policy })))
+        .chain(k.policies.iter().flat_map(|p| p.rules.iter().map(move |r| (r, if p.text_only || r.inferred { RuleOrigin::PolicyText } else { RuleOrigin::Policy }))))
         .chain(k.derived.iter().map(|r| (r, RuleOrigin::Derived)))
         .chain(scoped);
     for (r, origin) in rules {
