@@ -241,8 +241,8 @@ fn malformed(backend: &'static str, what: &str) -> DeciderError {
 pub trait ChatApi: std::fmt::Debug + Clone + Send + Sync + 'static {
     /// Backend name for reports and errors.
     const BACKEND: &'static str;
-    /// The endpoint URL under the configured base URL.
-    fn url(base_url: &str) -> String;
+    /// The endpoint's path under the configured base URL.
+    const PATH: &'static str;
     /// The call: headers, authentication and JSON body for one exchange.
     fn request(cfg: &ChatConfig, rb: reqwest::RequestBuilder, system: &str, user: &str) -> reqwest::RequestBuilder;
     /// The answer's text and token counts, read from the response body.
@@ -271,7 +271,7 @@ impl<A: ChatApi> ChatClient<A> {
     }
 
     fn url(&self) -> String {
-        A::url(&self.cfg.base_url)
+        format!("{}{}", self.cfg.base_url.trim_end_matches('/'), A::PATH)
     }
 
     async fn exchange(&self, system: &str, user: &str) -> Result<ChatAnswer, DeciderError> {
@@ -304,10 +304,7 @@ pub struct OpenAiApi;
 
 impl ChatApi for OpenAiApi {
     const BACKEND: &'static str = "openai";
-
-    fn url(base_url: &str) -> String {
-        format!("{}/chat/completions", base_url.trim_end_matches('/'))
-    }
+    const PATH: &'static str = "/chat/completions";
 
     fn request(cfg: &ChatConfig, rb: reqwest::RequestBuilder, system: &str, user: &str) -> reqwest::RequestBuilder {
         let body = json!({
@@ -349,10 +346,7 @@ pub struct AnthropicApi;
 
 impl ChatApi for AnthropicApi {
     const BACKEND: &'static str = "anthropic";
-
-    fn url(base_url: &str) -> String {
-        format!("{}/v1/messages", base_url.trim_end_matches('/'))
-    }
+    const PATH: &'static str = "/v1/messages";
 
     fn request(cfg: &ChatConfig, rb: reqwest::RequestBuilder, system: &str, user: &str) -> reqwest::RequestBuilder {
         let body = json!({
