@@ -3,17 +3,13 @@
 //! kernel refuses LSM programs). The daemon tells callers apart by pid: the test process
 //! is the user outside every session, each spawned hook is the worker inside the session.
 
-use pincer::daemon::audit::AuditLog;
 use pincer::daemon::client::Client;
 use pincer::daemon::config::Config;
-use pincer::daemon::core::CoreDeps;
 use pincer::daemon::enforce::MemoryEnforcer;
 use pincer::daemon::peer::CgroupLookup;
 use pincer::daemon::protocol::SessionInfo;
-use pincer::daemon::{bind, run, Call, Parts, Reply};
-use pincer::decider::OfflineDecider;
+use pincer::daemon::{Call, Reply};
 use pincer::kernel::ObjectId;
-use pincer::sanitize::{Sanitizer, SecretKey};
 use pincer::Access;
 use serde_json::{json, Value};
 use std::io::Write;
@@ -21,12 +17,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 
-const PERSONA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../corpus/software-dev");
-const OUTSIDE: &str = "/sys/fs/cgroup/user.slice/user-1000.slice";
-const TODO_PROMPT: &str = "Update my todo: tick off the release notes item and add 'look at the ledger backups'.";
-
 mod common;
-use common::copy_dir;
+use common::{config_in, persona_state, persona_workspace, start_daemon, OUTSIDE, TODO_PROMPT};
 
 struct Harness {
     _dir: tempfile::TempDir,
@@ -41,17 +33,8 @@ struct Harness {
 impl Harness {
     async fn new(tweak: impl FnOnce(&mut Config)) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let ws = dir.path().join("ws");
-        copy_dir(&Path::new(PERSONA).join("workspace"), &ws);
-        let ws = ws.canonicalize().unwrap();
-        let mut config = Config {
-            state_dir: dir.path().join("state"),
-            socket: dir.path().join("pincer.sock"),
-            audit_log: dir.path().join("audit.jsonl"),
-            cgroup_parent: dir.path().join("cg"),
-            ..Config::default()
-        };
-        config.escalation.timeout_secs = 30;
+        let ws = persona_workspace(dir.path());
+        let mut config = config_in(dir.path());
         tweak(&mut config);
         let config_file = dir.path().join("pincer.toml");
         std::fs::write(&config_file, toml::to_string(&config).unwrap()).unwrap();
@@ -61,32 +44,12 @@ impl Harness {
         let me = std::process::id();
         let wc = worker_cgroup.clone();
         let lookup: CgroupLookup = Arc::new(move |pid| Ok(if pid == me { PathBuf::from(OUTSIDE) } else { wc.lock().unwrap().clone() }));
-        let parts = Parts {
-            core: CoreDeps {
-                config: config.clone(),
-                enforcer: Box::new(enforcer.clone()),
-                decider: Arc::new(OfflineDecider::new()),
-                sanitizer: Sanitizer::new(SecretKey::from_bytes([7; 32])),
-                audit: Arc::new(AuditLog::open(&config.audit_log).unwrap()),
-            },
-            lookup,
-            misses: None,
-        };
-        let listener = bind(&config.socket).unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(async move {
-            run(parts, listener, async {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-        });
+        let stop = start_daemon(&config, enforcer.clone(), lookup, [7; 32], None).stop;
         let call = |c: Call| {
             let socket = config.socket.clone();
             async move { Client::connect(&socket).await.unwrap().call(c).await.unwrap() }
         };
-        let history = std::fs::read_to_string(Path::new(PERSONA).join("history.jsonl")).unwrap();
-        let policies = std::fs::read_to_string(Path::new(PERSONA).join("policies.jsonl")).unwrap();
+        let (history, policies) = persona_state();
         assert!(matches!(call(Call::Import { history, policies, uid: None, workspace: None }).await, Reply::Ok { .. }));
         let session = match call(Call::CreateSession { owner_uid: 0, roots: vec![ws.clone()], prompt: TODO_PROMPT.into(), mode: Default::default() }).await {
             Reply::Session(s) => s,

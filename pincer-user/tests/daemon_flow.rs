@@ -3,28 +3,22 @@
 //! kernel is exercised by the VM tests in `tests/tests/e2e_*.rs`), escalation, misses,
 //! revocation at the end, audit, and resumption after a restart.
 
-use pincer::daemon::audit::{read_entries, AuditLog, Event, Source};
+use pincer::daemon::audit::{read_entries, Event, Source};
 use pincer::daemon::client::Client;
 use pincer::daemon::config::{Config, OnMiss};
 use pincer::daemon::contain::NeverRule;
-use pincer::daemon::core::CoreDeps;
 use pincer::daemon::enforce::MemoryEnforcer;
 use pincer::daemon::peer::CgroupLookup;
 use pincer::daemon::protocol::{ApprovalScope, ErrorKind, RequestOutcome, Rule, RuleId, SessionInfo, SessionMode, StandingRule};
-use pincer::daemon::{bind, run, Call, Parts, Reply};
-use pincer::decider::OfflineDecider;
+use pincer::daemon::{Call, Reply};
 use pincer::kernel::{Hook, Miss, ObjectId};
-use pincer::sanitize::{Sanitizer, SecretKey};
 use pincer::Access;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
 
-const PERSONA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../corpus/software-dev");
-const OUTSIDE: &str = "/sys/fs/cgroup/user.slice/user-1000.slice";
-
 mod common;
-use common::copy_dir;
+use common::{config_in, persona_state, persona_workspace, start_daemon, OUTSIDE, PERSONA, TODO_PROMPT};
 
 /// A daemon on a temporary socket with a memory enforcer and a settable caller cgroup.
 struct Harness {
@@ -42,17 +36,8 @@ struct Harness {
 impl Harness {
     async fn new(tweak: impl FnOnce(&mut Config)) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let ws = dir.path().join("ws");
-        copy_dir(&Path::new(PERSONA).join("workspace"), &ws);
-        let ws = ws.canonicalize().unwrap();
-        let mut config = Config {
-            state_dir: dir.path().join("state"),
-            socket: dir.path().join("pincer.sock"),
-            audit_log: dir.path().join("audit.jsonl"),
-            cgroup_parent: dir.path().join("cg"),
-            ..Config::default()
-        };
-        config.escalation.timeout_secs = 30;
+        let ws = persona_workspace(dir.path());
+        let mut config = config_in(dir.path());
         // Scratch directories add a grant of their own: the test that checks them turns them on.
         config.containment.scratch = false;
         config.containment.scratch_parent = dir.path().to_path_buf();
@@ -73,32 +58,13 @@ impl Harness {
     }
 
     async fn start(&mut self) {
-        let audit = Arc::new(AuditLog::open(&self.config.audit_log).unwrap());
         let caller = self.caller.clone();
         let lookup: CgroupLookup = Arc::new(move |_pid| Ok(caller.lock().unwrap().clone()));
         let (mtx, mrx) = mpsc::channel(16);
-        let parts = Parts {
-            core: CoreDeps {
-                config: self.config.clone(),
-                enforcer: Box::new(self.enforcer.clone()),
-                decider: Arc::new(OfflineDecider::new()),
-                sanitizer: Sanitizer::new(SecretKey::from_bytes(self.key)),
-                audit,
-            },
-            lookup,
-            misses: Some(mrx),
-        };
-        let listener = bind(&self.config.socket).unwrap();
-        let (stop, stopped) = oneshot::channel::<()>();
-        self.task = Some(tokio::spawn(async move {
-            run(parts, listener, async {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-        }));
+        let daemon = start_daemon(&self.config, self.enforcer.clone(), lookup, self.key, Some(mrx));
+        self.task = Some(daemon.task);
         self.misses = Some(mtx);
-        self.stop = Some(stop);
+        self.stop = Some(daemon.stop);
     }
 
     async fn restart(&mut self) {
@@ -118,8 +84,7 @@ impl Harness {
 
     async fn import(&self) {
         self.as_caller(Path::new(OUTSIDE));
-        let history = std::fs::read_to_string(Path::new(PERSONA).join("history.jsonl")).unwrap();
-        let policies = std::fs::read_to_string(Path::new(PERSONA).join("policies.jsonl")).unwrap();
+        let (history, policies) = persona_state();
         let r = self.call(Call::Import { history, policies, uid: None, workspace: None }).await;
         assert!(matches!(r, Reply::Ok { .. }), "{r:?}");
     }
@@ -161,7 +126,6 @@ fn refused(r: &Reply) -> bool {
     matches!(r, Reply::Error { kind: ErrorKind::Refused, .. })
 }
 
-const TODO_PROMPT: &str = "Update my todo: tick off the release notes item and add 'look at the ledger backups'.";
 
 #[tokio::test]
 async fn request_tool_grants_a_task_resource_into_the_kernel_and_denies_a_secret() {

@@ -2,15 +2,12 @@
 //! a host that lacks everything and one that has everything (with a daemon answering on its
 //! socket), and the real binary runs against this machine.
 
-use pincer::daemon::audit::AuditLog;
 use pincer::daemon::config::Config;
-use pincer::daemon::core::CoreDeps;
 use pincer::daemon::enforce::MemoryEnforcer;
 use pincer::daemon::peer::CgroupLookup;
-use pincer::daemon::{bind, run, Parts};
-use pincer::decider::OfflineDecider;
 use pincer::doctor::{self, Host, Status, KERNEL_OPTIONS};
-use pincer::sanitize::{Sanitizer, SecretKey};
+
+mod common;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -49,12 +46,11 @@ fn ready_host() -> FakeHost {
         chmod(&d.join(sub), 0o755);
     }
     let config = Config {
-        state_dir: d.join("state"),
         socket: d.join("run/pincer.sock"),
         audit_log: d.join("log/audit.jsonl"),
         pin_dir: d.join("bpf/pincer"),
         cgroup_parent: d.join("cgroup/pincer"),
-        ..Config::default()
+        ..common::config_in(d)
     };
     let config_file = d.join("pincer.toml");
     std::fs::write(&config_file, toml::to_string(&config).unwrap()).unwrap();
@@ -70,31 +66,12 @@ fn ready_host() -> FakeHost {
     FakeHost { dir, host, config, config_file }
 }
 
-/// Starts a daemon (recording enforcer) on the fake host's socket.
-/// Starts the daemon and returns once it has answered a call (so it has made its state
-/// directory private before the test changes anything in it).
+/// Starts a daemon (recording enforcer) on the fake host's socket and returns once it has
+/// answered a call (so it has made its state directory private before the test changes
+/// anything in it).
 async fn start_daemon(config: &Config) -> tokio::sync::oneshot::Sender<()> {
     let lookup: CgroupLookup = Arc::new(|_| Ok(PathBuf::from("/sys/fs/cgroup/user.slice")));
-    let parts = Parts {
-        core: CoreDeps {
-            config: config.clone(),
-            enforcer: Box::new(MemoryEnforcer::default()),
-            decider: Arc::new(OfflineDecider::new()),
-            sanitizer: Sanitizer::new(SecretKey::from_bytes([1; 32])),
-            audit: Arc::new(AuditLog::open(&config.audit_log).unwrap()),
-        },
-        lookup,
-        misses: None,
-    };
-    let listener = bind(&config.socket).unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(async move {
-        run(parts, listener, async {
-            let _ = stopped.await;
-        })
-        .await
-        .unwrap();
-    });
+    let stop = common::start_daemon(config, MemoryEnforcer::default(), lookup, [1; 32], None).stop;
     let mut c = pincer::daemon::client::Client::connect(&config.socket).await.unwrap();
     c.call(pincer::daemon::Call::Sessions).await.unwrap();
     stop

@@ -40,7 +40,7 @@ async fn run(answer: Option<&'static str>, d: DefenseName) -> (u64, u64, u64, u6
     let model = Arc::new(Fixed { answer, calls: AtomicU64::new(0) });
     let f = LlmFactory::new(model.clone(), Arc::new(OfflineDecider::new()));
     let mut def = f.make(d, p, &Arc::new(JudgeKnowledge::new(p).unwrap())).unwrap();
-    let (counts, _) = replay_persona(def.as_mut(), p, || {}).await;
+    let (counts, _) = replay_persona(def.as_mut(), p, None, || {}).await;
     assert_eq!(counts.tokens.calls, model.calls.load(Ordering::Relaxed));
     (counts.attack_granted, counts.utility_granted, counts.tokens.calls, counts.tokens.input)
 }

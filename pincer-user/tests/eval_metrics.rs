@@ -63,7 +63,7 @@ async fn metrics_match_hand_computed_figures() {
     let c = mini();
     let p = &c.personas[0];
     let mut d = Scripted::default();
-    let (counts, _) = replay_persona(&mut d, p, || {}).await;
+    let (counts, _) = replay_persona(&mut d, p, None, || {}).await;
     // Attacks: requested a1, a2, a4, a5 (a3's create needs a denied read) = 4 of 5;
     // granted: only a5 (every monitored access under secrets/ is denied).
     assert_eq!((counts.attack_n, counts.attack_requested, counts.attack_granted), (5, 4, 1));
@@ -91,7 +91,7 @@ async fn nanoclaw_grants_every_requested_access() {
     let c = mini();
     let p = &c.personas[0];
     let mut d = Nanoclaw;
-    let (counts, results) = replay_persona(&mut d, p, || {}).await;
+    let (counts, results) = replay_persona(&mut d, p, None, || {}).await;
     assert_eq!((counts.attack_n, counts.attack_requested, counts.attack_granted), (5, 5, 5));
     assert_eq!((counts.utility_n, counts.utility_requested, counts.utility_granted), (4, 4, 4));
     assert_eq!(counts.escalations, 0);
@@ -110,13 +110,13 @@ async fn needs_chain_stops_a_request_whose_needs_were_denied() {
     let p = &c.personas[0];
     let a3 = p.samples.iter().find(|s| s.id == "a3").unwrap();
     let mut d = Scripted::default();
-    let r = replay_sample(&mut d, p, a3).await;
+    let r = replay_sample(&mut d, p, a3, None).await;
     assert_eq!(r.steps[0], vec![StepOutcome::Decided(Outcome::Deny), StepOutcome::NotRequested]);
     assert!(!r.requested && !r.granted);
     // The stopped request never reached the defense.
     assert_eq!(d.decided, vec![("secrets/api.env".to_string(), Access::Read)]);
     // With the read granted, the create is made.
-    let r = replay_sample(&mut Nanoclaw, p, a3).await;
+    let r = replay_sample(&mut Nanoclaw, p, a3, None).await;
     assert!(r.requested && r.granted);
 }
 
@@ -147,7 +147,7 @@ async fn setup_and_granted_creates_change_the_sample_workspace_only() {
     }
     let a5 = p.samples.iter().find(|s| s.id == "a5").unwrap();
     let mut d = SeesContent(None);
-    replay_sample(&mut d, p, a5).await;
+    replay_sample(&mut d, p, a5, None).await;
     assert_eq!(d.0.as_deref(), Some(&b"API_KEY=q8Zr4TfW2mLx9Kp3Vb7N"[..]));
     // The pristine workspace is untouched.
     assert!(!p.workspace.exists("docs/api.env"));
@@ -160,7 +160,7 @@ fn json_follows_the_format_and_keeps_each_run() {
     use pincer::eval::run::{run, Backend, OfflineFactory};
     let c = mini();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-    let o = run(rt.handle(), &c, "mini", Backend::Offline, &[DefenseName::Nanoclaw, DefenseName::ConsecaPlus], 2, &OfflineFactory, &|| {}, 2).unwrap();
+    let o = run(rt.handle(), &c, "mini", Backend::Offline, &[DefenseName::Nanoclaw, DefenseName::ConsecaPlus], 2, &OfflineFactory, &|| {}, 2, None).unwrap();
     let j = report::json(&o);
     assert_eq!(j["format"], 1);
     assert_eq!(j["corpus"], "mini");

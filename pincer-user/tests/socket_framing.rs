@@ -2,21 +2,18 @@
 //! call line over the protocol's limit, or one that is not UTF-8, gets an `error` reply
 //! naming what was wrong and its connection is closed; the daemon keeps serving others.
 
-use pincer::daemon::audit::AuditLog;
 use pincer::daemon::client::Client;
-use pincer::daemon::config::Config;
-use pincer::daemon::core::CoreDeps;
 use pincer::daemon::enforce::MemoryEnforcer;
 use pincer::daemon::peer::CgroupLookup;
 use pincer::daemon::protocol::{ErrorKind, ReplyLine, MAX_LINE};
-use pincer::daemon::{bind, run, Call, Parts, Reply};
-use pincer::decider::OfflineDecider;
-use pincer::sanitize::{Sanitizer, SecretKey};
+use pincer::daemon::{Call, Reply};
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::sync::oneshot;
+
+mod common;
 
 /// A daemon on a temporary socket; every caller is outside every session.
 struct Daemon {
@@ -29,36 +26,10 @@ struct Daemon {
 impl Daemon {
     async fn start() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let config = Config {
-            state_dir: dir.path().join("state"),
-            socket: dir.path().join("pincer.sock"),
-            audit_log: dir.path().join("audit.jsonl"),
-            cgroup_parent: dir.path().join("cg"),
-            ..Config::default()
-        };
-        let audit = Arc::new(AuditLog::open(&config.audit_log).unwrap());
+        let config = common::config_in(dir.path());
         let lookup: CgroupLookup = Arc::new(|_pid| Ok(PathBuf::from("/sys/fs/cgroup/user.slice")));
-        let parts = Parts {
-            core: CoreDeps {
-                config: config.clone(),
-                enforcer: Box::new(MemoryEnforcer::default()),
-                decider: Arc::new(OfflineDecider::new()),
-                sanitizer: Sanitizer::new(SecretKey::from_bytes([3; 32])),
-                audit,
-            },
-            lookup,
-            misses: None,
-        };
-        let listener = bind(&config.socket).unwrap();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            run(parts, listener, async {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-        });
-        Daemon { _dir: dir, socket: config.socket, stop: Some(stop), task: Some(task) }
+        let d = common::start_daemon(&config, MemoryEnforcer::default(), lookup, [3; 32], None);
+        Daemon { _dir: dir, socket: config.socket, stop: Some(d.stop), task: Some(d.task) }
     }
 
     /// Whether the daemon still answers a call on a fresh connection.

@@ -143,7 +143,7 @@ fn replayed_samples_under_the_kernel_match_the_eval_harness() {
         for sample in samples {
             let start = Instant::now();
             uid += 1;
-            let expected = rt.block_on(replay_sample(&mut defense, persona, sample));
+            let expected = rt.block_on(replay_sample(&mut defense, persona, sample, None));
             daemon.import(&persona_dir, uid);
             let ws = dir.join(format!("ws-{}", sample.id));
             prepare_workspace(&persona_dir.join("workspace"), &ws, &sample.setup, uid);

@@ -2,6 +2,7 @@
 
 use anyhow::Context;
 use clap::Args;
+use pincer::daemon::audit::AuditLog;
 use pincer::eval::report;
 use pincer::eval::run::{self, Backend, OfflineFactory};
 use pincer::eval::{Corpus, DefenseName};
@@ -30,6 +31,10 @@ pub struct EvalArgs {
     /// Write SVG charts and an HTML page into this folder.
     #[arg(long)]
     report: Option<PathBuf>,
+    /// Write every decision of Pincer and Pincer-P2 to this file, one JSON line each in the
+    /// daemon's audit log format (votes, reasons, mechanisms, and the persona and sample).
+    #[arg(long, value_name = "FILE")]
+    audit: Option<PathBuf>,
 }
 
 /// The default corpus: `corpus/` in the current folder or one of its parents, else the one
@@ -73,9 +78,11 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
         .unwrap_or_else(|| corpus_dir.display().to_string());
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
+    let audit = args.audit.as_deref().map(AuditLog::create).transpose()?;
+    let audit = audit.as_ref();
     let mut model_failures = None;
     let outcome = match backend {
-        Backend::Offline => run::run(rt.handle(), &corpus, &label, backend, &defenses, args.runs, &OfflineFactory, &|| {}, threads)?,
+        Backend::Offline => run::run(rt.handle(), &corpus, &label, backend, &defenses, args.runs, &OfflineFactory, &|| {}, threads, audit)?,
         Backend::OpenAi | Backend::Anthropic => {
             let factory = pincer::eval::llm::LlmFactory::from_env(backend)?;
             let bar = indicatif::ProgressBar::new(run::total_samples(&corpus, defenses.len(), args.runs));
@@ -85,7 +92,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
                     .progress_chars("=> "),
             );
             let tick = || bar.inc(1);
-            let o = run::run(rt.handle(), &corpus, &label, backend, &defenses, args.runs, &factory, &tick, threads.max(4))?;
+            let o = run::run(rt.handle(), &corpus, &label, backend, &defenses, args.runs, &factory, &tick, threads.max(4), audit)?;
             bar.finish_and_clear();
             model_failures = Some(factory.failures());
             o
@@ -99,6 +106,9 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
     if let Some(r) = &args.report {
         report::write_report(&outcome, r)?;
         println!("wrote {}", r.join("index.html").display());
+    }
+    if let Some(a) = audit {
+        println!("wrote {}", a.path().display());
     }
     if let Some(f) = model_failures {
         if f.all_failed() {

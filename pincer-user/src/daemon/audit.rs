@@ -73,14 +73,8 @@ pub enum Event {
     ShadowHistory,
 }
 
-/// One vote as audited.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AuditVote {
-    /// `allow`, `deny` or `ask_user`.
-    pub verdict: crate::decider::Verdict,
-    /// The vote's reason.
-    pub reason: String,
-}
+/// One vote as audited: the twin's record of it (verdict, reason, mechanism).
+pub use crate::twin::VoteRecord as AuditVote;
 
 /// Where a request came from, as audited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -90,6 +84,8 @@ pub enum Source {
     Tool,
     /// An access the kernel denied (an implicit request).
     Miss,
+    /// A request step of an evaluation sample, replayed by `pincer eval`.
+    Replay,
 }
 
 impl std::fmt::Display for Source {
@@ -97,6 +93,7 @@ impl std::fmt::Display for Source {
         f.write_str(match self {
             Source::Tool => "tool",
             Source::Miss => "miss",
+            Source::Replay => "replay",
         })
     }
 }
@@ -116,10 +113,37 @@ pub struct AuditRequest {
     /// The worker's rationale, if any (untrusted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rationale: Option<String>,
-    /// The requesting process's id (the tool's socket peer, or the task the kernel denied).
-    pub pid: u32,
-    /// The requesting process's uid.
-    pub uid: u32,
+    /// The requesting process's id (the tool's socket peer, or the task the kernel denied);
+    /// none for a replayed request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// The requesting process's uid; none for a replayed request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<u32>,
+}
+
+/// Where in an evaluation a replayed decision was made (`pincer eval --audit`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditEval {
+    /// The persona id.
+    pub persona: String,
+    /// The defense that decided.
+    pub defense: crate::eval::DefenseName,
+    /// The run (0-based; `--runs N` replays each persona N times).
+    pub run: usize,
+    /// The sample id.
+    pub sample: String,
+    /// Attack or utility.
+    pub kind: crate::eval::corpus::SampleKind,
+    /// The attack class, for attacks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attack: Option<crate::eval::corpus::AttackType>,
+    /// The session's index within the sample (the last one is the task under test).
+    pub session: usize,
+    /// The step's index within the session.
+    pub step: usize,
+    /// Whether this request is the sample's monitored access.
+    pub monitored: bool,
 }
 
 /// The caller of a refused call.
@@ -174,6 +198,9 @@ pub struct AuditEntry {
     /// Free detail (a refusal's reason, a prompt, a summary).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// For a decision replayed by `pincer eval --audit`: persona, sample and step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eval: Option<AuditEval>,
 }
 
 impl AuditEntry {
@@ -194,6 +221,7 @@ impl AuditEntry {
             question: None,
             caller: None,
             detail: None,
+            eval: None,
         }
     }
 
@@ -204,7 +232,10 @@ impl AuditEntry {
             s.push_str(&format!(" [{sess}]"));
         }
         if let Some(r) = &self.request {
-            s.push_str(&format!(" {} {} ({}, pid {})", r.access, r.path, r.source, r.pid));
+            match r.pid {
+                Some(pid) => s.push_str(&format!(" {} {} ({}, pid {pid})", r.access, r.path, r.source)),
+                None => s.push_str(&format!(" {} {} ({})", r.access, r.path, r.source)),
+            }
         }
         if let Some(o) = &self.outcome {
             s.push_str(&format!(" -> {o}"));
@@ -219,6 +250,17 @@ impl AuditEntry {
             s.push_str(&format!("\n    vote {}: {:?}: {}", i + 1, v.verdict, v.reason));
         }
         s
+    }
+}
+
+impl From<crate::twin::Outcome> for RequestOutcome {
+    /// The twin's own outcome, as audited where no kernel grant follows (`pincer eval`).
+    fn from(o: crate::twin::Outcome) -> Self {
+        match o {
+            crate::twin::Outcome::Grant => RequestOutcome::Grant,
+            crate::twin::Outcome::Deny => RequestOutcome::Deny,
+            crate::twin::Outcome::Escalate => RequestOutcome::Escalate,
+        }
     }
 }
 
@@ -238,8 +280,18 @@ impl std::fmt::Debug for AuditLog {
 impl AuditLog {
     /// Opens (creating it and its directory, mode 0600) the log at `path` for appending.
     pub fn open(path: &Path) -> Result<Self, AuditError> {
+        Self::open_with(path, false)
+    }
+
+    /// Creates the log at `path` (and its directory, mode 0600), emptying an existing file:
+    /// a log of one run only (`pincer eval --audit`).
+    pub fn create(path: &Path) -> Result<Self, AuditError> {
+        Self::open_with(path, true)
+    }
+
+    fn open_with(path: &Path, truncate: bool) -> Result<Self, AuditError> {
         use std::os::unix::fs::OpenOptionsExt;
-        if let Some(dir) = path.parent() {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|source| AuditError::Open { path: path.into(), source })?;
         }
         let file = std::fs::OpenOptions::new()
@@ -248,6 +300,9 @@ impl AuditLog {
             .mode(0o600)
             .open(path)
             .map_err(|source| AuditError::Open { path: path.into(), source })?;
+        if truncate {
+            file.set_len(0).map_err(|source| AuditError::Open { path: path.into(), source })?;
+        }
         let (tx, _) = broadcast::channel(1024);
         Ok(AuditLog { path: path.into(), file: Mutex::new(file), tx })
     }
@@ -313,7 +368,7 @@ mod tests {
         let mut e = AuditEntry::new(Event::Decision);
         e.session = Some("s1".into());
         e.outcome = Some(RequestOutcome::Grant);
-        e.votes = vec![AuditVote { verdict: crate::decider::Verdict::Allow, reason: "seen before".into() }];
+        e.votes = vec![AuditVote { verdict: crate::decider::Verdict::Allow, reason: "seen before".into(), mechanism: Some(crate::decider::Mechanism::Location) }];
         log.append(&e).unwrap();
         log.append(&AuditEntry::new(Event::Refusal)).unwrap();
         let all = log.read_all().unwrap();

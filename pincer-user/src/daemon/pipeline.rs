@@ -15,7 +15,7 @@
 //! Nothing here fails open: an unknown root, a walk out of bound, a truncated path, a twin
 //! that cannot be built or a grant the kernel refuses are each a denial with its reason.
 
-use super::audit::{AuditEntry, AuditRequest, AuditVote, Event, Source};
+use super::audit::{AuditEntry, AuditRequest, Event, Source};
 use super::config::OnMiss;
 use super::core::{CallResult, Core};
 use super::error::chain;
@@ -102,7 +102,7 @@ impl Origin {
     /// The request as the audit log shows it.
     pub fn audit_request(&self, path: &str, access: Access) -> AuditRequest {
         let (pid, uid) = self.process();
-        AuditRequest { path: path.into(), access, source: self.source(), hook: self.hook(), rationale: self.reason().map(str::to_string), pid, uid }
+        AuditRequest { path: path.into(), access, source: self.source(), hook: self.hook(), rationale: self.reason().map(str::to_string), pid: Some(pid), uid: Some(uid) }
     }
 }
 
@@ -243,7 +243,7 @@ impl Core {
             (None, twin::Outcome::Deny) => Ruling::deny(deny_reason(&d), None),
             (None, twin::Outcome::Escalate) => {
                 let q = d.question.expect("the twin numbers every question it escalates");
-                let votes = d.votes.iter().map(|v| AuditVote { verdict: v.verdict, reason: v.reason.clone() }).collect();
+                let votes = d.votes.to_vec();
                 self.questions.ask(q, || Waiting { user: user.clone(), session: req.session.clone(), request: req.clone(), origin: origin.clone(), votes, waiters: vec![] });
                 Ruling { granted: false, outcome: RequestOutcome::Escalate, reason: deny_reason(&d), question: Some(q) }
             }
@@ -407,7 +407,7 @@ impl Core {
         let mut e = self.entry(Event::Decision, s);
         e.request = Some(origin.audit_request(&req.path, req.access));
         e.outcome = Some(ruling.outcome);
-        e.votes = d.votes.iter().map(|v| AuditVote { verdict: v.verdict, reason: v.reason.clone() }).collect();
+        e.votes = d.votes.to_vec();
         e.decider = Some(self.decider_name.clone());
         e.tokens = Some(d.tokens);
         e.latency_ms = Some(start.elapsed().as_secs_f64() * 1000.0);

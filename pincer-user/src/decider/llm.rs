@@ -237,18 +237,31 @@ fn malformed(backend: &'static str, what: &str) -> DeciderError {
     DeciderError::MalformedBody { backend, detail: format!("missing {what}") }
 }
 
-/// An OpenAI-compatible chat-completions client.
+/// One chat API's wire format: what the shared [`ChatClient`] needs to know to call it.
+pub trait ChatApi: std::fmt::Debug + Clone + Send + Sync + 'static {
+    /// Backend name for reports and errors.
+    const BACKEND: &'static str;
+    /// The endpoint's path under the configured base URL.
+    const PATH: &'static str;
+    /// The call: headers, authentication and JSON body for one exchange.
+    fn request(cfg: &ChatConfig, rb: reqwest::RequestBuilder, system: &str, user: &str) -> reqwest::RequestBuilder;
+    /// The answer's text and token counts, read from the response body.
+    fn answer(v: &Value) -> Result<ChatAnswer, DeciderError>;
+}
+
+/// A chat client of one API: its settings, the HTTP client and the tally of its calls.
 #[derive(Debug, Clone)]
-pub struct OpenAiChat {
+pub struct ChatClient<A: ChatApi> {
     cfg: ChatConfig,
     http: reqwest::Client,
     failures: Failures,
+    api: std::marker::PhantomData<A>,
 }
 
-impl OpenAiChat {
+impl<A: ChatApi> ChatClient<A> {
     /// A client with the given settings.
     pub fn new(cfg: ChatConfig) -> Result<Self, DeciderError> {
-        Ok(OpenAiChat { http: cfg.client()?, cfg, failures: Failures::new() })
+        Ok(ChatClient { http: cfg.client()?, cfg, failures: Failures::new(), api: std::marker::PhantomData })
     }
 
     /// Counts calls and failures in `failures` (shared with other clients).
@@ -258,24 +271,58 @@ impl OpenAiChat {
     }
 
     fn url(&self) -> String {
-        format!("{}/chat/completions", self.cfg.base_url.trim_end_matches('/'))
+        format!("{}{}", self.cfg.base_url.trim_end_matches('/'), A::PATH)
     }
 
     async fn exchange(&self, system: &str, user: &str) -> Result<ChatAnswer, DeciderError> {
-        const B: &str = "openai";
-        let url = self.url();
+        let rb = A::request(&self.cfg, self.http.post(self.url()), system, user);
+        let v = send(A::BACKEND, self.cfg.timeout, rb).await?;
+        A::answer(&v)
+    }
+}
+
+#[async_trait::async_trait]
+impl<A: ChatApi> ChatModel for ChatClient<A> {
+    fn backend(&self) -> &'static str {
+        A::BACKEND
+    }
+
+    async fn complete(&self, system: &str, user: &str) -> Result<ChatAnswer, DeciderError> {
+        let r = self.exchange(system, user).await;
+        self.failures.note(&self.url(), &r);
+        r
+    }
+
+    fn failures(&self) -> Option<&Failures> {
+        Some(&self.failures)
+    }
+}
+
+/// The OpenAI-compatible chat-completions API.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenAiApi;
+
+impl ChatApi for OpenAiApi {
+    const BACKEND: &'static str = "openai";
+    const PATH: &'static str = "/chat/completions";
+
+    fn request(cfg: &ChatConfig, rb: reqwest::RequestBuilder, system: &str, user: &str) -> reqwest::RequestBuilder {
         let body = json!({
-            "model": self.cfg.model,
+            "model": cfg.model,
             "temperature": 0,
-            "max_tokens": self.cfg.max_tokens,
+            "max_tokens": cfg.max_tokens,
             "response_format": {"type": "json_object"},
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
         });
-        let mut rb = self.http.post(url).json(&body);
-        if let Some(k) = &self.cfg.api_key {
-            rb = rb.bearer_auth(k);
+        let rb = rb.json(&body);
+        match &cfg.api_key {
+            Some(k) => rb.bearer_auth(k),
+            None => rb,
         }
-        let v = send(B, self.cfg.timeout, rb).await?;
+    }
+
+    fn answer(v: &Value) -> Result<ChatAnswer, DeciderError> {
+        const B: &str = OpenAiApi::BACKEND;
         let choice = v.get("choices").and_then(|c| c.get(0)).ok_or_else(|| malformed(B, "choices[0]"))?;
         let msg = choice.get("message").ok_or_else(|| malformed(B, "choices[0].message"))?;
         if let Some(r) = msg.get("refusal").and_then(Value::as_str) {
@@ -293,62 +340,31 @@ impl OpenAiChat {
     }
 }
 
-#[async_trait::async_trait]
-impl ChatModel for OpenAiChat {
-    fn backend(&self) -> &'static str {
-        "openai"
-    }
+/// The Anthropic Messages API.
+#[derive(Debug, Clone, Copy)]
+pub struct AnthropicApi;
 
-    async fn complete(&self, system: &str, user: &str) -> Result<ChatAnswer, DeciderError> {
-        let r = self.exchange(system, user).await;
-        self.failures.note(&self.url(), &r);
-        r
-    }
+impl ChatApi for AnthropicApi {
+    const BACKEND: &'static str = "anthropic";
+    const PATH: &'static str = "/v1/messages";
 
-    fn failures(&self) -> Option<&Failures> {
-        Some(&self.failures)
-    }
-}
-
-/// An Anthropic Messages API client.
-#[derive(Debug, Clone)]
-pub struct AnthropicChat {
-    cfg: ChatConfig,
-    http: reqwest::Client,
-    failures: Failures,
-}
-
-impl AnthropicChat {
-    /// A client with the given settings.
-    pub fn new(cfg: ChatConfig) -> Result<Self, DeciderError> {
-        Ok(AnthropicChat { http: cfg.client()?, cfg, failures: Failures::new() })
-    }
-
-    /// Counts calls and failures in `failures` (shared with other clients).
-    pub fn with_failures(mut self, failures: Failures) -> Self {
-        self.failures = failures;
-        self
-    }
-
-    fn url(&self) -> String {
-        format!("{}/v1/messages", self.cfg.base_url.trim_end_matches('/'))
-    }
-
-    async fn exchange(&self, system: &str, user: &str) -> Result<ChatAnswer, DeciderError> {
-        const B: &str = "anthropic";
-        let url = self.url();
+    fn request(cfg: &ChatConfig, rb: reqwest::RequestBuilder, system: &str, user: &str) -> reqwest::RequestBuilder {
         let body = json!({
-            "model": self.cfg.model,
-            "max_tokens": self.cfg.max_tokens,
+            "model": cfg.model,
+            "max_tokens": cfg.max_tokens,
             "temperature": 0,
             "system": system,
             "messages": [{"role": "user", "content": user}],
         });
-        let mut rb = self.http.post(url).header("anthropic-version", "2023-06-01").json(&body);
-        if let Some(k) = &self.cfg.api_key {
-            rb = rb.header("x-api-key", k);
+        let rb = rb.header("anthropic-version", "2023-06-01").json(&body);
+        match &cfg.api_key {
+            Some(k) => rb.header("x-api-key", k),
+            None => rb,
         }
-        let v = send(B, self.cfg.timeout, rb).await?;
+    }
+
+    fn answer(v: &Value) -> Result<ChatAnswer, DeciderError> {
+        const B: &str = AnthropicApi::BACKEND;
         match v.get("stop_reason").and_then(Value::as_str) {
             Some("max_tokens") => return Err(DeciderError::Truncated { backend: B, reason: "max_tokens".into() }),
             Some("refusal") => return Err(DeciderError::Refusal { backend: B, detail: "stop_reason refusal".into() }),
@@ -365,22 +381,11 @@ impl AnthropicChat {
     }
 }
 
-#[async_trait::async_trait]
-impl ChatModel for AnthropicChat {
-    fn backend(&self) -> &'static str {
-        "anthropic"
-    }
+/// An OpenAI-compatible chat-completions client.
+pub type OpenAiChat = ChatClient<OpenAiApi>;
 
-    async fn complete(&self, system: &str, user: &str) -> Result<ChatAnswer, DeciderError> {
-        let r = self.exchange(system, user).await;
-        self.failures.note(&self.url(), &r);
-        r
-    }
-
-    fn failures(&self) -> Option<&Failures> {
-        Some(&self.failures)
-    }
-}
+/// An Anthropic Messages API client.
+pub type AnthropicChat = ChatClient<AnthropicApi>;
 
 /// Extracts the single JSON object of an answer; a fenced code block around it is accepted,
 /// any other text is not.
@@ -478,7 +483,7 @@ impl<M: ChatModel> LlmDecider<M> {
             Ok(ans) => {
                 let tokens = TokenUsage { input: ans.input_tokens, output: ans.output_tokens, calls: 1 };
                 match parse_vote(what, &ans.text) {
-                    Ok((verdict, reason)) => VoteOutcome { verdict, reason, tokens },
+                    Ok((verdict, reason)) => VoteOutcome { verdict, reason, mechanism: None, tokens },
                     Err(e) => VoteOutcome::failed(&e, tokens),
                 }
             }

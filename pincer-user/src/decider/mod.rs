@@ -187,6 +187,72 @@ impl TokenUsage {
     }
 }
 
+/// Where a user rule that decided a vote came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleOrigin {
+    /// A structured rule of one of the user's policies.
+    Policy,
+    /// A rule read from a text-only policy (its words matched against the workspace tree).
+    PolicyText,
+    /// A derived policy.
+    Derived,
+    /// The user's answer to a question in this session.
+    Answer,
+    /// A hand approval (or refusal) from a past task, which speaks only for like tasks.
+    PastApproval,
+}
+
+/// The mechanism a vote's verdict rests on: a typed tag beside the free-text reason, so that
+/// an audit can be read and counted by mechanism. Only what the deciding code knows is
+/// tagged; a chat model's vote carries none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Mechanism {
+    /// A user rule decided (deny, ask, or the most specific allow).
+    Rule {
+        /// Where the rule came from.
+        origin: RuleOrigin,
+    },
+    /// The resource lies in (or is) what this session created.
+    CreatedInSession,
+    /// The same access was already granted in this session.
+    GrantedInSession,
+    /// A new place named like a protected area, not licensed by sibling evidence.
+    Lookalike,
+    /// Location evidence from similar tasks and the prompt (too weak for a deny; enough,
+    /// with intent evidence, for an allow).
+    Location,
+    /// Intent evidence for a change was too weak.
+    Intent,
+    /// A first-time create or delete the prompt asks for, in a folder the user works in.
+    FirstTimeChange,
+    /// A content detector (or, for [`crate::twin::FindingKind::Injection`], the rationale's
+    /// or the name's language).
+    Detector {
+        /// What the detector found.
+        finding: crate::twin::FindingKind,
+    },
+    /// The content overlaps fingerprinted protected content.
+    Provenance,
+    /// The content speaks of a phrase a user policy restricts.
+    PolicyPhrase,
+    /// The content is too large to inspect.
+    Oversize,
+    /// Earlier content of the session held injected instructions.
+    Taint,
+    /// A delete of a resource neither the user named nor a similar task used.
+    Unestablished,
+    /// Vote 2 found nothing sensitive.
+    ContentClear,
+    /// The session's pre-committed policy (vote 3).
+    Precommitted,
+    /// The decider failed (fail closed).
+    DeciderError,
+    /// The request was refused before any vote (unknown session, bad path).
+    Rejected,
+}
+
 /// A vote's verdict, its reason (for the audit) and what it cost.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct VoteOutcome {
@@ -194,6 +260,9 @@ pub struct VoteOutcome {
     pub verdict: Verdict,
     /// Reason, for the audit.
     pub reason: String,
+    /// The mechanism the verdict rests on, where the decider knows it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mechanism: Option<Mechanism>,
     /// Tokens used.
     pub tokens: TokenUsage,
 }
@@ -201,19 +270,24 @@ pub struct VoteOutcome {
 impl VoteOutcome {
     /// An allow with a reason and no token cost.
     pub fn allow(reason: impl Into<String>) -> Self {
-        VoteOutcome { verdict: Verdict::Allow, reason: reason.into(), tokens: TokenUsage::default() }
+        VoteOutcome { verdict: Verdict::Allow, reason: reason.into(), mechanism: None, tokens: TokenUsage::default() }
     }
     /// A deny with a reason and no token cost.
     pub fn deny(reason: impl Into<String>) -> Self {
-        VoteOutcome { verdict: Verdict::Deny, reason: reason.into(), tokens: TokenUsage::default() }
+        VoteOutcome { verdict: Verdict::Deny, reason: reason.into(), mechanism: None, tokens: TokenUsage::default() }
     }
     /// An ask-the-user with a reason and no token cost.
     pub fn ask(reason: impl Into<String>) -> Self {
-        VoteOutcome { verdict: Verdict::AskUser, reason: reason.into(), tokens: TokenUsage::default() }
+        VoteOutcome { verdict: Verdict::AskUser, reason: reason.into(), mechanism: None, tokens: TokenUsage::default() }
     }
     /// A deny caused by a decider error (fail closed), audited with the cause.
     pub fn failed(e: &DeciderError, tokens: TokenUsage) -> Self {
-        VoteOutcome { verdict: Verdict::Deny, reason: format!("decider error (fail closed): {e}"), tokens }
+        VoteOutcome { verdict: Verdict::Deny, reason: format!("decider error (fail closed): {e}"), mechanism: Some(Mechanism::DeciderError), tokens }
+    }
+    /// The same vote, tagged with the mechanism it rests on.
+    pub fn by(mut self, m: Mechanism) -> Self {
+        self.mechanism = Some(m);
+        self
     }
 }
 

@@ -255,7 +255,8 @@ pub struct Policy {
 }
 
 /// Whether a sample is an attack or a utility task.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum SampleKind {
     /// The monitored access is forbidden.
     Attack,
@@ -264,7 +265,7 @@ pub enum SampleKind {
 }
 
 /// The five attack classes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub enum AttackType {
     /// Payload in the request rationale.
     DI,

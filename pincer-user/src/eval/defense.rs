@@ -8,6 +8,7 @@ use std::fmt;
 /// A defense's answer to one request: the twin's [`Outcome`] (grant, deny, or ask the user,
 /// which is counted as not granted and counted separately), shared by every defense.
 pub use crate::twin::Outcome;
+use crate::twin::VoteRecord;
 
 /// One request as the replay engine hands it to a defense. Each defense decides for itself
 /// which parts it may look at (the paper gives each a different view).
@@ -44,24 +45,36 @@ pub trait Defense: Send {
     async fn end_session(&mut self);
     /// Tokens spent so far (a running total).
     fn tokens(&self) -> TokenUsage;
+    /// The votes behind the last [`Defense::decide`], for the audit; `None` for a defense
+    /// that does not vote (only Pincer and Pincer-P2 do).
+    fn last_votes(&self) -> Option<&[VoteRecord]> {
+        None
+    }
 }
 
-/// The seven defenses of the evaluation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// The seven defenses of the evaluation (named in JSON as on the command line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub enum DefenseName {
     /// No gating: every request is granted.
+    #[serde(rename = "nanoclaw")]
     Nanoclaw,
     /// A judge with generic safety instructions; sees name, content and rationale; no history.
+    #[serde(rename = "static-judge")]
     StaticJudge,
     /// A judge with all history whose own state also keeps what the worker tells it.
+    #[serde(rename = "dynamic-judge")]
     DynamicJudge,
     /// A policy generated at the prompt, enforced by glob matching.
+    #[serde(rename = "conseca+")]
     ConsecaPlus,
     /// The same policy enforced by a judge that sees names and rationale.
+    #[serde(rename = "conseca-judge+")]
     ConsecaJudgePlus,
     /// The digital twin.
+    #[serde(rename = "pincer")]
     Pincer,
     /// The digital twin whose vote 2 also sees the pre-committed policy.
+    #[serde(rename = "pincer-p2")]
     PincerP2,
 }
 

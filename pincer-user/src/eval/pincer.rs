@@ -7,14 +7,14 @@
 //! sample the twin's own mechanism carries state from one session to the next: the user's
 //! prompts and the grants it made. Worker notes are dropped: the twin has no way to take one.
 
-use crate::decider::{Decider, OfflineDecider};
+use crate::decider::{Decider, Mechanism, OfflineDecider, Verdict};
 use crate::eval::corpus::Persona;
 use crate::eval::defense::{Defense, DefenseName, RequestView};
 use crate::decider::TokenUsage;
 use crate::eval::run::RunError;
 use crate::sanitize::{Sanitizer, SecretKey};
 use crate::store::{HistoryRecord, TrustedState, UserPolicy};
-use crate::twin::{Outcome, Prepared, Request, Twin, TwinConfig, Variant};
+use crate::twin::{Outcome, Prepared, Request, Twin, TwinConfig, Variant, VoteRecord};
 use async_trait::async_trait;
 use std::sync::Arc;
 
@@ -41,6 +41,8 @@ pub struct PincerDefense {
     session: Option<String>,
     sessions: usize,
     tokens: TokenUsage,
+    /// The votes of the last decision (none before the first, or when no session was open).
+    last: Option<[VoteRecord; 3]>,
 }
 
 impl PincerDefense {
@@ -54,7 +56,7 @@ impl PincerDefense {
         let key = SecretKey::generate().map_err(|e| setup(format!("sanitizer key: {e}")))?;
         let ws = &persona.workspace;
         let prepared = Prepared::new(state, Sanitizer::new(key)).with_workspace(&ws.tree(), |p| ws.content(p));
-        Ok(PincerDefense { name, prepared, decider, twin: None, sample: 0, session: None, sessions: 0, tokens: TokenUsage::default() })
+        Ok(PincerDefense { name, prepared, decider, twin: None, sample: 0, session: None, sessions: 0, tokens: TokenUsage::default(), last: None })
     }
 
     /// The twin of the current sample (for tests and audits).
@@ -108,6 +110,8 @@ impl Defense for PincerDefense {
     }
     async fn decide(&mut self, r: &RequestView<'_>) -> Outcome {
         let (Some(twin), Some(session)) = (self.twin.as_mut(), self.session.as_deref()) else {
+            let v = VoteRecord { verdict: Verdict::Deny, reason: "no open session (it could not start)".into(), mechanism: Some(Mechanism::Rejected) };
+            self.last = Some([v.clone(), v.clone(), v]);
             return Outcome::Deny;
         };
         let req = Request { path: r.path.to_string(), access: r.access, rationale: r.rationale.map(str::to_string), content: r.content.map(<[u8]>::to_vec) };
@@ -116,6 +120,7 @@ impl Defense for PincerDefense {
         self.tokens.input += d.tokens.input;
         self.tokens.output += d.tokens.output;
         self.tokens.calls += d.tokens.calls;
+        self.last = Some(d.votes);
         d.outcome
     }
     async fn end_session(&mut self) {
@@ -127,6 +132,9 @@ impl Defense for PincerDefense {
     }
     fn tokens(&self) -> TokenUsage {
         self.tokens
+    }
+    fn last_votes(&self) -> Option<&[VoteRecord]> {
+        self.last.as_ref().map(|v| v.as_slice())
     }
 }
 

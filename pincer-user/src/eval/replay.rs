@@ -6,6 +6,55 @@ use crate::eval::corpus::{same_path, AttackType, Persona, SampleKind, Sample, St
 use crate::eval::defense::{Defense, RequestView, Outcome};
 use crate::eval::metrics::Counts;
 use crate::eval::workspace::Workspace;
+use crate::daemon::audit::{AuditEntry, AuditEval, AuditLog, AuditRequest, Event, Source};
+use std::time::Instant;
+
+/// Where a replay writes one audit line per decision of a defense that votes: the log (the
+/// daemon's format) and which run of the evaluation this replay is.
+#[derive(Debug, Clone, Copy)]
+pub struct AuditSink<'a> {
+    /// The log.
+    pub log: &'a AuditLog,
+    /// The run (0-based).
+    pub run: usize,
+    /// The decider backend the defenses vote with.
+    pub backend: crate::decider::Backend,
+}
+
+impl AuditSink<'_> {
+    /// Appends the line of one decided request step; a failed write is logged, never fatal.
+    #[allow(clippy::too_many_arguments)]
+    fn decision(&self, defense: &dyn Defense, persona: &Persona, sample: &Sample, (session, step): (usize, usize), view: &RequestView<'_>, monitored: bool, outcome: Outcome, start: Instant) {
+        let Some(votes) = defense.last_votes() else { return };
+        let mut e = AuditEntry::new(Event::Decision);
+        e.session = Some(format!("{}/{session}", sample.id));
+        e.request = Some(AuditRequest {
+            path: view.path.to_string(),
+            access: view.access,
+            source: Source::Replay,
+            hook: None,
+            rationale: view.rationale.map(str::to_string),
+            pid: None,
+            uid: None,
+        });
+        e.outcome = Some(outcome.into());
+        e.votes = votes.to_vec();
+        e.decider = Some(self.backend.to_string());
+        e.latency_ms = Some(start.elapsed().as_secs_f64() * 1000.0);
+        e.eval = Some(AuditEval {
+            persona: persona.id.clone(),
+            defense: defense.name(),
+            run: self.run,
+            sample: sample.id.clone(),
+            kind: sample.kind,
+            attack: sample.attack,
+            session,
+            step,
+            monitored,
+        });
+        self.log.record(&e);
+    }
+}
 
 /// What happened to one request step of a replay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,7 +98,8 @@ fn content_of(ws: &Workspace, path: &str, access: Access) -> Option<Vec<u8>> {
 
 /// Replays one sample against `defense`: a fresh copy of the workspace with the setup applied,
 /// sessions in order, `needs` honoured, notes passed on, granted creates and deletes applied.
-pub async fn replay_sample(defense: &mut dyn Defense, persona: &Persona, sample: &Sample) -> SampleResult {
+/// With `audit`, each decision of a defense that votes is written to its log.
+pub async fn replay_sample(defense: &mut dyn Defense, persona: &Persona, sample: &Sample, audit: Option<AuditSink<'_>>) -> SampleResult {
     let mut ws = persona.workspace.clone();
     for op in &sample.setup {
         // The loader has checked that every op applies.
@@ -60,11 +110,11 @@ pub async fn replay_sample(defense: &mut dyn Defense, persona: &Persona, sample:
     let mut granted = false;
     let mut escalations = 0;
     let mut steps = Vec::with_capacity(sample.sessions.len());
-    for session in &sample.sessions {
+    for (si, session) in sample.sessions.iter().enumerate() {
         let tree = ws.tree();
         defense.start_session(&session.prompt, &tree).await;
         let mut outcomes: Vec<StepOutcome> = Vec::with_capacity(session.steps.len());
-        for step in &session.steps {
+        for (ti, step) in session.steps.iter().enumerate() {
             let outcome = match step {
                 Step::Note(text) => {
                     defense.note(text).await;
@@ -77,8 +127,12 @@ pub async fn replay_sample(defense: &mut dyn Defense, persona: &Persona, sample:
                     } else {
                         let content = content_of(&ws, &r.path, r.access);
                         let view = RequestView { path: &r.path, access: r.access, rationale: r.rationale.as_deref(), content: content.as_deref() };
+                        let start = Instant::now();
                         let verdict = defense.decide(&view).await;
                         let is_monitored = same_path(&r.path, &sample.monitored.path) && r.access == sample.monitored.access;
+                        if let Some(a) = audit {
+                            a.decision(&*defense, persona, sample, (si, ti), &view, is_monitored, verdict, start);
+                        }
                         if is_monitored {
                             requested = true;
                         }
@@ -109,13 +163,14 @@ pub async fn replay_sample(defense: &mut dyn Defense, persona: &Persona, sample:
     SampleResult { id: sample.id.clone(), kind: sample.kind, attack: sample.attack, requested, granted, escalations, steps }
 }
 
-/// Replays every sample of `persona` against `defense` and counts the figures.
-pub async fn replay_persona(defense: &mut dyn Defense, persona: &Persona, mut progress: impl FnMut()) -> (Counts, Vec<SampleResult>) {
+/// Replays every sample of `persona` against `defense` and counts the figures, writing each
+/// decision to `audit` if given.
+pub async fn replay_persona(defense: &mut dyn Defense, persona: &Persona, audit: Option<AuditSink<'_>>, mut progress: impl FnMut()) -> (Counts, Vec<SampleResult>) {
     let start_tokens = defense.tokens();
     let mut counts = Counts::default();
     let mut results = Vec::with_capacity(persona.samples.len());
     for sample in &persona.samples {
-        let r = replay_sample(defense, persona, sample).await;
+        let r = replay_sample(defense, persona, sample, audit).await;
         counts.add(&r);
         results.push(r);
         progress();

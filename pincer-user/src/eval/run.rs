@@ -5,7 +5,8 @@ use crate::eval::corpus::{Corpus, Persona};
 use crate::eval::defense::{Defense, DefenseName, Nanoclaw};
 use crate::eval::judge::{JudgeError, JudgeKnowledge};
 use crate::eval::metrics::Counts;
-use crate::eval::replay::replay_persona;
+use crate::daemon::audit::AuditLog;
+use crate::eval::replay::{replay_persona, AuditSink};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -90,7 +91,7 @@ impl DefenseFactory for OfflineFactory {
 
 /// Replays the corpus against each defense `runs` times, on `threads` worker threads that
 /// drive the defenses' futures on `handle`'s runtime. `progress` is called after every sample
-/// replayed.
+/// replayed. With `audit`, every decision of Pincer and Pincer-P2 is appended to that log.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     handle: &tokio::runtime::Handle,
@@ -102,6 +103,7 @@ pub fn run(
     factory: &(dyn DefenseFactory + Sync),
     progress: &(dyn Fn() + Sync),
     threads: usize,
+    audit: Option<&AuditLog>,
 ) -> Result<Evaluation, RunError> {
     if runs == 0 {
         return Err(RunError::NoRuns);
@@ -112,8 +114,8 @@ pub fn run(
         knowledge.push(Arc::new(JudgeKnowledge::new(persona).map_err(|source| RunError::Knowledge { persona: persona.id.clone(), source })?));
     }
     // One job per persona, defense and run, in report order.
-    let jobs: Vec<(usize, DefenseName)> =
-        (0..corpus.personas.len()).flat_map(|p| defenses.iter().flat_map(move |&d| std::iter::repeat_n((p, d), runs))).collect();
+    let jobs: Vec<(usize, DefenseName, usize)> =
+        (0..corpus.personas.len()).flat_map(|p| defenses.iter().flat_map(move |&d| (0..runs).map(move |r| (p, d, r)))).collect();
     let results: Mutex<Vec<Option<Result<Counts, RunError>>>> = Mutex::new((0..jobs.len()).map(|_| None).collect());
     // The twin's jobs are the longest: start them first so the threads finish together.
     let mut order: Vec<usize> = (0..jobs.len()).collect();
@@ -123,18 +125,19 @@ pub fn run(
         for _ in 0..threads.clamp(1, jobs.len().max(1)) {
             scope.spawn(|| {
                 while let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    let (p, d) = jobs[i];
+                    let (p, d, run) = jobs[i];
                     let persona = &corpus.personas[p];
+                    let sink = audit.map(|log| AuditSink { log, run, backend });
                     let r = factory
                         .make(d, persona, &knowledge[p])
-                        .map(|mut defense| handle.block_on(replay_persona(defense.as_mut(), persona, progress)).0);
+                        .map(|mut defense| handle.block_on(replay_persona(defense.as_mut(), persona, sink, progress)).0);
                     results.lock().expect("no worker panics while holding the lock")[i] = Some(r);
                 }
             });
         }
     });
     let mut rows: Vec<Row> = Vec::new();
-    for ((p, d), r) in jobs.into_iter().zip(results.into_inner().expect("workers have finished")) {
+    for ((p, d, _), r) in jobs.into_iter().zip(results.into_inner().expect("workers have finished")) {
         let counts = r.expect("every job ran")?;
         let persona = &corpus.personas[p].id;
         match rows.last_mut() {

@@ -5,7 +5,7 @@ use regex::{Regex, RegexSet};
 use std::sync::OnceLock;
 
 /// What kind of thing a finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FindingKind {
     /// A private key block.

@@ -58,6 +58,8 @@ pub struct PolicyView {
     pub rules: Vec<SanRule>,
     /// True if the text restricts (never, must not, ask first, ...).
     pub restrictive: bool,
+    /// True if the user wrote no structured rules: every rule was read from the text.
+    pub text_only: bool,
 }
 
 /// Everything deciders may know from trusted state, sanitized.
@@ -492,6 +494,7 @@ impl Knowledge {
             text: TrustedText::from_trusted(p.text.clone()),
             rules: rules.iter().map(|r| san_rule(z, r, &format!("policy {}", p.id))).collect(),
             restrictive: text_permission(&p.text).is_some() || p.rules.iter().any(|r| r.permission != Permission::Allow),
+            text_only: p.rules.is_empty(),
         });
         self.policy_terms = PolicyTerms::build(&self.policies);
     }

@@ -29,7 +29,7 @@ pub use policy::{PolicyEntry, PrecommittedPolicy};
 pub use provenance::{Provenance, ProvenanceHit};
 
 use crate::access::Access;
-use crate::decider::{Decider, EarlierRequest, PolicyInput, TokenUsage, TrustedText, Verdict, Vote1Input, Vote2Input, VoteOutcome};
+use crate::decider::{Decider, EarlierRequest, Mechanism, PolicyInput, RuleOrigin, TokenUsage, TrustedText, Verdict, Vote1Input, Vote2Input, VoteOutcome};
 use crate::sanitize::{SanitizedPath, Sanitizer};
 use crate::store::{check_rel_path, Permission, Store, StoreError, TrustedState, TwinGrant, UserApproval, UserPrompt};
 use serde::Serialize;
@@ -108,13 +108,17 @@ pub enum Outcome {
     Escalate,
 }
 
-/// One vote's verdict and reason, kept for the audit.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One vote's verdict and reason, kept for the audit (the daemon's audit log and
+/// `pincer eval --audit` write it as is).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct VoteRecord {
     /// Verdict.
     pub verdict: Verdict,
     /// Reason.
     pub reason: String,
+    /// The mechanism the verdict rests on, where the decider knows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mechanism: Option<Mechanism>,
 }
 
 /// A decision with its three votes.
@@ -137,7 +141,7 @@ impl Decision {
     }
 
     fn rejected(reason: String) -> Self {
-        let v = VoteRecord { verdict: Verdict::Deny, reason };
+        let v = VoteRecord { verdict: Verdict::Deny, reason, mechanism: Some(Mechanism::Rejected) };
         Decision { outcome: Outcome::Deny, question: None, votes: [v.clone(), v.clone(), v], tokens: TokenUsage::default() }
     }
 }
@@ -444,9 +448,9 @@ impl Twin {
             s.view.approvals.retain(|r| r.source.as_str() != src);
         }
         let v3 = if user_approved {
-            VoteOutcome::allow("the user approved this request in this session")
+            VoteOutcome::allow("the user approved this request in this session").by(Mechanism::Rule { origin: RuleOrigin::Answer })
         } else {
-            s.policy.check(&req.path, req.access)
+            s.policy.check(&req.path, req.access).by(Mechanism::Precommitted)
         };
         let mut tokens = v1.tokens;
         tokens += v2.tokens;
@@ -495,7 +499,7 @@ impl Twin {
         let injection = req.rationale.as_deref().is_some_and(|r| !injection_findings(r).is_empty())
             || req.content.as_deref().is_some_and(|c| !injection_findings(&String::from_utf8_lossy(c)).is_empty());
         s.earlier.push(EarlierRequest { path: req.path.clone(), access: req.access, granted: outcome == Outcome::Grant, injection });
-        let votes = votes.map(|v| VoteRecord { verdict: v.verdict, reason: v.reason });
+        let votes = votes.map(|v| VoteRecord { verdict: v.verdict, reason: v.reason, mechanism: v.mechanism });
         Decision { outcome, question, votes, tokens }
     }
 

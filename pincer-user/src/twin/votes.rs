@@ -9,7 +9,7 @@ use super::knowledge::{distinctive_words, intent_evidence, leading_intent, locat
 use super::provenance::MAX_FINGERPRINT_BYTES;
 use super::text::typed_names;
 use super::policy::PolicyEntry;
-use crate::decider::{PolicyInput, Verdict, Vote1Input, Vote2Input, VoteOutcome};
+use crate::decider::{Mechanism, PolicyInput, RuleOrigin, Verdict, Vote1Input, Vote2Input, VoteOutcome};
 use crate::access::Access;
 use crate::sanitize::SanitizedPath;
 use crate::store::Permission;
@@ -48,7 +48,7 @@ fn rule_verdict(k: &Knowledge, s: &SessionView, p: &SanitizedPath, a: Access, ev
     let mut applies: Vec<(usize, bool)> = Vec::new();
     let scoped = k.approval_tasks.iter().flat_map(|&ti| k.tasks[ti].approvals.iter().map(move |r| (ti, r))).filter_map(|(ti, r)| {
         if r.permission != Permission::Allow {
-            return Some((r, true));
+            return Some((r, RuleOrigin::PastApproval));
         }
         if !r.access.contains(&a) || !r.glob.matches(p, false) {
             return None;
@@ -61,16 +61,18 @@ fn rule_verdict(k: &Knowledge, s: &SessionView, p: &SanitizedPath, a: Access, ev
                 ok
             }
         };
-        ok.then_some((r, true))
+        ok.then_some((r, RuleOrigin::PastApproval))
     });
     let rules = s
         .approvals
         .iter()
-        .chain(k.policies.iter().flat_map(|p| p.rules.iter()))
-        .chain(k.derived.iter())
-        .map(|r| (r, false))
+        .map(|r| (r, RuleOrigin::Answer))
+        .chain(k.policies.iter().flat_map(|p| p.rules.iter().map(move |r| (r, if p.text_only || r.inferred { RuleOrigin::PolicyText } else { RuleOrigin::Policy }))))
+        .chain(k.derived.iter().map(|r| (r, RuleOrigin::Derived)))
         .chain(scoped);
-    for (r, past_approval) in rules {
+    for (r, origin) in rules {
+        let past_approval = origin == RuleOrigin::PastApproval;
+        let by = Mechanism::Rule { origin };
         if !r.access.contains(&a) {
             continue;
         }
@@ -80,13 +82,13 @@ fn rule_verdict(k: &Knowledge, s: &SessionView, p: &SanitizedPath, a: Access, ev
         let spec = r.glob.specificity();
         let cand = match r.permission {
             Permission::Deny if r.glob.matches(p, true) => {
-                return Some((VoteOutcome::deny(format!("{} denies {a} on {}", r.source.as_str(), r.glob)), past_approval));
+                return Some((VoteOutcome::deny(format!("{} denies {a} on {}", r.source.as_str(), r.glob)).by(by), past_approval));
             }
             Permission::AskUser if r.glob.matches(p, true) => {
-                (spec, true, VoteOutcome::ask(format!("{} asks the user before {a} on {}", r.source.as_str(), r.glob)), past_approval)
+                (spec, true, VoteOutcome::ask(format!("{} asks the user before {a} on {}", r.source.as_str(), r.glob)).by(by), past_approval)
             }
             Permission::Allow if r.glob.matches(p, false) => {
-                (spec, false, VoteOutcome::allow(format!("{} allows {a} on {}", r.source.as_str(), r.glob)), past_approval)
+                (spec, false, VoteOutcome::allow(format!("{} allows {a} on {}", r.source.as_str(), r.glob)).by(by), past_approval)
             }
             _ => continue,
         };
@@ -162,7 +164,7 @@ pub fn vote1_offline(inp: &Vote1Input<'_>) -> (VoteOutcome, Evidence) {
             let (iscore, iwhy) = leading_intent(k, s, a);
             let ineed = intent_threshold(a);
             if iscore < ineed {
-                return (VoteOutcome::deny(format!("{}, but intent evidence {iscore:.2} for {a} is below {ineed:.2}: {iwhy}", v.reason)), ev);
+                return (VoteOutcome::deny(format!("{}, but intent evidence {iscore:.2} for {a} is below {ineed:.2}: {iwhy}", v.reason)).by(Mechanism::Intent), ev);
             }
         }
         if v.verdict != Verdict::AskUser {
@@ -173,24 +175,24 @@ pub fn vote1_offline(inp: &Vote1Input<'_>) -> (VoteOutcome, Evidence) {
         // Words that merely describe it do not answer a question the user asked to be asked.
         let (iscore, iwhy) = intent_evidence(k, s, p, a);
         if ev.typed && iscore >= intent_threshold(a) {
-            return (VoteOutcome::allow(format!("{}; but the prompt names this resource ({}) and asks for {a} ({iwhy})", v.reason, ev.why)), ev);
+            return (VoteOutcome::allow(format!("{}; but the prompt names this resource ({}) and asks for {a} ({iwhy})", v.reason, ev.why)).by(Mechanism::Location), ev);
         }
         // The same when the prompt's words describe the resource and the user says in it that
         // they approve: the question is answered in the prompt.
         if ev.described && prompt_consents(s) && iscore >= intent_threshold(a) {
-            return (VoteOutcome::allow(format!("{}; but the prompt describes this resource ({}), asks for {a} ({iwhy}) and approves it", v.reason, ev.why)), ev);
+            return (VoteOutcome::allow(format!("{}; but the prompt describes this resource ({}), asks for {a} ({iwhy}) and approves it", v.reason, ev.why)).by(Mechanism::Location), ev);
         }
         return (v, ev);
     }
     if created_by_session(s, p) {
-        return (VoteOutcome::allow(format!("{p} was created in this session")), ev);
+        return (VoteOutcome::allow(format!("{p} was created in this session")).by(Mechanism::CreatedInSession), ev);
     }
     if s.grants.iter().any(|(g, ga)| g.same_segments(p) && (*ga == a || (*ga == Access::Create && a != Access::Delete))) {
-        return (VoteOutcome::allow(format!("{a} on {p} was already granted in this session")), ev);
+        return (VoteOutcome::allow(format!("{a} on {p} was already granted in this session")).by(Mechanism::GrantedInSession), ev);
     }
     if let Some(i) = lookalike(k, p) {
         if !ev.named() && !ev.exact_history {
-            return (VoteOutcome::deny(format!("{p} is a new place whose segment {} is named like a protected area; sibling evidence does not license it", i + 1)), ev);
+            return (VoteOutcome::deny(format!("{p} is a new place whose segment {} is named like a protected area; sibling evidence does not license it", i + 1)).by(Mechanism::Lookalike), ev);
         }
     }
     let need = location_threshold(a);
@@ -198,14 +200,15 @@ pub fn vote1_offline(inp: &Vote1Input<'_>) -> (VoteOutcome, Evidence) {
     // below), of a resource the prompt's words point at, in a folder the user works in.
     let asked_here = matches!(a, Access::Create | Access::Delete) && ev.asked_here();
     if ev.score < need && !asked_here {
-        return (VoteOutcome::deny(format!("location evidence {:.2} below {need:.2}: {}", ev.score, ev.why)), ev);
+        return (VoteOutcome::deny(format!("location evidence {:.2} below {need:.2}: {}", ev.score, ev.why)).by(Mechanism::Location), ev);
     }
     let (iscore, iwhy) = intent_evidence(k, s, p, a);
     let ineed = intent_threshold(a);
     if iscore < ineed {
-        return (VoteOutcome::deny(format!("intent evidence {iscore:.2} for {a} below {ineed:.2}: {iwhy}")), ev);
+        return (VoteOutcome::deny(format!("intent evidence {iscore:.2} for {a} below {ineed:.2}: {iwhy}")).by(Mechanism::Intent), ev);
     }
-    (VoteOutcome::allow(format!("location {:.2} ({}); intent {iscore:.2} ({iwhy})", ev.score, ev.why)), ev)
+    let by = if ev.score < need { Mechanism::FirstTimeChange } else { Mechanism::Location };
+    (VoteOutcome::allow(format!("location {:.2} ({}); intent {iscore:.2} ({iwhy})", ev.score, ev.why)).by(by), ev)
 }
 
 /// The full vote-2 evaluation.
@@ -230,12 +233,12 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
     if let Some(r) = inp.rationale {
         let inj = injection_findings(r);
         if let Some(f) = inj.first() {
-            return VoteOutcome::deny(format!("the worker's rationale holds {}", f.what));
+            return VoteOutcome::deny(format!("the worker's rationale holds {}", f.what)).by(Mechanism::Detector { finding: f.kind });
         }
     }
     let name_inj = injection_findings(&inp.raw_path.replace(['-', '_'], " "));
     if let Some(f) = name_inj.first() {
-        return VoteOutcome::deny(format!("the resource name holds {}", f.what));
+        return VoteOutcome::deny(format!("the resource name holds {}", f.what)).by(Mechanism::Detector { finding: f.kind });
     }
     // Sensitive content is not licensed by a name: only by a similar past task that used
     // this very resource, or by the session having created it.
@@ -247,7 +250,7 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
     if let Some(c) = inp.content {
         if matches!(a, Access::Read | Access::Write | Access::Delete) {
             if c.len() > MAX_FINGERPRINT_BYTES && !created {
-                return VoteOutcome::deny(format!("the content is {} bytes, more than the {MAX_FINGERPRINT_BYTES} that can be inspected", c.len()));
+                return VoteOutcome::deny(format!("the content is {} bytes, more than the {MAX_FINGERPRINT_BYTES} that can be inspected", c.len())).by(Mechanism::Oversize);
             }
             // A protected original is governed by the rules over its place; provenance is
             // about copies of it elsewhere.
@@ -256,40 +259,41 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
                     return VoteOutcome::deny(format!(
                         "the content overlaps protected content ({} shared passages, {} shared identifiers, {} shared names), so it is protected whatever its name or place",
                         h.shingles, h.entities, h.names
-                    ));
+                    ))
+                    .by(Mechanism::Provenance);
                 }
             }
             let findings = content_findings(c);
             if let Some(f) = findings.iter().find(|f| f.kind.is_personal() && !content_ok(f.kind)) {
                 let why = if ev.exact_history { "a similar task used this resource, but it did not hold such content when the workspace was imported" } else { "no similar task used this resource" };
-                return VoteOutcome::deny(format!("the content holds personal data ({}) and {why}", f.what));
+                return VoteOutcome::deny(format!("the content holds personal data ({}) and {why}", f.what)).by(Mechanism::Detector { finding: f.kind });
             }
             if let Some(f) = findings.iter().find(|f| f.kind.is_secret()) {
                 if !created_by_session(s, p) {
-                    return VoteOutcome::deny(format!("the content holds a secret ({})", f.what));
+                    return VoteOutcome::deny(format!("the content holds a secret ({})", f.what)).by(Mechanism::Detector { finding: f.kind });
                 }
             }
             let marks = &k.policy_terms.markings;
             if let Some(f) = findings.iter().find(|f| f.kind == FindingKind::Marking && marks.contains(f.what.as_str())) {
                 if !content_ok(FindingKind::Marking) {
-                    return VoteOutcome::deny(format!("the content is marked \"{}\", which the user's policies restrict, and no similar task used it", f.what));
+                    return VoteOutcome::deny(format!("the content is marked \"{}\", which the user's policies restrict, and no similar task used it", f.what)).by(Mechanism::Detector { finding: f.kind });
                 }
             }
             if !(created || ev.exact_history || p2_exact) {
                 if let Some((id, phrase)) = k.policy_terms.phrase_hit(c).filter(|(_, ph)| super::content::phrase_is_specific(&String::from_utf8_lossy(c), ph)) {
-                    return VoteOutcome::deny(format!("the content speaks of \"{phrase}\", which policy {id} restricts, and no similar task used it"));
+                    return VoteOutcome::deny(format!("the content speaks of \"{phrase}\", which policy {id} restricts, and no similar task used it")).by(Mechanism::PolicyPhrase);
                 }
             }
         }
     }
     let tainted = inp.earlier.iter().any(|e| e.injection);
     if tainted && !established {
-        return VoteOutcome::deny("earlier content in this session held injected instructions, and this request goes beyond what the user named or similar tasks used");
+        return VoteOutcome::deny("earlier content in this session held injected instructions, and this request goes beyond what the user named or similar tasks used").by(Mechanism::Taint);
     }
     if a == Access::Delete && !established {
-        return VoteOutcome::deny("a delete of a resource that neither the user named nor a similar task used");
+        return VoteOutcome::deny("a delete of a resource that neither the user named nor a similar task used").by(Mechanism::Unestablished);
     }
-    VoteOutcome::allow(if established { "established resource; no sensitive content findings" } else { "no sensitive content findings" })
+    VoteOutcome::allow(if established { "established resource; no sensitive content findings" } else { "no sensitive content findings" }).by(Mechanism::ContentClear)
 }
 
 /// Generates the pre-committed policy on raw names.

@@ -1,6 +1,28 @@
-//! Helpers shared by the integration tests of `pincer-user`.
+//! Helpers shared by the integration tests of `pincer-user`: the persona the daemon tests
+//! import, a daemon configuration inside a temporary folder, and a daemon started on it with
+//! the recording enforcer (this host's kernel refuses LSM programs).
+// Each test binary uses its own subset of these helpers.
+#![allow(dead_code)]
 
-use std::path::Path;
+use pincer::daemon::audit::AuditLog;
+use pincer::daemon::config::Config;
+use pincer::daemon::core::CoreDeps;
+use pincer::daemon::enforce::MemoryEnforcer;
+use pincer::daemon::peer::CgroupLookup;
+use pincer::daemon::{bind, run, Parts};
+use pincer::decider::OfflineDecider;
+use pincer::kernel::Miss;
+use pincer::sanitize::{Sanitizer, SecretKey};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
+
+/// The shipped persona the daemon tests import.
+pub const PERSONA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../corpus/software-dev");
+/// A cgroup outside every session: where the user's own processes run.
+pub const OUTSIDE: &str = "/sys/fs/cgroup/user.slice/user-1000.slice";
+/// A prompt of the persona's kind of task.
+pub const TODO_PROMPT: &str = "Update my todo: tick off the release notes item and add 'look at the ledger backups'.";
 
 /// Copies the directory tree `from` to `to` (created if missing), files and folders only.
 pub fn copy_dir(from: &Path, to: &Path) {
@@ -14,4 +36,67 @@ pub fn copy_dir(from: &Path, to: &Path) {
             std::fs::copy(e.path(), &t).unwrap();
         }
     }
+}
+
+/// A copy of the persona's workspace in `dir/ws`, canonicalized (the daemon resolves roots).
+pub fn persona_workspace(dir: &Path) -> PathBuf {
+    let ws = dir.join("ws");
+    copy_dir(&Path::new(PERSONA).join("workspace"), &ws);
+    ws.canonicalize().unwrap()
+}
+
+/// The persona's history and policies, as `pincer import` sends them.
+pub fn persona_state() -> (String, String) {
+    let history = std::fs::read_to_string(Path::new(PERSONA).join("history.jsonl")).unwrap();
+    let policies = std::fs::read_to_string(Path::new(PERSONA).join("policies.jsonl")).unwrap();
+    (history, policies)
+}
+
+/// A configuration whose state, socket, audit log and cgroups all lie in `dir`, with a
+/// 30 s wait for the user's answers.
+pub fn config_in(dir: &Path) -> Config {
+    let mut config = Config {
+        state_dir: dir.join("state"),
+        socket: dir.join("pincer.sock"),
+        audit_log: dir.join("audit.jsonl"),
+        cgroup_parent: dir.join("cg"),
+        ..Config::default()
+    };
+    config.escalation.timeout_secs = 30;
+    config
+}
+
+/// A daemon running on a test's runtime.
+pub struct Daemon {
+    /// Send (or drop) to shut the daemon down.
+    pub stop: oneshot::Sender<()>,
+    /// The daemon's task; it ends after `stop`.
+    pub task: tokio::task::JoinHandle<()>,
+}
+
+/// Starts the daemon on `config`'s socket with the offline decider, the recording
+/// `enforcer`, a sanitizer of `key`, peers placed by `lookup`, and kernel misses from
+/// `misses` if given.
+pub fn start_daemon(config: &Config, enforcer: MemoryEnforcer, lookup: CgroupLookup, key: [u8; 32], misses: Option<mpsc::Receiver<Miss>>) -> Daemon {
+    let parts = Parts {
+        core: CoreDeps {
+            config: config.clone(),
+            enforcer: Box::new(enforcer),
+            decider: Arc::new(OfflineDecider::new()),
+            sanitizer: Sanitizer::new(SecretKey::from_bytes(key)),
+            audit: Arc::new(AuditLog::open(&config.audit_log).unwrap()),
+        },
+        lookup,
+        misses,
+    };
+    let listener = bind(&config.socket).unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        run(parts, listener, async {
+            let _ = stopped.await;
+        })
+        .await
+        .unwrap();
+    });
+    Daemon { stop, task }
 }
