@@ -6,7 +6,11 @@
 //! - (c) gated process, exact read grant on the file;
 //! - (d) gated process, subtree read grant 8 directory levels above the file;
 //! - (e) Landlock-restricted process (no Pincer program loaded) with a read
-//!   rule on the same directory 8 levels above.
+//!   rule on the same directory 8 levels above;
+//! - (c) and (d) again with never-grantable entries present, as a daemon
+//!   always has them (`~/.ssh` and the like): one object elsewhere and one
+//!   name in the root, which make every gated walk go up to the top of the
+//!   filesystem and look up each level's name.
 //!
 //! Two more operations the reach hooks touch are measured the same way, each
 //! against its own figure with no program loaded:
@@ -308,7 +312,9 @@ fn try_main(set: Settings) -> Result<(), String> {
     let sock_addr = unix_addr(&sock)?;
     let acceptor_pid = acceptor(&sock)?;
     let ops = Ops { open: Op::Open(&cfile), connect: Op::Connect(&sock_addr), iterations: set.iterations };
-    let paths = Paths { base: &base, top: &top, file: &file, sock: &sock };
+    let never = base.join("never");
+    std::fs::create_dir_all(&never).map_err(|e| format!("create {}: {e}", never.display()))?;
+    let paths = Paths { base: &base, top: &top, file: &file, sock: &sock, never: &never };
     let mut samples = Samples::default();
     let started = Instant::now();
     let result = (|| {
@@ -348,6 +354,8 @@ struct Paths<'a> {
     file: &'a Path,
     /// The allowed listening socket.
     sock: &'a Path,
+    /// A never-grantable directory beside the granted tree.
+    never: &'a Path,
 }
 
 /// The cases, in the order of a round.
@@ -368,9 +376,12 @@ enum Case {
     OpenUngatedStats,
     OpenExactStats,
     OpenSubtreeStats,
+    /// (c) and (d) with never-grantable entries present.
+    OpenExactNever,
+    OpenSubtreeNever,
 }
 
-const CASES: usize = 14;
+const CASES: usize = 16;
 
 /// What the programs ran during one case with statistics on: program name →
 /// (runs, ns inside the program), summed over the rounds.
@@ -452,6 +463,17 @@ fn round(s: &mut Samples, p: &Paths, ops: &Ops) -> Result<(), String> {
         s.add(Case::OpenSubtreeStats, subtree);
         let ungated = with_stats(s, 0, n, || in_child(None, ops.open, n, || Ok(())))?;
         s.add(Case::OpenUngatedStats, ungated);
+        // Never-grantable entries that do not cover the file: an object and a name.
+        let never_dir = ObjectId::of_path(p.never).map_err(|e| e.to_string())?;
+        let root_id = ObjectId::of_path(p.base).map_err(|e| e.to_string())?;
+        enforcer.add_never(never_dir, pincer_common::ACCESS_ALL).map_err(|e| e.to_string())?;
+        enforcer
+            .add_never_name(root_id, std::ffi::OsStr::new(".ssh"), pincer_common::ACCESS_ALL)
+            .map_err(|e| e.to_string())?;
+        s.add(Case::OpenSubtreeNever, in_child(gated, ops.open, n, || Ok(()))?);
+        enforcer.revoke(session, top_id, Scope::Subtree, Access::Read).map_err(|e| e.to_string())?;
+        enforcer.grant(session, file_id, Scope::Exact, Access::Read).map_err(|e| e.to_string())?;
+        s.add(Case::OpenExactNever, in_child(gated, ops.open, n, || Ok(()))?);
         Ok::<_, String>(())
     })();
     let _ = enforcer.unpin();
@@ -543,6 +565,8 @@ fn report(s: &Samples, set: &Settings, secs: f64) {
             ("(c) gated, exact grant", Case::OpenExact),
             ("(d) gated, subtree grant 8 levels up", Case::OpenSubtree),
             ("(e) Landlock, rule 8 levels up", Case::OpenLandlock),
+            ("(c) with never-grantable entries", Case::OpenExactNever),
+            ("(d) with never-grantable entries", Case::OpenSubtreeNever),
             ("(b) again, BPF statistics on", Case::OpenUngatedStats),
             ("(c) again, BPF statistics on", Case::OpenExactStats),
             ("(d) again, BPF statistics on", Case::OpenSubtreeStats),
@@ -587,6 +611,15 @@ fn report(s: &Samples, set: &Settings, secs: f64) {
         met(c <= 1.1 * a),
         met(d <= 1.2 * a),
         met(b <= e && c <= e && d <= e)
+    );
+    let (cn, dn) = (min(Case::OpenExactNever), min(Case::OpenSubtreeNever));
+    println!(
+        "  with never-grantable entries (as a daemon has them): exact {:.3}x [{}], subtree {:.3}x [{}], below Landlock [{}]",
+        cn / a,
+        met(cn <= 1.1 * a),
+        dn / a,
+        met(dn <= 1.2 * a),
+        met(cn <= e && dn <= e)
     );
     println!("session cgroup levels the hooks look up: {:#x} (the session cgroup's level only, unless every level: 0xffffffff)", s.levels);
     if set.icount_shift.is_none() {
