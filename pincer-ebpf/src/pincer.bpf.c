@@ -274,6 +274,8 @@ struct walk_ctx {
 	__u32 never_objects;
 	__u32 never_names;
 	__u32 done;      /* the walk ended before the bound */
+	__u32 dev;       /* device of the current filesystem, once read */
+	__u32 dev_known; /* dev holds the current filesystem's device */
 };
 
 /* One level of walk_up; returns 1 to stop. */
@@ -291,8 +293,15 @@ static long walk_step(__u64 index, struct walk_ctx *c)
 
 	if (inode) {
 		__u64 ino = BPF_CORE_READ(inode, i_ino);
-		__u32 dev = BPF_CORE_READ(inode, i_sb, s_dev);
 		__u32 *bits;
+
+		/* Every dentry up to a mount point is on one filesystem: its
+		 * device is read once per filesystem, not once per level. */
+		if (!c->dev_known) {
+			c->dev = BPF_CORE_READ(inode, i_sb, s_dev);
+			c->dev_known = 1;
+		}
+		__u32 dev = c->dev;
 
 		c->ok.ino = ino;
 		c->ok.dev = dev;
@@ -325,17 +334,19 @@ static long walk_step(__u64 index, struct walk_ctx *c)
 
 			c->gk.ino = ino;
 			c->gk.dev = dev;
+			/* Each lookup only while `need` is not yet covered: bits
+			 * beyond `need` change no verdict. */
 			if (first && w->exact_ok) {
 				bits = bpf_map_lookup_elem(&MAP_EXACT, &c->gk);
 				if (bits)
 					w->granted |= *bits;
 			}
-			if (w->subtree_ok) {
+			if (w->subtree_ok && (w->granted & need) != need) {
 				bits = bpf_map_lookup_elem(&MAP_SUBTREE, &c->gk);
 				if (bits)
 					w->granted |= *bits;
 			}
-			if (w->subtree_ok || (first && w->exact_ok)) {
+			if ((w->subtree_ok || (first && w->exact_ok)) && (w->granted & need) != need) {
 				bits = bpf_map_lookup_elem(&MAP_OPEN, &c->ok);
 				if (bits)
 					w->granted |= *bits;
@@ -354,15 +365,19 @@ static long walk_step(__u64 index, struct walk_ctx *c)
 			return 1;
 		}
 	}
-	c->prev = BPF_CORE_READ(cur, d_name.name);
+	/* The name of the entry the walk comes from, for the never-name
+	 * lookup one level up (read only when never names exist). */
+	c->prev = c->never_names ? BPF_CORE_READ(cur, d_name.name) : 0;
 	int step = step_up(&c->p);
 
 	if (!step) {
 		c->done = 1;
 		return 1;
 	}
-	if (step == 2)
+	if (step == 2) {
 		c->prev = 0; /* the mount point's own name is read on the next step */
+		c->dev_known = 0;
+	}
 	return 0;
 }
 
@@ -629,10 +644,13 @@ static __always_inline int check_create(const struct session *s, struct dentry *
  * mode says, walked through its own mount. */
 static __always_inline int check_file(const struct session *s, struct file *file, __u32 hook, int may_record_created)
 {
-	struct inode *inode = BPF_CORE_READ(file, f_inode);
-	struct dentry *d = BPF_CORE_READ(file, f_path.dentry);
-	fmode_t mode = BPF_CORE_READ(file, f_mode);
-	int dir = inode && (BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFDIR;
+	/* `file` is the hook's own (BTF-typed) argument: its fields are read
+	 * directly, without a probe-read helper call each. */
+	struct inode *inode = file->f_inode;
+	struct dentry *d = file->f_path.dentry;
+	fmode_t mode = file->f_mode;
+	umode_t imode = inode ? inode->i_mode : 0;
+	int dir = inode && (imode & S_IFMT) == S_IFDIR;
 	__u32 need = 0;
 
 	if (mode & (FMODE_READ | FMODE_EXEC))
@@ -642,11 +660,27 @@ static __always_inline int check_file(const struct session *s, struct file *file
 	if (!need) /* neither read nor write (ioctl-only opens): treat as read */
 		need = dir ? ACCESS_LIST : ACCESS_READ;
 
-	int multi = is_multi_link(inode);
+	/* One lookup before any path work: the walk's first level finds the
+	 * exact grant of the object the path names, and when no never-grantable
+	 * entry exists anywhere (the state says so; no state entry: walk) a
+	 * grant that covers `need` is the walk's whole verdict. */
+	struct inode *di = d ? d->d_inode : 0;
+	__u32 zero = 0;
+	struct pincer_state *st = bpf_map_lookup_elem(&MAP_STATE, &zero);
+
+	if (di && st && !st->never_objects && !st->never_names) {
+		struct grant_key gk = { .session = s->id, .ino = di->i_ino, .dev = di->i_sb->s_dev };
+		__u32 *bits = bpf_map_lookup_elem(&MAP_EXACT, &gk);
+
+		if (bits && (*bits & need) == need)
+			return 0;
+	}
+
+	int multi = inode && !dir && inode->__i_nlink > 1;
 	struct walk w = {
 		.session = s->id,
-		.d = (__u64)d,
-		.mnt = (__u64)BPF_CORE_READ(file, f_path.mnt),
+		.d = scalar_of(d),
+		.mnt = scalar_of(file->f_path.mnt),
 		.need = need,
 		.exact_ok = 1,
 		.subtree_ok = !multi,
@@ -661,8 +695,8 @@ static __always_inline int check_file(const struct session *s, struct file *file
 		 * write what it made, now and later. */
 		struct grant_key gk = {
 			.session = s->id,
-			.ino = BPF_CORE_READ(inode, i_ino),
-			.dev = BPF_CORE_READ(inode, i_sb, s_dev),
+			.ino = inode->i_ino,
+			.dev = inode->i_sb->s_dev,
 		};
 		__u32 bits = ACCESS_READ | ACCESS_WRITE | ACCESS_CREATED_BY_SESSION;
 		__u32 *old = bpf_map_lookup_elem(&MAP_EXACT, &gk);
@@ -672,7 +706,7 @@ static __always_inline int check_file(const struct session *s, struct file *file
 		bpf_map_update_elem(&MAP_EXACT, &gk, &bits, BPF_ANY);
 		return 0;
 	}
-	return verdict(s, (__u64)d, hook, &w);
+	return verdict(s, w.d, hook, &w);
 }
 
 /* The session id of the current task, or 0 (for the reach block). */

@@ -38,10 +38,14 @@ enum Command {
 
 #[derive(Subcommand)]
 enum Bench {
-    /// Nanoseconds per open+close: no program, not gated, exact grant, subtree grant, Landlock.
+    /// Nanoseconds per open+close: no program, not gated, exact grant, subtree grant, Landlock;
+    /// connect to an allowed socket and a signal inside the session. By default the guest's
+    /// clock counts instructions (stable figures); `--wall-clock` for wall time.
     Open {
         #[command(flatten)]
         vm: vm::VmOptions,
+        #[command(flatten)]
+        clock: vm::BenchClock,
         /// Arguments passed to the benchmark binary (after `--`).
         #[arg(last = true)]
         args: Vec<String>,
@@ -79,11 +83,13 @@ fn try_main() -> anyhow::Result<()> {
         Command::Test(args) => test::run(args),
         Command::VmTest(opts) => vm::vm_test(&opts),
         Command::Demo(args) => demo::run(args),
-        Command::Bench { bench: Bench::Open { vm, args } } => vm::bench(&vm, &vm::BENCH_OPEN, &args),
+        Command::Bench { bench: Bench::Open { vm, clock, args } } => {
+            vm::bench(&vm, &vm::BENCH_OPEN, clock.guest_clock(), &args)
+        }
         Command::Bench { bench: Bench::Daemon { vm, sessions, rounds, args } } => {
             let mut all = vec!["--sessions".to_string(), sessions.to_string(), "--rounds".into(), rounds.to_string()];
             all.extend(args);
-            vm::bench(&vm, &vm::BENCH_DAEMON, &all)
+            vm::bench(&vm, &vm::BENCH_DAEMON, vm::qemu::GuestClock::Host, &all)
         }
     }
 }

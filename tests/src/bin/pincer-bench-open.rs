@@ -6,7 +6,11 @@
 //! - (c) gated process, exact read grant on the file;
 //! - (d) gated process, subtree read grant 8 directory levels above the file;
 //! - (e) Landlock-restricted process (no Pincer program loaded) with a read
-//!   rule on the same directory 8 levels above.
+//!   rule on the same directory 8 levels above;
+//! - (c) and (d) again with never-grantable entries present, as a daemon
+//!   always has them (`~/.ssh` and the like): one object elsewhere and one
+//!   name in the root, which make every gated walk go up to the top of the
+//!   filesystem and look up each level's name.
 //!
 //! Two more operations the reach hooks touch are measured the same way, each
 //! against its own figure with no program loaded:
@@ -21,11 +25,25 @@
 //! VM's host, other load) hits every case alike: each round measures the cases
 //! without the program, then loads and attaches every hook (a fresh load, so
 //! nothing of the previous round stays), measures the cases with it, and
-//! unloads it. Every sample is one timed run of [`ITERATIONS`] operations in a
+//! unloads it. Every sample is one timed run of `--iterations` operations in a
 //! fresh child process after a warm-up. The report gives, per case, the minimum
-//! and the median over the rounds, and the ratios of the minimums (the least
-//! disturbed figure of each case); comparing two runs shows how stable they are.
+//! and the median over the rounds, the ratio of the minimums (the least
+//! disturbed figure of each case) and the median of the per-round ratios to
+//! the round's own baseline; comparing two runs shows how stable they are.
+//!
+//! Under `cargo xtask bench open` the guest's clock counts instructions by
+//! default (QEMU `-icount shift=N,sleep=off`, passed here as `--icount-shift
+//! N`): then a guest nanosecond is 2^-N guest instructions of work, whatever
+//! else the host runs, and the ratios are ratios of instructions executed in
+//! the guest, not of wall time on hardware (where memory and cache behaviour
+//! weigh differently). With `--wall-clock` they are TCG wall time.
+//!
+//! With BPF run-time statistics on (separate samples, as they add their own
+//! cost), every Pincer program that runs during the open cases is listed with
+//! its runs per operation and its time per run: what each open pays inside the
+//! programs, apart from the trampoline and the hook calls.
 
+use clap::Parser;
 use landlock::{
     path_beneath_rules, Access as _, AccessFs, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, ABI,
 };
@@ -37,15 +55,27 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-/// Operations per sample.
-const ITERATIONS: u32 = 10_000;
-/// Rounds (each round takes one sample of every case).
-const ROUNDS: usize = 7;
 /// Directory levels between the subtree grant and the file.
 const LEVELS: usize = 8;
 
+/// `pincer-bench-open`: the cost of the hooks on open, connect and signal.
+#[derive(Parser, Clone, Copy)]
+struct Settings {
+    /// Rounds (each round takes one sample of every case, with a fresh load).
+    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..))]
+    rounds: u32,
+    /// Operations per sample.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
+    iterations: u32,
+    /// The guest's clock counts instructions (QEMU `-icount shift=N`): one guest
+    /// instruction is 2^N ns of guest time. Only labels the figures.
+    #[arg(long, value_name = "N")]
+    icount_shift: Option<u8>,
+}
+
 fn main() -> ExitCode {
-    match try_main() {
+    let settings = Settings::parse();
+    match try_main(settings) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("pincer-bench-open: {e}");
@@ -65,8 +95,8 @@ enum Op<'a> {
     Signal,
 }
 
-/// ns per operation of one timed run after a warm-up, measured in this process.
-fn measure(op: Op) -> Result<f64, String> {
+/// ns per operation of one timed run of `iterations` after a warm-up, measured in this process.
+fn measure(op: Op, iterations: u32) -> Result<f64, String> {
     let target = match op {
         Op::Signal => Some(paused_child()?),
         _ => None,
@@ -80,8 +110,8 @@ fn measure(op: Op) -> Result<f64, String> {
         // Warm-up (dentry cache, map entries).
         run(1000)?;
         let start = Instant::now();
-        run(ITERATIONS)?;
-        Ok(start.elapsed().as_nanos() as f64 / f64::from(ITERATIONS))
+        run(iterations)?;
+        Ok(start.elapsed().as_nanos() as f64 / f64::from(iterations))
     })();
     if let Some(pid) = target {
         // SAFETY: kills and reaps the child made above.
@@ -198,7 +228,12 @@ fn open_close(file: &CString, n: u32) -> Result<(), String> {
 
 /// Runs `setup` then [`measure`] in a forked child (joined to `cgroup` if
 /// given) and returns its figure.
-fn in_child(cgroup: Option<&Path>, op: Op, setup: impl FnOnce() -> Result<(), String>) -> Result<f64, String> {
+fn in_child(
+    cgroup: Option<&Path>,
+    op: Op,
+    iterations: u32,
+    setup: impl FnOnce() -> Result<(), String>,
+) -> Result<f64, String> {
     let procs = cgroup.map(|c| c.join("cgroup.procs"));
     let mut fds = [0; 2];
     // SAFETY: pipe/fork; the benchmark is single-threaded, so the child may
@@ -218,7 +253,7 @@ fn in_child(cgroup: Option<&Path>, op: Op, setup: impl FnOnce() -> Result<(), St
                     std::fs::write(procs, "0").map_err(|e| format!("join {}: {e}", procs.display()))?;
                 }
                 setup()?;
-                measure(op)
+                measure(op, iterations)
             })();
             let code = match result {
                 Ok(ns) => {
@@ -259,7 +294,7 @@ fn landlock_restrict(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn try_main() -> Result<(), String> {
+fn try_main(set: Settings) -> Result<(), String> {
     let base = PathBuf::from("/tmp").join(format!("pincer-bench-{}", std::process::id()));
     let top = base.join("granted");
     let mut dir = top.clone();
@@ -276,24 +311,51 @@ fn try_main() -> Result<(), String> {
     let sock = base.join("allowed.sock");
     let sock_addr = unix_addr(&sock)?;
     let acceptor_pid = acceptor(&sock)?;
-    let open = Op::Open(&cfile);
-    let connect = Op::Connect(&sock_addr);
+    let ops = Ops { open: Op::Open(&cfile), connect: Op::Connect(&sock_addr), iterations: set.iterations };
+    let never = base.join("never");
+    std::fs::create_dir_all(&never).map_err(|e| format!("create {}: {e}", never.display()))?;
+    let paths = Paths { base: &base, top: &top, file: &file, sock: &sock, never: &never };
     let mut samples = Samples::default();
     let started = Instant::now();
     let result = (|| {
-        for r in 1..=ROUNDS {
+        for r in 1..=set.rounds {
             let t = Instant::now();
-            round(&mut samples, &base, &top, &file, &sock, open, connect)?;
+            round(&mut samples, &paths, &ops)?;
             let load = samples.load_secs.last().copied().unwrap_or(0.0);
-            eprintln!("pincer-bench-open: round {r}/{ROUNDS} in {:.1} s (load and attach {load:.1} s)", t.elapsed().as_secs_f64());
+            eprintln!(
+                "pincer-bench-open: round {r}/{} in {:.1} s (load and attach {load:.1} s)",
+                set.rounds,
+                t.elapsed().as_secs_f64()
+            );
         }
         Ok::<_, String>(())
     })();
     stop(acceptor_pid);
     let _ = std::fs::remove_dir_all(&base);
     result?;
-    report(&samples, started.elapsed().as_secs_f64());
+    report(&samples, &set, started.elapsed().as_secs_f64());
     Ok(())
+}
+
+/// The measured operations.
+struct Ops<'a> {
+    open: Op<'a>,
+    connect: Op<'a>,
+    iterations: u32,
+}
+
+/// The benchmark's files.
+struct Paths<'a> {
+    /// The protected root.
+    base: &'a Path,
+    /// The directory of the subtree grant, [`LEVELS`] above the file.
+    top: &'a Path,
+    /// The opened file.
+    file: &'a Path,
+    /// The allowed listening socket.
+    sock: &'a Path,
+    /// A never-grantable directory beside the granted tree.
+    never: &'a Path,
 }
 
 /// The cases, in the order of a round.
@@ -310,11 +372,20 @@ enum Case {
     SignalGated,
     OpenExact,
     OpenSubtree,
-    /// (b) again with BPF run-time statistics on (they add their own cost).
+    /// (b), (c), (d) again with BPF run-time statistics on (they add their own cost).
     OpenUngatedStats,
+    OpenExactStats,
+    OpenSubtreeStats,
+    /// (c) and (d) with never-grantable entries present.
+    OpenExactNever,
+    OpenSubtreeNever,
 }
 
-const CASES: usize = 12;
+const CASES: usize = 16;
+
+/// What the programs ran during one case with statistics on: program name →
+/// (runs, ns inside the program), summed over the rounds.
+type ProgramRuns = std::collections::BTreeMap<String, (u64, u64)>;
 
 /// Every sample of every case.
 #[derive(Default)]
@@ -322,9 +393,10 @@ struct Samples {
     ns: [Vec<f64>; CASES],
     /// Seconds each load and attach took.
     load_secs: Vec<f64>,
-    /// ns per run of the `file_open` program itself for the ungated process (the
-    /// kernel's BPF statistics: time inside the program, without the trampoline).
-    file_open_prog_ns: Vec<f64>,
+    /// Per statistics case (ungated, exact, subtree): the programs that ran.
+    runs: [ProgramRuns; 3],
+    /// Operations measured per statistics case (for runs per operation).
+    ops_with_stats: [u64; 3],
     /// The cgroup levels the hooks look up (the state map's mask).
     levels: u32,
 }
@@ -340,18 +412,27 @@ impl Samples {
         v.sort_by(f64::total_cmp);
         (v[0], v[v.len() / 2])
     }
+
+    /// The median over the rounds of case / base of the same round.
+    fn median_ratio(&self, case: Case, base: Case) -> f64 {
+        let mut r: Vec<f64> =
+            self.ns[case as usize].iter().zip(&self.ns[base as usize]).map(|(c, b)| c / b).collect();
+        r.sort_by(f64::total_cmp);
+        r[r.len() / 2]
+    }
 }
 
 /// One round: every case once, without the program, then with a fresh load of it.
-fn round(s: &mut Samples, base: &Path, top: &Path, file: &Path, sock: &Path, open: Op, connect: Op) -> Result<(), String> {
-    s.add(Case::OpenNone, in_child(None, open, || Ok(()))?);
-    s.add(Case::OpenLandlock, in_child(None, open, || landlock_restrict(top))?);
-    s.add(Case::ConnectNone, in_child(None, connect, || Ok(()))?);
-    s.add(Case::SignalNone, in_child(None, Op::Signal, || Ok(()))?);
+fn round(s: &mut Samples, p: &Paths, ops: &Ops) -> Result<(), String> {
+    let n = ops.iterations;
+    s.add(Case::OpenNone, in_child(None, ops.open, n, || Ok(()))?);
+    s.add(Case::OpenLandlock, in_child(None, ops.open, n, || landlock_restrict(p.top))?);
+    s.add(Case::ConnectNone, in_child(None, ops.connect, n, || Ok(()))?);
+    s.add(Case::SignalNone, in_child(None, Op::Signal, n, || Ok(()))?);
 
     let pin_dir = PathBuf::from("/sys/fs/bpf").join(format!("pincer-bench-{}", std::process::id()));
     let config =
-        EnforcerConfig { pin_dir: pin_dir.clone(), reach: ReachConfig::with_trusted_socket(sock), ..EnforcerConfig::default() };
+        EnforcerConfig { pin_dir: pin_dir.clone(), reach: ReachConfig::with_trusted_socket(p.sock), ..EnforcerConfig::default() };
     let loading = Instant::now();
     let mut enforcer = Enforcer::load(&config).map_err(|e| format!("load enforcer: {e:?}"))?;
     s.load_secs.push(loading.elapsed().as_secs_f64());
@@ -361,27 +442,38 @@ fn round(s: &mut Samples, base: &Path, top: &Path, file: &Path, sock: &Path, ope
         let session = pincer::kernel::cgroup_id(&cgroup).map_err(|e| e.to_string())?;
         enforcer.register_session(session).map_err(|e| e.to_string())?;
         s.levels = enforcer.session_levels().map_err(|e| e.to_string())?;
-        enforcer.add_root(base).map_err(|e| e.to_string())?;
-        let file_id = ObjectId::of_path(file).map_err(|e| e.to_string())?;
-        let top_id = ObjectId::of_path(top).map_err(|e| e.to_string())?;
+        enforcer.add_root(p.base).map_err(|e| e.to_string())?;
+        let file_id = ObjectId::of_path(p.file).map_err(|e| e.to_string())?;
+        let top_id = ObjectId::of_path(p.top).map_err(|e| e.to_string())?;
+        let gated = Some(cgroup.as_path());
 
-        s.add(Case::OpenUngated, in_child(None, open, || Ok(()))?);
-        s.add(Case::ConnectUngated, in_child(None, connect, || Ok(()))?);
-        s.add(Case::SignalUngated, in_child(None, Op::Signal, || Ok(()))?);
-        s.add(Case::ConnectGated, in_child(Some(&cgroup), connect, || Ok(()))?);
-        s.add(Case::SignalGated, in_child(Some(&cgroup), Op::Signal, || Ok(()))?);
+        s.add(Case::OpenUngated, in_child(None, ops.open, n, || Ok(()))?);
+        s.add(Case::ConnectUngated, in_child(None, ops.connect, n, || Ok(()))?);
+        s.add(Case::SignalUngated, in_child(None, Op::Signal, n, || Ok(()))?);
+        s.add(Case::ConnectGated, in_child(gated, ops.connect, n, || Ok(()))?);
+        s.add(Case::SignalGated, in_child(gated, Op::Signal, n, || Ok(()))?);
         enforcer.grant(session, file_id, Scope::Exact, Access::Read).map_err(|e| e.to_string())?;
-        s.add(Case::OpenExact, in_child(Some(&cgroup), open, || Ok(()))?);
+        s.add(Case::OpenExact, in_child(gated, ops.open, n, || Ok(()))?);
+        let exact = with_stats(s, 1, n, || in_child(gated, ops.open, n, || Ok(())))?;
+        s.add(Case::OpenExactStats, exact);
         enforcer.revoke(session, file_id, Scope::Exact, Access::Read).map_err(|e| e.to_string())?;
         enforcer.grant(session, top_id, Scope::Subtree, Access::Read).map_err(|e| e.to_string())?;
-        s.add(Case::OpenSubtree, in_child(Some(&cgroup), open, || Ok(()))?);
-        let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).map_err(|e| format!("enable BPF statistics: {e}"))?;
-        let before = file_open_stats()?;
-        s.add(Case::OpenUngatedStats, in_child(None, open, || Ok(()))?);
-        let after = file_open_stats()?;
-        drop(stats);
-        let runs = after.1.saturating_sub(before.1).max(1);
-        s.file_open_prog_ns.push(after.0.saturating_sub(before.0) as f64 / runs as f64);
+        s.add(Case::OpenSubtree, in_child(gated, ops.open, n, || Ok(()))?);
+        let subtree = with_stats(s, 2, n, || in_child(gated, ops.open, n, || Ok(())))?;
+        s.add(Case::OpenSubtreeStats, subtree);
+        let ungated = with_stats(s, 0, n, || in_child(None, ops.open, n, || Ok(())))?;
+        s.add(Case::OpenUngatedStats, ungated);
+        // Never-grantable entries that do not cover the file: an object and a name.
+        let never_dir = ObjectId::of_path(p.never).map_err(|e| e.to_string())?;
+        let root_id = ObjectId::of_path(p.base).map_err(|e| e.to_string())?;
+        enforcer.add_never(never_dir, pincer_common::ACCESS_ALL).map_err(|e| e.to_string())?;
+        enforcer
+            .add_never_name(root_id, std::ffi::OsStr::new(".ssh"), pincer_common::ACCESS_ALL)
+            .map_err(|e| e.to_string())?;
+        s.add(Case::OpenSubtreeNever, in_child(gated, ops.open, n, || Ok(()))?);
+        enforcer.revoke(session, top_id, Scope::Subtree, Access::Read).map_err(|e| e.to_string())?;
+        enforcer.grant(session, file_id, Scope::Exact, Access::Read).map_err(|e| e.to_string())?;
+        s.add(Case::OpenExactNever, in_child(gated, ops.open, n, || Ok(()))?);
         Ok::<_, String>(())
     })();
     let _ = enforcer.unpin();
@@ -389,36 +481,79 @@ fn round(s: &mut Samples, base: &Path, top: &Path, file: &Path, sock: &Path, ope
     result
 }
 
-/// (run time ns, run count) of the newest loaded `pincer_file_open` program (names are
-/// cut to 15 bytes by the kernel).
-fn file_open_stats() -> Result<(u64, u64), String> {
-    let name = &"pincer_file_open"[..15];
-    let mut newest: Option<aya::programs::ProgramInfo> = None;
-    for info in aya::programs::loaded_programs() {
-        let info = info.map_err(|e| format!("list BPF programs: {e}"))?;
-        if info.name_as_str() == Some(name) && newest.as_ref().is_none_or(|n| n.id() < info.id()) {
-            newest = Some(info);
+/// Runs `sample` with BPF run-time statistics on and adds what every Pincer
+/// program ran meanwhile to statistics case `which` (the warm-up's runs
+/// included: `iterations` + 1000 operations).
+fn with_stats(s: &mut Samples, which: usize, iterations: u32, sample: impl FnOnce() -> Result<f64, String>) -> Result<f64, String> {
+    let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).map_err(|e| format!("enable BPF statistics: {e}"))?;
+    let before = program_stats()?;
+    let ns = sample()?;
+    let after = program_stats()?;
+    drop(stats);
+    for (name, (count, time)) in after {
+        let (c0, t0) = before.get(&name).copied().unwrap_or((0, 0));
+        if count > c0 {
+            let e = s.runs[which].entry(name).or_default();
+            e.0 += count - c0;
+            e.1 += time.saturating_sub(t0);
         }
     }
-    let info = newest.ok_or("the pincer_file_open program is not loaded")?;
-    Ok((info.run_time().as_nanos() as u64, info.run_count()))
+    s.ops_with_stats[which] += u64::from(iterations) + 1000;
+    Ok(ns)
 }
 
-fn report(s: &Samples, secs: f64) {
+/// (run count, run time ns) of every loaded Pincer program, by name (the
+/// newest program of each name: earlier rounds' programs are unloaded).
+fn program_stats() -> Result<ProgramRuns, String> {
+    let mut newest: std::collections::BTreeMap<String, (u32, u64, u64)> = Default::default();
+    for info in aya::programs::loaded_programs() {
+        let info = info.map_err(|e| format!("list BPF programs: {e}"))?;
+        let Some(name) = info.name_as_str().filter(|n| n.starts_with("pincer_")) else { continue };
+        let entry = newest.entry(name.to_owned()).or_insert((0, 0, 0));
+        if info.id() >= entry.0 {
+            *entry = (info.id(), info.run_count(), info.run_time().as_nanos() as u64);
+        }
+    }
+    Ok(newest.into_iter().map(|(name, (_, count, time))| (name, (count, time))).collect())
+}
+
+fn report(s: &Samples, set: &Settings, secs: f64) {
     let mut load = s.load_secs.clone();
     load.sort_by(f64::total_cmp);
+    let unit = match set.icount_shift {
+        None => "ns".to_string(),
+        Some(0) => "gi".to_string(),
+        Some(_) => "gns".to_string(),
+    };
+    match set.icount_shift {
+        None => println!("pincer-bench-open: clock: the guest's own clock (wall time; under QEMU TCG disturbed by the host's load)"),
+        Some(shift) => println!(
+            "pincer-bench-open: clock: guest time counts instructions (QEMU -icount shift={shift},sleep=off): 1 guest ns = {} guest \
+             instruction(s); figures ({unit}) are guest {} per operation, so the ratios are ratios of work done in the guest, \
+             not of wall time on hardware",
+            if shift == 0 { "1".to_string() } else { format!("1/{}", 1u32 << shift) },
+            if shift == 0 { "instructions" } else { "instruction-time ns" }
+        ),
+    }
     println!(
-        "pincer-bench-open: ns per operation over {ROUNDS} interleaved rounds (each: one sample of every case, {ITERATIONS} \
-         operations in a fresh process; the program loaded afresh each round, every containment hook attached, median load {:.1} s; \
+        "pincer-bench-open: {unit} per operation over {} interleaved rounds (each: one sample of every case, {} operations in a \
+         fresh process; the program loaded afresh each round, every containment hook attached, median load {:.1} s; \
          {secs:.0} s in all)",
+        set.rounds,
+        set.iterations,
         load[load.len() / 2]
     );
     let rows = |title: &str, base: Case, rows: &[(&str, Case)]| {
-        println!("{title}:                                   min ns   median ns   min/min(base)");
+        println!("{title}:");
+        println!("  {:<40} {:>10} {:>11}   {:>13}   {:>17}", "", format!("min {unit}"), format!("median {unit}"), "min/min(base)", "median(case/base)");
         let (b, _) = s.figures(base);
         for (label, case) in rows {
             let (min, median) = s.figures(*case);
-            println!("  {label:<40} {min:>10.0} {median:>11.0}   {:>5.3}x", min / b);
+            println!(
+                "  {label:<40} {min:>10.0} {median:>11.0}   {:>12.3}x   {:>16.3}x",
+                min / b,
+                s.median_ratio(*case, base)
+            );
         }
     };
     rows(
@@ -430,19 +565,33 @@ fn report(s: &Samples, secs: f64) {
             ("(c) gated, exact grant", Case::OpenExact),
             ("(d) gated, subtree grant 8 levels up", Case::OpenSubtree),
             ("(e) Landlock, rule 8 levels up", Case::OpenLandlock),
+            ("(c) with never-grantable entries", Case::OpenExactNever),
+            ("(d) with never-grantable entries", Case::OpenSubtreeNever),
             ("(b) again, BPF statistics on", Case::OpenUngatedStats),
+            ("(c) again, BPF statistics on", Case::OpenExactStats),
+            ("(d) again, BPF statistics on", Case::OpenSubtreeStats),
         ],
     );
-    let mut prog = s.file_open_prog_ns.clone();
-    prog.sort_by(f64::total_cmp);
-    let (a, b) = (s.figures(Case::OpenNone).0, s.figures(Case::OpenUngated).0);
-    println!(
-        "  (b) - (a) = {:.0} ns per open (minimums); of it, inside the file_open program for the ungated process \
-         (BPF statistics): min {:.0} ns, median {:.0} ns per run; the rest is the BPF LSM trampoline and the hook call",
-        b - a,
-        prog[0],
-        prog[prog.len() / 2]
-    );
+    let min = |c: Case| s.figures(c).0;
+    for (i, (label, case)) in [("(b) ungated", Case::OpenUngated), ("(c) exact", Case::OpenExact), ("(d) subtree", Case::OpenSubtree)]
+        .into_iter()
+        .enumerate()
+    {
+        let ops = s.ops_with_stats[i].max(1) as f64;
+        let inside: f64 = s.runs[i].values().map(|(_, t)| *t as f64).sum::<f64>() / ops;
+        let progs: Vec<String> = s.runs[i]
+            .iter()
+            .map(|(name, (count, time))| {
+                format!("{name} {:.2} runs/op, {:.0} ns/run", *count as f64 / ops, *time as f64 / (*count).max(1) as f64)
+            })
+            .collect();
+        println!(
+            "  {label}: {:.0} {unit} per open above (a) (minimums); inside Pincer programs (BPF statistics, guest ns): {inside:.0} \
+             per open [{}]; the rest is the BPF trampolines, the hook calls and the statistics' own clock reads",
+            min(case) - min(Case::OpenNone),
+            if progs.is_empty() { "none ran".to_string() } else { progs.join("; ") }
+        );
+    }
     rows(
         "connect+close to an allowed Unix socket",
         Case::ConnectNone,
@@ -453,16 +602,29 @@ fn report(s: &Samples, secs: f64) {
         Case::SignalNone,
         &[("no program loaded", Case::SignalNone), ("loaded, process not gated", Case::SignalUngated), ("gated, target in the session", Case::SignalGated)],
     );
-    let min = |c: Case| s.figures(c).0;
     let (a, b, c, d, e) = (min(Case::OpenNone), min(Case::OpenUngated), min(Case::OpenExact), min(Case::OpenSubtree), min(Case::OpenLandlock));
     let met = |ok: bool| if ok { "met" } else { "not met" };
     println!(
-        "issue 9 targets (minimums): ungated (b) <= 1.02x [{}], exact (c) <= 1.1x [{}], subtree (d) <= 1.2x [{}], all below Landlock (e) [{}]",
+        "issue 9 targets (minimums, {}): ungated (b) <= 1.02x [{}], exact (c) <= 1.1x [{}], subtree (d) <= 1.2x [{}], all below Landlock (e) [{}]",
+        if set.icount_shift.is_some() { "guest instructions" } else { "wall time" },
         met(b <= 1.02 * a),
         met(c <= 1.1 * a),
         met(d <= 1.2 * a),
         met(b <= e && c <= e && d <= e)
     );
+    let (cn, dn) = (min(Case::OpenExactNever), min(Case::OpenSubtreeNever));
+    println!(
+        "  with never-grantable entries (as a daemon has them): exact {:.3}x [{}], subtree {:.3}x [{}], below Landlock [{}]",
+        cn / a,
+        met(cn <= 1.1 * a),
+        dn / a,
+        met(dn <= 1.2 * a),
+        met(cn <= e && dn <= e)
+    );
     println!("session cgroup levels the hooks look up: {:#x} (the session cgroup's level only, unless every level: 0xffffffff)", s.levels);
-    println!("note: under QEMU TCG (software emulation) these ratios are indicative only; measure on real hardware with BPF LSM for figures.");
+    if set.icount_shift.is_none() {
+        println!("note: under QEMU TCG (software emulation) wall-time ratios are indicative only; measure on real hardware with BPF LSM for figures.");
+    } else {
+        println!("note: instruction counts weigh every guest instruction alike (a cache miss costs what an add does); on hardware the ratios differ, measure there for wall time.");
+    }
 }

@@ -209,14 +209,25 @@ struct KernelRun {
     passed: bool,
 }
 
-fn run_on(kernel: &Kernel, initrd: &Path, names: &[String], opts: &VmOptions, echo: Echo) -> Result<KernelRun> {
+fn run_on(
+    kernel: &Kernel,
+    initrd: &Path,
+    names: &[String],
+    opts: &VmOptions,
+    echo: Echo,
+    clock: qemu::GuestClock,
+) -> Result<KernelRun> {
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or_default();
     let log = run_dir()?.join("logs").join(format!("{}-{stamp}.log", kernel.release));
-    eprintln!("xtask: booting {} (TCG; console log {})", kernel.release, log.display());
-    let run = qemu::boot(&kernel.vmlinuz, initrd, Duration::from_secs(opts.timeout), &log, |line, t| {
+    let how = match clock {
+        qemu::GuestClock::Host => "TCG".to_string(),
+        qemu::GuestClock::Instructions { shift } => format!("TCG, guest clock by instructions: -icount shift={shift},sleep=off"),
+    };
+    eprintln!("xtask: booting {} ({how}; console log {})", kernel.release, log.display());
+    let run = qemu::boot(&kernel.vmlinuz, initrd, clock, Duration::from_secs(opts.timeout), &log, |line, t| {
         if shown(echo, line, t) {
             println!("{}", console::clean(line));
         }
@@ -285,7 +296,7 @@ pub fn vm_test(opts: &VmOptions) -> Result<()> {
     let echo = if opts.quiet { Echo::Nothing } else { Echo::All };
     let mut results = Vec::new();
     for kernel in &kernels {
-        results.push(run_on(kernel, &initrd, &names, opts, echo));
+        results.push(run_on(kernel, &initrd, &names, opts, echo, qemu::GuestClock::Host));
     }
     let _ = std::fs::remove_file(&initrd);
     let mut failed = 0;
@@ -334,19 +345,48 @@ pub const BENCH_OPEN: Bench = Bench { name: "pincer-bench-open", command: "open"
 /// `cargo xtask bench daemon`: the daemon's decision pipeline under load.
 pub const BENCH_DAEMON: Bench = Bench { name: "pincer-bench-daemon", command: "daemon", daemon: true };
 
-/// The arguments the benchmark binary gets: `--pincer PATH` first for a daemon benchmark.
-pub fn bench_args(bench: &Bench, pincer: Option<&Path>, args: &[String]) -> Vec<String> {
+/// How `cargo xtask bench open` clocks the guest.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchClock {
+    /// Time the guest by the host's clock (QEMU's default): wall time under TCG, which
+    /// the host's other load disturbs. Default: the guest's clock counts instructions.
+    #[arg(long)]
+    pub wall_clock: bool,
+    /// With the instruction clock: each guest instruction advances guest time by 2^N ns
+    /// (0: figures in guest ns are guest instructions).
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=10))]
+    pub icount_shift: u8,
+}
+
+impl BenchClock {
+    /// The guest clock these options ask for.
+    pub fn guest_clock(&self) -> qemu::GuestClock {
+        if self.wall_clock {
+            qemu::GuestClock::Host
+        } else {
+            qemu::GuestClock::Instructions { shift: self.icount_shift }
+        }
+    }
+}
+
+/// The arguments the benchmark binary gets: `--pincer PATH` first for a daemon benchmark,
+/// `--icount-shift N` when the guest's clock counts instructions (so the figures say what
+/// they measure).
+pub fn bench_args(bench: &Bench, pincer: Option<&Path>, clock: qemu::GuestClock, args: &[String]) -> Vec<String> {
     let mut all = Vec::new();
     if let (true, Some(p)) = (bench.daemon, pincer) {
         all.extend(["--pincer".to_string(), p.to_string_lossy().into_owned()]);
+    }
+    if let qemu::GuestClock::Instructions { shift } = clock {
+        all.extend(["--icount-shift".to_string(), shift.to_string()]);
     }
     all.extend(args.iter().cloned());
     all
 }
 
 /// `cargo xtask bench <command>`: runs the benchmark binary in the VM (the newest kernel by
-/// default) and relays what it prints.
-pub fn bench(opts: &VmOptions, bench: &Bench, args: &[String]) -> Result<()> {
+/// default) with the guest clock `clock` and relays what it prints.
+pub fn bench(opts: &VmOptions, bench: &Bench, clock: qemu::GuestClock, args: &[String]) -> Result<()> {
     let source = workspace_root().join("tests/src/bin").join(format!("{}.rs", bench.name));
     if !source.is_file() {
         bail!("the benchmark binary `{}` does not exist ({} is missing); nothing to run", bench.name, source.display());
@@ -363,7 +403,7 @@ pub fn bench(opts: &VmOptions, bench: &Bench, args: &[String]) -> Result<()> {
     let exe = find(bench.name)?;
     let pincer = if bench.daemon { Some(find("pincer")?) } else { None };
     let programs =
-        vec![Program { name: bench.name.into(), host_path: exe, args: bench_args(bench, pincer.as_deref(), args) }];
+        vec![Program { name: bench.name.into(), host_path: exe, args: bench_args(bench, pincer.as_deref(), clock, args) }];
     let names = vec![bench.name.to_owned()];
     let initrd = run_dir()?.join(format!("initramfs-bench-{}.cpio", std::process::id()));
     initramfs::build(&programs, pincer.as_slice(), Path::new(initramfs::BUSYBOX), &initrd)?;
@@ -379,8 +419,16 @@ pub fn bench(opts: &VmOptions, bench: &Bench, args: &[String]) -> Result<()> {
     let mut failed = 0;
     if let Ok(kernels) = &kernels {
         for kernel in kernels {
-            println!("bench {} on {} (QEMU TCG: figures are indicative only)", bench.command, kernel.release);
-            let r = run_on(kernel, &initrd, &names, opts, Echo::ProgramOutput)?;
+            match clock {
+                qemu::GuestClock::Host => {
+                    println!("bench {} on {} (QEMU TCG, wall time: figures are indicative only)", bench.command, kernel.release)
+                }
+                qemu::GuestClock::Instructions { shift } => println!(
+                    "bench {} on {} (QEMU TCG, guest clock by instructions executed: -icount shift={shift},sleep=off)",
+                    bench.command, kernel.release
+                ),
+            }
+            let r = run_on(kernel, &initrd, &names, opts, Echo::ProgramOutput, clock)?;
             if !r.passed {
                 failed += 1;
                 println!("bench {} {}: FAIL", bench.command, kernel.release);
@@ -421,9 +469,18 @@ not json"#;
     fn only_a_daemon_benchmark_gets_the_pincer_binary() {
         let extra = vec!["--rounds".to_string(), "3".into()];
         let p = Path::new("/t/release/pincer");
-        assert_eq!(bench_args(&BENCH_DAEMON, Some(p), &extra), ["--pincer", "/t/release/pincer", "--rounds", "3"]);
-        assert_eq!(bench_args(&BENCH_OPEN, Some(p), &extra), ["--rounds", "3"]);
-        assert_eq!(bench_args(&BENCH_OPEN, None, &[]), Vec::<String>::new());
+        let host = qemu::GuestClock::Host;
+        assert_eq!(bench_args(&BENCH_DAEMON, Some(p), host, &extra), ["--pincer", "/t/release/pincer", "--rounds", "3"]);
+        assert_eq!(bench_args(&BENCH_OPEN, Some(p), host, &extra), ["--rounds", "3"]);
+        assert_eq!(bench_args(&BENCH_OPEN, None, host, &[]), Vec::<String>::new());
+    }
+
+    #[test]
+    fn an_instruction_clock_is_named_to_the_benchmark() {
+        let clock = BenchClock { wall_clock: false, icount_shift: 0 }.guest_clock();
+        assert_eq!(clock, qemu::GuestClock::Instructions { shift: 0 });
+        assert_eq!(bench_args(&BENCH_OPEN, None, clock, &["--rounds".into(), "9".into()]), ["--icount-shift", "0", "--rounds", "9"]);
+        assert_eq!(BenchClock { wall_clock: true, icount_shift: 3 }.guest_clock(), qemu::GuestClock::Host);
     }
 
     #[test]

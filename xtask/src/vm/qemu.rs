@@ -59,11 +59,38 @@ pub fn memory_mib(initrd_bytes: u64) -> u64 {
     (initrd_bytes / (1 << 20) * 3 + 512).max(1024)
 }
 
+/// How the guest's clock advances.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GuestClock {
+    /// With the host's time (QEMU's default): guest figures are wall time under TCG,
+    /// disturbed by whatever else the host runs.
+    #[default]
+    Host,
+    /// By instructions executed (`-icount shift=N,sleep=off`): every guest instruction
+    /// advances the guest's clock (TSC, HPET, PIT alike) by 2^N ns, and an idle guest jumps
+    /// to its next timer instead of waiting for the host. Guest time then counts the work
+    /// the guest did, not how fast the host ran it.
+    Instructions {
+        /// ns of guest time per instruction, as a power of two.
+        shift: u8,
+    },
+}
+
+impl GuestClock {
+    /// QEMU's arguments for this clock.
+    pub fn qemu_args(self) -> Vec<String> {
+        match self {
+            GuestClock::Host => Vec::new(),
+            GuestClock::Instructions { shift } => vec!["-icount".into(), format!("shift={shift},sleep=off")],
+        }
+    }
+}
+
 /// The QEMU command line for booting `vmlinuz` with `initrd`.
-pub fn command(vmlinuz: &Path, initrd: &Path) -> Command {
+pub fn command(vmlinuz: &Path, initrd: &Path, clock: GuestClock) -> Command {
     let size = std::fs::metadata(initrd).map(|m| m.len()).unwrap_or(0);
     let mut cmd = Command::new(QEMU);
-    cmd.args(["-accel", "tcg", "-smp", "1", "-m"])
+    cmd.args(["-accel", "tcg"]).args(clock.qemu_args()).args(["-smp", "1", "-m"])
         .arg(format!("{}M", memory_mib(size)))
         .args(["-nographic", "-no-reboot", "-nic", "none"])
         .arg("-kernel")
@@ -79,6 +106,7 @@ pub fn command(vmlinuz: &Path, initrd: &Path) -> Command {
 pub fn boot(
     vmlinuz: &Path,
     initrd: &Path,
+    clock: GuestClock,
     timeout: Duration,
     log: &Path,
     mut echo: impl FnMut(&str, &Transcript),
@@ -86,7 +114,7 @@ pub fn boot(
     let mut log_file = std::fs::File::create(log)
         .map_err(|source| QemuError::Log { path: log.to_owned(), source })?;
     let start = Instant::now();
-    let mut child = command(vmlinuz, initrd)
+    let mut child = command(vmlinuz, initrd, clock)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -160,13 +188,21 @@ mod tests {
 
     #[test]
     fn the_command_uses_tcg_and_never_kvm() {
-        let cmd = command(Path::new("/k"), Path::new("/i"));
+        let cmd = command(Path::new("/k"), Path::new("/i"), GuestClock::Host);
         let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
         assert!(args.windows(2).any(|w| w[0] == "-accel" && w[1] == "tcg"));
-        assert!(!args.iter().any(|a| a.contains("kvm")));
+        assert!(!args.iter().any(|a| a.contains("kvm") || a.contains("icount")));
         assert!(args.contains(&"-no-reboot".to_owned()));
         let append = &args[args.iter().position(|a| a == "-append").unwrap() + 1];
         assert!(append.contains("lsm=") && append.contains(",bpf") && append.contains("panic=-1"));
+    }
+
+    #[test]
+    fn an_instruction_clock_counts_instructions_and_never_sleeps() {
+        let cmd = command(Path::new("/k"), Path::new("/i"), GuestClock::Instructions { shift: 0 });
+        let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        assert!(args.windows(2).any(|w| w[0] == "-icount" && w[1] == "shift=0,sleep=off"));
+        assert!(args.windows(2).any(|w| w[0] == "-accel" && w[1] == "tcg"));
     }
 
     #[test]
