@@ -578,7 +578,10 @@ int BPF_PROG(pincer_key_alloc, struct key *key, const struct cred *cred, unsigne
 	return bpf_map_update_elem(&MAP_KEYS, &k, &session, BPF_ANY) ? -ENOMEM : 0;
 }
 
-SEC("lsm/key_free")
+/* A key is freed: forget it before its memory can hold another. fentry on
+ * security_key_free, which every kernel calls from the key collector (6.12
+ * has no key_free LSM hook any more). */
+SEC("fentry/security_key_free")
 int BPF_PROG(pincer_key_free, struct key *key)
 {
 	__u64 k = (__u64)key;
@@ -592,16 +595,25 @@ int BPF_PROG(pincer_key_free, struct key *key)
  * task possesses them through the session keyring it inherited. -EPERM, not
  * -EACCES: keyctl_read_key reads a possessed key anyway after an -EACCES. */
 SEC("lsm/key_permission")
-int BPF_PROG(pincer_key_permission, void *key_ref, const struct cred *cred, unsigned int need_perm, int ret)
+int pincer_key_permission(unsigned long long *ctx)
 {
+	/* (key_ref_t key_ref, const struct cred *cred, enum key_need_perm need, int ret):
+	 * key_ref_t points to an opaque struct, which the verifier will not let the
+	 * program read from its context, so it is taken with bpf_get_func_arg. */
+	int ret = (int)ctx[3];
+
 	if (ret)
 		return ret;
 	__u64 session = current_session_id();
 
 	if (!session)
 		return 0;
+	__u64 key_ref = 0;
+
+	if (bpf_get_func_arg(ctx, 0, &key_ref))
+		return -EPERM;
 	/* key_ref_t: the key's address, bit 0 "possessed". */
-	__u64 k = (__u64)key_ref & ~1ULL;
+	__u64 k = key_ref & ~1ULL;
 	__u64 *owner = bpf_map_lookup_elem(&MAP_KEYS, &k);
 
 	if (owner && *owner == session)
@@ -612,7 +624,7 @@ int BPF_PROG(pincer_key_permission, void *key_ref, const struct cred *cred, unsi
 		struct key *key = (void *)k;
 
 		e->ino = (__u32)BPF_CORE_READ(key, serial);
-		e->dev = need_perm;
+		e->dev = (__u32)ctx[2];
 		e->parent_ino = owner ? *owner : 0;
 		e->parent_dev = BPF_CORE_READ(key, uid.val);
 		bpf_ringbuf_submit(e, 0);

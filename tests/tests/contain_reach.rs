@@ -1032,9 +1032,14 @@ fn the_users_keyrings_are_out_of_reach_and_the_sessions_own_keys_usable() {
         out
     });
     let seen = drain(&mut misses);
-    assert_eq!(r, vec![EPERM; 6], "misses: {seen:?}");
+    // The hook answers EPERM; keyctl reports a refused lookup of the key or
+    // keyring named (the kernel asks the LSM at lookup too) as ENOKEY.
+    assert!(r.iter().all(|e| *e == EPERM || *e == libc::ENOKEY), "every route is refused: {r:?}; misses: {seen:?}");
     let hit = seen.iter().filter_map(|m| m.reach()).find(|r| matches!(r, Reach::Key { serial: k, .. } if *k == serial));
-    assert_eq!(hit, Some(Reach::Key { serial, need: 2, owner_uid: UID, session: 0 }), "a miss names the key read; misses: {seen:?}");
+    assert!(
+        matches!(hit, Some(Reach::Key { owner_uid: UID, session: 0, .. })),
+        "a miss names the user's key: {hit:?}; misses: {seen:?}"
+    );
     assert!(seen.iter().all(|m| m.hook == Hook::KeyPermission && m.session == s.cg.id));
     // Keys and keyrings the session makes are its own: a session keyring it
     // joins, a process keyring, and keys in them.
@@ -1047,7 +1052,8 @@ fn the_users_keyrings_are_out_of_reach_and_the_sessions_own_keys_usable() {
         }
         vec![joined, read_key(a as i32, b"mine"), read_key(b as i32, b"mine too"), read_key(serial, SECRET_KEY)]
     });
-    assert_eq!(r, vec![0, 0, 0, EPERM]);
+    assert_eq!(r[..3], [0, 0, 0], "the session's own keyrings and keys");
+    assert!(r[3] == EPERM || r[3] == libc::ENOKEY, "the user's key from the session's own keyring: {r:?}");
     // Still the user's, untouched.
     assert_eq!(ungated(move || vec![read_key(serial, SECRET_KEY)]), vec![0]);
 }

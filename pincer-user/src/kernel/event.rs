@@ -383,6 +383,21 @@ mod tests {
     use super::*;
     use pincer_common::*;
 
+    #[test]
+    fn every_hook_id_the_program_reports_decodes_to_its_own_hook() {
+        // The ids come from pincer-common's tables, the same the C program is built from.
+        let ids = C_CONSTANTS.iter().chain(reach::C_CONSTANTS).filter(|(name, _)| name.starts_with("HOOK_"));
+        let mut seen = std::collections::HashSet::new();
+        for (name, id) in ids {
+            let hook = Hook::from_id(*id as u32);
+            assert_ne!(hook, Hook::Unknown, "{name} = {id} has no Hook");
+            assert!(seen.insert(hook), "{name} = {id} decodes to {hook}, as another id does");
+            let wire = serde_json::to_string(&hook).unwrap();
+            assert_eq!(wire, format!("\"{}\"", hook.name()), "{name}: serde and name() disagree");
+        }
+        assert_eq!(seen.len(), 37, "a new HOOK_* id needs a Hook variant (and this count)");
+    }
+
     fn event(path: &[&str]) -> MissEvent {
         let mut e = MissEvent {
             session: 7,

@@ -46,7 +46,11 @@
 //! - Reach (module `reach`, `pincer-ebpf/src/reach.bpf.c`): a gated task
 //!   reaches only its own session's processes (signals, ptrace access,
 //!   `/proc/PID/` writes), SysV objects, Unix sockets and ports on this host,
-//!   plus the sockets and ports [`ReachConfig`] and the `allow_*` methods list.
+//!   plus the sockets and ports [`ReachConfig`] and the `allow_*` methods list;
+//!   keys and keyrings only its session created; pseudo-terminals only its
+//!   controlling one or those its session made. A process outside every
+//!   session cannot reach a Unix socket a session created unless listed
+//!   ([`Enforcer::allow_session_server`]).
 
 mod event;
 mod reach;

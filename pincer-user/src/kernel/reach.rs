@@ -12,6 +12,12 @@
 //!   "this host" is loopback, the unspecified, broadcast and multicast
 //!   addresses and the host's interface addresses ([`Enforcer::refresh_host_addresses`]).
 //!
+//! In the other direction, a process outside every session reaches a Unix
+//! socket a session created only under a name listed with
+//! [`Enforcer::allow_session_server`], so a session cannot squat a name an
+//! outside tool expects. Keys, keyrings and pseudo-terminals are checked
+//! without any list (see `reach.bpf.c`).
+//!
 //! Remote hosts stay reachable: network egress is not gated.
 
 use super::{remove_if_present, Enforcer, Hook, KernelError, Miss, ObjectId};
@@ -584,6 +590,14 @@ mod tests {
         let k = reach_event(HOOK_TASK_KILL, 1234, 9, [0; 16]);
         assert_eq!(k.hook, Hook::TaskKill);
         assert_eq!(k.reach(), Some(Reach::Process { pid: 1234, session: 0, comm: "sshd".into(), detail: 9 }));
+        let mut key = reach_event(HOOK_KEY_PERMISSION, 0x1234_5678, 2, [0; 16]);
+        key.parent_dev = 1000;
+        assert_eq!(key.reach(), Some(Reach::Key { serial: 0x1234_5678, need: 2, owner_uid: 1000, session: 0 }));
+        let pty = reach_event(HOOK_PTY_OPEN, 6, 0x1234, [0; 16]);
+        assert_eq!(pty.hook, Hook::PtyOpen);
+        assert_eq!(pty.reach(), Some(Reach::Terminal { name: "sshd".into(), file: ObjectId { dev: 0x1234, ino: 6 } }));
+        let inbound = reach_event(HOOK_UNIX_INBOUND, 0, 0, [0; 16]);
+        assert_eq!(inbound.reach(), Some(Reach::UnixSocket { name: "sshd".into(), file: None }));
         // A file miss is not a reach.
         let mut f = reach_event(HOOK_TASK_KILL, 1, 0, [0; 16]);
         f.flags = 0;
