@@ -16,10 +16,9 @@
 #![no_std]
 #![warn(missing_docs)]
 
-pub mod reach;
-
 /// Declares the shared constants once, as Rust `const`s, and lists them in
-/// [`C_CONSTANTS`] so that `pincer-ebpf`'s build script writes the same values
+/// a `C_CONSTANTS` table of the module it is used in ([`C_CONSTANTS`],
+/// [`reach::C_CONSTANTS`]) so that `pincer-ebpf`'s build script writes the same values
 /// into the C header it generates (`pincer_gen.h`).
 macro_rules! shared_consts {
     ($($(#[$m:meta])* $name:ident : $t:ty = $v:expr;)*) => {
@@ -225,6 +224,8 @@ macro_rules! shared_struct {
     };
 }
 
+pub mod reach;
+
 shared_struct! {
     /// Key of the session map: a cgroup v2 id (the cgroup directory's inode number).
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -371,11 +372,12 @@ pub const LAYOUTS: [Layout; 7] = [
     MissEvent::LAYOUT,
 ];
 
-// No implicit padding: the fields of every shared layout cover it exactly.
-const _: () = {
+/// Panics (at compile time, in a `const`) if a layout has implicit padding:
+/// the fields of every shared layout must cover it exactly.
+pub(crate) const fn assert_no_padding(layouts: &[Layout]) {
     let mut i = 0;
-    while i < LAYOUTS.len() {
-        let l = &LAYOUTS[i];
+    while i < layouts.len() {
+        let l = &layouts[i];
         let mut end = 0;
         let mut j = 0;
         while j < l.fields.len() {
@@ -386,7 +388,9 @@ const _: () = {
         assert!(end == l.size, "implicit tail padding in a shared layout");
         i += 1;
     }
-};
+}
+
+const _: () = assert_no_padding(&LAYOUTS);
 
 #[cfg(feature = "user")]
 mod pod {

@@ -1,6 +1,8 @@
 //! Layouts of session containment against reach into other processes and
-//! sockets (`pincer-ebpf/src/reach.bpf.c`), mirrored by the reach block of
-//! `pincer-ebpf/src/pincer.h`.
+//! sockets (`pincer-ebpf/src/reach.bpf.c`). Like the crate's own, the
+//! constants and map names are written only here (the build script of
+//! `pincer-ebpf` generates them into C) and the structs' C twins in
+//! `pincer-ebpf/src/pincer.h` are checked against [`LAYOUTS`].
 //!
 //! A denial here is reported as a [`MissEvent`](crate::MissEvent) with
 //! [`EVENT_FLAG_REACH`] set and `access` 0; its fields then mean:
@@ -10,53 +12,74 @@
 //! | process hooks, [`HOOK_PROC_WRITE`] | target process id | signal, ptrace mode, nice or ioprio | target's session (0: none) | 0 | target's `comm` |
 //! | [`HOOK_IPC_PERMISSION`], [`HOOK_IPC_CTL`] | IPC id | access flag or command | IPC key | creating session (0: outside) | |
 //! | [`HOOK_UNIX_STREAM_CONNECT`], [`HOOK_UNIX_MAY_SEND`] | socket file inode (0: abstract) | socket file device | creating session (0: outside) | 0 | bound name (`@` for abstract); `root_dev` its length, `parent_dev` the socket file's owner uid ([`UNIX_OWNER_ANY`]: no file) |
+//! | [`HOOK_UNIX_INBOUND`] | as above | as above | the socket's session (also `session`) | 0 | as above |
 //! | [`HOOK_SOCKET_CONNECT`], [`HOOK_SOCKET_SENDMSG`] | port | protocol (6 TCP, 17 UDP) | address bytes 0..8 | address bytes 8..16 | |
+//! | [`HOOK_KEY_PERMISSION`] | key serial | permission asked (`KEY_NEED_*`) | creating session (0: outside) | 0 | |
+//! | [`HOOK_PTY_OPEN`] | terminal inode | terminal device | 0 | 0 | the terminal's name in `/dev/pts` |
 //!
 //! Addresses are IPv6 bytes (IPv4 as `::ffff:a.b.c.d`), stored into the two
 //! `u64` fields in memory order (read them back with `to_ne_bytes`).
 
-/// Hook id: `task_kill` (a signal to a process outside the session).
-pub const HOOK_TASK_KILL: u32 = 32;
-/// Hook id: `ptrace_access_check` (ptrace attach, `/proc/PID/mem`, `environ`,
-/// `process_vm_readv`, `pidfd_getfd`, ...).
-pub const HOOK_PTRACE_ACCESS_CHECK: u32 = 33;
-/// Hook id: `ptrace_traceme` (a tracer outside the session).
-pub const HOOK_PTRACE_TRACEME: u32 = 34;
-/// Hook id: `task_setnice`.
-pub const HOOK_TASK_SETNICE: u32 = 35;
-/// Hook id: `task_setioprio`.
-pub const HOOK_TASK_SETIOPRIO: u32 = 36;
-/// Hook id: `task_setscheduler`.
-pub const HOOK_TASK_SETSCHEDULER: u32 = 37;
-/// Hook id: `task_movememory` (`move_pages`, `migrate_pages`).
-pub const HOOK_TASK_MOVEMEMORY: u32 = 38;
-/// Hook id: `file_open` of another process's `/proc/PID/` file for writing.
-pub const HOOK_PROC_WRITE: u32 = 39;
-/// Hook id: `ipc_permission` (SysV object made outside the session).
-pub const HOOK_IPC_PERMISSION: u32 = 40;
-/// Hook id: `shm_shmctl`, `msg_queue_msgctl` or `sem_semctl`.
-pub const HOOK_IPC_CTL: u32 = 41;
-/// Hook id: `unix_stream_connect`.
-pub const HOOK_UNIX_STREAM_CONNECT: u32 = 42;
-/// Hook id: `unix_may_send` (datagram send or connect).
-pub const HOOK_UNIX_MAY_SEND: u32 = 43;
-/// Hook id: `socket_connect` to a port on this host.
-pub const HOOK_SOCKET_CONNECT: u32 = 44;
-/// Hook id: `socket_sendmsg` with an address on this host (UDP `sendto`).
-pub const HOOK_SOCKET_SENDMSG: u32 = 45;
+use crate::{Field, Layout};
 
-/// Event flag: a reach denial (the table in the module docs applies).
-pub const EVENT_FLAG_REACH: u32 = 1 << 8;
-/// [`UNIX_NAMES`](map_names::UNIX_NAMES) value: any owner of the socket file.
-pub const UNIX_OWNER_ANY: u32 = u32::MAX;
-/// Bytes of a Unix socket name (`sun_path`).
-pub const UNIX_NAME_LEN: usize = 108;
+shared_consts! {
+    /// Hook id: `task_kill` (a signal to a process outside the session).
+    HOOK_TASK_KILL: u32 = 32;
+    /// Hook id: `ptrace_access_check` (ptrace attach, `/proc/PID/mem`, `environ`,
+    /// `process_vm_readv`, `pidfd_getfd`, ...).
+    HOOK_PTRACE_ACCESS_CHECK: u32 = 33;
+    /// Hook id: `ptrace_traceme` (a tracer outside the session).
+    HOOK_PTRACE_TRACEME: u32 = 34;
+    /// Hook id: `task_setnice`.
+    HOOK_TASK_SETNICE: u32 = 35;
+    /// Hook id: `task_setioprio`.
+    HOOK_TASK_SETIOPRIO: u32 = 36;
+    /// Hook id: `task_setscheduler`.
+    HOOK_TASK_SETSCHEDULER: u32 = 37;
+    /// Hook id: `task_movememory` (`move_pages`, `migrate_pages`).
+    HOOK_TASK_MOVEMEMORY: u32 = 38;
+    /// Hook id: `file_open` of another process's `/proc/PID/` file for writing.
+    HOOK_PROC_WRITE: u32 = 39;
+    /// Hook id: `ipc_permission` (SysV object made outside the session).
+    HOOK_IPC_PERMISSION: u32 = 40;
+    /// Hook id: `shm_shmctl`, `msg_queue_msgctl` or `sem_semctl`.
+    HOOK_IPC_CTL: u32 = 41;
+    /// Hook id: `unix_stream_connect`.
+    HOOK_UNIX_STREAM_CONNECT: u32 = 42;
+    /// Hook id: `unix_may_send` (datagram send or connect).
+    HOOK_UNIX_MAY_SEND: u32 = 43;
+    /// Hook id: `socket_connect` to a port on this host.
+    HOOK_SOCKET_CONNECT: u32 = 44;
+    /// Hook id: `socket_sendmsg` with an address on this host (UDP `sendto`).
+    HOOK_SOCKET_SENDMSG: u32 = 45;
+    /// Hook id: `unix_stream_connect` or `unix_may_send` of a process outside
+    /// every session to a Unix socket a session created (the session would
+    /// serve, and read, what an outside tool sends to a name it expects).
+    /// The event's `session` is the socket's session, `pid` and `uid` the
+    /// outside caller's.
+    HOOK_UNIX_INBOUND: u32 = 46;
+    /// Hook id: `key_permission` (a key or keyring the session did not create:
+    /// the user's keyrings and their keys).
+    HOOK_KEY_PERMISSION: u32 = 47;
+    /// Hook id: `file_open` of a pseudo-terminal (`/dev/pts/N`) that is neither
+    /// the task's controlling terminal nor one its session created.
+    HOOK_PTY_OPEN: u32 = 48;
+
+    /// Event flag: a reach denial (the table in the module docs applies).
+    EVENT_FLAG_REACH: u32 = 1 << 8;
+    /// [`UNIX_NAMES`](map_names::UNIX_NAMES) value: any owner of the socket file.
+    UNIX_OWNER_ANY: u32 = u32::MAX;
+    /// Bytes of a Unix socket name (`sun_path`).
+    UNIX_NAME_LEN: usize = 108;
+}
+
 /// Protocol number of TCP in [`PortKey::proto`] (MPTCP counts as TCP).
 pub const PROTO_TCP: u16 = 6;
 /// Protocol number of UDP in [`PortKey::proto`] (UDP-Lite counts as UDP).
 pub const PROTO_UDP: u16 = 17;
 
-/// Map names of the reach block, written once.
+/// Map names of the reach block, written once: the C program names its maps
+/// with the macros of [`C_MACROS`](map_names::C_MACROS) (`MAP_SOCKS`, ...).
 pub mod map_names {
     /// `HASH` `u64` socket address → owner (kernel-internal; pinned only).
     pub const SOCKS: &str = "pincer_socks";
@@ -69,58 +92,79 @@ pub mod map_names {
     /// `HASH` [`UnixNameKey`](super::UnixNameKey) → `u32` required owner uid of the socket
     /// file, or [`UNIX_OWNER_ANY`](super::UNIX_OWNER_ANY).
     pub const UNIX_NAMES: &str = "pincer_unix_names";
+    /// `HASH` [`UnixNameKey`](super::UnixNameKey) → `u32` (non-zero): names under which a
+    /// session's socket may be reached by processes outside every session.
+    pub const UNIX_SERVED: &str = "pincer_unix_served";
     /// `HASH` `u64` SysV object address → creating session (kernel-internal; pinned only).
     pub const IPC: &str = "pincer_ipc";
+    /// `HASH` `u64` key address → creating session (kernel-internal; pinned only).
+    pub const KEYS: &str = "pincer_keys";
+    /// `HASH` `u64` address of a pseudo-terminal's slave `tty_struct` → creating
+    /// session (kernel-internal; pinned only).
+    pub const TTYS: &str = "pincer_ttys";
     /// `PERCPU_ARRAY` scratch space for one name key (kernel-internal; pinned only).
     pub const NAME_SCRATCH: &str = "pincer_name_scratch";
     /// Every map of the reach block, in a fixed order.
-    pub const ALL: [&str; 7] = [SOCKS, PORTS, HOST_ADDRS, UNIX_FILES, UNIX_NAMES, IPC, NAME_SCRATCH];
+    pub const ALL: [&str; 10] = [SOCKS, PORTS, HOST_ADDRS, UNIX_FILES, UNIX_NAMES, UNIX_SERVED, IPC, KEYS, TTYS, NAME_SCRATCH];
+    /// The C macro naming each map (`#define MAP_SOCKS pincer_socks`).
+    pub const C_MACROS: [(&str, &str); 10] = [
+        ("MAP_SOCKS", SOCKS),
+        ("MAP_PORTS", PORTS),
+        ("MAP_HOST_ADDRS", HOST_ADDRS),
+        ("MAP_UNIX_FILES", UNIX_FILES),
+        ("MAP_UNIX_NAMES", UNIX_NAMES),
+        ("MAP_UNIX_SERVED", UNIX_SERVED),
+        ("MAP_IPC", IPC),
+        ("MAP_KEYS", KEYS),
+        ("MAP_TTYS", TTYS),
+        ("MAP_NAME_SCRATCH", NAME_SCRATCH),
+    ];
 }
 
-/// Key of the port map: a TCP or UDP port on this host a session may reach.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct PortKey {
-    /// The session that bound it, or 0 for a port every session may reach.
-    pub session: u64,
-    /// Port, host byte order.
-    pub port: u16,
-    /// [`PROTO_TCP`] or [`PROTO_UDP`].
-    pub proto: u16,
-    /// Explicit padding, always zero.
-    pub _pad: u32,
+shared_struct! {
+    /// Key of the port map: a TCP or UDP port on this host a session may reach.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct PortKey as "port_key" {
+        /// The session that bound it, or 0 for a port every session may reach.
+        pub session: u64,
+        /// Port, host byte order.
+        pub port: u16,
+        /// [`PROTO_TCP`] or [`PROTO_UDP`].
+        pub proto: u16,
+        /// Explicit padding, always zero.
+        pub _pad: u32,
+    }
 }
 
-/// Key of the host address map: an IPv6 address (IPv4 as `::ffff:a.b.c.d`).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct HostAddrKey {
-    /// The address bytes, network order.
-    pub addr: [u8; 16],
+shared_struct! {
+    /// Key of the host address map: an IPv6 address (IPv4 as `::ffff:a.b.c.d`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct HostAddrKey as "host_addr_key" {
+        /// The address bytes, network order.
+        pub addr: [u8; 16],
+    }
 }
 
-/// Key of the Unix name map: the name a socket was bound to.
-///
-/// A pathname socket's name is its `sun_path` as given to `bind` with the
-/// terminating NUL; an abstract one starts with a NUL byte. Bytes past `len`
-/// are zero.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct UnixNameKey {
-    /// Bytes of `name` in use.
-    pub len: u32,
-    /// The name.
-    pub name: [u8; UNIX_NAME_LEN],
+shared_struct! {
+    /// Key of the Unix name maps: the name a socket was bound to.
+    ///
+    /// A pathname socket's name is its `sun_path` as given to `bind` with the
+    /// terminating NUL; an abstract one starts with a NUL byte. Bytes past `len`
+    /// are zero.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct UnixNameKey as "unix_name_key" {
+        /// Bytes of `name` in use.
+        pub len: u32,
+        /// The name.
+        pub name: [u8; UNIX_NAME_LEN],
+    }
 }
 
-const _: () = {
-    use core::mem::{offset_of, size_of};
-    assert!(size_of::<PortKey>() == 16);
-    assert!(offset_of!(PortKey, port) == 8);
-    assert!(offset_of!(PortKey, proto) == 10);
-    assert!(size_of::<HostAddrKey>() == 16);
-    assert!(size_of::<UnixNameKey>() == 112);
-};
+/// Every layout of the reach block shared with C (checked against `pincer.h`
+/// like [`LAYOUTS`](crate::LAYOUTS)).
+pub const LAYOUTS: [Layout; 3] = [PortKey::LAYOUT, HostAddrKey::LAYOUT, UnixNameKey::LAYOUT];
+
+const _: () = crate::assert_no_padding(&LAYOUTS);
 
 #[cfg(feature = "user")]
 mod pod {

@@ -65,28 +65,9 @@ struct miss_event {
 	char path[EVENT_PATH_LEN];
 };
 
-#include "pincer_layout.h"
-
 /* Session containment: reach into other processes and sockets (reach.bpf.c).
- * Mirrors pincer-common/src/reach.rs. */
-#define HOOK_TASK_KILL 32
-#define HOOK_PTRACE_ACCESS_CHECK 33
-#define HOOK_PTRACE_TRACEME 34
-#define HOOK_TASK_SETNICE 35
-#define HOOK_TASK_SETIOPRIO 36
-#define HOOK_TASK_SETSCHEDULER 37
-#define HOOK_TASK_MOVEMEMORY 38
-#define HOOK_PROC_WRITE 39
-#define HOOK_IPC_PERMISSION 40
-#define HOOK_IPC_CTL 41
-#define HOOK_UNIX_STREAM_CONNECT 42
-#define HOOK_UNIX_MAY_SEND 43
-#define HOOK_SOCKET_CONNECT 44
-#define HOOK_SOCKET_SENDMSG 45
-
-#define EVENT_FLAG_REACH (1u << 8)
-#define UNIX_OWNER_ANY 0xffffffffu
-#define UNIX_NAME_LEN 108
+ * The HOOK_* ids, EVENT_FLAG_REACH, UNIX_* and MAP_* names come from
+ * pincer-common/src/reach.rs through pincer_gen.h like the rest. */
 
 struct port_key {
 	__u64 session; /* 0: every session */
@@ -104,10 +85,6 @@ struct unix_name_key {
 	__u8 name[UNIX_NAME_LEN];
 };
 
-_Static_assert(sizeof(struct port_key) == 16, "port_key size");
-_Static_assert(__builtin_offsetof(struct port_key, port) == 8, "port_key.port");
-_Static_assert(__builtin_offsetof(struct port_key, proto) == 10, "port_key.proto");
-_Static_assert(sizeof(struct host_addr_key) == 16, "host_addr_key size");
-_Static_assert(sizeof(struct unix_name_key) == 112, "unix_name_key size");
+#include "pincer_layout.h"
 
 #endif

@@ -41,7 +41,7 @@ pub const OPTIONAL_HOOKS: [&str; 3] = ["inode_set_acl", "inode_remove_acl", "fil
 /// Programs of the reach block (`src/reach.bpf.c`) and the LSM hook each
 /// attaches to: no reach into other processes, no deputies. (Writes to
 /// another process's `/proc/PID/` files are checked by `pincer_file_open`.)
-pub const REACH_PROGRAMS: [(&str, &str); 24] = [
+pub const REACH_PROGRAMS: [(&str, &str); 26] = [
     ("pincer_task_kill", "task_kill"),
     ("pincer_ptrace_access_check", "ptrace_access_check"),
     ("pincer_ptrace_traceme", "ptrace_traceme"),
@@ -66,8 +66,17 @@ pub const REACH_PROGRAMS: [(&str, &str); 24] = [
     ("pincer_unix_may_send", "unix_may_send"),
     ("pincer_socket_connect", "socket_connect"),
     ("pincer_socket_sendmsg", "socket_sendmsg"),
+    ("pincer_key_alloc", "key_alloc"),
+    ("pincer_key_permission", "key_permission"),
 ];
 
 /// `fexit` programs of the reach block and the kernel function each traces:
-/// a successful `bind` records the session's port.
-pub const REACH_FEXIT: [(&str, &str); 2] = [("pincer_inet_bind", "inet_bind"), ("pincer_inet6_bind", "inet6_bind")];
+/// a successful `bind` records the session's port, a successful open of
+/// `/dev/ptmx` the session's new pty.
+pub const REACH_FEXIT: [(&str, &str); 3] =
+    [("pincer_inet_bind", "inet_bind"), ("pincer_inet6_bind", "inet6_bind"), ("pincer_ptmx_open", "ptmx_open")];
+
+/// `fentry` programs of the reach block and the kernel function each traces:
+/// a pty that goes away, and a key that is freed, are forgotten.
+pub const REACH_FENTRY: [(&str, &str); 2] =
+    [("pincer_devpts_pty_kill", "devpts_pty_kill"), ("pincer_key_free", "security_key_free")];

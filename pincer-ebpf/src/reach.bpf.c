@@ -11,14 +11,21 @@
  *   task of the same session created them;
  * - Unix sockets (pathname and abstract, stream and datagram) are reachable
  *   only when a task of the same session created the listening or receiving
- *   socket, or the socket file is allowed (pincer_unix_files), or its bound
- *   name is allowed (pincer_unix_names, optionally only when the socket file
+ *   socket, or the socket file is allowed (MAP_UNIX_FILES), or its bound
+ *   name is allowed (MAP_UNIX_NAMES, optionally only when the socket file
  *   has a given owner: the daemon's socket must be root's);
  * - TCP/UDP to an address that reaches this host (127.0.0.0/8, ::1, 0.0.0.0,
  *   ::, v4-mapped forms, broadcast and multicast, and the host's interface
- *   addresses in pincer_host_addrs) reach only ports the same session bound
+ *   addresses in MAP_HOST_ADDRS) reach only ports the same session bound
  *   itself (recorded after a successful bind, or when a listening or UDP
  *   socket reports its port) or ports listed for every session (session 0).
+ * - a process outside every session cannot connect or send to a Unix socket a
+ *   session created (the session would serve, and read, what an outside tool
+ *   sends to a name it expects) unless the name is listed (MAP_UNIX_SERVED);
+ * - keys and keyrings are usable only when the same session created them (the
+ *   user's keyrings and keys are not);
+ * - a pseudo-terminal slave opens only if it is the task's controlling
+ *   terminal or its session opened the pty's master.
  * Remote hosts stay reachable: network egress is not gated here.
  * Each denial is reported on the ring buffer with EVENT_FLAG_REACH. */
 
@@ -40,6 +47,9 @@
 #define SOCK_DGRAM 2
 #define TCP_LISTEN 10
 #define PTRACE_MODE_NOAUDIT 0x04
+#define DEVPTS_SUPER_MAGIC 0x1cd1
+#define PTS_FIRST_INO 3 /* devpts: 1 is its root, 2 ptmx, N + 3 the pty N */
+#define KEY_ALLOC_UID_KEYRING 0x0010
 #define UNIX_PATH_MAX 108
 
 #pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
@@ -62,11 +72,29 @@ struct css_set {
 	struct cgroup *dfl_cgrp;
 };
 
+struct tty_struct {
+	struct tty_struct *link;
+};
+
+struct tty_file_private {
+	struct tty_struct *tty;
+};
+
+struct signal_struct {
+	struct tty_struct *tty;
+};
+
 struct task_struct {
 	int tgid;
 	struct css_set *cgroups;
 	struct hlist_node pid_links[4];
 	char comm[16];
+	struct signal_struct *signal;
+};
+
+struct key {
+	int serial;
+	kuid_t uid;
 };
 
 struct pid {
@@ -130,7 +158,7 @@ struct sockaddr;
 /* A socket a session created (AF_UNIX), or whose port it recorded (inet). */
 struct sock_owner {
 	__u64 session;
-	__u32 port; /* proto << 16 | port recorded in pincer_ports, or 0 */
+	__u32 port; /* proto << 16 | port recorded in MAP_PORTS, or 0 */
 	__u32 _pad;
 };
 
@@ -139,42 +167,63 @@ struct {
 	__uint(max_entries, 65536);
 	__type(key, __u64); /* struct sock * */
 	__type(value, struct sock_owner);
-} pincer_socks SEC(".maps");
+} MAP_SOCKS SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
 	__type(key, struct port_key);
 	__type(value, __u32); /* sockets holding it (session 0: listed, non-zero) */
-} pincer_ports SEC(".maps");
+} MAP_PORTS SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 256);
 	__type(key, struct host_addr_key);
 	__type(value, __u32);
-} pincer_host_addrs SEC(".maps");
+} MAP_HOST_ADDRS SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
 	__type(key, struct object_key); /* the socket file */
 	__type(value, __u32);
-} pincer_unix_files SEC(".maps");
+} MAP_UNIX_FILES SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
 	__type(key, struct unix_name_key);
 	__type(value, __u32); /* owner uid the socket file must have, or UNIX_OWNER_ANY */
-} pincer_unix_names SEC(".maps");
+} MAP_UNIX_NAMES SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
 	__type(key, __u64); /* struct kern_ipc_perm * */
 	__type(value, __u64); /* the creating session */
-} pincer_ipc SEC(".maps");
+} MAP_IPC SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct unix_name_key);
+	__type(value, __u32); /* non-zero */
+} MAP_UNIX_SERVED SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64); /* struct key * */
+	__type(value, __u64); /* the creating session */
+} MAP_KEYS SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64); /* struct tty_struct * of a pty's slave */
+	__type(value, __u64); /* the session that opened its master */
+} MAP_TTYS SEC(".maps");
 
 /* Holds a name key while it is built (too large for the BPF stack with the rest). */
 struct {
@@ -182,7 +231,7 @@ struct {
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct unix_name_key);
-} pincer_name_scratch SEC(".maps");
+} MAP_NAME_SCRATCH SEC(".maps");
 
 /* The session task `t` belongs to, or 0; same rule as current_session_id():
  * its own cgroup first, else the outermost registered ancestor. */
@@ -328,16 +377,87 @@ int BPF_PROG(pincer_task_movememory, struct task_struct *p, int ret)
 	return check_task(p, HOOK_TASK_MOVEMEMORY, 0, 0, -EPERM);
 }
 
-/* Called from pincer_file_open for a gated task: a write open of a file in
- * another process's /proc/PID/ directory (oom_score_adj, coredump_filter, ...,
- * which check only the file mode, not ptrace access) is denied. */
+/* ---- terminals ---- */
+
+/* A gated task opens a pseudo-terminal's slave (/dev/pts/N): only its own
+ * controlling terminal or a pty its session made (opened the master of) is
+ * allowed; the user's other terminals are not (reading one takes what the user
+ * types there, passwords included; writing one fakes its output). */
+static __always_inline int pty_check(__u64 session, struct file *file, struct inode *inode)
+{
+	__u64 ino = inode->i_ino;
+
+	if (ino < PTS_FIRST_INO)
+		return 0;
+	/* devpts keeps the slave's tty_struct in the dentry (devpts_pty_new). */
+	__u64 tty = (__u64)BPF_CORE_READ(file, f_path.dentry, d_fsdata);
+	struct task_struct *me = (void *)bpf_get_current_task();
+
+	if (tty && tty == (__u64)BPF_CORE_READ(me, signal, tty))
+		return 0;
+	__u64 *owner = tty ? bpf_map_lookup_elem(&MAP_TTYS, &tty) : 0;
+
+	if (owner && *owner == session)
+		return 0;
+	struct miss_event *e = reach_event(session, HOOK_PTY_OPEN);
+
+	if (e) {
+		e->ino = ino;
+		e->dev = BPF_CORE_READ(inode, i_sb, s_dev);
+		e->parent_ino = owner ? *owner : 0;
+		bpf_probe_read_kernel_str(e->name, sizeof(e->name), BPF_CORE_READ(file, f_path.dentry, d_name.name));
+		bpf_ringbuf_submit(e, 0);
+	}
+	return -EACCES;
+}
+
+/* The master of a new pty was opened: if by a session, its slave is the
+ * session's. fexit, so only a pty that was made is recorded. A record that
+ * cannot be made leaves the slave closed to the session (fail closed). */
+SEC("fexit/ptmx_open")
+int BPF_PROG(pincer_ptmx_open, struct inode *inode, struct file *filp, int ret)
+{
+	if (ret)
+		return 0;
+	__u64 session = current_session_id();
+
+	if (!session)
+		return 0;
+	struct tty_file_private *priv = BPF_CORE_READ(filp, private_data);
+	__u64 slave = (__u64)BPF_CORE_READ(priv, tty, link);
+
+	if (slave)
+		bpf_map_update_elem(&MAP_TTYS, &slave, &session, BPF_ANY);
+	return 0;
+}
+
+/* The pty goes away (its master closed): forget it before its tty_struct can
+ * be reused for another. */
+SEC("fentry/devpts_pty_kill")
+int BPF_PROG(pincer_devpts_pty_kill, struct dentry *dentry)
+{
+	__u64 slave = (__u64)BPF_CORE_READ(dentry, d_fsdata);
+
+	if (slave)
+		bpf_map_delete_elem(&MAP_TTYS, &slave);
+	return 0;
+}
+
+/* Called from pincer_file_open for a gated task: a pty other than its own (see
+ * pty_check), and a write open of a file in another process's /proc/PID/
+ * directory (oom_score_adj, coredump_filter, ..., which check only the file
+ * mode, not ptrace access) are denied. */
 static __always_inline int reach_file_open(__u64 session, struct file *file)
 {
-	if (!(file->f_mode & FMODE_WRITE))
-		return 0;
 	struct inode *inode = file->f_inode;
 
-	if (!inode || inode->i_sb->s_magic != PROC_SUPER_MAGIC)
+	if (!inode)
+		return 0;
+	unsigned long magic = inode->i_sb->s_magic;
+
+	if (magic == DEVPTS_SUPER_MAGIC)
+		return pty_check(session, file, inode);
+	if (!(file->f_mode & FMODE_WRITE) || magic != PROC_SUPER_MAGIC)
 		return 0;
 	__u64 addr = (__u64)BPF_CORE_READ(file, f_inode);
 	struct proc_inode *pi = (void *)(addr - bpf_core_field_offset(struct proc_inode, vfs_inode));
@@ -368,14 +488,14 @@ static __always_inline int ipc_record(struct kern_ipc_perm *perm)
 	__u64 k = (__u64)perm;
 
 	/* Unrecorded, the session could not use its own object: fail its creation. */
-	return bpf_map_update_elem(&pincer_ipc, &k, &session, BPF_ANY) ? -ENOMEM : 0;
+	return bpf_map_update_elem(&MAP_IPC, &k, &session, BPF_ANY) ? -ENOMEM : 0;
 }
 
 static __always_inline void ipc_forget(struct kern_ipc_perm *perm)
 {
 	__u64 k = (__u64)perm;
 
-	bpf_map_delete_elem(&pincer_ipc, &k);
+	bpf_map_delete_elem(&MAP_IPC, &k);
 }
 
 static __always_inline int ipc_check(struct kern_ipc_perm *perm, __u32 hook, __u32 detail)
@@ -387,7 +507,7 @@ static __always_inline int ipc_check(struct kern_ipc_perm *perm, __u32 hook, __u
 	if (!session)
 		return 0;
 	__u64 k = (__u64)perm;
-	__u64 *owner = bpf_map_lookup_elem(&pincer_ipc, &k);
+	__u64 *owner = bpf_map_lookup_elem(&MAP_IPC, &k);
 
 	if (owner && *owner == session)
 		return 0;
@@ -411,73 +531,105 @@ int BPF_PROG(pincer_ipc_permission, struct kern_ipc_perm *ipcp, short flag, int 
 	return ipc_check(ipcp, HOOK_IPC_PERMISSION, (__u16)flag);
 }
 
-SEC("lsm/shm_shmctl")
-int BPF_PROG(pincer_shm_shmctl, struct kern_ipc_perm *perm, int cmd, int ret)
+/* The three SysV kinds have the same three hooks: `ctl` (checked like
+ * ipc_permission), `<kind>_alloc_security` (records the creating session) and
+ * `<kind>_free_security` (forgets it). Programs pincer_<ctl>,
+ * pincer_<kind>_alloc and pincer_<kind>_free. */
+#define IPC_KIND_HOOKS(kind, ctl)                                                               \
+	SEC("lsm/" #ctl)                                                                        \
+	int BPF_PROG(pincer_##ctl, struct kern_ipc_perm *perm, int cmd, int ret)               \
+	{                                                                                       \
+		return ret ? ret : ipc_check(perm, HOOK_IPC_CTL, (__u32)cmd);                   \
+	}                                                                                       \
+	SEC("lsm/" #kind "_alloc_security")                                                     \
+	int BPF_PROG(pincer_##kind##_alloc, struct kern_ipc_perm *perm, int ret)               \
+	{                                                                                       \
+		return ret ? ret : ipc_record(perm);                                            \
+	}                                                                                       \
+	SEC("lsm/" #kind "_free_security")                                                      \
+	int BPF_PROG(pincer_##kind##_free, struct kern_ipc_perm *perm)                         \
+	{                                                                                       \
+		ipc_forget(perm);                                                               \
+		return 0;                                                                       \
+	}
+
+IPC_KIND_HOOKS(shm, shm_shmctl)
+IPC_KIND_HOOKS(msg_queue, msg_queue_msgctl)
+IPC_KIND_HOOKS(sem, sem_semctl)
+
+/* ---- kernel keyrings ---- */
+
+/* A key or keyring a session makes is the session's. The user's own keyrings
+ * (@u, @us), made on first use by whichever process asks first, are never a
+ * session's. Unrecorded, the session could not use its key: fail it. */
+SEC("lsm/key_alloc")
+int BPF_PROG(pincer_key_alloc, struct key *key, const struct cred *cred, unsigned long flags, int ret)
 {
 	if (ret)
 		return ret;
-	return ipc_check(perm, HOOK_IPC_CTL, (__u32)cmd);
+	if (flags & KEY_ALLOC_UID_KEYRING)
+		return 0;
+	__u64 session = current_session_id();
+
+	if (!session)
+		return 0;
+	__u64 k = (__u64)key;
+
+	return bpf_map_update_elem(&MAP_KEYS, &k, &session, BPF_ANY) ? -ENOMEM : 0;
 }
 
-SEC("lsm/msg_queue_msgctl")
-int BPF_PROG(pincer_msg_queue_msgctl, struct kern_ipc_perm *perm, int cmd, int ret)
+/* A key is freed: forget it before its memory can hold another. fentry on
+ * security_key_free, which every kernel calls from the key collector (6.12
+ * has no key_free LSM hook any more). */
+SEC("fentry/security_key_free")
+int BPF_PROG(pincer_key_free, struct key *key)
 {
-	if (ret)
-		return ret;
-	return ipc_check(perm, HOOK_IPC_CTL, (__u32)cmd);
-}
+	__u64 k = (__u64)key;
 
-SEC("lsm/sem_semctl")
-int BPF_PROG(pincer_sem_semctl, struct kern_ipc_perm *perm, int cmd, int ret)
-{
-	if (ret)
-		return ret;
-	return ipc_check(perm, HOOK_IPC_CTL, (__u32)cmd);
-}
-
-SEC("lsm/shm_alloc_security")
-int BPF_PROG(pincer_shm_alloc, struct kern_ipc_perm *perm, int ret)
-{
-	if (ret)
-		return ret;
-	return ipc_record(perm);
-}
-
-SEC("lsm/msg_queue_alloc_security")
-int BPF_PROG(pincer_msg_queue_alloc, struct kern_ipc_perm *perm, int ret)
-{
-	if (ret)
-		return ret;
-	return ipc_record(perm);
-}
-
-SEC("lsm/sem_alloc_security")
-int BPF_PROG(pincer_sem_alloc, struct kern_ipc_perm *perm, int ret)
-{
-	if (ret)
-		return ret;
-	return ipc_record(perm);
-}
-
-SEC("lsm/shm_free_security")
-int BPF_PROG(pincer_shm_free, struct kern_ipc_perm *perm)
-{
-	ipc_forget(perm);
+	bpf_map_delete_elem(&MAP_KEYS, &k);
 	return 0;
 }
 
-SEC("lsm/msg_queue_free_security")
-int BPF_PROG(pincer_msg_queue_free, struct kern_ipc_perm *perm)
+/* A gated task uses (views, reads, searches, writes, links, ...) only keys its
+ * session made: the user's keyrings and keys are out of reach even though the
+ * task possesses them through the session keyring it inherited. -EPERM, not
+ * -EACCES: keyctl_read_key reads a possessed key anyway after an -EACCES. */
+SEC("lsm/key_permission")
+int pincer_key_permission(unsigned long long *ctx)
 {
-	ipc_forget(perm);
-	return 0;
-}
+	/* (key_ref_t key_ref, const struct cred *cred, enum key_need_perm need, int ret):
+	 * key_ref_t points to an opaque struct, which the verifier will not let the
+	 * program read from its context, so it is taken with bpf_get_func_arg. */
+	int ret = (int)ctx[3];
 
-SEC("lsm/sem_free_security")
-int BPF_PROG(pincer_sem_free, struct kern_ipc_perm *perm)
-{
-	ipc_forget(perm);
-	return 0;
+	if (ret)
+		return ret;
+	__u64 session = current_session_id();
+
+	if (!session)
+		return 0;
+	__u64 key_ref = 0;
+
+	if (bpf_get_func_arg(ctx, 0, &key_ref))
+		return -EPERM;
+	/* key_ref_t: the key's address, bit 0 "possessed". */
+	__u64 k = key_ref & ~1ULL;
+	__u64 *owner = bpf_map_lookup_elem(&MAP_KEYS, &k);
+
+	if (owner && *owner == session)
+		return 0;
+	struct miss_event *e = reach_event(session, HOOK_KEY_PERMISSION);
+
+	if (e) {
+		struct key *key = (void *)k;
+
+		e->ino = (__u32)BPF_CORE_READ(key, serial);
+		e->dev = (__u32)ctx[2];
+		e->parent_ino = owner ? *owner : 0;
+		e->parent_dev = BPF_CORE_READ(key, uid.val);
+		bpf_ringbuf_submit(e, 0);
+	}
+	return -EPERM;
 }
 
 /* ---- sockets: who made them ---- */
@@ -500,7 +652,7 @@ int BPF_PROG(pincer_socket_post_create, struct socket *sock, int family, int typ
 	struct sock_owner o = { .session = session };
 
 	/* Unrecorded, the session could not reach its own socket: fail it. */
-	return bpf_map_update_elem(&pincer_socks, &k, &o, BPF_ANY) ? -ENOMEM : 0;
+	return bpf_map_update_elem(&MAP_SOCKS, &k, &o, BPF_ANY) ? -ENOMEM : 0;
 }
 
 static __always_inline __u16 sock_proto(struct sock *sk)
@@ -531,25 +683,25 @@ static __always_inline void record_port(__u64 session, struct sock *sk)
 	__u16 proto = sock_proto(sk);
 	__u32 tag = ((__u32)proto << 16) | num;
 	__u64 k = (__u64)sk;
-	struct sock_owner *old = bpf_map_lookup_elem(&pincer_socks, &k);
+	struct sock_owner *old = bpf_map_lookup_elem(&MAP_SOCKS, &k);
 
 	if (old && old->port == tag)
 		return;
 	struct port_key pk = { .session = session, .port = num, .proto = proto };
 	__u32 one = 1;
-	__u32 *count = bpf_map_lookup_elem(&pincer_ports, &pk);
+	__u32 *count = bpf_map_lookup_elem(&MAP_PORTS, &pk);
 
 	if (count)
 		__sync_fetch_and_add(count, 1);
-	else if (bpf_map_update_elem(&pincer_ports, &pk, &one, BPF_NOEXIST)) {
-		count = bpf_map_lookup_elem(&pincer_ports, &pk);
+	else if (bpf_map_update_elem(&MAP_PORTS, &pk, &one, BPF_NOEXIST)) {
+		count = bpf_map_lookup_elem(&MAP_PORTS, &pk);
 		if (!count)
 			return; /* map full: the port stays unreachable (fail closed) */
 		__sync_fetch_and_add(count, 1);
 	}
 	struct sock_owner o = { .session = session, .port = tag };
 
-	bpf_map_update_elem(&pincer_socks, &k, &o, BPF_ANY);
+	bpf_map_update_elem(&MAP_SOCKS, &k, &o, BPF_ANY);
 }
 
 /* bind() succeeded: the port is the session's. fexit, so a bind refused for a
@@ -602,25 +754,92 @@ SEC("lsm/sk_free_security")
 int BPF_PROG(pincer_sk_free_security, struct sock *sk)
 {
 	__u64 k = (__u64)sk;
-	struct sock_owner *o = bpf_map_lookup_elem(&pincer_socks, &k);
+	struct sock_owner *o = bpf_map_lookup_elem(&MAP_SOCKS, &k);
 
 	if (!o)
 		return 0;
 	if (o->port && o->session) {
 		struct port_key pk = { .session = o->session, .port = o->port & 0xffff, .proto = o->port >> 16 };
-		__u32 *count = bpf_map_lookup_elem(&pincer_ports, &pk);
+		__u32 *count = bpf_map_lookup_elem(&MAP_PORTS, &pk);
 
 		if (count) {
 			__sync_fetch_and_add(count, -1);
 			if (*count == 0)
-				bpf_map_delete_elem(&pincer_ports, &pk);
+				bpf_map_delete_elem(&MAP_PORTS, &pk);
 		}
 	}
-	bpf_map_delete_elem(&pincer_socks, &k);
+	bpf_map_delete_elem(&MAP_SOCKS, &k);
 	return 0;
 }
 
 /* ---- Unix sockets ---- */
+
+/* The name the Unix socket `u` is bound to, in the per-CPU scratch key (len 0:
+ * unbound); NULL only if the scratch map cannot be read. */
+static __always_inline struct unix_name_key *unix_name(struct unix_sock *u)
+{
+	__u32 zero = 0;
+	struct unix_name_key *nk = bpf_map_lookup_elem(&MAP_NAME_SCRATCH, &zero);
+
+	if (!nk)
+		return 0;
+	__builtin_memset(nk, 0, sizeof(*nk));
+	struct unix_address *addr = BPF_CORE_READ(u, addr);
+
+	if (!addr)
+		return nk;
+	int len = BPF_CORE_READ(addr, len) - (int)sizeof(unsigned short);
+
+	if (len <= 0)
+		return nk;
+	__u32 n = len;
+
+	if (n > UNIX_PATH_MAX)
+		n = UNIX_PATH_MAX;
+	nk->len = n;
+	bpf_probe_read_kernel(nk->name, n, (void *)addr + bpf_core_field_offset(addr->name) + sizeof(unsigned short));
+	return nk;
+}
+
+/* Reports a denied reach of the Unix socket file `fk` (owned by uid `owner`,
+ * UNIX_OWNER_ANY: no file) bound as `nk`, made by `peer_session` (0: outside). */
+static __always_inline void unix_report(__u64 session, __u32 hook, struct object_key *fk, __u32 owner,
+					__u64 peer_session, struct unix_name_key *nk)
+{
+	struct miss_event *e = reach_event(session, hook);
+
+	if (!e)
+		return;
+	e->ino = fk->ino;
+	e->dev = fk->dev;
+	e->parent_ino = peer_session;
+	e->parent_dev = owner;
+	/* The bound name: a path, or '@' and an abstract name. */
+	if (nk && nk->len) {
+		if (nk->name[0]) {
+			__builtin_memcpy(e->name, nk->name, UNIX_PATH_MAX);
+		} else {
+			e->name[0] = '@';
+			__builtin_memcpy(&e->name[1], &nk->name[1], UNIX_PATH_MAX - 1);
+		}
+		e->name[UNIX_PATH_MAX] = 0;
+		e->root_dev = nk->len;
+	}
+	bpf_ringbuf_submit(e, 0);
+}
+
+/* The socket file of Unix socket `u` (zero key and UNIX_OWNER_ANY if abstract
+ * or unbound); returns its owner uid. */
+static __always_inline __u32 unix_file(struct unix_sock *u, struct object_key *fk)
+{
+	struct inode *inode = BPF_CORE_READ(u, path.dentry, d_inode);
+
+	if (!inode)
+		return UNIX_OWNER_ANY;
+	fk->ino = BPF_CORE_READ(inode, i_ino);
+	fk->dev = BPF_CORE_READ(inode, i_sb, s_dev);
+	return BPF_CORE_READ(inode, i_uid.val);
+}
 
 /* 0 if the gated caller may reach the Unix socket `other`, else -EACCES. */
 static __always_inline int unix_peer_check(__u64 session, struct sock *other, __u32 hook)
@@ -628,67 +847,55 @@ static __always_inline int unix_peer_check(__u64 session, struct sock *other, __
 	if (!other)
 		return 0;
 	__u64 k = (__u64)other;
-	struct sock_owner *o = bpf_map_lookup_elem(&pincer_socks, &k);
+	struct sock_owner *o = bpf_map_lookup_elem(&MAP_SOCKS, &k);
 
 	if (o && o->session == session)
 		return 0;
 	struct unix_sock *u = (void *)other;
-	struct inode *inode = BPF_CORE_READ(u, path.dentry, d_inode);
 	struct object_key fk = {};
-	__u32 owner = UNIX_OWNER_ANY;
+	__u32 owner = unix_file(u, &fk);
 
-	if (inode) {
-		fk.ino = BPF_CORE_READ(inode, i_ino);
-		fk.dev = BPF_CORE_READ(inode, i_sb, s_dev);
-		owner = BPF_CORE_READ(inode, i_uid.val);
-		if (bpf_map_lookup_elem(&pincer_unix_files, &fk))
-			return 0;
-	}
-	__u32 zero = 0;
-	struct unix_name_key *nk = bpf_map_lookup_elem(&pincer_name_scratch, &zero);
+	if (fk.ino && bpf_map_lookup_elem(&MAP_UNIX_FILES, &fk))
+		return 0;
+	struct unix_name_key *nk = unix_name(u);
 
 	if (!nk)
 		return -EACCES;
-	__builtin_memset(nk, 0, sizeof(*nk));
-	struct unix_address *addr = BPF_CORE_READ(u, addr);
+	if (nk->len) {
+		__u32 *need = bpf_map_lookup_elem(&MAP_UNIX_NAMES, nk);
 
-	if (addr) {
-		int len = BPF_CORE_READ(addr, len) - (int)sizeof(unsigned short);
-
-		if (len > 0) {
-			__u32 n = len;
-
-			if (n > UNIX_PATH_MAX)
-				n = UNIX_PATH_MAX;
-			nk->len = n;
-			bpf_probe_read_kernel(nk->name, n, (void *)addr + bpf_core_field_offset(addr->name) +
-									sizeof(unsigned short));
-			__u32 *need = bpf_map_lookup_elem(&pincer_unix_names, nk);
-
-			if (need && (*need == UNIX_OWNER_ANY || (inode && *need == owner)))
-				return 0;
-		}
+		if (need && (*need == UNIX_OWNER_ANY || (fk.ino && *need == owner)))
+			return 0;
 	}
-	struct miss_event *e = reach_event(session, hook);
+	unix_report(session, hook, &fk, owner, o ? o->session : 0, nk);
+	return -EACCES;
+}
 
-	if (e) {
-		e->ino = fk.ino;
-		e->dev = fk.dev;
-		e->parent_ino = o ? o->session : 0;
-		e->parent_dev = inode ? owner : UNIX_OWNER_ANY;
-		/* The bound name: a path, or '@' and an abstract name. */
-		if (nk->len) {
-			if (nk->name[0]) {
-				__builtin_memcpy(e->name, nk->name, UNIX_PATH_MAX);
-			} else {
-				e->name[0] = '@';
-				__builtin_memcpy(&e->name[1], &nk->name[1], UNIX_PATH_MAX - 1);
-			}
-			e->name[UNIX_PATH_MAX] = 0;
-			e->root_dev = nk->len;
-		}
-		bpf_ringbuf_submit(e, 0);
-	}
+/* 0 if a caller outside every session may reach the Unix socket `other`: it
+ * may not when a session created it (the session would be the server of an
+ * outside tool that expects its own), unless its bound name is listed in
+ * MAP_UNIX_SERVED. The denial is reported on the socket's session. */
+static __always_inline int unix_inbound_check(struct sock *other)
+{
+	if (!other)
+		return 0;
+	__u64 k = (__u64)other;
+	struct sock_owner *o = bpf_map_lookup_elem(&MAP_SOCKS, &k);
+
+	if (!o || !o->session)
+		return 0;
+	__u64 session = o->session;
+	struct unix_sock *u = (void *)other;
+	struct unix_name_key *nk = unix_name(u);
+
+	if (!nk)
+		return -EACCES;
+	if (nk->len && bpf_map_lookup_elem(&MAP_UNIX_SERVED, nk))
+		return 0;
+	struct object_key fk = {};
+	__u32 owner = unix_file(u, &fk);
+
+	unix_report(session, HOOK_UNIX_INBOUND, &fk, owner, session, nk);
 	return -EACCES;
 }
 
@@ -699,7 +906,7 @@ int BPF_PROG(pincer_unix_stream_connect, struct sock *sock, struct sock *other, 
 		return ret;
 	__u64 session = current_session_id();
 
-	return session ? unix_peer_check(session, other, HOOK_UNIX_STREAM_CONNECT) : 0;
+	return session ? unix_peer_check(session, other, HOOK_UNIX_STREAM_CONNECT) : unix_inbound_check(other);
 }
 
 SEC("lsm/unix_may_send")
@@ -708,8 +915,9 @@ int BPF_PROG(pincer_unix_may_send, struct socket *sock, struct socket *other, in
 	if (ret)
 		return ret;
 	__u64 session = current_session_id();
+	struct sock *peer = BPF_CORE_READ(other, sk);
 
-	return session ? unix_peer_check(session, BPF_CORE_READ(other, sk), HOOK_UNIX_MAY_SEND) : 0;
+	return session ? unix_peer_check(session, peer, HOOK_UNIX_MAY_SEND) : unix_inbound_check(peer);
 }
 
 /* ---- TCP/UDP to this host ---- */
@@ -738,7 +946,7 @@ static __always_inline int reaches_host(struct host_addr_key *a)
 		if (v4 == 0 || v4 == 0xffffffff) /* 0.0.0.0, limited broadcast */
 			return 1;
 	}
-	return bpf_map_lookup_elem(&pincer_host_addrs, a) != 0;
+	return bpf_map_lookup_elem(&MAP_HOST_ADDRS, a) != 0;
 }
 
 /* 0 if the gated caller may send to `addr` from inet socket `sk`. */
@@ -784,10 +992,10 @@ static __always_inline int inet_dest_check(__u64 session, struct sock *sk, struc
 		return 0; /* echo: no port, nothing served */
 	struct port_key pk = { .session = session, .port = port, .proto = proto };
 
-	if (bpf_map_lookup_elem(&pincer_ports, &pk))
+	if (bpf_map_lookup_elem(&MAP_PORTS, &pk))
 		return 0;
 	pk.session = 0;
-	if (bpf_map_lookup_elem(&pincer_ports, &pk))
+	if (bpf_map_lookup_elem(&MAP_PORTS, &pk))
 		return 0;
 	struct miss_event *e = reach_event(session, hook);
 

@@ -56,6 +56,7 @@ struct dentry {
 	struct qstr d_name;
 	struct inode *d_inode;
 	struct super_block *d_sb;
+	void *d_fsdata;
 };
 
 struct vfsmount {
@@ -80,6 +81,7 @@ struct file {
 	struct path f_path;
 	struct inode *f_inode;
 	fmode_t f_mode;
+	void *private_data;
 };
 
 struct iattr {

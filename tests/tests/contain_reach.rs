@@ -101,6 +101,13 @@ impl Outside {
     /// Forks a child that drops to `UID`, runs `setup` (its value is reported
     /// back once it is ready) and then `serve` until killed.
     fn start(setup: impl FnOnce() -> i64, serve: impl FnOnce(i64)) -> Self {
+        Self::start_in(None, setup, serve)
+    }
+
+    /// [`Outside::start`], but inside the session whose cgroup is `cgroup`
+    /// (a gated server), if given.
+    fn start_in(cgroup: Option<&Path>, setup: impl FnOnce() -> i64, serve: impl FnOnce(i64)) -> Self {
+        let procs = cgroup.map(|c| CString::new(c.join("cgroup.procs").as_os_str().as_bytes()).unwrap());
         let mut fds = [0; 2];
         // SAFETY: pipe/fork; the child never returns.
         unsafe {
@@ -109,7 +116,7 @@ impl Outside {
             assert!(pid >= 0, "fork");
             if pid == 0 {
                 libc::close(fds[0]);
-                if !enter(None) {
+                if !enter(procs.as_ref()) {
                     libc::_exit(101);
                 }
                 let v = setup();
@@ -125,6 +132,32 @@ impl Outside {
             assert!(v >= 0, "outside process setup failed: errno {}", -v);
             Self { pid, value: v }
         }
+    }
+
+    /// A deputy of `UID` outside every session serving the Unix socket `name`
+    /// (a path, or `@` and an abstract name) of `kind` (stream: every
+    /// connection gets "obeyed"; datagram: received and forgotten).
+    fn unix(name: &str, kind: i32) -> Self {
+        Self::unix_in(None, name, kind)
+    }
+
+    /// [`Outside::unix`], served from inside the session of `cgroup`, if given.
+    fn unix_in(cgroup: Option<&Path>, name: &str, kind: i32) -> Self {
+        let name = name.to_string();
+        let serve = if kind == libc::SOCK_STREAM { serve_stream } else { serve_dgram };
+        Self::start_in(cgroup, move || unix_server(&name, kind), serve)
+    }
+
+    /// A deputy serving `ip:port` (0: the kernel picks) over TCP or UDP; its
+    /// port is [`Outside::port`].
+    fn inet(ip: IpAddr, port: u16, kind: i32) -> Self {
+        let serve = if kind == libc::SOCK_STREAM { serve_stream } else { serve_dgram };
+        Self::start(move || inet_server(ip, port, kind), move |v| serve(v >> 16))
+    }
+
+    /// The port an [`Outside::inet`] deputy serves.
+    fn port(&self) -> u16 {
+        (self.value & 0xffff) as u16
     }
 
     fn alive(&self) -> bool {
@@ -590,11 +623,12 @@ fn unix_sockets_of_outside_processes_are_denied_own_and_allowed_ones_reachable()
     let dgram_path = s.dir.join("deputy-dgram.sock").to_string_lossy().into_owned();
     let abstract_name = format!("@{tag}");
     let abstract_dgram = format!("@{tag}-dgram");
-    let (p, dp, an, ad) = (path.clone(), dgram_path.clone(), abstract_name.clone(), abstract_dgram.clone());
-    let _d1 = Outside::start(move || unix_server(&p, libc::SOCK_STREAM), serve_stream);
-    let _d2 = Outside::start(move || unix_server(&dp, libc::SOCK_DGRAM), serve_dgram);
-    let _d3 = Outside::start(move || unix_server(&an, libc::SOCK_STREAM), serve_stream);
-    let _d4 = Outside::start(move || unix_server(&ad, libc::SOCK_DGRAM), serve_dgram);
+    let _deputies = [
+        Outside::unix(&path, libc::SOCK_STREAM),
+        Outside::unix(&dgram_path, libc::SOCK_DGRAM),
+        Outside::unix(&abstract_name, libc::SOCK_STREAM),
+        Outside::unix(&abstract_dgram, libc::SOCK_DGRAM),
+    ];
     let routes = || {
         vec![
             unix_connect(&path, libc::SOCK_STREAM),
@@ -652,8 +686,7 @@ fn a_trusted_socket_path_is_reachable_only_while_root_owns_the_socket() {
     assert!(root_fd >= 0);
     // Connectable by every user, as the daemon makes its socket.
     std::fs::set_permissions(&trusted, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
-    let fp = forged.to_string_lossy().into_owned();
-    let _deputy = Outside::start(move || unix_server(&fp, libc::SOCK_STREAM), serve_stream);
+    let _deputy = Outside::unix(&forged.to_string_lossy(), libc::SOCK_STREAM);
     s.te.get().allow_unix_path(&trusted, Some(0)).unwrap();
     s.te.get().allow_unix_path(&forged, Some(0)).unwrap();
     let (t, f) = (trusted.to_string_lossy().into_owned(), forged.to_string_lossy().into_owned());
@@ -778,9 +811,9 @@ const LO: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 #[test]
 fn loopback_ports_of_outside_processes_are_denied_own_and_listed_ones_reachable() {
     let mut s = Session::new("reach-inet");
-    let tcp = Outside::start(|| inet_server(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0, libc::SOCK_STREAM), |v| serve_stream(v >> 16));
-    let udp = Outside::start(|| inet_server(LO, 0, libc::SOCK_DGRAM), |v| serve_dgram(v >> 16));
-    let (tp, up) = ((tcp.value & 0xffff) as u16, (udp.value & 0xffff) as u16);
+    let tcp = Outside::inet(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0, libc::SOCK_STREAM);
+    let udp = Outside::inet(LO, 0, libc::SOCK_DGRAM);
+    let (tp, up) = (tcp.port(), udp.port());
     let mapped = Ipv4Addr::LOCALHOST.to_ipv6_mapped();
     let routes = move || {
         vec![
@@ -846,8 +879,8 @@ fn loopback_ports_of_outside_processes_are_denied_own_and_listed_ones_reachable(
 #[test]
 fn the_host_own_addresses_are_gated_like_loopback() {
     let mut s = Session::new("reach-hostaddr");
-    let udp = Outside::start(|| inet_server(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0, libc::SOCK_DGRAM), |v| serve_dgram(v >> 16));
-    let port = (udp.value & 0xffff) as u16;
+    let udp = Outside::inet(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0, libc::SOCK_DGRAM);
+    let port = udp.port();
     // An address this VM does not have is remote until the host lists it as its own.
     let addr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 7));
     assert_ne!(s.gated(move || vec![udp_sendto(addr, port)]), vec![EACCES]);
@@ -866,10 +899,9 @@ fn processes_outside_sessions_are_untouched() {
     let v = victim(&s.dir);
     let pid = v.pid;
     let path = s.dir.join("d.sock").to_string_lossy().into_owned();
-    let p = path.clone();
-    let _d = Outside::start(move || unix_server(&p, libc::SOCK_STREAM), serve_stream);
-    let tcp = Outside::start(|| inet_server(LO, 0, libc::SOCK_STREAM), |v| serve_stream(v >> 16));
-    let tp = (tcp.value & 0xffff) as u16;
+    let _d = Outside::unix(&path, libc::SOCK_STREAM);
+    let tcp = Outside::inet(LO, 0, libc::SOCK_STREAM);
+    let tp = tcp.port();
     let r = ungated(|| {
         vec![
             kill(pid, 0),
@@ -881,4 +913,256 @@ fn processes_outside_sessions_are_untouched() {
         ]
     });
     assert_eq!(r, vec![0; 6]);
+}
+
+#[test]
+fn session_sockets_do_not_serve_outside_processes_unless_listed() {
+    let mut s = Session::new("reach-squat");
+    let tag = format!("pincer-squat-{}", std::process::id());
+    // Names an outside tool of the user expects to find its own server at:
+    // abstract names (no file, no owner: whoever binds first holds them) and a
+    // path in a shared place.
+    let stream = format!("@{tag}");
+    let dgram = format!("@{tag}-dgram");
+    let path = s.dir.join("agent.sock").to_string_lossy().into_owned();
+    let routes = || vec![unix_connect(&stream, libc::SOCK_STREAM), unix_sendto(&dgram), unix_connect(&dgram, libc::SOCK_DGRAM), unix_connect(&path, libc::SOCK_STREAM)];
+    {
+        // Served by a process of the user outside every session, the tool reaches them.
+        let _servers = [Outside::unix(&stream, libc::SOCK_STREAM), Outside::unix(&dgram, libc::SOCK_DGRAM), Outside::unix(&path, libc::SOCK_STREAM)];
+        assert_eq!(ungated(routes), vec![0; 4]);
+    }
+    std::fs::remove_file(&path).unwrap();
+    // The session squats the same names first.
+    let cg = Some(s.cg.path.as_path());
+    let _squatters = [Outside::unix_in(cg, &stream, libc::SOCK_STREAM), Outside::unix_in(cg, &dgram, libc::SOCK_DGRAM), Outside::unix_in(cg, &path, libc::SOCK_STREAM)];
+    let rt = runtime();
+    let mut misses = rt.block_on(async { s.te.get().misses() }).expect("misses");
+    let r = ungated(routes);
+    let seen = drain(&mut misses);
+    assert_eq!(r, vec![EACCES; 4], "an outside tool reaches the session's server; misses: {seen:?}");
+    let miss = seen.first().expect("a miss for the stream connect");
+    assert_eq!(miss.hook, Hook::UnixInbound);
+    assert_eq!(miss.session, s.cg.id, "reported on the squatting session");
+    assert_eq!(miss.uid, UID, "by the outside caller");
+    assert_eq!(miss.reach(), Some(Reach::UnixSocket { name: stream.clone(), file: None }));
+    let last = seen.last().expect("a miss for the path");
+    assert_eq!(last.reach(), Some(Reach::UnixSocket { name: path.clone(), file: Some(pincer::kernel::ObjectId::of_path(Path::new(&path)).unwrap()) }));
+    // The session's own processes still reach its servers.
+    assert_eq!(s.gated(routes), vec![0; 4]);
+    // A listed name is served to outside processes; the others stay closed.
+    s.te.get().allow_session_server(pincer::kernel::abstract_name_key(stream[1..].as_bytes()).unwrap()).unwrap();
+    assert_eq!(ungated(routes), vec![0, EACCES, EACCES, EACCES]);
+}
+
+/// `<linux/keyctl.h>`: special keyring ids and the operations used here.
+const KEY_SPEC_PROCESS_KEYRING: i32 = -2;
+const KEY_SPEC_SESSION_KEYRING: i32 = -3;
+const KEY_SPEC_USER_KEYRING: i32 = -4;
+const KEY_SPEC_USER_SESSION_KEYRING: i32 = -5;
+const KEYCTL_JOIN_SESSION_KEYRING: i64 = 1;
+const KEYCTL_DESCRIBE: i64 = 6;
+const KEYCTL_SEARCH: i64 = 10;
+const KEYCTL_READ: i64 = 11;
+const SECRET_KEY: &[u8] = b"the user's token";
+
+fn add_key(desc: &str, payload: &[u8], keyring: i32) -> i64 {
+    let d = CString::new(desc).unwrap();
+    // SAFETY: add_key with valid C strings and a payload of the given length.
+    let r = unsafe { libc::syscall(libc::SYS_add_key, c"user".as_ptr(), d.as_ptr(), payload.as_ptr(), payload.len(), keyring) };
+    if r < 0 {
+        -i64::from(errno())
+    } else {
+        r
+    }
+}
+
+/// Reads key `id`: 0 if its payload is `want` (or, with `want` empty, any), else the errno.
+fn read_key(id: i32, want: &[u8]) -> i32 {
+    let mut buf = [0u8; 256];
+    // SAFETY: keyctl READ into a local buffer of the given length.
+    let n = unsafe { libc::syscall(libc::SYS_keyctl, KEYCTL_READ, id, buf.as_mut_ptr(), buf.len()) };
+    if n < 0 {
+        errno()
+    } else if want.is_empty() || &buf[..n as usize] == want {
+        0
+    } else {
+        -1
+    }
+}
+
+fn keyctl2(op: i64, id: i32) -> i32 {
+    let mut buf = [0u8; 256];
+    // SAFETY: keyctl with a local buffer of the given length.
+    rc(unsafe { libc::syscall(libc::SYS_keyctl, op, id, buf.as_mut_ptr(), buf.len()) })
+}
+
+fn search_key(keyring: i32, desc: &str) -> i32 {
+    let d = CString::new(desc).unwrap();
+    // SAFETY: keyctl SEARCH with valid C strings.
+    rc(unsafe { libc::syscall(libc::SYS_keyctl, KEYCTL_SEARCH, keyring, c"user".as_ptr(), d.as_ptr(), 0) })
+}
+
+#[test]
+fn the_users_keyrings_are_out_of_reach_and_the_sessions_own_keys_usable() {
+    let mut s = Session::new("reach-keys");
+    let desc = format!("pincer-token-{}", std::process::id());
+    let d = desc.clone();
+    // The user's process puts a token in the user keyring (as `keyctl add user ... @u`).
+    let holder = Outside::start(move || add_key(&d, SECRET_KEY, KEY_SPEC_USER_KEYRING), |_| loop {
+        // SAFETY: waits for a signal.
+        unsafe { libc::pause() };
+    });
+    let serial = holder.value as i32;
+    let routes = |desc: &str| {
+        vec![
+            read_key(serial, SECRET_KEY),
+            keyctl2(KEYCTL_DESCRIBE, serial),
+            read_key(KEY_SPEC_USER_KEYRING, b""),
+            read_key(KEY_SPEC_USER_SESSION_KEYRING, b""),
+            search_key(KEY_SPEC_USER_KEYRING, desc),
+            (add_key("planted", b"x", KEY_SPEC_USER_KEYRING) < 0) as i32,
+        ]
+    };
+    assert_eq!(ungated(|| routes(&desc)), vec![0; 6], "the user's processes read, find and add to the user's keys");
+    let rt = runtime();
+    let mut misses = rt.block_on(async { s.te.get().misses() }).expect("misses");
+    let r = s.gated(|| {
+        let mut out = routes(&desc);
+        out[5] = -add_key("planted", b"x", KEY_SPEC_USER_KEYRING) as i32;
+        out
+    });
+    let seen = drain(&mut misses);
+    // The hook answers EPERM; keyctl reports a refused lookup of the key or
+    // keyring named (the kernel asks the LSM at lookup too) as ENOKEY.
+    assert!(r.iter().all(|e| *e == EPERM || *e == libc::ENOKEY), "every route is refused: {r:?}; misses: {seen:?}");
+    let hit = seen.iter().filter_map(|m| m.reach()).find(|r| matches!(r, Reach::Key { serial: k, .. } if *k == serial));
+    assert!(
+        matches!(hit, Some(Reach::Key { owner_uid: UID, session: 0, .. })),
+        "a miss names the user's key: {hit:?}; misses: {seen:?}"
+    );
+    assert!(seen.iter().all(|m| m.hook == Hook::KeyPermission && m.session == s.cg.id));
+    // Keys and keyrings the session makes are its own: a session keyring it
+    // joins, a process keyring, and keys in them.
+    let r = s.gated(|| {
+        let joined = rc(unsafe { libc::syscall(libc::SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, std::ptr::null::<libc::c_char>()) });
+        let a = add_key("own-session", b"mine", KEY_SPEC_SESSION_KEYRING);
+        let b = add_key("own-process", b"mine too", KEY_SPEC_PROCESS_KEYRING);
+        if a < 0 || b < 0 {
+            return vec![joined, -a as i32, -b as i32];
+        }
+        vec![joined, read_key(a as i32, b"mine"), read_key(b as i32, b"mine too"), read_key(serial, SECRET_KEY)]
+    });
+    assert_eq!(r[..3], [0, 0, 0], "the session's own keyrings and keys");
+    assert!(r[3] == EPERM || r[3] == libc::ENOKEY, "the user's key from the session's own keyring: {r:?}");
+    // Still the user's, untouched.
+    assert_eq!(ungated(move || vec![read_key(serial, SECRET_KEY)]), vec![0]);
+}
+
+/// A pty made by the caller: `(master fd, its number)` or -errno.
+fn open_pty() -> Result<(i32, u32), i32> {
+    // SAFETY: open and ioctl on the pty master with integer out-parameters.
+    unsafe {
+        let master = libc::open(c"/dev/ptmx".as_ptr(), libc::O_RDWR | libc::O_NOCTTY);
+        if master < 0 {
+            return Err(errno());
+        }
+        let mut unlock: libc::c_int = 0;
+        let mut n: libc::c_uint = 0;
+        if libc::ioctl(master, libc::TIOCSPTLCK, &mut unlock) < 0 || libc::ioctl(master, libc::TIOCGPTN, &mut n) < 0 {
+            return Err(errno());
+        }
+        Ok((master, n))
+    }
+}
+
+#[test]
+fn the_users_other_terminals_cannot_be_opened_own_and_controlling_ones_can() {
+    ensure_devpts();
+    let mut s = Session::new("reach-pty");
+    // The user's other terminal: a pty a process of the user holds (a shell in
+    // another window, where the user types a sudo password).
+    let term = Outside::start(
+        || match open_pty() {
+            Ok((_master, n)) => i64::from(n),
+            Err(e) => -i64::from(e),
+        },
+        |_| loop {
+            // SAFETY: waits for a signal.
+            unsafe { libc::pause() };
+        },
+    );
+    let other = format!("/dev/pts/{}", term.value);
+    let o = other.clone();
+    let routes = move || vec![open_errno(&o, libc::O_RDWR | libc::O_NOCTTY), open_errno(&o, libc::O_RDONLY | libc::O_NOCTTY), open_errno(&o, libc::O_WRONLY | libc::O_NOCTTY)];
+    assert_eq!(ungated(routes.clone()), vec![0; 3], "the user's processes open the user's terminal");
+    let rt = runtime();
+    let mut misses = rt.block_on(async { s.te.get().misses() }).expect("misses");
+    let r = s.gated(routes.clone());
+    let seen = drain(&mut misses);
+    assert_eq!(r, vec![EACCES; 3], "misses: {seen:?}");
+    let miss = seen.first().expect("a miss");
+    assert_eq!((miss.hook, miss.session, miss.uid), (Hook::PtyOpen, s.cg.id, UID));
+    match miss.reach() {
+        Some(Reach::Terminal { name, file }) => {
+            assert_eq!(name, term.value.to_string());
+            assert_eq!(file, pincer::kernel::ObjectId::of_path(Path::new(&other)).unwrap());
+        }
+        r => panic!("expected a terminal reach, got {r:?}"),
+    }
+    // A pty the session makes (tmux, script, an agent's command runner) opens.
+    let r = s.gated(|| match open_pty() {
+        Ok((master, n)) => {
+            let out = vec![open_errno(&format!("/dev/pts/{n}"), libc::O_RDWR | libc::O_NOCTTY)];
+            // SAFETY: closes the session's master.
+            unsafe { libc::close(master) };
+            out
+        }
+        Err(e) => vec![-e],
+    });
+    assert_eq!(r, vec![0]);
+    // The terminal the session was started on (its controlling terminal, made
+    // outside) stays usable by path, and the other one does not.
+    let (master, n) = open_pty().expect("a pty for the session's terminal");
+    let ctty_path = format!("/dev/pts/{n}");
+    // The user's, as grantpt leaves it.
+    let ctty = CString::new(ctty_path.clone()).unwrap();
+    // SAFETY: chown of the test's own pty.
+    assert_eq!(unsafe { libc::chown(ctty.as_ptr(), UID, UID) }, 0);
+    let procs = CString::new(s.cg.path.join("cgroup.procs").as_os_str().as_bytes()).unwrap();
+    let o = other.clone();
+    let mut fds = [0; 2];
+    // SAFETY: pipe/fork; the child becomes a session leader with the pty as its
+    // controlling terminal, then joins the session and reports three results.
+    let r = unsafe {
+        assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
+        let pid = libc::fork();
+        if pid == 0 {
+            libc::close(fds[0]);
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            if libc::setsid() < 0 {
+                libc::_exit(102);
+            }
+            let fd = libc::open(ctty.as_ptr(), libc::O_RDWR);
+            if fd < 0 || libc::ioctl(fd, libc::TIOCSCTTY, 0) != 0 || !enter(Some(&procs)) {
+                libc::_exit(101);
+            }
+            for r in [open_errno(&ctty_path, libc::O_RDWR), open_errno("/dev/tty", libc::O_RDWR), open_errno(&o, libc::O_RDWR | libc::O_NOCTTY)] {
+                libc::write(fds[1], (&r as *const i32).cast(), 4);
+            }
+            libc::_exit(0);
+        }
+        libc::close(fds[1]);
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4];
+        while libc::read(fds[0], buf.as_mut_ptr().cast(), 4) == 4 {
+            out.push(i32::from_ne_bytes(buf));
+        }
+        libc::close(fds[0]);
+        let mut status = 0;
+        libc::waitpid(pid, &mut status, 0);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "terminal child failed ({status:#x})");
+        libc::close(master);
+        out
+    };
+    assert_eq!(r, vec![0, 0, EACCES]);
 }

@@ -312,3 +312,50 @@ exec $PROBE watch-signals $S/sigs $S/stop
     assert_eq!(status.code(), Some(5), "exit status of the command");
     assert_eq!(env.result("sigs"), "ready\nINT\nWINCH", "one SIGINT per ^C, and SIGWINCH, from the terminal");
 }
+
+const CROSSING: &str = r#"
+if cat <&5 > /dev/null 2>&1; then echo read; else echo closed; fi > $S/fd
+$PROBE key-read $SERIAL > $S/userkey
+$PROBE key-own pincer-own-$$ > $S/ownkey
+exit 42
+"#;
+
+#[test]
+fn only_stdio_crosses_into_the_session_and_its_keyring_is_its_own() {
+    let mut env = Env::new("spawn-cross");
+    // A file `pincer run` happens to hold open at fd 5 (inherited from the user's shell
+    // or IDE): no hook checks reads of an fd that is already open.
+    let held = env.dir.join("held-open.txt");
+    std::fs::write(&held, "held open by the caller\n").unwrap();
+    let held = std::fs::File::open(&held).unwrap();
+    let raw = std::os::fd::AsRawFd::as_raw_fd(&held);
+    // A key in the user's keyring, readable by the user's processes outside.
+    let serial = outside_probe(&["key-add", &format!("pincer-user-key-{}", std::process::id())]);
+    assert!(serial.parse::<i32>().is_ok(), "key-add: {serial}");
+    assert_eq!(outside_probe(&["key-read", &serial]), "ok", "the user's key reads outside every session");
+    let script = format!("SERIAL={serial}\n{CROSSING}");
+    for namespaces in [true, false] {
+        if !namespaces {
+            env.namespaces(false);
+        }
+        env.clear();
+        let mut cmd = env.command(&script);
+        // SAFETY: dup2 in the child (async-signal-safe); the new fd 5 has no close-on-exec.
+        unsafe {
+            cmd.pre_exec(move || if libc::dup2(raw, 5) < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) });
+        }
+        let run = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start pincer run");
+        let (code, text) = exit_code(run);
+        assert_eq!(code, 42, "namespaces {namespaces}: {text}");
+        assert_eq!(env.result("fd"), "closed", "namespaces {namespaces}: fd 5 of pincer run reached the command");
+        // Refused by the hook at lookup (keyctl reports that as ENOKEY); without it the
+        // kernel's own check would answer EACCES (the key is no longer possessed).
+        let user_key = env.result("userkey");
+        assert!(
+            user_key == format!("errno {}", libc::ENOKEY) || user_key == format!("errno {}", libc::EPERM),
+            "namespaces {namespaces}: the user's key: {user_key}"
+        );
+        assert_eq!(env.result("ownkey"), "ok", "namespaces {namespaces}: the session's own keyring");
+    }
+    drop(held);
+}

@@ -4,6 +4,10 @@
 //! and POSIX message queues cannot even be named) and its own PID namespace with `/proc`
 //! remounted (the user's processes cannot be named).
 //!
+//! Only stdio crosses into the session (every other inherited descriptor is closed at
+//! exec), and the command gets a session keyring of its own (made inside the session, so
+//! the kernel lets it use it while the user's keyrings stay out of reach).
+//!
 //! With a PID namespace the worker starts as `pincer session-init` (hidden subcommand,
 //! [`session_init`]): three processes, as `bwrap --unshare-pid` does it:
 //! - the *keeper*, the process `pincer run` waits on, outside the new namespace: it forks
@@ -95,9 +99,41 @@ fn drop_privileges(uid: u32, gid: u32) -> std::io::Result<()> {
     Ok(())
 }
 
+/// `KEYCTL_JOIN_SESSION_KEYRING` (`<linux/keyctl.h>`).
+const KEYCTL_JOIN_SESSION_KEYRING: libc::c_long = 1;
+
+/// Joins a new anonymous session keyring, so the caller's keys live in a keyring made
+/// inside the session (the kernel counts it as the session's) instead of the user's
+/// login keyring, which the session may not touch. A kernel without keys (`ENOSYS`) has
+/// nothing to protect. Async-signal-safe.
+fn own_session_keyring() -> std::io::Result<()> {
+    // SAFETY: keyctl with a NULL name: no pointer to Rust data.
+    if unsafe { libc::syscall(libc::SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, std::ptr::null::<libc::c_char>()) } < 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::ENOSYS) {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// Marks every descriptor above stdio close-on-exec: only stdin, stdout and stderr
+/// cross into the session (a descriptor `pincer run` inherited from the user's shell or
+/// IDE would otherwise give the worker a file no hook checks). Close-on-exec rather
+/// than closed, so the pipe through which the spawner learns of a failed exec stays.
+/// Async-signal-safe.
+fn keep_only_stdio() -> std::io::Result<()> {
+    // SAFETY: close_range on integers (Linux 5.11+).
+    if unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// A command that, between fork and exec, joins the cgroup (writing `0`, "this process",
-/// to `cgroup.procs`) and unshares the session's namespaces; then, without a PID
-/// namespace, drops supplementary groups, sets gid and uid and sets `no_new_privs` before
+/// to `cgroup.procs`), unshares the session's namespaces and marks every descriptor but
+/// stdio close-on-exec; then, without a PID namespace, drops supplementary groups, sets
+/// gid and uid and sets `no_new_privs` and joins a session keyring of its own before
 /// running the command; with one, runs [`session_init`] (still root: it mounts `/proc`
 /// and drops privileges itself). Any failure there aborts the start.
 pub fn command(spec: &WorkerSpec) -> Result<tokio::process::Command, WorkerError> {
@@ -128,7 +164,8 @@ pub fn command(spec: &WorkerSpec) -> Result<tokio::process::Command, WorkerError
         flags |= libc::CLONE_NEWPID | libc::CLONE_NEWNS;
     }
     // SAFETY: the closure only makes async-signal-safe system calls (open, write, close,
-    // unshare, setgroups, setgid, setuid, prctl) on data prepared before the fork.
+    // unshare, close_range, setgroups, setgid, setuid, prctl, keyctl) on data prepared
+    // before the fork.
     unsafe {
         cmd.pre_exec(move || {
             let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
@@ -144,10 +181,12 @@ pub fn command(spec: &WorkerSpec) -> Result<tokio::process::Command, WorkerError
             if flags != 0 && libc::unshare(flags) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
+            keep_only_stdio()?;
             if ns.pid {
                 Ok(())
             } else {
-                drop_privileges(uid, gid)
+                drop_privileges(uid, gid)?;
+                own_session_keyring()
             }
         });
     }
@@ -338,6 +377,9 @@ fn run_init(uid: u32, gid: u32, argv: &[CString], old_mask: &libc::sigset_t) -> 
     }
     if let Err(source) = drop_privileges(uid, gid) {
         return init_failed(InitError::Sys { what: "dropping privileges", source });
+    }
+    if let Err(source) = own_session_keyring() {
+        return init_failed(InitError::Sys { what: "joining the session's own keyring", source });
     }
     let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
     ptrs.push(std::ptr::null());

@@ -218,6 +218,16 @@ pub enum Hook {
     /// `socket_sendmsg`: a datagram to a port of this host the session did not bind.
     #[serde(rename = "socket_sendmsg")]
     SocketSendmsg,
+    /// `unix_stream_connect` or `unix_may_send` of a process outside every session to a
+    /// Unix socket a session created.
+    #[serde(rename = "unix_connect(inbound)")]
+    UnixInbound,
+    /// `key_permission`: a key or keyring the session did not create.
+    #[serde(rename = "key_permission")]
+    KeyPermission,
+    /// `file_open` of a pseudo-terminal that is not the task's own.
+    #[serde(rename = "file_open(pty)")]
+    PtyOpen,
     /// A `HOOK_*` id this build does not know.
     #[serde(rename = "unknown")]
     Unknown,
@@ -263,6 +273,9 @@ impl Hook {
             HOOK_UNIX_MAY_SEND => Hook::UnixMaySend,
             HOOK_SOCKET_CONNECT => Hook::SocketConnect,
             HOOK_SOCKET_SENDMSG => Hook::SocketSendmsg,
+            HOOK_UNIX_INBOUND => Hook::UnixInbound,
+            HOOK_KEY_PERMISSION => Hook::KeyPermission,
+            HOOK_PTY_OPEN => Hook::PtyOpen,
             _ => Hook::Unknown,
         }
     }
@@ -304,6 +317,9 @@ impl Hook {
             Hook::UnixMaySend => "unix_may_send",
             Hook::SocketConnect => "socket_connect",
             Hook::SocketSendmsg => "socket_sendmsg",
+            Hook::UnixInbound => "unix_connect(inbound)",
+            Hook::KeyPermission => "key_permission",
+            Hook::PtyOpen => "file_open(pty)",
             Hook::Unknown => "unknown",
         }
     }
@@ -366,6 +382,21 @@ impl Misses {
 mod tests {
     use super::*;
     use pincer_common::*;
+
+    #[test]
+    fn every_hook_id_the_program_reports_decodes_to_its_own_hook() {
+        // The ids come from pincer-common's tables, the same the C program is built from.
+        let ids = C_CONSTANTS.iter().chain(reach::C_CONSTANTS).filter(|(name, _)| name.starts_with("HOOK_"));
+        let mut seen = std::collections::HashSet::new();
+        for (name, id) in ids {
+            let hook = Hook::from_id(*id as u32);
+            assert_ne!(hook, Hook::Unknown, "{name} = {id} has no Hook");
+            assert!(seen.insert(hook), "{name} = {id} decodes to {hook}, as another id does");
+            let wire = serde_json::to_string(&hook).unwrap();
+            assert_eq!(wire, format!("\"{}\"", hook.name()), "{name}: serde and name() disagree");
+        }
+        assert_eq!(seen.len(), 37, "a new HOOK_* id needs a Hook variant (and this count)");
+    }
 
     fn event(path: &[&str]) -> MissEvent {
         let mut e = MissEvent {

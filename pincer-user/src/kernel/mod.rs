@@ -46,13 +46,17 @@
 //! - Reach (module `reach`, `pincer-ebpf/src/reach.bpf.c`): a gated task
 //!   reaches only its own session's processes (signals, ptrace access,
 //!   `/proc/PID/` writes), SysV objects, Unix sockets and ports on this host,
-//!   plus the sockets and ports [`ReachConfig`] and the `allow_*` methods list.
+//!   plus the sockets and ports [`ReachConfig`] and the `allow_*` methods list;
+//!   keys and keyrings only its session created; pseudo-terminals only its
+//!   controlling one or those its session made. A process outside every
+//!   session cannot reach a Unix socket a session created unless listed
+//!   ([`Enforcer::allow_session_server`]).
 
 mod event;
 mod reach;
 
 pub use event::{Hook, Miss, Misses};
-pub use reach::{host_addresses, HostPort, Proto, Reach, ReachConfig};
+pub use reach::{abstract_name_key, host_addresses, path_name_key, HostPort, Proto, Reach, ReachConfig};
 
 use crate::access::Access;
 use aya::maps::{Array, HashMap, Map, MapData, MapError, PerCpuArray, RingBuf};
@@ -463,7 +467,8 @@ impl Enforcer {
         let hooks = pincer_ebpf::PROGRAMS.iter().chain(&pincer_ebpf::REACH_PROGRAMS).map(|(_, hook)| *hook);
         let mut hooks: Vec<String> = hooks.filter(|h| !pincer_ebpf::OPTIONAL_HOOKS.contains(h)).map(String::from).collect();
         hooks.dedup();
-        hooks.extend(pincer_ebpf::REACH_FEXIT.iter().map(|(_, f)| reach::fexit_pin_name(f)));
+        hooks.extend(pincer_ebpf::REACH_FEXIT.iter().map(|(_, f)| reach::trace_pin_name(reach::Trace::Exit, f)));
+        hooks.extend(pincer_ebpf::REACH_FENTRY.iter().map(|(_, f)| reach::trace_pin_name(reach::Trace::Entry, f)));
         hooks.iter().all(|hook| links.join(hook).exists())
             && map_names::ALL.iter().chain(&pincer_common::reach::map_names::ALL).all(|name| maps.join(name).exists())
     }
@@ -570,7 +575,7 @@ impl Enforcer {
             links.push(pinned);
             done_hooks.push(hook);
         }
-        links.extend(reach::attach_fexit(ebpf, btf, &links_dir(pin_dir))?);
+        links.extend(reach::attach_tracing(ebpf, btf, &links_dir(pin_dir))?);
         Ok(links)
     }
 

@@ -12,12 +12,18 @@
 //!   "this host" is loopback, the unspecified, broadcast and multicast
 //!   addresses and the host's interface addresses ([`Enforcer::refresh_host_addresses`]).
 //!
+//! In the other direction, a process outside every session reaches a Unix
+//! socket a session created only under a name listed with
+//! [`Enforcer::allow_session_server`], so a session cannot squat a name an
+//! outside tool expects. Keys, keyrings and pseudo-terminals are checked
+//! without any list (see `reach.bpf.c`).
+//!
 //! Remote hosts stay reachable: network egress is not gated.
 
 use super::{remove_if_present, Enforcer, Hook, KernelError, Miss, ObjectId};
 use aya::maps::{HashMap, Map, MapData, MapError};
 use aya::programs::links::{FdLink, PinnedLink};
-use aya::programs::{FExit, ProgramError};
+use aya::programs::{FEntry, FExit, ProgramError};
 use aya::{Btf, Ebpf};
 use pincer_common::reach::{
     map_names, HostAddrKey, PortKey, UnixNameKey, PROTO_TCP, PROTO_UDP, UNIX_NAME_LEN,
@@ -119,12 +125,33 @@ pub enum Reach {
         /// The IPC key.
         key: i32,
     },
-    /// A Unix socket not created by the session nor allowed.
+    /// A Unix socket not created by the session nor allowed; for
+    /// [`Hook::UnixInbound`], a session's socket an outside process tried to reach.
     UnixSocket {
         /// The bound name: a path, or `@` and an abstract name.
         name: String,
         /// The socket file (none for abstract sockets).
         file: Option<ObjectId>,
+    },
+    /// A key or keyring the session did not create (the user's).
+    Key {
+        /// The key's serial number.
+        serial: i32,
+        /// The permission asked (the kernel's `enum key_need_perm`: 1 view,
+        /// 2 read, 3 write, 4 search, 5 link, 6 setattr, 7 unlink).
+        need: u32,
+        /// The key's owner uid.
+        owner_uid: u32,
+        /// The session that created it (0: made outside every session).
+        session: u64,
+    },
+    /// A pseudo-terminal that is not the task's controlling terminal nor one
+    /// its session made.
+    Terminal {
+        /// Its name in its `devpts` (`3` for `/dev/pts/3`).
+        name: String,
+        /// Its device node.
+        file: ObjectId,
     },
     /// A port on this host the session did not bind and that is not allowed.
     HostPort {
@@ -148,7 +175,7 @@ impl Miss {
         }
         Some(match self.hook {
             Hook::IpcPermission | Hook::IpcCtl => Reach::Ipc { id: self.ino as u32, key: self.parent_ino as u32 as i32 },
-            Hook::UnixStreamConnect | Hook::UnixMaySend => Reach::UnixSocket {
+            Hook::UnixStreamConnect | Hook::UnixMaySend | Hook::UnixInbound => Reach::UnixSocket {
                 name: self.name.clone(),
                 file: (self.ino != 0).then_some(ObjectId { dev: self.dev, ino: self.ino }),
             },
@@ -165,6 +192,13 @@ impl Miss {
                     port: self.ino as u16,
                 }
             }
+            Hook::KeyPermission => Reach::Key {
+                serial: self.ino as u32 as i32,
+                need: self.dev,
+                owner_uid: self.parent_dev,
+                session: self.parent_ino,
+            },
+            Hook::PtyOpen => Reach::Terminal { name: self.name.clone(), file: ObjectId { dev: self.dev, ino: self.ino } },
             _ => Reach::Process {
                 pid: self.ino as u32,
                 session: self.parent_ino,
@@ -182,6 +216,7 @@ pub(super) struct ReachMaps {
     host_addrs: HashMap<MapData, HostAddrKey, u32>,
     unix_files: HashMap<MapData, ObjectKey, u32>,
     unix_names: HashMap<MapData, UnixNameKey, u32>,
+    unix_served: HashMap<MapData, UnixNameKey, u32>,
 }
 
 fn typed<T: TryFrom<Map, Error = MapError>>(name: &'static str, map: Map) -> Result<T, KernelError> {
@@ -197,6 +232,7 @@ impl ReachMaps {
             host_addrs: typed(map_names::HOST_ADDRS, take(map_names::HOST_ADDRS)?)?,
             unix_files: typed(map_names::UNIX_FILES, take(map_names::UNIX_FILES)?)?,
             unix_names: typed(map_names::UNIX_NAMES, take(map_names::UNIX_NAMES)?)?,
+            unix_served: typed(map_names::UNIX_SERVED, take(map_names::UNIX_SERVED)?)?,
         })
     }
 
@@ -212,6 +248,7 @@ impl ReachMaps {
             host_addrs: typed(map_names::HOST_ADDRS, open(map_names::HOST_ADDRS)?)?,
             unix_files: typed(map_names::UNIX_FILES, open(map_names::UNIX_FILES)?)?,
             unix_names: typed(map_names::UNIX_NAMES, open(map_names::UNIX_NAMES)?)?,
+            unix_served: typed(map_names::UNIX_SERVED, open(map_names::UNIX_SERVED)?)?,
         })
     }
 
@@ -232,28 +269,55 @@ impl ReachMaps {
     }
 }
 
-/// Loads and attaches the reach block's `fexit` programs, pinned under `links_dir`.
-pub(super) fn attach_fexit(ebpf: &mut Ebpf, btf: &Btf, links_dir: &Path) -> Result<Vec<PinnedLink>, KernelError> {
+/// Whether a tracing program of the reach block runs at a kernel function's
+/// entry or exit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Trace {
+    /// `fentry`: before the function (its arguments are still intact).
+    Entry,
+    /// `fexit`: after the function returned (its result is known).
+    Exit,
+}
+
+/// Loads and attaches the reach block's `fexit` and `fentry` programs, pinned
+/// under `links_dir`.
+pub(super) fn attach_tracing(ebpf: &mut Ebpf, btf: &Btf, links_dir: &Path) -> Result<Vec<PinnedLink>, KernelError> {
+    let programs = pincer_ebpf::REACH_FEXIT
+        .iter()
+        .map(|p| (Trace::Exit, p))
+        .chain(pincer_ebpf::REACH_FENTRY.iter().map(|p| (Trace::Entry, p)));
     let mut links = Vec::new();
-    for (name, function) in pincer_ebpf::REACH_FEXIT {
+    for (trace, &(name, function)) in programs {
         let hook = function;
         let program = ebpf.program_mut(name).ok_or(KernelError::MissingProgram { name })?;
-        let prog: &mut FExit = program
-            .try_into()
-            .map_err(|source: ProgramError| KernelError::Program { op: "convert", name, hook, source: source.into() })?;
-        prog.load(function, btf).map_err(|source| KernelError::Program { op: "load", name, hook, source: source.into() })?;
-        let link_id = prog.attach().map_err(|source| KernelError::Program { op: "attach", name, hook, source: source.into() })?;
-        let link = prog.take_link(link_id).map_err(|source| KernelError::Program { op: "take link of", name, hook, source: source.into() })?;
-        let path = links_dir.join(fexit_pin_name(function));
-        let pinned = FdLink::from(link).pin(&path).map_err(|source| KernelError::Pin { path, source: source.into() })?;
+        let program_err = |op: &'static str| move |source: ProgramError| KernelError::Program { op, name, hook, source: source.into() };
+        let link: FdLink = match trace {
+            Trace::Exit => {
+                let prog: &mut FExit = program.try_into().map_err(program_err("convert"))?;
+                prog.load(function, btf).map_err(program_err("load"))?;
+                let id = prog.attach().map_err(program_err("attach"))?;
+                prog.take_link(id).map_err(program_err("take link of"))?.into()
+            }
+            Trace::Entry => {
+                let prog: &mut FEntry = program.try_into().map_err(program_err("convert"))?;
+                prog.load(function, btf).map_err(program_err("load"))?;
+                let id = prog.attach().map_err(program_err("attach"))?;
+                prog.take_link(id).map_err(program_err("take link of"))?.into()
+            }
+        };
+        let path = links_dir.join(trace_pin_name(trace, function));
+        let pinned = link.pin(&path).map_err(|source| KernelError::Pin { path, source: source.into() })?;
         links.push(pinned);
     }
     Ok(links)
 }
 
-/// The pin name of the link of the `fexit` program tracing `function`.
-pub(super) fn fexit_pin_name(function: &str) -> String {
-    format!("fexit_{function}")
+/// The pin name of the link of the tracing program at `function`.
+pub(super) fn trace_pin_name(trace: Trace, function: &str) -> String {
+    match trace {
+        Trace::Exit => format!("fexit_{function}"),
+        Trace::Entry => format!("fentry_{function}"),
+    }
 }
 
 /// The name key of a Unix socket bound at `path` (with its terminating NUL).
@@ -355,6 +419,18 @@ impl Enforcer {
     pub fn allow_abstract_socket(&mut self, name: &[u8]) -> Result<(), KernelError> {
         let key = abstract_name_key(name)?;
         self.insert_unix_name(key, UNIX_OWNER_ANY)
+    }
+
+    /// Lets processes outside every session connect or send to a Unix socket a
+    /// session bound under `name` (a key from [`path_name_key`] or
+    /// [`abstract_name_key`]): a server the user runs inside a session on
+    /// purpose. Unlisted, a session's sockets serve only sessions' own
+    /// processes, so a session cannot take a name an outside tool expects.
+    pub fn allow_session_server(&mut self, name: UnixNameKey) -> Result<(), KernelError> {
+        self.reach
+            .unix_served
+            .insert(name, 1, 0)
+            .map_err(|source| KernelError::MapOp { op: "insert", map: map_names::UNIX_SERVED, source: source.into() })
     }
 
     fn insert_unix_name(&mut self, key: UnixNameKey, owner: u32) -> Result<(), KernelError> {
@@ -514,6 +590,14 @@ mod tests {
         let k = reach_event(HOOK_TASK_KILL, 1234, 9, [0; 16]);
         assert_eq!(k.hook, Hook::TaskKill);
         assert_eq!(k.reach(), Some(Reach::Process { pid: 1234, session: 0, comm: "sshd".into(), detail: 9 }));
+        let mut key = reach_event(HOOK_KEY_PERMISSION, 0x1234_5678, 2, [0; 16]);
+        key.parent_dev = 1000;
+        assert_eq!(key.reach(), Some(Reach::Key { serial: 0x1234_5678, need: 2, owner_uid: 1000, session: 0 }));
+        let pty = reach_event(HOOK_PTY_OPEN, 6, 0x1234, [0; 16]);
+        assert_eq!(pty.hook, Hook::PtyOpen);
+        assert_eq!(pty.reach(), Some(Reach::Terminal { name: "sshd".into(), file: ObjectId { dev: 0x1234, ino: 6 } }));
+        let inbound = reach_event(HOOK_UNIX_INBOUND, 0, 0, [0; 16]);
+        assert_eq!(inbound.reach(), Some(Reach::UnixSocket { name: "sshd".into(), file: None }));
         // A file miss is not a reach.
         let mut f = reach_event(HOOK_TASK_KILL, 1, 0, [0; 16]);
         f.flags = 0;

@@ -3,7 +3,9 @@
 //! `mq-open NAME` (an existing POSIX message queue), `mq-own NAME` (create, send, receive,
 //! unlink one), `mq-make NAME` (create one, mode 0600, and leave it), `shm-get KEY` (an
 //! existing SysV segment: prints its id), `shm-at ID` (attach it), `shm-make KEY` (create a
-//! segment, mode 0600: prints its id). `watch-signals FILE STOP` appends the name of every
+//! segment, mode 0600: prints its id), `key-add NAME` (a `user` key in the user keyring
+//! `@u`: prints its serial), `key-read SERIAL` (read a key's payload), `key-own NAME` (a
+//! key in the caller's session keyring `@s`, read back). `watch-signals FILE STOP` appends the name of every
 //! `SIGINT`, `SIGQUIT` and `SIGWINCH` it receives to FILE (after a first line `ready`), one
 //! per line, until the file STOP exists; then exits 5.
 
@@ -75,6 +77,15 @@ fn main() {
                 }
                 r
             }
+            "key-add" => {
+                let serial = add_key(&name, KEY_SPEC_USER_KEYRING);
+                if serial < 0 { outcome(false) } else { serial.to_string() }
+            }
+            "key-read" => outcome(read_key(number())),
+            "key-own" => {
+                let serial = add_key(&name, KEY_SPEC_SESSION_KEYRING);
+                outcome(serial >= 0 && read_key(serial as i32))
+            }
             other => {
                 eprintln!("unknown operation {other:?}");
                 std::process::exit(2);
@@ -82,6 +93,28 @@ fn main() {
         }
     };
     println!("{line}");
+}
+
+/// Special key ids of `<linux/keyctl.h>`.
+const KEY_SPEC_SESSION_KEYRING: i32 = -3;
+const KEY_SPEC_USER_KEYRING: i32 = -4;
+/// `KEYCTL_READ`.
+const KEYCTL_READ: libc::c_long = 11;
+/// The payload of the keys the probe adds.
+const PAYLOAD: &[u8] = b"the probe's key";
+
+/// Adds a `user` key `name` to `keyring`: its serial, or -1.
+fn add_key(name: &CString, keyring: i32) -> i64 {
+    // SAFETY: add_key with valid C strings and a payload buffer of the given length.
+    unsafe { libc::syscall(libc::SYS_add_key, c"user".as_ptr(), name.as_ptr(), PAYLOAD.as_ptr(), PAYLOAD.len(), keyring) }
+}
+
+/// Whether the key `serial` reads back the probe's payload.
+fn read_key(serial: i32) -> bool {
+    let mut buf = [0u8; 64];
+    // SAFETY: keyctl READ into a local buffer of the given length.
+    let n = unsafe { libc::syscall(libc::SYS_keyctl, KEYCTL_READ, serial, buf.as_mut_ptr(), buf.len()) };
+    n == PAYLOAD.len() as i64 && &buf[..PAYLOAD.len()] == PAYLOAD
 }
 
 /// `watch-signals FILE STOP` (see the module doc).
