@@ -181,6 +181,15 @@ impl SanitizedPath {
     pub fn same_segments(&self, other: &SanitizedPath) -> bool {
         self.segs == other.segs
     }
+
+    /// True if both paths have a parent and the parents have the same segments (what
+    /// `parent()` of each would compare, without building them).
+    pub fn same_parent(&self, other: &SanitizedPath) -> bool {
+        match (self.segs.len().checked_sub(1), other.segs.len().checked_sub(1)) {
+            (Some(a), Some(b)) => self.segs[..a] == other.segs[..b],
+            _ => false,
+        }
+    }
 }
 
 impl fmt::Display for SanitizedPath {
@@ -453,6 +462,19 @@ mod tests {
 
     fn s(k: u8) -> Sanitizer {
         Sanitizer::new(SecretKey::from_bytes([k; KEY_LEN]))
+    }
+
+    #[test]
+    fn same_parent_is_what_comparing_parents_gives() {
+        let k = s(1);
+        let paths = ["a/b/c.txt", "a/b/d.txt", "a/x/c.txt", "a/b", "a", "b/c.txt", "a/b/c/d.txt"];
+        for x in paths {
+            for y in paths {
+                let (px, py) = (k.path(x), k.path(y));
+                let slow = px.parent().zip(py.parent()).is_some_and(|(a, b)| a.same_segments(&b));
+                assert_eq!(px.same_parent(&py), slow, "{x} and {y}");
+            }
+        }
     }
 
     #[test]

@@ -712,7 +712,7 @@ pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> E
             bump(&mut best, 1.0, || format!("the user named {t} in the prompt"));
         } else if p.tokens().windows(n).any(|w| w == t.tokens()) {
             bump(&mut best, 0.8, || format!("inside {t}, which the user named in the prompt"));
-        } else if p.len() == n && p.parent().zip(t.parent()).is_some_and(|(a, b)| a.same_segments(&b)) && n > 1 {
+        } else if p.len() == n && p.same_parent(t) && n > 1 {
             bump(&mut best, 0.5, || format!("beside {t}, which the user named"));
         }
     }
@@ -727,7 +727,7 @@ pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> E
                 bump(&mut best, W_EXACT * w, || format!("a similar past task (similarity {w:.2}) used {sp}"));
             } else if p.is_dir() && sp.starts_with(p) {
                 bump(&mut best, 0.9 * w, || format!("a similar past task (similarity {w:.2}) used files under {p}"));
-            } else if sp.parent().zip(p.parent()).is_some_and(|(a, b)| a.same_segments(&b)) && p.len() > 1 {
+            } else if sp.same_parent(p) && p.len() > 1 {
                 worked_folder = true;
                 bump(&mut best, W_SIBLING * w, || format!("beside {sp}, used by a similar past task (similarity {w:.2})"));
             } else if p.len() > 2 && sp.len() == p.len() && sp.common_prefix_len(p) == p.len() - 2 {
@@ -736,7 +736,7 @@ pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> E
         }
     }
     for (sp, _) in &s.grants {
-        if sp.parent().zip(p.parent()).is_some_and(|(a, b)| a.same_segments(&b)) && p.len() > 1 {
+        if sp.same_parent(p) && p.len() > 1 {
             bump(&mut best, 0.4, || format!("beside {sp}, granted earlier in this session"));
         }
     }
