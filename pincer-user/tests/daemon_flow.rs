@@ -632,10 +632,12 @@ async fn end(h: &Harness, s: &SessionInfo) {
     assert!(matches!(h.call(Call::EndSession { session: s.session.clone() }).await, Reply::Summary { .. }));
 }
 
-/// `approve --scope once`: the request it answers is granted, the kernel grant is taken back
-/// after `once_secs`, the same request later is asked again, and nothing is recorded.
-#[tokio::test(start_paused = true)]
-async fn a_once_approval_does_not_outlive_its_request() {
+/// The write the persona's policy asks the user about, which the `once` tests approve.
+const ONCE_PATH: &str = "projects/ledger/Cargo.toml";
+
+/// A daemon whose `once` grants last 5 s, and a session whose request for [`ONCE_PATH`] the
+/// user approved `--scope once` (granted); with the standing rules from before the approval.
+async fn once_approved() -> (Harness, SessionInfo, Vec<StandingRule>) {
     let h = Harness::new(|c| {
         c.escalation.timeout_secs = 600;
         c.escalation.once_secs = 5;
@@ -643,11 +645,18 @@ async fn a_once_approval_does_not_outlive_its_request() {
     .await;
     h.import().await;
     let s = h.session(TODO_PROMPT).await;
-    // The persona's policy asks the user before this write.
-    let path = "projects/ledger/Cargo.toml";
     let before = standing(&h).await;
-    let r = approve_waiting(&h, &s, path, Access::Write, ApprovalScope::Once).await;
+    let r = approve_waiting(&h, &s, ONCE_PATH, Access::Write, ApprovalScope::Once).await;
     assert!(granted(&r), "the request the approval answers is granted: {r:?}");
+    (h, s, before)
+}
+
+/// `approve --scope once`: the request it answers is granted, the kernel grant is taken back
+/// after `once_secs`, the same request later is asked again, and nothing is recorded.
+#[tokio::test(start_paused = true)]
+async fn a_once_approval_does_not_outlive_its_request() {
+    let (h, s, before) = once_approved().await;
+    let path = ONCE_PATH;
     let obj = ObjectId::of_path(&h.ws.join(path)).unwrap();
     assert!(h.enforcer.has(s.cgroup_id, obj, Access::Write));
     tokio::time::sleep(std::time::Duration::from_secs(6)).await;
@@ -666,16 +675,7 @@ async fn a_once_approval_does_not_outlive_its_request() {
 /// every grant of the session with it.
 #[tokio::test(start_paused = true)]
 async fn a_once_grant_that_cannot_be_taken_back_ends_its_session() {
-    let h = Harness::new(|c| {
-        c.escalation.timeout_secs = 600;
-        c.escalation.once_secs = 5;
-    })
-    .await;
-    h.import().await;
-    let s = h.session(TODO_PROMPT).await;
-    let path = "projects/ledger/Cargo.toml";
-    let r = approve_waiting(&h, &s, path, Access::Write, ApprovalScope::Once).await;
-    assert!(granted(&r), "the request the approval answers is granted: {r:?}");
+    let (h, s, _) = once_approved().await;
     h.enforcer.state.lock().unwrap().refuse_revoke = true;
     tokio::time::sleep(std::time::Duration::from_secs(6)).await;
     h.as_caller(Path::new(OUTSIDE));
@@ -684,6 +684,9 @@ async fn a_once_grant_that_cannot_be_taken_back_ends_its_session() {
         other => panic!("the session whose once grant stays is ended: {other:?}"),
     }
     assert_eq!(h.enforcer.grant_count(s.cgroup_id), 0, "ending the session took back all its grants");
+    let ends: Vec<_> = h.audit().into_iter().filter(|e| e.event == Event::SessionEnd).collect();
+    assert_eq!(ends.len(), 1, "one session end is audited: {ends:?}");
+    assert!(ends[0].detail.as_deref().is_some_and(|d| d.contains("would not take back a once grant")), "the end says why: {:?}", ends[0].detail);
 }
 
 /// `approve --scope session`: later requests of the session are granted; nothing is recorded

@@ -292,7 +292,7 @@ impl Core {
             (Caller::Outside, Call::CreateSession { owner_uid, roots, prompt, mode }) => self.create(owner_uid, roots, prompt, mode).await,
             (Caller::Outside, Call::EndSession { session }) => {
                 callers::owned(&self.sessions, peer, &session)?;
-                self.end(&session).await
+                self.end(&session, None).await
             }
             (Caller::Outside, Call::Prompt { session, text }) => {
                 let id = callers::named_or_only(&self.sessions, peer, session)?;
@@ -413,7 +413,9 @@ impl Core {
         Ok(CallResult::Now(Reply::Session(info)))
     }
 
-    async fn end(&mut self, id: &str) -> CallOutcome {
+    /// Ends a session: its processes killed, its grants revoked, its cgroup and scratch
+    /// directory removed; `cause` says why when the daemon ends it on its own.
+    async fn end(&mut self, id: &str, cause: Option<String>) -> CallOutcome {
         let s = self.sessions.get(id).cloned().ok_or_else(|| CallError::NoSession(id.to_string()))?;
         sessions::empty_cgroup(&s.cgroup).await;
         // The scratch directory's own entry is not a grant the session was given.
@@ -450,8 +452,14 @@ impl Core {
         let mut e = self.entry(Event::SessionEnd, &s);
         let c = &s.counters;
         e.detail = Some(format!(
-            "{} requests, {} grants, {} denials, {} escalations, {} misses; {} grants revoked",
-            c.requests, c.grants, c.denials, c.escalations, c.misses, revoked
+            "{} requests, {} grants, {} denials, {} escalations, {} misses; {} grants revoked{}",
+            c.requests,
+            c.grants,
+            c.denials,
+            c.escalations,
+            c.misses,
+            revoked,
+            cause.map(|why| format!("; ended by the daemon: {why}")).unwrap_or_default()
         ));
         e.tokens = Some(c.tokens);
         self.audit.record(&e);
@@ -590,7 +598,8 @@ impl Core {
         let now = tokio::time::Instant::now();
         let (due, keep): (Vec<OnceGrant>, Vec<OnceGrant>) = std::mem::take(&mut self.once).into_iter().partition(|o| o.until <= now);
         self.once = keep;
-        let mut stuck = Vec::new();
+        // Sessions to end, each with the first once grant the kernel kept.
+        let mut stuck: BTreeMap<String, String> = BTreeMap::new();
         for o in due {
             let Some(s) = self.sessions.get(&o.session) else { continue };
             if self.twins.grants(s).iter().any(|(p, a)| *p == o.path && *a == o.access) {
@@ -598,16 +607,12 @@ impl Core {
             }
             if let Err(e) = self.enforcer.revoke(s.cgroup_id, o.target, Scope::Exact, o.access) {
                 tracing::error!(session = o.session, error = %chain(&e), "cannot take back a once grant; ending the session");
-                let mut a = self.entry(Event::SessionEnd, s);
-                a.detail = Some(format!("the kernel would not take back a once grant ({} on {}): {}; the session is ended", o.access, o.path, chain(&e)));
-                self.audit.record(&a);
-                if !stuck.contains(&o.session) {
-                    stuck.push(o.session);
-                }
+                let why = format!("the kernel would not take back a once grant ({} on {}): {}", o.access, o.path, chain(&e));
+                stuck.entry(o.session).or_insert(why);
             }
         }
-        for id in stuck {
-            if let Err(e) = self.end(&id).await {
+        for (id, why) in stuck {
+            if let Err(e) = self.end(&id, Some(why)).await {
                 tracing::error!(session = id, error = %e, "cannot end the session whose once grant stays");
             }
         }
