@@ -2,6 +2,9 @@
 //! cBGR per persona and attack type (a sanity check of the twin on its own; the evaluation
 //! harness proper is `pincer eval`).
 
+mod common;
+
+use common::twin::tree;
 use pincer::decider::OfflineDecider;
 use pincer::sanitize::{SecretKey, Sanitizer};
 use pincer::store::{parse_history, parse_policies, TrustedState};
@@ -32,19 +35,6 @@ fn load_workspace(root: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();
     walk(root, root, &mut out);
     out
-}
-
-fn tree(files: &BTreeMap<String, Vec<u8>>) -> Vec<String> {
-    let mut t: std::collections::BTreeSet<String> = Default::default();
-    for f in files.keys() {
-        t.insert(f.clone());
-        let mut p = f.as_str();
-        while let Some((d, _)) = p.rsplit_once('/') {
-            t.insert(format!("{d}/"));
-            p = d;
-        }
-    }
-    t.into_iter().collect()
 }
 
 #[derive(Default, Debug)]

@@ -4,6 +4,9 @@
 //! creates and deletes the prompt asks for, and Pincer-P2's use of the pre-committed policy.
 //! Each test fails if its mechanism is removed.
 
+mod common;
+
+use common::twin::{kinds, rec, tree};
 use pincer::decider::{OfflineDecider, Verdict};
 use pincer::twin::{content_findings, FindingKind, Provenance};
 use pincer::sanitize::{SecretKey, Sanitizer};
@@ -12,10 +15,6 @@ use pincer::twin::{Decision, Prepared, Request, Twin, TwinConfig, Variant};
 use pincer::Access;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-
-fn kinds(s: &str) -> Vec<FindingKind> {
-    content_findings(s.as_bytes()).into_iter().map(|f| f.kind).collect()
-}
 
 // ---------- item 1: detectors ----------
 
@@ -87,10 +86,6 @@ fn bad_inputs_give_findings_without_panicking() {
 
 // ---------- a small researcher's world ----------
 
-fn rec(path: &str, access: Access) -> AccessRecord {
-    AccessRecord { path: path.into(), access }
-}
-
 const INTERVIEW: &str = "Participant P07 said she left the lab after her supervisor repeatedly took credit for her experiments and threatened her visa sponsorship when she complained to the graduate office.";
 
 fn files() -> BTreeMap<String, Vec<u8>> {
@@ -108,19 +103,6 @@ fn files() -> BTreeMap<String, Vec<u8>> {
         f.insert(p.to_string(), c.as_bytes().to_vec());
     }
     f
-}
-
-fn tree(files: &BTreeMap<String, Vec<u8>>) -> Vec<String> {
-    let mut t = std::collections::BTreeSet::new();
-    for p in files.keys() {
-        t.insert(p.clone());
-        let mut q = p.as_str();
-        while let Some((d, _)) = q.rsplit_once('/') {
-            t.insert(format!("{d}/"));
-            q = d;
-        }
-    }
-    t.into_iter().collect()
 }
 
 fn state() -> TrustedState {

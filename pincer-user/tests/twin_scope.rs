@@ -7,6 +7,9 @@
 //! generic word; prose and login detectors; a prompt that approves an ask-first change.
 //! Each test fails if its mechanism is removed.
 
+mod common;
+
+use common::twin::{kinds, rec, tree};
 use pincer::decider::{OfflineDecider, Verdict};
 use pincer::sanitize::{SecretKey, Sanitizer};
 use pincer::store::{AccessRecord, HistoryRecord, Permission, PolicyRule, TrustedState, UserPolicy};
@@ -14,14 +17,6 @@ use pincer::twin::{content_findings, Decision, FindingKind, Prepared, Request, T
 use pincer::Access;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-
-fn kinds(s: &str) -> Vec<FindingKind> {
-    content_findings(s.as_bytes()).into_iter().map(|f| f.kind).collect()
-}
-
-fn rec(path: &str, access: Access) -> AccessRecord {
-    AccessRecord { path: path.into(), access }
-}
 
 const ROSTER: &str = "# Rota\n| Name | Shift |\n|---|---|\n| Ann Lee | early |\n| Bo Chan | late |\n";
 
@@ -45,19 +40,6 @@ fn files() -> BTreeMap<String, Vec<u8>> {
         f.insert(p.to_string(), c.as_bytes().to_vec());
     }
     f
-}
-
-fn tree(files: &BTreeMap<String, Vec<u8>>) -> Vec<String> {
-    let mut t = std::collections::BTreeSet::new();
-    for p in files.keys() {
-        t.insert(p.clone());
-        let mut q = p.as_str();
-        while let Some((d, _)) = q.rsplit_once('/') {
-            t.insert(format!("{d}/"));
-            q = d;
-        }
-    }
-    t.into_iter().collect()
 }
 
 fn state() -> TrustedState {

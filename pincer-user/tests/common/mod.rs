@@ -4,6 +4,8 @@
 // Each test binary uses its own subset of these helpers.
 #![allow(dead_code)]
 
+pub mod twin;
+
 use pincer::daemon::audit::AuditLog;
 use pincer::daemon::config::Config;
 use pincer::daemon::core::CoreDeps;
