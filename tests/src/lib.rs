@@ -430,6 +430,29 @@ pub fn perform(op: &Op) -> i32 {
     }
 }
 
+/// The parent's side of a forked child that reports results over the pipe `fds`: closes
+/// the write end, reads each `i32` the child writes until it closes the pipe, and waits for
+/// the child. Returns the results and the child's wait status.
+///
+/// # Safety
+/// `fds` is the pipe made before the fork (the child writes to `fds[1]`), and `pid` the
+/// child; both ends are closed here.
+pub unsafe fn child_results(fds: [libc::c_int; 2], pid: libc::pid_t) -> (Vec<i32>, libc::c_int) {
+    // SAFETY: the caller's pipe and child, as documented.
+    unsafe {
+        libc::close(fds[1]);
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4];
+        while libc::read(fds[0], buf.as_mut_ptr().cast(), 4) == 4 {
+            out.push(i32::from_ne_bytes(buf));
+        }
+        libc::close(fds[0]);
+        let mut status = 0;
+        libc::waitpid(pid, &mut status, 0);
+        (out, status)
+    }
+}
+
 /// Forks a child that joins `cgroup` (if any), drops to `uid` (if any), runs
 /// `ops` in order and reports each result (0 or errno) over a pipe.
 pub fn run_as(cgroup: Option<&Path>, uid: Option<u32>, ops: &[Op]) -> Vec<i32> {
@@ -465,15 +488,7 @@ pub fn run_as(cgroup: Option<&Path>, uid: Option<u32>, ops: &[Op]) -> Vec<i32> {
             }
             libc::_exit(code);
         }
-        libc::close(fds[1]);
-        let mut out = Vec::new();
-        let mut buf = [0u8; 4];
-        while libc::read(fds[0], buf.as_mut_ptr().cast(), 4) == 4 {
-            out.push(i32::from_ne_bytes(buf));
-        }
-        libc::close(fds[0]);
-        let mut status = 0;
-        libc::waitpid(pid, &mut status, 0);
+        let (out, status) = child_results(fds, pid);
         assert!(
             libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
             "gated child failed to set up (status {status:#x}: 101 = join cgroup, 102 = setresuid)"

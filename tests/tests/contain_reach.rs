@@ -76,15 +76,7 @@ fn attacker(cgroup: Option<&Path>, f: impl FnOnce() -> Vec<i32>) -> Vec<i32> {
             }
             libc::_exit(0);
         }
-        libc::close(fds[1]);
-        let mut out = Vec::new();
-        let mut buf = [0u8; 4];
-        while libc::read(fds[0], buf.as_mut_ptr().cast(), 4) == 4 {
-            out.push(i32::from_ne_bytes(buf));
-        }
-        libc::close(fds[0]);
-        let mut status = 0;
-        libc::waitpid(pid, &mut status, 0);
+        let (out, status) = child_results(fds, pid);
         assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "attacker failed to start ({status:#x})");
         out
     }
@@ -672,7 +664,7 @@ fn unix_sockets_of_outside_processes_are_denied_own_and_allowed_ones_reachable()
     // Allowed by socket file, and by abstract name.
     let file = pincer::kernel::ObjectId::of_path(Path::new(&path)).unwrap();
     s.te.get().allow_unix_socket(file).unwrap();
-    s.te.get().allow_abstract_socket(abstract_dgram[1..].as_bytes()).unwrap();
+    s.te.get().allow_abstract_socket(&abstract_dgram.as_bytes()[1..]).unwrap();
     assert_eq!(s.gated(routes), vec![0, EACCES, EACCES, 0, EACCES]);
 }
 
@@ -950,7 +942,7 @@ fn session_sockets_do_not_serve_outside_processes_unless_listed() {
     // The session's own processes still reach its servers.
     assert_eq!(s.gated(routes), vec![0; 4]);
     // A listed name is served to outside processes; the others stay closed.
-    s.te.get().allow_session_server(pincer::kernel::abstract_name_key(stream[1..].as_bytes()).unwrap()).unwrap();
+    s.te.get().allow_session_server(pincer::kernel::abstract_name_key(&stream.as_bytes()[1..]).unwrap()).unwrap();
     assert_eq!(ungated(routes), vec![0, EACCES, EACCES, EACCES]);
 }
 
@@ -1151,15 +1143,7 @@ fn the_users_other_terminals_cannot_be_opened_own_and_controlling_ones_can() {
             }
             libc::_exit(0);
         }
-        libc::close(fds[1]);
-        let mut out = Vec::new();
-        let mut buf = [0u8; 4];
-        while libc::read(fds[0], buf.as_mut_ptr().cast(), 4) == 4 {
-            out.push(i32::from_ne_bytes(buf));
-        }
-        libc::close(fds[0]);
-        let mut status = 0;
-        libc::waitpid(pid, &mut status, 0);
+        let (out, status) = child_results(fds, pid);
         assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "terminal child failed ({status:#x})");
         libc::close(master);
         out
