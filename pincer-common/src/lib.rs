@@ -151,14 +151,25 @@ pub mod map_names {
     pub const NEVER_NAMES: &str = "pincer_never_names";
     /// `ARRAY` of one [`State`](super::State).
     pub const STATE: &str = "pincer_state";
+    /// `HASH` [`ObjectKey`](super::ObjectKey) → `u32` (non-zero: how many names):
+    /// the directories that hold never-grantable names, so the walk reads an
+    /// entry's name only where a name can match.
+    pub const NEVER_DIRS: &str = "pincer_never_dirs";
+    /// `ARRAY` of one [`Generation`](super::Generation): what the kernel's walk
+    /// cache is checked against.
+    pub const GENERATION: &str = "pincer_generation";
+    /// `INODE_STORAGE` of the kernel's walk cache (read and written only by the
+    /// program: what the walk from a directory, or a file's own entries, gave).
+    pub const WALK_CACHE: &str = "pincer_walk_cache";
     /// `RINGBUF` of [`MissEvent`](super::MissEvent).
     pub const EVENTS: &str = "pincer_events";
     /// `PERCPU_ARRAY` of one `u64`: events dropped because the ring buffer was full.
     pub const DROPS: &str = "pincer_drops";
     /// Every map, in a fixed order.
-    pub const ALL: [&str; 10] = [SESSIONS, ROOTS, EXACT, SUBTREE, OPEN, NEVER, NEVER_NAMES, STATE, EVENTS, DROPS];
+    pub const ALL: [&str; 13] =
+        [SESSIONS, ROOTS, EXACT, SUBTREE, OPEN, NEVER, NEVER_NAMES, NEVER_DIRS, STATE, GENERATION, WALK_CACHE, EVENTS, DROPS];
     /// The C macro naming each map (`#define MAP_SESSIONS pincer_sessions`).
-    pub const C_MACROS: [(&str, &str); 10] = [
+    pub const C_MACROS: [(&str, &str); 13] = [
         ("MAP_SESSIONS", SESSIONS),
         ("MAP_ROOTS", ROOTS),
         ("MAP_EXACT", EXACT),
@@ -166,7 +177,10 @@ pub mod map_names {
         ("MAP_OPEN", OPEN),
         ("MAP_NEVER", NEVER),
         ("MAP_NEVER_NAMES", NEVER_NAMES),
+        ("MAP_NEVER_DIRS", NEVER_DIRS),
         ("MAP_STATE", STATE),
+        ("MAP_GENERATION", GENERATION),
+        ("MAP_WALK_CACHE", WALK_CACHE),
         ("MAP_EVENTS", EVENTS),
         ("MAP_DROPS", DROPS),
     ];
@@ -299,6 +313,26 @@ shared_struct! {
 }
 
 shared_struct! {
+    /// The single entry of the generation map, written only by userspace. A
+    /// walk result the kernel cached is used only while all three stamps it was
+    /// computed under are unchanged; with an address of 0 nothing is cached.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct Generation as "pincer_generation" {
+        /// A fresh random value after every change that can narrow what the
+        /// walk allows: a subtree grant removed, a root, open path or never
+        /// entry added, changed or removed. Grants added need no new value:
+        /// the cache can only allow, and a miss walks the live maps.
+        pub policy: u64,
+        /// Kernel address of `rename_lock` (its sequence moves on every
+        /// dentry move), from `/proc/kallsyms`; 0 if unknown.
+        pub rename_seq_addr: u64,
+        /// Kernel address of `mount_lock` (its sequence moves on every mount
+        /// made, moved, unmounted or freed), from `/proc/kallsyms`; 0 if unknown.
+        pub mount_seq_addr: u64,
+    }
+}
+
+shared_struct! {
     /// Key of the exact and subtree grant maps: `(session, dev, ino)`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct GrantKey as "grant_key" {
@@ -362,12 +396,13 @@ shared_struct! {
 
 /// Every layout shared with C; `pincer-ebpf`'s build script asserts each one
 /// against `pincer.h` (`_Static_assert` on size, and offset and size of every field).
-pub const LAYOUTS: [Layout; 7] = [
+pub const LAYOUTS: [Layout; 8] = [
     SessionKey::LAYOUT,
     SessionValue::LAYOUT,
     ObjectKey::LAYOUT,
     NameKey::LAYOUT,
     State::LAYOUT,
+    Generation::LAYOUT,
     GrantKey::LAYOUT,
     MissEvent::LAYOUT,
 ];
@@ -401,6 +436,7 @@ mod pod {
     unsafe impl aya::Pod for super::ObjectKey {}
     unsafe impl aya::Pod for super::NameKey {}
     unsafe impl aya::Pod for super::State {}
+    unsafe impl aya::Pod for super::Generation {}
     unsafe impl aya::Pod for super::GrantKey {}
     unsafe impl aya::Pod for super::MissEvent {}
 }

@@ -37,6 +37,7 @@
 #define SB_ACTIVE (1ul << 30)
 #define TIOCSTI 0x5412
 #define TIOCLINUX 0x541C
+#define ACCESS_ALL_BITS (ACCESS_READ | ACCESS_WRITE | ACCESS_CREATE | ACCESS_DELETE | ACCESS_LIST)
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -90,11 +91,58 @@ struct {
 } MAP_NEVER_NAMES SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct object_key);
+	__type(value, __u32);
+} MAP_NEVER_DIRS SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct pincer_state);
 } MAP_STATE SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pincer_generation);
+} MAP_GENERATION SEC(".maps");
+
+/* What one walk gave, for one session: from a directory up to the top (a
+ * segment), or a file's own entries. */
+struct cache_slot {
+	__u64 session;
+	__u64 policy;     /* the stamps it was computed under */
+	__u64 mnt;        /* the vfsmount the walk went through (0: none given) */
+	__u32 rename_seq;
+	__u32 mount_seq;
+	__u8 never;       /* never-grantable bits on the way to the top */
+	__u8 subtree;     /* subtree grants and open paths up to the first root (file: subtree only) */
+	__u8 open;        /* file: its open path bits */
+	__u8 flags;       /* SLOT_* */
+	__u32 levels;     /* levels the walk took */
+};
+
+#define SLOT_VALID 1
+#define SLOT_ROOT 2       /* a protected root was found (file: the file is one) */
+#define SLOT_NAMES_HERE 4 /* the directory holds never-grantable names */
+#define CACHE_SLOTS 4     /* sessions per inode, by the low bits of their id */
+
+struct walk_cache {
+	struct bpf_spin_lock lock;
+	__u32 fence;
+	struct cache_slot slot[CACHE_SLOTS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_INODE_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct walk_cache);
+} MAP_WALK_CACHE SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -124,6 +172,7 @@ struct walk {
 	__u64 mnt;        /* struct vfsmount * it was reached through, or 0 */
 	__u64 child_name; /* name of a new entry in d, or 0 */
 	__u64 root_ino;
+	__u64 stamp_policy; /* cache: the stamps a collecting walk runs under (or a hit was checked against) */
 	__u32 root_dev;
 	__u32 need;
 	__u32 exact_ok;   /* exact grants and open paths count for d itself */
@@ -133,6 +182,12 @@ struct walk {
 	__u32 protected;  /* a root was found, or the bound ran out */
 	__u32 flags;      /* EVENT_FLAG_* */
 	__u32 unknown;    /* the bound ran out before never entries could be ruled out */
+	__u32 collect;    /* collect every grant bit up to the root (for the cache); `need` is not used */
+	__u32 levels;     /* levels the walk took */
+	__u32 stamp_rename;
+	__u32 stamp_mount;
+	__u32 exact;      /* cache: the object's exact grant */
+	__u32 names_here; /* cache: the directory holds never-grantable names */
 	__u32 _pad;
 };
 
@@ -310,7 +365,7 @@ static long walk_step(__u64 index, struct walk_ctx *c)
 			if (bits)
 				w->never |= *bits;
 		}
-		if (c->never_names && c->prev) {
+		if (c->never_names && c->prev && bpf_map_lookup_elem(&MAP_NEVER_DIRS, &c->ok)) {
 			__builtin_memset(&c->nk, 0, sizeof(c->nk));
 			c->nk.ino = ino;
 			c->nk.dev = dev;
@@ -323,7 +378,7 @@ static long walk_step(__u64 index, struct walk_ctx *c)
 					w->never |= *bits;
 			}
 		}
-		if (w->never & need) {
+		if (!w->collect && (w->never & need)) {
 			c->done = 1;
 			return 1;
 		}
@@ -335,23 +390,24 @@ static long walk_step(__u64 index, struct walk_ctx *c)
 			c->gk.ino = ino;
 			c->gk.dev = dev;
 			/* Each lookup only while `need` is not yet covered: bits
-			 * beyond `need` change no verdict. */
+			 * beyond `need` change no verdict. A collecting walk
+			 * (need 0) takes every bit up to the root. */
 			if (first && w->exact_ok) {
 				bits = bpf_map_lookup_elem(&MAP_EXACT, &c->gk);
 				if (bits)
 					w->granted |= *bits;
 			}
-			if (w->subtree_ok && (w->granted & need) != need) {
+			if (w->subtree_ok && (w->collect || (w->granted & need) != need)) {
 				bits = bpf_map_lookup_elem(&MAP_SUBTREE, &c->gk);
 				if (bits)
 					w->granted |= *bits;
 			}
-			if ((w->subtree_ok || (first && w->exact_ok)) && (w->granted & need) != need) {
+			if ((w->subtree_ok || (first && w->exact_ok)) && (w->collect || (w->granted & need) != need)) {
 				bits = bpf_map_lookup_elem(&MAP_OPEN, &c->ok);
 				if (bits)
 					w->granted |= *bits;
 			}
-			if ((w->granted & need) == need) {
+			if (!w->collect && (w->granted & need) == need) {
 				c->searching = 0;
 			} else if (bpf_map_lookup_elem(&MAP_ROOTS, &c->ok)) {
 				w->protected = 1;
@@ -408,7 +464,9 @@ __noinline int walk_up(struct walk *w)
 		.never_names = !st || st->never_names,
 	};
 
-	bpf_loop(MAX_WALK_DEPTH, walk_step, &c, 0);
+	long levels = bpf_loop(MAX_WALK_DEPTH, walk_step, &c, 0);
+
+	w->levels = levels > 0 ? (__u32)levels : 0;
 	if (c.done)
 		return 0;
 	if (c.searching) {
@@ -603,20 +661,337 @@ static __always_inline void protect_outside_link(const struct session *s, struct
 		w->protected = 1;
 }
 
+/* ---- The walk cache ----
+ *
+ * A walk's result is kept in inode local storage: on a directory, what the
+ * walk from it to the top gave (never bits, subtree grants and open paths up to
+ * the first root, whether a root was found, whether the directory holds never
+ * names); on a file, its own entries. The exact grant of the object is always
+ * looked up live. An entry is used only while the three stamps it was computed
+ * under are unchanged: the policy generation (userspace writes a fresh one
+ * after every change that can narrow a verdict), the kernel's rename_lock
+ * sequence (every dentry move) and mount_lock sequence (every mount made,
+ * moved or freed); a directory's entry also only through the same vfsmount.
+ * The cache only ever allows: whenever it cannot tell that the walk would
+ * allow without a report, the full walk runs on the live maps and decides. */
+
+/* The stamps a cache entry must match. */
+struct stamp {
+	__u64 policy;
+	__u32 rename_seq;
+	__u32 mount_seq;
+};
+
+/* Reads the current stamps; 0 when nothing may be cached (the addresses are
+ * unknown, or a rename or mount change is under way). */
+static __always_inline int read_stamp(struct stamp *t)
+{
+	__u32 zero = 0;
+	struct pincer_generation *g = bpf_map_lookup_elem(&MAP_GENERATION, &zero);
+
+	if (!g || !g->rename_seq_addr || !g->mount_seq_addr)
+		return 0;
+	t->policy = g->policy;
+	if (bpf_probe_read_kernel(&t->rename_seq, sizeof(t->rename_seq), (const void *)g->rename_seq_addr) ||
+	    bpf_probe_read_kernel(&t->mount_seq, sizeof(t->mount_seq), (const void *)g->mount_seq_addr))
+		return 0;
+	return !((t->rename_seq | t->mount_seq) & 1);
+}
+
+static __always_inline int same_stamp(const struct stamp *a, __u64 policy, __u32 rename_seq, __u32 mount_seq)
+{
+	return a->policy == policy && a->rename_seq == rename_seq && a->mount_seq == mount_seq;
+}
+
+/* The slot of `session` in `wc`, copied under the lock; 1 if it is that
+ * session's and valid. */
+static __always_inline int slot_get(struct walk_cache *wc, __u64 session, struct cache_slot *out)
+{
+	__u32 i = session & (CACHE_SLOTS - 1);
+
+	if (i >= CACHE_SLOTS)
+		return 0;
+	bpf_spin_lock(&wc->lock);
+	*out = wc->slot[i];
+	bpf_spin_unlock(&wc->lock);
+	return out->session == session && (out->flags & SLOT_VALID);
+}
+
+/* Stores `v` if the stamps are still those it was computed under. The atomic
+ * orders the reads that computed it before the stamps are read again. */
+static __always_inline void slot_put(struct walk_cache *wc, struct cache_slot *v)
+{
+	struct stamp now;
+	__u32 i = v->session & (CACHE_SLOTS - 1);
+
+	__sync_fetch_and_add(&wc->fence, 1);
+	if (!read_stamp(&now) || !same_stamp(&now, v->policy, v->rename_seq, v->mount_seq) || i >= CACHE_SLOTS)
+		return;
+	bpf_spin_lock(&wc->lock);
+	wc->slot[i] = *v;
+	bpf_spin_unlock(&wc->lock);
+}
+
+static __always_inline __u8 low_bits(__u32 bits)
+{
+	return (__u8)(bits & ACCESS_ALL_BITS);
+}
+
+/* The directory whose walk to the top a check of `obj` needs: `obj` itself
+ * for a directory or a creation in it (`child`), else its parent. */
+static __always_inline struct inode *segment_dir(struct dentry *obj, const unsigned char *child)
+{
+	struct inode *inode = obj->d_inode;
+
+	if (!inode)
+		return 0;
+	if (child || (inode->i_mode & S_IFMT) == S_IFDIR)
+		return inode;
+	struct dentry *parent = obj->d_parent;
+
+	return parent && parent != obj ? parent->d_inode : 0;
+}
+
+/* A file's own entries, from the cache or looked up and cached, packed as
+ * never | subtree << 8 | open << 16 | flags << 24 (0: none to be had). They
+ * are keyed by the inode, so only the policy must match; (policy, rename,
+ * mount) are the current stamps. */
+static __noinline __u32 file_entries(const struct session *s, struct inode *inode, __u64 policy, __u32 rename,
+				     __u32 mount)
+{
+	struct cache_slot own;
+	struct cache_slot *out = &own;
+	struct walk_cache *wc = bpf_inode_storage_get(&MAP_WALK_CACHE, inode, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+
+	if (!wc)
+		return 0;
+	if (slot_get(wc, s->id, out) && out->policy == policy)
+		goto packed;
+	struct object_key ok = { .ino = inode->i_ino, .dev = inode->i_sb->s_dev };
+	struct grant_key gk = { .session = s->id, .ino = ok.ino, .dev = ok.dev };
+	__u32 *bits;
+
+	__builtin_memset(out, 0, sizeof(*out));
+	out->session = s->id;
+	out->policy = policy;
+	out->rename_seq = rename;
+	out->mount_seq = mount;
+	out->flags = SLOT_VALID;
+	bits = bpf_map_lookup_elem(&MAP_NEVER, &ok);
+	if (bits)
+		out->never = low_bits(*bits);
+	bits = bpf_map_lookup_elem(&MAP_SUBTREE, &gk);
+	if (bits)
+		out->subtree = low_bits(*bits);
+	bits = bpf_map_lookup_elem(&MAP_OPEN, &ok);
+	if (bits)
+		out->open = low_bits(*bits);
+	if (bpf_map_lookup_elem(&MAP_ROOTS, &ok))
+		out->flags |= SLOT_ROOT;
+	slot_put(wc, out);
+packed:
+	return out->never | (__u32)out->subtree << 8 | (__u32)out->open << 16 | (__u32)out->flags << 24;
+}
+
+/* The never bits of entry `name` (a kernel string) in directory (dev, ino).
+ * A global function: its key lives in its own frame. */
+__noinline __u32 never_name_bits(__u64 ino, __u32 dev, __u64 name)
+{
+	struct name_key nk;
+
+	__builtin_memset(&nk, 0, sizeof(nk));
+	nk.ino = ino;
+	nk.dev = dev;
+	long n = bpf_probe_read_kernel_str(nk.name, sizeof(nk.name), (const void *)name);
+
+	if (n <= 0 || n >= (long)sizeof(nk.name))
+		return 0; /* longer names never match, as in the walk */
+	__u32 *bits = bpf_map_lookup_elem(&MAP_NEVER_NAMES, &nk);
+
+	return bits ? *bits : 0;
+}
+
+#define CACHE_NONE 0 /* nothing to be had: run the full walk */
+#define CACHE_HIT 1  /* w holds the segment and the object's exact grant */
+#define CACHE_FILL 2 /* w is set up as the collecting walk that computes the segment */
+#define CACHE_MULTI (1u << 30) /* cache_decide: a file with several links */
+
+static __noinline int cache_decide(const struct session *s, struct dentry *obj, const unsigned char *child,
+				   struct walk *w, __u32 need_multi);
+
+/* Looks up the segment of directory `dir` (dentry `dir_d`, reached through
+ * w->mnt) for a check of `obj`. On a hit, leaves in w: never, granted and
+ * protected as the walk from `dir` to the top gave them, levels, names_here,
+ * the current stamps, and `exact`, the exact grant of `obj`. On a miss, sets
+ * w up as the walk that computes the segment. A subprogram, so its frame is
+ * not on the full walk's call chain. */
+static __noinline int segment_lookup(const struct session *s, struct inode *dir, struct dentry *dir_d,
+				     struct inode *obj, struct walk *w)
+{
+	struct stamp t;
+	struct cache_slot seg;
+	__u64 mnt = w->mnt;
+
+	if (!read_stamp(&t))
+		return CACHE_NONE;
+	struct walk_cache *wc = bpf_inode_storage_get(&MAP_WALK_CACHE, dir, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+
+	if (!wc)
+		return CACHE_NONE;
+	__builtin_memset(w, 0, sizeof(*w));
+	w->session = s->id;
+	w->mnt = mnt;
+	w->stamp_policy = t.policy;
+	w->stamp_rename = t.rename_seq;
+	w->stamp_mount = t.mount_seq;
+	if (!slot_get(wc, s->id, &seg) || !same_stamp(&t, seg.policy, seg.rename_seq, seg.mount_seq) || seg.mnt != mnt) {
+		w->d = scalar_of(dir_d);
+		w->subtree_ok = 1;
+		w->collect = 1;
+		return CACHE_FILL;
+	}
+	struct grant_key gk = { .session = s->id, .ino = obj->i_ino, .dev = obj->i_sb->s_dev };
+	__u32 *bits = bpf_map_lookup_elem(&MAP_EXACT, &gk);
+
+	w->exact = bits ? *bits : 0;
+	w->never = seg.never;
+	w->granted = seg.subtree;
+	w->protected = seg.flags & SLOT_ROOT;
+	w->names_here = seg.flags & SLOT_NAMES_HERE;
+	w->levels = seg.levels;
+	return CACHE_HIT;
+}
+
+/* Caches the result of the collecting walk `w` (set up by segment_lookup) on
+ * directory `dir`, if it ran to its end and the stamps did not move. */
+static __noinline void cache_fill(const struct session *s, struct inode *dir, struct walk *w)
+{
+	struct cache_slot v;
+
+	if (w->unknown || (w->flags & EVENT_FLAG_WALK_EXHAUSTED))
+		return;
+	struct walk_cache *wc = bpf_inode_storage_get(&MAP_WALK_CACHE, dir, 0, 0);
+
+	if (!wc)
+		return;
+	struct object_key ok = { .ino = dir->i_ino, .dev = dir->i_sb->s_dev };
+
+	v.session = s->id;
+	v.policy = w->stamp_policy;
+	v.mnt = w->mnt;
+	v.rename_seq = w->stamp_rename;
+	v.mount_seq = w->stamp_mount;
+	v.never = low_bits(w->never);
+	v.subtree = low_bits(w->granted);
+	v.open = 0;
+	v.flags = SLOT_VALID | (w->protected ? SLOT_ROOT : 0) |
+		  (bpf_map_lookup_elem(&MAP_NEVER_DIRS, &ok) ? SLOT_NAMES_HERE : 0);
+	v.levels = w->levels;
+	slot_put(wc, &v);
+}
+
+/* 1 when the walk from `obj` (reached through `mnt`; for a creation, `obj` is
+ * the directory and `child` the new name) is known from the cache to allow
+ * `need` without a report; 0 when the full walk must run (`w` is then free
+ * for it). Mirrors walk_up, verdict and protect_outside_link for that one
+ * outcome; `multi`: a file with several links (subtree grants do not count). */
+static __always_inline int cached_allow(const struct session *s, struct dentry *obj, __u64 mnt, __u32 need,
+					int multi, const unsigned char *child, struct walk *w)
+{
+	struct inode *inode = obj->d_inode;
+	struct inode *dir = segment_dir(obj, child);
+
+	if (!inode || !dir)
+		return 0;
+	int own_dir = dir == inode;
+	struct dentry *dir_d = own_dir ? obj : obj->d_parent;
+
+	w->mnt = mnt;
+	int c = segment_lookup(s, dir, dir_d, inode, w);
+
+	if (c == CACHE_FILL) {
+		walk_up(w);
+		cache_fill(s, dir, w);
+		w->mnt = mnt;
+		c = segment_lookup(s, dir, dir_d, inode, w);
+	}
+	return c == CACHE_HIT && cache_decide(s, obj, child, w, need | (multi ? CACHE_MULTI : 0));
+}
+
+/* The verdict cached_allow gives on a hit (w as segment_lookup left it):
+ * 1 allow, 0 walk. `need_multi`: `need`, with CACHE_MULTI for a file with
+ * several links. */
+static __noinline int cache_decide(const struct session *s, struct dentry *obj, const unsigned char *child,
+				   struct walk *w, __u32 need_multi)
+{
+	struct inode *inode = obj->d_inode;
+	struct inode *dir = segment_dir(obj, child);
+	__u32 need = need_multi & ~CACHE_MULTI;
+	int multi = !!(need_multi & CACHE_MULTI);
+
+	if (!inode || !dir)
+		return 0;
+	int own_dir = dir == inode;
+	__u32 never = w->never, granted = w->exact, protected = 0;
+
+	if (own_dir) {
+		if (child && w->names_here)
+			never |= never_name_bits(inode->i_ino, inode->i_sb->s_dev, scalar_of(child));
+		granted |= w->granted;
+		protected = w->protected;
+	} else {
+		if (w->levels >= MAX_WALK_DEPTH)
+			return 0;
+		__u32 own = file_entries(s, inode, w->stamp_policy, w->stamp_rename, w->stamp_mount);
+
+		if (!own)
+			return 0;
+		if (w->names_here)
+			never |= never_name_bits(dir->i_ino, dir->i_sb->s_dev, scalar_of(obj->d_name.name));
+		never |= own & 0xff;
+		granted |= (own >> 16 & 0xff) | (multi ? 0 : own >> 8 & 0xff);
+		if ((own >> 24) & SLOT_ROOT) {
+			protected = 1;
+		} else {
+			protected = w->protected;
+			if (!multi)
+				granted |= w->granted;
+		}
+		if (!protected && multi && (inode->i_mode & S_IFMT) == S_IFREG && inode->i_uid.val == s->uid)
+			protected = 1;
+	}
+	if (never & need)
+		return 0;
+	return !protected || (granted & need) == need;
+}
+
+/* Sets `w` up for the full walk of a check: from dentry `d` through `mnt`,
+ * exact grants on d and (unless `multi`, a file with several links) subtree
+ * grants counting. Field by field, so no second walk is built on the stack. */
+static __always_inline void walk_start(struct walk *w, const struct session *s, __u64 d, __u64 mnt, __u32 need,
+				       int multi)
+{
+	__builtin_memset(w, 0, sizeof(*w));
+	w->session = s->id;
+	w->d = d;
+	w->mnt = mnt;
+	w->need = need;
+	w->exact_ok = 1;
+	w->subtree_ok = !multi;
+	w->flags = multi ? EVENT_FLAG_MULTI_LINK : 0;
+}
+
 /* Check `need` on the existing object `d` (exact, subtree and open grants;
  * only exact ones for files with several links). */
 static __always_inline int check_object(const struct session *s, struct dentry *d, __u32 need, __u32 hook)
 {
 	struct inode *inode = BPF_CORE_READ(d, d_inode);
 	int multi = is_multi_link(inode);
-	struct walk w = {
-		.session = s->id,
-		.d = scalar_of(d),
-		.need = need,
-		.exact_ok = 1,
-		.subtree_ok = !multi,
-		.flags = multi ? EVENT_FLAG_MULTI_LINK : 0,
-	};
+	struct walk w;
+
+	if (cached_allow(s, d, 0, need, multi, 0, &w))
+		return 0;
+	walk_start(&w, s, scalar_of(d), 0, need, multi);
 
 	walk_up(&w);
 	protect_outside_link(s, inode, &w);
@@ -627,14 +1002,13 @@ static __always_inline int check_object(const struct session *s, struct dentry *
  * the never entry of that name. */
 static __always_inline int check_create(const struct session *s, struct dentry *child, __u32 hook)
 {
-	struct walk w = {
-		.session = s->id,
-		.d = (__u64)BPF_CORE_READ(child, d_parent),
-		.child_name = (__u64)BPF_CORE_READ(child, d_name.name),
-		.need = ACCESS_CREATE,
-		.exact_ok = 1,
-		.subtree_ok = 1,
-	};
+	struct dentry *dir = child->d_parent;
+	struct walk w;
+
+	if (dir && cached_allow(s, dir, 0, ACCESS_CREATE, 0, child->d_name.name, &w))
+		return 0;
+	walk_start(&w, s, (__u64)BPF_CORE_READ(child, d_parent), 0, ACCESS_CREATE, 0);
+	w.child_name = (__u64)BPF_CORE_READ(child, d_name.name);
 
 	walk_up(&w);
 	return verdict(s, scalar_of(child), hook, &w);
@@ -677,15 +1051,11 @@ static __always_inline int check_file(const struct session *s, struct file *file
 	}
 
 	int multi = inode && !dir && inode->__i_nlink > 1;
-	struct walk w = {
-		.session = s->id,
-		.d = scalar_of(d),
-		.mnt = scalar_of(file->f_path.mnt),
-		.need = need,
-		.exact_ok = 1,
-		.subtree_ok = !multi,
-		.flags = multi ? EVENT_FLAG_MULTI_LINK : 0,
-	};
+	struct walk w;
+
+	if (d && cached_allow(s, d, scalar_of(file->f_path.mnt), need, multi, 0, &w))
+		return 0;
+	walk_start(&w, s, scalar_of(d), scalar_of(file->f_path.mnt), need, multi);
 
 	walk_up(&w);
 	protect_outside_link(s, inode, &w);

@@ -39,6 +39,12 @@ struct pincer_state {
 	__u32 _pad;
 };
 
+struct pincer_generation {
+	__u64 policy;
+	__u64 rename_seq_addr;
+	__u64 mount_seq_addr;
+};
+
 struct grant_key {
 	__u64 session;
 	__u64 ino;

@@ -40,6 +40,12 @@
 //!   unmounted, or an in-memory filesystem's inode being freed) takes its
 //!   grants, open and never entries and root with it, so an object that reuses
 //!   its number gets none of them.
+//! - The walk's result is cached per directory (and a file's own entries per
+//!   file) in inode storage, and used only while three stamps are unchanged: a
+//!   policy generation this enforcer renews after every change that can narrow
+//!   a verdict ([`Enforcer::renew_policy`]), and the kernel's `rename_lock` and
+//!   `mount_lock` sequences, whose addresses it reads from `/proc/kallsyms`
+//!   (without them nothing is cached). The cache only ever allows.
 //! - [`SessionFlags::shadow`] sessions get every miss reported but allowed
 //!   (except never-grantable ones); sessions may create user namespaces only
 //!   with [`SessionFlags::allow_userns`]; `TIOCSTI`/`TIOCLINUX` are refused.
@@ -64,7 +70,7 @@ use aya::pin::PinError;
 use aya::programs::links::{FdLink, LinkError, PinnedLink};
 use aya::programs::{Lsm, ProgramError};
 use aya::{Btf, BtfError, Ebpf, EbpfError, EbpfLoader};
-use pincer_common::{map_names, GrantKey, NameKey, ObjectKey, SessionKey, SessionValue, State};
+use pincer_common::{map_names, Generation, GrantKey, NameKey, ObjectKey, SessionKey, SessionValue, State};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -226,6 +232,9 @@ pub enum KernelError {
         /// The longest name the kernel key holds.
         max: usize,
     },
+    /// A fresh policy generation could not be drawn from the kernel's random source.
+    #[error("cannot read a fresh policy generation from /dev/urandom")]
+    Random(#[source] std::io::Error),
     /// A grant or revoke named no access type.
     #[error("no access bits given (expected some of ACCESS_READ..ACCESS_LIST, got {bits:#x})")]
     NoAccess {
@@ -411,7 +420,9 @@ pub struct Enforcer {
     open: HashMap<MapData, ObjectKey, u32>,
     never: HashMap<MapData, ObjectKey, u32>,
     never_names: HashMap<MapData, NameKey, u32>,
+    never_dirs: HashMap<MapData, ObjectKey, u32>,
     state: Array<MapData, State>,
+    generation: Array<MapData, Generation>,
     drops: PerCpuArray<MapData, u64>,
     events: Option<RingBuf<MapData>>,
     reach: reach::ReachMaps,
@@ -514,7 +525,9 @@ impl Enforcer {
         let open = typed(map_names::OPEN, take(&mut ebpf, map_names::OPEN)?)?;
         let never = typed(map_names::NEVER, take(&mut ebpf, map_names::NEVER)?)?;
         let never_names = typed(map_names::NEVER_NAMES, take(&mut ebpf, map_names::NEVER_NAMES)?)?;
+        let never_dirs = typed(map_names::NEVER_DIRS, take(&mut ebpf, map_names::NEVER_DIRS)?)?;
         let state = typed(map_names::STATE, take(&mut ebpf, map_names::STATE)?)?;
+        let generation = typed(map_names::GENERATION, take(&mut ebpf, map_names::GENERATION)?)?;
         let drops = typed(map_names::DROPS, take(&mut ebpf, map_names::DROPS)?)?;
         let events = typed(map_names::EVENTS, take(&mut ebpf, map_names::EVENTS)?)?;
         let reach = reach::ReachMaps::take(&mut ebpf)?;
@@ -528,13 +541,16 @@ impl Enforcer {
             open,
             never,
             never_names,
+            never_dirs,
             state,
+            generation,
             drops,
             events: Some(events),
             reach,
             _links: links,
             _ebpf: Some(ebpf),
         };
+        enforcer.start_cache()?;
         enforcer.apply_reach(&config.reach)?;
         Ok(enforcer)
     }
@@ -606,7 +622,9 @@ impl Enforcer {
             open: typed(map_names::OPEN, open(map_names::OPEN)?)?,
             never: typed(map_names::NEVER, open(map_names::NEVER)?)?,
             never_names: typed(map_names::NEVER_NAMES, open(map_names::NEVER_NAMES)?)?,
+            never_dirs: typed(map_names::NEVER_DIRS, open(map_names::NEVER_DIRS)?)?,
             state: typed(map_names::STATE, open(map_names::STATE)?)?,
+            generation: typed(map_names::GENERATION, open(map_names::GENERATION)?)?,
             drops: typed(map_names::DROPS, open(map_names::DROPS)?)?,
             events: Some(typed(map_names::EVENTS, open(map_names::EVENTS)?)?),
             reach: reach::ReachMaps::open(&maps_dir(pin_dir))?,
@@ -655,6 +673,7 @@ impl Enforcer {
     /// cgroup gated if `keep_gated` (e.g. while the worker is being killed).
     pub fn revoke_session(&mut self, cgroup_id: u64, keep_gated: bool) -> Result<usize, KernelError> {
         let mut removed = 0;
+        let mut narrowed = false;
         for (map, name) in [(&mut self.exact, map_names::EXACT), (&mut self.subtree, map_names::SUBTREE)] {
             let keys = map
                 .keys()
@@ -663,7 +682,11 @@ impl Enforcer {
             for key in keys.into_iter().filter(|k| k.session == cgroup_id) {
                 remove_if_present(map, &key, name)?;
                 removed += 1;
+                narrowed |= name == map_names::SUBTREE;
             }
+        }
+        if narrowed {
+            self.renew_policy()?;
         }
         self.reach.revoke_session(cgroup_id)?;
         if !keep_gated {
@@ -683,12 +706,14 @@ impl Enforcer {
     pub fn add_root_id(&mut self, id: ObjectId) -> Result<(), KernelError> {
         self.roots
             .insert(id.key(), 1, 0)
-            .map_err(|source| KernelError::MapOp { op: "insert", map: map_names::ROOTS, source: source.into() })
+            .map_err(|source| KernelError::MapOp { op: "insert", map: map_names::ROOTS, source: source.into() })?;
+        self.renew_policy()
     }
 
     /// Stops protecting the directory `id`.
     pub fn remove_root_id(&mut self, id: ObjectId) -> Result<(), KernelError> {
-        remove_if_present(&mut self.roots, &id.key(), map_names::ROOTS)
+        remove_if_present(&mut self.roots, &id.key(), map_names::ROOTS)?;
+        self.renew_policy()
     }
 
     /// Makes `id` an open path: every session holds `bits` (`ACCESS_*`, replacing
@@ -701,12 +726,14 @@ impl Enforcer {
         }
         self.open
             .insert(id.key(), bits, 0)
-            .map_err(|source| KernelError::MapOp { op: "insert", map: map_names::OPEN, source: source.into() })
+            .map_err(|source| KernelError::MapOp { op: "insert", map: map_names::OPEN, source: source.into() })?;
+        self.renew_policy()
     }
 
     /// Removes the open path `id`.
     pub fn remove_open(&mut self, id: ObjectId) -> Result<(), KernelError> {
-        remove_if_present(&mut self.open, &id.key(), map_names::OPEN)
+        remove_if_present(&mut self.open, &id.key(), map_names::OPEN)?;
+        self.renew_policy()
     }
 
     /// Makes `bits` (`ACCESS_*`, replacing earlier ones) never grantable on `id`
@@ -737,6 +764,15 @@ impl Enforcer {
             return Err(KernelError::NoAccess { bits });
         }
         let key = name_key(dir, name)?;
+        // The directory is marked first: the kernel reads names only in marked ones.
+        if lookup(&self.never_names, &key, map_names::NEVER_NAMES)?.is_none() {
+            let held = lookup(&self.never_dirs, &dir.key(), map_names::NEVER_DIRS)?.unwrap_or(0);
+            self.never_dirs.insert(dir.key(), held.saturating_add(1), 0).map_err(|source| KernelError::MapOp {
+                op: "insert",
+                map: map_names::NEVER_DIRS,
+                source: source.into(),
+            })?;
+        }
         self.never_names.insert(key, bits, 0).map_err(|source| KernelError::MapOp {
             op: "insert",
             map: map_names::NEVER_NAMES,
@@ -748,7 +784,18 @@ impl Enforcer {
     /// Removes the never-grantable entry of `name` in `dir`.
     pub fn remove_never_name(&mut self, dir: ObjectId, name: &OsStr) -> Result<(), KernelError> {
         let key = name_key(dir, name)?;
+        if lookup(&self.never_names, &key, map_names::NEVER_NAMES)?.is_none() {
+            return Ok(());
+        }
         remove_if_present(&mut self.never_names, &key, map_names::NEVER_NAMES)?;
+        // The directory's mark goes with its last name.
+        match lookup(&self.never_dirs, &dir.key(), map_names::NEVER_DIRS)? {
+            Some(held) if held > 1 => self.never_dirs.insert(dir.key(), held - 1, 0).map_err(|source| {
+                KernelError::MapOp { op: "insert", map: map_names::NEVER_DIRS, source: source.into() }
+            })?,
+            Some(_) => remove_if_present(&mut self.never_dirs, &dir.key(), map_names::NEVER_DIRS)?,
+            None => {}
+        }
         self.sync_state()
     }
 
@@ -759,7 +806,39 @@ impl Enforcer {
         let objects = self.never.keys().count();
         let names = self.never_names.keys().count();
         let state = State { never_objects: count(objects), never_names: count(names), ..self.current_state()? };
-        self.write_state(state)
+        self.write_state(state)?;
+        self.renew_policy()
+    }
+
+    /// Turns the walk cache on: writes the kernel addresses of the two
+    /// sequences it is checked against and a first policy generation. Without
+    /// the addresses (`/proc/kallsyms` unreadable or without data symbols) the
+    /// cache stays off and every check walks the live maps.
+    fn start_cache(&mut self) -> Result<(), KernelError> {
+        let symbols = std::fs::read_to_string(KALLSYMS).unwrap_or_default();
+        let rename_seq_addr = kallsyms_address(&symbols, "rename_lock").unwrap_or(0);
+        let mount_seq_addr = kallsyms_address(&symbols, "mount_lock").unwrap_or(0);
+        if rename_seq_addr == 0 || mount_seq_addr == 0 {
+            tracing::warn!(file = KALLSYMS, "rename_lock or mount_lock not listed: the kernel walk cache stays off");
+        }
+        let generation = Generation { policy: fresh_generation()?, rename_seq_addr, mount_seq_addr };
+        self.generation
+            .set(0, generation, 0)
+            .map_err(|source| KernelError::MapOp { op: "update", map: map_names::GENERATION, source: source.into() })
+    }
+
+    /// Writes a fresh policy generation: every walk result the kernel cached
+    /// before is no longer used. Called after every change that can narrow
+    /// what the walk allows (grants added need none: the cache only allows).
+    pub fn renew_policy(&mut self) -> Result<(), KernelError> {
+        let current = self
+            .generation
+            .get(&0, 0)
+            .map_err(|source| KernelError::MapOp { op: "lookup", map: map_names::GENERATION, source: source.into() })?;
+        let generation = Generation { policy: fresh_generation()?, ..current };
+        self.generation
+            .set(0, generation, 0)
+            .map_err(|source| KernelError::MapOp { op: "update", map: map_names::GENERATION, source: source.into() })
     }
 
     /// The cgroup levels the hooks look up for a session (bit `L`: level `L`;
@@ -811,9 +890,15 @@ impl Enforcer {
         let Some(old) = lookup(map, &key, name)? else { return Ok(()) };
         let left = old & !bits;
         if left & pincer_common::ACCESS_ALL == 0 {
-            remove_if_present(map, &key, name)
+            remove_if_present(map, &key, name)?;
         } else {
-            map.insert(key, left, 0).map_err(|source| KernelError::MapOp { op: "insert", map: name, source: source.into() })
+            map.insert(key, left, 0)
+                .map_err(|source| KernelError::MapOp { op: "insert", map: name, source: source.into() })?;
+        }
+        // Exact grants are never cached; a narrowed subtree grant is.
+        match scope {
+            Scope::Exact => Ok(()),
+            Scope::Subtree => self.renew_policy(),
         }
     }
 
@@ -858,6 +943,30 @@ impl Enforcer {
     }
 }
 
+/// The kernel's symbol table (addresses are shown to root only).
+const KALLSYMS: &str = "/proc/kallsyms";
+
+/// The address of data symbol `name` in a `/proc/kallsyms` text, if listed
+/// with a non-zero address (zeros mean the addresses are hidden).
+fn kallsyms_address(symbols: &str, name: &str) -> Option<u64> {
+    symbols.lines().find_map(|line| {
+        let mut fields = line.split_ascii_whitespace();
+        let (addr, kind, sym) = (fields.next()?, fields.next()?, fields.next()?);
+        let data = matches!(kind, "D" | "d" | "B" | "b");
+        let addr = u64::from_str_radix(addr, 16).ok()?;
+        (sym == name && data && addr != 0 && fields.next().is_none()).then_some(addr)
+    })
+}
+
+/// A policy generation no earlier one equals (64 random bits), so writers in
+/// several processes need not agree on a counter.
+fn fresh_generation() -> Result<u64, KernelError> {
+    use std::io::Read;
+    let mut bytes = [0u8; 8];
+    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes)).map_err(KernelError::Random)?;
+    Ok(u64::from_ne_bytes(bytes))
+}
+
 /// Whether the kernel's BTF has the BPF LSM attach point of `hook`.
 fn kernel_has_lsm_hook(btf: &Btf, hook: &str) -> bool {
     btf.id_by_type_name_kind(&format!("bpf_lsm_{hook}"), aya_obj::btf::BtfKind::Func).is_ok()
@@ -895,6 +1004,19 @@ pub fn remove_pin_dir(dir: &Path) -> Result<(), KernelError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kallsyms_addresses_are_read_for_data_symbols_only() {
+        let text = "ffffffff81000000 T _text\n\
+                    ffffffff82a0b4c0 D rename_lock\n\
+                    ffffffff82a0b500 d mount_lock\n\
+                    ffffffffc0000000 t mount_lock\t[some_module]\n";
+        assert_eq!(kallsyms_address(text, "rename_lock"), Some(0xffff_ffff_82a0_b4c0));
+        assert_eq!(kallsyms_address(text, "mount_lock"), Some(0xffff_ffff_82a0_b500));
+        assert_eq!(kallsyms_address(text, "_text"), None, "text symbols are not data");
+        let hidden = "0000000000000000 D rename_lock\n";
+        assert_eq!(kallsyms_address(hidden, "rename_lock"), None, "hidden addresses read as unknown");
+    }
 
     #[test]
     fn lsm_list_without_bpf_names_the_fix() {
