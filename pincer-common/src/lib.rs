@@ -319,8 +319,8 @@ shared_struct! {
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct Generation as "pincer_generation" {
         /// A fresh random value after every change that can narrow what the
-        /// walk allows: a subtree grant removed, a root, open path or never
-        /// entry added, changed or removed. Grants added need no new value:
+        /// walk allows: a grant removed, a root, open path or never entry
+        /// added, changed or removed. Grants added need no new value:
         /// the cache can only allow, and a miss walks the live maps.
         pub policy: u64,
         /// Kernel address of `rename_lock` (its sequence moves on every

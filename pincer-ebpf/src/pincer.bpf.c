@@ -117,19 +117,26 @@ struct cache_slot {
 	__u64 session;
 	__u64 policy;     /* the stamps it was computed under */
 	__u64 mnt;        /* the vfsmount the walk went through (0: none given) */
+	__u64 dentry;     /* file verdict: the dentry it was computed through, */
+	__u64 parent;     /* that dentry's parent then, */
+	__u64 hash_len;   /* and its name's hash and length then */
 	__u32 rename_seq;
 	__u32 mount_seq;
 	__u8 never;       /* never-grantable bits on the way to the top */
 	__u8 subtree;     /* subtree grants and open paths up to the first root (file: subtree only) */
 	__u8 open;        /* file: its open path bits */
 	__u8 flags;       /* SLOT_* */
+	__u8 allowed;     /* file verdict: the bits its whole walk allows without a report */
+	__u8 _pad[3];
 	__u32 levels;     /* levels the walk took */
+	__u32 _pad2;
 };
 
 #define SLOT_VALID 1
 #define SLOT_ROOT 2       /* a protected root was found (file: the file is one) */
 #define SLOT_NAMES_HERE 4 /* the directory holds never-grantable names */
-#define CACHE_SLOTS 4     /* sessions per inode, by the low bits of their id */
+#define SLOT_VERDICT 8    /* file: `allowed` holds the verdict of its whole walk */
+#define CACHE_SLOTS 2     /* sessions per inode, by the low bits of their id */
 
 struct walk_cache {
 	struct bpf_spin_lock lock;
@@ -755,42 +762,66 @@ static __always_inline struct inode *segment_dir(struct dentry *obj, const unsig
 /* A file's own entries, from the cache or looked up and cached, packed as
  * never | subtree << 8 | open << 16 | flags << 24 (0: none to be had). They
  * are keyed by the inode, so only the policy must match; (policy, rename,
- * mount) are the current stamps. */
+ * mount) are the current stamps. Reads and writes the slot in place, so no
+ * copy of it is on this frame. */
 static __noinline __u32 file_entries(const struct session *s, struct inode *inode, __u64 policy, __u32 rename,
 				     __u32 mount)
 {
-	struct cache_slot own;
-	struct cache_slot *out = &own;
 	struct walk_cache *wc = bpf_inode_storage_get(&MAP_WALK_CACHE, inode, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	__u32 i = s->id & (CACHE_SLOTS - 1);
+	__u32 packed = 0;
 
-	if (!wc)
+	if (!wc || i >= CACHE_SLOTS)
 		return 0;
-	if (slot_get(wc, s->id, out) && out->policy == policy)
-		goto packed;
+	bpf_spin_lock(&wc->lock);
+	struct cache_slot *v = &wc->slot[i];
+
+	if (v->session == s->id && (v->flags & SLOT_VALID) && v->policy == policy)
+		packed = v->never | (__u32)v->subtree << 8 | (__u32)v->open << 16 | (__u32)v->flags << 24;
+	bpf_spin_unlock(&wc->lock);
+	if (packed)
+		return packed;
 	struct object_key ok = { .ino = inode->i_ino, .dev = inode->i_sb->s_dev };
 	struct grant_key gk = { .session = s->id, .ino = ok.ino, .dev = ok.dev };
 	__u32 *bits;
+	__u8 never = 0, subtree = 0, open = 0, flags = SLOT_VALID;
 
-	__builtin_memset(out, 0, sizeof(*out));
-	out->session = s->id;
-	out->policy = policy;
-	out->rename_seq = rename;
-	out->mount_seq = mount;
-	out->flags = SLOT_VALID;
 	bits = bpf_map_lookup_elem(&MAP_NEVER, &ok);
 	if (bits)
-		out->never = low_bits(*bits);
+		never = low_bits(*bits);
 	bits = bpf_map_lookup_elem(&MAP_SUBTREE, &gk);
 	if (bits)
-		out->subtree = low_bits(*bits);
+		subtree = low_bits(*bits);
 	bits = bpf_map_lookup_elem(&MAP_OPEN, &ok);
 	if (bits)
-		out->open = low_bits(*bits);
+		open = low_bits(*bits);
 	if (bpf_map_lookup_elem(&MAP_ROOTS, &ok))
-		out->flags |= SLOT_ROOT;
-	slot_put(wc, out);
-packed:
-	return out->never | (__u32)out->subtree << 8 | (__u32)out->open << 16 | (__u32)out->flags << 24;
+		flags |= SLOT_ROOT;
+	packed = never | (__u32)subtree << 8 | (__u32)open << 16 | (__u32)flags << 24;
+
+	struct stamp now;
+
+	__sync_fetch_and_add(&wc->fence, 1);
+	if (!read_stamp(&now) || now.policy != policy)
+		return packed;
+	bpf_spin_lock(&wc->lock);
+	v = &wc->slot[i];
+	v->session = s->id;
+	v->policy = policy;
+	v->mnt = 0;
+	v->dentry = 0;
+	v->parent = 0;
+	v->hash_len = 0;
+	v->rename_seq = rename;
+	v->mount_seq = mount;
+	v->never = never;
+	v->subtree = subtree;
+	v->open = open;
+	v->flags = flags;
+	v->allowed = 0;
+	v->levels = 0;
+	bpf_spin_unlock(&wc->lock);
+	return packed;
 }
 
 /* The never bits of entry `name` (a kernel string) in directory (dev, ino).
@@ -818,6 +849,72 @@ __noinline __u32 never_name_bits(__u64 ino, __u32 dev, __u64 name)
 
 static __noinline int cache_decide(const struct session *s, struct dentry *obj, const unsigned char *child,
 				   struct walk *w, __u32 need_multi);
+
+/* A dentry's name hash and length as one value (read as two fields: 6.1's
+ * verifier does not take the union's 64-bit view). */
+static __always_inline __u64 name_hash_len(struct dentry *d)
+{
+	return (__u64)d->d_name.len << 32 | d->d_name.hash;
+}
+
+/* The verdict of a file with one link, as cached for this session by
+ * verdict_put: the access bits its walk allows without a report, with
+ * VERDICT_FOUND; 0 if none holds. It holds only while the stamps, the mount,
+ * the dentry, its parent and its name are those it was computed through. */
+#define VERDICT_FOUND 0x100
+static __noinline __u32 file_verdict(const struct session *s, struct dentry *obj, __u64 mnt)
+{
+	struct inode *inode = obj->d_inode;
+	struct stamp t;
+	struct cache_slot v;
+
+	if (!inode || inode->__i_nlink != 1 || (inode->i_mode & S_IFMT) == S_IFDIR || !read_stamp(&t))
+		return 0;
+	struct walk_cache *wc = bpf_inode_storage_get(&MAP_WALK_CACHE, inode, 0, 0);
+
+	if (!wc || !slot_get(wc, s->id, &v) || !(v.flags & SLOT_VERDICT) ||
+	    !same_stamp(&t, v.policy, v.rename_seq, v.mount_seq) || v.mnt != mnt || v.dentry != (__u64)obj ||
+	    v.parent != (__u64)obj->d_parent || v.hash_len != name_hash_len(obj))
+		return 0;
+	return v.allowed | VERDICT_FOUND;
+}
+
+/* Records `allowed` as the verdict of file `obj` (one link) for the session,
+ * in the slot its entries are in, if the stamps w's walk ran under still hold. */
+static __noinline void verdict_put(const struct session *s, struct dentry *obj, struct walk *w, __u32 allowed)
+{
+	struct inode *inode = obj->d_inode;
+	struct stamp now;
+
+	if (!inode || inode->__i_nlink != 1)
+		return;
+	struct walk_cache *wc = bpf_inode_storage_get(&MAP_WALK_CACHE, inode, 0, 0);
+
+	if (!wc)
+		return;
+	__sync_fetch_and_add(&wc->fence, 1);
+	if (!read_stamp(&now) || !same_stamp(&now, w->stamp_policy, w->stamp_rename, w->stamp_mount))
+		return;
+	__u64 dentry = (__u64)obj, parent = (__u64)obj->d_parent, hash_len = name_hash_len(obj), mnt = w->mnt;
+	__u32 i = s->id & (CACHE_SLOTS - 1);
+
+	if (i >= CACHE_SLOTS)
+		return;
+	bpf_spin_lock(&wc->lock);
+	struct cache_slot *v = &wc->slot[i];
+
+	if (v->session == s->id && v->policy == now.policy && (v->flags & SLOT_VALID)) {
+		v->mnt = mnt;
+		v->dentry = dentry;
+		v->parent = parent;
+		v->hash_len = hash_len;
+		v->rename_seq = now.rename_seq;
+		v->mount_seq = now.mount_seq;
+		v->allowed = (__u8)allowed;
+		v->flags |= SLOT_VERDICT;
+	}
+	bpf_spin_unlock(&wc->lock);
+}
 
 /* Looks up the segment of directory `dir` (dentry `dir_d`, reached through
  * w->mnt) for a check of `obj`. On a hit, leaves in w: never, granted and
@@ -960,6 +1057,8 @@ static __noinline int cache_decide(const struct session *s, struct dentry *obj, 
 		if (!protected && multi && (inode->i_mode & S_IFMT) == S_IFREG && inode->i_uid.val == s->uid)
 			protected = 1;
 	}
+	if (!own_dir && !multi)
+		verdict_put(s, obj, w, ACCESS_ALL_BITS & ~never & (protected ? granted : ACCESS_ALL_BITS));
 	if (never & need)
 		return 0;
 	return !protected || (granted & need) == need;
@@ -988,7 +1087,10 @@ static __always_inline int check_object(const struct session *s, struct dentry *
 	struct inode *inode = BPF_CORE_READ(d, d_inode);
 	int multi = is_multi_link(inode);
 	struct walk w;
+	__u32 known = multi ? 0 : file_verdict(s, d, 0);
 
+	if ((known & VERDICT_FOUND) && (known & need) == need)
+		return 0;
 	if (cached_allow(s, d, 0, need, multi, 0, &w))
 		return 0;
 	walk_start(&w, s, scalar_of(d), 0, need, multi);
@@ -1053,6 +1155,13 @@ static __always_inline int check_file(const struct session *s, struct file *file
 	int multi = inode && !dir && inode->__i_nlink > 1;
 	struct walk w;
 
+	if (d && !multi && !dir) {
+		/* A file opened again: its cached verdict, if it still holds. */
+		__u32 known = file_verdict(s, d, (__u64)file->f_path.mnt);
+
+		if ((known & VERDICT_FOUND) && (known & need) == need)
+			return 0;
+	}
 	if (d && cached_allow(s, d, scalar_of(file->f_path.mnt), need, multi, 0, &w))
 		return 0;
 	walk_start(&w, s, scalar_of(d), scalar_of(file->f_path.mnt), need, multi);

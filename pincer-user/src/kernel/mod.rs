@@ -673,7 +673,6 @@ impl Enforcer {
     /// cgroup gated if `keep_gated` (e.g. while the worker is being killed).
     pub fn revoke_session(&mut self, cgroup_id: u64, keep_gated: bool) -> Result<usize, KernelError> {
         let mut removed = 0;
-        let mut narrowed = false;
         for (map, name) in [(&mut self.exact, map_names::EXACT), (&mut self.subtree, map_names::SUBTREE)] {
             let keys = map
                 .keys()
@@ -682,10 +681,10 @@ impl Enforcer {
             for key in keys.into_iter().filter(|k| k.session == cgroup_id) {
                 remove_if_present(map, &key, name)?;
                 removed += 1;
-                narrowed |= name == map_names::SUBTREE;
             }
         }
-        if narrowed {
+        // A cached file verdict holds exact grants too: any removal renews.
+        if removed > 0 {
             self.renew_policy()?;
         }
         self.reach.revoke_session(cgroup_id)?;
@@ -895,11 +894,8 @@ impl Enforcer {
             map.insert(key, left, 0)
                 .map_err(|source| KernelError::MapOp { op: "insert", map: name, source: source.into() })?;
         }
-        // Exact grants are never cached; a narrowed subtree grant is.
-        match scope {
-            Scope::Exact => Ok(()),
-            Scope::Subtree => self.renew_policy(),
-        }
+        // Cached walks hold subtree grants, and cached file verdicts exact ones.
+        self.renew_policy()
     }
 
     /// The access bits a session holds on `id` in one grant map (0 if none).

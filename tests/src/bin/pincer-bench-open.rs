@@ -10,7 +10,11 @@
 //! - (c) and (d) again with never-grantable entries present, as a daemon
 //!   always has them (`~/.ssh` and the like): one object elsewhere and one
 //!   name in the root, which make every gated walk go up to the top of the
-//!   filesystem and look up each level's name.
+//!   filesystem and look up each level's name;
+//! - (f) (d) with never-grantable entries, but each operation opens a file
+//!   not opened before (in the same directory, after the policy changed): the
+//!   kernel's per-file verdict cache is cold, so this is the cost of a first
+//!   open, where the others repeat an open of one file.
 //!
 //! Two more operations the reach hooks touch are measured the same way, each
 //! against its own figure with no program loaded:
@@ -57,6 +61,8 @@ use std::time::Instant;
 
 /// Directory levels between the subtree grant and the file.
 const LEVELS: usize = 8;
+/// Operations of the warm-up before each timed run.
+const WARM_UP: u32 = 1000;
 
 /// `pincer-bench-open`: the cost of the hooks on open, connect and signal.
 #[derive(Parser, Clone, Copy)]
@@ -89,6 +95,8 @@ fn main() -> ExitCode {
 enum Op<'a> {
     /// `open`+`close` of the file.
     Open(&'a CString),
+    /// `open`+`close` of each file once, in order (the warm-up takes the first).
+    OpenEach(&'a [CString]),
     /// `connect`+`close` of a Unix stream socket to the listening socket at the path.
     Connect(&'a libc::sockaddr_un),
     /// `kill(pid, 0)` to a child made for the measurement (in the same cgroup).
@@ -101,14 +109,21 @@ fn measure(op: Op, iterations: u32) -> Result<f64, String> {
         Op::Signal => Some(paused_child()?),
         _ => None,
     };
-    let run = |n: u32| match op {
+    let mut next = 0usize;
+    let mut run = |n: u32| match op {
         Op::Open(file) => open_close(file, n),
+        Op::OpenEach(files) => {
+            let end = next + n as usize;
+            let slice = files.get(next..end).ok_or("fewer files than operations")?;
+            next = end;
+            slice.iter().try_for_each(|f| open_close(f, 1))
+        }
         Op::Connect(addr) => connect_close(addr, n),
         Op::Signal => signal(target.unwrap_or(0), n),
     };
     let result = (|| {
         // Warm-up (dentry cache, map entries).
-        run(1000)?;
+        run(WARM_UP)?;
         let start = Instant::now();
         run(iterations)?;
         Ok(start.elapsed().as_nanos() as f64 / f64::from(iterations))
@@ -307,11 +322,23 @@ fn try_main(set: Settings) -> Result<(), String> {
     // `top` is LEVELS directories above the file: file's parent is level 1.
     debug_assert_eq!(file.ancestors().nth(LEVELS), Some(top.as_path()));
     let cfile = CString::new(file.as_os_str().as_bytes()).map_err(|e| e.to_string())?;
+    // (f): as many files beside it as a sample opens, each once.
+    let mut each = Vec::with_capacity((WARM_UP + set.iterations) as usize);
+    for i in 0..WARM_UP + set.iterations {
+        let f = dir.join(format!("each-{i}.txt"));
+        std::fs::write(&f, "benchmark").map_err(|e| format!("write {}: {e}", f.display()))?;
+        each.push(CString::new(f.as_os_str().as_bytes()).map_err(|e| e.to_string())?);
+    }
 
     let sock = base.join("allowed.sock");
     let sock_addr = unix_addr(&sock)?;
     let acceptor_pid = acceptor(&sock)?;
-    let ops = Ops { open: Op::Open(&cfile), connect: Op::Connect(&sock_addr), iterations: set.iterations };
+    let ops = Ops {
+        open: Op::Open(&cfile),
+        open_each: Op::OpenEach(&each),
+        connect: Op::Connect(&sock_addr),
+        iterations: set.iterations,
+    };
     let never = base.join("never");
     std::fs::create_dir_all(&never).map_err(|e| format!("create {}: {e}", never.display()))?;
     let paths = Paths { base: &base, top: &top, file: &file, sock: &sock, never: &never };
@@ -340,6 +367,8 @@ fn try_main(set: Settings) -> Result<(), String> {
 /// The measured operations.
 struct Ops<'a> {
     open: Op<'a>,
+    /// (f): each of the files once.
+    open_each: Op<'a>,
     connect: Op<'a>,
     iterations: u32,
 }
@@ -379,9 +408,13 @@ enum Case {
     /// (c) and (d) with never-grantable entries present.
     OpenExactNever,
     OpenSubtreeNever,
+    /// (f): (d) with never entries, a file not opened before each time.
+    OpenSubtreeNeverFirst,
+    /// (f)'s baseline: the same files, no program loaded.
+    OpenEachNone,
 }
 
-const CASES: usize = 16;
+const CASES: usize = 18;
 
 /// What the programs ran during one case with statistics on: program name →
 /// (runs, ns inside the program), summed over the rounds.
@@ -427,6 +460,7 @@ fn round(s: &mut Samples, p: &Paths, ops: &Ops) -> Result<(), String> {
     let n = ops.iterations;
     s.add(Case::OpenNone, in_child(None, ops.open, n, || Ok(()))?);
     s.add(Case::OpenLandlock, in_child(None, ops.open, n, || landlock_restrict(p.top))?);
+    s.add(Case::OpenEachNone, in_child(None, ops.open_each, n, || Ok(()))?);
     s.add(Case::ConnectNone, in_child(None, ops.connect, n, || Ok(()))?);
     s.add(Case::SignalNone, in_child(None, Op::Signal, n, || Ok(()))?);
 
@@ -470,6 +504,9 @@ fn round(s: &mut Samples, p: &Paths, ops: &Ops) -> Result<(), String> {
         enforcer
             .add_never_name(root_id, std::ffi::OsStr::new(".ssh"), pincer_common::ACCESS_ALL)
             .map_err(|e| e.to_string())?;
+        // First, while nothing is cached since the never entries came: every
+        // file of (f) is opened for the first time.
+        s.add(Case::OpenSubtreeNeverFirst, in_child(gated, ops.open_each, n, || Ok(()))?);
         s.add(Case::OpenSubtreeNever, in_child(gated, ops.open, n, || Ok(()))?);
         enforcer.revoke(session, top_id, Scope::Subtree, Access::Read).map_err(|e| e.to_string())?;
         enforcer.grant(session, file_id, Scope::Exact, Access::Read).map_err(|e| e.to_string())?;
@@ -570,6 +607,14 @@ fn report(s: &Samples, set: &Settings, secs: f64) {
             ("(b) again, BPF statistics on", Case::OpenUngatedStats),
             ("(c) again, BPF statistics on", Case::OpenExactStats),
             ("(d) again, BPF statistics on", Case::OpenSubtreeStats),
+        ],
+    );
+    rows(
+        "open+close of a file not opened before (each operation a new file of the same directory)",
+        Case::OpenEachNone,
+        &[
+            ("(f) no program loaded", Case::OpenEachNone),
+            ("(f) subtree grant, never entries", Case::OpenSubtreeNeverFirst),
         ],
     );
     let min = |c: Case| s.figures(c).0;
