@@ -866,17 +866,26 @@ static __noinline __u32 file_verdict(const struct session *s, struct dentry *obj
 {
 	struct inode *inode = obj->d_inode;
 	struct stamp t;
-	struct cache_slot v;
+	__u32 i = s->id & (CACHE_SLOTS - 1), found = 0;
 
-	if (!inode || inode->__i_nlink != 1 || (inode->i_mode & S_IFMT) == S_IFDIR || !read_stamp(&t))
+	if (!inode || inode->__i_nlink != 1 || (inode->i_mode & S_IFMT) == S_IFDIR || i >= CACHE_SLOTS)
 		return 0;
 	struct walk_cache *wc = bpf_inode_storage_get(&MAP_WALK_CACHE, inode, 0, 0);
 
-	if (!wc || !slot_get(wc, s->id, &v) || !(v.flags & SLOT_VERDICT) ||
-	    !same_stamp(&t, v.policy, v.rename_seq, v.mount_seq) || v.mnt != mnt || v.dentry != (__u64)obj ||
-	    v.parent != (__u64)obj->d_parent || v.hash_len != name_hash_len(obj))
+	if (!wc || !read_stamp(&t))
 		return 0;
-	return v.allowed | VERDICT_FOUND;
+	__u64 parent = (__u64)obj->d_parent, hash_len = name_hash_len(obj);
+
+	/* Compared in place, under the lock. */
+	bpf_spin_lock(&wc->lock);
+	struct cache_slot *v = &wc->slot[i];
+
+	if (v->session == s->id && (v->flags & SLOT_VERDICT) && v->policy == t.policy &&
+	    v->rename_seq == t.rename_seq && v->mount_seq == t.mount_seq && v->mnt == mnt && v->dentry == (__u64)obj &&
+	    v->parent == parent && v->hash_len == hash_len)
+		found = v->allowed | VERDICT_FOUND;
+	bpf_spin_unlock(&wc->lock);
+	return found;
 }
 
 /* Records `allowed` as the verdict of file `obj` (one link) for the session,
