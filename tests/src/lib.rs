@@ -557,7 +557,12 @@ pub fn runtime() -> tokio::runtime::Runtime {
 /// stages of `stages` in turn, reporting each result (0 or errno). After stage `i`'s
 /// results have arrived, `between(i)` runs here while the child waits, so one and the same
 /// process acts before and after a change of state. Returns each stage's results.
-pub fn run_staged(cgroup: Option<&Path>, uid: Option<u32>, stages: &[Vec<Op>], mut between: impl FnMut(usize)) -> Vec<Vec<i32>> {
+pub fn run_staged(
+    cgroup: Option<&Path>,
+    uid: Option<u32>,
+    stages: &[Vec<Op>],
+    mut between: impl FnMut(usize),
+) -> Vec<Vec<i32>> {
     let procs = cgroup.map(|p| c(&p.join("cgroup.procs")));
     let (mut results, mut go) = ([0; 2], [0; 2]);
     // SAFETY: pipe/fork/read/write/exit syscalls; the child only performs syscalls and

@@ -37,10 +37,18 @@ fn warm(op: Op) -> Vec<Op> {
 
 /// `mount(2)` with `flags` and no data (as root).
 fn mount_flags(source: &Path, target: &Path, flags: libc::c_ulong) {
-    let (s, t) = (CString::new(source.as_os_str().as_bytes()).unwrap(), CString::new(target.as_os_str().as_bytes()).unwrap());
+    let (s, t) =
+        (CString::new(source.as_os_str().as_bytes()).unwrap(), CString::new(target.as_os_str().as_bytes()).unwrap());
     // SAFETY: mount(2) with valid C strings and no file system type or data.
     let rc = unsafe { libc::mount(s.as_ptr(), t.as_ptr(), std::ptr::null(), flags, std::ptr::null()) };
-    assert_eq!(rc, 0, "mount {} on {} ({flags:#x}): {}", source.display(), target.display(), std::io::Error::last_os_error());
+    assert_eq!(
+        rc,
+        0,
+        "mount {} on {} ({flags:#x}): {}",
+        source.display(),
+        target.display(),
+        std::io::Error::last_os_error()
+    );
 }
 
 /// A protected root owned by the worker's uid, a gated session around it, never-grantable
@@ -141,7 +149,10 @@ fn revoking_a_subtree_grant_high_above_the_file_denies_the_next_open() {
     assert_eq!(r[1], vec![0, EACCES, 0, 0], "the write bit outlived its revocation");
     assert_eq!(r[2], vec![EACCES; 3], "the read and list bits outlived their revocation");
     let misses = s.drain();
-    assert_eq!(summary(&misses), vec![("file_open", ACCESS_READ, false), ("file_open", ACCESS_READ, false), ("file_open", ACCESS_LIST, false)]);
+    assert_eq!(
+        summary(&misses),
+        vec![("file_open", ACCESS_READ, false), ("file_open", ACCESS_READ, false), ("file_open", ACCESS_LIST, false)]
+    );
     assert_eq!(misses[0].relative_path, PathBuf::from(DEEP));
     assert_eq!((misses[0].root_dev, misses[0].root_ino), (id(&s.root).dev, id(&s.root).ino));
     assert_eq!(outside(&[Op::Read(file)]), vec![0]);
@@ -173,7 +184,10 @@ fn ending_the_session_grants_denies_the_next_open() {
     s.grant("home/proj", Scope::Subtree, ACCESS_READ);
     s.grant(DEEP, Scope::Exact, ACCESS_WRITE);
     let file = s.p(DEEP);
-    let stages = [vec![Op::Read(file.clone()), Op::Write(file.clone()), Op::Read(file.clone()), Op::Write(file.clone())], vec![Op::Read(file.clone()), Op::Write(file.clone())]];
+    let stages = [
+        vec![Op::Read(file.clone()), Op::Write(file.clone()), Op::Read(file.clone()), Op::Write(file.clone())],
+        vec![Op::Read(file.clone()), Op::Write(file.clone())],
+    ];
     let r = s.staged(&stages, |s, _| {
         let session = s.cg.id;
         assert_eq!(s.te.get().revoke_session(session, true).unwrap(), 2);
@@ -233,7 +247,8 @@ fn a_new_never_name_on_the_path_or_of_the_file_denies_the_next_access() {
     user_file(&s.p("home/proj/src/x/y/z/w/other.txt"), "other");
     user_dir(&s.p("home/proj/src/x/y/z/w/out"));
     s.grant("home/proj", Scope::Subtree, ACCESS_READ | ACCESS_CREATE);
-    let (file, sibling, other) = (s.p(DEEP), s.p("home/proj/src/a/b/c/d/sibling.txt"), s.p("home/proj/src/x/y/z/w/other.txt"));
+    let (file, sibling, other) =
+        (s.p(DEEP), s.p("home/proj/src/a/b/c/d/sibling.txt"), s.p("home/proj/src/x/y/z/w/other.txt"));
     let out = s.p("home/proj/src/x/y/z/w/out");
     let mut first = warm(Op::Read(file.clone()));
     first.extend([Op::Read(sibling.clone()), Op::Read(other.clone())]);
@@ -287,7 +302,14 @@ fn a_new_protected_root_above_a_free_file_denies_the_next_access() {
     assert_eq!(r[0], vec![0; 2 * WARM + 1], "outside every root the file is free");
     assert_eq!(r[1], vec![EACCES; 3], "a file stayed free under a new protected root");
     let misses = s.drain();
-    assert_eq!(summary(&misses), vec![("file_open", ACCESS_READ, false), ("file_open", ACCESS_WRITE, false), ("inode_create", ACCESS_CREATE, false)]);
+    assert_eq!(
+        summary(&misses),
+        vec![
+            ("file_open", ACCESS_READ, false),
+            ("file_open", ACCESS_WRITE, false),
+            ("inode_create", ACCESS_CREATE, false)
+        ]
+    );
     assert_eq!(misses[0].relative_path, PathBuf::from("work/x/y/z/draft.txt"));
     assert_eq!((misses[0].root_dev, misses[0].root_ino), (id(&free.join("u")).dev, id(&free.join("u")).ino));
     assert_eq!(outside(&[Op::Read(file)]), vec![0]);
@@ -332,7 +354,11 @@ fn a_directory_moved_out_of_the_grant_far_above_the_file_denies_the_next_open() 
         s.drain();
         assert_eq!(outside(&[Op::Rename(a.clone(), moved.clone())]), vec![0]);
     });
-    assert_eq!(r, vec![vec![0; WARM + 1], vec![EACCES, EACCES]], "the grant followed an ancestor moved out of its subtree");
+    assert_eq!(
+        r,
+        vec![vec![0; WARM + 1], vec![EACCES, EACCES]],
+        "the grant followed an ancestor moved out of its subtree"
+    );
     let misses = s.drain();
     assert_eq!(summary(&misses), vec![("file_open", ACCESS_READ, false), ("file_open", ACCESS_LIST, false)]);
     assert_eq!(misses[0].relative_path, PathBuf::from("home/attic/a/b/c/d/notes.txt"));
@@ -377,9 +403,16 @@ fn a_directory_moved_under_or_renamed_to_a_never_name_is_denied() {
     let r = s.staged(&stages, |s, _| {
         s.drain();
         // Into the directory a never name covers, and to the never name itself.
-        assert_eq!(outside(&[Op::Rename(b.clone(), under.clone()), Op::Rename(keys.clone(), renamed.clone())]), vec![0, 0]);
+        assert_eq!(
+            outside(&[Op::Rename(b.clone(), under.clone()), Op::Rename(keys.clone(), renamed.clone())]),
+            vec![0, 0]
+        );
     });
-    assert_eq!(r, vec![vec![0; 2 * WARM], vec![EACCES, EACCES]], "directories moved under a never name stayed readable");
+    assert_eq!(
+        r,
+        vec![vec![0; 2 * WARM], vec![EACCES, EACCES]],
+        "directories moved under a never name stayed readable"
+    );
     assert_eq!(summary(&s.drain()), vec![("file_open", ACCESS_READ, true); 2]);
 }
 
@@ -399,7 +432,10 @@ fn a_filesystem_moved_out_of_the_grant_is_denied_at_its_new_mount_point() {
     first.extend((0..WARM).map(|n| Op::Create(mnt.join(format!("x/y/new-{n}")))));
     first.extend((0..WARM).map(|n| Op::Unlink(mnt.join(format!("x/y/old-{n}")))));
     let there = moved.join("x/y");
-    let stages = [first, vec![Op::Read(there.join("notes.txt")), Op::Create(there.join("new-next")), Op::Unlink(there.join("old-next"))]];
+    let stages = [
+        first,
+        vec![Op::Read(there.join("notes.txt")), Op::Create(there.join("new-next")), Op::Unlink(there.join("old-next"))],
+    ];
     let r = s.staged(&stages, |s, _| {
         s.drain();
         mount_flags(&mnt, &moved, libc::MS_MOVE);
@@ -410,7 +446,11 @@ fn a_filesystem_moved_out_of_the_grant_is_denied_at_its_new_mount_point() {
     let misses = s.drain();
     assert_eq!(
         summary(&misses),
-        vec![("file_open", ACCESS_READ, false), ("inode_create", ACCESS_CREATE, false), ("inode_unlink", ACCESS_DELETE, false)]
+        vec![
+            ("file_open", ACCESS_READ, false),
+            ("inode_create", ACCESS_CREATE, false),
+            ("inode_unlink", ACCESS_DELETE, false)
+        ]
     );
     assert_eq!(misses[0].relative_path, PathBuf::from("home/attic/mnt/x/y/notes.txt"));
 }
@@ -510,7 +550,10 @@ fn revoking_create_delete_and_write_grants_denies_the_next_inode_operation() {
     assert_eq!(r[1], vec![EACCES; 6], "create, delete or write outlived its revocation");
     assert!(!out.join(format!("new-{WARM}")).exists() && out.join(format!("old-{WARM}")).exists());
     let hooks: Vec<&str> = s.drain().iter().map(|m| m.hook.name()).collect();
-    assert_eq!(hooks, vec!["inode_create", "inode_mkdir", "inode_unlink", "inode_rmdir", "inode_setattr", "inode_setattr"]);
+    assert_eq!(
+        hooks,
+        vec!["inode_create", "inode_mkdir", "inode_unlink", "inode_rmdir", "inode_setattr", "inode_setattr"]
+    );
 }
 
 #[test]
