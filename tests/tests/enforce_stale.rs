@@ -601,15 +601,46 @@ fn another_session_gets_nothing_from_a_granted_session_warm_walks() {
     let mut s = Setup::new("stale-other");
     user_file(&s.p(DEEP), "notes");
     s.grant("home/proj", Scope::Subtree, ACCESS_READ);
-    let other = TestCgroup::new("stale-other-2");
+    // A second session whose id is alike in its low bits (as a table per object indexed
+    // by session id would put the two together).
+    let other = (0..16)
+        .map(|n| TestCgroup::new(&format!("stale-other-{n}")))
+        .find(|c| c.id & 7 == s.cg.id & 7)
+        .expect("a cgroup id alike in its low bits");
     s.te.get().register_session(other.id).unwrap();
     let file = s.p(DEEP);
-    let stages = [warm(Op::Read(file.clone())), vec![Op::Read(file.clone())]];
+    let stages = [warm(Op::Read(file.clone())), vec![Op::Read(file.clone())], vec![Op::Read(file.clone())]];
     let r = s.staged(&stages, |_, _| {
         assert_eq!(run_as(Some(&other.path), Some(WORKER_UID), &[Op::Read(file.clone())]), vec![EACCES]);
     });
-    assert_eq!(r, vec![vec![0; WARM], vec![0]]);
+    assert_eq!(r, vec![vec![0; WARM], vec![0], vec![0]]);
     let misses = s.drain();
-    assert_eq!(misses.len(), 1);
-    assert_eq!(misses[0].session, other.id);
+    assert_eq!(misses.len(), 2);
+    assert!(misses.iter().all(|m| m.session == other.id));
+}
+
+#[test]
+fn entries_on_the_file_itself_are_decided_on_the_next_open() {
+    let mut s = Setup::new("stale-own");
+    let (opened, subtree) = (s.p("home/misc/a/b/c/opened.txt"), s.p("home/misc/a/b/c/subtree.txt"));
+    user_file(&opened, "open path on the file");
+    user_file(&subtree, "subtree grant on the file");
+    user_file(&s.p(DEEP), "notes");
+    let file = s.p(DEEP);
+    s.te.get().add_open(id(&opened), ACCESS_READ).unwrap();
+    s.grant("home/misc/a/b/c/subtree.txt", Scope::Subtree, ACCESS_READ);
+    s.grant("home/proj", Scope::Subtree, ACCESS_READ);
+    let all = || vec![Op::Read(opened.clone()), Op::Read(subtree.clone()), Op::Read(file.clone())];
+    let stages = [(0..WARM).flat_map(|_| all()).collect(), all(), all(), all()];
+    let r = s.staged(&stages, |s, i| match i {
+        0 => s.te.get().remove_open(id(&opened)).unwrap(),
+        1 => s.revoke("home/misc/a/b/c/subtree.txt", Scope::Subtree, ACCESS_READ),
+        _ => s.te.get().add_never(id(&file), ACCESS_READ).unwrap(),
+    });
+    assert_eq!(r[0], vec![0; 3 * WARM]);
+    assert_eq!(r[1], vec![EACCES, 0, 0], "the file's own open path outlived its removal");
+    assert_eq!(r[2], vec![EACCES, EACCES, 0], "the file's own subtree grant outlived its revocation");
+    assert_eq!(r[3], vec![EACCES, EACCES, EACCES], "a grant outlived a never entry on the file itself");
+    let never: Vec<bool> = s.drain().iter().map(Miss::never).collect();
+    assert_eq!(never, vec![false, false, false, false, false, true]);
 }
