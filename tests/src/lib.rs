@@ -32,6 +32,48 @@ pub fn write_file(path: &Path, contents: &str) {
     std::fs::write(path, contents).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
 }
 
+/// The uid of the worker in the VM tests (an ordinary user, as the worker is).
+pub const WORKER_UID: u32 = 1000;
+
+/// Gives `path` to the worker's uid (as the user's own files are).
+pub fn own(path: &Path) {
+    std::os::unix::fs::chown(path, Some(WORKER_UID), Some(WORKER_UID))
+        .unwrap_or_else(|e| panic!("chown {}: {e}", path.display()));
+}
+
+/// Writes a file owned by the worker's uid, and gives it every directory above it below `/tmp`.
+pub fn user_file(path: &Path, contents: &str) {
+    write_file(path, contents);
+    let mut p = path.to_path_buf();
+    own(&p);
+    while p.pop() {
+        if p.as_os_str().len() <= "/tmp".len() {
+            break;
+        }
+        own(&p);
+    }
+}
+
+/// Creates a directory (and its parents) and gives it to the worker's uid.
+pub fn user_dir(path: &Path) {
+    std::fs::create_dir_all(path).unwrap_or_else(|e| panic!("mkdir {}: {e}", path.display()));
+    own(path);
+}
+
+/// Mounts a new tmpfs on `at` (as root).
+pub fn mount_tmpfs(at: &Path) {
+    // SAFETY: mount(2) with valid C strings.
+    let rc = unsafe { libc::mount(c"tmpfs".as_ptr(), c(at).as_ptr(), c"tmpfs".as_ptr(), 0, std::ptr::null()) };
+    assert_eq!(rc, 0, "mount tmpfs on {}: {}", at.display(), std::io::Error::last_os_error());
+}
+
+/// Unmounts the filesystem mounted on `at` (as root).
+pub fn umount(at: &Path) {
+    // SAFETY: umount(2) with a valid C string.
+    let rc = unsafe { libc::umount(c(at).as_ptr()) };
+    assert_eq!(rc, 0, "umount {}: {}", at.display(), std::io::Error::last_os_error());
+}
+
 /// An enforcer pinned under its own bpffs directory, unpinned (enforcement
 /// removed) when dropped.
 pub struct TestEnforcer {
@@ -509,4 +551,93 @@ pub const EACCES: i32 = libc::EACCES;
 /// A tokio runtime for tests that read misses.
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime")
+}
+
+/// Forks one child that joins `cgroup` (if any), drops to `uid` (if any) and runs the
+/// stages of `stages` in turn, reporting each result (0 or errno). After stage `i`'s
+/// results have arrived, `between(i)` runs here while the child waits, so one and the same
+/// process acts before and after a change of state. Returns each stage's results.
+pub fn run_staged(
+    cgroup: Option<&Path>,
+    uid: Option<u32>,
+    stages: &[Vec<Op>],
+    mut between: impl FnMut(usize),
+) -> Vec<Vec<i32>> {
+    let procs = cgroup.map(|p| c(&p.join("cgroup.procs")));
+    let (mut results, mut go) = ([0; 2], [0; 2]);
+    // SAFETY: pipe/fork/read/write/exit syscalls; the child only performs syscalls and
+    // writes to its pipe before `_exit`; the parent closes the ends it does not use.
+    unsafe {
+        assert_eq!(libc::pipe(results.as_mut_ptr()), 0, "pipe");
+        assert_eq!(libc::pipe(go.as_mut_ptr()), 0, "pipe");
+        let pid = libc::fork();
+        assert!(pid >= 0, "fork");
+        if pid == 0 {
+            libc::close(results[0]);
+            libc::close(go[1]);
+            let mut code = 0;
+            if let Some(procs) = &procs {
+                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+                if fd < 0 || libc::write(fd, b"0\n".as_ptr().cast(), 2) != 2 {
+                    code = 101;
+                }
+                libc::close(fd);
+            }
+            if let Some(uid) = uid {
+                if libc::setresgid(uid, uid, uid) != 0 || libc::setresuid(uid, uid, uid) != 0 {
+                    code = 102;
+                }
+            }
+            if code == 0 {
+                for (i, ops) in stages.iter().enumerate() {
+                    let mut byte = 0u8;
+                    if i > 0 && libc::read(go[0], (&mut byte as *mut u8).cast(), 1) != 1 {
+                        code = 103;
+                        break;
+                    }
+                    for op in ops {
+                        let r: i32 = perform(op);
+                        libc::write(results[1], (&r as *const i32).cast(), 4);
+                    }
+                }
+            }
+            libc::_exit(code);
+        }
+        libc::close(results[1]);
+        libc::close(go[0]);
+        let mut out = Vec::new();
+        for (i, ops) in stages.iter().enumerate() {
+            let mut stage = Vec::new();
+            let mut buf = [0u8; 4];
+            while stage.len() < ops.len() && libc::read(results[0], buf.as_mut_ptr().cast(), 4) == 4 {
+                stage.push(i32::from_ne_bytes(buf));
+            }
+            let complete = stage.len() == ops.len();
+            out.push(stage);
+            if !complete || i + 1 == stages.len() {
+                break;
+            }
+            // A failed assertion here must not leave the child waiting in its cgroup.
+            if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| between(i))) {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, std::ptr::null_mut(), 0);
+                libc::close(results[0]);
+                libc::close(go[1]);
+                std::panic::resume_unwind(panic);
+            }
+            libc::write(go[1], b"g".as_ptr().cast(), 1);
+        }
+        libc::close(go[1]);
+        libc::close(results[0]);
+        let mut status = 0;
+        libc::waitpid(pid, &mut status, 0);
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "staged child failed (status {status:#x}: 101 = join cgroup, 102 = setresuid, 103 = lost the go signal)"
+        );
+        let got: Vec<usize> = out.iter().map(Vec::len).collect();
+        let want: Vec<usize> = stages.iter().map(Vec::len).collect();
+        assert_eq!(got, want, "child reported {got:?} of {want:?} results per stage");
+        out
+    }
 }

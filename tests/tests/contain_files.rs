@@ -18,48 +18,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// The worker's uid.
-const UID: u32 = 1000;
+const UID: u32 = WORKER_UID;
 const EPERM: i32 = libc::EPERM;
 
 fn id(path: &Path) -> ObjectId {
     ObjectId::of_path(path).unwrap_or_else(|e| panic!("stat {}: {e}", path.display()))
-}
-
-/// Gives `path` to the worker's uid (as the user's own files are).
-fn own(path: &Path) {
-    std::os::unix::fs::chown(path, Some(UID), Some(UID)).unwrap_or_else(|e| panic!("chown {}: {e}", path.display()));
-}
-
-/// Writes a file owned by the worker's uid, its directories too.
-fn user_file(path: &Path, contents: &str) {
-    write_file(path, contents);
-    let mut p = path.to_path_buf();
-    own(&p);
-    while p.pop() {
-        if p.as_os_str().len() <= "/tmp".len() {
-            break;
-        }
-        own(&p);
-    }
-}
-
-fn user_dir(path: &Path) {
-    std::fs::create_dir_all(path).unwrap_or_else(|e| panic!("mkdir {}: {e}", path.display()));
-    own(path);
-}
-
-fn mount_tmpfs(at: &Path) {
-    let target = CString::new(at.as_os_str().as_bytes()).unwrap();
-    // SAFETY: mount(2) with valid C strings.
-    let rc = unsafe { libc::mount(c"tmpfs".as_ptr(), target.as_ptr(), c"tmpfs".as_ptr(), 0, std::ptr::null()) };
-    assert_eq!(rc, 0, "mount tmpfs on {}: {}", at.display(), std::io::Error::last_os_error());
-}
-
-fn umount(at: &Path) {
-    let target = CString::new(at.as_os_str().as_bytes()).unwrap();
-    // SAFETY: umount(2) with a valid C string.
-    let rc = unsafe { libc::umount(target.as_ptr()) };
-    assert_eq!(rc, 0, "umount {}: {}", at.display(), std::io::Error::last_os_error());
 }
 
 /// A protected root (owned by the worker's uid) with a gated session around it.
