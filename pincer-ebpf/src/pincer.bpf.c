@@ -14,8 +14,11 @@
  * is reported and allowed). Terminal injection (TIOCSTI, TIOCLINUX) and new
  * user namespaces (unless the session allows them) are refused. Objects
  * outside every root and tasks outside every session are left alone. Every
- * hook returns an earlier LSM's non-zero verdict unchanged. Needs kernel 5.13+
- * (BPF LSM, ring buffer, ancestor cgroup ids, bpf_for_each_map_elem). */
+ * hook returns an earlier LSM's non-zero verdict unchanged. What a walk found
+ * is cached in inode storage and used only while the policy generation and
+ * the kernel's rename and mount sequences are unchanged; the cache only ever
+ * allows (see "The walk cache" below). Needs kernel 5.13+ (BPF LSM, ring
+ * buffer, ancestor cgroup ids, bpf_for_each_map_elem, inode storage). */
 #include <linux/types.h>
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -724,19 +727,21 @@ static __always_inline int slot_get(struct walk_cache *wc, __u64 session, struct
 	return out->session == session && (out->flags & SLOT_VALID);
 }
 
-/* Stores `v` if the stamps are still those it was computed under. The atomic
- * orders the reads that computed it before the stamps are read again. */
-static __always_inline void slot_put(struct walk_cache *wc, struct cache_slot *v)
+/* Stores `v` if the stamps are still those it was computed under (1 if it
+ * did). The atomic orders the reads that computed it before the stamps are
+ * read again. */
+static __always_inline int slot_put(struct walk_cache *wc, struct cache_slot *v)
 {
 	struct stamp now;
 	__u32 i = v->session & (CACHE_SLOTS - 1);
 
 	__sync_fetch_and_add(&wc->fence, 1);
 	if (!read_stamp(&now) || !same_stamp(&now, v->policy, v->rename_seq, v->mount_seq) || i >= CACHE_SLOTS)
-		return;
+		return 0;
 	bpf_spin_lock(&wc->lock);
 	wc->slot[i] = *v;
 	bpf_spin_unlock(&wc->lock);
+	return 1;
 }
 
 static __always_inline __u8 low_bits(__u32 bits)
@@ -745,14 +750,14 @@ static __always_inline __u8 low_bits(__u32 bits)
 }
 
 /* The directory whose walk to the top a check of `obj` needs: `obj` itself
- * for a directory or a creation in it (`child`), else its parent. */
-static __always_inline struct inode *segment_dir(struct dentry *obj, const unsigned char *child)
+ * for a directory, else its parent. */
+static __always_inline struct inode *segment_dir(struct dentry *obj)
 {
 	struct inode *inode = obj->d_inode;
 
 	if (!inode)
 		return 0;
-	if (child || (inode->i_mode & S_IFMT) == S_IFDIR)
+	if ((inode->i_mode & S_IFMT) == S_IFDIR)
 		return inode;
 	struct dentry *parent = obj->d_parent;
 
@@ -847,8 +852,7 @@ __noinline __u32 never_name_bits(__u64 ino, __u32 dev, __u64 name)
 #define CACHE_FILL 2 /* w is set up as the collecting walk that computes the segment */
 #define CACHE_MULTI (1u << 30) /* cache_decide: a file with several links */
 
-static __noinline int cache_decide(const struct session *s, struct dentry *obj, const unsigned char *child,
-				   struct walk *w, __u32 need_multi);
+static __noinline int cache_decide(const struct session *s, struct dentry *obj, struct walk *w, __u32 need_multi);
 
 /* A dentry's name hash and length as one value (read as two fields: 6.1's
  * verifier does not take the union's 64-bit view). */
@@ -969,18 +973,25 @@ static __noinline int segment_lookup(const struct session *s, struct inode *dir,
 }
 
 /* Caches the result of the collecting walk `w` (set up by segment_lookup) on
- * directory `dir`, if it ran to its end and the stamps did not move. */
-static __noinline void cache_fill(const struct session *s, struct inode *dir, struct walk *w)
+ * directory `dir`, if it ran to its end and the stamps did not move. Returns
+ * 1 with `w` as a hit leaves it (the exact grant of `obj` looked up), 0 if
+ * not cached (the walk did not run to its end, or the stamps moved). */
+static __noinline int cache_fill(const struct session *s, struct inode *dir, struct inode *obj, struct walk *w)
 {
 	struct cache_slot v;
 
 	if (w->unknown || (w->flags & EVENT_FLAG_WALK_EXHAUSTED))
-		return;
+		return 0;
 	struct walk_cache *wc = bpf_inode_storage_get(&MAP_WALK_CACHE, dir, 0, 0);
 
 	if (!wc)
-		return;
+		return 0;
 	struct object_key ok = { .ino = dir->i_ino, .dev = dir->i_sb->s_dev };
+	struct grant_key gk = { .session = s->id, .ino = obj->i_ino, .dev = obj->i_sb->s_dev };
+	__u32 *bits = bpf_map_lookup_elem(&MAP_EXACT, &gk);
+
+	w->exact = bits ? *bits : 0;
+	w->names_here = bpf_map_lookup_elem(&MAP_NEVER_DIRS, &ok) ? SLOT_NAMES_HERE : 0;
 
 	v.session = s->id;
 	v.policy = w->stamp_policy;
@@ -990,48 +1001,44 @@ static __noinline void cache_fill(const struct session *s, struct inode *dir, st
 	v.never = low_bits(w->never);
 	v.subtree = low_bits(w->granted);
 	v.open = 0;
-	v.flags = SLOT_VALID | (w->protected ? SLOT_ROOT : 0) |
-		  (bpf_map_lookup_elem(&MAP_NEVER_DIRS, &ok) ? SLOT_NAMES_HERE : 0);
+	v.flags = SLOT_VALID | (w->protected ? SLOT_ROOT : 0) | w->names_here;
 	v.levels = w->levels;
-	slot_put(wc, &v);
+	/* A walk a rename, mount change or policy change overlapped is not used. */
+	return slot_put(wc, &v);
 }
 
-/* 1 when the walk from `obj` (reached through `mnt`; for a creation, `obj` is
- * the directory and `child` the new name) is known from the cache to allow
- * `need` without a report; 0 when the full walk must run (`w` is then free
- * for it). Mirrors walk_up, verdict and protect_outside_link for that one
- * outcome; `multi`: a file with several links (subtree grants do not count). */
+/* 1 when the walk from the opened object `obj` (reached through `mnt`) is
+ * known from the cache to allow `need` without a report; 0 when the full walk
+ * must run (`w` is then free for it). Mirrors walk_up, verdict and
+ * protect_outside_link for that one outcome; `multi`: a file with several
+ * links (subtree grants do not count). */
 static __always_inline int cached_allow(const struct session *s, struct dentry *obj, __u64 mnt, __u32 need,
-					int multi, const unsigned char *child, struct walk *w)
+					int multi, struct walk *w)
 {
 	struct inode *inode = obj->d_inode;
-	struct inode *dir = segment_dir(obj, child);
+	struct inode *dir = segment_dir(obj);
 
 	if (!inode || !dir)
 		return 0;
-	int own_dir = dir == inode;
-	struct dentry *dir_d = own_dir ? obj : obj->d_parent;
+	struct dentry *dir_d = dir == inode ? obj : obj->d_parent;
 
 	w->mnt = mnt;
 	int c = segment_lookup(s, dir, dir_d, inode, w);
 
 	if (c == CACHE_FILL) {
 		walk_up(w);
-		cache_fill(s, dir, w);
-		w->mnt = mnt;
-		c = segment_lookup(s, dir, dir_d, inode, w);
+		c = cache_fill(s, dir, inode, w) ? CACHE_HIT : CACHE_NONE;
 	}
-	return c == CACHE_HIT && cache_decide(s, obj, child, w, need | (multi ? CACHE_MULTI : 0));
+	return c == CACHE_HIT && cache_decide(s, obj, w, need | (multi ? CACHE_MULTI : 0));
 }
 
 /* The verdict cached_allow gives on a hit (w as segment_lookup left it):
  * 1 allow, 0 walk. `need_multi`: `need`, with CACHE_MULTI for a file with
  * several links. */
-static __noinline int cache_decide(const struct session *s, struct dentry *obj, const unsigned char *child,
-				   struct walk *w, __u32 need_multi)
+static __noinline int cache_decide(const struct session *s, struct dentry *obj, struct walk *w, __u32 need_multi)
 {
 	struct inode *inode = obj->d_inode;
-	struct inode *dir = segment_dir(obj, child);
+	struct inode *dir = segment_dir(obj);
 	__u32 need = need_multi & ~CACHE_MULTI;
 	int multi = !!(need_multi & CACHE_MULTI);
 
@@ -1041,8 +1048,6 @@ static __noinline int cache_decide(const struct session *s, struct dentry *obj, 
 	__u32 never = w->never, granted = w->exact, protected = 0;
 
 	if (own_dir) {
-		if (child && w->names_here)
-			never |= never_name_bits(inode->i_ino, inode->i_sb->s_dev, scalar_of(child));
 		granted |= w->granted;
 		protected = w->protected;
 	} else {
@@ -1096,12 +1101,7 @@ static __always_inline int check_object(const struct session *s, struct dentry *
 	struct inode *inode = BPF_CORE_READ(d, d_inode);
 	int multi = is_multi_link(inode);
 	struct walk w;
-	__u32 known = multi ? 0 : file_verdict(s, d, 0);
 
-	if ((known & VERDICT_FOUND) && (known & need) == need)
-		return 0;
-	if (cached_allow(s, d, 0, need, multi, 0, &w))
-		return 0;
 	walk_start(&w, s, scalar_of(d), 0, need, multi);
 
 	walk_up(&w);
@@ -1113,11 +1113,8 @@ static __always_inline int check_object(const struct session *s, struct dentry *
  * the never entry of that name. */
 static __always_inline int check_create(const struct session *s, struct dentry *child, __u32 hook)
 {
-	struct dentry *dir = child->d_parent;
 	struct walk w;
 
-	if (dir && cached_allow(s, dir, 0, ACCESS_CREATE, 0, child->d_name.name, &w))
-		return 0;
 	walk_start(&w, s, (__u64)BPF_CORE_READ(child, d_parent), 0, ACCESS_CREATE, 0);
 	w.child_name = (__u64)BPF_CORE_READ(child, d_name.name);
 
@@ -1171,7 +1168,7 @@ static __always_inline int check_file(const struct session *s, struct file *file
 		if ((known & VERDICT_FOUND) && (known & need) == need)
 			return 0;
 	}
-	if (d && cached_allow(s, d, scalar_of(file->f_path.mnt), need, multi, 0, &w))
+	if (d && cached_allow(s, d, scalar_of(file->f_path.mnt), need, multi, &w))
 		return 0;
 	walk_start(&w, s, scalar_of(d), scalar_of(file->f_path.mnt), need, multi);
 
