@@ -25,7 +25,7 @@ pub struct VmOptions {
     #[arg(long = "kernel", value_name = "VERSION")]
     pub kernels: Vec<String>,
     /// Seconds after which a VM is killed and counted as failed.
-    #[arg(long, default_value_t = 1200)]
+    #[arg(long, default_value_t = 2400)]
     pub timeout: u64,
     /// Write the console only to the log under `target/vm/logs/`; print the failing part.
     #[arg(long)]
