@@ -509,19 +509,7 @@ pub fn run_as(cgroup: Option<&Path>, uid: Option<u32>, ops: &[Op]) -> Vec<i32> {
         assert!(pid >= 0, "fork");
         if pid == 0 {
             libc::close(fds[0]);
-            let mut code = 0;
-            if let Some(procs) = &procs {
-                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
-                if fd < 0 || libc::write(fd, b"0\n".as_ptr().cast(), 2) != 2 {
-                    code = 101;
-                }
-                libc::close(fd);
-            }
-            if let Some(uid) = uid {
-                if libc::setresgid(uid, uid, uid) != 0 || libc::setresuid(uid, uid, uid) != 0 {
-                    code = 102;
-                }
-            }
+            let code = enter_child(procs.as_deref(), uid);
             if code == 0 {
                 for op in ops {
                     let r: i32 = perform(op);
@@ -538,6 +526,28 @@ pub fn run_as(cgroup: Option<&Path>, uid: Option<u32>, ops: &[Op]) -> Vec<i32> {
         assert_eq!(out.len(), ops.len(), "child reported {} of {} results", out.len(), ops.len());
         out
     }
+}
+
+/// In a forked child: joins the cgroup whose `cgroup.procs` is `procs` (if any) and drops
+/// to `uid` (if any). Returns the child's exit code so far: 0, 101 (join) or 102 (setresuid).
+///
+/// # Safety
+/// Only syscalls; meant for a child between `fork` and `_exit`.
+unsafe fn enter_child(procs: Option<&std::ffi::CStr>, uid: Option<u32>) -> i32 {
+    let mut code = 0;
+    if let Some(procs) = procs {
+        let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+        if fd < 0 || libc::write(fd, b"0\n".as_ptr().cast(), 2) != 2 {
+            code = 101;
+        }
+        libc::close(fd);
+    }
+    if let Some(uid) = uid {
+        if libc::setresgid(uid, uid, uid) != 0 || libc::setresuid(uid, uid, uid) != 0 {
+            code = 102;
+        }
+    }
+    code
 }
 
 /// Runs `ops` in a child inside `cgroup` (as root).
@@ -575,19 +585,7 @@ pub fn run_staged(
         if pid == 0 {
             libc::close(results[0]);
             libc::close(go[1]);
-            let mut code = 0;
-            if let Some(procs) = &procs {
-                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
-                if fd < 0 || libc::write(fd, b"0\n".as_ptr().cast(), 2) != 2 {
-                    code = 101;
-                }
-                libc::close(fd);
-            }
-            if let Some(uid) = uid {
-                if libc::setresgid(uid, uid, uid) != 0 || libc::setresuid(uid, uid, uid) != 0 {
-                    code = 102;
-                }
-            }
+            let mut code = enter_child(procs.as_deref(), uid);
             if code == 0 {
                 for (i, ops) in stages.iter().enumerate() {
                     let mut byte = 0u8;
