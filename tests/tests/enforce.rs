@@ -18,7 +18,7 @@ struct Setup {
 
 impl Setup {
     fn new(name: &str) -> Self {
-        let mut te = TestEnforcer::load(name);
+        let mut te = TestEnforcer::shared();
         let cg = TestCgroup::new(name);
         let root = fresh_dir(name);
         te.get().register_session(cg.id).expect("register session");
