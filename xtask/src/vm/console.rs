@@ -139,7 +139,8 @@ impl Transcript {
         Self::default()
     }
 
-    /// Feeds one console line (already split at `\n`).
+    /// Feeds one console line (already split at `\n`) at time zero.
+    #[cfg(test)]
     pub fn feed(&mut self, raw: &str) {
         self.feed_at(raw, std::time::Duration::ZERO);
     }
