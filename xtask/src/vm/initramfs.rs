@@ -362,6 +362,25 @@ mod tests {
     }
 
     #[test]
+    fn the_only_parameter_picks_the_programs_a_vm_runs() {
+        let programs = ["a", "ab", "b"].map(|n| Program { name: n.into(), host_path: "/x".into(), args: vec![] });
+        let script = init_script(&programs);
+        // The init's selection, run by a real shell on a kernel command line of our own.
+        let start = script.find("only=\n").unwrap();
+        let end = script[start..].find("}\n").unwrap() + start + 2;
+        let run = |cmdline: &str| {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::write(dir.path().join("cmdline"), cmdline).unwrap();
+            let pick = script[start..end].replace("/proc/cmdline", &dir.path().join("cmdline").to_string_lossy());
+            let body = format!("{pick}for p in a ab b; do wanted $p && printf '%s ' $p; done");
+            String::from_utf8(Command::new("sh").args(["-c", &body]).output().unwrap().stdout).unwrap()
+        };
+        assert_eq!(run("console=ttyS0 quiet"), "a ab b ");
+        assert_eq!(run("console=ttyS0 pincer.only=ab quiet"), "ab ");
+        assert_eq!(run("pincer.only=b,a"), "a b ");
+    }
+
+    #[test]
     fn unsafe_or_duplicate_names_are_rejected() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("i.cpio");
