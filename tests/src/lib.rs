@@ -95,13 +95,14 @@ pub struct TestEnforcer {
 impl TestEnforcer {
     /// The VM's shared program (loaded on first use), with every policy entry checked
     /// empty first: an entry a previous test left behind fails this test, naming it.
-    /// The misses still queued in the ring buffer are drained.
+    /// The misses a previous test left in the ring buffer are drained.
     pub fn shared() -> Self {
         let pin_dir = PathBuf::from(SHARED_PIN_DIR);
         assert_clean(&pin_dir);
+        // Before the enforcer opens the ring buffer: a reader starts where the consumer was.
+        drain_misses(&pin_dir);
         let config = EnforcerConfig { pin_dir: pin_dir.clone(), ..EnforcerConfig::default() };
         let enforcer = Enforcer::attach_or_reuse(&config).unwrap_or_else(|e| panic!("attach the shared enforcer: {}", error_chain(&e)));
-        drain_misses(&pin_dir);
         Self { enforcer: Some(enforcer), pin_dir, shared: true }
     }
 
@@ -166,8 +167,12 @@ pub fn assert_clean(pin_dir: &Path) {
     assert!(left.is_empty(), "the shared enforcer at {} holds entries a previous test left behind: {}", pin_dir.display(), left.join(", "));
 }
 
-/// Reads and discards every miss queued in the ring buffer pinned at `pin_dir`.
-fn drain_misses(pin_dir: &Path) {
+/// Reads and discards every miss queued in the ring buffer pinned at `pin_dir` (nothing if
+/// no program is pinned there). A reader opened afterwards starts after them.
+pub fn drain_misses(pin_dir: &Path) {
+    if !Enforcer::pinned_complete(pin_dir) {
+        return;
+    }
     let path = pin_dir.join("maps").join(pincer_common::map_names::EVENTS);
     let data = aya::maps::MapData::from_pin(&path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
     let mut ring = aya::maps::RingBuf::try_from(aya::maps::Map::from_map_data(data).expect("ring buffer map")).expect("ring buffer");

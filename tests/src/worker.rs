@@ -227,6 +227,7 @@ impl Daemon {
         // and it must find no entries another test left behind.
         let pin_dir = PathBuf::from(crate::SHARED_PIN_DIR);
         crate::assert_clean(&pin_dir);
+        crate::drain_misses(&pin_dir);
         let config = dir.join("pincer.toml");
         // Files the test and its worker share (flags) are the harness's, not the user's: an
         // open path. Scratch directories go under `dir` too.
