@@ -362,7 +362,7 @@ fn an_entry_left_behind_fails_the_next_test_naming_its_map() {
     te.get().add_root(&root).unwrap();
     // As a test killed before it cleaned up: its entries stay in the shared program.
     std::mem::forget(te);
-    let refused = std::panic::catch_unwind(TestEnforcer::shared).expect_err("the next test must not start on leftovers");
+    let Err(refused) = std::panic::catch_unwind(TestEnforcer::shared) else { panic!("the next test must not start on leftovers") };
     let message = refused.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(message.contains("pincer_sessions: 1") && message.contains("pincer_roots: 1"), "{message}");
     clear_policy(Path::new(SHARED_PIN_DIR));
