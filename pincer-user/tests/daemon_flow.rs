@@ -861,3 +861,25 @@ async fn a_shadow_sessions_accesses_become_a_history_task_when_it_ends() {
         assert!(task.accesses.iter().all(|(a, _)| a.path != "secrets/aws-credentials"), "{task:?}");
     }
 }
+
+#[tokio::test]
+async fn a_denial_tells_the_worker_the_kind_of_finding_never_what_the_resource_holds() {
+    let h = Harness::new(|_| {}).await;
+    h.import().await;
+    // The file the task is about now holds a secret under a name of its own.
+    const NAME: &str = "ZQX_VAULT_MASTER_PASSWORD";
+    const VALUE: &str = "x8Kq2Lm9Vt4Rz7Wp3Nb6Hc5J";
+    std::fs::write(h.ws.join("notes/todo.md"), format!("- [ ] release notes\n{NAME} = \"{VALUE}\"\n")).unwrap();
+    let s = h.session(TODO_PROMPT).await;
+    match h.request(&s, "notes/todo.md", Access::Read, "read the todo list to update it").await {
+        Reply::Decision { granted: false, reason, .. } => {
+            assert!(!reason.contains(NAME) && !reason.contains(VALUE) && !reason.contains("ZQX"), "the reply quotes the resource: {reason}");
+            assert!(reason.contains("a secret value"), "the reply names the kind of finding: {reason}");
+        }
+        other => panic!("a secret must be denied: {other:?}"),
+    }
+    // The user's audit keeps the detail.
+    let audit = h.audit();
+    let decision = audit.iter().rev().find(|e| e.event == Event::Decision).expect("a decision entry");
+    assert!(decision.votes.iter().any(|v| v.reason.contains(NAME)), "{:?}", decision.votes);
+}

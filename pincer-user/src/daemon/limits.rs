@@ -42,6 +42,9 @@ pub enum LimitError {
     /// The host's memory size could not be read for a percentage.
     #[error("cannot read the host's memory size from /proc/meminfo for limits.memory_max {0:?}")]
     MemTotal(String),
+    /// The session's directory is not a cgroup (not on the cgroup2 filesystem).
+    #[error("{} is not a cgroup (no cgroup.controllers): limits cannot be set; put cgroup_parent on the cgroup2 filesystem or set [limits] pids_max = 0 and memory_max = \"max\"", .0.display())]
+    NotCgroup(PathBuf),
     /// A controller is not available in the cgroup2 hierarchy.
     #[error("the cgroup {} does not offer the {controller} controller (cgroup.controllers: {available:?}); the session's limits cannot be set", path.display())]
     Controller {
@@ -69,6 +72,16 @@ pub enum LimitError {
 const CONTROLLERS: [&str; 2] = ["pids", "memory"];
 
 impl LimitsConfig {
+    /// No limit at all (`pids_max = 0`, `memory_max = "max"`): nothing is written.
+    pub fn unlimited() -> Self {
+        Self { pids_max: 0, memory_max: "max".into() }
+    }
+
+    /// Whether this sets no limit.
+    pub fn is_unlimited(&self) -> bool {
+        self.pids_max == 0 && self.memory_max.trim() == "max"
+    }
+
     /// Checks the configuration without touching the system (at config load).
     pub fn check(&self) -> Result<(), LimitError> {
         parse_memory(&self.memory_max, 1 << 30).map(|_| ())
@@ -85,7 +98,15 @@ impl LimitsConfig {
 
     /// Enables the controllers from the cgroup2 root down to `parent` and writes the limits
     /// into the session's cgroup `cgroup` (a child of `parent`).
+    /// With limits configured, a `cgroup` that is no cgroup (no `cgroup.controllers`) is an
+    /// error, never a session without limits.
     pub fn apply(&self, parent: &Path, cgroup: &Path) -> Result<(), LimitError> {
+        if self.is_unlimited() {
+            return Ok(());
+        }
+        if !cgroup.join("cgroup.controllers").is_file() {
+            return Err(LimitError::NotCgroup(cgroup.to_path_buf()));
+        }
         enable_controllers(parent)?;
         let pids = if self.pids_max == 0 { "max".to_string() } else { self.pids_max.to_string() };
         write(&cgroup.join("pids.max"), &pids)?;
@@ -211,6 +232,11 @@ mod tests {
         let session = parent.join("s1");
         std::fs::create_dir(&session).unwrap();
         let limits = LimitsConfig { pids_max: 64, memory_max: "64M".into() };
+        let e = limits.apply(&parent, &session).unwrap_err().to_string();
+        assert!(e.contains("not a cgroup") && e.contains("s1"), "{e}");
+        LimitsConfig::unlimited().apply(&parent, &session).unwrap();
+        assert!(std::fs::read_dir(&session).unwrap().next().is_none(), "no limit, nothing written");
+        std::fs::write(session.join("cgroup.controllers"), "").unwrap();
         limits.apply(&parent, &session).unwrap();
         assert_eq!(std::fs::read_to_string(session.join("pids.max")).unwrap(), "64");
         assert_eq!(std::fs::read_to_string(session.join("memory.max")).unwrap(), (64u64 << 20).to_string());

@@ -153,13 +153,21 @@ pub enum Unresolved {
     Containment(super::contain::ContainError),
 }
 
+/// The reason a worker is given for a denial: per vote that did not allow, the kind of
+/// evidence it rests on ([`crate::decider::Mechanism::worker_phrase`]), never the vote's
+/// free text, which may quote names or values read from the resource the worker was refused
+/// (or, from a model, anything). The audit keeps the full reasons.
 fn deny_reason(d: &Decision) -> String {
     let reasons: Vec<String> = d
         .votes
         .iter()
         .enumerate()
         .filter(|(_, v)| v.verdict != Verdict::Allow)
-        .map(|(i, v)| format!("vote {}: {}", i + 1, v.reason))
+        .map(|(i, v)| {
+            let why = v.mechanism.map(|m| m.worker_phrase()).unwrap_or_else(|| "denied".into());
+            let verdict = if v.verdict == Verdict::AskUser { "asks the user" } else { "denies" };
+            format!("vote {} {verdict}: {why}", i + 1)
+        })
         .collect();
     if reasons.is_empty() {
         "denied".into()

@@ -253,6 +253,35 @@ pub enum Mechanism {
     Rejected,
 }
 
+impl Mechanism {
+    /// What the worker may be told of a verdict resting on this mechanism: the kind of
+    /// evidence, never a name or value read from a resource the worker was not granted (the
+    /// audit and the user's questions keep the vote's full reason).
+    pub fn worker_phrase(&self) -> String {
+        match self {
+            Mechanism::Rule { origin: RuleOrigin::Answer } => "the user's answer in this session".into(),
+            Mechanism::Rule { origin: RuleOrigin::PastApproval } => "the user's past answer for a like task".into(),
+            Mechanism::Rule { .. } => "a rule of the user's policies".into(),
+            Mechanism::CreatedInSession => "created in this session".into(),
+            Mechanism::GrantedInSession => "granted earlier in this session".into(),
+            Mechanism::Lookalike => "a new place named like a protected one".into(),
+            Mechanism::Location => "not a place this user's tasks use".into(),
+            Mechanism::Intent => "the task does not ask for this access".into(),
+            Mechanism::FirstTimeChange => "a first change the task asks for".into(),
+            Mechanism::Detector { finding } => format!("the content or the request holds {}", finding.label()),
+            Mechanism::Provenance => "the content copies protected content".into(),
+            Mechanism::PolicyPhrase => "the content concerns something the user's policies restrict".into(),
+            Mechanism::Oversize => "the content is too large to inspect".into(),
+            Mechanism::Taint => "the session read injected instructions earlier".into(),
+            Mechanism::Unestablished => "a delete nobody asked for".into(),
+            Mechanism::ContentClear => "nothing sensitive found".into(),
+            Mechanism::Precommitted => "outside the session's pre-committed policy".into(),
+            Mechanism::DeciderError => "the decider failed (fail closed)".into(),
+            Mechanism::Rejected => "the request was refused".into(),
+        }
+    }
+}
+
 /// A vote's verdict, its reason (for the audit) and what it cost.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct VoteOutcome {

@@ -36,6 +36,22 @@ pub enum FindingKind {
 }
 
 impl FindingKind {
+    /// The kind of finding in a few words, with no part of what was found: what a worker
+    /// refused on it may be told.
+    pub fn label(self) -> &'static str {
+        match self {
+            FindingKind::PrivateKey => "a private key",
+            FindingKind::Token => "a credential token",
+            FindingKind::SecretAssignment => "a secret value",
+            FindingKind::IdentityNumber => "an identity or account number",
+            FindingKind::Credential => "a login",
+            FindingKind::PersonalData => "personal data",
+            FindingKind::PeopleTable => "a table of people",
+            FindingKind::Marking => "a sensitivity marking",
+            FindingKind::Injection => "instructions to an AI",
+        }
+    }
+
     /// True for findings that are secrets in themselves (not just labels).
     pub fn is_secret(self) -> bool {
         matches!(self, FindingKind::PrivateKey | FindingKind::Token | FindingKind::SecretAssignment | FindingKind::IdentityNumber | FindingKind::Credential)

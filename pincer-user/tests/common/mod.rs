@@ -65,6 +65,9 @@ pub fn config_in(dir: &Path) -> Config {
         ..Config::default()
     };
     config.escalation.timeout_secs = 30;
+    // The session "cgroups" here are plain directories: no limits to write (the VM tests
+    // check the limits on real cgroups).
+    config.limits = pincer::daemon::limits::LimitsConfig::unlimited();
     config
 }
 
