@@ -6,14 +6,13 @@
 //! for the objects and names that exist when the session starts.
 
 use crate::access::Access;
-use crate::kernel::{access_bit, KernelError, ObjectId, Scope};
+use crate::kernel::{access_bit, Enforcer, KernelError, ObjectId, Scope};
 use globset::{GlobBuilder, GlobMatcher};
 use serde::{Deserialize, Serialize};
 use std::ffi::OsStr;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
-use super::enforce::Enforce;
 use super::users::Account;
 
 /// Entries visited at most when a session's named roots are scanned for never-grantable
@@ -256,7 +255,7 @@ impl NeverList {
     /// paths (and their names in the parent directory, so a deleted or missing one cannot be
     /// made), directories of `/**` patterns (covering their subtree), and the matches of
     /// `**/` patterns found by a bounded scan of the named roots. Returns the entries made.
-    pub fn seed(&self, enforcer: &mut dyn Enforce, named_roots: &[PathBuf]) -> Result<usize, ContainError> {
+    pub fn seed(&self, enforcer: &mut Enforcer, named_roots: &[PathBuf]) -> Result<usize, ContainError> {
         let mut n = 0;
         for r in &self.rules {
             if r.anywhere {
@@ -289,7 +288,7 @@ fn id_of(m: &std::fs::Metadata) -> ObjectId {
     ObjectId { dev: pincer_common::kernel_dev(libc::major(m.dev()), libc::minor(m.dev())), ino: m.ino() }
 }
 
-fn seed_literal(enforcer: &mut dyn Enforce, path: &Path, access: u32) -> Result<usize, ContainError> {
+fn seed_literal(enforcer: &mut Enforcer, path: &Path, access: u32) -> Result<usize, ContainError> {
     let mut n = 0;
     if let Some(id) = object(path) {
         enforcer.add_never(id, access)?;
@@ -304,7 +303,7 @@ fn seed_literal(enforcer: &mut dyn Enforce, path: &Path, access: u32) -> Result<
     Ok(n)
 }
 
-fn seed_matches_in(enforcer: &mut dyn Enforce, r: &Never, dir: &Path) -> Result<usize, ContainError> {
+fn seed_matches_in(enforcer: &mut Enforcer, r: &Never, dir: &Path) -> Result<usize, ContainError> {
     let mut n = 0;
     let Ok(entries) = std::fs::read_dir(dir) else { return Ok(0) };
     for e in entries.flatten().take(SCAN_LIMIT) {
@@ -323,7 +322,7 @@ fn seed_matches_in(enforcer: &mut dyn Enforce, r: &Never, dir: &Path) -> Result<
 /// `**/` rule; for a rule whose last segment is a literal name, that name is also reserved
 /// in the directories where it would match (the root itself, and directories named by the
 /// rule's literal parent segment), so the object cannot be created later.
-fn seed_scan(enforcer: &mut dyn Enforce, r: &Never, root: &Path) -> Result<usize, ContainError> {
+fn seed_scan(enforcer: &mut Enforcer, r: &Never, root: &Path) -> Result<usize, ContainError> {
     let segments: Vec<&str> = r.pattern.trim_end_matches("/**").split('/').collect();
     let last = segments.last().copied().filter(|s| !has_glob(s) && !s.is_empty() && !r.pattern.ends_with("/**"));
     let literal_parent = segments.len() >= 2 && !has_glob(segments[segments.len() - 2]);
@@ -408,7 +407,7 @@ impl Containment {
     /// Opens the open paths in the kernel (global: every session may use them), and the
     /// `pincer` executable itself for reading, wherever it is installed: the worker runs
     /// `pincer request` to ask.
-    pub fn apply_open(&self, enforcer: &mut dyn Enforce) -> Result<(), ContainError> {
+    pub fn apply_open(&self, enforcer: &mut Enforcer) -> Result<(), ContainError> {
         for (p, b) in &self.open {
             if let Some(id) = object(p) {
                 enforcer.add_open(id, *b)?;
@@ -427,7 +426,7 @@ impl Containment {
 
     /// Makes the session's scratch directory (0700, owned by the owner) and grants it to
     /// the session in full; returns its path (`None` when sessions get none).
-    pub fn make_scratch(&self, enforcer: &mut dyn Enforce, session: &str, cgroup_id: u64, owner: &Account) -> Result<Option<PathBuf>, ContainError> {
+    pub fn make_scratch(&self, enforcer: &mut Enforcer, session: &str, cgroup_id: u64, owner: &Account) -> Result<Option<PathBuf>, ContainError> {
         let Some(dir) = self.scratch_dir(session) else { return Ok(None) };
         let err = |source| ContainError::Scratch { path: dir.clone(), source };
         std::fs::create_dir(&dir).map_err(err)?;
