@@ -380,3 +380,165 @@ impl MemoryMaps {
         read(&self.generation, &0).unwrap_or_default().policy
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::{HostPort, Proto};
+    use pincer_common::{ACCESS_ALL, ACCESS_CREATE, ACCESS_DELETE, ACCESS_LIST, ACCESS_READ, ACCESS_WRITE};
+
+    const DIR: ObjectId = ObjectId { dev: 0x0080_0001, ino: 100 };
+    const FILE: ObjectId = ObjectId { dev: 0x0080_0001, ino: 101 };
+    const OTHER: ObjectId = ObjectId { dev: 0x0080_0001, ino: 102 };
+    /// Session ids no cgroup has (the level lookup finds none: every level is looked up).
+    const S1: u64 = u64::MAX - 1;
+    const S2: u64 = u64::MAX - 2;
+
+    fn name(s: &str) -> &OsStr {
+        OsStr::new(s)
+    }
+
+    #[test]
+    fn open_and_never_bits_replace_earlier_ones_on_the_same_object() {
+        let maps = MemoryMaps::default();
+        let mut e = maps.enforcer();
+        e.add_open(FILE, ACCESS_READ | ACCESS_LIST).unwrap();
+        e.add_open(FILE, ACCESS_WRITE).unwrap();
+        assert_eq!(maps.open_bits(FILE), Some(ACCESS_WRITE), "a second open entry replaces the first, not ORs");
+        e.add_never(FILE, ACCESS_WRITE | ACCESS_DELETE).unwrap();
+        e.add_never(FILE, ACCESS_READ).unwrap();
+        assert_eq!(maps.never_bits(FILE), Some(ACCESS_READ), "a second never entry replaces the first, not ORs");
+        assert_eq!(maps.open_bits(FILE), Some(ACCESS_WRITE), "open and never entries of one object are kept apart");
+        e.add_never_name(DIR, name("config"), ACCESS_WRITE | ACCESS_CREATE).unwrap();
+        e.add_never_name(DIR, name("config"), ACCESS_DELETE).unwrap();
+        assert_eq!(maps.never_name_bits(DIR, name("config")), Some(ACCESS_DELETE), "a never name's bits are replaced too");
+        e.remove_open(FILE).unwrap();
+        e.remove_never(FILE).unwrap();
+        assert_eq!((maps.open_bits(FILE), maps.never_bits(FILE)), (None, None));
+        // Bits outside ACCESS_ALL are dropped; none left is refused.
+        e.add_open(OTHER, ACCESS_READ | 0x8000_0000).unwrap();
+        assert_eq!(maps.open_bits(OTHER), Some(ACCESS_READ));
+        assert!(matches!(e.add_never(OTHER, 0x8000_0000), Err(KernelError::NoAccess { .. })));
+    }
+
+    #[test]
+    fn the_never_directory_mark_counts_the_names_in_it() {
+        let maps = MemoryMaps::default();
+        let mut e = maps.enforcer();
+        e.add_never_name(DIR, name("a"), ACCESS_WRITE).unwrap();
+        assert_eq!(maps.never_dir_count(DIR), Some(1));
+        e.add_never_name(DIR, name("b"), ACCESS_WRITE).unwrap();
+        assert_eq!(maps.never_dir_count(DIR), Some(2), "two names in one directory");
+        e.add_never_name(DIR, name("a"), ACCESS_READ).unwrap();
+        assert_eq!(maps.never_dir_count(DIR), Some(2), "changing a name's bits does not count it again");
+        assert_eq!(maps.state().never_names, 2);
+        e.remove_never_name(DIR, name("a")).unwrap();
+        assert_eq!(maps.never_dir_count(DIR), Some(1), "the directory stays marked for its other name");
+        assert_eq!(maps.never_name_bits(DIR, name("b")), Some(ACCESS_WRITE));
+        e.remove_never_name(DIR, name("a")).unwrap();
+        assert_eq!(maps.never_dir_count(DIR), Some(1), "removing an absent name changes nothing");
+        e.remove_never_name(DIR, name("b")).unwrap();
+        assert_eq!(maps.never_dir_count(DIR), None, "the mark goes with the last name");
+        assert_eq!(maps.state().never_names, 0);
+        assert!(maps.never_names.is_empty() && maps.never_dirs.is_empty());
+        assert!(matches!(e.add_never_name(DIR, name("a/b"), ACCESS_READ), Err(KernelError::BadName { .. })));
+        assert!(maps.never_dirs.is_empty(), "a refused name marks nothing");
+    }
+
+    #[test]
+    fn the_state_counts_never_entries() {
+        let maps = MemoryMaps::default();
+        let mut e = maps.enforcer();
+        e.add_never(FILE, ACCESS_WRITE).unwrap();
+        e.add_never(OTHER, ACCESS_WRITE).unwrap();
+        e.add_never(OTHER, ACCESS_READ).unwrap();
+        e.add_never_name(DIR, name("x"), ACCESS_WRITE).unwrap();
+        let s = maps.state();
+        assert_eq!((s.never_objects, s.never_names), (2, 1));
+        e.remove_never(FILE).unwrap();
+        e.remove_never_name(DIR, name("x")).unwrap();
+        let s = maps.state();
+        assert_eq!((s.never_objects, s.never_names), (1, 0));
+    }
+
+    /// Whether `change` writes a new policy generation.
+    fn renews(maps: &MemoryMaps, e: &mut Enforcer, change: impl FnOnce(&mut Enforcer) -> Result<(), KernelError>) -> bool {
+        let before = maps.policy_generation();
+        change(e).unwrap();
+        maps.policy_generation() != before
+    }
+
+    #[test]
+    fn every_narrowing_change_renews_the_policy_generation_and_new_grants_do_not() {
+        let maps = MemoryMaps::default();
+        let mut e = maps.enforcer();
+        // Widening: the cache only allows, so what it holds stays right.
+        assert!(!renews(&maps, &mut e, |e| e.grant(S1, FILE, Scope::Exact, Access::Read)), "an exact grant added");
+        assert!(!renews(&maps, &mut e, |e| e.grant_bits(S1, DIR, Scope::Subtree, ACCESS_ALL)), "a subtree grant added");
+        assert!(!renews(&maps, &mut e, |e| e.grant(S2, FILE, Scope::Exact, Access::Write)), "another session's grant added");
+        assert!(!renews(&maps, &mut e, |e| e.register_session(S1)), "a session gated");
+        // Narrowing.
+        assert!(renews(&maps, &mut e, |e| e.revoke(S1, DIR, Scope::Subtree, Access::Write)), "a subtree grant's bit removed");
+        assert!(renews(&maps, &mut e, |e| e.revoke(S1, FILE, Scope::Exact, Access::Read)), "an exact grant removed");
+        assert_eq!(maps.granted_bits(S1, FILE, Scope::Exact), 0);
+        assert!(renews(&maps, &mut e, |e| e.revoke_session(S2, false).map(drop)), "a session's grants revoked");
+        assert!(renews(&maps, &mut e, |e| e.add_root_id(DIR)), "a root added");
+        assert!(renews(&maps, &mut e, |e| e.remove_root_id(DIR)), "a root removed");
+        assert!(renews(&maps, &mut e, |e| e.add_open(DIR, ACCESS_READ | ACCESS_LIST)), "an open path added");
+        assert!(renews(&maps, &mut e, |e| e.add_open(DIR, ACCESS_READ)), "an open path narrowed");
+        assert!(renews(&maps, &mut e, |e| e.remove_open(DIR)), "an open path removed");
+        assert!(renews(&maps, &mut e, |e| e.add_never(FILE, ACCESS_WRITE)), "a never entry added");
+        assert!(renews(&maps, &mut e, |e| e.add_never(FILE, ACCESS_WRITE | ACCESS_READ)), "a never entry changed");
+        assert!(renews(&maps, &mut e, |e| e.remove_never(FILE)), "a never entry removed");
+        assert!(renews(&maps, &mut e, |e| e.add_never_name(DIR, name("n"), ACCESS_CREATE)), "a never name added");
+        assert!(renews(&maps, &mut e, |e| e.add_never_name(DIR, name("n"), ACCESS_ALL)), "a never name changed");
+        assert!(renews(&maps, &mut e, |e| e.remove_never_name(DIR, name("n"))), "a never name removed");
+    }
+
+    #[test]
+    fn grants_add_bits_revokes_take_them_and_sessions_end_with_all_of_them() {
+        let maps = MemoryMaps::default();
+        let mut e = maps.enforcer();
+        e.register_session_with(S1, SessionFlags { shadow: true, allow_userns: false }).unwrap();
+        e.register_session(S2).unwrap();
+        assert_eq!(maps.session(S1), Some(SessionFlags { shadow: true, allow_userns: false }));
+        assert_eq!(maps.state().session_levels, pincer_common::SESSION_LEVELS_ALL, "no cgroup found: every level");
+        e.grant(S1, FILE, Scope::Exact, Access::Read).unwrap();
+        e.grant(S1, FILE, Scope::Exact, Access::Write).unwrap();
+        assert_eq!(maps.granted_bits(S1, FILE, Scope::Exact), ACCESS_READ | ACCESS_WRITE, "grants add bits");
+        assert!(e.holds(S1, FILE, Access::Write).unwrap() && !e.holds(S1, FILE, Access::Delete).unwrap());
+        e.revoke(S1, FILE, Scope::Exact, Access::Write).unwrap();
+        assert_eq!(maps.granted_bits(S1, FILE, Scope::Exact), ACCESS_READ);
+        e.grant(S1, DIR, Scope::Subtree, Access::List).unwrap();
+        e.grant(S2, FILE, Scope::Exact, Access::Read).unwrap();
+        let tcp = |port| HostPort { proto: Proto::Tcp, port };
+        e.allow_port(tcp(53)).unwrap();
+        // A port the session bound (the kernel records it).
+        maps.ports.clone().insert(PortKey { session: S1, port: 8080, proto: Proto::Tcp.number(), _pad: 0 }, 1).unwrap();
+        assert!(e.port_reachable(S1, tcp(8080)).unwrap() && !e.port_reachable(S2, tcp(8080)).unwrap());
+        assert_eq!(e.revoke_session(S1, true).unwrap(), 2, "one exact and one subtree entry");
+        assert_eq!(maps.grant_count(S1), 0);
+        assert!(maps.session(S1).is_some(), "kept gated while asked to");
+        assert!(!e.port_reachable(S1, tcp(8080)).unwrap() && e.port_reachable(S1, tcp(53)).unwrap(), "its own port goes, listed ones stay");
+        assert_eq!(maps.grant_count(S2), 1, "other sessions keep theirs");
+        assert_eq!(e.revoke_session(S1, false).unwrap(), 0);
+        assert_eq!(maps.session(S1), None);
+    }
+
+    #[test]
+    fn memory_tables_behave_as_bpf_maps() {
+        let maps = MemoryMaps::default();
+        let mut state = maps.state.clone();
+        assert!(Table::remove(&mut state, &0).is_err(), "an array slot cannot be deleted");
+        assert!(Table::insert(&mut state, 1, State::default()).is_err(), "nor written out of bounds");
+        assert_eq!(Table::keys(&state).unwrap(), vec![0]);
+        let mut e = maps.enforcer();
+        e.remove_open(FILE).unwrap();
+        maps.exact.fail_next_change();
+        assert!(matches!(e.grant(S1, FILE, Scope::Exact, Access::Read), Err(KernelError::MapOp { op: "insert", map: map_names::EXACT, .. })));
+        e.grant(S1, FILE, Scope::Exact, Access::Read).unwrap();
+        assert!(maps.has(S1, FILE, Access::Read), "an injected failure happens once");
+        assert!(matches!(e.misses(), Err(KernelError::InMemory { .. })));
+        assert_eq!((e.drops().unwrap(), e.pin_dir()), (0, None));
+    }
+}
