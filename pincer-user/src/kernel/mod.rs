@@ -9,6 +9,12 @@
 //! Needs root, bpffs mounted at `/sys/fs/bpf`, and a kernel with BPF LSM active
 //! (`bpf` in `/sys/kernel/security/lsm`, Linux 5.11 or later).
 //!
+//! The logic that edits the maps is written once against [`Table`] (module `table`):
+//! over the program's BPF maps here, over [`MemoryMaps`] in host tests (this host's
+//! kernel may refuse LSM programs), so the daemon's host tests run the shipped code.
+//! Loading, attaching, pinning, the miss ring buffer and the cache's kernel addresses
+//! are kernel-only.
+//!
 //! Rules the kernel applies (see `pincer-ebpf/src/pincer.bpf.c`):
 //! - open: `read` (exec too) or `list` for directories, plus `write`; create,
 //!   mkdir, symlink: `create` on the parent; unlink, rmdir: `delete` on the

@@ -111,8 +111,8 @@ impl<V: Pod + Send + Sync> Table<u32, V> for BpfTable<Array<MapData, V>> {
 #[derive(Debug)]
 struct Entries<K, V> {
     map: std::collections::HashMap<K, V>,
-    /// `Some(len)`: an array of `len` slots, all present, none removable.
-    array: Option<u32>,
+    /// An array: its slots always exist, none is removed or added.
+    array: bool,
     /// The next insert or remove fails (once).
     fail_next_change: bool,
 }
@@ -135,7 +135,7 @@ impl<K, V> Clone for MemoryTable<K, V> {
 impl<K: Eq + Hash, V> MemoryTable<K, V> {
     /// An empty hash table named `name`.
     pub fn hash(name: &'static str) -> Self {
-        let entries = Entries { map: Default::default(), array: None, fail_next_change: false };
+        let entries = Entries { map: Default::default(), array: false, fail_next_change: false };
         Self { name, entries: Arc::new(Mutex::new(entries)) }
     }
 
@@ -182,7 +182,7 @@ impl<V: Default> MemoryTable<u32, V> {
     /// An array named `name` of `len` zeroed slots.
     pub fn array(name: &'static str, len: u32) -> Self {
         let map = (0..len).map(|i| (i, V::default())).collect();
-        Self { name, entries: Arc::new(Mutex::new(Entries { map, array: Some(len), fail_next_change: false })) }
+        Self { name, entries: Arc::new(Mutex::new(Entries { map, array: true, fail_next_change: false })) }
     }
 }
 
@@ -195,12 +195,11 @@ impl<K: Eq + Hash + Clone + Send, V: Clone + Send> Table<K, V> for MemoryTable<K
     }
     fn insert(&mut self, key: K, value: V) -> Result<(), KernelError> {
         let mut e = self.lock();
-        let op = if e.array.is_some() { "update" } else { "insert" };
+        let op = if e.array { "update" } else { "insert" };
         Self::check_change(&mut e, op, self.name)?;
-        if let Some(len) = e.array {
-            if !e.map.contains_key(&key) {
-                return Err(map_op(op, self.name, MapError::OutOfBounds { index: u32::MAX, max_entries: len }));
-            }
+        if e.array && !e.map.contains_key(&key) {
+            // As the kernel answers an update past an array's end.
+            return Err(map_op(op, self.name, MapError::IoError(std::io::Error::from_raw_os_error(libc::E2BIG))));
         }
         e.map.insert(key, value);
         Ok(())
@@ -208,7 +207,7 @@ impl<K: Eq + Hash + Clone + Send, V: Clone + Send> Table<K, V> for MemoryTable<K
     fn remove(&mut self, key: &K) -> Result<(), KernelError> {
         let mut e = self.lock();
         Self::check_change(&mut e, "remove", self.name)?;
-        if e.array.is_some() {
+        if e.array {
             return Err(array_remove(self.name));
         }
         e.map.remove(key);
