@@ -133,10 +133,12 @@ async fn request_tool_grants_a_task_resource_into_the_kernel_and_denies_a_secret
     let s = h.session(TODO_PROMPT).await;
     assert!(s.cgroup.is_dir(), "the session's cgroup exists");
     assert!(h.maps.session(s.cgroup_id).is_some(), "session gated before the worker starts");
+    let generation = h.maps.policy_generation();
     let r = h.request(&s, "notes/todo.md", Access::Read, "read the todo list to update it").await;
     assert!(granted(&r), "{r:?}");
     let todo = ObjectId::of_path(&h.ws.join("notes/todo.md")).unwrap();
     assert!(h.maps.has(s.cgroup_id, todo, Access::Read), "grant inserted on the file's inode");
+    assert_eq!(h.maps.policy_generation(), generation, "a grant keeps what the kernel cached");
     let r = h.request(&s, "secrets/prod.env", Access::Read, "the todo says to check this").await;
     assert!(!granted(&r), "{r:?}");
     let secret = ObjectId::of_path(&h.ws.join("secrets/prod.env")).unwrap();
@@ -401,6 +403,7 @@ async fn ending_a_session_revokes_its_grants_removes_its_cgroup_and_summarizes()
     assert!(granted(&h.request(&s, "notes/todo.md", Access::Read, "read it").await));
     assert!(!granted(&h.request(&s, "secrets/aws-credentials", Access::Read, "need it").await));
     h.as_caller(Path::new(OUTSIDE));
+    let generation = h.maps.policy_generation();
     match h.call(Call::EndSession { session: s.session.clone() }).await {
         Reply::Summary { session, revoked } => {
             assert_eq!(revoked, 1);
@@ -410,6 +413,7 @@ async fn ending_a_session_revokes_its_grants_removes_its_cgroup_and_summarizes()
     }
     assert_eq!(h.maps.grant_count(s.cgroup_id), 0);
     assert_eq!(h.maps.session(s.cgroup_id), None, "no longer gated");
+    assert_ne!(h.maps.policy_generation(), generation, "ending the session renews the policy generation");
     assert!(!s.cgroup.exists(), "cgroup removed");
     assert!(matches!(h.call(Call::Sessions).await, Reply::Sessions { sessions } if sessions.is_empty()));
     let _ = h.dir.path();
