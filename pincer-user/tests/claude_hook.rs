@@ -1,15 +1,15 @@
 //! `pincer hook claude-code` on the host: the real binary, spawned with Claude Code's
-//! `PreToolUse` JSON on stdin, against the daemon with the recording enforcer (this host's
-//! kernel refuses LSM programs). The daemon tells callers apart by pid: the test process
-//! is the user outside every session, each spawned hook is the worker inside the session.
+//! `PreToolUse` JSON on stdin, against the daemon with the shipped enforcer over maps in
+//! memory (this host's kernel refuses LSM programs). The daemon tells callers apart by pid:
+//! the test process is the user outside every session, each spawned hook is the worker
+//! inside the session.
 
 use pincer::daemon::client::Client;
 use pincer::daemon::config::Config;
-use pincer::daemon::enforce::MemoryEnforcer;
 use pincer::daemon::peer::CgroupLookup;
 use pincer::daemon::protocol::SessionInfo;
 use pincer::daemon::{Call, Reply};
-use pincer::kernel::ObjectId;
+use pincer::kernel::{MemoryMaps, ObjectId};
 use pincer::Access;
 use serde_json::{json, Value};
 use std::io::Write;
@@ -25,7 +25,7 @@ struct Harness {
     ws: PathBuf,
     config: Config,
     config_file: PathBuf,
-    enforcer: MemoryEnforcer,
+    maps: MemoryMaps,
     session: SessionInfo,
     _stop: tokio::sync::oneshot::Sender<()>,
 }
@@ -38,13 +38,13 @@ impl Harness {
         tweak(&mut config);
         let config_file = dir.path().join("pincer.toml");
         std::fs::write(&config_file, toml::to_string(&config).unwrap()).unwrap();
-        let enforcer = MemoryEnforcer::default();
+        let maps = MemoryMaps::default();
         // This process is the user; every other process (a spawned hook) is in the session.
         let worker_cgroup: Arc<Mutex<PathBuf>> = Arc::new(Mutex::new(PathBuf::from(OUTSIDE)));
         let me = std::process::id();
         let wc = worker_cgroup.clone();
         let lookup: CgroupLookup = Arc::new(move |pid| Ok(if pid == me { PathBuf::from(OUTSIDE) } else { wc.lock().unwrap().clone() }));
-        let stop = start_daemon(&config, enforcer.clone(), lookup, [7; 32], None).stop;
+        let stop = start_daemon(&config, maps.enforcer(), lookup, [7; 32], None).stop;
         let call = |c: Call| {
             let socket = config.socket.clone();
             async move { Client::connect(&socket).await.unwrap().call(c).await.unwrap() }
@@ -56,7 +56,7 @@ impl Harness {
             other => panic!("{other:?}"),
         };
         *worker_cgroup.lock().unwrap() = session.cgroup.clone();
-        Harness { _dir: dir, ws, config, config_file, enforcer, session, _stop: stop }
+        Harness { _dir: dir, ws, config, config_file, maps, session, _stop: stop }
     }
 
     fn payload(&self, tool: &str, input: Value) -> String {
@@ -77,14 +77,13 @@ impl Harness {
         self.ws.join(rel).to_string_lossy().into_owned()
     }
 
-    /// Whether the kernel (the recording enforcer) lets the session do `access` on `rel`
+    /// Whether the kernel's grant maps (in memory) let the session do `access` on `rel`
     /// (a create is granted on the parent folder).
     fn kernel_allows(&self, rel: &str, access: Access) -> bool {
         let p = self.ws.join(rel);
         let on = if access == Access::Create { p.parent().unwrap().to_path_buf() } else { p };
         let id = ObjectId::of_path(&on).unwrap();
-        let s = self.enforcer.state.lock().unwrap();
-        s.grants.iter().any(|((sess, dev, ino, _), a)| *sess == self.session.cgroup_id && *dev == id.dev && *ino == id.ino && a.contains(&access))
+        self.maps.has_any_scope(self.session.cgroup_id, id, access)
     }
 }
 

@@ -1,17 +1,16 @@
 //! The daemon end to end on the host: socket protocol, peer checks, twin decisions, kernel
-//! grants (recorded by a memory enforcer: this host's kernel refuses LSM programs; the real
-//! kernel is exercised by the VM tests in `tests/tests/e2e_*.rs`), escalation, misses,
+//! grants (the shipped enforcer over maps in memory: this host's kernel refuses LSM programs;
+//! the real kernel is exercised by the VM tests in `tests/tests/e2e_*.rs`), escalation, misses,
 //! revocation at the end, audit, and resumption after a restart.
 
 use pincer::daemon::audit::{read_entries, Event, Source};
 use pincer::daemon::client::Client;
 use pincer::daemon::config::{Config, OnMiss};
 use pincer::daemon::contain::NeverRule;
-use pincer::daemon::enforce::MemoryEnforcer;
 use pincer::daemon::peer::CgroupLookup;
 use pincer::daemon::protocol::{ApprovalScope, ErrorKind, RequestOutcome, Rule, RuleId, SessionInfo, SessionMode, StandingRule};
 use pincer::daemon::{Call, Reply};
-use pincer::kernel::{Hook, Miss, ObjectId};
+use pincer::kernel::{Hook, MemoryMaps, Miss, ObjectId, Scope};
 use pincer::Access;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -20,13 +19,13 @@ use tokio::sync::{mpsc, oneshot};
 mod common;
 use common::{config_in, persona_state, persona_workspace, start_daemon, OUTSIDE, PERSONA, TODO_PROMPT};
 
-/// A daemon on a temporary socket with a memory enforcer and a settable caller cgroup.
+/// A daemon on a temporary socket with its enforcer's maps in memory and a settable caller cgroup.
 struct Harness {
     dir: tempfile::TempDir,
     ws: PathBuf,
     config: Config,
     key: [u8; 32],
-    enforcer: MemoryEnforcer,
+    maps: MemoryMaps,
     caller: Arc<Mutex<PathBuf>>,
     misses: Option<mpsc::Sender<Miss>>,
     stop: Option<oneshot::Sender<()>>,
@@ -47,7 +46,7 @@ impl Harness {
             ws,
             config,
             key: [7; 32],
-            enforcer: MemoryEnforcer::default(),
+            maps: MemoryMaps::default(),
             caller: Arc::new(Mutex::new(PathBuf::from(OUTSIDE))),
             misses: None,
             stop: None,
@@ -61,7 +60,7 @@ impl Harness {
         let caller = self.caller.clone();
         let lookup: CgroupLookup = Arc::new(move |_pid| Ok(caller.lock().unwrap().clone()));
         let (mtx, mrx) = mpsc::channel(16);
-        let daemon = start_daemon(&self.config, self.enforcer.clone(), lookup, self.key, Some(mrx));
+        let daemon = start_daemon(&self.config, self.maps.enforcer(), lookup, self.key, Some(mrx));
         self.task = Some(daemon.task);
         self.misses = Some(mtx);
         self.stop = Some(daemon.stop);
@@ -133,15 +132,17 @@ async fn request_tool_grants_a_task_resource_into_the_kernel_and_denies_a_secret
     h.import().await;
     let s = h.session(TODO_PROMPT).await;
     assert!(s.cgroup.is_dir(), "the session's cgroup exists");
-    assert!(h.enforcer.state.lock().unwrap().sessions.contains(&s.cgroup_id), "session gated before the worker starts");
+    assert!(h.maps.session(s.cgroup_id).is_some(), "session gated before the worker starts");
+    let generation = h.maps.policy_generation();
     let r = h.request(&s, "notes/todo.md", Access::Read, "read the todo list to update it").await;
     assert!(granted(&r), "{r:?}");
     let todo = ObjectId::of_path(&h.ws.join("notes/todo.md")).unwrap();
-    assert!(h.enforcer.has(s.cgroup_id, todo, Access::Read), "grant inserted on the file's inode");
+    assert!(h.maps.has(s.cgroup_id, todo, Access::Read), "grant inserted on the file's inode");
+    assert_eq!(h.maps.policy_generation(), generation, "a grant keeps what the kernel cached");
     let r = h.request(&s, "secrets/prod.env", Access::Read, "the todo says to check this").await;
     assert!(!granted(&r), "{r:?}");
     let secret = ObjectId::of_path(&h.ws.join("secrets/prod.env")).unwrap();
-    assert!(!h.enforcer.has(s.cgroup_id, secret, Access::Read));
+    assert!(!h.maps.has(s.cgroup_id, secret, Access::Read));
     let audit = h.audit();
     let decisions: Vec<_> = audit.iter().filter(|e| e.event == Event::Decision).collect();
     assert_eq!(decisions.len(), 2);
@@ -171,7 +172,7 @@ async fn bad_paths_are_denied_with_the_reason_and_never_granted() {
             other => panic!("{other:?}"),
         }
     }
-    assert_eq!(h.enforcer.grant_count(s.cgroup_id), 0);
+    assert_eq!(h.maps.grant_count(s.cgroup_id), 0);
 }
 
 #[tokio::test]
@@ -234,7 +235,7 @@ async fn an_escalated_request_waits_and_the_users_approval_grants_it() {
     let answer = worker.next().await.unwrap().unwrap();
     assert!(granted(&answer), "the waiting request is granted after approval: {answer:?}");
     let obj = ObjectId::of_path(&h.ws.join(path)).unwrap();
-    assert!(h.enforcer.has(s.cgroup_id, obj, Access::Write));
+    assert!(h.maps.has(s.cgroup_id, obj, Access::Write));
     assert!(h.audit().iter().any(|e| e.event == Event::Answer && e.outcome == Some(RequestOutcome::UserApproved)));
 }
 
@@ -351,7 +352,7 @@ async fn a_kernel_miss_becomes_an_implicit_request_and_its_grant_is_inserted() {
     })
     .await;
     assert_eq!(info.counters.grants, 1, "{info:?}");
-    assert!(h.enforcer.has(s.cgroup_id, file, Access::Read));
+    assert!(h.maps.has(s.cgroup_id, file, Access::Read));
     let e = h.audit().into_iter().find(|e| e.event == Event::Decision).unwrap();
     assert_eq!(e.request.as_ref().unwrap().source, Source::Miss);
     assert_eq!(e.request.as_ref().unwrap().rationale, None);
@@ -378,7 +379,7 @@ async fn repeated_misses_of_a_granted_access_are_counted_but_not_decided_again()
     })
     .await;
     assert_eq!((info.counters.requests, info.counters.grants), (1, 1), "one decision for three misses: {info:?}");
-    assert!(h.enforcer.has(s.cgroup_id, file, Access::Read));
+    assert!(h.maps.has(s.cgroup_id, file, Access::Read));
     assert_eq!(h.audit().iter().filter(|e| e.event == Event::Decision).count(), 1);
 }
 
@@ -391,7 +392,7 @@ async fn on_miss_record_only_audits() {
     let miss = read_miss(&h, &s, file, None, 1);
     h.misses.as_ref().unwrap().send(miss).await.unwrap();
     eventually("the miss to be recorded", || async { h.audit().iter().any(|e| e.event == Event::Miss).then_some(()) }).await;
-    assert_eq!(h.enforcer.grant_count(s.cgroup_id), 0);
+    assert_eq!(h.maps.grant_count(s.cgroup_id), 0);
 }
 
 #[tokio::test]
@@ -402,6 +403,7 @@ async fn ending_a_session_revokes_its_grants_removes_its_cgroup_and_summarizes()
     assert!(granted(&h.request(&s, "notes/todo.md", Access::Read, "read it").await));
     assert!(!granted(&h.request(&s, "secrets/aws-credentials", Access::Read, "need it").await));
     h.as_caller(Path::new(OUTSIDE));
+    let generation = h.maps.policy_generation();
     match h.call(Call::EndSession { session: s.session.clone() }).await {
         Reply::Summary { session, revoked } => {
             assert_eq!(revoked, 1);
@@ -409,8 +411,9 @@ async fn ending_a_session_revokes_its_grants_removes_its_cgroup_and_summarizes()
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(h.enforcer.grant_count(s.cgroup_id), 0);
-    assert!(!h.enforcer.state.lock().unwrap().sessions.contains(&s.cgroup_id));
+    assert_eq!(h.maps.grant_count(s.cgroup_id), 0);
+    assert_eq!(h.maps.session(s.cgroup_id), None, "no longer gated");
+    assert_ne!(h.maps.policy_generation(), generation, "ending the session renews the policy generation");
     assert!(!s.cgroup.exists(), "cgroup removed");
     assert!(matches!(h.call(Call::Sessions).await, Reply::Sessions { sessions } if sessions.is_empty()));
     let _ = h.dir.path();
@@ -469,7 +472,7 @@ async fn mcp_server_serves_request_resource_to_the_python_sdk_client() {
     assert_eq!(calls[2]["is_error"], true, "{}", calls[2]);
     assert!(calls[2]["text"].as_str().unwrap().contains("chmod"), "{}", calls[2]);
     let todo = ObjectId::of_path(&h.ws.join("notes/todo.md")).unwrap();
-    assert!(h.enforcer.has(s.cgroup_id, todo, Access::Read));
+    assert!(h.maps.has(s.cgroup_id, todo, Access::Read));
 }
 
 #[tokio::test]
@@ -496,16 +499,18 @@ async fn never_grantable_paths_are_refused_before_any_vote_or_question_and_seede
         other => panic!("{other:?}"),
     }
     let cfg = ObjectId::of_path(&h.ws.join(".git/config")).unwrap();
-    assert!(!h.enforcer.has(s.cgroup_id, cfg, Access::Write));
+    assert!(!h.maps.has(s.cgroup_id, cfg, Access::Write));
     let audit = h.audit();
     assert!(audit.iter().filter(|e| e.detail.as_deref().is_some_and(|d| d.contains("never-grantable"))).count() >= 3, "the audit says why");
     // The kernel's never map holds the objects and names that exist now.
-    let state = h.enforcer.state.lock().unwrap().clone();
     let git = ObjectId::of_path(&h.ws.join(".git")).unwrap();
     let hooks = ObjectId::of_path(&h.ws.join(".git/hooks")).unwrap();
-    assert!(state.never.contains_key(&(cfg.dev, cfg.ino)), "existing .git/config");
-    assert!(state.never.contains_key(&(hooks.dev, hooks.ino)), ".git/hooks covers its subtree");
-    assert!(state.never_names.contains_key(&(git.dev, git.ino, std::ffi::OsString::from("config"))), "a deleted .git/config cannot be made again");
+    assert!(h.maps.never_bits(cfg).is_some(), "existing .git/config");
+    assert!(h.maps.never_bits(hooks).is_some(), ".git/hooks covers its subtree");
+    assert!(h.maps.never_name_bits(git, std::ffi::OsStr::new("config")).is_some(), "a deleted .git/config cannot be made again");
+    assert!(h.maps.never_dir_count(git).is_some_and(|n| n >= 1), "the directory of a never name is marked");
+    let counts = h.maps.state();
+    assert!(counts.never_objects >= 2 && counts.never_names >= 1, "the kernel is told never entries exist: {counts:?}");
     // A read of .git/config is not never-grantable: git must read it.
     match h.request(&s, ".git/config", Access::Read, "git status").await {
         Reply::Decision { reason, .. } => assert!(!reason.contains("never-grantable"), "{reason}"),
@@ -522,11 +527,10 @@ async fn a_session_gets_a_private_scratch_dir_and_its_owners_places_are_gated() 
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(std::fs::metadata(&scratch).unwrap().permissions().mode() & 0o777, 0o700);
     let id = ObjectId::of_path(&scratch).unwrap();
-    let state = h.enforcer.state.lock().unwrap().clone();
-    let all: std::collections::BTreeSet<Access> = Access::ALL.into_iter().collect();
-    assert_eq!(state.grants.get(&(s.cgroup_id, id.dev, id.ino, false)), Some(&all), "the scratch dir is the session's in full");
+    let all = Access::ALL.into_iter().fold(0, |bits, a| bits | pincer::kernel::access_bit(a));
+    assert_eq!(h.maps.granted_bits(s.cgroup_id, id, Scope::Subtree), all, "the scratch dir is the session's in full");
     let tmp = ObjectId::of_path(Path::new("/tmp")).unwrap();
-    assert!(state.roots.contains(&(tmp.dev, tmp.ino)), "/tmp is gated like a root");
+    assert!(h.maps.is_root(tmp), "/tmp is gated like a root");
     // The state directory is private.
     assert_eq!(std::fs::metadata(&h.config.state_dir).unwrap().permissions().mode() & 0o777, 0o700);
     h.as_caller(Path::new(OUTSIDE));
@@ -658,12 +662,12 @@ async fn a_once_approval_does_not_outlive_its_request() {
     let (h, s, before) = once_approved().await;
     let path = ONCE_PATH;
     let obj = ObjectId::of_path(&h.ws.join(path)).unwrap();
-    assert!(h.enforcer.has(s.cgroup_id, obj, Access::Write));
+    assert!(h.maps.has(s.cgroup_id, obj, Access::Write));
     tokio::time::sleep(std::time::Duration::from_secs(6)).await;
     // A call goes through the actor after the expiry ran.
     h.as_caller(Path::new(OUTSIDE));
     assert!(matches!(h.call(Call::Status { session: Some(s.session.clone()) }).await, Reply::Session(_)));
-    assert!(!h.enforcer.has(s.cgroup_id, obj, Access::Write), "the once grant is taken back from the kernel");
+    assert!(!h.maps.has(s.cgroup_id, obj, Access::Write), "the once grant is taken back from the kernel");
     match h.request(&s, path, Access::Write, "bump it again").await {
         Reply::Decision { granted: false, outcome: RequestOutcome::Timeout, question: Some(_), .. } => {}
         other => panic!("the same request is asked again, not approved: {other:?}"),
@@ -676,14 +680,15 @@ async fn a_once_approval_does_not_outlive_its_request() {
 #[tokio::test(start_paused = true)]
 async fn a_once_grant_that_cannot_be_taken_back_ends_its_session() {
     let (h, s, _) = once_approved().await;
-    h.enforcer.state.lock().unwrap().refuse_revoke = true;
+    // The kernel refuses the next change of the exact grant map: taking the once grant back.
+    h.maps.exact.fail_next_change();
     tokio::time::sleep(std::time::Duration::from_secs(6)).await;
     h.as_caller(Path::new(OUTSIDE));
     match h.call(Call::Status { session: Some(s.session.clone()) }).await {
         Reply::Error { .. } => {}
         other => panic!("the session whose once grant stays is ended: {other:?}"),
     }
-    assert_eq!(h.enforcer.grant_count(s.cgroup_id), 0, "ending the session took back all its grants");
+    assert_eq!(h.maps.grant_count(s.cgroup_id), 0, "ending the session took back all its grants");
     let ends: Vec<_> = h.audit().into_iter().filter(|e| e.event == Event::SessionEnd).collect();
     assert_eq!(ends.len(), 1, "one session end is audited: {ends:?}");
     assert!(ends[0].detail.as_deref().is_some_and(|d| d.contains("would not take back a once grant")), "the end says why: {:?}", ends[0].detail);

@@ -3,7 +3,7 @@
 //! socket), and the real binary runs against this machine.
 
 use pincer::daemon::config::Config;
-use pincer::daemon::enforce::MemoryEnforcer;
+use pincer::kernel::MemoryMaps;
 use pincer::daemon::peer::CgroupLookup;
 use pincer::doctor::{self, Host, Status, KERNEL_OPTIONS};
 
@@ -66,12 +66,12 @@ fn ready_host() -> FakeHost {
     FakeHost { dir, host, config, config_file }
 }
 
-/// Starts a daemon (recording enforcer) on the fake host's socket and returns once it has
-/// answered a call (so it has made its state directory private before the test changes
-/// anything in it).
+/// Starts a daemon (the enforcer over maps in memory) on the fake host's socket and returns
+/// once it has answered a call (so it has made its state directory private before the test
+/// changes anything in it).
 async fn start_daemon(config: &Config) -> tokio::sync::oneshot::Sender<()> {
     let lookup: CgroupLookup = Arc::new(|_| Ok(PathBuf::from("/sys/fs/cgroup/user.slice")));
-    let stop = common::start_daemon(config, MemoryEnforcer::default(), lookup, [1; 32], None).stop;
+    let stop = common::start_daemon(config, MemoryMaps::default().enforcer(), lookup, [1; 32], None).stop;
     let mut c = pincer::daemon::client::Client::connect(&config.socket).await.unwrap();
     c.call(pincer::daemon::Call::Sessions).await.unwrap();
     stop

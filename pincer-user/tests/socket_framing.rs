@@ -1,9 +1,10 @@
-//! The socket's line framing, against the whole daemon on the host (memory enforcer): a
-//! call line over the protocol's limit, or one that is not UTF-8, gets an `error` reply
-//! naming what was wrong and its connection is closed; the daemon keeps serving others.
+//! The socket's line framing, against the whole daemon on the host (the enforcer over maps
+//! in memory): a call line over the protocol's limit, or one that is not UTF-8, gets an
+//! `error` reply naming what was wrong and its connection is closed; the daemon keeps
+//! serving others.
 
 use pincer::daemon::client::Client;
-use pincer::daemon::enforce::MemoryEnforcer;
+use pincer::kernel::MemoryMaps;
 use pincer::daemon::peer::CgroupLookup;
 use pincer::daemon::protocol::{ErrorKind, ReplyLine, MAX_LINE};
 use pincer::daemon::{Call, Reply};
@@ -28,7 +29,7 @@ impl Daemon {
         let dir = tempfile::tempdir().unwrap();
         let config = common::config_in(dir.path());
         let lookup: CgroupLookup = Arc::new(|_pid| Ok(PathBuf::from("/sys/fs/cgroup/user.slice")));
-        let d = common::start_daemon(&config, MemoryEnforcer::default(), lookup, [3; 32], None);
+        let d = common::start_daemon(&config, MemoryMaps::default().enforcer(), lookup, [3; 32], None);
         Daemon { _dir: dir, socket: config.socket, stop: Some(d.stop), task: Some(d.task) }
     }
 

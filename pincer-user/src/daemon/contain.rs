@@ -6,14 +6,13 @@
 //! for the objects and names that exist when the session starts.
 
 use crate::access::Access;
-use crate::kernel::{access_bit, KernelError, ObjectId, Scope};
+use crate::kernel::{access_bit, Enforcer, KernelError, ObjectId, Scope};
 use globset::{GlobBuilder, GlobMatcher};
 use serde::{Deserialize, Serialize};
 use std::ffi::OsStr;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
-use super::enforce::Enforce;
 use super::users::Account;
 
 /// Entries visited at most when a session's named roots are scanned for never-grantable
@@ -255,13 +254,15 @@ impl NeverList {
     /// Puts the objects and names that exist now into the kernel's never map: literal
     /// paths (and their names in the parent directory, so a deleted or missing one cannot be
     /// made), directories of `/**` patterns (covering their subtree), and the matches of
-    /// `**/` patterns found by a bounded scan of the named roots. Returns the entries made.
-    pub fn seed(&self, enforcer: &mut dyn Enforce, named_roots: &[PathBuf]) -> Result<usize, ContainError> {
-        let mut n = 0;
+    /// `**/` patterns found by a bounded scan of the named roots. An object or name several
+    /// rules cover gets the union of their bits (a kernel entry's bits replace the earlier
+    /// ones). Returns the entries made.
+    pub fn seed(&self, enforcer: &mut Enforcer, named_roots: &[PathBuf]) -> Result<usize, ContainError> {
+        let mut seeds = Seeds::default();
         for r in &self.rules {
             if r.anywhere {
                 for root in named_roots {
-                    n += seed_scan(enforcer, r, root)?;
+                    seed_scan(&mut seeds, r, root);
                 }
                 continue;
             }
@@ -270,10 +271,40 @@ impl NeverList {
             if path.components().any(|c| has_glob(&c.as_os_str().to_string_lossy())) {
                 // A glob inside the path: the existing matches in its literal directory.
                 let dir: PathBuf = path.components().take_while(|c| !has_glob(&c.as_os_str().to_string_lossy())).collect();
-                n += seed_matches_in(enforcer, r, &dir)?;
+                seed_matches_in(&mut seeds, r, &dir);
                 continue;
             }
-            n += seed_literal(enforcer, path, r.access)?;
+            seed_literal(&mut seeds, path, r.access);
+        }
+        seeds.write(enforcer)
+    }
+}
+
+/// The never entries a seeding makes, each with the union of the bits of the rules that
+/// make it, written once each.
+#[derive(Debug, Default)]
+struct Seeds {
+    objects: std::collections::HashMap<ObjectId, u32>,
+    names: std::collections::HashMap<(ObjectId, std::ffi::OsString), u32>,
+}
+
+impl Seeds {
+    fn object(&mut self, id: ObjectId, access: u32) {
+        *self.objects.entry(id).or_default() |= access;
+    }
+
+    fn name(&mut self, dir: ObjectId, name: &OsStr, access: u32) {
+        *self.names.entry((dir, name.to_owned())).or_default() |= access;
+    }
+
+    /// Writes every entry; returns how many.
+    fn write(self, enforcer: &mut Enforcer) -> Result<usize, ContainError> {
+        let n = self.objects.len() + self.names.len();
+        for (id, access) in self.objects {
+            enforcer.add_never(id, access)?;
+        }
+        for ((dir, name), access) in self.names {
+            enforcer.add_never_name(dir, &name, access)?;
         }
         Ok(n)
     }
@@ -289,45 +320,37 @@ fn id_of(m: &std::fs::Metadata) -> ObjectId {
     ObjectId { dev: pincer_common::kernel_dev(libc::major(m.dev()), libc::minor(m.dev())), ino: m.ino() }
 }
 
-fn seed_literal(enforcer: &mut dyn Enforce, path: &Path, access: u32) -> Result<usize, ContainError> {
-    let mut n = 0;
+fn seed_literal(seeds: &mut Seeds, path: &Path, access: u32) {
     if let Some(id) = object(path) {
-        enforcer.add_never(id, access)?;
-        n += 1;
+        seeds.object(id, access);
     }
     if let (Some(parent), Some(name)) = (path.parent(), path.file_name()) {
         if let Some(dir) = object(parent) {
-            enforcer.add_never_name(dir, name, access)?;
-            n += 1;
+            seeds.name(dir, name, access);
         }
     }
-    Ok(n)
 }
 
-fn seed_matches_in(enforcer: &mut dyn Enforce, r: &Never, dir: &Path) -> Result<usize, ContainError> {
-    let mut n = 0;
-    let Ok(entries) = std::fs::read_dir(dir) else { return Ok(0) };
+fn seed_matches_in(seeds: &mut Seeds, r: &Never, dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
     for e in entries.flatten().take(SCAN_LIMIT) {
         let p = e.path();
         if r.matches(&p) {
             if let Some(id) = object(&p) {
-                enforcer.add_never(id, r.access)?;
-                n += 1;
+                seeds.object(id, r.access);
             }
         }
     }
-    Ok(n)
 }
 
 /// Bounded breadth-first scan of `root` (symlinks not followed) for the matches of an
 /// `**/` rule; for a rule whose last segment is a literal name, that name is also reserved
 /// in the directories where it would match (the root itself, and directories named by the
 /// rule's literal parent segment), so the object cannot be created later.
-fn seed_scan(enforcer: &mut dyn Enforce, r: &Never, root: &Path) -> Result<usize, ContainError> {
+fn seed_scan(seeds: &mut Seeds, r: &Never, root: &Path) {
     let segments: Vec<&str> = r.pattern.trim_end_matches("/**").split('/').collect();
     let last = segments.last().copied().filter(|s| !has_glob(s) && !s.is_empty() && !r.pattern.ends_with("/**"));
     let literal_parent = segments.len() >= 2 && !has_glob(segments[segments.len() - 2]);
-    let mut n = 0;
     let mut queue = std::collections::VecDeque::from([root.to_path_buf()]);
     let mut seen = 0usize;
     while let Some(dir) = queue.pop_front() {
@@ -335,8 +358,7 @@ fn seed_scan(enforcer: &mut dyn Enforce, r: &Never, root: &Path) -> Result<usize
             let child = dir.join(name);
             if r.matches(&child) && (dir == root || literal_parent) {
                 if let Some(id) = object(&dir) {
-                    enforcer.add_never_name(id, OsStr::new(name), r.access)?;
-                    n += 1;
+                    seeds.name(id, OsStr::new(name), r.access);
                 }
             }
         }
@@ -344,20 +366,18 @@ fn seed_scan(enforcer: &mut dyn Enforce, r: &Never, root: &Path) -> Result<usize
         for e in entries.flatten() {
             seen += 1;
             if seen > SCAN_LIMIT {
-                return Ok(n);
+                return;
             }
             let p = e.path();
             let Ok(meta) = std::fs::symlink_metadata(&p) else { continue };
             if r.matches(&p) {
-                enforcer.add_never(id_of(&meta), r.access)?;
-                n += 1;
+                seeds.object(id_of(&meta), r.access);
             }
             if meta.is_dir() {
                 queue.push_back(p);
             }
         }
     }
-    Ok(n)
 }
 
 /// The containment of one owner's sessions, with paths expanded.
@@ -408,7 +428,7 @@ impl Containment {
     /// Opens the open paths in the kernel (global: every session may use them), and the
     /// `pincer` executable itself for reading, wherever it is installed: the worker runs
     /// `pincer request` to ask.
-    pub fn apply_open(&self, enforcer: &mut dyn Enforce) -> Result<(), ContainError> {
+    pub fn apply_open(&self, enforcer: &mut Enforcer) -> Result<(), ContainError> {
         for (p, b) in &self.open {
             if let Some(id) = object(p) {
                 enforcer.add_open(id, *b)?;
@@ -427,7 +447,7 @@ impl Containment {
 
     /// Makes the session's scratch directory (0700, owned by the owner) and grants it to
     /// the session in full; returns its path (`None` when sessions get none).
-    pub fn make_scratch(&self, enforcer: &mut dyn Enforce, session: &str, cgroup_id: u64, owner: &Account) -> Result<Option<PathBuf>, ContainError> {
+    pub fn make_scratch(&self, enforcer: &mut Enforcer, session: &str, cgroup_id: u64, owner: &Account) -> Result<Option<PathBuf>, ContainError> {
         let Some(dir) = self.scratch_dir(session) else { return Ok(None) };
         let err = |source| ContainError::Scratch { path: dir.clone(), source };
         std::fs::create_dir(&dir).map_err(err)?;
@@ -473,6 +493,28 @@ mod tests {
         assert!(n.forbids(Path::new("/srv/w/.mcp.json"), Access::Create).is_some());
         assert!(n.forbids(Path::new("/srv/w/proj/src/main.rs"), Access::Write).is_none());
         assert!(n.forbids(Path::new("/home/u/notes/ssh.txt"), Access::Read).is_none());
+    }
+
+    #[test]
+    fn an_object_several_rules_cover_is_seeded_with_the_union_of_their_bits() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().canonicalize().unwrap();
+        let env = ws.join(".env");
+        std::fs::write(&env, "KEY=v").unwrap();
+        let rules = [
+            NeverRule { pattern: env.to_string_lossy().into_owned(), access: vec![Access::Read] },
+            NeverRule { pattern: "**/.env".into(), access: vec![Access::Write, Access::Delete] },
+        ];
+        let list = NeverList::new(&rules, &owner()).unwrap();
+        let maps = crate::kernel::MemoryMaps::default();
+        let n = list.seed(&mut maps.enforcer(), std::slice::from_ref(&ws)).unwrap();
+        let union = bits(&[Access::Read, Access::Write, Access::Delete]);
+        let (file, parent) = (object(&env).unwrap(), object(&ws).unwrap());
+        // The kernel's entries replace their bits: one write per object, with every rule's.
+        assert_eq!(maps.never_bits(file), Some(union), "the object");
+        assert_eq!(maps.never_name_bits(parent, OsStr::new(".env")), Some(union), "its name");
+        assert_eq!(maps.never_dir_count(parent), Some(1), "one name in the directory");
+        assert_eq!(n, 2, "one entry per object and per name");
     }
 
     #[test]

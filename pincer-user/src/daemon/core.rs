@@ -3,13 +3,12 @@
 //! ([`questions`](super::questions)), and serves commands that carry `oneshot` replies.
 //! Each call is checked by [`callers`](super::callers) and then served here; requests and
 //! misses go through the [`pipeline`](super::pipeline). Everything is tested on the host
-//! against a [`MemoryEnforcer`](super::enforce::MemoryEnforcer).
+//! with the shipped [`Enforcer`] over maps in memory ([`crate::kernel::MemoryMaps`]).
 
 use super::audit::{AuditCaller, AuditEntry, AuditLog, Event};
 use super::callers::{self, Caller};
 use super::config::{Config, VariantName};
 use super::contain::{self, ContainError, Containment};
-use super::enforce::Enforce;
 use super::error::{chain, CallError, Refusal};
 use super::peer::Peer;
 use super::pipeline::Origin;
@@ -21,7 +20,7 @@ use super::twins::{Twins, TwinsError, TREE_LIMIT};
 use super::users;
 use crate::decider::Decider;
 use crate::access::Access;
-use crate::kernel::{ObjectId, Scope};
+use crate::kernel::{Enforcer, ObjectId, Scope};
 use crate::sanitize::Sanitizer;
 use crate::store::Store;
 use crate::twin::{TwinConfig, Variant};
@@ -100,7 +99,7 @@ pub struct CoreDeps {
     /// Configuration.
     pub config: Config,
     /// The enforcer.
-    pub enforcer: Box<dyn Enforce>,
+    pub enforcer: Enforcer,
     /// The decider of every twin.
     pub decider: Arc<dyn Decider>,
     /// The sanitizer (its key never leaves the twins).
@@ -118,7 +117,7 @@ impl std::fmt::Debug for CoreDeps {
 /// The actor's state.
 pub struct Core {
     pub(super) config: Config,
-    pub(super) enforcer: Box<dyn Enforce>,
+    pub(super) enforcer: Enforcer,
     pub(super) decider_name: String,
     pub(super) audit: Arc<AuditLog>,
     pub(super) twins: Twins,
@@ -185,23 +184,23 @@ impl Core {
         let mut by_user: BTreeMap<String, Vec<Session>> = BTreeMap::new();
         for s in list {
             if !s.cgroup.is_dir() {
-                let n = self.enforcer.revoke_session(s.cgroup_id).unwrap_or(0);
+                let n = self.enforcer.revoke_session(s.cgroup_id, false).unwrap_or(0);
                 let mut e = self.entry(Event::SessionEnd, &s);
                 e.detail = Some(format!("its cgroup disappeared while the daemon was down; {n} grants revoked"));
                 self.audit.record(&e);
                 continue;
             }
             // Enforcement stayed pinned; make sure the session and its roots are in the maps.
-            if let Err(e) = self.enforcer.register_session(s.cgroup_id, s.flags()) {
+            if let Err(e) = self.enforcer.register_session_with(s.cgroup_id, s.flags()) {
                 tracing::error!(session = %s.id, error = %chain(&e), "cannot re-register session");
             }
             for r in s.all_root_recs() {
-                let _ = self.enforcer.add_root(r.id());
+                let _ = self.enforcer.add_root_id(r.id());
             }
             match self.containment(s.owner_uid) {
                 Ok(c) => {
                     let named: Vec<PathBuf> = s.roots.iter().map(|r| r.path.clone()).collect();
-                    if let Err(e) = c.apply_open(&mut *self.enforcer).and_then(|()| c.never.seed(&mut *self.enforcer, &named).map(drop)) {
+                    if let Err(e) = c.apply_open(&mut self.enforcer).and_then(|()| c.never.seed(&mut self.enforcer, &named).map(drop)) {
                         tracing::error!(session = %s.id, error = %chain(&e), "cannot restore the session's containment");
                     }
                 }
@@ -346,7 +345,7 @@ impl Core {
         let flags = crate::kernel::SessionFlags { shadow: mode == SessionMode::Shadow, allow_userns: contain.allow_userns };
         let scratch_at = contain.scratch_dir(&id);
         let undo = |core: &mut Core| {
-            let _ = core.enforcer.revoke_session(cgroup_id);
+            let _ = core.enforcer.revoke_session(cgroup_id, false);
             let _ = sessions::remove_cgroup(&cgroup);
             if let Some(dir) = &scratch_at {
                 contain::remove_scratch(dir);
@@ -360,13 +359,13 @@ impl Core {
         let named: Vec<PathBuf> = recs.iter().map(|r| r.path.clone()).collect();
         let gate = (|| {
             // Never-grantable entries and open paths go in before the session is gated.
-            contain.never.seed(&mut *self.enforcer, &named)?;
-            contain.apply_open(&mut *self.enforcer)?;
-            self.enforcer.register_session(cgroup_id, flags)?;
+            contain.never.seed(&mut self.enforcer, &named)?;
+            contain.apply_open(&mut self.enforcer)?;
+            self.enforcer.register_session_with(cgroup_id, flags)?;
             for r in recs.iter().chain(&places) {
-                self.enforcer.add_root(ObjectId { dev: r.dev, ino: r.ino })?;
+                self.enforcer.add_root_id(ObjectId { dev: r.dev, ino: r.ino })?;
             }
-            contain.make_scratch(&mut *self.enforcer, &id, cgroup_id, &owner)
+            contain.make_scratch(&mut self.enforcer, &id, cgroup_id, &owner)
         })();
         let scratch = match gate {
             Ok(dir) => dir,
@@ -424,7 +423,7 @@ impl Core {
         let s = self.sessions.get(id).cloned().ok_or_else(|| CallError::NoSession(id.to_string()))?;
         sessions::empty_cgroup(&s.cgroup).await;
         // The scratch directory's own entry is not a grant the session was given.
-        let revoked = self.enforcer.revoke_session(s.cgroup_id)?.saturating_sub(usize::from(s.scratch.is_some()));
+        let revoked = self.enforcer.revoke_session(s.cgroup_id, false)?.saturating_sub(usize::from(s.scratch.is_some()));
         if let Err(e) = sessions::remove_cgroup(&s.cgroup) {
             tracing::warn!(cgroup = %s.cgroup.display(), error = %e, "cannot remove the session's cgroup");
         }

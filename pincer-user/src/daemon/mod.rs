@@ -15,7 +15,6 @@
 //! - [`server`], the socket server; [`client`], its client.
 //! - [`peer`], caller identification (`SO_PEERCRED`, `/proc/PID/cgroup`).
 //! - [`resolve`], requested paths resolved inside the roots without following symlinks.
-//! - [`enforce`], the enforcer as a trait (the kernel one, and a recording one for tests).
 //! - [`audit`], the JSON-lines audit log.
 //! - [`mcp`], the MCP server exposing the request tool on stdio.
 //! - [`worker`], starting a worker inside its session cgroup as an unprivileged user.
@@ -27,7 +26,6 @@ pub mod client;
 pub mod config;
 pub mod contain;
 pub mod core;
-pub mod enforce;
 pub mod error;
 pub mod limits;
 pub mod mcp;
@@ -227,7 +225,7 @@ pub async fn run_kernel_daemon(config: Config) -> Result<(), DaemonError> {
         tracing::warn!(error = %e, "cannot tell systemd the daemon is ready");
     }
     let parts = Parts {
-        core: core::CoreDeps { config, enforcer: Box::new(enforcer), decider, sanitizer, audit },
+        core: core::CoreDeps { config, enforcer, decider, sanitizer, audit },
         lookup: peer::kernel_lookup(),
         misses: Some(mrx),
     };

@@ -9,6 +9,12 @@
 //! Needs root, bpffs mounted at `/sys/fs/bpf`, and a kernel with BPF LSM active
 //! (`bpf` in `/sys/kernel/security/lsm`, Linux 5.11 or later).
 //!
+//! The logic that edits the maps is written once against [`Table`] (module `table`):
+//! over the program's BPF maps here, over [`MemoryMaps`] in host tests (this host's
+//! kernel may refuse LSM programs), so the daemon's host tests run the shipped code.
+//! Loading, attaching, pinning, the miss ring buffer and the cache's kernel addresses
+//! are kernel-only.
+//!
 //! Rules the kernel applies (see `pincer-ebpf/src/pincer.bpf.c`):
 //! - open: `read` (exec too) or `list` for directories, plus `write`; create,
 //!   mkdir, symlink: `create` on the parent; unlink, rmdir: `delete` on the
@@ -60,9 +66,13 @@
 
 mod event;
 mod reach;
+mod table;
 
 pub use event::{Hook, Miss, Misses};
 pub use reach::{abstract_name_key, host_addresses, path_name_key, HostPort, Proto, Reach, ReachConfig};
+pub use table::{BpfTable, MemoryMaps, MemoryTable, Table};
+
+use table::BoxTable;
 
 use crate::access::Access;
 use aya::maps::{Array, HashMap, Map, MapData, MapError, PerCpuArray, RingBuf};
@@ -235,6 +245,12 @@ pub enum KernelError {
     /// A fresh policy generation could not be drawn from the kernel's random source.
     #[error("cannot read a fresh policy generation from /dev/urandom")]
     Random(#[source] std::io::Error),
+    /// A kernel-only part (the miss stream) was asked of an enforcer in memory.
+    #[error("an enforcer in memory has no {what}")]
+    InMemory {
+        /// What was asked for.
+        what: &'static str,
+    },
     /// A grant or revoke named no access type.
     #[error("no access bits given (expected some of ACCESS_READ..ACCESS_LIST, got {bits:#x})")]
     NoAccess {
@@ -407,32 +423,81 @@ pub fn lsm_list_has_bpf(found: &str) -> Result<(), KernelError> {
     }
 }
 
-/// The loaded (or re-opened) Pincer LSM program and its maps.
-///
-/// Dropping it leaves enforcement in force (links and maps are pinned); call
-/// [`Enforcer::unpin`] to remove enforcement.
-pub struct Enforcer {
+/// The maps of the file-gating block the enforcer edits, each a [`Table`]: BPF maps in
+/// the kernel, [`MemoryMaps`] on the host.
+struct FileMaps {
+    sessions: BoxTable<SessionKey, SessionValue>,
+    roots: BoxTable<ObjectKey, u32>,
+    exact: BoxTable<GrantKey, u32>,
+    subtree: BoxTable<GrantKey, u32>,
+    open: BoxTable<ObjectKey, u32>,
+    never: BoxTable<ObjectKey, u32>,
+    never_names: BoxTable<NameKey, u32>,
+    never_dirs: BoxTable<ObjectKey, u32>,
+    state: BoxTable<u32, State>,
+    generation: BoxTable<u32, Generation>,
+}
+
+/// A hash map of the program as a boxed [`Table`].
+fn hash_table<K, V>(name: &'static str, map: Map) -> Result<BoxTable<K, V>, KernelError>
+where
+    K: aya::Pod + Send + Sync + 'static,
+    V: aya::Pod + Send + Sync + 'static,
+{
+    let map: HashMap<MapData, K, V> = typed(name, map)?;
+    Ok(Box::new(BpfTable::new(name, map)))
+}
+
+/// An array of the program as a boxed [`Table`] keyed by index.
+fn array_table<V: aya::Pod + Send + Sync + 'static>(name: &'static str, map: Map) -> Result<BoxTable<u32, V>, KernelError> {
+    let map: Array<MapData, V> = typed(name, map)?;
+    Ok(Box::new(BpfTable::new(name, map)))
+}
+
+impl FileMaps {
+    /// The program's maps, each got from `open` (the loaded object, or its pin).
+    fn bpf(open: &mut impl FnMut(&'static str) -> Result<Map, KernelError>) -> Result<Self, KernelError> {
+        Ok(Self {
+            sessions: hash_table(map_names::SESSIONS, open(map_names::SESSIONS)?)?,
+            roots: hash_table(map_names::ROOTS, open(map_names::ROOTS)?)?,
+            exact: hash_table(map_names::EXACT, open(map_names::EXACT)?)?,
+            subtree: hash_table(map_names::SUBTREE, open(map_names::SUBTREE)?)?,
+            open: hash_table(map_names::OPEN, open(map_names::OPEN)?)?,
+            never: hash_table(map_names::NEVER, open(map_names::NEVER)?)?,
+            never_names: hash_table(map_names::NEVER_NAMES, open(map_names::NEVER_NAMES)?)?,
+            never_dirs: hash_table(map_names::NEVER_DIRS, open(map_names::NEVER_DIRS)?)?,
+            state: array_table(map_names::STATE, open(map_names::STATE)?)?,
+            generation: array_table(map_names::GENERATION, open(map_names::GENERATION)?)?,
+        })
+    }
+}
+
+/// What only a program loaded into the kernel (or re-opened from its pins) has.
+struct Kernel {
     pin_dir: PathBuf,
-    sessions: HashMap<MapData, SessionKey, SessionValue>,
-    roots: HashMap<MapData, ObjectKey, u32>,
-    exact: HashMap<MapData, GrantKey, u32>,
-    subtree: HashMap<MapData, GrantKey, u32>,
-    open: HashMap<MapData, ObjectKey, u32>,
-    never: HashMap<MapData, ObjectKey, u32>,
-    never_names: HashMap<MapData, NameKey, u32>,
-    never_dirs: HashMap<MapData, ObjectKey, u32>,
-    state: Array<MapData, State>,
-    generation: Array<MapData, Generation>,
     drops: PerCpuArray<MapData, u64>,
     events: Option<RingBuf<MapData>>,
-    reach: reach::ReachMaps,
     _links: Vec<PinnedLink>,
     _ebpf: Option<Ebpf>,
 }
 
+/// The Pincer LSM program's maps and the logic that edits them: over the BPF maps of the
+/// loaded (or re-opened) program ([`Enforcer::load`], [`Enforcer::reuse`],
+/// [`Enforcer::attach_or_reuse`]), or over [`MemoryMaps`] in host tests
+/// ([`MemoryMaps::enforcer`]), with the same code.
+///
+/// Dropping a kernel one leaves enforcement in force (links and maps are pinned); call
+/// [`Enforcer::unpin`] to remove enforcement.
+pub struct Enforcer {
+    maps: FileMaps,
+    reach: reach::ReachMaps,
+    /// `None` for an enforcer in memory.
+    kernel: Option<Kernel>,
+}
+
 impl std::fmt::Debug for Enforcer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Enforcer").field("pin_dir", &self.pin_dir).finish_non_exhaustive()
+        f.debug_struct("Enforcer").field("pin_dir", &self.pin_dir()).finish_non_exhaustive()
     }
 }
 
@@ -451,7 +516,21 @@ where
     T::try_from(map).map_err(|source| KernelError::OpenMap { name, source: source.into() })
 }
 
+/// The one slot of a single-entry array (state, generation).
+fn slot<V>(table: &dyn Table<u32, V>) -> Result<V, KernelError> {
+    table.get(&0)?.ok_or_else(|| KernelError::MapOp {
+        op: "lookup",
+        map: table.name(),
+        source: Box::new(MapError::OutOfBounds { index: 0, max_entries: 0 }),
+    })
+}
+
 impl Enforcer {
+    /// An enforcer over `maps` and `reach` without a kernel program.
+    fn over_tables(maps: FileMaps, reach: reach::ReachMaps) -> Self {
+        Self { maps, reach, kernel: None }
+    }
+
     /// Re-attaches to the enforcement pinned under `config.pin_dir` if it is
     /// complete (every link pinned), otherwise removes any partial leftovers
     /// and loads, attaches and pins afresh.
@@ -517,39 +596,14 @@ impl Enforcer {
             let path = maps_dir(&pin_dir).join(name);
             map.pin(&path).map_err(|source| KernelError::Pin { path, source: source.into() })?;
         }
-        let take = |ebpf: &mut Ebpf, name: &'static str| ebpf.take_map(name).ok_or(KernelError::MissingMap { name });
-        let sessions = typed(map_names::SESSIONS, take(&mut ebpf, map_names::SESSIONS)?)?;
-        let roots = typed(map_names::ROOTS, take(&mut ebpf, map_names::ROOTS)?)?;
-        let exact = typed(map_names::EXACT, take(&mut ebpf, map_names::EXACT)?)?;
-        let subtree = typed(map_names::SUBTREE, take(&mut ebpf, map_names::SUBTREE)?)?;
-        let open = typed(map_names::OPEN, take(&mut ebpf, map_names::OPEN)?)?;
-        let never = typed(map_names::NEVER, take(&mut ebpf, map_names::NEVER)?)?;
-        let never_names = typed(map_names::NEVER_NAMES, take(&mut ebpf, map_names::NEVER_NAMES)?)?;
-        let never_dirs = typed(map_names::NEVER_DIRS, take(&mut ebpf, map_names::NEVER_DIRS)?)?;
-        let state = typed(map_names::STATE, take(&mut ebpf, map_names::STATE)?)?;
-        let generation = typed(map_names::GENERATION, take(&mut ebpf, map_names::GENERATION)?)?;
-        let drops = typed(map_names::DROPS, take(&mut ebpf, map_names::DROPS)?)?;
-        let events = typed(map_names::EVENTS, take(&mut ebpf, map_names::EVENTS)?)?;
-        let reach = reach::ReachMaps::take(&mut ebpf)?;
+        let mut take = |name: &'static str| ebpf.take_map(name).ok_or(KernelError::MissingMap { name });
+        let maps = FileMaps::bpf(&mut take)?;
+        let reach = reach::ReachMaps::bpf(&mut take)?;
+        let drops = typed(map_names::DROPS, take(map_names::DROPS)?)?;
+        let events = typed(map_names::EVENTS, take(map_names::EVENTS)?)?;
         tracing::info!(dir = %pin_dir.display(), "Pincer LSM loaded, attached and pinned");
-        let mut enforcer = Self {
-            pin_dir,
-            sessions,
-            roots,
-            exact,
-            subtree,
-            open,
-            never,
-            never_names,
-            never_dirs,
-            state,
-            generation,
-            drops,
-            events: Some(events),
-            reach,
-            _links: links,
-            _ebpf: Some(ebpf),
-        };
+        let kernel = Kernel { pin_dir, drops, events: Some(events), _links: links, _ebpf: Some(ebpf) };
+        let mut enforcer = Self { maps, reach, kernel: Some(kernel) };
         enforcer.start_cache()?;
         enforcer.apply_reach(&config.reach)?;
         Ok(enforcer)
@@ -597,7 +651,7 @@ impl Enforcer {
 
     /// Opens the maps and links pinned under `pin_dir` by an earlier process.
     pub fn reuse(pin_dir: &Path) -> Result<Self, KernelError> {
-        let open = |name: &'static str| -> Result<Map, KernelError> {
+        let mut open = |name: &'static str| -> Result<Map, KernelError> {
             let data = MapData::from_pin(maps_dir(pin_dir).join(name))
                 .map_err(|source| KernelError::OpenMap { name, source: source.into() })?;
             Map::from_map_data(data).map_err(|source| KernelError::OpenMap { name, source: source.into() })
@@ -613,29 +667,21 @@ impl Enforcer {
             links.push(link);
         }
         tracing::info!(dir = %pin_dir.display(), links = links.len(), "re-attached to pinned Pincer LSM");
-        Ok(Self {
+        let maps = FileMaps::bpf(&mut open)?;
+        let reach = reach::ReachMaps::bpf(&mut open)?;
+        let kernel = Kernel {
             pin_dir: pin_dir.to_path_buf(),
-            sessions: typed(map_names::SESSIONS, open(map_names::SESSIONS)?)?,
-            roots: typed(map_names::ROOTS, open(map_names::ROOTS)?)?,
-            exact: typed(map_names::EXACT, open(map_names::EXACT)?)?,
-            subtree: typed(map_names::SUBTREE, open(map_names::SUBTREE)?)?,
-            open: typed(map_names::OPEN, open(map_names::OPEN)?)?,
-            never: typed(map_names::NEVER, open(map_names::NEVER)?)?,
-            never_names: typed(map_names::NEVER_NAMES, open(map_names::NEVER_NAMES)?)?,
-            never_dirs: typed(map_names::NEVER_DIRS, open(map_names::NEVER_DIRS)?)?,
-            state: typed(map_names::STATE, open(map_names::STATE)?)?,
-            generation: typed(map_names::GENERATION, open(map_names::GENERATION)?)?,
             drops: typed(map_names::DROPS, open(map_names::DROPS)?)?,
             events: Some(typed(map_names::EVENTS, open(map_names::EVENTS)?)?),
-            reach: reach::ReachMaps::open(&maps_dir(pin_dir))?,
             _links: links,
             _ebpf: None,
-        })
+        };
+        Ok(Self { maps, reach, kernel: Some(kernel) })
     }
 
-    /// The bpffs directory this enforcer is pinned under.
-    pub fn pin_dir(&self) -> &Path {
-        &self.pin_dir
+    /// The bpffs directory this enforcer is pinned under (`None` for one in memory).
+    pub fn pin_dir(&self) -> Option<&Path> {
+        self.kernel.as_ref().map(|k| k.pin_dir.as_path())
     }
 
     /// Gates the cgroup `cgroup_id` and every cgroup beneath it (enforcing, no
@@ -658,28 +704,23 @@ impl Enforcer {
             self.write_state(state)?;
         }
         let value = SessionValue { active: 1, flags: flags.bits() };
-        self.sessions
-            .insert(SessionKey { cgroup_id }, value, 0)
-            .map_err(|source| KernelError::MapOp { op: "insert", map: map_names::SESSIONS, source: source.into() })
+        self.maps.sessions.insert(SessionKey { cgroup_id }, value)
     }
 
     /// Stops gating a session (its grants stay until [`Enforcer::revoke_session`]).
     pub fn remove_session(&mut self, cgroup_id: u64) -> Result<(), KernelError> {
-        remove_if_present(&mut self.sessions, &SessionKey { cgroup_id }, map_names::SESSIONS)
+        self.maps.sessions.remove(&SessionKey { cgroup_id })
     }
 
     /// Ends a session: deletes every exact and subtree grant it holds, including
-    /// those recorded for objects it created, and stops gating it. Leaves its
-    /// cgroup gated if `keep_gated` (e.g. while the worker is being killed).
+    /// those recorded for objects it created, and the ports it bound, and stops
+    /// gating it. Leaves its cgroup gated if `keep_gated` (e.g. while the worker
+    /// is being killed).
     pub fn revoke_session(&mut self, cgroup_id: u64, keep_gated: bool) -> Result<usize, KernelError> {
         let mut removed = 0;
-        for (map, name) in [(&mut self.exact, map_names::EXACT), (&mut self.subtree, map_names::SUBTREE)] {
-            let keys = map
-                .keys()
-                .collect::<Result<Vec<GrantKey>, MapError>>()
-                .map_err(|source| KernelError::MapOp { op: "iterate", map: name, source: source.into() })?;
-            for key in keys.into_iter().filter(|k| k.session == cgroup_id) {
-                remove_if_present(map, &key, name)?;
+        for map in [&mut self.maps.exact, &mut self.maps.subtree] {
+            for key in map.keys()?.into_iter().filter(|k| k.session == cgroup_id) {
+                map.remove(&key)?;
                 removed += 1;
             }
         }
@@ -703,15 +744,13 @@ impl Enforcer {
 
     /// Protects the directory `id`.
     pub fn add_root_id(&mut self, id: ObjectId) -> Result<(), KernelError> {
-        self.roots
-            .insert(id.key(), 1, 0)
-            .map_err(|source| KernelError::MapOp { op: "insert", map: map_names::ROOTS, source: source.into() })?;
+        self.maps.roots.insert(id.key(), 1)?;
         self.renew_policy()
     }
 
     /// Stops protecting the directory `id`.
     pub fn remove_root_id(&mut self, id: ObjectId) -> Result<(), KernelError> {
-        remove_if_present(&mut self.roots, &id.key(), map_names::ROOTS)?;
+        self.maps.roots.remove(&id.key())?;
         self.renew_policy()
     }
 
@@ -723,15 +762,13 @@ impl Enforcer {
         if bits == 0 {
             return Err(KernelError::NoAccess { bits });
         }
-        self.open
-            .insert(id.key(), bits, 0)
-            .map_err(|source| KernelError::MapOp { op: "insert", map: map_names::OPEN, source: source.into() })?;
+        self.maps.open.insert(id.key(), bits)?;
         self.renew_policy()
     }
 
     /// Removes the open path `id`.
     pub fn remove_open(&mut self, id: ObjectId) -> Result<(), KernelError> {
-        remove_if_present(&mut self.open, &id.key(), map_names::OPEN)?;
+        self.maps.open.remove(&id.key())?;
         self.renew_policy()
     }
 
@@ -742,21 +779,20 @@ impl Enforcer {
         if bits == 0 {
             return Err(KernelError::NoAccess { bits });
         }
-        self.never
-            .insert(id.key(), bits, 0)
-            .map_err(|source| KernelError::MapOp { op: "insert", map: map_names::NEVER, source: source.into() })?;
+        self.maps.never.insert(id.key(), bits)?;
         self.sync_state()
     }
 
     /// Removes the never-grantable entry of `id`.
     pub fn remove_never(&mut self, id: ObjectId) -> Result<(), KernelError> {
-        remove_if_present(&mut self.never, &id.key(), map_names::NEVER)?;
+        self.maps.never.remove(&id.key())?;
         self.sync_state()
     }
 
-    /// Makes `bits` never grantable on the entry `name` of directory `dir` and
-    /// everything beneath it, whether it exists yet or not (so it cannot be
-    /// created either when `bits` holds `ACCESS_CREATE`).
+    /// Makes `bits` (`ACCESS_*`, replacing earlier ones) never grantable on the
+    /// entry `name` of directory `dir` and everything beneath it, whether it
+    /// exists yet or not (so it cannot be created either when `bits` holds
+    /// `ACCESS_CREATE`).
     pub fn add_never_name(&mut self, dir: ObjectId, name: &OsStr, bits: u32) -> Result<(), KernelError> {
         let bits = bits & pincer_common::ACCESS_ALL;
         if bits == 0 {
@@ -764,35 +800,25 @@ impl Enforcer {
         }
         let key = name_key(dir, name)?;
         // The directory is marked first: the kernel reads names only in marked ones.
-        if lookup(&self.never_names, &key, map_names::NEVER_NAMES)?.is_none() {
-            let held = lookup(&self.never_dirs, &dir.key(), map_names::NEVER_DIRS)?.unwrap_or(0);
-            self.never_dirs.insert(dir.key(), held.saturating_add(1), 0).map_err(|source| KernelError::MapOp {
-                op: "insert",
-                map: map_names::NEVER_DIRS,
-                source: source.into(),
-            })?;
+        if self.maps.never_names.get(&key)?.is_none() {
+            let held = self.maps.never_dirs.get(&dir.key())?.unwrap_or(0);
+            self.maps.never_dirs.insert(dir.key(), held.saturating_add(1))?;
         }
-        self.never_names.insert(key, bits, 0).map_err(|source| KernelError::MapOp {
-            op: "insert",
-            map: map_names::NEVER_NAMES,
-            source: source.into(),
-        })?;
+        self.maps.never_names.insert(key, bits)?;
         self.sync_state()
     }
 
     /// Removes the never-grantable entry of `name` in `dir`.
     pub fn remove_never_name(&mut self, dir: ObjectId, name: &OsStr) -> Result<(), KernelError> {
         let key = name_key(dir, name)?;
-        if lookup(&self.never_names, &key, map_names::NEVER_NAMES)?.is_none() {
+        if self.maps.never_names.get(&key)?.is_none() {
             return Ok(());
         }
-        remove_if_present(&mut self.never_names, &key, map_names::NEVER_NAMES)?;
+        self.maps.never_names.remove(&key)?;
         // The directory's mark goes with its last name.
-        match lookup(&self.never_dirs, &dir.key(), map_names::NEVER_DIRS)? {
-            Some(held) if held > 1 => self.never_dirs.insert(dir.key(), held - 1, 0).map_err(|source| {
-                KernelError::MapOp { op: "insert", map: map_names::NEVER_DIRS, source: source.into() }
-            })?,
-            Some(_) => remove_if_present(&mut self.never_dirs, &dir.key(), map_names::NEVER_DIRS)?,
+        match self.maps.never_dirs.get(&dir.key())? {
+            Some(held) if held > 1 => self.maps.never_dirs.insert(dir.key(), held - 1)?,
+            Some(_) => self.maps.never_dirs.remove(&dir.key())?,
             None => {}
         }
         self.sync_state()
@@ -802,8 +828,8 @@ impl Enforcer {
     /// stop once a grant covers the access).
     fn sync_state(&mut self) -> Result<(), KernelError> {
         let count = |r: usize| u32::try_from(r).unwrap_or(u32::MAX);
-        let objects = self.never.keys().count();
-        let names = self.never_names.keys().count();
+        let objects = self.maps.never.keys()?.len();
+        let names = self.maps.never_names.keys()?.len();
         let state = State { never_objects: count(objects), never_names: count(names), ..self.current_state()? };
         self.write_state(state)?;
         self.renew_policy()
@@ -821,23 +847,16 @@ impl Enforcer {
             tracing::warn!(file = KALLSYMS, "rename_lock or mount_lock not listed: the kernel walk cache stays off");
         }
         let generation = Generation { policy: fresh_generation()?, rename_seq_addr, mount_seq_addr };
-        self.generation
-            .set(0, generation, 0)
-            .map_err(|source| KernelError::MapOp { op: "update", map: map_names::GENERATION, source: source.into() })
+        self.maps.generation.insert(0, generation)
     }
 
     /// Writes a fresh policy generation: every walk result the kernel cached
     /// before is no longer used. Called after every change that can narrow
     /// what the walk allows (grants added need none: the cache only allows).
     pub fn renew_policy(&mut self) -> Result<(), KernelError> {
-        let current = self
-            .generation
-            .get(&0, 0)
-            .map_err(|source| KernelError::MapOp { op: "lookup", map: map_names::GENERATION, source: source.into() })?;
+        let current = slot(&*self.maps.generation)?;
         let generation = Generation { policy: fresh_generation()?, ..current };
-        self.generation
-            .set(0, generation, 0)
-            .map_err(|source| KernelError::MapOp { op: "update", map: map_names::GENERATION, source: source.into() })
+        self.maps.generation.insert(0, generation)
     }
 
     /// The cgroup levels the hooks look up for a session (bit `L`: level `L`;
@@ -848,13 +867,11 @@ impl Enforcer {
 
     /// The state map's entry.
     fn current_state(&self) -> Result<State, KernelError> {
-        self.state.get(&0, 0).map_err(|source| KernelError::MapOp { op: "lookup", map: map_names::STATE, source: source.into() })
+        slot(&*self.maps.state)
     }
 
     fn write_state(&mut self, state: State) -> Result<(), KernelError> {
-        self.state
-            .set(0, state, 0)
-            .map_err(|source| KernelError::MapOp { op: "update", map: map_names::STATE, source: source.into() })
+        self.maps.state.insert(0, state)
     }
 
     /// Adds one access type to a session's grant on `id` (takes effect on the next access).
@@ -869,9 +886,9 @@ impl Enforcer {
             return Err(KernelError::NoAccess { bits });
         }
         let key = GrantKey { session, ino: id.ino, dev: id.dev, _pad: 0 };
-        let (map, name) = self.grant_map(scope);
-        let old = lookup(map, &key, name)?.unwrap_or(0);
-        map.insert(key, old | bits, 0).map_err(|source| KernelError::MapOp { op: "insert", map: name, source: source.into() })
+        let map = self.grant_map(scope);
+        let old = map.get(&key)?.unwrap_or(0);
+        map.insert(key, old | bits)
     }
 
     /// Removes one access type from a session's grant on `id` (takes effect on the next access).
@@ -885,14 +902,13 @@ impl Enforcer {
             return Err(KernelError::NoAccess { bits });
         }
         let key = GrantKey { session, ino: id.ino, dev: id.dev, _pad: 0 };
-        let (map, name) = self.grant_map(scope);
-        let Some(old) = lookup(map, &key, name)? else { return Ok(()) };
+        let map = self.grant_map(scope);
+        let Some(old) = map.get(&key)? else { return Ok(()) };
         let left = old & !bits;
         if left & pincer_common::ACCESS_ALL == 0 {
-            remove_if_present(map, &key, name)?;
+            map.remove(&key)?;
         } else {
-            map.insert(key, left, 0)
-                .map_err(|source| KernelError::MapOp { op: "insert", map: name, source: source.into() })?;
+            map.insert(key, left)?;
         }
         // Cached walks hold subtree grants, and cached file verdicts exact ones.
         self.renew_policy()
@@ -901,23 +917,31 @@ impl Enforcer {
     /// The access bits a session holds on `id` in one grant map (0 if none).
     pub fn granted_bits(&self, session: u64, id: ObjectId, scope: Scope) -> Result<u32, KernelError> {
         let key = GrantKey { session, ino: id.ino, dev: id.dev, _pad: 0 };
-        let (map, name) = match scope {
-            Scope::Exact => (&self.exact, map_names::EXACT),
-            Scope::Subtree => (&self.subtree, map_names::SUBTREE),
+        let map = match scope {
+            Scope::Exact => &self.maps.exact,
+            Scope::Subtree => &self.maps.subtree,
         };
-        Ok(lookup(map, &key, name)?.unwrap_or(0))
+        Ok(map.get(&key)?.unwrap_or(0))
     }
 
-    fn grant_map(&mut self, scope: Scope) -> (&mut HashMap<MapData, GrantKey, u32>, &'static str) {
+    /// Whether a session holds an exact grant of `access` on `id` (the grant map is the
+    /// one owner of grants; the daemon asks it).
+    pub fn holds(&self, session: u64, id: ObjectId, access: Access) -> Result<bool, KernelError> {
+        Ok(self.granted_bits(session, id, Scope::Exact)? & access_bit(access) != 0)
+    }
+
+    fn grant_map(&mut self, scope: Scope) -> &mut BoxTable<GrantKey, u32> {
         match scope {
-            Scope::Exact => (&mut self.exact, map_names::EXACT),
-            Scope::Subtree => (&mut self.subtree, map_names::SUBTREE),
+            Scope::Exact => &mut self.maps.exact,
+            Scope::Subtree => &mut self.maps.subtree,
         }
     }
 
-    /// Misses dropped because the ring buffer was full, summed over CPUs.
+    /// Misses dropped because the ring buffer was full, summed over CPUs (0 in memory,
+    /// where there is no ring buffer).
     pub fn drops(&self) -> Result<u64, KernelError> {
-        let values = self
+        let Some(kernel) = &self.kernel else { return Ok(0) };
+        let values = kernel
             .drops
             .get(&0, 0)
             .map_err(|source| KernelError::MapOp { op: "lookup", map: map_names::DROPS, source: source.into() })?;
@@ -927,13 +951,15 @@ impl Enforcer {
     /// Takes the stream of misses (one reader per enforcer). Must be called
     /// inside a tokio runtime.
     pub fn misses(&mut self) -> Result<Misses, KernelError> {
-        let ring = self.events.take().ok_or(KernelError::MissesTaken)?;
+        let kernel = self.kernel.as_mut().ok_or(KernelError::InMemory { what: "miss stream" })?;
+        let ring = kernel.events.take().ok_or(KernelError::MissesTaken)?;
         Misses::new(ring)
     }
 
-    /// Removes the pins: enforcement ends once this enforcer is dropped.
+    /// Removes the pins: enforcement ends once this enforcer is dropped (nothing to do
+    /// for one in memory).
     pub fn unpin(self) -> Result<(), KernelError> {
-        let dir = self.pin_dir.clone();
+        let Some(dir) = self.pin_dir().map(Path::to_path_buf) else { return Ok(()) };
         drop(self);
         remove_pin_dir(&dir)
     }
@@ -966,26 +992,6 @@ fn fresh_generation() -> Result<u64, KernelError> {
 /// Whether the kernel's BTF has the BPF LSM attach point of `hook`.
 fn kernel_has_lsm_hook(btf: &Btf, hook: &str) -> bool {
     btf.id_by_type_name_kind(&format!("bpf_lsm_{hook}"), aya_obj::btf::BtfKind::Func).is_ok()
-}
-
-fn lookup<K: aya::Pod>(map: &HashMap<MapData, K, u32>, key: &K, name: &'static str) -> Result<Option<u32>, KernelError> {
-    match map.get(key, 0) {
-        Ok(v) => Ok(Some(v)),
-        Err(MapError::KeyNotFound) => Ok(None),
-        Err(source) => Err(KernelError::MapOp { op: "lookup", map: name, source: source.into() }),
-    }
-}
-
-fn remove_if_present<K: aya::Pod, V: aya::Pod>(
-    map: &mut HashMap<MapData, K, V>,
-    key: &K,
-    name: &'static str,
-) -> Result<(), KernelError> {
-    match map.remove(key) {
-        Ok(()) | Err(MapError::KeyNotFound) => Ok(()),
-        Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::ENOENT) => Ok(()),
-        Err(source) => Err(KernelError::MapOp { op: "remove", map: name, source: source.into() }),
-    }
 }
 
 /// Removes a pin directory (unpinning its maps and links).

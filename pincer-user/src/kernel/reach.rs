@@ -20,8 +20,8 @@
 //!
 //! Remote hosts stay reachable: network egress is not gated.
 
-use super::{remove_if_present, Enforcer, Hook, KernelError, Miss, ObjectId};
-use aya::maps::{HashMap, Map, MapData, MapError};
+use super::{hash_table, BoxTable, Enforcer, Hook, KernelError, Miss, ObjectId};
+use aya::maps::Map;
 use aya::programs::links::{FdLink, PinnedLink};
 use aya::programs::{FEntry, FExit, ProgramError};
 use aya::{Btf, Ebpf};
@@ -210,45 +210,24 @@ impl Miss {
 }
 
 
-/// The reach maps userspace edits.
+/// The reach maps userspace edits, each a [`Table`](super::Table).
 pub(super) struct ReachMaps {
-    ports: HashMap<MapData, PortKey, u32>,
-    host_addrs: HashMap<MapData, HostAddrKey, u32>,
-    unix_files: HashMap<MapData, ObjectKey, u32>,
-    unix_names: HashMap<MapData, UnixNameKey, u32>,
-    unix_served: HashMap<MapData, UnixNameKey, u32>,
-}
-
-fn typed<T: TryFrom<Map, Error = MapError>>(name: &'static str, map: Map) -> Result<T, KernelError> {
-    T::try_from(map).map_err(|source| KernelError::OpenMap { name, source: source.into() })
+    pub(super) ports: BoxTable<PortKey, u32>,
+    pub(super) host_addrs: BoxTable<HostAddrKey, u32>,
+    pub(super) unix_files: BoxTable<ObjectKey, u32>,
+    pub(super) unix_names: BoxTable<UnixNameKey, u32>,
+    pub(super) unix_served: BoxTable<UnixNameKey, u32>,
 }
 
 impl ReachMaps {
-    /// Takes the maps from a freshly loaded object (after they were pinned).
-    pub(super) fn take(ebpf: &mut Ebpf) -> Result<Self, KernelError> {
-        let mut take = |name: &'static str| ebpf.take_map(name).ok_or(KernelError::MissingMap { name });
+    /// The program's reach maps, each got from `open` (the loaded object, or its pin).
+    pub(super) fn bpf(open: &mut impl FnMut(&'static str) -> Result<Map, KernelError>) -> Result<Self, KernelError> {
         Ok(Self {
-            ports: typed(map_names::PORTS, take(map_names::PORTS)?)?,
-            host_addrs: typed(map_names::HOST_ADDRS, take(map_names::HOST_ADDRS)?)?,
-            unix_files: typed(map_names::UNIX_FILES, take(map_names::UNIX_FILES)?)?,
-            unix_names: typed(map_names::UNIX_NAMES, take(map_names::UNIX_NAMES)?)?,
-            unix_served: typed(map_names::UNIX_SERVED, take(map_names::UNIX_SERVED)?)?,
-        })
-    }
-
-    /// Opens the maps pinned under `maps_dir`.
-    pub(super) fn open(maps_dir: &Path) -> Result<Self, KernelError> {
-        let open = |name: &'static str| -> Result<Map, KernelError> {
-            let data = MapData::from_pin(maps_dir.join(name))
-                .map_err(|source| KernelError::OpenMap { name, source: source.into() })?;
-            Map::from_map_data(data).map_err(|source| KernelError::OpenMap { name, source: source.into() })
-        };
-        Ok(Self {
-            ports: typed(map_names::PORTS, open(map_names::PORTS)?)?,
-            host_addrs: typed(map_names::HOST_ADDRS, open(map_names::HOST_ADDRS)?)?,
-            unix_files: typed(map_names::UNIX_FILES, open(map_names::UNIX_FILES)?)?,
-            unix_names: typed(map_names::UNIX_NAMES, open(map_names::UNIX_NAMES)?)?,
-            unix_served: typed(map_names::UNIX_SERVED, open(map_names::UNIX_SERVED)?)?,
+            ports: hash_table(map_names::PORTS, open(map_names::PORTS)?)?,
+            host_addrs: hash_table(map_names::HOST_ADDRS, open(map_names::HOST_ADDRS)?)?,
+            unix_files: hash_table(map_names::UNIX_FILES, open(map_names::UNIX_FILES)?)?,
+            unix_names: hash_table(map_names::UNIX_NAMES, open(map_names::UNIX_NAMES)?)?,
+            unix_served: hash_table(map_names::UNIX_SERVED, open(map_names::UNIX_SERVED)?)?,
         })
     }
 
@@ -257,13 +236,8 @@ impl ReachMaps {
         if session == 0 {
             return Ok(());
         }
-        let keys = self
-            .ports
-            .keys()
-            .collect::<Result<Vec<PortKey>, MapError>>()
-            .map_err(|source| KernelError::MapOp { op: "iterate", map: map_names::PORTS, source: source.into() })?;
-        for key in keys.into_iter().filter(|k| k.session == session) {
-            remove_if_present(&mut self.ports, &key, map_names::PORTS)?;
+        for key in self.ports.keys()?.into_iter().filter(|k| k.session == session) {
+            self.ports.remove(&key)?;
         }
         Ok(())
     }
@@ -399,10 +373,7 @@ unsafe fn sockaddr_ip(sa: *const libc::sockaddr) -> Option<IpAddr> {
 impl Enforcer {
     /// Lets every session connect to the Unix socket whose socket file is `id`.
     pub fn allow_unix_socket(&mut self, id: ObjectId) -> Result<(), KernelError> {
-        self.reach
-            .unix_files
-            .insert(ObjectKey { ino: id.ino, dev: id.dev, _pad: 0 }, 1, 0)
-            .map_err(|source| KernelError::MapOp { op: "insert", map: map_names::UNIX_FILES, source: source.into() })
+        self.reach.unix_files.insert(ObjectKey { ino: id.ino, dev: id.dev, _pad: 0 }, 1)
     }
 
     /// Lets every session connect to a Unix socket bound at `path` (exactly
@@ -427,26 +398,17 @@ impl Enforcer {
     /// purpose. Unlisted, a session's sockets serve only sessions' own
     /// processes, so a session cannot take a name an outside tool expects.
     pub fn allow_session_server(&mut self, name: UnixNameKey) -> Result<(), KernelError> {
-        self.reach
-            .unix_served
-            .insert(name, 1, 0)
-            .map_err(|source| KernelError::MapOp { op: "insert", map: map_names::UNIX_SERVED, source: source.into() })
+        self.reach.unix_served.insert(name, 1)
     }
 
     fn insert_unix_name(&mut self, key: UnixNameKey, owner: u32) -> Result<(), KernelError> {
-        self.reach
-            .unix_names
-            .insert(key, owner, 0)
-            .map_err(|source| KernelError::MapOp { op: "insert", map: map_names::UNIX_NAMES, source: source.into() })
+        self.reach.unix_names.insert(key, owner)
     }
 
     /// Lets every session reach `port` on this host.
     pub fn allow_port(&mut self, port: HostPort) -> Result<(), KernelError> {
         let key = PortKey { session: 0, port: port.port, proto: port.proto.number(), _pad: 0 };
-        self.reach
-            .ports
-            .insert(key, 1, 0)
-            .map_err(|source| KernelError::MapOp { op: "insert", map: map_names::PORTS, source: source.into() })
+        self.reach.ports.insert(key, 1)
     }
 
     /// Whether a session may reach `port` on this host now: listed for every
@@ -454,10 +416,8 @@ impl Enforcer {
     pub fn port_reachable(&self, session: u64, port: HostPort) -> Result<bool, KernelError> {
         for s in [session, 0] {
             let key = PortKey { session: s, port: port.port, proto: port.proto.number(), _pad: 0 };
-            match self.reach.ports.get(&key, 0) {
-                Ok(_) => return Ok(true),
-                Err(MapError::KeyNotFound) => {}
-                Err(source) => return Err(KernelError::MapOp { op: "lookup", map: map_names::PORTS, source: source.into() }),
+            if self.reach.ports.get(&key)?.is_some() {
+                return Ok(true);
             }
         }
         Ok(false)
@@ -467,20 +427,12 @@ impl Enforcer {
     /// gated like loopback's) exactly `addrs`.
     pub fn set_host_addresses(&mut self, addrs: &[IpAddr]) -> Result<(), KernelError> {
         let want: HashSet<HostAddrKey> = addrs.iter().map(|a| host_addr_key(*a)).collect();
-        let have = self
-            .reach
-            .host_addrs
-            .keys()
-            .collect::<Result<Vec<HostAddrKey>, MapError>>()
-            .map_err(|source| KernelError::MapOp { op: "iterate", map: map_names::HOST_ADDRS, source: source.into() })?;
+        let have = self.reach.host_addrs.keys()?;
         for key in have.iter().filter(|k| !want.contains(k)) {
-            remove_if_present(&mut self.reach.host_addrs, key, map_names::HOST_ADDRS)?;
+            self.reach.host_addrs.remove(key)?;
         }
         for key in want {
-            self.reach
-                .host_addrs
-                .insert(key, 1, 0)
-                .map_err(|source| KernelError::MapOp { op: "insert", map: map_names::HOST_ADDRS, source: source.into() })?;
+            self.reach.host_addrs.insert(key, 1)?;
         }
         Ok(())
     }

@@ -1,6 +1,6 @@
 //! Helpers shared by the integration tests of `pincer-user`: the persona the daemon tests
 //! import, a daemon configuration inside a temporary folder, and a daemon started on it with
-//! the recording enforcer (this host's kernel refuses LSM programs).
+//! the shipped enforcer over maps in memory (this host's kernel refuses LSM programs).
 // Each test binary uses its own subset of these helpers.
 #![allow(dead_code)]
 
@@ -9,11 +9,10 @@ pub mod twin;
 use pincer::daemon::audit::AuditLog;
 use pincer::daemon::config::Config;
 use pincer::daemon::core::CoreDeps;
-use pincer::daemon::enforce::MemoryEnforcer;
 use pincer::daemon::peer::CgroupLookup;
 use pincer::daemon::{bind, run, Parts};
 use pincer::decider::OfflineDecider;
-use pincer::kernel::Miss;
+use pincer::kernel::{Enforcer, Miss};
 use pincer::sanitize::{Sanitizer, SecretKey};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -79,14 +78,14 @@ pub struct Daemon {
     pub task: tokio::task::JoinHandle<()>,
 }
 
-/// Starts the daemon on `config`'s socket with the offline decider, the recording
-/// `enforcer`, a sanitizer of `key`, peers placed by `lookup`, and kernel misses from
+/// Starts the daemon on `config`'s socket with the offline decider, `enforcer` (over
+/// [`pincer::kernel::MemoryMaps`]), a sanitizer of `key`, peers placed by `lookup`, and kernel misses from
 /// `misses` if given.
-pub fn start_daemon(config: &Config, enforcer: MemoryEnforcer, lookup: CgroupLookup, key: [u8; 32], misses: Option<mpsc::Receiver<Miss>>) -> Daemon {
+pub fn start_daemon(config: &Config, enforcer: Enforcer, lookup: CgroupLookup, key: [u8; 32], misses: Option<mpsc::Receiver<Miss>>) -> Daemon {
     let parts = Parts {
         core: CoreDeps {
             config: config.clone(),
-            enforcer: Box::new(enforcer),
+            enforcer,
             decider: Arc::new(OfflineDecider::new()),
             sanitizer: Sanitizer::new(SecretKey::from_bytes(key)),
             audit: Arc::new(AuditLog::open(&config.audit_log).unwrap()),
