@@ -7,6 +7,7 @@
 
 pub mod console;
 pub mod cpio;
+pub mod hostfs;
 pub mod initramfs;
 pub mod kernels;
 pub mod qemu;
@@ -216,6 +217,7 @@ fn run_on(
     opts: &VmOptions,
     echo: Echo,
     clock: qemu::GuestClock,
+    share_host: bool,
 ) -> Result<KernelRun> {
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -227,7 +229,10 @@ fn run_on(
         qemu::GuestClock::Instructions { shift } => format!("TCG, guest clock by instructions: -icount shift={shift},sleep=off"),
     };
     eprintln!("xtask: booting {} ({how}; console log {})", kernel.release, log.display());
-    let run = qemu::boot(&kernel.vmlinuz, initrd, clock, Duration::from_secs(opts.timeout), &log, |line, t| {
+    // The host's root for real programs (hostfs.rs): one virtiofsd per VM, stopped when it ends.
+    let virtiofsd = if share_host { Some(hostfs::Virtiofsd::start(&run_dir()?, &kernel.release)?) } else { None };
+    let socket = virtiofsd.as_ref().map(|v| v.socket.as_path());
+    let run = qemu::boot(&kernel.vmlinuz, initrd, clock, socket, Duration::from_secs(opts.timeout), &log, |line, t| {
         if shown(echo, line, t) {
             println!("{}", console::clean(line));
         }
@@ -293,10 +298,15 @@ pub fn vm_test(opts: &VmOptions) -> Result<()> {
             return Err(e);
         }
     };
+    // The host's root, read-only, for tests that run real programs (hostfs.rs).
+    if let Err(e) = hostfs::archive(&kernels).and_then(|a| Ok(initramfs::append(&initrd, &a)?)) {
+        let _ = std::fs::remove_file(&initrd);
+        return Err(e.context("adding the host-root setup to the initramfs"));
+    }
     let echo = if opts.quiet { Echo::Nothing } else { Echo::All };
     let mut results = Vec::new();
     for kernel in &kernels {
-        results.push(run_on(kernel, &initrd, &names, opts, echo, qemu::GuestClock::Host));
+        results.push(run_on(kernel, &initrd, &names, opts, echo, qemu::GuestClock::Host, true));
     }
     let _ = std::fs::remove_file(&initrd);
     let mut failed = 0;
@@ -428,7 +438,7 @@ pub fn bench(opts: &VmOptions, bench: &Bench, clock: qemu::GuestClock, args: &[S
                     bench.command, kernel.release
                 ),
             }
-            let r = run_on(kernel, &initrd, &names, opts, Echo::ProgramOutput, clock)?;
+            let r = run_on(kernel, &initrd, &names, opts, Echo::ProgramOutput, clock, false)?;
             if !r.passed {
                 failed += 1;
                 println!("bench {} {}: FAIL", bench.command, kernel.release);

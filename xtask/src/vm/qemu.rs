@@ -86,12 +86,14 @@ impl GuestClock {
     }
 }
 
-/// The QEMU command line for booting `vmlinuz` with `initrd`.
-pub fn command(vmlinuz: &Path, initrd: &Path, clock: GuestClock) -> Command {
+/// The QEMU command line for booting `vmlinuz` with `initrd`; with `hostfs`, the
+/// host's root served by virtiofsd on that socket is shared (see [`super::hostfs`]).
+pub fn command(vmlinuz: &Path, initrd: &Path, clock: GuestClock, hostfs: Option<&Path>) -> Command {
     let size = std::fs::metadata(initrd).map(|m| m.len()).unwrap_or(0);
     let mut cmd = Command::new(QEMU);
     cmd.args(["-accel", "tcg"]).args(clock.qemu_args()).args(["-smp", "1", "-m"])
         .arg(format!("{}M", memory_mib(size)))
+        .args(hostfs.map(|socket| super::hostfs::qemu_args(socket, memory_mib(size))).unwrap_or_default())
         .args(["-nographic", "-no-reboot", "-nic", "none"])
         .arg("-kernel")
         .arg(vmlinuz)
@@ -102,11 +104,13 @@ pub fn command(vmlinuz: &Path, initrd: &Path, clock: GuestClock) -> Command {
 }
 
 /// Boots the VM, feeding each console line to the transcript, to `log`, and to `echo`
-/// (which decides what reaches the terminal). QEMU is killed at `timeout`.
+/// (which decides what reaches the terminal). QEMU is killed at `timeout`. `hostfs` is
+/// the socket of a virtiofsd serving the host's root, if the guest gets it.
 pub fn boot(
     vmlinuz: &Path,
     initrd: &Path,
     clock: GuestClock,
+    hostfs: Option<&Path>,
     timeout: Duration,
     log: &Path,
     mut echo: impl FnMut(&str, &Transcript),
@@ -114,7 +118,7 @@ pub fn boot(
     let mut log_file = std::fs::File::create(log)
         .map_err(|source| QemuError::Log { path: log.to_owned(), source })?;
     let start = Instant::now();
-    let mut child = command(vmlinuz, initrd, clock)
+    let mut child = command(vmlinuz, initrd, clock, hostfs)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -188,7 +192,7 @@ mod tests {
 
     #[test]
     fn the_command_uses_tcg_and_never_kvm() {
-        let cmd = command(Path::new("/k"), Path::new("/i"), GuestClock::Host);
+        let cmd = command(Path::new("/k"), Path::new("/i"), GuestClock::Host, None);
         let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
         assert!(args.windows(2).any(|w| w[0] == "-accel" && w[1] == "tcg"));
         assert!(!args.iter().any(|a| a.contains("kvm") || a.contains("icount")));
@@ -199,10 +203,20 @@ mod tests {
 
     #[test]
     fn an_instruction_clock_counts_instructions_and_never_sleeps() {
-        let cmd = command(Path::new("/k"), Path::new("/i"), GuestClock::Instructions { shift: 0 });
+        let cmd = command(Path::new("/k"), Path::new("/i"), GuestClock::Instructions { shift: 0 }, None);
         let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
         assert!(args.windows(2).any(|w| w[0] == "-icount" && w[1] == "shift=0,sleep=off"));
         assert!(args.windows(2).any(|w| w[0] == "-accel" && w[1] == "tcg"));
+    }
+
+    #[test]
+    fn a_shared_host_root_gets_memory_of_the_same_size_as_the_guest() {
+        let cmd = command(Path::new("/k"), Path::new("/nonexistent"), GuestClock::Host, Some(Path::new("/t/v.sock")));
+        let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        let m = &args[args.iter().position(|a| a == "-m").unwrap() + 1];
+        assert_eq!(m, "1024M");
+        assert!(args.iter().any(|a| a == "memory-backend-memfd,id=mem,size=1024M,share=on"));
+        assert!(args.iter().any(|a| a == "vhost-user-fs-pci,chardev=hostfs,tag=hostroot"));
     }
 
     #[test]
