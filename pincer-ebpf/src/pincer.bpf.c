@@ -1255,6 +1255,49 @@ int BPF_PROG(pincer_inode_mkdir, struct inode *dir, struct dentry *dentry, umode
 	return current_session(&s) ? check_create(&s, dentry, HOOK_INODE_MKDIR) : 0;
 }
 
+/* A directory the session made itself: as a file it creates gets read and write
+ * (check_file), the session may use what it makes inside the directory, so a
+ * tool that builds a tree (git init, cargo's target/, mkdir -p) works with the
+ * one `create` it was granted on the parent. A successful mkdir by a gated task
+ * (inode_mkdir already checked `create` there) gives its session a subtree grant
+ * of every access on the new directory, marked ACCESS_CREATED_BY_SESSION. Only
+ * names that exist when the session starts are in the never map, so nothing
+ * inside a new directory is never-grantable to the kernel. A directory made
+ * inside one the session already holds such a grant on needs no entry of its
+ * own; when the map is full the directory gets none (the session's accesses
+ * inside it are then decided as misses). vfs_mkdir's first argument is a
+ * user_namespace (6.1) or mnt_idmap (6.3+) pointer; it is not read. */
+SEC("fexit/vfs_mkdir")
+int BPF_PROG(pincer_vfs_mkdir, void *idmap, struct inode *dir, struct dentry *dentry, umode_t mode, int ret)
+{
+	struct session s;
+
+	if (ret || !current_session(&s))
+		return 0;
+	struct inode *inode = BPF_CORE_READ(dentry, d_inode);
+
+	if (!inode || !dir)
+		return 0;
+	struct grant_key parent = {
+		.session = s.id,
+		.ino = BPF_CORE_READ(dir, i_ino),
+		.dev = BPF_CORE_READ(dir, i_sb, s_dev),
+	};
+	__u32 *held = bpf_map_lookup_elem(&MAP_SUBTREE, &parent);
+
+	if (held && (*held & ACCESS_CREATED_BY_SESSION))
+		return 0;
+	struct grant_key gk = {
+		.session = s.id,
+		.ino = BPF_CORE_READ(inode, i_ino),
+		.dev = BPF_CORE_READ(inode, i_sb, s_dev),
+	};
+	__u32 bits = ACCESS_ALL_BITS | ACCESS_CREATED_BY_SESSION;
+
+	bpf_map_update_elem(&MAP_SUBTREE, &gk, &bits, BPF_ANY);
+	return 0;
+}
+
 /* FIFOs, character and block devices, and Unix sockets bound to a path (the
  * socket inode is made through vfs_mknod). */
 SEC("lsm/inode_mknod")
