@@ -136,7 +136,8 @@ fn create_needs_create_grant_on_parent_and_creator_can_use_the_new_file() {
     let created = id(&s.p("out/new.txt"));
     let bits = s.te.get().granted_bits(s.cg.id, created, Scope::Exact).unwrap();
     assert_ne!(bits & pincer_common::ACCESS_CREATED_BY_SESSION, 0, "creation recorded");
-    let made = s.te.get().granted_bits(s.cg.id, id(&s.p("out/sub")), Scope::Subtree).unwrap();
+    let sub = id(&s.p("out/sub"));
+    let made = s.te.get().granted_bits(s.cg.id, sub, Scope::Subtree).unwrap();
     assert_ne!(made & pincer_common::ACCESS_CREATED_BY_SESSION, 0, "the new directory's subtree grant recorded");
     assert_eq!(s.run(&[Op::Read(s.p("out/sub/inner.txt")), Op::Unlink(s.p("out/sub/inner.txt")), Op::Rmdir(s.p("out/sub"))]), vec![0, 0, 0]);
     // Another session gets nothing from it.
