@@ -1175,15 +1175,19 @@ static __always_inline int check_file(const struct session *s, struct file *file
 	walk_up(&w);
 	protect_outside_link(s, inode, &w);
 	if (may_record_created && (mode & FMODE_CREATED) && inode && !(w.never & need) && !w.unknown &&
-	    w.protected && (w.granted & need) != need) {
-		/* inode_create already checked `create`: the creator may read and
-		 * write what it made, now and later. */
+	    w.protected) {
+		/* inode_create already checked `create`: the creator may read,
+		 * write and delete what it made, now and later, by an exact grant
+		 * on the inode, also where a subtree grant covers it (a directory
+		 * it made, its scratch directory): a hard link it then makes
+		 * (git's objects, rustc's incremental files) needs an exact grant,
+		 * as every file with more than one link does. */
 		struct grant_key gk = {
 			.session = s->id,
 			.ino = inode->i_ino,
 			.dev = inode->i_sb->s_dev,
 		};
-		__u32 bits = ACCESS_READ | ACCESS_WRITE | ACCESS_CREATED_BY_SESSION;
+		__u32 bits = ACCESS_READ | ACCESS_WRITE | ACCESS_DELETE | ACCESS_CREATED_BY_SESSION;
 		__u32 *old = bpf_map_lookup_elem(&MAP_EXACT, &gk);
 
 		if (old)

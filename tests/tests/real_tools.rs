@@ -157,9 +157,9 @@ const PRELUDE: &str = r#"
 export PATH="$HOME/.cargo/bin:/usr/bin:/bin"
 ask() {
     for i in 1 2 3; do
-        if $P request "$1" --access "$2" --reason "the task needs it" >/dev/null 2>&1; then echo "R ask $2 ${1#$W/}: granted"; return 0; fi
+        if $P request "$1" --access "$2" --reason "the task needs it" >/dev/null 2>&1; then echo "R ask $2 ${1#$D/}: granted"; return 0; fi
     done
-    echo "R ask $2 ${1#$W/}: denied"
+    echo "R ask $2 ${1#$D/}: denied"
     return 1
 }
 "#;
@@ -171,10 +171,10 @@ fn git_python_and_cargo_work_on_granted_files_and_cannot_read_an_ungranted_one()
     }
     let dir = pincer_tests::fresh_dir("real-tools");
     let ws = dir.join("ws");
-    user_file(&ws.join("notes.txt"), "notes of the user\n");
-    user_file(&ws.join("secret.txt"), "the user's secret: hunter2\n");
-    user_file(&ws.join("hello/Cargo.toml"), "[package]\nname = \"hello\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n");
-    user_file(&ws.join("hello/src/main.rs"), "fn main() {\n    println!(\"hello from a crate built under Pincer\");\n}\n");
+    user_file(&ws.join("proj/notes.txt"), "notes of the user\n");
+    user_file(&ws.join("proj/secret.txt"), "the user's secret: hunter2\n");
+    user_file(&ws.join("proj/hello/Cargo.toml"), "[package]\nname = \"hello\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n");
+    user_file(&ws.join("proj/hello/src/main.rs"), "fn main() {\n    println!(\"hello from a crate built under Pincer\");\n}\n");
     chown_tree(&ws);
     // The user's git identity, an open path ("~/.gitconfig", read-only) of the defaults.
     user_file(&Path::new(HOME).join(".gitconfig"), "[user]\n\tname = Worker\n\temail = worker@example.org\n[init]\n\tdefaultBranch = main\n");
@@ -183,14 +183,15 @@ fn git_python_and_cargo_work_on_granted_files_and_cannot_read_an_ungranted_one()
     let script = format!(
         r#"P={PINCER}
 W={ws}
+D=$W/proj
 {PRELUDE}
-cd $W || exit 1
-# A create is asked for the new name (the grant goes on its folder); the root itself is
-# not requested.
-ask $W/.git create; ask $W/made-by-python.txt create; ask $W/leak create
-ask $W/notes.txt read; ask $W/notes.txt write
-ask $W/hello list; ask $W/hello/src list; ask $W/hello/Cargo.toml read; ask $W/hello/src/main.rs read
-ask $W/hello/Cargo.lock create; ask $W/hello/target create
+cd $D || exit 1
+# The user's project folder: list it, create in it (a create is asked for the new name,
+# the grant goes on its folder), read and write the notes, read the crate.
+ask $D list; ask $D/.git create; ask $D/made-by-python.txt create; ask $D/leak create
+ask $D/notes.txt read; ask $D/notes.txt write
+ask $D/hello list; ask $D/hello/src list; ask $D/hello/Cargo.toml read; ask $D/hello/src/main.rs read
+ask $D/hello/Cargo.lock create; ask $D/hello/target create
 
 # git: a new repository in the granted workspace, a granted file committed.
 git init -q . 2>&1 && echo "R git init: ok" || echo "R git init: failed"
@@ -201,25 +202,25 @@ err=$(git add secret.txt 2>&1) && echo "R git add secret: ok" || echo "R git add
 git ls-files | sed 's/^/R git tracks: /'
 
 # python3: read a granted file, write a new one, append to a granted one; the secret.
-python3 -c "import sys; print('R python read:', open(sys.argv[1]).read().strip())" $W/notes.txt 2>&1
-python3 -c "import sys; open(sys.argv[1], 'w').write('made by python\n'); print('R python create: ok')" $W/made-by-python.txt 2>&1
-python3 -c "import sys; open(sys.argv[1], 'a').write('appended by python\n'); print('R python append: ok')" $W/notes.txt 2>&1
+python3 -c "import sys; print('R python read:', open(sys.argv[1]).read().strip())" $D/notes.txt 2>&1
+python3 -c "import sys; open(sys.argv[1], 'w').write('made by python\n'); print('R python create: ok')" $D/made-by-python.txt 2>&1
+python3 -c "import sys; open(sys.argv[1], 'a').write('appended by python\n'); print('R python append: ok')" $D/notes.txt 2>&1
 python3 -c "
 import sys
 try:
     open(sys.argv[1]).read(); print('R python secret: read')
 except PermissionError as e:
     print('R python secret: PermissionError', e.errno)
-" $W/secret.txt 2>&1
+" $D/secret.txt 2>&1
 
 # cargo: the user's crate built offline; a crate the worker makes that includes the secret.
-(cd $W/hello && cargo build --offline -q 2>&1) && echo "R cargo hello: ok" || echo "R cargo hello: failed"
-$W/hello/target/debug/hello | sed 's/^/R hello says: /'
-mkdir -p $W/leak/src && printf '[package]\nname = "leak"\nversion = "0.1.0"\nedition = "2021"\n' > $W/leak/Cargo.toml
-printf 'const S: &str = include_str!("%s");\nfn main() {{ println!("{{S}}"); }}\n' $W/secret.txt > $W/leak/src/main.rs
-out=$(cd $W/leak && cargo build --offline -q 2>&1) && echo "R cargo leak: built" || echo "R cargo leak: failed"
+(cd $D/hello && cargo build --offline -q 2>&1) && echo "R cargo hello: ok" || echo "R cargo hello: failed"
+$D/hello/target/debug/hello | sed 's/^/R hello says: /'
+mkdir -p $D/leak/src && printf '[package]\nname = "leak"\nversion = "0.1.0"\nedition = "2021"\n' > $D/leak/Cargo.toml
+printf 'const S: &str = include_str!("%s");\nfn main() {{ println!("{{S}}"); }}\n' $D/secret.txt > $D/leak/src/main.rs
+out=$(cd $D/leak && cargo build --offline -q 2>&1) && echo "R cargo leak: built" || echo "R cargo leak: failed"
 echo "$out" | grep -q "Permission denied" && echo "R cargo leak: Permission denied"
-cat $W/secret.txt >/dev/null 2>&1 && echo "R cat secret: read" || echo "R cat secret: denied"
+cat $D/secret.txt >/dev/null 2>&1 && echo "R cat secret: read" || echo "R cat secret: denied"
 "#,
         ws = ws.display()
     );
@@ -256,15 +257,15 @@ cat $W/secret.txt >/dev/null 2>&1 && echo "R cat secret: read" || echo "R cat se
         assert!(has(line), "missing {line:?} in:\n{}\n\nfull output:\n{text}", r.join("\n"));
     }
     let asks: Vec<&&str> = r.iter().filter(|l| l.starts_with("R ask")).collect();
-    assert_eq!(asks.len(), 11, "{text}");
+    assert_eq!(asks.len(), 12, "{text}");
     assert!(asks.iter().all(|l| l.ends_with(": granted")), "a request the user approved was not granted: {asks:?}");
     let git_secret = r.iter().find(|l| l.starts_with("R git add secret")).expect("git add secret reported");
     assert!(git_secret.starts_with("R git add secret: failed") && git_secret.contains("Permission denied"), "{git_secret}");
     assert!(!r.iter().any(|l| *l == "R git tracks: secret.txt"), "the secret got into the index: {text}");
     assert!(!r.iter().any(|l| l.contains("hunter2")), "the secret leaked: {text}");
-    assert_eq!(std::fs::read_to_string(ws.join("made-by-python.txt")).unwrap(), "made by python\n");
-    assert!(std::fs::read_to_string(ws.join("notes.txt")).unwrap().ends_with("appended by python\n"));
-    assert!(ws.join(".git/config").is_file(), "git made its repository's config");
+    assert_eq!(std::fs::read_to_string(ws.join("proj/made-by-python.txt")).unwrap(), "made by python\n");
+    assert!(std::fs::read_to_string(ws.join("proj/notes.txt")).unwrap().ends_with("appended by python\n"));
+    assert!(ws.join("proj/.git/config").is_file(), "git made its repository's config");
     let audit = std::fs::read_to_string(daemon.dir.join("audit.jsonl")).unwrap_or_default();
     assert!(audit.contains("secret.txt"), "the kernel reported the refused reads of the secret: {audit}");
 }
