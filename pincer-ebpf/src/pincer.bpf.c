@@ -1168,14 +1168,17 @@ static __always_inline int check_file(const struct session *s, struct file *file
 		if ((known & VERDICT_FOUND) && (known & need) == need)
 			return 0;
 	}
-	if (d && cached_allow(s, d, scalar_of(file->f_path.mnt), need, multi, &w))
+	/* A file this open created takes the full walk, which records the
+	 * creator's grant below. */
+	int created = may_record_created && (mode & FMODE_CREATED) && inode;
+
+	if (d && !created && cached_allow(s, d, scalar_of(file->f_path.mnt), need, multi, &w))
 		return 0;
 	walk_start(&w, s, scalar_of(d), scalar_of(file->f_path.mnt), need, multi);
 
 	walk_up(&w);
 	protect_outside_link(s, inode, &w);
-	if (may_record_created && (mode & FMODE_CREATED) && inode && !(w.never & need) && !w.unknown &&
-	    w.protected) {
+	if (created && !(w.never & need) && !w.unknown && w.protected) {
 		/* inode_create already checked `create`: the creator may read,
 		 * write and delete what it made, now and later, by an exact grant
 		 * on the inode, also where a subtree grant covers it (a directory

@@ -13,7 +13,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -81,9 +81,6 @@ impl Daemon {
         Daemon { dir: dir.to_owned(), socket, pin_dir: PathBuf::from("/sys/fs/bpf").join(name), child }
     }
 
-    fn pincer(&self, args: &[&str]) -> Output {
-        Command::new(PINCER).args(args).env("PINCER_SOCKET", &self.socket).output().expect("run pincer")
-    }
 }
 
 impl Drop for Daemon {
