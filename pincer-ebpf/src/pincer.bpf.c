@@ -1178,7 +1178,9 @@ static __always_inline int check_file(const struct session *s, struct file *file
 
 	walk_up(&w);
 	protect_outside_link(s, inode, &w);
-	if (created && !(w.never & need) && !w.unknown && w.protected) {
+	/* A walk that a grant satisfied stops before the root (w.protected
+	 * unset): a grant there means a gated place too. */
+	if (created && !(w.never & need) && !w.unknown && (w.protected || (w.granted & need) == need)) {
 		/* inode_create already checked `create`: the creator may read,
 		 * write and delete what it made, now and later, by an exact grant
 		 * on the inode, also where a subtree grant covers it (a directory
