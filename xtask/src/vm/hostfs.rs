@@ -292,7 +292,10 @@ impl Virtiofsd {
         std::fs::create_dir_all(&mountpoint).with_context(|| format!("creating {}", mountpoint.display()))?;
         let socket = dir.join("virtiofsd.sock");
         let mut cmd = virtiofsd_command(&mountpoint, &socket);
-        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::inherit());
+        // Its messages (e.g. the disconnect when QEMU exits) go to a log beside the console's.
+        let log = run_dir.join("logs").join(format!("virtiofsd-{name}.log"));
+        let log_file = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(log_file);
         // Its own process group, so a ^C to xtask reaches it only through Drop.
         cmd.process_group(0);
         let child = cmd.spawn().with_context(|| format!("starting {VIRTIOFSD} under unshare"))?;
@@ -300,7 +303,7 @@ impl Virtiofsd {
         let start = Instant::now();
         while !v.socket.exists() {
             if let Some(status) = v.child.try_wait()? {
-                bail!("{VIRTIOFSD} exited before opening {} ({status})", v.socket.display());
+                bail!("{VIRTIOFSD} exited before opening {} ({status}; its messages: {})", v.socket.display(), log.display());
             }
             if start.elapsed() > Duration::from_secs(20) {
                 bail!("{VIRTIOFSD} did not open {} within 20 s", v.socket.display());
