@@ -234,6 +234,8 @@ cat $D/secret.txt >/dev/null 2>&1 && echo "R cat secret: read" || echo "R cat se
     println!("the user's answers:\n{}", answered.join("\n"));
     assert!(out.status.success(), "pincer run failed: {text}");
     let r = lines_with(&text, "R ");
+    // Written past the test harness's capture, so the VM console shows what each tool did.
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("real_tools worker:\n{}\n{}\n", r.join("\n"), answered.join("\n")).as_bytes());
     let has = |line: &str| r.contains(&line);
     for line in [
         "R git init: ok",
