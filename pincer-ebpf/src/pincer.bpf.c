@@ -1179,14 +1179,16 @@ static __always_inline int check_file(const struct session *s, struct file *file
 	walk_up(&w);
 	protect_outside_link(s, inode, &w);
 	/* A walk that a grant satisfied stops before the root (w.protected
-	 * unset): a grant there means a gated place too. */
-	if (created && !(w.never & need) && !w.unknown && (w.protected || (w.granted & need) == need)) {
+	 * unset): inside a directory the session made (its subtree grant is
+	 * marked ACCESS_CREATED_BY_SESSION) the file is recorded too. */
+	if (created && !(w.never & need) && !w.unknown &&
+	    (w.protected || (w.granted & ACCESS_CREATED_BY_SESSION))) {
 		/* inode_create already checked `create`: the creator may read,
 		 * write and delete what it made, now and later, by an exact grant
-		 * on the inode, also where a subtree grant covers it (a directory
-		 * it made, its scratch directory): a hard link it then makes
-		 * (git's objects, rustc's incremental files) needs an exact grant,
-		 * as every file with more than one link does. */
+		 * on the inode, also inside a directory it made (whose subtree
+		 * grant covers it): a hard link it then makes (git's objects,
+		 * rustc's incremental files) needs an exact grant, as every file
+		 * with more than one link does. */
 		struct grant_key gk = {
 			.session = s->id,
 			.ino = inode->i_ino,
