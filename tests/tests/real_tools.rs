@@ -1,5 +1,5 @@
 //! Real programs under Pincer's default containment (inside the VM, as root): the host's
-//! `git`, `python3` and rust toolchain (shared read-only from the host, see
+//! `git`, `python3`, `node` and rust toolchain (shared read-only from the host, see
 //! `xtask/src/vm/hostfs.rs`) run as the worker (uid 1000, home `/home/worker`) in a session
 //! of a `pincer daemon` whose configuration is the shipped `etc/pincer.toml` with only its
 //! paths moved into the test's own directory. Each tool works on what the session was
@@ -162,8 +162,8 @@ ask() {
 "#;
 
 #[test]
-fn git_python_and_cargo_work_on_granted_files_and_cannot_read_an_ungranted_one() {
-    for tool in ["/usr/bin/git", "/usr/bin/python3", "/home/worker/.cargo/bin/cargo", "/usr/bin/cc"] {
+fn git_python_node_and_cargo_work_on_granted_files_and_cannot_read_an_ungranted_one() {
+    for tool in ["/usr/bin/git", "/usr/bin/python3", "/usr/bin/node", "/home/worker/.cargo/bin/cargo", "/usr/bin/cc"] {
         assert!(Path::new(tool).exists(), "{tool} is missing in the VM: the host's root is not shared (xtask/src/vm/hostfs.rs)");
     }
     let dir = pincer_tests::fresh_dir("real-tools");
@@ -210,6 +210,13 @@ except PermissionError as e:
     print('R python secret: PermissionError', e.errno)
 " $D/secret.txt 2>&1
 
+# node: read a granted file; the secret.
+node -e "
+const fs = require('fs');
+console.log('R node read:', fs.readFileSync(process.argv[1], 'utf8').split('\n')[0]);
+try {{ fs.readFileSync(process.argv[2]); console.log('R node secret: read'); }} catch (e) {{ console.log('R node secret:', e.code); }}
+" $D/notes.txt $D/secret.txt 2>&1
+
 # cargo: the user's crate built offline; a crate the worker makes that includes the secret.
 (cd $D/hello && cargo build --offline -q 2>&1) && echo "R cargo hello: ok" || echo "R cargo hello: failed"
 $D/hello/target/debug/hello | sed 's/^/R hello says: /'
@@ -247,6 +254,8 @@ cat $D/secret.txt >/dev/null 2>&1 && echo "R cat secret: read" || echo "R cat se
         "R python create: ok",
         "R python append: ok",
         "R python secret: PermissionError 13",
+        "R node read: notes of the user",
+        "R node secret: EACCES",
         "R cargo hello: ok",
         "R hello says: hello from a crate built under Pincer",
         "R cargo leak: failed",

@@ -11,7 +11,7 @@ pub const VM: &[&str] = &["qemu-system-x86", "busybox-static", "cpio"];
 
 /// Packages of the host programs the VM's real-tool test runs through the shared host root
 /// (`vm/hostfs.rs`), and virtiofsd (`qemu-system-common`, also pulled in by QEMU).
-pub const REAL_TOOLS: &[&str] = &["qemu-system-common", "git", "python3"];
+pub const REAL_TOOLS: &[&str] = &["qemu-system-common", "git", "python3", "nodejs"];
 
 /// Every package any task needs: [`BUILD`], [`VM`] and [`REAL_TOOLS`].
 pub fn all() -> Vec<&'static str> {
