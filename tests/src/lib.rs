@@ -74,17 +74,40 @@ pub fn umount(at: &Path) {
     assert_eq!(rc, 0, "umount {}: {}", at.display(), std::io::Error::last_os_error());
 }
 
-/// An enforcer pinned under its own bpffs directory, unpinned (enforcement
-/// removed) when dropped.
+/// Where the VM's one shared copy of the program is pinned: loaded, verified and attached
+/// by the first test that asks for it, then reused by every later test and daemon of the
+/// same boot, which isolate themselves by session, cgroup, root and map entries instead of
+/// loading their own copy (each load verifies every hook: about 10 s under TCG).
+pub const SHARED_PIN_DIR: &str = "/sys/fs/bpf/pincer-shared";
+
+/// An enforcer for one test: either the VM's shared program ([`TestEnforcer::shared`]),
+/// whose entries the test removes when it drops the enforcer, or a copy of its own pinned
+/// under its own bpffs directory ([`TestEnforcer::load`]), unpinned (enforcement removed)
+/// when dropped.
 pub struct TestEnforcer {
     /// The enforcer.
     pub enforcer: Option<Enforcer>,
     /// Its pin directory.
     pub pin_dir: PathBuf,
+    shared: bool,
 }
 
 impl TestEnforcer {
-    /// Loads a fresh copy of the program pinned under `/sys/fs/bpf/<name>-<unique>`.
+    /// The VM's shared program (loaded on first use), with every policy entry checked
+    /// empty first: an entry a previous test left behind fails this test, naming it.
+    /// The misses a previous test left in the ring buffer are drained.
+    pub fn shared() -> Self {
+        let pin_dir = PathBuf::from(SHARED_PIN_DIR);
+        assert_clean(&pin_dir);
+        // Before the enforcer opens the ring buffer: a reader starts where the consumer was.
+        drain_misses(&pin_dir);
+        let config = EnforcerConfig { pin_dir: pin_dir.clone(), ..EnforcerConfig::default() };
+        let enforcer = Enforcer::attach_or_reuse(&config).unwrap_or_else(|e| panic!("attach the shared enforcer: {}", error_chain(&e)));
+        Self { enforcer: Some(enforcer), pin_dir, shared: true }
+    }
+
+    /// Loads, on purpose, a fresh copy of the program pinned under
+    /// `/sys/fs/bpf/<name>-<unique>` (for tests of loading, pinning and detaching).
     pub fn load(name: &str) -> Self {
         Self::load_with_ring(name, pincer::kernel::DEFAULT_RINGBUF_BYTES)
     }
@@ -94,7 +117,7 @@ impl TestEnforcer {
         let pin_dir = PathBuf::from("/sys/fs/bpf").join(unique(name));
         let config = EnforcerConfig { pin_dir: pin_dir.clone(), ringbuf_bytes, ..EnforcerConfig::default() };
         let enforcer = Enforcer::load(&config).unwrap_or_else(|e| panic!("load enforcer: {}", error_chain(&e)));
-        Self { enforcer: Some(enforcer), pin_dir }
+        Self { enforcer: Some(enforcer), pin_dir, shared: false }
     }
 
     /// The enforcer.
@@ -106,8 +129,98 @@ impl TestEnforcer {
 impl Drop for TestEnforcer {
     fn drop(&mut self) {
         drop(self.enforcer.take());
-        let _ = pincer::kernel::remove_pin_dir(&self.pin_dir);
+        if self.shared {
+            clear_policy(&self.pin_dir);
+        } else {
+            let _ = pincer::kernel::remove_pin_dir(&self.pin_dir);
+        }
     }
+}
+
+/// The entries a test or daemon writes into the program's maps, per map: sessions, roots,
+/// grants, open paths, never entries, and the reach lists (Unix sockets, ports listed for
+/// every session, host addresses). Entries the kernel keeps for live objects (sockets,
+/// SysV objects, keys) go with their objects and are not counted.
+pub fn policy_entries(pin_dir: &Path) -> Vec<(&'static str, usize)> {
+    policy_maps(pin_dir, false)
+}
+
+/// Removes every entry [`policy_entries`] counts from the program pinned at `pin_dir`
+/// (nothing if it is not pinned there) and renews the policy generation, so no cached
+/// verdict outlives them.
+pub fn clear_policy(pin_dir: &Path) {
+    if !Enforcer::pinned_complete(pin_dir) {
+        return;
+    }
+    policy_maps(pin_dir, true);
+    let mut enforcer = Enforcer::reuse(pin_dir).unwrap_or_else(|e| panic!("reopen {}: {}", pin_dir.display(), error_chain(&e)));
+    enforcer.renew_policy().unwrap_or_else(|e| panic!("renew the policy generation: {}", error_chain(&e)));
+}
+
+/// Panics, naming each map and its count, if the program pinned at `pin_dir` holds
+/// policy entries (a previous test did not clean up after itself).
+pub fn assert_clean(pin_dir: &Path) {
+    if !Enforcer::pinned_complete(pin_dir) {
+        return;
+    }
+    let left: Vec<String> = policy_entries(pin_dir).iter().filter(|(_, n)| *n > 0).map(|(m, n)| format!("{m}: {n}")).collect();
+    assert!(left.is_empty(), "the shared enforcer at {} holds entries a previous test left behind: {}", pin_dir.display(), left.join(", "));
+}
+
+/// Reads and discards every miss queued in the ring buffer pinned at `pin_dir` (nothing if
+/// no program is pinned there). A reader opened afterwards starts after them.
+pub fn drain_misses(pin_dir: &Path) {
+    if !Enforcer::pinned_complete(pin_dir) {
+        return;
+    }
+    let path = pin_dir.join("maps").join(pincer_common::map_names::EVENTS);
+    let data = aya::maps::MapData::from_pin(&path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    let mut ring = aya::maps::RingBuf::try_from(aya::maps::Map::from_map_data(data).expect("ring buffer map")).expect("ring buffer");
+    while ring.next().is_some() {}
+}
+
+/// Counts (and with `clear` removes) the policy entries of each map.
+fn policy_maps(pin_dir: &Path, clear: bool) -> Vec<(&'static str, usize)> {
+    use pincer_common::reach::{map_names as r, HostAddrKey, PortKey, UnixNameKey};
+    use pincer_common::{map_names as m, GrantKey, NameKey, ObjectKey, SessionKey, SessionValue};
+    let maps = pin_dir.join("maps");
+    vec![
+        (m::SESSIONS, entries::<SessionKey, SessionValue>(&maps, m::SESSIONS, clear, every)),
+        (m::ROOTS, entries::<ObjectKey, u32>(&maps, m::ROOTS, clear, every)),
+        (m::EXACT, entries::<GrantKey, u32>(&maps, m::EXACT, clear, every)),
+        (m::SUBTREE, entries::<GrantKey, u32>(&maps, m::SUBTREE, clear, every)),
+        (m::OPEN, entries::<ObjectKey, u32>(&maps, m::OPEN, clear, every)),
+        (m::NEVER, entries::<ObjectKey, u32>(&maps, m::NEVER, clear, every)),
+        (m::NEVER_NAMES, entries::<NameKey, u32>(&maps, m::NEVER_NAMES, clear, every)),
+        (m::NEVER_DIRS, entries::<ObjectKey, u32>(&maps, m::NEVER_DIRS, clear, every)),
+        (r::UNIX_FILES, entries::<ObjectKey, u32>(&maps, r::UNIX_FILES, clear, every)),
+        (r::UNIX_NAMES, entries::<UnixNameKey, u32>(&maps, r::UNIX_NAMES, clear, every)),
+        (r::UNIX_SERVED, entries::<UnixNameKey, u32>(&maps, r::UNIX_SERVED, clear, every)),
+        (r::HOST_ADDRS, entries::<HostAddrKey, u32>(&maps, r::HOST_ADDRS, clear, every)),
+        // Ports listed for every session; a session's own bound ports go with their sockets.
+        (r::PORTS, entries::<PortKey, u32>(&maps, r::PORTS, clear, |k: &PortKey| k.session == 0)),
+    ]
+}
+
+/// Picks every key.
+fn every<K>(_: &K) -> bool {
+    true
+}
+
+/// The keys of the hash map `name` under `maps` for which `pick` holds, removed if `clear`.
+fn entries<K: aya::Pod, V: aya::Pod>(maps: &Path, name: &str, clear: bool, pick: impl Fn(&K) -> bool) -> usize {
+    let path = maps.join(name);
+    let data = aya::maps::MapData::from_pin(&path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    let map = aya::maps::Map::from_map_data(data).unwrap_or_else(|e| panic!("map {name}: {e}"));
+    let mut map = aya::maps::HashMap::<_, K, V>::try_from(map).unwrap_or_else(|e| panic!("hash map {name}: {e}"));
+    let keys: Vec<K> = map.keys().collect::<Result<_, _>>().unwrap_or_else(|e| panic!("list {name}: {e}"));
+    let keys: Vec<K> = keys.into_iter().filter(|k| pick(k)).collect();
+    if clear {
+        for k in &keys {
+            map.remove(k).unwrap_or_else(|e| panic!("remove an entry of {name}: {e}"));
+        }
+    }
+    keys.len()
 }
 
 /// An error and its sources, one line.

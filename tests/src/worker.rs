@@ -199,8 +199,9 @@ pub struct DaemonSettings {
     pub escalation_timeout_secs: u64,
 }
 
-/// A `pincer daemon` with its own state, socket, pins and cgroup parent under a directory;
-/// stopped with SIGTERM (and its pins removed) when dropped.
+/// A `pincer daemon` with its own state, socket and cgroup parent under a directory, on the
+/// VM's shared program ([`crate::SHARED_PIN_DIR`]); stopped with SIGTERM (and every entry
+/// it put in the program's maps removed) when dropped.
 pub struct Daemon {
     /// The `pincer` binary.
     pub pincer: PathBuf,
@@ -214,7 +215,7 @@ pub struct Daemon {
 
 impl Daemon {
     /// Starts `pincer daemon` with a configuration written under `dir` and waits for its
-    /// socket. Pins go under `/sys/fs/bpf/<dir name>`, sessions under
+    /// socket. It re-attaches to the shared program (loading it if no test did yet); sessions go under
     /// `/sys/fs/cgroup/<dir name>`.
     pub fn start(pincer: &Path, dir: &Path, settings: &DaemonSettings) -> Daemon {
         std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
@@ -222,7 +223,11 @@ impl Daemon {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap_or_else(|e| panic!("chmod {}: {e}", dir.display()));
         let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "pincer".into());
         let socket = dir.join("pincer.sock");
-        let pin_dir = PathBuf::from("/sys/fs/bpf").join(&name);
+        // The VM's shared program: this daemon re-attaches to it instead of loading its own,
+        // and it must find no entries another test left behind.
+        let pin_dir = PathBuf::from(crate::SHARED_PIN_DIR);
+        crate::assert_clean(&pin_dir);
+        crate::drain_misses(&pin_dir);
         let config = dir.join("pincer.toml");
         // Files the test and its worker share (flags) are the harness's, not the user's: an
         // open path. Scratch directories go under `dir` too.
@@ -371,7 +376,8 @@ impl Drop for Daemon {
             unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
             let _ = c.wait();
         }
-        let _ = pincer::kernel::remove_pin_dir(&self.pin_dir);
+        // The shared program stays loaded for the next test; this daemon's entries go.
+        crate::clear_policy(&self.pin_dir);
     }
 }
 

@@ -38,7 +38,7 @@ impl Setup {
     }
 
     fn with_flags(name: &str, flags: SessionFlags) -> Self {
-        let mut te = TestEnforcer::load(name);
+        let mut te = TestEnforcer::shared();
         let cg = TestCgroup::new(name);
         let root = fresh_dir(name);
         own(&root);

@@ -316,7 +316,7 @@ struct Session {
 impl Session {
     fn new(name: &str) -> Self {
         loopback_up();
-        let mut te = TestEnforcer::load(name);
+        let mut te = TestEnforcer::shared();
         let cg = TestCgroup::new(name);
         te.get().register_session(cg.id).expect("register session");
         let dir = fresh_dir(name);

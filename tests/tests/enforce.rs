@@ -18,7 +18,7 @@ struct Setup {
 
 impl Setup {
     fn new(name: &str) -> Self {
-        let mut te = TestEnforcer::load(name);
+        let mut te = TestEnforcer::shared();
         let cg = TestCgroup::new(name);
         let root = fresh_dir(name);
         te.get().register_session(cg.id).expect("register session");
@@ -356,4 +356,21 @@ fn exec_counts_as_read() {
     assert_eq!(s.run(&[Op::Exec(program.clone())]), vec![EACCES]);
     s.grant("bin/tool", Scope::Exact, Access::Read);
     assert_eq!(s.run(&[Op::Exec(program)]), vec![0]);
+}
+
+#[test]
+fn an_entry_left_behind_fails_the_next_test_naming_its_map() {
+    let mut te = TestEnforcer::shared();
+    let cg = TestCgroup::new("leftover");
+    let root = fresh_dir("leftover");
+    te.get().register_session(cg.id).unwrap();
+    te.get().add_root(&root).unwrap();
+    // As a test killed before it cleaned up: its entries stay in the shared program.
+    std::mem::forget(te);
+    let Err(refused) = std::panic::catch_unwind(TestEnforcer::shared) else { panic!("the next test must not start on leftovers") };
+    let message = refused.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(message.contains("pincer_sessions: 1") && message.contains("pincer_roots: 1"), "{message}");
+    clear_policy(Path::new(SHARED_PIN_DIR));
+    assert!(policy_entries(Path::new(SHARED_PIN_DIR)).iter().all(|(_, n)| *n == 0));
+    drop(TestEnforcer::shared());
 }

@@ -67,7 +67,7 @@ impl Setup {
     }
 
     fn with_flags(name: &str, flags: SessionFlags) -> Self {
-        let mut te = TestEnforcer::load(name);
+        let mut te = TestEnforcer::shared();
         let cg = TestCgroup::new(name);
         let root = fresh_dir(name);
         own(&root);
@@ -161,7 +161,7 @@ fn revoking_a_subtree_grant_high_above_the_file_denies_the_next_open() {
 #[test]
 fn revoking_a_subtree_grant_without_any_never_entry_denies_the_next_open() {
     // Without never-grantable entries the walk may stop at the grant: the same revocation.
-    let mut te = TestEnforcer::load("stale-bare");
+    let mut te = TestEnforcer::shared();
     let cg = TestCgroup::new("stale-bare");
     let root = fresh_dir("stale-bare");
     own(&root);

@@ -31,7 +31,7 @@ fn config_for(dir: &Path, name: &str) -> String {
         ("state_dir", dir.join("state")),
         ("socket", dir.join("pincer.sock")),
         ("audit_log", dir.join("audit.jsonl")),
-        ("pin_dir", PathBuf::from("/sys/fs/bpf").join(name)),
+        ("pin_dir", PathBuf::from(pincer_tests::SHARED_PIN_DIR)),
         ("cgroup_parent", PathBuf::from("/sys/fs/cgroup").join(name)),
         ("scratch_parent", dir.join("scratch")),
     ];
@@ -55,7 +55,9 @@ fn config_for(dir: &Path, name: &str) -> String {
     out
 }
 
-/// A `pincer daemon` on the shipped configuration; stopped and unpinned when dropped.
+/// A `pincer daemon` on the shipped configuration, on the VM's shared program
+/// (`pincer_tests::SHARED_PIN_DIR`); stopped, and its entries removed from the program's
+/// maps, when dropped.
 struct Daemon {
     dir: PathBuf,
     socket: PathBuf,
@@ -69,6 +71,9 @@ impl Daemon {
         std::fs::create_dir_all(dir.join("scratch")).unwrap();
         // The worker reaches the socket and the workspace below `dir`.
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // The shared program must hold no entries another test left behind.
+        pincer_tests::assert_clean(Path::new(pincer_tests::SHARED_PIN_DIR));
+        pincer_tests::drain_misses(Path::new(pincer_tests::SHARED_PIN_DIR));
         let config = dir.join("pincer.toml");
         std::fs::write(&config, config_for(dir, &name)).unwrap();
         let socket = dir.join("pincer.sock");
@@ -78,7 +83,7 @@ impl Daemon {
             assert!(start.elapsed() < Duration::from_secs(120), "the daemon did not open {}", socket.display());
             std::thread::sleep(Duration::from_millis(50));
         }
-        Daemon { dir: dir.to_owned(), socket, pin_dir: PathBuf::from("/sys/fs/bpf").join(name), child }
+        Daemon { dir: dir.to_owned(), socket, pin_dir: PathBuf::from(pincer_tests::SHARED_PIN_DIR), child }
     }
 
 }
@@ -88,7 +93,8 @@ impl Drop for Daemon {
         // SAFETY: kill(2) on our own child.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
         let _ = self.child.wait();
-        let _ = pincer::kernel::remove_pin_dir(&self.pin_dir);
+        // The shared program stays loaded for the next test; this daemon's entries go.
+        pincer_tests::clear_policy(&self.pin_dir);
     }
 }
 

@@ -97,7 +97,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
     for k in &kernels {
         println!("demo: booting {} in QEMU (TCG), persona {}, samples {}", k.release, persona.display(), samples.join(", "));
         let log = dir.join("logs").join(format!("demo-{}.log", k.release));
-        let run = qemu::boot(&k.vmlinuz, &initrd, qemu::GuestClock::Host, None, Duration::from_secs(args.vm.timeout), &log, |line, t| {
+        let run = qemu::boot(&qemu::Machine::new(&k.vmlinuz, &initrd), Duration::from_secs(args.vm.timeout), &log, |line, t| {
             let inside = t.binaries.last().is_some_and(|b| b.exit_code.is_none());
             let marker = [console::BEGIN, console::RESULT, console::DONE].iter().any(|m| line.contains(m));
             if inside && !marker {

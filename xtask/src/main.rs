@@ -5,6 +5,7 @@
 
 mod demo;
 mod deps;
+mod phase;
 mod test;
 mod vm;
 

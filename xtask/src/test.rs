@@ -15,19 +15,33 @@ pub struct TestArgs {
 }
 
 /// Runs the host tests (`cargo test --release` on the default members), then the VM tests
-/// on every kernel.
+/// on every kernel, printing each phase's time as it ends and all of them at the end.
 pub fn run(args: TestArgs) -> Result<()> {
-    crate::deps::ensure(&if args.host_only { crate::deps::BUILD.to_vec() } else { crate::deps::all() })?;
-    crate::deps::ensure_python_mcp()?;
+    let result = run_phases(&args);
+    eprintln!("xtask: phase times\n{}", crate::phase::table());
+    result
+}
+
+fn run_phases(args: &TestArgs) -> Result<()> {
+    crate::phase::timed("packages", || {
+        crate::deps::ensure(&if args.host_only { crate::deps::BUILD.to_vec() } else { crate::deps::all() })?;
+        crate::deps::ensure_python_mcp()
+    })?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(&cargo)
-        .args(["test", "--release"])
-        .current_dir(crate::vm::workspace_root())
-        .status()
-        .context("cargo test")?;
-    if !status.success() {
-        bail!("host tests failed");
-    }
+    let cargo_test = |extra: &[&str]| -> Result<()> {
+        let status = Command::new(&cargo)
+            .args(["test", "--release"])
+            .args(extra)
+            .current_dir(crate::vm::workspace_root())
+            .status()
+            .context("cargo test")?;
+        if !status.success() {
+            bail!("host tests failed");
+        }
+        Ok(())
+    };
+    crate::phase::timed("build host tests", || cargo_test(&["--no-run"]))?;
+    crate::phase::timed("host tests", || cargo_test(&[]))?;
     if args.host_only {
         return Ok(());
     }

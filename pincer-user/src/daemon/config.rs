@@ -142,6 +142,8 @@ pub struct Config {
     /// Session containment: protected places, open paths, scratch directory,
     /// never-grantable paths, user namespaces.
     pub containment: super::contain::ContainmentConfig,
+    /// Each session's resource limits (`pids.max`, `memory.max` of its cgroup).
+    pub limits: super::limits::LimitsConfig,
 }
 
 impl Default for Config {
@@ -157,6 +159,7 @@ impl Default for Config {
             decider: DeciderConfig::default(),
             escalation: EscalationConfig::default(),
             containment: Default::default(),
+            limits: Default::default(),
         }
     }
 }
@@ -200,6 +203,9 @@ impl Config {
         if self.decider.backend != Backend::Offline && self.decider.model.trim().is_empty() {
             return bad("decider.model", "a model name is required for the openai and anthropic backends");
         }
+        if let Err(e) = self.limits.check() {
+            return bad("limits.memory_max", &e.to_string());
+        }
         Ok(())
     }
 
@@ -230,6 +236,8 @@ mod tests {
         assert!(e.contains("socket"), "{e}");
         let e = Config::parse("[decider]\nbackend = \"openai\"\n", Path::new("x.toml")).unwrap_err().to_string();
         assert!(e.contains("decider.model"), "{e}");
+        let e = Config::parse("[limits]\nmemory_max = \"lots\"\n", Path::new("x.toml")).unwrap_err().to_string();
+        assert!(e.contains("limits.memory_max") && e.contains("lots"), "{e}");
     }
 
     #[test]

@@ -352,6 +352,11 @@ impl Core {
                 contain::remove_scratch(dir);
             }
         };
+        // The limits go on before any process can join the cgroup.
+        if let Err(e) = self.config.limits.apply(&self.config.cgroup_parent, &cgroup) {
+            undo(self);
+            return Err(e.into());
+        }
         let named: Vec<PathBuf> = recs.iter().map(|r| r.path.clone()).collect();
         let gate = (|| {
             // Never-grantable entries and open paths go in before the session is gated.

@@ -106,6 +106,9 @@ pub enum CallError {
     /// The session's containment could not be set up.
     #[error("session containment")]
     Containment(#[from] super::contain::ContainError),
+    /// The session's resource limits could not be set.
+    #[error("session limits")]
+    Limits(#[from] super::limits::LimitError),
 }
 
 impl CallError {
@@ -126,7 +129,7 @@ impl CallError {
             | CallError::NoRule(_)
             | CallError::Prompt(_)
             | CallError::Workspace { .. } => ErrorKind::BadRequest,
-            CallError::Session(_) | CallError::ImportStage { .. } | CallError::Twin(_) | CallError::Twins(_) | CallError::Store(_) | CallError::Kernel(_) | CallError::Containment(_) => {
+            CallError::Session(_) | CallError::ImportStage { .. } | CallError::Twin(_) | CallError::Twins(_) | CallError::Store(_) | CallError::Kernel(_) | CallError::Containment(_) | CallError::Limits(_) => {
                 ErrorKind::Internal
             }
         }

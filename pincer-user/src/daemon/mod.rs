@@ -19,6 +19,7 @@
 //! - [`audit`], the JSON-lines audit log.
 //! - [`mcp`], the MCP server exposing the request tool on stdio.
 //! - [`worker`], starting a worker inside its session cgroup as an unprivileged user.
+//! - [`limits`], each session cgroup's `pids.max` and `memory.max`.
 
 pub mod audit;
 pub mod callers;
@@ -28,6 +29,7 @@ pub mod contain;
 pub mod core;
 pub mod enforce;
 pub mod error;
+pub mod limits;
 pub mod mcp;
 pub mod peer;
 pub mod pipeline;

@@ -7,7 +7,10 @@
 //! `@u`: prints its serial), `key-read SERIAL` (read a key's payload), `key-own NAME` (a
 //! key in the caller's session keyring `@s`, read back). `watch-signals FILE STOP` appends the name of every
 //! `SIGINT`, `SIGQUIT` and `SIGWINCH` it receives to FILE (after a first line `ready`), one
-//! per line, until the file STOP exists; then exits 5.
+//! per line, until the file STOP exists; then exits 5. `fork-hold N FILE` forks up to N
+//! children that wait to be killed, writes `forked K` (and `errno E` of the first refused
+//! fork) to FILE, then waits itself. `fork N` forks N children that exit at once and prints
+//! the same. `alloc MIB` allocates and touches MIB mebibytes and prints `ok`.
 
 use std::ffi::CString;
 
@@ -27,6 +30,9 @@ fn main() {
     };
     if op == "watch-signals" {
         watch_signals(arg);
+    }
+    if op == "fork-hold" || op == "fork" {
+        forks(op == "fork-hold", arg.parse().expect("a count"), args.get(2).map(String::as_str));
     }
     let name = CString::new(arg.as_str()).expect("NUL in argument");
     let number = || arg.parse::<i32>().expect("a number");
@@ -82,6 +88,16 @@ fn main() {
                 if serial < 0 { outcome(false) } else { serial.to_string() }
             }
             "key-read" => outcome(read_key(number())),
+            "alloc" => {
+                let mib = number() as usize;
+                let mut v: Vec<u8> = Vec::with_capacity(mib << 20);
+                // Touch every page so the memory is really used.
+                for _ in 0..mib << 8 {
+                    v.extend_from_slice(&[1u8; 4096]);
+                }
+                std::hint::black_box(&v);
+                "ok".to_string()
+            }
             "key-own" => {
                 let serial = add_key(&name, KEY_SPEC_SESSION_KEYRING);
                 outcome(serial >= 0 && read_key(serial as i32))
@@ -93,6 +109,52 @@ fn main() {
         }
     };
     println!("{line}");
+}
+
+/// `fork-hold N FILE` and `fork N` (see the module doc).
+fn forks(hold: bool, n: usize, file: Option<&str>) -> ! {
+    let mut forked = 0;
+    let mut refused = None;
+    for _ in 0..n {
+        // SAFETY: fork; the child only waits (killed with its parent) or exits.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            refused = Some(errno());
+            break;
+        }
+        if pid == 0 {
+            // SAFETY: plain syscalls in the child.
+            unsafe {
+                if hold {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                    loop {
+                        libc::pause();
+                    }
+                }
+                libc::_exit(0);
+            }
+        }
+        forked += 1;
+        if !hold {
+            // SAFETY: waitpid on our own child.
+            unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+        }
+    }
+    let line = match refused {
+        Some(e) => format!("forked {forked} errno {e}"),
+        None => format!("forked {forked}"),
+    };
+    match file {
+        Some(f) => std::fs::write(f, format!("{line}\n")).expect("write the fork result"),
+        None => println!("{line}"),
+    }
+    if hold {
+        loop {
+            // SAFETY: pause has no preconditions.
+            unsafe { libc::pause() };
+        }
+    }
+    std::process::exit(0);
 }
 
 /// Special key ids of `<linux/keyctl.h>`.

@@ -22,6 +22,20 @@ pub const KERNEL: &str = "PINCER-VM-KERNEL";
 /// Marker printed when every binary ran.
 pub const DONE: &str = "PINCER-VM-DONE";
 
+/// Kernel messages after which a VM is stopped at once instead of waiting out its
+/// timeout: a panic, an oops or `BUG`, a lockup. Matched anywhere in a line.
+pub const KERNEL_FAULTS: &[&str] = &[
+    "Kernel panic - not syncing",
+    "kernel BUG at",
+    "BUG: kernel NULL pointer dereference",
+    "BUG: unable to handle",
+    "BUG: soft lockup",
+    "BUG: scheduling while atomic",
+    "Oops: ",
+    "general protection fault",
+    "hard LOCKUP",
+];
+
 /// What one binary did in the VM.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BinaryResult {
@@ -35,6 +49,10 @@ pub struct BinaryResult {
     pub failed: u32,
     /// Console lines printed while the binary ran (markers excluded).
     pub output: Vec<String>,
+    /// When its BEGIN marker was read, from the start of the VM.
+    pub began: std::time::Duration,
+    /// How long it ran (BEGIN to RESULT, host time), once it finished.
+    pub took: Option<std::time::Duration>,
 }
 
 impl BinaryResult {
@@ -53,6 +71,8 @@ pub struct Transcript {
     pub done: bool,
     /// The reason given by `PINCER-VM-SETUP-FAILED`, if printed.
     pub setup_failed: Option<String>,
+    /// The first console line that reported a kernel fault ([`KERNEL_FAULTS`]).
+    pub fault: Option<String>,
     current: Option<usize>,
 }
 
@@ -119,9 +139,18 @@ impl Transcript {
         Self::default()
     }
 
-    /// Feeds one console line (already split at `\n`).
+    /// Feeds one console line (already split at `\n`) at time zero.
+    #[cfg(test)]
     pub fn feed(&mut self, raw: &str) {
+        self.feed_at(raw, std::time::Duration::ZERO);
+    }
+
+    /// Feeds one console line read `at` after the VM started (for each binary's time).
+    pub fn feed_at(&mut self, raw: &str, at: std::time::Duration) {
         let line = clean(raw);
+        if self.fault.is_none() && KERNEL_FAULTS.iter().any(|f| line.contains(f)) {
+            self.fault = Some(line.clone());
+        }
         if let Some(words) = after_marker(&line, BEGIN) {
             let name = words.first().copied().unwrap_or("?").to_owned();
             self.binaries.push(BinaryResult {
@@ -130,19 +159,26 @@ impl Transcript {
                 passed: 0,
                 failed: 0,
                 output: Vec::new(),
+                began: at,
+                took: None,
             });
             self.current = Some(self.binaries.len() - 1);
         } else if let Some(words) = after_marker(&line, RESULT) {
             if let [name, code, ..] = words.as_slice() {
                 let code = code.parse().ok();
                 match self.binaries.iter_mut().rev().find(|b| b.name == *name) {
-                    Some(b) => b.exit_code = code,
+                    Some(b) => {
+                        b.exit_code = code;
+                        b.took = Some(at.saturating_sub(b.began));
+                    }
                     None => self.binaries.push(BinaryResult {
                         name: (*name).to_owned(),
                         exit_code: code,
                         passed: 0,
                         failed: 0,
                         output: Vec::new(),
+                        began: at,
+                        took: Some(std::time::Duration::ZERO),
                     }),
                 }
             }
@@ -176,6 +212,7 @@ impl Transcript {
     pub fn passed(&self, expected: &[String]) -> bool {
         self.done
             && self.setup_failed.is_none()
+            && self.fault.is_none()
             && expected.iter().all(|name| self.binaries.iter().any(|b| &b.name == name && b.ok()))
     }
 
@@ -184,6 +221,9 @@ impl Transcript {
         let mut out = Vec::new();
         if let Some(what) = &self.setup_failed {
             out.push(format!("VM setup failed: {what}"));
+        }
+        if let Some(line) = &self.fault {
+            out.push(format!("the kernel reported a fault, the VM was stopped: {line}"));
         }
         for name in expected {
             match self.binaries.iter().find(|b| &b.name == name) {
@@ -283,6 +323,30 @@ mod tests {
         assert_eq!(t.binaries[0].output, ["PINCER-VM-RESULTS a 0"]);
         assert_eq!(t.setup_failed.as_deref(), Some("mount bpffs"));
         assert!(!t.passed(&["a".to_owned()]));
+    }
+
+    #[test]
+    fn a_kernel_fault_fails_the_run_and_names_the_line() {
+        let mut t = Transcript::new();
+        t.feed_at("PINCER-VM-BEGIN enforce", std::time::Duration::from_secs(2));
+        t.feed_at("[   12.5] watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [enforce:81]", std::time::Duration::from_secs(30));
+        t.feed_at("[   13.0] Kernel panic - not syncing: softlockup: hung tasks", std::time::Duration::from_secs(31));
+        assert!(t.fault.as_deref().is_some_and(|l| l.contains("soft lockup")), "{:?}", t.fault);
+        t.feed("PINCER-VM-RESULT enforce 0");
+        t.feed("PINCER-VM-DONE");
+        assert!(!t.passed(&["enforce".to_owned()]));
+        assert!(t.problems(&["enforce".to_owned()])[0].contains("stuck for 22s"));
+        // Test output that merely mentions a bug is no fault.
+        let quiet = feed_all(&["PINCER-VM-BEGIN a", "test no_bug_here ... ok", "PINCER-VM-RESULT a 0", "PINCER-VM-DONE"]);
+        assert!(quiet.fault.is_none() && quiet.passed(&["a".to_owned()]));
+    }
+
+    #[test]
+    fn each_binary_gets_its_time() {
+        let mut t = Transcript::new();
+        t.feed_at("PINCER-VM-BEGIN a", std::time::Duration::from_secs(3));
+        t.feed_at("PINCER-VM-RESULT a 0", std::time::Duration::from_secs(10));
+        assert_eq!(t.binaries[0].took, Some(std::time::Duration::from_secs(7)));
     }
 
     #[test]

@@ -77,6 +77,10 @@ pub struct Program {
 /// programs as `PINCER_CORPUS`).
 pub const VM_CORPUS: &str = "/corpus";
 
+/// The kernel command-line parameter that limits the init to some programs
+/// (`pincer.only=enforce_stale,vm_smoke`).
+pub const ONLY_PARAM: &str = "pincer.only";
+
 /// Where the static busybox is installed by Debian's `busybox-static`.
 pub const BUSYBOX: &str = "/bin/busybox";
 
@@ -192,10 +196,16 @@ cd /
     .replace("KERNEL_MARKER", KERNEL)
     .replace("VM_CORPUS_PATH", VM_CORPUS)
     .replace("SETUP_DIR", super::hostfs::GUEST_SETUP_DIR);
+    // `pincer.only=a,b` on the kernel command line runs just those programs (one initramfs
+    // serves several VMs: e.g. the walk-cache tests again on two vCPUs).
+    s.push_str(&format!(
+        "only=\nfor w in $(cat /proc/cmdline); do case \"$w\" in {ONLY_PARAM}=*) only=\",${{w#{ONLY_PARAM}=}},\";; esac; done\n\
+         wanted() {{ [ -z \"$only\" ] || case \"$only\" in *,\"$1\",*) true;; *) false;; esac; }}\n"
+    ));
     for p in programs {
         let args: Vec<String> = p.args.iter().map(|a| shell_quote(a)).collect();
         s.push_str(&format!(
-            "echo\necho \"{BEGIN} {name}\"\n/pincer/{name} {args}\nrc=$?\necho\necho \"{RESULT} {name} $rc\"\n",
+            "if wanted {name}; then\necho\necho \"{BEGIN} {name}\"\n/pincer/{name} {args}\nrc=$?\necho\necho \"{RESULT} {name} $rc\"\nfi\n",
             name = p.name,
             args = args.join(" "),
         ));
@@ -355,6 +365,25 @@ mod tests {
         assert!(s.contains("mnt securityfs securityfs /sys/kernel/security"));
         let setup = s.find("for f in /etc/pincer-vm-setup/*.sh").expect("setup pieces are sourced");
         assert!(s.find("mnt tmpfs tmpfs /tmp").unwrap() < setup && setup < a, "after the mounts, before the programs");
+    }
+
+    #[test]
+    fn the_only_parameter_picks_the_programs_a_vm_runs() {
+        let programs = ["a", "ab", "b"].map(|n| Program { name: n.into(), host_path: "/x".into(), args: vec![] });
+        let script = init_script(&programs);
+        // The init's selection, run by a real shell on a kernel command line of our own.
+        let start = script.find("only=\n").unwrap();
+        let end = script[start..].find("}\n").unwrap() + start + 2;
+        let run = |cmdline: &str| {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::write(dir.path().join("cmdline"), cmdline).unwrap();
+            let pick = script[start..end].replace("/proc/cmdline", &dir.path().join("cmdline").to_string_lossy());
+            let body = format!("{pick}for p in a ab b; do wanted $p && printf '%s ' $p; done");
+            String::from_utf8(Command::new("sh").args(["-c", &body]).output().unwrap().stdout).unwrap()
+        };
+        assert_eq!(run("console=ttyS0 quiet"), "a ab b ");
+        assert_eq!(run("console=ttyS0 pincer.only=ab quiet"), "ab ");
+        assert_eq!(run("pincer.only=b,a"), "a b ");
     }
 
     #[test]

@@ -35,7 +35,15 @@ pub struct VmOptions {
     /// for several. Default: every test program.
     #[arg(long = "only", value_name = "PROGRAM")]
     pub only: Vec<String>,
+    /// vm-test only: VMs run at once (each on its own host thread). Default: the host's
+    /// CPUs.
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
 }
+
+/// Test programs that run a second time on two vCPUs (`vm-test` on every kernel): the walk
+/// cache's sequence-count and lock paths race only when the guest has more than one CPU.
+pub const TWO_CPU_PROGRAMS: &[&str] = &["enforce_stale"];
 
 /// The workspace root (the parent of `xtask/`).
 pub fn workspace_root() -> PathBuf {
@@ -204,45 +212,87 @@ fn shown(echo: Echo, line: &str, t: &console::Transcript) -> bool {
 
 /// Outcome of running programs on one kernel.
 struct KernelRun {
-    kernel: Kernel,
+    job: VmJob,
     run: qemu::Run,
     log: PathBuf,
     passed: bool,
 }
 
-fn run_on(
-    kernel: &Kernel,
-    initrd: &Path,
-    names: &[String],
-    opts: &VmOptions,
-    echo: Echo,
-    clock: qemu::GuestClock,
+/// One VM of a `vm-test` or `bench` run: a kernel, its vCPUs, and the programs it runs.
+#[derive(Debug, Clone)]
+struct VmJob {
+    kernel: Kernel,
+    cpus: u8,
+    /// The programs this VM runs (all of the initramfs's, or a `pincer.only=` subset).
+    names: Vec<String>,
+    /// Whether the init gets `pincer.only=` (a subset of the initramfs's programs).
+    subset: bool,
+    /// Whether the guest gets the host's root (hostfs.rs): one virtiofsd per VM.
     share_host: bool,
-) -> Result<KernelRun> {
+}
+
+impl VmJob {
+    /// How this VM is named in output and logs: the kernel, and the vCPUs if more than one.
+    fn label(&self) -> String {
+        if self.cpus > 1 {
+            format!("{} ({} vCPUs)", self.kernel.release, self.cpus)
+        } else {
+            self.kernel.release.clone()
+        }
+    }
+}
+
+fn run_on(job: &VmJob, initrd: &Path, opts: &VmOptions, echo: Echo, clock: qemu::GuestClock, prefix: &str) -> Result<KernelRun> {
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or_default();
-    let log = run_dir()?.join("logs").join(format!("{}-{stamp}.log", kernel.release));
+    let log = run_dir()?.join("logs").join(format!("{}-{}cpu-{stamp}.log", job.kernel.release, job.cpus));
     let how = match clock {
         qemu::GuestClock::Host => "TCG".to_string(),
         qemu::GuestClock::Instructions { shift } => format!("TCG, guest clock by instructions: -icount shift={shift},sleep=off"),
     };
-    eprintln!("xtask: booting {} ({how}; console log {})", kernel.release, log.display());
+    eprintln!("xtask: booting {} ({how}; console log {})", job.label(), log.display());
+    let mut machine = qemu::Machine { clock, cpus: job.cpus, ..qemu::Machine::new(&job.kernel.vmlinuz, initrd) };
     // The host's root for real programs (hostfs.rs): one virtiofsd per VM, stopped when it ends.
-    let virtiofsd = if share_host { Some(hostfs::Virtiofsd::start(&run_dir()?, &kernel.release)?) } else { None };
-    let socket = virtiofsd.as_ref().map(|v| v.socket.as_path());
-    let run = qemu::boot(&kernel.vmlinuz, initrd, clock, socket, Duration::from_secs(opts.timeout), &log, |line, t| {
+    let virtiofsd = if job.share_host { Some(hostfs::Virtiofsd::start(&run_dir()?, &format!("{}-{}cpu", job.kernel.release, job.cpus))?) } else { None };
+    machine.hostfs = virtiofsd.as_ref().map(|v| v.socket.as_path());
+    if job.subset {
+        machine.append.push(format!("{}={}", initramfs::ONLY_PARAM, job.names.join(",")));
+    }
+    let run = qemu::boot(&machine, Duration::from_secs(opts.timeout), &log, |line, t| {
         if shown(echo, line, t) {
-            println!("{}", console::clean(line));
+            println!("{prefix}{}", console::clean(line));
         }
     })?;
-    let passed = !run.timed_out && run.transcript.passed(names);
-    Ok(KernelRun { kernel: kernel.clone(), run, log, passed })
+    let passed = !run.timed_out && run.transcript.passed(&job.names);
+    Ok(KernelRun { job: job.clone(), run, log, passed })
+}
+
+/// Runs `jobs` on at most `parallel` VMs at once (longest first, in the order given) and
+/// returns their results in the same order. With more than one VM at a time, each console
+/// line shown is prefixed with its VM's label.
+fn run_all(jobs: &[VmJob], parallel: usize, initrd: &Path, opts: &VmOptions, echo: Echo, clock: qemu::GuestClock) -> Vec<Result<KernelRun>> {
+    let parallel = parallel.clamp(1, jobs.len().max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: std::sync::Mutex<Vec<Option<Result<KernelRun>>>> = std::sync::Mutex::new(jobs.iter().map(|_| None).collect());
+    std::thread::scope(|scope| {
+        for _ in 0..parallel {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let Some(job) = jobs.get(i) else { return };
+                let prefix = if parallel > 1 { format!("[{}] ", job.label()) } else { String::new() };
+                let r = run_on(job, initrd, opts, echo, clock, &prefix);
+                results.lock().expect("results lock")[i] = Some(r);
+            });
+        }
+    });
+    results.into_inner().expect("results lock").into_iter().map(|r| r.expect("every job ran")).collect()
 }
 
 /// Prints why a run failed, with the failing programs' output when it was not streamed.
-fn report_failure(r: &KernelRun, names: &[String], streamed: bool) {
+fn report_failure(r: &KernelRun, streamed: bool) {
+    let names = &r.job.names;
     let t = &r.run.transcript;
     if r.run.timed_out {
         eprintln!("  the VM was killed after {} s (QEMU: {})", r.run.elapsed.as_secs(), r.run.status);
@@ -273,7 +323,7 @@ fn report_failure(r: &KernelRun, names: &[String], streamed: bool) {
 /// `cargo xtask vm-test`: the test executables of `pincer-tests` on every kernel.
 pub fn vm_test(opts: &VmOptions) -> Result<()> {
     crate::deps::ensure(&crate::deps::all())?;
-    let (mut programs, helpers) = build_tests()?;
+    let (mut programs, helpers) = crate::phase::timed("build VM tests", build_tests)?;
     if !opts.only.is_empty() {
         if let Some(unknown) = opts.only.iter().find(|o| !programs.iter().any(|p| &p.name == *o)) {
             let known: Vec<&str> = programs.iter().map(|p| p.name.as_str()).collect();
@@ -283,14 +333,17 @@ pub fn vm_test(opts: &VmOptions) -> Result<()> {
     }
     let names: Vec<String> = programs.iter().map(|p| p.name.clone()).collect();
     let initrd = run_dir()?.join(format!("initramfs-tests-{}.cpio", std::process::id()));
-    initramfs::build(&programs, &helpers, Path::new(initramfs::BUSYBOX), &initrd)?;
-    // The shipped corpus, for the tests that replay its samples (`PINCER_CORPUS` in the VM).
-    let mut corpus = cpio::Archive::new();
-    initramfs::add_tree(&mut corpus, &workspace_root().join("corpus"), initramfs::VM_CORPUS)?;
-    initramfs::append(&initrd, &corpus)?;
+    crate::phase::timed("initramfs", || -> Result<()> {
+        initramfs::build(&programs, &helpers, Path::new(initramfs::BUSYBOX), &initrd)?;
+        // The shipped corpus, for the tests that replay its samples (`PINCER_CORPUS` in the VM).
+        let mut corpus = cpio::Archive::new();
+        initramfs::add_tree(&mut corpus, &workspace_root().join("corpus"), initramfs::VM_CORPUS)?;
+        initramfs::append(&initrd, &corpus)?;
+        Ok(())
+    })?;
     let size = std::fs::metadata(&initrd).with_context(|| format!("reading {}", initrd.display()))?.len();
     eprintln!("xtask: initramfs {} ({:.1} MiB): {}", initrd.display(), size as f64 / 1048576.0, names.join(", "));
-    let kernels = fetch_kernels(&opts.kernels, kernels::KERNELS);
+    let kernels = crate::phase::timed("kernels", || fetch_kernels(&opts.kernels, kernels::KERNELS));
     let kernels = match kernels {
         Ok(k) => k,
         Err(e) => {
@@ -304,10 +357,17 @@ pub fn vm_test(opts: &VmOptions) -> Result<()> {
         return Err(e.context("adding the host-root setup to the initramfs"));
     }
     let echo = if opts.quiet { Echo::Nothing } else { Echo::All };
-    let mut results = Vec::new();
-    for kernel in &kernels {
-        results.push(run_on(kernel, &initrd, &names, opts, echo, qemu::GuestClock::Host, true));
+    let mut jobs: Vec<VmJob> =
+        kernels.iter().map(|k| VmJob { kernel: k.clone(), cpus: 1, names: names.clone(), subset: false, share_host: true }).collect();
+    let two_cpu: Vec<String> = names.iter().filter(|n| TWO_CPU_PROGRAMS.contains(&n.as_str())).cloned().collect();
+    if !two_cpu.is_empty() {
+        jobs.extend(kernels.iter().map(|k| VmJob { kernel: k.clone(), cpus: 2, names: two_cpu.clone(), subset: true, share_host: true }));
     }
+    let parallel = opts.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    eprintln!("xtask: {} VMs, {} at a time", jobs.len(), parallel.clamp(1, jobs.len()));
+    let started = std::time::Instant::now();
+    let results = run_all(&jobs, parallel, &initrd, opts, echo, qemu::GuestClock::Host);
+    crate::phase::record(format!("VMs ({} at a time)", parallel.clamp(1, jobs.len())), started.elapsed());
     let _ = std::fs::remove_file(&initrd);
     let mut failed = 0;
     let (mut total_passed, mut total_failed) = (0, 0);
@@ -317,22 +377,27 @@ pub fn vm_test(opts: &VmOptions) -> Result<()> {
         total_passed += t.tests_passed();
         total_failed += t.tests_failed();
         let verdict = if r.passed { "PASS" } else { "FAIL" };
+        crate::phase::record(format!("  VM {}", r.job.label()), r.run.elapsed);
         println!(
             "vm-test {}: {verdict} ({} binaries, {} tests{}) in {:.1} s",
-            r.kernel.release,
+            r.job.label(),
             t.binaries.iter().filter(|b| b.ok()).count(),
             t.tests_passed(),
             if t.tests_failed() > 0 { format!(", {} failed", t.tests_failed()) } else { String::new() },
             r.run.elapsed.as_secs_f64(),
         );
+        for b in &t.binaries {
+            let took = b.took.map(|d| format!("{:.1} s", d.as_secs_f64())).unwrap_or_else(|| "did not finish".into());
+            println!("  {:<24} {took:>10}  {} passed{}", b.name, b.passed, if b.failed > 0 { format!(", {} failed", b.failed) } else { String::new() });
+        }
         if !r.passed {
             failed += 1;
-            report_failure(&r, &names, !opts.quiet);
+            report_failure(&r, !opts.quiet);
         }
     }
-    println!("vm-test: {total_passed} passed, {total_failed} failed");
+    println!("vm-test: {total_passed} passed, {total_failed} failed in {:.1} s", started.elapsed().as_secs_f64());
     if failed > 0 {
-        bail!("vm-test failed on {failed} of {} kernels", kernels.len());
+        bail!("vm-test failed on {failed} of {} VMs", jobs.len());
     }
     Ok(())
 }
@@ -438,11 +503,12 @@ pub fn bench(opts: &VmOptions, bench: &Bench, clock: qemu::GuestClock, args: &[S
                     bench.command, kernel.release
                 ),
             }
-            let r = run_on(kernel, &initrd, &names, opts, Echo::ProgramOutput, clock, false)?;
+            let job = VmJob { kernel: kernel.clone(), cpus: 1, names: names.clone(), subset: false, share_host: false };
+            let r = run_on(&job, &initrd, opts, Echo::ProgramOutput, clock, "")?;
             if !r.passed {
                 failed += 1;
                 println!("bench {} {}: FAIL", bench.command, kernel.release);
-                report_failure(&r, &names, false);
+                report_failure(&r, false);
             }
         }
     }

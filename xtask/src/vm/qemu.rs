@@ -86,31 +86,62 @@ impl GuestClock {
     }
 }
 
-/// The QEMU command line for booting `vmlinuz` with `initrd`; with `hostfs`, the
-/// host's root served by virtiofsd on that socket is shared (see [`super::hostfs`]).
-pub fn command(vmlinuz: &Path, initrd: &Path, clock: GuestClock, hostfs: Option<&Path>) -> Command {
-    let size = std::fs::metadata(initrd).map(|m| m.len()).unwrap_or(0);
+/// How long a VM may keep printing after a kernel fault (so the console keeps the
+/// trace) before it is stopped.
+pub const FAULT_GRACE: Duration = Duration::from_secs(5);
+
+/// One VM to boot.
+#[derive(Debug, Clone)]
+pub struct Machine<'a> {
+    /// The kernel image.
+    pub vmlinuz: &'a Path,
+    /// The initramfs.
+    pub initrd: &'a Path,
+    /// How the guest's clock advances.
+    pub clock: GuestClock,
+    /// Virtual CPUs.
+    pub cpus: u8,
+    /// Words added to [`CMDLINE`] (e.g. the init's `pincer.only=` list).
+    pub append: Vec<String>,
+    /// The socket of a virtiofsd serving the host's root, if the guest gets it (see
+    /// [`super::hostfs`]).
+    pub hostfs: Option<&'a Path>,
+}
+
+impl<'a> Machine<'a> {
+    /// One vCPU, the host's clock, nothing appended, no shared host root.
+    pub fn new(vmlinuz: &'a Path, initrd: &'a Path) -> Self {
+        Self { vmlinuz, initrd, clock: GuestClock::Host, cpus: 1, append: Vec::new(), hostfs: None }
+    }
+}
+
+/// The QEMU command line for booting `m`.
+pub fn command(m: &Machine) -> Command {
+    let size = std::fs::metadata(m.initrd).map(|meta| meta.len()).unwrap_or(0);
+    let mut append = CMDLINE.to_string();
+    for word in &m.append {
+        append.push(' ');
+        append.push_str(word);
+    }
     let mut cmd = Command::new(QEMU);
-    cmd.args(["-accel", "tcg"]).args(clock.qemu_args()).args(["-smp", "1", "-m"])
+    cmd.args(["-accel", "tcg"]).args(m.clock.qemu_args()).arg("-smp").arg(m.cpus.max(1).to_string()).arg("-m")
         .arg(format!("{}M", memory_mib(size)))
-        .args(hostfs.map(|socket| super::hostfs::qemu_args(socket, memory_mib(size))).unwrap_or_default())
+        .args(m.hostfs.map(|socket| super::hostfs::qemu_args(socket, memory_mib(size))).unwrap_or_default())
         .args(["-nographic", "-no-reboot", "-nic", "none"])
         .arg("-kernel")
-        .arg(vmlinuz)
+        .arg(m.vmlinuz)
         .arg("-initrd")
-        .arg(initrd)
-        .args(["-append", CMDLINE]);
+        .arg(m.initrd)
+        .arg("-append")
+        .arg(append);
     cmd
 }
 
-/// Boots the VM, feeding each console line to the transcript, to `log`, and to `echo`
-/// (which decides what reaches the terminal). QEMU is killed at `timeout`. `hostfs` is
-/// the socket of a virtiofsd serving the host's root, if the guest gets it.
+/// Boots `machine`, feeding each console line to the transcript, to `log`, and to `echo`
+/// (which decides what reaches the terminal). QEMU is killed at `timeout`, or
+/// [`FAULT_GRACE`] after the console reports a kernel fault.
 pub fn boot(
-    vmlinuz: &Path,
-    initrd: &Path,
-    clock: GuestClock,
-    hostfs: Option<&Path>,
+    machine: &Machine,
     timeout: Duration,
     log: &Path,
     mut echo: impl FnMut(&str, &Transcript),
@@ -118,7 +149,7 @@ pub fn boot(
     let mut log_file = std::fs::File::create(log)
         .map_err(|source| QemuError::Log { path: log.to_owned(), source })?;
     let start = Instant::now();
-    let mut child = command(vmlinuz, initrd, clock, hostfs)
+    let mut child = command(machine)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -133,7 +164,7 @@ pub fn boot(
     let err_thread = std::thread::spawn(move || forward_lines(stderr, "qemu: ", &tx_err));
 
     let mut transcript = Transcript::new();
-    let deadline = start + timeout;
+    let mut deadline = start + timeout;
     let mut timed_out = false;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -141,14 +172,21 @@ pub fn boot(
             Ok(line) => {
                 writeln!(log_file, "{line}")
                     .map_err(|source| QemuError::Log { path: log.to_owned(), source })?;
-                transcript.feed(&line);
+                let had_fault = transcript.fault.is_some();
+                transcript.feed_at(&line, start.elapsed());
                 echo(&line, &transcript);
+                if !had_fault && transcript.fault.is_some() {
+                    deadline = deadline.min(Instant::now() + FAULT_GRACE);
+                }
             }
             // Both pipes closed: QEMU exited.
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                timed_out = true;
+                timed_out = transcript.fault.is_none();
                 let _ = child.kill();
+                if !timed_out {
+                    let _ = writeln!(log_file, "xtask: stopped QEMU after a kernel fault");
+                }
                 break;
             }
         }
@@ -159,7 +197,7 @@ pub fn boot(
     // Lines read between the kill and the pipes closing.
     for line in rx.try_iter() {
         let _ = writeln!(log_file, "{line}");
-        transcript.feed(&line);
+        transcript.feed_at(&line, start.elapsed());
     }
     if timed_out {
         let _ = writeln!(log_file, "xtask: killed QEMU after {} s", timeout.as_secs());
@@ -192,18 +230,23 @@ mod tests {
 
     #[test]
     fn the_command_uses_tcg_and_never_kvm() {
-        let cmd = command(Path::new("/k"), Path::new("/i"), GuestClock::Host, None);
+        let cmd = command(&Machine::new(Path::new("/k"), Path::new("/i")));
         let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
         assert!(args.windows(2).any(|w| w[0] == "-accel" && w[1] == "tcg"));
         assert!(!args.iter().any(|a| a.contains("kvm") || a.contains("icount")));
         assert!(args.contains(&"-no-reboot".to_owned()));
+        assert!(args.windows(2).any(|w| w[0] == "-smp" && w[1] == "1"));
+        let two = Machine { cpus: 2, append: vec!["pincer.only=a,b".into()], ..Machine::new(Path::new("/k"), Path::new("/i")) };
+        let args: Vec<String> = command(&two).get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        assert!(args.windows(2).any(|w| w[0] == "-smp" && w[1] == "2"));
+        assert!(args.iter().any(|a| a.starts_with(CMDLINE) && a.ends_with(" pincer.only=a,b")));
         let append = &args[args.iter().position(|a| a == "-append").unwrap() + 1];
         assert!(append.contains("lsm=") && append.contains(",bpf") && append.contains("panic=-1"));
     }
 
     #[test]
     fn an_instruction_clock_counts_instructions_and_never_sleeps() {
-        let cmd = command(Path::new("/k"), Path::new("/i"), GuestClock::Instructions { shift: 0 }, None);
+        let cmd = command(&Machine { clock: GuestClock::Instructions { shift: 0 }, ..Machine::new(Path::new("/k"), Path::new("/i")) });
         let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
         assert!(args.windows(2).any(|w| w[0] == "-icount" && w[1] == "shift=0,sleep=off"));
         assert!(args.windows(2).any(|w| w[0] == "-accel" && w[1] == "tcg"));
@@ -211,7 +254,7 @@ mod tests {
 
     #[test]
     fn a_shared_host_root_gets_memory_of_the_same_size_as_the_guest() {
-        let cmd = command(Path::new("/k"), Path::new("/nonexistent"), GuestClock::Host, Some(Path::new("/t/v.sock")));
+        let cmd = command(&Machine { hostfs: Some(Path::new("/t/v.sock")), ..Machine::new(Path::new("/k"), Path::new("/nonexistent")) });
         let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
         let m = &args[args.iter().position(|a| a == "-m").unwrap() + 1];
         assert_eq!(m, "1024M");
