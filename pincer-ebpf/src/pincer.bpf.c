@@ -1168,22 +1168,33 @@ static __always_inline int check_file(const struct session *s, struct file *file
 		if ((known & VERDICT_FOUND) && (known & need) == need)
 			return 0;
 	}
-	if (d && cached_allow(s, d, scalar_of(file->f_path.mnt), need, multi, &w))
+	/* A file this open created takes the full walk, which records the
+	 * creator's grant below. */
+	int created = may_record_created && (mode & FMODE_CREATED) && inode;
+
+	if (d && !created && cached_allow(s, d, scalar_of(file->f_path.mnt), need, multi, &w))
 		return 0;
 	walk_start(&w, s, scalar_of(d), scalar_of(file->f_path.mnt), need, multi);
 
 	walk_up(&w);
 	protect_outside_link(s, inode, &w);
-	if (may_record_created && (mode & FMODE_CREATED) && inode && !(w.never & need) && !w.unknown &&
-	    w.protected && (w.granted & need) != need) {
-		/* inode_create already checked `create`: the creator may read and
-		 * write what it made, now and later. */
+	/* A walk that a grant satisfied stops before the root (w.protected
+	 * unset): inside a directory the session made (its subtree grant is
+	 * marked ACCESS_CREATED_BY_SESSION) the file is recorded too. */
+	if (created && !(w.never & need) && !w.unknown &&
+	    (w.protected || (w.granted & ACCESS_CREATED_BY_SESSION))) {
+		/* inode_create already checked `create`: the creator may read,
+		 * write and delete what it made, now and later, by an exact grant
+		 * on the inode, also inside a directory it made (whose subtree
+		 * grant covers it): a hard link it then makes (git's objects,
+		 * rustc's incremental files) needs an exact grant, as every file
+		 * with more than one link does. */
 		struct grant_key gk = {
 			.session = s->id,
 			.ino = inode->i_ino,
 			.dev = inode->i_sb->s_dev,
 		};
-		__u32 bits = ACCESS_READ | ACCESS_WRITE | ACCESS_CREATED_BY_SESSION;
+		__u32 bits = ACCESS_READ | ACCESS_WRITE | ACCESS_DELETE | ACCESS_CREATED_BY_SESSION;
 		__u32 *old = bpf_map_lookup_elem(&MAP_EXACT, &gk);
 
 		if (old)
@@ -1253,6 +1264,49 @@ int BPF_PROG(pincer_inode_mkdir, struct inode *dir, struct dentry *dentry, umode
 	if (ret)
 		return ret;
 	return current_session(&s) ? check_create(&s, dentry, HOOK_INODE_MKDIR) : 0;
+}
+
+/* A directory the session made itself: as a file it creates gets read and write
+ * (check_file), the session may use what it makes inside the directory, so a
+ * tool that builds a tree (git init, cargo's target/, mkdir -p) works with the
+ * one `create` it was granted on the parent. A successful mkdir by a gated task
+ * (inode_mkdir already checked `create` there) gives its session a subtree grant
+ * of every access on the new directory, marked ACCESS_CREATED_BY_SESSION. Only
+ * names that exist when the session starts are in the never map, so nothing
+ * inside a new directory is never-grantable to the kernel. A directory made
+ * inside one the session already holds such a grant on needs no entry of its
+ * own; when the map is full the directory gets none (the session's accesses
+ * inside it are then decided as misses). vfs_mkdir's first argument is a
+ * user_namespace (6.1) or mnt_idmap (6.3+) pointer; it is not read. */
+SEC("fexit/vfs_mkdir")
+int BPF_PROG(pincer_vfs_mkdir, void *idmap, struct inode *dir, struct dentry *dentry, umode_t mode, int ret)
+{
+	struct session s;
+
+	if (ret || !current_session(&s))
+		return 0;
+	struct inode *inode = BPF_CORE_READ(dentry, d_inode);
+
+	if (!inode || !dir)
+		return 0;
+	struct grant_key parent = {
+		.session = s.id,
+		.ino = BPF_CORE_READ(dir, i_ino),
+		.dev = BPF_CORE_READ(dir, i_sb, s_dev),
+	};
+	__u32 *held = bpf_map_lookup_elem(&MAP_SUBTREE, &parent);
+
+	if (held && (*held & ACCESS_CREATED_BY_SESSION))
+		return 0;
+	struct grant_key gk = {
+		.session = s.id,
+		.ino = BPF_CORE_READ(inode, i_ino),
+		.dev = BPF_CORE_READ(inode, i_sb, s_dev),
+	};
+	__u32 bits = ACCESS_ALL_BITS | ACCESS_CREATED_BY_SESSION;
+
+	bpf_map_update_elem(&MAP_SUBTREE, &gk, &bits, BPF_ANY);
+	return 0;
 }
 
 /* FIFOs, character and block devices, and Unix sockets bound to a path (the

@@ -70,11 +70,16 @@ pub const REACH_PROGRAMS: [(&str, &str); 26] = [
     ("pincer_key_permission", "key_permission"),
 ];
 
-/// `fexit` programs of the reach block and the kernel function each traces:
-/// a successful `bind` records the session's port, a successful open of
-/// `/dev/ptmx` the session's new pty.
-pub const REACH_FEXIT: [(&str, &str); 3] =
-    [("pincer_inet_bind", "inet_bind"), ("pincer_inet6_bind", "inet6_bind"), ("pincer_ptmx_open", "ptmx_open")];
+/// `fexit` programs and the kernel function each traces: a successful `bind`
+/// records the session's port, a successful open of `/dev/ptmx` the session's
+/// new pty (reach block), a successful `mkdir` the session's subtree grant on the
+/// directory it made (file gating).
+pub const REACH_FEXIT: [(&str, &str); 4] = [
+    ("pincer_inet_bind", "inet_bind"),
+    ("pincer_inet6_bind", "inet6_bind"),
+    ("pincer_ptmx_open", "ptmx_open"),
+    ("pincer_vfs_mkdir", "vfs_mkdir"),
+];
 
 /// `fentry` programs of the reach block and the kernel function each traces:
 /// a pty that goes away, and a key that is freed, are forgotten.

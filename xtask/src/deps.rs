@@ -9,9 +9,13 @@ pub const BUILD: &[&str] = &["clang-19", "llvm-19", "libbpf-dev", "linux-libc-de
 /// else; cpio lists and unpacks initramfs images for inspection and its tests).
 pub const VM: &[&str] = &["qemu-system-x86", "busybox-static", "cpio"];
 
-/// Every package any task needs: [`BUILD`] and [`VM`].
+/// Packages of the host programs the VM's real-tool test runs through the shared host root
+/// (`vm/hostfs.rs`), and virtiofsd (`qemu-system-common`, also pulled in by QEMU).
+pub const REAL_TOOLS: &[&str] = &["qemu-system-common", "git", "python3", "nodejs"];
+
+/// Every package any task needs: [`BUILD`], [`VM`] and [`REAL_TOOLS`].
 pub fn all() -> Vec<&'static str> {
-    BUILD.iter().chain(VM).copied().collect()
+    BUILD.iter().chain(VM).chain(REAL_TOOLS).copied().collect()
 }
 
 fn installed(pkg: &str) -> bool {

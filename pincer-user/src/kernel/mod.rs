@@ -25,8 +25,9 @@
 //!   directory and everything beneath it. Files with more than one hard link
 //!   need an exact grant (a subtree grant would otherwise open a secret linked
 //!   into a granted directory).
-//! - Files a session creates by `open(O_CREAT)` get an exact read/write grant
-//!   marked `ACCESS_CREATED_BY_SESSION`; directories it makes do not.
+//! - Files a session creates by `open(O_CREAT)` get an exact read/write/delete
+//!   grant marked `ACCESS_CREATED_BY_SESSION`; directories it makes (`mkdir`) get a
+//!   subtree grant of every access, marked the same (`fexit/vfs_mkdir`).
 //!   Changing an object's mode, owner, times or xattrs needs `write`; making a
 //!   FIFO, device node or bound Unix socket needs `create`; an fd received by
 //!   `SCM_RIGHTS` or `pidfd_getfd` is checked like an open with its mode.

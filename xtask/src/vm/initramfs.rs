@@ -184,6 +184,9 @@ mnt devpts devpts /dev/pts gid=5,mode=620
 mnt tmpfs tmpfs /dev/shm mode=1777,nosuid,nodev
 ln -sf /proc/self/fd /dev/fd
 hostname pincer-vm
+for f in SETUP_DIR/*.sh; do
+    [ -e "$f" ] && . "$f"
+done
 echo
 echo "KERNEL_MARKER $(uname -r) lsm=$(cat /sys/kernel/security/lsm)"
 cd /
@@ -191,7 +194,8 @@ cd /
     )
     .replace("SETUP_FAILED", SETUP_FAILED)
     .replace("KERNEL_MARKER", KERNEL)
-    .replace("VM_CORPUS_PATH", VM_CORPUS);
+    .replace("VM_CORPUS_PATH", VM_CORPUS)
+    .replace("SETUP_DIR", super::hostfs::GUEST_SETUP_DIR);
     // `pincer.only=a,b` on the kernel command line runs just those programs (one initramfs
     // serves several VMs: e.g. the walk-cache tests again on two vCPUs).
     s.push_str(&format!(
@@ -359,6 +363,8 @@ mod tests {
         assert!(s.contains("mnt bpf bpf /sys/fs/bpf"));
         assert!(s.contains("mnt cgroup2 cgroup2 /sys/fs/cgroup"));
         assert!(s.contains("mnt securityfs securityfs /sys/kernel/security"));
+        let setup = s.find("for f in /etc/pincer-vm-setup/*.sh").expect("setup pieces are sourced");
+        assert!(s.find("mnt tmpfs tmpfs /tmp").unwrap() < setup && setup < a, "after the mounts, before the programs");
     }
 
     #[test]

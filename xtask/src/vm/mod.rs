@@ -7,6 +7,7 @@
 
 pub mod console;
 pub mod cpio;
+pub mod hostfs;
 pub mod initramfs;
 pub mod kernels;
 pub mod qemu;
@@ -226,6 +227,8 @@ struct VmJob {
     names: Vec<String>,
     /// Whether the init gets `pincer.only=` (a subset of the initramfs's programs).
     subset: bool,
+    /// Whether the guest gets the host's root (hostfs.rs): one virtiofsd per VM.
+    share_host: bool,
 }
 
 impl VmJob {
@@ -251,6 +254,9 @@ fn run_on(job: &VmJob, initrd: &Path, opts: &VmOptions, echo: Echo, clock: qemu:
     };
     eprintln!("xtask: booting {} ({how}; console log {})", job.label(), log.display());
     let mut machine = qemu::Machine { clock, cpus: job.cpus, ..qemu::Machine::new(&job.kernel.vmlinuz, initrd) };
+    // The host's root for real programs (hostfs.rs): one virtiofsd per VM, stopped when it ends.
+    let virtiofsd = if job.share_host { Some(hostfs::Virtiofsd::start(&run_dir()?, &format!("{}-{}cpu", job.kernel.release, job.cpus))?) } else { None };
+    machine.hostfs = virtiofsd.as_ref().map(|v| v.socket.as_path());
     if job.subset {
         machine.append.push(format!("{}={}", initramfs::ONLY_PARAM, job.names.join(",")));
     }
@@ -345,12 +351,17 @@ pub fn vm_test(opts: &VmOptions) -> Result<()> {
             return Err(e);
         }
     };
+    // The host's root, read-only, for tests that run real programs (hostfs.rs).
+    if let Err(e) = hostfs::archive(&kernels).and_then(|a| Ok(initramfs::append(&initrd, &a)?)) {
+        let _ = std::fs::remove_file(&initrd);
+        return Err(e.context("adding the host-root setup to the initramfs"));
+    }
     let echo = if opts.quiet { Echo::Nothing } else { Echo::All };
     let mut jobs: Vec<VmJob> =
-        kernels.iter().map(|k| VmJob { kernel: k.clone(), cpus: 1, names: names.clone(), subset: false }).collect();
+        kernels.iter().map(|k| VmJob { kernel: k.clone(), cpus: 1, names: names.clone(), subset: false, share_host: true }).collect();
     let two_cpu: Vec<String> = names.iter().filter(|n| TWO_CPU_PROGRAMS.contains(&n.as_str())).cloned().collect();
     if !two_cpu.is_empty() {
-        jobs.extend(kernels.iter().map(|k| VmJob { kernel: k.clone(), cpus: 2, names: two_cpu.clone(), subset: true }));
+        jobs.extend(kernels.iter().map(|k| VmJob { kernel: k.clone(), cpus: 2, names: two_cpu.clone(), subset: true, share_host: true }));
     }
     let parallel = opts.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
     eprintln!("xtask: {} VMs, {} at a time", jobs.len(), parallel.clamp(1, jobs.len()));
@@ -492,7 +503,7 @@ pub fn bench(opts: &VmOptions, bench: &Bench, clock: qemu::GuestClock, args: &[S
                     bench.command, kernel.release
                 ),
             }
-            let job = VmJob { kernel: kernel.clone(), cpus: 1, names: names.clone(), subset: false };
+            let job = VmJob { kernel: kernel.clone(), cpus: 1, names: names.clone(), subset: false, share_host: false };
             let r = run_on(&job, &initrd, opts, Echo::ProgramOutput, clock, "")?;
             if !r.passed {
                 failed += 1;

@@ -103,12 +103,15 @@ pub struct Machine<'a> {
     pub cpus: u8,
     /// Words added to [`CMDLINE`] (e.g. the init's `pincer.only=` list).
     pub append: Vec<String>,
+    /// The socket of a virtiofsd serving the host's root, if the guest gets it (see
+    /// [`super::hostfs`]).
+    pub hostfs: Option<&'a Path>,
 }
 
 impl<'a> Machine<'a> {
-    /// One vCPU, the host's clock, nothing appended.
+    /// One vCPU, the host's clock, nothing appended, no shared host root.
     pub fn new(vmlinuz: &'a Path, initrd: &'a Path) -> Self {
-        Self { vmlinuz, initrd, clock: GuestClock::Host, cpus: 1, append: Vec::new() }
+        Self { vmlinuz, initrd, clock: GuestClock::Host, cpus: 1, append: Vec::new(), hostfs: None }
     }
 }
 
@@ -123,6 +126,7 @@ pub fn command(m: &Machine) -> Command {
     let mut cmd = Command::new(QEMU);
     cmd.args(["-accel", "tcg"]).args(m.clock.qemu_args()).arg("-smp").arg(m.cpus.max(1).to_string()).arg("-m")
         .arg(format!("{}M", memory_mib(size)))
+        .args(m.hostfs.map(|socket| super::hostfs::qemu_args(socket, memory_mib(size))).unwrap_or_default())
         .args(["-nographic", "-no-reboot", "-nic", "none"])
         .arg("-kernel")
         .arg(m.vmlinuz)
@@ -246,6 +250,16 @@ mod tests {
         let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
         assert!(args.windows(2).any(|w| w[0] == "-icount" && w[1] == "shift=0,sleep=off"));
         assert!(args.windows(2).any(|w| w[0] == "-accel" && w[1] == "tcg"));
+    }
+
+    #[test]
+    fn a_shared_host_root_gets_memory_of_the_same_size_as_the_guest() {
+        let cmd = command(&Machine { hostfs: Some(Path::new("/t/v.sock")), ..Machine::new(Path::new("/k"), Path::new("/nonexistent")) });
+        let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        let m = &args[args.iter().position(|a| a == "-m").unwrap() + 1];
+        assert_eq!(m, "1024M");
+        assert!(args.iter().any(|a| a == "memory-backend-memfd,id=mem,size=1024M,share=on"));
+        assert!(args.iter().any(|a| a == "vhost-user-fs-pci,chardev=hostfs,tag=hostroot"));
     }
 
     #[test]
