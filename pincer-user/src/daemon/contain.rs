@@ -327,7 +327,19 @@ fn seed_literal(seeds: &mut Seeds, path: &Path, access: u32) {
     if let (Some(parent), Some(name)) = (path.parent(), path.file_name()) {
         if let Some(dir) = object(parent) {
             seeds.name(dir, name, access);
+            return;
         }
+    }
+    // Some ancestor does not exist yet: the first missing one cannot be created, so a
+    // session cannot build the path to a never place (a directory a session makes is its
+    // own to fill, and the kernel knows only names that exist when the session starts).
+    let mut missing = path;
+    while let Some(parent) = missing.parent() {
+        if let (Some(dir), Some(name)) = (object(parent), missing.file_name()) {
+            seeds.name(dir, name, pincer_common::ACCESS_CREATE);
+            return;
+        }
+        missing = parent;
     }
 }
 
@@ -515,6 +527,27 @@ mod tests {
         assert_eq!(maps.never_name_bits(parent, OsStr::new(".env")), Some(union), "its name");
         assert_eq!(maps.never_dir_count(parent), Some(1), "one name in the directory");
         assert_eq!(n, 2, "one entry per object and per name");
+    }
+
+    #[test]
+    fn the_first_missing_ancestor_of_a_never_place_cannot_be_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().canonicalize().unwrap();
+        std::fs::create_dir(home.join(".config")).unwrap();
+        let account = Account { home: home.clone(), ..owner() };
+        let rules = [NeverRule { pattern: "~/.config/systemd/user/**".into(), access: vec![Access::Write, Access::Create, Access::Delete] }];
+        let list = NeverList::new(&rules, &account).unwrap();
+        let maps = crate::kernel::MemoryMaps::default();
+        list.seed(&mut maps.enforcer(), &[]).unwrap();
+        let config = object(&home.join(".config")).unwrap();
+        assert_eq!(maps.never_name_bits(config, OsStr::new("systemd")), Some(pincer_common::ACCESS_CREATE), "~/.config/systemd cannot be made");
+        // Once the parent exists, the place's own name is reserved with the rule's bits.
+        std::fs::create_dir(home.join(".config/systemd")).unwrap();
+        let maps = crate::kernel::MemoryMaps::default();
+        list.seed(&mut maps.enforcer(), &[]).unwrap();
+        let systemd = object(&home.join(".config/systemd")).unwrap();
+        assert_eq!(maps.never_name_bits(systemd, OsStr::new("user")), Some(bits(&[Access::Write, Access::Create, Access::Delete])));
+        assert_eq!(maps.never_name_bits(config, OsStr::new("systemd")), None, "an existing ancestor is not reserved");
     }
 
     #[test]
