@@ -236,7 +236,8 @@ impl Daemon {
         std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap_or_else(|e| panic!("chmod {}: {e}", shared.display()));
         let text = format!(
             "state_dir = {:?}\nsocket = {:?}\naudit_log = {:?}\npin_dir = {:?}\ncgroup_parent = {:?}\non_miss = {:?}\n[escalation]\ntimeout_secs = {}\n\
-             [containment]\nscratch_parent = {:?}\n[[containment.open_paths]]\npath = {:?}\nmode = \"rw\"\n",
+             [containment]\nscratch_parent = {:?}\n[[containment.open_paths]]\npath = {:?}\nmode = \"rw\"\n\
+             [[containment.open_paths]]\npath = {:?}\nmode = \"ro\"\n",
             dir.join("state"),
             socket,
             dir.join("audit.jsonl"),
@@ -246,6 +247,9 @@ impl Daemon {
             settings.escalation_timeout_secs,
             dir,
             shared,
+            // The harness's own programs (the probe beside `pincer`) stay runnable in a
+            // session wherever the checkout is, a gated place such as /tmp included.
+            pincer.parent().unwrap_or(Path::new("/")),
         );
         std::fs::write(&config, text).unwrap_or_else(|e| panic!("write {}: {e}", config.display()));
         let mut daemon = Daemon { pincer: pincer.to_owned(), dir: dir.to_owned(), socket, pin_dir, child: None };
