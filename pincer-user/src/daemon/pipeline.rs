@@ -164,9 +164,11 @@ fn deny_reason(d: &Decision) -> String {
         .enumerate()
         .filter(|(_, v)| v.verdict != Verdict::Allow)
         .map(|(i, v)| {
-            let why = v.mechanism.map(|m| m.worker_phrase()).unwrap_or_else(|| "denied".into());
             let verdict = if v.verdict == Verdict::AskUser { "asks the user" } else { "denies" };
-            format!("vote {} {verdict}: {why}", i + 1)
+            match v.mechanism {
+                Some(m) => format!("vote {} {verdict}: {}", i + 1, m.worker_phrase()),
+                None => format!("vote {} {verdict}", i + 1),
+            }
         })
         .collect();
     if reasons.is_empty() {
