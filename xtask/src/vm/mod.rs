@@ -269,8 +269,8 @@ fn run_on(job: &VmJob, initrd: &Path, opts: &VmOptions, echo: Echo, clock: qemu:
     Ok(KernelRun { job: job.clone(), run, log, passed })
 }
 
-/// Runs `jobs` on at most `parallel` VMs at once (longest first, in the order given) and
-/// returns their results in the same order. With more than one VM at a time, each console
+/// Runs `jobs` on at most `parallel` VMs at once, started in the order given (put the
+/// longest first), and returns their results in the same order. With more than one VM at a time, each console
 /// line shown is prefixed with its VM's label.
 fn run_all(jobs: &[VmJob], parallel: usize, initrd: &Path, opts: &VmOptions, echo: Echo, clock: qemu::GuestClock) -> Vec<Result<KernelRun>> {
     let parallel = parallel.clamp(1, jobs.len().max(1));
