@@ -82,10 +82,16 @@ shared_consts! {
     /// Hook id: `file_receive` (an fd arriving by `SCM_RIGHTS` or `pidfd_getfd`,
     /// checked like an open with the file's mode).
     HOOK_FILE_RECEIVE: u32 = 18;
-    /// Hook id: `file_ioctl` (terminal injection: `TIOCSTI`, `TIOCLINUX`; never allowed).
+    /// Hook id: `file_ioctl` (terminal injection: `TIOCSTI`, `TIOCLINUX`, never allowed;
+    /// inode flag changes, `FS_IOC_SETFLAGS` and `FS_IOC_FSSETXATTR`, need `write`).
     HOOK_FILE_IOCTL: u32 = 19;
     /// Hook id: `userns_create` (a new user namespace without `SESSION_FLAG_ALLOW_USERNS`).
     HOOK_USERNS_CREATE: u32 = 20;
+    /// Hook id: `path_notify` (an inotify, fanotify or dnotify watch needs `read`,
+    /// or `list` on a directory).
+    HOOK_PATH_NOTIFY: u32 = 21;
+    /// Hook id: `inode_getattr` (`stat`, `statx` of a never-grantable object).
+    HOOK_INODE_GETATTR: u32 = 22;
 
     /// Event flag: the walk up the dentries ran out of its bound before it found
     /// a protected root or the filesystem root, so the access was denied.
@@ -102,6 +108,10 @@ shared_consts! {
     /// Event flag: the session is in shadow mode, so this miss was reported but
     /// allowed.
     EVENT_FLAG_SHADOW: u32 = 1 << 4;
+    /// Event flag: the object (for a creation, its directory) belongs to the
+    /// session's uid and lies outside every protected root: it is gated by its
+    /// owner, so the walk named no root.
+    EVENT_FLAG_OWNED: u32 = 1 << 5;
 
     /// Session flag ([`SessionValue::flags`]): misses are reported but allowed,
     /// except never-grantable ones and terminal injection.
@@ -126,7 +136,8 @@ shared_consts! {
 }
 
 /// Every access bit a grant may carry.
-pub const ACCESS_ALL: u32 = ACCESS_READ | ACCESS_WRITE | ACCESS_CREATE | ACCESS_DELETE | ACCESS_LIST;
+pub const ACCESS_ALL: u32 =
+    ACCESS_READ | ACCESS_WRITE | ACCESS_CREATE | ACCESS_DELETE | ACCESS_LIST;
 
 /// Map names, written once: the C program names its maps with the macros
 /// (`MAP_SESSIONS`, ...) that `pincer-ebpf`'s build script generates from
@@ -166,8 +177,21 @@ pub mod map_names {
     /// `PERCPU_ARRAY` of one `u64`: events dropped because the ring buffer was full.
     pub const DROPS: &str = "pincer_drops";
     /// Every map, in a fixed order.
-    pub const ALL: [&str; 13] =
-        [SESSIONS, ROOTS, EXACT, SUBTREE, OPEN, NEVER, NEVER_NAMES, NEVER_DIRS, STATE, GENERATION, WALK_CACHE, EVENTS, DROPS];
+    pub const ALL: [&str; 13] = [
+        SESSIONS,
+        ROOTS,
+        EXACT,
+        SUBTREE,
+        OPEN,
+        NEVER,
+        NEVER_NAMES,
+        NEVER_DIRS,
+        STATE,
+        GENERATION,
+        WALK_CACHE,
+        EVENTS,
+        DROPS,
+    ];
     /// The C macro naming each map (`#define MAP_SESSIONS pincer_sessions`).
     pub const C_MACROS: [(&str, &str); 13] = [
         ("MAP_SESSIONS", SESSIONS),
@@ -416,7 +440,10 @@ pub(crate) const fn assert_no_padding(layouts: &[Layout]) {
         let mut end = 0;
         let mut j = 0;
         while j < l.fields.len() {
-            assert!(l.fields[j].offset == end, "implicit padding in a shared layout");
+            assert!(
+                l.fields[j].offset == end,
+                "implicit padding in a shared layout"
+            );
             end += l.fields[j].size;
             j += 1;
         }

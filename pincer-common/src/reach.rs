@@ -16,6 +16,7 @@
 //! | [`HOOK_SOCKET_CONNECT`], [`HOOK_SOCKET_SENDMSG`] | port | protocol (6 TCP, 17 UDP) | address bytes 0..8 | address bytes 8..16 | |
 //! | [`HOOK_KEY_PERMISSION`] | key serial | permission asked (`KEY_NEED_*`) | creating session (0: outside) | 0 | |
 //! | [`HOOK_PTY_OPEN`] | terminal inode | terminal device | 0 | 0 | the terminal's name in `/dev/pts` |
+//! | [`HOOK_CGROUP_WRITE`] | file inode | cgroupfs device | access bits asked | 0 | the file's name |
 //!
 //! Addresses are IPv6 bytes (IPv4 as `::ffff:a.b.c.d`), stored into the two
 //! `u64` fields in memory order (read them back with `to_ne_bytes`).
@@ -64,6 +65,11 @@ shared_consts! {
     /// Hook id: `file_open` of a pseudo-terminal (`/dev/pts/N`) that is neither
     /// the task's controlling terminal nor one its session created.
     HOOK_PTY_OPEN: u32 = 48;
+    /// Hook id: a write, creation, removal or attribute change of a cgroup v2
+    /// file or directory outside the session's own cgroup (`cgroup.procs`,
+    /// `cgroup.kill`, `cgroup.freeze` of the user's delegated cgroups act on
+    /// processes outside the session); always refused.
+    HOOK_CGROUP_WRITE: u32 = 49;
 
     /// Event flag: a reach denial (the table in the module docs applies).
     EVENT_FLAG_REACH: u32 = 1 << 8;
@@ -105,7 +111,18 @@ pub mod map_names {
     /// `PERCPU_ARRAY` scratch space for one name key (kernel-internal; pinned only).
     pub const NAME_SCRATCH: &str = "pincer_name_scratch";
     /// Every map of the reach block, in a fixed order.
-    pub const ALL: [&str; 10] = [SOCKS, PORTS, HOST_ADDRS, UNIX_FILES, UNIX_NAMES, UNIX_SERVED, IPC, KEYS, TTYS, NAME_SCRATCH];
+    pub const ALL: [&str; 10] = [
+        SOCKS,
+        PORTS,
+        HOST_ADDRS,
+        UNIX_FILES,
+        UNIX_NAMES,
+        UNIX_SERVED,
+        IPC,
+        KEYS,
+        TTYS,
+        NAME_SCRATCH,
+    ];
     /// The C macro naming each map (`#define MAP_SOCKS pincer_socks`).
     pub const C_MACROS: [(&str, &str); 10] = [
         ("MAP_SOCKS", SOCKS),

@@ -40,6 +40,14 @@
 #define SB_ACTIVE (1ul << 30)
 #define TIOCSTI 0x5412
 #define TIOCLINUX 0x541C
+#define FS_IOC_SETFLAGS 0x40086602
+#define FS_IOC32_SETFLAGS 0x40046602
+#define FS_IOC_FSSETXATTR 0x401c5820
+#define SB_KERNMOUNT (1ul << 22)
+#define PROC_SUPER_MAGIC 0x9fa0
+#define DEVPTS_SUPER_MAGIC 0x1cd1
+#define SYSFS_MAGIC 0x62656572
+#define CGROUP2_SUPER_MAGIC 0x63677270
 #define ACCESS_ALL_BITS (ACCESS_READ | ACCESS_WRITE | ACCESS_CREATE | ACCESS_DELETE | ACCESS_LIST)
 
 char LICENSE[] SEC("license") = "GPL";
@@ -661,14 +669,37 @@ static __always_inline int is_multi_link(struct inode *inode)
 	return inode && (BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFDIR && BPF_CORE_READ(inode, __i_nlink) > 1;
 }
 
-/* A file of the session's uid with several links whose walk met no root may
- * have a name under a root (a hard link the user made outside every root):
- * it is protected like one. */
-static __always_inline void protect_outside_link(const struct session *s, struct inode *inode, struct walk *w)
+/* Whether `inode` is one of the user's own objects that a session may reach
+ * only through a grant wherever it lies: it belongs to the session's uid (not
+ * root's: for a root session every file would be its own) and it sits on a
+ * filesystem that holds named objects. Not counted: the kernel's internal
+ * mounts (pipes, sockets, anonymous inodes, memfd and SysV shared memory:
+ * reached only through a descriptor the session already holds), /proc (other
+ * processes are reach checks), devpts (terminals are reach checks), sysfs, and
+ * cgroup2 (writes outside the session's cgroup are always refused). */
+static __always_inline int owned_by_user(const struct session *s, struct inode *inode)
 {
-	if (!w->protected && is_multi_link(inode) && (BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFREG &&
-	    BPF_CORE_READ(inode, i_uid.val) == s->uid)
+	if (!inode || !s->uid || BPF_CORE_READ(inode, i_uid.val) != s->uid)
+		return 0;
+	struct super_block *sb = BPF_CORE_READ(inode, i_sb);
+	unsigned long magic = BPF_CORE_READ(sb, s_magic);
+
+	if (BPF_CORE_READ(sb, s_flags) & SB_KERNMOUNT)
+		return 0;
+	return magic != PROC_SUPER_MAGIC && magic != DEVPTS_SUPER_MAGIC && magic != SYSFS_MAGIC &&
+	       magic != CGROUP2_SUPER_MAGIC;
+}
+
+/* An object of the user's whose walk met no root is gated by its owner: it
+ * needs a grant like an object under a root (a hard link the user made
+ * outside every root included). Other objects outside every root are what the
+ * system lets every user touch. */
+static __always_inline void protect_owned(const struct session *s, struct inode *inode, struct walk *w)
+{
+	if (!w->protected && owned_by_user(s, inode)) {
 		w->protected = 1;
+		w->flags |= EVENT_FLAG_OWNED;
+	}
 }
 
 /* ---- The walk cache ----
@@ -1068,9 +1099,9 @@ static __noinline int cache_decide(const struct session *s, struct dentry *obj, 
 			if (!multi)
 				granted |= w->granted;
 		}
-		if (!protected && multi && (inode->i_mode & S_IFMT) == S_IFREG && inode->i_uid.val == s->uid)
-			protected = 1;
 	}
+	if (!protected && owned_by_user(s, inode))
+		protected = 1;
 	if (!own_dir && !multi)
 		verdict_put(s, obj, w, ACCESS_ALL_BITS & ~never & (protected ? granted : ACCESS_ALL_BITS));
 	if (never & need)
@@ -1094,6 +1125,9 @@ static __always_inline void walk_start(struct walk *w, const struct session *s, 
 	w->flags = multi ? EVENT_FLAG_MULTI_LINK : 0;
 }
 
+static __always_inline int reach_file_open(__u64 session, struct file *file);
+static __always_inline int reach_cgroup(const struct session *s, struct dentry *d, __u32 need);
+
 /* Check `need` on the existing object `d` (exact, subtree and open grants;
  * only exact ones for files with several links). */
 static __always_inline int check_object(const struct session *s, struct dentry *d, __u32 need, __u32 hook)
@@ -1102,10 +1136,14 @@ static __always_inline int check_object(const struct session *s, struct dentry *
 	int multi = is_multi_link(inode);
 	struct walk w;
 
+	int err = reach_cgroup(s, d, need);
+
+	if (err)
+		return err;
 	walk_start(&w, s, scalar_of(d), 0, need, multi);
 
 	walk_up(&w);
-	protect_outside_link(s, inode, &w);
+	protect_owned(s, inode, &w);
 	return verdict(s, w.d, hook, &w);
 }
 
@@ -1114,11 +1152,16 @@ static __always_inline int check_object(const struct session *s, struct dentry *
 static __always_inline int check_create(const struct session *s, struct dentry *child, __u32 hook)
 {
 	struct walk w;
+	int err = reach_cgroup(s, child, ACCESS_CREATE);
 
+	if (err)
+		return err;
 	walk_start(&w, s, (__u64)BPF_CORE_READ(child, d_parent), 0, ACCESS_CREATE, 0);
 	w.child_name = (__u64)BPF_CORE_READ(child, d_name.name);
 
 	walk_up(&w);
+	/* A new entry in a directory of the user's: gated by that owner. */
+	protect_owned(s, BPF_CORE_READ(child, d_parent, d_inode), &w);
 	return verdict(s, scalar_of(child), hook, &w);
 }
 
@@ -1141,6 +1184,12 @@ static __always_inline int check_file(const struct session *s, struct file *file
 		need |= ACCESS_WRITE;
 	if (!need) /* neither read nor write (ioctl-only opens): treat as read */
 		need = dir ? ACCESS_LIST : ACCESS_READ;
+	if (need & ACCESS_WRITE) {
+		int err = reach_cgroup(s, file->f_path.dentry, need);
+
+		if (err)
+			return err;
+	}
 
 	/* One lookup before any path work: the walk's first level finds the
 	 * exact grant of the object the path names, and when no never-grantable
@@ -1177,7 +1226,7 @@ static __always_inline int check_file(const struct session *s, struct file *file
 	walk_start(&w, s, scalar_of(d), scalar_of(file->f_path.mnt), need, multi);
 
 	walk_up(&w);
-	protect_outside_link(s, inode, &w);
+	protect_owned(s, inode, &w);
 	/* A walk that a grant satisfied stops before the root (w.protected
 	 * unset): inside a directory the session made (its subtree grant is
 	 * marked ACCESS_CREATED_BY_SESSION) the file is recorded too. */
@@ -1213,7 +1262,6 @@ static __always_inline __u64 current_session_id(void)
 	return current_session(&s) ? s.id : 0;
 }
 
-static __always_inline int reach_file_open(__u64 session, struct file *file);
 
 SEC("lsm/file_open")
 int BPF_PROG(pincer_file_open, struct file *file, int ret)
@@ -1473,11 +1521,16 @@ int BPF_PROG(pincer_inode_remove_acl, struct mnt_idmap *idmap, struct dentry *de
 	return check_metadata(dentry, HOOK_INODE_REMOVE_ACL);
 }
 
-/* Terminal injection is refused in every mode: no grant can allow it. */
+/* Terminal injection is refused in every mode: no grant can allow it. An
+ * inode flag change (append-only, immutable, no-dump, project id...) is a
+ * change of the object: it needs `write`, whatever mode the file was opened
+ * in. */
 static __always_inline int check_ioctl(struct file *file, unsigned int cmd)
 {
 	struct session s;
 
+	if (cmd == FS_IOC_SETFLAGS || cmd == FS_IOC32_SETFLAGS || cmd == FS_IOC_FSSETXATTR)
+		return current_session(&s) ? check_object(&s, file->f_path.dentry, ACCESS_WRITE, HOOK_FILE_IOCTL) : 0;
 	if (cmd != TIOCSTI && cmd != TIOCLINUX)
 		return 0;
 	if (!current_session(&s))
@@ -1503,6 +1556,58 @@ int BPF_PROG(pincer_file_ioctl_compat, struct file *file, unsigned int cmd, unsi
 	if (ret)
 		return ret;
 	return check_ioctl(file, cmd);
+}
+
+/* A watch (inotify, fanotify, dnotify) tells when an object is read, written
+ * or changed, and names the entries of a directory as they come and go: it
+ * needs `read` (a directory: `list`) like an open. */
+SEC("lsm/path_notify")
+int BPF_PROG(pincer_path_notify, const struct path *path, __u64 mask, unsigned int obj_type, int ret)
+{
+	struct session s;
+
+	if (ret)
+		return ret;
+	if (!current_session(&s))
+		return 0;
+	struct dentry *d = BPF_CORE_READ(path, dentry);
+	struct inode *inode = BPF_CORE_READ(d, d_inode);
+	__u32 need = inode && (BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFDIR ? ACCESS_LIST : ACCESS_READ;
+
+	return check_object(&s, d, need, HOOK_PATH_NOTIFY);
+}
+
+/* stat of a never-grantable object: its size, times and owner tell what a
+ * secret holds and when it changes, so an object no grant may read cannot be
+ * looked at either. Everything else stays visible (listing a directory shows
+ * its names anyway). Only never-grantable entries are looked up: with none
+ * configured, a stat costs the session lookup and one array read. */
+SEC("lsm/inode_getattr")
+int BPF_PROG(pincer_inode_getattr, const struct path *path, int ret)
+{
+	struct session s;
+	__u32 zero = 0;
+
+	if (ret)
+		return ret;
+	if (!current_session(&s))
+		return 0;
+	struct pincer_state *st = bpf_map_lookup_elem(&MAP_STATE, &zero);
+
+	if (st && !st->never_objects && !st->never_names)
+		return 0;
+	struct walk w;
+
+	walk_start(&w, &s, (__u64)BPF_CORE_READ(path, dentry), (__u64)BPF_CORE_READ(path, mnt), ACCESS_READ, 0);
+	w.exact_ok = 0;
+	w.subtree_ok = 0;
+	walk_up(&w);
+	if (w.never & ACCESS_READ) {
+		w.flags |= EVENT_FLAG_NEVER;
+		report(&s, &w, w.d, ACCESS_READ, HOOK_INODE_GETATTR);
+		return -EACCES;
+	}
+	return 0;
 }
 
 SEC("lsm/userns_create")

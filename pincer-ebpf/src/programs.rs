@@ -8,7 +8,7 @@
 /// loader tries it and falls back to the next entry for the same hook when the
 /// verifier refuses it (`inode_setattr` gained a leading `mnt_idmap` argument
 /// in Linux 6.8).
-pub const PROGRAMS: [(&str, &str); 20] = [
+pub const PROGRAMS: [(&str, &str); 22] = [
     ("pincer_file_open", "file_open"),
     ("pincer_inode_create", "inode_create"),
     ("pincer_inode_mkdir", "inode_mkdir"),
@@ -29,6 +29,8 @@ pub const PROGRAMS: [(&str, &str); 20] = [
     ("pincer_file_ioctl_compat", "file_ioctl_compat"),
     ("pincer_inode_free_security", "inode_free_security"),
     ("pincer_userns_create", "userns_create"),
+    ("pincer_path_notify", "path_notify"),
+    ("pincer_inode_getattr", "inode_getattr"),
 ];
 
 /// Hooks that older supported kernels lack (`inode_set_acl` and

@@ -33,7 +33,6 @@
 
 #define EPERM 1
 #define ENOMEM 12
-#define PROC_SUPER_MAGIC 0x9fa0
 #define AF_UNSPEC 0
 #define AF_UNIX 1
 #define AF_INET 2
@@ -47,7 +46,6 @@
 #define SOCK_DGRAM 2
 #define TCP_LISTEN 10
 #define PTRACE_MODE_NOAUDIT 0x04
-#define DEVPTS_SUPER_MAGIC 0x1cd1
 #define PTS_FIRST_INO 3 /* devpts: 1 is its root, 2 ptmx, N + 3 the pty N */
 #define KEY_ALLOC_UID_KEYRING 0x0010
 #define UNIX_PATH_MAX 108
@@ -375,6 +373,48 @@ int BPF_PROG(pincer_task_movememory, struct task_struct *p, int ret)
 	if (ret)
 		return ret;
 	return check_task(p, HOOK_TASK_MOVEMEMORY, 0, 0, -EPERM);
+}
+
+/* ---- cgroups ---- */
+
+/* A gated task writes, creates, removes or changes a cgroup v2 file or
+ * directory only inside its own session's cgroup. The user's delegated
+ * cgroups are the user's (cgroup.kill, cgroup.freeze act on processes outside
+ * the session, past every signal check; cgroup.procs would move the session
+ * out of its cgroup, its limits and this gate), so anywhere else it is refused
+ * in every mode. A cgroup's id is its directory's inode number in cgroupfs,
+ * so the walk up the directories compares inode numbers with the session id. */
+static __always_inline int reach_cgroup(const struct session *s, struct dentry *d, __u32 need)
+{
+	if (!(need & (ACCESS_WRITE | ACCESS_CREATE | ACCESS_DELETE)) || !d)
+		return 0;
+	if (BPF_CORE_READ(d, d_sb, s_magic) != CGROUP2_SUPER_MAGIC)
+		return 0;
+	struct dentry *cur = d;
+
+	for (int i = 0; i < MAX_CGROUP_LEVELS + 2; i++) {
+		struct inode *in = BPF_CORE_READ(cur, d_inode);
+
+		if (in && BPF_CORE_READ(in, i_ino) == s->id)
+			return 0;
+		struct dentry *up = BPF_CORE_READ(cur, d_parent);
+
+		if (!up || up == cur)
+			break;
+		cur = up;
+	}
+	struct miss_event *e = reach_event(s->id, HOOK_CGROUP_WRITE);
+
+	if (e) {
+		struct inode *in = BPF_CORE_READ(d, d_inode);
+
+		e->ino = in ? BPF_CORE_READ(in, i_ino) : 0;
+		e->dev = BPF_CORE_READ(d, d_sb, s_dev);
+		e->parent_ino = need;
+		bpf_probe_read_kernel_str(e->name, sizeof(e->name), BPF_CORE_READ(d, d_name.name));
+		bpf_ringbuf_submit(e, 0);
+	}
+	return -EACCES;
 }
 
 /* ---- terminals ---- */

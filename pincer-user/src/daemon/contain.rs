@@ -85,11 +85,17 @@ pub struct ContainmentConfig {
 }
 
 fn never(pattern: &str, access: &[Access]) -> NeverRule {
-    NeverRule { pattern: pattern.into(), access: access.to_vec() }
+    NeverRule {
+        pattern: pattern.into(),
+        access: access.to_vec(),
+    }
 }
 
 fn open(path: &str, mode: OpenMode) -> OpenPath {
-    OpenPath { path: path.into(), mode }
+    OpenPath {
+        path: path.into(),
+        mode,
+    }
 }
 
 impl Default for ContainmentConfig {
@@ -97,24 +103,183 @@ impl Default for ContainmentConfig {
         use Access::*;
         const ALL: &[Access] = &Access::ALL;
         const CHANGE: &[Access] = &[Write, Create, Delete];
+        // Credentials, histories (commands typed with secrets in them), browser profiles and
+        // Pincer's own state: no access at all.
         let secrets = [
-            "~/.ssh/**", "~/.gnupg/**", "~/.aws/**", "~/.azure/**", "~/.config/gcloud/**", "~/.kube/**",
-            "~/.docker/config.json", "~/.netrc", "~/.git-credentials", "~/.config/git/credentials",
-            "~/.cargo/credentials", "~/.cargo/credentials.toml", "~/.npmrc", "~/.pypirc", "~/.config/gh/hosts.yml",
-            "~/.local/share/keyrings/**", "~/.password-store/**", "~/.config/pincer/**", "/etc/pincer/**",
-            "/var/lib/pincer/**", "/var/log/pincer/**",
+            "~/.ssh/**",
+            "~/.gnupg/**",
+            "~/.pki/**",
+            "~/.aws/**",
+            "~/.azure/**",
+            "~/.config/gcloud/**",
+            "~/.oci/**",
+            "~/.kube/**",
+            "~/.docker/config.json",
+            "~/.config/containers/auth.json",
+            "/run/user/{uid}/containers/auth.json",
+            "~/.netrc",
+            "~/.git-credentials",
+            "~/.config/git/credentials",
+            "~/.cargo/credentials",
+            "~/.cargo/credentials.toml",
+            "~/.npmrc",
+            "~/.yarnrc",
+            "~/.pypirc",
+            "~/.gem/credentials",
+            "~/.config/gh/hosts.yml",
+            "~/.config/hub",
+            "~/.pgpass",
+            "~/.my.cnf",
+            "~/.vault-token",
+            "~/.terraform.d/credentials.tfrc.json",
+            "~/.config/rclone/**",
+            "~/.s3cfg",
+            "~/.boto",
+            "~/.config/doctl/**",
+            "~/.config/op/**",
+            "~/.config/github-copilot/**",
+            "~/.claude/.credentials.json",
+            "~/.codex/auth.json",
+            "~/.gemini/oauth_creds.json",
+            "~/.local/share/keyrings/**",
+            "~/.password-store/**",
+            "~/.mozilla/**",
+            "~/.config/google-chrome/**",
+            "~/.config/chromium/**",
+            "~/.thunderbird/**",
+            "~/.bash_history",
+            "~/.zsh_history",
+            "~/.local/share/fish/**",
+            "~/.python_history",
+            "~/.psql_history",
+            "~/.mysql_history",
+            "~/.sqlite_history",
+            "~/.node_repl_history",
+            "~/.lesshst",
+            "~/.viminfo",
+            "~/.config/pincer/**",
+            "/etc/pincer/**",
+            "/var/lib/pincer/**",
+            "/var/log/pincer/**",
         ];
+        // Where the user's shell, desktop session, systemd user instance, editors, package
+        // managers and toolchains read code or configuration that runs code: readable, never
+        // written, created or deleted (inside read-write open paths too: never beats open).
         let startup = [
-            "~/.bashrc", "~/.bash_profile", "~/.bash_login", "~/.bash_logout", "~/.profile", "~/.zshrc", "~/.zshenv",
-            "~/.zprofile", "~/.zlogin", "~/.config/fish/**", "~/.config/autostart/**", "~/.config/systemd/user/**",
-            "~/.config/environment.d/**", "~/.pam_environment", "~/.xprofile", "~/.xsessionrc",
+            "~/.bashrc",
+            "~/.bash_profile",
+            "~/.bash_login",
+            "~/.bash_logout",
+            "~/.bash_aliases",
+            "~/.bash_completion",
+            "~/.local/share/bash-completion/**",
+            "~/.profile",
+            "~/.inputrc",
+            "~/.zshrc",
+            "~/.zshenv",
+            "~/.zprofile",
+            "~/.zlogin",
+            "~/.zlogout",
+            "~/.oh-my-zsh/**",
+            "~/.kshrc",
+            "~/.mkshrc",
+            "~/.cshrc",
+            "~/.tcshrc",
+            "~/.login",
+            "~/.logout",
+            "~/.config/fish/**",
+            "~/.config/nushell/**",
+            "~/.config/powershell/**",
+            "~/.pam_environment",
+            "~/.config/environment.d/**",
+            "~/.xprofile",
+            "~/.xsessionrc",
+            "~/.xsession",
+            "~/.xinitrc",
+            "~/.Xclients",
+            "~/.gnomerc",
+            "~/.config/autostart/**",
+            "~/.config/autostart-scripts/**",
+            "~/.config/plasma-workspace/**",
+            "~/.config/lxsession/**",
+            "~/.config/openbox/**",
+            "~/.config/i3/**",
+            "~/.config/sway/**",
+            "~/.config/hypr/**",
+            "~/.local/share/applications/**",
+            "~/.config/mimeapps.list",
+            "~/.local/share/dbus-1/**",
+            "~/.config/systemd/**",
+            "~/.local/share/systemd/**",
+            "/run/user/{uid}/systemd/**",
+            "~/.config/user-tmpfiles.d/**",
+            "~/.local/share/user-tmpfiles.d/**",
+            "~/.vimrc",
+            "~/.vim/**",
+            "~/.config/nvim/**",
+            "~/.emacs",
+            "~/.emacs.d/**",
+            "~/.config/emacs/**",
+            "~/.tmux.conf",
+            "~/.config/tmux/**",
+            "~/.screenrc",
+            "~/.gitconfig",
+            "~/.config/git/**",
+            "~/.config/direnv/**",
+            "~/.pythonrc",
+            "~/.pythonrc.py",
+            "~/.config/pip/**",
+            "~/.pip/**",
+            "~/.pydistutils.cfg",
+            "~/.condarc",
+            "~/.config/uv/**",
+            "~/.gemrc",
+            "~/.bundle/**",
+            "~/.yarnrc.yml",
+            "~/.config/yarn/**",
+            "~/.gradle/init.d/**",
+            "~/.gradle/init.gradle",
+            "~/.m2/settings.xml",
+            "~/.docker/**",
+            "~/.cargo/config",
+            "~/.cargo/config.toml",
+            "~/.cargo/env",
+            "~/.cargo/env.fish",
+            "~/.cargo/bin/**",
+            "~/.rustup/**",
+            "~/bin/**",
+            "~/.local/bin/**",
+            "~/.local/lib/**",
+            "~/go/bin/**",
+            "~/.npm-global/**",
+            "~/.deno/bin/**",
+            "~/.bun/bin/**",
+            "~/.nvm/**",
+            "~/.pyenv/**",
+            "~/.rbenv/**",
+            "~/.volta/**",
+            "~/.sdkman/**",
+            "~/.asdf/**",
         ];
+        // Under any root: git hooks and config (run by the user's next git command), and agent
+        // settings that grant permissions or run hooks.
         let agent = [
-            "**/.git/hooks/**", "**/.git/config", "**/.claude/settings*.json", "**/.mcp.json", "**/.codex/**",
-            "**/.gemini/**", "~/.claude/settings*.json", "~/.claude.json", "~/.codex/config.toml", "~/.gemini/settings.json",
+            "**/.git/hooks/**",
+            "**/.git/config",
+            "**/.claude/settings*.json",
+            "**/.mcp.json",
+            "**/.codex/**",
+            "**/.gemini/**",
+            "~/.claude/settings*.json",
+            "~/.claude/hooks/**",
+            "~/.claude.json",
+            "~/.codex/config.toml",
+            "~/.gemini/settings.json",
         ];
         ContainmentConfig {
-            protect: ["~", "/tmp", "/var/tmp", "/dev/shm", "/run/user/{uid}"].map(String::from).to_vec(),
+            protect: ["~", "/tmp", "/var/tmp", "/dev/shm", "/run/user/{uid}"]
+                .map(String::from)
+                .to_vec(),
             open_paths: vec![
                 open("~/.gitconfig", OpenMode::ReadOnly),
                 open("~/.config/git", OpenMode::ReadOnly),
@@ -136,6 +301,47 @@ impl Default for ContainmentConfig {
             pid_namespace: true,
             ipc_namespace: true,
         }
+    }
+}
+
+impl ContainmentConfig {
+    /// Checks the open paths against the never-grantable rules: an open path that lies in a
+    /// never place for an access its mode opens would contradict the rule (the kernel lets
+    /// never win, so it would only mislead the reader) and is an error naming both. Never
+    /// places inside an open path are carved out of it (never beats open); they are returned,
+    /// as `(open path, never pattern)`, for the daemon to report.
+    pub fn check(&self) -> Result<Vec<(String, String)>, String> {
+        let sample = Account {
+            name: "user".into(),
+            uid: 1000,
+            gid: 1000,
+            home: PathBuf::from("/home/user"),
+        };
+        let never = NeverList::new(&self.never, &sample).map_err(|e| e.to_string())?;
+        let mut carved = Vec::new();
+        for o in &self.open_paths {
+            let path = absolute(&o.path, &sample).map_err(|e| e.to_string())?;
+            let open_bits = bits(o.mode.access());
+            for r in &never.rules {
+                if r.matches(&path) && r.access & open_bits != 0 {
+                    return Err(format!(
+                        "open path {:?} ({}) lies in the never-grantable place {:?}: remove it from open_paths",
+                        o.path,
+                        if o.mode == OpenMode::ReadOnly { "ro" } else { "rw" },
+                        r.pattern
+                    ));
+                }
+                let literal = r.pattern.strip_suffix("/**").unwrap_or(&r.pattern);
+                if !r.anywhere
+                    && Path::new(literal).starts_with(&path)
+                    && Path::new(literal) != path
+                    && r.access & open_bits != 0
+                {
+                    carved.push((o.path.clone(), r.pattern.replacen("/home/user", "~", 1)));
+                }
+            }
+        }
+        Ok(carved)
     }
 }
 
@@ -214,10 +420,27 @@ fn glob(pattern: &str) -> Result<GlobMatcher, ContainError> {
         .backslash_escape(true)
         .build()
         .map(|g| g.compile_matcher())
-        .map_err(|source| ContainError::Pattern { pattern: pattern.into(), source })
+        .map_err(|source| ContainError::Pattern {
+            pattern: pattern.into(),
+            source,
+        })
 }
 
 impl Never {
+    fn compile(pattern: String, access: u32, anywhere: bool) -> Result<Self, ContainError> {
+        let base = match pattern.strip_suffix("/**") {
+            Some(b) if !b.is_empty() => Some(glob(b)?),
+            _ => None,
+        };
+        Ok(Never {
+            matcher: glob(&pattern)?,
+            base,
+            pattern,
+            access,
+            anywhere,
+        })
+    }
+
     fn matches(&self, path: &Path) -> bool {
         self.matcher.is_match(path) || self.base.as_ref().is_some_and(|b| b.is_match(path))
     }
@@ -230,25 +453,55 @@ pub struct NeverList {
 }
 
 impl NeverList {
-    /// Compiles the rules with `~` and `{uid}` expanded for `owner`.
+    /// Compiles the rules with `~` and `{uid}` expanded for `owner`. A literal place that is
+    /// a symlink, or lies under one (`~/.bashrc` linked into a dotfiles repository, `~/.ssh`
+    /// kept on another disk), protects its target too: the kernel checks the object an
+    /// access reaches, and the link's own name only guards the link.
     pub fn new(rules: &[NeverRule], owner: &Account) -> Result<Self, ContainError> {
         let mut out = Vec::new();
         for r in rules {
             let anywhere = r.pattern.starts_with("**/");
-            let pattern = if anywhere { r.pattern.clone() } else { absolute(&r.pattern, owner)?.to_string_lossy().into_owned() };
-            let base = match pattern.strip_suffix("/**") {
-                Some(b) if !b.is_empty() => Some(glob(b)?),
-                _ => None,
+            let pattern = if anywhere {
+                r.pattern.clone()
+            } else {
+                absolute(&r.pattern, owner)?.to_string_lossy().into_owned()
             };
-            out.push(Never { matcher: glob(&pattern)?, base, pattern, access: bits(&r.access), anywhere });
+            let access = bits(&r.access);
+            out.push(Never::compile(pattern.clone(), access, anywhere)?);
+            if anywhere {
+                continue;
+            }
+            let (literal, tail) = match pattern.strip_suffix("/**") {
+                Some(b) => (b, "/**"),
+                None => (pattern.as_str(), ""),
+            };
+            if Path::new(literal)
+                .components()
+                .any(|c| has_glob(&c.as_os_str().to_string_lossy()))
+            {
+                continue;
+            }
+            let target = resolve_existing(Path::new(literal));
+            if target != Path::new(literal) {
+                let target = format!("{}{tail}", target.to_string_lossy());
+                out.push(Never::compile(target, access, false)?);
+            }
         }
         Ok(NeverList { rules: out })
+    }
+
+    /// The rules' patterns, each with its access bits (symlink targets included).
+    pub fn patterns(&self) -> impl Iterator<Item = (&str, u32)> {
+        self.rules.iter().map(|r| (r.pattern.as_str(), r.access))
     }
 
     /// The pattern that makes `access` on the absolute `path` never-grantable, if any.
     pub fn forbids(&self, path: &Path, access: Access) -> Option<&str> {
         let bit = access_bit(access);
-        self.rules.iter().find(|r| r.access & bit != 0 && r.matches(path)).map(|r| r.pattern.as_str())
+        self.rules
+            .iter()
+            .find(|r| r.access & bit != 0 && r.matches(path))
+            .map(|r| r.pattern.as_str())
     }
 
     /// Puts the objects and names that exist now into the kernel's never map: literal
@@ -257,7 +510,11 @@ impl NeverList {
     /// `**/` patterns found by a bounded scan of the named roots. An object or name several
     /// rules cover gets the union of their bits (a kernel entry's bits replace the earlier
     /// ones). Returns the entries made.
-    pub fn seed(&self, enforcer: &mut Enforcer, named_roots: &[PathBuf]) -> Result<usize, ContainError> {
+    pub fn seed(
+        &self,
+        enforcer: &mut Enforcer,
+        named_roots: &[PathBuf],
+    ) -> Result<usize, ContainError> {
         let mut seeds = Seeds::default();
         for r in &self.rules {
             if r.anywhere {
@@ -268,9 +525,15 @@ impl NeverList {
             }
             let literal = r.pattern.strip_suffix("/**").unwrap_or(&r.pattern);
             let path = Path::new(literal);
-            if path.components().any(|c| has_glob(&c.as_os_str().to_string_lossy())) {
+            if path
+                .components()
+                .any(|c| has_glob(&c.as_os_str().to_string_lossy()))
+            {
                 // A glob inside the path: the existing matches in its literal directory.
-                let dir: PathBuf = path.components().take_while(|c| !has_glob(&c.as_os_str().to_string_lossy())).collect();
+                let dir: PathBuf = path
+                    .components()
+                    .take_while(|c| !has_glob(&c.as_os_str().to_string_lossy()))
+                    .collect();
                 seed_matches_in(&mut seeds, r, &dir);
                 continue;
             }
@@ -310,6 +573,28 @@ impl Seeds {
     }
 }
 
+/// `path` with every symlink in its longest existing prefix resolved; the components past
+/// that prefix are kept as they are (`path` itself when nothing resolves differently).
+fn resolve_existing(path: &Path) -> PathBuf {
+    let mut prefix = path.to_path_buf();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(&prefix) {
+            return rest
+                .iter()
+                .rev()
+                .fold(real, |p: PathBuf, c: &std::ffi::OsString| p.join(c));
+        }
+        match (prefix.file_name().map(OsStr::to_os_string), prefix.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                prefix = parent.to_path_buf();
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
 /// The object `path` names itself (a symlink is not followed), with the kernel's device
 /// encoding.
 fn object(path: &Path) -> Option<ObjectId> {
@@ -317,7 +602,10 @@ fn object(path: &Path) -> Option<ObjectId> {
 }
 
 fn id_of(m: &std::fs::Metadata) -> ObjectId {
-    ObjectId { dev: pincer_common::kernel_dev(libc::major(m.dev()), libc::minor(m.dev())), ino: m.ino() }
+    ObjectId {
+        dev: pincer_common::kernel_dev(libc::major(m.dev()), libc::minor(m.dev())),
+        ino: m.ino(),
+    }
 }
 
 fn seed_literal(seeds: &mut Seeds, path: &Path, access: u32) {
@@ -344,7 +632,9 @@ fn seed_literal(seeds: &mut Seeds, path: &Path, access: u32) {
 }
 
 fn seed_matches_in(seeds: &mut Seeds, r: &Never, dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     for e in entries.flatten().take(SCAN_LIMIT) {
         let p = e.path();
         if r.matches(&p) {
@@ -361,7 +651,10 @@ fn seed_matches_in(seeds: &mut Seeds, r: &Never, dir: &Path) {
 /// rule's literal parent segment), so the object cannot be created later.
 fn seed_scan(seeds: &mut Seeds, r: &Never, root: &Path) {
     let segments: Vec<&str> = r.pattern.trim_end_matches("/**").split('/').collect();
-    let last = segments.last().copied().filter(|s| !has_glob(s) && !s.is_empty() && !r.pattern.ends_with("/**"));
+    let last = segments
+        .last()
+        .copied()
+        .filter(|s| !has_glob(s) && !s.is_empty() && !r.pattern.ends_with("/**"));
     let literal_parent = segments.len() >= 2 && !has_glob(segments[segments.len() - 2]);
     let mut queue = std::collections::VecDeque::from([root.to_path_buf()]);
     let mut seen = 0usize;
@@ -374,14 +667,18 @@ fn seed_scan(seeds: &mut Seeds, r: &Never, root: &Path) {
                 }
             }
         }
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
         for e in entries.flatten() {
             seen += 1;
             if seen > SCAN_LIMIT {
                 return;
             }
             let p = e.path();
-            let Ok(meta) = std::fs::symlink_metadata(&p) else { continue };
+            let Ok(meta) = std::fs::symlink_metadata(&p) else {
+                continue;
+            };
             if r.matches(&p) {
                 seeds.object(id_of(&meta), r.access);
             }
@@ -416,7 +713,10 @@ impl Containment {
         for p in &cfg.protect {
             let p = absolute(p, owner)?;
             // "/" as a home (an account without one) would gate the whole system.
-            if p.components().any(|c| c != Component::RootDir) && p.is_dir() && !protect.contains(&p) {
+            if p.components().any(|c| c != Component::RootDir)
+                && p.is_dir()
+                && !protect.contains(&p)
+            {
                 protect.push(p);
             }
         }
@@ -433,7 +733,10 @@ impl Containment {
             never: NeverList::new(&cfg.never, owner)?,
             scratch_parent: cfg.scratch.then(|| cfg.scratch_parent.clone()),
             allow_userns: cfg.allow_userns,
-            namespaces: super::worker::Namespaces { pid: cfg.pid_namespace, ipc: cfg.ipc_namespace },
+            namespaces: super::worker::Namespaces {
+                pid: cfg.pid_namespace,
+                ipc: cfg.ipc_namespace,
+            },
         })
     }
 
@@ -454,14 +757,27 @@ impl Containment {
 
     /// Where the scratch directory of `session` goes, if sessions get one.
     pub fn scratch_dir(&self, session: &str) -> Option<PathBuf> {
-        self.scratch_parent.as_ref().map(|p| p.join(format!("pincer-{session}")))
+        self.scratch_parent
+            .as_ref()
+            .map(|p| p.join(format!("pincer-{session}")))
     }
 
     /// Makes the session's scratch directory (0700, owned by the owner) and grants it to
     /// the session in full; returns its path (`None` when sessions get none).
-    pub fn make_scratch(&self, enforcer: &mut Enforcer, session: &str, cgroup_id: u64, owner: &Account) -> Result<Option<PathBuf>, ContainError> {
-        let Some(dir) = self.scratch_dir(session) else { return Ok(None) };
-        let err = |source| ContainError::Scratch { path: dir.clone(), source };
+    pub fn make_scratch(
+        &self,
+        enforcer: &mut Enforcer,
+        session: &str,
+        cgroup_id: u64,
+        owner: &Account,
+    ) -> Result<Option<PathBuf>, ContainError> {
+        let Some(dir) = self.scratch_dir(session) else {
+            return Ok(None);
+        };
+        let err = |source| ContainError::Scratch {
+            path: dir.clone(),
+            source,
+        };
         std::fs::create_dir(&dir).map_err(err)?;
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map_err(err)?;
         std::os::unix::fs::chown(&dir, Some(owner.uid), Some(owner.gid)).map_err(err)?;
@@ -487,24 +803,65 @@ mod tests {
     use super::*;
 
     fn owner() -> Account {
-        Account { name: "u".into(), uid: 1000, gid: 1000, home: PathBuf::from("/home/u") }
+        Account {
+            name: "u".into(),
+            uid: 1000,
+            gid: 1000,
+            home: PathBuf::from("/home/u"),
+        }
     }
 
     #[test]
     fn default_never_list_refuses_secrets_startup_files_and_hooks_but_lets_them_be_read() {
         let n = NeverList::new(&ContainmentConfig::default().never, &owner()).unwrap();
-        assert!(n.forbids(Path::new("/home/u/.ssh/id_ed25519"), Access::Read).is_some());
-        assert!(n.forbids(Path::new("/home/u/.ssh"), Access::List).is_some(), "the directory itself");
-        assert!(n.forbids(Path::new("/home/u/.bashrc"), Access::Write).is_some());
-        assert!(n.forbids(Path::new("/home/u/.bashrc"), Access::Read).is_none());
-        assert!(n.forbids(Path::new("/home/u/.config/autostart/x.desktop"), Access::Create).is_some());
-        assert!(n.forbids(Path::new("/srv/w/proj/.git/hooks/pre-commit"), Access::Create).is_some());
-        assert!(n.forbids(Path::new("/srv/w/proj/.git/config"), Access::Write).is_some());
-        assert!(n.forbids(Path::new("/srv/w/proj/.git/config"), Access::Read).is_none(), "git must read it");
-        assert!(n.forbids(Path::new("/srv/w/proj/.claude/settings.local.json"), Access::Write).is_some());
-        assert!(n.forbids(Path::new("/srv/w/.mcp.json"), Access::Create).is_some());
-        assert!(n.forbids(Path::new("/srv/w/proj/src/main.rs"), Access::Write).is_none());
-        assert!(n.forbids(Path::new("/home/u/notes/ssh.txt"), Access::Read).is_none());
+        assert!(n
+            .forbids(Path::new("/home/u/.ssh/id_ed25519"), Access::Read)
+            .is_some());
+        assert!(
+            n.forbids(Path::new("/home/u/.ssh"), Access::List).is_some(),
+            "the directory itself"
+        );
+        assert!(n
+            .forbids(Path::new("/home/u/.bashrc"), Access::Write)
+            .is_some());
+        assert!(n
+            .forbids(Path::new("/home/u/.bashrc"), Access::Read)
+            .is_none());
+        assert!(n
+            .forbids(
+                Path::new("/home/u/.config/autostart/x.desktop"),
+                Access::Create
+            )
+            .is_some());
+        assert!(n
+            .forbids(
+                Path::new("/srv/w/proj/.git/hooks/pre-commit"),
+                Access::Create
+            )
+            .is_some());
+        assert!(n
+            .forbids(Path::new("/srv/w/proj/.git/config"), Access::Write)
+            .is_some());
+        assert!(
+            n.forbids(Path::new("/srv/w/proj/.git/config"), Access::Read)
+                .is_none(),
+            "git must read it"
+        );
+        assert!(n
+            .forbids(
+                Path::new("/srv/w/proj/.claude/settings.local.json"),
+                Access::Write
+            )
+            .is_some());
+        assert!(n
+            .forbids(Path::new("/srv/w/.mcp.json"), Access::Create)
+            .is_some());
+        assert!(n
+            .forbids(Path::new("/srv/w/proj/src/main.rs"), Access::Write)
+            .is_none());
+        assert!(n
+            .forbids(Path::new("/home/u/notes/ssh.txt"), Access::Read)
+            .is_none());
     }
 
     #[test]
@@ -514,18 +871,34 @@ mod tests {
         let env = ws.join(".env");
         std::fs::write(&env, "KEY=v").unwrap();
         let rules = [
-            NeverRule { pattern: env.to_string_lossy().into_owned(), access: vec![Access::Read] },
-            NeverRule { pattern: "**/.env".into(), access: vec![Access::Write, Access::Delete] },
+            NeverRule {
+                pattern: env.to_string_lossy().into_owned(),
+                access: vec![Access::Read],
+            },
+            NeverRule {
+                pattern: "**/.env".into(),
+                access: vec![Access::Write, Access::Delete],
+            },
         ];
         let list = NeverList::new(&rules, &owner()).unwrap();
         let maps = crate::kernel::MemoryMaps::default();
-        let n = list.seed(&mut maps.enforcer(), std::slice::from_ref(&ws)).unwrap();
+        let n = list
+            .seed(&mut maps.enforcer(), std::slice::from_ref(&ws))
+            .unwrap();
         let union = bits(&[Access::Read, Access::Write, Access::Delete]);
         let (file, parent) = (object(&env).unwrap(), object(&ws).unwrap());
         // The kernel's entries replace their bits: one write per object, with every rule's.
         assert_eq!(maps.never_bits(file), Some(union), "the object");
-        assert_eq!(maps.never_name_bits(parent, OsStr::new(".env")), Some(union), "its name");
-        assert_eq!(maps.never_dir_count(parent), Some(1), "one name in the directory");
+        assert_eq!(
+            maps.never_name_bits(parent, OsStr::new(".env")),
+            Some(union),
+            "its name"
+        );
+        assert_eq!(
+            maps.never_dir_count(parent),
+            Some(1),
+            "one name in the directory"
+        );
         assert_eq!(n, 2, "one entry per object and per name");
     }
 
@@ -534,28 +907,168 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().canonicalize().unwrap();
         std::fs::create_dir(home.join(".config")).unwrap();
-        let account = Account { home: home.clone(), ..owner() };
-        let rules = [NeverRule { pattern: "~/.config/systemd/user/**".into(), access: vec![Access::Write, Access::Create, Access::Delete] }];
+        let account = Account {
+            home: home.clone(),
+            ..owner()
+        };
+        let rules = [NeverRule {
+            pattern: "~/.config/systemd/user/**".into(),
+            access: vec![Access::Write, Access::Create, Access::Delete],
+        }];
         let list = NeverList::new(&rules, &account).unwrap();
         let maps = crate::kernel::MemoryMaps::default();
         list.seed(&mut maps.enforcer(), &[]).unwrap();
         let config = object(&home.join(".config")).unwrap();
-        assert_eq!(maps.never_name_bits(config, OsStr::new("systemd")), Some(pincer_common::ACCESS_CREATE), "~/.config/systemd cannot be made");
+        assert_eq!(
+            maps.never_name_bits(config, OsStr::new("systemd")),
+            Some(pincer_common::ACCESS_CREATE),
+            "~/.config/systemd cannot be made"
+        );
         // Once the parent exists, the place's own name is reserved with the rule's bits.
         std::fs::create_dir(home.join(".config/systemd")).unwrap();
         let maps = crate::kernel::MemoryMaps::default();
         list.seed(&mut maps.enforcer(), &[]).unwrap();
         let systemd = object(&home.join(".config/systemd")).unwrap();
-        assert_eq!(maps.never_name_bits(systemd, OsStr::new("user")), Some(bits(&[Access::Write, Access::Create, Access::Delete])));
-        assert_eq!(maps.never_name_bits(config, OsStr::new("systemd")), None, "an existing ancestor is not reserved");
+        assert_eq!(
+            maps.never_name_bits(systemd, OsStr::new("user")),
+            Some(bits(&[Access::Write, Access::Create, Access::Delete]))
+        );
+        assert_eq!(
+            maps.never_name_bits(config, OsStr::new("systemd")),
+            None,
+            "an existing ancestor is not reserved"
+        );
+    }
+
+    #[test]
+    fn the_default_list_covers_code_places_beyond_the_shell_rc_files() {
+        let n = NeverList::new(&ContainmentConfig::default().never, &owner()).unwrap();
+        for p in [
+            "/home/u/.bash_aliases",
+            "/home/u/.local/share/systemd/user/evil.service",
+            "/home/u/.config/systemd/user.conf",
+            "/home/u/.local/share/dbus-1/services/org.x.service",
+            "/home/u/.local/share/applications/x.desktop",
+            "/home/u/.cargo/env",
+            "/home/u/.cargo/bin/git",
+            "/home/u/.cargo/config.toml",
+            "/home/u/bin/ls",
+            "/home/u/.config/pip/pip.conf",
+            "/home/u/.vimrc",
+        ] {
+            assert!(n.forbids(Path::new(p), Access::Create).is_some(), "{p}");
+            assert!(
+                n.forbids(Path::new(p), Access::Read).is_none(),
+                "{p} stays readable"
+            );
+        }
+        assert!(
+            n.forbids(
+                Path::new("/home/u/.cargo/registry/cache/x.crate"),
+                Access::Write
+            )
+            .is_none(),
+            "the cache stays open"
+        );
+        assert!(n
+            .forbids(Path::new("/home/u/.bash_history"), Access::Read)
+            .is_some());
+    }
+
+    #[test]
+    fn a_symlinked_never_place_protects_its_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(home.join("dotfiles")).unwrap();
+        std::fs::write(home.join("dotfiles/bashrc"), "alias ll='ls -l'\n").unwrap();
+        std::os::unix::fs::symlink(home.join("dotfiles/bashrc"), home.join(".bashrc")).unwrap();
+        std::fs::create_dir_all(home.join("vault/ssh")).unwrap();
+        std::fs::write(home.join("vault/ssh/id_ed25519"), "key").unwrap();
+        std::os::unix::fs::symlink(home.join("vault/ssh"), home.join(".ssh")).unwrap();
+        let account = Account {
+            home: home.clone(),
+            ..owner()
+        };
+        let list = NeverList::new(&ContainmentConfig::default().never, &account).unwrap();
+        assert!(
+            list.forbids(&home.join("dotfiles/bashrc"), Access::Write)
+                .is_some(),
+            "the startup file's target"
+        );
+        assert!(
+            list.forbids(&home.join("vault/ssh/id_ed25519"), Access::Read)
+                .is_some(),
+            "the secret directory's target"
+        );
+        assert!(
+            list.forbids(&home.join("dotfiles/vimrc.md"), Access::Write)
+                .is_none(),
+            "only the target"
+        );
+        let maps = crate::kernel::MemoryMaps::default();
+        list.seed(&mut maps.enforcer(), &[]).unwrap();
+        assert!(maps
+            .never_bits(object(&home.join("dotfiles/bashrc")).unwrap())
+            .is_some_and(|b| b & pincer_common::ACCESS_WRITE != 0));
+        assert!(maps
+            .never_bits(object(&home.join("vault/ssh")).unwrap())
+            .is_some_and(|b| b & pincer_common::ACCESS_READ != 0));
+    }
+
+    #[test]
+    fn an_open_path_inside_a_never_place_is_refused_and_never_places_inside_one_are_carved_out() {
+        let carved = ContainmentConfig::default().check().unwrap();
+        assert!(
+            carved
+                .iter()
+                .any(|(o, n)| o == "~/.cargo" && n == "~/.cargo/bin/**"),
+            "{carved:?}"
+        );
+        assert!(
+            carved
+                .iter()
+                .any(|(o, n)| o == "~/.cargo" && n == "~/.cargo/env"),
+            "{carved:?}"
+        );
+        let mut cfg = ContainmentConfig::default();
+        cfg.open_paths.push(OpenPath {
+            path: "~/.ssh".into(),
+            mode: OpenMode::ReadOnly,
+        });
+        let e = cfg.check().unwrap_err();
+        assert!(e.contains("~/.ssh") && e.contains("never-grantable"), "{e}");
+        let mut cfg = ContainmentConfig::default();
+        cfg.open_paths.push(OpenPath {
+            path: "~/.config/systemd/user".into(),
+            mode: OpenMode::ReadWrite,
+        });
+        assert!(cfg.check().is_err(), "rw in a place never changed");
+        let mut cfg = ContainmentConfig::default();
+        cfg.open_paths.push(OpenPath {
+            path: "~/.config/systemd/user".into(),
+            mode: OpenMode::ReadOnly,
+        });
+        assert!(cfg.check().is_ok(), "reading it is allowed");
     }
 
     #[test]
     fn paths_must_be_absolute_home_or_anywhere() {
-        let bad = [NeverRule { pattern: "secrets/**".into(), access: vec![Access::Read] }];
-        assert!(matches!(NeverList::new(&bad, &owner()), Err(ContainError::Relative(_))));
-        let glob = [NeverRule { pattern: "/a/[".into(), access: vec![Access::Read] }];
-        assert!(matches!(NeverList::new(&glob, &owner()), Err(ContainError::Pattern { .. })));
+        let bad = [NeverRule {
+            pattern: "secrets/**".into(),
+            access: vec![Access::Read],
+        }];
+        assert!(matches!(
+            NeverList::new(&bad, &owner()),
+            Err(ContainError::Relative(_))
+        ));
+        let glob = [NeverRule {
+            pattern: "/a/[".into(),
+            access: vec![Access::Read],
+        }];
+        assert!(matches!(
+            NeverList::new(&glob, &owner()),
+            Err(ContainError::Pattern { .. })
+        ));
     }
 
     #[test]

@@ -56,6 +56,12 @@ impl Miss {
         self.flags & pincer_common::EVENT_FLAG_PATH_TRUNCATED != 0
     }
 
+    /// Whether the object (for a creation, its directory) belongs to the session's user
+    /// outside every protected root: gated by its owner, with no root to name it by.
+    pub fn owned_outside_roots(&self) -> bool {
+        self.flags & pincer_common::EVENT_FLAG_OWNED != 0
+    }
+
     /// Whether the access is never grantable (a never-grantable object, directory
     /// or name, or terminal injection): no grant or approval can allow it, so it
     /// is to be audited, not decided.
@@ -72,7 +78,10 @@ impl Miss {
     pub fn decode(bytes: &[u8]) -> Result<Self, KernelError> {
         let expected = std::mem::size_of::<MissEvent>();
         if bytes.len() < expected {
-            return Err(KernelError::ShortEvent { len: bytes.len(), expected });
+            return Err(KernelError::ShortEvent {
+                len: bytes.len(),
+                expected,
+            });
         }
         // SAFETY: the length was checked and `MissEvent` is plain old data
         // (every bit pattern valid); the read is unaligned-safe.
@@ -81,7 +90,9 @@ impl Miss {
         let mut components: Vec<String> = Vec::new();
         let mut rest = &e.path[..];
         for _ in 0..e.depth {
-            let Some(end) = rest.iter().position(|b| *b == 0) else { break };
+            let Some(end) = rest.iter().position(|b| *b == 0) else {
+                break;
+            };
             components.push(String::from_utf8_lossy(&rest[..end]).into_owned());
             rest = &rest[end + 1..];
         }
@@ -170,12 +181,19 @@ pub enum Hook {
     /// `file_receive`: an fd received by `SCM_RIGHTS` or `pidfd_getfd`, checked like an open.
     #[serde(rename = "file_receive")]
     FileReceive,
-    /// `file_ioctl`: terminal injection (`TIOCSTI`, `TIOCLINUX`), never allowed.
+    /// `file_ioctl`: terminal injection (`TIOCSTI`, `TIOCLINUX`), never allowed; inode flag
+    /// changes (`FS_IOC_SETFLAGS`, `FS_IOC_FSSETXATTR`) need write.
     #[serde(rename = "file_ioctl")]
     FileIoctl,
     /// `userns_create`: a new user namespace without the session's permission.
     #[serde(rename = "userns_create")]
     UsernsCreate,
+    /// `path_notify`: an inotify, fanotify or dnotify watch (needs read, or list on a directory).
+    #[serde(rename = "path_notify")]
+    PathNotify,
+    /// `inode_getattr`: `stat` of a never-grantable object.
+    #[serde(rename = "inode_getattr")]
+    InodeGetattr,
     /// `task_kill`: a signal to a task outside the session.
     #[serde(rename = "task_kill")]
     TaskKill,
@@ -228,6 +246,10 @@ pub enum Hook {
     /// `file_open` of a pseudo-terminal that is not the task's own.
     #[serde(rename = "file_open(pty)")]
     PtyOpen,
+    /// A write, creation, removal or attribute change of a cgroup file outside the
+    /// session's own cgroup.
+    #[serde(rename = "cgroup_write")]
+    CgroupWrite,
     /// A `HOOK_*` id this build does not know.
     #[serde(rename = "unknown")]
     Unknown,
@@ -259,6 +281,8 @@ impl Hook {
             HOOK_FILE_RECEIVE => Hook::FileReceive,
             HOOK_FILE_IOCTL => Hook::FileIoctl,
             HOOK_USERNS_CREATE => Hook::UsernsCreate,
+            HOOK_PATH_NOTIFY => Hook::PathNotify,
+            HOOK_INODE_GETATTR => Hook::InodeGetattr,
             HOOK_TASK_KILL => Hook::TaskKill,
             HOOK_PTRACE_ACCESS_CHECK => Hook::PtraceAccessCheck,
             HOOK_PTRACE_TRACEME => Hook::PtraceTraceme,
@@ -276,6 +300,7 @@ impl Hook {
             HOOK_UNIX_INBOUND => Hook::UnixInbound,
             HOOK_KEY_PERMISSION => Hook::KeyPermission,
             HOOK_PTY_OPEN => Hook::PtyOpen,
+            HOOK_CGROUP_WRITE => Hook::CgroupWrite,
             _ => Hook::Unknown,
         }
     }
@@ -303,6 +328,8 @@ impl Hook {
             Hook::FileReceive => "file_receive",
             Hook::FileIoctl => "file_ioctl",
             Hook::UsernsCreate => "userns_create",
+            Hook::PathNotify => "path_notify",
+            Hook::InodeGetattr => "inode_getattr",
             Hook::TaskKill => "task_kill",
             Hook::PtraceAccessCheck => "ptrace_access_check",
             Hook::PtraceTraceme => "ptrace_traceme",
@@ -320,6 +347,7 @@ impl Hook {
             Hook::UnixInbound => "unix_connect(inbound)",
             Hook::KeyPermission => "key_permission",
             Hook::PtyOpen => "file_open(pty)",
+            Hook::CgroupWrite => "cgroup_write",
             Hook::Unknown => "unknown",
         }
     }
@@ -386,16 +414,30 @@ mod tests {
     #[test]
     fn every_hook_id_the_program_reports_decodes_to_its_own_hook() {
         // The ids come from pincer-common's tables, the same the C program is built from.
-        let ids = C_CONSTANTS.iter().chain(reach::C_CONSTANTS).filter(|(name, _)| name.starts_with("HOOK_"));
+        let ids = C_CONSTANTS
+            .iter()
+            .chain(reach::C_CONSTANTS)
+            .filter(|(name, _)| name.starts_with("HOOK_"));
         let mut seen = std::collections::HashSet::new();
         for (name, id) in ids {
             let hook = Hook::from_id(*id as u32);
             assert_ne!(hook, Hook::Unknown, "{name} = {id} has no Hook");
-            assert!(seen.insert(hook), "{name} = {id} decodes to {hook}, as another id does");
+            assert!(
+                seen.insert(hook),
+                "{name} = {id} decodes to {hook}, as another id does"
+            );
             let wire = serde_json::to_string(&hook).unwrap();
-            assert_eq!(wire, format!("\"{}\"", hook.name()), "{name}: serde and name() disagree");
+            assert_eq!(
+                wire,
+                format!("\"{}\"", hook.name()),
+                "{name}: serde and name() disagree"
+            );
         }
-        assert_eq!(seen.len(), 37, "a new HOOK_* id needs a Hook variant (and this count)");
+        assert_eq!(
+            seen.len(),
+            37,
+            "a new HOOK_* id needs a Hook variant (and this count)"
+        );
     }
 
     fn event(path: &[&str]) -> MissEvent {
@@ -428,8 +470,13 @@ mod tests {
 
     fn bytes(e: &MissEvent) -> Vec<u8> {
         // SAFETY: MissEvent is repr(C) plain data.
-        unsafe { std::slice::from_raw_parts((e as *const MissEvent).cast::<u8>(), std::mem::size_of::<MissEvent>()) }
-            .to_vec()
+        unsafe {
+            std::slice::from_raw_parts(
+                (e as *const MissEvent).cast::<u8>(),
+                std::mem::size_of::<MissEvent>(),
+            )
+        }
+        .to_vec()
     }
 
     #[test]
@@ -444,9 +491,18 @@ mod tests {
 
     #[test]
     fn hook_ids_decode_to_their_names() {
-        assert_eq!(Hook::from_id(HOOK_INODE_RENAME_FROM).name(), "inode_rename(from)");
-        assert_eq!(serde_json::to_string(&Hook::from_id(HOOK_INODE_MKDIR)).unwrap(), "\"inode_mkdir\"");
-        assert!(Hook::from_id(HOOK_INODE_RMDIR).object_is_dir() && !Hook::from_id(HOOK_FILE_OPEN).object_is_dir());
+        assert_eq!(
+            Hook::from_id(HOOK_INODE_RENAME_FROM).name(),
+            "inode_rename(from)"
+        );
+        assert_eq!(
+            serde_json::to_string(&Hook::from_id(HOOK_INODE_MKDIR)).unwrap(),
+            "\"inode_mkdir\""
+        );
+        assert!(
+            Hook::from_id(HOOK_INODE_RMDIR).object_is_dir()
+                && !Hook::from_id(HOOK_FILE_OPEN).object_is_dir()
+        );
         assert_eq!(Hook::from_id(9999), Hook::Unknown);
     }
 
