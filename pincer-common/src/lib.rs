@@ -108,6 +108,11 @@ shared_consts! {
     /// Event flag: the session is in shadow mode, so this miss was reported but
     /// allowed.
     EVENT_FLAG_SHADOW: u32 = 1 << 4;
+    /// Never map value bit: the object itself cannot be removed or renamed in a
+    /// session (an existing ancestor of a never-grantable place: moving it away
+    /// would let a session rebuild the path to the place in a directory of its
+    /// own). It covers nothing below the object.
+    NEVER_PINNED: u32 = 1 << 16;
     /// Event flag: the object (for a creation, its directory) belongs to the
     /// session's uid and lies outside every protected root: it is gated by its
     /// owner, so the walk named no root.

@@ -1144,6 +1144,15 @@ static __always_inline int check_object(const struct session *s, struct dentry *
 
 	walk_up(&w);
 	protect_owned(s, inode, &w);
+	/* A pinned object (an ancestor of a never place) is never removed or
+	 * moved: its own entry, not its ancestors', says so. */
+	if ((need & ACCESS_DELETE) && inode) {
+		struct object_key k = { .ino = BPF_CORE_READ(inode, i_ino), .dev = BPF_CORE_READ(inode, i_sb, s_dev) };
+		__u32 *bits = bpf_map_lookup_elem(&MAP_NEVER, &k);
+
+		if (bits && (*bits & NEVER_PINNED))
+			w.never |= ACCESS_DELETE;
+	}
 	return verdict(s, w.d, hook, &w);
 }
 

@@ -424,6 +424,15 @@ pub enum Op {
     RecvFdRead(i32),
     /// `pidfd_open(pid)` then `pidfd_getfd` of its fd number and a read from it.
     PidfdGetfd(i32, i32),
+    /// `statx(path)` (not following a final symlink).
+    Stat(PathBuf),
+    /// `inotify_add_watch(path, IN_ALL_EVENTS)` on a new inotify instance.
+    Watch(PathBuf),
+    /// Open the path read-only, then `FS_IOC_SETFLAGS` with the flags it has plus
+    /// `FS_NODUMP_FL` (a flag the owner may set).
+    SetFlags(PathBuf),
+    /// Open the path `O_WRONLY` and write the bytes (`open_close` only opens).
+    WriteBytes(PathBuf, Vec<u8>),
 }
 
 fn c(path: &Path) -> CString {
@@ -738,6 +747,56 @@ pub fn perform(op: &Op) -> i32 {
             Op::SendFd(sock, p) => send_fd(*sock, &c(p)),
             Op::RecvFdRead(sock) => recv_fd_read(*sock),
             Op::PidfdGetfd(pid, fd) => pidfd_getfd_read(*pid, *fd),
+            Op::Stat(p) => {
+                let mut stx: libc::statx = std::mem::zeroed();
+                ok_or_errno(libc::statx(
+                    libc::AT_FDCWD,
+                    c(p).as_ptr(),
+                    libc::AT_SYMLINK_NOFOLLOW,
+                    libc::STATX_BASIC_STATS,
+                    &mut stx,
+                ))
+            }
+            Op::Watch(p) => {
+                let fd = libc::inotify_init1(libc::IN_CLOEXEC);
+                if fd < 0 {
+                    return errno();
+                }
+                let rc = ok_or_errno(libc::inotify_add_watch(
+                    fd,
+                    c(p).as_ptr(),
+                    libc::IN_ALL_EVENTS,
+                ));
+                libc::close(fd);
+                rc
+            }
+            Op::SetFlags(p) => {
+                const FS_IOC_GETFLAGS: libc::c_ulong = 0x8008_6601;
+                const FS_IOC_SETFLAGS: libc::c_ulong = 0x4008_6602;
+                const FS_NODUMP_FL: libc::c_long = 0x40;
+                let fd = libc::open(c(p).as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+                if fd < 0 {
+                    return errno();
+                }
+                let mut flags: libc::c_long = 0;
+                let mut rc = ok_or_errno(libc::ioctl(fd, FS_IOC_GETFLAGS, &mut flags));
+                if rc == 0 {
+                    flags |= FS_NODUMP_FL;
+                    rc = ok_or_errno(libc::ioctl(fd, FS_IOC_SETFLAGS, &flags));
+                }
+                libc::close(fd);
+                rc
+            }
+            Op::WriteBytes(p, bytes) => {
+                let fd = libc::open(c(p).as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 {
+                    return errno();
+                }
+                let n = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
+                let rc = if n < 0 { errno() } else { 0 };
+                libc::close(fd);
+                rc
+            }
         }
     }
 }

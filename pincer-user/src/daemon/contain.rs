@@ -450,6 +450,8 @@ impl Never {
 #[derive(Debug, Clone, Default)]
 pub struct NeverList {
     rules: Vec<Never>,
+    /// Where pinning the ancestors of a place stops (the owner's home).
+    anchors: Vec<PathBuf>,
 }
 
 impl NeverList {
@@ -487,7 +489,10 @@ impl NeverList {
                 out.push(Never::compile(target, access, false)?);
             }
         }
-        Ok(NeverList { rules: out })
+        Ok(NeverList {
+            rules: out,
+            anchors: vec![owner.home.clone()],
+        })
     }
 
     /// The rules' patterns, each with its access bits (symlink targets included).
@@ -538,6 +543,7 @@ impl NeverList {
                 continue;
             }
             seed_literal(&mut seeds, path, r.access);
+            pin_ancestors(&mut seeds, path, &self.anchors);
         }
         seeds.write(enforcer)
     }
@@ -631,6 +637,27 @@ fn seed_literal(seeds: &mut Seeds, path: &Path, access: u32) {
     }
 }
 
+/// Pins the existing directories between the place's anchor (the home for a home place,
+/// `/` otherwise; excluded) and the place (excluded): a session may then neither remove nor
+/// rename them, so it cannot move an ancestor away and rebuild the path to the place in a
+/// directory of its own.
+fn pin_ancestors(seeds: &mut Seeds, place: &Path, anchors: &[PathBuf]) {
+    let anchor = anchors
+        .iter()
+        .filter(|a| place.starts_with(a) && place != a.as_path())
+        .max_by_key(|a| a.as_os_str().len());
+    let mut dir = place.parent();
+    while let Some(d) = dir {
+        if anchor.is_some_and(|a| d == a.as_path()) || d.parent().is_none() {
+            break;
+        }
+        if let Some(id) = object(d) {
+            seeds.object(id, pincer_common::NEVER_PINNED);
+        }
+        dir = d.parent();
+    }
+}
+
 fn seed_matches_in(seeds: &mut Seeds, r: &Never, dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -681,6 +708,7 @@ fn seed_scan(seeds: &mut Seeds, r: &Never, root: &Path) {
             };
             if r.matches(&p) {
                 seeds.object(id_of(&meta), r.access);
+                pin_ancestors(seeds, &p, std::slice::from_ref(&root.to_path_buf()));
             }
             if meta.is_dir() {
                 queue.push_back(p);
@@ -1049,6 +1077,52 @@ mod tests {
             mode: OpenMode::ReadOnly,
         });
         assert!(cfg.check().is_ok(), "reading it is allowed");
+    }
+
+    #[test]
+    fn the_ancestors_of_a_never_place_below_the_home_are_pinned() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(home.join(".config/systemd/user")).unwrap();
+        std::fs::create_dir_all(home.join("proj/.git/hooks")).unwrap();
+        let account = Account {
+            home: home.clone(),
+            ..owner()
+        };
+        let rules = [
+            NeverRule {
+                pattern: "~/.config/systemd/user/**".into(),
+                access: vec![Access::Write, Access::Create, Access::Delete],
+            },
+            NeverRule {
+                pattern: "**/.git/hooks/**".into(),
+                access: vec![Access::Write, Access::Create, Access::Delete],
+            },
+        ];
+        let list = NeverList::new(&rules, &account).unwrap();
+        let maps = crate::kernel::MemoryMaps::default();
+        list.seed(&mut maps.enforcer(), std::slice::from_ref(&home))
+            .unwrap();
+        let pinned = |p: &str| {
+            maps.never_bits(object(&home.join(p)).unwrap())
+                .is_some_and(|b| b & pincer_common::NEVER_PINNED != 0)
+        };
+        assert!(
+            pinned(".config") && pinned(".config/systemd"),
+            "between the home and the place"
+        );
+        assert!(
+            pinned("proj/.git") && pinned("proj"),
+            "between the root and a match"
+        );
+        assert!(
+            !pinned(".config/systemd/user"),
+            "the place itself carries its rule's bits"
+        );
+        assert!(
+            maps.never_bits(object(&home).unwrap()).is_none(),
+            "not the home itself"
+        );
     }
 
     #[test]
