@@ -950,9 +950,11 @@ impl Enforcer {
     }
 
     /// Makes `bits` (`ACCESS_*`, replacing earlier ones) never grantable on `id`
-    /// and everything beneath it, for every session and in every mode.
+    /// and everything beneath it, for every session and in every mode;
+    /// [`NEVER_PINNED`](pincer_common::NEVER_PINNED) in `bits` pins `id` itself
+    /// (no removal or rename in a session).
     pub fn add_never(&mut self, id: ObjectId, bits: u32) -> Result<(), KernelError> {
-        let bits = bits & pincer_common::ACCESS_ALL;
+        let bits = bits & (pincer_common::ACCESS_ALL | pincer_common::NEVER_PINNED);
         if bits == 0 {
             return Err(KernelError::NoAccess { bits });
         }
