@@ -139,7 +139,9 @@ pub mod map_names {
 }
 
 shared_struct! {
-    /// Key of the port map: a TCP or UDP port on this host a session may reach.
+    /// Key of the port map: an address and port on this host a session may reach, as it
+    /// was bound (a session owns the exact address, port and family it bound, not the port
+    /// on every address).
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct PortKey as "port_key" {
         /// The session that bound it, or 0 for a port every session may reach.
@@ -148,8 +150,14 @@ shared_struct! {
         pub port: u16,
         /// [`PROTO_TCP`] or [`PROTO_UDP`].
         pub proto: u16,
+        /// 4 or 6, or 0 for both (an IPv6 wildcard bind that takes IPv4 too, or a
+        /// listed port).
+        pub family: u16,
         /// Explicit padding, always zero.
-        pub _pad: u32,
+        pub _pad: u16,
+        /// The bound address as IPv6 bytes (IPv4 as `::ffff:a.b.c.d`); all zero for a
+        /// wildcard bind or a listed port.
+        pub addr: [u8; 16],
     }
 }
 

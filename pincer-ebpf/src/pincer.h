@@ -79,7 +79,9 @@ struct port_key {
 	__u64 session; /* 0: every session */
 	__u16 port;
 	__u16 proto;
-	__u32 _pad;
+	__u16 family;  /* 4, 6, or 0: both (a dual-stack wildcard, or a listed port) */
+	__u16 _pad;
+	__u8 addr[16]; /* the bound address (IPv4 as ::ffff:a.b.c.d); 0: any */
 };
 
 struct host_addr_key {

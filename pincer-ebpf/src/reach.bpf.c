@@ -109,10 +109,19 @@ struct kern_ipc_perm {
 	int id;
 };
 
+struct in6_addr {
+	__u8 s6_addr[16];
+};
+
 struct sock_common {
+	__be32 skc_rcv_saddr; /* in the kernel: inside an anonymous union (CO-RE finds it) */
 	unsigned short skc_family;
 	volatile unsigned char skc_state;
+	unsigned char skc_reuse : 4;
+	unsigned char skc_reuseport : 1;
+	unsigned char skc_ipv6only : 1;
 	__u16 skc_num;
+	struct in6_addr skc_v6_rcv_saddr;
 };
 
 struct sock {
@@ -153,11 +162,11 @@ struct kernel_siginfo;
 struct cred;
 struct sockaddr;
 
-/* A socket a session created (AF_UNIX), or whose port it recorded (inet). */
+/* A socket a session created (AF_UNIX), or whose address and port it recorded
+ * (inet: `bound.port` non-zero). */
 struct sock_owner {
 	__u64 session;
-	__u32 port; /* proto << 16 | port recorded in MAP_PORTS, or 0 */
-	__u32 _pad;
+	struct port_key bound;
 };
 
 struct {
@@ -713,21 +722,76 @@ static __always_inline int is_inet(struct sock *sk)
 	return f == AF_INET || f == AF_INET6;
 }
 
-/* Records the local port of the session's inet socket `sk` (once per socket). */
+/* The exact address, port and family `sk` is bound to, as a port_key of
+ * `session`: an IPv4 address as ::ffff:a.b.c.d (family 4); a wildcard bind
+ * has the address 0, and an IPv6 wildcard that also takes IPv4 (not
+ * IPV6_V6ONLY) has family 0 (both). */
+static __always_inline void bound_key(__u64 session, struct sock *sk, struct port_key *pk)
+{
+	__builtin_memset(pk, 0, sizeof(*pk));
+	pk->session = session;
+	pk->port = BPF_CORE_READ(sk, __sk_common.skc_num);
+	pk->proto = sock_proto(sk);
+	if (BPF_CORE_READ(sk, __sk_common.skc_family) == AF_INET) {
+		__be32 v4 = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
+
+		pk->family = 4;
+		if (v4) {
+			pk->addr[10] = 0xff;
+			pk->addr[11] = 0xff;
+			__builtin_memcpy(&pk->addr[12], &v4, 4);
+		}
+		return;
+	}
+	struct in6_addr v6 = {};
+	__u64 hi, lo;
+
+	BPF_CORE_READ_INTO(&v6, sk, __sk_common.skc_v6_rcv_saddr);
+	__builtin_memcpy(&hi, &v6.s6_addr[0], 8);
+	__builtin_memcpy(&lo, &v6.s6_addr[8], 8);
+	if (!hi && !lo) {
+		struct sock_common *c = &sk->__sk_common;
+
+		pk->family = BPF_CORE_READ_BITFIELD_PROBED(c, skc_ipv6only) ? 6 : 0;
+		return;
+	}
+	if (!hi && v6.s6_addr[8] == 0 && v6.s6_addr[9] == 0 && v6.s6_addr[10] == 0xff && v6.s6_addr[11] == 0xff) {
+		pk->family = 4;
+		if (v6.s6_addr[12] | v6.s6_addr[13] | v6.s6_addr[14] | v6.s6_addr[15])
+			__builtin_memcpy(pk->addr, v6.s6_addr, 16);
+		return;
+	}
+	pk->family = 6;
+	__builtin_memcpy(pk->addr, v6.s6_addr, 16);
+}
+
+static __always_inline int same_port_key(const struct port_key *a, const struct port_key *b)
+{
+	__u64 a0, a1, b0, b1;
+
+	__builtin_memcpy(&a0, &a->addr[0], 8);
+	__builtin_memcpy(&a1, &a->addr[8], 8);
+	__builtin_memcpy(&b0, &b->addr[0], 8);
+	__builtin_memcpy(&b1, &b->addr[8], 8);
+	return a->session == b->session && a->port == b->port && a->proto == b->proto && a->family == b->family &&
+	       a0 == b0 && a1 == b1;
+}
+
+/* Records the exact local address, port and family of the session's inet
+ * socket `sk` (once per socket): the session owns what it bound, not the
+ * port on every address and family. */
 static __always_inline void record_port(__u64 session, struct sock *sk)
 {
-	__u16 num = BPF_CORE_READ(sk, __sk_common.skc_num);
-
-	if (!num || !is_inet(sk))
+	if (!BPF_CORE_READ(sk, __sk_common.skc_num) || !is_inet(sk))
 		return;
-	__u16 proto = sock_proto(sk);
-	__u32 tag = ((__u32)proto << 16) | num;
+	struct port_key pk;
+
+	bound_key(session, sk, &pk);
 	__u64 k = (__u64)sk;
 	struct sock_owner *old = bpf_map_lookup_elem(&MAP_SOCKS, &k);
 
-	if (old && old->port == tag)
+	if (old && same_port_key(&old->bound, &pk))
 		return;
-	struct port_key pk = { .session = session, .port = num, .proto = proto };
 	__u32 one = 1;
 	__u32 *count = bpf_map_lookup_elem(&MAP_PORTS, &pk);
 
@@ -739,7 +803,7 @@ static __always_inline void record_port(__u64 session, struct sock *sk)
 			return; /* map full: the port stays unreachable (fail closed) */
 		__sync_fetch_and_add(count, 1);
 	}
-	struct sock_owner o = { .session = session, .port = tag };
+	struct sock_owner o = { .session = session, .bound = pk };
 
 	bpf_map_update_elem(&MAP_SOCKS, &k, &o, BPF_ANY);
 }
@@ -798,8 +862,8 @@ int BPF_PROG(pincer_sk_free_security, struct sock *sk)
 
 	if (!o)
 		return 0;
-	if (o->port && o->session) {
-		struct port_key pk = { .session = o->session, .port = o->port & 0xffff, .proto = o->port >> 16 };
+	if (o->bound.port && o->session) {
+		struct port_key pk = o->bound;
 		__u32 *count = bpf_map_lookup_elem(&MAP_PORTS, &pk);
 
 		if (count) {
@@ -1030,8 +1094,28 @@ static __always_inline int inet_dest_check(__u64 session, struct sock *sk, struc
 
 	if (proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6)
 		return 0; /* echo: no port, nothing served */
-	struct port_key pk = { .session = session, .port = port, .proto = proto };
+	/* Connecting to the wildcard address reaches the loopback one. */
+	int v4 = a.addr[10] == 0xff && a.addr[11] == 0xff && !a.addr[0] && !a.addr[8] && !a.addr[9];
+	__u64 hi, lo;
 
+	__builtin_memcpy(&hi, &a.addr[0], 8);
+	__builtin_memcpy(&lo, &a.addr[8], 8);
+	if (v4 && !a.addr[12] && !a.addr[13] && !a.addr[14] && !a.addr[15])
+		a.addr[12] = 127, a.addr[15] = 1;
+	else if (!hi && !lo)
+		a.addr[15] = 1;
+	/* Only what the session bound: the exact address in the destination's
+	 * family, that family's wildcard, or a wildcard of both families; and the
+	 * ports listed for every session. */
+	struct port_key pk = { .session = session, .port = port, .proto = proto, .family = v4 ? 4 : 6 };
+
+	__builtin_memcpy(pk.addr, a.addr, 16);
+	if (bpf_map_lookup_elem(&MAP_PORTS, &pk))
+		return 0;
+	__builtin_memset(pk.addr, 0, 16);
+	if (bpf_map_lookup_elem(&MAP_PORTS, &pk))
+		return 0;
+	pk.family = 0;
 	if (bpf_map_lookup_elem(&MAP_PORTS, &pk))
 		return 0;
 	pk.session = 0;

@@ -356,6 +356,14 @@ impl Session {
         // SAFETY: chown of a directory this test made.
         let c = CString::new(dir.as_os_str().as_bytes()).unwrap();
         assert_eq!(unsafe { libc::chown(c.as_ptr(), UID, UID) }, 0);
+        // The session's own working directory (as its scratch is): the user's objects are
+        // gated wherever they lie, and these tests are about reach, not files.
+        let id = pincer::kernel::ObjectId::of_path(&dir).expect("stat the session's directory");
+        for a in pincer::Access::ALL {
+            te.get()
+                .grant(cg.id, id, pincer::kernel::Scope::Subtree, a)
+                .expect("grant the session's directory");
+        }
         Self { te, cg, dir }
     }
 

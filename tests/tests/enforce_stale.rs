@@ -19,6 +19,7 @@ use pincer_common::{
 use pincer_tests::*;
 use std::ffi::{CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// How often an access succeeds before the state changes.
@@ -437,11 +438,18 @@ fn a_new_never_name_on_the_path_or_of_the_file_denies_the_next_access() {
 #[test]
 fn a_new_protected_root_above_a_free_file_denies_the_next_access() {
     let mut s = Setup::new("stale-root");
+    // Free: the system's, open to every user (the user's own objects are gated wherever
+    // they lie).
     let free = fresh_dir("stale-root-free");
-    own(&free);
     let file = free.join("u/work/x/y/z/draft.txt");
-    user_file(&file, "draft");
+    write_file(&file, "draft");
     let dir = free.join("u/work/x/y/z");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let mut d = dir.clone();
+    while d != free {
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
+        d.pop();
+    }
     let mut first = warm(Op::Read(file.clone()));
     first.push(Op::Write(file.clone()));
     first.extend((0..WARM).map(|n| Op::Create(dir.join(format!("new-{n}")))));

@@ -244,6 +244,23 @@ pub async fn run_kernel_daemon(config: Config) -> Result<(), DaemonError> {
     };
     let mut enforcer =
         crate::kernel::Enforcer::attach_or_reuse(&kcfg).map_err(DaemonError::Kernel)?;
+    // An address the host gains later is this host's too: the list is read again on every
+    // announced change, through a handle of its own on the pinned maps.
+    let mut watch = crate::kernel::AddressWatch::new()
+        .map_err(|e| DaemonError::Kernel(crate::kernel::KernelError::HostAddresses(e)))?;
+    let mut addresses =
+        crate::kernel::Enforcer::reuse(&config.pin_dir).map_err(DaemonError::Kernel)?;
+    tokio::spawn(async move {
+        loop {
+            if let Err(e) = watch.changed().await {
+                tracing::error!(error = %e, "address watch failed: addresses added from now on are not known as this host's");
+                break;
+            }
+            if let Err(e) = addresses.refresh_host_addresses() {
+                tracing::error!(error = %e, "cannot refresh this host's addresses");
+            }
+        }
+    });
     let mut misses = enforcer.misses().map_err(DaemonError::Kernel)?;
     let (mtx, mrx) = mpsc::channel(1024);
     tokio::spawn(async move {

@@ -71,7 +71,8 @@ mod table;
 
 pub use event::{Hook, Miss, Misses};
 pub use reach::{
-    abstract_name_key, host_addresses, path_name_key, HostPort, Proto, Reach, ReachConfig,
+    abstract_name_key, host_addresses, path_name_key, AddressWatch, HostPort, Proto, Reach,
+    ReachConfig,
 };
 pub use table::{BpfTable, MemoryMaps, MemoryTable, Table};
 

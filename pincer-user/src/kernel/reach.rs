@@ -404,6 +404,81 @@ pub fn host_addr_key(addr: IpAddr) -> HostAddrKey {
     HostAddrKey { addr: v6.octets() }
 }
 
+/// A netlink subscription to this host's address changes (`RTMGRP_IPV4_IFADDR`,
+/// `RTMGRP_IPV6_IFADDR`): the daemon refreshes the kernel's list of host addresses on each,
+/// so an address added after it started is gated like the others.
+#[derive(Debug)]
+pub struct AddressWatch {
+    fd: tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>,
+}
+
+impl AddressWatch {
+    /// Subscribes (needs a tokio runtime).
+    pub fn new() -> std::io::Result<Self> {
+        use std::os::fd::FromRawFd;
+        const RTMGRP_IPV4_IFADDR: u32 = 0x10;
+        const RTMGRP_IPV6_IFADDR: u32 = 0x100;
+        // SAFETY: plain socket(2) and bind(2) on a zeroed sockaddr_nl we own.
+        unsafe {
+            let raw = libc::socket(
+                libc::AF_NETLINK,
+                libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+                libc::NETLINK_ROUTE,
+            );
+            if raw < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let fd = std::os::fd::OwnedFd::from_raw_fd(raw);
+            let mut sa: libc::sockaddr_nl = std::mem::zeroed();
+            sa.nl_family = libc::AF_NETLINK as u16;
+            sa.nl_groups = RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR;
+            let len = std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t;
+            if libc::bind(raw, (&sa as *const libc::sockaddr_nl).cast(), len) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // SAFETY: the socket is owned by the `AsyncFd` and never closed or replaced
+            // while it is registered.
+            let fd = tokio::io::unix::AsyncFd::register_with_interest(
+                fd,
+                tokio::io::Interest::READABLE,
+            )?;
+            Ok(Self { fd })
+        }
+    }
+
+    /// Waits until at least one address change (or a lost one: the socket overran) has
+    /// been announced, and takes every pending announcement.
+    pub async fn changed(&mut self) -> std::io::Result<()> {
+        use std::os::fd::AsRawFd;
+        loop {
+            let mut guard = self.fd.readable().await?;
+            let mut got = false;
+            loop {
+                let mut buf = [0u8; 8192];
+                // SAFETY: recv into a buffer we own, non-blocking.
+                let n = unsafe {
+                    libc::recv(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0)
+                };
+                if n >= 0 {
+                    got = true;
+                    continue;
+                }
+                let e = std::io::Error::last_os_error();
+                match e.raw_os_error() {
+                    Some(libc::EAGAIN) => break,
+                    // Announcements were lost: the list must be read again all the same.
+                    Some(libc::ENOBUFS) => got = true,
+                    _ => return Err(e),
+                }
+            }
+            guard.clear_ready();
+            if got {
+                return Ok(());
+            }
+        }
+    }
+}
+
 /// This host's interface addresses (and IPv4 broadcast addresses), from `getifaddrs`.
 pub fn host_addresses() -> Result<Vec<IpAddr>, KernelError> {
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
@@ -505,26 +580,20 @@ impl Enforcer {
             session: 0,
             port: port.port,
             proto: port.proto.number(),
-            _pad: 0,
+            ..Default::default()
         };
         self.reach.ports.insert(key, 1)
     }
 
-    /// Whether a session may reach `port` on this host now: listed for every
-    /// session, or bound by the session itself (`session` 0: listed only).
+    /// Whether a session may reach `port` on some address of this host now: listed for
+    /// every session, or bound by the session itself on some address (`session` 0: listed
+    /// only). The kernel checks the exact address too.
     pub fn port_reachable(&self, session: u64, port: HostPort) -> Result<bool, KernelError> {
-        for s in [session, 0] {
-            let key = PortKey {
-                session: s,
-                port: port.port,
-                proto: port.proto.number(),
-                _pad: 0,
-            };
-            if self.reach.ports.get(&key)?.is_some() {
-                return Ok(true);
-            }
-        }
-        Ok(false)
+        Ok(self.reach.ports.keys()?.into_iter().any(|k| {
+            (k.session == session || k.session == 0)
+                && k.port == port.port
+                && k.proto == port.proto.number()
+        }))
     }
 
     /// Makes the kernel's list of this host's addresses (whose ports are

@@ -755,7 +755,8 @@ mod tests {
                     session: S1,
                     port: 8080,
                     proto: Proto::Tcp.number(),
-                    _pad: 0,
+                    family: 4,
+                    ..Default::default()
                 },
                 1,
             )
