@@ -320,15 +320,18 @@ impl Red {
             .stdout(Stdio::piped())
             .spawn()
             .expect("pincer run");
+        let mut out = BufReader::new(run.stdout.take().unwrap());
         let mut line = String::new();
-        BufReader::new(run.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let scratch = PathBuf::from(
-            line.trim()
-                .strip_prefix("TMPDIR=")
-                .unwrap_or_else(|| panic!("the worker said {line:?}")),
-        );
+        let scratch = loop {
+            line.clear();
+            assert!(
+                out.read_line(&mut line).unwrap() > 0,
+                "pincer run ended before the worker started"
+            );
+            if let Some(t) = line.trim().strip_prefix("TMPDIR=") {
+                break PathBuf::from(t);
+            }
+        };
         let parent = PathBuf::from("/sys/fs/cgroup").join(&name);
         let cg = std::fs::read_dir(&parent)
             .unwrap()
@@ -368,11 +371,6 @@ impl Red {
     /// Runs `f` as uid 1000 inside the session; its results.
     fn gated(&self, f: impl FnOnce() -> Vec<i32>) -> Vec<i32> {
         attacker(Some(&self.cg), f)
-    }
-
-    /// Whether the (sleeping) worker is still in its cgroup.
-    fn procs(&self) -> String {
-        std::fs::read_to_string(self.cg.join("cgroup.procs")).unwrap_or_default()
     }
 }
 
@@ -945,8 +943,8 @@ fn alive(v: &mut Child) -> bool {
 
 /// Kills the user's processes outside the session through `cgroup.kill` of the user's
 /// delegated cgroup. Promise (README, processes): "signals ... reach only processes of the
-/// same session". `cgroup.kill` sends SIGKILL without `task_kill` (cgroup_kill uses
-/// send_sig directly... no LSM call per task) and the file is outside every root.
+/// same session". `cgroup.kill` sends SIGKILL through `send_sig` (no `task_kill` check)
+/// and the file, outside every root, opens for write (`verdict`: `!w->protected`).
 #[test]
 fn kills_the_users_processes_through_a_delegated_cgroup_kill() {
     let mut c = Cleanup::default();
@@ -1300,6 +1298,63 @@ fn moves_an_ancestor_of_a_never_place_away_and_rebuilds_it() {
         config.join("systemd/user").exists() && !config.join("systemd.old").exists(),
         "the never place was moved: {r:?}"
     );
+}
+
+/// Moves the never place `~/.config/systemd/user` itself aside (same grant on `~/.config`
+/// as above): refused by the never entry on the `user` directory (`NeverList::seed`,
+/// delete bit) that `inode_rename`'s `check_object(old, delete)` meets. The control for
+/// the ancestor route above.
+#[test]
+fn moves_a_never_place_itself_away() {
+    let mut c = Cleanup::default();
+    let config = PathBuf::from(home(".config"));
+    let existed = config.exists();
+    udir(&home(".config/systemd/user"));
+    c.add(if existed {
+        PathBuf::from(home(".config/systemd"))
+    } else {
+        config.clone()
+    });
+    let mut red = Red::start("neverself");
+    red.grant(
+        &config,
+        Scope::Subtree,
+        &[Access::Read, Access::List, Access::Create, Access::Delete],
+    );
+    let user = config.join("systemd/user");
+    let r = red.gated(|| vec![rename(&user, &config.join("systemd/user.old"))]);
+    assert_eq!(r, vec![EACCES]);
+    assert!(user.exists());
+}
+
+/// Plants a symlink at the missing never place `~/.config/autostart`, pointing into a
+/// directory the session made: refused by the reserved name (`seed_literal`, create bit)
+/// that `inode_symlink`'s `check_create` meets.
+#[test]
+fn symlinks_a_missing_never_place_to_its_own_directory() {
+    let mut c = Cleanup::default();
+    let config = PathBuf::from(home(".config"));
+    if !config.exists() {
+        c.add(&config);
+    }
+    udir(&home(".config"));
+    let auto = config.join("autostart");
+    assert!(!auto.exists());
+    c.add(&auto);
+    let mut red = Red::start("symnever");
+    red.grant(&config, Scope::Exact, &[Access::List, Access::Create]);
+    let scratch = red.scratch.clone();
+    let r = red.gated(|| {
+        vec![
+            mkdir(&scratch.join("auto")),
+            // SAFETY: symlink on valid C strings.
+            rc(unsafe {
+                libc::symlink(cpath(&scratch.join("auto")).as_ptr(), cpath(&auto).as_ptr())
+            } as i64),
+        ]
+    });
+    assert_eq!(r, vec![0, EACCES]);
+    assert!(std::fs::symlink_metadata(&auto).is_err());
 }
 
 /// Renames a tree the session prepared (in a directory it made inside its workspace) into
