@@ -1431,8 +1431,11 @@ fn writes_a_startup_file_whose_symlink_target_is_outside_the_home() {
 
 /// Plants an autostart entry after the user made `~/.config` during the session (a desktop
 /// app's first start). At session start `~/.config` was missing, so only its own name was
-/// reserved (`seed_literal`: the first missing ancestor); the names below the directory the
-/// user made later are not. Granted: create in `~/.config` ("write my app's config").
+/// reserved for create in the home (`seed_literal`: the first missing ancestor); nothing
+/// below the directory the user made later has an entry of its own. Closed because
+/// `walk_up` looks up the never name of every level's entry up to the top, so the name
+/// (~, ".config") covers the whole new tree for create. Granted: create in `~/.config`
+/// ("write my app's config").
 #[test]
 fn plants_an_autostart_entry_under_a_config_directory_made_after_the_session_started() {
     let mut c = Cleanup::default();
@@ -1455,6 +1458,13 @@ fn plants_an_autostart_entry_under_a_config_directory_made_after_the_session_sta
         ]
     });
     assert!(!entry.exists(), "an autostart entry was planted: {r:?}");
+    // Without the reserved name the same steps plant it: that name is the check.
+    let home_id = ObjectId::of_path(Path::new(HOME)).unwrap();
+    red.enforcer
+        .remove_never_name(home_id, std::ffi::OsStr::new(".config"))
+        .unwrap();
+    let r = red.gated(|| vec![mkdir(&auto), create(&entry, "[Desktop Entry]\n")]);
+    assert_eq!(r, vec![0, 0], "the reserved name was the check");
 }
 
 /// Renames a tree the session prepared (in a directory it made inside its workspace) into
