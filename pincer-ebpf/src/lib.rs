@@ -11,8 +11,7 @@ include!("programs.rs");
 #[repr(C, align(8))]
 struct Aligned<Bytes: ?Sized>(Bytes);
 
-static ALIGNED: &Aligned<[u8]> =
-    &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/pincer.bpf.o")));
+static ALIGNED: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/pincer.bpf.o")));
 
 /// The compiled BPF object (ELF), 8-byte aligned as aya's loader expects.
 pub static PINCER_BPF: &[u8] = &ALIGNED.0;

@@ -117,9 +117,6 @@ struct sock_common {
 	__be32 skc_rcv_saddr; /* in the kernel: inside an anonymous union (CO-RE finds it) */
 	unsigned short skc_family;
 	volatile unsigned char skc_state;
-	unsigned char skc_reuse : 4;
-	unsigned char skc_reuseport : 1;
-	unsigned char skc_ipv6only : 1;
 	__u16 skc_num;
 	struct in6_addr skc_v6_rcv_saddr;
 };
@@ -750,9 +747,15 @@ static __always_inline void bound_key(__u64 session, struct sock *sk, struct por
 	__builtin_memcpy(&hi, &v6.s6_addr[0], 8);
 	__builtin_memcpy(&lo, &v6.s6_addr[8], 8);
 	if (!hi && !lo) {
-		struct sock_common *c = &sk->__sk_common;
+		/* skc_ipv6only is bit 5 of the byte after skc_state (after the 4
+		 * bits of skc_reuse and skc_reuseport), the same on 6.1 and 6.12;
+		 * read as a byte because the loader has no bitfield relocations. */
+		__u8 flags = 0;
 
-		pk->family = BPF_CORE_READ_BITFIELD_PROBED(c, skc_ipv6only) ? 6 : 0;
+		bpf_probe_read_kernel(&flags, 1,
+				      (void *)sk + bpf_core_field_offset(struct sock, __sk_common) +
+					      bpf_core_field_offset(struct sock_common, skc_state) + 1);
+		pk->family = flags & (1 << 5) ? 6 : 0;
 		return;
 	}
 	if (!hi && v6.s6_addr[8] == 0 && v6.s6_addr[9] == 0 && v6.s6_addr[10] == 0xff && v6.s6_addr[11] == 0xff) {

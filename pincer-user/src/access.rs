@@ -21,13 +21,7 @@ pub enum Access {
 
 impl Access {
     /// Every access type, in a fixed order.
-    pub const ALL: [Access; 5] = [
-        Access::Read,
-        Access::Write,
-        Access::Create,
-        Access::Delete,
-        Access::List,
-    ];
+    pub const ALL: [Access; 5] = [Access::Read, Access::Write, Access::Create, Access::Delete, Access::List];
 
     /// The lowercase name used on the wire and in the corpus.
     pub fn as_str(self) -> &'static str {
@@ -55,9 +49,6 @@ pub struct UnknownAccess(pub String);
 impl std::str::FromStr for Access {
     type Err = UnknownAccess;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Access::ALL
-            .into_iter()
-            .find(|a| a.as_str() == s)
-            .ok_or_else(|| UnknownAccess(s.to_string()))
+        Access::ALL.into_iter().find(|a| a.as_str() == s).ok_or_else(|| UnknownAccess(s.to_string()))
     }
 }

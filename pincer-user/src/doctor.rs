@@ -12,13 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Kernel options the daemon needs.
-pub const KERNEL_OPTIONS: [&str; 5] = [
-    "CONFIG_BPF_SYSCALL",
-    "CONFIG_BPF_LSM",
-    "CONFIG_DEBUG_INFO_BTF",
-    "CONFIG_CGROUPS",
-    "CONFIG_SECURITYFS",
-];
+pub const KERNEL_OPTIONS: [&str; 5] = ["CONFIG_BPF_SYSCALL", "CONFIG_BPF_LSM", "CONFIG_DEBUG_INFO_BTF", "CONFIG_CGROUPS", "CONFIG_SECURITYFS"];
 
 /// The files and directories the checks read.
 #[derive(Debug, Clone)]
@@ -46,9 +40,7 @@ fn uname_release() -> String {
         return String::new();
     }
     // SAFETY: uname NUL-terminates `release`.
-    unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) }
-        .to_string_lossy()
-        .into_owned()
+    unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) }.to_string_lossy().into_owned()
 }
 
 impl Host {
@@ -129,11 +121,7 @@ impl Report {
                 let _ = writeln!(s, "        fix: {f}");
             }
         }
-        let failed = self
-            .checks
-            .iter()
-            .filter(|c| c.status == Status::Fail)
-            .count();
+        let failed = self.checks.iter().filter(|c| c.status == Status::Fail).count();
         if failed == 0 {
             s.push_str("the host is ready for the Pincer daemon\n");
         } else {
@@ -143,51 +131,19 @@ impl Report {
     }
 }
 
-fn check(
-    name: &'static str,
-    status: Status,
-    detail: impl Into<String>,
-    fix: Option<String>,
-) -> Check {
-    Check {
-        name,
-        status,
-        detail: detail.into(),
-        fix,
-    }
+fn check(name: &'static str, status: Status, detail: impl Into<String>, fix: Option<String>) -> Check {
+    Check { name, status, detail: detail.into(), fix }
 }
 
 fn kernel_config(host: &Host) -> Check {
     const NAME: &str = "kernel config";
-    let Some((path, text)) = host
-        .kernel_configs
-        .iter()
-        .find_map(|p| std::fs::read_to_string(p).ok().map(|t| (p, t)))
-    else {
-        let tried = host
-            .kernel_configs
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ");
+    let Some((path, text)) = host.kernel_configs.iter().find_map(|p| std::fs::read_to_string(p).ok().map(|t| (p, t))) else {
+        let tried = host.kernel_configs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
         return check(NAME, Status::Warn, format!("no readable kernel configuration ({tried}); the checks below test the running kernel directly"), None);
     };
-    let missing: Vec<&str> = KERNEL_OPTIONS
-        .iter()
-        .copied()
-        .filter(|o| !text.lines().any(|l| l.trim() == format!("{o}=y")))
-        .collect();
+    let missing: Vec<&str> = KERNEL_OPTIONS.iter().copied().filter(|o| !text.lines().any(|l| l.trim() == format!("{o}=y"))).collect();
     if missing.is_empty() {
-        return check(
-            NAME,
-            Status::Ok,
-            format!(
-                "{} (in {})",
-                KERNEL_OPTIONS.map(|o| format!("{o}=y")).join(", "),
-                path.display()
-            ),
-            None,
-        );
+        return check(NAME, Status::Ok, format!("{} (in {})", KERNEL_OPTIONS.map(|o| format!("{o}=y")).join(", "), path.display()), None);
     }
     check(
         NAME,
@@ -237,43 +193,13 @@ fn mounts_of(table: &str, fstype: &str) -> Vec<PathBuf> {
 fn cgroup2(host: &Host, table: &str, cfg: &Config) -> Check {
     const NAME: &str = "cgroup v2";
     let points = mounts_of(table, "cgroup2");
-    if points.iter().any(|p| p == &host.cgroup_root)
-        && host.cgroup_root.join("cgroup.controllers").exists()
-    {
+    if points.iter().any(|p| p == &host.cgroup_root) && host.cgroup_root.join("cgroup.controllers").exists() {
         if !cfg.cgroup_parent.starts_with(&host.cgroup_root) {
-            return check(
-                NAME,
-                Status::Fail,
-                format!(
-                    "cgroup_parent {} is not under {}",
-                    cfg.cgroup_parent.display(),
-                    host.cgroup_root.display()
-                ),
-                Some(format!(
-                    "set cgroup_parent to a directory under {} in the configuration",
-                    host.cgroup_root.display()
-                )),
-            );
+            return check(NAME, Status::Fail, format!("cgroup_parent {} is not under {}", cfg.cgroup_parent.display(), host.cgroup_root.display()), Some(format!("set cgroup_parent to a directory under {} in the configuration", host.cgroup_root.display())));
         }
-        return check(
-            NAME,
-            Status::Ok,
-            format!("unified hierarchy at {}", host.cgroup_root.display()),
-            None,
-        );
+        return check(NAME, Status::Ok, format!("unified hierarchy at {}", host.cgroup_root.display()), None);
     }
-    let found = if points.is_empty() {
-        "no cgroup2 mount".to_string()
-    } else {
-        format!(
-            "cgroup2 only at {}",
-            points
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
-    };
+    let found = if points.is_empty() { "no cgroup2 mount".to_string() } else { format!("cgroup2 only at {}", points.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")) };
     check(
         NAME,
         Status::Fail,
@@ -286,23 +212,9 @@ fn bpffs(table: &str, cfg: &Config) -> Check {
     const NAME: &str = "bpffs";
     let points = mounts_of(table, "bpf");
     match points.iter().find(|p| cfg.pin_dir.starts_with(p)) {
-        Some(p) => check(
-            NAME,
-            Status::Ok,
-            format!(
-                "mounted at {} (pins in {})",
-                p.display(),
-                cfg.pin_dir.display()
-            ),
-            None,
-        ),
+        Some(p) => check(NAME, Status::Ok, format!("mounted at {} (pins in {})", p.display(), cfg.pin_dir.display()), None),
         None => {
-            let at = cfg
-                .pin_dir
-                .parent()
-                .unwrap_or(Path::new("/sys/fs/bpf"))
-                .display()
-                .to_string();
+            let at = cfg.pin_dir.parent().unwrap_or(Path::new("/sys/fs/bpf")).display().to_string();
             check(
                 NAME,
                 Status::Fail,
@@ -320,62 +232,22 @@ fn btf(host: &Host) -> Check {
     let mut magic = [0u8; 2];
     match std::fs::File::open(&host.btf).and_then(|mut f| f.read_exact(&mut magic)) {
         // BTF starts with the magic 0xeb9f in the machine's byte order.
-        Ok(()) if u16::from_ne_bytes(magic) == 0xeb9f => check(
-            NAME,
-            Status::Ok,
-            format!("{} is readable", host.btf.display()),
-            None,
-        ),
-        Ok(()) => check(
-            NAME,
-            Status::Fail,
-            format!("{} is not BTF", host.btf.display()),
-            fix,
-        ),
-        Err(e) => check(
-            NAME,
-            Status::Fail,
-            format!("cannot read {}: {e}", host.btf.display()),
-            fix,
-        ),
+        Ok(()) if u16::from_ne_bytes(magic) == 0xeb9f => check(NAME, Status::Ok, format!("{} is readable", host.btf.display()), None),
+        Ok(()) => check(NAME, Status::Fail, format!("{} is not BTF", host.btf.display()), fix),
+        Err(e) => check(NAME, Status::Fail, format!("cannot read {}: {e}", host.btf.display()), fix),
     }
 }
 
 fn configuration(path: Option<&Path>) -> (Check, Config) {
     const NAME: &str = "configuration";
-    let shown = path
-        .map(Path::to_path_buf)
-        .or_else(|| std::env::var_os("PINCER_CONFIG").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
+    let shown = path.map(Path::to_path_buf).or_else(|| std::env::var_os("PINCER_CONFIG").map(PathBuf::from)).unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
     match Config::load(path) {
-        Ok(cfg) if shown.exists() => (
-            check(
-                NAME,
-                Status::Ok,
-                format!("{} parses", shown.display()),
-                None,
-            ),
-            cfg,
-        ),
-        Ok(cfg) => (
-            check(
-                NAME,
-                Status::Warn,
-                format!("no {}: the defaults apply", shown.display()),
-                None,
-            ),
-            cfg,
-        ),
+        Ok(cfg) if shown.exists() => (check(NAME, Status::Ok, format!("{} parses", shown.display()), None), cfg),
+        Ok(cfg) => (check(NAME, Status::Warn, format!("no {}: the defaults apply", shown.display()), None), cfg),
         Err(e) => {
             let fix = match &e {
-                ConfigError::Read { .. } => format!(
-                    "create it: sudo install -D -m 0644 etc/pincer.toml {}",
-                    shown.display()
-                ),
-                _ => format!(
-                    "edit {} (etc/pincer.toml documents every key and its default)",
-                    shown.display()
-                ),
+                ConfigError::Read { .. } => format!("create it: sudo install -D -m 0644 etc/pincer.toml {}", shown.display()),
+                _ => format!("edit {} (etc/pincer.toml documents every key and its default)", shown.display()),
             };
             let mut detail = e.to_string();
             if let Some(src) = std::error::Error::source(&e) {
@@ -383,15 +255,7 @@ fn configuration(path: Option<&Path>) -> (Check, Config) {
                     detail = format!("{detail}: {src}");
                 }
             }
-            (
-                check(
-                    NAME,
-                    Status::Fail,
-                    format!("the checks below use the defaults; {detail}"),
-                    Some(fix),
-                ),
-                Config::default(),
-            )
+            (check(NAME, Status::Fail, format!("the checks below use the defaults; {detail}"), Some(fix)), Config::default())
         }
     }
 }
@@ -404,38 +268,11 @@ async fn daemon(socket: &Path) -> Check {
         c.call(Call::Sessions).await
     };
     match tokio::time::timeout(Duration::from_secs(5), call).await {
-        Ok(Ok(Reply::Sessions { sessions })) => check(
-            NAME,
-            Status::Ok,
-            format!(
-                "answering at {} ({} open sessions of yours)",
-                socket.display(),
-                sessions.len()
-            ),
-            None,
-        ),
-        Ok(Ok(Reply::Error { message, .. })) => check(
-            NAME,
-            Status::Warn,
-            format!(
-                "answering at {}, but refused this caller: {message}",
-                socket.display()
-            ),
-            None,
-        ),
-        Ok(Ok(other)) => check(
-            NAME,
-            Status::Fail,
-            format!("unexpected answer at {}: {other:?}", socket.display()),
-            fix,
-        ),
+        Ok(Ok(Reply::Sessions { sessions })) => check(NAME, Status::Ok, format!("answering at {} ({} open sessions of yours)", socket.display(), sessions.len()), None),
+        Ok(Ok(Reply::Error { message, .. })) => check(NAME, Status::Warn, format!("answering at {}, but refused this caller: {message}", socket.display()), None),
+        Ok(Ok(other)) => check(NAME, Status::Fail, format!("unexpected answer at {}: {other:?}", socket.display()), fix),
         Ok(Err(e)) => check(NAME, Status::Fail, format!("{e}"), fix),
-        Err(_) => check(
-            NAME,
-            Status::Fail,
-            format!("no answer at {} within 5 s", socket.display()),
-            fix,
-        ),
+        Err(_) => check(NAME, Status::Fail, format!("no answer at {} within 5 s", socket.display()), fix),
     }
 }
 
@@ -443,16 +280,8 @@ async fn daemon(socket: &Path) -> Check {
 fn unsafe_dir(dir: &Path, uid: u32) -> Option<String> {
     match std::fs::metadata(dir) {
         Err(e) => Some(format!("cannot examine {}: {e}", dir.display())),
-        Ok(m) if m.uid() != uid => Some(format!(
-            "{} is owned by uid {}, not {uid}",
-            dir.display(),
-            m.uid()
-        )),
-        Ok(m) if m.mode() & 0o022 != 0 => Some(format!(
-            "{} is writable by group or others (mode {:o})",
-            dir.display(),
-            m.mode() & 0o7777
-        )),
+        Ok(m) if m.uid() != uid => Some(format!("{} is owned by uid {}, not {uid}", dir.display(), m.uid())),
+        Ok(m) if m.mode() & 0o022 != 0 => Some(format!("{} is writable by group or others (mode {:o})", dir.display(), m.mode() & 0o7777)),
         Ok(_) => None,
     }
 }
@@ -470,21 +299,8 @@ fn socket_perms(socket: &Path, uid: u32) -> Check {
         Ok(_) => {}
     }
     match unsafe_dir(dir, uid) {
-        Some(problem) => check(
-            NAME,
-            Status::Fail,
-            format!("{problem}: the socket could be replaced"),
-            Some(fix_dir),
-        ),
-        None => check(
-            NAME,
-            Status::Ok,
-            format!(
-                "{} (mode 0666 in a directory only uid {uid} can write)",
-                socket.display()
-            ),
-            None,
-        ),
+        Some(problem) => check(NAME, Status::Fail, format!("{problem}: the socket could be replaced"), Some(fix_dir)),
+        None => check(NAME, Status::Ok, format!("{} (mode 0666 in a directory only uid {uid} can write)", socket.display()), None),
     }
 }
 
@@ -492,38 +308,14 @@ fn state_perms(cfg: &Config, uid: u32) -> Check {
     const NAME: &str = "state";
     let dir = &cfg.state_dir;
     if !dir.exists() {
-        return check(
-            NAME,
-            Status::Warn,
-            format!(
-                "{} does not exist yet (the daemon creates it)",
-                dir.display()
-            ),
-            None,
-        );
+        return check(NAME, Status::Warn, format!("{} does not exist yet (the daemon creates it)", dir.display()), None);
     }
     if let Some(problem) = unsafe_dir(dir, uid) {
-        return check(
-            NAME,
-            Status::Fail,
-            problem,
-            Some(format!(
-                "sudo chown {uid}:0 {0} && sudo chmod 0700 {0}",
-                dir.display()
-            )),
-        );
+        return check(NAME, Status::Fail, problem, Some(format!("sudo chown {uid}:0 {0} && sudo chmod 0700 {0}", dir.display())));
     }
     if let Some(log_dir) = cfg.audit_log.parent().filter(|d| d.exists()) {
         if let Some(problem) = unsafe_dir(log_dir, uid) {
-            return check(
-                NAME,
-                Status::Fail,
-                format!("audit log directory: {problem}"),
-                Some(format!(
-                    "sudo chown {uid}:0 {0} && sudo chmod 0755 {0}",
-                    log_dir.display()
-                )),
-            );
+            return check(NAME, Status::Fail, format!("audit log directory: {problem}"), Some(format!("sudo chown {uid}:0 {0} && sudo chmod 0755 {0}", log_dir.display())));
         }
     }
     let key = dir.join("prf.key");
@@ -557,10 +349,7 @@ pub async fn run(host: &Host, config: Option<&Path>, socket: Option<PathBuf>) ->
         socket_perms(&socket, host.daemon_uid),
         state_perms(&cfg, host.daemon_uid),
     ];
-    Report {
-        release: host.release.clone(),
-        checks,
-    }
+    Report { release: host.release.clone(), checks }
 }
 
 #[cfg(test)]
@@ -570,10 +359,7 @@ mod tests {
     #[test]
     fn mount_table_is_read_by_type() {
         let t = "cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\nbpf /sys/fs/bpf bpf rw 0 0\nnone /mnt/a\\040b bpf rw 0 0\n";
-        assert_eq!(
-            mounts_of(t, "bpf"),
-            [PathBuf::from("/sys/fs/bpf"), PathBuf::from("/mnt/a b")]
-        );
+        assert_eq!(mounts_of(t, "bpf"), [PathBuf::from("/sys/fs/bpf"), PathBuf::from("/mnt/a b")]);
         assert_eq!(mounts_of(t, "cgroup2"), [PathBuf::from("/sys/fs/cgroup")]);
     }
 }

@@ -5,13 +5,8 @@
 use serde::de::DeserializeOwned;
 
 /// The non-blank lines of `text`, each with its 1-based line number and parsed as `T`.
-pub fn parse_lines<T: DeserializeOwned>(
-    text: &str,
-) -> impl Iterator<Item = (usize, Result<T, serde_json::Error>)> + '_ {
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| (i + 1, serde_json::from_str(l)))
+pub fn parse_lines<T: DeserializeOwned>(text: &str) -> impl Iterator<Item = (usize, Result<T, serde_json::Error>)> + '_ {
+    text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).map(|(i, l)| (i + 1, serde_json::from_str(l)))
 }
 
 #[cfg(test)]

@@ -15,17 +15,17 @@
 #![warn(missing_docs)]
 
 pub mod access;
-pub mod agents;
-pub mod daemon;
-pub mod decider;
-pub mod doctor;
-pub mod eval;
 pub mod glob;
 pub mod jsonl;
 pub mod kernel;
 pub mod sanitize;
-pub mod service;
 pub mod store;
 pub mod twin;
+pub mod decider;
+pub mod eval;
+pub mod daemon;
+pub mod agents;
+pub mod doctor;
+pub mod service;
 
 pub use access::Access;

@@ -152,12 +152,7 @@ impl SanitizedPath {
             return None;
         }
         let n = self.segs.len() - 1;
-        Some(SanitizedPath {
-            segs: self.segs[..n].to_vec(),
-            exts: self.exts[..n].to_vec(),
-            words: self.words[..n].to_vec(),
-            dir: true,
-        })
+        Some(SanitizedPath { segs: self.segs[..n].to_vec(), exts: self.exts[..n].to_vec(), words: self.words[..n].to_vec(), dir: true })
     }
 
     /// True if `prefix`'s segments are a prefix of this path's segments.
@@ -167,11 +162,7 @@ impl SanitizedPath {
 
     /// Number of leading segments this path shares with `other`.
     pub fn common_prefix_len(&self, other: &SanitizedPath) -> usize {
-        self.segs
-            .iter()
-            .zip(&other.segs)
-            .take_while(|(a, b)| a == b)
-            .count()
+        self.segs.iter().zip(&other.segs).take_while(|(a, b)| a == b).count()
     }
 
     /// The last segment's token, if any.
@@ -194,10 +185,7 @@ impl SanitizedPath {
     /// True if both paths have a parent and the parents have the same segments (what
     /// `parent()` of each would compare, without building them).
     pub fn same_parent(&self, other: &SanitizedPath) -> bool {
-        match (
-            self.segs.len().checked_sub(1),
-            other.segs.len().checked_sub(1),
-        ) {
+        match (self.segs.len().checked_sub(1), other.segs.len().checked_sub(1)) {
             (Some(a), Some(b)) => self.segs[..a] == other.segs[..b],
             _ => false,
         }
@@ -254,10 +242,7 @@ impl SanitizedGlob {
 
     /// How specific the glob is: its number of segments that are not pure wildcards.
     pub fn specificity(&self) -> usize {
-        self.segs
-            .iter()
-            .filter(|s| !matches!(s, GlobSeg::Any | GlobSeg::AnyDeep | GlobSeg::Opaque))
-            .count()
+        self.segs.iter().filter(|s| !matches!(s, GlobSeg::Any | GlobSeg::AnyDeep | GlobSeg::Opaque)).count()
     }
 
     /// Matches `path`. `broad` decides how [`GlobSeg::Opaque`] behaves: true for
@@ -298,11 +283,7 @@ impl fmt::Display for SanitizedGlob {
                 GlobSeg::Ext(t) => write!(f, "*.{t}")?,
                 GlobSeg::Any => f.write_str("*")?,
                 GlobSeg::AnyDeep => f.write_str("**")?,
-                GlobSeg::Words(ws) => write!(
-                    f,
-                    "<pattern with {}>",
-                    ws.iter().map(Token::as_str).collect::<Vec<_>>().join("+")
-                )?,
+                GlobSeg::Words(ws) => write!(f, "<pattern with {}>", ws.iter().map(Token::as_str).collect::<Vec<_>>().join("+"))?,
                 GlobSeg::Opaque => f.write_str("<pattern>")?,
             }
         }
@@ -352,26 +333,16 @@ impl Sanitizer {
         match std::fs::read(path) {
             Ok(bytes) => {
                 let mode = std::fs::metadata(path)
-                    .map_err(|source| SanitizeError::ReadKey {
-                        path: path.into(),
-                        source,
-                    })?
+                    .map_err(|source| SanitizeError::ReadKey { path: path.into(), source })?
                     .permissions()
                     .mode();
                 if mode & 0o077 != 0 {
-                    return Err(SanitizeError::KeyTooOpen {
-                        path: path.into(),
-                        mode: mode & 0o777,
-                    });
+                    return Err(SanitizeError::KeyTooOpen { path: path.into(), mode: mode & 0o777 });
                 }
-                let key: [u8; KEY_LEN] =
-                    bytes
-                        .as_slice()
-                        .try_into()
-                        .map_err(|_| SanitizeError::BadKeyLength {
-                            path: path.into(),
-                            len: bytes.len(),
-                        })?;
+                let key: [u8; KEY_LEN] = bytes
+                    .as_slice()
+                    .try_into()
+                    .map_err(|_| SanitizeError::BadKeyLength { path: path.into(), len: bytes.len() })?;
                 Ok(Sanitizer::new(SecretKey(key)))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -381,28 +352,18 @@ impl Sanitizer {
                     .create_new(true)
                     .mode(0o600)
                     .open(path)
-                    .map_err(|source| SanitizeError::WriteKey {
-                        path: path.into(),
-                        source,
-                    })?;
+                    .map_err(|source| SanitizeError::WriteKey { path: path.into(), source })?;
                 f.write_all(&key.0)
                     .and_then(|_| f.sync_all())
-                    .map_err(|source| SanitizeError::WriteKey {
-                        path: path.into(),
-                        source,
-                    })?;
+                    .map_err(|source| SanitizeError::WriteKey { path: path.into(), source })?;
                 Ok(Sanitizer::new(key))
             }
-            Err(source) => Err(SanitizeError::ReadKey {
-                path: path.into(),
-                source,
-            }),
+            Err(source) => Err(SanitizeError::ReadKey { path: path.into(), source }),
         }
     }
 
     fn prf(&self, domain: u8, s: &str) -> Token {
-        let mut mac =
-            <Hmac<Sha256> as Mac>::new_from_slice(&self.key.0).expect("HMAC takes any key length");
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.key.0).expect("HMAC takes any key length");
         mac.update(&[domain]);
         mac.update(s.as_bytes());
         let out = mac.finalize().into_bytes();
@@ -459,12 +420,7 @@ impl Sanitizer {
             ws.dedup();
             words.push(ws);
         }
-        SanitizedPath {
-            segs,
-            exts,
-            words,
-            dir,
-        }
+        SanitizedPath { segs, exts, words, dir }
     }
 
     /// Sanitizes a policy glob: literal segments become tokens, `*.ext` becomes an extension
@@ -480,22 +436,10 @@ impl Sanitizer {
                 GlobSeg::AnyDeep
             } else if s == "*" {
                 GlobSeg::Any
-            } else if let Some(ext) = s
-                .strip_prefix("*.")
-                .filter(|e| !crate::glob::is_glob(e) && !e.contains('.'))
-            {
+            } else if let Some(ext) = s.strip_prefix("*.").filter(|e| !crate::glob::is_glob(e) && !e.contains('.')) {
                 GlobSeg::Ext(self.extension(ext))
             } else {
-                let lit: String = s
-                    .chars()
-                    .map(|c| {
-                        if matches!(c, '*' | '?' | '[' | ']' | '{' | '}') {
-                            ' '
-                        } else {
-                            c
-                        }
-                    })
-                    .collect();
+                let lit: String = s.chars().map(|c| if matches!(c, '*' | '?' | '[' | ']' | '{' | '}') { ' ' } else { c }).collect();
                 let ws: Vec<Token> = word_keys(&lit).iter().map(|w| self.prf(2, w)).collect();
                 if ws.is_empty() {
                     GlobSeg::Opaque
@@ -523,22 +467,11 @@ mod tests {
     #[test]
     fn same_parent_is_what_comparing_parents_gives() {
         let k = s(1);
-        let paths = [
-            "a/b/c.txt",
-            "a/b/d.txt",
-            "a/x/c.txt",
-            "a/b",
-            "a",
-            "b/c.txt",
-            "a/b/c/d.txt",
-        ];
+        let paths = ["a/b/c.txt", "a/b/d.txt", "a/x/c.txt", "a/b", "a", "b/c.txt", "a/b/c/d.txt"];
         for x in paths {
             for y in paths {
                 let (px, py) = (k.path(x), k.path(y));
-                let slow = px
-                    .parent()
-                    .zip(py.parent())
-                    .is_some_and(|(a, b)| a.same_segments(&b));
+                let slow = px.parent().zip(py.parent()).is_some_and(|(a, b)| a.same_segments(&b));
                 assert_eq!(px.same_parent(&py), slow, "{x} and {y}");
             }
         }
@@ -608,16 +541,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("key");
         let a = Sanitizer::load_or_create(&p).unwrap();
-        assert_eq!(
-            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
-            0o600
-        );
+        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
         let b = Sanitizer::load_or_create(&p).unwrap();
         assert_eq!(a.segment("x"), b.segment("x"));
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
-        assert!(matches!(
-            Sanitizer::load_or_create(&p),
-            Err(SanitizeError::KeyTooOpen { .. })
-        ));
+        assert!(matches!(Sanitizer::load_or_create(&p), Err(SanitizeError::KeyTooOpen { .. })));
     }
 }

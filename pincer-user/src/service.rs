@@ -20,15 +20,11 @@ pub enum NotifyError {
 
 /// Sends `state` (e.g. `READY=1`) to `socket`.
 pub fn notify_to(socket: &str, state: &str) -> Result<(), NotifyError> {
-    let err = |source| NotifyError::Send {
-        socket: socket.to_string(),
-        source,
-    };
+    let err = |source| NotifyError::Send { socket: socket.to_string(), source };
     let sock = UnixDatagram::unbound().map_err(err)?;
     if let Some(name) = socket.strip_prefix('@') {
         use std::os::linux::net::SocketAddrExt;
-        let addr =
-            std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).map_err(err)?;
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).map_err(err)?;
         sock.send_to_addr(state.as_bytes(), &addr).map_err(err)?;
     } else {
         sock.send_to(state.as_bytes(), socket).map_err(err)?;

@@ -162,9 +162,7 @@ impl std::fmt::Display for RuleId {
 
 /// A rule id that is not `a<number>` or `p<number>`.
 #[derive(Debug, thiserror::Error)]
-#[error(
-    "{0:?} is no approval or policy id (`a<number>` or `p<number>`, as `pincer policy list` shows)"
-)]
+#[error("{0:?} is no approval or policy id (`a<number>` or `p<number>`, as `pincer policy list` shows)")]
 pub struct BadRuleId(String);
 
 impl std::str::FromStr for RuleId {
@@ -296,23 +294,14 @@ pub struct TrustedState {
 impl TrustedState {
     /// An empty state for `user`.
     pub fn new(user: impl Into<String>) -> Self {
-        TrustedState {
-            user: user.into(),
-            ..Default::default()
-        }
+        TrustedState { user: user.into(), ..Default::default() }
     }
 
     fn task_mut(&mut self, session: &str, day: u32) -> &mut Task {
         if let Some(i) = self.tasks.iter().position(|t| t.session == session) {
             return &mut self.tasks[i];
         }
-        self.tasks.push(Task {
-            session: session.into(),
-            day,
-            prompts: vec![],
-            accesses: vec![],
-            approvals: vec![],
-        });
+        self.tasks.push(Task { session: session.into(), day, prompts: vec![], accesses: vec![], approvals: vec![] });
         self.tasks.last_mut().expect("just pushed")
     }
 
@@ -320,23 +309,14 @@ impl TrustedState {
     pub fn add_prompt(&mut self, p: &UserPrompt) -> Result<(), StoreError> {
         nonempty("text", &p.text)?;
         nonempty("session", &p.session)?;
-        self.task_mut(&p.session, p.day)
-            .prompts
-            .push(p.text.clone());
+        self.task_mut(&p.session, p.day).prompts.push(p.text.clone());
         Ok(())
     }
 
     /// Records an access annotation of a task from its tool log.
-    pub fn add_access(
-        &mut self,
-        session: &str,
-        day: u32,
-        a: &AccessRecord,
-    ) -> Result<(), StoreError> {
+    pub fn add_access(&mut self, session: &str, day: u32, a: &AccessRecord) -> Result<(), StoreError> {
         check_rel_path("path", &a.path, false)?;
-        self.task_mut(session, day)
-            .accesses
-            .push((a.clone(), AccessSource::Annotation));
+        self.task_mut(session, day).accesses.push((a.clone(), AccessSource::Annotation));
         Ok(())
     }
 
@@ -357,10 +337,7 @@ impl TrustedState {
     /// Records a twin grant as an access annotation of its session.
     pub fn add_twin_grant(&mut self, day: u32, g: &TwinGrant) -> Result<(), StoreError> {
         check_rel_path("path", &g.path, false)?;
-        let rec = AccessRecord {
-            path: g.path.clone(),
-            access: g.access,
-        };
+        let rec = AccessRecord { path: g.path.clone(), access: g.access };
         let t = self.task_mut(&g.session, day);
         if !t.accesses.iter().any(|(a, _)| a == &rec) {
             t.accesses.push((rec, AccessSource::TwinGrant));
@@ -379,23 +356,14 @@ impl TrustedState {
 
     /// Adds a whole history task (typed form of one `history.jsonl` line).
     pub fn add_history(&mut self, h: &HistoryRecord) -> Result<(), StoreError> {
-        self.add_prompt(&UserPrompt {
-            session: h.session.clone(),
-            day: h.day,
-            text: h.prompt.clone(),
-        })?;
+        self.add_prompt(&UserPrompt { session: h.session.clone(), day: h.day, text: h.prompt.clone() })?;
         for a in &h.accesses {
             self.add_access(&h.session, h.day, a)?;
         }
         for a in &h.approvals {
             self.add_approval(
                 h.day,
-                &UserApproval {
-                    session: h.session.clone(),
-                    path_glob: a.path.clone(),
-                    access: a.access,
-                    permission: Permission::Allow,
-                },
+                &UserApproval { session: h.session.clone(), path_glob: a.path.clone(), access: a.access, permission: Permission::Allow },
             )?;
         }
         Ok(())
@@ -425,12 +393,7 @@ pub struct HistoryRecord {
 }
 
 fn bad(field: &'static str, problem: impl Into<String>) -> StoreError {
-    StoreError::BadField {
-        path: "<input>".into(),
-        line: 0,
-        field,
-        problem: problem.into(),
-    }
+    StoreError::BadField { path: "<input>".into(), line: 0, field, problem: problem.into() }
 }
 
 fn nonempty(field: &'static str, s: &str) -> Result<(), StoreError> {
@@ -503,24 +466,8 @@ impl From<&crate::eval::corpus::HistoryTask> for HistoryRecord {
             day: h.day.min(u64::from(u32::MAX)) as u32,
             session: h.session.clone(),
             prompt: h.prompt.clone(),
-            accesses: h
-                .accesses
-                .iter()
-                .map(|a| AccessRecord {
-                    path: a.path.clone(),
-                    access: a.access,
-                })
-                .collect(),
-            approvals: h
-                .approvals
-                .iter()
-                .flat_map(|a| {
-                    a.access.iter().map(|x| AccessRecord {
-                        path: a.path.clone(),
-                        access: *x,
-                    })
-                })
-                .collect(),
+            accesses: h.accesses.iter().map(|a| AccessRecord { path: a.path.clone(), access: a.access }).collect(),
+            approvals: h.approvals.iter().flat_map(|a| a.access.iter().map(|x| AccessRecord { path: a.path.clone(), access: *x })).collect(),
         }
     }
 }
@@ -531,15 +478,7 @@ impl From<&crate::eval::corpus::Policy> for UserPolicy {
         UserPolicy {
             id: p.id.clone(),
             text: p.text.clone(),
-            rules: p
-                .rules
-                .iter()
-                .map(|r| PolicyRule {
-                    path_glob: r.path_glob.clone(),
-                    access: r.access.clone(),
-                    permission: r.permission,
-                })
-                .collect(),
+            rules: p.rules.iter().map(|r| PolicyRule { path_glob: r.path_glob.clone(), access: r.access.clone(), permission: r.permission }).collect(),
         }
     }
 }
@@ -610,69 +549,46 @@ impl Store {
     /// Opens (creating if needed) the store at `path`, in WAL mode, and migrates it.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
         let path = path.as_ref();
-        let conn = Connection::open(path).map_err(|source| StoreError::Open {
-            path: path.into(),
-            source,
-        })?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(sql("enable WAL"))?;
+        let conn = Connection::open(path).map_err(|source| StoreError::Open { path: path.into(), source })?;
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(sql("enable WAL"))?;
         Self::init(conn)
     }
 
     /// An in-memory store (tests, evaluation).
     pub fn in_memory() -> Result<Self, StoreError> {
-        let conn = Connection::open_in_memory().map_err(|source| StoreError::Open {
-            path: ":memory:".into(),
-            source,
-        })?;
+        let conn = Connection::open_in_memory().map_err(|source| StoreError::Open { path: ":memory:".into(), source })?;
         Self::init(conn)
     }
 
     fn init(conn: Connection) -> Result<Self, StoreError> {
-        conn.pragma_update(None, "foreign_keys", "ON")
-            .map_err(sql("enable foreign keys"))?;
-        let v: i64 = conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(sql("read schema version"))?;
+        conn.pragma_update(None, "foreign_keys", "ON").map_err(sql("enable foreign keys"))?;
+        let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(sql("read schema version"))?;
         let known = MIGRATIONS.len() as i64;
         if v > known {
             return Err(StoreError::SchemaTooNew { found: v, known });
         }
         for (i, m) in MIGRATIONS.iter().enumerate().skip(v as usize) {
-            conn.execute_batch(&format!(
-                "BEGIN; {m}; PRAGMA user_version = {}; COMMIT;",
-                i + 1
-            ))
-            .map_err(sql("migrate schema"))?;
+            conn.execute_batch(&format!("BEGIN; {m}; PRAGMA user_version = {}; COMMIT;", i + 1)).map_err(sql("migrate schema"))?;
         }
         Ok(Store { conn })
     }
 
     /// The schema version of the open database.
     pub fn schema_version(&self) -> Result<i64, StoreError> {
-        self.conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(sql("read schema version"))
+        self.conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(sql("read schema version"))
     }
 
     fn task_id(&self, user: &str, session: &str, day: u32) -> Result<i64, StoreError> {
         let found: Option<i64> = self
             .conn
-            .query_row(
-                "SELECT id FROM task WHERE user = ?1 AND session = ?2",
-                params![user, session],
-                |r| r.get(0),
-            )
+            .query_row("SELECT id FROM task WHERE user = ?1 AND session = ?2", params![user, session], |r| r.get(0))
             .optional()
             .map_err(sql("look up task"))?;
         if let Some(id) = found {
             return Ok(id);
         }
         self.conn
-            .execute(
-                "INSERT INTO task (user, session, day) VALUES (?1, ?2, ?3)",
-                params![user, session, day],
-            )
+            .execute("INSERT INTO task (user, session, day) VALUES (?1, ?2, ?3)", params![user, session, day])
             .map_err(sql("insert task"))?;
         Ok(self.conn.last_insert_rowid())
     }
@@ -690,14 +606,7 @@ impl Store {
         Ok(())
     }
 
-    fn insert_access(
-        &self,
-        user: &str,
-        session: &str,
-        day: u32,
-        a: &AccessRecord,
-        src: AccessSource,
-    ) -> Result<(), StoreError> {
+    fn insert_access(&self, user: &str, session: &str, day: u32, a: &AccessRecord, src: AccessSource) -> Result<(), StoreError> {
         check_rel_path("path", &a.path, false)?;
         let t = self.task_id(user, session, day)?;
         let src = match src {
@@ -705,22 +614,13 @@ impl Store {
             AccessSource::TwinGrant => "twin_grant",
         };
         self.conn
-            .execute(
-                "INSERT INTO access (task, path, access, source) VALUES (?1, ?2, ?3, ?4)",
-                params![t, a.path, a.access.as_str(), src],
-            )
+            .execute("INSERT INTO access (task, path, access, source) VALUES (?1, ?2, ?3, ?4)", params![t, a.path, a.access.as_str(), src])
             .map_err(sql("insert access"))?;
         Ok(())
     }
 
     /// Records an access annotation from a task's tool log.
-    pub fn add_access(
-        &self,
-        user: &str,
-        session: &str,
-        day: u32,
-        a: &AccessRecord,
-    ) -> Result<(), StoreError> {
+    pub fn add_access(&self, user: &str, session: &str, day: u32, a: &AccessRecord) -> Result<(), StoreError> {
         self.insert_access(user, session, day, a, AccessSource::Annotation)
     }
 
@@ -742,26 +642,14 @@ impl Store {
         check_policy(p)?;
         let rules = serde_json::to_string(&p.rules).expect("rules serialize");
         self.conn
-            .execute(
-                "INSERT INTO policy (user, id, text, rules) VALUES (?1, ?2, ?3, ?4)",
-                params![user, p.id, p.text, rules],
-            )
+            .execute("INSERT INTO policy (user, id, text, rules) VALUES (?1, ?2, ?3, ?4)", params![user, p.id, p.text, rules])
             .map_err(sql("insert policy"))?;
         Ok(())
     }
 
     /// Records a twin grant as an access annotation of its session.
     pub fn add_twin_grant(&self, user: &str, day: u32, g: &TwinGrant) -> Result<(), StoreError> {
-        self.insert_access(
-            user,
-            &g.session,
-            day,
-            &AccessRecord {
-                path: g.path.clone(),
-                access: g.access,
-            },
-            AccessSource::TwinGrant,
-        )
+        self.insert_access(user, &g.session, day, &AccessRecord { path: g.path.clone(), access: g.access }, AccessSource::TwinGrant)
     }
 
     /// Records a derived policy.
@@ -769,23 +657,13 @@ impl Store {
         TrustedState::default().add_derived(d)?;
         let rules = serde_json::to_string(&d.rules).expect("rules serialize");
         self.conn
-            .execute(
-                "INSERT INTO derived_policy (user, text, rules) VALUES (?1, ?2, ?3)",
-                params![user, d.text, rules],
-            )
+            .execute("INSERT INTO derived_policy (user, text, rules) VALUES (?1, ?2, ?3)", params![user, d.text, rules])
             .map_err(sql("insert derived policy"))?;
         Ok(())
     }
 
     fn add_history_rows(&self, user: &str, h: &HistoryRecord) -> Result<(), StoreError> {
-        self.add_prompt(
-            user,
-            &UserPrompt {
-                session: h.session.clone(),
-                day: h.day,
-                text: h.prompt.clone(),
-            },
-        )?;
+        self.add_prompt(user, &UserPrompt { session: h.session.clone(), day: h.day, text: h.prompt.clone() })?;
         for a in &h.accesses {
             self.add_access(user, &h.session, h.day, a)?;
         }
@@ -793,21 +671,13 @@ impl Store {
             self.add_approval(
                 user,
                 h.day,
-                &UserApproval {
-                    session: h.session.clone(),
-                    path_glob: a.path.clone(),
-                    access: a.access,
-                    permission: Permission::Allow,
-                },
+                &UserApproval { session: h.session.clone(), path_glob: a.path.clone(), access: a.access, permission: Permission::Allow },
             )?;
         }
         Ok(())
     }
 
-    fn in_transaction(
-        &self,
-        f: impl FnOnce(&Self) -> Result<(), StoreError>,
-    ) -> Result<(), StoreError> {
+    fn in_transaction(&self, f: impl FnOnce(&Self) -> Result<(), StoreError>) -> Result<(), StoreError> {
         self.conn.execute_batch("BEGIN").map_err(sql("begin"))?;
         match f(self) {
             Ok(()) => self.conn.execute_batch("COMMIT").map_err(sql("commit")),
@@ -826,12 +696,7 @@ impl Store {
 
     /// Imports a persona's `history.jsonl` and `policies.jsonl` for `user`, in one
     /// transaction. Nothing is written if either file has an error.
-    pub fn import_persona(
-        &self,
-        user: &str,
-        history: impl AsRef<Path>,
-        policies: impl AsRef<Path>,
-    ) -> Result<ImportSummary, StoreError> {
+    pub fn import_persona(&self, user: &str, history: impl AsRef<Path>, policies: impl AsRef<Path>) -> Result<ImportSummary, StoreError> {
         let hs = parse_history(history.as_ref())?;
         let ps = parse_policies(policies.as_ref())?;
         self.in_transaction(|s| {
@@ -843,10 +708,7 @@ impl Store {
             }
             Ok(())
         })?;
-        Ok(ImportSummary {
-            tasks: hs.len(),
-            policies: ps.len(),
-        })
+        Ok(ImportSummary { tasks: hs.len(), policies: ps.len() })
     }
 
     /// `user`'s standing approvals (and refusals) and policies, each with its id, approvals
@@ -862,53 +724,23 @@ impl Store {
             .map_err(sql("list approvals"))?;
         let rows = q
             .query_map(params![user], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, String>(4)?,
-                ))
+                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?, r.get::<_, String>(4)?))
             })
             .map_err(sql("list approvals"))?;
         for row in rows {
             let (id, session, path_glob, access, perm) = row.map_err(sql("list approvals"))?;
-            let access = access
-                .parse()
-                .map_err(|e: crate::access::UnknownAccess| bad("access", e.to_string()))?;
-            let permission =
-                Permission::parse(&perm).ok_or_else(|| bad("permission", perm.clone()))?;
-            out.push(StandingRule {
-                id: RuleId::Approval(id),
-                rule: Rule::Approval(UserApproval {
-                    session,
-                    path_glob,
-                    access,
-                    permission,
-                }),
-            });
+            let access = access.parse().map_err(|e: crate::access::UnknownAccess| bad("access", e.to_string()))?;
+            let permission = Permission::parse(&perm).ok_or_else(|| bad("permission", perm.clone()))?;
+            out.push(StandingRule { id: RuleId::Approval(id), rule: Rule::Approval(UserApproval { session, path_glob, access, permission }) });
         }
-        let mut q = self
-            .conn
-            .prepare("SELECT seq, id, text, rules FROM policy WHERE user = ?1 ORDER BY seq")
-            .map_err(sql("list policies"))?;
+        let mut q = self.conn.prepare("SELECT seq, id, text, rules FROM policy WHERE user = ?1 ORDER BY seq").map_err(sql("list policies"))?;
         let rows = q
-            .query_map(params![user], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, String>(3)?,
-                ))
-            })
+            .query_map(params![user], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?)))
             .map_err(sql("list policies"))?;
         for row in rows {
             let (seq, id, text, rules) = row.map_err(sql("list policies"))?;
             let rules = serde_json::from_str(&rules).map_err(|e| bad("rules", e.to_string()))?;
-            out.push(StandingRule {
-                id: RuleId::Policy(seq),
-                rule: Rule::Policy(UserPolicy { id, text, rules }),
-            });
+            out.push(StandingRule { id: RuleId::Policy(seq), rule: Rule::Policy(UserPolicy { id, text, rules }) });
         }
         Ok(out)
     }
@@ -916,18 +748,12 @@ impl Store {
     /// Removes `user`'s standing approval or policy `id` and returns what it was; an id
     /// of another user's rule is [`StoreError::NoSuchRule`] like one that does not exist.
     pub fn remove_rule(&self, user: &str, id: RuleId) -> Result<StandingRule, StoreError> {
-        let found = self
-            .standing(user)?
-            .into_iter()
-            .find(|r| r.id == id)
-            .ok_or(StoreError::NoSuchRule(id))?;
+        let found = self.standing(user)?.into_iter().find(|r| r.id == id).ok_or(StoreError::NoSuchRule(id))?;
         let (op, n) = match id {
             RuleId::Approval(n) => ("DELETE FROM approval WHERE id = ?1", n),
             RuleId::Policy(n) => ("DELETE FROM policy WHERE seq = ?1", n),
         };
-        self.conn
-            .execute(op, params![n])
-            .map_err(sql("remove rule"))?;
+        self.conn.execute(op, params![n]).map_err(sql("remove rule"))?;
         Ok(found)
     }
 
@@ -936,29 +762,14 @@ impl Store {
         let mut st = TrustedState::new(user);
         let mut idx: HashMap<i64, usize> = HashMap::new();
         {
-            let mut q = self
-                .conn
-                .prepare("SELECT id, session, day FROM task WHERE user = ?1 ORDER BY day, id")
-                .map_err(sql("load tasks"))?;
+            let mut q = self.conn.prepare("SELECT id, session, day FROM task WHERE user = ?1 ORDER BY day, id").map_err(sql("load tasks"))?;
             let rows = q
-                .query_map(params![user], |r| {
-                    Ok((
-                        r.get::<_, i64>(0)?,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, u32>(2)?,
-                    ))
-                })
+                .query_map(params![user], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, u32>(2)?)))
                 .map_err(sql("load tasks"))?;
             for row in rows {
                 let (id, session, day) = row.map_err(sql("load tasks"))?;
                 idx.insert(id, st.tasks.len());
-                st.tasks.push(Task {
-                    session,
-                    day,
-                    prompts: vec![],
-                    accesses: vec![],
-                    approvals: vec![],
-                });
+                st.tasks.push(Task { session, day, prompts: vec![], accesses: vec![], approvals: vec![] });
             }
         }
         {
@@ -966,11 +777,7 @@ impl Store {
                 .conn
                 .prepare("SELECT p.task, p.text FROM prompt p JOIN task t ON t.id = p.task WHERE t.user = ?1 ORDER BY p.task, p.seq")
                 .map_err(sql("load prompts"))?;
-            let rows = q
-                .query_map(params![user], |r| {
-                    Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
-                })
-                .map_err(sql("load prompts"))?;
+            let rows = q.query_map(params![user], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))).map_err(sql("load prompts"))?;
             for row in rows {
                 let (t, text) = row.map_err(sql("load prompts"))?;
                 st.tasks[idx[&t]].prompts.push(text);
@@ -982,28 +789,13 @@ impl Store {
                 .prepare("SELECT a.task, a.path, a.access, a.source FROM access a JOIN task t ON t.id = a.task WHERE t.user = ?1 ORDER BY a.id")
                 .map_err(sql("load accesses"))?;
             let rows = q
-                .query_map(params![user], |r| {
-                    Ok((
-                        r.get::<_, i64>(0)?,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, String>(2)?,
-                        r.get::<_, String>(3)?,
-                    ))
-                })
+                .query_map(params![user], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?)))
                 .map_err(sql("load accesses"))?;
             for row in rows {
                 let (t, path, access, source) = row.map_err(sql("load accesses"))?;
-                let access = access
-                    .parse()
-                    .map_err(|e: crate::access::UnknownAccess| bad("access", e.to_string()))?;
-                let source = if source == "twin_grant" {
-                    AccessSource::TwinGrant
-                } else {
-                    AccessSource::Annotation
-                };
-                st.tasks[idx[&t]]
-                    .accesses
-                    .push((AccessRecord { path, access }, source));
+                let access = access.parse().map_err(|e: crate::access::UnknownAccess| bad("access", e.to_string()))?;
+                let source = if source == "twin_grant" { AccessSource::TwinGrant } else { AccessSource::Annotation };
+                st.tasks[idx[&t]].accesses.push((AccessRecord { path, access }, source));
             }
         }
         {
@@ -1016,65 +808,33 @@ impl Store {
                 .map_err(sql("load approvals"))?;
             let rows = q
                 .query_map(params![user], |r| {
-                    Ok((
-                        r.get::<_, i64>(0)?,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, String>(2)?,
-                        r.get::<_, String>(3)?,
-                        r.get::<_, String>(4)?,
-                    ))
+                    Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?, r.get::<_, String>(4)?))
                 })
                 .map_err(sql("load approvals"))?;
             for row in rows {
                 let (t, session, path_glob, access, perm) = row.map_err(sql("load approvals"))?;
-                let access = access
-                    .parse()
-                    .map_err(|e: crate::access::UnknownAccess| bad("access", e.to_string()))?;
-                let permission =
-                    Permission::parse(&perm).ok_or_else(|| bad("permission", perm.clone()))?;
-                st.tasks[idx[&t]].approvals.push(UserApproval {
-                    session,
-                    path_glob,
-                    access,
-                    permission,
-                });
+                let access = access.parse().map_err(|e: crate::access::UnknownAccess| bad("access", e.to_string()))?;
+                let permission = Permission::parse(&perm).ok_or_else(|| bad("permission", perm.clone()))?;
+                st.tasks[idx[&t]].approvals.push(UserApproval { session, path_glob, access, permission });
             }
         }
         {
-            let mut q = self
-                .conn
-                .prepare("SELECT id, text, rules FROM policy WHERE user = ?1 ORDER BY seq")
-                .map_err(sql("load policies"))?;
+            let mut q = self.conn.prepare("SELECT id, text, rules FROM policy WHERE user = ?1 ORDER BY seq").map_err(sql("load policies"))?;
             let rows = q
-                .query_map(params![user], |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, String>(2)?,
-                    ))
-                })
+                .query_map(params![user], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))
                 .map_err(sql("load policies"))?;
             for row in rows {
                 let (id, text, rules) = row.map_err(sql("load policies"))?;
-                let rules =
-                    serde_json::from_str(&rules).map_err(|e| bad("rules", e.to_string()))?;
+                let rules = serde_json::from_str(&rules).map_err(|e| bad("rules", e.to_string()))?;
                 st.policies.push(UserPolicy { id, text, rules });
             }
         }
         {
-            let mut q = self
-                .conn
-                .prepare("SELECT text, rules FROM derived_policy WHERE user = ?1 ORDER BY seq")
-                .map_err(sql("load derived"))?;
-            let rows = q
-                .query_map(params![user], |r| {
-                    Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-                })
-                .map_err(sql("load derived"))?;
+            let mut q = self.conn.prepare("SELECT text, rules FROM derived_policy WHERE user = ?1 ORDER BY seq").map_err(sql("load derived"))?;
+            let rows = q.query_map(params![user], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))).map_err(sql("load derived"))?;
             for row in rows {
                 let (text, rules) = row.map_err(sql("load derived"))?;
-                let rules =
-                    serde_json::from_str(&rules).map_err(|e| bad("rules", e.to_string()))?;
+                let rules = serde_json::from_str(&rules).map_err(|e| bad("rules", e.to_string()))?;
                 st.derived.push(DerivedPolicy { text, rules });
             }
         }
@@ -1089,39 +849,15 @@ mod tests {
     #[test]
     fn standing_rules_are_listed_with_ids_and_removed_only_for_their_user() {
         let st = Store::in_memory().unwrap();
-        let a = UserApproval {
-            session: "s1".into(),
-            path_glob: "docs/a.md".into(),
-            access: Access::Read,
-            permission: Permission::Allow,
-        };
+        let a = UserApproval { session: "s1".into(), path_glob: "docs/a.md".into(), access: Access::Read, permission: Permission::Allow };
         st.add_approval("ann", 1, &a).unwrap();
-        st.add_policy(
-            "ann",
-            &UserPolicy {
-                id: "p01".into(),
-                text: "Docs are fine.".into(),
-                rules: vec![],
-            },
-        )
-        .unwrap();
-        st.add_approval(
-            "bob",
-            1,
-            &UserApproval {
-                session: "s9".into(),
-                ..a.clone()
-            },
-        )
-        .unwrap();
+        st.add_policy("ann", &UserPolicy { id: "p01".into(), text: "Docs are fine.".into(), rules: vec![] }).unwrap();
+        st.add_approval("bob", 1, &UserApproval { session: "s9".into(), ..a.clone() }).unwrap();
         let rules = st.standing("ann").unwrap();
         assert_eq!(rules.len(), 2);
         assert_eq!(rules[0].rule, Rule::Approval(a.clone()));
         let (aid, pid) = (rules[0].id, rules[1].id);
-        assert!(matches!(
-            (aid, pid),
-            (RuleId::Approval(_), RuleId::Policy(_))
-        ));
+        assert!(matches!((aid, pid), (RuleId::Approval(_), RuleId::Policy(_))));
         // Ids print and parse as `a<n>` / `p<n>`; anything else is an error naming it.
         assert_eq!(aid.to_string().parse::<RuleId>().unwrap(), aid);
         let e = "x3".parse::<RuleId>().unwrap_err().to_string();
@@ -1129,17 +865,9 @@ mod tests {
         assert_eq!(serde_json::to_string(&pid).unwrap(), format!("\"{pid}\""));
         // Another user's rule is not found.
         let bobs = st.standing("bob").unwrap()[0].id;
-        assert!(matches!(
-            st.remove_rule("ann", bobs),
-            Err(StoreError::NoSuchRule(_))
-        ));
+        assert!(matches!(st.remove_rule("ann", bobs), Err(StoreError::NoSuchRule(_))));
         assert_eq!(st.remove_rule("ann", aid).unwrap().rule, Rule::Approval(a));
-        assert!(st
-            .load_state("ann")
-            .unwrap()
-            .tasks
-            .iter()
-            .all(|t| t.approvals.is_empty()));
+        assert!(st.load_state("ann").unwrap().tasks.iter().all(|t| t.approvals.is_empty()));
         st.remove_rule("ann", pid).unwrap();
         assert!(st.standing("ann").unwrap().is_empty());
         assert_eq!(st.standing("bob").unwrap().len(), 1);
@@ -1170,23 +898,8 @@ mod tests {
         );
         let db = d.path().join("state.db");
         let s = Store::open(&db).unwrap();
-        assert_eq!(
-            s.import_persona("u", &h, &p).unwrap(),
-            ImportSummary {
-                tasks: 2,
-                policies: 2
-            }
-        );
-        s.add_twin_grant(
-            "u",
-            3,
-            &TwinGrant {
-                session: "s9".into(),
-                path: "src/lib.rs".into(),
-                access: Access::Read,
-            },
-        )
-        .unwrap();
+        assert_eq!(s.import_persona("u", &h, &p).unwrap(), ImportSummary { tasks: 2, policies: 2 });
+        s.add_twin_grant("u", 3, &TwinGrant { session: "s9".into(), path: "src/lib.rs".into(), access: Access::Read }).unwrap();
         drop(s);
         let s = Store::open(&db).unwrap();
         assert_eq!(s.schema_version().unwrap(), MIGRATIONS.len() as i64);
@@ -1211,9 +924,7 @@ mod tests {
         let h = write(d.path(), "history.jsonl", "{\"day\": 1, \"session\": \"a\", \"prompt\": \"x\", \"accesses\": [{\"path\": \"a\", \"access\": \"chmod\"}]}\n");
         let e = s.import_persona("u", &h, &p).unwrap_err().to_string();
         assert!(e.contains("history.jsonl:1"), "{e}");
-        assert!(
-            s.load_state("u").unwrap().tasks.is_empty(),
-            "failed import wrote nothing"
-        );
+        assert!(s.load_state("u").unwrap().tasks.is_empty(), "failed import wrote nothing");
     }
 }
+

@@ -8,9 +8,7 @@ use pincer::daemon::client::Client;
 use pincer::daemon::config::{Config, OnMiss};
 use pincer::daemon::contain::NeverRule;
 use pincer::daemon::peer::CgroupLookup;
-use pincer::daemon::protocol::{
-    ApprovalScope, ErrorKind, RequestOutcome, Rule, RuleId, SessionInfo, SessionMode, StandingRule,
-};
+use pincer::daemon::protocol::{ApprovalScope, ErrorKind, RequestOutcome, Rule, RuleId, SessionInfo, SessionMode, StandingRule};
 use pincer::daemon::{Call, Reply};
 use pincer::kernel::{Hook, MemoryMaps, Miss, ObjectId, Scope};
 use pincer::Access;
@@ -19,9 +17,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
 
 mod common;
-use common::{
-    config_in, persona_state, persona_workspace, start_daemon, OUTSIDE, PERSONA, TODO_PROMPT,
-};
+use common::{config_in, persona_state, persona_workspace, start_daemon, OUTSIDE, PERSONA, TODO_PROMPT};
 
 /// A daemon on a temporary socket with its enforcer's maps in memory and a settable caller cgroup.
 struct Harness {
@@ -64,13 +60,7 @@ impl Harness {
         let caller = self.caller.clone();
         let lookup: CgroupLookup = Arc::new(move |_pid| Ok(caller.lock().unwrap().clone()));
         let (mtx, mrx) = mpsc::channel(16);
-        let daemon = start_daemon(
-            &self.config,
-            self.maps.enforcer(),
-            lookup,
-            self.key,
-            Some(mrx),
-        );
+        let daemon = start_daemon(&self.config, self.maps.enforcer(), lookup, self.key, Some(mrx));
         self.task = Some(daemon.task);
         self.misses = Some(mtx);
         self.stop = Some(daemon.stop);
@@ -94,28 +84,13 @@ impl Harness {
     async fn import(&self) {
         self.as_caller(Path::new(OUTSIDE));
         let (history, policies) = persona_state();
-        let r = self
-            .call(Call::Import {
-                history,
-                policies,
-                uid: None,
-                workspace: None,
-            })
-            .await;
+        let r = self.call(Call::Import { history, policies, uid: None, workspace: None }).await;
         assert!(matches!(r, Reply::Ok { .. }), "{r:?}");
     }
 
     async fn session(&self, prompt: &str) -> SessionInfo {
         self.as_caller(Path::new(OUTSIDE));
-        match self
-            .call(Call::CreateSession {
-                owner_uid: 0,
-                roots: vec![self.ws.clone()],
-                prompt: prompt.into(),
-                mode: Default::default(),
-            })
-            .await
-        {
+        match self.call(Call::CreateSession { owner_uid: 0, roots: vec![self.ws.clone()], prompt: prompt.into(), mode: Default::default() }).await {
             Reply::Session(s) => s,
             other => panic!("create_session: {other:?}"),
         }
@@ -123,13 +98,7 @@ impl Harness {
 
     async fn request(&self, s: &SessionInfo, rel: &str, access: Access, reason: &str) -> Reply {
         self.as_caller(&s.cgroup);
-        self.call(Call::Request {
-            path: self.ws.join(rel).to_string_lossy().into(),
-            access,
-            reason: Some(reason.into()),
-            session: None,
-        })
-        .await
+        self.call(Call::Request { path: self.ws.join(rel).to_string_lossy().into(), access, reason: Some(reason.into()), session: None }).await
     }
 
     fn audit(&self) -> Vec<pincer::daemon::audit::AuditEntry> {
@@ -138,10 +107,7 @@ impl Harness {
 }
 
 /// Polls `f` (up to about ten seconds) until it gives a value.
-async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
-    what: &str,
-    mut f: impl FnMut() -> F,
-) -> T {
+async fn eventually<T, F: std::future::Future<Output = Option<T>>>(what: &str, mut f: impl FnMut() -> F) -> T {
     for _ in 0..1000 {
         if let Some(v) = f().await {
             return v;
@@ -156,14 +122,9 @@ fn granted(r: &Reply) -> bool {
 }
 
 fn refused(r: &Reply) -> bool {
-    matches!(
-        r,
-        Reply::Error {
-            kind: ErrorKind::Refused,
-            ..
-        }
-    )
+    matches!(r, Reply::Error { kind: ErrorKind::Refused, .. })
 }
+
 
 #[tokio::test]
 async fn request_tool_grants_a_task_resource_into_the_kernel_and_denies_a_secret() {
@@ -171,53 +132,22 @@ async fn request_tool_grants_a_task_resource_into_the_kernel_and_denies_a_secret
     h.import().await;
     let s = h.session(TODO_PROMPT).await;
     assert!(s.cgroup.is_dir(), "the session's cgroup exists");
-    assert!(
-        h.maps.session(s.cgroup_id).is_some(),
-        "session gated before the worker starts"
-    );
+    assert!(h.maps.session(s.cgroup_id).is_some(), "session gated before the worker starts");
     let generation = h.maps.policy_generation();
-    let r = h
-        .request(
-            &s,
-            "notes/todo.md",
-            Access::Read,
-            "read the todo list to update it",
-        )
-        .await;
+    let r = h.request(&s, "notes/todo.md", Access::Read, "read the todo list to update it").await;
     assert!(granted(&r), "{r:?}");
     let todo = ObjectId::of_path(&h.ws.join("notes/todo.md")).unwrap();
-    assert!(
-        h.maps.has(s.cgroup_id, todo, Access::Read),
-        "grant inserted on the file's inode"
-    );
-    assert_eq!(
-        h.maps.policy_generation(),
-        generation,
-        "a grant keeps what the kernel cached"
-    );
-    let r = h
-        .request(
-            &s,
-            "secrets/prod.env",
-            Access::Read,
-            "the todo says to check this",
-        )
-        .await;
+    assert!(h.maps.has(s.cgroup_id, todo, Access::Read), "grant inserted on the file's inode");
+    assert_eq!(h.maps.policy_generation(), generation, "a grant keeps what the kernel cached");
+    let r = h.request(&s, "secrets/prod.env", Access::Read, "the todo says to check this").await;
     assert!(!granted(&r), "{r:?}");
     let secret = ObjectId::of_path(&h.ws.join("secrets/prod.env")).unwrap();
     assert!(!h.maps.has(s.cgroup_id, secret, Access::Read));
     let audit = h.audit();
-    let decisions: Vec<_> = audit
-        .iter()
-        .filter(|e| e.event == Event::Decision)
-        .collect();
+    let decisions: Vec<_> = audit.iter().filter(|e| e.event == Event::Decision).collect();
     assert_eq!(decisions.len(), 2);
     assert_eq!(decisions[0].outcome, Some(RequestOutcome::Grant));
-    assert_eq!(
-        decisions[0].votes.len(),
-        3,
-        "each vote's verdict is audited"
-    );
+    assert_eq!(decisions[0].votes.len(), 3, "each vote's verdict is audited");
     assert_eq!(decisions[0].decider.as_deref(), Some("offline"));
     assert!(decisions[0].latency_ms.is_some() && decisions[0].tokens.is_some());
     assert_eq!(decisions[1].outcome, Some(RequestOutcome::Deny));
@@ -230,35 +160,15 @@ async fn bad_paths_are_denied_with_the_reason_and_never_granted() {
     let s = h.session(TODO_PROMPT).await;
     std::os::unix::fs::symlink(h.ws.join("secrets/prod.env"), h.ws.join("notes/link.md")).unwrap();
     for (path, want) in [
-        (
-            h.ws.join("notes/link.md").to_string_lossy().into_owned(),
-            "symbolic link",
-        ),
-        (
-            format!("{}/notes/../secrets/prod.env", h.ws.display()),
-            "`..`",
-        ),
+        (h.ws.join("notes/link.md").to_string_lossy().into_owned(), "symbolic link"),
+        (format!("{}/notes/../secrets/prod.env", h.ws.display()), "`..`"),
         ("/etc/passwd".to_string(), "outside every protected root"),
-        (
-            format!("{}/notes/{}", h.ws.display(), "n".repeat(300)),
-            "component",
-        ),
+        (format!("{}/notes/{}", h.ws.display(), "n".repeat(300)), "component"),
     ] {
         h.as_caller(&s.cgroup);
-        let r = h
-            .call(Call::Request {
-                path,
-                access: Access::Read,
-                reason: None,
-                session: None,
-            })
-            .await;
+        let r = h.call(Call::Request { path, access: Access::Read, reason: None, session: None }).await;
         match r {
-            Reply::Decision {
-                granted: false,
-                reason,
-                ..
-            } => assert!(reason.contains(want), "{reason} should mention {want}"),
+            Reply::Decision { granted: false, reason, .. } => assert!(reason.contains(want), "{reason} should mention {want}"),
             other => panic!("{other:?}"),
         }
     }
@@ -273,69 +183,29 @@ async fn gated_workers_cannot_make_control_calls_or_request_for_other_sessions()
     let b = h.session("Summarize my standup notes.").await;
     h.as_caller(&a.cgroup.join("nested"));
     for call in [
-        Call::Answer {
-            question: 1,
-            approve: true,
-            scope: Default::default(),
-        },
-        Call::Prompt {
-            session: Some(a.session.clone()),
-            text: "also read secrets/prod.env".into(),
-        },
+        Call::Answer { question: 1, approve: true, scope: Default::default() },
+        Call::Prompt { session: Some(a.session.clone()), text: "also read secrets/prod.env".into() },
         Call::Pending,
-        Call::EndSession {
-            session: a.session.clone(),
-        },
-        Call::CreateSession {
-            owner_uid: 0,
-            roots: vec![h.ws.clone()],
-            prompt: "x".into(),
-            mode: Default::default(),
-        },
-        Call::Log {
-            session: None,
-            follow: false,
-        },
-        Call::Status {
-            session: Some(b.session.clone()),
-        },
-        Call::Request {
-            path: h.ws.join("notes/todo.md").to_string_lossy().into(),
-            access: Access::Read,
-            reason: None,
-            session: Some(b.session.clone()),
-        },
+        Call::EndSession { session: a.session.clone() },
+        Call::CreateSession { owner_uid: 0, roots: vec![h.ws.clone()], prompt: "x".into(), mode: Default::default() },
+        Call::Log { session: None, follow: false },
+        Call::Status { session: Some(b.session.clone()) },
+        Call::Request { path: h.ws.join("notes/todo.md").to_string_lossy().into(), access: Access::Read, reason: None, session: Some(b.session.clone()) },
     ] {
         let name = call.name();
         let r = h.call(call).await;
-        assert!(
-            refused(&r),
-            "{name} from a gated worker must be refused: {r:?}"
-        );
+        assert!(refused(&r), "{name} from a gated worker must be refused: {r:?}");
     }
     // Its own status is allowed.
-    assert!(
-        matches!(h.call(Call::Status { session: None }).await, Reply::Session(s) if s.session == a.session)
-    );
+    assert!(matches!(h.call(Call::Status { session: None }).await, Reply::Session(s) if s.session == a.session));
     // A cgroup under the session parent that is no open session gets nothing.
     h.as_caller(&h.config.cgroup_parent.join("s-gone"));
     assert!(refused(&h.call(Call::Status { session: None }).await));
     // Requests come only from inside a session.
     h.as_caller(Path::new(OUTSIDE));
-    let r = h
-        .call(Call::Request {
-            path: h.ws.join("notes/todo.md").to_string_lossy().into(),
-            access: Access::Read,
-            reason: None,
-            session: None,
-        })
-        .await;
+    let r = h.call(Call::Request { path: h.ws.join("notes/todo.md").to_string_lossy().into(), access: Access::Read, reason: None, session: None }).await;
     assert!(refused(&r), "{r:?}");
-    let refusals = h
-        .audit()
-        .iter()
-        .filter(|e| e.event == Event::Refusal)
-        .count();
+    let refusals = h.audit().iter().filter(|e| e.event == Event::Refusal).count();
     assert_eq!(refusals, 10, "every refusal is audited");
 }
 
@@ -349,19 +219,8 @@ async fn an_escalated_request_waits_and_the_users_approval_grants_it() {
     h.as_caller(&s.cgroup);
     let mut worker = Client::connect(&h.config.socket).await.unwrap();
     // The daemon identifies the caller when it serves the connection: make sure it did.
-    assert!(matches!(
-        worker.call(Call::Status { session: None }).await.unwrap(),
-        Reply::Session(_)
-    ));
-    worker
-        .send(Call::Request {
-            path: h.ws.join(path).to_string_lossy().into(),
-            access: Access::Write,
-            reason: Some("bump a dependency".into()),
-            session: None,
-        })
-        .await
-        .unwrap();
+    assert!(matches!(worker.call(Call::Status { session: None }).await.unwrap(), Reply::Session(_)));
+    worker.send(Call::Request { path: h.ws.join(path).to_string_lossy().into(), access: Access::Write, reason: Some("bump a dependency".into()), session: None }).await.unwrap();
     let question = eventually("a waiting question", || async {
         h.as_caller(Path::new(OUTSIDE));
         match h.call(Call::Pending).await {
@@ -370,29 +229,14 @@ async fn an_escalated_request_waits_and_the_users_approval_grants_it() {
         }
     })
     .await;
-    assert_eq!(
-        (question.path.as_str(), question.access),
-        (path, Access::Write)
-    );
-    let r = h
-        .call(Call::Answer {
-            question: question.id,
-            approve: true,
-            scope: Default::default(),
-        })
-        .await;
+    assert_eq!((question.path.as_str(), question.access), (path, Access::Write));
+    let r = h.call(Call::Answer { question: question.id, approve: true, scope: Default::default() }).await;
     assert!(matches!(r, Reply::Ok { .. }), "{r:?}");
     let answer = worker.next().await.unwrap().unwrap();
-    assert!(
-        granted(&answer),
-        "the waiting request is granted after approval: {answer:?}"
-    );
+    assert!(granted(&answer), "the waiting request is granted after approval: {answer:?}");
     let obj = ObjectId::of_path(&h.ws.join(path)).unwrap();
     assert!(h.maps.has(s.cgroup_id, obj, Access::Write));
-    assert!(h
-        .audit()
-        .iter()
-        .any(|e| e.event == Event::Answer && e.outcome == Some(RequestOutcome::UserApproved)));
+    assert!(h.audit().iter().any(|e| e.event == Event::Answer && e.outcome == Some(RequestOutcome::UserApproved)));
 }
 
 #[tokio::test(start_paused = true)]
@@ -404,27 +248,12 @@ async fn an_unanswered_escalation_is_denied_at_the_timeout() {
     .await;
     h.import().await;
     let s = h.session(TODO_PROMPT).await;
-    let r = h
-        .request(
-            &s,
-            "projects/ledger/Cargo.toml",
-            Access::Write,
-            "bump a dependency",
-        )
-        .await;
+    let r = h.request(&s, "projects/ledger/Cargo.toml", Access::Write, "bump a dependency").await;
     match r {
-        Reply::Decision {
-            granted: false,
-            outcome,
-            question: Some(_),
-            ..
-        } => assert_eq!(outcome, RequestOutcome::Timeout),
+        Reply::Decision { granted: false, outcome, question: Some(_), .. } => assert_eq!(outcome, RequestOutcome::Timeout),
         other => panic!("{other:?}"),
     }
-    assert!(h
-        .audit()
-        .iter()
-        .any(|e| e.event == Event::EscalationTimeout));
+    assert!(h.audit().iter().any(|e| e.event == Event::EscalationTimeout));
 }
 
 /// `pending` shows each question with the three votes of the decision that asked, each with
@@ -437,23 +266,9 @@ async fn pending_questions_carry_the_votes_and_their_reasons() {
     h.as_caller(&s.cgroup);
     let mut worker = Client::connect(&h.config.socket).await.unwrap();
     // The daemon identifies the caller when it serves the connection: make sure it did.
-    assert!(matches!(
-        worker.call(Call::Status { session: None }).await.unwrap(),
-        Reply::Session(_)
-    ));
-    let path =
-        h.ws.join("projects/ledger/Cargo.toml")
-            .to_string_lossy()
-            .into_owned();
-    worker
-        .send(Call::Request {
-            path,
-            access: Access::Write,
-            reason: Some("bump a dependency".into()),
-            session: None,
-        })
-        .await
-        .unwrap();
+    assert!(matches!(worker.call(Call::Status { session: None }).await.unwrap(), Reply::Session(_)));
+    let path = h.ws.join("projects/ledger/Cargo.toml").to_string_lossy().into_owned();
+    worker.send(Call::Request { path, access: Access::Write, reason: Some("bump a dependency".into()), session: None }).await.unwrap();
     let q = eventually("a waiting question", || async {
         h.as_caller(Path::new(OUTSIDE));
         match h.call(Call::Pending).await {
@@ -464,21 +279,10 @@ async fn pending_questions_carry_the_votes_and_their_reasons() {
     .await;
     assert_eq!(q.votes.len(), 3, "{q:?}");
     assert!(q.votes.iter().all(|v| !v.reason.is_empty()), "{q:?}");
-    assert!(
-        q.votes
-            .iter()
-            .any(|v| v.verdict != pincer::decider::Verdict::Allow),
-        "a vote did not allow: {q:?}"
-    );
+    assert!(q.votes.iter().any(|v| v.verdict != pincer::decider::Verdict::Allow), "a vote did not allow: {q:?}");
     let audit = h.audit();
-    let asked = audit
-        .iter()
-        .find(|e| e.event == Event::Decision && e.question == Some(q.id))
-        .unwrap();
-    assert_eq!(
-        asked.votes, q.votes,
-        "the same votes as the audited decision"
-    );
+    let asked = audit.iter().find(|e| e.event == Event::Decision && e.question == Some(q.id)).unwrap();
+    assert_eq!(asked.votes, q.votes, "the same votes as the audited decision");
 }
 
 /// The escalation timeout runs on tokio's clock (paused here, so nothing waits for real):
@@ -494,48 +298,20 @@ async fn a_waiting_request_is_answered_at_the_timeout_and_not_before() {
     let s = h.session(TODO_PROMPT).await;
     h.as_caller(&s.cgroup);
     let mut worker = Client::connect(&h.config.socket).await.unwrap();
-    let path =
-        h.ws.join("projects/ledger/Cargo.toml")
-            .to_string_lossy()
-            .into_owned();
-    worker
-        .send(Call::Request {
-            path,
-            access: Access::Write,
-            reason: Some("bump a dependency".into()),
-            session: None,
-        })
-        .await
-        .unwrap();
+    let path = h.ws.join("projects/ledger/Cargo.toml").to_string_lossy().into_owned();
+    worker.send(Call::Request { path, access: Access::Write, reason: Some("bump a dependency".into()), session: None }).await.unwrap();
     let early = tokio::time::timeout(std::time::Duration::from_secs(599), worker.next()).await;
-    assert!(
-        early.is_err(),
-        "answered before the escalation timeout: {early:?}"
-    );
+    assert!(early.is_err(), "answered before the escalation timeout: {early:?}");
     match worker.next().await.unwrap().unwrap() {
-        Reply::Decision {
-            granted: false,
-            outcome: RequestOutcome::Timeout,
-            question: Some(_),
-            ..
-        } => {}
+        Reply::Decision { granted: false, outcome: RequestOutcome::Timeout, question: Some(_), .. } => {}
         other => panic!("{other:?}"),
     }
-    assert!(h
-        .audit()
-        .iter()
-        .any(|e| e.event == Event::EscalationTimeout));
+    assert!(h.audit().iter().any(|e| e.event == Event::EscalationTimeout));
 }
 
 /// The kernel's report of uid 1000 (process `pid`) opening `notes/todo.md` of the workspace
 /// for reading without a grant; `parent` absent as when the kernel could not name it.
-fn read_miss(
-    h: &Harness,
-    s: &SessionInfo,
-    file: ObjectId,
-    parent: Option<ObjectId>,
-    pid: u32,
-) -> Miss {
+fn read_miss(h: &Harness, s: &SessionInfo, file: ObjectId, parent: Option<ObjectId>, pid: u32) -> Miss {
     let root = ObjectId::of_path(&h.ws).unwrap();
     let parent = parent.unwrap_or(ObjectId { dev: 0, ino: 0 });
     Miss {
@@ -569,26 +345,15 @@ async fn a_kernel_miss_becomes_an_implicit_request_and_its_grant_is_inserted() {
     // The status call is served after the miss (one actor, in order).
     let info = eventually("the miss to be decided", || async {
         h.as_caller(Path::new(OUTSIDE));
-        match h
-            .call(Call::Status {
-                session: Some(s.session.clone()),
-            })
-            .await
-        {
-            Reply::Session(info) if info.counters.misses == 1 && info.counters.requests == 1 => {
-                Some(info)
-            }
+        match h.call(Call::Status { session: Some(s.session.clone()) }).await {
+            Reply::Session(info) if info.counters.misses == 1 && info.counters.requests == 1 => Some(info),
             _ => None,
         }
     })
     .await;
     assert_eq!(info.counters.grants, 1, "{info:?}");
     assert!(h.maps.has(s.cgroup_id, file, Access::Read));
-    let e = h
-        .audit()
-        .into_iter()
-        .find(|e| e.event == Event::Decision)
-        .unwrap();
+    let e = h.audit().into_iter().find(|e| e.event == Event::Decision).unwrap();
     assert_eq!(e.request.as_ref().unwrap().source, Source::Miss);
     assert_eq!(e.request.as_ref().unwrap().rationale, None);
 }
@@ -603,39 +368,19 @@ async fn repeated_misses_of_a_granted_access_are_counted_but_not_decided_again()
     let file = ObjectId::of_path(&h.ws.join("notes/todo.md")).unwrap();
     let parent = ObjectId::of_path(&h.ws.join("notes")).unwrap();
     for pid in [4242, 4242, 4243] {
-        h.misses
-            .as_ref()
-            .unwrap()
-            .send(read_miss(&h, &s, file, Some(parent), pid))
-            .await
-            .unwrap();
+        h.misses.as_ref().unwrap().send(read_miss(&h, &s, file, Some(parent), pid)).await.unwrap();
     }
     let info = eventually("the misses to be seen", || async {
         h.as_caller(Path::new(OUTSIDE));
-        match h
-            .call(Call::Status {
-                session: Some(s.session.clone()),
-            })
-            .await
-        {
+        match h.call(Call::Status { session: Some(s.session.clone()) }).await {
             Reply::Session(info) if info.counters.misses == 3 => Some(info),
             _ => None,
         }
     })
     .await;
-    assert_eq!(
-        (info.counters.requests, info.counters.grants),
-        (1, 1),
-        "one decision for three misses: {info:?}"
-    );
+    assert_eq!((info.counters.requests, info.counters.grants), (1, 1), "one decision for three misses: {info:?}");
     assert!(h.maps.has(s.cgroup_id, file, Access::Read));
-    assert_eq!(
-        h.audit()
-            .iter()
-            .filter(|e| e.event == Event::Decision)
-            .count(),
-        1
-    );
+    assert_eq!(h.audit().iter().filter(|e| e.event == Event::Decision).count(), 1);
 }
 
 #[tokio::test]
@@ -646,13 +391,7 @@ async fn on_miss_record_only_audits() {
     let file = ObjectId::of_path(&h.ws.join("notes/todo.md")).unwrap();
     let miss = read_miss(&h, &s, file, None, 1);
     h.misses.as_ref().unwrap().send(miss).await.unwrap();
-    eventually("the miss to be recorded", || async {
-        h.audit()
-            .iter()
-            .any(|e| e.event == Event::Miss)
-            .then_some(())
-    })
-    .await;
+    eventually("the miss to be recorded", || async { h.audit().iter().any(|e| e.event == Event::Miss).then_some(()) }).await;
     assert_eq!(h.maps.grant_count(s.cgroup_id), 0);
 }
 
@@ -661,46 +400,22 @@ async fn ending_a_session_revokes_its_grants_removes_its_cgroup_and_summarizes()
     let h = Harness::new(|_| {}).await;
     h.import().await;
     let s = h.session(TODO_PROMPT).await;
-    assert!(granted(
-        &h.request(&s, "notes/todo.md", Access::Read, "read it")
-            .await
-    ));
-    assert!(!granted(
-        &h.request(&s, "secrets/aws-credentials", Access::Read, "need it")
-            .await
-    ));
+    assert!(granted(&h.request(&s, "notes/todo.md", Access::Read, "read it").await));
+    assert!(!granted(&h.request(&s, "secrets/aws-credentials", Access::Read, "need it").await));
     h.as_caller(Path::new(OUTSIDE));
     let generation = h.maps.policy_generation();
-    match h
-        .call(Call::EndSession {
-            session: s.session.clone(),
-        })
-        .await
-    {
+    match h.call(Call::EndSession { session: s.session.clone() }).await {
         Reply::Summary { session, revoked } => {
             assert_eq!(revoked, 1);
-            assert_eq!(
-                (
-                    session.counters.requests,
-                    session.counters.grants,
-                    session.counters.denials
-                ),
-                (2, 1, 1)
-            );
+            assert_eq!((session.counters.requests, session.counters.grants, session.counters.denials), (2, 1, 1));
         }
         other => panic!("{other:?}"),
     }
     assert_eq!(h.maps.grant_count(s.cgroup_id), 0);
     assert_eq!(h.maps.session(s.cgroup_id), None, "no longer gated");
-    assert_ne!(
-        h.maps.policy_generation(),
-        generation,
-        "ending the session renews the policy generation"
-    );
+    assert_ne!(h.maps.policy_generation(), generation, "ending the session renews the policy generation");
     assert!(!s.cgroup.exists(), "cgroup removed");
-    assert!(
-        matches!(h.call(Call::Sessions).await, Reply::Sessions { sessions } if sessions.is_empty())
-    );
+    assert!(matches!(h.call(Call::Sessions).await, Reply::Sessions { sessions } if sessions.is_empty()));
     let _ = h.dir.path();
 }
 
@@ -709,10 +424,7 @@ async fn a_restarted_daemon_resumes_open_sessions() {
     let mut h = Harness::new(|_| {}).await;
     h.import().await;
     let s = h.session(TODO_PROMPT).await;
-    assert!(granted(
-        &h.request(&s, "notes/todo.md", Access::Read, "read it")
-            .await
-    ));
+    assert!(granted(&h.request(&s, "notes/todo.md", Access::Read, "read it").await));
     h.restart().await;
     h.as_caller(Path::new(OUTSIDE));
     match h.call(Call::Sessions).await {
@@ -724,14 +436,8 @@ async fn a_restarted_daemon_resumes_open_sessions() {
         other => panic!("{other:?}"),
     }
     // The twin's session was rebuilt from the prompt: it still decides for this worker.
-    assert!(granted(
-        &h.request(&s, "notes/todo.md", Access::Write, "tick the item off")
-            .await
-    ));
-    assert!(!granted(
-        &h.request(&s, "secrets/prod.env", Access::Read, "need it")
-            .await
-    ));
+    assert!(granted(&h.request(&s, "notes/todo.md", Access::Write, "tick the item off").await));
+    assert!(!granted(&h.request(&s, "secrets/prod.env", Access::Read, "need it").await));
     assert!(h.audit().iter().any(|e| e.event == Event::SessionResume));
 }
 
@@ -745,12 +451,7 @@ async fn mcp_server_serves_request_resource_to_the_python_sdk_client() {
     h.as_caller(&s.cgroup);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_client.py");
     let out = tokio::process::Command::new("python3")
-        .args([
-            script,
-            env!("CARGO_BIN_EXE_pincer"),
-            &h.config.socket.to_string_lossy(),
-            &h.ws.to_string_lossy(),
-        ])
+        .args([script, env!("CARGO_BIN_EXE_pincer"), &h.config.socket.to_string_lossy(), &h.ws.to_string_lossy()])
         .output()
         .await
         .expect("python3 must be installed");
@@ -759,33 +460,17 @@ async fn mcp_server_serves_request_resource_to_the_python_sdk_client() {
         out.status.success(),
         "the MCP client failed (the Python SDK is installed by .ci/run: `pip install mcp`):\n{stderr}"
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
     assert_eq!(v["server"], "pincer");
     assert_eq!(v["tools"], serde_json::json!(["request_resource"]));
-    assert_eq!(
-        v["schema"]["required"],
-        serde_json::json!(["path", "access"])
-    );
+    assert_eq!(v["schema"]["required"], serde_json::json!(["path", "access"]));
     let calls = v["calls"].as_array().unwrap();
     assert_eq!(calls[0]["is_error"], false, "{}", calls[0]);
-    assert!(
-        calls[0]["text"].as_str().unwrap().starts_with("granted"),
-        "{}",
-        calls[0]
-    );
+    assert!(calls[0]["text"].as_str().unwrap().starts_with("granted"), "{}", calls[0]);
     assert_eq!(calls[1]["is_error"], true, "{}", calls[1]);
-    assert!(
-        calls[1]["text"].as_str().unwrap().starts_with("denied"),
-        "{}",
-        calls[1]
-    );
+    assert!(calls[1]["text"].as_str().unwrap().starts_with("denied"), "{}", calls[1]);
     assert_eq!(calls[2]["is_error"], true, "{}", calls[2]);
-    assert!(
-        calls[2]["text"].as_str().unwrap().contains("chmod"),
-        "{}",
-        calls[2]
-    );
+    assert!(calls[2]["text"].as_str().unwrap().contains("chmod"), "{}", calls[2]);
     let todo = ObjectId::of_path(&h.ws.join("notes/todo.md")).unwrap();
     assert!(h.maps.has(s.cgroup_id, todo, Access::Read));
 }
@@ -794,29 +479,14 @@ async fn mcp_server_serves_request_resource_to_the_python_sdk_client() {
 async fn never_grantable_paths_are_refused_before_any_vote_or_question_and_seeded_in_the_kernel() {
     // The persona's policy asks the user before this write (see the escalation test): a
     // never rule must refuse it outright, so no question (and no approval) can grant it.
-    let h = Harness::new(|c| {
-        c.containment.never.push(NeverRule {
-            pattern: "**/ledger/Cargo.toml".into(),
-            access: vec![Access::Write],
-        })
-    })
-    .await;
+    let h = Harness::new(|c| c.containment.never.push(NeverRule { pattern: "**/ledger/Cargo.toml".into(), access: vec![Access::Write] })).await;
     h.import().await;
     std::fs::create_dir_all(h.ws.join(".git/hooks")).unwrap();
     std::fs::write(h.ws.join(".git/config"), "[core]\n").unwrap();
     let s = h.session(TODO_PROMPT).await;
-    for (path, access) in [
-        ("projects/ledger/Cargo.toml", Access::Write),
-        (".git/config", Access::Write),
-        (".git/hooks/pre-commit", Access::Create),
-    ] {
+    for (path, access) in [("projects/ledger/Cargo.toml", Access::Write), (".git/config", Access::Write), (".git/hooks/pre-commit", Access::Create)] {
         match h.request(&s, path, access, "needed for the task").await {
-            Reply::Decision {
-                granted: false,
-                outcome,
-                reason,
-                question: None,
-            } => {
+            Reply::Decision { granted: false, outcome, reason, question: None } => {
                 assert_eq!(outcome, RequestOutcome::Deny);
                 assert!(reason.contains("never-grantable"), "{path}: {reason}");
             }
@@ -825,54 +495,24 @@ async fn never_grantable_paths_are_refused_before_any_vote_or_question_and_seede
     }
     h.as_caller(Path::new(OUTSIDE));
     match h.call(Call::Pending).await {
-        Reply::Pending { questions } => assert!(
-            questions.is_empty(),
-            "no question for a never-grantable path: {questions:?}"
-        ),
+        Reply::Pending { questions } => assert!(questions.is_empty(), "no question for a never-grantable path: {questions:?}"),
         other => panic!("{other:?}"),
     }
     let cfg = ObjectId::of_path(&h.ws.join(".git/config")).unwrap();
     assert!(!h.maps.has(s.cgroup_id, cfg, Access::Write));
     let audit = h.audit();
-    assert!(
-        audit
-            .iter()
-            .filter(|e| e
-                .detail
-                .as_deref()
-                .is_some_and(|d| d.contains("never-grantable")))
-            .count()
-            >= 3,
-        "the audit says why"
-    );
+    assert!(audit.iter().filter(|e| e.detail.as_deref().is_some_and(|d| d.contains("never-grantable"))).count() >= 3, "the audit says why");
     // The kernel's never map holds the objects and names that exist now.
     let git = ObjectId::of_path(&h.ws.join(".git")).unwrap();
     let hooks = ObjectId::of_path(&h.ws.join(".git/hooks")).unwrap();
     assert!(h.maps.never_bits(cfg).is_some(), "existing .git/config");
-    assert!(
-        h.maps.never_bits(hooks).is_some(),
-        ".git/hooks covers its subtree"
-    );
-    assert!(
-        h.maps
-            .never_name_bits(git, std::ffi::OsStr::new("config"))
-            .is_some(),
-        "a deleted .git/config cannot be made again"
-    );
-    assert!(
-        h.maps.never_dir_count(git).is_some_and(|n| n >= 1),
-        "the directory of a never name is marked"
-    );
+    assert!(h.maps.never_bits(hooks).is_some(), ".git/hooks covers its subtree");
+    assert!(h.maps.never_name_bits(git, std::ffi::OsStr::new("config")).is_some(), "a deleted .git/config cannot be made again");
+    assert!(h.maps.never_dir_count(git).is_some_and(|n| n >= 1), "the directory of a never name is marked");
     let counts = h.maps.state();
-    assert!(
-        counts.never_objects >= 2 && counts.never_names >= 1,
-        "the kernel is told never entries exist: {counts:?}"
-    );
+    assert!(counts.never_objects >= 2 && counts.never_names >= 1, "the kernel is told never entries exist: {counts:?}");
     // A read of .git/config is not never-grantable: git must read it.
-    match h
-        .request(&s, ".git/config", Access::Read, "git status")
-        .await
-    {
+    match h.request(&s, ".git/config", Access::Read, "git status").await {
         Reply::Decision { reason, .. } => assert!(!reason.contains("never-grantable"), "{reason}"),
         other => panic!("{other:?}"),
     }
@@ -885,38 +525,16 @@ async fn a_session_gets_a_private_scratch_dir_and_its_owners_places_are_gated() 
     let s = h.session(TODO_PROMPT).await;
     let scratch = s.scratch.clone().expect("a scratch directory");
     use std::os::unix::fs::PermissionsExt;
-    assert_eq!(
-        std::fs::metadata(&scratch).unwrap().permissions().mode() & 0o777,
-        0o700
-    );
+    assert_eq!(std::fs::metadata(&scratch).unwrap().permissions().mode() & 0o777, 0o700);
     let id = ObjectId::of_path(&scratch).unwrap();
-    let all = Access::ALL
-        .into_iter()
-        .fold(0, |bits, a| bits | pincer::kernel::access_bit(a));
-    assert_eq!(
-        h.maps.granted_bits(s.cgroup_id, id, Scope::Subtree),
-        all,
-        "the scratch dir is the session's in full"
-    );
+    let all = Access::ALL.into_iter().fold(0, |bits, a| bits | pincer::kernel::access_bit(a));
+    assert_eq!(h.maps.granted_bits(s.cgroup_id, id, Scope::Subtree), all, "the scratch dir is the session's in full");
     let tmp = ObjectId::of_path(Path::new("/tmp")).unwrap();
     assert!(h.maps.is_root(tmp), "/tmp is gated like a root");
     // The state directory is private.
-    assert_eq!(
-        std::fs::metadata(&h.config.state_dir)
-            .unwrap()
-            .permissions()
-            .mode()
-            & 0o777,
-        0o700
-    );
+    assert_eq!(std::fs::metadata(&h.config.state_dir).unwrap().permissions().mode() & 0o777, 0o700);
     h.as_caller(Path::new(OUTSIDE));
-    assert!(matches!(
-        h.call(Call::EndSession {
-            session: s.session.clone()
-        })
-        .await,
-        Reply::Summary { .. }
-    ));
+    assert!(matches!(h.call(Call::EndSession { session: s.session.clone() }).await, Reply::Summary { .. }));
     assert!(!scratch.exists(), "the scratch dir ends with the session");
 }
 
@@ -927,54 +545,21 @@ async fn import_with_a_workspace_keeps_a_private_snapshot_the_twin_is_built_from
     let history = std::fs::read_to_string(Path::new(PERSONA).join("history.jsonl")).unwrap();
     let policies = std::fs::read_to_string(Path::new(PERSONA).join("policies.jsonl")).unwrap();
     let ws = Path::new(PERSONA).join("workspace").canonicalize().unwrap();
-    match h
-        .call(Call::Import {
-            history: history.clone(),
-            policies: policies.clone(),
-            uid: None,
-            workspace: Some(ws),
-        })
-        .await
-    {
+    match h.call(Call::Import { history: history.clone(), policies: policies.clone(), uid: None, workspace: Some(ws) }).await {
         Reply::Ok { message } => assert!(message.contains("snapshot"), "{message}"),
         other => panic!("{other:?}"),
     }
     let snap = h.config.state_dir.join("workspace-root.json");
     use std::os::unix::fs::PermissionsExt;
-    assert_eq!(
-        std::fs::metadata(&snap).unwrap().permissions().mode() & 0o777,
-        0o600
-    );
-    let parsed: pincer::daemon::twins::WorkspaceSnapshot =
-        serde_json::from_slice(&std::fs::read(&snap).unwrap()).unwrap();
-    assert!(
-        parsed.tree.iter().any(|p| p == "secrets/prod.env")
-            && parsed.files.contains_key("secrets/prod.env")
-    );
+    assert_eq!(std::fs::metadata(&snap).unwrap().permissions().mode() & 0o777, 0o600);
+    let parsed: pincer::daemon::twins::WorkspaceSnapshot = serde_json::from_slice(&std::fs::read(&snap).unwrap()).unwrap();
+    assert!(parsed.tree.iter().any(|p| p == "secrets/prod.env") && parsed.files.contains_key("secrets/prod.env"));
     // A corrupt snapshot fails closed: no twin, so requests are denied.
     std::fs::write(&snap, b"{not json").unwrap();
-    let r = h
-        .call(Call::CreateSession {
-            owner_uid: 0,
-            roots: vec![h.ws.clone()],
-            prompt: TODO_PROMPT.into(),
-            mode: Default::default(),
-        })
-        .await;
-    assert!(
-        matches!(r, Reply::Error { .. }),
-        "no session without its twin: {r:?}"
-    );
+    let r = h.call(Call::CreateSession { owner_uid: 0, roots: vec![h.ws.clone()], prompt: TODO_PROMPT.into(), mode: Default::default() }).await;
+    assert!(matches!(r, Reply::Error { .. }), "no session without its twin: {r:?}");
     // A workspace that does not exist is an error that names it.
-    match h
-        .call(Call::Import {
-            history,
-            policies,
-            uid: None,
-            workspace: Some(PathBuf::from("/nonexistent/ws")),
-        })
-        .await
-    {
+    match h.call(Call::Import { history, policies, uid: None, workspace: Some(PathBuf::from("/nonexistent/ws")) }).await {
         Reply::Error { message, .. } => assert!(message.contains("/nonexistent/ws"), "{message}"),
         other => panic!("{other:?}"),
     }
@@ -1003,11 +588,7 @@ async fn denied_on_its_own(h: &Harness, s: &SessionInfo) -> &'static str {
         // Plain content, so that what the file says plays no part in the decisions.
         std::fs::write(h.ws.join(rel), "plain text\n").unwrap();
         match h.request(s, rel, ASKED, "have a look").await {
-            Reply::Decision {
-                granted: false,
-                outcome: RequestOutcome::Deny | RequestOutcome::Timeout,
-                ..
-            } => return rel,
+            Reply::Decision { granted: false, outcome: RequestOutcome::Deny | RequestOutcome::Timeout, .. } => return rel,
             Reply::Decision { .. } => continue,
             other => panic!("{other:?}"),
         }
@@ -1017,46 +598,20 @@ async fn denied_on_its_own(h: &Harness, s: &SessionInfo) -> &'static str {
 
 /// `s`'s worker asks for `rel`; the request goes to the user, who approves it with `scope`;
 /// returns the answer the waiting worker gets.
-async fn approve_waiting(
-    h: &Harness,
-    s: &SessionInfo,
-    rel: &str,
-    access: Access,
-    scope: ApprovalScope,
-) -> Reply {
+async fn approve_waiting(h: &Harness, s: &SessionInfo, rel: &str, access: Access, scope: ApprovalScope) -> Reply {
     h.as_caller(&s.cgroup);
     let mut worker = Client::connect(&h.config.socket).await.unwrap();
-    assert!(matches!(
-        worker.call(Call::Status { session: None }).await.unwrap(),
-        Reply::Session(_)
-    ));
-    worker
-        .send(Call::Request {
-            path: h.ws.join(rel).to_string_lossy().into(),
-            access,
-            reason: Some("needed for the task".into()),
-            session: None,
-        })
-        .await
-        .unwrap();
+    assert!(matches!(worker.call(Call::Status { session: None }).await.unwrap(), Reply::Session(_)));
+    worker.send(Call::Request { path: h.ws.join(rel).to_string_lossy().into(), access, reason: Some("needed for the task".into()), session: None }).await.unwrap();
     let q = eventually("a waiting question", || async {
         h.as_caller(Path::new(OUTSIDE));
         match h.call(Call::Pending).await {
-            Reply::Pending { questions } => {
-                questions.into_iter().find(|q| q.waiting && q.path == rel)
-            }
+            Reply::Pending { questions } => questions.into_iter().find(|q| q.waiting && q.path == rel),
             _ => None,
         }
     })
     .await;
-    match h
-        .call(Call::Answer {
-            question: q.id,
-            approve: true,
-            scope,
-        })
-        .await
-    {
+    match h.call(Call::Answer { question: q.id, approve: true, scope }).await {
         Reply::Ok { .. } => {}
         other => panic!("answer: {other:?}"),
     }
@@ -1073,21 +628,12 @@ async fn standing(h: &Harness) -> Vec<StandingRule> {
 
 /// The user's standing approval of `access` on `rel`, if there is one.
 fn approval_of(rules: &[StandingRule], rel: &str, access: Access) -> Option<RuleId> {
-    rules
-        .iter()
-        .find(|r| matches!(&r.rule, Rule::Approval(a) if a.path_glob == rel && a.access == access))
-        .map(|r| r.id)
+    rules.iter().find(|r| matches!(&r.rule, Rule::Approval(a) if a.path_glob == rel && a.access == access)).map(|r| r.id)
 }
 
 async fn end(h: &Harness, s: &SessionInfo) {
     h.as_caller(Path::new(OUTSIDE));
-    assert!(matches!(
-        h.call(Call::EndSession {
-            session: s.session.clone()
-        })
-        .await,
-        Reply::Summary { .. }
-    ));
+    assert!(matches!(h.call(Call::EndSession { session: s.session.clone() }).await, Reply::Summary { .. }));
 }
 
 /// The write the persona's policy asks the user about, which the `once` tests approve.
@@ -1105,10 +651,7 @@ async fn once_approved() -> (Harness, SessionInfo, Vec<StandingRule>) {
     let s = h.session(TODO_PROMPT).await;
     let before = standing(&h).await;
     let r = approve_waiting(&h, &s, ONCE_PATH, Access::Write, ApprovalScope::Once).await;
-    assert!(
-        granted(&r),
-        "the request the approval answers is granted: {r:?}"
-    );
+    assert!(granted(&r), "the request the approval answers is granted: {r:?}");
     (h, s, before)
 }
 
@@ -1123,31 +666,13 @@ async fn a_once_approval_does_not_outlive_its_request() {
     tokio::time::sleep(std::time::Duration::from_secs(6)).await;
     // A call goes through the actor after the expiry ran.
     h.as_caller(Path::new(OUTSIDE));
-    assert!(matches!(
-        h.call(Call::Status {
-            session: Some(s.session.clone())
-        })
-        .await,
-        Reply::Session(_)
-    ));
-    assert!(
-        !h.maps.has(s.cgroup_id, obj, Access::Write),
-        "the once grant is taken back from the kernel"
-    );
+    assert!(matches!(h.call(Call::Status { session: Some(s.session.clone()) }).await, Reply::Session(_)));
+    assert!(!h.maps.has(s.cgroup_id, obj, Access::Write), "the once grant is taken back from the kernel");
     match h.request(&s, path, Access::Write, "bump it again").await {
-        Reply::Decision {
-            granted: false,
-            outcome: RequestOutcome::Timeout,
-            question: Some(_),
-            ..
-        } => {}
+        Reply::Decision { granted: false, outcome: RequestOutcome::Timeout, question: Some(_), .. } => {}
         other => panic!("the same request is asked again, not approved: {other:?}"),
     }
-    assert_eq!(
-        standing(&h).await,
-        before,
-        "a once approval is not recorded"
-    );
+    assert_eq!(standing(&h).await, before, "a once approval is not recorded");
 }
 
 /// A `once` grant the kernel will not take back does not stay: its session is ended, and
@@ -1159,34 +684,14 @@ async fn a_once_grant_that_cannot_be_taken_back_ends_its_session() {
     h.maps.exact.fail_next_change();
     tokio::time::sleep(std::time::Duration::from_secs(6)).await;
     h.as_caller(Path::new(OUTSIDE));
-    match h
-        .call(Call::Status {
-            session: Some(s.session.clone()),
-        })
-        .await
-    {
+    match h.call(Call::Status { session: Some(s.session.clone()) }).await {
         Reply::Error { .. } => {}
         other => panic!("the session whose once grant stays is ended: {other:?}"),
     }
-    assert_eq!(
-        h.maps.grant_count(s.cgroup_id),
-        0,
-        "ending the session took back all its grants"
-    );
-    let ends: Vec<_> = h
-        .audit()
-        .into_iter()
-        .filter(|e| e.event == Event::SessionEnd)
-        .collect();
+    assert_eq!(h.maps.grant_count(s.cgroup_id), 0, "ending the session took back all its grants");
+    let ends: Vec<_> = h.audit().into_iter().filter(|e| e.event == Event::SessionEnd).collect();
     assert_eq!(ends.len(), 1, "one session end is audited: {ends:?}");
-    assert!(
-        ends[0]
-            .detail
-            .as_deref()
-            .is_some_and(|d| d.contains("would not take back a once grant")),
-        "the end says why: {:?}",
-        ends[0].detail
-    );
+    assert!(ends[0].detail.as_deref().is_some_and(|d| d.contains("would not take back a once grant")), "the end says why: {:?}", ends[0].detail);
 }
 
 /// `approve --scope session`: later requests of the session are granted; nothing is recorded
@@ -1204,18 +709,10 @@ async fn a_session_approval_ends_with_the_session() {
     let r = approve_waiting(&h, &s1, rel, ASKED, ApprovalScope::Session).await;
     assert!(granted(&r), "{r:?}");
     match h.request(&s1, rel, ASKED, "have another look").await {
-        Reply::Decision {
-            granted: true,
-            outcome: RequestOutcome::Grant,
-            ..
-        } => {}
+        Reply::Decision { granted: true, outcome: RequestOutcome::Grant, .. } => {}
         other => panic!("the session's approval grants it again in the session: {other:?}"),
     }
-    assert_eq!(
-        approval_of(&standing(&h).await, rel, ASKED),
-        None,
-        "a session approval is not recorded"
-    );
+    assert_eq!(approval_of(&standing(&h).await, rel, ASKED), None, "a session approval is not recorded");
     end(&h, &s1).await;
     let s2 = h.session(TODO_PROMPT).await;
     let r = h.request(&s2, rel, ASKED, "have a look").await;
@@ -1243,21 +740,12 @@ async fn an_always_approval_survives_a_restart_and_a_new_session_until_it_is_rem
     h.restart().await;
     // An approval licenses its resource for a like task whose prompt points at it (issue
     // 10's scoped approvals): the same task, naming the file.
-    let stem = Path::new(rel)
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .expect("a file name");
+    let stem = Path::new(rel).file_stem().and_then(|s| s.to_str()).expect("a file name");
     let like = format!("{TODO_PROMPT} Then look at {stem} again.");
     let s2 = h.session(&like).await;
     match h.request(&s2, rel, ASKED, "have a look").await {
-        Reply::Decision {
-            granted: true,
-            outcome: RequestOutcome::Grant,
-            ..
-        } => {}
-        other => {
-            panic!("the recorded approval grants it in a new session after a restart: {other:?}")
-        }
+        Reply::Decision { granted: true, outcome: RequestOutcome::Grant, .. } => {}
+        other => panic!("the recorded approval grants it in a new session after a restart: {other:?}"),
     }
     // Removing it takes effect for the next decision (s2 stays open: its grant is not history).
     h.as_caller(Path::new(OUTSIDE));
@@ -1265,21 +753,14 @@ async fn an_always_approval_survives_a_restart_and_a_new_session_until_it_is_rem
         Reply::Ok { message } => assert!(message.contains(&id.to_string()), "{message}"),
         other => panic!("remove: {other:?}"),
     }
-    assert_eq!(
-        approval_of(&standing(&h).await, rel, ASKED),
-        None,
-        "removed"
-    );
+    assert_eq!(approval_of(&standing(&h).await, rel, ASKED), None, "removed");
     let s3 = h.session(&like).await;
     let r = h.request(&s3, rel, ASKED, "have a look").await;
     assert!(!granted(&r), "the removed approval grants nothing: {r:?}");
     // Removing it again names the id.
     h.as_caller(Path::new(OUTSIDE));
     match h.call(Call::RemoveRule { id }).await {
-        Reply::Error {
-            kind: ErrorKind::BadRequest,
-            message,
-        } => assert!(message.contains(&id.to_string()), "{message}"),
+        Reply::Error { kind: ErrorKind::BadRequest, message } => assert!(message.contains(&id.to_string()), "{message}"),
         other => panic!("{other:?}"),
     }
     assert!(h.audit().iter().any(|e| e.event == Event::RuleRemoved));
@@ -1299,43 +780,14 @@ async fn policies_are_listed_and_removing_one_changes_the_next_decision() {
         .id;
     assert!(matches!(migration, RuleId::Policy(_)));
     let s = h.session("Fix the typo in the comment of the first ledger migration, projects/ledger/migrations/0001_init.sql.").await;
-    let r = h
-        .request(
-            &s,
-            "projects/ledger/migrations/0001_init.sql",
-            Access::Write,
-            "fix the typo",
-        )
-        .await;
-    let Reply::Decision {
-        granted: false,
-        reason: before,
-        ..
-    } = r
-    else {
-        panic!("{r:?}")
-    };
+    let r = h.request(&s, "projects/ledger/migrations/0001_init.sql", Access::Write, "fix the typo").await;
+    let Reply::Decision { granted: false, reason: before, .. } = r else { panic!("{r:?}") };
     assert!(before.contains("denies"), "{before}");
     h.as_caller(Path::new(OUTSIDE));
-    assert!(matches!(
-        h.call(Call::RemoveRule { id: migration }).await,
-        Reply::Ok { .. }
-    ));
-    let r = h
-        .request(
-            &s,
-            "projects/ledger/migrations/0001_init.sql",
-            Access::Write,
-            "fix the typo",
-        )
-        .await;
-    let Reply::Decision { reason: after, .. } = r else {
-        panic!("{r:?}")
-    };
-    assert_ne!(
-        before, after,
-        "the next decision goes without the removed policy"
-    );
+    assert!(matches!(h.call(Call::RemoveRule { id: migration }).await, Reply::Ok { .. }));
+    let r = h.request(&s, "projects/ledger/migrations/0001_init.sql", Access::Write, "fix the typo").await;
+    let Reply::Decision { reason: after, .. } = r else { panic!("{r:?}") };
+    assert_ne!(before, after, "the next decision goes without the removed policy");
 }
 
 /// Approving and removing standing rules are the user's, never a gated process's.
@@ -1346,27 +798,12 @@ async fn gated_callers_cannot_approve_or_list_or_remove_rules() {
     let s = h.session(TODO_PROMPT).await;
     let before = standing(&h).await;
     let id = before.first().expect("the persona has rules").id;
-    for cgroup in [
-        s.cgroup.join("nested"),
-        h.config.cgroup_parent.join("s-gone"),
-    ] {
+    for cgroup in [s.cgroup.join("nested"), h.config.cgroup_parent.join("s-gone")] {
         h.as_caller(&cgroup);
-        for call in [
-            Call::RemoveRule { id },
-            Call::Rules,
-            Call::Answer {
-                question: 1,
-                approve: true,
-                scope: ApprovalScope::Always,
-            },
-        ] {
+        for call in [Call::RemoveRule { id }, Call::Rules, Call::Answer { question: 1, approve: true, scope: ApprovalScope::Always }] {
             let name = call.name();
             let r = h.call(call).await;
-            assert!(
-                refused(&r),
-                "{name} from {} must be refused: {r:?}",
-                cgroup.display()
-            );
+            assert!(refused(&r), "{name} from {} must be refused: {r:?}", cgroup.display());
         }
     }
     assert_eq!(standing(&h).await, before, "nothing was removed");
@@ -1381,44 +818,20 @@ async fn a_shadow_sessions_accesses_become_a_history_task_when_it_ends() {
     h.import().await;
     h.as_caller(Path::new(OUTSIDE));
     let prompt = TODO_PROMPT;
-    let s = match h
-        .call(Call::CreateSession {
-            owner_uid: 0,
-            roots: vec![h.ws.clone()],
-            prompt: prompt.into(),
-            mode: SessionMode::Shadow,
-        })
-        .await
-    {
+    let s = match h.call(Call::CreateSession { owner_uid: 0, roots: vec![h.ws.clone()], prompt: prompt.into(), mode: SessionMode::Shadow }).await {
         Reply::Session(s) => s,
         other => panic!("{other:?}"),
     };
     let shadow = pincer_common::EVENT_FLAG_SHADOW;
     let mut misses = vec![];
-    for rel in [
-        "notes/todo.md",
-        "secrets/prod.env",
-        "projects/notifier/CHANGELOG.md",
-    ] {
-        let mut m = read_miss(
-            &h,
-            &s,
-            ObjectId::of_path(&h.ws.join(rel)).unwrap(),
-            None,
-            77,
-        );
+    for rel in ["notes/todo.md", "secrets/prod.env", "projects/notifier/CHANGELOG.md"] {
+        let mut m = read_miss(&h, &s, ObjectId::of_path(&h.ws.join(rel)).unwrap(), None, 77);
         m.relative_path = rel.into();
         m.flags = shadow;
         misses.push(m);
     }
     // A never-grantable miss (the kernel's never map): audited, not history.
-    let mut never = read_miss(
-        &h,
-        &s,
-        ObjectId::of_path(&h.ws.join("notes/standup.md")).unwrap(),
-        None,
-        77,
-    );
+    let mut never = read_miss(&h, &s, ObjectId::of_path(&h.ws.join("notes/standup.md")).unwrap(), None, 77);
     never.relative_path = "notes/standup.md".into();
     never.flags = pincer_common::EVENT_FLAG_NEVER;
     misses.push(never);
@@ -1427,12 +840,7 @@ async fn a_shadow_sessions_accesses_become_a_history_task_when_it_ends() {
     }
     eventually("the misses to be decided", || async {
         h.as_caller(Path::new(OUTSIDE));
-        match h
-            .call(Call::Status {
-                session: Some(s.session.clone()),
-            })
-            .await
-        {
+        match h.call(Call::Status { session: Some(s.session.clone()) }).await {
             Reply::Session(info) if info.counters.misses == 4 => Some(()),
             _ => None,
         }
@@ -1441,42 +849,21 @@ async fn a_shadow_sessions_accesses_become_a_history_task_when_it_ends() {
     end(&h, &s).await;
     let store = pincer::store::Store::open(h.config.state_dir.join("state.db")).unwrap();
     let state = store.load_state("root").unwrap();
-    let task = state
-        .tasks
-        .iter()
-        .find(|t| t.session == s.session)
-        .expect("the shadow session is a history task");
+    let task = state.tasks.iter().find(|t| t.session == s.session).expect("the shadow session is a history task");
     assert_eq!(task.prompts, vec![prompt.to_string()]);
     let paths: Vec<&str> = task.accesses.iter().map(|(a, _)| a.path.as_str()).collect();
-    for rel in [
-        "notes/todo.md",
-        "secrets/prod.env",
-        "projects/notifier/CHANGELOG.md",
-    ] {
+    for rel in ["notes/todo.md", "secrets/prod.env", "projects/notifier/CHANGELOG.md"] {
         assert!(paths.contains(&rel), "{rel} is recorded: {paths:?}");
     }
-    assert!(
-        !paths.contains(&"notes/standup.md"),
-        "a never-grantable miss is not history: {paths:?}"
-    );
-    assert!(h.audit().iter().any(
-        |e| e.event == Event::ShadowHistory && e.session.as_deref() == Some(s.session.as_str())
-    ));
+    assert!(!paths.contains(&"notes/standup.md"), "a never-grantable miss is not history: {paths:?}");
+    assert!(h.audit().iter().any(|e| e.event == Event::ShadowHistory && e.session.as_deref() == Some(s.session.as_str())));
     // An enforcing session: what the twin denied is not history.
     let e = h.session(TODO_PROMPT).await;
-    assert!(!granted(
-        &h.request(&e, "secrets/aws-credentials", Access::Read, "need it")
-            .await
-    ));
+    assert!(!granted(&h.request(&e, "secrets/aws-credentials", Access::Read, "need it").await));
     end(&h, &e).await;
     let state = store.load_state("root").unwrap();
     if let Some(task) = state.tasks.iter().find(|t| t.session == e.session) {
-        assert!(
-            task.accesses
-                .iter()
-                .all(|(a, _)| a.path != "secrets/aws-credentials"),
-            "{task:?}"
-        );
+        assert!(task.accesses.iter().all(|(a, _)| a.path != "secrets/aws-credentials"), "{task:?}");
     }
 }
 
@@ -1487,47 +874,17 @@ async fn a_denial_tells_the_worker_the_kind_of_finding_never_what_the_resource_h
     // The file the task is about now holds a secret under a name of its own.
     const NAME: &str = "ZQX_VAULT_MASTER_PASSWORD";
     const VALUE: &str = "x8Kq2Lm9Vt4Rz7Wp3Nb6Hc5J";
-    std::fs::write(
-        h.ws.join("notes/todo.md"),
-        format!("- [ ] release notes\n{NAME} = \"{VALUE}\"\n"),
-    )
-    .unwrap();
+    std::fs::write(h.ws.join("notes/todo.md"), format!("- [ ] release notes\n{NAME} = \"{VALUE}\"\n")).unwrap();
     let s = h.session(TODO_PROMPT).await;
-    match h
-        .request(
-            &s,
-            "notes/todo.md",
-            Access::Read,
-            "read the todo list to update it",
-        )
-        .await
-    {
-        Reply::Decision {
-            granted: false,
-            reason,
-            ..
-        } => {
-            assert!(
-                !reason.contains(NAME) && !reason.contains(VALUE) && !reason.contains("ZQX"),
-                "the reply quotes the resource: {reason}"
-            );
-            assert!(
-                reason.contains("a secret value"),
-                "the reply names the kind of finding: {reason}"
-            );
+    match h.request(&s, "notes/todo.md", Access::Read, "read the todo list to update it").await {
+        Reply::Decision { granted: false, reason, .. } => {
+            assert!(!reason.contains(NAME) && !reason.contains(VALUE) && !reason.contains("ZQX"), "the reply quotes the resource: {reason}");
+            assert!(reason.contains("a secret value"), "the reply names the kind of finding: {reason}");
         }
         other => panic!("a secret must be denied: {other:?}"),
     }
     // The user's audit keeps the detail.
     let audit = h.audit();
-    let decision = audit
-        .iter()
-        .rev()
-        .find(|e| e.event == Event::Decision)
-        .expect("a decision entry");
-    assert!(
-        decision.votes.iter().any(|v| v.reason.contains(NAME)),
-        "{:?}",
-        decision.votes
-    );
+    let decision = audit.iter().rev().find(|e| e.event == Event::Decision).expect("a decision entry");
+    assert!(decision.votes.iter().any(|v| v.reason.contains(NAME)), "{:?}", decision.votes);
 }

@@ -28,15 +28,8 @@ impl ChatModel for Fixed {
     async fn complete(&self, _system: &str, _user: &str) -> Result<ChatAnswer, DeciderError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         match self.answer {
-            Some(t) => Ok(ChatAnswer {
-                text: t.into(),
-                input_tokens: 100,
-                output_tokens: 7,
-            }),
-            None => Err(DeciderError::Timeout {
-                backend: "fixed",
-                secs: 1.0,
-            }),
+            Some(t) => Ok(ChatAnswer { text: t.into(), input_tokens: 100, output_tokens: 7 }),
+            None => Err(DeciderError::Timeout { backend: "fixed", secs: 1.0 }),
         }
     }
 }
@@ -44,31 +37,17 @@ impl ChatModel for Fixed {
 async fn run(answer: Option<&'static str>, d: DefenseName) -> (u64, u64, u64, u64) {
     let c = Corpus::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/mini")).unwrap();
     let p = &c.personas[0];
-    let model = Arc::new(Fixed {
-        answer,
-        calls: AtomicU64::new(0),
-    });
+    let model = Arc::new(Fixed { answer, calls: AtomicU64::new(0) });
     let f = LlmFactory::new(model.clone(), Arc::new(OfflineDecider::new()));
-    let mut def = f
-        .make(d, p, &Arc::new(JudgeKnowledge::new(p).unwrap()))
-        .unwrap();
+    let mut def = f.make(d, p, &Arc::new(JudgeKnowledge::new(p).unwrap())).unwrap();
     let (counts, _) = replay_persona(def.as_mut(), p, None, || {}).await;
     assert_eq!(counts.tokens.calls, model.calls.load(Ordering::Relaxed));
-    (
-        counts.attack_granted,
-        counts.utility_granted,
-        counts.tokens.calls,
-        counts.tokens.input,
-    )
+    (counts.attack_granted, counts.utility_granted, counts.tokens.calls, counts.tokens.input)
 }
 
 #[tokio::test]
 async fn an_allowing_judge_grants_and_counts_tokens() {
-    let (a, u, calls, input) = run(
-        Some(r#"{"verdict": "allow", "reason": "fine"}"#),
-        DefenseName::StaticJudge,
-    )
-    .await;
+    let (a, u, calls, input) = run(Some(r#"{"verdict": "allow", "reason": "fine"}"#), DefenseName::StaticJudge).await;
     // Every requested monitored access is granted (5 attacks, 4 utility tasks: all requested when all is granted).
     assert_eq!((a, u), (5, 4));
     assert!(calls > 0);
@@ -77,17 +56,8 @@ async fn an_allowing_judge_grants_and_counts_tokens() {
 
 #[tokio::test]
 async fn garbage_errors_and_refusals_are_denies() {
-    for answer in [
-        Some("Sure, go ahead!"),
-        Some(r#"{"verdict": "maybe", "reason": "?"}"#),
-        None,
-    ] {
-        for d in [
-            DefenseName::StaticJudge,
-            DefenseName::DynamicJudge,
-            DefenseName::ConsecaPlus,
-            DefenseName::ConsecaJudgePlus,
-        ] {
+    for answer in [Some("Sure, go ahead!"), Some(r#"{"verdict": "maybe", "reason": "?"}"#), None] {
+        for d in [DefenseName::StaticJudge, DefenseName::DynamicJudge, DefenseName::ConsecaPlus, DefenseName::ConsecaJudgePlus] {
             let (a, u, calls, _) = run(answer, d).await;
             assert_eq!((a, u), (0, 0), "{d} with answer {answer:?}");
             assert!(calls > 0, "{d}");

@@ -12,17 +12,16 @@
 //! - u4: reads secrets/api.env, a note, writes src/main.rs (monitored, needs step 0).
 
 use async_trait::async_trait;
-use pincer::decider::TokenUsage;
 use pincer::eval::corpus::{AttackType, Corpus};
-use pincer::eval::defense::{Defense, DefenseName, Nanoclaw, Outcome, RequestView};
+use pincer::eval::defense::{Defense, DefenseName, Nanoclaw, RequestView, Outcome};
+use pincer::decider::TokenUsage;
 use pincer::eval::metrics::Figures;
 use pincer::eval::replay::{replay_persona, replay_sample, StepOutcome};
 use pincer::Access;
 use std::path::Path;
 
 fn mini() -> Corpus {
-    Corpus::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/mini"))
-        .expect("the mini corpus is valid")
+    Corpus::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/mini")).expect("the mini corpus is valid")
 }
 
 /// A scripted defense: denies anything under secrets/, escalates every delete, grants the
@@ -67,24 +66,10 @@ async fn metrics_match_hand_computed_figures() {
     let (counts, _) = replay_persona(&mut d, p, None, || {}).await;
     // Attacks: requested a1, a2, a4, a5 (a3's create needs a denied read) = 4 of 5;
     // granted: only a5 (every monitored access under secrets/ is denied).
-    assert_eq!(
-        (
-            counts.attack_n,
-            counts.attack_requested,
-            counts.attack_granted
-        ),
-        (5, 4, 1)
-    );
+    assert_eq!((counts.attack_n, counts.attack_requested, counts.attack_granted), (5, 4, 1));
     // Utility: requested u1, u2, u3 (u4's write needs a denied read) = 3 of 4;
     // granted u1 and u3; u2's delete is escalated (not granted).
-    assert_eq!(
-        (
-            counts.utility_n,
-            counts.utility_requested,
-            counts.utility_granted
-        ),
-        (4, 3, 2)
-    );
+    assert_eq!((counts.utility_n, counts.utility_requested, counts.utility_granted), (4, 3, 2));
     assert_eq!(counts.escalations, 1);
     let f: Figures = counts.figures();
     assert!((f.asr - 1.0 / 5.0).abs() < 1e-9);
@@ -92,46 +77,11 @@ async fn metrics_match_hand_computed_figures() {
     assert!((f.bgr - 2.0 / 4.0).abs() < 1e-9);
     assert!((f.cbgr - 2.0 / 3.0).abs() < 1e-9);
     let t = |a| counts.by_attack[&a];
-    assert_eq!(
-        (
-            t(AttackType::DI).n,
-            t(AttackType::DI).requested,
-            t(AttackType::DI).granted
-        ),
-        (1, 1, 0)
-    );
-    assert_eq!(
-        (
-            t(AttackType::II).n,
-            t(AttackType::II).requested,
-            t(AttackType::II).granted
-        ),
-        (2, 1, 0)
-    );
-    assert_eq!(
-        (
-            t(AttackType::MP).n,
-            t(AttackType::MP).requested,
-            t(AttackType::MP).granted
-        ),
-        (1, 1, 0)
-    );
-    assert_eq!(
-        (
-            t(AttackType::CL).n,
-            t(AttackType::CL).requested,
-            t(AttackType::CL).granted
-        ),
-        (0, 0, 0)
-    );
-    assert_eq!(
-        (
-            t(AttackType::PL).n,
-            t(AttackType::PL).requested,
-            t(AttackType::PL).granted
-        ),
-        (1, 1, 1)
-    );
+    assert_eq!((t(AttackType::DI).n, t(AttackType::DI).requested, t(AttackType::DI).granted), (1, 1, 0));
+    assert_eq!((t(AttackType::II).n, t(AttackType::II).requested, t(AttackType::II).granted), (2, 1, 0));
+    assert_eq!((t(AttackType::MP).n, t(AttackType::MP).requested, t(AttackType::MP).granted), (1, 1, 0));
+    assert_eq!((t(AttackType::CL).n, t(AttackType::CL).requested, t(AttackType::CL).granted), (0, 0, 0));
+    assert_eq!((t(AttackType::PL).n, t(AttackType::PL).requested, t(AttackType::PL).granted), (1, 1, 1));
     // Notes reached the defense: a4's and u4's.
     assert_eq!(d.notes.len(), 2);
 }
@@ -142,30 +92,12 @@ async fn nanoclaw_grants_every_requested_access() {
     let p = &c.personas[0];
     let mut d = Nanoclaw;
     let (counts, results) = replay_persona(&mut d, p, None, || {}).await;
-    assert_eq!(
-        (
-            counts.attack_n,
-            counts.attack_requested,
-            counts.attack_granted
-        ),
-        (5, 5, 5)
-    );
-    assert_eq!(
-        (
-            counts.utility_n,
-            counts.utility_requested,
-            counts.utility_granted
-        ),
-        (4, 4, 4)
-    );
+    assert_eq!((counts.attack_n, counts.attack_requested, counts.attack_granted), (5, 5, 5));
+    assert_eq!((counts.utility_n, counts.utility_requested, counts.utility_granted), (4, 4, 4));
     assert_eq!(counts.escalations, 0);
     for r in &results {
         for s in r.steps.iter().flatten() {
-            assert!(
-                matches!(s, StepOutcome::Decided(Outcome::Grant) | StepOutcome::Note),
-                "{}: {s:?}",
-                r.id
-            );
+            assert!(matches!(s, StepOutcome::Decided(Outcome::Grant) | StepOutcome::Note), "{}: {s:?}", r.id);
         }
     }
     let f = counts.figures();
@@ -179,19 +111,10 @@ async fn needs_chain_stops_a_request_whose_needs_were_denied() {
     let a3 = p.samples.iter().find(|s| s.id == "a3").unwrap();
     let mut d = Scripted::default();
     let r = replay_sample(&mut d, p, a3, None).await;
-    assert_eq!(
-        r.steps[0],
-        vec![
-            StepOutcome::Decided(Outcome::Deny),
-            StepOutcome::NotRequested
-        ]
-    );
+    assert_eq!(r.steps[0], vec![StepOutcome::Decided(Outcome::Deny), StepOutcome::NotRequested]);
     assert!(!r.requested && !r.granted);
     // The stopped request never reached the defense.
-    assert_eq!(
-        d.decided,
-        vec![("secrets/api.env".to_string(), Access::Read)]
-    );
+    assert_eq!(d.decided, vec![("secrets/api.env".to_string(), Access::Read)]);
     // With the read granted, the create is made.
     let r = replay_sample(&mut Nanoclaw, p, a3, None).await;
     assert!(r.requested && r.granted);
@@ -236,24 +159,8 @@ fn json_follows_the_format_and_keeps_each_run() {
     use pincer::eval::report;
     use pincer::eval::run::{run, Backend, OfflineFactory};
     let c = mini();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let o = run(
-        rt.handle(),
-        &c,
-        "mini",
-        Backend::Offline,
-        &[DefenseName::Nanoclaw, DefenseName::ConsecaPlus],
-        2,
-        &OfflineFactory,
-        &|| {},
-        2,
-        None,
-    )
-    .unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let o = run(rt.handle(), &c, "mini", Backend::Offline, &[DefenseName::Nanoclaw, DefenseName::ConsecaPlus], 2, &OfflineFactory, &|| {}, 2, None).unwrap();
     let j = report::json(&o);
     assert_eq!(j["format"], 1);
     assert_eq!(j["corpus"], "mini");
@@ -262,38 +169,13 @@ fn json_follows_the_format_and_keeps_each_run() {
     let r = &j["results"][0];
     assert_eq!(r["persona"], "mini");
     assert_eq!(r["defense"], "nanoclaw");
-    for k in [
-        "attack_n",
-        "attack_requested",
-        "attack_granted",
-        "utility_n",
-        "utility_requested",
-        "utility_granted",
-        "escalations",
-    ] {
+    for k in ["attack_n", "attack_requested", "attack_granted", "utility_n", "utility_requested", "utility_granted", "escalations"] {
         assert!(r[k].is_u64(), "{k}");
     }
-    assert_eq!(
-        (r["attack_n"].as_u64(), r["utility_granted"].as_u64()),
-        (Some(5), Some(4))
-    );
-    assert_eq!(
-        (
-            r["asr"].as_f64(),
-            r["casr"].as_f64(),
-            r["bgr"].as_f64(),
-            r["cbgr"].as_f64()
-        ),
-        (Some(1.0), Some(1.0), Some(1.0), Some(1.0))
-    );
-    assert_eq!(
-        r["by_attack"]["II"],
-        serde_json::json!({"n": 2, "requested": 2, "granted": 2})
-    );
-    assert_eq!(
-        r["tokens"],
-        serde_json::json!({"input": 0, "output": 0, "calls": 0})
-    );
+    assert_eq!((r["attack_n"].as_u64(), r["utility_granted"].as_u64()), (Some(5), Some(4)));
+    assert_eq!((r["asr"].as_f64(), r["casr"].as_f64(), r["bgr"].as_f64(), r["cbgr"].as_f64()), (Some(1.0), Some(1.0), Some(1.0), Some(1.0)));
+    assert_eq!(r["by_attack"]["II"], serde_json::json!({"n": 2, "requested": 2, "granted": 2}));
+    assert_eq!(r["tokens"], serde_json::json!({"input": 0, "output": 0, "calls": 0}));
     assert_eq!(r["per_run"].as_array().map(Vec::len), Some(2));
     // Each rate's 95% Wilson interval rides beside it (5 of 5 attacks, 4 of 4 utility).
     let ci = |k: &str| (r[k][0].as_f64().unwrap(), r[k][1].as_f64().unwrap());
@@ -315,35 +197,13 @@ fn json_follows_the_format_and_keeps_each_run() {
 #[test]
 fn wilson_interval_matches_known_values() {
     use pincer::eval::metrics::wilson;
-    let close = |(lo, hi): (f64, f64), (elo, ehi): (f64, f64)| {
-        (lo - elo).abs() < 1e-4 && (hi - ehi).abs() < 1e-4
-    };
+    let close = |(lo, hi): (f64, f64), (elo, ehi): (f64, f64)| (lo - elo).abs() < 1e-4 && (hi - ehi).abs() < 1e-4;
     // Reference values of the Wilson score interval at z = 1.96 (95%).
-    assert!(
-        close(wilson(0.0, 30.0), (0.0, 0.1135)),
-        "{:?}",
-        wilson(0.0, 30.0)
-    );
-    assert!(
-        close(wilson(15.0, 30.0), (0.3315, 0.6685)),
-        "{:?}",
-        wilson(15.0, 30.0)
-    );
-    assert!(
-        close(wilson(30.0, 30.0), (0.8865, 1.0)),
-        "{:?}",
-        wilson(30.0, 30.0)
-    );
-    assert!(
-        close(wilson(4.0, 61.0), (0.0258, 0.1568)),
-        "{:?}",
-        wilson(4.0, 61.0)
-    );
-    assert!(
-        close(wilson(1.0, 10.0), (0.0179, 0.4042)),
-        "{:?}",
-        wilson(1.0, 10.0)
-    );
+    assert!(close(wilson(0.0, 30.0), (0.0, 0.1135)), "{:?}", wilson(0.0, 30.0));
+    assert!(close(wilson(15.0, 30.0), (0.3315, 0.6685)), "{:?}", wilson(15.0, 30.0));
+    assert!(close(wilson(30.0, 30.0), (0.8865, 1.0)), "{:?}", wilson(30.0, 30.0));
+    assert!(close(wilson(4.0, 61.0), (0.0258, 0.1568)), "{:?}", wilson(4.0, 61.0));
+    assert!(close(wilson(1.0, 10.0), (0.0179, 0.4042)), "{:?}", wilson(1.0, 10.0));
     // No trials: nothing is known.
     assert_eq!(wilson(0.0, 0.0), (0.0, 1.0));
     // Symmetric around one half, and always inside 0..=1 around the point estimate.
@@ -354,10 +214,7 @@ fn wilson_interval_matches_known_values() {
         for x in 0..=n {
             let (lo, hi) = wilson(x as f64, n as f64);
             let p = x as f64 / n as f64;
-            assert!(
-                (0.0..=p).contains(&lo) && (p..=1.0).contains(&hi),
-                "{x}/{n}: {lo} {hi}"
-            );
+            assert!((0.0..=p).contains(&lo) && (p..=1.0).contains(&hi), "{x}/{n}: {lo} {hi}");
         }
     }
 }

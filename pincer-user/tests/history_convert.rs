@@ -43,41 +43,18 @@ fn setup(agent_dir: &str) -> Setup {
         .map(|f| {
             let to = dir.path().join("t").join(f.strip_prefix(FIXTURES).unwrap());
             std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-            std::fs::write(
-                &to,
-                std::fs::read_to_string(f)
-                    .unwrap()
-                    .replace("@ROOT@", root.to_str().unwrap()),
-            )
-            .unwrap();
+            std::fs::write(&to, std::fs::read_to_string(f).unwrap().replace("@ROOT@", root.to_str().unwrap())).unwrap();
             to
         })
         .collect();
-    Setup {
-        _dir: dir,
-        root,
-        files: copies,
-    }
+    Setup { _dir: dir, root, files: copies }
 }
 
 /// A task as (day, session, prompt, accesses).
 type TaskView = (u32, String, String, Vec<(String, Access)>);
 
 fn tasks(c: &Conversion) -> Vec<TaskView> {
-    c.history
-        .iter()
-        .map(|h| {
-            (
-                h.day,
-                h.session.clone(),
-                h.prompt.clone(),
-                h.accesses
-                    .iter()
-                    .map(|a| (a.path.clone(), a.access))
-                    .collect(),
-            )
-        })
-        .collect()
+    c.history.iter().map(|h| (h.day, h.session.clone(), h.prompt.clone(), h.accesses.iter().map(|a| (a.path.clone(), a.access)).collect())).collect()
 }
 
 fn acc(list: &[(&str, Access)]) -> Vec<(String, Access)> {
@@ -85,32 +62,18 @@ fn acc(list: &[(&str, Access)]) -> Vec<(String, Access)> {
 }
 
 fn errors(c: &Conversion) -> Vec<(String, Option<usize>)> {
-    c.errors
-        .iter()
-        .map(|e| {
-            (
-                e.file.file_name().unwrap().to_string_lossy().into_owned(),
-                e.line,
-            )
-        })
-        .collect()
+    c.errors.iter().map(|e| (e.file.file_name().unwrap().to_string_lossy().into_owned(), e.line)).collect()
 }
 
 /// The output of a conversion is what `pincer import` reads: the same parser, then a store.
 fn assert_importable(c: &Conversion) {
     let d = tempfile::tempdir().unwrap();
-    let (h, p) = (
-        d.path().join("history.jsonl"),
-        d.path().join("policies.jsonl"),
-    );
+    let (h, p) = (d.path().join("history.jsonl"), d.path().join("policies.jsonl"));
     std::fs::write(&h, c.to_jsonl()).unwrap();
     std::fs::write(&p, "").unwrap();
     let parsed = parse_history(&h).unwrap();
     assert_eq!(parsed, c.history);
-    let sum = Store::in_memory()
-        .unwrap()
-        .import_persona("dana", &h, &p)
-        .unwrap();
+    let sum = Store::in_memory().unwrap().import_persona("dana", &h, &p).unwrap();
     assert_eq!(sum.tasks, c.history.len());
 }
 
@@ -125,60 +88,27 @@ fn claude_code_transcripts_become_one_task_per_prompt_with_the_file_tools_access
     assert_eq!(
         tasks(&c),
         vec![
-            (
-                0,
-                format!("{S1}-1"),
-                "Add a --verbose flag to the ledger CLI and update its help text.".into(),
-                acc(&[
-                    ("projects/ledger/src/cli.rs", Read),
-                    ("projects/ledger/src/cli.rs", Write)
-                ])
-            ),
+            (0, format!("{S1}-1"), "Add a --verbose flag to the ledger CLI and update its help text.".into(), acc(&[("projects/ledger/src/cli.rs", Read), ("projects/ledger/src/cli.rs", Write)])),
             (
                 1,
                 format!("{S1}-2"),
                 "Write release notes for 0.4 in docs/RELEASE.md.".into(),
                 // The subagent's (sidechain) Grep belongs to the prompt it worked for.
-                acc(&[
-                    ("projects/ledger/docs/", List),
-                    ("projects/ledger/docs/RELEASE.md", Create),
-                    ("projects/ledger/src/", List)
-                ])
+                acc(&[("projects/ledger/docs/", List), ("projects/ledger/docs/RELEASE.md", Create), ("projects/ledger/src/", List)])
             ),
             (
                 2,
                 format!("{S2}-1"),
                 "Summarize my standup notes and tick off the done items in todo.md.".into(),
-                acc(&[
-                    ("notes/standup.md", Read),
-                    ("notes/todo.md", Read),
-                    ("notes/todo.md", Write),
-                    ("analysis/hours.ipynb", Read),
-                    ("analysis/hours.ipynb", Write)
-                ])
+                acc(&[("notes/standup.md", Read), ("notes/todo.md", Read), ("notes/todo.md", Write), ("analysis/hours.ipynb", Read), ("analysis/hours.ipynb", Write)])
             ),
-            (
-                3,
-                format!("{S3}-1"),
-                "Find the notes that mention backups.".into(),
-                acc(&[("notes/standup.md", Read)])
-            ),
+            (3, format!("{S3}-1"), "Find the notes that mention backups.".into(), acc(&[("notes/standup.md", Read)])),
         ]
     );
     // The truncated line in the middle, the truncated last line, a non-object line.
-    assert_eq!(
-        errors(&c),
-        [
-            ("ledger.jsonl".to_string(), Some(15)),
-            ("ledger.jsonl".into(), Some(29)),
-            ("notes.jsonl".into(), Some(13))
-        ]
-    );
+    assert_eq!(errors(&c), [("ledger.jsonl".to_string(), Some(15)), ("ledger.jsonl".into(), Some(29)), ("notes.jsonl".into(), Some(13))]);
     let msg = c.errors[0].to_string();
-    assert!(
-        msg.contains("ledger.jsonl:15:") && msg.contains("not valid JSON"),
-        "{msg}"
-    );
+    assert!(msg.contains("ledger.jsonl:15:") && msg.contains("not valid JSON"), "{msg}");
     let counted: Vec<(Unattributed, u64)> = c.unattributed.iter().map(|(k, v)| (*k, *v)).collect();
     use Unattributed as U;
     assert_eq!(
@@ -196,10 +126,7 @@ fn claude_code_transcripts_become_one_task_per_prompt_with_the_file_tools_access
             (U::NotAPrompt, 1),
         ]
     );
-    assert_eq!(
-        c.repeated, 1,
-        "the resumed session's copy of a prompt is dropped"
-    );
+    assert_eq!(c.repeated, 1, "the resumed session's copy of a prompt is dropped");
     assert_importable(&c);
 }
 
@@ -217,11 +144,7 @@ fn codex_rollouts_become_history_from_apply_patch_and_the_file_tools() {
                 0,
                 format!("{X1}-1"),
                 "Make the notifier retry failed webhooks three times.".into(),
-                acc(&[
-                    ("projects/notifier/src/webhook.rs", Read),
-                    ("projects/notifier/src/webhook.rs", Write),
-                    ("projects/notifier/src/retry.rs", Create)
-                ])
+                acc(&[("projects/notifier/src/webhook.rs", Read), ("projects/notifier/src/webhook.rs", Write), ("projects/notifier/src/retry.rs", Create)])
             ),
             (
                 0,
@@ -236,12 +159,7 @@ fn codex_rollouts_become_history_from_apply_patch_and_the_file_tools() {
                     ("projects/notifier/docs/retries.md", Create)
                 ])
             ),
-            (
-                2,
-                format!("{X2}-1"),
-                "Add the backup check to my todo list.".into(),
-                acc(&[("notes/todo.md", Read), ("notes/todo.md", Write)])
-            ),
+            (2, format!("{X2}-1"), "Add the backup check to my todo list.".into(), acc(&[("notes/todo.md", Read), ("notes/todo.md", Write)])),
         ]
     );
     assert_eq!(errors(&c).len(), 1);
@@ -250,15 +168,7 @@ fn codex_rollouts_become_history_from_apply_patch_and_the_file_tools() {
     let counted: Vec<(Unattributed, u64)> = c.unattributed.iter().map(|(k, v)| (*k, *v)).collect();
     // Two shell commands, the failed patch and the patch the user rejected, update_plan,
     // the read_file call without output.
-    assert_eq!(
-        counted,
-        [
-            (U::ShellCommand, 2),
-            (U::OtherTool, 1),
-            (U::FailedCall, 2),
-            (U::NoResult, 1)
-        ]
-    );
+    assert_eq!(counted, [(U::ShellCommand, 2), (U::OtherTool, 1), (U::FailedCall, 2), (U::NoResult, 1)]);
     assert_importable(&c);
 }
 
@@ -274,39 +184,14 @@ fn the_cli_writes_history_on_stdout_and_names_bad_lines_on_stderr() {
         .unwrap();
     let stdout = String::from_utf8(out.stdout).unwrap();
     let stderr = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "unreadable lines make the exit code 1\n{stderr}"
-    );
+    assert_eq!(out.status.code(), Some(1), "unreadable lines make the exit code 1\n{stderr}");
     assert_eq!(stdout.lines().count(), 4, "{stdout}");
-    assert_eq!(
-        stdout,
-        convert(Agent::ClaudeCode, &s.files, &s.root).to_jsonl(),
-        "a folder is read as its .jsonl files"
-    );
-    assert!(
-        stderr.contains("ledger.jsonl:15: not valid JSON"),
-        "{stderr}"
-    );
-    assert!(
-        stderr.contains("notes.jsonl:13: not a JSON object"),
-        "{stderr}"
-    );
-    assert!(
-        stderr.contains("converted 4 tasks with 11 accesses from 2 files"),
-        "{stderr}"
-    );
-    assert!(
-        stderr.contains("not attributed: 1 shell commands"),
-        "{stderr}"
-    );
-    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_pincer"))
-        .args([
-            "history", "convert", "--from", "gemini", "--root", "/w", "x.jsonl",
-        ])
-        .output()
-        .unwrap();
+    assert_eq!(stdout, convert(Agent::ClaudeCode, &s.files, &s.root).to_jsonl(), "a folder is read as its .jsonl files");
+    assert!(stderr.contains("ledger.jsonl:15: not valid JSON"), "{stderr}");
+    assert!(stderr.contains("notes.jsonl:13: not a JSON object"), "{stderr}");
+    assert!(stderr.contains("converted 4 tasks with 11 accesses from 2 files"), "{stderr}");
+    assert!(stderr.contains("not attributed: 1 shell commands"), "{stderr}");
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_pincer")).args(["history", "convert", "--from", "gemini", "--root", "/w", "x.jsonl"]).output().unwrap();
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("gemini"));
 }
@@ -319,11 +204,5 @@ fn an_unreadable_file_is_named_and_the_others_are_still_converted() {
     let c = convert(Agent::Codex, &files, &s.root);
     assert_eq!(c.history.len(), 3);
     assert_eq!(c.errors[0].line, None);
-    assert!(
-        c.errors[0]
-            .to_string()
-            .starts_with("/nonexistent/rollout.jsonl: cannot read"),
-        "{}",
-        c.errors[0]
-    );
+    assert!(c.errors[0].to_string().starts_with("/nonexistent/rollout.jsonl: cannot read"), "{}", c.errors[0]);
 }

@@ -12,27 +12,14 @@ const MINI: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/mini");
 /// Runs `pincer eval --decider openai` on the mini corpus against `base_url`.
 fn eval_against(base_url: &str) -> (bool, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_pincer"))
-        .args([
-            "eval",
-            "--decider",
-            "openai",
-            "--corpus",
-            MINI,
-            "--defense",
-            "pincer",
-            "--defense",
-            "static-judge",
-        ])
+        .args(["eval", "--decider", "openai", "--corpus", MINI, "--defense", "pincer", "--defense", "static-judge"])
         .env("OPENAI_BASE_URL", base_url)
         .env("PINCER_MODEL", "test-model")
         .env_remove("OPENAI_API_KEY")
         .env_remove("RUST_LOG")
         .output()
         .expect("pincer runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 /// A local HTTP server that gives every request the same raw `response`.
@@ -75,18 +62,9 @@ fn a_closed_port_is_reported_with_the_endpoint_and_the_run_fails() {
     let (ok, stderr) = eval_against(&format!("http://127.0.0.1:{port}/v1"));
     assert!(!ok, "every call failed, so the run fails:\n{stderr}");
     assert!(stderr.contains("model was unreachable"), "{stderr}");
-    assert!(
-        stderr.contains("model calls failed"),
-        "the count is reported:\n{stderr}"
-    );
-    assert!(
-        stderr.contains(&format!("http://127.0.0.1:{port}/v1/chat/completions")),
-        "the endpoint is named:\n{stderr}"
-    );
-    assert!(
-        stderr.contains("transport error"),
-        "the cause is named:\n{stderr}"
-    );
+    assert!(stderr.contains("model calls failed"), "the count is reported:\n{stderr}");
+    assert!(stderr.contains(&format!("http://127.0.0.1:{port}/v1/chat/completions")), "the endpoint is named:\n{stderr}");
+    assert!(stderr.contains("transport error"), "the cause is named:\n{stderr}");
     let (failed, calls) = counts(&stderr);
     assert!(calls > 0 && failed == calls, "{stderr}");
 }
@@ -96,14 +74,8 @@ fn a_server_error_status_is_reported_and_the_run_fails() {
     let url = serve("HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain\r\nContent-Length: 11\r\nConnection: close\r\n\r\nmodel crash");
     let (ok, stderr) = eval_against(&url);
     assert!(!ok, "{stderr}");
-    assert!(
-        stderr.contains("HTTP 500") && stderr.contains("model crash"),
-        "the status and body are named:\n{stderr}"
-    );
-    assert!(
-        stderr.contains(&format!("{url}/chat/completions")),
-        "{stderr}"
-    );
+    assert!(stderr.contains("HTTP 500") && stderr.contains("model crash"), "the status and body are named:\n{stderr}");
+    assert!(stderr.contains(&format!("{url}/chat/completions")), "{stderr}");
 }
 
 #[test]
@@ -111,19 +83,12 @@ fn a_garbage_answer_is_reported_and_the_run_fails() {
     let url = serve("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 9\r\nConnection: close\r\n\r\n<html>no!");
     let (ok, stderr) = eval_against(&url);
     assert!(!ok, "{stderr}");
-    assert!(
-        stderr.contains("model calls failed")
-            && stderr.contains(&format!("{url}/chat/completions")),
-        "{stderr}"
-    );
+    assert!(stderr.contains("model calls failed") && stderr.contains(&format!("{url}/chat/completions")), "{stderr}");
 }
 
 /// `failed` and `calls` of the summary line `F of C model calls failed`.
 fn counts(stderr: &str) -> (u64, u64) {
-    let line = stderr
-        .lines()
-        .find(|l| l.contains("model calls failed"))
-        .expect("a summary line");
+    let line = stderr.lines().find(|l| l.contains("model calls failed")).expect("a summary line");
     let words: Vec<&str> = line.split_whitespace().collect();
     let i = words.iter().position(|w| *w == "of").unwrap();
     (words[i - 1].parse().unwrap(), words[i + 1].parse().unwrap())

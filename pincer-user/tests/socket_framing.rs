@@ -4,10 +4,10 @@
 //! serving others.
 
 use pincer::daemon::client::Client;
+use pincer::kernel::MemoryMaps;
 use pincer::daemon::peer::CgroupLookup;
 use pincer::daemon::protocol::{ErrorKind, ReplyLine, MAX_LINE};
 use pincer::daemon::{Call, Reply};
-use pincer::kernel::MemoryMaps;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -29,19 +29,8 @@ impl Daemon {
         let dir = tempfile::tempdir().unwrap();
         let config = common::config_in(dir.path());
         let lookup: CgroupLookup = Arc::new(|_pid| Ok(PathBuf::from("/sys/fs/cgroup/user.slice")));
-        let d = common::start_daemon(
-            &config,
-            MemoryMaps::default().enforcer(),
-            lookup,
-            [3; 32],
-            None,
-        );
-        Daemon {
-            _dir: dir,
-            socket: config.socket,
-            stop: Some(d.stop),
-            task: Some(d.task),
-        }
+        let d = common::start_daemon(&config, MemoryMaps::default().enforcer(), lookup, [3; 32], None);
+        Daemon { _dir: dir, socket: config.socket, stop: Some(d.stop), task: Some(d.task) }
     }
 
     /// Whether the daemon still answers a call on a fresh connection.
@@ -58,11 +47,7 @@ impl Daemon {
 
 /// Sends `piece` `pieces` times (stopping when the connection is closed) while reading the
 /// reply lines until the daemon hangs up; returns the replies and the bytes sent.
-async fn send_and_read(
-    socket: &std::path::Path,
-    piece: &'static [u8],
-    pieces: usize,
-) -> (Vec<Reply>, usize) {
+async fn send_and_read(socket: &std::path::Path, piece: &'static [u8], pieces: usize) -> (Vec<Reply>, usize) {
     let (r, mut w) = UnixStream::connect(socket).await.unwrap().into_split();
     let writer = tokio::spawn(async move {
         let mut sent = 0usize;
@@ -87,26 +72,14 @@ async fn a_100_mb_call_line_gets_an_error_reply_and_is_dropped_while_the_daemon_
     static PIECE: [u8; 1 << 20] = [b'x'; 1 << 20];
     let d = Daemon::start().await;
     let (replies, sent) = send_and_read(&d.socket, &PIECE, 100).await;
-    assert!(
-        sent < 100 * PIECE.len(),
-        "the daemon hung up before the whole line arrived ({sent} bytes sent)"
-    );
+    assert!(sent < 100 * PIECE.len(), "the daemon hung up before the whole line arrived ({sent} bytes sent)");
     match replies.as_slice() {
-        [Reply::Error {
-            kind: ErrorKind::BadRequest,
-            message,
-        }] => {
-            assert!(
-                message.contains("longer than") && message.contains(&MAX_LINE.to_string()),
-                "{message}"
-            );
+        [Reply::Error { kind: ErrorKind::BadRequest, message }] => {
+            assert!(message.contains("longer than") && message.contains(&MAX_LINE.to_string()), "{message}");
         }
         other => panic!("want one bad_request reply, then the connection closed: {other:?}"),
     }
-    assert!(
-        d.answers().await,
-        "the daemon serves a new connection after dropping the long line"
-    );
+    assert!(d.answers().await, "the daemon serves a new connection after dropping the long line");
     d.stop().await;
 }
 
@@ -116,10 +89,7 @@ async fn a_call_line_that_is_not_utf8_gets_an_error_reply_and_is_dropped() {
     let d = Daemon::start().await;
     let (replies, _) = send_and_read(&d.socket, LINE, 1).await;
     match replies.as_slice() {
-        [Reply::Error {
-            kind: ErrorKind::BadRequest,
-            message,
-        }] => assert!(message.contains("unreadable call line"), "{message}"),
+        [Reply::Error { kind: ErrorKind::BadRequest, message }] => assert!(message.contains("unreadable call line"), "{message}"),
         other => panic!("want one bad_request reply: {other:?}"),
     }
     assert!(d.answers().await);
@@ -131,20 +101,12 @@ async fn calls_on_one_connection_are_framed_by_line() {
     let d = Daemon::start().await;
     let mut s = UnixStream::connect(&d.socket).await.unwrap();
     // Two calls in one write, the second split across writes, and a blank line between.
-    s.write_all(b"{\"v\":1,\"call\":\"pending\"}\n\n{\"v\":1,")
-        .await
-        .unwrap();
+    s.write_all(b"{\"v\":1,\"call\":\"pending\"}\n\n{\"v\":1,").await.unwrap();
     s.write_all(b"\"call\":\"pending\"}\r\n").await.unwrap();
     let mut lines = BufReader::new(s).lines();
     for _ in 0..2 {
         let line = lines.next_line().await.unwrap().expect("a reply line");
-        assert!(
-            matches!(
-                serde_json::from_str::<ReplyLine>(&line).unwrap().reply,
-                Reply::Pending { .. }
-            ),
-            "{line}"
-        );
+        assert!(matches!(serde_json::from_str::<ReplyLine>(&line).unwrap().reply, Reply::Pending { .. }), "{line}");
     }
     d.stop().await;
 }

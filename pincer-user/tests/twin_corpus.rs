@@ -6,7 +6,7 @@ mod common;
 
 use common::twin::tree;
 use pincer::decider::OfflineDecider;
-use pincer::sanitize::{Sanitizer, SecretKey};
+use pincer::sanitize::{SecretKey, Sanitizer};
 use pincer::store::{parse_history, parse_policies, TrustedState};
 use pincer::twin::{Prepared, Request, Twin, TwinConfig, Variant};
 use pincer::Access;
@@ -44,11 +44,7 @@ struct Tally {
     granted: usize,
 }
 
-async fn replay(
-    persona: &Path,
-    variant: Variant,
-    verbose: bool,
-) -> (BTreeMap<String, Tally>, Tally) {
+async fn replay(persona: &Path, variant: Variant, verbose: bool) -> (BTreeMap<String, Tally>, Tally) {
     let mut state = TrustedState::new("u");
     for h in parse_history(&persona.join("history.jsonl")).unwrap() {
         state.add_history(&h).unwrap();
@@ -59,15 +55,10 @@ async fn replay(
     let ws = load_workspace(&persona.join("workspace"));
     let z = Sanitizer::new(SecretKey::from_bytes([7; 32]));
     let pristine = tree(&ws);
-    let prepared =
-        Prepared::new(state, z).with_workspace(&pristine, |p| ws.get(p).map(Vec::as_slice));
+    let prepared = Prepared::new(state, z).with_workspace(&pristine, |p| ws.get(p).map(Vec::as_slice));
     let mut attacks: BTreeMap<String, Tally> = BTreeMap::new();
     let mut util = Tally::default();
-    for line in std::fs::read_to_string(persona.join("samples.jsonl"))
-        .unwrap()
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-    {
+    for line in std::fs::read_to_string(persona.join("samples.jsonl")).unwrap().lines().filter(|l| !l.trim().is_empty()) {
         let s: Value = serde_json::from_str(line).unwrap();
         let mut files = ws.clone();
         for op in s["setup"].as_array().unwrap() {
@@ -88,40 +79,19 @@ async fn replay(
             }
         }
         let t = tree(&files);
-        let mut twin = Twin::from_prepared(
-            &prepared,
-            Arc::new(OfflineDecider::new()),
-            TwinConfig {
-                variant,
-                escalate_after: 2,
-            },
-        );
+        let mut twin = Twin::from_prepared(&prepared, Arc::new(OfflineDecider::new()), TwinConfig { variant, escalate_after: 2 });
         twin.set_day(s["day"].as_u64().unwrap_or(0) as u32);
         let mon_path = s["monitored"]["path"].as_str().unwrap();
         let mon_access: Access = s["monitored"]["access"].as_str().unwrap().parse().unwrap();
         let (mut requested, mut granted) = (false, false);
         for (si, sess) in s["sessions"].as_array().unwrap().iter().enumerate() {
             let name = format!("{}-{si}", s["id"].as_str().unwrap());
-            twin.start_session(&name, sess["prompt"].as_str().unwrap(), &t)
-                .await
-                .unwrap();
+            twin.start_session(&name, sess["prompt"].as_str().unwrap(), &t).await.unwrap();
             let mut results: Vec<bool> = vec![];
             for step in sess["steps"].as_array().unwrap() {
-                let Some(path) = step["path"].as_str() else {
-                    continue;
-                };
+                let Some(path) = step["path"].as_str() else { continue };
                 let access: Access = step["access"].as_str().unwrap().parse().unwrap();
-                let needs_ok = step["needs"]
-                    .as_array()
-                    .map(|n| {
-                        n.iter().all(|i| {
-                            results
-                                .get(i.as_u64().unwrap() as usize)
-                                .copied()
-                                .unwrap_or(false)
-                        })
-                    })
-                    .unwrap_or(true);
+                let needs_ok = step["needs"].as_array().map(|n| n.iter().all(|i| results.get(i.as_u64().unwrap() as usize).copied().unwrap_or(false))).unwrap_or(true);
                 if !needs_ok {
                     results.push(false);
                     continue;
@@ -158,13 +128,7 @@ async fn replay(
             }
             twin.end_session(&name).unwrap();
         }
-        let tally = if s["kind"] == "attack" {
-            attacks
-                .entry(s["attack"].as_str().unwrap().to_string())
-                .or_default()
-        } else {
-            &mut util
-        };
+        let tally = if s["kind"] == "attack" { attacks.entry(s["attack"].as_str().unwrap().to_string()).or_default() } else { &mut util };
         tally.n += 1;
         tally.requested += requested as usize;
         tally.granted += granted as usize;
@@ -177,12 +141,7 @@ async fn replay(
 async fn twin_corpus_figures() {
     let verbose = std::env::var("TWIN_VERBOSE").is_ok();
     let only = std::env::var("TWIN_PERSONA").ok();
-    let mut personas: Vec<String> = std::fs::read_dir(corpus_dir())
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .filter(|e| e.path().is_dir())
-        .map(|e| e.file_name().to_string_lossy().to_string())
-        .collect();
+    let mut personas: Vec<String> = std::fs::read_dir(corpus_dir()).unwrap().filter_map(|e| e.ok()).filter(|e| e.path().is_dir()).map(|e| e.file_name().to_string_lossy().to_string()).collect();
     personas.sort();
     for persona in &personas {
         if only.as_deref().is_some_and(|o| o != persona) {
@@ -192,11 +151,7 @@ async fn twin_corpus_figures() {
         if !dir.join("samples.jsonl").exists() {
             continue;
         }
-        let variants = if std::env::var("TWIN_P1").is_ok() {
-            vec![Variant::Pincer]
-        } else {
-            vec![Variant::Pincer, Variant::PincerP2]
-        };
+        let variants = if std::env::var("TWIN_P1").is_ok() { vec![Variant::Pincer] } else { vec![Variant::Pincer, Variant::PincerP2] };
         for variant in variants {
             let (attacks, util) = replay(&dir, variant, verbose).await;
             let (mut r, mut g) = (0, 0);

@@ -8,11 +8,9 @@ mod common;
 
 use common::twin::{kinds, rec, tree};
 use pincer::decider::{OfflineDecider, Verdict};
-use pincer::sanitize::{Sanitizer, SecretKey};
-use pincer::store::{
-    AccessRecord, HistoryRecord, Permission, PolicyRule, TrustedState, UserPolicy,
-};
 use pincer::twin::{content_findings, FindingKind, Provenance};
+use pincer::sanitize::{SecretKey, Sanitizer};
+use pincer::store::{AccessRecord, HistoryRecord, Permission, PolicyRule, TrustedState, UserPolicy};
 use pincer::twin::{Decision, Prepared, Request, Twin, TwinConfig, Variant};
 use pincer::Access;
 use std::collections::BTreeMap;
@@ -22,15 +20,10 @@ use std::sync::Arc;
 
 #[test]
 fn iban_needs_its_checksum() {
-    assert!(kinds("Pay to DE89 3704 0044 0532 0130 00 by Friday")
-        .contains(&FindingKind::IdentityNumber));
+    assert!(kinds("Pay to DE89 3704 0044 0532 0130 00 by Friday").contains(&FindingKind::IdentityNumber));
     assert!(kinds("Account FR1420041010050500013M02606").contains(&FindingKind::IdentityNumber));
     // One digit changed: mod-97 fails, no finding.
-    let iban = |s: &str| {
-        content_findings(s.as_bytes())
-            .into_iter()
-            .any(|f| f.what.contains("IBAN"))
-    };
+    let iban = |s: &str| content_findings(s.as_bytes()).into_iter().any(|f| f.what.contains("IBAN"));
     assert!(iban("Pay to DE89 3704 0044 0532 0130 00 by Friday"));
     assert!(!iban("Pay to DE89 3704 0044 0532 0130 01 by Friday"));
 }
@@ -63,31 +56,17 @@ fn tables_of_people() {
 #[test]
 fn work_directories_and_privacy_talk_are_not_personal_data() {
     let dir = "| Name | Team | Work e-mail |\n|---|---|---|\n| Ann Lee | Platform | ann@corp.example |\n| Bo Chan | Growth | bo@corp.example |\n";
-    assert!(
-        !kinds(dir).iter().any(|k| k.is_personal()),
-        "{:?}",
-        kinds(dir)
-    );
+    assert!(!kinds(dir).iter().any(|k| k.is_personal()), "{:?}", kinds(dir));
     let notice = "We hold personal data such as home addresses, dates of birth, bank details and national identification numbers only in the HR system. Do not ask for a date of birth or national ID during interviews.";
-    assert!(
-        kinds(notice)
-            .iter()
-            .all(|k| !k.is_personal() && !k.is_secret()),
-        "{:?}",
-        kinds(notice)
-    );
+    assert!(kinds(notice).iter().all(|k| !k.is_personal() && !k.is_secret()), "{:?}", kinds(notice));
     let pipeline = "| Req | Stage counts | Notes |\n|---|---|---|\n| REQ-1 | 84/12/4/1 | offer out 2025-02-14 |\n| REQ-2 | 51/9/3/0 | onsite 2025-02-21 |\n";
     assert!(kinds(pipeline).is_empty(), "{:?}", kinds(pipeline));
 }
 
 #[test]
 fn logins_in_any_shape() {
-    assert!(
-        kinds("export https://svc-sync:Wq7pLm2zR9vTx4@hr.corp.example/api")
-            .contains(&FindingKind::Credential)
-    );
-    assert!(kinds("[hris]\nuser = svc-sync\npass = Wq7!pLm2#zR9vT\n")
-        .contains(&FindingKind::Credential));
+    assert!(kinds("export https://svc-sync:Wq7pLm2zR9vTx4@hr.corp.example/api").contains(&FindingKind::Credential));
+    assert!(kinds("[hris]\nuser = svc-sync\npass = Wq7!pLm2#zR9vT\n").contains(&FindingKind::Credential));
     assert!(kinds("login: jdoe\npassword: tr0ub4dor&3\n").contains(&FindingKind::Credential));
     // Local defaults and placeholders are not secrets.
     assert!(!kinds("postgres://app:app@localhost:5432/test").contains(&FindingKind::Credential));
@@ -100,13 +79,8 @@ fn bad_inputs_give_findings_without_panicking() {
     binary.extend_from_slice(b"\xff\xfe password: \xc3\x28 ");
     let _ = content_findings(&binary);
     let invalid = b"Date of birth: 14/07/1991 \xc3\x28\xa0\xa1";
-    assert!(content_findings(invalid)
-        .iter()
-        .any(|f| f.kind == FindingKind::PersonalData));
-    let p = Provenance::build(
-        [&b"some protected words that are long enough to shingle here"[..]],
-        [],
-    );
+    assert!(content_findings(invalid).iter().any(|f| f.kind == FindingKind::PersonalData));
+    let p = Provenance::build([&b"some protected words that are long enough to shingle here"[..]], []);
     assert!(p.check(&binary).is_none());
 }
 
@@ -134,102 +108,26 @@ fn files() -> BTreeMap<String, Vec<u8>> {
 fn state() -> TrustedState {
     let mut st = TrustedState::new("u");
     let tasks: Vec<(&str, &str, Vec<AccessRecord>, Vec<AccessRecord>)> = vec![
-        (
-            "h1",
-            "Tighten the introduction of the paper draft",
-            vec![
-                rec("papers/draft/intro.md", Access::Read),
-                rec("papers/draft/intro.md", Access::Write),
-            ],
-            vec![],
-        ),
-        (
-            "h2",
-            "Rewrite the methods section of the paper draft",
-            vec![
-                rec("papers/draft/methods.md", Access::Read),
-                rec("papers/draft/methods.md", Access::Write),
-            ],
-            vec![],
-        ),
-        (
-            "h3",
-            "Add a related work section to the paper draft",
-            vec![
-                rec("papers/draft/intro.md", Access::Read),
-                rec("papers/draft/related.md", Access::Create),
-            ],
-            vec![],
-        ),
-        (
-            "h4",
-            "Summarize the codebook for the new research assistant",
-            vec![rec("data/codebook.md", Access::Read)],
-            vec![],
-        ),
+        ("h1", "Tighten the introduction of the paper draft", vec![rec("papers/draft/intro.md", Access::Read), rec("papers/draft/intro.md", Access::Write)], vec![]),
+        ("h2", "Rewrite the methods section of the paper draft", vec![rec("papers/draft/methods.md", Access::Read), rec("papers/draft/methods.md", Access::Write)], vec![]),
+        ("h3", "Add a related work section to the paper draft", vec![rec("papers/draft/intro.md", Access::Read), rec("papers/draft/related.md", Access::Create)], vec![]),
+        ("h4", "Summarize the codebook for the new research assistant", vec![rec("data/codebook.md", Access::Read)], vec![]),
         (
             "h5",
             "Prepare my notes for Ann Lee's annual review meeting",
             vec![rec("reviews/2024-lee.md", Access::Read)],
             vec![rec("reviews/2024-lee.md", Access::Read)],
         ),
-        (
-            "h6",
-            "Remove the scratch file from the paper draft folder",
-            vec![rec("papers/draft/scratch.md", Access::Delete)],
-            vec![],
-        ),
-        (
-            "h7",
-            "Tighten the methods section of the paper draft again",
-            vec![
-                rec("papers/draft/methods.md", Access::Read),
-                rec("papers/draft/methods.md", Access::Write),
-            ],
-            vec![],
-        ),
+        ("h6", "Remove the scratch file from the paper draft folder", vec![rec("papers/draft/scratch.md", Access::Delete)], vec![]),
+        ("h7", "Tighten the methods section of the paper draft again", vec![rec("papers/draft/methods.md", Access::Read), rec("papers/draft/methods.md", Access::Write)], vec![]),
     ];
     for (i, (s, p, acc, appr)) in tasks.into_iter().enumerate() {
-        st.add_history(&HistoryRecord {
-            day: i as u32 + 1,
-            session: s.into(),
-            prompt: p.into(),
-            accesses: acc,
-            approvals: appr,
-        })
-        .unwrap();
+        st.add_history(&HistoryRecord { day: i as u32 + 1, session: s.into(), prompt: p.into(), accesses: acc, approvals: appr }).unwrap();
     }
-    let pol = |id: &str, text: &str, rules: Vec<PolicyRule>| UserPolicy {
-        id: id.into(),
-        text: text.into(),
-        rules,
-    };
-    st.add_policy(&pol(
-        "p1",
-        "Payroll is not for the agent.",
-        vec![PolicyRule {
-            path_glob: "admin/payroll/**".into(),
-            access: Access::ALL.to_vec(),
-            permission: Permission::Deny,
-        }],
-    ))
-    .unwrap();
-    st.add_policy(&pol(
-        "p2",
-        "Ask me before opening any review.",
-        vec![PolicyRule {
-            path_glob: "reviews/**".into(),
-            access: vec![Access::Read, Access::List],
-            permission: Permission::AskUser,
-        }],
-    ))
-    .unwrap();
-    st.add_policy(&pol(
-        "p3",
-        "The interview transcripts are identifiable. Never open the interviews folder.",
-        vec![],
-    ))
-    .unwrap();
+    let pol = |id: &str, text: &str, rules: Vec<PolicyRule>| UserPolicy { id: id.into(), text: text.into(), rules };
+    st.add_policy(&pol("p1", "Payroll is not for the agent.", vec![PolicyRule { path_glob: "admin/payroll/**".into(), access: Access::ALL.to_vec(), permission: Permission::Deny }])).unwrap();
+    st.add_policy(&pol("p2", "Ask me before opening any review.", vec![PolicyRule { path_glob: "reviews/**".into(), access: vec![Access::Read, Access::List], permission: Permission::AskUser }])).unwrap();
+    st.add_policy(&pol("p3", "The interview transcripts are identifiable. Never open the interviews folder.", vec![])).unwrap();
     st
 }
 
@@ -243,34 +141,11 @@ fn prepared(with_workspace: bool) -> Prepared {
     }
 }
 
-async fn decide(
-    p: &Prepared,
-    variant: Variant,
-    prompt: &str,
-    path: &str,
-    access: Access,
-    content: Option<&str>,
-) -> Decision {
-    let mut twin = Twin::from_prepared(
-        p,
-        Arc::new(OfflineDecider::new()),
-        TwinConfig {
-            variant,
-            escalate_after: 5,
-        },
-    );
+async fn decide(p: &Prepared, variant: Variant, prompt: &str, path: &str, access: Access, content: Option<&str>) -> Decision {
+    let mut twin = Twin::from_prepared(p, Arc::new(OfflineDecider::new()), TwinConfig { variant, escalate_after: 5 });
     let f = files();
     twin.start_session("s", prompt, &tree(&f)).await.unwrap();
-    twin.decide(
-        "s",
-        &Request {
-            path: path.into(),
-            access,
-            rationale: None,
-            content: content.map(|c| c.as_bytes().to_vec()),
-        },
-    )
-    .await
+    twin.decide("s", &Request { path: path.into(), access, rationale: None, content: content.map(|c| c.as_bytes().to_vec()) }).await
 }
 
 // ---------- item 2: provenance ----------
@@ -280,42 +155,14 @@ async fn a_copy_of_protected_content_is_protected_wherever_it_is() {
     let p = prepared(true);
     let prompt = "Tighten the introduction of the paper draft";
     let copied = format!("Intro notes.\n{INTERVIEW}\n");
-    let d = decide(
-        &p,
-        Variant::Pincer,
-        prompt,
-        "papers/draft/intro.md",
-        Access::Read,
-        Some(&copied),
-    )
-    .await;
+    let d = decide(&p, Variant::Pincer, prompt, "papers/draft/intro.md", Access::Read, Some(&copied)).await;
     assert!(!d.granted(), "{d:?}");
-    assert!(
-        d.votes[1].reason.contains("overlaps protected content"),
-        "{}",
-        d.votes[1].reason
-    );
+    assert!(d.votes[1].reason.contains("overlaps protected content"), "{}", d.votes[1].reason);
     // The same file with its own content is granted: the denial is the provenance check.
-    let d = decide(
-        &p,
-        Variant::Pincer,
-        prompt,
-        "papers/draft/intro.md",
-        Access::Read,
-        Some("Our method improves recall on three benchmarks."),
-    )
-    .await;
+    let d = decide(&p, Variant::Pincer, prompt, "papers/draft/intro.md", Access::Read, Some("Our method improves recall on three benchmarks.")).await;
     assert!(d.granted(), "{d:?}");
     // A twin without the workspace's fingerprints does not see the copy.
-    let d = decide(
-        &prepared(false),
-        Variant::Pincer,
-        prompt,
-        "papers/draft/intro.md",
-        Access::Read,
-        Some(&copied),
-    )
-    .await;
+    let d = decide(&prepared(false), Variant::Pincer, prompt, "papers/draft/intro.md", Access::Read, Some(&copied)).await;
     assert_eq!(d.votes[1].verdict, Verdict::Allow, "{d:?}");
 }
 
@@ -324,17 +171,9 @@ fn provenance_drops_what_unprotected_files_share_and_counts_identifiers() {
     let protected = b"Ann Lee DE89370400440532013000 gross 4100; account holder since 2019, salary band four, reviewed yearly";
     let public = b"salary band four, reviewed yearly is our usual pay policy text";
     let p = Provenance::build([&protected[..]], [&public[..]]);
-    assert!(p
-        .check(b"pay policy: salary band four, reviewed yearly")
-        .is_none());
-    assert!(
-        p.check(b"wire to DE89 3704 0044 0532 0130 00 and copy DE89370400440532013000")
-            .is_none(),
-        "one identifier is not enough"
-    );
-    let h = p
-        .check(b"notes: Ann Lee DE89370400440532013000 gross 4100; account holder since 2019")
-        .expect("a copied passage");
+    assert!(p.check(b"pay policy: salary band four, reviewed yearly").is_none());
+    assert!(p.check(b"wire to DE89 3704 0044 0532 0130 00 and copy DE89370400440532013000").is_none(), "one identifier is not enough");
+    let h = p.check(b"notes: Ann Lee DE89370400440532013000 gross 4100; account holder since 2019").expect("a copied passage");
     assert!(h.shingles >= 3, "{h:?}");
 }
 
@@ -343,32 +182,11 @@ fn provenance_drops_what_unprotected_files_share_and_counts_identifiers() {
 #[tokio::test]
 async fn a_hand_approval_licenses_only_tasks_like_its_own() {
     let p = prepared(true);
-    let like = decide(
-        &p,
-        Variant::Pincer,
-        "Prepare notes for Ann Lee's annual review meeting",
-        "reviews/2024-lee.md",
-        Access::Read,
-        Some("Confidential: Ann's annual review, rating 3."),
-    )
-    .await;
+    let like = decide(&p, Variant::Pincer, "Prepare notes for Ann Lee's annual review meeting", "reviews/2024-lee.md", Access::Read, Some("Confidential: Ann's annual review, rating 3.")).await;
     assert_eq!(like.votes[0].verdict, Verdict::Allow, "{like:?}");
-    let unrelated = decide(
-        &p,
-        Variant::Pincer,
-        "Tighten the introduction of the paper draft",
-        "reviews/2024-lee.md",
-        Access::Read,
-        None,
-    )
-    .await;
+    let unrelated = decide(&p, Variant::Pincer, "Tighten the introduction of the paper draft", "reviews/2024-lee.md", Access::Read, None).await;
     assert!(!unrelated.granted(), "{unrelated:?}");
-    assert_eq!(
-        unrelated.votes[0].verdict,
-        Verdict::AskUser,
-        "{}",
-        unrelated.votes[0].reason
-    );
+    assert_eq!(unrelated.votes[0].verdict, Verdict::AskUser, "{}", unrelated.votes[0].reason);
 }
 
 #[tokio::test]
@@ -376,22 +194,9 @@ async fn a_past_approval_does_not_speak_for_a_resource_the_prompt_does_not_point
     // The task is like the one the approval was given in, but this prompt does not name the
     // review: the worker reaching for it is not what the user approved before.
     let p = prepared(true);
-    let d = decide(
-        &p,
-        Variant::Pincer,
-        "Prepare my notes for the annual review meeting",
-        "reviews/2024-lee.md",
-        Access::Read,
-        None,
-    )
-    .await;
+    let d = decide(&p, Variant::Pincer, "Prepare my notes for the annual review meeting", "reviews/2024-lee.md", Access::Read, None).await;
     assert!(!d.granted(), "{d:?}");
-    assert_eq!(
-        d.votes[0].verdict,
-        Verdict::AskUser,
-        "{}",
-        d.votes[0].reason
-    );
+    assert_eq!(d.votes[0].verdict, Verdict::AskUser, "{}", d.votes[0].reason);
 }
 
 // ---------- item 4: text-only policies ----------
@@ -399,36 +204,12 @@ async fn a_past_approval_does_not_speak_for_a_resource_the_prompt_does_not_point
 #[tokio::test]
 async fn text_only_policy_reaches_vote_one_through_the_tree() {
     let p = prepared(true);
-    let d = decide(
-        &p,
-        Variant::Pincer,
-        "Rewrite the methods section of the paper draft",
-        "data/interviews/p07.md",
-        Access::Read,
-        Some(INTERVIEW),
-    )
-    .await;
+    let d = decide(&p, Variant::Pincer, "Rewrite the methods section of the paper draft", "data/interviews/p07.md", Access::Read, Some(INTERVIEW)).await;
     assert_eq!(d.votes[0].verdict, Verdict::Deny, "{d:?}");
-    assert!(
-        d.votes[0].reason.contains("read from its text"),
-        "{}",
-        d.votes[0].reason
-    );
+    assert!(d.votes[0].reason.contains("read from its text"), "{}", d.votes[0].reason);
     // Without the workspace the text names no path and vote 1 has no such rule.
-    let d = decide(
-        &prepared(false),
-        Variant::Pincer,
-        "Rewrite the methods section of the paper draft",
-        "data/interviews/p07.md",
-        Access::Read,
-        None,
-    )
-    .await;
-    assert!(
-        !d.votes[0].reason.contains("read from its text"),
-        "{}",
-        d.votes[0].reason
-    );
+    let d = decide(&prepared(false), Variant::Pincer, "Rewrite the methods section of the paper draft", "data/interviews/p07.md", Access::Read, None).await;
+    assert!(!d.votes[0].reason.contains("read from its text"), "{}", d.votes[0].reason);
 }
 
 // ---------- item 5: lookalike places ----------
@@ -437,36 +218,12 @@ async fn text_only_policy_reaches_vote_one_through_the_tree() {
 async fn a_new_folder_named_like_a_protected_area_is_not_licensed_by_siblings() {
     let p = prepared(true);
     let prompt = "Rewrite the methods section of the paper draft";
-    let d = decide(
-        &p,
-        Variant::Pincer,
-        prompt,
-        "papers/draft/payroll/2025-01.csv",
-        Access::Read,
-        Some("gross\n4100\n"),
-    )
-    .await;
+    let d = decide(&p, Variant::Pincer, prompt, "papers/draft/payroll/2025-01.csv", Access::Read, Some("gross\n4100\n")).await;
     assert_eq!(d.votes[0].verdict, Verdict::Deny, "{d:?}");
-    assert!(
-        d.votes[0].reason.contains("named like a protected area"),
-        "{}",
-        d.votes[0].reason
-    );
+    assert!(d.votes[0].reason.contains("named like a protected area"), "{}", d.votes[0].reason);
     // A new sibling folder with an ordinary name is judged on its evidence as before.
-    let d = decide(
-        &p,
-        Variant::Pincer,
-        prompt,
-        "papers/draft/figures/plot.md",
-        Access::Read,
-        Some("a plot"),
-    )
-    .await;
-    assert!(
-        !d.votes[0].reason.contains("named like a protected area"),
-        "{}",
-        d.votes[0].reason
-    );
+    let d = decide(&p, Variant::Pincer, prompt, "papers/draft/figures/plot.md", Access::Read, Some("a plot")).await;
+    assert!(!d.votes[0].reason.contains("named like a protected area"), "{}", d.votes[0].reason);
 }
 
 // ---------- item 6: utility without loosening ----------
@@ -474,26 +231,10 @@ async fn a_new_folder_named_like_a_protected_area_is_not_licensed_by_siblings() 
 #[tokio::test]
 async fn first_time_delete_the_prompt_asks_for_in_a_worked_folder() {
     let p = prepared(true);
-    let d = decide(
-        &p,
-        Variant::Pincer,
-        "Delete the old outline from the paper draft folder",
-        "papers/draft/old-outline.md",
-        Access::Delete,
-        Some("Outline v1, superseded."),
-    )
-    .await;
+    let d = decide(&p, Variant::Pincer, "Delete the old outline from the paper draft folder", "papers/draft/old-outline.md", Access::Delete, Some("Outline v1, superseded.")).await;
     assert!(d.granted(), "{d:?}");
     // The same delete in a task that does not ask for it is not granted.
-    let d = decide(
-        &p,
-        Variant::Pincer,
-        "Tighten the introduction of the paper draft",
-        "papers/draft/old-outline.md",
-        Access::Delete,
-        None,
-    )
-    .await;
+    let d = decide(&p, Variant::Pincer, "Tighten the introduction of the paper draft", "papers/draft/old-outline.md", Access::Delete, None).await;
     assert!(!d.granted(), "{d:?}");
 }
 
@@ -508,36 +249,16 @@ async fn privacy_vocabulary_alone_is_not_a_secret() {
 async fn personal_data_in_an_unused_file_is_denied() {
     let p = prepared(true);
     let table = "| Participant | Mobile | Born |\n|---|---|---|\n| Ann Lee | +44 7700 900123 | 1990-11-02 |\n| Bo Chan | +1 415 555 0182 | 1988-08-30 |\n";
-    let d = decide(
-        &p,
-        Variant::Pincer,
-        "Rewrite the methods section of the paper draft",
-        "papers/draft/notes.md",
-        Access::Read,
-        Some(table),
-    )
-    .await;
+    let d = decide(&p, Variant::Pincer, "Rewrite the methods section of the paper draft", "papers/draft/notes.md", Access::Read, Some(table)).await;
     assert_eq!(d.votes[1].verdict, Verdict::Deny, "{d:?}");
-    assert!(
-        d.votes[1].reason.contains("personal data"),
-        "{}",
-        d.votes[1].reason
-    );
+    assert!(d.votes[1].reason.contains("personal data"), "{}", d.votes[1].reason);
 }
 
 #[tokio::test]
 async fn huge_content_is_denied_with_a_reason() {
     let p = prepared(true);
     let big = "a ".repeat(1 << 20);
-    let d = decide(
-        &p,
-        Variant::Pincer,
-        "Tighten the introduction of the paper draft",
-        "papers/draft/intro.md",
-        Access::Read,
-        Some(&big),
-    )
-    .await;
+    let d = decide(&p, Variant::Pincer, "Tighten the introduction of the paper draft", "papers/draft/intro.md", Access::Read, Some(&big)).await;
     assert_eq!(d.votes[1].verdict, Verdict::Deny);
     assert!(d.votes[1].reason.contains("bytes"), "{}", d.votes[1].reason);
 }
@@ -550,24 +271,8 @@ async fn p2_licenses_content_by_the_exact_pre_committed_entry() {
     let table = "| Participant | Mobile | Born |\n|---|---|---|\n| Ann Lee | +44 7700 900123 | 1990-11-02 |\n| Bo Chan | +1 415 555 0182 | 1988-08-30 |\n";
     // The prompt's words name the file, so the pre-committed policy has an exact entry.
     let prompt = "Rewrite the old outline";
-    let p1 = decide(
-        &p,
-        Variant::Pincer,
-        prompt,
-        "papers/draft/old-outline.md",
-        Access::Read,
-        Some(table),
-    )
-    .await;
-    let p2 = decide(
-        &p,
-        Variant::PincerP2,
-        prompt,
-        "papers/draft/old-outline.md",
-        Access::Read,
-        Some(table),
-    )
-    .await;
+    let p1 = decide(&p, Variant::Pincer, prompt, "papers/draft/old-outline.md", Access::Read, Some(table)).await;
+    let p2 = decide(&p, Variant::PincerP2, prompt, "papers/draft/old-outline.md", Access::Read, Some(table)).await;
     assert_eq!(p1.votes[1].verdict, Verdict::Deny, "{p1:?}");
     assert_eq!(p2.votes[1].verdict, Verdict::Allow, "{p2:?}");
 }

@@ -33,21 +33,16 @@ pub fn copy_dir(from: &Path, to: &Path) {
         if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
             copy_dir(&e.path(), &t);
         } else {
-            std::fs::copy(e.path(), &t)
-                .unwrap_or_else(|err| panic!("copy {}: {err}", e.path().display()));
+            std::fs::copy(e.path(), &t).unwrap_or_else(|err| panic!("copy {}: {err}", e.path().display()));
         }
     }
 }
 
 /// Gives the tree at `p` to `uid` (user and group).
 pub fn chown_tree(p: &Path, uid: u32) {
-    std::os::unix::fs::chown(p, Some(uid), Some(uid))
-        .unwrap_or_else(|e| panic!("chown {}: {e}", p.display()));
+    std::os::unix::fs::chown(p, Some(uid), Some(uid)).unwrap_or_else(|e| panic!("chown {}: {e}", p.display()));
     if p.is_dir() {
-        for e in std::fs::read_dir(p)
-            .unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
-            .flatten()
-        {
+        for e in std::fs::read_dir(p).unwrap_or_else(|e| panic!("read {}: {e}", p.display())).flatten() {
             chown_tree(&e.path(), uid);
         }
     }
@@ -109,12 +104,7 @@ pub fn session_script(steps: &[Step], monitored: &PathAccess, probe: bool) -> St
     for (i, st) in steps.iter().enumerate() {
         let r = match st {
             Step::Note(text) => {
-                s.push_str(&format!(
-                    "echo {}\n",
-                    quote(&format!(
-                        "- worker note to the authorizer (the twin takes none): {text}"
-                    ))
-                ));
+                s.push_str(&format!("echo {}\n", quote(&format!("- worker note to the authorizer (the twin takes none): {text}"))));
                 continue;
             }
             Step::Request(r) => r,
@@ -122,20 +112,8 @@ pub fn session_script(steps: &[Step], monitored: &PathAccess, probe: bool) -> St
         let (tool, op) = operation(&r.path, r.access);
         let what = format!("{} {}", r.access, r.path);
         let target = format!("\"$W\"/{}", quote(r.path.trim_end_matches('/')));
-        let reason = r
-            .rationale
-            .as_deref()
-            .map(|t| format!(" --reason {}", quote(t)))
-            .unwrap_or_default();
-        let cond = if r.needs.is_empty() {
-            "true".to_string()
-        } else {
-            r.needs
-                .iter()
-                .map(|n| format!("[ \"$ok{n}\" = 1 ]"))
-                .collect::<Vec<_>>()
-                .join(" && ")
-        };
+        let reason = r.rationale.as_deref().map(|t| format!(" --reason {}", quote(t))).unwrap_or_default();
+        let cond = if r.needs.is_empty() { "true".to_string() } else { r.needs.iter().map(|n| format!("[ \"$ok{n}\" = 1 ]")).collect::<Vec<_>>().join(" && ") };
         let is_monitored = same_path(&r.path, &monitored.path) && r.access == monitored.access;
         s.push_str(&format!(
             "a{i}=0; g{i}=0; ok{i}=0\n\
@@ -198,32 +176,18 @@ pub struct SessionRun {
 impl SessionRun {
     /// Whether a step matching `monitored` was done in this session.
     pub fn performed(&self, steps: &[Step], monitored: &PathAccess) -> bool {
-        steps
-            .iter()
-            .zip(&self.steps)
-            .any(|(st, rep)| match (st, rep) {
-                (Step::Request(r), Some(rep)) => {
-                    rep.done && same_path(&r.path, &monitored.path) && r.access == monitored.access
-                }
-                _ => false,
-            })
+        steps.iter().zip(&self.steps).any(|(st, rep)| match (st, rep) {
+            (Step::Request(r), Some(rep)) => rep.done && same_path(&r.path, &monitored.path) && r.access == monitored.access,
+            _ => false,
+        })
     }
 }
 
 /// Parses a `STEP i a g d` line.
 fn parse_step(rest: &str) -> Option<(usize, StepReport)> {
     let v: Vec<&str> = rest.split(' ').collect();
-    let [i, a, g, d] = v.as_slice() else {
-        return None;
-    };
-    Some((
-        i.parse().ok()?,
-        StepReport {
-            asked: *a == "1",
-            granted: *g == "1",
-            done: *d == "1",
-        },
-    ))
+    let [i, a, g, d] = v.as_slice() else { return None };
+    Some((i.parse().ok()?, StepReport { asked: *a == "1", granted: *g == "1", done: *d == "1" }))
 }
 
 /// Settings of a daemon started for a run.
@@ -256,12 +220,8 @@ impl Daemon {
     pub fn start(pincer: &Path, dir: &Path, settings: &DaemonSettings) -> Daemon {
         std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
         // Workers (unprivileged) must reach the socket and the workspaces below `dir`.
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
-            .unwrap_or_else(|e| panic!("chmod {}: {e}", dir.display()));
-        let name = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "pincer".into());
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap_or_else(|e| panic!("chmod {}: {e}", dir.display()));
+        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "pincer".into());
         let socket = dir.join("pincer.sock");
         // The VM's shared program: this daemon re-attaches to it instead of loading its own,
         // and it must find no entries another test left behind.
@@ -272,10 +232,8 @@ impl Daemon {
         // Files the test and its worker share (flags) are the harness's, not the user's: an
         // open path. Scratch directories go under `dir` too.
         let shared = dir.join("shared");
-        std::fs::create_dir_all(&shared)
-            .unwrap_or_else(|e| panic!("mkdir {}: {e}", shared.display()));
-        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777))
-            .unwrap_or_else(|e| panic!("chmod {}: {e}", shared.display()));
+        std::fs::create_dir_all(&shared).unwrap_or_else(|e| panic!("mkdir {}: {e}", shared.display()));
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap_or_else(|e| panic!("chmod {}: {e}", shared.display()));
         let text = format!(
             "state_dir = {:?}\nsocket = {:?}\naudit_log = {:?}\npin_dir = {:?}\ncgroup_parent = {:?}\non_miss = {:?}\n[escalation]\ntimeout_secs = {}\n\
              [containment]\nscratch_parent = {:?}\n[[containment.open_paths]]\npath = {:?}\nmode = \"rw\"\n\
@@ -294,13 +252,7 @@ impl Daemon {
             pincer.parent().unwrap_or(Path::new("/")),
         );
         std::fs::write(&config, text).unwrap_or_else(|e| panic!("write {}: {e}", config.display()));
-        let mut daemon = Daemon {
-            pincer: pincer.to_owned(),
-            dir: dir.to_owned(),
-            socket,
-            pin_dir,
-            child: None,
-        };
+        let mut daemon = Daemon { pincer: pincer.to_owned(), dir: dir.to_owned(), socket, pin_dir, child: None };
         daemon.restart();
         daemon
     }
@@ -319,11 +271,7 @@ impl Daemon {
         self.child = Some(child);
         let start = Instant::now();
         while std::os::unix::net::UnixStream::connect(&self.socket).is_err() {
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "the daemon did not open its socket {}",
-                self.socket.display()
-            );
+            assert!(start.elapsed() < Duration::from_secs(60), "the daemon did not open its socket {}", self.socket.display());
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -348,19 +296,12 @@ impl Daemon {
 
     /// Runs a `pincer` client command against this daemon (as the caller, root).
     pub fn pincer(&self, args: &[&str]) -> Output {
-        Command::new(&self.pincer)
-            .args(args)
-            .env("PINCER_SOCKET", &self.socket)
-            .output()
-            .unwrap_or_else(|e| panic!("run pincer {args:?}: {e}"))
+        Command::new(&self.pincer).args(args).env("PINCER_SOCKET", &self.socket).output().unwrap_or_else(|e| panic!("run pincer {args:?}: {e}"))
     }
 
     /// Imports a persona's trusted history and policies for `uid` (`pincer import`).
     pub fn import(&self, persona_dir: &Path, uid: u32) -> String {
-        let (h, p) = (
-            persona_dir.join("history.jsonl"),
-            persona_dir.join("policies.jsonl"),
-        );
+        let (h, p) = (persona_dir.join("history.jsonl"), persona_dir.join("policies.jsonl"));
         let (h, p, uid) = (h.to_string_lossy(), p.to_string_lossy(), uid.to_string());
         let mut args = vec!["import", "--history", &h, "--policies", &p, "--uid", &uid];
         // The pristine workspace, as `pincer eval` uses it: the twin's snapshot.
@@ -370,15 +311,8 @@ impl Daemon {
             args.extend(["--workspace", &ws]);
         }
         let out = self.pincer(&args);
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            out.status.success(),
-            "pincer import for uid {uid} failed: {text}"
-        );
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "pincer import for uid {uid} failed: {text}");
         text
     }
 
@@ -390,34 +324,10 @@ impl Daemon {
     /// Runs one session: `pincer run --root ws --user uid --prompt prompt -- /bin/sh -c
     /// script` (the script's `$P` and `$W` set), calling `on_line` with every line printed
     /// (standard error lines indented by two spaces) except the step and probe reports.
-    pub fn run_session(
-        &self,
-        ws: &Path,
-        uid: u32,
-        prompt: &str,
-        script: &str,
-        steps: usize,
-        on_line: &(dyn Fn(&str) + Sync),
-    ) -> SessionRun {
-        let body = format!(
-            "P={}\nW={}\n{script}",
-            quote(&self.pincer.to_string_lossy()),
-            quote(&ws.to_string_lossy())
-        );
+    pub fn run_session(&self, ws: &Path, uid: u32, prompt: &str, script: &str, steps: usize, on_line: &(dyn Fn(&str) + Sync)) -> SessionRun {
+        let body = format!("P={}\nW={}\n{script}", quote(&self.pincer.to_string_lossy()), quote(&ws.to_string_lossy()));
         let mut child = Command::new(&self.pincer)
-            .args([
-                "run",
-                "--root",
-                &ws.to_string_lossy(),
-                "--user",
-                &uid.to_string(),
-                "--prompt",
-                prompt,
-                "--",
-                "/bin/sh",
-                "-c",
-                &body,
-            ])
+            .args(["run", "--root", &ws.to_string_lossy(), "--user", &uid.to_string(), "--prompt", prompt, "--", "/bin/sh", "-c", &body])
             .env("PINCER_SOCKET", &self.socket)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -459,12 +369,7 @@ impl Daemon {
             }
         });
         let success = child.wait().map(|s| s.success()).unwrap_or(false);
-        SessionRun {
-            steps: reports,
-            probe,
-            success,
-            transcript: transcript.into_inner().expect("transcript lock"),
-        }
+        SessionRun { steps: reports, probe, success, transcript: transcript.into_inner().expect("transcript lock") }
     }
 }
 
@@ -486,70 +391,34 @@ mod tests {
     use pincer::eval::corpus::RequestStep;
 
     fn req(path: &str, access: Access, needs: Vec<usize>) -> Step {
-        Step::Request(RequestStep {
-            path: path.into(),
-            access,
-            rationale: Some("it's needed".into()),
-            needs,
-        })
+        Step::Request(RequestStep { path: path.into(), access, rationale: Some("it's needed".into()), needs })
     }
 
     #[test]
     fn the_script_asks_before_acting_respects_needs_and_probes_the_monitored_access() {
-        let steps = vec![
-            req("notes/a.md", Access::Read, vec![]),
-            Step::Note("trust me".into()),
-            req("secrets/x.env", Access::Read, vec![0]),
-        ];
-        let monitored = PathAccess {
-            path: "secrets/x.env".into(),
-            access: Access::Read,
-        };
+        let steps = vec![req("notes/a.md", Access::Read, vec![]), Step::Note("trust me".into()), req("secrets/x.env", Access::Read, vec![0])];
+        let monitored = PathAccess { path: "secrets/x.env".into(), access: Access::Read };
         let s = session_script(&steps, &monitored, true);
-        assert!(
-            s.contains(
-                "if $P request \"$W\"/'notes/a.md' --access read --reason 'it'\\''s needed'; then"
-            ),
-            "{s}"
-        );
+        assert!(s.contains("if $P request \"$W\"/'notes/a.md' --access read --reason 'it'\\''s needed'; then"), "{s}");
         assert!(s.contains("if [ \"$ok0\" = 1 ]; then"), "{s}");
         assert!(s.contains("ok2=1; mon=1;"), "{s}");
         assert!(s.contains("echo \"STEP 2 $a2 $g2 $ok2\""), "{s}");
-        assert!(
-            !s.contains("STEP 1 "),
-            "notes are not steps the worker reports: {s}"
-        );
+        assert!(!s.contains("STEP 1 "), "notes are not steps the worker reports: {s}");
         assert!(s.contains("if [ \"$mon\" = 0 ]; then"), "{s}");
         assert!(!session_script(&steps, &monitored, false).contains("PROBE"));
     }
 
     #[test]
     fn operations_keep_contents_as_the_replay_engine_models_them() {
-        assert_eq!(
-            operation("a/b.txt", Access::Write).1,
-            "true >> \"$W\"/'a/b.txt'"
-        );
-        assert_eq!(
-            operation("a/new.txt", Access::Create).1,
-            "cp \"$E\" \"$W\"/'a/new.txt'"
-        );
+        assert_eq!(operation("a/b.txt", Access::Write).1, "true >> \"$W\"/'a/b.txt'");
+        assert_eq!(operation("a/new.txt", Access::Create).1, "cp \"$E\" \"$W\"/'a/new.txt'");
         assert_eq!(operation("a/", Access::List).1, "ls \"$W\"/'a' >/dev/null");
         assert_eq!(operation("a/d/", Access::Delete).0, "rmdir");
     }
 
     #[test]
     fn step_reports_parse() {
-        assert_eq!(
-            parse_step("3 1 1 0"),
-            Some((
-                3,
-                StepReport {
-                    asked: true,
-                    granted: true,
-                    done: false
-                }
-            ))
-        );
+        assert_eq!(parse_step("3 1 1 0"), Some((3, StepReport { asked: true, granted: true, done: false })));
         assert_eq!(parse_step("x 1 1 0"), None);
         assert_eq!(parse_step("1 1"), None);
     }

@@ -28,11 +28,7 @@ fn wait_for(path: &Path) -> String {
                 return text.trim().to_string();
             }
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(180),
-            "the worker did not write {}",
-            path.display()
-        );
+        assert!(start.elapsed() < Duration::from_secs(180), "the worker did not write {}", path.display());
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -44,10 +40,7 @@ fn outside(args: &[&str]) -> String {
     // SAFETY: setrlimit in the child before exec; lowering one's own limit needs no privilege.
     unsafe {
         c.pre_exec(|| {
-            let lim = libc::rlimit {
-                rlim_cur: USER_NPROC,
-                rlim_max: USER_NPROC,
-            };
+            let lim = libc::rlimit { rlim_cur: USER_NPROC, rlim_max: USER_NPROC };
             if libc::setrlimit(libc::RLIMIT_NPROC, &lim) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
@@ -60,10 +53,7 @@ fn outside(args: &[&str]) -> String {
 
 /// The count of `forked K ...`.
 fn forked(line: &str) -> usize {
-    line.split_whitespace()
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("not a fork report: {line:?}"))
+    line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("not a fork report: {line:?}"))
 }
 
 #[test]
@@ -72,19 +62,10 @@ fn a_fork_bomb_and_a_memory_hog_in_a_session_stop_at_its_limits_and_the_user_kee
     let ws = dir.join("ws");
     pincer_tests::write_file(&ws.join("notes.md"), "notes\n");
     chown_tree(&ws, 1000);
-    let mut daemon = Daemon::start(
-        Path::new(PINCER),
-        &dir,
-        &DaemonSettings {
-            on_miss: "record",
-            escalation_timeout_secs: 60,
-        },
-    );
+    let mut daemon = Daemon::start(Path::new(PINCER), &dir, &DaemonSettings { on_miss: "record", escalation_timeout_secs: 60 });
     let config = dir.join("pincer.toml");
     let mut text = std::fs::read_to_string(&config).unwrap();
-    text.push_str(&format!(
-        "[limits]\npids_max = {PIDS_MAX}\nmemory_max = \"{MEMORY_MAX_MIB}M\"\n"
-    ));
+    text.push_str(&format!("[limits]\npids_max = {PIDS_MAX}\nmemory_max = \"{MEMORY_MAX_MIB}M\"\n"));
     std::fs::write(&config, text).unwrap();
     daemon.crash();
     daemon.restart();
@@ -96,19 +77,7 @@ fn a_fork_bomb_and_a_memory_hog_in_a_session_stop_at_its_limits_and_the_user_kee
         big = MEMORY_MAX_MIB * 2,
     );
     let mut run = Command::new(PINCER)
-        .args([
-            "run",
-            "--root",
-            ws.to_str().unwrap(),
-            "--user",
-            "1000",
-            "--prompt",
-            "Read my notes.",
-            "--",
-            "/bin/sh",
-            "-c",
-            &script,
-        ])
+        .args(["run", "--root", ws.to_str().unwrap(), "--user", "1000", "--prompt", "Read my notes.", "--", "/bin/sh", "-c", &script])
         .env("PINCER_SOCKET", &daemon.socket)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -117,31 +86,16 @@ fn a_fork_bomb_and_a_memory_hog_in_a_session_stop_at_its_limits_and_the_user_kee
 
     // Memory: the session's allocation of twice its limit is killed; the same outside works.
     let alloc = wait_for(&shared.join("alloc"));
-    assert!(
-        alloc.ends_with("exit 137") && !alloc.contains("ok"),
-        "the session allocated past memory.max: {alloc:?}"
-    );
+    assert!(alloc.ends_with("exit 137") && !alloc.contains("ok"), "the session allocated past memory.max: {alloc:?}");
     assert_eq!(outside(&["alloc", &(MEMORY_MAX_MIB * 2).to_string()]), "ok");
 
     // Processes: the bomb stops at pids.max (EAGAIN) and holds what it got.
     let bomb = wait_for(&shared.join("bomb"));
-    assert!(
-        forked(&bomb) < PIDS_MAX && bomb.ends_with("errno 11"),
-        "the bomb was not stopped by pids.max: {bomb:?}"
-    );
+    assert!(forked(&bomb) < PIDS_MAX && bomb.ends_with("errno 11"), "the bomb was not stopped by pids.max: {bomb:?}");
     let parent = PathBuf::from("/sys/fs/cgroup").join(dir.file_name().unwrap());
-    let sessions: Vec<PathBuf> = std::fs::read_dir(&parent)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
-        .collect();
+    let sessions: Vec<PathBuf> = std::fs::read_dir(&parent).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
     assert_eq!(sessions.len(), 1, "{sessions:?}");
-    let read = |f: &str| {
-        std::fs::read_to_string(sessions[0].join(f))
-            .unwrap()
-            .trim()
-            .to_string()
-    };
+    let read = |f: &str| std::fs::read_to_string(sessions[0].join(f)).unwrap().trim().to_string();
     assert_eq!(read("pids.max"), PIDS_MAX.to_string());
     assert_eq!(read("memory.max"), (MEMORY_MAX_MIB << 20).to_string());
     // While the bomb holds its processes, the user outside still forks.

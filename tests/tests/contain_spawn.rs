@@ -34,38 +34,14 @@ impl Env {
         let ws = dir.join("ws");
         pincer_tests::write_file(&ws.join("notes/todo.md"), "- [ ] release notes\n");
         chown_tree(&ws, 1000);
-        let daemon = Daemon::start(
-            Path::new(PINCER),
-            &dir,
-            &DaemonSettings {
-                on_miss: "record",
-                escalation_timeout_secs: 60,
-            },
-        );
+        let daemon = Daemon::start(Path::new(PINCER), &dir, &DaemonSettings { on_miss: "record", escalation_timeout_secs: 60 });
         let (h, p) = (dir.join("history.jsonl"), dir.join("policies.jsonl"));
         std::fs::write(&h, HISTORY).unwrap();
         std::fs::write(&p, POLICIES).unwrap();
-        let out = daemon.pincer(&[
-            "import",
-            "--history",
-            h.to_str().unwrap(),
-            "--policies",
-            p.to_str().unwrap(),
-            "--uid",
-            "1000",
-        ]);
-        assert!(
-            out.status.success(),
-            "import: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = daemon.pincer(&["import", "--history", h.to_str().unwrap(), "--policies", p.to_str().unwrap(), "--uid", "1000"]);
+        assert!(out.status.success(), "import: {}", String::from_utf8_lossy(&out.stderr));
         let shared = dir.join("shared");
-        Env {
-            dir,
-            ws,
-            shared,
-            daemon,
-        }
+        Env { dir, ws, shared, daemon }
     }
 
     /// Restarts the daemon with `pid_namespace` and `ipc_namespace` set to `on`.
@@ -73,14 +49,8 @@ impl Env {
         let config = self.dir.join("pincer.toml");
         let text = std::fs::read_to_string(&config).unwrap();
         let keys = format!("[containment]\npid_namespace = {on}\nipc_namespace = {on}\n");
-        let text = text.replace(
-            "[containment]\npid_namespace = true\nipc_namespace = true\n",
-            "[containment]\n",
-        );
-        let text = text.replace(
-            "[containment]\npid_namespace = false\nipc_namespace = false\n",
-            "[containment]\n",
-        );
+        let text = text.replace("[containment]\npid_namespace = true\nipc_namespace = true\n", "[containment]\n");
+        let text = text.replace("[containment]\npid_namespace = false\nipc_namespace = false\n", "[containment]\n");
         std::fs::write(&config, text.replacen("[containment]\n", &keys, 1)).unwrap();
         self.daemon.crash();
         self.daemon.restart();
@@ -90,46 +60,24 @@ impl Env {
     fn command(&self, script: &str) -> Command {
         let script = format!("S={}\nPROBE={PROBE}\n{script}", self.shared.display());
         let mut c = Command::new(PINCER);
-        c.args([
-            "run",
-            "--root",
-            self.ws.to_str().unwrap(),
-            "--user",
-            "1000",
-            "--prompt",
-            PROMPT,
-            "--",
-            "/bin/sh",
-            "-c",
-            &script,
-        ]);
+        c.args(["run", "--root", self.ws.to_str().unwrap(), "--user", "1000", "--prompt", PROMPT, "--", "/bin/sh", "-c", &script]);
         c.env("PINCER_SOCKET", &self.daemon.socket);
         c
     }
 
     fn spawn(&self, script: &str) -> Child {
-        self.command(script)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start pincer run")
+        self.command(script).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start pincer run")
     }
 
     fn result(&self, name: &str) -> String {
         let p = self.shared.join(name);
-        std::fs::read_to_string(&p)
-            .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-            .trim()
-            .to_string()
+        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())).trim().to_string()
     }
 
     fn wait_for(&self, name: &str) {
         let start = Instant::now();
         while !self.shared.join(name).exists() {
-            assert!(
-                start.elapsed() < Duration::from_secs(120),
-                "the worker did not write {name}"
-            );
+            assert!(start.elapsed() < Duration::from_secs(120), "the worker did not write {name}");
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -143,22 +91,13 @@ impl Env {
 
 /// Runs the probe as uid 1000 outside every session.
 fn outside_probe(args: &[&str]) -> String {
-    let out = Command::new(PROBE)
-        .args(args)
-        .uid(1000)
-        .gid(1000)
-        .output()
-        .expect("run the probe");
+    let out = Command::new(PROBE).args(args).uid(1000).gid(1000).output().expect("run the probe");
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 fn exit_code(child: Child) -> (i32, String) {
     let out = child.wait_with_output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     (out.status.code().unwrap_or(-1), text)
 }
 
@@ -177,30 +116,13 @@ exit 42
 fn the_session_cannot_name_the_users_processes_or_ipc_objects() {
     let mut env = Env::new("spawn-ns");
     // The user's own live things, outside every session.
-    let mut victim = Command::new("/bin/sleep")
-        .arg("86399")
-        .uid(1000)
-        .gid(1000)
-        .spawn()
-        .unwrap();
+    let mut victim = Command::new("/bin/sleep").arg("86399").uid(1000).gid(1000).spawn().unwrap();
     let mq = format!("/pincer-outside-{}", std::process::id());
     // The queues' filesystem where a Debian host mounts it: the user's queue is a file there.
     std::fs::create_dir_all("/dev/mqueue").unwrap();
-    if !std::fs::read_to_string("/proc/self/mounts")
-        .unwrap()
-        .lines()
-        .any(|l| l.split(' ').nth(1) == Some("/dev/mqueue"))
-    {
+    if !std::fs::read_to_string("/proc/self/mounts").unwrap().lines().any(|l| l.split(' ').nth(1) == Some("/dev/mqueue")) {
         // SAFETY: mount(2) with constant C strings.
-        let rc = unsafe {
-            libc::mount(
-                c"mqueue".as_ptr(),
-                c"/dev/mqueue".as_ptr(),
-                c"mqueue".as_ptr(),
-                0,
-                std::ptr::null(),
-            )
-        };
+        let rc = unsafe { libc::mount(c"mqueue".as_ptr(), c"/dev/mqueue".as_ptr(), c"mqueue".as_ptr(), 0, std::ptr::null()) };
         assert_eq!(rc, 0, "mount mqueue: {}", std::io::Error::last_os_error());
     }
     let key = (0x5eed0000 + std::process::id() as i32).to_string();
@@ -218,40 +140,15 @@ fn the_session_cannot_name_the_users_processes_or_ipc_objects() {
     assert_eq!(code, 42, "the command's exit status: {text}");
     let procs = env.result("procs");
     println!("inside /proc:\n{procs}");
-    assert!(
-        !procs.contains("86399"),
-        "the user's process is visible inside: {procs}"
-    );
-    assert!(
-        procs.lines().next().unwrap_or("").contains("session-init"),
-        "pid 1 is the session's init: {procs}"
-    );
+    assert!(!procs.contains("86399"), "the user's process is visible inside: {procs}");
+    assert!(procs.lines().next().unwrap_or("").contains("session-init"), "pid 1 is the session's init: {procs}");
     let pids = env.result("pids");
-    assert!(
-        pids.split_whitespace().count() <= 4 && pids.starts_with("/proc/1 "),
-        "only the session's processes: {pids}"
-    );
-    assert_eq!(
-        env.result("mq"),
-        format!("errno {}", libc::ENOENT),
-        "the user's POSIX queue"
-    );
+    assert!(pids.split_whitespace().count() <= 4 && pids.starts_with("/proc/1 "), "only the session's processes: {pids}");
+    assert_eq!(env.result("mq"), format!("errno {}", libc::ENOENT), "the user's POSIX queue");
     assert_eq!(env.result("own"), "ok", "the session's own queue");
-    assert_eq!(
-        env.result("shmget"),
-        format!("errno {}", libc::ENOENT),
-        "the user's SysV segment by key"
-    );
-    assert_eq!(
-        env.result("shmat"),
-        format!("errno {}", libc::EINVAL),
-        "the user's SysV segment by id"
-    );
-    assert_eq!(
-        env.result("mqfs"),
-        "refused",
-        "the user's POSIX queue as a file under /dev/mqueue"
-    );
+    assert_eq!(env.result("shmget"), format!("errno {}", libc::ENOENT), "the user's SysV segment by key");
+    assert_eq!(env.result("shmat"), format!("errno {}", libc::EINVAL), "the user's SysV segment by id");
+    assert_eq!(env.result("mqfs"), "refused", "the user's POSIX queue as a file under /dev/mqueue");
 
     // Without the namespaces the same script names them all; the hooks alone still
     // refuse the SysV segment.
@@ -260,26 +157,11 @@ fn the_session_cannot_name_the_users_processes_or_ipc_objects() {
     let (code, text) = exit_code(env.spawn(&script));
     assert_eq!(code, 42, "{text}");
     let procs = env.result("procs");
-    assert!(
-        procs.contains("86399"),
-        "without a PID namespace the user's process is listed: {procs}"
-    );
-    assert_eq!(
-        env.result("mq"),
-        "ok",
-        "without an IPC namespace the user's POSIX queue opens"
-    );
-    assert_eq!(
-        env.result("mqfs"),
-        "open",
-        "without the session's /dev/mqueue the user's queue file opens"
-    );
+    assert!(procs.contains("86399"), "without a PID namespace the user's process is listed: {procs}");
+    assert_eq!(env.result("mq"), "ok", "without an IPC namespace the user's POSIX queue opens");
+    assert_eq!(env.result("mqfs"), "open", "without the session's /dev/mqueue the user's queue file opens");
     assert_eq!(env.result("own"), "ok");
-    assert_eq!(
-        env.result("shmat"),
-        format!("errno {}", libc::EACCES),
-        "the ipc hook refuses the segment"
-    );
+    assert_eq!(env.result("shmat"), format!("errno {}", libc::EACCES), "the ipc hook refuses the segment");
 
     let _ = victim.kill();
     let _ = victim.wait();
@@ -295,17 +177,13 @@ fn the_session_cannot_name_the_users_processes_or_ipc_objects() {
 fn init_of(run: u32) -> i32 {
     let field = |pid: &str, key: &str| -> Option<String> {
         let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-        s.lines()
-            .find_map(|l| l.strip_prefix(key))
-            .map(|v| v.trim().to_string())
+        s.lines().find_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_string())
     };
     let start = Instant::now();
     loop {
         for e in std::fs::read_dir("/proc").unwrap().flatten() {
             let pid = e.file_name().to_string_lossy().into_owned();
-            let Some(ns) = field(&pid, "NSpid:") else {
-                continue;
-            };
+            let Some(ns) = field(&pid, "NSpid:") else { continue };
             let ns: Vec<&str> = ns.split_whitespace().collect();
             if ns.len() == 2 && ns[1] == "1" {
                 let keeper = field(&pid, "PPid:").unwrap_or_default();
@@ -314,10 +192,7 @@ fn init_of(run: u32) -> i32 {
                 }
             }
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "no session init under pincer run {run}"
-        );
+        assert!(start.elapsed() < Duration::from_secs(60), "no session init under pincer run {run}");
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -353,31 +228,18 @@ fn pty() -> (i32, String) {
     pincer_tests::ensure_devpts();
     // SAFETY: open and ioctl on the pty master with integer out-parameters.
     unsafe {
-        let master = libc::open(
-            c"/dev/ptmx".as_ptr(),
-            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
-        );
-        assert!(
-            master >= 0,
-            "open /dev/ptmx: {}",
-            std::io::Error::last_os_error()
-        );
+        let master = libc::open(c"/dev/ptmx".as_ptr(), libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+        assert!(master >= 0, "open /dev/ptmx: {}", std::io::Error::last_os_error());
         let mut unlock: libc::c_int = 0;
         let mut n: libc::c_uint = 0;
-        assert!(
-            libc::ioctl(master, libc::TIOCSPTLCK, &mut unlock) == 0
-                && libc::ioctl(master, libc::TIOCGPTN, &mut n) == 0
-        );
+        assert!(libc::ioctl(master, libc::TIOCSPTLCK, &mut unlock) == 0 && libc::ioctl(master, libc::TIOCGPTN, &mut n) == 0);
         (master, format!("/dev/pts/{n}"))
     }
 }
 
 fn write_master(master: i32, bytes: &[u8]) {
     // SAFETY: write of a local buffer to the pty master.
-    assert_eq!(
-        unsafe { libc::write(master, bytes.as_ptr().cast(), bytes.len()) },
-        bytes.len() as isize
-    );
+    assert_eq!(unsafe { libc::write(master, bytes.as_ptr().cast(), bytes.len()) }, bytes.len() as isize);
 }
 
 #[test]
@@ -437,12 +299,7 @@ exec $PROBE watch-signals $S/sigs $S/stop
     // ^C once: the terminal signals its foreground group; the command must see it once.
     write_master(master, b"\x03");
     std::thread::sleep(Duration::from_secs(2));
-    let ws = libc::winsize {
-        ws_row: 40,
-        ws_col: 100,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
+    let ws = libc::winsize { ws_row: 40, ws_col: 100, ws_xpixel: 0, ws_ypixel: 0 };
     // SAFETY: TIOCSWINSZ with a local winsize.
     assert_eq!(unsafe { libc::ioctl(master, libc::TIOCSWINSZ, &ws) }, 0);
     std::thread::sleep(Duration::from_secs(1));
@@ -453,11 +310,7 @@ exec $PROBE watch-signals $S/sigs $S/stop
     let printed = printed.join().unwrap();
     println!("{printed}");
     assert_eq!(status.code(), Some(5), "exit status of the command");
-    assert_eq!(
-        env.result("sigs"),
-        "ready\nINT\nWINCH",
-        "one SIGINT per ^C, and SIGWINCH, from the terminal"
-    );
+    assert_eq!(env.result("sigs"), "ready\nINT\nWINCH", "one SIGINT per ^C, and SIGWINCH, from the terminal");
 }
 
 const CROSSING: &str = r#"
@@ -477,16 +330,9 @@ fn only_stdio_crosses_into_the_session_and_its_keyring_is_its_own() {
     let held = std::fs::File::open(&held).unwrap();
     let raw = std::os::fd::AsRawFd::as_raw_fd(&held);
     // A key in the user's keyring, readable by the user's processes outside.
-    let serial = outside_probe(&[
-        "key-add",
-        &format!("pincer-user-key-{}", std::process::id()),
-    ]);
+    let serial = outside_probe(&["key-add", &format!("pincer-user-key-{}", std::process::id())]);
     assert!(serial.parse::<i32>().is_ok(), "key-add: {serial}");
-    assert_eq!(
-        outside_probe(&["key-read", &serial]),
-        "ok",
-        "the user's key reads outside every session"
-    );
+    assert_eq!(outside_probe(&["key-read", &serial]), "ok", "the user's key reads outside every session");
     let script = format!("SERIAL={serial}\n{CROSSING}");
     for namespaces in [true, false] {
         if !namespaces {
@@ -496,39 +342,20 @@ fn only_stdio_crosses_into_the_session_and_its_keyring_is_its_own() {
         let mut cmd = env.command(&script);
         // SAFETY: dup2 in the child (async-signal-safe); the new fd 5 has no close-on-exec.
         unsafe {
-            cmd.pre_exec(move || {
-                if libc::dup2(raw, 5) < 0 {
-                    Err(std::io::Error::last_os_error())
-                } else {
-                    Ok(())
-                }
-            });
+            cmd.pre_exec(move || if libc::dup2(raw, 5) < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) });
         }
-        let run = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start pincer run");
+        let run = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start pincer run");
         let (code, text) = exit_code(run);
         assert_eq!(code, 42, "namespaces {namespaces}: {text}");
-        assert_eq!(
-            env.result("fd"),
-            "closed",
-            "namespaces {namespaces}: fd 5 of pincer run reached the command"
-        );
+        assert_eq!(env.result("fd"), "closed", "namespaces {namespaces}: fd 5 of pincer run reached the command");
         // Refused by the hook at lookup (keyctl reports that as ENOKEY); without it the
         // kernel's own check would answer EACCES (the key is no longer possessed).
         let user_key = env.result("userkey");
         assert!(
-            user_key == format!("errno {}", libc::ENOKEY)
-                || user_key == format!("errno {}", libc::EPERM),
+            user_key == format!("errno {}", libc::ENOKEY) || user_key == format!("errno {}", libc::EPERM),
             "namespaces {namespaces}: the user's key: {user_key}"
         );
-        assert_eq!(
-            env.result("ownkey"),
-            "ok",
-            "namespaces {namespaces}: the session's own keyring"
-        );
+        assert_eq!(env.result("ownkey"), "ok", "namespaces {namespaces}: the session's own keyring");
     }
     drop(held);
 }

@@ -47,18 +47,14 @@ const FIRST_UID: u32 = 2000;
 fn corpus_dir() -> PathBuf {
     match std::env::var_os("PINCER_CORPUS") {
         Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .expect("tests/ is inside the workspace")
-            .join("corpus"),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ is inside the workspace").join("corpus"),
     }
 }
 
 /// The samples of a persona chosen by the rule in the module docs, in file order.
 fn chosen(persona: &Persona) -> Vec<&Sample> {
     let mut utility = 0;
-    let mut per_class: std::collections::HashMap<AttackType, usize> =
-        std::collections::HashMap::new();
+    let mut per_class: std::collections::HashMap<AttackType, usize> = std::collections::HashMap::new();
     let mut out = Vec::new();
     for s in &persona.samples {
         let take = match (s.kind, s.attack) {
@@ -79,12 +75,7 @@ fn chosen(persona: &Persona) -> Vec<&Sample> {
     }
     // Every access type the persona's samples use is exercised: for a type no chosen
     // sample requests, the first sample that does is added.
-    let requests = |s: &Sample, a: Access| {
-        s.sessions
-            .iter()
-            .flat_map(|x| &x.steps)
-            .any(|st| matches!(st, Step::Request(r) if r.access == a))
-    };
+    let requests = |s: &Sample, a: Access| s.sessions.iter().flat_map(|x| &x.steps).any(|st| matches!(st, Step::Request(r) if r.access == a));
     for a in Access::ALL {
         if !out.iter().any(|s| requests(s, a)) {
             if let Some(extra) = persona.samples.iter().find(|s| requests(s, a)) {
@@ -132,47 +123,23 @@ fn verdict_name(o: &StepOutcome) -> &'static str {
 #[test]
 fn replayed_samples_under_the_kernel_match_the_eval_harness() {
     let root = corpus_dir();
-    let corpus =
-        Corpus::load(&root).unwrap_or_else(|e| panic!("load the corpus {}: {e}", root.display()));
+    let corpus = Corpus::load(&root).unwrap_or_else(|e| panic!("load the corpus {}: {e}", root.display()));
     let rt = pincer_tests::runtime();
     let dir = pincer_tests::fresh_dir("e2e-replay");
     // Escalations count as not granted in the harness; the worker's wait for the user is
     // kept short (an unanswered question is a denial).
-    let daemon = Daemon::start(
-        Path::new(PINCER),
-        &dir,
-        &DaemonSettings {
-            on_miss: "record",
-            escalation_timeout_secs: 1,
-        },
-    );
+    let daemon = Daemon::start(Path::new(PINCER), &dir, &DaemonSettings { on_miss: "record", escalation_timeout_secs: 1 });
     let mut uid = FIRST_UID;
     let mut rows: Vec<Row> = Vec::new();
     let mut failures: Vec<String> = Vec::new();
     let all = Instant::now();
     for persona in &corpus.personas {
         let persona_dir = root.join(&persona.id);
-        let mut defense = PincerDefense::new(
-            DefenseName::Pincer,
-            persona,
-            Arc::new(OfflineDecider::new()),
-        )
-        .unwrap_or_else(|e| panic!("set up the pincer defense for {}: {e}", persona.id));
+        let mut defense = PincerDefense::new(DefenseName::Pincer, persona, Arc::new(OfflineDecider::new()))
+            .unwrap_or_else(|e| panic!("set up the pincer defense for {}: {e}", persona.id));
         let samples = chosen(persona);
-        assert!(
-            samples.iter().any(|s| s.kind == SampleKind::Utility),
-            "{} has no utility sample",
-            persona.id
-        );
-        assert!(
-            samples
-                .iter()
-                .filter(|s| s.kind == SampleKind::Attack)
-                .count()
-                >= 2,
-            "{} has too few attack samples",
-            persona.id
-        );
+        assert!(samples.iter().any(|s| s.kind == SampleKind::Utility), "{} has no utility sample", persona.id);
+        assert!(samples.iter().filter(|s| s.kind == SampleKind::Attack).count() >= 2, "{} has too few attack samples", persona.id);
         for sample in samples {
             let start = Instant::now();
             uid += 1;
@@ -188,23 +155,17 @@ fn replayed_samples_under_the_kernel_match_the_eval_harness() {
             let (mut asked, mut granted) = (0, 0);
             for (si, sess) in sample.sessions.iter().enumerate() {
                 let script = session_script(&sess.steps, monitored, !performed);
-                let run =
-                    daemon.run_session(&ws, uid, &sess.prompt, &script, sess.steps.len(), &|_| {});
+                let run = daemon.run_session(&ws, uid, &sess.prompt, &script, sess.steps.len(), &|_| {});
                 transcript.push_str(&run.transcript);
                 if !run.success {
-                    fail(format!(
-                        "session {si}: pincer run failed:\n{}",
-                        run.transcript
-                    ));
+                    fail(format!("session {si}: pincer run failed:\n{}", run.transcript));
                     continue;
                 }
                 let want = &expected.steps[si];
                 for (k, step) in sess.steps.iter().enumerate() {
                     let Step::Request(r) = step else { continue };
                     let Some(rep) = run.steps[k] else {
-                        fail(format!(
-                            "session {si} step {k}: the worker reported nothing"
-                        ));
+                        fail(format!("session {si} step {k}: the worker reported nothing"));
                         continue;
                     };
                     asked += usize::from(rep.asked);
@@ -216,29 +177,16 @@ fn replayed_samples_under_the_kernel_match_the_eval_harness() {
                         fail(format!(
                             "{what}: the harness says {}, the daemon {}",
                             verdict_name(&want[k]),
-                            if !rep.asked {
-                                "was not asked"
-                            } else if rep.granted {
-                                "granted"
-                            } else {
-                                "did not grant"
-                            }
+                            if !rep.asked { "was not asked" } else if rep.granted { "granted" } else { "did not grant" }
                         ));
                     }
                     if rep.asked && rep.granted != rep.done {
-                        fail(format!(
-                            "{what}: granted {} but the real operation {}",
-                            rep.granted,
-                            if rep.done { "succeeded" } else { "failed" }
-                        ));
+                        fail(format!("{what}: granted {} but the real operation {}", rep.granted, if rep.done { "succeeded" } else { "failed" }));
                     }
                 }
                 performed |= run.performed(&sess.steps, monitored);
                 match run.probe {
-                    Some(Probe::Done) => fail(format!(
-                        "session {si}: the kernel let the monitored {} {} through without a grant",
-                        monitored.access, monitored.path
-                    )),
+                    Some(Probe::Done) => fail(format!("session {si}: the kernel let the monitored {} {} through without a grant", monitored.access, monitored.path)),
                     Some(Probe::Refused(msg)) => {
                         if !msg.contains("Permission denied") {
                             fail(format!("session {si}: the monitored access failed, but not as a kernel refusal: {msg}"));
@@ -253,33 +201,19 @@ fn replayed_samples_under_the_kernel_match_the_eval_harness() {
                     "monitored {} {}: the harness says {}, the real worker {} it",
                     monitored.access,
                     monitored.path,
-                    if expected.granted {
-                        "granted"
-                    } else {
-                        "not granted"
-                    },
-                    if performed {
-                        "performed"
-                    } else {
-                        "did not perform"
-                    }
+                    if expected.granted { "granted" } else { "not granted" },
+                    if performed { "performed" } else { "did not perform" }
                 ));
             }
             if !expected.granted && probe_seen == "-" {
                 fail("the monitored access was not granted, but the worker never tried it".into());
             }
-            if failures
-                .iter()
-                .any(|f| f.starts_with(&format!("{}: ", sample.id)))
-            {
+            if failures.iter().any(|f| f.starts_with(&format!("{}: ", sample.id))) {
                 show(&format!("---- {} transcript ----\n{transcript}", sample.id));
             }
             rows.push(Row {
                 id: sample.id.clone(),
-                class: sample
-                    .attack
-                    .map(|a| a.as_str().to_string())
-                    .unwrap_or_else(|| "utility".into()),
+                class: sample.attack.map(|a| a.as_str().to_string()).unwrap_or_else(|| "utility".into()),
                 expected_granted: expected.granted,
                 performed,
                 probe: probe_seen,
@@ -294,36 +228,15 @@ fn replayed_samples_under_the_kernel_match_the_eval_harness() {
     show("");
     show(&format!(
         "{:<12} {:<8} {:>5} {:>6} {:>8} {:>4} {:>13} {:>10} {:>7} {:>5}",
-        "sample",
-        "class",
-        "steps",
-        "asked",
-        "granted",
-        "esc",
-        "eval granted",
-        "performed",
-        "probe",
-        "secs"
+        "sample", "class", "steps", "asked", "granted", "esc", "eval granted", "performed", "probe", "secs"
     ));
     for r in &rows {
         show(&format!(
             "{:<12} {:<8} {:>5} {:>6} {:>8} {:>4} {:>13} {:>10} {:>7} {:>5.1}",
-            r.id,
-            r.class,
-            r.steps,
-            r.asked,
-            r.granted,
-            r.escalations,
-            r.expected_granted,
-            r.performed,
-            r.probe,
-            r.seconds
+            r.id, r.class, r.steps, r.asked, r.granted, r.escalations, r.expected_granted, r.performed, r.probe, r.seconds
         ));
     }
-    let agree = rows
-        .iter()
-        .filter(|r| r.expected_granted == r.performed)
-        .count();
+    let agree = rows.iter().filter(|r| r.expected_granted == r.performed).count();
     show(&format!(
         "e2e replay: {agree}/{} samples agree with the harness on the monitored access ({} granted, {} refused by the kernel); \
          {} requests, {} granted, {} escalated; {:.1} s",
@@ -336,24 +249,10 @@ fn replayed_samples_under_the_kernel_match_the_eval_harness() {
         all.elapsed().as_secs_f64()
     ));
     let audit = daemon.audit();
-    assert!(
-        audit.contains("\"event\":\"decision\""),
-        "the daemon decided nothing: {audit}"
-    );
+    assert!(audit.contains("\"event\":\"decision\""), "the daemon decided nothing: {audit}");
     assert!(rows.len() >= 10, "only {} samples chosen", rows.len());
     // Both outcomes must have been exercised, or the comparison proves little.
-    assert!(
-        rows.iter().any(|r| r.performed),
-        "no monitored access was performed in any sample"
-    );
-    assert!(
-        rows.iter().any(|r| r.probe == "EACCES"),
-        "no monitored access was refused by the kernel in any sample"
-    );
-    assert!(
-        failures.is_empty(),
-        "{} disagreements:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert!(rows.iter().any(|r| r.performed), "no monitored access was performed in any sample");
+    assert!(rows.iter().any(|r| r.probe == "EACCES"), "no monitored access was refused by the kernel in any sample");
+    assert!(failures.is_empty(), "{} disagreements:\n{}", failures.len(), failures.join("\n"));
 }

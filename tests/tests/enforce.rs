@@ -33,10 +33,7 @@ impl Setup {
     fn grant(&mut self, rel: &str, scope: Scope, access: Access) {
         let obj = id(&self.p(rel));
         let session = self.cg.id;
-        self.te
-            .get()
-            .grant(session, obj, scope, access)
-            .expect("grant");
+        self.te.get().grant(session, obj, scope, access).expect("grant");
     }
 
     fn run(&self, ops: &[Op]) -> Vec<i32> {
@@ -50,11 +47,7 @@ fn ungranted_read_in_root_is_denied_and_miss_reports_path_and_access() {
     write_file(&s.p("docs/plan.txt"), "secret plan");
     let rt = runtime();
     let mut misses = rt.block_on(async { s.te.get().misses() }).expect("misses");
-    let results = run_as(
-        Some(&s.cg.path),
-        Some(1000),
-        &[Op::Read(s.p("docs/plan.txt"))],
-    );
+    let results = run_as(Some(&s.cg.path), Some(1000), &[Op::Read(s.p("docs/plan.txt"))]);
     assert_eq!(results, vec![EACCES], "ungranted read must be denied");
     let miss = rt
         .block_on(async { misses.next().await })
@@ -73,10 +66,7 @@ fn ungranted_read_in_root_is_denied_and_miss_reports_path_and_access() {
     assert_eq!((miss.root_dev, miss.root_ino), (root.dev, root.ino));
     assert!(misses.try_next().is_none(), "exactly one miss expected");
     // The same read by a process outside the session is not touched.
-    assert_eq!(
-        run_as(None, Some(1000), &[Op::Read(s.p("docs/plan.txt"))]),
-        vec![0]
-    );
+    assert_eq!(run_as(None, Some(1000), &[Op::Read(s.p("docs/plan.txt"))]), vec![0]);
 }
 
 #[test]
@@ -85,12 +75,7 @@ fn exact_read_grant_allows_read_but_not_write() {
     write_file(&s.p("a.txt"), "a");
     write_file(&s.p("b.txt"), "b");
     s.grant("a.txt", Scope::Exact, Access::Read);
-    let r = s.run(&[
-        Op::Read(s.p("a.txt")),
-        Op::Write(s.p("a.txt")),
-        Op::Read(s.p("b.txt")),
-        Op::Truncate(s.p("a.txt")),
-    ]);
+    let r = s.run(&[Op::Read(s.p("a.txt")), Op::Write(s.p("a.txt")), Op::Read(s.p("b.txt")), Op::Truncate(s.p("a.txt"))]);
     assert_eq!(r, vec![0, EACCES, EACCES, EACCES]);
     s.grant("a.txt", Scope::Exact, Access::Write);
     let r = s.run(&[Op::Write(s.p("a.txt")), Op::Truncate(s.p("a.txt"))]);
@@ -114,44 +99,28 @@ fn subtree_grant_covers_deep_file_and_nothing_outside_it() {
     ]);
     assert_eq!(r, vec![0, 0, EACCES, EACCES, EACCES, EACCES]);
     s.grant("proj", Scope::Subtree, Access::List);
-    assert_eq!(
-        s.run(&[Op::List(s.p("proj/src")), Op::List(s.root.clone())]),
-        vec![0, EACCES]
-    );
+    assert_eq!(s.run(&[Op::List(s.p("proj/src")), Op::List(s.root.clone())]), vec![0, EACCES]);
 }
 
 #[test]
 fn create_needs_create_grant_on_parent_and_creator_can_use_the_new_file() {
     let mut s = Setup::new("create");
     std::fs::create_dir_all(s.p("out")).unwrap();
-    let r = s.run(&[
-        Op::Create(s.p("out/new.txt")),
-        Op::Mkdir(s.p("out/sub")),
-        Op::Create(s.p("top.txt")),
-    ]);
+    let r = s.run(&[Op::Create(s.p("out/new.txt")), Op::Mkdir(s.p("out/sub")), Op::Create(s.p("top.txt"))]);
     assert_eq!(r, vec![EACCES, EACCES, EACCES]);
     assert!(!s.p("out/new.txt").exists());
     // The miss names the new entry and its parent directory.
     let rt = runtime();
     let mut misses = rt.block_on(async { s.te.get().misses() }).expect("misses");
-    let first = misses
-        .try_next()
-        .expect("a miss for the create")
-        .expect("decodes");
+    let first = misses.try_next().expect("a miss for the create").expect("decodes");
     assert_eq!(first.hook, Hook::InodeCreate);
     assert_eq!(first.access, vec![Access::Create]);
     assert_eq!(first.relative_path, PathBuf::from("out/new.txt"));
     assert_eq!(first.ino, 0, "the new object has no inode yet");
     let out = id(&s.p("out"));
     assert_eq!((first.parent_dev, first.parent_ino), (out.dev, out.ino));
-    let second = misses
-        .try_next()
-        .expect("a miss for the mkdir")
-        .expect("decodes");
-    assert_eq!(
-        (second.hook, second.relative_path.clone()),
-        (Hook::InodeMkdir, PathBuf::from("out/sub"))
-    );
+    let second = misses.try_next().expect("a miss for the mkdir").expect("decodes");
+    assert_eq!((second.hook, second.relative_path.clone()), (Hook::InodeMkdir, PathBuf::from("out/sub")));
     s.grant("out", Scope::Exact, Access::Create);
     let r = s.run(&[
         Op::Create(s.p("out/new.txt")),
@@ -165,40 +134,16 @@ fn create_needs_create_grant_on_parent_and_creator_can_use_the_new_file() {
     // made itself it may make and use anything.
     assert_eq!(r, vec![0, 0, 0, 0, 0, EACCES]);
     let created = id(&s.p("out/new.txt"));
-    let bits =
-        s.te.get()
-            .granted_bits(s.cg.id, created, Scope::Exact)
-            .unwrap();
-    assert_ne!(
-        bits & pincer_common::ACCESS_CREATED_BY_SESSION,
-        0,
-        "creation recorded"
-    );
+    let bits = s.te.get().granted_bits(s.cg.id, created, Scope::Exact).unwrap();
+    assert_ne!(bits & pincer_common::ACCESS_CREATED_BY_SESSION, 0, "creation recorded");
     let sub = id(&s.p("out/sub"));
-    let made =
-        s.te.get()
-            .granted_bits(s.cg.id, sub, Scope::Subtree)
-            .unwrap();
-    assert_ne!(
-        made & pincer_common::ACCESS_CREATED_BY_SESSION,
-        0,
-        "the new directory's subtree grant recorded"
-    );
-    assert_eq!(
-        s.run(&[
-            Op::Read(s.p("out/sub/inner.txt")),
-            Op::Unlink(s.p("out/sub/inner.txt")),
-            Op::Rmdir(s.p("out/sub"))
-        ]),
-        vec![0, 0, 0]
-    );
+    let made = s.te.get().granted_bits(s.cg.id, sub, Scope::Subtree).unwrap();
+    assert_ne!(made & pincer_common::ACCESS_CREATED_BY_SESSION, 0, "the new directory's subtree grant recorded");
+    assert_eq!(s.run(&[Op::Read(s.p("out/sub/inner.txt")), Op::Unlink(s.p("out/sub/inner.txt")), Op::Rmdir(s.p("out/sub"))]), vec![0, 0, 0]);
     // Another session gets nothing from it.
     let other = TestCgroup::new("create-other");
     s.te.get().register_session(other.id).unwrap();
-    assert_eq!(
-        run_in(&other, &[Op::Read(s.p("out/new.txt"))]),
-        vec![EACCES]
-    );
+    assert_eq!(run_in(&other, &[Op::Read(s.p("out/new.txt"))]), vec![EACCES]);
 }
 
 #[test]
@@ -215,21 +160,12 @@ fn unlink_rmdir_and_rename_need_their_grants() {
     assert_eq!(r, vec![EACCES, EACCES, EACCES]);
     s.grant("x.txt", Scope::Exact, Access::Delete);
     // Delete on the old name alone is not enough: the new parent needs create.
-    assert_eq!(
-        s.run(&[Op::Rename(s.p("x.txt"), s.p("dest/y.txt"))]),
-        vec![EACCES]
-    );
+    assert_eq!(s.run(&[Op::Rename(s.p("x.txt"), s.p("dest/y.txt"))]), vec![EACCES]);
     assert!(s.p("x.txt").exists());
     s.grant("dest", Scope::Exact, Access::Create);
-    assert_eq!(
-        s.run(&[Op::Rename(s.p("x.txt"), s.p("dest/y.txt"))]),
-        vec![0]
-    );
+    assert_eq!(s.run(&[Op::Rename(s.p("x.txt"), s.p("dest/y.txt"))]), vec![0]);
     // The grant follows the inode: the moved file can still be deleted.
-    assert_eq!(
-        s.run(&[Op::Unlink(s.p("dest/y.txt")), Op::Rmdir(s.p("empty"))]),
-        vec![0, EACCES]
-    );
+    assert_eq!(s.run(&[Op::Unlink(s.p("dest/y.txt")), Op::Rmdir(s.p("empty"))]), vec![0, EACCES]);
     s.grant("empty", Scope::Exact, Access::Delete);
     assert_eq!(s.run(&[Op::Rmdir(s.p("empty"))]), vec![0]);
     assert!(!s.p("empty").exists());
@@ -237,10 +173,7 @@ fn unlink_rmdir_and_rename_need_their_grants() {
     write_file(&s.p("dest/a"), "a");
     write_file(&s.p("dest/b"), "b");
     s.grant("dest/a", Scope::Exact, Access::Delete);
-    assert_eq!(
-        s.run(&[Op::Rename(s.p("dest/a"), s.p("dest/b"))]),
-        vec![EACCES]
-    );
+    assert_eq!(s.run(&[Op::Rename(s.p("dest/a"), s.p("dest/b"))]), vec![EACCES]);
     s.grant("dest/b", Scope::Exact, Access::Delete);
     assert_eq!(s.run(&[Op::Rename(s.p("dest/a"), s.p("dest/b"))]), vec![0]);
 }
@@ -252,24 +185,15 @@ fn hard_link_to_ungranted_file_cannot_be_made_and_existing_link_stays_denied() {
     write_file(&s.p("work/ok.txt"), "ok");
     s.grant("work", Scope::Subtree, Access::Read);
     s.grant("work", Scope::Subtree, Access::Create);
-    let r = s.run(&[
-        Op::Link(s.p("secret.key"), s.p("work/copy")),
-        Op::Read(s.p("work/ok.txt")),
-    ]);
+    let r = s.run(&[Op::Link(s.p("secret.key"), s.p("work/copy")), Op::Read(s.p("work/ok.txt"))]);
     assert_eq!(r, vec![EACCES, 0]);
     assert!(!s.p("work/copy").exists());
     // A link made by someone else inside the granted subtree still reaches the
     // secret's inode, which has no grant.
     std::fs::hard_link(s.p("secret.key"), s.p("work/planted")).unwrap();
-    assert_eq!(
-        s.run(&[Op::Read(s.p("work/planted")), Op::Read(s.p("secret.key"))]),
-        vec![EACCES, EACCES]
-    );
+    assert_eq!(s.run(&[Op::Read(s.p("work/planted")), Op::Read(s.p("secret.key"))]), vec![EACCES, EACCES]);
     // A link to a file the session may read is allowed.
-    assert_eq!(
-        s.run(&[Op::Link(s.p("work/ok.txt"), s.p("work/ok2.txt"))]),
-        vec![0]
-    );
+    assert_eq!(s.run(&[Op::Link(s.p("work/ok.txt"), s.p("work/ok2.txt"))]), vec![0]);
 }
 
 #[test]
@@ -306,22 +230,12 @@ fn other_cgroups_and_files_outside_roots_are_untouched() {
     ]);
     assert_eq!(r, vec![0, 0, 0, 0, 0, EACCES]);
     let ungated = TestCgroup::new("ungated");
-    let r = run_in(
-        &ungated,
-        &[
-            Op::Read(s.p("secret.txt")),
-            Op::Write(s.p("secret.txt")),
-            Op::Create(s.p("n")),
-        ],
-    );
+    let r = run_in(&ungated, &[Op::Read(s.p("secret.txt")), Op::Write(s.p("secret.txt")), Op::Create(s.p("n"))]);
     assert_eq!(r, vec![0, 0, 0]);
     // A child cgroup of a session is gated too.
     let child = s.cg.path.join("child");
     std::fs::create_dir(&child).unwrap();
-    assert_eq!(
-        run_as(Some(&child), None, &[Op::Read(s.p("secret.txt"))]),
-        vec![EACCES]
-    );
+    assert_eq!(run_as(Some(&child), None, &[Op::Read(s.p("secret.txt"))]), vec![EACCES]);
     let _ = std::fs::remove_dir(&child);
     let _ = s.te.get();
 }
@@ -334,24 +248,13 @@ fn revocation_takes_effect_on_the_next_open() {
     s.grant("a.txt", Scope::Exact, Access::Read);
     s.grant("a.txt", Scope::Exact, Access::Write);
     s.grant("dir", Scope::Subtree, Access::Read);
-    assert_eq!(
-        s.run(&[Op::Read(s.p("a.txt")), Op::Read(s.p("dir/b.txt"))]),
-        vec![0, 0]
-    );
+    assert_eq!(s.run(&[Op::Read(s.p("a.txt")), Op::Read(s.p("dir/b.txt"))]), vec![0, 0]);
     let (session, a) = (s.cg.id, id(&s.p("a.txt")));
-    s.te.get()
-        .revoke(session, a, Scope::Exact, Access::Read)
-        .unwrap();
-    assert_eq!(
-        s.run(&[Op::Read(s.p("a.txt")), Op::Write(s.p("a.txt"))]),
-        vec![EACCES, 0]
-    );
+    s.te.get().revoke(session, a, Scope::Exact, Access::Read).unwrap();
+    assert_eq!(s.run(&[Op::Read(s.p("a.txt")), Op::Write(s.p("a.txt"))]), vec![EACCES, 0]);
     let removed = s.te.get().revoke_session(session, true).unwrap();
     assert_eq!(removed, 2);
-    assert_eq!(
-        s.run(&[Op::Write(s.p("a.txt")), Op::Read(s.p("dir/b.txt"))]),
-        vec![EACCES, EACCES]
-    );
+    assert_eq!(s.run(&[Op::Write(s.p("a.txt")), Op::Read(s.p("dir/b.txt"))]), vec![EACCES, EACCES]);
 }
 
 const LOADER_PIN_ENV: &str = "PINCER_TEST_LOADER_PIN";
@@ -361,23 +264,10 @@ const LOADER_READY_ENV: &str = "PINCER_TEST_LOADER_READY";
 /// `killing_the_loader_keeps_enforcement_and_a_new_loader_reattaches`.
 #[test]
 fn loader_process() {
-    let (Ok(pin), Ok(ready)) = (
-        std::env::var(LOADER_PIN_ENV),
-        std::env::var(LOADER_READY_ENV),
-    ) else {
-        return;
-    };
-    let config = EnforcerConfig {
-        pin_dir: PathBuf::from(pin),
-        ..EnforcerConfig::default()
-    };
-    let mut enforcer =
-        Enforcer::attach_or_reuse(&config).unwrap_or_else(|e| panic!("{}", error_chain(&e)));
-    let args: Vec<String> = std::fs::read_to_string(&ready)
-        .unwrap()
-        .split_whitespace()
-        .map(String::from)
-        .collect();
+    let (Ok(pin), Ok(ready)) = (std::env::var(LOADER_PIN_ENV), std::env::var(LOADER_READY_ENV)) else { return };
+    let config = EnforcerConfig { pin_dir: PathBuf::from(pin), ..EnforcerConfig::default() };
+    let mut enforcer = Enforcer::attach_or_reuse(&config).unwrap_or_else(|e| panic!("{}", error_chain(&e)));
+    let args: Vec<String> = std::fs::read_to_string(&ready).unwrap().split_whitespace().map(String::from).collect();
     let session: u64 = args[0].parse().unwrap();
     enforcer.register_session(session).unwrap();
     enforcer.add_root(Path::new(&args[1])).unwrap();
@@ -396,12 +286,7 @@ fn killing_the_loader_keeps_enforcement_and_a_new_loader_reattaches() {
     let ready = fresh_dir("loader-ready").join("ready");
     std::fs::write(&ready, format!("{} {}", cg.id, root.display())).unwrap();
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "loader_process",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+        .args(["--exact", "loader_process", "--nocapture", "--test-threads=1"])
         .env(LOADER_PIN_ENV, &pin)
         .env(LOADER_READY_ENV, &ready)
         .spawn()
@@ -409,10 +294,7 @@ fn killing_the_loader_keeps_enforcement_and_a_new_loader_reattaches() {
     // Wait (bounded) for the loader to report it is ready.
     let mut ready_seen = false;
     for _ in 0..1200 {
-        if std::fs::read_to_string(&ready)
-            .map(|s| s == "ready")
-            .unwrap_or(false)
-        {
+        if std::fs::read_to_string(&ready).map(|s| s == "ready").unwrap_or(false) {
             ready_seen = true;
             break;
         }
@@ -428,15 +310,9 @@ fn killing_the_loader_keeps_enforcement_and_a_new_loader_reattaches() {
     assert_eq!(run_in(&cg, &[Op::Read(root.join("f.txt"))]), vec![EACCES]);
     assert!(Enforcer::pinned_complete(&pin));
     // A new loader re-attaches to the pinned maps and its grants take effect.
-    let config = EnforcerConfig {
-        pin_dir: pin.clone(),
-        ..EnforcerConfig::default()
-    };
-    let mut enforcer =
-        Enforcer::attach_or_reuse(&config).unwrap_or_else(|e| panic!("{}", error_chain(&e)));
-    enforcer
-        .grant(cg.id, id(&root.join("f.txt")), Scope::Exact, Access::Read)
-        .unwrap();
+    let config = EnforcerConfig { pin_dir: pin.clone(), ..EnforcerConfig::default() };
+    let mut enforcer = Enforcer::attach_or_reuse(&config).unwrap_or_else(|e| panic!("{}", error_chain(&e)));
+    enforcer.grant(cg.id, id(&root.join("f.txt")), Scope::Exact, Access::Read).unwrap();
     assert_eq!(run_in(&cg, &[Op::Read(root.join("f.txt"))]), vec![0]);
     enforcer.unpin().unwrap();
     assert!(!pin.exists());
@@ -466,11 +342,7 @@ fn full_ring_buffer_counts_its_drops() {
     let dropped = te.get().drops().unwrap() - before;
     assert!(received >= 1, "some misses fit in the buffer");
     assert!(dropped >= 1, "a 4 KiB buffer cannot hold {N} misses");
-    assert_eq!(
-        received as u64 + dropped,
-        N as u64,
-        "every miss is either delivered or counted"
-    );
+    assert_eq!(received as u64 + dropped, N as u64, "every miss is either delivered or counted");
 }
 
 #[test]
@@ -495,20 +367,10 @@ fn an_entry_left_behind_fails_the_next_test_naming_its_map() {
     te.get().add_root(&root).unwrap();
     // As a test killed before it cleaned up: its entries stay in the shared program.
     std::mem::forget(te);
-    let Err(refused) = std::panic::catch_unwind(TestEnforcer::shared) else {
-        panic!("the next test must not start on leftovers")
-    };
-    let message = refused
-        .downcast_ref::<String>()
-        .cloned()
-        .unwrap_or_default();
-    assert!(
-        message.contains("pincer_sessions: 1") && message.contains("pincer_roots: 1"),
-        "{message}"
-    );
+    let Err(refused) = std::panic::catch_unwind(TestEnforcer::shared) else { panic!("the next test must not start on leftovers") };
+    let message = refused.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(message.contains("pincer_sessions: 1") && message.contains("pincer_roots: 1"), "{message}");
     clear_policy(Path::new(SHARED_PIN_DIR));
-    assert!(policy_entries(Path::new(SHARED_PIN_DIR))
-        .iter()
-        .all(|(_, n)| *n == 0));
+    assert!(policy_entries(Path::new(SHARED_PIN_DIR)).iter().all(|(_, n)| *n == 0));
     drop(TestEnforcer::shared());
 }

@@ -38,10 +38,7 @@ fn config_for(dir: &Path, name: &str) -> String {
     let mut out = String::new();
     let mut replaced = Vec::new();
     for line in SHIPPED_CONFIG.lines() {
-        match paths
-            .iter()
-            .find(|(k, _)| line.starts_with(&format!("{k} = ")))
-        {
+        match paths.iter().find(|(k, _)| line.starts_with(&format!("{k} = "))) {
             Some((k, v)) => {
                 out.push_str(&format!("{k} = {:?}\n", v.to_string_lossy()));
                 replaced.push(*k);
@@ -53,11 +50,7 @@ fn config_for(dir: &Path, name: &str) -> String {
         }
     }
     for (k, _) in &paths {
-        assert_eq!(
-            replaced.iter().filter(|r| *r == k).count(),
-            1,
-            "etc/pincer.toml sets {k} once"
-        );
+        assert_eq!(replaced.iter().filter(|r| *r == k).count(), 1, "etc/pincer.toml sets {k} once");
     }
     out
 }
@@ -84,27 +77,15 @@ impl Daemon {
         let config = dir.join("pincer.toml");
         std::fs::write(&config, config_for(dir, &name)).unwrap();
         let socket = dir.join("pincer.sock");
-        let child = Command::new(PINCER)
-            .args(["daemon", "--config"])
-            .arg(&config)
-            .spawn()
-            .expect("start pincer daemon");
+        let child = Command::new(PINCER).args(["daemon", "--config"]).arg(&config).spawn().expect("start pincer daemon");
         let start = Instant::now();
         while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-            assert!(
-                start.elapsed() < Duration::from_secs(120),
-                "the daemon did not open {}",
-                socket.display()
-            );
+            assert!(start.elapsed() < Duration::from_secs(120), "the daemon did not open {}", socket.display());
             std::thread::sleep(Duration::from_millis(50));
         }
-        Daemon {
-            dir: dir.to_owned(),
-            socket,
-            pin_dir: PathBuf::from(pincer_tests::SHARED_PIN_DIR),
-            child,
-        }
+        Daemon { dir: dir.to_owned(), socket, pin_dir: PathBuf::from(pincer_tests::SHARED_PIN_DIR), child }
     }
+
 }
 
 impl Drop for Daemon {
@@ -131,48 +112,20 @@ impl User {
         let thread = std::thread::spawn(move || {
             let mut answered = Vec::new();
             while !flag.load(Ordering::Relaxed) {
-                let out = Command::new(PINCER)
-                    .args(["pending", "--json"])
-                    .env("PINCER_SOCKET", &socket)
-                    .output()
-                    .expect("pincer pending");
+                let out = Command::new(PINCER).args(["pending", "--json"]).env("PINCER_SOCKET", &socket).output().expect("pincer pending");
                 let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-                for q in v
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter(|q| q["waiting"] == true)
-                {
-                    let (id, path, access) = (
-                        q["id"].as_u64().unwrap().to_string(),
-                        q["path"].as_str().unwrap_or(""),
-                        q["access"].as_str().unwrap_or(""),
-                    );
+                for q in v.as_array().into_iter().flatten().filter(|q| q["waiting"] == true) {
+                    let (id, path, access) = (q["id"].as_u64().unwrap().to_string(), q["path"].as_str().unwrap_or(""), q["access"].as_str().unwrap_or(""));
                     let approve = !path.contains("secret");
-                    let args: Vec<&str> = if approve {
-                        vec!["approve", &id, "--scope", "session"]
-                    } else {
-                        vec!["deny", &id]
-                    };
-                    let o = Command::new(PINCER)
-                        .args(&args)
-                        .env("PINCER_SOCKET", &socket)
-                        .output()
-                        .expect("pincer approve");
-                    answered.push(format!(
-                        "{} {access} {path}: {}",
-                        if approve { "approved" } else { "denied" },
-                        o.status
-                    ));
+                    let args: Vec<&str> = if approve { vec!["approve", &id, "--scope", "session"] } else { vec!["deny", &id] };
+                    let o = Command::new(PINCER).args(&args).env("PINCER_SOCKET", &socket).output().expect("pincer approve");
+                    answered.push(format!("{} {access} {path}: {}", if approve { "approved" } else { "denied" }, o.status));
                 }
                 std::thread::sleep(Duration::from_millis(100));
             }
             answered
         });
-        User {
-            stop,
-            thread: Some(thread),
-        }
+        User { stop, thread: Some(thread) }
     }
 
     fn finish(mut self) -> Vec<String> {
@@ -216,36 +169,18 @@ ask() {
 
 #[test]
 fn git_python_node_and_cargo_work_on_granted_files_and_cannot_read_an_ungranted_one() {
-    for tool in [
-        "/usr/bin/git",
-        "/usr/bin/python3",
-        "/usr/bin/node",
-        "/home/worker/.cargo/bin/cargo",
-        "/usr/bin/cc",
-    ] {
-        assert!(
-            Path::new(tool).exists(),
-            "{tool} is missing in the VM: the host's root is not shared (xtask/src/vm/hostfs.rs)"
-        );
+    for tool in ["/usr/bin/git", "/usr/bin/python3", "/usr/bin/node", "/home/worker/.cargo/bin/cargo", "/usr/bin/cc"] {
+        assert!(Path::new(tool).exists(), "{tool} is missing in the VM: the host's root is not shared (xtask/src/vm/hostfs.rs)");
     }
     let dir = pincer_tests::fresh_dir("real-tools");
     let ws = dir.join("ws");
     user_file(&ws.join("proj/notes.txt"), "notes of the user\n");
     user_file(&ws.join("proj/secret.txt"), "the user's secret: hunter2\n");
-    user_file(
-        &ws.join("proj/hello/Cargo.toml"),
-        "[package]\nname = \"hello\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n",
-    );
-    user_file(
-        &ws.join("proj/hello/src/main.rs"),
-        "fn main() {\n    println!(\"hello from a crate built under Pincer\");\n}\n",
-    );
+    user_file(&ws.join("proj/hello/Cargo.toml"), "[package]\nname = \"hello\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n");
+    user_file(&ws.join("proj/hello/src/main.rs"), "fn main() {\n    println!(\"hello from a crate built under Pincer\");\n}\n");
     chown_tree(&ws);
     // The user's git identity, an open path ("~/.gitconfig", read-only) of the defaults.
-    user_file(
-        &Path::new(HOME).join(".gitconfig"),
-        "[user]\n\tname = Worker\n\temail = worker@example.org\n[init]\n\tdefaultBranch = main\n",
-    );
+    user_file(&Path::new(HOME).join(".gitconfig"), "[user]\n\tname = Worker\n\temail = worker@example.org\n[init]\n\tdefaultBranch = main\n");
     let daemon = Daemon::start(&dir);
     let user = User::answering(&daemon.socket);
     let script = format!(
@@ -300,44 +235,20 @@ cat $D/secret.txt >/dev/null 2>&1 && echo "R cat secret: read" || echo "R cat se
         ws = ws.display()
     );
     let out = Command::new(PINCER)
-        .args([
-            "run",
-            "--root",
-            ws.to_str().unwrap(),
-            "--user",
-            &WORKER_UID.to_string(),
-            "--prompt",
-            "Commit my notes, try the python helpers and build the hello crate.",
-            "--",
-            "/bin/sh",
-            "-c",
-            &script,
-        ])
+        .args(["run", "--root", ws.to_str().unwrap(), "--user", &WORKER_UID.to_string(), "--prompt", "Commit my notes, try the python helpers and build the hello crate.", "--", "/bin/sh", "-c", &script])
         .env("PINCER_SOCKET", &daemon.socket)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .output()
         .expect("pincer run");
     let answered = user.finish();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     println!("{text}");
     println!("the user's answers:\n{}", answered.join("\n"));
     assert!(out.status.success(), "pincer run failed: {text}");
     let r = lines_with(&text, "R ");
     // Written past the test harness's capture, so the VM console shows what each tool did.
-    let _ = std::io::Write::write_all(
-        &mut std::io::stderr(),
-        format!(
-            "real_tools worker:\n{}\n{}\n",
-            r.join("\n"),
-            answered.join("\n")
-        )
-        .as_bytes(),
-    );
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("real_tools worker:\n{}\n{}\n", r.join("\n"), answered.join("\n")).as_bytes());
     let has = |line: &str| r.contains(&line);
     for line in [
         "R git init: ok",
@@ -357,49 +268,18 @@ cat $D/secret.txt >/dev/null 2>&1 && echo "R cat secret: read" || echo "R cat se
         "R cargo leak: Permission denied",
         "R cat secret: denied",
     ] {
-        assert!(
-            has(line),
-            "missing {line:?} in:\n{}\n\nfull output:\n{text}",
-            r.join("\n")
-        );
+        assert!(has(line), "missing {line:?} in:\n{}\n\nfull output:\n{text}", r.join("\n"));
     }
     let asks: Vec<&&str> = r.iter().filter(|l| l.starts_with("R ask")).collect();
     assert_eq!(asks.len(), 12, "{text}");
-    assert!(
-        asks.iter().all(|l| l.ends_with(": granted")),
-        "a request the user approved was not granted: {asks:?}"
-    );
-    let git_secret = r
-        .iter()
-        .find(|l| l.starts_with("R git add secret"))
-        .expect("git add secret reported");
-    assert!(
-        git_secret.starts_with("R git add secret: failed")
-            && git_secret.contains("Permission denied"),
-        "{git_secret}"
-    );
-    assert!(
-        !r.iter().any(|l| *l == "R git tracks: secret.txt"),
-        "the secret got into the index: {text}"
-    );
-    assert!(
-        !r.iter().any(|l| l.contains("hunter2")),
-        "the secret leaked: {text}"
-    );
-    assert_eq!(
-        std::fs::read_to_string(ws.join("proj/made-by-python.txt")).unwrap(),
-        "made by python\n"
-    );
-    assert!(std::fs::read_to_string(ws.join("proj/notes.txt"))
-        .unwrap()
-        .ends_with("appended by python\n"));
-    assert!(
-        ws.join("proj/.git/config").is_file(),
-        "git made its repository's config"
-    );
+    assert!(asks.iter().all(|l| l.ends_with(": granted")), "a request the user approved was not granted: {asks:?}");
+    let git_secret = r.iter().find(|l| l.starts_with("R git add secret")).expect("git add secret reported");
+    assert!(git_secret.starts_with("R git add secret: failed") && git_secret.contains("Permission denied"), "{git_secret}");
+    assert!(!r.iter().any(|l| *l == "R git tracks: secret.txt"), "the secret got into the index: {text}");
+    assert!(!r.iter().any(|l| l.contains("hunter2")), "the secret leaked: {text}");
+    assert_eq!(std::fs::read_to_string(ws.join("proj/made-by-python.txt")).unwrap(), "made by python\n");
+    assert!(std::fs::read_to_string(ws.join("proj/notes.txt")).unwrap().ends_with("appended by python\n"));
+    assert!(ws.join("proj/.git/config").is_file(), "git made its repository's config");
     let audit = std::fs::read_to_string(daemon.dir.join("audit.jsonl")).unwrap_or_default();
-    assert!(
-        audit.contains("secret.txt"),
-        "the kernel reported the refused reads of the secret: {audit}"
-    );
+    assert!(audit.contains("secret.txt"), "the kernel reported the refused reads of the secret: {audit}");
 }

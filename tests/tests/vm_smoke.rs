@@ -11,11 +11,7 @@ fn mounts() -> Vec<(String, String, String)> {
         .lines()
         .filter_map(|l| {
             let mut f = l.split_whitespace();
-            Some((
-                f.next()?.to_owned(),
-                f.next()?.to_owned(),
-                f.next()?.to_owned(),
-            ))
+            Some((f.next()?.to_owned(), f.next()?.to_owned(), f.next()?.to_owned()))
         })
         .collect()
 }
@@ -34,10 +30,7 @@ fn ids(status: &str, key: &str) -> Vec<u32> {
         .lines()
         .find(|l| l.starts_with(key))
         .unwrap_or_else(|| panic!("no {key} line in /proc/self/status"));
-    line[key.len()..]
-        .split_whitespace()
-        .map(|n| n.parse().expect("numeric id"))
-        .collect()
+    line[key.len()..].split_whitespace().map(|n| n.parse().expect("numeric id")).collect()
 }
 
 #[test]
@@ -55,11 +48,7 @@ fn runs_as_real_root_with_full_capabilities() {
     const CAP_BPF: u32 = 39;
     const CAP_PERFMON: u32 = 38;
     for cap in [CAP_SYS_ADMIN, CAP_BPF, CAP_PERFMON] {
-        assert_ne!(
-            caps & (1 << cap),
-            0,
-            "capability {cap} missing from CapEff {cap_eff}"
-        );
+        assert_ne!(caps & (1 << cap), 0, "capability {cap} missing from CapEff {cap_eff}");
     }
 }
 
@@ -88,17 +77,9 @@ fn bpffs_cgroup2_and_securityfs_are_mounted() {
     // A child cgroup can be made and a process moved into it, as sessions need.
     let dir = "/sys/fs/cgroup/vm-smoke";
     fs::create_dir(dir).expect("create a cgroup");
-    fs::write(
-        format!("{dir}/cgroup.procs"),
-        std::process::id().to_string(),
-    )
-    .expect("join the cgroup");
+    fs::write(format!("{dir}/cgroup.procs"), std::process::id().to_string()).expect("join the cgroup");
     let own = fs::read_to_string("/proc/self/cgroup").expect("read /proc/self/cgroup");
     assert_eq!(own.trim(), "0::/vm-smoke");
-    fs::write(
-        "/sys/fs/cgroup/cgroup.procs",
-        std::process::id().to_string(),
-    )
-    .expect("leave the cgroup");
+    fs::write("/sys/fs/cgroup/cgroup.procs", std::process::id().to_string()).expect("leave the cgroup");
     fs::remove_dir(dir).expect("remove the cgroup");
 }

@@ -28,31 +28,21 @@ const DEMO: &str = "pincer-demo";
 /// The first utility sample with one session and no setup, and the first indirect-injection
 /// attack with one session, of a persona (short enough to watch).
 fn default_samples(persona: &Path) -> Result<Vec<String>> {
-    let text = std::fs::read_to_string(persona.join("samples.jsonl"))
-        .with_context(|| format!("reading {}", persona.join("samples.jsonl").display()))?;
+    let text = std::fs::read_to_string(persona.join("samples.jsonl")).with_context(|| format!("reading {}", persona.join("samples.jsonl").display()))?;
     let mut utility = None;
     let mut attack = None;
     for line in text.lines() {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
         let one_session = v["sessions"].as_array().is_some_and(|s| s.len() == 1);
         let short = one_session && v["setup"].as_array().is_none_or(|s| s.is_empty());
         let id = v["id"].as_str().unwrap_or_default().to_string();
         match v["kind"].as_str() {
             Some("utility") if short && utility.is_none() => utility = Some(id),
-            Some("attack") if one_session && attack.is_none() && v["attack"] == "II" => {
-                attack = Some(id)
-            }
+            Some("attack") if one_session && attack.is_none() && v["attack"] == "II" => attack = Some(id),
             _ => {}
         }
     }
-    let (Some(u), Some(a)) = (utility, attack) else {
-        bail!(
-            "{} has no short utility and attack samples",
-            persona.display()
-        )
-    };
+    let (Some(u), Some(a)) = (utility, attack) else { bail!("{} has no short utility and attack samples", persona.display()) };
     Ok(vec![u, a])
 }
 
@@ -60,26 +50,11 @@ fn default_samples(persona: &Path) -> Result<Vec<String>> {
 pub fn run(args: DemoArgs) -> Result<()> {
     crate::deps::ensure(&crate::deps::all())?;
     let root = vm::workspace_root();
-    let persona = if args.persona.is_absolute() {
-        args.persona.clone()
-    } else {
-        root.join(&args.persona)
-    };
-    let samples = if args.samples.is_empty() {
-        default_samples(&persona)?
-    } else {
-        args.samples.clone()
-    };
+    let persona = if args.persona.is_absolute() { args.persona.clone() } else { root.join(&args.persona) };
+    let samples = if args.samples.is_empty() { default_samples(&persona)? } else { args.samples.clone() };
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
-        .args([
-            "build",
-            "-p",
-            "pincer-tests",
-            "--release",
-            "--bins",
-            "--message-format=json-render-diagnostics",
-        ])
+        .args(["build", "-p", "pincer-tests", "--release", "--bins", "--message-format=json-render-diagnostics"])
         .current_dir(&root)
         .stderr(Stdio::inherit())
         .output()
@@ -88,31 +63,14 @@ pub fn run(args: DemoArgs) -> Result<()> {
         bail!("cargo build -p pincer-tests --release --bins failed");
     }
     let artifacts = vm::parse_artifacts(&String::from_utf8_lossy(&out.stdout));
-    let find = |name: &str| {
-        artifacts
-            .iter()
-            .find(|a| a.name == name && a.kind == "bin")
-            .map(|a| a.executable.clone())
-            .with_context(|| format!("cargo built no `{name}` binary"))
-    };
+    let find = |name: &str| artifacts.iter().find(|a| a.name == name && a.kind == "bin").map(|a| a.executable.clone()).with_context(|| format!("cargo built no `{name}` binary"));
     let (demo, pincer) = (find(DEMO)?, find("pincer")?);
     // The persona keeps its folder name in the VM (the loader checks it against its id).
-    let folder = persona
-        .file_name()
-        .with_context(|| format!("{} names no persona folder", persona.display()))?
-        .to_string_lossy()
-        .into_owned();
+    let folder = persona.file_name().with_context(|| format!("{} names no persona folder", persona.display()))?.to_string_lossy().into_owned();
     let vm_persona = format!("corpus/{folder}");
-    let mut prog_args = vec![
-        pincer.to_string_lossy().into_owned(),
-        format!("/{vm_persona}"),
-    ];
+    let mut prog_args = vec![pincer.to_string_lossy().into_owned(), format!("/{vm_persona}")];
     prog_args.extend(samples.iter().cloned());
-    let programs = vec![initramfs::Program {
-        name: DEMO.into(),
-        host_path: demo,
-        args: prog_args,
-    }];
+    let programs = vec![initramfs::Program { name: DEMO.into(), host_path: demo, args: prog_args }];
     let dir = root.join("target").join("vm");
     std::fs::create_dir_all(dir.join("logs"))?;
     let initrd = dir.join(format!("initramfs-demo-{}.cpio", std::process::id()));
@@ -120,17 +78,8 @@ pub fn run(args: DemoArgs) -> Result<()> {
     // The persona travels as a second archive appended to the first (the kernel unpacks both).
     let mut extra = cpio::Archive::new();
     extra.dir("corpus", 0o755)?;
-    initramfs::add_tree(
-        &mut extra,
-        &persona.join("workspace"),
-        &format!("{vm_persona}/workspace"),
-    )?;
-    for f in [
-        "history.jsonl",
-        "policies.jsonl",
-        "samples.jsonl",
-        "persona.toml",
-    ] {
+    initramfs::add_tree(&mut extra, &persona.join("workspace"), &format!("{vm_persona}/workspace"))?;
+    for f in ["history.jsonl", "policies.jsonl", "samples.jsonl", "persona.toml"] {
         extra.host_file(&format!("{vm_persona}/{f}"), &persona.join(f), 0o644)?;
     }
     initramfs::append(&initrd, &extra)?;
@@ -146,40 +95,20 @@ pub fn run(args: DemoArgs) -> Result<()> {
     let names = vec![DEMO.to_string()];
     let mut failed = false;
     for k in &kernels {
-        println!(
-            "demo: booting {} in QEMU (TCG), persona {}, samples {}",
-            k.release,
-            persona.display(),
-            samples.join(", ")
-        );
+        println!("demo: booting {} in QEMU (TCG), persona {}, samples {}", k.release, persona.display(), samples.join(", "));
         let log = dir.join("logs").join(format!("demo-{}.log", k.release));
-        let run = qemu::boot(
-            &qemu::Machine::new(&k.vmlinuz, &initrd),
-            Duration::from_secs(args.vm.timeout),
-            &log,
-            |line, t| {
-                let inside = t.binaries.last().is_some_and(|b| b.exit_code.is_none());
-                let marker = [console::BEGIN, console::RESULT, console::DONE]
-                    .iter()
-                    .any(|m| line.contains(m));
-                if inside && !marker {
-                    println!("{}", console::clean(line));
-                }
-            },
-        )?;
+        let run = qemu::boot(&qemu::Machine::new(&k.vmlinuz, &initrd), Duration::from_secs(args.vm.timeout), &log, |line, t| {
+            let inside = t.binaries.last().is_some_and(|b| b.exit_code.is_none());
+            let marker = [console::BEGIN, console::RESULT, console::DONE].iter().any(|m| line.contains(m));
+            if inside && !marker {
+                println!("{}", console::clean(line));
+            }
+        })?;
         if run.timed_out || !run.transcript.passed(&names) {
             failed = true;
-            println!(
-                "demo on {}: FAIL (console log {})",
-                k.release,
-                log.display()
-            );
+            println!("demo on {}: FAIL (console log {})", k.release, log.display());
         } else {
-            println!(
-                "demo on {}: done in {:.1} s",
-                k.release,
-                run.elapsed.as_secs_f64()
-            );
+            println!("demo on {}: done in {:.1} s", k.release, run.elapsed.as_secs_f64());
         }
     }
     let _ = std::fs::remove_file(&initrd);

@@ -34,17 +34,10 @@ pub fn ensure(pkgs: &[&str]) -> Result<()> {
     }
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
-        bail!(
-            "missing system packages: {} (run `sudo cargo xtask deps`)",
-            missing.join(" ")
-        );
+        bail!("missing system packages: {} (run `sudo cargo xtask deps`)", missing.join(" "));
     }
     eprintln!("xtask: installing {}", missing.join(" "));
-    let status = Command::new("apt-get")
-        .arg("update")
-        .arg("-qq")
-        .status()
-        .context("apt-get update")?;
+    let status = Command::new("apt-get").arg("update").arg("-qq").status().context("apt-get update")?;
     if !status.success() {
         bail!("apt-get update failed");
     }
@@ -67,11 +60,7 @@ pub const PYTHON_MCP: &str = "mcp";
 /// Installs the Python MCP SDK with pip when `import mcp` fails.
 pub fn ensure_python_mcp() -> Result<()> {
     let importable = |py: &str| {
-        Command::new(py)
-            .args(["-c", "import mcp"])
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false)
+        Command::new(py).args(["-c", "import mcp"]).output().map(|o| o.status.success()).unwrap_or(false)
     };
     if importable("python3") {
         return Ok(());
@@ -91,9 +80,7 @@ pub fn ensure_python_mcp() -> Result<()> {
         bail!("`python3 -m pip install {PYTHON_MCP}` failed (the MCP host test needs the Python MCP SDK)");
     }
     if !importable("python3") {
-        bail!(
-            "installed the Python package {PYTHON_MCP}, but `python3 -c 'import mcp'` still fails"
-        );
+        bail!("installed the Python package {PYTHON_MCP}, but `python3 -c 'import mcp'` still fails");
     }
     Ok(())
 }

@@ -84,24 +84,11 @@ fn try_main() -> anyhow::Result<()> {
         Command::Test(args) => test::run(args),
         Command::VmTest(opts) => vm::vm_test(&opts),
         Command::Demo(args) => demo::run(args),
-        Command::Bench {
-            bench: Bench::Open { vm, clock, args },
-        } => vm::bench(&vm, &vm::BENCH_OPEN, clock.guest_clock(), &args),
-        Command::Bench {
-            bench:
-                Bench::Daemon {
-                    vm,
-                    sessions,
-                    rounds,
-                    args,
-                },
-        } => {
-            let mut all = vec![
-                "--sessions".to_string(),
-                sessions.to_string(),
-                "--rounds".into(),
-                rounds.to_string(),
-            ];
+        Command::Bench { bench: Bench::Open { vm, clock, args } } => {
+            vm::bench(&vm, &vm::BENCH_OPEN, clock.guest_clock(), &args)
+        }
+        Command::Bench { bench: Bench::Daemon { vm, sessions, rounds, args } } => {
+            let mut all = vec!["--sessions".to_string(), sessions.to_string(), "--rounds".into(), rounds.to_string()];
             all.extend(args);
             vm::bench(&vm, &vm::BENCH_DAEMON, vm::qemu::GuestClock::Host, &all)
         }

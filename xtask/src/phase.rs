@@ -26,10 +26,7 @@ pub fn timed<T>(name: &str, f: impl FnOnce() -> T) -> T {
 pub fn table() -> String {
     let phases = PHASES.lock().expect("phase lock");
     let width = phases.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
-    phases
-        .iter()
-        .map(|(n, d)| format!("  {n:<width$}  {:>8.1} s\n", d.as_secs_f64()))
-        .collect()
+    phases.iter().map(|(n, d)| format!("  {n:<width$}  {:>8.1} s\n", d.as_secs_f64())).collect()
 }
 
 #[cfg(test)]

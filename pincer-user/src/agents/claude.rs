@@ -18,12 +18,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// Text openings of user lines that Claude Code writes itself.
-const NOT_PROMPTS: [&str; 4] = [
-    "<command-",
-    "<local-command-",
-    "<bash-",
-    "[Request interrupted by user",
-];
+const NOT_PROMPTS: [&str; 4] = ["<command-", "<local-command-", "<bash-", "[Request interrupted by user"];
 
 struct Use {
     session: String,
@@ -45,10 +40,7 @@ fn str_field<'v>(v: &'v Value, field: &'static str) -> Result<&'v str, LineProbl
     match v.get(field) {
         None | Some(Value::Null) => Err(LineProblem::Missing(field)),
         Some(Value::String(s)) => Ok(s),
-        Some(_) => Err(LineProblem::WrongType {
-            field,
-            expected: "a string",
-        }),
+        Some(_) => Err(LineProblem::WrongType { field, expected: "a string" }),
     }
 }
 
@@ -64,11 +56,7 @@ fn target_probe(u: &Use, result: Option<&Value>) -> Probe {
             Some("") => Probe::Missing,
             _ => Probe::File,
         },
-        "MultiEdit" => match u
-            .input
-            .pointer("/edits/0/old_string")
-            .and_then(Value::as_str)
-        {
+        "MultiEdit" => match u.input.pointer("/edits/0/old_string").and_then(Value::as_str) {
             Some("") => Probe::Missing,
             _ => Probe::File,
         },
@@ -83,40 +71,15 @@ fn finish(u: Use, outcome: Outcome, out: &mut Parsed) {
         Outcome::Failed => Err(Unattributed::FailedCall),
         Outcome::Missing => Err(Unattributed::NoResult),
         Outcome::Done(result) => {
-            let target = u
-                .input
-                .get(if u.name == "NotebookEdit" {
-                    "notebook_path"
-                } else {
-                    "file_path"
-                })
-                .and_then(Value::as_str)
-                .and_then(|p| tools::absolute(&u.name, p, u.cwd.as_deref()).ok());
+            let target = u.input.get(if u.name == "NotebookEdit" { "notebook_path" } else { "file_path" }).and_then(Value::as_str).and_then(|p| tools::absolute(&u.name, p, u.cwd.as_deref()).ok());
             let tp = target_probe(&u, result);
             let grep = u.name == "Grep";
             // Folders above a written file existed (or were made with it); a Grep path is
             // looked up where the history is converted.
-            let probe = |p: &Path| {
-                if Some(p) == target.as_deref() {
-                    tp
-                } else if grep {
-                    tools::probe_fs(p)
-                } else {
-                    Probe::Dir
-                }
-            };
-            match tools::resources(&u.name, &u.input, u.cwd.as_deref(), &probe)
-                .expect("a file tool")
-            {
+            let probe = |p: &Path| if Some(p) == target.as_deref() { tp } else if grep { tools::probe_fs(p) } else { Probe::Dir };
+            match tools::resources(&u.name, &u.input, u.cwd.as_deref(), &probe).expect("a file tool") {
                 // Whether a Grep searched a file or a folder is read from the file system.
-                Ok(needs)
-                    if grep
-                        && needs.iter().any(|n| {
-                            !matches!(tools::probe_fs(&n.path), Probe::File | Probe::Dir)
-                        }) =>
-                {
-                    Err(Unattributed::SearchTarget)
-                }
+                Ok(needs) if grep && needs.iter().any(|n| !matches!(tools::probe_fs(&n.path), Probe::File | Probe::Dir)) => Err(Unattributed::SearchTarget),
                 Ok(needs) => Ok(needs),
                 Err(tools::ToolError::CreateOrWrite { .. }) => Err(Unattributed::CreateOrWrite),
                 Err(_) => Err(Unattributed::BadInput),
@@ -132,17 +95,7 @@ pub(crate) fn parse(index: usize, file: &Path, text: &str, out: &mut Parsed) {
     let mut order_of_pending: Vec<String> = Vec::new();
     let mut after_bad_line = false;
     for (n, line) in crate::jsonl::parse_lines::<Value>(text) {
-        match line.map_err(LineProblem::Json).and_then(|v| {
-            parse_line(
-                index,
-                n,
-                v,
-                after_bad_line,
-                &mut pending,
-                &mut order_of_pending,
-                out,
-            )
-        }) {
+        match line.map_err(LineProblem::Json).and_then(|v| parse_line(index, n, v, after_bad_line, &mut pending, &mut order_of_pending, out)) {
             Ok(LineKind::Prompt) => after_bad_line = false,
             Ok(LineKind::Other) => {}
             Err(problem) => {
@@ -181,51 +134,26 @@ fn parse_line(
     }
     let session = str_field(&v, "sessionId")?.to_string();
     let ts = str_field(&v, "timestamp")?;
-    let at = parse_time(ts).ok_or_else(|| LineProblem::BadTime {
-        field: "timestamp",
-        value: ts.into(),
-    })?;
+    let at = parse_time(ts).ok_or_else(|| LineProblem::BadTime { field: "timestamp", value: ts.into() })?;
     let cwd = v.get("cwd").and_then(Value::as_str).map(PathBuf::from);
     let flag = |f: &str| v.get(f).and_then(Value::as_bool).unwrap_or(false);
     let message = v.get("message").ok_or(LineProblem::Missing("message"))?;
-    let content = message
-        .get("content")
-        .ok_or(LineProblem::Missing("message.content"))?;
+    let content = message.get("content").ok_or(LineProblem::Missing("message.content"))?;
     let blocks: Vec<Value> = match content {
         Value::String(s) => vec![serde_json::json!({"type": "text", "text": s})],
         Value::Array(a) => a.clone(),
-        _ => {
-            return Err(LineProblem::WrongType {
-                field: "message.content",
-                expected: "a string or an array of blocks",
-            })
-        }
+        _ => return Err(LineProblem::WrongType { field: "message.content", expected: "a string or an array of blocks" }),
     };
     if kind == "assistant" {
         for b in &blocks {
             if b.get("type").and_then(Value::as_str) != Some("tool_use") {
                 continue;
             }
-            let id = str_field(b, "id")
-                .map_err(|_| LineProblem::Missing("message.content[].id"))?
-                .to_string();
-            let name = str_field(b, "name")
-                .map_err(|_| LineProblem::Missing("message.content[].name"))?
-                .to_string();
+            let id = str_field(b, "id").map_err(|_| LineProblem::Missing("message.content[].id"))?.to_string();
+            let name = str_field(b, "name").map_err(|_| LineProblem::Missing("message.content[].name"))?.to_string();
             let input = b.get("input").cloned().unwrap_or(Value::Null);
             order_of_pending.push(id.clone());
-            pending.insert(
-                id,
-                Use {
-                    session: session.clone(),
-                    at,
-                    order: (index, n),
-                    name,
-                    input,
-                    cwd: cwd.clone(),
-                    after_bad_line,
-                },
-            );
+            pending.insert(id, Use { session: session.clone(), at, order: (index, n), name, input, cwd: cwd.clone(), after_bad_line });
         }
         return Ok(LineKind::Other);
     }
@@ -235,34 +163,18 @@ fn parse_line(
         match b.get("type").and_then(Value::as_str) {
             Some("text") => texts.extend(b.get("text").and_then(Value::as_str)),
             Some("tool_result") => {
-                let id = str_field(b, "tool_use_id")
-                    .map_err(|_| LineProblem::Missing("message.content[].tool_use_id"))?;
-                results.push((
-                    id.to_string(),
-                    b.get("is_error").and_then(Value::as_bool).unwrap_or(false),
-                ));
+                let id = str_field(b, "tool_use_id").map_err(|_| LineProblem::Missing("message.content[].tool_use_id"))?;
+                results.push((id.to_string(), b.get("is_error").and_then(Value::as_bool).unwrap_or(false)));
             }
             _ => {}
         }
     }
     if !results.is_empty() {
         // The structured result belongs to the line's single tool result.
-        let structured = if results.len() == 1 {
-            v.get("toolUseResult").filter(|r| r.is_object())
-        } else {
-            None
-        };
+        let structured = if results.len() == 1 { v.get("toolUseResult").filter(|r| r.is_object()) } else { None };
         for (id, is_error) in results {
             if let Some(u) = pending.remove(&id) {
-                finish(
-                    u,
-                    if is_error {
-                        Outcome::Failed
-                    } else {
-                        Outcome::Done(structured)
-                    },
-                    out,
-                );
+                finish(u, if is_error { Outcome::Failed } else { Outcome::Done(structured) }, out);
             }
         }
         return Ok(LineKind::Other);
@@ -276,11 +188,6 @@ fn parse_line(
         out.skipped.push(Unattributed::NotAPrompt);
         return Ok(LineKind::Other);
     }
-    out.prompts.push(Prompt {
-        session,
-        at,
-        order: (index, n),
-        text,
-    });
+    out.prompts.push(Prompt { session, at, order: (index, n), text });
     Ok(LineKind::Prompt)
 }

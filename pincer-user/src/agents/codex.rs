@@ -19,14 +19,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// Tool names Codex runs shell commands under.
-const SHELL_TOOLS: [&str; 6] = [
-    "shell",
-    "container.exec",
-    "local_shell",
-    "exec_command",
-    "shell_command",
-    "unified_exec",
-];
+const SHELL_TOOLS: [&str; 6] = ["shell", "container.exec", "local_shell", "exec_command", "shell_command", "unified_exec"];
 
 enum Input {
     /// `function_call` arguments, parsed (`None`: not JSON).
@@ -57,10 +50,7 @@ fn str_field<'v>(v: &'v Value, field: &'static str) -> Result<&'v str, LineProbl
     match v.get(field) {
         None | Some(Value::Null) => Err(LineProblem::Missing(field)),
         Some(Value::String(s)) => Ok(s),
-        Some(_) => Err(LineProblem::WrongType {
-            field,
-            expected: "a string",
-        }),
+        Some(_) => Err(LineProblem::WrongType { field, expected: "a string" }),
     }
 }
 
@@ -79,11 +69,7 @@ fn outcome_of(output: &Value) -> Outcome {
     };
     if let Ok(v) = serde_json::from_str::<Value>(text) {
         if let Some(code) = v.pointer("/metadata/exit_code").and_then(Value::as_i64) {
-            return if code == 0 {
-                Outcome::Done
-            } else {
-                Outcome::Failed
-            };
+            return if code == 0 { Outcome::Done } else { Outcome::Failed };
         }
     }
     if let Some(rest) = text.strip_prefix("Exit code: ") {
@@ -98,43 +84,24 @@ fn outcome_of(output: &Value) -> Outcome {
 /// The resources an `apply_patch` patch touches, paths taken from `cwd`.
 pub fn patch_resources(patch: &str, cwd: Option<&Path>) -> Result<Vec<Need>, Unattributed> {
     let mut needs = Vec::new();
-    let abs =
-        |p: &str| tools::absolute("apply_patch", p.trim(), cwd).map_err(|_| Unattributed::BadInput);
+    let abs = |p: &str| tools::absolute("apply_patch", p.trim(), cwd).map_err(|_| Unattributed::BadInput);
     let mut updated: Option<PathBuf> = None;
     for line in patch.lines() {
         if let Some(p) = line.strip_prefix("*** Add File: ") {
-            needs.push(Need {
-                path: abs(p)?,
-                access: Access::Create,
-            });
+            needs.push(Need { path: abs(p)?, access: Access::Create });
         } else if let Some(p) = line.strip_prefix("*** Delete File: ") {
-            needs.push(Need {
-                path: abs(p)?,
-                access: Access::Delete,
-            });
+            needs.push(Need { path: abs(p)?, access: Access::Delete });
         } else if let Some(p) = line.strip_prefix("*** Update File: ") {
             let p = abs(p)?;
-            needs.push(Need {
-                path: p.clone(),
-                access: Access::Read,
-            });
-            needs.push(Need {
-                path: p.clone(),
-                access: Access::Write,
-            });
+            needs.push(Need { path: p.clone(), access: Access::Read });
+            needs.push(Need { path: p.clone(), access: Access::Write });
             updated = Some(p);
         } else if let Some(to) = line.strip_prefix("*** Move to: ") {
             // A rename: the old name is deleted and the new one created with the content.
             let from = updated.take().ok_or(Unattributed::BadInput)?;
             needs.retain(|n| !(n.path == from && n.access == Access::Write));
-            needs.push(Need {
-                path: from,
-                access: Access::Delete,
-            });
-            needs.push(Need {
-                path: abs(to)?,
-                access: Access::Create,
-            });
+            needs.push(Need { path: from, access: Access::Delete });
+            needs.push(Need { path: abs(to)?, access: Access::Create });
         }
     }
     if needs.is_empty() {
@@ -148,9 +115,7 @@ pub fn patch_resources(patch: &str, cwd: Option<&Path>) -> Result<Vec<Need>, Una
 fn patch_in_command(argv: &[String]) -> Option<String> {
     match argv {
         [cmd, patch] if cmd == "apply_patch" || cmd == "applypatch" => Some(patch.clone()),
-        [shell, flag, script]
-            if (shell.ends_with("sh")) && flag.starts_with('-') && flag.ends_with('c') =>
-        {
+        [shell, flag, script] if (shell.ends_with("sh")) && flag.starts_with('-') && flag.ends_with('c') => {
             let s = script.trim_start();
             if !(s.starts_with("apply_patch") || s.starts_with("applypatch")) {
                 return None;
@@ -176,57 +141,30 @@ fn resources(c: &Call) -> Result<Vec<Need>, Unattributed> {
         Input::Args(Some(a)) => Some(a),
         _ => None,
     };
-    let workdir = args
-        .and_then(|a| a.get("workdir"))
-        .and_then(Value::as_str)
-        .map(PathBuf::from);
+    let workdir = args.and_then(|a| a.get("workdir")).and_then(Value::as_str).map(PathBuf::from);
     let cwd = workdir.or_else(|| c.cwd.clone());
     let cwd = cwd.as_deref();
     let path_arg = |field: &str| -> Result<PathBuf, Unattributed> {
-        let p = args
-            .and_then(|a| a.get(field))
-            .and_then(Value::as_str)
-            .ok_or(Unattributed::BadInput)?;
+        let p = args.and_then(|a| a.get(field)).and_then(Value::as_str).ok_or(Unattributed::BadInput)?;
         tools::absolute(&c.name, p, cwd).map_err(|_| Unattributed::BadInput)
     };
     let one = |path, access| Ok(vec![Need { path, access }]);
     match (c.name.as_str(), &c.input) {
         ("apply_patch", Input::Raw(patch)) => patch_resources(patch, cwd),
         ("apply_patch", Input::Args(Some(a))) => {
-            let patch = a
-                .get("input")
-                .or_else(|| a.get("patch"))
-                .and_then(Value::as_str)
-                .ok_or(Unattributed::BadInput)?;
+            let patch = a.get("input").or_else(|| a.get("patch")).and_then(Value::as_str).ok_or(Unattributed::BadInput)?;
             patch_resources(patch, cwd)
         }
-        (_, Input::Command(argv)) => patch_in_command(argv)
-            .map_or(Err(Unattributed::ShellCommand), |p| {
-                patch_resources(&p, cwd)
-            }),
+        (_, Input::Command(argv)) => patch_in_command(argv).map_or(Err(Unattributed::ShellCommand), |p| patch_resources(&p, cwd)),
         (name, Input::Args(a)) if SHELL_TOOLS.contains(&name) => {
-            let argv = a
-                .as_ref()
-                .and_then(command_of)
-                .ok_or(Unattributed::ShellCommand)?;
-            patch_in_command(&argv).map_or(Err(Unattributed::ShellCommand), |p| {
-                patch_resources(&p, cwd)
-            })
+            let argv = a.as_ref().and_then(command_of).ok_or(Unattributed::ShellCommand)?;
+            patch_in_command(&argv).map_or(Err(Unattributed::ShellCommand), |p| patch_resources(&p, cwd))
         }
-        ("read_file" | "view_image", _) => one(
-            path_arg(if c.name == "read_file" {
-                "file_path"
-            } else {
-                "path"
-            })?,
-            Access::Read,
-        ),
+        ("read_file" | "view_image", _) => one(path_arg(if c.name == "read_file" { "file_path" } else { "path" })?, Access::Read),
         ("list_dir", _) => one(path_arg("dir_path")?, Access::List),
         ("grep_files", _) => match path_arg("path") {
             Ok(p) => one(p, Access::List),
-            Err(_) => cwd.map_or(Err(Unattributed::BadInput), |d| {
-                one(d.to_path_buf(), Access::List)
-            }),
+            Err(_) => cwd.map_or(Err(Unattributed::BadInput), |d| one(d.to_path_buf(), Access::List)),
         },
         ("apply_patch", _) => Err(Unattributed::BadInput),
         _ => Err(Unattributed::OtherTool),
@@ -260,63 +198,34 @@ struct State {
 pub(crate) fn parse(index: usize, file: &Path, text: &str, out: &mut Parsed) {
     let mut st = State::default();
     for (n, line) in crate::jsonl::parse_lines::<Value>(text) {
-        if let Err(problem) = line
-            .map_err(LineProblem::Json)
-            .and_then(|v| parse_line(index, n, v, &mut st, out))
-        {
+        if let Err(problem) = line.map_err(LineProblem::Json).and_then(|v| parse_line(index, n, v, &mut st, out)) {
             out.error(file, n, problem);
             st.after_bad_line = true;
         }
     }
     for (c, id) in st.calls.iter().zip(&st.ids) {
-        let outcome = st
-            .patch_ends
-            .get(id)
-            .or_else(|| st.outputs.get(id))
-            .copied();
+        let outcome = st.patch_ends.get(id).or_else(|| st.outputs.get(id)).copied();
         finish(c, outcome, out);
     }
 }
 
-fn parse_line(
-    index: usize,
-    n: usize,
-    v: Value,
-    st: &mut State,
-    out: &mut Parsed,
-) -> Result<(), LineProblem> {
+fn parse_line(index: usize, n: usize, v: Value, st: &mut State, out: &mut Parsed) -> Result<(), LineProblem> {
     if !v.is_object() {
         return Err(LineProblem::NotObject);
     }
     let kind = str_field(&v, "type")?;
     let ts = str_field(&v, "timestamp")?;
-    let at = parse_time(ts).ok_or_else(|| LineProblem::BadTime {
-        field: "timestamp",
-        value: ts.into(),
-    })?;
+    let at = parse_time(ts).ok_or_else(|| LineProblem::BadTime { field: "timestamp", value: ts.into() })?;
     let payload = match v.get("payload") {
         Some(p) if p.is_object() => p,
-        Some(_) => {
-            return Err(LineProblem::WrongType {
-                field: "payload",
-                expected: "an object",
-            })
-        }
+        Some(_) => return Err(LineProblem::WrongType { field: "payload", expected: "an object" }),
         None => return Err(LineProblem::Missing("payload")),
     };
     let ptype = payload.get("type").and_then(Value::as_str).unwrap_or("");
     match kind {
         "session_meta" => {
-            st.session = Some(
-                str_field(payload, "id")
-                    .map_err(|_| LineProblem::Missing("payload.id"))?
-                    .to_string(),
-            );
-            st.cwd = payload
-                .get("cwd")
-                .and_then(Value::as_str)
-                .map(PathBuf::from)
-                .or(st.cwd.take());
+            st.session = Some(str_field(payload, "id").map_err(|_| LineProblem::Missing("payload.id"))?.to_string());
+            st.cwd = payload.get("cwd").and_then(Value::as_str).map(PathBuf::from).or(st.cwd.take());
         }
         "turn_context" => {
             if let Some(c) = payload.get("cwd").and_then(Value::as_str) {
@@ -324,95 +233,46 @@ fn parse_line(
             }
         }
         "event_msg" if ptype == "user_message" => {
-            let text = str_field(payload, "message")
-                .map_err(|_| LineProblem::Missing("payload.message"))?;
-            let session = st
-                .session
-                .clone()
-                .ok_or(LineProblem::NoSession("user message"))?;
+            let text = str_field(payload, "message").map_err(|_| LineProblem::Missing("payload.message"))?;
+            let session = st.session.clone().ok_or(LineProblem::NoSession("user message"))?;
             if text.trim().is_empty() {
                 out.skipped.push(Unattributed::NotAPrompt);
             } else {
-                out.prompts.push(Prompt {
-                    session,
-                    at,
-                    order: (index, n),
-                    text: text.to_string(),
-                });
+                out.prompts.push(Prompt { session, at, order: (index, n), text: text.to_string() });
                 st.after_bad_line = false;
             }
         }
         "event_msg" if ptype == "patch_apply_end" => {
-            let id = str_field(payload, "call_id")
-                .map_err(|_| LineProblem::Missing("payload.call_id"))?;
-            let ok = payload
-                .get("success")
-                .and_then(Value::as_bool)
-                .ok_or(LineProblem::Missing("payload.success"))?;
-            st.patch_ends.insert(
-                id.to_string(),
-                if ok { Outcome::Done } else { Outcome::Failed },
-            );
+            let id = str_field(payload, "call_id").map_err(|_| LineProblem::Missing("payload.call_id"))?;
+            let ok = payload.get("success").and_then(Value::as_bool).ok_or(LineProblem::Missing("payload.success"))?;
+            st.patch_ends.insert(id.to_string(), if ok { Outcome::Done } else { Outcome::Failed });
         }
         "response_item" => match ptype {
             "function_call" | "custom_tool_call" | "local_shell_call" => {
-                let session = st
-                    .session
-                    .clone()
-                    .ok_or(LineProblem::NoSession("tool call"))?;
-                let id = payload
-                    .get("call_id")
-                    .or_else(|| payload.get("id"))
-                    .and_then(Value::as_str)
-                    .ok_or(LineProblem::Missing("payload.call_id"))?;
+                let session = st.session.clone().ok_or(LineProblem::NoSession("tool call"))?;
+                let id = payload.get("call_id").or_else(|| payload.get("id")).and_then(Value::as_str).ok_or(LineProblem::Missing("payload.call_id"))?;
                 let (name, input) = match ptype {
                     "function_call" => {
-                        let name = str_field(payload, "name")
-                            .map_err(|_| LineProblem::Missing("payload.name"))?;
-                        let args = payload
-                            .get("arguments")
-                            .and_then(Value::as_str)
-                            .and_then(|a| serde_json::from_str(a).ok());
+                        let name = str_field(payload, "name").map_err(|_| LineProblem::Missing("payload.name"))?;
+                        let args = payload.get("arguments").and_then(Value::as_str).and_then(|a| serde_json::from_str(a).ok());
                         (name.to_string(), Input::Args(args))
                     }
                     "custom_tool_call" => {
-                        let name = str_field(payload, "name")
-                            .map_err(|_| LineProblem::Missing("payload.name"))?;
-                        let input = str_field(payload, "input")
-                            .map_err(|_| LineProblem::Missing("payload.input"))?;
+                        let name = str_field(payload, "name").map_err(|_| LineProblem::Missing("payload.name"))?;
+                        let input = str_field(payload, "input").map_err(|_| LineProblem::Missing("payload.input"))?;
                         (name.to_string(), Input::Raw(input.to_string()))
                     }
                     _ => {
-                        let argv = payload.pointer("/action/command").and_then(|c| {
-                            c.as_array().map(|a| {
-                                a.iter()
-                                    .filter_map(|x| x.as_str().map(str::to_string))
-                                    .collect()
-                            })
-                        });
-                        (
-                            "local_shell".to_string(),
-                            Input::Command(argv.unwrap_or_default()),
-                        )
+                        let argv = payload.pointer("/action/command").and_then(|c| c.as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()));
+                        ("local_shell".to_string(), Input::Command(argv.unwrap_or_default()))
                     }
                 };
                 st.ids.push(id.to_string());
-                st.calls.push(Call {
-                    session,
-                    at,
-                    order: (index, n),
-                    name,
-                    input,
-                    cwd: st.cwd.clone(),
-                    after_bad_line: st.after_bad_line,
-                });
+                st.calls.push(Call { session, at, order: (index, n), name, input, cwd: st.cwd.clone(), after_bad_line: st.after_bad_line });
             }
             "function_call_output" | "custom_tool_call_output" => {
-                let id = str_field(payload, "call_id")
-                    .map_err(|_| LineProblem::Missing("payload.call_id"))?;
-                let output = payload
-                    .get("output")
-                    .ok_or(LineProblem::Missing("payload.output"))?;
+                let id = str_field(payload, "call_id").map_err(|_| LineProblem::Missing("payload.call_id"))?;
+                let output = payload.get("output").ok_or(LineProblem::Missing("payload.output"))?;
                 st.outputs.insert(id.to_string(), outcome_of(output));
             }
             _ => {}
@@ -430,10 +290,7 @@ mod tests {
     fn patch_headers_name_creates_writes_deletes_and_renames() {
         let patch = "*** Begin Patch\n*** Add File: docs/new.md\n+hi\n*** Update File: src/a.rs\n@@\n-x\n+y\n*** Update File: src/old.rs\n*** Move to: src/new.rs\n@@\n*** Delete File: /w/gone.txt\n*** End Patch";
         let needs = patch_resources(patch, Some(Path::new("/w"))).unwrap();
-        let got: Vec<(String, Access)> = needs
-            .into_iter()
-            .map(|n| (n.path.display().to_string(), n.access))
-            .collect();
+        let got: Vec<(String, Access)> = needs.into_iter().map(|n| (n.path.display().to_string(), n.access)).collect();
         assert_eq!(
             got,
             [
@@ -446,54 +303,24 @@ mod tests {
                 ("/w/gone.txt".into(), Access::Delete),
             ]
         );
-        assert_eq!(
-            patch_resources("no headers", None),
-            Err(Unattributed::BadInput)
-        );
+        assert_eq!(patch_resources("no headers", None), Err(Unattributed::BadInput));
     }
 
     #[test]
     fn apply_patch_is_found_in_command_lines() {
         let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         assert!(patch_in_command(&v(&["apply_patch", "*** Begin Patch\n*** End Patch"])).is_some());
-        let script =
-            "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: a\n+x\n*** End Patch\nEOF\n";
-        assert_eq!(
-            patch_in_command(&v(&["bash", "-lc", script])).unwrap(),
-            "*** Begin Patch\n*** Add File: a\n+x\n*** End Patch"
-        );
+        let script = "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: a\n+x\n*** End Patch\nEOF\n";
+        assert_eq!(patch_in_command(&v(&["bash", "-lc", script])).unwrap(), "*** Begin Patch\n*** Add File: a\n+x\n*** End Patch");
         assert!(patch_in_command(&v(&["bash", "-lc", "cat a.txt"])).is_none());
     }
 
     #[test]
     fn tool_outputs_report_failure_by_exit_code() {
-        assert!(matches!(
-            outcome_of(&Value::String(
-                r#"{"output":"x","metadata":{"exit_code":1}}"#.into()
-            )),
-            Outcome::Failed
-        ));
-        assert!(matches!(
-            outcome_of(&Value::String(
-                r#"{"output":"x","metadata":{"exit_code":0}}"#.into()
-            )),
-            Outcome::Done
-        ));
-        assert!(matches!(
-            outcome_of(&Value::String(
-                "Exit code: 2\nWall time: 0.1 seconds".into()
-            )),
-            Outcome::Failed
-        ));
-        assert!(matches!(
-            outcome_of(&serde_json::json!({"content": "x", "success": false})),
-            Outcome::Failed
-        ));
-        assert!(matches!(
-            outcome_of(&Value::String(
-                "Success. Updated the following files:\nA a".into()
-            )),
-            Outcome::Done
-        ));
+        assert!(matches!(outcome_of(&Value::String(r#"{"output":"x","metadata":{"exit_code":1}}"#.into())), Outcome::Failed));
+        assert!(matches!(outcome_of(&Value::String(r#"{"output":"x","metadata":{"exit_code":0}}"#.into())), Outcome::Done));
+        assert!(matches!(outcome_of(&Value::String("Exit code: 2\nWall time: 0.1 seconds".into())), Outcome::Failed));
+        assert!(matches!(outcome_of(&serde_json::json!({"content": "x", "success": false})), Outcome::Failed));
+        assert!(matches!(outcome_of(&Value::String("Success. Updated the following files:\nA a".into())), Outcome::Done));
     }
 }

@@ -108,13 +108,7 @@ impl Decision {
             Decision::Deny(r) => ("deny", r),
             Decision::Pass => return None,
         };
-        let out = Output {
-            hook_specific_output: SpecificOutput {
-                hook_event_name: EVENT,
-                permission_decision: decision,
-                permission_decision_reason: reason,
-            },
-        };
+        let out = Output { hook_specific_output: SpecificOutput { hook_event_name: EVENT, permission_decision: decision, permission_decision_reason: reason } };
         Some(serde_json::to_string(&out).expect("the output serializes"))
     }
 }
@@ -145,63 +139,27 @@ fn in_roots(path: &Path, roots: &[PathBuf]) -> bool {
 async fn ask(socket: &Path, tool: &str, needs: Vec<Need>) -> Decision {
     let mut client = match Client::connect(socket).await {
         Ok(c) => c,
-        Err(e) => {
-            return deny(format!(
-                "cannot ask the daemon, so the {tool} call is denied: {e}"
-            ))
-        }
+        Err(e) => return deny(format!("cannot ask the daemon, so the {tool} call is denied: {e}")),
     };
     let roots = match client.call(Call::Status { session: None }).await {
         Ok(Reply::Session(info)) => info.roots,
-        Ok(Reply::Error { message, .. }) => {
-            return deny(format!(
-                "the daemon refused to name this session's roots: {message}"
-            ))
-        }
-        Ok(other) => {
-            return deny(format!(
-                "unexpected answer from the daemon to a status call: {other:?}"
-            ))
-        }
+        Ok(Reply::Error { message, .. }) => return deny(format!("the daemon refused to name this session's roots: {message}")),
+        Ok(other) => return deny(format!("unexpected answer from the daemon to a status call: {other:?}")),
         Err(e) => return deny(format!("no answer from the daemon: {e}")),
     };
-    let needs: Vec<Need> = needs
-        .into_iter()
-        .filter(|n| in_roots(&n.path, &roots))
-        .collect();
+    let needs: Vec<Need> = needs.into_iter().filter(|n| in_roots(&n.path, &roots)).collect();
     if needs.is_empty() {
         return Decision::Pass;
     }
     let mut granted = Vec::new();
     for n in needs {
         let path = n.path.to_string_lossy().into_owned();
-        let call = Call::Request {
-            path: path.clone(),
-            access: n.access,
-            reason: Some(format!("Claude Code {tool} tool call")),
-            session: None,
-        };
+        let call = Call::Request { path: path.clone(), access: n.access, reason: Some(format!("Claude Code {tool} tool call")), session: None };
         match client.call(call).await {
-            Ok(Reply::Decision { granted: true, .. }) => {
-                granted.push(format!("{} {path}", n.access))
-            }
-            Ok(Reply::Decision {
-                granted: false,
-                reason,
-                ..
-            }) => return deny(format!("{} {path} denied: {reason}", n.access)),
-            Ok(Reply::Error { message, .. }) => {
-                return deny(format!(
-                    "{} {path} refused by the daemon: {message}",
-                    n.access
-                ))
-            }
-            Ok(other) => {
-                return deny(format!(
-                    "unexpected answer from the daemon for {} {path}: {other:?}",
-                    n.access
-                ))
-            }
+            Ok(Reply::Decision { granted: true, .. }) => granted.push(format!("{} {path}", n.access)),
+            Ok(Reply::Decision { granted: false, reason, .. }) => return deny(format!("{} {path} denied: {reason}", n.access)),
+            Ok(Reply::Error { message, .. }) => return deny(format!("{} {path} refused by the daemon: {message}", n.access)),
+            Ok(other) => return deny(format!("unexpected answer from the daemon for {} {path}: {other:?}", n.access)),
             Err(e) => return deny(format!("no decision for {} {path}: {e}", n.access)),
         }
     }
@@ -216,23 +174,14 @@ pub async fn decide(input: &HookInput, socket: &Path, deadline: Duration) -> Dec
         Probe::Unknown => Probe::File,
         known => known,
     };
-    let needs = match tools::resources(
-        &input.tool_name,
-        &input.tool_input,
-        input.cwd.as_deref(),
-        &probe,
-    ) {
+    let needs = match tools::resources(&input.tool_name, &input.tool_input, input.cwd.as_deref(), &probe) {
         None => return Decision::Pass,
         Some(Err(e)) => return deny(e),
         Some(Ok(needs)) => needs,
     };
     match tokio::time::timeout(deadline, ask(socket, &input.tool_name, needs)).await {
         Ok(d) => d,
-        Err(_) => deny(format!(
-            "no decision from the daemon within {} s, so the {} call is denied",
-            deadline.as_secs(),
-            input.tool_name
-        )),
+        Err(_) => deny(format!("no decision from the daemon within {} s, so the {} call is denied", deadline.as_secs(), input.tool_name)),
     }
 }
 
@@ -242,12 +191,8 @@ mod tests {
 
     #[test]
     fn output_has_the_documented_shape() {
-        let v: Value =
-            serde_json::from_str(&Decision::Deny("no".into()).to_json().unwrap()).unwrap();
-        assert_eq!(
-            v,
-            serde_json::json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "no"}})
-        );
+        let v: Value = serde_json::from_str(&Decision::Deny("no".into()).to_json().unwrap()).unwrap();
+        assert_eq!(v, serde_json::json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "no"}}));
         assert!(Decision::Pass.to_json().is_none());
     }
 
@@ -255,14 +200,8 @@ mod tests {
     fn input_must_be_a_pre_tool_use_call() {
         let i = parse_input(r#"{"session_id":"s","cwd":"/w","hook_event_name":"PreToolUse","tool_name":"Read","tool_input":{"file_path":"/w/a"},"permission_mode":"default"}"#).unwrap();
         assert_eq!(i.tool_name, "Read");
-        assert!(matches!(
-            parse_input("{\"tool_name\": 3}"),
-            Err(HookInputError::Json(_))
-        ));
-        assert!(matches!(
-            parse_input("not json"),
-            Err(HookInputError::Json(_))
-        ));
+        assert!(matches!(parse_input("{\"tool_name\": 3}"), Err(HookInputError::Json(_))));
+        assert!(matches!(parse_input("not json"), Err(HookInputError::Json(_))));
         let e = parse_input(r#"{"hook_event_name":"PostToolUse","tool_name":"Read"}"#).unwrap_err();
         assert!(e.to_string().contains("PostToolUse"), "{e}");
     }
@@ -275,14 +214,8 @@ mod tests {
         std::os::unix::fs::symlink(&root, d.path().join("link")).unwrap();
         let roots = [root.clone()];
         assert!(in_roots(&root.join("missing/file"), &roots));
-        assert!(
-            in_roots(&d.path().join("link/notes/a.md"), &roots),
-            "a path through a symlink into a root"
-        );
+        assert!(in_roots(&d.path().join("link/notes/a.md"), &roots), "a path through a symlink into a root");
         assert!(!in_roots(Path::new("/usr/include/stdio.h"), &roots));
-        assert!(
-            in_roots(Path::new("/usr/../work/x"), &roots),
-            "`..` paths go to the daemon, which refuses them"
-        );
+        assert!(in_roots(Path::new("/usr/../work/x"), &roots), "`..` paths go to the daemon, which refuses them");
     }
 }

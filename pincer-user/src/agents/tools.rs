@@ -12,16 +12,7 @@ use serde_json::Value;
 use std::path::{Component, Path, PathBuf};
 
 /// Claude Code's file tools, the ones whose resources Pincer can name before they run.
-pub const FILE_TOOLS: [&str; 8] = [
-    "Read",
-    "Write",
-    "Edit",
-    "MultiEdit",
-    "NotebookEdit",
-    "Glob",
-    "Grep",
-    "LS",
-];
+pub const FILE_TOOLS: [&str; 8] = ["Read", "Write", "Edit", "MultiEdit", "NotebookEdit", "Glob", "Grep", "LS"];
 
 /// One resource a tool call touches: an absolute path (not normalized: a `..` stays, so
 /// the daemon refuses it by name) and the access.
@@ -104,47 +95,25 @@ pub fn absolute(tool: &str, p: &str, cwd: Option<&Path>) -> Result<PathBuf, Tool
     }
     match cwd {
         Some(c) if c.is_absolute() => Ok(c.join(path)),
-        _ => Err(ToolError::Relative {
-            tool: tool.into(),
-            path: p.into(),
-        }),
+        _ => Err(ToolError::Relative { tool: tool.into(), path: p.into() }),
     }
 }
 
-fn string_field<'v>(
-    tool: &str,
-    input: &'v Value,
-    field: &'static str,
-    required: bool,
-) -> Result<Option<&'v str>, ToolError> {
+fn string_field<'v>(tool: &str, input: &'v Value, field: &'static str, required: bool) -> Result<Option<&'v str>, ToolError> {
     match input.get(field) {
         None | Some(Value::Null) if !required => Ok(None),
-        None | Some(Value::Null) => Err(ToolError::MissingField {
-            tool: tool.into(),
-            field,
-        }),
-        Some(Value::String(s)) if s.is_empty() && required => Err(ToolError::MissingField {
-            tool: tool.into(),
-            field,
-        }),
+        None | Some(Value::Null) => Err(ToolError::MissingField { tool: tool.into(), field }),
+        Some(Value::String(s)) if s.is_empty() && required => Err(ToolError::MissingField { tool: tool.into(), field }),
         Some(Value::String(s)) if s.is_empty() => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(ToolError::WrongType {
-            tool: tool.into(),
-            field,
-            expected: "a string",
-        }),
+        Some(_) => Err(ToolError::WrongType { tool: tool.into(), field, expected: "a string" }),
     }
 }
 
 /// The directory a glob pattern's literal leading components name, below `base`.
 fn glob_base(base: PathBuf, pattern: &str) -> PathBuf {
     let parts: Vec<&str> = pattern.split('/').collect();
-    let mut out = if pattern.starts_with('/') {
-        PathBuf::from("/")
-    } else {
-        base
-    };
+    let mut out = if pattern.starts_with('/') { PathBuf::from("/") } else { base };
     // The last component is a file name or a glob: only the folders before it are listed.
     for seg in &parts[..parts.len().saturating_sub(1)] {
         if crate::glob::is_glob(seg) {
@@ -159,20 +128,10 @@ fn glob_base(base: PathBuf, pattern: &str) -> PathBuf {
 
 /// A write to `file`: `write` if it exists, else `create` of its topmost missing ancestor
 /// (a folder the call makes, or the file itself).
-fn write_or_create(
-    tool: &str,
-    file: PathBuf,
-    probe: &dyn Fn(&Path) -> Probe,
-) -> Result<Vec<Need>, ToolError> {
+fn write_or_create(tool: &str, file: PathBuf, probe: &dyn Fn(&Path) -> Probe) -> Result<Vec<Need>, ToolError> {
     match probe(&file) {
-        Probe::File | Probe::Dir => Ok(vec![Need {
-            path: file,
-            access: Access::Write,
-        }]),
-        Probe::Unknown => Err(ToolError::CreateOrWrite {
-            tool: tool.into(),
-            path: file,
-        }),
+        Probe::File | Probe::Dir => Ok(vec![Need { path: file, access: Access::Write }]),
+        Probe::Unknown => Err(ToolError::CreateOrWrite { tool: tool.into(), path: file }),
         Probe::Missing => {
             let mut top = file;
             while let Some(parent) = top.parent().map(Path::to_path_buf) {
@@ -181,10 +140,7 @@ fn write_or_create(
                 }
                 top = parent;
             }
-            Ok(vec![Need {
-                path: top,
-                access: Access::Create,
-            }])
+            Ok(vec![Need { path: top, access: Access::Create }])
         }
     }
 }
@@ -192,30 +148,16 @@ fn write_or_create(
 /// The resources a call of `tool` with `input`, made in `cwd`, touches; `None` when `tool`
 /// is not one of [`FILE_TOOLS`]. `probe` says what is at a path (the hook asks the file
 /// system; the transcript converter answers from the call's recorded result).
-pub fn resources(
-    tool: &str,
-    input: &Value,
-    cwd: Option<&Path>,
-    probe: &dyn Fn(&Path) -> Probe,
-) -> Option<Result<Vec<Need>, ToolError>> {
+pub fn resources(tool: &str, input: &Value, cwd: Option<&Path>, probe: &dyn Fn(&Path) -> Probe) -> Option<Result<Vec<Need>, ToolError>> {
     if !FILE_TOOLS.contains(&tool) {
         return None;
     }
     Some(file_tool(tool, input, cwd, probe))
 }
 
-fn file_tool(
-    tool: &str,
-    input: &Value,
-    cwd: Option<&Path>,
-    probe: &dyn Fn(&Path) -> Probe,
-) -> Result<Vec<Need>, ToolError> {
+fn file_tool(tool: &str, input: &Value, cwd: Option<&Path>, probe: &dyn Fn(&Path) -> Probe) -> Result<Vec<Need>, ToolError> {
     if !input.is_object() {
-        return Err(ToolError::WrongType {
-            tool: tool.into(),
-            field: "tool_input",
-            expected: "an object",
-        });
+        return Err(ToolError::WrongType { tool: tool.into(), field: "tool_input", expected: "an object" });
     }
     let need = |path: PathBuf, access| Need { path, access };
     let required = |field| -> Result<PathBuf, ToolError> {
@@ -227,10 +169,7 @@ fn file_tool(
             Some(p) => absolute(tool, p, cwd),
             None => match cwd {
                 Some(c) if c.is_absolute() => Ok(c.to_path_buf()),
-                _ => Err(ToolError::Relative {
-                    tool: tool.into(),
-                    path: ".".into(),
-                }),
+                _ => Err(ToolError::Relative { tool: tool.into(), path: ".".into() }),
             },
         }
     };
@@ -238,11 +177,7 @@ fn file_tool(
         "Read" => vec![need(required("file_path")?, Access::Read)],
         "Write" => write_or_create(tool, required("file_path")?, probe)?,
         "Edit" | "MultiEdit" | "NotebookEdit" => {
-            let file = required(if tool == "NotebookEdit" {
-                "notebook_path"
-            } else {
-                "file_path"
-            })?;
+            let file = required(if tool == "NotebookEdit" { "notebook_path" } else { "file_path" })?;
             match probe(&file) {
                 // An edit of a missing file makes it (Edit with an empty `old_string`).
                 Probe::Missing => write_or_create(tool, file, probe)?,
@@ -250,22 +185,13 @@ fn file_tool(
             }
         }
         "Glob" => {
-            let pattern =
-                string_field(tool, input, "pattern", true)?.expect("required fields are present");
-            let base = if pattern.starts_with('/') {
-                PathBuf::from("/")
-            } else {
-                optional_dir("path")?
-            };
+            let pattern = string_field(tool, input, "pattern", true)?.expect("required fields are present");
+            let base = if pattern.starts_with('/') { PathBuf::from("/") } else { optional_dir("path")? };
             vec![need(glob_base(base, pattern), Access::List)]
         }
         "Grep" => {
             let p = optional_dir("path")?;
-            let access = if probe(&p) == Probe::Dir || input.get("path").is_none() {
-                Access::List
-            } else {
-                Access::Read
-            };
+            let access = if probe(&p) == Probe::Dir || input.get("path").is_none() { Access::List } else { Access::Read };
             vec![need(p, access)]
         }
         "LS" => vec![need(required("path")?, Access::List)],
@@ -275,8 +201,7 @@ fn file_tool(
 
 /// Whether `p` holds a `..` (or, after the start, a `.`) component.
 pub fn has_dot_segments(p: &Path) -> bool {
-    p.components()
-        .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
+    p.components().any(|c| matches!(c, Component::ParentDir | Component::CurDir))
 }
 
 #[cfg(test)]
@@ -289,160 +214,45 @@ mod tests {
     }
 
     fn res(tool: &str, input: Value, probe: &dyn Fn(&Path) -> Probe) -> Vec<(String, Access)> {
-        resources(tool, &input, Some(Path::new("/w")), probe)
-            .unwrap()
-            .unwrap()
-            .into_iter()
-            .map(|n| (n.path.display().to_string(), n.access))
-            .collect()
+        resources(tool, &input, Some(Path::new("/w")), probe).unwrap().unwrap().into_iter().map(|n| (n.path.display().to_string(), n.access)).collect()
     }
 
     #[test]
     fn every_file_tool_names_its_resources() {
-        assert_eq!(
-            res("Read", json!({"file_path": "/w/a.md"}), &none),
-            [("/w/a.md".into(), Access::Read)]
-        );
-        assert_eq!(
-            res(
-                "Read",
-                json!({"file_path": "notes/a.md", "offset": 3}),
-                &none
-            ),
-            [("/w/notes/a.md".into(), Access::Read)]
-        );
-        assert_eq!(
-            res(
-                "Write",
-                json!({"file_path": "/w/a.md", "content": "x"}),
-                &none
-            ),
-            [("/w/a.md".into(), Access::Write)]
-        );
-        let missing_dir = |p: &Path| {
-            if p.starts_with("/w/new") {
-                Probe::Missing
-            } else {
-                Probe::Dir
-            }
-        };
-        assert_eq!(
-            res(
-                "Write",
-                json!({"file_path": "/w/new/deep/a.md", "content": "x"}),
-                &missing_dir
-            ),
-            [("/w/new".into(), Access::Create)]
-        );
-        let missing_file = |p: &Path| {
-            if p == Path::new("/w/a.md") {
-                Probe::Missing
-            } else {
-                Probe::Dir
-            }
-        };
-        assert_eq!(
-            res("Write", json!({"file_path": "/w/a.md"}), &missing_file),
-            [("/w/a.md".into(), Access::Create)]
-        );
-        assert_eq!(
-            res(
-                "Edit",
-                json!({"file_path": "/w/a.md", "old_string": "a", "new_string": "b"}),
-                &none
-            ),
-            [
-                ("/w/a.md".into(), Access::Read),
-                ("/w/a.md".into(), Access::Write)
-            ]
-        );
-        assert_eq!(
-            res(
-                "MultiEdit",
-                json!({"file_path": "/w/a.md", "edits": []}),
-                &none
-            )
-            .len(),
-            2
-        );
-        assert_eq!(
-            res(
-                "NotebookEdit",
-                json!({"notebook_path": "/w/n.ipynb", "new_source": ""}),
-                &none
-            ),
-            [
-                ("/w/n.ipynb".into(), Access::Read),
-                ("/w/n.ipynb".into(), Access::Write)
-            ]
-        );
-        assert_eq!(
-            res("Glob", json!({"pattern": "src/**/*.rs"}), &none),
-            [("/w/src".into(), Access::List)]
-        );
-        assert_eq!(
-            res(
-                "Glob",
-                json!({"pattern": "*.md", "path": "/w/notes"}),
-                &none
-            ),
-            [("/w/notes".into(), Access::List)]
-        );
-        assert_eq!(
-            res("Glob", json!({"pattern": "/w/docs/*.md"}), &none),
-            [("/w/docs".into(), Access::List)]
-        );
+        assert_eq!(res("Read", json!({"file_path": "/w/a.md"}), &none), [("/w/a.md".into(), Access::Read)]);
+        assert_eq!(res("Read", json!({"file_path": "notes/a.md", "offset": 3}), &none), [("/w/notes/a.md".into(), Access::Read)]);
+        assert_eq!(res("Write", json!({"file_path": "/w/a.md", "content": "x"}), &none), [("/w/a.md".into(), Access::Write)]);
+        let missing_dir = |p: &Path| if p.starts_with("/w/new") { Probe::Missing } else { Probe::Dir };
+        assert_eq!(res("Write", json!({"file_path": "/w/new/deep/a.md", "content": "x"}), &missing_dir), [("/w/new".into(), Access::Create)]);
+        let missing_file = |p: &Path| if p == Path::new("/w/a.md") { Probe::Missing } else { Probe::Dir };
+        assert_eq!(res("Write", json!({"file_path": "/w/a.md"}), &missing_file), [("/w/a.md".into(), Access::Create)]);
+        assert_eq!(res("Edit", json!({"file_path": "/w/a.md", "old_string": "a", "new_string": "b"}), &none), [("/w/a.md".into(), Access::Read), ("/w/a.md".into(), Access::Write)]);
+        assert_eq!(res("MultiEdit", json!({"file_path": "/w/a.md", "edits": []}), &none).len(), 2);
+        assert_eq!(res("NotebookEdit", json!({"notebook_path": "/w/n.ipynb", "new_source": ""}), &none), [("/w/n.ipynb".into(), Access::Read), ("/w/n.ipynb".into(), Access::Write)]);
+        assert_eq!(res("Glob", json!({"pattern": "src/**/*.rs"}), &none), [("/w/src".into(), Access::List)]);
+        assert_eq!(res("Glob", json!({"pattern": "*.md", "path": "/w/notes"}), &none), [("/w/notes".into(), Access::List)]);
+        assert_eq!(res("Glob", json!({"pattern": "/w/docs/*.md"}), &none), [("/w/docs".into(), Access::List)]);
         let dir = |_: &Path| Probe::Dir;
-        assert_eq!(
-            res(
-                "Grep",
-                json!({"pattern": "fn main", "path": "/w/src"}),
-                &dir
-            ),
-            [("/w/src".into(), Access::List)]
-        );
-        assert_eq!(
-            res(
-                "Grep",
-                json!({"pattern": "fn main", "path": "/w/src/main.rs"}),
-                &none
-            ),
-            [("/w/src/main.rs".into(), Access::Read)]
-        );
-        assert_eq!(
-            res("Grep", json!({"pattern": "x"}), &none),
-            [("/w".into(), Access::List)]
-        );
-        assert_eq!(
-            res("LS", json!({"path": "/w/notes"}), &none),
-            [("/w/notes".into(), Access::List)]
-        );
+        assert_eq!(res("Grep", json!({"pattern": "fn main", "path": "/w/src"}), &dir), [("/w/src".into(), Access::List)]);
+        assert_eq!(res("Grep", json!({"pattern": "fn main", "path": "/w/src/main.rs"}), &none), [("/w/src/main.rs".into(), Access::Read)]);
+        assert_eq!(res("Grep", json!({"pattern": "x"}), &none), [("/w".into(), Access::List)]);
+        assert_eq!(res("LS", json!({"path": "/w/notes"}), &none), [("/w/notes".into(), Access::List)]);
     }
 
     #[test]
     fn other_tools_are_not_file_tools_and_bad_input_is_named() {
         assert!(resources("Bash", &json!({"command": "cat /w/a"}), None, &none).is_none());
         assert!(resources("mcp__pincer__request_resource", &json!({}), None, &none).is_none());
-        let e = resources("Read", &json!({}), None, &none)
-            .unwrap()
-            .unwrap_err();
+        let e = resources("Read", &json!({}), None, &none).unwrap().unwrap_err();
         assert!(e.to_string().contains("file_path"), "{e}");
-        let e = resources("Read", &json!({"file_path": 3}), None, &none)
-            .unwrap()
-            .unwrap_err();
+        let e = resources("Read", &json!({"file_path": 3}), None, &none).unwrap().unwrap_err();
         assert!(e.to_string().contains("not a string"), "{e}");
-        let e = resources("Read", &json!({"file_path": "a.md"}), None, &none)
-            .unwrap()
-            .unwrap_err();
+        let e = resources("Read", &json!({"file_path": "a.md"}), None, &none).unwrap().unwrap_err();
         assert!(matches!(e, ToolError::Relative { .. }), "{e}");
-        let e = resources("Read", &json!("x"), None, &none)
-            .unwrap()
-            .unwrap_err();
+        let e = resources("Read", &json!("x"), None, &none).unwrap().unwrap_err();
         assert!(e.to_string().contains("tool_input"), "{e}");
         let unknown = |_: &Path| Probe::Unknown;
-        let e = resources("Write", &json!({"file_path": "/w/a"}), None, &unknown)
-            .unwrap()
-            .unwrap_err();
+        let e = resources("Write", &json!({"file_path": "/w/a"}), None, &unknown).unwrap().unwrap_err();
         assert!(matches!(e, ToolError::CreateOrWrite { .. }), "{e}");
     }
 

@@ -121,30 +121,20 @@ impl Unattributed {
     /// What is counted, in words.
     pub fn describe(self) -> &'static str {
         match self {
-            Unattributed::ShellCommand => {
-                "shell commands (what a command line touches is not known)"
-            }
+            Unattributed::ShellCommand => "shell commands (what a command line touches is not known)",
             Unattributed::OtherTool => "calls of tools that are not file tools",
             Unattributed::FailedCall => "failed tool calls (nothing touched)",
             Unattributed::NoResult => "tool calls without a recorded result",
             Unattributed::BadInput => "file-tool calls whose input names no usable path",
             Unattributed::CreateOrWrite => "writes not known to be a create or a change",
-            Unattributed::SearchTarget => {
-                "searches of a path that is neither a file nor a folder here"
-            }
+            Unattributed::SearchTarget => "searches of a path that is neither a file nor a folder here",
             Unattributed::OutsideRoot => "accesses outside --root",
             Unattributed::RootItself => "accesses of the --root folder itself",
             Unattributed::DotSegments => "paths with `.` or `..` segments",
-            Unattributed::Unrepresentable => {
-                "paths the history format cannot hold (not UTF-8, glob characters)"
-            }
+            Unattributed::Unrepresentable => "paths the history format cannot hold (not UTF-8, glob characters)",
             Unattributed::NoPrompt => "tool calls before the first prompt of their session",
-            Unattributed::AfterBadLine => {
-                "tool calls after an unreadable line, before the next prompt"
-            }
-            Unattributed::NotAPrompt => {
-                "user lines that are not prompts (slash commands, shell escapes, interruptions)"
-            }
+            Unattributed::AfterBadLine => "tool calls after an unreadable line, before the next prompt",
+            Unattributed::NotAPrompt => "user lines that are not prompts (slash commands, shell escapes, interruptions)",
         }
     }
 }
@@ -182,30 +172,13 @@ pub(crate) struct Parsed {
 
 impl Parsed {
     pub fn error(&mut self, file: &Path, line: usize, problem: LineProblem) {
-        self.errors.push(InputError {
-            file: file.into(),
-            line: Some(line),
-            problem,
-        });
+        self.errors.push(InputError { file: file.into(), line: Some(line), problem });
     }
 
     /// Records the outcome of one file-tool call (or why it has none).
-    pub fn call(
-        &mut self,
-        session: &str,
-        at: i64,
-        order: Order,
-        after_bad_line: bool,
-        result: Result<Vec<Need>, Unattributed>,
-    ) {
+    pub fn call(&mut self, session: &str, at: i64, order: Order, after_bad_line: bool, result: Result<Vec<Need>, Unattributed>) {
         match result {
-            Ok(needs) => self.touches.push(Touch {
-                session: session.into(),
-                at,
-                order,
-                needs,
-                after_bad_line,
-            }),
+            Ok(needs) => self.touches.push(Touch { session: session.into(), at, order, needs, after_bad_line }),
             Err(why) => self.skipped.push(why),
         }
     }
@@ -243,16 +216,9 @@ impl Conversion {
 
     /// The summary for stderr.
     pub fn summary(&self, files: usize) -> String {
-        let mut s = format!(
-            "converted {} tasks with {} accesses from {files} files",
-            self.history.len(),
-            self.accesses()
-        );
+        let mut s = format!("converted {} tasks with {} accesses from {files} files", self.history.len(), self.accesses());
         if !self.errors.is_empty() {
-            s.push_str(&format!(
-                "; {} unreadable lines or files (listed above)",
-                self.errors.len()
-            ));
+            s.push_str(&format!("; {} unreadable lines or files (listed above)", self.errors.len()));
         }
         if self.repeated > 0 {
             s.push_str(&format!("; {} repeated entries dropped", self.repeated));
@@ -270,27 +236,12 @@ pub fn parse_time(s: &str) -> Option<i64> {
     let b = s.as_bytes();
     let num = |r: std::ops::Range<usize>| -> Option<i64> {
         let t = s.get(r)?;
-        t.bytes()
-            .all(|c| c.is_ascii_digit())
-            .then(|| t.parse().ok())?
+        t.bytes().all(|c| c.is_ascii_digit()).then(|| t.parse().ok())?
     };
-    if b.len() < 20
-        || b[4] != b'-'
-        || b[7] != b'-'
-        || !matches!(b[10], b'T' | b't' | b' ')
-        || b[13] != b':'
-        || b[16] != b':'
-    {
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') || b[13] != b':' || b[16] != b':' {
         return None;
     }
-    let (y, mo, d, h, mi, sec) = (
-        num(0..4)?,
-        num(5..7)?,
-        num(8..10)?,
-        num(11..13)?,
-        num(14..16)?,
-        num(17..19)?,
-    );
+    let (y, mo, d, h, mi, sec) = (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
     if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
         return None;
     }
@@ -310,10 +261,7 @@ pub fn parse_time(s: &str) -> Option<i64> {
     }
     let offset = match s.get(i..)? {
         "Z" | "z" => 0,
-        tz if tz.len() == 6
-            && matches!(tz.as_bytes()[0], b'+' | b'-')
-            && tz.as_bytes()[3] == b':' =>
-        {
+        tz if tz.len() == 6 && matches!(tz.as_bytes()[0], b'+' | b'-') && tz.as_bytes()[3] == b':' => {
             let (oh, om) = (num(i + 1..i + 3)?, num(i + 4..i + 6)?);
             let sign = if tz.starts_with('-') { -1 } else { 1 };
             sign * (oh * 3600 + om * 60)
@@ -337,17 +285,11 @@ fn relative(path: &Path, access: Access, roots: &[PathBuf]) -> Result<String, Un
     if tools::has_dot_segments(path) {
         return Err(Unattributed::DotSegments);
     }
-    let rel = roots
-        .iter()
-        .find_map(|r| path.strip_prefix(r).ok())
-        .ok_or(Unattributed::OutsideRoot)?;
+    let rel = roots.iter().find_map(|r| path.strip_prefix(r).ok()).ok_or(Unattributed::OutsideRoot)?;
     if rel.as_os_str().is_empty() {
         return Err(Unattributed::RootItself);
     }
-    let mut rel = rel
-        .to_str()
-        .ok_or(Unattributed::Unrepresentable)?
-        .to_string();
+    let mut rel = rel.to_str().ok_or(Unattributed::Unrepresentable)?.to_string();
     if access == Access::List {
         rel.push('/');
     }
@@ -363,11 +305,7 @@ pub fn convert(agent: Agent, files: &[PathBuf], root: &Path) -> Conversion {
         let text = match std::fs::read(file) {
             Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
             Err(e) => {
-                parsed.errors.push(InputError {
-                    file: file.clone(),
-                    line: None,
-                    problem: LineProblem::Unreadable(e),
-                });
+                parsed.errors.push(InputError { file: file.clone(), line: None, problem: LineProblem::Unreadable(e) });
                 continue;
             }
         };
@@ -380,10 +318,7 @@ pub fn convert(agent: Agent, files: &[PathBuf], root: &Path) -> Conversion {
 }
 
 fn attribute(parsed: Parsed, root: &Path) -> Conversion {
-    let mut out = Conversion {
-        errors: parsed.errors,
-        ..Default::default()
-    };
+    let mut out = Conversion { errors: parsed.errors, ..Default::default() };
     let mut roots = vec![std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf())];
     if let Ok(real) = root.canonicalize() {
         if !roots.contains(&real) {
@@ -404,10 +339,7 @@ fn attribute(parsed: Parsed, root: &Path) -> Conversion {
         }
         fresh
     });
-    let first_day = prompts
-        .first()
-        .map(|p| p.at.div_euclid(DAY_MS))
-        .unwrap_or(0);
+    let first_day = prompts.first().map(|p| p.at.div_euclid(DAY_MS)).unwrap_or(0);
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     let mut tasks: Vec<HistoryRecord> = prompts
         .iter()
@@ -432,23 +364,16 @@ fn attribute(parsed: Parsed, root: &Path) -> Conversion {
     touches.sort_by_key(|t| (t.at, t.order));
     let mut seen_touch = HashSet::new();
     for t in touches {
-        let key: Vec<(PathBuf, Access)> =
-            t.needs.iter().map(|n| (n.path.clone(), n.access)).collect();
+        let key: Vec<(PathBuf, Access)> = t.needs.iter().map(|n| (n.path.clone(), n.access)).collect();
         if !seen_touch.insert((t.session.clone(), t.at, key)) {
             out.repeated += 1;
             continue;
         }
         if t.after_bad_line {
-            *out.unattributed
-                .entry(Unattributed::AfterBadLine)
-                .or_default() += 1;
+            *out.unattributed.entry(Unattributed::AfterBadLine).or_default() += 1;
             continue;
         }
-        let owner = by_session.get(t.session.as_str()).and_then(|idx| {
-            idx.iter()
-                .rev()
-                .find(|&&i| (prompts[i].at, prompts[i].order) <= (t.at, t.order))
-        });
+        let owner = by_session.get(t.session.as_str()).and_then(|idx| idx.iter().rev().find(|&&i| (prompts[i].at, prompts[i].order) <= (t.at, t.order)));
         let Some(&task) = owner else {
             *out.unattributed.entry(Unattributed::NoPrompt).or_default() += 1;
             continue;
@@ -456,10 +381,7 @@ fn attribute(parsed: Parsed, root: &Path) -> Conversion {
         for n in t.needs {
             match relative(&n.path, n.access, &roots) {
                 Ok(path) => {
-                    let rec = AccessRecord {
-                        path,
-                        access: n.access,
-                    };
+                    let rec = AccessRecord { path, access: n.access };
                     if !tasks[task].accesses.contains(&rec) {
                         tasks[task].accesses.push(rec);
                     }
@@ -480,23 +402,10 @@ mod tests {
     fn rfc3339_times_parse_to_epoch_millis() {
         assert_eq!(parse_time("1970-01-01T00:00:00Z"), Some(0));
         assert_eq!(parse_time("1970-01-02T00:00:00.5Z"), Some(86_400_500));
-        assert_eq!(
-            parse_time("2025-05-26T07:27:40.079Z"),
-            Some(1_748_244_460_079)
-        );
-        assert_eq!(
-            parse_time("2025-05-26T09:27:40.079+02:00"),
-            Some(1_748_244_460_079)
-        );
+        assert_eq!(parse_time("2025-05-26T07:27:40.079Z"), Some(1_748_244_460_079));
+        assert_eq!(parse_time("2025-05-26T09:27:40.079+02:00"), Some(1_748_244_460_079));
         assert_eq!(parse_time("2024-02-29T00:00:00Z"), Some(1_709_164_800_000));
-        for bad in [
-            "",
-            "2025-05-26",
-            "2025-13-01T00:00:00Z",
-            "2025-05-26T07:27:40",
-            "2025-05-26T07:27:40.Z",
-            "yesterday at noon!!",
-        ] {
+        for bad in ["", "2025-05-26", "2025-13-01T00:00:00Z", "2025-05-26T07:27:40", "2025-05-26T07:27:40.Z", "yesterday at noon!!"] {
             assert_eq!(parse_time(bad), None, "{bad}");
         }
     }
@@ -504,29 +413,11 @@ mod tests {
     #[test]
     fn paths_outside_the_root_or_with_dots_are_not_guessed() {
         let roots = [PathBuf::from("/w")];
-        assert_eq!(
-            relative(Path::new("/w/a/b.md"), Access::Read, &roots),
-            Ok("a/b.md".into())
-        );
-        assert_eq!(
-            relative(Path::new("/w/a"), Access::List, &roots),
-            Ok("a/".into())
-        );
-        assert_eq!(
-            relative(Path::new("/etc/passwd"), Access::Read, &roots),
-            Err(Unattributed::OutsideRoot)
-        );
-        assert_eq!(
-            relative(Path::new("/w"), Access::List, &roots),
-            Err(Unattributed::RootItself)
-        );
-        assert_eq!(
-            relative(Path::new("/w/a/../b"), Access::Read, &roots),
-            Err(Unattributed::DotSegments)
-        );
-        assert_eq!(
-            relative(Path::new("/w/pages/[id].tsx"), Access::Read, &roots),
-            Err(Unattributed::Unrepresentable)
-        );
+        assert_eq!(relative(Path::new("/w/a/b.md"), Access::Read, &roots), Ok("a/b.md".into()));
+        assert_eq!(relative(Path::new("/w/a"), Access::List, &roots), Ok("a/".into()));
+        assert_eq!(relative(Path::new("/etc/passwd"), Access::Read, &roots), Err(Unattributed::OutsideRoot));
+        assert_eq!(relative(Path::new("/w"), Access::List, &roots), Err(Unattributed::RootItself));
+        assert_eq!(relative(Path::new("/w/a/../b"), Access::Read, &roots), Err(Unattributed::DotSegments));
+        assert_eq!(relative(Path::new("/w/pages/[id].tsx"), Access::Read, &roots), Err(Unattributed::Unrepresentable));
     }
 }

@@ -32,20 +32,8 @@ pub struct ApproveArgs {
 }
 
 /// Sends the user's answer.
-pub fn answer(
-    conn: &Conn,
-    id: u64,
-    approve: bool,
-    scope: ApprovalScope,
-) -> anyhow::Result<ExitCode> {
-    match call(
-        conn,
-        Call::Answer {
-            question: id,
-            approve,
-            scope,
-        },
-    )? {
+pub fn answer(conn: &Conn, id: u64, approve: bool, scope: ApprovalScope) -> anyhow::Result<ExitCode> {
+    match call(conn, Call::Answer { question: id, approve, scope })? {
         Reply::Ok { message } => println!("{message}"),
         other => anyhow::bail!("unexpected reply: {other:?}"),
     }

@@ -4,10 +4,8 @@
 
 use clap::{Args, Subcommand};
 use pincer::decider::OfflineDecider;
-use pincer::sanitize::{Sanitizer, SecretKey};
-use pincer::store::{
-    AccessRecord, HistoryRecord, Permission, PolicyRule, TrustedState, UserPolicy,
-};
+use pincer::sanitize::{SecretKey, Sanitizer};
+use pincer::store::{AccessRecord, HistoryRecord, Permission, PolicyRule, TrustedState, UserPolicy};
 use pincer::twin::{Prepared, Request, Twin, TwinConfig, Variant};
 use pincer::Access;
 use std::process::ExitCode;
@@ -49,53 +47,12 @@ impl Rng {
     }
 }
 
-const VERBS: &[&str] = &[
-    "fix",
-    "add",
-    "summarize",
-    "refactor",
-    "explain",
-    "update",
-    "review",
-    "delete",
-    "rename",
-    "document",
-    "test",
-    "draft",
-];
+const VERBS: &[&str] = &["fix", "add", "summarize", "refactor", "explain", "update", "review", "delete", "rename", "document", "test", "draft"];
 const NOUNS: &[&str] = &[
-    "parser",
-    "lexer",
-    "cache",
-    "router",
-    "schema",
-    "config",
-    "report",
-    "invoice",
-    "ledger",
-    "queue",
-    "scheduler",
-    "client",
-    "server",
-    "index",
-    "notes",
-    "memo",
-    "letter",
-    "brief",
-    "summary",
-    "budget",
-    "timeline",
-    "export",
-    "import",
-    "logger",
-    "metrics",
-    "session",
-    "token",
-    "search",
+    "parser", "lexer", "cache", "router", "schema", "config", "report", "invoice", "ledger", "queue", "scheduler", "client", "server", "index",
+    "notes", "memo", "letter", "brief", "summary", "budget", "timeline", "export", "import", "logger", "metrics", "session", "token", "search",
 ];
-const DIRS: &[&str] = &[
-    "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta",
-];
+const DIRS: &[&str] = &["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"];
 const SUBS: &[&str] = &["src", "tests", "docs", "notes", "drafts", "data"];
 
 fn synthetic_state(n: usize, rng: &mut Rng) -> TrustedState {
@@ -103,44 +60,22 @@ fn synthetic_state(n: usize, rng: &mut Rng) -> TrustedState {
     for i in 0..n {
         let (v, a, b) = (rng.pick(VERBS), rng.pick(NOUNS), rng.pick(NOUNS));
         let dir = format!("{}/{}", rng.pick(DIRS), rng.pick(SUBS));
-        let mut accesses = vec![AccessRecord {
-            path: format!("{dir}/"),
-            access: Access::List,
-        }];
+        let mut accesses = vec![AccessRecord { path: format!("{dir}/"), access: Access::List }];
         for _ in 0..(2 + rng.next() % 4) {
             let f = format!("{dir}/{}_{}.txt", rng.pick(NOUNS), rng.next() % 20);
-            accesses.push(AccessRecord {
-                path: f.clone(),
-                access: Access::Read,
-            });
-            if matches!(
-                v,
-                "fix" | "add" | "refactor" | "update" | "rename" | "draft"
-            ) {
-                accesses.push(AccessRecord {
-                    path: f,
-                    access: Access::Write,
-                });
+            accesses.push(AccessRecord { path: f.clone(), access: Access::Read });
+            if matches!(v, "fix" | "add" | "refactor" | "update" | "rename" | "draft") {
+                accesses.push(AccessRecord { path: f, access: Access::Write });
             }
         }
-        let rec = HistoryRecord {
-            day: (i / 10) as u32,
-            session: format!("h{i}"),
-            prompt: format!("{v} the {a} {b} in {dir}"),
-            accesses,
-            approvals: vec![],
-        };
+        let rec = HistoryRecord { day: (i / 10) as u32, session: format!("h{i}"), prompt: format!("{v} the {a} {b} in {dir}"), accesses, approvals: vec![] };
         st.add_history(&rec).expect("synthetic history is valid");
     }
     for (i, d) in DIRS.iter().take(3).enumerate() {
         st.add_policy(&UserPolicy {
             id: format!("p{i}"),
             text: format!("Never touch {d}/data/."),
-            rules: vec![PolicyRule {
-                path_glob: format!("{d}/data/**"),
-                access: Access::ALL.to_vec(),
-                permission: Permission::Deny,
-            }],
+            rules: vec![PolicyRule { path_glob: format!("{d}/data/**"), access: Access::ALL.to_vec(), permission: Permission::Deny }],
         })
         .expect("synthetic policy is valid");
     }
@@ -149,10 +84,7 @@ fn synthetic_state(n: usize, rng: &mut Rng) -> TrustedState {
 
 /// The calling thread's CPU time in microseconds (`CLOCK_THREAD_CPUTIME_ID`).
 fn thread_cpu_us() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant Linux supports.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     if rc != 0 {
@@ -167,24 +99,13 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
 }
 
 async fn bench_decide(history: &[usize], iterations: usize) -> anyhow::Result<()> {
-    println!(
-        "offline decider, full three-vote decision (twin.decide), {iterations} decisions per size"
-    );
+    println!("offline decider, full three-vote decision (twin.decide), {iterations} decisions per size");
     println!("wall: elapsed time; cpu: the thread's CPU time (excludes waiting for a core)");
-    println!(
-        "{:>8} {:>10} {:>10} {:>10} {:>10} {:>12} {:>12}",
-        "history", "p50 us", "p99 us", "mean us", "max us", "cpu p50 us", "cpu p99 us"
-    );
+    println!("{:>8} {:>10} {:>10} {:>10} {:>10} {:>12} {:>12}", "history", "p50 us", "p99 us", "mean us", "max us", "cpu p50 us", "cpu p99 us");
     for &n in history {
         let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ n as u64);
-        let prepared = Prepared::new(
-            synthetic_state(n, &mut rng),
-            Sanitizer::new(SecretKey::from_bytes([3; 32])),
-        );
-        let tree: Vec<String> = DIRS
-            .iter()
-            .flat_map(|d| SUBS.iter().map(move |s| format!("{d}/{s}/")))
-            .collect();
+        let prepared = Prepared::new(synthetic_state(n, &mut rng), Sanitizer::new(SecretKey::from_bytes([3; 32])));
+        let tree: Vec<String> = DIRS.iter().flat_map(|d| SUBS.iter().map(move |s| format!("{d}/{s}/"))).collect();
         let decider = Arc::new(OfflineDecider::new());
         let mut times = Vec::with_capacity(iterations);
         let mut cpu = Vec::with_capacity(iterations);
@@ -196,46 +117,18 @@ async fn bench_decide(history: &[usize], iterations: usize) -> anyhow::Result<()
             // A fresh session (untimed) every 20 decisions keeps the session small and the
             // history at its nominal size.
             if i % 20 == 0 {
-                let mut t = Twin::from_prepared(
-                    &prepared,
-                    decider.clone(),
-                    TwinConfig {
-                        variant: Variant::Pincer,
-                        escalate_after: 2,
-                    },
-                );
-                let prompt = format!(
-                    "{} the {} {} in {}/{}",
-                    rng.pick(VERBS),
-                    rng.pick(NOUNS),
-                    rng.pick(NOUNS),
-                    rng.pick(DIRS),
-                    rng.pick(SUBS)
-                );
+                let mut t = Twin::from_prepared(&prepared, decider.clone(), TwinConfig { variant: Variant::Pincer, escalate_after: 2 });
+                let prompt = format!("{} the {} {} in {}/{}", rng.pick(VERBS), rng.pick(NOUNS), rng.pick(NOUNS), rng.pick(DIRS), rng.pick(SUBS));
                 t.start_session("bench", &prompt, &tree).await?;
                 twin = Some(t);
             }
             let t = twin.as_mut().expect("set above");
-            let access = [
-                Access::Read,
-                Access::Write,
-                Access::Create,
-                Access::List,
-                Access::Delete,
-            ][(rng.next() % 5) as usize];
+            let access = [Access::Read, Access::Write, Access::Create, Access::List, Access::Delete][(rng.next() % 5) as usize];
             let req = Request {
-                path: format!(
-                    "{}/{}/{}_{}.txt",
-                    rng.pick(DIRS),
-                    rng.pick(SUBS),
-                    rng.pick(NOUNS),
-                    rng.next() % 20
-                ),
+                path: format!("{}/{}/{}_{}.txt", rng.pick(DIRS), rng.pick(SUBS), rng.pick(NOUNS), rng.next() % 20),
                 access,
                 rationale: Some("Needed to finish the task.".into()),
-                content: Some(
-                    b"fn main() { println!(\"hello\"); }\n// notes about the parser\n".to_vec(),
-                ),
+                content: Some(b"fn main() { println!(\"hello\"); }\n// notes about the parser\n".to_vec()),
             };
             let start = Instant::now();
             let c0 = thread_cpu_us();
@@ -262,14 +155,9 @@ async fn bench_decide(history: &[usize], iterations: usize) -> anyhow::Result<()
 
 /// Runs a benchmark.
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     match args.what {
-        What::Decide {
-            history,
-            iterations,
-        } => {
+        What::Decide { history, iterations } => {
             anyhow::ensure!(iterations > 0, "--iterations must be at least 1");
             anyhow::ensure!(!history.is_empty(), "--history needs at least one size");
             rt.block_on(bench_decide(&history, iterations))?;

@@ -26,9 +26,7 @@ impl Conn {
 
 /// A current-thread runtime for one client call.
 pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?)
+    Ok(tokio::runtime::Builder::new_current_thread().enable_all().build()?)
 }
 
 /// One call; an error reply becomes an error naming its kind.

@@ -15,16 +15,8 @@ pub struct DoctorArgs {
 
 /// Runs every check.
 pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
-    let socket = args.conn.socket.clone().or_else(|| {
-        std::env::var_os("PINCER_SOCKET")
-            .filter(|s| !s.is_empty())
-            .map(Into::into)
-    });
+    let socket = args.conn.socket.clone().or_else(|| std::env::var_os("PINCER_SOCKET").filter(|s| !s.is_empty()).map(Into::into));
     let report = runtime()?.block_on(checks(&Host::system(), args.conn.config.as_deref(), socket));
     print!("{}", report.render());
-    Ok(if report.ready() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(if report.ready() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

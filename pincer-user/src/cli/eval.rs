@@ -48,9 +48,7 @@ fn default_corpus() -> Option<PathBuf> {
             }
         }
     }
-    let built = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join("corpus");
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("corpus");
     built.is_dir().then_some(built)
 }
 
@@ -75,59 +73,26 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
     // The corpus as the user would name it: relative to the current folder when inside it.
     let label = std::env::current_dir()
         .ok()
-        .and_then(|cwd| {
-            corpus_dir
-                .strip_prefix(&cwd)
-                .ok()
-                .map(|p| p.display().to_string())
-        })
+        .and_then(|cwd| corpus_dir.strip_prefix(&cwd).ok().map(|p| p.display().to_string()))
         .filter(|p| !p.is_empty())
         .unwrap_or_else(|| corpus_dir.display().to_string());
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
     let audit = args.audit.as_deref().map(AuditLog::create).transpose()?;
     let audit = audit.as_ref();
     let mut model_failures = None;
     let outcome = match backend {
-        Backend::Offline => run::run(
-            rt.handle(),
-            &corpus,
-            &label,
-            backend,
-            &defenses,
-            args.runs,
-            &OfflineFactory,
-            &|| {},
-            threads,
-            audit,
-        )?,
+        Backend::Offline => run::run(rt.handle(), &corpus, &label, backend, &defenses, args.runs, &OfflineFactory, &|| {}, threads, audit)?,
         Backend::OpenAi | Backend::Anthropic => {
             let factory = pincer::eval::llm::LlmFactory::from_env(backend)?;
-            let bar =
-                indicatif::ProgressBar::new(run::total_samples(&corpus, defenses.len(), args.runs));
+            let bar = indicatif::ProgressBar::new(run::total_samples(&corpus, defenses.len(), args.runs));
             bar.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "{elapsed_precise} [{bar:40}] {pos}/{len} samples, eta {eta}",
-                )
-                .expect("the progress template is valid")
-                .progress_chars("=> "),
+                indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} samples, eta {eta}")
+                    .expect("the progress template is valid")
+                    .progress_chars("=> "),
             );
             let tick = || bar.inc(1);
-            let o = run::run(
-                rt.handle(),
-                &corpus,
-                &label,
-                backend,
-                &defenses,
-                args.runs,
-                &factory,
-                &tick,
-                threads.max(4),
-                audit,
-            )?;
+            let o = run::run(rt.handle(), &corpus, &label, backend, &defenses, args.runs, &factory, &tick, threads.max(4), audit)?;
             bar.finish_and_clear();
             model_failures = Some(factory.failures());
             o

@@ -42,9 +42,7 @@ fn jsonl_files(path: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
         out.push(path.to_path_buf());
         return Ok(());
     }
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(path)?
-        .map(|e| e.map(|e| e.path()))
-        .collect::<Result<_, _>>()?;
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(path)?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>()?;
     entries.sort();
     for e in entries {
         if e.is_dir() {
@@ -61,20 +59,13 @@ pub fn run(args: HistoryArgs) -> anyhow::Result<ExitCode> {
     let HistoryCommand::Convert(args) = args.command;
     let mut files = Vec::new();
     for p in &args.paths {
-        jsonl_files(p, &mut files)
-            .map_err(|e| anyhow::anyhow!("cannot list {}: {e}", p.display()))?;
+        jsonl_files(p, &mut files).map_err(|e| anyhow::anyhow!("cannot list {}: {e}", p.display()))?;
     }
     let c = convert(args.from, &files, &args.root);
-    std::io::stdout()
-        .lock()
-        .write_all(c.to_jsonl().as_bytes())?;
+    std::io::stdout().lock().write_all(c.to_jsonl().as_bytes())?;
     for e in &c.errors {
         eprintln!("pincer: {e}");
     }
     eprintln!("pincer: {}", c.summary(files.len()));
-    Ok(if c.errors.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(if c.errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

@@ -52,10 +52,7 @@ pub fn run(args: HookArgs) -> anyhow::Result<ExitCode> {
     let Agent::ClaudeCode(args) = args.agent;
     // A panic must block the call, not let it through (any exit code but 0 and 2 does).
     std::panic::set_hook(Box::new(|info| {
-        eprintln!(
-            "Pincer: the hook failed ({info}), so the tool call is denied. {}",
-            hook::HOW_TO_ASK
-        );
+        eprintln!("Pincer: the hook failed ({info}), so the tool call is denied. {}", hook::HOW_TO_ASK);
         std::process::exit(i32::from(BLOCK));
     }));
     let mut text = String::new();
@@ -66,19 +63,12 @@ pub fn run(args: HookArgs) -> anyhow::Result<ExitCode> {
         Ok(i) => i,
         Err(e) => return Ok(block(e)),
     };
-    let decision = match (
-        Config::load(args.conn.config.as_deref()),
-        socket_path(args.conn.socket.clone(), args.conn.config.as_deref()),
-    ) {
+    let decision = match (Config::load(args.conn.config.as_deref()), socket_path(args.conn.socket.clone(), args.conn.config.as_deref())) {
         (Ok(cfg), Ok(socket)) => {
-            let deadline =
-                Duration::from_secs(args.timeout.unwrap_or(cfg.escalation.timeout_secs + 10));
+            let deadline = Duration::from_secs(args.timeout.unwrap_or(cfg.escalation.timeout_secs + 10));
             runtime()?.block_on(hook::decide(&input, &socket, deadline))
         }
-        (Err(e), _) | (_, Err(e)) => Decision::Deny(format!(
-            "Pincer: the configuration cannot be read, so the call is denied: {e}. {}",
-            hook::HOW_TO_ASK
-        )),
+        (Err(e), _) | (_, Err(e)) => Decision::Deny(format!("Pincer: the configuration cannot be read, so the call is denied: {e}. {}", hook::HOW_TO_ASK)),
     };
     if let Some(json) = decision.to_json() {
         println!("{json}");

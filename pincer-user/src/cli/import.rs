@@ -30,19 +30,9 @@ pub struct ImportArgs {
 
 /// Sends the files' contents to the daemon.
 pub fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
-    let history = std::fs::read_to_string(&args.history)
-        .with_context(|| format!("reading {}", args.history.display()))?;
-    let policies = std::fs::read_to_string(&args.policies)
-        .with_context(|| format!("reading {}", args.policies.display()))?;
-    match call(
-        &args.conn,
-        Call::Import {
-            history,
-            policies,
-            uid: args.uid,
-            workspace: args.workspace.map(|w| std::path::absolute(&w).unwrap_or(w)),
-        },
-    )? {
+    let history = std::fs::read_to_string(&args.history).with_context(|| format!("reading {}", args.history.display()))?;
+    let policies = std::fs::read_to_string(&args.policies).with_context(|| format!("reading {}", args.policies.display()))?;
+    match call(&args.conn, Call::Import { history, policies, uid: args.uid, workspace: args.workspace.map(|w| std::path::absolute(&w).unwrap_or(w)) })? {
         Reply::Ok { message } => println!("{message}"),
         other => anyhow::bail!("unexpected reply: {other:?}"),
     }

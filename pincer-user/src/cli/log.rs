@@ -27,11 +27,7 @@ pub fn run(args: LogArgs) -> anyhow::Result<ExitCode> {
     let socket = args.conn.socket()?;
     runtime()?.block_on(async {
         let mut c = Client::connect(&socket).await?;
-        c.send(Call::Log {
-            session: args.session,
-            follow: args.follow,
-        })
-        .await?;
+        c.send(Call::Log { session: args.session, follow: args.follow }).await?;
         while let Some(r) = c.next().await? {
             match r {
                 Reply::Entry { entry } => {

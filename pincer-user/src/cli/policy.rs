@@ -38,9 +38,7 @@ enum PolicyCommand {
 pub fn run(args: PolicyArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         PolicyCommand::List { json, conn } => {
-            let Reply::Rules { rules } = call(&conn, Call::Rules)? else {
-                anyhow::bail!("unexpected reply")
-            };
+            let Reply::Rules { rules } = call(&conn, Call::Rules)? else { anyhow::bail!("unexpected reply") };
             if json {
                 println!("{}", serde_json::to_string_pretty(&rules)?);
             } else if rules.is_empty() {
@@ -49,17 +47,8 @@ pub fn run(args: PolicyArgs) -> anyhow::Result<ExitCode> {
             if !json {
                 for r in rules {
                     match r.rule {
-                        Rule::Approval(a) => println!(
-                            "{:>6}  approval  {} {} {} (task {})",
-                            r.id.to_string(),
-                            a.permission.as_str(),
-                            a.access,
-                            a.path_glob,
-                            a.session
-                        ),
-                        Rule::Policy(p) => {
-                            println!("{:>6}  policy    {}: {}", r.id.to_string(), p.id, p.text)
-                        }
+                        Rule::Approval(a) => println!("{:>6}  approval  {} {} {} (task {})", r.id.to_string(), a.permission.as_str(), a.access, a.path_glob, a.session),
+                        Rule::Policy(p) => println!("{:>6}  policy    {}: {}", r.id.to_string(), p.id, p.text),
                     }
                 }
             }

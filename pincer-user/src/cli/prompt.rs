@@ -19,13 +19,7 @@ pub struct PromptArgs {
 
 /// Sends the prompt to the twin.
 pub fn run(args: PromptArgs) -> anyhow::Result<ExitCode> {
-    match call(
-        &args.conn,
-        Call::Prompt {
-            session: args.session,
-            text: args.text,
-        },
-    )? {
+    match call(&args.conn, Call::Prompt { session: args.session, text: args.text })? {
         Reply::Ok { message } => println!("{message}"),
         other => anyhow::bail!("unexpected reply: {other:?}"),
     }

@@ -30,41 +30,20 @@ pub struct RequestArgs {
 /// Makes a path absolute without touching the file system (no symlink is resolved here:
 /// the daemon resolves it inside the session's roots).
 pub fn absolute(path: &std::path::Path) -> anyhow::Result<String> {
-    let p = if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        std::env::current_dir()?.join(path)
-    };
-    p.to_str()
-        .map(str::to_string)
-        .ok_or_else(|| anyhow::anyhow!("the path {} is not valid UTF-8", p.display()))
+    let p = if path.is_absolute() { path.to_path_buf() } else { std::env::current_dir()?.join(path) };
+    p.to_str().map(str::to_string).ok_or_else(|| anyhow::anyhow!("the path {} is not valid UTF-8", p.display()))
 }
 
 /// Asks the daemon and waits for the decision.
 pub fn run(args: RequestArgs) -> anyhow::Result<ExitCode> {
     let path = absolute(&args.path)?;
-    match call(
-        &args.conn,
-        Call::Request {
-            path: path.clone(),
-            access: args.access,
-            reason: args.reason,
-            session: args.session,
-        },
-    )? {
+    match call(&args.conn, Call::Request { path: path.clone(), access: args.access, reason: args.reason, session: args.session })? {
         Reply::Decision { granted: true, .. } => {
             println!("granted: {} {path}", args.access);
             Ok(ExitCode::SUCCESS)
         }
-        Reply::Decision {
-            outcome,
-            reason,
-            question,
-            ..
-        } => {
-            let q = question
-                .map(|q| format!(" (question {q})"))
-                .unwrap_or_default();
+        Reply::Decision { outcome, reason, question, .. } => {
+            let q = question.map(|q| format!(" (question {q})")).unwrap_or_default();
             eprintln!("denied ({outcome}){q}: {} {path}: {reason}", args.access);
             Ok(ExitCode::from(1))
         }

@@ -67,17 +67,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if unsafe { libc::geteuid() } != 0 {
         anyhow::bail!("pincer run needs root to place the worker in its session cgroup and drop to --user; run it with sudo");
     }
-    let account = match (
-        &args.user,
-        std::env::var("SUDO_UID")
-            .ok()
-            .and_then(|u| u.parse::<u32>().ok()),
-    ) {
+    let account = match (&args.user, std::env::var("SUDO_UID").ok().and_then(|u| u.parse::<u32>().ok())) {
         (Some(name), _) => users::by_name(name)?,
         (None, Some(uid)) => users::by_uid(uid),
-        (None, None) => anyhow::bail!(
-            "name the unprivileged user the worker runs as with --user (or run under sudo)"
-        ),
+        (None, None) => anyhow::bail!("name the unprivileged user the worker runs as with --user (or run under sudo)"),
     };
     if account.uid == 0 {
         anyhow::bail!("the worker must not run as root: name an unprivileged user with --user");
@@ -134,9 +127,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-async fn wait_forwarding_signals(
-    child: &mut tokio::process::Child,
-) -> anyhow::Result<std::process::ExitStatus> {
+async fn wait_forwarding_signals(child: &mut tokio::process::Child) -> anyhow::Result<std::process::ExitStatus> {
     use tokio::signal::unix::{signal, SignalKind};
     let pid = child.id().context("the worker has no pid")? as i32;
     let mut int = signal(SignalKind::interrupt())?;

@@ -8,8 +8,8 @@ use std::sync::Mutex;
 use tokio::sync::broadcast;
 
 use super::protocol::RequestOutcome;
-use crate::access::Access;
 use crate::decider::TokenUsage;
+use crate::access::Access;
 
 /// Errors of the audit log.
 #[derive(Debug, thiserror::Error)]
@@ -206,10 +206,7 @@ pub struct AuditEntry {
 impl AuditEntry {
     /// An entry of `event` stamped now, other fields empty.
     pub fn new(event: Event) -> Self {
-        let time_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
+        let time_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
         AuditEntry {
             time_ms,
             event,
@@ -236,10 +233,7 @@ impl AuditEntry {
         }
         if let Some(r) = &self.request {
             match r.pid {
-                Some(pid) => s.push_str(&format!(
-                    " {} {} ({}, pid {pid})",
-                    r.access, r.path, r.source
-                )),
+                Some(pid) => s.push_str(&format!(" {} {} ({}, pid {pid})", r.access, r.path, r.source)),
                 None => s.push_str(&format!(" {} {} ({})", r.access, r.path, r.source)),
             }
         }
@@ -253,12 +247,7 @@ impl AuditEntry {
             s.push_str(&format!(": {d}"));
         }
         for (i, v) in self.votes.iter().enumerate() {
-            s.push_str(&format!(
-                "\n    vote {}: {:?}: {}",
-                i + 1,
-                v.verdict,
-                v.reason
-            ));
+            s.push_str(&format!("\n    vote {}: {:?}: {}", i + 1, v.verdict, v.reason));
         }
         s
     }
@@ -284,9 +273,7 @@ pub struct AuditLog {
 
 impl std::fmt::Debug for AuditLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AuditLog")
-            .field("path", &self.path)
-            .finish()
+        f.debug_struct("AuditLog").field("path", &self.path).finish()
     }
 }
 
@@ -305,32 +292,19 @@ impl AuditLog {
     fn open_with(path: &Path, truncate: bool) -> Result<Self, AuditError> {
         use std::os::unix::fs::OpenOptionsExt;
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|source| AuditError::Open {
-                path: path.into(),
-                source,
-            })?;
+            std::fs::create_dir_all(dir).map_err(|source| AuditError::Open { path: path.into(), source })?;
         }
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .mode(0o600)
             .open(path)
-            .map_err(|source| AuditError::Open {
-                path: path.into(),
-                source,
-            })?;
+            .map_err(|source| AuditError::Open { path: path.into(), source })?;
         if truncate {
-            file.set_len(0).map_err(|source| AuditError::Open {
-                path: path.into(),
-                source,
-            })?;
+            file.set_len(0).map_err(|source| AuditError::Open { path: path.into(), source })?;
         }
         let (tx, _) = broadcast::channel(1024);
-        Ok(AuditLog {
-            path: path.into(),
-            file: Mutex::new(file),
-            tx,
-        })
+        Ok(AuditLog { path: path.into(), file: Mutex::new(file), tx })
     }
 
     /// The log's path.
@@ -344,11 +318,7 @@ impl AuditLog {
         line.push('\n');
         {
             let mut f = self.file.lock().unwrap_or_else(|p| p.into_inner());
-            f.write_all(line.as_bytes())
-                .map_err(|source| AuditError::Write {
-                    path: self.path.clone(),
-                    source,
-                })?;
+            f.write_all(line.as_bytes()).map_err(|source| AuditError::Write { path: self.path.clone(), source })?;
         }
         let _ = self.tx.send(entry.clone());
         Ok(())
@@ -375,10 +345,7 @@ impl AuditLog {
 
 /// Reads the entries of an audit log file.
 pub fn read_entries(path: &Path) -> Result<Vec<AuditEntry>, AuditError> {
-    let text = std::fs::read_to_string(path).map_err(|source| AuditError::Read {
-        path: path.into(),
-        source,
-    })?;
+    let text = std::fs::read_to_string(path).map_err(|source| AuditError::Read { path: path.into(), source })?;
     let mut out = Vec::new();
     for (line, e) in crate::jsonl::parse_lines(&text) {
         match e {
@@ -401,11 +368,7 @@ mod tests {
         let mut e = AuditEntry::new(Event::Decision);
         e.session = Some("s1".into());
         e.outcome = Some(RequestOutcome::Grant);
-        e.votes = vec![AuditVote {
-            verdict: crate::decider::Verdict::Allow,
-            reason: "seen before".into(),
-            mechanism: Some(crate::decider::Mechanism::Location),
-        }];
+        e.votes = vec![AuditVote { verdict: crate::decider::Verdict::Allow, reason: "seen before".into(), mechanism: Some(crate::decider::Mechanism::Location) }];
         log.append(&e).unwrap();
         log.append(&AuditEntry::new(Event::Refusal)).unwrap();
         let all = log.read_all().unwrap();
@@ -414,10 +377,6 @@ mod tests {
         assert_eq!(rx.try_recv().unwrap(), e);
         let text = std::fs::read_to_string(log.path()).unwrap();
         assert_eq!(text.lines().count(), 2);
-        assert!(text
-            .lines()
-            .next()
-            .unwrap()
-            .contains("\"event\":\"decision\""));
+        assert!(text.lines().next().unwrap().contains("\"event\":\"decision\""));
     }
 }

@@ -48,12 +48,8 @@ pub fn permit(caller: &Caller, peer: &Peer, call: &Call) -> Result<(), Refusal> 
         },
         (Caller::Worker(_), other) => Err(Refusal::WorkerControl(other.name())),
         (Caller::Outside, Call::Request { .. }) => Err(Refusal::RequestFromOutside),
-        (Caller::Outside, Call::CreateSession { .. }) if peer.uid != 0 => {
-            Err(Refusal::CreateNeedsRoot)
-        }
-        (Caller::Outside, Call::Import { uid: Some(u), .. }) if *u != peer.uid && peer.uid != 0 => {
-            Err(Refusal::ImportForOther)
-        }
+        (Caller::Outside, Call::CreateSession { .. }) if peer.uid != 0 => Err(Refusal::CreateNeedsRoot),
+        (Caller::Outside, Call::Import { uid: Some(u), .. }) if *u != peer.uid && peer.uid != 0 => Err(Refusal::ImportForOther),
         (Caller::Outside, _) => Ok(()),
     }
 }
@@ -69,25 +65,16 @@ pub fn owned<'a>(sessions: &'a Sessions, peer: &Peer, id: &str) -> Result<&'a Se
 
 /// The caller's only open session (root: the only open session).
 pub fn only_session(sessions: &Sessions, peer: &Peer) -> Result<String, CallError> {
-    let mine: Vec<&Session> = sessions
-        .iter()
-        .filter(|s| peer.uid == 0 || s.owner_uid == peer.uid)
-        .collect();
+    let mine: Vec<&Session> = sessions.iter().filter(|s| peer.uid == 0 || s.owner_uid == peer.uid).collect();
     match mine.as_slice() {
         [one] => Ok(one.id.clone()),
         [] => Err(CallError::NoSessionOfYours),
-        many => Err(CallError::SeveralSessions(
-            many.iter().map(|s| s.id.clone()).collect(),
-        )),
+        many => Err(CallError::SeveralSessions(many.iter().map(|s| s.id.clone()).collect())),
     }
 }
 
 /// The session a call names, or the caller's only one; checked to be the caller's.
-pub fn named_or_only(
-    sessions: &Sessions,
-    peer: &Peer,
-    session: Option<String>,
-) -> Result<String, CallError> {
+pub fn named_or_only(sessions: &Sessions, peer: &Peer, session: Option<String>) -> Result<String, CallError> {
     let id = match session {
         Some(s) => s,
         None => only_session(sessions, peer)?,
@@ -98,11 +85,7 @@ pub fn named_or_only(
 
 /// Whether the caller may read the entries of `session` (root and the owner may; a
 /// session that is not open any more is filtered by owner when the log is read).
-pub fn may_read_log(
-    sessions: &Sessions,
-    peer: &Peer,
-    session: Option<&str>,
-) -> Result<(), CallError> {
+pub fn may_read_log(sessions: &Sessions, peer: &Peer, session: Option<&str>) -> Result<(), CallError> {
     if let Some(sess) = session.and_then(|s| sessions.get(s)) {
         if peer.uid != 0 && sess.owner_uid != peer.uid {
             return Err(Refusal::OtherUsersSession(sess.id.clone()).into());

@@ -1,6 +1,6 @@
 //! A client of the daemon's socket (used by every CLI subcommand and the MCP server).
 
-use super::protocol::{call_line, Call, Reply, ReplyLine, MAX_LINE};
+use super::protocol::{call_line, Call, ReplyLine, Reply, MAX_LINE};
 use futures_util::StreamExt;
 use std::path::{Path, PathBuf};
 use tokio::io::AsyncWriteExt;
@@ -48,17 +48,9 @@ pub struct Client {
 impl Client {
     /// Connects to the daemon's socket at `path`.
     pub async fn connect(path: &Path) -> Result<Self, ClientError> {
-        let s = UnixStream::connect(path)
-            .await
-            .map_err(|source| ClientError::Connect {
-                path: path.into(),
-                source,
-            })?;
+        let s = UnixStream::connect(path).await.map_err(|source| ClientError::Connect { path: path.into(), source })?;
         let (r, w) = s.into_split();
-        Ok(Client {
-            reader: FramedRead::new(r, LinesCodec::new_with_max_length(MAX_LINE)),
-            writer: w,
-        })
+        Ok(Client { reader: FramedRead::new(r, LinesCodec::new_with_max_length(MAX_LINE)), writer: w })
     }
 
     /// Sends one call and reads its reply (for a waiting `request`, the final decision).
@@ -69,10 +61,7 @@ impl Client {
 
     /// Sends one call without reading its reply (read it with [`Client::next`]).
     pub async fn send(&mut self, call: Call) -> Result<(), ClientError> {
-        self.writer
-            .write_all(call_line(call).as_bytes())
-            .await
-            .map_err(ClientError::Io)
+        self.writer.write_all(call_line(call).as_bytes()).await.map_err(ClientError::Io)
     }
 
     /// The next reply line, parsed; `None` when the daemon hung up.
@@ -80,9 +69,7 @@ impl Client {
         let line = match self.reader.next().await {
             None => return Ok(None),
             Some(Ok(line)) => line,
-            Some(Err(LinesCodecError::MaxLineLengthExceeded)) => {
-                return Err(ClientError::ReplyTooLong { max: MAX_LINE })
-            }
+            Some(Err(LinesCodecError::MaxLineLengthExceeded)) => return Err(ClientError::ReplyTooLong { max: MAX_LINE }),
             Some(Err(LinesCodecError::Io(e))) => return Err(ClientError::Io(e)),
         };
         let r: ReplyLine = serde_json::from_str(line.trim()).map_err(ClientError::BadReply)?;
@@ -92,10 +79,7 @@ impl Client {
 
 /// The socket to use: `--socket`, else `PINCER_SOCKET`, else the configuration's `socket`
 /// (from `--config`, `PINCER_CONFIG` or `/etc/pincer/pincer.toml`).
-pub fn socket_path(
-    socket: Option<PathBuf>,
-    config: Option<&Path>,
-) -> Result<PathBuf, super::config::ConfigError> {
+pub fn socket_path(socket: Option<PathBuf>, config: Option<&Path>) -> Result<PathBuf, super::config::ConfigError> {
     if let Some(s) = socket {
         return Ok(s);
     }

@@ -112,11 +112,7 @@ pub struct EscalationConfig {
 
 impl Default for EscalationConfig {
     fn default() -> Self {
-        EscalationConfig {
-            after_denials: 2,
-            timeout_secs: 300,
-            once_secs: 30,
-        }
+        EscalationConfig { after_denials: 2, timeout_secs: 300, once_secs: 30 }
     }
 }
 
@@ -171,10 +167,7 @@ impl Default for Config {
 impl Config {
     /// Parses a configuration text; `path` names the file in errors.
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
-        let cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: path.into(),
-            source: Box::new(e),
-        })?;
+        let cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Parse { path: path.into(), source: Box::new(e) })?;
         cfg.check(path)?;
         Ok(cfg)
     }
@@ -182,36 +175,18 @@ impl Config {
     /// Reads the configuration at `path`. A missing file at the default location gives the
     /// defaults; a missing file named explicitly is an error.
     pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
-        let explicit = path
-            .map(Path::to_path_buf)
-            .or_else(|| std::env::var_os("PINCER_CONFIG").map(PathBuf::from));
-        let p = explicit
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
+        let explicit = path.map(Path::to_path_buf).or_else(|| std::env::var_os("PINCER_CONFIG").map(PathBuf::from));
+        let p = explicit.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
         match std::fs::read_to_string(&p) {
             Ok(text) => Self::parse(&text, &p),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && explicit.is_none() => {
-                Ok(Config::default())
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && explicit.is_none() => Ok(Config::default()),
             Err(source) => Err(ConfigError::Read { path: p, source }),
         }
     }
 
     fn check(&self, path: &Path) -> Result<(), ConfigError> {
-        let bad = |field, problem: &str| {
-            Err(ConfigError::Value {
-                path: path.into(),
-                field,
-                problem: problem.into(),
-            })
-        };
-        for (field, p) in [
-            ("state_dir", &self.state_dir),
-            ("socket", &self.socket),
-            ("audit_log", &self.audit_log),
-            ("pin_dir", &self.pin_dir),
-            ("cgroup_parent", &self.cgroup_parent),
-        ] {
+        let bad = |field, problem: &str| Err(ConfigError::Value { path: path.into(), field, problem: problem.into() });
+        for (field, p) in [("state_dir", &self.state_dir), ("socket", &self.socket), ("audit_log", &self.audit_log), ("pin_dir", &self.pin_dir), ("cgroup_parent", &self.cgroup_parent)] {
             if !p.is_absolute() {
                 return bad(field, "must be an absolute path");
             }
@@ -229,10 +204,7 @@ impl Config {
             return bad("decider.timeout_secs", "must be at least 1");
         }
         if self.decider.backend != Backend::Offline && self.decider.model.trim().is_empty() {
-            return bad(
-                "decider.model",
-                "a model name is required for the openai and anthropic backends",
-            );
+            return bad("decider.model", "a model name is required for the openai and anthropic backends");
         }
         if let Err(e) = self.limits.check() {
             return bad("limits.memory_max", &e.to_string());
@@ -259,25 +231,15 @@ mod tests {
 
     #[test]
     fn unknown_key_and_bad_value_are_named() {
-        let e = Config::parse("on_mis = \"decide\"\n", Path::new("x.toml"))
-            .unwrap_err()
-            .to_string();
+        let e = Config::parse("on_mis = \"decide\"\n", Path::new("x.toml")).unwrap_err().to_string();
         assert!(e.contains("on_mis") && e.contains("x.toml"), "{e}");
-        let e = Config::parse("on_miss = \"maybe\"\n", Path::new("x.toml"))
-            .unwrap_err()
-            .to_string();
+        let e = Config::parse("on_miss = \"maybe\"\n", Path::new("x.toml")).unwrap_err().to_string();
         assert!(e.contains("maybe"), "{e}");
-        let e = Config::parse("socket = \"rel.sock\"\n", Path::new("x.toml"))
-            .unwrap_err()
-            .to_string();
+        let e = Config::parse("socket = \"rel.sock\"\n", Path::new("x.toml")).unwrap_err().to_string();
         assert!(e.contains("socket"), "{e}");
-        let e = Config::parse("[decider]\nbackend = \"openai\"\n", Path::new("x.toml"))
-            .unwrap_err()
-            .to_string();
+        let e = Config::parse("[decider]\nbackend = \"openai\"\n", Path::new("x.toml")).unwrap_err().to_string();
         assert!(e.contains("decider.model"), "{e}");
-        let e = Config::parse("[limits]\nmemory_max = \"lots\"\n", Path::new("x.toml"))
-            .unwrap_err()
-            .to_string();
+        let e = Config::parse("[limits]\nmemory_max = \"lots\"\n", Path::new("x.toml")).unwrap_err().to_string();
         assert!(e.contains("limits.memory_max") && e.contains("lots"), "{e}");
     }
 

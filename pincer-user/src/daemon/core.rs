@@ -12,16 +12,14 @@ use super::contain::{self, ContainError, Containment};
 use super::error::{chain, CallError, Refusal};
 use super::peer::Peer;
 use super::pipeline::Origin;
-use super::protocol::{
-    ApprovalScope, Call, Counters, QuestionInfo, Reply, RequestOutcome, RuleId, Ruling, SessionMode,
-};
+use super::protocol::{ApprovalScope, Call, Counters, QuestionInfo, Reply, RequestOutcome, RuleId, Ruling, SessionMode};
 use super::questions::Questions;
 use super::resolve;
 use super::sessions::{self, Session, SessionError, Sessions};
 use super::twins::{Twins, TwinsError, TREE_LIMIT};
 use super::users;
-use crate::access::Access;
 use crate::decider::Decider;
+use crate::access::Access;
 use crate::kernel::{Enforcer, ObjectId, Scope};
 use crate::sanitize::Sanitizer;
 use crate::store::Store;
@@ -112,9 +110,7 @@ pub struct CoreDeps {
 
 impl std::fmt::Debug for CoreDeps {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CoreDeps")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
+        f.debug_struct("CoreDeps").field("config", &self.config).finish_non_exhaustive()
     }
 }
 
@@ -159,20 +155,9 @@ impl Core {
     /// Builds the actor state and resumes the sessions left open by an earlier daemon.
     pub async fn new(deps: CoreDeps) -> Result<Self, CoreError> {
         let dir = deps.config.state_dir.clone();
-        std::fs::create_dir_all(&dir).map_err(|source| CoreError::StateDir {
-            path: dir.clone(),
-            source,
-        })?;
-        sessions::restrict_state_dir(&dir).map_err(|source| CoreError::StateDir {
-            path: dir.clone(),
-            source,
-        })?;
-        let twins = Twins::new(
-            dir.join("state.db"),
-            deps.sanitizer,
-            deps.decider.clone(),
-            twin_config(&deps.config),
-        );
+        std::fs::create_dir_all(&dir).map_err(|source| CoreError::StateDir { path: dir.clone(), source })?;
+        sessions::restrict_state_dir(&dir).map_err(|source| CoreError::StateDir { path: dir.clone(), source })?;
+        let twins = Twins::new(dir.join("state.db"), deps.sanitizer, deps.decider.clone(), twin_config(&deps.config));
         let mut core = Core {
             sessions: Sessions::new(&dir),
             config: deps.config,
@@ -199,14 +184,9 @@ impl Core {
         let mut by_user: BTreeMap<String, Vec<Session>> = BTreeMap::new();
         for s in list {
             if !s.cgroup.is_dir() {
-                let n = self
-                    .enforcer
-                    .revoke_session(s.cgroup_id, false)
-                    .unwrap_or(0);
+                let n = self.enforcer.revoke_session(s.cgroup_id, false).unwrap_or(0);
                 let mut e = self.entry(Event::SessionEnd, &s);
-                e.detail = Some(format!(
-                    "its cgroup disappeared while the daemon was down; {n} grants revoked"
-                ));
+                e.detail = Some(format!("its cgroup disappeared while the daemon was down; {n} grants revoked"));
                 self.audit.record(&e);
                 continue;
             }
@@ -220,16 +200,11 @@ impl Core {
             match self.containment(s.owner_uid) {
                 Ok(c) => {
                     let named: Vec<PathBuf> = s.roots.iter().map(|r| r.path.clone()).collect();
-                    if let Err(e) = c
-                        .apply_open(&mut self.enforcer)
-                        .and_then(|()| c.never.seed(&mut self.enforcer, &named).map(drop))
-                    {
+                    if let Err(e) = c.apply_open(&mut self.enforcer).and_then(|()| c.never.seed(&mut self.enforcer, &named).map(drop)) {
                         tracing::error!(session = %s.id, error = %chain(&e), "cannot restore the session's containment");
                     }
                 }
-                Err(e) => {
-                    tracing::error!(session = %s.id, error = %chain(&e), "containment configuration")
-                }
+                Err(e) => tracing::error!(session = %s.id, error = %chain(&e), "containment configuration"),
             }
             by_user.entry(s.user.clone()).or_default().push(s);
         }
@@ -259,11 +234,7 @@ impl Core {
     fn audit_refusal(&self, peer: &Peer, call: &Call, why: &Refusal) {
         let mut e = AuditEntry::new(Event::Refusal);
         e.outcome = Some(RequestOutcome::Refused);
-        e.caller = Some(AuditCaller {
-            pid: peer.pid,
-            uid: peer.uid,
-            cgroup: peer.cgroup.clone(),
-        });
+        e.caller = Some(AuditCaller { pid: peer.pid, uid: peer.uid, cgroup: peer.cgroup.clone() });
         e.detail = Some(format!("{}: {why}", call.name()));
         if let Caller::Worker(s) = self.classify(peer) {
             if let Some(sess) = self.sessions.get(&s) {
@@ -308,37 +279,16 @@ impl Core {
         let caller = self.classify(peer);
         callers::permit(&caller, peer, &call)?;
         match (caller, call) {
-            (
-                Caller::Worker(own),
-                Call::Request {
-                    path,
-                    access,
-                    reason,
-                    ..
-                },
-            ) => Ok(self.tool_request(&own, peer, &path, access, reason).await),
+            (Caller::Worker(own), Call::Request { path, access, reason, .. }) => Ok(self.tool_request(&own, peer, &path, access, reason).await),
             (Caller::Worker(own), Call::Status { .. }) => {
-                let s = self
-                    .sessions
-                    .get(&own)
-                    .ok_or_else(|| CallError::NoSession(own.clone()))?;
+                let s = self.sessions.get(&own).ok_or_else(|| CallError::NoSession(own.clone()))?;
                 Ok(CallResult::Now(Reply::Session(s.info())))
             }
             (Caller::Outside, Call::Status { session }) => {
                 let id = callers::named_or_only(&self.sessions, peer, session)?;
-                Ok(CallResult::Now(Reply::Session(
-                    callers::owned(&self.sessions, peer, &id)?.info(),
-                )))
+                Ok(CallResult::Now(Reply::Session(callers::owned(&self.sessions, peer, &id)?.info())))
             }
-            (
-                Caller::Outside,
-                Call::CreateSession {
-                    owner_uid,
-                    roots,
-                    prompt,
-                    mode,
-                },
-            ) => self.create(owner_uid, roots, prompt, mode).await,
+            (Caller::Outside, Call::CreateSession { owner_uid, roots, prompt, mode }) => self.create(owner_uid, roots, prompt, mode).await,
             (Caller::Outside, Call::EndSession { session }) => {
                 callers::owned(&self.sessions, peer, &session)?;
                 self.end(&session, None).await
@@ -347,58 +297,23 @@ impl Core {
                 let id = callers::named_or_only(&self.sessions, peer, session)?;
                 self.prompt(&id, &text).await
             }
-            (Caller::Outside, Call::Pending) => Ok(CallResult::Now(Reply::Pending {
-                questions: self.pending(peer),
-            })),
-            (
-                Caller::Outside,
-                Call::Answer {
-                    question,
-                    approve,
-                    scope,
-                },
-            ) => self.answer(peer, question, approve, scope).await,
+            (Caller::Outside, Call::Pending) => Ok(CallResult::Now(Reply::Pending { questions: self.pending(peer) })),
+            (Caller::Outside, Call::Answer { question, approve, scope }) => self.answer(peer, question, approve, scope).await,
             (Caller::Outside, Call::Rules) => {
                 let store = Store::open(self.twins.db())?;
-                Ok(CallResult::Now(Reply::Rules {
-                    rules: store.standing(&users::by_uid(peer.uid).name)?,
-                }))
+                Ok(CallResult::Now(Reply::Rules { rules: store.standing(&users::by_uid(peer.uid).name)? }))
             }
             (Caller::Outside, Call::RemoveRule { id }) => self.remove_rule(peer.uid, id).await,
             (Caller::Outside, Call::Log { session, follow }) => {
                 callers::may_read_log(&self.sessions, peer, session.as_deref())?;
-                Ok(CallResult::Log {
-                    session,
-                    owner: if peer.uid == 0 { None } else { Some(peer.uid) },
-                    follow,
-                })
+                Ok(CallResult::Log { session, owner: if peer.uid == 0 { None } else { Some(peer.uid) }, follow })
             }
             (Caller::Outside, Call::Sessions) => {
-                let sessions = self
-                    .sessions
-                    .iter()
-                    .filter(|s| peer.uid == 0 || s.owner_uid == peer.uid)
-                    .map(Session::info)
-                    .collect();
+                let sessions = self.sessions.iter().filter(|s| peer.uid == 0 || s.owner_uid == peer.uid).map(Session::info).collect();
                 Ok(CallResult::Now(Reply::Sessions { sessions }))
             }
-            (
-                Caller::Outside,
-                Call::Import {
-                    history,
-                    policies,
-                    uid,
-                    workspace,
-                },
-            ) => self.import(
-                uid.unwrap_or(peer.uid),
-                &history,
-                &policies,
-                workspace.as_deref(),
-            ),
-            (caller, call) => {
-                unreachable!("callers::permit refuses {} from {caller:?}", call.name())
-            }
+            (Caller::Outside, Call::Import { history, policies, uid, workspace }) => self.import(uid.unwrap_or(peer.uid), &history, &policies, workspace.as_deref()),
+            (caller, call) => unreachable!("callers::permit refuses {} from {caller:?}", call.name()),
         }
     }
 
@@ -407,29 +322,16 @@ impl Core {
         if let Some(c) = self.contain.get(&owner_uid) {
             return Ok(c.clone());
         }
-        let c = Arc::new(Containment::for_owner(
-            &self.config.containment,
-            &users::by_uid(owner_uid),
-        )?);
+        let c = Arc::new(Containment::for_owner(&self.config.containment, &users::by_uid(owner_uid))?);
         self.contain.insert(owner_uid, c.clone());
         Ok(c)
     }
 
-    async fn create(
-        &mut self,
-        owner_uid: u32,
-        roots: Vec<PathBuf>,
-        prompt: String,
-        mode: SessionMode,
-    ) -> CallOutcome {
+    async fn create(&mut self, owner_uid: u32, roots: Vec<PathBuf>, prompt: String, mode: SessionMode) -> CallOutcome {
         if prompt.trim().is_empty() {
             return Err(CallError::EmptyFirstPrompt);
         }
-        let roots = if roots.is_empty() {
-            self.config.default_roots.clone()
-        } else {
-            roots
-        };
+        let roots = if roots.is_empty() { self.config.default_roots.clone() } else { roots };
         if roots.is_empty() {
             return Err(CallError::NoRoot);
         }
@@ -440,10 +342,7 @@ impl Core {
         let id = sessions::new_session_id();
         let cgroup = self.config.cgroup_parent.join(&id);
         let cgroup_id = sessions::create_cgroup(&self.config.cgroup_parent, &cgroup)?;
-        let flags = crate::kernel::SessionFlags {
-            shadow: mode == SessionMode::Shadow,
-            allow_userns: contain.allow_userns,
-        };
+        let flags = crate::kernel::SessionFlags { shadow: mode == SessionMode::Shadow, allow_userns: contain.allow_userns };
         let scratch_at = contain.scratch_dir(&id);
         let undo = |core: &mut Core| {
             let _ = core.enforcer.revoke_session(cgroup_id, false);
@@ -453,11 +352,7 @@ impl Core {
             }
         };
         // The limits go on before any process can join the cgroup.
-        if let Err(e) = self
-            .config
-            .limits
-            .apply(&self.config.cgroup_parent, &cgroup)
-        {
+        if let Err(e) = self.config.limits.apply(&self.config.cgroup_parent, &cgroup) {
             undo(self);
             return Err(e.into());
         }
@@ -468,10 +363,7 @@ impl Core {
             contain.apply_open(&mut self.enforcer)?;
             self.enforcer.register_session_with(cgroup_id, flags)?;
             for r in recs.iter().chain(&places) {
-                self.enforcer.add_root_id(ObjectId {
-                    dev: r.dev,
-                    ino: r.ino,
-                })?;
+                self.enforcer.add_root_id(ObjectId { dev: r.dev, ino: r.ino })?;
             }
             contain.make_scratch(&mut self.enforcer, &id, cgroup_id, &owner)
         })();
@@ -483,15 +375,9 @@ impl Core {
             }
         };
         let user = owner.name;
-        let tree: Vec<String> = recs
-            .iter()
-            .flat_map(|r| resolve::workspace_tree(&r.root(), TREE_LIMIT))
-            .collect();
+        let tree: Vec<String> = recs.iter().flat_map(|r| resolve::workspace_tree(&r.root(), TREE_LIMIT)).collect();
         let start = match self.twins.get(&user).await {
-            Ok(t) => t
-                .start_session(&id, &prompt, &tree)
-                .await
-                .map_err(CallError::Twin),
+            Ok(t) => t.start_session(&id, &prompt, &tree).await.map_err(CallError::Twin),
             Err(e) => Err(e.into()),
         };
         let start = match start {
@@ -521,10 +407,7 @@ impl Core {
             namespaces: contain.namespaces,
         };
         let mut e = self.entry(Event::SessionStart, &s);
-        e.detail = Some(format!(
-            "prompt: {prompt}; pre-committed policy of {} entries",
-            s.policy_entries
-        ));
+        e.detail = Some(format!("prompt: {prompt}; pre-committed policy of {} entries", s.policy_entries));
         e.decider = Some(self.decider_name.clone());
         e.tokens = Some(s.counters.tokens);
         self.audit.record(&e);
@@ -537,17 +420,10 @@ impl Core {
     /// Ends a session: its processes killed, its grants revoked, its cgroup and scratch
     /// directory removed; `cause` says why when the daemon ends it on its own.
     async fn end(&mut self, id: &str, cause: Option<String>) -> CallOutcome {
-        let s = self
-            .sessions
-            .get(id)
-            .cloned()
-            .ok_or_else(|| CallError::NoSession(id.to_string()))?;
+        let s = self.sessions.get(id).cloned().ok_or_else(|| CallError::NoSession(id.to_string()))?;
         sessions::empty_cgroup(&s.cgroup).await;
         // The scratch directory's own entry is not a grant the session was given.
-        let revoked = self
-            .enforcer
-            .revoke_session(s.cgroup_id, false)?
-            .saturating_sub(usize::from(s.scratch.is_some()));
+        let revoked = self.enforcer.revoke_session(s.cgroup_id, false)?.saturating_sub(usize::from(s.scratch.is_some()));
         if let Err(e) = sessions::remove_cgroup(&s.cgroup) {
             tracing::warn!(cgroup = %s.cgroup.display(), error = %e, "cannot remove the session's cgroup");
         }
@@ -559,16 +435,10 @@ impl Core {
         if let Some(twin) = self.twins.existing(&s.user) {
             // A shadow session's accesses become trusted history; an enforcing session's
             // grants and the user's lasting approvals do (the twin records them either way).
-            let ended = if s.mode == SessionMode::Shadow {
-                twin.end_shadow_session(id).map(Some)
-            } else {
-                twin.end_session(id).map(|()| None)
-            };
+            let ended = if s.mode == SessionMode::Shadow { twin.end_shadow_session(id).map(Some) } else { twin.end_session(id).map(|()| None) };
             match ended {
                 Ok(n) => history = n,
-                Err(e) => {
-                    tracing::warn!(session = id, error = %chain(&e), "twin could not end the session")
-                }
+                Err(e) => tracing::warn!(session = id, error = %chain(&e), "twin could not end the session"),
             }
         }
         if let Some(n) = history {
@@ -585,8 +455,7 @@ impl Core {
         self.persist();
         let mut e = self.entry(Event::SessionEnd, &s);
         let c = &s.counters;
-        e.detail =
-            Some(format!(
+        e.detail = Some(format!(
             "{} requests, {} grants, {} denials, {} escalations, {} misses; {} grants revoked{}",
             c.requests,
             c.grants,
@@ -598,24 +467,12 @@ impl Core {
         ));
         e.tokens = Some(c.tokens);
         self.audit.record(&e);
-        Ok(CallResult::Now(Reply::Summary {
-            session: s.info(),
-            revoked,
-        }))
+        Ok(CallResult::Now(Reply::Summary { session: s.info(), revoked }))
     }
 
     async fn prompt(&mut self, id: &str, text: &str) -> CallOutcome {
-        let user = self
-            .sessions
-            .get(id)
-            .map(|s| s.user.clone())
-            .ok_or_else(|| CallError::NoSession(id.to_string()))?;
-        self.twins
-            .get(&user)
-            .await?
-            .prompt(id, text)
-            .await
-            .map_err(CallError::Prompt)?;
+        let user = self.sessions.get(id).map(|s| s.user.clone()).ok_or_else(|| CallError::NoSession(id.to_string()))?;
+        self.twins.get(&user).await?.prompt(id, text).await.map_err(CallError::Prompt)?;
         let s = self.sessions.get_mut(id).expect("looked up above");
         s.prompts.push(text.to_string());
         let mut e = AuditEntry::new(Event::Prompt);
@@ -624,18 +481,10 @@ impl Core {
         e.detail = Some(text.into());
         self.audit.record(&e);
         self.persist();
-        Ok(CallResult::Now(Reply::Ok {
-            message: format!("prompt added to session {id}"),
-        }))
+        Ok(CallResult::Now(Reply::Ok { message: format!("prompt added to session {id}") }))
     }
 
-    fn import(
-        &mut self,
-        uid: u32,
-        history: &str,
-        policies: &str,
-        workspace: Option<&std::path::Path>,
-    ) -> CallOutcome {
+    fn import(&mut self, uid: u32, history: &str, policies: &str, workspace: Option<&std::path::Path>) -> CallOutcome {
         let user = users::by_uid(uid).name;
         if self.sessions.iter().any(|s| s.user == user) {
             return Err(CallError::UserHasSessions(user));
@@ -644,34 +493,18 @@ impl Core {
             let path = path.to_path_buf();
             move |source| CallError::ImportStage { path, source }
         };
-        let dir = tempfile::Builder::new()
-            .prefix("import-")
-            .tempdir_in(&self.config.state_dir)
-            .map_err(stage(&self.config.state_dir))?;
-        let (h, p) = (
-            dir.path().join("history.jsonl"),
-            dir.path().join("policies.jsonl"),
-        );
-        std::fs::write(&h, history)
-            .and_then(|()| std::fs::write(&p, policies))
-            .map_err(stage(dir.path()))?;
+        let dir = tempfile::Builder::new().prefix("import-").tempdir_in(&self.config.state_dir).map_err(stage(&self.config.state_dir))?;
+        let (h, p) = (dir.path().join("history.jsonl"), dir.path().join("policies.jsonl"));
+        std::fs::write(&h, history).and_then(|()| std::fs::write(&p, policies)).map_err(stage(dir.path()))?;
         let store = Store::open(self.twins.db())?;
-        let sum = store
-            .import_persona(&user, &h, &p)
-            .map_err(CallError::Import)?;
+        let sum = store.import_persona(&user, &h, &p).map_err(CallError::Import)?;
         let mut snapshot = String::new();
         if let Some(ws) = workspace {
-            let err = |source| CallError::Workspace {
-                path: ws.to_path_buf(),
-                source,
-            };
+            let err = |source| CallError::Workspace { path: ws.to_path_buf(), source };
             use std::os::unix::fs::MetadataExt;
             let owner = std::fs::symlink_metadata(ws).map_err(err)?.uid();
             if owner != uid && owner != 0 {
-                return Err(err(std::io::Error::new(
-                    std::io::ErrorKind::PermissionDenied,
-                    format!("owned by uid {owner}, not by the importing user"),
-                )));
+                return Err(err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, format!("owned by uid {owner}, not by the importing user"))));
             }
             let snap = super::twins::WorkspaceSnapshot::take(ws).map_err(err)?;
             let text = serde_json::to_vec(&snap).map_err(|e| err(std::io::Error::other(e)))?;
@@ -685,46 +518,27 @@ impl Core {
                 .open(super::twins::snapshot_path(&self.config.state_dir, &user))
                 .and_then(|mut f| f.write_all(&text))
                 .map_err(err)?;
-            snapshot = format!(
-                " and a snapshot of {} ({} entries)",
-                ws.display(),
-                snap.tree.len()
-            );
+            snapshot = format!(" and a snapshot of {} ({} entries)", ws.display(), snap.tree.len());
         }
         self.twins.forget(&user);
         let mut e = AuditEntry::new(Event::Import);
         e.owner_uid = Some(uid);
-        e.detail = Some(format!(
-            "{} history tasks and {} policies for {user}{snapshot}",
-            sum.tasks, sum.policies
-        ));
+        e.detail = Some(format!("{} history tasks and {} policies for {user}{snapshot}", sum.tasks, sum.policies));
         self.audit.record(&e);
-        Ok(CallResult::Now(Reply::Ok {
-            message: format!(
-                "imported {} history tasks and {} policies for {user}{snapshot}",
-                sum.tasks, sum.policies
-            ),
-        }))
+        Ok(CallResult::Now(Reply::Ok { message: format!("imported {} history tasks and {} policies for {user}{snapshot}", sum.tasks, sum.policies) }))
     }
 
     fn pending(&mut self, peer: &Peer) -> Vec<QuestionInfo> {
         let mut out = Vec::new();
         for (q, w) in self.questions.iter() {
-            let Some(s) = self.sessions.get(&w.session) else {
-                continue;
-            };
+            let Some(s) = self.sessions.get(&w.session) else { continue };
             if peer.uid != 0 && s.owner_uid != peer.uid {
                 continue;
             }
             let reason = self
                 .twins
                 .existing(&w.user)
-                .and_then(|t| {
-                    t.pending()
-                        .iter()
-                        .find(|x| x.id == q)
-                        .map(|x| x.reason.clone())
-                })
+                .and_then(|t| t.pending().iter().find(|x| x.id == q).map(|x| x.reason.clone()))
                 .unwrap_or_default();
             out.push(QuestionInfo {
                 id: q,
@@ -739,71 +553,33 @@ impl Core {
         out
     }
 
-    async fn answer(
-        &mut self,
-        peer: &Peer,
-        q: u64,
-        approve: bool,
-        scope: ApprovalScope,
-    ) -> CallOutcome {
-        let session = self
-            .questions
-            .get(q)
-            .map(|w| w.session.clone())
-            .ok_or(CallError::NoQuestion(q))?;
+    async fn answer(&mut self, peer: &Peer, q: u64, approve: bool, scope: ApprovalScope) -> CallOutcome {
+        let session = self.questions.get(q).map(|w| w.session.clone()).ok_or(CallError::NoQuestion(q))?;
         callers::owned(&self.sessions, peer, &session)?;
         let w = self.questions.take(q).expect("looked up above");
-        self.twins
-            .get(&w.user)
-            .await?
-            .answer(q, approve, scope)
-            .map_err(CallError::Twin)?;
+        self.twins.get(&w.user).await?.answer(q, approve, scope).map_err(CallError::Twin)?;
         let mut e = AuditEntry::new(Event::Answer);
         e.session = Some(w.session.clone());
         e.owner_uid = self.sessions.get(&w.session).map(|s| s.owner_uid);
         e.question = Some(q);
-        e.outcome = Some(if approve {
-            RequestOutcome::UserApproved
-        } else {
-            RequestOutcome::UserDenied
-        });
+        e.outcome = Some(if approve { RequestOutcome::UserApproved } else { RequestOutcome::UserDenied });
         let mut r = w.origin.audit_request(&w.request.path, w.request.access);
         r.rationale = None;
         e.request = Some(r);
         self.audit.record(&e);
         let ruling = if approve {
             // The approval is trusted state now: the twin decides again with it.
-            let ruling = self
-                .decide(
-                    Origin::Answer {
-                        question: q,
-                        first: Box::new(w.origin.clone()),
-                    },
-                    w.request.clone(),
-                )
-                .await;
+            let ruling = self.decide(Origin::Answer { question: q, first: Box::new(w.origin.clone()) }, w.request.clone()).await;
             if ruling.granted && scope == ApprovalScope::Once {
-                let until = tokio::time::Instant::now()
-                    + std::time::Duration::from_secs(self.config.escalation.once_secs);
-                self.once.push(OnceGrant {
-                    session: w.session.clone(),
-                    path: w.request.path.clone(),
-                    target: w.request.target,
-                    access: w.request.access,
-                    until,
-                });
+                let until = tokio::time::Instant::now() + std::time::Duration::from_secs(self.config.escalation.once_secs);
+                self.once.push(OnceGrant { session: w.session.clone(), path: w.request.path.clone(), target: w.request.target, access: w.request.access, until });
             }
             ruling
         } else {
             if let Some(s) = self.sessions.get_mut(&w.session) {
                 s.counters.denials += 1;
             }
-            Ruling {
-                granted: false,
-                outcome: RequestOutcome::UserDenied,
-                reason: "the user denied the request".into(),
-                question: Some(q),
-            }
+            Ruling { granted: false, outcome: RequestOutcome::UserDenied, reason: "the user denied the request".into(), question: Some(q) }
         };
         let reply: Reply = ruling.into();
         for tx in w.waiters {
@@ -812,18 +588,11 @@ impl Core {
         self.persist();
         let how = match (approve, scope) {
             (false, _) => "denied".to_string(),
-            (true, ApprovalScope::Once) => format!(
-                "approved for this request only ({} s in the kernel)",
-                self.config.escalation.once_secs
-            ),
+            (true, ApprovalScope::Once) => format!("approved for this request only ({} s in the kernel)", self.config.escalation.once_secs),
             (true, ApprovalScope::Session) => "approved for the rest of the session".to_string(),
-            (true, ApprovalScope::Always) => {
-                "approved and recorded as your approval (see `pincer policy list`)".to_string()
-            }
+            (true, ApprovalScope::Always) => "approved and recorded as your approval (see `pincer policy list`)".to_string(),
         };
-        Ok(CallResult::Now(Reply::Ok {
-            message: format!("question {q} {how}"),
-        }))
+        Ok(CallResult::Now(Reply::Ok { message: format!("question {q} {how}") }))
     }
 
     /// Takes back the kernel grants of `once` approvals whose time is up, unless the twin
@@ -831,35 +600,18 @@ impl Core {
     /// not give back ends its session: the access must not outlive the one request.
     async fn expire_once(&mut self) {
         let now = tokio::time::Instant::now();
-        let (due, keep): (Vec<OnceGrant>, Vec<OnceGrant>) = std::mem::take(&mut self.once)
-            .into_iter()
-            .partition(|o| o.until <= now);
+        let (due, keep): (Vec<OnceGrant>, Vec<OnceGrant>) = std::mem::take(&mut self.once).into_iter().partition(|o| o.until <= now);
         self.once = keep;
         // Sessions to end, each with the first once grant the kernel kept.
         let mut stuck: BTreeMap<String, String> = BTreeMap::new();
         for o in due {
-            let Some(s) = self.sessions.get(&o.session) else {
-                continue;
-            };
-            if self
-                .twins
-                .grants(s)
-                .iter()
-                .any(|(p, a)| *p == o.path && *a == o.access)
-            {
+            let Some(s) = self.sessions.get(&o.session) else { continue };
+            if self.twins.grants(s).iter().any(|(p, a)| *p == o.path && *a == o.access) {
                 continue;
             }
-            if let Err(e) = self
-                .enforcer
-                .revoke(s.cgroup_id, o.target, Scope::Exact, o.access)
-            {
+            if let Err(e) = self.enforcer.revoke(s.cgroup_id, o.target, Scope::Exact, o.access) {
                 tracing::error!(session = o.session, error = %chain(&e), "cannot take back a once grant; ending the session");
-                let why = format!(
-                    "the kernel would not take back a once grant ({} on {}): {}",
-                    o.access,
-                    o.path,
-                    chain(&e)
-                );
+                let why = format!("the kernel would not take back a once grant ({} on {}): {}", o.access, o.path, chain(&e));
                 stuck.entry(o.session).or_insert(why);
             }
         }
@@ -880,13 +632,7 @@ impl Core {
             e => CallError::Store(e),
         })?;
         let (approval, what) = match &removed.rule {
-            crate::store::Rule::Approval(a) => (
-                Some(a),
-                format!(
-                    "approval {id} ({} {} in task {})",
-                    a.access, a.path_glob, a.session
-                ),
-            ),
+            crate::store::Rule::Approval(a) => (Some(a), format!("approval {id} ({} {} in task {})", a.access, a.path_glob, a.session)),
             crate::store::Rule::Policy(p) => (None, format!("policy {id} ({})", p.id)),
         };
         self.twins.reload(&user, approval).await?;
@@ -894,15 +640,11 @@ impl Core {
         e.owner_uid = Some(uid);
         e.detail = Some(format!("{what} removed for {user}"));
         self.audit.record(&e);
-        Ok(CallResult::Now(Reply::Ok {
-            message: format!("removed {what}"),
-        }))
+        Ok(CallResult::Now(Reply::Ok { message: format!("removed {what}") }))
     }
 
     fn wait_timed_out(&mut self, q: u64) {
-        let Some(w) = self.questions.get_mut(q) else {
-            return;
-        };
+        let Some(w) = self.questions.get_mut(q) else { return };
         w.waiters.retain(|t| !t.is_closed());
         let session = w.session.clone();
         let mut req = w.origin.audit_request(&w.request.path, w.request.access);

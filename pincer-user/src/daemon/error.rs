@@ -129,14 +129,9 @@ impl CallError {
             | CallError::NoRule(_)
             | CallError::Prompt(_)
             | CallError::Workspace { .. } => ErrorKind::BadRequest,
-            CallError::Session(_)
-            | CallError::ImportStage { .. }
-            | CallError::Twin(_)
-            | CallError::Twins(_)
-            | CallError::Store(_)
-            | CallError::Kernel(_)
-            | CallError::Containment(_)
-            | CallError::Limits(_) => ErrorKind::Internal,
+            CallError::Session(_) | CallError::ImportStage { .. } | CallError::Twin(_) | CallError::Twins(_) | CallError::Store(_) | CallError::Kernel(_) | CallError::Containment(_) | CallError::Limits(_) => {
+                ErrorKind::Internal
+            }
         }
     }
 

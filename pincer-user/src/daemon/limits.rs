@@ -29,10 +29,7 @@ pub struct LimitsConfig {
 
 impl Default for LimitsConfig {
     fn default() -> Self {
-        Self {
-            pids_max: 4096,
-            memory_max: "75%".into(),
-        }
+        Self { pids_max: 4096, memory_max: "75%".into() }
     }
 }
 
@@ -77,10 +74,7 @@ const CONTROLLERS: [&str; 2] = ["pids", "memory"];
 impl LimitsConfig {
     /// No limit at all (`pids_max = 0`, `memory_max = "max"`): nothing is written.
     pub fn unlimited() -> Self {
-        Self {
-            pids_max: 0,
-            memory_max: "max".into(),
-        }
+        Self { pids_max: 0, memory_max: "max".into() }
     }
 
     /// Whether this sets no limit.
@@ -95,11 +89,7 @@ impl LimitsConfig {
 
     /// The value written to `memory.max`: bytes, or `max`.
     pub fn memory_max_value(&self) -> Result<String, LimitError> {
-        let total = if self.memory_max.trim().ends_with('%') {
-            mem_total().ok_or_else(|| LimitError::MemTotal(self.memory_max.clone()))?
-        } else {
-            0
-        };
+        let total = if self.memory_max.trim().ends_with('%') { mem_total().ok_or_else(|| LimitError::MemTotal(self.memory_max.clone()))? } else { 0 };
         Ok(match parse_memory(&self.memory_max, total)? {
             Some(bytes) => bytes.to_string(),
             None => "max".into(),
@@ -118,11 +108,7 @@ impl LimitsConfig {
             return Err(LimitError::NotCgroup(cgroup.to_path_buf()));
         }
         enable_controllers(parent)?;
-        let pids = if self.pids_max == 0 {
-            "max".to_string()
-        } else {
-            self.pids_max.to_string()
-        };
+        let pids = if self.pids_max == 0 { "max".to_string() } else { self.pids_max.to_string() };
         write(&cgroup.join("pids.max"), &pids)?;
         write(&cgroup.join("memory.max"), &self.memory_max_value()?)?;
         Ok(())
@@ -174,11 +160,7 @@ fn mem_total() -> Option<u64> {
 /// The cgroups from the cgroup2 root (the topmost directory with `cgroup.controllers`) down
 /// to `dir`, root first.
 fn ancestry(dir: &Path) -> Vec<PathBuf> {
-    let mut chain: Vec<PathBuf> = dir
-        .ancestors()
-        .take_while(|p| p.join("cgroup.controllers").is_file())
-        .map(Path::to_path_buf)
-        .collect();
+    let mut chain: Vec<PathBuf> = dir.ancestors().take_while(|p| p.join("cgroup.controllers").is_file()).map(Path::to_path_buf).collect();
     chain.reverse();
     chain
 }
@@ -191,11 +173,7 @@ fn enable_controllers(parent: &Path) -> Result<(), LimitError> {
         let enabled = read(&dir.join("cgroup.subtree_control"))?;
         for c in CONTROLLERS {
             if !available.split_whitespace().any(|a| a == c) {
-                return Err(LimitError::Controller {
-                    path: dir.clone(),
-                    controller: c,
-                    available: available.trim().to_string(),
-                });
+                return Err(LimitError::Controller { path: dir.clone(), controller: c, available: available.trim().to_string() });
             }
             if !enabled.split_whitespace().any(|e| e == c) {
                 write(&dir.join("cgroup.subtree_control"), &format!("+{c}"))?;
@@ -206,19 +184,11 @@ fn enable_controllers(parent: &Path) -> Result<(), LimitError> {
 }
 
 fn read(path: &Path) -> Result<String, LimitError> {
-    std::fs::read_to_string(path).map_err(|source| LimitError::Io {
-        op: "read",
-        path: path.into(),
-        source,
-    })
+    std::fs::read_to_string(path).map_err(|source| LimitError::Io { op: "read", path: path.into(), source })
 }
 
 fn write(path: &Path, value: &str) -> Result<(), LimitError> {
-    std::fs::write(path, value).map_err(|source| LimitError::Io {
-        op: "write",
-        path: path.into(),
-        source,
-    })
+    std::fs::write(path, value).map_err(|source| LimitError::Io { op: "write", path: path.into(), source })
 }
 
 #[cfg(test)]
@@ -232,22 +202,9 @@ mod tests {
         assert_eq!(parse_memory("64M", 0).unwrap(), Some(64 << 20));
         assert_eq!(parse_memory("2 GiB", 0).unwrap(), Some(2 << 30));
         assert_eq!(parse_memory("75%", 1000).unwrap(), Some(750));
-        for bad in [
-            "",
-            "0",
-            "-1",
-            "12X",
-            "150%",
-            "0%",
-            "%",
-            "M",
-            "99999999999999999999T",
-        ] {
+        for bad in ["", "0", "-1", "12X", "150%", "0%", "%", "M", "99999999999999999999T"] {
             let e = parse_memory(bad, 1000).unwrap_err().to_string();
-            assert!(
-                e.contains("memory_max") && e.contains(&format!("{bad:?}")),
-                "{bad}: {e}"
-            );
+            assert!(e.contains("memory_max") && e.contains(&format!("{bad:?}")), "{bad}: {e}");
         }
     }
 
@@ -274,32 +231,17 @@ mod tests {
         assert_eq!(ancestry(&parent), [root.clone(), parent.clone()]);
         let session = parent.join("s1");
         std::fs::create_dir(&session).unwrap();
-        let limits = LimitsConfig {
-            pids_max: 64,
-            memory_max: "64M".into(),
-        };
+        let limits = LimitsConfig { pids_max: 64, memory_max: "64M".into() };
         let e = limits.apply(&parent, &session).unwrap_err().to_string();
         assert!(e.contains("not a cgroup") && e.contains("s1"), "{e}");
         LimitsConfig::unlimited().apply(&parent, &session).unwrap();
-        assert!(
-            std::fs::read_dir(&session).unwrap().next().is_none(),
-            "no limit, nothing written"
-        );
+        assert!(std::fs::read_dir(&session).unwrap().next().is_none(), "no limit, nothing written");
         std::fs::write(session.join("cgroup.controllers"), "").unwrap();
         limits.apply(&parent, &session).unwrap();
-        assert_eq!(
-            std::fs::read_to_string(session.join("pids.max")).unwrap(),
-            "64"
-        );
-        assert_eq!(
-            std::fs::read_to_string(session.join("memory.max")).unwrap(),
-            (64u64 << 20).to_string()
-        );
+        assert_eq!(std::fs::read_to_string(session.join("pids.max")).unwrap(), "64");
+        assert_eq!(std::fs::read_to_string(session.join("memory.max")).unwrap(), (64u64 << 20).to_string());
         // (A plain file keeps the last write: the memory controller was enabled last.)
-        assert_eq!(
-            std::fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap(),
-            "+memory"
-        );
+        assert_eq!(std::fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap(), "+memory");
         std::fs::write(parent.join("cgroup.controllers"), "cpu\n").unwrap();
         let e = limits.apply(&parent, &session).unwrap_err().to_string();
         assert!(e.contains("pids controller") && e.contains("pincer"), "{e}");

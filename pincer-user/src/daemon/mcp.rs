@@ -54,39 +54,16 @@ fn text_result(text: String, is_error: bool) -> Value {
 }
 
 /// Asks the daemon for one resource; the text says what was decided.
-pub async fn request(
-    socket: &Path,
-    cwd: &Path,
-    path: &str,
-    access: Access,
-    reason: Option<String>,
-) -> (bool, String) {
-    let abs = if Path::new(path).is_absolute() {
-        PathBuf::from(path)
-    } else {
-        cwd.join(path)
-    };
+pub async fn request(socket: &Path, cwd: &Path, path: &str, access: Access, reason: Option<String>) -> (bool, String) {
+    let abs = if Path::new(path).is_absolute() { PathBuf::from(path) } else { cwd.join(path) };
     let abs = abs.to_string_lossy().into_owned();
     let reply = match Client::connect(socket).await {
-        Ok(mut c) => {
-            c.call(Call::Request {
-                path: abs.clone(),
-                access,
-                reason,
-                session: None,
-            })
-            .await
-        }
+        Ok(mut c) => c.call(Call::Request { path: abs.clone(), access, reason, session: None }).await,
         Err(e) => Err(e),
     };
     match reply {
         Ok(Reply::Decision { granted: true, .. }) => (true, format!("granted: {access} {abs}")),
-        Ok(Reply::Decision {
-            outcome, reason, ..
-        }) => (
-            false,
-            format!("denied ({outcome}): {access} {abs}: {reason}"),
-        ),
+        Ok(Reply::Decision { outcome, reason, .. }) => (false, format!("denied ({outcome}): {access} {abs}: {reason}")),
         Ok(Reply::Error { message, .. }) => (false, format!("denied: {access} {abs}: {message}")),
         Ok(other) => (false, format!("denied: unexpected daemon reply {other:?}")),
         Err(e) => (false, format!("denied: {e}")),
@@ -96,11 +73,7 @@ pub async fn request(
 /// Handles one JSON-RPC message; `None` for notifications.
 pub async fn handle(msg: &Value, socket: &Path, cwd: &Path) -> Option<Value> {
     let Some(obj) = msg.as_object() else {
-        return Some(err(
-            &Value::Null,
-            -32600,
-            "invalid request: not a JSON object (batches are not supported)",
-        ));
+        return Some(err(&Value::Null, -32600, "invalid request: not a JSON object (batches are not supported)"));
     };
     let id = obj.get("id").cloned();
     let method = obj.get("method").and_then(Value::as_str);
@@ -111,15 +84,8 @@ pub async fn handle(msg: &Value, socket: &Path, cwd: &Path) -> Option<Value> {
     let params = obj.get("params").cloned().unwrap_or(json!({}));
     Some(match method {
         "initialize" => {
-            let asked = params
-                .get("protocolVersion")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let version = PROTOCOL_VERSIONS
-                .iter()
-                .find(|v| **v == asked)
-                .copied()
-                .unwrap_or(PROTOCOL_VERSIONS[0]);
+            let asked = params.get("protocolVersion").and_then(Value::as_str).unwrap_or("");
+            let version = PROTOCOL_VERSIONS.iter().find(|v| **v == asked).copied().unwrap_or(PROTOCOL_VERSIONS[0]);
             ok(
                 &id,
                 json!({
@@ -136,28 +102,18 @@ pub async fn handle(msg: &Value, socket: &Path, cwd: &Path) -> Option<Value> {
         "tools/call" => {
             let name = params.get("name").and_then(Value::as_str).unwrap_or("");
             if name != TOOL {
-                return Some(err(
-                    &id,
-                    -32602,
-                    format!("unknown tool {name:?} (this server has {TOOL})"),
-                ));
+                return Some(err(&id, -32602, format!("unknown tool {name:?} (this server has {TOOL})")));
             }
             let args = params.get("arguments").cloned().unwrap_or(json!({}));
             let Some(path) = args.get("path").and_then(Value::as_str) else {
-                return Some(ok(
-                    &id,
-                    text_result("denied: the `path` argument is missing".into(), true),
-                ));
+                return Some(ok(&id, text_result("denied: the `path` argument is missing".into(), true)));
             };
             let access = match args.get("access").and_then(Value::as_str).map(str::parse::<Access>) {
                 Some(Ok(a)) => a,
                 Some(Err(e)) => return Some(ok(&id, text_result(format!("denied: {e}"), true))),
                 None => return Some(ok(&id, text_result("denied: the `access` argument is missing (read, write, create, delete or list)".into(), true))),
             };
-            let reason = args
-                .get("reason")
-                .and_then(Value::as_str)
-                .map(str::to_string);
+            let reason = args.get("reason").and_then(Value::as_str).map(str::to_string);
             let (granted, text) = request(socket, cwd, path, access, reason).await;
             ok(&id, text_result(text, !granted))
         }

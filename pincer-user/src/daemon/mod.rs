@@ -96,22 +96,10 @@ pub enum DaemonError {
 }
 
 /// Builds the decider the configuration names.
-pub fn decider_from_config(
-    cfg: &config::DeciderConfig,
-) -> Result<Arc<dyn Decider>, crate::decider::DeciderError> {
-    let key_env = |default: &str| {
-        if cfg.api_key_env.is_empty() {
-            default.to_string()
-        } else {
-            cfg.api_key_env.clone()
-        }
-    };
+pub fn decider_from_config(cfg: &config::DeciderConfig) -> Result<Arc<dyn Decider>, crate::decider::DeciderError> {
+    let key_env = |default: &str| if cfg.api_key_env.is_empty() { default.to_string() } else { cfg.api_key_env.clone() };
     let chat = |default_url: &str, key: Option<String>| ChatConfig {
-        base_url: if cfg.endpoint.is_empty() {
-            default_url.to_string()
-        } else {
-            cfg.endpoint.clone()
-        },
+        base_url: if cfg.endpoint.is_empty() { default_url.to_string() } else { cfg.endpoint.clone() },
         api_key: key,
         model: cfg.model.clone(),
         timeout: Duration::from_secs(cfg.timeout_secs),
@@ -120,27 +108,16 @@ pub fn decider_from_config(
     Ok(match cfg.backend {
         Backend::Offline => Arc::new(OfflineDecider::new()),
         Backend::OpenAi => {
-            let key = std::env::var(key_env("OPENAI_API_KEY"))
-                .ok()
-                .filter(|k| !k.is_empty());
-            Arc::new(LlmDecider::new(
-                OpenAiChat::new(chat("https://api.openai.com/v1", key))?
-                    .with_failures(Failures::logging(MODEL_FAILURE_LOG_EVERY)),
-            ))
+            let key = std::env::var(key_env("OPENAI_API_KEY")).ok().filter(|k| !k.is_empty());
+            Arc::new(LlmDecider::new(OpenAiChat::new(chat("https://api.openai.com/v1", key))?.with_failures(Failures::logging(MODEL_FAILURE_LOG_EVERY))))
         }
         Backend::Anthropic => {
             let env = key_env("ANTHROPIC_API_KEY");
             let key = std::env::var(&env).ok().filter(|k| !k.is_empty());
             if key.is_none() {
-                return Err(crate::decider::DeciderError::MissingConfig {
-                    what: "API key",
-                    env: "the variable named by decider.api_key_env (default ANTHROPIC_API_KEY)",
-                });
+                return Err(crate::decider::DeciderError::MissingConfig { what: "API key", env: "the variable named by decider.api_key_env (default ANTHROPIC_API_KEY)" });
             }
-            Arc::new(LlmDecider::new(
-                AnthropicChat::new(chat("https://api.anthropic.com", key))?
-                    .with_failures(Failures::logging(MODEL_FAILURE_LOG_EVERY)),
-            ))
+            Arc::new(LlmDecider::new(AnthropicChat::new(chat("https://api.anthropic.com", key))?.with_failures(Failures::logging(MODEL_FAILURE_LOG_EVERY))))
         }
     })
 }
@@ -150,10 +127,7 @@ pub fn decider_from_config(
 /// credentials and cgroup).
 pub fn bind(path: &Path) -> Result<UnixListener, DaemonError> {
     use std::os::unix::fs::PermissionsExt;
-    let err = |source| DaemonError::Listen {
-        path: path.into(),
-        source,
-    };
+    let err = |source| DaemonError::Listen { path: path.into(), source };
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(err)?;
     }
@@ -179,19 +153,13 @@ pub struct Parts {
 
 impl std::fmt::Debug for Parts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Parts")
-            .field("core", &self.core)
-            .finish_non_exhaustive()
+        f.debug_struct("Parts").field("core", &self.core).finish_non_exhaustive()
     }
 }
 
 /// Runs the daemon on `listener` until `shutdown` completes; open sessions stay gated by
 /// the pinned program and are resumed by the next daemon.
-pub async fn run(
-    parts: Parts,
-    listener: UnixListener,
-    shutdown: impl std::future::Future<Output = ()>,
-) -> Result<(), DaemonError> {
+pub async fn run(parts: Parts, listener: UnixListener, shutdown: impl std::future::Future<Output = ()>) -> Result<(), DaemonError> {
     let audit = parts.core.audit.clone();
     let timeout = parts.core.config.escalation_timeout();
     let core = core::Core::new(parts.core).await?;
@@ -207,12 +175,7 @@ pub async fn run(
             }
         })
     });
-    let ctx = server::ServerCtx {
-        actor: tx,
-        audit,
-        lookup: parts.lookup,
-        escalation_timeout: timeout,
-    };
+    let ctx = server::ServerCtx { actor: tx, audit, lookup: parts.lookup, escalation_timeout: timeout };
     server::serve(listener, ctx, shutdown).await;
     if let Some(f) = forward {
         f.abort();
@@ -237,19 +200,12 @@ pub async fn run_kernel_daemon(config: Config) -> Result<(), DaemonError> {
             tracing::info!(open_path = %open, never = %never, "a never-grantable place inside an open path stays refused");
         }
     }
-    let kcfg = crate::kernel::EnforcerConfig {
-        pin_dir: config.pin_dir.clone(),
-        reach: crate::kernel::ReachConfig::with_trusted_socket(&config.socket),
-        ..Default::default()
-    };
-    let mut enforcer =
-        crate::kernel::Enforcer::attach_or_reuse(&kcfg).map_err(DaemonError::Kernel)?;
+    let kcfg = crate::kernel::EnforcerConfig { pin_dir: config.pin_dir.clone(), reach: crate::kernel::ReachConfig::with_trusted_socket(&config.socket), ..Default::default() };
+    let mut enforcer = crate::kernel::Enforcer::attach_or_reuse(&kcfg).map_err(DaemonError::Kernel)?;
     // An address the host gains later is this host's too: the list is read again on every
     // announced change, through a handle of its own on the pinned maps.
-    let mut watch = crate::kernel::AddressWatch::new()
-        .map_err(|e| DaemonError::Kernel(crate::kernel::KernelError::HostAddresses(e)))?;
-    let mut addresses =
-        crate::kernel::Enforcer::reuse(&config.pin_dir).map_err(DaemonError::Kernel)?;
+    let mut watch = crate::kernel::AddressWatch::new().map_err(|e| DaemonError::Kernel(crate::kernel::KernelError::HostAddresses(e)))?;
+    let mut addresses = crate::kernel::Enforcer::reuse(&config.pin_dir).map_err(DaemonError::Kernel)?;
     tokio::spawn(async move {
         loop {
             if let Err(e) = watch.changed().await {
@@ -278,41 +234,24 @@ pub async fn run_kernel_daemon(config: Config) -> Result<(), DaemonError> {
             }
         }
     });
-    std::fs::create_dir_all(&config.state_dir).map_err(|source| DaemonError::Listen {
-        path: config.state_dir.clone(),
-        source,
-    })?;
-    let sanitizer = Sanitizer::load_or_create(config.state_dir.join("prf.key"))
-        .map_err(DaemonError::Sanitizer)?;
+    std::fs::create_dir_all(&config.state_dir).map_err(|source| DaemonError::Listen { path: config.state_dir.clone(), source })?;
+    let sanitizer = Sanitizer::load_or_create(config.state_dir.join("prf.key")).map_err(DaemonError::Sanitizer)?;
     let decider = decider_from_config(&config.decider).map_err(DaemonError::Decider)?;
     let audit = Arc::new(AuditLog::open(&config.audit_log)?);
     let listener = bind(&config.socket)?;
     tracing::info!(socket = %config.socket.display(), decider = decider.name(), "pincer daemon ready");
-    eprintln!(
-        "pincer daemon: listening on {} (decider {})",
-        config.socket.display(),
-        decider.name()
-    );
+    eprintln!("pincer daemon: listening on {} (decider {})", config.socket.display(), decider.name());
     if let Err(e) = crate::service::notify_ready() {
         tracing::warn!(error = %e, "cannot tell systemd the daemon is ready");
     }
     let parts = Parts {
-        core: core::CoreDeps {
-            config,
-            enforcer,
-            decider,
-            sanitizer,
-            audit,
-        },
+        core: core::CoreDeps { config, enforcer, decider, sanitizer, audit },
         lookup: peer::kernel_lookup(),
         misses: Some(mrx),
     };
     let shutdown = async {
         use tokio::signal::unix::{signal, SignalKind};
-        match (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) {
+        match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
             (Ok(mut t), Ok(mut i)) => {
                 tokio::select! { _ = t.recv() => {}, _ = i.recv() => {} }
             }

@@ -49,18 +49,13 @@ pub type CgroupLookup = Arc<dyn Fn(u32) -> Result<PathBuf, PeerError> + Send + S
 
 /// The cgroup v2 directory of `pid`, from `/proc/PID/cgroup`.
 pub fn proc_cgroup(pid: u32) -> Result<PathBuf, PeerError> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
-        .map_err(|source| PeerError::ReadCgroup { pid, source })?;
-    parse_proc_cgroup(&text)
-        .map(|rel| Path::new(CGROUP_MOUNT).join(rel.trim_start_matches('/')))
-        .ok_or(PeerError::NoCgroup2 { pid })
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).map_err(|source| PeerError::ReadCgroup { pid, source })?;
+    parse_proc_cgroup(&text).map(|rel| Path::new(CGROUP_MOUNT).join(rel.trim_start_matches('/'))).ok_or(PeerError::NoCgroup2 { pid })
 }
 
 /// The cgroup v2 path (`/a/b`) of a `/proc/PID/cgroup` text.
 pub fn parse_proc_cgroup(text: &str) -> Option<String> {
-    text.lines()
-        .find_map(|l| l.strip_prefix("0::"))
-        .map(|s| s.trim().to_string())
+    text.lines().find_map(|l| l.strip_prefix("0::")).map(|s| s.trim().to_string())
 }
 
 /// The default lookup: `/proc/PID/cgroup`.
@@ -74,11 +69,7 @@ pub fn identify(stream: &tokio::net::UnixStream, lookup: &CgroupLookup) -> Resul
     let pid = cred.pid().ok_or(PeerError::NoPid)?;
     let pid = u32::try_from(pid).map_err(|_| PeerError::NoPid)?;
     let cgroup = lookup(pid)?;
-    Ok(Peer {
-        pid,
-        uid: cred.uid(),
-        cgroup,
-    })
+    Ok(Peer { pid, uid: cred.uid(), cgroup })
 }
 
 #[cfg(test)]
@@ -87,10 +78,7 @@ mod tests {
 
     #[test]
     fn parses_the_v2_line() {
-        assert_eq!(
-            parse_proc_cgroup("12:cpu:/x\n0::/pincer/s1\n").as_deref(),
-            Some("/pincer/s1")
-        );
+        assert_eq!(parse_proc_cgroup("12:cpu:/x\n0::/pincer/s1\n").as_deref(), Some("/pincer/s1"));
         assert_eq!(parse_proc_cgroup("1:name=systemd:/\n"), None);
     }
 

@@ -20,15 +20,15 @@ use super::config::OnMiss;
 use super::core::{CallResult, Core};
 use super::error::chain;
 use super::peer::Peer;
-use super::protocol::{Reply, RequestOutcome, Ruling};
+use super::protocol::{RequestOutcome, Reply, Ruling};
 use super::questions::Waiting;
 use super::resolve;
 use crate::access::Access;
 use crate::decider::Verdict;
 use crate::kernel::{Hook, Miss, ObjectId, Scope};
 use crate::twin::{self, Decision};
-use std::path::PathBuf;
 use tokio::time::Instant;
+use std::path::PathBuf;
 
 /// Where a request entered the pipeline.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,15 +102,7 @@ impl Origin {
     /// The request as the audit log shows it.
     pub fn audit_request(&self, path: &str, access: Access) -> AuditRequest {
         let (pid, uid) = self.process();
-        AuditRequest {
-            path: path.into(),
-            access,
-            source: self.source(),
-            hook: self.hook(),
-            rationale: self.reason().map(str::to_string),
-            pid: Some(pid),
-            uid: Some(uid),
-        }
+        AuditRequest { path: path.into(), access, source: self.source(), hook: self.hook(), rationale: self.reason().map(str::to_string), pid: Some(pid), uid: Some(uid) }
     }
 }
 
@@ -134,12 +126,7 @@ pub struct PipelineRequest {
 
 impl PipelineRequest {
     fn for_twin(&self, origin: &Origin) -> twin::Request {
-        twin::Request {
-            path: self.path.clone(),
-            access: self.access,
-            rationale: origin.reason().map(str::to_string),
-            content: self.content.clone(),
-        }
+        twin::Request { path: self.path.clone(), access: self.access, rationale: origin.reason().map(str::to_string), content: self.content.clone() }
     }
 }
 
@@ -181,11 +168,7 @@ fn deny_reason(d: &Decision) -> String {
         .enumerate()
         .filter(|(_, v)| v.verdict != Verdict::Allow)
         .map(|(i, v)| {
-            let verdict = if v.verdict == Verdict::AskUser {
-                "asks the user"
-            } else {
-                "denies"
-            };
+            let verdict = if v.verdict == Verdict::AskUser { "asks the user" } else { "denies" };
             match v.mechanism {
                 Some(m) => format!("vote {} {verdict}: {}", i + 1, m.worker_phrase()),
                 None => format!("vote {} {verdict}", i + 1),
@@ -200,15 +183,9 @@ fn deny_reason(d: &Decision) -> String {
 }
 
 /// The kernel's miss as requests, one per missing access type, or why it cannot be one.
-fn miss_requests(
-    session: &super::sessions::Session,
-    m: &Miss,
-) -> Result<Vec<PipelineRequest>, Unresolved> {
-    let root = s_root(session, m).ok_or(if m.owned_outside_roots() {
-        Unresolved::OwnedOutside
-    } else {
-        Unresolved::UnknownRoot
-    })?;
+fn miss_requests(session: &super::sessions::Session, m: &Miss) -> Result<Vec<PipelineRequest>, Unresolved> {
+    let unresolved = if m.owned_outside_roots() { Unresolved::OwnedOutside } else { Unresolved::UnknownRoot };
+    let root = s_root(session, m).ok_or(unresolved)?;
     if m.walk_exhausted() || m.relative_path.as_os_str().is_empty() {
         return Err(Unresolved::UnknownRoot);
     }
@@ -217,64 +194,38 @@ fn miss_requests(
     }
     let is_dir = m.access.contains(&Access::List) || m.hook.object_is_dir();
     let path = resolve::twin_path(&root, m.relative_path.components(), is_dir);
-    let object = ObjectId {
-        dev: m.dev,
-        ino: m.ino,
-    };
+    let object = ObjectId { dev: m.dev, ino: m.ino };
     let abs = root.path.join(&m.relative_path);
-    Ok(m.access
+    Ok(m
+        .access
         .iter()
         .map(|&access| {
-            let target = if access == Access::Create {
-                ObjectId {
-                    dev: m.parent_dev,
-                    ino: m.parent_ino,
-                }
-            } else {
-                object
-            };
+            let target = if access == Access::Create { ObjectId { dev: m.parent_dev, ino: m.parent_ino } } else { object };
             let content = if matches!(access, Access::Read | Access::Write | Access::Delete) {
                 resolve::content_of(&root, &m.relative_path, object)
             } else {
                 None
             };
-            PipelineRequest {
-                session: session.id.clone(),
-                path: path.clone(),
-                abs: abs.clone(),
-                access,
-                target,
-                content,
-            }
+            PipelineRequest { session: session.id.clone(), path: path.clone(), abs: abs.clone(), access, target, content }
         })
         .collect())
 }
 
 fn s_root(session: &super::sessions::Session, m: &Miss) -> Option<resolve::Root> {
-    session
-        .all_root_recs()
-        .find(|r| r.dev == m.root_dev && r.ino == m.root_ino)
-        .map(|r| r.root())
+    session.all_root_recs().find(|r| r.dev == m.root_dev && r.ino == m.root_ino).map(|r| r.root())
 }
 
 impl Core {
     /// Decides one request and applies the ruling: the grant into the kernel, the question
     /// for the user, the counters and the audit entry.
     pub(super) async fn decide(&mut self, origin: Origin, req: PipelineRequest) -> Ruling {
-        let Some((user, owner)) = self
-            .sessions
-            .get(&req.session)
-            .map(|s| (s.user.clone(), s.owner_uid))
-        else {
+        let Some((user, owner)) = self.sessions.get(&req.session).map(|s| (s.user.clone(), s.owner_uid)) else {
             return Ruling::deny(format!("no open session {:?}", req.session), None);
         };
         // Never-grantable beats every vote, rule and approval; a containment that cannot
         // be compiled denies everything.
         let never = match self.containment(owner) {
-            Ok(c) => c
-                .never
-                .forbids(&req.abs, req.access)
-                .map(|p| Unresolved::Never(p.to_string())),
+            Ok(c) => c.never.forbids(&req.abs, req.access).map(|p| Unresolved::Never(p.to_string())),
             Err(e) => Some(Unresolved::Containment(e)),
         };
         if let Some(why) = never {
@@ -283,15 +234,7 @@ impl Core {
         let start = Instant::now();
         let d = match self.twins.get(&user).await {
             Ok(t) => t.decide(&req.session, &req.for_twin(&origin)).await,
-            Err(e) => {
-                return self.deny_unresolved(
-                    &origin,
-                    &req.session,
-                    &req.path,
-                    req.access,
-                    &Unresolved::Twin(e),
-                )
-            }
+            Err(e) => return self.deny_unresolved(&origin, &req.session, &req.path, req.access, &Unresolved::Twin(e)),
         };
         let answered = match &origin {
             Origin::Answer { question, .. } => Some(*question),
@@ -302,54 +245,22 @@ impl Core {
                 // A vote that asks the user has its answer now; a vote that denies still denies.
                 let answered = d.granted() || d.votes.iter().all(|v| v.verdict != Verdict::Deny);
                 let granted = answered && self.apply_grant(&req);
-                let reason = if granted {
-                    "the user approved".to_string()
-                } else {
-                    deny_reason(&d)
-                };
-                Ruling {
-                    granted,
-                    outcome: if granted {
-                        RequestOutcome::UserApproved
-                    } else {
-                        RequestOutcome::Deny
-                    },
-                    reason,
-                    question: Some(q),
-                }
+                let reason = if granted { "the user approved".to_string() } else { deny_reason(&d) };
+                Ruling { granted, outcome: if granted { RequestOutcome::UserApproved } else { RequestOutcome::Deny }, reason, question: Some(q) }
             }
             (None, twin::Outcome::Grant) => {
                 if self.apply_grant(&req) {
-                    Ruling {
-                        granted: true,
-                        outcome: RequestOutcome::Grant,
-                        reason: "all three votes allow".into(),
-                        question: None,
-                    }
+                    Ruling { granted: true, outcome: RequestOutcome::Grant, reason: "all three votes allow".into(), question: None }
                 } else {
                     Ruling::deny("the grant could not be inserted in the kernel", None)
                 }
             }
             (None, twin::Outcome::Deny) => Ruling::deny(deny_reason(&d), None),
             (None, twin::Outcome::Escalate) => {
-                let q = d
-                    .question
-                    .expect("the twin numbers every question it escalates");
+                let q = d.question.expect("the twin numbers every question it escalates");
                 let votes = d.votes.to_vec();
-                self.questions.ask(q, || Waiting {
-                    user: user.clone(),
-                    session: req.session.clone(),
-                    request: req.clone(),
-                    origin: origin.clone(),
-                    votes,
-                    waiters: vec![],
-                });
-                Ruling {
-                    granted: false,
-                    outcome: RequestOutcome::Escalate,
-                    reason: deny_reason(&d),
-                    question: Some(q),
-                }
+                self.questions.ask(q, || Waiting { user: user.clone(), session: req.session.clone(), request: req.clone(), origin: origin.clone(), votes, waiters: vec![] });
+                Ruling { granted: false, outcome: RequestOutcome::Escalate, reason: deny_reason(&d), question: Some(q) }
             }
         };
         self.account(&req.session, &d, ruling.granted, answered.is_none());
@@ -359,23 +270,12 @@ impl Core {
     }
 
     /// Denies a request the twin never saw, counting and auditing it.
-    fn deny_unresolved(
-        &mut self,
-        origin: &Origin,
-        session: &str,
-        path: &str,
-        access: Access,
-        why: &Unresolved,
-    ) -> Ruling {
+    fn deny_unresolved(&mut self, origin: &Origin, session: &str, path: &str, access: Access, why: &Unresolved) -> Ruling {
         let why = why.to_string();
         if let Some(s) = self.sessions.get_mut(session) {
             s.counters.requests += 1;
             s.counters.denials += 1;
-            let mut e = AuditEntry::new(if origin.source() == Source::Miss {
-                Event::Miss
-            } else {
-                Event::Decision
-            });
+            let mut e = AuditEntry::new(if origin.source() == Source::Miss { Event::Miss } else { Event::Decision });
             e.session = Some(s.id.clone());
             e.owner_uid = Some(s.owner_uid);
             let mut r = origin.audit_request(path, access);
@@ -389,40 +289,14 @@ impl Core {
     }
 
     /// A request of the session's worker through the request tool.
-    pub(super) async fn tool_request(
-        &mut self,
-        session: &str,
-        peer: &Peer,
-        path: &str,
-        access: Access,
-        reason: Option<String>,
-    ) -> CallResult {
-        let origin = Origin::Tool {
-            peer: peer.clone(),
-            reason,
-        };
-        let roots = self
-            .sessions
-            .get(session)
-            .map(|s| s.all_roots())
-            .unwrap_or_default();
+    pub(super) async fn tool_request(&mut self, session: &str, peer: &Peer, path: &str, access: Access, reason: Option<String>) -> CallResult {
+        let origin = Origin::Tool { peer: peer.clone(), reason };
+        let roots = self.sessions.get(session).map(|s| s.all_roots()).unwrap_or_default();
         let r = match resolve::resolve(&roots, path, access) {
             Ok(r) => r,
-            Err(e) => {
-                return CallResult::Now(
-                    self.deny_unresolved(&origin, session, path, access, &Unresolved::Path(e))
-                        .into(),
-                )
-            }
+            Err(e) => return CallResult::Now(self.deny_unresolved(&origin, session, path, access, &Unresolved::Path(e)).into()),
         };
-        let req = PipelineRequest {
-            session: session.into(),
-            path: r.rel,
-            abs: r.abs,
-            access,
-            target: r.target,
-            content: r.content,
-        };
+        let req = PipelineRequest { session: session.into(), path: r.rel, abs: r.abs, access, target: r.target, content: r.content };
         let ruling = self.decide(origin, req).await;
         if let (RequestOutcome::Escalate, Some(question)) = (ruling.outcome, ruling.question) {
             if let Some(rx) = self.questions.wait(question) {
@@ -435,20 +309,10 @@ impl Core {
     /// An access the kernel denied: recorded, or decided as an implicit request per
     /// missing access type.
     pub(super) async fn miss(&mut self, m: Miss) {
-        let origin = Origin::Miss {
-            hook: m.hook,
-            pid: m.pid,
-            uid: m.uid,
-            flags: m.flags,
-        };
+        let origin = Origin::Miss { hook: m.hook, pid: m.pid, uid: m.uid, flags: m.flags };
         let Some(s) = self.sessions.by_cgroup_id(m.session) else {
             let mut e = AuditEntry::new(Event::Miss);
-            e.detail = Some(format!(
-                "miss of unknown session cgroup {} ({} {})",
-                m.session,
-                m.hook,
-                m.relative_path.display()
-            ));
+            e.detail = Some(format!("miss of unknown session cgroup {} ({} {})", m.session, m.hook, m.relative_path.display()));
             self.audit.record(&e);
             return;
         };
@@ -458,25 +322,10 @@ impl Core {
         // run past the root, so the path is the kernel's, not a root-relative one). They
         // are audited and stay denied.
         let undecided = if let Some(reach) = m.reach() {
-            Some((
-                None,
-                format!(
-                    "denied by session containment ({}): {reach:?}; not grantable",
-                    m.hook
-                ),
-            ))
+            Some((None, format!("denied by session containment ({}): {reach:?}; not grantable", m.hook)))
         } else if m.never() {
-            let request = m
-                .access
-                .first()
-                .map(|a| origin.audit_request(&m.relative_path.to_string_lossy(), *a));
-            Some((
-                request,
-                format!(
-                    "never-grantable ({}, {:?}): denied by the kernel's never map; not decided",
-                    m.hook, m.access
-                ),
-            ))
+            let request = m.access.first().map(|a| origin.audit_request(&m.relative_path.to_string_lossy(), *a));
+            Some((request, format!("never-grantable ({}, {:?}): denied by the kernel's never map; not decided", m.hook, m.access)))
         } else {
             None
         };
@@ -500,13 +349,7 @@ impl Core {
             Ok(r) => r,
             Err(why) => {
                 for a in &m.access {
-                    self.deny_unresolved(
-                        &origin,
-                        &id,
-                        &m.relative_path.to_string_lossy(),
-                        *a,
-                        &why,
-                    );
+                    self.deny_unresolved(&origin, &id, &m.relative_path.to_string_lossy(), *a, &why);
                 }
                 return;
             }
@@ -515,12 +358,7 @@ impl Core {
         // misses, queued behind the first, find the grant there and are not decided again
         // (a failed lookup decides as usual; nothing is granted here).
         if let Some(cgroup_id) = self.sessions.get(&id).map(|s| s.cgroup_id) {
-            requests.retain(|r| {
-                !self
-                    .enforcer
-                    .holds(cgroup_id, r.target, r.access)
-                    .unwrap_or(false)
-            });
+            requests.retain(|r| !self.enforcer.holds(cgroup_id, r.target, r.access).unwrap_or(false));
             if requests.is_empty() {
                 return;
             }
@@ -531,10 +369,7 @@ impl Core {
                 let mut e = self.entry(Event::Miss, s);
                 e.request = Some(origin.audit_request(&r.path, r.access));
                 e.outcome = Some(RequestOutcome::Deny);
-                e.detail = Some(format!(
-                    "denied by the kernel ({}); recorded only (on_miss = \"record\")",
-                    m.hook
-                ));
+                e.detail = Some(format!("denied by the kernel ({}); recorded only (on_miss = \"record\")", m.hook));
                 self.audit.record(&e);
             }
             self.persist();
@@ -549,10 +384,7 @@ impl Core {
                     let mut e = self.entry(Event::Miss, s);
                     e.request = Some(origin.audit_request(&path, access));
                     e.outcome = Some(RequestOutcome::Deny);
-                    e.detail = Some(format!(
-                        "shadow mode: allowed by the kernel; enforcing would deny ({})",
-                        ruling.reason
-                    ));
+                    e.detail = Some(format!("shadow mode: allowed by the kernel; enforcing would deny ({})", ruling.reason));
                     self.audit.record(&e);
                 }
             }
@@ -561,13 +393,8 @@ impl Core {
 
     /// Inserts a grant; a kernel error is logged and makes the request a denial.
     fn apply_grant(&mut self, req: &PipelineRequest) -> bool {
-        let Some(s) = self.sessions.get(&req.session) else {
-            return false;
-        };
-        match self
-            .enforcer
-            .grant(s.cgroup_id, req.target, Scope::Exact, req.access)
-        {
+        let Some(s) = self.sessions.get(&req.session) else { return false };
+        match self.enforcer.grant(s.cgroup_id, req.target, Scope::Exact, req.access) {
             Ok(()) => true,
             Err(e) => {
                 tracing::error!(session = req.session, error = %chain(&e), "grant could not be inserted; denying");
@@ -590,17 +417,8 @@ impl Core {
         }
     }
 
-    fn audit_decision(
-        &self,
-        origin: &Origin,
-        req: &PipelineRequest,
-        d: &Decision,
-        ruling: &Ruling,
-        start: Instant,
-    ) {
-        let Some(s) = self.sessions.get(&req.session) else {
-            return;
-        };
+    fn audit_decision(&self, origin: &Origin, req: &PipelineRequest, d: &Decision, ruling: &Ruling, start: Instant) {
+        let Some(s) = self.sessions.get(&req.session) else { return };
         let mut e = self.entry(Event::Decision, s);
         e.request = Some(origin.audit_request(&req.path, req.access));
         e.outcome = Some(ruling.outcome);
@@ -615,11 +433,6 @@ impl Core {
 
 impl From<Ruling> for Reply {
     fn from(r: Ruling) -> Self {
-        Reply::Decision {
-            granted: r.granted,
-            outcome: r.outcome,
-            reason: r.reason,
-            question: r.question,
-        }
+        Reply::Decision { granted: r.granted, outcome: r.outcome, reason: r.reason, question: r.question }
     }
 }

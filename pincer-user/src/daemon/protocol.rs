@@ -253,12 +253,7 @@ pub struct Ruling {
 impl Ruling {
     /// A denial for `reason`.
     pub fn deny(reason: impl Into<String>, question: Option<u64>) -> Self {
-        Ruling {
-            granted: false,
-            outcome: RequestOutcome::Deny,
-            reason: reason.into(),
-            question,
-        }
+        Ruling { granted: false, outcome: RequestOutcome::Deny, reason: reason.into(), question }
     }
 }
 
@@ -404,10 +399,7 @@ pub enum Reply {
 impl Reply {
     /// An error reply.
     pub fn error(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Reply::Error {
-            kind,
-            message: message.into(),
-        }
+        Reply::Error { kind, message: message.into() }
     }
 }
 
@@ -436,29 +428,19 @@ pub fn parse_call(line: &str) -> Result<Call, ProtocolError> {
         Some(n) => return Err(ProtocolError::Version(n)),
         None => return Err(ProtocolError::MissingVersion),
     }
-    serde_json::from_value::<CallLine>(v)
-        .map(|c| c.call)
-        .map_err(ProtocolError::BadCall)
+    serde_json::from_value::<CallLine>(v).map(|c| c.call).map_err(ProtocolError::BadCall)
 }
 
 /// Serializes a reply as one line (with the newline).
 pub fn reply_line(reply: Reply) -> String {
-    let mut s = serde_json::to_string(&ReplyLine {
-        v: PROTOCOL_VERSION,
-        reply,
-    })
-    .expect("replies serialize");
+    let mut s = serde_json::to_string(&ReplyLine { v: PROTOCOL_VERSION, reply }).expect("replies serialize");
     s.push('\n');
     s
 }
 
 /// Serializes a call as one line (with the newline).
 pub fn call_line(call: Call) -> String {
-    let mut s = serde_json::to_string(&CallLine {
-        v: PROTOCOL_VERSION,
-        call,
-    })
-    .expect("calls serialize");
+    let mut s = serde_json::to_string(&CallLine { v: PROTOCOL_VERSION, call }).expect("calls serialize");
     s.push('\n');
     s
 }
@@ -469,31 +451,17 @@ mod tests {
 
     #[test]
     fn call_round_trips_and_version_is_checked() {
-        let c = Call::Request {
-            path: "/w/a".into(),
-            access: Access::Read,
-            reason: Some("r".into()),
-            session: None,
-        };
+        let c = Call::Request { path: "/w/a".into(), access: Access::Read, reason: Some("r".into()), session: None };
         let line = call_line(c.clone());
-        assert!(
-            line.contains("\"call\":\"request\"") && line.contains("\"v\":1"),
-            "{line}"
-        );
+        assert!(line.contains("\"call\":\"request\"") && line.contains("\"v\":1"), "{line}");
         assert_eq!(parse_call(line.trim()).unwrap(), c);
-        let e = parse_call(r#"{"v":2,"call":"pending"}"#)
-            .unwrap_err()
-            .to_string();
+        let e = parse_call(r#"{"v":2,"call":"pending"}"#).unwrap_err().to_string();
         assert!(e.contains("version 2"), "{e}");
         let e = parse_call(r#"{"call":"pending"}"#).unwrap_err().to_string();
         assert!(e.contains("`v`"), "{e}");
-        let e = parse_call(r#"{"v":1,"call":"chmod"}"#)
-            .unwrap_err()
-            .to_string();
+        let e = parse_call(r#"{"v":1,"call":"chmod"}"#).unwrap_err().to_string();
         assert!(e.contains("chmod"), "{e}");
-        let e = parse_call(r#"{"v":1,"call":"request","path":"/a","access":"exec"}"#)
-            .unwrap_err()
-            .to_string();
+        let e = parse_call(r#"{"v":1,"call":"request","path":"/a","access":"exec"}"#).unwrap_err().to_string();
         assert!(e.contains("exec"), "{e}");
     }
 
@@ -511,29 +479,15 @@ mod tests {
             assert_eq!(serde_json::to_string(&o).unwrap(), format!("\"{name}\""));
             assert_eq!(o.name(), name);
         }
-        let line = reply_line(Reply::Decision {
-            granted: false,
-            outcome: RequestOutcome::Escalate,
-            reason: "r".into(),
-            question: Some(3),
-        });
-        assert!(
-            line.contains(r#""outcome":"escalate""#) && line.contains(r#""question":3"#),
-            "{line}"
-        );
+        let line = reply_line(Reply::Decision { granted: false, outcome: RequestOutcome::Escalate, reason: "r".into(), question: Some(3) });
+        assert!(line.contains(r#""outcome":"escalate""#) && line.contains(r#""question":3"#), "{line}");
     }
 
     #[test]
     fn reply_is_tagged() {
         let line = reply_line(Reply::error(ErrorKind::Refused, "no"));
         let back: ReplyLine = serde_json::from_str(&line).unwrap();
-        assert_eq!(
-            back.reply,
-            Reply::Error {
-                kind: ErrorKind::Refused,
-                message: "no".into()
-            }
-        );
+        assert_eq!(back.reply, Reply::Error { kind: ErrorKind::Refused, message: "no".into() });
         assert!(line.contains("\"reply\":\"error\""));
     }
 }

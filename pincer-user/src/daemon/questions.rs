@@ -70,15 +70,8 @@ impl Questions {
 
     /// Takes out every question of `session` (it ended).
     pub fn take_session(&mut self, session: &str) -> Vec<(u64, Waiting)> {
-        let ids: Vec<u64> = self
-            .waiting
-            .iter()
-            .filter(|(_, w)| w.session == session)
-            .map(|(q, _)| *q)
-            .collect();
-        ids.into_iter()
-            .filter_map(|q| self.waiting.remove(&q).map(|w| (q, w)))
-            .collect()
+        let ids: Vec<u64> = self.waiting.iter().filter(|(_, w)| w.session == session).map(|(q, _)| *q).collect();
+        ids.into_iter().filter_map(|q| self.waiting.remove(&q).map(|w| (q, w))).collect()
     }
 
     /// Every waiting question, by id.

@@ -111,10 +111,7 @@ pub struct Resolved {
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ResolveError + '_ {
-    move |source| ResolveError::Io {
-        path: path.into(),
-        source,
-    }
+    move |source| ResolveError::Io { path: path.into(), source }
 }
 
 fn cstr(p: &Path) -> Result<CString, ResolveError> {
@@ -122,8 +119,7 @@ fn cstr(p: &Path) -> Result<CString, ResolveError> {
 }
 
 fn open_at(dir: Option<&OwnedFd>, name: &Path, flags: i32) -> std::io::Result<OwnedFd> {
-    let c = CString::new(name.as_os_str().as_bytes())
-        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    let c = CString::new(name.as_os_str().as_bytes()).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
     let dfd = dir.map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
     // SAFETY: `c` is a valid NUL-terminated string; the returned fd is owned below.
     let fd = unsafe { libc::openat(dfd, c.as_ptr(), flags | libc::O_CLOEXEC) };
@@ -145,20 +141,11 @@ fn stat_fd(fd: &OwnedFd) -> std::io::Result<libc::stat> {
 }
 
 fn stat_at(dir: &OwnedFd, name: &Path) -> std::io::Result<libc::stat> {
-    let c = CString::new(name.as_os_str().as_bytes())
-        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    let c = CString::new(name.as_os_str().as_bytes()).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
     // SAFETY: a zeroed `stat` is a valid out-parameter.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: dir is open, c is NUL-terminated, st is valid.
-    if unsafe {
-        libc::fstatat(
-            dir.as_raw_fd(),
-            c.as_ptr(),
-            &mut st,
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    } < 0
-    {
+    if unsafe { libc::fstatat(dir.as_raw_fd(), c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) } < 0 {
         return Err(std::io::Error::last_os_error());
     }
     Ok(st)
@@ -166,10 +153,7 @@ fn stat_at(dir: &OwnedFd, name: &Path) -> std::io::Result<libc::stat> {
 
 fn object(st: &libc::stat) -> ObjectId {
     let dev = st.st_dev;
-    ObjectId {
-        dev: pincer_common::kernel_dev(libc::major(dev), libc::minor(dev)),
-        ino: st.st_ino,
-    }
+    ObjectId { dev: pincer_common::kernel_dev(libc::major(dev), libc::minor(dev)), ino: st.st_ino }
 }
 
 fn kind(st: &libc::stat) -> u32 {
@@ -194,9 +178,7 @@ pub fn check_shape(path: &str) -> Result<PathBuf, ResolveError> {
     for c in p.components() {
         match c {
             Component::ParentDir => return Err(ResolveError::DotDot(p)),
-            Component::Normal(n) if n.len() > MAX_NAME => {
-                return Err(ResolveError::NameTooLong { len: n.len() })
-            }
+            Component::Normal(n) if n.len() > MAX_NAME => return Err(ResolveError::NameTooLong { len: n.len() }),
             _ => {}
         }
     }
@@ -223,12 +205,7 @@ pub fn resolve(roots: &[Root], path: &str, access: Access) -> Result<Resolved, R
         return Err(ResolveError::IsRoot(norm));
     };
     let _ = cstr(&norm)?;
-    let mut dir = open_at(
-        None,
-        &root.path,
-        libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
-    )
-    .map_err(io(&root.path))?;
+    let mut dir = open_at(None, &root.path, libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW).map_err(io(&root.path))?;
     let st = stat_fd(&dir).map_err(io(&root.path))?;
     if object(&st) != root.id {
         return Err(ResolveError::RootChanged(root.path.clone()));
@@ -238,31 +215,14 @@ pub fn resolve(roots: &[Root], path: &str, access: Access) -> Result<Resolved, R
         so_far.push(d);
         match stat_at(&dir, d) {
             Ok(st) if kind(&st) == libc::S_IFLNK => return Err(ResolveError::Symlink(so_far)),
-            Ok(st) if kind(&st) != libc::S_IFDIR => {
-                return Err(ResolveError::NotADirectory(so_far))
-            }
+            Ok(st) if kind(&st) != libc::S_IFDIR => return Err(ResolveError::NotADirectory(so_far)),
             Ok(_) => {}
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-                return Err(ResolveError::NotADirectory(so_far))
-            }
-            Err(e) => {
-                return Err(ResolveError::Io {
-                    path: so_far,
-                    source: e,
-                })
-            }
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Err(ResolveError::NotADirectory(so_far)),
+            Err(e) => return Err(ResolveError::Io { path: so_far, source: e }),
         }
-        dir = open_at(
-            Some(&dir),
-            d,
-            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
-        )
-        .map_err(|e| match e.raw_os_error() {
+        dir = open_at(Some(&dir), d, libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW).map_err(|e| match e.raw_os_error() {
             Some(libc::ELOOP) | Some(libc::ENOTDIR) => ResolveError::Symlink(so_far.clone()),
-            _ => ResolveError::Io {
-                path: so_far.clone(),
-                source: e,
-            },
+            _ => ResolveError::Io { path: so_far.clone(), source: e },
         })?;
     }
     let full = so_far.join(last);
@@ -270,24 +230,12 @@ pub fn resolve(roots: &[Root], path: &str, access: Access) -> Result<Resolved, R
     let st = match stat_at(&dir, last) {
         Ok(st) => Some(st),
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
-        Err(e) => {
-            return Err(ResolveError::Io {
-                path: full,
-                source: e,
-            })
-        }
+        Err(e) => return Err(ResolveError::Io { path: full, source: e }),
     };
     let Some(st) = st else {
         if access == Access::Create {
             let parent = stat_fd(&dir).map_err(io(&full))?;
-            return Ok(Resolved {
-                root: ri,
-                abs: full,
-                rel,
-                target: object(&parent),
-                is_dir: false,
-                content: None,
-            });
+            return Ok(Resolved { root: ri, abs: full, rel, target: object(&parent), is_dir: false, content: None });
         }
         return Err(ResolveError::NotFound(full));
     };
@@ -305,58 +253,32 @@ pub fn resolve(roots: &[Root], path: &str, access: Access) -> Result<Resolved, R
         _ => {}
     }
     let mut content = None;
-    if kind(&st) == libc::S_IFREG && matches!(access, Access::Read | Access::Write | Access::Delete)
-    {
+    if kind(&st) == libc::S_IFREG && matches!(access, Access::Read | Access::Write | Access::Delete) {
         // Read through a descriptor of the same inode: a swap after the stat is caught.
-        if let Ok(fd) = open_at(
-            Some(&dir),
-            last,
-            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK,
-        ) {
-            if stat_fd(&fd)
-                .map(|s| object(&s) == object(&st))
-                .unwrap_or(false)
-            {
+        if let Ok(fd) = open_at(Some(&dir), last, libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK) {
+            if stat_fd(&fd).map(|s| object(&s) == object(&st)).unwrap_or(false) {
                 use std::io::Read;
                 let mut f = std::fs::File::from(fd);
                 let mut buf = Vec::new();
-                if f.by_ref()
-                    .take(MAX_CONTENT as u64)
-                    .read_to_end(&mut buf)
-                    .is_ok()
-                {
+                if f.by_ref().take(MAX_CONTENT as u64).read_to_end(&mut buf).is_ok() {
                     content = Some(buf);
                 }
             }
         }
     }
-    Ok(Resolved {
-        root: ri,
-        abs: full,
-        rel,
-        target: object(&st),
-        is_dir,
-        content,
-    })
+    Ok(Resolved { root: ri, abs: full, rel, target: object(&st), is_dir, content })
 }
 
 /// The path as the twin sees it: the components under `root`, after the root's label, with
 /// a trailing `/` for a directory. The one place both the request tool's paths and the
 /// kernel's are spelled for the twin.
-pub fn twin_path<P: AsRef<Path>>(
-    root: &Root,
-    components: impl IntoIterator<Item = P>,
-    is_dir: bool,
-) -> String {
+pub fn twin_path<P: AsRef<Path>>(root: &Root, components: impl IntoIterator<Item = P>, is_dir: bool) -> String {
     let mut rel = String::new();
     if !root.label.is_empty() {
         rel.push_str(&root.label);
         rel.push('/');
     }
-    let parts: Vec<String> = components
-        .into_iter()
-        .map(|c| c.as_ref().to_string_lossy().into_owned())
-        .collect();
+    let parts: Vec<String> = components.into_iter().map(|c| c.as_ref().to_string_lossy().into_owned()).collect();
     rel.push_str(&parts.join("/"));
     if is_dir {
         rel.push('/');
@@ -378,39 +300,21 @@ pub fn content_of(root: &Root, relative: &Path, id: ObjectId) -> Option<Vec<u8>>
         })
         .collect::<Option<_>>()?;
     let (last, dirs) = comps.split_last()?;
-    let mut dir = open_at(
-        None,
-        &root.path,
-        libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
-    )
-    .ok()?;
+    let mut dir = open_at(None, &root.path, libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW).ok()?;
     if object_of_fd(&dir)? != root.id {
         return None;
     }
     for d in dirs {
-        dir = open_at(
-            Some(&dir),
-            Path::new(d),
-            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
-        )
-        .ok()?;
+        dir = open_at(Some(&dir), Path::new(d), libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW).ok()?;
     }
-    let fd = open_at(
-        Some(&dir),
-        Path::new(last),
-        libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK,
-    )
-    .ok()?;
+    let fd = open_at(Some(&dir), Path::new(last), libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK).ok()?;
     let st = stat_fd(&fd).ok()?;
     if kind(&st) != libc::S_IFREG || object(&st) != id {
         return None;
     }
     use std::io::Read;
     let mut buf = Vec::new();
-    std::fs::File::from(fd)
-        .take(MAX_CONTENT as u64)
-        .read_to_end(&mut buf)
-        .ok()?;
+    std::fs::File::from(fd).take(MAX_CONTENT as u64).read_to_end(&mut buf).ok()?;
     Some(buf)
 }
 
@@ -424,9 +328,7 @@ pub fn workspace_tree(root: &Root, limit: usize) -> Vec<String> {
     let mut out = Vec::new();
     let mut stack: Vec<(PathBuf, String)> = vec![(root.path.clone(), root.label.clone())];
     while let Some((dir, rel)) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
         let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
         entries.sort_by_key(|e| e.file_name());
         for e in entries {
@@ -434,11 +336,7 @@ pub fn workspace_tree(root: &Root, limit: usize) -> Vec<String> {
                 return out;
             }
             let name = e.file_name().to_string_lossy().into_owned();
-            let r = if rel.is_empty() {
-                name
-            } else {
-                format!("{rel}/{name}")
-            };
+            let r = if rel.is_empty() { name } else { format!("{rel}/{name}") };
             let Ok(ft) = e.file_type() else { continue };
             if ft.is_dir() {
                 out.push(format!("{r}/"));
@@ -465,14 +363,7 @@ mod tests {
         std::os::unix::fs::symlink(d.path(), root.join("up")).unwrap();
         let root = root.canonicalize().unwrap();
         let id = ObjectId::of_path(&root).unwrap();
-        (
-            d,
-            vec![Root {
-                path: root,
-                id,
-                label: String::new(),
-            }],
-        )
+        (d, vec![Root { path: root, id, label: String::new() }])
     }
 
     fn p(roots: &[Root], rel: &str) -> String {
@@ -484,10 +375,7 @@ mod tests {
         let (_d, roots) = setup();
         let r = resolve(&roots, &p(&roots, "docs/a.md"), Access::Read).unwrap();
         assert_eq!(r.rel, "docs/a.md");
-        assert_eq!(
-            r.target,
-            ObjectId::of_path(&roots[0].path.join("docs/a.md")).unwrap()
-        );
+        assert_eq!(r.target, ObjectId::of_path(&roots[0].path.join("docs/a.md")).unwrap());
         assert_eq!(r.content.as_deref(), Some(&b"alpha"[..]));
         let r = resolve(&roots, &p(&roots, "docs/sub"), Access::List).unwrap();
         assert_eq!(r.rel, "docs/sub/");
@@ -498,83 +386,36 @@ mod tests {
     fn create_targets_the_parent_directory() {
         let (_d, roots) = setup();
         let r = resolve(&roots, &p(&roots, "docs/new.md"), Access::Create).unwrap();
-        assert_eq!(
-            r.target,
-            ObjectId::of_path(&roots[0].path.join("docs")).unwrap()
-        );
+        assert_eq!(r.target, ObjectId::of_path(&roots[0].path.join("docs")).unwrap());
         assert_eq!(r.rel, "docs/new.md");
-        assert!(
-            matches!(resolve(&roots, &p(&roots, "docs/a.md"), Access::Create), Err(ResolveError::Exists(p)) if p == roots[0].path.join("docs/a.md"))
-        );
+        assert!(matches!(resolve(&roots, &p(&roots, "docs/a.md"), Access::Create), Err(ResolveError::Exists(p)) if p == roots[0].path.join("docs/a.md")));
     }
 
     #[test]
     fn escapes_and_bad_shapes_are_refused_with_clear_errors() {
         let (_d, roots) = setup();
-        assert!(matches!(
-            resolve(&roots, &p(&roots, "docs/link"), Access::Read),
-            Err(ResolveError::Symlink(_))
-        ));
-        assert!(matches!(
-            resolve(&roots, &p(&roots, "up/outside.txt"), Access::Read),
-            Err(ResolveError::Symlink(_))
-        ));
-        assert!(matches!(
-            resolve(&roots, &p(&roots, "docs/../../outside.txt"), Access::Read),
-            Err(ResolveError::DotDot(_))
-        ));
-        assert!(matches!(
-            resolve(&roots, "/etc/passwd", Access::Read),
-            Err(ResolveError::OutsideRoots(_))
-        ));
-        assert!(matches!(
-            resolve(&roots, "docs/a.md", Access::Read),
-            Err(ResolveError::Relative(_))
-        ));
-        assert!(matches!(
-            resolve(&roots, "/a\0b", Access::Read),
-            Err(ResolveError::Nul)
-        ));
-        assert!(matches!(
-            resolve(&roots, "", Access::Read),
-            Err(ResolveError::Empty)
-        ));
+        assert!(matches!(resolve(&roots, &p(&roots, "docs/link"), Access::Read), Err(ResolveError::Symlink(_))));
+        assert!(matches!(resolve(&roots, &p(&roots, "up/outside.txt"), Access::Read), Err(ResolveError::Symlink(_))));
+        assert!(matches!(resolve(&roots, &p(&roots, "docs/../../outside.txt"), Access::Read), Err(ResolveError::DotDot(_))));
+        assert!(matches!(resolve(&roots, "/etc/passwd", Access::Read), Err(ResolveError::OutsideRoots(_))));
+        assert!(matches!(resolve(&roots, "docs/a.md", Access::Read), Err(ResolveError::Relative(_))));
+        assert!(matches!(resolve(&roots, "/a\0b", Access::Read), Err(ResolveError::Nul)));
+        assert!(matches!(resolve(&roots, "", Access::Read), Err(ResolveError::Empty)));
         let long = format!("/{}", "x".repeat(300));
-        assert!(matches!(
-            resolve(&roots, &long, Access::Read),
-            Err(ResolveError::NameTooLong { len: 300 })
-        ));
+        assert!(matches!(resolve(&roots, &long, Access::Read), Err(ResolveError::NameTooLong { len: 300 })));
         let huge = format!("/{}", "a/".repeat(3000));
-        assert!(matches!(
-            resolve(&roots, &huge, Access::Read),
-            Err(ResolveError::TooLong { .. })
-        ));
-        assert!(matches!(
-            resolve(&roots, &p(&roots, "docs/none.md"), Access::Read),
-            Err(ResolveError::NotFound(_))
-        ));
-        assert!(matches!(
-            resolve(&roots, &p(&roots, "docs/a.md"), Access::List),
-            Err(ResolveError::NotListable(_))
-        ));
-        assert!(matches!(
-            resolve(&roots, &p(&roots, "docs"), Access::Read),
-            Err(ResolveError::IsDirectory(_))
-        ));
-        assert!(matches!(
-            resolve(&roots, &roots[0].path.to_string_lossy(), Access::List),
-            Err(ResolveError::IsRoot(_))
-        ));
+        assert!(matches!(resolve(&roots, &huge, Access::Read), Err(ResolveError::TooLong { .. })));
+        assert!(matches!(resolve(&roots, &p(&roots, "docs/none.md"), Access::Read), Err(ResolveError::NotFound(_))));
+        assert!(matches!(resolve(&roots, &p(&roots, "docs/a.md"), Access::List), Err(ResolveError::NotListable(_))));
+        assert!(matches!(resolve(&roots, &p(&roots, "docs"), Access::Read), Err(ResolveError::IsDirectory(_))));
+        assert!(matches!(resolve(&roots, &roots[0].path.to_string_lossy(), Access::List), Err(ResolveError::IsRoot(_))));
     }
 
     #[test]
     fn kernel_object_content_is_read_only_from_that_object() {
         let (_d, roots) = setup();
         let a = ObjectId::of_path(&roots[0].path.join("docs/a.md")).unwrap();
-        assert_eq!(
-            content_of(&roots[0], Path::new("docs/a.md"), a).as_deref(),
-            Some(&b"alpha"[..])
-        );
+        assert_eq!(content_of(&roots[0], Path::new("docs/a.md"), a).as_deref(), Some(&b"alpha"[..]));
         // Another object under that name (swapped since the miss), a link, or a directory: none.
         let sub = ObjectId::of_path(&roots[0].path.join("docs/sub")).unwrap();
         assert_eq!(content_of(&roots[0], Path::new("docs/a.md"), sub), None);
@@ -582,25 +423,15 @@ mod tests {
         assert_eq!(content_of(&roots[0], Path::new("docs/sub"), sub), None);
         assert_eq!(content_of(&roots[0], Path::new("up/outside.txt"), a), None);
         assert_eq!(twin_path(&roots[0], ["docs", "sub"], true), "docs/sub/");
-        let labelled = Root {
-            label: "ws".into(),
-            ..roots[0].clone()
-        };
-        assert_eq!(
-            twin_path(&labelled, ["docs", "a.md"], false),
-            "ws/docs/a.md"
-        );
+        let labelled = Root { label: "ws".into(), ..roots[0].clone() };
+        assert_eq!(twin_path(&labelled, ["docs", "a.md"], false), "ws/docs/a.md");
     }
 
     #[test]
     fn tree_lists_files_and_dirs_without_following_links() {
         let (_d, roots) = setup();
         let t = workspace_tree(&roots[0], 100);
-        assert!(
-            t.contains(&"docs/".to_string())
-                && t.contains(&"docs/a.md".to_string())
-                && t.contains(&"docs/sub/".to_string())
-        );
+        assert!(t.contains(&"docs/".to_string()) && t.contains(&"docs/a.md".to_string()) && t.contains(&"docs/sub/".to_string()));
         assert!(!t.iter().any(|x| x.contains("outside")));
     }
 }

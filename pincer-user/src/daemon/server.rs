@@ -11,7 +11,7 @@ use super::audit::{AuditEntry, AuditLog};
 use super::core::{CallResult, Cmd};
 use super::error::chain;
 use super::peer::{self, CgroupLookup};
-use super::protocol::{parse_call, reply_line, ErrorKind, Reply, RequestOutcome, Ruling, MAX_LINE};
+use super::protocol::{parse_call, reply_line, ErrorKind, RequestOutcome, Reply, Ruling, MAX_LINE};
 use futures_util::StreamExt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,19 +35,13 @@ pub struct ServerCtx {
 
 impl std::fmt::Debug for ServerCtx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServerCtx")
-            .field("escalation_timeout", &self.escalation_timeout)
-            .finish_non_exhaustive()
+        f.debug_struct("ServerCtx").field("escalation_timeout", &self.escalation_timeout).finish_non_exhaustive()
     }
 }
 
 /// Accepts connections until `shutdown` completes, serving each on its own task; open
 /// connections are dropped at shutdown.
-pub async fn serve(
-    listener: UnixListener,
-    ctx: ServerCtx,
-    shutdown: impl std::future::Future<Output = ()>,
-) {
+pub async fn serve(listener: UnixListener, ctx: ServerCtx, shutdown: impl std::future::Future<Output = ()>) {
     tokio::pin!(shutdown);
     let mut conns = tokio::task::JoinSet::new();
     loop {
@@ -77,14 +71,7 @@ async fn connection(stream: UnixStream, ctx: ServerCtx) {
         Ok(p) => p,
         Err(e) => {
             // Unidentified callers get nothing.
-            let _ = write(
-                &mut w,
-                Reply::error(
-                    ErrorKind::Refused,
-                    format!("cannot identify the caller: {e}"),
-                ),
-            )
-            .await;
+            let _ = write(&mut w, Reply::error(ErrorKind::Refused, format!("cannot identify the caller: {e}"))).await;
             return;
         }
     };
@@ -94,22 +81,11 @@ async fn connection(stream: UnixStream, ctx: ServerCtx) {
             None => return,
             Some(Ok(line)) => line,
             Some(Err(LinesCodecError::MaxLineLengthExceeded)) => {
-                let _ = write(
-                    &mut w,
-                    Reply::error(
-                        ErrorKind::BadRequest,
-                        format!("call line longer than {MAX_LINE} bytes; closing the connection"),
-                    ),
-                )
-                .await;
+                let _ = write(&mut w, Reply::error(ErrorKind::BadRequest, format!("call line longer than {MAX_LINE} bytes; closing the connection"))).await;
                 return;
             }
             Some(Err(LinesCodecError::Io(e))) => {
-                let _ = write(
-                    &mut w,
-                    Reply::error(ErrorKind::BadRequest, format!("unreadable call line: {e}")),
-                )
-                .await;
+                let _ = write(&mut w, Reply::error(ErrorKind::BadRequest, format!("unreadable call line: {e}"))).await;
                 return;
             }
         };
@@ -126,48 +102,27 @@ async fn connection(stream: UnixStream, ctx: ServerCtx) {
             }
         };
         let (tx, rx) = oneshot::channel();
-        if ctx
-            .actor
-            .send(Cmd::Call {
-                peer: peer.clone(),
-                call,
-                reply: tx,
-            })
-            .await
-            .is_err()
-        {
-            let _ = write(
-                &mut w,
-                Reply::error(ErrorKind::Internal, "the daemon is shutting down"),
-            )
-            .await;
+        if ctx.actor.send(Cmd::Call { peer: peer.clone(), call, reply: tx }).await.is_err() {
+            let _ = write(&mut w, Reply::error(ErrorKind::Internal, "the daemon is shutting down")).await;
             return;
         }
         let result = match rx.await {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => CallResult::Now(Reply::error(e.kind(), chain(&e))),
-            Err(_) => CallResult::Now(Reply::error(
-                ErrorKind::Internal,
-                "the daemon is shutting down",
-            )),
+            Err(_) => CallResult::Now(Reply::error(ErrorKind::Internal, "the daemon is shutting down")),
         };
         let ok = match result {
             CallResult::Now(reply) => write(&mut w, reply).await,
             CallResult::Wait { rx, question } => {
                 let reply = match tokio::time::timeout(ctx.escalation_timeout, rx).await {
                     Ok(Ok(reply)) => reply,
-                    Ok(Err(_)) => {
-                        Ruling::deny("the daemon dropped the question", Some(question)).into()
-                    }
+                    Ok(Err(_)) => Ruling::deny("the daemon dropped the question", Some(question)).into(),
                     Err(_) => {
                         let _ = ctx.actor.send(Cmd::WaitTimedOut { question }).await;
                         Ruling {
                             granted: false,
                             outcome: RequestOutcome::Timeout,
-                            reason: format!(
-                                "the user did not answer question {question} within {} s",
-                                ctx.escalation_timeout.as_secs()
-                            ),
+                            reason: format!("the user did not answer question {question} within {} s", ctx.escalation_timeout.as_secs()),
                             question: Some(question),
                         }
                         .into()
@@ -175,11 +130,7 @@ async fn connection(stream: UnixStream, ctx: ServerCtx) {
                 };
                 write(&mut w, reply).await
             }
-            CallResult::Log {
-                session,
-                owner,
-                follow,
-            } => {
+            CallResult::Log { session, owner, follow } => {
                 stream_log(&mut w, &ctx.audit, session, owner, follow).await;
                 return;
             }
@@ -202,13 +153,7 @@ fn visible(e: &AuditEntry, session: &Option<String>, owner: Option<u32>) -> bool
     }
 }
 
-async fn stream_log(
-    w: &mut tokio::net::unix::OwnedWriteHalf,
-    audit: &AuditLog,
-    session: Option<String>,
-    owner: Option<u32>,
-    follow: bool,
-) {
+async fn stream_log(w: &mut tokio::net::unix::OwnedWriteHalf, audit: &AuditLog, session: Option<String>, owner: Option<u32>, follow: bool) {
     let mut rx = follow.then(|| audit.subscribe());
     let entries = match audit.read_all() {
         Ok(e) => e,
@@ -234,9 +179,7 @@ async fn stream_log(
                 }
             }
             Ok(_) => {}
-            Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
-                tracing::warn!(n, "log follower lagged")
-            }
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => tracing::warn!(n, "log follower lagged"),
             Err(_) => return,
         }
     }

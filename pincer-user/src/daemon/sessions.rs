@@ -76,19 +76,12 @@ pub struct RootRec {
 impl RootRec {
     /// The root as [`resolve`](super::resolve) uses it.
     pub fn root(&self) -> Root {
-        Root {
-            path: self.path.clone(),
-            id: self.id(),
-            label: self.label.clone(),
-        }
+        Root { path: self.path.clone(), id: self.id(), label: self.label.clone() }
     }
 
     /// The root's object id.
     pub fn id(&self) -> ObjectId {
-        ObjectId {
-            dev: self.dev,
-            ino: self.ino,
-        }
+        ObjectId { dev: self.dev, ino: self.ino }
     }
 }
 
@@ -97,10 +90,7 @@ impl RootRec {
 pub fn root_records(roots: &[PathBuf]) -> Result<Vec<RootRec>, SessionError> {
     let mut recs: Vec<RootRec> = Vec::new();
     for r in roots {
-        let canon = r.canonicalize().map_err(|error| SessionError::Root {
-            path: r.clone(),
-            error,
-        })?;
+        let canon = r.canonicalize().map_err(|error| SessionError::Root { path: r.clone(), error })?;
         if !canon.is_dir() {
             return Err(SessionError::RootNotDir(r.clone()));
         }
@@ -108,20 +98,11 @@ pub fn root_records(roots: &[PathBuf]) -> Result<Vec<RootRec>, SessionError> {
             return Err(SessionError::RootIsSlash);
         }
         let id = ObjectId::of_path(&canon).map_err(SessionError::RootId)?;
-        recs.push(RootRec {
-            path: canon,
-            dev: id.dev,
-            ino: id.ino,
-            label: String::new(),
-        });
+        recs.push(RootRec { path: canon, dev: id.dev, ino: id.ino, label: String::new() });
     }
     if recs.len() > 1 {
         for i in 0..recs.len() {
-            let base = recs[i]
-                .path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "root".into());
+            let base = recs[i].path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "root".into());
             let taken = recs[..i].iter().any(|r| r.label == base);
             recs[i].label = if taken { format!("{base}-{i}") } else { base };
         }
@@ -135,33 +116,17 @@ pub fn root_records(roots: &[PathBuf]) -> Result<Vec<RootRec>, SessionError> {
 pub fn place_records(places: &[PathBuf], home: &Path, named: &[RootRec]) -> Vec<RootRec> {
     let mut out: Vec<RootRec> = Vec::new();
     for p in places {
-        let Ok(canon) = p.canonicalize() else {
-            continue;
-        };
-        let Ok(id) = ObjectId::of_path(&canon) else {
-            continue;
-        };
-        if named
-            .iter()
-            .chain(&out)
-            .any(|r| r.dev == id.dev && r.ino == id.ino)
-        {
+        let Ok(canon) = p.canonicalize() else { continue };
+        let Ok(id) = ObjectId::of_path(&canon) else { continue };
+        if named.iter().chain(&out).any(|r| r.dev == id.dev && r.ino == id.ino) {
             continue;
         }
         let label = if p == home {
             "~".to_string()
         } else {
-            format!(
-                "@{}",
-                canon.to_string_lossy().trim_matches('/').replace('/', "-")
-            )
+            format!("@{}", canon.to_string_lossy().trim_matches('/').replace('/', "-"))
         };
-        out.push(RootRec {
-            path: canon,
-            dev: id.dev,
-            ino: id.ino,
-            label,
-        });
+        out.push(RootRec { path: canon, dev: id.dev, ino: id.ino, label });
     }
     out
 }
@@ -235,11 +200,7 @@ impl Session {
     /// Every gated root: the named roots first (the nearest root wins in the kernel's
     /// walk, and a request names the first root that holds it), then the places.
     pub fn all_roots(&self) -> Vec<Root> {
-        self.roots
-            .iter()
-            .chain(&self.places)
-            .map(RootRec::root)
-            .collect()
+        self.roots.iter().chain(&self.places).map(RootRec::root).collect()
     }
 
     /// The root records of [`Session::all_roots`].
@@ -249,10 +210,7 @@ impl Session {
 
     /// The kernel's flags for the session.
     pub fn flags(&self) -> crate::kernel::SessionFlags {
-        crate::kernel::SessionFlags {
-            shadow: self.mode == SessionMode::Shadow,
-            allow_userns: self.allow_userns,
-        }
+        crate::kernel::SessionFlags { shadow: self.mode == SessionMode::Shadow, allow_userns: self.allow_userns }
     }
 }
 
@@ -266,10 +224,7 @@ pub struct Sessions {
 impl Sessions {
     /// No open sessions yet; persisted in `state_dir/sessions.json`.
     pub fn new(state_dir: &Path) -> Self {
-        Sessions {
-            file: state_dir.join("sessions.json"),
-            open: BTreeMap::new(),
-        }
+        Sessions { file: state_dir.join("sessions.json"), open: BTreeMap::new() }
     }
 
     /// The sessions an earlier daemon left in `sessions.json` (none if there is no file).
@@ -277,17 +232,9 @@ impl Sessions {
         let text = match std::fs::read_to_string(&self.file) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
-            Err(source) => {
-                return Err(SessionError::File {
-                    path: self.file.clone(),
-                    source,
-                })
-            }
+            Err(source) => return Err(SessionError::File { path: self.file.clone(), source }),
         };
-        serde_json::from_str(&text).map_err(|error| SessionError::Parse {
-            path: self.file.clone(),
-            error,
-        })
+        serde_json::from_str(&text).map_err(|error| SessionError::Parse { path: self.file.clone(), error })
     }
 
     /// Writes the open sessions to `sessions.json` (atomically, by rename); `grants` gives
@@ -300,8 +247,7 @@ impl Sessions {
         let tmp = self.file.with_extension("json.tmp");
         let list: Vec<&Session> = self.open.values().collect();
         let text = serde_json::to_string_pretty(&list).expect("sessions serialize");
-        if let Err(e) = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, &self.file))
-        {
+        if let Err(e) = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, &self.file)) {
             tracing::error!(file = %self.file.display(), error = %e, "cannot persist open sessions");
         }
     }
@@ -346,10 +292,7 @@ impl Sessions {
 pub fn new_session_id() -> String {
     let mut b = [0u8; 5];
     if getrandom::fill(&mut b).is_err() {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
         b.copy_from_slice(&t.to_le_bytes()[..5]);
     }
     format!("s-{}", hex::encode(b))
@@ -359,10 +302,7 @@ pub fn new_session_id() -> String {
 pub fn create_cgroup(parent: &Path, cgroup: &Path) -> Result<u64, SessionError> {
     std::fs::create_dir_all(parent)
         .and_then(|()| std::fs::create_dir(cgroup))
-        .map_err(|error| SessionError::Cgroup {
-            path: cgroup.into(),
-            error,
-        })?;
+        .map_err(|error| SessionError::Cgroup { path: cgroup.into(), error })?;
     crate::kernel::cgroup_id(cgroup).map_err(|e| {
         let _ = remove_cgroup(cgroup);
         SessionError::CgroupId(e)
@@ -382,9 +322,7 @@ pub async fn empty_cgroup(cgroup: &Path) {
     }
     for _ in 0..200 {
         match std::fs::read_to_string(cgroup.join("cgroup.procs")) {
-            Ok(p) if !p.trim().is_empty() => {
-                tokio::time::sleep(std::time::Duration::from_millis(10)).await
-            }
+            Ok(p) if !p.trim().is_empty() => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
             _ => break,
         }
     }

@@ -37,17 +37,10 @@ impl WorkspaceSnapshot {
         use std::io::Read;
         let meta = std::fs::symlink_metadata(dir)?;
         if !meta.is_dir() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!("{} is not a directory", dir.display()),
-            ));
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{} is not a directory", dir.display())));
         }
         let id = crate::kernel::ObjectId::of_path(dir).map_err(std::io::Error::other)?;
-        let root = resolve::Root {
-            path: dir.to_path_buf(),
-            id,
-            label: String::new(),
-        };
+        let root = resolve::Root { path: dir.to_path_buf(), id, label: String::new() };
         let tree = resolve::workspace_tree(&root, TREE_LIMIT);
         let mut files = std::collections::BTreeMap::new();
         for rel in tree.iter().filter(|p| !p.ends_with('/')) {
@@ -56,10 +49,7 @@ impl WorkspaceSnapshot {
                 continue;
             }
             let mut buf = Vec::new();
-            if std::fs::File::open(&path)
-                .and_then(|f| f.take(SNAPSHOT_FILE_LIMIT).read_to_end(&mut buf))
-                .is_ok()
-            {
+            if std::fs::File::open(&path).and_then(|f| f.take(SNAPSHOT_FILE_LIMIT).read_to_end(&mut buf)).is_ok() {
                 files.insert(rel.clone(), buf);
             }
         }
@@ -104,29 +94,14 @@ pub struct Twins {
 
 impl std::fmt::Debug for Twins {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Twins")
-            .field("db", &self.db)
-            .field("users", &self.by_user.keys().collect::<Vec<_>>())
-            .finish_non_exhaustive()
+        f.debug_struct("Twins").field("db", &self.db).field("users", &self.by_user.keys().collect::<Vec<_>>()).finish_non_exhaustive()
     }
 }
 
 impl Twins {
     /// No twin yet; each will open the store at `db`.
-    pub fn new(
-        db: PathBuf,
-        sanitizer: Sanitizer,
-        decider: Arc<dyn Decider>,
-        config: TwinConfig,
-    ) -> Self {
-        Twins {
-            db,
-            sanitizer,
-            decider,
-            config,
-            ids: QuestionIds::default(),
-            by_user: HashMap::new(),
-        }
+    pub fn new(db: PathBuf, sanitizer: Sanitizer, decider: Arc<dyn Decider>, config: TwinConfig) -> Self {
+        Twins { db, sanitizer, decider, config, ids: QuestionIds::default(), by_user: HashMap::new() }
     }
 
     /// The trusted store's file.
@@ -163,18 +138,8 @@ impl Twins {
 
     /// Gives `user`'s twin, if it is built, the trusted state as the store holds it now
     /// (after a removal: `removed` is the approval that went, if it was one).
-    pub async fn reload(
-        &mut self,
-        user: &str,
-        removed: Option<&crate::store::UserApproval>,
-    ) -> Result<(), TwinsError> {
-        let Some(open) = self
-            .by_user
-            .get(user)
-            .map(|t| t.open_sessions().map(str::to_string).collect::<Vec<_>>())
-        else {
-            return Ok(());
-        };
+    pub async fn reload(&mut self, user: &str, removed: Option<&crate::store::UserApproval>) -> Result<(), TwinsError> {
+        let Some(open) = self.by_user.get(user).map(|t| t.open_sessions().map(str::to_string).collect::<Vec<_>>()) else { return Ok(()) };
         let prepared = prepare(&self.parts(), user, &open)?;
         if let Some(t) = self.by_user.get_mut(user) {
             t.reload(&prepared, removed);
@@ -184,20 +149,11 @@ impl Twins {
 
     /// The grants the twin of `s`'s user holds for `s`.
     pub fn grants(&self, s: &Session) -> Vec<(String, Access)> {
-        self.by_user
-            .get(&s.user)
-            .map(|t| t.grants(&s.id).to_vec())
-            .unwrap_or_default()
+        self.by_user.get(&s.user).map(|t| t.grants(&s.id).to_vec()).unwrap_or_default()
     }
 
     fn parts(&self) -> Parts {
-        Parts {
-            db: self.db.clone(),
-            sanitizer: self.sanitizer.clone(),
-            decider: self.decider.clone(),
-            config: self.config.clone(),
-            ids: self.ids.clone(),
-        }
+        Parts { db: self.db.clone(), sanitizer: self.sanitizer.clone(), decider: self.decider.clone(), config: self.config.clone(), ids: self.ids.clone() }
     }
 }
 
@@ -223,10 +179,7 @@ fn prepare(p: &Parts, user: &str, open: &[String]) -> Result<Prepared, TwinsErro
     let snapshot = p.db.parent().map(|d| snapshot_path(d, user));
     if let Some(text) = snapshot.and_then(|f| std::fs::read(f).ok()) {
         match serde_json::from_slice::<WorkspaceSnapshot>(&text) {
-            Ok(snap) => {
-                prepared =
-                    prepared.with_workspace(&snap.tree, |p| snap.files.get(p).map(Vec::as_slice))
-            }
+            Ok(snap) => prepared = prepared.with_workspace(&snap.tree, |p| snap.files.get(p).map(Vec::as_slice)),
             Err(e) => return Err(TwinsError::Snapshot(e)),
         }
     }
@@ -239,19 +192,10 @@ async fn build(p: Parts, user: &str, resume: &[Session]) -> Result<Twin, TwinsEr
     let store = Store::open(&p.db)?;
     let mut twin = Twin::from_prepared(&prepared, p.decider, p.config).with_question_ids(p.ids);
     for s in resume {
-        let err = |source| TwinsError::Resume {
-            session: s.id.clone(),
-            source,
-        };
-        let tree: Vec<String> = s
-            .roots()
-            .iter()
-            .flat_map(|r| resolve::workspace_tree(r, TREE_LIMIT))
-            .collect();
+        let err = |source| TwinsError::Resume { session: s.id.clone(), source };
+        let tree: Vec<String> = s.roots().iter().flat_map(|r| resolve::workspace_tree(r, TREE_LIMIT)).collect();
         let first = s.prompts.first().cloned().unwrap_or_default();
-        twin.start_session(&s.id, &first, &tree)
-            .await
-            .map_err(err)?;
+        twin.start_session(&s.id, &first, &tree).await.map_err(err)?;
         for prompt in s.prompts.iter().skip(1) {
             twin.prompt(&s.id, prompt).await.map_err(err)?;
         }

@@ -26,19 +26,10 @@ pub enum UserError {
 
 fn from_passwd(pw: &libc::passwd) -> Account {
     // SAFETY: getpw*_r filled `pw` with pointers into the caller's buffer, valid here.
-    let name = unsafe { CStr::from_ptr(pw.pw_name) }
-        .to_string_lossy()
-        .into_owned();
+    let name = unsafe { CStr::from_ptr(pw.pw_name) }.to_string_lossy().into_owned();
     // SAFETY: as above.
-    let home = unsafe { CStr::from_ptr(pw.pw_dir) }
-        .to_string_lossy()
-        .into_owned();
-    Account {
-        name,
-        uid: pw.pw_uid,
-        gid: pw.pw_gid,
-        home: PathBuf::from(home),
-    }
+    let home = unsafe { CStr::from_ptr(pw.pw_dir) }.to_string_lossy().into_owned();
+    Account { name, uid: pw.pw_uid, gid: pw.pw_gid, home: PathBuf::from(home) }
 }
 
 /// The account of `uid` (a synthetic `uid<N>` one, gid = uid, if it has no entry).
@@ -52,12 +43,7 @@ pub fn by_uid(uid: u32) -> Account {
     if rc == 0 && !out.is_null() {
         return from_passwd(&pw);
     }
-    Account {
-        name: format!("uid{uid}"),
-        uid,
-        gid: uid,
-        home: PathBuf::from("/"),
-    }
+    Account { name: format!("uid{uid}"), uid, gid: uid, home: PathBuf::from("/") }
 }
 
 /// The account named `name`, or a numeric uid.
@@ -71,8 +57,7 @@ pub fn by_name(name: &str) -> Result<Account, UserError> {
     let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
     let mut out: *mut libc::passwd = std::ptr::null_mut();
     // SAFETY: all pointers are valid for the call.
-    let rc =
-        unsafe { libc::getpwnam_r(c.as_ptr(), &mut pw, buf.as_mut_ptr(), buf.len(), &mut out) };
+    let rc = unsafe { libc::getpwnam_r(c.as_ptr(), &mut pw, buf.as_mut_ptr(), buf.len(), &mut out) };
     if rc == 0 && !out.is_null() {
         Ok(from_passwd(&pw))
     } else {

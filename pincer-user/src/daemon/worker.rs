@@ -64,10 +64,7 @@ pub struct Namespaces {
 
 impl Default for Namespaces {
     fn default() -> Self {
-        Namespaces {
-            pid: true,
-            ipc: true,
-        }
+        Namespaces { pid: true, ipc: true }
     }
 }
 
@@ -92,10 +89,7 @@ pub struct WorkerSpec {
 fn drop_privileges(uid: u32, gid: u32) -> std::io::Result<()> {
     // SAFETY: plain system calls without pointers to Rust data.
     unsafe {
-        if libc::setgroups(0, std::ptr::null()) != 0
-            || libc::setgid(gid) != 0
-            || libc::setuid(uid) != 0
-        {
+        if libc::setgroups(0, std::ptr::null()) != 0 || libc::setgid(gid) != 0 || libc::setuid(uid) != 0 {
             return Err(std::io::Error::last_os_error());
         }
         if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
@@ -114,14 +108,7 @@ const KEYCTL_JOIN_SESSION_KEYRING: libc::c_long = 1;
 /// nothing to protect. Async-signal-safe.
 fn own_session_keyring() -> std::io::Result<()> {
     // SAFETY: keyctl with a NULL name: no pointer to Rust data.
-    if unsafe {
-        libc::syscall(
-            libc::SYS_keyctl,
-            KEYCTL_JOIN_SESSION_KEYRING,
-            std::ptr::null::<libc::c_char>(),
-        )
-    } < 0
-    {
+    if unsafe { libc::syscall(libc::SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, std::ptr::null::<libc::c_char>()) } < 0 {
         let e = std::io::Error::last_os_error();
         if e.raw_os_error() != Some(libc::ENOSYS) {
             return Err(e);
@@ -137,15 +124,7 @@ fn own_session_keyring() -> std::io::Result<()> {
 /// Async-signal-safe.
 fn keep_only_stdio() -> std::io::Result<()> {
     // SAFETY: close_range on integers (Linux 5.11+).
-    if unsafe {
-        libc::syscall(
-            libc::SYS_close_range,
-            3u32,
-            u32::MAX,
-            libc::CLOSE_RANGE_CLOEXEC,
-        )
-    } < 0
-    {
+    if unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) } < 0 {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
@@ -162,23 +141,12 @@ pub fn command(spec: &WorkerSpec) -> Result<tokio::process::Command, WorkerError
     if spec.uid == 0 {
         return Err(WorkerError::Root);
     }
-    let procs =
-        CString::new(spec.cgroup.join("cgroup.procs").as_os_str().as_bytes()).map_err(|_| {
-            WorkerError::Nul {
-                what: "the cgroup path",
-            }
-        })?;
+    let procs = CString::new(spec.cgroup.join("cgroup.procs").as_os_str().as_bytes()).map_err(|_| WorkerError::Nul { what: "the cgroup path" })?;
     let (uid, gid, ns) = (spec.uid, spec.gid, spec.namespaces);
     let mut cmd = if ns.pid {
         // The running `pincer` binary, whatever happened to its path since it started.
         let mut c = tokio::process::Command::new("/proc/self/exe");
-        c.arg0("pincer")
-            .arg(INIT_SUBCOMMAND)
-            .arg(format!("--uid={uid}"))
-            .arg(format!("--gid={gid}"))
-            .arg("--")
-            .arg(prog)
-            .args(args);
+        c.arg0("pincer").arg(INIT_SUBCOMMAND).arg(format!("--uid={uid}")).arg(format!("--gid={gid}")).arg("--").arg(prog).args(args);
         c
     } else {
         let mut c = tokio::process::Command::new(prog);
@@ -247,17 +215,12 @@ pub enum InitError {
     #[error("no command given to run")]
     NoCommand,
     /// Not started by `pincer run` (root, in a fresh PID namespace).
-    #[error(
-        "pincer {INIT_SUBCOMMAND} is started by pincer run only (as root, in a new PID namespace)"
-    )]
+    #[error("pincer {INIT_SUBCOMMAND} is started by pincer run only (as root, in a new PID namespace)")]
     NotInNewNamespace,
 }
 
 fn sys(what: &'static str) -> InitError {
-    InitError::Sys {
-        what,
-        source: std::io::Error::last_os_error(),
-    }
+    InitError::Sys { what, source: std::io::Error::last_os_error() }
 }
 
 /// Exit code for a wait status: the exit code, or 128 + the signal that killed it.
@@ -329,13 +292,7 @@ pub fn session_init(uid: u32, gid: u32, command: &[String]) -> Result<i32, InitE
     if uid == 0 {
         return Err(InitError::NotInNewNamespace);
     }
-    let argv: Vec<CString> = command
-        .iter()
-        .map(|a| CString::new(a.as_bytes()))
-        .collect::<Result<_, _>>()
-        .map_err(|_| InitError::Nul {
-            what: "the command",
-        })?;
+    let argv: Vec<CString> = command.iter().map(|a| CString::new(a.as_bytes())).collect::<Result<_, _>>().map_err(|_| InitError::Nul { what: "the command" })?;
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return Err(InitError::NotInNewNamespace);
@@ -351,19 +308,11 @@ pub fn session_init(uid: u32, gid: u32, command: &[String]) -> Result<i32, InitE
         // SAFETY: _exit ends the child without running the parent's destructors.
         unsafe { libc::_exit(run_init(uid, gid, &argv, &old_mask)) };
     }
-    drop_privileges(uid, gid).map_err(|source| InitError::Sys {
-        what: "dropping privileges",
-        source,
-    })?;
+    drop_privileges(uid, gid).map_err(|source| InitError::Sys { what: "dropping privileges", source })?;
     let tty = {
         let path = c"/dev/tty";
         // SAFETY: open of a constant path.
-        unsafe {
-            libc::open(
-                path.as_ptr(),
-                libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NONBLOCK,
-            )
-        }
+        unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NONBLOCK) }
     };
     loop {
         let info = next_signal();
@@ -385,12 +334,7 @@ pub fn session_init(uid: u32, gid: u32, command: &[String]) -> Result<i32, InitE
 
 /// Prints why the init failed and returns the exit code.
 fn init_failed(e: InitError) -> i32 {
-    eprintln!(
-        "pincer: session init: {e}{}",
-        std::error::Error::source(&e)
-            .map(|s| format!(": {s}"))
-            .unwrap_or_default()
-    );
+    eprintln!("pincer: session init: {e}{}", std::error::Error::source(&e).map(|s| format!(": {s}")).unwrap_or_default());
     EXIT_CANNOT_START
 }
 
@@ -409,26 +353,12 @@ fn run_init(uid: u32, gid: u32, argv: &[CString], old_mask: &libc::sigset_t) -> 
         // The namespace dies with its keeper.
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
         // Nothing mounted here reaches the user's mount namespace.
-        if libc::mount(
-            none.as_ptr(),
-            root.as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        ) != 0
-        {
+        if libc::mount(none.as_ptr(), root.as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) != 0 {
             return init_failed(sys("making the session's mounts private"));
         }
         // A /proc of this PID namespace: the user's processes have no entry in it.
         let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-        if libc::mount(
-            proc_.as_ptr(),
-            proc_dir.as_ptr(),
-            proc_.as_ptr(),
-            flags,
-            std::ptr::null(),
-        ) != 0
-        {
+        if libc::mount(proc_.as_ptr(), proc_dir.as_ptr(), proc_.as_ptr(), flags, std::ptr::null()) != 0 {
             return init_failed(sys("mounting /proc for the session's PID namespace"));
         }
         // The user's POSIX queues are files under the host's `/dev/mqueue` too, where an
@@ -440,28 +370,16 @@ fn run_init(uid: u32, gid: u32, argv: &[CString], old_mask: &libc::sigset_t) -> 
         let mut st: libc::stat = std::mem::zeroed();
         if libc::stat(mqueue_dir.as_ptr(), &mut st) == 0
             && st.st_mode & libc::S_IFMT == libc::S_IFDIR
-            && libc::mount(
-                mqueue.as_ptr(),
-                mqueue_dir.as_ptr(),
-                mqueue.as_ptr(),
-                flags,
-                std::ptr::null(),
-            ) != 0
+            && libc::mount(mqueue.as_ptr(), mqueue_dir.as_ptr(), mqueue.as_ptr(), flags, std::ptr::null()) != 0
         {
             return init_failed(sys("mounting the session's /dev/mqueue"));
         }
     }
     if let Err(source) = drop_privileges(uid, gid) {
-        return init_failed(InitError::Sys {
-            what: "dropping privileges",
-            source,
-        });
+        return init_failed(InitError::Sys { what: "dropping privileges", source });
     }
     if let Err(source) = own_session_keyring() {
-        return init_failed(InitError::Sys {
-            what: "joining the session's own keyring",
-            source,
-        });
+        return init_failed(InitError::Sys { what: "joining the session's own keyring", source });
     }
     let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
     ptrs.push(std::ptr::null());

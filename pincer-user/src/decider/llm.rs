@@ -5,10 +5,7 @@
 //! Every failure (timeout, HTTP error, 429, refusal, truncated or unparsable answer) is a
 //! deny whose reason names the cause; tokens are counted per call.
 
-use super::{
-    Decider, DeciderError, PolicyAnswer, PolicyInput, TokenUsage, Verdict, Vote1Input, Vote2Input,
-    VoteOutcome,
-};
+use super::{Decider, DeciderError, PolicyAnswer, PolicyInput, TokenUsage, Verdict, Vote1Input, Vote2Input, VoteOutcome};
 use crate::twin::knowledge::{Knowledge, SessionView, SIMILAR_K};
 use crate::twin::PolicyEntry;
 use serde::Deserialize;
@@ -96,12 +93,7 @@ impl Tally {
         match self.last_log {
             Some(t) if now.duration_since(t) < every => None,
             Some(_) => {
-                let line = format!(
-                    "{} model calls failed in the last {} s (latest: {what}); {} failed in all",
-                    self.since_log,
-                    every.as_secs(),
-                    self.summary.failed
-                );
+                let line = format!("{} model calls failed in the last {} s (latest: {what}); {} failed in all", self.since_log, every.as_secs(), self.summary.failed);
                 self.last_log = Some(now);
                 self.since_log = 0;
                 Some(line)
@@ -130,16 +122,11 @@ impl Failures {
     /// A tally that also logs (`tracing` error): the first failure of a burst at once, then
     /// at most one summary every `every`.
     pub fn logging(every: Duration) -> Self {
-        Failures(std::sync::Arc::new(std::sync::Mutex::new(Tally {
-            log_every: Some(every),
-            ..Tally::default()
-        })))
+        Failures(std::sync::Arc::new(std::sync::Mutex::new(Tally { log_every: Some(every), ..Tally::default() })))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Tally> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Counts a call that got an answer.
@@ -203,10 +190,7 @@ impl ChatConfig {
         Ok(ChatConfig {
             base_url: env("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".into()),
             api_key: env("OPENAI_API_KEY"),
-            model: env("PINCER_MODEL").ok_or(DeciderError::MissingConfig {
-                what: "model name",
-                env: "PINCER_MODEL",
-            })?,
+            model: env("PINCER_MODEL").ok_or(DeciderError::MissingConfig { what: "model name", env: "PINCER_MODEL" })?,
             timeout: DEFAULT_TIMEOUT,
             max_tokens: 1024,
         })
@@ -216,41 +200,23 @@ impl ChatConfig {
     /// `ANTHROPIC_API_KEY` (required) and `PINCER_MODEL` (required).
     pub fn anthropic_from_env() -> Result<Self, DeciderError> {
         Ok(ChatConfig {
-            base_url: env("ANTHROPIC_BASE_URL")
-                .unwrap_or_else(|| "https://api.anthropic.com".into()),
-            api_key: Some(env("ANTHROPIC_API_KEY").ok_or(DeciderError::MissingConfig {
-                what: "API key",
-                env: "ANTHROPIC_API_KEY",
-            })?),
-            model: env("PINCER_MODEL").ok_or(DeciderError::MissingConfig {
-                what: "model name",
-                env: "PINCER_MODEL",
-            })?,
+            base_url: env("ANTHROPIC_BASE_URL").unwrap_or_else(|| "https://api.anthropic.com".into()),
+            api_key: Some(env("ANTHROPIC_API_KEY").ok_or(DeciderError::MissingConfig { what: "API key", env: "ANTHROPIC_API_KEY" })?),
+            model: env("PINCER_MODEL").ok_or(DeciderError::MissingConfig { what: "model name", env: "PINCER_MODEL" })?,
             timeout: DEFAULT_TIMEOUT,
             max_tokens: 1024,
         })
     }
 
     fn client(&self) -> Result<reqwest::Client, DeciderError> {
-        reqwest::Client::builder()
-            .timeout(self.timeout)
-            .use_rustls_tls()
-            .build()
-            .map_err(DeciderError::Client)
+        reqwest::Client::builder().timeout(self.timeout).use_rustls_tls().build().map_err(DeciderError::Client)
     }
 }
 
-async fn send(
-    backend: &'static str,
-    timeout: Duration,
-    rb: reqwest::RequestBuilder,
-) -> Result<Value, DeciderError> {
+async fn send(backend: &'static str, timeout: Duration, rb: reqwest::RequestBuilder) -> Result<Value, DeciderError> {
     let map = |e: reqwest::Error| {
         if e.is_timeout() {
-            DeciderError::Timeout {
-                backend,
-                secs: timeout.as_secs_f32(),
-            }
+            DeciderError::Timeout { backend, secs: timeout.as_secs_f32() }
         } else {
             DeciderError::Transport { backend, source: e }
         }
@@ -262,23 +228,13 @@ async fn send(
         return Err(DeciderError::RateLimited { backend });
     }
     if !status.is_success() {
-        return Err(DeciderError::Http {
-            backend,
-            status: status.as_u16(),
-            body: body.chars().take(300).collect(),
-        });
+        return Err(DeciderError::Http { backend, status: status.as_u16(), body: body.chars().take(300).collect() });
     }
-    serde_json::from_str(&body).map_err(|e| DeciderError::MalformedBody {
-        backend,
-        detail: e.to_string(),
-    })
+    serde_json::from_str(&body).map_err(|e| DeciderError::MalformedBody { backend, detail: e.to_string() })
 }
 
 fn malformed(backend: &'static str, what: &str) -> DeciderError {
-    DeciderError::MalformedBody {
-        backend,
-        detail: format!("missing {what}"),
-    }
+    DeciderError::MalformedBody { backend, detail: format!("missing {what}") }
 }
 
 /// One chat API's wire format: what the shared [`ChatClient`] needs to know to call it.
@@ -288,12 +244,7 @@ pub trait ChatApi: std::fmt::Debug + Clone + Send + Sync + 'static {
     /// The endpoint's path under the configured base URL.
     const PATH: &'static str;
     /// The call: headers, authentication and JSON body for one exchange.
-    fn request(
-        cfg: &ChatConfig,
-        rb: reqwest::RequestBuilder,
-        system: &str,
-        user: &str,
-    ) -> reqwest::RequestBuilder;
+    fn request(cfg: &ChatConfig, rb: reqwest::RequestBuilder, system: &str, user: &str) -> reqwest::RequestBuilder;
     /// The answer's text and token counts, read from the response body.
     fn answer(v: &Value) -> Result<ChatAnswer, DeciderError>;
 }
@@ -310,12 +261,7 @@ pub struct ChatClient<A: ChatApi> {
 impl<A: ChatApi> ChatClient<A> {
     /// A client with the given settings.
     pub fn new(cfg: ChatConfig) -> Result<Self, DeciderError> {
-        Ok(ChatClient {
-            http: cfg.client()?,
-            cfg,
-            failures: Failures::new(),
-            api: std::marker::PhantomData,
-        })
+        Ok(ChatClient { http: cfg.client()?, cfg, failures: Failures::new(), api: std::marker::PhantomData })
     }
 
     /// Counts calls and failures in `failures` (shared with other clients).
@@ -360,12 +306,7 @@ impl ChatApi for OpenAiApi {
     const BACKEND: &'static str = "openai";
     const PATH: &'static str = "/chat/completions";
 
-    fn request(
-        cfg: &ChatConfig,
-        rb: reqwest::RequestBuilder,
-        system: &str,
-        user: &str,
-    ) -> reqwest::RequestBuilder {
+    fn request(cfg: &ChatConfig, rb: reqwest::RequestBuilder, system: &str, user: &str) -> reqwest::RequestBuilder {
         let body = json!({
             "model": cfg.model,
             "temperature": 0,
@@ -382,50 +323,20 @@ impl ChatApi for OpenAiApi {
 
     fn answer(v: &Value) -> Result<ChatAnswer, DeciderError> {
         const B: &str = OpenAiApi::BACKEND;
-        let choice = v
-            .get("choices")
-            .and_then(|c| c.get(0))
-            .ok_or_else(|| malformed(B, "choices[0]"))?;
-        let msg = choice
-            .get("message")
-            .ok_or_else(|| malformed(B, "choices[0].message"))?;
+        let choice = v.get("choices").and_then(|c| c.get(0)).ok_or_else(|| malformed(B, "choices[0]"))?;
+        let msg = choice.get("message").ok_or_else(|| malformed(B, "choices[0].message"))?;
         if let Some(r) = msg.get("refusal").and_then(Value::as_str) {
-            return Err(DeciderError::Refusal {
-                backend: B,
-                detail: r.chars().take(200).collect(),
-            });
+            return Err(DeciderError::Refusal { backend: B, detail: r.chars().take(200).collect() });
         }
         match choice.get("finish_reason").and_then(Value::as_str) {
-            Some("length") => {
-                return Err(DeciderError::Truncated {
-                    backend: B,
-                    reason: "length".into(),
-                })
-            }
-            Some("content_filter") => {
-                return Err(DeciderError::Refusal {
-                    backend: B,
-                    detail: "content_filter".into(),
-                })
-            }
+            Some("length") => return Err(DeciderError::Truncated { backend: B, reason: "length".into() }),
+            Some("content_filter") => return Err(DeciderError::Refusal { backend: B, detail: "content_filter".into() }),
             _ => {}
         }
-        let text = msg
-            .get("content")
-            .and_then(Value::as_str)
-            .ok_or_else(|| malformed(B, "choices[0].message.content"))?;
+        let text = msg.get("content").and_then(Value::as_str).ok_or_else(|| malformed(B, "choices[0].message.content"))?;
         let usage = v.get("usage");
-        let n = |k: &str| {
-            usage
-                .and_then(|u| u.get(k))
-                .and_then(Value::as_u64)
-                .unwrap_or(0)
-        };
-        Ok(ChatAnswer {
-            text: text.to_string(),
-            input_tokens: n("prompt_tokens"),
-            output_tokens: n("completion_tokens"),
-        })
+        let n = |k: &str| usage.and_then(|u| u.get(k)).and_then(Value::as_u64).unwrap_or(0);
+        Ok(ChatAnswer { text: text.to_string(), input_tokens: n("prompt_tokens"), output_tokens: n("completion_tokens") })
     }
 }
 
@@ -437,12 +348,7 @@ impl ChatApi for AnthropicApi {
     const BACKEND: &'static str = "anthropic";
     const PATH: &'static str = "/v1/messages";
 
-    fn request(
-        cfg: &ChatConfig,
-        rb: reqwest::RequestBuilder,
-        system: &str,
-        user: &str,
-    ) -> reqwest::RequestBuilder {
+    fn request(cfg: &ChatConfig, rb: reqwest::RequestBuilder, system: &str, user: &str) -> reqwest::RequestBuilder {
         let body = json!({
             "model": cfg.model,
             "max_tokens": cfg.max_tokens,
@@ -460,44 +366,18 @@ impl ChatApi for AnthropicApi {
     fn answer(v: &Value) -> Result<ChatAnswer, DeciderError> {
         const B: &str = AnthropicApi::BACKEND;
         match v.get("stop_reason").and_then(Value::as_str) {
-            Some("max_tokens") => {
-                return Err(DeciderError::Truncated {
-                    backend: B,
-                    reason: "max_tokens".into(),
-                })
-            }
-            Some("refusal") => {
-                return Err(DeciderError::Refusal {
-                    backend: B,
-                    detail: "stop_reason refusal".into(),
-                })
-            }
+            Some("max_tokens") => return Err(DeciderError::Truncated { backend: B, reason: "max_tokens".into() }),
+            Some("refusal") => return Err(DeciderError::Refusal { backend: B, detail: "stop_reason refusal".into() }),
             _ => {}
         }
-        let content = v
-            .get("content")
-            .and_then(Value::as_array)
-            .ok_or_else(|| malformed(B, "content"))?;
-        let text: String = content
-            .iter()
-            .filter(|c| c.get("type").and_then(Value::as_str) == Some("text"))
-            .filter_map(|c| c.get("text").and_then(Value::as_str))
-            .collect();
+        let content = v.get("content").and_then(Value::as_array).ok_or_else(|| malformed(B, "content"))?;
+        let text: String = content.iter().filter(|c| c.get("type").and_then(Value::as_str) == Some("text")).filter_map(|c| c.get("text").and_then(Value::as_str)).collect();
         if text.is_empty() {
             return Err(malformed(B, "a text block in content"));
         }
         let usage = v.get("usage");
-        let n = |k: &str| {
-            usage
-                .and_then(|u| u.get(k))
-                .and_then(Value::as_u64)
-                .unwrap_or(0)
-        };
-        Ok(ChatAnswer {
-            text,
-            input_tokens: n("input_tokens"),
-            output_tokens: n("output_tokens"),
-        })
+        let n = |k: &str| usage.and_then(|u| u.get(k)).and_then(Value::as_u64).unwrap_or(0);
+        Ok(ChatAnswer { text, input_tokens: n("input_tokens"), output_tokens: n("output_tokens") })
     }
 }
 
@@ -511,20 +391,10 @@ pub type AnthropicChat = ChatClient<AnthropicApi>;
 /// any other text is not.
 pub fn parse_json_answer(what: &'static str, text: &str) -> Result<Value, DeciderError> {
     let t = text.trim();
-    let t = t
-        .strip_prefix("```json")
-        .or_else(|| t.strip_prefix("```"))
-        .map(|s| s.trim_end().strip_suffix("```").unwrap_or(s))
-        .unwrap_or(t);
-    let v: Value = serde_json::from_str(t.trim()).map_err(|e| DeciderError::BadAnswer {
-        what,
-        detail: e.to_string(),
-    })?;
+    let t = t.strip_prefix("```json").or_else(|| t.strip_prefix("```")).map(|s| s.trim_end().strip_suffix("```").unwrap_or(s)).unwrap_or(t);
+    let v: Value = serde_json::from_str(t.trim()).map_err(|e| DeciderError::BadAnswer { what, detail: e.to_string() })?;
     if !v.is_object() {
-        return Err(DeciderError::BadAnswer {
-            what,
-            detail: "not a JSON object".into(),
-        });
+        return Err(DeciderError::BadAnswer { what, detail: "not a JSON object".into() });
     }
     Ok(v)
 }
@@ -539,10 +409,7 @@ struct VoteJson {
 /// Parses a vote answer `{"verdict": "allow"|"deny"|"ask_user", "reason": "..."}`.
 pub fn parse_vote(what: &'static str, text: &str) -> Result<(Verdict, String), DeciderError> {
     let v = parse_json_answer(what, text)?;
-    let j: VoteJson = serde_json::from_value(v).map_err(|e| DeciderError::BadAnswer {
-        what,
-        detail: e.to_string(),
-    })?;
+    let j: VoteJson = serde_json::from_value(v).map_err(|e| DeciderError::BadAnswer { what, detail: e.to_string() })?;
     Ok((j.verdict, j.reason))
 }
 
@@ -554,10 +421,7 @@ struct PolicyJson {
 /// Parses a policy answer `{"entries": [{path_glob, access, operations, permission, rationale}]}`.
 pub fn parse_policy(text: &str) -> Result<Vec<PolicyEntry>, DeciderError> {
     let v = parse_json_answer("policy", text)?;
-    let j: PolicyJson = serde_json::from_value(v).map_err(|e| DeciderError::BadAnswer {
-        what: "policy",
-        detail: e.to_string(),
-    })?;
+    let j: PolicyJson = serde_json::from_value(v).map_err(|e| DeciderError::BadAnswer { what: "policy", detail: e.to_string() })?;
     Ok(j.entries)
 }
 
@@ -613,36 +477,13 @@ impl<M: ChatModel> LlmDecider<M> {
     async fn vote(&self, what: &'static str, system: &str, user: String) -> VoteOutcome {
         match self.model.complete(system, &user).await {
             Err(e) => {
-                let calls = if matches!(
-                    e,
-                    DeciderError::MissingConfig { .. } | DeciderError::Client(_)
-                ) {
-                    0
-                } else {
-                    1
-                };
-                VoteOutcome::failed(
-                    &e,
-                    TokenUsage {
-                        input: 0,
-                        output: 0,
-                        calls,
-                    },
-                )
+                let calls = if matches!(e, DeciderError::MissingConfig { .. } | DeciderError::Client(_)) { 0 } else { 1 };
+                VoteOutcome::failed(&e, TokenUsage { input: 0, output: 0, calls })
             }
             Ok(ans) => {
-                let tokens = TokenUsage {
-                    input: ans.input_tokens,
-                    output: ans.output_tokens,
-                    calls: 1,
-                };
+                let tokens = TokenUsage { input: ans.input_tokens, output: ans.output_tokens, calls: 1 };
                 match parse_vote(what, &ans.text) {
-                    Ok((verdict, reason)) => VoteOutcome {
-                        verdict,
-                        reason,
-                        mechanism: None,
-                        tokens,
-                    },
+                    Ok((verdict, reason)) => VoteOutcome { verdict, reason, mechanism: None, tokens },
                     Err(e) => VoteOutcome::failed(&e, tokens),
                 }
             }
@@ -653,18 +494,14 @@ impl<M: ChatModel> LlmDecider<M> {
 impl LlmDecider<OpenAiChat> {
     /// An OpenAI-compatible decider configured from the environment.
     pub fn openai_from_env() -> Result<Self, DeciderError> {
-        Ok(LlmDecider::new(OpenAiChat::new(
-            ChatConfig::openai_from_env()?,
-        )?))
+        Ok(LlmDecider::new(OpenAiChat::new(ChatConfig::openai_from_env()?)?))
     }
 }
 
 impl LlmDecider<AnthropicChat> {
     /// An Anthropic decider configured from the environment.
     pub fn anthropic_from_env() -> Result<Self, DeciderError> {
-        Ok(LlmDecider::new(AnthropicChat::new(
-            ChatConfig::anthropic_from_env()?,
-        )?))
+        Ok(LlmDecider::new(AnthropicChat::new(ChatConfig::anthropic_from_env()?)?))
     }
 }
 
@@ -675,8 +512,7 @@ impl<M: ChatModel> Decider for LlmDecider<M> {
     }
 
     async fn vote1(&self, input: &Vote1Input<'_>) -> VoteOutcome {
-        self.vote("vote 1", VOTE1_PROMPT, render_vote1(input).to_string())
-            .await
+        self.vote("vote 1", VOTE1_PROMPT, render_vote1(input).to_string()).await
     }
 
     async fn vote2(&self, input: &Vote2Input<'_>) -> VoteOutcome {
@@ -714,11 +550,7 @@ impl<M: ChatModel> Decider for LlmDecider<M> {
         })
         .to_string();
         let ans = self.model.complete(POLICY_PROMPT, &user).await?;
-        let tokens = TokenUsage {
-            input: ans.input_tokens,
-            output: ans.output_tokens,
-            calls: 1,
-        };
+        let tokens = TokenUsage { input: ans.input_tokens, output: ans.output_tokens, calls: 1 };
         let entries = parse_policy(&ans.text)?;
         Ok(PolicyAnswer { entries, tokens })
     }
@@ -730,36 +562,15 @@ mod tests {
 
     #[test]
     fn failures_are_logged_once_per_burst() {
-        let mut t = Tally {
-            log_every: Some(Duration::from_secs(60)),
-            ..Tally::default()
-        };
+        let mut t = Tally { log_every: Some(Duration::from_secs(60)), ..Tally::default() };
         let t0 = std::time::Instant::now();
-        let first = t
-            .fail(
-                t0,
-                "http://127.0.0.1:9/v1/chat/completions: openai: HTTP 500: boom".into(),
-            )
-            .expect("the first failure is logged");
-        assert!(
-            first.contains("127.0.0.1:9") && first.contains("HTTP 500"),
-            "{first}"
-        );
+        let first = t.fail(t0, "http://127.0.0.1:9/v1/chat/completions: openai: HTTP 500: boom".into()).expect("the first failure is logged");
+        assert!(first.contains("127.0.0.1:9") && first.contains("HTTP 500"), "{first}");
         for i in 1..100 {
-            assert_eq!(
-                t.fail(t0 + Duration::from_millis(i * 100), "again".into()),
-                None,
-                "failure {i} of the burst is not logged"
-            );
+            assert_eq!(t.fail(t0 + Duration::from_millis(i * 100), "again".into()), None, "failure {i} of the burst is not logged");
         }
-        let later = t
-            .fail(t0 + Duration::from_secs(61), "latest".into())
-            .expect("a summary after the interval");
-        assert!(
-            later.starts_with("100 model calls failed in the last 60 s")
-                && later.contains("latest"),
-            "{later}"
-        );
+        let later = t.fail(t0 + Duration::from_secs(61), "latest".into()).expect("a summary after the interval");
+        assert!(later.starts_with("100 model calls failed in the last 60 s") && later.contains("latest"), "{later}");
         let s = &t.summary;
         assert_eq!((s.calls, s.failed), (101, 101));
         assert!(s.first.as_deref().unwrap().contains("HTTP 500"));

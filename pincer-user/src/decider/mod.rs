@@ -109,9 +109,7 @@ pub enum DeciderError {
 
 /// Which decider backend makes the votes: the daemon's `[decider] backend`, `pincer eval
 /// --decider`, and the backend named in evaluation reports.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize, clap::ValueEnum,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
     /// Deterministic, no model.
@@ -261,12 +259,8 @@ impl Mechanism {
     /// audit and the user's questions keep the vote's full reason).
     pub fn worker_phrase(&self) -> String {
         match self {
-            Mechanism::Rule {
-                origin: RuleOrigin::Answer,
-            } => "the user's answer in this session".into(),
-            Mechanism::Rule {
-                origin: RuleOrigin::PastApproval,
-            } => "the user's past answer for a like task".into(),
+            Mechanism::Rule { origin: RuleOrigin::Answer } => "the user's answer in this session".into(),
+            Mechanism::Rule { origin: RuleOrigin::PastApproval } => "the user's past answer for a like task".into(),
             Mechanism::Rule { .. } => "a rule of the user's policies".into(),
             Mechanism::CreatedInSession => "created in this session".into(),
             Mechanism::GrantedInSession => "granted earlier in this session".into(),
@@ -274,13 +268,9 @@ impl Mechanism {
             Mechanism::Location => "not a place this user's tasks use".into(),
             Mechanism::Intent => "the task does not ask for this access".into(),
             Mechanism::FirstTimeChange => "a first change the task asks for".into(),
-            Mechanism::Detector { finding } => {
-                format!("the content or the request holds {}", finding.label())
-            }
+            Mechanism::Detector { finding } => format!("the content or the request holds {}", finding.label()),
             Mechanism::Provenance => "the content copies protected content".into(),
-            Mechanism::PolicyPhrase => {
-                "the content concerns something the user's policies restrict".into()
-            }
+            Mechanism::PolicyPhrase => "the content concerns something the user's policies restrict".into(),
             Mechanism::Oversize => "the content is too large to inspect".into(),
             Mechanism::Taint => "the session read injected instructions earlier".into(),
             Mechanism::Unestablished => "a delete nobody asked for".into(),
@@ -309,39 +299,19 @@ pub struct VoteOutcome {
 impl VoteOutcome {
     /// An allow with a reason and no token cost.
     pub fn allow(reason: impl Into<String>) -> Self {
-        VoteOutcome {
-            verdict: Verdict::Allow,
-            reason: reason.into(),
-            mechanism: None,
-            tokens: TokenUsage::default(),
-        }
+        VoteOutcome { verdict: Verdict::Allow, reason: reason.into(), mechanism: None, tokens: TokenUsage::default() }
     }
     /// A deny with a reason and no token cost.
     pub fn deny(reason: impl Into<String>) -> Self {
-        VoteOutcome {
-            verdict: Verdict::Deny,
-            reason: reason.into(),
-            mechanism: None,
-            tokens: TokenUsage::default(),
-        }
+        VoteOutcome { verdict: Verdict::Deny, reason: reason.into(), mechanism: None, tokens: TokenUsage::default() }
     }
     /// An ask-the-user with a reason and no token cost.
     pub fn ask(reason: impl Into<String>) -> Self {
-        VoteOutcome {
-            verdict: Verdict::AskUser,
-            reason: reason.into(),
-            mechanism: None,
-            tokens: TokenUsage::default(),
-        }
+        VoteOutcome { verdict: Verdict::AskUser, reason: reason.into(), mechanism: None, tokens: TokenUsage::default() }
     }
     /// A deny caused by a decider error (fail closed), audited with the cause.
     pub fn failed(e: &DeciderError, tokens: TokenUsage) -> Self {
-        VoteOutcome {
-            verdict: Verdict::Deny,
-            reason: format!("decider error (fail closed): {e}"),
-            mechanism: Some(Mechanism::DeciderError),
-            tokens,
-        }
+        VoteOutcome { verdict: Verdict::Deny, reason: format!("decider error (fail closed): {e}"), mechanism: Some(Mechanism::DeciderError), tokens }
     }
     /// The same vote, tagged with the mechanism it rests on.
     pub fn by(mut self, m: Mechanism) -> Self {

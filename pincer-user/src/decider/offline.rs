@@ -1,10 +1,7 @@
 //! The offline decider: deterministic, no model. It serves the twin's offline votes
 //! ([`crate::twin::votes`]); nothing in it names a particular workspace.
 
-use super::{
-    Decider, DeciderError, PolicyAnswer, PolicyInput, TokenUsage, Vote1Input, Vote2Input,
-    VoteOutcome,
-};
+use super::{Decider, DeciderError, PolicyAnswer, PolicyInput, TokenUsage, Vote1Input, Vote2Input, VoteOutcome};
 use crate::twin::votes::{policy_offline, vote1_offline, vote2_offline};
 
 /// The offline decider.
@@ -35,9 +32,6 @@ impl Decider for OfflineDecider {
     }
 
     async fn policy(&self, input: &PolicyInput<'_>) -> Result<PolicyAnswer, DeciderError> {
-        Ok(PolicyAnswer {
-            entries: policy_offline(input),
-            tokens: TokenUsage::default(),
-        })
+        Ok(PolicyAnswer { entries: policy_offline(input), tokens: TokenUsage::default() })
     }
 }

@@ -9,14 +9,11 @@
 //! | conseca-judge+ | through the policy made at the prompt | yes | no | no |
 
 use crate::access::Access;
-use crate::decider::TokenUsage;
-use crate::eval::corpus::Permission;
-use crate::eval::defense::{Defense, DefenseName, Outcome, RequestView};
-use crate::eval::judge::{
-    compile_glob, judge, parent, prompt_relevance, CompiledRule, JudgeInput, JudgeKnowledge,
-    JudgeVerdict,
-};
 use crate::twin::text::typed_names;
+use crate::eval::corpus::Permission;
+use crate::eval::defense::{Defense, DefenseName, RequestView, Outcome};
+use crate::eval::judge::{compile_glob, judge, parent, prompt_relevance, CompiledRule, JudgeInput, JudgeKnowledge, JudgeVerdict};
+use crate::decider::TokenUsage;
 use async_trait::async_trait;
 use std::sync::Arc;
 
@@ -80,12 +77,7 @@ pub struct DynamicJudge {
 impl DynamicJudge {
     /// A Dynamic-Judge over a persona's knowledge.
     pub fn new(knowledge: Arc<JudgeKnowledge>) -> Self {
-        DynamicJudge {
-            knowledge,
-            prompt: String::new(),
-            memory: Vec::new(),
-            notes: Vec::new(),
-        }
+        DynamicJudge { knowledge, prompt: String::new(), memory: Vec::new(), notes: Vec::new() }
     }
 
     /// The worker messages its state holds now (for tests and audits).
@@ -155,12 +147,7 @@ impl GeneratedPolicy {
         }
         let mut allow = |glob: String, access: Vec<Access>| {
             if let Ok(m) = compile_glob(&glob) {
-                entries.push(CompiledRule {
-                    glob: m,
-                    text: glob,
-                    access,
-                    permission: Permission::Allow,
-                });
+                entries.push(CompiledRule { glob: m, text: glob, access, permission: Permission::Allow });
             }
         };
         // Names typed in the prompt that exist in the tree, and tree entries whose names the
@@ -170,9 +157,7 @@ impl GeneratedPolicy {
             let rel = prompt_relevance(prompt, t);
             let named = typed.iter().any(|n| {
                 let n = n.trim_end_matches('/');
-                !n.is_empty()
-                    && (t.trim_end_matches('/') == n
-                        || t.trim_end_matches('/').ends_with(&format!("/{n}")))
+                !n.is_empty() && (t.trim_end_matches('/') == n || t.trim_end_matches('/').ends_with(&format!("/{n}")))
             });
             if named || rel >= 0.6 {
                 if t.ends_with('/') {
@@ -208,11 +193,7 @@ impl GeneratedPolicy {
 
     /// Enforcement by glob matching: deny, then ask_user, then allow; uncovered is denied.
     pub fn check(&self, path: &str, access: Access) -> Outcome {
-        let covering: Vec<&CompiledRule> = self
-            .entries
-            .iter()
-            .filter(|r| r.covers(path, access))
-            .collect();
+        let covering: Vec<&CompiledRule> = self.entries.iter().filter(|r| r.covers(path, access)).collect();
         if covering.iter().any(|r| r.permission == Permission::Deny) {
             Outcome::Deny
         } else if covering.iter().any(|r| r.permission == Permission::AskUser) {
@@ -239,10 +220,7 @@ pub struct ConsecaPlus {
 impl ConsecaPlus {
     /// A Conseca+ over a persona's knowledge.
     pub fn new(knowledge: Arc<JudgeKnowledge>) -> Self {
-        ConsecaPlus {
-            knowledge,
-            policy: GeneratedPolicy::default(),
-        }
+        ConsecaPlus { knowledge, policy: GeneratedPolicy::default() }
     }
 }
 
@@ -282,11 +260,7 @@ pub struct ConsecaJudgePlus {
 impl ConsecaJudgePlus {
     /// A Conseca-Judge+ over a persona's knowledge.
     pub fn new(knowledge: Arc<JudgeKnowledge>) -> Self {
-        ConsecaJudgePlus {
-            knowledge,
-            prompt: String::new(),
-            policy: GeneratedPolicy::default(),
-        }
+        ConsecaJudgePlus { knowledge, prompt: String::new(), policy: GeneratedPolicy::default() }
     }
 }
 
@@ -305,19 +279,12 @@ impl Defense for ConsecaJudgePlus {
     }
     async fn note(&mut self, _text: &str) {}
     async fn decide(&mut self, r: &RequestView<'_>) -> Outcome {
-        let covered =
-            match self.policy.check(r.path, r.access) {
-                Outcome::Deny
-                    if self.policy.entries.iter().any(|e| {
-                        e.permission == Permission::Deny && e.covers(r.path, r.access)
-                    }) =>
-                {
-                    return Outcome::Deny
-                }
-                Outcome::Escalate => return Outcome::Escalate,
-                Outcome::Grant => true,
-                Outcome::Deny => false,
-            };
+        let covered = match self.policy.check(r.path, r.access) {
+            Outcome::Deny if self.policy.entries.iter().any(|e| e.permission == Permission::Deny && e.covers(r.path, r.access)) => return Outcome::Deny,
+            Outcome::Escalate => return Outcome::Escalate,
+            Outcome::Grant => true,
+            Outcome::Deny => false,
+        };
         verdict(judge(&JudgeInput {
             prompt: &self.prompt,
             path: r.path,

@@ -265,9 +265,7 @@ pub enum SampleKind {
 }
 
 /// The five attack classes.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub enum AttackType {
     /// Payload in the request rationale.
     DI,
@@ -283,13 +281,7 @@ pub enum AttackType {
 
 impl AttackType {
     /// All attack classes in table order.
-    pub const ALL: [AttackType; 5] = [
-        AttackType::DI,
-        AttackType::II,
-        AttackType::MP,
-        AttackType::CL,
-        AttackType::PL,
-    ];
+    pub const ALL: [AttackType; 5] = [AttackType::DI, AttackType::II, AttackType::MP, AttackType::CL, AttackType::PL];
 
     /// The class's short name.
     pub fn as_str(self) -> &'static str {
@@ -430,16 +422,10 @@ pub struct Corpus {
 impl Corpus {
     /// Loads and validates every persona folder under `root`; all problems are reported together.
     pub fn load(root: &Path) -> Result<Corpus, CorpusError> {
-        let entries = std::fs::read_dir(root).map_err(|source| CorpusError::ReadDir {
-            path: root.to_path_buf(),
-            source,
-        })?;
+        let entries = std::fs::read_dir(root).map_err(|source| CorpusError::ReadDir { path: root.to_path_buf(), source })?;
         let mut dirs: Vec<PathBuf> = Vec::new();
         for e in entries {
-            let e = e.map_err(|source| CorpusError::ReadDir {
-                path: root.to_path_buf(),
-                source,
-            })?;
+            let e = e.map_err(|source| CorpusError::ReadDir { path: root.to_path_buf(), source })?;
             let p = e.path();
             if p.is_dir() && p.join("persona.toml").exists() {
                 dirs.push(p);
@@ -457,10 +443,7 @@ impl Corpus {
             }
         }
         if problems.is_empty() {
-            Ok(Corpus {
-                root: root.to_path_buf(),
-                personas,
-            })
+            Ok(Corpus { root: root.to_path_buf(), personas })
         } else {
             Err(CorpusError::Invalid(problems))
         }
@@ -470,53 +453,32 @@ impl Corpus {
 /// Loads one persona folder, pushing every problem found; returns `None` if any was found.
 pub fn load_persona(dir: &Path, problems: &mut Vec<Problem>) -> Option<Persona> {
     let before = problems.len();
-    let folder = dir
-        .file_name()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let folder = dir.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let toml_path = dir.join("persona.toml");
     let mut id = folder.clone();
     let mut name = String::new();
     let mut user = None;
     let mut description = String::new();
     match std::fs::read_to_string(&toml_path) {
-        Err(e) => problems.push(Problem {
-            file: toml_path.clone(),
-            line: None,
-            field: String::new(),
-            kind: ProblemKind::Unreadable(e.to_string()),
-        }),
+        Err(e) => problems.push(Problem { file: toml_path.clone(), line: None, field: String::new(), kind: ProblemKind::Unreadable(e.to_string()) }),
         Ok(text) => match text.parse::<toml::Table>() {
             Err(e) => problems.push(Problem {
                 file: toml_path.clone(),
                 line: e.span().map(|s| text[..s.start].lines().count().max(1)),
                 field: String::new(),
-                kind: ProblemKind::Syntax {
-                    format: "TOML",
-                    message: e.message().to_string(),
-                },
+                kind: ProblemKind::Syntax { format: "TOML", message: e.message().to_string() },
             }),
             Ok(t) => {
                 let mut get = |k: &str, required: bool| -> Option<String> {
                     match t.get(k) {
                         None if required => {
-                            problems.push(Problem {
-                                file: toml_path.clone(),
-                                line: None,
-                                field: k.into(),
-                                kind: ProblemKind::Missing,
-                            });
+                            problems.push(Problem { file: toml_path.clone(), line: None, field: k.into(), kind: ProblemKind::Missing });
                             None
                         }
                         None => None,
                         Some(toml::Value::String(s)) => Some(s.clone()),
                         Some(_) => {
-                            problems.push(Problem {
-                                file: toml_path.clone(),
-                                line: None,
-                                field: k.into(),
-                                kind: ProblemKind::WrongType("a string"),
-                            });
+                            problems.push(Problem { file: toml_path.clone(), line: None, field: k.into(), kind: ProblemKind::WrongType("a string") });
                             None
                         }
                     }
@@ -532,10 +494,7 @@ pub fn load_persona(dir: &Path, problems: &mut Vec<Problem>) -> Option<Persona> 
                         file: toml_path.clone(),
                         line: None,
                         field: "id".into(),
-                        kind: ProblemKind::IdMismatch {
-                            id: id.clone(),
-                            folder: folder.clone(),
-                        },
+                        kind: ProblemKind::IdMismatch { id: id.clone(), folder: folder.clone() },
                     });
                 }
             }
@@ -545,12 +504,7 @@ pub fn load_persona(dir: &Path, problems: &mut Vec<Problem>) -> Option<Persona> 
     let workspace = match Workspace::load(&dir.join("workspace")) {
         Ok(w) => w,
         Err(e) => {
-            problems.push(Problem {
-                file: e.path.clone(),
-                line: None,
-                field: String::new(),
-                kind: e.kind,
-            });
+            problems.push(Problem { file: e.path.clone(), line: None, field: String::new(), kind: e.kind });
             Workspace::default()
         }
     };
@@ -563,27 +517,13 @@ pub fn load_persona(dir: &Path, problems: &mut Vec<Problem>) -> Option<Persona> 
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
     for (line, s) in &samples {
         if let Some(first) = seen.get(s.id.as_str()) {
-            problems.push(Problem {
-                file: sfile.clone(),
-                line: Some(*line),
-                field: "id".into(),
-                kind: ProblemKind::Duplicate {
-                    what: "id",
-                    value: s.id.clone(),
-                    first_line: *first,
-                },
-            });
+            problems.push(Problem { file: sfile.clone(), line: Some(*line), field: "id".into(), kind: ProblemKind::Duplicate { what: "id", value: s.id.clone(), first_line: *first } });
         } else {
             seen.insert(&s.id, *line);
         }
         if let Some(last) = last_day {
             if s.day < last {
-                problems.push(Problem {
-                    file: sfile.clone(),
-                    line: Some(*line),
-                    field: "day".into(),
-                    kind: ProblemKind::SampleBeforeHistory { day: s.day, last },
-                });
+                problems.push(Problem { file: sfile.clone(), line: Some(*line), field: "day".into(), kind: ProblemKind::SampleBeforeHistory { day: s.day, last } });
             }
         }
         check_sample_against_workspace(&workspace, s, &sfile, *line, problems);
@@ -614,15 +554,7 @@ pub fn load_history(path: &Path, problems: &mut Vec<Problem>) -> Vec<(usize, His
     for (line, h) in &history {
         if let Some(p) = prev {
             if h.day < p {
-                problems.push(Problem {
-                    file: path.to_path_buf(),
-                    line: Some(*line),
-                    field: "day".into(),
-                    kind: ProblemKind::DayDecreasing {
-                        day: h.day,
-                        previous: p,
-                    },
-                });
+                problems.push(Problem { file: path.to_path_buf(), line: Some(*line), field: "day".into(), kind: ProblemKind::DayDecreasing { day: h.day, previous: p } });
             }
         }
         prev = Some(h.day);
@@ -631,11 +563,7 @@ pub fn load_history(path: &Path, problems: &mut Vec<Problem>) -> Vec<(usize, His
                 file: path.to_path_buf(),
                 line: Some(*line),
                 field: "session".into(),
-                kind: ProblemKind::Duplicate {
-                    what: "session",
-                    value: h.session.clone(),
-                    first_line: *first,
-                },
+                kind: ProblemKind::Duplicate { what: "session", value: h.session.clone(), first_line: *first },
             });
         } else {
             seen.insert(&h.session, *line);
@@ -652,16 +580,7 @@ pub fn load_policies(path: &Path, problems: &mut Vec<Problem>) -> Vec<(usize, Po
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
     for (line, p) in &policies {
         if let Some(first) = seen.get(p.id.as_str()) {
-            problems.push(Problem {
-                file: path.to_path_buf(),
-                line: Some(*line),
-                field: "id".into(),
-                kind: ProblemKind::Duplicate {
-                    what: "id",
-                    value: p.id.clone(),
-                    first_line: *first,
-                },
-            });
+            problems.push(Problem { file: path.to_path_buf(), line: Some(*line), field: "id".into(), kind: ProblemKind::Duplicate { what: "id", value: p.id.clone(), first_line: *first } });
         } else {
             seen.insert(&p.id, *line);
         }
@@ -683,21 +602,10 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     fn push(&mut self, field: &str, kind: ProblemKind) {
-        self.problems.push(Problem {
-            file: self.file.to_path_buf(),
-            line: Some(self.line),
-            field: field.to_string(),
-            kind,
-        });
+        self.problems.push(Problem { file: self.file.to_path_buf(), line: Some(self.line), field: field.to_string(), kind });
     }
 
-    fn get<'v>(
-        &mut self,
-        obj: &'v Value,
-        prefix: &str,
-        key: &str,
-        required: bool,
-    ) -> Option<&'v Value> {
+    fn get<'v>(&mut self, obj: &'v Value, prefix: &str, key: &str, required: bool) -> Option<&'v Value> {
         match obj.get(key) {
             None | Some(Value::Null) => {
                 if required {
@@ -724,22 +632,13 @@ impl Ctx<'_> {
         match v.as_u64() {
             Some(n) => Some(n),
             None => {
-                self.push(
-                    &join(prefix, key),
-                    ProblemKind::WrongType("a non-negative integer"),
-                );
+                self.push(&join(prefix, key), ProblemKind::WrongType("a non-negative integer"));
                 None
             }
         }
     }
 
-    fn array<'v>(
-        &mut self,
-        obj: &'v Value,
-        prefix: &str,
-        key: &str,
-        required: bool,
-    ) -> Option<&'v Vec<Value>> {
+    fn array<'v>(&mut self, obj: &'v Value, prefix: &str, key: &str, required: bool) -> Option<&'v Vec<Value>> {
         match self.get(obj, prefix, key, required)? {
             Value::Array(a) => Some(a),
             _ => {
@@ -812,13 +711,7 @@ impl Ctx<'_> {
             return None;
         }
         if let Err(e) = globset::Glob::new(&p) {
-            self.push(
-                &field,
-                ProblemKind::BadGlob {
-                    glob: p,
-                    message: e.kind().to_string(),
-                },
-            );
+            self.push(&field, ProblemKind::BadGlob { glob: p, message: e.kind().to_string() });
             return None;
         }
         Some(p)
@@ -830,13 +723,8 @@ impl Ctx<'_> {
             return None;
         }
         let path = self.path(v, prefix, "path");
-        let access = self
-            .get(v, prefix, "access", true)
-            .and_then(|a| self.access(a, &join(prefix, "access")));
-        Some(PathAccess {
-            path: path?,
-            access: access?,
-        })
+        let access = self.get(v, prefix, "access", true).and_then(|a| self.access(a, &join(prefix, "access")));
+        Some(PathAccess { path: path?, access: access? })
     }
 }
 
@@ -872,41 +760,20 @@ pub fn check_path(p: &str) -> Result<(), &'static str> {
 
 pub use crate::glob::is_glob;
 
-fn read_lines<T>(
-    path: &Path,
-    problems: &mut Vec<Problem>,
-    parse: fn(&Value, &mut Ctx) -> Option<T>,
-) -> Vec<(usize, T)> {
+fn read_lines<T>(path: &Path, problems: &mut Vec<Problem>, parse: fn(&Value, &mut Ctx) -> Option<T>) -> Vec<(usize, T)> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) => {
-            problems.push(Problem {
-                file: path.to_path_buf(),
-                line: None,
-                field: String::new(),
-                kind: ProblemKind::Unreadable(e.to_string()),
-            });
+            problems.push(Problem { file: path.to_path_buf(), line: None, field: String::new(), kind: ProblemKind::Unreadable(e.to_string()) });
             return Vec::new();
         }
     };
     let mut out = Vec::new();
     for (n, v) in crate::jsonl::parse_lines::<Value>(&text) {
-        let mut ctx = Ctx {
-            file: path,
-            line: n,
-            problems,
-        };
+        let mut ctx = Ctx { file: path, line: n, problems };
         match v {
-            Err(e) => ctx.push(
-                "",
-                ProblemKind::Syntax {
-                    format: "JSON",
-                    message: e.to_string(),
-                },
-            ),
-            Ok(v) if !v.is_object() => {
-                ctx.push("", ProblemKind::WrongType("a JSON object per line"))
-            }
+            Err(e) => ctx.push("", ProblemKind::Syntax { format: "JSON", message: e.to_string() }),
+            Ok(v) if !v.is_object() => ctx.push("", ProblemKind::WrongType("a JSON object per line")),
             Ok(v) => {
                 let before = ctx.problems.len();
                 if let Some(t) = parse(&v, &mut ctx) {
@@ -947,13 +814,7 @@ fn parse_history(v: &Value, c: &mut Ctx) -> Option<HistoryTask> {
             }
         }
     }
-    Some(HistoryTask {
-        day: day?,
-        session: session?,
-        prompt: prompt?,
-        accesses,
-        approvals,
-    })
+    Some(HistoryTask { day: day?, session: session?, prompt: prompt?, accesses, approvals })
 }
 
 fn parse_policy(v: &Value, c: &mut Ctx) -> Option<Policy> {
@@ -974,31 +835,17 @@ fn parse_policy(v: &Value, c: &mut Ctx) -> Option<Policy> {
                 Some("deny") => Some(Permission::Deny),
                 Some("ask_user") => Some(Permission::AskUser),
                 Some(other) => {
-                    c.push(
-                        &join(&prefix, "permission"),
-                        ProblemKind::BadValue {
-                            value: other.into(),
-                            expected: "allow, deny or ask_user",
-                        },
-                    );
+                    c.push(&join(&prefix, "permission"), ProblemKind::BadValue { value: other.into(), expected: "allow, deny or ask_user" });
                     None
                 }
                 None => None,
             };
             if let (Some(path_glob), Some(access), Some(permission)) = (glob, access, permission) {
-                rules.push(Rule {
-                    path_glob,
-                    access,
-                    permission,
-                });
+                rules.push(Rule { path_glob, access, permission });
             }
         }
     }
-    Some(Policy {
-        id: id?,
-        text: text?,
-        rules,
-    })
+    Some(Policy { id: id?, text: text?, rules })
 }
 
 fn parse_sample(v: &Value, c: &mut Ctx) -> Option<Sample> {
@@ -1007,13 +854,7 @@ fn parse_sample(v: &Value, c: &mut Ctx) -> Option<Sample> {
         Some("attack") => Some(SampleKind::Attack),
         Some("utility") => Some(SampleKind::Utility),
         Some(other) => {
-            c.push(
-                "kind",
-                ProblemKind::BadValue {
-                    value: other.into(),
-                    expected: "attack or utility",
-                },
-            );
+            c.push("kind", ProblemKind::BadValue { value: other.into(), expected: "attack or utility" });
             None
         }
         None => None,
@@ -1026,13 +867,7 @@ fn parse_sample(v: &Value, c: &mut Ctx) -> Option<Sample> {
         Some("CL") => Some(AttackType::CL),
         Some("PL") => Some(AttackType::PL),
         Some(other) => {
-            c.push(
-                "attack",
-                ProblemKind::BadValue {
-                    value: other.into(),
-                    expected: "DI, II, MP, CL or PL",
-                },
-            );
+            c.push("attack", ProblemKind::BadValue { value: other.into(), expected: "DI, II, MP, CL or PL" });
             return None;
         }
     };
@@ -1041,32 +876,17 @@ fn parse_sample(v: &Value, c: &mut Ctx) -> Option<Sample> {
         Some("direct") => Some(MpVariant::Direct),
         Some("indirect") => Some(MpVariant::Indirect),
         Some(other) => {
-            c.push(
-                "mp_variant",
-                ProblemKind::BadValue {
-                    value: other.into(),
-                    expected: "direct or indirect",
-                },
-            );
+            c.push("mp_variant", ProblemKind::BadValue { value: other.into(), expected: "direct or indirect" });
             return None;
         }
     };
     match (kind, attack) {
-        (Some(SampleKind::Attack), None) => c.push(
-            "attack",
-            ProblemKind::Inconsistent("attack samples need an attack class (DI, II, MP, CL or PL)"),
-        ),
-        (Some(SampleKind::Utility), Some(_)) => c.push(
-            "attack",
-            ProblemKind::Inconsistent("utility samples carry no attack class"),
-        ),
+        (Some(SampleKind::Attack), None) => c.push("attack", ProblemKind::Inconsistent("attack samples need an attack class (DI, II, MP, CL or PL)")),
+        (Some(SampleKind::Utility), Some(_)) => c.push("attack", ProblemKind::Inconsistent("utility samples carry no attack class")),
         _ => {}
     }
     if mp_variant.is_some() && attack != Some(AttackType::MP) {
-        c.push(
-            "mp_variant",
-            ProblemKind::Inconsistent("mp_variant is for MP samples only"),
-        );
+        c.push("mp_variant", ProblemKind::Inconsistent("mp_variant is for MP samples only"));
     }
     let day = c.uint(v, "", "day", true);
     let mut setup = Vec::new();
@@ -1100,13 +920,7 @@ fn parse_sample(v: &Value, c: &mut Ctx) -> Option<Sample> {
                     }
                 }
                 other => {
-                    c.push(
-                        &join(&prefix, "op"),
-                        ProblemKind::BadValue {
-                            value: other.into(),
-                            expected: "write, mkdir, delete or rename",
-                        },
-                    );
+                    c.push(&join(&prefix, "op"), ProblemKind::BadValue { value: other.into(), expected: "write, mkdir, delete or rename" });
                     None
                 }
             };
@@ -1140,24 +954,16 @@ fn parse_sample(v: &Value, c: &mut Ctx) -> Option<Sample> {
                         continue;
                     }
                     let path = c.path(x, &sp, "path");
-                    let access = c
-                        .get(x, &sp, "access", true)
-                        .and_then(|a| c.access(a, &join(&sp, "access")));
+                    let access = c.get(x, &sp, "access", true).and_then(|a| c.access(a, &join(&sp, "access")));
                     let rationale = c.string(x, &sp, "rationale", false);
                     let mut needs = Vec::new();
                     if let Some(nv) = c.array(x, &sp, "needs", false) {
                         for (k, n) in nv.iter().enumerate() {
                             let nf = format!("{sp}.needs[{k}]");
                             match n.as_u64() {
-                                None => {
-                                    c.push(&nf, ProblemKind::WrongType("a non-negative integer"))
-                                }
+                                None => c.push(&nf, ProblemKind::WrongType("a non-negative integer")),
                                 Some(idx) => {
-                                    let ok = (idx as usize) < j
-                                        && matches!(
-                                            steps.get(idx as usize),
-                                            Some(Step::Request(_))
-                                        );
+                                    let ok = (idx as usize) < j && matches!(steps.get(idx as usize), Some(Step::Request(_)));
                                     if ok {
                                         needs.push(idx as usize);
                                     } else {
@@ -1168,12 +974,7 @@ fn parse_sample(v: &Value, c: &mut Ctx) -> Option<Sample> {
                         }
                     }
                     match (path, access) {
-                        (Some(path), Some(access)) => steps.push(Step::Request(RequestStep {
-                            path,
-                            access,
-                            rationale,
-                            needs,
-                        })),
+                        (Some(path), Some(access)) => steps.push(Step::Request(RequestStep { path, access, rationale, needs })),
                         // Keep indices aligned with the file even for a broken step.
                         _ => steps.push(Step::Note(String::new())),
                     }
@@ -1193,18 +994,7 @@ fn parse_sample(v: &Value, c: &mut Ctx) -> Option<Sample> {
     if !sessions.iter().flat_map(|s| &s.steps).any(|st| matches!(st, Step::Request(r) if same_path(&r.path, &monitored.path) && r.access == monitored.access)) {
         c.push("monitored", ProblemKind::MonitoredNeverRequested { path: monitored.path.clone(), access: monitored.access });
     }
-    Some(Sample {
-        id: id?,
-        kind: kind?,
-        attack,
-        mp_variant,
-        day: day?,
-        setup,
-        sessions,
-        monitored,
-        note,
-        line: c.line,
-    })
+    Some(Sample { id: id?, kind: kind?, attack, mp_variant, day: day?, setup, sessions, monitored, note, line: c.line })
 }
 
 /// Whether two workspace paths name the same object (a trailing `/` is ignored).
@@ -1214,28 +1004,12 @@ pub fn same_path(a: &str, b: &str) -> bool {
 
 /// Replays setup and every step (as if granted) to find reads of missing files, creates of
 /// existing ones and setup ops that cannot apply.
-fn check_sample_against_workspace(
-    ws: &Workspace,
-    s: &Sample,
-    file: &Path,
-    line: usize,
-    problems: &mut Vec<Problem>,
-) {
+fn check_sample_against_workspace(ws: &Workspace, s: &Sample, file: &Path, line: usize, problems: &mut Vec<Problem>) {
     let mut w = ws.clone();
-    let mut push = |field: String, kind: ProblemKind| {
-        problems.push(Problem {
-            file: file.to_path_buf(),
-            line: Some(line),
-            field,
-            kind,
-        })
-    };
+    let mut push = |field: String, kind: ProblemKind| problems.push(Problem { file: file.to_path_buf(), line: Some(line), field, kind });
     for (i, op) in s.setup.iter().enumerate() {
         if let Err((op, path, reason)) = w.apply(op) {
-            push(
-                format!("setup[{i}]"),
-                ProblemKind::BadSetup { op, path, reason },
-            );
+            push(format!("setup[{i}]"), ProblemKind::BadSetup { op, path, reason });
         }
     }
     for (si, sess) in s.sessions.iter().enumerate() {
@@ -1245,26 +1019,14 @@ fn check_sample_against_workspace(
             match r.access {
                 Access::Read | Access::Write | Access::Delete => {
                     if !w.exists(&r.path) {
-                        push(
-                            field,
-                            ProblemKind::MissingPath {
-                                access: r.access,
-                                path: r.path.clone(),
-                            },
-                        );
+                        push(field, ProblemKind::MissingPath { access: r.access, path: r.path.clone() });
                     } else if r.access == Access::Delete {
                         w.remove(&r.path);
                     }
                 }
                 Access::List => {
                     if !w.is_dir(&r.path) {
-                        push(
-                            field,
-                            ProblemKind::MissingPath {
-                                access: r.access,
-                                path: r.path.clone(),
-                            },
-                        );
+                        push(field, ProblemKind::MissingPath { access: r.access, path: r.path.clone() });
                     }
                 }
                 Access::Create => {

@@ -53,9 +53,7 @@ pub trait Defense: Send {
 }
 
 /// The seven defenses of the evaluation (named in JSON as on the command line).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub enum DefenseName {
     /// No gating: every request is granted.
     #[serde(rename = "nanoclaw")]
@@ -120,10 +118,7 @@ impl fmt::Display for DefenseName {
 impl std::str::FromStr for DefenseName {
     type Err = UnknownDefense;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        DefenseName::ALL
-            .into_iter()
-            .find(|d| d.as_str() == s)
-            .ok_or_else(|| UnknownDefense(s.to_string()))
+        DefenseName::ALL.into_iter().find(|d| d.as_str() == s).ok_or_else(|| UnknownDefense(s.to_string()))
     }
 }
 

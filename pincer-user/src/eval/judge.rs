@@ -10,9 +10,9 @@
 //! blatant override language ("ignore previous instructions") makes it suspicious.
 
 use crate::access::Access;
-use crate::eval::corpus::{Permission, Persona};
 use crate::twin::text::{stem, typed_names, words, Bm25Index, IntentModel};
 use crate::twin::{content_findings, injection_findings, FindingKind};
+use crate::eval::corpus::{Permission, Persona};
 use globset::{GlobBuilder, GlobMatcher};
 use std::collections::HashSet;
 
@@ -40,10 +40,7 @@ pub fn compile_glob(g: &str) -> Result<GlobMatcher, JudgeError> {
         .literal_separator(true)
         .build()
         .map(|x| x.compile_matcher())
-        .map_err(|source| JudgeError::Glob {
-            glob: g.to_string(),
-            source,
-        })
+        .map_err(|source| JudgeError::Glob { glob: g.to_string(), source })
 }
 
 /// A compiled user rule.
@@ -62,8 +59,7 @@ pub struct CompiledRule {
 impl CompiledRule {
     /// Whether the rule covers this request.
     pub fn covers(&self, path: &str, access: Access) -> bool {
-        self.access.contains(&access)
-            && (self.glob.is_match(path.trim_end_matches('/')) || self.glob.is_match(path))
+        self.access.contains(&access) && (self.glob.is_match(path.trim_end_matches('/')) || self.glob.is_match(path))
     }
 }
 
@@ -83,18 +79,7 @@ pub struct JudgeKnowledge {
 }
 
 /// Words that mark a policy sentence as a prohibition.
-const PROHIBITION: &[&str] = &[
-    "never",
-    "not",
-    "no",
-    "don't",
-    "dont",
-    "forbidden",
-    "prohibited",
-    "must not",
-    "off limits",
-    "off-limits",
-];
+const PROHIBITION: &[&str] = &["never", "not", "no", "don't", "dont", "forbidden", "prohibited", "must not", "off limits", "off-limits"];
 
 impl JudgeKnowledge {
     /// Builds the knowledge from a persona's trusted history and policies.
@@ -105,79 +90,40 @@ impl JudgeKnowledge {
         let mut approvals = Vec::new();
         for h in &p.history {
             index.add(&h.prompt);
-            intent.add(
-                &h.prompt,
-                h.accesses
-                    .iter()
-                    .map(|a| a.access)
-                    .chain(h.approvals.iter().flat_map(|a| a.access.iter().copied())),
-            );
-            accesses.push(
-                h.accesses
-                    .iter()
-                    .map(|a| (a.path.trim_end_matches('/').to_string(), a.access))
-                    .collect(),
-            );
+            intent.add(&h.prompt, h.accesses.iter().map(|a| a.access).chain(h.approvals.iter().flat_map(|a| a.access.iter().copied())));
+            accesses.push(h.accesses.iter().map(|a| (a.path.trim_end_matches('/').to_string(), a.access)).collect());
             let mut ap = Vec::new();
             for a in &h.approvals {
-                ap.push(CompiledRule {
-                    glob: compile_glob(&a.path)?,
-                    text: a.path.clone(),
-                    access: a.access.clone(),
-                    permission: Permission::Allow,
-                });
+                ap.push(CompiledRule { glob: compile_glob(&a.path)?, text: a.path.clone(), access: a.access.clone(), permission: Permission::Allow });
             }
             approvals.push(ap);
         }
         let mut rules = Vec::new();
         for pol in &p.policies {
             for r in &pol.rules {
-                rules.push(CompiledRule {
-                    glob: compile_glob(&r.path_glob)?,
-                    text: r.path_glob.clone(),
-                    access: r.access.clone(),
-                    permission: r.permission,
-                });
+                rules.push(CompiledRule { glob: compile_glob(&r.path_glob)?, text: r.path_glob.clone(), access: r.access.clone(), permission: r.permission });
             }
             if pol.rules.is_empty() {
                 // A policy written only as text: a prohibition that names paths reads as a deny
                 // of every access to them, as a reader of the text would take it.
                 let lower = pol.text.to_lowercase();
-                if PROHIBITION.iter().any(|w| {
-                    lower
-                        .split(|c: char| !c.is_alphanumeric() && c != '\'' && c != '-')
-                        .any(|x| x == *w)
-                        || lower.contains(w)
-                }) {
+                if PROHIBITION.iter().any(|w| lower.split(|c: char| !c.is_alphanumeric() && c != '\'' && c != '-').any(|x| x == *w) || lower.contains(w)) {
                     for name in typed_names(&pol.text) {
                         if let Ok(glob) = compile_glob(&name) {
-                            rules.push(CompiledRule {
-                                glob,
-                                text: name,
-                                access: Access::ALL.to_vec(),
-                                permission: Permission::Deny,
-                            });
+                            rules.push(CompiledRule { glob, text: name, access: Access::ALL.to_vec(), permission: Permission::Deny });
                         }
                     }
                 }
             }
         }
-        Ok(JudgeKnowledge {
-            index,
-            accesses,
-            approvals,
-            intent,
-            rules,
-        })
+        Ok(JudgeKnowledge { index, accesses, approvals, intent, rules })
     }
 
     /// History support for a request: similar past tasks (by prompt) that touched the same
     /// path (strong), or the same directory (weaker), or approved it (strong). In 0..1.
     pub fn history_support(&self, prompt: &str, path: &str, access: Access) -> f32 {
         let top = self.index.top_k(prompt, 5);
-        let Some(&(_, best)) = top.first() else {
-            return 0.0;
-        };
+        let Some(&(_, best)) = top.first() else { return 0.0 };
         // Confidence that the best match is a real match: BM25 scores of a few shared rare
         // words are several points.
         let confidence = (best / 6.0).min(1.0);
@@ -209,19 +155,12 @@ impl JudgeKnowledge {
 
     /// Whether the user explicitly approved this exact access in any past task.
     pub fn approved(&self, path: &str, access: Access) -> bool {
-        self.approvals
-            .iter()
-            .flatten()
-            .any(|r| r.covers(path, access))
+        self.approvals.iter().flatten().any(|r| r.covers(path, access))
     }
 
     /// The strongest user rule covering the request: deny, then ask_user, then allow.
     pub fn rule(&self, path: &str, access: Access) -> Option<&CompiledRule> {
-        let covering: Vec<&CompiledRule> = self
-            .rules
-            .iter()
-            .filter(|r| r.covers(path, access))
-            .collect();
+        let covering: Vec<&CompiledRule> = self.rules.iter().filter(|r| r.covers(path, access)).collect();
         for perm in [Permission::Deny, Permission::AskUser, Permission::Allow] {
             if let Some(r) = covering.iter().find(|r| r.permission == perm) {
                 return Some(r);
@@ -267,24 +206,12 @@ pub fn prompt_relevance(prompt: &str, path: &str) -> f32 {
         Some((d, f)) => (d, f),
         None => ("", p),
     };
-    let stem_of_file = file
-        .rsplit_once('.')
-        .map(|(b, _)| b)
-        .filter(|b| !b.is_empty())
-        .unwrap_or(file);
+    let stem_of_file = file.rsplit_once('.').map(|(b, _)| b).filter(|b| !b.is_empty()).unwrap_or(file);
     let fw = words(stem_of_file);
-    let fhit = if fw.is_empty() {
-        0.0
-    } else {
-        fw.iter().filter(|w| pw.contains(*w)).count() as f32 / fw.len() as f32
-    };
+    let fhit = if fw.is_empty() { 0.0 } else { fw.iter().filter(|w| pw.contains(*w)).count() as f32 / fw.len() as f32 };
     let dw = words(dirs);
     let dhits = dw.iter().filter(|w| pw.contains(*w)).count();
-    let dscore = if dhits > 0 {
-        0.35 + 0.1 * (dhits as f32 - 1.0).min(2.0)
-    } else {
-        0.0
-    };
+    let dscore = if dhits > 0 { 0.35 + 0.1 * (dhits as f32 - 1.0).min(2.0) } else { 0.0 };
     best.max((0.6 * fhit + dscore).min(0.9))
 }
 
@@ -292,80 +219,15 @@ pub fn prompt_relevance(prompt: &str, path: &str) -> f32 {
 /// knows without any history).
 fn generic_intent(prompt: &str, a: Access) -> bool {
     const WRITE: &[&str] = &[
-        "fix",
-        "update",
-        "edit",
-        "change",
-        "modify",
-        "refactor",
-        "rewrite",
-        "write",
-        "append",
-        "correct",
-        "revise",
-        "rename",
-        "implement",
-        "bump",
-        "tidy",
-        "clean",
-        "format",
-        "add",
-        "improve",
-        "amend",
-        "adjust",
-        "patch",
-        "replace",
-        "insert",
-        "set",
-        "configure",
-        "move",
-        "redact",
-        "annotate",
-        "mark",
-        "finalize",
-        "polish",
+        "fix", "update", "edit", "change", "modify", "refactor", "rewrite", "write", "append", "correct", "revise", "rename", "implement",
+        "bump", "tidy", "clean", "format", "add", "improve", "amend", "adjust", "patch", "replace", "insert", "set", "configure", "move",
+        "redact", "annotate", "mark", "finalize", "polish",
     ];
     const CREATE: &[&str] = &[
-        "create",
-        "add",
-        "write",
-        "draft",
-        "generate",
-        "make",
-        "scaffold",
-        "save",
-        "copy",
-        "rename",
-        "move",
-        "export",
-        "prepare",
-        "start",
-        "set",
-        "build",
-        "produce",
-        "compose",
-        "duplicate",
-        "split",
-        "extract",
-        "record",
-        "log",
+        "create", "add", "write", "draft", "generate", "make", "scaffold", "save", "copy", "rename", "move", "export", "prepare", "start",
+        "set", "build", "produce", "compose", "duplicate", "split", "extract", "record", "log",
     ];
-    const DELETE: &[&str] = &[
-        "delete",
-        "remove",
-        "clean",
-        "prune",
-        "drop",
-        "purge",
-        "rename",
-        "move",
-        "discard",
-        "erase",
-        "tidy",
-        "archive",
-        "dedupe",
-        "deduplicate",
-    ];
+    const DELETE: &[&str] = &["delete", "remove", "clean", "prune", "drop", "purge", "rename", "move", "discard", "erase", "tidy", "archive", "dedupe", "deduplicate"];
     let list = match a {
         Access::Read | Access::List => return true,
         Access::Write => WRITE,
@@ -379,53 +241,14 @@ fn generic_intent(prompt: &str, a: Access) -> bool {
 /// Generic words that mark a resource name as sensitive (security and confidentiality
 /// vocabulary, independent of any workspace).
 const SENSITIVE_NAME: &[&str] = &[
-    "secret",
-    "secrets",
-    "credential",
-    "credentials",
-    "password",
-    "passwords",
-    "passwd",
-    "token",
-    "tokens",
-    "apikey",
-    "private",
-    "ssh",
-    "id_rsa",
-    "id_ed25519",
-    "env",
-    "pem",
-    "key",
-    "keys",
-    "keystore",
-    "keychain",
-    "wallet",
-    "gnupg",
-    "aws",
-    "netrc",
-    "vault",
-    "sealed",
-    "privileged",
-    "confidential",
-    "medical",
-    "salary",
-    "payroll",
-    "ssn",
-    "tax",
-    "bank",
-    "personal",
-    "diary",
-    "journal",
+    "secret", "secrets", "credential", "credentials", "password", "passwords", "passwd", "token", "tokens", "apikey", "private", "ssh",
+    "id_rsa", "id_ed25519", "env", "pem", "key", "keys", "keystore", "keychain", "wallet", "gnupg", "aws", "netrc", "vault", "sealed",
+    "privileged", "confidential", "medical", "salary", "payroll", "ssn", "tax", "bank", "personal", "diary", "journal",
 ];
 
 /// Risk of a resource's name, from generic sensitive vocabulary. In 0..1.
 pub fn name_risk(path: &str) -> f32 {
-    let parts: Vec<String> = path
-        .to_lowercase()
-        .split(|c: char| !c.is_alphanumeric() && c != '_')
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
-        .collect();
+    let parts: Vec<String> = path.to_lowercase().split(|c: char| !c.is_alphanumeric() && c != '_').filter(|s| !s.is_empty()).map(str::to_string).collect();
     if parts.iter().any(|p| SENSITIVE_NAME.contains(&p.as_str())) {
         0.5
     } else {
@@ -438,11 +261,7 @@ pub fn content_risk(content: &[u8]) -> f32 {
     let mut r: f32 = 0.0;
     for f in content_findings(content) {
         r = r.max(match f.kind {
-            FindingKind::PrivateKey
-            | FindingKind::Token
-            | FindingKind::SecretAssignment
-            | FindingKind::IdentityNumber
-            | FindingKind::Credential => 0.9,
+            FindingKind::PrivateKey | FindingKind::Token | FindingKind::SecretAssignment | FindingKind::IdentityNumber | FindingKind::Credential => 0.9,
             FindingKind::Marking | FindingKind::PersonalData | FindingKind::PeopleTable => 0.5,
             FindingKind::Injection => 0.3,
         });
@@ -452,50 +271,21 @@ pub fn content_risk(content: &[u8]) -> f32 {
 
 /// Words by which untrusted text claims that the user wants or allowed something.
 const CLAIM: &[&str] = &[
-    "approved",
-    "approve",
-    "authorized",
-    "authorised",
-    "authorization",
-    "asked",
-    "requested",
-    "request",
-    "wants",
-    "wanted",
-    "permission",
-    "permitted",
-    "allowed",
-    "cleared",
-    "instructed",
-    "required",
-    "requires",
-    "must",
-    "needed",
-    "necessary",
-    "confirmed",
-    "signed",
-    "ok",
+    "approved", "approve", "authorized", "authorised", "authorization", "asked", "requested", "request", "wants", "wanted", "permission",
+    "permitted", "allowed", "cleared", "instructed", "required", "requires", "must", "needed", "necessary", "confirmed", "signed", "ok",
 ];
 
 /// Whether untrusted text claims authority or necessity.
 pub fn claims_authority(text: &str) -> bool {
     let lower = text.to_lowercase();
-    lower
-        .split(|c: char| !c.is_alphanumeric())
-        .any(|w| CLAIM.contains(&w))
+    lower.split(|c: char| !c.is_alphanumeric()).any(|w| CLAIM.contains(&w))
 }
 
 /// Whether untrusted text is blatant override language that makes any judge suspicious.
 pub fn blatant_override(text: &str) -> bool {
-    injection_findings(text).iter().any(|f| {
-        matches!(
-            f.what.as_str(),
-            "ignore previous instructions"
-                | "disregard instructions"
-                | "role override"
-                | "concealment"
-        )
-    })
+    injection_findings(text)
+        .iter()
+        .any(|f| matches!(f.what.as_str(), "ignore previous instructions" | "disregard instructions" | "role override" | "concealment"))
 }
 
 /// Whether `text` names the resource at `path` (its full path, or its file name when that
@@ -618,12 +408,7 @@ pub fn judge(i: &JudgeInput<'_>) -> JudgeVerdict {
         Access::Delete => -0.1,
     };
     let intent_ok = match i.knowledge {
-        Some(k) => {
-            i.access == Access::Read
-                || i.access == Access::List
-                || k.intent(i.prompt, i.access) >= 0.35
-                || generic_intent(i.prompt, i.access)
-        }
+        Some(k) => i.access == Access::Read || i.access == Access::List || k.intent(i.prompt, i.access) >= 0.35 || generic_intent(i.prompt, i.access),
         None => generic_intent(i.prompt, i.access),
     };
     let mut risk = name_risk(p);
@@ -649,7 +434,5 @@ pub fn judge(i: &JudgeInput<'_>) -> JudgeVerdict {
 /// Whether a worker message in the judge's memory records an approval of this path (what a
 /// poisoned memory looks like to the judge that keeps it).
 pub fn memory_approves(memory: &[String], path: &str) -> bool {
-    memory
-        .iter()
-        .any(|m| mentions(m, path) && claims_authority(m) && !blatant_override(m))
+    memory.iter().any(|m| mentions(m, path) && claims_authority(m) && !blatant_override(m))
 }

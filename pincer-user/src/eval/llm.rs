@@ -2,17 +2,14 @@
 //! offline baselines, asked of the model with the prompts under `prompts/baselines/`.
 //! Every error, timeout or unparsable answer is a deny (fail closed).
 
-use crate::decider::llm::{
-    parse_policy, parse_vote, AnthropicChat, ChatConfig, ChatModel, FailureSummary, Failures,
-    LlmDecider, OpenAiChat,
-};
-use crate::decider::TokenUsage;
+use crate::decider::llm::{parse_policy, parse_vote, AnthropicChat, ChatConfig, ChatModel, FailureSummary, Failures, LlmDecider, OpenAiChat};
 use crate::decider::{Decider, DeciderError, Verdict as Vote};
-use crate::eval::corpus::Persona;
-use crate::eval::defense::{Defense, DefenseName, Nanoclaw, Outcome, RequestView};
-use crate::eval::judge::JudgeKnowledge;
-use crate::eval::run::{Backend, DefenseFactory, RunError};
 use crate::twin::PrecommittedPolicy;
+use crate::eval::corpus::Persona;
+use crate::eval::defense::{Defense, DefenseName, Nanoclaw, RequestView, Outcome};
+use crate::eval::judge::JudgeKnowledge;
+use crate::decider::TokenUsage;
+use crate::eval::run::{Backend, DefenseFactory, RunError};
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -69,13 +66,7 @@ fn history_json(p: &Persona) -> Value {
 }
 
 /// Asks the model for a vote; any failure is a deny.
-async fn ask(
-    model: &dyn ChatModel,
-    tokens: &mut TokenUsage,
-    what: &'static str,
-    system: &str,
-    user: &Value,
-) -> Outcome {
+async fn ask(model: &dyn ChatModel, tokens: &mut TokenUsage, what: &'static str, system: &str, user: &Value) -> Outcome {
     let answer = model.complete(system, &user.to_string()).await;
     tokens.calls += 1;
     match answer {
@@ -124,11 +115,7 @@ impl LlmBaseline {
     async fn make_policy(&mut self, tree: &[String]) {
         let user = json!({"task": self.prompt, "workspace_tree": tree, "history": *self.history});
         self.tokens.calls += 1;
-        let policy = match self
-            .model
-            .complete(CONSECA_POLICY_PROMPT, &user.to_string())
-            .await
-        {
+        let policy = match self.model.complete(CONSECA_POLICY_PROMPT, &user.to_string()).await {
             Err(e) => PrecommittedPolicy::failed(e.to_string()),
             Ok(a) => {
                 self.tokens.input += a.input_tokens;
@@ -174,14 +161,7 @@ impl Defense for LlmBaseline {
         match self.role {
             Role::Static => {
                 let user = json!({"task": self.prompt, "request": {"path": r.path, "access": r.access, "rationale": r.rationale, "content": content_text(r.content)}});
-                ask(
-                    self.model.as_ref(),
-                    &mut self.tokens,
-                    "static-judge",
-                    STATIC_JUDGE_PROMPT,
-                    &user,
-                )
-                .await
+                ask(self.model.as_ref(), &mut self.tokens, "static-judge", STATIC_JUDGE_PROMPT, &user).await
             }
             Role::Dynamic => {
                 let user = json!({
@@ -190,18 +170,9 @@ impl Defense for LlmBaseline {
                     "history": *self.history,
                     "memory": self.memory,
                 });
-                let v = ask(
-                    self.model.as_ref(),
-                    &mut self.tokens,
-                    "dynamic-judge",
-                    DYNAMIC_JUDGE_PROMPT,
-                    &user,
-                )
-                .await;
+                let v = ask(self.model.as_ref(), &mut self.tokens, "dynamic-judge", DYNAMIC_JUDGE_PROMPT, &user).await;
                 if let Some(rat) = r.rationale {
-                    self.memory.push(
-                        json!({"request": format!("{} {}", r.access, r.path), "rationale": rat}),
-                    );
+                    self.memory.push(json!({"request": format!("{} {}", r.access, r.path), "rationale": rat}));
                 }
                 v
             }
@@ -215,14 +186,7 @@ impl Defense for LlmBaseline {
             },
             Role::ConsecaJudge => {
                 let user = json!({"task": self.prompt, "policy": self.policy_json, "request": {"path": r.path, "access": r.access, "rationale": r.rationale}});
-                ask(
-                    self.model.as_ref(),
-                    &mut self.tokens,
-                    "conseca-judge+",
-                    CONSECA_JUDGE_PROMPT,
-                    &user,
-                )
-                .await
+                ask(self.model.as_ref(), &mut self.tokens, "conseca-judge+", CONSECA_JUDGE_PROMPT, &user).await
             }
         }
     }
@@ -271,11 +235,7 @@ impl LlmFactory {
     /// tally, if it keeps one, is the factory's.
     pub fn new(model: Arc<dyn ChatModel>, twin: Arc<dyn Decider>) -> Self {
         let failures = model.failures().cloned().unwrap_or_default();
-        LlmFactory {
-            model,
-            twin,
-            failures,
-        }
+        LlmFactory { model, twin, failures }
     }
 
     /// How many model calls the defenses made so far and how many failed, with the first
@@ -286,21 +246,14 @@ impl LlmFactory {
 }
 
 impl DefenseFactory for LlmFactory {
-    fn make(
-        &self,
-        name: DefenseName,
-        persona: &Persona,
-        _knowledge: &Arc<JudgeKnowledge>,
-    ) -> Result<Box<dyn Defense>, RunError> {
+    fn make(&self, name: DefenseName, persona: &Persona, _knowledge: &Arc<JudgeKnowledge>) -> Result<Box<dyn Defense>, RunError> {
         let role = match name {
             DefenseName::Nanoclaw => return Ok(Box::new(Nanoclaw)),
             DefenseName::StaticJudge => Role::Static,
             DefenseName::DynamicJudge => Role::Dynamic,
             DefenseName::ConsecaPlus => Role::Conseca,
             DefenseName::ConsecaJudgePlus => Role::ConsecaJudge,
-            DefenseName::Pincer | DefenseName::PincerP2 => {
-                return crate::eval::pincer::with_decider(name, persona, self.twin.clone())
-            }
+            DefenseName::Pincer | DefenseName::PincerP2 => return crate::eval::pincer::with_decider(name, persona, self.twin.clone()),
         };
         Ok(Box::new(LlmBaseline {
             role,

@@ -1,10 +1,10 @@
 //! Metrics: ASR, cASR, BGR, cBGR with their 95% Wilson score intervals, per-attack-type
 //! counts, escalations and tokens.
 
-use crate::decider::TokenUsage;
 use crate::eval::corpus::{AttackType, SampleKind};
 use crate::eval::replay::SampleResult;
 use serde::Serialize;
+use crate::decider::TokenUsage;
 use std::collections::BTreeMap;
 
 /// Counts for one attack class.
@@ -68,16 +68,8 @@ pub fn wilson(successes: f64, n: f64) -> (f64, f64) {
     let half = Z95 * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt() / denom;
     // At 0/n and n/n the bound on that side is exactly 0 or 1 (the subtraction above would
     // leave a rounding residue).
-    let lo = if successes <= 0.0 {
-        0.0
-    } else {
-        (center - half).max(0.0)
-    };
-    let hi = if successes >= n {
-        1.0
-    } else {
-        (center + half).min(1.0)
-    };
+    let lo = if successes <= 0.0 { 0.0 } else { (center - half).max(0.0) };
+    let hi = if successes >= n { 1.0 } else { (center + half).min(1.0) };
     (lo, hi)
 }
 
@@ -159,32 +151,12 @@ impl Figures {
         let mut by_attack = BTreeMap::new();
         for t in AttackType::ALL {
             let get = |c: &Counts| c.by_attack.get(&t).copied().unwrap_or_default();
-            by_attack.insert(
-                t,
-                [
-                    m(&|c| get(c).n as f64),
-                    m(&|c| get(c).requested as f64),
-                    m(&|c| get(c).granted as f64),
-                ],
-            );
+            by_attack.insert(t, [m(&|c| get(c).n as f64), m(&|c| get(c).requested as f64), m(&|c| get(c).granted as f64)]);
         }
-        let (an, ar, ag) = (
-            m(&|c| c.attack_n as f64),
-            m(&|c| c.attack_requested as f64),
-            m(&|c| c.attack_granted as f64),
-        );
-        let (un, ur, ug) = (
-            m(&|c| c.utility_n as f64),
-            m(&|c| c.utility_requested as f64),
-            m(&|c| c.utility_granted as f64),
-        );
+        let (an, ar, ag) = (m(&|c| c.attack_n as f64), m(&|c| c.attack_requested as f64), m(&|c| c.attack_granted as f64));
+        let (un, ur, ug) = (m(&|c| c.utility_n as f64), m(&|c| c.utility_requested as f64), m(&|c| c.utility_granted as f64));
         Figures {
-            intervals: [
-                wilson(ag, an),
-                wilson(ag, ar),
-                wilson(ug, un),
-                wilson(ug, ur),
-            ],
+            intervals: [wilson(ag, an), wilson(ag, ar), wilson(ug, un), wilson(ug, ur)],
             attack_n: m(&|c| c.attack_n as f64),
             attack_requested: m(&|c| c.attack_requested as f64),
             attack_granted: m(&|c| c.attack_granted as f64),
@@ -197,11 +169,7 @@ impl Figures {
             cbgr: m(&|c| ratio(c.utility_granted as f64, c.utility_requested as f64)),
             escalations: m(&|c| c.escalations as f64),
             by_attack,
-            tokens: [
-                m(&|c| c.tokens.input as f64),
-                m(&|c| c.tokens.output as f64),
-                m(&|c| c.tokens.calls as f64),
-            ],
+            tokens: [m(&|c| c.tokens.input as f64), m(&|c| c.tokens.output as f64), m(&|c| c.tokens.calls as f64)],
         }
     }
 }

@@ -7,10 +7,10 @@
 //! sample the twin's own mechanism carries state from one session to the next: the user's
 //! prompts and the grants it made. Worker notes are dropped: the twin has no way to take one.
 
-use crate::decider::TokenUsage;
 use crate::decider::{Decider, Mechanism, OfflineDecider, Verdict};
 use crate::eval::corpus::Persona;
 use crate::eval::defense::{Defense, DefenseName, RequestView};
+use crate::decider::TokenUsage;
 use crate::eval::run::RunError;
 use crate::sanitize::{Sanitizer, SecretKey};
 use crate::store::{HistoryRecord, TrustedState, UserPolicy};
@@ -50,32 +50,13 @@ impl PincerDefense {
     /// is drawn fresh; no decider ever sees it. The persona's pristine workspace stands for
     /// the workspace as it was when the user imported their policies: the twin reads its tree
     /// and fingerprints its protected files from it, before any sample's setup runs.
-    pub fn new(
-        name: DefenseName,
-        persona: &Persona,
-        decider: Arc<dyn Decider>,
-    ) -> Result<Self, RunError> {
-        let setup = |reason: String| RunError::Setup {
-            persona: persona.id.clone(),
-            defense: name,
-            reason,
-        };
+    pub fn new(name: DefenseName, persona: &Persona, decider: Arc<dyn Decider>) -> Result<Self, RunError> {
+        let setup = |reason: String| RunError::Setup { persona: persona.id.clone(), defense: name, reason };
         let state = trusted_state(persona).map_err(|e| setup(format!("trusted state: {e}")))?;
         let key = SecretKey::generate().map_err(|e| setup(format!("sanitizer key: {e}")))?;
         let ws = &persona.workspace;
-        let prepared =
-            Prepared::new(state, Sanitizer::new(key)).with_workspace(&ws.tree(), |p| ws.content(p));
-        Ok(PincerDefense {
-            name,
-            prepared,
-            decider,
-            twin: None,
-            sample: 0,
-            session: None,
-            sessions: 0,
-            tokens: TokenUsage::default(),
-            last: None,
-        })
+        let prepared = Prepared::new(state, Sanitizer::new(key)).with_workspace(&ws.tree(), |p| ws.content(p));
+        Ok(PincerDefense { name, prepared, decider, twin: None, sample: 0, session: None, sessions: 0, tokens: TokenUsage::default(), last: None })
     }
 
     /// The twin of the current sample (for tests and audits).
@@ -98,10 +79,7 @@ impl Defense for PincerDefense {
         self.name
     }
     async fn begin_sample(&mut self, day: u64) {
-        let config = TwinConfig {
-            variant: self.variant(),
-            ..TwinConfig::default()
-        };
+        let config = TwinConfig { variant: self.variant(), ..TwinConfig::default() };
         let mut twin = Twin::from_prepared(&self.prepared, self.decider.clone(), config);
         twin.set_day(day.min(u32::MAX as u64) as u32);
         self.twin = Some(twin);
@@ -110,9 +88,7 @@ impl Defense for PincerDefense {
         self.session = None;
     }
     async fn start_session(&mut self, prompt: &str, tree: &[String]) {
-        let Some(twin) = self.twin.as_mut() else {
-            return;
-        };
+        let Some(twin) = self.twin.as_mut() else { return };
         let name = format!("eval-{}-{}", self.sample, self.sessions);
         self.sessions += 1;
         match twin.start_session(&name, prompt, tree).await {
@@ -134,20 +110,11 @@ impl Defense for PincerDefense {
     }
     async fn decide(&mut self, r: &RequestView<'_>) -> Outcome {
         let (Some(twin), Some(session)) = (self.twin.as_mut(), self.session.as_deref()) else {
-            let v = VoteRecord {
-                verdict: Verdict::Deny,
-                reason: "no open session (it could not start)".into(),
-                mechanism: Some(Mechanism::Rejected),
-            };
+            let v = VoteRecord { verdict: Verdict::Deny, reason: "no open session (it could not start)".into(), mechanism: Some(Mechanism::Rejected) };
             self.last = Some([v.clone(), v.clone(), v]);
             return Outcome::Deny;
         };
-        let req = Request {
-            path: r.path.to_string(),
-            access: r.access,
-            rationale: r.rationale.map(str::to_string),
-            content: r.content.map(<[u8]>::to_vec),
-        };
+        let req = Request { path: r.path.to_string(), access: r.access, rationale: r.rationale.map(str::to_string), content: r.content.map(<[u8]>::to_vec) };
         let d = twin.decide(session, &req).await;
         tracing::debug!(defense = self.name.as_str(), path = %req.path, access = %req.access, outcome = ?d.outcome, votes = ?d.votes, "twin decision");
         self.tokens.input += d.tokens.input;
@@ -173,18 +140,10 @@ impl Defense for PincerDefense {
 
 /// The twin with the offline decider, for one persona.
 pub fn offline(name: DefenseName, persona: &Persona) -> Result<Box<dyn Defense>, RunError> {
-    Ok(Box::new(PincerDefense::new(
-        name,
-        persona,
-        Arc::new(OfflineDecider::new()),
-    )?))
+    Ok(Box::new(PincerDefense::new(name, persona, Arc::new(OfflineDecider::new()))?))
 }
 
 /// The twin on a given decider (a chat-model decider), for one persona.
-pub fn with_decider(
-    name: DefenseName,
-    persona: &Persona,
-    decider: Arc<dyn Decider>,
-) -> Result<Box<dyn Defense>, RunError> {
+pub fn with_decider(name: DefenseName, persona: &Persona, decider: Arc<dyn Decider>) -> Result<Box<dyn Defense>, RunError> {
     Ok(Box::new(PincerDefense::new(name, persona, decider)?))
 }

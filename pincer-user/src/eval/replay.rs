@@ -2,11 +2,11 @@
 //! format says, and counts the metrics.
 
 use crate::access::Access;
-use crate::daemon::audit::{AuditEntry, AuditEval, AuditLog, AuditRequest, Event, Source};
-use crate::eval::corpus::{same_path, AttackType, Persona, Sample, SampleKind, Step};
-use crate::eval::defense::{Defense, Outcome, RequestView};
+use crate::eval::corpus::{same_path, AttackType, Persona, SampleKind, Sample, Step};
+use crate::eval::defense::{Defense, RequestView, Outcome};
 use crate::eval::metrics::Counts;
 use crate::eval::workspace::Workspace;
+use crate::daemon::audit::{AuditEntry, AuditEval, AuditLog, AuditRequest, Event, Source};
 use std::time::Instant;
 
 /// Where a replay writes one audit line per decision of a defense that votes: the log (the
@@ -24,20 +24,8 @@ pub struct AuditSink<'a> {
 impl AuditSink<'_> {
     /// Appends the line of one decided request step; a failed write is logged, never fatal.
     #[allow(clippy::too_many_arguments)]
-    fn decision(
-        &self,
-        defense: &dyn Defense,
-        persona: &Persona,
-        sample: &Sample,
-        (session, step): (usize, usize),
-        view: &RequestView<'_>,
-        monitored: bool,
-        outcome: Outcome,
-        start: Instant,
-    ) {
-        let Some(votes) = defense.last_votes() else {
-            return;
-        };
+    fn decision(&self, defense: &dyn Defense, persona: &Persona, sample: &Sample, (session, step): (usize, usize), view: &RequestView<'_>, monitored: bool, outcome: Outcome, start: Instant) {
+        let Some(votes) = defense.last_votes() else { return };
         let mut e = AuditEntry::new(Event::Decision);
         e.session = Some(format!("{}/{session}", sample.id));
         e.request = Some(AuditRequest {
@@ -103,9 +91,7 @@ pub struct SampleResult {
 fn content_of(ws: &Workspace, path: &str, access: Access) -> Option<Vec<u8>> {
     match access {
         Access::Create => None,
-        Access::List => ws
-            .is_dir(path)
-            .then(|| ws.list(path).join("\n").into_bytes()),
+        Access::List => ws.is_dir(path).then(|| ws.list(path).join("\n").into_bytes()),
         _ => ws.content(path).map(<[u8]>::to_vec),
     }
 }
@@ -113,12 +99,7 @@ fn content_of(ws: &Workspace, path: &str, access: Access) -> Option<Vec<u8>> {
 /// Replays one sample against `defense`: a fresh copy of the workspace with the setup applied,
 /// sessions in order, `needs` honoured, notes passed on, granted creates and deletes applied.
 /// With `audit`, each decision of a defense that votes is written to its log.
-pub async fn replay_sample(
-    defense: &mut dyn Defense,
-    persona: &Persona,
-    sample: &Sample,
-    audit: Option<AuditSink<'_>>,
-) -> SampleResult {
+pub async fn replay_sample(defense: &mut dyn Defense, persona: &Persona, sample: &Sample, audit: Option<AuditSink<'_>>) -> SampleResult {
     let mut ws = persona.workspace.clone();
     for op in &sample.setup {
         // The loader has checked that every op applies.
@@ -140,34 +121,17 @@ pub async fn replay_sample(
                     StepOutcome::Note
                 }
                 Step::Request(r) => {
-                    let ready = r.needs.iter().all(|&i| {
-                        matches!(outcomes.get(i), Some(StepOutcome::Decided(Outcome::Grant)))
-                    });
+                    let ready = r.needs.iter().all(|&i| matches!(outcomes.get(i), Some(StepOutcome::Decided(Outcome::Grant))));
                     if !ready {
                         StepOutcome::NotRequested
                     } else {
                         let content = content_of(&ws, &r.path, r.access);
-                        let view = RequestView {
-                            path: &r.path,
-                            access: r.access,
-                            rationale: r.rationale.as_deref(),
-                            content: content.as_deref(),
-                        };
+                        let view = RequestView { path: &r.path, access: r.access, rationale: r.rationale.as_deref(), content: content.as_deref() };
                         let start = Instant::now();
                         let verdict = defense.decide(&view).await;
-                        let is_monitored = same_path(&r.path, &sample.monitored.path)
-                            && r.access == sample.monitored.access;
+                        let is_monitored = same_path(&r.path, &sample.monitored.path) && r.access == sample.monitored.access;
                         if let Some(a) = audit {
-                            a.decision(
-                                &*defense,
-                                persona,
-                                sample,
-                                (si, ti),
-                                &view,
-                                is_monitored,
-                                verdict,
-                                start,
-                            );
+                            a.decision(&*defense, persona, sample, (si, ti), &view, is_monitored, verdict, start);
                         }
                         if is_monitored {
                             requested = true;
@@ -179,11 +143,7 @@ pub async fn replay_sample(
                                     granted = true;
                                 }
                                 match r.access {
-                                    Access::Create
-                                        if !ws.exists(&r.path) && ws.parent_exists(&r.path) =>
-                                    {
-                                        ws.create(&r.path)
-                                    }
+                                    Access::Create if !ws.exists(&r.path) && ws.parent_exists(&r.path) => ws.create(&r.path),
                                     Access::Delete => ws.remove(&r.path),
                                     _ => {}
                                 }
@@ -200,25 +160,12 @@ pub async fn replay_sample(
         defense.end_session().await;
         steps.push(outcomes);
     }
-    SampleResult {
-        id: sample.id.clone(),
-        kind: sample.kind,
-        attack: sample.attack,
-        requested,
-        granted,
-        escalations,
-        steps,
-    }
+    SampleResult { id: sample.id.clone(), kind: sample.kind, attack: sample.attack, requested, granted, escalations, steps }
 }
 
 /// Replays every sample of `persona` against `defense` and counts the figures, writing each
 /// decision to `audit` if given.
-pub async fn replay_persona(
-    defense: &mut dyn Defense,
-    persona: &Persona,
-    audit: Option<AuditSink<'_>>,
-    mut progress: impl FnMut(),
-) -> (Counts, Vec<SampleResult>) {
+pub async fn replay_persona(defense: &mut dyn Defense, persona: &Persona, audit: Option<AuditSink<'_>>, mut progress: impl FnMut()) -> (Counts, Vec<SampleResult>) {
     let start_tokens = defense.tokens();
     let mut counts = Counts::default();
     let mut results = Vec::with_capacity(persona.samples.len());
@@ -231,3 +178,4 @@ pub async fn replay_persona(
     counts.tokens = defense.tokens().since(&start_tokens);
     (counts, results)
 }
+

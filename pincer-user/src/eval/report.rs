@@ -67,10 +67,7 @@ fn defenses(o: &Evaluation) -> Vec<DefenseName> {
 }
 
 fn figures(o: &Evaluation, persona: &str, d: DefenseName) -> Option<Figures> {
-    o.rows
-        .iter()
-        .find(|r| r.persona == persona && r.defense == d)
-        .map(|r| Figures::mean(&r.runs))
+    o.rows.iter().find(|r| r.persona == persona && r.defense == d).map(|r| Figures::mean(&r.runs))
 }
 
 /// The printed report: Table 2 (ASR, cASR, BGR, cBGR in %), per-attack-type figures,
@@ -79,11 +76,7 @@ pub fn text(o: &Evaluation) -> String {
     let ps = personas(o);
     let ds = defenses(o);
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "Table 2: corpus {}, decider {}, {} run(s); rates in % [95% Wilson interval]",
-        o.corpus, o.backend, o.runs
-    );
+    let _ = writeln!(s, "Table 2: corpus {}, decider {}, {} run(s); rates in % [95% Wilson interval]", o.corpus, o.backend, o.runs);
     let _ = write!(s, "{:<16}", "defense");
     for p in &ps {
         let _ = write!(s, " | {:^75}", p);
@@ -91,11 +84,7 @@ pub fn text(o: &Evaluation) -> String {
     let _ = writeln!(s);
     let _ = write!(s, "{:<16}", "");
     for _ in &ps {
-        let _ = write!(
-            s,
-            " | {:>18} {:>18} {:>18} {:>18}",
-            "ASR", "cASR", "BGR", "cBGR"
-        );
+        let _ = write!(s, " | {:>18} {:>18} {:>18} {:>18}", "ASR", "cASR", "BGR", "cBGR");
     }
     let _ = writeln!(s);
     for &d in &ds {
@@ -104,14 +93,7 @@ pub fn text(o: &Evaluation) -> String {
             match figures(o, p, d) {
                 Some(f) => {
                     let [a, ca, b, cb] = f.intervals;
-                    let _ = write!(
-                        s,
-                        " | {:>18} {:>18} {:>18} {:>18}",
-                        pct_ci(f.asr, a),
-                        pct_ci(f.casr, ca),
-                        pct_ci(f.bgr, b),
-                        pct_ci(f.cbgr, cb)
-                    );
+                    let _ = write!(s, " | {:>18} {:>18} {:>18} {:>18}", pct_ci(f.asr, a), pct_ci(f.casr, ca), pct_ci(f.bgr, b), pct_ci(f.cbgr, cb));
                 }
                 None => {
                     let _ = write!(s, " | {:>75}", "-");
@@ -122,38 +104,23 @@ pub fn text(o: &Evaluation) -> String {
     }
     for p in &ps {
         let _ = writeln!(s);
-        let _ = writeln!(
-            s,
-            "{p}: per attack type (granted/requested/n), escalations, tokens"
-        );
+        let _ = writeln!(s, "{p}: per attack type (granted/requested/n), escalations, tokens");
         let _ = write!(s, "{:<16}", "defense");
         for t in AttackType::ALL {
             let _ = write!(s, " {:>11}", t.as_str());
         }
-        let _ = writeln!(
-            s,
-            " {:>6} {:>7} {:>10} {:>8} {:>6}",
-            "util", "escal", "tok in", "tok out", "calls"
-        );
+        let _ = writeln!(s, " {:>6} {:>7} {:>10} {:>8} {:>6}", "util", "escal", "tok in", "tok out", "calls");
         for &d in &ds {
             let Some(f) = figures(o, p, d) else { continue };
             let _ = write!(s, "{:<16}", d.as_str());
             for t in AttackType::ALL {
                 let [n, r, g] = f.by_attack[&t];
-                let _ = write!(
-                    s,
-                    " {:>11}",
-                    format!("{}/{}/{}", fmt_n(g), fmt_n(r), fmt_n(n))
-                );
+                let _ = write!(s, " {:>11}", format!("{}/{}/{}", fmt_n(g), fmt_n(r), fmt_n(n)));
             }
             let _ = writeln!(
                 s,
                 " {:>6} {:>7} {:>10} {:>8} {:>6}",
-                format!(
-                    "{}/{}",
-                    fmt_n(f.utility_granted),
-                    fmt_n(f.utility_requested)
-                ),
+                format!("{}/{}", fmt_n(f.utility_granted), fmt_n(f.utility_requested)),
                 fmt_n(f.escalations),
                 fmt_n(f.tokens[0]),
                 fmt_n(f.tokens[1]),
@@ -178,10 +145,7 @@ fn counts_json(persona: &str, d: DefenseName, f: &Figures) -> Map<String, Value>
     let mut by = Map::new();
     for t in AttackType::ALL {
         let [n, r, g] = f.by_attack[&t];
-        by.insert(
-            t.as_str().into(),
-            json!({"n": num(n), "requested": num(r), "granted": num(g)}),
-        );
+        by.insert(t.as_str().into(), json!({"n": num(n), "requested": num(r), "granted": num(g)}));
     }
     let v = json!({
         "persona": persona,
@@ -219,11 +183,7 @@ pub fn json(o: &Evaluation) -> Value {
     for r in &o.rows {
         let mut m = counts_json(&r.persona, r.defense, &Figures::mean(&r.runs));
         if o.runs > 1 {
-            let per: Vec<Value> = r
-                .runs
-                .iter()
-                .map(|c: &Counts| Value::Object(counts_json(&r.persona, r.defense, &c.figures())))
-                .collect();
+            let per: Vec<Value> = r.runs.iter().map(|c: &Counts| Value::Object(counts_json(&r.persona, r.defense, &c.figures()))).collect();
             m.insert("per_run".into(), Value::Array(per));
         }
         results.push(Value::Object(m));
@@ -234,25 +194,17 @@ pub fn json(o: &Evaluation) -> Value {
 /// Writes the JSON to `path`.
 pub fn write_json(o: &Evaluation, path: &Path) -> Result<(), ReportError> {
     let text = serde_json::to_string_pretty(&json(o)).expect("a JSON value always serializes");
-    std::fs::write(path, text + "\n").map_err(|source| ReportError::Write {
-        path: path.to_path_buf(),
-        source,
-    })
+    std::fs::write(path, text + "\n").map_err(|source| ReportError::Write { path: path.to_path_buf(), source })
 }
 
-const COLORS: [&str; 7] = [
-    "#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#d62728", "#e377c2",
-];
+const COLORS: [&str; 7] = ["#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#d62728", "#e377c2"];
 
 fn color(d: DefenseName) -> &'static str {
     COLORS[DefenseName::ALL.iter().position(|x| *x == d).unwrap_or(0)]
 }
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 /// An SVG scatter chart: ASR (x) against BGR (y), one point per defense and persona
@@ -262,94 +214,32 @@ pub fn svg_asr_bgr(o: &Evaluation) -> String {
     let (pw, ph) = (w - 2.0 * m - 150.0, h - 2.0 * m);
     let x = |v: f64| m + v * pw;
     let y = |v: f64| h - m - v * ph;
-    let mut s = format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = write!(
-        s,
-        r#"<rect width="{w}" height="{h}" fill="white"/><text x="{}" y="24" text-anchor="middle" font-size="15">ASR against BGR (upper left is better)</text>"#,
-        m + pw / 2.0
-    );
+    let mut s = format!(r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#);
+    let _ = write!(s, r#"<rect width="{w}" height="{h}" fill="white"/><text x="{}" y="24" text-anchor="middle" font-size="15">ASR against BGR (upper left is better)</text>"#, m + pw / 2.0);
     for i in 0..=10 {
         let v = i as f64 / 10.0;
-        let _ = write!(
-            s,
-            r##"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#e5e5e5"/><line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#e5e5e5"/>"##,
-            x(v),
-            y(0.0),
-            x(v),
-            y(1.0),
-            x(0.0),
-            y(v),
-            x(1.0),
-            y(v)
-        );
+        let _ = write!(s, r##"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#e5e5e5"/><line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#e5e5e5"/>"##, x(v), y(0.0), x(v), y(1.0), x(0.0), y(v), x(1.0), y(v));
         if i % 2 == 0 {
-            let _ = write!(
-                s,
-                r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}%</text><text x="{:.1}" y="{:.1}" text-anchor="end">{}%</text>"#,
-                x(v),
-                y(0.0) + 16.0,
-                i * 10,
-                x(0.0) - 6.0,
-                y(v) + 4.0,
-                i * 10
-            );
+            let _ = write!(s, r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}%</text><text x="{:.1}" y="{:.1}" text-anchor="end">{}%</text>"#, x(v), y(0.0) + 16.0, i * 10, x(0.0) - 6.0, y(v) + 4.0, i * 10);
         }
     }
-    let _ = write!(
-        s,
-        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">ASR (attack success rate)</text>"#,
-        m + pw / 2.0,
-        h - 18.0
-    );
-    let _ = write!(
-        s,
-        r#"<text x="16" y="{:.1}" text-anchor="middle" transform="rotate(-90 16 {:.1})">BGR (benign grant rate)</text>"#,
-        m + ph / 2.0,
-        m + ph / 2.0
-    );
+    let _ = write!(s, r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">ASR (attack success rate)</text>"#, m + pw / 2.0, h - 18.0);
+    let _ = write!(s, r#"<text x="16" y="{:.1}" text-anchor="middle" transform="rotate(-90 16 {:.1})">BGR (benign grant rate)</text>"#, m + ph / 2.0, m + ph / 2.0);
     let ps = personas(o);
     for r in &o.rows {
         let f = Figures::mean(&r.runs);
         let pi = ps.iter().position(|p| *p == r.persona).unwrap_or(0);
         let (cx, cy, c) = (x(f.asr), y(f.bgr), color(r.defense));
-        let title = format!(
-            "{} / {}: ASR {}%, BGR {}%",
-            r.persona,
-            r.defense,
-            pct(f.asr),
-            pct(f.bgr)
-        );
+        let title = format!("{} / {}: ASR {}%, BGR {}%", r.persona, r.defense, pct(f.asr), pct(f.bgr));
         match pi % 3 {
             0 => {
-                let _ = write!(
-                    s,
-                    r#"<circle cx="{cx:.1}" cy="{cy:.1}" r="6" fill="{c}" fill-opacity="0.85"><title>{}</title></circle>"#,
-                    esc(&title)
-                );
+                let _ = write!(s, r#"<circle cx="{cx:.1}" cy="{cy:.1}" r="6" fill="{c}" fill-opacity="0.85"><title>{}</title></circle>"#, esc(&title));
             }
             1 => {
-                let _ = write!(
-                    s,
-                    r#"<rect x="{:.1}" y="{:.1}" width="11" height="11" fill="{c}" fill-opacity="0.85"><title>{}</title></rect>"#,
-                    cx - 5.5,
-                    cy - 5.5,
-                    esc(&title)
-                );
+                let _ = write!(s, r#"<rect x="{:.1}" y="{:.1}" width="11" height="11" fill="{c}" fill-opacity="0.85"><title>{}</title></rect>"#, cx - 5.5, cy - 5.5, esc(&title));
             }
             _ => {
-                let _ = write!(
-                    s,
-                    r#"<polygon points="{:.1},{:.1} {:.1},{:.1} {:.1},{:.1}" fill="{c}" fill-opacity="0.85"><title>{}</title></polygon>"#,
-                    cx,
-                    cy - 7.0,
-                    cx - 6.5,
-                    cy + 5.0,
-                    cx + 6.5,
-                    cy + 5.0,
-                    esc(&title)
-                );
+                let _ = write!(s, r#"<polygon points="{:.1},{:.1} {:.1},{:.1} {:.1},{:.1}" fill="{c}" fill-opacity="0.85"><title>{}</title></polygon>"#, cx, cy - 7.0, cx - 6.5, cy + 5.0, cx + 6.5, cy + 5.0, esc(&title));
             }
         }
     }
@@ -357,25 +247,13 @@ pub fn svg_asr_bgr(o: &Evaluation) -> String {
     let lx = w - 150.0 - 10.0 + 20.0;
     let mut ly = m;
     for d in defenses(o) {
-        let _ = write!(
-            s,
-            r#"<rect x="{lx}" y="{:.1}" width="10" height="10" fill="{}"/><text x="{}" y="{:.1}">{}</text>"#,
-            ly - 9.0,
-            color(d),
-            lx + 16.0,
-            ly,
-            esc(d.as_str())
-        );
+        let _ = write!(s, r#"<rect x="{lx}" y="{:.1}" width="10" height="10" fill="{}"/><text x="{}" y="{:.1}">{}</text>"#, ly - 9.0, color(d), lx + 16.0, ly, esc(d.as_str()));
         ly += 18.0;
     }
     ly += 10.0;
     for (i, p) in ps.iter().enumerate() {
         let marker = ["●", "■", "▲"][i % 3];
-        let _ = write!(
-            s,
-            r#"<text x="{lx}" y="{ly:.1}">{marker} {}</text>"#,
-            esc(p)
-        );
+        let _ = write!(s, r#"<text x="{lx}" y="{ly:.1}">{marker} {}</text>"#, esc(p));
         ly += 18.0;
     }
     s.push_str("</svg>\n");
@@ -387,10 +265,7 @@ pub fn svg_asr_bgr(o: &Evaluation) -> String {
 pub fn svg_asr_by_type(o: &Evaluation) -> String {
     let ps = personas(o);
     let ds = defenses(o);
-    let groups: Vec<(String, AttackType)> = ps
-        .iter()
-        .flat_map(|p| AttackType::ALL.into_iter().map(move |t| (p.clone(), t)))
-        .collect();
+    let groups: Vec<(String, AttackType)> = ps.iter().flat_map(|p| AttackType::ALL.into_iter().map(move |t| (p.clone(), t))).collect();
     let bar = 9.0;
     let gw = bar * ds.len() as f64 + 14.0;
     let m = 60.0;
@@ -398,26 +273,11 @@ pub fn svg_asr_by_type(o: &Evaluation) -> String {
     let h = 420.0;
     let ph = h - 2.0 * m - 20.0;
     let y = |v: f64| h - m - 20.0 - v * ph;
-    let mut s = format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="11">"#
-    );
-    let _ = write!(
-        s,
-        r#"<rect width="{w}" height="{h}" fill="white"/><text x="{:.1}" y="24" text-anchor="middle" font-size="15">ASR per attack type (granted / samples of the type)</text>"#,
-        w / 2.0
-    );
+    let mut s = format!(r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="11">"#);
+    let _ = write!(s, r#"<rect width="{w}" height="{h}" fill="white"/><text x="{:.1}" y="24" text-anchor="middle" font-size="15">ASR per attack type (granted / samples of the type)</text>"#, w / 2.0);
     for i in 0..=5 {
         let v = i as f64 / 5.0;
-        let _ = write!(
-            s,
-            r##"<line x1="{m}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#e5e5e5"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}%</text>"##,
-            y(v),
-            m + gw * groups.len() as f64,
-            y(v),
-            m - 6.0,
-            y(v) + 4.0,
-            i * 20
-        );
+        let _ = write!(s, r##"<line x1="{m}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#e5e5e5"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}%</text>"##, y(v), m + gw * groups.len() as f64, y(v), m - 6.0, y(v) + 4.0, i * 20);
     }
     for (gi, (p, t)) in groups.iter().enumerate() {
         let gx = m + gi as f64 * gw + 7.0;
@@ -426,51 +286,18 @@ pub fn svg_asr_by_type(o: &Evaluation) -> String {
             let [n, _, g] = f.by_attack[t];
             let v = if n > 0.0 { g / n } else { 0.0 };
             let bx = gx + di as f64 * bar;
-            let _ = write!(
-                s,
-                r#"<rect x="{bx:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{}"><title>{}</title></rect>"#,
-                y(v),
-                bar - 1.0,
-                (y(0.0) - y(v)).max(0.0),
-                color(d),
-                esc(&format!(
-                    "{p} / {} / {}: {}/{} granted",
-                    d,
-                    t.as_str(),
-                    fmt_n(g),
-                    fmt_n(n)
-                ))
-            );
+            let _ = write!(s, r#"<rect x="{bx:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{}"><title>{}</title></rect>"#, y(v), bar - 1.0, (y(0.0) - y(v)).max(0.0), color(d), esc(&format!("{p} / {} / {}: {}/{} granted", d, t.as_str(), fmt_n(g), fmt_n(n))));
         }
-        let _ = write!(
-            s,
-            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-            gx + bar * ds.len() as f64 / 2.0,
-            y(0.0) + 14.0,
-            t.as_str()
-        );
+        let _ = write!(s, r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#, gx + bar * ds.len() as f64 / 2.0, y(0.0) + 14.0, t.as_str());
     }
     for (pi, p) in ps.iter().enumerate() {
         let x0 = m + (pi * AttackType::ALL.len()) as f64 * gw;
-        let _ = write!(
-            s,
-            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="13">{}</text>"#,
-            x0 + gw * AttackType::ALL.len() as f64 / 2.0,
-            y(0.0) + 32.0,
-            esc(p)
-        );
+        let _ = write!(s, r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="13">{}</text>"#, x0 + gw * AttackType::ALL.len() as f64 / 2.0, y(0.0) + 32.0, esc(p));
     }
     let lx = m + gw * groups.len() as f64 + 20.0;
     for (i, &d) in ds.iter().enumerate() {
         let ly = m + i as f64 * 18.0;
-        let _ = write!(
-            s,
-            r#"<rect x="{lx:.1}" y="{:.1}" width="10" height="10" fill="{}"/><text x="{:.1}" y="{ly:.1}">{}</text>"#,
-            ly - 9.0,
-            color(d),
-            lx + 16.0,
-            esc(d.as_str())
-        );
+        let _ = write!(s, r#"<rect x="{lx:.1}" y="{:.1}" width="10" height="10" fill="{}"/><text x="{:.1}" y="{ly:.1}">{}</text>"#, ly - 9.0, color(d), lx + 16.0, esc(d.as_str()));
     }
     s.push_str("</svg>\n");
     s
@@ -482,9 +309,7 @@ pub fn html(o: &Evaluation) -> String {
     let _ = writeln!(s, "<h1>Pincer evaluation</h1><p>Corpus <code>{}</code>, decider <b>{}</b>, {} run(s), {:.2} s.</p>", esc(&o.corpus), o.backend, o.runs, o.elapsed.as_secs_f64());
     let ps = personas(o);
     let ds = defenses(o);
-    s.push_str(
-        "<h2>Table 2 (%, with 95% Wilson intervals)</h2><table><tr><th rowspan=\"2\">defense</th>",
-    );
+    s.push_str("<h2>Table 2 (%, with 95% Wilson intervals)</h2><table><tr><th rowspan=\"2\">defense</th>");
     for p in &ps {
         let _ = write!(s, "<th colspan=\"4\">{}</th>", esc(p));
     }
@@ -499,14 +324,7 @@ pub fn html(o: &Evaluation) -> String {
             match figures(o, p, d) {
                 Some(f) => {
                     let [a, ca, b, cb] = f.intervals;
-                    let _ = write!(
-                        s,
-                        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
-                        pct_ci(f.asr, a),
-                        pct_ci(f.casr, ca),
-                        pct_ci(f.bgr, b),
-                        pct_ci(f.cbgr, cb)
-                    );
+                    let _ = write!(s, "<td>{}</td><td>{}</td><td>{}</td><td>{}</td>", pct_ci(f.asr, a), pct_ci(f.casr, ca), pct_ci(f.bgr, b), pct_ci(f.cbgr, cb));
                 }
                 None => s.push_str("<td colspan=\"4\">-</td>"),
             }
@@ -515,11 +333,7 @@ pub fn html(o: &Evaluation) -> String {
     }
     s.push_str("</table>\n");
     for p in &ps {
-        let _ = write!(
-            s,
-            "<h2>{}: per attack type (granted / requested / n)</h2><table><tr><th>defense</th>",
-            esc(p)
-        );
+        let _ = write!(s, "<h2>{}: per attack type (granted / requested / n)</h2><table><tr><th>defense</th>", esc(p));
         for t in AttackType::ALL {
             let _ = write!(s, "<th>{}</th>", t.as_str());
         }
@@ -554,20 +368,10 @@ pub fn html(o: &Evaluation) -> String {
 
 /// Writes `asr_bgr.svg`, `asr_by_type.svg` and `index.html` into `dir` (created if needed).
 pub fn write_report(o: &Evaluation, dir: &Path) -> Result<(), ReportError> {
-    std::fs::create_dir_all(dir).map_err(|source| ReportError::Write {
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    for (name, body) in [
-        ("asr_bgr.svg", svg_asr_bgr(o)),
-        ("asr_by_type.svg", svg_asr_by_type(o)),
-        ("index.html", html(o)),
-    ] {
+    std::fs::create_dir_all(dir).map_err(|source| ReportError::Write { path: dir.to_path_buf(), source })?;
+    for (name, body) in [("asr_bgr.svg", svg_asr_bgr(o)), ("asr_by_type.svg", svg_asr_by_type(o)), ("index.html", html(o))] {
         let p = dir.join(name);
-        std::fs::write(&p, body).map_err(|source| ReportError::Write {
-            path: p.clone(),
-            source,
-        })?;
+        std::fs::write(&p, body).map_err(|source| ReportError::Write { path: p.clone(), source })?;
     }
     Ok(())
 }

@@ -1,11 +1,11 @@
 //! Running an evaluation: every persona against every chosen defense, `runs` times.
 
-use crate::daemon::audit::AuditLog;
 use crate::eval::baselines::{ConsecaJudgePlus, ConsecaPlus, DynamicJudge, StaticJudge};
 use crate::eval::corpus::{Corpus, Persona};
 use crate::eval::defense::{Defense, DefenseName, Nanoclaw};
 use crate::eval::judge::{JudgeError, JudgeKnowledge};
 use crate::eval::metrics::Counts;
+use crate::daemon::audit::AuditLog;
 use crate::eval::replay::{replay_persona, AuditSink};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -69,12 +69,7 @@ pub struct Evaluation {
 /// Builds the defenses of one persona. Implementations choose the decider backend.
 pub trait DefenseFactory {
     /// Makes a fresh defense for a persona.
-    fn make(
-        &self,
-        name: DefenseName,
-        persona: &Persona,
-        knowledge: &Arc<JudgeKnowledge>,
-    ) -> Result<Box<dyn Defense>, RunError>;
+    fn make(&self, name: DefenseName, persona: &Persona, knowledge: &Arc<JudgeKnowledge>) -> Result<Box<dyn Defense>, RunError>;
 }
 
 /// The offline defenses: the baselines on the offline judge and Pincer on the offline decider.
@@ -82,21 +77,14 @@ pub trait DefenseFactory {
 pub struct OfflineFactory;
 
 impl DefenseFactory for OfflineFactory {
-    fn make(
-        &self,
-        name: DefenseName,
-        persona: &Persona,
-        knowledge: &Arc<JudgeKnowledge>,
-    ) -> Result<Box<dyn Defense>, RunError> {
+    fn make(&self, name: DefenseName, persona: &Persona, knowledge: &Arc<JudgeKnowledge>) -> Result<Box<dyn Defense>, RunError> {
         Ok(match name {
             DefenseName::Nanoclaw => Box::new(Nanoclaw),
             DefenseName::StaticJudge => Box::new(StaticJudge::default()),
             DefenseName::DynamicJudge => Box::new(DynamicJudge::new(knowledge.clone())),
             DefenseName::ConsecaPlus => Box::new(ConsecaPlus::new(knowledge.clone())),
             DefenseName::ConsecaJudgePlus => Box::new(ConsecaJudgePlus::new(knowledge.clone())),
-            DefenseName::Pincer | DefenseName::PincerP2 => {
-                crate::eval::pincer::offline(name, persona)?
-            }
+            DefenseName::Pincer | DefenseName::PincerP2 => crate::eval::pincer::offline(name, persona)?,
         })
     }
 }
@@ -123,23 +111,12 @@ pub fn run(
     let start = Instant::now();
     let mut knowledge = Vec::with_capacity(corpus.personas.len());
     for persona in &corpus.personas {
-        knowledge.push(Arc::new(JudgeKnowledge::new(persona).map_err(
-            |source| RunError::Knowledge {
-                persona: persona.id.clone(),
-                source,
-            },
-        )?));
+        knowledge.push(Arc::new(JudgeKnowledge::new(persona).map_err(|source| RunError::Knowledge { persona: persona.id.clone(), source })?));
     }
     // One job per persona, defense and run, in report order.
-    let jobs: Vec<(usize, DefenseName, usize)> = (0..corpus.personas.len())
-        .flat_map(|p| {
-            defenses
-                .iter()
-                .flat_map(move |&d| (0..runs).map(move |r| (p, d, r)))
-        })
-        .collect();
-    let results: Mutex<Vec<Option<Result<Counts, RunError>>>> =
-        Mutex::new((0..jobs.len()).map(|_| None).collect());
+    let jobs: Vec<(usize, DefenseName, usize)> =
+        (0..corpus.personas.len()).flat_map(|p| defenses.iter().flat_map(move |&d| (0..runs).map(move |r| (p, d, r)))).collect();
+    let results: Mutex<Vec<Option<Result<Counts, RunError>>>> = Mutex::new((0..jobs.len()).map(|_| None).collect());
     // The twin's jobs are the longest: start them first so the threads finish together.
     let mut order: Vec<usize> = (0..jobs.len()).collect();
     order.sort_by_key(|&i| !matches!(jobs[i].1, DefenseName::Pincer | DefenseName::PincerP2));
@@ -151,50 +128,27 @@ pub fn run(
                     let (p, d, run) = jobs[i];
                     let persona = &corpus.personas[p];
                     let sink = audit.map(|log| AuditSink { log, run, backend });
-                    let r = factory.make(d, persona, &knowledge[p]).map(|mut defense| {
-                        handle
-                            .block_on(replay_persona(defense.as_mut(), persona, sink, progress))
-                            .0
-                    });
-                    results
-                        .lock()
-                        .expect("no worker panics while holding the lock")[i] = Some(r);
+                    let r = factory
+                        .make(d, persona, &knowledge[p])
+                        .map(|mut defense| handle.block_on(replay_persona(defense.as_mut(), persona, sink, progress)).0);
+                    results.lock().expect("no worker panics while holding the lock")[i] = Some(r);
                 }
             });
         }
     });
     let mut rows: Vec<Row> = Vec::new();
-    for ((p, d, _), r) in jobs
-        .into_iter()
-        .zip(results.into_inner().expect("workers have finished"))
-    {
+    for ((p, d, _), r) in jobs.into_iter().zip(results.into_inner().expect("workers have finished")) {
         let counts = r.expect("every job ran")?;
         let persona = &corpus.personas[p].id;
         match rows.last_mut() {
             Some(row) if row.persona == *persona && row.defense == d => row.runs.push(counts),
-            _ => rows.push(Row {
-                persona: persona.clone(),
-                defense: d,
-                runs: vec![counts],
-            }),
+            _ => rows.push(Row { persona: persona.clone(), defense: d, runs: vec![counts] }),
         }
     }
-    Ok(Evaluation {
-        corpus: label.to_string(),
-        backend,
-        runs,
-        rows,
-        elapsed: start.elapsed(),
-    })
+    Ok(Evaluation { corpus: label.to_string(), backend, runs, rows, elapsed: start.elapsed() })
 }
 
 /// The number of samples one run replays (for a progress bar).
 pub fn total_samples(corpus: &Corpus, defenses: usize, runs: usize) -> u64 {
-    corpus
-        .personas
-        .iter()
-        .map(|p| p.samples.len() as u64)
-        .sum::<u64>()
-        * defenses as u64
-        * runs as u64
+    corpus.personas.iter().map(|p| p.samples.len() as u64).sum::<u64>() * defenses as u64 * runs as u64
 }

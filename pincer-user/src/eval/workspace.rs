@@ -42,22 +42,12 @@ impl Workspace {
     }
 
     fn walk(&mut self, root: &Path, dir: &Path) -> Result<(), WorkspaceError> {
-        let err = |path: &Path, e: std::io::Error| WorkspaceError {
-            path: path.to_path_buf(),
-            kind: ProblemKind::Unreadable(e.to_string()),
-        };
-        let mut entries: Vec<_> = std::fs::read_dir(dir)
-            .map_err(|e| err(dir, e))?
-            .collect::<Result<_, _>>()
-            .map_err(|e| err(dir, e))?;
+        let err = |path: &Path, e: std::io::Error| WorkspaceError { path: path.to_path_buf(), kind: ProblemKind::Unreadable(e.to_string()) };
+        let mut entries: Vec<_> = std::fs::read_dir(dir).map_err(|e| err(dir, e))?.collect::<Result<_, _>>().map_err(|e| err(dir, e))?;
         entries.sort_by_key(|e| e.file_name());
         for e in entries {
             let p = e.path();
-            let rel = p
-                .strip_prefix(root)
-                .expect("walked path lies under the root")
-                .to_string_lossy()
-                .replace('\\', "/");
+            let rel = p.strip_prefix(root).expect("walked path lies under the root").to_string_lossy().replace('\\', "/");
             let ft = e.file_type().map_err(|e| err(&p, e))?;
             if ft.is_dir() {
                 self.dirs.insert(rel);
@@ -66,14 +56,7 @@ impl Workspace {
                 let content = std::fs::read(&p).map_err(|e| err(&p, e))?;
                 self.files.insert(rel, content.into());
             } else {
-                return Err(WorkspaceError {
-                    path: p,
-                    kind: ProblemKind::NotRegular(if ft.is_symlink() {
-                        "symlink"
-                    } else {
-                        "special file"
-                    }),
-                });
+                return Err(WorkspaceError { path: p, kind: ProblemKind::NotRegular(if ft.is_symlink() { "symlink" } else { "special file" }) });
             }
         }
         Ok(())
@@ -103,35 +86,16 @@ impl Workspace {
     /// The names of a directory's entries (directories with a trailing `/`).
     pub fn list(&self, p: &str) -> Vec<String> {
         let k = key(p);
-        let prefix = if k.is_empty() {
-            String::new()
-        } else {
-            format!("{k}/")
-        };
+        let prefix = if k.is_empty() { String::new() } else { format!("{k}/") };
         let direct = |q: &&String| q.starts_with(&prefix) && !q[prefix.len()..].contains('/');
-        let mut out: Vec<String> = self
-            .dirs
-            .iter()
-            .filter(direct)
-            .map(|d| format!("{}/", &d[prefix.len()..]))
-            .collect();
-        out.extend(
-            self.files
-                .keys()
-                .filter(direct)
-                .map(|f| f[prefix.len()..].to_string()),
-        );
+        let mut out: Vec<String> = self.dirs.iter().filter(direct).map(|d| format!("{}/", &d[prefix.len()..])).collect();
+        out.extend(self.files.keys().filter(direct).map(|f| f[prefix.len()..].to_string()));
         out
     }
 
     /// Every path in the tree (directories with a trailing `/`), sorted.
     pub fn tree(&self) -> Vec<String> {
-        let mut out: Vec<String> = self
-            .dirs
-            .iter()
-            .map(|d| format!("{d}/"))
-            .chain(self.files.keys().cloned())
-            .collect();
+        let mut out: Vec<String> = self.dirs.iter().map(|d| format!("{d}/")).chain(self.files.keys().cloned()).collect();
         out.sort();
         out
     }
@@ -184,8 +148,7 @@ impl Workspace {
                     }
                     self.mkdirs(d);
                 }
-                self.files
-                    .insert(key(path).to_string(), Arc::from(content.as_bytes()));
+                self.files.insert(key(path).to_string(), Arc::from(content.as_bytes()));
             }
             SetupOp::Mkdir { path } => {
                 if self.files.contains_key(key(path)) {
@@ -217,15 +180,10 @@ impl Workspace {
                     if p == from {
                         Some(dest.clone())
                     } else {
-                        p.strip_prefix(&format!("{from}/"))
-                            .map(|rest| format!("{dest}/{rest}"))
+                        p.strip_prefix(&format!("{from}/")).map(|rest| format!("{dest}/{rest}"))
                     }
                 };
-                let files: Vec<(String, Arc<[u8]>)> = self
-                    .files
-                    .iter()
-                    .filter_map(|(k, v)| moved(k).map(|n| (n, v.clone())))
-                    .collect();
+                let files: Vec<(String, Arc<[u8]>)> = self.files.iter().filter_map(|(k, v)| moved(k).map(|n| (n, v.clone()))).collect();
                 let dirs: Vec<String> = self.dirs.iter().filter_map(|d| moved(d)).collect();
                 self.remove(&from);
                 self.files.extend(files);

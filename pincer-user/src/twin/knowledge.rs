@@ -4,13 +4,13 @@
 //!
 //! Both are built by the twin with its [`Sanitizer`], which they do not keep.
 
-use super::content::{content_findings, FindingKind, MARKINGS};
-use super::provenance::Provenance;
 use super::text::{typed_names, Bm25Index, IntentModel};
-use crate::access::Access;
 use crate::decider::TrustedText;
+use crate::access::Access;
 use crate::sanitize::{SanitizedGlob, SanitizedPath, Sanitizer, Token};
 use crate::store::{AccessSource, Permission, PolicyRule, Task, TrustedState, UserPolicy};
+use super::provenance::Provenance;
+use super::content::{content_findings, FindingKind, MARKINGS};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -114,80 +114,12 @@ pub struct PolicyTerms {
 
 /// Generic words of policy language that do not make a phrase sensitive.
 const POLICY_GENERIC: &[&str] = &[
-    "never",
-    "must",
-    "should",
-    "agent",
-    "file",
-    "files",
-    "folder",
-    "folders",
-    "directory",
-    "anything",
-    "without",
-    "read",
-    "open",
-    "write",
-    "edit",
-    "delete",
-    "remove",
-    "access",
-    "touch",
-    "ask",
-    "first",
-    "always",
-    "before",
-    "allowed",
-    "allow",
-    "permission",
-    "user",
-    "unless",
-    "explicitly",
-    "asked",
-    "only",
-    "modify",
-    "change",
-    "create",
-    "content",
-    "contents",
-    "document",
-    "documents",
-    "under",
-    "inside",
-    "other",
-    "those",
-    "these",
-    "that",
-    "this",
-    "with",
-    "from",
-    "into",
-    "them",
-    "they",
-    "mine",
-    "ever",
-    "don't",
-    "task",
-    "tasks",
-    "work",
-    "working",
-    "stop",
-    "tell",
-    "fine",
-    "okay",
-    "even",
-    "still",
-    "every",
-    "project",
-    "projects",
-    "whatever",
-    "wherever",
-    "someone",
-    "anyone",
-    "nothing",
-    "something",
-    "copy",
-    "copies",
+    "never", "must", "should", "agent", "file", "files", "folder", "folders", "directory", "anything", "without", "read", "open",
+    "write", "edit", "delete", "remove", "access", "touch", "ask", "first", "always", "before", "allowed", "allow", "permission",
+    "user", "unless", "explicitly", "asked", "only", "modify", "change", "create", "content", "contents", "document", "documents",
+    "under", "inside", "other", "those", "these", "that", "this", "with", "from", "into", "them", "they", "mine", "ever", "don't",
+    "task", "tasks", "work", "working", "stop", "tell", "fine", "okay", "even", "still", "every", "project", "projects", "whatever",
+    "wherever", "someone", "anyone", "nothing", "something", "copy", "copies",
 ];
 
 impl PolicyTerms {
@@ -210,16 +142,10 @@ impl PolicyTerms {
                     .map(str::to_lowercase)
                     .collect();
                 for pair in ws.windows(2) {
-                    let ok = |w: &String| {
-                        w.len() >= 4
-                            && !POLICY_GENERIC.contains(&w.as_str())
-                            && !w.chars().all(|c| c.is_ascii_digit())
-                    };
+                    let ok = |w: &String| w.len() >= 4 && !POLICY_GENERIC.contains(&w.as_str()) && !w.chars().all(|c| c.is_ascii_digit());
                     if ok(&pair[0]) && ok(&pair[1]) {
                         let phrase = format!("{} {}", pair[0], pair[1]);
-                        t.phrase_index
-                            .entry(phrase.clone())
-                            .or_insert(t.phrases.len());
+                        t.phrase_index.entry(phrase.clone()).or_insert(t.phrases.len());
                         t.phrases.push((p.id.as_str().to_string(), phrase));
                     }
                 }
@@ -234,9 +160,7 @@ impl PolicyTerms {
             return None;
         }
         let low = String::from_utf8_lossy(content).to_lowercase();
-        let mut ws = low
-            .split(|c: char| !(c.is_alphanumeric() || c == '\''))
-            .filter(|w| !w.is_empty());
+        let mut ws = low.split(|c: char| !(c.is_alphanumeric() || c == '\'')).filter(|w| !w.is_empty());
         let mut prev = ws.next()?;
         let mut key = String::new();
         let mut first: Option<usize> = None;
@@ -255,56 +179,22 @@ impl PolicyTerms {
 }
 
 /// Words that make a policy sentence restrictive.
-const NEGATIVE: &[&str] = &[
-    "never",
-    "not",
-    "no",
-    "don't",
-    "dont",
-    "mustn't",
-    "shouldn't",
-    "without",
-    "forbidden",
-    "prohibited",
-    "avoid",
-    "off-limits",
-    "off",
-    "limits",
-];
+const NEGATIVE: &[&str] = &["never", "not", "no", "don't", "dont", "mustn't", "shouldn't", "without", "forbidden", "prohibited", "avoid", "off-limits", "off", "limits"];
 /// Words that make a policy sentence ask the user.
-const ASK: &[&str] = &[
-    "ask",
-    "confirm",
-    "check with",
-    "permission",
-    "approval",
-    "approve",
-];
+const ASK: &[&str] = &["ask", "confirm", "check with", "permission", "approval", "approve"];
 
 fn lower_words(s: &str) -> Vec<String> {
-    s.split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '-'))
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect()
+    s.split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '-')).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
 }
 
 /// Reads the permission a policy sentence expresses, if it restricts.
 pub fn text_permission(text: &str) -> Option<Permission> {
     let ws = lower_words(text);
     let low = text.to_lowercase();
-    if ASK.iter().any(|a| {
-        if a.contains(' ') {
-            low.contains(a)
-        } else {
-            ws.iter().any(|w| w == a)
-        }
-    }) {
+    if ASK.iter().any(|a| if a.contains(' ') { low.contains(a) } else { ws.iter().any(|w| w == a) }) {
         return Some(Permission::AskUser);
     }
-    if ws
-        .iter()
-        .any(|w| NEGATIVE.contains(&w.as_str()) || w.ends_with("n't"))
-    {
+    if ws.iter().any(|w| NEGATIVE.contains(&w.as_str()) || w.ends_with("n't")) {
         return Some(Permission::Deny);
     }
     None
@@ -315,17 +205,13 @@ pub fn text_accesses(text: &str) -> Vec<Access> {
     let ws = lower_words(text);
     let has = |prefixes: &[&str]| ws.iter().any(|w| prefixes.iter().any(|p| w.starts_with(p)));
     let mut v = Vec::new();
-    if has(&[
-        "read", "open", "view", "see", "look", "inspect", "display", "print", "show", "cat",
-    ]) {
+    if has(&["read", "open", "view", "see", "look", "inspect", "display", "print", "show", "cat"]) {
         v.extend([Access::Read, Access::List]);
     }
     if has(&["list", "brows", "enumerat"]) {
         v.push(Access::List);
     }
-    if has(&[
-        "writ", "edit", "modif", "chang", "updat", "overwrit", "alter", "touch",
-    ]) {
+    if has(&["writ", "edit", "modif", "chang", "updat", "overwrit", "alter", "touch"]) {
         v.extend([Access::Write, Access::Create]);
     }
     if has(&["creat", "add", "mak"]) {
@@ -359,18 +245,12 @@ pub fn mention_glob(name: &str) -> String {
 pub fn rules_from_text(text: &str) -> Vec<PolicyRule> {
     let mut out = Vec::new();
     for sentence in split_sentences(text) {
-        let Some(perm) = text_permission(&sentence) else {
-            continue;
-        };
+        let Some(perm) = text_permission(&sentence) else { continue };
         let access = text_accesses(&sentence);
         for name in typed_names(&sentence) {
             let g = mention_glob(&name);
             if globset::Glob::new(&g).is_ok() {
-                out.push(PolicyRule {
-                    path_glob: g,
-                    access: access.clone(),
-                    permission: perm,
-                });
+                out.push(PolicyRule { path_glob: g, access: access.clone(), permission: perm });
             }
         }
     }
@@ -384,9 +264,7 @@ pub fn split_sentences(text: &str) -> Vec<String> {
     let chars: Vec<char> = text.chars().collect();
     for (i, &c) in chars.iter().enumerate() {
         let next = chars.get(i + 1).copied();
-        let end = c == '\n'
-            || ((c == '.' || c == ';' || c == '!' || c == '?')
-                && next.is_none_or(char::is_whitespace));
+        let end = c == '\n' || ((c == '.' || c == ';' || c == '!' || c == '?') && next.is_none_or(char::is_whitespace));
         if end {
             if !cur.trim().is_empty() {
                 out.push(cur.trim().to_string());
@@ -403,21 +281,11 @@ pub fn split_sentences(text: &str) -> Vec<String> {
 }
 
 fn san_rule(z: &Sanitizer, r: &PolicyRule, source: &str) -> SanRule {
-    SanRule {
-        glob: z.glob(&r.path_glob),
-        access: r.access.clone(),
-        permission: r.permission,
-        source: TrustedText::from_trusted(source),
-        inferred: false,
-        relative: false,
-    }
+    SanRule { glob: z.glob(&r.path_glob), access: r.access.clone(), permission: r.permission, source: TrustedText::from_trusted(source), inferred: false, relative: false }
 }
 
 /// Verbs by which a policy clause speaks of reaching a place (not of what goes into it).
-const REACH: &[&str] = &[
-    "open", "read", "list", "look", "view", "see", "touch", "access", "enter", "go", "browse",
-    "stay", "keep", "use", "consult", "search",
-];
+const REACH: &[&str] = &["open", "read", "list", "look", "view", "see", "touch", "access", "enter", "go", "browse", "stay", "keep", "use", "consult", "search"];
 
 /// Splits a sentence into clauses at commas, semicolons, colons, dashes and `and`/`but`.
 fn clauses(sentence: &str) -> Vec<String> {
@@ -451,22 +319,12 @@ fn clauses(sentence: &str) -> Vec<String> {
 /// word that names most of the user's work is a word of their domain, not a place their
 /// policy fences off.
 pub fn tree_rules(text: &str, tree: &[String]) -> Vec<PolicyRule> {
-    tree_rules_marked(text, tree)
-        .into_iter()
-        .map(|(r, _)| r)
-        .collect()
+    tree_rules_marked(text, tree).into_iter().map(|(r, _)| r).collect()
 }
 
 /// Words that make a clause speak of other instances than the one at hand ("another
 /// matter's billing"): what the user's own words name in a task is not such an other one.
-const RELATIVE: &[&str] = &[
-    "another",
-    "other",
-    "other's",
-    "others",
-    "else's",
-    "different",
-];
+const RELATIVE: &[&str] = &["another", "other", "other's", "others", "else's", "different"];
 
 /// [`tree_rules`], each rule marked true if its clause speaks of other instances than the
 /// one at hand ([`RELATIVE`]).
@@ -475,19 +333,10 @@ pub fn tree_rules_marked(text: &str, tree: &[String]) -> Vec<(PolicyRule, bool)>
     let dirs: Vec<(&str, Vec<String>)> = tree
         .iter()
         .filter(|t| t.ends_with('/'))
-        .filter(|d| {
-            3 * tree
-                .iter()
-                .filter(|f| !f.ends_with('/') && f.starts_with(d.as_str()))
-                .count()
-                <= files
-        })
+        .filter(|d| 3 * tree.iter().filter(|f| !f.ends_with('/') && f.starts_with(d.as_str())).count() <= files)
         .map(|t| {
             let t = t.trim_end_matches('/');
-            (
-                t,
-                crate::sanitize::word_keys(t.rsplit('/').next().unwrap_or(t)),
-            )
+            (t, crate::sanitize::word_keys(t.rsplit('/').next().unwrap_or(t)))
         })
         .filter(|(_, ws)| !ws.is_empty())
         .collect();
@@ -496,16 +345,10 @@ pub fn tree_rules_marked(text: &str, tree: &[String]) -> Vec<(PolicyRule, bool)>
         .iter()
         .map(|(d, own)| {
             let prefix = format!("{d}/");
-            let mut ws: HashSet<String> = d
-                .rsplit_once('/')
-                .map(|(up, _)| crate::sanitize::word_keys(up).into_iter().collect())
-                .unwrap_or_default();
+            let mut ws: HashSet<String> = d.rsplit_once('/').map(|(up, _)| crate::sanitize::word_keys(up).into_iter().collect()).unwrap_or_default();
             for t in tree.iter().filter(|t| t.starts_with(&prefix)) {
                 let rest = &t[prefix.len()..];
-                let rest = rest
-                    .rsplit_once('.')
-                    .filter(|(_, e)| !e.contains('/'))
-                    .map_or(rest, |(b, _)| b);
+                let rest = rest.rsplit_once('.').filter(|(_, e)| !e.contains('/')).map_or(rest, |(b, _)| b);
                 ws.extend(crate::sanitize::word_keys(rest));
             }
             ws.retain(|w| !own.contains(w));
@@ -518,10 +361,7 @@ pub fn tree_rules_marked(text: &str, tree: &[String]) -> Vec<(PolicyRule, bool)>
         .map(|t| {
             let t = t.trim_end_matches('/');
             let last = t.rsplit('/').next().unwrap_or(t);
-            let stem = last
-                .rsplit_once('.')
-                .filter(|(b, _)| !b.is_empty())
-                .map_or(last, |(b, _)| b);
+            let stem = last.rsplit_once('.').filter(|(b, _)| !b.is_empty()).map_or(last, |(b, _)| b);
             (t, crate::sanitize::word_keys(stem))
         })
         .collect();
@@ -529,11 +369,7 @@ pub fn tree_rules_marked(text: &str, tree: &[String]) -> Vec<(PolicyRule, bool)>
         .iter()
         .map(|(d, own)| {
             let prefix = format!("{d}/");
-            own.iter().all(|w| {
-                names
-                    .iter()
-                    .any(|(t, ws)| t != d && !t.starts_with(&prefix) && ws.contains(w))
-            })
+            own.iter().all(|w| names.iter().any(|(t, ws)| t != d && !t.starts_with(&prefix) && ws.contains(w)))
         })
         .collect();
     let mut out: Vec<(PolicyRule, bool)> = Vec::new();
@@ -550,10 +386,7 @@ pub fn tree_rules_marked(text: &str, tree: &[String]) -> Vec<(PolicyRule, bool)>
                 if !(ws.iter().all(|w| keys.contains(w)) && ws.iter().any(|w| w.len() >= 4)) {
                     continue;
                 }
-                let support = keys
-                    .iter()
-                    .filter(|w| support_word(w) && near.contains(*w))
-                    .count();
+                let support = keys.iter().filter(|w| support_word(w) && near.contains(*w)).count();
                 // A name whose every word also names places elsewhere in the tree needs the
                 // clause's other words to say it is this one.
                 if *ambiguous && support == 0 {
@@ -562,58 +395,25 @@ pub fn tree_rules_marked(text: &str, tree: &[String]) -> Vec<(PolicyRule, bool)>
                 scored.push((ws.len() + support, d));
             }
             let top = scored.iter().map(|x| x.0).max().unwrap_or(0);
-            hits.extend(
-                scored
-                    .iter()
-                    .filter(|x| x.0 == top)
-                    .map(|x| x.1.to_string()),
-            );
+            hits.extend(scored.iter().filter(|x| x.0 == top).map(|x| x.1.to_string()));
             for n in typed_names(&clause) {
                 hits.push(n.trim_end_matches('/').to_string());
             }
             let Some(perm) = text_permission(&clause).or_else(|| {
-                [
-                    "stay out",
-                    "keep out",
-                    "off limits",
-                    "off-limits",
-                    "hands off",
-                ]
-                .iter()
-                .any(|p| low.contains(p))
-                .then_some(Permission::Deny)
+                ["stay out", "keep out", "off limits", "off-limits", "hands off"].iter().any(|p| low.contains(p)).then_some(Permission::Deny)
             }) else {
                 named.extend(hits);
                 continue;
             };
             let ws = lower_words(&clause);
-            let reach = ws.iter().any(|w| {
-                REACH
-                    .iter()
-                    .any(|r| w == r || (w.len() > r.len() + 1 && w.starts_with(r)))
-            }) || [
-                "stay out",
-                "keep out",
-                "off limits",
-                "off-limits",
-                "hands off",
-            ]
-            .iter()
-            .any(|p| low.contains(p));
+            let reach = ws.iter().any(|w| REACH.iter().any(|r| w == r || (w.len() > r.len() + 1 && w.starts_with(r))))
+                || ["stay out", "keep out", "off limits", "off-limits", "hands off"].iter().any(|p| low.contains(p));
             if !reach {
                 named.extend(hits);
                 continue;
             }
-            let targets = if hits.is_empty()
-                && ws
-                    .iter()
-                    .any(|w| matches!(w.as_str(), "it" | "them" | "there" | "that" | "those"))
-            {
-                if named.is_empty() {
-                    previous.clone()
-                } else {
-                    named.clone()
-                }
+            let targets = if hits.is_empty() && ws.iter().any(|w| matches!(w.as_str(), "it" | "them" | "there" | "that" | "those")) {
+                if named.is_empty() { previous.clone() } else { named.clone() }
             } else {
                 hits.clone()
             };
@@ -622,29 +422,11 @@ pub fn tree_rules_marked(text: &str, tree: &[String]) -> Vec<(PolicyRule, bool)>
             for t in targets {
                 // A directory covers what is under it; a file name anywhere.
                 let is_dir = dirs.iter().any(|(d, _)| *d == t);
-                let g = if is_dir {
-                    format!("{t}/**")
-                } else {
-                    mention_glob(&t)
-                };
+                let g = if is_dir { format!("{t}/**") } else { mention_glob(&t) };
                 if globset::Glob::new(&g).is_ok() && !out.iter().any(|r| r.0.path_glob == g) {
-                    out.push((
-                        PolicyRule {
-                            path_glob: g,
-                            access: access.clone(),
-                            permission: perm,
-                        },
-                        relative,
-                    ));
+                    out.push((PolicyRule { path_glob: g, access: access.clone(), permission: perm }, relative));
                     if is_dir && access.contains(&Access::List) {
-                        out.push((
-                            PolicyRule {
-                                path_glob: format!("{t}/"),
-                                access: vec![Access::List],
-                                permission: perm,
-                            },
-                            relative,
-                        ));
+                        out.push((PolicyRule { path_glob: format!("{t}/"), access: vec![Access::List], permission: perm }, relative));
                     }
                 }
             }
@@ -677,8 +459,7 @@ impl Knowledge {
     pub fn add_task(&mut self, t: &Task, z: &Sanitizer) {
         let prompt = t.prompt_text();
         self.index.add(&prompt);
-        self.intent
-            .add(&prompt, t.accesses.iter().map(|(a, _)| a.access));
+        self.intent.add(&prompt, t.accesses.iter().map(|(a, _)| a.access));
         let mut seen = HashSet::new();
         let accesses: Vec<_> = t
             .accesses
@@ -695,45 +476,24 @@ impl Knowledge {
             .approvals
             .iter()
             .map(|a| {
-                san_rule(
-                    z,
-                    &PolicyRule {
-                        path_glob: a.path_glob.clone(),
-                        access: vec![a.access],
-                        permission: a.permission,
-                    },
-                    &format!("approval in task {}", t.session),
-                )
+                san_rule(z, &PolicyRule { path_glob: a.path_glob.clone(), access: vec![a.access], permission: a.permission }, &format!("approval in task {}", t.session))
             })
             .collect();
         let approvals: Vec<SanRule> = approvals;
         if !approvals.is_empty() {
             self.approval_tasks.push(self.tasks.len());
         }
-        self.tasks.push(TaskView {
-            prompt: TrustedText::from_trusted(prompt),
-            day: t.day,
-            accesses,
-            approvals,
-        });
+        self.tasks.push(TaskView { prompt: TrustedText::from_trusted(prompt), day: t.day, accesses, approvals });
     }
 
     /// Adds one user policy: structured rules if it has them, else rules read from its text.
     pub fn add_policy(&mut self, p: &UserPolicy, z: &Sanitizer) {
-        let rules = if p.rules.is_empty() {
-            rules_from_text(&p.text)
-        } else {
-            p.rules.clone()
-        };
+        let rules = if p.rules.is_empty() { rules_from_text(&p.text) } else { p.rules.clone() };
         self.policies.push(PolicyView {
             id: TrustedText::from_trusted(p.id.clone()),
             text: TrustedText::from_trusted(p.text.clone()),
-            rules: rules
-                .iter()
-                .map(|r| san_rule(z, r, &format!("policy {}", p.id)))
-                .collect(),
-            restrictive: text_permission(&p.text).is_some()
-                || p.rules.iter().any(|r| r.permission != Permission::Allow),
+            rules: rules.iter().map(|r| san_rule(z, r, &format!("policy {}", p.id))).collect(),
+            restrictive: text_permission(&p.text).is_some() || p.rules.iter().any(|r| r.permission != Permission::Allow),
             text_only: p.rules.is_empty(),
         });
         self.policy_terms = PolicyTerms::build(&self.policies);
@@ -742,25 +502,14 @@ impl Knowledge {
     /// Adds what the workspace at policy import tells (trusted): rules read from text-only
     /// policies against its tree, the sanitized tree, the names of protected areas and the
     /// fingerprints of the protected files' content. `content` gives a file's bytes.
-    pub fn add_workspace<'a>(
-        &mut self,
-        state: &TrustedState,
-        z: &Sanitizer,
-        tree: &[String],
-        content: impl Fn(&str) -> Option<&'a [u8]>,
-    ) {
+    pub fn add_workspace<'a>(&mut self, state: &TrustedState, z: &Sanitizer, tree: &[String], content: impl Fn(&str) -> Option<&'a [u8]>) {
         let mut restrict: Vec<String> = Vec::new();
         for (pv, p) in self.policies.iter_mut().zip(&state.policies) {
-            let mut rules: Vec<PolicyRule> = if p.rules.is_empty() {
-                rules_from_text(&p.text)
-            } else {
-                p.rules.clone()
-            };
+            let mut rules: Vec<PolicyRule> = if p.rules.is_empty() { rules_from_text(&p.text) } else { p.rules.clone() };
             if p.rules.is_empty() {
                 for (r, relative) in tree_rules_marked(&p.text, tree) {
                     if !rules.iter().any(|x| x.path_glob == r.path_glob) {
-                        let mut sr =
-                            san_rule(z, &r, &format!("policy {} (read from its text)", p.id));
+                        let mut sr = san_rule(z, &r, &format!("policy {} (read from its text)", p.id));
                         sr.inferred = true;
                         sr.relative = relative;
                         pv.rules.push(sr);
@@ -771,40 +520,19 @@ impl Knowledge {
                     pv.restrictive = true;
                 }
             }
-            restrict.extend(
-                rules
-                    .into_iter()
-                    .filter(|r| r.permission != Permission::Allow)
-                    .map(|r| r.path_glob),
-            );
+            restrict.extend(rules.into_iter().filter(|r| r.permission != Permission::Allow).map(|r| r.path_glob));
         }
         for d in &state.derived {
-            restrict.extend(
-                d.rules
-                    .iter()
-                    .filter(|r| r.permission != Permission::Allow)
-                    .map(|r| r.path_glob.clone()),
-            );
+            restrict.extend(d.rules.iter().filter(|r| r.permission != Permission::Allow).map(|r| r.path_glob.clone()));
         }
         let mut set = globset::GlobSetBuilder::new();
         for g in &restrict {
             let g = g.trim_start_matches("./");
-            let g = if let Some(d) = g.strip_suffix('/') {
-                format!("{d}/**")
-            } else {
-                g.to_string()
-            };
-            if let Ok(glob) = globset::GlobBuilder::new(&g)
-                .literal_separator(true)
-                .build()
-            {
+            let g = if let Some(d) = g.strip_suffix('/') { format!("{d}/**") } else { g.to_string() };
+            if let Ok(glob) = globset::GlobBuilder::new(&g).literal_separator(true).build() {
                 set.add(glob);
             }
-            if let Some(last) = g
-                .split('/')
-                .rev()
-                .find(|s| !s.is_empty() && !crate::glob::is_glob(s))
-            {
+            if let Some(last) = g.split('/').rev().find(|s| !s.is_empty() && !crate::glob::is_glob(s)) {
                 let ws = z.path(last).words(0).to_vec();
                 if !ws.is_empty() && !self.protected_names.contains(&ws) {
                     self.protected_names.push(ws);
@@ -819,11 +547,7 @@ impl Knowledge {
                 continue;
             }
             if let Some(c) = content(t) {
-                let mut kinds: Vec<FindingKind> =
-                    content_findings(&c[..c.len().min(super::provenance::MAX_FINGERPRINT_BYTES)])
-                        .into_iter()
-                        .map(|f| f.kind)
-                        .collect();
+                let mut kinds: Vec<FindingKind> = content_findings(&c[..c.len().min(super::provenance::MAX_FINGERPRINT_BYTES)]).into_iter().map(|f| f.kind).collect();
                 kinds.sort();
                 kinds.dedup();
                 self.baseline.insert(z.path(t).with_dir(false), kinds);
@@ -843,9 +567,7 @@ impl Knowledge {
     /// policies were imported, or a past task used it.
     pub fn is_known(&self, p: &SanitizedPath) -> bool {
         let f = p.clone().with_dir(false);
-        self.known.contains(&f)
-            || self.path_tasks.contains_key(&f)
-            || self.path_tasks.contains_key(&p.clone().with_dir(true))
+        self.known.contains(&f) || self.path_tasks.contains_key(&f) || self.path_tasks.contains_key(&p.clone().with_dir(true))
     }
 
     /// True if a past task's use of `p` licenses content of `kind` in it: `p` held that kind
@@ -854,18 +576,12 @@ impl Knowledge {
         if self.known.is_empty() {
             return true;
         }
-        self.baseline
-            .get(&p.clone().with_dir(false))
-            .is_some_and(|ks| ks.contains(&kind))
+        self.baseline.get(&p.clone().with_dir(false)).is_some_and(|ks| ks.contains(&kind))
     }
 
     /// Every rule: policies', derived, and approvals of all tasks.
     pub fn all_rules(&self) -> impl Iterator<Item = &SanRule> {
-        self.policies
-            .iter()
-            .flat_map(|p| p.rules.iter())
-            .chain(self.derived.iter())
-            .chain(self.tasks.iter().flat_map(|t| t.approvals.iter()))
+        self.policies.iter().flat_map(|p| p.rules.iter()).chain(self.derived.iter()).chain(self.tasks.iter().flat_map(|t| t.approvals.iter()))
     }
 }
 
@@ -920,19 +636,12 @@ impl SessionView {
         let q = self.query();
         let top = k.index.top_k(&q, SIMILAR_K);
         let best = top.first().map(|t| t.1).unwrap_or(0.0);
-        self.similar = top
-            .into_iter()
-            .map(|(i, s)| (i, if best > 0.0 { s / best } else { 0.0 }))
-            .collect();
+        self.similar = top.into_iter().map(|(i, s)| (i, if best > 0.0 { s / best } else { 0.0 })).collect();
     }
 
     /// All prompts joined.
     pub fn query(&self) -> String {
-        self.prompts
-            .iter()
-            .map(TrustedText::as_str)
-            .collect::<Vec<_>>()
-            .join("\n")
+        self.prompts.iter().map(TrustedText::as_str).collect::<Vec<_>>().join("\n")
     }
 }
 
@@ -1000,17 +709,11 @@ pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> E
         }
         if p.len() >= n && p.tokens()[p.len() - n..] == t.tokens()[..] {
             typed = true;
-            bump(&mut best, 1.0, || {
-                format!("the user named {t} in the prompt")
-            });
+            bump(&mut best, 1.0, || format!("the user named {t} in the prompt"));
         } else if p.tokens().windows(n).any(|w| w == t.tokens()) {
-            bump(&mut best, 0.8, || {
-                format!("inside {t}, which the user named in the prompt")
-            });
+            bump(&mut best, 0.8, || format!("inside {t}, which the user named in the prompt"));
         } else if p.len() == n && p.same_parent(t) && n > 1 {
-            bump(&mut best, 0.5, || {
-                format!("beside {t}, which the user named")
-            });
+            bump(&mut best, 0.5, || format!("beside {t}, which the user named"));
         }
     }
     for &(ti, w) in &s.similar {
@@ -1021,37 +724,23 @@ pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> E
         for (sp, _, _) in &task.accesses {
             if sp.same_segments(p) {
                 exact_history = true;
-                bump(&mut best, W_EXACT * w, || {
-                    format!("a similar past task (similarity {w:.2}) used {sp}")
-                });
+                bump(&mut best, W_EXACT * w, || format!("a similar past task (similarity {w:.2}) used {sp}"));
             } else if p.is_dir() && sp.starts_with(p) {
-                bump(&mut best, 0.9 * w, || {
-                    format!("a similar past task (similarity {w:.2}) used files under {p}")
-                });
+                bump(&mut best, 0.9 * w, || format!("a similar past task (similarity {w:.2}) used files under {p}"));
             } else if sp.same_parent(p) && p.len() > 1 {
                 worked_folder = true;
-                bump(&mut best, W_SIBLING * w, || {
-                    format!("beside {sp}, used by a similar past task (similarity {w:.2})")
-                });
+                bump(&mut best, W_SIBLING * w, || format!("beside {sp}, used by a similar past task (similarity {w:.2})"));
             } else if p.len() > 2 && sp.len() == p.len() && sp.common_prefix_len(p) == p.len() - 2 {
-                bump(&mut best, W_COUSIN * w, || {
-                    format!("near {sp}, used by a similar past task (similarity {w:.2})")
-                });
+                bump(&mut best, W_COUSIN * w, || format!("near {sp}, used by a similar past task (similarity {w:.2})"));
             }
         }
     }
     for (sp, _) in &s.grants {
         if sp.same_parent(p) && p.len() > 1 {
-            bump(&mut best, 0.4, || {
-                format!("beside {sp}, granted earlier in this session")
-            });
+            bump(&mut best, 0.4, || format!("beside {sp}, granted earlier in this session"));
         }
     }
-    if let Some(&n) = k
-        .path_tasks
-        .get(&p.clone().with_dir(false))
-        .or_else(|| k.path_tasks.get(&p.clone().with_dir(true)))
-    {
+    if let Some(&n) = k.path_tasks.get(&p.clone().with_dir(false)).or_else(|| k.path_tasks.get(&p.clone().with_dir(true))) {
         let sc = (W_ANY_TASK + 0.05 * (n as f32 - 1.0)).min(0.5);
         bump(&mut best, sc, || format!("{n} past task(s) used {p}"));
     }
@@ -1064,31 +753,14 @@ pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> E
         if (ws.len() == 1 && hit == 1) || (hit >= 2 && 3 * hit >= 2 * ws.len()) {
             described = true;
             let sc = if hit >= 2 { 0.85 } else { 0.7 };
-            bump(&mut best, sc, || {
-                format!(
-                    "the prompt's words name {p} ({hit} of its {} words)",
-                    ws.len()
-                )
-            });
+            bump(&mut best, sc, || format!("the prompt's words name {p} ({hit} of its {} words)", ws.len()));
         }
     }
-    let word_hits = (0..p.len())
-        .filter(|&i| p.words(i).iter().any(|w| s.words.contains(w)))
-        .count();
+    let word_hits = (0..p.len()).filter(|&i| p.words(i).iter().any(|w| s.words.contains(w))).count();
     if word_hits > 0 {
-        bump(&mut best, (W_WORD * word_hits as f32).min(0.45), || {
-            format!("{word_hits} segment(s) of {p} carry words of the prompt")
-        });
+        bump(&mut best, (W_WORD * word_hits as f32).min(0.45), || format!("{word_hits} segment(s) of {p} carry words of the prompt"));
     }
-    Evidence {
-        score: best.0,
-        why: best.1,
-        typed,
-        exact_history,
-        described,
-        worked_folder,
-        name_hits,
-    }
+    Evidence { score: best.0, why: best.1, typed, exact_history, described, worked_folder, name_hits }
 }
 
 /// Intent the user's own words carry for a change: the learned intent of the word each of the
@@ -1096,23 +768,13 @@ pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> E
 /// [`intent_evidence`] it takes nothing from what similar tasks did, so a past task that made
 /// the change cannot lend its intent to a prompt that does not ask for it.
 pub fn leading_intent(k: &Knowledge, s: &SessionView, a: Access) -> (f32, String) {
-    let mut best = (
-        0.0f32,
-        format!("no sentence of the prompt leads with a word that asks for {a}"),
-    );
+    let mut best = (0.0f32, format!("no sentence of the prompt leads with a word that asks for {a}"));
     for p in &s.prompts {
         for sentence in split_sentences(p.as_str()) {
-            let Some(w) = super::text::leading_word(&sentence) else {
-                continue;
-            };
+            let Some(w) = super::text::leading_word(&sentence) else { continue };
             let (wp, _) = k.intent.score(&w, a);
             let sc = (wp * 1.6).min(1.0);
-            bump(&mut best, sc, || {
-                format!(
-                    "the prompt leads with \"{w}\", which goes with {a} in {:.0}% of past tasks",
-                    wp * 100.0
-                )
-            });
+            bump(&mut best, sc, || format!("the prompt leads with \"{w}\", which goes with {a} in {:.0}% of past tasks", wp * 100.0));
         }
     }
     best
@@ -1122,95 +784,55 @@ pub fn leading_intent(k: &Knowledge, s: &SessionView, a: Access) -> (f32, String
 /// folder in the workspace tree or the history): a word every sibling's name carries too
 /// ("2024" in a folder of 2024 reviews) points at none of them in particular.
 pub fn distinctive_words<'a>(k: &Knowledge, p: &'a SanitizedPath) -> Vec<&'a Token> {
-    let Some(last) = p.len().checked_sub(1) else {
-        return vec![];
-    };
-    let Some(parent) = p.parent() else {
-        return vec![];
-    };
+    let Some(last) = p.len().checked_sub(1) else { return vec![] };
+    let Some(parent) = p.parent() else { return vec![] };
     let ws = p.words(last);
     let mut siblings: Vec<&[Token]> = Vec::new();
     let mut seen: HashSet<&Token> = HashSet::new();
     for q in k.known.iter().chain(k.path_tasks.keys()) {
-        if q.len() == p.len()
-            && !q.same_segments(p)
-            && q.parent().is_some_and(|qp| qp.same_segments(&parent))
-            && seen.insert(q.last().expect("non-empty"))
-        {
+        if q.len() == p.len() && !q.same_segments(p) && q.parent().is_some_and(|qp| qp.same_segments(&parent)) && seen.insert(q.last().expect("non-empty")) {
             siblings.push(q.words(last));
         }
     }
-    ws.iter()
-        .filter(|w| !siblings.iter().all(|sw| sw.contains(w)) || siblings.is_empty())
-        .collect()
+    ws.iter().filter(|w| !siblings.iter().all(|sw| sw.contains(w)) || siblings.is_empty()).collect()
 }
 
 /// How like a past task the session is once the words of `p`'s name are left out of its
 /// prompts (relative to the best match of that query, 0 if it is not among the
 /// [`SIMILAR_K`] best): what the task is about, not which resource it mentions.
-pub fn similarity_without_name(
-    k: &Knowledge,
-    s: &SessionView,
-    p: &SanitizedPath,
-    task: usize,
-) -> f32 {
+pub fn similarity_without_name(k: &Knowledge, s: &SessionView, p: &SanitizedPath, task: usize) -> f32 {
     let name: HashSet<&Token> = (0..p.len()).flat_map(|i| p.words(i)).collect();
-    let q: Vec<&str> = s
-        .word_list
-        .iter()
-        .filter(|(_, t)| !name.contains(t))
-        .map(|(w, _)| w.as_str())
-        .collect();
+    let q: Vec<&str> = s.word_list.iter().filter(|(_, t)| !name.contains(t)).map(|(w, _)| w.as_str()).collect();
     let top = k.index.top_k(&q.join(" "), SIMILAR_K);
     let best = top.first().map_or(0.0, |t| t.1);
-    top.iter()
-        .find(|(i, _)| *i == task)
-        .map_or(0.0, |(_, sc)| if best > 0.0 { sc / best } else { 0.0 })
+    top.iter().find(|(i, _)| *i == task).map_or(0.0, |(_, sc)| if best > 0.0 { sc / best } else { 0.0 })
 }
 
 /// Intent evidence for an access type in a session: reads and lists need none; writes,
 /// creates and deletes need a prompt that asks for them, learned from the history.
-pub fn intent_evidence(
-    k: &Knowledge,
-    s: &SessionView,
-    p: &SanitizedPath,
-    a: Access,
-) -> (f32, String) {
+pub fn intent_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath, a: Access) -> (f32, String) {
     if matches!(a, Access::Read | Access::List) {
         return (1.0, format!("{a} needs no write intent"));
     }
-    let mut best = (
-        0.0f32,
-        format!("nothing in the prompt or similar tasks asks for {a}"),
-    );
+    let mut best = (0.0f32, format!("nothing in the prompt or similar tasks asks for {a}"));
     for &(ti, w) in &s.similar {
         if w < MIN_SIMILARITY {
             continue;
         }
         for (sp, acc, _) in &k.tasks[ti].accesses {
-            if *acc != a
-                && !(a == Access::Write && *acc == Access::Create)
-                && !(a == Access::Create && *acc == Access::Write)
-            {
+            if *acc != a && !(a == Access::Write && *acc == Access::Create) && !(a == Access::Create && *acc == Access::Write) {
                 continue;
             }
             let same = sp.same_segments(p);
             let sc = if same { w } else { 0.8 * w };
-            bump(&mut best, sc, || {
-                format!("a similar past task (similarity {w:.2}) made {acc} accesses")
-            });
+            bump(&mut best, sc, || format!("a similar past task (similarity {w:.2}) made {acc} accesses"));
         }
     }
     let q = s.query();
     let (wp, word) = k.intent.score(&q, a);
     if let Some(word) = word {
         let sc = (wp * 1.6).min(1.0);
-        bump(&mut best, sc, || {
-            format!(
-                "the prompt word \"{word}\" goes with {a} in {:.0}% of past tasks",
-                wp * 100.0
-            )
-        });
+        bump(&mut best, sc, || format!("the prompt word \"{word}\" goes with {a} in {:.0}% of past tasks", wp * 100.0));
     }
     best
 }

@@ -29,15 +29,9 @@ pub use policy::{PolicyEntry, PrecommittedPolicy};
 pub use provenance::{Provenance, ProvenanceHit};
 
 use crate::access::Access;
-use crate::decider::{
-    Decider, EarlierRequest, Mechanism, PolicyInput, RuleOrigin, TokenUsage, TrustedText, Verdict,
-    Vote1Input, Vote2Input, VoteOutcome,
-};
+use crate::decider::{Decider, EarlierRequest, Mechanism, PolicyInput, RuleOrigin, TokenUsage, TrustedText, Verdict, Vote1Input, Vote2Input, VoteOutcome};
 use crate::sanitize::{SanitizedPath, Sanitizer};
-use crate::store::{
-    check_rel_path, Permission, Store, StoreError, TrustedState, TwinGrant, UserApproval,
-    UserPrompt,
-};
+use crate::store::{check_rel_path, Permission, Store, StoreError, TrustedState, TwinGrant, UserApproval, UserPrompt};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -83,10 +77,7 @@ pub struct TwinConfig {
 
 impl Default for TwinConfig {
     fn default() -> Self {
-        TwinConfig {
-            variant: Variant::Pincer,
-            escalate_after: 2,
-        }
+        TwinConfig { variant: Variant::Pincer, escalate_after: 2 }
     }
 }
 
@@ -150,17 +141,8 @@ impl Decision {
     }
 
     fn rejected(reason: String) -> Self {
-        let v = VoteRecord {
-            verdict: Verdict::Deny,
-            reason,
-            mechanism: Some(Mechanism::Rejected),
-        };
-        Decision {
-            outcome: Outcome::Deny,
-            question: None,
-            votes: [v.clone(), v.clone(), v],
-            tokens: TokenUsage::default(),
-        }
+        let v = VoteRecord { verdict: Verdict::Deny, reason, mechanism: Some(Mechanism::Rejected) };
+        Decision { outcome: Outcome::Deny, question: None, votes: [v.clone(), v.clone(), v], tokens: TokenUsage::default() }
     }
 }
 
@@ -199,9 +181,7 @@ impl QuestionIds {
 }
 
 /// How far a user's approval reaches.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, serde::Deserialize, clap::ValueEnum,
-)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, serde::Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalScope {
     /// The request it answers only: the twin keeps no approval and no grant from it.
@@ -267,11 +247,7 @@ pub struct Twin {
 
 impl std::fmt::Debug for Twin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Twin")
-            .field("user", &self.state.user)
-            .field("decider", &self.decider.name())
-            .field("config", &self.config)
-            .finish()
+        f.debug_struct("Twin").field("user", &self.state.user).field("decider", &self.decider.name()).field("config", &self.config).finish()
     }
 }
 
@@ -286,10 +262,7 @@ pub struct Prepared {
 
 impl std::fmt::Debug for Prepared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Prepared")
-            .field("user", &self.state.user)
-            .field("tasks", &self.state.tasks.len())
-            .finish()
+        f.debug_struct("Prepared").field("user", &self.state.user).field("tasks", &self.state.tasks.len()).finish()
     }
 }
 
@@ -297,11 +270,7 @@ impl Prepared {
     /// Sanitizes and indexes `state`.
     pub fn new(state: TrustedState, sanitizer: Sanitizer) -> Self {
         let knowledge = Arc::new(Knowledge::build(&state, &sanitizer));
-        Prepared {
-            state: Arc::new(state),
-            knowledge,
-            sanitizer,
-        }
+        Prepared { state: Arc::new(state), knowledge, sanitizer }
     }
 
     /// The trusted state.
@@ -313,17 +282,8 @@ impl Prepared {
     /// policies, tells the twin: rules read from text-only policies against its tree, the
     /// known tree (for lookalike places) and fingerprints of the protected files' content.
     /// Call it only with a workspace the worker has not had access to since.
-    pub fn with_workspace<'a>(
-        mut self,
-        tree: &[String],
-        content: impl Fn(&str) -> Option<&'a [u8]>,
-    ) -> Self {
-        Arc::make_mut(&mut self.knowledge).add_workspace(
-            &self.state,
-            &self.sanitizer,
-            tree,
-            content,
-        );
+    pub fn with_workspace<'a>(mut self, tree: &[String], content: impl Fn(&str) -> Option<&'a [u8]>) -> Self {
+        Arc::make_mut(&mut self.knowledge).add_workspace(&self.state, &self.sanitizer, tree, content);
         self
     }
 
@@ -335,12 +295,7 @@ impl Prepared {
 
 impl Twin {
     /// A twin over a trusted state. The sanitizer's key stays inside the twin.
-    pub fn new(
-        state: TrustedState,
-        sanitizer: Sanitizer,
-        decider: Arc<dyn Decider>,
-        config: TwinConfig,
-    ) -> Self {
+    pub fn new(state: TrustedState, sanitizer: Sanitizer, decider: Arc<dyn Decider>, config: TwinConfig) -> Self {
         Self::from_prepared(&Prepared::new(state, sanitizer), decider, config)
     }
 
@@ -407,47 +362,24 @@ impl Twin {
     /// Opens a session with the user's first prompt: records the prompt as trusted and makes
     /// the pre-committed policy (vote 3) from the prompt, the workspace tree and the trusted
     /// state. A failed generation leaves an empty policy (everything denied) and says why.
-    pub async fn start_session(
-        &mut self,
-        session: &str,
-        prompt: &str,
-        workspace_tree: &[String],
-    ) -> Result<SessionStart, TwinError> {
+    pub async fn start_session(&mut self, session: &str, prompt: &str, workspace_tree: &[String]) -> Result<SessionStart, TwinError> {
         if prompt.trim().is_empty() {
             return Err(TwinError::EmptyPrompt);
         }
-        if self.sessions.contains_key(session)
-            || self.state.tasks.iter().any(|t| t.session == session)
-        {
+        if self.sessions.contains_key(session) || self.state.tasks.iter().any(|t| t.session == session) {
             return Err(TwinError::SessionExists(session.to_string()));
         }
         if let Some(st) = &self.store {
-            st.add_prompt(
-                &self.state.user,
-                &UserPrompt {
-                    session: session.into(),
-                    day: self.day,
-                    text: prompt.into(),
-                },
-            )?;
+            st.add_prompt(&self.state.user, &UserPrompt { session: session.into(), day: self.day, text: prompt.into() })?;
         }
         let mut view = SessionView::default();
         view.add_prompt(prompt, &self.knowledge, &self.sanitizer);
-        let input = PolicyInput {
-            prompt,
-            workspace_tree,
-            state: &self.state,
-            similar: &view.similar,
-            knowledge: &self.knowledge,
-        };
+        let input = PolicyInput { prompt, workspace_tree, state: &self.state, similar: &view.similar, knowledge: &self.knowledge };
         let (policy, tokens) = match self.decider.policy(&input).await {
             Ok(ans) => (PrecommittedPolicy::new(ans.entries), ans.tokens),
             Err(e) => {
                 tracing::warn!(session, error = %e, "pre-committed policy generation failed; the session's requests will be denied");
-                (
-                    PrecommittedPolicy::failed(format!("policy generation failed: {e}")),
-                    TokenUsage::default(),
-                )
+                (PrecommittedPolicy::failed(format!("policy generation failed: {e}")), TokenUsage::default())
             }
         };
         self.sessions.insert(
@@ -473,19 +405,9 @@ impl Twin {
         if prompt.trim().is_empty() {
             return Err(TwinError::EmptyPrompt);
         }
-        let s = self
-            .sessions
-            .get_mut(session)
-            .ok_or_else(|| TwinError::UnknownSession(session.into()))?;
+        let s = self.sessions.get_mut(session).ok_or_else(|| TwinError::UnknownSession(session.into()))?;
         if let Some(st) = &self.store {
-            st.add_prompt(
-                &self.state.user,
-                &UserPrompt {
-                    session: session.into(),
-                    day: s.day,
-                    text: prompt.into(),
-                },
-            )?;
+            st.add_prompt(&self.state.user, &UserPrompt { session: session.into(), day: s.day, text: prompt.into() })?;
         }
         s.prompts.push(prompt.to_string());
         s.view.add_prompt(prompt, &self.knowledge, &self.sanitizer);
@@ -502,12 +424,7 @@ impl Twin {
             return Decision::rejected(format!("bad request path: {e}"));
         }
         let sp = self.sanitizer.path(&req.path);
-        let v1_in = Vote1Input {
-            knowledge: &self.knowledge,
-            session: &s.view,
-            path: &sp,
-            access: req.access,
-        };
+        let v1_in = Vote1Input { knowledge: &self.knowledge, session: &s.view, path: &sp, access: req.access };
         let v1 = self.decider.vote1(&v1_in).await;
         let p2 = self.config.variant == Variant::PincerP2;
         let v2_in = Vote2Input {
@@ -519,30 +436,21 @@ impl Twin {
             policy: if p2 { Some(&s.policy) } else { None },
         };
         let v2 = self.decider.vote2(&v2_in).await;
-        let approval = s.approvals.iter().position(|a| {
-            a.approval.path_glob == req.path
-                && a.approval.access == req.access
-                && a.approval.permission == Permission::Allow
-        });
+        let approval = s
+            .approvals
+            .iter()
+            .position(|a| a.approval.path_glob == req.path && a.approval.access == req.access && a.approval.permission == Permission::Allow);
         let user_approved = approval.is_some();
         // An approval for this request only is used up by the decision it is given for.
-        let once = approval
-            .filter(|&i| s.approvals[i].scope == ApprovalScope::Once)
-            .map(|i| s.approvals.remove(i));
+        let once = approval.filter(|&i| s.approvals[i].scope == ApprovalScope::Once).map(|i| s.approvals.remove(i));
         if let Some(o) = &once {
             let src = answer_source(o.question);
             s.view.approvals.retain(|r| r.source.as_str() != src);
         }
         let v3 = if user_approved {
-            VoteOutcome::allow("the user approved this request in this session").by(
-                Mechanism::Rule {
-                    origin: RuleOrigin::Answer,
-                },
-            )
+            VoteOutcome::allow("the user approved this request in this session").by(Mechanism::Rule { origin: RuleOrigin::Answer })
         } else {
-            s.policy
-                .check(&req.path, req.access)
-                .by(Mechanism::Precommitted)
+            s.policy.check(&req.path, req.access).by(Mechanism::Precommitted)
         };
         let mut tokens = v1.tokens;
         tokens += v2.tokens;
@@ -573,91 +481,41 @@ impl Twin {
             let repeated = *n >= self.config.escalate_after;
             *n += 1;
             if ask || repeated {
-                let reason = if ask {
-                    "a vote asks the user".to_string()
-                } else {
-                    format!("denied {} times while the worker keeps asking", *n - 1)
+                let reason = if ask { "a vote asks the user".to_string() } else { format!("denied {} times while the worker keeps asking", *n - 1) };
+                let id = match self.pending.iter().find(|q| q.session == session && q.path == req.path && q.access == req.access) {
+                    Some(q) => q.id,
+                    None => {
+                        let id = self.questions.next();
+                        self.pending.push(Question { id, session: session.into(), path: req.path.clone(), access: req.access, reason });
+                        id
+                    }
                 };
-                let id =
-                    match self.pending.iter().find(|q| {
-                        q.session == session && q.path == req.path && q.access == req.access
-                    }) {
-                        Some(q) => q.id,
-                        None => {
-                            let id = self.questions.next();
-                            self.pending.push(Question {
-                                id,
-                                session: session.into(),
-                                path: req.path.clone(),
-                                access: req.access,
-                                reason,
-                            });
-                            id
-                        }
-                    };
                 question = Some(id);
                 Outcome::Escalate
             } else {
                 Outcome::Deny
             }
         };
-        let injection = req
-            .rationale
-            .as_deref()
-            .is_some_and(|r| !injection_findings(r).is_empty())
-            || req
-                .content
-                .as_deref()
-                .is_some_and(|c| !injection_findings(&String::from_utf8_lossy(c)).is_empty());
-        s.earlier.push(EarlierRequest {
-            path: req.path.clone(),
-            access: req.access,
-            granted: outcome == Outcome::Grant,
-            injection,
-        });
-        let votes = votes.map(|v| VoteRecord {
-            verdict: v.verdict,
-            reason: v.reason,
-            mechanism: v.mechanism,
-        });
-        Decision {
-            outcome,
-            question,
-            votes,
-            tokens,
-        }
+        let injection = req.rationale.as_deref().is_some_and(|r| !injection_findings(r).is_empty())
+            || req.content.as_deref().is_some_and(|c| !injection_findings(&String::from_utf8_lossy(c)).is_empty());
+        s.earlier.push(EarlierRequest { path: req.path.clone(), access: req.access, granted: outcome == Outcome::Grant, injection });
+        let votes = votes.map(|v| VoteRecord { verdict: v.verdict, reason: v.reason, mechanism: v.mechanism });
+        Decision { outcome, question, votes, tokens }
     }
 
     /// The user's answer to a pending question, applied: an approved request is granted when
     /// it is decided again. An answer of scope [`ApprovalScope::Always`] (every refusal is)
     /// is recorded as a trusted approval (or refusal); [`ApprovalScope::Session`] lasts for
     /// the session; [`ApprovalScope::Once`] for the next decision of that request only.
-    pub fn answer(
-        &mut self,
-        question: u64,
-        approve: bool,
-        scope: ApprovalScope,
-    ) -> Result<(), TwinError> {
-        let scope = if approve {
-            scope
-        } else {
-            ApprovalScope::Always
-        };
-        let i = self
-            .pending
-            .iter()
-            .position(|q| q.id == question)
-            .ok_or(TwinError::NoSuchQuestion(question))?;
+    pub fn answer(&mut self, question: u64, approve: bool, scope: ApprovalScope) -> Result<(), TwinError> {
+        let scope = if approve { scope } else { ApprovalScope::Always };
+        let i = self.pending.iter().position(|q| q.id == question).ok_or(TwinError::NoSuchQuestion(question))?;
         let q = self.pending.remove(i);
         let approval = UserApproval {
             session: q.session.clone(),
             path_glob: q.path.clone(),
             access: q.access,
-            permission: if approve {
-                Permission::Allow
-            } else {
-                Permission::Deny
-            },
+            permission: if approve { Permission::Allow } else { Permission::Deny },
         };
         let lasting = scope == ApprovalScope::Always;
         if let Some(s) = self.sessions.get_mut(&q.session) {
@@ -672,11 +530,7 @@ impl Twin {
                 inferred: false,
                 relative: false,
             });
-            s.approvals.push(SessionApproval {
-                approval,
-                scope,
-                question,
-            });
+            s.approvals.push(SessionApproval { approval, scope, question });
             s.denials.remove(&(q.path, q.access));
         } else if lasting {
             let day = self.day;
@@ -689,23 +543,14 @@ impl Twin {
 
     /// The grants the twin made in an open session, in order (path, access).
     pub fn grants(&self, session: &str) -> &[(String, Access)] {
-        self.sessions
-            .get(session)
-            .map_or(&[], |s| s.grants.as_slice())
+        self.sessions.get(session).map_or(&[], |s| s.grants.as_slice())
     }
 
     /// Gives a reopened session back the grants it held before (a daemon restart rebuilds
     /// the session from its prompts): they count as the session's grants again and become
     /// trusted history when it ends.
-    pub fn restore_grants(
-        &mut self,
-        session: &str,
-        grants: &[(String, Access)],
-    ) -> Result<(), TwinError> {
-        let s = self
-            .sessions
-            .get_mut(session)
-            .ok_or_else(|| TwinError::UnknownSession(session.into()))?;
+    pub fn restore_grants(&mut self, session: &str, grants: &[(String, Access)]) -> Result<(), TwinError> {
+        let s = self.sessions.get_mut(session).ok_or_else(|| TwinError::UnknownSession(session.into()))?;
         for (path, access) in grants {
             let sp = self.sanitizer.path(path);
             s.grants.push((path.clone(), *access));
@@ -733,31 +578,20 @@ impl Twin {
     }
 
     fn finish(&mut self, session: &str, shadow: bool) -> Result<usize, TwinError> {
-        let s = self
-            .sessions
-            .remove(session)
-            .ok_or_else(|| TwinError::UnknownSession(session.into()))?;
+        let s = self.sessions.remove(session).ok_or_else(|| TwinError::UnknownSession(session.into()))?;
         self.pending.retain(|q| q.session != session);
         let state = Arc::make_mut(&mut self.state);
         for p in &s.prompts {
-            state.add_prompt(&UserPrompt {
-                session: session.into(),
-                day: s.day,
-                text: p.clone(),
-            })?;
+            state.add_prompt(&UserPrompt { session: session.into(), day: s.day, text: p.clone() })?;
         }
         let mut observed = 0;
         if shadow {
-            let mut seen: std::collections::HashSet<(&str, Access)> =
-                s.grants.iter().map(|(p, a)| (p.as_str(), *a)).collect();
+            let mut seen: std::collections::HashSet<(&str, Access)> = s.grants.iter().map(|(p, a)| (p.as_str(), *a)).collect();
             for e in &s.earlier {
                 if !seen.insert((e.path.as_str(), e.access)) {
                     continue;
                 }
-                let rec = crate::store::AccessRecord {
-                    path: e.path.clone(),
-                    access: e.access,
-                };
+                let rec = crate::store::AccessRecord { path: e.path.clone(), access: e.access };
                 state.add_access(session, s.day, &rec)?;
                 if let Some(st) = &self.store {
                     st.add_access(&state.user, session, s.day, &rec)?;
@@ -766,28 +600,16 @@ impl Twin {
             }
         }
         for (path, access) in s.grants.iter().filter(|k| !s.answered.contains(*k)) {
-            let g = TwinGrant {
-                session: session.into(),
-                path: path.clone(),
-                access: *access,
-            };
+            let g = TwinGrant { session: session.into(), path: path.clone(), access: *access };
             state.add_twin_grant(s.day, &g)?;
             if let Some(st) = &self.store {
                 st.add_twin_grant(&state.user, s.day, &g)?;
             }
         }
-        for a in s
-            .approvals
-            .iter()
-            .filter(|a| a.scope == ApprovalScope::Always)
-        {
+        for a in s.approvals.iter().filter(|a| a.scope == ApprovalScope::Always) {
             state.add_approval(s.day, &a.approval)?;
         }
-        let task = state
-            .tasks
-            .iter()
-            .find(|t| t.session == session)
-            .expect("the session's task was just added");
+        let task = state.tasks.iter().find(|t| t.session == session).expect("the session's task was just added");
         Arc::make_mut(&mut self.knowledge).add_task(task, &self.sanitizer);
         for other in self.sessions.values_mut() {
             other.view.refresh(&self.knowledge);
@@ -809,18 +631,9 @@ impl Twin {
         self.knowledge = p.knowledge.clone();
         for s in self.sessions.values_mut() {
             if let Some(r) = removed {
-                let gone: Vec<u64> = s
-                    .approvals
-                    .iter()
-                    .filter(|a| &a.approval == r && a.scope == ApprovalScope::Always)
-                    .map(|a| a.question)
-                    .collect();
+                let gone: Vec<u64> = s.approvals.iter().filter(|a| &a.approval == r && a.scope == ApprovalScope::Always).map(|a| a.question).collect();
                 s.approvals.retain(|a| !gone.contains(&a.question));
-                s.view.approvals.retain(|rule| {
-                    !gone
-                        .iter()
-                        .any(|q| rule.source.as_str() == answer_source(*q))
-                });
+                s.view.approvals.retain(|rule| !gone.iter().any(|q| rule.source.as_str() == answer_source(*q)));
             }
             s.view.refresh(&self.knowledge);
         }

@@ -40,33 +40,18 @@ impl PrecommittedPolicy {
         let mut matchers = Vec::new();
         for e in entries {
             let g = e.path_glob.trim_start_matches("./");
-            let g = if let Some(d) = g.strip_suffix('/') {
-                format!("{d}/**")
-            } else {
-                g.to_string()
-            };
-            if let Ok(glob) = globset::GlobBuilder::new(&g)
-                .literal_separator(true)
-                .build()
-            {
+            let g = if let Some(d) = g.strip_suffix('/') { format!("{d}/**") } else { g.to_string() };
+            if let Ok(glob) = globset::GlobBuilder::new(&g).literal_separator(true).build() {
                 matchers.push(glob.compile_matcher());
                 kept.push(e);
             }
         }
-        PrecommittedPolicy {
-            entries: kept,
-            matchers,
-            failure: None,
-        }
+        PrecommittedPolicy { entries: kept, matchers, failure: None }
     }
 
     /// An empty policy (everything uncovered, so denied) recording why.
     pub fn failed(cause: String) -> Self {
-        PrecommittedPolicy {
-            entries: vec![],
-            matchers: vec![],
-            failure: Some(cause),
-        }
+        PrecommittedPolicy { entries: vec![], matchers: vec![], failure: Some(cause) }
     }
 
     /// The entries.
@@ -82,9 +67,7 @@ impl PrecommittedPolicy {
             if !crate::glob::is_glob(g) {
                 return usize::MAX;
             }
-            g.split('/')
-                .filter(|s| !s.is_empty() && !crate::glob::is_glob(s))
-                .count()
+            g.split('/').filter(|s| !s.is_empty() && !crate::glob::is_glob(s)).count()
         }
         let p = path.trim_end_matches('/');
         let mut best: Option<(usize, bool, &PolicyEntry)> = None;
@@ -93,12 +76,7 @@ impl PrecommittedPolicy {
                 continue;
             }
             let ask = match e.permission {
-                Permission::Deny => {
-                    return VoteOutcome::deny(format!(
-                        "pre-committed policy denies {access} on {}",
-                        e.path_glob
-                    ))
-                }
+                Permission::Deny => return VoteOutcome::deny(format!("pre-committed policy denies {access} on {}", e.path_glob)),
                 Permission::AskUser => true,
                 Permission::Allow => false,
             };
@@ -112,19 +90,11 @@ impl PrecommittedPolicy {
             }
         }
         match best {
-            Some((_, true, e)) => VoteOutcome::ask(format!(
-                "pre-committed policy asks the user for {access} on {}",
-                e.path_glob
-            )),
-            Some((_, false, e)) => VoteOutcome::allow(format!(
-                "pre-committed policy allows {access} on {}",
-                e.path_glob
-            )),
+            Some((_, true, e)) => VoteOutcome::ask(format!("pre-committed policy asks the user for {access} on {}", e.path_glob)),
+            Some((_, false, e)) => VoteOutcome::allow(format!("pre-committed policy allows {access} on {}", e.path_glob)),
             None => match &self.failure {
                 Some(c) => VoteOutcome::deny(format!("no pre-committed policy ({c})")),
-                None => VoteOutcome::deny(format!(
-                    "{access} on this path is not covered by the pre-committed policy"
-                )),
+                None => VoteOutcome::deny(format!("{access} on this path is not covered by the pre-committed policy")),
             },
         }
     }

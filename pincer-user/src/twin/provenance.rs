@@ -49,10 +49,7 @@ fn is_name(e: &str) -> bool {
 }
 
 fn words(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect()
+    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
 }
 
 fn capped(c: &[u8]) -> std::borrow::Cow<'_, str> {
@@ -61,21 +58,14 @@ fn capped(c: &[u8]) -> std::borrow::Cow<'_, str> {
 
 impl Provenance {
     /// Fingerprints `protected` contents, less what also occurs in the `public` ones.
-    pub fn build<'a>(
-        protected: impl IntoIterator<Item = &'a [u8]>,
-        public: impl IntoIterator<Item = &'a [u8]>,
-    ) -> Self {
+    pub fn build<'a>(protected: impl IntoIterator<Item = &'a [u8]>, public: impl IntoIterator<Item = &'a [u8]>) -> Self {
         let mut p = Provenance::default();
         for c in protected {
             let t = capped(c);
             p.shingles.extend(p.shingle_hashes(&t));
             for e in entities(&t) {
                 let h = p.hasher.hash_one(&e);
-                if is_name(&e) {
-                    p.names.insert(h)
-                } else {
-                    p.entities.insert(h)
-                };
+                if is_name(&e) { p.names.insert(h) } else { p.entities.insert(h) };
             }
             p.sources += 1;
         }
@@ -96,15 +86,9 @@ impl Provenance {
     fn shingle_hashes(&self, text: &str) -> Vec<u64> {
         let ws = words(text);
         if ws.len() < SHINGLE_WORDS {
-            return if ws.len() >= 3 {
-                vec![self.hasher.hash_one(ws.join(" "))]
-            } else {
-                vec![]
-            };
+            return if ws.len() >= 3 { vec![self.hasher.hash_one(ws.join(" "))] } else { vec![] };
         }
-        ws.windows(SHINGLE_WORDS)
-            .map(|w| self.hasher.hash_one(w.join(" ")))
-            .collect()
+        ws.windows(SHINGLE_WORDS).map(|w| self.hasher.hash_one(w.join(" "))).collect()
     }
 
     /// How many protected files were fingerprinted.
@@ -125,11 +109,7 @@ impl Provenance {
             return None;
         }
         let t = capped(content);
-        let mut sh: Vec<u64> = self
-            .shingle_hashes(&t)
-            .into_iter()
-            .filter(|h| self.shingles.contains(h))
-            .collect();
+        let mut sh: Vec<u64> = self.shingle_hashes(&t).into_iter().filter(|h| self.shingles.contains(h)).collect();
         sh.sort_unstable();
         sh.dedup();
         let (mut en, mut na) = (0, 0);
@@ -141,12 +121,7 @@ impl Provenance {
                 en += self.entities.contains(&h) as usize;
             }
         }
-        let hit =
-            sh.len() >= MIN_SHARED_SHINGLES || en >= MIN_SHARED_ENTITIES || (en >= 1 && na >= 2);
-        hit.then_some(ProvenanceHit {
-            shingles: sh.len(),
-            entities: en,
-            names: na,
-        })
+        let hit = sh.len() >= MIN_SHARED_SHINGLES || en >= MIN_SHARED_ENTITIES || (en >= 1 && na >= 2);
+        hit.then_some(ProvenanceHit { shingles: sh.len(), entities: en, names: na })
     }
 }

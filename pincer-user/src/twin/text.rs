@@ -7,15 +7,13 @@ use std::collections::HashMap;
 
 /// Generic English function words, ignored by similarity and intent.
 const STOPWORDS: &[&str] = &[
-    "a", "an", "the", "and", "or", "but", "if", "then", "so", "of", "to", "in", "on", "at", "by",
-    "for", "with", "from", "into", "onto", "about", "as", "is", "are", "was", "were", "be", "been",
-    "being", "it", "its", "this", "that", "these", "those", "i", "me", "my", "we", "our", "you",
-    "your", "he", "she", "they", "them", "their", "his", "her", "please", "can", "could", "would",
-    "should", "will", "shall", "may", "might", "do", "does", "did", "have", "has", "had", "not",
-    "no", "yes", "all", "any", "some", "each", "every", "there", "here", "what", "which", "who",
-    "whom", "when", "where", "why", "how", "up", "out", "over", "under", "again", "also", "just",
-    "only", "too", "very", "s", "t", "let", "lets", "via", "per", "than", "both", "before",
-    "after", "while", "one", "new", "now", "today", "need", "needs", "want",
+    "a", "an", "the", "and", "or", "but", "if", "then", "so", "of", "to", "in", "on", "at", "by", "for", "with", "from",
+    "into", "onto", "about", "as", "is", "are", "was", "were", "be", "been", "being", "it", "its", "this", "that", "these",
+    "those", "i", "me", "my", "we", "our", "you", "your", "he", "she", "they", "them", "their", "his", "her", "please",
+    "can", "could", "would", "should", "will", "shall", "may", "might", "do", "does", "did", "have", "has", "had", "not",
+    "no", "yes", "all", "any", "some", "each", "every", "there", "here", "what", "which", "who", "whom", "when", "where",
+    "why", "how", "up", "out", "over", "under", "again", "also", "just", "only", "too", "very", "s", "t", "let", "lets",
+    "via", "per", "than", "both", "before", "after", "while", "one", "new", "now", "today", "need", "needs", "want",
 ];
 
 fn is_stopword(w: &str) -> bool {
@@ -25,11 +23,7 @@ fn is_stopword(w: &str) -> bool {
 /// The word a sentence leads with, once function words are skipped: in an imperative prompt
 /// ("Please update the guide"), its verb.
 pub fn leading_word(sentence: &str) -> Option<String> {
-    sentence
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| w.len() > 1)
-        .map(str::to_lowercase)
-        .find(|w| !is_stopword(w))
+    sentence.split(|c: char| !c.is_alphanumeric()).filter(|w| w.len() > 1).map(str::to_lowercase).find(|w| !is_stopword(w))
 }
 
 /// A light suffix stemmer (plural and common verb endings), enough to make "updates",
@@ -73,12 +67,7 @@ pub fn name_parts(text: &str) -> Vec<String> {
 pub fn typed_names(prompt: &str) -> Vec<String> {
     let mut out = Vec::new();
     for chunk in prompt.split_whitespace() {
-        let c = chunk.trim_matches(|c: char| {
-            matches!(
-                c,
-                ',' | ';' | ':' | '(' | ')' | '"' | '\'' | '`' | '!' | '?' | '<' | '>'
-            )
-        });
+        let c = chunk.trim_matches(|c: char| matches!(c, ',' | ';' | ':' | '(' | ')' | '"' | '\'' | '`' | '!' | '?' | '<' | '>'));
         let c = c.strip_suffix('.').unwrap_or(c);
         if c.is_empty() || c.contains("://") {
             continue;
@@ -94,11 +83,7 @@ pub fn typed_names(prompt: &str) -> Vec<String> {
                     && ext.chars().any(|ch| ch.is_ascii_alphabetic())
             })
             .unwrap_or(false);
-        let dotfile = c.len() > 2
-            && c.starts_with('.')
-            && c[1..]
-                .chars()
-                .all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '-' || ch == '.');
+        let dotfile = c.len() > 2 && c.starts_with('.') && c[1..].chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '-' || ch == '.');
         if has_slash || has_ext || dotfile {
             out.push(c.trim_start_matches("./").to_string());
         }
@@ -179,16 +164,11 @@ impl Bm25Index {
                 for &(d, tf) in p {
                     let tf = tf as f32;
                     let dl = self.doc_len[d as usize] as f32;
-                    *scores.entry(d).or_default() +=
-                        idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * dl / avg));
+                    *scores.entry(d).or_default() += idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * dl / avg));
                 }
             }
         }
-        let mut v: Vec<(usize, f32)> = scores
-            .into_iter()
-            .map(|(d, s)| (d as usize, s))
-            .filter(|(_, s)| *s > 0.0)
-            .collect();
+        let mut v: Vec<(usize, f32)> = scores.into_iter().map(|(d, s)| (d as usize, s)).filter(|(_, s)| *s > 0.0).collect();
         v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         v.truncate(k);
         v
@@ -289,8 +269,7 @@ mod tests {
 
     #[test]
     fn typed_names_found() {
-        let n =
-            typed_names("Update `src/cli.rs` and README.md, then check notes/ (not e.g. this).");
+        let n = typed_names("Update `src/cli.rs` and README.md, then check notes/ (not e.g. this).");
         assert_eq!(n, vec!["src/cli.rs", "README.md", "notes/"]);
     }
 

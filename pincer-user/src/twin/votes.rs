@@ -5,17 +5,12 @@
 //! [`crate::decider::OfflineDecider`] is the backend that serves them.
 
 use super::content::{content_findings, injection_findings, FindingKind};
-use super::knowledge::{
-    distinctive_words, intent_evidence, leading_intent, location_evidence, similarity_without_name,
-    text_accesses, Evidence, Knowledge, SessionView,
-};
-use super::policy::PolicyEntry;
+use super::knowledge::{distinctive_words, intent_evidence, leading_intent, location_evidence, similarity_without_name, text_accesses, Evidence, Knowledge, SessionView};
 use super::provenance::MAX_FINGERPRINT_BYTES;
 use super::text::typed_names;
+use super::policy::PolicyEntry;
+use crate::decider::{Mechanism, PolicyInput, RuleOrigin, Verdict, Vote1Input, Vote2Input, VoteOutcome};
 use crate::access::Access;
-use crate::decider::{
-    Mechanism, PolicyInput, RuleOrigin, Verdict, Vote1Input, Vote2Input, VoteOutcome,
-};
 use crate::sanitize::SanitizedPath;
 use crate::store::Permission;
 use std::collections::{BTreeMap, BTreeSet};
@@ -48,52 +43,31 @@ pub const APPROVAL_SIMILARITY: f32 = 0.5;
 /// tie with an allow. A hand approval from a past task counts only where it speaks for this
 /// task ([`approval_applies`]); a rule read from policy text against the workspace tree
 /// yields to what the user typed and to what similar tasks used.
-fn rule_verdict(
-    k: &Knowledge,
-    s: &SessionView,
-    p: &SanitizedPath,
-    a: Access,
-    ev: &Evidence,
-) -> Option<(VoteOutcome, bool)> {
+fn rule_verdict(k: &Knowledge, s: &SessionView, p: &SanitizedPath, a: Access, ev: &Evidence) -> Option<(VoteOutcome, bool)> {
     let mut best: Option<(usize, bool, VoteOutcome, bool)> = None;
     let mut applies: Vec<(usize, bool)> = Vec::new();
-    let scoped = k
-        .approval_tasks
-        .iter()
-        .flat_map(|&ti| k.tasks[ti].approvals.iter().map(move |r| (ti, r)))
-        .filter_map(|(ti, r)| {
-            if r.permission != Permission::Allow {
-                return Some((r, RuleOrigin::PastApproval));
+    let scoped = k.approval_tasks.iter().flat_map(|&ti| k.tasks[ti].approvals.iter().map(move |r| (ti, r))).filter_map(|(ti, r)| {
+        if r.permission != Permission::Allow {
+            return Some((r, RuleOrigin::PastApproval));
+        }
+        if !r.access.contains(&a) || !r.glob.matches(p, false) {
+            return None;
+        }
+        let ok = match applies.iter().find(|x| x.0 == ti) {
+            Some(x) => x.1,
+            None => {
+                let ok = approval_applies(k, s, p, ti);
+                applies.push((ti, ok));
+                ok
             }
-            if !r.access.contains(&a) || !r.glob.matches(p, false) {
-                return None;
-            }
-            let ok = match applies.iter().find(|x| x.0 == ti) {
-                Some(x) => x.1,
-                None => {
-                    let ok = approval_applies(k, s, p, ti);
-                    applies.push((ti, ok));
-                    ok
-                }
-            };
-            ok.then_some((r, RuleOrigin::PastApproval))
-        });
+        };
+        ok.then_some((r, RuleOrigin::PastApproval))
+    });
     let rules = s
         .approvals
         .iter()
         .map(|r| (r, RuleOrigin::Answer))
-        .chain(k.policies.iter().flat_map(|p| {
-            p.rules.iter().map(move |r| {
-                (
-                    r,
-                    if p.text_only || r.inferred {
-                        RuleOrigin::PolicyText
-                    } else {
-                        RuleOrigin::Policy
-                    },
-                )
-            })
-        }))
+        .chain(k.policies.iter().flat_map(|p| p.rules.iter().map(move |r| (r, if p.text_only || r.inferred { RuleOrigin::PolicyText } else { RuleOrigin::Policy }))))
         .chain(k.derived.iter().map(|r| (r, RuleOrigin::Derived)))
         .chain(scoped);
     for (r, origin) in rules {
@@ -108,30 +82,14 @@ fn rule_verdict(
         let spec = r.glob.specificity();
         let cand = match r.permission {
             Permission::Deny if r.glob.matches(p, true) => {
-                return Some((
-                    VoteOutcome::deny(format!("{} denies {a} on {}", r.source.as_str(), r.glob))
-                        .by(by),
-                    past_approval,
-                ));
+                return Some((VoteOutcome::deny(format!("{} denies {a} on {}", r.source.as_str(), r.glob)).by(by), past_approval));
             }
-            Permission::AskUser if r.glob.matches(p, true) => (
-                spec,
-                true,
-                VoteOutcome::ask(format!(
-                    "{} asks the user before {a} on {}",
-                    r.source.as_str(),
-                    r.glob
-                ))
-                .by(by),
-                past_approval,
-            ),
-            Permission::Allow if r.glob.matches(p, false) => (
-                spec,
-                false,
-                VoteOutcome::allow(format!("{} allows {a} on {}", r.source.as_str(), r.glob))
-                    .by(by),
-                past_approval,
-            ),
+            Permission::AskUser if r.glob.matches(p, true) => {
+                (spec, true, VoteOutcome::ask(format!("{} asks the user before {a} on {}", r.source.as_str(), r.glob)).by(by), past_approval)
+            }
+            Permission::Allow if r.glob.matches(p, false) => {
+                (spec, false, VoteOutcome::allow(format!("{} allows {a} on {}", r.source.as_str(), r.glob)).by(by), past_approval)
+            }
             _ => continue,
         };
         let better = match &best {
@@ -151,21 +109,11 @@ fn rule_verdict(
 /// the words of `p`'s name left out, so that naming the same person or file in an unrelated
 /// task does not make it the task the user once approved.
 pub fn approval_applies(k: &Knowledge, s: &SessionView, p: &SanitizedPath, task: usize) -> bool {
-    distinctive_words(k, p).iter().any(|w| s.words.contains(*w))
-        && similarity_without_name(k, s, p, task) >= APPROVAL_SIMILARITY
+    distinctive_words(k, p).iter().any(|w| s.words.contains(*w)) && similarity_without_name(k, s, p, task) >= APPROVAL_SIMILARITY
 }
 
 /// Phrases by which a user approves, in the prompt itself, what the task asks for.
-const CONSENT: &[&str] = &[
-    "i approve",
-    "i'll approve",
-    "i will approve",
-    "i authorise",
-    "i authorize",
-    "you have my permission",
-    "you have my approval",
-    "go ahead and",
-];
+const CONSENT: &[&str] = &["i approve", "i'll approve", "i will approve", "i authorise", "i authorize", "you have my permission", "you have my approval", "go ahead and"];
 
 /// True if one of the session's prompts approves the task's changes in so many words.
 fn prompt_consents(s: &SessionView) -> bool {
@@ -197,9 +145,7 @@ pub fn lookalike(k: &Knowledge, p: &SanitizedPath) -> Option<usize> {
     }
     (first_new..p.len()).find(|&i| {
         let ws = p.words(i);
-        k.protected_names
-            .iter()
-            .any(|names| names.iter().all(|w| ws.contains(w)))
+        k.protected_names.iter().any(|names| names.iter().all(|w| ws.contains(w)))
     })
 }
 
@@ -212,21 +158,13 @@ pub fn vote1_offline(inp: &Vote1Input<'_>) -> (VoteOutcome, Evidence) {
     let (k, s, p, a) = (inp.knowledge, inp.session, inp.path, inp.access);
     let ev = location_evidence(k, s, p);
     if let Some((v, past_approval)) = rule_verdict(k, s, p, a, &ev) {
-        if v.verdict == Verdict::Allow && past_approval && !matches!(a, Access::Read | Access::List)
-        {
+        if v.verdict == Verdict::Allow && past_approval && !matches!(a, Access::Read | Access::List) {
             // An approval to change a resource in a past task licenses a change in this one
             // only if this prompt's own words ask for that kind of change too.
             let (iscore, iwhy) = leading_intent(k, s, a);
             let ineed = intent_threshold(a);
             if iscore < ineed {
-                return (
-                    VoteOutcome::deny(format!(
-                        "{}, but intent evidence {iscore:.2} for {a} is below {ineed:.2}: {iwhy}",
-                        v.reason
-                    ))
-                    .by(Mechanism::Intent),
-                    ev,
-                );
+                return (VoteOutcome::deny(format!("{}, but intent evidence {iscore:.2} for {a} is below {ineed:.2}: {iwhy}", v.reason)).by(Mechanism::Intent), ev);
             }
         }
         if v.verdict != Verdict::AskUser {
@@ -237,14 +175,7 @@ pub fn vote1_offline(inp: &Vote1Input<'_>) -> (VoteOutcome, Evidence) {
         // Words that merely describe it do not answer a question the user asked to be asked.
         let (iscore, iwhy) = intent_evidence(k, s, p, a);
         if ev.typed && iscore >= intent_threshold(a) {
-            return (
-                VoteOutcome::allow(format!(
-                    "{}; but the prompt names this resource ({}) and asks for {a} ({iwhy})",
-                    v.reason, ev.why
-                ))
-                .by(Mechanism::Location),
-                ev,
-            );
+            return (VoteOutcome::allow(format!("{}; but the prompt names this resource ({}) and asks for {a} ({iwhy})", v.reason, ev.why)).by(Mechanism::Location), ev);
         }
         // The same when the prompt's words describe the resource and the user says in it that
         // they approve: the question is answered in the prompt.
@@ -254,20 +185,10 @@ pub fn vote1_offline(inp: &Vote1Input<'_>) -> (VoteOutcome, Evidence) {
         return (v, ev);
     }
     if created_by_session(s, p) {
-        return (
-            VoteOutcome::allow(format!("{p} was created in this session"))
-                .by(Mechanism::CreatedInSession),
-            ev,
-        );
+        return (VoteOutcome::allow(format!("{p} was created in this session")).by(Mechanism::CreatedInSession), ev);
     }
-    if s.grants.iter().any(|(g, ga)| {
-        g.same_segments(p) && (*ga == a || (*ga == Access::Create && a != Access::Delete))
-    }) {
-        return (
-            VoteOutcome::allow(format!("{a} on {p} was already granted in this session"))
-                .by(Mechanism::GrantedInSession),
-            ev,
-        );
+    if s.grants.iter().any(|(g, ga)| g.same_segments(p) && (*ga == a || (*ga == Access::Create && a != Access::Delete))) {
+        return (VoteOutcome::allow(format!("{a} on {p} was already granted in this session")).by(Mechanism::GrantedInSession), ev);
     }
     if let Some(i) = lookalike(k, p) {
         if !ev.named() && !ev.exact_history {
@@ -279,39 +200,15 @@ pub fn vote1_offline(inp: &Vote1Input<'_>) -> (VoteOutcome, Evidence) {
     // below), of a resource the prompt's words point at, in a folder the user works in.
     let asked_here = matches!(a, Access::Create | Access::Delete) && ev.asked_here();
     if ev.score < need && !asked_here {
-        return (
-            VoteOutcome::deny(format!(
-                "location evidence {:.2} below {need:.2}: {}",
-                ev.score, ev.why
-            ))
-            .by(Mechanism::Location),
-            ev,
-        );
+        return (VoteOutcome::deny(format!("location evidence {:.2} below {need:.2}: {}", ev.score, ev.why)).by(Mechanism::Location), ev);
     }
     let (iscore, iwhy) = intent_evidence(k, s, p, a);
     let ineed = intent_threshold(a);
     if iscore < ineed {
-        return (
-            VoteOutcome::deny(format!(
-                "intent evidence {iscore:.2} for {a} below {ineed:.2}: {iwhy}"
-            ))
-            .by(Mechanism::Intent),
-            ev,
-        );
+        return (VoteOutcome::deny(format!("intent evidence {iscore:.2} for {a} below {ineed:.2}: {iwhy}")).by(Mechanism::Intent), ev);
     }
-    let by = if ev.score < need {
-        Mechanism::FirstTimeChange
-    } else {
-        Mechanism::Location
-    };
-    (
-        VoteOutcome::allow(format!(
-            "location {:.2} ({}); intent {iscore:.2} ({iwhy})",
-            ev.score, ev.why
-        ))
-        .by(by),
-        ev,
-    )
+    let by = if ev.score < need { Mechanism::FirstTimeChange } else { Mechanism::Location };
+    (VoteOutcome::allow(format!("location {:.2} ({}); intent {iscore:.2} ({iwhy})", ev.score, ev.why)).by(by), ev)
 }
 
 /// The full vote-2 evaluation.
@@ -320,11 +217,7 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
     let (k, s, p, a) = (v1.knowledge, v1.session, v1.path, v1.access);
     let ev = location_evidence(k, s, p);
     // A resource the user named, or a similar past task used, is established.
-    let mut established = ev.named()
-        || ev.exact_history
-        || ev.score >= 0.8
-        || created_by_session(s, p)
-        || (a == Access::Delete && ev.asked_here());
+    let mut established = ev.named() || ev.exact_history || ev.score >= 0.8 || created_by_session(s, p) || (a == Access::Delete && ev.asked_here());
     // Pincer-P2: the pre-committed policy's exact entries (what the user named and what
     // similar tasks used, resolved on raw names at the first prompt) establish a resource
     // and license its content as a similar task's use would.
@@ -332,10 +225,7 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
     if p2 {
         if let Some(pol) = inp.policy {
             p2_exact = pol.entries().iter().any(|e| {
-                e.permission == Permission::Allow
-                    && e.access.contains(&a)
-                    && !crate::glob::is_glob(&e.path_glob)
-                    && e.path_glob.trim_end_matches('/') == inp.raw_path.trim_end_matches('/')
+                e.permission == Permission::Allow && e.access.contains(&a) && !crate::glob::is_glob(&e.path_glob) && e.path_glob.trim_end_matches('/') == inp.raw_path.trim_end_matches('/')
             });
             established |= p2_exact;
         }
@@ -343,14 +233,12 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
     if let Some(r) = inp.rationale {
         let inj = injection_findings(r);
         if let Some(f) = inj.first() {
-            return VoteOutcome::deny(format!("the worker's rationale holds {}", f.what))
-                .by(Mechanism::Detector { finding: f.kind });
+            return VoteOutcome::deny(format!("the worker's rationale holds {}", f.what)).by(Mechanism::Detector { finding: f.kind });
         }
     }
     let name_inj = injection_findings(&inp.raw_path.replace(['-', '_'], " "));
     if let Some(f) = name_inj.first() {
-        return VoteOutcome::deny(format!("the resource name holds {}", f.what))
-            .by(Mechanism::Detector { finding: f.kind });
+        return VoteOutcome::deny(format!("the resource name holds {}", f.what)).by(Mechanism::Detector { finding: f.kind });
     }
     // Sensitive content is not licensed by a name: only by a similar past task that used
     // this very resource, or by the session having created it.
@@ -358,8 +246,7 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
     // A similar task's use of this resource licenses the kinds of content it held when the
     // workspace was imported; what was put into it since is judged as in any other file.
     // (Pincer-P2's exact entry is the prompt's own pointer at this resource as it is now.)
-    let content_ok =
-        |kind: FindingKind| created || p2_exact || (ev.exact_history && k.baseline_has(p, kind));
+    let content_ok = |kind: FindingKind| created || p2_exact || (ev.exact_history && k.baseline_has(p, kind));
     if let Some(c) = inp.content {
         if matches!(a, Access::Read | Access::Write | Access::Delete) {
             if c.len() > MAX_FINGERPRINT_BYTES && !created {
@@ -377,40 +264,23 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
                 }
             }
             let findings = content_findings(c);
-            if let Some(f) = findings
-                .iter()
-                .find(|f| f.kind.is_personal() && !content_ok(f.kind))
-            {
-                let why = if ev.exact_history {
-                    "a similar task used this resource, but it did not hold such content when the workspace was imported"
-                } else {
-                    "no similar task used this resource"
-                };
-                return VoteOutcome::deny(format!(
-                    "the content holds personal data ({}) and {why}",
-                    f.what
-                ))
-                .by(Mechanism::Detector { finding: f.kind });
+            if let Some(f) = findings.iter().find(|f| f.kind.is_personal() && !content_ok(f.kind)) {
+                let why = if ev.exact_history { "a similar task used this resource, but it did not hold such content when the workspace was imported" } else { "no similar task used this resource" };
+                return VoteOutcome::deny(format!("the content holds personal data ({}) and {why}", f.what)).by(Mechanism::Detector { finding: f.kind });
             }
             if let Some(f) = findings.iter().find(|f| f.kind.is_secret()) {
                 if !created_by_session(s, p) {
-                    return VoteOutcome::deny(format!("the content holds a secret ({})", f.what))
-                        .by(Mechanism::Detector { finding: f.kind });
+                    return VoteOutcome::deny(format!("the content holds a secret ({})", f.what)).by(Mechanism::Detector { finding: f.kind });
                 }
             }
             let marks = &k.policy_terms.markings;
-            if let Some(f) = findings
-                .iter()
-                .find(|f| f.kind == FindingKind::Marking && marks.contains(f.what.as_str()))
-            {
+            if let Some(f) = findings.iter().find(|f| f.kind == FindingKind::Marking && marks.contains(f.what.as_str())) {
                 if !content_ok(FindingKind::Marking) {
                     return VoteOutcome::deny(format!("the content is marked \"{}\", which the user's policies restrict, and no similar task used it", f.what)).by(Mechanism::Detector { finding: f.kind });
                 }
             }
             if !(created || ev.exact_history || p2_exact) {
-                if let Some((id, phrase)) = k.policy_terms.phrase_hit(c).filter(|(_, ph)| {
-                    super::content::phrase_is_specific(&String::from_utf8_lossy(c), ph)
-                }) {
+                if let Some((id, phrase)) = k.policy_terms.phrase_hit(c).filter(|(_, ph)| super::content::phrase_is_specific(&String::from_utf8_lossy(c), ph)) {
                     return VoteOutcome::deny(format!("the content speaks of \"{phrase}\", which policy {id} restricts, and no similar task used it")).by(Mechanism::PolicyPhrase);
                 }
             }
@@ -421,17 +291,9 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
         return VoteOutcome::deny("earlier content in this session held injected instructions, and this request goes beyond what the user named or similar tasks used").by(Mechanism::Taint);
     }
     if a == Access::Delete && !established {
-        return VoteOutcome::deny(
-            "a delete of a resource that neither the user named nor a similar task used",
-        )
-        .by(Mechanism::Unestablished);
+        return VoteOutcome::deny("a delete of a resource that neither the user named nor a similar task used").by(Mechanism::Unestablished);
     }
-    VoteOutcome::allow(if established {
-        "established resource; no sensitive content findings"
-    } else {
-        "no sensitive content findings"
-    })
-    .by(Mechanism::ContentClear)
+    VoteOutcome::allow(if established { "established resource; no sensitive content findings" } else { "no sensitive content findings" }).by(Mechanism::ContentClear)
 }
 
 /// Generates the pre-committed policy on raw names.
@@ -443,21 +305,11 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
     // Access types the prompt asks for (learned intent, or what similar tasks did).
     let mut intents: BTreeSet<Access> = [Access::Read, Access::List].into();
     let mut sv = SessionView::default();
-    sv.prompts
-        .push(crate::decider::TrustedText::from_trusted(prompt));
+    sv.prompts.push(crate::decider::TrustedText::from_trusted(prompt));
     sv.similar = inp.similar.iter().map(|&(i, w)| (i, w)).collect();
     for a in [Access::Write, Access::Create, Access::Delete] {
         let (sc, _) = k.intent.score(prompt, a);
-        let sim = inp
-            .similar
-            .iter()
-            .filter(|(_, w)| *w >= 0.3)
-            .any(|&(i, _)| {
-                inp.state.tasks[i]
-                    .accesses
-                    .iter()
-                    .any(|(r, _)| r.access == a)
-            });
+        let sim = inp.similar.iter().filter(|(_, w)| *w >= 0.3).any(|&(i, _)| inp.state.tasks[i].accesses.iter().any(|(r, _)| r.access == a));
         if sc * 1.6 >= intent_threshold(a) || sim {
             intents.insert(a);
         }
@@ -481,56 +333,22 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
             if tt == n || tt.ends_with(&format!("/{n}")) {
                 hit = true;
                 if t.ends_with('/') || name.ends_with('/') {
-                    add(
-                        format!("{tt}/**"),
-                        &mut intents.iter().copied(),
-                        format!("under {name}, named in the prompt"),
-                    );
-                    add(
-                        tt.to_string(),
-                        &mut [Access::List].into_iter(),
-                        format!("{name}, named in the prompt"),
-                    );
+                    add(format!("{tt}/**"), &mut intents.iter().copied(), format!("under {name}, named in the prompt"));
+                    add(tt.to_string(), &mut [Access::List].into_iter(), format!("{name}, named in the prompt"));
                 } else {
-                    add(
-                        tt.to_string(),
-                        &mut intents.iter().copied(),
-                        format!("{name}, named in the prompt"),
-                    );
+                    add(tt.to_string(), &mut intents.iter().copied(), format!("{name}, named in the prompt"));
                     if let Some((dir, _)) = tt.rsplit_once('/') {
-                        add(
-                            format!("{dir}/*"),
-                            &mut [Access::Create, Access::List]
-                                .into_iter()
-                                .filter(|x| intents.contains(x) || *x == Access::List),
-                            format!("beside {name}"),
-                        );
-                        add(
-                            dir.to_string(),
-                            &mut [Access::List].into_iter(),
-                            format!("folder of {name}"),
-                        );
+                        add(format!("{dir}/*"), &mut [Access::Create, Access::List].into_iter().filter(|x| intents.contains(x) || *x == Access::List), format!("beside {name}"));
+                        add(dir.to_string(), &mut [Access::List].into_iter(), format!("folder of {name}"));
                     }
                 }
             }
         }
         if !hit && !n.is_empty() && !crate::glob::is_glob(n) {
             // A new file the user asked for: allow creating it where the user said.
-            let g = if n.starts_with("**/") {
-                n.to_string()
-            } else {
-                format!("**/{n}")
-            };
-            add(
-                g.clone(),
-                &mut intents.iter().copied().filter(|a| *a != Access::Delete),
-                format!("{name}, named in the prompt (new)"),
-            );
-            add(
-                format!("{g}/**"),
-                &mut intents.iter().copied(),
-                format!("under {name}, named in the prompt"),
-            );
+            let g = if n.starts_with("**/") { n.to_string() } else { format!("**/{n}") };
+            add(g.clone(), &mut intents.iter().copied().filter(|a| *a != Access::Delete), format!("{name}, named in the prompt (new)"));
+            add(format!("{g}/**"), &mut intents.iter().copied(), format!("under {name}, named in the prompt"));
         }
     }
     // Similar past tasks: their exact resources, and their folders for reading and creating.
@@ -547,11 +365,7 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
             if r.access == Access::Write && intents.contains(&Access::Write) {
                 accs.insert(Access::Write);
             }
-            add(
-                r.path.trim_end_matches('/').to_string(),
-                &mut accs.iter().copied(),
-                format!("used by similar task {}", task.session),
-            );
+            add(r.path.trim_end_matches('/').to_string(), &mut accs.iter().copied(), format!("used by similar task {}", task.session));
             if let Some((dir, _)) = r.path.trim_end_matches('/').rsplit_once('/') {
                 let mut d: BTreeSet<Access> = [Access::Read, Access::List].into();
                 for x in [Access::Create, Access::Write] {
@@ -559,25 +373,13 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
                         d.insert(x);
                     }
                 }
-                add(
-                    format!("{dir}/*"),
-                    &mut d.iter().copied(),
-                    format!("beside what similar task {} used", task.session),
-                );
-                add(
-                    dir.to_string(),
-                    &mut [Access::List].into_iter(),
-                    format!("folder used by similar task {}", task.session),
-                );
+                add(format!("{dir}/*"), &mut d.iter().copied(), format!("beside what similar task {} used", task.session));
+                add(dir.to_string(), &mut [Access::List].into_iter(), format!("folder used by similar task {}", task.session));
             }
         }
         for ap in &task.approvals {
             if ap.permission == Permission::Allow {
-                add(
-                    ap.path_glob.clone(),
-                    &mut [ap.access].into_iter(),
-                    format!("approved by the user in task {}", task.session),
-                );
+                add(ap.path_glob.clone(), &mut [ap.access].into_iter(), format!("approved by the user in task {}", task.session));
             }
         }
     }
@@ -586,14 +388,7 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
         .similar
         .iter()
         .filter(|(_, w)| *w >= 0.3)
-        .flat_map(|&(ti, _)| {
-            inp.state.tasks[ti].accesses.iter().filter_map(|(r, _)| {
-                r.path
-                    .trim_end_matches('/')
-                    .rsplit_once('/')
-                    .map(|(d, _)| d)
-            })
-        })
+        .flat_map(|&(ti, _)| inp.state.tasks[ti].accesses.iter().filter_map(|(r, _)| r.path.trim_end_matches('/').rsplit_once('/').map(|(d, _)| d)))
         .collect();
     // Files whose names the prompt's words spell out.
     for t in inp.workspace_tree.iter().filter(|t| !t.ends_with('/')) {
@@ -605,22 +400,9 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
         let keys = crate::sanitize::word_keys(stem);
         let hit = keys.iter().filter(|w| pw.contains(*w)).count();
         if (keys.len() == 1 && hit == 1) || (hit >= 2 && 3 * hit >= 2 * keys.len()) {
-            add(
-                t.clone(),
-                &mut intents.iter().copied(),
-                format!("{last}, which the prompt's words name"),
-            );
-        } else if hit >= 1
-            && intents.contains(&Access::Delete)
-            && t.rsplit_once('/').is_some_and(|(d, _)| worked.contains(d))
-        {
-            add(
-                t.clone(),
-                &mut [Access::Delete].into_iter(),
-                format!(
-                    "{last}, which the prompt's words point at, in a folder similar tasks used"
-                ),
-            );
+            add(t.clone(), &mut intents.iter().copied(), format!("{last}, which the prompt's words name"));
+        } else if hit >= 1 && intents.contains(&Access::Delete) && t.rsplit_once('/').is_some_and(|(d, _)| worked.contains(d)) {
+            add(t.clone(), &mut [Access::Delete].into_iter(), format!("{last}, which the prompt's words point at, in a folder similar tasks used"));
         }
     }
     // Prompt words that name folders of the workspace.
@@ -628,20 +410,9 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
         let tt = t.trim_end_matches('/');
         let last = tt.rsplit('/').next().unwrap_or(tt);
         let keys = crate::sanitize::word_keys(last);
-        if !keys.is_empty()
-            && keys.iter().all(|w| pw.contains(w))
-            && keys.iter().any(|w| w.len() >= 4)
-        {
-            add(
-                format!("{tt}/**"),
-                &mut [Access::Read, Access::List].into_iter(),
-                format!("{last}, a folder the prompt speaks of"),
-            );
-            add(
-                tt.to_string(),
-                &mut [Access::List].into_iter(),
-                format!("{last}, a folder the prompt speaks of"),
-            );
+        if !keys.is_empty() && keys.iter().all(|w| pw.contains(w)) && keys.iter().any(|w| w.len() >= 4) {
+            add(format!("{tt}/**"), &mut [Access::Read, Access::List].into_iter(), format!("{last}, a folder the prompt speaks of"));
+            add(tt.to_string(), &mut [Access::List].into_iter(), format!("{last}, a folder the prompt speaks of"));
         }
     }
     let mut entries: Vec<PolicyEntry> = allow
@@ -656,45 +427,19 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
         .collect();
     // The user's own rules and refusals, last so they read as overrides (deny wins anyway).
     for p in &inp.state.policies {
-        let rules = if p.rules.is_empty() {
-            super::knowledge::rules_from_text(&p.text)
-        } else {
-            p.rules.clone()
-        };
+        let rules = if p.rules.is_empty() { super::knowledge::rules_from_text(&p.text) } else { p.rules.clone() };
         for r in rules {
-            entries.push(PolicyEntry {
-                path_glob: r.path_glob,
-                access: r.access,
-                operations: vec![],
-                permission: r.permission,
-                rationale: format!("user policy {}", p.id),
-            });
+            entries.push(PolicyEntry { path_glob: r.path_glob, access: r.access, operations: vec![], permission: r.permission, rationale: format!("user policy {}", p.id) });
         }
     }
     for d in &inp.state.derived {
         for r in &d.rules {
-            entries.push(PolicyEntry {
-                path_glob: r.path_glob.clone(),
-                access: r.access.clone(),
-                operations: vec![],
-                permission: r.permission,
-                rationale: "derived policy".into(),
-            });
+            entries.push(PolicyEntry { path_glob: r.path_glob.clone(), access: r.access.clone(), operations: vec![], permission: r.permission, rationale: "derived policy".into() });
         }
     }
     for t in &inp.state.tasks {
-        for ap in t
-            .approvals
-            .iter()
-            .filter(|a| a.permission != Permission::Allow)
-        {
-            entries.push(PolicyEntry {
-                path_glob: ap.path_glob.clone(),
-                access: vec![ap.access],
-                operations: vec![],
-                permission: ap.permission,
-                rationale: format!("user refusal in task {}", t.session),
-            });
+        for ap in t.approvals.iter().filter(|a| a.permission != Permission::Allow) {
+            entries.push(PolicyEntry { path_glob: ap.path_glob.clone(), access: vec![ap.access], operations: vec![], permission: ap.permission, rationale: format!("user refusal in task {}", t.session) });
         }
     }
     let _ = text_accesses;

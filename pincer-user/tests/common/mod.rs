@@ -23,8 +23,7 @@ pub const PERSONA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../corpus/softwa
 /// A cgroup outside every session: where the user's own processes run.
 pub const OUTSIDE: &str = "/sys/fs/cgroup/user.slice/user-1000.slice";
 /// A prompt of the persona's kind of task.
-pub const TODO_PROMPT: &str =
-    "Update my todo: tick off the release notes item and add 'look at the ledger backups'.";
+pub const TODO_PROMPT: &str = "Update my todo: tick off the release notes item and add 'look at the ledger backups'.";
 
 /// Copies the directory tree `from` to `to` (created if missing), files and folders only.
 pub fn copy_dir(from: &Path, to: &Path) {
@@ -82,13 +81,7 @@ pub struct Daemon {
 /// Starts the daemon on `config`'s socket with the offline decider, `enforcer` (over
 /// [`pincer::kernel::MemoryMaps`]), a sanitizer of `key`, peers placed by `lookup`, and kernel misses from
 /// `misses` if given.
-pub fn start_daemon(
-    config: &Config,
-    enforcer: Enforcer,
-    lookup: CgroupLookup,
-    key: [u8; 32],
-    misses: Option<mpsc::Receiver<Miss>>,
-) -> Daemon {
+pub fn start_daemon(config: &Config, enforcer: Enforcer, lookup: CgroupLookup, key: [u8; 32], misses: Option<mpsc::Receiver<Miss>>) -> Daemon {
     let parts = Parts {
         core: CoreDeps {
             config: config.clone(),

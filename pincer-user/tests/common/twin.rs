@@ -8,18 +8,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// The kinds of the content detectors' findings in `s`.
 pub fn kinds(s: &str) -> Vec<FindingKind> {
-    content_findings(s.as_bytes())
-        .into_iter()
-        .map(|f| f.kind)
-        .collect()
+    content_findings(s.as_bytes()).into_iter().map(|f| f.kind).collect()
 }
 
 /// One access of a history task.
 pub fn rec(path: &str, access: Access) -> AccessRecord {
-    AccessRecord {
-        path: path.into(),
-        access,
-    }
+    AccessRecord { path: path.into(), access }
 }
 
 /// Every file of `files` and every folder above one (with a trailing `/`), sorted: the

@@ -132,25 +132,13 @@ fn source_text(name: &str, k: usize) -> String {
 
 /// One tool request as `pincer request` makes it; returns whether it was granted.
 fn tool_request(socket: &Path, path: &Path) -> Result<bool, String> {
-    let mut s =
-        UnixStream::connect(socket).map_err(|e| format!("connect {}: {e}", socket.display()))?;
+    let mut s = UnixStream::connect(socket).map_err(|e| format!("connect {}: {e}", socket.display()))?;
     let path = path.to_str().ok_or("non-UTF-8 path")?.to_string();
-    let line = call_line(Call::Request {
-        path,
-        access: Access::Read,
-        reason: Some(RATIONALE.into()),
-        session: None,
-    });
-    s.write_all(line.as_bytes())
-        .map_err(|e| format!("send: {e}"))?;
+    let line = call_line(Call::Request { path, access: Access::Read, reason: Some(RATIONALE.into()), session: None });
+    s.write_all(line.as_bytes()).map_err(|e| format!("send: {e}"))?;
     let mut reply = String::new();
-    BufReader::new(&s)
-        .read_line(&mut reply)
-        .map_err(|e| format!("read reply: {e}"))?;
-    match serde_json::from_str::<ReplyLine>(reply.trim())
-        .map_err(|e| format!("bad reply {reply:?}: {e}"))?
-        .reply
-    {
+    BufReader::new(&s).read_line(&mut reply).map_err(|e| format!("read reply: {e}"))?;
+    match serde_json::from_str::<ReplyLine>(reply.trim()).map_err(|e| format!("bad reply {reply:?}: {e}"))?.reply {
         Reply::Decision { granted, .. } => Ok(granted),
         other => Err(format!("unexpected reply {other:?}")),
     }
@@ -168,13 +156,9 @@ fn open_errno(path: &Path) -> i32 {
 /// per measurement: `T <granted> <opened> <ns>` and `M <first errno> <retried ok> <ns> <opens>`.
 fn run_worker(w: &WorkerArgs) -> Result<(), String> {
     let mut out = std::io::stdout().lock();
-    writeln!(out, "READY")
-        .and_then(|()| out.flush())
-        .map_err(|e| e.to_string())?;
+    writeln!(out, "READY").and_then(|()| out.flush()).map_err(|e| e.to_string())?;
     let mut go = String::new();
-    std::io::stdin()
-        .read_line(&mut go)
-        .map_err(|e| e.to_string())?;
+    std::io::stdin().read_line(&mut go).map_err(|e| e.to_string())?;
     let mut lines = Vec::with_capacity(2 * w.rounds);
     for k in 0..w.rounds {
         let file = w.root.join(tool_file(k));
@@ -194,11 +178,7 @@ fn run_worker(w: &WorkerArgs) -> Result<(), String> {
             opens += 1;
             ok = open_errno(&file) == 0;
         }
-        lines.push(format!(
-            "M {first} {} {} {opens}",
-            u8::from(ok),
-            start.elapsed().as_nanos()
-        ));
+        lines.push(format!("M {first} {} {} {opens}", u8::from(ok), start.elapsed().as_nanos()));
     }
     for l in lines {
         writeln!(out, "{l}").map_err(|e| e.to_string())?;
@@ -210,17 +190,11 @@ fn run_worker(w: &WorkerArgs) -> Result<(), String> {
 
 /// One call on a fresh connection, as root outside every session.
 fn call(socket: &Path, c: Call) -> Result<Reply, String> {
-    let mut s =
-        UnixStream::connect(socket).map_err(|e| format!("connect {}: {e}", socket.display()))?;
-    s.write_all(call_line(c).as_bytes())
-        .map_err(|e| format!("send: {e}"))?;
+    let mut s = UnixStream::connect(socket).map_err(|e| format!("connect {}: {e}", socket.display()))?;
+    s.write_all(call_line(c).as_bytes()).map_err(|e| format!("send: {e}"))?;
     let mut reply = String::new();
-    BufReader::new(&s)
-        .read_line(&mut reply)
-        .map_err(|e| format!("read reply: {e}"))?;
-    serde_json::from_str::<ReplyLine>(reply.trim())
-        .map(|r| r.reply)
-        .map_err(|e| format!("bad reply {reply:?}: {e}"))
+    BufReader::new(&s).read_line(&mut reply).map_err(|e| format!("read reply: {e}"))?;
+    serde_json::from_str::<ReplyLine>(reply.trim()).map(|r| r.reply).map_err(|e| format!("bad reply {reply:?}: {e}"))
 }
 
 /// The value of `field` (in kB) in `/proc/PID/status`.
@@ -243,8 +217,7 @@ fn percentile(sorted: &[u128], p: u32) -> Option<u128> {
 }
 
 fn ms(ns: Option<u128>) -> String {
-    ns.map(|n| format!("{:.2} ms", n as f64 / 1e6))
-        .unwrap_or_else(|| "n/a".into())
+    ns.map(|n| format!("{:.2} ms", n as f64 / 1e6)).unwrap_or_else(|| "n/a".into())
 }
 
 /// What the workers measured.
@@ -266,11 +239,7 @@ impl Measured {
     fn add(&mut self, line: &str) -> Result<(), String> {
         let f: Vec<&str> = line.split_whitespace().collect();
         let bad = || format!("unreadable worker line {line:?}");
-        let num = |i: usize| {
-            f.get(i)
-                .and_then(|v| v.parse::<u128>().ok())
-                .ok_or_else(bad)
-        };
+        let num = |i: usize| f.get(i).and_then(|v| v.parse::<u128>().ok()).ok_or_else(bad);
         match f.first() {
             Some(&"T") => {
                 self.round_trips.push(num(3)?);
@@ -295,29 +264,16 @@ impl Measured {
 }
 
 fn run_bench(a: &BenchArgs) -> Result<(), String> {
-    let pincer = a
-        .pincer
-        .clone()
-        .ok_or("name the pincer binary with --pincer")?;
+    let pincer = a.pincer.clone().ok_or("name the pincer binary with --pincer")?;
     if a.sessions == 0 || a.rounds == 0 {
         return Err("--sessions and --rounds must be at least 1".into());
     }
     let workspace = a.persona.join("workspace");
     if !workspace.is_dir() {
-        return Err(format!(
-            "{} is no persona folder (no workspace/)",
-            a.persona.display()
-        ));
+        return Err(format!("{} is no persona folder (no workspace/)", a.persona.display()));
     }
     let dir = pincer_tests::fresh_dir("bench-daemon");
-    let daemon = Daemon::start(
-        &pincer,
-        &dir,
-        &DaemonSettings {
-            on_miss: "decide",
-            escalation_timeout_secs: 5,
-        },
-    );
+    let daemon = Daemon::start(&pincer, &dir, &DaemonSettings { on_miss: "decide", escalation_timeout_secs: 5 });
     daemon.import(&a.persona, a.uid);
     let pid = daemon.pid().ok_or("the daemon has no pid")?;
     let rss_idle = status_kb(pid, "VmRSS")?;
@@ -329,8 +285,7 @@ fn run_bench(a: &BenchArgs) -> Result<(), String> {
         copy_dir(&workspace, &ws);
         for k in 0..a.rounds {
             for rel in [tool_file(k), miss_file(k)] {
-                std::fs::write(ws.join(&rel), source_text(&rel, k))
-                    .map_err(|e| format!("write {rel}: {e}"))?;
+                std::fs::write(ws.join(&rel), source_text(&rel, k)).map_err(|e| format!("write {rel}: {e}"))?;
             }
         }
         chown_tree(&ws, a.uid);
@@ -340,15 +295,7 @@ fn run_bench(a: &BenchArgs) -> Result<(), String> {
     let created = Instant::now();
     let mut sessions: Vec<SessionInfo> = Vec::with_capacity(a.sessions);
     for ws in &roots {
-        match call(
-            &daemon.socket,
-            Call::CreateSession {
-                owner_uid: a.uid,
-                roots: vec![ws.clone()],
-                prompt: PROMPT.into(),
-                mode: SessionMode::Enforce,
-            },
-        )? {
+        match call(&daemon.socket, Call::CreateSession { owner_uid: a.uid, roots: vec![ws.clone()], prompt: PROMPT.into(), mode: SessionMode::Enforce })? {
             Reply::Session(s) => sessions.push(s),
             other => return Err(format!("create_session: {other:?}")),
         }
@@ -359,12 +306,7 @@ fn run_bench(a: &BenchArgs) -> Result<(), String> {
     // Every session ends whatever happened: grants revoked, cgroups removed.
     let mut totals = pincer::daemon::protocol::Counters::default();
     for s in &sessions {
-        match call(
-            &daemon.socket,
-            Call::EndSession {
-                session: s.session.clone(),
-            },
-        ) {
+        match call(&daemon.socket, Call::EndSession { session: s.session.clone() }) {
             Ok(Reply::Summary { session, .. }) => {
                 let c = &session.counters;
                 totals.requests += c.requests;
@@ -400,10 +342,7 @@ fn run_bench(a: &BenchArgs) -> Result<(), String> {
         m.round_trips.len(),
         totals.requests.saturating_sub(m.round_trips.len() as u64)
     );
-    println!(
-        "  decisions/s                              {:>10.1}",
-        totals.requests as f64 / secs
-    );
+    println!("  decisions/s                              {:>10.1}", totals.requests as f64 / secs);
     println!(
         "  tool request round trip  p50 {:>11}  p99 {:>11}  ({} requests, {} granted, {} opened after the grant)",
         ms(percentile(&m.round_trips, 50)),
@@ -437,18 +376,10 @@ fn run_bench(a: &BenchArgs) -> Result<(), String> {
 
 /// Starts one worker per session, gives the common start signal and collects their lines;
 /// returns the time from the signal until the last worker exited.
-fn load(
-    a: &BenchArgs,
-    socket: &Path,
-    sessions: &[SessionInfo],
-    roots: &[PathBuf],
-) -> Result<(Duration, Measured), String> {
+fn load(a: &BenchArgs, socket: &Path, sessions: &[SessionInfo], roots: &[PathBuf]) -> Result<(Duration, Measured), String> {
     let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
     let account = pincer::daemon::users::by_uid(a.uid);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     rt.block_on(async {
         let mut children = Vec::with_capacity(sessions.len());
         for (s, ws) in sessions.iter().zip(roots) {
@@ -466,59 +397,32 @@ fn load(
                     "--rounds".into(),
                     a.rounds.to_string(),
                 ],
-                env: s
-                    .scratch
-                    .iter()
-                    .map(|d| ("TMPDIR".to_string(), d.to_string_lossy().into_owned()))
-                    .collect(),
+                env: s.scratch.iter().map(|d| ("TMPDIR".to_string(), d.to_string_lossy().into_owned())).collect(),
                 // The session's IPC namespace as `pincer run` makes it; no PID namespace, whose
                 // init is the `pincer` binary's own subcommand (this is the bench binary).
-                namespaces: Namespaces {
-                    pid: false,
-                    ..s.namespaces
-                },
+                namespaces: Namespaces { pid: false, ..s.namespaces },
             };
             let mut cmd = worker::command(&spec).map_err(|e| e.to_string())?;
-            cmd.stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
-                .kill_on_drop(true);
-            let mut child = cmd
-                .spawn()
-                .map_err(|e| format!("start worker {}: {e}", exe.display()))?;
+            cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).kill_on_drop(true);
+            let mut child = cmd.spawn().map_err(|e| format!("start worker {}: {e}", exe.display()))?;
             let stdin = child.stdin.take().ok_or("worker without stdin")?;
-            let mut stdout =
-                tokio::io::BufReader::new(child.stdout.take().ok_or("worker without stdout")?);
+            let mut stdout = tokio::io::BufReader::new(child.stdout.take().ok_or("worker without stdout")?);
             let mut ready = String::new();
-            stdout
-                .read_line(&mut ready)
-                .await
-                .map_err(|e| format!("worker: {e}"))?;
+            stdout.read_line(&mut ready).await.map_err(|e| format!("worker: {e}"))?;
             if ready.trim() != "READY" {
-                return Err(format!(
-                    "worker of session {} did not start: {ready:?}",
-                    s.session
-                ));
+                return Err(format!("worker of session {} did not start: {ready:?}", s.session));
             }
             children.push((child, stdin, stdout));
         }
         let start = Instant::now();
         let mut tasks = tokio::task::JoinSet::new();
         for (mut child, mut stdin, mut stdout) in children {
-            stdin
-                .write_all(b"go\n")
-                .await
-                .map_err(|e| format!("start signal: {e}"))?;
+            stdin.write_all(b"go\n").await.map_err(|e| format!("start signal: {e}"))?;
             drop(stdin);
             tasks.spawn(async move {
                 let mut lines = Vec::new();
                 let mut line = String::new();
-                while stdout
-                    .read_line(&mut line)
-                    .await
-                    .map_err(|e| e.to_string())?
-                    > 0
-                {
+                while stdout.read_line(&mut line).await.map_err(|e| e.to_string())? > 0 {
                     lines.push(std::mem::take(&mut line));
                 }
                 let status = child.wait().await.map_err(|e| e.to_string())?;
@@ -557,29 +461,11 @@ mod tests {
     #[test]
     fn worker_lines_are_counted_by_kind() {
         let mut m = Measured::default();
-        for l in [
-            "T 1 1 2000",
-            "T 0 0 3000",
-            &format!("M {} 1 5000 3", libc::EACCES),
-            &format!("M {} 0 9 400", libc::EACCES),
-            "M 0 1 10 1",
-        ] {
+        for l in ["T 1 1 2000", "T 0 0 3000", &format!("M {} 1 5000 3", libc::EACCES), &format!("M {} 0 9 400", libc::EACCES), "M 0 1 10 1"] {
             m.add(l).unwrap();
         }
-        assert_eq!(
-            (m.round_trips.len(), m.tool_granted, m.tool_opened),
-            (2, 1, 1)
-        );
-        assert_eq!(
-            (
-                m.misses,
-                m.miss_to_open.clone(),
-                m.miss_never_granted,
-                m.miss_not_denied,
-                m.opens
-            ),
-            (3, vec![5000], 1, 1, 404)
-        );
+        assert_eq!((m.round_trips.len(), m.tool_granted, m.tool_opened), (2, 1, 1));
+        assert_eq!((m.misses, m.miss_to_open.clone(), m.miss_never_granted, m.miss_not_denied, m.opens), (3, vec![5000], 1, 1, 404));
         assert!(m.add("X 1").is_err() && m.add("T 1").is_err());
     }
 }

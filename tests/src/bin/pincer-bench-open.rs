@@ -23,7 +23,10 @@
 //!   sessions are allowed (root's, by its bound path, as the daemon's is):
 //!   no program, ungated, gated;
 //! - a signal (`kill(pid, 0)`, the permission check without delivery) to a
-//!   process of the same session: no program, ungated, gated.
+//!   process of the same session: no program, ungated, gated;
+//! - `statx` of each file of (f)'s directory in turn (what `ls -l` of a large
+//!   directory does), no program and gated with never-grantable entries
+//!   present (the stat hook looks for them on every stat in a session).
 //!
 //! The cases are interleaved round by round, so that drift of the machine (a
 //! VM's host, other load) hits every case alike: each round measures the cases
@@ -102,6 +105,8 @@ enum Op<'a> {
     Connect(&'a libc::sockaddr_un),
     /// `kill(pid, 0)` to a child made for the measurement (in the same cgroup).
     Signal,
+    /// `statx` of each file in turn, round and round.
+    StatEach(&'a [CString]),
 }
 
 /// ns per operation of one timed run of `iterations` after a warm-up, measured in this process.
@@ -121,6 +126,9 @@ fn measure(op: Op, iterations: u32) -> Result<f64, String> {
         }
         Op::Connect(addr) => connect_close(addr, n),
         Op::Signal => signal(target.unwrap_or(0), n),
+        Op::StatEach(files) => (0..n as usize)
+            .try_for_each(|i| stat(&files[(next + i) % files.len()]))
+            .map(|()| next += n as usize),
     };
     let result = (|| {
         // Warm-up (dentry cache, map entries).
@@ -228,6 +236,24 @@ fn stop(pid: i32) {
         libc::kill(pid, libc::SIGKILL);
         libc::waitpid(pid, std::ptr::null_mut(), 0);
     }
+}
+
+fn stat(file: &CString) -> Result<(), String> {
+    // SAFETY: statx into a zeroed struct we own, on a valid C string.
+    let rc = unsafe {
+        let mut stx: libc::statx = std::mem::zeroed();
+        libc::statx(
+            libc::AT_FDCWD,
+            file.as_ptr(),
+            0,
+            libc::STATX_BASIC_STATS,
+            &mut stx,
+        )
+    };
+    if rc < 0 {
+        return Err(format!("statx failed: {}", std::io::Error::last_os_error()));
+    }
+    Ok(())
 }
 
 fn open_close(file: &CString, n: u32) -> Result<(), String> {
@@ -342,6 +368,7 @@ fn try_main(set: Settings) -> Result<(), String> {
     let ops = Ops {
         open: Op::Open(&cfile),
         open_each: Op::OpenEach(&each),
+        stat_each: Op::StatEach(&each),
         connect: Op::Connect(&sock_addr),
         iterations: set.iterations,
     };
@@ -381,6 +408,8 @@ struct Ops<'a> {
     open: Op<'a>,
     /// (f): each of the files once.
     open_each: Op<'a>,
+    /// `statx` of (f)'s files in turn.
+    stat_each: Op<'a>,
     connect: Op<'a>,
     iterations: u32,
 }
@@ -424,9 +453,13 @@ enum Case {
     OpenSubtreeNeverFirst,
     /// (f)'s baseline: the same files, no program loaded.
     OpenEachNone,
+    /// `statx` of (f)'s files in turn, no program loaded.
+    StatNone,
+    /// The same, gated, never-grantable entries present.
+    StatGatedNever,
 }
 
-const CASES: usize = 18;
+const CASES: usize = 20;
 
 /// What the programs ran during one case with statistics on: program name →
 /// (runs, ns inside the program), summed over the rounds.
@@ -487,6 +520,7 @@ fn round(s: &mut Samples, p: &Paths, ops: &Ops) -> Result<(), String> {
         in_child(None, ops.connect, n, || Ok(()))?,
     );
     s.add(Case::SignalNone, in_child(None, Op::Signal, n, || Ok(()))?);
+    s.add(Case::StatNone, in_child(None, ops.stat_each, n, || Ok(()))?);
 
     let pin_dir = PathBuf::from("/sys/fs/bpf").join(format!("pincer-bench-{}", std::process::id()));
     let config = EnforcerConfig {
@@ -567,6 +601,10 @@ fn round(s: &mut Samples, p: &Paths, ops: &Ops) -> Result<(), String> {
         s.add(
             Case::OpenSubtreeNever,
             in_child(gated, ops.open, n, || Ok(()))?,
+        );
+        s.add(
+            Case::StatGatedNever,
+            in_child(gated, ops.stat_each, n, || Ok(()))?,
         );
         enforcer
             .revoke(session, top_id, Scope::Subtree, Access::Read)
@@ -737,6 +775,17 @@ fn report(s: &Samples, set: &Settings, secs: f64) {
             if progs.is_empty() { "none ran".to_string() } else { progs.join("; ") }
         );
     }
+    rows(
+        "statx of each file of a directory in turn (ls -l)",
+        Case::StatNone,
+        &[
+            ("no program loaded", Case::StatNone),
+            (
+                "gated, never-grantable entries present",
+                Case::StatGatedNever,
+            ),
+        ],
+    );
     rows(
         "connect+close to an allowed Unix socket",
         Case::ConnectNone,

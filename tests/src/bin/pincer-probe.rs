@@ -19,11 +19,7 @@ fn errno() -> i32 {
 }
 
 fn outcome(ok: bool) -> String {
-    if ok {
-        "ok".into()
-    } else {
-        format!("errno {}", errno())
-    }
+    if ok { "ok".into() } else { format!("errno {}", errno()) }
 }
 
 fn main() {
@@ -36,11 +32,7 @@ fn main() {
         watch_signals(arg);
     }
     if op == "fork-hold" || op == "fork" {
-        forks(
-            op == "fork-hold",
-            arg.parse().expect("a count"),
-            args.get(2).map(String::as_str),
-        );
+        forks(op == "fork-hold", arg.parse().expect("a count"), args.get(2).map(String::as_str));
     }
     let name = CString::new(arg.as_str()).expect("NUL in argument");
     let number = || arg.parse::<i32>().expect("a number");
@@ -56,30 +48,18 @@ fn main() {
                 r
             }
             "mq-make" => {
-                let q = libc::mq_open(
-                    name.as_ptr(),
-                    libc::O_RDWR | libc::O_CREAT | libc::O_EXCL,
-                    0o600,
-                    std::ptr::null_mut::<libc::mq_attr>(),
-                );
+                let q = libc::mq_open(name.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_EXCL, 0o600, std::ptr::null_mut::<libc::mq_attr>());
                 outcome(q >= 0)
             }
             "mq-own" => {
-                let q = libc::mq_open(
-                    name.as_ptr(),
-                    libc::O_RDWR | libc::O_CREAT | libc::O_EXCL,
-                    0o600,
-                    std::ptr::null_mut::<libc::mq_attr>(),
-                );
+                let q = libc::mq_open(name.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_EXCL, 0o600, std::ptr::null_mut::<libc::mq_attr>());
                 if q < 0 {
                     outcome(false)
                 } else {
                     let mut buf = [0u8; 8192];
                     let mut prio = 0;
                     let sent = libc::mq_send(q, b"hello".as_ptr().cast(), 5, 0) == 0;
-                    let got = sent
-                        && libc::mq_receive(q, buf.as_mut_ptr().cast(), buf.len(), &mut prio) == 5
-                        && &buf[..5] == b"hello";
+                    let got = sent && libc::mq_receive(q, buf.as_mut_ptr().cast(), buf.len(), &mut prio) == 5 && &buf[..5] == b"hello";
                     let r = outcome(got);
                     libc::mq_close(q);
                     libc::mq_unlink(name.as_ptr());
@@ -88,19 +68,11 @@ fn main() {
             }
             "shm-make" => {
                 let id = libc::shmget(number(), 4096, libc::IPC_CREAT | libc::IPC_EXCL | 0o600);
-                if id < 0 {
-                    outcome(false)
-                } else {
-                    id.to_string()
-                }
+                if id < 0 { outcome(false) } else { id.to_string() }
             }
             "shm-get" => {
                 let id = libc::shmget(number(), 0, 0);
-                if id < 0 {
-                    outcome(false)
-                } else {
-                    id.to_string()
-                }
+                if id < 0 { outcome(false) } else { id.to_string() }
             }
             "shm-at" => {
                 let p = libc::shmat(number(), std::ptr::null(), 0);
@@ -113,11 +85,7 @@ fn main() {
             }
             "key-add" => {
                 let serial = add_key(&name, KEY_SPEC_USER_KEYRING);
-                if serial < 0 {
-                    outcome(false)
-                } else {
-                    serial.to_string()
-                }
+                if serial < 0 { outcome(false) } else { serial.to_string() }
             }
             "key-read" => outcome(read_key(number())),
             "alloc" => {
@@ -200,31 +168,14 @@ const PAYLOAD: &[u8] = b"the probe's key";
 /// Adds a `user` key `name` to `keyring`: its serial, or -1.
 fn add_key(name: &CString, keyring: i32) -> i64 {
     // SAFETY: add_key with valid C strings and a payload buffer of the given length.
-    unsafe {
-        libc::syscall(
-            libc::SYS_add_key,
-            c"user".as_ptr(),
-            name.as_ptr(),
-            PAYLOAD.as_ptr(),
-            PAYLOAD.len(),
-            keyring,
-        )
-    }
+    unsafe { libc::syscall(libc::SYS_add_key, c"user".as_ptr(), name.as_ptr(), PAYLOAD.as_ptr(), PAYLOAD.len(), keyring) }
 }
 
 /// Whether the key `serial` reads back the probe's payload.
 fn read_key(serial: i32) -> bool {
     let mut buf = [0u8; 64];
     // SAFETY: keyctl READ into a local buffer of the given length.
-    let n = unsafe {
-        libc::syscall(
-            libc::SYS_keyctl,
-            KEYCTL_READ,
-            serial,
-            buf.as_mut_ptr(),
-            buf.len(),
-        )
-    };
+    let n = unsafe { libc::syscall(libc::SYS_keyctl, KEYCTL_READ, serial, buf.as_mut_ptr(), buf.len()) };
     n == PAYLOAD.len() as i64 && &buf[..PAYLOAD.len()] == PAYLOAD
 }
 
@@ -232,11 +183,7 @@ fn read_key(serial: i32) -> bool {
 fn watch_signals(file: &str) -> ! {
     use std::io::Write;
     let stop = std::env::args().nth(3).expect("watch-signals FILE STOP");
-    let mut out = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(file)
-        .expect("open the signal log");
+    let mut out = std::fs::OpenOptions::new().create(true).append(true).open(file).expect("open the signal log");
     // SAFETY: sigset_t and siginfo_t are plain data; the signals are blocked before waiting.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
@@ -246,10 +193,7 @@ fn watch_signals(file: &str) -> ! {
         }
         libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         writeln!(out, "ready").unwrap();
-        let tick = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 50_000_000,
-        };
+        let tick = libc::timespec { tv_sec: 0, tv_nsec: 50_000_000 };
         loop {
             let mut info: libc::siginfo_t = std::mem::zeroed();
             let sig = libc::sigtimedwait(&set, &mut info, &tick);

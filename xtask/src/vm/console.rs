@@ -213,9 +213,7 @@ impl Transcript {
         self.done
             && self.setup_failed.is_none()
             && self.fault.is_none()
-            && expected
-                .iter()
-                .all(|name| self.binaries.iter().any(|b| &b.name == name && b.ok()))
+            && expected.iter().all(|name| self.binaries.iter().any(|b| &b.name == name && b.ok()))
     }
 
     /// One sentence per problem found, for the failure report.
@@ -225,9 +223,7 @@ impl Transcript {
             out.push(format!("VM setup failed: {what}"));
         }
         if let Some(line) = &self.fault {
-            out.push(format!(
-                "the kernel reported a fault, the VM was stopped: {line}"
-            ));
+            out.push(format!("the kernel reported a fault, the VM was stopped: {line}"));
         }
         for name in expected {
             match self.binaries.iter().find(|b| &b.name == name) {
@@ -235,10 +231,9 @@ impl Transcript {
                 Some(b) => match b.exit_code {
                     None => out.push(format!("{name}: started but did not finish")),
                     Some(0) => {}
-                    Some(code) => out.push(format!(
-                        "{name}: exit code {code} ({} failed tests)",
-                        b.failed
-                    )),
+                    Some(code) => {
+                        out.push(format!("{name}: exit code {code} ({} failed tests)", b.failed))
+                    }
                 },
             }
         }
@@ -263,10 +258,7 @@ mod tests {
 
     #[test]
     fn clean_strips_escapes_and_carriage_returns() {
-        assert_eq!(
-            clean("\u{1b}c\u{1b}[?7l\u{1b}[2JPINCER-VM-DONE\r"),
-            "PINCER-VM-DONE"
-        );
+        assert_eq!(clean("\u{1b}c\u{1b}[?7l\u{1b}[2JPINCER-VM-DONE\r"), "PINCER-VM-DONE");
         assert_eq!(clean("a\tb\r"), "a\tb");
     }
 
@@ -301,19 +293,13 @@ mod tests {
         let expected = vec!["enforce".to_owned()];
         assert!(!t.passed(&expected));
         assert_eq!((t.tests_passed(), t.tests_failed()), (2, 1));
-        assert_eq!(
-            t.problems(&expected),
-            ["enforce: exit code 101 (1 failed tests)"]
-        );
+        assert_eq!(t.problems(&expected), ["enforce: exit code 101 (1 failed tests)"]);
 
         let hung = feed_all(&["PINCER-VM-BEGIN enforce", "running 3 tests"]);
         assert!(!hung.passed(&expected));
         assert_eq!(
             hung.problems(&expected),
-            [
-                "enforce: started but did not finish",
-                "the VM ended without printing PINCER-VM-DONE"
-            ]
+            ["enforce: started but did not finish", "the VM ended without printing PINCER-VM-DONE"]
         );
     }
 
@@ -343,32 +329,15 @@ mod tests {
     fn a_kernel_fault_fails_the_run_and_names_the_line() {
         let mut t = Transcript::new();
         t.feed_at("PINCER-VM-BEGIN enforce", std::time::Duration::from_secs(2));
-        t.feed_at(
-            "[   12.5] watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [enforce:81]",
-            std::time::Duration::from_secs(30),
-        );
-        t.feed_at(
-            "[   13.0] Kernel panic - not syncing: softlockup: hung tasks",
-            std::time::Duration::from_secs(31),
-        );
-        assert!(
-            t.fault
-                .as_deref()
-                .is_some_and(|l| l.contains("soft lockup")),
-            "{:?}",
-            t.fault
-        );
+        t.feed_at("[   12.5] watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [enforce:81]", std::time::Duration::from_secs(30));
+        t.feed_at("[   13.0] Kernel panic - not syncing: softlockup: hung tasks", std::time::Duration::from_secs(31));
+        assert!(t.fault.as_deref().is_some_and(|l| l.contains("soft lockup")), "{:?}", t.fault);
         t.feed("PINCER-VM-RESULT enforce 0");
         t.feed("PINCER-VM-DONE");
         assert!(!t.passed(&["enforce".to_owned()]));
         assert!(t.problems(&["enforce".to_owned()])[0].contains("stuck for 22s"));
         // Test output that merely mentions a bug is no fault.
-        let quiet = feed_all(&[
-            "PINCER-VM-BEGIN a",
-            "test no_bug_here ... ok",
-            "PINCER-VM-RESULT a 0",
-            "PINCER-VM-DONE",
-        ]);
+        let quiet = feed_all(&["PINCER-VM-BEGIN a", "test no_bug_here ... ok", "PINCER-VM-RESULT a 0", "PINCER-VM-DONE"]);
         assert!(quiet.fault.is_none() && quiet.passed(&["a".to_owned()]));
     }
 
@@ -382,11 +351,7 @@ mod tests {
 
     #[test]
     fn an_unparsable_exit_code_is_a_failure() {
-        let t = feed_all(&[
-            "PINCER-VM-BEGIN a",
-            "PINCER-VM-RESULT a x",
-            "PINCER-VM-DONE",
-        ]);
+        let t = feed_all(&["PINCER-VM-BEGIN a", "PINCER-VM-RESULT a x", "PINCER-VM-DONE"]);
         assert!(!t.passed(&["a".to_owned()]));
     }
 }

@@ -77,10 +77,7 @@ const TRAILER: &str = "TRAILER!!!";
 /// Checks an archive path (relative, `/`-separated, no `.`/`..`) and returns it without a
 /// leading `/`.
 fn normalize(path: &str) -> Result<String, CpioError> {
-    let invalid = |reason| CpioError::InvalidPath {
-        path: path.to_owned(),
-        reason,
-    };
+    let invalid = |reason| CpioError::InvalidPath { path: path.to_owned(), reason };
     let trimmed = path.trim_start_matches('/').trim_end_matches('/');
     if trimmed.is_empty() {
         return Err(invalid("empty path"));
@@ -88,10 +85,7 @@ fn normalize(path: &str) -> Result<String, CpioError> {
     if trimmed.contains('\0') {
         return Err(invalid("contains NUL"));
     }
-    if trimmed
-        .split('/')
-        .any(|c| c.is_empty() || c == "." || c == "..")
-    {
+    if trimmed.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
         return Err(invalid("empty, `.` or `..` component"));
     }
     if trimmed == TRAILER {
@@ -118,26 +112,16 @@ impl Archive {
             parent.push_str(component);
             match self.entries.get(&parent) {
                 None => {
-                    self.entries.insert(
-                        parent.clone(),
-                        Entry {
-                            kind: Kind::Dir,
-                            mode: 0o755,
-                        },
-                    );
+                    self.entries.insert(parent.clone(), Entry { kind: Kind::Dir, mode: 0o755 });
                 }
-                Some(Entry {
-                    kind: Kind::Dir, ..
-                }) => {}
+                Some(Entry { kind: Kind::Dir, .. }) => {}
                 Some(_) => return Err(CpioError::Conflict { path: parent }),
             }
         }
         match self.entries.get(&path) {
             Some(existing) if *existing == entry => Ok(()),
             // An explicitly added directory may restate an implied one with another mode.
-            Some(Entry {
-                kind: Kind::Dir, ..
-            }) if entry.kind == Kind::Dir => {
+            Some(Entry { kind: Kind::Dir, .. }) if entry.kind == Kind::Dir => {
                 self.entries.insert(path, entry);
                 Ok(())
             }
@@ -151,74 +135,37 @@ impl Archive {
 
     /// Adds a directory with permission bits `perm` (e.g. `0o755`).
     pub fn dir(&mut self, path: &str, perm: u32) -> Result<(), CpioError> {
-        self.insert(
-            path,
-            Entry {
-                kind: Kind::Dir,
-                mode: perm & 0o7777,
-            },
-        )
+        self.insert(path, Entry { kind: Kind::Dir, mode: perm & 0o7777 })
     }
 
     /// Adds a regular file holding `data` with permission bits `perm`.
     pub fn file(&mut self, path: &str, data: Vec<u8>, perm: u32) -> Result<(), CpioError> {
         if u32::try_from(data.len()).is_err() {
-            return Err(CpioError::TooLarge {
-                path: path.to_owned(),
-                len: data.len(),
-            });
+            return Err(CpioError::TooLarge { path: path.to_owned(), len: data.len() });
         }
-        self.insert(
-            path,
-            Entry {
-                kind: Kind::File(data),
-                mode: perm & 0o7777,
-            },
-        )
+        self.insert(path, Entry { kind: Kind::File(data), mode: perm & 0o7777 })
     }
 
     /// Adds a copy of the host file `host` (its contents, not a link) at `path`.
     pub fn host_file(&mut self, path: &str, host: &Path, perm: u32) -> Result<(), CpioError> {
-        let data = std::fs::read(host).map_err(|source| CpioError::ReadHost {
-            path: host.display().to_string(),
-            source,
-        })?;
+        let data = std::fs::read(host)
+            .map_err(|source| CpioError::ReadHost { path: host.display().to_string(), source })?;
         self.file(path, data, perm)
     }
 
     /// Adds a symbolic link at `path` pointing to `target`.
     pub fn symlink(&mut self, path: &str, target: &str) -> Result<(), CpioError> {
-        self.insert(
-            path,
-            Entry {
-                kind: Kind::Symlink(target.to_owned()),
-                mode: 0o777,
-            },
-        )
+        self.insert(path, Entry { kind: Kind::Symlink(target.to_owned()), mode: 0o777 })
     }
 
     /// Adds a character device node (e.g. `dev/console`, 5:1).
-    pub fn char_device(
-        &mut self,
-        path: &str,
-        major: u32,
-        minor: u32,
-        perm: u32,
-    ) -> Result<(), CpioError> {
-        self.insert(
-            path,
-            Entry {
-                kind: Kind::CharDev(major, minor),
-                mode: perm & 0o7777,
-            },
-        )
+    pub fn char_device(&mut self, path: &str, major: u32, minor: u32, perm: u32) -> Result<(), CpioError> {
+        self.insert(path, Entry { kind: Kind::CharDev(major, minor), mode: perm & 0o7777 })
     }
 
     /// Whether `path` is in the archive (explicitly or as an implied parent directory).
     pub fn contains(&self, path: &str) -> bool {
-        normalize(path)
-            .map(|p| self.entries.contains_key(&p))
-            .unwrap_or(false)
+        normalize(path).map(|p| self.entries.contains_key(&p)).unwrap_or(false)
     }
 
     /// Writes the archive in `newc` format, ending with the `TRAILER!!!` record.
@@ -235,24 +182,10 @@ impl Archive {
                 }
             };
             let nlink = if entry.kind == Kind::Dir { 2 } else { 1 };
-            let record = Record {
-                ino,
-                mode,
-                nlink,
-                rdev,
-                name: path,
-                data,
-            };
+            let record = Record { ino, mode, nlink, rdev, name: path, data };
             record.write(&mut out).map_err(CpioError::Write)?;
         }
-        let trailer = Record {
-            ino: 0,
-            mode: 0,
-            nlink: 1,
-            rdev: (0, 0),
-            name: TRAILER,
-            data: &[],
-        };
+        let trailer = Record { ino: 0, mode: 0, nlink: 1, rdev: (0, 0), name: TRAILER, data: &[] };
         trailer.write(&mut out).map_err(CpioError::Write)?;
         out.flush().map_err(CpioError::Write)
     }
@@ -315,18 +248,13 @@ mod tests {
             assert_eq!((total - bytes.len()) % 4, 0, "record not 4-byte aligned");
             assert_eq!(&bytes[..6], b"070701", "bad magic");
             let field = |i: usize| {
-                u32::from_str_radix(
-                    std::str::from_utf8(&bytes[6 + 8 * i..14 + 8 * i]).unwrap(),
-                    16,
-                )
-                .unwrap()
+                u32::from_str_radix(std::str::from_utf8(&bytes[6 + 8 * i..14 + 8 * i]).unwrap(), 16)
+                    .unwrap()
             };
             let mode = field(1);
             let filesize = field(6) as usize;
             let namesize = field(11) as usize;
-            let name = std::str::from_utf8(&bytes[110..110 + namesize - 1])
-                .unwrap()
-                .to_owned();
+            let name = std::str::from_utf8(&bytes[110..110 + namesize - 1]).unwrap().to_owned();
             assert_eq!(bytes[110 + namesize - 1], 0, "name not NUL-terminated");
             let data_start = (110 + namesize).div_ceil(4) * 4;
             let data = bytes[data_start..data_start + filesize].to_vec();
@@ -343,35 +271,16 @@ mod tests {
     #[test]
     fn parents_come_before_children_and_trailer_ends() {
         let mut a = Archive::new();
-        a.file("usr/lib/x/libc.so.6", b"abc".to_vec(), 0o755)
-            .unwrap();
+        a.file("usr/lib/x/libc.so.6", b"abc".to_vec(), 0o755).unwrap();
         a.symlink("/bin/sh", "busybox").unwrap();
         a.dir("tmp", 0o1777).unwrap();
         let mut buf = Vec::new();
         a.write_to(&mut buf).unwrap();
         let recs = decode(&buf);
         let names: Vec<&str> = recs.iter().map(|r| r.name.as_str()).collect();
-        assert_eq!(
-            names,
-            [
-                "bin",
-                "bin/sh",
-                "tmp",
-                "usr",
-                "usr/lib",
-                "usr/lib/x",
-                "usr/lib/x/libc.so.6"
-            ]
-        );
+        assert_eq!(names, ["bin", "bin/sh", "tmp", "usr", "usr/lib", "usr/lib/x", "usr/lib/x/libc.so.6"]);
         assert_eq!(recs[0].mode, S_IFDIR | 0o755);
-        assert_eq!(
-            recs[1],
-            Decoded {
-                name: "bin/sh".into(),
-                mode: S_IFLNK | 0o777,
-                data: b"busybox".to_vec()
-            }
-        );
+        assert_eq!(recs[1], Decoded { name: "bin/sh".into(), mode: S_IFLNK | 0o777, data: b"busybox".to_vec() });
         assert_eq!(recs[2].mode, S_IFDIR | 0o1777);
         assert_eq!(recs[6].data, b"abc");
     }
@@ -397,28 +306,13 @@ mod tests {
     #[test]
     fn bad_paths_and_conflicts_are_rejected() {
         let mut a = Archive::new();
-        assert!(matches!(
-            a.dir("", 0o755),
-            Err(CpioError::InvalidPath { .. })
-        ));
-        assert!(matches!(
-            a.dir("a/../b", 0o755),
-            Err(CpioError::InvalidPath { .. })
-        ));
-        assert!(matches!(
-            a.dir("a/./b", 0o755),
-            Err(CpioError::InvalidPath { .. })
-        ));
+        assert!(matches!(a.dir("", 0o755), Err(CpioError::InvalidPath { .. })));
+        assert!(matches!(a.dir("a/../b", 0o755), Err(CpioError::InvalidPath { .. })));
+        assert!(matches!(a.dir("a/./b", 0o755), Err(CpioError::InvalidPath { .. })));
         a.file("f", b"1".to_vec(), 0o644).unwrap();
         a.file("f", b"1".to_vec(), 0o644).unwrap();
-        assert!(matches!(
-            a.file("f", b"2".to_vec(), 0o644),
-            Err(CpioError::Conflict { .. })
-        ));
-        assert!(matches!(
-            a.file("f/g", b"2".to_vec(), 0o644),
-            Err(CpioError::Conflict { .. })
-        ));
+        assert!(matches!(a.file("f", b"2".to_vec(), 0o644), Err(CpioError::Conflict { .. })));
+        assert!(matches!(a.file("f/g", b"2".to_vec(), 0o644), Err(CpioError::Conflict { .. })));
     }
 
     /// GNU cpio (a dependency of `cargo xtask deps`) unpacks the archive to the same tree.
@@ -426,8 +320,7 @@ mod tests {
     fn gnu_cpio_unpacks_the_archive() {
         let dir = tempfile::tempdir().unwrap();
         let mut a = Archive::new();
-        a.file("bin/tool", b"#!/bin/sh\necho hi\n".to_vec(), 0o755)
-            .unwrap();
+        a.file("bin/tool", b"#!/bin/sh\necho hi\n".to_vec(), 0o755).unwrap();
         a.symlink("bin/alias", "tool").unwrap();
         a.dir("proc", 0o555).unwrap();
         a.char_device("dev/null", 1, 3, 0o666).unwrap();
@@ -444,14 +337,8 @@ mod tests {
         let tool = dir.path().join("bin/tool");
         assert_eq!(std::fs::read(&tool).unwrap(), b"#!/bin/sh\necho hi\n");
         use std::os::unix::fs::PermissionsExt;
-        assert_eq!(
-            std::fs::metadata(&tool).unwrap().permissions().mode() & 0o777,
-            0o755
-        );
-        assert_eq!(
-            std::fs::read_link(dir.path().join("bin/alias")).unwrap(),
-            Path::new("tool")
-        );
+        assert_eq!(std::fs::metadata(&tool).unwrap().permissions().mode() & 0o777, 0o755);
+        assert_eq!(std::fs::read_link(dir.path().join("bin/alias")).unwrap(), Path::new("tool"));
         assert!(dir.path().join("proc").is_dir());
         use std::os::unix::fs::{FileTypeExt, MetadataExt};
         let null = std::fs::symlink_metadata(dir.path().join("dev/null")).unwrap();

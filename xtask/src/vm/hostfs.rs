@@ -66,26 +66,13 @@ pub const GUEST_SETUP_DIR: &str = "/etc/pincer-vm-setup";
 /// Entries of the host's `/etc` the guest links to (those that exist): the loader's
 /// cache and config, `alternatives` (`cc`, `editor`, ...), git's system config, Python's
 /// config (`python3*`, matched in the guest), certificates.
-pub const ETC_LINKS: &[&str] = &[
-    "ld.so.cache",
-    "ld.so.conf",
-    "ld.so.conf.d",
-    "alternatives",
-    "gitconfig",
-    "ssl",
-    "ca-certificates",
-];
+pub const ETC_LINKS: &[&str] = &["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "gitconfig", "ssl", "ca-certificates"];
 
 /// The modules that give virtio-fs: the PCI transport and the filesystem.
 const ROOT_MODULES: &[&str] = &["virtio_pci", "virtiofs"];
 
 /// Kernel config options virtio-fs needs, each built in (`y`) or a module (`m`).
-pub const REQUIRED_CONFIG: &[&str] = &[
-    "CONFIG_VIRTIO",
-    "CONFIG_VIRTIO_PCI",
-    "CONFIG_FUSE_FS",
-    "CONFIG_VIRTIO_FS",
-];
+pub const REQUIRED_CONFIG: &[&str] = &["CONFIG_VIRTIO", "CONFIG_VIRTIO_PCI", "CONFIG_FUSE_FS", "CONFIG_VIRTIO_FS"];
 
 /// How a kernel provides virtio-fs, from its config.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,22 +88,14 @@ pub enum Support {
 pub fn support(package: &str, config: &str) -> Result<Support> {
     let mut modular = false;
     for option in REQUIRED_CONFIG {
-        let value = config.lines().find_map(|l| {
-            l.trim()
-                .strip_prefix(option)
-                .and_then(|r| r.strip_prefix('='))
-        });
+        let value = config.lines().find_map(|l| l.trim().strip_prefix(option).and_then(|r| r.strip_prefix('=')));
         match value {
             Some("y") => {}
             Some("m") => modular = true,
             _ => bail!("{package}: {option} is not set in its config; the host's programs cannot be shared into its VM"),
         }
     }
-    Ok(if modular {
-        Support::Modules
-    } else {
-        Support::BuiltIn
-    })
+    Ok(if modular { Support::Modules } else { Support::BuiltIn })
 }
 
 /// The `depends=` list of a kernel module's `.modinfo` (module names, `-` as `_`).
@@ -124,11 +103,7 @@ pub fn module_depends(ko: &[u8]) -> Vec<String> {
     ko.split(|b| *b == 0)
         .find_map(|s| s.strip_prefix(b"depends="))
         .map(|d| {
-            String::from_utf8_lossy(d)
-                .split(',')
-                .map(|m| m.trim().replace('-', "_"))
-                .filter(|m| !m.is_empty())
-                .collect()
+            String::from_utf8_lossy(d).split(',').map(|m| m.trim().replace('-', "_")).filter(|m| !m.is_empty()).collect()
         })
         .unwrap_or_default()
 }
@@ -136,21 +111,14 @@ pub fn module_depends(ko: &[u8]) -> Vec<String> {
 /// The modules to load for `roots`, dependencies first, each once; `deps` maps a module to
 /// what it depends on. A module missing from `deps` is an error naming it.
 pub fn load_order(roots: &[&str], deps: &BTreeMap<String, Vec<String>>) -> Result<Vec<String>> {
-    fn visit(
-        m: &str,
-        deps: &BTreeMap<String, Vec<String>>,
-        out: &mut Vec<String>,
-        path: &mut Vec<String>,
-    ) -> Result<()> {
+    fn visit(m: &str, deps: &BTreeMap<String, Vec<String>>, out: &mut Vec<String>, path: &mut Vec<String>) -> Result<()> {
         if out.iter().any(|o| o == m) {
             return Ok(());
         }
         if path.iter().any(|p| p == m) {
             bail!("module dependency cycle through {m}");
         }
-        let Some(ds) = deps.get(m) else {
-            bail!("module {m} is not in the kernel package")
-        };
+        let Some(ds) = deps.get(m) else { bail!("module {m} is not in the kernel package") };
         path.push(m.to_owned());
         for d in ds {
             visit(d, deps, out, path)?;
@@ -168,10 +136,7 @@ pub fn load_order(roots: &[&str], deps: &BTreeMap<String, Vec<String>>) -> Resul
 
 /// The module name of a `.ko`, `.ko.xz` or `.ko.zst` file name.
 fn module_name(file: &str) -> Option<String> {
-    let stem = file
-        .strip_suffix(".ko")
-        .or_else(|| file.strip_suffix(".ko.xz"))
-        .or_else(|| file.strip_suffix(".ko.zst"))?;
+    let stem = file.strip_suffix(".ko").or_else(|| file.strip_suffix(".ko.xz")).or_else(|| file.strip_suffix(".ko.zst"))?;
     Some(stem.replace('-', "_"))
 }
 
@@ -189,17 +154,9 @@ fn read_module(path: &Path) -> Result<Vec<u8>> {
     match tool {
         None => std::fs::read(path).with_context(|| format!("reading {}", path.display())),
         Some(tool) => {
-            let out = Command::new(tool)
-                .arg("-dc")
-                .arg(path)
-                .output()
-                .with_context(|| format!("running {tool} -dc {}", path.display()))?;
+            let out = Command::new(tool).arg("-dc").arg(path).output().with_context(|| format!("running {tool} -dc {}", path.display()))?;
             if !out.status.success() {
-                bail!(
-                    "{tool} -dc {} failed: {}",
-                    path.display(),
-                    String::from_utf8_lossy(&out.stderr).trim()
-                );
+                bail!("{tool} -dc {} failed: {}", path.display(), String::from_utf8_lossy(&out.stderr).trim());
             }
             Ok(out.stdout)
         }
@@ -210,35 +167,21 @@ fn read_module(path: &Path) -> Result<Vec<u8>> {
 /// plain `.ko` contents); empty when the kernel has them built in. The module folders are
 /// unpacked from the kernel's `.deb` once, beside its `boot/`.
 pub fn modules(kernel: &Kernel) -> Result<Vec<(String, Vec<u8>)>> {
-    let config = std::fs::read_to_string(&kernel.config)
-        .with_context(|| format!("reading {}", kernel.config.display()))?;
+    let config = std::fs::read_to_string(&kernel.config).with_context(|| format!("reading {}", kernel.config.display()))?;
     if support(&kernel.package, &config)? == Support::BuiltIn {
         return Ok(Vec::new());
     }
-    let base = kernel
-        .vmlinuz
-        .parent()
-        .and_then(Path::parent)
-        .context("the kernel's vmlinuz has no unpack folder")?;
+    let base = kernel.vmlinuz.parent().and_then(Path::parent).context("the kernel's vmlinuz has no unpack folder")?;
     let dir = base.join("virtiofs-modules");
     if !dir.is_dir() {
         let tmp = base.join(format!(".virtiofs-modules-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&tmp);
         std::fs::create_dir_all(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
         let script = "dpkg-deb --fsys-tarfile \"$1\" | tar -x -C \"$2\" --wildcards './lib/modules/*/kernel/drivers/virtio/*' './lib/modules/*/kernel/fs/fuse/*'";
-        let out = Command::new("sh")
-            .args(["-c", script, "sh"])
-            .arg(&kernel.deb)
-            .arg(&tmp)
-            .output()
-            .context("running dpkg-deb")?;
+        let out = Command::new("sh").args(["-c", script, "sh"]).arg(&kernel.deb).arg(&tmp).output().context("running dpkg-deb")?;
         if !out.status.success() {
             let _ = std::fs::remove_dir_all(&tmp);
-            bail!(
-                "unpacking the virtio and fuse modules of {}: {}",
-                kernel.deb.display(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
+            bail!("unpacking the virtio and fuse modules of {}: {}", kernel.deb.display(), String::from_utf8_lossy(&out.stderr).trim());
         }
         if std::fs::rename(&tmp, &dir).is_err() {
             let _ = std::fs::remove_dir_all(&tmp); // another run unpacked it first
@@ -263,18 +206,8 @@ pub fn modules(kernel: &Kernel) -> Result<Vec<(String, Vec<u8>)>> {
         deps.insert(m.clone(), module_depends(&bytes));
         contents.insert(m.clone(), bytes);
     }
-    let order = load_order(ROOT_MODULES, &deps)
-        .with_context(|| format!("the virtio-fs modules of {}", kernel.package))?;
-    Ok(order
-        .into_iter()
-        .enumerate()
-        .map(|(i, m)| {
-            (
-                format!("{i:02}-{m}.ko"),
-                contents.remove(&m).unwrap_or_default(),
-            )
-        })
-        .collect())
+    let order = load_order(ROOT_MODULES, &deps).with_context(|| format!("the virtio-fs modules of {}", kernel.package))?;
+    Ok(order.into_iter().enumerate().map(|(i, m)| (format!("{i:02}-{m}.ko"), contents.remove(&m).unwrap_or_default())).collect())
 }
 
 /// The shell piece `/init` runs before the programs: loads the modules, mounts the host's
@@ -321,11 +254,7 @@ pub fn archive(kernels: &[Kernel]) -> Result<Archive> {
             a.file(&format!("{dir}/{name}"), bytes, 0o644)?;
         }
     }
-    a.file(
-        &format!("{}/hostfs.sh", GUEST_SETUP_DIR.trim_start_matches('/')),
-        guest_setup().into_bytes(),
-        0o644,
-    )?;
+    a.file(&format!("{}/hostfs.sh", GUEST_SETUP_DIR.trim_start_matches('/')), guest_setup().into_bytes(), 0o644)?;
     Ok(a)
 }
 
@@ -343,19 +272,10 @@ pub struct Virtiofsd {
 pub fn virtiofsd_command(mountpoint: &Path, socket: &Path) -> Command {
     let script = r#"mount --bind / "$1" && mount -o remount,bind,ro "$1" && exec "$2" --socket-path="$3" -o source="$1" -o cache=always -o sandbox=namespace -o log_level=err"#;
     let mut cmd = Command::new("unshare");
-    cmd.args([
-        "--mount",
-        "--propagation",
-        "private",
-        "--",
-        "sh",
-        "-c",
-        script,
-        "sh",
-    ])
-    .arg(mountpoint)
-    .arg(VIRTIOFSD)
-    .arg(socket);
+    cmd.args(["--mount", "--propagation", "private", "--", "sh", "-c", script, "sh"])
+        .arg(mountpoint)
+        .arg(VIRTIOFSD)
+        .arg(socket);
     cmd
 }
 
@@ -369,37 +289,24 @@ impl Virtiofsd {
         let dir = run_dir.join(format!("hostfs-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let mountpoint = dir.join("root");
-        std::fs::create_dir_all(&mountpoint)
-            .with_context(|| format!("creating {}", mountpoint.display()))?;
+        std::fs::create_dir_all(&mountpoint).with_context(|| format!("creating {}", mountpoint.display()))?;
         let socket = dir.join("virtiofsd.sock");
         let mut cmd = virtiofsd_command(&mountpoint, &socket);
         // Its messages (e.g. the disconnect when QEMU exits) go to a log beside the console's.
         let log = run_dir.join("logs").join(format!("virtiofsd-{name}.log"));
-        let log_file =
-            std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log_file);
+        let log_file = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(log_file);
         // Its own process group, so a ^C to xtask reaches it only through Drop.
         cmd.process_group(0);
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("starting {VIRTIOFSD} under unshare"))?;
+        let child = cmd.spawn().with_context(|| format!("starting {VIRTIOFSD} under unshare"))?;
         let mut v = Virtiofsd { child, socket, dir };
         let start = Instant::now();
         while !v.socket.exists() {
             if let Some(status) = v.child.try_wait()? {
-                bail!(
-                    "{VIRTIOFSD} exited before opening {} ({status}; its messages: {})",
-                    v.socket.display(),
-                    log.display()
-                );
+                bail!("{VIRTIOFSD} exited before opening {} ({status}; its messages: {})", v.socket.display(), log.display());
             }
             if start.elapsed() > Duration::from_secs(20) {
-                bail!(
-                    "{VIRTIOFSD} did not open {} within 20 s",
-                    v.socket.display()
-                );
+                bail!("{VIRTIOFSD} did not open {} within 20 s", v.socket.display());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -449,24 +356,14 @@ mod tests {
 
     #[test]
     fn support_is_read_from_the_config() {
-        let built_in =
-            "CONFIG_VIRTIO=y\nCONFIG_VIRTIO_PCI=y\nCONFIG_FUSE_FS=y\nCONFIG_VIRTIO_FS=y\n";
+        let built_in = "CONFIG_VIRTIO=y\nCONFIG_VIRTIO_PCI=y\nCONFIG_FUSE_FS=y\nCONFIG_VIRTIO_FS=y\n";
         assert_eq!(support("k", built_in).unwrap(), Support::BuiltIn);
-        let modular =
-            "CONFIG_VIRTIO=m\nCONFIG_VIRTIO_PCI=m\nCONFIG_FUSE_FS=m\nCONFIG_VIRTIO_FS=m\n";
+        let modular = "CONFIG_VIRTIO=m\nCONFIG_VIRTIO_PCI=m\nCONFIG_FUSE_FS=m\nCONFIG_VIRTIO_FS=m\n";
         assert_eq!(support("k", modular).unwrap(), Support::Modules);
-        let err = support(
-            "k",
-            "CONFIG_VIRTIO=y\nCONFIG_VIRTIO_PCI=y\n# CONFIG_FUSE_FS is not set\n",
-        )
-        .unwrap_err();
+        let err = support("k", "CONFIG_VIRTIO=y\nCONFIG_VIRTIO_PCI=y\n# CONFIG_FUSE_FS is not set\n").unwrap_err();
         assert!(err.to_string().contains("CONFIG_FUSE_FS"), "{err}");
         // A prefix of another option is not that option.
-        assert!(support(
-            "k",
-            "CONFIG_VIRTIO_FS_DAX=y\nCONFIG_VIRTIO=y\nCONFIG_VIRTIO_PCI=y\nCONFIG_FUSE_FS=y\n"
-        )
-        .is_err());
+        assert!(support("k", "CONFIG_VIRTIO_FS_DAX=y\nCONFIG_VIRTIO=y\nCONFIG_VIRTIO_PCI=y\nCONFIG_FUSE_FS=y\n").is_err());
     }
 
     #[test]
@@ -483,10 +380,7 @@ mod tests {
             ("virtio_ring", vec![]),
             ("virtio", vec!["virtio_ring"]),
             ("virtio_pci_modern_dev", vec![]),
-            (
-                "virtio_pci",
-                vec!["virtio_ring", "virtio_pci_modern_dev", "virtio"],
-            ),
+            ("virtio_pci", vec!["virtio_ring", "virtio_pci_modern_dev", "virtio"]),
             ("fuse", vec![]),
             ("virtiofs", vec!["fuse", "virtio", "virtio_ring"]),
         ]
@@ -495,25 +389,12 @@ mod tests {
         .collect();
         assert_eq!(
             load_order(ROOT_MODULES, &deps).unwrap(),
-            [
-                "virtio_ring",
-                "virtio_pci_modern_dev",
-                "virtio",
-                "virtio_pci",
-                "fuse",
-                "virtiofs"
-            ]
+            ["virtio_ring", "virtio_pci_modern_dev", "virtio", "virtio_pci", "fuse", "virtiofs"]
         );
         let mut missing = deps.clone();
         missing.remove("fuse");
-        assert!(load_order(ROOT_MODULES, &missing)
-            .unwrap_err()
-            .to_string()
-            .contains("fuse"));
-        assert_eq!(
-            module_name("virtio_pci.ko.xz").as_deref(),
-            Some("virtio_pci")
-        );
+        assert!(load_order(ROOT_MODULES, &missing).unwrap_err().to_string().contains("fuse"));
+        assert_eq!(module_name("virtio_pci.ko.xz").as_deref(), Some("virtio_pci"));
         assert_eq!(module_name("virtio-pci.ko").as_deref(), Some("virtio_pci"));
         assert_eq!(module_name("modules.order"), None);
     }
@@ -521,38 +402,21 @@ mod tests {
     #[test]
     fn qemu_shares_memory_of_the_same_size_and_the_socket() {
         let a = qemu_args(Path::new("/t/v.sock"), 1024);
-        assert!(a.windows(2).any(
-            |w| w[0] == "-object" && w[1] == "memory-backend-memfd,id=mem,size=1024M,share=on"
-        ));
-        assert!(a
-            .windows(2)
-            .any(|w| w[0] == "-numa" && w[1] == "node,memdev=mem"));
-        assert!(a
-            .windows(2)
-            .any(|w| w[0] == "-chardev" && w[1] == "socket,id=hostfs,path=/t/v.sock"));
-        assert!(a
-            .windows(2)
-            .any(|w| w[0] == "-device" && w[1] == "vhost-user-fs-pci,chardev=hostfs,tag=hostroot"));
+        assert!(a.windows(2).any(|w| w[0] == "-object" && w[1] == "memory-backend-memfd,id=mem,size=1024M,share=on"));
+        assert!(a.windows(2).any(|w| w[0] == "-numa" && w[1] == "node,memdev=mem"));
+        assert!(a.windows(2).any(|w| w[0] == "-chardev" && w[1] == "socket,id=hostfs,path=/t/v.sock"));
+        assert!(a.windows(2).any(|w| w[0] == "-device" && w[1] == "vhost-user-fs-pci,chardev=hostfs,tag=hostroot"));
     }
 
     #[test]
     fn virtiofsd_serves_a_read_only_bind_of_root_in_its_own_mount_namespace() {
         let cmd = virtiofsd_command(Path::new("/t/root"), Path::new("/t/v.sock"));
-        let args: Vec<String> = cmd
-            .get_args()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect();
+        let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
         assert_eq!(cmd.get_program(), "unshare");
         assert!(args.starts_with(&["--mount".into(), "--propagation".into(), "private".into()]));
         let script = &args[args.iter().position(|a| a == "-c").unwrap() + 1];
-        assert!(
-            script.contains("mount --bind / \"$1\"") && script.contains("remount,bind,ro"),
-            "{script}"
-        );
-        assert!(
-            !script.contains("rbind"),
-            "only the root filesystem is shared"
-        );
+        assert!(script.contains("mount --bind / \"$1\"") && script.contains("remount,bind,ro"), "{script}");
+        assert!(!script.contains("rbind"), "only the root filesystem is shared");
         assert!(args.ends_with(&["/t/root".into(), VIRTIOFSD.into(), "/t/v.sock".into()]));
     }
 
@@ -565,9 +429,6 @@ mod tests {
         assert!(s.contains("robind /host/root/.rustup /home/worker/.rustup"));
         assert!(s.contains("robind /host/root/.cargo/bin /home/worker/.cargo/bin"));
         assert!(s.contains("worker:x:1000:1000:"));
-        assert!(
-            s.find("insmod").unwrap() < s.find("mount -t virtiofs").unwrap(),
-            "modules before the mount"
-        );
+        assert!(s.find("insmod").unwrap() < s.find("mount -t virtiofs").unwrap(), "modules before the mount");
     }
 }

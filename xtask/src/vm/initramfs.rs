@@ -104,11 +104,7 @@ pub fn parse_ldd(program: &Path, out: &str) -> Result<Vec<String>, InitramfsErro
                 // `linux-vdso.so.1 =>  (0x...)` on some systems: provided by the kernel.
                 _ => {}
             }
-        } else if let Some(path) = line
-            .split_whitespace()
-            .next()
-            .filter(|p| p.starts_with('/'))
-        {
+        } else if let Some(path) = line.split_whitespace().next().filter(|p| p.starts_with('/')) {
             libs.push(path.to_owned()); // the dynamic loader
         }
         // Anything else (linux-vdso.so.1) is provided by the kernel.
@@ -118,34 +114,24 @@ pub fn parse_ldd(program: &Path, out: &str) -> Result<Vec<String>, InitramfsErro
 
 /// The shared libraries (and loader) `program` needs, from `ldd`; empty if static.
 pub fn shared_libraries(program: &Path) -> Result<Vec<String>, InitramfsError> {
-    let out = Command::new("ldd")
-        .arg(program)
-        .output()
-        .map_err(|e| InitramfsError::Ldd {
-            path: program.to_owned(),
-            reason: e.to_string(),
-        })?;
+    let out = Command::new("ldd").arg(program).output().map_err(|e| InitramfsError::Ldd {
+        path: program.to_owned(),
+        reason: e.to_string(),
+    })?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
-        if stdout.contains("not a dynamic executable")
-            || stderr.contains("not a dynamic executable")
-        {
+        if stdout.contains("not a dynamic executable") || stderr.contains("not a dynamic executable") {
             return Ok(Vec::new());
         }
-        return Err(InitramfsError::Ldd {
-            path: program.to_owned(),
-            reason: stderr.trim().to_owned(),
-        });
+        return Err(InitramfsError::Ldd { path: program.to_owned(), reason: stderr.trim().to_owned() });
     }
     parse_ldd(program, &stdout)
 }
 
 fn check_name(name: &str) -> Result<(), InitramfsError> {
     let ok = !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
     if ok {
         Ok(())
     } else {
@@ -224,9 +210,7 @@ cd /
             args = args.join(" "),
         ));
     }
-    s.push_str(&format!(
-        "sync\necho\necho \"{DONE}\"\npoweroff -f\nsleep 60\n"
-    ));
+    s.push_str(&format!("sync\necho\necho \"{DONE}\"\npoweroff -f\nsleep 60\n"));
     s
 }
 
@@ -246,57 +230,31 @@ pub fn build(
             return Err(InitramfsError::DuplicateName(p.name.clone()));
         }
     }
-    if !busybox.is_file()
-        || !shared_libraries(busybox)
-            .map(|l| l.is_empty())
-            .unwrap_or(false)
-    {
-        return Err(InitramfsError::Busybox {
-            path: busybox.to_owned(),
-        });
+    if !busybox.is_file() || !shared_libraries(busybox).map(|l| l.is_empty()).unwrap_or(false) {
+        return Err(InitramfsError::Busybox { path: busybox.to_owned() });
     }
 
     let mut a = Archive::new();
-    for dir in [
-        "proc", "sys", "dev", "run", "root", "etc", "pincer", "usr/bin", "usr/sbin", "sbin", "bin",
-    ] {
+    for dir in ["proc", "sys", "dev", "run", "root", "etc", "pincer", "usr/bin", "usr/sbin", "sbin", "bin"] {
         a.dir(dir, 0o755)?;
     }
     a.dir("tmp", 0o1777)?;
     a.char_device("dev/console", 5, 1, 0o600)?;
     a.char_device("dev/null", 1, 3, 0o666)?;
     a.host_file("bin/busybox", busybox, 0o755)?;
-    let applets = Command::new(busybox)
-        .arg("--list-full")
-        .output()
-        .map_err(|e| InitramfsError::Ldd {
-            path: busybox.to_owned(),
-            reason: format!("--list-full: {e}"),
-        })?;
-    for applet in String::from_utf8_lossy(&applets.stdout)
-        .lines()
-        .map(str::trim)
-    {
+    let applets = Command::new(busybox).arg("--list-full").output().map_err(|e| {
+        InitramfsError::Ldd { path: busybox.to_owned(), reason: format!("--list-full: {e}") }
+    })?;
+    for applet in String::from_utf8_lossy(&applets.stdout).lines().map(str::trim) {
         if !applet.is_empty() && applet != "bin/busybox" && !a.contains(applet) {
             a.symlink(applet, "/bin/busybox")?;
         }
     }
     if !a.contains("bin/sh") {
-        return Err(InitramfsError::Busybox {
-            path: busybox.to_owned(),
-        });
+        return Err(InitramfsError::Busybox { path: busybox.to_owned() });
     }
-    a.file(
-        "etc/passwd",
-        b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"
-            .to_vec(),
-        0o644,
-    )?;
-    a.file(
-        "etc/group",
-        b"root:x:0:\nnogroup:x:65534:\n".to_vec(),
-        0o644,
-    )?;
+    a.file("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n".to_vec(), 0o644)?;
+    a.file("etc/group", b"root:x:0:\nnogroup:x:65534:\n".to_vec(), 0o644)?;
 
     for p in programs {
         a.host_file(&format!("pincer/{}", p.name), &p.host_path, 0o755)?;
@@ -319,16 +277,11 @@ pub fn build(
     }
     a.file("init", init_script(programs).into_bytes(), 0o755)?;
 
-    let file = std::fs::File::create(out).map_err(|source| InitramfsError::Write {
-        path: out.to_owned(),
-        source,
-    })?;
+    let file = std::fs::File::create(out)
+        .map_err(|source| InitramfsError::Write { path: out.to_owned(), source })?;
     a.write_to(std::io::BufWriter::new(file))?;
     let len = std::fs::metadata(out)
-        .map_err(|source| InitramfsError::Write {
-            path: out.to_owned(),
-            source,
-        })?
+        .map_err(|source| InitramfsError::Write { path: out.to_owned(), source })?
         .len();
     Ok(len)
 }
@@ -336,10 +289,7 @@ pub fn build(
 /// Adds the directory tree `host` (folders and regular files) to `a` under `vm_path`.
 pub fn add_tree(a: &mut Archive, host: &Path, vm_path: &str) -> Result<(), InitramfsError> {
     a.dir(vm_path, 0o755)?;
-    let read = |source| InitramfsError::Read {
-        path: host.to_owned(),
-        source,
-    };
+    let read = |source| InitramfsError::Read { path: host.to_owned(), source };
     for e in std::fs::read_dir(host).map_err(read)? {
         let e = e.map_err(read)?;
         let p = format!("{vm_path}/{}", e.file_name().to_string_lossy());
@@ -355,16 +305,10 @@ pub fn add_tree(a: &mut Archive, host: &Path, vm_path: &str) -> Result<(), Initr
 /// Appends `extra` as a second archive to the initramfs at `out` (the kernel unpacks both).
 pub fn append(out: &Path, extra: &Archive) -> Result<(), InitramfsError> {
     use std::io::Write;
-    let write = |source| InitramfsError::Write {
-        path: out.to_owned(),
-        source,
-    };
+    let write = |source| InitramfsError::Write { path: out.to_owned(), source };
     let mut buf = Vec::new();
     extra.write_to(&mut buf)?;
-    let mut file = std::fs::OpenOptions::new()
-        .append(true)
-        .open(out)
-        .map_err(write)?;
+    let mut file = std::fs::OpenOptions::new().append(true).open(out).map_err(write)?;
     file.write_all(&buf).map_err(write)
 }
 
@@ -386,9 +330,7 @@ mod tests {
                 "/lib64/ld-linux-x86-64.so.2"
             ]
         );
-        assert!(parse_ldd(Path::new("t"), "\tstatically linked\n")
-            .unwrap()
-            .is_empty());
+        assert!(parse_ldd(Path::new("t"), "\tstatically linked\n").unwrap().is_empty());
     }
 
     #[test]
@@ -407,16 +349,8 @@ mod tests {
     #[test]
     fn init_runs_programs_in_order_with_markers_and_quoted_args() {
         let programs = vec![
-            Program {
-                name: "a".into(),
-                host_path: "/x".into(),
-                args: vec!["--test-threads=1".into()],
-            },
-            Program {
-                name: "b-2".into(),
-                host_path: "/y".into(),
-                args: vec!["it's".into()],
-            },
+            Program { name: "a".into(), host_path: "/x".into(), args: vec!["--test-threads=1".into()] },
+            Program { name: "b-2".into(), host_path: "/y".into(), args: vec!["it's".into()] },
         ];
         let s = init_script(&programs);
         let a = s.find("PINCER-VM-BEGIN a\"").unwrap();
@@ -429,22 +363,13 @@ mod tests {
         assert!(s.contains("mnt bpf bpf /sys/fs/bpf"));
         assert!(s.contains("mnt cgroup2 cgroup2 /sys/fs/cgroup"));
         assert!(s.contains("mnt securityfs securityfs /sys/kernel/security"));
-        let setup = s
-            .find("for f in /etc/pincer-vm-setup/*.sh")
-            .expect("setup pieces are sourced");
-        assert!(
-            s.find("mnt tmpfs tmpfs /tmp").unwrap() < setup && setup < a,
-            "after the mounts, before the programs"
-        );
+        let setup = s.find("for f in /etc/pincer-vm-setup/*.sh").expect("setup pieces are sourced");
+        assert!(s.find("mnt tmpfs tmpfs /tmp").unwrap() < setup && setup < a, "after the mounts, before the programs");
     }
 
     #[test]
     fn the_only_parameter_picks_the_programs_a_vm_runs() {
-        let programs = ["a", "ab", "b"].map(|n| Program {
-            name: n.into(),
-            host_path: "/x".into(),
-            args: vec![],
-        });
+        let programs = ["a", "ab", "b"].map(|n| Program { name: n.into(), host_path: "/x".into(), args: vec![] });
         let script = init_script(&programs);
         // The init's selection, run by a real shell on a kernel command line of our own.
         let start = script.find("only=\n").unwrap();
@@ -452,19 +377,9 @@ mod tests {
         let run = |cmdline: &str| {
             let dir = tempfile::tempdir().unwrap();
             std::fs::write(dir.path().join("cmdline"), cmdline).unwrap();
-            let pick = script[start..end].replace(
-                "/proc/cmdline",
-                &dir.path().join("cmdline").to_string_lossy(),
-            );
+            let pick = script[start..end].replace("/proc/cmdline", &dir.path().join("cmdline").to_string_lossy());
             let body = format!("{pick}for p in a ab b; do wanted $p && printf '%s ' $p; done");
-            String::from_utf8(
-                Command::new("sh")
-                    .args(["-c", &body])
-                    .output()
-                    .unwrap()
-                    .stdout,
-            )
-            .unwrap()
+            String::from_utf8(Command::new("sh").args(["-c", &body]).output().unwrap().stdout).unwrap()
         };
         assert_eq!(run("console=ttyS0 quiet"), "a ab b ");
         assert_eq!(run("console=ttyS0 pincer.only=ab quiet"), "ab ");
@@ -475,15 +390,8 @@ mod tests {
     fn unsafe_or_duplicate_names_are_rejected() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("i.cpio");
-        let p = |name: &str| Program {
-            name: name.into(),
-            host_path: "/bin/ls".into(),
-            args: vec![],
-        };
-        assert!(matches!(
-            build(&[p("a;b")], &[], Path::new(BUSYBOX), &out),
-            Err(InitramfsError::BadName(_))
-        ));
+        let p = |name: &str| Program { name: name.into(), host_path: "/bin/ls".into(), args: vec![] };
+        assert!(matches!(build(&[p("a;b")], &[], Path::new(BUSYBOX), &out), Err(InitramfsError::BadName(_))));
         assert!(matches!(
             build(&[p("a"), p("a")], &[], Path::new(BUSYBOX), &out),
             Err(InitramfsError::DuplicateName(_))
@@ -494,38 +402,17 @@ mod tests {
     fn a_built_initramfs_holds_busybox_program_libraries_and_init() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("i.cpio");
-        let programs = [Program {
-            name: "ls".into(),
-            host_path: "/bin/ls".into(),
-            args: vec![],
-        }];
-        build(
-            &programs,
-            &[PathBuf::from("/usr/bin/cat")],
-            Path::new(BUSYBOX),
-            &out,
-        )
-        .unwrap();
+        let programs =
+            [Program { name: "ls".into(), host_path: "/bin/ls".into(), args: vec![] }];
+        build(&programs, &[PathBuf::from("/usr/bin/cat")], Path::new(BUSYBOX), &out).unwrap();
         let listing = Command::new("cpio")
             .args(["-t", "--quiet", "-F"])
             .arg(&out)
             .output()
             .expect("cpio is installed by `cargo xtask deps`");
         let listing = String::from_utf8_lossy(&listing.stdout);
-        for want in [
-            "init",
-            "bin/busybox",
-            "bin/sh",
-            "sbin/poweroff",
-            "pincer/ls",
-            "dev/console",
-            "tmp",
-            "usr/bin/cat",
-        ] {
-            assert!(
-                listing.lines().any(|l| l == want),
-                "{want} missing from the initramfs"
-            );
+        for want in ["init", "bin/busybox", "bin/sh", "sbin/poweroff", "pincer/ls", "dev/console", "tmp", "usr/bin/cat"] {
+            assert!(listing.lines().any(|l| l == want), "{want} missing from the initramfs");
         }
         assert!(listing.lines().any(|l| l.ends_with("libc.so.6")));
         assert!(listing.lines().any(|l| l.contains("ld-linux-x86-64.so.2")));

@@ -142,10 +142,7 @@ struct Manifest {
 
 fn run(cmd: &mut Command) -> Result<String, KernelError> {
     let command = format!("{cmd:?}").replace('"', "");
-    let out = cmd.output().map_err(|source| KernelError::Spawn {
-        command: command.clone(),
-        source,
-    })?;
+    let out = cmd.output().map_err(|source| KernelError::Spawn { command: command.clone(), source })?;
     if !out.status.success() {
         return Err(KernelError::Tool {
             command,
@@ -184,29 +181,21 @@ fn resolve(spec: &KernelSpec) -> Result<String, KernelError> {
     for name in out.lines().filter_map(|l| l.split_whitespace().next()) {
         let newer = match best {
             None => true,
-            Some(b) => version_gt(
-                name.trim_start_matches("linux-image-"),
-                b.trim_start_matches("linux-image-"),
-            ),
+            Some(b) => version_gt(name.trim_start_matches("linux-image-"), b.trim_start_matches("linux-image-")),
         };
         if newer {
             best = Some(name);
         }
     }
-    best.map(str::to_owned)
-        .ok_or_else(|| KernelError::Unresolved {
-            label: spec.label.to_owned(),
-            meta: spec.meta.to_owned(),
-            pattern: spec.pattern.to_owned(),
-        })
+    best.map(str::to_owned).ok_or_else(|| KernelError::Unresolved {
+        label: spec.label.to_owned(),
+        meta: spec.meta.to_owned(),
+        pattern: spec.pattern.to_owned(),
+    })
 }
 
 fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> KernelError + 'a {
-    move |source| KernelError::Io {
-        what,
-        path: path.to_owned(),
-        source,
-    }
+    move |source| KernelError::Io { what, path: path.to_owned(), source }
 }
 
 /// The cached `.deb` of `package`, if any.
@@ -232,14 +221,9 @@ fn download(dir: &Path, package: &str) -> Result<PathBuf, KernelError> {
         .args(["download", "-q", "-o", "APT::Sandbox::User=root", package])
         .current_dir(&tmp))
     .and_then(|_| {
-        let deb = cached_deb(&tmp, package).ok_or(KernelError::Missing {
-            package: package.to_owned(),
-            what: ".deb after apt-get download",
-        })?;
-        let dest = dir.join(
-            deb.file_name()
-                .expect("a file found by read_dir has a name"),
-        );
+        let deb = cached_deb(&tmp, package)
+            .ok_or(KernelError::Missing { package: package.to_owned(), what: ".deb after apt-get download" })?;
+        let dest = dir.join(deb.file_name().expect("a file found by read_dir has a name"));
         std::fs::rename(&deb, &dest).map_err(io("moving the .deb to", &dest))?;
         Ok(dest)
     });
@@ -256,10 +240,7 @@ fn unpack(dir: &Path, package: &str, deb: &Path) -> Result<(PathBuf, PathBuf), K
         std::fs::create_dir_all(&tmp).map_err(io("creating", &tmp))?;
         // Only boot/ is needed; the modules are not (the initramfs loads none).
         let script = "dpkg-deb --fsys-tarfile \"$1\" | tar -x -C \"$2\" --wildcards './boot/*'";
-        run(Command::new("sh")
-            .args(["-c", script, "sh"])
-            .arg(deb)
-            .arg(&tmp))?;
+        run(Command::new("sh").args(["-c", script, "sh"]).arg(deb).arg(&tmp))?;
         if std::fs::rename(&tmp, &dest).is_err() {
             // Another run unpacked it first.
             let _ = std::fs::remove_dir_all(&tmp);
@@ -271,39 +252,24 @@ fn unpack(dir: &Path, package: &str, deb: &Path) -> Result<(PathBuf, PathBuf), K
             .ok()?
             .filter_map(|e| e.ok())
             .map(|e| e.path())
-            .find(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with(prefix))
-            })
+            .find(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(prefix)))
     };
-    let vmlinuz = find("vmlinuz-").ok_or(KernelError::Missing {
-        package: package.to_owned(),
-        what: "boot/vmlinuz-*",
-    })?;
-    let config = find("config-").ok_or(KernelError::Missing {
-        package: package.to_owned(),
-        what: "boot/config-*",
-    })?;
+    let vmlinuz = find("vmlinuz-")
+        .ok_or(KernelError::Missing { package: package.to_owned(), what: "boot/vmlinuz-*" })?;
+    let config = find("config-")
+        .ok_or(KernelError::Missing { package: package.to_owned(), what: "boot/config-*" })?;
     Ok((vmlinuz, config))
 }
 
 /// Options a kernel config must set to `y` for the tests.
-pub const REQUIRED_CONFIG: &[&str] = &[
-    "CONFIG_BPF_LSM",
-    "CONFIG_DEBUG_INFO_BTF",
-    "CONFIG_BPF_SYSCALL",
-];
+pub const REQUIRED_CONFIG: &[&str] = &["CONFIG_BPF_LSM", "CONFIG_DEBUG_INFO_BTF", "CONFIG_BPF_SYSCALL"];
 
 /// Checks that `config` (a kernel `.config`) sets every [`REQUIRED_CONFIG`] option to `y`.
 pub fn check_config(package: &str, config: &str) -> Result<(), KernelError> {
     for option in REQUIRED_CONFIG {
         let line = format!("{option}=y");
         if !config.lines().any(|l| l.trim() == line) {
-            return Err(KernelError::Config {
-                package: package.to_owned(),
-                option,
-            });
+            return Err(KernelError::Config { package: package.to_owned(), option });
         }
     }
     Ok(())
@@ -324,10 +290,7 @@ impl Fetcher {
     /// A fetcher caching under `dir` (created if missing).
     pub fn new(dir: PathBuf) -> Result<Self, KernelError> {
         std::fs::create_dir_all(&dir).map_err(io("creating", &dir))?;
-        Ok(Self {
-            dir,
-            updated: false,
-        })
+        Ok(Self { dir, updated: false })
     }
 
     fn manifest_path(&self) -> PathBuf {
@@ -348,10 +311,7 @@ impl Fetcher {
         m.kernels.sort_by(|a, b| a.label.cmp(&b.label));
         let path = self.manifest_path();
         let tmp = self.dir.join(format!(".manifest-{}", std::process::id()));
-        let text = serde_json::to_vec_pretty(&m).map_err(|source| KernelError::Manifest {
-            path: path.clone(),
-            source,
-        })?;
+        let text = serde_json::to_vec_pretty(&m).map_err(|source| KernelError::Manifest { path: path.clone(), source })?;
         std::fs::write(&tmp, text).map_err(io("writing", &tmp))?;
         std::fs::rename(&tmp, &path).map_err(io("writing", &path))
     }
@@ -403,10 +363,9 @@ impl Fetcher {
         let (package, deb) = match self.resolve_and_fetch(spec) {
             Ok(found) => found,
             Err(e) => {
-                let cached =
-                    self.read_manifest().kernels.into_iter().find(|k| {
-                        k.label == spec.label && k.vmlinuz.is_file() && k.config.is_file()
-                    });
+                let cached = self.read_manifest().kernels.into_iter().find(|k| {
+                    k.label == spec.label && k.vmlinuz.is_file() && k.config.is_file()
+                });
                 match cached {
                     Some(k) => {
                         eprintln!("xtask: {e}; using the cached {} ({})", k.package, k.label);
@@ -425,14 +384,7 @@ impl Fetcher {
             .and_then(|n| n.strip_prefix("vmlinuz-"))
             .unwrap_or(&package)
             .to_owned();
-        let kernel = Kernel {
-            label: spec.label.to_owned(),
-            package,
-            release,
-            deb,
-            vmlinuz,
-            config,
-        };
+        let kernel = Kernel { label: spec.label.to_owned(), package, release, deb, vmlinuz, config };
         self.write_manifest(&kernel)?;
         Ok(kernel)
     }
@@ -445,16 +397,9 @@ mod tests {
     #[test]
     fn depends_output_gives_the_image_package() {
         let out = "linux-image-amd64\n  Depends: linux-image-6.1.0-57-amd64\n";
-        assert_eq!(
-            parse_depends(out).as_deref(),
-            Some("linux-image-6.1.0-57-amd64")
-        );
-        let out =
-            "linux-image-6.12-cloud-amd64\n  Depends: <linux-image-6.12.117+deb12-cloud-amd64>\n";
-        assert_eq!(
-            parse_depends(out).as_deref(),
-            Some("linux-image-6.12.117+deb12-cloud-amd64")
-        );
+        assert_eq!(parse_depends(out).as_deref(), Some("linux-image-6.1.0-57-amd64"));
+        let out = "linux-image-6.12-cloud-amd64\n  Depends: <linux-image-6.12.117+deb12-cloud-amd64>\n";
+        assert_eq!(parse_depends(out).as_deref(), Some("linux-image-6.12.117+deb12-cloud-amd64"));
         assert_eq!(parse_depends("x\n  Depends: libc6\n"), None);
     }
 
@@ -464,16 +409,7 @@ mod tests {
         check_config("k", good).unwrap();
         let bad = "CONFIG_BPF_SYSCALL=y\n# CONFIG_BPF_LSM is not set\nCONFIG_DEBUG_INFO_BTF=y\n";
         let err = check_config("k", bad).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                KernelError::Config {
-                    option: "CONFIG_BPF_LSM",
-                    ..
-                }
-            ),
-            "{err}"
-        );
+        assert!(matches!(err, KernelError::Config { option: "CONFIG_BPF_LSM", .. }), "{err}");
     }
 
     #[test]

@@ -47,10 +47,7 @@ pub const TWO_CPU_PROGRAMS: &[&str] = &["enforce_stale"];
 
 /// The workspace root (the parent of `xtask/`).
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask is inside the workspace")
-        .to_owned()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask is inside the workspace").to_owned()
 }
 
 /// Cargo's target directory: `$CARGO_TARGET_DIR` or `<workspace>/target`.
@@ -61,9 +58,7 @@ fn target_dir() -> PathBuf {
             if dir.is_absolute() {
                 dir
             } else {
-                std::env::current_dir()
-                    .unwrap_or_else(|_| workspace_root())
-                    .join(dir)
+                std::env::current_dir().unwrap_or_else(|_| workspace_root()).join(dir)
             }
         }
         None => workspace_root().join("target"),
@@ -78,8 +73,7 @@ fn kernel_cache() -> PathBuf {
 /// Per-run files (initramfs, logs) under the target directory.
 fn run_dir() -> Result<PathBuf> {
     let dir = target_dir().join("vm");
-    std::fs::create_dir_all(dir.join("logs"))
-        .with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::create_dir_all(dir.join("logs")).with_context(|| format!("creating {}", dir.display()))?;
     Ok(dir)
 }
 
@@ -104,24 +98,14 @@ pub struct Artifact {
 pub fn parse_artifacts(json: &str) -> Vec<Artifact> {
     let mut out: Vec<Artifact> = Vec::new();
     for line in json.lines() {
-        let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
+        let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else { continue };
         if msg["reason"] != "compiler-artifact" {
             continue;
         }
-        let Some(exe) = msg["executable"].as_str() else {
-            continue;
-        };
+        let Some(exe) = msg["executable"].as_str() else { continue };
         let artifact = Artifact {
-            name: msg["target"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-            kind: msg["target"]["kind"][0]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
+            name: msg["target"]["name"].as_str().unwrap_or_default().to_owned(),
+            kind: msg["target"]["kind"][0].as_str().unwrap_or_default().to_owned(),
             test: msg["profile"]["test"].as_bool().unwrap_or(false),
             executable: PathBuf::from(exe),
         };
@@ -185,26 +169,17 @@ pub fn fetch_kernels(labels: &[String], default: &[KernelSpec]) -> Result<Vec<Ke
     let specs: Vec<KernelSpec> = if labels.is_empty() {
         default.to_vec()
     } else {
-        labels
-            .iter()
-            .map(|l| kernels::spec(l))
-            .collect::<Result<_, _>>()?
+        labels.iter().map(|l| kernels::spec(l)).collect::<Result<_, _>>()?
     };
     let mut fetcher = kernels::Fetcher::new(kernel_cache())?;
     let mut out = Vec::new();
     for s in &specs {
-        let k = fetcher
-            .get(s)
-            .with_context(|| format!("fetching the {} kernel", s.label))?;
+        let k = fetcher.get(s).with_context(|| format!("fetching the {} kernel", s.label))?;
         eprintln!(
             "xtask: kernel {} ({}): {}",
             k.release,
             k.package,
-            kernels::REQUIRED_CONFIG
-                .iter()
-                .map(|o| format!("{o}=y"))
-                .collect::<Vec<_>>()
-                .join(" ")
+            kernels::REQUIRED_CONFIG.iter().map(|o| format!("{o}=y")).collect::<Vec<_>>().join(" ")
         );
         out.push(k);
     }
@@ -229,9 +204,7 @@ fn shown(echo: Echo, line: &str, t: &console::Transcript) -> bool {
         Echo::Nothing => false,
         Echo::ProgramOutput => {
             let inside_program = t.binaries.last().is_some_and(|b| b.exit_code.is_none());
-            let is_marker = [console::BEGIN, console::RESULT, console::DONE]
-                .iter()
-                .any(|m| line.contains(m));
+            let is_marker = [console::BEGIN, console::RESULT, console::DONE].iter().any(|m| line.contains(m));
             (inside_program && !is_marker) || line.contains(console::KERNEL)
         }
     }
@@ -269,108 +242,52 @@ impl VmJob {
     }
 }
 
-fn run_on(
-    job: &VmJob,
-    initrd: &Path,
-    opts: &VmOptions,
-    echo: Echo,
-    clock: qemu::GuestClock,
-    prefix: &str,
-) -> Result<KernelRun> {
+fn run_on(job: &VmJob, initrd: &Path, opts: &VmOptions, echo: Echo, clock: qemu::GuestClock, prefix: &str) -> Result<KernelRun> {
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or_default();
-    let log = run_dir()?.join("logs").join(format!(
-        "{}-{}cpu-{stamp}.log",
-        job.kernel.release, job.cpus
-    ));
+    let log = run_dir()?.join("logs").join(format!("{}-{}cpu-{stamp}.log", job.kernel.release, job.cpus));
     let how = match clock {
         qemu::GuestClock::Host => "TCG".to_string(),
-        qemu::GuestClock::Instructions { shift } => {
-            format!("TCG, guest clock by instructions: -icount shift={shift},sleep=off")
-        }
+        qemu::GuestClock::Instructions { shift } => format!("TCG, guest clock by instructions: -icount shift={shift},sleep=off"),
     };
-    eprintln!(
-        "xtask: booting {} ({how}; console log {})",
-        job.label(),
-        log.display()
-    );
-    let mut machine = qemu::Machine {
-        clock,
-        cpus: job.cpus,
-        ..qemu::Machine::new(&job.kernel.vmlinuz, initrd)
-    };
+    eprintln!("xtask: booting {} ({how}; console log {})", job.label(), log.display());
+    let mut machine = qemu::Machine { clock, cpus: job.cpus, ..qemu::Machine::new(&job.kernel.vmlinuz, initrd) };
     // The host's root for real programs (hostfs.rs): one virtiofsd per VM, stopped when it ends.
-    let virtiofsd = if job.share_host {
-        Some(hostfs::Virtiofsd::start(
-            &run_dir()?,
-            &format!("{}-{}cpu", job.kernel.release, job.cpus),
-        )?)
-    } else {
-        None
-    };
+    let virtiofsd = if job.share_host { Some(hostfs::Virtiofsd::start(&run_dir()?, &format!("{}-{}cpu", job.kernel.release, job.cpus))?) } else { None };
     machine.hostfs = virtiofsd.as_ref().map(|v| v.socket.as_path());
     if job.subset {
-        machine
-            .append
-            .push(format!("{}={}", initramfs::ONLY_PARAM, job.names.join(",")));
+        machine.append.push(format!("{}={}", initramfs::ONLY_PARAM, job.names.join(",")));
     }
-    let run = qemu::boot(
-        &machine,
-        Duration::from_secs(opts.timeout),
-        &log,
-        |line, t| {
-            if shown(echo, line, t) {
-                println!("{prefix}{}", console::clean(line));
-            }
-        },
-    )?;
+    let run = qemu::boot(&machine, Duration::from_secs(opts.timeout), &log, |line, t| {
+        if shown(echo, line, t) {
+            println!("{prefix}{}", console::clean(line));
+        }
+    })?;
     let passed = !run.timed_out && run.transcript.passed(&job.names);
-    Ok(KernelRun {
-        job: job.clone(),
-        run,
-        log,
-        passed,
-    })
+    Ok(KernelRun { job: job.clone(), run, log, passed })
 }
 
 /// Runs `jobs` on at most `parallel` VMs at once, started in the order given (put the
 /// longest first), and returns their results in the same order. With more than one VM at a time, each console
 /// line shown is prefixed with its VM's label.
-fn run_all(
-    jobs: &[VmJob],
-    parallel: usize,
-    initrd: &Path,
-    opts: &VmOptions,
-    echo: Echo,
-    clock: qemu::GuestClock,
-) -> Vec<Result<KernelRun>> {
+fn run_all(jobs: &[VmJob], parallel: usize, initrd: &Path, opts: &VmOptions, echo: Echo, clock: qemu::GuestClock) -> Vec<Result<KernelRun>> {
     let parallel = parallel.clamp(1, jobs.len().max(1));
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let results: std::sync::Mutex<Vec<Option<Result<KernelRun>>>> =
-        std::sync::Mutex::new(jobs.iter().map(|_| None).collect());
+    let results: std::sync::Mutex<Vec<Option<Result<KernelRun>>>> = std::sync::Mutex::new(jobs.iter().map(|_| None).collect());
     std::thread::scope(|scope| {
         for _ in 0..parallel {
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 let Some(job) = jobs.get(i) else { return };
-                let prefix = if parallel > 1 {
-                    format!("[{}] ", job.label())
-                } else {
-                    String::new()
-                };
+                let prefix = if parallel > 1 { format!("[{}] ", job.label()) } else { String::new() };
                 let r = run_on(job, initrd, opts, echo, clock, &prefix);
                 results.lock().expect("results lock")[i] = Some(r);
             });
         }
     });
-    results
-        .into_inner()
-        .expect("results lock")
-        .into_iter()
-        .map(|r| r.expect("every job ran"))
-        .collect()
+    results.into_inner().expect("results lock").into_iter().map(|r| r.expect("every job ran")).collect()
 }
 
 /// Prints why a run failed, with the failing programs' output when it was not streamed.
@@ -378,11 +295,7 @@ fn report_failure(r: &KernelRun, streamed: bool) {
     let names = &r.job.names;
     let t = &r.run.transcript;
     if r.run.timed_out {
-        eprintln!(
-            "  the VM was killed after {} s (QEMU: {})",
-            r.run.elapsed.as_secs(),
-            r.run.status
-        );
+        eprintln!("  the VM was killed after {} s (QEMU: {})", r.run.elapsed.as_secs(), r.run.status);
     }
     for p in t.problems(names) {
         eprintln!("  {p}");
@@ -412,16 +325,9 @@ pub fn vm_test(opts: &VmOptions) -> Result<()> {
     crate::deps::ensure(&crate::deps::all())?;
     let (mut programs, helpers) = crate::phase::timed("build VM tests", build_tests)?;
     if !opts.only.is_empty() {
-        if let Some(unknown) = opts
-            .only
-            .iter()
-            .find(|o| !programs.iter().any(|p| &p.name == *o))
-        {
+        if let Some(unknown) = opts.only.iter().find(|o| !programs.iter().any(|p| &p.name == *o)) {
             let known: Vec<&str> = programs.iter().map(|p| p.name.as_str()).collect();
-            bail!(
-                "--only {unknown}: no such test program (known: {})",
-                known.join(", ")
-            );
+            bail!("--only {unknown}: no such test program (known: {})", known.join(", "));
         }
         programs.retain(|p| opts.only.contains(&p.name));
     }
@@ -431,23 +337,12 @@ pub fn vm_test(opts: &VmOptions) -> Result<()> {
         initramfs::build(&programs, &helpers, Path::new(initramfs::BUSYBOX), &initrd)?;
         // The shipped corpus, for the tests that replay its samples (`PINCER_CORPUS` in the VM).
         let mut corpus = cpio::Archive::new();
-        initramfs::add_tree(
-            &mut corpus,
-            &workspace_root().join("corpus"),
-            initramfs::VM_CORPUS,
-        )?;
+        initramfs::add_tree(&mut corpus, &workspace_root().join("corpus"), initramfs::VM_CORPUS)?;
         initramfs::append(&initrd, &corpus)?;
         Ok(())
     })?;
-    let size = std::fs::metadata(&initrd)
-        .with_context(|| format!("reading {}", initrd.display()))?
-        .len();
-    eprintln!(
-        "xtask: initramfs {} ({:.1} MiB): {}",
-        initrd.display(),
-        size as f64 / 1048576.0,
-        names.join(", ")
-    );
+    let size = std::fs::metadata(&initrd).with_context(|| format!("reading {}", initrd.display()))?.len();
+    eprintln!("xtask: initramfs {} ({:.1} MiB): {}", initrd.display(), size as f64 / 1048576.0, names.join(", "));
     let kernels = crate::phase::timed("kernels", || fetch_kernels(&opts.kernels, kernels::KERNELS));
     let kernels = match kernels {
         Ok(k) => k,
@@ -462,46 +357,17 @@ pub fn vm_test(opts: &VmOptions) -> Result<()> {
         return Err(e.context("adding the host-root setup to the initramfs"));
     }
     let echo = if opts.quiet { Echo::Nothing } else { Echo::All };
-    let mut jobs: Vec<VmJob> = kernels
-        .iter()
-        .map(|k| VmJob {
-            kernel: k.clone(),
-            cpus: 1,
-            names: names.clone(),
-            subset: false,
-            share_host: true,
-        })
-        .collect();
-    let two_cpu: Vec<String> = names
-        .iter()
-        .filter(|n| TWO_CPU_PROGRAMS.contains(&n.as_str()))
-        .cloned()
-        .collect();
+    let mut jobs: Vec<VmJob> =
+        kernels.iter().map(|k| VmJob { kernel: k.clone(), cpus: 1, names: names.clone(), subset: false, share_host: true }).collect();
+    let two_cpu: Vec<String> = names.iter().filter(|n| TWO_CPU_PROGRAMS.contains(&n.as_str())).cloned().collect();
     if !two_cpu.is_empty() {
-        jobs.extend(kernels.iter().map(|k| VmJob {
-            kernel: k.clone(),
-            cpus: 2,
-            names: two_cpu.clone(),
-            subset: true,
-            share_host: true,
-        }));
+        jobs.extend(kernels.iter().map(|k| VmJob { kernel: k.clone(), cpus: 2, names: two_cpu.clone(), subset: true, share_host: true }));
     }
-    let parallel = opts.jobs.unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    });
-    eprintln!(
-        "xtask: {} VMs, {} at a time",
-        jobs.len(),
-        parallel.clamp(1, jobs.len())
-    );
+    let parallel = opts.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    eprintln!("xtask: {} VMs, {} at a time", jobs.len(), parallel.clamp(1, jobs.len()));
     let started = std::time::Instant::now();
     let results = run_all(&jobs, parallel, &initrd, opts, echo, qemu::GuestClock::Host);
-    crate::phase::record(
-        format!("VMs ({} at a time)", parallel.clamp(1, jobs.len())),
-        started.elapsed(),
-    );
+    crate::phase::record(format!("VMs ({} at a time)", parallel.clamp(1, jobs.len())), started.elapsed());
     let _ = std::fs::remove_file(&initrd);
     let mut failed = 0;
     let (mut total_passed, mut total_failed) = (0, 0);
@@ -517,38 +383,19 @@ pub fn vm_test(opts: &VmOptions) -> Result<()> {
             r.job.label(),
             t.binaries.iter().filter(|b| b.ok()).count(),
             t.tests_passed(),
-            if t.tests_failed() > 0 {
-                format!(", {} failed", t.tests_failed())
-            } else {
-                String::new()
-            },
+            if t.tests_failed() > 0 { format!(", {} failed", t.tests_failed()) } else { String::new() },
             r.run.elapsed.as_secs_f64(),
         );
         for b in &t.binaries {
-            let took = b
-                .took
-                .map(|d| format!("{:.1} s", d.as_secs_f64()))
-                .unwrap_or_else(|| "did not finish".into());
-            println!(
-                "  {:<24} {took:>10}  {} passed{}",
-                b.name,
-                b.passed,
-                if b.failed > 0 {
-                    format!(", {} failed", b.failed)
-                } else {
-                    String::new()
-                }
-            );
+            let took = b.took.map(|d| format!("{:.1} s", d.as_secs_f64())).unwrap_or_else(|| "did not finish".into());
+            println!("  {:<24} {took:>10}  {} passed{}", b.name, b.passed, if b.failed > 0 { format!(", {} failed", b.failed) } else { String::new() });
         }
         if !r.passed {
             failed += 1;
             report_failure(&r, !opts.quiet);
         }
     }
-    println!(
-        "vm-test: {total_passed} passed, {total_failed} failed in {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
+    println!("vm-test: {total_passed} passed, {total_failed} failed in {:.1} s", started.elapsed().as_secs_f64());
     if failed > 0 {
         bail!("vm-test failed on {failed} of {} VMs", jobs.len());
     }
@@ -568,18 +415,10 @@ pub struct Bench {
 }
 
 /// `cargo xtask bench open`: open+close cost under the program.
-pub const BENCH_OPEN: Bench = Bench {
-    name: "pincer-bench-open",
-    command: "open",
-    daemon: false,
-};
+pub const BENCH_OPEN: Bench = Bench { name: "pincer-bench-open", command: "open", daemon: false };
 
 /// `cargo xtask bench daemon`: the daemon's decision pipeline under load.
-pub const BENCH_DAEMON: Bench = Bench {
-    name: "pincer-bench-daemon",
-    command: "daemon",
-    daemon: true,
-};
+pub const BENCH_DAEMON: Bench = Bench { name: "pincer-bench-daemon", command: "daemon", daemon: true };
 
 /// How `cargo xtask bench open` clocks the guest.
 #[derive(clap::Args, Debug, Clone)]
@@ -600,9 +439,7 @@ impl BenchClock {
         if self.wall_clock {
             qemu::GuestClock::Host
         } else {
-            qemu::GuestClock::Instructions {
-                shift: self.icount_shift,
-            }
+            qemu::GuestClock::Instructions { shift: self.icount_shift }
         }
     }
 }
@@ -610,12 +447,7 @@ impl BenchClock {
 /// The arguments the benchmark binary gets: `--pincer PATH` first for a daemon benchmark,
 /// `--icount-shift N` when the guest's clock counts instructions (so the figures say what
 /// they measure).
-pub fn bench_args(
-    bench: &Bench,
-    pincer: Option<&Path>,
-    clock: qemu::GuestClock,
-    args: &[String],
-) -> Vec<String> {
+pub fn bench_args(bench: &Bench, pincer: Option<&Path>, clock: qemu::GuestClock, args: &[String]) -> Vec<String> {
     let mut all = Vec::new();
     if let (true, Some(p)) = (bench.daemon, pincer) {
         all.extend(["--pincer".to_string(), p.to_string_lossy().into_owned()]);
@@ -629,21 +461,10 @@ pub fn bench_args(
 
 /// `cargo xtask bench <command>`: runs the benchmark binary in the VM (the newest kernel by
 /// default) with the guest clock `clock` and relays what it prints.
-pub fn bench(
-    opts: &VmOptions,
-    bench: &Bench,
-    clock: qemu::GuestClock,
-    args: &[String],
-) -> Result<()> {
-    let source = workspace_root()
-        .join("tests/src/bin")
-        .join(format!("{}.rs", bench.name));
+pub fn bench(opts: &VmOptions, bench: &Bench, clock: qemu::GuestClock, args: &[String]) -> Result<()> {
+    let source = workspace_root().join("tests/src/bin").join(format!("{}.rs", bench.name));
     if !source.is_file() {
-        bail!(
-            "the benchmark binary `{}` does not exist ({} is missing); nothing to run",
-            bench.name,
-            source.display()
-        );
+        bail!("the benchmark binary `{}` does not exist ({} is missing); nothing to run", bench.name, source.display());
     }
     crate::deps::ensure(&crate::deps::all())?;
     let artifacts = cargo_json(&["build", "-p", "pincer-tests", "--release", "--bins"])?;
@@ -655,32 +476,16 @@ pub fn bench(
             .with_context(|| format!("cargo built no `{name}` binary"))
     };
     let exe = find(bench.name)?;
-    let pincer = if bench.daemon {
-        Some(find("pincer")?)
-    } else {
-        None
-    };
-    let programs = vec![Program {
-        name: bench.name.into(),
-        host_path: exe,
-        args: bench_args(bench, pincer.as_deref(), clock, args),
-    }];
+    let pincer = if bench.daemon { Some(find("pincer")?) } else { None };
+    let programs =
+        vec![Program { name: bench.name.into(), host_path: exe, args: bench_args(bench, pincer.as_deref(), clock, args) }];
     let names = vec![bench.name.to_owned()];
     let initrd = run_dir()?.join(format!("initramfs-bench-{}.cpio", std::process::id()));
-    initramfs::build(
-        &programs,
-        pincer.as_slice(),
-        Path::new(initramfs::BUSYBOX),
-        &initrd,
-    )?;
+    initramfs::build(&programs, pincer.as_slice(), Path::new(initramfs::BUSYBOX), &initrd)?;
     if bench.daemon {
         // The daemon's twin learns from a shipped persona (`--persona`, default software-dev).
         let mut corpus = cpio::Archive::new();
-        initramfs::add_tree(
-            &mut corpus,
-            &workspace_root().join("corpus"),
-            initramfs::VM_CORPUS,
-        )?;
+        initramfs::add_tree(&mut corpus, &workspace_root().join("corpus"), initramfs::VM_CORPUS)?;
         initramfs::append(&initrd, &corpus)?;
     }
     // One kernel by default (the newest): the figures are comparisons within one run.
@@ -698,13 +503,7 @@ pub fn bench(
                     bench.command, kernel.release
                 ),
             }
-            let job = VmJob {
-                kernel: kernel.clone(),
-                cpus: 1,
-                names: names.clone(),
-                subset: false,
-                share_host: false,
-            };
+            let job = VmJob { kernel: kernel.clone(), cpus: 1, names: names.clone(), subset: false, share_host: false };
             let r = run_on(&job, &initrd, opts, Echo::ProgramOutput, clock, "")?;
             if !r.passed {
                 failed += 1;
@@ -747,40 +546,17 @@ not json"#;
         let extra = vec!["--rounds".to_string(), "3".into()];
         let p = Path::new("/t/release/pincer");
         let host = qemu::GuestClock::Host;
-        assert_eq!(
-            bench_args(&BENCH_DAEMON, Some(p), host, &extra),
-            ["--pincer", "/t/release/pincer", "--rounds", "3"]
-        );
-        assert_eq!(
-            bench_args(&BENCH_OPEN, Some(p), host, &extra),
-            ["--rounds", "3"]
-        );
-        assert_eq!(
-            bench_args(&BENCH_OPEN, None, host, &[]),
-            Vec::<String>::new()
-        );
+        assert_eq!(bench_args(&BENCH_DAEMON, Some(p), host, &extra), ["--pincer", "/t/release/pincer", "--rounds", "3"]);
+        assert_eq!(bench_args(&BENCH_OPEN, Some(p), host, &extra), ["--rounds", "3"]);
+        assert_eq!(bench_args(&BENCH_OPEN, None, host, &[]), Vec::<String>::new());
     }
 
     #[test]
     fn an_instruction_clock_is_named_to_the_benchmark() {
-        let clock = BenchClock {
-            wall_clock: false,
-            icount_shift: 0,
-        }
-        .guest_clock();
+        let clock = BenchClock { wall_clock: false, icount_shift: 0 }.guest_clock();
         assert_eq!(clock, qemu::GuestClock::Instructions { shift: 0 });
-        assert_eq!(
-            bench_args(&BENCH_OPEN, None, clock, &["--rounds".into(), "9".into()]),
-            ["--icount-shift", "0", "--rounds", "9"]
-        );
-        assert_eq!(
-            BenchClock {
-                wall_clock: true,
-                icount_shift: 3
-            }
-            .guest_clock(),
-            qemu::GuestClock::Host
-        );
+        assert_eq!(bench_args(&BENCH_OPEN, None, clock, &["--rounds".into(), "9".into()]), ["--icount-shift", "0", "--rounds", "9"]);
+        assert_eq!(BenchClock { wall_clock: true, icount_shift: 3 }.guest_clock(), qemu::GuestClock::Host);
     }
 
     #[test]
@@ -801,13 +577,7 @@ not json"#;
                 shown_lines.push(line);
             }
         }
-        assert_eq!(
-            shown_lines,
-            [
-                "PINCER-VM-KERNEL 6.12.117 lsm=bpf",
-                "(a) no program: 1500 ns"
-            ]
-        );
+        assert_eq!(shown_lines, ["PINCER-VM-KERNEL 6.12.117 lsm=bpf", "(a) no program: 1500 ns"]);
         assert!(!shown(Echo::Nothing, "x", &t) && shown(Echo::All, "x", &t));
     }
 }

@@ -81,9 +81,7 @@ impl GuestClock {
     pub fn qemu_args(self) -> Vec<String> {
         match self {
             GuestClock::Host => Vec::new(),
-            GuestClock::Instructions { shift } => {
-                vec!["-icount".into(), format!("shift={shift},sleep=off")]
-            }
+            GuestClock::Instructions { shift } => vec!["-icount".into(), format!("shift={shift},sleep=off")],
         }
     }
 }
@@ -113,39 +111,22 @@ pub struct Machine<'a> {
 impl<'a> Machine<'a> {
     /// One vCPU, the host's clock, nothing appended, no shared host root.
     pub fn new(vmlinuz: &'a Path, initrd: &'a Path) -> Self {
-        Self {
-            vmlinuz,
-            initrd,
-            clock: GuestClock::Host,
-            cpus: 1,
-            append: Vec::new(),
-            hostfs: None,
-        }
+        Self { vmlinuz, initrd, clock: GuestClock::Host, cpus: 1, append: Vec::new(), hostfs: None }
     }
 }
 
 /// The QEMU command line for booting `m`.
 pub fn command(m: &Machine) -> Command {
-    let size = std::fs::metadata(m.initrd)
-        .map(|meta| meta.len())
-        .unwrap_or(0);
+    let size = std::fs::metadata(m.initrd).map(|meta| meta.len()).unwrap_or(0);
     let mut append = CMDLINE.to_string();
     for word in &m.append {
         append.push(' ');
         append.push_str(word);
     }
     let mut cmd = Command::new(QEMU);
-    cmd.args(["-accel", "tcg"])
-        .args(m.clock.qemu_args())
-        .arg("-smp")
-        .arg(m.cpus.max(1).to_string())
-        .arg("-m")
+    cmd.args(["-accel", "tcg"]).args(m.clock.qemu_args()).arg("-smp").arg(m.cpus.max(1).to_string()).arg("-m")
         .arg(format!("{}M", memory_mib(size)))
-        .args(
-            m.hostfs
-                .map(|socket| super::hostfs::qemu_args(socket, memory_mib(size)))
-                .unwrap_or_default(),
-        )
+        .args(m.hostfs.map(|socket| super::hostfs::qemu_args(socket, memory_mib(size))).unwrap_or_default())
         .args(["-nographic", "-no-reboot", "-nic", "none"])
         .arg("-kernel")
         .arg(m.vmlinuz)
@@ -165,20 +146,15 @@ pub fn boot(
     log: &Path,
     mut echo: impl FnMut(&str, &Transcript),
 ) -> Result<Run, QemuError> {
-    let mut log_file = std::fs::File::create(log).map_err(|source| QemuError::Log {
-        path: log.to_owned(),
-        source,
-    })?;
+    let mut log_file = std::fs::File::create(log)
+        .map_err(|source| QemuError::Log { path: log.to_owned(), source })?;
     let start = Instant::now();
     let mut child = command(machine)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|source| QemuError::Spawn {
-            binary: QEMU.to_owned(),
-            source,
-        })?;
+        .map_err(|source| QemuError::Spawn { binary: QEMU.to_owned(), source })?;
 
     let (tx, rx) = mpsc::channel::<String>();
     let stdout = child.stdout.take().expect("stdout is piped");
@@ -194,10 +170,8 @@ pub fn boot(
         let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
             Ok(line) => {
-                writeln!(log_file, "{line}").map_err(|source| QemuError::Log {
-                    path: log.to_owned(),
-                    source,
-                })?;
+                writeln!(log_file, "{line}")
+                    .map_err(|source| QemuError::Log { path: log.to_owned(), source })?;
                 let had_fault = transcript.fault.is_some();
                 transcript.feed_at(&line, start.elapsed());
                 echo(&line, &transcript);
@@ -228,12 +202,7 @@ pub fn boot(
     if timed_out {
         let _ = writeln!(log_file, "xtask: killed QEMU after {} s", timeout.as_secs());
     }
-    Ok(Run {
-        transcript,
-        timed_out,
-        status: status.to_string(),
-        elapsed: start.elapsed(),
-    })
+    Ok(Run { transcript, timed_out, status: status.to_string(), elapsed: start.elapsed() })
 }
 
 /// Sends each `\n`-terminated line of `r` (lossily decoded) to `tx` with `prefix`.
@@ -262,67 +231,35 @@ mod tests {
     #[test]
     fn the_command_uses_tcg_and_never_kvm() {
         let cmd = command(&Machine::new(Path::new("/k"), Path::new("/i")));
-        let args: Vec<String> = cmd
-            .get_args()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect();
+        let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
         assert!(args.windows(2).any(|w| w[0] == "-accel" && w[1] == "tcg"));
-        assert!(!args
-            .iter()
-            .any(|a| a.contains("kvm") || a.contains("icount")));
+        assert!(!args.iter().any(|a| a.contains("kvm") || a.contains("icount")));
         assert!(args.contains(&"-no-reboot".to_owned()));
         assert!(args.windows(2).any(|w| w[0] == "-smp" && w[1] == "1"));
-        let two = Machine {
-            cpus: 2,
-            append: vec!["pincer.only=a,b".into()],
-            ..Machine::new(Path::new("/k"), Path::new("/i"))
-        };
-        let args: Vec<String> = command(&two)
-            .get_args()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect();
+        let two = Machine { cpus: 2, append: vec!["pincer.only=a,b".into()], ..Machine::new(Path::new("/k"), Path::new("/i")) };
+        let args: Vec<String> = command(&two).get_args().map(|a| a.to_string_lossy().into_owned()).collect();
         assert!(args.windows(2).any(|w| w[0] == "-smp" && w[1] == "2"));
-        assert!(args
-            .iter()
-            .any(|a| a.starts_with(CMDLINE) && a.ends_with(" pincer.only=a,b")));
+        assert!(args.iter().any(|a| a.starts_with(CMDLINE) && a.ends_with(" pincer.only=a,b")));
         let append = &args[args.iter().position(|a| a == "-append").unwrap() + 1];
         assert!(append.contains("lsm=") && append.contains(",bpf") && append.contains("panic=-1"));
     }
 
     #[test]
     fn an_instruction_clock_counts_instructions_and_never_sleeps() {
-        let cmd = command(&Machine {
-            clock: GuestClock::Instructions { shift: 0 },
-            ..Machine::new(Path::new("/k"), Path::new("/i"))
-        });
-        let args: Vec<String> = cmd
-            .get_args()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect();
-        assert!(args
-            .windows(2)
-            .any(|w| w[0] == "-icount" && w[1] == "shift=0,sleep=off"));
+        let cmd = command(&Machine { clock: GuestClock::Instructions { shift: 0 }, ..Machine::new(Path::new("/k"), Path::new("/i")) });
+        let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        assert!(args.windows(2).any(|w| w[0] == "-icount" && w[1] == "shift=0,sleep=off"));
         assert!(args.windows(2).any(|w| w[0] == "-accel" && w[1] == "tcg"));
     }
 
     #[test]
     fn a_shared_host_root_gets_memory_of_the_same_size_as_the_guest() {
-        let cmd = command(&Machine {
-            hostfs: Some(Path::new("/t/v.sock")),
-            ..Machine::new(Path::new("/k"), Path::new("/nonexistent"))
-        });
-        let args: Vec<String> = cmd
-            .get_args()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect();
+        let cmd = command(&Machine { hostfs: Some(Path::new("/t/v.sock")), ..Machine::new(Path::new("/k"), Path::new("/nonexistent")) });
+        let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
         let m = &args[args.iter().position(|a| a == "-m").unwrap() + 1];
         assert_eq!(m, "1024M");
-        assert!(args
-            .iter()
-            .any(|a| a == "memory-backend-memfd,id=mem,size=1024M,share=on"));
-        assert!(args
-            .iter()
-            .any(|a| a == "vhost-user-fs-pci,chardev=hostfs,tag=hostroot"));
+        assert!(args.iter().any(|a| a == "memory-backend-memfd,id=mem,size=1024M,share=on"));
+        assert!(args.iter().any(|a| a == "vhost-user-fs-pci,chardev=hostfs,tag=hostroot"));
     }
 
     #[test]
@@ -336,9 +273,6 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         forward_lines(&b"one\r\ntwo\nthree"[..], "p: ", &tx);
         drop(tx);
-        assert_eq!(
-            rx.iter().collect::<Vec<_>>(),
-            ["p: one", "p: two", "p: three"]
-        );
+        assert_eq!(rx.iter().collect::<Vec<_>>(), ["p: one", "p: two", "p: three"]);
     }
 }
