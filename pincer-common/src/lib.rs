@@ -141,8 +141,7 @@ shared_consts! {
 }
 
 /// Every access bit a grant may carry.
-pub const ACCESS_ALL: u32 =
-    ACCESS_READ | ACCESS_WRITE | ACCESS_CREATE | ACCESS_DELETE | ACCESS_LIST;
+pub const ACCESS_ALL: u32 = ACCESS_READ | ACCESS_WRITE | ACCESS_CREATE | ACCESS_DELETE | ACCESS_LIST;
 
 /// Map names, written once: the C program names its maps with the macros
 /// (`MAP_SESSIONS`, ...) that `pincer-ebpf`'s build script generates from
@@ -182,21 +181,8 @@ pub mod map_names {
     /// `PERCPU_ARRAY` of one `u64`: events dropped because the ring buffer was full.
     pub const DROPS: &str = "pincer_drops";
     /// Every map, in a fixed order.
-    pub const ALL: [&str; 13] = [
-        SESSIONS,
-        ROOTS,
-        EXACT,
-        SUBTREE,
-        OPEN,
-        NEVER,
-        NEVER_NAMES,
-        NEVER_DIRS,
-        STATE,
-        GENERATION,
-        WALK_CACHE,
-        EVENTS,
-        DROPS,
-    ];
+    pub const ALL: [&str; 13] =
+        [SESSIONS, ROOTS, EXACT, SUBTREE, OPEN, NEVER, NEVER_NAMES, NEVER_DIRS, STATE, GENERATION, WALK_CACHE, EVENTS, DROPS];
     /// The C macro naming each map (`#define MAP_SESSIONS pincer_sessions`).
     pub const C_MACROS: [(&str, &str); 13] = [
         ("MAP_SESSIONS", SESSIONS),
@@ -445,10 +431,7 @@ pub(crate) const fn assert_no_padding(layouts: &[Layout]) {
         let mut end = 0;
         let mut j = 0;
         while j < l.fields.len() {
-            assert!(
-                l.fields[j].offset == end,
-                "implicit padding in a shared layout"
-            );
+            assert!(l.fields[j].offset == end, "implicit padding in a shared layout");
             end += l.fields[j].size;
             j += 1;
         }

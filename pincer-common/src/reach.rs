@@ -111,18 +111,7 @@ pub mod map_names {
     /// `PERCPU_ARRAY` scratch space for one name key (kernel-internal; pinned only).
     pub const NAME_SCRATCH: &str = "pincer_name_scratch";
     /// Every map of the reach block, in a fixed order.
-    pub const ALL: [&str; 10] = [
-        SOCKS,
-        PORTS,
-        HOST_ADDRS,
-        UNIX_FILES,
-        UNIX_NAMES,
-        UNIX_SERVED,
-        IPC,
-        KEYS,
-        TTYS,
-        NAME_SCRATCH,
-    ];
+    pub const ALL: [&str; 10] = [SOCKS, PORTS, HOST_ADDRS, UNIX_FILES, UNIX_NAMES, UNIX_SERVED, IPC, KEYS, TTYS, NAME_SCRATCH];
     /// The C macro naming each map (`#define MAP_SOCKS pincer_socks`).
     pub const C_MACROS: [(&str, &str); 10] = [
         ("MAP_SOCKS", SOCKS),

@@ -14,11 +14,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
 fn unique(name: &str) -> String {
-    format!(
-        "{name}-{}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
+    format!("{name}-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed))
 }
 
 /// A fresh empty directory under `/tmp` (tmpfs in the VM).
@@ -31,8 +27,7 @@ pub fn fresh_dir(name: &str) -> PathBuf {
 /// Writes `contents` to `path`, creating parent directories (as the test harness, ungated).
 pub fn write_file(path: &Path, contents: &str) {
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .unwrap_or_else(|e| panic!("create {}: {e}", parent.display()));
+        std::fs::create_dir_all(parent).unwrap_or_else(|e| panic!("create {}: {e}", parent.display()));
     }
     std::fs::write(path, contents).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
 }
@@ -68,35 +63,15 @@ pub fn user_dir(path: &Path) {
 /// Mounts a new tmpfs on `at` (as root).
 pub fn mount_tmpfs(at: &Path) {
     // SAFETY: mount(2) with valid C strings.
-    let rc = unsafe {
-        libc::mount(
-            c"tmpfs".as_ptr(),
-            c(at).as_ptr(),
-            c"tmpfs".as_ptr(),
-            0,
-            std::ptr::null(),
-        )
-    };
-    assert_eq!(
-        rc,
-        0,
-        "mount tmpfs on {}: {}",
-        at.display(),
-        std::io::Error::last_os_error()
-    );
+    let rc = unsafe { libc::mount(c"tmpfs".as_ptr(), c(at).as_ptr(), c"tmpfs".as_ptr(), 0, std::ptr::null()) };
+    assert_eq!(rc, 0, "mount tmpfs on {}: {}", at.display(), std::io::Error::last_os_error());
 }
 
 /// Unmounts the filesystem mounted on `at` (as root).
 pub fn umount(at: &Path) {
     // SAFETY: umount(2) with a valid C string.
     let rc = unsafe { libc::umount(c(at).as_ptr()) };
-    assert_eq!(
-        rc,
-        0,
-        "umount {}: {}",
-        at.display(),
-        std::io::Error::last_os_error()
-    );
+    assert_eq!(rc, 0, "umount {}: {}", at.display(), std::io::Error::last_os_error());
 }
 
 /// Where the VM's one shared copy of the program is pinned: loaded, verified and attached
@@ -126,17 +101,9 @@ impl TestEnforcer {
         assert_clean(&pin_dir);
         // Before the enforcer opens the ring buffer: a reader starts where the consumer was.
         drain_misses(&pin_dir);
-        let config = EnforcerConfig {
-            pin_dir: pin_dir.clone(),
-            ..EnforcerConfig::default()
-        };
-        let enforcer = Enforcer::attach_or_reuse(&config)
-            .unwrap_or_else(|e| panic!("attach the shared enforcer: {}", error_chain(&e)));
-        Self {
-            enforcer: Some(enforcer),
-            pin_dir,
-            shared: true,
-        }
+        let config = EnforcerConfig { pin_dir: pin_dir.clone(), ..EnforcerConfig::default() };
+        let enforcer = Enforcer::attach_or_reuse(&config).unwrap_or_else(|e| panic!("attach the shared enforcer: {}", error_chain(&e)));
+        Self { enforcer: Some(enforcer), pin_dir, shared: true }
     }
 
     /// Loads, on purpose, a fresh copy of the program pinned under
@@ -148,18 +115,9 @@ impl TestEnforcer {
     /// Like [`TestEnforcer::load`] with a ring buffer of `ringbuf_bytes`.
     pub fn load_with_ring(name: &str, ringbuf_bytes: u32) -> Self {
         let pin_dir = PathBuf::from("/sys/fs/bpf").join(unique(name));
-        let config = EnforcerConfig {
-            pin_dir: pin_dir.clone(),
-            ringbuf_bytes,
-            ..EnforcerConfig::default()
-        };
-        let enforcer = Enforcer::load(&config)
-            .unwrap_or_else(|e| panic!("load enforcer: {}", error_chain(&e)));
-        Self {
-            enforcer: Some(enforcer),
-            pin_dir,
-            shared: false,
-        }
+        let config = EnforcerConfig { pin_dir: pin_dir.clone(), ringbuf_bytes, ..EnforcerConfig::default() };
+        let enforcer = Enforcer::load(&config).unwrap_or_else(|e| panic!("load enforcer: {}", error_chain(&e)));
+        Self { enforcer: Some(enforcer), pin_dir, shared: false }
     }
 
     /// The enforcer.
@@ -195,11 +153,8 @@ pub fn clear_policy(pin_dir: &Path) {
         return;
     }
     policy_maps(pin_dir, true);
-    let mut enforcer = Enforcer::reuse(pin_dir)
-        .unwrap_or_else(|e| panic!("reopen {}: {}", pin_dir.display(), error_chain(&e)));
-    enforcer
-        .renew_policy()
-        .unwrap_or_else(|e| panic!("renew the policy generation: {}", error_chain(&e)));
+    let mut enforcer = Enforcer::reuse(pin_dir).unwrap_or_else(|e| panic!("reopen {}: {}", pin_dir.display(), error_chain(&e)));
+    enforcer.renew_policy().unwrap_or_else(|e| panic!("renew the policy generation: {}", error_chain(&e)));
 }
 
 /// Panics, naming each map and its count, if the program pinned at `pin_dir` holds
@@ -208,17 +163,8 @@ pub fn assert_clean(pin_dir: &Path) {
     if !Enforcer::pinned_complete(pin_dir) {
         return;
     }
-    let left: Vec<String> = policy_entries(pin_dir)
-        .iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|(m, n)| format!("{m}: {n}"))
-        .collect();
-    assert!(
-        left.is_empty(),
-        "the shared enforcer at {} holds entries a previous test left behind: {}",
-        pin_dir.display(),
-        left.join(", ")
-    );
+    let left: Vec<String> = policy_entries(pin_dir).iter().filter(|(_, n)| *n > 0).map(|(m, n)| format!("{m}: {n}")).collect();
+    assert!(left.is_empty(), "the shared enforcer at {} holds entries a previous test left behind: {}", pin_dir.display(), left.join(", "));
 }
 
 /// Reads and discards every miss queued in the ring buffer pinned at `pin_dir` (nothing if
@@ -228,11 +174,8 @@ pub fn drain_misses(pin_dir: &Path) {
         return;
     }
     let path = pin_dir.join("maps").join(pincer_common::map_names::EVENTS);
-    let data = aya::maps::MapData::from_pin(&path)
-        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
-    let mut ring =
-        aya::maps::RingBuf::try_from(aya::maps::Map::from_map_data(data).expect("ring buffer map"))
-            .expect("ring buffer");
+    let data = aya::maps::MapData::from_pin(&path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    let mut ring = aya::maps::RingBuf::try_from(aya::maps::Map::from_map_data(data).expect("ring buffer map")).expect("ring buffer");
     while ring.next().is_some() {}
 }
 
@@ -242,59 +185,20 @@ fn policy_maps(pin_dir: &Path, clear: bool) -> Vec<(&'static str, usize)> {
     use pincer_common::{map_names as m, GrantKey, NameKey, ObjectKey, SessionKey, SessionValue};
     let maps = pin_dir.join("maps");
     vec![
-        (
-            m::SESSIONS,
-            entries::<SessionKey, SessionValue>(&maps, m::SESSIONS, clear, every),
-        ),
-        (
-            m::ROOTS,
-            entries::<ObjectKey, u32>(&maps, m::ROOTS, clear, every),
-        ),
-        (
-            m::EXACT,
-            entries::<GrantKey, u32>(&maps, m::EXACT, clear, every),
-        ),
-        (
-            m::SUBTREE,
-            entries::<GrantKey, u32>(&maps, m::SUBTREE, clear, every),
-        ),
-        (
-            m::OPEN,
-            entries::<ObjectKey, u32>(&maps, m::OPEN, clear, every),
-        ),
-        (
-            m::NEVER,
-            entries::<ObjectKey, u32>(&maps, m::NEVER, clear, every),
-        ),
-        (
-            m::NEVER_NAMES,
-            entries::<NameKey, u32>(&maps, m::NEVER_NAMES, clear, every),
-        ),
-        (
-            m::NEVER_DIRS,
-            entries::<ObjectKey, u32>(&maps, m::NEVER_DIRS, clear, every),
-        ),
-        (
-            r::UNIX_FILES,
-            entries::<ObjectKey, u32>(&maps, r::UNIX_FILES, clear, every),
-        ),
-        (
-            r::UNIX_NAMES,
-            entries::<UnixNameKey, u32>(&maps, r::UNIX_NAMES, clear, every),
-        ),
-        (
-            r::UNIX_SERVED,
-            entries::<UnixNameKey, u32>(&maps, r::UNIX_SERVED, clear, every),
-        ),
-        (
-            r::HOST_ADDRS,
-            entries::<HostAddrKey, u32>(&maps, r::HOST_ADDRS, clear, every),
-        ),
+        (m::SESSIONS, entries::<SessionKey, SessionValue>(&maps, m::SESSIONS, clear, every)),
+        (m::ROOTS, entries::<ObjectKey, u32>(&maps, m::ROOTS, clear, every)),
+        (m::EXACT, entries::<GrantKey, u32>(&maps, m::EXACT, clear, every)),
+        (m::SUBTREE, entries::<GrantKey, u32>(&maps, m::SUBTREE, clear, every)),
+        (m::OPEN, entries::<ObjectKey, u32>(&maps, m::OPEN, clear, every)),
+        (m::NEVER, entries::<ObjectKey, u32>(&maps, m::NEVER, clear, every)),
+        (m::NEVER_NAMES, entries::<NameKey, u32>(&maps, m::NEVER_NAMES, clear, every)),
+        (m::NEVER_DIRS, entries::<ObjectKey, u32>(&maps, m::NEVER_DIRS, clear, every)),
+        (r::UNIX_FILES, entries::<ObjectKey, u32>(&maps, r::UNIX_FILES, clear, every)),
+        (r::UNIX_NAMES, entries::<UnixNameKey, u32>(&maps, r::UNIX_NAMES, clear, every)),
+        (r::UNIX_SERVED, entries::<UnixNameKey, u32>(&maps, r::UNIX_SERVED, clear, every)),
+        (r::HOST_ADDRS, entries::<HostAddrKey, u32>(&maps, r::HOST_ADDRS, clear, every)),
         // Ports listed for every session; a session's own bound ports go with their sockets.
-        (
-            r::PORTS,
-            entries::<PortKey, u32>(&maps, r::PORTS, clear, |k: &PortKey| k.session == 0),
-        ),
+        (r::PORTS, entries::<PortKey, u32>(&maps, r::PORTS, clear, |k: &PortKey| k.session == 0)),
     ]
 }
 
@@ -304,27 +208,16 @@ fn every<K>(_: &K) -> bool {
 }
 
 /// The keys of the hash map `name` under `maps` for which `pick` holds, removed if `clear`.
-fn entries<K: aya::Pod, V: aya::Pod>(
-    maps: &Path,
-    name: &str,
-    clear: bool,
-    pick: impl Fn(&K) -> bool,
-) -> usize {
+fn entries<K: aya::Pod, V: aya::Pod>(maps: &Path, name: &str, clear: bool, pick: impl Fn(&K) -> bool) -> usize {
     let path = maps.join(name);
-    let data = aya::maps::MapData::from_pin(&path)
-        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    let data = aya::maps::MapData::from_pin(&path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
     let map = aya::maps::Map::from_map_data(data).unwrap_or_else(|e| panic!("map {name}: {e}"));
-    let mut map = aya::maps::HashMap::<_, K, V>::try_from(map)
-        .unwrap_or_else(|e| panic!("hash map {name}: {e}"));
-    let keys: Vec<K> = map
-        .keys()
-        .collect::<Result<_, _>>()
-        .unwrap_or_else(|e| panic!("list {name}: {e}"));
+    let mut map = aya::maps::HashMap::<_, K, V>::try_from(map).unwrap_or_else(|e| panic!("hash map {name}: {e}"));
+    let keys: Vec<K> = map.keys().collect::<Result<_, _>>().unwrap_or_else(|e| panic!("list {name}: {e}"));
     let keys: Vec<K> = keys.into_iter().filter(|k| pick(k)).collect();
     if clear {
         for k in &keys {
-            map.remove(k)
-                .unwrap_or_else(|e| panic!("remove an entry of {name}: {e}"));
+            map.remove(k).unwrap_or_else(|e| panic!("remove an entry of {name}: {e}"));
         }
     }
     keys.len()
@@ -354,8 +247,7 @@ impl TestCgroup {
     /// Creates `/sys/fs/cgroup/<name>-<unique>`.
     pub fn new(name: &str) -> Self {
         let path = PathBuf::from("/sys/fs/cgroup").join(unique(name));
-        std::fs::create_dir(&path)
-            .unwrap_or_else(|e| panic!("create cgroup {}: {e}", path.display()));
+        std::fs::create_dir(&path).unwrap_or_else(|e| panic!("create cgroup {}: {e}", path.display()));
         let id = pincer::kernel::cgroup_id(&path).expect("cgroup id");
         Self { path, id }
     }
@@ -505,13 +397,7 @@ fn xattr(path: &CString, name: &str, remove: bool) -> i32 {
         if remove {
             ok_or_errno(libc::removexattr(path.as_ptr(), name.as_ptr()))
         } else {
-            ok_or_errno(libc::setxattr(
-                path.as_ptr(),
-                name.as_ptr(),
-                b"v".as_ptr().cast(),
-                1,
-                0,
-            ))
+            ok_or_errno(libc::setxattr(path.as_ptr(), name.as_ptr(), b"v".as_ptr().cast(), 1, 0))
         }
     }
 }
@@ -531,11 +417,7 @@ fn bind_unix(path: &Path) -> i32 {
             addr.sun_path[i] = *b as libc::c_char;
         }
         let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
-        let rc = ok_or_errno(libc::bind(
-            fd,
-            (&addr as *const libc::sockaddr_un).cast(),
-            len,
-        ));
+        let rc = ok_or_errno(libc::bind(fd, (&addr as *const libc::sockaddr_un).cast(), len));
         libc::close(fd);
         rc
     }
@@ -550,26 +432,17 @@ fn new_pty(ctty: bool) -> Result<(i32, i32), i32> {
         if ctty && libc::setsid() < 0 {
             return Err(errno());
         }
-        let master = libc::open(
-            c"/dev/ptmx".as_ptr(),
-            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
-        );
+        let master = libc::open(c"/dev/ptmx".as_ptr(), libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
         if master < 0 {
             return Err(errno());
         }
         let mut unlock: libc::c_int = 0;
         let mut n: libc::c_uint = 0;
-        if libc::ioctl(master, libc::TIOCSPTLCK, &mut unlock) < 0
-            || libc::ioctl(master, libc::TIOCGPTN, &mut n) < 0
-        {
+        if libc::ioctl(master, libc::TIOCSPTLCK, &mut unlock) < 0 || libc::ioctl(master, libc::TIOCGPTN, &mut n) < 0 {
             return Err(errno());
         }
         let name = CString::new(format!("/dev/pts/{n}")).expect("pts name");
-        let flags = if ctty {
-            libc::O_RDWR
-        } else {
-            libc::O_RDWR | libc::O_NOCTTY
-        };
+        let flags = if ctty { libc::O_RDWR } else { libc::O_RDWR | libc::O_NOCTTY };
         let slave = libc::open(name.as_ptr(), flags | libc::O_CLOEXEC);
         if slave < 0 {
             return Err(errno());
@@ -586,13 +459,7 @@ pub fn ensure_devpts() {
     std::fs::create_dir_all("/dev/pts").expect("mkdir /dev/pts");
     // SAFETY: mount(2) with valid C strings.
     let rc = unsafe {
-        libc::mount(
-            c"devpts".as_ptr(),
-            c"/dev/pts".as_ptr(),
-            c"devpts".as_ptr(),
-            0,
-            c"ptmxmode=0666,mode=0620".as_ptr().cast(),
-        )
+        libc::mount(c"devpts".as_ptr(), c"/dev/pts".as_ptr(), c"devpts".as_ptr(), 0, c"ptmxmode=0666,mode=0620".as_ptr().cast())
     };
     assert_eq!(rc, 0, "mount devpts: {}", std::io::Error::last_os_error());
 }
@@ -623,10 +490,7 @@ fn send_fd(sock: i32, path: &CString) -> i32 {
             return errno();
         }
         let mut data = [b'f'];
-        let mut iov = libc::iovec {
-            iov_base: data.as_mut_ptr().cast(),
-            iov_len: 1,
-        };
+        let mut iov = libc::iovec { iov_base: data.as_mut_ptr().cast(), iov_len: 1 };
         let space = libc::CMSG_SPACE(std::mem::size_of::<i32>() as u32) as usize;
         let mut control = vec![0u8; space];
         let mut msg: libc::msghdr = std::mem::zeroed();
@@ -639,11 +503,7 @@ fn send_fd(sock: i32, path: &CString) -> i32 {
         (*cmsg).cmsg_type = libc::SCM_RIGHTS;
         (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<i32>() as u32) as _;
         std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<i32>(), fd);
-        let rc = if libc::sendmsg(sock, &msg, 0) < 0 {
-            errno()
-        } else {
-            0
-        };
+        let rc = if libc::sendmsg(sock, &msg, 0) < 0 { errno() } else { 0 };
         libc::close(fd);
         rc
     }
@@ -664,10 +524,7 @@ fn recv_fd_read(sock: i32) -> i32 {
     // SAFETY: recvmsg with a correctly sized control buffer; CMSG macros walk it.
     unsafe {
         let mut data = [0u8; 1];
-        let mut iov = libc::iovec {
-            iov_base: data.as_mut_ptr().cast(),
-            iov_len: 1,
-        };
+        let mut iov = libc::iovec { iov_base: data.as_mut_ptr().cast(), iov_len: 1 };
         let space = libc::CMSG_SPACE(std::mem::size_of::<i32>() as u32) as usize;
         let mut control = vec![0u8; space];
         let mut msg: libc::msghdr = std::mem::zeroed();
@@ -680,15 +537,9 @@ fn recv_fd_read(sock: i32) -> i32 {
         }
         let cmsg = libc::CMSG_FIRSTHDR(&msg);
         if cmsg.is_null() || (*cmsg).cmsg_type != libc::SCM_RIGHTS {
-            return if msg.msg_flags & libc::MSG_CTRUNC != 0 {
-                libc::EACCES
-            } else {
-                libc::ENOMSG
-            };
+            return if msg.msg_flags & libc::MSG_CTRUNC != 0 { libc::EACCES } else { libc::ENOMSG };
         }
-        read_one(std::ptr::read_unaligned(
-            libc::CMSG_DATA(cmsg).cast::<i32>(),
-        ))
+        read_one(std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<i32>()))
     }
 }
 
@@ -726,16 +577,8 @@ pub fn perform(op: &Op) -> i32 {
             Op::Chmod(p) => ok_or_errno(libc::chmod(c(p).as_ptr(), 0o600)),
             Op::Chown(p) => ok_or_errno(libc::chown(c(p).as_ptr(), libc::getuid(), libc::getgid())),
             Op::Utimes(p) => {
-                let times = [libc::timespec {
-                    tv_sec: 1_000_000,
-                    tv_nsec: 0,
-                }; 2];
-                ok_or_errno(libc::utimensat(
-                    libc::AT_FDCWD,
-                    c(p).as_ptr(),
-                    times.as_ptr(),
-                    0,
-                ))
+                let times = [libc::timespec { tv_sec: 1_000_000, tv_nsec: 0 }; 2];
+                ok_or_errno(libc::utimensat(libc::AT_FDCWD, c(p).as_ptr(), times.as_ptr(), 0))
             }
             Op::SetXattr(p, name) => xattr(&c(p), name, false),
             Op::RemoveXattr(p, name) => xattr(&c(p), name, true),
@@ -852,13 +695,7 @@ pub fn run_as(cgroup: Option<&Path>, uid: Option<u32>, ops: &[Op]) -> Vec<i32> {
             libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
             "gated child failed to set up (status {status:#x}: 101 = join cgroup, 102 = setresuid)"
         );
-        assert_eq!(
-            out.len(),
-            ops.len(),
-            "child reported {} of {} results",
-            out.len(),
-            ops.len()
-        );
+        assert_eq!(out.len(), ops.len(), "child reported {} of {} results", out.len(), ops.len());
         out
     }
 }
@@ -895,10 +732,7 @@ pub const EACCES: i32 = libc::EACCES;
 
 /// A tokio runtime for tests that read misses.
 pub fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
+    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime")
 }
 
 /// Forks one child that joins `cgroup` (if any), drops to `uid` (if any) and runs the
@@ -945,8 +779,7 @@ pub fn run_staged(
         for (i, ops) in stages.iter().enumerate() {
             let mut stage = Vec::new();
             let mut buf = [0u8; 4];
-            while stage.len() < ops.len() && libc::read(results[0], buf.as_mut_ptr().cast(), 4) == 4
-            {
+            while stage.len() < ops.len() && libc::read(results[0], buf.as_mut_ptr().cast(), 4) == 4 {
                 stage.push(i32::from_ne_bytes(buf));
             }
             let complete = stage.len() == ops.len();
@@ -955,9 +788,7 @@ pub fn run_staged(
                 break;
             }
             // A failed assertion here must not leave the child waiting in its cgroup.
-            if let Err(panic) =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| between(i)))
-            {
+            if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| between(i))) {
                 libc::kill(pid, libc::SIGKILL);
                 libc::waitpid(pid, std::ptr::null_mut(), 0);
                 libc::close(results[0]);
@@ -976,10 +807,7 @@ pub fn run_staged(
         );
         let got: Vec<usize> = out.iter().map(Vec::len).collect();
         let want: Vec<usize> = stages.iter().map(Vec::len).collect();
-        assert_eq!(
-            got, want,
-            "child reported {got:?} of {want:?} results per stage"
-        );
+        assert_eq!(got, want, "child reported {got:?} of {want:?} results per stage");
         out
     }
 }

@@ -11,9 +11,7 @@
 
 use pincer::kernel::{Miss, ObjectId, Scope, SessionFlags};
 use pincer::Access;
-use pincer_common::{
-    ACCESS_ALL, ACCESS_CREATE, ACCESS_DELETE, ACCESS_LIST, ACCESS_READ, ACCESS_WRITE,
-};
+use pincer_common::{ACCESS_ALL, ACCESS_CREATE, ACCESS_DELETE, ACCESS_LIST, ACCESS_READ, ACCESS_WRITE};
 use pincer_tests::*;
 use std::ffi::{CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
@@ -44,9 +42,7 @@ impl Setup {
         let cg = TestCgroup::new(name);
         let root = fresh_dir(name);
         own(&root);
-        te.get()
-            .register_session_with(cg.id, flags)
-            .expect("register session");
+        te.get().register_session_with(cg.id, flags).expect("register session");
         te.get().add_root(&root).expect("add root");
         Self { te, cg, root }
     }
@@ -58,10 +54,7 @@ impl Setup {
     fn grant(&mut self, path: &Path, scope: Scope, access: Access) {
         let obj = id(path);
         let session = self.cg.id;
-        self.te
-            .get()
-            .grant(session, obj, scope, access)
-            .expect("grant");
+        self.te.get().grant(session, obj, scope, access).expect("grant");
     }
 
     /// The worker (uid 1000, inside the session) runs `ops`.
@@ -70,16 +63,9 @@ impl Setup {
     }
 
     /// Every miss the kernel has reported so far.
-    fn misses(
-        &mut self,
-        rt: &tokio::runtime::Runtime,
-        stream: &mut Option<pincer::kernel::Misses>,
-    ) -> Vec<Miss> {
+    fn misses(&mut self, rt: &tokio::runtime::Runtime, stream: &mut Option<pincer::kernel::Misses>) -> Vec<Miss> {
         if stream.is_none() {
-            *stream = Some(
-                rt.block_on(async { self.te.get().misses() })
-                    .expect("misses"),
-            );
+            *stream = Some(rt.block_on(async { self.te.get().misses() }).expect("misses"));
         }
         let stream = stream.as_mut().expect("stream");
         let mut out = Vec::new();
@@ -101,28 +87,15 @@ fn mode_owner_and_times_of_ungranted_files_need_write() {
     let (a, b) = (s.p("docs/a.txt"), s.p("docs/b.txt"));
     user_file(&a, "a");
     user_file(&b, "b");
-    let ops = |p: &Path| {
-        vec![
-            Op::Chmod(p.into()),
-            Op::Chown(p.into()),
-            Op::Utimes(p.into()),
-        ]
-    };
+    let ops = |p: &Path| vec![Op::Chmod(p.into()), Op::Chown(p.into()), Op::Utimes(p.into())];
     let rt = runtime();
     let mut stream = None;
     s.misses(&rt, &mut stream);
-    assert_eq!(
-        s.attack(&ops(&a)),
-        vec![EACCES; 3],
-        "chmod, chown and utimes of an ungranted file"
-    );
+    assert_eq!(s.attack(&ops(&a)), vec![EACCES; 3], "chmod, chown and utimes of an ungranted file");
     let misses = s.misses(&rt, &mut stream);
     assert_eq!(misses.len(), 3);
     for m in &misses {
-        assert_eq!(
-            (m.hook.name(), m.access.clone()),
-            ("inode_setattr", vec![Access::Write])
-        );
+        assert_eq!((m.hook.name(), m.access.clone()), ("inode_setattr", vec![Access::Write]));
         assert_eq!(m.relative_path, PathBuf::from("docs/a.txt"));
         assert_eq!((m.dev, m.ino), (id(&a).dev, id(&a).ino));
     }
@@ -152,36 +125,17 @@ fn setting_and_removing_xattrs_of_ungranted_files_need_write() {
     let (a, b) = (s.p("a"), s.p("b"));
     user_file(&a, "a");
     user_file(&b, "b");
-    assert_eq!(
-        run_as(None, uid, &[Op::SetXattr(b.clone(), name.into())]),
-        vec![0]
-    );
+    assert_eq!(run_as(None, uid, &[Op::SetXattr(b.clone(), name.into())]), vec![0]);
     let worker = |ops: &[Op]| run_as(Some(&s.cg.path), uid, ops);
-    assert_eq!(
-        worker(&[
-            Op::SetXattr(a.clone(), name.into()),
-            Op::RemoveXattr(b.clone(), name.into())
-        ]),
-        vec![EACCES; 2]
-    );
+    assert_eq!(worker(&[Op::SetXattr(a.clone(), name.into()), Op::RemoveXattr(b.clone(), name.into())]), vec![EACCES; 2]);
     let rt = runtime();
     let mut stream = None;
-    let hooks: Vec<&str> = s
-        .misses(&rt, &mut stream)
-        .iter()
-        .map(|m| m.hook.name())
-        .collect();
+    let hooks: Vec<&str> = s.misses(&rt, &mut stream).iter().map(|m| m.hook.name()).collect();
     assert_eq!(hooks, vec!["inode_setxattr", "inode_removexattr"]);
     s.grant(&a, Scope::Exact, Access::Write);
     s.grant(&b, Scope::Exact, Access::Write);
     let worker = |ops: &[Op]| run_as(Some(&s.cg.path), uid, ops);
-    assert_eq!(
-        worker(&[
-            Op::SetXattr(a.clone(), name.into()),
-            Op::RemoveXattr(b.clone(), name.into())
-        ]),
-        vec![0, 0]
-    );
+    assert_eq!(worker(&[Op::SetXattr(a.clone(), name.into()), Op::RemoveXattr(b.clone(), name.into())]), vec![0, 0]);
 }
 
 #[test]
@@ -192,37 +146,16 @@ fn fifos_and_unix_socket_binds_in_a_root_need_create() {
     let rt = runtime();
     let mut stream = None;
     s.misses(&rt, &mut stream);
-    assert_eq!(
-        s.attack(&[Op::Mkfifo(dir.join("fifo")), Op::BindUnix(dir.join("sock"))]),
-        vec![EACCES, EACCES]
-    );
+    assert_eq!(s.attack(&[Op::Mkfifo(dir.join("fifo")), Op::BindUnix(dir.join("sock"))]), vec![EACCES, EACCES]);
     assert!(!dir.join("fifo").exists() && !dir.join("sock").exists());
     let misses = s.misses(&rt, &mut stream);
-    let seen: Vec<(&str, PathBuf)> = misses
-        .iter()
-        .map(|m| (m.hook.name(), m.relative_path.clone()))
-        .collect();
-    assert_eq!(
-        seen,
-        vec![
-            ("inode_mknod", PathBuf::from("run/fifo")),
-            ("inode_mknod", PathBuf::from("run/sock"))
-        ]
-    );
+    let seen: Vec<(&str, PathBuf)> = misses.iter().map(|m| (m.hook.name(), m.relative_path.clone())).collect();
+    assert_eq!(seen, vec![("inode_mknod", PathBuf::from("run/fifo")), ("inode_mknod", PathBuf::from("run/sock"))]);
     assert!(misses.iter().all(|m| m.access == vec![Access::Create]));
     // The same user outside the session may.
-    assert_eq!(
-        outside(&[
-            Op::Mkfifo(dir.join("fifo2")),
-            Op::BindUnix(dir.join("sock2"))
-        ]),
-        vec![0, 0]
-    );
+    assert_eq!(outside(&[Op::Mkfifo(dir.join("fifo2")), Op::BindUnix(dir.join("sock2"))]), vec![0, 0]);
     s.grant(&dir, Scope::Exact, Access::Create);
-    assert_eq!(
-        s.attack(&[Op::Mkfifo(dir.join("fifo")), Op::BindUnix(dir.join("sock"))]),
-        vec![0, 0]
-    );
+    assert_eq!(s.attack(&[Op::Mkfifo(dir.join("fifo")), Op::BindUnix(dir.join("sock"))]), vec![0, 0]);
 }
 
 #[test]
@@ -235,10 +168,7 @@ fn a_hard_link_made_outside_every_root_keeps_the_file_protected() {
     // What the system lets every user read (the user's own files are gated wherever they lie).
     write_file(&elsewhere.join("free.txt"), "free");
     // The user links the file from outside every root (outside any session).
-    assert_eq!(
-        outside(&[Op::Link(secret.clone(), elsewhere.join("copy"))]),
-        vec![0]
-    );
+    assert_eq!(outside(&[Op::Link(secret.clone(), elsewhere.join("copy"))]), vec![0]);
     let rt = runtime();
     let mut stream = None;
     s.misses(&rt, &mut stream);
@@ -247,24 +177,14 @@ fn a_hard_link_made_outside_every_root_keeps_the_file_protected() {
         Op::Write(elsewhere.join("copy")),
         Op::Read(elsewhere.join("free.txt")),
     ]);
-    assert_eq!(
-        r,
-        vec![EACCES, EACCES, 0],
-        "the link outside the roots reaches a protected file"
-    );
+    assert_eq!(r, vec![EACCES, EACCES, 0], "the link outside the roots reaches a protected file");
     let m = &s.misses(&rt, &mut stream)[0];
-    assert_eq!(
-        (m.hook.name(), m.dev, m.ino),
-        ("file_open", id(&secret).dev, id(&secret).ino)
-    );
+    assert_eq!((m.hook.name(), m.dev, m.ino), ("file_open", id(&secret).dev, id(&secret).ino));
     assert_ne!(m.flags & pincer_common::EVENT_FLAG_MULTI_LINK, 0);
     assert_eq!(outside(&[Op::Read(elsewhere.join("copy"))]), vec![0]);
     // An exact grant on the object opens it through either name.
     s.grant(&secret, Scope::Exact, Access::Read);
-    assert_eq!(
-        s.attack(&[Op::Read(elsewhere.join("copy")), Op::Read(secret)]),
-        vec![0, 0]
-    );
+    assert_eq!(s.attack(&[Op::Read(elsewhere.join("copy")), Op::Read(secret)]), vec![0, 0]);
 }
 
 #[test]
@@ -276,20 +196,9 @@ fn a_grant_does_not_outlive_its_inode_or_pass_to_a_reused_number() {
     user_file(&gone, "old");
     s.grant(&gone, Scope::Exact, Access::Read);
     let gone_id = id(&gone);
-    assert_ne!(
-        s.te.get()
-            .granted_bits(session, gone_id, Scope::Exact)
-            .unwrap(),
-        0
-    );
+    assert_ne!(s.te.get().granted_bits(session, gone_id, Scope::Exact).unwrap(), 0);
     std::fs::remove_file(&gone).unwrap();
-    assert_eq!(
-        s.te.get()
-            .granted_bits(session, gone_id, Scope::Exact)
-            .unwrap(),
-        0,
-        "grant outlived its inode"
-    );
+    assert_eq!(s.te.get().granted_bits(session, gone_id, Scope::Exact).unwrap(), 0, "grant outlived its inode");
     // A filesystem mounted inside the root, unmounted, and a new one mounted in
     // its place: the new one gets the same device number and the same inode
     // numbers (tmpfs counts per superblock), so its first file is the old
@@ -304,25 +213,13 @@ fn a_grant_does_not_outlive_its_inode_or_pass_to_a_reused_number() {
     let old = id(&first);
     assert_eq!(s.attack(&[Op::Read(first.clone())]), vec![0]);
     umount(&mnt);
-    assert_eq!(
-        s.te.get().granted_bits(session, old, Scope::Exact).unwrap(),
-        0,
-        "grant outlived its filesystem"
-    );
+    assert_eq!(s.te.get().granted_bits(session, old, Scope::Exact).unwrap(), 0, "grant outlived its filesystem");
     mount_tmpfs(&mnt);
     own(&mnt);
     let next = mnt.join("other-secret.txt");
     user_file(&next, "someone else's");
-    assert_eq!(
-        id(&next),
-        old,
-        "precondition: the new file reuses the granted (dev, ino)"
-    );
-    assert_eq!(
-        s.attack(&[Op::Read(next.clone())]),
-        vec![EACCES],
-        "the grant passed to a reused inode number"
-    );
+    assert_eq!(id(&next), old, "precondition: the new file reuses the granted (dev, ino)");
+    assert_eq!(s.attack(&[Op::Read(next.clone())]), vec![EACCES], "the grant passed to a reused inode number");
     assert_eq!(outside(&[Op::Read(next)]), vec![0]);
     umount(&mnt);
 }
@@ -348,32 +245,15 @@ fn a_filesystem_mounted_inside_a_root_stays_protected() {
         Op::Unlink(secret.clone()),
         Op::Create(data.join("dir/new")),
     ]);
-    assert_eq!(
-        r,
-        vec![EACCES; 5],
-        "open and inode hooks cross the mount point"
-    );
+    assert_eq!(r, vec![EACCES; 5], "open and inode hooks cross the mount point");
     let read = &s.misses(&rt, &mut stream)[0];
-    assert_eq!(
-        (read.root_dev, read.root_ino),
-        (id(&s.root).dev, id(&s.root).ino)
-    );
+    assert_eq!((read.root_dev, read.root_ino), (id(&s.root).dev, id(&s.root).ino));
     assert_eq!(read.relative_path, PathBuf::from("data/secret.txt"));
-    assert_eq!(
-        outside(&[
-            Op::Read(other.clone()),
-            Op::Write(other.clone()),
-            Op::Unlink(other)
-        ]),
-        vec![0, 0, 0]
-    );
+    assert_eq!(outside(&[Op::Read(other.clone()), Op::Write(other.clone()), Op::Unlink(other)]), vec![0, 0, 0]);
     // A subtree grant on the root reaches across the mount too.
     let root = s.root.clone();
     s.grant(&root, Scope::Subtree, Access::Read);
-    assert_eq!(
-        s.attack(&[Op::Read(secret.clone()), Op::Write(secret)]),
-        vec![0, EACCES]
-    );
+    assert_eq!(s.attack(&[Op::Read(secret.clone()), Op::Write(secret)]), vec![0, EACCES]);
     umount(&data);
 }
 
@@ -384,25 +264,15 @@ fn an_fd_received_from_an_outside_process_is_checked_like_an_open() {
     user_file(&secret, "secret");
     let mut pair = [0; 2];
     // SAFETY: socketpair with a valid out array.
-    assert_eq!(
-        unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, pair.as_mut_ptr()) },
-        0
-    );
+    assert_eq!(unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, pair.as_mut_ptr()) }, 0);
     let rt = runtime();
     let mut stream = None;
     s.misses(&rt, &mut stream);
     // A deputy of the same uid outside the session sends the fd over SCM_RIGHTS.
     assert_eq!(outside(&[Op::SendFd(pair[0], secret.clone())]), vec![0]);
-    assert_eq!(
-        s.attack(&[Op::RecvFdRead(pair[1])]),
-        vec![EACCES],
-        "SCM_RIGHTS fd of an ungranted file"
-    );
+    assert_eq!(s.attack(&[Op::RecvFdRead(pair[1])]), vec![EACCES], "SCM_RIGHTS fd of an ungranted file");
     let m = &s.misses(&rt, &mut stream)[0];
-    assert_eq!(
-        (m.hook.name(), m.access.clone()),
-        ("file_receive", vec![Access::Read])
-    );
+    assert_eq!((m.hook.name(), m.access.clone()), ("file_receive", vec![Access::Read]));
     assert_eq!(m.relative_path, PathBuf::from("secret.txt"));
     // Outside the session the same fd passes.
     assert_eq!(outside(&[Op::SendFd(pair[0], secret.clone())]), vec![0]);
@@ -441,10 +311,7 @@ fn an_fd_received_from_an_outside_process_is_checked_like_an_open() {
         libc::kill(victim, libc::SIGKILL);
         libc::waitpid(victim, std::ptr::null_mut(), 0);
     }
-    assert!(
-        inside == vec![EACCES] || inside == vec![EPERM],
-        "pidfd_getfd of an ungranted file: {inside:?}"
-    );
+    assert!(inside == vec![EACCES] || inside == vec![EPERM], "pidfd_getfd of an ungranted file: {inside:?}");
     assert_eq!(outside_result, vec![0]);
 }
 
@@ -458,9 +325,7 @@ fn terminal_injection_is_refused_in_sessions() {
     assert_eq!(s.attack(&[Op::Tiocsti, Op::Tioclinux]), vec![EPERM, EPERM]);
     let misses = s.misses(&rt, &mut stream);
     assert_eq!(misses.len(), 2);
-    assert!(misses
-        .iter()
-        .all(|m| m.hook.name() == "file_ioctl" && m.never()));
+    assert!(misses.iter().all(|m| m.hook.name() == "file_ioctl" && m.never()));
     // Outside a session the kernel's own rules decide (6.1 allows TIOCSTI on the
     // caller's terminal; 6.12 refuses it with EIO; TIOCLINUX fails with EINVAL
     // on a pty): never this hook's EPERM.
@@ -476,15 +341,9 @@ fn user_namespaces_need_the_session_flag() {
     let rt = runtime();
     let mut stream = None;
     let misses = s.misses(&rt, &mut stream);
-    assert_eq!(
-        misses.iter().map(|m| m.hook.name()).collect::<Vec<_>>(),
-        vec!["userns_create"]
-    );
+    assert_eq!(misses.iter().map(|m| m.hook.name()).collect::<Vec<_>>(), vec!["userns_create"]);
     let session = s.cg.id;
-    let flags = SessionFlags {
-        allow_userns: true,
-        ..SessionFlags::ENFORCING
-    };
+    let flags = SessionFlags { allow_userns: true, ..SessionFlags::ENFORCING };
     s.te.get().register_session_with(session, flags).unwrap();
     assert_eq!(s.attack(&[Op::UnshareUser]), vec![0]);
 }
@@ -502,19 +361,12 @@ fn never_grantable_objects_and_names_beat_grants_open_paths_and_shadow_mode() {
     let root = s.root.clone();
     let session = s.cg.id;
     let e = s.te.get();
-    e.grant_bits(session, id(&root), Scope::Subtree, ACCESS_ALL)
-        .unwrap();
+    e.grant_bits(session, id(&root), Scope::Subtree, ACCESS_ALL).unwrap();
     e.add_never(id(&root.join(".ssh")), ACCESS_ALL).unwrap();
-    e.add_never(
-        id(&root.join("proj/.git/hooks")),
-        ACCESS_WRITE | ACCESS_CREATE | ACCESS_DELETE,
-    )
-    .unwrap();
+    e.add_never(id(&root.join("proj/.git/hooks")), ACCESS_WRITE | ACCESS_CREATE | ACCESS_DELETE).unwrap();
     let protect = ACCESS_WRITE | ACCESS_CREATE | ACCESS_DELETE;
-    e.add_never_name(id(&root.join("proj/.git")), OsStr::new("config"), protect)
-        .unwrap();
-    e.add_never_name(id(&root), OsStr::new(".bashrc"), protect)
-        .unwrap();
+    e.add_never_name(id(&root.join("proj/.git")), OsStr::new("config"), protect).unwrap();
+    e.add_never_name(id(&root), OsStr::new(".bashrc"), protect).unwrap();
     e.add_never(id(&elsewhere), ACCESS_READ).unwrap();
     let rt = runtime();
     let mut stream = None;
@@ -537,111 +389,45 @@ fn never_grantable_objects_and_names_beat_grants_open_paths_and_shadow_mode() {
             Op::Create(s.p("proj/new.rs")),
         ])
     };
-    let expected = vec![
-        EACCES, EACCES, 0, 0, 0, EACCES, EACCES, EACCES, EACCES, EACCES, EACCES, EACCES, EACCES, 0,
-    ];
-    assert_eq!(
-        attack(&s),
-        expected,
-        "never-grantable despite a subtree grant of everything"
-    );
+    let expected = vec![EACCES, EACCES, 0, 0, 0, EACCES, EACCES, EACCES, EACCES, EACCES, EACCES, EACCES, EACCES, 0];
+    assert_eq!(attack(&s), expected, "never-grantable despite a subtree grant of everything");
     let misses = s.misses(&rt, &mut stream);
-    let seen: Vec<(&str, PathBuf)> = misses
-        .iter()
-        .map(|m| (m.hook.name(), m.relative_path.clone()))
-        .collect();
+    let seen: Vec<(&str, PathBuf)> = misses.iter().map(|m| (m.hook.name(), m.relative_path.clone())).collect();
     assert_eq!(misses.len(), 10, "one miss per denial: {seen:?}");
-    assert!(
-        misses.iter().all(|m| m.never()),
-        "every denial says never-grantable: {misses:?}"
-    );
+    assert!(misses.iter().all(|m| m.never()), "every denial says never-grantable: {misses:?}");
     // The subtree grant covered the access before the walk met the root, so the
     // path runs up to the filesystem's top (absolute without its leading `/`).
-    assert!(
-        misses[0].relative_path.ends_with(".ssh/id_ed25519"),
-        "{:?}",
-        misses[0].relative_path
-    );
+    assert!(misses[0].relative_path.ends_with(".ssh/id_ed25519"), "{:?}", misses[0].relative_path);
     assert_eq!(misses[8].hook.name(), "inode_create");
-    assert!(
-        misses[8].relative_path.ends_with(".bashrc"),
-        "{:?}",
-        misses[8].relative_path
-    );
+    assert!(misses[8].relative_path.ends_with(".bashrc"), "{:?}", misses[8].relative_path);
     // The user's own processes are untouched.
-    assert_eq!(
-        outside(&[
-            Op::Read(s.p(".ssh/id_ed25519")),
-            Op::Write(s.p("proj/.git/config"))
-        ]),
-        vec![0, 0]
-    );
+    assert_eq!(outside(&[Op::Read(s.p(".ssh/id_ed25519")), Op::Write(s.p("proj/.git/config"))]), vec![0, 0]);
     // A name entry holds for a file the user re-creates.
     std::fs::remove_file(s.p("proj/.git/config")).unwrap();
-    assert_eq!(
-        s.attack(&[Op::Create(s.p("proj/.git/config"))]),
-        vec![EACCES]
-    );
+    assert_eq!(s.attack(&[Op::Create(s.p("proj/.git/config"))]), vec![EACCES]);
     user_file(&s.p("proj/.git/config"), "[core]");
-    assert_eq!(
-        s.attack(&[Op::Write(s.p("proj/.git/config"))]),
-        vec![EACCES]
-    );
+    assert_eq!(s.attack(&[Op::Write(s.p("proj/.git/config"))]), vec![EACCES]);
     // Neither an open path nor shadow mode lets them through.
     std::fs::remove_file(s.p("proj/new.rs")).unwrap();
-    s.te.get()
-        .add_open(id(&root.join(".ssh")), ACCESS_READ | ACCESS_LIST)
-        .unwrap();
-    s.te.get()
-        .register_session_with(
-            session,
-            SessionFlags {
-                shadow: true,
-                ..SessionFlags::ENFORCING
-            },
-        )
-        .unwrap();
+    s.te.get().add_open(id(&root.join(".ssh")), ACCESS_READ | ACCESS_LIST).unwrap();
+    s.te.get().register_session_with(session, SessionFlags { shadow: true, ..SessionFlags::ENFORCING }).unwrap();
     assert_eq!(attack(&s), expected);
     // Removing the entries restores the grants.
     s.te.get().remove_never(id(&root.join(".ssh"))).unwrap();
-    s.te.get()
-        .remove_never_name(id(&root.join("proj/.git")), OsStr::new("config"))
-        .unwrap();
-    assert_eq!(
-        s.attack(&[
-            Op::Read(s.p(".ssh/id_ed25519")),
-            Op::Write(s.p("proj/.git/config"))
-        ]),
-        vec![0, 0]
-    );
+    s.te.get().remove_never_name(id(&root.join("proj/.git")), OsStr::new("config")).unwrap();
+    assert_eq!(s.attack(&[Op::Read(s.p(".ssh/id_ed25519")), Op::Write(s.p("proj/.git/config"))]), vec![0, 0]);
 }
 
 #[test]
 fn a_shadow_session_reports_misses_and_lets_them_through() {
-    let mut s = Setup::with_flags(
-        "shadow",
-        SessionFlags {
-            shadow: true,
-            ..SessionFlags::ENFORCING
-        },
-    );
+    let mut s = Setup::with_flags("shadow", SessionFlags { shadow: true, ..SessionFlags::ENFORCING });
     user_file(&s.p("a.txt"), "a");
     let rt = runtime();
     let mut stream = None;
     s.misses(&rt, &mut stream);
-    assert_eq!(
-        s.attack(&[
-            Op::Read(s.p("a.txt")),
-            Op::Write(s.p("a.txt")),
-            Op::Create(s.p("new.txt"))
-        ]),
-        vec![0, 0, 0]
-    );
+    assert_eq!(s.attack(&[Op::Read(s.p("a.txt")), Op::Write(s.p("a.txt")), Op::Create(s.p("new.txt"))]), vec![0, 0, 0]);
     let misses = s.misses(&rt, &mut stream);
-    let seen: Vec<(&str, Vec<Access>, bool)> = misses
-        .iter()
-        .map(|m| (m.hook.name(), m.access.clone(), m.shadow_allowed()))
-        .collect();
+    let seen: Vec<(&str, Vec<Access>, bool)> = misses.iter().map(|m| (m.hook.name(), m.access.clone(), m.shadow_allowed())).collect();
     assert_eq!(
         seen,
         vec![
@@ -654,10 +440,7 @@ fn a_shadow_session_reports_misses_and_lets_them_through() {
     // The same root under an enforcing session stays closed.
     let enforcing = TestCgroup::new("shadow-enforcing");
     s.te.get().register_session(enforcing.id).unwrap();
-    assert_eq!(
-        run_as(Some(&enforcing.path), Some(UID), &[Op::Read(s.p("a.txt"))]),
-        vec![EACCES]
-    );
+    assert_eq!(run_as(Some(&enforcing.path), Some(UID), &[Op::Read(s.p("a.txt"))]), vec![EACCES]);
 }
 
 #[test]
@@ -665,9 +448,7 @@ fn open_paths_grant_their_bits_to_every_session() {
     let mut s = Setup::new("open");
     user_file(&s.p("cache/pkg/lib.rs"), "pub fn f() {}");
     let cache = s.p("cache");
-    s.te.get()
-        .add_open(id(&cache), ACCESS_READ | ACCESS_LIST)
-        .unwrap();
+    s.te.get().add_open(id(&cache), ACCESS_READ | ACCESS_LIST).unwrap();
     let ops = [
         Op::Read(s.p("cache/pkg/lib.rs")),
         Op::List(s.p("cache/pkg")),
@@ -680,19 +461,8 @@ fn open_paths_grant_their_bits_to_every_session() {
     let other = TestCgroup::new("open-other");
     s.te.get().register_session(other.id).unwrap();
     assert_eq!(run_as(Some(&other.path), Some(UID), &ops[..1]), vec![0]);
-    s.te.get()
-        .add_open(
-            id(&cache),
-            ACCESS_READ | ACCESS_LIST | ACCESS_WRITE | ACCESS_CREATE | ACCESS_DELETE,
-        )
-        .unwrap();
-    assert_eq!(
-        s.attack(&[
-            Op::Write(s.p("cache/pkg/lib.rs")),
-            Op::Create(s.p("cache/new"))
-        ]),
-        vec![0, 0]
-    );
+    s.te.get().add_open(id(&cache), ACCESS_READ | ACCESS_LIST | ACCESS_WRITE | ACCESS_CREATE | ACCESS_DELETE).unwrap();
+    assert_eq!(s.attack(&[Op::Write(s.p("cache/pkg/lib.rs")), Op::Create(s.p("cache/new"))]), vec![0, 0]);
     s.te.get().remove_open(id(&cache)).unwrap();
     assert_eq!(s.attack(&ops[..1]), vec![EACCES]);
 }

@@ -59,8 +59,7 @@ fn enter(cgroup: Option<&CString>) -> bool {
 /// Runs `f` in a forked child as `UID`, inside `cgroup` if given, and returns
 /// the results it reports (0 or an errno each).
 fn attacker(cgroup: Option<&Path>, f: impl FnOnce() -> Vec<i32>) -> Vec<i32> {
-    let procs =
-        cgroup.map(|c| CString::new(c.join("cgroup.procs").as_os_str().as_bytes()).unwrap());
+    let procs = cgroup.map(|c| CString::new(c.join("cgroup.procs").as_os_str().as_bytes()).unwrap());
     let mut fds = [0; 2];
     // SAFETY: pipe/fork; the child runs `f` and leaves with `_exit`.
     unsafe {
@@ -78,10 +77,7 @@ fn attacker(cgroup: Option<&Path>, f: impl FnOnce() -> Vec<i32>) -> Vec<i32> {
             libc::_exit(0);
         }
         let (out, status) = child_results(fds, pid);
-        assert!(
-            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-            "attacker failed to start ({status:#x})"
-        );
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "attacker failed to start ({status:#x})");
         out
     }
 }
@@ -102,13 +98,8 @@ impl Outside {
 
     /// [`Outside::start`], but inside the session whose cgroup is `cgroup`
     /// (a gated server), if given.
-    fn start_in(
-        cgroup: Option<&Path>,
-        setup: impl FnOnce() -> i64,
-        serve: impl FnOnce(i64),
-    ) -> Self {
-        let procs =
-            cgroup.map(|c| CString::new(c.join("cgroup.procs").as_os_str().as_bytes()).unwrap());
+    fn start_in(cgroup: Option<&Path>, setup: impl FnOnce() -> i64, serve: impl FnOnce(i64)) -> Self {
+        let procs = cgroup.map(|c| CString::new(c.join("cgroup.procs").as_os_str().as_bytes()).unwrap());
         let mut fds = [0; 2];
         // SAFETY: pipe/fork; the child never returns.
         unsafe {
@@ -128,11 +119,7 @@ impl Outside {
             }
             libc::close(fds[1]);
             let mut v = 0i64;
-            assert_eq!(
-                libc::read(fds[0], (&mut v as *mut i64).cast(), 8),
-                8,
-                "outside process did not start"
-            );
+            assert_eq!(libc::read(fds[0], (&mut v as *mut i64).cast(), 8), 8, "outside process did not start");
             libc::close(fds[0]);
             assert!(v >= 0, "outside process setup failed: errno {}", -v);
             Self { pid, value: v }
@@ -149,22 +136,14 @@ impl Outside {
     /// [`Outside::unix`], served from inside the session of `cgroup`, if given.
     fn unix_in(cgroup: Option<&Path>, name: &str, kind: i32) -> Self {
         let name = name.to_string();
-        let serve = if kind == libc::SOCK_STREAM {
-            serve_stream
-        } else {
-            serve_dgram
-        };
+        let serve = if kind == libc::SOCK_STREAM { serve_stream } else { serve_dgram };
         Self::start_in(cgroup, move || unix_server(&name, kind), serve)
     }
 
     /// A deputy serving `ip:port` (0: the kernel picks) over TCP or UDP; its
     /// port is [`Outside::port`].
     fn inet(ip: IpAddr, port: u16, kind: i32) -> Self {
-        let serve = if kind == libc::SOCK_STREAM {
-            serve_stream
-        } else {
-            serve_dgram
-        };
+        let serve = if kind == libc::SOCK_STREAM { serve_stream } else { serve_dgram };
         Self::start(move || inet_server(ip, port, kind), move |v| serve(v >> 16))
     }
 
@@ -265,14 +244,8 @@ fn ptrace_attach(pid: i32) -> i32 {
 
 fn vm_read(pid: i32) -> i32 {
     let mut word = 0u64;
-    let local = libc::iovec {
-        iov_base: (&mut word as *mut u64).cast(),
-        iov_len: 8,
-    };
-    let remote = libc::iovec {
-        iov_base: (&SECRET_WORD as *const u64).cast_mut().cast(),
-        iov_len: 8,
-    };
+    let local = libc::iovec { iov_base: (&mut word as *mut u64).cast(), iov_len: 8 };
+    let remote = libc::iovec { iov_base: (&SECRET_WORD as *const u64).cast_mut().cast(), iov_len: 8 };
     // SAFETY: reads 8 bytes into `word`.
     let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
     if n < 0 {
@@ -321,11 +294,7 @@ fn loopback_up() {
         for (i, b) in b"lo".iter().enumerate() {
             ifr.ifr_name[i] = *b as libc::c_char;
         }
-        assert_eq!(
-            libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut ifr),
-            0,
-            "get lo flags"
-        );
+        assert_eq!(libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut ifr), 0, "get lo flags");
         ifr.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
         assert_eq!(libc::ioctl(fd, libc::SIOCSIFFLAGS, &ifr), 0, "bring lo up");
         libc::close(fd);
@@ -334,9 +303,7 @@ fn loopback_up() {
 
 /// Every miss waiting in the stream.
 fn drain(misses: &mut pincer::kernel::Misses) -> Vec<pincer::kernel::Miss> {
-    std::iter::from_fn(|| misses.try_next())
-        .map(|m| m.expect("miss decodes"))
-        .collect()
+    std::iter::from_fn(|| misses.try_next()).map(|m| m.expect("miss decodes")).collect()
 }
 
 /// A session with the reach hooks, and a scratch directory outside every root.
@@ -360,9 +327,7 @@ impl Session {
         // gated wherever they lie, and these tests are about reach, not files.
         let id = pincer::kernel::ObjectId::of_path(&dir).expect("stat the session's directory");
         for a in pincer::Access::ALL {
-            te.get()
-                .grant(cg.id, id, pincer::kernel::Scope::Subtree, a)
-                .expect("grant the session's directory");
+            te.get().grant(cg.id, id, pincer::kernel::Scope::Subtree, a).expect("grant the session's directory");
         }
         Self { te, cg, dir }
     }
@@ -387,18 +352,10 @@ fn signals_to_outside_processes_are_denied_and_inside_the_session_allowed() {
     assert_eq!(ungated(|| vec![kill(pid, 0)]), vec![0]);
     let r = s.gated(|| {
         let child = own_child();
-        let inside = vec![
-            kill(child, libc::SIGSTOP),
-            kill(child, libc::SIGCONT),
-            kill(child, libc::SIGKILL),
-        ];
+        let inside = vec![kill(child, libc::SIGSTOP), kill(child, libc::SIGCONT), kill(child, libc::SIGKILL)];
         // SAFETY: reaps the killed child.
         unsafe { libc::waitpid(child, std::ptr::null_mut(), 0) };
-        let mut out = vec![
-            kill(pid, libc::SIGSTOP),
-            kill(pid, libc::SIGKILL),
-            kill(pid, 0),
-        ];
+        let mut out = vec![kill(pid, libc::SIGSTOP), kill(pid, libc::SIGKILL), kill(pid, 0)];
         out.extend(inside);
         out
     });
@@ -410,16 +367,8 @@ fn signals_to_outside_processes_are_denied_and_inside_the_session_allowed() {
     assert_eq!(miss.session, s.cg.id);
     assert_eq!(miss.uid, UID);
     match miss.reach() {
-        Some(Reach::Process {
-            pid: target,
-            session,
-            detail,
-            ..
-        }) => {
-            assert_eq!(
-                (target, session, detail),
-                (pid as u32, 0, libc::SIGSTOP as u32)
-            );
+        Some(Reach::Process { pid: target, session, detail, .. }) => {
+            assert_eq!((target, session, detail), (pid as u32, 0, libc::SIGSTOP as u32));
         }
         other => panic!("expected a process reach, got {other:?}"),
     }
@@ -444,11 +393,7 @@ fn ptrace_proc_mem_environ_vm_readv_and_pidfd_getfd_reach_only_the_session() {
             pidfd_getfd(pid, SECRET_FD),
         ]
     };
-    assert_eq!(
-        ungated(|| routes(pid, &mem, &environ, &maps)),
-        vec![0; 6],
-        "every route is open without the hook"
-    );
+    assert_eq!(ungated(|| routes(pid, &mem, &environ, &maps)), vec![0; 6], "every route is open without the hook");
     let r = s.gated(|| routes(pid, &mem, &environ, &maps));
     assert_eq!(r, vec![EPERM, EACCES, EACCES, EACCES, EPERM, EPERM]);
     // The same routes on the session's own process work.
@@ -514,13 +459,7 @@ fn writes_to_another_process_proc_files_are_denied() {
     let v = victim(&s.dir);
     let oom = format!("/proc/{}/oom_score_adj", v.pid);
     let coredump = format!("/proc/{}/coredump_filter", v.pid);
-    assert_eq!(
-        ungated(|| vec![
-            open_errno(&oom, libc::O_WRONLY),
-            open_errno(&coredump, libc::O_WRONLY)
-        ]),
-        vec![0, 0]
-    );
+    assert_eq!(ungated(|| vec![open_errno(&oom, libc::O_WRONLY), open_errno(&coredump, libc::O_WRONLY)]), vec![0, 0]);
     let r = s.gated(|| {
         let child = own_child();
         let out = vec![
@@ -563,23 +502,17 @@ fn shmat(id: i32) -> i32 {
 fn sysv_shared_memory_of_outside_processes_is_denied() {
     let s = Session::new("reach-shm");
     let key = 0x5e55_0001 + std::process::id() as i32;
-    let seg = Outside::start(
-        move || shmget(key, libc::IPC_CREAT | libc::IPC_EXCL | 0o600),
-        |_| loop {
-            // SAFETY: waits for a signal.
-            unsafe { libc::pause() };
-        },
-    );
+    let seg = Outside::start(move || shmget(key, libc::IPC_CREAT | libc::IPC_EXCL | 0o600), |_| loop {
+        // SAFETY: waits for a signal.
+        unsafe { libc::pause() };
+    });
     let id = seg.value as i32;
     let stat = |id: i32| {
         let mut ds: libc::shmid_ds = unsafe { std::mem::zeroed() };
         // SAFETY: IPC_STAT into a local buffer.
         rc(unsafe { libc::shmctl(id, libc::IPC_STAT, &mut ds) } as i64)
     };
-    assert_eq!(
-        ungated(|| vec![shmat(id), (shmget(key, 0) < 0) as i32, stat(id)]),
-        vec![0, 0, 0]
-    );
+    assert_eq!(ungated(|| vec![shmat(id), (shmget(key, 0) < 0) as i32, stat(id)]), vec![0, 0, 0]);
     let r = s.gated(|| {
         let own = shmget(libc::IPC_PRIVATE, libc::IPC_CREAT | 0o600) as i32;
         let out = vec![
@@ -614,8 +547,7 @@ fn unix_addr(name: &str) -> (libc::sockaddr_un, libc::socklen_t) {
     for (i, b) in bytes.iter().enumerate() {
         a.sun_path[start + i] = *b as libc::c_char;
     }
-    let len =
-        std::mem::size_of::<libc::sa_family_t>() + start + bytes.len() + usize::from(start == 0);
+    let len = std::mem::size_of::<libc::sa_family_t>() + start + bytes.len() + usize::from(start == 0);
     (a, len as libc::socklen_t)
 }
 
@@ -674,14 +606,7 @@ fn unix_sendto(name: &str) -> i32 {
     // SAFETY: socket/sendto/close.
     unsafe {
         let fd = libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM, 0);
-        let r = libc::sendto(
-            fd,
-            b"x".as_ptr().cast(),
-            1,
-            0,
-            (&a as *const libc::sockaddr_un).cast(),
-            len,
-        );
+        let r = libc::sendto(fd, b"x".as_ptr().cast(), 1, 0, (&a as *const libc::sockaddr_un).cast(), len);
         let r = rc(r as i64);
         libc::close(fd);
         r
@@ -693,11 +618,7 @@ fn unix_sockets_of_outside_processes_are_denied_own_and_allowed_ones_reachable()
     let mut s = Session::new("reach-unix");
     let tag = format!("pincer-deputy-{}", std::process::id());
     let path = s.dir.join("deputy.sock").to_string_lossy().into_owned();
-    let dgram_path = s
-        .dir
-        .join("deputy-dgram.sock")
-        .to_string_lossy()
-        .into_owned();
+    let dgram_path = s.dir.join("deputy-dgram.sock").to_string_lossy().into_owned();
     let abstract_name = format!("@{tag}");
     let abstract_dgram = format!("@{tag}-dgram");
     let _deputies = [
@@ -715,11 +636,7 @@ fn unix_sockets_of_outside_processes_are_denied_own_and_allowed_ones_reachable()
             unix_connect(&dgram_path, libc::SOCK_DGRAM),
         ]
     };
-    assert_eq!(
-        ungated(routes),
-        vec![0; 5],
-        "the deputies answer an ungated caller"
-    );
+    assert_eq!(ungated(routes), vec![0; 5], "the deputies answer an ungated caller");
     let rt = runtime();
     let mut misses = rt.block_on(async { s.te.get().misses() }).expect("misses");
     assert_eq!(s.gated(routes), vec![EACCES; 5]);
@@ -728,21 +645,12 @@ fn unix_sockets_of_outside_processes_are_denied_own_and_allowed_ones_reachable()
     match miss.reach() {
         Some(Reach::UnixSocket { name, file }) => {
             assert_eq!(name, path);
-            assert_eq!(
-                file,
-                Some(pincer::kernel::ObjectId::of_path(Path::new(&path)).unwrap())
-            );
+            assert_eq!(file, Some(pincer::kernel::ObjectId::of_path(Path::new(&path)).unwrap()));
         }
         other => panic!("expected a unix reach, got {other:?}"),
     }
     let miss = misses.try_next().expect("a miss").expect("decodes");
-    assert_eq!(
-        miss.reach(),
-        Some(Reach::UnixSocket {
-            name: abstract_name.clone(),
-            file: None
-        })
-    );
+    assert_eq!(miss.reach(), Some(Reach::UnixSocket { name: abstract_name.clone(), file: None }));
 
     // The session's own sockets, pathname and abstract, stream and datagram.
     let own = s.dir.join("own.sock").to_string_lossy().into_owned();
@@ -755,20 +663,14 @@ fn unix_sockets_of_outside_processes_are_denied_own_and_allowed_ones_reachable()
         if a < 0 || b < 0 || c < 0 {
             return vec![-1];
         }
-        vec![
-            unix_connect(&own, libc::SOCK_STREAM),
-            unix_connect(&own_abstract, libc::SOCK_STREAM),
-            unix_sendto(&own_dgram),
-        ]
+        vec![unix_connect(&own, libc::SOCK_STREAM), unix_connect(&own_abstract, libc::SOCK_STREAM), unix_sendto(&own_dgram)]
     });
     assert_eq!(r, vec![0, 0, 0]);
 
     // Allowed by socket file, and by abstract name.
     let file = pincer::kernel::ObjectId::of_path(Path::new(&path)).unwrap();
     s.te.get().allow_unix_socket(file).unwrap();
-    s.te.get()
-        .allow_abstract_socket(&abstract_dgram.as_bytes()[1..])
-        .unwrap();
+    s.te.get().allow_abstract_socket(&abstract_dgram.as_bytes()[1..]).unwrap();
     assert_eq!(s.gated(routes), vec![0, EACCES, EACCES, 0, EACCES]);
 }
 
@@ -781,40 +683,21 @@ fn a_trusted_socket_path_is_reachable_only_while_root_owns_the_socket() {
     let root_fd = unix_server(&trusted.to_string_lossy(), libc::SOCK_STREAM);
     assert!(root_fd >= 0);
     // Connectable by every user, as the daemon makes its socket.
-    std::fs::set_permissions(
-        &trusted,
-        std::os::unix::fs::PermissionsExt::from_mode(0o666),
-    )
-    .unwrap();
+    std::fs::set_permissions(&trusted, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
     let _deputy = Outside::unix(&forged.to_string_lossy(), libc::SOCK_STREAM);
     s.te.get().allow_unix_path(&trusted, Some(0)).unwrap();
     s.te.get().allow_unix_path(&forged, Some(0)).unwrap();
-    let (t, f) = (
-        trusted.to_string_lossy().into_owned(),
-        forged.to_string_lossy().into_owned(),
-    );
-    let routes = || {
-        vec![
-            unix_connect(&t, libc::SOCK_STREAM),
-            unix_connect(&f, libc::SOCK_STREAM),
-        ]
-    };
+    let (t, f) = (trusted.to_string_lossy().into_owned(), forged.to_string_lossy().into_owned());
+    let routes = || vec![unix_connect(&t, libc::SOCK_STREAM), unix_connect(&f, libc::SOCK_STREAM)];
     assert_eq!(ungated(routes), vec![0, 0]);
     let rt = runtime();
     let mut misses = rt.block_on(async { s.te.get().misses() }).expect("misses");
     let r = s.gated(routes);
     // The listener need not accept for connect to succeed (backlog).
     let seen = drain(&mut misses);
-    assert_eq!(
-        r,
-        vec![0, EACCES],
-        "a user's socket under a trusted name stays unreachable; misses: {seen:?}"
-    );
+    assert_eq!(r, vec![0, EACCES], "a user's socket under a trusted name stays unreachable; misses: {seen:?}");
     assert_eq!(seen.len(), 1);
-    assert_eq!(
-        seen[0].parent_dev, UID,
-        "the miss names the socket file's owner"
-    );
+    assert_eq!(seen[0].parent_dev, UID, "the miss names the socket file's owner");
     // SAFETY: closes the test's listener.
     unsafe { libc::close(root_fd as i32) };
 }
@@ -825,16 +708,14 @@ fn inet_addr(ip: IpAddr, port: u16) -> (libc::sockaddr_storage, libc::socklen_t)
         let mut ss: libc::sockaddr_storage = std::mem::zeroed();
         match ip {
             IpAddr::V4(v4) => {
-                let sin =
-                    &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>();
+                let sin = &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>();
                 sin.sin_family = libc::AF_INET as u16;
                 sin.sin_port = port.to_be();
                 sin.sin_addr.s_addr = u32::from(v4).to_be();
                 (ss, std::mem::size_of::<libc::sockaddr_in>() as u32)
             }
             IpAddr::V6(v6) => {
-                let sin6 =
-                    &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>();
+                let sin6 = &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>();
                 sin6.sin6_family = libc::AF_INET6 as u16;
                 sin6.sin6_port = port.to_be();
                 sin6.sin6_addr.s6_addr = v6.octets();
@@ -860,13 +741,7 @@ fn inet_server(ip: IpAddr, port: u16, kind: i32) -> i64 {
     unsafe {
         let fd = libc::socket(family(ip), kind, 0);
         let one: i32 = 1;
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_REUSEADDR,
-            (&one as *const i32).cast(),
-            4,
-        );
+        libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, (&one as *const i32).cast(), 4);
         if fd < 0 || libc::bind(fd, (&a as *const libc::sockaddr_storage).cast(), len) < 0 {
             return -i64::from(errno());
         }
@@ -875,17 +750,10 @@ fn inet_server(ip: IpAddr, port: u16, kind: i32) -> i64 {
         }
         let mut got: libc::sockaddr_storage = std::mem::zeroed();
         let mut glen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-        if libc::getsockname(
-            fd,
-            (&mut got as *mut libc::sockaddr_storage).cast(),
-            &mut glen,
-        ) < 0
-        {
+        if libc::getsockname(fd, (&mut got as *mut libc::sockaddr_storage).cast(), &mut glen) < 0 {
             return -i64::from(errno());
         }
-        let p = u16::from_be(
-            (*(&got as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>()).sin_port,
-        );
+        let p = u16::from_be((*(&got as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>()).sin_port);
         (i64::from(fd) << 16) | i64::from(p)
     }
 }
@@ -918,14 +786,7 @@ fn udp_sendto(ip: IpAddr, port: u16) -> i32 {
     // SAFETY: socket/sendto/close.
     unsafe {
         let fd = libc::socket(family(ip), libc::SOCK_DGRAM, 0);
-        let r = libc::sendto(
-            fd,
-            b"x".as_ptr().cast(),
-            1,
-            0,
-            (&a as *const libc::sockaddr_storage).cast(),
-            len,
-        );
+        let r = libc::sendto(fd, b"x".as_ptr().cast(), 1, 0, (&a as *const libc::sockaddr_storage).cast(), len);
         let r = rc(r as i64);
         libc::close(fd);
         r
@@ -962,39 +823,19 @@ fn loopback_ports_of_outside_processes_are_denied_own_and_listed_ones_reachable(
             udp_connect(LO, up),
         ]
     };
-    assert_eq!(
-        ungated(routes),
-        vec![0; 6],
-        "the deputies answer an ungated caller"
-    );
+    assert_eq!(ungated(routes), vec![0; 6], "the deputies answer an ungated caller");
     let rt = runtime();
     let mut misses = rt.block_on(async { s.te.get().misses() }).expect("misses");
     assert_eq!(s.gated(routes), vec![EACCES; 6]);
     let miss = misses.try_next().expect("a miss").expect("decodes");
     assert_eq!(miss.hook, Hook::SocketConnect);
-    assert_eq!(
-        miss.reach(),
-        Some(Reach::HostPort {
-            proto: Some(Proto::Tcp),
-            proto_number: 6,
-            addr: LO,
-            port: tp
-        })
-    );
+    assert_eq!(miss.reach(), Some(Reach::HostPort { proto: Some(Proto::Tcp), proto_number: 6, addr: LO, port: tp }));
     for _ in 0..3 {
         misses.try_next().expect("a miss").expect("decodes");
     }
     let miss = misses.try_next().expect("a miss").expect("decodes");
     assert_eq!(miss.hook, Hook::SocketSendmsg);
-    assert_eq!(
-        miss.reach(),
-        Some(Reach::HostPort {
-            proto: Some(Proto::Udp),
-            proto_number: 17,
-            addr: LO,
-            port: up
-        })
-    );
+    assert_eq!(miss.reach(), Some(Reach::HostPort { proto: Some(Proto::Udp), proto_number: 17, addr: LO, port: up }));
 
     // Ports the session bound itself: by explicit port (recorded after the
     // bind succeeded), or picked by the kernel and asked with getsockname.
@@ -1002,11 +843,7 @@ fn loopback_ports_of_outside_processes_are_denied_own_and_listed_ones_reachable(
         let t = inet_server(LO, 0, libc::SOCK_STREAM);
         let u = inet_server(LO, 0, libc::SOCK_DGRAM);
         let fixed_port = 40000 + (std::process::id() % 20000) as u16;
-        let f = inet_server(
-            IpAddr::V6(Ipv6Addr::UNSPECIFIED),
-            fixed_port,
-            libc::SOCK_STREAM,
-        );
+        let f = inet_server(IpAddr::V6(Ipv6Addr::UNSPECIFIED), fixed_port, libc::SOCK_STREAM);
         // A bind refused because an outside process holds the port records nothing.
         let stolen = inet_server(LO, tp, libc::SOCK_STREAM);
         if t < 0 || u < 0 || f < 0 {
@@ -1024,12 +861,7 @@ fn loopback_ports_of_outside_processes_are_denied_own_and_listed_ones_reachable(
     assert_eq!(r, vec![0, 0, 0, 0, libc::EADDRINUSE, EACCES]);
 
     // Listed ports (DNS is listed by default), and remote hosts stay reachable.
-    s.te.get()
-        .allow_port(HostPort {
-            proto: Proto::Tcp,
-            port: tp,
-        })
-        .unwrap();
+    s.te.get().allow_port(HostPort { proto: Proto::Tcp, port: tp }).unwrap();
     let r = s.gated(move || {
         vec![
             tcp_connect(LO, tp),
@@ -1091,65 +923,32 @@ fn session_sockets_do_not_serve_outside_processes_unless_listed() {
     let stream = format!("@{tag}");
     let dgram = format!("@{tag}-dgram");
     let path = s.dir.join("agent.sock").to_string_lossy().into_owned();
-    let routes = || {
-        vec![
-            unix_connect(&stream, libc::SOCK_STREAM),
-            unix_sendto(&dgram),
-            unix_connect(&dgram, libc::SOCK_DGRAM),
-            unix_connect(&path, libc::SOCK_STREAM),
-        ]
-    };
+    let routes = || vec![unix_connect(&stream, libc::SOCK_STREAM), unix_sendto(&dgram), unix_connect(&dgram, libc::SOCK_DGRAM), unix_connect(&path, libc::SOCK_STREAM)];
     {
         // Served by a process of the user outside every session, the tool reaches them.
-        let _servers = [
-            Outside::unix(&stream, libc::SOCK_STREAM),
-            Outside::unix(&dgram, libc::SOCK_DGRAM),
-            Outside::unix(&path, libc::SOCK_STREAM),
-        ];
+        let _servers = [Outside::unix(&stream, libc::SOCK_STREAM), Outside::unix(&dgram, libc::SOCK_DGRAM), Outside::unix(&path, libc::SOCK_STREAM)];
         assert_eq!(ungated(routes), vec![0; 4]);
     }
     std::fs::remove_file(&path).unwrap();
     // The session squats the same names first.
     let cg = Some(s.cg.path.as_path());
-    let _squatters = [
-        Outside::unix_in(cg, &stream, libc::SOCK_STREAM),
-        Outside::unix_in(cg, &dgram, libc::SOCK_DGRAM),
-        Outside::unix_in(cg, &path, libc::SOCK_STREAM),
-    ];
+    let _squatters = [Outside::unix_in(cg, &stream, libc::SOCK_STREAM), Outside::unix_in(cg, &dgram, libc::SOCK_DGRAM), Outside::unix_in(cg, &path, libc::SOCK_STREAM)];
     let rt = runtime();
     let mut misses = rt.block_on(async { s.te.get().misses() }).expect("misses");
     let r = ungated(routes);
     let seen = drain(&mut misses);
-    assert_eq!(
-        r,
-        vec![EACCES; 4],
-        "an outside tool reaches the session's server; misses: {seen:?}"
-    );
+    assert_eq!(r, vec![EACCES; 4], "an outside tool reaches the session's server; misses: {seen:?}");
     let miss = seen.first().expect("a miss for the stream connect");
     assert_eq!(miss.hook, Hook::UnixInbound);
     assert_eq!(miss.session, s.cg.id, "reported on the squatting session");
     assert_eq!(miss.uid, UID, "by the outside caller");
-    assert_eq!(
-        miss.reach(),
-        Some(Reach::UnixSocket {
-            name: stream.clone(),
-            file: None
-        })
-    );
+    assert_eq!(miss.reach(), Some(Reach::UnixSocket { name: stream.clone(), file: None }));
     let last = seen.last().expect("a miss for the path");
-    assert_eq!(
-        last.reach(),
-        Some(Reach::UnixSocket {
-            name: path.clone(),
-            file: Some(pincer::kernel::ObjectId::of_path(Path::new(&path)).unwrap())
-        })
-    );
+    assert_eq!(last.reach(), Some(Reach::UnixSocket { name: path.clone(), file: Some(pincer::kernel::ObjectId::of_path(Path::new(&path)).unwrap()) }));
     // The session's own processes still reach its servers.
     assert_eq!(s.gated(routes), vec![0; 4]);
     // A listed name is served to outside processes; the others stay closed.
-    s.te.get()
-        .allow_session_server(pincer::kernel::abstract_name_key(&stream.as_bytes()[1..]).unwrap())
-        .unwrap();
+    s.te.get().allow_session_server(pincer::kernel::abstract_name_key(&stream.as_bytes()[1..]).unwrap()).unwrap();
     assert_eq!(ungated(routes), vec![0, EACCES, EACCES, EACCES]);
 }
 
@@ -1167,16 +966,7 @@ const SECRET_KEY: &[u8] = b"the user's token";
 fn add_key(desc: &str, payload: &[u8], keyring: i32) -> i64 {
     let d = CString::new(desc).unwrap();
     // SAFETY: add_key with valid C strings and a payload of the given length.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_add_key,
-            c"user".as_ptr(),
-            d.as_ptr(),
-            payload.as_ptr(),
-            payload.len(),
-            keyring,
-        )
-    };
+    let r = unsafe { libc::syscall(libc::SYS_add_key, c"user".as_ptr(), d.as_ptr(), payload.as_ptr(), payload.len(), keyring) };
     if r < 0 {
         -i64::from(errno())
     } else {
@@ -1188,15 +978,7 @@ fn add_key(desc: &str, payload: &[u8], keyring: i32) -> i64 {
 fn read_key(id: i32, want: &[u8]) -> i32 {
     let mut buf = [0u8; 256];
     // SAFETY: keyctl READ into a local buffer of the given length.
-    let n = unsafe {
-        libc::syscall(
-            libc::SYS_keyctl,
-            KEYCTL_READ,
-            id,
-            buf.as_mut_ptr(),
-            buf.len(),
-        )
-    };
+    let n = unsafe { libc::syscall(libc::SYS_keyctl, KEYCTL_READ, id, buf.as_mut_ptr(), buf.len()) };
     if n < 0 {
         errno()
     } else if want.is_empty() || &buf[..n as usize] == want {
@@ -1215,16 +997,7 @@ fn keyctl2(op: i64, id: i32) -> i32 {
 fn search_key(keyring: i32, desc: &str) -> i32 {
     let d = CString::new(desc).unwrap();
     // SAFETY: keyctl SEARCH with valid C strings.
-    rc(unsafe {
-        libc::syscall(
-            libc::SYS_keyctl,
-            KEYCTL_SEARCH,
-            keyring,
-            c"user".as_ptr(),
-            d.as_ptr(),
-            0,
-        )
-    })
+    rc(unsafe { libc::syscall(libc::SYS_keyctl, KEYCTL_SEARCH, keyring, c"user".as_ptr(), d.as_ptr(), 0) })
 }
 
 #[test]
@@ -1233,13 +1006,10 @@ fn the_users_keyrings_are_out_of_reach_and_the_sessions_own_keys_usable() {
     let desc = format!("pincer-token-{}", std::process::id());
     let d = desc.clone();
     // The user's process puts a token in the user keyring (as `keyctl add user ... @u`).
-    let holder = Outside::start(
-        move || add_key(&d, SECRET_KEY, KEY_SPEC_USER_KEYRING),
-        |_| loop {
-            // SAFETY: waits for a signal.
-            unsafe { libc::pause() };
-        },
-    );
+    let holder = Outside::start(move || add_key(&d, SECRET_KEY, KEY_SPEC_USER_KEYRING), |_| loop {
+        // SAFETY: waits for a signal.
+        unsafe { libc::pause() };
+    });
     let serial = holder.value as i32;
     let routes = |desc: &str| {
         vec![
@@ -1251,11 +1021,7 @@ fn the_users_keyrings_are_out_of_reach_and_the_sessions_own_keys_usable() {
             (add_key("planted", b"x", KEY_SPEC_USER_KEYRING) < 0) as i32,
         ]
     };
-    assert_eq!(
-        ungated(|| routes(&desc)),
-        vec![0; 6],
-        "the user's processes read, find and add to the user's keys"
-    );
+    assert_eq!(ungated(|| routes(&desc)), vec![0; 6], "the user's processes read, find and add to the user's keys");
     let rt = runtime();
     let mut misses = rt.block_on(async { s.te.get().misses() }).expect("misses");
     let r = s.gated(|| {
@@ -1266,55 +1032,26 @@ fn the_users_keyrings_are_out_of_reach_and_the_sessions_own_keys_usable() {
     let seen = drain(&mut misses);
     // The hook answers EPERM; keyctl reports a refused lookup of the key or
     // keyring named (the kernel asks the LSM at lookup too) as ENOKEY.
+    assert!(r.iter().all(|e| *e == EPERM || *e == libc::ENOKEY), "every route is refused: {r:?}; misses: {seen:?}");
+    let hit = seen.iter().filter_map(|m| m.reach()).find(|r| matches!(r, Reach::Key { serial: k, .. } if *k == serial));
     assert!(
-        r.iter().all(|e| *e == EPERM || *e == libc::ENOKEY),
-        "every route is refused: {r:?}; misses: {seen:?}"
-    );
-    let hit = seen
-        .iter()
-        .filter_map(|m| m.reach())
-        .find(|r| matches!(r, Reach::Key { serial: k, .. } if *k == serial));
-    assert!(
-        matches!(
-            hit,
-            Some(Reach::Key {
-                owner_uid: UID,
-                session: 0,
-                ..
-            })
-        ),
+        matches!(hit, Some(Reach::Key { owner_uid: UID, session: 0, .. })),
         "a miss names the user's key: {hit:?}; misses: {seen:?}"
     );
-    assert!(seen
-        .iter()
-        .all(|m| m.hook == Hook::KeyPermission && m.session == s.cg.id));
+    assert!(seen.iter().all(|m| m.hook == Hook::KeyPermission && m.session == s.cg.id));
     // Keys and keyrings the session makes are its own: a session keyring it
     // joins, a process keyring, and keys in them.
     let r = s.gated(|| {
-        let joined = rc(unsafe {
-            libc::syscall(
-                libc::SYS_keyctl,
-                KEYCTL_JOIN_SESSION_KEYRING,
-                std::ptr::null::<libc::c_char>(),
-            )
-        });
+        let joined = rc(unsafe { libc::syscall(libc::SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, std::ptr::null::<libc::c_char>()) });
         let a = add_key("own-session", b"mine", KEY_SPEC_SESSION_KEYRING);
         let b = add_key("own-process", b"mine too", KEY_SPEC_PROCESS_KEYRING);
         if a < 0 || b < 0 {
             return vec![joined, -a as i32, -b as i32];
         }
-        vec![
-            joined,
-            read_key(a as i32, b"mine"),
-            read_key(b as i32, b"mine too"),
-            read_key(serial, SECRET_KEY),
-        ]
+        vec![joined, read_key(a as i32, b"mine"), read_key(b as i32, b"mine too"), read_key(serial, SECRET_KEY)]
     });
     assert_eq!(r[..3], [0, 0, 0], "the session's own keyrings and keys");
-    assert!(
-        r[3] == EPERM || r[3] == libc::ENOKEY,
-        "the user's key from the session's own keyring: {r:?}"
-    );
+    assert!(r[3] == EPERM || r[3] == libc::ENOKEY, "the user's key from the session's own keyring: {r:?}");
     // Still the user's, untouched.
     assert_eq!(ungated(move || vec![read_key(serial, SECRET_KEY)]), vec![0]);
 }
@@ -1329,9 +1066,7 @@ fn open_pty() -> Result<(i32, u32), i32> {
         }
         let mut unlock: libc::c_int = 0;
         let mut n: libc::c_uint = 0;
-        if libc::ioctl(master, libc::TIOCSPTLCK, &mut unlock) < 0
-            || libc::ioctl(master, libc::TIOCGPTN, &mut n) < 0
-        {
+        if libc::ioctl(master, libc::TIOCSPTLCK, &mut unlock) < 0 || libc::ioctl(master, libc::TIOCGPTN, &mut n) < 0 {
             return Err(errno());
         }
         Ok((master, n))
@@ -1356,45 +1091,26 @@ fn the_users_other_terminals_cannot_be_opened_own_and_controlling_ones_can() {
     );
     let other = format!("/dev/pts/{}", term.value);
     let o = other.clone();
-    let routes = move || {
-        vec![
-            open_errno(&o, libc::O_RDWR | libc::O_NOCTTY),
-            open_errno(&o, libc::O_RDONLY | libc::O_NOCTTY),
-            open_errno(&o, libc::O_WRONLY | libc::O_NOCTTY),
-        ]
-    };
-    assert_eq!(
-        ungated(routes.clone()),
-        vec![0; 3],
-        "the user's processes open the user's terminal"
-    );
+    let routes = move || vec![open_errno(&o, libc::O_RDWR | libc::O_NOCTTY), open_errno(&o, libc::O_RDONLY | libc::O_NOCTTY), open_errno(&o, libc::O_WRONLY | libc::O_NOCTTY)];
+    assert_eq!(ungated(routes.clone()), vec![0; 3], "the user's processes open the user's terminal");
     let rt = runtime();
     let mut misses = rt.block_on(async { s.te.get().misses() }).expect("misses");
     let r = s.gated(routes.clone());
     let seen = drain(&mut misses);
     assert_eq!(r, vec![EACCES; 3], "misses: {seen:?}");
     let miss = seen.first().expect("a miss");
-    assert_eq!(
-        (miss.hook, miss.session, miss.uid),
-        (Hook::PtyOpen, s.cg.id, UID)
-    );
+    assert_eq!((miss.hook, miss.session, miss.uid), (Hook::PtyOpen, s.cg.id, UID));
     match miss.reach() {
         Some(Reach::Terminal { name, file }) => {
             assert_eq!(name, term.value.to_string());
-            assert_eq!(
-                file,
-                pincer::kernel::ObjectId::of_path(Path::new(&other)).unwrap()
-            );
+            assert_eq!(file, pincer::kernel::ObjectId::of_path(Path::new(&other)).unwrap());
         }
         r => panic!("expected a terminal reach, got {r:?}"),
     }
     // A pty the session makes (tmux, script, an agent's command runner) opens.
     let r = s.gated(|| match open_pty() {
         Ok((master, n)) => {
-            let out = vec![open_errno(
-                &format!("/dev/pts/{n}"),
-                libc::O_RDWR | libc::O_NOCTTY,
-            )];
+            let out = vec![open_errno(&format!("/dev/pts/{n}"), libc::O_RDWR | libc::O_NOCTTY)];
             // SAFETY: closes the session's master.
             unsafe { libc::close(master) };
             out
@@ -1428,20 +1144,13 @@ fn the_users_other_terminals_cannot_be_opened_own_and_controlling_ones_can() {
             if fd < 0 || libc::ioctl(fd, libc::TIOCSCTTY, 0) != 0 || !enter(Some(&procs)) {
                 libc::_exit(101);
             }
-            for r in [
-                open_errno(&ctty_path, libc::O_RDWR),
-                open_errno("/dev/tty", libc::O_RDWR),
-                open_errno(&o, libc::O_RDWR | libc::O_NOCTTY),
-            ] {
+            for r in [open_errno(&ctty_path, libc::O_RDWR), open_errno("/dev/tty", libc::O_RDWR), open_errno(&o, libc::O_RDWR | libc::O_NOCTTY)] {
                 libc::write(fds[1], (&r as *const i32).cast(), 4);
             }
             libc::_exit(0);
         }
         let (out, status) = child_results(fds, pid);
-        assert!(
-            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-            "terminal child failed ({status:#x})"
-        );
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "terminal child failed ({status:#x})");
         libc::close(master);
         out
     };

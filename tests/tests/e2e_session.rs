@@ -17,25 +17,12 @@ const HISTORY: &str = include_str!("../../corpus/software-dev/history.jsonl");
 const POLICIES: &str = include_str!("../../corpus/software-dev/policies.jsonl");
 /// A few of its workspace files (path, content).
 const FILES: &[(&str, &str)] = &[
-    (
-        "notes/todo.md",
-        include_str!("../../corpus/software-dev/workspace/notes/todo.md"),
-    ),
-    (
-        "notes/standup.md",
-        include_str!("../../corpus/software-dev/workspace/notes/standup.md"),
-    ),
-    (
-        "secrets/prod.env",
-        include_str!("../../corpus/software-dev/workspace/secrets/prod.env"),
-    ),
-    (
-        "projects/ledger/Cargo.toml",
-        include_str!("../../corpus/software-dev/workspace/projects/ledger/Cargo.toml"),
-    ),
+    ("notes/todo.md", include_str!("../../corpus/software-dev/workspace/notes/todo.md")),
+    ("notes/standup.md", include_str!("../../corpus/software-dev/workspace/notes/standup.md")),
+    ("secrets/prod.env", include_str!("../../corpus/software-dev/workspace/secrets/prod.env")),
+    ("projects/ledger/Cargo.toml", include_str!("../../corpus/software-dev/workspace/projects/ledger/Cargo.toml")),
 ];
-const TODO_PROMPT: &str =
-    "Update my todo: tick off the release notes item and add 'look at the ledger backups'.";
+const TODO_PROMPT: &str = "Update my todo: tick off the release notes item and add 'look at the ledger backups'.";
 
 /// A daemon with its own socket, state, pins and cgroup parent, and a workspace.
 struct Env {
@@ -53,28 +40,13 @@ impl Env {
         }
         chown_tree(&ws, 1000);
         // Also makes `dir` reachable for the worker (uid 1000): socket and workspace.
-        let daemon = Daemon::start(
-            Path::new(PINCER),
-            &dir,
-            &DaemonSettings {
-                on_miss,
-                escalation_timeout_secs: 60,
-            },
-        );
+        let daemon = Daemon::start(Path::new(PINCER), &dir, &DaemonSettings { on_miss, escalation_timeout_secs: 60 });
         let env = Env { dir, ws, daemon };
         let h = env.dir.join("history.jsonl");
         let p = env.dir.join("policies.jsonl");
         std::fs::write(&h, HISTORY).unwrap();
         std::fs::write(&p, POLICIES).unwrap();
-        let out = env.pincer(&[
-            "import",
-            "--history",
-            h.to_str().unwrap(),
-            "--policies",
-            p.to_str().unwrap(),
-            "--uid",
-            WORKER_UID,
-        ]);
+        let out = env.pincer(&["import", "--history", h.to_str().unwrap(), "--policies", p.to_str().unwrap(), "--uid", WORKER_UID]);
         assert!(out.status.success(), "import: {}", text_of(&out));
         env
     }
@@ -92,21 +64,7 @@ impl Env {
     fn spawn_worker_in(&self, mode: &str, prompt: &str, script: &str) -> Child {
         let script = format!("P={PINCER}\nW={}\n{script}", self.ws.display());
         Command::new(PINCER)
-            .args([
-                "run",
-                "--mode",
-                mode,
-                "--root",
-                self.ws.to_str().unwrap(),
-                "--user",
-                WORKER_UID,
-                "--prompt",
-                prompt,
-                "--",
-                "/bin/sh",
-                "-c",
-                &script,
-            ])
+            .args(["run", "--mode", mode, "--root", self.ws.to_str().unwrap(), "--user", WORKER_UID, "--prompt", prompt, "--", "/bin/sh", "-c", &script])
             .env("PINCER_SOCKET", &self.daemon.socket)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -119,10 +77,7 @@ impl Env {
     }
 
     fn run_worker_in(&self, mode: &str, prompt: &str, script: &str) -> String {
-        let out = self
-            .spawn_worker_in(mode, prompt, script)
-            .wait_with_output()
-            .unwrap();
+        let out = self.spawn_worker_in(mode, prompt, script).wait_with_output().unwrap();
         let text = text_of(&out);
         println!("{text}");
         assert!(out.status.success(), "pincer run failed: {text}");
@@ -135,24 +90,12 @@ impl Env {
 }
 
 fn text_of(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
 fn cgroup_id_of(run_output: &str) -> u64 {
-    let after = run_output
-        .split("cgroup_id ")
-        .nth(1)
-        .expect("pincer run prints the cgroup id");
-    after
-        .split(|c: char| !c.is_ascii_digit())
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
+    let after = run_output.split("cgroup_id ").nth(1).expect("pincer run prints the cgroup id");
+    after.split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
 }
 
 fn lines_with<'a>(text: &'a str, tag: &str) -> Vec<&'a str> {
@@ -191,10 +134,7 @@ ln -s $W/secrets/prod.env $TMPDIR/link-$$ 2>/dev/null; cat $TMPDIR/link-$$ >/dev
     // The read grant, and the creator's grant on the copy it made in its scratch.
     assert!(out.contains("2 grants revoked"), "{out}");
     let audit = env.audit();
-    assert!(
-        audit.contains("\"event\":\"decision\"") && audit.contains("\"outcome\":\"grant\""),
-        "{audit}"
-    );
+    assert!(audit.contains("\"event\":\"decision\"") && audit.contains("\"outcome\":\"grant\""), "{audit}");
 }
 
 #[test]
@@ -205,18 +145,8 @@ fn grants_are_revoked_and_the_cgroup_removed_when_the_worker_exits() {
     let id = cgroup_id_of(&out);
     let enforcer = Enforcer::reuse(env.daemon.pin_dir()).expect("open the daemon's pinned maps");
     let todo = ObjectId::of_path(&env.ws.join("notes/todo.md")).unwrap();
-    assert_eq!(
-        enforcer.granted_bits(id, todo, Scope::Exact).unwrap(),
-        0,
-        "grant revoked at exit"
-    );
-    let cg = out
-        .split("(cgroup ")
-        .nth(1)
-        .unwrap()
-        .split(',')
-        .next()
-        .unwrap();
+    assert_eq!(enforcer.granted_bits(id, todo, Scope::Exact).unwrap(), 0, "grant revoked at exit");
+    let cg = out.split("(cgroup ").nth(1).unwrap().split(',').next().unwrap();
     assert!(!Path::new(cg).exists(), "cgroup {cg} removed");
 }
 
@@ -234,14 +164,7 @@ fn a_gated_worker_is_refused_control_calls_and_other_sessions() {
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    let other_id = sessions
-        .split("\"session\":\"")
-        .nth(1)
-        .unwrap()
-        .split('"')
-        .next()
-        .unwrap()
-        .to_string();
+    let other_id = sessions.split("\"session\":\"").nth(1).unwrap().split('"').next().unwrap().to_string();
     let out = env.run_worker(
         TODO_PROMPT,
         &format!(
@@ -253,24 +176,12 @@ $P request $W/notes/todo.md --access read --session {other_id} 2>&1 | grep -q re
 "#
         ),
     );
-    assert_eq!(
-        lines_with(&out, "R "),
-        [
-            "R approve: refused",
-            "R prompt: refused",
-            "R pending: refused",
-            "R other session: refused"
-        ]
-    );
+    assert_eq!(lines_with(&out, "R "), ["R approve: refused", "R prompt: refused", "R pending: refused", "R other session: refused"]);
     assert!(env.audit().matches("\"event\":\"refusal\"").count() >= 4);
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(other.id() as i32, libc::SIGTERM) };
     let o = other.wait_with_output().unwrap();
-    assert!(
-        text_of(&o).contains("ended"),
-        "signal forwarded, session ended: {}",
-        text_of(&o)
-    );
+    assert!(text_of(&o).contains("ended"), "signal forwarded, session ended: {}", text_of(&o));
 }
 
 #[test]
@@ -287,28 +198,17 @@ echo "bumped = 1" >> $W/projects/ledger/Cargo.toml && echo "R write: ok" || echo
     let id = loop {
         let o = env.pincer(&["pending", "--json"]);
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
-        if let Some(q) = v
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|q| q["waiting"] == true)
-        {
+        if let Some(q) = v.as_array().into_iter().flatten().find(|q| q["waiting"] == true) {
             break q["id"].as_u64().unwrap();
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "no question appeared"
-        );
+        assert!(start.elapsed() < Duration::from_secs(60), "no question appeared");
         std::thread::sleep(Duration::from_millis(50));
     };
     let o = env.pincer(&["approve", &id.to_string()]);
     assert!(o.status.success(), "{}", text_of(&o));
     let out = text_of(&worker.wait_with_output().unwrap());
     println!("{out}");
-    assert_eq!(
-        lines_with(&out, "R "),
-        ["R request: granted", "R write: ok"]
-    );
+    assert_eq!(lines_with(&out, "R "), ["R request: granted", "R write: ok"]);
 }
 
 #[test]
@@ -323,10 +223,7 @@ i=0; while [ $i -lt 100 ]; do cat $W/notes/todo.md >/dev/null 2>&1 && break; i=$
 cat $W/secrets/prod.env >/dev/null 2>&1; sleep 1; cat $W/secrets/prod.env >/dev/null 2>&1 && echo "R secret: read" || echo "R secret: denied"
 "#,
     );
-    assert_eq!(
-        lines_with(&out, "R "),
-        ["R first: denied", "R retry: read", "R secret: denied"]
-    );
+    assert_eq!(lines_with(&out, "R "), ["R first: denied", "R retry: read", "R secret: denied"]);
     assert!(env.audit().contains("\"source\":\"miss\""));
 }
 
@@ -359,10 +256,7 @@ $P request $W/secrets/prod.env --access read && echo "R secret after restart: gr
     // Wait until the worker holds its first grant and has its reply, then crash the daemon.
     let start = Instant::now();
     while !flags.join("granted").exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "no grant before the crash"
-        );
+        assert!(start.elapsed() < Duration::from_secs(60), "no grant before the crash");
         std::thread::sleep(Duration::from_millis(50));
     }
     env.daemon.crash();
@@ -385,10 +279,7 @@ $P request $W/secrets/prod.env --access read && echo "R secret after restart: gr
         ]
     );
     assert!(env.audit().contains("session_resume"));
-    assert!(
-        out.contains("ended"),
-        "the restarted daemon ended the session: {out}"
-    );
+    assert!(out.contains("ended"), "the restarted daemon ended the session: {out}");
 }
 
 /// A file of the user's outside every named root, in `/tmp` (a place gated like a root).
@@ -421,22 +312,10 @@ $P request $W/.git/hooks/pre-commit --access create --reason "add a hook" 2>&1 |
     );
     assert_eq!(
         lines_with(&out, "R "),
-        [
-            "R tmp file: denied",
-            "R scratch: used",
-            "R git config: never",
-            "R hook: never",
-            "R git config write: denied"
-        ]
+        ["R tmp file: denied", "R scratch: used", "R git config: never", "R hook: never", "R git config write: denied"]
     );
-    assert!(
-        env.audit().contains("never-grantable"),
-        "the audit says why"
-    );
-    assert_eq!(
-        std::fs::read_to_string(env.ws.join(".git/config")).unwrap(),
-        "[core]\n"
-    );
+    assert!(env.audit().contains("never-grantable"), "the audit says why");
+    assert_eq!(std::fs::read_to_string(env.ws.join(".git/config")).unwrap(), "[core]\n");
 }
 
 #[test]
@@ -455,56 +334,24 @@ touch $W/.git/hooks/pre-commit 2>/dev/null && echo "R hook create: done" || echo
 sleep 1
 "#,
     );
-    assert_eq!(
-        lines_with(&out, "R "),
-        [
-            "R secret: read",
-            "R git config write: denied",
-            "R hook create: denied"
-        ]
-    );
+    assert_eq!(lines_with(&out, "R "), ["R secret: read", "R git config write: denied", "R hook create: denied"]);
     let audit = env.audit();
-    assert!(
-        audit.contains("shadow mode"),
-        "the audit marks what enforcing would deny: {audit}"
-    );
+    assert!(audit.contains("shadow mode"), "the audit marks what enforcing would deny: {audit}");
     assert!(audit.contains("never-grantable"), "{audit}");
     assert!(!env.ws.join(".git/hooks/pre-commit").exists());
     // When it ended, its accesses became one history task with its prompt.
     let log = env.pincer(&["log"]);
     let log = text_of(&log);
     // Written past the test harness's capture, so the VM console shows it.
-    let _ = std::io::Write::write_all(
-        &mut std::io::stderr(),
-        format!("pincer log of the shadow session:\n{log}\n").as_bytes(),
-    );
-    assert!(
-        log.contains("ShadowHistory") && log.contains("recorded as a history task"),
-        "{log}"
-    );
-    let store =
-        pincer::store::Store::open(env.dir.join("state/state.db")).expect("open the trusted store");
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("pincer log of the shadow session:\n{log}\n").as_bytes());
+    assert!(log.contains("ShadowHistory") && log.contains("recorded as a history task"), "{log}");
+    let store = pincer::store::Store::open(env.dir.join("state/state.db")).expect("open the trusted store");
     let user = pincer::daemon::users::by_uid(1000).name;
     let state = store.load_state(&user).unwrap();
-    let session = log
-        .lines()
-        .find(|l| l.contains("ShadowHistory"))
-        .and_then(|l| l.split('[').nth(1))
-        .and_then(|r| r.split(']').next())
-        .expect("the session id");
-    let task = state
-        .tasks
-        .iter()
-        .find(|t| t.session == session)
-        .unwrap_or_else(|| panic!("no history task {session}: {state:?}"));
+    let session = log.lines().find(|l| l.contains("ShadowHistory")).and_then(|l| l.split('[').nth(1)).and_then(|r| r.split(']').next()).expect("the session id");
+    let task = state.tasks.iter().find(|t| t.session == session).unwrap_or_else(|| panic!("no history task {session}: {state:?}"));
     assert_eq!(task.prompts, [TODO_PROMPT]);
     let paths: Vec<&str> = task.accesses.iter().map(|(a, _)| a.path.as_str()).collect();
-    assert!(
-        paths.contains(&"secrets/prod.env"),
-        "the kernel's report of the shadow read is history: {paths:?}"
-    );
-    assert!(
-        !paths.iter().any(|p| p.starts_with(".git")),
-        "never-grantable misses are not history: {paths:?}"
-    );
+    assert!(paths.contains(&"secrets/prod.env"), "the kernel's report of the shadow read is history: {paths:?}");
+    assert!(!paths.iter().any(|p| p.starts_with(".git")), "never-grantable misses are not history: {paths:?}");
 }

@@ -13,13 +13,12 @@
 
 use pincer::kernel::{Miss, Misses, ObjectId, Scope, SessionFlags};
 use pincer_common::{
-    ACCESS_ALL, ACCESS_CREATE, ACCESS_DELETE, ACCESS_LIST, ACCESS_READ, ACCESS_WRITE,
-    EVENT_FLAG_MULTI_LINK,
+    ACCESS_ALL, ACCESS_CREATE, ACCESS_DELETE, ACCESS_LIST, ACCESS_READ, ACCESS_WRITE, EVENT_FLAG_MULTI_LINK,
 };
 use pincer_tests::*;
 use std::ffi::{CString, OsStr};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// How often an access succeeds before the state changes.
@@ -39,20 +38,10 @@ fn warm(op: Op) -> Vec<Op> {
 
 /// `mount(2)` with `flags` and no data (as root).
 fn mount_flags(source: &Path, target: &Path, flags: libc::c_ulong) {
-    let (s, t) = (
-        CString::new(source.as_os_str().as_bytes()).unwrap(),
-        CString::new(target.as_os_str().as_bytes()).unwrap(),
-    );
+    let (s, t) =
+        (CString::new(source.as_os_str().as_bytes()).unwrap(), CString::new(target.as_os_str().as_bytes()).unwrap());
     // SAFETY: mount(2) with valid C strings and no file system type or data.
-    let rc = unsafe {
-        libc::mount(
-            s.as_ptr(),
-            t.as_ptr(),
-            std::ptr::null(),
-            flags,
-            std::ptr::null(),
-        )
-    };
+    let rc = unsafe { libc::mount(s.as_ptr(), t.as_ptr(), std::ptr::null(), flags, std::ptr::null()) };
     assert_eq!(
         rc,
         0,
@@ -83,27 +72,15 @@ impl Setup {
         let cg = TestCgroup::new(name);
         let root = fresh_dir(name);
         own(&root);
-        te.get()
-            .register_session_with(cg.id, flags)
-            .expect("register session");
+        te.get().register_session_with(cg.id, flags).expect("register session");
         te.get().add_root(&root).expect("add root");
         let unrelated = fresh_dir(&format!("{name}-unrelated"));
         user_file(&unrelated.join("keys/id_ed25519"), "PRIVATE KEY");
-        te.get()
-            .add_never(id(&unrelated.join("keys")), ACCESS_ALL)
-            .expect("add never");
-        te.get()
-            .add_never_name(id(&unrelated), OsStr::new(".env"), ACCESS_ALL)
-            .expect("add never name");
+        te.get().add_never(id(&unrelated.join("keys")), ACCESS_ALL).expect("add never");
+        te.get().add_never_name(id(&unrelated), OsStr::new(".env"), ACCESS_ALL).expect("add never name");
         let rt = runtime();
         let misses = rt.block_on(async { te.get().misses() }).expect("misses");
-        Self {
-            te,
-            cg,
-            root,
-            rt,
-            misses,
-        }
+        Self { te, cg, root, rt, misses }
     }
 
     fn p(&self, rel: &str) -> PathBuf {
@@ -112,30 +89,18 @@ impl Setup {
 
     fn grant(&mut self, rel: &str, scope: Scope, bits: u32) {
         let (session, obj) = (self.cg.id, id(&self.p(rel)));
-        self.te
-            .get()
-            .grant_bits(session, obj, scope, bits)
-            .expect("grant");
+        self.te.get().grant_bits(session, obj, scope, bits).expect("grant");
     }
 
     fn revoke(&mut self, rel: &str, scope: Scope, bits: u32) {
         let (session, obj) = (self.cg.id, id(&self.p(rel)));
-        self.te
-            .get()
-            .revoke_bits(session, obj, scope, bits)
-            .expect("revoke");
+        self.te.get().revoke_bits(session, obj, scope, bits).expect("revoke");
     }
 
     /// The worker runs `stages` in one process; `between(self, i)` runs after stage `i`.
-    fn staged(
-        &mut self,
-        stages: &[Vec<Op>],
-        mut between: impl FnMut(&mut Self, usize),
-    ) -> Vec<Vec<i32>> {
+    fn staged(&mut self, stages: &[Vec<Op>], mut between: impl FnMut(&mut Self, usize)) -> Vec<Vec<i32>> {
         let cgroup = self.cg.path.clone();
-        run_staged(Some(&cgroup), Some(WORKER_UID), stages, |i| {
-            between(self, i)
-        })
+        run_staged(Some(&cgroup), Some(WORKER_UID), stages, |i| between(self, i))
     }
 
     /// Every miss reported since the last call.
@@ -156,10 +121,7 @@ fn outside(ops: &[Op]) -> Vec<i32> {
 
 /// The hook, missing access bits and never flag of each miss.
 fn summary(misses: &[Miss]) -> Vec<(&'static str, u32, bool)> {
-    misses
-        .iter()
-        .map(|m| (m.hook.name(), m.access_bits, m.never()))
-        .collect()
+    misses.iter().map(|m| (m.hook.name(), m.access_bits, m.never())).collect()
 }
 
 #[test]
@@ -167,35 +129,14 @@ fn revoking_a_subtree_grant_high_above_the_file_denies_the_next_open() {
     let mut s = Setup::new("stale-revoke");
     user_file(&s.p(DEEP), "notes");
     user_file(&s.p("home/proj/src/a/b/c/d/sibling.txt"), "sibling");
-    s.grant(
-        "home/proj",
-        Scope::Subtree,
-        ACCESS_READ | ACCESS_WRITE | ACCESS_LIST,
-    );
-    let (file, sibling, dir) = (
-        s.p(DEEP),
-        s.p("home/proj/src/a/b/c/d/sibling.txt"),
-        s.p("home/proj/src/a/b/c/d"),
-    );
+    s.grant("home/proj", Scope::Subtree, ACCESS_READ | ACCESS_WRITE | ACCESS_LIST);
+    let (file, sibling, dir) = (s.p(DEEP), s.p("home/proj/src/a/b/c/d/sibling.txt"), s.p("home/proj/src/a/b/c/d"));
     let mut first = warm(Op::Read(file.clone()));
-    first.extend([
-        Op::Write(file.clone()),
-        Op::Read(sibling.clone()),
-        Op::List(dir.clone()),
-    ]);
+    first.extend([Op::Write(file.clone()), Op::Read(sibling.clone()), Op::List(dir.clone())]);
     let stages = [
         first,
-        vec![
-            Op::Read(file.clone()),
-            Op::Write(file.clone()),
-            Op::Read(sibling.clone()),
-            Op::List(dir.clone()),
-        ],
-        vec![
-            Op::Read(file.clone()),
-            Op::Read(sibling.clone()),
-            Op::List(dir.clone()),
-        ],
+        vec![Op::Read(file.clone()), Op::Write(file.clone()), Op::Read(sibling.clone()), Op::List(dir.clone())],
+        vec![Op::Read(file.clone()), Op::Read(sibling.clone()), Op::List(dir.clone())],
     ];
     let r = s.staged(&stages, |s, i| {
         s.drain();
@@ -206,30 +147,15 @@ fn revoking_a_subtree_grant_high_above_the_file_denies_the_next_open() {
         }
     });
     assert_eq!(r[0], vec![0; WARM + 3]);
-    assert_eq!(
-        r[1],
-        vec![0, EACCES, 0, 0],
-        "the write bit outlived its revocation"
-    );
-    assert_eq!(
-        r[2],
-        vec![EACCES; 3],
-        "the read and list bits outlived their revocation"
-    );
+    assert_eq!(r[1], vec![0, EACCES, 0, 0], "the write bit outlived its revocation");
+    assert_eq!(r[2], vec![EACCES; 3], "the read and list bits outlived their revocation");
     let misses = s.drain();
     assert_eq!(
         summary(&misses),
-        vec![
-            ("file_open", ACCESS_READ, false),
-            ("file_open", ACCESS_READ, false),
-            ("file_open", ACCESS_LIST, false)
-        ]
+        vec![("file_open", ACCESS_READ, false), ("file_open", ACCESS_READ, false), ("file_open", ACCESS_LIST, false)]
     );
     assert_eq!(misses[0].relative_path, PathBuf::from(DEEP));
-    assert_eq!(
-        (misses[0].root_dev, misses[0].root_ino),
-        (id(&s.root).dev, id(&s.root).ino)
-    );
+    assert_eq!((misses[0].root_dev, misses[0].root_ino), (id(&s.root).dev, id(&s.root).ino));
     assert_eq!(outside(&[Op::Read(file)]), vec![0]);
 }
 
@@ -244,24 +170,10 @@ fn revoking_a_subtree_grant_without_any_never_entry_denies_the_next_open() {
     te.get().add_root(&root).unwrap();
     let file = root.join(DEEP);
     user_file(&file, "notes");
-    te.get()
-        .grant_bits(
-            cg.id,
-            id(&root.join("home/proj")),
-            Scope::Subtree,
-            ACCESS_READ,
-        )
-        .unwrap();
+    te.get().grant_bits(cg.id, id(&root.join("home/proj")), Scope::Subtree, ACCESS_READ).unwrap();
     let stages = [warm(Op::Read(file.clone())), vec![Op::Read(file.clone())]];
     let r = run_staged(Some(&cg.path), Some(WORKER_UID), &stages, |_| {
-        te.get()
-            .revoke_bits(
-                cg.id,
-                id(&root.join("home/proj")),
-                Scope::Subtree,
-                ACCESS_READ,
-            )
-            .unwrap();
+        te.get().revoke_bits(cg.id, id(&root.join("home/proj")), Scope::Subtree, ACCESS_READ).unwrap();
     });
     assert_eq!(r, vec![vec![0; WARM], vec![EACCES]]);
 }
@@ -274,12 +186,7 @@ fn ending_the_session_grants_denies_the_next_open() {
     s.grant(DEEP, Scope::Exact, ACCESS_WRITE);
     let file = s.p(DEEP);
     let stages = [
-        vec![
-            Op::Read(file.clone()),
-            Op::Write(file.clone()),
-            Op::Read(file.clone()),
-            Op::Write(file.clone()),
-        ],
+        vec![Op::Read(file.clone()), Op::Write(file.clone()), Op::Read(file.clone()), Op::Write(file.clone())],
         vec![Op::Read(file.clone()), Op::Write(file.clone())],
     ];
     let r = s.staged(&stages, |s, _| {
@@ -295,40 +202,21 @@ fn narrowing_or_removing_an_open_path_denies_the_next_open() {
     let lib = s.p("home/.cache/registry/pkg/v1/src/lib.rs");
     user_file(&lib, "pub fn f() {}");
     let (src, cache) = (s.p("home/.cache/registry/pkg/v1/src"), s.p("home/.cache"));
-    s.te.get()
-        .add_open(id(&cache), ACCESS_READ | ACCESS_LIST)
-        .unwrap();
+    s.te.get().add_open(id(&cache), ACCESS_READ | ACCESS_LIST).unwrap();
     let mut first = warm(Op::Read(lib.clone()));
     first.push(Op::List(src.clone()));
-    let stages = [
-        first,
-        vec![Op::Read(lib.clone()), Op::List(src.clone())],
-        vec![Op::List(src.clone())],
-    ];
+    let stages = [first, vec![Op::Read(lib.clone()), Op::List(src.clone())], vec![Op::List(src.clone())]];
     let r = s.staged(&stages, |s, i| match i {
         // Replaced by list only, then removed.
         0 => s.te.get().add_open(id(&cache), ACCESS_LIST).unwrap(),
         _ => s.te.get().remove_open(id(&cache)).unwrap(),
     });
     assert_eq!(r[0], vec![0; WARM + 1]);
-    assert_eq!(
-        r[1],
-        vec![EACCES, 0],
-        "read outlived the open path's narrowing"
-    );
+    assert_eq!(r[1], vec![EACCES, 0], "read outlived the open path's narrowing");
     assert_eq!(r[2], vec![EACCES], "list outlived the open path's removal");
     let misses = s.drain();
-    assert_eq!(
-        summary(&misses),
-        vec![
-            ("file_open", ACCESS_READ, false),
-            ("file_open", ACCESS_LIST, false)
-        ]
-    );
-    assert_eq!(
-        misses[0].relative_path,
-        PathBuf::from("home/.cache/registry/pkg/v1/src/lib.rs")
-    );
+    assert_eq!(summary(&misses), vec![("file_open", ACCESS_READ, false), ("file_open", ACCESS_LIST, false)]);
+    assert_eq!(misses[0].relative_path, PathBuf::from("home/.cache/registry/pkg/v1/src/lib.rs"));
 }
 
 #[test]
@@ -346,18 +234,10 @@ fn a_new_never_entry_between_the_file_and_its_grant_denies_the_next_open() {
         let b = id(&s.p("home/proj/src/a/b"));
         s.te.get().add_never(b, ACCESS_READ).unwrap();
     });
-    assert_eq!(
-        r,
-        vec![vec![0; WARM + 1], vec![EACCES, 0]],
-        "a grant outlived a new never-grantable directory"
-    );
+    assert_eq!(r, vec![vec![0; WARM + 1], vec![EACCES, 0]], "a grant outlived a new never-grantable directory");
     let misses = s.drain();
     assert_eq!(summary(&misses), vec![("file_open", ACCESS_READ, true)]);
-    assert!(
-        misses[0].relative_path.ends_with(DEEP),
-        "{:?}",
-        misses[0].relative_path
-    );
+    assert!(misses[0].relative_path.ends_with(DEEP), "{:?}", misses[0].relative_path);
 }
 
 #[test]
@@ -368,11 +248,8 @@ fn a_new_never_name_on_the_path_or_of_the_file_denies_the_next_access() {
     user_file(&s.p("home/proj/src/x/y/z/w/other.txt"), "other");
     user_dir(&s.p("home/proj/src/x/y/z/w/out"));
     s.grant("home/proj", Scope::Subtree, ACCESS_READ | ACCESS_CREATE);
-    let (file, sibling, other) = (
-        s.p(DEEP),
-        s.p("home/proj/src/a/b/c/d/sibling.txt"),
-        s.p("home/proj/src/x/y/z/w/other.txt"),
-    );
+    let (file, sibling, other) =
+        (s.p(DEEP), s.p("home/proj/src/a/b/c/d/sibling.txt"), s.p("home/proj/src/x/y/z/w/other.txt"));
     let out = s.p("home/proj/src/x/y/z/w/out");
     let mut first = warm(Op::Read(file.clone()));
     first.extend([Op::Read(sibling.clone()), Op::Read(other.clone())]);
@@ -380,18 +257,11 @@ fn a_new_never_name_on_the_path_or_of_the_file_denies_the_next_access() {
     let stages = [
         first,
         // The name of a directory on the path (`b` in `a`).
-        vec![
-            Op::Read(file.clone()),
-            Op::Read(sibling.clone()),
-            Op::Read(other.clone()),
-        ],
+        vec![Op::Read(file.clone()), Op::Read(sibling.clone()), Op::Read(other.clone())],
         // The file's own name.
         vec![Op::Read(other.clone()), Op::Create(out.join("made-next"))],
         // The name of an entry still to be created.
-        vec![
-            Op::Create(out.join("hooks")),
-            Op::Create(out.join("made-last")),
-        ],
+        vec![Op::Create(out.join("hooks")), Op::Create(out.join("made-last"))],
     ];
     let mut seen = Vec::new();
     let r = s.staged(&stages, |s, i| {
@@ -402,37 +272,16 @@ fn a_new_never_name_on_the_path_or_of_the_file_denies_the_next_access() {
             _ => ("home/proj/src/x/y/z/w/out", "hooks"),
         };
         let dir = id(&s.p(dir));
-        s.te.get()
-            .add_never_name(dir, OsStr::new(name), ACCESS_READ | ACCESS_CREATE)
-            .unwrap();
+        s.te.get().add_never_name(dir, OsStr::new(name), ACCESS_READ | ACCESS_CREATE).unwrap();
     });
     assert_eq!(r[0], vec![0; 2 * WARM + 2]);
-    assert_eq!(
-        r[1],
-        vec![EACCES, EACCES, 0],
-        "a grant outlived a new never name of a directory on the path"
-    );
-    assert_eq!(
-        r[2],
-        vec![EACCES, 0],
-        "a grant outlived a new never name of the file"
-    );
-    assert_eq!(
-        r[3],
-        vec![EACCES, 0],
-        "a create grant outlived a new never name of the new entry"
-    );
+    assert_eq!(r[1], vec![EACCES, EACCES, 0], "a grant outlived a new never name of a directory on the path");
+    assert_eq!(r[2], vec![EACCES, 0], "a grant outlived a new never name of the file");
+    assert_eq!(r[3], vec![EACCES, 0], "a create grant outlived a new never name of the new entry");
     assert!(!out.join("hooks").exists());
     seen.push(summary(&s.drain()));
     let never_read = ("file_open", ACCESS_READ, true);
-    assert_eq!(
-        seen[1..],
-        [
-            vec![never_read; 2],
-            vec![never_read],
-            vec![("inode_create", ACCESS_CREATE, true)]
-        ]
-    );
+    assert_eq!(seen[1..], [vec![never_read; 2], vec![never_read], vec![("inode_create", ACCESS_CREATE, true)]]);
 }
 
 #[test]
@@ -453,28 +302,13 @@ fn a_new_protected_root_above_a_free_file_denies_the_next_access() {
     let mut first = warm(Op::Read(file.clone()));
     first.push(Op::Write(file.clone()));
     first.extend((0..WARM).map(|n| Op::Create(dir.join(format!("new-{n}")))));
-    let stages = [
-        first,
-        vec![
-            Op::Read(file.clone()),
-            Op::Write(file.clone()),
-            Op::Create(dir.join("new-next")),
-        ],
-    ];
+    let stages = [first, vec![Op::Read(file.clone()), Op::Write(file.clone()), Op::Create(dir.join("new-next"))]];
     let r = s.staged(&stages, |s, _| {
         s.drain();
         s.te.get().add_root_id(id(&free.join("u"))).unwrap();
     });
-    assert_eq!(
-        r[0],
-        vec![0; 2 * WARM + 1],
-        "outside every root the file is free"
-    );
-    assert_eq!(
-        r[1],
-        vec![EACCES; 3],
-        "a file stayed free under a new protected root"
-    );
+    assert_eq!(r[0], vec![0; 2 * WARM + 1], "outside every root the file is free");
+    assert_eq!(r[1], vec![EACCES; 3], "a file stayed free under a new protected root");
     let misses = s.drain();
     assert_eq!(
         summary(&misses),
@@ -484,14 +318,8 @@ fn a_new_protected_root_above_a_free_file_denies_the_next_access() {
             ("inode_create", ACCESS_CREATE, false)
         ]
     );
-    assert_eq!(
-        misses[0].relative_path,
-        PathBuf::from("work/x/y/z/draft.txt")
-    );
-    assert_eq!(
-        (misses[0].root_dev, misses[0].root_ino),
-        (id(&free.join("u")).dev, id(&free.join("u")).ino)
-    );
+    assert_eq!(misses[0].relative_path, PathBuf::from("work/x/y/z/draft.txt"));
+    assert_eq!((misses[0].root_dev, misses[0].root_ino), (id(&free.join("u")).dev, id(&free.join("u")).ino));
     assert_eq!(outside(&[Op::Read(file)]), vec![0]);
 }
 
@@ -505,40 +333,18 @@ fn a_directory_an_outside_process_moves_out_of_the_grant_is_denied_at_its_new_pl
     let moved = s.p("home/attic/d");
     let mut first = warm(Op::Read(d.join("notes.txt")));
     first.extend((0..WARM).map(|n| Op::Create(d.join(format!("new-{n}")))));
-    let stages = [
-        first,
-        vec![
-            Op::Read(moved.join("notes.txt")),
-            Op::Create(moved.join("new-next")),
-        ],
-    ];
+    let stages = [first, vec![Op::Read(moved.join("notes.txt")), Op::Create(moved.join("new-next"))]];
     let r = s.staged(&stages, |s, _| {
         s.drain();
         // The user's own process, outside every session, moves the file's directory.
         assert_eq!(outside(&[Op::Rename(d.clone(), moved.clone())]), vec![0]);
     });
     assert_eq!(r[0], vec![0; 2 * WARM]);
-    assert_eq!(
-        r[1],
-        vec![EACCES, EACCES],
-        "the grant followed a directory moved out of its subtree"
-    );
+    assert_eq!(r[1], vec![EACCES, EACCES], "the grant followed a directory moved out of its subtree");
     let misses = s.drain();
-    assert_eq!(
-        summary(&misses),
-        vec![
-            ("file_open", ACCESS_READ, false),
-            ("inode_create", ACCESS_CREATE, false)
-        ]
-    );
-    assert_eq!(
-        misses[0].relative_path,
-        PathBuf::from("home/attic/d/notes.txt")
-    );
-    assert_eq!(
-        misses[1].relative_path,
-        PathBuf::from("home/attic/d/new-next")
-    );
+    assert_eq!(summary(&misses), vec![("file_open", ACCESS_READ, false), ("inode_create", ACCESS_CREATE, false)]);
+    assert_eq!(misses[0].relative_path, PathBuf::from("home/attic/d/notes.txt"));
+    assert_eq!(misses[1].relative_path, PathBuf::from("home/attic/d/new-next"));
 }
 
 #[test]
@@ -551,13 +357,7 @@ fn a_directory_moved_out_of_the_grant_far_above_the_file_denies_the_next_open() 
     let (a, moved) = (s.p("home/proj/src/a"), s.p("home/attic/a"));
     let mut first = warm(Op::Read(s.p(DEEP)));
     first.push(Op::List(s.p("home/proj/src/a/b/c/d")));
-    let stages = [
-        first,
-        vec![
-            Op::Read(moved.join("b/c/d/notes.txt")),
-            Op::List(moved.join("b/c/d")),
-        ],
-    ];
+    let stages = [first, vec![Op::Read(moved.join("b/c/d/notes.txt")), Op::List(moved.join("b/c/d"))]];
     let r = s.staged(&stages, |s, _| {
         s.drain();
         assert_eq!(outside(&[Op::Rename(a.clone(), moved.clone())]), vec![0]);
@@ -568,17 +368,8 @@ fn a_directory_moved_out_of_the_grant_far_above_the_file_denies_the_next_open() 
         "the grant followed an ancestor moved out of its subtree"
     );
     let misses = s.drain();
-    assert_eq!(
-        summary(&misses),
-        vec![
-            ("file_open", ACCESS_READ, false),
-            ("file_open", ACCESS_LIST, false)
-        ]
-    );
-    assert_eq!(
-        misses[0].relative_path,
-        PathBuf::from("home/attic/a/b/c/d/notes.txt")
-    );
+    assert_eq!(summary(&misses), vec![("file_open", ACCESS_READ, false), ("file_open", ACCESS_LIST, false)]);
+    assert_eq!(misses[0].relative_path, PathBuf::from("home/attic/a/b/c/d/notes.txt"));
 }
 
 #[test]
@@ -591,28 +382,15 @@ fn a_directory_an_outside_process_moves_into_a_never_grantable_directory_is_deni
     let vault = id(&s.p("home/vault"));
     s.te.get().add_never(vault, ACCESS_READ).unwrap();
     let (b, moved) = (s.p("home/proj/src/a/b"), s.p("home/vault/sealed/b"));
-    let stages = [
-        warm(Op::Read(s.p(DEEP))),
-        vec![Op::Read(moved.join("c/d/notes.txt"))],
-    ];
+    let stages = [warm(Op::Read(s.p(DEEP))), vec![Op::Read(moved.join("c/d/notes.txt"))]];
     let r = s.staged(&stages, |s, _| {
         s.drain();
         assert_eq!(outside(&[Op::Rename(b.clone(), moved.clone())]), vec![0]);
     });
-    assert_eq!(
-        r,
-        vec![vec![0; WARM], vec![EACCES]],
-        "a directory moved into a never-grantable one stayed readable"
-    );
+    assert_eq!(r, vec![vec![0; WARM], vec![EACCES]], "a directory moved into a never-grantable one stayed readable");
     let misses = s.drain();
     assert_eq!(summary(&misses), vec![("file_open", ACCESS_READ, true)]);
-    assert!(
-        misses[0]
-            .relative_path
-            .ends_with("home/vault/sealed/b/c/d/notes.txt"),
-        "{:?}",
-        misses[0].relative_path
-    );
+    assert!(misses[0].relative_path.ends_with("home/vault/sealed/b/c/d/notes.txt"), "{:?}", misses[0].relative_path);
 }
 
 #[test]
@@ -623,31 +401,18 @@ fn a_directory_moved_under_or_renamed_to_a_never_name_is_denied() {
     user_dir(&s.p("home/.ssh"));
     s.grant("home", Scope::Subtree, ACCESS_READ);
     let home = id(&s.p("home"));
-    s.te.get()
-        .add_never_name(home, OsStr::new(".ssh"), ACCESS_READ)
-        .unwrap();
-    s.te.get()
-        .add_never_name(home, OsStr::new(".gnupg"), ACCESS_READ)
-        .unwrap();
+    s.te.get().add_never_name(home, OsStr::new(".ssh"), ACCESS_READ).unwrap();
+    s.te.get().add_never_name(home, OsStr::new(".gnupg"), ACCESS_READ).unwrap();
     let (b, under) = (s.p("home/proj/src/a/b"), s.p("home/.ssh/b"));
     let (keys, renamed) = (s.p("home/proj/src/e/f/g/keys"), s.p("home/.gnupg"));
     let mut first = warm(Op::Read(s.p(DEEP)));
     first.extend(warm(Op::Read(keys.join("k.pem"))));
-    let stages = [
-        first,
-        vec![
-            Op::Read(under.join("c/d/notes.txt")),
-            Op::Read(renamed.join("k.pem")),
-        ],
-    ];
+    let stages = [first, vec![Op::Read(under.join("c/d/notes.txt")), Op::Read(renamed.join("k.pem"))]];
     let r = s.staged(&stages, |s, _| {
         s.drain();
         // Into the directory a never name covers, and to the never name itself.
         assert_eq!(
-            outside(&[
-                Op::Rename(b.clone(), under.clone()),
-                Op::Rename(keys.clone(), renamed.clone())
-            ]),
+            outside(&[Op::Rename(b.clone(), under.clone()), Op::Rename(keys.clone(), renamed.clone())]),
             vec![0, 0]
         );
     });
@@ -656,10 +421,7 @@ fn a_directory_moved_under_or_renamed_to_a_never_name_is_denied() {
         vec![vec![0; 2 * WARM], vec![EACCES, EACCES]],
         "directories moved under a never name stayed readable"
     );
-    assert_eq!(
-        summary(&s.drain()),
-        vec![("file_open", ACCESS_READ, true); 2]
-    );
+    assert_eq!(summary(&s.drain()), vec![("file_open", ACCESS_READ, true); 2]);
 }
 
 #[test]
@@ -673,22 +435,14 @@ fn a_filesystem_moved_out_of_the_grant_is_denied_at_its_new_mount_point() {
     for name in ["notes.txt", "old-0", "old-1", "old-2", "old-3", "old-next"] {
         user_file(&mnt.join("x/y").join(name), name);
     }
-    s.grant(
-        "home/proj",
-        Scope::Subtree,
-        ACCESS_READ | ACCESS_CREATE | ACCESS_DELETE,
-    );
+    s.grant("home/proj", Scope::Subtree, ACCESS_READ | ACCESS_CREATE | ACCESS_DELETE);
     let mut first = warm(Op::Read(mnt.join("x/y/notes.txt")));
     first.extend((0..WARM).map(|n| Op::Create(mnt.join(format!("x/y/new-{n}")))));
     first.extend((0..WARM).map(|n| Op::Unlink(mnt.join(format!("x/y/old-{n}")))));
     let there = moved.join("x/y");
     let stages = [
         first,
-        vec![
-            Op::Read(there.join("notes.txt")),
-            Op::Create(there.join("new-next")),
-            Op::Unlink(there.join("old-next")),
-        ],
+        vec![Op::Read(there.join("notes.txt")), Op::Create(there.join("new-next")), Op::Unlink(there.join("old-next"))],
     ];
     let r = s.staged(&stages, |s, _| {
         s.drain();
@@ -696,11 +450,7 @@ fn a_filesystem_moved_out_of_the_grant_is_denied_at_its_new_mount_point() {
     });
     umount(&moved);
     assert_eq!(r[0], vec![0; 3 * WARM]);
-    assert_eq!(
-        r[1],
-        vec![EACCES; 3],
-        "the grant followed a filesystem moved out of its subtree"
-    );
+    assert_eq!(r[1], vec![EACCES; 3], "the grant followed a filesystem moved out of its subtree");
     let misses = s.drain();
     assert_eq!(
         summary(&misses),
@@ -710,10 +460,7 @@ fn a_filesystem_moved_out_of_the_grant_is_denied_at_its_new_mount_point() {
             ("inode_unlink", ACCESS_DELETE, false)
         ]
     );
-    assert_eq!(
-        misses[0].relative_path,
-        PathBuf::from("home/attic/mnt/x/y/notes.txt")
-    );
+    assert_eq!(misses[0].relative_path, PathBuf::from("home/attic/mnt/x/y/notes.txt"));
 }
 
 #[test]
@@ -722,11 +469,7 @@ fn a_bind_mount_moved_out_of_the_grant_is_denied_at_its_new_mount_point() {
     // files are readable only through the bind mount in the granted subtree: the walk
     // goes up the source filesystem and crosses at its top to the bind's mount point.
     let mut s = Setup::new("stale-bind-move");
-    let (fs, view, moved) = (
-        s.p("home/vault/fs"),
-        s.p("home/proj/src/a/b/view"),
-        s.p("home/attic/view"),
-    );
+    let (fs, view, moved) = (s.p("home/vault/fs"), s.p("home/proj/src/a/b/view"), s.p("home/attic/view"));
     for dir in [&fs, &view, &moved] {
         user_dir(dir);
     }
@@ -748,28 +491,17 @@ fn a_bind_mount_moved_out_of_the_grant_is_denied_at_its_new_mount_point() {
     umount(&fs);
     let mut expected = vec![EACCES];
     expected.extend([0; WARM]);
-    assert_eq!(
-        r[0], expected,
-        "readable through the granted bind mount only"
-    );
-    assert_eq!(
-        r[1],
-        vec![EACCES],
-        "the grant followed a bind mount moved out of its subtree"
-    );
+    assert_eq!(r[0], expected, "readable through the granted bind mount only");
+    assert_eq!(r[1], vec![EACCES], "the grant followed a bind mount moved out of its subtree");
     let misses = s.drain();
     assert_eq!(summary(&misses), vec![("file_open", ACCESS_READ, false)]);
     // (The path runs up the source filesystem, then from the bind's mount point.)
     let path = &misses[0].relative_path;
-    assert!(
-        path.starts_with("home/attic/view") && path.ends_with("x/notes.txt"),
-        "{path:?}"
-    );
+    assert!(path.starts_with("home/attic/view") && path.ends_with("x/notes.txt"), "{path:?}");
 }
 
 #[test]
-fn a_directory_seen_through_two_mounts_is_judged_by_each_and_unmounting_the_granted_one_leaves_nothing(
-) {
+fn a_directory_seen_through_two_mounts_is_judged_by_each_and_unmounting_the_granted_one_leaves_nothing() {
     let mut s = Setup::new("stale-two-mounts");
     let (mnt, view) = (s.p("home/proj/src/a/b/mnt"), s.p("home/attic/view"));
     user_dir(&mnt);
@@ -781,11 +513,7 @@ fn a_directory_seen_through_two_mounts_is_judged_by_each_and_unmounting_the_gran
     s.grant("home/proj", Scope::Subtree, ACCESS_READ);
     let (granted, ungranted) = (mnt.join("x/y/notes.txt"), view.join("x/y/notes.txt"));
     let mut first = warm(Op::Read(granted.clone()));
-    first.extend([
-        Op::Read(ungranted.clone()),
-        Op::Read(granted.clone()),
-        Op::Read(ungranted.clone()),
-    ]);
+    first.extend([Op::Read(ungranted.clone()), Op::Read(granted.clone()), Op::Read(ungranted.clone())]);
     let stages = [first, vec![Op::Read(ungranted.clone())]];
     let r = s.staged(&stages, |s, _| {
         s.drain();
@@ -794,17 +522,11 @@ fn a_directory_seen_through_two_mounts_is_judged_by_each_and_unmounting_the_gran
     umount(&view);
     let mut expected = vec![0; WARM];
     expected.extend([EACCES, 0, EACCES]);
-    assert_eq!(
-        r[0], expected,
-        "the same directory through an ungranted mount point"
-    );
+    assert_eq!(r[0], expected, "the same directory through an ungranted mount point");
     assert_eq!(r[1], vec![EACCES], "the grant outlived its mount point");
     let misses = s.drain();
     assert_eq!(summary(&misses), vec![("file_open", ACCESS_READ, false)]);
-    assert_eq!(
-        misses[0].relative_path,
-        PathBuf::from("home/attic/view/x/y/notes.txt")
-    );
+    assert_eq!(misses[0].relative_path, PathBuf::from("home/attic/view/x/y/notes.txt"));
 }
 
 #[test]
@@ -817,11 +539,7 @@ fn revoking_create_delete_and_write_grants_denies_the_next_inode_operation() {
         user_dir(&out.join(format!("empty-{n}")));
     }
     user_file(&out.join("kept.txt"), "kept");
-    s.grant(
-        "home/proj",
-        Scope::Subtree,
-        ACCESS_CREATE | ACCESS_DELETE | ACCESS_WRITE,
-    );
+    s.grant("home/proj", Scope::Subtree, ACCESS_CREATE | ACCESS_DELETE | ACCESS_WRITE);
     let ops = |n: usize| {
         vec![
             Op::Create(out.join(format!("new-{n}"))),
@@ -836,30 +554,15 @@ fn revoking_create_delete_and_write_grants_denies_the_next_inode_operation() {
     let stages = [first, ops(WARM)];
     let r = s.staged(&stages, |s, _| {
         s.drain();
-        s.revoke(
-            "home/proj",
-            Scope::Subtree,
-            ACCESS_CREATE | ACCESS_DELETE | ACCESS_WRITE,
-        );
+        s.revoke("home/proj", Scope::Subtree, ACCESS_CREATE | ACCESS_DELETE | ACCESS_WRITE);
     });
     assert_eq!(r[0], vec![0; 6 * WARM]);
-    assert_eq!(
-        r[1],
-        vec![EACCES; 6],
-        "create, delete or write outlived its revocation"
-    );
+    assert_eq!(r[1], vec![EACCES; 6], "create, delete or write outlived its revocation");
     assert!(!out.join(format!("new-{WARM}")).exists() && out.join(format!("old-{WARM}")).exists());
     let hooks: Vec<&str> = s.drain().iter().map(|m| m.hook.name()).collect();
     assert_eq!(
         hooks,
-        vec![
-            "inode_create",
-            "inode_mkdir",
-            "inode_unlink",
-            "inode_rmdir",
-            "inode_setattr",
-            "inode_setattr"
-        ]
+        vec!["inode_create", "inode_mkdir", "inode_unlink", "inode_rmdir", "inode_setattr", "inode_setattr"]
     );
 }
 
@@ -878,11 +581,7 @@ fn a_hard_link_an_outside_process_adds_takes_the_file_out_of_its_subtree_grant()
         s.drain();
         assert_eq!(outside(&[Op::Link(file.clone(), link.clone())]), vec![0]);
     });
-    assert_eq!(
-        r,
-        vec![vec![0; WARM], vec![EACCES]],
-        "a subtree grant opened a file that gained a second link"
-    );
+    assert_eq!(r, vec![vec![0; WARM], vec![EACCES]], "a subtree grant opened a file that gained a second link");
     let misses = s.drain();
     assert_eq!(summary(&misses), vec![("file_open", ACCESS_READ, false)]);
     assert_ne!(misses[0].flags & EVENT_FLAG_MULTI_LINK, 0);
@@ -890,13 +589,7 @@ fn a_hard_link_an_outside_process_adds_takes_the_file_out_of_its_subtree_grant()
 
 #[test]
 fn a_shadow_session_switched_to_enforcing_is_denied_on_the_next_open() {
-    let mut s = Setup::with_flags(
-        "stale-shadow",
-        SessionFlags {
-            shadow: true,
-            ..SessionFlags::ENFORCING
-        },
-    );
+    let mut s = Setup::with_flags("stale-shadow", SessionFlags { shadow: true, ..SessionFlags::ENFORCING });
     user_file(&s.p(DEEP), "notes");
     let file = s.p(DEEP);
     let stages = [warm(Op::Read(file.clone())), vec![Op::Read(file.clone())]];
@@ -905,15 +598,9 @@ fn a_shadow_session_switched_to_enforcing_is_denied_on_the_next_open() {
         assert_eq!(misses.len(), WARM);
         assert!(misses.iter().all(Miss::shadow_allowed));
         let session = s.cg.id;
-        s.te.get()
-            .register_session_with(session, SessionFlags::ENFORCING)
-            .unwrap();
+        s.te.get().register_session_with(session, SessionFlags::ENFORCING).unwrap();
     });
-    assert_eq!(
-        r,
-        vec![vec![0; WARM], vec![EACCES]],
-        "a shadow allow outlived the switch to enforcing"
-    );
+    assert_eq!(r, vec![vec![0; WARM], vec![EACCES]], "a shadow allow outlived the switch to enforcing");
     let misses = s.drain();
     assert_eq!(misses.len(), 1);
     assert!(!misses[0].shadow_allowed());
@@ -932,20 +619,9 @@ fn another_session_gets_nothing_from_a_granted_session_warm_walks() {
         .expect("a cgroup id alike in its low bits");
     s.te.get().register_session(other.id).unwrap();
     let file = s.p(DEEP);
-    let stages = [
-        warm(Op::Read(file.clone())),
-        vec![Op::Read(file.clone())],
-        vec![Op::Read(file.clone())],
-    ];
+    let stages = [warm(Op::Read(file.clone())), vec![Op::Read(file.clone())], vec![Op::Read(file.clone())]];
     let r = s.staged(&stages, |_, _| {
-        assert_eq!(
-            run_as(
-                Some(&other.path),
-                Some(WORKER_UID),
-                &[Op::Read(file.clone())]
-            ),
-            vec![EACCES]
-        );
+        assert_eq!(run_as(Some(&other.path), Some(WORKER_UID), &[Op::Read(file.clone())]), vec![EACCES]);
     });
     assert_eq!(r, vec![vec![0; WARM], vec![0], vec![0]]);
     let misses = s.drain();
@@ -956,10 +632,7 @@ fn another_session_gets_nothing_from_a_granted_session_warm_walks() {
 #[test]
 fn entries_on_the_file_itself_are_decided_on_the_next_open() {
     let mut s = Setup::new("stale-own");
-    let (opened, subtree) = (
-        s.p("home/misc/a/b/c/opened.txt"),
-        s.p("home/misc/a/b/c/subtree.txt"),
-    );
+    let (opened, subtree) = (s.p("home/misc/a/b/c/opened.txt"), s.p("home/misc/a/b/c/subtree.txt"));
     user_file(&opened, "open path on the file");
     user_file(&subtree, "subtree grant on the file");
     user_file(&s.p(DEEP), "notes");
@@ -967,13 +640,7 @@ fn entries_on_the_file_itself_are_decided_on_the_next_open() {
     s.te.get().add_open(id(&opened), ACCESS_READ).unwrap();
     s.grant("home/misc/a/b/c/subtree.txt", Scope::Subtree, ACCESS_READ);
     s.grant("home/proj", Scope::Subtree, ACCESS_READ);
-    let all = || {
-        vec![
-            Op::Read(opened.clone()),
-            Op::Read(subtree.clone()),
-            Op::Read(file.clone()),
-        ]
-    };
+    let all = || vec![Op::Read(opened.clone()), Op::Read(subtree.clone()), Op::Read(file.clone())];
     let stages = [(0..WARM).flat_map(|_| all()).collect(), all(), all(), all()];
     let r = s.staged(&stages, |s, i| match i {
         0 => s.te.get().remove_open(id(&opened)).unwrap(),
@@ -981,21 +648,9 @@ fn entries_on_the_file_itself_are_decided_on_the_next_open() {
         _ => s.te.get().add_never(id(&file), ACCESS_READ).unwrap(),
     });
     assert_eq!(r[0], vec![0; 3 * WARM]);
-    assert_eq!(
-        r[1],
-        vec![EACCES, 0, 0],
-        "the file's own open path outlived its removal"
-    );
-    assert_eq!(
-        r[2],
-        vec![EACCES, EACCES, 0],
-        "the file's own subtree grant outlived its revocation"
-    );
-    assert_eq!(
-        r[3],
-        vec![EACCES, EACCES, EACCES],
-        "a grant outlived a never entry on the file itself"
-    );
+    assert_eq!(r[1], vec![EACCES, 0, 0], "the file's own open path outlived its removal");
+    assert_eq!(r[2], vec![EACCES, EACCES, 0], "the file's own subtree grant outlived its revocation");
+    assert_eq!(r[3], vec![EACCES, EACCES, EACCES], "a grant outlived a never entry on the file itself");
     let never: Vec<bool> = s.drain().iter().map(Miss::never).collect();
     assert_eq!(never, vec![false, false, false, false, false, true]);
 }

@@ -85,17 +85,11 @@ pub struct ContainmentConfig {
 }
 
 fn never(pattern: &str, access: &[Access]) -> NeverRule {
-    NeverRule {
-        pattern: pattern.into(),
-        access: access.to_vec(),
-    }
+    NeverRule { pattern: pattern.into(), access: access.to_vec() }
 }
 
 fn open(path: &str, mode: OpenMode) -> OpenPath {
-    OpenPath {
-        path: path.into(),
-        mode,
-    }
+    OpenPath { path: path.into(), mode }
 }
 
 impl Default for ContainmentConfig {
@@ -277,9 +271,7 @@ impl Default for ContainmentConfig {
             "~/.gemini/settings.json",
         ];
         ContainmentConfig {
-            protect: ["~", "/tmp", "/var/tmp", "/dev/shm", "/run/user/{uid}"]
-                .map(String::from)
-                .to_vec(),
+            protect: ["~", "/tmp", "/var/tmp", "/dev/shm", "/run/user/{uid}"].map(String::from).to_vec(),
             open_paths: vec![
                 open("~/.gitconfig", OpenMode::ReadOnly),
                 open("~/.config/git", OpenMode::ReadOnly),
@@ -420,10 +412,7 @@ fn glob(pattern: &str) -> Result<GlobMatcher, ContainError> {
         .backslash_escape(true)
         .build()
         .map(|g| g.compile_matcher())
-        .map_err(|source| ContainError::Pattern {
-            pattern: pattern.into(),
-            source,
-        })
+        .map_err(|source| ContainError::Pattern { pattern: pattern.into(), source })
 }
 
 impl Never {
@@ -503,10 +492,7 @@ impl NeverList {
     /// The pattern that makes `access` on the absolute `path` never-grantable, if any.
     pub fn forbids(&self, path: &Path, access: Access) -> Option<&str> {
         let bit = access_bit(access);
-        self.rules
-            .iter()
-            .find(|r| r.access & bit != 0 && r.matches(path))
-            .map(|r| r.pattern.as_str())
+        self.rules.iter().find(|r| r.access & bit != 0 && r.matches(path)).map(|r| r.pattern.as_str())
     }
 
     /// Puts the objects and names that exist now into the kernel's never map: literal
@@ -515,11 +501,7 @@ impl NeverList {
     /// `**/` patterns found by a bounded scan of the named roots. An object or name several
     /// rules cover gets the union of their bits (a kernel entry's bits replace the earlier
     /// ones). Returns the entries made.
-    pub fn seed(
-        &self,
-        enforcer: &mut Enforcer,
-        named_roots: &[PathBuf],
-    ) -> Result<usize, ContainError> {
+    pub fn seed(&self, enforcer: &mut Enforcer, named_roots: &[PathBuf]) -> Result<usize, ContainError> {
         let mut seeds = Seeds::default();
         for r in &self.rules {
             if r.anywhere {
@@ -530,15 +512,9 @@ impl NeverList {
             }
             let literal = r.pattern.strip_suffix("/**").unwrap_or(&r.pattern);
             let path = Path::new(literal);
-            if path
-                .components()
-                .any(|c| has_glob(&c.as_os_str().to_string_lossy()))
-            {
+            if path.components().any(|c| has_glob(&c.as_os_str().to_string_lossy())) {
                 // A glob inside the path: the existing matches in its literal directory.
-                let dir: PathBuf = path
-                    .components()
-                    .take_while(|c| !has_glob(&c.as_os_str().to_string_lossy()))
-                    .collect();
+                let dir: PathBuf = path.components().take_while(|c| !has_glob(&c.as_os_str().to_string_lossy())).collect();
                 seed_matches_in(&mut seeds, r, &dir);
                 continue;
             }
@@ -608,10 +584,7 @@ fn object(path: &Path) -> Option<ObjectId> {
 }
 
 fn id_of(m: &std::fs::Metadata) -> ObjectId {
-    ObjectId {
-        dev: pincer_common::kernel_dev(libc::major(m.dev()), libc::minor(m.dev())),
-        ino: m.ino(),
-    }
+    ObjectId { dev: pincer_common::kernel_dev(libc::major(m.dev()), libc::minor(m.dev())), ino: m.ino() }
 }
 
 fn seed_literal(seeds: &mut Seeds, path: &Path, access: u32) {
@@ -659,9 +632,7 @@ fn pin_ancestors(seeds: &mut Seeds, place: &Path, anchors: &[PathBuf]) {
 }
 
 fn seed_matches_in(seeds: &mut Seeds, r: &Never, dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
     for e in entries.flatten().take(SCAN_LIMIT) {
         let p = e.path();
         if r.matches(&p) {
@@ -678,10 +649,7 @@ fn seed_matches_in(seeds: &mut Seeds, r: &Never, dir: &Path) {
 /// rule's literal parent segment), so the object cannot be created later.
 fn seed_scan(seeds: &mut Seeds, r: &Never, root: &Path) {
     let segments: Vec<&str> = r.pattern.trim_end_matches("/**").split('/').collect();
-    let last = segments
-        .last()
-        .copied()
-        .filter(|s| !has_glob(s) && !s.is_empty() && !r.pattern.ends_with("/**"));
+    let last = segments.last().copied().filter(|s| !has_glob(s) && !s.is_empty() && !r.pattern.ends_with("/**"));
     let literal_parent = segments.len() >= 2 && !has_glob(segments[segments.len() - 2]);
     let mut queue = std::collections::VecDeque::from([root.to_path_buf()]);
     let mut seen = 0usize;
@@ -694,18 +662,14 @@ fn seed_scan(seeds: &mut Seeds, r: &Never, root: &Path) {
                 }
             }
         }
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
         for e in entries.flatten() {
             seen += 1;
             if seen > SCAN_LIMIT {
                 return;
             }
             let p = e.path();
-            let Ok(meta) = std::fs::symlink_metadata(&p) else {
-                continue;
-            };
+            let Ok(meta) = std::fs::symlink_metadata(&p) else { continue };
             if r.matches(&p) {
                 seeds.object(id_of(&meta), r.access);
                 pin_ancestors(seeds, &p, std::slice::from_ref(&root.to_path_buf()));
@@ -741,10 +705,7 @@ impl Containment {
         for p in &cfg.protect {
             let p = absolute(p, owner)?;
             // "/" as a home (an account without one) would gate the whole system.
-            if p.components().any(|c| c != Component::RootDir)
-                && p.is_dir()
-                && !protect.contains(&p)
-            {
+            if p.components().any(|c| c != Component::RootDir) && p.is_dir() && !protect.contains(&p) {
                 protect.push(p);
             }
         }
@@ -761,10 +722,7 @@ impl Containment {
             never: NeverList::new(&cfg.never, owner)?,
             scratch_parent: cfg.scratch.then(|| cfg.scratch_parent.clone()),
             allow_userns: cfg.allow_userns,
-            namespaces: super::worker::Namespaces {
-                pid: cfg.pid_namespace,
-                ipc: cfg.ipc_namespace,
-            },
+            namespaces: super::worker::Namespaces { pid: cfg.pid_namespace, ipc: cfg.ipc_namespace },
         })
     }
 
@@ -785,27 +743,14 @@ impl Containment {
 
     /// Where the scratch directory of `session` goes, if sessions get one.
     pub fn scratch_dir(&self, session: &str) -> Option<PathBuf> {
-        self.scratch_parent
-            .as_ref()
-            .map(|p| p.join(format!("pincer-{session}")))
+        self.scratch_parent.as_ref().map(|p| p.join(format!("pincer-{session}")))
     }
 
     /// Makes the session's scratch directory (0700, owned by the owner) and grants it to
     /// the session in full; returns its path (`None` when sessions get none).
-    pub fn make_scratch(
-        &self,
-        enforcer: &mut Enforcer,
-        session: &str,
-        cgroup_id: u64,
-        owner: &Account,
-    ) -> Result<Option<PathBuf>, ContainError> {
-        let Some(dir) = self.scratch_dir(session) else {
-            return Ok(None);
-        };
-        let err = |source| ContainError::Scratch {
-            path: dir.clone(),
-            source,
-        };
+    pub fn make_scratch(&self, enforcer: &mut Enforcer, session: &str, cgroup_id: u64, owner: &Account) -> Result<Option<PathBuf>, ContainError> {
+        let Some(dir) = self.scratch_dir(session) else { return Ok(None) };
+        let err = |source| ContainError::Scratch { path: dir.clone(), source };
         std::fs::create_dir(&dir).map_err(err)?;
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map_err(err)?;
         std::os::unix::fs::chown(&dir, Some(owner.uid), Some(owner.gid)).map_err(err)?;
@@ -831,65 +776,24 @@ mod tests {
     use super::*;
 
     fn owner() -> Account {
-        Account {
-            name: "u".into(),
-            uid: 1000,
-            gid: 1000,
-            home: PathBuf::from("/home/u"),
-        }
+        Account { name: "u".into(), uid: 1000, gid: 1000, home: PathBuf::from("/home/u") }
     }
 
     #[test]
     fn default_never_list_refuses_secrets_startup_files_and_hooks_but_lets_them_be_read() {
         let n = NeverList::new(&ContainmentConfig::default().never, &owner()).unwrap();
-        assert!(n
-            .forbids(Path::new("/home/u/.ssh/id_ed25519"), Access::Read)
-            .is_some());
-        assert!(
-            n.forbids(Path::new("/home/u/.ssh"), Access::List).is_some(),
-            "the directory itself"
-        );
-        assert!(n
-            .forbids(Path::new("/home/u/.bashrc"), Access::Write)
-            .is_some());
-        assert!(n
-            .forbids(Path::new("/home/u/.bashrc"), Access::Read)
-            .is_none());
-        assert!(n
-            .forbids(
-                Path::new("/home/u/.config/autostart/x.desktop"),
-                Access::Create
-            )
-            .is_some());
-        assert!(n
-            .forbids(
-                Path::new("/srv/w/proj/.git/hooks/pre-commit"),
-                Access::Create
-            )
-            .is_some());
-        assert!(n
-            .forbids(Path::new("/srv/w/proj/.git/config"), Access::Write)
-            .is_some());
-        assert!(
-            n.forbids(Path::new("/srv/w/proj/.git/config"), Access::Read)
-                .is_none(),
-            "git must read it"
-        );
-        assert!(n
-            .forbids(
-                Path::new("/srv/w/proj/.claude/settings.local.json"),
-                Access::Write
-            )
-            .is_some());
-        assert!(n
-            .forbids(Path::new("/srv/w/.mcp.json"), Access::Create)
-            .is_some());
-        assert!(n
-            .forbids(Path::new("/srv/w/proj/src/main.rs"), Access::Write)
-            .is_none());
-        assert!(n
-            .forbids(Path::new("/home/u/notes/ssh.txt"), Access::Read)
-            .is_none());
+        assert!(n.forbids(Path::new("/home/u/.ssh/id_ed25519"), Access::Read).is_some());
+        assert!(n.forbids(Path::new("/home/u/.ssh"), Access::List).is_some(), "the directory itself");
+        assert!(n.forbids(Path::new("/home/u/.bashrc"), Access::Write).is_some());
+        assert!(n.forbids(Path::new("/home/u/.bashrc"), Access::Read).is_none());
+        assert!(n.forbids(Path::new("/home/u/.config/autostart/x.desktop"), Access::Create).is_some());
+        assert!(n.forbids(Path::new("/srv/w/proj/.git/hooks/pre-commit"), Access::Create).is_some());
+        assert!(n.forbids(Path::new("/srv/w/proj/.git/config"), Access::Write).is_some());
+        assert!(n.forbids(Path::new("/srv/w/proj/.git/config"), Access::Read).is_none(), "git must read it");
+        assert!(n.forbids(Path::new("/srv/w/proj/.claude/settings.local.json"), Access::Write).is_some());
+        assert!(n.forbids(Path::new("/srv/w/.mcp.json"), Access::Create).is_some());
+        assert!(n.forbids(Path::new("/srv/w/proj/src/main.rs"), Access::Write).is_none());
+        assert!(n.forbids(Path::new("/home/u/notes/ssh.txt"), Access::Read).is_none());
     }
 
     #[test]
@@ -899,34 +803,18 @@ mod tests {
         let env = ws.join(".env");
         std::fs::write(&env, "KEY=v").unwrap();
         let rules = [
-            NeverRule {
-                pattern: env.to_string_lossy().into_owned(),
-                access: vec![Access::Read],
-            },
-            NeverRule {
-                pattern: "**/.env".into(),
-                access: vec![Access::Write, Access::Delete],
-            },
+            NeverRule { pattern: env.to_string_lossy().into_owned(), access: vec![Access::Read] },
+            NeverRule { pattern: "**/.env".into(), access: vec![Access::Write, Access::Delete] },
         ];
         let list = NeverList::new(&rules, &owner()).unwrap();
         let maps = crate::kernel::MemoryMaps::default();
-        let n = list
-            .seed(&mut maps.enforcer(), std::slice::from_ref(&ws))
-            .unwrap();
+        let n = list.seed(&mut maps.enforcer(), std::slice::from_ref(&ws)).unwrap();
         let union = bits(&[Access::Read, Access::Write, Access::Delete]);
         let (file, parent) = (object(&env).unwrap(), object(&ws).unwrap());
         // The kernel's entries replace their bits: one write per object, with every rule's.
         assert_eq!(maps.never_bits(file), Some(union), "the object");
-        assert_eq!(
-            maps.never_name_bits(parent, OsStr::new(".env")),
-            Some(union),
-            "its name"
-        );
-        assert_eq!(
-            maps.never_dir_count(parent),
-            Some(1),
-            "one name in the directory"
-        );
+        assert_eq!(maps.never_name_bits(parent, OsStr::new(".env")), Some(union), "its name");
+        assert_eq!(maps.never_dir_count(parent), Some(1), "one name in the directory");
         // Plus the pins of the place's existing ancestors (below `/`).
         let pins = ws.ancestors().count() - 1;
         assert_eq!(n, 2 + pins, "one entry per object and per name");
@@ -937,37 +825,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().canonicalize().unwrap();
         std::fs::create_dir(home.join(".config")).unwrap();
-        let account = Account {
-            home: home.clone(),
-            ..owner()
-        };
-        let rules = [NeverRule {
-            pattern: "~/.config/systemd/user/**".into(),
-            access: vec![Access::Write, Access::Create, Access::Delete],
-        }];
+        let account = Account { home: home.clone(), ..owner() };
+        let rules = [NeverRule { pattern: "~/.config/systemd/user/**".into(), access: vec![Access::Write, Access::Create, Access::Delete] }];
         let list = NeverList::new(&rules, &account).unwrap();
         let maps = crate::kernel::MemoryMaps::default();
         list.seed(&mut maps.enforcer(), &[]).unwrap();
         let config = object(&home.join(".config")).unwrap();
-        assert_eq!(
-            maps.never_name_bits(config, OsStr::new("systemd")),
-            Some(pincer_common::ACCESS_CREATE),
-            "~/.config/systemd cannot be made"
-        );
+        assert_eq!(maps.never_name_bits(config, OsStr::new("systemd")), Some(pincer_common::ACCESS_CREATE), "~/.config/systemd cannot be made");
         // Once the parent exists, the place's own name is reserved with the rule's bits.
         std::fs::create_dir(home.join(".config/systemd")).unwrap();
         let maps = crate::kernel::MemoryMaps::default();
         list.seed(&mut maps.enforcer(), &[]).unwrap();
         let systemd = object(&home.join(".config/systemd")).unwrap();
-        assert_eq!(
-            maps.never_name_bits(systemd, OsStr::new("user")),
-            Some(bits(&[Access::Write, Access::Create, Access::Delete]))
-        );
-        assert_eq!(
-            maps.never_name_bits(config, OsStr::new("systemd")),
-            None,
-            "an existing ancestor is not reserved"
-        );
+        assert_eq!(maps.never_name_bits(systemd, OsStr::new("user")), Some(bits(&[Access::Write, Access::Create, Access::Delete])));
+        assert_eq!(maps.never_name_bits(config, OsStr::new("systemd")), None, "an existing ancestor is not reserved");
     }
 
     #[test]
@@ -1129,22 +1000,10 @@ mod tests {
 
     #[test]
     fn paths_must_be_absolute_home_or_anywhere() {
-        let bad = [NeverRule {
-            pattern: "secrets/**".into(),
-            access: vec![Access::Read],
-        }];
-        assert!(matches!(
-            NeverList::new(&bad, &owner()),
-            Err(ContainError::Relative(_))
-        ));
-        let glob = [NeverRule {
-            pattern: "/a/[".into(),
-            access: vec![Access::Read],
-        }];
-        assert!(matches!(
-            NeverList::new(&glob, &owner()),
-            Err(ContainError::Pattern { .. })
-        ));
+        let bad = [NeverRule { pattern: "secrets/**".into(), access: vec![Access::Read] }];
+        assert!(matches!(NeverList::new(&bad, &owner()), Err(ContainError::Relative(_))));
+        let glob = [NeverRule { pattern: "/a/[".into(), access: vec![Access::Read] }];
+        assert!(matches!(NeverList::new(&glob, &owner()), Err(ContainError::Pattern { .. })));
     }
 
     #[test]

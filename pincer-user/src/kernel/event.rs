@@ -78,10 +78,7 @@ impl Miss {
     pub fn decode(bytes: &[u8]) -> Result<Self, KernelError> {
         let expected = std::mem::size_of::<MissEvent>();
         if bytes.len() < expected {
-            return Err(KernelError::ShortEvent {
-                len: bytes.len(),
-                expected,
-            });
+            return Err(KernelError::ShortEvent { len: bytes.len(), expected });
         }
         // SAFETY: the length was checked and `MissEvent` is plain old data
         // (every bit pattern valid); the read is unaligned-safe.
@@ -90,9 +87,7 @@ impl Miss {
         let mut components: Vec<String> = Vec::new();
         let mut rest = &e.path[..];
         for _ in 0..e.depth {
-            let Some(end) = rest.iter().position(|b| *b == 0) else {
-                break;
-            };
+            let Some(end) = rest.iter().position(|b| *b == 0) else { break };
             components.push(String::from_utf8_lossy(&rest[..end]).into_owned());
             rest = &rest[end + 1..];
         }
@@ -414,30 +409,16 @@ mod tests {
     #[test]
     fn every_hook_id_the_program_reports_decodes_to_its_own_hook() {
         // The ids come from pincer-common's tables, the same the C program is built from.
-        let ids = C_CONSTANTS
-            .iter()
-            .chain(reach::C_CONSTANTS)
-            .filter(|(name, _)| name.starts_with("HOOK_"));
+        let ids = C_CONSTANTS.iter().chain(reach::C_CONSTANTS).filter(|(name, _)| name.starts_with("HOOK_"));
         let mut seen = std::collections::HashSet::new();
         for (name, id) in ids {
             let hook = Hook::from_id(*id as u32);
             assert_ne!(hook, Hook::Unknown, "{name} = {id} has no Hook");
-            assert!(
-                seen.insert(hook),
-                "{name} = {id} decodes to {hook}, as another id does"
-            );
+            assert!(seen.insert(hook), "{name} = {id} decodes to {hook}, as another id does");
             let wire = serde_json::to_string(&hook).unwrap();
-            assert_eq!(
-                wire,
-                format!("\"{}\"", hook.name()),
-                "{name}: serde and name() disagree"
-            );
+            assert_eq!(wire, format!("\"{}\"", hook.name()), "{name}: serde and name() disagree");
         }
-        assert_eq!(
-            seen.len(),
-            40,
-            "a new HOOK_* id needs a Hook variant (and this count)"
-        );
+        assert_eq!(seen.len(), 40, "a new HOOK_* id needs a Hook variant (and this count)");
     }
 
     fn event(path: &[&str]) -> MissEvent {
@@ -470,13 +451,8 @@ mod tests {
 
     fn bytes(e: &MissEvent) -> Vec<u8> {
         // SAFETY: MissEvent is repr(C) plain data.
-        unsafe {
-            std::slice::from_raw_parts(
-                (e as *const MissEvent).cast::<u8>(),
-                std::mem::size_of::<MissEvent>(),
-            )
-        }
-        .to_vec()
+        unsafe { std::slice::from_raw_parts((e as *const MissEvent).cast::<u8>(), std::mem::size_of::<MissEvent>()) }
+            .to_vec()
     }
 
     #[test]
@@ -491,18 +467,9 @@ mod tests {
 
     #[test]
     fn hook_ids_decode_to_their_names() {
-        assert_eq!(
-            Hook::from_id(HOOK_INODE_RENAME_FROM).name(),
-            "inode_rename(from)"
-        );
-        assert_eq!(
-            serde_json::to_string(&Hook::from_id(HOOK_INODE_MKDIR)).unwrap(),
-            "\"inode_mkdir\""
-        );
-        assert!(
-            Hook::from_id(HOOK_INODE_RMDIR).object_is_dir()
-                && !Hook::from_id(HOOK_FILE_OPEN).object_is_dir()
-        );
+        assert_eq!(Hook::from_id(HOOK_INODE_RENAME_FROM).name(), "inode_rename(from)");
+        assert_eq!(serde_json::to_string(&Hook::from_id(HOOK_INODE_MKDIR)).unwrap(), "\"inode_mkdir\"");
+        assert!(Hook::from_id(HOOK_INODE_RMDIR).object_is_dir() && !Hook::from_id(HOOK_FILE_OPEN).object_is_dir());
         assert_eq!(Hook::from_id(9999), Hook::Unknown);
     }
 

@@ -70,10 +70,7 @@ mod reach;
 mod table;
 
 pub use event::{Hook, Miss, Misses};
-pub use reach::{
-    abstract_name_key, host_addresses, path_name_key, AddressWatch, HostPort, Proto, Reach,
-    ReachConfig,
-};
+pub use reach::{abstract_name_key, host_addresses, path_name_key, AddressWatch, HostPort, Proto, Reach, ReachConfig};
 pub use table::{BpfTable, MemoryMaps, MemoryTable, Table};
 
 use table::BoxTable;
@@ -84,9 +81,7 @@ use aya::pin::PinError;
 use aya::programs::links::{FdLink, LinkError, PinnedLink};
 use aya::programs::{Lsm, ProgramError};
 use aya::{Btf, BtfError, Ebpf, EbpfError, EbpfLoader};
-use pincer_common::{
-    map_names, Generation, GrantKey, NameKey, ObjectKey, SessionKey, SessionValue, State,
-};
+use pincer_common::{map_names, Generation, GrantKey, NameKey, ObjectKey, SessionKey, SessionValue, State};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -103,9 +98,7 @@ pub const DEFAULT_RINGBUF_BYTES: u32 = 256 * 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum KernelError {
     /// The LSM list could not be read (securityfs not mounted, or no LSM support).
-    #[error(
-        "cannot read {path} to check for BPF LSM (is securityfs mounted at /sys/kernel/security?)"
-    )]
+    #[error("cannot read {path} to check for BPF LSM (is securityfs mounted at /sys/kernel/security?)")]
     ReadLsmList {
         /// The file read.
         path: PathBuf,
@@ -280,11 +273,7 @@ pub struct EnforcerConfig {
 
 impl Default for EnforcerConfig {
     fn default() -> Self {
-        Self {
-            pin_dir: PathBuf::from(DEFAULT_PIN_DIR),
-            ringbuf_bytes: DEFAULT_RINGBUF_BYTES,
-            reach: ReachConfig::default(),
-        }
+        Self { pin_dir: PathBuf::from(DEFAULT_PIN_DIR), ringbuf_bytes: DEFAULT_RINGBUF_BYTES, reach: ReachConfig::default() }
     }
 }
 
@@ -300,25 +289,15 @@ pub struct ObjectId {
 impl ObjectId {
     /// The object a path names now (symlinks followed).
     pub fn of_path(path: &Path) -> Result<Self, KernelError> {
-        let meta = std::fs::metadata(path).map_err(|source| KernelError::Stat {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let meta = std::fs::metadata(path).map_err(|source| KernelError::Stat { path: path.to_path_buf(), source })?;
         let dev = meta.dev();
-        Ok(Self {
-            dev: pincer_common::kernel_dev(libc::major(dev), libc::minor(dev)),
-            ino: meta.ino(),
-        })
+        Ok(Self { dev: pincer_common::kernel_dev(libc::major(dev), libc::minor(dev)), ino: meta.ino() })
     }
 }
 
 impl ObjectId {
     fn key(self) -> ObjectKey {
-        ObjectKey {
-            ino: self.ino,
-            dev: self.dev,
-            _pad: 0,
-        }
+        ObjectKey { ino: self.ino, dev: self.dev, _pad: 0 }
     }
 }
 
@@ -334,10 +313,7 @@ pub struct SessionFlags {
 
 impl SessionFlags {
     /// Enforcing, no user namespaces: what [`Enforcer::register_session`] uses.
-    pub const ENFORCING: Self = Self {
-        shadow: false,
-        allow_userns: false,
-    };
+    pub const ENFORCING: Self = Self { shadow: false, allow_userns: false };
 
     /// The `SESSION_FLAG_*` bits.
     pub fn bits(self) -> u32 {
@@ -357,17 +333,9 @@ fn name_key(dir: ObjectId, name: &OsStr) -> Result<NameKey, KernelError> {
     let bytes = name.as_bytes();
     let max = pincer_common::NEVER_NAME_LEN - 2;
     if bytes.is_empty() || bytes.len() > max || bytes.contains(&b'/') || bytes.contains(&0) {
-        return Err(KernelError::BadName {
-            name: name.to_string_lossy().into_owned(),
-            max,
-        });
+        return Err(KernelError::BadName { name: name.to_string_lossy().into_owned(), max });
     }
-    let mut key = NameKey {
-        ino: dir.ino,
-        dev: dir.dev,
-        _pad: 0,
-        name: [0; pincer_common::NEVER_NAME_LEN],
-    };
+    let mut key = NameKey { ino: dir.ino, dev: dir.dev, _pad: 0, name: [0; pincer_common::NEVER_NAME_LEN] };
     key.name[..bytes.len()].copy_from_slice(bytes);
     Ok(key)
 }
@@ -385,10 +353,7 @@ pub enum Scope {
 pub fn cgroup_id(cgroup_dir: &Path) -> Result<u64, KernelError> {
     std::fs::metadata(cgroup_dir)
         .map(|m| m.ino())
-        .map_err(|source| KernelError::Stat {
-            path: cgroup_dir.to_path_buf(),
-            source,
-        })
+        .map_err(|source| KernelError::Stat { path: cgroup_dir.to_path_buf(), source })
 }
 
 /// The level of the cgroup v2 `cgroup_id` below `/sys/fs/cgroup` (the root is 0), found
@@ -406,11 +371,7 @@ fn cgroup_level(cgroup_id: u64) -> Option<u32> {
     }
     const FILEID_KERNFS: i32 = 0xfe;
     let mount = std::fs::File::open(CGROUP_ROOT).ok()?;
-    let mut handle = KernfsHandle {
-        handle_bytes: 8,
-        handle_type: FILEID_KERNFS,
-        id: cgroup_id,
-    };
+    let mut handle = KernfsHandle { handle_bytes: 8, handle_type: FILEID_KERNFS, id: cgroup_id };
     // SAFETY: open_by_handle_at with a valid handle buffer; the fd is owned below.
     let fd = unsafe {
         libc::syscall(
@@ -444,18 +405,13 @@ pub fn access_bit(access: Access) -> u32 {
 
 /// The access types set in a bit mask.
 pub fn access_types(bits: u32) -> Vec<Access> {
-    Access::ALL
-        .into_iter()
-        .filter(|a| bits & access_bit(*a) != 0)
-        .collect()
+    Access::ALL.into_iter().filter(|a| bits & access_bit(*a) != 0).collect()
 }
 
 /// Fails unless `bpf` is among the kernel's active LSMs.
 pub fn check_bpf_lsm() -> Result<(), KernelError> {
-    let found = std::fs::read_to_string(LSM_LIST).map_err(|source| KernelError::ReadLsmList {
-        path: PathBuf::from(LSM_LIST),
-        source,
-    })?;
+    let found = std::fs::read_to_string(LSM_LIST)
+        .map_err(|source| KernelError::ReadLsmList { path: PathBuf::from(LSM_LIST), source })?;
     lsm_list_has_bpf(&found)
 }
 
@@ -464,9 +420,7 @@ pub fn lsm_list_has_bpf(found: &str) -> Result<(), KernelError> {
     if found.trim().split(',').any(|lsm| lsm == "bpf") {
         Ok(())
     } else {
-        Err(KernelError::BpfLsmDisabled {
-            found: found.trim().to_string(),
-        })
+        Err(KernelError::BpfLsmDisabled { found: found.trim().to_string() })
     }
 }
 
@@ -496,19 +450,14 @@ where
 }
 
 /// An array of the program as a boxed [`Table`] keyed by index.
-fn array_table<V: aya::Pod + Send + Sync + 'static>(
-    name: &'static str,
-    map: Map,
-) -> Result<BoxTable<u32, V>, KernelError> {
+fn array_table<V: aya::Pod + Send + Sync + 'static>(name: &'static str, map: Map) -> Result<BoxTable<u32, V>, KernelError> {
     let map: Array<MapData, V> = typed(name, map)?;
     Ok(Box::new(BpfTable::new(name, map)))
 }
 
 impl FileMaps {
     /// The program's maps, each got from `open` (the loaded object, or its pin).
-    fn bpf(
-        open: &mut impl FnMut(&'static str) -> Result<Map, KernelError>,
-    ) -> Result<Self, KernelError> {
+    fn bpf(open: &mut impl FnMut(&'static str) -> Result<Map, KernelError>) -> Result<Self, KernelError> {
         Ok(Self {
             sessions: hash_table(map_names::SESSIONS, open(map_names::SESSIONS)?)?,
             roots: hash_table(map_names::ROOTS, open(map_names::ROOTS)?)?,
@@ -549,9 +498,7 @@ pub struct Enforcer {
 
 impl std::fmt::Debug for Enforcer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Enforcer")
-            .field("pin_dir", &self.pin_dir())
-            .finish_non_exhaustive()
+        f.debug_struct("Enforcer").field("pin_dir", &self.pin_dir()).finish_non_exhaustive()
     }
 }
 
@@ -567,10 +514,7 @@ fn typed<T>(name: &'static str, map: Map) -> Result<T, KernelError>
 where
     T: TryFrom<Map, Error = MapError>,
 {
-    T::try_from(map).map_err(|source| KernelError::OpenMap {
-        name,
-        source: source.into(),
-    })
+    T::try_from(map).map_err(|source| KernelError::OpenMap { name, source: source.into() })
 }
 
 /// The one slot of a single-entry array (state, generation).
@@ -578,21 +522,14 @@ fn slot<V>(table: &dyn Table<u32, V>) -> Result<V, KernelError> {
     table.get(&0)?.ok_or_else(|| KernelError::MapOp {
         op: "lookup",
         map: table.name(),
-        source: Box::new(MapError::OutOfBounds {
-            index: 0,
-            max_entries: 0,
-        }),
+        source: Box::new(MapError::OutOfBounds { index: 0, max_entries: 0 }),
     })
 }
 
 impl Enforcer {
     /// An enforcer over `maps` and `reach` without a kernel program.
     fn over_tables(maps: FileMaps, reach: reach::ReachMaps) -> Self {
-        Self {
-            maps,
-            reach,
-            kernel: None,
-        }
+        Self { maps, reach, kernel: None }
     }
 
     /// Re-attaches to the enforcement pinned under `config.pin_dir` if it is
@@ -618,30 +555,13 @@ impl Enforcer {
         let maps = maps_dir(pin_dir);
         // Optional hooks may be missing on this kernel; maps are pinned only
         // after every hook was attached or skipped, so complete maps imply that.
-        let hooks = pincer_ebpf::PROGRAMS
-            .iter()
-            .chain(&pincer_ebpf::REACH_PROGRAMS)
-            .map(|(_, hook)| *hook);
-        let mut hooks: Vec<String> = hooks
-            .filter(|h| !pincer_ebpf::OPTIONAL_HOOKS.contains(h))
-            .map(String::from)
-            .collect();
+        let hooks = pincer_ebpf::PROGRAMS.iter().chain(&pincer_ebpf::REACH_PROGRAMS).map(|(_, hook)| *hook);
+        let mut hooks: Vec<String> = hooks.filter(|h| !pincer_ebpf::OPTIONAL_HOOKS.contains(h)).map(String::from).collect();
         hooks.dedup();
-        hooks.extend(
-            pincer_ebpf::REACH_FEXIT
-                .iter()
-                .map(|(_, f)| reach::trace_pin_name(reach::Trace::Exit, f)),
-        );
-        hooks.extend(
-            pincer_ebpf::REACH_FENTRY
-                .iter()
-                .map(|(_, f)| reach::trace_pin_name(reach::Trace::Entry, f)),
-        );
+        hooks.extend(pincer_ebpf::REACH_FEXIT.iter().map(|(_, f)| reach::trace_pin_name(reach::Trace::Exit, f)));
+        hooks.extend(pincer_ebpf::REACH_FENTRY.iter().map(|(_, f)| reach::trace_pin_name(reach::Trace::Entry, f)));
         hooks.iter().all(|hook| links.join(hook).exists())
-            && map_names::ALL
-                .iter()
-                .chain(&pincer_common::reach::map_names::ALL)
-                .all(|name| maps.join(name).exists())
+            && map_names::ALL.iter().chain(&pincer_common::reach::map_names::ALL).all(|name| maps.join(name).exists())
     }
 
     /// Loads the program, attaches every hook and pins maps and links under
@@ -661,11 +581,8 @@ impl Enforcer {
 
         let pin_dir = config.pin_dir.clone();
         for dir in [&pin_dir, &maps_dir(&pin_dir), &links_dir(&pin_dir)] {
-            std::fs::create_dir_all(dir).map_err(|source| KernelError::PinDir {
-                op: "create",
-                path: dir.clone(),
-                source,
-            })?;
+            std::fs::create_dir_all(dir)
+                .map_err(|source| KernelError::PinDir { op: "create", path: dir.clone(), source })?;
         }
         let result = Self::attach_all(&mut ebpf, &btf, &pin_dir);
         let links = match result {
@@ -675,75 +592,39 @@ impl Enforcer {
                 return Err(e);
             }
         };
-        for name in map_names::ALL
-            .into_iter()
-            .chain(pincer_common::reach::map_names::ALL)
-        {
+        for name in map_names::ALL.into_iter().chain(pincer_common::reach::map_names::ALL) {
             let map = ebpf.map(name).ok_or(KernelError::MissingMap { name })?;
             let path = maps_dir(&pin_dir).join(name);
-            map.pin(&path).map_err(|source| KernelError::Pin {
-                path,
-                source: source.into(),
-            })?;
+            map.pin(&path).map_err(|source| KernelError::Pin { path, source: source.into() })?;
         }
-        let mut take =
-            |name: &'static str| ebpf.take_map(name).ok_or(KernelError::MissingMap { name });
+        let mut take = |name: &'static str| ebpf.take_map(name).ok_or(KernelError::MissingMap { name });
         let maps = FileMaps::bpf(&mut take)?;
         let reach = reach::ReachMaps::bpf(&mut take)?;
         let drops = typed(map_names::DROPS, take(map_names::DROPS)?)?;
         let events = typed(map_names::EVENTS, take(map_names::EVENTS)?)?;
         tracing::info!(dir = %pin_dir.display(), "Pincer LSM loaded, attached and pinned");
-        let kernel = Kernel {
-            pin_dir,
-            drops,
-            events: Some(events),
-            _links: links,
-            _ebpf: Some(ebpf),
-        };
-        let mut enforcer = Self {
-            maps,
-            reach,
-            kernel: Some(kernel),
-        };
+        let kernel = Kernel { pin_dir, drops, events: Some(events), _links: links, _ebpf: Some(ebpf) };
+        let mut enforcer = Self { maps, reach, kernel: Some(kernel) };
         enforcer.start_cache()?;
         enforcer.apply_reach(&config.reach)?;
         Ok(enforcer)
     }
 
-    fn attach_all(
-        ebpf: &mut Ebpf,
-        btf: &Btf,
-        pin_dir: &Path,
-    ) -> Result<Vec<PinnedLink>, KernelError> {
+    fn attach_all(ebpf: &mut Ebpf, btf: &Btf, pin_dir: &Path) -> Result<Vec<PinnedLink>, KernelError> {
         let mut links = Vec::new();
         let mut done_hooks: Vec<&'static str> = Vec::new();
-        for (name, hook) in pincer_ebpf::PROGRAMS
-            .into_iter()
-            .chain(pincer_ebpf::REACH_PROGRAMS)
-        {
+        for (name, hook) in pincer_ebpf::PROGRAMS.into_iter().chain(pincer_ebpf::REACH_PROGRAMS) {
             if done_hooks.contains(&hook) {
                 continue;
             }
-            let program = ebpf
-                .program_mut(name)
-                .ok_or(KernelError::MissingProgram { name })?;
-            let lsm: &mut Lsm =
-                program
-                    .try_into()
-                    .map_err(|source: ProgramError| KernelError::Program {
-                        op: "convert",
-                        name,
-                        hook,
-                        source: source.into(),
-                    })?;
+            let program = ebpf.program_mut(name).ok_or(KernelError::MissingProgram { name })?;
+            let lsm: &mut Lsm = program
+                .try_into()
+                .map_err(|source: ProgramError| KernelError::Program { op: "convert", name, hook, source: source.into() })?;
             if let Err(source) = lsm.load(hook, btf) {
                 // A hook with two signature variants: the next entry is the
                 // fallback for the same hook.
-                let has_fallback = pincer_ebpf::PROGRAMS
-                    .iter()
-                    .filter(|(_, h)| *h == hook)
-                    .count()
-                    > 1
+                let has_fallback = pincer_ebpf::PROGRAMS.iter().filter(|(_, h)| *h == hook).count() > 1
                     && pincer_ebpf::PROGRAMS.iter().position(|(n, _)| *n == name)
                         < pincer_ebpf::PROGRAMS.iter().rposition(|(_, h)| *h == hook);
                 if has_fallback {
@@ -751,41 +632,17 @@ impl Enforcer {
                     continue;
                 }
                 if pincer_ebpf::OPTIONAL_HOOKS.contains(&hook) && !kernel_has_lsm_hook(btf, hook) {
-                    tracing::info!(
-                        program = name,
-                        hook,
-                        "this kernel has no such LSM hook; skipped"
-                    );
+                    tracing::info!(program = name, hook, "this kernel has no such LSM hook; skipped");
                     done_hooks.push(hook);
                     continue;
                 }
-                return Err(KernelError::Program {
-                    op: "load",
-                    name,
-                    hook,
-                    source: source.into(),
-                });
+                return Err(KernelError::Program { op: "load", name, hook, source: source.into() });
             }
-            let link_id = lsm.attach().map_err(|source| KernelError::Program {
-                op: "attach",
-                name,
-                hook,
-                source: source.into(),
-            })?;
-            let link = lsm
-                .take_link(link_id)
-                .map_err(|source| KernelError::Program {
-                    op: "take link of",
-                    name,
-                    hook,
-                    source: source.into(),
-                })?;
+            let link_id = lsm.attach().map_err(|source| KernelError::Program { op: "attach", name, hook, source: source.into() })?;
+            let link = lsm.take_link(link_id).map_err(|source| KernelError::Program { op: "take link of", name, hook, source: source.into() })?;
             let path = links_dir(pin_dir).join(hook);
             let fd_link = FdLink::from(link);
-            let pinned = fd_link.pin(&path).map_err(|source| KernelError::Pin {
-                path,
-                source: source.into(),
-            })?;
+            let pinned = fd_link.pin(&path).map_err(|source| KernelError::Pin { path, source: source.into() })?;
             links.push(pinned);
             done_hooks.push(hook);
         }
@@ -796,37 +653,18 @@ impl Enforcer {
     /// Opens the maps and links pinned under `pin_dir` by an earlier process.
     pub fn reuse(pin_dir: &Path) -> Result<Self, KernelError> {
         let mut open = |name: &'static str| -> Result<Map, KernelError> {
-            let data = MapData::from_pin(maps_dir(pin_dir).join(name)).map_err(|source| {
-                KernelError::OpenMap {
-                    name,
-                    source: source.into(),
-                }
-            })?;
-            Map::from_map_data(data).map_err(|source| KernelError::OpenMap {
-                name,
-                source: source.into(),
-            })
+            let data = MapData::from_pin(maps_dir(pin_dir).join(name))
+                .map_err(|source| KernelError::OpenMap { name, source: source.into() })?;
+            Map::from_map_data(data).map_err(|source| KernelError::OpenMap { name, source: source.into() })
         };
         let mut links = Vec::new();
         let dir = links_dir(pin_dir);
-        let entries = std::fs::read_dir(&dir).map_err(|source| KernelError::PinDir {
-            op: "list",
-            path: dir.clone(),
-            source,
-        })?;
+        let entries =
+            std::fs::read_dir(&dir).map_err(|source| KernelError::PinDir { op: "list", path: dir.clone(), source })?;
         for entry in entries {
-            let path = entry
-                .map_err(|source| KernelError::PinDir {
-                    op: "list",
-                    path: dir.clone(),
-                    source,
-                })?
-                .path();
-            let link = PinnedLink::from_pin(&path).map_err(|source| KernelError::Link {
-                op: "open pinned",
-                path: path.clone(),
-                source: source.into(),
-            })?;
+            let path = entry.map_err(|source| KernelError::PinDir { op: "list", path: dir.clone(), source })?.path();
+            let link = PinnedLink::from_pin(&path)
+                .map_err(|source| KernelError::Link { op: "open pinned", path: path.clone(), source: source.into() })?;
             links.push(link);
         }
         tracing::info!(dir = %pin_dir.display(), links = links.len(), "re-attached to pinned Pincer LSM");
@@ -839,11 +677,7 @@ impl Enforcer {
             _links: links,
             _ebpf: None,
         };
-        Ok(Self {
-            maps,
-            reach,
-            kernel: Some(kernel),
-        })
+        Ok(Self { maps, reach, kernel: Some(kernel) })
     }
 
     /// The bpffs directory this enforcer is pinned under (`None` for one in memory).
@@ -859,11 +693,7 @@ impl Enforcer {
 
     /// Gates the cgroup `cgroup_id` and every cgroup beneath it with `flags`
     /// (registering again replaces the flags).
-    pub fn register_session_with(
-        &mut self,
-        cgroup_id: u64,
-        flags: SessionFlags,
-    ) -> Result<(), KernelError> {
+    pub fn register_session_with(&mut self, cgroup_id: u64, flags: SessionFlags) -> Result<(), KernelError> {
         // The hooks look up only the levels in the state: this one goes in first.
         let level_bit = match cgroup_level(cgroup_id) {
             Some(level) if level < pincer_common::MAX_CGROUP_LEVELS => 1u32 << level,
@@ -874,10 +704,7 @@ impl Enforcer {
             state.session_levels |= level_bit;
             self.write_state(state)?;
         }
-        let value = SessionValue {
-            active: 1,
-            flags: flags.bits(),
-        };
+        let value = SessionValue { active: 1, flags: flags.bits() };
         self.maps.sessions.insert(SessionKey { cgroup_id }, value)
     }
 
@@ -890,11 +717,7 @@ impl Enforcer {
     /// those recorded for objects it created, and the ports it bound, and stops
     /// gating it. Leaves its cgroup gated if `keep_gated` (e.g. while the worker
     /// is being killed).
-    pub fn revoke_session(
-        &mut self,
-        cgroup_id: u64,
-        keep_gated: bool,
-    ) -> Result<usize, KernelError> {
+    pub fn revoke_session(&mut self, cgroup_id: u64, keep_gated: bool) -> Result<usize, KernelError> {
         let mut removed = 0;
         for map in [&mut self.maps.exact, &mut self.maps.subtree] {
             for key in map.keys()?.into_iter().filter(|k| k.session == cgroup_id) {
@@ -973,12 +796,7 @@ impl Enforcer {
     /// entry `name` of directory `dir` and everything beneath it, whether it
     /// exists yet or not (so it cannot be created either when `bits` holds
     /// `ACCESS_CREATE`).
-    pub fn add_never_name(
-        &mut self,
-        dir: ObjectId,
-        name: &OsStr,
-        bits: u32,
-    ) -> Result<(), KernelError> {
+    pub fn add_never_name(&mut self, dir: ObjectId, name: &OsStr, bits: u32) -> Result<(), KernelError> {
         let bits = bits & pincer_common::ACCESS_ALL;
         if bits == 0 {
             return Err(KernelError::NoAccess { bits });
@@ -987,9 +805,7 @@ impl Enforcer {
         // The directory is marked first: the kernel reads names only in marked ones.
         if self.maps.never_names.get(&key)?.is_none() {
             let held = self.maps.never_dirs.get(&dir.key())?.unwrap_or(0);
-            self.maps
-                .never_dirs
-                .insert(dir.key(), held.saturating_add(1))?;
+            self.maps.never_dirs.insert(dir.key(), held.saturating_add(1))?;
         }
         self.maps.never_names.insert(key, bits)?;
         self.sync_state()
@@ -1017,11 +833,7 @@ impl Enforcer {
         let count = |r: usize| u32::try_from(r).unwrap_or(u32::MAX);
         let objects = self.maps.never.keys()?.len();
         let names = self.maps.never_names.keys()?.len();
-        let state = State {
-            never_objects: count(objects),
-            never_names: count(names),
-            ..self.current_state()?
-        };
+        let state = State { never_objects: count(objects), never_names: count(names), ..self.current_state()? };
         self.write_state(state)?;
         self.renew_policy()
     }
@@ -1035,16 +847,9 @@ impl Enforcer {
         let rename_seq_addr = kallsyms_address(&symbols, "rename_lock").unwrap_or(0);
         let mount_seq_addr = kallsyms_address(&symbols, "mount_lock").unwrap_or(0);
         if rename_seq_addr == 0 || mount_seq_addr == 0 {
-            tracing::warn!(
-                file = KALLSYMS,
-                "rename_lock or mount_lock not listed: the kernel walk cache stays off"
-            );
+            tracing::warn!(file = KALLSYMS, "rename_lock or mount_lock not listed: the kernel walk cache stays off");
         }
-        let generation = Generation {
-            policy: fresh_generation()?,
-            rename_seq_addr,
-            mount_seq_addr,
-        };
+        let generation = Generation { policy: fresh_generation()?, rename_seq_addr, mount_seq_addr };
         self.maps.generation.insert(0, generation)
     }
 
@@ -1053,10 +858,7 @@ impl Enforcer {
     /// what the walk allows (grants added need none: the cache only allows).
     pub fn renew_policy(&mut self) -> Result<(), KernelError> {
         let current = slot(&*self.maps.generation)?;
-        let generation = Generation {
-            policy: fresh_generation()?,
-            ..current
-        };
+        let generation = Generation { policy: fresh_generation()?, ..current };
         self.maps.generation.insert(0, generation)
     }
 
@@ -1076,71 +878,35 @@ impl Enforcer {
     }
 
     /// Adds one access type to a session's grant on `id` (takes effect on the next access).
-    pub fn grant(
-        &mut self,
-        session: u64,
-        id: ObjectId,
-        scope: Scope,
-        access: Access,
-    ) -> Result<(), KernelError> {
+    pub fn grant(&mut self, session: u64, id: ObjectId, scope: Scope, access: Access) -> Result<(), KernelError> {
         self.grant_bits(session, id, scope, access_bit(access))
     }
 
     /// Adds `bits` (`ACCESS_*`) to a session's grant on `id`.
-    pub fn grant_bits(
-        &mut self,
-        session: u64,
-        id: ObjectId,
-        scope: Scope,
-        bits: u32,
-    ) -> Result<(), KernelError> {
+    pub fn grant_bits(&mut self, session: u64, id: ObjectId, scope: Scope, bits: u32) -> Result<(), KernelError> {
         let bits = bits & pincer_common::ACCESS_ALL;
         if bits == 0 {
             return Err(KernelError::NoAccess { bits });
         }
-        let key = GrantKey {
-            session,
-            ino: id.ino,
-            dev: id.dev,
-            _pad: 0,
-        };
+        let key = GrantKey { session, ino: id.ino, dev: id.dev, _pad: 0 };
         let map = self.grant_map(scope);
         let old = map.get(&key)?.unwrap_or(0);
         map.insert(key, old | bits)
     }
 
     /// Removes one access type from a session's grant on `id` (takes effect on the next access).
-    pub fn revoke(
-        &mut self,
-        session: u64,
-        id: ObjectId,
-        scope: Scope,
-        access: Access,
-    ) -> Result<(), KernelError> {
+    pub fn revoke(&mut self, session: u64, id: ObjectId, scope: Scope, access: Access) -> Result<(), KernelError> {
         self.revoke_bits(session, id, scope, access_bit(access))
     }
 
     /// Removes `bits` from a session's grant on `id`; the entry goes when none is left.
-    pub fn revoke_bits(
-        &mut self,
-        session: u64,
-        id: ObjectId,
-        scope: Scope,
-        bits: u32,
-    ) -> Result<(), KernelError> {
+    pub fn revoke_bits(&mut self, session: u64, id: ObjectId, scope: Scope, bits: u32) -> Result<(), KernelError> {
         if bits & pincer_common::ACCESS_ALL == 0 {
             return Err(KernelError::NoAccess { bits });
         }
-        let key = GrantKey {
-            session,
-            ino: id.ino,
-            dev: id.dev,
-            _pad: 0,
-        };
+        let key = GrantKey { session, ino: id.ino, dev: id.dev, _pad: 0 };
         let map = self.grant_map(scope);
-        let Some(old) = map.get(&key)? else {
-            return Ok(());
-        };
+        let Some(old) = map.get(&key)? else { return Ok(()) };
         let left = old & !bits;
         if left & pincer_common::ACCESS_ALL == 0 {
             map.remove(&key)?;
@@ -1152,18 +918,8 @@ impl Enforcer {
     }
 
     /// The access bits a session holds on `id` in one grant map (0 if none).
-    pub fn granted_bits(
-        &self,
-        session: u64,
-        id: ObjectId,
-        scope: Scope,
-    ) -> Result<u32, KernelError> {
-        let key = GrantKey {
-            session,
-            ino: id.ino,
-            dev: id.dev,
-            _pad: 0,
-        };
+    pub fn granted_bits(&self, session: u64, id: ObjectId, scope: Scope) -> Result<u32, KernelError> {
+        let key = GrantKey { session, ino: id.ino, dev: id.dev, _pad: 0 };
         let map = match scope {
             Scope::Exact => &self.maps.exact,
             Scope::Subtree => &self.maps.subtree,
@@ -1187,26 +943,18 @@ impl Enforcer {
     /// Misses dropped because the ring buffer was full, summed over CPUs (0 in memory,
     /// where there is no ring buffer).
     pub fn drops(&self) -> Result<u64, KernelError> {
-        let Some(kernel) = &self.kernel else {
-            return Ok(0);
-        };
+        let Some(kernel) = &self.kernel else { return Ok(0) };
         let values = kernel
             .drops
             .get(&0, 0)
-            .map_err(|source| KernelError::MapOp {
-                op: "lookup",
-                map: map_names::DROPS,
-                source: source.into(),
-            })?;
+            .map_err(|source| KernelError::MapOp { op: "lookup", map: map_names::DROPS, source: source.into() })?;
         Ok(values.iter().sum())
     }
 
     /// Takes the stream of misses (one reader per enforcer). Must be called
     /// inside a tokio runtime.
     pub fn misses(&mut self) -> Result<Misses, KernelError> {
-        let kernel = self.kernel.as_mut().ok_or(KernelError::InMemory {
-            what: "miss stream",
-        })?;
+        let kernel = self.kernel.as_mut().ok_or(KernelError::InMemory { what: "miss stream" })?;
         let ring = kernel.events.take().ok_or(KernelError::MissesTaken)?;
         Misses::new(ring)
     }
@@ -1214,9 +962,7 @@ impl Enforcer {
     /// Removes the pins: enforcement ends once this enforcer is dropped (nothing to do
     /// for one in memory).
     pub fn unpin(self) -> Result<(), KernelError> {
-        let Some(dir) = self.pin_dir().map(Path::to_path_buf) else {
-            return Ok(());
-        };
+        let Some(dir) = self.pin_dir().map(Path::to_path_buf) else { return Ok(()) };
         drop(self);
         remove_pin_dir(&dir)
     }
@@ -1242,16 +988,13 @@ fn kallsyms_address(symbols: &str, name: &str) -> Option<u64> {
 fn fresh_generation() -> Result<u64, KernelError> {
     use std::io::Read;
     let mut bytes = [0u8; 8];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(KernelError::Random)?;
+    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes)).map_err(KernelError::Random)?;
     Ok(u64::from_ne_bytes(bytes))
 }
 
 /// Whether the kernel's BTF has the BPF LSM attach point of `hook`.
 fn kernel_has_lsm_hook(btf: &Btf, hook: &str) -> bool {
-    btf.id_by_type_name_kind(&format!("bpf_lsm_{hook}"), aya_obj::btf::BtfKind::Func)
-        .is_ok()
+    btf.id_by_type_name_kind(&format!("bpf_lsm_{hook}"), aya_obj::btf::BtfKind::Func).is_ok()
 }
 
 /// Removes a pin directory (unpinning its maps and links).
@@ -1259,11 +1002,7 @@ pub fn remove_pin_dir(dir: &Path) -> Result<(), KernelError> {
     match std::fs::remove_dir_all(dir) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(source) => Err(KernelError::PinDir {
-            op: "remove",
-            path: dir.to_path_buf(),
-            source,
-        }),
+        Err(source) => Err(KernelError::PinDir { op: "remove", path: dir.to_path_buf(), source }),
     }
 }
 
@@ -1277,37 +1016,18 @@ mod tests {
                     ffffffff82a0b4c0 D rename_lock\n\
                     ffffffff82a0b500 d mount_lock\n\
                     ffffffffc0000000 t mount_lock\t[some_module]\n";
-        assert_eq!(
-            kallsyms_address(text, "rename_lock"),
-            Some(0xffff_ffff_82a0_b4c0)
-        );
-        assert_eq!(
-            kallsyms_address(text, "mount_lock"),
-            Some(0xffff_ffff_82a0_b500)
-        );
-        assert_eq!(
-            kallsyms_address(text, "_text"),
-            None,
-            "text symbols are not data"
-        );
+        assert_eq!(kallsyms_address(text, "rename_lock"), Some(0xffff_ffff_82a0_b4c0));
+        assert_eq!(kallsyms_address(text, "mount_lock"), Some(0xffff_ffff_82a0_b500));
+        assert_eq!(kallsyms_address(text, "_text"), None, "text symbols are not data");
         let hidden = "0000000000000000 D rename_lock\n";
-        assert_eq!(
-            kallsyms_address(hidden, "rename_lock"),
-            None,
-            "hidden addresses read as unknown"
-        );
+        assert_eq!(kallsyms_address(hidden, "rename_lock"), None, "hidden addresses read as unknown");
     }
 
     #[test]
     fn lsm_list_without_bpf_names_the_fix() {
         let err = lsm_list_has_bpf("lockdown,capability,landlock,yama,apparmor\n").unwrap_err();
-        assert!(
-            matches!(err, KernelError::BpfLsmDisabled { ref found } if found.ends_with("apparmor"))
-        );
-        assert!(
-            err.to_string().contains("lsm="),
-            "error tells how to enable BPF LSM: {err}"
-        );
+        assert!(matches!(err, KernelError::BpfLsmDisabled { ref found } if found.ends_with("apparmor")));
+        assert!(err.to_string().contains("lsm="), "error tells how to enable BPF LSM: {err}");
         assert!(lsm_list_has_bpf("lockdown,capability,bpf\n").is_ok());
         assert!(lsm_list_has_bpf("bpfx,capability").is_err());
     }
@@ -1319,13 +1039,7 @@ mod tests {
         assert_eq!(&key.name[..7], b"config\0");
         assert!(key.name[6..].iter().all(|b| *b == 0));
         for bad in ["", "a/b", "a\0b"] {
-            assert!(
-                matches!(
-                    name_key(dir, OsStr::new(bad)),
-                    Err(KernelError::BadName { .. })
-                ),
-                "{bad:?}"
-            );
+            assert!(matches!(name_key(dir, OsStr::new(bad)), Err(KernelError::BadName { .. })), "{bad:?}");
         }
         let long = "x".repeat(pincer_common::NEVER_NAME_LEN - 1);
         let err = name_key(dir, OsStr::new(&long)).unwrap_err();
@@ -1336,14 +1050,8 @@ mod tests {
     #[test]
     fn session_flags_map_to_kernel_bits() {
         assert_eq!(SessionFlags::ENFORCING.bits(), 0);
-        let all = SessionFlags {
-            shadow: true,
-            allow_userns: true,
-        };
-        assert_eq!(
-            all.bits(),
-            pincer_common::SESSION_FLAG_SHADOW | pincer_common::SESSION_FLAG_ALLOW_USERNS
-        );
+        let all = SessionFlags { shadow: true, allow_userns: true };
+        assert_eq!(all.bits(), pincer_common::SESSION_FLAG_SHADOW | pincer_common::SESSION_FLAG_ALLOW_USERNS);
     }
 
     #[test]

@@ -91,16 +91,7 @@ impl Default for ReachConfig {
     fn default() -> Self {
         Self {
             trusted_sockets: Vec::new(),
-            host_ports: vec![
-                HostPort {
-                    proto: Proto::Udp,
-                    port: 53,
-                },
-                HostPort {
-                    proto: Proto::Tcp,
-                    port: 53,
-                },
-            ],
+            host_ports: vec![HostPort { proto: Proto::Udp, port: 53 }, HostPort { proto: Proto::Tcp, port: 53 }],
         }
     }
 }
@@ -108,10 +99,7 @@ impl Default for ReachConfig {
 impl ReachConfig {
     /// The default, trusting the Unix socket at `socket` (the daemon's).
     pub fn with_trusted_socket(socket: &Path) -> Self {
-        Self {
-            trusted_sockets: vec![socket.to_path_buf()],
-            ..Self::default()
-        }
+        Self { trusted_sockets: vec![socket.to_path_buf()], ..Self::default() }
     }
 }
 
@@ -195,26 +183,17 @@ impl Miss {
             return None;
         }
         Some(match self.hook {
-            Hook::IpcPermission | Hook::IpcCtl => Reach::Ipc {
-                id: self.ino as u32,
-                key: self.parent_ino as u32 as i32,
-            },
+            Hook::IpcPermission | Hook::IpcCtl => Reach::Ipc { id: self.ino as u32, key: self.parent_ino as u32 as i32 },
             Hook::UnixStreamConnect | Hook::UnixMaySend | Hook::UnixInbound => Reach::UnixSocket {
                 name: self.name.clone(),
-                file: (self.ino != 0).then_some(ObjectId {
-                    dev: self.dev,
-                    ino: self.ino,
-                }),
+                file: (self.ino != 0).then_some(ObjectId { dev: self.dev, ino: self.ino }),
             },
             Hook::SocketConnect | Hook::SocketSendmsg => {
                 let mut bytes = [0u8; 16];
                 bytes[..8].copy_from_slice(&self.parent_ino.to_ne_bytes());
                 bytes[8..].copy_from_slice(&self.root_ino.to_ne_bytes());
                 let v6 = Ipv6Addr::from(bytes);
-                let addr = v6
-                    .to_ipv4_mapped()
-                    .map(IpAddr::V4)
-                    .unwrap_or(IpAddr::V6(v6));
+                let addr = v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(IpAddr::V6(v6));
                 Reach::HostPort {
                     proto: Proto::from_number(self.dev),
                     proto_number: self.dev,
@@ -228,21 +207,8 @@ impl Miss {
                 owner_uid: self.parent_dev,
                 session: self.parent_ino,
             },
-            Hook::PtyOpen => Reach::Terminal {
-                name: self.name.clone(),
-                file: ObjectId {
-                    dev: self.dev,
-                    ino: self.ino,
-                },
-            },
-            Hook::CgroupWrite => Reach::Cgroup {
-                name: self.name.clone(),
-                file: ObjectId {
-                    dev: self.dev,
-                    ino: self.ino,
-                },
-                access: self.parent_ino as u32,
-            },
+            Hook::PtyOpen => Reach::Terminal { name: self.name.clone(), file: ObjectId { dev: self.dev, ino: self.ino } },
+            Hook::CgroupWrite => Reach::Cgroup { name: self.name.clone(), file: ObjectId { dev: self.dev, ino: self.ino }, access: self.parent_ino as u32 },
             _ => Reach::Process {
                 pid: self.ino as u32,
                 session: self.parent_ino,
@@ -252,6 +218,7 @@ impl Miss {
         })
     }
 }
+
 
 /// The reach maps userspace edits, each a [`Table`](super::Table).
 pub(super) struct ReachMaps {
@@ -264,9 +231,7 @@ pub(super) struct ReachMaps {
 
 impl ReachMaps {
     /// The program's reach maps, each got from `open` (the loaded object, or its pin).
-    pub(super) fn bpf(
-        open: &mut impl FnMut(&'static str) -> Result<Map, KernelError>,
-    ) -> Result<Self, KernelError> {
+    pub(super) fn bpf(open: &mut impl FnMut(&'static str) -> Result<Map, KernelError>) -> Result<Self, KernelError> {
         Ok(Self {
             ports: hash_table(map_names::PORTS, open(map_names::PORTS)?)?,
             host_addrs: hash_table(map_names::HOST_ADDRS, open(map_names::HOST_ADDRS)?)?,
@@ -281,12 +246,7 @@ impl ReachMaps {
         if session == 0 {
             return Ok(());
         }
-        for key in self
-            .ports
-            .keys()?
-            .into_iter()
-            .filter(|k| k.session == session)
-        {
+        for key in self.ports.keys()?.into_iter().filter(|k| k.session == session) {
             self.ports.remove(&key)?;
         }
         Ok(())
@@ -305,11 +265,7 @@ pub(super) enum Trace {
 
 /// Loads and attaches the reach block's `fexit` and `fentry` programs, pinned
 /// under `links_dir`.
-pub(super) fn attach_tracing(
-    ebpf: &mut Ebpf,
-    btf: &Btf,
-    links_dir: &Path,
-) -> Result<Vec<PinnedLink>, KernelError> {
+pub(super) fn attach_tracing(ebpf: &mut Ebpf, btf: &Btf, links_dir: &Path) -> Result<Vec<PinnedLink>, KernelError> {
     let programs = pincer_ebpf::REACH_FEXIT
         .iter()
         .map(|p| (Trace::Exit, p))
@@ -317,40 +273,24 @@ pub(super) fn attach_tracing(
     let mut links = Vec::new();
     for (trace, &(name, function)) in programs {
         let hook = function;
-        let program = ebpf
-            .program_mut(name)
-            .ok_or(KernelError::MissingProgram { name })?;
-        let program_err = |op: &'static str| {
-            move |source: ProgramError| KernelError::Program {
-                op,
-                name,
-                hook,
-                source: source.into(),
-            }
-        };
+        let program = ebpf.program_mut(name).ok_or(KernelError::MissingProgram { name })?;
+        let program_err = |op: &'static str| move |source: ProgramError| KernelError::Program { op, name, hook, source: source.into() };
         let link: FdLink = match trace {
             Trace::Exit => {
                 let prog: &mut FExit = program.try_into().map_err(program_err("convert"))?;
                 prog.load(function, btf).map_err(program_err("load"))?;
                 let id = prog.attach().map_err(program_err("attach"))?;
-                prog.take_link(id)
-                    .map_err(program_err("take link of"))?
-                    .into()
+                prog.take_link(id).map_err(program_err("take link of"))?.into()
             }
             Trace::Entry => {
                 let prog: &mut FEntry = program.try_into().map_err(program_err("convert"))?;
                 prog.load(function, btf).map_err(program_err("load"))?;
                 let id = prog.attach().map_err(program_err("attach"))?;
-                prog.take_link(id)
-                    .map_err(program_err("take link of"))?
-                    .into()
+                prog.take_link(id).map_err(program_err("take link of"))?.into()
             }
         };
         let path = links_dir.join(trace_pin_name(trace, function));
-        let pinned = link.pin(&path).map_err(|source| KernelError::Pin {
-            path,
-            source: source.into(),
-        })?;
+        let pinned = link.pin(&path).map_err(|source| KernelError::Pin { path, source: source.into() })?;
         links.push(pinned);
     }
     Ok(links)
@@ -368,14 +308,9 @@ pub(super) fn trace_pin_name(trace: Trace, function: &str) -> String {
 pub fn path_name_key(path: &Path) -> Result<UnixNameKey, KernelError> {
     let bytes = path.as_os_str().as_bytes();
     if bytes.is_empty() || bytes.contains(&0) || bytes.len() + 1 > UNIX_NAME_LEN {
-        return Err(KernelError::UnixName {
-            name: path.display().to_string(),
-        });
+        return Err(KernelError::UnixName { name: path.display().to_string() });
     }
-    let mut key = UnixNameKey {
-        len: bytes.len() as u32 + 1,
-        name: [0; UNIX_NAME_LEN],
-    };
+    let mut key = UnixNameKey { len: bytes.len() as u32 + 1, name: [0; UNIX_NAME_LEN] };
     key.name[..bytes.len()].copy_from_slice(bytes);
     Ok(key)
 }
@@ -383,14 +318,9 @@ pub fn path_name_key(path: &Path) -> Result<UnixNameKey, KernelError> {
 /// The name key of the abstract Unix socket `name` (without the leading NUL).
 pub fn abstract_name_key(name: &[u8]) -> Result<UnixNameKey, KernelError> {
     if name.is_empty() || name.len() + 1 > UNIX_NAME_LEN {
-        return Err(KernelError::UnixName {
-            name: format!("@{}", String::from_utf8_lossy(name)),
-        });
+        return Err(KernelError::UnixName { name: format!("@{}", String::from_utf8_lossy(name)) });
     }
-    let mut key = UnixNameKey {
-        len: name.len() as u32 + 1,
-        name: [0; UNIX_NAME_LEN],
-    };
+    let mut key = UnixNameKey { len: name.len() as u32 + 1, name: [0; UNIX_NAME_LEN] };
     key.name[1..=name.len()].copy_from_slice(name);
     Ok(key)
 }
@@ -491,14 +421,7 @@ pub fn host_addresses() -> Result<Vec<IpAddr>, KernelError> {
     while !cur.is_null() {
         // SAFETY: `cur` is a node of the list getifaddrs returned.
         let ifa = unsafe { &*cur };
-        for sa in [
-            ifa.ifa_addr,
-            if ifa.ifa_flags & libc::IFF_BROADCAST as u32 != 0 {
-                ifa.ifa_ifu
-            } else {
-                std::ptr::null_mut()
-            },
-        ] {
+        for sa in [ifa.ifa_addr, if ifa.ifa_flags & libc::IFF_BROADCAST as u32 != 0 { ifa.ifa_ifu } else { std::ptr::null_mut() }] {
             // SAFETY: non-null sockaddrs of the family they declare.
             if let Some(addr) = unsafe { sockaddr_ip(sa) } {
                 out.push(addr);
@@ -535,14 +458,7 @@ unsafe fn sockaddr_ip(sa: *const libc::sockaddr) -> Option<IpAddr> {
 impl Enforcer {
     /// Lets every session connect to the Unix socket whose socket file is `id`.
     pub fn allow_unix_socket(&mut self, id: ObjectId) -> Result<(), KernelError> {
-        self.reach.unix_files.insert(
-            ObjectKey {
-                ino: id.ino,
-                dev: id.dev,
-                _pad: 0,
-            },
-            1,
-        )
+        self.reach.unix_files.insert(ObjectKey { ino: id.ino, dev: id.dev, _pad: 0 }, 1)
     }
 
     /// Lets every session connect to a Unix socket bound at `path` (exactly
@@ -576,12 +492,7 @@ impl Enforcer {
 
     /// Lets every session reach `port` on this host.
     pub fn allow_port(&mut self, port: HostPort) -> Result<(), KernelError> {
-        let key = PortKey {
-            session: 0,
-            port: port.port,
-            proto: port.proto.number(),
-            ..Default::default()
-        };
+        let key = PortKey { session: 0, port: port.port, proto: port.proto.number(), ..Default::default() };
         self.reach.ports.insert(key, 1)
     }
 
@@ -589,11 +500,8 @@ impl Enforcer {
     /// every session, or bound by the session itself on some address (`session` 0: listed
     /// only). The kernel checks the exact address too.
     pub fn port_reachable(&self, session: u64, port: HostPort) -> Result<bool, KernelError> {
-        Ok(self.reach.ports.keys()?.into_iter().any(|k| {
-            (k.session == session || k.session == 0)
-                && k.port == port.port
-                && k.proto == port.proto.number()
-        }))
+        let keys = self.reach.ports.keys()?;
+        Ok(keys.iter().any(|k| (k.session == session || k.session == 0) && k.port == port.port && k.proto == port.proto.number()))
     }
 
     /// Makes the kernel's list of this host's addresses (whose ports are
@@ -659,10 +567,7 @@ mod tests {
     #[test]
     fn ipv4_host_addresses_are_keyed_v4_mapped() {
         let k = host_addr_key("10.0.2.15".parse().unwrap());
-        assert_eq!(
-            k.addr,
-            [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 2, 15]
-        );
+        assert_eq!(k.addr, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 2, 15]);
         assert_eq!(host_addr_key("::1".parse().unwrap()).addr[15], 1);
     }
 
@@ -670,19 +575,10 @@ mod tests {
     fn default_config_lets_dns_through_and_trusts_no_socket() {
         let c = ReachConfig::default();
         assert!(c.trusted_sockets.is_empty());
-        assert!(c.host_ports.contains(&HostPort {
-            proto: Proto::Udp,
-            port: 53
-        }));
-        assert!(c.host_ports.contains(&HostPort {
-            proto: Proto::Tcp,
-            port: 53
-        }));
+        assert!(c.host_ports.contains(&HostPort { proto: Proto::Udp, port: 53 }));
+        assert!(c.host_ports.contains(&HostPort { proto: Proto::Tcp, port: 53 }));
         let t = ReachConfig::with_trusted_socket(Path::new("/run/pincer/pincer.sock"));
-        assert_eq!(
-            t.trusted_sockets,
-            vec![PathBuf::from("/run/pincer/pincer.sock")]
-        );
+        assert_eq!(t.trusted_sockets, vec![PathBuf::from("/run/pincer/pincer.sock")]);
     }
 
     fn reach_event(hook: u32, ino: u64, dev: u32, addr: [u8; 16]) -> Miss {
@@ -707,10 +603,7 @@ mod tests {
         e.name[..4].copy_from_slice(b"sshd");
         // SAFETY: MissEvent is repr(C) plain data.
         let bytes = unsafe {
-            std::slice::from_raw_parts(
-                (&e as *const pincer_common::MissEvent).cast::<u8>(),
-                std::mem::size_of_val(&e),
-            )
+            std::slice::from_raw_parts((&e as *const pincer_common::MissEvent).cast::<u8>(), std::mem::size_of_val(&e))
         };
         Miss::decode(bytes).unwrap()
     }
@@ -723,59 +616,21 @@ mod tests {
         assert_eq!(m.hook, Hook::SocketSendmsg);
         assert_eq!(
             m.reach(),
-            Some(Reach::HostPort {
-                proto: Some(Proto::Udp),
-                proto_number: 17,
-                addr: "127.0.0.53".parse().unwrap(),
-                port: 53
-            })
+            Some(Reach::HostPort { proto: Some(Proto::Udp), proto_number: 17, addr: "127.0.0.53".parse().unwrap(), port: 53 })
         );
         let v6 = host_addr_key("::1".parse().unwrap()).addr;
-        assert!(
-            matches!(reach_event(HOOK_SOCKET_CONNECT, 8080, 6, v6).reach(), Some(Reach::HostPort { addr, .. }) if addr == "::1".parse::<IpAddr>().unwrap())
-        );
+        assert!(matches!(reach_event(HOOK_SOCKET_CONNECT, 8080, 6, v6).reach(), Some(Reach::HostPort { addr, .. }) if addr == "::1".parse::<IpAddr>().unwrap()));
         let k = reach_event(HOOK_TASK_KILL, 1234, 9, [0; 16]);
         assert_eq!(k.hook, Hook::TaskKill);
-        assert_eq!(
-            k.reach(),
-            Some(Reach::Process {
-                pid: 1234,
-                session: 0,
-                comm: "sshd".into(),
-                detail: 9
-            })
-        );
+        assert_eq!(k.reach(), Some(Reach::Process { pid: 1234, session: 0, comm: "sshd".into(), detail: 9 }));
         let mut key = reach_event(HOOK_KEY_PERMISSION, 0x1234_5678, 2, [0; 16]);
         key.parent_dev = 1000;
-        assert_eq!(
-            key.reach(),
-            Some(Reach::Key {
-                serial: 0x1234_5678,
-                need: 2,
-                owner_uid: 1000,
-                session: 0
-            })
-        );
+        assert_eq!(key.reach(), Some(Reach::Key { serial: 0x1234_5678, need: 2, owner_uid: 1000, session: 0 }));
         let pty = reach_event(HOOK_PTY_OPEN, 6, 0x1234, [0; 16]);
         assert_eq!(pty.hook, Hook::PtyOpen);
-        assert_eq!(
-            pty.reach(),
-            Some(Reach::Terminal {
-                name: "sshd".into(),
-                file: ObjectId {
-                    dev: 0x1234,
-                    ino: 6
-                }
-            })
-        );
+        assert_eq!(pty.reach(), Some(Reach::Terminal { name: "sshd".into(), file: ObjectId { dev: 0x1234, ino: 6 } }));
         let inbound = reach_event(HOOK_UNIX_INBOUND, 0, 0, [0; 16]);
-        assert_eq!(
-            inbound.reach(),
-            Some(Reach::UnixSocket {
-                name: "sshd".into(),
-                file: None
-            })
-        );
+        assert_eq!(inbound.reach(), Some(Reach::UnixSocket { name: "sshd".into(), file: None }));
         // A file miss is not a reach.
         let mut f = reach_event(HOOK_TASK_KILL, 1, 0, [0; 16]);
         f.flags = 0;

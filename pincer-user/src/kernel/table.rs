@@ -14,9 +14,7 @@ use crate::access::Access;
 use aya::maps::{Array, HashMap, MapData, MapError};
 use aya::Pod;
 use pincer_common::reach::{HostAddrKey, PortKey, UnixNameKey};
-use pincer_common::{
-    map_names, Generation, GrantKey, NameKey, ObjectKey, SessionKey, SessionValue, State,
-};
+use pincer_common::{map_names, Generation, GrantKey, NameKey, ObjectKey, SessionKey, SessionValue, State};
 use std::ffi::OsStr;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -39,20 +37,12 @@ pub trait Table<K, V>: Send + Sync {
 pub(super) type BoxTable<K, V> = Box<dyn Table<K, V>>;
 
 fn map_op(op: &'static str, map: &'static str, source: MapError) -> KernelError {
-    KernelError::MapOp {
-        op,
-        map,
-        source: Box::new(source),
-    }
+    KernelError::MapOp { op, map, source: Box::new(source) }
 }
 
 /// What deleting from an array gives (as the kernel's `EINVAL`).
 fn array_remove(map: &'static str) -> KernelError {
-    map_op(
-        "remove",
-        map,
-        MapError::IoError(std::io::Error::from_raw_os_error(libc::EINVAL)),
-    )
+    map_op("remove", map, MapError::IoError(std::io::Error::from_raw_os_error(libc::EINVAL)))
 }
 
 /// A map of the loaded program (or opened from its pin) as a [`Table`]: a `HashMap` or
@@ -81,24 +71,17 @@ impl<K: Pod + Send + Sync, V: Pod + Send + Sync> Table<K, V> for BpfTable<HashMa
         }
     }
     fn insert(&mut self, key: K, value: V) -> Result<(), KernelError> {
-        self.map
-            .insert(key, value, 0)
-            .map_err(|source| map_op("insert", self.name, source))
+        self.map.insert(key, value, 0).map_err(|source| map_op("insert", self.name, source))
     }
     fn remove(&mut self, key: &K) -> Result<(), KernelError> {
         match self.map.remove(key) {
             Ok(()) | Err(MapError::KeyNotFound) => Ok(()),
-            Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::ENOENT) => {
-                Ok(())
-            }
+            Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::ENOENT) => Ok(()),
             Err(source) => Err(map_op("remove", self.name, source)),
         }
     }
     fn keys(&self) -> Result<Vec<K>, KernelError> {
-        self.map
-            .keys()
-            .collect::<Result<Vec<K>, MapError>>()
-            .map_err(|source| map_op("iterate", self.name, source))
+        self.map.keys().collect::<Result<Vec<K>, MapError>>().map_err(|source| map_op("iterate", self.name, source))
     }
 }
 
@@ -114,9 +97,7 @@ impl<V: Pod + Send + Sync> Table<u32, V> for BpfTable<Array<MapData, V>> {
         }
     }
     fn insert(&mut self, index: u32, value: V) -> Result<(), KernelError> {
-        self.map
-            .set(index, value, 0)
-            .map_err(|source| map_op("update", self.name, source))
+        self.map.set(index, value, 0).map_err(|source| map_op("update", self.name, source))
     }
     fn remove(&mut self, _: &u32) -> Result<(), KernelError> {
         Err(array_remove(self.name))
@@ -147,25 +128,15 @@ pub struct MemoryTable<K, V> {
 
 impl<K, V> Clone for MemoryTable<K, V> {
     fn clone(&self) -> Self {
-        Self {
-            name: self.name,
-            entries: self.entries.clone(),
-        }
+        Self { name: self.name, entries: self.entries.clone() }
     }
 }
 
 impl<K: Eq + Hash, V> MemoryTable<K, V> {
     /// An empty hash table named `name`.
     pub fn hash(name: &'static str) -> Self {
-        let entries = Entries {
-            map: Default::default(),
-            array: false,
-            fail_next_change: false,
-        };
-        Self {
-            name,
-            entries: Arc::new(Mutex::new(entries)),
-        }
+        let entries = Entries { map: Default::default(), array: false, fail_next_change: false };
+        Self { name, entries: Arc::new(Mutex::new(entries)) }
     }
 
     fn lock(&self) -> MutexGuard<'_, Entries<K, V>> {
@@ -195,25 +166,13 @@ impl<K: Eq + Hash, V> MemoryTable<K, V> {
         K: Clone,
         V: Clone,
     {
-        self.lock()
-            .map
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
+        self.lock().map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
     }
 
     /// Fails once if a failure was injected.
-    fn check_change(
-        entries: &mut Entries<K, V>,
-        op: &'static str,
-        name: &'static str,
-    ) -> Result<(), KernelError> {
+    fn check_change(entries: &mut Entries<K, V>, op: &'static str, name: &'static str) -> Result<(), KernelError> {
         if std::mem::take(&mut entries.fail_next_change) {
-            return Err(map_op(
-                op,
-                name,
-                MapError::IoError(std::io::Error::from_raw_os_error(libc::EIO)),
-            ));
+            return Err(map_op(op, name, MapError::IoError(std::io::Error::from_raw_os_error(libc::EIO))));
         }
         Ok(())
     }
@@ -223,14 +182,7 @@ impl<V: Default> MemoryTable<u32, V> {
     /// An array named `name` of `len` zeroed slots.
     pub fn array(name: &'static str, len: u32) -> Self {
         let map = (0..len).map(|i| (i, V::default())).collect();
-        Self {
-            name,
-            entries: Arc::new(Mutex::new(Entries {
-                map,
-                array: true,
-                fail_next_change: false,
-            })),
-        }
+        Self { name, entries: Arc::new(Mutex::new(Entries { map, array: true, fail_next_change: false })) }
     }
 }
 
@@ -247,11 +199,7 @@ impl<K: Eq + Hash + Clone + Send, V: Clone + Send> Table<K, V> for MemoryTable<K
         Self::check_change(&mut e, op, self.name)?;
         if e.array && !e.map.contains_key(&key) {
             // As the kernel answers an update past an array's end.
-            return Err(map_op(
-                op,
-                self.name,
-                MapError::IoError(std::io::Error::from_raw_os_error(libc::E2BIG)),
-            ));
+            return Err(map_op(op, self.name, MapError::IoError(std::io::Error::from_raw_os_error(libc::E2BIG))));
         }
         e.map.insert(key, value);
         Ok(())
@@ -368,16 +316,7 @@ impl MemoryMaps {
             Scope::Exact => &self.exact,
             Scope::Subtree => &self.subtree,
         };
-        read(
-            table,
-            &GrantKey {
-                session,
-                ino: id.ino,
-                dev: id.dev,
-                _pad: 0,
-            },
-        )
-        .unwrap_or(0)
+        read(table, &GrantKey { session, ino: id.ino, dev: id.dev, _pad: 0 }).unwrap_or(0)
     }
 
     /// Whether `session` holds an exact grant of `access` on `id`.
@@ -387,23 +326,12 @@ impl MemoryMaps {
 
     /// Whether `session` holds `access` on `id` by an exact or a subtree grant on `id` itself.
     pub fn has_any_scope(&self, session: u64, id: ObjectId, access: Access) -> bool {
-        (self.granted_bits(session, id, Scope::Exact)
-            | self.granted_bits(session, id, Scope::Subtree))
-            & access_bit(access)
-            != 0
+        (self.granted_bits(session, id, Scope::Exact) | self.granted_bits(session, id, Scope::Subtree)) & access_bit(access) != 0
     }
 
     /// The number of grant entries (exact and subtree) of `session`.
     pub fn grant_count(&self, session: u64) -> usize {
-        [&self.exact, &self.subtree]
-            .iter()
-            .map(|t| {
-                t.entries()
-                    .iter()
-                    .filter(|(k, _)| k.session == session)
-                    .count()
-            })
-            .sum()
+        [&self.exact, &self.subtree].iter().map(|t| t.entries().iter().filter(|(k, _)| k.session == session).count()).sum()
     }
 
     /// The flags `cgroup_id` is gated with (`None`: not gated).
@@ -456,22 +384,11 @@ impl MemoryMaps {
 mod tests {
     use super::*;
     use crate::kernel::{HostPort, Proto};
-    use pincer_common::{
-        ACCESS_ALL, ACCESS_CREATE, ACCESS_DELETE, ACCESS_LIST, ACCESS_READ, ACCESS_WRITE,
-    };
+    use pincer_common::{ACCESS_ALL, ACCESS_CREATE, ACCESS_DELETE, ACCESS_LIST, ACCESS_READ, ACCESS_WRITE};
 
-    const DIR: ObjectId = ObjectId {
-        dev: 0x0080_0001,
-        ino: 100,
-    };
-    const FILE: ObjectId = ObjectId {
-        dev: 0x0080_0001,
-        ino: 101,
-    };
-    const OTHER: ObjectId = ObjectId {
-        dev: 0x0080_0001,
-        ino: 102,
-    };
+    const DIR: ObjectId = ObjectId { dev: 0x0080_0001, ino: 100 };
+    const FILE: ObjectId = ObjectId { dev: 0x0080_0001, ino: 101 };
+    const OTHER: ObjectId = ObjectId { dev: 0x0080_0001, ino: 102 };
     /// Session ids no cgroup has (the level lookup finds none: every level is looked up).
     const S1: u64 = u64::MAX - 1;
     const S2: u64 = u64::MAX - 2;
@@ -486,42 +403,21 @@ mod tests {
         let mut e = maps.enforcer();
         e.add_open(FILE, ACCESS_READ | ACCESS_LIST).unwrap();
         e.add_open(FILE, ACCESS_WRITE).unwrap();
-        assert_eq!(
-            maps.open_bits(FILE),
-            Some(ACCESS_WRITE),
-            "a second open entry replaces the first, not ORs"
-        );
+        assert_eq!(maps.open_bits(FILE), Some(ACCESS_WRITE), "a second open entry replaces the first, not ORs");
         e.add_never(FILE, ACCESS_WRITE | ACCESS_DELETE).unwrap();
         e.add_never(FILE, ACCESS_READ).unwrap();
-        assert_eq!(
-            maps.never_bits(FILE),
-            Some(ACCESS_READ),
-            "a second never entry replaces the first, not ORs"
-        );
-        assert_eq!(
-            maps.open_bits(FILE),
-            Some(ACCESS_WRITE),
-            "open and never entries of one object are kept apart"
-        );
-        e.add_never_name(DIR, name("config"), ACCESS_WRITE | ACCESS_CREATE)
-            .unwrap();
-        e.add_never_name(DIR, name("config"), ACCESS_DELETE)
-            .unwrap();
-        assert_eq!(
-            maps.never_name_bits(DIR, name("config")),
-            Some(ACCESS_DELETE),
-            "a never name's bits are replaced too"
-        );
+        assert_eq!(maps.never_bits(FILE), Some(ACCESS_READ), "a second never entry replaces the first, not ORs");
+        assert_eq!(maps.open_bits(FILE), Some(ACCESS_WRITE), "open and never entries of one object are kept apart");
+        e.add_never_name(DIR, name("config"), ACCESS_WRITE | ACCESS_CREATE).unwrap();
+        e.add_never_name(DIR, name("config"), ACCESS_DELETE).unwrap();
+        assert_eq!(maps.never_name_bits(DIR, name("config")), Some(ACCESS_DELETE), "a never name's bits are replaced too");
         e.remove_open(FILE).unwrap();
         e.remove_never(FILE).unwrap();
         assert_eq!((maps.open_bits(FILE), maps.never_bits(FILE)), (None, None));
         // Bits outside ACCESS_ALL are dropped; none left is refused.
         e.add_open(OTHER, ACCESS_READ | 0x8000_0000).unwrap();
         assert_eq!(maps.open_bits(OTHER), Some(ACCESS_READ));
-        assert!(matches!(
-            e.add_never(OTHER, 0x8000_0000),
-            Err(KernelError::NoAccess { .. })
-        ));
+        assert!(matches!(e.add_never(OTHER, 0x8000_0000), Err(KernelError::NoAccess { .. })));
     }
 
     #[test]
@@ -531,43 +427,20 @@ mod tests {
         e.add_never_name(DIR, name("a"), ACCESS_WRITE).unwrap();
         assert_eq!(maps.never_dir_count(DIR), Some(1));
         e.add_never_name(DIR, name("b"), ACCESS_WRITE).unwrap();
-        assert_eq!(
-            maps.never_dir_count(DIR),
-            Some(2),
-            "two names in one directory"
-        );
+        assert_eq!(maps.never_dir_count(DIR), Some(2), "two names in one directory");
         e.add_never_name(DIR, name("a"), ACCESS_READ).unwrap();
-        assert_eq!(
-            maps.never_dir_count(DIR),
-            Some(2),
-            "changing a name's bits does not count it again"
-        );
+        assert_eq!(maps.never_dir_count(DIR), Some(2), "changing a name's bits does not count it again");
         assert_eq!(maps.state().never_names, 2);
         e.remove_never_name(DIR, name("a")).unwrap();
-        assert_eq!(
-            maps.never_dir_count(DIR),
-            Some(1),
-            "the directory stays marked for its other name"
-        );
+        assert_eq!(maps.never_dir_count(DIR), Some(1), "the directory stays marked for its other name");
         assert_eq!(maps.never_name_bits(DIR, name("b")), Some(ACCESS_WRITE));
         e.remove_never_name(DIR, name("a")).unwrap();
-        assert_eq!(
-            maps.never_dir_count(DIR),
-            Some(1),
-            "removing an absent name changes nothing"
-        );
+        assert_eq!(maps.never_dir_count(DIR), Some(1), "removing an absent name changes nothing");
         e.remove_never_name(DIR, name("b")).unwrap();
-        assert_eq!(
-            maps.never_dir_count(DIR),
-            None,
-            "the mark goes with the last name"
-        );
+        assert_eq!(maps.never_dir_count(DIR), None, "the mark goes with the last name");
         assert_eq!(maps.state().never_names, 0);
         assert!(maps.never_names.is_empty() && maps.never_dirs.is_empty());
-        assert!(matches!(
-            e.add_never_name(DIR, name("a/b"), ACCESS_READ),
-            Err(KernelError::BadName { .. })
-        ));
+        assert!(matches!(e.add_never_name(DIR, name("a/b"), ACCESS_READ), Err(KernelError::BadName { .. })));
         assert!(maps.never_dirs.is_empty(), "a refused name marks nothing");
     }
 
@@ -588,11 +461,7 @@ mod tests {
     }
 
     /// Whether `change` writes a new policy generation.
-    fn renews(
-        maps: &MemoryMaps,
-        e: &mut Enforcer,
-        change: impl FnOnce(&mut Enforcer) -> Result<(), KernelError>,
-    ) -> bool {
+    fn renews(maps: &MemoryMaps, e: &mut Enforcer, change: impl FnOnce(&mut Enforcer) -> Result<(), KernelError>) -> bool {
         let before = maps.policy_generation();
         change(e).unwrap();
         maps.policy_generation() != before
@@ -606,95 +475,30 @@ mod tests {
         // (what, whether it must renew, the change), in order. Widening changes need no
         // renewal: the cache only allows, so what it holds stays right.
         let changes: Vec<(&str, bool, Change)> = vec![
-            (
-                "an exact grant added",
-                false,
-                Box::new(|e| e.grant(S1, FILE, Scope::Exact, Access::Read)),
-            ),
-            (
-                "a subtree grant added",
-                false,
-                Box::new(|e| e.grant_bits(S1, DIR, Scope::Subtree, ACCESS_ALL)),
-            ),
-            (
-                "another session's grant added",
-                false,
-                Box::new(|e| e.grant(S2, FILE, Scope::Exact, Access::Write)),
-            ),
-            (
-                "a session gated",
-                false,
-                Box::new(|e| e.register_session(S1)),
-            ),
-            (
-                "a subtree grant's bit removed",
-                true,
-                Box::new(|e| e.revoke(S1, DIR, Scope::Subtree, Access::Write)),
-            ),
-            (
-                "an exact grant removed",
-                true,
-                Box::new(|e| e.revoke(S1, FILE, Scope::Exact, Access::Read)),
-            ),
-            (
-                "a session's grants revoked",
-                true,
-                Box::new(|e| e.revoke_session(S2, false).map(drop)),
-            ),
+            ("an exact grant added", false, Box::new(|e| e.grant(S1, FILE, Scope::Exact, Access::Read))),
+            ("a subtree grant added", false, Box::new(|e| e.grant_bits(S1, DIR, Scope::Subtree, ACCESS_ALL))),
+            ("another session's grant added", false, Box::new(|e| e.grant(S2, FILE, Scope::Exact, Access::Write))),
+            ("a session gated", false, Box::new(|e| e.register_session(S1))),
+            ("a subtree grant's bit removed", true, Box::new(|e| e.revoke(S1, DIR, Scope::Subtree, Access::Write))),
+            ("an exact grant removed", true, Box::new(|e| e.revoke(S1, FILE, Scope::Exact, Access::Read))),
+            ("a session's grants revoked", true, Box::new(|e| e.revoke_session(S2, false).map(drop))),
             ("a root added", true, Box::new(|e| e.add_root_id(DIR))),
             ("a root removed", true, Box::new(|e| e.remove_root_id(DIR))),
-            (
-                "an open path added",
-                true,
-                Box::new(|e| e.add_open(DIR, ACCESS_READ | ACCESS_LIST)),
-            ),
-            (
-                "an open path narrowed",
-                true,
-                Box::new(|e| e.add_open(DIR, ACCESS_READ)),
-            ),
-            (
-                "an open path removed",
-                true,
-                Box::new(|e| e.remove_open(DIR)),
-            ),
-            (
-                "a never entry added",
-                true,
-                Box::new(|e| e.add_never(FILE, ACCESS_WRITE)),
-            ),
-            (
-                "a never entry changed",
-                true,
-                Box::new(|e| e.add_never(FILE, ACCESS_WRITE | ACCESS_READ)),
-            ),
-            (
-                "a never entry removed",
-                true,
-                Box::new(|e| e.remove_never(FILE)),
-            ),
-            (
-                "a never name added",
-                true,
-                Box::new(|e| e.add_never_name(DIR, name("n"), ACCESS_CREATE)),
-            ),
-            (
-                "a never name changed",
-                true,
-                Box::new(|e| e.add_never_name(DIR, name("n"), ACCESS_ALL)),
-            ),
-            (
-                "a never name removed",
-                true,
-                Box::new(|e| e.remove_never_name(DIR, name("n"))),
-            ),
+            ("an open path added", true, Box::new(|e| e.add_open(DIR, ACCESS_READ | ACCESS_LIST))),
+            ("an open path narrowed", true, Box::new(|e| e.add_open(DIR, ACCESS_READ))),
+            ("an open path removed", true, Box::new(|e| e.remove_open(DIR))),
+            ("a never entry added", true, Box::new(|e| e.add_never(FILE, ACCESS_WRITE))),
+            ("a never entry changed", true, Box::new(|e| e.add_never(FILE, ACCESS_WRITE | ACCESS_READ))),
+            ("a never entry removed", true, Box::new(|e| e.remove_never(FILE))),
+            ("a never name added", true, Box::new(|e| e.add_never_name(DIR, name("n"), ACCESS_CREATE))),
+            ("a never name changed", true, Box::new(|e| e.add_never_name(DIR, name("n"), ACCESS_ALL))),
+            ("a never name removed", true, Box::new(|e| e.remove_never_name(DIR, name("n")))),
         ];
         let wrong: Vec<String> = changes
             .into_iter()
             .filter_map(|(what, must, change)| {
                 let renewed = renews(&maps, &mut e, change);
-                (renewed != must)
-                    .then(|| format!("{what}: {}", if must { "not renewed" } else { "renewed" }))
+                (renewed != must).then(|| format!("{what}: {}", if must { "not renewed" } else { "renewed" }))
             })
             .collect();
         assert!(wrong.is_empty(), "{wrong:#?}");
@@ -706,75 +510,27 @@ mod tests {
     fn grants_add_bits_revokes_take_them_and_sessions_end_with_all_of_them() {
         let maps = MemoryMaps::default();
         let mut e = maps.enforcer();
-        e.register_session_with(
-            S1,
-            SessionFlags {
-                shadow: true,
-                allow_userns: false,
-            },
-        )
-        .unwrap();
+        e.register_session_with(S1, SessionFlags { shadow: true, allow_userns: false }).unwrap();
         e.register_session(S2).unwrap();
-        assert_eq!(
-            maps.session(S1),
-            Some(SessionFlags {
-                shadow: true,
-                allow_userns: false
-            })
-        );
-        assert_eq!(
-            maps.state().session_levels,
-            pincer_common::SESSION_LEVELS_ALL,
-            "no cgroup found: every level"
-        );
+        assert_eq!(maps.session(S1), Some(SessionFlags { shadow: true, allow_userns: false }));
+        assert_eq!(maps.state().session_levels, pincer_common::SESSION_LEVELS_ALL, "no cgroup found: every level");
         e.grant(S1, FILE, Scope::Exact, Access::Read).unwrap();
         e.grant(S1, FILE, Scope::Exact, Access::Write).unwrap();
-        assert_eq!(
-            maps.granted_bits(S1, FILE, Scope::Exact),
-            ACCESS_READ | ACCESS_WRITE,
-            "grants add bits"
-        );
-        assert!(
-            e.holds(S1, FILE, Access::Write).unwrap()
-                && !e.holds(S1, FILE, Access::Delete).unwrap()
-        );
+        assert_eq!(maps.granted_bits(S1, FILE, Scope::Exact), ACCESS_READ | ACCESS_WRITE, "grants add bits");
+        assert!(e.holds(S1, FILE, Access::Write).unwrap() && !e.holds(S1, FILE, Access::Delete).unwrap());
         e.revoke(S1, FILE, Scope::Exact, Access::Write).unwrap();
         assert_eq!(maps.granted_bits(S1, FILE, Scope::Exact), ACCESS_READ);
         e.grant(S1, DIR, Scope::Subtree, Access::List).unwrap();
         e.grant(S2, FILE, Scope::Exact, Access::Read).unwrap();
-        let tcp = |port| HostPort {
-            proto: Proto::Tcp,
-            port,
-        };
+        let tcp = |port| HostPort { proto: Proto::Tcp, port };
         e.allow_port(tcp(53)).unwrap();
         // A port the session bound (the kernel records it).
-        maps.ports
-            .clone()
-            .insert(
-                PortKey {
-                    session: S1,
-                    port: 8080,
-                    proto: Proto::Tcp.number(),
-                    family: 4,
-                    ..Default::default()
-                },
-                1,
-            )
-            .unwrap();
-        assert!(
-            e.port_reachable(S1, tcp(8080)).unwrap() && !e.port_reachable(S2, tcp(8080)).unwrap()
-        );
-        assert_eq!(
-            e.revoke_session(S1, true).unwrap(),
-            2,
-            "one exact and one subtree entry"
-        );
+        maps.ports.clone().insert(PortKey { session: S1, port: 8080, proto: Proto::Tcp.number(), family: 4, ..Default::default() }, 1).unwrap();
+        assert!(e.port_reachable(S1, tcp(8080)).unwrap() && !e.port_reachable(S2, tcp(8080)).unwrap());
+        assert_eq!(e.revoke_session(S1, true).unwrap(), 2, "one exact and one subtree entry");
         assert_eq!(maps.grant_count(S1), 0);
         assert!(maps.session(S1).is_some(), "kept gated while asked to");
-        assert!(
-            !e.port_reachable(S1, tcp(8080)).unwrap() && e.port_reachable(S1, tcp(53)).unwrap(),
-            "its own port goes, listed ones stay"
-        );
+        assert!(!e.port_reachable(S1, tcp(8080)).unwrap() && e.port_reachable(S1, tcp(53)).unwrap(), "its own port goes, listed ones stay");
         assert_eq!(maps.grant_count(S2), 1, "other sessions keep theirs");
         assert_eq!(e.revoke_session(S1, false).unwrap(), 0);
         assert_eq!(maps.session(S1), None);
@@ -784,31 +540,15 @@ mod tests {
     fn memory_tables_behave_as_bpf_maps() {
         let maps = MemoryMaps::default();
         let mut state = maps.state.clone();
-        assert!(
-            Table::remove(&mut state, &0).is_err(),
-            "an array slot cannot be deleted"
-        );
-        assert!(
-            Table::insert(&mut state, 1, State::default()).is_err(),
-            "nor written out of bounds"
-        );
+        assert!(Table::remove(&mut state, &0).is_err(), "an array slot cannot be deleted");
+        assert!(Table::insert(&mut state, 1, State::default()).is_err(), "nor written out of bounds");
         assert_eq!(Table::keys(&state).unwrap(), vec![0]);
         let mut e = maps.enforcer();
         e.remove_open(FILE).unwrap();
         maps.exact.fail_next_change();
-        assert!(matches!(
-            e.grant(S1, FILE, Scope::Exact, Access::Read),
-            Err(KernelError::MapOp {
-                op: "insert",
-                map: map_names::EXACT,
-                ..
-            })
-        ));
+        assert!(matches!(e.grant(S1, FILE, Scope::Exact, Access::Read), Err(KernelError::MapOp { op: "insert", map: map_names::EXACT, .. })));
         e.grant(S1, FILE, Scope::Exact, Access::Read).unwrap();
-        assert!(
-            maps.has(S1, FILE, Access::Read),
-            "an injected failure happens once"
-        );
+        assert!(maps.has(S1, FILE, Access::Read), "an injected failure happens once");
         assert!(matches!(e.misses(), Err(KernelError::InMemory { .. })));
         assert_eq!((e.drops().unwrap(), e.pin_dir()), (0, None));
     }

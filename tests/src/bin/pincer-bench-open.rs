@@ -52,8 +52,7 @@
 
 use clap::Parser;
 use landlock::{
-    path_beneath_rules, Access as _, AccessFs, Ruleset, RulesetAttr, RulesetCreatedAttr,
-    RulesetStatus, ABI,
+    path_beneath_rules, Access as _, AccessFs, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, ABI,
 };
 use pincer::kernel::{Enforcer, EnforcerConfig, ObjectId, ReachConfig, Scope};
 use pincer::Access;
@@ -126,9 +125,7 @@ fn measure(op: Op, iterations: u32) -> Result<f64, String> {
         }
         Op::Connect(addr) => connect_close(addr, n),
         Op::Signal => signal(target.unwrap_or(0), n),
-        Op::StatEach(files) => (0..n as usize)
-            .try_for_each(|i| stat(&files[(next + i) % files.len()]))
-            .map(|()| next += n as usize),
+        Op::StatEach(files) => (0..n as usize).try_for_each(|i| stat(&files[(next + i) % files.len()])).map(|()| next += n as usize),
     };
     let result = (|| {
         // Warm-up (dentry cache, map entries).
@@ -206,8 +203,7 @@ fn unix_addr(path: &Path) -> Result<libc::sockaddr_un, String> {
 /// closing every connection (kill it by its pid when done).
 fn acceptor(path: &Path) -> Result<i32, String> {
     let _ = std::fs::remove_file(path);
-    let listener = std::os::unix::net::UnixListener::bind(path)
-        .map_err(|e| format!("bind {}: {e}", path.display()))?;
+    let listener = std::os::unix::net::UnixListener::bind(path).map_err(|e| format!("bind {}: {e}", path.display()))?;
     // SAFETY: fork; the child only accepts and closes.
     unsafe {
         let pid = libc::fork();
@@ -242,13 +238,7 @@ fn stat(file: &CString) -> Result<(), String> {
     // SAFETY: statx into a zeroed struct we own, on a valid C string.
     let rc = unsafe {
         let mut stx: libc::statx = std::mem::zeroed();
-        libc::statx(
-            libc::AT_FDCWD,
-            file.as_ptr(),
-            0,
-            libc::STATX_BASIC_STATS,
-            &mut stx,
-        )
+        libc::statx(libc::AT_FDCWD, file.as_ptr(), 0, libc::STATX_BASIC_STATS, &mut stx)
     };
     if rc < 0 {
         return Err(format!("statx failed: {}", std::io::Error::last_os_error()));
@@ -293,8 +283,7 @@ fn in_child(
             libc::close(fds[0]);
             let result = (|| {
                 if let Some(procs) = &procs {
-                    std::fs::write(procs, "0")
-                        .map_err(|e| format!("join {}: {e}", procs.display()))?;
+                    std::fs::write(procs, "0").map_err(|e| format!("join {}: {e}", procs.display()))?;
                 }
                 setup()?;
                 measure(op, iterations)
@@ -333,10 +322,7 @@ fn landlock_restrict(dir: &Path) -> Result<(), String> {
         .and_then(|r| r.restrict_self())
         .map_err(|e| format!("landlock: {e}"))?;
     if status.ruleset != RulesetStatus::FullyEnforced {
-        return Err(format!(
-            "landlock not fully enforced ({:?}); boot with landlock in lsm=",
-            status.ruleset
-        ));
+        return Err(format!("landlock not fully enforced ({:?}); boot with landlock in lsm=", status.ruleset));
     }
     Ok(())
 }
@@ -374,13 +360,7 @@ fn try_main(set: Settings) -> Result<(), String> {
     };
     let never = base.join("never");
     std::fs::create_dir_all(&never).map_err(|e| format!("create {}: {e}", never.display()))?;
-    let paths = Paths {
-        base: &base,
-        top: &top,
-        file: &file,
-        sock: &sock,
-        never: &never,
-    };
+    let paths = Paths { base: &base, top: &top, file: &file, sock: &sock, never: &never };
     let mut samples = Samples::default();
     let started = Instant::now();
     let result = (|| {
@@ -493,11 +473,8 @@ impl Samples {
 
     /// The median over the rounds of case / base of the same round.
     fn median_ratio(&self, case: Case, base: Case) -> f64 {
-        let mut r: Vec<f64> = self.ns[case as usize]
-            .iter()
-            .zip(&self.ns[base as usize])
-            .map(|(c, b)| c / b)
-            .collect();
+        let mut r: Vec<f64> =
+            self.ns[case as usize].iter().zip(&self.ns[base as usize]).map(|(c, b)| c / b).collect();
         r.sort_by(f64::total_cmp);
         r[r.len() / 2]
     }
@@ -507,38 +484,23 @@ impl Samples {
 fn round(s: &mut Samples, p: &Paths, ops: &Ops) -> Result<(), String> {
     let n = ops.iterations;
     s.add(Case::OpenNone, in_child(None, ops.open, n, || Ok(()))?);
-    s.add(
-        Case::OpenLandlock,
-        in_child(None, ops.open, n, || landlock_restrict(p.top))?,
-    );
-    s.add(
-        Case::OpenEachNone,
-        in_child(None, ops.open_each, n, || Ok(()))?,
-    );
-    s.add(
-        Case::ConnectNone,
-        in_child(None, ops.connect, n, || Ok(()))?,
-    );
+    s.add(Case::OpenLandlock, in_child(None, ops.open, n, || landlock_restrict(p.top))?);
+    s.add(Case::OpenEachNone, in_child(None, ops.open_each, n, || Ok(()))?);
+    s.add(Case::ConnectNone, in_child(None, ops.connect, n, || Ok(()))?);
     s.add(Case::SignalNone, in_child(None, Op::Signal, n, || Ok(()))?);
     s.add(Case::StatNone, in_child(None, ops.stat_each, n, || Ok(()))?);
 
     let pin_dir = PathBuf::from("/sys/fs/bpf").join(format!("pincer-bench-{}", std::process::id()));
-    let config = EnforcerConfig {
-        pin_dir: pin_dir.clone(),
-        reach: ReachConfig::with_trusted_socket(p.sock),
-        ..EnforcerConfig::default()
-    };
+    let config =
+        EnforcerConfig { pin_dir: pin_dir.clone(), reach: ReachConfig::with_trusted_socket(p.sock), ..EnforcerConfig::default() };
     let loading = Instant::now();
     let mut enforcer = Enforcer::load(&config).map_err(|e| format!("load enforcer: {e:?}"))?;
     s.load_secs.push(loading.elapsed().as_secs_f64());
-    let cgroup =
-        PathBuf::from("/sys/fs/cgroup").join(format!("pincer-bench-{}", std::process::id()));
+    let cgroup = PathBuf::from("/sys/fs/cgroup").join(format!("pincer-bench-{}", std::process::id()));
     std::fs::create_dir(&cgroup).map_err(|e| format!("create {}: {e}", cgroup.display()))?;
     let result = (|| {
         let session = pincer::kernel::cgroup_id(&cgroup).map_err(|e| e.to_string())?;
-        enforcer
-            .register_session(session)
-            .map_err(|e| e.to_string())?;
+        enforcer.register_session(session).map_err(|e| e.to_string())?;
         s.levels = enforcer.session_levels().map_err(|e| e.to_string())?;
         enforcer.add_root(p.base).map_err(|e| e.to_string())?;
         let file_id = ObjectId::of_path(p.file).map_err(|e| e.to_string())?;
@@ -546,34 +508,16 @@ fn round(s: &mut Samples, p: &Paths, ops: &Ops) -> Result<(), String> {
         let gated = Some(cgroup.as_path());
 
         s.add(Case::OpenUngated, in_child(None, ops.open, n, || Ok(()))?);
-        s.add(
-            Case::ConnectUngated,
-            in_child(None, ops.connect, n, || Ok(()))?,
-        );
-        s.add(
-            Case::SignalUngated,
-            in_child(None, Op::Signal, n, || Ok(()))?,
-        );
-        s.add(
-            Case::ConnectGated,
-            in_child(gated, ops.connect, n, || Ok(()))?,
-        );
-        s.add(
-            Case::SignalGated,
-            in_child(gated, Op::Signal, n, || Ok(()))?,
-        );
-        enforcer
-            .grant(session, file_id, Scope::Exact, Access::Read)
-            .map_err(|e| e.to_string())?;
+        s.add(Case::ConnectUngated, in_child(None, ops.connect, n, || Ok(()))?);
+        s.add(Case::SignalUngated, in_child(None, Op::Signal, n, || Ok(()))?);
+        s.add(Case::ConnectGated, in_child(gated, ops.connect, n, || Ok(()))?);
+        s.add(Case::SignalGated, in_child(gated, Op::Signal, n, || Ok(()))?);
+        enforcer.grant(session, file_id, Scope::Exact, Access::Read).map_err(|e| e.to_string())?;
         s.add(Case::OpenExact, in_child(gated, ops.open, n, || Ok(()))?);
         let exact = with_stats(s, 1, n, || in_child(gated, ops.open, n, || Ok(())))?;
         s.add(Case::OpenExactStats, exact);
-        enforcer
-            .revoke(session, file_id, Scope::Exact, Access::Read)
-            .map_err(|e| e.to_string())?;
-        enforcer
-            .grant(session, top_id, Scope::Subtree, Access::Read)
-            .map_err(|e| e.to_string())?;
+        enforcer.revoke(session, file_id, Scope::Exact, Access::Read).map_err(|e| e.to_string())?;
+        enforcer.grant(session, top_id, Scope::Subtree, Access::Read).map_err(|e| e.to_string())?;
         s.add(Case::OpenSubtree, in_child(gated, ops.open, n, || Ok(()))?);
         let subtree = with_stats(s, 2, n, || in_child(gated, ops.open, n, || Ok(())))?;
         s.add(Case::OpenSubtreeStats, subtree);
@@ -582,40 +526,18 @@ fn round(s: &mut Samples, p: &Paths, ops: &Ops) -> Result<(), String> {
         // Never-grantable entries that do not cover the file: an object and a name.
         let never_dir = ObjectId::of_path(p.never).map_err(|e| e.to_string())?;
         let root_id = ObjectId::of_path(p.base).map_err(|e| e.to_string())?;
+        enforcer.add_never(never_dir, pincer_common::ACCESS_ALL).map_err(|e| e.to_string())?;
         enforcer
-            .add_never(never_dir, pincer_common::ACCESS_ALL)
-            .map_err(|e| e.to_string())?;
-        enforcer
-            .add_never_name(
-                root_id,
-                std::ffi::OsStr::new(".ssh"),
-                pincer_common::ACCESS_ALL,
-            )
+            .add_never_name(root_id, std::ffi::OsStr::new(".ssh"), pincer_common::ACCESS_ALL)
             .map_err(|e| e.to_string())?;
         // First, while nothing is cached since the never entries came: every
         // file of (f) is opened for the first time.
-        s.add(
-            Case::OpenSubtreeNeverFirst,
-            in_child(gated, ops.open_each, n, || Ok(()))?,
-        );
-        s.add(
-            Case::OpenSubtreeNever,
-            in_child(gated, ops.open, n, || Ok(()))?,
-        );
-        s.add(
-            Case::StatGatedNever,
-            in_child(gated, ops.stat_each, n, || Ok(()))?,
-        );
-        enforcer
-            .revoke(session, top_id, Scope::Subtree, Access::Read)
-            .map_err(|e| e.to_string())?;
-        enforcer
-            .grant(session, file_id, Scope::Exact, Access::Read)
-            .map_err(|e| e.to_string())?;
-        s.add(
-            Case::OpenExactNever,
-            in_child(gated, ops.open, n, || Ok(()))?,
-        );
+        s.add(Case::OpenSubtreeNeverFirst, in_child(gated, ops.open_each, n, || Ok(()))?);
+        s.add(Case::OpenSubtreeNever, in_child(gated, ops.open, n, || Ok(()))?);
+        s.add(Case::StatGatedNever, in_child(gated, ops.stat_each, n, || Ok(()))?);
+        enforcer.revoke(session, top_id, Scope::Subtree, Access::Read).map_err(|e| e.to_string())?;
+        enforcer.grant(session, file_id, Scope::Exact, Access::Read).map_err(|e| e.to_string())?;
+        s.add(Case::OpenExactNever, in_child(gated, ops.open, n, || Ok(()))?);
         Ok::<_, String>(())
     })();
     let _ = enforcer.unpin();
@@ -626,14 +548,8 @@ fn round(s: &mut Samples, p: &Paths, ops: &Ops) -> Result<(), String> {
 /// Runs `sample` with BPF run-time statistics on and adds what every Pincer
 /// program ran meanwhile to statistics case `which` (the warm-up's runs
 /// included: `iterations` + 1000 operations).
-fn with_stats(
-    s: &mut Samples,
-    which: usize,
-    iterations: u32,
-    sample: impl FnOnce() -> Result<f64, String>,
-) -> Result<f64, String> {
-    let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime)
-        .map_err(|e| format!("enable BPF statistics: {e}"))?;
+fn with_stats(s: &mut Samples, which: usize, iterations: u32, sample: impl FnOnce() -> Result<f64, String>) -> Result<f64, String> {
+    let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).map_err(|e| format!("enable BPF statistics: {e}"))?;
     let before = program_stats()?;
     let ns = sample()?;
     let after = program_stats()?;
@@ -656,22 +572,13 @@ fn program_stats() -> Result<ProgramRuns, String> {
     let mut newest: std::collections::BTreeMap<String, (u32, u64, u64)> = Default::default();
     for info in aya::programs::loaded_programs() {
         let info = info.map_err(|e| format!("list BPF programs: {e}"))?;
-        let Some(name) = info.name_as_str().filter(|n| n.starts_with("pincer_")) else {
-            continue;
-        };
+        let Some(name) = info.name_as_str().filter(|n| n.starts_with("pincer_")) else { continue };
         let entry = newest.entry(name.to_owned()).or_insert((0, 0, 0));
         if info.id() >= entry.0 {
-            *entry = (
-                info.id(),
-                info.run_count(),
-                info.run_time().as_nanos() as u64,
-            );
+            *entry = (info.id(), info.run_count(), info.run_time().as_nanos() as u64);
         }
     }
-    Ok(newest
-        .into_iter()
-        .map(|(name, (_, count, time))| (name, (count, time)))
-        .collect())
+    Ok(newest.into_iter().map(|(name, (_, count, time))| (name, (count, time))).collect())
 }
 
 fn report(s: &Samples, set: &Settings, secs: f64) {
@@ -702,14 +609,7 @@ fn report(s: &Samples, set: &Settings, secs: f64) {
     );
     let rows = |title: &str, base: Case, rows: &[(&str, Case)]| {
         println!("{title}:");
-        println!(
-            "  {:<40} {:>10} {:>11}   {:>13}   {:>17}",
-            "",
-            format!("min {unit}"),
-            format!("median {unit}"),
-            "min/min(base)",
-            "median(case/base)"
-        );
+        println!("  {:<40} {:>10} {:>11}   {:>13}   {:>17}", "", format!("min {unit}"), format!("median {unit}"), "min/min(base)", "median(case/base)");
         let (b, _) = s.figures(base);
         for (label, case) in rows {
             let (min, median) = s.figures(*case);
@@ -741,31 +641,20 @@ fn report(s: &Samples, set: &Settings, secs: f64) {
         Case::OpenEachNone,
         &[
             ("(f) no program loaded", Case::OpenEachNone),
-            (
-                "(f) subtree grant, never entries",
-                Case::OpenSubtreeNeverFirst,
-            ),
+            ("(f) subtree grant, never entries", Case::OpenSubtreeNeverFirst),
         ],
     );
     let min = |c: Case| s.figures(c).0;
-    for (i, (label, case)) in [
-        ("(b) ungated", Case::OpenUngated),
-        ("(c) exact", Case::OpenExact),
-        ("(d) subtree", Case::OpenSubtree),
-    ]
-    .into_iter()
-    .enumerate()
+    for (i, (label, case)) in [("(b) ungated", Case::OpenUngated), ("(c) exact", Case::OpenExact), ("(d) subtree", Case::OpenSubtree)]
+        .into_iter()
+        .enumerate()
     {
         let ops = s.ops_with_stats[i].max(1) as f64;
         let inside: f64 = s.runs[i].values().map(|(_, t)| *t as f64).sum::<f64>() / ops;
         let progs: Vec<String> = s.runs[i]
             .iter()
             .map(|(name, (count, time))| {
-                format!(
-                    "{name} {:.2} runs/op, {:.0} ns/run",
-                    *count as f64 / ops,
-                    *time as f64 / (*count).max(1) as f64
-                )
+                format!("{name} {:.2} runs/op, {:.0} ns/run", *count as f64 / ops, *time as f64 / (*count).max(1) as f64)
             })
             .collect();
         println!(
@@ -778,39 +667,19 @@ fn report(s: &Samples, set: &Settings, secs: f64) {
     rows(
         "statx of each file of a directory in turn (ls -l)",
         Case::StatNone,
-        &[
-            ("no program loaded", Case::StatNone),
-            (
-                "gated, never-grantable entries present",
-                Case::StatGatedNever,
-            ),
-        ],
+        &[("no program loaded", Case::StatNone), ("gated, never-grantable entries present", Case::StatGatedNever)],
     );
     rows(
         "connect+close to an allowed Unix socket",
         Case::ConnectNone,
-        &[
-            ("no program loaded", Case::ConnectNone),
-            ("loaded, process not gated", Case::ConnectUngated),
-            ("gated, socket allowed", Case::ConnectGated),
-        ],
+        &[("no program loaded", Case::ConnectNone), ("loaded, process not gated", Case::ConnectUngated), ("gated, socket allowed", Case::ConnectGated)],
     );
     rows(
         "signal (kill(pid, 0)) to a process of the same session",
         Case::SignalNone,
-        &[
-            ("no program loaded", Case::SignalNone),
-            ("loaded, process not gated", Case::SignalUngated),
-            ("gated, target in the session", Case::SignalGated),
-        ],
+        &[("no program loaded", Case::SignalNone), ("loaded, process not gated", Case::SignalUngated), ("gated, target in the session", Case::SignalGated)],
     );
-    let (a, b, c, d, e) = (
-        min(Case::OpenNone),
-        min(Case::OpenUngated),
-        min(Case::OpenExact),
-        min(Case::OpenSubtree),
-        min(Case::OpenLandlock),
-    );
+    let (a, b, c, d, e) = (min(Case::OpenNone), min(Case::OpenUngated), min(Case::OpenExact), min(Case::OpenSubtree), min(Case::OpenLandlock));
     let met = |ok: bool| if ok { "met" } else { "not met" };
     println!(
         "issue 9 targets (minimums, {}): ungated (b) <= 1.02x [{}], exact (c) <= 1.1x [{}], subtree (d) <= 1.2x [{}], all below Landlock (e) [{}]",
