@@ -110,7 +110,9 @@ struct kern_ipc_perm {
 };
 
 struct in6_addr {
-	__u8 s6_addr[16];
+	union {
+		__u8 u6_addr8[16];
+	} in6_u;
 };
 
 struct sock_common {
@@ -744,8 +746,8 @@ static __always_inline void bound_key(__u64 session, struct sock *sk, struct por
 	__u64 hi, lo;
 
 	BPF_CORE_READ_INTO(&v6, sk, __sk_common.skc_v6_rcv_saddr);
-	__builtin_memcpy(&hi, &v6.s6_addr[0], 8);
-	__builtin_memcpy(&lo, &v6.s6_addr[8], 8);
+	__builtin_memcpy(&hi, &v6.in6_u.u6_addr8[0], 8);
+	__builtin_memcpy(&lo, &v6.in6_u.u6_addr8[8], 8);
 	if (!hi && !lo) {
 		/* skc_ipv6only is bit 5 of the byte after skc_state (after the 4
 		 * bits of skc_reuse and skc_reuseport), the same on 6.1 and 6.12;
@@ -758,14 +760,14 @@ static __always_inline void bound_key(__u64 session, struct sock *sk, struct por
 		pk->family = flags & (1 << 5) ? 6 : 0;
 		return;
 	}
-	if (!hi && v6.s6_addr[8] == 0 && v6.s6_addr[9] == 0 && v6.s6_addr[10] == 0xff && v6.s6_addr[11] == 0xff) {
+	if (!hi && v6.in6_u.u6_addr8[8] == 0 && v6.in6_u.u6_addr8[9] == 0 && v6.in6_u.u6_addr8[10] == 0xff && v6.in6_u.u6_addr8[11] == 0xff) {
 		pk->family = 4;
-		if (v6.s6_addr[12] | v6.s6_addr[13] | v6.s6_addr[14] | v6.s6_addr[15])
-			__builtin_memcpy(pk->addr, v6.s6_addr, 16);
+		if (v6.in6_u.u6_addr8[12] | v6.in6_u.u6_addr8[13] | v6.in6_u.u6_addr8[14] | v6.in6_u.u6_addr8[15])
+			__builtin_memcpy(pk->addr, v6.in6_u.u6_addr8, 16);
 		return;
 	}
 	pk->family = 6;
-	__builtin_memcpy(pk->addr, v6.s6_addr, 16);
+	__builtin_memcpy(pk->addr, v6.in6_u.u6_addr8, 16);
 }
 
 static __always_inline int same_port_key(const struct port_key *a, const struct port_key *b)
