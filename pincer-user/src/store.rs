@@ -1122,7 +1122,7 @@ impl Store {
         let q = q.clone();
         p.run(move |w| {
             let sql = "SELECT seq, entry FROM audit WHERE seq > $1 AND ($2::text IS NULL OR session = $2) AND ($3::text IS NULL OR host = $3)
-                       ORDER BY seq LIMIT CASE WHEN $4 > 0 THEN $4 END";
+                       ORDER BY seq LIMIT CASE WHEN $4::bigint > 0 THEN $4::bigint END";
             fn run<C: postgres::GenericClient>(c: &mut C, sql: &str, q: &AuditQuery) -> Result<Vec<(i64, String)>, postgres::Error> {
                 let params: [&(dyn postgres::types::ToSql + Sync); 4] = [&q.after, &q.session, &q.host, &q.limit];
                 Ok(c.query(sql, &params)?.iter().map(|r| (r.get(0), r.get(1))).collect())

@@ -126,6 +126,8 @@ impl Host {
     async fn approve_waiting(&self, s: &SessionInfo, rel: &str) -> Reply {
         self.as_caller(&s.cgroup);
         let mut worker = Client::connect(&self.config.socket).await.unwrap();
+        // The worker's connection is placed in its session by its first call.
+        assert!(matches!(worker.call(Call::Status { session: None }).await.unwrap(), Reply::Session(_)));
         worker.send(Call::Request { path: self.ws.join(rel).to_string_lossy().into(), access: Access::Write, reason: Some("needed".into()), session: None }).await.unwrap();
         let q = eventually("a waiting question", || async {
             self.as_caller(Path::new(OUTSIDE));
