@@ -793,7 +793,7 @@ impl Store {
     /// Brings the schema to this build's version (`pincer store migrate`; also done by
     /// every open): returns the version before and after.
     pub fn migrate(&self) -> Result<(i64, i64), StoreError> {
-        let before = self.schema_version().unwrap_or(0);
+        let before = self.schema_version()?;
         if self.is_shared() {
             self.migrate_postgres()?;
         }
@@ -820,6 +820,13 @@ impl Store {
 
     /// The schema version of the open database.
     pub fn schema_version(&self) -> Result<i64, StoreError> {
+        if self.is_shared() {
+            // A database no daemon has migrated has no version table yet: version 0.
+            let t = self.db.query("SELECT to_regclass('pincer_schema')::text", &[]).map_err(sql("read schema version"))?;
+            if t.first().and_then(|r| r.opt_text(0)).is_none() {
+                return Ok(0);
+            }
+        }
         let q = match self.db {
             Db::Sqlite(_) => "PRAGMA user_version",
             Db::Postgres(_) => "SELECT COALESCE(MAX(version), 0) FROM pincer_schema",

@@ -465,3 +465,25 @@ async fn eight_daemons_share_one_approval() {
     }
     let _ = &tmp;
 }
+
+/// `pincer doctor` on a fleet host: the database answers, its schema is this build's, the
+/// daemon's role may create the per-user roles and is no superuser; a password file others
+/// may read fails the check with its fix.
+#[test]
+fn doctor_checks_the_connection_the_schema_and_the_roles_rights() {
+    use pincer::doctor::{store_checks, Status};
+    let tmp = tempfile::tempdir().unwrap();
+    let db = cluster().database(tmp.path());
+    let config = fleet_config(tmp.path(), &db, "host-d");
+    let fresh = store_checks(&config);
+    let names: Vec<_> = fresh.iter().map(|c| (c.name, c.status)).collect();
+    assert_eq!(names, [("store", Status::Ok), ("store schema", Status::Warn), ("store permissions", Status::Ok)], "{fresh:?}");
+    assert_eq!(fresh[1].fix.as_deref(), Some("sudo pincer store migrate"));
+    open_store(&db);
+    assert!(store_checks(&config).iter().all(|c| c.status == Status::Ok), "{:?}", store_checks(&config));
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(db.password_file.as_ref().unwrap(), std::fs::Permissions::from_mode(0o640)).unwrap();
+    let c = &store_checks(&config)[0];
+    assert_eq!(c.status, Status::Fail);
+    assert!(c.detail.contains("db-password") && c.detail.contains("group or others"), "{c:?}");
+}
