@@ -848,12 +848,13 @@ impl Store {
         matches!(self.db, Db::Postgres(_))
     }
 
-    /// Checks that the database answers (a round trip; SQLite always does): the daemon
-    /// decides nothing on a trusted state it cannot reach.
+    /// Checks that the database answers (SQLite always does; PostgreSQL by a round trip
+    /// unless a statement succeeded within [`pg::CHECK_EVERY`] on a connection still open):
+    /// the daemon decides nothing on a trusted state it cannot reach.
     pub fn ping(&self) -> Result<(), StoreError> {
         match &self.db {
             Db::Sqlite(_) => Ok(()),
-            Db::Postgres(_) => self.db.batch("SELECT 1").map_err(sql("reach the database")),
+            Db::Postgres(p) => p.check().map_err(sql("reach the database")),
         }
     }
 

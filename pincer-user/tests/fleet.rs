@@ -273,6 +273,8 @@ async fn with_the_database_stopped_decisions_deny_and_the_spool_is_shipped_once_
     let todo = "notes/todo.md";
     assert!(granted(&a.request(&s, todo, Access::Read).await), "the task's file is granted while the database is up");
     cl.stop_server();
+    // A success vouches for the connection this long (the bound on noticing).
+    tokio::time::sleep(pincer::store::pg::CHECK_EVERY).await;
     let r = a.request(&s, "notes/standup.md", Access::Read).await;
     match &r {
         Reply::Decision { granted: false, reason, .. } => assert!(reason.contains("trusted store cannot be reached"), "{reason}"),

@@ -174,9 +174,31 @@ pub fn user_role(user: &str) -> Result<String, DbError> {
 
 type Job = Box<dyn FnOnce(&mut Worker) + Send>;
 
+/// How long a successful statement vouches for the connection: a decision within this
+/// time of the last success is not preceded by a round trip of its own (a connection the
+/// client saw close fails at once). So a database that goes away is noticed by the
+/// decisions at most this late.
+pub const CHECK_EVERY: Duration = Duration::from_millis(250);
+
 /// One PostgreSQL connection served on its own thread.
 pub struct PgConn {
     tx: mpsc::Sender<Job>,
+    health: Arc<Health>,
+}
+
+/// What the connection's thread last saw: when a statement last succeeded (milliseconds
+/// since the connection opened, 0 for never) and whether the connection is closed.
+#[derive(Default)]
+struct Health {
+    last_ok_ms: std::sync::atomic::AtomicU64,
+    closed: std::sync::atomic::AtomicBool,
+    epoch: std::sync::OnceLock<std::time::Instant>,
+}
+
+impl Health {
+    fn now_ms(&self) -> u64 {
+        self.epoch.get_or_init(std::time::Instant::now).elapsed().as_millis() as u64 + 1
+    }
 }
 
 impl PgConn {
@@ -185,6 +207,8 @@ impl PgConn {
         let (tx, rx) = mpsc::channel::<Job>();
         let settings = Arc::new(settings);
         let (ready_tx, ready_rx) = mpsc::channel();
+        let health = Arc::new(Health::default());
+        let seen = health.clone();
         std::thread::Builder::new()
             .name("pincer-pg".into())
             .spawn(move || {
@@ -197,11 +221,24 @@ impl PgConn {
                 }
                 while let Ok(job) = rx.recv() {
                     job(&mut w);
+                    seen.closed.store(w.client.as_ref().is_none_or(Client::is_closed), std::sync::atomic::Ordering::Relaxed);
                 }
             })
             .map_err(|e| DbError::Unreachable(format!("cannot start the store thread: {e}")))?;
         ready_rx.recv().map_err(|_| DbError::Unreachable("the store thread ended".into()))??;
-        Ok(PgConn { tx })
+        Ok(PgConn { tx, health })
+    }
+
+    /// Checks that the database answers: a round trip, unless a statement succeeded less
+    /// than [`CHECK_EVERY`] ago on a connection still open.
+    pub fn check(&self) -> Result<(), DbError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let h = &self.health;
+        let last = h.last_ok_ms.load(Relaxed);
+        if last != 0 && !h.closed.load(Relaxed) && h.now_ms().saturating_sub(last) < CHECK_EVERY.as_millis() as u64 {
+            return Ok(());
+        }
+        self.batch("SELECT 1".into())
     }
 
     /// Runs `f` on the connection's thread and waits for its result.
@@ -212,7 +249,10 @@ impl PgConn {
                 let _ = tx.send(f(w));
             }))
             .map_err(|_| DbError::Unreachable("the store thread ended".into()))?;
-        rx.recv().map_err(|_| DbError::Unreachable("the store thread ended".into()))?
+        let r = rx.recv().map_err(|_| DbError::Unreachable("the store thread ended".into()))?;
+        let h = &self.health;
+        h.last_ok_ms.store(if r.is_ok() { h.now_ms() } else { 0 }, std::sync::atomic::Ordering::Relaxed);
+        r
     }
 
     /// Runs a statement; returns the rows it changed.
