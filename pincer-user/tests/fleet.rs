@@ -104,7 +104,9 @@ impl Host {
 
     async fn request(&self, s: &SessionInfo, rel: &str, access: Access) -> Reply {
         self.as_caller(&s.cgroup);
-        let r = self.call(Call::Request { path: self.ws.join(rel).to_string_lossy().into(), access, reason: Some("needed for the task".into()), session: None }).await;
+        let r = self
+            .call(Call::Request { path: self.ws.join(rel).to_string_lossy().into(), access, reason: Some("needed for the task".into()), session: None })
+            .await;
         self.as_caller(Path::new(OUTSIDE));
         r
     }
@@ -128,7 +130,10 @@ impl Host {
         let mut worker = Client::connect(&self.config.socket).await.unwrap();
         // The worker's connection is placed in its session by its first call.
         assert!(matches!(worker.call(Call::Status { session: None }).await.unwrap(), Reply::Session(_)));
-        worker.send(Call::Request { path: self.ws.join(rel).to_string_lossy().into(), access: Access::Write, reason: Some("needed".into()), session: None }).await.unwrap();
+        worker
+            .send(Call::Request { path: self.ws.join(rel).to_string_lossy().into(), access: Access::Write, reason: Some("needed".into()), session: None })
+            .await
+            .unwrap();
         let q = eventually("a waiting question", || async {
             self.as_caller(Path::new(OUTSIDE));
             match self.call(Call::Pending).await {
@@ -383,9 +388,22 @@ fn one_user_cannot_read_anothers_rows() {
     let db = cluster().database(tmp.path());
     let st = open_store(&db);
     for user in ["ann", "bob"] {
-        st.add_approval(user, 1, &UserApproval { session: format!("s-{user}"), path_glob: "docs/a.md".into(), access: Access::Read, permission: pincer::store::Permission::Allow }).unwrap();
+        st.add_approval(
+            user,
+            1,
+            &UserApproval { session: format!("s-{user}"), path_glob: "docs/a.md".into(), access: Access::Read, permission: pincer::store::Permission::Allow },
+        )
+        .unwrap();
         st.add_policy(user, &UserPolicy { id: format!("p-{user}"), text: "Docs are fine.".into(), rules: vec![] }).unwrap();
-        let row = AuditRow { id: format!("id-{user}"), time_ms: 1, host: "h".into(), session: Some(format!("s-{user}")), user: Some(user.into()), event: "decision".into(), entry: "{}".into() };
+        let row = AuditRow {
+            id: format!("id-{user}"),
+            time_ms: 1,
+            host: "h".into(),
+            session: Some(format!("s-{user}")),
+            user: Some(user.into()),
+            event: "decision".into(),
+            entry: "{}".into(),
+        };
         st.insert_audit(&[row]).unwrap();
     }
     let seen = st

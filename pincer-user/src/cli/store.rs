@@ -74,16 +74,24 @@ pub fn run(args: StoreArgs) -> anyhow::Result<ExitCode> {
                 Some(p) => {
                     use std::io::Write;
                     use std::os::unix::fs::OpenOptionsExt;
-                    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(p).with_context(|| format!("creating {}", p.display()))?;
+                    let mut f =
+                        std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(p).with_context(|| format!("creating {}", p.display()))?;
                     f.write_all(text.as_bytes())?;
-                    eprintln!("exported {} tasks and {} policies of {user} from {} to {}", state.tasks.len(), state.policies.len(), spec.describe(), p.display());
+                    eprintln!(
+                        "exported {} tasks and {} policies of {user} from {} to {}",
+                        state.tasks.len(),
+                        state.policies.len(),
+                        spec.describe(),
+                        p.display()
+                    );
                 }
                 None => println!("{text}"),
             }
         }
         StoreCommand::Import { user, file } => {
             let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
-            let state: TrustedState = serde_json::from_str(&text).with_context(|| format!("{} is not a state written by `pincer store export`", file.display()))?;
+            let state: TrustedState =
+                serde_json::from_str(&text).with_context(|| format!("{} is not a state written by `pincer store export`", file.display()))?;
             let sum = spec.open()?.import_state(user, &state)?;
             println!("imported {} tasks and {} policies for {user} into {}", sum.tasks, sum.policies, spec.describe());
         }

@@ -122,7 +122,12 @@ impl Cluster {
         std::fs::write(&pw, format!("{PASSWORD}\n")).unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&pw, std::fs::Permissions::from_mode(0o600)).unwrap();
-        PgSettings { url: format!("host=127.0.0.1 port={} user=pincer dbname={name}", self.port), tls: TlsMode::Disable, ca_file: None, password_file: Some(pw) }
+        PgSettings {
+            url: format!("host=127.0.0.1 port={} user=pincer dbname={name}", self.port),
+            tls: TlsMode::Disable,
+            ca_file: None,
+            password_file: Some(pw),
+        }
     }
 }
 
