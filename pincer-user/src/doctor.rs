@@ -332,6 +332,54 @@ fn state_perms(cfg: &Config, uid: u32) -> Check {
     }
 }
 
+/// The trusted store: for the postgres backend, that the password file is root-only, the
+/// database answers, its schema is this build's, and the daemon's role may create the
+/// per-user roles that row-level security reads with (without being a superuser).
+pub fn store_checks(cfg: &Config) -> Vec<Check> {
+    const NAME: &str = "store";
+    let spec = cfg.store_spec();
+    let crate::store::StoreSpec::Postgres(settings) = &spec else {
+        return vec![check(NAME, Status::Ok, format!("{} (one host; `[store] backend = \"postgres\"` shares it across a fleet)", spec.describe()), None)];
+    };
+    if let Some(f) = &settings.password_file {
+        if let Err(e) = crate::store::pg::read_password_file(f) {
+            return vec![check(NAME, Status::Fail, e.to_string(), Some(format!("sudo chown 0:0 {0} && sudo chmod 0600 {0}", f.display())))];
+        }
+    }
+    let store = match crate::store::Store::connect_postgres(settings.clone()) {
+        Ok(s) => s,
+        Err(e) => {
+            return vec![check(NAME, Status::Fail, crate::daemon::error::chain(&e), Some("check store.url, store.tls and the password file; is the server up and reachable?".into()))];
+        }
+    };
+    let mut out = vec![check(NAME, Status::Ok, format!("{} answers", spec.describe()), None)];
+    out.push(match store.schema_version() {
+        Ok(v) if v == store.known_version() => check("store schema", Status::Ok, format!("version {v}, this build's"), None),
+        Ok(v) if v < store.known_version() => {
+            check("store schema", Status::Warn, format!("version {v}, this build brings it to {} at start", store.known_version()), Some("sudo pincer store migrate".into()))
+        }
+        Ok(v) => check("store schema", Status::Fail, format!("version {v} is newer than this build ({})", store.known_version()), Some("upgrade pincer on this host".into())),
+        Err(e) => check("store schema", Status::Fail, crate::daemon::error::chain(&e), Some("sudo pincer store migrate".into())),
+    });
+    out.push(match store.role_rights() {
+        Ok((_, true)) => check(
+            "store permissions",
+            Status::Warn,
+            "the daemon logs in as a superuser; a role with CREATEROLE that owns the database is enough".to_string(),
+            Some("CREATE ROLE pincer LOGIN CREATEROLE; ALTER DATABASE ... OWNER TO pincer".into()),
+        ),
+        Ok((true, false)) => check("store permissions", Status::Ok, "the daemon's role may create the per-user roles (CREATEROLE) and is no superuser".to_string(), None),
+        Ok((false, false)) => check(
+            "store permissions",
+            Status::Fail,
+            "the daemon's role cannot create the per-user roles users read their rows with".to_string(),
+            Some("ALTER ROLE pincer CREATEROLE".into()),
+        ),
+        Err(e) => check("store permissions", Status::Fail, crate::daemon::error::chain(&e), None),
+    });
+    out
+}
+
 /// Runs every check. `config` is the configuration file to check (default: `PINCER_CONFIG`
 /// or `/etc/pincer/pincer.toml`); `socket` overrides the configuration's socket.
 pub async fn run(host: &Host, config: Option<&Path>, socket: Option<PathBuf>) -> Report {
@@ -349,6 +397,8 @@ pub async fn run(host: &Host, config: Option<&Path>, socket: Option<PathBuf>) ->
         socket_perms(&socket, host.daemon_uid),
         state_perms(&cfg, host.daemon_uid),
     ];
+    let mut checks = checks;
+    checks.extend(store_checks(&cfg));
     Report { release: host.release.clone(), checks }
 }
 

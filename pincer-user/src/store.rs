@@ -6,11 +6,19 @@
 //! rationale, note, file content or a name the worker chose: the write API's types cannot
 //! carry them.
 //!
-//! [`Store`] persists the state (WAL, migrations by `PRAGMA user_version`);
+//! [`Store`] persists the state in one of two backends behind the same methods
+//! ([`db::Db`]): SQLite on one host (WAL, migrations by `PRAGMA user_version`) or a
+//! fleet's PostgreSQL database ([`pg`], migrations recorded in `pincer_schema`);
 //! [`TrustedState`] is the same state in memory, cheap to clone for one evaluation sample.
 
+pub mod db;
+pub mod pg;
+
 use crate::access::Access;
-use rusqlite::{params, Connection, OptionalExtension};
+use db::{Db, DbError, Row, Val};
+pub use pg::{PgSettings, TlsMode};
+use pg::PgConn;
+use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -18,14 +26,15 @@ use std::path::{Path, PathBuf};
 /// Errors of the trusted store.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// The database could not be opened.
-    #[error("cannot open the trusted store at {path}")]
+    /// The database could not be opened (a SQLite file, or a PostgreSQL server that cannot
+    /// be reached or refuses the login).
+    #[error("cannot open the trusted store at {what}")]
     Open {
-        /// Database file.
-        path: PathBuf,
+        /// Database file or connection URL (never the password).
+        what: String,
         /// Cause.
         #[source]
-        source: rusqlite::Error,
+        source: DbError,
     },
     /// A statement failed.
     #[error("trusted store: {op} failed")]
@@ -34,8 +43,14 @@ pub enum StoreError {
         op: &'static str,
         /// Cause.
         #[source]
-        source: rusqlite::Error,
+        source: DbError,
     },
+    /// The operation needs the shared (PostgreSQL) backend.
+    #[error("{0} needs the postgres store backend ([store] backend = \"postgres\")")]
+    NotShared(&'static str),
+    /// `pincer store import` found the user's state already there.
+    #[error("user {0} already has trusted state in the target store; nothing imported (it would be merged twice)")]
+    UserHasState(String),
     /// The database was written by a newer version of Pincer.
     #[error("trusted store schema version {found} is newer than this build understands ({known})")]
     SchemaTooNew {
@@ -492,7 +507,8 @@ pub struct ImportSummary {
     pub policies: usize,
 }
 
-const MIGRATIONS: &[&str] = &[
+/// SQLite's schema, one entry per version (the version is `PRAGMA user_version`).
+const SQLITE_MIGRATIONS: &[&str] = &[
     // 1: the initial schema.
     "CREATE TABLE task (
         id INTEGER PRIMARY KEY,
@@ -530,9 +546,163 @@ const MIGRATIONS: &[&str] = &[
         rules TEXT NOT NULL);",
 ];
 
+/// PostgreSQL's schema, one entry per version (recorded in `pincer_schema`). Version 1 is
+/// SQLite's version 1 plus the fleet's audit table, the notifications that tell the other
+/// daemons a user's trusted state changed, and row-level security for users' own reads.
+const PG_MIGRATIONS: &[&str] = &[
+    // 1: the initial schema.
+    r#"CREATE TABLE task (
+        id BIGSERIAL PRIMARY KEY,
+        "user" TEXT NOT NULL,
+        session TEXT NOT NULL,
+        day BIGINT NOT NULL,
+        UNIQUE("user", session));
+     CREATE TABLE prompt (
+        task BIGINT NOT NULL REFERENCES task(id),
+        seq BIGINT NOT NULL,
+        text TEXT NOT NULL,
+        PRIMARY KEY(task, seq));
+     CREATE TABLE access (
+        id BIGSERIAL PRIMARY KEY,
+        task BIGINT NOT NULL REFERENCES task(id),
+        path TEXT NOT NULL,
+        access TEXT NOT NULL,
+        source TEXT NOT NULL);
+     CREATE TABLE approval (
+        id BIGSERIAL PRIMARY KEY,
+        task BIGINT NOT NULL REFERENCES task(id),
+        path_glob TEXT NOT NULL,
+        access TEXT NOT NULL,
+        permission TEXT NOT NULL);
+     CREATE TABLE policy (
+        seq BIGSERIAL PRIMARY KEY,
+        "user" TEXT NOT NULL,
+        id TEXT NOT NULL,
+        text TEXT NOT NULL,
+        rules TEXT NOT NULL);
+     CREATE TABLE derived_policy (
+        seq BIGSERIAL PRIMARY KEY,
+        "user" TEXT NOT NULL,
+        text TEXT NOT NULL,
+        rules TEXT NOT NULL);
+     CREATE TABLE audit (
+        seq BIGSERIAL PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        time_ms BIGINT NOT NULL,
+        host TEXT NOT NULL,
+        session TEXT,
+        "user" TEXT,
+        event TEXT NOT NULL,
+        entry TEXT NOT NULL);
+     CREATE INDEX audit_user ON audit ("user", seq);
+     CREATE INDEX task_user ON task ("user");
+     CREATE FUNCTION pincer_notify_state() RETURNS trigger LANGUAGE plpgsql AS $$
+     DECLARE u text;
+     BEGIN
+        IF TG_TABLE_NAME IN ('policy', 'derived_policy') THEN
+            u := CASE WHEN TG_OP = 'DELETE' THEN OLD."user" ELSE NEW."user" END;
+        ELSE
+            SELECT t."user" INTO u FROM task t WHERE t.id = CASE WHEN TG_OP = 'DELETE' THEN OLD.task ELSE NEW.task END;
+        END IF;
+        PERFORM pg_notify('pincer_state', coalesce(u, ''));
+        RETURN NULL;
+     END $$;
+     CREATE TRIGGER approval_changed AFTER INSERT OR DELETE ON approval FOR EACH ROW EXECUTE FUNCTION pincer_notify_state();
+     CREATE TRIGGER access_changed AFTER INSERT OR DELETE ON access FOR EACH ROW EXECUTE FUNCTION pincer_notify_state();
+     CREATE TRIGGER policy_changed AFTER INSERT OR DELETE ON policy FOR EACH ROW EXECUTE FUNCTION pincer_notify_state();
+     CREATE TRIGGER derived_changed AFTER INSERT OR DELETE ON derived_policy FOR EACH ROW EXECUTE FUNCTION pincer_notify_state();
+     DO $$ BEGIN CREATE ROLE pincer_readers NOLOGIN;
+        EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$;
+     GRANT SELECT ON task, prompt, access, approval, policy, derived_policy, audit TO pincer_readers;
+     CREATE FUNCTION pincer_role_user() RETURNS text LANGUAGE sql STABLE AS
+        $$ SELECT CASE WHEN left(current_user, 9) = 'pincer_u_' THEN substr(current_user, 10) END $$;
+     ALTER TABLE task ENABLE ROW LEVEL SECURITY;
+     ALTER TABLE prompt ENABLE ROW LEVEL SECURITY;
+     ALTER TABLE access ENABLE ROW LEVEL SECURITY;
+     ALTER TABLE approval ENABLE ROW LEVEL SECURITY;
+     ALTER TABLE policy ENABLE ROW LEVEL SECURITY;
+     ALTER TABLE derived_policy ENABLE ROW LEVEL SECURITY;
+     ALTER TABLE audit ENABLE ROW LEVEL SECURITY;
+     CREATE POLICY own_rows ON task FOR SELECT USING ("user" = pincer_role_user());
+     CREATE POLICY own_rows ON prompt FOR SELECT USING (EXISTS (SELECT 1 FROM task t WHERE t.id = task));
+     CREATE POLICY own_rows ON access FOR SELECT USING (EXISTS (SELECT 1 FROM task t WHERE t.id = task));
+     CREATE POLICY own_rows ON approval FOR SELECT USING (EXISTS (SELECT 1 FROM task t WHERE t.id = task));
+     CREATE POLICY own_rows ON policy FOR SELECT USING ("user" = pincer_role_user());
+     CREATE POLICY own_rows ON derived_policy FOR SELECT USING ("user" = pincer_role_user());
+     CREATE POLICY own_rows ON audit FOR SELECT USING ("user" = pincer_role_user());"#,
+];
+
+/// Which database holds the trusted state (`[store]` in the configuration).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreSpec {
+    /// The embedded SQLite file of one host.
+    Sqlite(PathBuf),
+    /// A fleet's PostgreSQL database.
+    Postgres(PgSettings),
+    /// A private in-memory SQLite database (tests, evaluation).
+    Memory,
+}
+
+impl StoreSpec {
+    /// Opens the store and brings its schema to this build's version.
+    pub fn open(&self) -> Result<Store, StoreError> {
+        match self {
+            StoreSpec::Sqlite(p) => Store::open(p),
+            StoreSpec::Postgres(s) => Store::open_postgres(s.clone()),
+            StoreSpec::Memory => Store::in_memory(),
+        }
+    }
+
+    /// Whether this is the shared (PostgreSQL) backend.
+    pub fn is_shared(&self) -> bool {
+        matches!(self, StoreSpec::Postgres(_))
+    }
+
+    /// A short description for messages (never the password).
+    pub fn describe(&self) -> String {
+        match self {
+            StoreSpec::Sqlite(p) => format!("sqlite {}", p.display()),
+            StoreSpec::Postgres(s) => format!("postgres {}", s.url),
+            StoreSpec::Memory => "sqlite :memory:".into(),
+        }
+    }
+}
+
+/// One audit row of the fleet's audit table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditRow {
+    /// The entry's unique id (shipping the same entry twice stores it once).
+    pub id: String,
+    /// Milliseconds since the Unix epoch.
+    pub time_ms: i64,
+    /// The host whose daemon wrote it.
+    pub host: String,
+    /// The session, if any.
+    pub session: Option<String>,
+    /// The user it belongs to, if any (what row-level security matches).
+    pub user: Option<String>,
+    /// The event's name.
+    pub event: String,
+    /// The whole entry as JSON.
+    pub entry: String,
+}
+
+/// Which audit rows to read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditQuery {
+    /// Only rows after this sequence number.
+    pub after: i64,
+    /// Only this session.
+    pub session: Option<String>,
+    /// Only this host.
+    pub host: Option<String>,
+    /// At most this many rows (0: no limit).
+    pub limit: i64,
+}
+
 /// The persistent trusted store.
 pub struct Store {
-    conn: Connection,
+    db: Db,
 }
 
 impl std::fmt::Debug for Store {
@@ -541,67 +711,171 @@ impl std::fmt::Debug for Store {
     }
 }
 
-fn sql(op: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
+fn sql(op: &'static str) -> impl FnOnce(DbError) -> StoreError {
     move |source| StoreError::Sql { op, source }
 }
 
+fn sqlite(op: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
+    move |source| StoreError::Sql { op, source: source.into() }
+}
+
+fn rows<T>(op: &'static str, r: Result<Vec<Row>, DbError>, f: impl Fn(&Row) -> Result<T, StoreError>) -> Result<Vec<T>, StoreError> {
+    r.map_err(sql(op))?.iter().map(f).collect()
+}
+
+fn parse_access(s: &str) -> Result<Access, StoreError> {
+    s.parse().map_err(|e: crate::access::UnknownAccess| bad("access", e.to_string()))
+}
+
+fn parse_permission(s: &str) -> Result<Permission, StoreError> {
+    Permission::parse(s).ok_or_else(|| bad("permission", s.to_string()))
+}
+
+fn day(v: i64) -> u32 {
+    u32::try_from(v).unwrap_or(u32::MAX)
+}
+
 impl Store {
-    /// Opens (creating if needed) the store at `path`, in WAL mode, and migrates it.
+    /// Opens (creating if needed) the SQLite store at `path`, in WAL mode, and migrates it.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
         let path = path.as_ref();
-        let conn = Connection::open(path).map_err(|source| StoreError::Open { path: path.into(), source })?;
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(sql("enable WAL"))?;
-        Self::init(conn)
+        let conn = Connection::open(path).map_err(|source| StoreError::Open { what: path.display().to_string(), source: source.into() })?;
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(sqlite("enable WAL"))?;
+        Self::init_sqlite(conn)
     }
 
     /// An in-memory store (tests, evaluation).
     pub fn in_memory() -> Result<Self, StoreError> {
-        let conn = Connection::open_in_memory().map_err(|source| StoreError::Open { path: ":memory:".into(), source })?;
-        Self::init(conn)
+        let conn = Connection::open_in_memory().map_err(|source| StoreError::Open { what: ":memory:".into(), source: source.into() })?;
+        Self::init_sqlite(conn)
     }
 
-    fn init(conn: Connection) -> Result<Self, StoreError> {
-        conn.pragma_update(None, "foreign_keys", "ON").map_err(sql("enable foreign keys"))?;
-        let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(sql("read schema version"))?;
-        let known = MIGRATIONS.len() as i64;
+    /// Connects to a fleet's PostgreSQL database and migrates it (under an advisory lock, so
+    /// daemons starting together migrate once).
+    pub fn open_postgres(settings: PgSettings) -> Result<Self, StoreError> {
+        let store = Self::connect_postgres(settings)?;
+        store.migrate_postgres()?;
+        Ok(store)
+    }
+
+    /// Connects to a fleet's PostgreSQL database without touching its schema
+    /// (`pincer doctor`).
+    pub fn connect_postgres(settings: PgSettings) -> Result<Self, StoreError> {
+        let what = settings.url.clone();
+        let conn = PgConn::open(settings).map_err(|source| StoreError::Open { what, source })?;
+        Ok(Store { db: Db::Postgres(conn) })
+    }
+
+    /// Whether the database role may create roles and whether it is a superuser
+    /// (PostgreSQL only; SQLite has no roles: `(true, false)`).
+    pub fn role_rights(&self) -> Result<(bool, bool), StoreError> {
+        if !self.is_shared() {
+            return Ok((true, false));
+        }
+        let r = self.db.query("SELECT rolcreaterole::text, rolsuper::text FROM pg_roles WHERE rolname = current_user", &[]).map_err(sql("read the role's rights"))?;
+        let r = r.first().ok_or_else(|| bad("role", "the current role is not in pg_roles"))?;
+        Ok((r.text(0) == "true", r.text(1) == "true"))
+    }
+
+    fn init_sqlite(conn: Connection) -> Result<Self, StoreError> {
+        conn.pragma_update(None, "foreign_keys", "ON").map_err(sqlite("enable foreign keys"))?;
+        let v: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(sqlite("read schema version"))?;
+        let known = SQLITE_MIGRATIONS.len() as i64;
         if v > known {
             return Err(StoreError::SchemaTooNew { found: v, known });
         }
-        for (i, m) in MIGRATIONS.iter().enumerate().skip(v as usize) {
-            conn.execute_batch(&format!("BEGIN; {m}; PRAGMA user_version = {}; COMMIT;", i + 1)).map_err(sql("migrate schema"))?;
+        for (i, m) in SQLITE_MIGRATIONS.iter().enumerate().skip(v as usize) {
+            conn.execute_batch(&format!("BEGIN; {m}; PRAGMA user_version = {}; COMMIT;", i + 1)).map_err(sqlite("migrate schema"))?;
         }
-        Ok(Store { conn })
+        Ok(Store { db: Db::Sqlite(conn) })
+    }
+
+    /// Brings the schema to this build's version (`pincer store migrate`; also done by
+    /// every open): returns the version before and after.
+    pub fn migrate(&self) -> Result<(i64, i64), StoreError> {
+        let before = self.schema_version()?;
+        if self.is_shared() {
+            self.migrate_postgres()?;
+        }
+        Ok((before, self.schema_version()?))
+    }
+
+    fn migrate_postgres(&self) -> Result<(), StoreError> {
+        let known = PG_MIGRATIONS.len() as i64;
+        self.in_transaction(|s| {
+            s.db.batch("SELECT pg_advisory_xact_lock(7165)").map_err(sql("lock the schema"))?;
+            s.db.batch("CREATE TABLE IF NOT EXISTS pincer_schema (version BIGINT PRIMARY KEY, applied_ms BIGINT NOT NULL)").map_err(sql("create the schema table"))?;
+            let v = s.schema_version()?;
+            if v > known {
+                return Err(StoreError::SchemaTooNew { found: v, known });
+            }
+            for (i, m) in PG_MIGRATIONS.iter().enumerate().skip(v as usize) {
+                s.db.batch(m).map_err(sql("migrate schema"))?;
+                let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+                s.db.exec("INSERT INTO pincer_schema (version, applied_ms) VALUES (?1, ?2)", &[Val::Int(i as i64 + 1), Val::Int(now)]).map_err(sql("record schema version"))?;
+            }
+            Ok(())
+        })
     }
 
     /// The schema version of the open database.
     pub fn schema_version(&self) -> Result<i64, StoreError> {
-        self.conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(sql("read schema version"))
+        if self.is_shared() {
+            // A database no daemon has migrated has no version table yet: version 0.
+            let t = self.db.query("SELECT to_regclass('pincer_schema')::text", &[]).map_err(sql("read schema version"))?;
+            if t.first().and_then(|r| r.opt_text(0)).is_none() {
+                return Ok(0);
+            }
+        }
+        let q = match self.db {
+            Db::Sqlite(_) => "PRAGMA user_version",
+            Db::Postgres(_) => "SELECT COALESCE(MAX(version), 0) FROM pincer_schema",
+        };
+        let r = self.db.query(q, &[]).map_err(sql("read schema version"))?;
+        Ok(r.first().map_or(0, |r| r.int(0)))
+    }
+
+    /// The schema version this build brings a database of this backend to.
+    pub fn known_version(&self) -> i64 {
+        match self.db {
+            Db::Sqlite(_) => SQLITE_MIGRATIONS.len() as i64,
+            Db::Postgres(_) => PG_MIGRATIONS.len() as i64,
+        }
+    }
+
+    /// Whether this is the shared (PostgreSQL) backend.
+    pub fn is_shared(&self) -> bool {
+        matches!(self.db, Db::Postgres(_))
+    }
+
+    /// Checks that the database answers (SQLite always does; PostgreSQL by a round trip
+    /// unless a statement succeeded within [`pg::CHECK_EVERY`] on a connection still open):
+    /// the daemon decides nothing on a trusted state it cannot reach.
+    pub fn ping(&self) -> Result<(), StoreError> {
+        match &self.db {
+            Db::Sqlite(_) => Ok(()),
+            Db::Postgres(p) => p.check().map_err(sql("reach the database")),
+        }
     }
 
     fn task_id(&self, user: &str, session: &str, day: u32) -> Result<i64, StoreError> {
-        let found: Option<i64> = self
-            .conn
-            .query_row("SELECT id FROM task WHERE user = ?1 AND session = ?2", params![user, session], |r| r.get(0))
-            .optional()
-            .map_err(sql("look up task"))?;
-        if let Some(id) = found {
-            return Ok(id);
+        let found = self.db.query(r#"SELECT id FROM task WHERE "user" = ?1 AND session = ?2"#, &[user.into(), session.into()]).map_err(sql("look up task"))?;
+        if let Some(r) = found.first() {
+            return Ok(r.int(0));
         }
-        self.conn
-            .execute("INSERT INTO task (user, session, day) VALUES (?1, ?2, ?3)", params![user, session, day])
+        let r = self
+            .db
+            .query(r#"INSERT INTO task ("user", session, day) VALUES (?1, ?2, ?3) RETURNING id"#, &[user.into(), session.into(), day.into()])
             .map_err(sql("insert task"))?;
-        Ok(self.conn.last_insert_rowid())
+        Ok(r.first().map_or(0, |r| r.int(0)))
     }
 
     /// Records a user prompt.
     pub fn add_prompt(&self, user: &str, p: &UserPrompt) -> Result<(), StoreError> {
         TrustedState::default().add_prompt(p)?;
         let t = self.task_id(user, &p.session, p.day)?;
-        self.conn
-            .execute(
-                "INSERT INTO prompt (task, seq, text) VALUES (?1, (SELECT COUNT(*) FROM prompt WHERE task = ?1), ?2)",
-                params![t, p.text],
-            )
+        self.db
+            .exec("INSERT INTO prompt (task, seq, text) VALUES (?1, (SELECT COUNT(*) FROM prompt WHERE task = ?1), ?2)", &[t.into(), (&p.text).into()])
             .map_err(sql("insert prompt"))?;
         Ok(())
     }
@@ -613,8 +887,8 @@ impl Store {
             AccessSource::Annotation => "annotation",
             AccessSource::TwinGrant => "twin_grant",
         };
-        self.conn
-            .execute("INSERT INTO access (task, path, access, source) VALUES (?1, ?2, ?3, ?4)", params![t, a.path, a.access.as_str(), src])
+        self.db
+            .exec("INSERT INTO access (task, path, access, source) VALUES (?1, ?2, ?3, ?4)", &[t.into(), (&a.path).into(), a.access.as_str().into(), src.into()])
             .map_err(sql("insert access"))?;
         Ok(())
     }
@@ -628,10 +902,10 @@ impl Store {
     pub fn add_approval(&self, user: &str, day: u32, a: &UserApproval) -> Result<(), StoreError> {
         check_rel_path("path_glob", &a.path_glob, true)?;
         let t = self.task_id(user, &a.session, day)?;
-        self.conn
-            .execute(
+        self.db
+            .exec(
                 "INSERT INTO approval (task, path_glob, access, permission) VALUES (?1, ?2, ?3, ?4)",
-                params![t, a.path_glob, a.access.as_str(), a.permission.as_str()],
+                &[t.into(), (&a.path_glob).into(), a.access.as_str().into(), a.permission.as_str().into()],
             )
             .map_err(sql("insert approval"))?;
         Ok(())
@@ -641,8 +915,8 @@ impl Store {
     pub fn add_policy(&self, user: &str, p: &UserPolicy) -> Result<(), StoreError> {
         check_policy(p)?;
         let rules = serde_json::to_string(&p.rules).expect("rules serialize");
-        self.conn
-            .execute("INSERT INTO policy (user, id, text, rules) VALUES (?1, ?2, ?3, ?4)", params![user, p.id, p.text, rules])
+        self.db
+            .exec(r#"INSERT INTO policy ("user", id, text, rules) VALUES (?1, ?2, ?3, ?4)"#, &[user.into(), (&p.id).into(), (&p.text).into(), rules.into()])
             .map_err(sql("insert policy"))?;
         Ok(())
     }
@@ -656,8 +930,8 @@ impl Store {
     pub fn add_derived_policy(&self, user: &str, d: &DerivedPolicy) -> Result<(), StoreError> {
         TrustedState::default().add_derived(d)?;
         let rules = serde_json::to_string(&d.rules).expect("rules serialize");
-        self.conn
-            .execute("INSERT INTO derived_policy (user, text, rules) VALUES (?1, ?2, ?3)", params![user, d.text, rules])
+        self.db
+            .exec(r#"INSERT INTO derived_policy ("user", text, rules) VALUES (?1, ?2, ?3)"#, &[user.into(), (&d.text).into(), rules.into()])
             .map_err(sql("insert derived policy"))?;
         Ok(())
     }
@@ -677,13 +951,13 @@ impl Store {
         Ok(())
     }
 
-    fn in_transaction(&self, f: impl FnOnce(&Self) -> Result<(), StoreError>) -> Result<(), StoreError> {
-        self.conn.execute_batch("BEGIN").map_err(sql("begin"))?;
+    fn in_transaction<T>(&self, f: impl FnOnce(&Self) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        self.db.batch("BEGIN").map_err(sql("begin"))?;
         match f(self) {
-            Ok(()) => self.conn.execute_batch("COMMIT").map_err(sql("commit")),
+            Ok(v) => self.db.batch("COMMIT").map_err(sql("commit")).map(|()| v),
             Err(e) => {
                 // The original error matters more than a failed rollback.
-                let _ = self.conn.execute_batch("ROLLBACK");
+                let _ = self.db.batch("ROLLBACK");
                 Err(e)
             }
         }
@@ -711,37 +985,72 @@ impl Store {
         Ok(ImportSummary { tasks: hs.len(), policies: ps.len() })
     }
 
+    /// Writes a whole trusted state (as [`Store::load_state`] gave it, from any backend)
+    /// for `user`, in one transaction: `pincer store import`. Refused if the user already
+    /// has state here (nothing is merged twice).
+    pub fn import_state(&self, user: &str, st: &TrustedState) -> Result<ImportSummary, StoreError> {
+        self.in_transaction(|s| {
+            let here = s.db.query(r#"SELECT COUNT(*) FROM task WHERE "user" = ?1"#, &[user.into()]).map_err(sql("count tasks"))?;
+            let policies = s.db.query(r#"SELECT COUNT(*) FROM policy WHERE "user" = ?1"#, &[user.into()]).map_err(sql("count policies"))?;
+            if here.first().map_or(0, |r| r.int(0)) + policies.first().map_or(0, |r| r.int(0)) > 0 {
+                return Err(StoreError::UserHasState(user.to_string()));
+            }
+            for t in &st.tasks {
+                s.task_id(user, &t.session, t.day)?;
+                for p in &t.prompts {
+                    s.add_prompt(user, &UserPrompt { session: t.session.clone(), day: t.day, text: p.clone() })?;
+                }
+                for (a, src) in &t.accesses {
+                    s.insert_access(user, &t.session, t.day, a, *src)?;
+                }
+                for a in &t.approvals {
+                    s.add_approval(user, t.day, a)?;
+                }
+            }
+            for p in &st.policies {
+                s.add_policy(user, p)?;
+            }
+            for d in &st.derived {
+                s.add_derived_policy(user, d)?;
+            }
+            Ok(())
+        })?;
+        Ok(ImportSummary { tasks: st.tasks.len(), policies: st.policies.len() })
+    }
+
+    /// The users that have trusted state in this store.
+    pub fn users(&self) -> Result<Vec<String>, StoreError> {
+        rows("list users", self.db.query(r#"SELECT "user" FROM task UNION SELECT "user" FROM policy ORDER BY 1"#, &[]), |r| Ok(r.text(0)))
+    }
+
+    fn approvals(&self, user: &str, op: &'static str) -> Result<Vec<(i64, i64, UserApproval)>, StoreError> {
+        rows(
+            op,
+            self.db.query(
+                r#"SELECT a.id, a.task, t.session, a.path_glob, a.access, a.permission FROM approval a JOIN task t ON t.id = a.task
+                   WHERE t."user" = ?1 ORDER BY a.id"#,
+                &[user.into()],
+            ),
+            |r| {
+                let approval = UserApproval { session: r.text(2), path_glob: r.text(3), access: parse_access(&r.text(4))?, permission: parse_permission(&r.text(5))? };
+                Ok((r.int(0), r.int(1), approval))
+            },
+        )
+    }
+
+    fn policies(&self, user: &str, op: &'static str) -> Result<Vec<(i64, UserPolicy)>, StoreError> {
+        rows(op, self.db.query(r#"SELECT seq, id, text, rules FROM policy WHERE "user" = ?1 ORDER BY seq"#, &[user.into()]), |r| {
+            let rules = serde_json::from_str(&r.text(3)).map_err(|e| bad("rules", e.to_string()))?;
+            Ok((r.int(0), UserPolicy { id: r.text(1), text: r.text(2), rules }))
+        })
+    }
+
     /// `user`'s standing approvals (and refusals) and policies, each with its id, approvals
     /// first, oldest first.
     pub fn standing(&self, user: &str) -> Result<Vec<StandingRule>, StoreError> {
-        let mut out = Vec::new();
-        let mut q = self
-            .conn
-            .prepare(
-                "SELECT a.id, t.session, a.path_glob, a.access, a.permission FROM approval a JOIN task t ON t.id = a.task
-                 WHERE t.user = ?1 ORDER BY a.id",
-            )
-            .map_err(sql("list approvals"))?;
-        let rows = q
-            .query_map(params![user], |r| {
-                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?, r.get::<_, String>(4)?))
-            })
-            .map_err(sql("list approvals"))?;
-        for row in rows {
-            let (id, session, path_glob, access, perm) = row.map_err(sql("list approvals"))?;
-            let access = access.parse().map_err(|e: crate::access::UnknownAccess| bad("access", e.to_string()))?;
-            let permission = Permission::parse(&perm).ok_or_else(|| bad("permission", perm.clone()))?;
-            out.push(StandingRule { id: RuleId::Approval(id), rule: Rule::Approval(UserApproval { session, path_glob, access, permission }) });
-        }
-        let mut q = self.conn.prepare("SELECT seq, id, text, rules FROM policy WHERE user = ?1 ORDER BY seq").map_err(sql("list policies"))?;
-        let rows = q
-            .query_map(params![user], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?)))
-            .map_err(sql("list policies"))?;
-        for row in rows {
-            let (seq, id, text, rules) = row.map_err(sql("list policies"))?;
-            let rules = serde_json::from_str(&rules).map_err(|e| bad("rules", e.to_string()))?;
-            out.push(StandingRule { id: RuleId::Policy(seq), rule: Rule::Policy(UserPolicy { id, text, rules }) });
-        }
+        let mut out: Vec<StandingRule> =
+            self.approvals(user, "list approvals")?.into_iter().map(|(id, _, a)| StandingRule { id: RuleId::Approval(id), rule: Rule::Approval(a) }).collect();
+        out.extend(self.policies(user, "list policies")?.into_iter().map(|(seq, p)| StandingRule { id: RuleId::Policy(seq), rule: Rule::Policy(p) }));
         Ok(out)
     }
 
@@ -753,7 +1062,7 @@ impl Store {
             RuleId::Approval(n) => ("DELETE FROM approval WHERE id = ?1", n),
             RuleId::Policy(n) => ("DELETE FROM policy WHERE seq = ?1", n),
         };
-        self.conn.execute(op, params![n]).map_err(sql("remove rule"))?;
+        self.db.exec(op, &[n.into()]).map_err(sql("remove rule"))?;
         Ok(found)
     }
 
@@ -761,84 +1070,89 @@ impl Store {
     pub fn load_state(&self, user: &str) -> Result<TrustedState, StoreError> {
         let mut st = TrustedState::new(user);
         let mut idx: HashMap<i64, usize> = HashMap::new();
-        {
-            let mut q = self.conn.prepare("SELECT id, session, day FROM task WHERE user = ?1 ORDER BY day, id").map_err(sql("load tasks"))?;
-            let rows = q
-                .query_map(params![user], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, u32>(2)?)))
-                .map_err(sql("load tasks"))?;
-            for row in rows {
-                let (id, session, day) = row.map_err(sql("load tasks"))?;
-                idx.insert(id, st.tasks.len());
-                st.tasks.push(Task { session, day, prompts: vec![], accesses: vec![], approvals: vec![] });
-            }
+        for r in self.db.query(r#"SELECT id, session, day FROM task WHERE "user" = ?1 ORDER BY day, id"#, &[user.into()]).map_err(sql("load tasks"))? {
+            idx.insert(r.int(0), st.tasks.len());
+            st.tasks.push(Task { session: r.text(1), day: day(r.int(2)), prompts: vec![], accesses: vec![], approvals: vec![] });
         }
-        {
-            let mut q = self
-                .conn
-                .prepare("SELECT p.task, p.text FROM prompt p JOIN task t ON t.id = p.task WHERE t.user = ?1 ORDER BY p.task, p.seq")
-                .map_err(sql("load prompts"))?;
-            let rows = q.query_map(params![user], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))).map_err(sql("load prompts"))?;
-            for row in rows {
-                let (t, text) = row.map_err(sql("load prompts"))?;
-                st.tasks[idx[&t]].prompts.push(text);
-            }
+        let prompts = self
+            .db
+            .query(r#"SELECT p.task, p.text FROM prompt p JOIN task t ON t.id = p.task WHERE t."user" = ?1 ORDER BY p.task, p.seq"#, &[user.into()])
+            .map_err(sql("load prompts"))?;
+        for r in prompts {
+            st.tasks[idx[&r.int(0)]].prompts.push(r.text(1));
         }
-        {
-            let mut q = self
-                .conn
-                .prepare("SELECT a.task, a.path, a.access, a.source FROM access a JOIN task t ON t.id = a.task WHERE t.user = ?1 ORDER BY a.id")
-                .map_err(sql("load accesses"))?;
-            let rows = q
-                .query_map(params![user], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?)))
-                .map_err(sql("load accesses"))?;
-            for row in rows {
-                let (t, path, access, source) = row.map_err(sql("load accesses"))?;
-                let access = access.parse().map_err(|e: crate::access::UnknownAccess| bad("access", e.to_string()))?;
-                let source = if source == "twin_grant" { AccessSource::TwinGrant } else { AccessSource::Annotation };
-                st.tasks[idx[&t]].accesses.push((AccessRecord { path, access }, source));
-            }
+        let accesses = self
+            .db
+            .query(r#"SELECT a.task, a.path, a.access, a.source FROM access a JOIN task t ON t.id = a.task WHERE t."user" = ?1 ORDER BY a.id"#, &[user.into()])
+            .map_err(sql("load accesses"))?;
+        for r in accesses {
+            let source = if r.text(3) == "twin_grant" { AccessSource::TwinGrant } else { AccessSource::Annotation };
+            st.tasks[idx[&r.int(0)]].accesses.push((AccessRecord { path: r.text(1), access: parse_access(&r.text(2))? }, source));
         }
-        {
-            let mut q = self
-                .conn
-                .prepare(
-                    "SELECT a.task, t.session, a.path_glob, a.access, a.permission FROM approval a JOIN task t ON t.id = a.task
-                     WHERE t.user = ?1 ORDER BY a.id",
-                )
-                .map_err(sql("load approvals"))?;
-            let rows = q
-                .query_map(params![user], |r| {
-                    Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?, r.get::<_, String>(4)?))
-                })
-                .map_err(sql("load approvals"))?;
-            for row in rows {
-                let (t, session, path_glob, access, perm) = row.map_err(sql("load approvals"))?;
-                let access = access.parse().map_err(|e: crate::access::UnknownAccess| bad("access", e.to_string()))?;
-                let permission = Permission::parse(&perm).ok_or_else(|| bad("permission", perm.clone()))?;
-                st.tasks[idx[&t]].approvals.push(UserApproval { session, path_glob, access, permission });
-            }
+        for (_, task, a) in self.approvals(user, "load approvals")? {
+            st.tasks[idx[&task]].approvals.push(a);
         }
-        {
-            let mut q = self.conn.prepare("SELECT id, text, rules FROM policy WHERE user = ?1 ORDER BY seq").map_err(sql("load policies"))?;
-            let rows = q
-                .query_map(params![user], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))
-                .map_err(sql("load policies"))?;
-            for row in rows {
-                let (id, text, rules) = row.map_err(sql("load policies"))?;
-                let rules = serde_json::from_str(&rules).map_err(|e| bad("rules", e.to_string()))?;
-                st.policies.push(UserPolicy { id, text, rules });
-            }
-        }
-        {
-            let mut q = self.conn.prepare("SELECT text, rules FROM derived_policy WHERE user = ?1 ORDER BY seq").map_err(sql("load derived"))?;
-            let rows = q.query_map(params![user], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))).map_err(sql("load derived"))?;
-            for row in rows {
-                let (text, rules) = row.map_err(sql("load derived"))?;
-                let rules = serde_json::from_str(&rules).map_err(|e| bad("rules", e.to_string()))?;
-                st.derived.push(DerivedPolicy { text, rules });
-            }
-        }
+        st.policies = self.policies(user, "load policies")?.into_iter().map(|(_, p)| p).collect();
+        st.derived = rows("load derived", self.db.query(r#"SELECT text, rules FROM derived_policy WHERE "user" = ?1 ORDER BY seq"#, &[user.into()]), |r| {
+            Ok(DerivedPolicy { text: r.text(0), rules: serde_json::from_str(&r.text(1)).map_err(|e| bad("rules", e.to_string()))? })
+        })?;
         Ok(st)
+    }
+
+    /// Stores audit rows, once each: a row whose id is already there is skipped, so shipping
+    /// the same entries again changes nothing. Returns how many were new. PostgreSQL only.
+    pub fn insert_audit(&self, batch: &[AuditRow]) -> Result<u64, StoreError> {
+        let Db::Postgres(p) = &self.db else { return Err(StoreError::NotShared("the shared audit")) };
+        let batch = batch.to_vec();
+        p.run(move |w| {
+            let c = w.client()?;
+            let mut tx = c.transaction()?;
+            let st = tx.prepare(
+                r#"INSERT INTO audit (id, time_ms, host, session, "user", event, entry) VALUES ($1, $2, $3, $4, $5, $6, $7)
+                   ON CONFLICT (id) DO NOTHING"#,
+            )?;
+            let mut n = 0;
+            for r in &batch {
+                n += tx.execute(&st, &[&r.id, &r.time_ms, &r.host, &r.session, &r.user, &r.event, &r.entry])?;
+            }
+            tx.commit()?;
+            Ok(n)
+        })
+        .map_err(sql("store audit entries"))
+    }
+
+    /// Audit rows as `viewer` may see them (`None`: every row, for root), oldest first, as
+    /// `(sequence number, entry JSON)`. A user's read runs as the user's database role,
+    /// so row-level security, not this query, keeps other users' rows out. PostgreSQL only.
+    pub fn read_audit(&self, viewer: Option<&str>, q: &AuditQuery) -> Result<Vec<(i64, String)>, StoreError> {
+        let Db::Postgres(p) = &self.db else { return Err(StoreError::NotShared("the shared audit")) };
+        let viewer = viewer.map(str::to_string);
+        let q = q.clone();
+        p.run(move |w| {
+            let sql = "SELECT seq, entry FROM audit WHERE seq > $1 AND ($2::text IS NULL OR session = $2) AND ($3::text IS NULL OR host = $3)
+                       ORDER BY seq LIMIT CASE WHEN $4::bigint > 0 THEN $4::bigint END";
+            fn run<C: postgres::GenericClient>(c: &mut C, sql: &str, q: &AuditQuery) -> Result<Vec<(i64, String)>, postgres::Error> {
+                let params: [&(dyn postgres::types::ToSql + Sync); 4] = [&q.after, &q.session, &q.host, &q.limit];
+                Ok(c.query(sql, &params)?.iter().map(|r| (r.get(0), r.get(1))).collect())
+            }
+            match viewer {
+                Some(u) => w.as_user(&u, |tx| run(tx, sql, &q)),
+                None => Ok(run(w.client()?, sql, &q)?),
+            }
+        })
+        .map_err(sql("read the shared audit"))
+    }
+
+    /// Runs `f` on the PostgreSQL connection as `user`'s role (row-level security applies):
+    /// what a user's own read sees. PostgreSQL only.
+    pub fn as_user<T: Send + 'static>(
+        &self,
+        user: &str,
+        f: impl FnOnce(&mut postgres::Transaction<'_>) -> Result<T, postgres::Error> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let Db::Postgres(p) = &self.db else { return Err(StoreError::NotShared("reads as a user's role")) };
+        let user = user.to_string();
+        p.run(move |w| w.as_user(&user, f)).map_err(sql("read as the user's role"))
     }
 }
 
@@ -902,7 +1216,7 @@ mod tests {
         s.add_twin_grant("u", 3, &TwinGrant { session: "s9".into(), path: "src/lib.rs".into(), access: Access::Read }).unwrap();
         drop(s);
         let s = Store::open(&db).unwrap();
-        assert_eq!(s.schema_version().unwrap(), MIGRATIONS.len() as i64);
+        assert_eq!(s.schema_version().unwrap(), SQLITE_MIGRATIONS.len() as i64);
         let st = s.load_state("u").unwrap();
         assert_eq!(st.tasks.len(), 3);
         assert_eq!(st.tasks[0].accesses.len(), 2);

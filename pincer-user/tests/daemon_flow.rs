@@ -188,7 +188,7 @@ async fn gated_workers_cannot_make_control_calls_or_request_for_other_sessions()
         Call::Pending,
         Call::EndSession { session: a.session.clone() },
         Call::CreateSession { owner_uid: 0, roots: vec![h.ws.clone()], prompt: "x".into(), mode: Default::default() },
-        Call::Log { session: None, follow: false },
+        Call::Log { session: None, follow: false, host: None },
         Call::Status { session: Some(b.session.clone()) },
         Call::Request { path: h.ws.join("notes/todo.md").to_string_lossy().into(), access: Access::Read, reason: None, session: Some(b.session.clone()) },
     ] {

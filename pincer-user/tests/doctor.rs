@@ -89,7 +89,7 @@ async fn a_ready_host_passes_every_check() {
         assert_eq!(c.status, Status::Ok, "{text}");
     }
     let names: Vec<&str> = report.checks.iter().map(|c| c.name).collect();
-    assert_eq!(names, ["kernel config", "bpf LSM", "BTF", "cgroup v2", "bpffs", "configuration", "daemon", "socket", "state"]);
+    assert_eq!(names, ["kernel config", "bpf LSM", "BTF", "cgroup v2", "bpffs", "configuration", "daemon", "socket", "state", "store"]);
     assert!(text.ends_with("the host is ready for the Pincer daemon\n"), "{text}");
 }
 

@@ -13,9 +13,13 @@ pub const VM: &[&str] = &["qemu-system-x86", "busybox-static", "cpio"];
 /// (`vm/hostfs.rs`), and virtiofsd (`qemu-system-common`, also pulled in by QEMU).
 pub const REAL_TOOLS: &[&str] = &["qemu-system-common", "git", "python3", "nodejs"];
 
-/// Every package any task needs: [`BUILD`], [`VM`] and [`REAL_TOOLS`].
+/// Packages of the fleet tests (`pincer-user/tests/fleet.rs`): a real PostgreSQL server
+/// whose `initdb` and `pg_ctl` the tests run in a temporary folder (Debian 12 ships 15).
+pub const FLEET: &[&str] = &["postgresql"];
+
+/// Every package any task needs: [`BUILD`], [`VM`], [`REAL_TOOLS`] and [`FLEET`].
 pub fn all() -> Vec<&'static str> {
-    BUILD.iter().chain(VM).chain(REAL_TOOLS).copied().collect()
+    BUILD.iter().chain(VM).chain(REAL_TOOLS).chain(FLEET).copied().collect()
 }
 
 fn installed(pkg: &str) -> bool {
@@ -94,5 +98,6 @@ mod tests {
             assert!(all.contains(pkg), "{pkg}");
         }
         assert!(all.contains(&"busybox-static") && all.contains(&"qemu-system-x86"));
+        assert!(all.contains(&"postgresql"), "the fleet tests need a PostgreSQL server");
     }
 }

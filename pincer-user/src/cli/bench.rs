@@ -5,7 +5,7 @@
 use clap::{Args, Subcommand};
 use pincer::decider::OfflineDecider;
 use pincer::sanitize::{SecretKey, Sanitizer};
-use pincer::store::{AccessRecord, HistoryRecord, Permission, PolicyRule, TrustedState, UserPolicy};
+use pincer::store::{AccessRecord, AuditRow, HistoryRecord, Permission, PolicyRule, Store, StoreSpec, TrustedState, UserPolicy};
 use pincer::twin::{Prepared, Request, Twin, TwinConfig, Variant};
 use pincer::Access;
 use std::process::ExitCode;
@@ -29,7 +29,27 @@ enum What {
         /// Decisions measured per history size.
         #[arg(long, default_value_t = 2000)]
         iterations: usize,
+        /// Also decide as the daemon does over these stores (`sqlite`, `postgres`), the twin
+        /// built from the state read back from each and the store checked before every
+        /// decision; prints each store's figures and the ratio to SQLite.
+        #[arg(long, value_delimiter = ',')]
+        store: Vec<BenchStore>,
+        /// Configuration whose `[store]` names the PostgreSQL database (for `--store postgres`).
+        #[arg(long)]
+        config: Option<std::path::PathBuf>,
+        /// Audit rows written to each store's audit for the rows/s figure.
+        #[arg(long, default_value_t = 20000)]
+        audit_rows: usize,
     },
+}
+
+/// A store `pincer bench decide --store` measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum BenchStore {
+    /// A SQLite file in a temporary folder.
+    Sqlite,
+    /// The configuration's PostgreSQL database (`[store] backend = "postgres"`).
+    Postgres,
 }
 
 /// A small deterministic generator (xorshift64*), so runs are comparable.
@@ -98,6 +118,129 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
     sorted[i.min(sorted.len() - 1)]
 }
 
+/// Latency summary of one run: p50, p99, mean (microseconds).
+#[derive(Debug, Clone, Copy)]
+struct Summary {
+    p50: f64,
+    p99: f64,
+    mean: f64,
+}
+
+/// Decisions as the daemon makes them over `store`: the synthetic state written into the
+/// store and read back, the twin writing through to it, the store checked before each
+/// decision.
+async fn decide_over(store: Store, n: usize, iterations: usize) -> anyhow::Result<Summary> {
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ n as u64);
+    let user = format!("bench-{}-{n}-{}", std::process::id(), std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis());
+    store.import_state(&user, &synthetic_state(n, &mut rng))?;
+    let prepared = Prepared::new(store.load_state(&user)?, Sanitizer::new(SecretKey::from_bytes([3; 32])));
+    let tree: Vec<String> = DIRS.iter().flat_map(|d| SUBS.iter().map(move |s| format!("{d}/{s}/"))).collect();
+    let mut twin = Twin::from_prepared(&prepared, Arc::new(OfflineDecider::new()), TwinConfig { variant: Variant::Pincer, escalate_after: 2 }).with_store(store);
+    let mut times = Vec::with_capacity(iterations);
+    for i in 0..iterations {
+        if i % 20 == 0 {
+            let prompt = format!("{} the {} {} in {}/{}", rng.pick(VERBS), rng.pick(NOUNS), rng.pick(NOUNS), rng.pick(DIRS), rng.pick(SUBS));
+            twin.start_session(&format!("bench-{i}"), &prompt, &tree).await?;
+        }
+        let req = Request {
+            path: format!("{}/{}/{}_{}.txt", rng.pick(DIRS), rng.pick(SUBS), rng.pick(NOUNS), rng.next() % 20),
+            access: [Access::Read, Access::Write, Access::Create, Access::List, Access::Delete][(rng.next() % 5) as usize],
+            rationale: Some("Needed to finish the task.".into()),
+            content: Some(b"fn main() { println!(\"hello\"); }\n".to_vec()),
+        };
+        let start = Instant::now();
+        twin.store().map(|s| s.ping()).transpose()?;
+        let d = twin.decide(&format!("bench-{}", i - i % 20), &req).await;
+        times.push(start.elapsed().as_secs_f64() * 1e6);
+        std::hint::black_box(d);
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(Summary { p50: percentile(&times, 0.5), p99: percentile(&times, 0.99), mean: times.iter().sum::<f64>() / times.len() as f64 })
+}
+
+/// Audit entries appended per second to a host's log: as a single host writes it, or, with
+/// `spool` naming the fleet's store, as a fleet's spool (each entry flushed with
+/// `fdatasync` before the append returns, shipped by its thread meanwhile).
+fn append_rate(spool: Option<&StoreSpec>, rows: usize) -> anyhow::Result<f64> {
+    use pincer::daemon::audit::{AuditEntry, AuditLog, Event};
+    let dir = tempfile::tempdir()?;
+    let log = AuditLog::open(&dir.path().join("audit.jsonl"))?;
+    if let Some(spec) = spool {
+        log.spool_for(spec.clone(), "bench".into())?;
+    }
+    let start = Instant::now();
+    for _ in 0..rows {
+        log.append(&AuditEntry::new(Event::Decision))?;
+    }
+    Ok(rows as f64 / start.elapsed().as_secs_f64())
+}
+
+/// Rows per second stored into the shared audit in the shipper's batches.
+fn ship_rate(spec: &StoreSpec, rows: usize) -> anyhow::Result<f64> {
+    let store = spec.open()?;
+    let start = Instant::now();
+    let run = format!("{}-{}", std::process::id(), std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos());
+    for chunk in (0..rows).collect::<Vec<_>>().chunks(pincer::daemon::ship::SHIP_BATCH) {
+        let batch: Vec<AuditRow> = chunk
+            .iter()
+            .map(|i| AuditRow {
+                id: format!("bench-{run}-{i}"),
+                time_ms: 0,
+                host: "bench".into(),
+                session: Some("bench".into()),
+                user: Some("bench".into()),
+                event: "decision".into(),
+                entry: "{\"event\":\"decision\",\"time_ms\":0}".into(),
+            })
+            .collect();
+        store.insert_audit(&batch)?;
+    }
+    Ok(rows as f64 / start.elapsed().as_secs_f64())
+}
+
+async fn bench_stores(stores: &[BenchStore], config: Option<&std::path::Path>, history: &[usize], iterations: usize, audit_rows: usize) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut specs = Vec::new();
+    for &s in stores {
+        specs.push(match s {
+            BenchStore::Sqlite => StoreSpec::Sqlite(dir.path().join("bench.db")),
+            BenchStore::Postgres => {
+                let spec = pincer::daemon::config::Config::load(config)?.store_spec();
+                anyhow::ensure!(spec.is_shared(), "--store postgres needs a configuration whose [store] backend is \"postgres\" (--config FILE)");
+                spec
+            }
+        });
+    }
+    println!("\ndecisions as the daemon makes them (store checked, twin writing through), {iterations} per size");
+    println!("{:>8} {:>9} {:>10} {:>10} {:>10} {:>14}", "history", "store", "p50 us", "p99 us", "mean us", "p99 vs sqlite");
+    for &n in history {
+        let mut base: Option<Summary> = None;
+        for (&which, spec) in stores.iter().zip(&specs) {
+            let s = decide_over(spec.open()?, n, iterations).await?;
+            let ratio = match (which, base) {
+                (BenchStore::Sqlite, _) => {
+                    base = Some(s);
+                    "1.00x".to_string()
+                }
+                (_, Some(b)) => format!("{:.2}x", s.p99 / b.p99),
+                (_, None) => "-".to_string(),
+            };
+            println!("{n:>8} {:>9} {:>10.1} {:>10.1} {:>10.1} {:>14}", format!("{which:?}").to_lowercase(), s.p50, s.p99, s.mean, ratio);
+        }
+    }
+    println!("\naudit ({audit_rows} entries)");
+    for (&which, spec) in stores.iter().zip(&specs) {
+        match which {
+            BenchStore::Sqlite => println!("{:>12.0} entries/s  sqlite: appended to the host's log (one host)", append_rate(None, audit_rows)?),
+            BenchStore::Postgres => {
+                println!("{:>12.0} entries/s  postgres: appended to the spool, each flushed (fdatasync), shipped meanwhile", append_rate(Some(spec), audit_rows)?);
+                println!("{:>12.0} rows/s     postgres: stored into the shared audit in batches of {}", ship_rate(spec, audit_rows)?, pincer::daemon::ship::SHIP_BATCH);
+            }
+        }
+    }
+    Ok(())
+}
+
 async fn bench_decide(history: &[usize], iterations: usize) -> anyhow::Result<()> {
     println!("offline decider, full three-vote decision (twin.decide), {iterations} decisions per size");
     println!("wall: elapsed time; cpu: the thread's CPU time (excludes waiting for a core)");
@@ -157,10 +300,13 @@ async fn bench_decide(history: &[usize], iterations: usize) -> anyhow::Result<()
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     match args.what {
-        What::Decide { history, iterations } => {
+        What::Decide { history, iterations, store, config, audit_rows } => {
             anyhow::ensure!(iterations > 0, "--iterations must be at least 1");
             anyhow::ensure!(!history.is_empty(), "--history needs at least one size");
             rt.block_on(bench_decide(&history, iterations))?;
+            if !store.is_empty() {
+                rt.block_on(bench_stores(&store, config.as_deref(), &history, iterations, audit_rows))?;
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

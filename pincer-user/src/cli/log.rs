@@ -1,4 +1,5 @@
-//! `pincer log [--follow] [--session ID] [--json]`: the audit log of your sessions.
+//! `pincer log [--follow] [--session ID] [--host NAME] [--json]`: the audit log of your
+//! sessions (with the postgres store: of your sessions on every host of the fleet).
 
 use super::conn::{runtime, Conn};
 use clap::Args;
@@ -15,6 +16,9 @@ pub struct LogArgs {
     /// Only this session.
     #[arg(long)]
     session: Option<String>,
+    /// Only entries written by this host (a fleet's shared audit).
+    #[arg(long)]
+    host: Option<String>,
     /// Print the JSON lines as stored.
     #[arg(long)]
     json: bool,
@@ -27,7 +31,7 @@ pub fn run(args: LogArgs) -> anyhow::Result<ExitCode> {
     let socket = args.conn.socket()?;
     runtime()?.block_on(async {
         let mut c = Client::connect(&socket).await?;
-        c.send(Call::Log { session: args.session, follow: args.follow }).await?;
+        c.send(Call::Log { session: args.session, follow: args.follow, host: args.host }).await?;
         while let Some(r) = c.next().await? {
             match r {
                 Reply::Entry { entry } => {

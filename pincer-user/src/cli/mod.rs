@@ -17,6 +17,7 @@ mod policy;
 mod prompt;
 mod request;
 mod run;
+mod store;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -61,6 +62,9 @@ enum Command {
     Hook(hook::HookArgs),
     /// Trusted history from an agent's own transcripts (`pincer history convert`).
     History(history::HistoryArgs),
+    /// The trusted store: `migrate` its schema, `export`/`import` a user's state between
+    /// backends (root).
+    Store(store::StoreArgs),
     /// Check that this host can run the daemon; prints the fix for each failure.
     Doctor(doctor::DoctorArgs),
     /// A session's init (started by `pincer run` in the session's PID namespace).
@@ -100,6 +104,7 @@ fn try_main(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Import(args) => import::run(args),
         Command::Hook(args) => hook::run(args),
         Command::History(args) => history::run(args),
+        Command::Store(args) => store::run(args),
         Command::Doctor(args) => doctor::run(args),
         Command::SessionInit(args) => run::session_init(args),
     }

@@ -161,6 +161,13 @@ pub struct AuditCaller {
 /// One line of the audit log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditEntry {
+    /// The entry's unique id (random, 128 bits): the shared audit stores each id once, so
+    /// an entry shipped again after a crash is not doubled.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub id: String,
+    /// The host whose daemon wrote it (a fleet's shared audit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     /// Milliseconds since the Unix epoch.
     pub time_ms: u64,
     /// What happened.
@@ -207,7 +214,16 @@ impl AuditEntry {
     /// An entry of `event` stamped now, other fields empty.
     pub fn new(event: Event) -> Self {
         let time_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+        let mut id = [0u8; 16];
+        if getrandom::fill(&mut id).is_err() {
+            // Unique enough for one host: the time and a process-wide counter.
+            static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            id[..8].copy_from_slice(&time_ms.to_le_bytes());
+            id[8..].copy_from_slice(&N.fetch_add(1, std::sync::atomic::Ordering::Relaxed).to_le_bytes());
+        }
         AuditEntry {
+            id: hex::encode(id),
+            host: None,
             time_ms,
             event,
             session: None,
@@ -228,6 +244,9 @@ impl AuditEntry {
     /// One line for people: time, session, event, request and outcome.
     pub fn human(&self) -> String {
         let mut s = format!("{:>13} {:?}", self.time_ms, self.event);
+        if let Some(h) = &self.host {
+            s.push_str(&format!(" @{h}"));
+        }
         if let Some(sess) = &self.session {
             s.push_str(&format!(" [{sess}]"));
         }
@@ -269,6 +288,14 @@ pub struct AuditLog {
     path: PathBuf,
     file: Mutex<std::fs::File>,
     tx: broadcast::Sender<AuditEntry>,
+    /// Set when the log is the spool of a fleet's shared audit.
+    fleet: std::sync::OnceLock<Fleet>,
+}
+
+/// What a log that spools for the shared audit adds.
+struct Fleet {
+    host: String,
+    wake: std::sync::mpsc::SyncSender<()>,
 }
 
 impl std::fmt::Debug for AuditLog {
@@ -304,7 +331,34 @@ impl AuditLog {
             file.set_len(0).map_err(|source| AuditError::Open { path: path.into(), source })?;
         }
         let (tx, _) = broadcast::channel(1024);
-        Ok(AuditLog { path: path.into(), file: Mutex::new(file), tx })
+        Ok(AuditLog { path: path.into(), file: Mutex::new(file), tx, fleet: std::sync::OnceLock::new() })
+    }
+
+    /// Makes this log the spool of the fleet's shared audit in `spec`: every entry is
+    /// stamped with `host`, written and flushed to disk (`fdatasync`) before `append`
+    /// returns, and shipped by a thread of its own ([`super::ship`]) once each, whenever
+    /// the database is reachable. A line cut short by a crash is closed first, so the
+    /// next entry starts on a line of its own.
+    pub fn spool_for(&self, spec: crate::store::StoreSpec, host: String) -> Result<(), AuditError> {
+        let werr = |source| AuditError::Write { path: self.path.clone(), source };
+        {
+            use std::io::{Read, Seek, SeekFrom};
+            let mut f = std::fs::File::open(&self.path).map_err(|source| AuditError::Read { path: self.path.clone(), source })?;
+            let len = f.metadata().map_err(werr)?.len();
+            if len > 0 {
+                let mut last = [0u8; 1];
+                f.seek(SeekFrom::End(-1)).and_then(|_| f.read_exact(&mut last)).map_err(werr)?;
+                if last[0] != b'\n' {
+                    let mut w = self.file.lock().unwrap_or_else(|p| p.into_inner());
+                    w.write_all(b"\n").and_then(|()| w.sync_data()).map_err(werr)?;
+                }
+            }
+        }
+        let (wake, woken) = std::sync::mpsc::sync_channel(1);
+        if self.fleet.set(Fleet { host: host.clone(), wake }).is_err() {
+            return Ok(());
+        }
+        super::ship::start(self.path.clone(), spec, host, woken).map_err(werr)
     }
 
     /// The log's path.
@@ -312,15 +366,27 @@ impl AuditLog {
         &self.path
     }
 
-    /// Appends an entry (one write per line) and broadcasts it to followers.
+    /// Appends an entry (one write per line) and broadcasts it to followers. As a fleet's
+    /// spool, the entry is on disk when this returns and the shipper is woken.
     pub fn append(&self, entry: &AuditEntry) -> Result<(), AuditError> {
-        let mut line = serde_json::to_string(entry).expect("audit entries serialize");
+        let fleet = self.fleet.get();
+        let mut entry = entry.clone();
+        if let Some(f) = fleet {
+            entry.host.get_or_insert_with(|| f.host.clone());
+        }
+        let mut line = serde_json::to_string(&entry).expect("audit entries serialize");
         line.push('\n');
         {
             let mut f = self.file.lock().unwrap_or_else(|p| p.into_inner());
             f.write_all(line.as_bytes()).map_err(|source| AuditError::Write { path: self.path.clone(), source })?;
+            if fleet.is_some() {
+                f.sync_data().map_err(|source| AuditError::Write { path: self.path.clone(), source })?;
+            }
         }
-        let _ = self.tx.send(entry.clone());
+        if let Some(f) = fleet {
+            let _ = f.wake.try_send(());
+        }
+        let _ = self.tx.send(entry);
         Ok(())
     }
 

@@ -116,6 +116,52 @@ impl Default for EscalationConfig {
     }
 }
 
+/// Which database keeps the trusted state (and, for `postgres`, the fleet's audit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreBackend {
+    /// The embedded SQLite file `state.db` in `state_dir` (one host).
+    #[default]
+    Sqlite,
+    /// A PostgreSQL database shared by a fleet of hosts.
+    Postgres,
+}
+
+/// `[store]`: where the trusted state lives.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// `sqlite` (default) or `postgres`.
+    pub backend: StoreBackend,
+    /// PostgreSQL connection URL, without a password (`postgresql://pincer@db.example/pincer`).
+    pub url: String,
+    /// `verify-full` (default: TLS, the server's certificate and name checked) or `disable`
+    /// (only for a Unix socket or loopback).
+    pub tls: crate::store::TlsMode,
+    /// PEM file of the CA that signs the server's certificate (default: the system's CAs).
+    pub ca_file: Option<PathBuf>,
+    /// Root-only file holding the database password (never on the command line).
+    pub password_file: Option<PathBuf>,
+    /// This host's name in the shared audit (default: the kernel's host name).
+    pub host: String,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig { backend: StoreBackend::Sqlite, url: String::new(), tls: Default::default(), ca_file: None, password_file: None, host: String::new() }
+    }
+}
+
+impl StoreConfig {
+    /// This host's name in the shared audit.
+    pub fn host_name(&self) -> String {
+        if !self.host.is_empty() {
+            return self.host.clone();
+        }
+        std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "localhost".into())
+    }
+}
+
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -144,6 +190,8 @@ pub struct Config {
     pub containment: super::contain::ContainmentConfig,
     /// Each session's resource limits (`pids.max`, `memory.max` of its cgroup).
     pub limits: super::limits::LimitsConfig,
+    /// Where the trusted state lives: SQLite on this host or a fleet's PostgreSQL.
+    pub store: StoreConfig,
 }
 
 impl Default for Config {
@@ -160,6 +208,7 @@ impl Default for Config {
             escalation: EscalationConfig::default(),
             containment: Default::default(),
             limits: Default::default(),
+            store: Default::default(),
         }
     }
 }
@@ -209,7 +258,36 @@ impl Config {
         if let Err(e) = self.limits.check() {
             return bad("limits.memory_max", &e.to_string());
         }
+        if self.store.backend == StoreBackend::Postgres {
+            if self.store.url.trim().is_empty() {
+                return bad("store.url", "the postgres backend needs a connection URL");
+            }
+            if let Err(e) = self.store.url.parse::<postgres::Config>() {
+                return bad("store.url", &e.to_string());
+            }
+            if self.store.url.parse::<postgres::Config>().is_ok_and(|c| c.get_password().is_some()) {
+                return bad("store.url", "holds a password; put it in store.password_file (root-only) instead");
+            }
+        }
+        for (field, p) in [("store.ca_file", &self.store.ca_file), ("store.password_file", &self.store.password_file)] {
+            if p.as_ref().is_some_and(|p| !p.is_absolute()) {
+                return bad(field, "must be an absolute path");
+            }
+        }
         Ok(())
+    }
+
+    /// The trusted store this configuration names.
+    pub fn store_spec(&self) -> crate::store::StoreSpec {
+        match self.store.backend {
+            StoreBackend::Sqlite => crate::store::StoreSpec::Sqlite(self.state_dir.join("state.db")),
+            StoreBackend::Postgres => crate::store::StoreSpec::Postgres(crate::store::PgSettings {
+                url: self.store.url.clone(),
+                tls: self.store.tls,
+                ca_file: self.store.ca_file.clone(),
+                password_file: self.store.password_file.clone(),
+            }),
+        }
     }
 
     /// How long a worker's request waits for the user.
@@ -239,6 +317,12 @@ mod tests {
         assert!(e.contains("socket"), "{e}");
         let e = Config::parse("[decider]\nbackend = \"openai\"\n", Path::new("x.toml")).unwrap_err().to_string();
         assert!(e.contains("decider.model"), "{e}");
+        let e = Config::parse("[store]\nbackend = \"postgres\"\n", Path::new("x.toml")).unwrap_err().to_string();
+        assert!(e.contains("store.url"), "{e}");
+        let e = Config::parse("[store]\nbackend = \"postgres\"\nurl = \"postgresql://u:pw@db/x\"\n", Path::new("x.toml")).unwrap_err().to_string();
+        assert!(e.contains("store.url") && e.contains("password_file"), "{e}");
+        let e = Config::parse("[store]\nbackend = \"mysql\"\n", Path::new("x.toml")).unwrap_err().to_string();
+        assert!(e.contains("mysql"), "{e}");
         let e = Config::parse("[limits]\nmemory_max = \"lots\"\n", Path::new("x.toml")).unwrap_err().to_string();
         assert!(e.contains("limits.memory_max") && e.contains("lots"), "{e}");
     }

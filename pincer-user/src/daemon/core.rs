@@ -22,7 +22,6 @@ use crate::decider::Decider;
 use crate::access::Access;
 use crate::kernel::{Enforcer, ObjectId, Scope};
 use crate::sanitize::Sanitizer;
-use crate::store::Store;
 use crate::twin::{TwinConfig, Variant};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -50,6 +49,8 @@ pub enum CallResult {
         owner: Option<u32>,
         /// Stream new entries.
         follow: bool,
+        /// Only entries of this host (shared audit).
+        host: Option<String>,
     },
 }
 
@@ -72,6 +73,9 @@ pub enum Cmd {
         /// The question.
         question: u64,
     },
+    /// A user's trusted state changed in the shared store (another daemon of the fleet
+    /// wrote it), or anything may have changed (the store was away).
+    StateChanged(crate::store::pg::StateChange),
 }
 
 /// Errors setting up the actor.
@@ -157,7 +161,7 @@ impl Core {
         let dir = deps.config.state_dir.clone();
         std::fs::create_dir_all(&dir).map_err(|source| CoreError::StateDir { path: dir.clone(), source })?;
         sessions::restrict_state_dir(&dir).map_err(|source| CoreError::StateDir { path: dir.clone(), source })?;
-        let twins = Twins::new(dir.join("state.db"), deps.sanitizer, deps.decider.clone(), twin_config(&deps.config));
+        let twins = Twins::new(deps.config.store_spec(), dir.clone(), deps.sanitizer, deps.decider.clone(), twin_config(&deps.config))?;
         let mut core = Core {
             sessions: Sessions::new(&dir),
             config: deps.config,
@@ -270,6 +274,7 @@ impl Core {
                 }
                 Cmd::Miss(m) => self.miss(m).await,
                 Cmd::WaitTimedOut { question } => self.wait_timed_out(question),
+                Cmd::StateChanged(change) => self.state_changed(change).await,
             }
         }
         self.persist();
@@ -299,14 +304,13 @@ impl Core {
             }
             (Caller::Outside, Call::Pending) => Ok(CallResult::Now(Reply::Pending { questions: self.pending(peer) })),
             (Caller::Outside, Call::Answer { question, approve, scope }) => self.answer(peer, question, approve, scope).await,
-            (Caller::Outside, Call::Rules) => {
-                let store = Store::open(self.twins.db())?;
-                Ok(CallResult::Now(Reply::Rules { rules: store.standing(&users::by_uid(peer.uid).name)? }))
-            }
+            (Caller::Outside, Call::Rules) => Ok(CallResult::Now(Reply::Rules { rules: self.twins.store().standing(&users::by_uid(peer.uid).name)? })),
             (Caller::Outside, Call::RemoveRule { id }) => self.remove_rule(peer.uid, id).await,
-            (Caller::Outside, Call::Log { session, follow }) => {
-                callers::may_read_log(&self.sessions, peer, session.as_deref())?;
-                Ok(CallResult::Log { session, owner: if peer.uid == 0 { None } else { Some(peer.uid) }, follow })
+            (Caller::Outside, Call::Log { session, follow, host }) => {
+                if !self.twins.spec().is_shared() {
+                    callers::may_read_log(&self.sessions, peer, session.as_deref())?;
+                }
+                Ok(CallResult::Log { session, owner: if peer.uid == 0 { None } else { Some(peer.uid) }, follow, host })
             }
             (Caller::Outside, Call::Sessions) => {
                 let sessions = self.sessions.iter().filter(|s| peer.uid == 0 || s.owner_uid == peer.uid).map(Session::info).collect();
@@ -496,8 +500,7 @@ impl Core {
         let dir = tempfile::Builder::new().prefix("import-").tempdir_in(&self.config.state_dir).map_err(stage(&self.config.state_dir))?;
         let (h, p) = (dir.path().join("history.jsonl"), dir.path().join("policies.jsonl"));
         std::fs::write(&h, history).and_then(|()| std::fs::write(&p, policies)).map_err(stage(dir.path()))?;
-        let store = Store::open(self.twins.db())?;
-        let sum = store.import_persona(&user, &h, &p).map_err(CallError::Import)?;
+        let sum = self.twins.store().import_persona(&user, &h, &p).map_err(CallError::Import)?;
         let mut snapshot = String::new();
         if let Some(ws) = workspace {
             let err = |source| CallError::Workspace { path: ws.to_path_buf(), source };
@@ -626,8 +629,7 @@ impl Core {
     /// state without it.
     async fn remove_rule(&mut self, uid: u32, id: RuleId) -> CallOutcome {
         let user = users::by_uid(uid).name;
-        let store = Store::open(self.twins.db())?;
-        let removed = store.remove_rule(&user, id).map_err(|e| match e {
+        let removed = self.twins.store().remove_rule(&user, id).map_err(|e| match e {
             crate::store::StoreError::NoSuchRule(id) => CallError::NoRule(id),
             e => CallError::Store(e),
         })?;
@@ -641,6 +643,21 @@ impl Core {
         e.detail = Some(format!("{what} removed for {user}"));
         self.audit.record(&e);
         Ok(CallResult::Now(Reply::Ok { message: format!("removed {what}") }))
+    }
+
+    /// Gives the twins the trusted state as the shared store holds it now: one user's after
+    /// a notification, everyone's after the store was away (what was missed is unknown).
+    async fn state_changed(&mut self, change: crate::store::pg::StateChange) {
+        let users = match change {
+            crate::store::pg::StateChange::User(u) => vec![u],
+            crate::store::pg::StateChange::All => self.twins.users(),
+        };
+        for u in users {
+            if let Err(e) = self.twins.reload(&u, None).await {
+                // The twin keeps its state; its decisions deny while the store is away.
+                tracing::warn!(user = u, error = %chain(&e), "cannot reload the trusted state");
+            }
+        }
     }
 
     fn wait_timed_out(&mut self, q: u64) {

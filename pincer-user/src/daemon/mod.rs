@@ -15,7 +15,7 @@
 //! - [`server`], the socket server; [`client`], its client.
 //! - [`peer`], caller identification (`SO_PEERCRED`, `/proc/PID/cgroup`).
 //! - [`resolve`], requested paths resolved inside the roots without following symlinks.
-//! - [`audit`], the JSON-lines audit log.
+//! - [`audit`], the JSON-lines audit log; [`ship`], its shipping to a fleet's shared audit.
 //! - [`mcp`], the MCP server exposing the request tool on stdio.
 //! - [`worker`], starting a worker inside its session cgroup as an unprivileged user.
 //! - [`limits`], each session cgroup's `pids.max` and `memory.max`.
@@ -36,6 +36,7 @@ pub mod questions;
 pub mod resolve;
 pub mod server;
 pub mod sessions;
+pub mod ship;
 pub mod twins;
 pub mod users;
 pub mod worker;
@@ -162,9 +163,29 @@ impl std::fmt::Debug for Parts {
 pub async fn run(parts: Parts, listener: UnixListener, shutdown: impl std::future::Future<Output = ()>) -> Result<(), DaemonError> {
     let audit = parts.core.audit.clone();
     let timeout = parts.core.config.escalation_timeout();
+    let spec = parts.core.config.store_spec();
+    if spec.is_shared() {
+        audit.spool_for(spec.clone(), parts.core.config.store.host_name())?;
+    }
     let core = core::Core::new(parts.core).await?;
     let (tx, rx) = mpsc::channel(256);
     let actor = tokio::spawn(core.run(rx));
+    // A fleet's daemons learn each other's changes of the trusted state.
+    let follow = match &spec {
+        crate::store::StoreSpec::Postgres(settings) => {
+            let (ntx, mut nrx) = mpsc::unbounded_channel();
+            crate::store::pg::listen(settings.clone(), ntx).map_err(|source| DaemonError::Listen { path: "pincer-pg-listen".into(), source })?;
+            let tx = tx.clone();
+            Some(tokio::spawn(async move {
+                while let Some(change) = nrx.recv().await {
+                    if tx.send(core::Cmd::StateChanged(change)).await.is_err() {
+                        break;
+                    }
+                }
+            }))
+        }
+        _ => None,
+    };
     let forward = parts.misses.map(|mut misses| {
         let tx = tx.clone();
         tokio::spawn(async move {
@@ -175,9 +196,14 @@ pub async fn run(parts: Parts, listener: UnixListener, shutdown: impl std::futur
             }
         })
     });
-    let ctx = server::ServerCtx { actor: tx, audit, lookup: parts.lookup, escalation_timeout: timeout };
+    let shared = spec.is_shared().then_some(spec);
+    let ctx = server::ServerCtx { actor: tx, audit, lookup: parts.lookup, escalation_timeout: timeout, shared };
     server::serve(listener, ctx, shutdown).await;
     if let Some(f) = forward {
+        f.abort();
+    }
+    if let Some(f) = follow {
+        // Dropping the receiver ends the listener thread.
         f.abort();
     }
     let _ = actor.await;

@@ -149,6 +149,10 @@ pub enum Unresolved {
     /// The user's twin could not be built.
     #[error("{}", chain(.0))]
     Twin(super::twins::TwinsError),
+    /// The trusted store cannot be reached (a fleet's database is away): nothing is decided
+    /// on a state that may be stale.
+    #[error("the trusted store cannot be reached ({}); denied (fail closed)", chain(.0))]
+    Store(crate::store::StoreError),
     /// The resource is never grantable: the pattern that says so.
     #[error("never-grantable ({0}): no vote, rule or approval can grant it; denied")]
     Never(String),
@@ -232,6 +236,9 @@ impl Core {
             return self.deny_unresolved(&origin, &req.session, &req.path, req.access, &why);
         }
         let start = Instant::now();
+        if let Err(e) = self.twins.reachable(&user) {
+            return self.deny_unresolved(&origin, &req.session, &req.path, req.access, &Unresolved::Store(e));
+        }
         let d = match self.twins.get(&user).await {
             Ok(t) => t.decide(&req.session, &req.for_twin(&origin)).await,
             Err(e) => return self.deny_unresolved(&origin, &req.session, &req.path, req.access, &Unresolved::Twin(e)),

@@ -143,6 +143,9 @@ pub enum Call {
         /// Keep the connection open and stream new entries.
         #[serde(default)]
         follow: bool,
+        /// Only entries of this host (with the shared audit of a fleet).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        host: Option<String>,
     },
     /// Open sessions of the caller.
     Sessions,

@@ -31,6 +31,9 @@ pub struct ServerCtx {
     pub lookup: CgroupLookup,
     /// How long a worker's escalated request waits for the user before it is denied.
     pub escalation_timeout: Duration,
+    /// The fleet's shared store, whose audit `log` replies stream instead of this host's
+    /// file (`None`: the SQLite backend, one host).
+    pub shared: Option<crate::store::StoreSpec>,
 }
 
 impl std::fmt::Debug for ServerCtx {
@@ -130,14 +133,70 @@ async fn connection(stream: UnixStream, ctx: ServerCtx) {
                 };
                 write(&mut w, reply).await
             }
-            CallResult::Log { session, owner, follow } => {
-                stream_log(&mut w, &ctx.audit, session, owner, follow).await;
+            CallResult::Log { session, owner, follow, host } => {
+                match &ctx.shared {
+                    Some(spec) => stream_shared_log(&mut w, spec, session, host, owner, follow).await,
+                    None => stream_log(&mut w, &ctx.audit, session, owner, follow).await,
+                }
                 return;
             }
         };
         if !ok {
             return;
         }
+    }
+}
+
+/// How often a follower of the shared audit looks for new rows.
+pub const SHARED_LOG_POLL: Duration = Duration::from_millis(300);
+
+/// Streams the fleet's shared audit: a user's read runs as the user's database role, so
+/// row-level security decides which rows come back (root reads every row).
+async fn stream_shared_log(
+    w: &mut tokio::net::unix::OwnedWriteHalf,
+    spec: &crate::store::StoreSpec,
+    session: Option<String>,
+    host: Option<String>,
+    owner: Option<u32>,
+    follow: bool,
+) {
+    let store = match spec.open() {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = write(w, Reply::error(ErrorKind::Internal, chain(&e))).await;
+            return;
+        }
+    };
+    let viewer = owner.map(|uid| super::users::by_uid(uid).name);
+    let mut q = crate::store::AuditQuery { session, host, after: 0, limit: 1000 };
+    loop {
+        let rows = match store.read_audit(viewer.as_deref(), &q) {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = write(w, Reply::error(ErrorKind::Internal, chain(&e))).await;
+                return;
+            }
+        };
+        let full = rows.len() as i64 == q.limit;
+        for (seq, text) in rows {
+            q.after = seq;
+            match serde_json::from_str::<AuditEntry>(&text) {
+                Ok(entry) => {
+                    if !write(w, Reply::Entry { entry }).await {
+                        return;
+                    }
+                }
+                Err(e) => tracing::warn!(seq, error = %e, "skipping an unreadable shared audit row"),
+            }
+        }
+        if full {
+            continue;
+        }
+        if !follow {
+            let _ = write(w, Reply::End).await;
+            return;
+        }
+        tokio::time::sleep(SHARED_LOG_POLL).await;
     }
 }
 

@@ -1,5 +1,5 @@
 //! The twins, one per user, built on first use over the user's trusted state in the
-//! SQLite store. All of them number their questions from one [`QuestionIds`], so a twin's
+//! store (SQLite on one host, or a fleet's PostgreSQL). All of them number their questions from one [`QuestionIds`], so a twin's
 //! question id is the id the user answers.
 
 use super::resolve;
@@ -7,7 +7,7 @@ use super::sessions::Session;
 use crate::access::Access;
 use crate::decider::Decider;
 use crate::sanitize::Sanitizer;
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, StoreSpec};
 use crate::twin::{Prepared, QuestionIds, Twin, TwinConfig, TwinError};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -84,7 +84,9 @@ pub enum TwinsError {
 
 /// The daemon's twins by user name.
 pub struct Twins {
-    db: PathBuf,
+    spec: StoreSpec,
+    state_dir: PathBuf,
+    store: Store,
     sanitizer: Sanitizer,
     decider: Arc<dyn Decider>,
     config: TwinConfig,
@@ -94,25 +96,47 @@ pub struct Twins {
 
 impl std::fmt::Debug for Twins {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Twins").field("db", &self.db).field("users", &self.by_user.keys().collect::<Vec<_>>()).finish_non_exhaustive()
+        f.debug_struct("Twins").field("store", &self.spec.describe()).field("users", &self.by_user.keys().collect::<Vec<_>>()).finish_non_exhaustive()
     }
 }
 
 impl Twins {
-    /// No twin yet; each will open the store at `db`.
-    pub fn new(db: PathBuf, sanitizer: Sanitizer, decider: Arc<dyn Decider>, config: TwinConfig) -> Self {
-        Twins { db, sanitizer, decider, config, ids: QuestionIds::default(), by_user: HashMap::new() }
+    /// No twin yet; the store `spec` names is opened (and migrated) now, and each twin
+    /// will open its own connection to it. Workspace snapshots are kept in `state_dir`.
+    pub fn new(spec: StoreSpec, state_dir: PathBuf, sanitizer: Sanitizer, decider: Arc<dyn Decider>, config: TwinConfig) -> Result<Self, TwinsError> {
+        let store = spec.open()?;
+        Ok(Twins { spec, state_dir, store, sanitizer, decider, config, ids: QuestionIds::default(), by_user: HashMap::new() })
     }
 
-    /// The trusted store's file.
-    pub fn db(&self) -> &std::path::Path {
-        &self.db
+    /// The daemon's own connection to the trusted store (listing, removing, importing).
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Which store the twins use.
+    pub fn spec(&self) -> &StoreSpec {
+        &self.spec
+    }
+
+    /// The users whose twins are built.
+    pub fn users(&self) -> Vec<String> {
+        self.by_user.keys().cloned().collect()
+    }
+
+    /// Checks that `user`'s twin can reach the trusted store (a shared database may be
+    /// away; nothing is decided on a state that cannot be reached).
+    pub fn reachable(&self, user: &str) -> Result<(), StoreError> {
+        match self.by_user.get(user).and_then(Twin::store) {
+            Some(st) => st.ping(),
+            None => self.store.ping(),
+        }
     }
 
     /// `user`'s twin, built over its trusted state on first use.
     pub async fn get(&mut self, user: &str) -> Result<&mut Twin, TwinsError> {
         if !self.by_user.contains_key(user) {
-            let twin = build(self.parts(), user, &[]).await?;
+            let prepared = prepare(&self.store, &self.state_dir, &self.sanitizer, user, &[])?;
+            let twin = build(self.parts()?, prepared, &[]).await?;
             self.by_user.insert(user.to_string(), twin);
         }
         Ok(self.by_user.get_mut(user).expect("inserted above"))
@@ -126,7 +150,9 @@ impl Twins {
     /// Builds `user`'s twin with `resume`'s sessions reopened from their prompts and given
     /// back their grants.
     pub async fn resume(&mut self, user: &str, resume: &[Session]) -> Result<(), TwinsError> {
-        let twin = build(self.parts(), user, resume).await?;
+        let open: Vec<String> = resume.iter().map(|s| s.id.clone()).collect();
+        let prepared = prepare(&self.store, &self.state_dir, &self.sanitizer, user, &open)?;
+        let twin = build(self.parts()?, prepared, resume).await?;
         self.by_user.insert(user.to_string(), twin);
         Ok(())
     }
@@ -140,7 +166,7 @@ impl Twins {
     /// (after a removal: `removed` is the approval that went, if it was one).
     pub async fn reload(&mut self, user: &str, removed: Option<&crate::store::UserApproval>) -> Result<(), TwinsError> {
         let Some(open) = self.by_user.get(user).map(|t| t.open_sessions().map(str::to_string).collect::<Vec<_>>()) else { return Ok(()) };
-        let prepared = prepare(&self.parts(), user, &open)?;
+        let prepared = prepare(&self.store, &self.state_dir, &self.sanitizer, user, &open)?;
         if let Some(t) = self.by_user.get_mut(user) {
             t.reload(&prepared, removed);
         }
@@ -152,16 +178,15 @@ impl Twins {
         self.by_user.get(&s.user).map(|t| t.grants(&s.id).to_vec()).unwrap_or_default()
     }
 
-    fn parts(&self) -> Parts {
-        Parts { db: self.db.clone(), sanitizer: self.sanitizer.clone(), decider: self.decider.clone(), config: self.config.clone(), ids: self.ids.clone() }
+    fn parts(&self) -> Result<Parts, TwinsError> {
+        Ok(Parts { store: self.spec.open()?, decider: self.decider.clone(), config: self.config.clone(), ids: self.ids.clone() })
     }
 }
 
 /// What a new twin is built from (owned, so no borrow of [`Twins`], whose store
-/// connections are not `Sync`, is held across an await).
+/// connections are not `Sync`, is held across an await): its own store connection too.
 struct Parts {
-    db: PathBuf,
-    sanitizer: Sanitizer,
+    store: Store,
     decider: Arc<dyn Decider>,
     config: TwinConfig,
     ids: QuestionIds,
@@ -171,13 +196,11 @@ struct Parts {
 /// is attached, so nothing is recorded twice) and given back their grants.
 /// `user`'s trusted state from the store (without the tasks of the sessions `open`, which
 /// are not finished) and the workspace snapshot, sanitized and indexed.
-fn prepare(p: &Parts, user: &str, open: &[String]) -> Result<Prepared, TwinsError> {
-    let store = Store::open(&p.db)?;
+fn prepare(store: &Store, state_dir: &std::path::Path, sanitizer: &Sanitizer, user: &str, open: &[String]) -> Result<Prepared, TwinsError> {
     let mut state = store.load_state(user)?;
     state.tasks.retain(|t| !open.contains(&t.session));
-    let mut prepared = Prepared::new(state, p.sanitizer.clone());
-    let snapshot = p.db.parent().map(|d| snapshot_path(d, user));
-    if let Some(text) = snapshot.and_then(|f| std::fs::read(f).ok()) {
+    let mut prepared = Prepared::new(state, sanitizer.clone());
+    if let Ok(text) = std::fs::read(snapshot_path(state_dir, user)) {
         match serde_json::from_slice::<WorkspaceSnapshot>(&text) {
             Ok(snap) => prepared = prepared.with_workspace(&snap.tree, |p| snap.files.get(p).map(Vec::as_slice)),
             Err(e) => return Err(TwinsError::Snapshot(e)),
@@ -186,10 +209,8 @@ fn prepare(p: &Parts, user: &str, open: &[String]) -> Result<Prepared, TwinsErro
     Ok(prepared)
 }
 
-async fn build(p: Parts, user: &str, resume: &[Session]) -> Result<Twin, TwinsError> {
-    let open: Vec<String> = resume.iter().map(|s| s.id.clone()).collect();
-    let prepared = prepare(&p, user, &open)?;
-    let store = Store::open(&p.db)?;
+async fn build(p: Parts, prepared: Prepared, resume: &[Session]) -> Result<Twin, TwinsError> {
+    let store = p.store;
     let mut twin = Twin::from_prepared(&prepared, p.decider, p.config).with_question_ids(p.ids);
     for s in resume {
         let err = |source| TwinsError::Resume { session: s.id.clone(), source };

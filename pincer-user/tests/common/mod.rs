@@ -4,6 +4,7 @@
 // Each test binary uses its own subset of these helpers.
 #![allow(dead_code)]
 
+pub mod pg;
 pub mod twin;
 
 use pincer::daemon::audit::AuditLog;

@@ -1,0 +1,509 @@
+//! A fleet on one PostgreSQL database (a real server, see `common/pg.rs`): daemons on the
+//! host with the shipped enforcer over maps in memory and real sockets, each its own "host"
+//! (own state folder, socket, audit spool and workspace copy), sharing the trusted state
+//! and the audit.
+
+use pincer::daemon::audit::{read_entries, AuditEntry, AuditLog, Event};
+use pincer::daemon::client::Client;
+use pincer::daemon::config::{Config, StoreBackend, StoreConfig};
+use pincer::daemon::peer::CgroupLookup;
+use pincer::daemon::protocol::{ApprovalScope, RequestOutcome, Rule, RuleId, SessionInfo, StandingRule};
+use pincer::daemon::{Call, Reply};
+use pincer::kernel::MemoryMaps;
+use pincer::store::{AuditQuery, AuditRow, PgSettings, Store, UserApproval, UserPolicy};
+use pincer::Access;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use tokio::sync::oneshot;
+
+mod common;
+use common::pg::Cluster;
+use common::{config_in, persona_state, persona_workspace, start_daemon, OUTSIDE, TODO_PROMPT};
+
+/// One cluster for the whole test binary (each test has its own database in it).
+fn cluster() -> &'static Cluster {
+    static C: OnceLock<Cluster> = OnceLock::new();
+    C.get_or_init(Cluster::start)
+}
+
+/// One daemon of the fleet: a host of its own.
+struct Host {
+    _dir: tempfile::TempDir,
+    ws: PathBuf,
+    config: Config,
+    maps: MemoryMaps,
+    caller: Arc<Mutex<PathBuf>>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+fn fleet_config(dir: &Path, db: &PgSettings, host: &str) -> Config {
+    let mut config = config_in(dir);
+    config.containment.scratch = false;
+    config.containment.scratch_parent = dir.to_path_buf();
+    config.escalation.after_denials = 1;
+    config.escalation.timeout_secs = 2;
+    config.store = StoreConfig {
+        backend: StoreBackend::Postgres,
+        url: db.url.clone(),
+        tls: db.tls,
+        ca_file: None,
+        password_file: db.password_file.clone(),
+        host: host.into(),
+    };
+    config
+}
+
+impl Host {
+    async fn start(db: &PgSettings, name: &str) -> Host {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = persona_workspace(dir.path());
+        let config = fleet_config(dir.path(), db, name);
+        let mut h = Host { _dir: dir, ws, config, maps: MemoryMaps::default(), caller: Arc::new(Mutex::new(PathBuf::from(OUTSIDE))), stop: None, task: None };
+        h.run();
+        h
+    }
+
+    fn run(&mut self) {
+        let caller = self.caller.clone();
+        let lookup: CgroupLookup = Arc::new(move |_pid| Ok(caller.lock().unwrap().clone()));
+        let d = start_daemon(&self.config, self.maps.enforcer(), lookup, [7; 32], None);
+        self.stop = Some(d.stop);
+        self.task = Some(d.task);
+    }
+
+    fn as_caller(&self, cgroup: &Path) {
+        *self.caller.lock().unwrap() = cgroup.to_path_buf();
+    }
+
+    async fn call(&self, call: Call) -> Reply {
+        // The socket appears once the daemon bound it.
+        for _ in 0..200 {
+            if let Ok(mut c) = Client::connect(&self.config.socket).await {
+                return c.call(call).await.unwrap();
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("daemon at {} does not answer", self.config.socket.display());
+    }
+
+    async fn import(&self) {
+        self.as_caller(Path::new(OUTSIDE));
+        let (history, policies) = persona_state();
+        let r = self.call(Call::Import { history, policies, uid: None, workspace: None }).await;
+        assert!(matches!(r, Reply::Ok { .. }), "{r:?}");
+    }
+
+    async fn session(&self, prompt: &str) -> SessionInfo {
+        self.as_caller(Path::new(OUTSIDE));
+        match self.call(Call::CreateSession { owner_uid: 0, roots: vec![self.ws.clone()], prompt: prompt.into(), mode: Default::default() }).await {
+            Reply::Session(s) => s,
+            other => panic!("create_session: {other:?}"),
+        }
+    }
+
+    async fn request(&self, s: &SessionInfo, rel: &str, access: Access) -> Reply {
+        self.as_caller(&s.cgroup);
+        let r = self
+            .call(Call::Request { path: self.ws.join(rel).to_string_lossy().into(), access, reason: Some("needed for the task".into()), session: None })
+            .await;
+        self.as_caller(Path::new(OUTSIDE));
+        r
+    }
+
+    async fn standing(&self) -> Vec<StandingRule> {
+        self.as_caller(Path::new(OUTSIDE));
+        match self.call(Call::Rules).await {
+            Reply::Rules { rules } => rules,
+            other => panic!("rules: {other:?}"),
+        }
+    }
+
+    async fn end(&self, s: &SessionInfo) {
+        self.as_caller(Path::new(OUTSIDE));
+        assert!(matches!(self.call(Call::EndSession { session: s.session.clone() }).await, Reply::Summary { .. }));
+    }
+
+    /// `s`'s worker asks for `rel` (write); the question is approved `always` on this host.
+    async fn approve_waiting(&self, s: &SessionInfo, rel: &str) -> Reply {
+        self.as_caller(&s.cgroup);
+        let mut worker = Client::connect(&self.config.socket).await.unwrap();
+        // The worker's connection is placed in its session by its first call.
+        assert!(matches!(worker.call(Call::Status { session: None }).await.unwrap(), Reply::Session(_)));
+        worker
+            .send(Call::Request { path: self.ws.join(rel).to_string_lossy().into(), access: Access::Write, reason: Some("needed".into()), session: None })
+            .await
+            .unwrap();
+        let q = eventually("a waiting question", || async {
+            self.as_caller(Path::new(OUTSIDE));
+            match self.call(Call::Pending).await {
+                Reply::Pending { questions } => questions.into_iter().find(|q| q.waiting && q.path == rel),
+                _ => None,
+            }
+        })
+        .await;
+        assert!(matches!(self.call(Call::Answer { question: q.id, approve: true, scope: ApprovalScope::Always }).await, Reply::Ok { .. }));
+        worker.next().await.unwrap().unwrap()
+    }
+
+    async fn shutdown(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.task.take() {
+            t.await.unwrap();
+        }
+    }
+
+    fn spool(&self) -> Vec<AuditEntry> {
+        read_entries(&self.config.audit_log).unwrap()
+    }
+}
+
+/// Polls `f` (up to about fifteen seconds) until it gives a value.
+async fn eventually<T, F: std::future::Future<Output = Option<T>>>(what: &str, mut f: impl FnMut() -> F) -> T {
+    for _ in 0..1500 {
+        if let Some(v) = f().await {
+            return v;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("gave up waiting for {what}");
+}
+
+fn granted(r: &Reply) -> bool {
+    matches!(r, Reply::Decision { granted: true, .. })
+}
+
+/// Files of the persona the twin does not grant a write of on its own in a to-do task.
+const UNRELATED: &[&str] = &["dotfiles/gitconfig", "projects/notifier/README.md", "projects/ledger/README.md", "notes/standup.md"];
+
+/// The first of [`UNRELATED`] denied to `s` when asked once.
+async fn denied_on_its_own(h: &Host, s: &SessionInfo) -> &'static str {
+    for rel in UNRELATED {
+        std::fs::write(h.ws.join(rel), "plain text\n").unwrap();
+        match h.request(s, rel, Access::Write).await {
+            Reply::Decision { granted: false, outcome: RequestOutcome::Deny | RequestOutcome::Timeout, .. } => return rel,
+            Reply::Decision { .. } => continue,
+            other => panic!("{other:?}"),
+        }
+    }
+    panic!("the twin granted every one of {UNRELATED:?}");
+}
+
+fn approval_of(rules: &[StandingRule], rel: &str) -> Option<RuleId> {
+    rules.iter().find(|r| matches!(&r.rule, Rule::Approval(a) if a.path_glob == rel && a.access == Access::Write)).map(|r| r.id)
+}
+
+/// A prompt of the same task naming `rel`'s file (an approval licenses its resource for a
+/// like task whose prompt points at it).
+fn like_prompt(rel: &str) -> String {
+    let stem = Path::new(rel).file_stem().and_then(|s| s.to_str()).expect("a file name");
+    format!("{TODO_PROMPT} Then look at {stem} again.")
+}
+
+fn open_store(db: &PgSettings) -> Store {
+    Store::open_postgres(db.clone()).unwrap()
+}
+
+fn shared_audit(db: &PgSettings) -> Vec<AuditEntry> {
+    let rows = open_store(db).read_audit(None, &AuditQuery::default()).unwrap();
+    rows.iter().map(|(_, t)| serde_json::from_str(t).unwrap()).collect()
+}
+
+/// An `always` approval given on host A grants the same request in a like task on host B
+/// (whose twin was built before and learns it by notification), and `policy remove` on B
+/// takes it away on A as well.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_always_approval_on_one_host_grants_on_another_and_its_removal_is_seen_by_both() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = cluster().database(tmp.path());
+    let a = Host::start(&db, "host-a").await;
+    let b = Host::start(&db, "host-b").await;
+    a.import().await;
+    // B's twin is built now, before the approval exists.
+    let b0 = b.session(TODO_PROMPT).await;
+    let s1 = a.session(TODO_PROMPT).await;
+    let rel = denied_on_its_own(&a, &s1).await;
+    let r = a.approve_waiting(&s1, rel).await;
+    assert!(granted(&r), "{r:?}");
+    a.end(&s1).await;
+    let id = approval_of(&b.standing().await, rel).expect("B lists the approval given on A");
+    // B's next decision uses it.
+    eventually("B granting with A's approval", || async {
+        let s = b.session(&like_prompt(rel)).await;
+        let r = b.request(&s, rel, Access::Write).await;
+        b.end(&s).await;
+        granted(&r).then_some(())
+    })
+    .await;
+    assert!(b.maps.grant_count(b0.cgroup_id) == 0, "B's earlier session got nothing from it");
+    // Removed on B: A's next decision goes without it.
+    assert!(matches!(b.call(Call::RemoveRule { id }).await, Reply::Ok { .. }));
+    assert_eq!(approval_of(&a.standing().await, rel), None);
+    eventually("A denying after the removal on B", || async {
+        let s = a.session(&like_prompt(rel)).await;
+        let r = a.request(&s, rel, Access::Write).await;
+        a.end(&s).await;
+        (!granted(&r)).then_some(())
+    })
+    .await;
+    // One audit: both hosts' entries are in the shared audit, each with its host.
+    let all = eventually("both hosts' entries shipped", || async {
+        let all = shared_audit(&db);
+        let hosts: std::collections::BTreeSet<_> = all.iter().filter_map(|e| e.host.clone()).collect();
+        (hosts.len() == 2 && all.iter().any(|e| e.event == Event::RuleRemoved)).then_some(all)
+    })
+    .await;
+    assert!(all.iter().any(|e| e.event == Event::Answer && e.host.as_deref() == Some("host-a")));
+    // `pincer log --host host-b` shows B's entries only.
+    match b.call(Call::Log { session: None, follow: false, host: Some("host-b".into()) }).await {
+        Reply::Entry { entry } => assert_eq!(entry.host.as_deref(), Some("host-b")),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Stop the database mid-session: decisions deny (saying why) and the audit entries stay
+/// in the host's spool; start it again: decisions go on, and every spooled entry is in the
+/// shared audit exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_database_stopped_decisions_deny_and_the_spool_is_shipped_once_when_it_returns() {
+    // A cluster of its own: this test stops its server.
+    let cl = Cluster::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let db = cl.database(tmp.path());
+    let a = Host::start(&db, "host-a").await;
+    a.import().await;
+    let s = a.session(TODO_PROMPT).await;
+    let todo = "notes/todo.md";
+    assert!(granted(&a.request(&s, todo, Access::Read).await), "the task's file is granted while the database is up");
+    cl.stop_server();
+    // A success vouches for the connection this long (the bound on noticing).
+    tokio::time::sleep(pincer::store::pg::CHECK_EVERY).await;
+    let r = a.request(&s, "notes/standup.md", Access::Read).await;
+    match &r {
+        Reply::Decision { granted: false, reason, .. } => assert!(reason.contains("trusted store cannot be reached"), "{reason}"),
+        other => panic!("a decision without the database denies: {other:?}"),
+    }
+    let spooled = a.spool().len();
+    cl.start_server();
+    // The same session goes on after the database is back.
+    let r = eventually("decisions after the database returned", || async {
+        let r = a.request(&s, todo, Access::Read).await;
+        granted(&r).then_some(r)
+    })
+    .await;
+    assert!(granted(&r));
+    let local = a.spool();
+    assert!(local.len() > spooled);
+    let shipped = eventually("the spool shipped", || async {
+        let all = shared_audit(&db);
+        (all.len() >= local.len()).then_some(all)
+    })
+    .await;
+    let ids: std::collections::BTreeSet<_> = shipped.iter().map(|e| e.id.clone()).collect();
+    assert_eq!(ids.len(), shipped.len(), "no entry doubled");
+    for e in &local {
+        assert!(ids.contains(&e.id), "entry {e:?} of the spool is in the shared audit");
+    }
+    assert_eq!(shipped.len(), local.len(), "nothing but the spool's entries");
+    assert!(shipped.iter().any(|e| e.detail.as_deref().is_some_and(|d| d.contains("trusted store cannot be reached"))), "the denial while away is audited");
+}
+
+/// Child half of [`a_daemon_killed_mid_write_loses_no_audit_entry`]: appends entries to the
+/// spool named by `PINCER_SPOOL_CHILD` until killed, printing each id once it is written.
+#[test]
+fn spool_child() {
+    let Some(path) = std::env::var_os("PINCER_SPOOL_CHILD") else { return };
+    let log = AuditLog::open(Path::new(&path)).unwrap();
+    let db: PgSettings = serde_json::from_str(&std::env::var("PINCER_SPOOL_DB").unwrap()).unwrap();
+    log.spool_for(pincer::store::StoreSpec::Postgres(db), "host-k".into()).unwrap();
+    use std::io::Write;
+    let mut out = std::io::stdout();
+    for i in 0.. {
+        let mut e = AuditEntry::new(Event::Decision);
+        e.detail = Some(format!("entry {i}"));
+        log.append(&e).unwrap();
+        writeln!(out, "{}", e.id).unwrap();
+        out.flush().unwrap();
+    }
+}
+
+/// A process writing the spool (and shipping it) is killed with SIGKILL mid-stream: every
+/// entry whose append returned is in the shared audit once the spool is opened again, and
+/// none twice.
+#[test]
+fn a_daemon_killed_mid_write_loses_no_audit_entry() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = cluster().database(tmp.path());
+    let spool = tmp.path().join("audit.jsonl");
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "spool_child", "--nocapture", "--test-threads=1"])
+        .env("PINCER_SPOOL_CHILD", &spool)
+        .env("PINCER_SPOOL_DB", serde_json::to_string(&db).unwrap())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut acked = Vec::new();
+    {
+        use std::io::BufRead;
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        while acked.len() < 300 {
+            let l = lines.next().expect("the child writes").unwrap();
+            if l.len() == 32 {
+                acked.push(l);
+            }
+        }
+        // SIGKILL, while it keeps writing.
+        child.kill().unwrap();
+        child.wait().unwrap();
+        acked.extend(lines.map_while(Result::ok).filter(|l| l.len() == 32));
+    }
+    // The spool opened again (as a restarted daemon does) ships the rest.
+    let log = AuditLog::open(&spool).unwrap();
+    log.spool_for(pincer::store::StoreSpec::Postgres(db.clone()), "host-k".into()).unwrap();
+    let written = read_entries(&spool).unwrap().len();
+    let store = open_store(&db);
+    let mut rows = Vec::new();
+    for _ in 0..200 {
+        rows = store.read_audit(None, &AuditQuery::default()).unwrap();
+        if rows.len() >= written {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let ids: std::collections::BTreeSet<String> = rows.iter().map(|(_, t)| serde_json::from_str::<AuditEntry>(t).unwrap().id).collect();
+    assert_eq!(ids.len(), rows.len(), "no entry doubled");
+    assert_eq!(rows.len(), written, "every complete line of the spool is shipped");
+    for id in &acked {
+        assert!(ids.contains(id), "entry {id}, acknowledged before the kill, is in the shared audit");
+    }
+}
+
+/// Row-level security: read as one user's role, the database returns none of another
+/// user's approvals, policies or audit rows, whatever the query asks for.
+#[test]
+fn one_user_cannot_read_anothers_rows() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = cluster().database(tmp.path());
+    let st = open_store(&db);
+    for user in ["ann", "bob"] {
+        st.add_approval(
+            user,
+            1,
+            &UserApproval { session: format!("s-{user}"), path_glob: "docs/a.md".into(), access: Access::Read, permission: pincer::store::Permission::Allow },
+        )
+        .unwrap();
+        st.add_policy(user, &UserPolicy { id: format!("p-{user}"), text: "Docs are fine.".into(), rules: vec![] }).unwrap();
+        let row = AuditRow {
+            id: format!("id-{user}"),
+            time_ms: 1,
+            host: "h".into(),
+            session: Some(format!("s-{user}")),
+            user: Some(user.into()),
+            event: "decision".into(),
+            entry: "{}".into(),
+        };
+        st.insert_audit(&[row]).unwrap();
+    }
+    let seen = st
+        .as_user("ann", |tx| {
+            let q = r#"SELECT "user" FROM audit UNION ALL SELECT "user" FROM policy UNION ALL SELECT "user" FROM task
+                       UNION ALL SELECT t."user" FROM approval a JOIN task t ON t.id = a.task"#;
+            Ok(tx.query(q, &[])?.iter().map(|r| r.get::<_, String>(0)).collect::<Vec<_>>())
+        })
+        .unwrap();
+    assert_eq!(seen.len(), 4, "ann sees her own four rows: {seen:?}");
+    assert!(seen.iter().all(|u| u == "ann"), "ann sees no row of bob's: {seen:?}");
+    // The approvals table without the join, by id: bob's row stays invisible.
+    let n: i64 = st.as_user("ann", |tx| Ok(tx.query_one("SELECT COUNT(*) FROM approval", &[])?.get(0))).unwrap();
+    assert_eq!(n, 1);
+    let rows = st.read_audit(Some("bob"), &AuditQuery::default()).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(st.read_audit(None, &AuditQuery::default()).unwrap().len(), 2, "root (the daemon's own role) reads every row");
+    // Writing as a user's role is refused: only the twin writes trusted state.
+    let e = st.as_user("ann", |tx| tx.execute(r#"INSERT INTO policy ("user", id, text, rules) VALUES ('ann', 'x', 'y', '[]')"#, &[]));
+    assert!(e.is_err(), "a user's role cannot write trusted state");
+}
+
+/// `pincer store export`/`import`: a user's state moves from SQLite to PostgreSQL whole,
+/// and an import over existing state is refused.
+#[test]
+fn a_users_state_moves_between_backends() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = cluster().database(tmp.path());
+    let lite = Store::open(tmp.path().join("state.db")).unwrap();
+    let persona = Path::new(common::PERSONA);
+    lite.import_persona("ann", persona.join("history.jsonl"), persona.join("policies.jsonl")).unwrap();
+    let before = lite.load_state("ann").unwrap();
+    let pg = open_store(&db);
+    pg.import_state("ann", &before).unwrap();
+    assert_eq!(pg.load_state("ann").unwrap(), before);
+    let rules = |st: &Store| st.standing("ann").unwrap().into_iter().map(|r| r.rule).collect::<Vec<_>>();
+    assert_eq!(rules(&pg), rules(&lite));
+    let e = pg.import_state("ann", &before).unwrap_err().to_string();
+    assert!(e.contains("already has trusted state"), "{e}");
+    assert_eq!(pg.schema_version().unwrap(), pg.known_version());
+}
+
+/// The password file must be root-only; the error names the file and the fix.
+#[test]
+fn a_password_file_others_may_read_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut db = cluster().database(tmp.path());
+    let pw = tmp.path().join("loose-password");
+    std::fs::write(&pw, format!("{}\n", common::pg::PASSWORD)).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&pw, std::fs::Permissions::from_mode(0o644)).unwrap();
+    db.password_file = Some(pw.clone());
+    let e = format!("{:#}", anyhow::Error::from(Store::open_postgres(db).unwrap_err()));
+    assert!(e.contains(&pw.display().to_string()) && e.contains("chmod 600"), "{e}");
+}
+
+/// Eight daemons on one database: an approval given on one is used by every other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_daemons_share_one_approval() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = cluster().database(tmp.path());
+    let mut hosts = Vec::new();
+    for i in 0..8 {
+        hosts.push(Host::start(&db, &format!("host-{i}")).await);
+    }
+    hosts[0].import().await;
+    let s = hosts[0].session(TODO_PROMPT).await;
+    let rel = denied_on_its_own(&hosts[0], &s).await;
+    assert!(granted(&hosts[0].approve_waiting(&s, rel).await));
+    hosts[0].end(&s).await;
+    for h in &hosts[1..] {
+        let s = h.session(&like_prompt(rel)).await;
+        let r = h.request(&s, rel, Access::Write).await;
+        assert!(granted(&r), "host {} grants with host-0's approval: {r:?}", h.config.store.host);
+        h.end(&s).await;
+    }
+    for h in &mut hosts {
+        h.shutdown().await;
+    }
+    let _ = &tmp;
+}
+
+/// `pincer doctor` on a fleet host: the database answers, its schema is this build's, the
+/// daemon's role may create the per-user roles and is no superuser; a password file others
+/// may read fails the check with its fix.
+#[test]
+fn doctor_checks_the_connection_the_schema_and_the_roles_rights() {
+    use pincer::doctor::{store_checks, Status};
+    let tmp = tempfile::tempdir().unwrap();
+    let db = cluster().database(tmp.path());
+    let config = fleet_config(tmp.path(), &db, "host-d");
+    let fresh = store_checks(&config);
+    let names: Vec<_> = fresh.iter().map(|c| (c.name, c.status)).collect();
+    assert_eq!(names, [("store", Status::Ok), ("store schema", Status::Warn), ("store permissions", Status::Ok)], "{fresh:?}");
+    assert_eq!(fresh[1].fix.as_deref(), Some("sudo pincer store migrate"));
+    open_store(&db);
+    assert!(store_checks(&config).iter().all(|c| c.status == Status::Ok), "{:?}", store_checks(&config));
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(db.password_file.as_ref().unwrap(), std::fs::Permissions::from_mode(0o640)).unwrap();
+    let c = &store_checks(&config)[0];
+    assert_eq!(c.status, Status::Fail);
+    assert!(c.detail.contains("db-password") && c.detail.contains("group or others"), "{c:?}");
+}
