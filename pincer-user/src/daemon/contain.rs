@@ -161,6 +161,7 @@ impl Default for ContainmentConfig {
         // written, created or deleted (inside read-write open paths too: never beats open).
         let startup = [
             "~/.bashrc",
+            "~/.bashrc.d/**",
             "~/.bash_profile",
             "~/.bash_login",
             "~/.bash_logout",
