@@ -5,7 +5,7 @@
 //! Both are built by the twin with its [`Sanitizer`], which they do not keep.
 
 use super::text::{typed_names, Bm25Index, IntentModel};
-use crate::decider::TrustedText;
+use super::vote::TrustedText;
 use crate::access::Access;
 use crate::sanitize::{SanitizedGlob, SanitizedPath, Sanitizer, Token};
 use crate::store::{AccessSource, Permission, PolicyRule, Task, TrustedState, UserPolicy};

@@ -21,6 +21,7 @@ pub mod knowledge;
 pub mod policy;
 pub mod provenance;
 pub mod text;
+pub mod vote;
 pub mod votes;
 
 pub use content::{content_findings, injection_findings, Finding, FindingKind};
@@ -29,7 +30,7 @@ pub use policy::{PolicyEntry, PrecommittedPolicy};
 pub use provenance::{Provenance, ProvenanceHit};
 
 use crate::access::Access;
-use crate::decider::{Decider, EarlierRequest, Mechanism, PolicyInput, RuleOrigin, TokenUsage, TrustedText, Verdict, Vote1Input, Vote2Input, VoteOutcome};
+use vote::{Decider, EarlierRequest, Mechanism, PolicyInput, RuleOrigin, TokenUsage, TrustedText, Verdict, Vote1Input, Vote2Input, VoteOutcome};
 use crate::sanitize::{SanitizedPath, Sanitizer};
 use crate::store::{check_rel_path, Permission, Store, StoreError, TrustedState, TwinGrant, UserApproval, UserPrompt};
 use serde::Serialize;

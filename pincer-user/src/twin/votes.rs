@@ -2,14 +2,14 @@
 //! general means (prompt similarity, the sanitized paths and access types of similar tasks,
 //! names and words the user typed, learned access intent, the user's rules and approvals),
 //! with content checked by generic detectors. Nothing here names a particular workspace.
-//! [`crate::decider::OfflineDecider`] is the backend that serves them.
+//! [`super::vote::OfflineDecider`] is the backend that serves them.
 
 use super::content::{content_findings, injection_findings, FindingKind};
 use super::knowledge::{distinctive_words, intent_evidence, leading_intent, location_evidence, similarity_without_name, text_accesses, Evidence, Knowledge, SessionView};
 use super::provenance::MAX_FINGERPRINT_BYTES;
 use super::text::typed_names;
 use super::policy::PolicyEntry;
-use crate::decider::{Mechanism, PolicyInput, RuleOrigin, Verdict, Vote1Input, Vote2Input, VoteOutcome};
+use super::vote::{Mechanism, PolicyInput, RuleOrigin, Verdict, Vote1Input, Vote2Input, VoteOutcome};
 use crate::access::Access;
 use crate::sanitize::SanitizedPath;
 use crate::store::Permission;
@@ -305,7 +305,7 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
     // Access types the prompt asks for (learned intent, or what similar tasks did).
     let mut intents: BTreeSet<Access> = [Access::Read, Access::List].into();
     let mut sv = SessionView::default();
-    sv.prompts.push(crate::decider::TrustedText::from_trusted(prompt));
+    sv.prompts.push(super::vote::TrustedText::from_trusted(prompt));
     sv.similar = inp.similar.iter().map(|&(i, w)| (i, w)).collect();
     for a in [Access::Write, Access::Create, Access::Delete] {
         let (sc, _) = k.intent.score(prompt, a);
