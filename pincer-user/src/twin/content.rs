@@ -1,7 +1,8 @@
 //! Content detectors: secrets, identity numbers, sensitivity markings and prompt-injection
 //! language, found with generic patterns (no list names a particular workspace).
 
-use regex::{Regex, RegexSet};
+use super::secrets::{is_not_secret_value, secret_findings, MAX_INSPECT_BYTES};
+use regex::Regex;
 use std::sync::OnceLock;
 
 /// What kind of thing a finding is.
@@ -33,6 +34,9 @@ pub enum FindingKind {
     Marking,
     /// Language that tries to instruct an AI or claims authority it cannot have.
     Injection,
+    /// The content is larger than the detectors read ([`MAX_INSPECT_BYTES`]): only its first
+    /// part was inspected, so what the rest holds is unknown.
+    Oversize,
 }
 
 impl FindingKind {
@@ -49,12 +53,14 @@ impl FindingKind {
             FindingKind::PeopleTable => "a table of people",
             FindingKind::Marking => "a sensitivity marking",
             FindingKind::Injection => "instructions to an AI",
+            FindingKind::Oversize => "more content than can be inspected",
         }
     }
 
-    /// True for findings that are secrets in themselves (not just labels).
+    /// True for findings that are secrets in themselves (not just labels). Content too large
+    /// to inspect counts as one: what it holds is unknown, so it is treated as the worst.
     pub fn is_secret(self) -> bool {
-        matches!(self, FindingKind::PrivateKey | FindingKind::Token | FindingKind::SecretAssignment | FindingKind::IdentityNumber | FindingKind::Credential)
+        matches!(self, FindingKind::PrivateKey | FindingKind::Token | FindingKind::SecretAssignment | FindingKind::IdentityNumber | FindingKind::Credential | FindingKind::Oversize)
     }
 
     /// True for personal data about people (identifiers, tables of people).
@@ -74,15 +80,12 @@ pub struct Finding {
 }
 
 struct Detectors {
-    private_key: Regex,
-    tokens: RegexSet,
     assignment: Regex,
     ssn: Regex,
     card: Regex,
     markings: Vec<(Regex, &'static str)>,
     injection: Vec<(Regex, &'static str)>,
     iban: Regex,
-    url_login: Regex,
     user_key: Regex,
     pass_key: Regex,
     labelled_id: Regex,
@@ -166,20 +169,6 @@ const INJECTION: &[(&str, &str)] = &[
 fn detectors() -> &'static Detectors {
     static D: OnceLock<Detectors> = OnceLock::new();
     D.get_or_init(|| Detectors {
-        private_key: Regex::new(r"-----BEGIN ((RSA|DSA|EC|OPENSSH|ENCRYPTED|PGP) )?PRIVATE KEY( BLOCK)?-----").expect("regex"),
-        tokens: RegexSet::new([
-            r"\b(AKIA|ASIA)[0-9A-Z]{16}\b",
-            r"\bgh[pousr]_[A-Za-z0-9]{30,}\b",
-            r"\bgithub_pat_[A-Za-z0-9_]{40,}\b",
-            r"\bxox[abprs]-[A-Za-z0-9-]{10,}\b",
-            r"\bsk-(live|test|proj|ant)?[-_]?[A-Za-z0-9_-]{20,}\b",
-            r"\b[rs]k_(live|test)_[A-Za-z0-9]{16,}\b",
-            r"\bAIza[0-9A-Za-z_-]{35}\b",
-            r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\b",
-            r"\bglpat-[A-Za-z0-9_-]{20,}\b",
-            r"\bnpm_[A-Za-z0-9]{36}\b",
-        ])
-        .expect("regex set"),
         assignment: Regex::new(
             r#"(?i)\b([a-z0-9_.-]*(password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|client[_-]?secret|auth|credential)s?[a-z0-9_.-]*)[ \t]*[:=][ \t]*["']?([^\s"'#,;()]{8,})"#,
         )
@@ -192,7 +181,6 @@ fn detectors() -> &'static Detectors {
             .collect(),
         injection: INJECTION.iter().map(|(r, what)| (Regex::new(&format!("(?i){r}")).expect("regex"), *what)).collect(),
         iban: Regex::new(r"\b[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]{4}){2,7}(?:[ ]?[A-Z0-9]{1,4})?\b").expect("regex"),
-        url_login: Regex::new(r"\b[a-zA-Z][a-zA-Z0-9+.-]{1,15}://([^/\s:@]{1,64}):([^/\s@]{1,128})@[A-Za-z0-9.-]+").expect("regex"),
         user_key: Regex::new(r"(?im)^[ \t]*[-*]?[ \t]*[a-z0-9_. -]{0,20}\b(user(name)?|login|user[_ -]?id|account|uid)\b[ \t]*[:=][ \t]*\S+").expect("regex"),
         pass_key: Regex::new(r#"(?im)^[ \t]*[-*]?[ \t]*[a-z0-9_. -]{0,20}\b(pass(word|wd|phrase)?|pw|pwd|pin|secret)\b[ \t]*[:=][ \t]*["']?([^\s"']{4,})"#).expect("regex"),
         labelled_id: Regex::new(r"(?i)\b(passport|national[ _-]?(id|insurance|identity)|id[ _-]?card|identity[ _-]?card|tax[ _-]?(id|number|no|code)|social[ _-]?insurance|residence[ _-]?permit|visa[ _-]?(no|number)|immigration[ _-]?(no|number|file|case)|alien[ _-]?(no|number|registration)|a-number|student[ _-]?(id|number|no)|matriculation|employee[ _-]?(id|number|no)|personnel[ _-]?(id|number|no)|driver'?s?[ _-]?licen[cs]e|dl)\b[^\n\d]{0,12}([A-Z]{0,3}[ -]?\d[\dA-Z -]{4,18}\d)").expect("regex"),
@@ -235,19 +223,47 @@ fn luhn(digits: &[u8]) -> bool {
     sum % 10 == 0
 }
 
-/// Looks for secrets, identity numbers and sensitivity markings in a resource's content.
-pub fn content_findings(content: &[u8]) -> Vec<Finding> {
-    let text = String::from_utf8_lossy(content);
-    let d = detectors();
-    let mut out = Vec::new();
-    if d.private_key.is_match(&text) {
-        out.push(Finding { kind: FindingKind::PrivateKey, what: "private key block".into() });
+/// A payment card number: 13 to 19 digits passing Luhn, with an issuer's prefix, written
+/// whole or in the groups cards are printed in (fours, or 4-6-5), not after a `+` or inside
+/// a longer run of digits (a phone number in international form, or an id).
+fn is_card(text: &str, start: usize, m: &str) -> bool {
+    let m = m.trim_end_matches([' ', '-']);
+    let digits: Vec<u8> = m.bytes().filter(u8::is_ascii_digit).map(|b| b - b'0').collect();
+    if !(13..=19).contains(&digits.len()) || !luhn(&digits) || digits.iter().all(|&x| x == digits[0]) {
+        return false;
     }
-    if d.tokens.is_match(&text) {
-        out.push(Finding { kind: FindingKind::Token, what: "credential in a known token format".into() });
+    let before = text[..start].trim_end_matches(' ');
+    if before.ends_with(['+', '(']) || before.ends_with(char::is_alphanumeric) && !text[..start].ends_with(' ') {
+        return false;
+    }
+    let groups: Vec<usize> = m.split([' ', '-']).filter(|g| !g.is_empty()).map(str::len).collect();
+    let grouped = groups.len() == 1 || groups == [4, 6, 5] || groups == [4, 6, 4] || (groups[..groups.len() - 1].iter().all(|&g| g == 4) && groups[groups.len() - 1] <= 4);
+    let iin = |n: usize| digits[..n].iter().fold(0u32, |a, &d| a * 10 + d as u32);
+    let issuer = match digits[0] {
+        2 => (2221..=2720).contains(&iin(4)),
+        3 => matches!(iin(2), 30 | 34..=39),
+        4..=6 => true,
+        _ => false,
+    };
+    grouped && issuer
+}
+
+/// Looks for secrets, identity numbers and sensitivity markings in a resource's content.
+/// Any bytes are accepted (binary, invalid UTF-8, any size): at most [`MAX_INSPECT_BYTES`]
+/// are read, and a longer content also yields a [`FindingKind::Oversize`] finding.
+pub fn content_findings(content: &[u8]) -> Vec<Finding> {
+    let text = String::from_utf8_lossy(&content[..content.len().min(MAX_INSPECT_BYTES)]);
+    let d = detectors();
+    let mut out = secret_findings(&text);
+    if content.len() > MAX_INSPECT_BYTES {
+        out.push(Finding { kind: FindingKind::Oversize, what: format!("{} bytes, of which the first {MAX_INSPECT_BYTES} were inspected", content.len()) });
     }
     for c in d.assignment.captures_iter(&text) {
         let v = &c[3];
+        // Ciphertext (an encrypted value) and public keys are not secrets.
+        if is_not_secret_value(v) {
+            continue;
+        }
         let low = v.to_ascii_lowercase();
         let placeholder = v.starts_with('$') || v.starts_with('<') || v.starts_with('{') || ["example", "xxxx", "changeme", "placeholder", "your"].iter().any(|p| low.contains(p));
         // Code (`password=self.password`, `token: settings.api_token`) is identifiers, not secrets.
@@ -268,8 +284,7 @@ pub fn content_findings(content: &[u8]) -> Vec<Finding> {
         }
     }
     for m in d.card.find_iter(&text) {
-        let digits: Vec<u8> = m.as_str().bytes().filter(u8::is_ascii_digit).map(|b| b - b'0').collect();
-        if (13..=19).contains(&digits.len()) && luhn(&digits) && digits.iter().any(|&x| x != digits[0]) {
+        if is_card(&text, m.start(), m.as_str()) {
             out.push(Finding { kind: FindingKind::IdentityNumber, what: "payment card number".into() });
             break;
         }
@@ -299,7 +314,7 @@ pub fn content_findings(content: &[u8]) -> Vec<Finding> {
 }
 
 /// Values that stand for a secret rather than being one.
-fn placeholder(v: &str) -> bool {
+pub(crate) fn placeholder(v: &str) -> bool {
     let low = v.to_ascii_lowercase();
     v.starts_with(['$', '<', '{', '%', '*']) || ["example", "xxxx", "changeme", "placeholder", "your", "redacted", "****", "none", "null", "..."].iter().any(|p| low.contains(p))
 }
@@ -309,17 +324,10 @@ fn iban_finding(d: &Detectors, text: &str) -> Option<Finding> {
     d.iban.find_iter(text).any(|m| m.as_str().replace(' ', "").parse::<iban::Iban>().is_ok()).then(|| Finding { kind: FindingKind::IdentityNumber, what: "bank account number (IBAN)".into() })
 }
 
-/// Logins: a URL with `user:password@`, or a user line and a password line within three
+/// Logins written as text (URLs and the formats tools store are [`secret_findings`]): a
+/// sign-in sentence with a password-like value, or a user line and a password line within three
 /// lines of each other (key=value, `key: value`, INI and TOML sections alike).
 fn credential_finding(d: &Detectors, text: &str) -> Option<Finding> {
-    for c in d.url_login.captures_iter(text) {
-        // A password equal to the user name or made of lowercase letters only is a local
-        // default (`postgres:postgres@localhost`), not a secret.
-        let weak = c[2] == c[1] || c[2].chars().all(|ch| ch.is_ascii_lowercase());
-        if !weak && !placeholder(&c[2]) && !placeholder(&c[1]) {
-            return Some(Finding { kind: FindingKind::Credential, what: "a URL with a user name and password".into() });
-        }
-    }
     // A login written as a sentence: a sign-in word and a strong secret-looking value in it.
     for sentence in sentences(text) {
         if d.login_word.is_match(&sentence) && sentence.split_whitespace().any(strong_secret) {
@@ -346,7 +354,7 @@ fn credential_finding(d: &Detectors, text: &str) -> Option<Finding> {
 /// A value that can only be a secret: eight or more characters without spaces, mixing at
 /// least three of lowercase, uppercase, digits and symbols, with high entropy, and not an
 /// address, a path or an e-mail.
-fn strong_secret(w: &str) -> bool {
+pub(crate) fn strong_secret(w: &str) -> bool {
     let v = w.trim_matches(|c: char| matches!(c, ',' | '.' | ';' | ':' | '(' | ')' | '"' | '\'' | '`'));
     if v.len() < 8 || v.len() > 64 || v.contains("://") || v.contains('@') || v.contains('/') || placeholder(v) {
         return false;
@@ -611,6 +619,24 @@ mod tests {
         assert!(kinds("self.password = password\n        login(user, password=self.password)").is_empty());
         assert!(kinds("API_TOKEN=\nDATABASE_URL=postgres://localhost/dev").is_empty());
         assert!(kinds("Call 555-1234 about the invoice 2024-01-15").is_empty());
+    }
+
+    #[test]
+    fn a_phone_number_passing_luhn_is_not_a_card() {
+        for d in 0..10 {
+            for s in [format!("Call +49 1512 345678{d} after five"), format!("mobile 01512 3456789{d}"), format!("tel. +1 (415) 555 0134 {d}")] {
+                assert!(!kinds(&s).contains(&FindingKind::IdentityNumber), "{s}");
+            }
+        }
+        assert!(kinds("card 4111 1111 1111 1111").contains(&FindingKind::IdentityNumber));
+        assert!(kinds("amex 3782 822463 10005").contains(&FindingKind::IdentityNumber));
+        assert!(kinds("pan: 5555555555554444").contains(&FindingKind::IdentityNumber));
+    }
+
+    #[test]
+    fn ciphertext_in_an_assignment_is_not_a_secret() {
+        assert!(kinds("password: ENC[AES256_GCM,data:Zk9xQ2mL7vT1,iv:Ab3Cd5Ef7Gh9,tag:Kl3Mn5Op7Qr9,type:str]").is_empty());
+        assert!(!kinds("password: Zk9xQ2mL7vT1").is_empty());
     }
 
     #[test]

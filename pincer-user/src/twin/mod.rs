@@ -12,7 +12,8 @@
 //! answer is recorded as a trusted approval.
 //!
 //! What the votes look at lives in submodules: [`knowledge`] (the sanitized trusted state and
-//! a session's view of it), [`content`] (detectors), [`provenance`] (fingerprints of protected
+//! a session's view of it), [`content`] (detectors) and [`secrets`] (credentials by structure),
+//! [`provenance`] (fingerprints of protected
 //! content), [`text`] (words, BM25, learned intent), [`policy`] (vote 3) and [`votes`] (the
 //! offline votes). The backends that make votes 1 and 2 are in [`crate::decider`].
 
@@ -20,6 +21,7 @@ pub mod content;
 pub mod knowledge;
 pub mod policy;
 pub mod provenance;
+pub mod secrets;
 pub mod text;
 pub mod vote;
 pub mod votes;
