@@ -13,7 +13,7 @@
 
 use super::content::{entropy, Finding, FindingKind};
 use base64::Engine as _;
-use regex::Regex;
+use regex::{Regex, RegexSet};
 use std::sync::OnceLock;
 
 /// Bytes of a content the detectors read; a longer content is reported as
@@ -42,6 +42,9 @@ struct TokenFile {
 const TOKEN_FORMATS: &str = include_str!("../../data/token-formats.toml");
 
 struct Compiled {
+    /// The token formats in one set, matched once per text: a format's own regex runs only
+    /// where the set says it occurs.
+    token_set: RegexSet,
     tokens: Vec<(String, Regex, f32)>,
     private_key: Regex,
     putty: Regex,
@@ -62,8 +65,9 @@ fn compiled() -> &'static Compiled {
     static C: OnceLock<Compiled> = OnceLock::new();
     C.get_or_init(|| {
         let file: TokenFile = toml::from_str(TOKEN_FORMATS).expect("data/token-formats.toml parses");
-        let tokens = file.token.into_iter().map(|t| (t.id, Regex::new(&t.regex).expect("token regex"), t.entropy.unwrap_or(0.0))).collect();
+        let tokens: Vec<(String, Regex, f32)> = file.token.into_iter().map(|t| (t.id, Regex::new(&t.regex).expect("token regex"), t.entropy.unwrap_or(0.0))).collect();
         Compiled {
+            token_set: RegexSet::new(tokens.iter().map(|t: &(String, Regex, f32)| t.1.as_str())).expect("regex set"),
             tokens,
             private_key: Regex::new(r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY(?: BLOCK)?-----").expect("regex"),
             putty: Regex::new(r"PuTTY-User-Key-File-\d+:[^\n]*\n(?s:.{0,2000}?)Private-Lines:").expect("regex"),
@@ -188,7 +192,8 @@ fn scan(text: &str, depth: usize, blobs: &mut usize, out: &mut Vec<Finding>) {
     if c.putty.is_match(text) {
         push(out, FindingKind::PrivateKey, "a PuTTY private key", depth);
     }
-    for (id, re, min) in &c.tokens {
+    let token_hits = c.token_set.matches(text);
+    for (id, re, min) in token_hits.iter().map(|i| &c.tokens[i]) {
         if re.find_iter(text).take(16).any(|m| entropy(m.as_str()) >= *min && !m.as_str().ends_with("EXAMPLE")) {
             let kind = if id == "age-secret-key" { FindingKind::PrivateKey } else { FindingKind::Token };
             push(out, kind, format!("a credential in a known token format ({id})"), depth);
