@@ -89,3 +89,41 @@ async fn an_inferred_restriction_asks_even_under_an_explicit_allow() {
     assert_eq!(d.votes[0].verdict, Verdict::AskUser, "an inferred restriction asks rather than denies: {}", d.votes[0].reason);
 }
 
+
+// ---------- a name licenses the one object it resolves to ----------
+
+fn namesake_files() -> BTreeMap<String, Vec<u8>> {
+    let mut f = BTreeMap::new();
+    for (p, c) in [("envs/staging/settings.yaml", "replicas: 2"), ("envs/production/settings.yaml", "replicas: 9"), ("envs/staging/notes.md", "staging notes")] {
+        f.insert(p.to_string(), c.as_bytes().to_vec());
+    }
+    f
+}
+
+async fn decide_namesake(prompt: &str, path: &str) -> Decision {
+    let mut st = TrustedState::new("u");
+    let rec = |p: &str, a| AccessRecord { path: p.into(), access: a };
+    st.add_history(&HistoryRecord {
+        day: 1,
+        session: "h1".into(),
+        prompt: "Bump the staging replicas in the staging settings".into(),
+        accesses: vec![rec("envs/staging/settings.yaml", Access::Read), rec("envs/staging/settings.yaml", Access::Write)],
+        approvals: vec![],
+    })
+    .unwrap();
+    let f = namesake_files();
+    let p = Prepared::new(st, Sanitizer::new(SecretKey::from_bytes([3; 32]))).with_workspace(&tree(&f), |q| f.get(q).map(Vec::as_slice));
+    let mut twin = Twin::from_prepared(&p, Arc::new(OfflineDecider::new()), TwinConfig { variant: Variant::Pincer, escalate_after: 5 });
+    twin.start_session("s", prompt, &tree(&f)).await.unwrap();
+    twin.decide("s", &Request { path: path.into(), access: Access::Read, rationale: None, content: Some(b"replicas: 9".to_vec()) }).await
+}
+
+#[tokio::test]
+async fn a_bare_name_licenses_the_namesake_in_the_tasks_context_only() {
+    let prompt = "Bump the staging replicas again, see settings.yaml";
+    let here = decide_namesake(prompt, "envs/staging/settings.yaml").await;
+    assert_eq!(here.votes[0].verdict, Verdict::Allow, "{}", here.votes[0].reason);
+    let there = decide_namesake(prompt, "envs/production/settings.yaml").await;
+    assert_ne!(there.votes[0].verdict, Verdict::Allow, "{}", there.votes[0].reason);
+    assert!(!there.granted());
+}

@@ -696,6 +696,29 @@ fn bump(best: &mut (f32, String), score: f32, why: impl FnOnce() -> String) {
     }
 }
 
+/// Whether the name `t` (the tokens of a path's last segments) the user typed or described
+/// resolves to `p` in the task's context: `p` is the only known object (in the workspace
+/// tree or the history) whose path ends with `t`, or, of
+/// several namesakes, the only one in a folder that the session's similar tasks used. A
+/// name never licenses every object that bears it.
+pub fn resolves_to(k: &Knowledge, s: &SessionView, t: &[Token], p: &SanitizedPath) -> bool {
+    let n = t.len();
+    let mut namesakes: Vec<SanitizedPath> = Vec::new();
+    for q in k.known.iter().chain(k.path_tasks.keys()) {
+        if q.len() >= n && q.tokens()[q.len() - n..] == t[..] && !namesakes.iter().any(|x| x.same_segments(q)) {
+            namesakes.push(q.clone().with_dir(false));
+        }
+    }
+    if namesakes.len() <= 1 {
+        return true;
+    }
+    let in_context = |q: &SanitizedPath| {
+        s.similar.iter().filter(|(_, w)| *w >= MIN_SIMILARITY).any(|&(ti, _)| k.tasks[ti].accesses.iter().any(|(sp, _, _)| sp.same_segments(q) || (sp.same_parent(q) && q.len() > 1)))
+    };
+    let here: Vec<&SanitizedPath> = namesakes.iter().filter(|q| in_context(q)).collect();
+    here.len() == 1 && here[0].same_segments(p)
+}
+
 /// Location evidence for a sanitized request in a session, from trusted context only.
 pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> Evidence {
     let mut best = (0.0f32, "no trusted evidence for this location".to_string());
@@ -708,6 +731,10 @@ pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> E
             continue;
         }
         if p.len() >= n && p.tokens()[p.len() - n..] == t.tokens()[..] {
+            if !resolves_to(k, s, t.tokens(), p) {
+                bump(&mut best, 0.3, || format!("the user named {t}, but more than one place bears that name and the task's context does not single this one out"));
+                continue;
+            }
             typed = true;
             bump(&mut best, 1.0, || format!("the user named {t} in the prompt"));
         } else if p.tokens().windows(n).any(|w| w == t.tokens()) {
@@ -750,7 +777,8 @@ pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> E
         let ws = p.words(last);
         let hit = ws.iter().filter(|w| s.words.contains(*w)).count();
         name_hits = hit;
-        if (ws.len() == 1 && hit == 1) || (hit >= 2 && 3 * hit >= 2 * ws.len()) {
+        // The words of a name describe the one object of that name in the task's context.
+        if ((ws.len() == 1 && hit == 1) || (hit >= 2 && 3 * hit >= 2 * ws.len())) && resolves_to(k, s, &p.tokens()[last..], p) {
             described = true;
             let sc = if hit >= 2 { 0.85 } else { 0.7 };
             bump(&mut best, sc, || format!("the prompt's words name {p} ({hit} of its {} words)", ws.len()));
