@@ -98,6 +98,9 @@ pub struct Knowledge {
     /// imported (sanitized path to the kinds found): a past task's use of a file licenses the
     /// kinds of content it held then, not what was put into it since.
     pub baseline: HashMap<SanitizedPath, Vec<FindingKind>>,
+    /// Every known object (workspace tree and history) by its last segment: the namesakes a
+    /// typed name may resolve to.
+    pub by_name: HashMap<Token, Vec<SanitizedPath>>,
 }
 
 /// The sensitive terms of the user's restrictive policies, indexed once when the policies
@@ -467,7 +470,11 @@ impl Knowledge {
             .map(|(a, src)| {
                 let sp = z.path(&a.path);
                 if seen.insert(sp.clone()) {
-                    *self.path_tasks.entry(sp.clone()).or_default() += 1;
+                    let n = self.path_tasks.entry(sp.clone()).or_default();
+                    *n += 1;
+                    if *n == 1 {
+                        self.add_name(&sp);
+                    }
                 }
                 (sp, a.access, *src)
             })
@@ -542,7 +549,9 @@ impl Knowledge {
         let set = set.build().unwrap_or_else(|_| globset::GlobSet::empty());
         let (mut protected, mut public): (Vec<&[u8]>, Vec<&[u8]>) = (vec![], vec![]);
         for t in tree {
-            self.known.insert(z.path(t).with_dir(false));
+            let sp = z.path(t).with_dir(false);
+            self.add_name(&sp);
+            self.known.insert(sp);
             if t.ends_with('/') {
                 continue;
             }
@@ -561,6 +570,16 @@ impl Knowledge {
         }
         self.provenance = Arc::new(Provenance::build(protected, public));
         self.policy_terms = PolicyTerms::build(&self.policies);
+    }
+
+    /// Indexes a known object under its last segment (once).
+    fn add_name(&mut self, p: &SanitizedPath) {
+        if let Some(last) = p.last() {
+            let v = self.by_name.entry(last.clone()).or_default();
+            if !v.iter().any(|q| q.same_segments(p)) {
+                v.push(p.clone().with_dir(false));
+            }
+        }
     }
 
     /// True if `p` (or, for a directory, anything under it) was in the workspace when the
@@ -703,19 +722,15 @@ fn bump(best: &mut (f32, String), score: f32, why: impl FnOnce() -> String) {
 /// name never licenses every object that bears it.
 pub fn resolves_to(k: &Knowledge, s: &SessionView, t: &[Token], p: &SanitizedPath) -> bool {
     let n = t.len();
-    let mut namesakes: Vec<SanitizedPath> = Vec::new();
-    for q in k.known.iter().chain(k.path_tasks.keys()) {
-        if q.len() >= n && q.tokens()[q.len() - n..] == t[..] && !namesakes.iter().any(|x| x.same_segments(q)) {
-            namesakes.push(q.clone().with_dir(false));
-        }
-    }
+    let Some(last) = t.last() else { return true };
+    let namesakes: Vec<&SanitizedPath> = k.by_name.get(last).map_or(vec![], |v| v.iter().filter(|q| q.len() >= n && q.tokens()[q.len() - n..] == t[..]).collect());
     if namesakes.len() <= 1 {
         return true;
     }
     let in_context = |q: &SanitizedPath| {
         s.similar.iter().filter(|(_, w)| *w >= MIN_SIMILARITY).any(|&(ti, _)| k.tasks[ti].accesses.iter().any(|(sp, _, _)| sp.same_segments(q) || (sp.same_parent(q) && q.len() > 1)))
     };
-    let here: Vec<&SanitizedPath> = namesakes.iter().filter(|q| in_context(q)).collect();
+    let here: Vec<&SanitizedPath> = namesakes.into_iter().filter(|q| in_context(q)).collect();
     here.len() == 1 && here[0].same_segments(p)
 }
 
