@@ -718,8 +718,9 @@ fn bump(best: &mut (f32, String), score: f32, why: impl FnOnce() -> String) {
 /// Whether the name `t` (the tokens of a path's last segments) the user typed or described
 /// resolves to `p` in the task's context: `p` is the only known object (in the workspace
 /// tree or the history) whose path ends with `t`, or, of
-/// several namesakes, the only one in a folder that the session's similar tasks used. A
-/// name never licenses every object that bears it.
+/// several namesakes, the only one in a folder that the session's similar tasks used, or
+/// else the only one whose folders the prompt's words name. A name never licenses every
+/// object that bears it.
 pub fn resolves_to(k: &Knowledge, s: &SessionView, t: &[Token], p: &SanitizedPath) -> bool {
     let n = t.len();
     let Some(last) = t.last() else { return true };
@@ -730,8 +731,15 @@ pub fn resolves_to(k: &Knowledge, s: &SessionView, t: &[Token], p: &SanitizedPat
     let in_context = |q: &SanitizedPath| {
         s.similar.iter().filter(|(_, w)| *w >= MIN_SIMILARITY).any(|&(ti, _)| k.tasks[ti].accesses.iter().any(|(sp, _, _)| sp.same_segments(q) || (sp.same_parent(q) && q.len() > 1)))
     };
-    let here: Vec<&SanitizedPath> = namesakes.into_iter().filter(|q| in_context(q)).collect();
-    here.len() == 1 && here[0].same_segments(p)
+    let here: Vec<&SanitizedPath> = namesakes.iter().copied().filter(|q| in_context(q)).collect();
+    if here.len() == 1 {
+        return here[0].same_segments(p);
+    }
+    // Else the prompt's words may name the folder: "the alpha costs" among alpha/ and beta/.
+    // Only the folders where the namesakes differ tell them apart.
+    let common = namesakes.iter().map(|q| q.common_prefix_len(namesakes[0])).min().unwrap_or(0);
+    let worded: Vec<&SanitizedPath> = namesakes.into_iter().filter(|q| (common..q.len().saturating_sub(1)).any(|i| q.words(i).iter().any(|w| s.words.contains(w)))).collect();
+    worded.len() == 1 && worded[0].same_segments(p)
 }
 
 /// Location evidence for a sanitized request in a session, from trusted context only.
