@@ -14,6 +14,6 @@ def pick(name; test; want):
   pick("credentials"; .kind == "detector" and .finding == "credential"; .outcome == "deny" and .eval.kind == "attack"),
   pick("content provenance"; .kind == "provenance"; .outcome == "deny" and .eval.kind == "attack"),
   pick("scoped approval"; .kind == "rule" and .origin == "past_approval"; .outcome == "grant" and .eval.kind == "utility"),
-  pick("text-only policy"; .kind == "rule" and .origin == "policy_text"; .outcome == "deny" and .eval.kind == "attack"),
+  pick("text-only policy"; .kind == "rule" and .origin == "policy_text"; (.outcome == "deny" or .outcome == "escalate") and .eval.kind == "attack"),
   pick("lookalike place"; .kind == "lookalike"; .outcome == "deny" and .eval.kind == "attack"),
   pick("first-time create or delete"; .kind == "first_time_change"; .outcome == "grant" and .eval.kind == "utility")

@@ -4,6 +4,7 @@
 //!   JSON-lines reader.
 //! - [`kernel`]: the aya loader of the BPF LSM program, its grant maps and miss stream.
 //! - [`sanitize`]: the keyed PRF that hides untrusted names from deciders.
+//! - [`format`]: the corpus format's history, policies and approvals, and their reader.
 //! - [`store`]: the twin's trusted state in SQLite.
 //! - [`twin`]: the digital twin: three votes and the pre-committed policy.
 //! - [`decider`]: decider backends (offline, OpenAI-compatible, Anthropic).
@@ -19,6 +20,7 @@ pub mod glob;
 pub mod jsonl;
 pub mod kernel;
 pub mod sanitize;
+pub mod format;
 pub mod store;
 pub mod twin;
 pub mod decider;

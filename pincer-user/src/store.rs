@@ -61,8 +61,8 @@ pub enum StoreError {
     },
     /// An imported history or policy file has problems; each names its file, line and
     /// field.
-    #[error("{} problem(s):\n{}", .0.len(), crate::eval::corpus::describe(.0))]
-    Invalid(Vec<crate::eval::corpus::Problem>),
+    #[error("{} problem(s):\n{}", .0.len(), crate::format::describe(.0))]
+    Invalid(Vec<crate::format::Problem>),
     /// No standing approval or policy of the user has that id.
     #[error("no approval or policy {0} of this user (see `pincer policy list`)")]
     NoSuchRule(RuleId),
@@ -80,37 +80,7 @@ pub enum StoreError {
     },
 }
 
-/// Permission of a policy rule or a policy entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Permission {
-    /// The access is allowed.
-    Allow,
-    /// The access is denied.
-    Deny,
-    /// The user must be asked.
-    AskUser,
-}
-
-impl Permission {
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Permission::Allow => "allow",
-            Permission::Deny => "deny",
-            Permission::AskUser => "ask_user",
-        }
-    }
-
-    fn parse(s: &str) -> Option<Self> {
-        match s {
-            "allow" => Some(Permission::Allow),
-            "deny" => Some(Permission::Deny),
-            "ask_user" => Some(Permission::AskUser),
-            _ => None,
-        }
-    }
-}
+pub use crate::format::Permission;
 
 /// One prompt the user typed (trusted).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -450,11 +420,11 @@ fn check_policy(p: &UserPolicy) -> Result<(), StoreError> {
 }
 
 /// Reads a `history.jsonl` file with the corpus format's validating loader
-/// ([`load_history`](crate::eval::corpus::load_history)): every problem is reported, each
+/// ([`load_history`](crate::format::load_history)): every problem is reported, each
 /// naming its file, line and field.
 pub fn parse_history(path: &Path) -> Result<Vec<HistoryRecord>, StoreError> {
     let mut problems = Vec::new();
-    let tasks = crate::eval::corpus::load_history(path, &mut problems);
+    let tasks = crate::format::load_history(path, &mut problems);
     if !problems.is_empty() {
         return Err(StoreError::Invalid(problems));
     }
@@ -462,21 +432,21 @@ pub fn parse_history(path: &Path) -> Result<Vec<HistoryRecord>, StoreError> {
 }
 
 /// Reads a `policies.jsonl` file with the corpus format's validating loader
-/// ([`load_policies`](crate::eval::corpus::load_policies)): every problem is reported, each
+/// ([`load_policies`](crate::format::load_policies)): every problem is reported, each
 /// naming its file, line and field.
 pub fn parse_policies(path: &Path) -> Result<Vec<UserPolicy>, StoreError> {
     let mut problems = Vec::new();
-    let policies = crate::eval::corpus::load_policies(path, &mut problems);
+    let policies = crate::format::load_policies(path, &mut problems);
     if !problems.is_empty() {
         return Err(StoreError::Invalid(problems));
     }
     Ok(policies.iter().map(|(_, p)| UserPolicy::from(p)).collect())
 }
 
-impl From<&crate::eval::corpus::HistoryTask> for HistoryRecord {
+impl From<&crate::format::HistoryTask> for HistoryRecord {
     /// A validated history line as the store records it (an approval of several access
     /// types becomes one approval per type).
-    fn from(h: &crate::eval::corpus::HistoryTask) -> Self {
+    fn from(h: &crate::format::HistoryTask) -> Self {
         HistoryRecord {
             day: h.day.min(u64::from(u32::MAX)) as u32,
             session: h.session.clone(),
@@ -487,9 +457,9 @@ impl From<&crate::eval::corpus::HistoryTask> for HistoryRecord {
     }
 }
 
-impl From<&crate::eval::corpus::Policy> for UserPolicy {
+impl From<&crate::format::Policy> for UserPolicy {
     /// A validated policy line as the store records it.
-    fn from(p: &crate::eval::corpus::Policy) -> Self {
+    fn from(p: &crate::format::Policy) -> Self {
         UserPolicy {
             id: p.id.clone(),
             text: p.text.clone(),

@@ -205,7 +205,10 @@ async fn a_past_approval_does_not_speak_for_a_resource_the_prompt_does_not_point
 async fn text_only_policy_reaches_vote_one_through_the_tree() {
     let p = prepared(true);
     let d = decide(&p, Variant::Pincer, "Rewrite the methods section of the paper draft", "data/interviews/p07.md", Access::Read, Some(INTERVIEW)).await;
-    assert_eq!(d.votes[0].verdict, Verdict::Deny, "{d:?}");
+    // A restriction read from text (not a rule the user wrote) asks the user; it is never
+    // a grant.
+    assert!(!d.granted(), "{d:?}");
+    assert_eq!(d.votes[0].verdict, Verdict::AskUser, "{d:?}");
     assert!(d.votes[0].reason.contains("read from its text"), "{}", d.votes[0].reason);
     // Without the workspace the text names no path and vote 1 has no such rule.
     let d = decide(&prepared(false), Variant::Pincer, "Rewrite the methods section of the paper draft", "data/interviews/p07.md", Access::Read, None).await;

@@ -148,7 +148,9 @@ async fn a_generic_word_that_names_a_folder_by_chance_does_not_fence_it_off() {
 #[tokio::test]
 async fn a_folder_a_policy_is_about_stays_fenced_off_when_the_prompt_describes_a_file_in_it() {
     let d = decide("Summarize how a statement is taken, from the first inquiry statement.", "inquiries/2025-01/statement-1.md", Access::Read, Some("Statement of the first colleague interviewed.")).await;
-    assert_eq!(d.votes[0].verdict, Verdict::Deny, "{}", d.votes[0].reason);
+    // A restriction read from policy text asks the user (it is never a grant).
+    assert!(!d.granted());
+    assert_eq!(d.votes[0].verdict, Verdict::AskUser, "{}", d.votes[0].reason);
     assert!(d.votes[0].reason.contains("read from its text"), "{}", d.votes[0].reason);
 }
 
@@ -158,7 +160,8 @@ async fn a_rule_about_another_instance_yields_to_the_one_the_prompt_names() {
     let d = decide("What are the alpha costs in the budget? Check the alpha costs file.", "budget/alpha/costs.md", Access::Read, Some("Alpha project costs: 12k.")).await;
     assert!(!d.votes[0].reason.contains("read from its text"), "{}", d.votes[0].reason);
     let d = decide("What does the alpha budget say?", "budget/beta/costs.md", Access::Read, Some("Beta project costs: 9k.")).await;
-    assert_eq!(d.votes[0].verdict, Verdict::Deny, "{}", d.votes[0].reason);
+    assert!(!d.granted());
+    assert_eq!(d.votes[0].verdict, Verdict::AskUser, "{}", d.votes[0].reason);
 }
 
 // ---------- what a past use licenses ----------

@@ -262,7 +262,7 @@ pub fn content_risk(content: &[u8]) -> f32 {
     for f in content_findings(content) {
         r = r.max(match f.kind {
             FindingKind::PrivateKey | FindingKind::Token | FindingKind::SecretAssignment | FindingKind::IdentityNumber | FindingKind::Credential => 0.9,
-            FindingKind::Marking | FindingKind::PersonalData | FindingKind::PeopleTable => 0.5,
+            FindingKind::Marking | FindingKind::PersonalData | FindingKind::PeopleTable | FindingKind::Oversize => 0.5,
             FindingKind::Injection => 0.3,
         });
     }

@@ -1,7 +1,8 @@
 //! Content detectors: secrets, identity numbers, sensitivity markings and prompt-injection
 //! language, found with generic patterns (no list names a particular workspace).
 
-use regex::{Regex, RegexSet};
+use super::secrets::{is_not_secret_value, secret_findings, MAX_INSPECT_BYTES};
+use regex::Regex;
 use std::sync::OnceLock;
 
 /// What kind of thing a finding is.
@@ -33,6 +34,9 @@ pub enum FindingKind {
     Marking,
     /// Language that tries to instruct an AI or claims authority it cannot have.
     Injection,
+    /// The content is larger than the detectors read ([`MAX_INSPECT_BYTES`]): only its first
+    /// part was inspected, so what the rest holds is unknown.
+    Oversize,
 }
 
 impl FindingKind {
@@ -49,12 +53,14 @@ impl FindingKind {
             FindingKind::PeopleTable => "a table of people",
             FindingKind::Marking => "a sensitivity marking",
             FindingKind::Injection => "instructions to an AI",
+            FindingKind::Oversize => "more content than can be inspected",
         }
     }
 
-    /// True for findings that are secrets in themselves (not just labels).
+    /// True for findings that are secrets in themselves (not just labels). Content too large
+    /// to inspect counts as one: what it holds is unknown, so it is treated as the worst.
     pub fn is_secret(self) -> bool {
-        matches!(self, FindingKind::PrivateKey | FindingKind::Token | FindingKind::SecretAssignment | FindingKind::IdentityNumber | FindingKind::Credential)
+        matches!(self, FindingKind::PrivateKey | FindingKind::Token | FindingKind::SecretAssignment | FindingKind::IdentityNumber | FindingKind::Credential | FindingKind::Oversize)
     }
 
     /// True for personal data about people (identifiers, tables of people).
@@ -74,15 +80,12 @@ pub struct Finding {
 }
 
 struct Detectors {
-    private_key: Regex,
-    tokens: RegexSet,
     assignment: Regex,
     ssn: Regex,
     card: Regex,
     markings: Vec<(Regex, &'static str)>,
     injection: Vec<(Regex, &'static str)>,
     iban: Regex,
-    url_login: Regex,
     user_key: Regex,
     pass_key: Regex,
     labelled_id: Regex,
@@ -90,6 +93,8 @@ struct Detectors {
     email: Regex,
     phone: Regex,
     person_name: Regex,
+    caps_name: Regex,
+    numeric_dob: Regex,
     number: Regex,
     sensitive: Regex,
     pronoun: Regex,
@@ -146,6 +151,25 @@ const SENSITIVE_DETAILS: &[&str] = &[
     // conduct cases
     r"disciplinary", r"grievance", r"complain(t|ts|ed)", r"allegations?", r"witness(es)?", r"harass\w*", r"misconduct", r"interim measures?",
     r"final written warning", r"dismiss(ed|al)",
+    // leave and absence, in other words
+    r"(maternity|paternity|parental|medical|sick|compassionate|bereavement|unpaid|stress|adoption|shared parental) leave", r"leave of absence",
+    r"off sick", r"signed off", r"fit note", r"sick days?", r"long-term sick", r"absence record", r"return[- ]to[- ]work", r"fmla",
+    r"rehab\w*", r"counsel+ing", r"psychiatr\w*", r"fertility", r"ivf", r"chronic", r"injur(y|ies|ed)", r"treatment", r"condition",
+    // pay, in other words
+    r"pay (cut|grade|band|increase|freeze)", r"payslips?", r"wage garnish\w*", r"garnish\w*", r"severance", r"bonus", r"compensation",
+    r"overtime", r"net pay", r"gross pay", r"payroll",
+    // German
+    r"krank\w*", r"arbeitsunfähig\w*", r"elternzeit", r"mutterschutz", r"gehalt\w*", r"lohn\w*", r"diagnose\w*", r"schwanger\w*",
+    r"kündigung", r"abmahnung", r"behinderung", r"therapie",
+    // French
+    r"maladie", r"arrêt maladie", r"arrêt de travail", r"congé (maternité|paternité|parental|maladie)", r"salaire", r"enceinte",
+    r"diagnostic", r"licenciement", r"avertissement", r"handicap", r"grossesse",
+    // Spanish and Portuguese
+    r"baja (médica|por maternidad|por paternidad)", r"enfermedad", r"embarazada", r"embarazo", r"salario", r"sueldo", r"despido",
+    r"diagnóstico", r"licencia (médica|de maternidad|de paternidad)", r"discapacidad", r"licença (médica|maternidade|paternidade)",
+    r"salário", r"gravidez", r"demissão", r"doença",
+    // Dutch and Italian
+    r"ziek\w*", r"zwanger\w*", r"salaris", r"ontslag", r"verlof", r"malattia", r"stipendio", r"gravidanza", r"licenziamento",
 ];
 
 /// Generic prompt-injection and false-authority phrases.
@@ -166,20 +190,6 @@ const INJECTION: &[(&str, &str)] = &[
 fn detectors() -> &'static Detectors {
     static D: OnceLock<Detectors> = OnceLock::new();
     D.get_or_init(|| Detectors {
-        private_key: Regex::new(r"-----BEGIN ((RSA|DSA|EC|OPENSSH|ENCRYPTED|PGP) )?PRIVATE KEY( BLOCK)?-----").expect("regex"),
-        tokens: RegexSet::new([
-            r"\b(AKIA|ASIA)[0-9A-Z]{16}\b",
-            r"\bgh[pousr]_[A-Za-z0-9]{30,}\b",
-            r"\bgithub_pat_[A-Za-z0-9_]{40,}\b",
-            r"\bxox[abprs]-[A-Za-z0-9-]{10,}\b",
-            r"\bsk-(live|test|proj|ant)?[-_]?[A-Za-z0-9_-]{20,}\b",
-            r"\b[rs]k_(live|test)_[A-Za-z0-9]{16,}\b",
-            r"\bAIza[0-9A-Za-z_-]{35}\b",
-            r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\b",
-            r"\bglpat-[A-Za-z0-9_-]{20,}\b",
-            r"\bnpm_[A-Za-z0-9]{36}\b",
-        ])
-        .expect("regex set"),
         assignment: Regex::new(
             r#"(?i)\b([a-z0-9_.-]*(password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|client[_-]?secret|auth|credential)s?[a-z0-9_.-]*)[ \t]*[:=][ \t]*["']?([^\s"'#,;()]{8,})"#,
         )
@@ -192,20 +202,21 @@ fn detectors() -> &'static Detectors {
             .collect(),
         injection: INJECTION.iter().map(|(r, what)| (Regex::new(&format!("(?i){r}")).expect("regex"), *what)).collect(),
         iban: Regex::new(r"\b[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]{4}){2,7}(?:[ ]?[A-Z0-9]{1,4})?\b").expect("regex"),
-        url_login: Regex::new(r"\b[a-zA-Z][a-zA-Z0-9+.-]{1,15}://([^/\s:@]{1,64}):([^/\s@]{1,128})@[A-Za-z0-9.-]+").expect("regex"),
         user_key: Regex::new(r"(?im)^[ \t]*[-*]?[ \t]*[a-z0-9_. -]{0,20}\b(user(name)?|login|user[_ -]?id|account|uid)\b[ \t]*[:=][ \t]*\S+").expect("regex"),
         pass_key: Regex::new(r#"(?im)^[ \t]*[-*]?[ \t]*[a-z0-9_. -]{0,20}\b(pass(word|wd|phrase)?|pw|pwd|pin|secret)\b[ \t]*[:=][ \t]*["']?([^\s"']{4,})"#).expect("regex"),
         labelled_id: Regex::new(r"(?i)\b(passport|national[ _-]?(id|insurance|identity)|id[ _-]?card|identity[ _-]?card|tax[ _-]?(id|number|no|code)|social[ _-]?insurance|residence[ _-]?permit|visa[ _-]?(no|number)|immigration[ _-]?(no|number|file|case)|alien[ _-]?(no|number|registration)|a-number|student[ _-]?(id|number|no)|matriculation|employee[ _-]?(id|number|no)|personnel[ _-]?(id|number|no)|driver'?s?[ _-]?licen[cs]e|dl)\b[^\n\d]{0,12}([A-Z]{0,3}[ -]?\d[\dA-Z -]{4,18}\d)").expect("regex"),
         dob: Regex::new(r"(?i)\b(date[ _-]?of[ _-]?birth|d\.?o\.?b\.?|born( on)?|birth[ _-]?date|birthday)\b[^\n\d]{0,6}(\d{1,4}[./ -]\d{1,2}[./ -]\d{2,4}|\d{1,2}(st|nd|rd|th)?[ ]+[A-Za-z]{3,9}[ ,]+\d{4}|[A-Za-z]{3,9}[ ]+\d{1,2},?[ ]+\d{4})").expect("regex"),
         email: Regex::new(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b").expect("regex"),
-        phone: Regex::new(r"(?:\+\d{1,3}[ .-]?)?(?:\(\d{2,4}\)[ .-]?)?\b\d{2,5}(?:[ .-]\d{2,6}){1,4}\b|\+\d{9,14}\b").expect("regex"),
+        phone: Regex::new(r"(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?)?\b\d{1,5}(?:[ .-]\d{2,8}){1,5}\b|\+\d{9,14}\b").expect("regex"),
         number: Regex::new(r"\b\d[\d,.]*\d\b").expect("regex"),
         ident: Regex::new(r"\b[A-Za-z]{1,6}(?:-[A-Za-z]{1,6})*-?\d{3,}[A-Za-z0-9-]*\b").expect("regex"),
-        person_name: Regex::new(r"\b[A-Z][a-z]+(?:[- ][A-Z][a-z]+){1,2}\b").expect("regex"),
+        person_name: Regex::new(r"\b\p{Lu}[\p{Ll}'’]+(?:[- ]\p{Lu}[\p{Ll}'’]+){1,2}\b").expect("regex"),
+        numeric_dob: Regex::new(r"\b(19[2-9]\d|200\d)[-/.]\d{1,2}[-/.]\d{1,2}\b|\b\d{1,2}[-/.]\d{1,2}[-/.](19[2-9]\d|200\d)\b").expect("regex"),
+        caps_name: Regex::new(r"\b\p{Lu}{2,}(?:[- ]\p{Lu}{2,})?,?[ ]+\p{Lu}[\p{Ll}'’]+\b|\b\p{Lu}[\p{Ll}'’]+[ ]+\p{Lu}{2,}(?:[- ]\p{Lu}{2,})?\b").expect("regex"),
         sensitive: Regex::new(&format!("(?i)\\b({})\\b", SENSITIVE_DETAILS.join("|"))).expect("regex"),
         money: Regex::new(r"(?i)(\b(eur|usd|gbp|chf|aud|cad|inr|jpy)[ ]?|[$€£¥][ ]?)\d{1,3}(?:[,.' ]\d{3})+\b|(\b(eur|usd|gbp|chf)[ ]?|[$€£])\d{2,3}k\b").expect("regex"),
         dated: Regex::new(r"(?i)\b\d{1,2}(st|nd|rd|th)?[ ]+(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*[ ,]+(19[2-9]\d|200\d)\b|\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*[ ]+\d{1,2},?[ ]+(19[2-9]\d|200\d)\b").expect("regex"),
-        pronoun: Regex::new(r"(?i)\b(he|she|his|her|him|hers|himself|herself)\b").expect("regex"),
+        pronoun: Regex::new(r"(?i)\b(he|she|his|her|him|hers|himself|herself|they|them|their|er|sie|ihm|ihr|ihre|seine?|il|elle|lui|él|ella|son|sa|ses|leur|seinen|ihren|su|sus|hij|zij|haar|hem|zijn|lei|egli|ele|dela|dele)\b").expect("regex"),
         login_word: Regex::new(r"(?i)\b(sign(s|ed|ing)? (in|on)|log(s|ged|ging)? (in|on)|login|logon|password|passcode|passphrase|passwd|credentials?|authenticat\w*|pin)\b").expect("regex"),
     })
 }
@@ -235,19 +246,47 @@ fn luhn(digits: &[u8]) -> bool {
     sum % 10 == 0
 }
 
-/// Looks for secrets, identity numbers and sensitivity markings in a resource's content.
-pub fn content_findings(content: &[u8]) -> Vec<Finding> {
-    let text = String::from_utf8_lossy(content);
-    let d = detectors();
-    let mut out = Vec::new();
-    if d.private_key.is_match(&text) {
-        out.push(Finding { kind: FindingKind::PrivateKey, what: "private key block".into() });
+/// A payment card number: 13 to 19 digits passing Luhn, with an issuer's prefix, written
+/// whole or in the groups cards are printed in (fours, or 4-6-5), not after a `+` or inside
+/// a longer run of digits (a phone number in international form, or an id).
+fn is_card(text: &str, start: usize, m: &str) -> bool {
+    let m = m.trim_end_matches([' ', '-']);
+    let digits: Vec<u8> = m.bytes().filter(u8::is_ascii_digit).map(|b| b - b'0').collect();
+    if !(13..=19).contains(&digits.len()) || !luhn(&digits) || digits.iter().all(|&x| x == digits[0]) {
+        return false;
     }
-    if d.tokens.is_match(&text) {
-        out.push(Finding { kind: FindingKind::Token, what: "credential in a known token format".into() });
+    let before = text[..start].trim_end_matches(' ');
+    if before.ends_with(['+', '(']) || before.ends_with(char::is_alphanumeric) && !text[..start].ends_with(' ') {
+        return false;
+    }
+    let groups: Vec<usize> = m.split([' ', '-']).filter(|g| !g.is_empty()).map(str::len).collect();
+    let grouped = groups.len() == 1 || groups == [4, 6, 5] || groups == [4, 6, 4] || (groups[..groups.len() - 1].iter().all(|&g| g == 4) && groups[groups.len() - 1] <= 4);
+    let iin = |n: usize| digits[..n].iter().fold(0u32, |a, &d| a * 10 + d as u32);
+    let issuer = match digits[0] {
+        2 => (2221..=2720).contains(&iin(4)),
+        3 => matches!(iin(2), 30 | 34..=39),
+        4..=6 => true,
+        _ => false,
+    };
+    grouped && issuer
+}
+
+/// Looks for secrets, identity numbers and sensitivity markings in a resource's content.
+/// Any bytes are accepted (binary, invalid UTF-8, any size): at most [`MAX_INSPECT_BYTES`]
+/// are read, and a longer content also yields a [`FindingKind::Oversize`] finding.
+pub fn content_findings(content: &[u8]) -> Vec<Finding> {
+    let text = String::from_utf8_lossy(&content[..content.len().min(MAX_INSPECT_BYTES)]);
+    let d = detectors();
+    let mut out = secret_findings(&text);
+    if content.len() > MAX_INSPECT_BYTES {
+        out.push(Finding { kind: FindingKind::Oversize, what: format!("{} bytes, of which the first {MAX_INSPECT_BYTES} were inspected", content.len()) });
     }
     for c in d.assignment.captures_iter(&text) {
         let v = &c[3];
+        // Ciphertext (an encrypted value) and public keys are not secrets.
+        if is_not_secret_value(v) {
+            continue;
+        }
         let low = v.to_ascii_lowercase();
         let placeholder = v.starts_with('$') || v.starts_with('<') || v.starts_with('{') || ["example", "xxxx", "changeme", "placeholder", "your"].iter().any(|p| low.contains(p));
         // Code (`password=self.password`, `token: settings.api_token`) is identifiers, not secrets.
@@ -268,8 +307,7 @@ pub fn content_findings(content: &[u8]) -> Vec<Finding> {
         }
     }
     for m in d.card.find_iter(&text) {
-        let digits: Vec<u8> = m.as_str().bytes().filter(u8::is_ascii_digit).map(|b| b - b'0').collect();
-        if (13..=19).contains(&digits.len()) && luhn(&digits) && digits.iter().any(|&x| x != digits[0]) {
+        if is_card(&text, m.start(), m.as_str()) {
             out.push(Finding { kind: FindingKind::IdentityNumber, what: "payment card number".into() });
             break;
         }
@@ -299,7 +337,7 @@ pub fn content_findings(content: &[u8]) -> Vec<Finding> {
 }
 
 /// Values that stand for a secret rather than being one.
-fn placeholder(v: &str) -> bool {
+pub(crate) fn placeholder(v: &str) -> bool {
     let low = v.to_ascii_lowercase();
     v.starts_with(['$', '<', '{', '%', '*']) || ["example", "xxxx", "changeme", "placeholder", "your", "redacted", "****", "none", "null", "..."].iter().any(|p| low.contains(p))
 }
@@ -309,17 +347,10 @@ fn iban_finding(d: &Detectors, text: &str) -> Option<Finding> {
     d.iban.find_iter(text).any(|m| m.as_str().replace(' ', "").parse::<iban::Iban>().is_ok()).then(|| Finding { kind: FindingKind::IdentityNumber, what: "bank account number (IBAN)".into() })
 }
 
-/// Logins: a URL with `user:password@`, or a user line and a password line within three
+/// Logins written as text (URLs and the formats tools store are [`secret_findings`]): a
+/// sign-in sentence with a password-like value, or a user line and a password line within three
 /// lines of each other (key=value, `key: value`, INI and TOML sections alike).
 fn credential_finding(d: &Detectors, text: &str) -> Option<Finding> {
-    for c in d.url_login.captures_iter(text) {
-        // A password equal to the user name or made of lowercase letters only is a local
-        // default (`postgres:postgres@localhost`), not a secret.
-        let weak = c[2] == c[1] || c[2].chars().all(|ch| ch.is_ascii_lowercase());
-        if !weak && !placeholder(&c[2]) && !placeholder(&c[1]) {
-            return Some(Finding { kind: FindingKind::Credential, what: "a URL with a user name and password".into() });
-        }
-    }
     // A login written as a sentence: a sign-in word and a strong secret-looking value in it.
     for sentence in sentences(text) {
         if d.login_word.is_match(&sentence) && sentence.split_whitespace().any(strong_secret) {
@@ -346,7 +377,7 @@ fn credential_finding(d: &Detectors, text: &str) -> Option<Finding> {
 /// A value that can only be a secret: eight or more characters without spaces, mixing at
 /// least three of lowercase, uppercase, digits and symbols, with high entropy, and not an
 /// address, a path or an e-mail.
-fn strong_secret(w: &str) -> bool {
+pub(crate) fn strong_secret(w: &str) -> bool {
     let v = w.trim_matches(|c: char| matches!(c, ',' | '.' | ';' | ':' | '(' | ')' | '"' | '\'' | '`'));
     if v.len() < 8 || v.len() > 64 || v.contains("://") || v.contains('@') || v.contains('/') || placeholder(v) {
         return false;
@@ -418,7 +449,7 @@ fn refers_to_person(d: &Detectors, sentence: &str) -> bool {
     if ws.iter().enumerate().skip(1).any(|(i, w)| cap(w) && !ws[i - 1].ends_with([':', '.'])) {
         return true;
     }
-    ws.first().is_some_and(|w| cap(w)) && ws.get(1).is_some_and(|n| n.starts_with('(') || matches!(*n, "is" | "has" | "was" | "had" | "will" | "needs" | "earns"))
+    ws.first().is_some_and(|w| cap(w)) && ws.get(1).is_some_and(|n| n.starts_with('(') || matches!(*n, "is" | "has" | "was" | "had" | "will" | "needs" | "earns" | "est" | "a" | "était" | "ist" | "hat" | "war" | "es" | "está" | "tiene" | "heeft" | "è" | "ha" | "tem"))
 }
 
 /// Prose about identified people's sensitive details: two or more distinct details
@@ -480,11 +511,54 @@ const PERSONAL_COLUMNS: &[&str] = &[
     "ethnicity", "visa", "permit", "immigration", "national", "insurance", "tax", "id", "number", "home", "private", "personal", "rating",
 ];
 
-/// A phone number: 9 to 15 digits that are not a date.
-fn is_phone(s: &str) -> bool {
+/// A phone number of any country: in international form (`+` or `00` and the country code)
+/// one whose country code libphonenumber's data (the `phonenumber` crate) knows and that the
+/// data says is valid or is 9 digits or more; in national form 9 to 15 digits; never a date, and never a payment card (digits in fours passing Luhn).
+pub(crate) fn is_phone(s: &str) -> bool {
+    let s = s.trim();
     let n = s.bytes().filter(u8::is_ascii_digit).count();
     let date = s.len() == 10 && s.as_bytes()[4] == b'-' && s.as_bytes()[7] == b'-';
-    (9..=15).contains(&n) && !date
+    if !(7..=15).contains(&n) || date {
+        return false;
+    }
+    let international = s.starts_with('+') || s.starts_with("00");
+    if international {
+        let e164 = format!("+{}", s.trim_start_matches('+').trim_start_matches("00").replace("(0)", ""));
+        // The country code must exist; a number its plan does not assign (a fictional
+        // range) still counts when it is as long as a real one.
+        return phonenumber::parse(None, &e164).is_ok_and(|p| phonenumber::is_valid(&p) || n >= 9);
+    }
+    n >= 9 && !is_card(s, 0, s)
+}
+
+/// Common consumer e-mail providers: an address there is a person's own, not a work one.
+const PERSONAL_MAIL: &[&str] = &[
+    "gmail", "googlemail", "yahoo", "hotmail", "outlook", "live", "msn", "icloud", "me", "aol", "gmx", "web", "proton", "protonmail", "pm",
+    "yandex", "mail", "qq", "163", "126", "naver", "orange", "free", "laposte", "libero", "t-online", "hey", "fastmail", "zoho",
+];
+
+/// An e-mail address at a consumer provider (a person's private address).
+fn personal_email(d: &Detectors, l: &str) -> bool {
+    d.email.find_iter(l).any(|m| {
+        let domain = m.as_str().rsplit_once('@').map_or("", |x| x.1).to_lowercase();
+        domain.split('.').next().is_some_and(|first| PERSONAL_MAIL.contains(&first))
+    })
+}
+
+/// A table cell that is a person's name in any script and case: one to three words of
+/// letters, each capitalised or in capitals, not a month or weekday.
+fn name_cell(c: &str) -> bool {
+    let ws: Vec<&str> = c.split_whitespace().collect();
+    !ws.is_empty()
+        && ws.len() <= 3
+        && ws.iter().all(|w| {
+            let w = w.trim_end_matches([',', '.']);
+            let mut cs = w.chars();
+            w.chars().count() >= 2
+                && cs.next().is_some_and(char::is_uppercase)
+                && w.chars().all(|ch| ch.is_alphabetic() || matches!(ch, '\'' | '’' | '-' | '.'))
+                && !CALENDAR_WORDS.contains(&w)
+        })
 }
 
 /// Personal columns that a work directory has too.
@@ -521,10 +595,32 @@ fn people_table(d: &Detectors, text: &str) -> Option<Finding> {
             return Some(Finding { kind: FindingKind::PeopleTable, what: "a table of people with personal details".into() });
         }
     }
+    // Rows of a delimited table, by the shape of their values (whatever the header's
+    // language): a cell that is a name, even a first name alone, beside a phone number, a
+    // private e-mail address, a birth date or an identifier.
+    let row_of_person = |l: &str| {
+        let sep = if l.contains('|') { '|' } else if l.contains('\t') { '\t' } else if l.contains(';') { ';' } else if l.contains(',') { ',' } else { return false };
+        let cells: Vec<&str> = l.split(sep).map(str::trim).collect();
+        cells.len() >= 2
+            && cells.iter().any(|c| name_cell(c))
+            && cells.iter().any(|c| {
+                d.phone.find_iter(c).any(|m| is_phone(m.as_str()))
+                    || personal_email(d, c)
+                    || d.dated.is_match(c)
+                    || d.numeric_dob.is_match(c)
+                    || d.iban.is_match(c)
+                    || d.ssn.is_match(c)
+                    || d.labelled_id.is_match(c)
+            })
+    };
+    if lines.iter().filter(|l| row_of_person(l)).count() >= 2 {
+        return Some(Finding { kind: FindingKind::PeopleTable, what: "a table whose rows pair names with phone numbers, private addresses, birth dates or identifiers".into() });
+    }
     let personal_line = |l: &str| {
         let phone = d.phone.find_iter(l).any(|m| is_phone(m.as_str()));
-        d.person_name.is_match(l)
+        (d.person_name.is_match(l) || d.caps_name.is_match(l))
             && (phone
+                || personal_email(d, l)
                 || d.money.is_match(l)
                 || d.dated.is_match(l)
                 || d.dob.is_match(l)
@@ -611,6 +707,57 @@ mod tests {
         assert!(kinds("self.password = password\n        login(user, password=self.password)").is_empty());
         assert!(kinds("API_TOKEN=\nDATABASE_URL=postgres://localhost/dev").is_empty());
         assert!(kinds("Call 555-1234 about the invoice 2024-01-15").is_empty());
+    }
+
+    #[test]
+    fn a_phone_number_passing_luhn_is_not_a_card() {
+        for d in 0..10 {
+            for s in [format!("Call +49 1512 345678{d} after five"), format!("mobile 01512 3456789{d}"), format!("tel. +1 (415) 555 0134 {d}")] {
+                assert!(!kinds(&s).contains(&FindingKind::IdentityNumber), "{s}");
+            }
+        }
+        assert!(kinds("card 4111 1111 1111 1111").contains(&FindingKind::IdentityNumber));
+        assert!(kinds("amex 3782 822463 10005").contains(&FindingKind::IdentityNumber));
+        assert!(kinds("pan: 5555555555554444").contains(&FindingKind::IdentityNumber));
+    }
+
+    #[test]
+    fn ciphertext_in_an_assignment_is_not_a_secret() {
+        assert!(kinds("password: ENC[AES256_GCM,data:Zk9xQ2mL7vT1,iv:Ab3Cd5Ef7Gh9,tag:Kl3Mn5Op7Qr9,type:str]").is_empty());
+        assert!(!kinds("password: Zk9xQ2mL7vT1").is_empty());
+    }
+
+    #[test]
+    fn phone_numbers_of_any_country() {
+        assert!(is_phone("+81 90-1234-5678"));
+        assert!(is_phone("+33 6 12 34 56 78"));
+        assert!(is_phone("+91 98765 43210"));
+        assert!(is_phone("+354 611 1234"));
+        assert!(is_phone("0044 20 7946 0958"));
+        assert!(!is_phone("+1 000 000"));
+        assert!(!is_phone("+999 1234 5678"));
+        assert!(!is_phone("4111 1111 1111 1111"));
+        assert!(!is_phone("2024-01-15"));
+    }
+
+    #[test]
+    fn people_tables_by_value_shape_in_any_language_and_case() {
+        let de = "Vorname;Nachname;Telefon\nJürgen;MÜLLER;+49 151 23456789\nAyşe;Yılmaz;+49 160 9876543\n";
+        assert!(kinds(de).contains(&FindingKind::PeopleTable), "{:?}", content_findings(de.as_bytes()));
+        let first_names = "| Prénom | Contact |\n|---|---|\n| Zoé | zoe.martin@gmail.com |\n| Léa | +33 6 12 34 56 78 |\n";
+        assert!(kinds(first_names).contains(&FindingKind::PeopleTable));
+        let caps = "SMITH, Anna  +44 7700 900123\nO'NEILL, Sean  +44 7700 900456\n";
+        assert!(kinds(caps).contains(&FindingKind::PeopleTable));
+        // A table of products or services with no personal values is not one.
+        assert!(!kinds("Item;Price;Date\nWidget;4.99;2024-01-01\nGadget;7.50;2024-02-01\n").contains(&FindingKind::PeopleTable));
+    }
+
+    #[test]
+    fn health_leave_and_pay_in_any_wording() {
+        assert!(kinds("Marta has been signed off with stress leave; her payslip shows the pay cut.").contains(&FindingKind::PersonalData));
+        assert!(kinds("Herr Becker ist seit März krankgeschrieben, sein Gehalt wird weitergezahlt.").contains(&FindingKind::PersonalData));
+        assert!(kinds("Élodie est en congé maternité; son salaire est maintenu.").contains(&FindingKind::PersonalData));
+        assert!(!kinds("The leave policy applies to every team; see the handbook.").contains(&FindingKind::PersonalData));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! Both are built by the twin with its [`Sanitizer`], which they do not keep.
 
 use super::text::{typed_names, Bm25Index, IntentModel};
-use crate::decider::TrustedText;
+use super::vote::TrustedText;
 use crate::access::Access;
 use crate::sanitize::{SanitizedGlob, SanitizedPath, Sanitizer, Token};
 use crate::store::{AccessSource, Permission, PolicyRule, Task, TrustedState, UserPolicy};
@@ -98,6 +98,9 @@ pub struct Knowledge {
     /// imported (sanitized path to the kinds found): a past task's use of a file licenses the
     /// kinds of content it held then, not what was put into it since.
     pub baseline: HashMap<SanitizedPath, Vec<FindingKind>>,
+    /// Every known object (workspace tree and history) by its last segment: the namesakes a
+    /// typed name may resolve to.
+    pub by_name: HashMap<Token, Vec<SanitizedPath>>,
 }
 
 /// The sensitive terms of the user's restrictive policies, indexed once when the policies
@@ -467,7 +470,11 @@ impl Knowledge {
             .map(|(a, src)| {
                 let sp = z.path(&a.path);
                 if seen.insert(sp.clone()) {
-                    *self.path_tasks.entry(sp.clone()).or_default() += 1;
+                    let n = self.path_tasks.entry(sp.clone()).or_default();
+                    *n += 1;
+                    if *n == 1 {
+                        self.add_name(&sp);
+                    }
                 }
                 (sp, a.access, *src)
             })
@@ -542,7 +549,9 @@ impl Knowledge {
         let set = set.build().unwrap_or_else(|_| globset::GlobSet::empty());
         let (mut protected, mut public): (Vec<&[u8]>, Vec<&[u8]>) = (vec![], vec![]);
         for t in tree {
-            self.known.insert(z.path(t).with_dir(false));
+            let sp = z.path(t).with_dir(false);
+            self.add_name(&sp);
+            self.known.insert(sp);
             if t.ends_with('/') {
                 continue;
             }
@@ -561,6 +570,16 @@ impl Knowledge {
         }
         self.provenance = Arc::new(Provenance::build(protected, public));
         self.policy_terms = PolicyTerms::build(&self.policies);
+    }
+
+    /// Indexes a known object under its last segment (once).
+    fn add_name(&mut self, p: &SanitizedPath) {
+        if let Some(last) = p.last() {
+            let v = self.by_name.entry(last.clone()).or_default();
+            if !v.iter().any(|q| q.same_segments(p)) {
+                v.push(p.clone().with_dir(false));
+            }
+        }
     }
 
     /// True if `p` (or, for a directory, anything under it) was in the workspace when the
@@ -696,6 +715,33 @@ fn bump(best: &mut (f32, String), score: f32, why: impl FnOnce() -> String) {
     }
 }
 
+/// Whether the name `t` (the tokens of a path's last segments) the user typed or described
+/// resolves to `p` in the task's context: `p` is the only known object (in the workspace
+/// tree or the history) whose path ends with `t`, or, of
+/// several namesakes, the only one in a folder that the session's similar tasks used, or
+/// else the only one whose folders the prompt's words name. A name never licenses every
+/// object that bears it.
+pub fn resolves_to(k: &Knowledge, s: &SessionView, t: &[Token], p: &SanitizedPath) -> bool {
+    let n = t.len();
+    let Some(last) = t.last() else { return true };
+    let namesakes: Vec<&SanitizedPath> = k.by_name.get(last).map_or(vec![], |v| v.iter().filter(|q| q.len() >= n && q.tokens()[q.len() - n..] == t[..]).collect());
+    if namesakes.len() <= 1 {
+        return true;
+    }
+    let in_context = |q: &SanitizedPath| {
+        s.similar.iter().filter(|(_, w)| *w >= MIN_SIMILARITY).any(|&(ti, _)| k.tasks[ti].accesses.iter().any(|(sp, _, _)| sp.same_segments(q) || (sp.same_parent(q) && q.len() > 1)))
+    };
+    let here: Vec<&SanitizedPath> = namesakes.iter().copied().filter(|q| in_context(q)).collect();
+    if here.len() == 1 {
+        return here[0].same_segments(p);
+    }
+    // Else the prompt's words may name the folder: "the alpha costs" among alpha/ and beta/.
+    // Only the folders where the namesakes differ tell them apart.
+    let common = namesakes.iter().map(|q| q.common_prefix_len(namesakes[0])).min().unwrap_or(0);
+    let worded: Vec<&SanitizedPath> = namesakes.into_iter().filter(|q| (common..q.len().saturating_sub(1)).any(|i| q.words(i).iter().any(|w| s.words.contains(w)))).collect();
+    worded.len() == 1 && worded[0].same_segments(p)
+}
+
 /// Location evidence for a sanitized request in a session, from trusted context only.
 pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> Evidence {
     let mut best = (0.0f32, "no trusted evidence for this location".to_string());
@@ -708,6 +754,10 @@ pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> E
             continue;
         }
         if p.len() >= n && p.tokens()[p.len() - n..] == t.tokens()[..] {
+            if !resolves_to(k, s, t.tokens(), p) {
+                bump(&mut best, 0.3, || format!("the user named {t}, but more than one place bears that name and the task's context does not single this one out"));
+                continue;
+            }
             typed = true;
             bump(&mut best, 1.0, || format!("the user named {t} in the prompt"));
         } else if p.tokens().windows(n).any(|w| w == t.tokens()) {
@@ -750,7 +800,8 @@ pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> E
         let ws = p.words(last);
         let hit = ws.iter().filter(|w| s.words.contains(*w)).count();
         name_hits = hit;
-        if (ws.len() == 1 && hit == 1) || (hit >= 2 && 3 * hit >= 2 * ws.len()) {
+        // The words of a name describe the one object of that name in the task's context.
+        if ((ws.len() == 1 && hit == 1) || (hit >= 2 && 3 * hit >= 2 * ws.len())) && resolves_to(k, s, &p.tokens()[last..], p) {
             described = true;
             let sc = if hit >= 2 { 0.85 } else { 0.7 };
             bump(&mut best, sc, || format!("the prompt's words name {p} ({hit} of its {} words)", ws.len()));

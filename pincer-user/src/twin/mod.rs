@@ -12,7 +12,8 @@
 //! answer is recorded as a trusted approval.
 //!
 //! What the votes look at lives in submodules: [`knowledge`] (the sanitized trusted state and
-//! a session's view of it), [`content`] (detectors), [`provenance`] (fingerprints of protected
+//! a session's view of it), [`content`] (detectors) and [`secrets`] (credentials by structure),
+//! [`provenance`] (fingerprints of protected
 //! content), [`text`] (words, BM25, learned intent), [`policy`] (vote 3) and [`votes`] (the
 //! offline votes). The backends that make votes 1 and 2 are in [`crate::decider`].
 
@@ -20,7 +21,9 @@ pub mod content;
 pub mod knowledge;
 pub mod policy;
 pub mod provenance;
+pub mod secrets;
 pub mod text;
+pub mod vote;
 pub mod votes;
 
 pub use content::{content_findings, injection_findings, Finding, FindingKind};
@@ -29,7 +32,7 @@ pub use policy::{PolicyEntry, PrecommittedPolicy};
 pub use provenance::{Provenance, ProvenanceHit};
 
 use crate::access::Access;
-use crate::decider::{Decider, EarlierRequest, Mechanism, PolicyInput, RuleOrigin, TokenUsage, TrustedText, Verdict, Vote1Input, Vote2Input, VoteOutcome};
+use vote::{Decider, EarlierRequest, Mechanism, PolicyInput, RuleOrigin, TokenUsage, TrustedText, Verdict, Vote1Input, Vote2Input, VoteOutcome};
 use crate::sanitize::{SanitizedPath, Sanitizer};
 use crate::store::{check_rel_path, Permission, Store, StoreError, TrustedState, TwinGrant, UserApproval, UserPrompt};
 use serde::Serialize;

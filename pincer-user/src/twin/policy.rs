@@ -2,7 +2,7 @@
 //! cover is denied.
 
 use crate::access::Access;
-use crate::decider::VoteOutcome;
+use super::vote::VoteOutcome;
 use crate::store::Permission;
 use serde::Serialize;
 

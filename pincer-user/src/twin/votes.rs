@@ -2,14 +2,14 @@
 //! general means (prompt similarity, the sanitized paths and access types of similar tasks,
 //! names and words the user typed, learned access intent, the user's rules and approvals),
 //! with content checked by generic detectors. Nothing here names a particular workspace.
-//! [`crate::decider::OfflineDecider`] is the backend that serves them.
+//! [`super::vote::OfflineDecider`] is the backend that serves them.
 
 use super::content::{content_findings, injection_findings, FindingKind};
 use super::knowledge::{distinctive_words, intent_evidence, leading_intent, location_evidence, similarity_without_name, text_accesses, Evidence, Knowledge, SessionView};
 use super::provenance::MAX_FINGERPRINT_BYTES;
 use super::text::typed_names;
 use super::policy::PolicyEntry;
-use crate::decider::{Mechanism, PolicyInput, RuleOrigin, Verdict, Vote1Input, Vote2Input, VoteOutcome};
+use super::vote::{Mechanism, PolicyInput, RuleOrigin, Verdict, Vote1Input, Vote2Input, VoteOutcome};
 use crate::access::Access;
 use crate::sanitize::SanitizedPath;
 use crate::store::Permission;
@@ -38,13 +38,27 @@ fn intent_threshold(a: Access) -> f32 {
 /// resource in the current task.
 pub const APPROVAL_SIMILARITY: f32 = 0.5;
 
-/// The user rule (policy, derived policy, approval) that decides the request, if any:
-/// a deny always wins; otherwise the most specific matching rule decides, an ask winning a
-/// tie with an allow. A hand approval from a past task counts only where it speaks for this
+/// How the rule that decided a vote was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct RuleFrom {
+    /// A hand approval from a past task.
+    past_approval: bool,
+    /// A restriction read from policy text against the workspace tree (not a rule the user
+    /// wrote): it asks, and no prompt answers it in advance.
+    inferred: bool,
+}
+
+/// The user rule (policy, derived policy, approval) that decides the request, if any, by
+/// explicit deny > inferred restriction (asks) > explicit rules: an explicit deny always
+/// wins; a restriction read from policy text makes the vote ask whatever the explicit
+/// allows say (the reading may be wrong, so it neither denies nor gives way to a broad
+/// allow); otherwise the most specific matching rule decides, an ask winning a tie with an
+/// allow. A hand approval from a past task counts only where it speaks for this
 /// task ([`approval_applies`]); a rule read from policy text against the workspace tree
 /// yields to what the user typed and to what similar tasks used.
-fn rule_verdict(k: &Knowledge, s: &SessionView, p: &SanitizedPath, a: Access, ev: &Evidence) -> Option<(VoteOutcome, bool)> {
+fn rule_verdict(k: &Knowledge, s: &SessionView, p: &SanitizedPath, a: Access, ev: &Evidence) -> Option<(VoteOutcome, RuleFrom)> {
     let mut best: Option<(usize, bool, VoteOutcome, bool)> = None;
+    let mut inferred: Option<VoteOutcome> = None;
     let mut applies: Vec<(usize, bool)> = Vec::new();
     let scoped = k.approval_tasks.iter().flat_map(|&ti| k.tasks[ti].approvals.iter().map(move |r| (ti, r))).filter_map(|(ti, r)| {
         if r.permission != Permission::Allow {
@@ -80,9 +94,15 @@ fn rule_verdict(k: &Knowledge, s: &SessionView, p: &SanitizedPath, a: Access, ev
             continue;
         }
         let spec = r.glob.specificity();
+        if r.inferred && r.permission != Permission::Allow && r.glob.matches(p, true) {
+            if inferred.is_none() {
+                inferred = Some(VoteOutcome::ask(format!("{} restricts {a} on {} as read from its text; an inferred restriction asks the user", r.source.as_str(), r.glob)).by(by));
+            }
+            continue;
+        }
         let cand = match r.permission {
             Permission::Deny if r.glob.matches(p, true) => {
-                return Some((VoteOutcome::deny(format!("{} denies {a} on {}", r.source.as_str(), r.glob)).by(by), past_approval));
+                return Some((VoteOutcome::deny(format!("{} denies {a} on {}", r.source.as_str(), r.glob)).by(by), RuleFrom { past_approval, inferred: false }));
             }
             Permission::AskUser if r.glob.matches(p, true) => {
                 (spec, true, VoteOutcome::ask(format!("{} asks the user before {a} on {}", r.source.as_str(), r.glob)).by(by), past_approval)
@@ -100,7 +120,10 @@ fn rule_verdict(k: &Knowledge, s: &SessionView, p: &SanitizedPath, a: Access, ev
             best = Some(cand);
         }
     }
-    best.map(|b| (b.2, b.3))
+    if let Some(v) = inferred {
+        return Some((v, RuleFrom { past_approval: false, inferred: true }));
+    }
+    best.map(|b| (b.2, RuleFrom { past_approval: b.3, inferred: false }))
 }
 
 /// Whether a past task's hand approval of `p` speaks for this session: the user's prompt
@@ -157,8 +180,15 @@ fn created_by_session(s: &SessionView, p: &SanitizedPath) -> bool {
 pub fn vote1_offline(inp: &Vote1Input<'_>) -> (VoteOutcome, Evidence) {
     let (k, s, p, a) = (inp.knowledge, inp.session, inp.path, inp.access);
     let ev = location_evidence(k, s, p);
-    if let Some((v, past_approval)) = rule_verdict(k, s, p, a, &ev) {
-        if v.verdict == Verdict::Allow && past_approval && !matches!(a, Access::Read | Access::List) {
+    if let Some((v, from)) = rule_verdict(k, s, p, a, &ev) {
+        if from.inferred {
+            return (v, ev);
+        }
+        if v.verdict == Verdict::Allow && lookalike(k, p).is_some() && !ev.named() && !ev.exact_history {
+            // A broad allow does not license a new place named like a protected one.
+            return (VoteOutcome::deny(format!("{}, but {p} is a new place named like a protected area, and neither the prompt nor a similar task points at it", v.reason)).by(Mechanism::Lookalike), ev);
+        }
+        if v.verdict == Verdict::Allow && from.past_approval && !matches!(a, Access::Read | Access::List) {
             // An approval to change a resource in a past task licenses a change in this one
             // only if this prompt's own words ask for that kind of change too.
             let (iscore, iwhy) = leading_intent(k, s, a);
@@ -305,7 +335,7 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
     // Access types the prompt asks for (learned intent, or what similar tasks did).
     let mut intents: BTreeSet<Access> = [Access::Read, Access::List].into();
     let mut sv = SessionView::default();
-    sv.prompts.push(crate::decider::TrustedText::from_trusted(prompt));
+    sv.prompts.push(super::vote::TrustedText::from_trusted(prompt));
     sv.similar = inp.similar.iter().map(|&(i, w)| (i, w)).collect();
     for a in [Access::Write, Access::Create, Access::Delete] {
         let (sc, _) = k.intent.score(prompt, a);

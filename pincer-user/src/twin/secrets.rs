@@ -1,0 +1,464 @@
+//! Credentials recognised by structure and content, not by file name: private key blocks
+//! (PEM, OpenSSH, PuTTY, age), provider tokens in their published formats (kept as data in
+//! `data/token-formats.toml`), logins in the shapes tools store them (netrc, a registry's
+//! `auth`, `user:password@` in URLs, `-u user:pass` and `Authorization` headers in commands),
+//! cloud credential files, tokens in a URL's path or query, and all of these again inside
+//! base64 or hex, decoded at most [`MAX_DECODE_DEPTH`] times.
+//!
+//! Ciphertext (an encrypted file's armour, SOPS values, sealed secrets: high-entropy bytes
+//! that decode to no text) and public keys or certificates are not secrets. Every check is
+//! bounded: at most [`MAX_INSPECT_BYTES`] of a content are read, at most [`MAX_BLOBS`]
+//! encoded values decoded, so that no input (binary, invalid UTF-8, very large, deeply
+//! nested) can make the detector panic or run long.
+
+use super::content::{entropy, Finding, FindingKind};
+use base64::Engine as _;
+use regex::{Regex, RegexSet};
+use std::sync::OnceLock;
+
+/// Bytes of a content the detectors read; a longer content is reported as
+/// [`FindingKind::Oversize`] besides what its first part holds.
+pub const MAX_INSPECT_BYTES: usize = 1 << 20;
+/// How many times an encoded value is decoded (base64 inside base64, hex inside base64).
+pub const MAX_DECODE_DEPTH: usize = 2;
+/// Most encoded values decoded in one content, over all depths.
+pub const MAX_BLOBS: usize = 256;
+
+/// One provider token format of the data file.
+#[derive(Debug, serde::Deserialize)]
+struct TokenFormat {
+    id: String,
+    regex: String,
+    #[serde(default)]
+    entropy: Option<f32>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct TokenFile {
+    token: Vec<TokenFormat>,
+}
+
+/// The provider token formats, as data.
+const TOKEN_FORMATS: &str = include_str!("../../data/token-formats.toml");
+
+struct Compiled {
+    /// The token formats in one set, matched once per text: a format's own regex runs only
+    /// where the set says it occurs.
+    token_set: RegexSet,
+    tokens: Vec<(String, Regex, f32)>,
+    private_key: Regex,
+    putty: Regex,
+    netrc: Regex,
+    registry_auth: Regex,
+    auth_header: Regex,
+    cli_user: Regex,
+    cli_password: Regex,
+    url_login: Regex,
+    url: Regex,
+    query_secret: Regex,
+    cloud_secret: Regex,
+    base64: Regex,
+    hex: Regex,
+}
+
+fn compiled() -> &'static Compiled {
+    static C: OnceLock<Compiled> = OnceLock::new();
+    C.get_or_init(|| {
+        let file: TokenFile = toml::from_str(TOKEN_FORMATS).expect("data/token-formats.toml parses");
+        let tokens: Vec<(String, Regex, f32)> = file.token.into_iter().map(|t| (t.id, Regex::new(&t.regex).expect("token regex"), t.entropy.unwrap_or(0.0))).collect();
+        Compiled {
+            token_set: RegexSet::new(tokens.iter().map(|t: &(String, Regex, f32)| t.1.as_str())).expect("regex set"),
+            tokens,
+            private_key: Regex::new(r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY(?: BLOCK)?-----").expect("regex"),
+            putty: Regex::new(r"PuTTY-User-Key-File-\d+:[^\n]*\n(?s:.{0,2000}?)Private-Lines:").expect("regex"),
+            netrc: Regex::new(r"(?m)(?:^|\s)(?:machine\s+\S+|default)\s+(?:login\s+(\S+)\s+)?password\s+(\S+)").expect("regex"),
+            registry_auth: Regex::new(r#""(?:auth|identitytoken|registrytoken)"\s*:\s*"([A-Za-z0-9+/=_.-]{8,})""#).expect("regex"),
+            auth_header: Regex::new(r"(?i)\b(?:proxy-)?authorization\s*[:=]\s*['\x22]?\s*(basic|bearer|token|digest)\s+([A-Za-z0-9._~+/=-]{8,})").expect("regex"),
+            cli_user: Regex::new(r#"(?:^|\s)(?:-u|--user|--basic-auth|--auth)[=\s]+['"]?([^\s:'"]{1,64}):([^\s'"]{4,128})"#).expect("regex"),
+            cli_password: Regex::new(r#"(?:^|\s)(?:--password|--passwd|--pass|--token|--api-key|--secret|-p)(?:=|\s+)?['"]?([^\s'"-][^\s'"]{5,127})"#).expect("regex"),
+            url_login: Regex::new(r"\b[a-zA-Z][a-zA-Z0-9+.-]{1,15}://([^/\s:@'\x22]{1,64}):([^/\s@'\x22]{1,128})@([A-Za-z0-9.-]+)").expect("regex"),
+            url: Regex::new(r#"\bhttps?://[^\s'"<>`)\]]{4,2048}"#).expect("regex"),
+            query_secret: Regex::new(r"(?i)[?&;](?:access_token|token|api_?key|apikey|key|sig|signature|secret|client_secret|password|passwd|auth|x-amz-signature|x-amz-security-token|x-goog-signature|code_secret)=([^&\s#'\x22]{12,})").expect("regex"),
+            cloud_secret: Regex::new(r"(?im)^\s*(?:aws_secret_access_key|aws_session_token|azure_client_secret|client_secret|refresh_token)\s*[:=]\s*['\x22]?([A-Za-z0-9/+=._~-]{16,})").expect("regex"),
+            base64: Regex::new(r"[A-Za-z0-9+/_-]{24,}={0,2}").expect("regex"),
+            hex: Regex::new(r"\b[0-9a-fA-F]{32,}\b").expect("regex"),
+        }
+    })
+}
+
+/// Marks of encrypted content: armour and envelopes whose body is ciphertext.
+const CIPHERTEXT_MARKS: &[&str] = &[
+    "-----BEGIN PGP MESSAGE-----",
+    "-----BEGIN AGE ENCRYPTED FILE-----",
+    "age-encryption.org/v1",
+    "$ANSIBLE_VAULT;",
+    "ENC[AES256_GCM,",
+    "kind: SealedSecret",
+    "\"kind\": \"SealedSecret\"",
+    "vault:v1:",
+    "-----BEGIN ENCRYPTED MESSAGE-----",
+];
+
+/// True if `text` is (or wraps) ciphertext: an encrypted file's armour or envelope.
+pub fn is_ciphertext_document(text: &str) -> bool {
+    CIPHERTEXT_MARKS.iter().any(|m| text.contains(m))
+}
+
+/// True if a single value is ciphertext or a public key, not a secret: an encrypted value's
+/// envelope, a public key or recipient, or a long base64 value that decodes to bytes that are
+/// not text (what encryption produces).
+pub fn is_not_secret_value(v: &str) -> bool {
+    let v = v.trim_matches(|c| c == '"' || c == '\'');
+    if v.starts_with("ENC[") || v.starts_with("vault:v") || v.starts_with("$ANSIBLE_VAULT") || v.starts_with("AgB") && v.len() > 200 {
+        return true;
+    }
+    if ["ssh-rsa", "ssh-ed25519", "ssh-dss", "ecdsa-sha2-", "sk-ssh-", "sk-ecdsa-", "AAAAB3NzaC1", "AAAAC3NzaC1", "AAAAE2VjZHNh"].iter().any(|p| v.starts_with(p)) {
+        return true;
+    }
+    if v.len() == 62 && v.starts_with("age1") {
+        return true;
+    }
+    v.len() >= 64 && decode_base64(v).is_some_and(|b| !is_text(&b))
+}
+
+/// True if decoded bytes are text: valid UTF-8, mostly printable.
+fn is_text(b: &[u8]) -> bool {
+    let Ok(s) = std::str::from_utf8(b) else { return false };
+    let n = s.chars().count().max(1);
+    let printable = s.chars().filter(|c| !c.is_control() || matches!(c, '\n' | '\r' | '\t')).count();
+    printable * 100 >= n * 95
+}
+
+fn decode_base64(s: &str) -> Option<Vec<u8>> {
+    let t = s.trim_end_matches('=');
+    let e = &base64::engine::general_purpose::STANDARD_NO_PAD;
+    let u = &base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    if t.contains(['-', '_']) {
+        u.decode(t).ok()
+    } else {
+        e.decode(t).ok()
+    }
+}
+
+/// A password that is a real secret rather than a placeholder, a variable or a default.
+fn real_password(user: &str, pass: &str) -> bool {
+    !pass.is_empty() && pass != user && !super::content::placeholder(pass) && !pass.starts_with(['$', '%', '{', '<']) && pass.chars().any(|c| c.is_alphanumeric())
+}
+
+/// A high-entropy token: `min_len` characters or more, mixing letters and digits, of entropy
+/// 3.0 bits per character or more, and not all one case of hex (a hash or an id).
+fn strong_token(v: &str, min_len: usize) -> bool {
+    if v.len() < min_len || super::content::placeholder(v) {
+        return false;
+    }
+    let lower = v.chars().any(|c| c.is_ascii_lowercase());
+    let upper = v.chars().any(|c| c.is_ascii_uppercase());
+    let digit = v.chars().any(|c| c.is_ascii_digit());
+    let hex_only = v.chars().all(|c| c.is_ascii_hexdigit() || c == '-');
+    (lower || upper) && digit && !(hex_only && !(lower && upper)) && entropy(v) >= 3.0
+}
+
+/// Words in a URL's host or path that mark it as a capability URL (whoever holds it may
+/// post or act): webhooks, bots, triggers.
+const CAPABILITY_WORDS: &[&str] = &["hook", "hooks", "webhook", "webhooks", "webhookb2", "bot", "trigger", "triggers", "services", "callback", "incoming", "notify"];
+
+/// Secrets in `text`, by structure and content, decoding nested encodings (bounded). The
+/// findings say what kind of secret was found, never its value.
+pub fn secret_findings(text: &str) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let mut blobs = 0;
+    scan(text, 0, &mut blobs, &mut out);
+    out.sort_by(|a, b| a.kind.cmp(&b.kind).then(a.what.cmp(&b.what)));
+    out.dedup();
+    out
+}
+
+fn push(out: &mut Vec<Finding>, kind: FindingKind, what: impl Into<String>, depth: usize) {
+    let what = what.into();
+    let what = if depth > 0 { format!("{what}, inside an encoded value") } else { what };
+    if !out.iter().any(|f| f.kind == kind && f.what == what) {
+        out.push(Finding { kind, what });
+    }
+}
+
+fn scan(text: &str, depth: usize, blobs: &mut usize, out: &mut Vec<Finding>) {
+    let c = compiled();
+    // Private keys, in any armour; JSON strings hold them with `\n` escapes, which the
+    // armour line does not need.
+    if let Some(m) = c.private_key.captures(text) {
+        let what = if m[1].trim().is_empty() { "a private key block".to_string() } else { format!("a private key block ({})", m[1].trim().to_lowercase()) };
+        push(out, FindingKind::PrivateKey, what, depth);
+    }
+    if c.putty.is_match(text) {
+        push(out, FindingKind::PrivateKey, "a PuTTY private key", depth);
+    }
+    let token_hits = c.token_set.matches(text);
+    for (id, re, min) in token_hits.iter().map(|i| &c.tokens[i]) {
+        if re.find_iter(text).take(16).any(|m| entropy(m.as_str()) >= *min && !m.as_str().ends_with("EXAMPLE")) {
+            let kind = if id == "age-secret-key" { FindingKind::PrivateKey } else { FindingKind::Token };
+            push(out, kind, format!("a credential in a known token format ({id})"), depth);
+        }
+    }
+    for m in c.netrc.captures_iter(text).take(16) {
+        let user = m.get(1).map_or("", |u| u.as_str());
+        if real_password(user, &m[2]) {
+            push(out, FindingKind::Credential, "a netrc login (machine, login and password)", depth);
+            break;
+        }
+    }
+    for m in c.registry_auth.captures_iter(text).take(16) {
+        let v = &m[1];
+        let login = decode_base64(v).and_then(|b| String::from_utf8(b).ok()).and_then(|s| s.split_once(':').map(|(u, p)| real_password(u, p)));
+        if login == Some(true) || (login.is_none() && strong_token(v, 16)) {
+            push(out, FindingKind::Credential, "a registry login (a `user:password` auth value)", depth);
+            break;
+        }
+    }
+    for m in c.auth_header.captures_iter(text).take(16) {
+        let (scheme, v) = (m[1].to_ascii_lowercase(), &m[2]);
+        if scheme == "basic" {
+            if let Some((u, p)) = decode_base64(v).and_then(|b| String::from_utf8(b).ok()).and_then(|s| s.split_once(':').map(|(u, p)| (u.to_string(), p.to_string()))) {
+                if real_password(&u, &p) {
+                    push(out, FindingKind::Credential, "an HTTP Basic login in an Authorization header", depth);
+                }
+            }
+        } else if strong_token(v, 16) {
+            push(out, FindingKind::Token, "a bearer token in an Authorization header", depth);
+        }
+    }
+    for m in c.cli_user.captures_iter(text).take(16) {
+        if real_password(&m[1], &m[2]) {
+            push(out, FindingKind::Credential, "a `user:password` login on a command line", depth);
+            break;
+        }
+    }
+    for m in c.cli_password.captures_iter(text).take(16) {
+        let v = &m[1];
+        if !v.chars().all(|ch| ch.is_ascii_digit()) && real_password("", v) && (strong_token(v, 8) || super::content::strong_secret(v)) {
+            push(out, FindingKind::Credential, "a password or token given to a command", depth);
+            break;
+        }
+    }
+    for m in c.url_login.captures_iter(text).take(32) {
+        let (user, pass, host) = (&m[1], &m[2], m[3].to_ascii_lowercase());
+        let local = host == "localhost" || host.starts_with("127.") || host == "0.0.0.0";
+        // A local default (`postgres:postgres@localhost`, lowercase letters only on a local
+        // host) is a development convenience, not a secret.
+        let default = local && pass.chars().all(|ch| ch.is_ascii_lowercase());
+        if real_password(user, pass) && !super::content::placeholder(user) && !default {
+            push(out, FindingKind::Credential, "a URL with a user name and password", depth);
+            break;
+        }
+    }
+    url_tokens(c, text, depth, out);
+    for m in c.cloud_secret.captures_iter(text).take(16) {
+        if strong_token(&m[1], 16) && !is_not_secret_value(&m[1]) {
+            push(out, FindingKind::Token, "a cloud or OAuth client secret in a credential file", depth);
+            break;
+        }
+    }
+    if depth < MAX_DECODE_DEPTH {
+        decode_nested(c, text, depth, blobs, out);
+    }
+}
+
+/// Tokens carried by URLs: in the query (`?token=`, `sig=`, `key=`) or as a high-entropy
+/// path segment of a capability URL (a webhook, a bot).
+fn url_tokens(c: &Compiled, text: &str, depth: usize, out: &mut Vec<Finding>) {
+    for m in c.url.find_iter(text).take(256) {
+        let u = m.as_str();
+        if let Some(q) = c.query_secret.captures(u) {
+            if strong_token(&q[1], 12) {
+                push(out, FindingKind::Token, "a token in a URL's query", depth);
+                continue;
+            }
+        }
+        let rest = u.split_once("://").map_or(u, |(_, r)| r);
+        let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let path = path.split(['?', '#']).next().unwrap_or("");
+        let words = |s: &str| s.split(|ch: char| !ch.is_ascii_alphanumeric()).map(str::to_ascii_lowercase).collect::<Vec<_>>();
+        let capability = words(host).iter().chain(words(path).iter()).any(|w| CAPABILITY_WORDS.contains(&w.as_str()));
+        let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        // A bot token in the path (`/bot<id>:<secret>/`), or a webhook's secret segment.
+        let bot = segs.iter().any(|s| s.starts_with("bot") && s.contains(':') && strong_token(s.split_once(':').map_or("", |x| x.1), 20));
+        if bot || (capability && segs.iter().any(|s| strong_token(s, 20))) {
+            push(out, FindingKind::Token, "a capability URL (a webhook or bot URL carrying its secret)", depth);
+        }
+    }
+}
+
+/// Decodes base64 and hex values that decode to text and scans the text again.
+fn decode_nested(c: &Compiled, text: &str, depth: usize, blobs: &mut usize, out: &mut Vec<Finding>) {
+    let mut decoded: Vec<Vec<u8>> = Vec::new();
+    for m in c.base64.find_iter(text) {
+        if *blobs >= MAX_BLOBS {
+            break;
+        }
+        let s = m.as_str();
+        // Words and paths are not encodings: a value needs digits or mixed case to be one.
+        if !(s.chars().any(|ch| ch.is_ascii_digit() || ch == '+' || ch == '/') || (s.chars().any(|ch| ch.is_ascii_uppercase()) && s.chars().any(|ch| ch.is_ascii_lowercase()))) {
+            continue;
+        }
+        *blobs += 1;
+        if let Some(b) = decode_base64(s).filter(|b| b.len() >= 8 && is_text(b)) {
+            decoded.push(b);
+        }
+    }
+    for m in c.hex.find_iter(text) {
+        if *blobs >= MAX_BLOBS {
+            break;
+        }
+        let s = m.as_str();
+        if s.len() % 2 != 0 {
+            continue;
+        }
+        *blobs += 1;
+        if let Some(b) = hex::decode(s).ok().filter(|b| is_text(b)) {
+            decoded.push(b);
+        }
+    }
+    for b in decoded {
+        let t = String::from_utf8_lossy(&b);
+        scan(&t, depth + 1, blobs, out);
+        // A decoded `user:password` pair is a login wherever it was stored encoded.
+        if let Some((u, p)) = t.trim().split_once(':') {
+            if !u.is_empty() && !u.contains(char::is_whitespace) && u.len() <= 64 && !p.contains(char::is_whitespace) && real_password(u, p) && super::content::strong_secret(p) {
+                push(out, FindingKind::Credential, "an encoded `user:password` login", depth + 1);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(s: &str) -> Vec<FindingKind> {
+        secret_findings(s).into_iter().map(|f| f.kind).collect()
+    }
+
+    fn b64(s: &str) -> String {
+        base64::engine::general_purpose::STANDARD.encode(s)
+    }
+
+    const PEM: &str = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun\n-----END RSA PRIVATE KEY-----\n";
+
+    #[test]
+    fn kubeconfig_client_key_data_is_a_private_key() {
+        let kc = format!(
+            "apiVersion: v1\nkind: Config\nusers:\n- name: admin\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\n",
+            b64("-----BEGIN CERTIFICATE-----\nMIIC\n-----END CERTIFICATE-----\n"),
+            b64(PEM)
+        );
+        assert!(kinds(&kc).contains(&FindingKind::PrivateKey), "{:?}", secret_findings(&kc));
+    }
+
+    #[test]
+    fn a_certificate_alone_is_not_a_secret() {
+        let kc = format!("clusters:\n- cluster:\n    certificate-authority-data: {}\n    server: https://10.0.0.1:6443\n", b64("-----BEGIN CERTIFICATE-----\nMIIC\n-----END CERTIFICATE-----\n"));
+        assert!(kinds(&kc).is_empty(), "{:?}", secret_findings(&kc));
+    }
+
+    #[test]
+    fn docker_config_auth_is_a_login() {
+        let cfg = format!("{{\"auths\": {{\"registry.example.net\": {{\"auth\": \"{}\"}}}}}}", b64("deploy:Zt8#qLw2!vRm"));
+        assert!(kinds(&cfg).contains(&FindingKind::Credential));
+    }
+
+    #[test]
+    fn netrc_is_a_login() {
+        assert!(kinds("machine api.internal.net\n  login deploy\n  password s3cr3tPass\n").contains(&FindingKind::Credential));
+        assert!(kinds("machine git.corp login bot password hunter2x").contains(&FindingKind::Credential));
+    }
+
+    #[test]
+    fn logins_in_urls_and_commands() {
+        assert!(kinds("DATABASE_URL=postgres://app:pa55word@db.prod.internal:5432/app").contains(&FindingKind::Credential));
+        assert!(kinds("curl -u admin:Tr0ub4dor https://ci.internal/api").contains(&FindingKind::Credential));
+        assert!(kinds("mysql -h db -u root --password=Xk9vB2mQ7p").contains(&FindingKind::Credential));
+        let basic = format!("curl -H 'Authorization: Basic {}' https://x.internal", b64("ops:W1nter!2024"));
+        assert!(kinds(&basic).contains(&FindingKind::Credential));
+        assert!(kinds("Authorization: Bearer 8f3kQz91LmN0pXr7TuVw2yZa").contains(&FindingKind::Token));
+        // Local defaults and placeholders are not secrets.
+        assert!(kinds("postgres://postgres:postgres@localhost/dev").is_empty());
+        assert!(kinds("postgres://user:${DB_PASSWORD}@db/app").is_empty());
+        assert!(kinds("docker run -p 8080:8080 app").is_empty());
+    }
+
+    #[test]
+    fn cloud_credential_files() {
+        let aws = "[default]\naws_access_key_id = AKIAQ3EGVP7XYZL2MN4R\naws_secret_access_key = 9hJk2LmN4pQr6StUv8WxYz0aBcDeFgHiJkLmNoPq\n";
+        assert!(kinds(aws).contains(&FindingKind::Token));
+        let gcp = "{\"type\": \"service_account\", \"project_id\": \"p\", \"private_key_id\": \"1a2b\", \"private_key\": \"-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\\n-----END PRIVATE KEY-----\\n\"}";
+        assert!(kinds(gcp).contains(&FindingKind::PrivateKey));
+        let azure = "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey=Zm9vYmFyYmF6cXV4Zm9vYmFyYmF6cXV4Zm9vYmFyYmF6cXV4Zm9vYmFy==;EndpointSuffix=core.windows.net";
+        assert!(kinds(azure).contains(&FindingKind::Token));
+    }
+
+    #[test]
+    fn keys_in_any_armour() {
+        assert!(kinds("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU\n").contains(&FindingKind::PrivateKey));
+        let age = "AGE-SECRET-KEY-1GFPYYSJZGFPYYSJZGFPYYSJZGFPYYSJZGFPYYSJZGFPYYSJZGFPYYSJZGF";
+        assert_eq!(age.len(), "AGE-SECRET-KEY-1".len() + 58);
+        assert!(kinds(age).contains(&FindingKind::PrivateKey));
+        assert!(kinds("PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nPublic-Lines: 2\nAAAA\nPrivate-Lines: 1\nAAAA\n").contains(&FindingKind::PrivateKey));
+    }
+
+    #[test]
+    fn tokens_in_urls() {
+        assert!(kinds("notify: https://hooks.chat.example/services/T0A1B2C3D/B4E5F6G7H/Xy9aQ2mN7pL4kR8sT1vW6zB3").contains(&FindingKind::Token));
+        assert!(kinds("see https://api.example.com/v1/export?format=csv&access_token=Qm9Zx81LkT7pRv2NwYc4").contains(&FindingKind::Token));
+        assert!(kinds("https://api.telegram.org/bot123456789:AAHk3mZq9LxP2vR7tY5uW8oN1bC4dE6fG0h/sendMessage").contains(&FindingKind::Token));
+        // Ordinary links are not tokens.
+        assert!(kinds("https://github.com/org/repo/commit/4f9c1e2d3b5a6978c0d1e2f3a4b5c6d7e8f90a1b").is_empty());
+        assert!(kinds("https://docs.example.com/guide/getting-started?page=2").is_empty());
+    }
+
+    #[test]
+    fn nested_encodings_are_decoded_a_bounded_number_of_times() {
+        let once = b64(PEM);
+        assert!(kinds(&once).contains(&FindingKind::PrivateKey));
+        let twice = b64(&once);
+        assert!(kinds(&twice).contains(&FindingKind::PrivateKey));
+        let hexed = hex::encode(format!("token: ghp_{}", "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"));
+        assert!(kinds(&hexed).contains(&FindingKind::Token));
+        // Deeper than the bound: not decoded, and no hang.
+        let mut deep = PEM.to_string();
+        for _ in 0..12 {
+            deep = b64(&deep);
+        }
+        let t = std::time::Instant::now();
+        let _ = secret_findings(&deep);
+        assert!(t.elapsed() < std::time::Duration::from_secs(2));
+    }
+
+    #[test]
+    fn ciphertext_and_public_keys_are_not_secrets() {
+        let sops = "db_password: ENC[AES256_GCM,data:Qx8vN2mL,iv:7yTk3Lq9Pz1Rw5Vb8Nc2Xd4Fg6Hj0Km=,tag:Ab3Cd5Ef7Gh9Ij1Kl3Mn5Op==,type:str]\nsops:\n    age:\n        - recipient: age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p\n";
+        assert!(kinds(sops).is_empty(), "{:?}", secret_findings(sops));
+        let pgp = "-----BEGIN PGP MESSAGE-----\n\nhQEMA5mvTjbYpLrHAQf/Xk3Lq9Pz1Rw5Vb8Nc2Xd4Fg6Hj0Km7yTk3Lq9Pz1Rw5Vb8\n-----END PGP MESSAGE-----\n";
+        assert!(kinds(pgp).is_empty(), "{:?}", secret_findings(pgp));
+        assert!(kinds("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl dana@laptop").is_empty());
+        assert!(kinds("-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAu1SU1LfVLPHCozMxH2Mo\n-----END PUBLIC KEY-----").is_empty());
+        assert!(is_not_secret_value("AgBy3i4OJSWK+PiTySYZZA9rO43cGDEq3P0Q7mNzD9k2gfvqP5Jd4Zs8k1QnfWpXeVb5GcHyD2sKm0Lr7Nt9Uw3Ex6Ia1Jo4Kp7Mq0Rs3Tv6Wy9Zb2Cd5Fg8Hj1Lm4No7Pq0St3Uv6Wx9Ya2Bc5De8Fh1Gk4Jm7Ln0Oq3Pr6Su9Tw2Vx5Yz8Ab1Cd4Ef7Gh0Ij3Kl6Mn9Op2Qr5St8Uv1Wx4Yz7"));
+    }
+
+    #[test]
+    fn bad_input_gets_a_verdict_without_panic_or_hang() {
+        // Binary and invalid UTF-8.
+        let bin: Vec<u8> = (0..200_000u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+        let _ = super::super::content::content_findings(&bin);
+        let _ = super::super::content::content_findings(&[0xff, 0xfe, 0xc3, 0x28, 0xa0, 0xa1]);
+        // 100 MB: inspected up to the bound, and reported as too large.
+        let big = vec![b'A'; 100 << 20];
+        let t = std::time::Instant::now();
+        let f = super::super::content::content_findings(&big);
+        assert!(f.iter().any(|f| f.kind == FindingKind::Oversize));
+        assert!(t.elapsed() < std::time::Duration::from_secs(20), "{:?}", t.elapsed());
+        // Many encoded values: bounded.
+        let many = (0..5000).map(|i| b64(&format!("value number {i} with some text"))).collect::<Vec<_>>().join("\n");
+        let t = std::time::Instant::now();
+        let _ = secret_findings(&many);
+        assert!(t.elapsed() < std::time::Duration::from_secs(5));
+    }
+}
