@@ -110,6 +110,8 @@ pub struct CoreDeps {
     pub sanitizer: Sanitizer,
     /// The audit log.
     pub audit: Arc<AuditLog>,
+    /// The holds of kernel misses, when the kernel holds them ([`crate::kernel::hold`]).
+    pub holds: Option<crate::kernel::hold::Holds>,
 }
 
 impl std::fmt::Debug for CoreDeps {
@@ -131,6 +133,8 @@ pub struct Core {
     pub(super) contain: std::collections::HashMap<u32, Arc<Containment>>,
     /// Kernel grants of approvals of scope `once`, taken back when they expire.
     once: Vec<OnceGrant>,
+    /// The holds of kernel misses (none: every miss is denied at once).
+    pub(super) holds: Option<crate::kernel::hold::Holds>,
 }
 
 /// The kernel grant an approval of scope `once` made, until it is taken back.
@@ -172,6 +176,7 @@ impl Core {
             questions: Questions::default(),
             contain: Default::default(),
             once: vec![],
+            holds: deps.holds,
         };
         core.resume().await?;
         Ok(core)
