@@ -140,8 +140,10 @@ shared_consts! {
     HOLD_SLOT_ANCHOR: u32 = 0;
     /// [`map_names::HOLD`] slot: 1 when the loader attached the held `file_open`.
     HOLD_SLOT_HELD_ATTACHED: u32 = 1;
+    /// [`map_names::HOLD`] slot: where the held thread's xattr read lands (never read).
+    HOLD_SLOT_SCRATCH: u32 = 2;
     /// Entries of [`map_names::HOLD`].
-    HOLD_SLOTS: u32 = 2;
+    HOLD_SLOTS: u32 = 3;
     /// How many threads may wait in a hold at once, over every session (the
     /// size of [`map_names::HELD`]); a miss beyond it is denied at once.
     HOLD_MAX: u32 = 4096;

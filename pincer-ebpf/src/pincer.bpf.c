@@ -1351,8 +1351,9 @@ int BPF_PROG(pincer_file_open, struct file *file, int ret)
 	return check_file(&s, file, HOOK_FILE_OPEN, 1, 0);
 }
 
-/* Kernel functions of the held file_open (bpf_get_file_xattr since 6.8,
- * bpf_get_task_exe_file and bpf_put_file since 6.12). Plain externs: the
+/* Kernel functions of the held file_open (bpf_rcu_read_lock since 6.2,
+ * bpf_get_file_xattr since 6.8, bpf_get_task_exe_file and bpf_put_file since
+ * 6.12). Plain externs: the
  * loader writes each call's BTF id into the instruction (pincer-user's
  * kernel::kfunc), and on a kernel without them this program is refused and
  * the plain file_open attached instead. */
@@ -1362,6 +1363,8 @@ extern void bpf_task_release(struct task_struct *p);
 extern struct file *bpf_get_task_exe_file(struct task_struct *task);
 extern void bpf_put_file(struct file *file);
 extern int bpf_get_file_xattr(struct file *file, const char *name__str, struct bpf_dynptr *value_p);
+extern void bpf_rcu_read_lock(void);
+extern void bpf_rcu_read_unlock(void);
 
 /* The xattr the held thread reads (the kfunc reads `user.*` names only). */
 const volatile char HOLD_XATTR[] = "user.pincer.hold";
@@ -1382,14 +1385,19 @@ static __always_inline int hold_wait(const struct session *s, struct file *file,
 		if (t) {
 			struct file *exe = bpf_get_task_exe_file(t);
 
-			if (exe) {
-				__u64 answer = 0;
+			/* The answer's bytes are never read: any thread may land its
+			 * bytes in this slot. */
+			__u32 scratch_slot = HOLD_SLOT_SCRATCH;
+			__u32 *scratch = bpf_map_lookup_elem(&MAP_HOLD, &scratch_slot);
+
+			if (exe && scratch) {
 				struct bpf_dynptr dp;
 
-				bpf_dynptr_from_mem(&answer, sizeof(answer), 0, &dp);
+				bpf_dynptr_from_mem(scratch, sizeof(*scratch), 0, &dp);
 				bpf_get_file_xattr(exe, (const char *)HOLD_XATTR, &dp);
-				bpf_put_file(exe);
 			}
+			if (exe)
+				bpf_put_file(exe);
 			bpf_task_release(t);
 		}
 	}
@@ -1420,8 +1428,12 @@ int BPF_PROG(pincer_file_open_held, struct file *file, int ret)
 
 	if (reach)
 		return reach;
+	/* The check runs in an RCU read section, as the plain program does (the
+	 * dentries it walks are RCU-protected); the wait comes after it. */
+	bpf_rcu_read_lock();
 	int err = check_file(&s, file, HOOK_FILE_OPEN, 1, &missing);
 
+	bpf_rcu_read_unlock();
 	if (!err || !missing)
 		return err;
 	return hold_wait(&s, file, missing);

@@ -83,3 +83,21 @@ fn bpffs_cgroup2_and_securityfs_are_mounted() {
     fs::write("/sys/fs/cgroup/cgroup.procs", std::process::id().to_string()).expect("leave the cgroup");
     fs::remove_dir(dir).expect("remove the cgroup");
 }
+
+/// The loader attaches the held `file_open` exactly where the kernel has its kfuncs
+/// (Linux 6.12; 6.1 lacks them and gets the plain one). On a mismatch the verifier's
+/// answer to the held program is printed.
+#[test]
+fn the_held_file_open_is_attached_where_the_kernel_has_its_kfuncs() {
+    let te = pincer_tests::TestEnforcer::shared();
+    let btf = aya::Btf::from_sys_fs().expect("kernel BTF");
+    let missing = pincer::kernel::kfunc::missing(&btf);
+    let held = te.enforcer.as_ref().expect("enforcer").holds_misses();
+    if held != missing.is_empty() {
+        let object = pincer::kernel::kfunc::resolve_for(pincer_ebpf::PINCER_BPF, &btf).expect("resolve kfuncs");
+        let mut ebpf = aya::EbpfLoader::new().btf(Some(&btf)).load(&object).expect("load the object");
+        let lsm: &mut aya::programs::Lsm = ebpf.program_mut("pincer_file_open_held").expect("held program").try_into().expect("an LSM program");
+        let why = lsm.load("file_open", &btf).err().map(|e| format!("{e:?}")).unwrap_or_else(|| "it loads".into());
+        panic!("held file_open attached: {held}; kfuncs missing: {missing:?}; loading it alone: {why}");
+    }
+}

@@ -1,6 +1,6 @@
 //! Calls to kernel functions (kfuncs) in the BPF object.
 //!
-//! The held `file_open` (see [`super::hold`]) calls five kfuncs. The object names them as
+//! The held `file_open` (see [`super::hold`]) calls seven kfuncs. The object names them as
 //! plain externs; the loader writes each call's target here, as libbpf does: the
 //! instruction becomes a `BPF_PSEUDO_KFUNC_CALL` whose immediate is the function's id in
 //! the running kernel's BTF. A kfunc the kernel lacks gets id 0, so the verifier refuses
@@ -11,7 +11,9 @@ use aya_obj::btf::BtfKind;
 use object::{Object, ObjectSection, ObjectSymbol, RelocationTarget};
 
 /// The kfuncs the object calls, and the kernel that has each one.
-pub const KFUNCS: [(&str, &str); 5] = [
+pub const KFUNCS: [(&str, &str); 7] = [
+    ("bpf_rcu_read_lock", "6.2"),
+    ("bpf_rcu_read_unlock", "6.2"),
     ("bpf_task_from_pid", "6.1"),
     ("bpf_task_release", "6.1"),
     ("bpf_get_task_exe_file", "6.12"),
