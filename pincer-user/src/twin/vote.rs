@@ -194,6 +194,9 @@ pub enum Mechanism {
     Provenance,
     /// The content speaks of a phrase a user policy restricts.
     PolicyPhrase,
+    /// The content holds what a content clause of a user policy keeps out of this place
+    /// ("no names in reports/").
+    ContentRule,
     /// The content is too large to inspect.
     Oversize,
     /// Earlier content of the session held injected instructions.
@@ -228,6 +231,7 @@ impl Mechanism {
             Mechanism::Detector { finding } => format!("the content or the request holds {}", finding.label()),
             Mechanism::Provenance => "the content copies protected content".into(),
             Mechanism::PolicyPhrase => "the content concerns something the user's policies restrict".into(),
+            Mechanism::ContentRule => "the content holds what the user's policies keep out of this place".into(),
             Mechanism::Oversize => "the content is too large to inspect".into(),
             Mechanism::Taint => "the session read injected instructions earlier".into(),
             Mechanism::Unestablished => "a delete nobody asked for".into(),

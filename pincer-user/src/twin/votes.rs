@@ -303,6 +303,15 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
                     return VoteOutcome::deny(format!("the content holds a secret ({})", f.what)).by(Mechanism::Detector { finding: f.kind });
                 }
             }
+            // What a user policy keeps out of this place ("no names in reports/"): a change
+            // of a resource that already holds such content carries it on.
+            if matches!(a, Access::Write) {
+                for cr in k.policies.iter().flat_map(|pv| pv.content.iter()).filter(|cr| cr.glob.matches(p, true)) {
+                    if let Some(f) = findings.iter().find(|f| cr.kinds.contains(&f.kind)) {
+                        return VoteOutcome::deny(format!("{} keeps {} out of this place, and the content holds it", cr.source.as_str(), f.kind.label())).by(Mechanism::ContentRule);
+                    }
+                }
+            }
             let marks = &k.policy_terms.markings;
             if let Some(f) = findings.iter().find(|f| f.kind == FindingKind::Marking && marks.contains(f.what.as_str())) {
                 if !content_ok(FindingKind::Marking) {
@@ -456,10 +465,12 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
         })
         .collect();
     // The user's own rules and refusals, last so they read as overrides (deny wins anyway).
+    // A content clause ("no names in reports/") is no rule over the place; text read beside
+    // structured rules asks.
     for p in &inp.state.policies {
-        let rules = if p.rules.is_empty() { super::knowledge::rules_from_text(&p.text) } else { p.rules.clone() };
-        for r in rules {
-            entries.push(PolicyEntry { path_glob: r.path_glob, access: r.access, operations: vec![], permission: r.permission, rationale: format!("user policy {}", p.id) });
+        for (r, inferred) in super::knowledge::policy_rules(p) {
+            let rationale = if inferred { format!("user policy {} (read from its text)", p.id) } else { format!("user policy {}", p.id) };
+            entries.push(PolicyEntry { path_glob: r.path_glob, access: r.access, operations: vec![], permission: r.permission, rationale });
         }
     }
     for d in &inp.state.derived {
