@@ -601,9 +601,17 @@ pub fn tree_rules_marked(text: &str, tree: &[String]) -> Vec<(PolicyRule, bool)>
                 }
                 scored.push((ws.len() + support, d));
             }
+            // A path the clause types says where it means; folders whose names are only
+            // words of that path are not named besides it.
+            let typed = typed_names(&clause);
+            let typed_words: HashSet<String> = typed.iter().flat_map(|n| crate::sanitize::word_keys(n)).collect();
+            scored.retain(|(_, d)| {
+                let own = crate::sanitize::word_keys(d.rsplit('/').next().unwrap_or(d));
+                !(own.iter().all(|w| typed_words.contains(w)) && !typed.iter().any(|n| d.ends_with(n.trim_end_matches('/'))))
+            });
             let top = scored.iter().map(|x| x.0).max().unwrap_or(0);
             hits.extend(scored.iter().filter(|x| x.0 == top).map(|x| x.1.to_string()));
-            for n in typed_names(&clause) {
+            for n in typed {
                 hits.push(n.trim_end_matches('/').to_string());
             }
             let Some(perm) = text_permission(&clause).or_else(|| {
@@ -742,7 +750,11 @@ impl Knowledge {
         for (pv, p) in self.policies.iter_mut().zip(&state.policies) {
             let mut rules: Vec<PolicyRule> = policy_rules(p).into_iter().map(|(r, _)| r).collect();
             let named: HashSet<String> = p.rules.iter().filter_map(|r| last_literal(&r.path_glob)).collect();
-            for (r, relative) in tree_rules_marked(&p.text, tree) {
+            // Places matched by the words of the text are read for text-only policies; beside
+            // structured rules (the user's precise form) only the text's own path mentions
+            // count ([`policy_rules`]).
+            let matched = if p.rules.is_empty() { tree_rules_marked(&p.text, tree) } else { vec![] };
+            for (r, relative) in matched {
                 if rules.iter().any(|x| x.path_glob == r.path_glob) {
                     continue;
                 }
@@ -989,6 +1001,10 @@ pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> E
     let mut typed = false;
     let mut exact_history = false;
     let mut worked_folder = false;
+    // The strongest evidence of each independent kind: the prompt (what the user typed or
+    // whose words name the place), similar past tasks, this session's grants, any past task.
+    let mut kinds = [0.0f32; 4];
+    let mut kind = |k: usize, sc: f32| kinds[k] = kinds[k].max(sc);
     for t in &s.typed {
         let n = t.len();
         if n == 0 {
@@ -1000,10 +1016,13 @@ pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> E
                 continue;
             }
             typed = true;
+            kind(0, 1.0);
             bump(&mut best, 1.0, || format!("the user named {t} in the prompt"));
         } else if p.tokens().windows(n).any(|w| w == t.tokens()) {
+            kind(0, 0.8);
             bump(&mut best, 0.8, || format!("inside {t}, which the user named in the prompt"));
         } else if p.len() == n && p.same_parent(t) && n > 1 {
+            kind(0, 0.5);
             bump(&mut best, 0.5, || format!("beside {t}, which the user named"));
         }
     }
@@ -1015,24 +1034,30 @@ pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> E
         for (sp, _, _) in &task.accesses {
             if sp.same_segments(p) {
                 exact_history = true;
+                kind(1, W_EXACT * w);
                 bump(&mut best, W_EXACT * w, || format!("a similar past task (similarity {w:.2}) used {sp}"));
             } else if p.is_dir() && sp.starts_with(p) {
+                kind(1, 0.9 * w);
                 bump(&mut best, 0.9 * w, || format!("a similar past task (similarity {w:.2}) used files under {p}"));
             } else if sp.same_parent(p) && p.len() > 1 {
                 worked_folder = true;
+                kind(1, W_SIBLING * w);
                 bump(&mut best, W_SIBLING * w, || format!("beside {sp}, used by a similar past task (similarity {w:.2})"));
             } else if p.len() > 2 && sp.len() == p.len() && sp.common_prefix_len(p) == p.len() - 2 {
+                kind(1, W_COUSIN * w);
                 bump(&mut best, W_COUSIN * w, || format!("near {sp}, used by a similar past task (similarity {w:.2})"));
             }
         }
     }
     for (sp, _) in &s.grants {
         if sp.same_parent(p) && p.len() > 1 {
+            kind(2, 0.4);
             bump(&mut best, 0.4, || format!("beside {sp}, granted earlier in this session"));
         }
     }
     if let Some(&n) = k.path_tasks.get(&p.clone().with_dir(false)).or_else(|| k.path_tasks.get(&p.clone().with_dir(true))) {
         let sc = (W_ANY_TASK + 0.05 * (n as f32 - 1.0)).min(0.5);
+        kind(3, sc);
         bump(&mut best, sc, || format!("{n} past task(s) used {p}"));
     }
     let mut described = false;
@@ -1045,12 +1070,23 @@ pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> E
         if ((ws.len() == 1 && hit == 1) || (hit >= 2 && 3 * hit >= 2 * ws.len())) && resolves_to(k, s, &p.tokens()[last..], p) {
             described = true;
             let sc = if hit >= 2 { 0.85 } else { 0.7 };
+            kind(0, sc);
             bump(&mut best, sc, || format!("the prompt's words name {p} ({hit} of its {} words)", ws.len()));
         }
     }
     let word_hits = (0..p.len()).filter(|&i| p.words(i).iter().any(|w| s.words.contains(w))).count();
     if word_hits > 0 {
+        kind(0, (W_WORD * word_hits as f32).min(0.45));
         bump(&mut best, (W_WORD * word_hits as f32).min(0.45), || format!("{word_hits} segment(s) of {p} carry words of the prompt"));
+    }
+    // Independent kinds of evidence add up (as a noisy-or): a file several past tasks used,
+    // whose folder the prompt's words name, is more in scope than either says alone. A
+    // single kind is never more than it is on its own.
+    let combined = 1.0 - kinds.iter().map(|k| 1.0 - k).product::<f32>();
+    let several = kinds.iter().filter(|k| **k > 0.0).count() > 1;
+    if several && combined > best.0 + 0.005 {
+        let others = kinds.iter().filter(|k| **k > 0.0).count() - 1;
+        best = (combined, format!("{}, with {others} other kind(s) of evidence (together {combined:.2})", best.1));
     }
     Evidence { score: best.0, why: best.1, typed, exact_history, described, worked_folder, name_hits }
 }

@@ -229,7 +229,7 @@ pub fn vote1_offline(inp: &Vote1Input<'_>) -> (VoteOutcome, Evidence) {
     // A first-time create or delete the prompt asks for (its intent evidence clears the bar
     // below), of a resource the prompt's words point at, in a folder the user works in.
     let asked_here = matches!(a, Access::Create | Access::Delete) && ev.asked_here();
-    if ev.score < need && !asked_here {
+    if ev.score + 1e-4 < need && !asked_here {
         return (VoteOutcome::deny(format!("location evidence {:.2} below {need:.2}: {}", ev.score, ev.why)).by(Mechanism::Location), ev);
     }
     let (iscore, iwhy) = intent_evidence(k, s, p, a);
