@@ -271,6 +271,37 @@ fn is_card(text: &str, start: usize, m: &str) -> bool {
     grouped && issuer
 }
 
+/// Labels of long numbers that are not payment cards: tracking, reference, order and
+/// serial numbers (a 16-digit courier reference passes Luhn one time in ten).
+const OTHER_NUMBER_LABELS: &[&str] = &[
+    "tracking", "track", "reference", "ref", "courier", "waybill", "awb", "parcel", "shipment", "consignment", "order", "invoice",
+    "serial", "imei", "barcode", "lot", "batch", "ticket", "booking", "confirmation", "sendung", "référence", "referencia",
+];
+/// Words that say a number is a payment card, whatever else its label says.
+const CARD_LABELS: &[&str] = &["card", "visa", "mastercard", "amex", "cvv", "cvc", "expiry", "pan", "karte", "carte", "tarjeta"];
+
+/// True if the number at `start` is labelled as a number of another kind
+/// ([`OTHER_NUMBER_LABELS`]) and nothing calls it a card ([`CARD_LABELS`]): by the words
+/// before it on its line, or by its column's header in a delimited table.
+fn labelled_as_other_number(text: &str, start: usize) -> bool {
+    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
+    let line = &text[line_start..line_end];
+    let words = |s: &str| s.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect::<Vec<_>>();
+    let mut label = words(&text[line_start..start]);
+    // In a delimited table, the header of the number's column is its label too.
+    let sep = [',', ';', '\t', '|'].into_iter().max_by_key(|c| line.matches(*c).count()).filter(|c| line.contains(*c));
+    if let Some(sep) = sep {
+        let col = text[line_start..start].matches(sep).count();
+        let header = text.lines().find(|l| l.matches(sep).count() == line.matches(sep).count() && !l.chars().any(|c| c.is_ascii_digit()));
+        if let Some(h) = header.and_then(|h| h.split(sep).nth(col)) {
+            label.extend(words(h));
+        }
+    }
+    let is = |set: &[&str]| label.iter().any(|w| set.iter().any(|l| w == l || w.starts_with(l)));
+    is(OTHER_NUMBER_LABELS) && !is(CARD_LABELS)
+}
+
 /// Looks for secrets, identity numbers and sensitivity markings in a resource's content.
 /// Any bytes are accepted (binary, invalid UTF-8, any size): at most [`MAX_INSPECT_BYTES`]
 /// are read, and a longer content also yields a [`FindingKind::Oversize`] finding.
@@ -307,7 +338,7 @@ pub fn content_findings(content: &[u8]) -> Vec<Finding> {
         }
     }
     for m in d.card.find_iter(&text) {
-        if is_card(&text, m.start(), m.as_str()) {
+        if is_card(&text, m.start(), m.as_str()) && !labelled_as_other_number(&text, m.start()) {
             out.push(Finding { kind: FindingKind::IdentityNumber, what: "payment card number".into() });
             break;
         }
@@ -719,6 +750,18 @@ mod tests {
         assert!(kinds("card 4111 1111 1111 1111").contains(&FindingKind::IdentityNumber));
         assert!(kinds("amex 3782 822463 10005").contains(&FindingKind::IdentityNumber));
         assert!(kinds("pan: 5555555555554444").contains(&FindingKind::IdentityNumber));
+    }
+
+    #[test]
+    fn a_tracking_or_reference_number_passing_luhn_is_not_a_card() {
+        let csv = "shipment_id,date,courier,tracking_no,status\nSH-1,2025-01-01,World Courier,4539148803436467,delivered\n";
+        assert!(!kinds(csv).contains(&FindingKind::IdentityNumber), "{:?}", content_findings(csv.as_bytes()));
+        assert!(!kinds("The courier reference on the box is 4539 1488 0343 6467.").contains(&FindingKind::IdentityNumber));
+        // A card stays a card, also when its line says reference.
+        assert!(kinds("card 4539 1488 0343 6467").contains(&FindingKind::IdentityNumber));
+        assert!(kinds("Payment reference: card 4539148803436467").contains(&FindingKind::IdentityNumber));
+        let cards = "name,card_number,expiry\nAnna,4539148803436467,12/27\n";
+        assert!(kinds(cards).contains(&FindingKind::IdentityNumber));
     }
 
     #[test]

@@ -732,7 +732,7 @@ impl Knowledge {
             restrictive: text_permission(&p.text).is_some() || p.rules.iter().any(|r| r.permission != Permission::Allow),
             text_only: p.rules.is_empty(),
             restricts_reading: p.rules.iter().any(|r| r.permission != Permission::Allow && r.access.contains(&Access::Read))
-                || split_sentences(&p.text).iter().any(|s| text_permission(s).is_some() && text_accesses(s).contains(&Access::Read)),
+                || split_sentences(&p.text).iter().flat_map(|s| clauses(s)).any(|c| text_permission(&c).is_some() && text_accesses(&c).contains(&Access::Read)),
             content: content_from_text(&p.text)
                 .into_iter()
                 .map(|c| ContentRule { glob: z.glob(&c.path_glob), kinds: c.kinds, source: TrustedText::from_trusted(source.clone()) })
@@ -1089,6 +1089,41 @@ pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> E
         best = (combined, format!("{}, with {others} other kind(s) of evidence (together {combined:.2})", best.1));
     }
     Evidence { score: best.0, why: best.1, typed, exact_history, described, worked_folder, name_hits }
+}
+
+/// Evidence that a new object is the same kind of place as one a similar past task created
+/// in, for another existing instance: `p` differs from (a prefix of) a path that a similar
+/// task created in exactly one segment besides its own name, and the place up to that
+/// segment exists ("a new folder for site B, as similar tasks made for site A"). Only for
+/// creating: it never licenses reading or changing what the other instance holds.
+pub fn analog_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> Option<(f32, String)> {
+    let m = p.len();
+    let mut best: Option<(f32, String)> = None;
+    for &(ti, w) in &s.similar {
+        if w < MIN_SIMILARITY {
+            continue;
+        }
+        for (sp, acc, _) in &k.tasks[ti].accesses {
+            if *acc != Access::Create || sp.len() < m || m < 2 {
+                continue;
+            }
+            let own = if sp.len() == m { m - 1 } else { m };
+            let diff: Vec<usize> = (0..own).filter(|&j| sp.tokens()[j] != p.tokens()[j]).collect();
+            let [i] = diff[..] else { continue };
+            let mut prefix = p.clone();
+            while prefix.len() > i + 1 {
+                prefix = prefix.parent().expect("longer than i + 1");
+            }
+            if i == 0 || !k.is_known(&prefix.with_dir(true)) {
+                continue;
+            }
+            let sc = W_SIBLING * w;
+            if best.as_ref().is_none_or(|b| sc > b.0) {
+                best = Some((sc, format!("the same kind of place as {sp}, which a similar past task (similarity {w:.2}) created, for another existing instance")));
+            }
+        }
+    }
+    best
 }
 
 /// Intent the user's own words carry for a change: the learned intent of the word each of the

@@ -226,6 +226,15 @@ pub fn vote1_offline(inp: &Vote1Input<'_>) -> (VoteOutcome, Evidence) {
         }
     }
     let need = location_threshold(a);
+    let mut ev = ev;
+    if a == Access::Create && ev.score + 1e-4 < need {
+        if let Some((sc, why)) = super::knowledge::analog_evidence(k, s, p) {
+            if sc > ev.score {
+                ev.score = sc;
+                ev.why = why;
+            }
+        }
+    }
     // A first-time create or delete the prompt asks for (its intent evidence clears the bar
     // below), of a resource the prompt's words point at, in a folder the user works in.
     let asked_here = matches!(a, Access::Create | Access::Delete) && ev.asked_here();
@@ -416,6 +425,21 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
                 add(dir.to_string(), &mut [Access::List].into_iter(), format!("folder used by similar task {}", task.session));
             }
         }
+        // New places of the same kind as those similar tasks created in, for another
+        // existing instance (vote 1 checks which instance exists): creating only.
+        if intents.contains(&Access::Create) {
+            for (r, _) in task.accesses.iter().filter(|(r, _)| r.access == Access::Create) {
+                let segs: Vec<&str> = r.path.trim_end_matches('/').split('/').collect();
+                for i in 1..segs.len().saturating_sub(1) {
+                    let mut g: Vec<&str> = segs.clone();
+                    g[i] = "*";
+                    let last = g.len() - 1;
+                    g[last] = "*";
+                    add(g.join("/"), &mut [Access::Create].into_iter(), format!("the same kind of place as {} (similar task {})", r.path, task.session));
+                    add(g[..last].join("/"), &mut [Access::Create].into_iter(), format!("the same kind of folder as where similar task {} created", task.session));
+                }
+            }
+        }
         for ap in &task.approvals {
             if ap.permission == Permission::Allow {
                 add(ap.path_glob.clone(), &mut [ap.access].into_iter(), format!("approved by the user in task {}", task.session));
@@ -442,6 +466,17 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
             add(t.clone(), &mut intents.iter().copied(), format!("{last}, which the prompt's words name"));
         } else if hit >= 1 && intents.contains(&Access::Delete) && t.rsplit_once('/').is_some_and(|(d, _)| worked.contains(d)) {
             add(t.clone(), &mut [Access::Delete].into_iter(), format!("{last}, which the prompt's words point at, in a folder similar tasks used"));
+        }
+    }
+    // Files past tasks used whose own name carries a word of the prompt: reading them.
+    for task in &inp.state.tasks {
+        for (r, _) in &task.accesses {
+            let path = r.path.trim_end_matches('/');
+            let last = path.rsplit('/').next().unwrap_or(path);
+            let stem = last.rsplit_once('.').filter(|(b, _)| !b.is_empty()).map_or(last, |(b, _)| b);
+            if !r.path.ends_with('/') && crate::sanitize::word_keys(stem).iter().any(|w| w.len() >= 4 && pw.contains(w)) {
+                add(path.to_string(), &mut [Access::Read].into_iter(), format!("{last}, used by a past task, whose name carries a word of the prompt"));
+            }
         }
     }
     // Prompt words that name folders of the workspace.
