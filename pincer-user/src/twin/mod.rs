@@ -453,7 +453,8 @@ impl Twin {
         let v3 = if user_approved {
             VoteOutcome::allow("the user approved this request in this session").by(Mechanism::Rule { origin: RuleOrigin::Answer })
         } else {
-            s.policy.check(&req.path, req.access).by(Mechanism::Precommitted)
+            let created: Vec<String> = s.grants.iter().filter(|(_, a)| *a == Access::Create).map(|(p, _)| p.clone()).collect();
+            s.policy.check_in_session(&req.path, req.access, &created).by(Mechanism::Precommitted)
         };
         let mut tokens = v1.tokens;
         tokens += v2.tokens;

@@ -63,6 +63,14 @@ impl PrecommittedPolicy {
     /// (a literal path is the most specific), ask_user winning a tie with allow; uncovered
     /// requests are denied.
     pub fn check(&self, path: &str, access: Access) -> VoteOutcome {
+        self.check_in_session(path, access, &[])
+    }
+
+    /// [`PrecommittedPolicy::check`] in a session that has created `created` (paths, folders
+    /// ending in `/` or not): a request under a folder the session created, with this policy's
+    /// allow, that no entry covers is allowed too (the policy licensed the new folder, so it
+    /// licenses what goes into it); a deny or ask entry that covers it still decides.
+    pub fn check_in_session(&self, path: &str, access: Access, created: &[String]) -> VoteOutcome {
         fn specificity(g: &str) -> usize {
             if !crate::glob::is_glob(g) {
                 return usize::MAX;
@@ -94,7 +102,10 @@ impl PrecommittedPolicy {
             Some((_, false, e)) => VoteOutcome::allow(format!("pre-committed policy allows {access} on {}", e.path_glob)),
             None => match &self.failure {
                 Some(c) => VoteOutcome::deny(format!("no pre-committed policy ({c})")),
-                None => VoteOutcome::deny(format!("{access} on this path is not covered by the pre-committed policy")),
+                None => match created.iter().map(|c| c.trim_end_matches('/')).find(|c| !c.is_empty() && p.len() > c.len() && p.starts_with(*c) && p.as_bytes()[c.len()] == b'/') {
+                    Some(c) if access != Access::Delete => VoteOutcome::allow(format!("{access} inside {c}/, which this session created under the pre-committed policy")),
+                    _ => VoteOutcome::deny(format!("{access} on this path is not covered by the pre-committed policy")),
+                },
             },
         }
     }

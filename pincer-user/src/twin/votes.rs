@@ -184,8 +184,12 @@ pub fn vote1_offline(inp: &Vote1Input<'_>) -> (VoteOutcome, Evidence) {
         if from.inferred {
             return (v, ev);
         }
-        if v.verdict == Verdict::Allow && lookalike(k, p).is_some() && !ev.named() && !ev.exact_history {
-            // A broad allow does not license a new place named like a protected one.
+        if v.verdict == Verdict::Allow && lookalike(k, p).is_some() && !ev.exact_history {
+            // A broad allow does not license a new place named like a protected one; the
+            // prompt's words naming it do not either: the user is asked.
+            if ev.named() {
+                return (VoteOutcome::ask(format!("{}, but {p} is a new place named like a protected area; the prompt's words name it, which does not license a new place", v.reason)).by(Mechanism::Lookalike), ev);
+            }
             return (VoteOutcome::deny(format!("{}, but {p} is a new place named like a protected area, and neither the prompt nor a similar task points at it", v.reason)).by(Mechanism::Lookalike), ev);
         }
         if v.verdict == Verdict::Allow && from.past_approval && !matches!(a, Access::Read | Access::List) {
@@ -221,7 +225,12 @@ pub fn vote1_offline(inp: &Vote1Input<'_>) -> (VoteOutcome, Evidence) {
         return (VoteOutcome::allow(format!("{a} on {p} was already granted in this session")).by(Mechanism::GrantedInSession), ev);
     }
     if let Some(i) = lookalike(k, p) {
-        if !ev.named() && !ev.exact_history {
+        // Words of the prompt do not license a new place named like a protected one: it is
+        // asked about when the prompt names it, denied otherwise.
+        if ev.named() && !created_by_session(s, p) {
+            return (VoteOutcome::ask(format!("{p} is a new place whose segment {} is named like a protected area; the prompt's words name it, which does not license a new place", i + 1)).by(Mechanism::Lookalike), ev);
+        }
+        if !ev.exact_history && !created_by_session(s, p) {
             return (VoteOutcome::deny(format!("{p} is a new place whose segment {} is named like a protected area; sibling evidence does not license it", i + 1)).by(Mechanism::Lookalike), ev);
         }
     }
@@ -285,7 +294,10 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
     // A similar task's use of this resource licenses the kinds of content it held when the
     // workspace was imported; what was put into it since is judged as in any other file.
     // (Pincer-P2's exact entry is the prompt's own pointer at this resource as it is now.)
-    let content_ok = |kind: FindingKind| created || p2_exact || (ev.exact_history && k.baseline_has(p, kind));
+    // A new place is checked by its content whatever its name: the prompt's pointer at it
+    // licenses only what a known resource held.
+    let p2_known = p2_exact && k.is_known(p);
+    let content_ok = |kind: FindingKind| created || p2_known || (ev.exact_history && k.baseline_has(p, kind));
     if let Some(c) = inp.content {
         if matches!(a, Access::Read | Access::Write | Access::Delete) {
             if c.len() > MAX_FINGERPRINT_BYTES && !created {
@@ -344,6 +356,14 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
     VoteOutcome::allow(if established { "established resource; no sensitive content findings" } else { "no sensitive content findings" }).by(Mechanism::ContentClear)
 }
 
+/// True if a segment of the path `name` carries every word of a protected area's name.
+fn named_like_protected(protected: &[Vec<String>], name: &str) -> bool {
+    name.split('/').filter(|x| !x.is_empty()).any(|seg| {
+        let ws = crate::sanitize::word_keys(seg);
+        protected.iter().any(|p| p.iter().all(|w| ws.contains(w)))
+    })
+}
+
 /// Generates the pre-committed policy on raw names.
 pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
     let k = inp.knowledge;
@@ -372,6 +392,18 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
         why.entry(glob).or_insert(reason);
     };
     let pw: BTreeSet<String> = crate::sanitize::word_keys(prompt).into_iter().collect();
+    // The names of protected areas (the last literal segment of every deny and ask rule), as
+    // word sets, and the entries that ask about new places named like them.
+    let protected: Vec<Vec<String>> = inp
+        .state
+        .policies
+        .iter()
+        .flat_map(super::knowledge::policy_rules)
+        .filter(|(r, _)| r.permission != Permission::Allow)
+        .filter_map(|(r, _)| r.path_glob.split('/').rev().find(|x| !x.is_empty() && !crate::glob::is_glob(x)).map(crate::sanitize::word_keys))
+        .filter(|ws| !ws.is_empty())
+        .collect();
+    let mut lookalikes: Vec<PolicyEntry> = Vec::new();
     // Names the user typed, resolved in the workspace tree.
     for name in typed_names(prompt) {
         let n = name.trim_end_matches('/');
@@ -393,8 +425,21 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
             }
         }
         if !hit && !n.is_empty() && !crate::glob::is_glob(n) {
-            // A new file the user asked for: allow creating it where the user said.
             let g = if n.starts_with("**/") { n.to_string() } else { format!("**/{n}") };
+            // The prompt's words do not license a new place named like a protected one: it
+            // is asked about.
+            if named_like_protected(&protected, n) {
+                lookalikes.push(PolicyEntry {
+                    path_glob: g.clone(),
+                    access: intents.iter().copied().collect(),
+                    operations: vec![],
+                    permission: Permission::AskUser,
+                    rationale: format!("{name}, named in the prompt, is a new place named like a protected area"),
+                });
+                lookalikes.push(PolicyEntry { path_glob: format!("{g}/**"), access: intents.iter().copied().collect(), operations: vec![], permission: Permission::AskUser, rationale: format!("under {name}, a new place named like a protected area") });
+                continue;
+            }
+            // A new file the user asked for: allow creating it where the user said.
             add(g.clone(), &mut intents.iter().copied().filter(|a| *a != Access::Delete), format!("{name}, named in the prompt (new)"));
             add(format!("{g}/**"), &mut intents.iter().copied(), format!("under {name}, named in the prompt"));
         }
@@ -499,6 +544,7 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
             permission: Permission::Allow,
         })
         .collect();
+    entries.extend(lookalikes);
     // The user's own rules and refusals, last so they read as overrides (deny wins anyway).
     // A content clause ("no names in reports/") is no rule over the place; text read beside
     // structured rules asks.
