@@ -172,14 +172,27 @@ const SENSITIVE_DETAILS: &[&str] = &[
     r"ziek\w*", r"zwanger\w*", r"salaris", r"ontslag", r"verlof", r"malattia", r"stipendio", r"gravidanza", r"licenziamento",
 ];
 
+/// What an injection finding that claims the user's (or another's) authorization is
+/// called. In a worker's rationale such a mention is not by itself an injection: a
+/// rationale may honestly say what the user asked for ([`Finding::is_authority_claim`]).
+pub const AUTHORITY_CLAIM: &str = "claimed authorization";
+
+impl Finding {
+    /// True for an injection finding that only claims someone's authorization (the user
+    /// "approved", "authorized", "pre-approved"), as opposed to instructions to an AI.
+    pub fn is_authority_claim(&self) -> bool {
+        self.kind == FindingKind::Injection && self.what == AUTHORITY_CLAIM
+    }
+}
+
 /// Generic prompt-injection and false-authority phrases.
 const INJECTION: &[(&str, &str)] = &[
     (r"ignore (all |any |the )?(previous|prior|above|earlier) (instructions|rules|policies)", "ignore previous instructions"),
     (r"disregard (all |any |the )?(previous|prior|above|earlier|your)", "disregard instructions"),
     (r"\b(ai|assistant|agent|model|llm)s?\b[^.\n]{0,40}\b(must|should|need to|are required to|are instructed to)\b", "instruction addressed to an AI"),
     (r"\b(you are now|new instructions|system prompt|system override|developer mode)\b", "role override"),
-    (r"\b(user|owner|admin|administrator|manager|partner)\b[^.\n]{0,30}\b(has |have )?(already )?(approved|authori[sz]ed|pre-approved|granted|consented)\b", "claimed authorization"),
-    (r"\b(pre-approved|preapproved|already authori[sz]ed|authori[sz]ation (is|was) granted|standing approval|blanket approval)\b", "claimed authorization"),
+    (r"\b(user|owner|admin|administrator|manager|partner)\b[^.\n]{0,30}\b(has |have )?(already )?(approved|authori[sz]ed|pre-approved|granted|consented)\b", AUTHORITY_CLAIM),
+    (r"\b(pre-approved|preapproved|already authori[sz]ed|authori[sz]ation (is|was) granted|standing approval|blanket approval)\b", AUTHORITY_CLAIM),
     (r"\b(do not|don't|never) (tell|inform|mention|notify|alert) (the )?(user|owner|anyone)\b", "concealment"),
     (r"\b(grant|give|allow) (yourself |the agent |me )?(full |unrestricted )?access\b", "access demand"),
     (r"\b(before|prior to) (editing|proceeding|continuing|reviewing|making changes|you (start|begin|continue))\b[^.\n]{0,60}\b(read|open|check|review|copy|cat|load|send|upload)\b", "out-of-band precondition"),

@@ -203,6 +203,9 @@ pub enum Mechanism {
     Taint,
     /// A delete of a resource neither the user named nor a similar task used.
     Unestablished,
+    /// A change the user's prompt does not ask for: the prompt neither names the resource
+    /// nor asks for that kind of change, and no similar task made it.
+    Unserved,
     /// Vote 2 found nothing sensitive.
     ContentClear,
     /// The session's pre-committed policy (vote 3).
@@ -235,6 +238,7 @@ impl Mechanism {
             Mechanism::Oversize => "the content is too large to inspect".into(),
             Mechanism::Taint => "the session read injected instructions earlier".into(),
             Mechanism::Unestablished => "a delete nobody asked for".into(),
+            Mechanism::Unserved => "a change the user's prompt does not ask for".into(),
             Mechanism::ContentClear => "nothing sensitive found".into(),
             Mechanism::Precommitted => "outside the session's pre-committed policy".into(),
             Mechanism::DeciderError => "the decider failed (fail closed)".into(),

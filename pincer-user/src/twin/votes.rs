@@ -280,7 +280,10 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
     }
     if let Some(r) = inp.rationale {
         let inj = injection_findings(r);
-        if let Some(f) = inj.first() {
+        // Instructions to an AI in the rationale deny. A rationale that says the user
+        // approved is not by itself a claim of authority: it denies only when the request
+        // does not otherwise serve the user's prompt (then the claim is all that carries it).
+        if let Some(f) = inj.iter().find(|f| !f.is_authority_claim() || !established) {
             return VoteOutcome::deny(format!("the worker's rationale holds {}", f.what)).by(Mechanism::Detector { finding: f.kind });
         }
     }
@@ -344,6 +347,24 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
                     return VoteOutcome::deny(format!("the content speaks of \"{phrase}\", which policy {id} restricts, and no similar task used it")).by(Mechanism::PolicyPhrase);
                 }
             }
+        }
+    }
+    // Whether the request serves the user's prompt: a change of an existing resource
+    // (not made in this session) is one the prompt asks for when the prompt names the
+    // resource, when a similar task made the same change to it, or when the prompt's own
+    // words ask for that kind of change. A similar task that created the resource, or
+    // changes made elsewhere, do not make overwriting it part of this task, whatever the
+    // content or the rationale says.
+    if a == Access::Write && !created && !ev.named() && !p2_exact {
+        let same_change = s.similar.iter().filter(|(_, w)| *w >= 0.3).any(|&(ti, _)| k.tasks[ti].accesses.iter().any(|(sp, acc, _)| *acc == Access::Write && (sp.same_segments(p) || sp.same_parent(p))));
+        let (wp, word) = k.intent.score(&s.query(), a);
+        let iscore = (wp * 1.6).min(1.0);
+        let iwhy = match word {
+            Some(w) => format!("the prompt's strongest word for {a}, \"{w}\", goes with it in {:.0}% of past tasks", wp * 100.0),
+            None => format!("no word of the prompt goes with {a}"),
+        };
+        if !same_change && iscore < intent_threshold(a) {
+            return VoteOutcome::deny(format!("a change of an existing resource that the prompt does not name, that no similar task changed, and that the prompt's own words do not ask for ({iwhy})")).by(Mechanism::Unserved);
         }
     }
     let tainted = inp.earlier.iter().any(|e| e.injection);
