@@ -67,6 +67,11 @@ fn rule_verdict(k: &Knowledge, s: &SessionView, p: &SanitizedPath, a: Access, ev
         if !r.access.contains(&a) || !r.glob.matches(p, false) {
             return None;
         }
+        // An approval of a name anywhere (`**/name`) licenses the one object that name
+        // resolves to in this task's context, never a namesake elsewhere.
+        if matches!(r.glob.segs().first(), Some(crate::sanitize::GlobSeg::AnyDeep)) && !super::knowledge::resolves_to(k, s, &p.tokens()[p.len().saturating_sub(1)..], p) {
+            return None;
+        }
         let ok = match applies.iter().find(|x| x.0 == ti) {
             Some(x) => x.1,
             None => {
@@ -377,6 +382,54 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
     VoteOutcome::allow(if established { "established resource; no sensitive content findings" } else { "no sensitive content findings" }).by(Mechanism::ContentClear)
 }
 
+/// Words by which a prompt speaks of every object bearing a name ("both .env.example
+/// files", "each README.md").
+const EACH: &[&str] = &["both", "all", "every", "each"];
+
+/// True if one of the two words before the typed name `name` in `prompt` is a word of
+/// [`EACH`].
+fn speaks_of_each(prompt: &str, name: &str) -> bool {
+    let Some(i) = prompt.find(name) else { return false };
+    let before: Vec<String> = prompt[..i].split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
+    before.iter().rev().take(2).any(|w| EACH.contains(&w.as_str()))
+}
+
+/// Of the workspace entries a typed name matches, the one it resolves to in the task's
+/// context: the only one, or of several namesakes the only one in a folder a similar task
+/// (similarity 0.3 or more) used, or else the only one whose differing folders the
+/// prompt's words name. `Some(None)` when nothing matches (a new name), `None` when the name
+/// is ambiguous.
+fn resolve_namesakes<'a>(inp: &PolicyInput<'_>, pw: &BTreeSet<String>, namesakes: &[&'a String]) -> Option<Option<&'a String>> {
+    match namesakes {
+        [] => return Some(None),
+        [one] => return Some(Some(*one)),
+        _ => {}
+    }
+    let parent = |t: &str| t.trim_end_matches('/').rsplit_once('/').map_or(String::new(), |(d, _)| d.to_string());
+    let used: Vec<String> = inp
+        .similar
+        .iter()
+        .filter(|(_, w)| *w >= 0.3)
+        .flat_map(|&(ti, _)| inp.state.tasks[ti].accesses.iter().map(|(r, _)| r.path.trim_end_matches('/').to_string()))
+        .collect();
+    let here: Vec<&'a String> = namesakes.iter().copied().filter(|t| used.iter().any(|u| u == t.trim_end_matches('/') || parent(u) == parent(t))).collect();
+    if let [one] = here[..] {
+        return Some(Some(one));
+    }
+    let segs: Vec<Vec<&str>> = namesakes.iter().map(|t| t.trim_end_matches('/').split('/').collect()).collect();
+    let common = segs.iter().map(|v| v.iter().zip(&segs[0]).take_while(|(a, b)| a == b).count()).min().unwrap_or(0);
+    let worded: Vec<&'a String> = namesakes
+        .iter()
+        .zip(&segs)
+        .filter(|(_, v)| v[common.min(v.len())..v.len().saturating_sub(1)].iter().any(|seg| crate::sanitize::word_keys(seg).iter().any(|w| pw.contains(w))))
+        .map(|(t, _)| *t)
+        .collect();
+    match worded[..] {
+        [one] => Some(Some(one)),
+        _ => None,
+    }
+}
+
 /// True if a segment of the path `name` carries every word of a protected area's name.
 fn named_like_protected(protected: &[Vec<String>], name: &str) -> bool {
     name.split('/').filter(|x| !x.is_empty()).any(|seg| {
@@ -429,9 +482,33 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
     for name in typed_names(prompt) {
         let n = name.trim_end_matches('/');
         let mut hit = false;
-        for t in inp.workspace_tree {
+        let namesakes: Vec<&String> = inp.workspace_tree.iter().filter(|t| {
             let tt = t.trim_end_matches('/');
-            if tt == n || tt.ends_with(&format!("/{n}")) {
+            tt == n || tt.ends_with(&format!("/{n}"))
+        }).collect();
+        // "Both x files", "every x": the user means each namesake.
+        if namesakes.len() > 1 && speaks_of_each(prompt, &name) {
+            for t in &namesakes {
+                add(t.trim_end_matches('/').to_string(), &mut intents.iter().copied(), format!("{name}, every one of which the prompt names"));
+            }
+            continue;
+        }
+        let Some(chosen) = resolve_namesakes(inp, &pw, &namesakes) else {
+            // An ambiguous name asks; it never licenses every object that bears it.
+            for t in &namesakes {
+                lookalikes.push(PolicyEntry {
+                    path_glob: t.trim_end_matches('/').to_string(),
+                    access: intents.iter().copied().collect(),
+                    operations: vec![],
+                    permission: Permission::AskUser,
+                    rationale: format!("{name}, named in the prompt, names more than one place and the task's context does not single one out"),
+                });
+            }
+            continue;
+        };
+        if let Some(t) = chosen {
+            let tt = t.trim_end_matches('/');
+            {
                 hit = true;
                 if t.ends_with('/') || name.ends_with('/') {
                     add(format!("{tt}/**"), &mut intents.iter().copied(), format!("under {name}, named in the prompt"));
@@ -506,9 +583,29 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
                 }
             }
         }
-        for ap in &task.approvals {
-            if ap.permission == Permission::Allow {
-                add(ap.path_glob.clone(), &mut [ap.access].into_iter(), format!("approved by the user in task {}", task.session));
+        // A hand approval licenses its object for like tasks (similarity at least
+        // APPROVAL_SIMILARITY, a word of the object's name in the prompt), never a
+        // namesake: a glob that names no folder is resolved like a typed name.
+        if w >= APPROVAL_SIMILARITY {
+            for ap in task.approvals.iter().filter(|ap| ap.permission == Permission::Allow) {
+                let g = ap.path_glob.trim_end_matches('/');
+                let last = g.rsplit('/').next().unwrap_or(g);
+                if !crate::sanitize::word_keys(last).iter().any(|x| pw.contains(x)) {
+                    continue;
+                }
+                let bare = g.strip_prefix("**/").filter(|r| !r.contains('/') && !crate::glob::is_glob(r));
+                match bare {
+                    Some(n) => {
+                        let namesakes: Vec<&String> = inp.workspace_tree.iter().filter(|t| {
+                            let tt = t.trim_end_matches('/');
+                            tt == n || tt.ends_with(&format!("/{n}"))
+                        }).collect();
+                        if let Some(Some(t)) = resolve_namesakes(inp, &pw, &namesakes) {
+                            add(t.trim_end_matches('/').to_string(), &mut [ap.access].into_iter(), format!("approved by the user in task {}", task.session));
+                        }
+                    }
+                    None => add(ap.path_glob.clone(), &mut [ap.access].into_iter(), format!("approved by the user in task {}", task.session)),
+                }
             }
         }
     }
