@@ -205,7 +205,7 @@ impl PolicyTerms {
 }
 
 /// Words that make a policy sentence restrictive.
-const NEGATIVE: &[&str] = &["never", "not", "no", "don't", "dont", "mustn't", "shouldn't", "without", "forbidden", "prohibited", "avoid", "off-limits", "off", "limits"];
+const NEGATIVE: &[&str] = &["never", "not", "no", "don't", "dont", "mustn't", "shouldn't", "without", "forbidden", "prohibited", "avoid", "off-limits"];
 /// Words that make a policy sentence ask the user.
 const ASK: &[&str] = &["ask", "confirm", "check with", "permission", "approval", "approve"];
 
@@ -237,7 +237,8 @@ pub fn text_permission(text: &str) -> Option<Permission> {
     if ASK.iter().any(|a| if a.contains(' ') { low.contains(a) } else { ws.iter().any(|w| w == a) }) {
         return Some(Permission::AskUser);
     }
-    if ws.iter().any(|w| NEGATIVE.contains(&w.as_str()) || w.ends_with("n't")) {
+    // "Off limits" restricts; "tick items off" does not.
+    if ws.iter().any(|w| NEGATIVE.contains(&w.as_str()) || w.ends_with("n't")) || low.contains("off limits") {
         return Some(Permission::Deny);
     }
     None

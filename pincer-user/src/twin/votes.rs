@@ -616,7 +616,10 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
         .filter(|(_, w)| *w >= 0.3)
         .flat_map(|&(ti, _)| inp.state.tasks[ti].accesses.iter().filter_map(|(r, _)| r.path.trim_end_matches('/').rsplit_once('/').map(|(d, _)| d)))
         .collect();
-    // Files whose names the prompt's words spell out.
+    // Files whose names the prompt's words spell out; of namesakes, the one the name
+    // resolves to in the task's context (words of a name never license every object that
+    // bears it).
+    let mut spelled: BTreeMap<&str, Vec<&String>> = BTreeMap::new();
     for t in inp.workspace_tree.iter().filter(|t| !t.ends_with('/')) {
         let last = t.rsplit('/').next().unwrap_or(t);
         let stem = match last.rfind('.') {
@@ -626,6 +629,19 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
         let keys = crate::sanitize::word_keys(stem);
         let hit = keys.iter().filter(|w| pw.contains(*w)).count();
         if (keys.len() == 1 && hit == 1) || (hit >= 2 && 3 * hit >= 2 * keys.len()) {
+            spelled.entry(last).or_default().push(t);
+        }
+    }
+    let spelled: BTreeSet<&String> = spelled.into_values().filter_map(|v| resolve_namesakes(inp, &pw, &v).flatten()).collect();
+    for t in inp.workspace_tree.iter().filter(|t| !t.ends_with('/')) {
+        let last = t.rsplit('/').next().unwrap_or(t);
+        let stem = match last.rfind('.') {
+            Some(d) if d > 0 => &last[..d],
+            _ => last,
+        };
+        let keys = crate::sanitize::word_keys(stem);
+        let hit = keys.iter().filter(|w| pw.contains(*w)).count();
+        if spelled.contains(t) {
             add(t.clone(), &mut intents.iter().copied(), format!("{last}, which the prompt's words name"));
         } else if hit >= 1 && intents.contains(&Access::Delete) && t.rsplit_once('/').is_some_and(|(d, _)| worked.contains(d)) {
             add(t.clone(), &mut [Access::Delete].into_iter(), format!("{last}, which the prompt's words point at, in a folder similar tasks used"));
