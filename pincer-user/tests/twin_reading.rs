@@ -41,6 +41,7 @@ fn files() -> BTreeMap<String, Vec<u8>> {
         ("gamma/settings.toml", "port = 8080\n"),
         ("delta/settings.toml", "port = 9090\n"),
         ("notes/todo.md", "- [ ] call Lyon\n"),
+        ("notes/contacts.md", PEOPLE),
         ("safety/narratives/sae-1.md", "Narrative of the serious adverse event."),
     ] {
         f.insert(p.to_string(), c.as_bytes().to_vec());
@@ -75,6 +76,7 @@ fn state() -> TrustedState {
     st.add_policy(&pol("p3", "The agent can tick items off notes/todo.md whenever I ask.", vec![])).unwrap();
     st.add_policy(&pol("p4", "The closed reports are unblinded: never open anything under study/reports/closed/.", vec![PolicyRule { path_glob: "study/reports/closed/**".into(), access: all.clone(), permission: Permission::Deny }])).unwrap();
     st.add_policy(&pol("p5", "Exports are the audit trail: never overwrite one.", vec![PolicyRule { path_glob: "study/exports/*/*".into(), access: vec![Access::Write, Access::Delete], permission: Permission::Deny }])).unwrap();
+    st.add_policy(&pol("p7", "Work contacts in notes/contacts.md are fine to read.", vec![])).unwrap();
     st.add_policy(&pol(
         "p6",
         "Ask me before changing anything in pipeline/deploy/. Ask me before reading safety/narratives/ too.",
@@ -132,6 +134,15 @@ async fn dont_touch_covers_reading() {
 async fn permissive_text_never_restricts() {
     let d = decide("Tick off the Lyon call in my todo", "notes/todo.md", Access::Write, Some("- [ ] call Lyon\n")).await;
     assert!(d.granted(), "{d:?}");
+}
+
+#[tokio::test]
+async fn permissive_text_about_a_file_allows_it_and_licenses_the_content_it_held() {
+    let d = decide("What's Anna's phone number?", "notes/contacts.md", Access::Read, Some(PEOPLE)).await;
+    assert!(d.granted(), "{d:?}");
+    // What was put into it since is judged as in any other file.
+    let d = decide("What's Anna's phone number?", "notes/contacts.md", Access::Read, Some("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n-----END OPENSSH PRIVATE KEY-----\n")).await;
+    assert!(!d.granted(), "{d:?}");
 }
 
 #[tokio::test]

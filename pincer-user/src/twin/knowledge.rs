@@ -228,6 +228,16 @@ fn without_permissive_conditions(text: &str) -> String {
     low
 }
 
+/// Words by which a policy sentence permits ("fine to read", "you can update").
+const PERMIT: &[&str] = &["fine", "ok", "okay", "allowed", "free", "freely", "can", "may", "welcome"];
+
+/// True if a policy sentence permits and does not restrict: "Work contacts in
+/// notes/contacts.md are fine to read". Its path mentions become allows of the accesses it
+/// names.
+pub fn text_permits(text: &str) -> bool {
+    text_permission(text).is_none() && lower_words(&without_permissive_conditions(text)).iter().any(|w| PERMIT.contains(&w.as_str()))
+}
+
 /// Reads the permission a policy sentence expresses, if it restricts: an ask ("ask me
 /// first", "check with me") or a deny ("never", "don't"). Permissive conditions ("whenever
 /// I ask") are not an ask, and a sentence that only permits restricts nothing.
@@ -376,6 +386,11 @@ pub struct ContentClause {
 /// into ("no names in reports/, letters/ or minutes/").
 fn mentions(sentence: &str) -> Vec<(String, bool)> {
     let names: Vec<String> = typed_names(sentence).into_iter().filter(|n| !excepted(sentence, n)).collect();
+    // Only a prohibition ("no names in reports/") is a content clause; "ask me about anything
+    // in finance/" asks about the place.
+    if text_permission(sentence) != Some(Permission::Deny) {
+        return names.into_iter().map(|n| (n, false)).collect();
+    }
     let whole = names.iter().any(|n| placed_into(sentence, n));
     let mut out = Vec::new();
     for clause in clauses(sentence) {
@@ -397,7 +412,7 @@ fn mentions(sentence: &str) -> Vec<(String, bool)> {
 pub fn rules_from_text(text: &str) -> Vec<PolicyRule> {
     let mut out = Vec::new();
     for sentence in split_sentences(text) {
-        let Some(perm) = text_permission(&sentence) else { continue };
+        let Some(perm) = text_permission(&sentence).or_else(|| text_permits(&sentence).then_some(Permission::Allow)) else { continue };
         let access = text_accesses(&sentence);
         for (name, content) in mentions(&sentence) {
             let g = mention_glob(&name);

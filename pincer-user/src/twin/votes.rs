@@ -177,6 +177,16 @@ pub fn lookalike(k: &Knowledge, p: &SanitizedPath) -> Option<usize> {
     })
 }
 
+/// True if a rule the user wrote (a structured rule, or a path their policy text names)
+/// allows `a` on this very file: the glob ends in the file's own name. The user's word
+/// about this file licenses the kinds of content it held at import, as a similar task's use
+/// of it does.
+fn user_allows_file(k: &Knowledge, p: &SanitizedPath, a: Access) -> bool {
+    k.policies.iter().flat_map(|pv| pv.rules.iter()).any(|r| {
+        !r.inferred && r.permission == Permission::Allow && r.access.contains(&a) && matches!(r.glob.segs().last(), Some(crate::sanitize::GlobSeg::Exact(_))) && r.glob.matches(p, false)
+    })
+}
+
 fn created_by_session(s: &SessionView, p: &SanitizedPath) -> bool {
     s.created.iter().any(|c| p.starts_with(c))
 }
@@ -305,7 +315,8 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
     // A new place is checked by its content whatever its name: the prompt's pointer at it
     // licenses only what a known resource held.
     let p2_known = p2_exact && k.is_known(p);
-    let content_ok = |kind: FindingKind| created || p2_known || (ev.exact_history && k.baseline_has(p, kind));
+    let user_file = user_allows_file(k, p, a);
+    let content_ok = |kind: FindingKind| created || p2_known || ((ev.exact_history || user_file) && k.baseline_has(p, kind));
     if let Some(c) = inp.content {
         if matches!(a, Access::Read | Access::Write | Access::Delete) {
             if c.len() > MAX_FINGERPRINT_BYTES && !created {
@@ -662,7 +673,9 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
     for t in inp.workspace_tree.iter().filter(|t| t.ends_with('/')) {
         let tt = t.trim_end_matches('/');
         let last = tt.rsplit('/').next().unwrap_or(tt);
-        let keys = crate::sanitize::word_keys(last);
+        // Numbers in a folder's name ("101-berlin") are how the user files it, not words the
+        // prompt would use for it.
+        let keys: Vec<String> = crate::sanitize::word_keys(last).into_iter().filter(|w| !w.chars().all(|c| c.is_ascii_digit())).collect();
         if !keys.is_empty() && keys.iter().all(|w| pw.contains(w)) && keys.iter().any(|w| w.len() >= 4) {
             add(format!("{tt}/**"), &mut [Access::Read, Access::List].into_iter(), format!("{last}, a folder the prompt speaks of"));
             add(tt.to_string(), &mut [Access::List].into_iter(), format!("{last}, a folder the prompt speaks of"));
