@@ -27,7 +27,13 @@ pub struct PolicyEntry {
 #[derive(Debug, Clone)]
 pub struct PrecommittedPolicy {
     entries: Vec<PolicyEntry>,
-    matchers: Vec<globset::GlobMatcher>,
+    /// Each entry's matcher; `None` for a literal path, which is found in `literal`.
+    matchers: Vec<Option<globset::GlobMatcher>>,
+    /// The entries that are literal paths, by path: a check looks these up instead of
+    /// matching each (a policy may hold many, one per file similar tasks used).
+    literal: std::collections::HashMap<String, Vec<usize>>,
+    /// The indices of the entries that are globs.
+    globbed: Vec<usize>,
     /// Why the policy is empty, if generation failed (audited in vote 3's reason).
     pub failure: Option<String>,
 }
@@ -38,20 +44,27 @@ impl PrecommittedPolicy {
     pub fn new(entries: Vec<PolicyEntry>) -> Self {
         let mut kept = Vec::new();
         let mut matchers = Vec::new();
+        let mut literal: std::collections::HashMap<String, Vec<usize>> = Default::default();
+        let mut globbed = Vec::new();
         for e in entries {
             let g = e.path_glob.trim_start_matches("./");
             let g = if let Some(d) = g.strip_suffix('/') { format!("{d}/**") } else { g.to_string() };
-            if let Ok(glob) = globset::GlobBuilder::new(&g).literal_separator(true).build() {
-                matchers.push(glob.compile_matcher());
+            if !crate::glob::is_glob(&g) && !g.is_empty() {
+                literal.entry(g).or_default().push(kept.len());
+                matchers.push(None);
+                kept.push(e);
+            } else if let Ok(glob) = globset::GlobBuilder::new(&g).literal_separator(true).build() {
+                globbed.push(kept.len());
+                matchers.push(Some(glob.compile_matcher()));
                 kept.push(e);
             }
         }
-        PrecommittedPolicy { entries: kept, matchers, failure: None }
+        PrecommittedPolicy { entries: kept, matchers, literal, globbed, failure: None }
     }
 
     /// An empty policy (everything uncovered, so denied) recording why.
     pub fn failed(cause: String) -> Self {
-        PrecommittedPolicy { entries: vec![], matchers: vec![], failure: Some(cause) }
+        PrecommittedPolicy { entries: vec![], matchers: vec![], literal: Default::default(), globbed: vec![], failure: Some(cause) }
     }
 
     /// The entries.
@@ -79,8 +92,22 @@ impl PrecommittedPolicy {
         }
         let p = path.trim_end_matches('/');
         let mut best: Option<(usize, bool, &PolicyEntry)> = None;
-        for (e, m) in self.entries.iter().zip(&self.matchers) {
-            if !e.access.contains(&access) || !(m.is_match(p) || m.is_match(path)) {
+        let literal = [p, path].into_iter().flat_map(|k| self.literal.get(k).into_iter().flatten()).copied();
+        let mut seen_literal: Vec<usize> = Vec::new();
+        for i in literal.chain(self.globbed.iter().copied()) {
+            let e = &self.entries[i];
+            let hit = match &self.matchers[i] {
+                Some(m) => m.is_match(p) || m.is_match(path),
+                None => {
+                    // `p` and `path` may be the same key: each literal entry counts once.
+                    if seen_literal.contains(&i) {
+                        continue;
+                    }
+                    seen_literal.push(i);
+                    true
+                }
+            };
+            if !e.access.contains(&access) || !hit {
                 continue;
             }
             let ask = match e.permission {
