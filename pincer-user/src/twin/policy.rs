@@ -137,3 +137,40 @@ impl PrecommittedPolicy {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::twin::vote::Verdict;
+
+    fn entry(glob: &str, access: &[Access], permission: Permission) -> PolicyEntry {
+        PolicyEntry { path_glob: glob.into(), access: access.to_vec(), operations: vec![], permission, rationale: String::new() }
+    }
+
+    #[test]
+    fn literal_entries_are_found_by_path_and_rank_as_most_specific() {
+        let mut es: Vec<PolicyEntry> = (0..500).map(|i| entry(&format!("docs/f{i}.md"), &[Access::Read], Permission::Allow)).collect();
+        es.push(entry("docs/**", &[Access::Read], Permission::AskUser));
+        es.push(entry("docs/secret.md", &[Access::Read], Permission::Deny));
+        let pol = PrecommittedPolicy::new(es);
+        // The literal allow is more specific than the folder's ask.
+        assert_eq!(pol.check("docs/f7.md", Access::Read).verdict, Verdict::Allow);
+        // A deny decides whatever else matches.
+        assert_eq!(pol.check("docs/secret.md", Access::Read).verdict, Verdict::Deny);
+        // An uncovered file under the folder asks; another access is uncovered.
+        assert_eq!(pol.check("docs/other.md", Access::Read).verdict, Verdict::AskUser);
+        assert_eq!(pol.check("docs/f7.md", Access::Write).verdict, Verdict::Deny);
+    }
+
+    #[test]
+    fn what_goes_into_a_folder_the_session_created_is_covered() {
+        let pol = PrecommittedPolicy::new(vec![entry("exports/*", &[Access::Create], Permission::Allow), entry("exports/*/bad.csv", &[Access::Create], Permission::Deny)]);
+        let created = vec!["exports/2025-03-21/".to_string()];
+        assert_eq!(pol.check("exports/2025-03-21/status.csv", Access::Create).verdict, Verdict::Deny, "not covered without the session's folder");
+        assert_eq!(pol.check_in_session("exports/2025-03-21/status.csv", Access::Create, &created).verdict, Verdict::Allow);
+        // A deny entry still decides, a delete is not licensed, and a namesake prefix is no parent.
+        assert_eq!(pol.check_in_session("exports/2025-03-21/bad.csv", Access::Create, &created).verdict, Verdict::Deny);
+        assert_eq!(pol.check_in_session("exports/2025-03-21/status.csv", Access::Delete, &created).verdict, Verdict::Deny);
+        assert_eq!(pol.check_in_session("exports/2025-03-21-x/status.csv", Access::Create, &created).verdict, Verdict::Deny);
+    }
+}
