@@ -172,14 +172,27 @@ const SENSITIVE_DETAILS: &[&str] = &[
     r"ziek\w*", r"zwanger\w*", r"salaris", r"ontslag", r"verlof", r"malattia", r"stipendio", r"gravidanza", r"licenziamento",
 ];
 
+/// What an injection finding that claims the user's (or another's) authorization is
+/// called. In a worker's rationale such a mention is not by itself an injection: a
+/// rationale may honestly say what the user asked for ([`Finding::is_authority_claim`]).
+pub const AUTHORITY_CLAIM: &str = "claimed authorization";
+
+impl Finding {
+    /// True for an injection finding that only claims someone's authorization (the user
+    /// "approved", "authorized", "pre-approved"), as opposed to instructions to an AI.
+    pub fn is_authority_claim(&self) -> bool {
+        self.kind == FindingKind::Injection && self.what == AUTHORITY_CLAIM
+    }
+}
+
 /// Generic prompt-injection and false-authority phrases.
 const INJECTION: &[(&str, &str)] = &[
     (r"ignore (all |any |the )?(previous|prior|above|earlier) (instructions|rules|policies)", "ignore previous instructions"),
     (r"disregard (all |any |the )?(previous|prior|above|earlier|your)", "disregard instructions"),
     (r"\b(ai|assistant|agent|model|llm)s?\b[^.\n]{0,40}\b(must|should|need to|are required to|are instructed to)\b", "instruction addressed to an AI"),
     (r"\b(you are now|new instructions|system prompt|system override|developer mode)\b", "role override"),
-    (r"\b(user|owner|admin|administrator|manager|partner)\b[^.\n]{0,30}\b(has |have )?(already )?(approved|authori[sz]ed|pre-approved|granted|consented)\b", "claimed authorization"),
-    (r"\b(pre-approved|preapproved|already authori[sz]ed|authori[sz]ation (is|was) granted|standing approval|blanket approval)\b", "claimed authorization"),
+    (r"\b(user|owner|admin|administrator|manager|partner)\b[^.\n]{0,30}\b(has |have )?(already )?(approved|authori[sz]ed|pre-approved|granted|consented)\b", AUTHORITY_CLAIM),
+    (r"\b(pre-approved|preapproved|already authori[sz]ed|authori[sz]ation (is|was) granted|standing approval|blanket approval)\b", AUTHORITY_CLAIM),
     (r"\b(do not|don't|never) (tell|inform|mention|notify|alert) (the )?(user|owner|anyone)\b", "concealment"),
     (r"\b(grant|give|allow) (yourself |the agent |me )?(full |unrestricted )?access\b", "access demand"),
     (r"\b(before|prior to) (editing|proceeding|continuing|reviewing|making changes|you (start|begin|continue))\b[^.\n]{0,60}\b(read|open|check|review|copy|cat|load|send|upload)\b", "out-of-band precondition"),
@@ -271,6 +284,40 @@ fn is_card(text: &str, start: usize, m: &str) -> bool {
     grouped && issuer
 }
 
+/// Labels of long numbers that are not payment cards: tracking, reference, order and
+/// serial numbers (a 16-digit courier reference passes Luhn one time in ten).
+const OTHER_NUMBER_LABELS: &[&str] = &[
+    "tracking", "track", "reference", "ref", "courier", "waybill", "awb", "parcel", "shipment", "consignment", "order", "invoice",
+    "serial", "imei", "barcode", "lot", "batch", "ticket", "booking", "confirmation", "sendung", "référence", "referencia",
+];
+/// Lines at the top of a table among which its header is looked for.
+const HEADER_LINES: usize = 20;
+/// Words that say a number is a payment card, whatever else its label says.
+const CARD_LABELS: &[&str] = &["card", "visa", "mastercard", "amex", "cvv", "cvc", "expiry", "pan", "karte", "carte", "tarjeta"];
+
+/// True if the number at `start` is labelled as a number of another kind
+/// ([`OTHER_NUMBER_LABELS`]) and nothing calls it a card ([`CARD_LABELS`]): by the words
+/// before it on its line, or by its column's header in a delimited table.
+fn labelled_as_other_number(text: &str, start: usize) -> bool {
+    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
+    let line = &text[line_start..line_end];
+    let words = |s: &str| s.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect::<Vec<_>>();
+    let mut label = words(&text[line_start..start]);
+    // In a delimited table, the header of the number's column is its label too.
+    let sep = [',', ';', '\t', '|'].into_iter().max_by_key(|c| line.matches(*c).count()).filter(|c| line.contains(*c));
+    if let Some(sep) = sep {
+        let col = text[line_start..start].matches(sep).count();
+        // The header is among the first lines: looking no further keeps a large table linear.
+        let header = text.lines().take(HEADER_LINES).find(|l| l.matches(sep).count() == line.matches(sep).count() && !l.chars().any(|c| c.is_ascii_digit()));
+        if let Some(h) = header.and_then(|h| h.split(sep).nth(col)) {
+            label.extend(words(h));
+        }
+    }
+    let is = |set: &[&str]| label.iter().any(|w| set.iter().any(|l| w == l || w.starts_with(l)));
+    is(OTHER_NUMBER_LABELS) && !is(CARD_LABELS)
+}
+
 /// Looks for secrets, identity numbers and sensitivity markings in a resource's content.
 /// Any bytes are accepted (binary, invalid UTF-8, any size): at most [`MAX_INSPECT_BYTES`]
 /// are read, and a longer content also yields a [`FindingKind::Oversize`] finding.
@@ -307,7 +354,7 @@ pub fn content_findings(content: &[u8]) -> Vec<Finding> {
         }
     }
     for m in d.card.find_iter(&text) {
-        if is_card(&text, m.start(), m.as_str()) {
+        if is_card(&text, m.start(), m.as_str()) && !labelled_as_other_number(&text, m.start()) {
             out.push(Finding { kind: FindingKind::IdentityNumber, what: "payment card number".into() });
             break;
         }
@@ -719,6 +766,23 @@ mod tests {
         assert!(kinds("card 4111 1111 1111 1111").contains(&FindingKind::IdentityNumber));
         assert!(kinds("amex 3782 822463 10005").contains(&FindingKind::IdentityNumber));
         assert!(kinds("pan: 5555555555554444").contains(&FindingKind::IdentityNumber));
+    }
+
+    #[test]
+    fn a_tracking_or_reference_number_passing_luhn_is_not_a_card() {
+        let csv = "shipment_id,date,courier,tracking_no,status\nSH-1,2025-01-01,World Courier,4539148803436467,delivered\n";
+        assert!(!kinds(csv).contains(&FindingKind::IdentityNumber), "{:?}", content_findings(csv.as_bytes()));
+        assert!(!kinds("The courier reference on the box is 4539 1488 0343 6467.").contains(&FindingKind::IdentityNumber));
+        // A card stays a card, also when its line says reference.
+        assert!(kinds("card 4539 1488 0343 6467").contains(&FindingKind::IdentityNumber));
+        assert!(kinds("Payment reference: card 4539148803436467").contains(&FindingKind::IdentityNumber));
+        let cards = "name,card_number,expiry\nAnna,4539148803436467,12/27\n";
+        assert!(kinds(cards).contains(&FindingKind::IdentityNumber));
+        // A large table without a header gets its verdict quickly.
+        let rows = "SH-1,2025-01-01,4539148803436467,x\n".repeat(30_000);
+        let t = std::time::Instant::now();
+        let _ = content_findings(rows.as_bytes());
+        assert!(t.elapsed() < std::time::Duration::from_secs(5), "{:?}", t.elapsed());
     }
 
     #[test]

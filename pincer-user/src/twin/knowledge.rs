@@ -60,6 +60,23 @@ pub struct PolicyView {
     pub restrictive: bool,
     /// True if the user wrote no structured rules: every rule was read from the text.
     pub text_only: bool,
+    /// True if the policy restricts reading: a structured deny or ask that covers reading,
+    /// or a restrictive sentence of its text that does.
+    pub restricts_reading: bool,
+    /// What the text says may not go into a place ("no names in reports/"): restrictions
+    /// on content, which vote 2 checks, never on access to the place.
+    pub content: Vec<ContentRule>,
+}
+
+/// A content clause of a user policy over sanitized paths ([`ContentClause`]).
+#[derive(Debug, Clone)]
+pub struct ContentRule {
+    /// The place, sanitized.
+    pub glob: SanitizedGlob,
+    /// The kinds of content kept out of it.
+    pub kinds: Vec<FindingKind>,
+    /// The policy it was read from.
+    pub source: TrustedText,
 }
 
 /// Everything deciders may know from trusted state, sanitized.
@@ -138,6 +155,12 @@ impl PolicyTerms {
                     t.markings.insert(*m);
                 }
             }
+            // Phrases come only from policies that restrict reading: a policy that only keeps
+            // things from being changed (a signed report, an export) says nothing about
+            // what may be read, so its words are no trigger for content.
+            if !p.restricts_reading {
+                continue;
+            }
             for sentence in split_sentences(p.text.as_str()) {
                 let ws: Vec<String> = sentence
                     .split(|c: char| !(c.is_alphanumeric() || c == '\''))
@@ -182,7 +205,7 @@ impl PolicyTerms {
 }
 
 /// Words that make a policy sentence restrictive.
-const NEGATIVE: &[&str] = &["never", "not", "no", "don't", "dont", "mustn't", "shouldn't", "without", "forbidden", "prohibited", "avoid", "off-limits", "off", "limits"];
+const NEGATIVE: &[&str] = &["never", "not", "no", "don't", "dont", "mustn't", "shouldn't", "without", "forbidden", "prohibited", "avoid", "off-limits"];
 /// Words that make a policy sentence ask the user.
 const ASK: &[&str] = &["ask", "confirm", "check with", "permission", "approval", "approve"];
 
@@ -190,14 +213,42 @@ fn lower_words(s: &str) -> Vec<String> {
     s.split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '-')).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
 }
 
-/// Reads the permission a policy sentence expresses, if it restricts.
+/// Conditions by which the user gives permission ahead ("whenever I ask", "when I ask for a
+/// reconciliation"): they do not ask the agent to ask, and they restrict nothing.
+const PERMISSIVE_CONDITIONS: &[&str] = &["whenever i ask", "when i ask", "if i ask", "as i ask", "once i ask", "whenever asked", "when asked", "if asked", "whenever i want", "when i want"];
+
+/// `text` lowercased, with the permissive conditions ([`PERMISSIVE_CONDITIONS`]) taken out.
+fn without_permissive_conditions(text: &str) -> String {
+    let mut low = text.to_lowercase().replace(['’', '‘'], "'");
+    for c in PERMISSIVE_CONDITIONS {
+        while let Some(i) = low.find(c) {
+            low.replace_range(i..i + c.len(), " ");
+        }
+    }
+    low
+}
+
+/// Words by which a policy sentence permits ("fine to read", "you can update").
+const PERMIT: &[&str] = &["fine", "ok", "okay", "allowed", "free", "freely", "can", "may", "welcome"];
+
+/// True if a policy sentence permits and does not restrict: "Work contacts in
+/// notes/contacts.md are fine to read". Its path mentions become allows of the accesses it
+/// names.
+pub fn text_permits(text: &str) -> bool {
+    text_permission(text).is_none() && lower_words(&without_permissive_conditions(text)).iter().any(|w| PERMIT.contains(&w.as_str()))
+}
+
+/// Reads the permission a policy sentence expresses, if it restricts: an ask ("ask me
+/// first", "check with me") or a deny ("never", "don't"). Permissive conditions ("whenever
+/// I ask") are not an ask, and a sentence that only permits restricts nothing.
 pub fn text_permission(text: &str) -> Option<Permission> {
-    let ws = lower_words(text);
-    let low = text.to_lowercase();
+    let low = without_permissive_conditions(text);
+    let ws = lower_words(&low);
     if ASK.iter().any(|a| if a.contains(' ') { low.contains(a) } else { ws.iter().any(|w| w == a) }) {
         return Some(Permission::AskUser);
     }
-    if ws.iter().any(|w| NEGATIVE.contains(&w.as_str()) || w.ends_with("n't")) {
+    // "Off limits" restricts; "tick items off" does not.
+    if ws.iter().any(|w| NEGATIVE.contains(&w.as_str()) || w.ends_with("n't")) || low.contains("off limits") {
         return Some(Permission::Deny);
     }
     None
@@ -214,16 +265,17 @@ pub fn text_accesses(text: &str) -> Vec<Access> {
     if has(&["list", "brows", "enumerat"]) {
         v.push(Access::List);
     }
-    if has(&["writ", "edit", "modif", "chang", "updat", "overwrit", "alter", "touch"]) {
+    if has(&["writ", "edit", "modif", "chang", "updat", "overwrit", "alter"]) {
         v.extend([Access::Write, Access::Create]);
     }
     if has(&["creat", "add", "mak"]) {
         v.push(Access::Create);
     }
-    if has(&["delet", "remov", "eras", "unlink", "purg", "wip", "touch"]) {
+    if has(&["delet", "remov", "eras", "unlink", "purg", "wip"]) {
         v.push(Access::Delete);
     }
-    if v.is_empty() || has(&["access", "touch", "anything"]) && v.len() < 2 {
+    // "Don't touch" and "don't access" cover every access, reading included.
+    if v.is_empty() || has(&["access", "touch"]) || has(&["anything"]) && v.len() < 2 {
         return Access::ALL.to_vec();
     }
     v.sort();
@@ -244,18 +296,186 @@ pub fn mention_glob(name: &str) -> String {
     format!("**/{n}")
 }
 
-/// Rules read from a policy's text: its path mentions, with the sentence's permission.
+/// Prepositions by which a clause puts content into a place ("no names in reports/").
+const INTO: &[&str] = &["in", "into", "inside", "within", "to", "onto"];
+
+/// Verb stems of reaching or changing a place itself: a clause with one of them speaks of
+/// access to the place, not of what content goes into it.
+const ACCESS_VERBS: &[&str] = &[
+    "read", "open", "list", "view", "see", "look", "brows", "touch", "access", "enter", "edit", "modif", "chang", "delet", "remov",
+    "rewrit", "overwrit", "eras", "renam", "consult", "search", "inspect", "updat", "alter", "visit",
+];
+
+/// Words of a clause that speak of personal data.
+const PERSONAL_WORDS: &[&str] = &[
+    "name", "initial", "birth", "dob", "phone", "address", "email", "e-mail", "patient", "personal", "identif", "hospital", "ssn",
+    "passport", "health", "medical", "salar", "people", "person", "employee", "client", "pseudonym",
+];
+
+/// Words of a clause that speak of credentials.
+const SECRET_WORDS: &[&str] = &["credential", "password", "secret", "token", "key", "apikey", "login", "passphrase"];
+
+fn clause_words(text: &str) -> Vec<String> {
+    text.split(|c: char| !(c.is_alphanumeric() || c == '\'')).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
+}
+
+/// True if `text` has a verb of reaching or changing a place ([`ACCESS_VERBS`]).
+fn has_access_verb(text: &str) -> bool {
+    clause_words(text).iter().any(|w| ACCESS_VERBS.iter().any(|v| w.starts_with(v)))
+}
+
+/// True if, in `text`, the place `name` is where content goes: the name follows "in",
+/// "into", "to" (as in "no names in reports/"), and `text` has no verb of reaching or
+/// changing a place. Such a clause restricts what goes into the place, not access to it.
+pub fn placed_into(text: &str, name: &str) -> bool {
+    if has_access_verb(text) {
+        return false;
+    }
+    let Some(first) = crate::sanitize::word_keys(name).into_iter().next() else { return false };
+    let ws = clause_words(text);
+    ws.iter().enumerate().skip(1).any(|(i, w)| crate::sanitize::word_keys(w).contains(&first) && INTO.contains(&ws[i - 1].as_str()))
+}
+
+/// The kinds of content a content clause keeps out of its place, read from its words:
+/// personal data, credentials, or (when it names neither) every sensitive kind.
+pub fn content_kinds(text: &str) -> Vec<FindingKind> {
+    let ws = clause_words(text);
+    let has = |stems: &[&str]| ws.iter().any(|w| stems.iter().any(|s| w.starts_with(s)));
+    let personal = [FindingKind::PersonalData, FindingKind::PeopleTable, FindingKind::IdentityNumber];
+    let secret = [FindingKind::PrivateKey, FindingKind::Token, FindingKind::SecretAssignment, FindingKind::Credential];
+    let mut v = Vec::new();
+    if has(PERSONAL_WORDS) {
+        v.extend(personal);
+    }
+    if has(SECRET_WORDS) {
+        v.extend(secret);
+    }
+    if v.is_empty() {
+        v.extend(personal);
+        v.extend(secret);
+        v.push(FindingKind::Marking);
+    }
+    v
+}
+
+/// Words by which a sentence sets a place apart from what it restricts ("outside
+/// matters/", "except drafts/"): the rule is about everything else, never about the place.
+const EXCEPT: &[&str] = &["outside", "except", "excluding", "besides", "than", "apart", "beyond", "unlike"];
+
+/// True if the mention `name` in `text` follows a word that sets it apart ([`EXCEPT`]).
+fn excepted(text: &str, name: &str) -> bool {
+    let Some(i) = text.find(name) else { return false };
+    let before = clause_words(&text[..i]);
+    before.last().is_some_and(|w| EXCEPT.contains(&w.as_str()))
+}
+
+/// A clause of a user policy about what content may go into a place ("no initials, names or
+/// dates of birth in reports/"): it restricts that content in the place, never access to the
+/// place itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContentClause {
+    /// The place, as a glob over relative paths.
+    pub path_glob: String,
+    /// The kinds of content the clause keeps out of it.
+    pub kinds: Vec<FindingKind>,
+}
+
+/// A sentence's path mentions, each marked true if the sentence speaks of content put into
+/// it ([`placed_into`]) rather than of access to it. When the sentence has no verb of access
+/// and one of its mentions follows "in"/"into", every mention of it is a place content goes
+/// into ("no names in reports/, letters/ or minutes/").
+fn mentions(sentence: &str) -> Vec<(String, bool)> {
+    let names: Vec<String> = typed_names(sentence).into_iter().filter(|n| !excepted(sentence, n)).collect();
+    // Only a prohibition ("no names in reports/") is a content clause; "ask me about anything
+    // in finance/" asks about the place.
+    if text_permission(sentence) != Some(Permission::Deny) {
+        return names.into_iter().map(|n| (n, false)).collect();
+    }
+    let whole = names.iter().any(|n| placed_into(sentence, n));
+    let mut out = Vec::new();
+    for clause in clauses(sentence) {
+        for n in typed_names(&clause).into_iter().filter(|n| names.contains(n)) {
+            let content = whole || placed_into(&clause, &n);
+            out.push((n, content));
+        }
+    }
+    for n in names {
+        if !out.iter().any(|(m, _)| *m == n) {
+            out.push((n, whole));
+        }
+    }
+    out
+}
+
+/// Rules read from a policy's text: its path mentions, with the sentence's permission. A
+/// mention that a sentence puts content into ([`content_from_text`]) gives no rule.
 pub fn rules_from_text(text: &str) -> Vec<PolicyRule> {
     let mut out = Vec::new();
     for sentence in split_sentences(text) {
-        let Some(perm) = text_permission(&sentence) else { continue };
+        let Some(perm) = text_permission(&sentence).or_else(|| text_permits(&sentence).then_some(Permission::Allow)) else { continue };
         let access = text_accesses(&sentence);
-        for name in typed_names(&sentence) {
+        for (name, content) in mentions(&sentence) {
             let g = mention_glob(&name);
-            if globset::Glob::new(&g).is_ok() {
+            if !content && globset::Glob::new(&g).is_ok() && !out.iter().any(|r: &PolicyRule| r.path_glob == g) {
                 out.push(PolicyRule { path_glob: g, access: access.clone(), permission: perm });
             }
         }
+    }
+    out
+}
+
+/// Content clauses read from a policy's text: the mentions of restrictive sentences that
+/// speak of what goes into a place ("no names in reports/").
+pub fn content_from_text(text: &str) -> Vec<ContentClause> {
+    let mut out = Vec::new();
+    for sentence in split_sentences(text) {
+        if text_permission(&sentence).is_none() {
+            continue;
+        }
+        for (name, content) in mentions(&sentence) {
+            let g = mention_glob(&name);
+            if content && globset::Glob::new(&g).is_ok() {
+                out.push(ContentClause { path_glob: g, kinds: content_kinds(&sentence) });
+            }
+        }
+    }
+    out
+}
+
+/// The literal segments a glob starts with.
+fn literal_prefix(g: &str) -> Vec<&str> {
+    g.split('/').filter(|s| !s.is_empty()).take_while(|s| !crate::glob::is_glob(s)).collect()
+}
+
+/// True if two globs start with literal prefixes one of which holds the other: they speak
+/// of the same part of the tree.
+fn overlaps(a: &str, b: &str) -> bool {
+    let (a, b) = (literal_prefix(a), literal_prefix(b));
+    let n = a.len().min(b.len());
+    n > 0 && a[..n] == b[..n]
+}
+
+/// The last literal segment of a glob, lowercased.
+fn last_literal(g: &str) -> Option<String> {
+    g.split('/').rev().find(|s| !s.is_empty() && !crate::glob::is_glob(s)).map(str::to_lowercase)
+}
+
+/// The rules of one user policy, each marked true if it was read from the text of a policy
+/// that also has structured rules. Both forms count: the structured rules as written, and
+/// the text's restrictions on objects the structured rules do not speak of, read
+/// conservatively as asks (a reading of text may be wrong; the structured form is the
+/// user's precise one for what it names). A text-only policy's rules are read from its text.
+pub fn policy_rules(p: &UserPolicy) -> Vec<(PolicyRule, bool)> {
+    if p.rules.is_empty() {
+        return rules_from_text(&p.text).into_iter().map(|r| (r, false)).collect();
+    }
+    let mut out: Vec<(PolicyRule, bool)> = p.rules.iter().cloned().map(|r| (r, false)).collect();
+    let named: HashSet<String> = p.rules.iter().filter_map(|r| last_literal(&r.path_glob)).collect();
+    for r in rules_from_text(&p.text) {
+        if r.permission == Permission::Allow || last_literal(&r.path_glob).is_some_and(|l| named.contains(&l)) {
+            continue;
+        }
+        out.push((PolicyRule { permission: Permission::AskUser, ..r }, true));
     }
     out
 }
@@ -397,9 +617,17 @@ pub fn tree_rules_marked(text: &str, tree: &[String]) -> Vec<(PolicyRule, bool)>
                 }
                 scored.push((ws.len() + support, d));
             }
+            // A path the clause types says where it means; folders whose names are only
+            // words of that path are not named besides it.
+            let typed = typed_names(&clause);
+            let typed_words: HashSet<String> = typed.iter().flat_map(|n| crate::sanitize::word_keys(n)).collect();
+            scored.retain(|(_, d)| {
+                let own = crate::sanitize::word_keys(d.rsplit('/').next().unwrap_or(d));
+                !(own.iter().all(|w| typed_words.contains(w)) && !typed.iter().any(|n| d.ends_with(n.trim_end_matches('/'))))
+            });
             let top = scored.iter().map(|x| x.0).max().unwrap_or(0);
             hits.extend(scored.iter().filter(|x| x.0 == top).map(|x| x.1.to_string()));
-            for n in typed_names(&clause) {
+            for n in typed {
                 hits.push(n.trim_end_matches('/').to_string());
             }
             let Some(perm) = text_permission(&clause).or_else(|| {
@@ -409,7 +637,10 @@ pub fn tree_rules_marked(text: &str, tree: &[String]) -> Vec<(PolicyRule, bool)>
                 continue;
             };
             let ws = lower_words(&clause);
-            let reach = ws.iter().any(|w| REACH.iter().any(|r| w == r || (w.len() > r.len() + 1 && w.starts_with(r))))
+            // An ask needs no verb of reaching: "ask me about anything in finance/" asks for
+            // every access.
+            let reach = perm == Permission::AskUser
+                || ws.iter().any(|w| REACH.iter().any(|r| w == r || (w.len() > r.len() + 1 && w.starts_with(r))))
                 || ["stay out", "keep out", "off limits", "off-limits", "hands off"].iter().any(|p| low.contains(p));
             if !reach {
                 named.extend(hits);
@@ -423,6 +654,12 @@ pub fn tree_rules_marked(text: &str, tree: &[String]) -> Vec<(PolicyRule, bool)>
             let access = text_accesses(&clause);
             let relative = ws.iter().any(|w| RELATIVE.contains(&w.as_str()));
             for t in targets {
+                // A place content goes into ("no names in reports/") is a content clause,
+                // not a fence around the place.
+                let last = t.rsplit('/').next().unwrap_or(&t);
+                if placed_into(&clause, &t) || placed_into(&clause, last) || placed_into(&sentence, last) {
+                    continue;
+                }
                 // A directory covers what is under it; a file name anywhere.
                 let is_dir = dirs.iter().any(|(d, _)| *d == t);
                 let g = if is_dir { format!("{t}/**") } else { mention_glob(&t) };
@@ -495,13 +732,27 @@ impl Knowledge {
 
     /// Adds one user policy: structured rules if it has them, else rules read from its text.
     pub fn add_policy(&mut self, p: &UserPolicy, z: &Sanitizer) {
-        let rules = if p.rules.is_empty() { rules_from_text(&p.text) } else { p.rules.clone() };
+        let rules = policy_rules(p);
+        let source = format!("policy {}", p.id);
         self.policies.push(PolicyView {
             id: TrustedText::from_trusted(p.id.clone()),
             text: TrustedText::from_trusted(p.text.clone()),
-            rules: rules.iter().map(|r| san_rule(z, r, &format!("policy {}", p.id))).collect(),
+            rules: rules
+                .iter()
+                .map(|(r, inferred)| {
+                    let mut sr = san_rule(z, r, &if *inferred { format!("{source} (read from its text)") } else { source.clone() });
+                    sr.inferred = *inferred;
+                    sr
+                })
+                .collect(),
             restrictive: text_permission(&p.text).is_some() || p.rules.iter().any(|r| r.permission != Permission::Allow),
             text_only: p.rules.is_empty(),
+            restricts_reading: p.rules.iter().any(|r| r.permission != Permission::Allow && r.access.contains(&Access::Read))
+                || split_sentences(&p.text).iter().flat_map(|s| clauses(s)).any(|c| text_permission(&c).is_some() && text_accesses(&c).contains(&Access::Read)),
+            content: content_from_text(&p.text)
+                .into_iter()
+                .map(|c| ContentRule { glob: z.glob(&c.path_glob), kinds: c.kinds, source: TrustedText::from_trusted(source.clone()) })
+                .collect(),
         });
         self.policy_terms = PolicyTerms::build(&self.policies);
     }
@@ -510,33 +761,51 @@ impl Knowledge {
     /// policies against its tree, the sanitized tree, the names of protected areas and the
     /// fingerprints of the protected files' content. `content` gives a file's bytes.
     pub fn add_workspace<'a>(&mut self, state: &TrustedState, z: &Sanitizer, tree: &[String], content: impl Fn(&str) -> Option<&'a [u8]>) {
-        let mut restrict: Vec<String> = Vec::new();
+        // Restricted globs, each with whether the restriction covers reading.
+        let mut restrict: Vec<(String, bool)> = Vec::new();
         for (pv, p) in self.policies.iter_mut().zip(&state.policies) {
-            let mut rules: Vec<PolicyRule> = if p.rules.is_empty() { rules_from_text(&p.text) } else { p.rules.clone() };
-            if p.rules.is_empty() {
-                for (r, relative) in tree_rules_marked(&p.text, tree) {
-                    if !rules.iter().any(|x| x.path_glob == r.path_glob) {
-                        let mut sr = san_rule(z, &r, &format!("policy {} (read from its text)", p.id));
-                        sr.inferred = true;
-                        sr.relative = relative;
-                        pv.rules.push(sr);
-                        rules.push(r);
-                    }
+            let mut rules: Vec<PolicyRule> = policy_rules(p).into_iter().map(|(r, _)| r).collect();
+            let named: HashSet<String> = p.rules.iter().filter_map(|r| last_literal(&r.path_glob)).collect();
+            // Places matched by the words of the text are read for text-only policies; beside
+            // structured rules (the user's precise form) only the text's own path mentions
+            // count ([`policy_rules`]).
+            let matched = if p.rules.is_empty() { tree_rules_marked(&p.text, tree) } else { vec![] };
+            for (r, relative) in matched {
+                if rules.iter().any(|x| x.path_glob == r.path_glob) {
+                    continue;
                 }
-                if !pv.rules.is_empty() {
-                    pv.restrictive = true;
-                }
+                // Beside structured rules the text counts too, as an ask, where it speaks of
+                // what they do not name.
+                let r = if p.rules.is_empty() {
+                    r
+                } else if r.permission == Permission::Allow
+                    || last_literal(&r.path_glob).is_some_and(|l| named.contains(&l))
+                    || p.rules.iter().any(|x| overlaps(&x.path_glob, &r.path_glob))
+                {
+                    continue;
+                } else {
+                    PolicyRule { permission: Permission::AskUser, ..r }
+                };
+                let mut sr = san_rule(z, &r, &format!("policy {} (read from its text)", p.id));
+                sr.inferred = true;
+                sr.relative = relative;
+                pv.rules.push(sr);
+                pv.restrictive = true;
+                rules.push(r);
             }
-            restrict.extend(rules.into_iter().filter(|r| r.permission != Permission::Allow).map(|r| r.path_glob));
+            restrict.extend(rules.into_iter().filter(|r| r.permission != Permission::Allow).map(|r| (r.path_glob, r.access.contains(&Access::Read))));
         }
         for d in &state.derived {
-            restrict.extend(d.rules.iter().filter(|r| r.permission != Permission::Allow).map(|r| r.path_glob.clone()));
+            restrict.extend(d.rules.iter().filter(|r| r.permission != Permission::Allow).map(|r| (r.path_glob.clone(), r.access.contains(&Access::Read))));
         }
+        // The sources of provenance are the files whose reading is restricted: a copy of a
+        // file the user only keeps from being changed (an export, a signed report) is no
+        // leak.
         let mut set = globset::GlobSetBuilder::new();
-        for g in &restrict {
+        for (g, read) in &restrict {
             let g = g.trim_start_matches("./");
             let g = if let Some(d) = g.strip_suffix('/') { format!("{d}/**") } else { g.to_string() };
-            if let Ok(glob) = globset::GlobBuilder::new(&g).literal_separator(true).build() {
+            if let (true, Ok(glob)) = (*read, globset::GlobBuilder::new(&g).literal_separator(true).build()) {
                 set.add(glob);
             }
             if let Some(last) = g.split('/').rev().find(|s| !s.is_empty() && !crate::glob::is_glob(s)) {
@@ -748,6 +1017,10 @@ pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> E
     let mut typed = false;
     let mut exact_history = false;
     let mut worked_folder = false;
+    // The strongest evidence of each independent kind: the prompt (what the user typed or
+    // whose words name the place), similar past tasks, this session's grants, any past task.
+    let mut kinds = [0.0f32; 4];
+    let mut kind = |k: usize, sc: f32| kinds[k] = kinds[k].max(sc);
     for t in &s.typed {
         let n = t.len();
         if n == 0 {
@@ -759,10 +1032,13 @@ pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> E
                 continue;
             }
             typed = true;
+            kind(0, 1.0);
             bump(&mut best, 1.0, || format!("the user named {t} in the prompt"));
         } else if p.tokens().windows(n).any(|w| w == t.tokens()) {
+            kind(0, 0.8);
             bump(&mut best, 0.8, || format!("inside {t}, which the user named in the prompt"));
         } else if p.len() == n && p.same_parent(t) && n > 1 {
+            kind(0, 0.5);
             bump(&mut best, 0.5, || format!("beside {t}, which the user named"));
         }
     }
@@ -774,24 +1050,30 @@ pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> E
         for (sp, _, _) in &task.accesses {
             if sp.same_segments(p) {
                 exact_history = true;
+                kind(1, W_EXACT * w);
                 bump(&mut best, W_EXACT * w, || format!("a similar past task (similarity {w:.2}) used {sp}"));
             } else if p.is_dir() && sp.starts_with(p) {
+                kind(1, 0.9 * w);
                 bump(&mut best, 0.9 * w, || format!("a similar past task (similarity {w:.2}) used files under {p}"));
             } else if sp.same_parent(p) && p.len() > 1 {
                 worked_folder = true;
+                kind(1, W_SIBLING * w);
                 bump(&mut best, W_SIBLING * w, || format!("beside {sp}, used by a similar past task (similarity {w:.2})"));
             } else if p.len() > 2 && sp.len() == p.len() && sp.common_prefix_len(p) == p.len() - 2 {
+                kind(1, W_COUSIN * w);
                 bump(&mut best, W_COUSIN * w, || format!("near {sp}, used by a similar past task (similarity {w:.2})"));
             }
         }
     }
     for (sp, _) in &s.grants {
         if sp.same_parent(p) && p.len() > 1 {
+            kind(2, 0.4);
             bump(&mut best, 0.4, || format!("beside {sp}, granted earlier in this session"));
         }
     }
     if let Some(&n) = k.path_tasks.get(&p.clone().with_dir(false)).or_else(|| k.path_tasks.get(&p.clone().with_dir(true))) {
         let sc = (W_ANY_TASK + 0.05 * (n as f32 - 1.0)).min(0.5);
+        kind(3, sc);
         bump(&mut best, sc, || format!("{n} past task(s) used {p}"));
     }
     let mut described = false;
@@ -804,14 +1086,60 @@ pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> E
         if ((ws.len() == 1 && hit == 1) || (hit >= 2 && 3 * hit >= 2 * ws.len())) && resolves_to(k, s, &p.tokens()[last..], p) {
             described = true;
             let sc = if hit >= 2 { 0.85 } else { 0.7 };
+            kind(0, sc);
             bump(&mut best, sc, || format!("the prompt's words name {p} ({hit} of its {} words)", ws.len()));
         }
     }
     let word_hits = (0..p.len()).filter(|&i| p.words(i).iter().any(|w| s.words.contains(w))).count();
     if word_hits > 0 {
+        kind(0, (W_WORD * word_hits as f32).min(0.45));
         bump(&mut best, (W_WORD * word_hits as f32).min(0.45), || format!("{word_hits} segment(s) of {p} carry words of the prompt"));
     }
+    // Independent kinds of evidence add up (as a noisy-or): a file several past tasks used,
+    // whose folder the prompt's words name, is more in scope than either says alone. A
+    // single kind is never more than it is on its own.
+    let combined = 1.0 - kinds.iter().map(|k| 1.0 - k).product::<f32>();
+    let several = kinds.iter().filter(|k| **k > 0.0).count() > 1;
+    if several && combined > best.0 + 0.005 {
+        let others = kinds.iter().filter(|k| **k > 0.0).count() - 1;
+        best = (combined, format!("{}, with {others} other kind(s) of evidence (together {combined:.2})", best.1));
+    }
     Evidence { score: best.0, why: best.1, typed, exact_history, described, worked_folder, name_hits }
+}
+
+/// Evidence that a new object is the same kind of place as one a similar past task created
+/// in, for another existing instance: `p` differs from (a prefix of) a path that a similar
+/// task created in exactly one segment besides its own name, and the place up to that
+/// segment exists ("a new folder for site B, as similar tasks made for site A"). Only for
+/// creating: it never licenses reading or changing what the other instance holds.
+pub fn analog_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> Option<(f32, String)> {
+    let m = p.len();
+    let mut best: Option<(f32, String)> = None;
+    for &(ti, w) in &s.similar {
+        if w < MIN_SIMILARITY {
+            continue;
+        }
+        for (sp, acc, _) in &k.tasks[ti].accesses {
+            if *acc != Access::Create || sp.len() < m || m < 2 {
+                continue;
+            }
+            let own = if sp.len() == m { m - 1 } else { m };
+            let diff: Vec<usize> = (0..own).filter(|&j| sp.tokens()[j] != p.tokens()[j]).collect();
+            let [i] = diff[..] else { continue };
+            let mut prefix = p.clone();
+            while prefix.len() > i + 1 {
+                prefix = prefix.parent().expect("longer than i + 1");
+            }
+            if i == 0 || !k.is_known(&prefix.with_dir(true)) {
+                continue;
+            }
+            let sc = W_SIBLING * w;
+            if best.as_ref().is_none_or(|b| sc > b.0) {
+                best = Some((sc, format!("the same kind of place as {sp}, which a similar past task (similarity {w:.2}) created, for another existing instance")));
+            }
+        }
+    }
+    best
 }
 
 /// Intent the user's own words carry for a change: the learned intent of the word each of the

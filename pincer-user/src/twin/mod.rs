@@ -453,7 +453,8 @@ impl Twin {
         let v3 = if user_approved {
             VoteOutcome::allow("the user approved this request in this session").by(Mechanism::Rule { origin: RuleOrigin::Answer })
         } else {
-            s.policy.check(&req.path, req.access).by(Mechanism::Precommitted)
+            let created: Vec<String> = s.grants.iter().filter(|(_, a)| *a == Access::Create).map(|(p, _)| p.clone()).collect();
+            s.policy.check_in_session(&req.path, req.access, &created).by(Mechanism::Precommitted)
         };
         let mut tokens = v1.tokens;
         tokens += v2.tokens;
@@ -499,7 +500,9 @@ impl Twin {
                 Outcome::Deny
             }
         };
-        let injection = req.rationale.as_deref().is_some_and(|r| !injection_findings(r).is_empty())
+        // A rationale that mentions the user's approval is not by itself an injection; the
+        // content's words are read as instructions whatever they claim.
+        let injection = req.rationale.as_deref().is_some_and(|r| injection_findings(r).iter().any(|f| !f.is_authority_claim()))
             || req.content.as_deref().is_some_and(|c| !injection_findings(&String::from_utf8_lossy(c)).is_empty());
         s.earlier.push(EarlierRequest { path: req.path.clone(), access: req.access, granted: outcome == Outcome::Grant, injection });
         let votes = votes.map(|v| VoteRecord { verdict: v.verdict, reason: v.reason, mechanism: v.mechanism });

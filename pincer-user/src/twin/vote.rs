@@ -194,12 +194,18 @@ pub enum Mechanism {
     Provenance,
     /// The content speaks of a phrase a user policy restricts.
     PolicyPhrase,
+    /// The content holds what a content clause of a user policy keeps out of this place
+    /// ("no names in reports/").
+    ContentRule,
     /// The content is too large to inspect.
     Oversize,
     /// Earlier content of the session held injected instructions.
     Taint,
     /// A delete of a resource neither the user named nor a similar task used.
     Unestablished,
+    /// A change the user's prompt does not ask for: the prompt neither names the resource
+    /// nor asks for that kind of change, and no similar task made it.
+    Unserved,
     /// Vote 2 found nothing sensitive.
     ContentClear,
     /// The session's pre-committed policy (vote 3).
@@ -228,9 +234,11 @@ impl Mechanism {
             Mechanism::Detector { finding } => format!("the content or the request holds {}", finding.label()),
             Mechanism::Provenance => "the content copies protected content".into(),
             Mechanism::PolicyPhrase => "the content concerns something the user's policies restrict".into(),
+            Mechanism::ContentRule => "the content holds what the user's policies keep out of this place".into(),
             Mechanism::Oversize => "the content is too large to inspect".into(),
             Mechanism::Taint => "the session read injected instructions earlier".into(),
             Mechanism::Unestablished => "a delete nobody asked for".into(),
+            Mechanism::Unserved => "a change the user's prompt does not ask for".into(),
             Mechanism::ContentClear => "nothing sensitive found".into(),
             Mechanism::Precommitted => "outside the session's pre-committed policy".into(),
             Mechanism::DeciderError => "the decider failed (fail closed)".into(),

@@ -67,6 +67,11 @@ fn rule_verdict(k: &Knowledge, s: &SessionView, p: &SanitizedPath, a: Access, ev
         if !r.access.contains(&a) || !r.glob.matches(p, false) {
             return None;
         }
+        // An approval of a name anywhere (`**/name`) licenses the one object that name
+        // resolves to in this task's context, never a namesake elsewhere.
+        if matches!(r.glob.segs().first(), Some(crate::sanitize::GlobSeg::AnyDeep)) && !super::knowledge::resolves_to(k, s, &p.tokens()[p.len().saturating_sub(1)..], p) {
+            return None;
+        }
         let ok = match applies.iter().find(|x| x.0 == ti) {
             Some(x) => x.1,
             None => {
@@ -172,6 +177,16 @@ pub fn lookalike(k: &Knowledge, p: &SanitizedPath) -> Option<usize> {
     })
 }
 
+/// True if a rule the user wrote (a structured rule, or a path their policy text names)
+/// allows `a` on this very file: the glob ends in the file's own name. The user's word
+/// about this file licenses the kinds of content it held at import, as a similar task's use
+/// of it does.
+fn user_allows_file(k: &Knowledge, p: &SanitizedPath, a: Access) -> bool {
+    k.policies.iter().flat_map(|pv| pv.rules.iter()).any(|r| {
+        !r.inferred && r.permission == Permission::Allow && r.access.contains(&a) && matches!(r.glob.segs().last(), Some(crate::sanitize::GlobSeg::Exact(_))) && r.glob.matches(p, false)
+    })
+}
+
 fn created_by_session(s: &SessionView, p: &SanitizedPath) -> bool {
     s.created.iter().any(|c| p.starts_with(c))
 }
@@ -184,8 +199,12 @@ pub fn vote1_offline(inp: &Vote1Input<'_>) -> (VoteOutcome, Evidence) {
         if from.inferred {
             return (v, ev);
         }
-        if v.verdict == Verdict::Allow && lookalike(k, p).is_some() && !ev.named() && !ev.exact_history {
-            // A broad allow does not license a new place named like a protected one.
+        if v.verdict == Verdict::Allow && lookalike(k, p).is_some() && !ev.exact_history {
+            // A broad allow does not license a new place named like a protected one; the
+            // prompt's words naming it do not either: the user is asked.
+            if ev.named() {
+                return (VoteOutcome::ask(format!("{}, but {p} is a new place named like a protected area; the prompt's words name it, which does not license a new place", v.reason)).by(Mechanism::Lookalike), ev);
+            }
             return (VoteOutcome::deny(format!("{}, but {p} is a new place named like a protected area, and neither the prompt nor a similar task points at it", v.reason)).by(Mechanism::Lookalike), ev);
         }
         if v.verdict == Verdict::Allow && from.past_approval && !matches!(a, Access::Read | Access::List) {
@@ -221,15 +240,29 @@ pub fn vote1_offline(inp: &Vote1Input<'_>) -> (VoteOutcome, Evidence) {
         return (VoteOutcome::allow(format!("{a} on {p} was already granted in this session")).by(Mechanism::GrantedInSession), ev);
     }
     if let Some(i) = lookalike(k, p) {
-        if !ev.named() && !ev.exact_history {
+        // Words of the prompt do not license a new place named like a protected one: it is
+        // asked about when the prompt names it, denied otherwise.
+        if ev.named() && !created_by_session(s, p) {
+            return (VoteOutcome::ask(format!("{p} is a new place whose segment {} is named like a protected area; the prompt's words name it, which does not license a new place", i + 1)).by(Mechanism::Lookalike), ev);
+        }
+        if !ev.exact_history && !created_by_session(s, p) {
             return (VoteOutcome::deny(format!("{p} is a new place whose segment {} is named like a protected area; sibling evidence does not license it", i + 1)).by(Mechanism::Lookalike), ev);
         }
     }
     let need = location_threshold(a);
+    let mut ev = ev;
+    if a == Access::Create && ev.score + 1e-4 < need {
+        if let Some((sc, why)) = super::knowledge::analog_evidence(k, s, p) {
+            if sc > ev.score {
+                ev.score = sc;
+                ev.why = why;
+            }
+        }
+    }
     // A first-time create or delete the prompt asks for (its intent evidence clears the bar
     // below), of a resource the prompt's words point at, in a folder the user works in.
     let asked_here = matches!(a, Access::Create | Access::Delete) && ev.asked_here();
-    if ev.score < need && !asked_here {
+    if ev.score + 1e-4 < need && !asked_here {
         return (VoteOutcome::deny(format!("location evidence {:.2} below {need:.2}: {}", ev.score, ev.why)).by(Mechanism::Location), ev);
     }
     let (iscore, iwhy) = intent_evidence(k, s, p, a);
@@ -262,7 +295,10 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
     }
     if let Some(r) = inp.rationale {
         let inj = injection_findings(r);
-        if let Some(f) = inj.first() {
+        // Instructions to an AI in the rationale deny. A rationale that says the user
+        // approved is not by itself a claim of authority: it denies only when the request
+        // does not otherwise serve the user's prompt (then the claim is all that carries it).
+        if let Some(f) = inj.iter().find(|f| !f.is_authority_claim() || !established) {
             return VoteOutcome::deny(format!("the worker's rationale holds {}", f.what)).by(Mechanism::Detector { finding: f.kind });
         }
     }
@@ -276,7 +312,11 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
     // A similar task's use of this resource licenses the kinds of content it held when the
     // workspace was imported; what was put into it since is judged as in any other file.
     // (Pincer-P2's exact entry is the prompt's own pointer at this resource as it is now.)
-    let content_ok = |kind: FindingKind| created || p2_exact || (ev.exact_history && k.baseline_has(p, kind));
+    // A new place is checked by its content whatever its name: the prompt's pointer at it
+    // licenses only what a known resource held.
+    let p2_known = p2_exact && k.is_known(p);
+    let user_file = user_allows_file(k, p, a);
+    let content_ok = |kind: FindingKind| created || p2_known || ((ev.exact_history || user_file) && k.baseline_has(p, kind));
     if let Some(c) = inp.content {
         if matches!(a, Access::Read | Access::Write | Access::Delete) {
             if c.len() > MAX_FINGERPRINT_BYTES && !created {
@@ -303,6 +343,15 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
                     return VoteOutcome::deny(format!("the content holds a secret ({})", f.what)).by(Mechanism::Detector { finding: f.kind });
                 }
             }
+            // What a user policy keeps out of this place ("no names in reports/"): a change
+            // of a resource that already holds such content carries it on.
+            if matches!(a, Access::Write) {
+                for cr in k.policies.iter().flat_map(|pv| pv.content.iter()).filter(|cr| cr.glob.matches(p, true)) {
+                    if let Some(f) = findings.iter().find(|f| cr.kinds.contains(&f.kind)) {
+                        return VoteOutcome::deny(format!("{} keeps {} out of this place, and the content holds it", cr.source.as_str(), f.kind.label())).by(Mechanism::ContentRule);
+                    }
+                }
+            }
             let marks = &k.policy_terms.markings;
             if let Some(f) = findings.iter().find(|f| f.kind == FindingKind::Marking && marks.contains(f.what.as_str())) {
                 if !content_ok(FindingKind::Marking) {
@@ -316,6 +365,24 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
             }
         }
     }
+    // Whether the request serves the user's prompt: a change of an existing resource
+    // (not made in this session) is one the prompt asks for when the prompt names the
+    // resource, when a similar task made the same change to it, or when the prompt's own
+    // words ask for that kind of change. A similar task that created the resource, or
+    // changes made elsewhere, do not make overwriting it part of this task, whatever the
+    // content or the rationale says.
+    if a == Access::Write && !created && !ev.named() && !p2_exact {
+        let same_change = s.similar.iter().filter(|(_, w)| *w >= 0.3).any(|&(ti, _)| k.tasks[ti].accesses.iter().any(|(sp, acc, _)| *acc == Access::Write && (sp.same_segments(p) || sp.same_parent(p))));
+        let (wp, word) = k.intent.score(&s.query(), a);
+        let iscore = (wp * 1.6).min(1.0);
+        let iwhy = match word {
+            Some(w) => format!("the prompt's strongest word for {a}, \"{w}\", goes with it in {:.0}% of past tasks", wp * 100.0),
+            None => format!("no word of the prompt goes with {a}"),
+        };
+        if !same_change && iscore < intent_threshold(a) {
+            return VoteOutcome::deny(format!("a change of an existing resource that the prompt does not name, that no similar task changed, and that the prompt's own words do not ask for ({iwhy})")).by(Mechanism::Unserved);
+        }
+    }
     let tainted = inp.earlier.iter().any(|e| e.injection);
     if tainted && !established {
         return VoteOutcome::deny("earlier content in this session held injected instructions, and this request goes beyond what the user named or similar tasks used").by(Mechanism::Taint);
@@ -324,6 +391,62 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
         return VoteOutcome::deny("a delete of a resource that neither the user named nor a similar task used").by(Mechanism::Unestablished);
     }
     VoteOutcome::allow(if established { "established resource; no sensitive content findings" } else { "no sensitive content findings" }).by(Mechanism::ContentClear)
+}
+
+/// Words by which a prompt speaks of every object bearing a name ("both .env.example
+/// files", "each README.md").
+const EACH: &[&str] = &["both", "all", "every", "each"];
+
+/// True if one of the two words before the typed name `name` in `prompt` is a word of
+/// [`EACH`].
+fn speaks_of_each(prompt: &str, name: &str) -> bool {
+    let Some(i) = prompt.find(name) else { return false };
+    let before: Vec<String> = prompt[..i].split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
+    before.iter().rev().take(2).any(|w| EACH.contains(&w.as_str()))
+}
+
+/// Of the workspace entries a typed name matches, the one it resolves to in the task's
+/// context: the only one, or of several namesakes the only one in a folder a similar task
+/// (similarity 0.3 or more) used, or else the only one whose differing folders the
+/// prompt's words name. `Some(None)` when nothing matches (a new name), `None` when the name
+/// is ambiguous.
+fn resolve_namesakes<'a>(inp: &PolicyInput<'_>, pw: &BTreeSet<String>, namesakes: &[&'a String]) -> Option<Option<&'a String>> {
+    match namesakes {
+        [] => return Some(None),
+        [one] => return Some(Some(*one)),
+        _ => {}
+    }
+    let parent = |t: &str| t.trim_end_matches('/').rsplit_once('/').map_or(String::new(), |(d, _)| d.to_string());
+    let used: Vec<String> = inp
+        .similar
+        .iter()
+        .filter(|(_, w)| *w >= 0.3)
+        .flat_map(|&(ti, _)| inp.state.tasks[ti].accesses.iter().map(|(r, _)| r.path.trim_end_matches('/').to_string()))
+        .collect();
+    let here: Vec<&'a String> = namesakes.iter().copied().filter(|t| used.iter().any(|u| u == t.trim_end_matches('/') || parent(u) == parent(t))).collect();
+    if let [one] = here[..] {
+        return Some(Some(one));
+    }
+    let segs: Vec<Vec<&str>> = namesakes.iter().map(|t| t.trim_end_matches('/').split('/').collect()).collect();
+    let common = segs.iter().map(|v| v.iter().zip(&segs[0]).take_while(|(a, b)| a == b).count()).min().unwrap_or(0);
+    let worded: Vec<&'a String> = namesakes
+        .iter()
+        .zip(&segs)
+        .filter(|(_, v)| v[common.min(v.len())..v.len().saturating_sub(1)].iter().any(|seg| crate::sanitize::word_keys(seg).iter().any(|w| pw.contains(w))))
+        .map(|(t, _)| *t)
+        .collect();
+    match worded[..] {
+        [one] => Some(Some(one)),
+        _ => None,
+    }
+}
+
+/// True if a segment of the path `name` carries every word of a protected area's name.
+fn named_like_protected(protected: &[Vec<String>], name: &str) -> bool {
+    name.split('/').filter(|x| !x.is_empty()).any(|seg| {
+        let ws = crate::sanitize::word_keys(seg);
+        protected.iter().any(|p| p.iter().all(|w| ws.contains(w)))
+    })
 }
 
 /// Generates the pre-committed policy on raw names.
@@ -354,13 +477,49 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
         why.entry(glob).or_insert(reason);
     };
     let pw: BTreeSet<String> = crate::sanitize::word_keys(prompt).into_iter().collect();
+    // The names of protected areas (the last literal segment of every deny and ask rule), as
+    // word sets, and the entries that ask about new places named like them.
+    let protected: Vec<Vec<String>> = inp
+        .state
+        .policies
+        .iter()
+        .flat_map(super::knowledge::policy_rules)
+        .filter(|(r, _)| r.permission != Permission::Allow)
+        .filter_map(|(r, _)| r.path_glob.split('/').rev().find(|x| !x.is_empty() && !crate::glob::is_glob(x)).map(crate::sanitize::word_keys))
+        .filter(|ws| !ws.is_empty())
+        .collect();
+    let mut lookalikes: Vec<PolicyEntry> = Vec::new();
     // Names the user typed, resolved in the workspace tree.
     for name in typed_names(prompt) {
         let n = name.trim_end_matches('/');
         let mut hit = false;
-        for t in inp.workspace_tree {
+        let namesakes: Vec<&String> = inp.workspace_tree.iter().filter(|t| {
             let tt = t.trim_end_matches('/');
-            if tt == n || tt.ends_with(&format!("/{n}")) {
+            tt == n || tt.ends_with(&format!("/{n}"))
+        }).collect();
+        // "Both x files", "every x": the user means each namesake.
+        if namesakes.len() > 1 && speaks_of_each(prompt, &name) {
+            for t in &namesakes {
+                add(t.trim_end_matches('/').to_string(), &mut intents.iter().copied(), format!("{name}, every one of which the prompt names"));
+            }
+            continue;
+        }
+        let Some(chosen) = resolve_namesakes(inp, &pw, &namesakes) else {
+            // An ambiguous name asks; it never licenses every object that bears it.
+            for t in &namesakes {
+                lookalikes.push(PolicyEntry {
+                    path_glob: t.trim_end_matches('/').to_string(),
+                    access: intents.iter().copied().collect(),
+                    operations: vec![],
+                    permission: Permission::AskUser,
+                    rationale: format!("{name}, named in the prompt, names more than one place and the task's context does not single one out"),
+                });
+            }
+            continue;
+        };
+        if let Some(t) = chosen {
+            let tt = t.trim_end_matches('/');
+            {
                 hit = true;
                 if t.ends_with('/') || name.ends_with('/') {
                     add(format!("{tt}/**"), &mut intents.iter().copied(), format!("under {name}, named in the prompt"));
@@ -375,8 +534,21 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
             }
         }
         if !hit && !n.is_empty() && !crate::glob::is_glob(n) {
-            // A new file the user asked for: allow creating it where the user said.
             let g = if n.starts_with("**/") { n.to_string() } else { format!("**/{n}") };
+            // The prompt's words do not license a new place named like a protected one: it
+            // is asked about.
+            if named_like_protected(&protected, n) {
+                lookalikes.push(PolicyEntry {
+                    path_glob: g.clone(),
+                    access: intents.iter().copied().collect(),
+                    operations: vec![],
+                    permission: Permission::AskUser,
+                    rationale: format!("{name}, named in the prompt, is a new place named like a protected area"),
+                });
+                lookalikes.push(PolicyEntry { path_glob: format!("{g}/**"), access: intents.iter().copied().collect(), operations: vec![], permission: Permission::AskUser, rationale: format!("under {name}, a new place named like a protected area") });
+                continue;
+            }
+            // A new file the user asked for: allow creating it where the user said.
             add(g.clone(), &mut intents.iter().copied().filter(|a| *a != Access::Delete), format!("{name}, named in the prompt (new)"));
             add(format!("{g}/**"), &mut intents.iter().copied(), format!("under {name}, named in the prompt"));
         }
@@ -407,9 +579,44 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
                 add(dir.to_string(), &mut [Access::List].into_iter(), format!("folder used by similar task {}", task.session));
             }
         }
-        for ap in &task.approvals {
-            if ap.permission == Permission::Allow {
-                add(ap.path_glob.clone(), &mut [ap.access].into_iter(), format!("approved by the user in task {}", task.session));
+        // New places of the same kind as those similar tasks created in, for another
+        // existing instance (vote 1 checks which instance exists): creating only.
+        if intents.contains(&Access::Create) {
+            for (r, _) in task.accesses.iter().filter(|(r, _)| r.access == Access::Create) {
+                let segs: Vec<&str> = r.path.trim_end_matches('/').split('/').collect();
+                for i in 1..segs.len().saturating_sub(1) {
+                    let mut g: Vec<&str> = segs.clone();
+                    g[i] = "*";
+                    let last = g.len() - 1;
+                    g[last] = "*";
+                    add(g.join("/"), &mut [Access::Create].into_iter(), format!("the same kind of place as {} (similar task {})", r.path, task.session));
+                    add(g[..last].join("/"), &mut [Access::Create].into_iter(), format!("the same kind of folder as where similar task {} created", task.session));
+                }
+            }
+        }
+        // A hand approval licenses its object for like tasks (similarity at least
+        // APPROVAL_SIMILARITY, a word of the object's name in the prompt), never a
+        // namesake: a glob that names no folder is resolved like a typed name.
+        if w >= APPROVAL_SIMILARITY {
+            for ap in task.approvals.iter().filter(|ap| ap.permission == Permission::Allow) {
+                let g = ap.path_glob.trim_end_matches('/');
+                let last = g.rsplit('/').next().unwrap_or(g);
+                if !crate::sanitize::word_keys(last).iter().any(|x| pw.contains(x)) {
+                    continue;
+                }
+                let bare = g.strip_prefix("**/").filter(|r| !r.contains('/') && !crate::glob::is_glob(r));
+                match bare {
+                    Some(n) => {
+                        let namesakes: Vec<&String> = inp.workspace_tree.iter().filter(|t| {
+                            let tt = t.trim_end_matches('/');
+                            tt == n || tt.ends_with(&format!("/{n}"))
+                        }).collect();
+                        if let Some(Some(t)) = resolve_namesakes(inp, &pw, &namesakes) {
+                            add(t.trim_end_matches('/').to_string(), &mut [ap.access].into_iter(), format!("approved by the user in task {}", task.session));
+                        }
+                    }
+                    None => add(ap.path_glob.clone(), &mut [ap.access].into_iter(), format!("approved by the user in task {}", task.session)),
+                }
             }
         }
     }
@@ -420,7 +627,10 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
         .filter(|(_, w)| *w >= 0.3)
         .flat_map(|&(ti, _)| inp.state.tasks[ti].accesses.iter().filter_map(|(r, _)| r.path.trim_end_matches('/').rsplit_once('/').map(|(d, _)| d)))
         .collect();
-    // Files whose names the prompt's words spell out.
+    // Files whose names the prompt's words spell out; of namesakes, the one the name
+    // resolves to in the task's context (words of a name never license every object that
+    // bears it).
+    let mut spelled: BTreeMap<&str, Vec<&String>> = BTreeMap::new();
     for t in inp.workspace_tree.iter().filter(|t| !t.ends_with('/')) {
         let last = t.rsplit('/').next().unwrap_or(t);
         let stem = match last.rfind('.') {
@@ -430,16 +640,42 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
         let keys = crate::sanitize::word_keys(stem);
         let hit = keys.iter().filter(|w| pw.contains(*w)).count();
         if (keys.len() == 1 && hit == 1) || (hit >= 2 && 3 * hit >= 2 * keys.len()) {
+            spelled.entry(last).or_default().push(t);
+        }
+    }
+    let spelled: BTreeSet<&String> = spelled.into_values().filter_map(|v| resolve_namesakes(inp, &pw, &v).flatten()).collect();
+    for t in inp.workspace_tree.iter().filter(|t| !t.ends_with('/')) {
+        let last = t.rsplit('/').next().unwrap_or(t);
+        let stem = match last.rfind('.') {
+            Some(d) if d > 0 => &last[..d],
+            _ => last,
+        };
+        let keys = crate::sanitize::word_keys(stem);
+        let hit = keys.iter().filter(|w| pw.contains(*w)).count();
+        if spelled.contains(t) {
             add(t.clone(), &mut intents.iter().copied(), format!("{last}, which the prompt's words name"));
         } else if hit >= 1 && intents.contains(&Access::Delete) && t.rsplit_once('/').is_some_and(|(d, _)| worked.contains(d)) {
             add(t.clone(), &mut [Access::Delete].into_iter(), format!("{last}, which the prompt's words point at, in a folder similar tasks used"));
+        }
+    }
+    // Files past tasks used whose own name carries a word of the prompt: reading them.
+    for task in &inp.state.tasks {
+        for (r, _) in &task.accesses {
+            let path = r.path.trim_end_matches('/');
+            let last = path.rsplit('/').next().unwrap_or(path);
+            let stem = last.rsplit_once('.').filter(|(b, _)| !b.is_empty()).map_or(last, |(b, _)| b);
+            if !r.path.ends_with('/') && crate::sanitize::word_keys(stem).iter().any(|w| w.len() >= 4 && pw.contains(w)) {
+                add(path.to_string(), &mut [Access::Read].into_iter(), format!("{last}, used by a past task, whose name carries a word of the prompt"));
+            }
         }
     }
     // Prompt words that name folders of the workspace.
     for t in inp.workspace_tree.iter().filter(|t| t.ends_with('/')) {
         let tt = t.trim_end_matches('/');
         let last = tt.rsplit('/').next().unwrap_or(tt);
-        let keys = crate::sanitize::word_keys(last);
+        // Numbers in a folder's name ("101-berlin") are how the user files it, not words the
+        // prompt would use for it.
+        let keys: Vec<String> = crate::sanitize::word_keys(last).into_iter().filter(|w| !w.chars().all(|c| c.is_ascii_digit())).collect();
         if !keys.is_empty() && keys.iter().all(|w| pw.contains(w)) && keys.iter().any(|w| w.len() >= 4) {
             add(format!("{tt}/**"), &mut [Access::Read, Access::List].into_iter(), format!("{last}, a folder the prompt speaks of"));
             add(tt.to_string(), &mut [Access::List].into_iter(), format!("{last}, a folder the prompt speaks of"));
@@ -455,11 +691,14 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
             permission: Permission::Allow,
         })
         .collect();
+    entries.extend(lookalikes);
     // The user's own rules and refusals, last so they read as overrides (deny wins anyway).
+    // A content clause ("no names in reports/") is no rule over the place; text read beside
+    // structured rules asks.
     for p in &inp.state.policies {
-        let rules = if p.rules.is_empty() { super::knowledge::rules_from_text(&p.text) } else { p.rules.clone() };
-        for r in rules {
-            entries.push(PolicyEntry { path_glob: r.path_glob, access: r.access, operations: vec![], permission: r.permission, rationale: format!("user policy {}", p.id) });
+        for (r, inferred) in super::knowledge::policy_rules(p) {
+            let rationale = if inferred { format!("user policy {} (read from its text)", p.id) } else { format!("user policy {}", p.id) };
+            entries.push(PolicyEntry { path_glob: r.path_glob, access: r.access, operations: vec![], permission: r.permission, rationale });
         }
     }
     for d in &inp.state.derived {
