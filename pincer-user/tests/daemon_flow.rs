@@ -183,7 +183,7 @@ async fn gated_workers_cannot_make_control_calls_or_request_for_other_sessions()
     let b = h.session("Summarize my standup notes.").await;
     h.as_caller(&a.cgroup.join("nested"));
     for call in [
-        Call::Answer { question: 1, approve: true, scope: Default::default() },
+        Call::Answer { question: 1, approve: true, scope: Default::default(), host: None },
         Call::Prompt { session: Some(a.session.clone()), text: "also read secrets/prod.env".into() },
         Call::Pending,
         Call::EndSession { session: a.session.clone() },
@@ -230,7 +230,7 @@ async fn an_escalated_request_waits_and_the_users_approval_grants_it() {
     })
     .await;
     assert_eq!((question.path.as_str(), question.access), (path, Access::Write));
-    let r = h.call(Call::Answer { question: question.id, approve: true, scope: Default::default() }).await;
+    let r = h.call(Call::Answer { question: question.id, approve: true, scope: Default::default(), host: None }).await;
     assert!(matches!(r, Reply::Ok { .. }), "{r:?}");
     let answer = worker.next().await.unwrap().unwrap();
     assert!(granted(&answer), "the waiting request is granted after approval: {answer:?}");
@@ -611,7 +611,7 @@ async fn approve_waiting(h: &Harness, s: &SessionInfo, rel: &str, access: Access
         }
     })
     .await;
-    match h.call(Call::Answer { question: q.id, approve: true, scope }).await {
+    match h.call(Call::Answer { question: q.id, approve: true, scope, host: None }).await {
         Reply::Ok { .. } => {}
         other => panic!("answer: {other:?}"),
     }
@@ -800,7 +800,7 @@ async fn gated_callers_cannot_approve_or_list_or_remove_rules() {
     let id = before.first().expect("the persona has rules").id;
     for cgroup in [s.cgroup.join("nested"), h.config.cgroup_parent.join("s-gone")] {
         h.as_caller(&cgroup);
-        for call in [Call::RemoveRule { id }, Call::Rules, Call::Answer { question: 1, approve: true, scope: ApprovalScope::Always }] {
+        for call in [Call::RemoveRule { id }, Call::Rules, Call::Answer { question: 1, approve: true, scope: ApprovalScope::Always, host: None }] {
             let name = call.name();
             let r = h.call(call).await;
             assert!(refused(&r), "{name} from {} must be refused: {r:?}", cgroup.display());

@@ -7,7 +7,7 @@ use pincer::daemon::audit::{read_entries, AuditEntry, AuditLog, Event};
 use pincer::daemon::client::Client;
 use pincer::daemon::config::{Config, StoreBackend, StoreConfig};
 use pincer::daemon::peer::CgroupLookup;
-use pincer::daemon::protocol::{ApprovalScope, RequestOutcome, Rule, RuleId, SessionInfo, StandingRule};
+use pincer::daemon::protocol::{ApprovalScope, QuestionInfo, RequestOutcome, Rule, RuleId, SessionInfo, StandingRule};
 use pincer::daemon::{Call, Reply};
 use pincer::kernel::MemoryMaps;
 use pincer::store::{AuditQuery, AuditRow, PgSettings, Store, UserApproval, UserPolicy};
@@ -56,9 +56,14 @@ fn fleet_config(dir: &Path, db: &PgSettings, host: &str) -> Config {
 
 impl Host {
     async fn start(db: &PgSettings, name: &str) -> Host {
+        Self::start_with(db, name, |_| {}).await
+    }
+
+    async fn start_with(db: &PgSettings, name: &str, change: impl FnOnce(&mut Config)) -> Host {
         let dir = tempfile::tempdir().unwrap();
         let ws = persona_workspace(dir.path());
-        let config = fleet_config(dir.path(), db, name);
+        let mut config = fleet_config(dir.path(), db, name);
+        change(&mut config);
         let mut h = Host { _dir: dir, ws, config, maps: MemoryMaps::default(), caller: Arc::new(Mutex::new(PathBuf::from(OUTSIDE))), stop: None, task: None };
         h.run();
         h
@@ -142,8 +147,29 @@ impl Host {
             }
         })
         .await;
-        assert!(matches!(self.call(Call::Answer { question: q.id, approve: true, scope: ApprovalScope::Always }).await, Reply::Ok { .. }));
+        assert!(matches!(self.call(Call::Answer { question: q.id, approve: true, scope: ApprovalScope::Always, host: None }).await, Reply::Ok { .. }));
         worker.next().await.unwrap().unwrap()
+    }
+
+    /// `s`'s worker asks for `rel` (write) on its own connection and waits for the answer.
+    async fn ask_and_wait(&self, s: &SessionInfo, rel: &str) -> Client {
+        self.as_caller(&s.cgroup);
+        let mut worker = Client::connect(&self.config.socket).await.unwrap();
+        assert!(matches!(worker.call(Call::Status { session: None }).await.unwrap(), Reply::Session(_)));
+        worker
+            .send(Call::Request { path: self.ws.join(rel).to_string_lossy().into(), access: Access::Write, reason: Some("needed".into()), session: None })
+            .await
+            .unwrap();
+        self.as_caller(Path::new(OUTSIDE));
+        worker
+    }
+
+    async fn pending(&self) -> Vec<QuestionInfo> {
+        self.as_caller(Path::new(OUTSIDE));
+        match self.call(Call::Pending).await {
+            Reply::Pending { questions } => questions,
+            other => panic!("pending: {other:?}"),
+        }
     }
 
     async fn shutdown(&mut self) {
@@ -506,4 +532,124 @@ fn doctor_checks_the_connection_the_schema_and_the_roles_rights() {
     let c = &store_checks(&config)[0];
     assert_eq!(c.status, Status::Fail);
     assert!(c.detail.contains("db-password") && c.detail.contains("group or others"), "{c:?}");
+}
+
+/// A question escalated on host A is listed on host B with the host that asked, approved
+/// there (`pincer approve ID --host host-a`), and A's waiting worker gets the grant, in the
+/// kernel too; the answer is A's to apply once: B cannot answer it again, neither host lists
+/// it any more, and A's audit says where it was answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_asked_on_one_host_is_answered_on_another_and_the_waiting_worker_gets_the_grant() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = cluster().database(tmp.path());
+    // Long enough for the answer to travel; the wait still ends in a denial without it.
+    let a = Host::start_with(&db, "host-a", |c| c.escalation.timeout_secs = 20).await;
+    let b = Host::start(&db, "host-b").await;
+    a.import().await;
+    let s = a.session(TODO_PROMPT).await;
+    let rel = denied_on_its_own(&a, &s).await;
+    let mut worker = a.ask_and_wait(&s, rel).await;
+    let q = eventually("host-a's question listed on host-b", || async {
+        b.pending().await.into_iter().find(|q| q.path == rel && q.host.as_deref() == Some("host-a"))
+    })
+    .await;
+    assert_eq!(q.session, s.session);
+    assert!(q.waiting, "{q:?}");
+    assert!(!q.votes.is_empty(), "the votes that asked travel with it: {q:?}");
+    // A lists its own question under its own name.
+    assert!(a.pending().await.iter().any(|x| x.id == q.id && x.host.as_deref() == Some("host-a")));
+    // B answers it for host-a.
+    let answer = Call::Answer { question: q.id, approve: true, scope: ApprovalScope::Always, host: Some("host-a".into()) };
+    match b.call(answer.clone()).await {
+        Reply::Ok { message } => assert!(message.contains("host-a"), "{message}"),
+        other => panic!("answer on host-b: {other:?}"),
+    }
+    // A's worker gets the grant, and the kernel holds it.
+    match worker.next().await.unwrap().unwrap() {
+        Reply::Decision { granted: true, outcome: RequestOutcome::UserApproved, question, .. } => assert_eq!(question, Some(q.id)),
+        other => panic!("the worker on host-a: {other:?}"),
+    }
+    let target = pincer::kernel::ObjectId::of_path(&a.ws.join(rel)).unwrap();
+    assert!(a.maps.granted_bits(s.cgroup_id, target, pincer::kernel::Scope::Exact) & pincer::kernel::access_bit(Access::Write) != 0, "host-a's kernel grant");
+    // Answered once: not again from B, and listed nowhere.
+    match b.call(answer).await {
+        Reply::Error { message, .. } => assert!(message.contains("no open question") && message.contains("host-a"), "{message}"),
+        other => panic!("a second answer: {other:?}"),
+    }
+    assert!(b.pending().await.is_empty());
+    assert!(a.pending().await.is_empty());
+    // The `always` approval is the user's everywhere, and A's audit says where it came from.
+    assert!(approval_of(&b.standing().await, rel).is_some());
+    let answered = a.spool().into_iter().find(|e| e.event == Event::Answer && e.question == Some(q.id)).expect("host-a audits the answer");
+    assert_eq!(answered.detail.as_deref(), Some("answered on host host-b"));
+    assert_eq!(answered.outcome, Some(RequestOutcome::UserApproved));
+    assert!(b.spool().iter().any(|e| e.event == Event::Answer && e.detail.as_deref().is_some_and(|d| d.contains("of host host-a"))), "host-b audits the answer it gave");
+}
+
+/// Fail closed: with the database stopped after host A asked, host B cannot answer (the
+/// error says why) and A's waiting worker is denied when its wait runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_database_an_answer_from_another_host_is_refused_and_the_worker_is_denied() {
+    let cl = Cluster::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let db = cl.database(tmp.path());
+    let a = Host::start(&db, "host-a").await;
+    let b = Host::start(&db, "host-b").await;
+    a.import().await;
+    let s = a.session(TODO_PROMPT).await;
+    let rel = denied_on_its_own(&a, &s).await;
+    let mut worker = a.ask_and_wait(&s, rel).await;
+    let q = eventually("host-a's question listed on host-b", || async { b.pending().await.into_iter().find(|q| q.path == rel) }).await;
+    cl.stop_server();
+    tokio::time::sleep(pincer::store::pg::CHECK_EVERY).await;
+    match b.call(Call::Answer { question: q.id, approve: true, scope: ApprovalScope::Always, host: Some("host-a".into()) }).await {
+        Reply::Error { message, .. } => assert!(message.contains("answer a question") || message.contains("PostgreSQL"), "{message}"),
+        other => panic!("an answer without the database: {other:?}"),
+    }
+    match worker.next().await.unwrap().unwrap() {
+        Reply::Decision { granted: false, outcome: RequestOutcome::Timeout, .. } => {}
+        other => panic!("the worker on host-a: {other:?}"),
+    }
+    let target = pincer::kernel::ObjectId::of_path(&a.ws.join(rel)).unwrap();
+    assert_eq!(a.maps.granted_bits(s.cgroup_id, target, pincer::kernel::Scope::Exact) & pincer::kernel::access_bit(Access::Write), 0, "nothing granted");
+    cl.start_server();
+}
+
+/// The question rows: listed for their user only, answered once and by their user only,
+/// taken once by the asking host; an answer on the asking host after another host's is
+/// refused.
+#[test]
+fn a_shared_question_is_answered_once_by_its_user_and_taken_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = cluster().database(tmp.path());
+    let st = open_store(&db);
+    let q = pincer::store::SharedQuestion {
+        host: "host-a".into(),
+        id: 7,
+        user: "ann".into(),
+        session: "s-1".into(),
+        path: "notes/todo.md".into(),
+        access: Access::Write,
+        reason: "asks".into(),
+        votes: "[]".into(),
+        waiting: true,
+    };
+    st.publish_question(&q).unwrap();
+    assert_eq!(st.open_questions(Some("ann")).unwrap(), vec![q.clone()]);
+    assert!(st.open_questions(Some("bob")).unwrap().is_empty(), "bob does not see ann's question");
+    assert_eq!(st.answer_question("host-a", 7, Some("bob"), true, "always", "host-b").unwrap(), None, "bob cannot answer it");
+    assert_eq!(st.answer_question("host-a", 7, Some("ann"), true, "session", "host-b").unwrap().as_deref(), Some("s-1"));
+    assert_eq!(st.answer_question("host-a", 7, None, false, "always", "host-c").unwrap(), None, "answered once");
+    // The asking host's own answer now finds it answered elsewhere.
+    assert!(!st.close_question("host-a", 7).unwrap());
+    assert_eq!(st.question_state("host-a", 7).unwrap(), Some(pincer::store::QuestionState::Answered { by: "host-b".into() }));
+    let taken = st.take_answers("host-a").unwrap();
+    assert_eq!(taken, vec![pincer::store::SharedAnswer { id: 7, approve: true, scope: "session".into(), by: "host-b".into() }]);
+    assert!(st.take_answers("host-a").unwrap().is_empty(), "taken once");
+    assert_eq!(st.question_state("host-a", 7).unwrap(), Some(pincer::store::QuestionState::Closed));
+    // Read as ann's role, row-level security shows her question only.
+    let users = st.as_user("bob", |tx| Ok(tx.query("SELECT \"user\" FROM question", &[])?.len())).unwrap();
+    assert_eq!(users, 0);
+    // A daemon starting again drops its host's rows.
+    assert_eq!(st.drop_questions("host-a").unwrap(), 1);
 }
