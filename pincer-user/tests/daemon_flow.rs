@@ -539,7 +539,7 @@ async fn a_session_gets_a_private_scratch_dir_and_its_owners_places_are_gated() 
 }
 
 #[tokio::test]
-async fn import_with_a_workspace_keeps_a_private_snapshot_the_twin_is_built_from() {
+async fn import_with_a_workspace_keeps_its_snapshot_in_the_trusted_store_the_twin_is_built_from() {
     let h = Harness::new(|_| {}).await;
     h.as_caller(Path::new(OUTSIDE));
     let history = std::fs::read_to_string(Path::new(PERSONA).join("history.jsonl")).unwrap();
@@ -549,15 +549,17 @@ async fn import_with_a_workspace_keeps_a_private_snapshot_the_twin_is_built_from
         Reply::Ok { message } => assert!(message.contains("snapshot"), "{message}"),
         other => panic!("{other:?}"),
     }
-    let snap = h.config.state_dir.join("workspace-root.json");
-    use std::os::unix::fs::PermissionsExt;
-    assert_eq!(std::fs::metadata(&snap).unwrap().permissions().mode() & 0o777, 0o600);
-    let parsed: pincer::daemon::twins::WorkspaceSnapshot = serde_json::from_slice(&std::fs::read(&snap).unwrap()).unwrap();
+    let pincer::store::StoreSpec::Sqlite(db) = h.config.store_spec() else { panic!("the default store is SQLite") };
+    let parsed = pincer::store::Store::open(&db).unwrap().workspace("root").unwrap().expect("the snapshot is in the trusted store");
     assert!(parsed.tree.iter().any(|p| p == "secrets/prod.env") && parsed.files.contains_key("secrets/prod.env"));
+    assert!(!h.config.state_dir.join("workspace-root.json").exists(), "no copy beside the store");
     // A corrupt snapshot fails closed: no twin, so requests are denied.
-    std::fs::write(&snap, b"{not json").unwrap();
+    rusqlite::Connection::open(&db).unwrap().execute("UPDATE workspace SET snapshot = '{not json'", []).unwrap();
     let r = h.call(Call::CreateSession { owner_uid: 0, roots: vec![h.ws.clone()], prompt: TODO_PROMPT.into(), mode: Default::default() }).await;
-    assert!(matches!(r, Reply::Error { .. }), "no session without its twin: {r:?}");
+    match &r {
+        Reply::Error { message, .. } => assert!(message.contains("workspace snapshot"), "{message}"),
+        other => panic!("no session without its twin: {other:?}"),
+    }
     // A workspace that does not exist is an error that names it.
     match h.call(Call::Import { history, policies, uid: None, workspace: Some(PathBuf::from("/nonexistent/ws")) }).await {
         Reply::Error { message, .. } => assert!(message.contains("/nonexistent/ws"), "{message}"),

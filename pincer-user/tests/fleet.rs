@@ -653,3 +653,40 @@ fn a_shared_question_is_answered_once_by_its_user_and_taken_once() {
     // A daemon starting again drops its host's rows.
     assert_eq!(st.drop_questions("host-a").unwrap(), 1);
 }
+
+/// Workspace fingerprints are shared: a snapshot imported on host A (`pincer import
+/// --workspace`) is in the shared store, and host B's twin, built before, learns it by
+/// notification: a new note holding a copy of protected content, granted by B before, is
+/// refused after, by the content's provenance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspace_snapshot_imported_on_one_host_fingerprints_protected_content_on_another() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = cluster().database(tmp.path());
+    let a = Host::start(&db, "host-a").await;
+    let b = Host::start(&db, "host-b").await;
+    a.import().await;
+    // Protected content (personal/ is denied by policy p04) copied into a new note (notes/
+    // may be read, policy p14).
+    let todo = "notes/review-copy.md";
+    let copy = std::fs::read(b.ws.join("personal/performance-review-2024.md")).unwrap();
+    std::fs::write(b.ws.join(todo), &copy).unwrap();
+    let s = b.session(TODO_PROMPT).await;
+    let r = b.request(&s, todo, Access::Read).await;
+    assert!(granted(&r), "without fingerprints the note is granted: {r:?}");
+    b.end(&s).await;
+    // Host A takes the snapshot (its own copy of the workspace) into the shared store.
+    a.as_caller(Path::new(OUTSIDE));
+    let r = a.call(Call::Import { history: String::new(), policies: String::new(), uid: None, workspace: Some(a.ws.clone()) }).await;
+    assert!(matches!(&r, Reply::Ok { message } if message.contains("snapshot")), "{r:?}");
+    let snap = open_store(&db).workspace("root").unwrap().expect("the snapshot is in the shared store");
+    assert!(snap.files.contains_key("personal/performance-review-2024.md"));
+    eventually("host-b refusing the copy with host-a's fingerprints", || async {
+        let s = b.session(TODO_PROMPT).await;
+        let r = b.request(&s, todo, Access::Read).await;
+        b.end(&s).await;
+        (!granted(&r)).then_some(r)
+    })
+    .await;
+    let why = b.spool().into_iter().rev().find(|e| e.event == Event::Decision && e.outcome == Some(RequestOutcome::Deny)).expect("the denial is audited");
+    assert!(why.votes.iter().any(|v| v.reason.contains("overlaps protected content")), "refused by provenance: {why:?}");
+}
