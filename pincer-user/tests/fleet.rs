@@ -201,6 +201,9 @@ fn granted(r: &Reply) -> bool {
     matches!(r, Reply::Decision { granted: true, .. })
 }
 
+/// A file whose write the persona's policy p13 asks the user about: a question at once.
+const ASKS: &str = "dotfiles/gitconfig";
+
 /// Files of the persona the twin does not grant a write of on its own in a to-do task.
 const UNRELATED: &[&str] = &["dotfiles/gitconfig", "projects/notifier/README.md", "projects/ledger/README.md", "notes/standup.md"];
 
@@ -547,7 +550,8 @@ async fn a_question_asked_on_one_host_is_answered_on_another_and_the_waiting_wor
     let b = Host::start(&db, "host-b").await;
     a.import().await;
     let s = a.session(TODO_PROMPT).await;
-    let rel = denied_on_its_own(&a, &s).await;
+    let rel = ASKS;
+    std::fs::write(a.ws.join(rel), "plain text\n").unwrap();
     let mut worker = a.ask_and_wait(&s, rel).await;
     let q = eventually("host-a's question listed on host-b", || async {
         b.pending().await.into_iter().find(|q| q.path == rel && q.host.as_deref() == Some("host-a"))
@@ -597,7 +601,8 @@ async fn without_the_database_an_answer_from_another_host_is_refused_and_the_wor
     let b = Host::start(&db, "host-b").await;
     a.import().await;
     let s = a.session(TODO_PROMPT).await;
-    let rel = denied_on_its_own(&a, &s).await;
+    let rel = ASKS;
+    std::fs::write(a.ws.join(rel), "plain text\n").unwrap();
     let mut worker = a.ask_and_wait(&s, rel).await;
     let q = eventually("host-a's question listed on host-b", || async { b.pending().await.into_iter().find(|q| q.path == rel) }).await;
     cl.stop_server();
@@ -689,4 +694,68 @@ async fn a_workspace_snapshot_imported_on_one_host_fingerprints_protected_conten
     .await;
     let why = b.spool().into_iter().rev().find(|e| e.event == Event::Decision && e.outcome == Some(RequestOutcome::Deny)).expect("the denial is audited");
     assert!(why.votes.iter().any(|v| v.reason.contains("overlaps protected content")), "refused by provenance: {why:?}");
+}
+
+/// Runs the `pincer` CLI built with these tests against `h`'s socket; returns the command
+/// line as typed (with the host's name as prompt) and its output, and checks it succeeded.
+fn cli(h: &Host, args: &[&str]) -> (String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pincer")).args(args).arg("--socket").arg(&h.config.socket).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "pincer {args:?} on {}: {text}", h.config.store.host);
+    (format!("{}$ pincer {}", h.config.store.host, args.join(" ")), text)
+}
+
+/// The transcript of an approval given on one host that grants on another, made with the
+/// `pincer` CLI: the worker on host-a waits, `pincer pending` on host-b lists host-a's
+/// question, `pincer approve ID --host host-a` on host-b answers it, the worker gets the
+/// grant, and `pincer log --host host-a` shows both ends. Written to the file named by
+/// `PINCER_FLEET_TRANSCRIPT` if set (`cargo test --release -p pincer-user --test fleet
+/// transcript -- --nocapture` prints it too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transcript_of_an_approval_given_on_one_host_that_grants_on_another() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = cluster().database(tmp.path());
+    let a = Host::start_with(&db, "host-a", |c| c.escalation.timeout_secs = 30).await;
+    let b = Host::start(&db, "host-b").await;
+    a.import().await;
+    let s = a.session(TODO_PROMPT).await;
+    let rel = ASKS;
+    std::fs::write(a.ws.join(rel), "plain text\n").unwrap();
+    let mut t = vec![format!("# host-a: session {} asks for write on {rel}; its worker waits", s.session)];
+    let mut worker = a.ask_and_wait(&s, rel).await;
+    let q = eventually("the question on host-b", || async { b.pending().await.into_iter().find(|q| q.path == rel) }).await;
+    let bin = |h: &Host, args: &[&str]| {
+        let (cmd, out) = cli(h, args);
+        format!("{cmd}\n{}", out.trim_end())
+    };
+    let listed = bin(&b, &["pending", "--host", "host-a"]);
+    assert!(listed.contains("host-a") && listed.contains(rel), "{listed}");
+    t.push(listed);
+    let id = q.id.to_string();
+    let approved = bin(&b, &["approve", &id, "--host", "host-a"]);
+    assert!(approved.contains(&format!("question {id} of host host-a approved")), "{approved}");
+    t.push(approved);
+    let r = worker.next().await.unwrap().unwrap();
+    assert!(granted(&r), "{r:?}");
+    t.push(format!("# host-a: the waiting worker's reply\n{}", serde_json::to_string(&r).unwrap()));
+    let empty = bin(&a, &["pending"]);
+    assert!(empty.contains("no pending questions"), "{empty}");
+    t.push(empty);
+    // The shared audit has both ends once shipped.
+    eventually("both answers in the shared audit", || async {
+        let all = shared_audit(&db);
+        (all.iter().filter(|e| e.event == Event::Answer).count() == 2).then_some(())
+    })
+    .await;
+    let log = bin(&b, &["log", "--host", "host-a", "--session", &s.session]);
+    assert!(log.contains("answered on host host-b"), "{log}");
+    t.push(log);
+    let log = bin(&b, &["log", "--host", "host-b"]);
+    assert!(log.contains("of host host-a"), "{log}");
+    t.push(log.lines().filter(|l| l.starts_with("host-") || l.contains("Answer")).collect::<Vec<_>>().join("\n"));
+    let text = t.join("\n\n") + "\n";
+    eprintln!("{text}");
+    if let Some(p) = std::env::var_os("PINCER_FLEET_TRANSCRIPT") {
+        std::fs::write(p, &text).unwrap();
+    }
 }
