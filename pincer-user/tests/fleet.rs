@@ -759,3 +759,51 @@ async fn transcript_of_an_approval_given_on_one_host_that_grants_on_another() {
         std::fs::write(p, &text).unwrap();
     }
 }
+
+/// Whether `settings` connect, and every connection of the `pincer` role runs over TLS
+/// (`pg_stat_ssl`, read as the superuser while the store is open).
+fn over_tls(cl: &Cluster, settings: &PgSettings) -> bool {
+    let _st = Store::open_postgres(settings.clone()).unwrap();
+    let (tls, plain) = cl.pincer_connections();
+    tls > 0 && plain == 0
+}
+
+/// The connection settings against a server that takes TLS only, with a certificate of a
+/// CA made here: `tls = "verify-full"` with that CA's `ca_file` connects over TLS (and an
+/// `sslmode=disable` in the URL does not turn it off); another CA, or the system's CA
+/// certificates, are refused, as is a certificate for another name; `tls = "disable"` gets
+/// no connection from a server that wants TLS.
+#[test]
+fn tls_checks_the_servers_certificate_and_name_and_a_wrong_ca_is_refused() {
+    use common::pg::Ca;
+    let tmp = tempfile::tempdir().unwrap();
+    let ca = Ca::new(tmp.path(), "pincer-test-ca");
+    let other = Ca::new(tmp.path(), "other-ca");
+    let (cert, key) = ca.server("db", "DNS:localhost,IP:127.0.0.1");
+    let cl = Cluster::start_tls(&cert, &key);
+    let plain = cl.database(tmp.path());
+    let e = format!("{:#}", anyhow::Error::from(Store::open_postgres(plain.clone()).unwrap_err()));
+    assert!(e.contains("no pg_hba.conf entry") || e.contains("SSL"), "no TLS, no connection: {e}");
+    let verified = PgSettings { tls: pincer::store::TlsMode::VerifyFull, ca_file: Some(ca.cert.clone()), ..plain.clone() };
+    assert!(over_tls(&cl, &verified), "verify-full connects over TLS");
+    // By name as well as by address.
+    let by_name = PgSettings { url: verified.url.replace("host=127.0.0.1", "host=localhost"), ..verified.clone() };
+    assert!(over_tls(&cl, &by_name));
+    // The URL cannot turn TLS off.
+    let downgrade = PgSettings { url: format!("{} sslmode=disable", verified.url), ..verified.clone() };
+    assert!(over_tls(&cl, &downgrade), "sslmode=disable in the URL is overridden");
+    // Another CA, or the system's CA certificates: refused.
+    for ca_file in [Some(other.cert.clone()), None] {
+        let wrong = PgSettings { ca_file: ca_file.clone(), ..verified.clone() };
+        let e = format!("{:#}", anyhow::Error::from(Store::open_postgres(wrong).unwrap_err()));
+        assert!(e.to_lowercase().contains("certificate") || e.contains("CA"), "ca_file {ca_file:?} is refused: {e}");
+    }
+    // A certificate of the right CA for another name: refused.
+    drop(cl);
+    let (cert, key) = ca.server("elsewhere", "DNS:db.example.org");
+    let cl = Cluster::start_tls(&cert, &key);
+    let db = cl.database(tmp.path());
+    let wrong_name = PgSettings { tls: pincer::store::TlsMode::VerifyFull, ca_file: Some(ca.cert.clone()), ..db };
+    let e = format!("{:#}", anyhow::Error::from(Store::open_postgres(wrong_name).unwrap_err()));
+    assert!(e.to_lowercase().contains("certificate") || e.contains("name"), "a certificate for another name is refused: {e}");
+}
