@@ -1104,8 +1104,20 @@ impl Store {
         Ok(found)
     }
 
-    /// Loads `user`'s whole trusted state into memory.
+    /// Loads `user`'s whole trusted state into memory, as one snapshot of the database: the
+    /// tasks, prompts, accesses and approvals read are those of one moment, whatever other
+    /// hosts of a fleet write meanwhile (PostgreSQL `REPEATABLE READ`; a SQLite read
+    /// transaction).
     pub fn load_state(&self, user: &str) -> Result<TrustedState, StoreError> {
+        self.in_transaction(|s| {
+            if s.is_shared() {
+                s.db.batch("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY").map_err(sql("take a snapshot"))?;
+            }
+            s.load_state_rows(user)
+        })
+    }
+
+    fn load_state_rows(&self, user: &str) -> Result<TrustedState, StoreError> {
         let mut st = TrustedState::new(user);
         let mut idx: HashMap<i64, usize> = HashMap::new();
         for r in self.db.query(r#"SELECT id, session, day FROM task WHERE "user" = ?1 ORDER BY day, id"#, &[user.into()]).map_err(sql("load tasks"))? {
