@@ -807,3 +807,42 @@ fn tls_checks_the_servers_certificate_and_name_and_a_wrong_ca_is_refused() {
     let e = format!("{:#}", anyhow::Error::from(Store::open_postgres(wrong_name).unwrap_err()));
     assert!(e.to_lowercase().contains("certificate") || e.contains("name"), "a certificate for another name is refused: {e}");
 }
+
+/// A user's state loaded while another host writes new tasks is one snapshot: every task
+/// read has its prompt, and the load never meets a prompt of a task it did not read (it
+/// used to panic then, taking the daemon's actor with it).
+#[test]
+fn a_state_loaded_while_another_host_writes_is_one_snapshot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = cluster().database(tmp.path());
+    let writer = open_store(&db);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let w = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let rec = pincer::store::HistoryRecord {
+                    day: 1,
+                    session: format!("h{n}"),
+                    prompt: format!("task {n}"),
+                    accesses: vec![pincer::store::AccessRecord { path: format!("notes/{n}.md"), access: Access::Read }],
+                    approvals: vec![],
+                };
+                writer.add_history("ann", &rec).unwrap();
+                n += 1;
+            }
+            n
+        })
+    };
+    let reader = open_store(&db);
+    for _ in 0..300 {
+        let st = reader.load_state("ann").unwrap();
+        for t in &st.tasks {
+            assert_eq!(t.prompts.len(), 1, "task {} read with its prompt: {t:?}", t.session);
+            assert_eq!(t.accesses.len(), 1, "task {} read with its access: {t:?}", t.session);
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(w.join().unwrap() > 0);
+}
