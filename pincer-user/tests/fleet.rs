@@ -475,6 +475,38 @@ fn a_users_state_moves_between_backends() {
     assert_eq!(pg.schema_version().unwrap(), pg.known_version());
 }
 
+/// `pincer store export --sqlite FILE` and `pincer store import` (the CLI) move the user's
+/// workspace snapshot with the state.
+#[test]
+fn the_store_cli_moves_a_users_state_and_workspace_snapshot_into_the_fleets_database() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = cluster().database(tmp.path());
+    let lite_path = tmp.path().join("state.db");
+    let lite = Store::open(&lite_path).unwrap();
+    let persona = Path::new(common::PERSONA);
+    lite.import_persona("ann", persona.join("history.jsonl"), persona.join("policies.jsonl")).unwrap();
+    let snap = pincer::daemon::twins::WorkspaceSnapshot::take(&persona.join("workspace")).unwrap();
+    lite.set_workspace("ann", &snap).unwrap();
+    let out = tmp.path().join("ann.json");
+    let pincer = |args: &[&std::ffi::OsStr]| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_pincer")).args(args).output().unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        assert!(o.status.success(), "pincer {args:?}: {text}");
+        text
+    };
+    let e = pincer(&["store".as_ref(), "export".as_ref(), "--sqlite".as_ref(), lite_path.as_os_str(), "--user".as_ref(), "ann".as_ref(), "--out".as_ref(), out.as_os_str()]);
+    assert!(e.contains("workspace snapshot"), "{e}");
+    let config = tmp.path().join("fleet.toml");
+    let url = db.url.clone();
+    let pw = db.password_file.clone().unwrap();
+    std::fs::write(&config, format!("[store]\nbackend = \"postgres\"\nurl = \"{url}\"\ntls = \"disable\"\npassword_file = \"{}\"\n", pw.display())).unwrap();
+    let i = pincer(&["store".as_ref(), "import".as_ref(), "--config".as_ref(), config.as_os_str(), "--user".as_ref(), "ann".as_ref(), out.as_os_str()]);
+    assert!(i.contains("workspace snapshot"), "{i}");
+    let pg = open_store(&db);
+    assert_eq!(pg.load_state("ann").unwrap(), lite.load_state("ann").unwrap());
+    assert_eq!(pg.workspace("ann").unwrap(), Some(snap));
+}
+
 /// The password file must be root-only; the error names the file and the fix.
 #[test]
 fn a_password_file_others_may_read_is_refused() {
