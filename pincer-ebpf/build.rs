@@ -74,7 +74,11 @@ fn check_programs(object_path: &Path) {
         let Ok(section) = file.section_by_index(index) else { continue };
         let (Ok(section), Ok(name)) = (section.name(), symbol.name()) else { continue };
         if let Some(hook) =
-            section.strip_prefix("lsm/").or_else(|| section.strip_prefix("fexit/")).or_else(|| section.strip_prefix("fentry/"))
+            section
+                .strip_prefix("lsm/")
+                .or_else(|| section.strip_prefix("lsm.s/"))
+                .or_else(|| section.strip_prefix("fexit/"))
+                .or_else(|| section.strip_prefix("fentry/"))
         {
             found.insert((name.to_string(), hook.to_string()));
         }

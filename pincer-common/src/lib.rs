@@ -117,6 +117,10 @@ shared_consts! {
     /// session's uid and lies outside every protected root: it is gated by its
     /// owner, so the walk named no root.
     EVENT_FLAG_OWNED: u32 = 1 << 5;
+    /// Event flag: the access is held: the worker's syscall waits until the
+    /// daemon answers the hold (on the hold anchor's FUSE file), then the
+    /// kernel looks for an exact grant on the object again.
+    EVENT_FLAG_HELD: u32 = 1 << 6;
 
     /// Session flag ([`SessionValue::flags`]): misses are reported but allowed,
     /// except never-grantable ones and terminal injection.
@@ -132,6 +136,15 @@ shared_consts! {
     /// [`State::session_levels`] when a session's level is not known: every
     /// level is looked up.
     SESSION_LEVELS_ALL: u32 = 0xffff_ffff;
+    /// [`map_names::HOLD`] slot: the hold anchor's thread-group id (0: no hold).
+    HOLD_SLOT_ANCHOR: u32 = 0;
+    /// [`map_names::HOLD`] slot: 1 when the loader attached the held `file_open`.
+    HOLD_SLOT_HELD_ATTACHED: u32 = 1;
+    /// Entries of [`map_names::HOLD`].
+    HOLD_SLOTS: u32 = 2;
+    /// How many threads may wait in a hold at once, over every session (the
+    /// size of [`map_names::HELD`]); a miss beyond it is denied at once.
+    HOLD_MAX: u32 = 4096;
     /// Bytes of [`MissEvent::name`].
     EVENT_NAME_LEN: usize = 256;
     /// Bytes of [`MissEvent::path`].
@@ -180,11 +193,19 @@ pub mod map_names {
     pub const EVENTS: &str = "pincer_events";
     /// `PERCPU_ARRAY` of one `u64`: events dropped because the ring buffer was full.
     pub const DROPS: &str = "pincer_drops";
+    /// `ARRAY` of `HOLD_SLOTS` `u32`: the thread-group id of the hold anchor, a
+    /// process whose executable lies on the daemon's FUSE mount (0: misses are
+    /// not held), and whether the held `file_open` is attached.
+    pub const HOLD: &str = "pincer_hold";
+    /// `HASH` `u32` thread id → `u32` hold id: the threads waiting in a hold.
+    pub const HELD: &str = "pincer_held";
     /// Every map, in a fixed order.
-    pub const ALL: [&str; 13] =
-        [SESSIONS, ROOTS, EXACT, SUBTREE, OPEN, NEVER, NEVER_NAMES, NEVER_DIRS, STATE, GENERATION, WALK_CACHE, EVENTS, DROPS];
+    pub const ALL: [&str; 15] = [
+        SESSIONS, ROOTS, EXACT, SUBTREE, OPEN, NEVER, NEVER_NAMES, NEVER_DIRS, STATE, GENERATION, WALK_CACHE, EVENTS, DROPS,
+        HOLD, HELD,
+    ];
     /// The C macro naming each map (`#define MAP_SESSIONS pincer_sessions`).
-    pub const C_MACROS: [(&str, &str); 13] = [
+    pub const C_MACROS: [(&str, &str); 15] = [
         ("MAP_SESSIONS", SESSIONS),
         ("MAP_ROOTS", ROOTS),
         ("MAP_EXACT", EXACT),
@@ -198,6 +219,8 @@ pub mod map_names {
         ("MAP_WALK_CACHE", WALK_CACHE),
         ("MAP_EVENTS", EVENTS),
         ("MAP_DROPS", DROPS),
+        ("MAP_HOLD", HOLD),
+        ("MAP_HELD", HELD),
     ];
 }
 
@@ -400,8 +423,8 @@ shared_struct! {
         pub flags: u32,
         /// Number of components written into `path`.
         pub depth: u32,
-        /// Explicit padding, always zero.
-        pub _pad: u32,
+        /// The hold the denied thread waits in ([`EVENT_FLAG_HELD`]), or 0.
+        pub hold: u32,
         /// The object's own name (NUL-terminated).
         pub name: [u8; EVENT_NAME_LEN],
         /// Reverse NUL-separated components up to the root (see the type docs).

@@ -174,6 +174,24 @@ struct {
 	__type(value, __u64);
 } MAP_DROPS SEC(".maps");
 
+/* [HOLD_SLOT_ANCHOR]: the hold anchor's thread-group id (0: misses are not
+ * held). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, HOLD_SLOTS);
+	__type(key, __u32);
+	__type(value, __u32);
+} MAP_HOLD SEC(".maps");
+
+/* Thread id → the hold it waits in: the daemon reads it when the thread's
+ * FUSE request arrives. Full: the miss is denied at once. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, HOLD_MAX);
+	__type(key, __u32);
+	__type(value, __u32);
+} MAP_HELD SEC(".maps");
+
 /* The registered session the current task belongs to. */
 struct session {
 	__u64 id;    /* cgroup id, 0 when the task is not gated */
@@ -206,6 +224,8 @@ struct walk {
 	__u32 stamp_mount;
 	__u32 exact;      /* cache: the object's exact grant */
 	__u32 names_here; /* cache: the directory holds never-grantable names */
+	__u32 hold;       /* a plain miss may be held (the held file_open only) */
+	__u32 hold_id;    /* the hold a reported miss belongs to (0: not held) */
 	__u32 _pad;
 };
 
@@ -524,7 +544,7 @@ static __always_inline struct miss_event *reserve(const struct session *s, __u32
 	e->flags = w->flags;
 	e->root_ino = w->root_ino;
 	e->root_dev = w->root_dev;
-	e->_pad = 0;
+	e->hold = w->hold_id;
 	e->ino = 0;
 	e->dev = 0;
 	e->parent_ino = 0;
@@ -578,7 +598,8 @@ static long path_step(__u64 index, struct path_ctx *c)
 }
 
 /* Push a miss: `obj` is the object (a struct dentry *; for creations, the
- * new negative dentry), reached through w->mnt (or none). */
+ * new negative dentry), reached through w->mnt (or none). Returns 1 when the
+ * event was submitted, 0 when the ring buffer was full (counted as a drop). */
 __noinline int report(const struct session *s, const struct walk *w, __u64 obj_ptr, __u32 access, __u32 hook)
 {
 	if (!s || !w)
@@ -620,7 +641,7 @@ __noinline int report(const struct session *s, const struct walk *w, __u64 obj_p
 
 	e->depth = depth;
 	bpf_ringbuf_submit(e, 0);
-	return 0;
+	return 1;
 }
 
 /* A kernel pointer as a plain integer: the global functions take only
@@ -631,6 +652,36 @@ static __always_inline __u64 scalar_of(const void *ptr)
 
 	bpf_probe_read_kernel(&v, sizeof(v), &ptr);
 	return v;
+}
+
+/* Holding a miss (the held file_open, kernels with the kfuncs below): the
+ * event names a hold id, MAP_HELD maps the waiting thread to it, and the
+ * thread reads an xattr of the hold anchor's executable, a file on the
+ * daemon's FUSE mount, so it sleeps until the daemon answers the hold. */
+static __always_inline int hold_begin(struct walk *w)
+{
+	__u32 anchor_slot = HOLD_SLOT_ANCHOR;
+	__u32 *anchor = bpf_map_lookup_elem(&MAP_HOLD, &anchor_slot);
+
+	if (!anchor || !*anchor)
+		return 0;
+	/* Holds are told apart by (thread, id): a random id keeps a late answer
+	 * to a thread's earlier hold from ending its next one. */
+	__u32 id = bpf_get_prandom_u32() | 1;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+	if (bpf_map_update_elem(&MAP_HELD, &tid, &id, BPF_ANY))
+		return 0;
+	w->hold_id = id;
+	return 1;
+}
+
+static __always_inline void hold_end(struct walk *w)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+	bpf_map_delete_elem(&MAP_HELD, &tid);
+	w->hold_id = 0;
 }
 
 /* The verdict on a walk: never-grantable bits (or a walk that could not rule
@@ -657,7 +708,12 @@ static __always_inline int verdict(const struct session *s, __u64 obj, __u32 hoo
 		report(s, w, obj, need & ~w->granted, hook);
 		return 0;
 	}
-	report(s, w, obj, need & ~w->granted, hook);
+	/* A plain miss under a root may be held: the event names the hold. An
+	 * object gated by its owner has no root for the twin to judge it under. */
+	if (w->hold && !(w->flags & EVENT_FLAG_OWNED) && hold_begin(w))
+		w->flags |= EVENT_FLAG_HELD;
+	if (!report(s, w, obj, need & ~w->granted, hook) && w->hold_id)
+		hold_end(w); /* no event, nothing to wait for: denied now */
 	return -EACCES;
 }
 
@@ -1176,7 +1232,8 @@ static __always_inline int check_create(const struct session *s, struct dentry *
 
 /* Check an open file: `read` (or `list` for a directory) and `write` as its
  * mode says, walked through its own mount. */
-static __always_inline int check_file(const struct session *s, struct file *file, __u32 hook, int may_record_created)
+static __always_inline int check_file(const struct session *s, struct file *file, __u32 hook, int may_record_created,
+				      __u32 *held)
 {
 	/* `file` is the hook's own (BTF-typed) argument: its fields are read
 	 * directly, without a probe-read helper call each. */
@@ -1233,6 +1290,7 @@ static __always_inline int check_file(const struct session *s, struct file *file
 	if (d && !created && cached_allow(s, d, scalar_of(file->f_path.mnt), need, multi, &w))
 		return 0;
 	walk_start(&w, s, scalar_of(d), scalar_of(file->f_path.mnt), need, multi);
+	w.hold = held != 0;
 
 	walk_up(&w);
 	protect_owned(s, inode, &w);
@@ -1260,7 +1318,11 @@ static __always_inline int check_file(const struct session *s, struct file *file
 		bpf_map_update_elem(&MAP_EXACT, &gk, &bits, BPF_ANY);
 		return 0;
 	}
-	return verdict(s, w.d, hook, &w);
+	int err = verdict(s, w.d, hook, &w);
+
+	if (held && w.hold_id)
+		*held = w.need & ~w.granted;
+	return err;
 }
 
 /* The session id of the current task, or 0 (for the reach block). */
@@ -1286,7 +1348,83 @@ int BPF_PROG(pincer_file_open, struct file *file, int ret)
 
 	if (reach)
 		return reach;
-	return check_file(&s, file, HOOK_FILE_OPEN, 1);
+	return check_file(&s, file, HOOK_FILE_OPEN, 1, 0);
+}
+
+/* Kernel functions of the held file_open (bpf_get_file_xattr since 6.8,
+ * bpf_get_task_exe_file and bpf_put_file since 6.12). Plain externs: the
+ * loader writes each call's BTF id into the instruction (pincer-user's
+ * kernel::kfunc), and on a kernel without them this program is refused and
+ * the plain file_open attached instead. */
+struct task_struct;
+extern struct task_struct *bpf_task_from_pid(__s32 pid);
+extern void bpf_task_release(struct task_struct *p);
+extern struct file *bpf_get_task_exe_file(struct task_struct *task);
+extern void bpf_put_file(struct file *file);
+extern int bpf_get_file_xattr(struct file *file, const char *name__str, struct bpf_dynptr *value_p);
+
+/* The xattr the held thread reads (the kfunc reads `user.*` names only). */
+const volatile char HOLD_XATTR[] = "user.pincer.hold";
+
+/* Waits in the hold the miss just reported, then checks the object again: the
+ * daemon's answer only ends the wait, an exact grant of the missing bits on
+ * the opened inode is what allows. A dead daemon, a missing anchor or a FUSE
+ * error end the wait with the check, which finds no grant. */
+static __always_inline int hold_wait(const struct session *s, struct file *file, __u32 missing)
+{
+	__u32 anchor_slot = HOLD_SLOT_ANCHOR;
+	__u32 *anchor = bpf_map_lookup_elem(&MAP_HOLD, &anchor_slot);
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+
+	if (anchor && *anchor) {
+		struct task_struct *t = bpf_task_from_pid(*anchor);
+
+		if (t) {
+			struct file *exe = bpf_get_task_exe_file(t);
+
+			if (exe) {
+				__u64 answer = 0;
+				struct bpf_dynptr dp;
+
+				bpf_dynptr_from_mem(&answer, sizeof(answer), 0, &dp);
+				bpf_get_file_xattr(exe, (const char *)HOLD_XATTR, &dp);
+				bpf_put_file(exe);
+			}
+			bpf_task_release(t);
+		}
+	}
+	bpf_map_delete_elem(&MAP_HELD, &tid);
+	struct inode *inode = file->f_inode;
+
+	if (!inode)
+		return -EACCES;
+	struct grant_key gk = { .session = s->id, .ino = inode->i_ino, .dev = inode->i_sb->s_dev };
+	__u32 *bits = bpf_map_lookup_elem(&MAP_EXACT, &gk);
+
+	return bits && (*bits & missing) == missing ? 0 : -EACCES;
+}
+
+/* file_open that holds a plain miss until the daemon has decided it (sleepable;
+ * attached instead of pincer_file_open where the kernel accepts it). */
+SEC("lsm.s/file_open")
+int BPF_PROG(pincer_file_open_held, struct file *file, int ret)
+{
+	struct session s;
+	__u32 missing = 0;
+
+	if (ret)
+		return ret;
+	if (!current_session(&s))
+		return 0;
+	int reach = reach_file_open(s.id, file);
+
+	if (reach)
+		return reach;
+	int err = check_file(&s, file, HOOK_FILE_OPEN, 1, &missing);
+
+	if (!err || !missing)
+		return err;
+	return hold_wait(&s, file, missing);
 }
 
 /* An fd that arrives by SCM_RIGHTS or pidfd_getfd: no open happens in the
@@ -1300,7 +1438,7 @@ int BPF_PROG(pincer_file_receive, struct file *file, int ret)
 		return ret;
 	if (!current_session(&s))
 		return 0;
-	return check_file(&s, file, HOOK_FILE_RECEIVE, 0);
+	return check_file(&s, file, HOOK_FILE_RECEIVE, 0, 0);
 }
 
 SEC("lsm/inode_create")

@@ -66,7 +66,7 @@ struct miss_event {
 	__u32 hook;
 	__u32 flags;
 	__u32 depth;
-	__u32 _pad;
+	__u32 hold; /* the hold the thread waits in, or 0 */
 	char name[EVENT_NAME_LEN];
 	char path[EVENT_PATH_LEN];
 };

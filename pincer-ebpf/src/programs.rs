@@ -4,11 +4,13 @@
 /// Program (function) names in the object and the LSM hook each attaches to,
 /// in attach order.
 ///
-/// Hooks with two signature variants come as two entries, the newer first: a
-/// loader tries it and falls back to the next entry for the same hook when the
+/// Hooks with two variants come as two entries, the preferred first: a loader
+/// tries it and falls back to the next entry for the same hook when the
 /// verifier refuses it (`inode_setattr` gained a leading `mnt_idmap` argument
-/// in Linux 6.8).
-pub const PROGRAMS: [(&str, &str); 22] = [
+/// in Linux 6.8; `pincer_file_open_held` is sleepable and calls kernel
+/// functions that Linux 6.12 has and 6.1 lacks).
+pub const PROGRAMS: [(&str, &str); 23] = [
+    ("pincer_file_open_held", "file_open"),
     ("pincer_file_open", "file_open"),
     ("pincer_inode_create", "inode_create"),
     ("pincer_inode_mkdir", "inode_mkdir"),

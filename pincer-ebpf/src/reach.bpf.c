@@ -277,7 +277,7 @@ static __always_inline struct miss_event *reach_event(__u64 session, __u32 hook)
 	e->hook = hook;
 	e->flags = EVENT_FLAG_REACH;
 	e->depth = 0;
-	e->_pad = 0;
+	e->hold = 0;
 	e->ino = 0;
 	e->parent_ino = 0;
 	e->root_ino = 0;

@@ -238,6 +238,38 @@ fn btf(host: &Host) -> Check {
     }
 }
 
+/// Which way a miss waits for its decision on this kernel: held (6.12's kfuncs and FUSE)
+/// or denied at once and retried.
+fn hold(host: &Host, cfg: &Config) -> Check {
+    const NAME: &str = "hold";
+    if !cfg.hold.enabled {
+        return check(NAME, Status::Warn, "off ([hold] enabled = false): a miss is denied at once and the worker retries", None);
+    }
+    let btf = match aya::Btf::parse_file(&host.btf, aya::Endianness::default()) {
+        Ok(b) => b,
+        Err(e) => return check(NAME, Status::Warn, format!("cannot read {}: {e}; a miss is denied at once", host.btf.display()), None),
+    };
+    let missing = crate::kernel::kfunc::missing(&btf);
+    if !missing.is_empty() {
+        let need: Vec<String> = crate::kernel::kfunc::KFUNCS.iter().filter(|(k, _)| missing.contains(k)).map(|(k, v)| format!("{k} ({v})")).collect();
+        return check(
+            NAME,
+            Status::Warn,
+            format!("deny and retry: this kernel lacks {} for the held file_open; a miss is denied at once and the worker's retry succeeds after the grant", need.join(", ")),
+            Some("run Linux 6.12 or later to hold a miss until it is decided".into()),
+        );
+    }
+    if !Path::new("/dev/fuse").exists() {
+        return check(NAME, Status::Warn, "deny and retry: /dev/fuse is missing (the hold's anchor runs from a FUSE mount)", Some("load the fuse module (modprobe fuse)".into()));
+    }
+    let attached = match crate::kernel::Enforcer::reuse(&cfg.pin_dir) {
+        Ok(e) if e.holds_misses() => " (the pinned program holds)",
+        Ok(_) => " (the pinned program is the plain one: restart the daemon after removing the pins to hold)",
+        Err(_) => "",
+    };
+    check(NAME, Status::Ok, format!("held: a miss waits up to {} ms for its decision (sleepable file_open, bpf_get_file_xattr on the FUSE anchor at {}){attached}", cfg.hold.max_ms, cfg.hold.mountpoint.display()), None)
+}
+
 fn configuration(path: Option<&Path>) -> (Check, Config) {
     const NAME: &str = "configuration";
     let shown = path.map(Path::to_path_buf).or_else(|| std::env::var_os("PINCER_CONFIG").map(PathBuf::from)).unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
@@ -390,6 +422,7 @@ pub async fn run(host: &Host, config: Option<&Path>, socket: Option<PathBuf>) ->
         kernel_config(host),
         lsm(host),
         btf(host),
+        hold(host, &cfg),
         cgroup2(host, &table, &cfg),
         bpffs(&table, &cfg),
         cfg_check,

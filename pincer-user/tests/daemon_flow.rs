@@ -330,6 +330,7 @@ fn read_miss(h: &Harness, s: &SessionInfo, file: ObjectId, parent: Option<Object
         name: "todo.md".into(),
         relative_path: PathBuf::from("notes/todo.md"),
         flags: 0,
+        hold: 0,
     }
 }
 

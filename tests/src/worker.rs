@@ -237,7 +237,7 @@ impl Daemon {
         let text = format!(
             "state_dir = {:?}\nsocket = {:?}\naudit_log = {:?}\npin_dir = {:?}\ncgroup_parent = {:?}\non_miss = {:?}\n[escalation]\ntimeout_secs = {}\n\
              [containment]\nscratch_parent = {:?}\n[[containment.open_paths]]\npath = {:?}\nmode = \"rw\"\n\
-             [[containment.open_paths]]\npath = {:?}\nmode = \"ro\"\n",
+             [[containment.open_paths]]\npath = {:?}\nmode = \"ro\"\n[hold]\nmountpoint = {:?}\n",
             dir.join("state"),
             socket,
             dir.join("audit.jsonl"),
@@ -250,6 +250,8 @@ impl Daemon {
             // The harness's own programs (the probe beside `pincer`) stay runnable in a
             // session wherever the checkout is, a gated place such as /tmp included.
             pincer.parent().unwrap_or(Path::new("/")),
+            // Each daemon's hold anchor runs from a FUSE mount of its own.
+            dir.join("hold"),
         );
         std::fs::write(&config, text).unwrap_or_else(|e| panic!("write {}: {e}", config.display()));
         let mut daemon = Daemon { pincer: pincer.to_owned(), dir: dir.to_owned(), socket, pin_dir, child: None };

@@ -71,6 +71,9 @@ pub enum Event {
     RuleRemoved,
     /// A shadow session's accesses became trusted history.
     ShadowHistory,
+    /// A kernel miss's hold ended: how long the worker's access waited and whether the
+    /// decision granted it.
+    Hold,
 }
 
 /// One vote as audited: the twin's record of it (verdict, reason, mechanism).

@@ -162,6 +162,26 @@ impl StoreConfig {
     }
 }
 
+/// `[hold]`: how a miss waits for its decision on kernels that can hold it (Linux 6.12).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HoldConfig {
+    /// Hold misses where the kernel accepts the held `file_open` (false: every miss is
+    /// denied at once and the worker retries).
+    pub enabled: bool,
+    /// The longest a worker's access waits for the decision (milliseconds); then it is
+    /// denied. It is also how long a SIGKILL of a held process may take to act.
+    pub max_ms: u64,
+    /// Where the hold's FUSE filesystem (the anchor's executable) is mounted.
+    pub mountpoint: PathBuf,
+}
+
+impl Default for HoldConfig {
+    fn default() -> Self {
+        HoldConfig { enabled: true, max_ms: 5000, mountpoint: PathBuf::from("/run/pincer/hold") }
+    }
+}
+
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -192,6 +212,8 @@ pub struct Config {
     pub limits: super::limits::LimitsConfig,
     /// Where the trusted state lives: SQLite on this host or a fleet's PostgreSQL.
     pub store: StoreConfig,
+    /// Holding a miss until it is decided.
+    pub hold: HoldConfig,
 }
 
 impl Default for Config {
@@ -209,6 +231,7 @@ impl Default for Config {
             containment: Default::default(),
             limits: Default::default(),
             store: Default::default(),
+            hold: Default::default(),
         }
     }
 }
@@ -245,6 +268,12 @@ impl Config {
         }
         if self.default_roots.iter().any(|r| !r.is_absolute()) {
             return bad("default_roots", "every root must be an absolute path");
+        }
+        if !(1..=600_000).contains(&self.hold.max_ms) {
+            return bad("hold.max_ms", "must be between 1 and 600000");
+        }
+        if !self.hold.mountpoint.is_absolute() {
+            return bad("hold.mountpoint", "must be an absolute path");
         }
         if self.escalation.timeout_secs == 0 {
             return bad("escalation.timeout_secs", "must be at least 1");

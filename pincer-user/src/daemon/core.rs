@@ -110,6 +110,8 @@ pub struct CoreDeps {
     pub sanitizer: Sanitizer,
     /// The audit log.
     pub audit: Arc<AuditLog>,
+    /// The holds of kernel misses, when the kernel holds them ([`crate::kernel::hold`]).
+    pub holds: Option<crate::kernel::hold::Holds>,
 }
 
 impl std::fmt::Debug for CoreDeps {
@@ -134,6 +136,8 @@ pub struct Core {
     /// This host's name in the fleet, when the store is shared (its questions are
     /// published under it: [`fleet`](super::fleet)).
     pub(super) host: Option<String>,
+    /// The holds of kernel misses (none: every miss is denied at once).
+    pub(super) holds: Option<crate::kernel::hold::Holds>,
 }
 
 /// The kernel grant an approval of scope `once` made, until it is taken back.
@@ -177,6 +181,7 @@ impl Core {
             contain: Default::default(),
             once: vec![],
             host,
+            holds: deps.holds,
         };
         core.drop_fleet_questions();
         core.resume().await?;

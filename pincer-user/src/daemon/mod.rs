@@ -245,6 +245,7 @@ pub async fn run_kernel_daemon(config: Config) -> Result<(), DaemonError> {
             }
         }
     });
+    let (holds, anchor) = start_hold(&config, &mut enforcer);
     let mut misses = enforcer.misses().map_err(DaemonError::Kernel)?;
     let (mtx, mrx) = mpsc::channel(1024);
     tokio::spawn(async move {
@@ -273,7 +274,7 @@ pub async fn run_kernel_daemon(config: Config) -> Result<(), DaemonError> {
         tracing::warn!(error = %e, "cannot tell systemd the daemon is ready");
     }
     let parts = Parts {
-        core: core::CoreDeps { config, enforcer, decider, sanitizer, audit },
+        core: core::CoreDeps { config, enforcer, decider, sanitizer, audit, holds: holds.clone() },
         lookup: peer::kernel_lookup(),
         misses: Some(mrx),
     };
@@ -287,5 +288,49 @@ pub async fn run_kernel_daemon(config: Config) -> Result<(), DaemonError> {
         }
         tracing::info!("shutting down; enforcement stays pinned");
     };
-    run(parts, listener, shutdown).await
+    let result = run(parts, listener, shutdown).await;
+    // Threads still held find no new grant: their accesses are denied.
+    if let Some(h) = &holds {
+        h.release_all();
+    }
+    drop(anchor);
+    result
+}
+
+/// Starts holding misses when configured and the kernel holds them: the FUSE mount, its
+/// anchor, and the anchor's pid in the kernel's map. Otherwise (or if any step fails, which
+/// is logged) the map says "no anchor" and every miss is denied at once.
+fn start_hold(config: &Config, enforcer: &mut crate::kernel::Enforcer) -> (Option<crate::kernel::hold::Holds>, Option<crate::kernel::hold::Anchor>) {
+    use crate::kernel::hold::{Anchor, Holds};
+    let off = |enforcer: &mut crate::kernel::Enforcer| {
+        if let Err(e) = enforcer.set_hold_anchor(0) {
+            tracing::error!(error = %e, "cannot clear the hold anchor");
+        }
+        (None, None)
+    };
+    if !config.hold.enabled {
+        tracing::info!("holding misses is off ([hold] enabled = false): a miss is denied at once");
+        return off(enforcer);
+    }
+    if !enforcer.holds_misses() {
+        tracing::info!("this kernel does not hold misses (no held file_open): a miss is denied at once and retried");
+        return off(enforcer);
+    }
+    let holds = Holds::new(std::time::Duration::from_millis(config.hold.max_ms), tokio::runtime::Handle::current());
+    match Anchor::start(&config.hold.mountpoint, &config.pin_dir, holds.clone()) {
+        Ok(anchor) => match enforcer.set_hold_anchor(anchor.pid()) {
+            Ok(()) => {
+                tracing::info!(anchor = anchor.pid(), mount = %anchor.mountpoint().display(), max_ms = config.hold.max_ms, "misses are held until decided");
+                (Some(holds), Some(anchor))
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot name the hold anchor; a miss is denied at once");
+                off(enforcer)
+            }
+        },
+        Err(e) => {
+            tracing::error!(error = %error::chain(&e), "cannot start the hold; a miss is denied at once");
+            off(enforcer)
+        }
+    }
 }

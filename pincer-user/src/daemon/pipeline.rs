@@ -317,8 +317,31 @@ impl Core {
     }
 
     /// An access the kernel denied: recorded, or decided as an implicit request per
-    /// missing access type.
+    /// missing access type. A held miss's wait ends once it is decided (granted or not),
+    /// whatever path the decision took.
     pub(super) async fn miss(&mut self, m: Miss) {
+        let (hold, session, object, bits) = (m.hold, m.session, ObjectId { dev: m.dev, ino: m.ino }, m.access.clone());
+        self.miss_decide(m).await;
+        if hold == 0 {
+            return;
+        }
+        let Some(holds) = self.holds.clone() else { return };
+        // The grant (if any) is in the kernel before the wait ends: the kernel checks it next.
+        let granted = bits.iter().all(|a| self.enforcer.holds(session, object, *a).unwrap_or(false));
+        let waited = holds.release(hold);
+        if let Some(s) = self.sessions.by_cgroup_id(session) {
+            let mut e = self.entry(Event::Hold, s);
+            e.outcome = Some(if granted { RequestOutcome::Grant } else { RequestOutcome::Deny });
+            e.latency_ms = waited.map(|w| w.as_secs_f64() * 1000.0);
+            e.detail = Some(match waited {
+                Some(w) => format!("hold {hold}: the access waited {:.1} ms for the decision; {}", w.as_secs_f64() * 1000.0, if granted { "granted, the same syscall goes on" } else { "not granted, EACCES" }),
+                None => format!("hold {hold}: decided before the thread's wait began; {}", if granted { "granted" } else { "not granted, EACCES" }),
+            });
+            self.audit.record(&e);
+        }
+    }
+
+    async fn miss_decide(&mut self, m: Miss) {
         let origin = Origin::Miss { hook: m.hook, pid: m.pid, uid: m.uid, flags: m.flags };
         let Some(s) = self.sessions.by_cgroup_id(m.session) else {
             let mut e = AuditEntry::new(Event::Miss);

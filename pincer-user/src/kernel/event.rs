@@ -41,6 +41,9 @@ pub struct Miss {
     pub relative_path: PathBuf,
     /// `EVENT_FLAG_*` bits from the kernel.
     pub flags: u32,
+    /// The hold the denied thread waits in until the daemon has decided ([`super::hold`]),
+    /// or 0 when it was denied at once.
+    pub hold: u32,
 }
 
 impl Miss {
@@ -108,6 +111,7 @@ impl Miss {
             name,
             relative_path,
             flags: e.flags,
+            hold: if e.flags & pincer_common::EVENT_FLAG_HELD != 0 { e.hold } else { 0 },
         })
     }
 }
@@ -436,7 +440,7 @@ mod tests {
             hook: HOOK_FILE_OPEN,
             flags: 0,
             depth: path.len() as u32,
-            _pad: 0,
+            hold: 0,
             name: [0; EVENT_NAME_LEN],
             path: [0; EVENT_PATH_LEN],
         };

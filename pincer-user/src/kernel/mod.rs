@@ -66,6 +66,8 @@
 //!   ([`Enforcer::allow_session_server`]).
 
 mod event;
+pub mod hold;
+pub mod kfunc;
 mod reach;
 mod table;
 
@@ -86,6 +88,9 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+
+/// The `file_open` program that holds a miss until the daemon answers.
+const HELD_FILE_OPEN: &str = "pincer_file_open_held";
 
 /// Where the program's maps and links are pinned unless configured otherwise.
 pub const DEFAULT_PIN_DIR: &str = "/sys/fs/bpf/pincer";
@@ -121,6 +126,9 @@ pub enum KernelError {
     /// The BPF object could not be loaded (maps created, relocations applied).
     #[error("cannot load the Pincer BPF object")]
     LoadObject(#[source] Box<EbpfError>),
+    /// The object's calls to kernel functions could not be resolved.
+    #[error("cannot resolve the BPF object's kernel function calls")]
+    Kfunc(#[from] kfunc::KfuncError),
     /// The BPF object lacks a program it should hold.
     #[error("BPF object has no program {name}")]
     MissingProgram {
@@ -478,6 +486,7 @@ struct Kernel {
     pin_dir: PathBuf,
     drops: PerCpuArray<MapData, u64>,
     events: Option<RingBuf<MapData>>,
+    hold: Array<MapData, u32>,
     _links: Vec<PinnedLink>,
     _ebpf: Option<Ebpf>,
 }
@@ -573,10 +582,11 @@ impl Enforcer {
             return Err(KernelError::RingBufSize { bytes });
         }
         let btf = Btf::from_sys_fs().map_err(|e| KernelError::Btf(e.into()))?;
+        let object = kfunc::resolve_for(pincer_ebpf::PINCER_BPF, &btf)?;
         let mut ebpf = EbpfLoader::new()
             .btf(Some(&btf))
             .map_max_entries(map_names::EVENTS, bytes)
-            .load(pincer_ebpf::PINCER_BPF)
+            .load(&object)
             .map_err(|e| KernelError::LoadObject(e.into()))?;
 
         let pin_dir = config.pin_dir.clone();
@@ -585,8 +595,8 @@ impl Enforcer {
                 .map_err(|source| KernelError::PinDir { op: "create", path: dir.clone(), source })?;
         }
         let result = Self::attach_all(&mut ebpf, &btf, &pin_dir);
-        let links = match result {
-            Ok(links) => links,
+        let (links, held) = match result {
+            Ok(attached) => attached,
             Err(e) => {
                 let _ = remove_pin_dir(&pin_dir);
                 return Err(e);
@@ -602,16 +612,21 @@ impl Enforcer {
         let reach = reach::ReachMaps::bpf(&mut take)?;
         let drops = typed(map_names::DROPS, take(map_names::DROPS)?)?;
         let events = typed(map_names::EVENTS, take(map_names::EVENTS)?)?;
-        tracing::info!(dir = %pin_dir.display(), "Pincer LSM loaded, attached and pinned");
-        let kernel = Kernel { pin_dir, drops, events: Some(events), _links: links, _ebpf: Some(ebpf) };
+        let mut hold: Array<MapData, u32> = typed(map_names::HOLD, take(map_names::HOLD)?)?;
+        hold.set(pincer_common::HOLD_SLOT_HELD_ATTACHED, u32::from(held), 0)
+            .map_err(|e| KernelError::MapOp { op: "update", map: map_names::HOLD, source: Box::new(e) })?;
+        tracing::info!(dir = %pin_dir.display(), held_file_open = held, "Pincer LSM loaded, attached and pinned");
+        let kernel = Kernel { pin_dir, drops, events: Some(events), hold, _links: links, _ebpf: Some(ebpf) };
         let mut enforcer = Self { maps, reach, kernel: Some(kernel) };
         enforcer.start_cache()?;
         enforcer.apply_reach(&config.reach)?;
         Ok(enforcer)
     }
 
-    fn attach_all(ebpf: &mut Ebpf, btf: &Btf, pin_dir: &Path) -> Result<Vec<PinnedLink>, KernelError> {
+    /// Attaches every hook; also says whether `file_open` got its held variant.
+    fn attach_all(ebpf: &mut Ebpf, btf: &Btf, pin_dir: &Path) -> Result<(Vec<PinnedLink>, bool), KernelError> {
         let mut links = Vec::new();
+        let mut held = false;
         let mut done_hooks: Vec<&'static str> = Vec::new();
         for (name, hook) in pincer_ebpf::PROGRAMS.into_iter().chain(pincer_ebpf::REACH_PROGRAMS) {
             if done_hooks.contains(&hook) {
@@ -628,6 +643,10 @@ impl Enforcer {
                     && pincer_ebpf::PROGRAMS.iter().position(|(n, _)| *n == name)
                         < pincer_ebpf::PROGRAMS.iter().rposition(|(_, h)| *h == hook);
                 if has_fallback {
+                    if name == HELD_FILE_OPEN {
+                        let missing = kfunc::missing(btf);
+                        tracing::info!(program = name, ?missing, error = %source, "held file_open refused by this kernel; misses are denied at once");
+                    }
                     tracing::debug!(program = name, hook, error = %source, "variant refused, trying the next one");
                     continue;
                 }
@@ -645,9 +664,10 @@ impl Enforcer {
             let pinned = fd_link.pin(&path).map_err(|source| KernelError::Pin { path, source: source.into() })?;
             links.push(pinned);
             done_hooks.push(hook);
+            held |= name == HELD_FILE_OPEN;
         }
         links.extend(reach::attach_tracing(ebpf, btf, &links_dir(pin_dir))?);
-        Ok(links)
+        Ok((links, held))
     }
 
     /// Opens the maps and links pinned under `pin_dir` by an earlier process.
@@ -674,10 +694,27 @@ impl Enforcer {
             pin_dir: pin_dir.to_path_buf(),
             drops: typed(map_names::DROPS, open(map_names::DROPS)?)?,
             events: Some(typed(map_names::EVENTS, open(map_names::EVENTS)?)?),
+            hold: typed(map_names::HOLD, open(map_names::HOLD)?)?,
             _links: links,
             _ebpf: None,
         };
         Ok(Self { maps, reach, kernel: Some(kernel) })
+    }
+
+    /// Whether the attached `file_open` holds misses (the kernel accepted its held
+    /// variant); `false` for an enforcer without a kernel program.
+    pub fn holds_misses(&self) -> bool {
+        let Some(k) = &self.kernel else { return false };
+        k.hold.get(&pincer_common::HOLD_SLOT_HELD_ATTACHED, 0).is_ok_and(|v| v == 1)
+    }
+
+    /// Names the hold anchor (its thread-group id), or with 0 stops holding misses:
+    /// each is then denied at once as on a kernel without the held `file_open`.
+    pub fn set_hold_anchor(&mut self, tgid: u32) -> Result<(), KernelError> {
+        let Some(k) = &mut self.kernel else { return Ok(()) };
+        k.hold
+            .set(pincer_common::HOLD_SLOT_ANCHOR, tgid, 0)
+            .map_err(|e| KernelError::MapOp { op: "update", map: map_names::HOLD, source: Box::new(e) })
     }
 
     /// The bpffs directory this enforcer is pinned under (`None` for one in memory).

@@ -596,7 +596,7 @@ mod tests {
             hook,
             flags: pincer_common::reach::EVENT_FLAG_REACH,
             depth: 0,
-            _pad: 0,
+            hold: 0,
             name: [0; pincer_common::EVENT_NAME_LEN],
             path: [0; pincer_common::EVENT_PATH_LEN],
         };

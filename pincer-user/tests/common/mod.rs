@@ -90,6 +90,7 @@ pub fn start_daemon(config: &Config, enforcer: Enforcer, lookup: CgroupLookup, k
             decider: Arc::new(OfflineDecider::new()),
             sanitizer: Sanitizer::new(SecretKey::from_bytes(key)),
             audit: Arc::new(AuditLog::open(&config.audit_log).unwrap()),
+            holds: None,
         },
         lookup,
         misses,

@@ -1,0 +1,492 @@
+//! Holding a miss until the daemon has decided it.
+//!
+//! On a kernel that accepts the held `file_open` (Linux 6.12: a sleepable BPF LSM program
+//! calling `bpf_get_task_exe_file` and `bpf_get_file_xattr`), a plain miss is reported
+//! with a hold id and the worker's thread then reads the `user.pincer.hold` xattr of the
+//! *hold anchor*'s executable. The anchor is a process whose executable lies on a FUSE
+//! filesystem this module serves ([`HoldFs`]), so the read becomes a FUSE `GETXATTR`
+//! request and the thread sleeps until it is answered. The daemon answers it when it has
+//! decided the miss ([`Holds::release`]) or when [`Holds`]'s bound runs out; the kernel
+//! then looks for an exact grant on the object again. The answer carries no verdict: the
+//! hold can only end a wait, never let an access through.
+//!
+//! ```text
+//! worker open() ─ miss ─→ ring buffer (hold id) ─→ daemon decides ─→ grant into the map
+//!      │                                                                 │
+//!      └─ getxattr(anchor exe) ─→ FUSE GETXATTR (thread id → MAP_HELD → hold id)
+//!                                         └──────── answered ←───────────┘
+//!         ←─ the kernel checks the object's exact grant again: 0 or EACCES
+//! ```
+//!
+//! A dead daemon closes the FUSE connection: every waiting thread's read fails and the
+//! check finds no grant. A thread whose request the daemon has read cannot be interrupted
+//! by FUSE (the kernel waits for the reply), so the bound ([`Holds::new`]'s `max`) is also
+//! how long a SIGKILL of a held process may take.
+
+use aya::maps::{HashMap as BpfHashMap, MapData};
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner, OpenFlags, ReplyAttr,
+    ReplyData, ReplyDirectory, ReplyEntry, ReplyOpen, ReplyXattr, Request,
+};
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::fs::FileExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+/// The argument the hold anchor is started with (`pincer <ANCHOR_ARG>`): it then only waits.
+pub const ANCHOR_ARG: &str = "--pincer-hold-anchor";
+/// The xattr the held thread reads (`HOLD_XATTR` of `pincer.bpf.c`).
+pub const HOLD_XATTR: &str = "user.pincer.hold";
+/// The anchor's executable in the FUSE filesystem.
+const ANCHOR_NAME: &str = "anchor";
+const ROOT_INO: u64 = 1;
+const ANCHOR_INO: u64 = 2;
+/// How long the kernel may cache the filesystem's two entries (they never change).
+const TTL: Duration = Duration::from_secs(3600);
+
+/// Why holding could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum HoldError {
+    /// A file or directory operation failed.
+    #[error("{op} {}", path.display())]
+    Io {
+        /// What was done.
+        op: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The pinned thread map could not be opened.
+    #[error("cannot open the pinned map {0}")]
+    Map(String),
+    /// The anchor did not come up on the FUSE filesystem.
+    #[error("the hold anchor did not start from {}: {problem}", path.display())]
+    Anchor {
+        /// Its executable.
+        path: PathBuf,
+        /// What went wrong.
+        problem: String,
+    },
+}
+
+/// A waiting thread's FUSE request: answering it (or dropping it) ends the wait.
+#[derive(Debug)]
+pub struct HoldAnswer {
+    reply: Option<ReplyXattr>,
+    size: u32,
+}
+
+impl HoldAnswer {
+    /// Ends the wait; the kernel then checks the object's grant.
+    pub fn release(mut self) {
+        self.send();
+    }
+
+    fn send(&mut self) {
+        if let Some(reply) = self.reply.take() {
+            if self.size == 0 {
+                reply.size(1);
+            } else {
+                reply.data(b"1");
+            }
+        }
+    }
+}
+
+impl Drop for HoldAnswer {
+    fn drop(&mut self) {
+        self.send();
+    }
+}
+
+/// Counters of the holds since the daemon started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HoldStats {
+    /// Threads that waited in a hold.
+    pub held: u64,
+    /// Holds released because their miss was decided.
+    pub released: u64,
+    /// Holds that reached the bound before a decision.
+    pub timed_out: u64,
+    /// FUSE requests of threads that were in no hold (answered at once).
+    pub strays: u64,
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    waiting: HashMap<u32, (HoldAnswer, Instant)>,
+    decided: HashMap<u32, Instant>,
+    stats: HoldStats,
+}
+
+/// The holds in progress, shared by the FUSE thread (a thread's request arrives) and the
+/// daemon (a miss is decided). Holds are keyed by the kernel's hold id; whichever of the
+/// request and the decision comes second ends the wait.
+#[derive(Debug, Clone)]
+pub struct Holds {
+    table: Arc<Mutex<Table>>,
+    max: Duration,
+    runtime: tokio::runtime::Handle,
+}
+
+impl Holds {
+    /// Holds that last at most `max`; timers run on `runtime`.
+    pub fn new(max: Duration, runtime: tokio::runtime::Handle) -> Self {
+        Self { table: Arc::default(), max, runtime }
+    }
+
+    /// The longest a hold lasts.
+    pub fn max(&self) -> Duration {
+        self.max
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A thread's request for hold `id` arrived: answered at once if the miss is already
+    /// decided, else it waits for [`Holds::release`] or the bound.
+    pub fn arrived(&self, id: u32, answer: HoldAnswer) {
+        let mut t = self.lock();
+        t.stats.held += 1;
+        if t.decided.remove(&id).is_some() {
+            t.stats.released += 1;
+            drop(t);
+            answer.release();
+            return;
+        }
+        t.waiting.insert(id, (answer, Instant::now()));
+        drop(t);
+        let me = self.clone();
+        let max = self.max;
+        self.runtime.spawn(async move {
+            tokio::time::sleep(max).await;
+            let expired = {
+                let mut t = me.lock();
+                let w = t.waiting.remove(&id);
+                if w.is_some() {
+                    t.stats.timed_out += 1;
+                }
+                w
+            };
+            if let Some((answer, since)) = expired {
+                tracing::warn!(hold = id, waited_ms = since.elapsed().as_millis() as u64, "hold reached its bound before a decision; denied");
+                answer.release();
+            }
+        });
+    }
+
+    /// A request from a thread that is in no hold (a stray read of the anchor's xattr).
+    fn stray(&self, answer: HoldAnswer) {
+        self.lock().stats.strays += 1;
+        drop(answer);
+    }
+
+    /// Miss `id` is decided (its grant, if any, is in the kernel): ends the wait of its
+    /// thread and returns how long it waited, or records the decision for a request yet to
+    /// come (`None`).
+    pub fn release(&self, id: u32) -> Option<Duration> {
+        let mut t = self.lock();
+        if let Some((answer, since)) = t.waiting.remove(&id) {
+            t.stats.released += 1;
+            drop(t);
+            answer.release();
+            return Some(since.elapsed());
+        }
+        let now = Instant::now();
+        let stale = self.max * 2;
+        t.decided.retain(|_, at| now.duration_since(*at) < stale);
+        t.decided.insert(id, now);
+        None
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> HoldStats {
+        self.lock().stats
+    }
+
+    /// Threads waiting now.
+    pub fn waiting(&self) -> usize {
+        self.lock().waiting.len()
+    }
+
+    /// Ends every wait (the daemon is stopping): each thread's check then finds no new grant.
+    pub fn release_all(&self) {
+        let waiting: Vec<_> = self.lock().waiting.drain().collect();
+        for (_, (answer, _)) in waiting {
+            answer.release();
+        }
+    }
+}
+
+/// The FUSE filesystem of the hold: a root directory with one executable, the anchor
+/// (this program's own binary, read from `/proc/self/exe`).
+pub struct HoldFs {
+    exe: std::fs::File,
+    exe_len: u64,
+    held: BpfHashMap<MapData, u32, u32>,
+    holds: Holds,
+    started: SystemTime,
+}
+
+impl HoldFs {
+    fn attr(&self, ino: u64) -> FileAttr {
+        let dir = ino == ROOT_INO;
+        FileAttr {
+            ino: INodeNo(ino),
+            size: if dir { 0 } else { self.exe_len },
+            blocks: if dir { 0 } else { self.exe_len.div_ceil(512) },
+            atime: self.started,
+            mtime: self.started,
+            ctime: self.started,
+            crtime: self.started,
+            kind: if dir { FileType::Directory } else { FileType::RegularFile },
+            perm: 0o555,
+            nlink: if dir { 2 } else { 1 },
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+            blksize: 4096,
+            flags: 0,
+        }
+    }
+}
+
+impl Filesystem for HoldFs {
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        if parent.0 == ROOT_INO && name == ANCHOR_NAME {
+            reply.entry(&TTL, &self.attr(ANCHOR_INO), Generation(0));
+        } else {
+            reply.error(Errno::ENOENT);
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match ino.0 {
+            ROOT_INO | ANCHOR_INO => reply.attr(&TTL, &self.attr(ino.0)),
+            _ => reply.error(Errno::ENOENT),
+        }
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        if ino.0 == ANCHOR_INO {
+            reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE);
+        } else {
+            reply.error(Errno::EISDIR);
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        if ino.0 != ANCHOR_INO {
+            return reply.error(Errno::EISDIR);
+        }
+        let len = (size as u64).min(self.exe_len.saturating_sub(offset)) as usize;
+        let mut buf = vec![0u8; len];
+        match self.exe.read_exact_at(&mut buf, offset) {
+            Ok(()) => reply.data(&buf),
+            Err(_) => reply.error(Errno::EIO),
+        }
+    }
+
+    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        if ino.0 != ROOT_INO {
+            return reply.error(Errno::ENOTDIR);
+        }
+        let entries = [(ROOT_INO, FileType::Directory, "."), (ROOT_INO, FileType::Directory, ".."), (ANCHOR_INO, FileType::RegularFile, ANCHOR_NAME)];
+        for (i, (ino, kind, name)) in entries.iter().enumerate().skip(offset as usize) {
+            if reply.add(INodeNo(*ino), (i + 1) as u64, *kind, name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        if ino.0 != ANCHOR_INO || name != HOLD_XATTR {
+            return reply.error(Errno::ENODATA);
+        }
+        let answer = HoldAnswer { reply: Some(reply), size };
+        // The requesting thread's id (in the daemon's PID namespace) names its hold.
+        match self.held.get(&req.pid(), 0) {
+            Ok(id) => self.holds.arrived(id, answer),
+            Err(_) => self.holds.stray(answer),
+        }
+    }
+}
+
+/// The hold's FUSE mount and its anchor process; dropping it unmounts, kills the anchor
+/// and so ends every wait.
+pub struct Anchor {
+    pid: u32,
+    mountpoint: PathBuf,
+    _session: fuser::BackgroundSession,
+}
+
+impl Anchor {
+    /// Mounts the hold's filesystem at `mountpoint` (created if missing; a stale mount of
+    /// an earlier daemon is detached first), serving requests against the thread map
+    /// pinned under `pin_dir`, and starts the anchor from it.
+    pub fn start(mountpoint: &Path, pin_dir: &Path, holds: Holds) -> Result<Self, HoldError> {
+        fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> HoldError + 'a {
+            move |source| HoldError::Io { op, path: path.to_path_buf(), source }
+        }
+        let exe_path = Path::new("/proc/self/exe");
+        let exe = std::fs::File::open(exe_path).map_err(io("open", exe_path))?;
+        let exe_len = exe.metadata().map_err(io("stat", exe_path))?.len();
+        let map_path = pin_dir.join("maps").join(pincer_common::map_names::HELD);
+        let data = MapData::from_pin(&map_path).map_err(|e| HoldError::Map(format!("{}: {e}", map_path.display())))?;
+        let held = BpfHashMap::try_from(aya::maps::Map::HashMap(data)).map_err(|e| HoldError::Map(e.to_string()))?;
+        // A mount left by a daemon that died: detach it (ENOTCONN by now).
+        if let Ok(c) = std::ffi::CString::new(mountpoint.as_os_str().as_encoded_bytes()) {
+            // SAFETY: `c` is a valid NUL-terminated path; failure (nothing mounted) is fine.
+            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+        }
+        std::fs::create_dir_all(mountpoint).map_err(io("create", mountpoint))?;
+        let fs = HoldFs { exe, exe_len, held, holds, started: SystemTime::now() };
+        let mut config = fuser::Config::default();
+        config.mount_options = vec![
+            fuser::MountOption::FSName("pincer-hold".into()),
+            fuser::MountOption::RO,
+            fuser::MountOption::NoSuid,
+            fuser::MountOption::NoDev,
+            fuser::MountOption::Exec,
+        ];
+        // Held threads are the user's: their requests must reach this filesystem.
+        config.acl = fuser::SessionACL::All;
+        let session = fuser::Session::new(fs, mountpoint, &config).map_err(io("mount FUSE at", mountpoint))?;
+        let session = session.spawn().map_err(io("serve FUSE at", mountpoint))?;
+        let anchor_exe = mountpoint.join(ANCHOR_NAME);
+        let pid = spawn_anchor(&anchor_exe)?;
+        Ok(Self { pid, mountpoint: mountpoint.to_path_buf(), _session: session })
+    }
+
+    /// The anchor's process id (the value for [`super::Enforcer::set_hold_anchor`]).
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Where the filesystem is mounted.
+    pub fn mountpoint(&self) -> &Path {
+        &self.mountpoint
+    }
+}
+
+impl Drop for Anchor {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on the anchor's pid; it is our child (reaped by its waiter thread).
+        unsafe { libc::kill(self.pid as i32, libc::SIGKILL) };
+    }
+}
+
+/// Starts the anchor from `exe` on a thread that lives as long as it does (the anchor dies
+/// with the daemon: its parent-death signal is tied to that thread), and waits until its
+/// executable is the FUSE file.
+fn spawn_anchor(exe: &Path) -> Result<u32, HoldError> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let exe_owned = exe.to_path_buf();
+    std::thread::Builder::new()
+        .name("pincer-hold-anchor".into())
+        .spawn(move || {
+            let mut cmd = std::process::Command::new(&exe_owned);
+            cmd.arg(ANCHOR_ARG).env_clear().stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+            // SAFETY: prctl is async-signal-safe; the child only sets its death signal.
+            unsafe {
+                cmd.pre_exec(|| {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+            match cmd.spawn() {
+                Ok(mut child) => {
+                    let _ = tx.send(Ok(child.id()));
+                    let _ = child.wait();
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                }
+            }
+        })
+        .map_err(|source| HoldError::Io { op: "start a thread for", path: exe.to_path_buf(), source })?;
+    let pid = rx
+        .recv()
+        .map_err(|_| HoldError::Anchor { path: exe.to_path_buf(), problem: "its starter thread ended".into() })?
+        .map_err(|e| HoldError::Anchor { path: exe.to_path_buf(), problem: e.to_string() })?;
+    let proc_exe = PathBuf::from(format!("/proc/{pid}/exe"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if std::fs::read_link(&proc_exe).is_ok_and(|p| p == exe) {
+            return Ok(pid);
+        }
+        if Instant::now() > deadline {
+            // SAFETY: kill(2) of our own child.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            return Err(HoldError::Anchor { path: exe.to_path_buf(), problem: "its executable is not the FUSE file after 10 s".into() });
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The anchor's whole life: it waits until killed (its executable is what the kernel reads).
+pub fn anchor_main() -> ! {
+    loop {
+        // SAFETY: pause(2) has no preconditions.
+        unsafe { libc::pause() };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn holds(max_ms: u64) -> (tokio::runtime::Runtime, Holds) {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_time().build().unwrap();
+        let h = Holds::new(Duration::from_millis(max_ms), rt.handle().clone());
+        (rt, h)
+    }
+
+    /// A decision that comes before the thread's request is kept for it; a late decision
+    /// for an expired hold does not end a later one.
+    #[test]
+    fn decision_before_request_and_expiry() {
+        let (rt, h) = holds(20);
+        assert_eq!(h.release(7), None, "no one waits yet");
+        h.arrived(7, HoldAnswer { reply: None, size: 8 });
+        assert_eq!(h.waiting(), 0, "answered at once");
+        h.arrived(9, HoldAnswer { reply: None, size: 8 });
+        assert_eq!(h.waiting(), 1);
+        rt.block_on(async { tokio::time::sleep(Duration::from_millis(60)).await });
+        assert_eq!(h.waiting(), 0, "the bound ended the wait");
+        assert_eq!(h.stats().timed_out, 1);
+        assert!(h.release(9).is_none(), "a decision after the bound finds no waiter");
+        let s = h.stats();
+        assert_eq!((s.held, s.released, s.timed_out), (2, 1, 1));
+    }
+
+    #[test]
+    fn release_ends_the_wait_it_names_only() {
+        let (_rt, h) = holds(10_000);
+        h.arrived(1, HoldAnswer { reply: None, size: 8 });
+        h.arrived(2, HoldAnswer { reply: None, size: 8 });
+        assert!(h.release(2).is_some());
+        assert_eq!(h.waiting(), 1);
+        h.release_all();
+        assert_eq!(h.waiting(), 0);
+    }
+}
