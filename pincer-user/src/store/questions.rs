@@ -144,7 +144,8 @@ impl Store {
     /// Where question `id` of `host` stands (`None`: it was never published).
     pub fn question_state(&self, host: &str, id: u64) -> Result<Option<QuestionState>, StoreError> {
         shared_only(&self.db)?;
-        let r = self.db.query("SELECT state, answered_by FROM question WHERE host = ?1 AND id = ?2", &[host.into(), id_val(id)]).map_err(sql("read a question"))?;
+        let r =
+            self.db.query("SELECT state, answered_by FROM question WHERE host = ?1 AND id = ?2", &[host.into(), id_val(id)]).map_err(sql("read a question"))?;
         Ok(r.first().map(|r| match r.text(0).as_str() {
             "open" => QuestionState::Open,
             "answered" => QuestionState::Answered { by: r.text(1) },
@@ -182,7 +183,10 @@ impl Store {
         shared_only(&self.db)?;
         let n = self
             .db
-            .exec("UPDATE question SET state = 'closed', answered_ms = ?3 WHERE host = ?1 AND id = ?2 AND state = 'open'", &[host.into(), id_val(id), Val::Int(now_ms())])
+            .exec(
+                "UPDATE question SET state = 'closed', answered_ms = ?3 WHERE host = ?1 AND id = ?2 AND state = 'open'",
+                &[host.into(), id_val(id), Val::Int(now_ms())],
+            )
             .map_err(sql("close a question"))?;
         Ok(n == 1)
     }
@@ -191,10 +195,11 @@ impl Store {
     /// is returned once.
     pub fn take_answers(&self, host: &str) -> Result<Vec<SharedAnswer>, StoreError> {
         shared_only(&self.db)?;
-        let r = self.db.query(
-            "UPDATE question SET state = 'closed' WHERE host = ?1 AND state = 'answered' RETURNING id, answer, scope, answered_by",
-            &[host.into()],
-        );
-        super::rows("take the answers given on other hosts", r, |r| Ok(SharedAnswer { id: r.int(0) as u64, approve: r.text(1) == "approve", scope: r.text(2), by: r.text(3) }))
+        let r = self
+            .db
+            .query("UPDATE question SET state = 'closed' WHERE host = ?1 AND state = 'answered' RETURNING id, answer, scope, answered_by", &[host.into()]);
+        super::rows("take the answers given on other hosts", r, |r| {
+            Ok(SharedAnswer { id: r.int(0) as u64, approve: r.text(1) == "approve", scope: r.text(2), by: r.text(3) })
+        })
     }
 }
