@@ -13,10 +13,14 @@
 
 pub mod db;
 pub mod pg;
+pub mod questions;
+pub mod workspace;
 
 use crate::access::Access;
 use db::{Db, DbError, Row, Val};
 pub use pg::{PgSettings, TlsMode};
+pub use questions::{QuestionState, SharedAnswer, SharedQuestion};
+pub use workspace::WorkspaceSnapshot;
 use pg::PgConn;
 use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
@@ -51,6 +55,16 @@ pub enum StoreError {
     /// `pincer store import` found the user's state already there.
     #[error("user {0} already has trusted state in the target store; nothing imported (it would be merged twice)")]
     UserHasState(String),
+    /// The user's workspace snapshot in the store cannot be read (no twin is built on part
+    /// of its trusted state).
+    #[error("the workspace snapshot of {user} in the trusted store cannot be read")]
+    BadSnapshot {
+        /// The user.
+        user: String,
+        /// Cause.
+        #[source]
+        source: serde_json::Error,
+    },
     /// The database was written by a newer version of Pincer.
     #[error("trusted store schema version {found} is newer than this build understands ({known})")]
     SchemaTooNew {
@@ -514,6 +528,11 @@ const SQLITE_MIGRATIONS: &[&str] = &[
         user TEXT NOT NULL,
         text TEXT NOT NULL,
         rules TEXT NOT NULL);",
+    // 2: workspace snapshots in the store (they were files in the state directory).
+    "CREATE TABLE workspace (
+        user TEXT PRIMARY KEY,
+        snapshot TEXT NOT NULL,
+        taken_ms INTEGER NOT NULL);",
 ];
 
 /// PostgreSQL's schema, one entry per version (recorded in `pincer_schema`). Version 1 is
@@ -600,6 +619,55 @@ const PG_MIGRATIONS: &[&str] = &[
      CREATE POLICY own_rows ON policy FOR SELECT USING ("user" = pincer_role_user());
      CREATE POLICY own_rows ON derived_policy FOR SELECT USING ("user" = pincer_role_user());
      CREATE POLICY own_rows ON audit FOR SELECT USING ("user" = pincer_role_user());"#,
+    // 2: workspace snapshots shared like the rest of the trusted state (a change reloads
+    // the user's twins everywhere), and questions across hosts (a row per question of each
+    // host; an answer from another host notifies the asking host).
+    r#"CREATE TABLE workspace (
+        "user" TEXT PRIMARY KEY,
+        snapshot TEXT NOT NULL,
+        taken_ms BIGINT NOT NULL);
+     CREATE TABLE question (
+        host TEXT NOT NULL,
+        id BIGINT NOT NULL,
+        "user" TEXT NOT NULL,
+        session TEXT NOT NULL,
+        path TEXT NOT NULL,
+        access TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        votes TEXT NOT NULL,
+        waiting BIGINT NOT NULL,
+        asked_ms BIGINT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('open', 'answered', 'closed')),
+        answer TEXT CHECK (answer IN ('approve', 'deny')),
+        scope TEXT,
+        answered_by TEXT,
+        answered_ms BIGINT,
+        PRIMARY KEY (host, id));
+     CREATE INDEX question_open ON question (state, "user");
+     CREATE OR REPLACE FUNCTION pincer_notify_state() RETURNS trigger LANGUAGE plpgsql AS $$
+     DECLARE u text;
+     BEGIN
+        IF TG_TABLE_NAME IN ('policy', 'derived_policy', 'workspace') THEN
+            u := CASE WHEN TG_OP = 'DELETE' THEN OLD."user" ELSE NEW."user" END;
+        ELSE
+            SELECT t."user" INTO u FROM task t WHERE t.id = CASE WHEN TG_OP = 'DELETE' THEN OLD.task ELSE NEW.task END;
+        END IF;
+        PERFORM pg_notify('pincer_state', coalesce(u, ''));
+        RETURN NULL;
+     END $$;
+     CREATE TRIGGER workspace_changed AFTER INSERT OR UPDATE OR DELETE ON workspace FOR EACH ROW EXECUTE FUNCTION pincer_notify_state();
+     CREATE FUNCTION pincer_notify_answer() RETURNS trigger LANGUAGE plpgsql AS $$
+     BEGIN
+        PERFORM pg_notify('pincer_answer', NEW.host);
+        RETURN NULL;
+     END $$;
+     CREATE TRIGGER question_answered AFTER UPDATE ON question FOR EACH ROW
+        WHEN (NEW.state = 'answered' AND OLD.state <> 'answered') EXECUTE FUNCTION pincer_notify_answer();
+     GRANT SELECT ON workspace, question TO pincer_readers;
+     ALTER TABLE workspace ENABLE ROW LEVEL SECURITY;
+     ALTER TABLE question ENABLE ROW LEVEL SECURITY;
+     CREATE POLICY own_rows ON workspace FOR SELECT USING ("user" = pincer_role_user());
+     CREATE POLICY own_rows ON question FOR SELECT USING ("user" = pincer_role_user());"#,
 ];
 
 /// Which database holds the trusted state (`[store]` in the configuration).
@@ -1036,8 +1104,20 @@ impl Store {
         Ok(found)
     }
 
-    /// Loads `user`'s whole trusted state into memory.
+    /// Loads `user`'s whole trusted state into memory, as one snapshot of the database: the
+    /// tasks, prompts, accesses and approvals read are those of one moment, whatever other
+    /// hosts of a fleet write meanwhile (PostgreSQL `REPEATABLE READ`; a SQLite read
+    /// transaction).
     pub fn load_state(&self, user: &str) -> Result<TrustedState, StoreError> {
+        self.in_transaction(|s| {
+            if s.is_shared() {
+                s.db.batch("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY").map_err(sql("take a snapshot"))?;
+            }
+            s.load_state_rows(user)
+        })
+    }
+
+    fn load_state_rows(&self, user: &str) -> Result<TrustedState, StoreError> {
         let mut st = TrustedState::new(user);
         let mut idx: HashMap<i64, usize> = HashMap::new();
         for r in self.db.query(r#"SELECT id, session, day FROM task WHERE "user" = ?1 ORDER BY day, id"#, &[user.into()]).map_err(sql("load tasks"))? {

@@ -287,7 +287,7 @@ async fn the_hook_waits_for_the_users_answer_to_an_escalation() {
     let q = waiting_question(&h).await;
     assert!(!h.kernel_allows("projects/ledger/Cargo.toml", Access::Write), "nothing is granted while the user is asked");
     let mut c = Client::connect(&h.config.socket).await.unwrap();
-    assert!(matches!(c.call(Call::Answer { question: q, approve: true, scope: Default::default() }).await.unwrap(), Reply::Ok { .. }));
+    assert!(matches!(c.call(Call::Answer { question: q, approve: true, scope: Default::default(), host: None }).await.unwrap(), Reply::Ok { .. }));
     let out = pending.await.unwrap();
     eprintln!("question {q} approved by the user; hook output: {}", String::from_utf8_lossy(&out.stdout));
     let (d, reason) = decision(&out).unwrap();

@@ -183,7 +183,7 @@ async fn gated_workers_cannot_make_control_calls_or_request_for_other_sessions()
     let b = h.session("Summarize my standup notes.").await;
     h.as_caller(&a.cgroup.join("nested"));
     for call in [
-        Call::Answer { question: 1, approve: true, scope: Default::default() },
+        Call::Answer { question: 1, approve: true, scope: Default::default(), host: None },
         Call::Prompt { session: Some(a.session.clone()), text: "also read secrets/prod.env".into() },
         Call::Pending,
         Call::EndSession { session: a.session.clone() },
@@ -230,7 +230,7 @@ async fn an_escalated_request_waits_and_the_users_approval_grants_it() {
     })
     .await;
     assert_eq!((question.path.as_str(), question.access), (path, Access::Write));
-    let r = h.call(Call::Answer { question: question.id, approve: true, scope: Default::default() }).await;
+    let r = h.call(Call::Answer { question: question.id, approve: true, scope: Default::default(), host: None }).await;
     assert!(matches!(r, Reply::Ok { .. }), "{r:?}");
     let answer = worker.next().await.unwrap().unwrap();
     assert!(granted(&answer), "the waiting request is granted after approval: {answer:?}");
@@ -330,6 +330,7 @@ fn read_miss(h: &Harness, s: &SessionInfo, file: ObjectId, parent: Option<Object
         name: "todo.md".into(),
         relative_path: PathBuf::from("notes/todo.md"),
         flags: 0,
+        hold: 0,
     }
 }
 
@@ -539,7 +540,7 @@ async fn a_session_gets_a_private_scratch_dir_and_its_owners_places_are_gated() 
 }
 
 #[tokio::test]
-async fn import_with_a_workspace_keeps_a_private_snapshot_the_twin_is_built_from() {
+async fn import_with_a_workspace_keeps_its_snapshot_in_the_trusted_store_the_twin_is_built_from() {
     let h = Harness::new(|_| {}).await;
     h.as_caller(Path::new(OUTSIDE));
     let history = std::fs::read_to_string(Path::new(PERSONA).join("history.jsonl")).unwrap();
@@ -549,15 +550,17 @@ async fn import_with_a_workspace_keeps_a_private_snapshot_the_twin_is_built_from
         Reply::Ok { message } => assert!(message.contains("snapshot"), "{message}"),
         other => panic!("{other:?}"),
     }
-    let snap = h.config.state_dir.join("workspace-root.json");
-    use std::os::unix::fs::PermissionsExt;
-    assert_eq!(std::fs::metadata(&snap).unwrap().permissions().mode() & 0o777, 0o600);
-    let parsed: pincer::daemon::twins::WorkspaceSnapshot = serde_json::from_slice(&std::fs::read(&snap).unwrap()).unwrap();
+    let pincer::store::StoreSpec::Sqlite(db) = h.config.store_spec() else { panic!("the default store is SQLite") };
+    let parsed = pincer::store::Store::open(&db).unwrap().workspace("root").unwrap().expect("the snapshot is in the trusted store");
     assert!(parsed.tree.iter().any(|p| p == "secrets/prod.env") && parsed.files.contains_key("secrets/prod.env"));
+    assert!(!h.config.state_dir.join("workspace-root.json").exists(), "no copy beside the store");
     // A corrupt snapshot fails closed: no twin, so requests are denied.
-    std::fs::write(&snap, b"{not json").unwrap();
+    rusqlite::Connection::open(&db).unwrap().execute("UPDATE workspace SET snapshot = '{not json'", []).unwrap();
     let r = h.call(Call::CreateSession { owner_uid: 0, roots: vec![h.ws.clone()], prompt: TODO_PROMPT.into(), mode: Default::default() }).await;
-    assert!(matches!(r, Reply::Error { .. }), "no session without its twin: {r:?}");
+    match &r {
+        Reply::Error { message, .. } => assert!(message.contains("workspace snapshot"), "{message}"),
+        other => panic!("no session without its twin: {other:?}"),
+    }
     // A workspace that does not exist is an error that names it.
     match h.call(Call::Import { history, policies, uid: None, workspace: Some(PathBuf::from("/nonexistent/ws")) }).await {
         Reply::Error { message, .. } => assert!(message.contains("/nonexistent/ws"), "{message}"),
@@ -611,7 +614,7 @@ async fn approve_waiting(h: &Harness, s: &SessionInfo, rel: &str, access: Access
         }
     })
     .await;
-    match h.call(Call::Answer { question: q.id, approve: true, scope }).await {
+    match h.call(Call::Answer { question: q.id, approve: true, scope, host: None }).await {
         Reply::Ok { .. } => {}
         other => panic!("answer: {other:?}"),
     }
@@ -800,7 +803,7 @@ async fn gated_callers_cannot_approve_or_list_or_remove_rules() {
     let id = before.first().expect("the persona has rules").id;
     for cgroup in [s.cgroup.join("nested"), h.config.cgroup_parent.join("s-gone")] {
         h.as_caller(&cgroup);
-        for call in [Call::RemoveRule { id }, Call::Rules, Call::Answer { question: 1, approve: true, scope: ApprovalScope::Always }] {
+        for call in [Call::RemoveRule { id }, Call::Rules, Call::Answer { question: 1, approve: true, scope: ApprovalScope::Always, host: None }] {
             let name = call.name();
             let r = h.call(call).await;
             assert!(refused(&r), "{name} from {} must be refused: {r:?}", cgroup.display());

@@ -7,7 +7,7 @@ use pincer::daemon::audit::{read_entries, AuditEntry, AuditLog, Event};
 use pincer::daemon::client::Client;
 use pincer::daemon::config::{Config, StoreBackend, StoreConfig};
 use pincer::daemon::peer::CgroupLookup;
-use pincer::daemon::protocol::{ApprovalScope, RequestOutcome, Rule, RuleId, SessionInfo, StandingRule};
+use pincer::daemon::protocol::{ApprovalScope, QuestionInfo, RequestOutcome, Rule, RuleId, SessionInfo, StandingRule};
 use pincer::daemon::{Call, Reply};
 use pincer::kernel::MemoryMaps;
 use pincer::store::{AuditQuery, AuditRow, PgSettings, Store, UserApproval, UserPolicy};
@@ -56,9 +56,14 @@ fn fleet_config(dir: &Path, db: &PgSettings, host: &str) -> Config {
 
 impl Host {
     async fn start(db: &PgSettings, name: &str) -> Host {
+        Self::start_with(db, name, |_| {}).await
+    }
+
+    async fn start_with(db: &PgSettings, name: &str, change: impl FnOnce(&mut Config)) -> Host {
         let dir = tempfile::tempdir().unwrap();
         let ws = persona_workspace(dir.path());
-        let config = fleet_config(dir.path(), db, name);
+        let mut config = fleet_config(dir.path(), db, name);
+        change(&mut config);
         let mut h = Host { _dir: dir, ws, config, maps: MemoryMaps::default(), caller: Arc::new(Mutex::new(PathBuf::from(OUTSIDE))), stop: None, task: None };
         h.run();
         h
@@ -142,8 +147,29 @@ impl Host {
             }
         })
         .await;
-        assert!(matches!(self.call(Call::Answer { question: q.id, approve: true, scope: ApprovalScope::Always }).await, Reply::Ok { .. }));
+        assert!(matches!(self.call(Call::Answer { question: q.id, approve: true, scope: ApprovalScope::Always, host: None }).await, Reply::Ok { .. }));
         worker.next().await.unwrap().unwrap()
+    }
+
+    /// `s`'s worker asks for `rel` (write) on its own connection and waits for the answer.
+    async fn ask_and_wait(&self, s: &SessionInfo, rel: &str) -> Client {
+        self.as_caller(&s.cgroup);
+        let mut worker = Client::connect(&self.config.socket).await.unwrap();
+        assert!(matches!(worker.call(Call::Status { session: None }).await.unwrap(), Reply::Session(_)));
+        worker
+            .send(Call::Request { path: self.ws.join(rel).to_string_lossy().into(), access: Access::Write, reason: Some("needed".into()), session: None })
+            .await
+            .unwrap();
+        self.as_caller(Path::new(OUTSIDE));
+        worker
+    }
+
+    async fn pending(&self) -> Vec<QuestionInfo> {
+        self.as_caller(Path::new(OUTSIDE));
+        match self.call(Call::Pending).await {
+            Reply::Pending { questions } => questions,
+            other => panic!("pending: {other:?}"),
+        }
     }
 
     async fn shutdown(&mut self) {
@@ -174,6 +200,9 @@ async fn eventually<T, F: std::future::Future<Output = Option<T>>>(what: &str, m
 fn granted(r: &Reply) -> bool {
     matches!(r, Reply::Decision { granted: true, .. })
 }
+
+/// A file whose write the persona's policy p13 asks the user about: a question at once.
+const ASKS: &str = "dotfiles/gitconfig";
 
 /// Files of the persona the twin does not grant a write of on its own in a to-do task.
 const UNRELATED: &[&str] = &["dotfiles/gitconfig", "projects/notifier/README.md", "projects/ledger/README.md", "notes/standup.md"];
@@ -446,6 +475,38 @@ fn a_users_state_moves_between_backends() {
     assert_eq!(pg.schema_version().unwrap(), pg.known_version());
 }
 
+/// `pincer store export --sqlite FILE` and `pincer store import` (the CLI) move the user's
+/// workspace snapshot with the state.
+#[test]
+fn the_store_cli_moves_a_users_state_and_workspace_snapshot_into_the_fleets_database() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = cluster().database(tmp.path());
+    let lite_path = tmp.path().join("state.db");
+    let lite = Store::open(&lite_path).unwrap();
+    let persona = Path::new(common::PERSONA);
+    lite.import_persona("ann", persona.join("history.jsonl"), persona.join("policies.jsonl")).unwrap();
+    let snap = pincer::daemon::twins::WorkspaceSnapshot::take(&persona.join("workspace")).unwrap();
+    lite.set_workspace("ann", &snap).unwrap();
+    let out = tmp.path().join("ann.json");
+    let pincer = |args: &[&std::ffi::OsStr]| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_pincer")).args(args).output().unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        assert!(o.status.success(), "pincer {args:?}: {text}");
+        text
+    };
+    let e = pincer(&["store".as_ref(), "export".as_ref(), "--sqlite".as_ref(), lite_path.as_os_str(), "--user".as_ref(), "ann".as_ref(), "--out".as_ref(), out.as_os_str()]);
+    assert!(e.contains("workspace snapshot"), "{e}");
+    let config = tmp.path().join("fleet.toml");
+    let url = db.url.clone();
+    let pw = db.password_file.clone().unwrap();
+    std::fs::write(&config, format!("[store]\nbackend = \"postgres\"\nurl = \"{url}\"\ntls = \"disable\"\npassword_file = \"{}\"\n", pw.display())).unwrap();
+    let i = pincer(&["store".as_ref(), "import".as_ref(), "--config".as_ref(), config.as_os_str(), "--user".as_ref(), "ann".as_ref(), out.as_os_str()]);
+    assert!(i.contains("workspace snapshot"), "{i}");
+    let pg = open_store(&db);
+    assert_eq!(pg.load_state("ann").unwrap(), lite.load_state("ann").unwrap());
+    assert_eq!(pg.workspace("ann").unwrap(), Some(snap));
+}
+
 /// The password file must be root-only; the error names the file and the fix.
 #[test]
 fn a_password_file_others_may_read_is_refused() {
@@ -506,4 +567,314 @@ fn doctor_checks_the_connection_the_schema_and_the_roles_rights() {
     let c = &store_checks(&config)[0];
     assert_eq!(c.status, Status::Fail);
     assert!(c.detail.contains("db-password") && c.detail.contains("group or others"), "{c:?}");
+}
+
+/// A question escalated on host A is listed on host B with the host that asked, approved
+/// there (`pincer approve ID --host host-a`), and A's waiting worker gets the grant, in the
+/// kernel too; the answer is A's to apply once: B cannot answer it again, neither host lists
+/// it any more, and A's audit says where it was answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_asked_on_one_host_is_answered_on_another_and_the_waiting_worker_gets_the_grant() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = cluster().database(tmp.path());
+    // Long enough for the answer to travel; the wait still ends in a denial without it.
+    let a = Host::start_with(&db, "host-a", |c| c.escalation.timeout_secs = 20).await;
+    let b = Host::start(&db, "host-b").await;
+    a.import().await;
+    let s = a.session(TODO_PROMPT).await;
+    let rel = ASKS;
+    std::fs::write(a.ws.join(rel), "plain text\n").unwrap();
+    let mut worker = a.ask_and_wait(&s, rel).await;
+    let q = eventually("host-a's question listed on host-b", || async {
+        b.pending().await.into_iter().find(|q| q.path == rel && q.host.as_deref() == Some("host-a"))
+    })
+    .await;
+    assert_eq!(q.session, s.session);
+    assert!(q.waiting, "{q:?}");
+    assert!(!q.votes.is_empty(), "the votes that asked travel with it: {q:?}");
+    // A lists its own question under its own name.
+    assert!(a.pending().await.iter().any(|x| x.id == q.id && x.host.as_deref() == Some("host-a")));
+    // B answers it for host-a.
+    let answer = Call::Answer { question: q.id, approve: true, scope: ApprovalScope::Always, host: Some("host-a".into()) };
+    match b.call(answer.clone()).await {
+        Reply::Ok { message } => assert!(message.contains("host-a"), "{message}"),
+        other => panic!("answer on host-b: {other:?}"),
+    }
+    // A's worker gets the grant, and the kernel holds it.
+    match worker.next().await.unwrap().unwrap() {
+        Reply::Decision { granted: true, outcome: RequestOutcome::UserApproved, question, .. } => assert_eq!(question, Some(q.id)),
+        other => panic!("the worker on host-a: {other:?}"),
+    }
+    let target = pincer::kernel::ObjectId::of_path(&a.ws.join(rel)).unwrap();
+    assert!(a.maps.granted_bits(s.cgroup_id, target, pincer::kernel::Scope::Exact) & pincer::kernel::access_bit(Access::Write) != 0, "host-a's kernel grant");
+    // Answered once: not again from B, and listed nowhere.
+    match b.call(answer).await {
+        Reply::Error { message, .. } => assert!(message.contains("no open question") && message.contains("host-a"), "{message}"),
+        other => panic!("a second answer: {other:?}"),
+    }
+    assert!(b.pending().await.is_empty());
+    assert!(a.pending().await.is_empty());
+    // The `always` approval is the user's everywhere, and A's audit says where it came from.
+    assert!(approval_of(&b.standing().await, rel).is_some());
+    let answered = a.spool().into_iter().find(|e| e.event == Event::Answer && e.question == Some(q.id)).expect("host-a audits the answer");
+    assert_eq!(answered.detail.as_deref(), Some("answered on host host-b"));
+    assert_eq!(answered.outcome, Some(RequestOutcome::UserApproved));
+    assert!(b.spool().iter().any(|e| e.event == Event::Answer && e.detail.as_deref().is_some_and(|d| d.contains("of host host-a"))), "host-b audits the answer it gave");
+}
+
+/// Fail closed: with the database stopped after host A asked, host B cannot answer (the
+/// error says why) and A's waiting worker is denied when its wait runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_database_an_answer_from_another_host_is_refused_and_the_worker_is_denied() {
+    let cl = Cluster::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let db = cl.database(tmp.path());
+    let a = Host::start(&db, "host-a").await;
+    let b = Host::start(&db, "host-b").await;
+    a.import().await;
+    let s = a.session(TODO_PROMPT).await;
+    let rel = ASKS;
+    std::fs::write(a.ws.join(rel), "plain text\n").unwrap();
+    let mut worker = a.ask_and_wait(&s, rel).await;
+    let q = eventually("host-a's question listed on host-b", || async { b.pending().await.into_iter().find(|q| q.path == rel) }).await;
+    cl.stop_server();
+    tokio::time::sleep(pincer::store::pg::CHECK_EVERY).await;
+    match b.call(Call::Answer { question: q.id, approve: true, scope: ApprovalScope::Always, host: Some("host-a".into()) }).await {
+        Reply::Error { message, .. } => assert!(message.contains("answer a question") || message.contains("PostgreSQL"), "{message}"),
+        other => panic!("an answer without the database: {other:?}"),
+    }
+    match worker.next().await.unwrap().unwrap() {
+        Reply::Decision { granted: false, outcome: RequestOutcome::Timeout, .. } => {}
+        other => panic!("the worker on host-a: {other:?}"),
+    }
+    let target = pincer::kernel::ObjectId::of_path(&a.ws.join(rel)).unwrap();
+    assert_eq!(a.maps.granted_bits(s.cgroup_id, target, pincer::kernel::Scope::Exact) & pincer::kernel::access_bit(Access::Write), 0, "nothing granted");
+    cl.start_server();
+}
+
+/// The question rows: listed for their user only, answered once and by their user only,
+/// taken once by the asking host; an answer on the asking host after another host's is
+/// refused.
+#[test]
+fn a_shared_question_is_answered_once_by_its_user_and_taken_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = cluster().database(tmp.path());
+    let st = open_store(&db);
+    let q = pincer::store::SharedQuestion {
+        host: "host-a".into(),
+        id: 7,
+        user: "ann".into(),
+        session: "s-1".into(),
+        path: "notes/todo.md".into(),
+        access: Access::Write,
+        reason: "asks".into(),
+        votes: "[]".into(),
+        waiting: true,
+    };
+    st.publish_question(&q).unwrap();
+    assert_eq!(st.open_questions(Some("ann")).unwrap(), vec![q.clone()]);
+    assert!(st.open_questions(Some("bob")).unwrap().is_empty(), "bob does not see ann's question");
+    assert_eq!(st.answer_question("host-a", 7, Some("bob"), true, "always", "host-b").unwrap(), None, "bob cannot answer it");
+    assert_eq!(st.answer_question("host-a", 7, Some("ann"), true, "session", "host-b").unwrap().as_deref(), Some("s-1"));
+    assert_eq!(st.answer_question("host-a", 7, None, false, "always", "host-c").unwrap(), None, "answered once");
+    // The asking host's own answer now finds it answered elsewhere.
+    assert!(!st.close_question("host-a", 7).unwrap());
+    assert_eq!(st.question_state("host-a", 7).unwrap(), Some(pincer::store::QuestionState::Answered { by: "host-b".into() }));
+    let taken = st.take_answers("host-a").unwrap();
+    assert_eq!(taken, vec![pincer::store::SharedAnswer { id: 7, approve: true, scope: "session".into(), by: "host-b".into() }]);
+    assert!(st.take_answers("host-a").unwrap().is_empty(), "taken once");
+    assert_eq!(st.question_state("host-a", 7).unwrap(), Some(pincer::store::QuestionState::Closed));
+    // Read as ann's role, row-level security shows her question only.
+    let users = st.as_user("bob", |tx| Ok(tx.query("SELECT \"user\" FROM question", &[])?.len())).unwrap();
+    assert_eq!(users, 0);
+    // A daemon starting again drops its host's rows.
+    assert_eq!(st.drop_questions("host-a").unwrap(), 1);
+}
+
+/// Workspace fingerprints are shared: a snapshot imported on host A (`pincer import
+/// --workspace`) is in the shared store, and host B's twin, built before, learns it by
+/// notification: a new note holding a copy of protected content, granted by B before, is
+/// refused after, by the content's provenance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspace_snapshot_imported_on_one_host_fingerprints_protected_content_on_another() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = cluster().database(tmp.path());
+    let a = Host::start(&db, "host-a").await;
+    let b = Host::start(&db, "host-b").await;
+    a.import().await;
+    // Protected content (personal/ is denied by policy p04) copied into a new note (notes/
+    // may be read, policy p14).
+    let todo = "notes/review-copy.md";
+    let copy = std::fs::read(b.ws.join("personal/performance-review-2024.md")).unwrap();
+    std::fs::write(b.ws.join(todo), &copy).unwrap();
+    let s = b.session(TODO_PROMPT).await;
+    let r = b.request(&s, todo, Access::Read).await;
+    assert!(granted(&r), "without fingerprints the note is granted: {r:?}");
+    b.end(&s).await;
+    // Host A takes the snapshot (its own copy of the workspace) into the shared store.
+    a.as_caller(Path::new(OUTSIDE));
+    let r = a.call(Call::Import { history: String::new(), policies: String::new(), uid: None, workspace: Some(a.ws.clone()) }).await;
+    assert!(matches!(&r, Reply::Ok { message } if message.contains("snapshot")), "{r:?}");
+    let snap = open_store(&db).workspace("root").unwrap().expect("the snapshot is in the shared store");
+    assert!(snap.files.contains_key("personal/performance-review-2024.md"));
+    eventually("host-b refusing the copy with host-a's fingerprints", || async {
+        let s = b.session(TODO_PROMPT).await;
+        let r = b.request(&s, todo, Access::Read).await;
+        b.end(&s).await;
+        (!granted(&r)).then_some(r)
+    })
+    .await;
+    let why = b.spool().into_iter().rev().find(|e| e.event == Event::Decision && e.outcome == Some(RequestOutcome::Deny)).expect("the denial is audited");
+    assert!(why.votes.iter().any(|v| v.reason.contains("overlaps protected content")), "refused by provenance: {why:?}");
+}
+
+/// Runs the `pincer` CLI built with these tests against `h`'s socket; returns the command
+/// line as typed (with the host's name as prompt) and its output, and checks it succeeded.
+fn cli(h: &Host, args: &[&str]) -> (String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pincer")).args(args).arg("--socket").arg(&h.config.socket).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "pincer {args:?} on {}: {text}", h.config.store.host);
+    (format!("{}$ pincer {}", h.config.store.host, args.join(" ")), text)
+}
+
+/// The transcript of an approval given on one host that grants on another, made with the
+/// `pincer` CLI: the worker on host-a waits, `pincer pending` on host-b lists host-a's
+/// question, `pincer approve ID --host host-a` on host-b answers it, the worker gets the
+/// grant, and `pincer log --host host-a` shows both ends. Written to the file named by
+/// `PINCER_FLEET_TRANSCRIPT` if set (`cargo test --release -p pincer-user --test fleet
+/// transcript -- --nocapture` prints it too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transcript_of_an_approval_given_on_one_host_that_grants_on_another() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = cluster().database(tmp.path());
+    let a = Host::start_with(&db, "host-a", |c| c.escalation.timeout_secs = 30).await;
+    let b = Host::start(&db, "host-b").await;
+    a.import().await;
+    let s = a.session(TODO_PROMPT).await;
+    let rel = ASKS;
+    std::fs::write(a.ws.join(rel), "plain text\n").unwrap();
+    let mut t = vec![format!("# host-a: session {} asks for write on {rel}; its worker waits", s.session)];
+    let mut worker = a.ask_and_wait(&s, rel).await;
+    let q = eventually("the question on host-b", || async { b.pending().await.into_iter().find(|q| q.path == rel) }).await;
+    let bin = |h: &Host, args: &[&str]| {
+        let (cmd, out) = cli(h, args);
+        format!("{cmd}\n{}", out.trim_end())
+    };
+    let listed = bin(&b, &["pending", "--host", "host-a"]);
+    assert!(listed.contains("host-a") && listed.contains(rel), "{listed}");
+    t.push(listed);
+    let id = q.id.to_string();
+    let approved = bin(&b, &["approve", &id, "--host", "host-a"]);
+    assert!(approved.contains(&format!("question {id} of host host-a approved")), "{approved}");
+    t.push(approved);
+    let r = worker.next().await.unwrap().unwrap();
+    assert!(granted(&r), "{r:?}");
+    t.push(format!("# host-a: the waiting worker's reply\n{}", serde_json::to_string(&r).unwrap()));
+    let empty = bin(&a, &["pending"]);
+    assert!(empty.contains("no pending questions"), "{empty}");
+    t.push(empty);
+    // The shared audit has both ends once shipped.
+    eventually("both answers in the shared audit", || async {
+        let all = shared_audit(&db);
+        (all.iter().filter(|e| e.event == Event::Answer).count() == 2).then_some(())
+    })
+    .await;
+    let log = bin(&b, &["log", "--host", "host-a", "--session", &s.session]);
+    assert!(log.contains("answered on host host-b"), "{log}");
+    t.push(log);
+    let log = bin(&b, &["log", "--host", "host-b"]);
+    assert!(log.contains("of host host-a"), "{log}");
+    t.push(log.lines().filter(|l| l.starts_with("host-") || l.contains("Answer")).collect::<Vec<_>>().join("\n"));
+    let text = t.join("\n\n") + "\n";
+    eprintln!("{text}");
+    if let Some(p) = std::env::var_os("PINCER_FLEET_TRANSCRIPT") {
+        std::fs::write(p, &text).unwrap();
+    }
+}
+
+/// Whether `settings` connect, and every connection of the `pincer` role runs over TLS
+/// (`pg_stat_ssl`, read as the superuser while the store is open).
+fn over_tls(cl: &Cluster, settings: &PgSettings) -> bool {
+    let _st = Store::open_postgres(settings.clone()).unwrap();
+    let (tls, plain) = cl.pincer_connections();
+    tls > 0 && plain == 0
+}
+
+/// The connection settings against a server that takes TLS only, with a certificate of a
+/// CA made here: `tls = "verify-full"` with that CA's `ca_file` connects over TLS (and an
+/// `sslmode=disable` in the URL does not turn it off); another CA, or the system's CA
+/// certificates, are refused, as is a certificate for another name; `tls = "disable"` gets
+/// no connection from a server that wants TLS.
+#[test]
+fn tls_checks_the_servers_certificate_and_name_and_a_wrong_ca_is_refused() {
+    use common::pg::Ca;
+    let tmp = tempfile::tempdir().unwrap();
+    let ca = Ca::new(tmp.path(), "pincer-test-ca");
+    let other = Ca::new(tmp.path(), "other-ca");
+    let (cert, key) = ca.server("db", "DNS:localhost,IP:127.0.0.1");
+    let cl = Cluster::start_tls(&cert, &key);
+    let plain = cl.database(tmp.path());
+    let e = format!("{:#}", anyhow::Error::from(Store::open_postgres(plain.clone()).unwrap_err()));
+    assert!(e.contains("no pg_hba.conf entry") || e.contains("SSL"), "no TLS, no connection: {e}");
+    let verified = PgSettings { tls: pincer::store::TlsMode::VerifyFull, ca_file: Some(ca.cert.clone()), ..plain.clone() };
+    assert!(over_tls(&cl, &verified), "verify-full connects over TLS");
+    // By name as well as by address.
+    let by_name = PgSettings { url: verified.url.replace("host=127.0.0.1", "host=localhost"), ..verified.clone() };
+    assert!(over_tls(&cl, &by_name));
+    // The URL cannot turn TLS off.
+    let downgrade = PgSettings { url: format!("{} sslmode=disable", verified.url), ..verified.clone() };
+    assert!(over_tls(&cl, &downgrade), "sslmode=disable in the URL is overridden");
+    // Another CA, or the system's CA certificates: refused.
+    for ca_file in [Some(other.cert.clone()), None] {
+        let wrong = PgSettings { ca_file: ca_file.clone(), ..verified.clone() };
+        let e = format!("{:#}", anyhow::Error::from(Store::open_postgres(wrong).unwrap_err()));
+        assert!(e.to_lowercase().contains("certificate") || e.contains("CA"), "ca_file {ca_file:?} is refused: {e}");
+    }
+    // A certificate of the right CA for another name: refused.
+    drop(cl);
+    let (cert, key) = ca.server("elsewhere", "DNS:db.example.org");
+    let cl = Cluster::start_tls(&cert, &key);
+    let db = cl.database(tmp.path());
+    let wrong_name = PgSettings { tls: pincer::store::TlsMode::VerifyFull, ca_file: Some(ca.cert.clone()), ..db };
+    let e = format!("{:#}", anyhow::Error::from(Store::open_postgres(wrong_name).unwrap_err()));
+    assert!(e.to_lowercase().contains("certificate") || e.contains("name"), "a certificate for another name is refused: {e}");
+}
+
+/// A user's state loaded while another host writes new tasks is one snapshot: every task
+/// read has its prompt, and the load never meets a prompt of a task it did not read (it
+/// used to panic then, taking the daemon's actor with it).
+#[test]
+fn a_state_loaded_while_another_host_writes_is_one_snapshot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = cluster().database(tmp.path());
+    let writer = open_store(&db);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let w = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let rec = pincer::store::HistoryRecord {
+                    day: 1,
+                    session: format!("h{n}"),
+                    prompt: format!("task {n}"),
+                    accesses: vec![pincer::store::AccessRecord { path: format!("notes/{n}.md"), access: Access::Read }],
+                    approvals: vec![],
+                };
+                writer.add_history("ann", &rec).unwrap();
+                n += 1;
+            }
+            n
+        })
+    };
+    let reader = open_store(&db);
+    for _ in 0..300 {
+        let st = reader.load_state("ann").unwrap();
+        for t in &st.tasks {
+            assert_eq!(t.prompts.len(), 1, "task {} read with its prompt: {t:?}", t.session);
+            assert_eq!(t.accesses.len(), 1, "task {} read with its access: {t:?}", t.session);
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(w.join().unwrap() > 0);
 }

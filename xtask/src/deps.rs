@@ -14,8 +14,9 @@ pub const VM: &[&str] = &["qemu-system-x86", "busybox-static", "cpio"];
 pub const REAL_TOOLS: &[&str] = &["qemu-system-common", "git", "python3", "nodejs"];
 
 /// Packages of the fleet tests (`pincer-user/tests/fleet.rs`): a real PostgreSQL server
-/// whose `initdb` and `pg_ctl` the tests run in a temporary folder (Debian 12 ships 15).
-pub const FLEET: &[&str] = &["postgresql"];
+/// whose `initdb` and `pg_ctl` the tests run in a temporary folder (Debian 12 ships 15),
+/// and the `openssl` CLI that makes the TLS test's CA and server certificates.
+pub const FLEET: &[&str] = &["postgresql", "openssl"];
 
 /// Every package any task needs: [`BUILD`], [`VM`], [`REAL_TOOLS`] and [`FLEET`].
 pub fn all() -> Vec<&'static str> {

@@ -1,4 +1,5 @@
-//! `pincer approve ID [--scope once|session|always]`: approve a pending question.
+//! `pincer approve ID [--scope once|session|always] [--host NAME]`: approve a pending
+//! question (of another host of the fleet with `--host`).
 
 use super::conn::{call, Conn};
 use clap::Args;
@@ -11,6 +12,9 @@ use std::process::ExitCode;
 pub struct AnswerArgs {
     /// The question's id (from `pincer pending`).
     pub id: u64,
+    /// The host of the fleet that asked it (default: this host).
+    #[arg(long)]
+    pub host: Option<String>,
     #[command(flatten)]
     pub conn: Conn,
 }
@@ -27,13 +31,16 @@ pub struct ApproveArgs {
     /// later tasks like this one (list and remove with `pincer policy`).
     #[arg(long, value_enum, default_value_t = ApprovalScope::Always)]
     pub scope: ApprovalScope,
+    /// The host of the fleet that asked it (default: this host).
+    #[arg(long)]
+    pub host: Option<String>,
     #[command(flatten)]
     pub conn: Conn,
 }
 
 /// Sends the user's answer.
-pub fn answer(conn: &Conn, id: u64, approve: bool, scope: ApprovalScope) -> anyhow::Result<ExitCode> {
-    match call(conn, Call::Answer { question: id, approve, scope })? {
+pub fn answer(conn: &Conn, id: u64, approve: bool, scope: ApprovalScope, host: Option<String>) -> anyhow::Result<ExitCode> {
+    match call(conn, Call::Answer { question: id, approve, scope, host })? {
         Reply::Ok { message } => println!("{message}"),
         other => anyhow::bail!("unexpected reply: {other:?}"),
     }
@@ -42,5 +49,5 @@ pub fn answer(conn: &Conn, id: u64, approve: bool, scope: ApprovalScope) -> anyh
 
 /// Approves.
 pub fn run(args: ApproveArgs) -> anyhow::Result<ExitCode> {
-    answer(&args.conn, args.id, true, args.scope)
+    answer(&args.conn, args.id, true, args.scope, args.host)
 }

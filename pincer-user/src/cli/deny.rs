@@ -6,5 +6,5 @@ use std::process::ExitCode;
 
 /// Denies.
 pub fn run(args: AnswerArgs) -> anyhow::Result<ExitCode> {
-    answer(&args.conn, args.id, false, ApprovalScope::Always)
+    answer(&args.conn, args.id, false, ApprovalScope::Always, args.host)
 }

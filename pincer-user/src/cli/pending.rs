@@ -1,4 +1,5 @@
-//! `pincer pending`: questions waiting for the user.
+//! `pincer pending [--host NAME]`: questions waiting for the user (with a fleet's shared
+//! store: the questions of every host, each with the host that asked).
 
 use super::conn::{call, Conn};
 use clap::Args;
@@ -11,13 +12,19 @@ pub struct PendingArgs {
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    /// Only the questions this host of the fleet asked.
+    #[arg(long)]
+    host: Option<String>,
     #[command(flatten)]
     conn: Conn,
 }
 
 /// Lists pending questions.
 pub fn run(args: PendingArgs) -> anyhow::Result<ExitCode> {
-    let Reply::Pending { questions } = call(&args.conn, Call::Pending)? else { anyhow::bail!("unexpected reply") };
+    let Reply::Pending { mut questions } = call(&args.conn, Call::Pending)? else { anyhow::bail!("unexpected reply") };
+    if let Some(h) = &args.host {
+        questions.retain(|q| q.host.as_ref() == Some(h));
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&questions)?);
     } else if questions.is_empty() {
@@ -25,7 +32,8 @@ pub fn run(args: PendingArgs) -> anyhow::Result<ExitCode> {
     } else {
         for q in questions {
             let w = if q.waiting { " (worker waiting)" } else { "" };
-            println!("{:>4}  [{}] {} {}{w}: {}", q.id, q.session, q.access, q.path, q.reason);
+            let host = q.host.as_deref().map(|h| format!("{h}  ")).unwrap_or_default();
+            println!("{:>4}  {host}[{}] {} {}{w}: {}", q.id, q.session, q.access, q.path, q.reason);
             for (i, v) in q.votes.iter().enumerate() {
                 let verdict = serde_json::to_value(v.verdict).ok().and_then(|x| x.as_str().map(str::to_string)).unwrap_or_default();
                 println!("        vote {}: {verdict}: {}", i + 1, v.reason);

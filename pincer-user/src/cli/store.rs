@@ -6,7 +6,7 @@
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use pincer::daemon::config::Config;
-use pincer::store::{Store, StoreSpec, TrustedState};
+use pincer::store::{Store, StoreSpec, TrustedState, WorkspaceSnapshot};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -48,6 +48,16 @@ enum StoreCommand {
     },
 }
 
+/// What `pincer store export` writes: the user's trusted state and, if the store holds one,
+/// their workspace snapshot (an export without it, as earlier versions wrote, imports too).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Exported {
+    #[serde(flatten)]
+    state: TrustedState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    workspace: Option<WorkspaceSnapshot>,
+}
+
 fn spec(args: &StoreArgs) -> anyhow::Result<StoreSpec> {
     if let Some(f) = &args.sqlite {
         return Ok(StoreSpec::Sqlite(f.clone()));
@@ -68,8 +78,13 @@ pub fn run(args: StoreArgs) -> anyhow::Result<ExitCode> {
             println!("{}: schema version {before} -> {after}", spec.describe());
         }
         StoreCommand::Export { user, out } => {
-            let state = spec.open()?.load_state(user)?;
-            let text = serde_json::to_string_pretty(&state)?;
+            let store = spec.open()?;
+            let state = store.load_state(user)?;
+            let workspace = store.workspace(user)?;
+            let snapshot = workspace.as_ref().map(|w| format!(" and a workspace snapshot of {} entries", w.tree.len())).unwrap_or_default();
+            let exported = Exported { state, workspace };
+            let text = serde_json::to_string_pretty(&exported)?;
+            let state = &exported.state;
             match out {
                 Some(p) => {
                     use std::io::Write;
@@ -78,7 +93,7 @@ pub fn run(args: StoreArgs) -> anyhow::Result<ExitCode> {
                         std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(p).with_context(|| format!("creating {}", p.display()))?;
                     f.write_all(text.as_bytes())?;
                     eprintln!(
-                        "exported {} tasks and {} policies of {user} from {} to {}",
+                        "exported {} tasks and {} policies{snapshot} of {user} from {} to {}",
                         state.tasks.len(),
                         state.policies.len(),
                         spec.describe(),
@@ -90,10 +105,16 @@ pub fn run(args: StoreArgs) -> anyhow::Result<ExitCode> {
         }
         StoreCommand::Import { user, file } => {
             let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
-            let state: TrustedState =
+            let exported: Exported =
                 serde_json::from_str(&text).with_context(|| format!("{} is not a state written by `pincer store export`", file.display()))?;
-            let sum = spec.open()?.import_state(user, &state)?;
-            println!("imported {} tasks and {} policies for {user} into {}", sum.tasks, sum.policies, spec.describe());
+            let store = spec.open()?;
+            let sum = store.import_state(user, &exported.state)?;
+            let mut snapshot = String::new();
+            if let Some(w) = &exported.workspace {
+                store.set_workspace(user, w)?;
+                snapshot = format!(" and a workspace snapshot of {} entries", w.tree.len());
+            }
+            println!("imported {} tasks and {} policies{snapshot} for {user} into {}", sum.tasks, sum.policies, spec.describe());
         }
     }
     Ok(ExitCode::SUCCESS)

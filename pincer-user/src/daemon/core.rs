@@ -133,6 +133,9 @@ pub struct Core {
     pub(super) contain: std::collections::HashMap<u32, Arc<Containment>>,
     /// Kernel grants of approvals of scope `once`, taken back when they expire.
     once: Vec<OnceGrant>,
+    /// This host's name in the fleet, when the store is shared (its questions are
+    /// published under it: [`fleet`](super::fleet)).
+    pub(super) host: Option<String>,
     /// The holds of kernel misses (none: every miss is denied at once).
     pub(super) holds: Option<crate::kernel::hold::Holds>,
 }
@@ -166,6 +169,7 @@ impl Core {
         std::fs::create_dir_all(&dir).map_err(|source| CoreError::StateDir { path: dir.clone(), source })?;
         sessions::restrict_state_dir(&dir).map_err(|source| CoreError::StateDir { path: dir.clone(), source })?;
         let twins = Twins::new(deps.config.store_spec(), dir.clone(), deps.sanitizer, deps.decider.clone(), twin_config(&deps.config))?;
+        let host = twins.spec().is_shared().then(|| deps.config.store.host_name());
         let mut core = Core {
             sessions: Sessions::new(&dir),
             config: deps.config,
@@ -176,8 +180,10 @@ impl Core {
             questions: Questions::default(),
             contain: Default::default(),
             once: vec![],
+            host,
             holds: deps.holds,
         };
+        core.drop_fleet_questions();
         core.resume().await?;
         Ok(core)
     }
@@ -307,8 +313,11 @@ impl Core {
                 let id = callers::named_or_only(&self.sessions, peer, session)?;
                 self.prompt(&id, &text).await
             }
-            (Caller::Outside, Call::Pending) => Ok(CallResult::Now(Reply::Pending { questions: self.pending(peer) })),
-            (Caller::Outside, Call::Answer { question, approve, scope }) => self.answer(peer, question, approve, scope).await,
+            (Caller::Outside, Call::Pending) => Ok(CallResult::Now(Reply::Pending { questions: self.pending(peer)? })),
+            (Caller::Outside, Call::Answer { question, approve, scope, host }) => match host.filter(|h| Some(h) != self.host.as_ref()) {
+                Some(host) => self.answer_elsewhere(peer, &host, question, approve, scope),
+                None => self.answer(peer, question, approve, scope).await,
+            },
             (Caller::Outside, Call::Rules) => Ok(CallResult::Now(Reply::Rules { rules: self.twins.store().standing(&users::by_uid(peer.uid).name)? })),
             (Caller::Outside, Call::RemoveRule { id }) => self.remove_rule(peer.uid, id).await,
             (Caller::Outside, Call::Log { session, follow, host }) => {
@@ -456,6 +465,7 @@ impl Core {
             self.audit.record(&e);
         }
         for (q, w) in self.questions.take_session(id) {
+            self.close_fleet_question(q);
             for tx in w.waiters {
                 let _ = tx.send(Ruling::deny("the session ended", Some(q)).into());
             }
@@ -515,17 +525,10 @@ impl Core {
                 return Err(err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, format!("owned by uid {owner}, not by the importing user"))));
             }
             let snap = super::twins::WorkspaceSnapshot::take(ws).map_err(err)?;
-            let text = serde_json::to_vec(&snap).map_err(|e| err(std::io::Error::other(e)))?;
-            use std::io::Write;
-            use std::os::unix::fs::OpenOptionsExt;
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(super::twins::snapshot_path(&self.config.state_dir, &user))
-                .and_then(|mut f| f.write_all(&text))
-                .map_err(err)?;
+            // The snapshot is trusted state: in the store, so every host sharing it builds
+            // the same fingerprints (a file an earlier version kept goes).
+            self.twins.store().set_workspace(&user, &snap).map_err(CallError::Import)?;
+            let _ = std::fs::remove_file(super::twins::snapshot_path(&self.config.state_dir, &user));
             snapshot = format!(" and a snapshot of {} ({} entries)", ws.display(), snap.tree.len());
         }
         self.twins.forget(&user);
@@ -536,35 +539,48 @@ impl Core {
         Ok(CallResult::Now(Reply::Ok { message: format!("imported {} history tasks and {} policies for {user}{snapshot}", sum.tasks, sum.policies) }))
     }
 
-    fn pending(&mut self, peer: &Peer) -> Vec<QuestionInfo> {
-        let mut out = Vec::new();
-        for (q, w) in self.questions.iter() {
-            let Some(s) = self.sessions.get(&w.session) else { continue };
-            if peer.uid != 0 && s.owner_uid != peer.uid {
-                continue;
-            }
-            let reason = self
-                .twins
-                .existing(&w.user)
-                .and_then(|t| t.pending().iter().find(|x| x.id == q).map(|x| x.reason.clone()))
-                .unwrap_or_default();
-            out.push(QuestionInfo {
-                id: q,
-                session: w.session.clone(),
-                path: w.request.path.clone(),
-                access: w.request.access,
-                reason,
-                waiting: w.has_waiter(),
-                votes: w.votes.clone(),
-            });
-        }
-        out
+    /// The questions `peer` may answer: this host's, and with a shared store every other
+    /// host's of the fleet.
+    fn pending(&mut self, peer: &Peer) -> Result<Vec<QuestionInfo>, CallError> {
+        let mine: Vec<u64> = self
+            .questions
+            .iter()
+            .filter(|(_, w)| self.sessions.get(&w.session).is_some_and(|s| peer.uid == 0 || s.owner_uid == peer.uid))
+            .map(|(q, _)| q)
+            .collect();
+        let mut out: Vec<QuestionInfo> = mine.into_iter().filter_map(|q| self.question_info(q)).collect();
+        out.extend(self.fleet_pending(peer)?);
+        Ok(out)
+    }
+
+    /// Question `q` of this host as `pending` lists it.
+    pub(super) fn question_info(&mut self, q: u64) -> Option<QuestionInfo> {
+        let w = self.questions.get(q)?;
+        let reason = self.twins.existing(&w.user).and_then(|t| t.pending().iter().find(|x| x.id == q).map(|x| x.reason.clone())).unwrap_or_default();
+        Some(QuestionInfo {
+            id: q,
+            session: w.session.clone(),
+            path: w.request.path.clone(),
+            access: w.request.access,
+            reason,
+            waiting: w.has_waiter(),
+            votes: w.votes.clone(),
+            host: self.host.clone(),
+        })
     }
 
     async fn answer(&mut self, peer: &Peer, q: u64, approve: bool, scope: ApprovalScope) -> CallOutcome {
         let session = self.questions.get(q).map(|w| w.session.clone()).ok_or(CallError::NoQuestion(q))?;
         callers::owned(&self.sessions, peer, &session)?;
-        let w = self.questions.take(q).expect("looked up above");
+        self.claim_fleet_question(q)?;
+        self.settle(q, approve, scope, None).await
+    }
+
+    /// Applies the user's answer to question `q` (given here, or on host `by` of the fleet):
+    /// recorded by the twin, audited, decided again if approved, and sent to the waiting
+    /// workers.
+    pub(super) async fn settle(&mut self, q: u64, approve: bool, scope: ApprovalScope, by: Option<&str>) -> CallOutcome {
+        let w = self.questions.take(q).ok_or(CallError::NoQuestion(q))?;
         self.twins.get(&w.user).await?.answer(q, approve, scope).map_err(CallError::Twin)?;
         let mut e = AuditEntry::new(Event::Answer);
         e.session = Some(w.session.clone());
@@ -574,6 +590,7 @@ impl Core {
         let mut r = w.origin.audit_request(&w.request.path, w.request.access);
         r.rationale = None;
         e.request = Some(r);
+        e.detail = by.map(|h| format!("answered on host {h}"));
         self.audit.record(&e);
         let ruling = if approve {
             // The approval is trusted state now: the twin decides again with it.
@@ -655,7 +672,17 @@ impl Core {
     async fn state_changed(&mut self, change: crate::store::pg::StateChange) {
         let users = match change {
             crate::store::pg::StateChange::User(u) => vec![u],
-            crate::store::pg::StateChange::All => self.twins.users(),
+            crate::store::pg::StateChange::All => {
+                // Answers given while the listener was away are taken now.
+                self.apply_fleet_answers().await;
+                self.twins.users()
+            }
+            crate::store::pg::StateChange::Answered(host) => {
+                if self.host.as_ref() == Some(&host) {
+                    self.apply_fleet_answers().await;
+                }
+                return;
+            }
         };
         for u in users {
             if let Err(e) = self.twins.reload(&u, None).await {

@@ -76,6 +76,25 @@ pub enum CallError {
     /// No question has that id.
     #[error("no pending question {0}")]
     NoQuestion(u64),
+    /// Another host of the fleet has no open question of that id for the caller.
+    #[error("no open question {question} of host {host} for you (see `pincer pending`)")]
+    NoFleetQuestion {
+        /// The host named.
+        host: String,
+        /// The question's id there.
+        question: u64,
+    },
+    /// The question was answered on another host of the fleet first.
+    #[error("question {question} was already answered on host {by}; this host applies that answer")]
+    AnsweredElsewhere {
+        /// The question.
+        question: u64,
+        /// The host it was answered on.
+        by: String,
+    },
+    /// A question of another host named on a daemon whose store is not shared.
+    #[error("questions of other hosts are answered through a fleet's shared store ([store] backend = \"postgres\"); this host's store is its own")]
+    NotFleet,
     /// The caller has no standing approval or policy of that id.
     #[error("no approval or policy {0} of yours (see `pincer policy list`)")]
     NoRule(crate::store::RuleId),
@@ -126,6 +145,9 @@ impl CallError {
             | CallError::UserHasSessions(_)
             | CallError::Import(_)
             | CallError::NoQuestion(_)
+            | CallError::NoFleetQuestion { .. }
+            | CallError::AnsweredElsewhere { .. }
+            | CallError::NotFleet
             | CallError::NoRule(_)
             | CallError::Prompt(_)
             | CallError::Workspace { .. } => ErrorKind::BadRequest,

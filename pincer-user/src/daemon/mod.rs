@@ -10,7 +10,8 @@
 //! - [`twins`], one twin per user over the trusted store.
 //! - [`pipeline`], `decide(origin, request)`: tool requests, kernel misses and approvals
 //!   decided, granted, counted and audited.
-//! - [`questions`], escalated requests waiting for the user.
+//! - [`questions`], escalated requests waiting for the user; [`fleet`], those questions
+//!   listed and answered from a fleet's other hosts.
 //! - [`error`], the typed errors of calls (turned into replies only by the server).
 //! - [`server`], the socket server; [`client`], its client.
 //! - [`peer`], caller identification (`SO_PEERCRED`, `/proc/PID/cgroup`).
@@ -27,6 +28,7 @@ pub mod config;
 pub mod contain;
 pub mod core;
 pub mod error;
+pub mod fleet;
 pub mod limits;
 pub mod mcp;
 pub mod peer;

@@ -266,7 +266,10 @@ impl Core {
             (None, twin::Outcome::Escalate) => {
                 let q = d.question.expect("the twin numbers every question it escalates");
                 let votes = d.votes.to_vec();
-                self.questions.ask(q, || Waiting { user: user.clone(), session: req.session.clone(), request: req.clone(), origin: origin.clone(), votes, waiters: vec![] });
+                if self.questions.ask(q, || Waiting { user: user.clone(), session: req.session.clone(), request: req.clone(), origin: origin.clone(), votes, waiters: vec![] }) {
+                    // A fleet's other hosts list it too; an answer given there comes back here.
+                    self.publish_question(q);
+                }
                 Ruling { granted: false, outcome: RequestOutcome::Escalate, reason: deny_reason(&d), question: Some(q) }
             }
         };

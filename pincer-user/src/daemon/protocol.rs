@@ -126,6 +126,10 @@ pub enum Call {
         /// How far an approval reaches (default `always`; a refusal is always recorded).
         #[serde(default)]
         scope: ApprovalScope,
+        /// The host that asked, for a question of another host of the fleet (shared store;
+        /// `None` or this host's name: a question of this host).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        host: Option<String>,
     },
     /// The caller's standing approvals and policies, with their ids.
     Rules,
@@ -337,6 +341,10 @@ pub struct QuestionInfo {
     /// Votes 1, 2, 3 of the decision that asked, each with its reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub votes: Vec<super::audit::AuditVote>,
+    /// The host that asked (a fleet's shared store: every host's questions are listed;
+    /// answer another host's with `pincer approve ID --host HOST`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 /// A reply from the daemon.

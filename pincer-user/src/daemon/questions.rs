@@ -39,9 +39,16 @@ pub struct Questions {
 }
 
 impl Questions {
-    /// Records question `id` unless it is already waiting (a request asked again).
-    pub fn ask(&mut self, id: u64, w: impl FnOnce() -> Waiting) {
-        self.waiting.entry(id).or_insert_with(w);
+    /// Records question `id` unless it is already waiting (a request asked again); true if
+    /// it is new.
+    pub fn ask(&mut self, id: u64, w: impl FnOnce() -> Waiting) -> bool {
+        match self.waiting.entry(id) {
+            std::collections::btree_map::Entry::Occupied(_) => false,
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(w());
+                true
+            }
+        }
     }
 
     /// Adds a worker waiting for the answer to question `id`; `None` if there is no such

@@ -19,17 +19,7 @@ pub const TREE_LIMIT: usize = 5000;
 /// Bytes of one file a workspace snapshot keeps at most.
 pub const SNAPSHOT_FILE_LIMIT: u64 = 4 << 20;
 
-/// A user's workspace as it was when they imported their policies (trusted state: taken on
-/// the user's channel, never from a workspace a worker may have changed since): its tree
-/// and its files' content, from which the twin reads text-only rules, the known places and
-/// the fingerprints of protected content.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct WorkspaceSnapshot {
-    /// Paths relative to the workspace, `/` after a directory.
-    pub tree: Vec<String>,
-    /// Regular files' content by path (at most [`SNAPSHOT_FILE_LIMIT`] bytes each).
-    pub files: std::collections::BTreeMap<String, Vec<u8>>,
-}
+pub use crate::store::WorkspaceSnapshot;
 
 impl WorkspaceSnapshot {
     /// Reads the workspace at `dir` (symlinks are not followed).
@@ -57,7 +47,8 @@ impl WorkspaceSnapshot {
     }
 }
 
-/// Where `user`'s workspace snapshot is kept in the state directory.
+/// Where an earlier version kept `user`'s workspace snapshot in the state directory (read
+/// when the store holds none; snapshots are kept in the trusted store now).
 pub fn snapshot_path(state_dir: &std::path::Path, user: &str) -> PathBuf {
     state_dir.join(format!("workspace-{user}.json"))
 }
@@ -68,7 +59,8 @@ pub enum TwinsError {
     /// The trusted store failed.
     #[error("trusted store")]
     Store(#[from] StoreError),
-    /// The user's workspace snapshot cannot be read: the twin is not built (fail closed).
+    /// The user's workspace snapshot file of an earlier version cannot be read: the twin is
+    /// not built (fail closed).
     #[error("workspace snapshot")]
     Snapshot(#[source] serde_json::Error),
     /// The twin refused to resume a session.
@@ -200,11 +192,15 @@ fn prepare(store: &Store, state_dir: &std::path::Path, sanitizer: &Sanitizer, us
     let mut state = store.load_state(user)?;
     state.tasks.retain(|t| !open.contains(&t.session));
     let mut prepared = Prepared::new(state, sanitizer.clone());
-    if let Ok(text) = std::fs::read(snapshot_path(state_dir, user)) {
-        match serde_json::from_slice::<WorkspaceSnapshot>(&text) {
-            Ok(snap) => prepared = prepared.with_workspace(&snap.tree, |p| snap.files.get(p).map(Vec::as_slice)),
-            Err(e) => return Err(TwinsError::Snapshot(e)),
-        }
+    let snap = match store.workspace(user)? {
+        Some(snap) => Some(snap),
+        None => match std::fs::read(snapshot_path(state_dir, user)) {
+            Ok(text) => Some(serde_json::from_slice::<WorkspaceSnapshot>(&text).map_err(TwinsError::Snapshot)?),
+            Err(_) => None,
+        },
+    };
+    if let Some(snap) = snap {
+        prepared = prepared.with_workspace(&snap.tree, |p| snap.files.get(p).map(Vec::as_slice));
     }
     Ok(prepared)
 }

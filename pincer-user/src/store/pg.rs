@@ -331,18 +331,24 @@ pub const STATE_CHANNEL: &str = "pincer_state";
 pub enum StateChange {
     /// This user's trusted state changed on some host.
     User(String),
-    /// The listener (re)connected: anything may have changed while it was away.
+    /// The listener (re)connected: anything may have changed while it was away (answers to
+    /// this host's questions included).
     All,
+    /// Another host answered a question of this host (the payload: the asking host's name,
+    /// [`ANSWER_CHANNEL`](super::questions::ANSWER_CHANNEL)).
+    Answered(String),
 }
 
-/// Follows the trusted state's changes on a thread of its own: each notification is passed
-/// to `tx`; after every (re)connection [`StateChange::All`] is sent. Ends when `tx` is
-/// closed.
+/// Follows the trusted state's changes and the answers to questions on a thread of its own:
+/// each notification is passed to `tx`; after every (re)connection [`StateChange::All`] is
+/// sent. Ends when `tx` is closed.
 pub fn listen(settings: PgSettings, tx: tokio::sync::mpsc::UnboundedSender<StateChange>) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new().name("pincer-pg-listen".into()).spawn(move || {
         let mut first = true;
         while !tx.is_closed() {
-            let mut client = match connect(&settings).and_then(|mut c| c.batch_execute(&format!("LISTEN {STATE_CHANNEL}")).map(|()| c).map_err(DbError::from)) {
+            let mut client = match connect(&settings).and_then(|mut c| {
+                c.batch_execute(&format!("LISTEN {STATE_CHANNEL}; LISTEN {}", super::questions::ANSWER_CHANNEL)).map(|()| c).map_err(DbError::from)
+            }) {
                 Ok(c) => c,
                 Err(e) => {
                     if first {
@@ -365,7 +371,9 @@ pub fn listen(settings: PgSettings, tx: tokio::sync::mpsc::UnboundedSender<State
                         use postgres::fallible_iterator::FallibleIterator;
                         match it.next() {
                             Ok(Some(note)) => {
-                                if tx.send(StateChange::User(note.payload().to_string())).is_err() {
+                                let payload = note.payload().to_string();
+                                let change = if note.channel() == super::questions::ANSWER_CHANNEL { StateChange::Answered(payload) } else { StateChange::User(payload) };
+                                if tx.send(change).is_err() {
                                     return;
                                 }
                             }

@@ -43,6 +43,8 @@ pub struct Cluster {
     pub port: u16,
     bin: PathBuf,
     databases: AtomicU32,
+    /// Server options beyond the port and the sockets (TLS).
+    extra: String,
 }
 
 fn as_owner(bin: &Path, tool: &str) -> Command {
@@ -64,6 +66,16 @@ fn run(mut c: Command, what: &str) {
 impl Cluster {
     /// Makes and starts a cluster, and the `pincer` role.
     pub fn start() -> Cluster {
+        Self::start_with_tls(None)
+    }
+
+    /// Makes and starts a cluster that serves TCP clients over TLS only (`ssl = on` with
+    /// `cert` and its `key`, `hostssl` lines in `pg_hba.conf`), and the `pincer` role.
+    pub fn start_tls(cert: &Path, key: &Path) -> Cluster {
+        Self::start_with_tls(Some((cert, key)))
+    }
+
+    fn start_with_tls(tls: Option<(&Path, &Path)>) -> Cluster {
         let bin = bin_dir();
         let dir = tempfile::Builder::new().prefix("pincer-pg-").tempdir().unwrap();
         // SAFETY: geteuid has no preconditions.
@@ -75,8 +87,27 @@ impl Cluster {
         let mut c = as_owner(&bin, "initdb");
         c.args(["-D"]).arg(&data).args(["-U", "postgres", "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--no-sync"]);
         run(c, "initdb");
+        let mut extra = String::new();
+        if let Some((cert, key)) = tls {
+            let (crt, k) = (data.join("server.crt"), data.join("server.key"));
+            std::fs::copy(cert, &crt).unwrap();
+            std::fs::copy(key, &k).unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&k, std::fs::Permissions::from_mode(0o600)).unwrap();
+            // SAFETY: geteuid has no preconditions.
+            if unsafe { libc::geteuid() } == 0 {
+                for f in [&crt, &k] {
+                    std::os::unix::fs::chown(f, Some(65534), Some(65534)).unwrap();
+                }
+            }
+            let hba = data.join("pg_hba.conf");
+            let text = std::fs::read_to_string(&hba).unwrap();
+            let text: String = text.lines().map(|l| if l.starts_with("host ") { format!("hostssl{}\n", &l[4..]) } else { format!("{l}\n") }).collect();
+            std::fs::write(&hba, text).unwrap();
+            extra = " -c ssl=on -c ssl_cert_file=server.crt -c ssl_key_file=server.key".into();
+        }
         let port = free_port();
-        let cluster = Cluster { dir, port, bin, databases: AtomicU32::new(0) };
+        let cluster = Cluster { dir, port, bin, databases: AtomicU32::new(0), extra };
         cluster.start_server();
         cluster.superuser(&format!("CREATE ROLE pincer LOGIN CREATEROLE PASSWORD '{PASSWORD}'"), "postgres");
         cluster
@@ -89,7 +120,7 @@ impl Cluster {
     /// Starts the server (again).
     pub fn start_server(&self) {
         let mut c = as_owner(&self.bin, "pg_ctl");
-        let opts = format!("-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200", self.port, self.dir.path().display());
+        let opts = format!("-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200{}", self.port, self.dir.path().display(), self.extra);
         c.args(["-D"]).arg(self.data()).args(["-l"]).arg(self.dir.path().join("server.log")).args(["-o", &opts, "-w", "start"]);
         run(c, "pg_ctl start");
     }
@@ -111,6 +142,24 @@ impl Cluster {
         })
         .join()
         .unwrap();
+    }
+
+    /// How many of the `pincer` role's TCP connections run over TLS, and how many do not.
+    pub fn pincer_connections(&self) -> (i64, i64) {
+        let conn = format!("host={} port={} user=postgres dbname=postgres", self.dir.path().display(), self.port);
+        std::thread::spawn(move || {
+            let mut c = postgres::Client::connect(&conn, postgres::NoTls).unwrap();
+            let r = c
+                .query_one(
+                    "SELECT count(*) FILTER (WHERE s.ssl), count(*) FILTER (WHERE NOT s.ssl) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)
+                     WHERE a.usename = 'pincer' AND a.client_port IS NOT NULL",
+                    &[],
+                )
+                .unwrap();
+            (r.get(0), r.get(1))
+        })
+        .join()
+        .unwrap()
     }
 
     /// A new database owned by `pincer`, and the settings a daemon reaches it with (TCP on
@@ -141,4 +190,54 @@ impl Drop for Cluster {
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A test certificate authority made with the `openssl` CLI, and server certificates it
+/// signs.
+pub struct Ca {
+    /// The CA's certificate (PEM): what a client's `ca_file` names.
+    pub cert: PathBuf,
+    key: PathBuf,
+    dir: PathBuf,
+}
+
+fn openssl(args: &[&str], dir: &Path) {
+    let out = Command::new("openssl").args(args).current_dir(dir).output().unwrap_or_else(|e| panic!("openssl (Debian's `openssl` package, `cargo xtask deps`): {e}"));
+    assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+impl Ca {
+    /// A new self-signed CA named `name`, its files in `dir`.
+    pub fn new(dir: &Path, name: &str) -> Ca {
+        let (cert, key) = (dir.join(format!("{name}.pem")), dir.join(format!("{name}.key")));
+        let subj = format!("/CN={name}");
+        openssl(
+            &[
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2", "-subj", &subj,
+                "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+                "-keyout", key.to_str().unwrap(), "-out", cert.to_str().unwrap(),
+            ],
+            dir,
+        );
+        Ca { cert, key, dir: dir.to_path_buf() }
+    }
+
+    /// A server certificate and key for the names `san` (`DNS:localhost,IP:127.0.0.1`).
+    pub fn server(&self, name: &str, san: &str) -> (PathBuf, PathBuf) {
+        let d = &self.dir;
+        let (cert, key, csr, ext) = (d.join(format!("{name}.crt")), d.join(format!("{name}.key")), d.join(format!("{name}.csr")), d.join(format!("{name}.ext")));
+        std::fs::write(&ext, format!("subjectAltName={san}\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n")).unwrap();
+        openssl(
+            &["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", &format!("/CN={name}"), "-keyout", key.to_str().unwrap(), "-out", csr.to_str().unwrap()],
+            d,
+        );
+        openssl(
+            &[
+                "x509", "-req", "-in", csr.to_str().unwrap(), "-CA", self.cert.to_str().unwrap(), "-CAkey", self.key.to_str().unwrap(), "-CAcreateserial",
+                "-days", "2", "-extfile", ext.to_str().unwrap(), "-out", cert.to_str().unwrap(),
+            ],
+            d,
+        );
+        (cert, key)
+    }
 }
