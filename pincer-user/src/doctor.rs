@@ -254,7 +254,7 @@ fn hold(host: &Host, cfg: &Config) -> Check {
         let need: Vec<String> = crate::kernel::kfunc::KFUNCS.iter().filter(|(k, _)| missing.contains(k)).map(|(k, v)| format!("{k} ({v})")).collect();
         return check(
             NAME,
-            Status::Warn,
+            Status::Ok,
             format!("deny and retry: this kernel lacks {} for the held file_open; a miss is denied at once and the worker's retry succeeds after the grant", need.join(", ")),
             Some("run Linux 6.12 or later to hold a miss until it is decided".into()),
         );

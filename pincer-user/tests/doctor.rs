@@ -86,10 +86,15 @@ async fn a_ready_host_passes_every_check() {
     let text = report.render();
     assert!(report.ready(), "{text}");
     for c in &report.checks {
+        // The fake host's BTF is a bare header: which way a miss waits cannot be read from it.
+        if c.name == "hold" {
+            assert!(c.status != Status::Fail && c.detail.contains("denied at once"), "{text}");
+            continue;
+        }
         assert_eq!(c.status, Status::Ok, "{text}");
     }
     let names: Vec<&str> = report.checks.iter().map(|c| c.name).collect();
-    assert_eq!(names, ["kernel config", "bpf LSM", "BTF", "cgroup v2", "bpffs", "configuration", "daemon", "socket", "state", "store"]);
+    assert_eq!(names, ["kernel config", "bpf LSM", "BTF", "hold", "cgroup v2", "bpffs", "configuration", "daemon", "socket", "state", "store"]);
     assert!(text.ends_with("the host is ready for the Pincer daemon\n"), "{text}");
 }
 
