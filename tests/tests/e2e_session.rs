@@ -279,6 +279,28 @@ fn a_held_access_fails_closed_when_the_daemon_stops_or_dies() {
         return;
     }
     let flags = env.dir.join("shared");
+    // The session opens while the daemon runs; its worker touches the files only after the
+    // daemon is stopped.
+    let worker = env.spawn_worker(
+        TODO_PROMPT,
+        &format!(
+            r#"
+: > {f}/ready
+while [ ! -e {f}/go ]; do sleep 0.05; done
+cat $W/notes/standup.md >/dev/null 2>&1 & echo $! > {f}/victim.tmp; mv {f}/victim.tmp {f}/victim
+cat $W/notes/todo.md 2>&1 && echo "R after death: read" || echo "R after death: denied"
+"#,
+            f = flags.display()
+        ),
+    );
+    let wait_for = |path: &Path| {
+        let start = Instant::now();
+        while !path.exists() {
+            assert!(start.elapsed() < Duration::from_secs(60), "{} did not appear", path.display());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    wait_for(&flags.join("ready"));
     let pid = env.daemon.pid().expect("daemon runs") as i32;
     // Stop the daemon: no miss is decided while it is stopped.
     // SAFETY: kill(2) on the test's own child.
@@ -287,31 +309,16 @@ fn a_held_access_fails_closed_when_the_daemon_stops_or_dies() {
     let start = Instant::now();
     let outside = Command::new("/bin/cat").arg(env.ws.join("notes/todo.md")).output().unwrap();
     assert!(outside.status.success() && start.elapsed() < Duration::from_secs(2), "a process outside every session never waits");
-    let worker = env.spawn_worker(
-        TODO_PROMPT,
-        &format!(
-            r#"
-cat $W/notes/standup.md >/dev/null 2>&1 & echo $! > {f}/victim
-cat $W/notes/todo.md 2>&1 && echo "R after death: read" || echo "R after death: denied"
-"#,
-            f = flags.display()
-        ),
-    );
-    // Both cats are held now (or about to be). SIGKILL the first one: it dies while held.
-    let victim = flags.join("victim");
-    let start = Instant::now();
-    while !victim.exists() || std::fs::read_to_string(&victim).unwrap_or_default().trim().is_empty() {
-        assert!(start.elapsed() < Duration::from_secs(30), "the worker did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    std::fs::write(flags.join("go"), "").unwrap();
+    wait_for(&flags.join("victim"));
+    // Both cats are held now (the stopped daemon read neither request). SIGKILL the first.
     std::thread::sleep(Duration::from_millis(500));
-    let vpid: i32 = std::fs::read_to_string(&victim).unwrap().trim().parse().unwrap();
+    let vpid: i32 = std::fs::read_to_string(flags.join("victim")).unwrap().trim().parse().unwrap();
     // SAFETY: kill(2) of the worker's process.
     unsafe { libc::kill(vpid, libc::SIGKILL) };
     let start = Instant::now();
-    while std::path::Path::new(&format!("/proc/{vpid}/stat")).exists()
-        && !std::fs::read_to_string(format!("/proc/{vpid}/stat")).unwrap_or_default().contains(") Z")
-    {
+    let stat = format!("/proc/{vpid}/stat");
+    while std::fs::read_to_string(&stat).is_ok_and(|s| !s.contains(") Z")) {
         assert!(start.elapsed() < Duration::from_secs(4), "a held process dies on SIGKILL");
         std::thread::sleep(Duration::from_millis(20));
     }
