@@ -289,6 +289,7 @@ fn a_held_access_fails_closed_when_the_daemon_stops_or_dies() {
 while [ ! -e {f}/go ]; do sleep 0.05; done
 cat $W/notes/standup.md >/dev/null 2>&1 & echo $! > {f}/victim.tmp; mv {f}/victim.tmp {f}/victim
 cat $W/notes/todo.md 2>&1 && echo "R after death: read" || echo "R after death: denied"
+: > {f}/done
 "#,
             f = flags.display()
         ),
@@ -324,11 +325,13 @@ cat $W/notes/todo.md 2>&1 && echo "R after death: read" || echo "R after death: 
     }
     // Kill the stopped daemon: the held cat of todo.md gets EACCES, not the file.
     env.daemon.crash();
+    wait_for(&flags.join("done"));
+    // `pincer run` ends its session through the daemon: start it again for that.
+    env.daemon.restart();
     let out = text_of(&worker.wait_with_output().unwrap());
     println!("{out}");
     assert_eq!(lines_with(&out, "R "), ["R after death: denied"]);
     assert!(!out.contains("FOR UPDATE"), "no content of the file reached the worker: {out}");
-    env.daemon.restart();
 }
 
 #[test]
