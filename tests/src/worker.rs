@@ -378,8 +378,13 @@ impl Daemon {
 impl Drop for Daemon {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
+            // A test that failed while the daemon was stopped must not hang here: resume it
+            // first, so that it can end its sessions.
             // SAFETY: kill(2) on our own child.
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            unsafe {
+                libc::kill(c.id() as i32, libc::SIGCONT);
+                libc::kill(c.id() as i32, libc::SIGTERM);
+            }
             let _ = c.wait();
         }
         // The shared program stays loaded for the next test; this daemon's entries go.
