@@ -142,8 +142,11 @@ shared_consts! {
     HOLD_SLOT_HELD_ATTACHED: u32 = 1;
     /// [`map_names::HOLD`] slot: where the held thread's xattr read lands (never read).
     HOLD_SLOT_SCRATCH: u32 = 2;
+    /// [`map_names::HOLD`] slot: how many threads of one session may wait in a hold at
+    /// once; a miss beyond it is denied at once (0: no hold).
+    HOLD_SLOT_PER_SESSION: u32 = 3;
     /// Entries of [`map_names::HOLD`].
-    HOLD_SLOTS: u32 = 3;
+    HOLD_SLOTS: u32 = 4;
     /// How many threads may wait in a hold at once, over every session (the
     /// size of [`map_names::HELD`]); a miss beyond it is denied at once.
     HOLD_MAX: u32 = 4096;
@@ -297,6 +300,9 @@ shared_struct! {
         pub active: u32,
         /// `SESSION_FLAG_*` bits.
         pub flags: u32,
+        /// The session's threads waiting in a hold, counted by the kernel (bounded by the
+        /// [`HOLD_SLOT_PER_SESSION`] slot); kept when the daemon rewrites the entry.
+        pub held: u32,
     }
 }
 

@@ -658,29 +658,55 @@ static __always_inline __u64 scalar_of(const void *ptr)
  * event names a hold id, MAP_HELD maps the waiting thread to it, and the
  * thread reads an xattr of the hold anchor's executable, a file on the
  * daemon's FUSE mount, so it sleeps until the daemon answers the hold. */
-static __always_inline int hold_begin(struct walk *w)
+/* A session's waiting threads are counted in its MAP_SESSIONS entry, so one
+ * session can take at most HOLD_SLOT_PER_SESSION of the HOLD_MAX places:
+ * past its share a miss is denied at once, and the other sessions' misses
+ * are still held. */
+static __always_inline void hold_uncount(const struct session *s)
 {
-	__u32 anchor_slot = HOLD_SLOT_ANCHOR;
-	__u32 *anchor = bpf_map_lookup_elem(&MAP_HOLD, &anchor_slot);
+	struct session_key k = { .cgroup_id = s->id };
+	struct session_value *v = bpf_map_lookup_elem(&MAP_SESSIONS, &k);
 
-	if (!anchor || !*anchor)
+	if (v && v->held)
+		__sync_fetch_and_add(&v->held, -1); /* no atomic sub in BPF */
+}
+
+static __always_inline int hold_begin(const struct session *s, struct walk *w)
+{
+	__u32 anchor_slot = HOLD_SLOT_ANCHOR, share_slot = HOLD_SLOT_PER_SESSION;
+	__u32 *anchor = bpf_map_lookup_elem(&MAP_HOLD, &anchor_slot);
+	__u32 *share = bpf_map_lookup_elem(&MAP_HOLD, &share_slot);
+	struct session_key k = { .cgroup_id = s->id };
+	struct session_value *v = bpf_map_lookup_elem(&MAP_SESSIONS, &k);
+
+	if (!anchor || !*anchor || !share || !v)
 		return 0;
+	/* Count first, then look: threads racing at the bound may all back off
+	 * (a miss denied at once), never all get in. */
+	__sync_fetch_and_add(&v->held, 1);
+	if (*(volatile __u32 *)&v->held > *share) {
+		__sync_fetch_and_add(&v->held, -1); /* no atomic sub in BPF */
+		return 0;
+	}
 	/* Holds are told apart by (thread, id): a random id keeps a late answer
 	 * to a thread's earlier hold from ending its next one. */
 	__u32 id = bpf_get_prandom_u32() | 1;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 
-	if (bpf_map_update_elem(&MAP_HELD, &tid, &id, BPF_ANY))
+	if (bpf_map_update_elem(&MAP_HELD, &tid, &id, BPF_ANY)) {
+		hold_uncount(s);
 		return 0;
+	}
 	w->hold_id = id;
 	return 1;
 }
 
-static __always_inline void hold_end(struct walk *w)
+static __always_inline void hold_end(const struct session *s, struct walk *w)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 
 	bpf_map_delete_elem(&MAP_HELD, &tid);
+	hold_uncount(s);
 	w->hold_id = 0;
 }
 
@@ -710,10 +736,10 @@ static __always_inline int verdict(const struct session *s, __u64 obj, __u32 hoo
 	}
 	/* A plain miss under a root may be held: the event names the hold. An
 	 * object gated by its owner has no root for the twin to judge it under. */
-	if (w->hold && !(w->flags & EVENT_FLAG_OWNED) && hold_begin(w))
+	if (w->hold && !(w->flags & EVENT_FLAG_OWNED) && hold_begin(s, w))
 		w->flags |= EVENT_FLAG_HELD;
 	if (!report(s, w, obj, need & ~w->granted, hook) && w->hold_id)
-		hold_end(w); /* no event, nothing to wait for: denied now */
+		hold_end(s, w); /* no event, nothing to wait for: denied now */
 	return -EACCES;
 }
 
@@ -1402,6 +1428,7 @@ static __always_inline int hold_wait(const struct session *s, struct file *file,
 		}
 	}
 	bpf_map_delete_elem(&MAP_HELD, &tid);
+	hold_uncount(s);
 	struct inode *inode = file->f_inode;
 
 	if (!inode)

@@ -15,6 +15,7 @@ struct session_key {
 struct session_value {
 	__u32 active;
 	__u32 flags; /* SESSION_FLAG_* */
+	__u32 held;  /* the session's threads waiting in a hold (kernel-counted) */
 };
 
 /* A filesystem object: key of the roots, open and never maps. */

@@ -259,6 +259,21 @@ impl Daemon {
         daemon
     }
 
+    /// Stops the daemon (SIGTERM), adds `lines` to the end of its configuration (the
+    /// `[hold]` table is last) and starts it again.
+    pub fn reconfigure(&mut self, lines: &str) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: kill(2) on our own child.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let _ = c.wait();
+        }
+        let config = self.dir.join("pincer.toml");
+        let mut text = std::fs::read_to_string(&config).unwrap_or_else(|e| panic!("read {}: {e}", config.display()));
+        text.push_str(lines);
+        std::fs::write(&config, text).unwrap_or_else(|e| panic!("write {}: {e}", config.display()));
+        self.restart();
+    }
+
     /// Starts the daemon process again on the same configuration (after [`Daemon::crash`])
     /// and waits for its socket.
     pub fn restart(&mut self) {

@@ -350,6 +350,76 @@ cat $W/notes/todo.md 2>&1 && echo "R after death: read" || echo "R after death: 
     assert!(!out.contains("FOR UPDATE"), "no content of the file reached the worker: {out}");
 }
 
+/// One session's holds are bounded (`[hold] per_session`): past its share a miss is denied
+/// at once while another session's first touch is still held and granted, and the share is
+/// given back when the holds end.
+#[test]
+fn a_sessions_holds_are_bounded_and_other_sessions_are_still_held() {
+    let mut env = Env::new("e2e-hold-share", "decide");
+    if !kernel_holds(&env) {
+        println!("this kernel does not hold misses (no held file_open)");
+        return;
+    }
+    for i in 0..16 {
+        pincer_tests::write_file(&env.ws.join(format!("notes/part-{i}.md")), &format!("part {i} of the todo\n"));
+    }
+    chown_tree(&env.ws, 1000);
+    env.daemon.reconfigure("per_session = 4\n");
+    let f = env.dir.join("shared");
+    let greedy = env.spawn_worker(
+        TODO_PROMPT,
+        &format!(
+            r#"
+: > {f}/a-ready
+while [ ! -e {f}/go ]; do sleep 0.05; done
+i=0; while [ $i -lt 12 ]; do (cat $W/notes/part-$i.md >/dev/null 2>&1 && echo "P ok" || echo "P denied"; : > {f}/a-end-$i) & i=$((i+1)); done
+wait
+for i in 12 13 14 15; do cat $W/notes/part-$i.md >/dev/null 2>&1 && echo "Q ok" || echo "Q denied"; done
+"#,
+            f = f.display()
+        ),
+    );
+    let other = env.spawn_worker(
+        TODO_PROMPT,
+        &format!(
+            r#"
+: > {f}/b-ready
+while [ ! -e {f}/go ]; do sleep 0.05; done
+cat $W/notes/todo.md >/dev/null 2>&1 && echo "B first: read" || echo "B first: denied"
+"#,
+            f = f.display()
+        ),
+    );
+    // A bound far above any decision: a hold nobody answers never ends.
+    let wait_for = |what: &str, done: &mut dyn FnMut() -> bool| {
+        let start = Instant::now();
+        while !done() {
+            assert!(start.elapsed() < Duration::from_secs(60), "{what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    wait_for("both workers are ready", &mut || f.join("a-ready").exists() && f.join("b-ready").exists());
+    let pid = env.daemon.pid().expect("daemon runs") as i32;
+    // SAFETY: kill(2) on the test's own child: no miss is decided while it is stopped.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    std::fs::write(f.join("go"), "").unwrap();
+    let ended = || (0..12).filter(|i| f.join(format!("a-end-{i}")).exists()).count();
+    // Only the session's share waits; the rest is denied without waiting for the daemon.
+    wait_for("the misses past the session's share end at once", &mut || ended() >= 8);
+    wait_for("the other session's first touch waits in a hold", &mut || process_with_arg("notes/todo.md").is_some());
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let a = text_of(&greedy.wait_with_output().unwrap());
+    let b = text_of(&other.wait_with_output().unwrap());
+    println!("{a}\n{b}");
+    let p = lines_with(&a, "P ");
+    let ok = p.iter().filter(|l| **l == "P ok").count();
+    assert_eq!(p.len(), 12, "every first touch ended: {a}");
+    assert!((1..=4).contains(&ok), "at most the share of 4 was held (and granted), the rest denied at once: {p:?}");
+    assert_eq!(lines_with(&a, "Q "), ["Q ok"; 4], "the share is given back when the holds end: {a}");
+    assert_eq!(lines_with(&b, "B "), ["B first: read"], "the other session was held and granted: {b}");
+}
+
 #[test]
 fn a_daemon_crash_keeps_enforcement_and_a_restarted_daemon_resumes_the_session() {
     let mut env = Env::new("e2e-restart", "record");

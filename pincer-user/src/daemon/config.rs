@@ -174,11 +174,15 @@ pub struct HoldConfig {
     pub max_ms: u64,
     /// Where the hold's FUSE filesystem (the anchor's executable) is mounted.
     pub mountpoint: PathBuf,
+    /// How many threads of one session may wait in a hold at once (the kernel counts
+    /// them); a miss beyond it is denied at once, so one session cannot take the places
+    /// (`HOLD_MAX`, 4096 over every session) the others need.
+    pub per_session: u32,
 }
 
 impl Default for HoldConfig {
     fn default() -> Self {
-        HoldConfig { enabled: true, max_ms: 5000, mountpoint: PathBuf::from("/run/pincer/hold") }
+        HoldConfig { enabled: true, max_ms: 5000, mountpoint: PathBuf::from("/run/pincer/hold"), per_session: 256 }
     }
 }
 
@@ -271,6 +275,9 @@ impl Config {
         }
         if !(1..=600_000).contains(&self.hold.max_ms) {
             return bad("hold.max_ms", "must be between 1 and 600000");
+        }
+        if !(1..=pincer_common::HOLD_MAX).contains(&self.hold.per_session) {
+            return bad("hold.per_session", "must be between 1 and 4096");
         }
         if !self.hold.mountpoint.is_absolute() {
             return bad("hold.mountpoint", "must be an absolute path");

@@ -303,7 +303,7 @@ pub async fn run_kernel_daemon(config: Config) -> Result<(), DaemonError> {
 fn start_hold(config: &Config, enforcer: &mut crate::kernel::Enforcer) -> (Option<crate::kernel::hold::Holds>, Option<crate::kernel::hold::Anchor>) {
     use crate::kernel::hold::{Anchor, Holds};
     let off = |enforcer: &mut crate::kernel::Enforcer| {
-        if let Err(e) = enforcer.set_hold_anchor(0) {
+        if let Err(e) = enforcer.set_hold_anchor(0, 0) {
             tracing::error!(error = %e, "cannot clear the hold anchor");
         }
         (None, None)
@@ -318,9 +318,9 @@ fn start_hold(config: &Config, enforcer: &mut crate::kernel::Enforcer) -> (Optio
     }
     let holds = Holds::new(std::time::Duration::from_millis(config.hold.max_ms), tokio::runtime::Handle::current());
     match Anchor::start(&config.hold.mountpoint, &config.pin_dir, holds.clone()) {
-        Ok(anchor) => match enforcer.set_hold_anchor(anchor.pid()) {
+        Ok(anchor) => match enforcer.set_hold_anchor(anchor.pid(), config.hold.per_session) {
             Ok(()) => {
-                tracing::info!(anchor = anchor.pid(), mount = %anchor.mountpoint().display(), max_ms = config.hold.max_ms, "misses are held until decided");
+                tracing::info!(anchor = anchor.pid(), mount = %anchor.mountpoint().display(), max_ms = config.hold.max_ms, per_session = config.hold.per_session, "misses are held until decided");
                 (Some(holds), Some(anchor))
             }
             Err(e) => {

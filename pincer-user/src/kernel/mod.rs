@@ -708,13 +708,17 @@ impl Enforcer {
         k.hold.get(&pincer_common::HOLD_SLOT_HELD_ATTACHED, 0).is_ok_and(|v| v == 1)
     }
 
-    /// Names the hold anchor (its thread-group id), or with 0 stops holding misses:
-    /// each is then denied at once as on a kernel without the held `file_open`.
-    pub fn set_hold_anchor(&mut self, tgid: u32) -> Result<(), KernelError> {
+    /// Names the hold anchor (its thread-group id) and how many threads of one session may
+    /// wait in a hold at once; a `tgid` or `per_session` of 0 stops holding misses: each is
+    /// then denied at once as on a kernel without the held `file_open`.
+    pub fn set_hold_anchor(&mut self, tgid: u32, per_session: u32) -> Result<(), KernelError> {
         let Some(k) = &mut self.kernel else { return Ok(()) };
-        k.hold
-            .set(pincer_common::HOLD_SLOT_ANCHOR, tgid, 0)
-            .map_err(|e| KernelError::MapOp { op: "update", map: map_names::HOLD, source: Box::new(e) })
+        let set = |hold: &mut aya::maps::Array<MapData, u32>, slot, value| {
+            hold.set(slot, value, 0).map_err(|e| KernelError::MapOp { op: "update", map: map_names::HOLD, source: Box::new(e) })
+        };
+        // The share first: an anchor is never named without a bound.
+        set(&mut k.hold, pincer_common::HOLD_SLOT_PER_SESSION, per_session)?;
+        set(&mut k.hold, pincer_common::HOLD_SLOT_ANCHOR, tgid)
     }
 
     /// The bpffs directory this enforcer is pinned under (`None` for one in memory).
@@ -741,8 +745,10 @@ impl Enforcer {
             state.session_levels |= level_bit;
             self.write_state(state)?;
         }
-        let value = SessionValue { active: 1, flags: flags.bits() };
-        self.maps.sessions.insert(SessionKey { cgroup_id }, value)
+        let key = SessionKey { cgroup_id };
+        // The kernel's count of the session's held threads stays as it is.
+        let held = self.maps.sessions.get(&key)?.map_or(0, |v| v.held);
+        self.maps.sessions.insert(key, SessionValue { active: 1, flags: flags.bits(), held })
     }
 
     /// Stops gating a session (its grants stay until [`Enforcer::revoke_session`]).
