@@ -662,10 +662,13 @@ static __always_inline __u64 scalar_of(const void *ptr)
  * session can take at most HOLD_SLOT_PER_SESSION of the HOLD_MAX places:
  * past its share a miss is denied at once, and the other sessions' misses
  * are still held. */
+_Static_assert(sizeof(struct session_key) == sizeof(__u64), "a session id is its key");
+
 static __always_inline void hold_uncount(const struct session *s)
 {
-	struct session_key k = { .cgroup_id = s->id };
-	struct session_value *v = bpf_map_lookup_elem(&MAP_SESSIONS, &k);
+	/* s->id is laid out as struct session_key: no key copy on the stack,
+	 * which the plain file_open has no room for. */
+	struct session_value *v = bpf_map_lookup_elem(&MAP_SESSIONS, &s->id);
 
 	if (v && v->held)
 		__sync_fetch_and_add(&v->held, -1); /* no atomic sub in BPF */
@@ -673,11 +676,12 @@ static __always_inline void hold_uncount(const struct session *s)
 
 static __always_inline int hold_begin(const struct session *s, struct walk *w)
 {
-	__u32 anchor_slot = HOLD_SLOT_ANCHOR, share_slot = HOLD_SLOT_PER_SESSION;
-	__u32 *anchor = bpf_map_lookup_elem(&MAP_HOLD, &anchor_slot);
-	__u32 *share = bpf_map_lookup_elem(&MAP_HOLD, &share_slot);
-	struct session_key k = { .cgroup_id = s->id };
-	struct session_value *v = bpf_map_lookup_elem(&MAP_SESSIONS, &k);
+	__u32 slot = HOLD_SLOT_ANCHOR;
+	__u32 *anchor = bpf_map_lookup_elem(&MAP_HOLD, &slot);
+
+	slot = HOLD_SLOT_PER_SESSION;
+	__u32 *share = bpf_map_lookup_elem(&MAP_HOLD, &slot);
+	struct session_value *v = bpf_map_lookup_elem(&MAP_SESSIONS, &s->id);
 
 	if (!anchor || !*anchor || !share || !v)
 		return 0;

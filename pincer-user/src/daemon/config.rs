@@ -167,7 +167,8 @@ impl StoreConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct HoldConfig {
     /// Hold misses where the kernel accepts the held `file_open` (false: every miss is
-    /// denied at once and the worker retries).
+    /// denied at once and the worker retries, and a daemon that loads the program attaches
+    /// the plain `file_open`).
     pub enabled: bool,
     /// The longest a worker's access waits for the decision (milliseconds); then it is
     /// denied. It is also how long a SIGKILL of a held process may take to act.

@@ -277,11 +277,14 @@ pub struct EnforcerConfig {
     pub ringbuf_bytes: u32,
     /// What sessions may reach beyond their own processes and sockets.
     pub reach: ReachConfig,
+    /// Attach the held `file_open` where the kernel accepts it (false: the plain one, so a
+    /// miss is always denied at once).
+    pub held_file_open: bool,
 }
 
 impl Default for EnforcerConfig {
     fn default() -> Self {
-        Self { pin_dir: PathBuf::from(DEFAULT_PIN_DIR), ringbuf_bytes: DEFAULT_RINGBUF_BYTES, reach: ReachConfig::default() }
+        Self { pin_dir: PathBuf::from(DEFAULT_PIN_DIR), ringbuf_bytes: DEFAULT_RINGBUF_BYTES, reach: ReachConfig::default(), held_file_open: true }
     }
 }
 
@@ -594,7 +597,7 @@ impl Enforcer {
             std::fs::create_dir_all(dir)
                 .map_err(|source| KernelError::PinDir { op: "create", path: dir.clone(), source })?;
         }
-        let result = Self::attach_all(&mut ebpf, &btf, &pin_dir);
+        let result = Self::attach_all(&mut ebpf, &btf, &pin_dir, config.held_file_open);
         let (links, held) = match result {
             Ok(attached) => attached,
             Err(e) => {
@@ -624,12 +627,12 @@ impl Enforcer {
     }
 
     /// Attaches every hook; also says whether `file_open` got its held variant.
-    fn attach_all(ebpf: &mut Ebpf, btf: &Btf, pin_dir: &Path) -> Result<(Vec<PinnedLink>, bool), KernelError> {
+    fn attach_all(ebpf: &mut Ebpf, btf: &Btf, pin_dir: &Path, try_held: bool) -> Result<(Vec<PinnedLink>, bool), KernelError> {
         let mut links = Vec::new();
         let mut held = false;
         let mut done_hooks: Vec<&'static str> = Vec::new();
         for (name, hook) in pincer_ebpf::PROGRAMS.into_iter().chain(pincer_ebpf::REACH_PROGRAMS) {
-            if done_hooks.contains(&hook) {
+            if done_hooks.contains(&hook) || (name == HELD_FILE_OPEN && !try_held) {
                 continue;
             }
             let program = ebpf.program_mut(name).ok_or(KernelError::MissingProgram { name })?;

@@ -16,6 +16,13 @@
 //!   kernel's per-file verdict cache is cold, so this is the cost of a first
 //!   open, where the others repeat an open of one file.
 //!
+//! - (g) seccomp user notification used only as a pause, the way Linux 6.1
+//!   could hold an access (no Pincer program loaded): every `openat` of the
+//!   process stops in a supervisor thread, which answers
+//!   `SECCOMP_USER_NOTIF_FLAG_CONTINUE` at once. A classic BPF filter cannot
+//!   read the grant maps, so a granted open would pay this too: this is what
+//!   deciding a miss in the syscall would cost every open on 6.1.
+//!
 //! Two more operations the reach hooks touch are measured the same way, each
 //! against its own figure with no program loaded:
 //!
@@ -313,6 +320,49 @@ fn in_child(
     }
 }
 
+/// (g): stops every `openat` of the calling thread in a supervisor thread that answers
+/// `SECCOMP_USER_NOTIF_FLAG_CONTINUE` at once (the other threads are not filtered).
+fn seccomp_pause() -> Result<(), String> {
+    const NR_OFFSET: u32 = 0; // seccomp_data.nr
+    let filter = [
+        libc::sock_filter { code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16, jt: 0, jf: 0, k: NR_OFFSET },
+        libc::sock_filter { code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16, jt: 0, jf: 1, k: libc::SYS_openat as u32 },
+        libc::sock_filter { code: (libc::BPF_RET | libc::BPF_K) as u16, jt: 0, jf: 0, k: libc::SECCOMP_RET_USER_NOTIF },
+        libc::sock_filter { code: (libc::BPF_RET | libc::BPF_K) as u16, jt: 0, jf: 0, k: libc::SECCOMP_RET_ALLOW },
+    ];
+    let prog = libc::sock_fprog { len: filter.len() as u16, filter: filter.as_ptr() as *mut _ };
+    let (tx, rx) = std::sync::mpsc::channel::<i32>();
+    // The supervisor starts before the filter, so it is not filtered itself.
+    std::thread::spawn(move || {
+        let Ok(listener) = rx.recv() else { return };
+        loop {
+            // SAFETY: zeroed plain structs filled by the kernel; the fd is the listener.
+            unsafe {
+                let mut req: libc::seccomp_notif = std::mem::zeroed();
+                if libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_RECV, &mut req) != 0 {
+                    if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                        continue;
+                    }
+                    return;
+                }
+                let mut resp: libc::seccomp_notif_resp = std::mem::zeroed();
+                resp.id = req.id;
+                resp.flags = libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32;
+                libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND, &mut resp);
+            }
+        }
+    });
+    // SAFETY: the filter outlives the call (the kernel copies it); root may install
+    // filters without no_new_privs.
+    let listener = unsafe {
+        libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, libc::SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog as *const libc::sock_fprog)
+    };
+    if listener < 0 {
+        return Err(format!("seccomp: {}", std::io::Error::last_os_error()));
+    }
+    tx.send(listener as i32).map_err(|_| "the seccomp supervisor is gone".to_string())
+}
+
 fn landlock_restrict(dir: &Path) -> Result<(), String> {
     let abi = ABI::V1;
     let status = Ruleset::default()
@@ -413,6 +463,8 @@ struct Paths<'a> {
 enum Case {
     OpenNone,
     OpenLandlock,
+    /// (g): seccomp user notification as a pause, no program loaded.
+    OpenSeccompPause,
     ConnectNone,
     SignalNone,
     OpenUngated,
@@ -437,9 +489,14 @@ enum Case {
     StatNone,
     /// The same, gated, never-grantable entries present.
     StatGatedNever,
+    /// (b), (c), (d) with the plain `file_open` where the held one was attached (the cost
+    /// of holding misses for opens that do not miss).
+    OpenUngatedPlain,
+    OpenExactPlain,
+    OpenSubtreePlain,
 }
 
-const CASES: usize = 20;
+const CASES: usize = 24;
 
 /// What the programs ran during one case with statistics on: program name →
 /// (runs, ns inside the program), summed over the rounds.
@@ -457,6 +514,8 @@ struct Samples {
     ops_with_stats: [u64; 3],
     /// The cgroup levels the hooks look up (the state map's mask).
     levels: u32,
+    /// Rounds whose load attached the held `file_open` (then the plain cases ran too).
+    held_rounds: usize,
 }
 
 impl Samples {
@@ -485,6 +544,7 @@ fn round(s: &mut Samples, p: &Paths, ops: &Ops) -> Result<(), String> {
     let n = ops.iterations;
     s.add(Case::OpenNone, in_child(None, ops.open, n, || Ok(()))?);
     s.add(Case::OpenLandlock, in_child(None, ops.open, n, || landlock_restrict(p.top))?);
+    s.add(Case::OpenSeccompPause, in_child(None, ops.open, n, seccomp_pause)?);
     s.add(Case::OpenEachNone, in_child(None, ops.open_each, n, || Ok(()))?);
     s.add(Case::ConnectNone, in_child(None, ops.connect, n, || Ok(()))?);
     s.add(Case::SignalNone, in_child(None, Op::Signal, n, || Ok(()))?);
@@ -538,6 +598,45 @@ fn round(s: &mut Samples, p: &Paths, ops: &Ops) -> Result<(), String> {
         enforcer.revoke(session, top_id, Scope::Subtree, Access::Read).map_err(|e| e.to_string())?;
         enforcer.grant(session, file_id, Scope::Exact, Access::Read).map_err(|e| e.to_string())?;
         s.add(Case::OpenExactNever, in_child(gated, ops.open, n, || Ok(()))?);
+        Ok::<_, String>(())
+    })();
+    let held = enforcer.holds_misses();
+    let _ = enforcer.unpin();
+    let _ = std::fs::remove_dir(&cgroup);
+    result?;
+    if held {
+        s.held_rounds += 1;
+        plain_file_open(s, p, ops)?;
+    }
+    Ok(())
+}
+
+/// (b), (c), (d) again on a fresh load with the plain `file_open` instead of the held one.
+fn plain_file_open(s: &mut Samples, p: &Paths, ops: &Ops) -> Result<(), String> {
+    let n = ops.iterations;
+    let pin_dir = PathBuf::from("/sys/fs/bpf").join(format!("pincer-bench-plain-{}", std::process::id()));
+    let config = EnforcerConfig {
+        pin_dir,
+        reach: ReachConfig::with_trusted_socket(p.sock),
+        held_file_open: false,
+        ..EnforcerConfig::default()
+    };
+    let mut enforcer = Enforcer::load(&config).map_err(|e| format!("load enforcer: {e:?}"))?;
+    let cgroup = PathBuf::from("/sys/fs/cgroup").join(format!("pincer-bench-plain-{}", std::process::id()));
+    std::fs::create_dir(&cgroup).map_err(|e| format!("create {}: {e}", cgroup.display()))?;
+    let result = (|| {
+        let session = pincer::kernel::cgroup_id(&cgroup).map_err(|e| e.to_string())?;
+        enforcer.register_session(session).map_err(|e| e.to_string())?;
+        enforcer.add_root(p.base).map_err(|e| e.to_string())?;
+        let file_id = ObjectId::of_path(p.file).map_err(|e| e.to_string())?;
+        let top_id = ObjectId::of_path(p.top).map_err(|e| e.to_string())?;
+        let gated = Some(cgroup.as_path());
+        s.add(Case::OpenUngatedPlain, in_child(None, ops.open, n, || Ok(()))?);
+        enforcer.grant(session, file_id, Scope::Exact, Access::Read).map_err(|e| e.to_string())?;
+        s.add(Case::OpenExactPlain, in_child(gated, ops.open, n, || Ok(()))?);
+        enforcer.revoke(session, file_id, Scope::Exact, Access::Read).map_err(|e| e.to_string())?;
+        enforcer.grant(session, top_id, Scope::Subtree, Access::Read).map_err(|e| e.to_string())?;
+        s.add(Case::OpenSubtreePlain, in_child(gated, ops.open, n, || Ok(()))?);
         Ok::<_, String>(())
     })();
     let _ = enforcer.unpin();
@@ -629,6 +728,7 @@ fn report(s: &Samples, set: &Settings, secs: f64) {
             ("(c) gated, exact grant", Case::OpenExact),
             ("(d) gated, subtree grant 8 levels up", Case::OpenSubtree),
             ("(e) Landlock, rule 8 levels up", Case::OpenLandlock),
+            ("(g) seccomp pause, answered CONTINUE", Case::OpenSeccompPause),
             ("(c) with never-grantable entries", Case::OpenExactNever),
             ("(d) with never-grantable entries", Case::OpenSubtreeNever),
             ("(b) again, BPF statistics on", Case::OpenUngatedStats),
@@ -664,6 +764,35 @@ fn report(s: &Samples, set: &Settings, secs: f64) {
             if progs.is_empty() { "none ran".to_string() } else { progs.join("; ") }
         );
     }
+    if s.held_rounds == set.rounds as usize {
+        rows(
+            "open+close with the held file_open (attached, as on this kernel) against the plain one (fresh loads in the same rounds)",
+            Case::OpenNone,
+            &[
+                ("(b) not gated, plain file_open", Case::OpenUngatedPlain),
+                ("(b) not gated, held file_open", Case::OpenUngated),
+                ("(c) exact grant, plain file_open", Case::OpenExactPlain),
+                ("(c) exact grant, held file_open", Case::OpenExact),
+                ("(d) subtree grant, plain file_open", Case::OpenSubtreePlain),
+                ("(d) subtree grant, held file_open", Case::OpenSubtree),
+            ],
+        );
+        let r = |held: Case, plain: Case| s.figures(held).0 / s.figures(plain).0;
+        println!(
+            "  held / plain (minimums): (b) {:.3}x, (c) {:.3}x, (d) {:.3}x (what holding misses costs opens that do not miss)",
+            r(Case::OpenUngated, Case::OpenUngatedPlain),
+            r(Case::OpenExact, Case::OpenExactPlain),
+            r(Case::OpenSubtree, Case::OpenSubtreePlain)
+        );
+    } else {
+        println!("the held file_open was not attached on this kernel: every file_open case ran the plain program");
+    }
+    let (pause, exact) = (s.figures(Case::OpenSeccompPause).0, s.figures(Case::OpenExact).0);
+    println!(
+        "  (g) seccomp pause / (a): {:.2}x, against (c) exact grant / (a): {:.3}x: a pause in every open is what holding with seccomp would cost opens that do not miss",
+        pause / s.figures(Case::OpenNone).0,
+        exact / s.figures(Case::OpenNone).0
+    );
     rows(
         "statx of each file of a directory in turn (ls -l)",
         Case::StatNone,
