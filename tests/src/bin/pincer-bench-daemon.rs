@@ -11,17 +11,21 @@
 //! - one tool request over the socket protocol, as `pincer request` makes it (a fresh
 //!   connection, one `request` line, one `decision` line), for a file its task covers,
 //!   followed by an open of that file to check the grant reached the kernel;
-//! - one kernel miss: an open of another such file that nothing has granted (the kernel
-//!   denies it with `EACCES` and reports the miss), then retries (after 1 ms, doubling up to
-//!   32 ms) until the daemon's implicit grant lets the open through, or 5 s pass.
+//! - one kernel miss: an open of another such file that nothing has granted. Where the
+//!   kernel holds misses (Linux 6.12) the open waits for the twin's decision and returns
+//!   once the grant is in; elsewhere it is denied with `EACCES` and reported, and the
+//!   worker retries (after 1 ms, doubling up to 32 ms) until the daemon's implicit grant
+//!   lets the open through, or 5 s pass.
 //!
 //! Printed as figures (no figure is asserted): decisions per second (the daemon's own
 //! request counters over the time all workers took), the tool request's round trip p50/p99,
-//! the miss → grant → successful retry time p50/p99, and the daemon's peak resident set
-//! (`VmHWM` of `/proc/PID/status`). Each retry that still finds no grant is another miss;
-//! the daemon skips those whose grant is already in, and drops events when its ring buffer
-//! is full (the open stays denied). The counts of opens, misses seen and decisions are
-//! printed beside the figures.
+//! first touch → the open that succeeded p50/p99 (the held open itself, or the retry), how
+//! many first touches were held and opened on their first try, the retries needed (0 when
+//! every miss is held), and the daemon's peak resident set (`VmHWM` of
+//! `/proc/PID/status`). Each retry that still finds no grant is another miss; the daemon
+//! skips those whose grant is already in, and drops events when its ring buffer is full
+//! (the open stays denied). The counts of opens, misses seen and decisions are printed
+//! beside the figures.
 
 use clap::{Args, Parser, Subcommand};
 use pincer::daemon::protocol::{call_line, Call, Reply, ReplyLine, SessionInfo, SessionMode};
