@@ -328,14 +328,22 @@ impl Core {
         let Some(holds) = self.holds.clone() else { return };
         // The grant (if any) is in the kernel before the wait ends: the kernel checks it next.
         let granted = bits.iter().all(|a| self.enforcer.holds(session, object, *a).unwrap_or(false));
-        let waited = holds.release(hold);
+        let end = holds.release(hold);
         if let Some(s) = self.sessions.by_cgroup_id(session) {
+            use crate::kernel::hold::HoldEnd;
+            let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
             let mut e = self.entry(Event::Hold, s);
-            e.outcome = Some(if granted { RequestOutcome::Grant } else { RequestOutcome::Deny });
-            e.latency_ms = waited.map(|w| w.as_secs_f64() * 1000.0);
-            e.detail = Some(match waited {
-                Some(w) => format!("hold {hold}: the access waited {:.1} ms for the decision; {}", w.as_secs_f64() * 1000.0, if granted { "granted, the same syscall goes on" } else { "not granted, EACCES" }),
-                None => format!("hold {hold}: decided before the thread's wait began; {}", if granted { "granted" } else { "not granted, EACCES" }),
+            // A hold the bound ended was denied whatever the decision.
+            let let_through = granted && !matches!(end, HoldEnd::TimedOut(_));
+            e.outcome = Some(if let_through { RequestOutcome::Grant } else { RequestOutcome::Deny });
+            e.latency_ms = match end {
+                HoldEnd::Waited(w) | HoldEnd::TimedOut(w) => Some(ms(w)),
+                HoldEnd::Early => None,
+            };
+            e.detail = Some(match end {
+                HoldEnd::Waited(w) => format!("hold {hold}: the access waited {:.1} ms for the decision; {}", ms(w), if granted { "granted, the same syscall goes on" } else { "not granted, EACCES" }),
+                HoldEnd::Early => format!("hold {hold}: decided before the thread's wait began; {}", if granted { "granted" } else { "not granted, EACCES" }),
+                HoldEnd::TimedOut(w) => format!("hold {hold}: timed out after {:.1} ms ([hold] max_ms) before the decision; EACCES{}", ms(w), if granted { " (the grant serves the retry)" } else { "" }),
             });
             self.audit.record(&e);
         }

@@ -117,10 +117,24 @@ pub struct HoldStats {
     pub strays: u64,
 }
 
+/// How a hold stood when its miss was decided ([`Holds::release`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HoldEnd {
+    /// The thread had waited this long; the decision ended its wait.
+    Waited(Duration),
+    /// The decision came before the thread's request, which is answered when it arrives.
+    Early,
+    /// The bound had ended the wait (after this long) before the decision: the access
+    /// was denied, whatever the decision.
+    TimedOut(Duration),
+}
+
 #[derive(Debug, Default)]
 struct Table {
     waiting: HashMap<u32, (HoldAnswer, Instant)>,
     decided: HashMap<u32, Instant>,
+    /// Holds the bound ended: when, and after how long a wait.
+    expired: HashMap<u32, (Instant, Duration)>,
     stats: HoldStats,
 }
 
@@ -169,8 +183,12 @@ impl Holds {
             let expired = {
                 let mut t = me.lock();
                 let w = t.waiting.remove(&id);
-                if w.is_some() {
+                if let Some((_, since)) = &w {
                     t.stats.timed_out += 1;
+                    let now = Instant::now();
+                    let stale = max * 2;
+                    t.expired.retain(|_, (at, _)| now.duration_since(*at) < stale);
+                    t.expired.insert(id, (now, since.elapsed()));
                 }
                 w
             };
@@ -188,21 +206,23 @@ impl Holds {
     }
 
     /// Miss `id` is decided (its grant, if any, is in the kernel): ends the wait of its
-    /// thread and returns how long it waited, or records the decision for a request yet to
-    /// come (`None`).
-    pub fn release(&self, id: u32) -> Option<Duration> {
+    /// thread, or records the decision for a request yet to come, and says which.
+    pub fn release(&self, id: u32) -> HoldEnd {
         let mut t = self.lock();
         if let Some((answer, since)) = t.waiting.remove(&id) {
             t.stats.released += 1;
             drop(t);
             answer.release();
-            return Some(since.elapsed());
+            return HoldEnd::Waited(since.elapsed());
+        }
+        if let Some((_, waited)) = t.expired.remove(&id) {
+            return HoldEnd::TimedOut(waited);
         }
         let now = Instant::now();
         let stale = self.max * 2;
         t.decided.retain(|_, at| now.duration_since(*at) < stale);
         t.decided.insert(id, now);
-        None
+        HoldEnd::Early
     }
 
     /// The counters so far.
@@ -466,7 +486,7 @@ mod tests {
     #[test]
     fn decision_before_request_and_expiry() {
         let (rt, h) = holds(20);
-        assert_eq!(h.release(7), None, "no one waits yet");
+        assert_eq!(h.release(7), HoldEnd::Early, "no one waits yet");
         h.arrived(7, HoldAnswer { reply: None, size: 8 });
         assert_eq!(h.waiting(), 0, "answered at once");
         h.arrived(9, HoldAnswer { reply: None, size: 8 });
@@ -474,7 +494,7 @@ mod tests {
         rt.block_on(async { tokio::time::sleep(Duration::from_millis(60)).await });
         assert_eq!(h.waiting(), 0, "the bound ended the wait");
         assert_eq!(h.stats().timed_out, 1);
-        assert!(h.release(9).is_none(), "a decision after the bound finds no waiter");
+        assert!(matches!(h.release(9), HoldEnd::TimedOut(w) if w >= Duration::from_millis(20)), "a decision after the bound finds it timed out");
         let s = h.stats();
         assert_eq!((s.held, s.released, s.timed_out), (2, 1, 1));
     }
@@ -484,7 +504,7 @@ mod tests {
         let (_rt, h) = holds(10_000);
         h.arrived(1, HoldAnswer { reply: None, size: 8 });
         h.arrived(2, HoldAnswer { reply: None, size: 8 });
-        assert!(h.release(2).is_some());
+        assert!(matches!(h.release(2), HoldEnd::Waited(_)));
         assert_eq!(h.waiting(), 1);
         h.release_all();
         assert_eq!(h.waiting(), 0);
