@@ -329,6 +329,7 @@ fn run_bench(a: &BenchArgs) -> Result<(), String> {
         }
     }
     let hwm = status_kb(pid, "VmHWM")?;
+    let (held, timed_out) = holds_audited(&daemon.dir.join("audit.jsonl"));
     let (elapsed, mut m) = result?;
     drop(daemon);
     let _ = std::fs::remove_dir_all(&dir);
@@ -372,6 +373,7 @@ fn run_bench(a: &BenchArgs) -> Result<(), String> {
         RETRY_LIMIT.as_secs(),
         m.miss_not_denied
     );
+    println!("  holds audited                            {held:>10} ({timed_out} timed out at [hold] max_ms before their decision)");
     println!("  retries needed                           {:>10} (opens after the first touch; 0 when every miss is held)", m.opens - m.misses as u64);
     println!(
         "  kernel misses seen by the daemon         {:>10} (from {} opens by the workers; retries back off {} ms doubling to {} ms)",
@@ -384,6 +386,18 @@ fn run_bench(a: &BenchArgs) -> Result<(), String> {
     println!("  daemon peak RSS (VmHWM)                  {:>10.1} MiB (VmRSS after import, before the sessions: {:.1} MiB)", hwm as f64 / 1024.0, rss_idle as f64 / 1024.0);
     println!("note: under QEMU TCG (software emulation, one vCPU shared by the daemon and every worker) these figures are indicative only.");
     Ok(())
+}
+
+/// The daemon's audited holds (`"event":"hold"`), and how many of them the bound ended.
+fn holds_audited(audit: &Path) -> (usize, usize) {
+    let text = std::fs::read_to_string(audit).unwrap_or_default();
+    let holds: Vec<serde_json::Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["event"] == "hold")
+        .collect();
+    let timed_out = holds.iter().filter(|e| e["detail"].as_str().is_some_and(|d| d.contains("timed out"))).count();
+    (holds.len(), timed_out)
 }
 
 /// Starts one worker per session, gives the common start signal and collects their lines;
