@@ -270,6 +270,14 @@ i=0; while [ $i -lt 64 ]; do (cat $W/notes/part-$i.md >/dev/null 2>&1 && echo "P
     let parts = lines_with(&out, "P ");
     assert_eq!(parts.len(), 64, "every concurrent first touch ended: {out}");
     assert!(parts.iter().all(|l| *l == "P ok"), "every concurrent first touch was granted on its first try: {parts:?}");
+    // The session's log of the first touch: the miss, its decision and the hold.
+    let log = env.pincer(&["log"]);
+    let log = text_of(&log);
+    println!("pincer log, the first touch of todo.md and of the secret:");
+    let about = |l: &&str| l.contains("todo.md") || l.contains("prod.env");
+    for l in log.lines().filter(about).chain(log.lines().filter(|l| l.contains("hold ")).take(2)) {
+        println!("  {l}");
+    }
     let audit = env.audit();
     let holds: Vec<&str> = audit.lines().filter(|l| l.contains("\"event\":\"hold\"")).collect();
     assert!(holds.len() >= 66, "each held miss is audited ({}):\n{audit}", holds.len());
