@@ -2,8 +2,12 @@
 //! open sessions ([`sessions`](super::sessions)) and the questions for the user
 //! ([`questions`](super::questions)), and serves commands that carry `oneshot` replies.
 //! Each call is checked by [`callers`](super::callers) and then served here; requests and
-//! misses go through the [`pipeline`](super::pipeline). Everything is tested on the host
-//! with the shipped [`Enforcer`] over maps in memory ([`crate::kernel::MemoryMaps`]).
+//! misses go through the [`pipeline`](super::pipeline). The actor only changes state: what
+//! waits on a decider (votes, a new session's pre-committed policy) runs in a task of its
+//! own ([`decisions`](super::decisions)) and comes back as a command ([`Cmd::Decided`],
+//! [`Cmd::PolicyMade`]), so one slow decision holds up its own session only. Everything is
+//! tested on the host with the shipped [`Enforcer`] over maps in memory
+//! ([`crate::kernel::MemoryMaps`]).
 
 use super::audit::{AuditCaller, AuditEntry, AuditLog, Event};
 use super::callers::{self, Caller};
