@@ -271,7 +271,7 @@ async fn a_request_in_one_session_is_answered_while_another_sessions_decision_is
         let call = h.request("notes/todo.md", Access::Read);
         async move { in_slow.call(call).await.unwrap() }
     });
-    h.gate.waiting(1).await;
+    unheld("the held call", h.gate.waiting(1)).await;
     let r = unheld("the other session's request", in_fast.call(h.request("notes/todo.md", Access::Read))).await.unwrap();
     assert!(granted(&r), "{r:?}");
     assert!(h.maps.has(fast.cgroup_id, file(&h, "notes/todo.md"), Access::Read));
@@ -289,7 +289,7 @@ async fn misses_of_one_object_while_its_decision_is_held_are_decided_once() {
     let slow = h.session(&slow_prompt()).await;
     let fast = h.session(TODO_PROMPT).await;
     h.misses.send(h.read_miss(&slow, "notes/todo.md", 4242)).await.unwrap();
-    h.gate.waiting(1).await;
+    unheld("the held call", h.gate.waiting(1)).await;
     for pid in [4242, 4243, 4244] {
         h.misses.send(h.read_miss(&slow, "notes/todo.md", pid)).await.unwrap();
     }
@@ -322,7 +322,7 @@ async fn ending_a_session_drops_its_decision_in_flight_and_grants_nothing() {
         let call = h.request("notes/todo.md", Access::Read);
         async move { in_slow.call(call).await.unwrap() }
     });
-    h.gate.waiting(2).await;
+    unheld("votes 1 and 2 both held", h.gate.waiting(2)).await;
     let r = unheld("the end of the session", async { h.outside().await.call(Call::EndSession { session: slow.session.clone() }).await.unwrap() }).await;
     assert!(matches!(r, Reply::Summary { .. }), "{r:?}");
     match held.await.unwrap() {
@@ -330,7 +330,7 @@ async fn ending_a_session_drops_its_decision_in_flight_and_grants_nothing() {
         other => panic!("{other:?}"),
     }
     // The decider call was aborted: its votes never come back to be applied.
-    h.gate.dropped(2).await;
+    unheld("the held calls aborted", h.gate.dropped(2)).await;
     h.gate.open();
     assert!(!h.maps.has(slow.cgroup_id, file(&h, "notes/todo.md"), Access::Read));
     assert_eq!(h.maps.grant_count(slow.cgroup_id), 0);
@@ -345,7 +345,7 @@ async fn a_session_whose_policy_is_being_made_holds_up_no_other_session() {
         let call = create(&h.ws, &slow_prompt());
         async move { creator.call(call).await.unwrap() }
     });
-    h.gate.waiting(1).await;
+    unheld("the held call", h.gate.waiting(1)).await;
     let mut in_fast = unheld("a connection of the other session", h.worker(&fast)).await;
     assert!(granted(&unheld("the other session's request", in_fast.call(h.request("notes/todo.md", Access::Read))).await.unwrap()));
     assert!(!creating.is_finished(), "the new session waits for its pre-committed policy");
