@@ -2,12 +2,17 @@
 //! open sessions ([`sessions`](super::sessions)) and the questions for the user
 //! ([`questions`](super::questions)), and serves commands that carry `oneshot` replies.
 //! Each call is checked by [`callers`](super::callers) and then served here; requests and
-//! misses go through the [`pipeline`](super::pipeline). Everything is tested on the host
-//! with the shipped [`Enforcer`] over maps in memory ([`crate::kernel::MemoryMaps`]).
+//! misses go through the [`pipeline`](super::pipeline). The actor only changes state: what
+//! waits on a decider (votes, a new session's pre-committed policy) runs in a task of its
+//! own ([`decisions`](super::decisions)) and comes back as a command ([`Cmd::Decided`],
+//! [`Cmd::PolicyMade`]), so one slow decision holds up its own session only. Everything is
+//! tested on the host with the shipped [`Enforcer`] over maps in memory
+//! ([`crate::kernel::MemoryMaps`]).
 
 use super::audit::{AuditCaller, AuditEntry, AuditLog, Event};
 use super::callers::{self, Caller};
 use super::config::{Config, VariantName};
+use super::decisions::{DeciderCall, HeldMiss, Inbox, JobId, Lanes, ReplyTo, Waiter};
 use super::contain::{self, ContainError, Containment};
 use super::error::{chain, CallError, Refusal};
 use super::peer::Peer;
@@ -18,11 +23,11 @@ use super::resolve;
 use super::sessions::{self, Session, SessionError, Sessions};
 use super::twins::{Twins, TwinsError, TREE_LIMIT};
 use super::users;
-use crate::decider::Decider;
+use crate::decider::{Decider, DeciderError, PolicyAnswer};
 use crate::access::Access;
 use crate::kernel::{Enforcer, ObjectId, Scope};
 use crate::sanitize::Sanitizer;
-use crate::twin::{TwinConfig, Variant};
+use crate::twin::{TwinConfig, Variant, Votes};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -76,6 +81,23 @@ pub enum Cmd {
     /// A user's trusted state changed in the shared store (another daemon of the fleet
     /// wrote it), or anything may have changed (the store was away).
     StateChanged(crate::store::pg::StateChange),
+    /// Votes 1 and 2 of a decision in flight, cast outside the actor
+    /// ([`super::decisions`]).
+    Decided {
+        /// The session whose lane the decision is in.
+        session: String,
+        /// The decision.
+        job: JobId,
+        /// The votes.
+        votes: Votes,
+    },
+    /// The pre-committed policy of a starting session, made outside the actor.
+    PolicyMade {
+        /// The session.
+        session: String,
+        /// The decider's policy, or why it could not make one.
+        made: Result<PolicyAnswer, DeciderError>,
+    },
 }
 
 /// Errors setting up the actor.
@@ -138,6 +160,24 @@ pub struct Core {
     pub(super) host: Option<String>,
     /// The holds of kernel misses (none: every miss is denied at once).
     pub(super) holds: Option<crate::kernel::hold::Holds>,
+    /// The decisions queued or in flight, one lane per session.
+    pub(super) lanes: Lanes,
+    /// The held misses waiting for their decisions, by hold id.
+    pub(super) held: std::collections::HashMap<u32, HeldMiss>,
+    /// Sessions whose pre-committed policy is being made: the creator's reply waits for it.
+    starting: std::collections::HashMap<String, Starting>,
+    /// Where work done outside the actor comes back.
+    pub(super) inbox: Inbox,
+    inbox_rx: Option<mpsc::UnboundedReceiver<Cmd>>,
+}
+
+/// A session whose pre-committed policy is being made.
+#[derive(Debug)]
+struct Starting {
+    /// The creator's reply.
+    reply: ReplyTo,
+    /// The decider call making the policy (aborted if the session ends first).
+    _call: DeciderCall,
 }
 
 /// The kernel grant an approval of scope `once` made, until it is taken back.
@@ -170,6 +210,7 @@ impl Core {
         sessions::restrict_state_dir(&dir).map_err(|source| CoreError::StateDir { path: dir.clone(), source })?;
         let twins = Twins::new(deps.config.store_spec(), dir.clone(), deps.sanitizer, deps.decider.clone(), twin_config(&deps.config))?;
         let host = twins.spec().is_shared().then(|| deps.config.store.host_name());
+        let (inbox, inbox_rx) = mpsc::unbounded_channel();
         let mut core = Core {
             sessions: Sessions::new(&dir),
             config: deps.config,
@@ -182,6 +223,11 @@ impl Core {
             once: vec![],
             host,
             holds: deps.holds,
+            lanes: Lanes::default(),
+            held: Default::default(),
+            starting: Default::default(),
+            inbox,
+            inbox_rx: Some(inbox_rx),
         };
         core.drop_fleet_questions();
         core.resume().await?;
@@ -260,8 +306,10 @@ impl Core {
         self.audit.record(&e);
     }
 
-    /// Runs the actor until every sender is dropped.
+    /// Runs the actor until every sender is dropped. Work it hands out (votes, policies)
+    /// comes back on its own inbox; it never waits on a decider.
     pub async fn run(mut self, mut rx: mpsc::Receiver<Cmd>) {
+        let mut inbox = self.inbox_rx.take().expect("the actor runs once");
         loop {
             let next_expiry = self.once.iter().map(|o| o.until).min();
             let cmd = tokio::select! {
@@ -269,33 +317,49 @@ impl Core {
                     Some(cmd) => cmd,
                     None => break,
                 },
+                Some(cmd) = inbox.recv() => cmd,
                 () = tokio::time::sleep_until(next_expiry.unwrap_or_else(tokio::time::Instant::now)), if next_expiry.is_some() => {
                     self.expire_once().await;
                     continue;
                 }
             };
             match cmd {
-                Cmd::Call { peer, call, reply } => {
-                    let shown = call.clone();
-                    let result = self.call(&peer, call).await;
-                    if let Some(r) = result.as_ref().err().and_then(CallError::refusal) {
-                        self.audit_refusal(&peer, &shown, r);
-                    }
-                    let _ = reply.send(result);
-                }
+                Cmd::Call { peer, call, reply } => self.serve(peer, call, reply).await,
                 Cmd::Miss(m) => self.miss(m).await,
                 Cmd::WaitTimedOut { question } => self.wait_timed_out(question),
                 Cmd::StateChanged(change) => self.state_changed(change).await,
+                Cmd::Decided { session, job, votes } => self.decided(&session, job, votes).await,
+                Cmd::PolicyMade { session, made } => self.policy_made(&session, made).await,
             }
         }
         self.persist();
     }
 
-    async fn call(&mut self, peer: &Peer, call: Call) -> CallOutcome {
-        let caller = self.classify(peer);
-        callers::permit(&caller, peer, &call)?;
+    /// Serves a call: at once, or (a request of the request tool, a new session) once the
+    /// decider's work for it, done outside the actor, comes back.
+    async fn serve(&mut self, peer: Peer, call: Call, reply: ReplyTo) {
+        let caller = self.classify(&peer);
+        if let Err(r) = callers::permit(&caller, &peer, &call) {
+            self.audit_refusal(&peer, &call, &r);
+            let _ = reply.send(Err(r.into()));
+            return;
+        }
         match (caller, call) {
-            (Caller::Worker(own), Call::Request { path, access, reason, .. }) => Ok(self.tool_request(&own, peer, &path, access, reason).await),
+            (Caller::Worker(own), Call::Request { path, access, reason, .. }) => self.tool_request(&own, &peer, &path, access, reason, reply).await,
+            (Caller::Outside, Call::CreateSession { owner_uid, roots, prompt, mode }) => self.create(owner_uid, roots, prompt, mode, reply).await,
+            (caller, call) => {
+                let shown = call.clone();
+                let result = self.call(caller, &peer, call).await;
+                if let Some(r) = result.as_ref().err().and_then(CallError::refusal) {
+                    self.audit_refusal(&peer, &shown, r);
+                }
+                let _ = reply.send(result);
+            }
+        }
+    }
+
+    async fn call(&mut self, caller: Caller, peer: &Peer, call: Call) -> CallOutcome {
+        match (caller, call) {
             (Caller::Worker(own), Call::Status { .. }) => {
                 let s = self.sessions.get(&own).ok_or_else(|| CallError::NoSession(own.clone()))?;
                 Ok(CallResult::Now(Reply::Session(s.info())))
@@ -304,7 +368,6 @@ impl Core {
                 let id = callers::named_or_only(&self.sessions, peer, session)?;
                 Ok(CallResult::Now(Reply::Session(callers::owned(&self.sessions, peer, &id)?.info())))
             }
-            (Caller::Outside, Call::CreateSession { owner_uid, roots, prompt, mode }) => self.create(owner_uid, roots, prompt, mode).await,
             (Caller::Outside, Call::EndSession { session }) => {
                 callers::owned(&self.sessions, peer, &session)?;
                 self.end(&session, None).await
@@ -331,7 +394,7 @@ impl Core {
                 Ok(CallResult::Now(Reply::Sessions { sessions }))
             }
             (Caller::Outside, Call::Import { history, policies, uid, workspace }) => self.import(uid.unwrap_or(peer.uid), &history, &policies, workspace.as_deref()),
-            (caller, call) => unreachable!("callers::permit refuses {} from {caller:?}", call.name()),
+            (caller, call) => unreachable!("callers::permit refuses {} from {caller:?}, and serve takes requests and new sessions", call.name()),
         }
     }
 
@@ -345,7 +408,26 @@ impl Core {
         Ok(c)
     }
 
-    async fn create(&mut self, owner_uid: u32, roots: Vec<PathBuf>, prompt: String, mode: SessionMode) -> CallOutcome {
+    /// Creates a session: its cgroup, its containment and its registration in the kernel
+    /// now; its pre-committed policy is made outside the actor, and `reply` hears of the
+    /// session once the policy is in ([`Core::policy_made`]). Until then the session's
+    /// requests are denied before any vote (fail closed).
+    async fn create(&mut self, owner_uid: u32, roots: Vec<PathBuf>, prompt: String, mode: SessionMode, reply: ReplyTo) {
+        match self.open(owner_uid, roots, prompt, mode).await {
+            Ok((id, draft)) => {
+                let session = id.clone();
+                let call = DeciderCall::spawn(&self.inbox, async move { Cmd::PolicyMade { session, made: draft.make().await } });
+                self.starting.insert(id, Starting { reply, _call: call });
+            }
+            Err(e) => {
+                let _ = reply.send(Err(e));
+            }
+        }
+    }
+
+    /// The part of [`Core::create`] the actor does: the session is open (and persisted)
+    /// when it returns, with the draft its pre-committed policy is to be made from.
+    async fn open(&mut self, owner_uid: u32, roots: Vec<PathBuf>, prompt: String, mode: SessionMode) -> Result<(String, crate::twin::PolicyDraft), CallError> {
         if prompt.trim().is_empty() {
             return Err(CallError::EmptyFirstPrompt);
         }
@@ -394,19 +476,17 @@ impl Core {
         };
         let user = owner.name;
         let tree: Vec<String> = recs.iter().flat_map(|r| resolve::workspace_tree(&r.root(), TREE_LIMIT)).collect();
-        let start = match self.twins.get(&user).await {
-            Ok(t) => t.start_session(&id, &prompt, &tree).await.map_err(CallError::Twin),
+        let draft = match self.twins.get(&user).await {
+            Ok(t) => t.open_session(&id, &prompt, &tree).map_err(CallError::Twin),
             Err(e) => Err(e.into()),
         };
-        let start = match start {
-            Ok(s) => s,
+        let draft = match draft {
+            Ok(d) => d,
             Err(e) => {
                 undo(self);
                 return Err(e);
             }
         };
-        let mut counters = Counters::default();
-        counters.tokens += start.tokens;
         let s = Session {
             id: id.clone(),
             owner_uid,
@@ -414,9 +494,9 @@ impl Core {
             cgroup,
             cgroup_id,
             roots: recs,
-            prompts: vec![prompt.clone()],
-            policy_entries: start.policy.entries().len(),
-            counters,
+            prompts: vec![prompt],
+            policy_entries: 0,
+            counters: Counters::default(),
             grants: vec![],
             places,
             scratch,
@@ -424,21 +504,56 @@ impl Core {
             allow_userns: contain.allow_userns,
             namespaces: contain.namespaces,
         };
+        self.sessions.insert(s);
+        self.persist();
+        Ok((id, draft))
+    }
+
+    /// The pre-committed policy of starting session `id` is made (or failed: the session's
+    /// requests are then denied): the twin takes it, the start is audited and the creator
+    /// hears of the session. A session that ended meanwhile is left alone.
+    async fn policy_made(&mut self, id: &str, made: Result<PolicyAnswer, DeciderError>) {
+        let Some(starting) = self.starting.remove(id) else { return };
+        let user = self.sessions.get(id).map(|s| s.user.clone());
+        let start = match user.as_deref().and_then(|u| self.twins.existing(u)) {
+            Some(t) => t.commit_policy(id, made).map_err(CallError::Twin),
+            None => Err(CallError::NoSession(id.to_string())),
+        };
+        let start = match start {
+            Ok(s) => s,
+            Err(e) => {
+                if self.sessions.get(id).is_some() {
+                    let _ = self.end(id, Some(format!("its pre-committed policy could not be given to the twin: {}", chain(&e)))).await;
+                }
+                let _ = starting.reply.send(Err(e));
+                return;
+            }
+        };
+        let Some(s) = self.sessions.get_mut(id) else { return };
+        s.counters.tokens += start.tokens;
+        s.policy_entries = start.policy.entries().len();
+        let s = s.clone();
         let mut e = self.entry(Event::SessionStart, &s);
-        e.detail = Some(format!("prompt: {prompt}; pre-committed policy of {} entries", s.policy_entries));
+        e.detail = Some(format!("prompt: {}; pre-committed policy of {} entries", s.prompts.first().map(String::as_str).unwrap_or_default(), s.policy_entries));
         e.decider = Some(self.decider_name.clone());
         e.tokens = Some(s.counters.tokens);
         self.audit.record(&e);
-        let info = s.info();
-        self.sessions.insert(s);
         self.persist();
-        Ok(CallResult::Now(Reply::Session(info)))
+        let _ = starting.reply.send(Ok(CallResult::Now(Reply::Session(s.info()))));
     }
 
     /// Ends a session: its processes killed, its grants revoked, its cgroup and scratch
     /// directory removed; `cause` says why when the daemon ends it on its own.
     async fn end(&mut self, id: &str, cause: Option<String>) -> CallOutcome {
         let s = self.sessions.get(id).cloned().ok_or_else(|| CallError::NoSession(id.to_string()))?;
+        // Decisions in flight are dropped and their waiters denied (held threads go on to
+        // EACCES and can die): nothing is granted to an ended session.
+        for job in self.lanes.close(id) {
+            self.finish(job, &Ruling::deny("the session ended", None));
+        }
+        if let Some(starting) = self.starting.remove(id) {
+            let _ = starting.reply.send(Err(CallError::EndedStarting(id.to_string())));
+        }
         sessions::empty_cgroup(&s.cgroup).await;
         // The scratch directory's own entry is not a grant the session was given.
         let revoked = self.enforcer.revoke_session(s.cgroup_id, false)?.saturating_sub(usize::from(s.scratch.is_some()));
@@ -592,23 +707,18 @@ impl Core {
         e.request = Some(r);
         e.detail = by.map(|h| format!("answered on host {h}"));
         self.audit.record(&e);
-        let ruling = if approve {
-            // The approval is trusted state now: the twin decides again with it.
-            let ruling = self.decide(Origin::Answer { question: q, first: Box::new(w.origin.clone()) }, w.request.clone()).await;
-            if ruling.granted && scope == ApprovalScope::Once {
-                let until = tokio::time::Instant::now() + std::time::Duration::from_secs(self.config.escalation.once_secs);
-                self.once.push(OnceGrant { session: w.session.clone(), path: w.request.path.clone(), target: w.request.target, access: w.request.access, until });
-            }
-            ruling
+        if approve {
+            // The approval is trusted state now: the twin decides again with it, and the
+            // waiting workers hear the ruling.
+            self.submit(Origin::Answer { question: q, first: Box::new(w.origin.clone()) }, w.request.clone(), Waiter::Answer { scope, waiters: w.waiters }).await;
         } else {
             if let Some(s) = self.sessions.get_mut(&w.session) {
                 s.counters.denials += 1;
             }
-            Ruling { granted: false, outcome: RequestOutcome::UserDenied, reason: "the user denied the request".into(), question: Some(q) }
-        };
-        let reply: Reply = ruling.into();
-        for tx in w.waiters {
-            let _ = tx.send(reply.clone());
+            let reply: Reply = Ruling { granted: false, outcome: RequestOutcome::UserDenied, reason: "the user denied the request".into(), question: Some(q) }.into();
+            for tx in w.waiters {
+                let _ = tx.send(reply.clone());
+            }
         }
         self.persist();
         let how = match (approve, scope) {
@@ -618,6 +728,12 @@ impl Core {
             (true, ApprovalScope::Always) => "approved and recorded as your approval (see `pincer policy list`)".to_string(),
         };
         Ok(CallResult::Now(Reply::Ok { message: format!("question {q} {how}") }))
+    }
+
+    /// Keeps the kernel grant an approval of scope `once` made until its time is up.
+    pub(super) fn once_granted(&mut self, req: &super::pipeline::PipelineRequest) {
+        let until = tokio::time::Instant::now() + std::time::Duration::from_secs(self.config.escalation.once_secs);
+        self.once.push(OnceGrant { session: req.session.clone(), path: req.path.clone(), target: req.target, access: req.access, until });
     }
 
     /// Takes back the kernel grants of `once` approvals whose time is up, unless the twin

@@ -43,6 +43,9 @@ pub enum CallError {
     /// No open session has that id.
     #[error("no open session {0:?}")]
     NoSession(String),
+    /// The session ended before its pre-committed policy was made.
+    #[error("session {0:?} ended before its pre-committed policy was made")]
+    EndedStarting(String),
     /// The caller has no open session.
     #[error("no open session of yours")]
     NoSessionOfYours,
@@ -137,6 +140,7 @@ impl CallError {
         match self {
             CallError::Refused(_) => ErrorKind::Refused,
             CallError::NoSession(_)
+            | CallError::EndedStarting(_)
             | CallError::NoSessionOfYours
             | CallError::SeveralSessions(_)
             | CallError::EmptyFirstPrompt

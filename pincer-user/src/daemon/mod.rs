@@ -4,12 +4,15 @@
 //!
 //! - [`config`], `/etc/pincer/pincer.toml`.
 //! - [`protocol`], the versioned JSON-lines socket protocol (and who may call what).
-//! - [`core`], the actor: it owns the rooms below and serves each call.
+//! - [`core`], the actor: it owns the rooms below and serves each call; it never waits
+//!   on a decider.
 //! - [`callers`], who may make which call (the permission matrix, session owners).
 //! - [`sessions`], the open sessions, their cgroups and their persistence in `sessions.json`.
 //! - [`twins`], one twin per user over the trusted store.
-//! - [`pipeline`], `decide(origin, request)`: tool requests, kernel misses and approvals
-//!   decided, granted, counted and audited.
+//! - [`pipeline`], `submit(origin, request, waiter)`: tool requests, kernel misses and
+//!   approvals decided, granted, counted and audited.
+//! - [`decisions`], the decisions in flight: one lane per session, votes cast in tasks of
+//!   their own and sent back to the actor.
 //! - [`questions`], escalated requests waiting for the user; [`fleet`], those questions
 //!   listed and answered from a fleet's other hosts.
 //! - [`error`], the typed errors of calls (turned into replies only by the server).
@@ -27,6 +30,7 @@ pub mod client;
 pub mod config;
 pub mod contain;
 pub mod core;
+pub mod decisions;
 pub mod error;
 pub mod fleet;
 pub mod limits;

@@ -1,15 +1,20 @@
 //! The decision pipeline. A request from the request tool, an access the kernel denied (a
-//! miss) and a user's approval all enter [`Core::decide`] with their [`Origin`] and a
+//! miss) and a user's approval all enter [`Core::submit`] with their [`Origin`], a
 //! [`PipelineRequest`] that carries the object the grant goes on (the kernel's (dev, ino)
-//! for a miss, the resolved object for the tool). They leave as one [`Ruling`]: the
-//! socket reply and the audit entry are both made from it.
+//! for a miss, the resolved object for the tool) and who waits for the answer
+//! ([`Waiter`]). They leave as one [`Ruling`]: the socket reply and the audit entry are
+//! both made from it. The votes are cast outside the actor ([`super::decisions`]).
 //!
 //! ```text
 //! tool:   request line → server → actor → resolve (O_NOFOLLOW walk: path, object, content)
-//!                                        → decide(Origin::Tool, request) → ruling → reply
+//!                                        → submit(Origin::Tool, request) ⇢ ruling → reply
 //! miss:   ring buffer → actor → the kernel's root, path and (dev, ino) → content read from
-//!                               that object → decide(Origin::Miss, request) → ruling → audit
-//! answer: approve → actor → decide(Origin::Answer, the waiting request) → ruling → waiters
+//!                               that object → submit(Origin::Miss, request) ⇢ ruling → audit,
+//!                               hold released
+//! answer: approve → actor → submit(Origin::Answer, the waiting request) ⇢ ruling → waiters
+//!
+//! ⇢: begin (checks, Twin::ballot) → votes in a task → Cmd::Decided → conclude (grant,
+//!    question, counters, audit) → finish (the waiters)
 //! ```
 //!
 //! Nothing here fails open: an unknown root, a walk out of bound, a truncated path, a twin
@@ -17,16 +22,17 @@
 
 use super::audit::{AuditEntry, AuditRequest, Event, Source};
 use super::config::OnMiss;
-use super::core::{CallResult, Core};
+use super::core::{CallResult, Cmd, Core};
+use super::decisions::{DeciderCall, HeldMiss, Job, JobId, ReplyTo, Waiter};
 use super::error::chain;
 use super::peer::Peer;
-use super::protocol::{RequestOutcome, Reply, Ruling};
+use super::protocol::{ApprovalScope, RequestOutcome, Reply, Ruling};
 use super::questions::Waiting;
 use super::resolve;
 use crate::access::Access;
 use crate::decider::Verdict;
 use crate::kernel::{Hook, Miss, ObjectId, Scope};
-use crate::twin::{self, Decision};
+use crate::twin::{self, Decision, Votes};
 use tokio::time::Instant;
 use std::path::PathBuf;
 
@@ -219,13 +225,57 @@ fn s_root(session: &super::sessions::Session, m: &Miss) -> Option<resolve::Root>
     session.all_root_recs().find(|r| r.dev == m.root_dev && r.ino == m.root_ino).map(|r| r.root())
 }
 
+/// What deciding a job starts with ([`Core::begin`]).
+enum Begun {
+    /// Ruled without any vote.
+    Ruled(Ruling),
+    /// The twin refused the request before any vote.
+    Rejected(Decision),
+    /// Votes 1 and 2 are to be cast.
+    Ballot(twin::Ballot),
+}
+
 impl Core {
-    /// Decides one request and applies the ruling: the grant into the kernel, the question
-    /// for the user, the counters and the audit entry.
-    pub(super) async fn decide(&mut self, origin: Origin, req: PipelineRequest) -> Ruling {
-        let Some((user, owner)) = self.sessions.get(&req.session).map(|s| (s.user.clone(), s.owner_uid)) else {
-            return Ruling::deny(format!("no open session {:?}", req.session), None);
+    /// Queues a request in its session's lane ([`super::decisions`]) with who waits for its
+    /// ruling, and starts it if the lane is idle. The actor does not wait for the votes.
+    pub(super) async fn submit(&mut self, origin: Origin, req: PipelineRequest, waiter: Waiter) {
+        let session = req.session.clone();
+        self.lanes.enqueue(origin, req, waiter);
+        self.pump(&session).await;
+    }
+
+    /// Starts the next decision of `session`'s lane if none is in flight: the checks that
+    /// need no decider run here, votes 1 and 2 in a task of their own ([`DeciderCall`]).
+    async fn pump(&mut self, session: &str) {
+        while let Some(job) = self.lanes.next(session) {
+            match self.begin(&job).await {
+                Begun::Ruled(ruling) => self.finish(job, &ruling),
+                Begun::Rejected(d) => {
+                    let ruling = self.conclude(&job, &d);
+                    self.finish(job, &ruling);
+                }
+                Begun::Ballot(ballot) => {
+                    let (session, id) = (job.req.session.clone(), job.id);
+                    let call = DeciderCall::spawn(&self.inbox, async move { Cmd::Decided { session, job: id, votes: ballot.cast().await } });
+                    self.lanes.start(job, call);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// What deciding `job` starts with: a ruling without any vote (never-grantable, a store
+    /// that cannot be reached, a twin that cannot be built, a miss granted meanwhile), the
+    /// twin's refusal before any vote, or the ballot of votes 1 and 2.
+    async fn begin(&mut self, job: &Job) -> Begun {
+        let (origin, req) = (&job.origin, &job.req);
+        let Some((user, owner, cgroup_id)) = self.sessions.get(&req.session).map(|s| (s.user.clone(), s.owner_uid, s.cgroup_id)) else {
+            return Begun::Ruled(Ruling::deny(format!("no open session {:?}", req.session), None));
         };
+        // A miss queued behind the decision that granted its access is not decided again.
+        if matches!(origin, Origin::Miss { .. }) && self.enforcer.holds(cgroup_id, req.target, req.access).unwrap_or(false) {
+            return Begun::Ruled(Ruling { granted: true, outcome: RequestOutcome::Grant, reason: "granted by an earlier decision".into(), question: None });
+        }
         // Never-grantable beats every vote, rule and approval; a containment that cannot
         // be compiled denies everything.
         let never = match self.containment(owner) {
@@ -233,17 +283,43 @@ impl Core {
             Err(e) => Some(Unresolved::Containment(e)),
         };
         if let Some(why) = never {
-            return self.deny_unresolved(&origin, &req.session, &req.path, req.access, &why);
+            return Begun::Ruled(self.deny_unresolved(origin, &req.session, &req.path, req.access, &why));
         }
-        let start = Instant::now();
         if let Err(e) = self.twins.reachable(&user) {
-            return self.deny_unresolved(&origin, &req.session, &req.path, req.access, &Unresolved::Store(e));
+            return Begun::Ruled(self.deny_unresolved(origin, &req.session, &req.path, req.access, &Unresolved::Store(e)));
         }
-        let d = match self.twins.get(&user).await {
-            Ok(t) => t.decide(&req.session, &req.for_twin(&origin)).await,
-            Err(e) => return self.deny_unresolved(&origin, &req.session, &req.path, req.access, &Unresolved::Twin(e)),
+        match self.twins.get(&user).await {
+            Ok(t) => match t.ballot(&req.session, &req.for_twin(origin)) {
+                Ok(b) => Begun::Ballot(b),
+                Err(d) => Begun::Rejected(d),
+            },
+            Err(e) => Begun::Ruled(self.deny_unresolved(origin, &req.session, &req.path, req.access, &Unresolved::Twin(e))),
+        }
+    }
+
+    /// Votes 1 and 2 of job `id` of `session`'s lane came back: the twin concludes, the
+    /// ruling is applied and answered, and the lane's next job starts. Votes for a job that
+    /// is no longer running (its session ended) change nothing.
+    pub(super) async fn decided(&mut self, session: &str, id: JobId, votes: Votes) {
+        let Some(job) = self.lanes.finish(session, id) else { return };
+        let user = self.sessions.get(session).map(|s| s.user.clone());
+        let d = match user.as_deref().and_then(|u| self.twins.existing(u)) {
+            Some(t) => t.conclude(session, &job.req.for_twin(&job.origin), votes),
+            None => Decision::rejected(format!("no open session {session:?}")),
         };
-        let answered = match &origin {
+        let ruling = self.conclude(&job, &d);
+        self.finish(job, &ruling);
+        self.pump(session).await;
+    }
+
+    /// Applies the twin's decision of `job`: the grant into the kernel, the question for
+    /// the user, the counters and the audit entry.
+    fn conclude(&mut self, job: &Job, d: &Decision) -> Ruling {
+        let (origin, req) = (&job.origin, &job.req);
+        let Some(user) = self.sessions.get(&req.session).map(|s| s.user.clone()) else {
+            return Ruling::deny(format!("no open session {:?}", req.session), None);
+        };
+        let answered = match origin {
             Origin::Answer { question, .. } => Some(*question),
             _ => None,
         };
@@ -251,18 +327,18 @@ impl Core {
             (Some(q), _) => {
                 // A vote that asks the user has its answer now; a vote that denies still denies.
                 let answered = d.granted() || d.votes.iter().all(|v| v.verdict != Verdict::Deny);
-                let granted = answered && self.apply_grant(&req);
-                let reason = if granted { "the user approved".to_string() } else { deny_reason(&d) };
+                let granted = answered && self.apply_grant(req);
+                let reason = if granted { "the user approved".to_string() } else { deny_reason(d) };
                 Ruling { granted, outcome: if granted { RequestOutcome::UserApproved } else { RequestOutcome::Deny }, reason, question: Some(q) }
             }
             (None, twin::Outcome::Grant) => {
-                if self.apply_grant(&req) {
+                if self.apply_grant(req) {
                     Ruling { granted: true, outcome: RequestOutcome::Grant, reason: "all three votes allow".into(), question: None }
                 } else {
                     Ruling::deny("the grant could not be inserted in the kernel", None)
                 }
             }
-            (None, twin::Outcome::Deny) => Ruling::deny(deny_reason(&d), None),
+            (None, twin::Outcome::Deny) => Ruling::deny(deny_reason(d), None),
             (None, twin::Outcome::Escalate) => {
                 let q = d.question.expect("the twin numbers every question it escalates");
                 let votes = d.votes.to_vec();
@@ -270,13 +346,56 @@ impl Core {
                     // A fleet's other hosts list it too; an answer given there comes back here.
                     self.publish_question(q);
                 }
-                Ruling { granted: false, outcome: RequestOutcome::Escalate, reason: deny_reason(&d), question: Some(q) }
+                Ruling { granted: false, outcome: RequestOutcome::Escalate, reason: deny_reason(d), question: Some(q) }
             }
         };
-        self.account(&req.session, &d, ruling.granted, answered.is_none());
-        self.audit_decision(&origin, &req, &d, &ruling, start);
+        self.account(&req.session, d, ruling.granted, answered.is_none());
+        self.audit_decision(origin, req, d, &ruling, job.start);
         self.persist();
         ruling
+    }
+
+    /// Answers everyone who waits for `job`'s ruling (its grant, if any, is in the kernel).
+    pub(super) fn finish(&mut self, job: Job, ruling: &Ruling) {
+        let req = job.req;
+        for w in job.waiters {
+            match w {
+                Waiter::Tool(reply) => {
+                    let result = match (ruling.outcome, ruling.question) {
+                        (RequestOutcome::Escalate, Some(question)) => match self.questions.wait(question) {
+                            Some(rx) => CallResult::Wait { rx, question },
+                            None => CallResult::Now(ruling.clone().into()),
+                        },
+                        _ => CallResult::Now(ruling.clone().into()),
+                    };
+                    let _ = reply.send(Ok(result));
+                }
+                Waiter::Miss { origin, hold, shadow } => {
+                    if shadow && !ruling.granted {
+                        // Shadow mode: the kernel let it through; the audit says what enforcing would do.
+                        if let Some(s) = self.sessions.get(&req.session) {
+                            let mut e = self.entry(Event::Miss, s);
+                            e.request = Some(origin.audit_request(&req.path, req.access));
+                            e.outcome = Some(RequestOutcome::Deny);
+                            e.detail = Some(format!("shadow mode: allowed by the kernel; enforcing would deny ({})", ruling.reason));
+                            self.audit.record(&e);
+                        }
+                    }
+                    if hold != 0 {
+                        self.hold_decided(hold);
+                    }
+                }
+                Waiter::Answer { scope, waiters } => {
+                    if ruling.granted && scope == ApprovalScope::Once {
+                        self.once_granted(&req);
+                    }
+                    let reply: Reply = ruling.clone().into();
+                    for tx in waiters {
+                        let _ = tx.send(reply.clone());
+                    }
+                }
+            }
+        }
     }
 
     /// Denies a request the twin never saw, counting and auditing it.
@@ -298,38 +417,62 @@ impl Core {
         Ruling::deny(why, None)
     }
 
-    /// A request of the session's worker through the request tool.
-    pub(super) async fn tool_request(&mut self, session: &str, peer: &Peer, path: &str, access: Access, reason: Option<String>) -> CallResult {
+    /// A request of the session's worker through the request tool; the answer goes to
+    /// `reply` once it is decided.
+    pub(super) async fn tool_request(&mut self, session: &str, peer: &Peer, path: &str, access: Access, reason: Option<String>, reply: ReplyTo) {
         let origin = Origin::Tool { peer: peer.clone(), reason };
         let roots = self.sessions.get(session).map(|s| s.all_roots()).unwrap_or_default();
         let r = match resolve::resolve(&roots, path, access) {
             Ok(r) => r,
-            Err(e) => return CallResult::Now(self.deny_unresolved(&origin, session, path, access, &Unresolved::Path(e)).into()),
+            Err(e) => {
+                let ruling = self.deny_unresolved(&origin, session, path, access, &Unresolved::Path(e));
+                let _ = reply.send(Ok(CallResult::Now(ruling.into())));
+                return;
+            }
         };
         let req = PipelineRequest { session: session.into(), path: r.rel, abs: r.abs, access, target: r.target, content: r.content };
-        let ruling = self.decide(origin, req).await;
-        if let (RequestOutcome::Escalate, Some(question)) = (ruling.outcome, ruling.question) {
-            if let Some(rx) = self.questions.wait(question) {
-                return CallResult::Wait { rx, question };
-            }
-        }
-        CallResult::Now(ruling.into())
+        self.submit(origin, req, Waiter::Tool(reply)).await;
     }
 
     /// An access the kernel denied: recorded, or decided as an implicit request per
-    /// missing access type. A held miss's wait ends once it is decided (granted or not),
-    /// whatever path the decision took.
+    /// missing access type. A held miss's wait ends once every access of it is decided
+    /// (granted or not), whatever path the decision took.
     pub(super) async fn miss(&mut self, m: Miss) {
-        let (hold, session, object, bits) = (m.hold, m.session, ObjectId { dev: m.dev, ino: m.ino }, m.access.clone());
-        self.miss_decide(m).await;
-        if hold == 0 {
-            return;
+        let origin = Origin::Miss { hook: m.hook, pid: m.pid, uid: m.uid, flags: m.flags };
+        let shadow = m.shadow_allowed();
+        let requests = self.miss_to_decide(&origin, &m);
+        let hold = if self.holds.is_some() { m.hold } else { 0 };
+        if hold != 0 {
+            let held = HeldMiss { hold, cgroup_id: m.session, object: ObjectId { dev: m.dev, ino: m.ino }, access: m.access.clone(), outstanding: requests.len() };
+            if requests.is_empty() {
+                self.release_hold(&held);
+                return;
+            }
+            self.held.insert(hold, held);
         }
+        for req in requests {
+            self.submit(origin.clone(), req, Waiter::Miss { origin: origin.clone(), hold, shadow }).await;
+        }
+    }
+
+    /// One decision of held miss `hold` is applied; the hold ends with the last.
+    fn hold_decided(&mut self, hold: u32) {
+        let Some(held) = self.held.get_mut(&hold) else { return };
+        held.outstanding = held.outstanding.saturating_sub(1);
+        if held.outstanding == 0 {
+            let held = self.held.remove(&hold).expect("looked up above");
+            self.release_hold(&held);
+        }
+    }
+
+    /// Ends a held miss's wait and audits it; the grant (if any) is in the kernel already,
+    /// which checks it next.
+    fn release_hold(&mut self, held: &HeldMiss) {
         let Some(holds) = self.holds.clone() else { return };
-        // The grant (if any) is in the kernel before the wait ends: the kernel checks it next.
-        let granted = bits.iter().all(|a| self.enforcer.holds(session, object, *a).unwrap_or(false));
+        let granted = held.access.iter().all(|a| self.enforcer.holds(held.cgroup_id, held.object, *a).unwrap_or(false));
+        let hold = held.hold;
         let end = holds.release(hold);
-        if let Some(s) = self.sessions.by_cgroup_id(session) {
+        if let Some(s) = self.sessions.by_cgroup_id(held.cgroup_id) {
             use crate::kernel::hold::HoldEnd;
             let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
             let mut e = self.entry(Event::Hold, s);
@@ -349,13 +492,14 @@ impl Core {
         }
     }
 
-    async fn miss_decide(&mut self, m: Miss) {
-        let origin = Origin::Miss { hook: m.hook, pid: m.pid, uid: m.uid, flags: m.flags };
+    /// The requests of a miss that are to be decided; a miss that is not the twin's to
+    /// decide (or only recorded) is audited here and gives none.
+    fn miss_to_decide(&mut self, origin: &Origin, m: &Miss) -> Vec<PipelineRequest> {
         let Some(s) = self.sessions.by_cgroup_id(m.session) else {
             let mut e = AuditEntry::new(Event::Miss);
             e.detail = Some(format!("miss of unknown session cgroup {} ({} {})", m.session, m.hook, m.relative_path.display()));
             self.audit.record(&e);
-            return;
+            return vec![];
         };
         let id = s.id.clone();
         // Misses that are not the twin's to decide: reach outside the session (processes,
@@ -380,9 +524,9 @@ impl Core {
                 s.counters.misses += 1;
                 s.counters.denials += 1;
             }
-            return;
+            return vec![];
         }
-        let requests = miss_requests(s, &m);
+        let requests = miss_requests(s, m);
         if let Some(s) = self.sessions.get_mut(&id) {
             s.counters.misses += 1;
         }
@@ -390,18 +534,19 @@ impl Core {
             Ok(r) => r,
             Err(why) => {
                 for a in &m.access {
-                    self.deny_unresolved(&origin, &id, &m.relative_path.to_string_lossy(), *a, &why);
+                    self.deny_unresolved(origin, &id, &m.relative_path.to_string_lossy(), *a, &why);
                 }
-                return;
+                return vec![];
             }
         };
-        // A worker that retries a denied access misses again until the grant is in: those
-        // misses, queued behind the first, find the grant there and are not decided again
-        // (a failed lookup decides as usual; nothing is granted here).
+        // A worker that retries a denied access misses again until the grant is in: the
+        // misses that come after it find the grant there and are not decided again (a
+        // failed lookup decides as usual; nothing is granted here); those that come while
+        // it is decided join its decision ([`super::decisions::Lanes::enqueue`]).
         if let Some(cgroup_id) = self.sessions.get(&id).map(|s| s.cgroup_id) {
             requests.retain(|r| !self.enforcer.holds(cgroup_id, r.target, r.access).unwrap_or(false));
             if requests.is_empty() {
-                return;
+                return vec![];
             }
         }
         if self.config.on_miss == OnMiss::Record {
@@ -414,22 +559,9 @@ impl Core {
                 self.audit.record(&e);
             }
             self.persist();
-            return;
+            return vec![];
         }
-        for req in requests {
-            let (path, access) = (req.path.clone(), req.access);
-            let ruling = self.decide(origin.clone(), req).await;
-            if m.shadow_allowed() && !ruling.granted {
-                // Shadow mode: the kernel let it through; the audit says what enforcing would do.
-                if let Some(s) = self.sessions.get(&id) {
-                    let mut e = self.entry(Event::Miss, s);
-                    e.request = Some(origin.audit_request(&path, access));
-                    e.outcome = Some(RequestOutcome::Deny);
-                    e.detail = Some(format!("shadow mode: allowed by the kernel; enforcing would deny ({})", ruling.reason));
-                    self.audit.record(&e);
-                }
-            }
-        }
+        requests
     }
 
     /// Inserts a grant; a kernel error is logged and makes the request a denial.

@@ -208,11 +208,19 @@ fn prepare(store: &Store, state_dir: &std::path::Path, sanitizer: &Sanitizer, us
 async fn build(p: Parts, prepared: Prepared, resume: &[Session]) -> Result<Twin, TwinsError> {
     let store = p.store;
     let mut twin = Twin::from_prepared(&prepared, p.decider, p.config).with_question_ids(p.ids);
+    // The sessions' pre-committed policies are made side by side.
+    let mut making = Vec::with_capacity(resume.len());
     for s in resume {
         let err = |source| TwinsError::Resume { session: s.id.clone(), source };
         let tree: Vec<String> = s.roots().iter().flat_map(|r| resolve::workspace_tree(r, TREE_LIMIT)).collect();
         let first = s.prompts.first().cloned().unwrap_or_default();
-        twin.start_session(&s.id, &first, &tree).await.map_err(err)?;
+        let draft = twin.open_session(&s.id, &first, &tree).map_err(err)?;
+        making.push(tokio::spawn(draft.make()));
+    }
+    for (s, made) in resume.iter().zip(making) {
+        let err = |source| TwinsError::Resume { session: s.id.clone(), source };
+        let made = made.await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+        twin.commit_policy(&s.id, made).map_err(err)?;
         for prompt in s.prompts.iter().skip(1) {
             twin.prompt(&s.id, prompt).await.map_err(err)?;
         }

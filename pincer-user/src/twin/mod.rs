@@ -32,7 +32,7 @@ pub use policy::{PolicyEntry, PrecommittedPolicy};
 pub use provenance::{Provenance, ProvenanceHit};
 
 use crate::access::Access;
-use vote::{Decider, EarlierRequest, Mechanism, PolicyInput, RuleOrigin, TokenUsage, TrustedText, Verdict, Vote1Input, Vote2Input, VoteOutcome};
+use vote::{Decider, DeciderError, EarlierRequest, Mechanism, PolicyAnswer, PolicyInput, RuleOrigin, TokenUsage, TrustedText, Verdict, Vote1Input, Vote2Input, VoteOutcome};
 use crate::sanitize::{SanitizedPath, Sanitizer};
 use crate::store::{check_rel_path, Permission, Store, StoreError, TrustedState, TwinGrant, UserApproval, UserPrompt};
 use serde::Serialize;
@@ -143,7 +143,8 @@ impl Decision {
         self.outcome == Outcome::Grant
     }
 
-    fn rejected(reason: String) -> Self {
+    /// A denial before (or without) any vote: each vote says why.
+    pub fn rejected(reason: String) -> Self {
         let v = VoteRecord { verdict: Verdict::Deny, reason, mechanism: Some(Mechanism::Rejected) };
         Decision { outcome: Outcome::Deny, question: None, votes: [v.clone(), v.clone(), v], tokens: TokenUsage::default() }
     }
@@ -219,12 +220,90 @@ pub struct SessionStart {
     pub tokens: TokenUsage,
 }
 
+/// What votes 1 and 2 of one request see, owned (a copy of the session's view and earlier
+/// requests as they were when it was made), so that the votes can be cast away from the twin
+/// and the twin decides other requests meanwhile. Made by [`Twin::ballot`]; its votes go
+/// back to [`Twin::conclude`].
+pub struct Ballot {
+    decider: Arc<dyn Decider>,
+    knowledge: Arc<Knowledge>,
+    view: SessionView,
+    path: SanitizedPath,
+    access: Access,
+    raw_path: String,
+    content: Option<Vec<u8>>,
+    rationale: Option<String>,
+    earlier: Vec<EarlierRequest>,
+    policy: Option<PrecommittedPolicy>,
+}
+
+impl std::fmt::Debug for Ballot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ballot").field("decider", &self.decider.name()).field("access", &self.access).finish_non_exhaustive()
+    }
+}
+
+impl Ballot {
+    /// Casts votes 1 and 2. Neither sees the other's verdict (vote 2's input holds vote 1's
+    /// input, not its outcome), so they run concurrently; each is a deny on a decider error.
+    pub async fn cast(self) -> Votes {
+        let v1_in = Vote1Input { knowledge: &self.knowledge, session: &self.view, path: &self.path, access: self.access };
+        let v2_in = Vote2Input {
+            v1: v1_in,
+            raw_path: &self.raw_path,
+            content: self.content.as_deref(),
+            rationale: self.rationale.as_deref(),
+            earlier: &self.earlier,
+            policy: self.policy.as_ref(),
+        };
+        let (v1, v2) = tokio::join!(self.decider.vote1(&v1_in), self.decider.vote2(&v2_in));
+        Votes { v1, v2 }
+    }
+}
+
+/// Votes 1 and 2 of one request, as [`Ballot::cast`] gives them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Votes {
+    /// Vote 1.
+    pub v1: VoteOutcome,
+    /// Vote 2.
+    pub v2: VoteOutcome,
+}
+
+/// What a session's pre-committed policy is made from, owned, so that the decider can make
+/// it away from the twin ([`Twin::open_session`] gives it, [`Twin::commit_policy`] takes
+/// what it made).
+pub struct PolicyDraft {
+    decider: Arc<dyn Decider>,
+    prompt: String,
+    workspace_tree: Vec<String>,
+    state: Arc<TrustedState>,
+    similar: Vec<(usize, f32)>,
+    knowledge: Arc<Knowledge>,
+}
+
+impl std::fmt::Debug for PolicyDraft {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicyDraft").field("decider", &self.decider.name()).field("tree", &self.workspace_tree.len()).finish_non_exhaustive()
+    }
+}
+
+impl PolicyDraft {
+    /// Asks the decider for the policy.
+    pub async fn make(self) -> Result<PolicyAnswer, DeciderError> {
+        let input = PolicyInput { prompt: &self.prompt, workspace_tree: &self.workspace_tree, state: &self.state, similar: &self.similar, knowledge: &self.knowledge };
+        self.decider.policy(&input).await
+    }
+}
+
 #[derive(Debug)]
 struct Session {
     day: u32,
     prompts: Vec<String>,
     view: SessionView,
     policy: PrecommittedPolicy,
+    /// False until [`Twin::commit_policy`]: the session's requests are denied before any vote.
+    policy_ready: bool,
     grants: Vec<(String, Access)>,
     /// Grants made on the strength of the user's answer: the answer (if it lasts) is the
     /// trusted record of them, so removing it leaves no history that grants them again.
@@ -365,7 +444,18 @@ impl Twin {
     /// Opens a session with the user's first prompt: records the prompt as trusted and makes
     /// the pre-committed policy (vote 3) from the prompt, the workspace tree and the trusted
     /// state. A failed generation leaves an empty policy (everything denied) and says why.
+    /// It is [`Twin::open_session`], [`PolicyDraft::make`] and [`Twin::commit_policy`] in one.
     pub async fn start_session(&mut self, session: &str, prompt: &str, workspace_tree: &[String]) -> Result<SessionStart, TwinError> {
+        let draft = self.open_session(session, prompt, workspace_tree)?;
+        let made = draft.make().await;
+        self.commit_policy(session, made)
+    }
+
+    /// Opens a session with the user's first prompt (recorded as trusted) whose pre-committed
+    /// policy is not made yet: until [`Twin::commit_policy`] gives it one, every request of
+    /// the session is denied before any vote (fail closed). Returns what the policy is made
+    /// from, owned, so that it can be made without the twin ([`PolicyDraft::make`]).
+    pub fn open_session(&mut self, session: &str, prompt: &str, workspace_tree: &[String]) -> Result<PolicyDraft, TwinError> {
         if prompt.trim().is_empty() {
             return Err(TwinError::EmptyPrompt);
         }
@@ -377,13 +467,13 @@ impl Twin {
         }
         let mut view = SessionView::default();
         view.add_prompt(prompt, &self.knowledge, &self.sanitizer);
-        let input = PolicyInput { prompt, workspace_tree, state: &self.state, similar: &view.similar, knowledge: &self.knowledge };
-        let (policy, tokens) = match self.decider.policy(&input).await {
-            Ok(ans) => (PrecommittedPolicy::new(ans.entries), ans.tokens),
-            Err(e) => {
-                tracing::warn!(session, error = %e, "pre-committed policy generation failed; the session's requests will be denied");
-                (PrecommittedPolicy::failed(format!("policy generation failed: {e}")), TokenUsage::default())
-            }
+        let draft = PolicyDraft {
+            decider: self.decider.clone(),
+            prompt: prompt.to_string(),
+            workspace_tree: workspace_tree.to_vec(),
+            state: self.state.clone(),
+            similar: view.similar.clone(),
+            knowledge: self.knowledge.clone(),
         };
         self.sessions.insert(
             session.to_string(),
@@ -391,7 +481,8 @@ impl Twin {
                 day: self.day,
                 prompts: vec![prompt.to_string()],
                 view,
-                policy: policy.clone(),
+                policy: PrecommittedPolicy::failed("the pre-committed policy is not made yet".into()),
+                policy_ready: false,
                 grants: vec![],
                 answered: Default::default(),
                 approvals: vec![],
@@ -399,6 +490,22 @@ impl Twin {
                 denials: HashMap::new(),
             },
         );
+        Ok(draft)
+    }
+
+    /// Gives a session opened by [`Twin::open_session`] the pre-committed policy made from
+    /// its draft; a failed generation leaves an empty policy (everything denied) and says why.
+    pub fn commit_policy(&mut self, session: &str, made: Result<PolicyAnswer, DeciderError>) -> Result<SessionStart, TwinError> {
+        let s = self.sessions.get_mut(session).ok_or_else(|| TwinError::UnknownSession(session.into()))?;
+        let (policy, tokens) = match made {
+            Ok(ans) => (PrecommittedPolicy::new(ans.entries), ans.tokens),
+            Err(e) => {
+                tracing::warn!(session, error = %e, "pre-committed policy generation failed; the session's requests will be denied");
+                (PrecommittedPolicy::failed(format!("policy generation failed: {e}")), TokenUsage::default())
+            }
+        };
+        s.policy = policy.clone();
+        s.policy_ready = true;
         Ok(SessionStart { policy, tokens })
     }
 
@@ -418,27 +525,56 @@ impl Twin {
     }
 
     /// Decides a request. Never fails into a grant: an unknown session, a bad path or a
-    /// decider error is a deny whose reasons say why.
+    /// decider error is a deny whose reasons say why. It is [`Twin::ballot`],
+    /// [`Ballot::cast`] and [`Twin::conclude`] in one.
     pub async fn decide(&mut self, session: &str, req: &Request) -> Decision {
+        match self.ballot(session, req) {
+            Ok(ballot) => {
+                let votes = ballot.cast().await;
+                self.conclude(session, req, votes)
+            }
+            Err(rejected) => rejected,
+        }
+    }
+
+    /// What votes 1 and 2 of a request see, owned, so that they can be cast without the twin
+    /// ([`Ballot::cast`]); or the denial of a request refused before any vote (an unknown
+    /// session, one whose pre-committed policy is not made yet, a bad path).
+    pub fn ballot(&self, session: &str, req: &Request) -> Result<Ballot, Decision> {
+        let Some(s) = self.sessions.get(session) else {
+            return Err(Decision::rejected(format!("no open session {session:?}")));
+        };
+        if !s.policy_ready {
+            return Err(Decision::rejected("the session's pre-committed policy is not made yet (fail closed)".into()));
+        }
+        if let Err(e) = check_rel_path("path", &req.path, false) {
+            return Err(Decision::rejected(format!("bad request path: {e}")));
+        }
+        let p2 = self.config.variant == Variant::PincerP2;
+        Ok(Ballot {
+            decider: self.decider.clone(),
+            knowledge: self.knowledge.clone(),
+            view: s.view.clone(),
+            path: self.sanitizer.path(&req.path),
+            access: req.access,
+            raw_path: req.path.clone(),
+            content: req.content.clone(),
+            rationale: req.rationale.clone(),
+            earlier: s.earlier.clone(),
+            policy: if p2 { Some(s.policy.clone()) } else { None },
+        })
+    }
+
+    /// Completes the decision of `req` with the votes its ballot was given: vote 3 (the
+    /// pre-committed policy, or the user's answer in the session), the conjunction, and the
+    /// session's grants, denial counts and questions. A session that ended meanwhile gets a
+    /// denial and nothing is recorded.
+    pub fn conclude(&mut self, session: &str, req: &Request, votes: Votes) -> Decision {
         let Some(s) = self.sessions.get_mut(session) else {
             return Decision::rejected(format!("no open session {session:?}"));
         };
-        if let Err(e) = check_rel_path("path", &req.path, false) {
-            return Decision::rejected(format!("bad request path: {e}"));
-        }
         let sp = self.sanitizer.path(&req.path);
-        let v1_in = Vote1Input { knowledge: &self.knowledge, session: &s.view, path: &sp, access: req.access };
-        let v1 = self.decider.vote1(&v1_in).await;
-        let p2 = self.config.variant == Variant::PincerP2;
-        let v2_in = Vote2Input {
-            v1: v1_in,
-            raw_path: &req.path,
-            content: req.content.as_deref(),
-            rationale: req.rationale.as_deref(),
-            earlier: &s.earlier,
-            policy: if p2 { Some(&s.policy) } else { None },
-        };
-        let v2 = self.decider.vote2(&v2_in).await;
+        let Votes { v1, v2 } = votes;
         let approval = s
             .approvals
             .iter()

@@ -12,7 +12,7 @@ use pincer::daemon::config::Config;
 use pincer::daemon::core::CoreDeps;
 use pincer::daemon::peer::CgroupLookup;
 use pincer::daemon::{bind, run, Parts};
-use pincer::decider::OfflineDecider;
+use pincer::decider::{Decider, OfflineDecider};
 use pincer::kernel::{Enforcer, Miss};
 use pincer::sanitize::{Sanitizer, SecretKey};
 use std::path::{Path, PathBuf};
@@ -83,11 +83,16 @@ pub struct Daemon {
 /// [`pincer::kernel::MemoryMaps`]), a sanitizer of `key`, peers placed by `lookup`, and kernel misses from
 /// `misses` if given.
 pub fn start_daemon(config: &Config, enforcer: Enforcer, lookup: CgroupLookup, key: [u8; 32], misses: Option<mpsc::Receiver<Miss>>) -> Daemon {
+    start_daemon_with(config, enforcer, lookup, key, misses, Arc::new(OfflineDecider::new()))
+}
+
+/// As [`start_daemon`], with `decider` making the votes and the pre-committed policies.
+pub fn start_daemon_with(config: &Config, enforcer: Enforcer, lookup: CgroupLookup, key: [u8; 32], misses: Option<mpsc::Receiver<Miss>>, decider: Arc<dyn Decider>) -> Daemon {
     let parts = Parts {
         core: CoreDeps {
             config: config.clone(),
             enforcer,
-            decider: Arc::new(OfflineDecider::new()),
+            decider,
             sanitizer: Sanitizer::new(SecretKey::from_bytes(key)),
             audit: Arc::new(AuditLog::open(&config.audit_log).unwrap()),
             holds: None,

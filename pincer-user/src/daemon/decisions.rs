@@ -1,0 +1,196 @@
+//! Decisions in flight. The actor ([`super::core`]) never waits on a decider: it keeps one
+//! lane per session, makes the ballot of the lane's next request ([`crate::twin::Ballot`],
+//! an owned copy of what votes 1 and 2 see), and hands it to a task of its own behind a
+//! [`DeciderCall`]. The votes come back as a [`Cmd::Decided`], and the actor applies them
+//! ([`crate::twin::Twin::conclude`], the grant into the enforcer, the audit) before it
+//! answers whoever waits ([`Waiter`]): the grant is in the kernel before a held miss is
+//! released or the request tool's caller hears of it. A session's pre-committed policy is
+//! made the same way ([`Cmd::PolicyMade`]).
+//!
+//! ```text
+//! tool / miss / answer ─→ actor: a Job in its session's lane (a miss of an object and access
+//!                                already in the lane joins that job: decided once)
+//! lane idle ─→ actor: checks that need no decider, Twin::ballot ─→ DeciderCall (task)
+//!                                       votes 1 ∥ 2 ─→ Cmd::Decided ─→ actor
+//! actor: Twin::conclude → grant → audit → waiters (reply, hold release, answers) → next job
+//! ```
+//!
+//! One session's decisions are made one after the other, each seeing the one before (the
+//! session's earlier requests and grants are part of what the votes see); the sessions'
+//! lanes run side by side, so a slow decision holds up its own session only. Ending a
+//! session drops its lane: the task is aborted and its votes, if they come, find no job.
+
+use super::core::{CallResult, Cmd};
+use super::error::CallError;
+use super::pipeline::{Origin, PipelineRequest};
+use super::protocol::{ApprovalScope, Reply};
+use crate::kernel::ObjectId;
+use std::collections::{HashMap, VecDeque};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+/// Where the actor's own work comes back to it (votes cast, policies made).
+pub type Inbox = mpsc::UnboundedSender<Cmd>;
+
+/// Where the answer to a call goes (the server turns an error into the `error` reply).
+pub type ReplyTo = oneshot::Sender<Result<CallResult, CallError>>;
+
+/// A decider call running in a task of its own; dropping the handle aborts the task.
+#[derive(Debug)]
+pub struct DeciderCall(tokio::task::AbortHandle);
+
+impl DeciderCall {
+    /// Runs `work` in a task of its own and sends the command it ends with to `inbox`.
+    pub fn spawn(inbox: &Inbox, work: impl std::future::Future<Output = Cmd> + Send + 'static) -> Self {
+        let inbox = inbox.clone();
+        let task = tokio::spawn(async move {
+            // The actor is gone only when the daemon stops: nothing is left to apply it to.
+            let _ = inbox.send(work.await);
+        });
+        DeciderCall(task.abort_handle())
+    }
+}
+
+impl Drop for DeciderCall {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A decision's number, unique in the daemon: votes that come back for a job that is no
+/// longer its lane's running one (the session ended) are dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct JobId(u64);
+
+/// What waits for a decision, answered once it is applied.
+#[derive(Debug)]
+pub enum Waiter {
+    /// The request tool's caller.
+    Tool(ReplyTo),
+    /// A kernel miss: misses of the same object and access in the session join the first
+    /// one's job, each with its own hold.
+    Miss {
+        /// Where the miss came from (a shadow session's would-be denial is audited with it).
+        origin: Origin,
+        /// The kernel's hold id (0: the access was not held).
+        hold: u32,
+        /// The kernel let the access through (shadow mode).
+        shadow: bool,
+    },
+    /// The workers waiting for the user's answer to `question`, decided again after an
+    /// approval.
+    Answer {
+        /// How far the approval reaches.
+        scope: ApprovalScope,
+        /// The waiting workers.
+        waiters: Vec<oneshot::Sender<Reply>>,
+    },
+}
+
+/// One request waiting in (or running in) its session's lane.
+#[derive(Debug)]
+pub struct Job {
+    /// Its number.
+    pub id: JobId,
+    /// Where the request came from.
+    pub origin: Origin,
+    /// The request.
+    pub req: PipelineRequest,
+    /// Who waits for the ruling.
+    pub waiters: Vec<Waiter>,
+    /// When its decision began (for the audit's latency).
+    pub start: Instant,
+}
+
+impl Job {
+    /// True if a miss of `req` joins this job: both are misses of the same object and
+    /// access in the same session.
+    fn merges(&self, origin: &Origin, req: &PipelineRequest) -> bool {
+        let miss = |o: &Origin| matches!(o, Origin::Miss { .. });
+        miss(&self.origin) && miss(origin) && self.req.session == req.session && self.req.target == req.target && self.req.access == req.access
+    }
+}
+
+#[derive(Debug, Default)]
+struct Lane {
+    running: Option<(Job, DeciderCall)>,
+    queue: VecDeque<Job>,
+}
+
+/// The sessions' lanes of decisions.
+#[derive(Debug, Default)]
+pub struct Lanes {
+    by_session: HashMap<String, Lane>,
+    next: u64,
+}
+
+impl Lanes {
+    /// Queues `req` in its session's lane, or adds `waiter` to a job of the lane it joins
+    /// (a miss of the same object and access).
+    pub fn enqueue(&mut self, origin: Origin, req: PipelineRequest, waiter: Waiter) {
+        let lane = self.by_session.entry(req.session.clone()).or_default();
+        let joined = lane.running.iter_mut().map(|(j, _)| j).chain(lane.queue.iter_mut()).find(|j| j.merges(&origin, &req));
+        match joined {
+            Some(job) => job.waiters.push(waiter),
+            None => {
+                self.next += 1;
+                lane.queue.push_back(Job { id: JobId(self.next), origin, req, waiters: vec![waiter], start: Instant::now() });
+            }
+        }
+    }
+
+    /// The next job of `session`'s lane if none is running (an idle, empty lane is dropped).
+    pub fn next(&mut self, session: &str) -> Option<Job> {
+        let lane = self.by_session.get_mut(session)?;
+        if lane.running.is_some() {
+            return None;
+        }
+        let job = lane.queue.pop_front();
+        if job.is_none() {
+            self.by_session.remove(session);
+        }
+        job.map(|mut j| {
+            j.start = Instant::now();
+            j
+        })
+    }
+
+    /// Records `job` as its lane's running one, its votes being cast by `call`.
+    pub fn start(&mut self, job: Job, call: DeciderCall) {
+        let lane = self.by_session.entry(job.req.session.clone()).or_default();
+        debug_assert!(lane.running.is_none(), "one decision in flight per session");
+        lane.running = Some((job, call));
+    }
+
+    /// Takes the running job of `session`'s lane if it is `id`.
+    pub fn finish(&mut self, session: &str, id: JobId) -> Option<Job> {
+        let lane = self.by_session.get_mut(session)?;
+        if lane.running.as_ref().is_some_and(|(j, _)| j.id == id) {
+            lane.running.take().map(|(j, _)| j)
+        } else {
+            None
+        }
+    }
+
+    /// Drops `session`'s lane: its running task is aborted; its jobs are returned (to be
+    /// answered with a denial).
+    pub fn close(&mut self, session: &str) -> Vec<Job> {
+        let Some(lane) = self.by_session.remove(session) else { return vec![] };
+        lane.running.map(|(j, _call)| j).into_iter().chain(lane.queue).collect()
+    }
+}
+
+/// A kernel miss whose thread waits in a hold until every access of the miss is decided.
+#[derive(Debug, Clone)]
+pub struct HeldMiss {
+    /// The kernel's hold id.
+    pub hold: u32,
+    /// The session's cgroup id.
+    pub cgroup_id: u64,
+    /// The object.
+    pub object: ObjectId,
+    /// The access types the miss asked for.
+    pub access: Vec<crate::access::Access>,
+    /// Decisions of the miss still to come.
+    pub outstanding: usize,
+}
