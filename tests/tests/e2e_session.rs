@@ -273,11 +273,13 @@ i=0; while [ $i -lt 64 ]; do (cat $W/notes/part-$i.md >/dev/null 2>&1 && echo "P
     // The session's log of the first touch: the miss, its decision and the hold.
     let log = env.pincer(&["log"]);
     let log = text_of(&log);
-    println!("pincer log, the first touch of todo.md and of the secret:");
     let about = |l: &&str| l.contains("todo.md") || l.contains("prod.env");
-    for l in log.lines().filter(about).chain(log.lines().filter(|l| l.contains("hold ")).take(2)) {
-        println!("  {l}");
-    }
+    let shown: Vec<&str> = log.lines().filter(about).chain(log.lines().filter(|l| l.contains("hold ")).take(2)).collect();
+    // Past the test harness's capture: the log is part of the run's record.
+    let _ = std::io::Write::write_all(
+        &mut std::io::stderr(),
+        format!("pincer log, the held first touches of todo.md and of the secret:\n  {}\n", shown.join("\n  ")).as_bytes(),
+    );
     let audit = env.audit();
     let holds: Vec<&str> = audit.lines().filter(|l| l.contains("\"event\":\"hold\"")).collect();
     assert!(holds.len() >= 66, "each held miss is audited ({}):\n{audit}", holds.len());
