@@ -34,8 +34,8 @@ pub struct Agent {
 pub const CLAUDE_CODE: Agent = Agent {
     name: "claude-code",
     package: "@anthropic-ai/claude-code-linux-x64",
-    version: "2.1.334",
-    sha512: "c93134828779d8c4949af2e221ab0d698d87dd945a78fe54b5d91ed168669ab640e10ade90287c66fcd808345a61204d142c1bb003adcf88bb716adb407e441f",
+    version: "2.1.332",
+    sha512: "7f8256873c18bad2481d2702eff75838f5fab36f2db7b6400e1b0e8bccf0387ab97c53c4b94782861d8d31f8a74a0d06ad472463169e79b0b88740ea88accb73",
     executable: "claude",
 };
 
@@ -127,9 +127,9 @@ mod tests {
     fn the_tarball_url_is_the_registrys_scoped_form() {
         assert_eq!(
             CLAUDE_CODE.tarball_url(),
-            "https://registry.npmjs.org/@anthropic-ai/claude-code-linux-x64/-/claude-code-linux-x64-2.1.334.tgz"
+            "https://registry.npmjs.org/@anthropic-ai/claude-code-linux-x64/-/claude-code-linux-x64-2.1.332.tgz"
         );
-        assert_eq!(CLAUDE_CODE.dir(Path::new("/t/agents")), Path::new("/t/agents/claude-code-2.1.334/package"));
+        assert_eq!(CLAUDE_CODE.dir(Path::new("/t/agents")), Path::new("/t/agents/claude-code-2.1.332/package"));
         assert!(AGENTS.iter().all(|a| a.sha512.len() == 128 && a.sha512.bytes().all(|b| b.is_ascii_hexdigit())));
     }
 
