@@ -1609,7 +1609,9 @@ int BPF_PROG(pincer_inode_rmdir, struct inode *dir, struct dentry *dentry, int r
 }
 
 /* RENAME_EXCHANGE reaches this hook twice, with the sides swapped, so both
- * objects are checked. */
+ * objects are checked. A file renamed over another replaces that file's content,
+ * as editors and agents save (write a temporary file, rename it over the old
+ * one): the file replaced needs `write`; a directory replaced needs `delete`. */
 SEC("lsm/inode_rename")
 int BPF_PROG(pincer_inode_rename, struct inode *old_dir, struct dentry *old_dentry, struct inode *new_dir,
 	     struct dentry *new_dentry, int ret)
@@ -1627,8 +1629,14 @@ int BPF_PROG(pincer_inode_rename, struct inode *old_dir, struct dentry *old_dent
 	err = check_create(&s, new_dentry, HOOK_INODE_RENAME_TO);
 	if (err)
 		return err;
-	if (BPF_CORE_READ(new_dentry, d_inode))
-		return check_object(&s, new_dentry, ACCESS_DELETE, HOOK_INODE_RENAME_OVER);
+	struct inode *replaced = BPF_CORE_READ(new_dentry, d_inode);
+
+	if (replaced) {
+		__u16 mode = BPF_CORE_READ(replaced, i_mode);
+
+		return check_object(&s, new_dentry, (mode & S_IFMT) == S_IFDIR ? ACCESS_DELETE : ACCESS_WRITE,
+				    HOOK_INODE_RENAME_OVER);
+	}
 	return 0;
 }
 

@@ -35,6 +35,22 @@ pub fn write_file(path: &Path, contents: &str) {
 /// The uid of the worker in the VM tests (an ordinary user, as the worker is).
 pub const WORKER_UID: u32 = 1000;
 
+/// Brings the loopback interface up (the VM's init leaves it down).
+pub fn loopback_up() {
+    // SAFETY: SIOCGIFFLAGS/SIOCSIFFLAGS on a local ifreq.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0);
+        let mut ifr: libc::ifreq = std::mem::zeroed();
+        for (i, b) in b"lo".iter().enumerate() {
+            ifr.ifr_name[i] = *b as libc::c_char;
+        }
+        assert_eq!(libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut ifr), 0, "get lo flags");
+        ifr.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+        assert_eq!(libc::ioctl(fd, libc::SIOCSIFFLAGS, &ifr), 0, "bring lo up");
+        libc::close(fd);
+    }
+}
+
 /// Gives `path` to the worker's uid (as the user's own files are).
 pub fn own(path: &Path) {
     std::os::unix::fs::chown(path, Some(WORKER_UID), Some(WORKER_UID))

@@ -285,21 +285,6 @@ fn yama_off() {
     let _ = std::fs::write("/proc/sys/kernel/yama/ptrace_scope", "0");
 }
 
-/// Brings the loopback interface up (the VM's init leaves it down).
-fn loopback_up() {
-    // SAFETY: SIOCGIFFLAGS/SIOCSIFFLAGS on a local ifreq.
-    unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0);
-        let mut ifr: libc::ifreq = std::mem::zeroed();
-        for (i, b) in b"lo".iter().enumerate() {
-            ifr.ifr_name[i] = *b as libc::c_char;
-        }
-        assert_eq!(libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut ifr), 0, "get lo flags");
-        ifr.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
-        assert_eq!(libc::ioctl(fd, libc::SIOCSIFFLAGS, &ifr), 0, "bring lo up");
-        libc::close(fd);
-    }
-}
 
 /// Every miss waiting in the stream.
 fn drain(misses: &mut pincer::kernel::Misses) -> Vec<pincer::kernel::Miss> {
@@ -315,7 +300,7 @@ struct Session {
 
 impl Session {
     fn new(name: &str) -> Self {
-        loopback_up();
+        pincer_tests::loopback_up();
         let mut te = TestEnforcer::shared();
         let cg = TestCgroup::new(name);
         te.get().register_session(cg.id).expect("register session");

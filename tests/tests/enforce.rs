@@ -169,13 +169,25 @@ fn unlink_rmdir_and_rename_need_their_grants() {
     s.grant("empty", Scope::Exact, Access::Delete);
     assert_eq!(s.run(&[Op::Rmdir(s.p("empty"))]), vec![0]);
     assert!(!s.p("empty").exists());
-    // Renaming over an existing file needs delete on the file replaced.
+    // Renaming over an existing file replaces its content, as an editor's save does:
+    // it needs write on the file replaced (delete is not enough, nor needed).
     write_file(&s.p("dest/a"), "a");
     write_file(&s.p("dest/b"), "b");
     s.grant("dest/a", Scope::Exact, Access::Delete);
     assert_eq!(s.run(&[Op::Rename(s.p("dest/a"), s.p("dest/b"))]), vec![EACCES]);
     s.grant("dest/b", Scope::Exact, Access::Delete);
+    assert_eq!(s.run(&[Op::Rename(s.p("dest/a"), s.p("dest/b"))]), vec![EACCES]);
+    s.grant("dest/b", Scope::Exact, Access::Write);
     assert_eq!(s.run(&[Op::Rename(s.p("dest/a"), s.p("dest/b"))]), vec![0]);
+    assert_eq!(std::fs::read_to_string(s.p("dest/b")).unwrap(), "a");
+    // A directory renamed over an empty one removes it: that needs delete.
+    std::fs::create_dir_all(s.p("dest/d1")).unwrap();
+    std::fs::create_dir_all(s.p("dest/d2")).unwrap();
+    s.grant("dest/d1", Scope::Exact, Access::Delete);
+    s.grant("dest/d2", Scope::Exact, Access::Write);
+    assert_eq!(s.run(&[Op::Rename(s.p("dest/d1"), s.p("dest/d2"))]), vec![EACCES]);
+    s.grant("dest/d2", Scope::Exact, Access::Delete);
+    assert_eq!(s.run(&[Op::Rename(s.p("dest/d1"), s.p("dest/d2"))]), vec![0]);
 }
 
 #[test]

@@ -10,8 +10,9 @@ pub const BUILD: &[&str] = &["clang-19", "llvm-19", "libbpf-dev", "linux-libc-de
 pub const VM: &[&str] = &["qemu-system-x86", "busybox-static", "cpio"];
 
 /// Packages of the host programs the VM's real-tool test runs through the shared host root
-/// (`vm/hostfs.rs`), and virtiofsd (`qemu-system-common`, also pulled in by QEMU).
-pub const REAL_TOOLS: &[&str] = &["qemu-system-common", "git", "python3", "nodejs"];
+/// (`vm/hostfs.rs`), virtiofsd (`qemu-system-common`, also pulled in by QEMU), and `curl`,
+/// which fetches the agents' npm packages (`agents.rs`).
+pub const REAL_TOOLS: &[&str] = &["qemu-system-common", "git", "python3", "nodejs", "curl"];
 
 /// Packages of the fleet tests (`pincer-user/tests/fleet.rs`): a real PostgreSQL server
 /// whose `initdb` and `pg_ctl` the tests run in a temporary folder (Debian 12 ships 15),

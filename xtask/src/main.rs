@@ -3,6 +3,7 @@
 //! Every task installs or checks the system packages it needs first, so the
 //! README's commands work on a fresh machine.
 
+mod agents;
 mod demo;
 mod deps;
 mod phase;
@@ -21,8 +22,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Install (as root) or check the system packages the build and tests need, and the
-    /// Python MCP SDK the MCP host test uses.
+    /// Install (as root) or check the system packages the build and tests need, the
+    /// Python MCP SDK the MCP host test uses, and fetch the pinned agents the VM tests run.
     Deps,
     /// Run every test: the host tests, then the VM tests against the real BPF LSM.
     Test(test::TestArgs),
@@ -80,7 +81,7 @@ fn main() -> std::process::ExitCode {
 
 fn try_main() -> anyhow::Result<()> {
     match Cli::parse().command {
-        Command::Deps => deps::ensure(&deps::all()).and_then(|()| deps::ensure_python_mcp()),
+        Command::Deps => deps::ensure(&deps::all()).and_then(|()| deps::ensure_python_mcp()).and_then(|()| agents::ensure_all().map(drop)),
         Command::Test(args) => test::run(args),
         Command::VmTest(opts) => vm::vm_test(&opts),
         Command::Demo(args) => demo::run(args),

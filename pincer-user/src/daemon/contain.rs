@@ -257,7 +257,9 @@ impl Default for ContainmentConfig {
             "~/.asdf/**",
         ];
         // Under any root: git hooks and config (run by the user's next git command), and agent
-        // settings that grant permissions or run hooks.
+        // settings that grant permissions or run hooks: Claude Code's settings, hooks, user
+        // config (`~/.claude.json`: MCP servers, allowed tools), commands, subagents and skills
+        // (they grant tools), and plugins (they bring hooks and MCP servers).
         let agent = [
             "**/.git/hooks/**",
             "**/.git/config",
@@ -267,6 +269,13 @@ impl Default for ContainmentConfig {
             "**/.gemini/**",
             "~/.claude/settings*.json",
             "~/.claude/hooks/**",
+            "~/.claude/commands/**",
+            "~/.claude/agents/**",
+            "~/.claude/skills/**",
+            "~/.claude/plugins/installed_plugins*.json",
+            "~/.claude/plugins/known_marketplaces.json",
+            "~/.claude/plugins/marketplaces/**",
+            "~/.claude/plugins/cache/**",
             "~/.claude.json",
             "~/.codex/config.toml",
             "~/.gemini/settings.json",
@@ -282,6 +291,10 @@ impl Default for ContainmentConfig {
                 open("~/.cache/pip", OpenMode::ReadWrite),
                 open("~/.local/bin", OpenMode::ReadOnly),
                 open("~/.local/lib", OpenMode::ReadOnly),
+                // Claude Code's own state (transcripts, sessions, shell snapshots, todos,
+                // backups), its never places carved out; its user config, read only.
+                open("~/.claude", OpenMode::ReadWrite),
+                open("~/.claude.json", OpenMode::ReadOnly),
             ],
             never: secrets
                 .iter()
@@ -920,6 +933,9 @@ mod tests {
     #[test]
     fn an_open_path_inside_a_never_place_is_refused_and_never_places_inside_one_are_carved_out() {
         let carved = ContainmentConfig::default().check().unwrap();
+        for n in ["~/.claude/settings*.json", "~/.claude/hooks/**", "~/.claude/.credentials.json", "~/.claude/plugins/cache/**"] {
+            assert!(carved.iter().any(|(o, c)| o == "~/.claude" && c == n), "{n} is carved out of ~/.claude: {carved:?}");
+        }
         assert!(
             carved
                 .iter()

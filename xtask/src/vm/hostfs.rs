@@ -212,10 +212,16 @@ pub fn modules(kernel: &Kernel) -> Result<Vec<(String, Vec<u8>)>> {
 
 /// The shell piece `/init` runs before the programs: loads the modules, mounts the host's
 /// root read-only at [`GUEST_ROOT`], binds its `/usr`, `/lib`, `/lib64`, links the
-/// [`ETC_LINKS`], and makes the worker's account and home with the toolchain. Uses the
-/// init script's `fail` on any error.
-pub fn guest_setup() -> String {
+/// [`ETC_LINKS`], makes the worker's account and home with the toolchain, and binds each
+/// agent's package folder of `agents` (name, host folder) read-only at
+/// `/opt/agents/<name>` (`crate::agents::GUEST_DIR`). Uses the init script's `fail` on any
+/// error.
+pub fn guest_setup(agents: &[(&str, PathBuf)]) -> String {
     let etc = ETC_LINKS.join(" ");
+    let mut binds = String::new();
+    for (name, dir) in agents {
+        binds.push_str(&format!("robind {GUEST_ROOT}{} {}/{name}\n", dir.display(), crate::agents::GUEST_DIR));
+    }
     format!(
         r#"# The host's root, read-only over virtiofs (xtask/src/vm/hostfs.rs).
 for m in {GUEST_MODULES}/$(uname -r)/*.ko; do
@@ -239,13 +245,14 @@ mkdir -p {WORKER_HOME}/.cargo/bin {WORKER_HOME}/.rustup || fail "mkdir {WORKER_H
 chown -R 1000:1000 {WORKER_HOME} && chmod 755 {WORKER_HOME} || fail "chown {WORKER_HOME}"
 if [ -d {GUEST_ROOT}/root/.rustup ]; then robind {GUEST_ROOT}/root/.rustup {WORKER_HOME}/.rustup; fi
 if [ -d {GUEST_ROOT}/root/.cargo/bin ]; then robind {GUEST_ROOT}/root/.cargo/bin {WORKER_HOME}/.cargo/bin; fi
-"#
+{binds}"#
     )
 }
 
 /// The initramfs part for sharing the host's root with `kernels`: each kernel's modules
-/// under [`GUEST_MODULES`]`/<release>/` and [`guest_setup`] as a piece `/init` sources.
-pub fn archive(kernels: &[Kernel]) -> Result<Archive> {
+/// under [`GUEST_MODULES`]`/<release>/` and [`guest_setup`] (binding `agents`) as a piece
+/// `/init` sources.
+pub fn archive(kernels: &[Kernel], agents: &[(&str, PathBuf)]) -> Result<Archive> {
     let mut a = Archive::new();
     for k in kernels {
         let dir = format!("{}/{}", GUEST_MODULES.trim_start_matches('/'), k.release);
@@ -254,7 +261,7 @@ pub fn archive(kernels: &[Kernel]) -> Result<Archive> {
             a.file(&format!("{dir}/{name}"), bytes, 0o644)?;
         }
     }
-    a.file(&format!("{}/hostfs.sh", GUEST_SETUP_DIR.trim_start_matches('/')), guest_setup().into_bytes(), 0o644)?;
+    a.file(&format!("{}/hostfs.sh", GUEST_SETUP_DIR.trim_start_matches('/')), guest_setup(agents).into_bytes(), 0o644)?;
     Ok(a)
 }
 
@@ -422,7 +429,8 @@ mod tests {
 
     #[test]
     fn the_guest_mounts_the_host_read_only_and_binds_usr_lib_and_the_toolchain() {
-        let s = guest_setup();
+        let s = guest_setup(&[("claude-code", PathBuf::from("/w/target/agents/claude-code-2.1.334/package"))]);
+        assert!(s.contains("robind /host/w/target/agents/claude-code-2.1.334/package /opt/agents/claude-code\n"), "{s}");
         assert!(s.contains("mount -t virtiofs -o ro hostroot /host"));
         assert!(s.contains("robind /host/usr /usr"));
         assert!(s.contains("remount,bind,ro"));

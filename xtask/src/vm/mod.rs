@@ -351,8 +351,10 @@ pub fn vm_test(opts: &VmOptions) -> Result<()> {
             return Err(e);
         }
     };
-    // The host's root, read-only, for tests that run real programs (hostfs.rs).
-    if let Err(e) = hostfs::archive(&kernels).and_then(|a| Ok(initramfs::append(&initrd, &a)?)) {
+    // The host's root, read-only, for tests that run real programs (hostfs.rs), with the
+    // pinned agents (agents.rs) under /opt/agents.
+    let agents = crate::phase::timed("agents", crate::agents::ensure_all);
+    if let Err(e) = agents.and_then(|agents| hostfs::archive(&kernels, &agents)).and_then(|a| Ok(initramfs::append(&initrd, &a)?)) {
         let _ = std::fs::remove_file(&initrd);
         return Err(e.context("adding the host-root setup to the initramfs"));
     }

@@ -127,6 +127,10 @@ pub fn command(m: &Machine) -> Command {
     cmd.args(["-accel", "tcg"]).args(m.clock.qemu_args()).arg("-smp").arg(m.cpus.max(1).to_string()).arg("-m")
         .arg(format!("{}M", memory_mib(size)))
         .args(m.hostfs.map(|socket| super::hostfs::qemu_args(socket, memory_mib(size))).unwrap_or_default())
+        // The host's programs may use any instruction the host has (Claude Code's runtime
+        // needs AVX2 and dies with SIGILL on QEMU's default CPU model): every extension
+        // TCG can emulate.
+        .args(if m.hostfs.is_some() { &["-cpu", "max"][..] } else { &[] })
         .args(["-nographic", "-no-reboot", "-nic", "none"])
         .arg("-kernel")
         .arg(m.vmlinuz)
@@ -258,6 +262,9 @@ mod tests {
         let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
         let m = &args[args.iter().position(|a| a == "-m").unwrap() + 1];
         assert_eq!(m, "1024M");
+        assert!(args.windows(2).any(|w| w[0] == "-cpu" && w[1] == "max"), "the host's programs get every emulated extension");
+        let plain = command(&Machine::new(Path::new("/k"), Path::new("/i")));
+        assert!(!plain.get_args().any(|a| a == "-cpu"), "benchmarks keep QEMU's default CPU model");
         assert!(args.iter().any(|a| a == "memory-backend-memfd,id=mem,size=1024M,share=on"));
         assert!(args.iter().any(|a| a == "vhost-user-fs-pci,chardev=hostfs,tag=hostroot"));
     }
