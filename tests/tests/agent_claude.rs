@@ -77,6 +77,10 @@ fn config_for(dir: &Path, name: &str) -> String {
     for (k, _) in &paths {
         assert_eq!(replaced.iter().filter(|r| *r == k).count(), 1, "etc/pincer.toml sets {k} once");
     }
+    // The scripted model is the harness's program, not the user's: it runs in the session
+    // wherever the checkout is, a gated place such as /tmp included.
+    let harness = Path::new(MODEL).parent().unwrap_or(Path::new("/"));
+    out.push_str(&format!("[[containment.open_paths]]\npath = {:?}\nmode = \"ro\"\n", harness.to_string_lossy()));
     out
 }
 
