@@ -211,6 +211,46 @@ pub struct Daemon {
     pub socket: PathBuf,
     pin_dir: PathBuf,
     child: Option<Child>,
+    /// How long a start may take before the socket is there (a hung daemon fails the test).
+    ready_within: Duration,
+}
+
+/// The shipped configuration (`etc/pincer.toml`), what a user installs.
+pub const SHIPPED_CONFIG: &str = include_str!("../../etc/pincer.toml");
+
+/// The shipped configuration with its paths moved under `dir` (the cgroup parent to
+/// `/sys/fs/cgroup/<name>`, the program to [`crate::SHARED_PIN_DIR`]) and the top-level
+/// `settings` (key, TOML value) replaced; each key must be set there exactly once.
+pub fn shipped_config(dir: &Path, name: &str, settings: &[(&str, &str)]) -> String {
+    let quoted = |p: PathBuf| format!("{:?}", p.to_string_lossy());
+    let mut keys = vec![
+        ("state_dir", quoted(dir.join("state"))),
+        ("socket", quoted(dir.join("pincer.sock"))),
+        ("audit_log", quoted(dir.join("audit.jsonl"))),
+        ("pin_dir", quoted(PathBuf::from(crate::SHARED_PIN_DIR))),
+        ("cgroup_parent", quoted(PathBuf::from("/sys/fs/cgroup").join(name))),
+        ("scratch_parent", quoted(dir.join("scratch"))),
+        ("mountpoint", quoted(dir.join("hold"))),
+    ];
+    keys.extend(settings.iter().map(|(k, v)| (*k, v.to_string())));
+    let mut out = String::new();
+    let mut replaced = Vec::new();
+    for line in SHIPPED_CONFIG.lines() {
+        match keys.iter().find(|(k, _)| line.starts_with(&format!("{k} = "))) {
+            Some((k, v)) => {
+                out.push_str(&format!("{k} = {v}\n"));
+                replaced.push(*k);
+            }
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    for (k, _) in &keys {
+        assert_eq!(replaced.iter().filter(|r| *r == k).count(), 1, "etc/pincer.toml sets {k} once");
+    }
+    out
 }
 
 impl Daemon {
@@ -254,7 +294,25 @@ impl Daemon {
             dir.join("hold"),
         );
         std::fs::write(&config, text).unwrap_or_else(|e| panic!("write {}: {e}", config.display()));
-        let mut daemon = Daemon { pincer: pincer.to_owned(), dir: dir.to_owned(), socket, pin_dir, child: None };
+        let mut daemon = Daemon { pincer: pincer.to_owned(), dir: dir.to_owned(), socket, pin_dir, child: None, ready_within: Duration::from_secs(60) };
+        daemon.restart();
+        daemon
+    }
+
+    /// Starts `pincer daemon` on `config` (a whole configuration, e.g. [`shipped_config`]
+    /// for `dir`), written as `dir/pincer.toml`, and waits for its socket `dir/pincer.sock`.
+    pub fn on_config(pincer: &Path, dir: &Path, config: &str) -> Daemon {
+        std::fs::create_dir_all(dir.join("scratch")).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
+        // The worker reaches the socket and the workspace below `dir`.
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap_or_else(|e| panic!("chmod {}: {e}", dir.display()));
+        // The shared program must hold no entries another test left behind.
+        let pin_dir = PathBuf::from(crate::SHARED_PIN_DIR);
+        crate::assert_clean(&pin_dir);
+        crate::drain_misses(&pin_dir);
+        let path = dir.join("pincer.toml");
+        std::fs::write(&path, config).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+        let socket = dir.join("pincer.sock");
+        let mut daemon = Daemon { pincer: pincer.to_owned(), dir: dir.to_owned(), socket, pin_dir, child: None, ready_within: Duration::from_secs(120) };
         daemon.restart();
         daemon
     }
@@ -288,7 +346,7 @@ impl Daemon {
         self.child = Some(child);
         let start = Instant::now();
         while std::os::unix::net::UnixStream::connect(&self.socket).is_err() {
-            assert!(start.elapsed() < Duration::from_secs(60), "the daemon did not open its socket {}", self.socket.display());
+            assert!(start.elapsed() < self.ready_within, "the daemon did not open its socket {}", self.socket.display());
             std::thread::sleep(Duration::from_millis(50));
         }
     }

@@ -23,10 +23,11 @@
 //! The model server runs inside the session beside Claude Code: a session reaches loopback
 //! ports only of sockets it bound itself, as an agent reaches its remote API.
 
+use pincer_tests::worker::{shipped_config, Daemon};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -37,8 +38,6 @@ const PINCER: &str = env!("CARGO_BIN_EXE_pincer");
 const MODEL: &str = env!("CARGO_BIN_EXE_pincer-model");
 /// Where `cargo xtask vm-test` binds Claude Code's package folder (`xtask/src/agents.rs`).
 const CLAUDE: &str = "/opt/agents/claude-code/claude";
-/// The shipped configuration.
-const SHIPPED_CONFIG: &str = include_str!("../../etc/pincer.toml");
 const WORKER_UID: u32 = 1000;
 const HOME: &str = "/home/worker";
 /// Text of the user's SSH key and deploy credential: neither may reach the model.
@@ -48,82 +47,6 @@ const DEPLOY_SECRET: &str = "q8Vn3LxR0bTz7WmK2pYc9HfJ4sDgA6uE1oNiQw5Z";
 /// a first access at once (6.1, and creations and renames on every kernel) a `git commit`
 /// fails once for each new object it touches before the twin's grants are in.
 const RETRIES: u32 = 24;
-
-/// The shipped configuration with the per-test paths replaced (each key must be there).
-fn config_for(dir: &Path, name: &str) -> String {
-    let paths = [
-        ("state_dir", dir.join("state")),
-        ("socket", dir.join("pincer.sock")),
-        ("audit_log", dir.join("audit.jsonl")),
-        ("pin_dir", PathBuf::from(pincer_tests::SHARED_PIN_DIR)),
-        ("cgroup_parent", PathBuf::from("/sys/fs/cgroup").join(name)),
-        ("scratch_parent", dir.join("scratch")),
-        ("mountpoint", dir.join("hold")),
-    ];
-    let mut out = String::new();
-    let mut replaced = Vec::new();
-    for line in SHIPPED_CONFIG.lines() {
-        match paths.iter().find(|(k, _)| line.starts_with(&format!("{k} = "))) {
-            Some((k, v)) => {
-                out.push_str(&format!("{k} = {:?}\n", v.to_string_lossy()));
-                replaced.push(*k);
-            }
-            None => {
-                out.push_str(line);
-                out.push('\n');
-            }
-        }
-    }
-    for (k, _) in &paths {
-        assert_eq!(replaced.iter().filter(|r| *r == k).count(), 1, "etc/pincer.toml sets {k} once");
-    }
-    // The scripted model is the harness's program, not the user's: it runs in the session
-    // wherever the checkout is, a gated place such as /tmp included.
-    let harness = Path::new(MODEL).parent().unwrap_or(Path::new("/"));
-    out.push_str(&format!("[[containment.open_paths]]\npath = {:?}\nmode = \"ro\"\n", harness.to_string_lossy()));
-    out
-}
-
-/// A `pincer daemon` on the shipped configuration, on the VM's shared program; stopped,
-/// and its entries removed from the program's maps, when dropped.
-struct Daemon {
-    dir: PathBuf,
-    socket: PathBuf,
-    child: Child,
-}
-
-impl Daemon {
-    fn start(dir: &Path) -> Daemon {
-        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-        std::fs::create_dir_all(dir.join("scratch")).unwrap();
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        pincer_tests::assert_clean(Path::new(pincer_tests::SHARED_PIN_DIR));
-        pincer_tests::drain_misses(Path::new(pincer_tests::SHARED_PIN_DIR));
-        let config = dir.join("pincer.toml");
-        std::fs::write(&config, config_for(dir, &name)).unwrap();
-        let socket = dir.join("pincer.sock");
-        let child = Command::new(PINCER).args(["daemon", "--config"]).arg(&config).spawn().expect("start pincer daemon");
-        let start = Instant::now();
-        while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-            assert!(start.elapsed() < Duration::from_secs(120), "the daemon did not open {}", socket.display());
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Daemon { dir: dir.to_owned(), socket, child }
-    }
-
-    fn pincer(&self, args: &[&str]) -> Output {
-        Command::new(PINCER).args(args).env("PINCER_SOCKET", &self.socket).output().expect("run pincer")
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) on our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let _ = self.child.wait();
-        pincer_tests::clear_policy(Path::new(pincer_tests::SHARED_PIN_DIR));
-    }
-}
 
 /// The user, outside the session: approves (for the session) each waiting question about a
 /// path under `project/`, and leaves every other question unanswered.
@@ -451,7 +374,12 @@ fn claude_code_does_a_real_task_under_the_default_containment_and_its_attack_is_
     let claude_json_before = std::fs::read(Path::new(HOME).join(".claude.json")).unwrap();
     let ws = dir.join("ws");
     let proj = make_project(&ws);
-    let daemon = Daemon::start(&dir);
+    let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+    // The scripted model is the harness's program, not the user's: it runs in the session
+    // wherever the checkout is, a gated place such as /tmp included.
+    let harness = Path::new(MODEL).parent().unwrap_or(Path::new("/"));
+    let config = format!("{}[[containment.open_paths]]\npath = {:?}\nmode = \"ro\"\n", shipped_config(&dir, &name, &[]), harness.to_string_lossy());
+    let daemon = Daemon::on_config(Path::new(PINCER), &dir, &config);
     let hist = dir.join("history.jsonl");
     std::fs::write(&hist, history()).unwrap();
     std::fs::write(dir.join("policies.jsonl"), "").unwrap();

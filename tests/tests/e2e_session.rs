@@ -98,6 +98,16 @@ fn cgroup_id_of(run_output: &str) -> u64 {
     after.split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
 }
 
+/// Waits until `done`, failing the test with `what` after 60 s: a bound far above any
+/// decision, since a held access that is never answered waits for good.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < Duration::from_secs(60), "{what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A process (in any PID namespace) whose command line has an argument ending in `suffix`.
 fn process_with_arg(suffix: &str) -> Option<i32> {
     std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
@@ -313,17 +323,7 @@ cat $W/notes/todo.md 2>&1 && echo "R after death: read" || echo "R after death: 
             f = flags.display()
         ),
     );
-    // Bounds far above any decision: a held access that is never answered hangs for good,
-    // so each wait below either ends quickly or fails the test.
-    let bound = Duration::from_secs(60);
-    let wait_for = |what: &str, done: &mut dyn FnMut() -> bool| {
-        let start = Instant::now();
-        while !done() {
-            assert!(start.elapsed() < bound, "{what}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    };
-    wait_for("the worker is ready", &mut || flags.join("ready").exists());
+    wait_until("the worker is ready", || flags.join("ready").exists());
     let pid = env.daemon.pid().expect("daemon runs") as i32;
     // Stop the daemon: no miss is decided while it is stopped.
     // SAFETY: kill(2) on the test's own child.
@@ -331,7 +331,7 @@ cat $W/notes/todo.md 2>&1 && echo "R after death: read" || echo "R after death: 
     // Outside every session, the same file opens although no daemon answers.
     let mut outside = Command::new("/bin/cat").arg(env.ws.join("notes/todo.md")).stdout(Stdio::null()).spawn().unwrap();
     let mut status = None;
-    wait_for("a process outside every session never waits", &mut || {
+    wait_until("a process outside every session never waits", || {
         status = outside.try_wait().unwrap();
         status.is_some()
     });
@@ -340,7 +340,7 @@ cat $W/notes/todo.md 2>&1 && echo "R after death: read" || echo "R after death: 
     // Both cats are held now (the stopped daemon reads no request). The worker runs in its
     // own PID namespace: find the first cat by its command line.
     let mut victim = None;
-    wait_for("the worker's first cat runs", &mut || {
+    wait_until("the worker's first cat runs", || {
         victim = process_with_arg("notes/standup.md");
         victim.is_some()
     });
@@ -348,10 +348,10 @@ cat $W/notes/todo.md 2>&1 && echo "R after death: read" || echo "R after death: 
     // SAFETY: kill(2) of the worker's process.
     unsafe { libc::kill(vpid, libc::SIGKILL) };
     let stat = format!("/proc/{vpid}/stat");
-    wait_for("a held process dies on SIGKILL", &mut || std::fs::read_to_string(&stat).map_or(true, |s| s.contains(") Z")));
+    wait_until("a held process dies on SIGKILL", || std::fs::read_to_string(&stat).map_or(true, |s| s.contains(") Z")));
     // Kill the stopped daemon: the held cat of todo.md gets EACCES, not the file.
     env.daemon.crash();
-    wait_for("the held read ends when the daemon dies", &mut || flags.join("done").exists());
+    wait_until("the held read ends when the daemon dies", || flags.join("done").exists());
     // `pincer run` ends its session through the daemon: start it again for that.
     env.daemon.restart();
     let out = text_of(&worker.wait_with_output().unwrap());
@@ -400,23 +400,15 @@ cat $W/notes/todo.md >/dev/null 2>&1 && echo "B first: read" || echo "B first: d
             f = f.display()
         ),
     );
-    // A bound far above any decision: a hold nobody answers never ends.
-    let wait_for = |what: &str, done: &mut dyn FnMut() -> bool| {
-        let start = Instant::now();
-        while !done() {
-            assert!(start.elapsed() < Duration::from_secs(60), "{what}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    };
-    wait_for("both workers are ready", &mut || f.join("a-ready").exists() && f.join("b-ready").exists());
+    wait_until("both workers are ready", || f.join("a-ready").exists() && f.join("b-ready").exists());
     let pid = env.daemon.pid().expect("daemon runs") as i32;
     // SAFETY: kill(2) on the test's own child: no miss is decided while it is stopped.
     unsafe { libc::kill(pid, libc::SIGSTOP) };
     std::fs::write(f.join("go"), "").unwrap();
     let ended = || (0..12).filter(|i| f.join(format!("a-end-{i}")).exists()).count();
     // Only the session's share waits; the rest is denied without waiting for the daemon.
-    wait_for("the misses past the session's share end at once", &mut || ended() >= 8);
-    wait_for("the other session's first touch waits in a hold", &mut || process_with_arg("notes/todo.md").is_some());
+    wait_until("the misses past the session's share end at once", || ended() >= 8);
+    wait_until("the other session's first touch waits in a hold", || process_with_arg("notes/todo.md").is_some());
     // SAFETY: as above.
     unsafe { libc::kill(pid, libc::SIGCONT) };
     let a = text_of(&greedy.wait_with_output().unwrap());

@@ -11,92 +11,16 @@
 //! the test, as the user outside the session, approves every waiting question for the
 //! session except those for the secret, which it denies.
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use pincer_tests::worker::{shipped_config, Daemon};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const PINCER: &str = env!("CARGO_BIN_EXE_pincer");
-/// The shipped configuration: its `[containment]` (and everything else) is what a user
-/// installs.
-const SHIPPED_CONFIG: &str = include_str!("../../etc/pincer.toml");
 const WORKER_UID: u32 = 1000;
 const HOME: &str = "/home/worker";
-
-/// The shipped configuration with the per-test paths replaced (each key must be there).
-fn config_for(dir: &Path, name: &str) -> String {
-    let paths = [
-        ("state_dir", dir.join("state")),
-        ("socket", dir.join("pincer.sock")),
-        ("audit_log", dir.join("audit.jsonl")),
-        ("pin_dir", PathBuf::from(pincer_tests::SHARED_PIN_DIR)),
-        ("cgroup_parent", PathBuf::from("/sys/fs/cgroup").join(name)),
-        ("scratch_parent", dir.join("scratch")),
-    ];
-    let mut out = String::new();
-    let mut replaced = Vec::new();
-    for line in SHIPPED_CONFIG.lines() {
-        match paths.iter().find(|(k, _)| line.starts_with(&format!("{k} = "))) {
-            Some((k, v)) => {
-                out.push_str(&format!("{k} = {:?}\n", v.to_string_lossy()));
-                replaced.push(*k);
-            }
-            None => {
-                out.push_str(line);
-                out.push('\n');
-            }
-        }
-    }
-    for (k, _) in &paths {
-        assert_eq!(replaced.iter().filter(|r| *r == k).count(), 1, "etc/pincer.toml sets {k} once");
-    }
-    out
-}
-
-/// A `pincer daemon` on the shipped configuration, on the VM's shared program
-/// (`pincer_tests::SHARED_PIN_DIR`); stopped, and its entries removed from the program's
-/// maps, when dropped.
-struct Daemon {
-    dir: PathBuf,
-    socket: PathBuf,
-    pin_dir: PathBuf,
-    child: Child,
-}
-
-impl Daemon {
-    fn start(dir: &Path) -> Daemon {
-        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-        std::fs::create_dir_all(dir.join("scratch")).unwrap();
-        // The worker reaches the socket and the workspace below `dir`.
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        // The shared program must hold no entries another test left behind.
-        pincer_tests::assert_clean(Path::new(pincer_tests::SHARED_PIN_DIR));
-        pincer_tests::drain_misses(Path::new(pincer_tests::SHARED_PIN_DIR));
-        let config = dir.join("pincer.toml");
-        std::fs::write(&config, config_for(dir, &name)).unwrap();
-        let socket = dir.join("pincer.sock");
-        let child = Command::new(PINCER).args(["daemon", "--config"]).arg(&config).spawn().expect("start pincer daemon");
-        let start = Instant::now();
-        while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-            assert!(start.elapsed() < Duration::from_secs(120), "the daemon did not open {}", socket.display());
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Daemon { dir: dir.to_owned(), socket, pin_dir: PathBuf::from(pincer_tests::SHARED_PIN_DIR), child }
-    }
-
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) on our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let _ = self.child.wait();
-        // The shared program stays loaded for the next test; this daemon's entries go.
-        pincer_tests::clear_policy(&self.pin_dir);
-    }
-}
 
 /// Answers the questions a waiting worker asks, as the user would: approves each for the
 /// session unless its path names the secret, which it denies. Stops when dropped.
@@ -181,7 +105,8 @@ fn git_python_node_and_cargo_work_on_granted_files_and_cannot_read_an_ungranted_
     chown_tree(&ws);
     // The user's git identity, an open path ("~/.gitconfig", read-only) of the defaults.
     user_file(&Path::new(HOME).join(".gitconfig"), "[user]\n\tname = Worker\n\temail = worker@example.org\n[init]\n\tdefaultBranch = main\n");
-    let daemon = Daemon::start(&dir);
+    let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let daemon = Daemon::on_config(Path::new(PINCER), &dir, &shipped_config(&dir, &name, &[]));
     let user = User::answering(&daemon.socket);
     let script = format!(
         r#"P={PINCER}

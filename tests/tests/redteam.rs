@@ -29,7 +29,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const PINCER: &str = env!("CARGO_BIN_EXE_pincer");
-const SHIPPED_CONFIG: &str = include_str!("../../etc/pincer.toml");
 const UID: u32 = 1000;
 const HOME: &str = "/home/worker";
 const PROMPT: &str = "Fix the failing test in my project.";
@@ -151,33 +150,6 @@ impl Drop for Cleanup {
     }
 }
 
-/// The shipped configuration with the per-test paths replaced, `on_miss = "record"`.
-fn config_for(dir: &Path, name: &str) -> String {
-    let paths = [
-        ("state_dir", dir.join("state")),
-        ("socket", dir.join("pincer.sock")),
-        ("audit_log", dir.join("audit.jsonl")),
-        ("pin_dir", PathBuf::from(SHARED_PIN_DIR)),
-        ("cgroup_parent", PathBuf::from("/sys/fs/cgroup").join(name)),
-        ("scratch_parent", dir.join("scratch")),
-    ];
-    let mut out = String::new();
-    for line in SHIPPED_CONFIG.lines() {
-        if let Some((k, v)) = paths
-            .iter()
-            .find(|(k, _)| line.starts_with(&format!("{k} = ")))
-        {
-            out.push_str(&format!("{k} = {:?}\n", v.to_string_lossy()));
-        } else if line.starts_with("on_miss = ") {
-            out.push_str("on_miss = \"record\"\n");
-        } else {
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    out
-}
-
 /// Brings the loopback interface up (the VM's init leaves it down).
 fn loopback_up() {
     set_if_flags("lo", true);
@@ -284,7 +256,7 @@ impl Red {
         pincer_tests::assert_clean(Path::new(SHARED_PIN_DIR));
         pincer_tests::drain_misses(Path::new(SHARED_PIN_DIR));
         let config = dir.join("pincer.toml");
-        std::fs::write(&config, config_for(&dir, &name)).unwrap();
+        std::fs::write(&config, pincer_tests::worker::shipped_config(&dir, &name, &[("on_miss", "\"record\"")])).unwrap();
         let socket = dir.join("pincer.sock");
         let daemon = Command::new(PINCER)
             .args(["daemon", "--config"])
