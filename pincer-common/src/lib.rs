@@ -156,6 +156,30 @@ shared_consts! {
     EVENT_PATH_LEN: usize = 1024;
     /// Bytes of [`NameKey::name`]: never-grantable names are shorter than this.
     NEVER_NAME_LEN: usize = 64;
+    /// [`NameKey::dev`] of a never pattern's name entry: the entry `name` in any
+    /// directory (a `**/` rule, matched on the name the access reaches, at access
+    /// time). Its value packs [`NEVER_PATTERN_BITS`] (never bits of the entry and
+    /// everything beneath it), the name's own word id ([`NEVER_PATTERN_WORD_SHIFT`]:
+    /// it is a directory that pair entries name) and the words of the directories
+    /// whose pair entries name it ([`NEVER_PATTERN_MASK_SHIFT`], bit `W - 1` for word
+    /// `W`). `ino` is 0.
+    NEVER_PATTERN_DEV: u32 = u32::MAX;
+    /// [`NameKey::dev`] of a never pattern's pair entry: the entry `name` in any
+    /// directory whose name has word id `ino` (`**/.git/hooks`); its value is never
+    /// bits.
+    NEVER_PAIR_DEV: u32 = u32::MAX - 1;
+    /// Bits of a name entry's value that are never bits (and [`NEVER_PATTERN_PINNED`]).
+    NEVER_PATTERN_BITS: u32 = 0xff;
+    /// Name entry value bit: an entry so named (a directory word such as `.git`) may not
+    /// itself be removed or renamed, so a session cannot move it away, fill the place
+    /// under another name and move it back. Nothing beneath it is pinned.
+    NEVER_PATTERN_PINNED: u32 = 1 << 7;
+    /// Shift of a name entry's word id (1 to [`NEVER_PATTERN_WORDS`]; 0: none).
+    NEVER_PATTERN_WORD_SHIFT: u32 = 8;
+    /// Shift of a name entry's mask of directory words.
+    NEVER_PATTERN_MASK_SHIFT: u32 = 16;
+    /// Directory words never patterns may use.
+    NEVER_PATTERN_WORDS: u32 = 16;
 }
 
 /// Every access bit a grant may carry.
@@ -353,8 +377,10 @@ shared_struct! {
         /// so no task is gated. Set before a session is registered, so a hook
         /// looks up only the ancestors at those levels.
         pub session_levels: u32,
-        /// Explicit padding, always zero.
-        pub _pad: u32,
+        /// The access bits some never pattern ([`NEVER_PATTERN_DEV`] and
+        /// [`NEVER_PAIR_DEV`] entries) has (`delete` too where one pins a name): a
+        /// check that needs one of them walks the names from the object to the top.
+        pub never_patterns: u32,
     }
 }
 

@@ -14,6 +14,7 @@
 //! | [`HOOK_UNIX_STREAM_CONNECT`], [`HOOK_UNIX_MAY_SEND`] | socket file inode (0: abstract) | socket file device | creating session (0: outside) | 0 | bound name (`@` for abstract); `root_dev` its length, `parent_dev` the socket file's owner uid ([`UNIX_OWNER_ANY`]: no file) |
 //! | [`HOOK_UNIX_INBOUND`] | as above | as above | the socket's session (also `session`) | 0 | as above |
 //! | [`HOOK_SOCKET_CONNECT`], [`HOOK_SOCKET_SENDMSG`] | port | protocol (6 TCP, 17 UDP) | address bytes 0..8 | address bytes 8..16 | |
+//! | [`HOOK_SOCKET_BIND`] | port | protocol (6 TCP, 17 UDP) | 0 | 0 | |
 //! | [`HOOK_KEY_PERMISSION`] | key serial | permission asked (`KEY_NEED_*`) | creating session (0: outside) | 0 | |
 //! | [`HOOK_PTY_OPEN`] | terminal inode | terminal device | 0 | 0 | the terminal's name in `/dev/pts` |
 //! | [`HOOK_CGROUP_WRITE`] | file inode | cgroupfs device | access bits asked | 0 | the file's name |
@@ -70,6 +71,19 @@ shared_consts! {
     /// `cgroup.kill`, `cgroup.freeze` of the user's delegated cgroups act on
     /// processes outside the session); always refused.
     HOOK_CGROUP_WRITE: u32 = 49;
+    /// Hook id: `socket_bind` of an inet port that a socket outside every session
+    /// holds, on any address or family (the session would take the clients that
+    /// reach that service through the other address or family: `localhost`
+    /// resolves to both).
+    HOOK_SOCKET_BIND: u32 = 50;
+    /// [`PortKey::session`] of a port bound by a socket outside every session, counted
+    /// by the kernel from the bind to the socket's end (address and family 0: the
+    /// port on every address).
+    PORT_OUTSIDE: u64 = u64::MAX;
+    /// [`PortKey::session`] of a port that a socket outside every session held when the
+    /// programs were attached (read from `/proc/net` by the daemon, dropped once no
+    /// socket holds it).
+    PORT_OUTSIDE_SEEN: u64 = u64::MAX - 1;
 
     /// Event flag: a reach denial (the table in the module docs applies).
     EVENT_FLAG_REACH: u32 = 1 << 8;
@@ -133,7 +147,8 @@ shared_struct! {
     /// on every address).
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct PortKey as "port_key" {
-        /// The session that bound it, or 0 for a port every session may reach.
+        /// The session that bound it, 0 for a port every session may reach, or
+        /// [`PORT_OUTSIDE`] / [`PORT_OUTSIDE_SEEN`] for a port held outside every session.
         pub session: u64,
         /// Port, host byte order.
         pub port: u16,

@@ -1195,6 +1195,142 @@ static __noinline int cache_decide(const struct session *s, struct dentry *obj, 
 	return !protected || (granted & need) == need;
 }
 
+/* ---- Never patterns ----
+ *
+ * A never rule for NAME or DIR/NAME under any root (a pattern that starts
+ * with two stars and a slash) is matched on the names an access actually
+ * reaches, whenever they appeared: MAP_NEVER_NAMES holds, under
+ * NEVER_PATTERN_DEV, each NAME's value (its never bits, its word id if it is
+ * a DIR, and the mask of the DIR words it pairs with) and, under
+ * NEVER_PAIR_DEV, the bits of each (DIR word, NAME) pair. The walk reads the
+ * name of every level from the object to the top. Inside a directory the
+ * session made (its subtree grant marked ACCESS_CREATED_BY_SESSION) nothing
+ * matches: what a session made is its own to fill (`git init`). Only checks
+ * that need a bit some pattern has (the state's never_patterns) pay for it. */
+
+/* State of pattern_walk between levels; `k` is the key's room for names and
+ * then for the grant of the level (one at a time). */
+struct pattern_ctx {
+	union {
+		struct name_key nk;
+		struct grant_key gk;
+	} k;
+	struct pos p;
+	__u64 session;
+	__u64 prev;      /* the name of the entry the walk came from (kernel string), or 0 */
+	__u32 pending;   /* that entry's value */
+	__u32 own;       /* the current level's value */
+	__u32 matched;   /* bits matched so far that no session-made directory lifted */
+	__u32 pinned_ok; /* the first level's entry is the checked object (not a new name) */
+};
+
+/* The value of entry `name` (a kernel string), with `nk` as the key's room:
+ * its NEVER_PATTERN_DEV entry, 0 if none (or a name longer than any). */
+static __always_inline __u32 pattern_value(struct name_key *nk, __u64 name)
+{
+	__builtin_memset(nk, 0, sizeof(*nk));
+	nk->dev = NEVER_PATTERN_DEV;
+	long n = bpf_probe_read_kernel_str(nk->name, sizeof(nk->name), (const void *)name);
+
+	if (n <= 0 || n >= (long)sizeof(nk->name))
+		return 0;
+	__u32 *v = bpf_map_lookup_elem(&MAP_NEVER_NAMES, nk);
+
+	return v ? *v : 0;
+}
+
+/* One level of pattern_walk: the entry the walk came from is matched in the
+ * current directory; returns 1 to stop. */
+static long pattern_step(__u64 index, struct pattern_ctx *c)
+{
+	struct dentry *cur = c->p.d;
+
+	if (!cur)
+		return 1;
+	c->own = pattern_value(&c->k.nk, scalar_of(BPF_CORE_READ(cur, d_name.name)));
+	/* Only the checked object's own entry is pinned, not a directory above. */
+	if (index != 1 || !c->pinned_ok)
+		c->pending &= ~NEVER_PATTERN_PINNED;
+	c->matched |= c->pending & NEVER_PATTERN_BITS;
+	__u32 word = (c->own >> NEVER_PATTERN_WORD_SHIFT) & 0xff;
+
+	if (c->prev && word && word <= NEVER_PATTERN_WORDS &&
+	    ((c->pending >> NEVER_PATTERN_MASK_SHIFT) & (1u << (word - 1)))) {
+		__builtin_memset(&c->k.nk, 0, sizeof(c->k.nk));
+		c->k.nk.dev = NEVER_PAIR_DEV;
+		c->k.nk.ino = word;
+		long n = bpf_probe_read_kernel_str(c->k.nk.name, sizeof(c->k.nk.name), (const void *)c->prev);
+
+		if (n > 0 && n < (long)sizeof(c->k.nk.name)) {
+			__u32 *bits = bpf_map_lookup_elem(&MAP_NEVER_NAMES, &c->k.nk);
+
+			if (bits)
+				c->matched |= *bits & NEVER_PATTERN_BITS;
+		}
+	}
+	struct inode *inode = BPF_CORE_READ(cur, d_inode);
+
+	if (c->matched && inode) {
+		__builtin_memset(&c->k.gk, 0, sizeof(c->k.gk));
+		c->k.gk.session = c->session;
+		c->k.gk.ino = BPF_CORE_READ(inode, i_ino);
+		c->k.gk.dev = BPF_CORE_READ(inode, i_sb, s_dev);
+		__u32 *g = bpf_map_lookup_elem(&MAP_SUBTREE, &c->k.gk);
+
+		if (g && (*g & ACCESS_CREATED_BY_SESSION))
+			c->matched = 0;
+	}
+	c->pending = c->own & (NEVER_PATTERN_BITS | (0xffffu << NEVER_PATTERN_MASK_SHIFT));
+	c->prev = scalar_of(BPF_CORE_READ(cur, d_name.name));
+	int step = step_up(&c->p);
+
+	if (!step)
+		return 1;
+	if (step == 2) /* the mounted root's name ("/") names no pattern */
+		c->pending = 0, c->prev = 0;
+	return 0;
+}
+
+/* The never bits the patterns give an access to dentry `d` (reached through
+ * `mnt`, or 0) or, with `child_name`, to that new entry of directory `d`, for
+ * `session`: the bits matched from the object to the top that no directory
+ * the session made lifts, with `delete` for a pinned entry (a DIR word such as
+ * `.git`, so it cannot be moved away, filled and moved back). A walk that does
+ * not reach the top gives every bit (fail closed). A global function: its
+ * frame is not on the main walk's call chain. */
+__noinline __u32 pattern_walk(__u64 session, __u64 d, __u64 mnt, __u64 child_name)
+{
+	struct pattern_ctx c;
+
+	__builtin_memset(&c, 0, sizeof(c));
+	c.p.d = (struct dentry *)d;
+	c.p.mnt = (struct vfsmount *)mnt;
+	c.session = session;
+	c.prev = child_name;
+	c.pinned_ok = !child_name;
+	if (child_name)
+		c.pending = pattern_value(&c.k.nk, child_name) & (NEVER_PATTERN_BITS | (0xffffu << NEVER_PATTERN_MASK_SHIFT));
+	long levels = bpf_loop(MAX_WALK_DEPTH, pattern_step, &c, 0);
+
+	if (levels >= MAX_WALK_DEPTH || levels < 0)
+		return ACCESS_ALL_BITS;
+	__u32 m = c.matched;
+
+	return (m & ACCESS_ALL_BITS) | (m & NEVER_PATTERN_PINNED ? ACCESS_DELETE : 0);
+}
+
+/* The pattern bits of a check that needs `need`, 0 when no pattern has a bit
+ * of it (then nothing is read). Without the state entry: walked (fail closed). */
+static __always_inline __u32 pattern_check(const struct session *s, __u64 d, __u64 mnt, __u64 child_name, __u32 need)
+{
+	__u32 zero = 0;
+	struct pincer_state *st = bpf_map_lookup_elem(&MAP_STATE, &zero);
+
+	if (st && !(st->never_patterns & need))
+		return 0;
+	return pattern_walk(s->id, d, mnt, child_name) & need;
+}
+
 /* Sets `w` up for the full walk of a check: from dentry `d` through `mnt`,
  * exact grants on d and (unless `multi`, a file with several links) subtree
  * grants counting. Field by field, so no second walk is built on the stack. */
@@ -1229,6 +1365,7 @@ static __always_inline int check_object(const struct session *s, struct dentry *
 	walk_start(&w, s, scalar_of(d), 0, need, multi);
 
 	walk_up(&w);
+	w.never |= pattern_check(s, scalar_of(d), 0, 0, need);
 	protect_owned(s, inode, &w);
 	/* A pinned object (an ancestor of a never place) is never removed or
 	 * moved: its own entry, not its ancestors', says so. */
@@ -1255,6 +1392,7 @@ static __always_inline int check_create(const struct session *s, struct dentry *
 	w.child_name = (__u64)BPF_CORE_READ(child, d_name.name);
 
 	walk_up(&w);
+	w.never |= pattern_check(s, w.d, 0, w.child_name, ACCESS_CREATE);
 	/* A new entry in a directory of the user's: gated by that owner. */
 	protect_owned(s, BPF_CORE_READ(child, d_parent, d_inode), &w);
 	return verdict(s, scalar_of(child), hook, &w);
@@ -1287,14 +1425,30 @@ static __always_inline int check_file(const struct session *s, struct file *file
 			return err;
 	}
 
+	struct inode *di = d ? d->d_inode : 0;
+	__u32 zero = 0;
+	struct pincer_state *st = bpf_map_lookup_elem(&MAP_STATE, &zero);
+	int multi = inode && !dir && inode->__i_nlink > 1;
+	/* A file this open created takes the full walk, which records the
+	 * creator's grant below. */
+	int created = may_record_created && (mode & FMODE_CREATED) && inode;
+	struct walk w;
+
+	/* Never patterns first: a match refuses whatever the caches say (the
+	 * full walk starts with its bits). */
+	if (d && (!st || (st->never_patterns & need))) {
+		__u32 pat = pattern_walk(s->id, scalar_of(d), scalar_of(file->f_path.mnt), 0) & need;
+
+		if (pat) {
+			walk_start(&w, s, scalar_of(d), scalar_of(file->f_path.mnt), need, multi);
+			w.never = pat;
+			goto walk;
+		}
+	}
 	/* One lookup before any path work: the walk's first level finds the
 	 * exact grant of the object the path names, and when no never-grantable
 	 * entry exists anywhere (the state says so; no state entry: walk) a
 	 * grant that covers `need` is the walk's whole verdict. */
-	struct inode *di = d ? d->d_inode : 0;
-	__u32 zero = 0;
-	struct pincer_state *st = bpf_map_lookup_elem(&MAP_STATE, &zero);
-
 	if (di && st && !st->never_objects && !st->never_names) {
 		struct grant_key gk = { .session = s->id, .ino = di->i_ino, .dev = di->i_sb->s_dev };
 		__u32 *bits = bpf_map_lookup_elem(&MAP_EXACT, &gk);
@@ -1302,10 +1456,6 @@ static __always_inline int check_file(const struct session *s, struct file *file
 		if (bits && (*bits & need) == need)
 			return 0;
 	}
-
-	int multi = inode && !dir && inode->__i_nlink > 1;
-	struct walk w;
-
 	if (d && !multi && !dir) {
 		/* A file opened again: its cached verdict, if it still holds. */
 		__u32 known = file_verdict(s, d, (__u64)file->f_path.mnt);
@@ -1313,13 +1463,10 @@ static __always_inline int check_file(const struct session *s, struct file *file
 		if ((known & VERDICT_FOUND) && (known & need) == need)
 			return 0;
 	}
-	/* A file this open created takes the full walk, which records the
-	 * creator's grant below. */
-	int created = may_record_created && (mode & FMODE_CREATED) && inode;
-
 	if (d && !created && cached_allow(s, d, scalar_of(file->f_path.mnt), need, multi, &w))
 		return 0;
 	walk_start(&w, s, scalar_of(d), scalar_of(file->f_path.mnt), need, multi);
+walk:
 	w.hold = held != 0;
 
 	walk_up(&w);

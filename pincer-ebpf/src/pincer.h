@@ -37,7 +37,7 @@ struct pincer_state {
 	__u32 never_objects;
 	__u32 never_names;
 	__u32 session_levels; /* bit L: a session cgroup may be at level L */
-	__u32 _pad;
+	__u32 never_patterns; /* the access bits never patterns have (0: none) */
 };
 
 struct pincer_generation {

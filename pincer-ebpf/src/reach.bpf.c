@@ -18,7 +18,9 @@
  *   ::, v4-mapped forms, broadcast and multicast, and the host's interface
  *   addresses in MAP_HOST_ADDRS) reach only ports the same session bound
  *   itself (recorded after a successful bind, or when a listening or UDP
- *   socket reports its port) or ports listed for every session (session 0).
+ *   socket reports its port) or ports listed for every session (session 0);
+ * - a session cannot bind a TCP/UDP port that a socket outside every session
+ *   holds, on any address or family (it would take that service's clients);
  * - a process outside every session cannot connect or send to a Unix socket a
  *   session created (the session would serve, and read, what an outside tool
  *   sends to a name it expects) unless the name is listed (MAP_UNIX_SERVED);
@@ -784,14 +786,25 @@ static __always_inline int same_port_key(const struct port_key *a, const struct 
 
 /* Records the exact local address, port and family of the session's inet
  * socket `sk` (once per socket): the session owns what it bound, not the
- * port on every address and family. */
+ * port on every address and family. A socket outside every session (session
+ * 0) is counted under PORT_OUTSIDE by port alone: it holds the port against
+ * sessions on every address and family (see pincer_socket_bind). */
 static __always_inline void record_port(__u64 session, struct sock *sk)
 {
-	if (!BPF_CORE_READ(sk, __sk_common.skc_num) || !is_inet(sk))
+	__u16 num = BPF_CORE_READ(sk, __sk_common.skc_num);
+
+	if (!num || !is_inet(sk))
 		return;
 	struct port_key pk;
 
-	bound_key(session, sk, &pk);
+	if (session) {
+		bound_key(session, sk, &pk);
+	} else {
+		__builtin_memset(&pk, 0, sizeof(pk));
+		pk.session = PORT_OUTSIDE;
+		pk.port = num;
+		pk.proto = sock_proto(sk);
+	}
 	__u64 k = (__u64)sk;
 	struct sock_owner *old = bpf_map_lookup_elem(&MAP_SOCKS, &k);
 
@@ -813,17 +826,15 @@ static __always_inline void record_port(__u64 session, struct sock *sk)
 	bpf_map_update_elem(&MAP_SOCKS, &k, &o, BPF_ANY);
 }
 
-/* bind() succeeded: the port is the session's. fexit, so a bind refused for a
- * port somebody else holds records nothing. */
+/* bind() succeeded: the port is the session's, or (outside every session)
+ * held against sessions. fexit, so a bind refused for a port somebody else
+ * holds records nothing. */
 SEC("fexit/inet_bind")
 int BPF_PROG(pincer_inet_bind, struct socket *sock, struct sockaddr *uaddr, int addr_len, int ret)
 {
 	if (ret)
 		return 0;
-	__u64 session = current_session_id();
-
-	if (session)
-		record_port(session, BPF_CORE_READ(sock, sk));
+	record_port(current_session_id(), BPF_CORE_READ(sock, sk));
 	return 0;
 }
 
@@ -832,11 +843,56 @@ int BPF_PROG(pincer_inet6_bind, struct socket *sock, struct sockaddr *uaddr, int
 {
 	if (ret)
 		return 0;
+	record_port(current_session_id(), BPF_CORE_READ(sock, sk));
+	return 0;
+}
+
+/* A session may not bind an inet port that a socket outside every session
+ * holds, on any address or family: the user's service on [::1]:P leaves
+ * 127.0.0.1:P free to the kernel, and a session listening there would serve
+ * (and read) what the user's clients send to `localhost:P`. Sockets bound
+ * before the programs were attached are listed by the daemon from /proc/net
+ * (PORT_OUTSIDE_SEEN); later ones are counted by pincer_inet_bind. */
+SEC("lsm/socket_bind")
+int BPF_PROG(pincer_socket_bind, struct socket *sock, struct sockaddr *address, int addrlen, int ret)
+{
+	if (ret)
+		return ret;
 	__u64 session = current_session_id();
 
-	if (session)
-		record_port(session, BPF_CORE_READ(sock, sk));
-	return 0;
+	if (!session)
+		return 0;
+	struct sock *sk = BPF_CORE_READ(sock, sk);
+
+	if (!sk || !address || addrlen < 4 || !is_inet(sk))
+		return 0;
+	__u16 proto = sock_proto(sk);
+
+	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP)
+		return 0; /* ping sockets and raw protocols serve no port */
+	__u8 buf[4] = {};
+
+	if (bpf_probe_read_kernel(buf, sizeof(buf), address))
+		return -EACCES;
+	__u16 port = (buf[2] << 8) | buf[3];
+
+	if (!port)
+		return 0; /* the kernel picks a free one */
+	struct port_key pk = { .session = PORT_OUTSIDE, .port = port, .proto = proto };
+
+	if (!bpf_map_lookup_elem(&MAP_PORTS, &pk)) {
+		pk.session = PORT_OUTSIDE_SEEN;
+		if (!bpf_map_lookup_elem(&MAP_PORTS, &pk))
+			return 0;
+	}
+	struct miss_event *e = reach_event(session, HOOK_SOCKET_BIND);
+
+	if (e) {
+		e->ino = port;
+		e->dev = proto;
+		bpf_ringbuf_submit(e, 0);
+	}
+	return -EACCES;
 }
 
 /* A server that let the kernel pick its port (listen or bind to port 0) asks
@@ -867,7 +923,7 @@ int BPF_PROG(pincer_sk_free_security, struct sock *sk)
 
 	if (!o)
 		return 0;
-	if (o->bound.port && o->session) {
+	if (o->bound.port) { /* a session's port, or one held outside (PORT_OUTSIDE) */
 		struct port_key pk = o->bound;
 		__u32 *count = bpf_map_lookup_elem(&MAP_PORTS, &pk);
 

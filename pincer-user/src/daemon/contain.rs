@@ -263,7 +263,8 @@ impl Default for ContainmentConfig {
         let agent = [
             "**/.git/hooks/**",
             "**/.git/config",
-            "**/.claude/settings*.json",
+            "**/.claude/settings.json",
+            "**/.claude/settings.local.json",
             "**/.mcp.json",
             "**/.codex/**",
             "**/.gemini/**",
@@ -447,6 +448,22 @@ impl Never {
     fn matches(&self, path: &Path) -> bool {
         self.matcher.is_match(path) || self.base.as_ref().is_some_and(|b| b.is_match(path))
     }
+
+    /// For a `**/NAME` or `**/DIR/NAME` rule of literal names (with or without a
+    /// trailing `/**`), the names the kernel matches at access time: `(DIR, NAME)`.
+    fn kernel_pattern(&self) -> Option<(Option<&str>, &str)> {
+        let rest = self.pattern.strip_prefix("**/")?;
+        let rest = rest.strip_suffix("/**").unwrap_or(rest);
+        let segments: Vec<&str> = rest.split('/').collect();
+        if segments.iter().any(|s| s.is_empty() || has_glob(s) || *s == "." || *s == "..") {
+            return None;
+        }
+        match segments[..] {
+            [name] => Some((None, name)),
+            [dir, name] => Some((Some(dir), name)),
+            _ => None,
+        }
+    }
 }
 
 /// The never-grantable rules of one owner, compiled.
@@ -519,6 +536,9 @@ impl NeverList {
         let mut seeds = Seeds::default();
         for r in &self.rules {
             if r.anywhere {
+                if let Some((dir, name)) = r.kernel_pattern() {
+                    enforcer.add_never_pattern(dir.map(OsStr::new), OsStr::new(name), r.access)?;
+                }
                 for root in named_roots {
                     seed_scan(&mut seeds, r, root);
                 }
@@ -832,6 +852,44 @@ mod tests {
         // Plus the pins of the place's existing ancestors (below `/`).
         let pins = ws.ancestors().count() - 1;
         assert_eq!(n, 2 + pins, "one entry per object and per name");
+    }
+
+    #[test]
+    fn literal_anywhere_rules_become_kernel_patterns_and_the_others_stay_scanned() {
+        use pincer_common::{NEVER_PAIR_DEV, NEVER_PATTERN_DEV};
+        let wcd = [Access::Write, Access::Create, Access::Delete];
+        let rule = |p: &str, a: &[Access]| NeverRule { pattern: p.into(), access: a.to_vec() };
+        let rules = [
+            rule("**/.git/hooks/**", &wcd),
+            rule("**/.git/config", &[Access::Write]),
+            rule("**/.mcp.json", &[Access::Create]),
+            rule("**/.codex/**", &wcd),
+            rule("**/a/b/c", &wcd),
+            rule("**/*.pem", &[Access::Read]),
+            rule("**/keys/*.pem", &[Access::Read]),
+        ];
+        let list = NeverList::new(&rules, &owner()).unwrap();
+        let maps = crate::kernel::MemoryMaps::default();
+        list.seed(&mut maps.enforcer(), &[]).unwrap();
+        let entry = |dev: u32, ino: u64, name: &str| maps.never_name_bits(ObjectId { dev, ino }, OsStr::new(name));
+        let git = entry(NEVER_PATTERN_DEV, 0, ".git").expect("the directory word");
+        let word = (git >> pincer_common::NEVER_PATTERN_WORD_SHIFT) & 0xff;
+        assert_eq!((word, git & pincer_common::NEVER_PATTERN_BITS), (1, pincer_common::NEVER_PATTERN_PINNED), "a pinned word, not a never place itself");
+        assert_eq!(entry(NEVER_PAIR_DEV, word.into(), "hooks"), Some(bits(&wcd)));
+        assert_eq!(entry(NEVER_PAIR_DEV, word.into(), "config"), Some(pincer_common::ACCESS_WRITE));
+        for name in ["hooks", "config"] {
+            assert_eq!(entry(NEVER_PATTERN_DEV, 0, name), Some(1 << pincer_common::NEVER_PATTERN_MASK_SHIFT), "{name} pairs with .git");
+        }
+        assert_eq!(entry(NEVER_PATTERN_DEV, 0, ".mcp.json"), Some(pincer_common::ACCESS_CREATE));
+        assert_eq!(entry(NEVER_PATTERN_DEV, 0, ".codex"), Some(bits(&wcd)));
+        for name in ["a", "b", "c", "*.pem", "keys"] {
+            assert_eq!(entry(NEVER_PATTERN_DEV, 0, name), None, "{name}: three names or a glob are scanned, not matched");
+        }
+        assert!(maps.state().never_patterns > 0, "the walk reads names");
+        // Seeding again (every session start) changes nothing.
+        list.seed(&mut maps.enforcer(), &[]).unwrap();
+        assert_eq!(entry(NEVER_PATTERN_DEV, 0, ".git"), Some(git));
+        assert_eq!(entry(NEVER_PAIR_DEV, word.into(), "hooks"), Some(bits(&wcd)));
     }
 
     #[test]

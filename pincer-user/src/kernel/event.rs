@@ -235,6 +235,10 @@ pub enum Hook {
     /// `socket_sendmsg`: a datagram to a port of this host the session did not bind.
     #[serde(rename = "socket_sendmsg")]
     SocketSendmsg,
+    /// `socket_bind` of a port that a socket outside every session holds on another
+    /// address or family.
+    #[serde(rename = "socket_bind")]
+    SocketBind,
     /// `unix_stream_connect` or `unix_may_send` of a process outside every session to a
     /// Unix socket a session created.
     #[serde(rename = "unix_connect(inbound)")]
@@ -296,6 +300,7 @@ impl Hook {
             HOOK_UNIX_MAY_SEND => Hook::UnixMaySend,
             HOOK_SOCKET_CONNECT => Hook::SocketConnect,
             HOOK_SOCKET_SENDMSG => Hook::SocketSendmsg,
+            HOOK_SOCKET_BIND => Hook::SocketBind,
             HOOK_UNIX_INBOUND => Hook::UnixInbound,
             HOOK_KEY_PERMISSION => Hook::KeyPermission,
             HOOK_PTY_OPEN => Hook::PtyOpen,
@@ -343,6 +348,7 @@ impl Hook {
             Hook::UnixMaySend => "unix_may_send",
             Hook::SocketConnect => "socket_connect",
             Hook::SocketSendmsg => "socket_sendmsg",
+            Hook::SocketBind => "socket_bind",
             Hook::UnixInbound => "unix_connect(inbound)",
             Hook::KeyPermission => "key_permission",
             Hook::PtyOpen => "file_open(pty)",
@@ -422,7 +428,7 @@ mod tests {
             let wire = serde_json::to_string(&hook).unwrap();
             assert_eq!(wire, format!("\"{}\"", hook.name()), "{name}: serde and name() disagree");
         }
-        assert_eq!(seen.len(), 40, "a new HOOK_* id needs a Hook variant (and this count)");
+        assert_eq!(seen.len(), 41, "a new HOOK_* id needs a Hook variant (and this count)");
     }
 
     fn event(path: &[&str]) -> MissEvent {

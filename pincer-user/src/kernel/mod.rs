@@ -243,6 +243,23 @@ pub enum KernelError {
     /// This host's interface addresses could not be listed.
     #[error("cannot list this host's interface addresses (getifaddrs)")]
     HostAddresses(#[source] std::io::Error),
+    /// The sockets of this host could not be read from `/proc/net`.
+    #[error("cannot read this host's sockets from {path}")]
+    HostSockets {
+        /// The file that could not be read.
+        path: &'static str,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// More directory names than the kernel's never patterns can tell apart.
+    #[error("never pattern directory {name:?}: at most {max} different directory names may head `**/DIR/NAME` rules")]
+    PatternWords {
+        /// The directory name that did not fit.
+        name: String,
+        /// How many the kernel tells apart.
+        max: u32,
+    },
     /// A never-grantable name is empty, holds `/` or NUL, or is too long for the kernel key.
     #[error("never-grantable name {name:?} must be one path component of 1 to {max} bytes without `/` or NUL")]
     BadName {
@@ -748,6 +765,10 @@ impl Enforcer {
             state.session_levels |= level_bit;
             self.write_state(state)?;
         }
+        // Ports listed at attach whose sockets are gone are free to sessions again.
+        if let Err(e) = self.prune_outside_ports() {
+            tracing::warn!(error = %e, "cannot prune the ports held outside sessions at attach; they stay held");
+        }
         let key = SessionKey { cgroup_id };
         // The kernel's count of the session's held threads stays as it is.
         let held = self.maps.sessions.get(&key)?.map_or(0, |v| v.held);
@@ -873,13 +894,89 @@ impl Enforcer {
         self.sync_state()
     }
 
+    /// Makes `bits` (`ACCESS_*`, added to earlier ones) never grantable on every entry
+    /// named `name`, and everything beneath it, in any directory or, with `dir`, in any
+    /// directory named `dir`: a `**/name` or `**/dir/name` rule, which the kernel
+    /// matches on the names an access actually reaches, whenever they appeared. Inside a
+    /// directory the session made the rule does not apply (what a session made is its
+    /// own to fill: `git init` and `git clone` in a session write `.git/hooks`). A
+    /// directory named `dir` is pinned (not removed or renamed in a session), so the
+    /// session cannot rename it away, fill it and rename it back.
+    pub fn add_never_pattern(&mut self, dir: Option<&OsStr>, name: &OsStr, bits: u32) -> Result<(), KernelError> {
+        use pincer_common::{NEVER_PAIR_DEV, NEVER_PATTERN_DEV, NEVER_PATTERN_MASK_SHIFT, NEVER_PATTERN_WORDS, NEVER_PATTERN_WORD_SHIFT};
+        let bits = bits & pincer_common::ACCESS_ALL;
+        if bits == 0 {
+            return Err(KernelError::NoAccess { bits });
+        }
+        let entry_key = name_key(ObjectId { dev: NEVER_PATTERN_DEV, ino: 0 }, name)?;
+        let entry = self.maps.never_names.get(&entry_key)?.unwrap_or(0);
+        // The state first: from then on checks that need these bits read names (no
+        // entry matches yet).
+        let mut state = self.current_state()?;
+        if state.never_patterns & bits != bits {
+            state.never_patterns |= bits | pincer_common::ACCESS_DELETE;
+            self.write_state(state)?;
+        }
+        let Some(dir) = dir else {
+            self.maps.never_names.insert(entry_key, entry | bits)?;
+            return self.sync_state();
+        };
+        let dir_key = name_key(ObjectId { dev: NEVER_PATTERN_DEV, ino: 0 }, dir)?;
+        let dir_value = self.maps.never_names.get(&dir_key)?.unwrap_or(0);
+        let word = match (dir_value >> NEVER_PATTERN_WORD_SHIFT) & 0xff {
+            0 => {
+                let used = self
+                    .maps
+                    .never_names
+                    .keys()?
+                    .into_iter()
+                    .filter(|k| k.dev == NEVER_PATTERN_DEV)
+                    .filter_map(|k| self.maps.never_names.get(&k).ok().flatten())
+                    .map(|v| (v >> NEVER_PATTERN_WORD_SHIFT) & 0xff)
+                    .max()
+                    .unwrap_or(0);
+                if used >= NEVER_PATTERN_WORDS {
+                    return Err(KernelError::PatternWords { name: dir.to_string_lossy().into_owned(), max: NEVER_PATTERN_WORDS });
+                }
+                used + 1
+            }
+            w => w,
+        };
+        // The pair's bits, then the entry's mask, then the directory's word: each entry
+        // the kernel reads names one that is already there.
+        let pair_key = name_key(ObjectId { dev: NEVER_PAIR_DEV, ino: u64::from(word) }, name)?;
+        let pair = self.maps.never_names.get(&pair_key)?.unwrap_or(0);
+        self.maps.never_names.insert(pair_key, pair | bits)?;
+        let entry = self.maps.never_names.get(&entry_key)?.unwrap_or(0);
+        self.maps.never_names.insert(entry_key, entry | 1 << (NEVER_PATTERN_MASK_SHIFT + word - 1))?;
+        let dir_value = self.maps.never_names.get(&dir_key)?.unwrap_or(0);
+        let pinned = pincer_common::NEVER_PATTERN_PINNED;
+        self.maps.never_names.insert(dir_key, dir_value | word << NEVER_PATTERN_WORD_SHIFT | pinned)?;
+        self.sync_state()
+    }
+
     /// Tells the kernel how many never entries exist (with none, its walk may
     /// stop once a grant covers the access).
     fn sync_state(&mut self) -> Result<(), KernelError> {
         let count = |r: usize| u32::try_from(r).unwrap_or(u32::MAX);
         let objects = self.maps.never.keys()?.len();
-        let names = self.maps.never_names.keys()?.len();
-        let state = State { never_objects: count(objects), never_names: count(names), ..self.current_state()? };
+        let names = self.maps.never_names.keys()?;
+        // The access bits some never pattern has: checks that need none of them skip
+        // the kernel's pattern walk.
+        let mut patterns = 0;
+        for k in names.iter().filter(|k| k.dev == pincer_common::NEVER_PATTERN_DEV || k.dev == pincer_common::NEVER_PAIR_DEV) {
+            let v = self.maps.never_names.get(k)?.unwrap_or(0);
+            patterns |= v & pincer_common::ACCESS_ALL;
+            if k.dev == pincer_common::NEVER_PATTERN_DEV && v & pincer_common::NEVER_PATTERN_PINNED != 0 {
+                patterns |= pincer_common::ACCESS_DELETE;
+            }
+        }
+        let state = State {
+            never_objects: count(objects),
+            never_names: count(names.len()),
+            never_patterns: patterns,
+            ..self.current_state()?
+        };
         self.write_state(state)?;
         self.renew_policy()
     }

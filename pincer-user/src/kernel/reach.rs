@@ -26,8 +26,8 @@ use aya::programs::links::{FdLink, PinnedLink};
 use aya::programs::{FEntry, FExit, ProgramError};
 use aya::{Btf, Ebpf};
 use pincer_common::reach::{
-    map_names, HostAddrKey, PortKey, UnixNameKey, PROTO_TCP, PROTO_UDP, UNIX_NAME_LEN,
-    UNIX_OWNER_ANY,
+    map_names, HostAddrKey, PortKey, UnixNameKey, PORT_OUTSIDE_SEEN, PROTO_TCP, PROTO_UDP,
+    UNIX_NAME_LEN, UNIX_OWNER_ANY,
 };
 use pincer_common::ObjectKey;
 use std::collections::HashSet;
@@ -162,6 +162,16 @@ pub enum Reach {
         /// The access bits asked (`ACCESS_*`).
         access: u32,
     },
+    /// A port that a socket outside every session holds, which the session tried to bind
+    /// on another address or family.
+    TakenPort {
+        /// The protocol (`None` for an ungated protocol number).
+        proto: Option<Proto>,
+        /// The protocol number.
+        proto_number: u32,
+        /// The port.
+        port: u16,
+    },
     /// A port on this host the session did not bind and that is not allowed.
     HostPort {
         /// The protocol (`None` for an ungated protocol number).
@@ -201,6 +211,7 @@ impl Miss {
                     port: self.ino as u16,
                 }
             }
+            Hook::SocketBind => Reach::TakenPort { proto: Proto::from_number(self.dev), proto_number: self.dev, port: self.ino as u16 },
             Hook::KeyPermission => Reach::Key {
                 serial: self.ino as u32 as i32,
                 need: self.dev,
@@ -334,6 +345,11 @@ pub fn host_addr_key(addr: IpAddr) -> HostAddrKey {
     HostAddrKey { addr: v6.octets() }
 }
 
+/// The key under which [`Enforcer::seed_outside_ports`] holds `port`.
+fn outside_seen_key(port: HostPort) -> PortKey {
+    PortKey { session: PORT_OUTSIDE_SEEN, port: port.port, proto: port.proto.number(), ..Default::default() }
+}
+
 /// A netlink subscription to this host's address changes (`RTMGRP_IPV4_IFADDR`,
 /// `RTMGRP_IPV6_IFADDR`): the daemon refreshes the kernel's list of host addresses on each,
 /// so an address added after it started is gated like the others.
@@ -436,6 +452,45 @@ pub fn host_addresses() -> Result<Vec<IpAddr>, KernelError> {
     Ok(out)
 }
 
+/// The TCP ports listening and the UDP ports bound on this host now, on any address and
+/// family, as `/proc/net` lists them in the caller's network namespace.
+pub fn held_ports() -> Result<HashSet<HostPort>, KernelError> {
+    const TCP_LISTEN: &str = "0A";
+    const UDP_UNCONNECTED: &str = "07";
+    let tables = [
+        ("/proc/net/tcp", Proto::Tcp, TCP_LISTEN),
+        ("/proc/net/tcp6", Proto::Tcp, TCP_LISTEN),
+        ("/proc/net/udp", Proto::Udp, UDP_UNCONNECTED),
+        ("/proc/net/udp6", Proto::Udp, UDP_UNCONNECTED),
+    ];
+    let mut out = HashSet::new();
+    for (path, proto, state) in tables {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            // A kernel without IPv6 has no tcp6 or udp6 table.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && path.ends_with('6') => continue,
+            Err(source) => return Err(KernelError::HostSockets { path, source }),
+        };
+        out.extend(parse_socket_table(&text, state).into_iter().map(|port| HostPort { proto, port }));
+    }
+    Ok(out)
+}
+
+/// The local ports of the rows of a `/proc/net/{tcp,udp}[6]` table in `state` (two hex
+/// digits); rows that do not parse are skipped.
+fn parse_socket_table(text: &str, state: &str) -> Vec<u16> {
+    text.lines()
+        .skip(1)
+        .filter_map(|line| {
+            let mut cols = line.split_whitespace();
+            let local = cols.nth(1)?;
+            let st = cols.nth(1)?;
+            let port = u16::from_str_radix(local.rsplit(':').next()?, 16).ok()?;
+            (st.eq_ignore_ascii_case(state) && port != 0).then_some(port)
+        })
+        .collect()
+}
+
 /// # Safety
 /// `sa` is null or points to a socket address of the family it declares.
 unsafe fn sockaddr_ip(sa: *const libc::sockaddr) -> Option<IpAddr> {
@@ -504,6 +559,42 @@ impl Enforcer {
         Ok(keys.iter().any(|k| (k.session == session || k.session == 0) && k.port == port.port && k.proto == port.proto.number()))
     }
 
+    /// Holds against sessions' binds the ports that sockets outside every session hold
+    /// now (read from `/proc/net`): the kernel counts only binds made after its programs
+    /// were attached. Ports a session bound are left to it.
+    pub fn seed_outside_ports(&mut self) -> Result<(), KernelError> {
+        let held = held_ports()?;
+        let keys = self.reach.ports.keys()?;
+        let sessions: HashSet<(u16, u16)> = keys
+            .iter()
+            .filter(|k| k.session != 0 && k.session < PORT_OUTSIDE_SEEN)
+            .map(|k| (k.port, k.proto))
+            .collect();
+        for p in held {
+            if !sessions.contains(&(p.port, p.proto.number())) {
+                self.reach.ports.insert(outside_seen_key(p), 1)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Frees the ports held by [`Enforcer::seed_outside_ports`] that no socket holds any
+    /// more (a port bound outside since then is counted by the kernel itself).
+    pub fn prune_outside_ports(&mut self) -> Result<(), KernelError> {
+        let seen: Vec<PortKey> = self.reach.ports.keys()?.into_iter().filter(|k| k.session == PORT_OUTSIDE_SEEN).collect();
+        if seen.is_empty() {
+            return Ok(());
+        }
+        let held = held_ports()?;
+        for key in seen {
+            let Some(proto) = Proto::from_number(u32::from(key.proto)) else { continue };
+            if !held.contains(&HostPort { proto, port: key.port }) {
+                self.reach.ports.remove(&key)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Makes the kernel's list of this host's addresses (whose ports are
     /// gated like loopback's) exactly `addrs`.
     pub fn set_host_addresses(&mut self, addrs: &[IpAddr]) -> Result<(), KernelError> {
@@ -534,6 +625,7 @@ impl Enforcer {
         for port in &config.host_ports {
             self.allow_port(*port)?;
         }
+        self.seed_outside_ports()?;
         self.refresh_host_addresses()
     }
 }
@@ -635,6 +727,18 @@ mod tests {
         let mut f = reach_event(HOOK_TASK_KILL, 1, 0, [0; 16]);
         f.flags = 0;
         assert_eq!(f.reach(), None);
+    }
+
+    #[test]
+    fn socket_tables_give_the_ports_in_the_state_asked() {
+        let tcp = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 1 1
+   1: 0100007F:A2C4 0100007F:1F90 01 00000000:00000000 00:00000000 00000000  1000        0 2 1
+   2: 00000000000000000000000001000000:0016 00000000000000000000000000000000:0000 0A 0 0 0 0 0 3
+   3: garbage
+";
+        assert_eq!(parse_socket_table(tcp, "0A"), vec![8080, 22]);
+        assert_eq!(parse_socket_table(tcp, "01"), vec![0xA2C4]);
     }
 
     #[test]

@@ -390,8 +390,8 @@ mod tests {
     const FILE: ObjectId = ObjectId { dev: 0x0080_0001, ino: 101 };
     const OTHER: ObjectId = ObjectId { dev: 0x0080_0001, ino: 102 };
     /// Session ids no cgroup has (the level lookup finds none: every level is looked up).
-    const S1: u64 = u64::MAX - 1;
-    const S2: u64 = u64::MAX - 2;
+    const S1: u64 = 0x7000_0000_0000_0001;
+    const S2: u64 = 0x7000_0000_0000_0002;
 
     fn name(s: &str) -> &OsStr {
         OsStr::new(s)
@@ -534,6 +534,29 @@ mod tests {
         assert_eq!(maps.grant_count(S2), 1, "other sessions keep theirs");
         assert_eq!(e.revoke_session(S1, false).unwrap(), 0);
         assert_eq!(maps.session(S1), None);
+    }
+
+    #[test]
+    fn ports_held_outside_at_attach_are_seeded_from_proc_net_and_freed_when_closed() {
+        let maps = MemoryMaps::default();
+        let mut e = maps.enforcer();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let key = PortKey { session: pincer_common::reach::PORT_OUTSIDE_SEEN, port, proto: Proto::Tcp.number(), ..Default::default() };
+        let held = |maps: &MemoryMaps| maps.ports.clone().keys().unwrap().contains(&key);
+        e.seed_outside_ports().unwrap();
+        assert!(held(&maps), "a listening socket from before the attach holds its port");
+        e.prune_outside_ports().unwrap();
+        assert!(held(&maps), "still listening: still held");
+        drop(listener);
+        e.prune_outside_ports().unwrap();
+        assert!(!held(&maps), "closed: free to sessions again");
+        // A port a session bound is the session's, not held against it.
+        let own = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let own_port = own.local_addr().unwrap().port();
+        maps.ports.clone().insert(PortKey { session: S1, port: own_port, proto: Proto::Tcp.number(), family: 4, ..Default::default() }, 1).unwrap();
+        e.seed_outside_ports().unwrap();
+        assert!(!maps.ports.clone().keys().unwrap().iter().any(|k| k.port == own_port && k.session == pincer_common::reach::PORT_OUTSIDE_SEEN));
     }
 
     #[test]

@@ -8,9 +8,10 @@
 //! - (e) Landlock-restricted process (no Pincer program loaded) with a read
 //!   rule on the same directory 8 levels above;
 //! - (c) and (d) again with never-grantable entries present, as a daemon
-//!   always has them (`~/.ssh` and the like): one object elsewhere and one
-//!   name in the root, which make every gated walk go up to the top of the
-//!   filesystem and look up each level's name;
+//!   always has them (`~/.ssh` and the like): one object elsewhere, one
+//!   name in the root and the default `**/` rules as never patterns, which
+//!   make every gated walk go up to the top of the filesystem, look up each
+//!   level's name in its directory and read each level's own name;
 //! - (f) (d) with never-grantable entries, but each operation opens a file
 //!   not opened before (in the same directory, after the policy changed): the
 //!   kernel's per-file verdict cache is cold, so this is the cost of a first
@@ -590,6 +591,14 @@ fn round(s: &mut Samples, p: &Paths, ops: &Ops) -> Result<(), String> {
         enforcer
             .add_never_name(root_id, std::ffi::OsStr::new(".ssh"), pincer_common::ACCESS_ALL)
             .map_err(|e| e.to_string())?;
+        // And the default `**/` rules as the kernel matches them (never patterns): every
+        // walk then reads the name of each level it passes.
+        let wcd = pincer_common::ACCESS_WRITE | pincer_common::ACCESS_CREATE | pincer_common::ACCESS_DELETE;
+        for (dir, name) in [(Some(".git"), "hooks"), (Some(".git"), "config"), (Some(".claude"), "settings.json"), (None, ".mcp.json"), (None, ".codex"), (None, ".gemini")] {
+            enforcer
+                .add_never_pattern(dir.map(std::ffi::OsStr::new), std::ffi::OsStr::new(name), wcd)
+                .map_err(|e| e.to_string())?;
+        }
         // First, while nothing is cached since the never entries came: every
         // file of (f) is opened for the first time.
         s.add(Case::OpenSubtreeNeverFirst, in_child(gated, ops.open_each, n, || Ok(()))?);
