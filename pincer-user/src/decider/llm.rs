@@ -5,7 +5,7 @@
 //! Every failure (timeout, HTTP error, 429, refusal, truncated or unparsable answer) is a
 //! deny whose reason names the cause; tokens are counted per call.
 
-use super::{Decider, DeciderError, PolicyAnswer, PolicyInput, TokenUsage, Verdict, Vote1Input, Vote2Input, VoteOutcome};
+use super::{Decider, DeciderError, PolicyAnswer, PolicyInput, Section, TokenUsage, Verdict, Vote1Input, Vote2Input, VoteOutcome};
 use crate::twin::knowledge::{Knowledge, SessionView, SIMILAR_K};
 use crate::twin::PolicyEntry;
 use serde::Deserialize;
@@ -28,6 +28,95 @@ pub struct ChatAnswer {
     pub input_tokens: u64,
     /// Output tokens the provider counted.
     pub output_tokens: u64,
+    /// Of the input tokens, those the provider served from its prompt cache.
+    pub cached_tokens: u64,
+}
+
+/// A prompt in sections: the system prompt, then the parts of the user message in order.
+/// The system prompt and the first `stable` parts are the same for every call of one kind
+/// over one user's trusted state, so a provider's prompt cache can keep them; the rest
+/// varies from call to call and comes last.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prompt {
+    /// The system prompt.
+    pub system: String,
+    /// The user message's parts, each with its section.
+    pub parts: Vec<(Section, String)>,
+    /// How many leading parts form the stable prefix.
+    pub stable: usize,
+}
+
+impl Prompt {
+    /// A prompt of a system prompt and one user message of one section, nothing stable.
+    pub fn plain(system: &str, section: Section, user: String) -> Self {
+        Prompt { system: system.to_string(), parts: vec![(section, user)], stable: 0 }
+    }
+
+    /// The user message as sent: the parts joined.
+    pub fn user(&self) -> String {
+        self.parts.iter().map(|(_, t)| t.as_str()).collect()
+    }
+
+    /// The user message's stable prefix and the rest.
+    pub fn split(&self) -> (String, String) {
+        let k = self.stable.min(self.parts.len());
+        (self.parts[..k].iter().map(|(_, t)| t.as_str()).collect(), self.parts[k..].iter().map(|(_, t)| t.as_str()).collect())
+    }
+
+    /// The characters of each section (system prompt included), in [`Section::ALL`]'s order.
+    pub fn section_chars(&self) -> [u64; 8] {
+        let mut n = [0u64; 8];
+        n[Section::Instructions as usize] += self.system.chars().count() as u64;
+        for (s, t) in &self.parts {
+            n[*s as usize] += t.chars().count() as u64;
+        }
+        n
+    }
+
+    /// The usage of one answered call: the provider's counts, with the input tokens shared
+    /// out over the sections by their length.
+    pub fn usage(&self, ans: &ChatAnswer) -> TokenUsage {
+        let chars = self.section_chars();
+        let total: u64 = chars.iter().sum();
+        let mut sections = [0u64; 8];
+        if total > 0 {
+            for (out, c) in sections.iter_mut().zip(chars) {
+                *out = ((ans.input_tokens as u128 * c as u128 + total as u128 / 2) / total as u128) as u64;
+            }
+        }
+        TokenUsage { input: ans.input_tokens, output: ans.output_tokens, calls: 1, cached: ans.cached_tokens, sections }
+    }
+}
+
+/// A JSON object written key by key in a chosen order, each key's member in a prompt
+/// section (serde_json's own objects sort their keys, which would put the request in the
+/// middle of the stable parts).
+#[derive(Debug, Default)]
+pub struct JsonParts {
+    parts: Vec<(Section, String)>,
+}
+
+impl JsonParts {
+    /// An empty object.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `"key": value` in `section`.
+    pub fn add(mut self, section: Section, key: &str, value: &Value) -> Self {
+        let open = if self.parts.is_empty() { "{" } else { "," };
+        self.parts.push((section, format!("{open}{}:{value}", Value::from(key))));
+        self
+    }
+
+    /// The parts, the object closed (`{}` when empty).
+    pub fn finish(mut self) -> Vec<(Section, String)> {
+        match self.parts.last_mut() {
+            Some((_, t)) => t.push('}'),
+            None => self.parts.push((Section::Request, "{}".into())),
+        }
+        self.parts
+    }
 }
 
 /// A chat model: one system prompt, one user message, one answer.
@@ -37,9 +126,30 @@ pub trait ChatModel: Send + Sync {
     fn backend(&self) -> &'static str;
     /// Sends one exchange.
     async fn complete(&self, system: &str, user: &str) -> Result<ChatAnswer, DeciderError>;
+    /// Sends one exchange of a prompt in sections (a client that can mark the stable prefix
+    /// for the provider's cache does so).
+    async fn ask(&self, prompt: &Prompt) -> Result<ChatAnswer, DeciderError> {
+        self.complete(&prompt.system, &prompt.user()).await
+    }
     /// The tally of this model's calls and failures, if it keeps one.
     fn failures(&self) -> Option<&Failures> {
         None
+    }
+}
+
+#[async_trait::async_trait]
+impl<T: ChatModel + ?Sized> ChatModel for std::sync::Arc<T> {
+    fn backend(&self) -> &'static str {
+        (**self).backend()
+    }
+    async fn complete(&self, system: &str, user: &str) -> Result<ChatAnswer, DeciderError> {
+        (**self).complete(system, user).await
+    }
+    async fn ask(&self, prompt: &Prompt) -> Result<ChatAnswer, DeciderError> {
+        (**self).ask(prompt).await
+    }
+    fn failures(&self) -> Option<&Failures> {
+        (**self).failures()
     }
 }
 
@@ -244,7 +354,7 @@ pub trait ChatApi: std::fmt::Debug + Clone + Send + Sync + 'static {
     /// The endpoint's path under the configured base URL.
     const PATH: &'static str;
     /// The call: headers, authentication and JSON body for one exchange.
-    fn request(cfg: &ChatConfig, rb: reqwest::RequestBuilder, system: &str, user: &str) -> reqwest::RequestBuilder;
+    fn request(cfg: &ChatConfig, rb: reqwest::RequestBuilder, prompt: &Prompt) -> reqwest::RequestBuilder;
     /// The answer's text and token counts, read from the response body.
     fn answer(v: &Value) -> Result<ChatAnswer, DeciderError>;
 }
@@ -274,8 +384,8 @@ impl<A: ChatApi> ChatClient<A> {
         format!("{}{}", self.cfg.base_url.trim_end_matches('/'), A::PATH)
     }
 
-    async fn exchange(&self, system: &str, user: &str) -> Result<ChatAnswer, DeciderError> {
-        let rb = A::request(&self.cfg, self.http.post(self.url()), system, user);
+    async fn exchange(&self, prompt: &Prompt) -> Result<ChatAnswer, DeciderError> {
+        let rb = A::request(&self.cfg, self.http.post(self.url()), prompt);
         let v = send(A::BACKEND, self.cfg.timeout, rb).await?;
         A::answer(&v)
     }
@@ -288,7 +398,11 @@ impl<A: ChatApi> ChatModel for ChatClient<A> {
     }
 
     async fn complete(&self, system: &str, user: &str) -> Result<ChatAnswer, DeciderError> {
-        let r = self.exchange(system, user).await;
+        self.ask(&Prompt::plain(system, Section::Request, user.to_string())).await
+    }
+
+    async fn ask(&self, prompt: &Prompt) -> Result<ChatAnswer, DeciderError> {
+        let r = self.exchange(prompt).await;
         self.failures.note(&self.url(), &r);
         r
     }
@@ -306,13 +420,15 @@ impl ChatApi for OpenAiApi {
     const BACKEND: &'static str = "openai";
     const PATH: &'static str = "/chat/completions";
 
-    fn request(cfg: &ChatConfig, rb: reqwest::RequestBuilder, system: &str, user: &str) -> reqwest::RequestBuilder {
+    fn request(cfg: &ChatConfig, rb: reqwest::RequestBuilder, prompt: &Prompt) -> reqwest::RequestBuilder {
+        // OpenAI-compatible servers cache prompt prefixes on their own: the stable parts
+        // come first, so nothing needs marking.
         let body = json!({
             "model": cfg.model,
             "temperature": 0,
             "max_tokens": cfg.max_tokens,
             "response_format": {"type": "json_object"},
-            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            "messages": [{"role": "system", "content": prompt.system}, {"role": "user", "content": prompt.user()}],
         });
         let rb = rb.json(&body);
         match &cfg.api_key {
@@ -336,7 +452,8 @@ impl ChatApi for OpenAiApi {
         let text = msg.get("content").and_then(Value::as_str).ok_or_else(|| malformed(B, "choices[0].message.content"))?;
         let usage = v.get("usage");
         let n = |k: &str| usage.and_then(|u| u.get(k)).and_then(Value::as_u64).unwrap_or(0);
-        Ok(ChatAnswer { text: text.to_string(), input_tokens: n("prompt_tokens"), output_tokens: n("completion_tokens") })
+        let cached = usage.and_then(|u| u.pointer("/prompt_tokens_details/cached_tokens")).and_then(Value::as_u64).unwrap_or(0);
+        Ok(ChatAnswer { text: text.to_string(), input_tokens: n("prompt_tokens"), output_tokens: n("completion_tokens"), cached_tokens: cached })
     }
 }
 
@@ -348,13 +465,24 @@ impl ChatApi for AnthropicApi {
     const BACKEND: &'static str = "anthropic";
     const PATH: &'static str = "/v1/messages";
 
-    fn request(cfg: &ChatConfig, rb: reqwest::RequestBuilder, system: &str, user: &str) -> reqwest::RequestBuilder {
+    fn request(cfg: &ChatConfig, rb: reqwest::RequestBuilder, prompt: &Prompt) -> reqwest::RequestBuilder {
+        // The system prompt and the stable parts of the user message are marked as the
+        // prefix the provider caches (`cache_control`); the varying rest comes after.
+        let cache = json!({"type": "ephemeral"});
+        let (stable, rest) = prompt.split();
+        let mut content = Vec::new();
+        if !stable.is_empty() {
+            content.push(json!({"type": "text", "text": stable, "cache_control": cache}));
+        }
+        if !rest.is_empty() || content.is_empty() {
+            content.push(json!({"type": "text", "text": rest}));
+        }
         let body = json!({
             "model": cfg.model,
             "max_tokens": cfg.max_tokens,
             "temperature": 0,
-            "system": system,
-            "messages": [{"role": "user", "content": user}],
+            "system": [{"type": "text", "text": prompt.system, "cache_control": cache}],
+            "messages": [{"role": "user", "content": content}],
         });
         let rb = rb.header("anthropic-version", "2023-06-01").json(&body);
         match &cfg.api_key {
@@ -377,7 +505,10 @@ impl ChatApi for AnthropicApi {
         }
         let usage = v.get("usage");
         let n = |k: &str| usage.and_then(|u| u.get(k)).and_then(Value::as_u64).unwrap_or(0);
-        Ok(ChatAnswer { text, input_tokens: n("input_tokens"), output_tokens: n("output_tokens") })
+        // Anthropic counts cached input apart from `input_tokens`: written to the cache in
+        // this call, or read from it.
+        let (written, read) = (n("cache_creation_input_tokens"), n("cache_read_input_tokens"));
+        Ok(ChatAnswer { text, input_tokens: n("input_tokens") + written + read, output_tokens: n("output_tokens"), cached_tokens: read })
     }
 }
 
@@ -440,6 +571,48 @@ pub fn render_vote1(inp: &Vote1Input<'_>) -> Value {
     })
 }
 
+/// The section of a prompt's JSON member by its key; `None` for an object whose members are
+/// sectioned one by one.
+pub fn section_of(key: &str) -> Option<Section> {
+    Some(match key {
+        "user_policies" => Section::Policies,
+        "similar_past_tasks" | "past_tasks" => Section::PastTasks,
+        "session_prompts" | "names_in_prompts" | "granted_in_session" | "prompt" | "task" | "memory" | "earlier_requests" => Section::Session,
+        "workspace_tree" => Section::Tree,
+        "pre_committed_policy" | "policy" => Section::Precommitted,
+        "content" => Section::Content,
+        "untrusted" | "history" | "request" => return None,
+        _ => Section::Request,
+    })
+}
+
+fn json_parts(v: &Value, out: &mut Vec<(Section, String)>, at: Section) {
+    let Some(m) = v.as_object() else {
+        out.push((at, v.to_string()));
+        return;
+    };
+    out.push((at, "{".into()));
+    for (i, (k, x)) in m.iter().enumerate() {
+        let key = format!("{}{}:", if i == 0 { "" } else { "," }, Value::from(k.as_str()));
+        match section_of(k) {
+            Some(sec) => out.push((sec, format!("{key}{x}"))),
+            None => {
+                out.push((at, key));
+                json_parts(x, out, Section::Request);
+            }
+        }
+    }
+    out.push((at, "}".into()));
+}
+
+/// A prompt of `system` and the JSON object `v` as serde_json writes it, its members in the
+/// sections [`section_of`] names, nothing stable.
+pub fn sectioned(system: &str, v: &Value) -> Prompt {
+    let mut parts = Vec::new();
+    json_parts(v, &mut parts, Section::Request);
+    Prompt { system: system.to_string(), parts, stable: 0 }
+}
+
 fn render_similar(k: &Knowledge, s: &SessionView) -> Vec<Value> {
     s.similar
         .iter()
@@ -474,14 +647,14 @@ impl<M: ChatModel> LlmDecider<M> {
         &self.model
     }
 
-    async fn vote(&self, what: &'static str, system: &str, user: String) -> VoteOutcome {
-        match self.model.complete(system, &user).await {
+    async fn vote(&self, what: &'static str, prompt: Prompt) -> VoteOutcome {
+        match self.model.ask(&prompt).await {
             Err(e) => {
                 let calls = if matches!(e, DeciderError::MissingConfig { .. } | DeciderError::Client(_)) { 0 } else { 1 };
-                VoteOutcome::failed(&e, TokenUsage { input: 0, output: 0, calls })
+                VoteOutcome::failed(&e, TokenUsage { calls, ..TokenUsage::default() })
             }
             Ok(ans) => {
-                let tokens = TokenUsage { input: ans.input_tokens, output: ans.output_tokens, calls: 1 };
+                let tokens = prompt.usage(&ans);
                 match parse_vote(what, &ans.text) {
                     Ok((verdict, reason)) => VoteOutcome { verdict, reason, mechanism: None, tokens },
                     Err(e) => VoteOutcome::failed(&e, tokens),
@@ -512,7 +685,7 @@ impl<M: ChatModel> Decider for LlmDecider<M> {
     }
 
     async fn vote1(&self, input: &Vote1Input<'_>) -> VoteOutcome {
-        self.vote("vote 1", VOTE1_PROMPT, render_vote1(input).to_string()).await
+        self.vote("vote 1", sectioned(VOTE1_PROMPT, &render_vote1(input))).await
     }
 
     async fn vote2(&self, input: &Vote2Input<'_>) -> VoteOutcome {
@@ -530,7 +703,7 @@ impl<M: ChatModel> Decider for LlmDecider<M> {
         if let Some(p) = input.policy {
             v["pre_committed_policy"] = json!(p.entries());
         }
-        self.vote("vote 2", VOTE2_PROMPT, v.to_string()).await
+        self.vote("vote 2", sectioned(VOTE2_PROMPT, &v)).await
     }
 
     async fn policy(&self, input: &PolicyInput<'_>) -> Result<PolicyAnswer, DeciderError> {
@@ -547,10 +720,10 @@ impl<M: ChatModel> Decider for LlmDecider<M> {
             "workspace_tree": input.workspace_tree,
             "similar_past_tasks": similar,
             "user_policies": input.state.policies,
-        })
-        .to_string();
-        let ans = self.model.complete(POLICY_PROMPT, &user).await?;
-        let tokens = TokenUsage { input: ans.input_tokens, output: ans.output_tokens, calls: 1 };
+        });
+        let prompt = sectioned(POLICY_PROMPT, &user);
+        let ans = self.model.ask(&prompt).await?;
+        let tokens = prompt.usage(&ans);
         let entries = parse_policy(&ans.text)?;
         Ok(PolicyAnswer { entries, tokens })
     }
