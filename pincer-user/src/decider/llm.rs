@@ -6,7 +6,7 @@
 //! deny whose reason names the cause; tokens are counted per call.
 
 use super::{Decider, DeciderError, PolicyAnswer, PolicyInput, Section, TokenUsage, Verdict, Vote1Input, Vote2Input, VoteOutcome};
-use crate::twin::knowledge::{Knowledge, SessionView, SIMILAR_K};
+use crate::twin::knowledge::{Knowledge, SIMILAR_K};
 use crate::twin::PolicyEntry;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -556,19 +556,147 @@ pub fn parse_policy(text: &str) -> Result<Vec<PolicyEntry>, DeciderError> {
     Ok(j.entries)
 }
 
-/// Renders what vote 1 may see: trusted text and sanitized tokens only.
-pub fn render_vote1(inp: &Vote1Input<'_>) -> Value {
+/// How many similar past tasks a vote-1 prompt shows.
+const PROMPT_SIMILAR: usize = 3;
+/// Content shown to vote 2 is cut to this many characters (the offline detectors have read
+/// all of it).
+const PROMPT_CONTENT: usize = 3000;
+
+/// The standing compaction of the user's policies: one line per policy, its text and its
+/// rules (sanitized globs), in the trusted state's order. It depends on the trusted state
+/// only, so it is the same for every call until the policies change, and heads the user
+/// message as its stable prefix.
+pub fn standing_policies(k: &Knowledge) -> Value {
+    let line = |p: &crate::twin::knowledge::PolicyView| {
+        let mut l = format!("{}: {}", p.id.as_str(), p.text.as_str());
+        for r in &p.rules {
+            let access: Vec<&str> = r.access.iter().map(|a| a.as_str()).collect();
+            l.push_str(&format!(" | {} {} {}", r.permission.as_str(), access.join(","), r.glob));
+        }
+        l
+    };
+    json!(k.policies.iter().map(line).collect::<Vec<_>>())
+}
+
+/// The standing compaction of the user's past tasks: every folder they used (sanitized),
+/// with the access types used in it and how many tasks did. Derived from the trusted
+/// history alone and the same for every call until a task is added.
+pub fn standing_workspace(k: &Knowledge) -> Value {
+    let mut dirs: std::collections::BTreeMap<String, (std::collections::BTreeSet<crate::access::Access>, u32)> = std::collections::BTreeMap::new();
+    for t in &k.tasks {
+        let mut seen = std::collections::HashSet::new();
+        for (p, a, _) in &t.accesses {
+            let dir = if p.is_dir() { Some(p.clone()) } else { p.parent() };
+            let Some(dir) = dir else { continue };
+            let e = dirs.entry(dir.to_string()).or_default();
+            e.0.insert(*a);
+            if seen.insert(dir) {
+                e.1 += 1;
+            }
+        }
+    }
+    let lines: Vec<String> = dirs
+        .into_iter()
+        .map(|(d, (access, n))| format!("{} {} {n}", if d.is_empty() { "." } else { d.as_str() }, access.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(",")))
+        .collect();
+    json!(lines)
+}
+
+/// The entries of a pre-committed policy that concern `path`: those whose glob's literal
+/// folder is the path's or one of its parents, or lies under the path.
+fn entries_near<'a>(entries: &'a [crate::twin::PolicyEntry], path: &str) -> Vec<&'a crate::twin::PolicyEntry> {
+    entries
+        .iter()
+        .filter(|e| {
+            let lit = e.path_glob.split(['*', '?', '[', '{']).next().unwrap_or("");
+            let dir = &lit[..lit.rfind('/').map_or(0, |i| i + 1)];
+            path.starts_with(dir) || lit.starts_with(path)
+        })
+        .collect()
+}
+
+/// What the request is, sanitized.
+fn sanitized_request(inp: &Vote1Input<'_>) -> Value {
+    json!({"path": inp.path.to_string(), "access": inp.access})
+}
+
+/// The similar past tasks vote 1 is shown: the most similar few, each with its accesses and
+/// approvals in the request's top folder (the others only counted).
+fn similar_near(inp: &Vote1Input<'_>) -> Value {
+    let top = inp.path.tokens().first();
+    let near = |p: &crate::sanitize::SanitizedPath| p.tokens().first() == top;
+    let tasks: Vec<Value> = inp
+        .session
+        .similar
+        .iter()
+        .take(PROMPT_SIMILAR.min(SIMILAR_K))
+        .map(|&(i, w)| {
+            let t = &inp.knowledge.tasks[i];
+            let accesses: Vec<String> = t.accesses.iter().filter(|(p, _, _)| near(p)).map(|(p, a, _)| format!("{a} {p}")).collect();
+            let approvals: Vec<String> = t.approvals.iter().map(|r| format!("{} {}", r.access.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(","), r.glob)).collect();
+            json!({
+                "similarity": (w * 100.0).round() / 100.0,
+                "prompt": t.prompt.as_str(),
+                "accesses": accesses,
+                "elsewhere": t.accesses.len() - accesses.len(),
+                "approvals": approvals,
+            })
+        })
+        .collect();
+    json!(tasks)
+}
+
+/// The trusted session as the votes see it: the user's prompts, the names typed in them
+/// and this session's grants, all sanitized but the prompts.
+fn trusted_session(inp: &Vote1Input<'_>) -> Value {
     json!({
-        "session_prompts": inp.session.prompts.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
+        "prompts": inp.session.prompts.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
         "names_in_prompts": inp.session.typed.iter().map(|t| t.to_string()).collect::<Vec<_>>(),
-        "granted_in_session": inp.session.grants.iter().map(|(p, a)| json!({"path": p.to_string(), "access": a})).collect::<Vec<_>>(),
-        "similar_past_tasks": render_similar(inp.knowledge, inp.session),
-        "user_policies": inp.knowledge.policies.iter().map(|p| json!({
-            "id": p.id.as_str(), "text": p.text.as_str(),
-            "rules": p.rules.iter().map(|r| json!({"path_glob": r.glob.to_string(), "access": r.access, "permission": r.permission})).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
-        "request": {"path": inp.path.to_string(), "access": inp.access},
+        "granted": inp.session.grants.iter().map(|(p, a)| format!("{a} {p}")).collect::<Vec<_>>(),
     })
+}
+
+/// The prompt of vote 1: trusted text and sanitized tokens only. The standing compaction of
+/// the policies comes first (the stable prefix), the session, the similar tasks and the
+/// request last.
+pub fn vote1_prompt(inp: &Vote1Input<'_>) -> Prompt {
+    let parts = JsonParts::new()
+        .add(Section::Policies, "user_policies", &standing_policies(inp.knowledge))
+        .add(Section::PastTasks, "user_folders", &standing_workspace(inp.knowledge))
+        .add(Section::Session, "session", &trusted_session(inp))
+        .add(Section::PastTasks, "similar_past_tasks", &similar_near(inp))
+        .add(Section::Request, "request", &sanitized_request(inp))
+        .finish();
+    Prompt { system: VOTE1_PROMPT.to_string(), parts, stable: 2 }
+}
+
+/// The prompt of vote 2: the standing policies first, then the session, the request and
+/// what is untrusted about it (no past tasks: vote 1 weighs those).
+pub fn vote2_prompt(inp: &Vote2Input<'_>) -> Prompt {
+    let content = inp.content.map(|c| {
+        let s = String::from_utf8_lossy(c);
+        let t: String = s.chars().take(PROMPT_CONTENT).collect();
+        if t.len() < s.len() {
+            format!("{t}\n[... cut]")
+        } else {
+            t
+        }
+    });
+    let mut parts = JsonParts::new()
+        .add(Section::Policies, "user_policies", &standing_policies(inp.v1.knowledge))
+        .add(Section::PastTasks, "user_folders", &standing_workspace(inp.v1.knowledge))
+        .add(Section::Session, "session", &trusted_session(&inp.v1));
+    if let Some(p) = inp.policy {
+        parts = parts.add(Section::Precommitted, "pre_committed_policy", &json!(entries_near(p.entries(), inp.raw_path)));
+    }
+    let parts = parts
+        .add(Section::Request, "request", &sanitized_request(&inp.v1))
+        .add(Section::Request, "requested_name", &json!(inp.raw_path))
+        .add(Section::Request, "rationale", &json!(inp.rationale))
+        .add(Section::Session, "earlier_requests", &json!(inp.earlier))
+        .add(Section::Content, "content", &json!(content))
+        .finish();
+    Prompt { system: VOTE2_PROMPT.to_string(), parts, stable: 2 }
 }
 
 /// The section of a prompt's JSON member by its key; `None` for an object whose members are
@@ -611,23 +739,6 @@ pub fn sectioned(system: &str, v: &Value) -> Prompt {
     let mut parts = Vec::new();
     json_parts(v, &mut parts, Section::Request);
     Prompt { system: system.to_string(), parts, stable: 0 }
-}
-
-fn render_similar(k: &Knowledge, s: &SessionView) -> Vec<Value> {
-    s.similar
-        .iter()
-        .take(SIMILAR_K)
-        .map(|&(i, w)| {
-            let t = &k.tasks[i];
-            json!({
-                "similarity": (w * 100.0).round() / 100.0,
-                "day": t.day,
-                "prompt": t.prompt.as_str(),
-                "accesses": t.accesses.iter().map(|(p, a, _)| json!({"path": p.to_string(), "access": a})).collect::<Vec<_>>(),
-                "approvals": t.approvals.iter().map(|r| json!({"path_glob": r.glob.to_string(), "access": r.access})).collect::<Vec<_>>(),
-            })
-        })
-        .collect()
 }
 
 /// A decider that asks a chat model for each vote and for the pre-committed policy.
@@ -685,25 +796,15 @@ impl<M: ChatModel> Decider for LlmDecider<M> {
     }
 
     async fn vote1(&self, input: &Vote1Input<'_>) -> VoteOutcome {
-        self.vote("vote 1", sectioned(VOTE1_PROMPT, &render_vote1(input))).await
+        self.vote("vote 1", vote1_prompt(input)).await
     }
 
     async fn vote2(&self, input: &Vote2Input<'_>) -> VoteOutcome {
-        let content = input.content.map(|c| {
-            let s = String::from_utf8_lossy(c);
-            s.chars().take(6000).collect::<String>()
-        });
-        let mut v = render_vote1(&input.v1);
-        v["untrusted"] = json!({
-            "requested_name": input.raw_path,
-            "rationale": input.rationale,
-            "content": content,
-            "earlier_requests": input.earlier,
-        });
-        if let Some(p) = input.policy {
-            v["pre_committed_policy"] = json!(p.entries());
-        }
-        self.vote("vote 2", sectioned(VOTE2_PROMPT, &v)).await
+        self.vote("vote 2", vote2_prompt(input)).await
+    }
+
+    fn costly(&self) -> bool {
+        true
     }
 
     async fn policy(&self, input: &PolicyInput<'_>) -> Result<PolicyAnswer, DeciderError> {

@@ -453,4 +453,10 @@ pub trait Decider: Send + Sync {
     async fn vote2(&self, input: &Vote2Input<'_>) -> VoteOutcome;
     /// Generates the pre-committed policy for a session's first prompt.
     async fn policy(&self, input: &PolicyInput<'_>) -> Result<PolicyAnswer, DeciderError>;
+    /// Whether each vote costs a model call. The twin then decides in tiers
+    /// ([`crate::twin::Ballot::cast`]): the offline votes first, the model only where they
+    /// cannot settle a request safely, and vote 3's policy made offline.
+    fn costly(&self) -> bool {
+        false
+    }
 }
