@@ -635,7 +635,7 @@ fn similar_near(inp: &Vote1Input<'_>) -> Value {
             let accesses: Vec<String> = t.accesses.iter().filter(|(p, _, _)| near(p)).map(|(p, a, _)| format!("{a} {p}")).collect();
             let approvals: Vec<String> = t.approvals.iter().map(|r| format!("{} {}", r.access.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(","), r.glob)).collect();
             json!({
-                "similarity": (w * 100.0).round() / 100.0,
+                "similarity": (w as f64 * 100.0).round() / 100.0,
                 "prompt": t.prompt.as_str(),
                 "accesses": accesses,
                 "elsewhere": t.accesses.len() - accesses.len(),
