@@ -21,8 +21,13 @@ pub struct EvalArgs {
     defenses: Vec<String>,
     /// The decider backend; `fake-openai` is the token bench's built-in counting model (no
     /// network, every vote allowed, a prompt cache like a provider's).
-    #[arg(long, value_enum, default_value = "offline")]
-    decider: EvalDecider,
+    /// Default: the `[decider] backend` of `--config`, else `offline`.
+    #[arg(long, value_enum)]
+    decider: Option<EvalDecider>,
+    /// The daemon's configuration: its `[decider]` section gives the model's endpoint, name,
+    /// API key variable and timeout (the environment overrides each, as without it).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// How many times to replay each persona against each defense (figures are means).
     #[arg(long, default_value_t = 1)]
     runs: usize,
@@ -84,7 +89,13 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
     if defenses.is_empty() {
         defenses = DefenseName::ALL.to_vec();
     }
-    let backend = match args.decider {
+    let settings = args.config.as_deref().map(|p| pincer::daemon::config::Config::load(Some(p))).transpose()?.map(|c| c.decider);
+    let decider = args.decider.unwrap_or(match settings.as_ref().map(|s| s.backend) {
+        Some(Backend::OpenAi) => EvalDecider::OpenAi,
+        Some(Backend::Anthropic) => EvalDecider::Anthropic,
+        Some(Backend::Offline) | None => EvalDecider::Offline,
+    });
+    let backend = match decider {
         EvalDecider::Offline => Backend::Offline,
         EvalDecider::OpenAi | EvalDecider::FakeOpenAi => Backend::OpenAi,
         EvalDecider::Anthropic => Backend::Anthropic,
@@ -104,11 +115,13 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
     let outcome = match backend {
         Backend::Offline => run::run(rt.handle(), &corpus, &label, backend, &defenses, args.runs, &OfflineFactory, &|| {}, threads, audit)?,
         Backend::OpenAi | Backend::Anthropic => {
-            let factory = if args.decider == EvalDecider::FakeOpenAi {
-                println!("model: the built-in counting fake (4 characters a token, a provider's prefix cache, every vote allowed)");
-                pincer::eval::llm::LlmFactory::counting()
-            } else {
-                pincer::eval::llm::LlmFactory::from_env(backend)?
+            let factory = match (decider, &settings) {
+                (EvalDecider::FakeOpenAi, _) => {
+                    println!("model: the built-in counting fake (4 characters a token, a provider's prefix cache, every vote allowed)");
+                    pincer::eval::llm::LlmFactory::counting()
+                }
+                (_, Some(s)) => pincer::eval::llm::LlmFactory::from_chat(backend, s.chat(backend)?)?,
+                (_, None) => pincer::eval::llm::LlmFactory::from_env(backend)?,
             };
             let bar = indicatif::ProgressBar::new(run::total_samples(&corpus, defenses.len(), args.runs));
             bar.set_style(

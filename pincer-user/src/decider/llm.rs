@@ -294,28 +294,41 @@ fn env(name: &str) -> Option<String> {
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl ChatConfig {
+    /// The settings of a model backend from the daemon's `[decider]` values (`endpoint`,
+    /// `model`, `api_key_env`, `timeout`; an empty value means the default), with the
+    /// environment as override: `OPENAI_BASE_URL` or `ANTHROPIC_BASE_URL`, `PINCER_MODEL`.
+    /// The API key is read from the variable `api_key_env` names (default `OPENAI_API_KEY`
+    /// or `ANTHROPIC_API_KEY`); Anthropic needs one, and both need a model name.
+    pub fn resolve(backend: super::Backend, endpoint: &str, model: &str, api_key_env: &str, timeout: Duration) -> Result<Self, DeciderError> {
+        let (url_env, default_url, key_env) = match backend {
+            super::Backend::Anthropic => ("ANTHROPIC_BASE_URL", "https://api.anthropic.com", "ANTHROPIC_API_KEY"),
+            super::Backend::OpenAi | super::Backend::Offline => ("OPENAI_BASE_URL", "https://api.openai.com/v1", "OPENAI_API_KEY"),
+        };
+        let named = |v: &str| Some(v.to_string()).filter(|v| !v.trim().is_empty());
+        let key = env(if api_key_env.is_empty() { key_env } else { api_key_env });
+        if backend == super::Backend::Anthropic && key.is_none() {
+            let env = if api_key_env.is_empty() { "ANTHROPIC_API_KEY" } else { "the variable named by decider.api_key_env" };
+            return Err(DeciderError::MissingConfig { what: "API key", env });
+        }
+        Ok(ChatConfig {
+            base_url: env(url_env).or_else(|| named(endpoint)).unwrap_or_else(|| default_url.into()),
+            api_key: key,
+            model: env("PINCER_MODEL").or_else(|| named(model)).ok_or(DeciderError::MissingConfig { what: "model name", env: "PINCER_MODEL" })?,
+            timeout,
+            max_tokens: 1024,
+        })
+    }
+
     /// OpenAI-compatible settings from `OPENAI_BASE_URL` (default the OpenAI API),
     /// `OPENAI_API_KEY` and `PINCER_MODEL` (required).
     pub fn openai_from_env() -> Result<Self, DeciderError> {
-        Ok(ChatConfig {
-            base_url: env("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".into()),
-            api_key: env("OPENAI_API_KEY"),
-            model: env("PINCER_MODEL").ok_or(DeciderError::MissingConfig { what: "model name", env: "PINCER_MODEL" })?,
-            timeout: DEFAULT_TIMEOUT,
-            max_tokens: 1024,
-        })
+        Self::resolve(super::Backend::OpenAi, "", "", "", DEFAULT_TIMEOUT)
     }
 
     /// Anthropic settings from `ANTHROPIC_BASE_URL` (default the Anthropic API),
     /// `ANTHROPIC_API_KEY` (required) and `PINCER_MODEL` (required).
     pub fn anthropic_from_env() -> Result<Self, DeciderError> {
-        Ok(ChatConfig {
-            base_url: env("ANTHROPIC_BASE_URL").unwrap_or_else(|| "https://api.anthropic.com".into()),
-            api_key: Some(env("ANTHROPIC_API_KEY").ok_or(DeciderError::MissingConfig { what: "API key", env: "ANTHROPIC_API_KEY" })?),
-            model: env("PINCER_MODEL").ok_or(DeciderError::MissingConfig { what: "model name", env: "PINCER_MODEL" })?,
-            timeout: DEFAULT_TIMEOUT,
-            max_tokens: 1024,
-        })
+        Self::resolve(super::Backend::Anthropic, "", "", "", DEFAULT_TIMEOUT)
     }
 
     fn client(&self) -> Result<reqwest::Client, DeciderError> {

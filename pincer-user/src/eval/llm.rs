@@ -210,26 +210,29 @@ pub struct LlmFactory {
 impl LlmFactory {
     /// A factory on the backend's settings from the environment (see [`ChatConfig`]).
     pub fn from_env(backend: Backend) -> Result<Self, DeciderError> {
+        let cfg = match backend {
+            Backend::Anthropic => ChatConfig::anthropic_from_env()?,
+            Backend::OpenAi | Backend::Offline => ChatConfig::openai_from_env()?,
+        };
+        Self::from_chat(backend, cfg)
+    }
+
+    /// A factory on `backend` with the given chat settings.
+    pub fn from_chat(backend: Backend, cfg: ChatConfig) -> Result<Self, DeciderError> {
         // One tally for the baselines' and the twin's calls.
         let failures = Failures::new();
         let f = failures.clone();
         Ok(match backend {
-            Backend::Anthropic => {
-                let cfg = ChatConfig::anthropic_from_env()?;
-                LlmFactory {
-                    model: Arc::new(AnthropicChat::new(cfg.clone())?.with_failures(f.clone())),
-                    twin: Arc::new(LlmDecider::new(AnthropicChat::new(cfg)?.with_failures(f))),
-                    failures,
-                }
-            }
-            Backend::OpenAi | Backend::Offline => {
-                let cfg = ChatConfig::openai_from_env()?;
-                LlmFactory {
-                    model: Arc::new(OpenAiChat::new(cfg.clone())?.with_failures(f.clone())),
-                    twin: Arc::new(LlmDecider::new(OpenAiChat::new(cfg)?.with_failures(f))),
-                    failures,
-                }
-            }
+            Backend::Anthropic => LlmFactory {
+                model: Arc::new(AnthropicChat::new(cfg.clone())?.with_failures(f.clone())),
+                twin: Arc::new(LlmDecider::new(AnthropicChat::new(cfg)?.with_failures(f))),
+                failures,
+            },
+            Backend::OpenAi | Backend::Offline => LlmFactory {
+                model: Arc::new(OpenAiChat::new(cfg.clone())?.with_failures(f.clone())),
+                twin: Arc::new(LlmDecider::new(OpenAiChat::new(cfg)?.with_failures(f))),
+                failures,
+            },
         })
     }
 
