@@ -81,8 +81,12 @@ impl Prompt {
         let mut sections = [0u64; 8];
         if total > 0 {
             for (out, c) in sections.iter_mut().zip(chars) {
-                *out = ((ans.input_tokens as u128 * c as u128 + total as u128 / 2) / total as u128) as u64;
+                *out = (ans.input_tokens as u128 * c as u128 / total as u128) as u64;
             }
+            // What rounding down left goes to the longest section, so the sections add up.
+            let rest = ans.input_tokens - sections.iter().sum::<u64>();
+            let longest = (0..chars.len()).max_by_key(|&i| chars[i]).unwrap_or(0);
+            sections[longest] += rest;
         }
         TokenUsage { input: ans.input_tokens, output: ans.output_tokens, calls: 1, cached: ans.cached_tokens, sections }
     }

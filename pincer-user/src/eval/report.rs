@@ -217,7 +217,7 @@ fn counts_json(persona: &str, d: DefenseName, f: &Figures) -> Map<String, Value>
         let [n, r, g] = f.by_attack[&t];
         by.insert(t.as_str().into(), json!({"n": num(n), "requested": num(r), "granted": num(g)}));
     }
-    let v = json!({
+    let mut v = json!({
         "persona": persona,
         "defense": d.as_str(),
         "attack_n": num(f.attack_n),
@@ -237,12 +237,13 @@ fn counts_json(persona: &str, d: DefenseName, f: &Figures) -> Map<String, Value>
         "escalations": num(f.escalations),
         "by_attack": by,
         "decisions": num(f.decisions),
-        "tokens": {
-            "input": num(f.tokens[0]), "output": num(f.tokens[1]), "calls": num(f.tokens[2]),
-            "cached": num(f.cached),
-            "sections": Section::ALL.iter().map(|&sec| (sec.as_str().to_string(), num(f.sections[sec as usize]))).collect::<Map<String, Value>>(),
-        },
+        "tokens": {"input": num(f.tokens[0]), "output": num(f.tokens[1]), "calls": num(f.tokens[2])},
     });
+    // A run with model calls adds the token bench's figures to `tokens`.
+    if f.tokens[2] > 0.0 {
+        v["tokens"]["cached"] = num(f.cached);
+        v["tokens"]["sections"] = Value::Object(Section::ALL.iter().map(|&sec| (sec.as_str().to_string(), num(f.sections[sec as usize]))).collect());
+    }
     match v {
         Value::Object(m) => m,
         _ => unreachable!("json! of an object literal is an object"),
@@ -252,7 +253,9 @@ fn counts_json(persona: &str, d: DefenseName, f: &Figures) -> Map<String, Value>
 /// The JSON of `corpus/FORMAT.md`: `format`, `corpus`, `backend`, `runs`, `results`; each
 /// result holds the mean figures and, when `runs > 1`, `per_run` with each run's object.
 /// Beside the format's fields (which keep their meaning) each result adds `asr_ci`,
-/// `casr_ci`, `bgr_ci` and `cbgr_ci`: the rate's 95% Wilson interval as `[low, high]`.
+/// `casr_ci`, `bgr_ci` and `cbgr_ci`: the rate's 95% Wilson interval as `[low, high]`,
+/// and `decisions`, the requests decided; with model calls `tokens` adds `cached` and
+/// `sections` (the token bench's figures).
 pub fn json(o: &Evaluation) -> Value {
     let mut results = Vec::new();
     for r in &o.rows {
