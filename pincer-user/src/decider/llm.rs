@@ -64,8 +64,8 @@ impl Prompt {
     }
 
     /// The characters of each section (system prompt included), in [`Section::ALL`]'s order.
-    pub fn section_chars(&self) -> [u64; 8] {
-        let mut n = [0u64; 8];
+    pub fn section_chars(&self) -> [u64; Section::COUNT] {
+        let mut n = [0u64; Section::COUNT];
         n[Section::Instructions as usize] += self.system.chars().count() as u64;
         for (s, t) in &self.parts {
             n[*s as usize] += t.chars().count() as u64;
@@ -78,7 +78,7 @@ impl Prompt {
     pub fn usage(&self, ans: &ChatAnswer) -> TokenUsage {
         let chars = self.section_chars();
         let total: u64 = chars.iter().sum();
-        let mut sections = [0u64; 8];
+        let mut sections = [0u64; Section::COUNT];
         if total > 0 {
             for (out, c) in sections.iter_mut().zip(chars) {
                 *out = (ans.input_tokens as u128 * c as u128 / total as u128) as u64;

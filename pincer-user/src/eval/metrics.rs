@@ -149,7 +149,7 @@ pub struct Figures {
     /// Input tokens served from a prompt cache.
     pub cached: f64,
     /// Input tokens by prompt section, in [`crate::decider::Section::ALL`]'s order.
-    pub sections: [f64; 8],
+    pub sections: [f64; crate::decider::Section::COUNT],
 }
 
 impl Figures {

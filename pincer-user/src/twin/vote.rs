@@ -131,8 +131,11 @@ pub enum Section {
 }
 
 impl Section {
+    /// How many sections there are.
+    pub const COUNT: usize = 8;
+
     /// Every section, in the order the bench prints them.
-    pub const ALL: [Section; 8] =
+    pub const ALL: [Section; Section::COUNT] =
         [Section::Instructions, Section::Policies, Section::PastTasks, Section::Session, Section::Tree, Section::Precommitted, Section::Request, Section::Content];
 
     /// The section's name in reports and JSON.
@@ -154,7 +157,7 @@ fn is_zero(x: &u64) -> bool {
     *x == 0
 }
 
-fn all_zero(x: &[u64; 8]) -> bool {
+fn all_zero(x: &[u64; Section::COUNT]) -> bool {
     x.iter().all(|&n| n == 0)
 }
 
@@ -174,7 +177,7 @@ pub struct TokenUsage {
     /// The input tokens by prompt section (in [`Section::ALL`]'s order): the provider's count
     /// shared out by each section's length.
     #[serde(default, skip_serializing_if = "all_zero")]
-    pub sections: [u64; 8],
+    pub sections: [u64; Section::COUNT],
 }
 
 impl std::ops::AddAssign for TokenUsage {
