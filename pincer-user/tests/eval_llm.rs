@@ -28,7 +28,7 @@ impl ChatModel for Fixed {
     async fn complete(&self, _system: &str, _user: &str) -> Result<ChatAnswer, DeciderError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         match self.answer {
-            Some(t) => Ok(ChatAnswer { text: t.into(), input_tokens: 100, output_tokens: 7 }),
+            Some(t) => Ok(ChatAnswer { text: t.into(), input_tokens: 100, output_tokens: 7, cached_tokens: 0 }),
             None => Err(DeciderError::Timeout { backend: "fixed", secs: 1.0 }),
         }
     }

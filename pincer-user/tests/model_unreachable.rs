@@ -93,3 +93,37 @@ fn counts(stderr: &str) -> (u64, u64) {
     let i = words.iter().position(|w| *w == "of").unwrap();
     (words[i - 1].parse().unwrap(), words[i + 1].parse().unwrap())
 }
+
+/// Runs `pincer eval --config FILE` on the mini corpus, with `env` set and the model
+/// variables otherwise unset.
+fn eval_with_config(config: &str, env: &[(&str, &str)]) -> (bool, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pincer.toml");
+    std::fs::write(&path, config).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pincer"));
+    cmd.args(["eval", "--config", path.to_str().unwrap(), "--corpus", MINI, "--defense", "pincer"]);
+    for v in ["OPENAI_BASE_URL", "OPENAI_API_KEY", "PINCER_MODEL", "RUST_LOG"] {
+        cmd.env_remove(v);
+    }
+    cmd.envs(env.iter().copied());
+    let out = cmd.output().expect("pincer runs");
+    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn eval_takes_the_endpoint_from_the_daemons_decider_settings_and_the_environment_overrides_it() {
+    let port = |_: ()| {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let (configured, overriding) = (port(()), port(()));
+    let config = format!("[decider]\nbackend = \"openai\"\nendpoint = \"http://127.0.0.1:{configured}/v1\"\nmodel = \"test-model\"\n");
+    let (ok, stderr) = eval_with_config(&config, &[]);
+    assert!(!ok, "{stderr}");
+    assert!(stderr.contains(&format!("http://127.0.0.1:{configured}/v1/chat/completions")), "the configured endpoint is called:\n{stderr}");
+    let (ok, stderr) = eval_with_config(&config, &[("OPENAI_BASE_URL", &format!("http://127.0.0.1:{overriding}/v1"))]);
+    assert!(!ok, "{stderr}");
+    assert!(stderr.contains(&format!("http://127.0.0.1:{overriding}/v1/chat/completions")), "the environment overrides it:\n{stderr}");
+    let (ok, stderr) = eval_with_config("[decider]\nbackend = \"openai\"\n", &[]);
+    assert!(!ok && stderr.contains("decider.model"), "a model name is required:\n{stderr}");
+}

@@ -152,3 +152,30 @@ fn missing_configuration_is_named() {
         assert!(e.contains("PINCER_MODEL"), "{e}");
     }
 }
+
+#[tokio::test]
+async fn anthropic_calls_mark_the_stable_prefix_and_cached_tokens_are_counted() {
+    let body = json!({"type": "message", "content": [{"type": "text", "text": r#"{"verdict": "allow", "reason": "r"}"#}], "stop_reason": "end_turn",
+                      "usage": {"input_tokens": 30, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 1200, "output_tokens": 9}});
+    let (server, d) = anthropic_server(ResponseTemplate::new(200).set_body_json(body)).await;
+    let v = vote1_with(&d).await;
+    assert_eq!((v.tokens.input, v.tokens.cached, v.tokens.output), (1230, 1200, 9), "cached input counts as input");
+    let sent: serde_json::Value = serde_json::from_slice(&server.received_requests().await.unwrap()[0].body).unwrap();
+    assert_eq!(sent["system"][0]["cache_control"]["type"], "ephemeral", "{sent}");
+    let content = sent["messages"][0]["content"].as_array().unwrap();
+    assert_eq!(content.len(), 2, "the stable prefix, then the rest: {sent}");
+    assert_eq!(content[0]["cache_control"]["type"], "ephemeral");
+    assert!(content[0]["text"].as_str().unwrap().starts_with("{\"user_policies\":"), "{sent}");
+    assert!(content[1].get("cache_control").is_none() && content[1]["text"].as_str().unwrap().contains("\"request\":"), "the request comes last, unmarked: {sent}");
+}
+
+#[tokio::test]
+async fn openai_cached_tokens_are_counted() {
+    let body = json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": r#"{"verdict": "deny", "reason": "r"}"#}, "finish_reason": "stop"}],
+                      "usage": {"prompt_tokens": 1500, "completion_tokens": 8, "prompt_tokens_details": {"cached_tokens": 1280}}});
+    let (_s, d) = openai_server(ResponseTemplate::new(200).set_body_json(body)).await;
+    let v = vote1_with(&d).await;
+    assert_eq!(v.verdict, Verdict::Deny);
+    assert_eq!((v.tokens.input, v.tokens.cached, v.tokens.output, v.tokens.calls), (1500, 1280, 8, 1));
+    assert_eq!(v.tokens.sections.iter().sum::<u64>(), 1500, "the sections share out the input tokens");
+}

@@ -1,7 +1,8 @@
 //! The twin end to end with the offline decider: grant integrity (property tests), the
 //! three votes' verdicts and reasons, escalation to the user, and what becomes trusted state.
 
-use pincer::decider::{OfflineDecider, Verdict};
+use pincer::decider::llm::{ChatAnswer, ChatModel};
+use pincer::decider::{LlmDecider, OfflineDecider, Verdict};
 use pincer::sanitize::{SecretKey, Sanitizer};
 use pincer::store::{HistoryRecord, AccessRecord, AccessSource, Permission, PolicyRule, Store, TrustedState, UserPolicy};
 use pincer::twin::{Outcome, Prepared, Request, Twin, TwinConfig, Variant};
@@ -305,5 +306,98 @@ proptest! {
             }
             Ok(())
         })?;
+    }
+
+    /// On a model, the twin decides in tiers; still every grant implies vote 1's allow, the
+    /// prompt of vote 1 is the same whatever the untrusted fields say (it is made of trusted
+    /// and sanitized input only), it never holds the raw name, and a model's deny stands.
+    #[test]
+    fn tiered_votes_keep_vote1_trusted_and_a_model_deny_stands(
+        prompt in prompt(),
+        steps in prop::collection::vec((prop::sample::select(PATHS.to_vec()), access(), untrusted_text(), untrusted_text(), untrusted_text(), untrusted_text()), 1..6),
+        deny in 0u8..3,
+    ) {
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        rt.block_on(async {
+            let p = prepared();
+            let (ma, mb) = (Arc::new(Recorder::new(deny)), Arc::new(Recorder::new(deny)));
+            let config = TwinConfig { variant: Variant::Pincer, escalate_after: 2 };
+            let mut a = Twin::from_prepared(&p, Arc::new(LlmDecider::new(ma.clone())), config.clone());
+            let mut b = Twin::from_prepared(&p, Arc::new(LlmDecider::new(mb.clone())), config);
+            let mut o = twin(&p, Variant::Pincer);
+            for t in [&mut a, &mut b, &mut o] {
+                t.start_session("s", &prompt, &tree()).await.unwrap();
+            }
+            let mut same_context = true;
+            for (path, acc, rat_a, content_a, rat_b, content_b) in steps {
+                let ra = Request { path: path.into(), access: acc, rationale: rat_a, content: content_a.map(String::into_bytes) };
+                let rb = Request { path: path.into(), access: acc, rationale: rat_b, content: content_b.map(String::into_bytes) };
+                let (na, nb) = (ma.vote1_prompts().len(), mb.vote1_prompts().len());
+                let da = a.decide("s", &ra).await;
+                let db = b.decide("s", &rb).await;
+                let dof = o.decide("s", &req(path, acc)).await;
+                // Whether the model is asked may depend on offline vote 2 (which sees the
+                // untrusted fields); what vote 1 is asked may not.
+                let (pa, pb) = (ma.vote1_prompts(), mb.vote1_prompts());
+                let asked_both = pa.len() > na && pb.len() > nb;
+                for d in [&da, &db] {
+                    if d.granted() {
+                        prop_assert_eq!(d.votes[0].verdict, Verdict::Allow);
+                    }
+                    if d.votes.iter().any(|v| v.reason.starts_with("model: ")) {
+                        prop_assert!(!d.granted(), "a model's deny became a grant");
+                    }
+                }
+                if same_context {
+                    if asked_both {
+                        prop_assert_eq!(pa.last(), pb.last(), "vote 1's prompt depends on untrusted fields");
+                    }
+                    if da.granted() {
+                        prop_assert!(dof.granted() || dof.votes[1].verdict != Verdict::Allow, "the tiers granted what the offline votes 1 and 3 deny");
+                    }
+                }
+                same_context &= da.granted() == db.granted() && da.granted() == dof.granted();
+                if path.starts_with("vault/") {
+                    prop_assert!(!da.granted() && !db.granted(), "a denied path was granted");
+                }
+            }
+            for (_, user) in ma.vote1_prompts() {
+                let request = &user[user.rfind("\"request\":").expect("vote 1's prompt ends with the request")..];
+                for seg in ["app", "src", "parser", "lexer", "notes", "vault", "keys", "other", "thing"] {
+                    prop_assert!(!request.contains(seg), "vote 1's request holds a raw name: {}", request);
+                }
+            }
+            Ok(())
+        })?;
+    }
+}
+
+/// A chat model that records every prompt and allows, or denies each vote whose prompt
+/// hashes into the first `deny` thirds.
+struct Recorder {
+    deny: u8,
+    prompts: std::sync::Mutex<Vec<(String, String)>>,
+}
+
+impl Recorder {
+    fn new(deny: u8) -> Self {
+        Recorder { deny, prompts: std::sync::Mutex::new(vec![]) }
+    }
+
+    fn vote1_prompts(&self) -> Vec<(String, String)> {
+        self.prompts.lock().unwrap().iter().filter(|(s, _)| s == pincer::decider::llm::VOTE1_PROMPT).cloned().collect()
+    }
+}
+
+#[async_trait::async_trait]
+impl ChatModel for Recorder {
+    fn backend(&self) -> &'static str {
+        "recorder"
+    }
+    async fn complete(&self, system: &str, user: &str) -> Result<ChatAnswer, pincer::decider::DeciderError> {
+        self.prompts.lock().unwrap().push((system.to_string(), user.to_string()));
+        let h = user.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32));
+        let verdict = if (h % 3) < self.deny as u32 { "deny" } else { "allow" };
+        Ok(ChatAnswer { text: format!(r#"{{"verdict": "{verdict}", "reason": "recorded"}}"#), input_tokens: 1, output_tokens: 1, cached_tokens: 0 })
     }
 }

@@ -1,4 +1,5 @@
-//! `pincer bench decide`: latency of a full three-vote decision of the offline decider over
+//! `pincer bench decide`: latency of a full three-vote decision of the offline decider (or
+//! of the model `--decider` names, at the endpoint of `--config`'s `[decider]`) over
 //! synthetic histories of several sizes (p50, p99), as wall-clock time and as the thread's
 //! CPU time (which leaves out the time the thread waited for a core on a loaded machine).
 
@@ -34,9 +35,14 @@ enum What {
         /// decision; prints each store's figures and the ratio to SQLite.
         #[arg(long, value_delimiter = ',')]
         store: Vec<BenchStore>,
-        /// Configuration whose `[store]` names the PostgreSQL database (for `--store postgres`).
+        /// Configuration whose `[store]` names the PostgreSQL database (for `--store postgres`)
+        /// and whose `[decider]` gives the model's endpoint (the environment overrides it).
         #[arg(long)]
         config: Option<std::path::PathBuf>,
+        /// The decider backend (default offline; a model's settings come from `--config`'s
+        /// `[decider]`, or the environment as for `pincer eval`).
+        #[arg(long, value_enum, default_value = "offline")]
+        decider: pincer::decider::Backend,
         /// Audit rows written to each store's audit for the rows/s figure.
         #[arg(long, default_value_t = 20000)]
         audit_rows: usize,
@@ -262,15 +268,30 @@ async fn bench_stores(stores: &[BenchStore], config: Option<&std::path::Path>, h
     Ok(())
 }
 
-async fn bench_decide(history: &[usize], iterations: usize) -> anyhow::Result<()> {
-    println!("offline decider, full three-vote decision (twin.decide), {iterations} decisions per size");
+/// The decider `bench decide` measures: offline, or a model at the configured endpoint.
+fn bench_decider(backend: pincer::decider::Backend, config: Option<&std::path::Path>) -> anyhow::Result<Arc<dyn pincer::decider::Decider>> {
+    use pincer::decider::{AnthropicChat, Backend, ChatConfig, LlmDecider, OpenAiChat};
+    let chat = || -> anyhow::Result<ChatConfig> {
+        Ok(match config {
+            Some(p) => pincer::daemon::config::Config::load(Some(p))?.decider.chat(backend)?,
+            None => ChatConfig::resolve(backend, "", "", "", pincer::decider::llm::DEFAULT_TIMEOUT)?,
+        })
+    };
+    Ok(match backend {
+        Backend::Offline => Arc::new(OfflineDecider::new()),
+        Backend::OpenAi => Arc::new(LlmDecider::new(OpenAiChat::new(chat()?)?)),
+        Backend::Anthropic => Arc::new(LlmDecider::new(AnthropicChat::new(chat()?)?)),
+    })
+}
+
+async fn bench_decide(history: &[usize], iterations: usize, decider: Arc<dyn pincer::decider::Decider>) -> anyhow::Result<()> {
+    println!("{} decider, full three-vote decision (twin.decide), {iterations} decisions per size", decider.name());
     println!("wall: elapsed time; cpu: the thread's CPU time (excludes waiting for a core)");
     println!("{:>8} {:>10} {:>10} {:>10} {:>10} {:>12} {:>12}", "history", "p50 us", "p99 us", "mean us", "max us", "cpu p50 us", "cpu p99 us");
     for &n in history {
         let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ n as u64);
         let prepared = Prepared::new(synthetic_state(n, &mut rng), Sanitizer::new(SecretKey::from_bytes([3; 32])));
         let tree: Vec<String> = DIRS.iter().flat_map(|d| SUBS.iter().map(move |s| format!("{d}/{s}/"))).collect();
-        let decider = Arc::new(OfflineDecider::new());
         let mut times = Vec::with_capacity(iterations);
         let mut cpu = Vec::with_capacity(iterations);
         // Warm up: the detectors' patterns compile on first use.
@@ -451,10 +472,11 @@ fn bench_fleet(daemons: usize, sessions: usize, decisions: usize, history: usize
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     match args.what {
-        What::Decide { history, iterations, store, config, audit_rows } => {
+        What::Decide { history, iterations, store, config, decider, audit_rows } => {
             anyhow::ensure!(iterations > 0, "--iterations must be at least 1");
             anyhow::ensure!(!history.is_empty(), "--history needs at least one size");
-            rt.block_on(bench_decide(&history, iterations))?;
+            let decider = bench_decider(decider, config.as_deref())?;
+            rt.block_on(bench_decide(&history, iterations, decider))?;
             if !store.is_empty() {
                 rt.block_on(bench_stores(&store, config.as_deref(), &history, iterations, audit_rows))?;
             }

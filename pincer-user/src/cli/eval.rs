@@ -19,9 +19,15 @@ pub struct EvalArgs {
     /// dynamic-judge, conseca+, conseca-judge+, pincer, pincer-p2.
     #[arg(long = "defense", value_name = "NAME")]
     defenses: Vec<String>,
-    /// The decider backend.
-    #[arg(long, value_enum, default_value = "offline")]
-    decider: Backend,
+    /// The decider backend; `fake-openai` is the token bench's built-in counting model (no
+    /// network, every vote allowed, a prompt cache like a provider's).
+    /// Default: the `[decider] backend` of `--config`, else `offline`.
+    #[arg(long, value_enum)]
+    decider: Option<EvalDecider>,
+    /// The daemon's configuration: its `[decider]` section gives the model's endpoint, name,
+    /// API key variable and timeout (the environment overrides each, as without it).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// How many times to replay each persona against each defense (figures are means).
     #[arg(long, default_value_t = 1)]
     runs: usize,
@@ -35,6 +41,21 @@ pub struct EvalArgs {
     /// daemon's audit log format (votes, reasons, mechanisms, and the persona and sample).
     #[arg(long, value_name = "FILE")]
     audit: Option<PathBuf>,
+}
+
+/// The deciders `pincer eval` can run on: the daemon's backends and the token bench's fake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum EvalDecider {
+    /// Deterministic, no model.
+    Offline,
+    /// An OpenAI-compatible endpoint.
+    #[value(name = "openai")]
+    OpenAi,
+    /// The Anthropic Messages API.
+    Anthropic,
+    /// The built-in counting fake of an OpenAI-compatible model.
+    #[value(name = "fake-openai")]
+    FakeOpenAi,
 }
 
 /// The default corpus: `corpus/` in the current folder or one of its parents, else the one
@@ -68,7 +89,17 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
     if defenses.is_empty() {
         defenses = DefenseName::ALL.to_vec();
     }
-    let backend = args.decider;
+    let settings = args.config.as_deref().map(|p| pincer::daemon::config::Config::load(Some(p))).transpose()?.map(|c| c.decider);
+    let decider = args.decider.unwrap_or(match settings.as_ref().map(|s| s.backend) {
+        Some(Backend::OpenAi) => EvalDecider::OpenAi,
+        Some(Backend::Anthropic) => EvalDecider::Anthropic,
+        Some(Backend::Offline) | None => EvalDecider::Offline,
+    });
+    let backend = match decider {
+        EvalDecider::Offline => Backend::Offline,
+        EvalDecider::OpenAi | EvalDecider::FakeOpenAi => Backend::OpenAi,
+        EvalDecider::Anthropic => Backend::Anthropic,
+    };
     let corpus = Corpus::load(&corpus_dir)?;
     // The corpus as the user would name it: relative to the current folder when inside it.
     let label = std::env::current_dir()
@@ -84,7 +115,14 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
     let outcome = match backend {
         Backend::Offline => run::run(rt.handle(), &corpus, &label, backend, &defenses, args.runs, &OfflineFactory, &|| {}, threads, audit)?,
         Backend::OpenAi | Backend::Anthropic => {
-            let factory = pincer::eval::llm::LlmFactory::from_env(backend)?;
+            let factory = match (decider, &settings) {
+                (EvalDecider::FakeOpenAi, _) => {
+                    println!("model: the built-in counting fake (4 characters a token, a provider's prefix cache, every vote allowed)");
+                    pincer::eval::llm::LlmFactory::counting()
+                }
+                (_, Some(s)) => pincer::eval::llm::LlmFactory::from_chat(backend, s.chat(backend)?)?,
+                (_, None) => pincer::eval::llm::LlmFactory::from_env(backend)?,
+            };
             let bar = indicatif::ProgressBar::new(run::total_samples(&corpus, defenses.len(), args.runs));
             bar.set_style(
                 indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} samples, eta {eta}")

@@ -97,6 +97,14 @@ impl Default for DeciderConfig {
     }
 }
 
+impl DeciderConfig {
+    /// The chat settings of `backend` from these values, with the environment as override
+    /// ([`crate::decider::ChatConfig::resolve`]): what `pincer eval` and `pincer bench` use.
+    pub fn chat(&self, backend: Backend) -> Result<crate::decider::ChatConfig, crate::decider::DeciderError> {
+        crate::decider::ChatConfig::resolve(backend, &self.endpoint, &self.model, &self.api_key_env, std::time::Duration::from_secs(self.timeout_secs))
+    }
+}
+
 /// `[escalation]`: when and how long the user is asked.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

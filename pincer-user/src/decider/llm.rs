@@ -5,8 +5,8 @@
 //! Every failure (timeout, HTTP error, 429, refusal, truncated or unparsable answer) is a
 //! deny whose reason names the cause; tokens are counted per call.
 
-use super::{Decider, DeciderError, PolicyAnswer, PolicyInput, TokenUsage, Verdict, Vote1Input, Vote2Input, VoteOutcome};
-use crate::twin::knowledge::{Knowledge, SessionView, SIMILAR_K};
+use super::{Decider, DeciderError, PolicyAnswer, PolicyInput, Section, TokenUsage, Verdict, Vote1Input, Vote2Input, VoteOutcome};
+use crate::twin::knowledge::{Knowledge, SIMILAR_K};
 use crate::twin::PolicyEntry;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -28,6 +28,99 @@ pub struct ChatAnswer {
     pub input_tokens: u64,
     /// Output tokens the provider counted.
     pub output_tokens: u64,
+    /// Of the input tokens, those the provider served from its prompt cache.
+    pub cached_tokens: u64,
+}
+
+/// A prompt in sections: the system prompt, then the parts of the user message in order.
+/// The system prompt and the first `stable` parts are the same for every call of one kind
+/// over one user's trusted state, so a provider's prompt cache can keep them; the rest
+/// varies from call to call and comes last.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prompt {
+    /// The system prompt.
+    pub system: String,
+    /// The user message's parts, each with its section.
+    pub parts: Vec<(Section, String)>,
+    /// How many leading parts form the stable prefix.
+    pub stable: usize,
+}
+
+impl Prompt {
+    /// A prompt of a system prompt and one user message of one section, nothing stable.
+    pub fn plain(system: &str, section: Section, user: String) -> Self {
+        Prompt { system: system.to_string(), parts: vec![(section, user)], stable: 0 }
+    }
+
+    /// The user message as sent: the parts joined.
+    pub fn user(&self) -> String {
+        self.parts.iter().map(|(_, t)| t.as_str()).collect()
+    }
+
+    /// The user message's stable prefix and the rest.
+    pub fn split(&self) -> (String, String) {
+        let k = self.stable.min(self.parts.len());
+        (self.parts[..k].iter().map(|(_, t)| t.as_str()).collect(), self.parts[k..].iter().map(|(_, t)| t.as_str()).collect())
+    }
+
+    /// The characters of each section (system prompt included), in [`Section::ALL`]'s order.
+    pub fn section_chars(&self) -> [u64; Section::COUNT] {
+        let mut n = [0u64; Section::COUNT];
+        n[Section::Instructions as usize] += self.system.chars().count() as u64;
+        for (s, t) in &self.parts {
+            n[*s as usize] += t.chars().count() as u64;
+        }
+        n
+    }
+
+    /// The usage of one answered call: the provider's counts, with the input tokens shared
+    /// out over the sections by their length.
+    pub fn usage(&self, ans: &ChatAnswer) -> TokenUsage {
+        let chars = self.section_chars();
+        let total: u64 = chars.iter().sum();
+        let mut sections = [0u64; Section::COUNT];
+        if total > 0 {
+            for (out, c) in sections.iter_mut().zip(chars) {
+                *out = (ans.input_tokens as u128 * c as u128 / total as u128) as u64;
+            }
+            // What rounding down left goes to the longest section, so the sections add up.
+            let rest = ans.input_tokens - sections.iter().sum::<u64>();
+            let longest = (0..chars.len()).max_by_key(|&i| chars[i]).unwrap_or(0);
+            sections[longest] += rest;
+        }
+        TokenUsage { input: ans.input_tokens, output: ans.output_tokens, calls: 1, cached: ans.cached_tokens, sections }
+    }
+}
+
+/// A JSON object written key by key in a chosen order, each key's member in a prompt
+/// section (serde_json's own objects sort their keys, which would put the request in the
+/// middle of the stable parts).
+#[derive(Debug, Default)]
+pub struct JsonParts {
+    parts: Vec<(Section, String)>,
+}
+
+impl JsonParts {
+    /// An empty object.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `"key": value` in `section`.
+    pub fn add(mut self, section: Section, key: &str, value: &Value) -> Self {
+        let open = if self.parts.is_empty() { "{" } else { "," };
+        self.parts.push((section, format!("{open}{}:{value}", Value::from(key))));
+        self
+    }
+
+    /// The parts, the object closed (`{}` when empty).
+    pub fn finish(mut self) -> Vec<(Section, String)> {
+        match self.parts.last_mut() {
+            Some((_, t)) => t.push('}'),
+            None => self.parts.push((Section::Request, "{}".into())),
+        }
+        self.parts
+    }
 }
 
 /// A chat model: one system prompt, one user message, one answer.
@@ -37,9 +130,30 @@ pub trait ChatModel: Send + Sync {
     fn backend(&self) -> &'static str;
     /// Sends one exchange.
     async fn complete(&self, system: &str, user: &str) -> Result<ChatAnswer, DeciderError>;
+    /// Sends one exchange of a prompt in sections (a client that can mark the stable prefix
+    /// for the provider's cache does so).
+    async fn ask(&self, prompt: &Prompt) -> Result<ChatAnswer, DeciderError> {
+        self.complete(&prompt.system, &prompt.user()).await
+    }
     /// The tally of this model's calls and failures, if it keeps one.
     fn failures(&self) -> Option<&Failures> {
         None
+    }
+}
+
+#[async_trait::async_trait]
+impl<T: ChatModel + ?Sized> ChatModel for std::sync::Arc<T> {
+    fn backend(&self) -> &'static str {
+        (**self).backend()
+    }
+    async fn complete(&self, system: &str, user: &str) -> Result<ChatAnswer, DeciderError> {
+        (**self).complete(system, user).await
+    }
+    async fn ask(&self, prompt: &Prompt) -> Result<ChatAnswer, DeciderError> {
+        (**self).ask(prompt).await
+    }
+    fn failures(&self) -> Option<&Failures> {
+        (**self).failures()
     }
 }
 
@@ -184,28 +298,41 @@ fn env(name: &str) -> Option<String> {
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl ChatConfig {
+    /// The settings of a model backend from the daemon's `[decider]` values (`endpoint`,
+    /// `model`, `api_key_env`, `timeout`; an empty value means the default), with the
+    /// environment as override: `OPENAI_BASE_URL` or `ANTHROPIC_BASE_URL`, `PINCER_MODEL`.
+    /// The API key is read from the variable `api_key_env` names (default `OPENAI_API_KEY`
+    /// or `ANTHROPIC_API_KEY`); Anthropic needs one, and both need a model name.
+    pub fn resolve(backend: super::Backend, endpoint: &str, model: &str, api_key_env: &str, timeout: Duration) -> Result<Self, DeciderError> {
+        let (url_env, default_url, key_env) = match backend {
+            super::Backend::Anthropic => ("ANTHROPIC_BASE_URL", "https://api.anthropic.com", "ANTHROPIC_API_KEY"),
+            super::Backend::OpenAi | super::Backend::Offline => ("OPENAI_BASE_URL", "https://api.openai.com/v1", "OPENAI_API_KEY"),
+        };
+        let named = |v: &str| Some(v.to_string()).filter(|v| !v.trim().is_empty());
+        let key = env(if api_key_env.is_empty() { key_env } else { api_key_env });
+        if backend == super::Backend::Anthropic && key.is_none() {
+            let env = if api_key_env.is_empty() { "ANTHROPIC_API_KEY" } else { "the variable named by decider.api_key_env" };
+            return Err(DeciderError::MissingConfig { what: "API key", env });
+        }
+        Ok(ChatConfig {
+            base_url: env(url_env).or_else(|| named(endpoint)).unwrap_or_else(|| default_url.into()),
+            api_key: key,
+            model: env("PINCER_MODEL").or_else(|| named(model)).ok_or(DeciderError::MissingConfig { what: "model name", env: "PINCER_MODEL" })?,
+            timeout,
+            max_tokens: 1024,
+        })
+    }
+
     /// OpenAI-compatible settings from `OPENAI_BASE_URL` (default the OpenAI API),
     /// `OPENAI_API_KEY` and `PINCER_MODEL` (required).
     pub fn openai_from_env() -> Result<Self, DeciderError> {
-        Ok(ChatConfig {
-            base_url: env("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".into()),
-            api_key: env("OPENAI_API_KEY"),
-            model: env("PINCER_MODEL").ok_or(DeciderError::MissingConfig { what: "model name", env: "PINCER_MODEL" })?,
-            timeout: DEFAULT_TIMEOUT,
-            max_tokens: 1024,
-        })
+        Self::resolve(super::Backend::OpenAi, "", "", "", DEFAULT_TIMEOUT)
     }
 
     /// Anthropic settings from `ANTHROPIC_BASE_URL` (default the Anthropic API),
     /// `ANTHROPIC_API_KEY` (required) and `PINCER_MODEL` (required).
     pub fn anthropic_from_env() -> Result<Self, DeciderError> {
-        Ok(ChatConfig {
-            base_url: env("ANTHROPIC_BASE_URL").unwrap_or_else(|| "https://api.anthropic.com".into()),
-            api_key: Some(env("ANTHROPIC_API_KEY").ok_or(DeciderError::MissingConfig { what: "API key", env: "ANTHROPIC_API_KEY" })?),
-            model: env("PINCER_MODEL").ok_or(DeciderError::MissingConfig { what: "model name", env: "PINCER_MODEL" })?,
-            timeout: DEFAULT_TIMEOUT,
-            max_tokens: 1024,
-        })
+        Self::resolve(super::Backend::Anthropic, "", "", "", DEFAULT_TIMEOUT)
     }
 
     fn client(&self) -> Result<reqwest::Client, DeciderError> {
@@ -244,7 +371,7 @@ pub trait ChatApi: std::fmt::Debug + Clone + Send + Sync + 'static {
     /// The endpoint's path under the configured base URL.
     const PATH: &'static str;
     /// The call: headers, authentication and JSON body for one exchange.
-    fn request(cfg: &ChatConfig, rb: reqwest::RequestBuilder, system: &str, user: &str) -> reqwest::RequestBuilder;
+    fn request(cfg: &ChatConfig, rb: reqwest::RequestBuilder, prompt: &Prompt) -> reqwest::RequestBuilder;
     /// The answer's text and token counts, read from the response body.
     fn answer(v: &Value) -> Result<ChatAnswer, DeciderError>;
 }
@@ -274,8 +401,8 @@ impl<A: ChatApi> ChatClient<A> {
         format!("{}{}", self.cfg.base_url.trim_end_matches('/'), A::PATH)
     }
 
-    async fn exchange(&self, system: &str, user: &str) -> Result<ChatAnswer, DeciderError> {
-        let rb = A::request(&self.cfg, self.http.post(self.url()), system, user);
+    async fn exchange(&self, prompt: &Prompt) -> Result<ChatAnswer, DeciderError> {
+        let rb = A::request(&self.cfg, self.http.post(self.url()), prompt);
         let v = send(A::BACKEND, self.cfg.timeout, rb).await?;
         A::answer(&v)
     }
@@ -288,7 +415,11 @@ impl<A: ChatApi> ChatModel for ChatClient<A> {
     }
 
     async fn complete(&self, system: &str, user: &str) -> Result<ChatAnswer, DeciderError> {
-        let r = self.exchange(system, user).await;
+        self.ask(&Prompt::plain(system, Section::Request, user.to_string())).await
+    }
+
+    async fn ask(&self, prompt: &Prompt) -> Result<ChatAnswer, DeciderError> {
+        let r = self.exchange(prompt).await;
         self.failures.note(&self.url(), &r);
         r
     }
@@ -306,13 +437,15 @@ impl ChatApi for OpenAiApi {
     const BACKEND: &'static str = "openai";
     const PATH: &'static str = "/chat/completions";
 
-    fn request(cfg: &ChatConfig, rb: reqwest::RequestBuilder, system: &str, user: &str) -> reqwest::RequestBuilder {
+    fn request(cfg: &ChatConfig, rb: reqwest::RequestBuilder, prompt: &Prompt) -> reqwest::RequestBuilder {
+        // OpenAI-compatible servers cache prompt prefixes on their own: the stable parts
+        // come first, so nothing needs marking.
         let body = json!({
             "model": cfg.model,
             "temperature": 0,
             "max_tokens": cfg.max_tokens,
             "response_format": {"type": "json_object"},
-            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            "messages": [{"role": "system", "content": prompt.system}, {"role": "user", "content": prompt.user()}],
         });
         let rb = rb.json(&body);
         match &cfg.api_key {
@@ -336,7 +469,8 @@ impl ChatApi for OpenAiApi {
         let text = msg.get("content").and_then(Value::as_str).ok_or_else(|| malformed(B, "choices[0].message.content"))?;
         let usage = v.get("usage");
         let n = |k: &str| usage.and_then(|u| u.get(k)).and_then(Value::as_u64).unwrap_or(0);
-        Ok(ChatAnswer { text: text.to_string(), input_tokens: n("prompt_tokens"), output_tokens: n("completion_tokens") })
+        let cached = usage.and_then(|u| u.pointer("/prompt_tokens_details/cached_tokens")).and_then(Value::as_u64).unwrap_or(0);
+        Ok(ChatAnswer { text: text.to_string(), input_tokens: n("prompt_tokens"), output_tokens: n("completion_tokens"), cached_tokens: cached })
     }
 }
 
@@ -348,13 +482,24 @@ impl ChatApi for AnthropicApi {
     const BACKEND: &'static str = "anthropic";
     const PATH: &'static str = "/v1/messages";
 
-    fn request(cfg: &ChatConfig, rb: reqwest::RequestBuilder, system: &str, user: &str) -> reqwest::RequestBuilder {
+    fn request(cfg: &ChatConfig, rb: reqwest::RequestBuilder, prompt: &Prompt) -> reqwest::RequestBuilder {
+        // The system prompt and the stable parts of the user message are marked as the
+        // prefix the provider caches (`cache_control`); the varying rest comes after.
+        let cache = json!({"type": "ephemeral"});
+        let (stable, rest) = prompt.split();
+        let mut content = Vec::new();
+        if !stable.is_empty() {
+            content.push(json!({"type": "text", "text": stable, "cache_control": cache}));
+        }
+        if !rest.is_empty() || content.is_empty() {
+            content.push(json!({"type": "text", "text": rest}));
+        }
         let body = json!({
             "model": cfg.model,
             "max_tokens": cfg.max_tokens,
             "temperature": 0,
-            "system": system,
-            "messages": [{"role": "user", "content": user}],
+            "system": [{"type": "text", "text": prompt.system, "cache_control": cache}],
+            "messages": [{"role": "user", "content": content}],
         });
         let rb = rb.header("anthropic-version", "2023-06-01").json(&body);
         match &cfg.api_key {
@@ -377,7 +522,10 @@ impl ChatApi for AnthropicApi {
         }
         let usage = v.get("usage");
         let n = |k: &str| usage.and_then(|u| u.get(k)).and_then(Value::as_u64).unwrap_or(0);
-        Ok(ChatAnswer { text, input_tokens: n("input_tokens"), output_tokens: n("output_tokens") })
+        // Anthropic counts cached input apart from `input_tokens`: written to the cache in
+        // this call, or read from it.
+        let (written, read) = (n("cache_creation_input_tokens"), n("cache_read_input_tokens"));
+        Ok(ChatAnswer { text, input_tokens: n("input_tokens") + written + read, output_tokens: n("output_tokens"), cached_tokens: read })
     }
 }
 
@@ -425,36 +573,189 @@ pub fn parse_policy(text: &str) -> Result<Vec<PolicyEntry>, DeciderError> {
     Ok(j.entries)
 }
 
-/// Renders what vote 1 may see: trusted text and sanitized tokens only.
-pub fn render_vote1(inp: &Vote1Input<'_>) -> Value {
+/// How many similar past tasks a vote-1 prompt shows.
+const PROMPT_SIMILAR: usize = 3;
+/// Content shown to vote 2 is cut to this many characters (the offline detectors have read
+/// all of it).
+const PROMPT_CONTENT: usize = 3000;
+
+/// The standing compaction of the user's policies: one line per policy, its text and its
+/// rules (sanitized globs), in the trusted state's order. It depends on the trusted state
+/// only, so it is the same for every call until the policies change, and heads the user
+/// message as its stable prefix.
+pub fn standing_policies(k: &Knowledge) -> Value {
+    let line = |p: &crate::twin::knowledge::PolicyView| {
+        let mut l = format!("{}: {}", p.id.as_str(), p.text.as_str());
+        for r in &p.rules {
+            let access: Vec<&str> = r.access.iter().map(|a| a.as_str()).collect();
+            l.push_str(&format!(" | {} {} {}", r.permission.as_str(), access.join(","), r.glob));
+        }
+        l
+    };
+    json!(k.policies.iter().map(line).collect::<Vec<_>>())
+}
+
+/// The standing compaction of the user's past tasks: every folder they used (sanitized),
+/// with the access types used in it and how many tasks did. Derived from the trusted
+/// history alone and the same for every call until a task is added.
+pub fn standing_workspace(k: &Knowledge) -> Value {
+    let mut dirs: std::collections::BTreeMap<String, (std::collections::BTreeSet<crate::access::Access>, u32)> = std::collections::BTreeMap::new();
+    for t in &k.tasks {
+        let mut seen = std::collections::HashSet::new();
+        for (p, a, _) in &t.accesses {
+            let dir = if p.is_dir() { Some(p.clone()) } else { p.parent() };
+            let Some(dir) = dir else { continue };
+            let e = dirs.entry(dir.to_string()).or_default();
+            e.0.insert(*a);
+            if seen.insert(dir) {
+                e.1 += 1;
+            }
+        }
+    }
+    let lines: Vec<String> = dirs
+        .into_iter()
+        .map(|(d, (access, n))| format!("{} {} {n}", if d.is_empty() { "." } else { d.as_str() }, access.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(",")))
+        .collect();
+    json!(lines)
+}
+
+/// The entries of a pre-committed policy that concern `path`: those whose glob's literal
+/// folder is the path's or one of its parents, or lies under the path.
+fn entries_near<'a>(entries: &'a [crate::twin::PolicyEntry], path: &str) -> Vec<&'a crate::twin::PolicyEntry> {
+    entries
+        .iter()
+        .filter(|e| {
+            let lit = e.path_glob.split(['*', '?', '[', '{']).next().unwrap_or("");
+            let dir = &lit[..lit.rfind('/').map_or(0, |i| i + 1)];
+            path.starts_with(dir) || lit.starts_with(path)
+        })
+        .collect()
+}
+
+/// What the request is, sanitized.
+fn sanitized_request(inp: &Vote1Input<'_>) -> Value {
+    json!({"path": inp.path.to_string(), "access": inp.access})
+}
+
+/// The similar past tasks vote 1 is shown: the most similar few, each with its accesses and
+/// approvals in the request's top folder (the others only counted).
+fn similar_near(inp: &Vote1Input<'_>) -> Value {
+    let top = inp.path.tokens().first();
+    let near = |p: &crate::sanitize::SanitizedPath| p.tokens().first() == top;
+    let tasks: Vec<Value> = inp
+        .session
+        .similar
+        .iter()
+        .take(PROMPT_SIMILAR.min(SIMILAR_K))
+        .map(|&(i, w)| {
+            let t = &inp.knowledge.tasks[i];
+            let accesses: Vec<String> = t.accesses.iter().filter(|(p, _, _)| near(p)).map(|(p, a, _)| format!("{a} {p}")).collect();
+            let approvals: Vec<String> = t.approvals.iter().map(|r| format!("{} {}", r.access.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(","), r.glob)).collect();
+            json!({
+                "similarity": (w as f64 * 100.0).round() / 100.0,
+                "prompt": t.prompt.as_str(),
+                "accesses": accesses,
+                "elsewhere": t.accesses.len() - accesses.len(),
+                "approvals": approvals,
+            })
+        })
+        .collect();
+    json!(tasks)
+}
+
+/// The trusted session as the votes see it: the user's prompts, the names typed in them
+/// and this session's grants, all sanitized but the prompts.
+fn trusted_session(inp: &Vote1Input<'_>) -> Value {
     json!({
-        "session_prompts": inp.session.prompts.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
+        "prompts": inp.session.prompts.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
         "names_in_prompts": inp.session.typed.iter().map(|t| t.to_string()).collect::<Vec<_>>(),
-        "granted_in_session": inp.session.grants.iter().map(|(p, a)| json!({"path": p.to_string(), "access": a})).collect::<Vec<_>>(),
-        "similar_past_tasks": render_similar(inp.knowledge, inp.session),
-        "user_policies": inp.knowledge.policies.iter().map(|p| json!({
-            "id": p.id.as_str(), "text": p.text.as_str(),
-            "rules": p.rules.iter().map(|r| json!({"path_glob": r.glob.to_string(), "access": r.access, "permission": r.permission})).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
-        "request": {"path": inp.path.to_string(), "access": inp.access},
+        "granted": inp.session.grants.iter().map(|(p, a)| format!("{a} {p}")).collect::<Vec<_>>(),
     })
 }
 
-fn render_similar(k: &Knowledge, s: &SessionView) -> Vec<Value> {
-    s.similar
-        .iter()
-        .take(SIMILAR_K)
-        .map(|&(i, w)| {
-            let t = &k.tasks[i];
-            json!({
-                "similarity": (w * 100.0).round() / 100.0,
-                "day": t.day,
-                "prompt": t.prompt.as_str(),
-                "accesses": t.accesses.iter().map(|(p, a, _)| json!({"path": p.to_string(), "access": a})).collect::<Vec<_>>(),
-                "approvals": t.approvals.iter().map(|r| json!({"path_glob": r.glob.to_string(), "access": r.access})).collect::<Vec<_>>(),
-            })
-        })
-        .collect()
+/// The prompt of vote 1: trusted text and sanitized tokens only. The standing compaction of
+/// the policies comes first (the stable prefix), the session, the similar tasks and the
+/// request last.
+pub fn vote1_prompt(inp: &Vote1Input<'_>) -> Prompt {
+    let parts = JsonParts::new()
+        .add(Section::Policies, "user_policies", &standing_policies(inp.knowledge))
+        .add(Section::PastTasks, "user_folders", &standing_workspace(inp.knowledge))
+        .add(Section::Session, "session", &trusted_session(inp))
+        .add(Section::PastTasks, "similar_past_tasks", &similar_near(inp))
+        .add(Section::Request, "request", &sanitized_request(inp))
+        .finish();
+    Prompt { system: VOTE1_PROMPT.to_string(), parts, stable: 2 }
+}
+
+/// The prompt of vote 2: the standing policies first, then the session, the request and
+/// what is untrusted about it (no past tasks: vote 1 weighs those).
+pub fn vote2_prompt(inp: &Vote2Input<'_>) -> Prompt {
+    let content = inp.content.map(|c| {
+        let s = String::from_utf8_lossy(c);
+        let t: String = s.chars().take(PROMPT_CONTENT).collect();
+        if t.len() < s.len() {
+            format!("{t}\n[... cut]")
+        } else {
+            t
+        }
+    });
+    let mut parts = JsonParts::new()
+        .add(Section::Policies, "user_policies", &standing_policies(inp.v1.knowledge))
+        .add(Section::PastTasks, "user_folders", &standing_workspace(inp.v1.knowledge))
+        .add(Section::Session, "session", &trusted_session(&inp.v1));
+    if let Some(p) = inp.policy {
+        parts = parts.add(Section::Precommitted, "pre_committed_policy", &json!(entries_near(p.entries(), inp.raw_path)));
+    }
+    let parts = parts
+        .add(Section::Request, "request", &sanitized_request(&inp.v1))
+        .add(Section::Request, "requested_name", &json!(inp.raw_path))
+        .add(Section::Request, "rationale", &json!(inp.rationale))
+        .add(Section::Session, "earlier_requests", &json!(inp.earlier))
+        .add(Section::Content, "content", &json!(content))
+        .finish();
+    Prompt { system: VOTE2_PROMPT.to_string(), parts, stable: 2 }
+}
+
+/// The section of a prompt's JSON member by its key; `None` for an object whose members are
+/// sectioned one by one.
+pub fn section_of(key: &str) -> Option<Section> {
+    Some(match key {
+        "user_policies" => Section::Policies,
+        "similar_past_tasks" | "past_tasks" => Section::PastTasks,
+        "session_prompts" | "names_in_prompts" | "granted_in_session" | "prompt" | "task" | "memory" | "earlier_requests" => Section::Session,
+        "workspace_tree" => Section::Tree,
+        "pre_committed_policy" | "policy" => Section::Precommitted,
+        "content" => Section::Content,
+        "untrusted" | "history" | "request" => return None,
+        _ => Section::Request,
+    })
+}
+
+fn json_parts(v: &Value, out: &mut Vec<(Section, String)>, at: Section) {
+    let Some(m) = v.as_object() else {
+        out.push((at, v.to_string()));
+        return;
+    };
+    out.push((at, "{".into()));
+    for (i, (k, x)) in m.iter().enumerate() {
+        let key = format!("{}{}:", if i == 0 { "" } else { "," }, Value::from(k.as_str()));
+        match section_of(k) {
+            Some(sec) => out.push((sec, format!("{key}{x}"))),
+            None => {
+                out.push((at, key));
+                json_parts(x, out, Section::Request);
+            }
+        }
+    }
+    out.push((at, "}".into()));
+}
+
+/// A prompt of `system` and the JSON object `v` as serde_json writes it, its members in the
+/// sections [`section_of`] names, nothing stable.
+pub fn sectioned(system: &str, v: &Value) -> Prompt {
+    let mut parts = Vec::new();
+    json_parts(v, &mut parts, Section::Request);
+    Prompt { system: system.to_string(), parts, stable: 0 }
 }
 
 /// A decider that asks a chat model for each vote and for the pre-committed policy.
@@ -474,14 +775,14 @@ impl<M: ChatModel> LlmDecider<M> {
         &self.model
     }
 
-    async fn vote(&self, what: &'static str, system: &str, user: String) -> VoteOutcome {
-        match self.model.complete(system, &user).await {
+    async fn vote(&self, what: &'static str, prompt: Prompt) -> VoteOutcome {
+        match self.model.ask(&prompt).await {
             Err(e) => {
                 let calls = if matches!(e, DeciderError::MissingConfig { .. } | DeciderError::Client(_)) { 0 } else { 1 };
-                VoteOutcome::failed(&e, TokenUsage { input: 0, output: 0, calls })
+                VoteOutcome::failed(&e, TokenUsage { calls, ..TokenUsage::default() })
             }
             Ok(ans) => {
-                let tokens = TokenUsage { input: ans.input_tokens, output: ans.output_tokens, calls: 1 };
+                let tokens = prompt.usage(&ans);
                 match parse_vote(what, &ans.text) {
                     Ok((verdict, reason)) => VoteOutcome { verdict, reason, mechanism: None, tokens },
                     Err(e) => VoteOutcome::failed(&e, tokens),
@@ -512,25 +813,15 @@ impl<M: ChatModel> Decider for LlmDecider<M> {
     }
 
     async fn vote1(&self, input: &Vote1Input<'_>) -> VoteOutcome {
-        self.vote("vote 1", VOTE1_PROMPT, render_vote1(input).to_string()).await
+        self.vote("vote 1", vote1_prompt(input)).await
     }
 
     async fn vote2(&self, input: &Vote2Input<'_>) -> VoteOutcome {
-        let content = input.content.map(|c| {
-            let s = String::from_utf8_lossy(c);
-            s.chars().take(6000).collect::<String>()
-        });
-        let mut v = render_vote1(&input.v1);
-        v["untrusted"] = json!({
-            "requested_name": input.raw_path,
-            "rationale": input.rationale,
-            "content": content,
-            "earlier_requests": input.earlier,
-        });
-        if let Some(p) = input.policy {
-            v["pre_committed_policy"] = json!(p.entries());
-        }
-        self.vote("vote 2", VOTE2_PROMPT, v.to_string()).await
+        self.vote("vote 2", vote2_prompt(input)).await
+    }
+
+    fn costly(&self) -> bool {
+        true
     }
 
     async fn policy(&self, input: &PolicyInput<'_>) -> Result<PolicyAnswer, DeciderError> {
@@ -547,10 +838,10 @@ impl<M: ChatModel> Decider for LlmDecider<M> {
             "workspace_tree": input.workspace_tree,
             "similar_past_tasks": similar,
             "user_policies": input.state.policies,
-        })
-        .to_string();
-        let ans = self.model.complete(POLICY_PROMPT, &user).await?;
-        let tokens = TokenUsage { input: ans.input_tokens, output: ans.output_tokens, calls: 1 };
+        });
+        let prompt = sectioned(POLICY_PROMPT, &user);
+        let ans = self.model.ask(&prompt).await?;
+        let tokens = prompt.usage(&ans);
         let entries = parse_policy(&ans.text)?;
         Ok(PolicyAnswer { entries, tokens })
     }

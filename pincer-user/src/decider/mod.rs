@@ -15,7 +15,7 @@ pub mod offline;
 use serde::Serialize;
 
 pub use crate::twin::vote::{
-    Decider, DeciderError, EarlierRequest, Mechanism, PolicyAnswer, PolicyInput, RuleOrigin, TokenUsage, TrustedText, Verdict, Vote1Input, Vote2Input, VoteOutcome,
+    Decider, DeciderError, EarlierRequest, Mechanism, PolicyAnswer, PolicyInput, RuleOrigin, Section, TokenUsage, TrustedText, Verdict, Vote1Input, Vote2Input, VoteOutcome,
 };
 
 pub use llm::{AnthropicChat, ChatAnswer, ChatConfig, ChatModel, LlmDecider, OpenAiChat};

@@ -2,7 +2,7 @@
 //! offline baselines, asked of the model with the prompts under `prompts/baselines/`.
 //! Every error, timeout or unparsable answer is a deny (fail closed).
 
-use crate::decider::llm::{parse_policy, parse_vote, AnthropicChat, ChatConfig, ChatModel, FailureSummary, Failures, LlmDecider, OpenAiChat};
+use crate::decider::llm::{parse_policy, parse_vote, sectioned, AnthropicChat, ChatConfig, ChatModel, FailureSummary, Failures, LlmDecider, OpenAiChat};
 use crate::decider::{Decider, DeciderError, Verdict as Vote};
 use crate::twin::PrecommittedPolicy;
 use crate::eval::corpus::Persona;
@@ -67,16 +67,16 @@ fn history_json(p: &Persona) -> Value {
 
 /// Asks the model for a vote; any failure is a deny.
 async fn ask(model: &dyn ChatModel, tokens: &mut TokenUsage, what: &'static str, system: &str, user: &Value) -> Outcome {
-    let answer = model.complete(system, &user.to_string()).await;
-    tokens.calls += 1;
+    let prompt = sectioned(system, user);
+    let answer = model.ask(&prompt).await;
     match answer {
         Err(e) => {
+            tokens.calls += 1;
             tracing::warn!("{what}: {e} (denied)");
             Outcome::Deny
         }
         Ok(a) => {
-            tokens.input += a.input_tokens;
-            tokens.output += a.output_tokens;
+            *tokens += prompt.usage(&a);
             match parse_vote(what, &a.text) {
                 Ok((Vote::Allow, _)) => Outcome::Grant,
                 Ok((Vote::AskUser, _)) => Outcome::Escalate,
@@ -114,12 +114,14 @@ struct LlmBaseline {
 impl LlmBaseline {
     async fn make_policy(&mut self, tree: &[String]) {
         let user = json!({"task": self.prompt, "workspace_tree": tree, "history": *self.history});
-        self.tokens.calls += 1;
-        let policy = match self.model.complete(CONSECA_POLICY_PROMPT, &user.to_string()).await {
-            Err(e) => PrecommittedPolicy::failed(e.to_string()),
+        let prompt = sectioned(CONSECA_POLICY_PROMPT, &user);
+        let policy = match self.model.ask(&prompt).await {
+            Err(e) => {
+                self.tokens.calls += 1;
+                PrecommittedPolicy::failed(e.to_string())
+            }
             Ok(a) => {
-                self.tokens.input += a.input_tokens;
-                self.tokens.output += a.output_tokens;
+                self.tokens += prompt.usage(&a);
                 match parse_policy(&a.text) {
                     Ok(entries) => PrecommittedPolicy::new(entries),
                     Err(e) => PrecommittedPolicy::failed(e.to_string()),
@@ -208,27 +210,37 @@ pub struct LlmFactory {
 impl LlmFactory {
     /// A factory on the backend's settings from the environment (see [`ChatConfig`]).
     pub fn from_env(backend: Backend) -> Result<Self, DeciderError> {
+        let cfg = match backend {
+            Backend::Anthropic => ChatConfig::anthropic_from_env()?,
+            Backend::OpenAi | Backend::Offline => ChatConfig::openai_from_env()?,
+        };
+        Self::from_chat(backend, cfg)
+    }
+
+    /// A factory on `backend` with the given chat settings.
+    pub fn from_chat(backend: Backend, cfg: ChatConfig) -> Result<Self, DeciderError> {
         // One tally for the baselines' and the twin's calls.
         let failures = Failures::new();
         let f = failures.clone();
         Ok(match backend {
-            Backend::Anthropic => {
-                let cfg = ChatConfig::anthropic_from_env()?;
-                LlmFactory {
-                    model: Arc::new(AnthropicChat::new(cfg.clone())?.with_failures(f.clone())),
-                    twin: Arc::new(LlmDecider::new(AnthropicChat::new(cfg)?.with_failures(f))),
-                    failures,
-                }
-            }
-            Backend::OpenAi | Backend::Offline => {
-                let cfg = ChatConfig::openai_from_env()?;
-                LlmFactory {
-                    model: Arc::new(OpenAiChat::new(cfg.clone())?.with_failures(f.clone())),
-                    twin: Arc::new(LlmDecider::new(OpenAiChat::new(cfg)?.with_failures(f))),
-                    failures,
-                }
-            }
+            Backend::Anthropic => LlmFactory {
+                model: Arc::new(AnthropicChat::new(cfg.clone())?.with_failures(f.clone())),
+                twin: Arc::new(LlmDecider::new(AnthropicChat::new(cfg)?.with_failures(f))),
+                failures,
+            },
+            Backend::OpenAi | Backend::Offline => LlmFactory {
+                model: Arc::new(OpenAiChat::new(cfg.clone())?.with_failures(f.clone())),
+                twin: Arc::new(LlmDecider::new(OpenAiChat::new(cfg)?.with_failures(f))),
+                failures,
+            },
         })
+    }
+
+    /// A factory on the token bench's counting fake ([`crate::eval::fake::CountingModel`]),
+    /// one for the baselines and the twin.
+    pub fn counting() -> Self {
+        let model = Arc::new(crate::eval::fake::CountingModel::new());
+        LlmFactory::new(model.clone(), Arc::new(LlmDecider::new(model)))
     }
 
     /// A factory on a given chat model (baselines) and decider (the twin); the model's

@@ -37,6 +37,8 @@ pub struct Counts {
     pub escalations: u64,
     /// Counts per attack class (every class present, possibly zero).
     pub by_attack: BTreeMap<AttackType, TypeCounts>,
+    /// Requests the defense decided (requests whose `needs` were granted).
+    pub decisions: u64,
     /// Tokens spent by the defense.
     pub tokens: TokenUsage,
 }
@@ -82,6 +84,7 @@ impl Counts {
             }
         }
         self.escalations += r.escalations;
+        self.decisions += r.steps.iter().flatten().filter(|o| matches!(o, crate::eval::replay::StepOutcome::Decided(_))).count() as u64;
         match r.kind {
             SampleKind::Attack => {
                 self.attack_n += 1;
@@ -141,6 +144,12 @@ pub struct Figures {
     pub by_attack: BTreeMap<AttackType, [f64; 3]>,
     /// Tokens: input, output, calls.
     pub tokens: [f64; 3],
+    /// Requests decided.
+    pub decisions: f64,
+    /// Input tokens served from a prompt cache.
+    pub cached: f64,
+    /// Input tokens by prompt section, in [`crate::decider::Section::ALL`]'s order.
+    pub sections: [f64; crate::decider::Section::COUNT],
 }
 
 impl Figures {
@@ -170,6 +179,9 @@ impl Figures {
             escalations: m(&|c| c.escalations as f64),
             by_attack,
             tokens: [m(&|c| c.tokens.input as f64), m(&|c| c.tokens.output as f64), m(&|c| c.tokens.calls as f64)],
+            decisions: m(&|c| c.decisions as f64),
+            cached: m(&|c| c.tokens.cached as f64),
+            sections: std::array::from_fn(|i| m(&|c| c.tokens.sections[i] as f64)),
         }
     }
 }

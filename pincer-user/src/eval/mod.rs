@@ -7,6 +7,7 @@
 pub mod baselines;
 pub mod corpus;
 pub mod defense;
+pub mod fake;
 pub mod judge;
 pub mod llm;
 pub mod metrics;

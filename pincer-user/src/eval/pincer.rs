@@ -93,9 +93,7 @@ impl Defense for PincerDefense {
         self.sessions += 1;
         match twin.start_session(&name, prompt, tree).await {
             Ok(start) => {
-                self.tokens.input += start.tokens.input;
-                self.tokens.output += start.tokens.output;
-                self.tokens.calls += start.tokens.calls;
+                self.tokens += start.tokens;
                 self.session = Some(name);
             }
             Err(e) => {
@@ -117,9 +115,7 @@ impl Defense for PincerDefense {
         let req = Request { path: r.path.to_string(), access: r.access, rationale: r.rationale.map(str::to_string), content: r.content.map(<[u8]>::to_vec) };
         let d = twin.decide(session, &req).await;
         tracing::debug!(defense = self.name.as_str(), path = %req.path, access = %req.access, outcome = ?d.outcome, votes = ?d.votes, "twin decision");
-        self.tokens.input += d.tokens.input;
-        self.tokens.output += d.tokens.output;
-        self.tokens.calls += d.tokens.calls;
+        self.tokens += d.tokens;
         self.last = Some(d.votes);
         d.outcome
     }

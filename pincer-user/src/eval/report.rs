@@ -3,7 +3,8 @@
 
 use crate::eval::corpus::AttackType;
 use crate::eval::defense::DefenseName;
-use crate::eval::metrics::{Counts, Figures};
+use crate::decider::Section;
+use crate::eval::metrics::{ratio, Counts, Figures};
 use crate::eval::run::Evaluation;
 use serde_json::{json, Map, Value};
 use std::fmt::Write as _;
@@ -128,9 +129,78 @@ pub fn text(o: &Evaluation) -> String {
             );
         }
     }
+    if o.rows.iter().any(|r| r.runs.iter().any(|c| c.tokens.calls > 0)) {
+        let _ = writeln!(s);
+        s.push_str(&token_bench(o));
+    }
     let _ = writeln!(s);
     let _ = writeln!(s, "elapsed: {:.2} s", o.elapsed.as_secs_f64());
     s
+}
+
+/// The token bench: per defense (all personas, then each persona) the model calls and tokens
+/// per decision, the share of input tokens a prompt cache served and each prompt section's
+/// share of the input tokens.
+pub fn token_bench(o: &Evaluation) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "Tokens per decision (decider {}): calls, input and output tokens per decided request; cached = share of input tokens served from the prompt cache; then each prompt section's share of input tokens, in %", o.backend);
+    let _ = write!(s, "{:<16} {:<14} {:>9} {:>9} {:>8} {:>8} {:>7}", "defense", "persona", "decisions", "calls/dec", "in/dec", "out/dec", "cached");
+    for sec in Section::ALL {
+        let _ = write!(s, " {:>8}", short(sec));
+    }
+    let _ = writeln!(s);
+    for d in defenses(o) {
+        let rows: Vec<(String, Figures)> = personas(o).into_iter().filter_map(|p| figures(o, &p, d).map(|f| (p, f))).collect();
+        let all = sum_figures(rows.iter().map(|(_, f)| f));
+        for (p, f) in std::iter::once(("all".to_string(), all)).chain(rows) {
+            let per = |x: f64| ratio(x, f.decisions);
+            let _ = write!(
+                s,
+                "{:<16} {:<14} {:>9} {:>9.2} {:>8.0} {:>8.0} {:>7}",
+                d.as_str(),
+                p,
+                fmt_n(f.decisions),
+                per(f.tokens[2]),
+                per(f.tokens[0]),
+                per(f.tokens[1]),
+                pct(ratio(f.cached, f.tokens[0]))
+            );
+            for (i, _) in Section::ALL.iter().enumerate() {
+                let _ = write!(s, " {:>8}", pct(ratio(f.sections[i], f.tokens[0])));
+            }
+            let _ = writeln!(s);
+        }
+    }
+    s
+}
+
+fn short(sec: Section) -> &'static str {
+    match sec {
+        Section::Instructions => "instr",
+        Section::Policies => "policies",
+        Section::PastTasks => "past",
+        Section::Session => "session",
+        Section::Tree => "tree",
+        Section::Precommitted => "precomm",
+        Section::Request => "request",
+        Section::Content => "content",
+    }
+}
+
+/// The token figures of several personas added up (decisions, tokens, cache, sections).
+fn sum_figures<'a>(fs: impl Iterator<Item = &'a Figures>) -> Figures {
+    let mut all = Counts::default().figures();
+    for f in fs {
+        all.decisions += f.decisions;
+        all.cached += f.cached;
+        for i in 0..3 {
+            all.tokens[i] += f.tokens[i];
+        }
+        for i in 0..all.sections.len() {
+            all.sections[i] += f.sections[i];
+        }
+    }
+    all
 }
 
 fn fmt_n(x: f64) -> String {
@@ -147,7 +217,7 @@ fn counts_json(persona: &str, d: DefenseName, f: &Figures) -> Map<String, Value>
         let [n, r, g] = f.by_attack[&t];
         by.insert(t.as_str().into(), json!({"n": num(n), "requested": num(r), "granted": num(g)}));
     }
-    let v = json!({
+    let mut v = json!({
         "persona": persona,
         "defense": d.as_str(),
         "attack_n": num(f.attack_n),
@@ -166,8 +236,14 @@ fn counts_json(persona: &str, d: DefenseName, f: &Figures) -> Map<String, Value>
         "cbgr_ci": [rate(f.intervals[3].0), rate(f.intervals[3].1)],
         "escalations": num(f.escalations),
         "by_attack": by,
+        "decisions": num(f.decisions),
         "tokens": {"input": num(f.tokens[0]), "output": num(f.tokens[1]), "calls": num(f.tokens[2])},
     });
+    // A run with model calls adds the token bench's figures to `tokens`.
+    if f.tokens[2] > 0.0 {
+        v["tokens"]["cached"] = num(f.cached);
+        v["tokens"]["sections"] = Value::Object(Section::ALL.iter().map(|&sec| (sec.as_str().to_string(), num(f.sections[sec as usize]))).collect());
+    }
     match v {
         Value::Object(m) => m,
         _ => unreachable!("json! of an object literal is an object"),
@@ -177,7 +253,9 @@ fn counts_json(persona: &str, d: DefenseName, f: &Figures) -> Map<String, Value>
 /// The JSON of `corpus/FORMAT.md`: `format`, `corpus`, `backend`, `runs`, `results`; each
 /// result holds the mean figures and, when `runs > 1`, `per_run` with each run's object.
 /// Beside the format's fields (which keep their meaning) each result adds `asr_ci`,
-/// `casr_ci`, `bgr_ci` and `cbgr_ci`: the rate's 95% Wilson interval as `[low, high]`.
+/// `casr_ci`, `bgr_ci` and `cbgr_ci`: the rate's 95% Wilson interval as `[low, high]`,
+/// and `decisions`, the requests decided; with model calls `tokens` adds `cached` and
+/// `sections` (the token bench's figures).
 pub fn json(o: &Evaluation) -> Value {
     let mut results = Vec::new();
     for r in &o.rows {

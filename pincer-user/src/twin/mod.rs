@@ -235,6 +235,11 @@ pub struct Ballot {
     rationale: Option<String>,
     earlier: Vec<EarlierRequest>,
     policy: Option<PrecommittedPolicy>,
+    /// Whether vote 3 allowed the request when the ballot was made (a tier hint only:
+    /// [`Twin::conclude`] checks vote 3 again).
+    precommitted: bool,
+    /// Whether the user approved this request in the session when the ballot was made.
+    user_approved: bool,
 }
 
 impl std::fmt::Debug for Ballot {
@@ -246,7 +251,19 @@ impl std::fmt::Debug for Ballot {
 impl Ballot {
     /// Casts votes 1 and 2. Neither sees the other's verdict (vote 2's input holds vote 1's
     /// input, not its outcome), so they run concurrently; each is a deny on a decider error.
+    ///
+    /// A costly decider ([`Decider::costly`]) is asked in tiers. The offline votes come
+    /// first, and their denials stand: a request no grant can come of (vote 1 or vote 3
+    /// denies, or vote 2 does without the user's approval) is settled without the model. An
+    /// allow is settled without the model only when offline vote 1 rests on evidence no
+    /// untrusted context can make: an explicit rule of the user's for this object and
+    /// access, the user's answer in this session, or a grant already made in this session.
+    /// Everything else goes to the model as well, and each vote is the conjunction of its
+    /// offline and its model verdict, so the model can only turn an allow into a deny.
     pub async fn cast(self) -> Votes {
+        if self.decider.costly() {
+            return self.cast_tiered().await;
+        }
         let v1_in = Vote1Input { knowledge: &self.knowledge, session: &self.view, path: &self.path, access: self.access };
         let v2_in = Vote2Input {
             v1: v1_in,
@@ -258,6 +275,50 @@ impl Ballot {
         };
         let (v1, v2) = tokio::join!(self.decider.vote1(&v1_in), self.decider.vote2(&v2_in));
         Votes { v1, v2 }
+    }
+}
+
+impl Ballot {
+    async fn cast_tiered(self) -> Votes {
+        let v1_in = Vote1Input { knowledge: &self.knowledge, session: &self.view, path: &self.path, access: self.access };
+        let v2_in = Vote2Input {
+            v1: v1_in,
+            raw_path: &self.raw_path,
+            content: self.content.as_deref(),
+            rationale: self.rationale.as_deref(),
+            earlier: &self.earlier,
+            policy: self.policy.as_ref(),
+        };
+        let o1 = votes::vote1_offline(&v1_in).0;
+        let o2 = votes::vote2_offline(&v2_in, self.policy.is_some());
+        let allow = |v: &VoteOutcome| v.verdict == Verdict::Allow;
+        let could_grant = allow(&o1) && ((allow(&o2) && self.precommitted) || self.user_approved);
+        if !could_grant || trusted_allow(&o1) {
+            return Votes { v1: o1, v2: o2 };
+        }
+        let (m1, m2) = tokio::join!(self.decider.vote1(&v1_in), self.decider.vote2(&v2_in));
+        Votes { v1: both(o1, m1), v2: both(o2, m2) }
+    }
+}
+
+/// Whether an offline vote 1 allows on evidence that no untrusted context can make: an
+/// explicit rule of the user's policies for this object and access, the user's answer in
+/// this session, or a grant this session already holds.
+fn trusted_allow(v: &VoteOutcome) -> bool {
+    v.verdict == Verdict::Allow
+        && matches!(v.mechanism, Some(Mechanism::Rule { origin: RuleOrigin::Policy | RuleOrigin::Answer }) | Some(Mechanism::GrantedInSession))
+}
+
+/// The conjunction of an offline vote that allows and the model's vote: the model's deny or
+/// question stands (a failed call is a deny); an allow keeps the offline mechanism and gives
+/// both reasons.
+fn both(offline: VoteOutcome, model: VoteOutcome) -> VoteOutcome {
+    if model.verdict == Verdict::Allow && offline.verdict == Verdict::Allow {
+        VoteOutcome { verdict: Verdict::Allow, reason: format!("{}; model: {}", offline.reason, model.reason), mechanism: offline.mechanism, tokens: model.tokens }
+    } else if offline.verdict != Verdict::Allow {
+        VoteOutcome { tokens: model.tokens, ..offline }
+    } else {
+        VoteOutcome { reason: format!("model: {}", model.reason), ..model }
     }
 }
 
@@ -289,9 +350,14 @@ impl std::fmt::Debug for PolicyDraft {
 }
 
 impl PolicyDraft {
-    /// Asks the decider for the policy.
+    /// Asks the decider for the policy; a costly decider's twin makes it offline, from the
+    /// same trusted input (the model is asked per request where the offline votes cannot
+    /// settle it, see [`Ballot::cast`]).
     pub async fn make(self) -> Result<PolicyAnswer, DeciderError> {
         let input = PolicyInput { prompt: &self.prompt, workspace_tree: &self.workspace_tree, state: &self.state, similar: &self.similar, knowledge: &self.knowledge };
+        if self.decider.costly() {
+            return Ok(PolicyAnswer { entries: votes::policy_offline(&input), tokens: TokenUsage::default() });
+        }
         self.decider.policy(&input).await
     }
 }
@@ -551,6 +617,12 @@ impl Twin {
             return Err(Decision::rejected(format!("bad request path: {e}")));
         }
         let p2 = self.config.variant == Variant::PincerP2;
+        let created: Vec<String> = s.grants.iter().filter(|(_, a)| *a == Access::Create).map(|(p, _)| p.clone()).collect();
+        let precommitted = s.policy.check_in_session(&req.path, req.access, &created).verdict == Verdict::Allow;
+        let user_approved = s
+            .approvals
+            .iter()
+            .any(|a| a.approval.path_glob == req.path && a.approval.access == req.access && a.approval.permission == Permission::Allow);
         Ok(Ballot {
             decider: self.decider.clone(),
             knowledge: self.knowledge.clone(),
@@ -562,6 +634,8 @@ impl Twin {
             rationale: req.rationale.clone(),
             earlier: s.earlier.clone(),
             policy: if p2 { Some(s.policy.clone()) } else { None },
+            precommitted,
+            user_approved,
         })
     }
 

@@ -108,6 +108,59 @@ pub enum Verdict {
     AskUser,
 }
 
+/// A part of a model prompt, named so that the token bench can say where input tokens go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Section {
+    /// The system prompt: the instructions and the answer format.
+    Instructions,
+    /// The user's policies (text and rules).
+    Policies,
+    /// Past tasks: the similar ones, or the whole history.
+    PastTasks,
+    /// The session: the user's prompts, typed names, grants, earlier requests.
+    Session,
+    /// The workspace tree.
+    Tree,
+    /// The session's pre-committed policy.
+    Precommitted,
+    /// The request: name, access and the worker's rationale.
+    Request,
+    /// The resource's content.
+    Content,
+}
+
+impl Section {
+    /// How many sections there are.
+    pub const COUNT: usize = 8;
+
+    /// Every section, in the order the bench prints them.
+    pub const ALL: [Section; Section::COUNT] =
+        [Section::Instructions, Section::Policies, Section::PastTasks, Section::Session, Section::Tree, Section::Precommitted, Section::Request, Section::Content];
+
+    /// The section's name in reports and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Section::Instructions => "instructions",
+            Section::Policies => "policies",
+            Section::PastTasks => "past_tasks",
+            Section::Session => "session",
+            Section::Tree => "tree",
+            Section::Precommitted => "precommitted",
+            Section::Request => "request",
+            Section::Content => "content",
+        }
+    }
+}
+
+fn is_zero(x: &u64) -> bool {
+    *x == 0
+}
+
+fn all_zero(x: &[u64; Section::COUNT]) -> bool {
+    x.iter().all(|&n| n == 0)
+}
+
 /// Token usage of model calls: per vote, per session (protocol counters, audit entries)
 /// and per defense in the evaluation.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -118,6 +171,13 @@ pub struct TokenUsage {
     pub output: u64,
     /// Number of calls.
     pub calls: u64,
+    /// Of the input tokens, those the provider served from its prompt cache.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached: u64,
+    /// The input tokens by prompt section (in [`Section::ALL`]'s order): the provider's count
+    /// shared out by each section's length.
+    #[serde(default, skip_serializing_if = "all_zero")]
+    pub sections: [u64; Section::COUNT],
 }
 
 impl std::ops::AddAssign for TokenUsage {
@@ -125,6 +185,10 @@ impl std::ops::AddAssign for TokenUsage {
         self.input += o.input;
         self.output += o.output;
         self.calls += o.calls;
+        self.cached += o.cached;
+        for (a, b) in self.sections.iter_mut().zip(o.sections) {
+            *a += b;
+        }
     }
 }
 
@@ -136,11 +200,22 @@ impl TokenUsage {
 
     /// The usage added since `earlier` (for counters that run across personas).
     pub fn since(&self, earlier: &TokenUsage) -> TokenUsage {
+        let mut sections = self.sections;
+        for (a, b) in sections.iter_mut().zip(earlier.sections) {
+            *a = a.saturating_sub(b);
+        }
         TokenUsage {
             input: self.input.saturating_sub(earlier.input),
             output: self.output.saturating_sub(earlier.output),
             calls: self.calls.saturating_sub(earlier.calls),
+            cached: self.cached.saturating_sub(earlier.cached),
+            sections,
         }
+    }
+
+    /// The input tokens of one section.
+    pub fn section(&self, s: Section) -> u64 {
+        self.sections[s as usize]
     }
 }
 
@@ -381,4 +456,10 @@ pub trait Decider: Send + Sync {
     async fn vote2(&self, input: &Vote2Input<'_>) -> VoteOutcome;
     /// Generates the pre-committed policy for a session's first prompt.
     async fn policy(&self, input: &PolicyInput<'_>) -> Result<PolicyAnswer, DeciderError>;
+    /// Whether each vote costs a model call. The twin then decides in tiers
+    /// ([`crate::twin::Ballot::cast`]): the offline votes first, the model only where they
+    /// cannot settle a request safely, and vote 3's policy made offline.
+    fn costly(&self) -> bool {
+        false
+    }
 }
