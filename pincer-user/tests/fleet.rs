@@ -4,21 +4,18 @@
 //! and the audit.
 
 use pincer::daemon::audit::{read_entries, AuditEntry, AuditLog, Event};
-use pincer::daemon::client::Client;
 use pincer::daemon::config::{Config, StoreBackend, StoreConfig};
-use pincer::daemon::peer::CgroupLookup;
-use pincer::daemon::protocol::{ApprovalScope, QuestionInfo, RequestOutcome, Rule, RuleId, SessionInfo, StandingRule};
+use pincer::daemon::protocol::{ApprovalScope, RequestOutcome};
 use pincer::daemon::{Call, Reply};
-use pincer::kernel::MemoryMaps;
 use pincer::store::{AuditQuery, AuditRow, PgSettings, Store, UserApproval, UserPolicy};
 use pincer::Access;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
-use tokio::sync::oneshot;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
 
 mod common;
+use common::host::{approval_of, eventually, granted, Host};
 use common::pg::Cluster;
-use common::{config_in, persona_state, persona_workspace, start_daemon, OUTSIDE, TODO_PROMPT};
+use common::{config_in, OUTSIDE, TODO_PROMPT};
 
 /// One cluster for the whole test binary (each test has its own database in it).
 fn cluster() -> &'static Cluster {
@@ -26,21 +23,7 @@ fn cluster() -> &'static Cluster {
     C.get_or_init(Cluster::start)
 }
 
-/// One daemon of the fleet: a host of its own.
-struct Host {
-    _dir: tempfile::TempDir,
-    ws: PathBuf,
-    config: Config,
-    maps: MemoryMaps,
-    caller: Arc<Mutex<PathBuf>>,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<()>>,
-}
-
-fn fleet_config(dir: &Path, db: &PgSettings, host: &str) -> Config {
-    let mut config = config_in(dir);
-    config.containment.scratch = false;
-    config.containment.scratch_parent = dir.to_path_buf();
+fn fleet(config: &mut Config, db: &PgSettings, host: &str) {
     config.escalation.after_denials = 1;
     config.escalation.timeout_secs = 2;
     config.store = StoreConfig {
@@ -50,179 +33,33 @@ fn fleet_config(dir: &Path, db: &PgSettings, host: &str) -> Config {
         ca_file: None,
         password_file: db.password_file.clone(),
         host: host.into(),
+        ..Default::default()
     };
+}
+
+fn fleet_config(dir: &Path, db: &PgSettings, host: &str) -> Config {
+    let mut config = config_in(dir);
+    fleet(&mut config, db, host);
     config
 }
 
-impl Host {
-    async fn start(db: &PgSettings, name: &str) -> Host {
-        Self::start_with(db, name, |_| {}).await
-    }
-
-    async fn start_with(db: &PgSettings, name: &str, change: impl FnOnce(&mut Config)) -> Host {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = persona_workspace(dir.path());
-        let mut config = fleet_config(dir.path(), db, name);
-        change(&mut config);
-        let mut h = Host { _dir: dir, ws, config, maps: MemoryMaps::default(), caller: Arc::new(Mutex::new(PathBuf::from(OUTSIDE))), stop: None, task: None };
-        h.run();
-        h
-    }
-
-    fn run(&mut self) {
-        let caller = self.caller.clone();
-        let lookup: CgroupLookup = Arc::new(move |_pid| Ok(caller.lock().unwrap().clone()));
-        let d = start_daemon(&self.config, self.maps.enforcer(), lookup, [7; 32], None);
-        self.stop = Some(d.stop);
-        self.task = Some(d.task);
-    }
-
-    fn as_caller(&self, cgroup: &Path) {
-        *self.caller.lock().unwrap() = cgroup.to_path_buf();
-    }
-
-    async fn call(&self, call: Call) -> Reply {
-        // The socket appears once the daemon bound it.
-        for _ in 0..200 {
-            if let Ok(mut c) = Client::connect(&self.config.socket).await {
-                return c.call(call).await.unwrap();
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-        panic!("daemon at {} does not answer", self.config.socket.display());
-    }
-
-    async fn import(&self) {
-        self.as_caller(Path::new(OUTSIDE));
-        let (history, policies) = persona_state();
-        let r = self.call(Call::Import { history, policies, uid: None, workspace: None }).await;
-        assert!(matches!(r, Reply::Ok { .. }), "{r:?}");
-    }
-
-    async fn session(&self, prompt: &str) -> SessionInfo {
-        self.as_caller(Path::new(OUTSIDE));
-        match self.call(Call::CreateSession { owner_uid: 0, roots: vec![self.ws.clone()], prompt: prompt.into(), mode: Default::default() }).await {
-            Reply::Session(s) => s,
-            other => panic!("create_session: {other:?}"),
-        }
-    }
-
-    async fn request(&self, s: &SessionInfo, rel: &str, access: Access) -> Reply {
-        self.as_caller(&s.cgroup);
-        let r = self
-            .call(Call::Request { path: self.ws.join(rel).to_string_lossy().into(), access, reason: Some("needed for the task".into()), session: None })
-            .await;
-        self.as_caller(Path::new(OUTSIDE));
-        r
-    }
-
-    async fn standing(&self) -> Vec<StandingRule> {
-        self.as_caller(Path::new(OUTSIDE));
-        match self.call(Call::Rules).await {
-            Reply::Rules { rules } => rules,
-            other => panic!("rules: {other:?}"),
-        }
-    }
-
-    async fn end(&self, s: &SessionInfo) {
-        self.as_caller(Path::new(OUTSIDE));
-        assert!(matches!(self.call(Call::EndSession { session: s.session.clone() }).await, Reply::Summary { .. }));
-    }
-
-    /// `s`'s worker asks for `rel` (write); the question is approved `always` on this host.
-    async fn approve_waiting(&self, s: &SessionInfo, rel: &str) -> Reply {
-        self.as_caller(&s.cgroup);
-        let mut worker = Client::connect(&self.config.socket).await.unwrap();
-        // The worker's connection is placed in its session by its first call.
-        assert!(matches!(worker.call(Call::Status { session: None }).await.unwrap(), Reply::Session(_)));
-        worker
-            .send(Call::Request { path: self.ws.join(rel).to_string_lossy().into(), access: Access::Write, reason: Some("needed".into()), session: None })
-            .await
-            .unwrap();
-        let q = eventually("a waiting question", || async {
-            self.as_caller(Path::new(OUTSIDE));
-            match self.call(Call::Pending).await {
-                Reply::Pending { questions } => questions.into_iter().find(|q| q.waiting && q.path == rel),
-                _ => None,
-            }
-        })
-        .await;
-        assert!(matches!(self.call(Call::Answer { question: q.id, approve: true, scope: ApprovalScope::Always, host: None }).await, Reply::Ok { .. }));
-        worker.next().await.unwrap().unwrap()
-    }
-
-    /// `s`'s worker asks for `rel` (write) on its own connection and waits for the answer.
-    async fn ask_and_wait(&self, s: &SessionInfo, rel: &str) -> Client {
-        self.as_caller(&s.cgroup);
-        let mut worker = Client::connect(&self.config.socket).await.unwrap();
-        assert!(matches!(worker.call(Call::Status { session: None }).await.unwrap(), Reply::Session(_)));
-        worker
-            .send(Call::Request { path: self.ws.join(rel).to_string_lossy().into(), access: Access::Write, reason: Some("needed".into()), session: None })
-            .await
-            .unwrap();
-        self.as_caller(Path::new(OUTSIDE));
-        worker
-    }
-
-    async fn pending(&self) -> Vec<QuestionInfo> {
-        self.as_caller(Path::new(OUTSIDE));
-        match self.call(Call::Pending).await {
-            Reply::Pending { questions } => questions,
-            other => panic!("pending: {other:?}"),
-        }
-    }
-
-    async fn shutdown(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.task.take() {
-            t.await.unwrap();
-        }
-    }
-
-    fn spool(&self) -> Vec<AuditEntry> {
-        read_entries(&self.config.audit_log).unwrap()
-    }
+/// One daemon of the fleet: a host of its own (own state folder, socket, audit spool and
+/// workspace copy) on the database `db`.
+async fn host(db: &PgSettings, name: &str) -> Host {
+    host_with(db, name, |_| {}).await
 }
 
-/// Polls `f` (up to about fifteen seconds) until it gives a value.
-async fn eventually<T, F: std::future::Future<Output = Option<T>>>(what: &str, mut f: impl FnMut() -> F) -> T {
-    for _ in 0..1500 {
-        if let Some(v) = f().await {
-            return v;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    panic!("gave up waiting for {what}");
-}
-
-fn granted(r: &Reply) -> bool {
-    matches!(r, Reply::Decision { granted: true, .. })
+/// As [`host`], its configuration changed by `change`.
+async fn host_with(db: &PgSettings, name: &str, change: impl FnOnce(&mut Config)) -> Host {
+    Host::new(|c| {
+        fleet(c, db, name);
+        change(c);
+    })
+    .await
 }
 
 /// A file whose write the persona's policy p13 asks the user about: a question at once.
 const ASKS: &str = "dotfiles/gitconfig";
-
-/// Files of the persona the twin does not grant a write of on its own in a to-do task.
-const UNRELATED: &[&str] = &["dotfiles/gitconfig", "projects/notifier/README.md", "projects/ledger/README.md", "notes/standup.md"];
-
-/// The first of [`UNRELATED`] denied to `s` when asked once.
-async fn denied_on_its_own(h: &Host, s: &SessionInfo) -> &'static str {
-    for rel in UNRELATED {
-        std::fs::write(h.ws.join(rel), "plain text\n").unwrap();
-        match h.request(s, rel, Access::Write).await {
-            Reply::Decision { granted: false, outcome: RequestOutcome::Deny | RequestOutcome::Timeout, .. } => return rel,
-            Reply::Decision { .. } => continue,
-            other => panic!("{other:?}"),
-        }
-    }
-    panic!("the twin granted every one of {UNRELATED:?}");
-}
-
-fn approval_of(rules: &[StandingRule], rel: &str) -> Option<RuleId> {
-    rules.iter().find(|r| matches!(&r.rule, Rule::Approval(a) if a.path_glob == rel && a.access == Access::Write)).map(|r| r.id)
-}
 
 /// A prompt of the same task naming `rel`'s file (an approval licenses its resource for a
 /// like task whose prompt points at it).
@@ -247,17 +84,17 @@ fn shared_audit(db: &PgSettings) -> Vec<AuditEntry> {
 async fn an_always_approval_on_one_host_grants_on_another_and_its_removal_is_seen_by_both() {
     let tmp = tempfile::tempdir().unwrap();
     let db = cluster().database(tmp.path());
-    let a = Host::start(&db, "host-a").await;
-    let b = Host::start(&db, "host-b").await;
+    let a = host(&db, "host-a").await;
+    let b = host(&db, "host-b").await;
     a.import().await;
     // B's twin is built now, before the approval exists.
     let b0 = b.session(TODO_PROMPT).await;
     let s1 = a.session(TODO_PROMPT).await;
-    let rel = denied_on_its_own(&a, &s1).await;
-    let r = a.approve_waiting(&s1, rel).await;
+    let rel = a.denied_on_its_own(&s1).await;
+    let r = a.approve_waiting(&s1, rel, Access::Write, ApprovalScope::Always).await;
     assert!(granted(&r), "{r:?}");
     a.end(&s1).await;
-    let id = approval_of(&b.standing().await, rel).expect("B lists the approval given on A");
+    let id = approval_of(&b.standing().await, rel, Access::Write).expect("B lists the approval given on A");
     // B's next decision uses it.
     eventually("B granting with A's approval", || async {
         let s = b.session(&like_prompt(rel)).await;
@@ -269,7 +106,7 @@ async fn an_always_approval_on_one_host_grants_on_another_and_its_removal_is_see
     assert!(b.maps.grant_count(b0.cgroup_id) == 0, "B's earlier session got nothing from it");
     // Removed on B: A's next decision goes without it.
     assert!(matches!(b.call(Call::RemoveRule { id }).await, Reply::Ok { .. }));
-    assert_eq!(approval_of(&a.standing().await, rel), None);
+    assert_eq!(approval_of(&a.standing().await, rel, Access::Write), None);
     eventually("A denying after the removal on B", || async {
         let s = a.session(&like_prompt(rel)).await;
         let r = a.request(&s, rel, Access::Write).await;
@@ -301,7 +138,7 @@ async fn with_the_database_stopped_decisions_deny_and_the_spool_is_shipped_once_
     let cl = Cluster::start();
     let tmp = tempfile::tempdir().unwrap();
     let db = cl.database(tmp.path());
-    let a = Host::start(&db, "host-a").await;
+    let a = host(&db, "host-a").await;
     a.import().await;
     let s = a.session(TODO_PROMPT).await;
     let todo = "notes/todo.md";
@@ -314,7 +151,7 @@ async fn with_the_database_stopped_decisions_deny_and_the_spool_is_shipped_once_
         Reply::Decision { granted: false, reason, .. } => assert!(reason.contains("trusted store cannot be reached"), "{reason}"),
         other => panic!("a decision without the database denies: {other:?}"),
     }
-    let spooled = a.spool().len();
+    let spooled = a.audit().len();
     cl.start_server();
     // The same session goes on after the database is back.
     let r = eventually("decisions after the database returned", || async {
@@ -323,7 +160,7 @@ async fn with_the_database_stopped_decisions_deny_and_the_spool_is_shipped_once_
     })
     .await;
     assert!(granted(&r));
-    let local = a.spool();
+    let local = a.audit();
     assert!(local.len() > spooled);
     let shipped = eventually("the spool shipped", || async {
         let all = shared_audit(&db);
@@ -528,12 +365,12 @@ async fn eight_daemons_share_one_approval() {
     let db = cluster().database(tmp.path());
     let mut hosts = Vec::new();
     for i in 0..8 {
-        hosts.push(Host::start(&db, &format!("host-{i}")).await);
+        hosts.push(host(&db, &format!("host-{i}")).await);
     }
     hosts[0].import().await;
     let s = hosts[0].session(TODO_PROMPT).await;
-    let rel = denied_on_its_own(&hosts[0], &s).await;
-    assert!(granted(&hosts[0].approve_waiting(&s, rel).await));
+    let rel = hosts[0].denied_on_its_own(&s).await;
+    assert!(granted(&hosts[0].approve_waiting(&s, rel, Access::Write, ApprovalScope::Always).await));
     hosts[0].end(&s).await;
     for h in &hosts[1..] {
         let s = h.session(&like_prompt(rel)).await;
@@ -578,13 +415,13 @@ async fn a_question_asked_on_one_host_is_answered_on_another_and_the_waiting_wor
     let tmp = tempfile::tempdir().unwrap();
     let db = cluster().database(tmp.path());
     // Long enough for the answer to travel; the wait still ends in a denial without it.
-    let a = Host::start_with(&db, "host-a", |c| c.escalation.timeout_secs = 20).await;
-    let b = Host::start(&db, "host-b").await;
+    let a = host_with(&db, "host-a", |c| c.escalation.timeout_secs = 20).await;
+    let b = host(&db, "host-b").await;
     a.import().await;
     let s = a.session(TODO_PROMPT).await;
     let rel = ASKS;
     std::fs::write(a.ws.join(rel), "plain text\n").unwrap();
-    let mut worker = a.ask_and_wait(&s, rel).await;
+    let mut worker = a.ask_and_wait(&s, rel, Access::Write).await;
     let q = eventually("host-a's question listed on host-b", || async {
         b.pending().await.into_iter().find(|q| q.path == rel && q.host.as_deref() == Some("host-a"))
     })
@@ -615,11 +452,11 @@ async fn a_question_asked_on_one_host_is_answered_on_another_and_the_waiting_wor
     assert!(b.pending().await.is_empty());
     assert!(a.pending().await.is_empty());
     // The `always` approval is the user's everywhere, and A's audit says where it came from.
-    assert!(approval_of(&b.standing().await, rel).is_some());
-    let answered = a.spool().into_iter().find(|e| e.event == Event::Answer && e.question == Some(q.id)).expect("host-a audits the answer");
+    assert!(approval_of(&b.standing().await, rel, Access::Write).is_some());
+    let answered = a.audit().into_iter().find(|e| e.event == Event::Answer && e.question == Some(q.id)).expect("host-a audits the answer");
     assert_eq!(answered.detail.as_deref(), Some("answered on host host-b"));
     assert_eq!(answered.outcome, Some(RequestOutcome::UserApproved));
-    assert!(b.spool().iter().any(|e| e.event == Event::Answer && e.detail.as_deref().is_some_and(|d| d.contains("of host host-a"))), "host-b audits the answer it gave");
+    assert!(b.audit().iter().any(|e| e.event == Event::Answer && e.detail.as_deref().is_some_and(|d| d.contains("of host host-a"))), "host-b audits the answer it gave");
 }
 
 /// Fail closed: with the database stopped after host A asked, host B cannot answer (the
@@ -629,13 +466,13 @@ async fn without_the_database_an_answer_from_another_host_is_refused_and_the_wor
     let cl = Cluster::start();
     let tmp = tempfile::tempdir().unwrap();
     let db = cl.database(tmp.path());
-    let a = Host::start(&db, "host-a").await;
-    let b = Host::start(&db, "host-b").await;
+    let a = host(&db, "host-a").await;
+    let b = host(&db, "host-b").await;
     a.import().await;
     let s = a.session(TODO_PROMPT).await;
     let rel = ASKS;
     std::fs::write(a.ws.join(rel), "plain text\n").unwrap();
-    let mut worker = a.ask_and_wait(&s, rel).await;
+    let mut worker = a.ask_and_wait(&s, rel, Access::Write).await;
     let q = eventually("host-a's question listed on host-b", || async { b.pending().await.into_iter().find(|q| q.path == rel) }).await;
     cl.stop_server();
     tokio::time::sleep(pincer::store::pg::CHECK_EVERY).await;
@@ -699,8 +536,8 @@ fn a_shared_question_is_answered_once_by_its_user_and_taken_once() {
 async fn a_workspace_snapshot_imported_on_one_host_fingerprints_protected_content_on_another() {
     let tmp = tempfile::tempdir().unwrap();
     let db = cluster().database(tmp.path());
-    let a = Host::start(&db, "host-a").await;
-    let b = Host::start(&db, "host-b").await;
+    let a = host(&db, "host-a").await;
+    let b = host(&db, "host-b").await;
     a.import().await;
     // Protected content (personal/ is denied by policy p04) copied into a new note (notes/
     // may be read, policy p14).
@@ -724,7 +561,7 @@ async fn a_workspace_snapshot_imported_on_one_host_fingerprints_protected_conten
         (!granted(&r)).then_some(r)
     })
     .await;
-    let why = b.spool().into_iter().rev().find(|e| e.event == Event::Decision && e.outcome == Some(RequestOutcome::Deny)).expect("the denial is audited");
+    let why = b.audit().into_iter().rev().find(|e| e.event == Event::Decision && e.outcome == Some(RequestOutcome::Deny)).expect("the denial is audited");
     assert!(why.votes.iter().any(|v| v.reason.contains("overlaps protected content")), "refused by provenance: {why:?}");
 }
 
@@ -747,14 +584,14 @@ fn cli(h: &Host, args: &[&str]) -> (String, String) {
 async fn transcript_of_an_approval_given_on_one_host_that_grants_on_another() {
     let tmp = tempfile::tempdir().unwrap();
     let db = cluster().database(tmp.path());
-    let a = Host::start_with(&db, "host-a", |c| c.escalation.timeout_secs = 30).await;
-    let b = Host::start(&db, "host-b").await;
+    let a = host_with(&db, "host-a", |c| c.escalation.timeout_secs = 30).await;
+    let b = host(&db, "host-b").await;
     a.import().await;
     let s = a.session(TODO_PROMPT).await;
     let rel = ASKS;
     std::fs::write(a.ws.join(rel), "plain text\n").unwrap();
     let mut t = vec![format!("# host-a: session {} asks for write on {rel}; its worker waits", s.session)];
-    let mut worker = a.ask_and_wait(&s, rel).await;
+    let mut worker = a.ask_and_wait(&s, rel, Access::Write).await;
     let q = eventually("the question on host-b", || async { b.pending().await.into_iter().find(|q| q.path == rel) }).await;
     let bin = |h: &Host, args: &[&str]| {
         let (cmd, out) = cli(h, args);
