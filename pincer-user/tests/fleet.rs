@@ -35,6 +35,8 @@ fn fleet(config: &mut Config, db: &PgSettings, host: &str) {
         host: host.into(),
         ..Default::default()
     };
+    // The tests' user is root on every host: the same person, so the same identity.
+    config.store.users.insert("root".into(), "root".into());
 }
 
 fn fleet_config(dir: &Path, db: &PgSettings, host: &str) -> Config {
@@ -183,7 +185,7 @@ fn spool_child() {
     let Some(path) = std::env::var_os("PINCER_SPOOL_CHILD") else { return };
     let log = AuditLog::open(Path::new(&path)).unwrap();
     let db: PgSettings = serde_json::from_str(&std::env::var("PINCER_SPOOL_DB").unwrap()).unwrap();
-    log.spool_for(pincer::store::StoreSpec::Postgres(db), "host-k".into()).unwrap();
+    log.spool_for(pincer::store::StoreSpec::Postgres(db), pincer::daemon::users::Identities::fleet("host-k".into(), Default::default())).unwrap();
     use std::io::Write;
     let mut out = std::io::stdout();
     for i in 0.. {
@@ -227,7 +229,7 @@ fn a_daemon_killed_mid_write_loses_no_audit_entry() {
     }
     // The spool opened again (as a restarted daemon does) ships the rest.
     let log = AuditLog::open(&spool).unwrap();
-    log.spool_for(pincer::store::StoreSpec::Postgres(db.clone()), "host-k".into()).unwrap();
+    log.spool_for(pincer::store::StoreSpec::Postgres(db.clone()), pincer::daemon::users::Identities::fleet("host-k".into(), Default::default())).unwrap();
     let written = read_entries(&spool).unwrap().len();
     let store = open_store(&db);
     let mut rows = Vec::new();
@@ -434,7 +436,7 @@ async fn a_question_asked_on_one_host_is_answered_on_another_and_the_waiting_wor
     // B answers it for host-a.
     let answer = Call::Answer { question: q.id, approve: true, scope: ApprovalScope::Always, host: Some("host-a".into()) };
     match b.call(answer.clone()).await {
-        Reply::Ok { message } => assert!(message.contains("host-a"), "{message}"),
+        Reply::Answered { applied: true, message } => assert!(message.contains("host-a acknowledged it"), "{message}"),
         other => panic!("answer on host-b: {other:?}"),
     }
     // A's worker gets the grant, and the kernel holds it.
@@ -490,10 +492,10 @@ async fn without_the_database_an_answer_from_another_host_is_refused_and_the_wor
 }
 
 /// The question rows: listed for their user only, answered once and by their user only,
-/// taken once by the asking host; an answer on the asking host after another host's is
-/// refused.
+/// acknowledged once by the asking host; an answer on the asking host after another host's
+/// is refused; a host starting again closes its open rows and never reuses their ids.
 #[test]
-fn a_shared_question_is_answered_once_by_its_user_and_taken_once() {
+fn a_shared_question_is_answered_once_by_its_user_and_acknowledged_once() {
     let tmp = tempfile::tempdir().unwrap();
     let db = cluster().database(tmp.path());
     let st = open_store(&db);
@@ -503,12 +505,14 @@ fn a_shared_question_is_answered_once_by_its_user_and_taken_once() {
         user: "ann".into(),
         session: "s-1".into(),
         path: "notes/todo.md".into(),
+        abs: "/ws/notes/todo.md".into(),
         access: Access::Write,
         reason: "asks".into(),
         votes: "[]".into(),
         waiting: true,
     };
-    st.publish_question(&q).unwrap();
+    assert!(st.publish_question(&q).unwrap());
+    assert!(!st.publish_question(&q).unwrap(), "a row of the same id is never overwritten");
     assert_eq!(st.open_questions(Some("ann")).unwrap(), vec![q.clone()]);
     assert!(st.open_questions(Some("bob")).unwrap().is_empty(), "bob does not see ann's question");
     assert_eq!(st.answer_question("host-a", 7, Some("bob"), true, "always", "host-b").unwrap(), None, "bob cannot answer it");
@@ -517,15 +521,25 @@ fn a_shared_question_is_answered_once_by_its_user_and_taken_once() {
     // The asking host's own answer now finds it answered elsewhere.
     assert!(!st.close_question("host-a", 7).unwrap());
     assert_eq!(st.question_state("host-a", 7).unwrap(), Some(pincer::store::QuestionState::Answered { by: "host-b".into() }));
-    let taken = st.take_answers("host-a").unwrap();
-    assert_eq!(taken, vec![pincer::store::SharedAnswer { id: 7, approve: true, scope: "session".into(), by: "host-b".into() }]);
-    assert!(st.take_answers("host-a").unwrap().is_empty(), "taken once");
-    assert_eq!(st.question_state("host-a", 7).unwrap(), Some(pincer::store::QuestionState::Closed));
-    // Read as ann's role, row-level security shows her question only.
+    // Applied by the asking host: acknowledged once, and the answering host reads what it did.
+    let answered = st.answered_questions("host-a").unwrap();
+    assert_eq!(answered.len(), 1);
+    assert_eq!((answered[0].question.clone(), answered[0].approve, answered[0].scope.as_str(), answered[0].by.as_str()), (q.clone(), true, "session", "host-b"));
+    assert!(st.acknowledge_answer("host-a", 7, "approved (session), applied on host-a").unwrap());
+    assert!(!st.acknowledge_answer("host-a", 7, "again").unwrap(), "acknowledged once");
+    assert!(st.answered_questions("host-a").unwrap().is_empty());
+    assert_eq!(
+        st.question_state("host-a", 7).unwrap(),
+        Some(pincer::store::QuestionState::Applied { by: "host-b".into(), what: "approved (session), applied on host-a".into() })
+    );
+    // Read as bob's role, row-level security shows none of ann's questions.
     let users = st.as_user("bob", |tx| Ok(tx.query("SELECT \"user\" FROM question", &[])?.len())).unwrap();
     assert_eq!(users, 0);
-    // A daemon starting again drops its host's rows.
-    assert_eq!(st.drop_questions("host-a").unwrap(), 1);
+    // A daemon starting again closes its open questions and numbers new ones after its last.
+    st.publish_question(&pincer::store::SharedQuestion { id: 9, ..q.clone() }).unwrap();
+    assert_eq!(st.restart_questions("host-a").unwrap(), 9);
+    assert_eq!(st.question_state("host-a", 9).unwrap(), Some(pincer::store::QuestionState::Closed));
+    assert!(st.open_questions(None).unwrap().is_empty());
 }
 
 /// Workspace fingerprints are shared: a snapshot imported on host A (`pincer import
@@ -565,12 +579,26 @@ async fn a_workspace_snapshot_imported_on_one_host_fingerprints_protected_conten
     assert!(why.votes.iter().any(|v| v.reason.contains("overlaps protected content")), "refused by provenance: {why:?}");
 }
 
+/// Runs the `pincer` CLI built with these tests against `h`'s socket, as `user` (`None`:
+/// root, the tests' user); returns its exit code and output.
+fn cli_as(h: &Host, user: Option<&str>, args: &[&str]) -> (i32, String) {
+    let mut c = match user {
+        Some(u) => {
+            let mut c = std::process::Command::new("runuser");
+            c.args(["-u", u, "--", env!("CARGO_BIN_EXE_pincer")]);
+            c
+        }
+        None => std::process::Command::new(env!("CARGO_BIN_EXE_pincer")),
+    };
+    let out = c.args(args).arg("--socket").arg(&h.config.socket).output().unwrap();
+    (out.status.code().unwrap_or(-1), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
 /// Runs the `pincer` CLI built with these tests against `h`'s socket; returns the command
 /// line as typed (with the host's name as prompt) and its output, and checks it succeeded.
 fn cli(h: &Host, args: &[&str]) -> (String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pincer")).args(args).arg("--socket").arg(&h.config.socket).output().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "pincer {args:?} on {}: {text}", h.config.store.host);
+    let (code, text) = cli_as(h, None, args);
+    assert_eq!(code, 0, "pincer {args:?} on {}: {text}", h.config.store.host);
     (format!("{}$ pincer {}", h.config.store.host, args.join(" ")), text)
 }
 
@@ -603,6 +631,7 @@ async fn transcript_of_an_approval_given_on_one_host_that_grants_on_another() {
     let id = q.id.to_string();
     let approved = bin(&b, &["approve", &id, "--host", "host-a"]);
     assert!(approved.contains(&format!("question {id} of host host-a approved")), "{approved}");
+    assert!(approved.contains("host-a acknowledged it: approved (always), applied on host-a"), "the reply waits for host-a: {approved}");
     t.push(approved);
     let r = worker.next().await.unwrap().unwrap();
     assert!(granted(&r), "{r:?}");
@@ -714,4 +743,150 @@ fn a_state_loaded_while_another_host_writes_is_one_snapshot() {
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     assert!(w.join().unwrap() > 0);
+}
+
+/// The write `ASKS` of session `s` on host `a` waits for the user; returns the waiting
+/// worker and the question as host `b` lists it.
+async fn asked_on(a: &Host, b: &Host, s: &pincer::daemon::protocol::SessionInfo) -> (pincer::daemon::client::Client, pincer::daemon::protocol::QuestionInfo) {
+    std::fs::write(a.ws.join(ASKS), "plain text\n").unwrap();
+    let worker = a.ask_and_wait(s, ASKS, Access::Write).await;
+    let q = eventually("host-a's question listed on host-b", || async { b.pending().await.into_iter().find(|q| q.path == ASKS && q.host.as_deref() == Some("host-a")) }).await;
+    (worker, q)
+}
+
+/// `pincer approve ID --host host-a` while host-a is down: the answer is recorded and the
+/// reply says host-a has not applied it (exit code 3). When host-a starts again it applies
+/// it to the session it resumed (the grant is in its kernel, the approval in the trusted
+/// state) and acknowledges it; started once more, it applies nothing twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_given_while_the_asking_host_is_down_is_applied_once_when_it_is_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = cluster().database(tmp.path());
+    let mut a = host_with(&db, "host-a", |c| c.escalation.timeout_secs = 30).await;
+    let b = host_with(&db, "host-b", |c| c.store.answer_wait_secs = 1).await;
+    a.import().await;
+    let s = a.session(TODO_PROMPT).await;
+    let (worker, q) = asked_on(&a, &b, &s).await;
+    a.shutdown().await;
+    drop(worker);
+    let id = q.id.to_string();
+    let (code, out) = cli_as(&b, None, &["approve", &id, "--host", "host-a"]);
+    assert_eq!(code, 3, "recorded but not applied: {out}");
+    assert!(out.contains("host-a has NOT applied it yet"), "{out}");
+    let st = open_store(&db);
+    assert!(matches!(st.question_state("host-a", q.id).unwrap(), Some(pincer::store::QuestionState::Answered { .. })));
+    // host-a starts again: the answer is applied to the resumed session and acknowledged.
+    a.start();
+    let what = eventually("host-a acknowledging the answer", || async {
+        match st.question_state("host-a", q.id).unwrap() {
+            Some(pincer::store::QuestionState::Applied { what, .. }) => Some(what),
+            _ => None,
+        }
+    })
+    .await;
+    assert!(what.contains("applied on host-a after it started again"), "{what}");
+    let target = pincer::kernel::ObjectId::of_path(&a.ws.join(ASKS)).unwrap();
+    let write = pincer::kernel::access_bit(Access::Write);
+    eventually("host-a's kernel grant", || async { (a.maps.granted_bits(s.cgroup_id, target, pincer::kernel::Scope::Exact) & write != 0).then_some(()) }).await;
+    let approvals = |rules: &[pincer::daemon::protocol::StandingRule]| {
+        rules.iter().filter(|r| matches!(&r.rule, pincer::daemon::protocol::Rule::Approval(x) if x.path_glob == ASKS && x.access == Access::Write)).count()
+    };
+    assert_eq!(approvals(&a.standing().await), 1, "the always approval is recorded");
+    let applied = |h: &Host| h.audit().iter().filter(|e| e.event == Event::Answer && e.question == Some(q.id) && e.detail.as_deref() == Some("answered on host host-b")).count();
+    assert_eq!(applied(&a), 1);
+    // Started once more: nothing applied twice; the grant stays in the kernel.
+    a.restart().await;
+    assert_eq!(approvals(&a.standing().await), 1, "recorded once");
+    assert!(a.maps.granted_bits(s.cgroup_id, target, pincer::kernel::Scope::Exact) & write != 0);
+    assert_eq!(applied(&a), 1, "applied once");
+    assert!(matches!(st.question_state("host-a", q.id).unwrap(), Some(pincer::store::QuestionState::Applied { what: w, .. }) if w == what));
+}
+
+/// An answer given while host-a is down to a question whose session did not survive
+/// (its cgroup is gone when host-a starts again): acknowledged as expired, nothing granted
+/// or recorded, and the reply of a later look says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_for_a_session_that_ended_while_the_host_was_down_is_acknowledged_as_expired() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = cluster().database(tmp.path());
+    let mut a = host_with(&db, "host-a", |c| c.escalation.timeout_secs = 30).await;
+    let b = host_with(&db, "host-b", |c| c.store.answer_wait_secs = 1).await;
+    a.import().await;
+    let s = a.session(TODO_PROMPT).await;
+    let (worker, q) = asked_on(&a, &b, &s).await;
+    a.shutdown().await;
+    drop(worker);
+    assert!(matches!(b.call(Call::Answer { question: q.id, approve: true, scope: ApprovalScope::Always, host: Some("host-a".into()) }).await, Reply::Answered { applied: false, .. }));
+    std::fs::remove_dir(&s.cgroup).unwrap();
+    a.start();
+    let st = open_store(&db);
+    let what = eventually("host-a acknowledging the answer", || async {
+        match st.question_state("host-a", q.id).unwrap() {
+            Some(pincer::store::QuestionState::Applied { what, .. }) => Some(what),
+            _ => None,
+        }
+    })
+    .await;
+    assert!(what.starts_with("expired:") && what.contains(&s.session) && what.contains("nothing granted or recorded"), "{what}");
+    assert_eq!(approval_of(&a.standing().await, ASKS, Access::Write), None, "nothing recorded");
+    assert!(a.audit().iter().any(|e| e.event == Event::Answer && e.question == Some(q.id) && e.detail.as_deref().is_some_and(|d| d.contains("expired"))), "the expiry is audited");
+}
+
+/// Users are their fleet identity, not their login name: `nobody` is mapped to
+/// `team-ops` on host-a and host-b, and not on host-c, where the same login name is
+/// someone else (`nobody@host-c`). On host-b nobody lists and may answer team-ops's
+/// question of host-a; on host-c nobody neither lists nor answers it, and the database,
+/// read as nobody@host-c's role, returns none of team-ops's rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_same_named_user_on_a_host_not_mapped_to_the_identity_cannot_read_or_answer_its_rows() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = cluster().database(tmp.path());
+    let ops = |c: &mut Config| {
+        c.store.users.insert("nobody".into(), "team-ops".into());
+    };
+    let a = host_with(&db, "host-a", |c| {
+        ops(c);
+        c.escalation.timeout_secs = 30;
+    })
+    .await;
+    let b = host_with(&db, "host-b", ops).await;
+    let c = host(&db, "host-c").await;
+    // nobody's CLI reaches every host's socket.
+    for h in [&a, &b, &c] {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(h.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    a.as_caller(Path::new(OUTSIDE));
+    let (history, policies) = common::persona_state();
+    assert!(matches!(a.call(Call::Import { history, policies, uid: Some(65534), workspace: None }).await, Reply::Ok { .. }));
+    let s = match a.call(Call::CreateSession { owner_uid: 65534, roots: vec![a.ws.clone()], prompt: TODO_PROMPT.into(), mode: Default::default() }).await {
+        Reply::Session(s) => s,
+        other => panic!("{other:?}"),
+    };
+    let (_worker, q) = asked_on(&a, &b, &s).await;
+    let st = open_store(&db);
+    assert_eq!(st.open_questions(None).unwrap().iter().map(|r| r.user.as_str()).collect::<Vec<_>>(), ["team-ops"]);
+    let id = q.id.to_string();
+    // host-c's nobody: not listed, not answerable.
+    let (code, out) = cli_as(&c, Some("nobody"), &["pending"]);
+    assert!(code == 0 && out.contains("no pending questions"), "{out}");
+    let (code, out) = cli_as(&c, Some("nobody"), &["approve", &id, "--host", "host-a"]);
+    assert!(code != 0 && out.contains("no open question"), "host-c's nobody cannot answer team-ops's question: {out}");
+    // host-b's nobody is team-ops: listed there.
+    let (code, out) = cli_as(&b, Some("nobody"), &["pending"]);
+    assert!(code == 0 && out.contains(ASKS) && out.contains("host-a"), "{out}");
+    // The database keeps team-ops's rows from nobody@host-c's role.
+    eventually("team-ops's audit rows shipped", || async { (!st.read_audit(Some("team-ops"), &AuditQuery::default()).unwrap().is_empty()).then_some(()) }).await;
+    let seen = st
+        .as_user("nobody@host-c", |tx| {
+            let q = r#"SELECT "user" FROM audit UNION ALL SELECT "user" FROM question UNION ALL SELECT "user" FROM task UNION ALL SELECT "user" FROM policy"#;
+            Ok(tx.query(q, &[])?.len())
+        })
+        .unwrap();
+    assert_eq!(seen, 0, "nobody@host-c reads none of team-ops's rows");
+    let (code, out) = cli_as(&c, Some("nobody"), &["log", "--host", "host-a"]);
+    assert!(code == 0 && !out.contains(&s.session), "host-c's nobody reads none of team-ops's audit: {out}");
+    // An answer from host-b's nobody is team-ops's, and host-a applies it.
+    let (code, out) = cli_as(&b, Some("nobody"), &["approve", &id, "--host", "host-a"]);
+    assert!(code == 0 && out.contains("acknowledged it"), "{out}");
 }

@@ -187,7 +187,7 @@ fn append_rate(spool: Option<&StoreSpec>, rows: usize) -> anyhow::Result<f64> {
     let dir = tempfile::tempdir()?;
     let log = AuditLog::open(&dir.path().join("audit.jsonl"))?;
     if let Some(spec) = spool {
-        log.spool_for(spec.clone(), "bench".into())?;
+        log.spool_for(spec.clone(), pincer::daemon::users::Identities::fleet("bench".into(), Default::default()))?;
     }
     let start = Instant::now();
     for _ in 0..rows {
@@ -334,7 +334,7 @@ fn fleet_host(spec: StoreSpec, user: String, host: String, spool: std::path::Pat
         let store = spec.open()?;
         let log = AuditLog::open(&spool)?;
         if spec.is_shared() {
-            log.spool_for(spec.clone(), host.clone())?;
+            log.spool_for(spec.clone(), pincer::daemon::users::Identities::fleet(host.clone(), Default::default()))?;
         }
         let prepared = Prepared::new(store.load_state(&user)?, Sanitizer::new(SecretKey::from_bytes([3; 32])));
         let tree: Vec<String> = DIRS.iter().flat_map(|d| SUBS.iter().map(move |s| format!("{d}/{s}/"))).collect();

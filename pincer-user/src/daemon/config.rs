@@ -144,11 +144,28 @@ pub struct StoreConfig {
     pub password_file: Option<PathBuf>,
     /// This host's name in the shared audit (default: the kernel's host name).
     pub host: String,
+    /// Who this host's users are in the fleet (`[store.users]`, login name = fleet
+    /// identity): the identity names their trusted state, questions and audit rows in the
+    /// shared store. A user not listed is `name@host`, this host's alone: a login name is
+    /// no identity across hosts (the same name elsewhere may be someone else).
+    pub users: std::collections::BTreeMap<String, String>,
+    /// How long `pincer approve|deny ID --host H` waits for host H to apply the answer
+    /// (seconds) before it says that H has not applied it yet.
+    pub answer_wait_secs: u64,
 }
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        StoreConfig { backend: StoreBackend::Sqlite, url: String::new(), tls: Default::default(), ca_file: None, password_file: None, host: String::new() }
+        StoreConfig {
+            backend: StoreBackend::Sqlite,
+            url: String::new(),
+            tls: Default::default(),
+            ca_file: None,
+            password_file: None,
+            host: String::new(),
+            users: Default::default(),
+            answer_wait_secs: 5,
+        }
     }
 }
 
@@ -159,6 +176,14 @@ impl StoreConfig {
             return self.host.clone();
         }
         std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "localhost".into())
+    }
+
+    /// Who this host's accounts are in the store ([`StoreConfig::users`]).
+    pub fn identities(&self) -> super::users::Identities {
+        match self.backend {
+            StoreBackend::Sqlite => super::users::Identities::local(),
+            StoreBackend::Postgres => super::users::Identities::fleet(self.host_name(), self.users.clone()),
+        }
     }
 }
 

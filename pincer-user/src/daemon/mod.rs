@@ -169,9 +169,10 @@ impl std::fmt::Debug for Parts {
 pub async fn run(parts: Parts, listener: UnixListener, shutdown: impl std::future::Future<Output = ()>) -> Result<(), DaemonError> {
     let audit = parts.core.audit.clone();
     let timeout = parts.core.config.escalation_timeout();
+    let answer_wait = Duration::from_secs(parts.core.config.store.answer_wait_secs);
     let spec = parts.core.config.store_spec();
     if spec.is_shared() {
-        audit.spool_for(spec.clone(), parts.core.config.store.host_name())?;
+        audit.spool_for(spec.clone(), parts.core.config.store.identities())?;
     }
     let core = core::Core::new(parts.core).await?;
     let (tx, rx) = mpsc::channel(256);
@@ -203,7 +204,7 @@ pub async fn run(parts: Parts, listener: UnixListener, shutdown: impl std::futur
         })
     });
     let shared = spec.is_shared().then_some(spec);
-    let ctx = server::ServerCtx { actor: tx, audit, lookup: parts.lookup, escalation_timeout: timeout, shared };
+    let ctx = server::ServerCtx { actor: tx, audit, lookup: parts.lookup, escalation_timeout: timeout, answer_wait, shared };
     server::serve(listener, ctx, shutdown).await;
     if let Some(f) = forward {
         f.abort();
