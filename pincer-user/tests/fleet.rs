@@ -890,3 +890,36 @@ async fn a_same_named_user_on_a_host_not_mapped_to_the_identity_cannot_read_or_a
     let (code, out) = cli_as(&b, Some("nobody"), &["approve", &id, "--host", "host-a"]);
     assert!(code == 0 && out.contains("acknowledged it"), "{out}");
 }
+
+/// `pincer bench fleet` runs each host as a daemon process of its own (its own socket,
+/// configuration and spool) on one database, with a worker process per session: the run
+/// names distinct daemon processes, and the shared audit holds the decisions of every host,
+/// each asked by a worker process of its own, once.
+#[test]
+fn the_fleet_bench_runs_separate_daemon_processes_on_one_database() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = cluster().database(tmp.path());
+    let config = tmp.path().join("fleet.toml");
+    std::fs::write(
+        &config,
+        format!("[store]\nbackend = \"postgres\"\nurl = \"{}\"\ntls = \"disable\"\npassword_file = \"{}\"\n", db.url, db.password_file.as_ref().unwrap().display()),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pincer"))
+        .args(["bench", "fleet", "--daemons", "2", "--sessions", "2", "--decisions", "3", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let pids: Vec<u32> = text.lines().find_map(|l| l.strip_prefix("postgres: daemon processes ")).expect("the run names its daemons").split(' ').map(|p| p.parse().unwrap()).collect();
+    assert_eq!(pids.len(), 2);
+    assert!(pids[0] != pids[1] && !pids.contains(&std::process::id()), "a process per host: {pids:?}");
+    assert!(text.lines().any(|l| l.starts_with("sqlite ")) && text.lines().any(|l| l.starts_with("postgres ")), "{text}");
+    let decisions: Vec<AuditEntry> = shared_audit(&db).into_iter().filter(|e| e.event == Event::Decision).collect();
+    assert_eq!(decisions.len(), 2 * 2 * 3, "every request decided and shipped once");
+    let hosts: std::collections::BTreeSet<_> = decisions.iter().filter_map(|e| e.host.clone()).collect();
+    assert_eq!(hosts.len(), 2, "{hosts:?}");
+    let workers: std::collections::BTreeSet<_> = decisions.iter().filter_map(|e| e.request.as_ref().and_then(|r| r.pid)).collect();
+    assert_eq!(workers.len(), 4, "a worker process per session");
+}

@@ -220,6 +220,8 @@ fn lines(path: &Path) -> usize {
 fn run(pg: Option<&StoreConfig>, dir: &Path, ws: &Path, daemons: usize, sessions: usize, decisions: usize, history: usize) -> anyhow::Result<Figures> {
     let run = format!("{}-{}", std::process::id(), std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis());
     let hosts = (0..daemons).map(|i| start_host(dir, i, pg, &run)).collect::<anyhow::Result<Vec<_>>>()?;
+    let pids: Vec<String> = hosts.iter().map(|h| h.daemon.id().to_string()).collect();
+    println!("{}: daemon processes {}", if pg.is_some() { "postgres" } else { "sqlite" }, pids.join(" "));
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let mut rng = Rng(0x5EED ^ history as u64);
     let mut cgroups: Vec<(usize, SessionInfo)> = Vec::new();
@@ -312,9 +314,9 @@ pub fn bench(daemons: usize, sessions: usize, decisions: usize, history: usize, 
     let ws = workspace(&dir.path().join("ws"))?;
     println!("fleet: {daemons} daemon processes x {sessions} sessions (a worker process each) x {decisions} requests, history {history}");
     println!("decide = a worker's request over its daemon's socket until the reply (store check, three votes, grant, audit)");
-    println!("{:<10} {:>12} {:>10} {:>10} {:>10} {:>14}   {}", "store", "decisions/s", "p50 us", "p99 us", "p99 ratio", "audit rows/s", "grant/deny/ask/error");
     let lite = run(None, &dir.path().join("sqlite"), &ws, daemons, sessions, decisions, history)?;
     let shared = run(Some(&user.store), &dir.path().join("postgres"), &ws, daemons, sessions, decisions, history)?;
+    println!("{:<10} {:>12} {:>10} {:>10} {:>10} {:>14}   {}", "store", "decisions/s", "p50 us", "p99 us", "p99 ratio", "audit rows/s", "grant/deny/ask/error");
     for (name, f, audit) in [("sqlite", &lite, "appended"), ("postgres", &shared, "shipped")] {
         let o = f.outcomes;
         println!(
