@@ -330,6 +330,12 @@ impl Config {
             if self.store.url.parse::<postgres::Config>().is_ok_and(|c| c.get_password().is_some()) {
                 return bad("store.url", "holds a password; put it in store.password_file (root-only) instead");
             }
+            // Every identity names a database role (and so do unmapped `name@host` ones).
+            for id in self.store.users.values().chain(std::iter::once(&format!("user@{}", self.store.host_name()))) {
+                if let Err(e) = crate::store::pg::user_role(id) {
+                    return bad("store.users", &e.to_string());
+                }
+            }
         }
         for (field, p) in [("store.ca_file", &self.store.ca_file), ("store.password_file", &self.store.password_file)] {
             if p.as_ref().is_some_and(|p| !p.is_absolute()) {
@@ -383,6 +389,8 @@ mod tests {
         assert!(e.contains("store.url"), "{e}");
         let e = Config::parse("[store]\nbackend = \"postgres\"\nurl = \"postgresql://u:pw@db/x\"\n", Path::new("x.toml")).unwrap_err().to_string();
         assert!(e.contains("store.url") && e.contains("password_file"), "{e}");
+        let e = Config::parse("[store]\nbackend = \"postgres\"\nurl = \"host=db user=p\"\nhost = \"h\"\n[store.users]\nann = \"ann\\\" OR\"\n", Path::new("x.toml")).unwrap_err().to_string();
+        assert!(e.contains("store.users"), "an identity that cannot name a role: {e}");
         let e = Config::parse("[store]\nbackend = \"mysql\"\n", Path::new("x.toml")).unwrap_err().to_string();
         assert!(e.contains("mysql"), "{e}");
         let e = Config::parse("[limits]\nmemory_max = \"lots\"\n", Path::new("x.toml")).unwrap_err().to_string();
