@@ -923,3 +923,87 @@ fn the_fleet_bench_runs_separate_daemon_processes_on_one_database() {
     let workers: std::collections::BTreeSet<_> = decisions.iter().filter_map(|e| e.request.as_ref().and_then(|r| r.pid)).collect();
     assert_eq!(workers.len(), 4, "a worker process per session");
 }
+
+/// A daemon process (`pincer bench fleet-daemon`: the daemon's code over maps in memory)
+/// killed with SIGKILL while a worker keeps it deciding and writing its spool: started
+/// again on the same configuration, it ships the spool, and every complete line of it is in
+/// the shared audit exactly once.
+#[test]
+fn a_daemon_process_killed_with_sigkill_mid_write_loses_and_doubles_no_audit_entry() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let db = cluster().database(tmp.path());
+    let ws = common::persona_workspace(tmp.path());
+    let mut config = fleet_config(tmp.path(), &db, "host-k");
+    config.containment.scratch = false;
+    config.containment.scratch_parent = tmp.path().to_path_buf();
+    config.hold.enabled = false;
+    let file = tmp.path().join("pincer.toml");
+    std::fs::write(&file, toml::to_string(&config).unwrap()).unwrap();
+    let daemon = || {
+        let d = std::process::Command::new(env!("CARGO_BIN_EXE_pincer")).args(["bench", "fleet-daemon", "--config"]).arg(&file).spawn().unwrap();
+        for _ in 0..3000 {
+            if std::os::unix::net::UnixStream::connect(&config.socket).is_ok() {
+                return d;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        panic!("the daemon does not listen");
+    };
+    let mut d = daemon();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let call = |c: Call| rt.block_on(pincer::daemon::client::call_once(&config.socket, c)).unwrap();
+    let (history, policies) = common::persona_state();
+    assert!(matches!(call(Call::Import { history, policies, uid: None, workspace: None }), Reply::Ok { .. }));
+    let s = match call(Call::CreateSession { owner_uid: 0, roots: vec![ws.clone()], prompt: TODO_PROMPT.into(), mode: Default::default() }) {
+        Reply::Session(s) => s,
+        other => panic!("{other:?}"),
+    };
+    let mut worker = std::process::Command::new(env!("CARGO_BIN_EXE_pincer"))
+        .args(["bench", "fleet-worker", "--socket"])
+        .arg(&config.socket)
+        .arg("--ws")
+        .arg(&ws)
+        .args(["--count", "1000000", "--seed", "1"])
+        .env("PINCER_BENCH_CGROUP", &s.cgroup)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    worker.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let lines = || std::fs::read(&config.audit_log).unwrap().iter().filter(|b| **b == b'\n').count();
+    let before = lines();
+    while lines() < before + 200 {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    // SIGKILL, while the worker keeps it writing.
+    d.kill().unwrap();
+    d.wait().unwrap();
+    let _ = worker.kill();
+    let _ = worker.wait();
+    let mut d = daemon();
+    let written = read_entries(&config.audit_log).unwrap();
+    let ids: std::collections::BTreeSet<_> = written.iter().map(|e| e.id.clone()).collect();
+    assert_eq!(ids.len(), written.len());
+    let shipped = {
+        let mut all = shared_audit(&db);
+        for _ in 0..600 {
+            if all.len() >= written.len() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            all = shared_audit(&db);
+        }
+        all
+    };
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(d.id() as i32, libc::SIGTERM) };
+    d.wait().unwrap();
+    let shipped_ids: std::collections::BTreeSet<_> = shipped.iter().map(|e| e.id.clone()).collect();
+    assert_eq!(shipped_ids.len(), shipped.len(), "no entry doubled");
+    for id in &ids {
+        assert!(shipped_ids.contains(id), "entry {id} of the spool is in the shared audit");
+    }
+    assert!(written.iter().filter(|e| e.event == Event::Decision).count() >= 200, "the daemon was deciding when it was killed");
+}
