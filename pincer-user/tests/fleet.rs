@@ -939,7 +939,7 @@ fn a_daemon_process_killed_with_sigkill_mid_write_loses_and_doubles_no_audit_ent
     config.containment.scratch_parent = tmp.path().to_path_buf();
     config.hold.enabled = false;
     let file = tmp.path().join("pincer.toml");
-    std::fs::write(&file, toml::to_string(&config).unwrap()).unwrap();
+    std::fs::write(&file, config.to_toml().unwrap()).unwrap();
     let daemon = || {
         let d = std::process::Command::new(env!("CARGO_BIN_EXE_pincer")).args(["bench", "fleet-daemon", "--config"]).arg(&file).spawn().unwrap();
         for _ in 0..3000 {

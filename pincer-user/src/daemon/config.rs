@@ -345,6 +345,11 @@ impl Config {
         Ok(())
     }
 
+    /// The configuration as a file says it (what [`Config::load`] reads back).
+    pub fn to_toml(&self) -> Result<String, toml::ser::Error> {
+        toml::to_string(self)
+    }
+
     /// The trusted store this configuration names.
     pub fn store_spec(&self) -> crate::store::StoreSpec {
         match self.store.backend {

@@ -181,7 +181,7 @@ fn start_host(dir: &Path, i: usize, pg: Option<&StoreConfig>, run: &str) -> anyh
         config.store.users = [("root".to_string(), format!("fleet-bench-{run}"))].into_iter().collect();
     }
     let file = home.join("pincer.toml");
-    std::fs::write(&file, toml::to_string(&config)?)?;
+    std::fs::write(&file, config.to_toml()?)?;
     let log = std::fs::File::create(home.join("daemon.log"))?;
     let daemon = Command::new(std::env::current_exe()?)
         .args(["bench", "fleet-daemon", "--config"])
