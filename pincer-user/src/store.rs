@@ -668,6 +668,10 @@ const PG_MIGRATIONS: &[&str] = &[
      ALTER TABLE question ENABLE ROW LEVEL SECURITY;
      CREATE POLICY own_rows ON workspace FOR SELECT USING ("user" = pincer_role_user());
      CREATE POLICY own_rows ON question FOR SELECT USING ("user" = pincer_role_user());"#,
+    // 3: what the asking host did with another host's answer (its acknowledgement, which
+    // the answering host waits for), and the resource's absolute path, so that an answer
+    // given while the asking host was down can be applied when it is back.
+    r#"ALTER TABLE question ADD COLUMN abs TEXT, ADD COLUMN applied TEXT, ADD COLUMN applied_ms BIGINT;"#,
 ];
 
 /// Which database holds the trusted state (`[store]` in the configuration).

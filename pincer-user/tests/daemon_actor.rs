@@ -10,7 +10,7 @@ use pincer::daemon::peer::CgroupLookup;
 use pincer::daemon::protocol::{SessionInfo, SessionMode};
 use pincer::daemon::{Call, Reply};
 use pincer::decider::{Decider, DeciderError, OfflineDecider, PolicyAnswer, PolicyInput, TokenUsage, Vote1Input, Vote2Input, VoteOutcome};
-use pincer::kernel::{Hook, MemoryMaps, Miss, ObjectId};
+use pincer::kernel::{MemoryMaps, Miss, ObjectId};
 use pincer::Access;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -215,27 +215,7 @@ impl Harness {
     }
 
     fn read_miss(&self, s: &SessionInfo, rel: &str, pid: u32) -> Miss {
-        let root = ObjectId::of_path(&self.ws).unwrap();
-        let file = ObjectId::of_path(&self.ws.join(rel)).unwrap();
-        let parent = ObjectId::of_path(self.ws.join(rel).parent().unwrap()).unwrap();
-        Miss {
-            session: s.cgroup_id,
-            pid,
-            uid: 1000,
-            access: vec![Access::Read],
-            access_bits: pincer_common::ACCESS_READ,
-            hook: Hook::FileOpen,
-            dev: file.dev,
-            ino: file.ino,
-            parent_dev: parent.dev,
-            parent_ino: parent.ino,
-            root_dev: root.dev,
-            root_ino: root.ino,
-            name: Path::new(rel).file_name().unwrap().to_string_lossy().into(),
-            relative_path: PathBuf::from(rel),
-            flags: 0,
-            hold: 0,
-        }
+        common::host::read_miss(&self.ws, s, rel, pid)
     }
 }
 

@@ -3,123 +3,19 @@
 //! the real kernel is exercised by the VM tests in `tests/tests/e2e_*.rs`), escalation, misses,
 //! revocation at the end, audit, and resumption after a restart.
 
-use pincer::daemon::audit::{read_entries, Event, Source};
+use pincer::daemon::audit::{Event, Source};
 use pincer::daemon::client::Client;
-use pincer::daemon::config::{Config, OnMiss};
+use pincer::daemon::config::OnMiss;
 use pincer::daemon::contain::NeverRule;
-use pincer::daemon::peer::CgroupLookup;
 use pincer::daemon::protocol::{ApprovalScope, ErrorKind, RequestOutcome, Rule, RuleId, SessionInfo, SessionMode, StandingRule};
 use pincer::daemon::{Call, Reply};
-use pincer::kernel::{Hook, MemoryMaps, Miss, ObjectId, Scope};
+use pincer::kernel::{ObjectId, Scope};
 use pincer::Access;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use tokio::sync::{mpsc, oneshot};
 
 mod common;
-use common::{config_in, persona_state, persona_workspace, start_daemon, OUTSIDE, PERSONA, TODO_PROMPT};
-
-/// A daemon on a temporary socket with its enforcer's maps in memory and a settable caller cgroup.
-struct Harness {
-    dir: tempfile::TempDir,
-    ws: PathBuf,
-    config: Config,
-    key: [u8; 32],
-    maps: MemoryMaps,
-    caller: Arc<Mutex<PathBuf>>,
-    misses: Option<mpsc::Sender<Miss>>,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl Harness {
-    async fn new(tweak: impl FnOnce(&mut Config)) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = persona_workspace(dir.path());
-        let mut config = config_in(dir.path());
-        // Scratch directories add a grant of their own: the test that checks them turns them on.
-        config.containment.scratch = false;
-        config.containment.scratch_parent = dir.path().to_path_buf();
-        tweak(&mut config);
-        let mut h = Harness {
-            dir,
-            ws,
-            config,
-            key: [7; 32],
-            maps: MemoryMaps::default(),
-            caller: Arc::new(Mutex::new(PathBuf::from(OUTSIDE))),
-            misses: None,
-            stop: None,
-            task: None,
-        };
-        h.start().await;
-        h
-    }
-
-    async fn start(&mut self) {
-        let caller = self.caller.clone();
-        let lookup: CgroupLookup = Arc::new(move |_pid| Ok(caller.lock().unwrap().clone()));
-        let (mtx, mrx) = mpsc::channel(16);
-        let daemon = start_daemon(&self.config, self.maps.enforcer(), lookup, self.key, Some(mrx));
-        self.task = Some(daemon.task);
-        self.misses = Some(mtx);
-        self.stop = Some(daemon.stop);
-    }
-
-    async fn restart(&mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        self.task.take().unwrap().await.unwrap();
-        self.start().await;
-    }
-
-    fn as_caller(&self, cgroup: &Path) {
-        *self.caller.lock().unwrap() = cgroup.to_path_buf();
-    }
-
-    async fn call(&self, call: Call) -> Reply {
-        let mut c = Client::connect(&self.config.socket).await.unwrap();
-        c.call(call).await.unwrap()
-    }
-
-    async fn import(&self) {
-        self.as_caller(Path::new(OUTSIDE));
-        let (history, policies) = persona_state();
-        let r = self.call(Call::Import { history, policies, uid: None, workspace: None }).await;
-        assert!(matches!(r, Reply::Ok { .. }), "{r:?}");
-    }
-
-    async fn session(&self, prompt: &str) -> SessionInfo {
-        self.as_caller(Path::new(OUTSIDE));
-        match self.call(Call::CreateSession { owner_uid: 0, roots: vec![self.ws.clone()], prompt: prompt.into(), mode: Default::default() }).await {
-            Reply::Session(s) => s,
-            other => panic!("create_session: {other:?}"),
-        }
-    }
-
-    async fn request(&self, s: &SessionInfo, rel: &str, access: Access, reason: &str) -> Reply {
-        self.as_caller(&s.cgroup);
-        self.call(Call::Request { path: self.ws.join(rel).to_string_lossy().into(), access, reason: Some(reason.into()), session: None }).await
-    }
-
-    fn audit(&self) -> Vec<pincer::daemon::audit::AuditEntry> {
-        read_entries(&self.config.audit_log).unwrap()
-    }
-}
-
-/// Polls `f` (up to about ten seconds) until it gives a value.
-async fn eventually<T, F: std::future::Future<Output = Option<T>>>(what: &str, mut f: impl FnMut() -> F) -> T {
-    for _ in 0..1000 {
-        if let Some(v) = f().await {
-            return v;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    panic!("gave up waiting for {what}");
-}
-
-fn granted(r: &Reply) -> bool {
-    matches!(r, Reply::Decision { granted: true, .. })
-}
+use common::host::{approval_of, eventually, granted, Host};
+use common::{OUTSIDE, PERSONA, TODO_PROMPT};
 
 fn refused(r: &Reply) -> bool {
     matches!(r, Reply::Error { kind: ErrorKind::Refused, .. })
@@ -128,18 +24,18 @@ fn refused(r: &Reply) -> bool {
 
 #[tokio::test]
 async fn request_tool_grants_a_task_resource_into_the_kernel_and_denies_a_secret() {
-    let h = Harness::new(|_| {}).await;
+    let h = Host::new(|_| {}).await;
     h.import().await;
     let s = h.session(TODO_PROMPT).await;
     assert!(s.cgroup.is_dir(), "the session's cgroup exists");
     assert!(h.maps.session(s.cgroup_id).is_some(), "session gated before the worker starts");
     let generation = h.maps.policy_generation();
-    let r = h.request(&s, "notes/todo.md", Access::Read, "read the todo list to update it").await;
+    let r = h.request_because(&s, "notes/todo.md", Access::Read, "read the todo list to update it").await;
     assert!(granted(&r), "{r:?}");
     let todo = ObjectId::of_path(&h.ws.join("notes/todo.md")).unwrap();
     assert!(h.maps.has(s.cgroup_id, todo, Access::Read), "grant inserted on the file's inode");
     assert_eq!(h.maps.policy_generation(), generation, "a grant keeps what the kernel cached");
-    let r = h.request(&s, "secrets/prod.env", Access::Read, "the todo says to check this").await;
+    let r = h.request_because(&s, "secrets/prod.env", Access::Read, "the todo says to check this").await;
     assert!(!granted(&r), "{r:?}");
     let secret = ObjectId::of_path(&h.ws.join("secrets/prod.env")).unwrap();
     assert!(!h.maps.has(s.cgroup_id, secret, Access::Read));
@@ -155,7 +51,7 @@ async fn request_tool_grants_a_task_resource_into_the_kernel_and_denies_a_secret
 
 #[tokio::test]
 async fn bad_paths_are_denied_with_the_reason_and_never_granted() {
-    let h = Harness::new(|_| {}).await;
+    let h = Host::new(|_| {}).await;
     h.import().await;
     let s = h.session(TODO_PROMPT).await;
     std::os::unix::fs::symlink(h.ws.join("secrets/prod.env"), h.ws.join("notes/link.md")).unwrap();
@@ -177,7 +73,7 @@ async fn bad_paths_are_denied_with_the_reason_and_never_granted() {
 
 #[tokio::test]
 async fn gated_workers_cannot_make_control_calls_or_request_for_other_sessions() {
-    let h = Harness::new(|_| {}).await;
+    let h = Host::new(|_| {}).await;
     h.import().await;
     let a = h.session(TODO_PROMPT).await;
     let b = h.session("Summarize my standup notes.").await;
@@ -211,7 +107,7 @@ async fn gated_workers_cannot_make_control_calls_or_request_for_other_sessions()
 
 #[tokio::test]
 async fn an_escalated_request_waits_and_the_users_approval_grants_it() {
-    let h = Harness::new(|_| {}).await;
+    let h = Host::new(|_| {}).await;
     h.import().await;
     let s = h.session(TODO_PROMPT).await;
     // The persona's policy asks the user before this write: the request goes to the user.
@@ -241,14 +137,14 @@ async fn an_escalated_request_waits_and_the_users_approval_grants_it() {
 
 #[tokio::test(start_paused = true)]
 async fn an_unanswered_escalation_is_denied_at_the_timeout() {
-    let h = Harness::new(|c| {
+    let h = Host::new(|c| {
         c.escalation.after_denials = 0;
         c.escalation.timeout_secs = 1;
     })
     .await;
     h.import().await;
     let s = h.session(TODO_PROMPT).await;
-    let r = h.request(&s, "projects/ledger/Cargo.toml", Access::Write, "bump a dependency").await;
+    let r = h.request_because(&s, "projects/ledger/Cargo.toml", Access::Write, "bump a dependency").await;
     match r {
         Reply::Decision { granted: false, outcome, question: Some(_), .. } => assert_eq!(outcome, RequestOutcome::Timeout),
         other => panic!("{other:?}"),
@@ -260,7 +156,7 @@ async fn an_unanswered_escalation_is_denied_at_the_timeout() {
 /// its reason, and at least one of them is why the user is asked.
 #[tokio::test]
 async fn pending_questions_carry_the_votes_and_their_reasons() {
-    let h = Harness::new(|c| c.escalation.after_denials = 0).await;
+    let h = Host::new(|c| c.escalation.after_denials = 0).await;
     h.import().await;
     let s = h.session(TODO_PROMPT).await;
     h.as_caller(&s.cgroup);
@@ -289,7 +185,7 @@ async fn pending_questions_carry_the_votes_and_their_reasons() {
 /// a waiting request gets no answer before the timeout and the timeout answer at it.
 #[tokio::test(start_paused = true)]
 async fn a_waiting_request_is_answered_at_the_timeout_and_not_before() {
-    let h = Harness::new(|c| {
+    let h = Host::new(|c| {
         c.escalation.after_denials = 0;
         c.escalation.timeout_secs = 600;
     })
@@ -311,38 +207,15 @@ async fn a_waiting_request_is_answered_at_the_timeout_and_not_before() {
 
 /// The kernel's report of uid 1000 (process `pid`) opening `notes/todo.md` of the workspace
 /// for reading without a grant; `parent` absent as when the kernel could not name it.
-fn read_miss(h: &Harness, s: &SessionInfo, file: ObjectId, parent: Option<ObjectId>, pid: u32) -> Miss {
-    let root = ObjectId::of_path(&h.ws).unwrap();
-    let parent = parent.unwrap_or(ObjectId { dev: 0, ino: 0 });
-    Miss {
-        session: s.cgroup_id,
-        pid,
-        uid: 1000,
-        access: vec![Access::Read],
-        access_bits: pincer_common::ACCESS_READ,
-        hook: Hook::FileOpen,
-        dev: file.dev,
-        ino: file.ino,
-        parent_dev: parent.dev,
-        parent_ino: parent.ino,
-        root_dev: root.dev,
-        root_ino: root.ino,
-        name: "todo.md".into(),
-        relative_path: PathBuf::from("notes/todo.md"),
-        flags: 0,
-        hold: 0,
-    }
-}
 
 #[tokio::test]
 async fn a_kernel_miss_becomes_an_implicit_request_and_its_grant_is_inserted() {
-    let h = Harness::new(|_| {}).await;
+    let h = Host::new(|_| {}).await;
     h.import().await;
     let s = h.session(TODO_PROMPT).await;
     let file = ObjectId::of_path(&h.ws.join("notes/todo.md")).unwrap();
-    let parent = ObjectId::of_path(&h.ws.join("notes")).unwrap();
-    let miss = read_miss(&h, &s, file, Some(parent), 4242);
-    h.misses.as_ref().unwrap().send(miss).await.unwrap();
+    let miss = h.read_miss(&s, "notes/todo.md", 4242);
+    h.miss(miss).await;
     // The status call is served after the miss (one actor, in order).
     let info = eventually("the miss to be decided", || async {
         h.as_caller(Path::new(OUTSIDE));
@@ -364,13 +237,12 @@ async fn a_kernel_miss_becomes_an_implicit_request_and_its_grant_is_inserted() {
 /// decided (or granted) again.
 #[tokio::test]
 async fn repeated_misses_of_a_granted_access_are_counted_but_not_decided_again() {
-    let h = Harness::new(|_| {}).await;
+    let h = Host::new(|_| {}).await;
     h.import().await;
     let s = h.session(TODO_PROMPT).await;
     let file = ObjectId::of_path(&h.ws.join("notes/todo.md")).unwrap();
-    let parent = ObjectId::of_path(&h.ws.join("notes")).unwrap();
     for pid in [4242, 4242, 4243] {
-        h.misses.as_ref().unwrap().send(read_miss(&h, &s, file, Some(parent), pid)).await.unwrap();
+        h.miss(h.read_miss(&s, "notes/todo.md", pid)).await;
     }
     let info = eventually("the misses to be seen", || async {
         h.as_caller(Path::new(OUTSIDE));
@@ -388,23 +260,22 @@ async fn repeated_misses_of_a_granted_access_are_counted_but_not_decided_again()
 
 #[tokio::test]
 async fn on_miss_record_only_audits() {
-    let h = Harness::new(|c| c.on_miss = OnMiss::Record).await;
+    let h = Host::new(|c| c.on_miss = OnMiss::Record).await;
     h.import().await;
     let s = h.session(TODO_PROMPT).await;
-    let file = ObjectId::of_path(&h.ws.join("notes/todo.md")).unwrap();
-    let miss = read_miss(&h, &s, file, None, 1);
-    h.misses.as_ref().unwrap().send(miss).await.unwrap();
+    let miss = h.read_miss(&s, "notes/todo.md", 1);
+    h.miss(miss).await;
     eventually("the miss to be recorded", || async { h.audit().iter().any(|e| e.event == Event::Miss).then_some(()) }).await;
     assert_eq!(h.maps.grant_count(s.cgroup_id), 0);
 }
 
 #[tokio::test]
 async fn ending_a_session_revokes_its_grants_removes_its_cgroup_and_summarizes() {
-    let h = Harness::new(|_| {}).await;
+    let h = Host::new(|_| {}).await;
     h.import().await;
     let s = h.session(TODO_PROMPT).await;
-    assert!(granted(&h.request(&s, "notes/todo.md", Access::Read, "read it").await));
-    assert!(!granted(&h.request(&s, "secrets/aws-credentials", Access::Read, "need it").await));
+    assert!(granted(&h.request_because(&s, "notes/todo.md", Access::Read, "read it").await));
+    assert!(!granted(&h.request_because(&s, "secrets/aws-credentials", Access::Read, "need it").await));
     h.as_caller(Path::new(OUTSIDE));
     let generation = h.maps.policy_generation();
     match h.call(Call::EndSession { session: s.session.clone() }).await {
@@ -424,10 +295,10 @@ async fn ending_a_session_revokes_its_grants_removes_its_cgroup_and_summarizes()
 
 #[tokio::test]
 async fn a_restarted_daemon_resumes_open_sessions() {
-    let mut h = Harness::new(|_| {}).await;
+    let mut h = Host::new(|_| {}).await;
     h.import().await;
     let s = h.session(TODO_PROMPT).await;
-    assert!(granted(&h.request(&s, "notes/todo.md", Access::Read, "read it").await));
+    assert!(granted(&h.request_because(&s, "notes/todo.md", Access::Read, "read it").await));
     h.restart().await;
     h.as_caller(Path::new(OUTSIDE));
     match h.call(Call::Sessions).await {
@@ -439,15 +310,15 @@ async fn a_restarted_daemon_resumes_open_sessions() {
         other => panic!("{other:?}"),
     }
     // The twin's session was rebuilt from the prompt: it still decides for this worker.
-    assert!(granted(&h.request(&s, "notes/todo.md", Access::Write, "tick the item off").await));
-    assert!(!granted(&h.request(&s, "secrets/prod.env", Access::Read, "need it").await));
+    assert!(granted(&h.request_because(&s, "notes/todo.md", Access::Write, "tick the item off").await));
+    assert!(!granted(&h.request_because(&s, "secrets/prod.env", Access::Read, "need it").await));
     assert!(h.audit().iter().any(|e| e.event == Event::SessionResume));
 }
 
 /// `pincer mcp` driven by the official Python MCP SDK client (installed by `.ci/run`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_server_serves_request_resource_to_the_python_sdk_client() {
-    let h = Harness::new(|_| {}).await;
+    let h = Host::new(|_| {}).await;
     h.import().await;
     let s = h.session(TODO_PROMPT).await;
     // Every connection of the MCP server comes from inside the session.
@@ -482,13 +353,13 @@ async fn mcp_server_serves_request_resource_to_the_python_sdk_client() {
 async fn never_grantable_paths_are_refused_before_any_vote_or_question_and_seeded_in_the_kernel() {
     // The persona's policy asks the user before this write (see the escalation test): a
     // never rule must refuse it outright, so no question (and no approval) can grant it.
-    let h = Harness::new(|c| c.containment.never.push(NeverRule { pattern: "**/ledger/Cargo.toml".into(), access: vec![Access::Write] })).await;
+    let h = Host::new(|c| c.containment.never.push(NeverRule { pattern: "**/ledger/Cargo.toml".into(), access: vec![Access::Write] })).await;
     h.import().await;
     std::fs::create_dir_all(h.ws.join(".git/hooks")).unwrap();
     std::fs::write(h.ws.join(".git/config"), "[core]\n").unwrap();
     let s = h.session(TODO_PROMPT).await;
     for (path, access) in [("projects/ledger/Cargo.toml", Access::Write), (".git/config", Access::Write), (".git/hooks/pre-commit", Access::Create)] {
-        match h.request(&s, path, access, "needed for the task").await {
+        match h.request_because(&s, path, access, "needed for the task").await {
             Reply::Decision { granted: false, outcome, reason, question: None } => {
                 assert_eq!(outcome, RequestOutcome::Deny);
                 assert!(reason.contains("never-grantable"), "{path}: {reason}");
@@ -515,7 +386,7 @@ async fn never_grantable_paths_are_refused_before_any_vote_or_question_and_seede
     let counts = h.maps.state();
     assert!(counts.never_objects >= 2 && counts.never_names >= 1, "the kernel is told never entries exist: {counts:?}");
     // A read of .git/config is not never-grantable: git must read it.
-    match h.request(&s, ".git/config", Access::Read, "git status").await {
+    match h.request_because(&s, ".git/config", Access::Read, "git status").await {
         Reply::Decision { reason, .. } => assert!(!reason.contains("never-grantable"), "{reason}"),
         other => panic!("{other:?}"),
     }
@@ -523,7 +394,7 @@ async fn never_grantable_paths_are_refused_before_any_vote_or_question_and_seede
 
 #[tokio::test]
 async fn a_session_gets_a_private_scratch_dir_and_its_owners_places_are_gated() {
-    let h = Harness::new(|c| c.containment.scratch = true).await;
+    let h = Host::new(|c| c.containment.scratch = true).await;
     h.import().await;
     let s = h.session(TODO_PROMPT).await;
     let scratch = s.scratch.clone().expect("a scratch directory");
@@ -543,7 +414,7 @@ async fn a_session_gets_a_private_scratch_dir_and_its_owners_places_are_gated() 
 
 #[tokio::test]
 async fn import_with_a_workspace_keeps_its_snapshot_in_the_trusted_store_the_twin_is_built_from() {
-    let h = Harness::new(|_| {}).await;
+    let h = Host::new(|_| {}).await;
     h.as_caller(Path::new(OUTSIDE));
     let history = std::fs::read_to_string(Path::new(PERSONA).join("history.jsonl")).unwrap();
     let policies = std::fs::read_to_string(Path::new(PERSONA).join("policies.jsonl")).unwrap();
@@ -570,92 +441,21 @@ async fn import_with_a_workspace_keeps_its_snapshot_in_the_trusted_store_the_twi
     }
 }
 
-/// Writes the twin might not grant on its own for [`TODO_PROMPT`] (no file is secret or has
-/// a rule that asks or denies): the first one it denies is the one a test approves.
-const UNRELATED: &[&str] = &[
-    "dotfiles/gitconfig",
-    "projects/notifier/README.md",
-    "projects/notifier/notifier/templates.py",
-    "projects/notifier/tests/test_sender.py",
-    "projects/ledger/README.md",
-    "projects/ledger/src/cli.rs",
-    "notes/standup.md",
-];
-
-/// The access the approval tests ask for.
-const ASKED: Access = Access::Write;
-
-/// The first of [`UNRELATED`] the twin does not grant to `s` on its own when asked once
-/// (`after_denials` must be 1, so a denial is no question yet and the next ask is; a rule
-/// that asks the user makes it a question at once, unanswered until the timeout).
-async fn denied_on_its_own(h: &Harness, s: &SessionInfo) -> &'static str {
-    for rel in UNRELATED {
-        // Plain content, so that what the file says plays no part in the decisions.
-        std::fs::write(h.ws.join(rel), "plain text\n").unwrap();
-        match h.request(s, rel, ASKED, "have a look").await {
-            Reply::Decision { granted: false, outcome: RequestOutcome::Deny | RequestOutcome::Timeout, .. } => return rel,
-            Reply::Decision { .. } => continue,
-            other => panic!("{other:?}"),
-        }
-    }
-    panic!("the twin granted every one of {UNRELATED:?}");
-}
-
-/// `s`'s worker asks for `rel`; the request goes to the user, who approves it with `scope`;
-/// returns the answer the waiting worker gets.
-async fn approve_waiting(h: &Harness, s: &SessionInfo, rel: &str, access: Access, scope: ApprovalScope) -> Reply {
-    h.as_caller(&s.cgroup);
-    let mut worker = Client::connect(&h.config.socket).await.unwrap();
-    assert!(matches!(worker.call(Call::Status { session: None }).await.unwrap(), Reply::Session(_)));
-    worker.send(Call::Request { path: h.ws.join(rel).to_string_lossy().into(), access, reason: Some("needed for the task".into()), session: None }).await.unwrap();
-    let q = eventually("a waiting question", || async {
-        h.as_caller(Path::new(OUTSIDE));
-        match h.call(Call::Pending).await {
-            Reply::Pending { questions } => questions.into_iter().find(|q| q.waiting && q.path == rel),
-            _ => None,
-        }
-    })
-    .await;
-    match h.call(Call::Answer { question: q.id, approve: true, scope, host: None }).await {
-        Reply::Ok { .. } => {}
-        other => panic!("answer: {other:?}"),
-    }
-    worker.next().await.unwrap().unwrap()
-}
-
-async fn standing(h: &Harness) -> Vec<StandingRule> {
-    h.as_caller(Path::new(OUTSIDE));
-    match h.call(Call::Rules).await {
-        Reply::Rules { rules } => rules,
-        other => panic!("rules: {other:?}"),
-    }
-}
-
-/// The user's standing approval of `access` on `rel`, if there is one.
-fn approval_of(rules: &[StandingRule], rel: &str, access: Access) -> Option<RuleId> {
-    rules.iter().find(|r| matches!(&r.rule, Rule::Approval(a) if a.path_glob == rel && a.access == access)).map(|r| r.id)
-}
-
-async fn end(h: &Harness, s: &SessionInfo) {
-    h.as_caller(Path::new(OUTSIDE));
-    assert!(matches!(h.call(Call::EndSession { session: s.session.clone() }).await, Reply::Summary { .. }));
-}
-
 /// The write the persona's policy asks the user about, which the `once` tests approve.
 const ONCE_PATH: &str = "projects/ledger/Cargo.toml";
 
 /// A daemon whose `once` grants last 5 s, and a session whose request for [`ONCE_PATH`] the
 /// user approved `--scope once` (granted); with the standing rules from before the approval.
-async fn once_approved() -> (Harness, SessionInfo, Vec<StandingRule>) {
-    let h = Harness::new(|c| {
+async fn once_approved() -> (Host, SessionInfo, Vec<StandingRule>) {
+    let h = Host::new(|c| {
         c.escalation.timeout_secs = 600;
         c.escalation.once_secs = 5;
     })
     .await;
     h.import().await;
     let s = h.session(TODO_PROMPT).await;
-    let before = standing(&h).await;
-    let r = approve_waiting(&h, &s, ONCE_PATH, Access::Write, ApprovalScope::Once).await;
+    let before = h.standing().await;
+    let r = h.approve_waiting(&s, ONCE_PATH, Access::Write, ApprovalScope::Once).await;
     assert!(granted(&r), "the request the approval answers is granted: {r:?}");
     (h, s, before)
 }
@@ -673,11 +473,11 @@ async fn a_once_approval_does_not_outlive_its_request() {
     h.as_caller(Path::new(OUTSIDE));
     assert!(matches!(h.call(Call::Status { session: Some(s.session.clone()) }).await, Reply::Session(_)));
     assert!(!h.maps.has(s.cgroup_id, obj, Access::Write), "the once grant is taken back from the kernel");
-    match h.request(&s, path, Access::Write, "bump it again").await {
+    match h.request_because(&s, path, Access::Write, "bump it again").await {
         Reply::Decision { granted: false, outcome: RequestOutcome::Timeout, question: Some(_), .. } => {}
         other => panic!("the same request is asked again, not approved: {other:?}"),
     }
-    assert_eq!(standing(&h).await, before, "a once approval is not recorded");
+    assert_eq!(h.standing().await, before, "a once approval is not recorded");
 }
 
 /// A `once` grant the kernel will not take back does not stay: its session is ended, and
@@ -703,24 +503,24 @@ async fn a_once_grant_that_cannot_be_taken_back_ends_its_session() {
 /// and a new session of the same task does not get it.
 #[tokio::test]
 async fn a_session_approval_ends_with_the_session() {
-    let h = Harness::new(|c| {
+    let h = Host::new(|c| {
         c.escalation.after_denials = 1;
         c.escalation.timeout_secs = 2;
     })
     .await;
     h.import().await;
     let s1 = h.session(TODO_PROMPT).await;
-    let rel = denied_on_its_own(&h, &s1).await;
-    let r = approve_waiting(&h, &s1, rel, ASKED, ApprovalScope::Session).await;
+    let rel = h.denied_on_its_own(&s1).await;
+    let r = h.approve_waiting(&s1, rel, Access::Write, ApprovalScope::Session).await;
     assert!(granted(&r), "{r:?}");
-    match h.request(&s1, rel, ASKED, "have another look").await {
+    match h.request_because(&s1, rel, Access::Write, "have another look").await {
         Reply::Decision { granted: true, outcome: RequestOutcome::Grant, .. } => {}
         other => panic!("the session's approval grants it again in the session: {other:?}"),
     }
-    assert_eq!(approval_of(&standing(&h).await, rel, ASKED), None, "a session approval is not recorded");
-    end(&h, &s1).await;
+    assert_eq!(approval_of(&h.standing().await, rel, Access::Write), None, "a session approval is not recorded");
+    h.end(&s1).await;
     let s2 = h.session(TODO_PROMPT).await;
-    let r = h.request(&s2, rel, ASKED, "have a look").await;
+    let r = h.request_because(&s2, rel, Access::Write, "have a look").await;
     assert!(!granted(&r), "the approval ended with its session: {r:?}");
 }
 
@@ -729,26 +529,26 @@ async fn a_session_approval_ends_with_the_session() {
 /// remove` takes it away.
 #[tokio::test]
 async fn an_always_approval_survives_a_restart_and_a_new_session_until_it_is_removed() {
-    let mut h = Harness::new(|c| {
+    let mut h = Host::new(|c| {
         c.escalation.after_denials = 1;
         c.escalation.timeout_secs = 2;
     })
     .await;
     h.import().await;
     let s1 = h.session(TODO_PROMPT).await;
-    let rel = denied_on_its_own(&h, &s1).await;
-    let r = approve_waiting(&h, &s1, rel, ASKED, ApprovalScope::Always).await;
+    let rel = h.denied_on_its_own(&s1).await;
+    let r = h.approve_waiting(&s1, rel, Access::Write, ApprovalScope::Always).await;
     assert!(granted(&r), "{r:?}");
-    let id = approval_of(&standing(&h).await, rel, ASKED).expect("an always approval is listed");
+    let id = approval_of(&h.standing().await, rel, Access::Write).expect("an always approval is listed");
     assert!(matches!(id, RuleId::Approval(_)));
-    end(&h, &s1).await;
+    h.end(&s1).await;
     h.restart().await;
     // An approval licenses its resource for a like task whose prompt points at it (issue
     // 10's scoped approvals): the same task, naming the file.
     let stem = Path::new(rel).file_stem().and_then(|s| s.to_str()).expect("a file name");
     let like = format!("{TODO_PROMPT} Then look at {stem} again.");
     let s2 = h.session(&like).await;
-    match h.request(&s2, rel, ASKED, "have a look").await {
+    match h.request_because(&s2, rel, Access::Write, "have a look").await {
         Reply::Decision { granted: true, outcome: RequestOutcome::Grant, .. } => {}
         other => panic!("the recorded approval grants it in a new session after a restart: {other:?}"),
     }
@@ -758,9 +558,9 @@ async fn an_always_approval_survives_a_restart_and_a_new_session_until_it_is_rem
         Reply::Ok { message } => assert!(message.contains(&id.to_string()), "{message}"),
         other => panic!("remove: {other:?}"),
     }
-    assert_eq!(approval_of(&standing(&h).await, rel, ASKED), None, "removed");
+    assert_eq!(approval_of(&h.standing().await, rel, Access::Write), None, "removed");
     let s3 = h.session(&like).await;
-    let r = h.request(&s3, rel, ASKED, "have a look").await;
+    let r = h.request_because(&s3, rel, Access::Write, "have a look").await;
     assert!(!granted(&r), "the removed approval grants nothing: {r:?}");
     // Removing it again names the id.
     h.as_caller(Path::new(OUTSIDE));
@@ -775,9 +575,9 @@ async fn an_always_approval_survives_a_restart_and_a_new_session_until_it_is_rem
 /// session's twin (it is rebuilt over the store without it).
 #[tokio::test]
 async fn policies_are_listed_and_removing_one_changes_the_next_decision() {
-    let h = Harness::new(|_| {}).await;
+    let h = Host::new(|_| {}).await;
     h.import().await;
-    let rules = standing(&h).await;
+    let rules = h.standing().await;
     let migration = rules
         .iter()
         .find(|r| matches!(&r.rule, Rule::Policy(p) if p.rules.iter().any(|x| x.path_glob == "projects/ledger/migrations/*.sql" && x.permission == pincer::store::Permission::Deny)))
@@ -785,12 +585,12 @@ async fn policies_are_listed_and_removing_one_changes_the_next_decision() {
         .id;
     assert!(matches!(migration, RuleId::Policy(_)));
     let s = h.session("Fix the typo in the comment of the first ledger migration, projects/ledger/migrations/0001_init.sql.").await;
-    let r = h.request(&s, "projects/ledger/migrations/0001_init.sql", Access::Write, "fix the typo").await;
+    let r = h.request_because(&s, "projects/ledger/migrations/0001_init.sql", Access::Write, "fix the typo").await;
     let Reply::Decision { granted: false, reason: before, .. } = r else { panic!("{r:?}") };
     assert!(before.contains("denies"), "{before}");
     h.as_caller(Path::new(OUTSIDE));
     assert!(matches!(h.call(Call::RemoveRule { id: migration }).await, Reply::Ok { .. }));
-    let r = h.request(&s, "projects/ledger/migrations/0001_init.sql", Access::Write, "fix the typo").await;
+    let r = h.request_because(&s, "projects/ledger/migrations/0001_init.sql", Access::Write, "fix the typo").await;
     let Reply::Decision { reason: after, .. } = r else { panic!("{r:?}") };
     assert_ne!(before, after, "the next decision goes without the removed policy");
 }
@@ -798,10 +598,10 @@ async fn policies_are_listed_and_removing_one_changes_the_next_decision() {
 /// Approving and removing standing rules are the user's, never a gated process's.
 #[tokio::test]
 async fn gated_callers_cannot_approve_or_list_or_remove_rules() {
-    let h = Harness::new(|c| c.escalation.after_denials = 0).await;
+    let h = Host::new(|c| c.escalation.after_denials = 0).await;
     h.import().await;
     let s = h.session(TODO_PROMPT).await;
-    let before = standing(&h).await;
+    let before = h.standing().await;
     let id = before.first().expect("the persona has rules").id;
     for cgroup in [s.cgroup.join("nested"), h.config.cgroup_parent.join("s-gone")] {
         h.as_caller(&cgroup);
@@ -811,7 +611,7 @@ async fn gated_callers_cannot_approve_or_list_or_remove_rules() {
             assert!(refused(&r), "{name} from {} must be refused: {r:?}", cgroup.display());
         }
     }
-    assert_eq!(standing(&h).await, before, "nothing was removed");
+    assert_eq!(h.standing().await, before, "nothing was removed");
 }
 
 /// A shadow session's accesses (the kernel's reports, whatever the would-be outcome) become
@@ -819,7 +619,7 @@ async fn gated_callers_cannot_approve_or_list_or_remove_rules() {
 /// An enforcing session records only its grants.
 #[tokio::test]
 async fn a_shadow_sessions_accesses_become_a_history_task_when_it_ends() {
-    let h = Harness::new(|_| {}).await;
+    let h = Host::new(|_| {}).await;
     h.import().await;
     h.as_caller(Path::new(OUTSIDE));
     let prompt = TODO_PROMPT;
@@ -830,18 +630,18 @@ async fn a_shadow_sessions_accesses_become_a_history_task_when_it_ends() {
     let shadow = pincer_common::EVENT_FLAG_SHADOW;
     let mut misses = vec![];
     for rel in ["notes/todo.md", "secrets/prod.env", "projects/notifier/CHANGELOG.md"] {
-        let mut m = read_miss(&h, &s, ObjectId::of_path(&h.ws.join(rel)).unwrap(), None, 77);
+        let mut m = h.read_miss(&s, rel, 77);
         m.relative_path = rel.into();
         m.flags = shadow;
         misses.push(m);
     }
     // A never-grantable miss (the kernel's never map): audited, not history.
-    let mut never = read_miss(&h, &s, ObjectId::of_path(&h.ws.join("notes/standup.md")).unwrap(), None, 77);
+    let mut never = h.read_miss(&s, "notes/standup.md", 77);
     never.relative_path = "notes/standup.md".into();
     never.flags = pincer_common::EVENT_FLAG_NEVER;
     misses.push(never);
     for m in misses {
-        h.misses.as_ref().unwrap().send(m).await.unwrap();
+        h.miss(m).await;
     }
     eventually("the misses to be decided", || async {
         h.as_caller(Path::new(OUTSIDE));
@@ -851,7 +651,7 @@ async fn a_shadow_sessions_accesses_become_a_history_task_when_it_ends() {
         }
     })
     .await;
-    end(&h, &s).await;
+    h.end(&s).await;
     let store = pincer::store::Store::open(h.config.state_dir.join("state.db")).unwrap();
     let state = store.load_state("root").unwrap();
     let task = state.tasks.iter().find(|t| t.session == s.session).expect("the shadow session is a history task");
@@ -864,8 +664,8 @@ async fn a_shadow_sessions_accesses_become_a_history_task_when_it_ends() {
     assert!(h.audit().iter().any(|e| e.event == Event::ShadowHistory && e.session.as_deref() == Some(s.session.as_str())));
     // An enforcing session: what the twin denied is not history.
     let e = h.session(TODO_PROMPT).await;
-    assert!(!granted(&h.request(&e, "secrets/aws-credentials", Access::Read, "need it").await));
-    end(&h, &e).await;
+    assert!(!granted(&h.request_because(&e, "secrets/aws-credentials", Access::Read, "need it").await));
+    h.end(&e).await;
     let state = store.load_state("root").unwrap();
     if let Some(task) = state.tasks.iter().find(|t| t.session == e.session) {
         assert!(task.accesses.iter().all(|(a, _)| a.path != "secrets/aws-credentials"), "{task:?}");
@@ -874,14 +674,14 @@ async fn a_shadow_sessions_accesses_become_a_history_task_when_it_ends() {
 
 #[tokio::test]
 async fn a_denial_tells_the_worker_the_kind_of_finding_never_what_the_resource_holds() {
-    let h = Harness::new(|_| {}).await;
+    let h = Host::new(|_| {}).await;
     h.import().await;
     // The file the task is about now holds a secret under a name of its own.
     const NAME: &str = "ZQX_VAULT_MASTER_PASSWORD";
     const VALUE: &str = "x8Kq2Lm9Vt4Rz7Wp3Nb6Hc5J";
     std::fs::write(h.ws.join("notes/todo.md"), format!("- [ ] release notes\n{NAME} = \"{VALUE}\"\n")).unwrap();
     let s = h.session(TODO_PROMPT).await;
-    match h.request(&s, "notes/todo.md", Access::Read, "read the todo list to update it").await {
+    match h.request_because(&s, "notes/todo.md", Access::Read, "read the todo list to update it").await {
         Reply::Decision { granted: false, reason, .. } => {
             assert!(!reason.contains(NAME) && !reason.contains(VALUE) && !reason.contains("ZQX"), "the reply quotes the resource: {reason}");
             assert!(reason.contains("a secret value"), "the reply names the kind of finding: {reason}");

@@ -4,21 +4,18 @@
 //! and the audit.
 
 use pincer::daemon::audit::{read_entries, AuditEntry, AuditLog, Event};
-use pincer::daemon::client::Client;
 use pincer::daemon::config::{Config, StoreBackend, StoreConfig};
-use pincer::daemon::peer::CgroupLookup;
-use pincer::daemon::protocol::{ApprovalScope, QuestionInfo, RequestOutcome, Rule, RuleId, SessionInfo, StandingRule};
+use pincer::daemon::protocol::{ApprovalScope, RequestOutcome};
 use pincer::daemon::{Call, Reply};
-use pincer::kernel::MemoryMaps;
 use pincer::store::{AuditQuery, AuditRow, PgSettings, Store, UserApproval, UserPolicy};
 use pincer::Access;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
-use tokio::sync::oneshot;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
 
 mod common;
+use common::host::{approval_of, eventually, granted, Host};
 use common::pg::Cluster;
-use common::{config_in, persona_state, persona_workspace, start_daemon, OUTSIDE, TODO_PROMPT};
+use common::{config_in, OUTSIDE, TODO_PROMPT};
 
 /// One cluster for the whole test binary (each test has its own database in it).
 fn cluster() -> &'static Cluster {
@@ -26,21 +23,7 @@ fn cluster() -> &'static Cluster {
     C.get_or_init(Cluster::start)
 }
 
-/// One daemon of the fleet: a host of its own.
-struct Host {
-    _dir: tempfile::TempDir,
-    ws: PathBuf,
-    config: Config,
-    maps: MemoryMaps,
-    caller: Arc<Mutex<PathBuf>>,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<()>>,
-}
-
-fn fleet_config(dir: &Path, db: &PgSettings, host: &str) -> Config {
-    let mut config = config_in(dir);
-    config.containment.scratch = false;
-    config.containment.scratch_parent = dir.to_path_buf();
+fn fleet(config: &mut Config, db: &PgSettings, host: &str) {
     config.escalation.after_denials = 1;
     config.escalation.timeout_secs = 2;
     config.store = StoreConfig {
@@ -50,179 +33,35 @@ fn fleet_config(dir: &Path, db: &PgSettings, host: &str) -> Config {
         ca_file: None,
         password_file: db.password_file.clone(),
         host: host.into(),
+        ..Default::default()
     };
+    // The tests' user is root on every host: the same person, so the same identity.
+    config.store.users.insert("root".into(), "root".into());
+}
+
+fn fleet_config(dir: &Path, db: &PgSettings, host: &str) -> Config {
+    let mut config = config_in(dir);
+    fleet(&mut config, db, host);
     config
 }
 
-impl Host {
-    async fn start(db: &PgSettings, name: &str) -> Host {
-        Self::start_with(db, name, |_| {}).await
-    }
-
-    async fn start_with(db: &PgSettings, name: &str, change: impl FnOnce(&mut Config)) -> Host {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = persona_workspace(dir.path());
-        let mut config = fleet_config(dir.path(), db, name);
-        change(&mut config);
-        let mut h = Host { _dir: dir, ws, config, maps: MemoryMaps::default(), caller: Arc::new(Mutex::new(PathBuf::from(OUTSIDE))), stop: None, task: None };
-        h.run();
-        h
-    }
-
-    fn run(&mut self) {
-        let caller = self.caller.clone();
-        let lookup: CgroupLookup = Arc::new(move |_pid| Ok(caller.lock().unwrap().clone()));
-        let d = start_daemon(&self.config, self.maps.enforcer(), lookup, [7; 32], None);
-        self.stop = Some(d.stop);
-        self.task = Some(d.task);
-    }
-
-    fn as_caller(&self, cgroup: &Path) {
-        *self.caller.lock().unwrap() = cgroup.to_path_buf();
-    }
-
-    async fn call(&self, call: Call) -> Reply {
-        // The socket appears once the daemon bound it.
-        for _ in 0..200 {
-            if let Ok(mut c) = Client::connect(&self.config.socket).await {
-                return c.call(call).await.unwrap();
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-        panic!("daemon at {} does not answer", self.config.socket.display());
-    }
-
-    async fn import(&self) {
-        self.as_caller(Path::new(OUTSIDE));
-        let (history, policies) = persona_state();
-        let r = self.call(Call::Import { history, policies, uid: None, workspace: None }).await;
-        assert!(matches!(r, Reply::Ok { .. }), "{r:?}");
-    }
-
-    async fn session(&self, prompt: &str) -> SessionInfo {
-        self.as_caller(Path::new(OUTSIDE));
-        match self.call(Call::CreateSession { owner_uid: 0, roots: vec![self.ws.clone()], prompt: prompt.into(), mode: Default::default() }).await {
-            Reply::Session(s) => s,
-            other => panic!("create_session: {other:?}"),
-        }
-    }
-
-    async fn request(&self, s: &SessionInfo, rel: &str, access: Access) -> Reply {
-        self.as_caller(&s.cgroup);
-        let r = self
-            .call(Call::Request { path: self.ws.join(rel).to_string_lossy().into(), access, reason: Some("needed for the task".into()), session: None })
-            .await;
-        self.as_caller(Path::new(OUTSIDE));
-        r
-    }
-
-    async fn standing(&self) -> Vec<StandingRule> {
-        self.as_caller(Path::new(OUTSIDE));
-        match self.call(Call::Rules).await {
-            Reply::Rules { rules } => rules,
-            other => panic!("rules: {other:?}"),
-        }
-    }
-
-    async fn end(&self, s: &SessionInfo) {
-        self.as_caller(Path::new(OUTSIDE));
-        assert!(matches!(self.call(Call::EndSession { session: s.session.clone() }).await, Reply::Summary { .. }));
-    }
-
-    /// `s`'s worker asks for `rel` (write); the question is approved `always` on this host.
-    async fn approve_waiting(&self, s: &SessionInfo, rel: &str) -> Reply {
-        self.as_caller(&s.cgroup);
-        let mut worker = Client::connect(&self.config.socket).await.unwrap();
-        // The worker's connection is placed in its session by its first call.
-        assert!(matches!(worker.call(Call::Status { session: None }).await.unwrap(), Reply::Session(_)));
-        worker
-            .send(Call::Request { path: self.ws.join(rel).to_string_lossy().into(), access: Access::Write, reason: Some("needed".into()), session: None })
-            .await
-            .unwrap();
-        let q = eventually("a waiting question", || async {
-            self.as_caller(Path::new(OUTSIDE));
-            match self.call(Call::Pending).await {
-                Reply::Pending { questions } => questions.into_iter().find(|q| q.waiting && q.path == rel),
-                _ => None,
-            }
-        })
-        .await;
-        assert!(matches!(self.call(Call::Answer { question: q.id, approve: true, scope: ApprovalScope::Always, host: None }).await, Reply::Ok { .. }));
-        worker.next().await.unwrap().unwrap()
-    }
-
-    /// `s`'s worker asks for `rel` (write) on its own connection and waits for the answer.
-    async fn ask_and_wait(&self, s: &SessionInfo, rel: &str) -> Client {
-        self.as_caller(&s.cgroup);
-        let mut worker = Client::connect(&self.config.socket).await.unwrap();
-        assert!(matches!(worker.call(Call::Status { session: None }).await.unwrap(), Reply::Session(_)));
-        worker
-            .send(Call::Request { path: self.ws.join(rel).to_string_lossy().into(), access: Access::Write, reason: Some("needed".into()), session: None })
-            .await
-            .unwrap();
-        self.as_caller(Path::new(OUTSIDE));
-        worker
-    }
-
-    async fn pending(&self) -> Vec<QuestionInfo> {
-        self.as_caller(Path::new(OUTSIDE));
-        match self.call(Call::Pending).await {
-            Reply::Pending { questions } => questions,
-            other => panic!("pending: {other:?}"),
-        }
-    }
-
-    async fn shutdown(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.task.take() {
-            t.await.unwrap();
-        }
-    }
-
-    fn spool(&self) -> Vec<AuditEntry> {
-        read_entries(&self.config.audit_log).unwrap()
-    }
+/// One daemon of the fleet: a host of its own (own state folder, socket, audit spool and
+/// workspace copy) on the database `db`.
+async fn host(db: &PgSettings, name: &str) -> Host {
+    host_with(db, name, |_| {}).await
 }
 
-/// Polls `f` (up to about fifteen seconds) until it gives a value.
-async fn eventually<T, F: std::future::Future<Output = Option<T>>>(what: &str, mut f: impl FnMut() -> F) -> T {
-    for _ in 0..1500 {
-        if let Some(v) = f().await {
-            return v;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    panic!("gave up waiting for {what}");
-}
-
-fn granted(r: &Reply) -> bool {
-    matches!(r, Reply::Decision { granted: true, .. })
+/// As [`host`], its configuration changed by `change`.
+async fn host_with(db: &PgSettings, name: &str, change: impl FnOnce(&mut Config)) -> Host {
+    Host::new(|c| {
+        fleet(c, db, name);
+        change(c);
+    })
+    .await
 }
 
 /// A file whose write the persona's policy p13 asks the user about: a question at once.
 const ASKS: &str = "dotfiles/gitconfig";
-
-/// Files of the persona the twin does not grant a write of on its own in a to-do task.
-const UNRELATED: &[&str] = &["dotfiles/gitconfig", "projects/notifier/README.md", "projects/ledger/README.md", "notes/standup.md"];
-
-/// The first of [`UNRELATED`] denied to `s` when asked once.
-async fn denied_on_its_own(h: &Host, s: &SessionInfo) -> &'static str {
-    for rel in UNRELATED {
-        std::fs::write(h.ws.join(rel), "plain text\n").unwrap();
-        match h.request(s, rel, Access::Write).await {
-            Reply::Decision { granted: false, outcome: RequestOutcome::Deny | RequestOutcome::Timeout, .. } => return rel,
-            Reply::Decision { .. } => continue,
-            other => panic!("{other:?}"),
-        }
-    }
-    panic!("the twin granted every one of {UNRELATED:?}");
-}
-
-fn approval_of(rules: &[StandingRule], rel: &str) -> Option<RuleId> {
-    rules.iter().find(|r| matches!(&r.rule, Rule::Approval(a) if a.path_glob == rel && a.access == Access::Write)).map(|r| r.id)
-}
 
 /// A prompt of the same task naming `rel`'s file (an approval licenses its resource for a
 /// like task whose prompt points at it).
@@ -247,17 +86,17 @@ fn shared_audit(db: &PgSettings) -> Vec<AuditEntry> {
 async fn an_always_approval_on_one_host_grants_on_another_and_its_removal_is_seen_by_both() {
     let tmp = tempfile::tempdir().unwrap();
     let db = cluster().database(tmp.path());
-    let a = Host::start(&db, "host-a").await;
-    let b = Host::start(&db, "host-b").await;
+    let a = host(&db, "host-a").await;
+    let b = host(&db, "host-b").await;
     a.import().await;
     // B's twin is built now, before the approval exists.
     let b0 = b.session(TODO_PROMPT).await;
     let s1 = a.session(TODO_PROMPT).await;
-    let rel = denied_on_its_own(&a, &s1).await;
-    let r = a.approve_waiting(&s1, rel).await;
+    let rel = a.denied_on_its_own(&s1).await;
+    let r = a.approve_waiting(&s1, rel, Access::Write, ApprovalScope::Always).await;
     assert!(granted(&r), "{r:?}");
     a.end(&s1).await;
-    let id = approval_of(&b.standing().await, rel).expect("B lists the approval given on A");
+    let id = approval_of(&b.standing().await, rel, Access::Write).expect("B lists the approval given on A");
     // B's next decision uses it.
     eventually("B granting with A's approval", || async {
         let s = b.session(&like_prompt(rel)).await;
@@ -269,7 +108,7 @@ async fn an_always_approval_on_one_host_grants_on_another_and_its_removal_is_see
     assert!(b.maps.grant_count(b0.cgroup_id) == 0, "B's earlier session got nothing from it");
     // Removed on B: A's next decision goes without it.
     assert!(matches!(b.call(Call::RemoveRule { id }).await, Reply::Ok { .. }));
-    assert_eq!(approval_of(&a.standing().await, rel), None);
+    assert_eq!(approval_of(&a.standing().await, rel, Access::Write), None);
     eventually("A denying after the removal on B", || async {
         let s = a.session(&like_prompt(rel)).await;
         let r = a.request(&s, rel, Access::Write).await;
@@ -301,7 +140,7 @@ async fn with_the_database_stopped_decisions_deny_and_the_spool_is_shipped_once_
     let cl = Cluster::start();
     let tmp = tempfile::tempdir().unwrap();
     let db = cl.database(tmp.path());
-    let a = Host::start(&db, "host-a").await;
+    let a = host(&db, "host-a").await;
     a.import().await;
     let s = a.session(TODO_PROMPT).await;
     let todo = "notes/todo.md";
@@ -314,7 +153,7 @@ async fn with_the_database_stopped_decisions_deny_and_the_spool_is_shipped_once_
         Reply::Decision { granted: false, reason, .. } => assert!(reason.contains("trusted store cannot be reached"), "{reason}"),
         other => panic!("a decision without the database denies: {other:?}"),
     }
-    let spooled = a.spool().len();
+    let spooled = a.audit().len();
     cl.start_server();
     // The same session goes on after the database is back.
     let r = eventually("decisions after the database returned", || async {
@@ -323,7 +162,7 @@ async fn with_the_database_stopped_decisions_deny_and_the_spool_is_shipped_once_
     })
     .await;
     assert!(granted(&r));
-    let local = a.spool();
+    let local = a.audit();
     assert!(local.len() > spooled);
     let shipped = eventually("the spool shipped", || async {
         let all = shared_audit(&db);
@@ -346,7 +185,7 @@ fn spool_child() {
     let Some(path) = std::env::var_os("PINCER_SPOOL_CHILD") else { return };
     let log = AuditLog::open(Path::new(&path)).unwrap();
     let db: PgSettings = serde_json::from_str(&std::env::var("PINCER_SPOOL_DB").unwrap()).unwrap();
-    log.spool_for(pincer::store::StoreSpec::Postgres(db), "host-k".into()).unwrap();
+    log.spool_for(pincer::store::StoreSpec::Postgres(db), pincer::daemon::users::Identities::fleet("host-k".into(), Default::default())).unwrap();
     use std::io::Write;
     let mut out = std::io::stdout();
     for i in 0.. {
@@ -390,7 +229,7 @@ fn a_daemon_killed_mid_write_loses_no_audit_entry() {
     }
     // The spool opened again (as a restarted daemon does) ships the rest.
     let log = AuditLog::open(&spool).unwrap();
-    log.spool_for(pincer::store::StoreSpec::Postgres(db.clone()), "host-k".into()).unwrap();
+    log.spool_for(pincer::store::StoreSpec::Postgres(db.clone()), pincer::daemon::users::Identities::fleet("host-k".into(), Default::default())).unwrap();
     let written = read_entries(&spool).unwrap().len();
     let store = open_store(&db);
     let mut rows = Vec::new();
@@ -528,12 +367,12 @@ async fn eight_daemons_share_one_approval() {
     let db = cluster().database(tmp.path());
     let mut hosts = Vec::new();
     for i in 0..8 {
-        hosts.push(Host::start(&db, &format!("host-{i}")).await);
+        hosts.push(host(&db, &format!("host-{i}")).await);
     }
     hosts[0].import().await;
     let s = hosts[0].session(TODO_PROMPT).await;
-    let rel = denied_on_its_own(&hosts[0], &s).await;
-    assert!(granted(&hosts[0].approve_waiting(&s, rel).await));
+    let rel = hosts[0].denied_on_its_own(&s).await;
+    assert!(granted(&hosts[0].approve_waiting(&s, rel, Access::Write, ApprovalScope::Always).await));
     hosts[0].end(&s).await;
     for h in &hosts[1..] {
         let s = h.session(&like_prompt(rel)).await;
@@ -578,13 +417,13 @@ async fn a_question_asked_on_one_host_is_answered_on_another_and_the_waiting_wor
     let tmp = tempfile::tempdir().unwrap();
     let db = cluster().database(tmp.path());
     // Long enough for the answer to travel; the wait still ends in a denial without it.
-    let a = Host::start_with(&db, "host-a", |c| c.escalation.timeout_secs = 20).await;
-    let b = Host::start(&db, "host-b").await;
+    let a = host_with(&db, "host-a", |c| c.escalation.timeout_secs = 20).await;
+    let b = host(&db, "host-b").await;
     a.import().await;
     let s = a.session(TODO_PROMPT).await;
     let rel = ASKS;
     std::fs::write(a.ws.join(rel), "plain text\n").unwrap();
-    let mut worker = a.ask_and_wait(&s, rel).await;
+    let mut worker = a.ask_and_wait(&s, rel, Access::Write).await;
     let q = eventually("host-a's question listed on host-b", || async {
         b.pending().await.into_iter().find(|q| q.path == rel && q.host.as_deref() == Some("host-a"))
     })
@@ -597,7 +436,7 @@ async fn a_question_asked_on_one_host_is_answered_on_another_and_the_waiting_wor
     // B answers it for host-a.
     let answer = Call::Answer { question: q.id, approve: true, scope: ApprovalScope::Always, host: Some("host-a".into()) };
     match b.call(answer.clone()).await {
-        Reply::Ok { message } => assert!(message.contains("host-a"), "{message}"),
+        Reply::Answered { applied: true, message } => assert!(message.contains("host-a acknowledged it"), "{message}"),
         other => panic!("answer on host-b: {other:?}"),
     }
     // A's worker gets the grant, and the kernel holds it.
@@ -615,11 +454,11 @@ async fn a_question_asked_on_one_host_is_answered_on_another_and_the_waiting_wor
     assert!(b.pending().await.is_empty());
     assert!(a.pending().await.is_empty());
     // The `always` approval is the user's everywhere, and A's audit says where it came from.
-    assert!(approval_of(&b.standing().await, rel).is_some());
-    let answered = a.spool().into_iter().find(|e| e.event == Event::Answer && e.question == Some(q.id)).expect("host-a audits the answer");
+    assert!(approval_of(&b.standing().await, rel, Access::Write).is_some());
+    let answered = a.audit().into_iter().find(|e| e.event == Event::Answer && e.question == Some(q.id)).expect("host-a audits the answer");
     assert_eq!(answered.detail.as_deref(), Some("answered on host host-b"));
     assert_eq!(answered.outcome, Some(RequestOutcome::UserApproved));
-    assert!(b.spool().iter().any(|e| e.event == Event::Answer && e.detail.as_deref().is_some_and(|d| d.contains("of host host-a"))), "host-b audits the answer it gave");
+    assert!(b.audit().iter().any(|e| e.event == Event::Answer && e.detail.as_deref().is_some_and(|d| d.contains("of host host-a"))), "host-b audits the answer it gave");
 }
 
 /// Fail closed: with the database stopped after host A asked, host B cannot answer (the
@@ -629,13 +468,13 @@ async fn without_the_database_an_answer_from_another_host_is_refused_and_the_wor
     let cl = Cluster::start();
     let tmp = tempfile::tempdir().unwrap();
     let db = cl.database(tmp.path());
-    let a = Host::start(&db, "host-a").await;
-    let b = Host::start(&db, "host-b").await;
+    let a = host(&db, "host-a").await;
+    let b = host(&db, "host-b").await;
     a.import().await;
     let s = a.session(TODO_PROMPT).await;
     let rel = ASKS;
     std::fs::write(a.ws.join(rel), "plain text\n").unwrap();
-    let mut worker = a.ask_and_wait(&s, rel).await;
+    let mut worker = a.ask_and_wait(&s, rel, Access::Write).await;
     let q = eventually("host-a's question listed on host-b", || async { b.pending().await.into_iter().find(|q| q.path == rel) }).await;
     cl.stop_server();
     tokio::time::sleep(pincer::store::pg::CHECK_EVERY).await;
@@ -653,10 +492,10 @@ async fn without_the_database_an_answer_from_another_host_is_refused_and_the_wor
 }
 
 /// The question rows: listed for their user only, answered once and by their user only,
-/// taken once by the asking host; an answer on the asking host after another host's is
-/// refused.
+/// acknowledged once by the asking host; an answer on the asking host after another host's
+/// is refused; a host starting again closes its open rows and never reuses their ids.
 #[test]
-fn a_shared_question_is_answered_once_by_its_user_and_taken_once() {
+fn a_shared_question_is_answered_once_by_its_user_and_acknowledged_once() {
     let tmp = tempfile::tempdir().unwrap();
     let db = cluster().database(tmp.path());
     let st = open_store(&db);
@@ -666,12 +505,14 @@ fn a_shared_question_is_answered_once_by_its_user_and_taken_once() {
         user: "ann".into(),
         session: "s-1".into(),
         path: "notes/todo.md".into(),
+        abs: "/ws/notes/todo.md".into(),
         access: Access::Write,
         reason: "asks".into(),
         votes: "[]".into(),
         waiting: true,
     };
-    st.publish_question(&q).unwrap();
+    assert!(st.publish_question(&q).unwrap());
+    assert!(!st.publish_question(&q).unwrap(), "a row of the same id is never overwritten");
     assert_eq!(st.open_questions(Some("ann")).unwrap(), vec![q.clone()]);
     assert!(st.open_questions(Some("bob")).unwrap().is_empty(), "bob does not see ann's question");
     assert_eq!(st.answer_question("host-a", 7, Some("bob"), true, "always", "host-b").unwrap(), None, "bob cannot answer it");
@@ -680,15 +521,25 @@ fn a_shared_question_is_answered_once_by_its_user_and_taken_once() {
     // The asking host's own answer now finds it answered elsewhere.
     assert!(!st.close_question("host-a", 7).unwrap());
     assert_eq!(st.question_state("host-a", 7).unwrap(), Some(pincer::store::QuestionState::Answered { by: "host-b".into() }));
-    let taken = st.take_answers("host-a").unwrap();
-    assert_eq!(taken, vec![pincer::store::SharedAnswer { id: 7, approve: true, scope: "session".into(), by: "host-b".into() }]);
-    assert!(st.take_answers("host-a").unwrap().is_empty(), "taken once");
-    assert_eq!(st.question_state("host-a", 7).unwrap(), Some(pincer::store::QuestionState::Closed));
-    // Read as ann's role, row-level security shows her question only.
+    // Applied by the asking host: acknowledged once, and the answering host reads what it did.
+    let answered = st.answered_questions("host-a").unwrap();
+    assert_eq!(answered.len(), 1);
+    assert_eq!((answered[0].question.clone(), answered[0].approve, answered[0].scope.as_str(), answered[0].by.as_str()), (q.clone(), true, "session", "host-b"));
+    assert!(st.acknowledge_answer("host-a", 7, "approved (session), applied on host-a").unwrap());
+    assert!(!st.acknowledge_answer("host-a", 7, "again").unwrap(), "acknowledged once");
+    assert!(st.answered_questions("host-a").unwrap().is_empty());
+    assert_eq!(
+        st.question_state("host-a", 7).unwrap(),
+        Some(pincer::store::QuestionState::Applied { by: "host-b".into(), what: "approved (session), applied on host-a".into() })
+    );
+    // Read as bob's role, row-level security shows none of ann's questions.
     let users = st.as_user("bob", |tx| Ok(tx.query("SELECT \"user\" FROM question", &[])?.len())).unwrap();
     assert_eq!(users, 0);
-    // A daemon starting again drops its host's rows.
-    assert_eq!(st.drop_questions("host-a").unwrap(), 1);
+    // A daemon starting again closes its open questions and numbers new ones after its last.
+    st.publish_question(&pincer::store::SharedQuestion { id: 9, ..q.clone() }).unwrap();
+    assert_eq!(st.restart_questions("host-a").unwrap(), 9);
+    assert_eq!(st.question_state("host-a", 9).unwrap(), Some(pincer::store::QuestionState::Closed));
+    assert!(st.open_questions(None).unwrap().is_empty());
 }
 
 /// Workspace fingerprints are shared: a snapshot imported on host A (`pincer import
@@ -699,8 +550,8 @@ fn a_shared_question_is_answered_once_by_its_user_and_taken_once() {
 async fn a_workspace_snapshot_imported_on_one_host_fingerprints_protected_content_on_another() {
     let tmp = tempfile::tempdir().unwrap();
     let db = cluster().database(tmp.path());
-    let a = Host::start(&db, "host-a").await;
-    let b = Host::start(&db, "host-b").await;
+    let a = host(&db, "host-a").await;
+    let b = host(&db, "host-b").await;
     a.import().await;
     // Protected content (personal/ is denied by policy p04) copied into a new note (notes/
     // may be read, policy p14).
@@ -724,16 +575,30 @@ async fn a_workspace_snapshot_imported_on_one_host_fingerprints_protected_conten
         (!granted(&r)).then_some(r)
     })
     .await;
-    let why = b.spool().into_iter().rev().find(|e| e.event == Event::Decision && e.outcome == Some(RequestOutcome::Deny)).expect("the denial is audited");
+    let why = b.audit().into_iter().rev().find(|e| e.event == Event::Decision && e.outcome == Some(RequestOutcome::Deny)).expect("the denial is audited");
     assert!(why.votes.iter().any(|v| v.reason.contains("overlaps protected content")), "refused by provenance: {why:?}");
+}
+
+/// Runs the `pincer` CLI built with these tests against `h`'s socket, as `user` (`None`:
+/// root, the tests' user); returns its exit code and output.
+fn cli_as(h: &Host, user: Option<&str>, args: &[&str]) -> (i32, String) {
+    let mut c = match user {
+        Some(u) => {
+            let mut c = std::process::Command::new("runuser");
+            c.args(["-u", u, "--", env!("CARGO_BIN_EXE_pincer")]);
+            c
+        }
+        None => std::process::Command::new(env!("CARGO_BIN_EXE_pincer")),
+    };
+    let out = c.args(args).arg("--socket").arg(&h.config.socket).output().unwrap();
+    (out.status.code().unwrap_or(-1), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
 }
 
 /// Runs the `pincer` CLI built with these tests against `h`'s socket; returns the command
 /// line as typed (with the host's name as prompt) and its output, and checks it succeeded.
 fn cli(h: &Host, args: &[&str]) -> (String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pincer")).args(args).arg("--socket").arg(&h.config.socket).output().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "pincer {args:?} on {}: {text}", h.config.store.host);
+    let (code, text) = cli_as(h, None, args);
+    assert_eq!(code, 0, "pincer {args:?} on {}: {text}", h.config.store.host);
     (format!("{}$ pincer {}", h.config.store.host, args.join(" ")), text)
 }
 
@@ -747,14 +612,14 @@ fn cli(h: &Host, args: &[&str]) -> (String, String) {
 async fn transcript_of_an_approval_given_on_one_host_that_grants_on_another() {
     let tmp = tempfile::tempdir().unwrap();
     let db = cluster().database(tmp.path());
-    let a = Host::start_with(&db, "host-a", |c| c.escalation.timeout_secs = 30).await;
-    let b = Host::start(&db, "host-b").await;
+    let a = host_with(&db, "host-a", |c| c.escalation.timeout_secs = 30).await;
+    let b = host(&db, "host-b").await;
     a.import().await;
     let s = a.session(TODO_PROMPT).await;
     let rel = ASKS;
     std::fs::write(a.ws.join(rel), "plain text\n").unwrap();
     let mut t = vec![format!("# host-a: session {} asks for write on {rel}; its worker waits", s.session)];
-    let mut worker = a.ask_and_wait(&s, rel).await;
+    let mut worker = a.ask_and_wait(&s, rel, Access::Write).await;
     let q = eventually("the question on host-b", || async { b.pending().await.into_iter().find(|q| q.path == rel) }).await;
     let bin = |h: &Host, args: &[&str]| {
         let (cmd, out) = cli(h, args);
@@ -766,6 +631,7 @@ async fn transcript_of_an_approval_given_on_one_host_that_grants_on_another() {
     let id = q.id.to_string();
     let approved = bin(&b, &["approve", &id, "--host", "host-a"]);
     assert!(approved.contains(&format!("question {id} of host host-a approved")), "{approved}");
+    assert!(approved.contains("host-a acknowledged it: approved (always), applied on host-a"), "the reply waits for host-a: {approved}");
     t.push(approved);
     let r = worker.next().await.unwrap().unwrap();
     assert!(granted(&r), "{r:?}");
@@ -877,4 +743,267 @@ fn a_state_loaded_while_another_host_writes_is_one_snapshot() {
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     assert!(w.join().unwrap() > 0);
+}
+
+/// The write `ASKS` of session `s` on host `a` waits for the user; returns the waiting
+/// worker and the question as host `b` lists it.
+async fn asked_on(a: &Host, b: &Host, s: &pincer::daemon::protocol::SessionInfo) -> (pincer::daemon::client::Client, pincer::daemon::protocol::QuestionInfo) {
+    std::fs::write(a.ws.join(ASKS), "plain text\n").unwrap();
+    let worker = a.ask_and_wait(s, ASKS, Access::Write).await;
+    let q = eventually("host-a's question listed on host-b", || async { b.pending().await.into_iter().find(|q| q.path == ASKS && q.host.as_deref() == Some("host-a")) }).await;
+    (worker, q)
+}
+
+/// `pincer approve ID --host host-a` while host-a is down: the answer is recorded and the
+/// reply says host-a has not applied it (exit code 3). When host-a starts again it applies
+/// it to the session it resumed (the grant is in its kernel, the approval in the trusted
+/// state) and acknowledges it; started once more, it applies nothing twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_given_while_the_asking_host_is_down_is_applied_once_when_it_is_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = cluster().database(tmp.path());
+    let mut a = host_with(&db, "host-a", |c| c.escalation.timeout_secs = 30).await;
+    let b = host_with(&db, "host-b", |c| c.store.answer_wait_secs = 1).await;
+    a.import().await;
+    let s = a.session(TODO_PROMPT).await;
+    let (worker, q) = asked_on(&a, &b, &s).await;
+    a.shutdown().await;
+    drop(worker);
+    let id = q.id.to_string();
+    let (code, out) = cli_as(&b, None, &["approve", &id, "--host", "host-a"]);
+    assert_eq!(code, 3, "recorded but not applied: {out}");
+    assert!(out.contains("host-a has NOT applied it yet"), "{out}");
+    let st = open_store(&db);
+    assert!(matches!(st.question_state("host-a", q.id).unwrap(), Some(pincer::store::QuestionState::Answered { .. })));
+    // host-a starts again: the answer is applied to the resumed session and acknowledged.
+    a.start();
+    let what = eventually("host-a acknowledging the answer", || async {
+        match st.question_state("host-a", q.id).unwrap() {
+            Some(pincer::store::QuestionState::Applied { what, .. }) => Some(what),
+            _ => None,
+        }
+    })
+    .await;
+    assert!(what.contains("applied on host-a after it started again"), "{what}");
+    let target = pincer::kernel::ObjectId::of_path(&a.ws.join(ASKS)).unwrap();
+    let write = pincer::kernel::access_bit(Access::Write);
+    eventually("host-a's kernel grant", || async { (a.maps.granted_bits(s.cgroup_id, target, pincer::kernel::Scope::Exact) & write != 0).then_some(()) }).await;
+    let approvals = |rules: &[pincer::daemon::protocol::StandingRule]| {
+        rules.iter().filter(|r| matches!(&r.rule, pincer::daemon::protocol::Rule::Approval(x) if x.path_glob == ASKS && x.access == Access::Write)).count()
+    };
+    assert_eq!(approvals(&a.standing().await), 1, "the always approval is recorded");
+    let applied = |h: &Host| h.audit().iter().filter(|e| e.event == Event::Answer && e.question == Some(q.id) && e.detail.as_deref() == Some("answered on host host-b")).count();
+    assert_eq!(applied(&a), 1);
+    // Started once more: nothing applied twice; the grant stays in the kernel.
+    a.restart().await;
+    assert_eq!(approvals(&a.standing().await), 1, "recorded once");
+    assert!(a.maps.granted_bits(s.cgroup_id, target, pincer::kernel::Scope::Exact) & write != 0);
+    assert_eq!(applied(&a), 1, "applied once");
+    assert!(matches!(st.question_state("host-a", q.id).unwrap(), Some(pincer::store::QuestionState::Applied { what: w, .. }) if w == what));
+}
+
+/// An answer given while host-a is down to a question whose session did not survive
+/// (its cgroup is gone when host-a starts again): acknowledged as expired, nothing granted
+/// or recorded, and the reply of a later look says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_for_a_session_that_ended_while_the_host_was_down_is_acknowledged_as_expired() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = cluster().database(tmp.path());
+    let mut a = host_with(&db, "host-a", |c| c.escalation.timeout_secs = 30).await;
+    let b = host_with(&db, "host-b", |c| c.store.answer_wait_secs = 1).await;
+    a.import().await;
+    let s = a.session(TODO_PROMPT).await;
+    let (worker, q) = asked_on(&a, &b, &s).await;
+    a.shutdown().await;
+    drop(worker);
+    assert!(matches!(b.call(Call::Answer { question: q.id, approve: true, scope: ApprovalScope::Always, host: Some("host-a".into()) }).await, Reply::Answered { applied: false, .. }));
+    std::fs::remove_dir(&s.cgroup).unwrap();
+    a.start();
+    let st = open_store(&db);
+    let what = eventually("host-a acknowledging the answer", || async {
+        match st.question_state("host-a", q.id).unwrap() {
+            Some(pincer::store::QuestionState::Applied { what, .. }) => Some(what),
+            _ => None,
+        }
+    })
+    .await;
+    assert!(what.starts_with("expired:") && what.contains(&s.session) && what.contains("nothing granted or recorded"), "{what}");
+    assert_eq!(approval_of(&a.standing().await, ASKS, Access::Write), None, "nothing recorded");
+    assert!(a.audit().iter().any(|e| e.event == Event::Answer && e.question == Some(q.id) && e.detail.as_deref().is_some_and(|d| d.contains("expired"))), "the expiry is audited");
+}
+
+/// Users are their fleet identity, not their login name: `nobody` is mapped to
+/// `team-ops` on host-a and host-b, and not on host-c, where the same login name is
+/// someone else (`nobody@host-c`). On host-b nobody lists and may answer team-ops's
+/// question of host-a; on host-c nobody neither lists nor answers it, and the database,
+/// read as nobody@host-c's role, returns none of team-ops's rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_same_named_user_on_a_host_not_mapped_to_the_identity_cannot_read_or_answer_its_rows() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = cluster().database(tmp.path());
+    let ops = |c: &mut Config| {
+        c.store.users.insert("nobody".into(), "team-ops".into());
+    };
+    let a = host_with(&db, "host-a", |c| {
+        ops(c);
+        c.escalation.timeout_secs = 30;
+    })
+    .await;
+    let b = host_with(&db, "host-b", ops).await;
+    let c = host(&db, "host-c").await;
+    // nobody's CLI reaches every host's socket.
+    for h in [&a, &b, &c] {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(h.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    a.as_caller(Path::new(OUTSIDE));
+    let (history, policies) = common::persona_state();
+    assert!(matches!(a.call(Call::Import { history, policies, uid: Some(65534), workspace: None }).await, Reply::Ok { .. }));
+    let s = match a.call(Call::CreateSession { owner_uid: 65534, roots: vec![a.ws.clone()], prompt: TODO_PROMPT.into(), mode: Default::default() }).await {
+        Reply::Session(s) => s,
+        other => panic!("{other:?}"),
+    };
+    let (_worker, q) = asked_on(&a, &b, &s).await;
+    let st = open_store(&db);
+    assert_eq!(st.open_questions(None).unwrap().iter().map(|r| r.user.as_str()).collect::<Vec<_>>(), ["team-ops"]);
+    let id = q.id.to_string();
+    // host-c's nobody: not listed, not answerable.
+    let (code, out) = cli_as(&c, Some("nobody"), &["pending"]);
+    assert!(code == 0 && out.contains("no pending questions"), "{out}");
+    let (code, out) = cli_as(&c, Some("nobody"), &["approve", &id, "--host", "host-a"]);
+    assert!(code != 0 && out.contains("no open question"), "host-c's nobody cannot answer team-ops's question: {out}");
+    // host-b's nobody is team-ops: listed there.
+    let (code, out) = cli_as(&b, Some("nobody"), &["pending"]);
+    assert!(code == 0 && out.contains(ASKS) && out.contains("host-a"), "{out}");
+    // The database keeps team-ops's rows from nobody@host-c's role.
+    eventually("team-ops's audit rows shipped", || async { (!st.read_audit(Some("team-ops"), &AuditQuery::default()).unwrap().is_empty()).then_some(()) }).await;
+    let seen = st
+        .as_user("nobody@host-c", |tx| {
+            let q = r#"SELECT "user" FROM audit UNION ALL SELECT "user" FROM question UNION ALL SELECT "user" FROM task UNION ALL SELECT "user" FROM policy"#;
+            Ok(tx.query(q, &[])?.len())
+        })
+        .unwrap();
+    assert_eq!(seen, 0, "nobody@host-c reads none of team-ops's rows");
+    let (code, out) = cli_as(&c, Some("nobody"), &["log", "--host", "host-a"]);
+    assert!(code == 0 && !out.contains(&s.session), "host-c's nobody reads none of team-ops's audit: {out}");
+    // An answer from host-b's nobody is team-ops's, and host-a applies it.
+    let (code, out) = cli_as(&b, Some("nobody"), &["approve", &id, "--host", "host-a"]);
+    assert!(code == 0 && out.contains("acknowledged it"), "{out}");
+}
+
+/// `pincer bench fleet` runs each host as a daemon process of its own (its own socket,
+/// configuration and spool) on one database, with a worker process per session: the run
+/// names distinct daemon processes, and the shared audit holds the decisions of every host,
+/// each asked by a worker process of its own, once.
+#[test]
+fn the_fleet_bench_runs_separate_daemon_processes_on_one_database() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = cluster().database(tmp.path());
+    let config = tmp.path().join("fleet.toml");
+    std::fs::write(
+        &config,
+        format!("[store]\nbackend = \"postgres\"\nurl = \"{}\"\ntls = \"disable\"\npassword_file = \"{}\"\n", db.url, db.password_file.as_ref().unwrap().display()),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pincer"))
+        .args(["bench", "fleet", "--daemons", "2", "--sessions", "2", "--decisions", "3", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let pids: Vec<u32> = text.lines().find_map(|l| l.strip_prefix("postgres: daemon processes ")).expect("the run names its daemons").split(' ').map(|p| p.parse().unwrap()).collect();
+    assert_eq!(pids.len(), 2);
+    assert!(pids[0] != pids[1] && !pids.contains(&std::process::id()), "a process per host: {pids:?}");
+    assert!(text.lines().any(|l| l.starts_with("sqlite ")) && text.lines().any(|l| l.starts_with("postgres ")), "{text}");
+    let decisions: Vec<AuditEntry> = shared_audit(&db).into_iter().filter(|e| e.event == Event::Decision).collect();
+    assert_eq!(decisions.len(), 2 * 2 * 3, "every request decided and shipped once");
+    let hosts: std::collections::BTreeSet<_> = decisions.iter().filter_map(|e| e.host.clone()).collect();
+    assert_eq!(hosts.len(), 2, "{hosts:?}");
+    let workers: std::collections::BTreeSet<_> = decisions.iter().filter_map(|e| e.request.as_ref().and_then(|r| r.pid)).collect();
+    assert_eq!(workers.len(), 4, "a worker process per session");
+}
+
+/// A daemon process (`pincer bench fleet-daemon`: the daemon's code over maps in memory)
+/// killed with SIGKILL while a worker keeps it deciding and writing its spool: started
+/// again on the same configuration, it ships the spool, and every complete line of it is in
+/// the shared audit exactly once.
+#[test]
+fn a_daemon_process_killed_with_sigkill_mid_write_loses_and_doubles_no_audit_entry() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let db = cluster().database(tmp.path());
+    let ws = common::persona_workspace(tmp.path());
+    let mut config = fleet_config(tmp.path(), &db, "host-k");
+    config.containment.scratch = false;
+    config.containment.scratch_parent = tmp.path().to_path_buf();
+    config.hold.enabled = false;
+    let file = tmp.path().join("pincer.toml");
+    std::fs::write(&file, config.to_toml().unwrap()).unwrap();
+    let daemon = || {
+        let d = std::process::Command::new(env!("CARGO_BIN_EXE_pincer")).args(["bench", "fleet-daemon", "--config"]).arg(&file).spawn().unwrap();
+        for _ in 0..3000 {
+            if std::os::unix::net::UnixStream::connect(&config.socket).is_ok() {
+                return d;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        panic!("the daemon does not listen");
+    };
+    let mut d = daemon();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let call = |c: Call| rt.block_on(pincer::daemon::client::call_once(&config.socket, c)).unwrap();
+    let (history, policies) = common::persona_state();
+    assert!(matches!(call(Call::Import { history, policies, uid: None, workspace: None }), Reply::Ok { .. }));
+    let s = match call(Call::CreateSession { owner_uid: 0, roots: vec![ws.clone()], prompt: TODO_PROMPT.into(), mode: Default::default() }) {
+        Reply::Session(s) => s,
+        other => panic!("{other:?}"),
+    };
+    let mut worker = std::process::Command::new(env!("CARGO_BIN_EXE_pincer"))
+        .args(["bench", "fleet-worker", "--socket"])
+        .arg(&config.socket)
+        .arg("--ws")
+        .arg(&ws)
+        .args(["--count", "1000000", "--seed", "1"])
+        .env("PINCER_BENCH_CGROUP", &s.cgroup)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    worker.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let lines = || std::fs::read(&config.audit_log).unwrap().iter().filter(|b| **b == b'\n').count();
+    let before = lines();
+    while lines() < before + 200 {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    // SIGKILL, while the worker keeps it writing.
+    d.kill().unwrap();
+    d.wait().unwrap();
+    let _ = worker.kill();
+    let _ = worker.wait();
+    let mut d = daemon();
+    let written = read_entries(&config.audit_log).unwrap();
+    let ids: std::collections::BTreeSet<_> = written.iter().map(|e| e.id.clone()).collect();
+    assert_eq!(ids.len(), written.len());
+    let shipped = {
+        let mut all = shared_audit(&db);
+        for _ in 0..600 {
+            if all.len() >= written.len() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            all = shared_audit(&db);
+        }
+        all
+    };
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(d.id() as i32, libc::SIGTERM) };
+    d.wait().unwrap();
+    let shipped_ids: std::collections::BTreeSet<_> = shipped.iter().map(|e| e.id.clone()).collect();
+    assert_eq!(shipped_ids.len(), shipped.len(), "no entry doubled");
+    for id in &ids {
+        assert!(shipped_ids.contains(id), "entry {id} of the spool is in the shared audit");
+    }
+    assert!(written.iter().filter(|e| e.event == Event::Decision).count() >= 200, "the daemon was deciding when it was killed");
 }

@@ -12,7 +12,9 @@ use std::process::ExitCode;
 pub struct AnswerArgs {
     /// The question's id (from `pincer pending`).
     pub id: u64,
-    /// The host of the fleet that asked it (default: this host).
+    /// The host of the fleet that asked it (default: this host). The answer is recorded in
+    /// the fleet's store and the reply waits (`store.answer_wait_secs`) for that host to
+    /// apply it: exit code 3 if it has not (yet).
     #[arg(long)]
     pub host: Option<String>,
     #[command(flatten)]
@@ -31,17 +33,30 @@ pub struct ApproveArgs {
     /// later tasks like this one (list and remove with `pincer policy`).
     #[arg(long, value_enum, default_value_t = ApprovalScope::Always)]
     pub scope: ApprovalScope,
-    /// The host of the fleet that asked it (default: this host).
+    /// The host of the fleet that asked it (default: this host). The answer is recorded in
+    /// the fleet's store and the reply waits (`store.answer_wait_secs`) for that host to
+    /// apply it: exit code 3 if it has not (yet).
     #[arg(long)]
     pub host: Option<String>,
     #[command(flatten)]
     pub conn: Conn,
 }
 
-/// Sends the user's answer.
+/// The exit code when an answer to another host's question is recorded but that host has
+/// not applied it (yet): it may be down; it applies the answer when it is back.
+pub const NOT_APPLIED: u8 = 3;
+
+/// Sends the user's answer. With `--host`, the reply says whether the asking host applied
+/// it; exit code [`NOT_APPLIED`] if it has not (yet).
 pub fn answer(conn: &Conn, id: u64, approve: bool, scope: ApprovalScope, host: Option<String>) -> anyhow::Result<ExitCode> {
     match call(conn, Call::Answer { question: id, approve, scope, host })? {
         Reply::Ok { message } => println!("{message}"),
+        Reply::Answered { applied, message } => {
+            println!("{message}");
+            if !applied {
+                return Ok(ExitCode::from(NOT_APPLIED));
+            }
+        }
         other => anyhow::bail!("unexpected reply: {other:?}"),
     }
     Ok(ExitCode::SUCCESS)

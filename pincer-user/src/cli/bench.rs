@@ -10,6 +10,8 @@ use pincer::store::{AccessRecord, AuditRow, HistoryRecord, Permission, PolicyRul
 use pincer::twin::{Prepared, Request, Twin, TwinConfig, Variant};
 use pincer::Access;
 use std::process::ExitCode;
+
+mod fleet;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -47,18 +49,20 @@ enum What {
         #[arg(long, default_value_t = 20000)]
         audit_rows: usize,
     },
-    /// A fleet under load: `--daemons` hosts at once (a thread each, with its own store
-    /// connection, twin and audit spool), each deciding for `--sessions` open sessions in
-    /// turn, over SQLite (a file per host) and the configuration's PostgreSQL in the same
-    /// run: decisions/s, decide p50/p99 and their ratio to SQLite, audit rows/s shipped.
+    /// A fleet under load: `--daemons` daemon processes at once (each with its own
+    /// configuration, socket, state and audit spool), each serving `--sessions` sessions
+    /// whose workers (a process each) make their requests over its socket, over SQLite (a
+    /// file per host) and the configuration's PostgreSQL in the same run: decisions/s,
+    /// decide p50/p99 and their ratio to SQLite, audit rows/s. The daemons run over the
+    /// enforcer's maps in memory (nothing is enforced: a benchmark only).
     Fleet {
-        /// Hosts deciding at once.
+        /// Daemons at once.
         #[arg(long, default_value_t = 8)]
         daemons: usize,
-        /// Open sessions per host.
+        /// Open sessions per daemon.
         #[arg(long, default_value_t = 32)]
         sessions: usize,
-        /// Decisions per session.
+        /// Requests per session.
         #[arg(long, default_value_t = 20)]
         decisions: usize,
         /// History size of the user's trusted state (past tasks).
@@ -67,6 +71,29 @@ enum What {
         /// Configuration whose `[store]` names the PostgreSQL database.
         #[arg(long)]
         config: Option<std::path::PathBuf>,
+    },
+    /// One daemon of `pincer bench fleet` (over maps in memory: it enforces nothing).
+    #[command(hide = true)]
+    FleetDaemon {
+        /// Its configuration.
+        #[arg(long)]
+        config: std::path::PathBuf,
+    },
+    /// One session's worker of `pincer bench fleet`.
+    #[command(hide = true)]
+    FleetWorker {
+        /// The daemon's socket.
+        #[arg(long)]
+        socket: std::path::PathBuf,
+        /// The session's workspace.
+        #[arg(long)]
+        ws: std::path::PathBuf,
+        /// Requests to make.
+        #[arg(long)]
+        count: usize,
+        /// Seed of the requests' choice.
+        #[arg(long)]
+        seed: u64,
     },
 }
 
@@ -193,7 +220,7 @@ fn append_rate(spool: Option<&StoreSpec>, rows: usize) -> anyhow::Result<f64> {
     let dir = tempfile::tempdir()?;
     let log = AuditLog::open(&dir.path().join("audit.jsonl"))?;
     if let Some(spec) = spool {
-        log.spool_for(spec.clone(), "bench".into())?;
+        log.spool_for(spec.clone(), pincer::daemon::users::Identities::fleet("bench".into(), Default::default()))?;
     }
     let start = Instant::now();
     for _ in 0..rows {
@@ -338,136 +365,6 @@ async fn bench_decide(history: &[usize], iterations: usize, decider: Arc<dyn pin
     Ok(())
 }
 
-/// What one host of [`fleet_run`] measured.
-struct HostRun {
-    times: Vec<f64>,
-    entries: usize,
-}
-
-/// One host of the fleet bench: its own store connection and twin over the shared user's
-/// state, `sessions` sessions open at once, decisions made round-robin across them (the
-/// store checked before each, as the daemon does), an audit entry appended to its spool
-/// after each (untimed).
-fn fleet_host(spec: StoreSpec, user: String, host: String, spool: std::path::PathBuf, sessions: usize, decisions: usize) -> anyhow::Result<HostRun> {
-    use pincer::daemon::audit::{AuditEntry, AuditLog, Event};
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    rt.block_on(async {
-        let store = spec.open()?;
-        let log = AuditLog::open(&spool)?;
-        if spec.is_shared() {
-            log.spool_for(spec.clone(), host.clone())?;
-        }
-        let prepared = Prepared::new(store.load_state(&user)?, Sanitizer::new(SecretKey::from_bytes([3; 32])));
-        let tree: Vec<String> = DIRS.iter().flat_map(|d| SUBS.iter().map(move |s| format!("{d}/{s}/"))).collect();
-        let mut twin = Twin::from_prepared(&prepared, Arc::new(OfflineDecider::new()), TwinConfig { variant: Variant::Pincer, escalate_after: 2 }).with_store(store);
-        let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ host.len() as u64 ^ (sessions as u64) << 8);
-        let ids: Vec<String> = (0..sessions).map(|i| format!("{host}-s{i}")).collect();
-        for id in &ids {
-            let prompt = format!("{} the {} {} in {}/{}", rng.pick(VERBS), rng.pick(NOUNS), rng.pick(NOUNS), rng.pick(DIRS), rng.pick(SUBS));
-            twin.start_session(id, &prompt, &tree).await?;
-        }
-        let mut times = Vec::with_capacity(sessions * decisions);
-        for i in 0..sessions * decisions {
-            let req = Request {
-                path: format!("{}/{}/{}_{}.txt", rng.pick(DIRS), rng.pick(SUBS), rng.pick(NOUNS), rng.next() % 20),
-                access: [Access::Read, Access::Write, Access::Create, Access::List, Access::Delete][(rng.next() % 5) as usize],
-                rationale: Some("Needed to finish the task.".into()),
-                content: Some(b"fn main() { println!(\"hello\"); }\n".to_vec()),
-            };
-            let session = &ids[i % sessions];
-            let start = Instant::now();
-            twin.store().map(|s| s.ping()).transpose()?;
-            let d = twin.decide(session, &req).await;
-            times.push(start.elapsed().as_secs_f64() * 1e6);
-            let mut e = AuditEntry::new(Event::Decision);
-            e.session = Some(session.clone());
-            e.detail = Some(format!("{:?}", d.outcome));
-            log.append(&e)?;
-        }
-        Ok(HostRun { times, entries: sessions * decisions })
-    })
-}
-
-/// The fleet's figures over one backend.
-struct FleetFigures {
-    decisions_per_s: f64,
-    p50: f64,
-    p99: f64,
-    audit_rows_per_s: Option<f64>,
-}
-
-/// `daemons` hosts deciding at once over `spec` (SQLite: `spec` is a folder, a file per
-/// host; PostgreSQL: one database), then, for PostgreSQL, until every host's spool is in
-/// the shared audit.
-fn fleet_run(spec: &StoreSpec, dir: &std::path::Path, daemons: usize, sessions: usize, decisions: usize, history: usize) -> anyhow::Result<FleetFigures> {
-    let run = format!("{}-{}", std::process::id(), std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis());
-    let user = format!("fleet-bench-{run}");
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ history as u64);
-    let state = synthetic_state(history, &mut rng);
-    let specs: Vec<StoreSpec> = (0..daemons)
-        .map(|i| match spec {
-            StoreSpec::Sqlite(d) => StoreSpec::Sqlite(d.join(format!("host-{i}.db"))),
-            other => other.clone(),
-        })
-        .collect();
-    for s in if spec.is_shared() { &specs[..1] } else { &specs[..] } {
-        s.open()?.import_state(&user, &state)?;
-    }
-    let start = Instant::now();
-    let hosts: Vec<_> = specs
-        .into_iter()
-        .enumerate()
-        .map(|(i, s)| {
-            let (user, host, spool) = (user.clone(), format!("bench-{run}-{i}"), dir.join(format!("audit-{i}.jsonl")));
-            std::thread::spawn(move || fleet_host(s, user, host, spool, sessions, decisions))
-        })
-        .collect();
-    let mut times = Vec::new();
-    let mut entries = 0;
-    for h in hosts {
-        let r = h.join().map_err(|_| anyhow::anyhow!("a bench host panicked"))??;
-        times.extend(r.times);
-        entries += r.entries;
-    }
-    let elapsed = start.elapsed().as_secs_f64();
-    times.sort_by(f64::total_cmp);
-    let mut audit_rows_per_s = None;
-    if spec.is_shared() {
-        // Every host's spool shipped: the rows of this run's hosts in the shared audit.
-        let store = spec.open()?;
-        let mut after = 0;
-        let mut shipped = 0;
-        let deadline = Instant::now() + std::time::Duration::from_secs(120);
-        while shipped < entries && Instant::now() < deadline {
-            let rows = store.read_audit(None, &pincer::store::AuditQuery { after, limit: 10_000, ..Default::default() })?;
-            if rows.is_empty() {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-                continue;
-            }
-            after = rows.last().map_or(after, |r| r.0);
-            shipped += rows.iter().filter(|(_, t)| t.contains(&format!("bench-{run}-"))).count();
-        }
-        anyhow::ensure!(shipped >= entries, "only {shipped} of {entries} audit entries reached the shared audit in 120 s");
-        audit_rows_per_s = Some(entries as f64 / start.elapsed().as_secs_f64());
-    }
-    Ok(FleetFigures { decisions_per_s: times.len() as f64 / elapsed, p50: percentile(&times, 0.5), p99: percentile(&times, 0.99), audit_rows_per_s })
-}
-
-fn bench_fleet(daemons: usize, sessions: usize, decisions: usize, history: usize, config: Option<&std::path::Path>) -> anyhow::Result<()> {
-    let pg = pincer::daemon::config::Config::load(config)?.store_spec();
-    anyhow::ensure!(pg.is_shared(), "pincer bench fleet needs a configuration whose [store] backend is \"postgres\" (--config FILE)");
-    let dir = tempfile::tempdir()?;
-    println!("fleet: {daemons} hosts at once x {sessions} open sessions x {decisions} decisions, history {history}; decide = store check + twin.decide");
-    println!("{:<10} {:>12} {:>10} {:>10} {:>10} {:>14}", "store", "decisions/s", "p50 us", "p99 us", "p99 ratio", "audit rows/s");
-    let lite = fleet_run(&StoreSpec::Sqlite(dir.path().to_path_buf()), dir.path(), daemons, sessions, decisions, history)?;
-    let shared = fleet_run(&pg, dir.path(), daemons, sessions, decisions, history)?;
-    for (name, f) in [("sqlite", &lite), ("postgres", &shared)] {
-        let audit = f.audit_rows_per_s.map_or("(local)".to_string(), |r| format!("{r:.0}"));
-        println!("{name:<10} {:>12.0} {:>10.1} {:>10.1} {:>9.2}x {:>14}", f.decisions_per_s, f.p50, f.p99, f.p99 / lite.p99, audit);
-    }
-    Ok(())
-}
-
 /// Runs a benchmark.
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
@@ -483,8 +380,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         }
         What::Fleet { daemons, sessions, decisions, history, config } => {
             anyhow::ensure!(daemons > 0 && sessions > 0 && decisions > 0, "--daemons, --sessions and --decisions must be at least 1");
-            bench_fleet(daemons, sessions, decisions, history, config.as_deref())?;
+            fleet::bench(daemons, sessions, decisions, history, config.as_deref())?;
         }
+        What::FleetDaemon { config } => fleet::daemon(&config)?,
+        What::FleetWorker { socket, ws, count, seed } => fleet::worker(&socket, &ws, count, seed)?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -30,7 +30,8 @@ enum StoreCommand {
     Migrate,
     /// Write a user's whole trusted state as JSON (to stdout, or --out).
     Export {
-        /// The user whose state is exported.
+        /// The user whose state is exported, as the store names them (SQLite: the login
+        /// name; a fleet's database: the fleet identity `[store.users]` maps them to).
         #[arg(long)]
         user: String,
         /// Write here instead of stdout (created 0600).
@@ -40,7 +41,8 @@ enum StoreCommand {
     /// Write a state exported by `pincer store export` into this store, for a user who has
     /// no state in it yet.
     Import {
-        /// The user whose state it becomes.
+        /// The user whose state it becomes, as the store names them (a fleet's database: the
+        /// fleet identity `[store.users]` maps them to, or `name@host` for an unmapped one).
         #[arg(long)]
         user: String,
         /// The exported JSON file.

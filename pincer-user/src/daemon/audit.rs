@@ -181,6 +181,10 @@ pub struct AuditEntry {
     /// The session owner's uid (used to show owners only their own entries).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner_uid: Option<u32>,
+    /// Whose entry it is in a fleet's shared audit: the owner's fleet identity
+    /// ([`super::users::Identities`]), stamped by the spool (row-level security matches it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
     /// The request decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<AuditRequest>,
@@ -231,6 +235,7 @@ impl AuditEntry {
             event,
             session: None,
             owner_uid: None,
+            user: None,
             request: None,
             outcome: None,
             votes: vec![],
@@ -297,6 +302,7 @@ pub struct AuditLog {
 
 /// What a log that spools for the shared audit adds.
 struct Fleet {
+    ids: super::users::Identities,
     host: String,
     wake: std::sync::mpsc::SyncSender<()>,
 }
@@ -338,11 +344,12 @@ impl AuditLog {
     }
 
     /// Makes this log the spool of the fleet's shared audit in `spec`: every entry is
-    /// stamped with `host`, written and flushed to disk (`fdatasync`) before `append`
-    /// returns, and shipped by a thread of its own ([`super::ship`]) once each, whenever
-    /// the database is reachable. A line cut short by a crash is closed first, so the
-    /// next entry starts on a line of its own.
-    pub fn spool_for(&self, spec: crate::store::StoreSpec, host: String) -> Result<(), AuditError> {
+    /// stamped with the host's name and its owner's fleet identity (`ids`), written and
+    /// flushed to disk (`fdatasync`) before `append` returns, and shipped by a thread of
+    /// its own ([`super::ship`]) once each, whenever the database is reachable. A line cut
+    /// short by a crash is closed first, so the next entry starts on a line of its own.
+    pub fn spool_for(&self, spec: crate::store::StoreSpec, ids: super::users::Identities) -> Result<(), AuditError> {
+        let host = ids.host().unwrap_or("localhost").to_string();
         let werr = |source| AuditError::Write { path: self.path.clone(), source };
         {
             use std::io::{Read, Seek, SeekFrom};
@@ -358,10 +365,10 @@ impl AuditLog {
             }
         }
         let (wake, woken) = std::sync::mpsc::sync_channel(1);
-        if self.fleet.set(Fleet { host: host.clone(), wake }).is_err() {
+        if self.fleet.set(Fleet { ids: ids.clone(), host, wake }).is_err() {
             return Ok(());
         }
-        super::ship::start(self.path.clone(), spec, host, woken).map_err(werr)
+        super::ship::start(self.path.clone(), spec, ids, woken).map_err(werr)
     }
 
     /// The log's path.
@@ -376,6 +383,9 @@ impl AuditLog {
         let mut entry = entry.clone();
         if let Some(f) = fleet {
             entry.host.get_or_insert_with(|| f.host.clone());
+            if entry.user.is_none() {
+                entry.user = entry.owner_uid.map(|uid| f.ids.of_uid(uid));
+            }
         }
         let mut line = serde_json::to_string(&entry).expect("audit entries serialize");
         line.push('\n');

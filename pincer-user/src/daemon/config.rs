@@ -152,11 +152,28 @@ pub struct StoreConfig {
     pub password_file: Option<PathBuf>,
     /// This host's name in the shared audit (default: the kernel's host name).
     pub host: String,
+    /// Who this host's users are in the fleet (`[store.users]`, login name = fleet
+    /// identity): the identity names their trusted state, questions and audit rows in the
+    /// shared store. A user not listed is `name@host`, this host's alone: a login name is
+    /// no identity across hosts (the same name elsewhere may be someone else).
+    pub users: std::collections::BTreeMap<String, String>,
+    /// How long `pincer approve|deny ID --host H` waits for host H to apply the answer
+    /// (seconds) before it says that H has not applied it yet.
+    pub answer_wait_secs: u64,
 }
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        StoreConfig { backend: StoreBackend::Sqlite, url: String::new(), tls: Default::default(), ca_file: None, password_file: None, host: String::new() }
+        StoreConfig {
+            backend: StoreBackend::Sqlite,
+            url: String::new(),
+            tls: Default::default(),
+            ca_file: None,
+            password_file: None,
+            host: String::new(),
+            users: Default::default(),
+            answer_wait_secs: 5,
+        }
     }
 }
 
@@ -167,6 +184,14 @@ impl StoreConfig {
             return self.host.clone();
         }
         std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "localhost".into())
+    }
+
+    /// Who this host's accounts are in the store ([`StoreConfig::users`]).
+    pub fn identities(&self) -> super::users::Identities {
+        match self.backend {
+            StoreBackend::Sqlite => super::users::Identities::local(),
+            StoreBackend::Postgres => super::users::Identities::fleet(self.host_name(), self.users.clone()),
+        }
     }
 }
 
@@ -313,6 +338,12 @@ impl Config {
             if self.store.url.parse::<postgres::Config>().is_ok_and(|c| c.get_password().is_some()) {
                 return bad("store.url", "holds a password; put it in store.password_file (root-only) instead");
             }
+            // Every identity names a database role (and so do unmapped `name@host` ones).
+            for id in self.store.users.values().chain(std::iter::once(&format!("user@{}", self.store.host_name()))) {
+                if let Err(e) = crate::store::pg::user_role(id) {
+                    return bad("store.users", &e.to_string());
+                }
+            }
         }
         for (field, p) in [("store.ca_file", &self.store.ca_file), ("store.password_file", &self.store.password_file)] {
             if p.as_ref().is_some_and(|p| !p.is_absolute()) {
@@ -320,6 +351,11 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// The configuration as a file says it (what [`Config::load`] reads back).
+    pub fn to_toml(&self) -> Result<String, toml::ser::Error> {
+        toml::to_string(self)
     }
 
     /// The trusted store this configuration names.
@@ -366,6 +402,8 @@ mod tests {
         assert!(e.contains("store.url"), "{e}");
         let e = Config::parse("[store]\nbackend = \"postgres\"\nurl = \"postgresql://u:pw@db/x\"\n", Path::new("x.toml")).unwrap_err().to_string();
         assert!(e.contains("store.url") && e.contains("password_file"), "{e}");
+        let e = Config::parse("[store]\nbackend = \"postgres\"\nurl = \"host=db user=p\"\nhost = \"h\"\n[store.users]\nann = \"ann\\\" OR\"\n", Path::new("x.toml")).unwrap_err().to_string();
+        assert!(e.contains("store.users"), "an identity that cannot name a role: {e}");
         let e = Config::parse("[store]\nbackend = \"mysql\"\n", Path::new("x.toml")).unwrap_err().to_string();
         assert!(e.contains("mysql"), "{e}");
         let e = Config::parse("[limits]\nmemory_max = \"lots\"\n", Path::new("x.toml")).unwrap_err().to_string();

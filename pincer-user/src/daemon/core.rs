@@ -56,6 +56,20 @@ pub enum CallResult {
         follow: bool,
         /// Only entries of this host (shared audit).
         host: Option<String>,
+        /// The caller's fleet identity, whose rows of the shared audit it reads (`None`:
+        /// every row, for root).
+        viewer: Option<String>,
+    },
+    /// An answer to question `question` of another host `host` of the fleet is recorded:
+    /// the reply waits, outside the actor, for that host to apply it
+    /// ([`super::fleet::await_applied`]).
+    AwaitApplied {
+        /// The asking host.
+        host: String,
+        /// Its question.
+        question: u64,
+        /// The answer, as the reply names it (`approved (always)`, `denied`).
+        answered: String,
     },
 }
 
@@ -158,6 +172,8 @@ pub struct Core {
     /// This host's name in the fleet, when the store is shared (its questions are
     /// published under it: [`fleet`](super::fleet)).
     pub(super) host: Option<String>,
+    /// Who this host's accounts are in the store.
+    ids: users::Identities,
     /// The holds of kernel misses (none: every miss is denied at once).
     pub(super) holds: Option<crate::kernel::hold::Holds>,
     /// The decisions queued or in flight, one lane per session.
@@ -210,6 +226,7 @@ impl Core {
         sessions::restrict_state_dir(&dir).map_err(|source| CoreError::StateDir { path: dir.clone(), source })?;
         let twins = Twins::new(deps.config.store_spec(), dir.clone(), deps.sanitizer, deps.decider.clone(), twin_config(&deps.config))?;
         let host = twins.spec().is_shared().then(|| deps.config.store.host_name());
+        let ids = deps.config.store.identities();
         let (inbox, inbox_rx) = mpsc::unbounded_channel();
         let mut core = Core {
             sessions: Sessions::new(&dir),
@@ -222,6 +239,7 @@ impl Core {
             contain: Default::default(),
             once: vec![],
             host,
+            ids,
             holds: deps.holds,
             lanes: Lanes::default(),
             held: Default::default(),
@@ -229,9 +247,15 @@ impl Core {
             inbox,
             inbox_rx: Some(inbox_rx),
         };
-        core.drop_fleet_questions();
         core.resume().await?;
+        core.resume_fleet_questions().await;
         Ok(core)
+    }
+
+    /// The fleet identity of the account of `uid`: whose trusted state, questions and
+    /// audit rows in the store are theirs ([`users::Identities`]).
+    pub(super) fn identity(&self, uid: u32) -> String {
+        self.ids.of_uid(uid)
     }
 
     /// Writes the open sessions (with the grants their twins hold) to `sessions.json`.
@@ -381,13 +405,14 @@ impl Core {
                 Some(host) => self.answer_elsewhere(peer, &host, question, approve, scope),
                 None => self.answer(peer, question, approve, scope).await,
             },
-            (Caller::Outside, Call::Rules) => Ok(CallResult::Now(Reply::Rules { rules: self.twins.store().standing(&users::by_uid(peer.uid).name)? })),
+            (Caller::Outside, Call::Rules) => Ok(CallResult::Now(Reply::Rules { rules: self.twins.store().standing(&self.identity(peer.uid))? })),
             (Caller::Outside, Call::RemoveRule { id }) => self.remove_rule(peer.uid, id).await,
             (Caller::Outside, Call::Log { session, follow, host }) => {
                 if !self.twins.spec().is_shared() {
                     callers::may_read_log(&self.sessions, peer, session.as_deref())?;
                 }
-                Ok(CallResult::Log { session, owner: if peer.uid == 0 { None } else { Some(peer.uid) }, follow, host })
+                let viewer = (peer.uid != 0).then(|| self.identity(peer.uid));
+                Ok(CallResult::Log { session, owner: if peer.uid == 0 { None } else { Some(peer.uid) }, follow, host, viewer })
             }
             (Caller::Outside, Call::Sessions) => {
                 let sessions = self.sessions.iter().filter(|s| peer.uid == 0 || s.owner_uid == peer.uid).map(Session::info).collect();
@@ -474,7 +499,7 @@ impl Core {
                 return Err(e.into());
             }
         };
-        let user = owner.name;
+        let user = self.ids.of_name(&owner.name);
         let tree: Vec<String> = recs.iter().flat_map(|r| resolve::workspace_tree(&r.root(), TREE_LIMIT)).collect();
         let draft = match self.twins.get(&user).await {
             Ok(t) => t.open_session(&id, &prompt, &tree).map_err(CallError::Twin),
@@ -619,7 +644,7 @@ impl Core {
     }
 
     fn import(&mut self, uid: u32, history: &str, policies: &str, workspace: Option<&std::path::Path>) -> CallOutcome {
-        let user = users::by_uid(uid).name;
+        let user = self.identity(uid);
         if self.sessions.iter().any(|s| s.user == user) {
             return Err(CallError::UserHasSessions(user));
         }
@@ -766,7 +791,7 @@ impl Core {
     /// Removes one of `uid`'s standing approvals or policies and gives the user's twin the
     /// state without it.
     async fn remove_rule(&mut self, uid: u32, id: RuleId) -> CallOutcome {
-        let user = users::by_uid(uid).name;
+        let user = self.identity(uid);
         let removed = self.twins.store().remove_rule(&user, id).map_err(|e| match e {
             crate::store::StoreError::NoSuchRule(id) => CallError::NoRule(id),
             e => CallError::Store(e),

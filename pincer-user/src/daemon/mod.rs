@@ -169,9 +169,10 @@ impl std::fmt::Debug for Parts {
 pub async fn run(parts: Parts, listener: UnixListener, shutdown: impl std::future::Future<Output = ()>) -> Result<(), DaemonError> {
     let audit = parts.core.audit.clone();
     let timeout = parts.core.config.escalation_timeout();
+    let answer_wait = Duration::from_secs(parts.core.config.store.answer_wait_secs);
     let spec = parts.core.config.store_spec();
     if spec.is_shared() {
-        audit.spool_for(spec.clone(), parts.core.config.store.host_name())?;
+        audit.spool_for(spec.clone(), parts.core.config.store.identities())?;
     }
     let core = core::Core::new(parts.core).await?;
     let (tx, rx) = mpsc::channel(256);
@@ -203,7 +204,7 @@ pub async fn run(parts: Parts, listener: UnixListener, shutdown: impl std::futur
         })
     });
     let shared = spec.is_shared().then_some(spec);
-    let ctx = server::ServerCtx { actor: tx, audit, lookup: parts.lookup, escalation_timeout: timeout, shared };
+    let ctx = server::ServerCtx { actor: tx, audit, lookup: parts.lookup, escalation_timeout: timeout, answer_wait, shared };
     server::serve(listener, ctx, shutdown).await;
     if let Some(f) = forward {
         f.abort();
@@ -283,13 +284,7 @@ pub async fn run_kernel_daemon(config: Config) -> Result<(), DaemonError> {
         misses: Some(mrx),
     };
     let shutdown = async {
-        use tokio::signal::unix::{signal, SignalKind};
-        match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
-            (Ok(mut t), Ok(mut i)) => {
-                tokio::select! { _ = t.recv() => {}, _ = i.recv() => {} }
-            }
-            _ => std::future::pending::<()>().await,
-        }
+        terminated().await;
         tracing::info!("shutting down; enforcement stays pinned");
     };
     let result = run(parts, listener, shutdown).await;
@@ -299,6 +294,32 @@ pub async fn run_kernel_daemon(config: Config) -> Result<(), DaemonError> {
     }
     drop(anchor);
     result
+}
+
+/// Completes on SIGTERM or SIGINT.
+async fn terminated() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+        (Ok(mut t), Ok(mut i)) => {
+            tokio::select! { _ = t.recv() => {}, _ = i.recv() => {} }
+        }
+        _ => std::future::pending::<()>().await,
+    }
+}
+
+/// Runs the daemon on `config` as [`run_kernel_daemon`] does (its socket, store, audit log
+/// and decider; sanitizer key in the state folder), but over `enforcer` and without kernel
+/// misses, callers placed by `lookup`, until SIGTERM or SIGINT. `pincer bench fleet` runs
+/// its daemons so, over maps in memory, where the kernel refuses LSM programs: nothing is
+/// enforced, so it serves nothing but a benchmark.
+pub async fn run_unenforced(config: Config, enforcer: crate::kernel::Enforcer, lookup: peer::CgroupLookup) -> Result<(), DaemonError> {
+    std::fs::create_dir_all(&config.state_dir).map_err(|source| DaemonError::Listen { path: config.state_dir.clone(), source })?;
+    let sanitizer = Sanitizer::load_or_create(config.state_dir.join("prf.key")).map_err(DaemonError::Sanitizer)?;
+    let decider = decider_from_config(&config.decider).map_err(DaemonError::Decider)?;
+    let audit = Arc::new(AuditLog::open(&config.audit_log)?);
+    let listener = bind(&config.socket)?;
+    let parts = Parts { core: core::CoreDeps { config, enforcer, decider, sanitizer, audit, holds: None }, lookup, misses: None };
+    run(parts, listener, terminated()).await
 }
 
 /// Starts holding misses when configured and the kernel holds them: the FUSE mount, its

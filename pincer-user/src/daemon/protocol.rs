@@ -393,6 +393,15 @@ pub enum Reply {
     },
     /// The end of a `log` listing.
     End,
+    /// An answer to another host's question (`answer` with `host`) is recorded; whether
+    /// that host applied it within the wait.
+    Answered {
+        /// Whether the asking host acknowledged the answer (applied it, or found that the
+        /// question expired, as `message` says).
+        applied: bool,
+        /// What became of the answer.
+        message: String,
+    },
     /// Done, nothing to report.
     Ok {
         /// What was done.

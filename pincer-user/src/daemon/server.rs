@@ -31,6 +31,8 @@ pub struct ServerCtx {
     pub lookup: CgroupLookup,
     /// How long a worker's escalated request waits for the user before it is denied.
     pub escalation_timeout: Duration,
+    /// How long an answer to another host's question waits for that host to apply it.
+    pub answer_wait: Duration,
     /// The fleet's shared store, whose audit `log` replies stream instead of this host's
     /// file (`None`: the SQLite backend, one host).
     pub shared: Option<crate::store::StoreSpec>,
@@ -133,9 +135,13 @@ async fn connection(stream: UnixStream, ctx: ServerCtx) {
                 };
                 write(&mut w, reply).await
             }
-            CallResult::Log { session, owner, follow, host } => {
+            CallResult::AwaitApplied { host, question, answered } => match &ctx.shared {
+                Some(spec) => write(&mut w, super::fleet::await_applied(spec.clone(), host, question, answered, ctx.answer_wait).await).await,
+                None => write(&mut w, Reply::error(ErrorKind::Internal, "an answer to another host without a shared store")).await,
+            },
+            CallResult::Log { session, owner, follow, host, viewer } => {
                 match &ctx.shared {
-                    Some(spec) => stream_shared_log(&mut w, spec, session, host, owner, follow).await,
+                    Some(spec) => stream_shared_log(&mut w, spec, session, host, viewer, follow).await,
                     None => stream_log(&mut w, &ctx.audit, session, owner, follow).await,
                 }
                 return;
@@ -157,7 +163,7 @@ async fn stream_shared_log(
     spec: &crate::store::StoreSpec,
     session: Option<String>,
     host: Option<String>,
-    owner: Option<u32>,
+    viewer: Option<String>,
     follow: bool,
 ) {
     let store = match spec.open() {
@@ -167,7 +173,6 @@ async fn stream_shared_log(
             return;
         }
     };
-    let viewer = owner.map(|uid| super::users::by_uid(uid).name);
     let mut q = crate::store::AuditQuery { session, host, after: 0, limit: 1000 };
     loop {
         let rows = match store.read_audit(viewer.as_deref(), &q) {

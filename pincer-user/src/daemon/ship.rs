@@ -8,6 +8,7 @@
 //! entry arrives exactly once, whenever the database is reachable again.
 
 use super::audit::AuditEntry;
+use super::users::Identities;
 use crate::store::{AuditRow, Store, StoreSpec};
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -46,7 +47,8 @@ fn record_offset(log: &Path, off: u64) -> std::io::Result<()> {
 /// The rows of the complete lines of `log` after `from`, and the offset after the last
 /// line read. A line that does not parse is passed over (with a warning): it was never an
 /// entry (a line cut short by a crash, closed when the log was opened again).
-fn pending(log: &Path, from: u64, host: &str) -> std::io::Result<(Vec<AuditRow>, u64)> {
+fn pending(log: &Path, from: u64, ids: &Identities) -> std::io::Result<(Vec<AuditRow>, u64)> {
+    let host = ids.host().unwrap_or("localhost");
     let mut f = std::fs::File::open(log)?;
     f.seek(SeekFrom::Start(from))?;
     let mut buf = Vec::new();
@@ -71,7 +73,8 @@ fn pending(log: &Path, from: u64, host: &str) -> std::io::Result<(Vec<AuditRow>,
                     e.id = format!("{host}:{at}");
                 }
                 let host = e.host.clone().unwrap_or_else(|| host.to_string());
-                let user = e.owner_uid.map(|uid| super::users::by_uid(uid).name);
+                // An entry spooled before it carried its user: its owner's identity now.
+                let user = e.user.clone().or_else(|| e.owner_uid.map(|uid| ids.of_uid(uid)));
                 let event = serde_json::to_value(e.event).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
                 let entry = serde_json::to_string(&AuditEntry { host: Some(host.clone()), ..e.clone() }).expect("audit entries serialize");
                 out.push(AuditRow { id: e.id, time_ms: e.time_ms as i64, host, session: e.session, user, event, entry });
@@ -82,12 +85,13 @@ fn pending(log: &Path, from: u64, host: &str) -> std::io::Result<(Vec<AuditRow>,
     Ok((out, off))
 }
 
-/// Ships what the spool at `log` holds now; returns the rows newly stored.
-pub fn ship_once(log: &Path, store: &Store, host: &str) -> Result<u64, ShipError> {
+/// Ships what the spool at `log` of the host `ids` names holds now; returns the rows newly
+/// stored.
+pub fn ship_once(log: &Path, store: &Store, ids: &Identities) -> Result<u64, ShipError> {
     let mut total = 0;
     loop {
         let from = shipped_offset(log);
-        let (rows, end) = pending(log, from, host).map_err(ShipError::Spool)?;
+        let (rows, end) = pending(log, from, ids).map_err(ShipError::Spool)?;
         if end == from {
             return Ok(total);
         }
@@ -112,7 +116,7 @@ pub enum ShipError {
 /// Starts the shipper of the spool at `log` on a thread of its own; it ships after each
 /// wake-up on `woken` and every [`SHIP_EVERY`], and ends (after a last round) when the
 /// log that wakes it is dropped.
-pub fn start(log: PathBuf, spec: StoreSpec, host: String, woken: Receiver<()>) -> std::io::Result<()> {
+pub fn start(log: PathBuf, spec: StoreSpec, ids: Identities, woken: Receiver<()>) -> std::io::Result<()> {
     std::thread::Builder::new().name("pincer-audit-ship".into()).spawn(move || {
         let mut store: Option<Store> = None;
         let mut warned = false;
@@ -122,7 +126,7 @@ pub fn start(log: PathBuf, spec: StoreSpec, host: String, woken: Receiver<()>) -
                 store = spec.open().ok();
             }
             if let Some(st) = &store {
-                match ship_once(&log, st, &host) {
+                match ship_once(&log, st, &ids) {
                     Ok(_) => warned = false,
                     Err(e) => {
                         if !warned {

@@ -100,6 +100,11 @@ impl Twins {
         Ok(Twins { spec, state_dir, store, sanitizer, decider, config, ids: QuestionIds::default(), by_user: HashMap::new() })
     }
 
+    /// The numbering every twin's questions share.
+    pub fn question_ids(&self) -> &QuestionIds {
+        &self.ids
+    }
+
     /// The daemon's own connection to the trusted store (listing, removing, importing).
     pub fn store(&self) -> &Store {
         &self.store

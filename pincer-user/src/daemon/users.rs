@@ -65,6 +65,51 @@ pub fn by_name(name: &str) -> Result<Account, UserError> {
     }
 }
 
+/// Who a host's accounts are in its store: on one host (SQLite) a user is their login
+/// name; in a fleet's shared store a user is the fleet identity the host's configuration
+/// maps their login name to (`[store.users]`), and an account not mapped is `name@host`,
+/// known on this host only. So two hosts share a user's trusted state, questions and audit
+/// rows only when both map their accounts to the same identity: the same login name on
+/// another host is not enough.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Identities {
+    /// This host's name (`None`: one host, the login name is the identity).
+    host: Option<String>,
+    /// Login name → fleet identity.
+    map: std::collections::BTreeMap<String, String>,
+}
+
+impl Identities {
+    /// One host's: the login name.
+    pub fn local() -> Self {
+        Identities::default()
+    }
+
+    /// Host `host`'s in a fleet, with its accounts mapped by `map`.
+    pub fn fleet(host: String, map: std::collections::BTreeMap<String, String>) -> Self {
+        Identities { host: Some(host), map }
+    }
+
+    /// This host's name in a fleet.
+    pub fn host(&self) -> Option<&str> {
+        self.host.as_deref()
+    }
+
+    /// The identity of the account named `name`.
+    pub fn of_name(&self, name: &str) -> String {
+        match (&self.host, self.map.get(name)) {
+            (None, _) => name.to_string(),
+            (Some(_), Some(id)) => id.clone(),
+            (Some(host), None) => format!("{name}@{host}"),
+        }
+    }
+
+    /// The identity of the account of `uid`.
+    pub fn of_uid(&self, uid: u32) -> String {
+        self.of_name(&by_uid(uid).name)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,5 +119,14 @@ mod tests {
         assert_eq!(by_uid(0).uid, 0);
         assert_eq!(by_name("4242").unwrap().uid, 4242);
         assert!(by_name("no-such-user-pincer").is_err());
+    }
+
+    #[test]
+    fn a_fleet_identity_is_the_mapped_one_and_an_unmapped_account_is_the_hosts_own() {
+        let map = [("ann".to_string(), "ann@example.org".to_string())].into_iter().collect();
+        let ids = Identities::fleet("host-a".into(), map);
+        assert_eq!(ids.of_name("ann"), "ann@example.org");
+        assert_eq!(ids.of_name("bob"), "bob@host-a");
+        assert_eq!(Identities::local().of_name("bob"), "bob");
     }
 }

@@ -162,12 +162,12 @@ impl Worker {
     }
 }
 
-/// The quoted name of `user`'s database role; user names are checked (letters, digits,
-/// `_`, `.`, `-`, at most 50 bytes) so a name never changes the statement.
+/// The quoted name of `user`'s database role; user identities are checked (letters,
+/// digits, `_`, `.`, `-`, `@`, at most 50 bytes) so an identity never changes the statement.
 pub fn user_role(user: &str) -> Result<String, DbError> {
-    let ok = !user.is_empty() && user.len() <= 50 && user.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
+    let ok = !user.is_empty() && user.len() <= 50 && user.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-@".contains(&b));
     if !ok {
-        return Err(DbError::Unreachable(format!("user name {user:?} cannot name a database role (letters, digits, `_.-`, at most 50 bytes)")));
+        return Err(DbError::Unreachable(format!("user identity {user:?} cannot name a database role (letters, digits, `_.-@`, at most 50 bytes)")));
     }
     Ok(format!("\"pincer_u_{user}\""))
 }

@@ -1,12 +1,16 @@
 //! Questions across a fleet: a question escalated on one host is published in the shared
 //! database, so the user can list and answer it from any host; the asking host hears the
-//! answer (`NOTIFY pincer_answer` with its host name) and applies it to the waiting worker.
+//! answer (`NOTIFY pincer_answer` with its host name), applies it, and acknowledges it in
+//! the row, which the answering host waits for.
 //!
 //! A row goes `open` (published by the asking host) → `answered` (by another host, with
-//! the answer) → `closed` (applied by the asking host, or answered, ended or dropped
-//! there). Each step is one conditional `UPDATE`, so two hosts answering at once cannot
-//! both win, and an answer is applied once. PostgreSQL only: a single host answers its own
-//! questions.
+//! the answer) → `closed` with `applied` saying what the asking host did (applied, or why it
+//! could not: the question's session ended); or `open` → `closed` without `applied`
+//! (answered on the asking host, its session ended, or the host started again). Each step
+//! is one conditional `UPDATE`, so two hosts answering at once cannot both win, and an
+//! answer is acknowledged once. An answer stays `answered` while the asking host is down or
+//! cut off from the database, and is applied when it is back. PostgreSQL only: a single
+//! host answers its own questions.
 
 use super::db::{Db, Row, Val};
 use super::{sql, Store, StoreError};
@@ -29,6 +33,8 @@ pub struct SharedQuestion {
     pub session: String,
     /// The resource, relative to its root.
     pub path: String,
+    /// The resource's absolute path on the asking host (to decide it again there).
+    pub abs: String,
     /// The access asked for.
     pub access: Access,
     /// Why the user is asked.
@@ -42,8 +48,8 @@ pub struct SharedQuestion {
 /// An answer another host gave to one of this host's questions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SharedAnswer {
-    /// The question's id on this host.
-    pub id: u64,
+    /// The question as it was published.
+    pub question: SharedQuestion,
     /// Approved (or denied).
     pub approve: bool,
     /// How far the approval reaches (`once`, `session`, `always`).
@@ -57,12 +63,20 @@ pub struct SharedAnswer {
 pub enum QuestionState {
     /// Waiting for an answer.
     Open,
-    /// Answered on host `by`; the asking host applies it.
+    /// Answered on host `by`; the asking host has not applied it yet.
     Answered {
         /// The host it was answered on.
         by: String,
     },
-    /// Applied, answered on the asking host, or dropped.
+    /// Answered on host `by`, and the asking host acknowledged it: `what` it did (applied,
+    /// or why not).
+    Applied {
+        /// The host it was answered on.
+        by: String,
+        /// What the asking host did with the answer.
+        what: String,
+    },
+    /// Answered on the asking host, its session ended, or the host started again.
     Closed,
 }
 
@@ -81,6 +95,9 @@ fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
+/// The columns [`question`] reads, in its order.
+const QUESTION_COLUMNS: &str = r#"host, id, "user", session, path, access, reason, votes, waiting, COALESCE(abs, '')"#;
+
 fn question(r: &Row) -> Result<SharedQuestion, StoreError> {
     Ok(SharedQuestion {
         host: r.text(0),
@@ -88,6 +105,7 @@ fn question(r: &Row) -> Result<SharedQuestion, StoreError> {
         user: r.text(2),
         session: r.text(3),
         path: r.text(4),
+        abs: r.text(9),
         access: super::parse_access(&r.text(5))?,
         reason: r.text(6),
         votes: r.text(7),
@@ -96,23 +114,28 @@ fn question(r: &Row) -> Result<SharedQuestion, StoreError> {
 }
 
 impl Store {
-    /// Drops every question `host` published before (a daemon starting again: its questions
-    /// and their waiting workers are gone, and it numbers questions from 1 again).
-    pub fn drop_questions(&self, host: &str) -> Result<u64, StoreError> {
+    /// A daemon of `host` starting again: the open questions of its earlier life are closed
+    /// (their waiting workers are gone; a worker that asks again is asked again), and the
+    /// highest question id it used is returned, so that new questions get new ids. Answers
+    /// given while it was down stay, for [`Store::answered_questions`].
+    pub fn restart_questions(&self, host: &str) -> Result<u64, StoreError> {
         shared_only(&self.db)?;
-        self.db.exec("DELETE FROM question WHERE host = ?1", &[host.into()]).map_err(sql("drop the host's questions"))
+        self.db
+            .exec("UPDATE question SET state = 'closed', answered_ms = ?2 WHERE host = ?1 AND state = 'open'", &[host.into(), Val::Int(now_ms())])
+            .map_err(sql("close the host's earlier questions"))?;
+        let r = self.db.query("SELECT COALESCE(MAX(id), 0) FROM question WHERE host = ?1", &[host.into()]).map_err(sql("read the host's question ids"))?;
+        Ok(r.first().map_or(0, |r| r.int(0)).max(0) as u64)
     }
 
-    /// Publishes an open question of its host (again, if it was asked again).
-    pub fn publish_question(&self, q: &SharedQuestion) -> Result<(), StoreError> {
+    /// Publishes an open question of its host; false if the host's row of that id is there
+    /// already (a question of an earlier life of the host, which is never overwritten).
+    pub fn publish_question(&self, q: &SharedQuestion) -> Result<bool, StoreError> {
         shared_only(&self.db)?;
         self.db
             .exec(
-                r#"INSERT INTO question (host, id, "user", session, path, access, reason, votes, waiting, asked_ms, state)
-                   VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'open')
-                   ON CONFLICT (host, id) DO UPDATE SET "user" = excluded."user", session = excluded.session, path = excluded.path,
-                     access = excluded.access, reason = excluded.reason, votes = excluded.votes, waiting = excluded.waiting,
-                     asked_ms = excluded.asked_ms, state = 'open', answer = NULL, scope = NULL, answered_by = NULL, answered_ms = NULL"#,
+                r#"INSERT INTO question (host, id, "user", session, path, access, reason, votes, waiting, asked_ms, state, abs)
+                   VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'open', ?11)
+                   ON CONFLICT (host, id) DO NOTHING"#,
                 &[
                     (&q.host).into(),
                     id_val(q.id),
@@ -124,18 +147,18 @@ impl Store {
                     (&q.votes).into(),
                     Val::Int(i64::from(q.waiting)),
                     Val::Int(now_ms()),
+                    (&q.abs).into(),
                 ],
             )
-            .map_err(sql("publish a question"))?;
-        Ok(())
+            .map_err(sql("publish a question"))
+            .map(|n| n == 1)
     }
 
     /// The open questions of every host, `user`'s only unless `None` (root), oldest first.
     pub fn open_questions(&self, user: Option<&str>) -> Result<Vec<SharedQuestion>, StoreError> {
         shared_only(&self.db)?;
         let r = self.db.query(
-            r#"SELECT host, id, "user", session, path, access, reason, votes, waiting FROM question
-               WHERE state = 'open' AND (?1 = '' OR "user" = ?1) ORDER BY asked_ms, host, id"#,
+            &format!(r#"SELECT {QUESTION_COLUMNS} FROM question WHERE state = 'open' AND (?1 = '' OR "user" = ?1) ORDER BY asked_ms, host, id"#),
             &[user.unwrap_or("").into()],
         );
         super::rows("list the fleet's questions", r, question)
@@ -144,11 +167,14 @@ impl Store {
     /// Where question `id` of `host` stands (`None`: it was never published).
     pub fn question_state(&self, host: &str, id: u64) -> Result<Option<QuestionState>, StoreError> {
         shared_only(&self.db)?;
-        let r =
-            self.db.query("SELECT state, answered_by FROM question WHERE host = ?1 AND id = ?2", &[host.into(), id_val(id)]).map_err(sql("read a question"))?;
-        Ok(r.first().map(|r| match r.text(0).as_str() {
-            "open" => QuestionState::Open,
-            "answered" => QuestionState::Answered { by: r.text(1) },
+        let r = self
+            .db
+            .query("SELECT state, answered_by, applied FROM question WHERE host = ?1 AND id = ?2", &[host.into(), id_val(id)])
+            .map_err(sql("read a question"))?;
+        Ok(r.first().map(|r| match (r.text(0).as_str(), r.opt_text(2)) {
+            ("open", _) => QuestionState::Open,
+            ("answered", _) => QuestionState::Answered { by: r.text(1) },
+            (_, Some(what)) => QuestionState::Applied { by: r.text(1), what },
             _ => QuestionState::Closed,
         }))
     }
@@ -191,15 +217,31 @@ impl Store {
         Ok(n == 1)
     }
 
-    /// Takes the answers other hosts gave to `host`'s questions, closing them: each answer
-    /// is returned once.
-    pub fn take_answers(&self, host: &str) -> Result<Vec<SharedAnswer>, StoreError> {
+    /// The answers other hosts gave to `host`'s questions that `host` has not acknowledged
+    /// yet (with [`Store::acknowledge_answer`]), oldest first.
+    pub fn answered_questions(&self, host: &str) -> Result<Vec<SharedAnswer>, StoreError> {
         shared_only(&self.db)?;
-        let r = self
-            .db
-            .query("UPDATE question SET state = 'closed' WHERE host = ?1 AND state = 'answered' RETURNING id, answer, scope, answered_by", &[host.into()]);
-        super::rows("take the answers given on other hosts", r, |r| {
-            Ok(SharedAnswer { id: r.int(0) as u64, approve: r.text(1) == "approve", scope: r.text(2), by: r.text(3) })
+        let r = self.db.query(
+            &format!("SELECT {QUESTION_COLUMNS}, answer, scope, answered_by FROM question WHERE host = ?1 AND state = 'answered' ORDER BY answered_ms, id"),
+            &[host.into()],
+        );
+        super::rows("read the answers given on other hosts", r, |r| {
+            Ok(SharedAnswer { question: question(r)?, approve: r.text(10) == "approve", scope: r.text(11), by: r.text(12) })
         })
+    }
+
+    /// The asking host's acknowledgement of the answer to its question `id`: `what` it did
+    /// with it (closing the row). False if it was acknowledged already: each answer is
+    /// acknowledged once.
+    pub fn acknowledge_answer(&self, host: &str, id: u64, what: &str) -> Result<bool, StoreError> {
+        shared_only(&self.db)?;
+        let n = self
+            .db
+            .exec(
+                "UPDATE question SET state = 'closed', applied = ?3, applied_ms = ?4 WHERE host = ?1 AND id = ?2 AND state = 'answered'",
+                &[host.into(), id_val(id), what.into(), Val::Int(now_ms())],
+            )
+            .map_err(sql("acknowledge an answer"))?;
+        Ok(n == 1)
     }
 }

@@ -182,6 +182,11 @@ impl QuestionIds {
     pub fn next(&self) -> u64 {
         self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     }
+
+    /// Numbers the next questions after `last` (ids an earlier daemon gave stay its own).
+    pub fn continue_after(&self, last: u64) {
+        self.0.fetch_max(last.saturating_add(1), std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// How far a user's approval reaches.
@@ -755,6 +760,27 @@ impl Twin {
             }
         }
         Ok(())
+    }
+
+    /// Asks question `q` again in its open session, so that [`Twin::answer`] applies an
+    /// answer given to it before this twin was built (a fleet's daemon that started again,
+    /// and the answer another host recorded meanwhile). The question comes from the trusted
+    /// store, which only daemons write.
+    pub fn ask_again(&mut self, q: Question) -> Result<(), TwinError> {
+        if !self.sessions.contains_key(&q.session) {
+            return Err(TwinError::UnknownSession(q.session));
+        }
+        if !self.pending.iter().any(|p| p.id == q.id) {
+            self.pending.push(q);
+        }
+        Ok(())
+    }
+
+    /// Whether the user's approval (or refusal, `allow` false) of `access` on `path` given
+    /// in `session` is in the trusted state.
+    pub fn has_approval(&self, session: &str, path: &str, access: Access, allow: bool) -> bool {
+        let permission = if allow { Permission::Allow } else { Permission::Deny };
+        self.state.tasks.iter().filter(|t| t.session == session).flat_map(|t| &t.approvals).any(|a| a.path_glob == path && a.access == access && a.permission == permission)
     }
 
     /// The grants the twin made in an open session, in order (path, access).

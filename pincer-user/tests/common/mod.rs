@@ -4,6 +4,7 @@
 // Each test binary uses its own subset of these helpers.
 #![allow(dead_code)]
 
+pub mod host;
 pub mod pg;
 pub mod twin;
 
