@@ -32,6 +32,9 @@
 //!   no program, ungated, gated;
 //! - a signal (`kill(pid, 0)`, the permission check without delivery) to a
 //!   process of the same session: no program, ungated, gated;
+//! - `open(O_WRONLY)`+`close` of the file: no program, gated with an exact
+//!   write grant, and again with the never entries and the never patterns
+//!   present (a write runs the kernel's never-pattern walk; a read does not);
 //! - `statx` of each file of (f)'s directory in turn (what `ls -l` of a large
 //!   directory does), no program and gated with never-grantable entries
 //!   present (the stat hook looks for them on every stat in a session).
@@ -114,6 +117,8 @@ enum Op<'a> {
     Signal,
     /// `statx` of each file in turn, round and round.
     StatEach(&'a [CString]),
+    /// `open(O_WRONLY)`+`close` of the file.
+    OpenWrite(&'a CString),
 }
 
 /// ns per operation of one timed run of `iterations` after a warm-up, measured in this process.
@@ -125,6 +130,7 @@ fn measure(op: Op, iterations: u32) -> Result<f64, String> {
     let mut next = 0usize;
     let mut run = |n: u32| match op {
         Op::Open(file) => open_close(file, n),
+        Op::OpenWrite(file) => open_write_close(file, n),
         Op::OpenEach(files) => {
             let end = next + n as usize;
             let slice = files.get(next..end).ok_or("fewer files than operations")?;
@@ -260,6 +266,19 @@ fn open_close(file: &CString, n: u32) -> Result<(), String> {
         let fd = unsafe { libc::open(file.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
         if fd < 0 {
             return Err(format!("open failed: {}", std::io::Error::last_os_error()));
+        }
+        // SAFETY: fd was just opened.
+        unsafe { libc::close(fd) };
+    }
+    Ok(())
+}
+
+fn open_write_close(file: &CString, n: u32) -> Result<(), String> {
+    for _ in 0..n {
+        // SAFETY: plain syscalls on a valid C string.
+        let fd = unsafe { libc::open(file.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(format!("open for write failed: {}", std::io::Error::last_os_error()));
         }
         // SAFETY: fd was just opened.
         unsafe { libc::close(fd) };
@@ -404,6 +423,7 @@ fn try_main(set: Settings) -> Result<(), String> {
     let acceptor_pid = acceptor(&sock)?;
     let ops = Ops {
         open: Op::Open(&cfile),
+        write: Op::OpenWrite(&cfile),
         open_each: Op::OpenEach(&each),
         stat_each: Op::StatEach(&each),
         connect: Op::Connect(&sock_addr),
@@ -437,6 +457,8 @@ fn try_main(set: Settings) -> Result<(), String> {
 /// The measured operations.
 struct Ops<'a> {
     open: Op<'a>,
+    /// The same file opened for writing.
+    write: Op<'a>,
     /// (f): each of the files once.
     open_each: Op<'a>,
     /// `statx` of (f)'s files in turn.
@@ -495,9 +517,16 @@ enum Case {
     OpenUngatedPlain,
     OpenExactPlain,
     OpenSubtreePlain,
+    /// Open for writing, no program loaded.
+    WriteNone,
+    /// Open for writing with an exact write grant, no never entries yet.
+    WriteExact,
+    /// The same with the never entries and never patterns present (a write runs the
+    /// pattern walk; a read does not).
+    WriteExactNever,
 }
 
-const CASES: usize = 24;
+const CASES: usize = 27;
 
 /// What the programs ran during one case with statistics on: program name →
 /// (runs, ns inside the program), summed over the rounds.
@@ -550,6 +579,7 @@ fn round(s: &mut Samples, p: &Paths, ops: &Ops) -> Result<(), String> {
     s.add(Case::ConnectNone, in_child(None, ops.connect, n, || Ok(()))?);
     s.add(Case::SignalNone, in_child(None, Op::Signal, n, || Ok(()))?);
     s.add(Case::StatNone, in_child(None, ops.stat_each, n, || Ok(()))?);
+    s.add(Case::WriteNone, in_child(None, ops.write, n, || Ok(()))?);
 
     let pin_dir = PathBuf::from("/sys/fs/bpf").join(format!("pincer-bench-{}", std::process::id()));
     let config =
@@ -577,6 +607,9 @@ fn round(s: &mut Samples, p: &Paths, ops: &Ops) -> Result<(), String> {
         s.add(Case::OpenExact, in_child(gated, ops.open, n, || Ok(()))?);
         let exact = with_stats(s, 1, n, || in_child(gated, ops.open, n, || Ok(())))?;
         s.add(Case::OpenExactStats, exact);
+        enforcer.grant(session, file_id, Scope::Exact, Access::Write).map_err(|e| e.to_string())?;
+        s.add(Case::WriteExact, in_child(gated, ops.write, n, || Ok(()))?);
+        enforcer.revoke(session, file_id, Scope::Exact, Access::Write).map_err(|e| e.to_string())?;
         enforcer.revoke(session, file_id, Scope::Exact, Access::Read).map_err(|e| e.to_string())?;
         enforcer.grant(session, top_id, Scope::Subtree, Access::Read).map_err(|e| e.to_string())?;
         s.add(Case::OpenSubtree, in_child(gated, ops.open, n, || Ok(()))?);
@@ -607,6 +640,8 @@ fn round(s: &mut Samples, p: &Paths, ops: &Ops) -> Result<(), String> {
         enforcer.revoke(session, top_id, Scope::Subtree, Access::Read).map_err(|e| e.to_string())?;
         enforcer.grant(session, file_id, Scope::Exact, Access::Read).map_err(|e| e.to_string())?;
         s.add(Case::OpenExactNever, in_child(gated, ops.open, n, || Ok(()))?);
+        enforcer.grant(session, file_id, Scope::Exact, Access::Write).map_err(|e| e.to_string())?;
+        s.add(Case::WriteExactNever, in_child(gated, ops.write, n, || Ok(()))?);
         Ok::<_, String>(())
     })();
     let held = enforcer.holds_misses();
@@ -802,6 +837,24 @@ fn report(s: &Samples, set: &Settings, secs: f64) {
         pause / s.figures(Case::OpenNone).0,
         exact / s.figures(Case::OpenNone).0
     );
+    rows(
+        "open(O_WRONLY)+close of the file (a write runs the never-pattern walk, a read does not)",
+        Case::WriteNone,
+        &[
+            ("no program loaded", Case::WriteNone),
+            ("exact write grant", Case::WriteExact),
+            ("exact write grant, never entries and patterns", Case::WriteExactNever),
+        ],
+    );
+    {
+        let m = |c: Case| s.figures(c).0;
+        println!(
+            "  never entries add {:.0} gi to a read and {:.0} gi to a write (minimums): the difference, {:.0} gi, is the write's own never-pattern walk and checks",
+            m(Case::OpenExactNever) - m(Case::OpenExact),
+            m(Case::WriteExactNever) - m(Case::WriteExact),
+            (m(Case::WriteExactNever) - m(Case::WriteExact)) - (m(Case::OpenExactNever) - m(Case::OpenExact))
+        );
+    }
     rows(
         "statx of each file of a directory in turn (ls -l)",
         Case::StatNone,
