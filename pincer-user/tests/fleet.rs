@@ -745,6 +745,20 @@ fn a_state_loaded_while_another_host_writes_is_one_snapshot() {
     assert!(w.join().unwrap() > 0);
 }
 
+/// Host-a's session asks for the write `ASKS` and waits for the user; host-b lists the
+/// question; then host-a shuts down (its worker gone). Returns host-a (stopped), host-b
+/// (which answers in a second), the session and the question.
+async fn asked_then_down(db: &PgSettings) -> (Host, Host, pincer::daemon::protocol::SessionInfo, pincer::daemon::protocol::QuestionInfo) {
+    let mut a = host_with(db, "host-a", |c| c.escalation.timeout_secs = 30).await;
+    let b = host_with(db, "host-b", |c| c.store.answer_wait_secs = 1).await;
+    a.import().await;
+    let s = a.session(TODO_PROMPT).await;
+    let (worker, q) = asked_on(&a, &b, &s).await;
+    a.shutdown().await;
+    drop(worker);
+    (a, b, s, q)
+}
+
 /// The write `ASKS` of session `s` on host `a` waits for the user; returns the waiting
 /// worker and the question as host `b` lists it.
 async fn asked_on(a: &Host, b: &Host, s: &pincer::daemon::protocol::SessionInfo) -> (pincer::daemon::client::Client, pincer::daemon::protocol::QuestionInfo) {
@@ -762,13 +776,7 @@ async fn asked_on(a: &Host, b: &Host, s: &pincer::daemon::protocol::SessionInfo)
 async fn an_answer_given_while_the_asking_host_is_down_is_applied_once_when_it_is_back() {
     let tmp = tempfile::tempdir().unwrap();
     let db = cluster().database(tmp.path());
-    let mut a = host_with(&db, "host-a", |c| c.escalation.timeout_secs = 30).await;
-    let b = host_with(&db, "host-b", |c| c.store.answer_wait_secs = 1).await;
-    a.import().await;
-    let s = a.session(TODO_PROMPT).await;
-    let (worker, q) = asked_on(&a, &b, &s).await;
-    a.shutdown().await;
-    drop(worker);
+    let (mut a, b, s, q) = asked_then_down(&db).await;
     let id = q.id.to_string();
     let (code, out) = cli_as(&b, None, &["approve", &id, "--host", "host-a"]);
     assert_eq!(code, 3, "recorded but not applied: {out}");
@@ -809,13 +817,7 @@ async fn an_answer_given_while_the_asking_host_is_down_is_applied_once_when_it_i
 async fn an_answer_for_a_session_that_ended_while_the_host_was_down_is_acknowledged_as_expired() {
     let tmp = tempfile::tempdir().unwrap();
     let db = cluster().database(tmp.path());
-    let mut a = host_with(&db, "host-a", |c| c.escalation.timeout_secs = 30).await;
-    let b = host_with(&db, "host-b", |c| c.store.answer_wait_secs = 1).await;
-    a.import().await;
-    let s = a.session(TODO_PROMPT).await;
-    let (worker, q) = asked_on(&a, &b, &s).await;
-    a.shutdown().await;
-    drop(worker);
+    let (mut a, b, s, q) = asked_then_down(&db).await;
     assert!(matches!(b.call(Call::Answer { question: q.id, approve: true, scope: ApprovalScope::Always, host: Some("host-a".into()) }).await, Reply::Answered { applied: false, .. }));
     std::fs::remove_dir(&s.cgroup).unwrap();
     a.start();

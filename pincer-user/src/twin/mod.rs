@@ -269,31 +269,29 @@ impl Ballot {
         if self.decider.costly() {
             return self.cast_tiered().await;
         }
-        let v1_in = Vote1Input { knowledge: &self.knowledge, session: &self.view, path: &self.path, access: self.access };
-        let v2_in = Vote2Input {
-            v1: v1_in,
-            raw_path: &self.raw_path,
-            content: self.content.as_deref(),
-            rationale: self.rationale.as_deref(),
-            earlier: &self.earlier,
-            policy: self.policy.as_ref(),
-        };
+        let (v1_in, v2_in) = self.inputs();
         let (v1, v2) = tokio::join!(self.decider.vote1(&v1_in), self.decider.vote2(&v2_in));
         Votes { v1, v2 }
     }
 }
 
 impl Ballot {
-    async fn cast_tiered(self) -> Votes {
-        let v1_in = Vote1Input { knowledge: &self.knowledge, session: &self.view, path: &self.path, access: self.access };
-        let v2_in = Vote2Input {
-            v1: v1_in,
+    /// The two votes' inputs, borrowed from the ballot (vote 2's holds vote 1's).
+    fn inputs(&self) -> (Vote1Input<'_>, Vote2Input<'_>) {
+        let v1 = Vote1Input { knowledge: &self.knowledge, session: &self.view, path: &self.path, access: self.access };
+        let v2 = Vote2Input {
+            v1,
             raw_path: &self.raw_path,
             content: self.content.as_deref(),
             rationale: self.rationale.as_deref(),
             earlier: &self.earlier,
             policy: self.policy.as_ref(),
         };
+        (v1, v2)
+    }
+
+    async fn cast_tiered(self) -> Votes {
+        let (v1_in, v2_in) = self.inputs();
         let o1 = votes::vote1_offline(&v1_in).0;
         let o2 = votes::vote2_offline(&v2_in, self.policy.is_some());
         let allow = |v: &VoteOutcome| v.verdict == Verdict::Allow;

@@ -129,13 +129,13 @@ fn measure(op: Op, iterations: u32) -> Result<f64, String> {
     };
     let mut next = 0usize;
     let mut run = |n: u32| match op {
-        Op::Open(file) => open_close(file, n),
-        Op::OpenWrite(file) => open_write_close(file, n),
+        Op::Open(file) => open_close(file, libc::O_RDONLY, n),
+        Op::OpenWrite(file) => open_close(file, libc::O_WRONLY, n),
         Op::OpenEach(files) => {
             let end = next + n as usize;
             let slice = files.get(next..end).ok_or("fewer files than operations")?;
             next = end;
-            slice.iter().try_for_each(|f| open_close(f, 1))
+            slice.iter().try_for_each(|f| open_close(f, libc::O_RDONLY, 1))
         }
         Op::Connect(addr) => connect_close(addr, n),
         Op::Signal => signal(target.unwrap_or(0), n),
@@ -260,25 +260,13 @@ fn stat(file: &CString) -> Result<(), String> {
     Ok(())
 }
 
-fn open_close(file: &CString, n: u32) -> Result<(), String> {
+/// `n` times `open(file, flags | O_CLOEXEC)` and `close`.
+fn open_close(file: &CString, flags: i32, n: u32) -> Result<(), String> {
     for _ in 0..n {
         // SAFETY: plain syscalls on a valid C string.
-        let fd = unsafe { libc::open(file.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        let fd = unsafe { libc::open(file.as_ptr(), flags | libc::O_CLOEXEC) };
         if fd < 0 {
             return Err(format!("open failed: {}", std::io::Error::last_os_error()));
-        }
-        // SAFETY: fd was just opened.
-        unsafe { libc::close(fd) };
-    }
-    Ok(())
-}
-
-fn open_write_close(file: &CString, n: u32) -> Result<(), String> {
-    for _ in 0..n {
-        // SAFETY: plain syscalls on a valid C string.
-        let fd = unsafe { libc::open(file.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
-        if fd < 0 {
-            return Err(format!("open for write failed: {}", std::io::Error::last_os_error()));
         }
         // SAFETY: fd was just opened.
         unsafe { libc::close(fd) };
