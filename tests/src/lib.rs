@@ -233,7 +233,14 @@ fn entries<K: aya::Pod, V: aya::Pod>(maps: &Path, name: &str, clear: bool, pick:
     let keys: Vec<K> = keys.into_iter().filter(|k| pick(k)).collect();
     if clear {
         for k in &keys {
-            map.remove(k).unwrap_or_else(|e| panic!("remove an entry of {name}: {e}"));
+            // A key already gone is removed (as the enforcer's tables take it): iterating a
+            // hash map the kernel changes meanwhile (ports bound and freed outside every
+            // session) may list a key twice.
+            match map.remove(k) {
+                Ok(()) | Err(aya::maps::MapError::KeyNotFound) => {}
+                Err(aya::maps::MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::ENOENT) => {}
+                Err(e) => panic!("remove an entry of {name}: {e}"),
+            }
         }
     }
     keys.len()
