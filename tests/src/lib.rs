@@ -3,6 +3,7 @@
 //! file operations inside a session cgroup and report each result's errno; [`worker`] is
 //! the scripted worker that replays corpus sessions under a running daemon.
 
+pub mod agent;
 pub mod worker;
 
 use pincer::kernel::{Enforcer, EnforcerConfig};

@@ -11,7 +11,9 @@ use std::process::Command;
 /// The registry the packages come from.
 pub const REGISTRY: &str = "https://registry.npmjs.org";
 
-/// Where the guest finds each agent's package folder (`/opt/agents/claude-code/claude`).
+/// Where the guest finds each agent's package folder (`/opt/agents/claude-code/claude`,
+/// `/opt/agents/codex/vendor/x86_64-unknown-linux-musl/bin/codex`,
+/// `/opt/agents/gemini-cli/bundle/gemini.js`).
 pub const GUEST_DIR: &str = "/opt/agents";
 
 /// A pinned npm package holding an agent's executable.
@@ -39,8 +41,29 @@ pub const CLAUDE_CODE: Agent = Agent {
     executable: "claude",
 };
 
+/// Codex's static (musl) binaries for Linux x86-64: the package `@openai/codex` installs
+/// this build as its optional dependency `@openai/codex-linux-x64` (published as the
+/// version `<version>-linux-x64` of `@openai/codex`) and runs it; the binary runs on its own.
+pub const CODEX: Agent = Agent {
+    name: "codex",
+    package: "@openai/codex",
+    version: "0.171.0-linux-x64",
+    sha512: "97ae8d664420764d82de96dc7d42c3cf8db2114079f3531503a23e638dd6a78388a84cbbdc709d999d064e37801d8db272e1f8374d1df55b0baf04f58f1b214f",
+    executable: "vendor/x86_64-unknown-linux-musl/bin/codex",
+};
+
+/// Gemini CLI: one JavaScript bundle with no dependencies to install, run by the host's
+/// node (20 or later).
+pub const GEMINI_CLI: Agent = Agent {
+    name: "gemini-cli",
+    package: "@google/gemini-cli",
+    version: "0.61.0",
+    sha512: "75b43d034a81b4524d8ba5c1907bdf67a033a67e8f3601ff3fc876319ebb44b957f21480563ba9dfd0915aa751c59bfb61722e86b15acadafccb48ca9e4a319d",
+    executable: "bundle/gemini.js",
+};
+
 /// Every agent the VM tests run.
-pub const AGENTS: &[Agent] = &[CLAUDE_CODE];
+pub const AGENTS: &[Agent] = &[CLAUDE_CODE, CODEX, GEMINI_CLI];
 
 impl Agent {
     /// The tarball's URL in the registry (`<registry>/@scope/name/-/name-version.tgz`).
@@ -130,6 +153,8 @@ mod tests {
             "https://registry.npmjs.org/@anthropic-ai/claude-code-linux-x64/-/claude-code-linux-x64-2.1.332.tgz"
         );
         assert_eq!(CLAUDE_CODE.dir(Path::new("/t/agents")), Path::new("/t/agents/claude-code-2.1.332/package"));
+        // A platform build published as a version of the main package.
+        assert_eq!(CODEX.tarball_url(), "https://registry.npmjs.org/@openai/codex/-/codex-0.171.0-linux-x64.tgz");
         assert!(AGENTS.iter().all(|a| a.sha512.len() == 128 && a.sha512.bytes().all(|b| b.is_ascii_hexdigit())));
     }
 

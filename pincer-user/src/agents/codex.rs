@@ -72,10 +72,20 @@ fn outcome_of(output: &Value) -> Outcome {
             return if code == 0 { Outcome::Done } else { Outcome::Failed };
         }
     }
-    if let Some(rest) = text.strip_prefix("Exit code: ") {
-        let code: String = rest.chars().take_while(char::is_ascii_digit).collect();
-        if code.parse::<i64>().is_ok_and(|c| c != 0) {
-            return Outcome::Failed;
+    // A plain-text output opens with header lines (`Chunk ID:`, `Wall time:`, `Process
+    // exited with code N`, `Exit code: N`, `Original token count:`, `Output:`; an
+    // `apply_patch` run through the shell tool nests its own `Exit code:` after the outer
+    // `Output:`); the first exit code among them decides. The command's own output, after
+    // the headers, is never read for one.
+    for line in text.lines() {
+        let code = line.strip_prefix("Exit code: ").or_else(|| line.strip_prefix("Process exited with code "));
+        if let Some(rest) = code {
+            let code: String = rest.chars().take_while(|c| c.is_ascii_digit() || *c == '-').collect();
+            return if code.parse::<i64>().is_ok_and(|c| c != 0) { Outcome::Failed } else { Outcome::Done };
+        }
+        const HEADERS: [&str; 5] = ["Chunk ID:", "Wall time:", "Original token count:", "Output:", "Process running with session ID"];
+        if !HEADERS.iter().any(|h| line.starts_with(h)) {
+            break;
         }
     }
     Outcome::Done
@@ -192,6 +202,8 @@ struct State {
     patch_ends: HashMap<String, Outcome>,
     ids: Vec<String>,
     after_bad_line: bool,
+    /// The last prompt's text and how many tool calls had been seen then.
+    last_prompt: Option<(String, usize)>,
 }
 
 /// Parses one rollout file (`index` orders it among the inputs).
@@ -232,13 +244,24 @@ fn parse_line(index: usize, n: usize, v: Value, st: &mut State, out: &mut Parsed
                 st.cwd = Some(PathBuf::from(c));
             }
         }
-        "event_msg" if ptype == "user_message" => {
-            let text = str_field(payload, "message").map_err(|_| LineProblem::Missing("payload.message"))?;
+        "event_msg" if ptype == "user_message" || (ptype == "item_completed" && payload.pointer("/item/type").and_then(Value::as_str) == Some("UserMessage")) => {
+            // Older Codex writes `user_message` with the text in `message`; newer (0.17x)
+            // an `item_completed` whose `UserMessage` item holds text parts.
+            let text = if ptype == "user_message" {
+                str_field(payload, "message").map_err(|_| LineProblem::Missing("payload.message"))?.to_string()
+            } else {
+                let parts = payload.pointer("/item/content").and_then(Value::as_array).ok_or(LineProblem::Missing("payload.item.content"))?;
+                parts.iter().filter(|p| p.get("type").and_then(Value::as_str) == Some("text")).filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("\n")
+            };
             let session = st.session.clone().ok_or(LineProblem::NoSession("user message"))?;
+            // A version that writes both forms records one prompt twice, with no tool call
+            // between: the second is the same prompt.
+            let repeated = st.last_prompt.as_ref().is_some_and(|(t, calls)| *t == text && *calls == st.calls.len());
             if text.trim().is_empty() {
                 out.skipped.push(Unattributed::NotAPrompt);
-            } else {
-                out.prompts.push(Prompt { session, at, order: (index, n), text: text.to_string() });
+            } else if !repeated {
+                out.prompts.push(Prompt { session, at, order: (index, n), text: text.clone() });
+                st.last_prompt = Some((text, st.calls.len()));
                 st.after_bad_line = false;
             }
         }
@@ -322,5 +345,47 @@ mod tests {
         assert!(matches!(outcome_of(&Value::String("Exit code: 2\nWall time: 0.1 seconds".into())), Outcome::Failed));
         assert!(matches!(outcome_of(&serde_json::json!({"content": "x", "success": false})), Outcome::Failed));
         assert!(matches!(outcome_of(&Value::String("Success. Updated the following files:\nA a".into())), Outcome::Done));
+        // Codex 0.17x: the shell tool's headers, and apply_patch's nested in its output.
+        let exec = |code: i32, out: &str| Value::String(format!("Chunk ID: 2103bb\nWall time: 0.0000 seconds\nProcess exited with code {code}\nOriginal token count: 14\nOutput:\n{out}"));
+        assert!(matches!(outcome_of(&exec(0, "hi\n")), Outcome::Done));
+        assert!(matches!(outcome_of(&exec(1, "cat: x: Permission denied\n")), Outcome::Failed));
+        assert!(matches!(outcome_of(&exec(0, "Exit code: 1\n")), Outcome::Done), "the command's output is not a header");
+        let patch = |code: i32| Value::String(format!("Wall time: 0.0000 seconds\nOutput:\nExit code: {code}\nWall time: 0 seconds\nOutput:\nSuccess. Updated the following files:\nM calc.py\n"));
+        assert!(matches!(outcome_of(&patch(0)), Outcome::Done));
+        assert!(matches!(outcome_of(&patch(1)), Outcome::Failed));
+    }
+
+    /// Lines of a Codex 0.171 rollout (`codex exec`), cut to the fields read.
+    fn rollout_0171(prompt: &str) -> String {
+        let lines = [
+            serde_json::json!({"timestamp": "2026-12-02T18:07:37.952Z", "type": "session_meta", "payload": {"id": "s1", "cwd": "/w/proj", "cli_version": "0.171.0"}}),
+            serde_json::json!({"timestamp": "2026-12-02T18:07:38.000Z", "type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "<environment_context>\n  <cwd>/w/proj</cwd>\n</environment_context>"}]}}),
+            serde_json::json!({"timestamp": "2026-12-02T18:07:38.070Z", "type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": prompt}]}}),
+            serde_json::json!({"timestamp": "2026-12-02T18:07:38.071Z", "type": "event_msg", "payload": {"type": "item_completed", "item": {"type": "UserMessage", "id": "u1", "content": [{"type": "text", "text": prompt, "text_elements": []}]}}}),
+            serde_json::json!({"timestamp": "2026-12-02T18:07:38.100Z", "type": "response_item", "payload": {"type": "function_call", "name": "exec_command", "arguments": "{\"cmd\": \"apply_patch <<'EOF'\\n*** Begin Patch\\n*** Update File: calc.py\\n@@\\n-a\\n+b\\n*** End Patch\\nEOF\", \"workdir\": \"/w/proj\"}", "call_id": "c1"}}),
+            serde_json::json!({"timestamp": "2026-12-02T18:07:38.200Z", "type": "response_item", "payload": {"type": "function_call_output", "call_id": "c1", "output": "Wall time: 0.0000 seconds\nOutput:\nExit code: 0\nWall time: 0 seconds\nOutput:\nSuccess. Updated the following files:\nM calc.py\n"}}),
+            serde_json::json!({"timestamp": "2026-12-02T18:07:38.300Z", "type": "response_item", "payload": {"type": "function_call", "name": "exec_command", "arguments": "{\"cmd\": \"cat README.md\"}", "call_id": "c2"}}),
+            serde_json::json!({"timestamp": "2026-12-02T18:07:38.400Z", "type": "response_item", "payload": {"type": "function_call_output", "call_id": "c2", "output": "Chunk ID: 1\nWall time: 0.0 seconds\nProcess exited with code 0\nOutput:\n# calc\n"}}),
+        ];
+        lines.iter().map(|l| format!("{l}\n")).collect()
+    }
+
+    #[test]
+    fn a_codex_0171_prompt_is_its_user_message_item_and_its_patch_through_the_shell_tool_counts() {
+        let mut parsed = Parsed::default();
+        parse(0, Path::new("rollout.jsonl"), &rollout_0171("Fix add in calc."), &mut parsed);
+        assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
+        let prompts: Vec<&str> = parsed.prompts.iter().map(|p| p.text.as_str()).collect();
+        assert_eq!(prompts, ["Fix add in calc."], "the environment context and the model-input copy are not prompts");
+        let touched: Vec<(String, Access)> = parsed.touches.iter().flat_map(|t| t.needs.iter().map(|n| (n.path.display().to_string(), n.access))).collect();
+        assert_eq!(touched, [("/w/proj/calc.py".to_string(), Access::Read), ("/w/proj/calc.py".to_string(), Access::Write)]);
+        assert_eq!(parsed.skipped, [Unattributed::ShellCommand], "`cat` through the shell tool is counted, not read");
+        // Both forms of one prompt (a version that writes both): one prompt.
+        let extra = serde_json::json!({"timestamp": "2026-12-02T18:07:38.072Z", "type": "event_msg", "payload": {"type": "user_message", "message": "Fix add."}});
+        let mut lines: Vec<String> = rollout_0171("Fix add.").lines().map(str::to_owned).collect();
+        lines.insert(4, extra.to_string());
+        let mut parsed = Parsed::default();
+        parse(0, Path::new("rollout.jsonl"), &(lines.join("\n") + "\n"), &mut parsed);
+        assert_eq!(parsed.prompts.len(), 1);
     }
 }

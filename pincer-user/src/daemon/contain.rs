@@ -256,30 +256,60 @@ impl Default for ContainmentConfig {
             "~/.sdkman/**",
             "~/.asdf/**",
         ];
-        // Under any root: git hooks and config (run by the user's next git command), and agent
-        // settings that grant permissions or run hooks: Claude Code's settings, hooks, user
-        // config (`~/.claude.json`: MCP servers, allowed tools), commands, subagents and skills
-        // (they grant tools), and plugins (they bring hooks and MCP servers).
+        // Under any root: git hooks and config (run by the user's next git command), and what
+        // an agent loads as configuration, instructions or code: settings that grant
+        // permissions or run hooks, env files, instruction and memory files, rules, commands,
+        // subagents, skills and prompts (they grant tools or steer the model), and plugins
+        // (they bring hooks and MCP servers). Claude Code: its settings, hooks, user config
+        // (`~/.claude.json`: MCP servers, allowed tools), user memory and rules, output
+        // styles. Codex: every TOML file of its home (config, profiles, managed config),
+        // hooks, `.env`, AGENTS files, rules, skills, prompts, plugins and memories. Gemini
+        // CLI: settings, trusted folders, `.env`, GEMINI/AGENTS files (its memory), commands,
+        // extensions, policies, skills, subagents and hooks. The agents' own state beside
+        // them (sessions, logs, chats, databases) stays writable.
         let agent = [
             "**/.git/hooks/**",
             "**/.git/config",
             "**/.claude/settings.json",
             "**/.claude/settings.local.json",
             "**/.mcp.json",
-            "**/.codex/**",
-            "**/.gemini/**",
+            "**/.codex/config.toml",
+            "**/.codex/hooks.json",
+            "**/.codex/.env",
+            "**/.codex/AGENTS.md",
+            "**/.codex/AGENTS.override.md",
+            "**/.codex/rules/**",
+            "**/.codex/skills/**",
+            "**/.codex/prompts/**",
+            "**/.codex/hooks/**",
+            "**/.codex/plugins/**",
+            "**/.codex/memories/**",
+            "**/.gemini/settings.json",
+            "**/.gemini/trustedFolders.json",
+            "**/.gemini/.env",
+            "**/.gemini/GEMINI.md",
+            "**/.gemini/AGENTS.md",
+            "**/.gemini/commands/**",
+            "**/.gemini/extensions/**",
+            "**/.gemini/policies/**",
+            "**/.gemini/skills/**",
+            "**/.gemini/agents/**",
+            "**/.gemini/hooks/**",
             "~/.claude/settings*.json",
             "~/.claude/hooks/**",
             "~/.claude/commands/**",
             "~/.claude/agents/**",
             "~/.claude/skills/**",
+            "~/.claude/rules/**",
+            "~/.claude/output-styles/**",
+            "~/.claude/CLAUDE.md",
             "~/.claude/plugins/installed_plugins*.json",
             "~/.claude/plugins/known_marketplaces.json",
             "~/.claude/plugins/marketplaces/**",
             "~/.claude/plugins/cache/**",
             "~/.claude.json",
-            "~/.codex/config.toml",
-            "~/.gemini/settings.json",
+            "~/.codex/*.toml",
+            "~/.gemini/*.md",
         ];
         ContainmentConfig {
             protect: ["~", "/tmp", "/var/tmp", "/dev/shm", "/run/user/{uid}"].map(String::from).to_vec(),
@@ -296,6 +326,11 @@ impl Default for ContainmentConfig {
                 // backups), its never places carved out; its user config, read only.
                 open("~/.claude", OpenMode::ReadWrite),
                 open("~/.claude.json", OpenMode::ReadOnly),
+                // Codex's own state (sessions, logs, its databases, shell snapshots), its
+                // never places carved out.
+                open("~/.codex", OpenMode::ReadWrite),
+                // Gemini CLI's own state (chats, logs, shell history, project list).
+                open("~/.gemini", OpenMode::ReadWrite),
             ],
             never: secrets
                 .iter()

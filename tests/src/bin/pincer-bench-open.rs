@@ -615,7 +615,7 @@ fn round(s: &mut Samples, p: &Paths, ops: &Ops) -> Result<(), String> {
         // And the default `**/` rules as the kernel matches them (never patterns): every
         // walk then reads the name of each level it passes.
         let wcd = pincer_common::ACCESS_WRITE | pincer_common::ACCESS_CREATE | pincer_common::ACCESS_DELETE;
-        for (dir, name) in [(Some(".git"), "hooks"), (Some(".git"), "config"), (Some(".claude"), "settings.json"), (None, ".mcp.json"), (None, ".codex"), (None, ".gemini")] {
+        for (dir, name) in [(Some(".git"), "hooks"), (Some(".git"), "config"), (Some(".claude"), "settings.json"), (None, ".mcp.json"), (Some(".codex"), "config.toml"), (Some(".codex"), "rules"), (Some(".gemini"), "settings.json")] {
             enforcer
                 .add_never_pattern(dir.map(std::ffi::OsStr::new), std::ffi::OsStr::new(name), wcd)
                 .map_err(|e| e.to_string())?;

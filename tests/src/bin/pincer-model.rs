@@ -1,6 +1,9 @@
 //! A scripted model for the agent tests: a local server of the Anthropic Messages API
-//! (`POST /v1/messages`, streamed as server-sent events) that plays the model's side of a
-//! task given as a script, so a real Claude Code runs real tools without a model.
+//! (`POST /v1/messages`, for Claude Code), of the OpenAI Responses API (`POST
+//! /v1/responses`, for Codex) and of the Gemini API (`POST
+//! /v1beta/models/MODEL:streamGenerateContent?alt=sse` and `:generateContent`, for Gemini
+//! CLI), streamed as server-sent events, that plays the model's side of a task given as a
+//! script, so a real agent runs real tools without a model.
 //!
 //! The script (JSON in the environment variable `PINCER_MODEL_SCRIPT`) is a list of steps,
 //! each one tool call: `{"name", "tool", "input", "expect", "retries"}`. The server answers
@@ -8,8 +11,10 @@
 //! request carries: the first step while there are none; after a result, the same step again
 //! if the result failed (it is an error, or lacks the step's `expect` text) and the step
 //! has retries left (a kernel that denies a first access at once and grants it a moment
-//! later needs one), else the next step; after the last step a text answer ending the turn.
-//! Requests without tools (the agent's side calls) get a short text answer.
+//! later needs one; a retried shell command ends in a comment naming the try), else the
+//! next step; after the last step a text answer ending the turn.
+//! Requests without tools (the agent's side calls) get a short text answer. A Responses
+//! API tool result (`function_call_output`) has no error flag: its step needs an `expect`.
 //!
 //! What it saw is printed on standard error, one line each, for the test to read:
 //! `MODEL-RESULT {"step", "try", "name", "ok", "is_error", "content"}` for each tool result
@@ -43,6 +48,24 @@ impl Step {
             expect: v["expect"].as_str().map(str::to_owned),
             retries: v["retries"].as_u64().unwrap_or(0) as u32,
         }
+    }
+
+    /// The tool and input of try `attempt`: a retried shell command carries a trailing
+    /// comment naming the try, as a model varies a command it runs again (an agent may stop
+    /// a turn that repeats one call verbatim: Gemini CLI's loop detection does); an
+    /// `apply_patch` script is sent as it is.
+    fn input_for(&self, attempt: u32) -> (String, Value) {
+        let mut input = self.input.clone();
+        if attempt > 0 {
+            for key in ["command", "cmd"] {
+                if let Some(Value::String(c)) = input.get_mut(key) {
+                    if !c.trim_start().starts_with("apply_patch") {
+                        c.push_str(&format!("  # try {}", attempt + 1));
+                    }
+                }
+            }
+        }
+        (self.tool.clone(), input)
     }
 
     /// Whether a tool result shows this step done.
@@ -82,6 +105,46 @@ fn tool_results(body: &Value) -> Vec<ToolResult> {
                     content: result_text(&block["content"]),
                 });
             }
+        }
+    }
+    out
+}
+
+/// Every tool result of a Responses API request's input items, in order.
+fn function_outputs(body: &Value) -> Vec<ToolResult> {
+    body["input"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|i| i["type"] == "function_call_output")
+        .map(|i| ToolResult {
+            id: i["call_id"].as_str().unwrap_or_default().to_owned(),
+            is_error: false,
+            content: match &i["output"] {
+                Value::String(s) => s.clone(),
+                Value::Object(o) => o.get("content").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                other => result_text(other),
+            },
+        })
+        .collect()
+}
+
+/// Every tool result of a Gemini API request's contents (`functionResponse` parts), in order.
+fn function_responses(body: &Value) -> Vec<ToolResult> {
+    let mut out = Vec::new();
+    for c in body["contents"].as_array().into_iter().flatten() {
+        for part in c["parts"].as_array().into_iter().flatten() {
+            let r = &part["functionResponse"];
+            if r.is_null() {
+                continue;
+            }
+            let response = &r["response"];
+            let (is_error, content) = match (response["output"].as_str(), response["error"].as_str()) {
+                (Some(o), _) => (false, o.to_owned()),
+                (None, Some(e)) => (true, e.to_owned()),
+                (None, None) => (false, response.to_string()),
+            };
+            out.push(ToolResult { id: r["id"].as_str().unwrap_or_default().to_owned(), is_error, content });
         }
     }
     out
@@ -154,6 +217,30 @@ fn message_events(model: &str, n: usize, block: &Value, stop_reason: &str) -> St
     out
 }
 
+/// The events of one Responses API reply holding `item` (a `function_call` or a `message`).
+fn response_events(model: &str, n: usize, item: &Value) -> String {
+    let id = format!("resp_pincer_{n}");
+    let usage = json!({"input_tokens": 100, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 20,
+        "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 120});
+    let mut out = String::new();
+    out += &event("response.created", json!({"type": "response.created", "response": {"id": id, "model": model, "status": "in_progress"}}));
+    out += &event("response.output_item.added", json!({"type": "response.output_item.added", "output_index": 0, "item": item}));
+    out += &event("response.output_item.done", json!({"type": "response.output_item.done", "output_index": 0, "item": item}));
+    out += &event("response.completed", json!({"type": "response.completed", "response": {"id": id, "model": model, "status": "completed", "usage": usage}}));
+    out
+}
+
+/// The API a request came in on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Api {
+    /// Anthropic Messages (`/v1/messages`).
+    Messages,
+    /// OpenAI Responses (`/v1/responses`).
+    Responses,
+    /// Gemini (`/v1beta/models/MODEL:generateContent`, streamed or not).
+    Gemini,
+}
+
 /// The server's state across connections.
 struct Model {
     script: Vec<Step>,
@@ -183,20 +270,33 @@ fn cut(s: &str, max: usize) -> &str {
 }
 
 impl Model {
-    /// The reply to one `POST /v1/messages` body: (content type, body).
-    fn answer(&mut self, raw: &[u8]) -> (&'static str, String) {
+    /// The reply to one `POST /v1/messages` or `/v1/responses` body: (content type, body).
+    /// `streamed`: a Gemini request on `:streamGenerateContent` (its body does not say).
+    fn answer(&mut self, api: Api, streamed: bool, raw: &[u8]) -> (&'static str, String) {
         self.requests += 1;
         let n = self.requests;
         let text = String::from_utf8_lossy(raw);
         let watched = self.watch.iter().any(|w| text.contains(w.as_str()));
         let body: Value = serde_json::from_slice(raw).unwrap_or(Value::Null);
-        let model = body["model"].as_str().unwrap_or("claude-sonnet-4-5").to_owned();
-        let stream = body["stream"].as_bool().unwrap_or(false);
-        let tools = body["tools"].as_array().map_or(0, Vec::len);
-        let results = tool_results(&body);
-        report(format!("MODEL-REQUEST {}", json!({"n": n, "tools": tools, "results": results.len(), "bytes": raw.len(), "watched": watched, "stream": stream})));
-        let (block, stop) = if tools == 0 {
-            (json!({"type": "text", "text": "ok"}), "end_turn")
+        let default_model = match api {
+            Api::Messages => "claude-sonnet-4-5",
+            Api::Responses => "gpt-5",
+            Api::Gemini => "gemini-2.5-pro",
+        };
+        let model = body["model"].as_str().unwrap_or(default_model).to_owned();
+        let stream = body["stream"].as_bool().unwrap_or(api == Api::Gemini && streamed);
+        let tools = match api {
+            Api::Gemini => body["tools"].as_array().into_iter().flatten().map(|t| t["functionDeclarations"].as_array().map_or(0, Vec::len)).sum(),
+            _ => body["tools"].as_array().map_or(0, Vec::len),
+        };
+        let results = match api {
+            Api::Messages => tool_results(&body),
+            Api::Responses => function_outputs(&body),
+            Api::Gemini => function_responses(&body),
+        };
+        report(format!("MODEL-REQUEST {}", json!({"n": n, "api": format!("{api:?}"), "tools": tools, "results": results.len(), "bytes": raw.len(), "watched": watched, "stream": stream})));
+        let next = if tools == 0 {
+            None
         } else {
             for r in &results {
                 if !self.seen.insert(r.id.clone()) {
@@ -210,20 +310,54 @@ impl Model {
                         "is_error": r.is_error, "content": cut(&r.content, 4000)})
                 ));
             }
-            match next(&self.script, &results) {
-                Next::Call { step, attempt } => {
-                    let s = &self.script[step];
-                    (json!({"type": "tool_use", "id": format!("toolu_pincer_{step}_{attempt}"), "name": s.tool, "input": s.input}), "tool_use")
-                }
-                Next::Finish => (json!({"type": "text", "text": "Done: the tests pass and the fix is committed."}), "end_turn"),
-            }
+            Some(next(&self.script, &results))
         };
-        if stream {
-            ("text/event-stream", message_events(&model, n, &block, stop))
-        } else {
-            let msg = json!({"id": format!("msg_pincer_{n}"), "type": "message", "role": "assistant", "model": model, "content": [block],
-                "stop_reason": stop, "stop_sequence": null, "usage": {"input_tokens": 100, "output_tokens": 20}});
-            ("application/json", msg.to_string())
+        let call = match next {
+            Some(Next::Call { step, attempt }) => Some((format!("toolu_pincer_{step}_{attempt}"), self.script[step].input_for(attempt))),
+            _ => None,
+        };
+        let text = if next.is_none() { "ok" } else { "Done: the tests pass and the fix is committed." };
+        match api {
+            Api::Messages => {
+                let (block, stop) = match call {
+                    Some((id, (tool, input))) => (json!({"type": "tool_use", "id": id, "name": tool, "input": input}), "tool_use"),
+                    None => (json!({"type": "text", "text": text}), "end_turn"),
+                };
+                if stream {
+                    ("text/event-stream", message_events(&model, n, &block, stop))
+                } else {
+                    let msg = json!({"id": format!("msg_pincer_{n}"), "type": "message", "role": "assistant", "model": model, "content": [block],
+                        "stop_reason": stop, "stop_sequence": null, "usage": {"input_tokens": 100, "output_tokens": 20}});
+                    ("application/json", msg.to_string())
+                }
+            }
+            Api::Responses => {
+                let item = match call {
+                    Some((id, (tool, input))) => json!({"type": "function_call", "id": format!("fc_{id}"), "call_id": id, "name": tool, "arguments": input.to_string(), "status": "completed"}),
+                    None => json!({"type": "message", "id": format!("msg_pincer_{n}"), "role": "assistant", "status": "completed",
+                        "content": [{"type": "output_text", "text": text, "annotations": []}]}),
+                };
+                if stream {
+                    ("text/event-stream", response_events(&model, n, &item))
+                } else {
+                    let resp = json!({"id": format!("resp_pincer_{n}"), "object": "response", "model": model, "status": "completed", "output": [item],
+                        "usage": {"input_tokens": 100, "output_tokens": 20, "total_tokens": 120}});
+                    ("application/json", resp.to_string())
+                }
+            }
+            Api::Gemini => {
+                let part = match call {
+                    Some((id, (tool, input))) => json!({"functionCall": {"id": id, "name": tool, "args": input}}),
+                    None => json!({"text": text}),
+                };
+                let resp = json!({"candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+                    "usageMetadata": {"promptTokenCount": 100, "candidatesTokenCount": 20, "totalTokenCount": 120}, "modelVersion": model});
+                if stream {
+                    ("text/event-stream", format!("data: {resp}\r\n\r\n"))
+                } else {
+                    ("application/json", resp.to_string())
+                }
+            }
         }
     }
 }
@@ -274,7 +408,16 @@ fn serve(conn: TcpStream, model: Arc<Mutex<Model>>) -> std::io::Result<()> {
     let mut out = conn;
     while let Some((method, path, body)) = read_request(&mut reader)? {
         let (status, ctype, reply) = if method == "POST" && path.starts_with("/v1/messages") && !path.starts_with("/v1/messages/count_tokens") {
-            let (ctype, reply) = model.lock().expect("model lock").answer(&body);
+            let (ctype, reply) = model.lock().expect("model lock").answer(Api::Messages, false, &body);
+            ("200 OK", ctype, reply)
+        } else if method == "POST" && path.starts_with("/v1/responses") {
+            let (ctype, reply) = model.lock().expect("model lock").answer(Api::Responses, false, &body);
+            ("200 OK", ctype, reply)
+        } else if method == "POST" && path.starts_with("/v1beta/models/") && path.contains(":countTokens") {
+            ("200 OK", "application/json", json!({"totalTokens": 100}).to_string())
+        } else if method == "POST" && path.starts_with("/v1beta/models/") && (path.contains(":streamGenerateContent") || path.contains(":generateContent")) {
+            let streamed = path.contains(":streamGenerateContent");
+            let (ctype, reply) = model.lock().expect("model lock").answer(Api::Gemini, streamed, &body);
             ("200 OK", ctype, reply)
         } else if method == "POST" && path.starts_with("/v1/messages/count_tokens") {
             ("200 OK", "application/json", json!({"input_tokens": 100}).to_string())
@@ -357,5 +500,56 @@ mod tests {
             .collect();
         assert_eq!(serde_json::from_str::<Value>(&joined).unwrap(), block["input"]);
         assert!(text.contains("\"stop_reason\":\"tool_use\""));
+    }
+
+    #[test]
+    fn a_responses_api_request_is_answered_from_its_function_outputs() {
+        let script = vec![
+            Step { name: "run".into(), tool: "exec_command".into(), input: json!({"cmd": "python3 -m unittest"}), expect: Some("OK".into()), retries: 1 },
+        ];
+        let mut m = Model { script, watch: vec!["SECRET".into()], requests: 0, seen: Default::default() };
+        let first = json!({"model": "gpt-5", "stream": true, "tools": [{"type": "function", "name": "exec_command"}], "input": [{"type": "message", "role": "user", "content": []}]});
+        let (ctype, text) = m.answer(Api::Responses, false, first.to_string().as_bytes());
+        assert_eq!(ctype, "text/event-stream");
+        let items: Vec<Value> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .map(|d| serde_json::from_str::<Value>(d).unwrap())
+            .filter(|v| v["type"] == "response.output_item.done")
+            .map(|v| v["item"].clone())
+            .collect();
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0]["call_id"], "toolu_pincer_0_0");
+        let args: Value = serde_json::from_str(items[0]["arguments"].as_str().unwrap()).unwrap();
+        assert_eq!(args["cmd"], "python3 -m unittest");
+        assert!(text.contains("\"type\":\"response.completed\""));
+        // A failed result is tried again; a passing one ends the turn with a message.
+        let failed = json!({"model": "gpt-5", "stream": true, "tools": [{}], "input": [{"type": "function_call_output", "call_id": "toolu_pincer_0_0", "output": "Permission denied"}]});
+        let (_, text) = m.answer(Api::Responses, false, failed.to_string().as_bytes());
+        assert!(text.contains("toolu_pincer_0_1"), "{text}");
+        let passed = json!({"stream": true, "tools": [{}], "input": [{"type": "function_call_output", "call_id": "toolu_pincer_0_1", "output": "Ran 2 tests\nOK"}]});
+        let (_, text) = m.answer(Api::Responses, false, passed.to_string().as_bytes());
+        assert!(text.contains("\"type\":\"message\"") && !text.contains("function_call"), "{text}");
+    }
+
+    #[test]
+    fn a_gemini_request_is_answered_from_its_function_responses() {
+        let script = vec![Step { name: "read".into(), tool: "read_file".into(), input: json!({"file_path": "/p/a"}), expect: None, retries: 1 }];
+        let mut m = Model { script, watch: vec![], requests: 0, seen: Default::default() };
+        let tools = json!([{"functionDeclarations": [{"name": "read_file"}, {"name": "run_shell_command"}]}]);
+        let first = json!({"contents": [{"role": "user", "parts": [{"text": "go"}]}], "tools": tools});
+        let (ctype, text) = m.answer(Api::Gemini, true, first.to_string().as_bytes());
+        assert_eq!(ctype, "text/event-stream");
+        let v: Value = serde_json::from_str(text.strip_prefix("data: ").unwrap().trim_end()).unwrap();
+        let call = &v["candidates"][0]["content"]["parts"][0]["functionCall"];
+        assert_eq!((call["id"].as_str(), call["name"].as_str(), &call["args"]), (Some("toolu_pincer_0_0"), Some("read_file"), &json!({"file_path": "/p/a"})));
+        // An error response is a failed try; the step is tried again.
+        let failed = json!({"tools": tools, "contents": [{"role": "user", "parts": [{"functionResponse": {"id": "toolu_pincer_0_0", "name": "read_file", "response": {"error": "EACCES"}}}]}]});
+        let (_, text) = m.answer(Api::Gemini, true, failed.to_string().as_bytes());
+        assert!(text.contains("toolu_pincer_0_1"), "{text}");
+        // A side call (no tools), not streamed: plain JSON text.
+        let (ctype, text) = m.answer(Api::Gemini, false, json!({"contents": []}).to_string().as_bytes());
+        assert_eq!(ctype, "application/json");
+        assert!(text.contains("\"text\":\"ok\""), "{text}");
     }
 }
