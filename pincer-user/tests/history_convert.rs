@@ -209,10 +209,12 @@ fn an_unreadable_file_is_named_and_the_others_are_still_converted() {
     assert!(c.errors[0].to_string().starts_with("/nonexistent/rollout.jsonl: cannot read"), "{}", c.errors[0]);
 }
 
-/// Gemini CLI's session, recorded in `gemini-cli/tmp/almanac/chats/`: three prompts (the
-/// second and third resumed with `--resume latest`); the resumed runs also started a second
-/// chat file of the same session with no prompt in it.
+/// Gemini CLI's sessions, recorded in `gemini-cli/tmp/almanac/chats/`: three prompts (the
+/// second and third resumed with `--resume latest`; the resumed runs also started a second
+/// chat file of the same session with no prompt in it), and a later session whose prompt
+/// names a file with `@` (Gemini CLI sends the file's content with it).
 const G: &str = "9c852e2d-c2a5-490c-ad3a-92fc66b4b0fc";
+const G2: &str = "e4fb33bd-ec3c-49a4-964e-747bfa7796ed";
 const G_CHAT: &str = "session-2026-12-02T18-39-9c852e2d.jsonl";
 
 /// The Gemini CLI fixture set up, with the project folders its `grep_search` looked in, and
@@ -221,7 +223,7 @@ fn gemini_setup() -> Setup {
     let mut s = setup("gemini-cli");
     std::fs::create_dir_all(s.root.join("projects/almanac/src")).unwrap();
     s.files.retain(|f| f.extension().is_some_and(|x| x == "jsonl"));
-    assert_eq!(s.files.len(), 2);
+    assert_eq!(s.files.len(), 3);
     s
 }
 
@@ -263,6 +265,9 @@ fn gemini_cli_chats_become_history_from_the_file_tools_that_succeeded() {
                 ])
             ),
             (0, format!("{G}-3"), "Plan the moon phases work.".into(), acc(&[("projects/almanac/notes/plan.md", Read)])),
+            // The prompt as typed (`displayContent`), not with the file's content; the CLI's
+            // own read of the file is no tool call of the model.
+            (0, format!("{G2}-1"), "Summarize @notes/plan.md please".into(), vec![]),
         ]
     );
     use Unattributed as U;
@@ -298,7 +303,7 @@ fn gemini_cli_bad_lines_are_named_and_the_other_lines_still_count() {
     assert!(msgs[1].contains(&format!("{G_CHAT}:40: `timestamp` is missing")), "{}", msgs[1]);
     assert!(msgs[2].contains(&format!("{G_CHAT}:78: not a JSON object")), "{}", msgs[2]);
     let got = tasks(&c);
-    assert_eq!(got.len(), 3);
+    assert_eq!(got.len(), 4);
     // The replace is lost with its line; the write_file and list_directory after the cut
     // line and before the next prompt are not guessed to belong to the first prompt.
     assert_eq!(got[0].3, acc(&[("projects/almanac/README.md", Read)]));
@@ -329,6 +334,6 @@ fn the_cli_finds_gemini_cli_chats_under_a_folder() {
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert_eq!(stdout, convert(Agent::GeminiCli, &s.files, &s.root).to_jsonl());
-    assert!(stderr.contains("converted 3 tasks with 11 accesses from 2 files"), "{stderr}");
+    assert!(stderr.contains("converted 4 tasks with 11 accesses from 3 files"), "{stderr}");
     assert!(stderr.contains("not attributed: 1 shell commands"), "{stderr}");
 }

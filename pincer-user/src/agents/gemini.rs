@@ -11,7 +11,8 @@
 //!   before it were made.
 //! - A message line has `id`, `timestamp` and `type`. `user`: `content` is an array of parts
 //!   (or a string), `displayContent` what the user typed when it differs (an `@file`
-//!   reference expanded); a user message whose parts are `functionResponse` parts echoes
+//!   reference expanded: Gemini CLI's own read of the file is no tool call, and is not
+//!   attributed); a user message whose parts are `functionResponse` parts echoes
 //!   tool results. `gemini`: the model's turn, with `toolCalls` (`id`, `name`, `args`,
 //!   `result`, `status` `success`/`error`/`cancelled`, `timestamp`, `resultDisplay`). The
 //!   same message is written again, whole, each time its tool calls or token counts change:
