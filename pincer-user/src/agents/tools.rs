@@ -111,7 +111,7 @@ fn string_field<'v>(tool: &str, input: &'v Value, field: &'static str, required:
 }
 
 /// The directory a glob pattern's literal leading components name, below `base`.
-fn glob_base(base: PathBuf, pattern: &str) -> PathBuf {
+pub(crate) fn glob_base(base: PathBuf, pattern: &str) -> PathBuf {
     let parts: Vec<&str> = pattern.split('/').collect();
     let mut out = if pattern.starts_with('/') { PathBuf::from("/") } else { base };
     // The last component is a file name or a glob: only the folders before it are listed.

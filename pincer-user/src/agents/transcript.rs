@@ -24,6 +24,8 @@ pub enum Agent {
     ClaudeCode,
     /// Codex's session rollouts (`~/.codex/sessions/**/rollout-*.jsonl`).
     Codex,
+    /// Gemini CLI's chats (`~/.gemini/tmp/<project>/chats/session-*.jsonl`).
+    GeminiCli,
 }
 
 /// What was wrong with a line (or a whole file).
@@ -312,6 +314,7 @@ pub fn convert(agent: Agent, files: &[PathBuf], root: &Path) -> Conversion {
         match agent {
             Agent::ClaudeCode => super::claude::parse(i, file, &text, &mut parsed),
             Agent::Codex => super::codex::parse(i, file, &text, &mut parsed),
+            Agent::GeminiCli => super::gemini::parse(i, file, &text, &mut parsed),
         }
     }
     attribute(parsed, root)
