@@ -1593,3 +1593,40 @@ fn a_read_lock_on_a_read_granted_file_blocks_the_users_writer() {
     }
     assert_eq!(user, vec![0], "the user's write lock (the session's read lock: {})", holder.1);
 }
+
+// ---------------------------------------------------------------------------------------
+// Guards: a read-granted file pulled into the session's own folder.
+
+/// Hard-links a read-granted file of the user's into a folder the session made (where it
+/// may do anything), then opens the link for writing; and swaps a file of its own with the
+/// user's file (`renameat2(RENAME_EXCHANGE)`), so that the user's content sits in the
+/// session's folder and the session's in the user's. Closed: a file with several links
+/// opens only by an exact grant (`is_multi_link`), and the exchange meets `check_create`
+/// for the session's file's new name in the user's folder (the hook runs once per side).
+#[test]
+fn pulls_a_read_granted_file_into_its_own_folder_by_link_and_exchange() {
+    let mut red = Red::start_with("pull", |ws| {
+        make(&ws.join("data/report.txt"), Some("the user's\n"));
+    });
+    let ws = red.ws.clone();
+    let report = ws.join("data/report.txt");
+    red.grant(&ws, Scope::Exact, &[Access::Create]);
+    red.grant(&report, Scope::Exact, &[Access::Read]);
+    let mine = ws.join("mine");
+    let (link, fake) = (mine.join("r.txt"), mine.join("fake.txt"));
+    let r = red.gated(|| {
+        let made = mkdir(&mine);
+        let own = create(&fake, "the session's\n");
+        // SAFETY: link and renameat2 on valid C strings.
+        let linked = rc(unsafe { libc::link(cpath(&report).as_ptr(), cpath(&link).as_ptr()) } as i64);
+        let write = append(&link, "evil\n");
+        let swapped = rc(unsafe {
+            libc::renameat2(libc::AT_FDCWD, cpath(&fake).as_ptr(), libc::AT_FDCWD, cpath(&report).as_ptr(), libc::RENAME_EXCHANGE)
+        } as i64);
+        vec![made, own, linked, write, swapped]
+    });
+    assert_eq!(&r[..2], &[0, 0], "the session's own folder and file");
+    assert_eq!(std::fs::read_to_string(&report).unwrap(), "the user's\n", "the user's file was changed or swapped");
+    assert_eq!(r[3], EACCES, "write through the link (link: {})", r[2]);
+    assert_eq!(r[4], EACCES, "RENAME_EXCHANGE");
+}
