@@ -1664,6 +1664,7 @@ fn pulls_a_read_granted_file_into_its_own_folder_by_link_and_exchange() {
 /// may grant from the home under a broad read must be decided by kind (the twin's
 /// secret detection on content, or a default of no broad home grants).
 #[test]
+#[ignore = "open route: the never list names histories and secrets one by one; zsh's other history names, atuin, VS Code state, Slack cookies, KeePass, Vagrant keys are not in it"]
 fn reads_histories_and_secrets_the_never_list_does_not_name() {
     let mut c = Cleanup::default();
     let places = [
@@ -1711,6 +1712,7 @@ fn reads_histories_and_secrets_the_never_list_does_not_name() {
 /// whoever uses the repository; one made in a folder the user works in is the user's code
 /// place, whoever made it.
 #[test]
+#[ignore = "open route: a .git the session makes is its own (pincer_vfs_mkdir subtree grant, patterns skipped) even in the user's project folder, where the user's git runs its hooks"]
 fn makes_a_repository_in_the_users_project_whose_hooks_the_users_git_runs() {
     let mut red = Red::start_with("gitinit", |ws| {
         make(&ws.join("proj/src/lib.rs"), Some("\n"));
