@@ -92,6 +92,12 @@ shared_consts! {
     HOOK_PATH_NOTIFY: u32 = 21;
     /// Hook id: `inode_getattr` (`stat`, `statx` of a never-grantable object).
     HOOK_INODE_GETATTR: u32 = 22;
+    /// Hook id: `inode_getxattr` (an extended attribute of a never-grantable object).
+    HOOK_INODE_GETXATTR: u32 = 23;
+    /// Hook id: `inode_listxattr` (the extended attribute names of a never-grantable object).
+    HOOK_INODE_LISTXATTR: u32 = 24;
+    /// Hook id: `inode_readlink` (the target of a never-grantable symlink).
+    HOOK_INODE_READLINK: u32 = 25;
 
     /// Event flag: the walk up the dentries ran out of its bound before it found
     /// a protected root or the filesystem root, so the access was denied.

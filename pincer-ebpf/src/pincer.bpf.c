@@ -1922,19 +1922,14 @@ int BPF_PROG(pincer_path_notify, const struct path *path, __u64 mask, unsigned i
 	return check_object(&s, d, need, HOOK_PATH_NOTIFY);
 }
 
-/* stat of a never-grantable object: its size, times and owner tell what a
- * secret holds and when it changes, so an object no grant may read cannot be
- * looked at either. Everything else stays visible (listing a directory shows
- * its names anyway). Only never-grantable entries are looked up: with none
- * configured, a stat costs the session lookup and one array read. */
-SEC("lsm/inode_getattr")
-int BPF_PROG(pincer_inode_getattr, const struct path *path, int ret)
+/* A read of an object's metadata where its read is never-grantable: refused and
+ * reported with `hook` (the dentry's mount, where the hook has one, lets the
+ * walk cross mounts). */
+static __always_inline int never_read(__u64 dentry, __u64 mnt, __u32 hook)
 {
 	struct session s;
 	__u32 zero = 0;
 
-	if (ret)
-		return ret;
 	if (!current_session(&s))
 		return 0;
 	struct pincer_state *st = bpf_map_lookup_elem(&MAP_STATE, &zero);
@@ -1943,16 +1938,55 @@ int BPF_PROG(pincer_inode_getattr, const struct path *path, int ret)
 		return 0;
 	struct walk w;
 
-	walk_start(&w, &s, (__u64)BPF_CORE_READ(path, dentry), (__u64)BPF_CORE_READ(path, mnt), ACCESS_READ, 0);
+	walk_start(&w, &s, dentry, mnt, ACCESS_READ, 0);
 	w.exact_ok = 0;
 	w.subtree_ok = 0;
 	walk_up(&w);
 	if (w.never & ACCESS_READ) {
 		w.flags |= EVENT_FLAG_NEVER;
-		report(&s, &w, w.d, ACCESS_READ, HOOK_INODE_GETATTR);
+		report(&s, &w, w.d, ACCESS_READ, hook);
 		return -EACCES;
 	}
 	return 0;
+}
+
+/* stat of a never-grantable object: its size, times and owner tell what a
+ * secret holds and when it changes, so an object no grant may read cannot be
+ * looked at either. Everything else stays visible (listing a directory shows
+ * its names anyway). Only never-grantable entries are looked up: with none
+ * configured, a stat costs the session lookup and one array read. */
+SEC("lsm/inode_getattr")
+int BPF_PROG(pincer_inode_getattr, const struct path *path, int ret)
+{
+	if (ret)
+		return ret;
+	return never_read((__u64)BPF_CORE_READ(path, dentry), (__u64)BPF_CORE_READ(path, mnt), HOOK_INODE_GETATTR);
+}
+
+/* The other reads of metadata: an extended attribute, the list of their names,
+ * a symlink's target. Same signatures on 6.1 and 6.12. */
+SEC("lsm/inode_getxattr")
+int BPF_PROG(pincer_inode_getxattr, struct dentry *dentry, const char *name, int ret)
+{
+	if (ret)
+		return ret;
+	return never_read((__u64)dentry, 0, HOOK_INODE_GETXATTR);
+}
+
+SEC("lsm/inode_listxattr")
+int BPF_PROG(pincer_inode_listxattr, struct dentry *dentry, int ret)
+{
+	if (ret)
+		return ret;
+	return never_read((__u64)dentry, 0, HOOK_INODE_LISTXATTR);
+}
+
+SEC("lsm/inode_readlink")
+int BPF_PROG(pincer_inode_readlink, struct dentry *dentry, int ret)
+{
+	if (ret)
+		return ret;
+	return never_read((__u64)dentry, 0, HOOK_INODE_READLINK);
 }
 
 SEC("lsm/userns_create")

@@ -9,7 +9,7 @@
 /// verifier refuses it (`inode_setattr` gained a leading `mnt_idmap` argument
 /// in Linux 6.8; `pincer_file_open_held` is sleepable and calls kernel
 /// functions that Linux 6.12 has and 6.1 lacks).
-pub const PROGRAMS: [(&str, &str); 23] = [
+pub const PROGRAMS: [(&str, &str); 26] = [
     ("pincer_file_open_held", "file_open"),
     ("pincer_file_open", "file_open"),
     ("pincer_inode_create", "inode_create"),
@@ -33,6 +33,9 @@ pub const PROGRAMS: [(&str, &str); 23] = [
     ("pincer_userns_create", "userns_create"),
     ("pincer_path_notify", "path_notify"),
     ("pincer_inode_getattr", "inode_getattr"),
+    ("pincer_inode_getxattr", "inode_getxattr"),
+    ("pincer_inode_listxattr", "inode_listxattr"),
+    ("pincer_inode_readlink", "inode_readlink"),
 ];
 
 /// Hooks that older supported kernels lack (`inode_set_acl` and

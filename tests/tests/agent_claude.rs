@@ -181,8 +181,24 @@ kill $model
         let log = daemon.pincer(&["log"]);
         format!("{what}; the pane:\n{screen}\npincer log:\n{}{}", String::from_utf8_lossy(&log.stdout), String::from_utf8_lossy(&log.stderr))
     };
-    // The TUI draws its input box (and its hint line) on the pane's terminal.
-    let drawn = wait_for(server, "for shortcuts", Duration::from_secs(180)).unwrap_or_else(|s| panic!("{}", report("Claude Code's TUI did not draw", &s)));
+    // The TUI draws on the pane's terminal: a dialog of what is new in this version (a
+    // keypress, Escape, dismisses it), then its input box and hint line.
+    let start = Instant::now();
+    let drawn = loop {
+        let screen = pane(server);
+        if screen.contains("for shortcuts") {
+            break screen;
+        }
+        if start.elapsed() > Duration::from_secs(240) {
+            panic!("{}", report("Claude Code's TUI did not draw", &screen));
+        }
+        if screen.contains("Esc to cancel") {
+            show(&format!("agent_claude_tui: a dialog, dismissed with Escape:\n{screen}"));
+            tmux(server, &["send-keys", "-t", "agent", "Escape"]);
+            std::thread::sleep(Duration::from_secs(2));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
     show(&format!("agent_claude_tui: the TUI drew:\n{drawn}"));
     // A prompt typed into it, then Enter: the model's Read runs and its answer is shown.
     tmux(server, &["send-keys", "-t", "agent", "-l", "How do I run the calc tests?"]);

@@ -1100,7 +1100,6 @@ fn writes_a_file_and_creates_in_a_directory_of_the_users_group() {
 /// used where the filesystem has them (tmpfs from 6.6), else a `security.*` one (readable
 /// by every uid: the VFS leaves those to the LSMs).
 #[test]
-#[ignore = "open route: inode_getxattr/inode_listxattr are not attached; a never-grantable object's xattrs are readable"]
 fn reads_the_xattrs_of_a_never_grantable_secret() {
     let mut c = Cleanup::default();
     let dir = PathBuf::from(home(".ssh"));
@@ -1127,12 +1126,9 @@ fn reads_the_xattrs_of_a_never_grantable_secret() {
 }
 
 /// Learns what a never-grantable symlink points at (`readlink` of `~/.ssh/id_*` kept on a
-/// USB stick) and whether a named secret exists (`access(F_OK)`), with `stat` refused.
-/// Neither `readlink` (`inode_readlink`) nor `access` (`inode_permission`) passes a hook
-/// Pincer attaches.
+/// USB stick), with `stat` refused. `readlink` passes `inode_readlink`, not `inode_getattr`.
 #[test]
-#[ignore = "open route: inode_readlink/inode_permission are not attached; a never-grantable link's target and a secret's existence are readable"]
-fn reads_a_never_grantable_symlink_and_probes_a_secret_by_access() {
+fn reads_a_never_grantable_symlinks_target() {
     let mut c = Cleanup::default();
     let dir = PathBuf::from(home(".ssh"));
     if !dir.exists() {
@@ -1147,10 +1143,29 @@ fn reads_a_never_grantable_symlink_and_probes_a_secret_by_access() {
     let key = ufile(&home(&format!(".ssh/id_rtn_{}", uniq())), "-----BEGIN OPENSSH PRIVATE KEY-----\n");
     c.add(&key);
     let red = Red::start("readlink");
-    assert_eq!(ungated(|| vec![readlink_is(&link, target), exists_by_access(&key)]), vec![0, 0]);
-    let r = red.gated(|| vec![stat(&key), readlink_is(&link, target), exists_by_access(&key)]);
+    assert_eq!(ungated(|| vec![readlink_is(&link, target)]), vec![0]);
+    let r = red.gated(|| vec![stat(&key), readlink_is(&link, target)]);
     assert_eq!(r[0], EACCES, "control: stat is refused");
-    assert!(refused(r[1]) && refused(r[2]), "readlink / access of never-grantable objects: {r:?}");
+    assert!(refused(r[1]), "readlink of a never-grantable symlink: {r:?}");
+}
+
+/// Learns whether a named secret exists (`access(F_OK)` in `~/.ssh`), with `stat` refused:
+/// `access` passes `inode_permission` only, which runs on every name of every path lookup.
+#[test]
+#[ignore = "open route: inode_permission is not attached (it runs on every lookup); access(F_OK) tells whether a never-grantable object exists"]
+fn probes_a_secrets_existence_by_access() {
+    let mut c = Cleanup::default();
+    let dir = PathBuf::from(home(".ssh"));
+    if !dir.exists() {
+        c.add(&dir);
+    }
+    let key = ufile(&home(&format!(".ssh/id_rtn_{}", uniq())), "-----BEGIN OPENSSH PRIVATE KEY-----\n");
+    c.add(&key);
+    let red = Red::start("access");
+    assert_eq!(ungated(|| vec![exists_by_access(&key)]), vec![0]);
+    let r = red.gated(|| vec![stat(&key), exists_by_access(&key)]);
+    assert_eq!(r[0], EACCES, "control: stat is refused");
+    assert!(refused(r[1]), "access(F_OK) of a never-grantable object: {r:?}");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1176,7 +1191,6 @@ fn appends_to_a_claude_shell_snapshot_the_users_other_agent_sources() {
 /// session talks the user's next agent outside Pincer into running its commands. Same
 /// open path, not listed.
 #[test]
-#[ignore = "open route: ~/.claude/CLAUDE.md (loaded by every Claude Code of the user) is writable through the rw open path ~/.claude"]
 fn plants_instructions_in_the_users_claude_memory() {
     open_path_route("memory", &[(".claude/CLAUDE.md", "# My preferences\nUse tabs.\n")], ".claude/CLAUDE.md", false);
 }

@@ -193,6 +193,15 @@ pub enum Hook {
     /// `inode_getattr`: `stat` of a never-grantable object.
     #[serde(rename = "inode_getattr")]
     InodeGetattr,
+    /// `inode_getxattr`: an extended attribute of a never-grantable object.
+    #[serde(rename = "inode_getxattr")]
+    InodeGetxattr,
+    /// `inode_listxattr`: the extended attribute names of a never-grantable object.
+    #[serde(rename = "inode_listxattr")]
+    InodeListxattr,
+    /// `inode_readlink`: the target of a never-grantable symlink.
+    #[serde(rename = "inode_readlink")]
+    InodeReadlink,
     /// `task_kill`: a signal to a task outside the session.
     #[serde(rename = "task_kill")]
     TaskKill,
@@ -286,6 +295,9 @@ impl Hook {
             HOOK_USERNS_CREATE => Hook::UsernsCreate,
             HOOK_PATH_NOTIFY => Hook::PathNotify,
             HOOK_INODE_GETATTR => Hook::InodeGetattr,
+            HOOK_INODE_GETXATTR => Hook::InodeGetxattr,
+            HOOK_INODE_LISTXATTR => Hook::InodeListxattr,
+            HOOK_INODE_READLINK => Hook::InodeReadlink,
             HOOK_TASK_KILL => Hook::TaskKill,
             HOOK_PTRACE_ACCESS_CHECK => Hook::PtraceAccessCheck,
             HOOK_PTRACE_TRACEME => Hook::PtraceTraceme,
@@ -334,6 +346,9 @@ impl Hook {
             Hook::UsernsCreate => "userns_create",
             Hook::PathNotify => "path_notify",
             Hook::InodeGetattr => "inode_getattr",
+            Hook::InodeGetxattr => "inode_getxattr",
+            Hook::InodeListxattr => "inode_listxattr",
+            Hook::InodeReadlink => "inode_readlink",
             Hook::TaskKill => "task_kill",
             Hook::PtraceAccessCheck => "ptrace_access_check",
             Hook::PtraceTraceme => "ptrace_traceme",
