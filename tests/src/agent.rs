@@ -164,7 +164,18 @@ pub struct HomeFiles(Vec<PathBuf>);
 impl Drop for HomeFiles {
     fn drop(&mut self) {
         for p in &self.0 {
-            let _ = std::fs::remove_dir_all(p).or_else(|_| std::fs::remove_file(p));
+            // An agent's process that outlived its run may still be writing there (Gemini
+            // CLI saves its project list by a copy renamed over it): tried until it is gone.
+            for _ in 0..50 {
+                let _ = std::fs::remove_dir_all(p).or_else(|_| std::fs::remove_file(p));
+                if std::fs::symlink_metadata(p).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            if std::fs::symlink_metadata(p).is_ok() {
+                show(&format!("agent: {} could not be removed", p.display()));
+            }
         }
     }
 }

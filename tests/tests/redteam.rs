@@ -2450,11 +2450,15 @@ fn sweep_every_user_owned_object_for_write() {
     }
     let red = Red::start("sweep");
     let objects = user_objects();
+    // The session's scratch and the shipped configuration's read-write open paths.
     let exceptions: Vec<PathBuf> = vec![
         red.scratch.clone(),
         PathBuf::from(home(".cargo")),
         PathBuf::from(home(".npm")),
         PathBuf::from(home(".cache/pip")),
+        PathBuf::from(home(".claude")),
+        PathBuf::from(home(".codex")),
+        PathBuf::from(home(".gemini")),
     ];
     let candidates: Vec<PathBuf> = objects
         .into_iter()
