@@ -161,8 +161,17 @@ pub fn make_project(ws: &Path) -> PathBuf {
 /// dropped.
 pub struct HomeFiles(Vec<PathBuf>);
 
+/// Kills what an agent run left behind outside every session (an agent's helper process
+/// may outlive the agent; the tests after this one share the VM): every process of the
+/// worker's uid, as no other test runs meanwhile.
+pub fn kill_leftovers() {
+    let _ = Command::new("/usr/bin/pkill").args(["-KILL", "-U", &WORKER_UID.to_string()]).status();
+    std::thread::sleep(Duration::from_millis(200));
+}
+
 impl Drop for HomeFiles {
     fn drop(&mut self) {
+        kill_leftovers();
         for p in &self.0 {
             // An agent's process that outlived its run may still be writing there (Gemini
             // CLI saves its project list by a copy renamed over it): tried until it is gone.
@@ -408,6 +417,7 @@ exit $status
         let started = Instant::now();
         let out = c.output().expect("run the ungated task");
         let ungated = started.elapsed();
+        kill_leftovers();
         let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         let (base_ok, base_tried, base_retries) = task_figures(&results(&text), task_steps);
         show(&format!("{tag} ungated: steps {base_ok}/{base_tried}, retries {base_retries}, wall {:.1} s", ungated.as_secs_f64()));
