@@ -68,11 +68,14 @@ fn attacker(cgroup: Option<&Path>, f: impl FnOnce() -> Vec<i32>) -> Vec<i32> {
         assert!(pid >= 0, "fork");
         if pid == 0 {
             libc::close(fds[0]);
-            if !enter(procs.as_ref()) {
+            // Report on an fd above any `f` claims.
+            let report = libc::fcntl(fds[1], libc::F_DUPFD_CLOEXEC, 512);
+            libc::close(fds[1]);
+            if report < 0 || !enter(procs.as_ref()) {
                 libc::_exit(101);
             }
             for r in f() {
-                libc::write(fds[1], (&r as *const i32).cast(), 4);
+                libc::write(report, (&r as *const i32).cast(), 4);
             }
             libc::_exit(0);
         }
@@ -108,18 +111,27 @@ impl Outside {
             assert!(pid >= 0, "fork");
             if pid == 0 {
                 libc::close(fds[0]);
-                if !enter(procs.as_ref()) {
+                // Report on an fd above any `setup` claims (the victim dup2s
+                // its secret to `SECRET_FD`, which may be the pipe's number).
+                let report = libc::fcntl(fds[1], libc::F_DUPFD_CLOEXEC, 512);
+                libc::close(fds[1]);
+                if report < 0 || !enter(procs.as_ref()) {
                     libc::_exit(101);
                 }
                 let v = setup();
-                libc::write(fds[1], (&v as *const i64).cast(), 8);
-                libc::close(fds[1]);
+                libc::write(report, (&v as *const i64).cast(), 8);
+                libc::close(report);
                 serve(v);
                 libc::_exit(0);
             }
             libc::close(fds[1]);
             let mut v = 0i64;
-            assert_eq!(libc::read(fds[0], (&mut v as *mut i64).cast(), 8), 8, "outside process did not start");
+            if libc::read(fds[0], (&mut v as *mut i64).cast(), 8) != 8 {
+                let mut status = 0;
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, &mut status, 0);
+                panic!("outside process did not start (wait status {status:#x})");
+            }
             libc::close(fds[0]);
             assert!(v >= 0, "outside process setup failed: errno {}", -v);
             Self { pid, value: v }
