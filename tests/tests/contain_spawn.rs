@@ -268,7 +268,7 @@ fn the_command_keeps_the_terminal_in_its_pid_namespace() {
     let mut cmd = env.command(
         r#"
 read line
-echo "$line" > $S/line
+echo "$line" > $S/line.part && mv $S/line.part $S/line
 exec $PROBE watch-signals $S/sigs $S/stop
 "#,
     );
