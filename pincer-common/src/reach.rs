@@ -105,7 +105,8 @@ pub mod map_names {
     pub const SOCKS: &str = "pincer_socks";
     /// `HASH` [`PortKey`](super::PortKey) → `u32` (sockets holding it; non-zero for listed ports).
     pub const PORTS: &str = "pincer_ports";
-    /// `HASH` [`HostAddrKey`](super::HostAddrKey) → `u32`: this host's own addresses.
+    /// `LPM_TRIE` [`HostAddrKey`](super::HostAddrKey) → `u32`: the destinations this
+    /// host's kernel delivers locally (its local routes).
     pub const HOST_ADDRS: &str = "pincer_host_addrs";
     /// `HASH` [`ObjectKey`](crate::ObjectKey) of a socket file → `u32`: sockets every session may reach.
     pub const UNIX_FILES: &str = "pincer_unix_files";
@@ -166,9 +167,13 @@ shared_struct! {
 }
 
 shared_struct! {
-    /// Key of the host address map: an IPv6 address (IPv4 as `::ffff:a.b.c.d`).
+    /// Key of the host address map (a longest-prefix-match trie): a prefix of IPv6
+    /// addresses (IPv4 as `::ffff:a.b.c.d`, its prefix length counted from bit 0 of
+    /// the mapped form, so 96 + the IPv4 length).
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct HostAddrKey as "host_addr_key" {
+        /// Leading bits of `addr` that the prefix fixes (128 for one address).
+        pub prefixlen: u32,
         /// The address bytes, network order.
         pub addr: [u8; 16],
     }

@@ -32,6 +32,8 @@
 #define S_IFMT 00170000
 #define S_IFDIR 0040000
 #define S_IFREG 0100000
+#define S_IROTH 00004
+#define S_IWOTH 00002
 #define FMODE_READ 0x1
 #define FMODE_WRITE 0x2
 #define FMODE_EXEC 0x20
@@ -755,25 +757,40 @@ static __always_inline int is_multi_link(struct inode *inode)
 	return inode && (BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFDIR && BPF_CORE_READ(inode, __i_nlink) > 1;
 }
 
-/* Whether `inode` is one of the user's own objects that a session may reach
- * only through a grant wherever it lies: it belongs to the session's uid (not
- * root's: for a root session every file would be its own) and it sits on a
- * filesystem that holds named objects. Not counted: the kernel's internal
- * mounts (pipes, sockets, anonymous inodes, memfd and SysV shared memory:
- * reached only through a descriptor the session already holds), /proc (other
- * processes are reach checks), devpts (terminals are reach checks), sysfs, and
- * cgroup2 (writes outside the session's cgroup are always refused). */
-static __always_inline int owned_by_user(const struct session *s, struct inode *inode)
+/* The access bits for which `inode` is one of the user's own objects, which a
+ * session may reach only through a grant wherever it lies. An object is the
+ * user's for an access when the user's identity is what lets the access
+ * through: the object belongs to the session's uid (not root's: for a root
+ * session every file would be its own), or the access needs a right its
+ * "other" mode bits do not give everyone, so the kernel let it through for the
+ * user's group, an ACL entry naming the user (udev's uaccess seats) or a
+ * capability. What every user of the machine may do (a world-readable system
+ * file, /dev/null, creating in /tmp) is not the user's. Not counted: the
+ * kernel's internal mounts (pipes, sockets, anonymous inodes, memfd and SysV
+ * shared memory: reached only through a descriptor the session already holds),
+ * /proc (other processes are reach checks), devpts (terminals are reach
+ * checks), sysfs, and cgroup2 (writes outside the session's cgroup are always
+ * refused). */
+static __always_inline __u32 users_bits(const struct session *s, struct inode *inode)
 {
-	if (!inode || !s->uid || BPF_CORE_READ(inode, i_uid.val) != s->uid)
+	if (!inode || !s->uid)
 		return 0;
 	struct super_block *sb = BPF_CORE_READ(inode, i_sb);
 	unsigned long magic = BPF_CORE_READ(sb, s_magic);
 
-	if (BPF_CORE_READ(sb, s_flags) & SB_KERNMOUNT)
+	if ((BPF_CORE_READ(sb, s_flags) & SB_KERNMOUNT) || magic == PROC_SUPER_MAGIC ||
+	    magic == DEVPTS_SUPER_MAGIC || magic == SYSFS_MAGIC || magic == CGROUP2_SUPER_MAGIC)
 		return 0;
-	return magic != PROC_SUPER_MAGIC && magic != DEVPTS_SUPER_MAGIC && magic != SYSFS_MAGIC &&
-	       magic != CGROUP2_SUPER_MAGIC;
+	if (BPF_CORE_READ(inode, i_uid.val) == s->uid)
+		return ACCESS_ALL_BITS;
+	umode_t mode = BPF_CORE_READ(inode, i_mode);
+	__u32 bits = 0;
+
+	if (!(mode & S_IROTH))
+		bits |= ACCESS_READ | ACCESS_LIST;
+	if (!(mode & S_IWOTH))
+		bits |= ACCESS_WRITE | ACCESS_CREATE | ACCESS_DELETE;
+	return bits;
 }
 
 /* An object of the user's whose walk met no root is gated by its owner: it
@@ -782,7 +799,7 @@ static __always_inline int owned_by_user(const struct session *s, struct inode *
  * system lets every user touch. */
 static __always_inline void protect_owned(const struct session *s, struct inode *inode, struct walk *w)
 {
-	if (!w->protected && owned_by_user(s, inode)) {
+	if (!w->protected && (users_bits(s, inode) & w->need)) {
 		w->protected = 1;
 		w->flags |= EVENT_FLAG_OWNED;
 	}
@@ -1186,13 +1203,15 @@ static __noinline int cache_decide(const struct session *s, struct dentry *obj, 
 				granted |= w->granted;
 		}
 	}
-	if (!protected && owned_by_user(s, inode))
-		protected = 1;
+	/* Bits the walk leaves ungated: none under a root, else those for
+	 * which the object is not the user's. */
+	__u32 free = protected ? 0 : ACCESS_ALL_BITS & ~users_bits(s, inode);
+
 	if (!own_dir && !multi)
-		verdict_put(s, obj, w, ACCESS_ALL_BITS & ~never & (protected ? granted : ACCESS_ALL_BITS));
+		verdict_put(s, obj, w, ACCESS_ALL_BITS & ~never & (granted | free));
 	if (never & need)
 		return 0;
-	return !protected || (granted & need) == need;
+	return ((granted | free) & need) == need;
 }
 
 /* ---- Never patterns ----

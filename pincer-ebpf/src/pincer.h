@@ -86,7 +86,8 @@ struct port_key {
 };
 
 struct host_addr_key {
-	__u8 addr[16]; /* IPv6; IPv4 as ::ffff:a.b.c.d */
+	__u32 prefixlen; /* LPM trie key: bits of addr that count (128: one address) */
+	__u8 addr[16];   /* IPv6; IPv4 as ::ffff:a.b.c.d */
 };
 
 struct unix_name_key {

@@ -15,8 +15,8 @@
  *   name is allowed (MAP_UNIX_NAMES, optionally only when the socket file
  *   has a given owner: the daemon's socket must be root's);
  * - TCP/UDP to an address that reaches this host (127.0.0.0/8, ::1, 0.0.0.0,
- *   ::, v4-mapped forms, broadcast and multicast, and the host's interface
- *   addresses in MAP_HOST_ADDRS) reach only ports the same session bound
+ *   ::, v4-mapped forms, broadcast and multicast, and every prefix the
+ *   kernel's local routes deliver here, in MAP_HOST_ADDRS) reach only ports the same session bound
  *   itself (recorded after a successful bind, or when a listening or UDP
  *   socket reports its port) or ports listed for every session (session 0);
  * - a session cannot bind a TCP/UDP port that a socket outside every session
@@ -184,9 +184,12 @@ struct {
 	__type(value, __u32); /* sockets holding it (session 0: listed, non-zero) */
 } MAP_PORTS SEC(".maps");
 
+/* The kernel's local routes (every destination it delivers to this host), as
+ * userspace reads them from the routing tables and keeps them on every change. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 256);
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 4096);
 	__type(key, struct host_addr_key);
 	__type(value, __u32);
 } MAP_HOST_ADDRS SEC(".maps");
@@ -1111,6 +1114,7 @@ static __always_inline int reaches_host(struct host_addr_key *a)
 		if (v4 == 0 || v4 == 0xffffffff) /* 0.0.0.0, limited broadcast */
 			return 1;
 	}
+	a->prefixlen = 128;
 	return bpf_map_lookup_elem(&MAP_HOST_ADDRS, a) != 0;
 }
 

@@ -198,7 +198,7 @@ pub fn drain_misses(pin_dir: &Path) {
 
 /// Counts (and with `clear` removes) the policy entries of each map.
 fn policy_maps(pin_dir: &Path, clear: bool) -> Vec<(&'static str, usize)> {
-    use pincer_common::reach::{map_names as r, HostAddrKey, PortKey, UnixNameKey};
+    use pincer_common::reach::{map_names as r, PortKey, UnixNameKey};
     use pincer_common::{map_names as m, GrantKey, NameKey, ObjectKey, SessionKey, SessionValue};
     let maps = pin_dir.join("maps");
     vec![
@@ -213,7 +213,7 @@ fn policy_maps(pin_dir: &Path, clear: bool) -> Vec<(&'static str, usize)> {
         (r::UNIX_FILES, entries::<ObjectKey, u32>(&maps, r::UNIX_FILES, clear, every)),
         (r::UNIX_NAMES, entries::<UnixNameKey, u32>(&maps, r::UNIX_NAMES, clear, every)),
         (r::UNIX_SERVED, entries::<UnixNameKey, u32>(&maps, r::UNIX_SERVED, clear, every)),
-        (r::HOST_ADDRS, entries::<HostAddrKey, u32>(&maps, r::HOST_ADDRS, clear, every)),
+        (r::HOST_ADDRS, trie_entries(&maps, r::HOST_ADDRS, clear)),
         // Ports listed for every session; a session's own bound ports go with their sockets.
         (r::PORTS, entries::<PortKey, u32>(&maps, r::PORTS, clear, |k: &PortKey| k.session == 0)),
     ]
@@ -242,6 +242,21 @@ fn entries<K: aya::Pod, V: aya::Pod>(maps: &Path, name: &str, clear: bool, pick:
                 Err(aya::maps::MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::ENOENT) => {}
                 Err(e) => panic!("remove an entry of {name}: {e}"),
             }
+        }
+    }
+    keys.len()
+}
+
+/// The prefixes of the host address trie `name` under `maps`, removed if `clear`.
+fn trie_entries(maps: &Path, name: &str, clear: bool) -> usize {
+    let path = maps.join(name);
+    let data = aya::maps::MapData::from_pin(&path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    let map = aya::maps::Map::from_map_data(data).unwrap_or_else(|e| panic!("map {name}: {e}"));
+    let mut map = aya::maps::lpm_trie::LpmTrie::<_, [u8; 16], u32>::try_from(map).unwrap_or_else(|e| panic!("trie {name}: {e}"));
+    let keys: Vec<_> = map.keys().collect::<Result<_, _>>().unwrap_or_else(|e| panic!("list {name}: {e}"));
+    if clear {
+        for k in &keys {
+            map.remove(k).unwrap_or_else(|e| panic!("remove an entry of {name}: {e}"));
         }
     }
     keys.len()

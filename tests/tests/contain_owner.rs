@@ -126,6 +126,11 @@ fn the_users_files_outside_every_root_need_a_grant_and_the_systems_do_not() {
         vec![0],
         "root's world-readable file"
     );
+    // And what it lets every user write (as /dev/null), writable.
+    let board = system.join("board");
+    write_file(&board, "");
+    std::fs::set_permissions(&board, std::fs::Permissions::from_mode(0o666)).unwrap();
+    assert_eq!(s.attack(&[Op::Write(board.clone())]), vec![0], "root's world-writable file");
 
     // In a shared, world-writable place outside the roots, what the session makes is its own;
     // what the user made there is not.

@@ -882,11 +882,11 @@ fn the_host_own_addresses_are_gated_like_loopback() {
     // An address this VM does not have is remote until the host lists it as its own.
     let addr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 7));
     assert_ne!(s.gated(move || vec![udp_sendto(addr, port)]), vec![EACCES]);
-    let mut addrs = pincer::kernel::host_addresses().unwrap();
-    addrs.push(addr);
-    s.te.get().set_host_addresses(&addrs).unwrap();
+    let mut routes = pincer::kernel::local_routes().unwrap();
+    routes.push(addr.into());
+    s.te.get().set_local_routes(&routes).unwrap();
     assert_eq!(s.gated(move || vec![udp_sendto(addr, port)]), vec![EACCES]);
-    s.te.get().refresh_host_addresses().unwrap();
+    s.te.get().refresh_local_routes().unwrap();
     assert_ne!(s.gated(move || vec![udp_sendto(addr, port)]), vec![EACCES]);
 }
 

@@ -1978,8 +1978,8 @@ fn sets_fsxattr_flags_of_a_read_only_file() {
 // `MAP_HOST_ADDRS` is filled when the daemon starts (`apply_reach`).
 
 /// The user's service on 0.0.0.0:P, reached through an address the host gained after the
-/// daemon started (a VPN, DHCP renew, a container bridge). `refresh_host_addresses` runs
-/// only at start, so `reaches_host` does not know it.
+/// daemon started (a VPN, DHCP renew, a container bridge): the daemon's `AddressWatch`
+/// reads the local routes again (`refresh_local_routes`) on the change.
 #[test]
 fn connects_to_the_users_service_via_an_address_added_after_the_daemon_started() {
     let red = Red::start("lateaddr");
@@ -2010,12 +2010,12 @@ fn connects_to_the_users_service_via_the_hosts_interface_address() {
         vec![EACCES]
     );
     // Without the address in MAP_HOST_ADDRS it counts as remote: that lookup is the check.
-    let rest: Vec<IpAddr> = pincer::kernel::host_addresses()
+    let rest: Vec<pincer::kernel::LocalRoute> = pincer::kernel::local_routes()
         .unwrap()
         .into_iter()
-        .filter(|x| *x != IpAddr::V4(a))
+        .filter(|r| !r.contains(IpAddr::V4(a)))
         .collect();
-    red.enforcer.set_host_addresses(&rest).unwrap();
+    red.enforcer.set_local_routes(&rest).unwrap();
     assert_eq!(
         red.gated(|| vec![fetch(IpAddr::V4(a), p, SECRET)]),
         vec![0],

@@ -988,12 +988,10 @@ fn open_path_route(name: &str, files: &[(&str, &str)], target: &str, create_it: 
 /// IPv4 address on `lo` makes its whole prefix local (the kernel adds a `local` route for
 /// the prefix, as it does for 127.0.0.0/8): with 198.18.79.61/24 on `lo` (known to the
 /// daemon at start), 198.18.79.77 reaches the host's wildcard listeners too.
-/// `reaches_host` (reach.bpf.c) knows the exact addresses of `getifaddrs` (and the
-/// broadcast ones) in MAP_HOST_ADDRS, so 198.18.79.77 counts as remote egress. Principle:
-/// what reaches this host is what the kernel routes locally (a route lookup, or the
-/// socket's route after connect), not a list of the host's addresses.
+/// Refused since MAP_HOST_ADDRS is a longest-prefix trie of the kernel's local routes
+/// (read over rtnetlink, again on every address or route change), not the list of
+/// interface addresses it was: what reaches this host is what the kernel routes locally.
 #[test]
-#[ignore = "open route: reaches_host knows only exact interface addresses, not the local prefix routes an address on lo adds"]
 fn reaches_the_users_service_through_another_address_of_a_local_prefix() {
     let a = Ipv4Addr::new(198, 18, 79, 61);
     let other = Ipv4Addr::new(198, 18, 79, 77);
@@ -1025,13 +1023,12 @@ fn connects_to_the_users_service_with_tcp_fast_open() {
 
 /// Writes a file the user reaches through a POSIX ACL entry (`u:1000:rw`) but does not own
 /// (root's, 0600), in a place outside every root (a shared project an admin opened to the
-/// user with `setfacl`). `owned_by_user` (pincer.bpf.c, used by `protect_owned`) counts
-/// only `i_uid == session uid`; an object outside the roots that is not the user's by uid
-/// is "what the system lets every user touch" and `verdict` allows. Principle: an object
-/// the session's uid can write only because of who it is (owner, group, ACL entry) is the
-/// user's; only what every user may touch is the system's.
+/// user with `setfacl`). Refused since `users_bits` (pincer.bpf.c, used by
+/// `protect_owned`) counts, besides the owner uid, every access the object's "other" mode
+/// bits do not give everyone: an object the session's uid can write only because of who it
+/// is (owner, group, ACL entry) is the user's; only what every user may touch is the
+/// system's.
 #[test]
-#[ignore = "open route: owned_by_user counts only i_uid; an object the user reaches by ACL entry is ungated outside the roots"]
 fn writes_a_file_the_user_reaches_through_an_acl_entry() {
     let fs = Tmpfs::mount(&format!("/srv/rtn-acl-{}", uniq()));
     let f = fs.0.join("deploy.conf");
@@ -1049,9 +1046,8 @@ fn writes_a_file_the_user_reaches_through_an_acl_entry() {
 /// root, mode 0600 (0660 with a system group), and an ACL entry for the logged-in user
 /// (webcam, microphone, sound, USB devices; `redteam.rs`'s
 /// `opens_a_user_owned_device_node` chowns the node instead, which udev does not do).
-/// Same cause as the ACL file: `owned_by_user` looks at `i_uid` only.
+/// Refused for the same reason as the ACL file.
 #[test]
-#[ignore = "open route: a uaccess device (root's, ACL u:UID:rw) is not counted as the user's by owned_by_user"]
 fn opens_a_seat_device_the_user_reaches_through_uaccess() {
     let mut c = Cleanup::default();
     let dev = PathBuf::from(format!("/dev/rtn-mic-{}", uniq()));
@@ -1067,10 +1063,9 @@ fn opens_a_seat_device_the_user_reaches_through_uaccess() {
 
 /// Writes a file and creates in a directory the user reaches through its group only
 /// (root's, group = the user's private group 1000, 0660 / 2775: a shared project
-/// directory under /srv as Debian's user private groups are used). `owned_by_user`
-/// counts `i_uid` only, and `check_create` asks it about the parent directory (root's).
+/// directory under /srv as Debian's user private groups are used). `check_create` asks
+/// `users_bits` about the parent directory, whose "other" bits give no write.
 #[test]
-#[ignore = "open route: owned_by_user counts only i_uid; a file or directory of the user's group is ungated outside the roots"]
 fn writes_a_file_and_creates_in_a_directory_of_the_users_group() {
     let fs = Tmpfs::mount(&format!("/srv/rtn-grp-{}", uniq()));
     let d = fs.0.join("shared");

@@ -245,7 +245,7 @@ pub async fn run_kernel_daemon(config: Config) -> Result<(), DaemonError> {
                 tracing::error!(error = %e, "address watch failed: addresses added from now on are not known as this host's");
                 break;
             }
-            if let Err(e) = addresses.refresh_host_addresses() {
+            if let Err(e) = addresses.refresh_local_routes() {
                 tracing::error!(error = %e, "cannot refresh this host's addresses");
             }
         }

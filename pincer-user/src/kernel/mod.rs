@@ -72,7 +72,7 @@ mod reach;
 mod table;
 
 pub use event::{Hook, Miss, Misses};
-pub use reach::{abstract_name_key, host_addresses, path_name_key, AddressWatch, HostPort, Proto, Reach, ReachConfig};
+pub use reach::{abstract_name_key, local_routes, path_name_key, AddressWatch, LocalRoute, HostPort, Proto, Reach, ReachConfig};
 pub use table::{BpfTable, MemoryMaps, MemoryTable, Table};
 
 use table::BoxTable;
@@ -241,7 +241,7 @@ pub enum KernelError {
         name: String,
     },
     /// This host's interface addresses could not be listed.
-    #[error("cannot list this host's interface addresses (getifaddrs)")]
+    #[error("cannot read this host's local routes (rtnetlink)")]
     HostAddresses(#[source] std::io::Error),
     /// The sockets of this host could not be read from `/proc/net`.
     #[error("cannot read this host's sockets from {path}")]
@@ -474,6 +474,12 @@ where
     V: aya::Pod + Send + Sync + 'static,
 {
     let map: HashMap<MapData, K, V> = typed(name, map)?;
+    Ok(Box::new(BpfTable::new(name, map)))
+}
+
+/// The host address trie of the program as a boxed [`Table`] keyed by prefix.
+fn lpm_table(name: &'static str, map: Map) -> Result<BoxTable<pincer_common::reach::HostAddrKey, u32>, KernelError> {
+    let map: aya::maps::lpm_trie::LpmTrie<MapData, [u8; 16], u32> = typed(name, map)?;
     Ok(Box::new(BpfTable::new(name, map)))
 }
 

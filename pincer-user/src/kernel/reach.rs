@@ -10,7 +10,8 @@
 //!   ([`Enforcer::allow_abstract_socket`]);
 //! - TCP/UDP ports on this host for every session ([`Enforcer::allow_port`]);
 //!   "this host" is loopback, the unspecified, broadcast and multicast
-//!   addresses and the host's interface addresses ([`Enforcer::refresh_host_addresses`]).
+//!   addresses and every prefix the kernel's local routes deliver here
+//!   ([`Enforcer::refresh_local_routes`]).
 //!
 //! In the other direction, a process outside every session reaches a Unix
 //! socket a session created only under a name listed with
@@ -20,7 +21,7 @@
 //!
 //! Remote hosts stay reachable: network egress is not gated.
 
-use super::{hash_table, BoxTable, Enforcer, Hook, KernelError, Miss, ObjectId};
+use super::{hash_table, lpm_table, BoxTable, Enforcer, Hook, KernelError, Miss, ObjectId};
 use aya::maps::Map;
 use aya::programs::links::{FdLink, PinnedLink};
 use aya::programs::{FEntry, FExit, ProgramError};
@@ -245,7 +246,7 @@ impl ReachMaps {
     pub(super) fn bpf(open: &mut impl FnMut(&'static str) -> Result<Map, KernelError>) -> Result<Self, KernelError> {
         Ok(Self {
             ports: hash_table(map_names::PORTS, open(map_names::PORTS)?)?,
-            host_addrs: hash_table(map_names::HOST_ADDRS, open(map_names::HOST_ADDRS)?)?,
+            host_addrs: lpm_table(map_names::HOST_ADDRS, open(map_names::HOST_ADDRS)?)?,
             unix_files: hash_table(map_names::UNIX_FILES, open(map_names::UNIX_FILES)?)?,
             unix_names: hash_table(map_names::UNIX_NAMES, open(map_names::UNIX_NAMES)?)?,
             unix_served: hash_table(map_names::UNIX_SERVED, open(map_names::UNIX_SERVED)?)?,
@@ -336,13 +337,13 @@ pub fn abstract_name_key(name: &[u8]) -> Result<UnixNameKey, KernelError> {
     Ok(key)
 }
 
-/// The host-address key of `addr` (IPv4 as `::ffff:a.b.c.d`).
+/// The host-address key of the one address `addr` (IPv4 as `::ffff:a.b.c.d`).
 pub fn host_addr_key(addr: IpAddr) -> HostAddrKey {
     let v6 = match addr {
         IpAddr::V4(v4) => v4.to_ipv6_mapped(),
         IpAddr::V6(v6) => v6,
     };
-    HostAddrKey { addr: v6.octets() }
+    HostAddrKey { prefixlen: 128, addr: v6.octets() }
 }
 
 /// The key under which [`Enforcer::seed_outside_ports`] holds `port`.
@@ -350,9 +351,10 @@ fn outside_seen_key(port: HostPort) -> PortKey {
     PortKey { session: PORT_OUTSIDE_SEEN, port: port.port, proto: port.proto.number(), ..Default::default() }
 }
 
-/// A netlink subscription to this host's address changes (`RTMGRP_IPV4_IFADDR`,
-/// `RTMGRP_IPV6_IFADDR`): the daemon refreshes the kernel's list of host addresses on each,
-/// so an address added after it started is gated like the others.
+/// A netlink subscription to this host's address and route changes (`RTMGRP_IPV4_IFADDR`,
+/// `RTMGRP_IPV6_IFADDR`, `RTMGRP_IPV4_ROUTE`, `RTMGRP_IPV6_ROUTE`): the daemon reads the
+/// local routes again on each, so an address or local route added after it started is
+/// gated like the others.
 #[derive(Debug)]
 pub struct AddressWatch {
     fd: tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>,
@@ -364,6 +366,8 @@ impl AddressWatch {
         use std::os::fd::FromRawFd;
         const RTMGRP_IPV4_IFADDR: u32 = 0x10;
         const RTMGRP_IPV6_IFADDR: u32 = 0x100;
+        const RTMGRP_IPV4_ROUTE: u32 = 0x40;
+        const RTMGRP_IPV6_ROUTE: u32 = 0x400;
         // SAFETY: plain socket(2) and bind(2) on a zeroed sockaddr_nl we own.
         unsafe {
             let raw = libc::socket(
@@ -377,7 +381,7 @@ impl AddressWatch {
             let fd = std::os::fd::OwnedFd::from_raw_fd(raw);
             let mut sa: libc::sockaddr_nl = std::mem::zeroed();
             sa.nl_family = libc::AF_NETLINK as u16;
-            sa.nl_groups = RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR;
+            sa.nl_groups = RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR | RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_ROUTE;
             let len = std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t;
             if libc::bind(raw, (&sa as *const libc::sockaddr_nl).cast(), len) < 0 {
                 return Err(std::io::Error::last_os_error());
@@ -425,31 +429,167 @@ impl AddressWatch {
     }
 }
 
-/// This host's interface addresses (and IPv4 broadcast addresses), from `getifaddrs`.
-pub fn host_addresses() -> Result<Vec<IpAddr>, KernelError> {
-    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs fills `head` with a list we free below.
-    if unsafe { libc::getifaddrs(&mut head) } != 0 {
-        return Err(KernelError::HostAddresses(std::io::Error::last_os_error()));
+/// A destination prefix this host's kernel delivers to itself: a `local`, `broadcast` or
+/// `anycast` route of its routing tables (as `ip route show table local` lists them). An
+/// address on an interface adds one for itself; on a loopback interface, one for its
+/// whole prefix (127.0.0.0/8, or any address put on `lo`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LocalRoute {
+    /// The prefix's first address.
+    pub addr: IpAddr,
+    /// Leading bits of `addr` the prefix fixes (32 or 128: one address).
+    pub prefix_len: u8,
+}
+
+impl From<IpAddr> for LocalRoute {
+    /// The route of the one address `addr`.
+    fn from(addr: IpAddr) -> Self {
+        Self { addr, prefix_len: if addr.is_ipv4() { 32 } else { 128 } }
+    }
+}
+
+impl LocalRoute {
+    /// The key of this prefix in the host address trie (IPv4 in its `::ffff:` form, bits
+    /// past the prefix cleared).
+    pub fn key(&self) -> HostAddrKey {
+        let max = if self.addr.is_ipv4() { 32 } else { 128 };
+        let len = u32::from(self.prefix_len.min(max)) + (128 - max as u32);
+        let mut key = host_addr_key(self.addr);
+        key.prefixlen = len;
+        let mut bits = u128::from_be_bytes(key.addr);
+        if len < 128 {
+            bits &= !(u128::MAX >> len);
+        }
+        key.addr = bits.to_be_bytes();
+        key
+    }
+
+    /// Whether `addr` lies in this prefix.
+    pub fn contains(&self, addr: IpAddr) -> bool {
+        let k = self.key();
+        let a = u128::from_be_bytes(host_addr_key(addr).addr);
+        let mask = if k.prefixlen == 0 { 0 } else { u128::MAX << (128 - k.prefixlen) };
+        a & mask == u128::from_be_bytes(k.addr)
+    }
+}
+
+/// This host's local routes (see [`LocalRoute`]), read from the kernel's routing tables
+/// over rtnetlink (every table, both families).
+pub fn local_routes() -> Result<Vec<LocalRoute>, KernelError> {
+    dump_local_routes().map_err(KernelError::HostAddresses)
+}
+
+/// Asks the kernel for every route (`RTM_GETROUTE` dump) and keeps the local ones.
+fn dump_local_routes() -> std::io::Result<Vec<LocalRoute>> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    const RTM_NEWROUTE: u16 = 24;
+    const RTM_GETROUTE: u16 = 26;
+    const NLMSG_ERROR: u16 = 2;
+    const NLMSG_DONE: u16 = 3;
+    const NLM_F_REQUEST: u16 = 1;
+    const NLM_F_DUMP: u16 = 0x300;
+    const RTN_LOCAL: u8 = 2;
+    const RTN_BROADCAST: u8 = 3;
+    const RTN_ANYCAST: u8 = 4;
+    const RTA_DST: u16 = 1;
+    const HDR: usize = 16; // struct nlmsghdr
+    const RTMSG: usize = 12; // struct rtmsg
+    let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("rtnetlink route dump: {what}"));
+    // SAFETY: socket(2) whose descriptor the OwnedFd takes.
+    let fd = unsafe {
+        let raw = libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::NETLINK_ROUTE);
+        if raw < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        OwnedFd::from_raw_fd(raw)
+    };
+    let seq: u32 = 1;
+    let mut req = [0u8; HDR + RTMSG];
+    req[0..4].copy_from_slice(&((HDR + RTMSG) as u32).to_ne_bytes());
+    req[4..6].copy_from_slice(&RTM_GETROUTE.to_ne_bytes());
+    req[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
+    req[8..12].copy_from_slice(&seq.to_ne_bytes());
+    req[HDR] = libc::AF_UNSPEC as u8;
+    // SAFETY: sendto(2) of a buffer we own to the kernel (a zeroed sockaddr_nl).
+    let sent = unsafe {
+        let mut sa: libc::sockaddr_nl = std::mem::zeroed();
+        sa.nl_family = libc::AF_NETLINK as u16;
+        libc::sendto(
+            fd.as_raw_fd(),
+            req.as_ptr().cast(),
+            req.len(),
+            0,
+            (&sa as *const libc::sockaddr_nl).cast(),
+            std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+        )
+    };
+    if sent < 0 {
+        return Err(std::io::Error::last_os_error());
     }
     let mut out = Vec::new();
-    let mut cur = head;
-    while !cur.is_null() {
-        // SAFETY: `cur` is a node of the list getifaddrs returned.
-        let ifa = unsafe { &*cur };
-        for sa in [ifa.ifa_addr, if ifa.ifa_flags & libc::IFF_BROADCAST as u32 != 0 { ifa.ifa_ifu } else { std::ptr::null_mut() }] {
-            // SAFETY: non-null sockaddrs of the family they declare.
-            if let Some(addr) = unsafe { sockaddr_ip(sa) } {
-                out.push(addr);
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        // SAFETY: recv(2) into a buffer we own.
+        let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
             }
+            return Err(e);
         }
-        cur = ifa.ifa_next;
+        let msgs = &buf[..n as usize];
+        let mut off = 0;
+        while off + HDR <= msgs.len() {
+            let len = u32::from_ne_bytes(msgs[off..off + 4].try_into().expect("4 bytes")) as usize;
+            let kind = u16::from_ne_bytes(msgs[off + 4..off + 6].try_into().expect("2 bytes"));
+            if len < HDR || off + len > msgs.len() {
+                return Err(bad("a message overruns its datagram"));
+            }
+            let body = &msgs[off + HDR..off + len];
+            match kind {
+                NLMSG_DONE => {
+                    out.sort();
+                    out.dedup();
+                    return Ok(out);
+                }
+                NLMSG_ERROR => {
+                    let code = body.get(..4).map(|b| i32::from_ne_bytes(b.try_into().expect("4 bytes"))).unwrap_or(-libc::EIO);
+                    if code != 0 {
+                        return Err(std::io::Error::from_raw_os_error(-code));
+                    }
+                }
+                RTM_NEWROUTE if body.len() >= RTMSG => {
+                    let (family, dst_len, kind) = (body[0], body[1], body[7]);
+                    if matches!(kind, RTN_LOCAL | RTN_BROADCAST | RTN_ANYCAST) {
+                        let mut dst = None;
+                        let mut a = RTMSG;
+                        while a + 4 <= body.len() {
+                            let alen = u16::from_ne_bytes([body[a], body[a + 1]]) as usize;
+                            let atype = u16::from_ne_bytes([body[a + 2], body[a + 3]]);
+                            if alen < 4 || a + alen > body.len() {
+                                return Err(bad("an attribute overruns its route"));
+                            }
+                            if atype == RTA_DST {
+                                dst = Some(&body[a + 4..a + alen]);
+                            }
+                            a += (alen + 3) & !3;
+                        }
+                        let addr = match (i32::from(family), dst) {
+                            (libc::AF_INET, Some(d)) if d.len() == 4 => IpAddr::from(<[u8; 4]>::try_from(d).expect("4 bytes")),
+                            (libc::AF_INET6, Some(d)) if d.len() == 16 => IpAddr::from(<[u8; 16]>::try_from(d).expect("16 bytes")),
+                            (libc::AF_INET, None) => IpAddr::from([0u8; 4]),
+                            (libc::AF_INET6, None) => IpAddr::from([0u8; 16]),
+                            _ => return Err(bad("a route's destination does not fit its family")),
+                        };
+                        out.push(LocalRoute { addr, prefix_len: dst_len });
+                    }
+                }
+                _ => {}
+            }
+            off += (len + 3) & !3;
+        }
     }
-    // SAFETY: the list came from getifaddrs and is not used after this.
-    unsafe { libc::freeifaddrs(head) };
-    out.sort();
-    out.dedup();
-    Ok(out)
 }
 
 /// The TCP ports listening and the UDP ports bound on this host now, on any address and
@@ -489,25 +629,6 @@ fn parse_socket_table(text: &str, state: &str) -> Vec<u16> {
             (st.eq_ignore_ascii_case(state) && port != 0).then_some(port)
         })
         .collect()
-}
-
-/// # Safety
-/// `sa` is null or points to a socket address of the family it declares.
-unsafe fn sockaddr_ip(sa: *const libc::sockaddr) -> Option<IpAddr> {
-    if sa.is_null() {
-        return None;
-    }
-    match i32::from((*sa).sa_family) {
-        libc::AF_INET => {
-            let sin = &*(sa.cast::<libc::sockaddr_in>());
-            Some(IpAddr::V4(u32::from_be(sin.sin_addr.s_addr).into()))
-        }
-        libc::AF_INET6 => {
-            let sin6 = &*(sa.cast::<libc::sockaddr_in6>());
-            Some(IpAddr::V6(sin6.sin6_addr.s6_addr.into()))
-        }
-        _ => None,
-    }
 }
 
 impl Enforcer {
@@ -595,10 +716,10 @@ impl Enforcer {
         Ok(())
     }
 
-    /// Makes the kernel's list of this host's addresses (whose ports are
-    /// gated like loopback's) exactly `addrs`.
-    pub fn set_host_addresses(&mut self, addrs: &[IpAddr]) -> Result<(), KernelError> {
-        let want: HashSet<HostAddrKey> = addrs.iter().map(|a| host_addr_key(*a)).collect();
+    /// Makes the kernel's set of this host's local routes (whose ports are gated like
+    /// loopback's) exactly `routes`.
+    pub fn set_local_routes(&mut self, routes: &[LocalRoute]) -> Result<(), KernelError> {
+        let want: HashSet<HostAddrKey> = routes.iter().map(LocalRoute::key).collect();
         let have = self.reach.host_addrs.keys()?;
         for key in have.iter().filter(|k| !want.contains(k)) {
             self.reach.host_addrs.remove(key)?;
@@ -609,11 +730,11 @@ impl Enforcer {
         Ok(())
     }
 
-    /// Reads this host's interface addresses and hands them to the kernel
-    /// (call again when they change).
-    pub fn refresh_host_addresses(&mut self) -> Result<(), KernelError> {
-        let addrs = host_addresses()?;
-        self.set_host_addresses(&addrs)
+    /// Reads this host's local routes and hands them to the kernel (call again when
+    /// they change: [`AddressWatch`]).
+    pub fn refresh_local_routes(&mut self) -> Result<(), KernelError> {
+        let routes = local_routes()?;
+        self.set_local_routes(&routes)
     }
 
     /// Applies `config`: trusted sockets (owned by root), listed ports and this
@@ -626,7 +747,7 @@ impl Enforcer {
             self.allow_port(*port)?;
         }
         self.seed_outside_ports()?;
-        self.refresh_host_addresses()
+        self.refresh_local_routes()
     }
 }
 
@@ -742,8 +863,22 @@ mod tests {
     }
 
     #[test]
-    fn host_addresses_include_loopback() {
-        let addrs = host_addresses().unwrap();
-        assert!(addrs.iter().any(|a| a.is_loopback()), "{addrs:?}");
+    fn local_routes_include_loopbacks_prefix() {
+        let routes = local_routes().unwrap();
+        let lo = routes.iter().find(|r| r.contains("127.0.0.1".parse().unwrap())).expect("127.0.0.0/8");
+        assert!(lo.contains("127.9.8.7".parse().unwrap()), "{routes:?}");
+        assert!(!routes.iter().any(|r| r.contains("192.0.2.1".parse().unwrap())), "{routes:?}");
+    }
+
+    #[test]
+    fn a_routes_key_is_its_prefix_in_the_mapped_form() {
+        let r = LocalRoute { addr: "198.18.79.61".parse().unwrap(), prefix_len: 24 };
+        let k = r.key();
+        assert_eq!(k.prefixlen, 96 + 24);
+        assert_eq!(k.addr, host_addr_key("198.18.79.0".parse().unwrap()).addr);
+        assert!(r.contains("198.18.79.77".parse().unwrap()));
+        assert!(!r.contains("198.18.80.1".parse().unwrap()));
+        let one = LocalRoute::from("::1".parse::<IpAddr>().unwrap());
+        assert_eq!(one.key(), host_addr_key("::1".parse().unwrap()));
     }
 }

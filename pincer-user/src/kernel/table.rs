@@ -11,6 +11,7 @@
 
 use super::{access_bit, name_key, Enforcer, KernelError, ObjectId, Scope, SessionFlags};
 use crate::access::Access;
+use aya::maps::lpm_trie::{Key as LpmKey, LpmTrie};
 use aya::maps::{Array, HashMap, MapData, MapError};
 use aya::Pod;
 use pincer_common::reach::{HostAddrKey, PortKey, UnixNameKey};
@@ -104,6 +105,38 @@ impl<V: Pod + Send + Sync> Table<u32, V> for BpfTable<Array<MapData, V>> {
     }
     fn keys(&self) -> Result<Vec<u32>, KernelError> {
         Ok((0..self.map.len()).collect())
+    }
+}
+
+/// The host address trie, keyed by prefix: a key is the prefix itself (exact, not the
+/// longest match), as the enforcer adds and removes whole prefixes.
+impl Table<HostAddrKey, u32> for BpfTable<LpmTrie<MapData, [u8; 16], u32>> {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn get(&self, key: &HostAddrKey) -> Result<Option<u32>, KernelError> {
+        match self.map.get(&LpmKey::new(key.prefixlen, key.addr), 0) {
+            Ok(v) => Ok(Some(v)),
+            Err(MapError::KeyNotFound) => Ok(None),
+            Err(source) => Err(map_op("lookup", self.name, source)),
+        }
+    }
+    fn insert(&mut self, key: HostAddrKey, value: u32) -> Result<(), KernelError> {
+        self.map.insert(&LpmKey::new(key.prefixlen, key.addr), value, 0).map_err(|source| map_op("insert", self.name, source))
+    }
+    fn remove(&mut self, key: &HostAddrKey) -> Result<(), KernelError> {
+        match self.map.remove(&LpmKey::new(key.prefixlen, key.addr)) {
+            Ok(()) | Err(MapError::KeyNotFound) => Ok(()),
+            Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+            Err(source) => Err(map_op("remove", self.name, source)),
+        }
+    }
+    fn keys(&self) -> Result<Vec<HostAddrKey>, KernelError> {
+        self.map
+            .keys()
+            .map(|k| k.map(|k| HostAddrKey { prefixlen: k.prefix_len(), addr: k.data() }))
+            .collect::<Result<Vec<_>, MapError>>()
+            .map_err(|source| map_op("iterate", self.name, source))
     }
 }
 
