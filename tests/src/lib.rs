@@ -224,12 +224,16 @@ fn every<K>(_: &K) -> bool {
     true
 }
 
-/// The keys of the hash map `name` under `maps` for which `pick` holds, removed if `clear`.
-fn entries<K: aya::Pod, V: aya::Pod>(maps: &Path, name: &str, clear: bool, pick: impl Fn(&K) -> bool) -> usize {
+/// The map `name` pinned under `maps`.
+fn pinned(maps: &Path, name: &str) -> aya::maps::Map {
     let path = maps.join(name);
     let data = aya::maps::MapData::from_pin(&path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
-    let map = aya::maps::Map::from_map_data(data).unwrap_or_else(|e| panic!("map {name}: {e}"));
-    let mut map = aya::maps::HashMap::<_, K, V>::try_from(map).unwrap_or_else(|e| panic!("hash map {name}: {e}"));
+    aya::maps::Map::from_map_data(data).unwrap_or_else(|e| panic!("map {name}: {e}"))
+}
+
+/// The keys of the hash map `name` under `maps` for which `pick` holds, removed if `clear`.
+fn entries<K: aya::Pod, V: aya::Pod>(maps: &Path, name: &str, clear: bool, pick: impl Fn(&K) -> bool) -> usize {
+    let mut map = aya::maps::HashMap::<_, K, V>::try_from(pinned(maps, name)).unwrap_or_else(|e| panic!("hash map {name}: {e}"));
     let keys: Vec<K> = map.keys().collect::<Result<_, _>>().unwrap_or_else(|e| panic!("list {name}: {e}"));
     let keys: Vec<K> = keys.into_iter().filter(|k| pick(k)).collect();
     if clear {
@@ -249,10 +253,7 @@ fn entries<K: aya::Pod, V: aya::Pod>(maps: &Path, name: &str, clear: bool, pick:
 
 /// The prefixes of the host address trie `name` under `maps`, removed if `clear`.
 fn trie_entries(maps: &Path, name: &str, clear: bool) -> usize {
-    let path = maps.join(name);
-    let data = aya::maps::MapData::from_pin(&path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
-    let map = aya::maps::Map::from_map_data(data).unwrap_or_else(|e| panic!("map {name}: {e}"));
-    let mut map = aya::maps::lpm_trie::LpmTrie::<_, [u8; 16], u32>::try_from(map).unwrap_or_else(|e| panic!("trie {name}: {e}"));
+    let mut map = aya::maps::lpm_trie::LpmTrie::<_, [u8; 16], u32>::try_from(pinned(maps, name)).unwrap_or_else(|e| panic!("trie {name}: {e}"));
     let keys: Vec<_> = map.keys().collect::<Result<_, _>>().unwrap_or_else(|e| panic!("list {name}: {e}"));
     if clear {
         for k in &keys {

@@ -56,6 +56,18 @@ fn enter(cgroup: Option<&CString>) -> bool {
     }
 }
 
+/// Moves a forked child's report pipe end `fd` above every fd its work may claim (the
+/// victim dup2s its secret to `SECRET_FD`, which may be the pipe's number); the new fd,
+/// or -1.
+fn lift(fd: i32) -> i32 {
+    // SAFETY: fcntl/close on the child's own descriptor.
+    unsafe {
+        let high = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 512);
+        libc::close(fd);
+        high
+    }
+}
+
 /// Runs `f` in a forked child as `UID`, inside `cgroup` if given, and returns
 /// the results it reports (0 or an errno each).
 fn attacker(cgroup: Option<&Path>, f: impl FnOnce() -> Vec<i32>) -> Vec<i32> {
@@ -68,9 +80,7 @@ fn attacker(cgroup: Option<&Path>, f: impl FnOnce() -> Vec<i32>) -> Vec<i32> {
         assert!(pid >= 0, "fork");
         if pid == 0 {
             libc::close(fds[0]);
-            // Report on an fd above any `f` claims.
-            let report = libc::fcntl(fds[1], libc::F_DUPFD_CLOEXEC, 512);
-            libc::close(fds[1]);
+            let report = lift(fds[1]);
             if report < 0 || !enter(procs.as_ref()) {
                 libc::_exit(101);
             }
@@ -111,10 +121,7 @@ impl Outside {
             assert!(pid >= 0, "fork");
             if pid == 0 {
                 libc::close(fds[0]);
-                // Report on an fd above any `setup` claims (the victim dup2s
-                // its secret to `SECRET_FD`, which may be the pipe's number).
-                let report = libc::fcntl(fds[1], libc::F_DUPFD_CLOEXEC, 512);
-                libc::close(fds[1]);
+                let report = lift(fds[1]);
                 if report < 0 || !enter(procs.as_ref()) {
                     libc::_exit(101);
                 }

@@ -363,27 +363,19 @@ pub struct AddressWatch {
 impl AddressWatch {
     /// Subscribes (needs a tokio runtime).
     pub fn new() -> std::io::Result<Self> {
-        use std::os::fd::FromRawFd;
+        use std::os::fd::AsRawFd;
         const RTMGRP_IPV4_IFADDR: u32 = 0x10;
         const RTMGRP_IPV6_IFADDR: u32 = 0x100;
         const RTMGRP_IPV4_ROUTE: u32 = 0x40;
         const RTMGRP_IPV6_ROUTE: u32 = 0x400;
-        // SAFETY: plain socket(2) and bind(2) on a zeroed sockaddr_nl we own.
+        let fd = route_socket(libc::SOCK_NONBLOCK)?;
+        // SAFETY: plain bind(2) on a zeroed sockaddr_nl we own.
         unsafe {
-            let raw = libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
-                libc::NETLINK_ROUTE,
-            );
-            if raw < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            let fd = std::os::fd::OwnedFd::from_raw_fd(raw);
             let mut sa: libc::sockaddr_nl = std::mem::zeroed();
             sa.nl_family = libc::AF_NETLINK as u16;
             sa.nl_groups = RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR | RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_ROUTE;
             let len = std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t;
-            if libc::bind(raw, (&sa as *const libc::sockaddr_nl).cast(), len) < 0 {
+            if libc::bind(fd.as_raw_fd(), (&sa as *const libc::sockaddr_nl).cast(), len) < 0 {
                 return Err(std::io::Error::last_os_error());
             }
             // SAFETY: the socket is owned by the `AsyncFd` and never closed or replaced
@@ -473,6 +465,19 @@ impl LocalRoute {
     }
 }
 
+/// A new rtnetlink socket (`NETLINK_ROUTE`, close-on-exec, with `flags` added to its type).
+fn route_socket(flags: libc::c_int) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: socket(2) whose descriptor the OwnedFd takes.
+    unsafe {
+        let raw = libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC | flags, libc::NETLINK_ROUTE);
+        if raw < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(std::os::fd::OwnedFd::from_raw_fd(raw))
+    }
+}
+
 /// This host's local routes (see [`LocalRoute`]), read from the kernel's routing tables
 /// over rtnetlink (every table, both families).
 pub fn local_routes() -> Result<Vec<LocalRoute>, KernelError> {
@@ -481,7 +486,7 @@ pub fn local_routes() -> Result<Vec<LocalRoute>, KernelError> {
 
 /// Asks the kernel for every route (`RTM_GETROUTE` dump) and keeps the local ones.
 fn dump_local_routes() -> std::io::Result<Vec<LocalRoute>> {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::fd::AsRawFd;
     const RTM_NEWROUTE: u16 = 24;
     const RTM_GETROUTE: u16 = 26;
     const NLMSG_ERROR: u16 = 2;
@@ -495,14 +500,7 @@ fn dump_local_routes() -> std::io::Result<Vec<LocalRoute>> {
     const HDR: usize = 16; // struct nlmsghdr
     const RTMSG: usize = 12; // struct rtmsg
     let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("rtnetlink route dump: {what}"));
-    // SAFETY: socket(2) whose descriptor the OwnedFd takes.
-    let fd = unsafe {
-        let raw = libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::NETLINK_ROUTE);
-        if raw < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        OwnedFd::from_raw_fd(raw)
-    };
+    let fd = route_socket(0)?;
     let seq: u32 = 1;
     let mut req = [0u8; HDR + RTMSG];
     req[0..4].copy_from_slice(&((HDR + RTMSG) as u32).to_ne_bytes());
