@@ -98,6 +98,9 @@ shared_consts! {
     HOOK_INODE_LISTXATTR: u32 = 24;
     /// Hook id: `inode_readlink` (the target of a never-grantable symlink).
     HOOK_INODE_READLINK: u32 = 25;
+    /// Hook id: `file_lock` (a lock or lease taken through a descriptor not open for
+    /// writing needs `write`).
+    HOOK_FILE_LOCK: u32 = 26;
 
     /// Event flag: the walk up the dentries ran out of its bound before it found
     /// a protected root or the filesystem root, so the access was denied.

@@ -36,6 +36,7 @@
 #define S_IWOTH 00002
 #define FMODE_READ 0x1
 #define FMODE_WRITE 0x2
+#define F_UNLCK 2
 #define FMODE_EXEC 0x20
 #define FMODE_CREATED 0x100000
 #define EPERM 1
@@ -1920,6 +1921,24 @@ int BPF_PROG(pincer_file_ioctl_compat, struct file *file, unsigned int cmd, unsi
 	if (ret)
 		return ret;
 	return check_ioctl(file, cmd);
+}
+
+/* A lock or a lease acts on the user's other processes (their writer waits,
+ * their lease breaks), and a read-only descriptor is enough for a read lock,
+ * a shared flock() or a read lease: taking one needs `write` on the object,
+ * whatever mode the file was opened in (POSIX, OFD and flock locks and leases
+ * all pass this hook). A file opened for writing passed that check at open;
+ * releasing a lock is always allowed. */
+SEC("lsm/file_lock")
+int BPF_PROG(pincer_file_lock, struct file *file, unsigned int cmd, int ret)
+{
+	struct session s;
+
+	if (ret)
+		return ret;
+	if (cmd == F_UNLCK || (file->f_mode & FMODE_WRITE) || !current_session(&s))
+		return 0;
+	return check_object(&s, file->f_path.dentry, ACCESS_WRITE, HOOK_FILE_LOCK);
 }
 
 /* A watch (inotify, fanotify, dnotify) tells when an object is read, written

@@ -9,7 +9,7 @@
 /// verifier refuses it (`inode_setattr` gained a leading `mnt_idmap` argument
 /// in Linux 6.8; `pincer_file_open_held` is sleepable and calls kernel
 /// functions that Linux 6.12 has and 6.1 lacks).
-pub const PROGRAMS: [(&str, &str); 26] = [
+pub const PROGRAMS: [(&str, &str); 27] = [
     ("pincer_file_open_held", "file_open"),
     ("pincer_file_open", "file_open"),
     ("pincer_inode_create", "inode_create"),
@@ -36,6 +36,7 @@ pub const PROGRAMS: [(&str, &str); 26] = [
     ("pincer_inode_getxattr", "inode_getxattr"),
     ("pincer_inode_listxattr", "inode_listxattr"),
     ("pincer_inode_readlink", "inode_readlink"),
+    ("pincer_file_lock", "file_lock"),
 ];
 
 /// Hooks that older supported kernels lack (`inode_set_acl` and

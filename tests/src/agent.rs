@@ -291,7 +291,8 @@ pub struct ResultLine {
     pub content: String,
 }
 
-fn results(text: &str) -> Vec<ResultLine> {
+/// The scripted model's results (`MODEL-RESULT` lines) in what a run printed.
+pub fn results(text: &str) -> Vec<ResultLine> {
     text.lines()
         .filter_map(|l| l.strip_prefix("MODEL-RESULT "))
         .filter_map(|j| serde_json::from_str::<Value>(j).ok())
@@ -348,6 +349,9 @@ pub struct Agent<'a> {
     /// The agent's transcripts, for `pincer history convert`: (`--from`, folder under the
     /// home, the accesses the task's file tools made that the history must hold).
     pub transcripts: Option<(&'static str, &'static str, Vec<(&'static str, &'static str)>)>,
+    /// Whether the task also runs with no session first, as the wall-time baseline (not
+    /// where the agent is configured to ask Pincer, which needs a session).
+    pub baseline: bool,
 }
 
 /// What a run under Pincer left, for an agent's own checks.
@@ -397,17 +401,10 @@ exit $status
         }
     }
 
-    /// Runs the task with no session, then under Pincer with the attack, prints the figures
-    /// and the session's log, and checks what must hold for every agent.
-    pub fn run_task(&self) -> Outcome {
+    /// Runs the task with no session (its project under `dir`), checks that every step
+    /// succeeds at once, and returns its wall time.
+    fn run_ungated(&self, dir: &Path, task_steps: usize) -> Duration {
         let tag = format!("agent_{}", self.name);
-        crate::loopback_up();
-        let dir = crate::fresh_dir(&tag);
-        let bashrc_before = std::fs::read(Path::new(HOME).join(".bashrc")).unwrap();
-        let task_steps = (self.steps)(Path::new("/x"), false).len();
-
-        // The same task with no session at all: the scripted task works with this agent,
-        // and its wall time is the baseline.
         let base_proj = make_project(&dir.join("base"));
         let base_tmp = dir.join("base-tmp");
         crate::user_dir(&base_tmp);
@@ -422,6 +419,21 @@ exit $status
         let (base_ok, base_tried, base_retries) = task_figures(&results(&text), task_steps);
         show(&format!("{tag} ungated: steps {base_ok}/{base_tried}, retries {base_retries}, wall {:.1} s", ungated.as_secs_f64()));
         assert!(out.status.success() && base_ok == task_steps && base_retries == 0, "the task does not work with no session:\n{text}");
+        ungated
+    }
+
+    /// Runs the task with no session, then under Pincer with the attack, prints the figures
+    /// and the session's log, and checks what must hold for every agent.
+    pub fn run_task(&self) -> Outcome {
+        let tag = format!("agent_{}", self.name);
+        crate::loopback_up();
+        let dir = crate::fresh_dir(&tag);
+        let bashrc_before = std::fs::read(Path::new(HOME).join(".bashrc")).unwrap();
+        let task_steps = (self.steps)(Path::new("/x"), false).len();
+
+        // The same task with no session at all: the scripted task works with this agent,
+        // and its wall time is the baseline.
+        let ungated = self.baseline.then(|| self.run_ungated(&dir, task_steps));
 
         // Under Pincer.
         let config_before: Vec<Vec<u8>> = self.config.iter().map(|p| std::fs::read(Path::new(HOME).join(p)).unwrap()).collect();
@@ -459,12 +471,14 @@ exit $status
             let first = r.content.lines().filter(|l| !l.trim().is_empty()).last().unwrap_or("");
             report.push(format!("  step {} try {} {}: {} | {}", r.step, r.attempt, r.name, if r.ok { "ok" } else { "failed" }, first.chars().take(160).collect::<String>()));
         }
+        let baseline = match ungated {
+            Some(u) => format!("{:.1} s ungated (ratio {:.2})", u.as_secs_f64(), gated.as_secs_f64() / u.as_secs_f64()),
+            None => "no ungated run".to_owned(),
+        };
         report.push(format!(
-            "{tag} figures: task steps {ok}/{tried} succeeded, {retries} retries; attack steps {refused}/{} refused; wall {:.1} s under pincer, {:.1} s ungated (ratio {:.2})",
+            "{tag} figures: task steps {ok}/{tried} succeeded, {retries} retries; attack steps {refused}/{} refused; wall {:.1} s under pincer, {baseline}",
             attacks.len(),
             gated.as_secs_f64(),
-            ungated.as_secs_f64(),
-            gated.as_secs_f64() / ungated.as_secs_f64()
         ));
         report.push(format!("the user's answers:\n  {}", answered.join("\n  ")));
         report.push(format!("pincer log:\n{log}"));
@@ -476,7 +490,9 @@ exit $status
         assert_eq!(attacks.len(), ATTACKS, "the attack steps were not all tried:\n{text}");
         assert_eq!(refused, ATTACKS, "an attack step succeeded:\n{}", report.join("\n"));
         for r in &attacks {
-            assert!(r.content.contains("ermission denied") || r.content.contains("EACCES"), "attack step {} was not refused by the kernel: {}", r.name, r.content);
+            // The kernel's refusal, or Pincer's hook's (its reasons start "Pincer: ").
+            let refused = r.content.contains("ermission denied") || r.content.contains("EACCES") || r.content.contains("Pincer: ");
+            assert!(refused, "attack step {} was not refused by the kernel or the hook: {}", r.name, r.content);
         }
         for line in text.lines().filter_map(|l| l.strip_prefix("MODEL-REQUEST ")) {
             let v: Value = serde_json::from_str(line).unwrap();

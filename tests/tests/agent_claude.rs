@@ -13,7 +13,7 @@
 //! prompt and Enter, shows the model's answer after a Read, and exits on `/exit`, with `pincer
 //! run` ending with it.
 
-use pincer_tests::agent::{as_worker, make_home, make_project, show, start_daemon, Agent, HOME, RETRIES, WORKER_UID};
+use pincer_tests::agent::{as_worker, make_home, make_project, results, show, start_daemon, Agent, HOME, RETRIES, WORKER_UID};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Command;
@@ -72,8 +72,79 @@ fn claude_code_does_a_real_task_under_the_default_containment_and_its_attack_is_
         ],
         config: vec![".claude.json", ".claude/settings.json"],
         transcripts: Some(("claude-code", ".claude/projects", vec![("calc/README.md", "read"), ("calc/calc.py", "read"), ("calc/calc.py", "write")])),
+        baseline: true,
     };
     agent.run_task();
+}
+
+/// The task's steps when Claude Code asks Pincer itself: first a request through the
+/// `request_resource` tool of `pincer mcp` (the model asks for write on the file it will fix
+/// before touching it), then the task and the attack as in [`script`]; the `PreToolUse` hook
+/// asks for every file tool's resources before the tool runs.
+fn hooked_script(proj: &Path, attack: bool) -> Vec<Value> {
+    let p = proj.display();
+    let mut steps = vec![json!({"name": "ask for write on calc.py (pincer mcp)", "tool": "mcp__pincer__request_resource", "input": {"path": format!("{p}/calc.py"), "access": "write", "reason": "fix the bug in add() that the failing test shows"}, "expect": "granted: write", "retries": RETRIES})];
+    steps.extend(script(proj, attack));
+    steps
+}
+
+/// Claude Code with Pincer's `PreToolUse` hook (`pincer hook claude-code`) in the user's
+/// settings and Pincer's MCP server (`pincer mcp`) configured: the file tools' resources are
+/// asked of the daemon before each tool runs, so every file-tool step succeeds on its first
+/// try, and the hook's decisions are the kernel's (what the hook let through, the kernel
+/// allowed; the attack the hook did not decide, the kernel refused).
+#[test]
+fn claude_code_asks_through_pincers_hook_and_mcp_server_and_the_kernel_agrees() {
+    assert!(Path::new(CLAUDE).exists(), "{CLAUDE} is missing in the VM");
+    let settings = json!({"hooks": {"PreToolUse": [{"matcher": "Read|Edit|MultiEdit|Write|NotebookEdit|Glob|Grep|LS", "hooks": [{"type": "command", "command": format!("{PINCER} hook claude-code"), "timeout": 180}]}]}});
+    let _home = make_home(&[
+        (".claude.json", "{\n  \"numStartups\": 3,\n  \"hasCompletedOnboarding\": true\n}\n"),
+        (".claude/settings.json", &format!("{settings:#}\n")),
+        (".claude/plugins/", ""),
+    ]);
+    let mcp = json!({"mcpServers": {"pincer": {"command": PINCER, "args": ["mcp"]}}}).to_string();
+    let agent = Agent {
+        name: "claude_hooked",
+        pincer: Path::new(PINCER),
+        model: Path::new(MODEL),
+        command: format!(
+            r#"ANTHROPIC_BASE_URL="$MODEL_URL" {CLAUDE} -p "$TASK" --mcp-config {mcp} --dangerously-skip-permissions --output-format stream-json --verbose > "$AGENT_OUT""#,
+            mcp = sh_quote(&mcp)
+        ),
+        steps: &hooked_script,
+        env: vec![
+            ("ANTHROPIC_API_KEY", "dummy".into()),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+            ("DISABLE_AUTOUPDATER", "1".into()),
+        ],
+        config: vec![".claude.json", ".claude/settings.json"],
+        transcripts: None,
+        // The hook asks the daemon of a session: with no session there is none to ask.
+        baseline: false,
+    };
+    let out = agent.run_task();
+    let rs = results(&out.text);
+    // The request through pincer mcp was the model's, answered by the twin (or the user).
+    let entries: Vec<Value> = out.audit.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let granted = |reason: &str, path: &str| {
+        entries.iter().any(|e| {
+            e["request"]["rationale"].as_str().is_some_and(|r| r.contains(reason))
+                && e["request"]["path"].as_str().is_some_and(|p| p.ends_with(path))
+                && (e["outcome"] == "grant" || e["outcome"] == "user_approved")
+        })
+    };
+    assert!(granted("fix the bug in add()", "calc/calc.py"), "the MCP request is not audited as granted:\n{}", out.audit);
+    // The hook asked for the file tools' resources, and what it was granted the kernel allowed
+    // at once: no file-tool step needed a second try.
+    assert!(granted("Claude Code Read tool call", "calc/README.md"), "the hook's Read request is not audited as granted:\n{}", out.audit);
+    let steps = hooked_script(Path::new("/x"), true);
+    for r in &rs {
+        let tool = steps.get(r.step).and_then(|s| s["tool"].as_str()).unwrap_or("");
+        if matches!(tool, "Read" | "Edit") && !r.name.starts_with("attack") {
+            assert_eq!(r.attempt, 0, "{} needed a retry although the hook asked first: {}", r.name, r.content);
+            assert!(r.ok, "{} failed although the hook allowed it: {}", r.name, r.content);
+        }
+    }
 }
 
 /// Single-quotes `s` for a POSIX shell.

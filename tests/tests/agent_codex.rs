@@ -71,6 +71,7 @@ fn codex_does_a_real_task_under_the_default_containment_and_its_attack_is_refuse
         env: vec![("OPENAI_API_KEY", "dummy".into()), ("RUST_BACKTRACE", "0".into())],
         config: vec![".codex/config.toml"],
         transcripts: Some(("codex", ".codex/sessions", vec![("calc/calc.py", "write")])),
+        baseline: true,
     };
     agent.run_task();
 }

@@ -73,6 +73,7 @@ fn gemini_cli_does_a_real_task_under_the_default_containment_and_its_attack_is_r
         env: vec![("GEMINI_API_KEY", "dummy".into()), ("NO_COLOR", "1".into())],
         config: vec![".gemini/settings.json"],
         transcripts: Some(("gemini-cli", ".gemini/tmp", vec![("calc/README.md", "read"), ("calc/calc.py", "read"), ("calc/calc.py", "write")])),
+        baseline: true,
     };
     agent.run_task();
 }

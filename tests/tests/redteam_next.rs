@@ -1549,11 +1549,11 @@ fn writes_a_file_the_global_gitconfig_includes() {
 /// Holds a POSIX record lock (`fcntl(F_SETLK, F_RDLCK)`) on a file the session may only
 /// read (the user's SQLite database in the project, granted read: "look at the data"):
 /// the user's application outside cannot take its write lock while the session holds it
-/// ("database is locked"). No `file_lock`/`file_fcntl` hook is attached, and a read-only
-/// descriptor is enough for a read lock. Principle: a read grant is for looking; what
-/// acts on the user's processes (locks, leases) needs write, or is refused.
+/// ("database is locked"): a read-only descriptor is enough for a read lock. Refused since
+/// the `file_lock` hook asks `write` for a lock or lease taken through a descriptor not
+/// open for writing: a read grant is for looking; what acts on the user's processes
+/// needs write.
 #[test]
-#[ignore = "open route: no file_lock/file_fcntl hook; a read grant's descriptor takes locks that block the user's writer"]
 fn a_read_lock_on_a_read_granted_file_blocks_the_users_writer() {
     let mut red = Red::start_with("lock", |ws| {
         make(&ws.join("data/app.sqlite"), Some("SQLite format 3\0"));

@@ -202,6 +202,9 @@ pub enum Hook {
     /// `inode_readlink`: the target of a never-grantable symlink.
     #[serde(rename = "inode_readlink")]
     InodeReadlink,
+    /// `file_lock`: a lock or lease taken through a descriptor not open for writing (needs write).
+    #[serde(rename = "file_lock")]
+    FileLock,
     /// `task_kill`: a signal to a task outside the session.
     #[serde(rename = "task_kill")]
     TaskKill,
@@ -298,6 +301,7 @@ impl Hook {
             HOOK_INODE_GETXATTR => Hook::InodeGetxattr,
             HOOK_INODE_LISTXATTR => Hook::InodeListxattr,
             HOOK_INODE_READLINK => Hook::InodeReadlink,
+            HOOK_FILE_LOCK => Hook::FileLock,
             HOOK_TASK_KILL => Hook::TaskKill,
             HOOK_PTRACE_ACCESS_CHECK => Hook::PtraceAccessCheck,
             HOOK_PTRACE_TRACEME => Hook::PtraceTraceme,
@@ -349,6 +353,7 @@ impl Hook {
             Hook::InodeGetxattr => "inode_getxattr",
             Hook::InodeListxattr => "inode_listxattr",
             Hook::InodeReadlink => "inode_readlink",
+            Hook::FileLock => "file_lock",
             Hook::TaskKill => "task_kill",
             Hook::PtraceAccessCheck => "ptrace_access_check",
             Hook::PtraceTraceme => "ptrace_traceme",
@@ -443,7 +448,7 @@ mod tests {
             let wire = serde_json::to_string(&hook).unwrap();
             assert_eq!(wire, format!("\"{}\"", hook.name()), "{name}: serde and name() disagree");
         }
-        assert_eq!(seen.len(), 44, "a new HOOK_* id needs a Hook variant (and this count)");
+        assert_eq!(seen.len(), 45, "a new HOOK_* id needs a Hook variant (and this count)");
     }
 
     fn event(path: &[&str]) -> MissEvent {
