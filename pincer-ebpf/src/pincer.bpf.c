@@ -750,6 +750,18 @@ static __always_inline int verdict(const struct session *s, __u64 obj, __u32 hoo
 	return -EACCES;
 }
 
+/* verdict(), where a plain miss may be held when `held` is given: the bits
+ * the held thread waits for are written there. */
+static __always_inline int held_verdict(const struct session *s, __u64 obj, __u32 hook, struct walk *w, __u32 *held)
+{
+	w->hold = held != 0;
+	int err = verdict(s, obj, hook, w);
+
+	if (held && w->hold_id)
+		*held = w->need & ~w->granted;
+	return err;
+}
+
 /* A regular file with several hard links is reachable from several
  * directories, so a subtree grant on one of them must not open it: only an
  * exact grant can. */
@@ -1371,8 +1383,10 @@ static __always_inline int reach_file_open(__u64 session, struct file *file);
 static __always_inline int reach_cgroup(const struct session *s, struct dentry *d, __u32 need);
 
 /* Check `need` on the existing object `d` (exact, subtree and open grants;
- * only exact ones for files with several links). */
-static __always_inline int check_object(const struct session *s, struct dentry *d, __u32 need, __u32 hook)
+ * only exact ones for files with several links). With `held`, a plain miss
+ * may be held: the bits it waits for are written there. */
+static __always_inline int check_object_held(const struct session *s, struct dentry *d, __u32 need, __u32 hook,
+					     __u32 *held)
 {
 	struct inode *inode = BPF_CORE_READ(d, d_inode);
 	int multi = is_multi_link(inode);
@@ -1396,12 +1410,17 @@ static __always_inline int check_object(const struct session *s, struct dentry *
 		if (bits && (*bits & NEVER_PINNED))
 			w.never |= ACCESS_DELETE;
 	}
-	return verdict(s, w.d, hook, &w);
+	return held_verdict(s, w.d, hook, &w, held);
+}
+
+static __always_inline int check_object(const struct session *s, struct dentry *d, __u32 need, __u32 hook)
+{
+	return check_object_held(s, d, need, hook, 0);
 }
 
 /* Check `create` on the directory that would hold `child` (a new name), with
- * the never entry of that name. */
-static __always_inline int check_create(const struct session *s, struct dentry *child, __u32 hook)
+ * the never entry of that name; `held` as for check_object_held. */
+static __always_inline int check_create_held(const struct session *s, struct dentry *child, __u32 hook, __u32 *held)
 {
 	struct walk w;
 	int err = reach_cgroup(s, child, ACCESS_CREATE);
@@ -1415,7 +1434,12 @@ static __always_inline int check_create(const struct session *s, struct dentry *
 	w.never |= pattern_check(s, w.d, 0, w.child_name, ACCESS_CREATE);
 	/* A new entry in a directory of the user's: gated by that owner. */
 	protect_owned(s, BPF_CORE_READ(child, d_parent, d_inode), &w);
-	return verdict(s, scalar_of(child), hook, &w);
+	return held_verdict(s, scalar_of(child), hook, &w, held);
+}
+
+static __always_inline int check_create(const struct session *s, struct dentry *child, __u32 hook)
+{
+	return check_create_held(s, child, hook, 0);
 }
 
 /* Check an open file: `read` (or `list` for a directory) and `write` as its
@@ -1487,8 +1511,6 @@ static __always_inline int check_file(const struct session *s, struct file *file
 		return 0;
 	walk_start(&w, s, scalar_of(d), scalar_of(file->f_path.mnt), need, multi);
 walk:
-	w.hold = held != 0;
-
 	walk_up(&w);
 	protect_owned(s, inode, &w);
 	/* A walk that a grant satisfied stops before the root (w.protected
@@ -1515,11 +1537,7 @@ walk:
 		bpf_map_update_elem(&MAP_EXACT, &gk, &bits, BPF_ANY);
 		return 0;
 	}
-	int err = verdict(s, w.d, hook, &w);
-
-	if (held && w.hold_id)
-		*held = w.need & ~w.granted;
-	return err;
+	return held_verdict(s, w.d, hook, &w, held);
 }
 
 /* The session id of the current task, or 0 (for the reach block). */
@@ -1568,9 +1586,11 @@ const volatile char HOLD_XATTR[] = "user.pincer.hold";
 
 /* Waits in the hold the miss just reported, then checks the object again: the
  * daemon's answer only ends the wait, an exact grant of the missing bits on
- * the opened inode is what allows. A dead daemon, a missing anchor or a FUSE
- * error end the wait with the check, which finds no grant. */
-static __always_inline int hold_wait(const struct session *s, struct file *file, __u32 missing)
+ * the object the twin judged (the opened file, the object removed or
+ * replaced, or the directory a new name goes into) is what allows. A dead
+ * daemon, a missing anchor or a FUSE error end the wait with the check, which
+ * finds no grant. */
+static __always_inline int hold_wait(const struct session *s, __u32 dev, __u64 ino, __u32 missing)
 {
 	__u32 anchor_slot = HOLD_SLOT_ANCHOR;
 	__u32 *anchor = bpf_map_lookup_elem(&MAP_HOLD, &anchor_slot);
@@ -1600,11 +1620,9 @@ static __always_inline int hold_wait(const struct session *s, struct file *file,
 	}
 	bpf_map_delete_elem(&MAP_HELD, &tid);
 	hold_uncount(s);
-	struct inode *inode = file->f_inode;
-
-	if (!inode)
+	if (!ino)
 		return -EACCES;
-	struct grant_key gk = { .session = s->id, .ino = inode->i_ino, .dev = inode->i_sb->s_dev };
+	struct grant_key gk = { .session = s->id, .ino = ino, .dev = dev };
 	__u32 *bits = bpf_map_lookup_elem(&MAP_EXACT, &gk);
 
 	return bits && (*bits & missing) == missing ? 0 : -EACCES;
@@ -1634,7 +1652,112 @@ int BPF_PROG(pincer_file_open_held, struct file *file, int ret)
 	bpf_rcu_read_unlock();
 	if (!err || !missing)
 		return err;
-	return hold_wait(&s, file, missing);
+	struct inode *inode = file->f_inode;
+
+	return inode ? hold_wait(&s, inode->i_sb->s_dev, inode->i_ino, missing) : -EACCES;
+}
+
+/* Held changes of names (sleepable, attached instead of the plain programs
+ * where the kernel accepts them). Their hooks run with the directory's lock
+ * taken, so a hold keeps that one directory locked while the twin decides
+ * (at most `[hold] max_ms`): other lookups of new names in it and listings
+ * of it wait too. A rename between two directories also holds the
+ * filesystem's rename lock, so it is never held: its miss is denied at once,
+ * as on kernels without the held programs. */
+
+/* check_object_held and, on a held miss, the wait; the grant looked for is
+ * on `d`'s inode. */
+static __always_inline int held_object(const struct session *s, struct dentry *d, __u32 need, __u32 hook,
+				       int may_hold)
+{
+	__u32 missing = 0;
+
+	bpf_rcu_read_lock();
+	int err = check_object_held(s, d, need, hook, may_hold ? &missing : 0);
+
+	bpf_rcu_read_unlock();
+	if (!err || !missing)
+		return err;
+	struct inode *inode = BPF_CORE_READ(d, d_inode);
+
+	return inode ? hold_wait(s, BPF_CORE_READ(inode, i_sb, s_dev), BPF_CORE_READ(inode, i_ino), missing) : -EACCES;
+}
+
+/* check_create_held and, on a held miss, the wait; the grant looked for is
+ * `create` on the directory `dir` the new name goes into. */
+static __always_inline int held_create(const struct session *s, struct inode *dir, struct dentry *child, __u32 hook,
+				       int may_hold)
+{
+	__u32 missing = 0;
+
+	bpf_rcu_read_lock();
+	int err = check_create_held(s, child, hook, may_hold ? &missing : 0);
+
+	bpf_rcu_read_unlock();
+	if (!err || !missing)
+		return err;
+	return dir ? hold_wait(s, BPF_CORE_READ(dir, i_sb, s_dev), BPF_CORE_READ(dir, i_ino), missing) : -EACCES;
+}
+
+SEC("lsm.s/inode_create")
+int BPF_PROG(pincer_inode_create_held, struct inode *dir, struct dentry *dentry, umode_t mode, int ret)
+{
+	struct session s;
+
+	if (ret)
+		return ret;
+	return current_session(&s) ? held_create(&s, dir, dentry, HOOK_INODE_CREATE, 1) : 0;
+}
+
+SEC("lsm.s/inode_mkdir")
+int BPF_PROG(pincer_inode_mkdir_held, struct inode *dir, struct dentry *dentry, umode_t mode, int ret)
+{
+	struct session s;
+
+	if (ret)
+		return ret;
+	return current_session(&s) ? held_create(&s, dir, dentry, HOOK_INODE_MKDIR, 1) : 0;
+}
+
+SEC("lsm.s/inode_unlink")
+int BPF_PROG(pincer_inode_unlink_held, struct inode *dir, struct dentry *dentry, int ret)
+{
+	struct session s;
+
+	if (ret)
+		return ret;
+	return current_session(&s) ? held_object(&s, dentry, ACCESS_DELETE, HOOK_INODE_UNLINK, 1) : 0;
+}
+
+/* pincer_inode_rename's checks, each held when both names are in one
+ * directory. */
+SEC("lsm.s/inode_rename")
+int BPF_PROG(pincer_inode_rename_held, struct inode *old_dir, struct dentry *old_dentry, struct inode *new_dir,
+	     struct dentry *new_dentry, int ret)
+{
+	struct session s;
+
+	if (ret)
+		return ret;
+	if (!current_session(&s))
+		return 0;
+	int one_dir = old_dir == new_dir;
+	int err = held_object(&s, old_dentry, ACCESS_DELETE, HOOK_INODE_RENAME_FROM, one_dir);
+
+	if (err)
+		return err;
+	err = held_create(&s, new_dir, new_dentry, HOOK_INODE_RENAME_TO, one_dir);
+	if (err)
+		return err;
+	struct inode *replaced = BPF_CORE_READ(new_dentry, d_inode);
+
+	if (replaced) {
+		__u16 mode = BPF_CORE_READ(replaced, i_mode);
+
+		return held_object(&s, new_dentry, (mode & S_IFMT) == S_IFDIR ? ACCESS_DELETE : ACCESS_WRITE,
+				   HOOK_INODE_RENAME_OVER, one_dir);
+	}
+	return 0;
 }
 
 /* An fd that arrives by SCM_RIGHTS or pidfd_getfd: no open happens in the

@@ -7,17 +7,21 @@
 /// Hooks with two variants come as two entries, the preferred first: a loader
 /// tries it and falls back to the next entry for the same hook when the
 /// verifier refuses it (`inode_setattr` gained a leading `mnt_idmap` argument
-/// in Linux 6.8; `pincer_file_open_held` is sleepable and calls kernel
+/// in Linux 6.8; the `*_held` programs are sleepable and call kernel
 /// functions that Linux 6.12 has and 6.1 lacks).
-pub const PROGRAMS: [(&str, &str); 27] = [
+pub const PROGRAMS: [(&str, &str); 31] = [
     ("pincer_file_open_held", "file_open"),
     ("pincer_file_open", "file_open"),
+    ("pincer_inode_create_held", "inode_create"),
     ("pincer_inode_create", "inode_create"),
+    ("pincer_inode_mkdir_held", "inode_mkdir"),
     ("pincer_inode_mkdir", "inode_mkdir"),
     ("pincer_inode_symlink", "inode_symlink"),
     ("pincer_inode_link", "inode_link"),
+    ("pincer_inode_unlink_held", "inode_unlink"),
     ("pincer_inode_unlink", "inode_unlink"),
     ("pincer_inode_rmdir", "inode_rmdir"),
+    ("pincer_inode_rename_held", "inode_rename"),
     ("pincer_inode_rename", "inode_rename"),
     ("pincer_inode_setattr_idmap", "inode_setattr"),
     ("pincer_inode_setattr", "inode_setattr"),

@@ -297,6 +297,46 @@ i=0; while [ $i -lt 64 ]; do (cat $W/notes/part-$i.md >/dev/null 2>&1 && echo "P
     assert!(holds.iter().any(|l| l.contains("\"outcome\":\"grant\"") && l.contains("waited")), "{audit}");
 }
 
+/// Held changes of names (Linux 6.12), as real tools make them: a new file (`sh`'s `>`), a
+/// save by rename over the file (`mv`) and a new folder (`mkdir`) that the twin grants
+/// succeed on their first try; a removal it denies (`rm`) fails with EACCES after its
+/// decision; a move between two folders, whose hook holds the filesystem's rename lock, is
+/// never held. Each first try would be denied without its hold.
+#[test]
+fn held_creations_renames_and_removals_are_decided_before_the_syscall_returns() {
+    let env = Env::new("e2e-hold-names", "decide");
+    if !kernel_holds(&env) {
+        println!("this kernel does not hold misses (no held programs)");
+        return;
+    }
+    let out = env.run_worker(
+        TODO_PROMPT,
+        r#"
+printf '%s\n' '- [x] release notes' '- [ ] look at the ledger backups' > $W/notes/todo.md.new && echo "R create: ok" || echo "R create: denied"
+mv $W/notes/todo.md.new $W/notes/todo.md && echo "R save by rename: ok" || echo "R save by rename: denied"
+rm -f $W/notes/standup.md 2>/dev/null && echo "R remove: ok" || echo "R remove: denied"
+mv $W/notes/todo.md $W/secrets/todo.md 2>/dev/null && echo "R move out: ok" || echo "R move out: denied"
+"#,
+    );
+    assert_eq!(lines_with(&out, "R "), ["R create: ok", "R save by rename: ok", "R remove: denied", "R move out: denied"]);
+    let todo = std::fs::read_to_string(env.ws.join("notes/todo.md")).unwrap();
+    assert!(todo.contains("ledger backups"), "the save replaced the file: {todo}");
+    assert!(env.ws.join("notes/standup.md").exists(), "the denied removal removed nothing");
+    // A new session (grants end with the task): its first mkdir in the folder is held.
+    let out = env.run_worker(TODO_PROMPT, r#"mkdir $W/notes/done && echo "R mkdir: ok" || echo "R mkdir: denied""#);
+    assert_eq!(lines_with(&out, "R "), ["R mkdir: ok"]);
+    let audit = env.audit();
+    let holds: Vec<&str> = audit.lines().filter(|l| l.contains("\"event\":\"hold\"")).collect();
+    // create, the rename's write on the file replaced, the removal, the mkdir.
+    assert!(holds.len() >= 4, "each held change of a name is audited ({}):\n{audit}", holds.len());
+    assert!(holds.iter().any(|l| l.contains("\"outcome\":\"deny\"") && l.contains("not granted")), "{audit}");
+    let log = text_of(&env.pincer(&["log"]));
+    let _ = std::io::Write::write_all(
+        &mut std::io::stderr(),
+        format!("pincer log, held changes of names:\n  {}\n", log.lines().filter(|l| l.contains("notes/") || l.contains("hold ")).collect::<Vec<_>>().join("\n  ")).as_bytes(),
+    );
+}
+
 /// A hold never becomes the way in: the daemon stopped mid-hold keeps the worker waiting
 /// (a process outside every session does not wait), SIGKILL ends a held process, and the
 /// daemon killed during a hold gives EACCES, never data.
@@ -317,7 +357,9 @@ fn a_held_access_fails_closed_when_the_daemon_stops_or_dies() {
 : > {f}/ready
 while [ ! -e {f}/go ]; do sleep 0.05; done
 cat $W/notes/standup.md >/dev/null 2>&1 &
+(echo x > $W/projects/ledger/new.md) 2>/dev/null && echo "R create after death: made" || echo "R create after death: denied" &
 cat $W/notes/todo.md 2>&1 && echo "R after death: read" || echo "R after death: denied"
+wait
 : > {f}/done
 "#,
             f = flags.display()
@@ -356,8 +398,61 @@ cat $W/notes/todo.md 2>&1 && echo "R after death: read" || echo "R after death: 
     env.daemon.restart();
     let out = text_of(&worker.wait_with_output().unwrap());
     println!("{out}");
-    assert_eq!(lines_with(&out, "R "), ["R after death: denied"]);
+    let mut lines = lines_with(&out, "R ");
+    lines.sort();
+    assert_eq!(lines, ["R after death: denied", "R create after death: denied"]);
     assert!(!out.contains("FOR UPDATE"), "no content of the file reached the worker: {out}");
+    assert!(!env.ws.join("projects/ledger/new.md").exists(), "the held creation made nothing");
+}
+
+/// A held process dies on SIGKILL even after the daemon has read its thread's request (FUSE
+/// then waits for the reply it owes): the daemon sees the pending SIGKILL and ends the
+/// hold, long before `[hold] max_ms`. The decision is kept pending by a model endpoint that
+/// accepts the call and never answers.
+#[test]
+fn a_held_process_dies_on_sigkill_while_its_decision_is_pending() {
+    let mut env = Env::new("e2e-hold-kill", "decide");
+    if !kernel_holds(&env) {
+        println!("this kernel does not hold misses (no held file_open)");
+        return;
+    }
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("a model endpoint that never answers");
+    let port = silent.local_addr().unwrap().port();
+    env.daemon.reconfigure(&format!(
+        "max_ms = 60000\n[decider]\nbackend = \"openai\"\nendpoint = \"http://127.0.0.1:{port}/v1\"\nmodel = \"silent\"\ntimeout_secs = 120\n"
+    ));
+    let worker = env.spawn_worker(TODO_PROMPT, r#"cat $W/notes/todo.md >/dev/null 2>&1; echo "R cat ended: $?""#);
+    let mut held = None;
+    wait_until("the worker's cat runs", || {
+        held = process_with_arg("notes/todo.md");
+        held.is_some()
+    });
+    let pid = held.unwrap();
+    // The daemon read the request and asks the silent model: the cat stays held.
+    silent.set_nonblocking(true).unwrap();
+    let mut calls = Vec::new(); // kept open, unanswered, until the cat is dead
+    wait_until("the decision reached the model", || {
+        if let Ok((call, _)) = silent.accept() {
+            calls.push(call);
+        }
+        !calls.is_empty()
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let stat = format!("/proc/{pid}/stat");
+    assert!(std::fs::read_to_string(&stat).is_ok_and(|s| !s.contains(") Z")), "the cat is still held while its decision is pending");
+    // SAFETY: kill(2) of the worker's held process.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let killed_at = Instant::now();
+    wait_until("a held process dies on SIGKILL", || std::fs::read_to_string(&stat).map_or(true, |s| s.contains(") Z")));
+    let died_after = killed_at.elapsed();
+    assert!(died_after < Duration::from_secs(30), "died {died_after:?} after SIGKILL, before the 60 s bound");
+    // Now the model call fails (a deny) and the decision's end is audited with the hold's.
+    drop(calls);
+    drop(silent);
+    let out = text_of(&worker.wait_with_output().unwrap());
+    println!("{out}\nthe held cat died {died_after:?} after SIGKILL");
+    assert_eq!(lines_with(&out, "R "), ["R cat ended: 137"], "the cat was killed, not let through");
+    wait_until("the hold's end is audited", || env.audit().contains("was killed"));
 }
 
 /// One session's holds are bounded (`[hold] per_session`): past its share a miss is denied

@@ -101,3 +101,27 @@ fn the_held_file_open_is_attached_where_the_kernel_has_its_kfuncs() {
         panic!("held file_open attached: {held}; kfuncs missing: {missing:?}; loading it alone: {why}");
     }
 }
+
+/// Where the kernel has the hold's kfuncs, every held variant (creations, removals and
+/// renames as well as `file_open`) passes the verifier, and the loader attaches it: the
+/// pinned links are the held programs. Each refusal is printed with the verifier's answer.
+#[test]
+fn every_held_variant_loads_where_the_kernel_has_its_kfuncs() {
+    let btf = aya::Btf::from_sys_fs().expect("kernel BTF");
+    if !pincer::kernel::kfunc::missing(&btf).is_empty() {
+        return; // 6.1: the plain programs only (the test above checks that)
+    }
+    let object = pincer::kernel::kfunc::resolve_for(pincer_ebpf::PINCER_BPF, &btf).expect("resolve kfuncs");
+    let mut ebpf = aya::EbpfLoader::new().btf(Some(&btf)).load(&object).expect("load the object");
+    let mut refused = Vec::new();
+    let held: Vec<_> = pincer_ebpf::PROGRAMS.iter().filter(|(n, _)| n.ends_with("_held")).collect();
+    assert!(held.len() >= 5, "file_open, inode_create, inode_mkdir, inode_unlink and inode_rename have held variants");
+    for (name, hook) in held {
+        let lsm: &mut aya::programs::Lsm = ebpf.program_mut(name).expect("held program").try_into().expect("an LSM program");
+        if let Err(e) = lsm.load(hook, &btf) {
+            refused.push(format!("{name} ({hook}): {e:?}"));
+        }
+    }
+    assert!(refused.is_empty(), "held variants refused:\n{}", refused.join("\n\n"));
+}
+

@@ -117,6 +117,12 @@ struct Lane {
     queue: VecDeque<Job>,
 }
 
+/// Most requests of one session waiting for a decision (besides the one being decided): a
+/// request past it is denied at once, so a worker that touches objects without end cannot
+/// grow the daemon's memory without bound. As many as the kernel's hold places
+/// (`HOLD_MAX`), so a session's held threads never meet it alone.
+pub const LANE_QUEUE_MAX: usize = pincer_common::HOLD_MAX as usize;
+
 /// The sessions' lanes of decisions.
 #[derive(Debug, Default)]
 pub struct Lanes {
@@ -126,17 +132,23 @@ pub struct Lanes {
 
 impl Lanes {
     /// Queues `req` in its session's lane, or adds `waiter` to a job of the lane it joins
-    /// (a miss of the same object and access).
-    pub fn enqueue(&mut self, origin: Origin, req: PipelineRequest, waiter: Waiter) {
+    /// (a miss of the same object and access). A lane that already holds
+    /// [`LANE_QUEUE_MAX`] waiting jobs takes no new one: the job is given back, to be
+    /// denied.
+    pub fn enqueue(&mut self, origin: Origin, req: PipelineRequest, waiter: Waiter) -> Result<(), Job> {
         let lane = self.by_session.entry(req.session.clone()).or_default();
         let joined = lane.running.iter_mut().map(|(j, _)| j).chain(lane.queue.iter_mut()).find(|j| j.merges(&origin, &req));
-        match joined {
-            Some(job) => job.waiters.push(waiter),
-            None => {
-                self.next += 1;
-                lane.queue.push_back(Job { id: JobId(self.next), origin, req, waiters: vec![waiter], start: Instant::now() });
-            }
+        if let Some(job) = joined {
+            job.waiters.push(waiter);
+            return Ok(());
         }
+        self.next += 1;
+        let job = Job { id: JobId(self.next), origin, req, waiters: vec![waiter], start: Instant::now() };
+        if lane.queue.len() >= LANE_QUEUE_MAX {
+            return Err(job);
+        }
+        lane.queue.push_back(job);
+        Ok(())
     }
 
     /// The next job of `session`'s lane if none is running (an idle, empty lane is dropped).
@@ -187,10 +199,51 @@ pub struct HeldMiss {
     pub hold: u32,
     /// The session's cgroup id.
     pub cgroup_id: u64,
-    /// The object.
-    pub object: ObjectId,
-    /// The access types the miss asked for.
-    pub access: Vec<crate::access::Access>,
+    /// The access types the miss asked for, each with the object its grant goes on
+    /// ([`crate::kernel::Miss::target`]).
+    pub access: Vec<(ObjectId, crate::access::Access)>,
     /// Decisions of the miss still to come.
     pub outstanding: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::Access;
+    use crate::kernel::Hook;
+
+    fn miss(session: &str, ino: u64) -> (Origin, PipelineRequest, Waiter) {
+        let origin = Origin::Miss { hook: Hook::from_id(pincer_common::HOOK_FILE_OPEN), pid: 7, uid: 1000, flags: 0 };
+        let req = PipelineRequest {
+            session: session.into(),
+            path: format!("f{ino}"),
+            abs: format!("/w/f{ino}").into(),
+            access: Access::Read,
+            target: ObjectId { dev: 1, ino },
+            content: None,
+        };
+        (origin.clone(), req, Waiter::Miss { origin, hold: 0, shadow: false })
+    }
+
+    /// A session's lane takes at most LANE_QUEUE_MAX waiting jobs; past it a new request
+    /// is given back (to be denied), a miss of an object already waiting still joins its
+    /// job, and another session's lane is not affected.
+    #[test]
+    fn a_full_lane_gives_new_requests_back_and_still_merges() {
+        let mut lanes = Lanes::default();
+        for ino in 0..LANE_QUEUE_MAX as u64 {
+            let (o, r, w) = miss("a", ino);
+            assert!(lanes.enqueue(o, r, w).is_ok());
+        }
+        let (o, r, w) = miss("a", u64::MAX);
+        let back = lanes.enqueue(o, r, w).expect_err("the lane is full");
+        assert_eq!(back.req.target.ino, u64::MAX);
+        let (o, r, w) = miss("a", 3);
+        assert!(lanes.enqueue(o, r, w).is_ok(), "a miss of a waiting object joins its job");
+        let (o, r, w) = miss("b", 0);
+        assert!(lanes.enqueue(o, r, w).is_ok(), "another session has its own lane");
+        let jobs: Vec<Job> = std::iter::from_fn(|| lanes.next("a")).collect();
+        assert_eq!(jobs.len(), LANE_QUEUE_MAX, "nothing past the bound was queued");
+        assert_eq!(jobs[3].waiters.len(), 2, "the joined miss waits with the first");
+    }
 }

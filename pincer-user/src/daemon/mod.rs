@@ -233,7 +233,7 @@ pub async fn run_kernel_daemon(config: Config) -> Result<(), DaemonError> {
             tracing::info!(open_path = %open, never = %never, "a never-grantable place inside an open path stays refused");
         }
     }
-    let kcfg = crate::kernel::EnforcerConfig { pin_dir: config.pin_dir.clone(), reach: crate::kernel::ReachConfig::with_trusted_socket(&config.socket), held_file_open: config.hold.enabled, ..Default::default() };
+    let kcfg = crate::kernel::EnforcerConfig { pin_dir: config.pin_dir.clone(), reach: crate::kernel::ReachConfig::with_trusted_socket(&config.socket), held_programs: config.hold.enabled, ..Default::default() };
     let mut enforcer = crate::kernel::Enforcer::attach_or_reuse(&kcfg).map_err(DaemonError::Kernel)?;
     // An address the host gains later is this host's too: the list is read again on every
     // announced change, through a handle of its own on the pinned maps.

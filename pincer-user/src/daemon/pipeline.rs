@@ -162,6 +162,10 @@ pub enum Unresolved {
     /// The resource is never grantable: the pattern that says so.
     #[error("never-grantable ({0}): no vote, rule or approval can grant it; denied")]
     Never(String),
+    /// The session already has [`super::decisions::LANE_QUEUE_MAX`] requests waiting for a
+    /// decision.
+    #[error("the session has {} requests waiting for a decision already; denied without one", super::decisions::LANE_QUEUE_MAX)]
+    LaneFull,
     /// The owner's containment configuration could not be compiled: everything is denied.
     #[error("the session's containment cannot be compiled ({}); denied", chain(.0))]
     Containment(super::contain::ContainError),
@@ -204,13 +208,13 @@ fn miss_requests(session: &super::sessions::Session, m: &Miss) -> Result<Vec<Pip
     }
     let is_dir = m.access.contains(&Access::List) || m.hook.object_is_dir();
     let path = resolve::twin_path(&root, m.relative_path.components(), is_dir);
-    let object = ObjectId { dev: m.dev, ino: m.ino };
+    let object = m.target(Access::Read);
     let abs = root.path.join(&m.relative_path);
     Ok(m
         .access
         .iter()
         .map(|&access| {
-            let target = if access == Access::Create { ObjectId { dev: m.parent_dev, ino: m.parent_ino } } else { object };
+            let target = m.target(access);
             let content = if matches!(access, Access::Read | Access::Write | Access::Delete) {
                 resolve::content_of(&root, &m.relative_path, object)
             } else {
@@ -240,7 +244,11 @@ impl Core {
     /// ruling, and starts it if the lane is idle. The actor does not wait for the votes.
     pub(super) async fn submit(&mut self, origin: Origin, req: PipelineRequest, waiter: Waiter) {
         let session = req.session.clone();
-        self.lanes.enqueue(origin, req, waiter);
+        if let Err(job) = self.lanes.enqueue(origin, req, waiter) {
+            let ruling = self.deny_unresolved(&job.origin, &session, &job.req.path, job.req.access, &Unresolved::LaneFull);
+            self.finish(job, &ruling);
+            return;
+        }
         self.pump(&session).await;
     }
 
@@ -443,7 +451,7 @@ impl Core {
         let requests = self.miss_to_decide(&origin, &m);
         let hold = if self.holds.is_some() { m.hold } else { 0 };
         if hold != 0 {
-            let held = HeldMiss { hold, cgroup_id: m.session, object: ObjectId { dev: m.dev, ino: m.ino }, access: m.access.clone(), outstanding: requests.len() };
+            let held = HeldMiss { hold, cgroup_id: m.session, access: m.access.iter().map(|&a| (m.target(a), a)).collect(), outstanding: requests.len() };
             if requests.is_empty() {
                 self.release_hold(&held);
                 return;
@@ -469,7 +477,7 @@ impl Core {
     /// which checks it next.
     fn release_hold(&mut self, held: &HeldMiss) {
         let Some(holds) = self.holds.clone() else { return };
-        let granted = held.access.iter().all(|a| self.enforcer.holds(held.cgroup_id, held.object, *a).unwrap_or(false));
+        let granted = held.access.iter().all(|&(target, a)| self.enforcer.holds(held.cgroup_id, target, a).unwrap_or(false));
         let hold = held.hold;
         let end = holds.release(hold);
         if let Some(s) = self.sessions.by_cgroup_id(held.cgroup_id) {
@@ -477,16 +485,17 @@ impl Core {
             let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
             let mut e = self.entry(Event::Hold, s);
             // A hold the bound ended was denied whatever the decision.
-            let let_through = granted && !matches!(end, HoldEnd::TimedOut(_));
+            let let_through = granted && !matches!(end, HoldEnd::TimedOut(_) | HoldEnd::Killed(_));
             e.outcome = Some(if let_through { RequestOutcome::Grant } else { RequestOutcome::Deny });
             e.latency_ms = match end {
-                HoldEnd::Waited(w) | HoldEnd::TimedOut(w) => Some(ms(w)),
+                HoldEnd::Waited(w) | HoldEnd::TimedOut(w) | HoldEnd::Killed(w) => Some(ms(w)),
                 HoldEnd::Early => None,
             };
             e.detail = Some(match end {
                 HoldEnd::Waited(w) => format!("hold {hold}: the access waited {:.1} ms for the decision; {}", ms(w), if granted { "granted, the same syscall goes on" } else { "not granted, EACCES" }),
                 HoldEnd::Early => format!("hold {hold}: decided before the thread's wait began; {}", if granted { "granted" } else { "not granted, EACCES" }),
                 HoldEnd::TimedOut(w) => format!("hold {hold}: timed out after {:.1} ms ([hold] max_ms) before the decision; EACCES{}", ms(w), if granted { " (the grant serves the retry)" } else { "" }),
+                HoldEnd::Killed(w) => format!("hold {hold}: the waiting thread was killed after {:.1} ms, before the decision; its wait ended then", ms(w)),
             });
             self.audit.record(&e);
         }

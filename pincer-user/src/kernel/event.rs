@@ -72,6 +72,16 @@ impl Miss {
         self.flags & pincer_common::EVENT_FLAG_NEVER != 0
     }
 
+    /// The object a grant of `access` goes on, which the kernel looks for when a held miss
+    /// ends: for `create`, the directory the new name goes into; otherwise the object itself.
+    pub fn target(&self, access: Access) -> super::ObjectId {
+        if access == Access::Create {
+            super::ObjectId { dev: self.parent_dev, ino: self.parent_ino }
+        } else {
+            super::ObjectId { dev: self.dev, ino: self.ino }
+        }
+    }
+
     /// Whether the session is in shadow mode and the kernel allowed this miss.
     pub fn shadow_allowed(&self) -> bool {
         self.flags & pincer_common::EVENT_FLAG_SHADOW != 0

@@ -20,8 +20,10 @@
 //!
 //! A dead daemon closes the FUSE connection: every waiting thread's read fails and the
 //! check finds no grant. A thread whose request the daemon has read cannot be interrupted
-//! by FUSE (the kernel waits for the reply), so the bound ([`Holds::new`]'s `max`) is also
-//! how long a SIGKILL of a held process may take.
+//! by FUSE (the kernel waits for the reply, and `fuser` does not act on FUSE interrupts),
+//! so a hold that has waited [`KILL_POLL`] looks every [`KILL_POLL`] for a SIGKILL pending
+//! on its thread (or the thread gone) and then ends at once: a held process dies within
+//! about twice that, not at the bound.
 
 use aya::maps::{HashMap as BpfHashMap, MapData};
 use fuser::{
@@ -46,6 +48,8 @@ const ROOT_INO: u64 = 1;
 const ANCHOR_INO: u64 = 2;
 /// How long the kernel may cache the filesystem's two entries (they never change).
 const TTL: Duration = Duration::from_secs(3600);
+/// How often a waiting hold looks whether its thread was killed (after waiting this long).
+pub const KILL_POLL: Duration = Duration::from_millis(50);
 
 /// Why holding could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -79,6 +83,8 @@ pub enum HoldError {
 pub struct HoldAnswer {
     reply: Option<ReplyXattr>,
     size: u32,
+    /// The waiting thread (in the daemon's PID namespace), 0 if not known.
+    tid: u32,
 }
 
 impl HoldAnswer {
@@ -113,6 +119,8 @@ pub struct HoldStats {
     pub released: u64,
     /// Holds that reached the bound before a decision.
     pub timed_out: u64,
+    /// Holds ended before a decision because their thread was killed.
+    pub killed: u64,
     /// FUSE requests of threads that were in no hold (answered at once).
     pub strays: u64,
 }
@@ -127,14 +135,16 @@ pub enum HoldEnd {
     /// The bound had ended the wait (after this long) before the decision: the access
     /// was denied, whatever the decision.
     TimedOut(Duration),
+    /// The thread was killed while it waited (after this long): its wait ended then.
+    Killed(Duration),
 }
 
 #[derive(Debug, Default)]
 struct Table {
     waiting: HashMap<u32, (HoldAnswer, Instant)>,
     decided: HashMap<u32, Instant>,
-    /// Holds the bound ended: when, and after how long a wait.
-    expired: HashMap<u32, (Instant, Duration)>,
+    /// Holds that ended before their decision: when, and how (after how long a wait).
+    expired: HashMap<u32, (Instant, HoldEnd)>,
     stats: HoldStats,
 }
 
@@ -174,29 +184,60 @@ impl Holds {
             answer.release();
             return;
         }
+        let tid = answer.tid;
         t.waiting.insert(id, (answer, Instant::now()));
         drop(t);
         let me = self.clone();
         let max = self.max;
         self.runtime.spawn(async move {
-            tokio::time::sleep(max).await;
-            let expired = {
-                let mut t = me.lock();
-                let w = t.waiting.remove(&id);
-                if let Some((_, since)) = &w {
-                    t.stats.timed_out += 1;
-                    let now = Instant::now();
-                    let stale = max * 2;
-                    t.expired.retain(|_, (at, _)| now.duration_since(*at) < stale);
-                    t.expired.insert(id, (now, since.elapsed()));
+            let start = tokio::time::Instant::now();
+            let deadline = start + max;
+            // Most holds end within KILL_POLL; a longer one looks for its thread's death.
+            let mut next = start + KILL_POLL;
+            let killed = loop {
+                if next >= deadline {
+                    tokio::time::sleep_until(deadline).await;
+                    break false;
                 }
-                w
+                tokio::time::sleep_until(next).await;
+                if !me.lock().waiting.contains_key(&id) {
+                    return;
+                }
+                if tid != 0 && thread_is_dying(tid) {
+                    break true;
+                }
+                next += KILL_POLL;
             };
-            if let Some((answer, since)) = expired {
-                tracing::warn!(hold = id, waited_ms = since.elapsed().as_millis() as u64, "hold reached its bound before a decision; denied");
+            let ended = me.end_early(id, killed);
+            if let Some((answer, waited)) = ended {
+                if killed {
+                    tracing::info!(hold = id, tid, waited_ms = waited.as_millis() as u64, "held thread was killed; its hold ends");
+                } else {
+                    tracing::warn!(hold = id, waited_ms = waited.as_millis() as u64, "hold reached its bound before a decision; denied");
+                }
                 answer.release();
             }
         });
+    }
+
+    /// Takes hold `id` out of the waiting ones before its decision (the bound ran out, or
+    /// its thread was killed) and remembers how it ended for [`Holds::release`].
+    fn end_early(&self, id: u32, killed: bool) -> Option<(HoldAnswer, Duration)> {
+        let mut t = self.lock();
+        let (answer, since) = t.waiting.remove(&id)?;
+        let waited = since.elapsed();
+        let end = if killed {
+            t.stats.killed += 1;
+            HoldEnd::Killed(waited)
+        } else {
+            t.stats.timed_out += 1;
+            HoldEnd::TimedOut(waited)
+        };
+        let now = Instant::now();
+        let stale = self.max * 2;
+        t.expired.retain(|_, (at, _)| now.duration_since(*at) < stale);
+        t.expired.insert(id, (now, end));
+        Some((answer, waited))
     }
 
     /// A request from a thread that is in no hold (a stray read of the anchor's xattr).
@@ -215,8 +256,8 @@ impl Holds {
             answer.release();
             return HoldEnd::Waited(since.elapsed());
         }
-        if let Some((_, waited)) = t.expired.remove(&id) {
-            return HoldEnd::TimedOut(waited);
+        if let Some((_, end)) = t.expired.remove(&id) {
+            return end;
         }
         let now = Instant::now();
         let stale = self.max * 2;
@@ -242,6 +283,29 @@ impl Holds {
             answer.release();
         }
     }
+}
+
+/// Whether thread `tid` (in this process's PID namespace) is gone, exiting, or has a
+/// SIGKILL pending: its hold then has no one left to serve.
+fn thread_is_dying(tid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{tid}/status")) {
+        Ok(status) => status_is_dying(&status),
+        Err(_) => true,
+    }
+}
+
+/// [`thread_is_dying`] on the text of a `/proc/TID/status` file.
+fn status_is_dying(status: &str) -> bool {
+    const SIGKILL_BIT: u64 = 1 << (libc::SIGKILL - 1);
+    status.lines().any(|l| {
+        let (key, value) = l.split_once(':').unwrap_or((l, ""));
+        let value = value.trim();
+        match key {
+            "State" => value.starts_with('Z') || value.starts_with('X'),
+            "SigPnd" | "ShdPnd" => u64::from_str_radix(value, 16).is_ok_and(|bits| bits & SIGKILL_BIT != 0),
+            _ => false,
+        }
+    })
 }
 
 /// The FUSE filesystem of the hold: a root directory with one executable, the anchor
@@ -340,7 +404,7 @@ impl Filesystem for HoldFs {
         if ino.0 != ANCHOR_INO || name != HOLD_XATTR {
             return reply.error(Errno::ENODATA);
         }
-        let answer = HoldAnswer { reply: Some(reply), size };
+        let answer = HoldAnswer { reply: Some(reply), size, tid: req.pid() };
         // The requesting thread's id (in the daemon's PID namespace) names its hold.
         match self.held.get(&req.pid(), 0) {
             Ok(id) => self.holds.arrived(id, answer),
@@ -487,9 +551,9 @@ mod tests {
     fn decision_before_request_and_expiry() {
         let (rt, h) = holds(20);
         assert_eq!(h.release(7), HoldEnd::Early, "no one waits yet");
-        h.arrived(7, HoldAnswer { reply: None, size: 8 });
+        h.arrived(7, HoldAnswer { reply: None, size: 8, tid: 0 });
         assert_eq!(h.waiting(), 0, "answered at once");
-        h.arrived(9, HoldAnswer { reply: None, size: 8 });
+        h.arrived(9, HoldAnswer { reply: None, size: 8, tid: 0 });
         assert_eq!(h.waiting(), 1);
         rt.block_on(async { tokio::time::sleep(Duration::from_millis(60)).await });
         assert_eq!(h.waiting(), 0, "the bound ended the wait");
@@ -499,11 +563,41 @@ mod tests {
         assert_eq!((s.held, s.released, s.timed_out), (2, 1, 1));
     }
 
+    /// A hold whose thread dies ends at once, long before the bound, and a decision that
+    /// comes later finds it ended by the kill.
+    #[test]
+    fn a_hold_ends_when_its_thread_is_killed() {
+        let (rt, h) = holds(60_000);
+        let mut child = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+        h.arrived(5, HoldAnswer { reply: None, size: 8, tid: child.id() });
+        rt.block_on(async { tokio::time::sleep(KILL_POLL * 3).await });
+        assert_eq!(h.waiting(), 1, "a live thread keeps waiting");
+        child.kill().unwrap();
+        rt.block_on(async { tokio::time::sleep(KILL_POLL * 4).await });
+        assert_eq!(h.waiting(), 0, "the killed thread's hold ended");
+        assert_eq!(h.stats().killed, 1);
+        assert!(matches!(h.release(5), HoldEnd::Killed(_)));
+        child.wait().unwrap();
+    }
+
+    /// What `/proc/TID/status` says of a thread in a FUSE wait with SIGKILL pending, of a
+    /// zombie, and of a thread that only has other signals pending.
+    #[test]
+    fn a_pending_sigkill_or_a_zombie_is_dying() {
+        let held = "Name:\tcat\nState:\tD (disk sleep)\nSigPnd:\t0000000000000100\nShdPnd:\t0000000000000000\n";
+        assert!(status_is_dying(held));
+        let shared = "State:\tD (disk sleep)\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000000100\n";
+        assert!(status_is_dying(shared));
+        assert!(status_is_dying("State:\tZ (zombie)\n"));
+        let alive = "State:\tD (disk sleep)\nSigPnd:\t0000000000000002\nShdPnd:\t0000000000004000\n";
+        assert!(!status_is_dying(alive), "SIGINT and SIGTERM pending do not end a hold");
+    }
+
     #[test]
     fn release_ends_the_wait_it_names_only() {
         let (_rt, h) = holds(10_000);
-        h.arrived(1, HoldAnswer { reply: None, size: 8 });
-        h.arrived(2, HoldAnswer { reply: None, size: 8 });
+        h.arrived(1, HoldAnswer { reply: None, size: 8, tid: 0 });
+        h.arrived(2, HoldAnswer { reply: None, size: 8, tid: 0 });
         assert!(matches!(h.release(2), HoldEnd::Waited(_)));
         assert_eq!(h.waiting(), 1);
         h.release_all();

@@ -91,6 +91,8 @@ use std::path::{Path, PathBuf};
 
 /// The `file_open` program that holds a miss until the daemon answers.
 const HELD_FILE_OPEN: &str = "pincer_file_open_held";
+/// How the names of the held (sleepable) program variants end.
+const HELD_SUFFIX: &str = "_held";
 
 /// Where the program's maps and links are pinned unless configured otherwise.
 pub const DEFAULT_PIN_DIR: &str = "/sys/fs/bpf/pincer";
@@ -294,14 +296,15 @@ pub struct EnforcerConfig {
     pub ringbuf_bytes: u32,
     /// What sessions may reach beyond their own processes and sockets.
     pub reach: ReachConfig,
-    /// Attach the held `file_open` where the kernel accepts it (false: the plain one, so a
-    /// miss is always denied at once).
-    pub held_file_open: bool,
+    /// Attach the held variants (`file_open`, and the creations, removals and renames within
+    /// one directory) where the kernel accepts them (false: the plain ones, so a miss is
+    /// always denied at once).
+    pub held_programs: bool,
 }
 
 impl Default for EnforcerConfig {
     fn default() -> Self {
-        Self { pin_dir: PathBuf::from(DEFAULT_PIN_DIR), ringbuf_bytes: DEFAULT_RINGBUF_BYTES, reach: ReachConfig::default(), held_file_open: true }
+        Self { pin_dir: PathBuf::from(DEFAULT_PIN_DIR), ringbuf_bytes: DEFAULT_RINGBUF_BYTES, reach: ReachConfig::default(), held_programs: true }
     }
 }
 
@@ -620,7 +623,7 @@ impl Enforcer {
             std::fs::create_dir_all(dir)
                 .map_err(|source| KernelError::PinDir { op: "create", path: dir.clone(), source })?;
         }
-        let result = Self::attach_all(&mut ebpf, &btf, &pin_dir, config.held_file_open);
+        let result = Self::attach_all(&mut ebpf, &btf, &pin_dir, config.held_programs);
         let (links, held) = match result {
             Ok(attached) => attached,
             Err(e) => {
@@ -655,7 +658,7 @@ impl Enforcer {
         let mut held = false;
         let mut done_hooks: Vec<&'static str> = Vec::new();
         for (name, hook) in pincer_ebpf::PROGRAMS.into_iter().chain(pincer_ebpf::REACH_PROGRAMS) {
-            if done_hooks.contains(&hook) || (name == HELD_FILE_OPEN && !try_held) {
+            if done_hooks.contains(&hook) || (name.ends_with(HELD_SUFFIX) && !try_held) {
                 continue;
             }
             let program = ebpf.program_mut(name).ok_or(KernelError::MissingProgram { name })?;
@@ -669,9 +672,9 @@ impl Enforcer {
                     && pincer_ebpf::PROGRAMS.iter().position(|(n, _)| *n == name)
                         < pincer_ebpf::PROGRAMS.iter().rposition(|(_, h)| *h == hook);
                 if has_fallback {
-                    if name == HELD_FILE_OPEN {
+                    if name.ends_with(HELD_SUFFIX) {
                         let missing = kfunc::missing(btf);
-                        tracing::info!(program = name, ?missing, error = %source, "held file_open refused by this kernel; misses are denied at once");
+                        tracing::info!(program = name, ?missing, error = %source, "held {hook} refused by this kernel; its misses are denied at once");
                     }
                     tracing::debug!(program = name, hook, error = %source, "variant refused, trying the next one");
                     continue;
@@ -691,6 +694,9 @@ impl Enforcer {
             links.push(pinned);
             done_hooks.push(hook);
             held |= name == HELD_FILE_OPEN;
+            if name.ends_with(HELD_SUFFIX) {
+                tracing::info!(program = name, hook, "held variant attached: this hook's misses wait for the decision");
+            }
         }
         links.extend(reach::attach_tracing(ebpf, btf, &links_dir(pin_dir))?);
         Ok((links, held))

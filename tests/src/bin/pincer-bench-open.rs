@@ -650,7 +650,7 @@ fn plain_file_open(s: &mut Samples, p: &Paths, ops: &Ops) -> Result<(), String> 
     let config = EnforcerConfig {
         pin_dir,
         reach: ReachConfig::with_trusted_socket(p.sock),
-        held_file_open: false,
+        held_programs: false,
         ..EnforcerConfig::default()
     };
     let mut enforcer = Enforcer::load(&config).map_err(|e| format!("load enforcer: {e:?}"))?;
