@@ -1709,16 +1709,6 @@ int BPF_PROG(pincer_inode_create_held, struct inode *dir, struct dentry *dentry,
 	return current_session(&s) ? held_create(&s, dir, dentry, HOOK_INODE_CREATE, 1) : 0;
 }
 
-SEC("lsm.s/inode_mkdir")
-int BPF_PROG(pincer_inode_mkdir_held, struct inode *dir, struct dentry *dentry, umode_t mode, int ret)
-{
-	struct session s;
-
-	if (ret)
-		return ret;
-	return current_session(&s) ? held_create(&s, dir, dentry, HOOK_INODE_MKDIR, 1) : 0;
-}
-
 SEC("lsm.s/inode_unlink")
 int BPF_PROG(pincer_inode_unlink_held, struct inode *dir, struct dentry *dentry, int ret)
 {
@@ -1727,6 +1717,41 @@ int BPF_PROG(pincer_inode_unlink_held, struct inode *dir, struct dentry *dentry,
 	if (ret)
 		return ret;
 	return current_session(&s) ? held_object(&s, dentry, ACCESS_DELETE, HOOK_INODE_UNLINK, 1) : 0;
+}
+
+SEC("lsm.s/inode_rmdir")
+int BPF_PROG(pincer_inode_rmdir_held, struct inode *dir, struct dentry *dentry, int ret)
+{
+	struct session s;
+
+	if (ret)
+		return ret;
+	return current_session(&s) ? held_object(&s, dentry, ACCESS_DELETE, HOOK_INODE_RMDIR, 1) : 0;
+}
+
+SEC("lsm.s/inode_symlink")
+int BPF_PROG(pincer_inode_symlink_held, struct inode *dir, struct dentry *dentry, const char *old_name, int ret)
+{
+	struct session s;
+
+	if (ret)
+		return ret;
+	return current_session(&s) ? held_create(&s, dir, dentry, HOOK_INODE_SYMLINK, 1) : 0;
+}
+
+/* inode_setattr (the 6.8+ signature; the held programs need 6.12): a change of
+ * size, mode, owner or times needs `write`. The file's own lock is taken, not
+ * its directory's. */
+SEC("lsm.s/inode_setattr")
+int BPF_PROG(pincer_inode_setattr_held, struct mnt_idmap *idmap, struct dentry *dentry, struct iattr *attr, int ret)
+{
+	struct session s;
+
+	if (ret)
+		return ret;
+	if (!BPF_CORE_READ(attr, ia_valid) || !current_session(&s))
+		return 0;
+	return held_object(&s, dentry, ACCESS_WRITE, HOOK_INODE_SETATTR, 1);
 }
 
 /* pincer_inode_rename's checks, each held when both names are in one

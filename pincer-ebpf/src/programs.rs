@@ -9,20 +9,22 @@
 /// verifier refuses it (`inode_setattr` gained a leading `mnt_idmap` argument
 /// in Linux 6.8; the `*_held` programs are sleepable and call kernel
 /// functions that Linux 6.12 has and 6.1 lacks).
-pub const PROGRAMS: [(&str, &str); 31] = [
+pub const PROGRAMS: [(&str, &str); 33] = [
     ("pincer_file_open_held", "file_open"),
     ("pincer_file_open", "file_open"),
     ("pincer_inode_create_held", "inode_create"),
     ("pincer_inode_create", "inode_create"),
-    ("pincer_inode_mkdir_held", "inode_mkdir"),
     ("pincer_inode_mkdir", "inode_mkdir"),
+    ("pincer_inode_symlink_held", "inode_symlink"),
     ("pincer_inode_symlink", "inode_symlink"),
     ("pincer_inode_link", "inode_link"),
     ("pincer_inode_unlink_held", "inode_unlink"),
     ("pincer_inode_unlink", "inode_unlink"),
+    ("pincer_inode_rmdir_held", "inode_rmdir"),
     ("pincer_inode_rmdir", "inode_rmdir"),
     ("pincer_inode_rename_held", "inode_rename"),
     ("pincer_inode_rename", "inode_rename"),
+    ("pincer_inode_setattr_held", "inode_setattr"),
     ("pincer_inode_setattr_idmap", "inode_setattr"),
     ("pincer_inode_setattr", "inode_setattr"),
     ("pincer_inode_setxattr", "inode_setxattr"),

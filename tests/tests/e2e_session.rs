@@ -297,9 +297,8 @@ i=0; while [ $i -lt 64 ]; do (cat $W/notes/part-$i.md >/dev/null 2>&1 && echo "P
     assert!(holds.iter().any(|l| l.contains("\"outcome\":\"grant\"") && l.contains("waited")), "{audit}");
 }
 
-/// Held changes of names (Linux 6.12), as real tools make them: a new file (`sh`'s `>`), a
-/// save by rename over the file (`mv`) and a new folder (`mkdir`) that the twin grants
-/// succeed on their first try; a removal it denies (`rm`) fails with EACCES after its
+/// Held changes of names (Linux 6.12), as real tools make them: a new file (`sh`'s `>`) and
+/// a save by rename over the file (`mv`) that the twin grants succeed on their first try; a removal it denies (`rm`) fails with EACCES after its
 /// decision; a move between two folders, whose hook holds the filesystem's rename lock, is
 /// never held. Each first try would be denied without its hold.
 #[test]
@@ -322,13 +321,10 @@ mv $W/notes/todo.md $W/secrets/todo.md 2>/dev/null && echo "R move out: ok" || e
     let todo = std::fs::read_to_string(env.ws.join("notes/todo.md")).unwrap();
     assert!(todo.contains("ledger backups"), "the save replaced the file: {todo}");
     assert!(env.ws.join("notes/standup.md").exists(), "the denied removal removed nothing");
-    // A new session (grants end with the task): its first mkdir in the folder is held.
-    let out = env.run_worker(TODO_PROMPT, r#"mkdir $W/notes/done && echo "R mkdir: ok" || echo "R mkdir: denied""#);
-    assert_eq!(lines_with(&out, "R "), ["R mkdir: ok"]);
     let audit = env.audit();
     let holds: Vec<&str> = audit.lines().filter(|l| l.contains("\"event\":\"hold\"")).collect();
-    // create, the rename's write on the file replaced, the removal, the mkdir.
-    assert!(holds.len() >= 4, "each held change of a name is audited ({}):\n{audit}", holds.len());
+    // create, the rename's write on the file replaced, the removal.
+    assert!(holds.len() >= 3, "each held change of a name is audited ({}):\n{audit}", holds.len());
     assert!(holds.iter().any(|l| l.contains("\"outcome\":\"deny\"") && l.contains("not granted")), "{audit}");
     let log = text_of(&env.pincer(&["log"]));
     let _ = std::io::Write::write_all(
@@ -416,27 +412,35 @@ fn a_held_process_dies_on_sigkill_while_its_decision_is_pending() {
         println!("this kernel does not hold misses (no held file_open)");
         return;
     }
+    pincer_tests::loopback_up();
     let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("a model endpoint that never answers");
     let port = silent.local_addr().unwrap().port();
     env.daemon.reconfigure(&format!(
         "max_ms = 60000\n[decider]\nbackend = \"openai\"\nendpoint = \"http://127.0.0.1:{port}/v1\"\nmodel = \"silent\"\ntimeout_secs = 120\n"
     ));
-    let worker = env.spawn_worker(TODO_PROMPT, r#"cat $W/notes/todo.md >/dev/null 2>&1; echo "R cat ended: $?""#);
+    // A file no rule of the user's names: its grant is not settled offline, so the model
+    // is asked.
+    pincer_tests::write_file(&env.ws.join("projects/ledger/NOTES.txt"), "ideas for the next sprint\n");
+    chown_tree(&env.ws, 1000);
+    let prompt = "Summarize projects/ledger/NOTES.txt for me.";
+    let worker = env.spawn_worker(prompt, r#"cat $W/projects/ledger/NOTES.txt >/dev/null 2>&1; echo "R cat ended: $?""#);
     let mut held = None;
     wait_until("the worker's cat runs", || {
-        held = process_with_arg("notes/todo.md");
+        held = process_with_arg("ledger/NOTES.txt");
         held.is_some()
     });
     let pid = held.unwrap();
     // The daemon read the request and asks the silent model: the cat stays held.
     silent.set_nonblocking(true).unwrap();
     let mut calls = Vec::new(); // kept open, unanswered, until the cat is dead
-    wait_until("the decision reached the model", || {
+    let start = Instant::now();
+    while calls.is_empty() {
         if let Ok((call, _)) = silent.accept() {
             calls.push(call);
         }
-        !calls.is_empty()
-    });
+        assert!(start.elapsed() < Duration::from_secs(60), "the decision reached the model:\n{}", env.audit());
+        std::thread::sleep(Duration::from_millis(20));
+    }
     std::thread::sleep(Duration::from_millis(500));
     let stat = format!("/proc/{pid}/stat");
     assert!(std::fs::read_to_string(&stat).is_ok_and(|s| !s.contains(") Z")), "the cat is still held while its decision is pending");

@@ -296,8 +296,8 @@ pub struct EnforcerConfig {
     pub ringbuf_bytes: u32,
     /// What sessions may reach beyond their own processes and sockets.
     pub reach: ReachConfig,
-    /// Attach the held variants (`file_open`, and the creations, removals and renames within
-    /// one directory) where the kernel accepts them (false: the plain ones, so a miss is
+    /// Attach the held variants (`file_open`, and the file creations, removals and renames
+    /// within one directory) where the kernel accepts them (false: the plain ones, so a miss is
     /// always denied at once).
     pub held_programs: bool,
 }
