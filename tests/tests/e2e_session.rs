@@ -459,6 +459,75 @@ fn a_held_process_dies_on_sigkill_while_its_decision_is_pending() {
     wait_until("the hold's end is audited", || env.audit().contains("was killed"));
 }
 
+/// A session cannot keep the user's folders or files locked by holding accesses whose hooks
+/// keep a lock (an attribute change here): with decisions that never come, one of two
+/// concurrent ones waits `[hold] locked_max_ms` and the other none, and the next after
+/// them none either (the session cools down), although `[hold] max_ms` is 60 s.
+#[test]
+fn a_session_cannot_keep_the_users_files_locked_by_held_accesses() {
+    let mut env = Env::new("e2e-hold-locked", "decide");
+    if !kernel_holds(&env) {
+        println!("this kernel does not hold misses (no held programs)");
+        return;
+    }
+    pincer_tests::loopback_up();
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("a model endpoint that never answers");
+    let port = silent.local_addr().unwrap().port();
+    env.daemon.reconfigure(&format!(
+        "max_ms = 60000\nlocked_max_ms = 1000\n[decider]\nbackend = \"openai\"\nendpoint = \"http://127.0.0.1:{port}/v1\"\nmodel = \"silent\"\ntimeout_secs = 120\n"
+    ));
+    for name in ["NOTES.txt", "IDEAS.txt"] {
+        pincer_tests::write_file(&env.ws.join("projects/ledger").join(name), "ideas for the next sprint\n");
+    }
+    chown_tree(&env.ws, 1000);
+    let prompt = "Make projects/ledger/NOTES.txt and projects/ledger/IDEAS.txt read-only for the group.";
+    let start = Instant::now();
+    let worker = env.spawn_worker(
+        prompt,
+        r#"
+(chmod 644 $W/projects/ledger/NOTES.txt 2>/dev/null && echo "R notes: changed" || echo "R notes: denied") &
+(chmod 644 $W/projects/ledger/IDEAS.txt 2>/dev/null && echo "R ideas: changed" || echo "R ideas: denied") &
+wait
+chmod 644 $W/projects/ledger/NOTES.txt 2>/dev/null && echo "R notes again: changed" || echo "R notes again: denied"
+"#,
+    );
+    silent.set_nonblocking(true).unwrap();
+    let mut calls = Vec::new(); // unanswered until the worker is done
+    let waiter = std::thread::spawn(move || worker.wait_with_output().unwrap());
+    while !waiter.is_finished() {
+        if let Ok((call, _)) = silent.accept() {
+            calls.push(call);
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "the worker still waits after 30 s (max_ms is 60 s, locked_max_ms 1 s):\n{}", env.audit());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if let Ok((call, _)) = silent.accept() {
+        calls.push(call);
+    }
+    let out = text_of(&waiter.join().unwrap());
+    println!("{out}");
+    let mut lines = lines_with(&out, "R ");
+    lines.sort();
+    assert_eq!(lines, ["R ideas: denied", "R notes again: denied", "R notes: denied"]);
+    assert!(!calls.is_empty(), "the decisions went to the model (so only the hold's bounds ended the waits)");
+    // Now the model calls fail (denies): the holds' ends are audited with their waits.
+    drop(calls);
+    drop(silent);
+    let mut waits = Vec::new();
+    wait_until("the three holds are audited", || {
+        waits = env
+            .audit()
+            .lines()
+            .filter(|l| l.contains("\"event\":\"hold\"") && l.contains("keeps a lock"))
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()?["latency_ms"].as_f64())
+            .collect();
+        waits.len() >= 3
+    });
+    waits.sort_by(f64::total_cmp);
+    assert!(waits[2] >= 500.0 && waits[2] < 5000.0, "one held access waited locked_max_ms: {waits:?}");
+    assert!(waits[0] < 500.0 && waits[1] < 500.0, "the concurrent one and the next one were not held: {waits:?}");
+}
+
 /// One session's holds are bounded (`[hold] per_session`): past its share a miss is denied
 /// at once while another session's first touch is still held and granted, and the share is
 /// given back when the holds end.

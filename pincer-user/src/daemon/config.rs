@@ -204,8 +204,13 @@ pub struct HoldConfig {
     /// the plain `file_open`).
     pub enabled: bool,
     /// The longest a worker's access waits for the decision (milliseconds); then it is
-    /// denied. It is also how long a SIGKILL of a held process may take to act.
+    /// denied.
     pub max_ms: u64,
+    /// The longest a held change of a name or an attribute waits (milliseconds, at most
+    /// `max_ms`): its hook keeps a folder (or the file) locked meanwhile, so the user's own
+    /// lookups and listings there wait too. A session holds one such access at a time, and
+    /// none for a while after one was denied.
+    pub locked_max_ms: u64,
     /// Where the hold's FUSE filesystem (the anchor's executable) is mounted.
     pub mountpoint: PathBuf,
     /// How many threads of one session may wait in a hold at once (the kernel counts
@@ -216,7 +221,7 @@ pub struct HoldConfig {
 
 impl Default for HoldConfig {
     fn default() -> Self {
-        HoldConfig { enabled: true, max_ms: 5000, mountpoint: PathBuf::from("/run/pincer/hold"), per_session: 256 }
+        HoldConfig { enabled: true, max_ms: 5000, locked_max_ms: 1000, mountpoint: PathBuf::from("/run/pincer/hold"), per_session: 256 }
     }
 }
 
@@ -309,6 +314,9 @@ impl Config {
         }
         if !(1..=600_000).contains(&self.hold.max_ms) {
             return bad("hold.max_ms", "must be between 1 and 600000");
+        }
+        if !(1..=self.hold.max_ms).contains(&self.hold.locked_max_ms) {
+            return bad("hold.locked_max_ms", "must be between 1 and hold.max_ms");
         }
         if !(1..=pincer_common::HOLD_MAX).contains(&self.hold.per_session) {
             return bad("hold.per_session", "must be between 1 and 4096");

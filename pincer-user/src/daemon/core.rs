@@ -180,6 +180,8 @@ pub struct Core {
     pub(super) lanes: Lanes,
     /// The held misses waiting for their decisions, by hold id.
     pub(super) held: std::collections::HashMap<u32, HeldMiss>,
+    /// Each session's held accesses that keep a lock, by cgroup id.
+    pub(super) locked: std::collections::HashMap<u64, super::decisions::LockedHolds>,
     /// Sessions whose pre-committed policy is being made: the creator's reply waits for it.
     starting: std::collections::HashMap<String, Starting>,
     /// Where work done outside the actor comes back.
@@ -243,6 +245,7 @@ impl Core {
             holds: deps.holds,
             lanes: Lanes::default(),
             held: Default::default(),
+            locked: Default::default(),
             starting: Default::default(),
             inbox,
             inbox_rx: Some(inbox_rx),
@@ -576,6 +579,7 @@ impl Core {
         for job in self.lanes.close(id) {
             self.finish(job, &Ruling::deny("the session ended", None));
         }
+        self.locked.remove(&s.cgroup_id);
         if let Some(starting) = self.starting.remove(id) {
             let _ = starting.reply.send(Err(CallError::EndedStarting(id.to_string())));
         }

@@ -192,6 +192,16 @@ impl Lanes {
     }
 }
 
+/// A session's held accesses whose hooks keep a lock ([`crate::kernel::Hook::holds_lock`]):
+/// one at a time, and none until `cooldown_until` after one was denied.
+#[derive(Debug, Default)]
+pub struct LockedHolds {
+    /// The one held now.
+    pub active: Option<u32>,
+    /// Until when the session's next ones are not held.
+    pub cooldown_until: Option<std::time::Instant>,
+}
+
 /// A kernel miss whose thread waits in a hold until every access of the miss is decided.
 #[derive(Debug, Clone)]
 pub struct HeldMiss {
@@ -204,6 +214,8 @@ pub struct HeldMiss {
     pub access: Vec<(ObjectId, crate::access::Access)>,
     /// Decisions of the miss still to come.
     pub outstanding: usize,
+    /// Its hook keeps a folder or the object locked while the thread waits.
+    pub locked: bool,
 }
 
 #[cfg(test)]

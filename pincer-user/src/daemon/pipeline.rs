@@ -451,15 +451,37 @@ impl Core {
         let requests = self.miss_to_decide(&origin, &m);
         let hold = if self.holds.is_some() { m.hold } else { 0 };
         if hold != 0 {
-            let held = HeldMiss { hold, cgroup_id: m.session, access: m.access.iter().map(|&a| (m.target(a), a)).collect(), outstanding: requests.len() };
+            let locked = m.hook.holds_lock();
+            let held = HeldMiss { hold, cgroup_id: m.session, access: m.access.iter().map(|&a| (m.target(a), a)).collect(), outstanding: requests.len(), locked };
             if requests.is_empty() {
                 self.release_hold(&held);
                 return;
+            }
+            if locked {
+                self.admit_locked(&held);
             }
             self.held.insert(hold, held);
         }
         for req in requests {
             self.submit(origin.clone(), req, Waiter::Miss { origin: origin.clone(), hold, shadow }).await;
+        }
+    }
+
+    /// A held access whose hook keeps a folder (or the object) locked waits only if it is
+    /// its session's one such hold and the session is not cooling down after a denied one,
+    /// and then at most `[hold] locked_max_ms`; otherwise its wait ends at once (EACCES; the
+    /// decision still comes and serves a retry). So a session cannot keep the user's
+    /// folders locked by holding accesses one after another.
+    fn admit_locked(&mut self, held: &HeldMiss) {
+        let Some(holds) = &self.holds else { return };
+        let now = std::time::Instant::now();
+        let st = self.locked.entry(held.cgroup_id).or_default();
+        let cooling = st.cooldown_until.is_some_and(|until| now < until);
+        if st.active.is_some() || cooling {
+            holds.limit(held.hold, std::time::Duration::ZERO);
+        } else {
+            st.active = Some(held.hold);
+            holds.limit(held.hold, std::time::Duration::from_millis(self.config.hold.locked_max_ms));
         }
     }
 
@@ -486,6 +508,9 @@ impl Core {
             let mut e = self.entry(Event::Hold, s);
             // A hold the bound ended was denied whatever the decision.
             let let_through = granted && !matches!(end, HoldEnd::TimedOut(_) | HoldEnd::Killed(_));
+            if held.locked {
+                self.locked_ended(held, &end, let_through);
+            }
             e.outcome = Some(if let_through { RequestOutcome::Grant } else { RequestOutcome::Deny });
             e.latency_ms = match end {
                 HoldEnd::Waited(w) | HoldEnd::TimedOut(w) | HoldEnd::Killed(w) => Some(ms(w)),
@@ -494,10 +519,31 @@ impl Core {
             e.detail = Some(match end {
                 HoldEnd::Waited(w) => format!("hold {hold}: the access waited {:.1} ms for the decision; {}", ms(w), if granted { "granted, the same syscall goes on" } else { "not granted, EACCES" }),
                 HoldEnd::Early => format!("hold {hold}: decided before the thread's wait began; {}", if granted { "granted" } else { "not granted, EACCES" }),
+                HoldEnd::TimedOut(w) if held.locked => format!("hold {hold}: ended after {:.1} ms before the decision (its hook keeps a lock: [hold] locked_max_ms, one such hold per session at a time, none for a while after a denied one); EACCES{}", ms(w), if granted { " (the grant serves the retry)" } else { "" }),
                 HoldEnd::TimedOut(w) => format!("hold {hold}: timed out after {:.1} ms ([hold] max_ms) before the decision; EACCES{}", ms(w), if granted { " (the grant serves the retry)" } else { "" }),
                 HoldEnd::Killed(w) => format!("hold {hold}: the waiting thread was killed after {:.1} ms, before the decision; its wait ended then", ms(w)),
             });
             self.audit.record(&e);
+        }
+    }
+
+    /// A session's held access that kept a lock ended: the next may be held, unless this one
+    /// was denied, after which the session's next ones are not held for ten times its wait
+    /// (1 s to 60 s).
+    fn locked_ended(&mut self, held: &HeldMiss, end: &crate::kernel::hold::HoldEnd, let_through: bool) {
+        use crate::kernel::hold::HoldEnd;
+        let Some(st) = self.locked.get_mut(&held.cgroup_id) else { return };
+        if st.active != Some(held.hold) {
+            return;
+        }
+        st.active = None;
+        if !let_through {
+            let waited = match end {
+                HoldEnd::Waited(w) | HoldEnd::TimedOut(w) | HoldEnd::Killed(w) => *w,
+                HoldEnd::Early => std::time::Duration::ZERO,
+            };
+            let pause = (waited * 10).clamp(std::time::Duration::from_secs(1), std::time::Duration::from_secs(60));
+            st.cooldown_until = Some(std::time::Instant::now() + pause);
         }
     }
 

@@ -387,6 +387,12 @@ impl Hook {
         }
     }
 
+    /// Whether the hook runs with a folder or the object locked (creations, removals,
+    /// renames, attribute changes): a thread held there keeps the lock while it waits.
+    pub fn holds_lock(self) -> bool {
+        !matches!(self, Hook::FileOpen | Hook::FileReceive)
+    }
+
     /// Whether the hook's object is always a directory (`mkdir`, `rmdir`). A `file_open`
     /// miss names a directory when its access is `list`.
     pub fn object_is_dir(self) -> bool {

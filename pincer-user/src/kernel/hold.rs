@@ -145,6 +145,8 @@ struct Table {
     decided: HashMap<u32, Instant>,
     /// Holds that ended before their decision: when, and how (after how long a wait).
     expired: HashMap<u32, (Instant, HoldEnd)>,
+    /// Holds bounded below the daemon's `max` ([`Holds::limit`]): the bound, and when set.
+    limits: HashMap<u32, (Duration, Instant)>,
     stats: HoldStats,
 }
 
@@ -186,27 +188,38 @@ impl Holds {
         }
         let tid = answer.tid;
         t.waiting.insert(id, (answer, Instant::now()));
+        let ends_now = t.limits.get(&id).is_some_and(|(limit, _)| limit.is_zero());
         drop(t);
+        if ends_now {
+            if let Some((answer, _)) = self.end_early(id, false) {
+                answer.release();
+            }
+            return;
+        }
         let me = self.clone();
         let max = self.max;
         self.runtime.spawn(async move {
             let start = tokio::time::Instant::now();
-            let deadline = start + max;
-            // Most holds end within KILL_POLL; a longer one looks for its thread's death.
+            // Most holds end within KILL_POLL; a longer one looks for its thread's death
+            // every KILL_POLL, and for a bound set meanwhile ([`Holds::limit`]).
             let mut next = start + KILL_POLL;
             let killed = loop {
-                if next >= deadline {
-                    tokio::time::sleep_until(deadline).await;
-                    break false;
-                }
-                tokio::time::sleep_until(next).await;
+                let limit = me.lock().limits.get(&id).map_or(max, |(l, _)| *l).min(max);
+                let deadline = start + limit;
+                tokio::time::sleep_until(next.min(deadline)).await;
                 if !me.lock().waiting.contains_key(&id) {
                     return;
                 }
-                if tid != 0 && thread_is_dying(tid) {
-                    break true;
+                let now = tokio::time::Instant::now();
+                if now >= deadline {
+                    break false;
                 }
-                next += KILL_POLL;
+                if now >= next {
+                    if tid != 0 && thread_is_dying(tid) {
+                        break true;
+                    }
+                    next += KILL_POLL;
+                }
             };
             let ended = me.end_early(id, killed);
             if let Some((answer, waited)) = ended {
@@ -220,11 +233,31 @@ impl Holds {
         });
     }
 
+    /// Bounds hold `id` to `limit` (never beyond the daemon's `max`): its wait ends with a
+    /// deny once it has waited that long, at once for a zero limit, whether its thread's
+    /// request came already or comes later. The decision still comes and serves a retry.
+    pub fn limit(&self, id: u32, limit: Duration) {
+        let over = {
+            let mut t = self.lock();
+            let now = Instant::now();
+            let stale = self.max * 2;
+            t.limits.retain(|_, (_, at)| now.duration_since(*at) < stale);
+            t.limits.insert(id, (limit, now));
+            t.waiting.get(&id).is_some_and(|(_, since)| since.elapsed() >= limit)
+        };
+        if over {
+            if let Some((answer, _)) = self.end_early(id, false) {
+                answer.release();
+            }
+        }
+    }
+
     /// Takes hold `id` out of the waiting ones before its decision (the bound ran out, or
     /// its thread was killed) and remembers how it ended for [`Holds::release`].
     fn end_early(&self, id: u32, killed: bool) -> Option<(HoldAnswer, Duration)> {
         let mut t = self.lock();
         let (answer, since) = t.waiting.remove(&id)?;
+        t.limits.remove(&id);
         let waited = since.elapsed();
         let end = if killed {
             t.stats.killed += 1;
@@ -250,6 +283,7 @@ impl Holds {
     /// thread, or records the decision for a request yet to come, and says which.
     pub fn release(&self, id: u32) -> HoldEnd {
         let mut t = self.lock();
+        t.limits.remove(&id);
         if let Some((answer, since)) = t.waiting.remove(&id) {
             t.stats.released += 1;
             drop(t);
@@ -591,6 +625,25 @@ mod tests {
         assert!(status_is_dying("State:\tZ (zombie)\n"));
         let alive = "State:\tD (disk sleep)\nSigPnd:\t0000000000000002\nShdPnd:\t0000000000004000\n";
         assert!(!status_is_dying(alive), "SIGINT and SIGTERM pending do not end a hold");
+    }
+
+    /// A hold bounded below `max` ends at its bound; a zero bound ends a wait at once, set
+    /// before or after the thread's request.
+    #[test]
+    fn a_limit_ends_a_hold_before_the_daemons_bound() {
+        let (rt, h) = holds(60_000);
+        h.arrived(1, HoldAnswer { reply: None, size: 8, tid: 0 });
+        h.limit(1, Duration::from_millis(30));
+        rt.block_on(async { tokio::time::sleep(KILL_POLL * 3).await });
+        assert_eq!(h.waiting(), 0, "the limit ended the wait");
+        assert!(matches!(h.release(1), HoldEnd::TimedOut(w) if w >= Duration::from_millis(30) && w < Duration::from_secs(10)));
+        h.limit(2, Duration::ZERO);
+        h.arrived(2, HoldAnswer { reply: None, size: 8, tid: 0 });
+        assert_eq!(h.waiting(), 0, "a zero limit set before the request ends it on arrival");
+        h.arrived(3, HoldAnswer { reply: None, size: 8, tid: 0 });
+        h.limit(3, Duration::ZERO);
+        assert_eq!(h.waiting(), 0, "a zero limit set after the request ends it at once");
+        assert_eq!(h.stats().timed_out, 3);
     }
 
     #[test]
