@@ -1,0 +1,3 @@
+#pragma once
+#include <stdint.h>
+void can_bus_init(uint8_t node);
