@@ -59,6 +59,9 @@ struct Compiled {
     cloud_secret: Regex,
     base64: Regex,
     hex: Regex,
+    byte_list: Regex,
+    labelled_hex: Regex,
+    psk: Regex,
 }
 
 fn compiled() -> &'static Compiled {
@@ -82,6 +85,13 @@ fn compiled() -> &'static Compiled {
             cloud_secret: Regex::new(r"(?im)^\s*(?:aws_secret_access_key|aws_session_token|azure_client_secret|client_secret|refresh_token)\s*[:=]\s*['\x22]?([A-Za-z0-9/+=._~-]{16,})").expect("regex"),
             base64: Regex::new(r"[A-Za-z0-9+/_-]{24,}={0,2}").expect("regex"),
             hex: Regex::new(r"\b[0-9a-fA-F]{32,}\b").expect("regex"),
+            // A C or Python initializer of bytes: `name[] = { 0x30, 0x77, ... }` (the name, if
+            // any, and the list), at least 16 bytes.
+            byte_list: Regex::new(r"(?:([A-Za-z_][A-Za-z0-9_]*)\s*\[\s*\w*\s*\]\s*=\s*)?[{\[(]\s*((?:0x[0-9a-fA-F]{1,2}\s*,\s*){15,}0x[0-9a-fA-F]{1,2})\s*,?\s*[}\])]").expect("regex"),
+            // A label and a 128-, 192- or 256-bit hex value after it on its line.
+            labelled_hex: Regex::new(r#"(?im)\b([a-z0-9_.-]*[a-z0-9]+)["']?[ \t]*[:=]?[ \t]*["']?(?:0x)?([0-9a-f]{32}|[0-9a-f]{48}|[0-9a-f]{64})["']?(?:$|[\s,;])"#).expect("regex"),
+            // A Wi-Fi network's pre-shared key (wpa_supplicant, hostapd, NetworkManager).
+            psk: Regex::new(r#"(?im)^[ \t]*(?:psk|wpa_passphrase|wpa_psk|sae_password)[ \t]*=[ \t]*"?([^"\s]{8,63})"?"#).expect("regex"),
         }
     })
 }
@@ -118,7 +128,7 @@ pub fn is_not_secret_value(v: &str) -> bool {
     if v.len() == 62 && v.starts_with("age1") {
         return true;
     }
-    v.len() >= 64 && decode_base64(v).is_some_and(|b| !is_text(&b))
+    v.len() >= 64 && decode_base64(v).is_some_and(|b| !is_text(&b) && !is_der_private_key(&b))
 }
 
 /// True if decoded bytes are text: valid UTF-8, mostly printable.
@@ -251,6 +261,13 @@ fn scan(text: &str, depth: usize, blobs: &mut usize, out: &mut Vec<Finding>) {
         }
     }
     url_tokens(c, text, depth, out);
+    key_material(c, text, depth, out);
+    for m in c.psk.captures_iter(text).take(16) {
+        if !super::content::placeholder(&m[1]) {
+            push(out, FindingKind::Credential, "a Wi-Fi network's pre-shared key", depth);
+            break;
+        }
+    }
     for m in c.cloud_secret.captures_iter(text).take(16) {
         if strong_token(&m[1], 16) && !is_not_secret_value(&m[1]) {
             push(out, FindingKind::Token, "a cloud or OAuth client secret in a credential file", depth);
@@ -287,6 +304,113 @@ fn url_tokens(c: &Compiled, text: &str, depth: usize, out: &mut Vec<Finding>) {
     }
 }
 
+/// True if `b` is a private key in DER: a SEC1 EC key (`SEQUENCE { INTEGER 1, OCTET
+/// STRING ...`), a PKCS#8 key (`SEQUENCE { INTEGER 0|1, SEQUENCE { OID ...`) or a PKCS#1
+/// RSA key (`SEQUENCE { INTEGER 0, INTEGER modulus ...`). Public keys (`SEQUENCE {
+/// SEQUENCE ...`), certificates and encrypted PKCS#8 have no leading version integer.
+pub fn is_der_private_key(b: &[u8]) -> bool {
+    if b.len() < 16 || b[0] != 0x30 {
+        return false;
+    }
+    // The outer length: short form, or long form in one or two bytes.
+    let (len, at) = match b[1] {
+        n if n < 0x80 => (n as usize, 2),
+        0x81 => (b[2] as usize, 3),
+        0x82 => (((b[2] as usize) << 8) | b[3] as usize, 4),
+        _ => return false,
+    };
+    // A key cut short (a partial array) still shows its header; a length beyond the data is
+    // allowed, one shorter than the header is not.
+    if len < 8 || b.len() < at + 5 {
+        return false;
+    }
+    let r = &b[at..];
+    match r {
+        [0x02, 0x01, 0x01, 0x04, n, ..] => matches!(*n, 0x18..=0x42),
+        [0x02, 0x01, 0x00 | 0x01, 0x30, ..] => true,
+        [0x02, 0x01, 0x00, 0x02, 0x81 | 0x82, ..] => true,
+        _ => false,
+    }
+}
+
+/// Words near a byte list or hex value that say it is a published example (a test vector),
+/// not a key in use.
+const EXAMPLE_WORDS: &[&str] = &["test vector", "known-answer", "known answer", "fips", "rfc", "nist", "appendix", "example"];
+
+/// True if `bytes` look like key material: not a run of one value or a counting sequence,
+/// and most values distinct.
+fn random_bytes(bytes: &[u8]) -> bool {
+    let n = bytes.len();
+    let distinct = bytes.iter().collect::<std::collections::BTreeSet<_>>().len();
+    let counting = bytes.windows(2).all(|w| w[1].wrapping_sub(w[0]) == bytes[1].wrapping_sub(bytes[0]));
+    n >= 16 && !counting && distinct * 4 >= n * 3
+}
+
+/// Raw key material by structure: byte lists and hex values that are a DER private key,
+/// and byte lists or 128/192/256-bit hex values whose label names a key (`device_key`,
+/// `ota_hmac`, `LTK`, a `*_key` column), unless the text calls them a published example.
+fn key_material(c: &Compiled, text: &str, depth: usize, out: &mut Vec<Finding>) {
+    let low = text.to_ascii_lowercase();
+    let example = EXAMPLE_WORDS.iter().any(|w| low.contains(w));
+    for m in c.byte_list.captures_iter(text).take(64) {
+        let bytes: Vec<u8> = m[2].split(',').filter_map(|x| u8::from_str_radix(x.trim().trim_start_matches("0x").trim_start_matches("0X"), 16).ok()).collect();
+        if is_der_private_key(&bytes) {
+            push(out, FindingKind::PrivateKey, "a private key in DER, written as a byte array", depth);
+            return;
+        }
+        let named_key = m.get(1).is_some_and(|n| key_label(n.as_str()));
+        if named_key && !example && random_bytes(&bytes) {
+            push(out, FindingKind::SecretAssignment, "key bytes in an array named as a key", depth);
+            return;
+        }
+    }
+    // Delimited tables: a column whose header names a key and whose cells are hex keys.
+    let lines: Vec<&str> = text.lines().take(2000).collect();
+    if let Some((hi, header)) = lines.iter().enumerate().take(20).find(|(_, l)| l.contains(',') || l.contains('\t') || l.contains(';')) {
+        let sep = [',', '\t', ';'].into_iter().max_by_key(|s| header.matches(*s).count()).unwrap_or(',');
+        let cols: Vec<bool> = header.split(sep).map(|h| key_label(h.trim().trim_matches('"'))).collect();
+        if cols.iter().any(|&k| k) {
+            let hits = lines[hi + 1..].iter().filter(|l| l.split(sep).zip(&cols).any(|(v, &k)| k && hex_key(v.trim().trim_matches('"')))).count();
+            if hits >= 1 && !example {
+                push(out, FindingKind::SecretAssignment, "a table column of keys", depth);
+                return;
+            }
+        }
+    }
+    for m in c.labelled_hex.captures_iter(text).take(64) {
+        let v = &m[2];
+        if let Ok(b) = hex::decode(v) {
+            if is_der_private_key(&b) {
+                push(out, FindingKind::PrivateKey, "a private key in DER, written in hex", depth);
+                return;
+            }
+        }
+        if key_label(&m[1]) && hex_key(v) && !example {
+            push(out, FindingKind::SecretAssignment, "a hex key under a label that names a key", depth);
+            return;
+        }
+    }
+}
+
+/// Words of a label that name secret key material (a key, a pre-shared or long-term key, an
+/// HMAC secret), and words that make it something else (a public key, a key's id or hash).
+const KEY_WORDS: &[&str] = &["key", "keys", "ltk", "irk", "csrk", "psk", "hmac", "kek", "dek", "secret", "passkey", "seed", "nonce_key", "aes", "cmac"];
+const NOT_KEY_WORDS: &[&str] = &["pub", "public", "id", "hash", "sha", "sha1", "sha256", "md5", "fingerprint", "uuid", "commit", "checksum", "crc", "digest", "name", "path", "file", "len", "size", "type"];
+
+/// True if a label names secret key material ([`KEY_WORDS`], none of [`NOT_KEY_WORDS`]).
+fn key_label(label: &str) -> bool {
+    let ws: Vec<String> = label.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_ascii_lowercase).collect();
+    let lower = label.to_ascii_lowercase();
+    let ends = KEY_WORDS.iter().any(|k| ws.iter().any(|w| w == k || (w.len() > k.len() + 2 && w.ends_with(k))));
+    ends && !ws.iter().any(|w| NOT_KEY_WORDS.contains(&w.as_str()) || w.starts_with("pub")) && !lower.contains("public")
+}
+
+/// True if `v` is a 128-, 192- or 256-bit value in hex that looks random.
+fn hex_key(v: &str) -> bool {
+    let v = v.trim_start_matches("0x");
+    matches!(v.len(), 32 | 48 | 64) && v.chars().all(|c| c.is_ascii_hexdigit()) && hex::decode(v).is_ok_and(|b| random_bytes(&b)) && entropy(v) >= 3.0
+}
+
 /// Decodes base64 and hex values that decode to text and scans the text again.
 fn decode_nested(c: &Compiled, text: &str, depth: usize, blobs: &mut usize, out: &mut Vec<Finding>) {
     let mut decoded: Vec<Vec<u8>> = Vec::new();
@@ -300,8 +424,10 @@ fn decode_nested(c: &Compiled, text: &str, depth: usize, blobs: &mut usize, out:
             continue;
         }
         *blobs += 1;
-        if let Some(b) = decode_base64(s).filter(|b| b.len() >= 8 && is_text(b)) {
-            decoded.push(b);
+        match decode_base64(s) {
+            Some(b) if b.len() >= 8 && is_text(&b) => decoded.push(b),
+            Some(b) if is_der_private_key(&b) => push(out, FindingKind::PrivateKey, "a private key in DER, encoded in base64", depth),
+            _ => {}
         }
     }
     for m in c.hex.find_iter(text) {
@@ -460,5 +586,42 @@ mod tests {
         let t = std::time::Instant::now();
         let _ = secret_findings(&many);
         assert!(t.elapsed() < std::time::Duration::from_secs(5));
+    }
+
+    /// An EC private key in SEC1 DER (the body of an `EC PRIVATE KEY` PEM block), cut to its
+    /// first 56 bytes.
+    const SEC1: [u8; 56] = [
+        0x30, 0x77, 0x02, 0x01, 0x01, 0x04, 0x20, 0x5c, 0x76, 0x73, 0xca, 0xd5, 0xd2, 0x94, 0x35, 0x9f, 0xb9, 0x8a, 0xdf, 0x24, 0xf3, 0x5b, 0xd6, 0xc0, 0xe1, 0xe2,
+        0xe1, 0xea, 0xe2, 0x6c, 0xe5, 0xd4, 0x7c, 0xa0, 0xfa, 0x8d, 0xda, 0xf5, 0xe4, 0xa0, 0x0a, 0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07, 0xa1,
+        0x44, 0x03, 0x42, 0x00,
+    ];
+
+    #[test]
+    fn a_der_private_key_as_a_byte_array_or_in_one_base64_line_is_a_private_key() {
+        let arr = format!("const unsigned char k[] = {{ {} }};\n", SEC1.iter().map(|b| format!("0x{b:02x}")).collect::<Vec<_>>().join(", "));
+        assert!(kinds(&arr).contains(&FindingKind::PrivateKey), "{:?}", secret_findings(&arr));
+        let line = format!("SIGNING_KEY_B64 = {}", base64::engine::general_purpose::STANDARD.encode(SEC1));
+        assert!(kinds(&line).contains(&FindingKind::PrivateKey), "{:?}", secret_findings(&line));
+        assert!(!is_not_secret_value(&base64::engine::general_purpose::STANDARD.encode(SEC1)));
+        // A public key in DER (SubjectPublicKeyInfo: a SEQUENCE, no version) is not one.
+        let spki: Vec<u8> = [0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00, 0x04, 0xe2].to_vec();
+        assert!(!is_der_private_key(&spki));
+        let arr = format!("static const uint8_t root_pub[] = {{ {} }};\n", spki.iter().map(|b| format!("0x{b:02x}")).collect::<Vec<_>>().join(", "));
+        assert!(kinds(&arr).is_empty(), "{:?}", secret_findings(&arr));
+    }
+
+    #[test]
+    fn key_material_by_its_label_and_shape() {
+        assert!(!kinds("CONFIG_UNIT_DEVICE_KEY=\"7d2e91c4a05fb3688e1d4c72a9f0b35e\"\n").is_empty());
+        assert!(!kinds("LTK 5e8a1c0f3b72d94e6a1c5f3d9b20e7a4, EDIV 0x4e21\n").is_empty());
+        assert!(!kinds("static const uint8_t fw_hmac[16] = { 0x9f, 0x3a, 0x41, 0xc2, 0x7b, 0xe0, 0x5d, 0x18, 0xe6, 0xa4, 0xc3, 0xb2, 0xf1, 0xd0, 0x7e, 0x95 };\n").is_empty());
+        assert!(!kinds("serial,unit_key\nS1,7d2e91c4a05fb3688e1d4c72a9f0b35e\nS2,c83d2f61c0b94e7712da5f08c3e6b94d\n").is_empty());
+        assert!(kinds("network={\n\tssid=\"lab\"\n\tpsk=\"blue-Otter!42\"\n}\n").contains(&FindingKind::Credential));
+        // Hashes, ids, public keys and published test vectors are not keys.
+        assert!(kinds("sha256: 9f3a41c27be05d18e6a4c3b2f1d07e959f3a41c27be05d18e6a4c3b2f1d07e95\n").is_empty());
+        assert!(kinds("build_id = 7d2e91c4a05fb3688e1d4c72a9f0b35e\n").is_empty());
+        assert!(kinds("/* FIPS-197 appendix C.1 */\nstatic const uint8_t key[16] = {0x2b,0x7e,0x15,0x16,0x28,0xae,0xd2,0xa6,0xab,0xf7,0x15,0x88,0x09,0xcf,0x4f,0x3c};\n").is_empty());
+        assert!(kinds("static const uint8_t key[16] = {0x00,0x01,0x02,0x03,0x04,0x05,0x06,0x07,0x08,0x09,0x0a,0x0b,0x0c,0x0d,0x0e,0x0f};\n").is_empty());
+        assert!(kinds("network={\n\tpsk=\"changeme\"\n}\n").is_empty());
     }
 }
