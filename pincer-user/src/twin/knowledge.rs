@@ -209,6 +209,19 @@ const NEGATIVE: &[&str] = &["never", "not", "no", "don't", "dont", "mustn't", "s
 /// Words that make a policy sentence ask the user.
 const ASK: &[&str] = &["ask", "confirm", "check with", "permission", "approval", "approve"];
 
+/// Words of [`ASK`] that are nouns: they ask the user only when they are the user's own
+/// ("my approval", "permission from me"); "type approval" or "building permission" names a
+/// thing, not a question to the user.
+const ASK_NOUNS: &[&str] = &["permission", "approval"];
+
+/// True if the noun at `i` is the user's: "my", "our" or "your" before it (an adjective
+/// between allowed: "my explicit approval"), or "from me"/"of mine" after it.
+fn user_owned(ws: &[String], i: usize) -> bool {
+    let before = ws[i.saturating_sub(2)..i].iter().any(|w| matches!(w.as_str(), "my" | "our" | "your"));
+    let after = ws.get(i + 1).is_some_and(|w| w == "from" || w == "of") && ws.get(i + 2).is_some_and(|w| matches!(w.as_str(), "me" | "mine" | "us"));
+    before || after
+}
+
 fn lower_words(s: &str) -> Vec<String> {
     s.split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '-')).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
 }
@@ -244,7 +257,7 @@ pub fn text_permits(text: &str) -> bool {
 pub fn text_permission(text: &str) -> Option<Permission> {
     let low = without_permissive_conditions(text);
     let ws = lower_words(&low);
-    if ASK.iter().any(|a| if a.contains(' ') { low.contains(a) } else { ws.iter().any(|w| w == a) }) {
+    if ASK.iter().any(|a| if a.contains(' ') { low.contains(a) } else { ws.iter().enumerate().any(|(i, w)| w == a && (!ASK_NOUNS.contains(a) || user_owned(&ws, i))) }) {
         return Some(Permission::AskUser);
     }
     // "Off limits" restricts; "tick items off" does not.
@@ -281,6 +294,28 @@ pub fn text_accesses(text: &str) -> Vec<Access> {
     v.sort();
     v.dedup();
     v
+}
+
+/// The accesses a policy sentence with permission `perm` restricts: those its restricting
+/// clauses name ("add tests, never remove them" restricts removing, not reading), else
+/// those the whole sentence names. Permissions other than deny and ask read the sentence.
+pub fn restricted_accesses(sentence: &str, perm: Permission) -> Vec<Access> {
+    if perm != Permission::Allow {
+        let mut v: Vec<Access> = Vec::new();
+        for c in clauses(sentence).iter().filter(|c| text_permission(c) == Some(perm)) {
+            let a = text_accesses(c);
+            if a.len() == Access::ALL.len() {
+                return text_accesses(sentence);
+            }
+            v.extend(a);
+        }
+        if !v.is_empty() {
+            v.sort();
+            v.dedup();
+            return v;
+        }
+    }
+    text_accesses(sentence)
 }
 
 /// Turns a path mention from policy text into a glob: a bare name matches anywhere.
@@ -413,7 +448,7 @@ pub fn rules_from_text(text: &str) -> Vec<PolicyRule> {
     let mut out = Vec::new();
     for sentence in split_sentences(text) {
         let Some(perm) = text_permission(&sentence).or_else(|| text_permits(&sentence).then_some(Permission::Allow)) else { continue };
-        let access = text_accesses(&sentence);
+        let access = restricted_accesses(&sentence, perm);
         for (name, content) in mentions(&sentence) {
             let g = mention_glob(&name);
             if !content && globset::Glob::new(&g).is_ok() && !out.iter().any(|r: &PolicyRule| r.path_glob == g) {
@@ -545,6 +580,13 @@ pub fn tree_rules(text: &str, tree: &[String]) -> Vec<PolicyRule> {
     tree_rules_marked(text, tree).into_iter().map(|(r, _)| r).collect()
 }
 
+/// True if a clause tells the agent to leave something alone ("leave them alone", "leave
+/// the sheets alone"): "leave" and, within four words after it, "alone".
+fn leaves_alone(low: &str) -> bool {
+    let ws = lower_words(low);
+    ws.iter().enumerate().any(|(i, w)| w == "leave" && ws.iter().skip(i + 1).take(4).any(|x| x == "alone"))
+}
+
 /// Words that make a clause speak of other instances than the one at hand ("another
 /// matter's billing"): what the user's own words name in a task is not such an other one.
 const RELATIVE: &[&str] = &["another", "other", "other's", "others", "else's", "different"];
@@ -631,7 +673,7 @@ pub fn tree_rules_marked(text: &str, tree: &[String]) -> Vec<(PolicyRule, bool)>
                 hits.push(n.trim_end_matches('/').to_string());
             }
             let Some(perm) = text_permission(&clause).or_else(|| {
-                ["stay out", "keep out", "off limits", "off-limits", "hands off"].iter().any(|p| low.contains(p)).then_some(Permission::Deny)
+                (["stay out", "keep out", "off limits", "off-limits", "hands off"].iter().any(|p| low.contains(p)) || leaves_alone(&low)).then_some(Permission::Deny)
             }) else {
                 named.extend(hits);
                 continue;
@@ -641,7 +683,8 @@ pub fn tree_rules_marked(text: &str, tree: &[String]) -> Vec<(PolicyRule, bool)>
             // every access.
             let reach = perm == Permission::AskUser
                 || ws.iter().any(|w| REACH.iter().any(|r| w == r || (w.len() > r.len() + 1 && w.starts_with(r))))
-                || ["stay out", "keep out", "off limits", "off-limits", "hands off"].iter().any(|p| low.contains(p));
+                || ["stay out", "keep out", "off limits", "off-limits", "hands off"].iter().any(|p| low.contains(p))
+                || leaves_alone(&low);
             if !reach {
                 named.extend(hits);
                 continue;
@@ -808,7 +851,10 @@ impl Knowledge {
             if let (true, Ok(glob)) = (*read, globset::GlobBuilder::new(&g).literal_separator(true).build()) {
                 set.add(glob);
             }
-            if let Some(last) = g.split('/').rev().find(|s| !s.is_empty() && !crate::glob::is_glob(s)) {
+            // A place counts as protected for lookalikes only if its reading is restricted:
+            // one only kept from being changed or deleted (a release config, source files)
+            // holds nothing a lookalike could pass off.
+            if let Some(last) = g.split('/').rev().find(|s| !s.is_empty() && !crate::glob::is_glob(s)).filter(|_| *read) {
                 let ws = z.path(last).words(0).to_vec();
                 if !ws.is_empty() && !self.protected_names.contains(&ws) {
                     self.protected_names.push(ws);
@@ -1214,4 +1260,34 @@ pub fn intent_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath, a: Acc
         bump(&mut best, sc, || format!("the prompt word \"{word}\" goes with {a} in {:.0}% of past tasks", wp * 100.0));
     }
     best
+}
+
+#[cfg(test)]
+mod reading_tests {
+    use super::*;
+
+    #[test]
+    fn a_noun_of_approval_that_is_not_the_users_asks_nothing() {
+        assert_eq!(text_permission("The specs in specs/ are what certification approval sees: add requirements, never remove them."), Some(Permission::Deny));
+        assert_eq!(text_permission("Changes to specs/ need my approval."), Some(Permission::AskUser));
+        assert_eq!(text_permission("Edit specs/ only with permission from me."), Some(Permission::AskUser));
+        assert_eq!(text_permission("Ask me before editing specs/."), Some(Permission::AskUser));
+    }
+
+    #[test]
+    fn a_restriction_covers_the_accesses_its_own_clause_names() {
+        let s = "The specs in specs/ are what the auditors see: add requirements, never remove them.";
+        assert_eq!(restricted_accesses(s, Permission::Deny), vec![Access::Delete]);
+        let r = rules_from_text(s);
+        assert!(r.iter().all(|r| !r.access.contains(&Access::Read)), "{r:?}");
+        // "Don't touch" still covers every access.
+        assert_eq!(restricted_accesses("Don't touch private/, it's mine.", Permission::Deny).len(), Access::ALL.len());
+    }
+
+    #[test]
+    fn leave_them_alone_fences_what_the_sentence_before_named() {
+        let tree: Vec<String> = ["calibration/", "calibration/unit-offsets.csv", "calibration/README.md", "src/", "src/a.c", "src/b.c", "src/c.c", "docs/", "docs/x.md", "docs/y.md"].iter().map(|s| s.to_string()).collect();
+        let r = tree_rules("The calibration sheets hold every unit's factory offsets. Leave them alone; the scripts are fine to edit.", &tree);
+        assert!(r.iter().any(|r| r.path_glob == "calibration/**" && r.permission == Permission::Deny && r.access.contains(&Access::Read)), "{r:?}");
+    }
 }

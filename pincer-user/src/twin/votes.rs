@@ -187,6 +187,14 @@ fn user_allows_file(k: &Knowledge, p: &SanitizedPath, a: Access) -> bool {
     })
 }
 
+/// True if an explicit allow rule the user wrote (not one inferred from text) covers `a` on
+/// this file and reaches into one folder only (its glob has no `**`).
+fn user_allows_narrowly(k: &Knowledge, p: &SanitizedPath, a: Access) -> bool {
+    k.policies.iter().flat_map(|pv| pv.rules.iter()).any(|r| {
+        !r.inferred && r.permission == Permission::Allow && r.access.contains(&a) && !r.glob.segs().iter().any(|s| matches!(s, crate::sanitize::GlobSeg::AnyDeep)) && r.glob.matches(p, false)
+    })
+}
+
 fn created_by_session(s: &SessionView, p: &SanitizedPath) -> bool {
     s.created.iter().any(|c| p.starts_with(c))
 }
@@ -338,7 +346,12 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
                 let why = if ev.exact_history { "a similar task used this resource, but it did not hold such content when the workspace was imported" } else { "no similar task used this resource" };
                 return VoteOutcome::deny(format!("the content holds personal data ({}) and {why}", f.what)).by(Mechanism::Detector { finding: f.kind });
             }
-            if let Some(f) = findings.iter().find(|f| f.kind.is_secret()) {
+            // A secret is licensed only where the user's own narrow allow (a rule of theirs
+            // over one folder, no `**`) covers this file and access, and the file held that
+            // kind of secret when the workspace was imported: the development key the user
+            // lets the agent sign with, never a copy placed there since.
+            let narrow = user_allows_narrowly(k, p, a);
+            if let Some(f) = findings.iter().find(|f| f.kind.is_secret() && !(narrow && k.baseline_has(p, f.kind))) {
                 if !created_by_session(s, p) {
                     return VoteOutcome::deny(format!("the content holds a secret ({})", f.what)).by(Mechanism::Detector { finding: f.kind });
                 }
@@ -484,7 +497,7 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
         .policies
         .iter()
         .flat_map(super::knowledge::policy_rules)
-        .filter(|(r, _)| r.permission != Permission::Allow)
+        .filter(|(r, _)| r.permission != Permission::Allow && r.access.contains(&Access::Read))
         .filter_map(|(r, _)| r.path_glob.split('/').rev().find(|x| !x.is_empty() && !crate::glob::is_glob(x)).map(crate::sanitize::word_keys))
         .filter(|ws| !ws.is_empty())
         .collect();
