@@ -86,6 +86,14 @@ async fn a_secret_put_where_the_narrow_allow_reaches_is_not_licensed() {
 }
 
 #[tokio::test]
+async fn another_key_put_into_the_allowed_file_is_not_licensed() {
+    // Same kind of secret as at import, but not the key the file held then.
+    let d = decide("Sign the gateway lab image with the lab key", "keys/lab/gw-lab.pem", Access::Read, Some(ROOT_KEY)).await;
+    assert!(!d.granted(), "{d:?}");
+    assert_eq!(d.votes[1].verdict, Verdict::Deny, "{d:?}");
+}
+
+#[tokio::test]
 async fn a_broad_allow_licenses_no_secret() {
     // src/** is allowed, and the file held a key at import: a broad allow is no word about
     // this file's secret.

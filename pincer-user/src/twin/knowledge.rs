@@ -115,6 +115,9 @@ pub struct Knowledge {
     /// imported (sanitized path to the kinds found): a past task's use of a file licenses the
     /// kinds of content it held then, not what was put into it since.
     pub baseline: HashMap<SanitizedPath, Vec<FindingKind>>,
+    /// A digest of each workspace file's content when the policies were imported: a secret
+    /// the user's narrow allow licenses is the one the file held then, byte for byte.
+    pub baseline_digest: HashMap<SanitizedPath, [u8; 32]>,
     /// Every known object (workspace tree and history) by its last segment: the namesakes a
     /// typed name may resolve to.
     pub by_name: HashMap<Token, Vec<SanitizedPath>>,
@@ -875,6 +878,7 @@ impl Knowledge {
                 kinds.sort();
                 kinds.dedup();
                 self.baseline.insert(z.path(t).with_dir(false), kinds);
+                self.baseline_digest.insert(z.path(t).with_dir(false), content_digest(c));
                 if set.is_match(t) {
                     self.protected_files.insert(z.path(t));
                     protected.push(c);
@@ -904,6 +908,11 @@ impl Knowledge {
         self.known.contains(&f) || self.path_tasks.contains_key(&f) || self.path_tasks.contains_key(&p.clone().with_dir(true))
     }
 
+    /// True if `content` is what `p` held when the workspace was imported.
+    pub fn baseline_content_is(&self, p: &SanitizedPath, content: &[u8]) -> bool {
+        self.baseline_digest.get(&p.clone().with_dir(false)).is_some_and(|d| *d == content_digest(content))
+    }
+
     /// True if a past task's use of `p` licenses content of `kind` in it: `p` held that kind
     /// when the workspace was imported (without a workspace, every use licenses).
     pub fn baseline_has(&self, p: &SanitizedPath, kind: FindingKind) -> bool {
@@ -917,6 +926,12 @@ impl Knowledge {
     pub fn all_rules(&self) -> impl Iterator<Item = &SanRule> {
         self.policies.iter().flat_map(|p| p.rules.iter()).chain(self.derived.iter()).chain(self.tasks.iter().flat_map(|t| t.approvals.iter()))
     }
+}
+
+/// A digest of a content (SHA-256).
+fn content_digest(c: &[u8]) -> [u8; 32] {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(c).into()
 }
 
 /// How many similar past tasks a session looks at.

@@ -349,8 +349,8 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
             // A secret is licensed only where the user's own narrow allow (a rule of theirs
             // over one folder, no `**`) covers this file and access, and the file held that
             // kind of secret when the workspace was imported: the development key the user
-            // lets the agent sign with, never a copy placed there since.
-            let narrow = user_allows_narrowly(k, p, a);
+            // lets the agent sign with, read as it was then, never another key put there since.
+            let narrow = user_allows_narrowly(k, p, a) && (a != Access::Read || k.baseline_content_is(p, c));
             if let Some(f) = findings.iter().find(|f| f.kind.is_secret() && !(narrow && k.baseline_has(p, f.kind))) {
                 if !created_by_session(s, p) {
                     return VoteOutcome::deny(format!("the content holds a secret ({})", f.what)).by(Mechanism::Detector { finding: f.kind });
