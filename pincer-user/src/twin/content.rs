@@ -549,6 +549,9 @@ pub fn phrase_is_specific(text: &str, phrase: &str) -> bool {
 /// (a latitude and a longitude of four or more decimals, next to each other) with a time.
 /// Rides, trips or check-ins traced this way show where people live and work.
 fn location_trace(d: &Detectors, text: &str) -> Option<Finding> {
+    if !d.timestamp.is_match(text) {
+        return None;
+    }
     let record = |l: &str| {
         if !d.timestamp.is_match(l) {
             return false;

@@ -350,6 +350,10 @@ fn random_bytes(bytes: &[u8]) -> bool {
 /// and byte lists or 128/192/256-bit hex values whose label names a key (`device_key`,
 /// `ota_hmac`, `LTK`, a `*_key` column), unless the text calls them a published example.
 fn key_material(c: &Compiled, text: &str, depth: usize, out: &mut Vec<Finding>) {
+    // Every form below holds a byte list or a run of 32 hex digits: most texts hold neither.
+    if !text.contains("0x") && !c.hex.is_match(text) {
+        return;
+    }
     let low = text.to_ascii_lowercase();
     let example = EXAMPLE_WORDS.iter().any(|w| low.contains(w));
     for m in c.byte_list.captures_iter(text).take(64) {
