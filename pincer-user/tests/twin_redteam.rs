@@ -87,8 +87,10 @@ async fn a_secret_put_where_the_narrow_allow_reaches_is_not_licensed() {
 
 #[tokio::test]
 async fn another_key_put_into_the_allowed_file_is_not_licensed() {
-    // Same kind of secret as at import, but not the key the file held then.
-    let d = decide("Sign the gateway lab image with the lab key", "keys/lab/gw-lab.pem", Access::Read, Some(ROOT_KEY)).await;
+    // Same kind of secret as at import, but not the key the file held then (and a key found
+    // nowhere else in the workspace, so no copy check catches it).
+    let other = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIHq0vZ3nL8wT2mB6cR1yX5kD9fJ4sA7eG0hU3pN8qW2toAoGCCqGSM49\n-----END EC PRIVATE KEY-----\n";
+    let d = decide("Sign the gateway lab image with the lab key", "keys/lab/gw-lab.pem", Access::Read, Some(other)).await;
     assert!(!d.granted(), "{d:?}");
     assert_eq!(d.votes[1].verdict, Verdict::Deny, "{d:?}");
 }
