@@ -401,6 +401,19 @@ wait
     assert!(!env.ws.join("projects/ledger/new.md").exists(), "the held creation made nothing");
 }
 
+/// Restarts `env`'s daemon with `hold` lines added to its `[hold]` table and a model decider
+/// whose endpoint, the listener returned, accepts calls and never answers: a decision that
+/// reaches the model stays pending until the listener and its calls are dropped.
+fn silent_model(env: &mut Env, hold: &str) -> std::net::TcpListener {
+    pincer_tests::loopback_up();
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("a model endpoint that never answers");
+    let port = silent.local_addr().unwrap().port();
+    env.daemon.reconfigure(&format!(
+        "{hold}[decider]\nbackend = \"openai\"\nendpoint = \"http://127.0.0.1:{port}/v1\"\nmodel = \"silent\"\ntimeout_secs = 120\n"
+    ));
+    silent
+}
+
 /// A held process dies on SIGKILL even after the daemon has read its thread's request (FUSE
 /// then waits for the reply it owes): the daemon sees the pending SIGKILL and ends the
 /// hold, long before `[hold] max_ms`. The decision is kept pending by a model endpoint that
@@ -412,12 +425,7 @@ fn a_held_process_dies_on_sigkill_while_its_decision_is_pending() {
         println!("this kernel does not hold misses (no held file_open)");
         return;
     }
-    pincer_tests::loopback_up();
-    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("a model endpoint that never answers");
-    let port = silent.local_addr().unwrap().port();
-    env.daemon.reconfigure(&format!(
-        "max_ms = 60000\n[decider]\nbackend = \"openai\"\nendpoint = \"http://127.0.0.1:{port}/v1\"\nmodel = \"silent\"\ntimeout_secs = 120\n"
-    ));
+    let silent = silent_model(&mut env, "max_ms = 60000\n");
     // A file no rule of the user's names: its grant is not settled offline, so the model
     // is asked.
     pincer_tests::write_file(&env.ws.join("projects/ledger/NOTES.txt"), "ideas for the next sprint\n");
@@ -470,12 +478,7 @@ fn a_session_cannot_keep_the_users_files_locked_by_held_accesses() {
         println!("this kernel does not hold misses (no held programs)");
         return;
     }
-    pincer_tests::loopback_up();
-    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("a model endpoint that never answers");
-    let port = silent.local_addr().unwrap().port();
-    env.daemon.reconfigure(&format!(
-        "max_ms = 60000\nlocked_max_ms = 1000\n[decider]\nbackend = \"openai\"\nendpoint = \"http://127.0.0.1:{port}/v1\"\nmodel = \"silent\"\ntimeout_secs = 120\n"
-    ));
+    let silent = silent_model(&mut env, "max_ms = 60000\nlocked_max_ms = 1000\n");
     for name in ["NOTES.txt", "IDEAS.txt"] {
         pincer_tests::write_file(&env.ws.join("projects/ledger").join(name), "ideas for the next sprint\n");
     }
@@ -484,7 +487,10 @@ fn a_session_cannot_keep_the_users_files_locked_by_held_accesses() {
     let start = Instant::now();
     let worker = env.spawn_worker(
         prompt,
+        // A first read the user's rule settles offline: the session's twin is built before
+        // the held accesses, whose bounds the daemon sets when it sees their misses.
         r#"
+cat $W/notes/todo.md >/dev/null
 (chmod 644 $W/projects/ledger/NOTES.txt 2>/dev/null && echo "R notes: changed" || echo "R notes: denied") &
 (chmod 644 $W/projects/ledger/IDEAS.txt 2>/dev/null && echo "R ideas: changed" || echo "R ideas: denied") &
 wait
