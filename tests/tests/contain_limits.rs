@@ -20,11 +20,13 @@ const MEMORY_MAX_MIB: u64 = 64;
 const USER_NPROC: u64 = 200;
 const BOMB: usize = 300;
 
-fn wait_for(path: &Path) -> String {
+/// Waits until the worker's file has a whole last line that `done` accepts (the shell
+/// writes "Killed" on a line of its own before the exit status).
+fn wait_for(path: &Path, done: impl Fn(&str) -> bool) -> String {
     let start = Instant::now();
     loop {
         if let Ok(text) = std::fs::read_to_string(path) {
-            if text.ends_with('\n') {
+            if text.ends_with('\n') && done(text.trim_end().lines().last().unwrap_or("")) {
                 return text.trim().to_string();
             }
         }
@@ -85,12 +87,12 @@ fn a_fork_bomb_and_a_memory_hog_in_a_session_stop_at_its_limits_and_the_user_kee
         .expect("pincer run");
 
     // Memory: the session's allocation of twice its limit is killed; the same outside works.
-    let alloc = wait_for(&shared.join("alloc"));
+    let alloc = wait_for(&shared.join("alloc"), |last| last.starts_with("exit "));
     assert!(alloc.ends_with("exit 137") && !alloc.contains("ok"), "the session allocated past memory.max: {alloc:?}");
     assert_eq!(outside(&["alloc", &(MEMORY_MAX_MIB * 2).to_string()]), "ok");
 
     // Processes: the bomb stops at pids.max (EAGAIN) and holds what it got.
-    let bomb = wait_for(&shared.join("bomb"));
+    let bomb = wait_for(&shared.join("bomb"), |_| true);
     assert!(forked(&bomb) < PIDS_MAX && bomb.ends_with("errno 11"), "the bomb was not stopped by pids.max: {bomb:?}");
     let parent = PathBuf::from("/sys/fs/cgroup").join(dir.file_name().unwrap());
     let sessions: Vec<PathBuf> = std::fs::read_dir(&parent).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
