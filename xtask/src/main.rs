@@ -67,6 +67,13 @@ enum Bench {
         #[arg(last = true)]
         args: Vec<String>,
     },
+    /// The real agents' tests (`agent_*`) with an ungated run of each task first: wall time
+    /// under Pincer against the same task with no session (the ratio), and retries per step.
+    /// The newest kernel by default.
+    Agents {
+        #[command(flatten)]
+        vm: vm::VmOptions,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -93,5 +100,6 @@ fn try_main() -> anyhow::Result<()> {
             all.extend(args);
             vm::bench(&vm, &vm::BENCH_DAEMON, vm::qemu::GuestClock::Host, &all)
         }
+        Command::Bench { bench: Bench::Agents { vm } } => vm::bench_agents(vm),
     }
 }

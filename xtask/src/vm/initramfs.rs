@@ -81,6 +81,10 @@ pub const VM_CORPUS: &str = "/corpus";
 /// (`pincer.only=enforce_stale,vm_smoke`).
 pub const ONLY_PARAM: &str = "pincer.only";
 
+/// Kernel command-line prefix of an environment variable the init exports to every
+/// program (`pincer.env.PINCER_AGENT_BASELINE=1`).
+pub const ENV_PARAM: &str = "pincer.env.";
+
 /// Where the static busybox is installed by Debian's `busybox-static`.
 pub const BUSYBOX: &str = "/bin/busybox";
 
@@ -200,7 +204,8 @@ cd /
     // serves several VMs: e.g. the walk-cache tests again on two vCPUs).
     s.push_str(&format!(
         "only=\nfor w in $(cat /proc/cmdline); do case \"$w\" in {ONLY_PARAM}=*) only=\",${{w#{ONLY_PARAM}=}},\";; esac; done\n\
-         wanted() {{ [ -z \"$only\" ] || case \"$only\" in *,\"$1\",*) true;; *) false;; esac; }}\n"
+         wanted() {{ [ -z \"$only\" ] || case \"$only\" in *,\"$1\",*) true;; *) false;; esac; }}\n\
+         for w in $(cat /proc/cmdline); do case \"$w\" in {ENV_PARAM}*=*) export \"${{w#{ENV_PARAM}}}\";; esac; done\n"
     ));
     for p in programs {
         let args: Vec<String> = p.args.iter().map(|a| shell_quote(a)).collect();
@@ -384,6 +389,19 @@ mod tests {
         assert_eq!(run("console=ttyS0 quiet"), "a ab b ");
         assert_eq!(run("console=ttyS0 pincer.only=ab quiet"), "ab ");
         assert_eq!(run("pincer.only=b,a"), "a b ");
+    }
+
+    #[test]
+    fn env_parameters_reach_every_program() {
+        let script = init_script(&[Program { name: "a".into(), host_path: "/x".into(), args: vec![] }]);
+        let start = script.find("for w in $(cat /proc/cmdline); do case \"$w\" in pincer.env.").unwrap();
+        let end = script[start..].find("done\n").unwrap() + start + 5;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("cmdline"), "console=ttyS0 pincer.env.PINCER_X=1 pincer.only=a pincer.env.PINCER_Y=b=c quiet").unwrap();
+        let pick = script[start..end].replace("/proc/cmdline", &dir.path().join("cmdline").to_string_lossy());
+        let body = format!("{pick}sh -c 'printf \"%s %s\" \"$PINCER_X\" \"$PINCER_Y\"'");
+        let out = Command::new("sh").args(["-c", &body]).env_remove("PINCER_X").env_remove("PINCER_Y").output().unwrap();
+        assert_eq!(String::from_utf8(out.stdout).unwrap(), "1 b=c");
     }
 
     #[test]

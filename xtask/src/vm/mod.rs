@@ -39,11 +39,26 @@ pub struct VmOptions {
     /// CPUs.
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
+    /// Environment variables for every test program in the VMs (set by `cargo xtask bench
+    /// agents`, not on the command line).
+    #[arg(skip)]
+    pub env: Vec<(String, String)>,
 }
 
 /// Test programs that run a second time on two vCPUs (`vm-test` on every kernel): the walk
 /// cache's sequence-count and lock paths race only when the guest has more than one CPU.
 pub const TWO_CPU_PROGRAMS: &[&str] = &["enforce_stale"];
+
+/// Test programs that run only on the newest kernel of a `vm-test` run, unless `--only`
+/// names them: Claude Code and Gemini CLI take the kernel paths that Codex, which runs on
+/// every kernel, takes too (opens, creations, renames, their denials and retries), and each
+/// of their runs costs minutes of emulated CPU.
+pub const NEWEST_KERNEL_ONLY: &[&str] = &["agent_claude", "agent_gemini"];
+
+/// Test programs that get a VM of their own, one per group and kernel, so the longest runs
+/// spread over the VMs that run at once instead of queueing in one VM per kernel. The
+/// groups come in the order their VMs start (longest first).
+pub const OWN_VM_GROUPS: &[&[&str]] = &[&["agent_codex", "agent_gemini"], &["agent_claude"]];
 
 /// The workspace root (the parent of `xtask/`).
 pub fn workspace_root() -> PathBuf {
@@ -166,11 +181,14 @@ pub fn build_tests() -> Result<(Vec<Program>, Vec<PathBuf>)> {
 
 /// Resolves `--kernel` values (default: every kernel) and fetches them.
 pub fn fetch_kernels(labels: &[String], default: &[KernelSpec]) -> Result<Vec<Kernel>> {
-    let specs: Vec<KernelSpec> = if labels.is_empty() {
+    let mut specs: Vec<KernelSpec> = if labels.is_empty() {
         default.to_vec()
     } else {
         labels.iter().map(|l| kernels::spec(l)).collect::<Result<_, _>>()?
     };
+    // Oldest first, as in KERNELS, whatever order `--kernel` gave them in.
+    specs.sort_by_key(|s| kernels::KERNELS.iter().position(|k| k.label == s.label));
+    specs.dedup_by_key(|s| s.label);
     let mut fetcher = kernels::Fetcher::new(kernel_cache())?;
     let mut out = Vec::new();
     for s in &specs {
@@ -229,17 +247,78 @@ struct VmJob {
     subset: bool,
     /// Whether the guest gets the host's root (hostfs.rs): one virtiofsd per VM.
     share_host: bool,
+    /// The [`OWN_VM_GROUPS`] group this VM runs, if it runs one (it names the VM).
+    group: Option<String>,
+    /// Environment variables the init exports to every program (`pincer.env.NAME=VALUE`).
+    env: Vec<(String, String)>,
 }
 
 impl VmJob {
-    /// How this VM is named in output and logs: the kernel, and the vCPUs if more than one.
+    /// A VM on `kernel` with `cpus` vCPUs for `names`, sharing the host's root.
+    fn new(kernel: &Kernel, cpus: u8, names: Vec<String>, subset: bool) -> VmJob {
+        VmJob { kernel: kernel.clone(), cpus, names, subset, share_host: true, group: None, env: Vec::new() }
+    }
+
+    /// How this VM is named in output and logs: the kernel, the vCPUs if more than one, and
+    /// its group if it runs one.
     fn label(&self) -> String {
+        let mut label = self.kernel.release.clone();
         if self.cpus > 1 {
-            format!("{} ({} vCPUs)", self.kernel.release, self.cpus)
-        } else {
-            self.kernel.release.clone()
+            label.push_str(&format!(" ({} vCPUs)", self.cpus));
+        }
+        if let Some(g) = &self.group {
+            label.push_str(&format!(" [{g}]"));
+        }
+        label
+    }
+
+    /// The label as a file name (logs, virtiofsd's folder): no spaces or brackets.
+    fn file_label(&self) -> String {
+        let mut name = format!("{}-{}cpu", self.kernel.release, self.cpus);
+        if let Some(g) = &self.group {
+            name.push('-');
+            name.push_str(&g.replace(['+', ' '], "-"));
+        }
+        name
+    }
+}
+
+/// The VMs of a `vm-test` run of the programs `names` on `kernels` (oldest first): per
+/// kernel, one VM per [`OWN_VM_GROUPS`] group that has programs there and one for the rest;
+/// [`NEWEST_KERNEL_ONLY`] programs only on the last kernel unless `only` (the programs were
+/// named); then the [`TWO_CPU_PROGRAMS`] again on two vCPUs. Ordered longest first: the
+/// kernels' other programs (newest kernel first), the groups, the two-vCPU runs.
+fn plan(kernels: &[Kernel], names: &[String], only: bool) -> Vec<VmJob> {
+    let mut rest_jobs = Vec::new();
+    let mut group_jobs = Vec::new();
+    for (i, kernel) in kernels.iter().enumerate().rev() {
+        let newest = i + 1 == kernels.len();
+        let here: Vec<String> =
+            names.iter().filter(|n| newest || only || !NEWEST_KERNEL_ONLY.contains(&n.as_str())).cloned().collect();
+        let mut rest = here.clone();
+        for group in OWN_VM_GROUPS {
+            let part: Vec<String> = here.iter().filter(|n| group.contains(&n.as_str())).cloned().collect();
+            if part.is_empty() || part.len() == rest.len() {
+                continue;
+            }
+            rest.retain(|n| !part.contains(n));
+            let label = part.join("+");
+            let mut job = VmJob::new(kernel, 1, part, true);
+            job.group = Some(label);
+            group_jobs.push(job);
+        }
+        if !rest.is_empty() {
+            let subset = rest.len() < names.len();
+            rest_jobs.push(VmJob::new(kernel, 1, rest, subset));
         }
     }
+    let mut jobs = rest_jobs;
+    jobs.append(&mut group_jobs);
+    let two_cpu: Vec<String> = names.iter().filter(|n| TWO_CPU_PROGRAMS.contains(&n.as_str())).cloned().collect();
+    if !two_cpu.is_empty() {
+        jobs.extend(kernels.iter().map(|k| VmJob::new(k, 2, two_cpu.clone(), true)));
+    }
+    jobs
 }
 
 fn run_on(job: &VmJob, initrd: &Path, opts: &VmOptions, echo: Echo, clock: qemu::GuestClock, prefix: &str) -> Result<KernelRun> {
@@ -247,7 +326,7 @@ fn run_on(job: &VmJob, initrd: &Path, opts: &VmOptions, echo: Echo, clock: qemu:
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or_default();
-    let log = run_dir()?.join("logs").join(format!("{}-{}cpu-{stamp}.log", job.kernel.release, job.cpus));
+    let log = run_dir()?.join("logs").join(format!("{}-{stamp}.log", job.file_label()));
     let how = match clock {
         qemu::GuestClock::Host => "TCG".to_string(),
         qemu::GuestClock::Instructions { shift } => format!("TCG, guest clock by instructions: -icount shift={shift},sleep=off"),
@@ -255,10 +334,13 @@ fn run_on(job: &VmJob, initrd: &Path, opts: &VmOptions, echo: Echo, clock: qemu:
     eprintln!("xtask: booting {} ({how}; console log {})", job.label(), log.display());
     let mut machine = qemu::Machine { clock, cpus: job.cpus, ..qemu::Machine::new(&job.kernel.vmlinuz, initrd) };
     // The host's root for real programs (hostfs.rs): one virtiofsd per VM, stopped when it ends.
-    let virtiofsd = if job.share_host { Some(hostfs::Virtiofsd::start(&run_dir()?, &format!("{}-{}cpu", job.kernel.release, job.cpus))?) } else { None };
+    let virtiofsd = if job.share_host { Some(hostfs::Virtiofsd::start(&run_dir()?, &job.file_label())?) } else { None };
     machine.hostfs = virtiofsd.as_ref().map(|v| v.socket.as_path());
     if job.subset {
         machine.append.push(format!("{}={}", initramfs::ONLY_PARAM, job.names.join(",")));
+    }
+    for (name, value) in &job.env {
+        machine.append.push(format!("{}{name}={value}", initramfs::ENV_PARAM));
     }
     let run = qemu::boot(&machine, Duration::from_secs(opts.timeout), &log, |line, t| {
         if shown(echo, line, t) {
@@ -359,11 +441,9 @@ pub fn vm_test(opts: &VmOptions) -> Result<()> {
         return Err(e.context("adding the host-root setup to the initramfs"));
     }
     let echo = if opts.quiet { Echo::Nothing } else { Echo::All };
-    let mut jobs: Vec<VmJob> =
-        kernels.iter().map(|k| VmJob { kernel: k.clone(), cpus: 1, names: names.clone(), subset: false, share_host: true }).collect();
-    let two_cpu: Vec<String> = names.iter().filter(|n| TWO_CPU_PROGRAMS.contains(&n.as_str())).cloned().collect();
-    if !two_cpu.is_empty() {
-        jobs.extend(kernels.iter().map(|k| VmJob { kernel: k.clone(), cpus: 2, names: two_cpu.clone(), subset: true, share_host: true }));
+    let mut jobs = plan(&kernels, &names, !opts.only.is_empty());
+    for job in &mut jobs {
+        job.env.extend(opts.env.iter().cloned());
     }
     let parallel = opts.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
     eprintln!("xtask: {} VMs, {} at a time", jobs.len(), parallel.clamp(1, jobs.len()));
@@ -402,6 +482,26 @@ pub fn vm_test(opts: &VmOptions) -> Result<()> {
         bail!("vm-test failed on {failed} of {} VMs", jobs.len());
     }
     Ok(())
+}
+
+/// The real agents' test programs, which `cargo xtask bench agents` runs.
+pub const AGENT_PROGRAMS: &[&str] = &["agent_claude", "agent_codex", "agent_gemini"];
+
+/// The variable that asks the agents' tests for an ungated run of each task (the baseline
+/// of the wall-time ratio); `vm-test` leaves it unset, so CI does not pay for it.
+pub const AGENT_BASELINE_ENV: &str = "PINCER_AGENT_BASELINE";
+
+/// `cargo xtask bench agents`: the agents' tests with their ungated baselines, on the newest
+/// kernel unless `--kernel` says otherwise.
+pub fn bench_agents(mut opts: VmOptions) -> Result<()> {
+    if opts.only.is_empty() {
+        opts.only = AGENT_PROGRAMS.iter().map(|p| p.to_string()).collect();
+    }
+    if opts.kernels.is_empty() {
+        opts.kernels = kernels::KERNELS.last().map(|k| vec![k.label.to_string()]).unwrap_or_default();
+    }
+    opts.env.push((AGENT_BASELINE_ENV.to_string(), "1".to_string()));
+    vm_test(&opts)
 }
 
 /// A benchmark binary of `pincer-tests` that `cargo xtask bench` runs in the VM.
@@ -505,7 +605,7 @@ pub fn bench(opts: &VmOptions, bench: &Bench, clock: qemu::GuestClock, args: &[S
                     bench.command, kernel.release
                 ),
             }
-            let job = VmJob { kernel: kernel.clone(), cpus: 1, names: names.clone(), subset: false, share_host: false };
+            let job = VmJob { share_host: false, ..VmJob::new(kernel, 1, names.clone(), false) };
             let r = run_on(&job, &initrd, opts, Echo::ProgramOutput, clock, "")?;
             if !r.passed {
                 failed += 1;
@@ -525,6 +625,70 @@ pub fn bench(opts: &VmOptions, bench: &Bench, clock: qemu::GuestClock, args: &[S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn kernel(label: &str) -> Kernel {
+        Kernel {
+            label: label.into(),
+            package: format!("linux-image-{label}"),
+            release: format!("{label}-amd64"),
+            deb: PathBuf::new(),
+            vmlinuz: PathBuf::new(),
+            config: PathBuf::new(),
+        }
+    }
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|n| n.to_string()).collect()
+    }
+
+    #[test]
+    fn every_program_runs_once_per_kernel_and_the_long_ones_on_vms_of_their_own() {
+        let all = names(&["agent_claude", "agent_codex", "agent_gemini", "e2e_session", "enforce_stale", "redteam"]);
+        let kernels = [kernel("6.1"), kernel("6.12")];
+        let jobs = plan(&kernels, &all, false);
+        let on = |k: &str, cpus: u8| -> Vec<String> {
+            let mut v: Vec<String> =
+                jobs.iter().filter(|j| j.kernel.label == k && j.cpus == cpus).flat_map(|j| j.names.clone()).collect();
+            v.sort();
+            v
+        };
+        // The newest kernel runs everything once; the older one all but the newest-only agents.
+        assert_eq!(on("6.12", 1), all);
+        assert_eq!(on("6.1", 1), names(&["agent_codex", "e2e_session", "enforce_stale", "redteam"]));
+        assert_eq!(on("6.1", 2), names(&["enforce_stale"]));
+        assert_eq!(on("6.12", 2), names(&["enforce_stale"]));
+        // Longest first: the kernels' other programs, then the groups, then two vCPUs.
+        let labels: Vec<String> = jobs.iter().map(|j| j.label()).collect();
+        assert_eq!(
+            labels,
+            [
+                "6.12-amd64",
+                "6.1-amd64",
+                "6.12-amd64 [agent_codex+agent_gemini]",
+                "6.12-amd64 [agent_claude]",
+                "6.1-amd64 [agent_codex]",
+                "6.1-amd64 (2 vCPUs)",
+                "6.12-amd64 (2 vCPUs)",
+            ]
+        );
+        // Every VM's logs and virtiofsd folder have names of their own.
+        let mut files: Vec<String> = jobs.iter().map(|j| j.file_label()).collect();
+        files.sort();
+        files.dedup();
+        assert_eq!(files.len(), jobs.len());
+        assert!(jobs.iter().all(|j| j.subset));
+    }
+
+    #[test]
+    fn named_programs_run_on_every_kernel_asked_for() {
+        let jobs = plan(&[kernel("6.1"), kernel("6.12")], &names(&["agent_claude"]), true);
+        let kernels: Vec<&str> = jobs.iter().map(|j| j.kernel.label.as_str()).collect();
+        assert_eq!(kernels, ["6.12", "6.1"]);
+        // A group that is all a kernel runs needs no VM of its own.
+        assert!(jobs.iter().all(|j| j.group.is_none() && !j.subset));
+        let one = plan(&[kernel("6.1")], &names(&["agent_gemini", "redteam"]), false);
+        assert_eq!(one.iter().map(|j| j.names.len()).sum::<usize>(), 2, "a lone kernel is the newest");
+    }
 
     #[test]
     fn cargo_json_gives_test_executables_once() {
