@@ -1709,6 +1709,26 @@ int BPF_PROG(pincer_inode_create_held, struct inode *dir, struct dentry *dentry,
 	return current_session(&s) ? held_create(&s, dir, dentry, HOOK_INODE_CREATE, 1) : 0;
 }
 
+/* mkdir's hold. The kernel does not let inode_mkdir sleep, but path_mkdir may
+ * (on kernels built with CONFIG_SECURITY_PATH, as Debian's are): do_mkdirat
+ * calls it just before vfs_mkdir, with the same directory locked, on the same
+ * new name. This program holds a plain miss there until the daemon has
+ * decided and refuses what stays ungranted; pincer_inode_mkdir, attached
+ * beside it, still checks the access when vfs_mkdir runs. Directories made by
+ * the kernel for a filesystem (overlayfs's work folders) take no path hook and
+ * are only checked. */
+SEC("lsm.s/path_mkdir")
+int BPF_PROG(pincer_path_mkdir_held, const struct path *dir, struct dentry *dentry, umode_t mode, int ret)
+{
+	struct session s;
+
+	if (ret)
+		return ret;
+	if (!current_session(&s))
+		return 0;
+	return held_create(&s, BPF_CORE_READ(dir, dentry, d_inode), dentry, HOOK_INODE_MKDIR, 1);
+}
+
 SEC("lsm.s/inode_unlink")
 int BPF_PROG(pincer_inode_unlink_held, struct inode *dir, struct dentry *dentry, int ret)
 {

@@ -9,12 +9,17 @@
 /// verifier refuses it (`inode_setattr` gained a leading `mnt_idmap` argument
 /// in Linux 6.8; the `*_held` programs are sleepable and call kernel
 /// functions that Linux 6.12 has and 6.1 lacks).
-pub const PROGRAMS: [(&str, &str); 33] = [
+///
+/// A `*_held` program alone on its hook (`path_mkdir`) only holds a miss for a
+/// plain program on another hook (`inode_mkdir`) that checks the access anyway:
+/// a loader skips it when the kernel refuses it.
+pub const PROGRAMS: [(&str, &str); 34] = [
     ("pincer_file_open_held", "file_open"),
     ("pincer_file_open", "file_open"),
     ("pincer_inode_create_held", "inode_create"),
     ("pincer_inode_create", "inode_create"),
     ("pincer_inode_mkdir", "inode_mkdir"),
+    ("pincer_path_mkdir_held", "path_mkdir"),
     ("pincer_inode_symlink_held", "inode_symlink"),
     ("pincer_inode_symlink", "inode_symlink"),
     ("pincer_inode_link", "inode_link"),

@@ -9,6 +9,12 @@
 //! Besides the whole-segment token, a segment with an extension (`report.pdf`) also gets an
 //! extension token (the PRF of `.pdf`), so that user rules such as `**/*.pem` can be applied
 //! to sanitized requests.
+//!
+//! A segment named by a content hash (git's `objects/88/7242…`, a cache's `sha512/ab/cd/…`,
+//! `pack-<hash>.pack`) also gets a shape token: the PRF of the name with each hash replaced
+//! by one mark, and the short hex folders that fan the hashes out above it marked too. Such
+//! names are new for every object, so history never holds them; their shape says that a
+//! request lies in the same store as a path a past task used ([`SanitizedPath::same_store`]).
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -21,6 +27,13 @@ pub const KEY_LEN: usize = 32;
 /// Hex digits of the HMAC kept in a token (40 bits: collisions are negligible for the
 /// few thousand distinct names a user's workspace holds).
 const TOKEN_HEX: usize = 10;
+/// Shortest run of hex digits taken for a content hash (git's abbreviated names are
+/// shorter; its object names are 38 digits after the fan-out folder).
+const HASH_MIN_HEX: usize = 20;
+/// What a content hash becomes in a shape.
+const HASH_MARK: &str = "\u{1}hash\u{1}";
+/// The shape of a fan-out folder (a short hex name) above a hash-named segment.
+const FANOUT_SHAPE: &str = "\u{1}fanout\u{1}";
 
 /// Errors of the sanitizer.
 #[derive(Debug, thiserror::Error)]
@@ -112,6 +125,7 @@ pub struct SanitizedPath {
     segs: Vec<Token>,
     exts: Vec<Option<Token>>,
     words: Vec<Vec<Token>>,
+    shapes: Vec<Option<Token>>,
     dir: bool,
 }
 
@@ -152,7 +166,13 @@ impl SanitizedPath {
             return None;
         }
         let n = self.segs.len() - 1;
-        Some(SanitizedPath { segs: self.segs[..n].to_vec(), exts: self.exts[..n].to_vec(), words: self.words[..n].to_vec(), dir: true })
+        Some(SanitizedPath {
+            segs: self.segs[..n].to_vec(),
+            exts: self.exts[..n].to_vec(),
+            words: self.words[..n].to_vec(),
+            shapes: self.shapes[..n].to_vec(),
+            dir: true,
+        })
     }
 
     /// True if `prefix`'s segments are a prefix of this path's segments.
@@ -180,6 +200,20 @@ impl SanitizedPath {
     /// Same segments, ignoring the directory mark.
     pub fn same_segments(&self, other: &SanitizedPath) -> bool {
         self.segs == other.segs
+    }
+
+    /// True if the two paths name objects of one content-addressed store: as many segments,
+    /// each the same or both of one hash shape, at least one of them hash-named, and the
+    /// same last segment's shape (`objects/88/7242…` and `objects/1f/0c3a…`, not
+    /// `objects/88/` and `objects/1f/0c3a…`).
+    pub fn same_store(&self, other: &SanitizedPath) -> bool {
+        self.segs.len() == other.segs.len()
+            && self.shapes.iter().any(Option::is_some)
+            && (0..self.segs.len()).all(|i| match (&self.shapes[i], &other.shapes[i]) {
+                (Some(a), Some(b)) => a == b,
+                (None, None) => self.segs[i] == other.segs[i],
+                _ => false,
+            })
     }
 
     /// True if both paths have a parent and the parents have the same segments (what
@@ -307,6 +341,41 @@ pub fn word_keys(s: &str) -> Vec<String> {
         .collect()
 }
 
+/// The name with every content hash in it (a run of at least [`HASH_MIN_HEX`] hex digits,
+/// with a digit and a letter, between non-alphanumeric characters or the ends) replaced by
+/// one mark; `None` if it has none.
+fn hash_shape(name: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut found = false;
+    let mut rest = name;
+    while let Some(c) = rest.chars().next() {
+        if !c.is_ascii_alphanumeric() {
+            out.push(c);
+            rest = &rest[c.len_utf8()..];
+            continue;
+        }
+        let end = rest.find(|c: char| !c.is_ascii_alphanumeric()).unwrap_or(rest.len());
+        let run = &rest[..end];
+        rest = &rest[end..];
+        let hex = run.len() >= HASH_MIN_HEX
+            && run.bytes().all(|b| b.is_ascii_hexdigit())
+            && run.bytes().any(|b| b.is_ascii_digit())
+            && run.bytes().any(|b| b.is_ascii_alphabetic());
+        if hex {
+            out.push_str(HASH_MARK);
+            found = true;
+        } else {
+            out.push_str(run);
+        }
+    }
+    found.then_some(out)
+}
+
+/// A fan-out folder's name: two hex digits (git's objects, npm's and pip's caches).
+fn is_fanout(name: &str) -> bool {
+    name.len() == 2 && name.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// The keyed PRF over names. Holds the key; hands out only tokens.
 #[derive(Clone)]
 pub struct Sanitizer {
@@ -409,7 +478,20 @@ impl Sanitizer {
         let mut segs = Vec::new();
         let mut exts = Vec::new();
         let mut words = Vec::new();
-        for s in p.split('/').filter(|s| !s.is_empty() && *s != ".") {
+        let raw: Vec<&str> = p.split('/').filter(|s| !s.is_empty() && *s != ".").collect();
+        let mut shapes: Vec<Option<String>> = raw.iter().map(|s| hash_shape(s)).collect();
+        // The short hex folders right above a hash-named segment fan the store out.
+        for i in (0..raw.len()).rev() {
+            if shapes[i].as_deref().is_some_and(|s| s != FANOUT_SHAPE) {
+                let mut j = i;
+                while j > 0 && shapes[j - 1].is_none() && is_fanout(raw[j - 1]) {
+                    shapes[j - 1] = Some(FANOUT_SHAPE.to_string());
+                    j -= 1;
+                }
+            }
+        }
+        let shapes = shapes.into_iter().map(|s| s.map(|s| self.prf(3, &s))).collect();
+        for s in raw {
             segs.push(self.segment(s));
             exts.push(self.ext_of(s));
             let stem = match s.rfind('.') {
@@ -420,7 +502,7 @@ impl Sanitizer {
             ws.dedup();
             words.push(ws);
         }
-        SanitizedPath { segs, exts, words, dir }
+        SanitizedPath { segs, exts, words, shapes, dir }
     }
 
     /// Sanitizes a policy glob: literal segments become tokens, `*.ext` becomes an extension
@@ -533,6 +615,44 @@ mod tests {
         let q = z.glob("notes/?");
         assert!(q.matches(&z.path("notes/a"), true));
         assert!(!q.matches(&z.path("notes/a"), false));
+    }
+
+    #[test]
+    fn names_of_one_content_addressed_store_share_a_shape() {
+        let k = s(1);
+        let a = k.path("calc/.git/objects/88/7242454f5feb3a7bb8767c769715e1739cfdaa");
+        let b = k.path("calc/.git/objects/1f/0c3a9be2d41f5e6a7b8c9d0e1f2a3b4c5d6e7f80");
+        assert!(a.same_store(&b) && b.same_store(&a));
+        assert!(!a.same_segments(&b));
+        // Packs: the hash inside a name with a prefix and an extension.
+        let p1 = k.path("calc/.git/objects/pack/pack-4b825dc642cb6eb9a060e54bf8d69288fbee4904.pack");
+        let p2 = k.path("calc/.git/objects/pack/pack-0123456789abcdef0123456789abcdef01234567.pack");
+        let idx = k.path("calc/.git/objects/pack/pack-0123456789abcdef0123456789abcdef01234567.idx");
+        assert!(p1.same_store(&p2) && !p1.same_store(&idx));
+        // Several fan-out levels (pip's wheel cache).
+        let w1 = k.path(".cache/pip/wheels/3f/2a/9b/0c1d2e3f4a5b6c7d8e9f0a1b2c3d/x.whl");
+        let w2 = k.path(".cache/pip/wheels/aa/bb/cc/9f8e7d6c5b4a3f2e1d0c9b8a7f6e/x.whl");
+        assert!(w1.same_store(&w2));
+    }
+
+    #[test]
+    fn a_store_is_not_another_place_or_an_ordinary_name() {
+        let k = s(1);
+        let obj = k.path("calc/.git/objects/88/7242454f5feb3a7bb8767c769715e1739cfdaa");
+        // Another repository's store, a fan-out folder alone, a hex name elsewhere.
+        assert!(!obj.same_store(&k.path("other/.git/objects/1f/0c3a9be2d41f5e6a7b8c9d0e1f2a3b4c5d6e7f80")));
+        assert!(!obj.same_store(&k.path("calc/.git/objects/88/")));
+        assert!(!obj.same_store(&k.path("calc/.git/refs/88/0c3a9be2d41f5e6a7b8c9d0e1f2a3b4c5d6e7f80")));
+        // Names with no hash have no shape: two files in one folder are not one store.
+        assert!(!k.path("calc/a.py").same_store(&k.path("calc/b.py")));
+        // Long words, all-digit numbers and short hex are not hashes.
+        for name in ["deadbeefdeadbeefdeadbeef", "12345678901234567890123", "abc123", "ab12cd34ef56ab78cd9"] {
+            assert!(hash_shape(name).is_none(), "{name}");
+        }
+        assert!(hash_shape("état-0123456789abcdef0123.log").is_some());
+        // The shape is a token: no hex of the name survives.
+        let text = format!("{:?}", obj.shapes);
+        assert!(!text.contains("7242454f"), "{text}");
     }
 
     #[test]

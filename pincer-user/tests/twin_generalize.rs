@@ -279,3 +279,40 @@ async fn p2_licenses_content_by_the_exact_pre_committed_entry() {
     assert_eq!(p1.votes[1].verdict, Verdict::Deny, "{p1:?}");
     assert_eq!(p2.votes[1].verdict, Verdict::Allow, "{p2:?}");
 }
+
+// ---------- content-addressed stores ----------
+
+const OBJ_SEEN: &str = "app/.git/objects/1f/0c3a9be2d41f5e6a7b8c9d0e1f2a3b4c5d6e7f80";
+const OBJ_NEW: &str = "app/.git/objects/88/7242454f5feb3a7bb8767c769715e1739cfdaa";
+const OBJ_OTHER_REPO: &str = "vault/.git/objects/88/7242454f5feb3a7bb8767c769715e1739cfdaa";
+
+/// A user whose past commits in `app` read objects of its repository (each commit reads the
+/// parent's, named by other hashes than any later commit reads).
+async fn decide_store(path: &str) -> Decision {
+    let mut f = BTreeMap::new();
+    for p in ["app/src/lib.rs", "app/.git/HEAD", OBJ_SEEN, OBJ_NEW, "vault/notes.md", OBJ_OTHER_REPO] {
+        f.insert(p.to_string(), b"x".to_vec());
+    }
+    let mut st = TrustedState::new("u");
+    for (i, prompt) in ["Fix the parser bug in the app and commit it", "Fix the lexer bug in the app and commit it"].into_iter().enumerate() {
+        let accesses = vec![rec("app/src/lib.rs", Access::Read), rec("app/src/lib.rs", Access::Write), rec("app/.git/HEAD", Access::Read), rec(OBJ_SEEN, Access::Read)];
+        st.add_history(&HistoryRecord { day: i as u32 + 1, session: format!("h{i}"), prompt: prompt.into(), accesses, approvals: vec![] }).unwrap();
+    }
+    let p = Prepared::new(st, Sanitizer::new(SecretKey::from_bytes([5; 32]))).with_workspace(&tree(&f), |q| f.get(q).map(Vec::as_slice));
+    let mut twin = Twin::from_prepared(&p, Arc::new(OfflineDecider::new()), TwinConfig { variant: Variant::Pincer, escalate_after: 5 });
+    twin.start_session("s", "Fix the printer bug and commit it", &tree(&f)).await.unwrap();
+    twin.decide("s", &Request { path: path.into(), access: Access::Read, rationale: None, content: Some(b"x".to_vec()) }).await
+}
+
+#[tokio::test]
+async fn an_object_of_a_store_like_tasks_read_is_in_scope_though_its_name_is_new() {
+    let d = decide_store(OBJ_NEW).await;
+    assert_eq!(d.votes[0].verdict, Verdict::Allow, "{}", d.votes[0].reason);
+    assert!(d.votes[0].reason.contains("content-addressed store"), "{}", d.votes[0].reason);
+}
+
+#[tokio::test]
+async fn the_same_hash_in_another_repository_is_not_that_store() {
+    let d = decide_store(OBJ_OTHER_REPO).await;
+    assert_eq!(d.votes[0].verdict, Verdict::Deny, "{}", d.votes[0].reason);
+}

@@ -229,8 +229,9 @@ fn history() -> String {
         json!({"day": day, "session": session, "prompt": prompt, "accesses": a}).to_string()
     };
     // What a commit touched (as the kernel reported it in those sessions): git's objects
-    // are named by their hashes, so each task made other ones.
-    let git_commit = |objects: [&'static str; 3]| -> Vec<(&'static str, &'static str)> {
+    // are named by their hashes, so each task made other ones (a folder per new object), and
+    // read the parent commit's objects, which no later task reads again.
+    let git_commit = |objects: [&'static str; 3], parent: &'static str| -> Vec<(&'static str, &'static str)> {
         let mut a = vec![
             ("calc/.git/", "list"),
             ("calc/.git/HEAD", "read"),
@@ -248,6 +249,7 @@ fn history() -> String {
         for o in objects {
             a.push((o, "create"));
         }
+        a.push((parent, "read"));
         a
     };
     let tests: &[(&str, &str)] = &[
@@ -259,14 +261,14 @@ fn history() -> String {
     let mut lines = Vec::new();
     let mut a1: Vec<(&str, &str)> = vec![("calc/README.md", "read"), ("calc/calc.py", "read"), ("calc/calc.py", "write")];
     a1.extend(tests);
-    a1.extend(git_commit(["calc/.git/objects/5e/", "calc/.git/objects/a3/", "calc/.git/objects/0c/"]));
+    a1.extend(git_commit(["calc/.git/objects/5e/", "calc/.git/objects/a3/", "calc/.git/objects/0c/"], "calc/.git/objects/c4/1a8e2f09b7d3c6a5e4f1b2d8c7a6e5f4d3c2b1a0"));
     lines.push(task(1, "h1", "Fix the failing test in calc: mul returns the wrong value. Read calc.py, run the tests with python3 -m unittest, fix calc.py and commit the fix with git.", &a1));
     let mut a2: Vec<(&str, &str)> = vec![("calc/calc.py", "read"), ("calc/calc.py", "write"), ("calc/test_calc.py", "write")];
     a2.extend(tests);
-    a2.extend(git_commit(["calc/.git/objects/9d/", "calc/.git/objects/e1/", "calc/.git/objects/47/"]));
+    a2.extend(git_commit(["calc/.git/objects/9d/", "calc/.git/objects/e1/", "calc/.git/objects/47/"], "calc/.git/objects/0c/7f3e9a1d5b2c8e4f6a0b9d7c3e1f5a2b8d4c6e0f"));
     lines.push(task(2, "h2", "Add a test for mul to test_calc.py in calc, run the unit tests and commit.", &a2));
     let mut a3: Vec<(&str, &str)> = vec![("calc/README.md", "read"), ("calc/README.md", "write")];
-    a3.extend(git_commit(["calc/.git/objects/b8/", "calc/.git/objects/2f/", "calc/.git/objects/d6/"]));
+    a3.extend(git_commit(["calc/.git/objects/b8/", "calc/.git/objects/2f/", "calc/.git/objects/d6/"], "calc/.git/objects/47/e2b6d0f8a4c1e9b3d7f5a2c6e0b8d4f1a9c3e7b5"));
     lines.push(task(3, "h3", "Document how to run the calc tests in README.md and commit it.", &a3));
     lines.join("\n") + "\n"
 }

@@ -297,8 +297,9 @@ i=0; while [ $i -lt 64 ]; do (cat $W/notes/part-$i.md >/dev/null 2>&1 && echo "P
     assert!(holds.iter().any(|l| l.contains("\"outcome\":\"grant\"") && l.contains("waited")), "{audit}");
 }
 
-/// Held changes of names (Linux 6.12), as real tools make them: a new file (`sh`'s `>`) and
-/// a save by rename over the file (`mv`) that the twin grants succeed on their first try; a removal it denies (`rm`) fails with EACCES after its
+/// Held changes of names (Linux 6.12), as real tools make them: a new file (`sh`'s `>`), a
+/// save by rename over the file (`mv`) and a new folder (`mkdir`) that the twin grants
+/// succeed on their first try; a removal it denies (`rm`) fails with EACCES after its
 /// decision; a move between two folders, whose hook holds the filesystem's rename lock, is
 /// never held. Each first try would be denied without its hold.
 #[test]
@@ -326,10 +327,21 @@ mv $W/notes/todo.md $W/secrets/todo.md 2>/dev/null && echo "R move out: ok" || e
     // create, the rename's write on the file replaced, the removal.
     assert!(holds.len() >= 3, "each held change of a name is audited ({}):\n{audit}", holds.len());
     assert!(holds.iter().any(|l| l.contains("\"outcome\":\"deny\"") && l.contains("not granted")), "{audit}");
+    // A new folder: inode_mkdir cannot sleep, so path_mkdir holds it (6.12 with
+    // CONFIG_SECURITY_PATH); the folder the prompt asks for is made on the first try.
+    let out = env.run_worker(
+        "Make a folder notes/archive for my old notes.",
+        r#"
+mkdir $W/notes/archive && echo "R mkdir: ok" || echo "R mkdir: denied"
+mkdir $W/secrets/stash 2>/dev/null && echo "R mkdir in secrets: ok" || echo "R mkdir in secrets: denied"
+"#,
+    );
+    assert_eq!(lines_with(&out, "R "), ["R mkdir: ok", "R mkdir in secrets: denied"]);
+    assert!(env.ws.join("notes/archive").is_dir() && !env.ws.join("secrets/stash").exists());
     let log = text_of(&env.pincer(&["log"]));
     let _ = std::io::Write::write_all(
         &mut std::io::stderr(),
-        format!("pincer log, held changes of names:\n  {}\n", log.lines().filter(|l| l.contains("notes/") || l.contains("hold ")).collect::<Vec<_>>().join("\n  ")).as_bytes(),
+        format!("pincer log, held changes of names:\n  {}\n", log.lines().filter(|l| l.contains("notes/") || l.contains("secrets/") || l.contains("hold ")).collect::<Vec<_>>().join("\n  ")).as_bytes(),
     );
 }
 

@@ -679,6 +679,13 @@ impl Enforcer {
                     tracing::debug!(program = name, hook, error = %source, "variant refused, trying the next one");
                     continue;
                 }
+                if name.ends_with(HELD_SUFFIX) {
+                    // A hold beside a plain program on another hook: without it the
+                    // misses are denied at once.
+                    tracing::info!(program = name, hook, error = %source, "held {hook} refused by this kernel; its misses are denied at once");
+                    done_hooks.push(hook);
+                    continue;
+                }
                 if pincer_ebpf::OPTIONAL_HOOKS.contains(&hook) && !kernel_has_lsm_hook(btf, hook) {
                     tracing::info!(program = name, hook, "this kernel has no such LSM hook; skipped");
                     done_hooks.push(hook);

@@ -1120,6 +1120,10 @@ pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> E
                 worked_folder = true;
                 kind(1, W_SIBLING * w);
                 bump(&mut best, W_SIBLING * w, || format!("beside {sp}, used by a similar past task (similarity {w:.2})"));
+            } else if sp.same_store(p) {
+                // Content-named objects are new each time: the store is the place.
+                kind(1, W_SIBLING * w);
+                bump(&mut best, W_SIBLING * w, || format!("in the content-addressed store of {sp}, used by a similar past task (similarity {w:.2})"));
             } else if p.len() > 2 && sp.len() == p.len() && sp.common_prefix_len(p) == p.len() - 2 {
                 kind(1, W_COUSIN * w);
                 bump(&mut best, W_COUSIN * w, || format!("near {sp}, used by a similar past task (similarity {w:.2})"));
