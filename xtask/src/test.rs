@@ -40,7 +40,13 @@ fn run_phases(args: &TestArgs) -> Result<()> {
         }
         Ok(())
     };
-    crate::phase::timed("build host tests", || cargo_test(&["--no-run"]))?;
+    // The VM tests' crate is built in the same run unless only the host tests are asked
+    // for: cargo then compiles it while the host tests' largest crate is still compiling.
+    if args.host_only {
+        crate::phase::timed("build host tests", || cargo_test(&["--no-run"]))?;
+    } else {
+        crate::phase::timed("build host and VM tests", || cargo_test(&["--no-run", "--workspace"]))?;
+    }
     crate::phase::timed("host tests", || cargo_test(&[]))?;
     if args.host_only {
         return Ok(());

@@ -50,15 +50,17 @@ pub struct VmOptions {
 pub const TWO_CPU_PROGRAMS: &[&str] = &["enforce_stale"];
 
 /// Test programs that run only on the newest kernel of a `vm-test` run, unless `--only`
-/// names them: Claude Code and Gemini CLI take the kernel paths that Codex, which runs on
-/// every kernel, takes too (opens, creations, renames, their denials and retries), and each
-/// of their runs costs minutes of emulated CPU.
-pub const NEWEST_KERNEL_ONLY: &[&str] = &["agent_claude", "agent_gemini"];
+/// names them; each costs minutes of emulated CPU, for kernel paths that other programs
+/// cover on every kernel. Claude Code and Gemini CLI take the paths Codex, which runs on
+/// every kernel, takes too (opens, creations, renames, their denials and retries).
+/// `e2e_replay` checks the twin's decisions on the corpus against the harness's, through
+/// grants and refusals that `enforce`, `e2e_session` and `redteam` check on every kernel.
+pub const NEWEST_KERNEL_ONLY: &[&str] = &["agent_claude", "agent_gemini", "e2e_replay"];
 
 /// Test programs that get a VM of their own, one per group and kernel, so the longest runs
 /// spread over the VMs that run at once instead of queueing in one VM per kernel. The
 /// groups come in the order their VMs start (longest first).
-pub const OWN_VM_GROUPS: &[&[&str]] = &[&["agent_codex", "agent_gemini"], &["agent_claude"]];
+pub const OWN_VM_GROUPS: &[&[&str]] = &[&["agent_codex", "agent_gemini"], &["agent_claude"], &["e2e_replay"]];
 
 /// The workspace root (the parent of `xtask/`).
 pub fn workspace_root() -> PathBuf {
@@ -643,7 +645,7 @@ mod tests {
 
     #[test]
     fn every_program_runs_once_per_kernel_and_the_long_ones_on_vms_of_their_own() {
-        let all = names(&["agent_claude", "agent_codex", "agent_gemini", "e2e_session", "enforce_stale", "redteam"]);
+        let all = names(&["agent_claude", "agent_codex", "agent_gemini", "e2e_replay", "e2e_session", "enforce_stale", "redteam"]);
         let kernels = [kernel("6.1"), kernel("6.12")];
         let jobs = plan(&kernels, &all, false);
         let on = |k: &str, cpus: u8| -> Vec<String> {
@@ -666,6 +668,7 @@ mod tests {
                 "6.1-amd64",
                 "6.12-amd64 [agent_codex+agent_gemini]",
                 "6.12-amd64 [agent_claude]",
+                "6.12-amd64 [e2e_replay]",
                 "6.1-amd64 [agent_codex]",
                 "6.1-amd64 (2 vCPUs)",
                 "6.12-amd64 (2 vCPUs)",
