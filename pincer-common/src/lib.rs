@@ -336,6 +336,9 @@ shared_struct! {
         /// The session's threads waiting in a hold, counted by the kernel (bounded by the
         /// [`HOLD_SLOT_PER_SESSION`] slot); kept when the daemon rewrites the entry.
         pub held: u32,
+        /// Of those, the threads whose hook keeps a folder or the object locked (at most
+        /// one per session), counted by the kernel; kept when the daemon rewrites the entry.
+        pub held_locked: u32,
     }
 }
 

@@ -667,7 +667,14 @@ static __always_inline __u64 scalar_of(const void *ptr)
  * are still held. */
 _Static_assert(sizeof(struct session_key) == sizeof(__u64), "a session id is its key");
 
-static __always_inline void hold_uncount(const struct session *s)
+/* Whether a hook runs with a directory or the object locked (every held hook
+ * but file_open): a thread held there keeps that lock while it waits. */
+static __always_inline int hook_locks(__u32 hook)
+{
+	return hook != HOOK_FILE_OPEN && hook != HOOK_FILE_RECEIVE;
+}
+
+static __always_inline void hold_uncount(const struct session *s, int locked)
 {
 	/* s->id is laid out as struct session_key: no key copy on the stack,
 	 * which the plain file_open has no room for. */
@@ -675,9 +682,15 @@ static __always_inline void hold_uncount(const struct session *s)
 
 	if (v && v->held)
 		__sync_fetch_and_add(&v->held, -1); /* no atomic sub in BPF */
+	if (v && locked && v->held_locked)
+		__sync_fetch_and_add(&v->held_locked, -1);
 }
 
-static __always_inline int hold_begin(const struct session *s, struct walk *w)
+/* Counts a hold in, within the session's share of holds; a hold whose hook
+ * keeps a lock also within one such hold per session at a time, so a session
+ * can never keep more than one of the user's folders or files locked, however
+ * fast it makes misses and whatever the daemon is doing. */
+static __always_inline int hold_begin(const struct session *s, struct walk *w, int locked)
 {
 	__u32 slot = HOLD_SLOT_ANCHOR;
 	__u32 *anchor = bpf_map_lookup_elem(&MAP_HOLD, &slot);
@@ -695,25 +708,32 @@ static __always_inline int hold_begin(const struct session *s, struct walk *w)
 		__sync_fetch_and_add(&v->held, -1); /* no atomic sub in BPF */
 		return 0;
 	}
+	if (locked) {
+		__sync_fetch_and_add(&v->held_locked, 1);
+		if (*(volatile __u32 *)&v->held_locked > 1) {
+			hold_uncount(s, 1);
+			return 0;
+		}
+	}
 	/* Holds are told apart by (thread, id): a random id keeps a late answer
 	 * to a thread's earlier hold from ending its next one. */
 	__u32 id = bpf_get_prandom_u32() | 1;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 
 	if (bpf_map_update_elem(&MAP_HELD, &tid, &id, BPF_ANY)) {
-		hold_uncount(s);
+		hold_uncount(s, locked);
 		return 0;
 	}
 	w->hold_id = id;
 	return 1;
 }
 
-static __always_inline void hold_end(const struct session *s, struct walk *w)
+static __always_inline void hold_end(const struct session *s, struct walk *w, int locked)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 
 	bpf_map_delete_elem(&MAP_HELD, &tid);
-	hold_uncount(s);
+	hold_uncount(s, locked);
 	w->hold_id = 0;
 }
 
@@ -743,10 +763,10 @@ static __always_inline int verdict(const struct session *s, __u64 obj, __u32 hoo
 	}
 	/* A plain miss under a root may be held: the event names the hold. An
 	 * object gated by its owner has no root for the twin to judge it under. */
-	if (w->hold && !(w->flags & EVENT_FLAG_OWNED) && hold_begin(s, w))
+	if (w->hold && !(w->flags & EVENT_FLAG_OWNED) && hold_begin(s, w, hook_locks(hook)))
 		w->flags |= EVENT_FLAG_HELD;
 	if (!report(s, w, obj, need & ~w->granted, hook) && w->hold_id)
-		hold_end(s, w); /* no event, nothing to wait for: denied now */
+		hold_end(s, w, hook_locks(hook)); /* no event, nothing to wait for: denied now */
 	return -EACCES;
 }
 
@@ -1581,8 +1601,11 @@ extern int bpf_get_file_xattr(struct file *file, const char *name__str, struct b
 extern void bpf_rcu_read_lock(void);
 extern void bpf_rcu_read_unlock(void);
 
-/* The xattr the held thread reads (the kfunc reads `user.*` names only). */
+/* The xattr the held thread reads (the kfunc reads `user.*` names only); a
+ * thread whose hook keeps a lock reads the other name, so the daemon bounds
+ * its wait by `[hold] locked_max_ms` from the moment it arrives. */
 const volatile char HOLD_XATTR[] = "user.pincer.hold";
+const volatile char HOLD_XATTR_LOCKED[] = "user.pincer.hold.locked";
 
 /* Waits in the hold the miss just reported, then checks the object again: the
  * daemon's answer only ends the wait, an exact grant of the missing bits on
@@ -1590,7 +1613,7 @@ const volatile char HOLD_XATTR[] = "user.pincer.hold";
  * replaced, or the directory a new name goes into) is what allows. A dead
  * daemon, a missing anchor or a FUSE error end the wait with the check, which
  * finds no grant. */
-static __always_inline int hold_wait(const struct session *s, __u32 dev, __u64 ino, __u32 missing)
+static __always_inline int hold_wait(const struct session *s, __u32 dev, __u64 ino, __u32 missing, int locked)
 {
 	__u32 anchor_slot = HOLD_SLOT_ANCHOR;
 	__u32 *anchor = bpf_map_lookup_elem(&MAP_HOLD, &anchor_slot);
@@ -1611,7 +1634,7 @@ static __always_inline int hold_wait(const struct session *s, __u32 dev, __u64 i
 				struct bpf_dynptr dp;
 
 				bpf_dynptr_from_mem(scratch, sizeof(*scratch), 0, &dp);
-				bpf_get_file_xattr(exe, (const char *)HOLD_XATTR, &dp);
+				bpf_get_file_xattr(exe, locked ? (const char *)HOLD_XATTR_LOCKED : (const char *)HOLD_XATTR, &dp);
 			}
 			if (exe)
 				bpf_put_file(exe);
@@ -1619,7 +1642,7 @@ static __always_inline int hold_wait(const struct session *s, __u32 dev, __u64 i
 		}
 	}
 	bpf_map_delete_elem(&MAP_HELD, &tid);
-	hold_uncount(s);
+	hold_uncount(s, locked);
 	if (!ino)
 		return -EACCES;
 	struct grant_key gk = { .session = s->id, .ino = ino, .dev = dev };
@@ -1654,7 +1677,7 @@ int BPF_PROG(pincer_file_open_held, struct file *file, int ret)
 		return err;
 	struct inode *inode = file->f_inode;
 
-	return inode ? hold_wait(&s, inode->i_sb->s_dev, inode->i_ino, missing) : -EACCES;
+	return inode ? hold_wait(&s, inode->i_sb->s_dev, inode->i_ino, missing, 0) : -EACCES;
 }
 
 /* Held changes of names (sleepable, attached instead of the plain programs
@@ -1680,7 +1703,7 @@ static __always_inline int held_object(const struct session *s, struct dentry *d
 		return err;
 	struct inode *inode = BPF_CORE_READ(d, d_inode);
 
-	return inode ? hold_wait(s, BPF_CORE_READ(inode, i_sb, s_dev), BPF_CORE_READ(inode, i_ino), missing) : -EACCES;
+	return inode ? hold_wait(s, BPF_CORE_READ(inode, i_sb, s_dev), BPF_CORE_READ(inode, i_ino), missing, 1) : -EACCES;
 }
 
 /* check_create_held and, on a held miss, the wait; the grant looked for is
@@ -1696,7 +1719,7 @@ static __always_inline int held_create(const struct session *s, struct inode *di
 	bpf_rcu_read_unlock();
 	if (!err || !missing)
 		return err;
-	return dir ? hold_wait(s, BPF_CORE_READ(dir, i_sb, s_dev), BPF_CORE_READ(dir, i_ino), missing) : -EACCES;
+	return dir ? hold_wait(s, BPF_CORE_READ(dir, i_sb, s_dev), BPF_CORE_READ(dir, i_ino), missing, 1) : -EACCES;
 }
 
 SEC("lsm.s/inode_create")

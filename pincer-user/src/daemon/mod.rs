@@ -341,7 +341,8 @@ fn start_hold(config: &Config, enforcer: &mut crate::kernel::Enforcer) -> (Optio
         tracing::info!("this kernel does not hold misses (no held file_open): a miss is denied at once and retried");
         return off(enforcer);
     }
-    let holds = Holds::new(std::time::Duration::from_millis(config.hold.max_ms), tokio::runtime::Handle::current());
+    let holds = Holds::new(std::time::Duration::from_millis(config.hold.max_ms), tokio::runtime::Handle::current())
+        .with_locked_max(std::time::Duration::from_millis(config.hold.locked_max_ms));
     match Anchor::start(&config.hold.mountpoint, &config.pin_dir, holds.clone()) {
         Ok(anchor) => match enforcer.set_hold_anchor(anchor.pid(), config.hold.per_session) {
             Ok(()) => {

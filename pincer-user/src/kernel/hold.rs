@@ -42,6 +42,10 @@ use std::time::{Duration, Instant, SystemTime};
 pub const ANCHOR_ARG: &str = "--pincer-hold-anchor";
 /// The xattr the held thread reads (`HOLD_XATTR` of `pincer.bpf.c`).
 pub const HOLD_XATTR: &str = "user.pincer.hold";
+/// The xattr a held thread whose hook keeps a folder or the object locked reads
+/// (`HOLD_XATTR_LOCKED`): its wait is bounded by [`Holds::with_locked_max`] from the moment
+/// it arrives, before the daemon has seen its miss.
+pub const HOLD_XATTR_LOCKED: &str = "user.pincer.hold.locked";
 /// The anchor's executable in the FUSE filesystem.
 const ANCHOR_NAME: &str = "anchor";
 const ROOT_INO: u64 = 1;
@@ -157,13 +161,21 @@ struct Table {
 pub struct Holds {
     table: Arc<Mutex<Table>>,
     max: Duration,
+    locked_max: Duration,
     runtime: tokio::runtime::Handle,
 }
 
 impl Holds {
     /// Holds that last at most `max`; timers run on `runtime`.
     pub fn new(max: Duration, runtime: tokio::runtime::Handle) -> Self {
-        Self { table: Arc::default(), max, runtime }
+        Self { table: Arc::default(), max, locked_max: max, runtime }
+    }
+
+    /// The same, with the holds that keep a lock ([`HOLD_XATTR_LOCKED`]) bounded by
+    /// `locked_max` (at most `max`) from their arrival.
+    pub fn with_locked_max(mut self, locked_max: Duration) -> Self {
+        self.locked_max = locked_max.min(self.max);
+        self
     }
 
     /// The longest a hold lasts.
@@ -178,8 +190,19 @@ impl Holds {
     /// A thread's request for hold `id` arrived: answered at once if the miss is already
     /// decided, else it waits for [`Holds::release`] or the bound.
     pub fn arrived(&self, id: u32, answer: HoldAnswer) {
+        self.arrived_as(id, answer, false);
+    }
+
+    /// [`Holds::arrived`] of a thread whose hook keeps a lock when `locked`: its wait is
+    /// bounded by the locked maximum at once (or by a smaller bound set already).
+    pub fn arrived_as(&self, id: u32, answer: HoldAnswer, locked: bool) {
         let mut t = self.lock();
         t.stats.held += 1;
+        if locked {
+            let bound = self.locked_max;
+            let entry = t.limits.entry(id).or_insert((bound, Instant::now()));
+            entry.0 = entry.0.min(bound);
+        }
         if t.decided.remove(&id).is_some() {
             t.stats.released += 1;
             drop(t);
@@ -435,13 +458,14 @@ impl Filesystem for HoldFs {
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        if ino.0 != ANCHOR_INO || name != HOLD_XATTR {
+        let locked = name == HOLD_XATTR_LOCKED;
+        if ino.0 != ANCHOR_INO || !(locked || name == HOLD_XATTR) {
             return reply.error(Errno::ENODATA);
         }
         let answer = HoldAnswer { reply: Some(reply), size, tid: req.pid() };
         // The requesting thread's id (in the daemon's PID namespace) names its hold.
         match self.held.get(&req.pid(), 0) {
-            Ok(id) => self.holds.arrived(id, answer),
+            Ok(id) => self.holds.arrived_as(id, answer, locked),
             Err(_) => self.holds.stray(answer),
         }
     }
@@ -595,6 +619,24 @@ mod tests {
         assert!(matches!(h.release(9), HoldEnd::TimedOut(w) if w >= Duration::from_millis(20)), "a decision after the bound finds it timed out");
         let s = h.stats();
         assert_eq!((s.held, s.released, s.timed_out), (2, 1, 1));
+    }
+
+    /// A hold whose hook keeps a lock is bounded by the locked maximum from its arrival,
+    /// before any decision or daemon-set bound; a plain one waits up to the maximum.
+    #[test]
+    fn a_locked_hold_is_bounded_from_its_arrival() {
+        let (rt, h) = holds(60_000);
+        let h = h.with_locked_max(Duration::from_millis(30));
+        h.arrived_as(3, HoldAnswer { reply: None, size: 8, tid: 0 }, true);
+        h.arrived_as(4, HoldAnswer { reply: None, size: 8, tid: 0 }, false);
+        rt.block_on(async { tokio::time::sleep(KILL_POLL * 2).await });
+        assert_eq!(h.waiting(), 1, "the locked hold ended at its bound; the plain one waits");
+        assert!(matches!(h.release(3), HoldEnd::TimedOut(w) if w >= Duration::from_millis(30) && w < Duration::from_secs(5)));
+        assert!(matches!(h.release(4), HoldEnd::Waited(_)));
+        // A smaller bound the daemon set first stays (zero: denied at once).
+        h.limit(6, Duration::ZERO);
+        h.arrived_as(6, HoldAnswer { reply: None, size: 8, tid: 0 }, true);
+        assert_eq!(h.waiting(), 0);
     }
 
     /// A hold whose thread dies ends at once, long before the bound, and a decision that

@@ -591,10 +591,13 @@ impl Enforcer {
     pub fn pinned_complete(pin_dir: &Path) -> bool {
         let links = links_dir(pin_dir);
         let maps = maps_dir(pin_dir);
-        // Optional hooks may be missing on this kernel; maps are pinned only
-        // after every hook was attached or skipped, so complete maps imply that.
-        let hooks = pincer_ebpf::PROGRAMS.iter().chain(&pincer_ebpf::REACH_PROGRAMS).map(|(_, hook)| *hook);
-        let mut hooks: Vec<String> = hooks.filter(|h| !pincer_ebpf::OPTIONAL_HOOKS.contains(h)).map(String::from).collect();
+        // Optional hooks may be missing on this kernel, and a hook with only a held
+        // program (path_mkdir) is skipped where the kernel refuses it; maps are pinned
+        // only after every hook was attached or skipped, so complete maps imply that.
+        let all = || pincer_ebpf::PROGRAMS.iter().chain(&pincer_ebpf::REACH_PROGRAMS);
+        let held_only = |h: &str| all().filter(|(_, hook)| *hook == h).all(|(name, _)| name.ends_with(HELD_SUFFIX));
+        let hooks = all().map(|(_, hook)| *hook);
+        let mut hooks: Vec<String> = hooks.filter(|h| !pincer_ebpf::OPTIONAL_HOOKS.contains(h) && !held_only(h)).map(String::from).collect();
         hooks.dedup();
         hooks.extend(pincer_ebpf::REACH_FEXIT.iter().map(|(_, f)| reach::trace_pin_name(reach::Trace::Exit, f)));
         hooks.extend(pincer_ebpf::REACH_FENTRY.iter().map(|(_, f)| reach::trace_pin_name(reach::Trace::Entry, f)));
@@ -789,9 +792,9 @@ impl Enforcer {
             tracing::warn!(error = %e, "cannot prune the ports held outside sessions at attach; they stay held");
         }
         let key = SessionKey { cgroup_id };
-        // The kernel's count of the session's held threads stays as it is.
-        let held = self.maps.sessions.get(&key)?.map_or(0, |v| v.held);
-        self.maps.sessions.insert(key, SessionValue { active: 1, flags: flags.bits(), held })
+        // The kernel's counts of the session's held threads stay as they are.
+        let (held, held_locked) = self.maps.sessions.get(&key)?.map_or((0, 0), |v| (v.held, v.held_locked));
+        self.maps.sessions.insert(key, SessionValue { active: 1, flags: flags.bits(), held, held_locked })
     }
 
     /// Stops gating a session (its grants stay until [`Enforcer::revoke_session`]).
