@@ -272,6 +272,16 @@ pub struct Virtiofsd {
     /// The vhost-user socket QEMU connects to.
     pub socket: PathBuf,
     dir: PathBuf,
+    socket_dir: PathBuf,
+}
+
+/// A folder of its own for one virtiofsd's socket, under the system's temporary folder:
+/// a Unix socket's path has at most 107 bytes, which a checkout's `target/vm/` and a VM's
+/// name can pass.
+fn socket_dir() -> PathBuf {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    std::env::temp_dir().join(format!("pincer-vfs-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)))
 }
 
 /// The command that runs `virtiofsd` on a read-only bind mount of `/` at `mountpoint` in a
@@ -297,7 +307,10 @@ impl Virtiofsd {
         let _ = std::fs::remove_dir_all(&dir);
         let mountpoint = dir.join("root");
         std::fs::create_dir_all(&mountpoint).with_context(|| format!("creating {}", mountpoint.display()))?;
-        let socket = dir.join("virtiofsd.sock");
+        let socket_dir = socket_dir();
+        let _ = std::fs::remove_dir_all(&socket_dir);
+        std::fs::create_dir_all(&socket_dir).with_context(|| format!("creating {}", socket_dir.display()))?;
+        let socket = socket_dir.join("virtiofsd.sock");
         let mut cmd = virtiofsd_command(&mountpoint, &socket);
         // Its messages (e.g. the disconnect when QEMU exits) go to a log beside the console's.
         let log = run_dir.join("logs").join(format!("virtiofsd-{name}.log"));
@@ -306,7 +319,7 @@ impl Virtiofsd {
         // Its own process group, so a ^C to xtask reaches it only through Drop.
         cmd.process_group(0);
         let child = cmd.spawn().with_context(|| format!("starting {VIRTIOFSD} under unshare"))?;
-        let mut v = Virtiofsd { child, socket, dir };
+        let mut v = Virtiofsd { child, socket, dir, socket_dir };
         let start = Instant::now();
         while !v.socket.exists() {
             if let Some(status) = v.child.try_wait()? {
@@ -338,6 +351,7 @@ impl Drop for Virtiofsd {
             let _ = self.child.wait();
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = std::fs::remove_dir_all(&self.socket_dir);
     }
 }
 
@@ -360,6 +374,13 @@ pub fn qemu_args(socket: &Path, memory_mib: u64) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sockets_fit_a_unix_address_whatever_the_vm_and_checkout() {
+        let (a, b) = (socket_dir().join("virtiofsd.sock"), socket_dir().join("virtiofsd.sock"));
+        assert_ne!(a, b, "each VM's socket has a folder of its own");
+        assert!(a.as_os_str().len() < 100, "{}", a.display());
+    }
 
     #[test]
     fn support_is_read_from_the_config() {

@@ -455,8 +455,16 @@ pub fn vm_test(opts: &VmOptions) -> Result<()> {
     let _ = std::fs::remove_file(&initrd);
     let mut failed = 0;
     let (mut total_passed, mut total_failed) = (0, 0);
-    for r in results {
-        let r = r?;
+    for (job, r) in jobs.iter().zip(results) {
+        // A VM that could not run is a failed one; the others are still reported.
+        let r = match r {
+            Ok(r) => r,
+            Err(e) => {
+                failed += 1;
+                println!("vm-test {}: FAIL (the VM did not run: {e:#})", job.label());
+                continue;
+            }
+        };
         let t = &r.run.transcript;
         total_passed += t.tests_passed();
         total_failed += t.tests_failed();
