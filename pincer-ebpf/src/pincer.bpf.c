@@ -1677,7 +1677,7 @@ int BPF_PROG(pincer_file_open_held, struct file *file, int ret)
 		return err;
 	struct inode *inode = file->f_inode;
 
-	return inode ? hold_wait(&s, inode->i_sb->s_dev, inode->i_ino, missing, 0) : -EACCES;
+	return inode ? hold_wait(&s, inode->i_sb->s_dev, inode->i_ino, missing, hook_locks(HOOK_FILE_OPEN)) : -EACCES;
 }
 
 /* Held changes of names (sleepable, attached instead of the plain programs
@@ -1703,7 +1703,7 @@ static __always_inline int held_object(const struct session *s, struct dentry *d
 		return err;
 	struct inode *inode = BPF_CORE_READ(d, d_inode);
 
-	return inode ? hold_wait(s, BPF_CORE_READ(inode, i_sb, s_dev), BPF_CORE_READ(inode, i_ino), missing, 1) : -EACCES;
+	return inode ? hold_wait(s, BPF_CORE_READ(inode, i_sb, s_dev), BPF_CORE_READ(inode, i_ino), missing, hook_locks(hook)) : -EACCES;
 }
 
 /* check_create_held and, on a held miss, the wait; the grant looked for is
@@ -1719,7 +1719,7 @@ static __always_inline int held_create(const struct session *s, struct inode *di
 	bpf_rcu_read_unlock();
 	if (!err || !missing)
 		return err;
-	return dir ? hold_wait(s, BPF_CORE_READ(dir, i_sb, s_dev), BPF_CORE_READ(dir, i_ino), missing, 1) : -EACCES;
+	return dir ? hold_wait(s, BPF_CORE_READ(dir, i_sb, s_dev), BPF_CORE_READ(dir, i_ino), missing, hook_locks(hook)) : -EACCES;
 }
 
 SEC("lsm.s/inode_create")

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::twin::tree;
+use common::twin::{rec, tree};
 use pincer::decider::{Mechanism, OfflineDecider, Verdict};
 use pincer::sanitize::{SecretKey, Sanitizer};
 use pincer::store::{AccessRecord, HistoryRecord, Permission, PolicyRule, TrustedState, UserPolicy};
@@ -47,10 +47,6 @@ fn files() -> BTreeMap<String, Vec<u8>> {
         f.insert(p.to_string(), c.as_bytes().to_vec());
     }
     f
-}
-
-fn rec(path: &str, access: Access) -> AccessRecord {
-    AccessRecord { path: path.into(), access }
 }
 
 fn state() -> TrustedState {

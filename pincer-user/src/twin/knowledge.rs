@@ -583,11 +583,13 @@ pub fn tree_rules(text: &str, tree: &[String]) -> Vec<PolicyRule> {
     tree_rules_marked(text, tree).into_iter().map(|(r, _)| r).collect()
 }
 
-/// True if a clause tells the agent to leave something alone ("leave them alone", "leave
-/// the sheets alone"): "leave" and, within four words after it, "alone".
-fn leaves_alone(low: &str) -> bool {
+/// True if a lowercased clause tells the agent to keep out of something: "stay out", "keep
+/// out", "off limits", "hands off", or "leave" with "alone" within four words after it
+/// ("leave the sheets alone").
+fn keeps_out(low: &str) -> bool {
     let ws = lower_words(low);
-    ws.iter().enumerate().any(|(i, w)| w == "leave" && ws.iter().skip(i + 1).take(4).any(|x| x == "alone"))
+    ["stay out", "keep out", "off limits", "off-limits", "hands off"].iter().any(|p| low.contains(p))
+        || ws.iter().enumerate().any(|(i, w)| w == "leave" && ws.iter().skip(i + 1).take(4).any(|x| x == "alone"))
 }
 
 /// Words that make a clause speak of other instances than the one at hand ("another
@@ -676,7 +678,7 @@ pub fn tree_rules_marked(text: &str, tree: &[String]) -> Vec<(PolicyRule, bool)>
                 hits.push(n.trim_end_matches('/').to_string());
             }
             let Some(perm) = text_permission(&clause).or_else(|| {
-                (["stay out", "keep out", "off limits", "off-limits", "hands off"].iter().any(|p| low.contains(p)) || leaves_alone(&low)).then_some(Permission::Deny)
+                keeps_out(&low).then_some(Permission::Deny)
             }) else {
                 named.extend(hits);
                 continue;
@@ -686,8 +688,7 @@ pub fn tree_rules_marked(text: &str, tree: &[String]) -> Vec<(PolicyRule, bool)>
             // every access.
             let reach = perm == Permission::AskUser
                 || ws.iter().any(|w| REACH.iter().any(|r| w == r || (w.len() > r.len() + 1 && w.starts_with(r))))
-                || ["stay out", "keep out", "off limits", "off-limits", "hands off"].iter().any(|p| low.contains(p))
-                || leaves_alone(&low);
+                || keeps_out(&low);
             if !reach {
                 named.extend(hits);
                 continue;

@@ -11,7 +11,7 @@ use super::text::typed_names;
 use super::policy::PolicyEntry;
 use super::vote::{Mechanism, PolicyInput, RuleOrigin, Verdict, Vote1Input, Vote2Input, VoteOutcome};
 use crate::access::Access;
-use crate::sanitize::SanitizedPath;
+use crate::sanitize::{GlobSeg, SanitizedPath};
 use crate::store::Permission;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -177,22 +177,27 @@ pub fn lookalike(k: &Knowledge, p: &SanitizedPath) -> Option<usize> {
     })
 }
 
+/// True if a rule the user wrote (not one inferred from text) allows `a` on this file and
+/// its glob's segments are of the shape `shape` accepts.
+fn user_allow_rule(k: &Knowledge, p: &SanitizedPath, a: Access, shape: impl Fn(&[GlobSeg]) -> bool) -> bool {
+    k.policies
+        .iter()
+        .flat_map(|pv| pv.rules.iter())
+        .any(|r| !r.inferred && r.permission == Permission::Allow && r.access.contains(&a) && shape(r.glob.segs()) && r.glob.matches(p, false))
+}
+
 /// True if a rule the user wrote (a structured rule, or a path their policy text names)
 /// allows `a` on this very file: the glob ends in the file's own name. The user's word
 /// about this file licenses the kinds of content it held at import, as a similar task's use
 /// of it does.
 fn user_allows_file(k: &Knowledge, p: &SanitizedPath, a: Access) -> bool {
-    k.policies.iter().flat_map(|pv| pv.rules.iter()).any(|r| {
-        !r.inferred && r.permission == Permission::Allow && r.access.contains(&a) && matches!(r.glob.segs().last(), Some(crate::sanitize::GlobSeg::Exact(_))) && r.glob.matches(p, false)
-    })
+    user_allow_rule(k, p, a, |segs| matches!(segs.last(), Some(GlobSeg::Exact(_))))
 }
 
 /// True if an explicit allow rule the user wrote (not one inferred from text) covers `a` on
 /// this file and reaches into one folder only (its glob has no `**`).
 fn user_allows_narrowly(k: &Knowledge, p: &SanitizedPath, a: Access) -> bool {
-    k.policies.iter().flat_map(|pv| pv.rules.iter()).any(|r| {
-        !r.inferred && r.permission == Permission::Allow && r.access.contains(&a) && !r.glob.segs().iter().any(|s| matches!(s, crate::sanitize::GlobSeg::AnyDeep)) && r.glob.matches(p, false)
-    })
+    user_allow_rule(k, p, a, |segs| !segs.iter().any(|s| matches!(s, GlobSeg::AnyDeep)))
 }
 
 fn created_by_session(s: &SessionView, p: &SanitizedPath) -> bool {
