@@ -293,6 +293,27 @@ async fn ending_a_session_revokes_its_grants_removes_its_cgroup_and_summarizes()
     let _ = h.dir.path();
 }
 
+/// What decisions change is written to `sessions.json` soon after, with no shutdown to
+/// write it: a daemon killed a moment later still resumes its sessions with their grants.
+#[tokio::test]
+async fn a_decisions_grant_reaches_sessions_json_while_the_daemon_runs() {
+    let h = Host::new(|_| {}).await;
+    h.import().await;
+    let s = h.session(TODO_PROMPT).await;
+    assert!(granted(&h.request_because(&s, "notes/todo.md", Access::Read, "read it").await));
+    let file = h.config.state_dir.join("sessions.json");
+    let written = || {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        let list: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap_or_default();
+        list.iter().any(|v| v["id"] == s.session.as_str() && v["grants"].as_array().is_some_and(|g| g.iter().any(|g| g[0] == "notes/todo.md")))
+    };
+    let start = std::time::Instant::now();
+    while !written() {
+        assert!(start.elapsed() < pincer::daemon::core::PERSIST_DELAY * 10, "the grant never reached {}", file.display());
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_restarted_daemon_resumes_open_sessions() {
     let mut h = Host::new(|_| {}).await;

@@ -57,12 +57,18 @@ enum Bench {
     Daemon {
         #[command(flatten)]
         vm: vm::VmOptions,
-        /// Concurrent sessions, each with one worker.
-        #[arg(long, default_value_t = 32)]
-        sessions: usize,
-        /// Rounds per worker (one tool request and one kernel miss each).
+        /// Loads to run, each this many concurrent sessions with one worker each
+        /// (comma-separated).
+        #[arg(long, default_value = "1,32")]
+        sessions: String,
+        /// Rounds per worker (one tool request and one kernel miss each), at least: a load of
+        /// fewer sessions runs more, so that every load makes as many first touches.
         #[arg(long, default_value_t = 10)]
         rounds: usize,
+        /// Also sample the whole guest with `perf record` during each load and print where
+        /// its CPU went (by program, and the top symbols).
+        #[arg(long)]
+        perf: bool,
         /// Arguments passed to the benchmark binary (after `--`).
         #[arg(last = true)]
         args: Vec<String>,
@@ -93,12 +99,17 @@ fn try_main() -> anyhow::Result<()> {
         Command::VmTest(opts) => vm::vm_test(&opts),
         Command::Demo(args) => demo::run(args),
         Command::Bench { bench: Bench::Open { vm, clock, args } } => {
-            vm::bench(&vm, &vm::BENCH_OPEN, clock.guest_clock(), &args)
+            vm::bench(&vm, &vm::BENCH_OPEN, clock.guest_clock(), &args, None)
         }
-        Command::Bench { bench: Bench::Daemon { vm, sessions, rounds, args } } => {
-            let mut all = vec!["--sessions".to_string(), sessions.to_string(), "--rounds".into(), rounds.to_string()];
+        Command::Bench { bench: Bench::Daemon { vm, sessions, rounds, perf, args } } => {
+            let mut all = vec!["--sessions".to_string(), sessions, "--rounds".into(), rounds.to_string()];
+            let profile = perf.then_some(std::path::Path::new(vm::PERF));
+            if let Some(p) = profile {
+                anyhow::ensure!(p.is_file(), "--perf needs the host's {} (Debian: `apt-get install linux-perf`)", p.display());
+                all.push("--perf".into());
+            }
             all.extend(args);
-            vm::bench(&vm, &vm::BENCH_DAEMON, vm::qemu::GuestClock::Host, &all)
+            vm::bench(&vm, &vm::BENCH_DAEMON, vm::qemu::GuestClock::Host, &all, profile)
         }
         Command::Bench { bench: Bench::Agents { vm } } => vm::bench_agents(vm),
     }

@@ -33,6 +33,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
+/// How long what decisions change waits before `sessions.json` is written again
+/// ([`Core::persist_soon`]): one write for a burst of decisions instead of one each.
+pub const PERSIST_DELAY: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// What the actor answers to a call.
 #[derive(Debug)]
 #[allow(clippy::large_enum_variant)]
@@ -178,6 +182,9 @@ pub struct Core {
     pub(super) holds: Option<crate::kernel::hold::Holds>,
     /// The decisions queued or in flight, one lane per session.
     pub(super) lanes: Lanes,
+    /// When the sessions' counters and grants changed by decisions are next written to
+    /// `sessions.json` (none: nothing unwritten).
+    persist_due: Option<tokio::time::Instant>,
     /// The held misses waiting for their decisions, by hold id.
     pub(super) held: std::collections::HashMap<u32, HeldMiss>,
     /// Each session's held accesses that keep a lock, by cgroup id.
@@ -244,6 +251,7 @@ impl Core {
             ids,
             holds: deps.holds,
             lanes: Lanes::default(),
+            persist_due: None,
             held: Default::default(),
             locked: Default::default(),
             starting: Default::default(),
@@ -263,8 +271,17 @@ impl Core {
 
     /// Writes the open sessions (with the grants their twins hold) to `sessions.json`.
     pub(super) fn persist(&mut self) {
+        self.persist_due = None;
         let twins = &self.twins;
         self.sessions.persist(|s| twins.grants(s));
+    }
+
+    /// Writes the open sessions within [`PERSIST_DELAY`], once for every change made
+    /// meanwhile: for what decisions change (counters, the twins' grants), which a restart
+    /// only needs as the twins' context. Sessions opened or ended, prompts and answers are
+    /// written at once ([`Core::persist`]).
+    pub(super) fn persist_soon(&mut self) {
+        self.persist_due.get_or_insert_with(|| tokio::time::Instant::now() + PERSIST_DELAY);
     }
 
     async fn resume(&mut self) -> Result<(), CoreError> {
@@ -347,6 +364,10 @@ impl Core {
                 Some(cmd) = inbox.recv() => cmd,
                 () = tokio::time::sleep_until(next_expiry.unwrap_or_else(tokio::time::Instant::now)), if next_expiry.is_some() => {
                     self.expire_once().await;
+                    continue;
+                }
+                () = tokio::time::sleep_until(self.persist_due.unwrap_or_else(tokio::time::Instant::now)), if self.persist_due.is_some() => {
+                    self.persist();
                     continue;
                 }
             };

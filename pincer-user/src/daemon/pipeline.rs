@@ -359,7 +359,7 @@ impl Core {
         };
         self.account(&req.session, d, ruling.granted, answered.is_none());
         self.audit_decision(origin, req, d, &ruling, job.start);
-        self.persist();
+        self.persist_soon();
         ruling
     }
 
@@ -613,7 +613,7 @@ impl Core {
                 e.detail = Some(format!("denied by the kernel ({}); recorded only (on_miss = \"record\")", m.hook));
                 self.audit.record(&e);
             }
-            self.persist();
+            self.persist_soon();
             return vec![];
         }
         requests

@@ -232,13 +232,13 @@ pub struct SessionStart {
 pub struct Ballot {
     decider: Arc<dyn Decider>,
     knowledge: Arc<Knowledge>,
-    view: SessionView,
+    view: Arc<SessionView>,
     path: SanitizedPath,
     access: Access,
     raw_path: String,
     content: Option<Vec<u8>>,
     rationale: Option<String>,
-    earlier: Vec<EarlierRequest>,
+    earlier: Arc<Vec<EarlierRequest>>,
     policy: Option<PrecommittedPolicy>,
     /// Whether vote 3 allowed the request when the ballot was made (a tier hint only:
     /// [`Twin::conclude`] checks vote 3 again).
@@ -369,7 +369,9 @@ impl PolicyDraft {
 struct Session {
     day: u32,
     prompts: Vec<String>,
-    view: SessionView,
+    /// Shared with the ballots made from it (each decision would otherwise copy every
+    /// grant and request of the session so far); changed by copy on write.
+    view: Arc<SessionView>,
     policy: PrecommittedPolicy,
     /// False until [`Twin::commit_policy`]: the session's requests are denied before any vote.
     policy_ready: bool,
@@ -378,7 +380,8 @@ struct Session {
     /// trusted record of them, so removing it leaves no history that grants them again.
     answered: std::collections::HashSet<(String, Access)>,
     approvals: Vec<SessionApproval>,
-    earlier: Vec<EarlierRequest>,
+    /// Shared with the ballots, as `view` is.
+    earlier: Arc<Vec<EarlierRequest>>,
     denials: HashMap<(String, Access), u32>,
 }
 
@@ -549,13 +552,13 @@ impl Twin {
             Session {
                 day: self.day,
                 prompts: vec![prompt.to_string()],
-                view,
+                view: Arc::new(view),
                 policy: PrecommittedPolicy::failed("the pre-committed policy is not made yet".into()),
                 policy_ready: false,
                 grants: vec![],
                 answered: Default::default(),
                 approvals: vec![],
-                earlier: vec![],
+                earlier: Arc::default(),
                 denials: HashMap::new(),
             },
         );
@@ -589,7 +592,7 @@ impl Twin {
             st.add_prompt(&self.state.user, &UserPrompt { session: session.into(), day: s.day, text: prompt.into() })?;
         }
         s.prompts.push(prompt.to_string());
-        s.view.add_prompt(prompt, &self.knowledge, &self.sanitizer);
+        Arc::make_mut(&mut s.view).add_prompt(prompt, &self.knowledge, &self.sanitizer);
         Ok(())
     }
 
@@ -661,7 +664,7 @@ impl Twin {
         let once = approval.filter(|&i| s.approvals[i].scope == ApprovalScope::Once).map(|i| s.approvals.remove(i));
         if let Some(o) = &once {
             let src = answer_source(o.question);
-            s.view.approvals.retain(|r| r.source.as_str() != src);
+            Arc::make_mut(&mut s.view).approvals.retain(|r| r.source.as_str() != src);
         }
         let v3 = if user_approved {
             VoteOutcome::allow("the user approved this request in this session").by(Mechanism::Rule { origin: RuleOrigin::Answer })
@@ -687,9 +690,9 @@ impl Twin {
                 s.answered.insert(key.clone());
             }
             s.grants.push(key.clone());
-            s.view.grants.push((sp.clone(), req.access));
+            Arc::make_mut(&mut s.view).grants.push((sp.clone(), req.access));
             if req.access == Access::Create {
-                s.view.created.push(sp.clone());
+                Arc::make_mut(&mut s.view).created.push(sp.clone());
             }
             Outcome::Grant
         } else {
@@ -717,7 +720,7 @@ impl Twin {
         // content's words are read as instructions whatever they claim.
         let injection = req.rationale.as_deref().is_some_and(|r| injection_findings(r).iter().any(|f| !f.is_authority_claim()))
             || req.content.as_deref().is_some_and(|c| !injection_findings(&String::from_utf8_lossy(c)).is_empty());
-        s.earlier.push(EarlierRequest { path: req.path.clone(), access: req.access, granted: outcome == Outcome::Grant, injection });
+        Arc::make_mut(&mut s.earlier).push(EarlierRequest { path: req.path.clone(), access: req.access, granted: outcome == Outcome::Grant, injection });
         let votes = votes.map(|v| VoteRecord { verdict: v.verdict, reason: v.reason, mechanism: v.mechanism });
         Decision { outcome, question, votes, tokens }
     }
@@ -741,7 +744,7 @@ impl Twin {
             if let (Some(st), true) = (&self.store, lasting) {
                 st.add_approval(&self.state.user, s.day, &approval)?;
             }
-            s.view.approvals.push(SanRule {
+            Arc::make_mut(&mut s.view).approvals.push(SanRule {
                 glob: self.sanitizer.glob(&q.path),
                 access: vec![q.access],
                 permission: approval.permission,
@@ -794,9 +797,9 @@ impl Twin {
         for (path, access) in grants {
             let sp = self.sanitizer.path(path);
             s.grants.push((path.clone(), *access));
-            s.view.grants.push((sp.clone(), *access));
+            Arc::make_mut(&mut s.view).grants.push((sp.clone(), *access));
             if *access == Access::Create {
-                s.view.created.push(sp);
+                Arc::make_mut(&mut s.view).created.push(sp);
             }
         }
         Ok(())
@@ -827,7 +830,7 @@ impl Twin {
         let mut observed = 0;
         if shadow {
             let mut seen: std::collections::HashSet<(&str, Access)> = s.grants.iter().map(|(p, a)| (p.as_str(), *a)).collect();
-            for e in &s.earlier {
+            for e in s.earlier.iter() {
                 if !seen.insert((e.path.as_str(), e.access)) {
                     continue;
                 }
@@ -852,7 +855,7 @@ impl Twin {
         let task = state.tasks.iter().find(|t| t.session == session).expect("the session's task was just added");
         Arc::make_mut(&mut self.knowledge).add_task(task, &self.sanitizer);
         for other in self.sessions.values_mut() {
-            other.view.refresh(&self.knowledge);
+            Arc::make_mut(&mut other.view).refresh(&self.knowledge);
         }
         Ok(observed)
     }
@@ -873,9 +876,9 @@ impl Twin {
             if let Some(r) = removed {
                 let gone: Vec<u64> = s.approvals.iter().filter(|a| &a.approval == r && a.scope == ApprovalScope::Always).map(|a| a.question).collect();
                 s.approvals.retain(|a| !gone.contains(&a.question));
-                s.view.approvals.retain(|rule| !gone.iter().any(|q| rule.source.as_str() == answer_source(*q)));
+                Arc::make_mut(&mut s.view).approvals.retain(|rule| !gone.iter().any(|q| rule.source.as_str() == answer_source(*q)));
             }
-            s.view.refresh(&self.knowledge);
+            Arc::make_mut(&mut s.view).refresh(&self.knowledge);
         }
     }
 

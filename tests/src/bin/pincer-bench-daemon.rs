@@ -1,9 +1,10 @@
 //! Benchmark: the daemon's decision pipeline under load, with the real BPF LSM (run as
 //! root in the VM by `cargo xtask bench daemon`).
 //!
-//! A real `pincer daemon` (offline decider, `on_miss = "decide"`) imports a corpus
+//! Each load (`--sessions`, default `1,32`: one session, then 32) runs on a daemon of its
+//! own. A real `pincer daemon` (offline decider, `on_miss = "decide"`) imports a corpus
 //! persona's trusted history, policies and workspace snapshot, so its twin grants what the
-//! persona's past tasks and rules allow. Then N sessions (`--sessions`, default 32) are
+//! persona's past tasks and rules allow. Then N sessions are
 //! opened at once, each with its own copy of the persona's workspace, and each gets a
 //! worker: this program again (`worker` mode), started inside the session's cgroup as an
 //! unprivileged user. After a common start signal every worker runs `--rounds` rounds of
@@ -21,8 +22,10 @@
 //! request counters over the time all workers took), the tool request's round trip p50/p99,
 //! first touch → the open that succeeded p50/p99 (the held open itself, or the retry), how
 //! many first touches were held and opened on their first try, the retries needed (0 when
-//! every miss is held), and the daemon's peak resident set (`VmHWM` of
-//! `/proc/PID/status`). Each retry that still finds no grant is another miss; the daemon
+//! every miss is held), the daemon's own time per decision and per hold (the `latency_ms`
+//! of its audit entries), and the daemon's peak resident set (`VmHWM` of
+//! `/proc/PID/status`). With `--perf`, a `perf record` of the whole guest during each
+//! load says where the CPU went. Each retry that still finds no grant is another miss; the daemon
 //! skips those whose grant is already in, and drops events when its ring buffer is full
 //! (the open stays denied). The counts of opens, misses seen and decisions are printed
 //! beside the figures.
@@ -77,12 +80,19 @@ struct BenchArgs {
     /// The corpus persona whose history, policies and workspace the twin learns from.
     #[arg(long, default_value = "/corpus/software-dev")]
     persona: PathBuf,
-    /// Concurrent sessions, each with one worker.
-    #[arg(long, default_value_t = 32)]
-    sessions: usize,
-    /// Rounds per worker: one tool request and one kernel miss each.
+    /// Loads to run, each on a daemon of its own: this many concurrent sessions, each with
+    /// one worker (comma-separated).
+    #[arg(long, value_delimiter = ',', default_values_t = [1, 32])]
+    sessions: Vec<usize>,
+    /// Rounds per worker (one tool request and one kernel miss each), at least: a load of
+    /// fewer sessions runs more rounds, so that each load has `--sessions`' largest count
+    /// times this many first touches (enough for a p99).
     #[arg(long, default_value_t = 10)]
     rounds: usize,
+    /// Sample the whole guest with `perf record` during each load and print where its CPU
+    /// went.
+    #[arg(long)]
+    perf: bool,
     /// The unprivileged user who owns the sessions and runs the workers.
     #[arg(long, default_value_t = 1000)]
     uid: u32,
@@ -275,25 +285,40 @@ impl Measured {
 
 fn run_bench(a: &BenchArgs) -> Result<(), String> {
     let pincer = a.pincer.clone().ok_or("name the pincer binary with --pincer")?;
-    if a.sessions == 0 || a.rounds == 0 {
+    let most = a.sessions.iter().copied().max().unwrap_or(0);
+    if a.sessions.contains(&0) || most == 0 || a.rounds == 0 {
         return Err("--sessions and --rounds must be at least 1".into());
     }
+    for &n in &a.sessions {
+        run_load(a, &pincer, &Load { sessions: n, rounds: (a.rounds * most).div_ceil(n) })?;
+    }
+    Ok(())
+}
+
+/// One load: its sessions, and the rounds each session's worker runs.
+struct Load {
+    sessions: usize,
+    rounds: usize,
+}
+
+/// Runs one load on a daemon of its own and prints its figures.
+fn run_load(a: &BenchArgs, pincer: &Path, l: &Load) -> Result<(), String> {
     let workspace = a.persona.join("workspace");
     if !workspace.is_dir() {
         return Err(format!("{} is no persona folder (no workspace/)", a.persona.display()));
     }
     let dir = pincer_tests::fresh_dir("bench-daemon");
-    let daemon = Daemon::start(&pincer, &dir, &DaemonSettings { on_miss: "decide", escalation_timeout_secs: 5 });
+    let daemon = Daemon::start(pincer, &dir, &DaemonSettings { on_miss: "decide", escalation_timeout_secs: 5 });
     daemon.import(&a.persona, a.uid);
     let pid = daemon.pid().ok_or("the daemon has no pid")?;
     let rss_idle = status_kb(pid, "VmRSS")?;
 
     // One workspace copy per session, with the files the rounds use.
-    let mut roots = Vec::with_capacity(a.sessions);
-    for i in 0..a.sessions {
+    let mut roots = Vec::with_capacity(l.sessions);
+    for i in 0..l.sessions {
         let ws = dir.join(format!("ws-{i:03}"));
         copy_dir(&workspace, &ws);
-        for k in 0..a.rounds {
+        for k in 0..l.rounds {
             for rel in [tool_file(k), miss_file(k)] {
                 std::fs::write(ws.join(&rel), source_text(&rel, k)).map_err(|e| format!("write {rel}: {e}"))?;
             }
@@ -303,16 +328,16 @@ fn run_bench(a: &BenchArgs) -> Result<(), String> {
     }
 
     let created = Instant::now();
-    let mut sessions: Vec<SessionInfo> = Vec::with_capacity(a.sessions);
+    let mut sessions: Vec<SessionInfo> = Vec::with_capacity(l.sessions);
     for ws in &roots {
         match call(&daemon.socket, Call::CreateSession { owner_uid: a.uid, roots: vec![ws.clone()], prompt: PROMPT.into(), mode: SessionMode::Enforce })? {
             Reply::Session(s) => sessions.push(s),
             other => return Err(format!("create_session: {other:?}")),
         }
     }
-    let create_ms = created.elapsed().as_secs_f64() * 1000.0 / a.sessions as f64;
+    let create_ms = created.elapsed().as_secs_f64() * 1000.0 / l.sessions as f64;
 
-    let result = load(a, &daemon.socket, &sessions, &roots);
+    let result = load(a, l, &daemon.socket, &sessions, &roots);
     // Every session ends whatever happened: grants revoked, cgroups removed.
     let mut totals = pincer::daemon::protocol::Counters::default();
     for s in &sessions {
@@ -329,8 +354,9 @@ fn run_bench(a: &BenchArgs) -> Result<(), String> {
         }
     }
     let hwm = status_kb(pid, "VmHWM")?;
-    let (held, timed_out) = holds_audited(&daemon.dir.join("audit.jsonl"));
-    let (elapsed, mut m) = result?;
+    let audit = audited(&daemon.dir.join("audit.jsonl"));
+    let (elapsed, mut m, profile) = result?;
+    let profile = profile.map(Profile::report).transpose()?;
     drop(daemon);
     let _ = std::fs::remove_dir_all(&dir);
 
@@ -339,8 +365,8 @@ fn run_bench(a: &BenchArgs) -> Result<(), String> {
     let secs = elapsed.as_secs_f64();
     println!(
         "pincer-bench-daemon: {} sessions x {} rounds (1 tool request + 1 kernel miss each), offline decider, persona {}",
-        a.sessions,
-        a.rounds,
+        l.sessions,
+        l.rounds,
         a.persona.display()
     );
     println!("  load phase                               {secs:>10.2} s (all workers, from the common start to the last exit)");
@@ -373,7 +399,18 @@ fn run_bench(a: &BenchArgs) -> Result<(), String> {
         RETRY_LIMIT.as_secs(),
         m.miss_not_denied
     );
-    println!("  holds audited                            {held:>10} ({timed_out} timed out at [hold] max_ms before their decision)");
+    println!("  holds audited                            {:>10} ({} timed out at [hold] max_ms before their decision)", audit.holds, audit.timed_out);
+    println!(
+        "  daemon: decision (audited)  p50 {:>11}  p99 {:>11}  ({} decisions; from reaching the daemon's actor to the ruling)",
+        ms(percentile(&audit.decisions, 50)),
+        ms(percentile(&audit.decisions, 99)),
+        audit.decisions.len()
+    );
+    println!(
+        "  daemon: hold wait (audited) p50 {:>11}  p99 {:>11}  (the held thread's wait as the hold server saw it)",
+        ms(percentile(&audit.hold_waits, 50)),
+        ms(percentile(&audit.hold_waits, 99))
+    );
     println!("  retries needed                           {:>10} (opens after the first touch; 0 when every miss is held)", m.opens - m.misses as u64);
     println!(
         "  kernel misses seen by the daemon         {:>10} (from {} opens by the workers; retries back off {} ms doubling to {} ms)",
@@ -385,24 +422,86 @@ fn run_bench(a: &BenchArgs) -> Result<(), String> {
     println!("  session creation (mean, sequential)      {create_ms:>10.2} ms");
     println!("  daemon peak RSS (VmHWM)                  {:>10.1} MiB (VmRSS after import, before the sessions: {:.1} MiB)", hwm as f64 / 1024.0, rss_idle as f64 / 1024.0);
     println!("note: under QEMU TCG (software emulation, one vCPU shared by the daemon and every worker) these figures are indicative only.");
+    if let Some(p) = profile {
+        print!("{p}");
+    }
     Ok(())
 }
 
-/// The daemon's audited holds (`"event":"hold"`), and how many of them the bound ended.
-fn holds_audited(audit: &Path) -> (usize, usize) {
+/// `perf` (the host's, packed at the same path by `cargo xtask bench daemon --perf`).
+const PERF: &str = "/usr/bin/perf";
+/// Where the samples go.
+const PERF_DATA: &str = "/tmp/pincer-bench.perf.data";
+
+/// A `perf record` of the whole guest, started when a load's workers wait for their start
+/// signal and stopped when the last one has exited.
+struct Profile(std::process::Child);
+
+impl Profile {
+    fn start() -> Result<Profile, String> {
+        let child = std::process::Command::new(PERF)
+            .args(["record", "--all-cpus", "--freq", "1999", "--output", PERF_DATA])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("start {PERF}: {e}"))?;
+        // perf opens its events before it samples: give it the time to.
+        std::thread::sleep(Duration::from_millis(500));
+        Ok(Profile(child))
+    }
+
+    /// Stops the recording (SIGINT, as perf expects) and returns its report: the share of
+    /// samples by program, by program and object, and the top symbols.
+    fn report(mut self) -> Result<String, String> {
+        // SAFETY: kill(2) of our own child.
+        unsafe { libc::kill(self.0.id() as libc::pid_t, libc::SIGINT) };
+        let _ = self.0.wait();
+        let mut out = String::from("  where the guest's CPU went during the load (perf record, all CPUs, 1999 Hz):\n");
+        for (sort, top) in [("comm", 8), ("comm,dso", 12), ("comm,dso,sym", 40)] {
+            let r = std::process::Command::new(PERF)
+                .args(["report", "--stdio", "--input", PERF_DATA, "--sort", sort])
+                .output()
+                .map_err(|e| format!("{PERF} report: {e}"))?;
+            out.push_str(&format!("  by {sort}:\n"));
+            for line in String::from_utf8_lossy(&r.stdout).lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).take(top) {
+                out.push_str(&format!("    {}\n", line.trim_end()));
+            }
+        }
+        let _ = std::fs::remove_file(PERF_DATA);
+        Ok(out)
+    }
+}
+
+/// What the daemon's audit log says of a load.
+struct Audited {
+    /// Holds (`"event":"hold"`).
+    holds: usize,
+    /// Holds the bound ended before their decision.
+    timed_out: usize,
+    /// Each hold's audited wait (ns), sorted.
+    hold_waits: Vec<u128>,
+    /// Each decision's audited latency (ns, from its request or miss reaching the daemon's
+    /// actor to its ruling), sorted.
+    decisions: Vec<u128>,
+}
+
+/// Reads the daemon's audit log.
+fn audited(audit: &Path) -> Audited {
     let text = std::fs::read_to_string(audit).unwrap_or_default();
-    let holds: Vec<serde_json::Value> = text
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|e| e["event"] == "hold")
-        .collect();
+    let entries: Vec<serde_json::Value> = text.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()).collect();
+    let ns = |e: &serde_json::Value| e["latency_ms"].as_f64().map(|m| (m * 1e6) as u128);
+    let holds: Vec<&serde_json::Value> = entries.iter().filter(|e| e["event"] == "hold").collect();
     let timed_out = holds.iter().filter(|e| e["detail"].as_str().is_some_and(|d| d.contains("timed out"))).count();
-    (holds.len(), timed_out)
+    let mut hold_waits: Vec<u128> = holds.iter().filter_map(|e| ns(e)).collect();
+    let mut decisions: Vec<u128> = entries.iter().filter(|e| e["event"] == "decision" || e["event"] == "miss").filter_map(ns).collect();
+    hold_waits.sort_unstable();
+    decisions.sort_unstable();
+    Audited { holds: holds.len(), timed_out, hold_waits, decisions }
 }
 
 /// Starts one worker per session, gives the common start signal and collects their lines;
 /// returns the time from the signal until the last worker exited.
-fn load(a: &BenchArgs, socket: &Path, sessions: &[SessionInfo], roots: &[PathBuf]) -> Result<(Duration, Measured), String> {
+fn load(a: &BenchArgs, l: &Load, socket: &Path, sessions: &[SessionInfo], roots: &[PathBuf]) -> Result<(Duration, Measured, Option<Profile>), String> {
     let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
     let account = pincer::daemon::users::by_uid(a.uid);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
@@ -421,7 +520,7 @@ fn load(a: &BenchArgs, socket: &Path, sessions: &[SessionInfo], roots: &[PathBuf
                     "--root".into(),
                     ws.to_string_lossy().into_owned(),
                     "--rounds".into(),
-                    a.rounds.to_string(),
+                    l.rounds.to_string(),
                 ],
                 env: s.scratch.iter().map(|d| ("TMPDIR".to_string(), d.to_string_lossy().into_owned())).collect(),
                 // The session's IPC namespace as `pincer run` makes it; no PID namespace, whose
@@ -440,6 +539,8 @@ fn load(a: &BenchArgs, socket: &Path, sessions: &[SessionInfo], roots: &[PathBuf
             }
             children.push((child, stdin, stdout));
         }
+        // Every worker is waiting for its start signal now: the profile sees the load only.
+        let profile = if a.perf { Some(Profile::start()?) } else { None };
         let start = Instant::now();
         let mut tasks = tokio::task::JoinSet::new();
         for (mut child, mut stdin, mut stdout) in children {
@@ -467,7 +568,7 @@ fn load(a: &BenchArgs, socket: &Path, sessions: &[SessionInfo], roots: &[PathBuf
                 m.add(l)?;
             }
         }
-        Ok((last, m))
+        Ok((last, m, profile))
     })
 }
 

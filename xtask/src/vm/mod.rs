@@ -529,6 +529,9 @@ pub struct Bench {
 /// `cargo xtask bench open`: open+close cost under the program.
 pub const BENCH_OPEN: Bench = Bench { name: "pincer-bench-open", command: "open", daemon: false };
 
+/// The host's `perf`, which `cargo xtask bench daemon --perf` runs in the guest.
+pub const PERF: &str = "/usr/bin/perf";
+
 /// `cargo xtask bench daemon`: the daemon's decision pipeline under load.
 pub const BENCH_DAEMON: Bench = Bench { name: "pincer-bench-daemon", command: "daemon", daemon: true };
 
@@ -573,7 +576,9 @@ pub fn bench_args(bench: &Bench, pincer: Option<&Path>, clock: qemu::GuestClock,
 
 /// `cargo xtask bench <command>`: runs the benchmark binary in the VM (the newest kernel by
 /// default) with the guest clock `clock` and relays what it prints.
-pub fn bench(opts: &VmOptions, bench: &Bench, clock: qemu::GuestClock, args: &[String]) -> Result<()> {
+/// `profile` is the host's `perf`, packed into the initramfs at the same path for a benchmark
+/// that profiles itself (`pincer-bench-daemon --perf`).
+pub fn bench(opts: &VmOptions, bench: &Bench, clock: qemu::GuestClock, args: &[String], profile: Option<&Path>) -> Result<()> {
     let source = workspace_root().join("tests/src/bin").join(format!("{}.rs", bench.name));
     if !source.is_file() {
         bail!("the benchmark binary `{}` does not exist ({} is missing); nothing to run", bench.name, source.display());
@@ -593,7 +598,11 @@ pub fn bench(opts: &VmOptions, bench: &Bench, clock: qemu::GuestClock, args: &[S
         vec![Program { name: bench.name.into(), host_path: exe, args: bench_args(bench, pincer.as_deref(), clock, args) }];
     let names = vec![bench.name.to_owned()];
     let initrd = run_dir()?.join(format!("initramfs-bench-{}.cpio", std::process::id()));
-    initramfs::build(&programs, pincer.as_slice(), Path::new(initramfs::BUSYBOX), &initrd)?;
+    let mut extra: Vec<PathBuf> = pincer.iter().cloned().collect();
+    if let Some(perf) = profile {
+        extra.push(perf.to_owned());
+    }
+    initramfs::build(&programs, &extra, Path::new(initramfs::BUSYBOX), &initrd)?;
     if bench.daemon {
         // The daemon's twin learns from a shipped persona (`--persona`, default software-dev).
         let mut corpus = cpio::Archive::new();
