@@ -104,10 +104,10 @@ pub enum Cmd {
     Decided {
         /// The session whose lane the decision is in.
         session: String,
-        /// The decision.
+        /// The decision (a batch's first job).
         job: JobId,
-        /// The votes.
-        votes: Votes,
+        /// The votes, one per job of the batch in order.
+        votes: Vec<Votes>,
     },
     /// The pre-committed policy of a starting session, made outside the actor.
     PolicyMade {

@@ -1,7 +1,9 @@
 //! Decisions in flight. The actor ([`super::core`]) never waits on a decider: it keeps one
 //! lane per session, makes the ballot of the lane's next request ([`crate::twin::Ballot`],
 //! an owned copy of what votes 1 and 2 see), and hands it to a task of its own behind a
-//! [`DeciderCall`]. The votes come back as a [`Cmd::Decided`], and the actor applies them
+//! [`DeciderCall`]. With a costly decider, requests waiting together in an idle lane are
+//! taken as one batch ([`crate::twin::Batch`], at most [`crate::twin::BATCH_MAX`]): each
+//! gets its own ballot and verdict, and those the model must see share one call per vote. The votes come back as a [`Cmd::Decided`], and the actor applies them
 //! ([`crate::twin::Twin::conclude`], the grant into the enforcer, the audit) before it
 //! answers whoever waits ([`Waiter`]): the grant is in the kernel before a held miss is
 //! released or the request tool's caller hears of it. A session's pre-committed policy is
@@ -10,15 +12,18 @@
 //! ```text
 //! tool / miss / answer ─→ actor: a Job in its session's lane (a miss of an object and access
 //!                                already in the lane joins that job: decided once)
-//! lane idle ─→ actor: checks that need no decider, Twin::ballot ─→ DeciderCall (task)
-//!                                       votes 1 ∥ 2 ─→ Cmd::Decided ─→ actor
-//! actor: Twin::conclude → grant → audit → waiters (reply, hold release, answers) → next job
+//! lane idle ─→ actor: checks that need no decider, Twin::ballot (of each job of the batch)
+//!                     ─→ DeciderCall (task) votes 1 ∥ 2 ─→ Cmd::Decided ─→ actor
+//! actor, per job in order: Twin::conclude → grant → audit → waiters (reply, hold release,
+//!                          answers) → next job or batch
 //! ```
 //!
 //! One session's decisions are made one after the other, each seeing the one before (the
-//! session's earlier requests and grants are part of what the votes see); the sessions'
-//! lanes run side by side, so a slow decision holds up its own session only. Ending a
-//! session drops its lane: the task is aborted and its votes, if they come, find no job.
+//! session's earlier requests and grants are part of what the votes see), except within a
+//! batch, whose requests see the same grants and each other as earlier requests not granted
+//! ([`crate::twin::Batch`]); the sessions' lanes run side by side, so a slow decision holds
+//! up its own session only. Ending a session drops its lane: the task is aborted and its
+//! votes, if they come, find no job.
 
 use super::core::{CallResult, Cmd};
 use super::error::CallError;
@@ -58,7 +63,8 @@ impl Drop for DeciderCall {
 }
 
 /// A decision's number, unique in the daemon: votes that come back for a job that is no
-/// longer its lane's running one (the session ended) are dropped.
+/// longer its lane's running one (the session ended) are dropped. A batch goes by its first
+/// job's number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct JobId(u64);
 
@@ -103,6 +109,16 @@ pub struct Job {
 }
 
 impl Job {
+    /// Whether `other` may be decided in one batch with this job: neither is the re-decision
+    /// of a user's answer, and they differ in object and in path for the access (a request
+    /// of the same resource and access waits for this one's decision, and is then decided
+    /// seeing its grant or its use of a one-time approval).
+    pub fn batches_with(&self, other: &Job) -> bool {
+        let answer = |j: &Job| matches!(j.origin, Origin::Answer { .. });
+        let same = self.req.access == other.req.access && (self.req.path == other.req.path || self.req.target == other.req.target);
+        !answer(self) && !answer(other) && !same
+    }
+
     /// True if a miss of `req` joins this job: both are misses of the same object and
     /// access in the same session.
     fn merges(&self, origin: &Origin, req: &PipelineRequest) -> bool {
@@ -113,7 +129,8 @@ impl Job {
 
 #[derive(Debug, Default)]
 struct Lane {
-    running: Option<(Job, DeciderCall)>,
+    /// The jobs being decided (one, or a batch), in order, with their call.
+    running: Option<(Vec<Job>, DeciderCall)>,
     queue: VecDeque<Job>,
 }
 
@@ -137,7 +154,7 @@ impl Lanes {
     /// denied.
     pub fn enqueue(&mut self, origin: Origin, req: PipelineRequest, waiter: Waiter) -> Result<(), Job> {
         let lane = self.by_session.entry(req.session.clone()).or_default();
-        let joined = lane.running.iter_mut().map(|(j, _)| j).chain(lane.queue.iter_mut()).find(|j| j.merges(&origin, &req));
+        let joined = lane.running.iter_mut().flat_map(|(j, _)| j.iter_mut()).chain(lane.queue.iter_mut()).find(|j| j.merges(&origin, &req));
         if let Some(job) = joined {
             job.waiters.push(waiter);
             return Ok(());
@@ -167,17 +184,32 @@ impl Lanes {
         })
     }
 
-    /// Records `job` as its lane's running one, its votes being cast by `call`.
-    pub fn start(&mut self, job: Job, call: DeciderCall) {
-        let lane = self.by_session.entry(job.req.session.clone()).or_default();
-        debug_assert!(lane.running.is_none(), "one decision in flight per session");
-        lane.running = Some((job, call));
+    /// The next job of `session`'s lane if none is running and `joins` accepts it (for a
+    /// batch being gathered); the lane is kept even when this empties it.
+    pub fn next_if(&mut self, session: &str, joins: impl FnOnce(&Job) -> bool) -> Option<Job> {
+        let lane = self.by_session.get_mut(session)?;
+        if lane.running.is_some() || !lane.queue.front().is_some_and(joins) {
+            return None;
+        }
+        lane.queue.pop_front().map(|mut j| {
+            j.start = Instant::now();
+            j
+        })
     }
 
-    /// Takes the running job of `session`'s lane if it is `id`.
-    pub fn finish(&mut self, session: &str, id: JobId) -> Option<Job> {
+    /// Records `jobs` (one, or a batch in order) as their lane's running ones, their votes
+    /// being cast by `call`. The batch goes by its first job's number.
+    pub fn start(&mut self, jobs: Vec<Job>, call: DeciderCall) {
+        let Some(first) = jobs.first() else { return };
+        let lane = self.by_session.entry(first.req.session.clone()).or_default();
+        debug_assert!(lane.running.is_none(), "one decision in flight per session");
+        lane.running = Some((jobs, call));
+    }
+
+    /// Takes the running jobs of `session`'s lane, in order, if they are batch `id`.
+    pub fn finish(&mut self, session: &str, id: JobId) -> Option<Vec<Job>> {
         let lane = self.by_session.get_mut(session)?;
-        if lane.running.as_ref().is_some_and(|(j, _)| j.id == id) {
+        if lane.running.as_ref().is_some_and(|(j, _)| j.first().is_some_and(|j| j.id == id)) {
             lane.running.take().map(|(j, _)| j)
         } else {
             None
@@ -188,7 +220,7 @@ impl Lanes {
     /// answered with a denial).
     pub fn close(&mut self, session: &str) -> Vec<Job> {
         let Some(lane) = self.by_session.remove(session) else { return vec![] };
-        lane.running.map(|(j, _call)| j).into_iter().chain(lane.queue).collect()
+        lane.running.map(|(j, _call)| j).into_iter().flatten().chain(lane.queue).collect()
     }
 }
 

@@ -13,8 +13,9 @@
 //!                               hold released
 //! answer: approve → actor → submit(Origin::Answer, the waiting request) ⇢ ruling → waiters
 //!
-//! ⇢: begin (checks, Twin::ballot) → votes in a task → Cmd::Decided → conclude (grant,
-//!    question, counters, audit) → finish (the waiters)
+//! ⇢: begin (checks, Twin::ballot; with a costly decider, of each request of a batch that
+//!    waited together) → votes in a task → Cmd::Decided → per request in order: conclude
+//!    (grant, question, counters, audit) → finish (the waiters)
 //! ```
 //!
 //! Nothing here fails open: an unknown root, a walk out of bound, a truncated path, a twin
@@ -254,8 +255,19 @@ impl Core {
 
     /// Starts the next decision of `session`'s lane if none is in flight: the checks that
     /// need no decider run here, votes 1 and 2 in a task of their own ([`DeciderCall`]).
+    /// With a costly decider ([`twin::Ballot::batches`]) the jobs waiting behind the first
+    /// that may be decided with it ([`Job::batches_with`]) join it, up to
+    /// [`twin::BATCH_MAX`], as one [`twin::Batch`]; a job ruled before any vote is answered
+    /// at once and the gathering goes on.
     async fn pump(&mut self, session: &str) {
-        while let Some(job) = self.lanes.next(session) {
+        let mut batch: Vec<(Job, twin::Ballot)> = Vec::new();
+        loop {
+            let job = if batch.is_empty() {
+                self.lanes.next(session)
+            } else {
+                self.lanes.next_if(session, |j| batch.iter().all(|(b, _)| b.batches_with(j)))
+            };
+            let Some(job) = job else { break };
             match self.begin(&job).await {
                 Begun::Ruled(ruling) => self.finish(job, &ruling),
                 Begun::Rejected(d) => {
@@ -263,13 +275,20 @@ impl Core {
                     self.finish(job, &ruling);
                 }
                 Begun::Ballot(ballot) => {
-                    let (session, id) = (job.req.session.clone(), job.id);
-                    let call = DeciderCall::spawn(&self.inbox, async move { Cmd::Decided { session, job: id, votes: ballot.cast().await } });
-                    self.lanes.start(job, call);
-                    return;
+                    let alone = !ballot.batches() || batch.first().is_some_and(|(_, b)| !b.batches());
+                    batch.push((job, ballot));
+                    if alone || batch.len() >= twin::BATCH_MAX {
+                        break;
+                    }
                 }
             }
         }
+        let Some(id) = batch.first().map(|(j, _)| j.id) else { return };
+        let (jobs, ballots): (Vec<Job>, Vec<twin::Ballot>) = batch.into_iter().unzip();
+        let batch = twin::Batch::new(ballots);
+        let session = session.to_string();
+        let call = DeciderCall::spawn(&self.inbox, async move { Cmd::Decided { session, job: id, votes: batch.cast().await } });
+        self.lanes.start(jobs, call);
     }
 
     /// What deciding `job` starts with: a ruling without any vote (never-grantable, a store
@@ -305,18 +324,23 @@ impl Core {
         }
     }
 
-    /// Votes 1 and 2 of job `id` of `session`'s lane came back: the twin concludes, the
-    /// ruling is applied and answered, and the lane's next job starts. Votes for a job that
+    /// Votes 1 and 2 of batch `id` of `session`'s lane came back, one [`Votes`] per job in
+    /// order: per job, the twin concludes, the ruling is applied and answered; then the
+    /// lane's next job starts. A job the votes do not reach is denied. Votes for a batch that
     /// is no longer running (its session ended) change nothing.
-    pub(super) async fn decided(&mut self, session: &str, id: JobId, votes: Votes) {
-        let Some(job) = self.lanes.finish(session, id) else { return };
-        let user = self.sessions.get(session).map(|s| s.user.clone());
-        let d = match user.as_deref().and_then(|u| self.twins.existing(u)) {
-            Some(t) => t.conclude(session, &job.req.for_twin(&job.origin), votes),
-            None => Decision::rejected(format!("no open session {session:?}")),
-        };
-        let ruling = self.conclude(&job, &d);
-        self.finish(job, &ruling);
+    pub(super) async fn decided(&mut self, session: &str, id: JobId, votes: Vec<Votes>) {
+        let Some(jobs) = self.lanes.finish(session, id) else { return };
+        let mut votes = votes.into_iter();
+        for job in jobs {
+            let user = self.sessions.get(session).map(|s| s.user.clone());
+            let d = match (votes.next(), user.as_deref().and_then(|u| self.twins.existing(u))) {
+                (Some(v), Some(t)) => t.conclude(session, &job.req.for_twin(&job.origin), v),
+                (None, _) => Decision::rejected("no votes came back for this request (fail closed)".into()),
+                (_, None) => Decision::rejected(format!("no open session {session:?}")),
+            };
+            let ruling = self.conclude(&job, &d);
+            self.finish(job, &ruling);
+        }
         self.pump(session).await;
     }
 

@@ -16,6 +16,10 @@ use std::time::Duration;
 pub const VOTE1_PROMPT: &str = include_str!("../../prompts/vote1.md");
 /// The prompt of vote 2.
 pub const VOTE2_PROMPT: &str = include_str!("../../prompts/vote2.md");
+/// The prompt of vote 1 over several requests of one session ([`vote1_batch_prompt`]).
+pub const VOTE1_BATCH_PROMPT: &str = include_str!("../../prompts/vote1_batch.md");
+/// The prompt of vote 2 over several requests of one session ([`vote2_batch_prompt`]).
+pub const VOTE2_BATCH_PROMPT: &str = include_str!("../../prompts/vote2_batch.md");
 /// The prompt of the pre-committed policy generation.
 pub const POLICY_PROMPT: &str = include_str!("../../prompts/policy.md");
 
@@ -110,6 +114,21 @@ impl JsonParts {
     pub fn add(mut self, section: Section, key: &str, value: &Value) -> Self {
         let open = if self.parts.is_empty() { "{" } else { "," };
         self.parts.push((section, format!("{open}{}:{value}", Value::from(key))));
+        self
+    }
+
+    /// Adds `"key": [item, ...]`, each item's parts in their own sections, the list in
+    /// `section`.
+    pub fn add_list(mut self, section: Section, key: &str, items: Vec<Vec<(Section, String)>>) -> Self {
+        let open = if self.parts.is_empty() { "{" } else { "," };
+        self.parts.push((section, format!("{open}{}:[", Value::from(key))));
+        for (i, item) in items.into_iter().enumerate() {
+            if i > 0 {
+                self.parts.push((section, ",".into()));
+            }
+            self.parts.extend(item);
+        }
+        self.parts.push((section, "]".into()));
         self
     }
 
@@ -562,6 +581,52 @@ pub fn parse_vote(what: &'static str, text: &str) -> Result<(Verdict, String), D
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ItemVoteJson {
+    #[serde(rename = "item")]
+    _item: u64,
+    verdict: Verdict,
+    reason: String,
+}
+
+/// Parses a vote answer over `n` numbered requests, `{"verdicts": [{"item": 1..=n,
+/// "verdict", "reason"}, ...]}`, into one result per request in order. An answer that is not
+/// such an object fails as a whole; within it, a request whose entry is missing, garbled
+/// (its number readable, the rest not) or given more than once gets an error of its own,
+/// and an entry whose number is unreadable or out of range speaks for no request.
+pub fn parse_batch_votes(what: &'static str, text: &str, n: usize) -> Result<Vec<Result<(Verdict, String), DeciderError>>, DeciderError> {
+    let v = parse_json_answer(what, text)?;
+    let obj = v.as_object().ok_or_else(|| DeciderError::BadAnswer { what, detail: "not a JSON object".into() })?;
+    if obj.len() != 1 {
+        return Err(DeciderError::BadAnswer { what, detail: "the answer must hold `verdicts` and nothing else".into() });
+    }
+    let list = obj.get("verdicts").and_then(Value::as_array).ok_or_else(|| DeciderError::BadAnswer { what, detail: "no `verdicts` list".into() })?;
+    let bad = |detail: String| Err(DeciderError::BadAnswer { what, detail });
+    let mut out: Vec<Option<Result<(Verdict, String), DeciderError>>> = (0..n).map(|_| None).collect();
+    let mut seen = vec![0u32; n];
+    for entry in list {
+        let Some(i) = entry.get("item").and_then(Value::as_u64).and_then(|k| usize::try_from(k).ok()).filter(|k| (1..=n).contains(k)).map(|k| k - 1) else {
+            continue;
+        };
+        seen[i] += 1;
+        out[i] = Some(match serde_json::from_value::<ItemVoteJson>(entry.clone()) {
+            Ok(j) => Ok((j.verdict, j.reason)),
+            Err(e) => bad(format!("item {}: {e}", i + 1)),
+        });
+    }
+    Ok(out
+        .into_iter()
+        .zip(seen)
+        .enumerate()
+        .map(|(i, (r, times))| match (r, times) {
+            (_, 0) | (None, _) => bad(format!("no verdict for item {}", i + 1)),
+            (_, t) if t > 1 => bad(format!("item {} answered {t} times", i + 1)),
+            (Some(r), _) => r,
+        })
+        .collect())
+}
+
+#[derive(Deserialize)]
 struct PolicyJson {
     entries: Vec<PolicyEntry>,
 }
@@ -687,10 +752,9 @@ pub fn vote1_prompt(inp: &Vote1Input<'_>) -> Prompt {
     Prompt { system: VOTE1_PROMPT.to_string(), parts, stable: 2 }
 }
 
-/// The prompt of vote 2: the standing policies first, then the session, the request and
-/// what is untrusted about it (no past tasks: vote 1 weighs those).
-pub fn vote2_prompt(inp: &Vote2Input<'_>) -> Prompt {
-    let content = inp.content.map(|c| {
+/// The content vote 2 is shown: cut to [`PROMPT_CONTENT`] characters.
+fn shown_content(content: Option<&[u8]>) -> Option<String> {
+    content.map(|c| {
         let s = String::from_utf8_lossy(c);
         let t: String = s.chars().take(PROMPT_CONTENT).collect();
         if t.len() < s.len() {
@@ -698,7 +762,13 @@ pub fn vote2_prompt(inp: &Vote2Input<'_>) -> Prompt {
         } else {
             t
         }
-    });
+    })
+}
+
+/// The prompt of vote 2: the standing policies first, then the session, the request and
+/// what is untrusted about it (no past tasks: vote 1 weighs those).
+pub fn vote2_prompt(inp: &Vote2Input<'_>) -> Prompt {
+    let content = shown_content(inp.content);
     let mut parts = JsonParts::new()
         .add(Section::Policies, "user_policies", &standing_policies(inp.v1.knowledge))
         .add(Section::PastTasks, "user_folders", &standing_workspace(inp.v1.knowledge))
@@ -714,6 +784,83 @@ pub fn vote2_prompt(inp: &Vote2Input<'_>) -> Prompt {
         .add(Section::Content, "content", &json!(content))
         .finish();
     Prompt { system: VOTE2_PROMPT.to_string(), parts, stable: 2 }
+}
+
+/// The prompt of vote 1 over several requests of one session that share their trusted
+/// context: the same stable prefix and session as [`vote1_prompt`], then the numbered
+/// items, each with what that request's own vote-1 prompt adds (its similar past tasks and
+/// the sanitized request), so it holds nothing a single vote-1 prompt of one of them does
+/// not: trusted text and sanitized tokens only.
+pub fn vote1_batch_prompt(inputs: &[Vote1Input<'_>]) -> Prompt {
+    let Some(first) = inputs.first() else { return Prompt::plain(VOTE1_BATCH_PROMPT, Section::Request, "{}".into()) };
+    let items = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, inp)| JsonParts::new().add(Section::Request, "item", &json!(i + 1)).add(Section::PastTasks, "similar_past_tasks", &similar_near(inp)).add(Section::Request, "request", &sanitized_request(inp)).finish())
+        .collect();
+    let parts = JsonParts::new()
+        .add(Section::Policies, "user_policies", &standing_policies(first.knowledge))
+        .add(Section::PastTasks, "user_folders", &standing_workspace(first.knowledge))
+        .add(Section::Session, "session", &trusted_session(first))
+        .add_list(Section::Request, "items", items)
+        .finish();
+    Prompt { system: VOTE1_BATCH_PROMPT.to_string(), parts, stable: 2 }
+}
+
+/// The prompt of vote 2 over several requests of one session that share their trusted
+/// context: the same stable prefix and session as [`vote2_prompt`], the earlier requests
+/// the first item sees, then the numbered items, each with its request, what is untrusted
+/// about it, and the earlier requests it sees beyond the first item's (the items before it).
+pub fn vote2_batch_prompt(inputs: &[Vote2Input<'_>]) -> Prompt {
+    let Some(first) = inputs.first() else { return Prompt::plain(VOTE2_BATCH_PROMPT, Section::Request, "{}".into()) };
+    let base = first.earlier;
+    let items = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, inp)| {
+            let mut item = JsonParts::new().add(Section::Request, "item", &json!(i + 1));
+            if let Some(p) = inp.policy {
+                item = item.add(Section::Precommitted, "pre_committed_policy", &json!(entries_near(p.entries(), inp.raw_path)));
+            }
+            let more = if inp.earlier.starts_with(base) { &inp.earlier[base.len()..] } else { inp.earlier };
+            item = item
+                .add(Section::Request, "request", &sanitized_request(&inp.v1))
+                .add(Section::Request, "requested_name", &json!(inp.raw_path))
+                .add(Section::Request, "rationale", &json!(inp.rationale));
+            if !more.is_empty() {
+                item = item.add(Section::Session, "earlier_requests", &json!(more));
+            }
+            item.add(Section::Content, "content", &json!(shown_content(inp.content))).finish()
+        })
+        .collect();
+    let parts = JsonParts::new()
+        .add(Section::Policies, "user_policies", &standing_policies(first.v1.knowledge))
+        .add(Section::PastTasks, "user_folders", &standing_workspace(first.v1.knowledge))
+        .add(Section::Session, "session", &trusted_session(&first.v1))
+        .add(Section::Session, "earlier_requests", &json!(base))
+        .add_list(Section::Request, "items", items)
+        .finish();
+    Prompt { system: VOTE2_BATCH_PROMPT.to_string(), parts, stable: 2 }
+}
+
+/// The trusted context a vote-1 prompt shows before its request, as it is written: requests
+/// whose prefixes are equal can share one prompt.
+fn shared_context(inp: &Vote1Input<'_>) -> String {
+    format!("{}{}{}", standing_policies(inp.knowledge), standing_workspace(inp.knowledge), trusted_session(inp))
+}
+
+/// The inputs in groups (indices, in order) that share their trusted context, so that one
+/// prompt over each group tells the model the truth about each of its requests.
+fn groups_by_context<'a>(inputs: impl Iterator<Item = &'a Vote1Input<'a>>) -> Vec<Vec<usize>> {
+    let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+    for (i, inp) in inputs.enumerate() {
+        let key = shared_context(inp);
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, g)) => g.push(i),
+            None => groups.push((key, vec![i])),
+        }
+    }
+    groups.into_iter().map(|(_, g)| g).collect()
 }
 
 /// The section of a prompt's JSON member by its key; `None` for an object whose members are
@@ -792,6 +939,63 @@ impl<M: ChatModel> LlmDecider<M> {
     }
 }
 
+impl<M: ChatModel> LlmDecider<M> {
+    /// One call over `n` requests: each gets its own verdict, the call's tokens are shared
+    /// out over them ([`TokenUsage::share`]); a failed call, or an answer that cannot be
+    /// read as a whole, denies every one, and a request the answer gives no single readable
+    /// verdict denies that one.
+    async fn vote_batch(&self, what: &'static str, prompt: Prompt, n: usize) -> Vec<VoteOutcome> {
+        match self.model.ask(&prompt).await {
+            Err(e) => {
+                let calls = if matches!(e, DeciderError::MissingConfig { .. } | DeciderError::Client(_)) { 0 } else { 1 };
+                TokenUsage { calls, ..TokenUsage::default() }.share(n).into_iter().map(|t| VoteOutcome::failed(&e, t)).collect()
+            }
+            Ok(ans) => {
+                let tokens = prompt.usage(&ans).share(n);
+                match parse_batch_votes(what, &ans.text, n) {
+                    Err(e) => tokens.into_iter().map(|t| VoteOutcome::failed(&e, t)).collect(),
+                    Ok(items) => items
+                        .into_iter()
+                        .zip(tokens)
+                        .map(|(r, t)| match r {
+                            Ok((verdict, reason)) => VoteOutcome { verdict, reason, mechanism: None, tokens: t },
+                            Err(e) => VoteOutcome::failed(&e, t),
+                        })
+                        .collect(),
+                }
+            }
+        }
+    }
+
+    /// Votes of `inputs` in groups that share their trusted context ([`groups_by_context`]):
+    /// one call per group, a group of one asked with the single prompt.
+    async fn grouped<'i, I: Sync>(&self, inputs: &'i [I], v1: impl Fn(&'i I) -> &'i Vote1Input<'i>, single: impl Fn(&'i I) -> Prompt, batch: impl Fn(&[&'i I]) -> Prompt, what: &'static str) -> Vec<VoteOutcome> {
+        let groups = groups_by_context(inputs.iter().map(&v1));
+        let calls = groups.iter().map(|g| {
+            let prompt = match g.as_slice() {
+                [one] => single(&inputs[*one]),
+                _ => batch(&g.iter().map(|&i| &inputs[i]).collect::<Vec<_>>()),
+            };
+            let n = g.len();
+            async move {
+                if n == 1 {
+                    vec![self.vote(what, prompt).await]
+                } else {
+                    self.vote_batch(what, prompt, n).await
+                }
+            }
+        });
+        let answers = futures_util::future::join_all(calls).await;
+        let mut out: Vec<Option<VoteOutcome>> = (0..inputs.len()).map(|_| None).collect();
+        for (g, a) in groups.iter().zip(answers) {
+            for (&i, v) in g.iter().zip(a) {
+                out[i] = Some(v);
+            }
+        }
+        out.into_iter().map(|v| v.unwrap_or_else(|| VoteOutcome::deny("no verdict for this request (fail closed)").by(super::Mechanism::DeciderError))).collect()
+    }
+}
+
 impl LlmDecider<OpenAiChat> {
     /// An OpenAI-compatible decider configured from the environment.
     pub fn openai_from_env() -> Result<Self, DeciderError> {
@@ -818,6 +1022,16 @@ impl<M: ChatModel> Decider for LlmDecider<M> {
 
     async fn vote2(&self, input: &Vote2Input<'_>) -> VoteOutcome {
         self.vote("vote 2", vote2_prompt(input)).await
+    }
+
+    async fn vote1_batch(&self, inputs: &[Vote1Input<'_>]) -> Vec<VoteOutcome> {
+        let batch = |items: &[&Vote1Input<'_>]| vote1_batch_prompt(&items.iter().map(|i| **i).collect::<Vec<_>>());
+        self.grouped(inputs, |i| i, vote1_prompt, batch, "vote 1").await
+    }
+
+    async fn vote2_batch(&self, inputs: &[Vote2Input<'_>]) -> Vec<VoteOutcome> {
+        let batch = |items: &[&Vote2Input<'_>]| vote2_batch_prompt(&items.iter().map(|i| **i).collect::<Vec<_>>());
+        self.grouped(inputs, |i| &i.v1, vote2_prompt, batch, "vote 2").await
     }
 
     fn costly(&self) -> bool {

@@ -292,16 +292,138 @@ impl Ballot {
 
     async fn cast_tiered(self) -> Votes {
         let (v1_in, v2_in) = self.inputs();
+        match self.offline_tier() {
+            Tier::Settled(votes) => votes,
+            Tier::Model(o1, o2) => {
+                let (m1, m2) = tokio::join!(self.decider.vote1(&v1_in), self.decider.vote2(&v2_in));
+                Votes { v1: both(o1, m1), v2: both(o2, m2) }
+            }
+        }
+    }
+
+    /// The offline votes of a costly decider's tiers: settled (an offline denial, or an
+    /// allow on trusted evidence), or the offline verdicts the model's are to be joined to.
+    fn offline_tier(&self) -> Tier {
+        let (v1_in, v2_in) = self.inputs();
         let o1 = votes::vote1_offline(&v1_in).0;
         let o2 = votes::vote2_offline(&v2_in, self.policy.is_some());
         let allow = |v: &VoteOutcome| v.verdict == Verdict::Allow;
         let could_grant = allow(&o1) && ((allow(&o2) && self.precommitted) || self.user_approved);
         if !could_grant || trusted_allow(&o1) {
-            return Votes { v1: o1, v2: o2 };
+            Tier::Settled(Votes { v1: o1, v2: o2 })
+        } else {
+            Tier::Model(o1, o2)
         }
-        let (m1, m2) = tokio::join!(self.decider.vote1(&v1_in), self.decider.vote2(&v2_in));
-        Votes { v1: both(o1, m1), v2: both(o2, m2) }
     }
+
+    /// Whether this ballot is worth casting in a [`Batch`] with others of its session: its
+    /// decider is costly ([`Decider::costly`]), so requests decided together cost fewer
+    /// calls. An offline decider's ballots are cast one by one, each seeing the one before.
+    pub fn batches(&self) -> bool {
+        self.decider.costly()
+    }
+
+    /// This request as the session's later requests see it (vote 2's earlier requests)
+    /// while its own decision is not made yet: not granted.
+    fn pending(&self) -> EarlierRequest {
+        EarlierRequest { path: self.raw_path.clone(), access: self.access, granted: false, injection: injection_in(self.rationale.as_deref(), self.content.as_deref()) }
+    }
+}
+
+/// Where a costly decider's offline tier leaves a request.
+enum Tier {
+    /// The offline votes settle it.
+    Settled(Votes),
+    /// The model's votes 1 and 2 are to be joined to these offline ones.
+    Model(VoteOutcome, VoteOutcome),
+}
+
+/// Most requests of one session decided in one [`Batch`].
+pub const BATCH_MAX: usize = 8;
+
+/// Ballots of requests of one session that arrived together, cast together: each request
+/// still gets its own votes, but those that need a costly decider's model share one call
+/// per vote ([`Decider::vote1_batch`], [`Decider::vote2_batch`]).
+///
+/// The ballots are made one after the other from the same session with no
+/// [`Twin::conclude`] between them, so they see the same trusted state; none sees the
+/// others' grants (each is decided as if the others were denied, which can only deny more),
+/// and vote 2 of each sees the requests before it in the batch among the session's earlier
+/// requests, not granted, with the injection language found in their rationale or content
+/// (so content read earlier in the batch taints the requests after it as it would one by
+/// one). Their votes go back to [`Twin::conclude`] in order.
+#[derive(Debug)]
+pub struct Batch(Vec<Ballot>);
+
+impl Batch {
+    /// The batch of `ballots`, in the order the requests arrived.
+    pub fn new(mut ballots: Vec<Ballot>) -> Self {
+        let pending: Vec<EarlierRequest> = ballots.iter().map(Ballot::pending).collect();
+        for (i, b) in ballots.iter_mut().enumerate().skip(1) {
+            Arc::make_mut(&mut b.earlier).extend(pending[..i].iter().cloned());
+        }
+        Batch(ballots)
+    }
+
+    /// How many requests the batch holds.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether the batch holds no request.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Casts votes 1 and 2 of every request, in order. With a costly decider the offline
+    /// tiers of [`Ballot::cast`] settle what they can for each request on its own; the rest
+    /// go to the model together, one call per vote, and each request's vote is still the
+    /// conjunction of its offline and its model verdict (a verdict missing from the model's
+    /// answer, or a failed call, is a deny). Otherwise each ballot is cast on its own.
+    pub async fn cast(self) -> Vec<Votes> {
+        let Batch(ballots) = self;
+        let Some(decider) = ballots.first().map(|b| b.decider.clone()) else { return vec![] };
+        if ballots.len() == 1 || !decider.costly() {
+            let mut out = Vec::with_capacity(ballots.len());
+            for b in ballots {
+                out.push(b.cast().await);
+            }
+            return out;
+        }
+        let tiers: Vec<Tier> = ballots.iter().map(Ballot::offline_tier).collect();
+        let asked: Vec<usize> = tiers.iter().enumerate().filter(|(_, t)| matches!(t, Tier::Model(..))).map(|(i, _)| i).collect();
+        let (mut m1, mut m2) = (Vec::new(), Vec::new());
+        if !asked.is_empty() {
+            let inputs: Vec<(Vote1Input<'_>, Vote2Input<'_>)> = asked.iter().map(|&i| ballots[i].inputs()).collect();
+            let v1s: Vec<Vote1Input<'_>> = inputs.iter().map(|(v1, _)| *v1).collect();
+            let v2s: Vec<Vote2Input<'_>> = inputs.iter().map(|(_, v2)| *v2).collect();
+            (m1, m2) = if asked.len() == 1 {
+                let (a, b) = tokio::join!(decider.vote1(&v1s[0]), decider.vote2(&v2s[0]));
+                (vec![a], vec![b])
+            } else {
+                tokio::join!(decider.vote1_batch(&v1s), decider.vote2_batch(&v2s))
+            };
+        }
+        let (mut m1, mut m2) = (m1.into_iter(), m2.into_iter());
+        let missing = || VoteOutcome::deny("the decider gave no verdict for this request (fail closed)").by(Mechanism::DeciderError);
+        tiers
+            .into_iter()
+            .map(|t| match t {
+                Tier::Settled(votes) => votes,
+                Tier::Model(o1, o2) => {
+                    let (a, b) = (m1.next().unwrap_or_else(missing), m2.next().unwrap_or_else(missing));
+                    Votes { v1: both(o1, a), v2: both(o2, b) }
+                }
+            })
+            .collect()
+    }
+}
+
+/// Whether a request's rationale or content holds injection language, as its later
+/// requests' vote 2 is told. A rationale that mentions the user's approval is not by itself
+/// an injection; the content's words are read as instructions whatever they claim.
+fn injection_in(rationale: Option<&str>, content: Option<&[u8]>) -> bool {
+    rationale.is_some_and(|r| injection_findings(r).iter().any(|f| !f.is_authority_claim())) || content.is_some_and(|c| !injection_findings(&String::from_utf8_lossy(c)).is_empty())
 }
 
 /// Whether an offline vote 1 allows on evidence that no untrusted context can make: an
@@ -716,10 +838,7 @@ impl Twin {
                 Outcome::Deny
             }
         };
-        // A rationale that mentions the user's approval is not by itself an injection; the
-        // content's words are read as instructions whatever they claim.
-        let injection = req.rationale.as_deref().is_some_and(|r| injection_findings(r).iter().any(|f| !f.is_authority_claim()))
-            || req.content.as_deref().is_some_and(|c| !injection_findings(&String::from_utf8_lossy(c)).is_empty());
+        let injection = injection_in(req.rationale.as_deref(), req.content.as_deref());
         Arc::make_mut(&mut s.earlier).push(EarlierRequest { path: req.path.clone(), access: req.access, granted: outcome == Outcome::Grant, injection });
         let votes = votes.map(|v| VoteRecord { verdict: v.verdict, reason: v.reason, mechanism: v.mechanism });
         Decision { outcome, question, votes, tokens }

@@ -217,6 +217,30 @@ impl TokenUsage {
     pub fn section(&self, s: Section) -> u64 {
         self.sections[s as usize]
     }
+
+    /// One call's usage shared out over the `n` requests it decided: each gets an equal part
+    /// of the tokens, the first also what dividing left over and the call itself, so the
+    /// parts add up to the whole.
+    pub fn share(&self, n: usize) -> Vec<TokenUsage> {
+        let n = n.max(1);
+        let part = |x: u64, first: bool| x / n as u64 + if first { x % n as u64 } else { 0 };
+        (0..n)
+            .map(|i| {
+                let first = i == 0;
+                let mut sections = self.sections;
+                for s in sections.iter_mut() {
+                    *s = part(*s, first);
+                }
+                TokenUsage {
+                    input: part(self.input, first),
+                    output: part(self.output, first),
+                    calls: if first { self.calls } else { 0 },
+                    cached: part(self.cached, first),
+                    sections,
+                }
+            })
+            .collect()
+    }
 }
 
 /// Where a user rule that decided a vote came from.
@@ -454,6 +478,17 @@ pub trait Decider: Send + Sync {
     async fn vote1(&self, input: &Vote1Input<'_>) -> VoteOutcome;
     /// Vote 2: adds content, rationale and the session's earlier requests.
     async fn vote2(&self, input: &Vote2Input<'_>) -> VoteOutcome;
+    /// Vote 1 of several requests of one session that arrived together, one verdict per
+    /// input in order. A backend that can decide them in fewer calls does (a chat model in
+    /// one prompt); by default each is [`Decider::vote1`] on its own.
+    async fn vote1_batch(&self, inputs: &[Vote1Input<'_>]) -> Vec<VoteOutcome> {
+        futures_util::future::join_all(inputs.iter().map(|i| self.vote1(i))).await
+    }
+    /// Vote 2 of several requests of one session that arrived together, as
+    /// [`Decider::vote1_batch`].
+    async fn vote2_batch(&self, inputs: &[Vote2Input<'_>]) -> Vec<VoteOutcome> {
+        futures_util::future::join_all(inputs.iter().map(|i| self.vote2(i))).await
+    }
     /// Generates the pre-committed policy for a session's first prompt.
     async fn policy(&self, input: &PolicyInput<'_>) -> Result<PolicyAnswer, DeciderError>;
     /// Whether each vote costs a model call. The twin then decides in tiers
