@@ -203,6 +203,10 @@ pub struct AuditEntry {
     /// Time the decision took, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_ms: Option<f64>,
+    /// For a hold: how long its thread had waited, in milliseconds, when the daemon took up
+    /// its miss (the rest of `latency_ms` is the decision and the answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seen_ms: Option<f64>,
     /// The question id, for escalations and answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub question: Option<u64>,
@@ -242,6 +246,7 @@ impl AuditEntry {
             decider: None,
             tokens: None,
             latency_ms: None,
+            seen_ms: None,
             question: None,
             caller: None,
             detail: None,

@@ -248,6 +248,9 @@ pub struct HeldMiss {
     pub outstanding: usize,
     /// Its hook keeps a folder or the object locked while the thread waits.
     pub locked: bool,
+    /// How long the thread had waited when the daemon took up the miss (none: it had not
+    /// arrived yet).
+    pub seen_after: Option<std::time::Duration>,
 }
 
 #[cfg(test)]

@@ -476,7 +476,8 @@ impl Core {
         let hold = if self.holds.is_some() { m.hold } else { 0 };
         if hold != 0 {
             let locked = m.hook.holds_lock();
-            let held = HeldMiss { hold, cgroup_id: m.session, access: m.access.iter().map(|&a| (m.target(a), a)).collect(), outstanding: requests.len(), locked };
+            let seen_after = self.holds.as_ref().and_then(|h| h.waited(hold));
+            let held = HeldMiss { hold, cgroup_id: m.session, access: m.access.iter().map(|&a| (m.target(a), a)).collect(), outstanding: requests.len(), locked, seen_after };
             if requests.is_empty() {
                 self.release_hold(&held);
                 return;
@@ -540,6 +541,7 @@ impl Core {
                 HoldEnd::Waited(w) | HoldEnd::TimedOut(w) | HoldEnd::Killed(w) => Some(ms(w)),
                 HoldEnd::Early => None,
             };
+            e.seen_ms = held.seen_after.map(ms);
             e.detail = Some(match end {
                 HoldEnd::Waited(w) => format!("hold {hold}: the access waited {:.1} ms for the decision; {}", ms(w), if granted { "granted, the same syscall goes on" } else { "not granted, EACCES" }),
                 HoldEnd::Early => format!("hold {hold}: decided before the thread's wait began; {}", if granted { "granted" } else { "not granted, EACCES" }),

@@ -323,6 +323,12 @@ impl Holds {
         HoldEnd::Early
     }
 
+    /// How long hold `id`'s thread has waited so far (none: its request has not arrived,
+    /// or its wait has ended).
+    pub fn waited(&self, id: u32) -> Option<Duration> {
+        self.lock().waiting.get(&id).map(|(_, since)| since.elapsed())
+    }
+
     /// The counters so far.
     pub fn stats(&self) -> HoldStats {
         self.lock().stats

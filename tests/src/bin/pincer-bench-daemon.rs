@@ -411,6 +411,12 @@ fn run_load(a: &BenchArgs, pincer: &Path, l: &Load) -> Result<(), String> {
         ms(percentile(&audit.hold_waits, 50)),
         ms(percentile(&audit.hold_waits, 99))
     );
+    println!(
+        "  daemon: miss taken up after p50 {:>11}  p99 {:>11}  (of that wait, before the daemon's actor took up the miss; {} holds)",
+        ms(percentile(&audit.seen, 50)),
+        ms(percentile(&audit.seen, 99)),
+        audit.seen.len()
+    );
     println!("  retries needed                           {:>10} (opens after the first touch; 0 when every miss is held)", m.opens - m.misses as u64);
     println!(
         "  kernel misses seen by the daemon         {:>10} (from {} opens by the workers; retries back off {} ms doubling to {} ms)",
@@ -480,6 +486,8 @@ struct Audited {
     timed_out: usize,
     /// Each hold's audited wait (ns), sorted.
     hold_waits: Vec<u128>,
+    /// How long each held thread had waited when the daemon took up its miss (ns), sorted.
+    seen: Vec<u128>,
     /// Each decision's audited latency (ns, from its request or miss reaching the daemon's
     /// actor to its ruling), sorted.
     decisions: Vec<u128>,
@@ -489,14 +497,17 @@ struct Audited {
 fn audited(audit: &Path) -> Audited {
     let text = std::fs::read_to_string(audit).unwrap_or_default();
     let entries: Vec<serde_json::Value> = text.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()).collect();
-    let ns = |e: &serde_json::Value| e["latency_ms"].as_f64().map(|m| (m * 1e6) as u128);
+    let field_ns = |e: &serde_json::Value, f: &str| e[f].as_f64().map(|m| (m * 1e6) as u128);
+    let ns = |e: &serde_json::Value| field_ns(e, "latency_ms");
     let holds: Vec<&serde_json::Value> = entries.iter().filter(|e| e["event"] == "hold").collect();
     let timed_out = holds.iter().filter(|e| e["detail"].as_str().is_some_and(|d| d.contains("timed out"))).count();
     let mut hold_waits: Vec<u128> = holds.iter().filter_map(|e| ns(e)).collect();
     let mut decisions: Vec<u128> = entries.iter().filter(|e| e["event"] == "decision" || e["event"] == "miss").filter_map(ns).collect();
+    let mut seen: Vec<u128> = holds.iter().filter_map(|e| field_ns(e, "seen_ms")).collect();
     hold_waits.sort_unstable();
     decisions.sort_unstable();
-    Audited { holds: holds.len(), timed_out, hold_waits, decisions }
+    seen.sort_unstable();
+    Audited { holds: holds.len(), timed_out, hold_waits, seen, decisions }
 }
 
 /// Starts one worker per session, gives the common start signal and collects their lines;
