@@ -1,8 +1,9 @@
-//! Batching: requests of one session that arrive together are decided with one model call
-//! per vote, each still getting its own verdict. A local OpenAI-compatible server counts the
-//! calls and answers per item; its faults (an item missing, garbled or given twice, a failed
-//! call) must deny exactly the items they touch, and vote 1's batched prompt holds no raw
-//! name and no content.
+//! Batching: requests of one session that arrive together share one model call for vote 1,
+//! each still getting its own verdict; vote 2, which reads untrusted content, gets a call
+//! per request. A local OpenAI-compatible server counts the calls and answers per item; its
+//! faults (an item missing, garbled or given twice, a failed call) must deny exactly the
+//! items they touch, vote 1's batched prompt holds no raw name and no content, and no vote-2
+//! prompt holds another request's content.
 
 use pincer::decider::llm::{ChatAnswer, ChatModel};
 use pincer::decider::{ChatConfig, DeciderError, LlmDecider, Mechanism, OpenAiChat, Verdict};
@@ -34,17 +35,16 @@ enum Fault {
 }
 
 /// How the fake answers: vote 2 denies a request whose real name holds `deny_name`; the
-/// fault applies to batched answers of vote `fault_vote`.
+/// fault applies to batched answers (vote 1's).
 #[derive(Debug, Clone)]
 struct Script {
     deny_name: Option<String>,
     fault: Fault,
-    fault_vote: u8,
 }
 
 impl Default for Script {
     fn default() -> Self {
-        Script { deny_name: None, fault: Fault::None, fault_vote: 1 }
+        Script { deny_name: None, fault: Fault::None }
     }
 }
 
@@ -83,7 +83,7 @@ impl Fake {
         };
         self.calls.lock().unwrap().push(Asked { vote, items: items.len(), user: user.into() });
         let mut out: Vec<Value> = items.iter().map(|it| json!({"item": it["item"], "verdict": verdict(it), "reason": "fake"})).collect();
-        if script.fault_vote == vote {
+        {
             match script.fault {
                 Fault::None => {}
                 Fault::Missing(k) => out.retain(|e| e["item"] != json!(k)),
@@ -260,10 +260,10 @@ fn outcomes(ds: &[Decision]) -> Vec<Outcome> {
     ds.iter().map(|d| d.outcome).collect()
 }
 
-/// Requests decided together make one call per vote and get the verdicts they get one by
-/// one (in sessions of their own, so none sees another's grant).
+/// Requests decided together make one vote-1 call and a vote-2 call each, and get the
+/// verdicts they get one by one (in sessions of their own, so none sees another's grant).
 #[tokio::test]
-async fn requests_decided_together_make_one_call_per_vote_and_keep_their_verdicts() {
+async fn requests_decided_together_share_vote_1s_call_and_keep_their_verdicts() {
     let fake = Arc::new(Fake::default());
     let server = Server::start(fake.clone()).await;
     fake.set(Script { deny_name: Some("token.rs".into()), ..Script::default() });
@@ -278,12 +278,13 @@ async fn requests_decided_together_make_one_call_per_vote_and_keep_their_verdict
     fake.set(Script { deny_name: Some("token.rs".into()), ..Script::default() });
     let mut t = twin_on(Arc::new(server.decider())).await;
     let ds = decide_together(&mut t, &reqs).await;
-    assert_eq!(fake.per_vote(), (1, 1), "together: one call per vote");
-    assert!(fake.calls().iter().all(|c| c.items == reqs.len()), "every request is an item: {:?}", fake.calls());
+    assert_eq!(fake.per_vote(), (1, reqs.len()), "together: one vote-1 call, a vote-2 call per request");
+    assert!(fake.calls().iter().filter(|c| c.vote == 1).all(|c| c.items == reqs.len()), "every request is an item of vote 1's call: {:?}", fake.calls());
+    assert!(fake.calls().iter().filter(|c| c.vote == 2).all(|c| c.items == 0), "vote 2 is asked per request: {:?}", fake.calls());
     assert_eq!(outcomes(&ds), alone, "each request keeps its own verdict");
     let token = &ds[2];
     assert_eq!((token.votes[0].verdict, token.votes[1].verdict), (Verdict::Allow, Verdict::Deny), "only vote 2 of token.rs denies: {token:?}");
-    assert_eq!(ds.iter().map(|d| d.tokens.calls).sum::<u64>(), 2, "the calls are counted once");
+    assert_eq!(ds.iter().map(|d| d.tokens.calls).sum::<u64>(), 1 + reqs.len() as u64, "each call is counted once");
     assert_eq!(t.grants("s").len(), 3);
 }
 
@@ -300,40 +301,38 @@ async fn offline_tiers_settle_their_requests_without_the_model_in_a_batch() {
     let reqs = vec![read("vault/keys.txt"), read("app/src/parser.rs"), read("app/src/lexer.rs"), read("app/src/token.rs")];
     let ds = decide_together(&mut t, &reqs).await;
     assert_eq!(outcomes(&ds), vec![Outcome::Deny, Outcome::Grant, Outcome::Grant, Outcome::Grant]);
-    assert_eq!(fake.per_vote(), (1, 1));
-    assert!(fake.calls().iter().all(|c| c.items == 2), "only the two the offline tiers leave open are items: {:?}", fake.calls());
+    assert_eq!(fake.per_vote(), (1, 2));
+    assert!(fake.calls().iter().filter(|c| c.vote == 1).all(|c| c.items == 2), "only the two the offline tiers leave open are items: {:?}", fake.calls());
     assert!(ds[0].votes[0].reason.contains("policy p1"), "{:?}", ds[0].votes[0]);
 }
 
 /// An answer that leaves an item out, garbles it or gives it twice denies that item and
-/// no other, for either vote; an answer that cannot be read, or a failed call, denies all.
+/// no other; an answer that cannot be read, or a failed call, denies all.
 #[tokio::test]
 async fn a_missing_garbled_or_duplicated_item_denies_exactly_that_item() {
     let fake = Arc::new(Fake::default());
     let server = Server::start(fake.clone()).await;
     let reqs = model_reads();
-    for vote in [1u8, 2] {
-        for fault in [Fault::Missing(2), Fault::Garbled(2), Fault::Duplicated(2)] {
-            fake.set(Script { fault, fault_vote: vote, ..Script::default() });
-            let mut t = twin_on(Arc::new(server.decider())).await;
-            let ds = decide_together(&mut t, &reqs).await;
-            assert_eq!(fake.per_vote(), (1, 1));
-            assert_eq!(outcomes(&ds), vec![Outcome::Grant, Outcome::Deny, Outcome::Grant, Outcome::Grant], "{fault:?} in vote {vote}");
-            let v = &ds[1].votes[vote as usize - 1];
-            assert_eq!(v.verdict, Verdict::Deny);
-            assert!(v.reason.contains("fail closed") && v.reason.contains("item 2"), "{fault:?}: {}", v.reason);
-        }
-        fake.set(Script { fault: Fault::Prose, fault_vote: vote, ..Script::default() });
+    for fault in [Fault::Missing(2), Fault::Garbled(2), Fault::Duplicated(2)] {
+        fake.set(Script { fault, ..Script::default() });
         let mut t = twin_on(Arc::new(server.decider())).await;
         let ds = decide_together(&mut t, &reqs).await;
-        assert!(ds.iter().all(|d| d.outcome == Outcome::Deny && d.votes[vote as usize - 1].reason.contains("unparsable")), "{ds:?}");
+        assert_eq!(fake.per_vote(), (1, reqs.len()));
+        assert_eq!(outcomes(&ds), vec![Outcome::Grant, Outcome::Deny, Outcome::Grant, Outcome::Grant], "{fault:?}");
+        let v = &ds[1].votes[0];
+        assert_eq!(v.verdict, Verdict::Deny);
+        assert!(v.reason.contains("fail closed") && v.reason.contains("item 2"), "{fault:?}: {}", v.reason);
     }
+    fake.set(Script { fault: Fault::Prose, ..Script::default() });
+    let mut t = twin_on(Arc::new(server.decider())).await;
+    let ds = decide_together(&mut t, &reqs).await;
+    assert!(ds.iter().all(|d| d.outcome == Outcome::Deny && d.votes[0].reason.contains("unparsable")), "{ds:?}");
     fake.set(Script::default());
     server.failing.store(true, std::sync::atomic::Ordering::SeqCst);
     let mut t = twin_on(Arc::new(server.decider())).await;
     let ds = decide_together(&mut t, &reqs).await;
     assert!(ds.iter().all(|d| d.outcome == Outcome::Deny && d.votes[0].reason.contains("HTTP 500") && d.votes[1].reason.contains("HTTP 500")), "{ds:?}");
-    assert_eq!(ds.iter().map(|d| d.tokens.calls).sum::<u64>(), 2, "a failed call still counts once per vote");
+    assert_eq!(ds.iter().map(|d| d.tokens.calls).sum::<u64>(), 1 + reqs.len() as u64, "a failed call still counts once");
 }
 
 /// Vote 2 of a request in a batch sees the requests before it as earlier requests: content
@@ -441,8 +440,9 @@ mod daemon {
         "projects/ledger/config/dev.toml",
     ];
 
-    /// Eight requests of one session sent at once are decided in fewer calls per vote than
-    /// one by one, and each gets the verdict it gets alone (the fake denies one of them).
+    /// Eight requests of one session sent at once are decided in fewer vote-1 calls than
+    /// one by one (vote 2 is asked per request either way), and each gets the verdict it
+    /// gets alone (the fake denies one of them).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_requests_of_one_session_share_calls_and_keep_their_verdicts() {
         let fake = Arc::new(Fake::default());
@@ -455,7 +455,7 @@ mod daemon {
             let s = h.session().await;
             alone.push(granted(&h.client_in(&s.cgroup).await.call(h.request(f)).await.unwrap()));
         }
-        let (one_by_one, _) = fake.per_vote();
+        let (one_by_one, v2_alone) = fake.per_vote();
         assert!(one_by_one >= 3, "enough of the requests need the model to show batching: {:?}", fake.calls());
         assert!(alone.iter().any(|g| *g) && alone.iter().any(|g| !*g), "{alone:?}");
         // All at once in one session, while the model holds the first call.
@@ -478,10 +478,12 @@ mod daemon {
             together.push(granted(&tokio::time::timeout(Duration::from_secs(60), c).await.expect("answered").unwrap()));
         }
         let (v1, v2) = fake.per_vote();
-        println!("8 requests of one session: {one_by_one} calls per vote one by one, {v1} (vote 1) and {v2} (vote 2) sent together");
+        println!("8 requests of one session: {one_by_one} vote-1 and {v2_alone} vote-2 calls one by one, {v1} and {v2} sent together");
         assert_eq!(together, alone, "each request keeps its own verdict");
-        assert!(v1 < one_by_one && v2 < one_by_one, "fewer calls together ({v1}, {v2}) than one by one ({one_by_one})");
-        assert!(fake.calls().iter().any(|c| c.items > 1), "{:?}", fake.calls());
+        assert!(v1 < one_by_one, "fewer vote-1 calls together ({v1}) than one by one ({one_by_one})");
+        assert_eq!(v2, v2_alone, "vote 2 is asked per request");
+        assert!(fake.calls().iter().any(|c| c.vote == 1 && c.items > 1), "{:?}", fake.calls());
+        assert!(fake.calls().iter().all(|c| c.vote == 1 || c.items == 0), "{:?}", fake.calls());
     }
 }
 
@@ -493,9 +495,10 @@ mod integrity {
         #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
         /// Vote 1's batched prompt is made of trusted text and sanitized tokens: no raw name a
-        /// worker chose, no rationale and no content of any item reaches it (vote 2's does).
+        /// worker chose, no rationale and no content of any item reaches it; each vote-2
+        /// prompt holds its own request's content and no other request's.
         #[test]
-        fn vote1_batched_prompt_holds_no_raw_name_rationale_or_content(names in proptest::collection::vec("zq[a-z]{6}", 2..6)) {
+        fn vote1_batched_prompt_holds_no_raw_name_and_vote_2_no_other_requests_content(names in proptest::collection::vec("zq[a-z]{6}", 2..6)) {
             let fake = Arc::new(Fake::default());
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             let reqs: Vec<Request> = names
@@ -520,8 +523,11 @@ mod integrity {
                     prop_assert!(!c.user.contains(n.as_str()), "vote 1 saw {n}: {}", c.user);
                 }
             }
-            for c in batched.iter().filter(|c| c.vote == 2) {
-                prop_assert!(names.iter().all(|n| c.user.contains(&format!("content-{n}"))), "vote 2 sees each item's content");
+            let v2: Vec<&Asked> = calls.iter().filter(|c| c.vote == 2).collect();
+            prop_assert_eq!(v2.len(), names.len(), "a vote-2 call per request: {:?}", calls);
+            for c in v2 {
+                let seen = names.iter().filter(|n| c.user.contains(&format!("content-{n}"))).count();
+                prop_assert_eq!(seen, 1, "a vote-2 prompt holds exactly one request's content: {}", c.user);
             }
         }
     }

@@ -3,7 +3,7 @@
 //! an owned copy of what votes 1 and 2 see), and hands it to a task of its own behind a
 //! [`DeciderCall`]. With a costly decider, requests waiting together in an idle lane are
 //! taken as one batch ([`crate::twin::Batch`], at most [`crate::twin::BATCH_MAX`]): each
-//! gets its own ballot and verdict, and those the model must see share one call per vote. The votes come back as a [`Cmd::Decided`], and the actor applies them
+//! gets its own ballot and verdict, and those the model must see share one call for vote 1 (vote 2, which reads untrusted content, is asked per request). The votes come back as a [`Cmd::Decided`], and the actor applies them
 //! ([`crate::twin::Twin::conclude`], the grant into the enforcer, the audit) before it
 //! answers whoever waits ([`Waiter`]): the grant is in the kernel before a held miss is
 //! released or the request tool's caller hears of it. A session's pre-committed policy is

@@ -18,8 +18,6 @@ pub const VOTE1_PROMPT: &str = include_str!("../../prompts/vote1.md");
 pub const VOTE2_PROMPT: &str = include_str!("../../prompts/vote2.md");
 /// The prompt of vote 1 over several requests of one session ([`vote1_batch_prompt`]).
 pub const VOTE1_BATCH_PROMPT: &str = include_str!("../../prompts/vote1_batch.md");
-/// The prompt of vote 2 over several requests of one session ([`vote2_batch_prompt`]).
-pub const VOTE2_BATCH_PROMPT: &str = include_str!("../../prompts/vote2_batch.md");
 /// The prompt of the pre-committed policy generation.
 pub const POLICY_PROMPT: &str = include_str!("../../prompts/policy.md");
 
@@ -807,42 +805,6 @@ pub fn vote1_batch_prompt(inputs: &[Vote1Input<'_>]) -> Prompt {
     Prompt { system: VOTE1_BATCH_PROMPT.to_string(), parts, stable: 2 }
 }
 
-/// The prompt of vote 2 over several requests of one session that share their trusted
-/// context: the same stable prefix and session as [`vote2_prompt`], the earlier requests
-/// the first item sees, then the numbered items, each with its request, what is untrusted
-/// about it, and the earlier requests it sees beyond the first item's (the items before it).
-pub fn vote2_batch_prompt(inputs: &[Vote2Input<'_>]) -> Prompt {
-    let Some(first) = inputs.first() else { return Prompt::plain(VOTE2_BATCH_PROMPT, Section::Request, "{}".into()) };
-    let base = first.earlier;
-    let items = inputs
-        .iter()
-        .enumerate()
-        .map(|(i, inp)| {
-            let mut item = JsonParts::new().add(Section::Request, "item", &json!(i + 1));
-            if let Some(p) = inp.policy {
-                item = item.add(Section::Precommitted, "pre_committed_policy", &json!(entries_near(p.entries(), inp.raw_path)));
-            }
-            let more = if inp.earlier.starts_with(base) { &inp.earlier[base.len()..] } else { inp.earlier };
-            item = item
-                .add(Section::Request, "request", &sanitized_request(&inp.v1))
-                .add(Section::Request, "requested_name", &json!(inp.raw_path))
-                .add(Section::Request, "rationale", &json!(inp.rationale));
-            if !more.is_empty() {
-                item = item.add(Section::Session, "earlier_requests", &json!(more));
-            }
-            item.add(Section::Content, "content", &json!(shown_content(inp.content))).finish()
-        })
-        .collect();
-    let parts = JsonParts::new()
-        .add(Section::Policies, "user_policies", &standing_policies(first.v1.knowledge))
-        .add(Section::PastTasks, "user_folders", &standing_workspace(first.v1.knowledge))
-        .add(Section::Session, "session", &trusted_session(&first.v1))
-        .add(Section::Session, "earlier_requests", &json!(base))
-        .add_list(Section::Request, "items", items)
-        .finish();
-    Prompt { system: VOTE2_BATCH_PROMPT.to_string(), parts, stable: 2 }
-}
-
 /// The trusted context a vote-1 prompt shows before its request, as it is written: requests
 /// whose prefixes are equal can share one prompt.
 fn shared_context(inp: &Vote1Input<'_>) -> String {
@@ -1027,11 +989,6 @@ impl<M: ChatModel> Decider for LlmDecider<M> {
     async fn vote1_batch(&self, inputs: &[Vote1Input<'_>]) -> Vec<VoteOutcome> {
         let batch = |items: &[&Vote1Input<'_>]| vote1_batch_prompt(&items.iter().map(|i| **i).collect::<Vec<_>>());
         self.grouped(inputs, |i| i, vote1_prompt, batch, "vote 1").await
-    }
-
-    async fn vote2_batch(&self, inputs: &[Vote2Input<'_>]) -> Vec<VoteOutcome> {
-        let batch = |items: &[&Vote2Input<'_>]| vote2_batch_prompt(&items.iter().map(|i| **i).collect::<Vec<_>>());
-        self.grouped(inputs, |i| &i.v1, vote2_prompt, batch, "vote 2").await
     }
 
     fn costly(&self) -> bool {

@@ -343,7 +343,8 @@ pub const BATCH_MAX: usize = 8;
 
 /// Ballots of requests of one session that arrived together, cast together: each request
 /// still gets its own votes, but those that need a costly decider's model share one call
-/// per vote ([`Decider::vote1_batch`], [`Decider::vote2_batch`]).
+/// for vote 1 ([`Decider::vote1_batch`]); vote 2, which reads untrusted content, is asked
+/// per request.
 ///
 /// The ballots are made one after the other from the same session with no
 /// [`Twin::conclude`] between them, so they see the same trusted state; none sees the
@@ -377,9 +378,12 @@ impl Batch {
 
     /// Casts votes 1 and 2 of every request, in order. With a costly decider the offline
     /// tiers of [`Ballot::cast`] settle what they can for each request on its own; the rest
-    /// go to the model together, one call per vote, and each request's vote is still the
-    /// conjunction of its offline and its model verdict (a verdict missing from the model's
-    /// answer, or a failed call, is a deny). Otherwise each ballot is cast on its own.
+    /// go to the model: vote 1 of all of them in one call (its input is trusted and
+    /// sanitized only), vote 2 in a call per request, concurrently (its input holds the
+    /// request's untrusted content and rationale, which must not reach the prompt that
+    /// decides another request). Each request's vote is still the conjunction of its offline
+    /// and its model verdict (a verdict missing from the model's answer, or a failed call,
+    /// is a deny). Otherwise each ballot is cast on its own.
     pub async fn cast(self) -> Vec<Votes> {
         let Batch(ballots) = self;
         let Some(decider) = ballots.first().map(|b| b.decider.clone()) else { return vec![] };
@@ -401,7 +405,9 @@ impl Batch {
                 let (a, b) = tokio::join!(decider.vote1(&v1s[0]), decider.vote2(&v2s[0]));
                 (vec![a], vec![b])
             } else {
-                tokio::join!(decider.vote1_batch(&v1s), decider.vote2_batch(&v2s))
+                // Vote 2 reads each request's untrusted content: one prompt per request, so
+                // that no request's content is in the prompt that decides another.
+                tokio::join!(decider.vote1_batch(&v1s), futures_util::future::join_all(v2s.iter().map(|v| decider.vote2(v))))
             };
         }
         let (mut m1, mut m2) = (m1.into_iter(), m2.into_iter());

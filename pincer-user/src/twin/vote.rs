@@ -484,11 +484,6 @@ pub trait Decider: Send + Sync {
     async fn vote1_batch(&self, inputs: &[Vote1Input<'_>]) -> Vec<VoteOutcome> {
         futures_util::future::join_all(inputs.iter().map(|i| self.vote1(i))).await
     }
-    /// Vote 2 of several requests of one session that arrived together, as
-    /// [`Decider::vote1_batch`].
-    async fn vote2_batch(&self, inputs: &[Vote2Input<'_>]) -> Vec<VoteOutcome> {
-        futures_util::future::join_all(inputs.iter().map(|i| self.vote2(i))).await
-    }
     /// Generates the pre-committed policy for a session's first prompt.
     async fn policy(&self, input: &PolicyInput<'_>) -> Result<PolicyAnswer, DeciderError>;
     /// Whether each vote costs a model call. The twin then decides in tiers
