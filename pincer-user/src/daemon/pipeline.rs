@@ -285,9 +285,9 @@ impl Core {
         }
         let Some(id) = batch.first().map(|(j, _)| j.id) else { return };
         let (jobs, ballots): (Vec<Job>, Vec<twin::Ballot>) = batch.into_iter().unzip();
-        let batch = twin::Batch::new(ballots);
         let session = session.to_string();
-        let call = DeciderCall::spawn(&self.inbox, async move { Cmd::Decided { session, job: id, votes: batch.cast().await } });
+        // The batch (each request's scan for injected text among them) is made in the task.
+        let call = DeciderCall::spawn(&self.inbox, async move { Cmd::Decided { session, job: id, votes: twin::Batch::new(ballots).cast().await } });
         self.lanes.start(jobs, call);
     }
 

@@ -271,7 +271,7 @@ impl Ballot {
         }
         let (v1_in, v2_in) = self.inputs();
         let (v1, v2) = tokio::join!(self.decider.vote1(&v1_in), self.decider.vote2(&v2_in));
-        Votes { v1, v2 }
+        Votes { v1, v2, injection: self.injection() }
     }
 }
 
@@ -296,7 +296,7 @@ impl Ballot {
             Tier::Settled(votes) => votes,
             Tier::Model(o1, o2) => {
                 let (m1, m2) = tokio::join!(self.decider.vote1(&v1_in), self.decider.vote2(&v2_in));
-                Votes { v1: both(o1, m1), v2: both(o2, m2) }
+                Votes { v1: both(o1, m1), v2: both(o2, m2), injection: self.injection() }
             }
         }
     }
@@ -310,7 +310,7 @@ impl Ballot {
         let allow = |v: &VoteOutcome| v.verdict == Verdict::Allow;
         let could_grant = allow(&o1) && ((allow(&o2) && self.precommitted) || self.user_approved);
         if !could_grant || trusted_allow(&o1) {
-            Tier::Settled(Votes { v1: o1, v2: o2 })
+            Tier::Settled(Votes { v1: o1, v2: o2, injection: self.injection() })
         } else {
             Tier::Model(o1, o2)
         }
@@ -326,7 +326,13 @@ impl Ballot {
     /// This request as the session's later requests see it (vote 2's earlier requests)
     /// while its own decision is not made yet: not granted.
     fn pending(&self) -> EarlierRequest {
-        EarlierRequest { path: self.raw_path.clone(), access: self.access, granted: false, injection: injection_in(self.rationale.as_deref(), self.content.as_deref()) }
+        EarlierRequest { path: self.raw_path.clone(), access: self.access, granted: false, injection: self.injection() }
+    }
+
+    /// Whether the request's rationale or content holds injection language: scanned with the
+    /// votes, away from the twin, and carried to [`Twin::conclude`] in [`Votes`].
+    fn injection(&self) -> bool {
+        injection_in(self.rationale.as_deref(), self.content.as_deref())
     }
 }
 
@@ -414,11 +420,12 @@ impl Batch {
         let missing = || VoteOutcome::deny("the decider gave no verdict for this request (fail closed)").by(Mechanism::DeciderError);
         tiers
             .into_iter()
-            .map(|t| match t {
+            .zip(&ballots)
+            .map(|(t, ballot)| match t {
                 Tier::Settled(votes) => votes,
                 Tier::Model(o1, o2) => {
                     let (a, b) = (m1.next().unwrap_or_else(missing), m2.next().unwrap_or_else(missing));
-                    Votes { v1: both(o1, a), v2: both(o2, b) }
+                    Votes { v1: both(o1, a), v2: both(o2, b), injection: ballot.injection() }
                 }
             })
             .collect()
@@ -460,6 +467,9 @@ pub struct Votes {
     pub v1: VoteOutcome,
     /// Vote 2.
     pub v2: VoteOutcome,
+    /// Whether the request's rationale or content holds injection language (scanned with
+    /// the votes), as the session's later requests' vote 2 is told.
+    pub injection: bool,
 }
 
 /// What a session's pre-committed policy is made from, owned, so that the decider can make
@@ -781,8 +791,7 @@ impl Twin {
         let Some(s) = self.sessions.get_mut(session) else {
             return Decision::rejected(format!("no open session {session:?}"));
         };
-        let sp = self.sanitizer.path(&req.path);
-        let Votes { v1, v2 } = votes;
+        let Votes { v1, v2, injection } = votes;
         let approval = s
             .approvals
             .iter()
@@ -818,10 +827,11 @@ impl Twin {
                 s.answered.insert(key.clone());
             }
             s.grants.push(key.clone());
-            Arc::make_mut(&mut s.view).grants.push((sp.clone(), req.access));
+            let sp = self.sanitizer.path(&req.path);
             if req.access == Access::Create {
                 Arc::make_mut(&mut s.view).created.push(sp.clone());
             }
+            Arc::make_mut(&mut s.view).grants.push((sp, req.access));
             Outcome::Grant
         } else {
             let ask = votes.iter().any(|v| v.verdict == Verdict::AskUser);
@@ -844,7 +854,6 @@ impl Twin {
                 Outcome::Deny
             }
         };
-        let injection = injection_in(req.rationale.as_deref(), req.content.as_deref());
         Arc::make_mut(&mut s.earlier).push(EarlierRequest { path: req.path.clone(), access: req.access, granted: outcome == Outcome::Grant, injection });
         let votes = votes.map(|v| VoteRecord { verdict: v.verdict, reason: v.reason, mechanism: v.mechanism });
         Decision { outcome, question, votes, tokens }
