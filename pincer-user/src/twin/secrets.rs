@@ -1,6 +1,6 @@
 //! Credentials recognised by structure and content, not by file name: private key blocks
-//! (PEM, OpenSSH, PuTTY, age), provider tokens in their published formats (kept as data in
-//! `data/token-formats.toml`), logins in the shapes tools store them (netrc, a registry's
+//! (PEM, OpenSSH, PuTTY, age), provider tokens in their published formats (gitleaks' rule
+//! set, kept as data with its licence: [`super::rules`]), logins in the shapes tools store them (netrc, a registry's
 //! `auth`, `user:password@` in URLs, `-u user:pass` and `Authorization` headers in commands),
 //! cloud credential files, tokens in a URL's path or query, and all of these again inside
 //! base64 or hex, decoded at most [`MAX_DECODE_DEPTH`] times.
@@ -13,7 +13,7 @@
 
 use super::content::{entropy, Finding, FindingKind};
 use base64::Engine as _;
-use regex::{Regex, RegexSet};
+use regex::Regex;
 use std::sync::OnceLock;
 
 /// Bytes of a content the detectors read; a longer content is reported as
@@ -24,28 +24,7 @@ pub const MAX_DECODE_DEPTH: usize = 2;
 /// Most encoded values decoded in one content, over all depths.
 pub const MAX_BLOBS: usize = 256;
 
-/// One provider token format of the data file.
-#[derive(Debug, serde::Deserialize)]
-struct TokenFormat {
-    id: String,
-    regex: String,
-    #[serde(default)]
-    entropy: Option<f32>,
-}
-
-#[derive(Debug, serde::Deserialize)]
-struct TokenFile {
-    token: Vec<TokenFormat>,
-}
-
-/// The provider token formats, as data.
-const TOKEN_FORMATS: &str = include_str!("../../data/token-formats.toml");
-
 struct Compiled {
-    /// The token formats in one set, matched once per text: a format's own regex runs only
-    /// where the set says it occurs.
-    token_set: RegexSet,
-    tokens: Vec<(String, Regex, f32)>,
     private_key: Regex,
     putty: Regex,
     netrc: Regex,
@@ -67,11 +46,7 @@ struct Compiled {
 fn compiled() -> &'static Compiled {
     static C: OnceLock<Compiled> = OnceLock::new();
     C.get_or_init(|| {
-        let file: TokenFile = toml::from_str(TOKEN_FORMATS).expect("data/token-formats.toml parses");
-        let tokens: Vec<(String, Regex, f32)> = file.token.into_iter().map(|t| (t.id, Regex::new(&t.regex).expect("token regex"), t.entropy.unwrap_or(0.0))).collect();
         Compiled {
-            token_set: RegexSet::new(tokens.iter().map(|t: &(String, Regex, f32)| t.1.as_str())).expect("regex set"),
-            tokens,
             private_key: Regex::new(r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY(?: BLOCK)?-----").expect("regex"),
             putty: Regex::new(r"PuTTY-User-Key-File-\d+:[^\n]*\n(?s:.{0,2000}?)Private-Lines:").expect("regex"),
             netrc: Regex::new(r"(?m)(?:^|\s)(?:machine\s+\S+|default)\s+(?:login\s+(\S+)\s+)?password\s+(\S+)").expect("regex"),
@@ -95,6 +70,9 @@ fn compiled() -> &'static Compiled {
         }
     })
 }
+
+/// Rules whose secret is a private key rather than a token.
+const PRIVATE_KEY_RULES: &[&str] = &["private-key", "age-secret-key"];
 
 /// Marks of encrypted content: armour and envelopes whose body is ciphertext.
 const CIPHERTEXT_MARKS: &[&str] = &[
@@ -202,12 +180,11 @@ fn scan(text: &str, depth: usize, blobs: &mut usize, out: &mut Vec<Finding>) {
     if c.putty.is_match(text) {
         push(out, FindingKind::PrivateKey, "a PuTTY private key", depth);
     }
-    let token_hits = c.token_set.matches(text);
-    for (id, re, min) in token_hits.iter().map(|i| &c.tokens[i]) {
-        if re.find_iter(text).take(16).any(|m| entropy(m.as_str()) >= *min && !m.as_str().ends_with("EXAMPLE")) {
-            let kind = if id == "age-secret-key" { FindingKind::PrivateKey } else { FindingKind::Token };
-            push(out, kind, format!("a credential in a known token format ({id})"), depth);
-        }
+    // Provider token formats: gitleaks' rules (and the few it lacks), by rule id. A value
+    // that is ciphertext or a public key, or a documented example, is not a secret.
+    for id in super::rules::rule_set().matching_rules(text, |secret| !secret.ends_with("EXAMPLE") && !is_not_secret_value(secret)) {
+        let kind = if PRIVATE_KEY_RULES.contains(&id) { FindingKind::PrivateKey } else { FindingKind::Token };
+        push(out, kind, format!("a credential in a known token format ({id})"), depth);
     }
     for m in c.netrc.captures_iter(text).take(16) {
         let user = m.get(1).map_or("", |u| u.as_str());
