@@ -404,10 +404,10 @@ impl RuleSet {
     }
 
     /// The ids of the rules that find a secret in `text`, each once, in rule order. `accept`
-    /// is asked about each secret that passes the rule's entropy and the allowlists (the
+    /// is asked (with the rule's id) about each secret that passes the rule's entropy and the allowlists (the
     /// caller's own exclusions: ciphertext, public keys, documented examples); the secret
     /// itself is never returned.
-    pub fn matching_rules(&self, text: &str, accept: impl Fn(&str) -> bool) -> Vec<&str> {
+    pub fn matching_rules(&self, text: &str, accept: impl Fn(&str, &str) -> bool) -> Vec<&str> {
         let bytes = text.as_bytes();
         let mut out = Vec::new();
         for i in self.candidates(bytes) {
@@ -419,7 +419,7 @@ impl RuleSet {
         out
     }
 
-    fn rule_finds(&self, rule: &Rule, text: &[u8], accept: &impl Fn(&str) -> bool) -> bool {
+    fn rule_finds(&self, rule: &Rule, text: &[u8], accept: &impl Fn(&str, &str) -> bool) -> bool {
         for caps in rule.regex.captures_iter(text).take(MAX_MATCHES_PER_RULE) {
             let Some(whole) = caps.get(0) else { continue };
             // gitleaks trims line breaks around the match.
@@ -451,7 +451,7 @@ impl RuleSet {
             if self.global.iter().chain(&rule.allowlists).any(|a| a.allows(secret, w, line)) {
                 continue;
             }
-            if accept(&String::from_utf8_lossy(secret)) {
+            if accept(&rule.id, &String::from_utf8_lossy(secret)) {
                 return true;
             }
         }
@@ -541,7 +541,7 @@ paths = ['''tests/''']
 regexes = ['''.''']
 "#;
         let set = RuleSet::from_files(&[toml], &[]).expect("parses");
-        let yes = |t: &str| !set.matching_rules(t, |_| true).is_empty();
+        let yes = |t: &str| !set.matching_rules(t, |_, _| true).is_empty();
         assert!(yes("token = dmo_a8k2m4q9z7x1"));
         assert!(!yes("token = DMO_a8k2m4q9z7x1"), "the keyword is case-insensitive, the regex is not");
         assert!(!yes("token = dmo_000000000000"), "low entropy and allowlisted");
@@ -550,8 +550,8 @@ regexes = ['''.''']
         assert!(!yes("token = dmo_a8k2m4q9z7x1 # fixture"), "a line allowlist");
         assert!(!yes("nothing here"));
         // The caller's exclusion is asked last.
-        assert!(set.matching_rules("dmo_a8k2m4q9z7x1", |_| false).is_empty());
-        assert_eq!(set.matching_rules("dmo_a8k2m4q9z7x1", |_| true), vec!["demo-token"]);
+        assert!(set.matching_rules("dmo_a8k2m4q9z7x1", |_, _| false).is_empty());
+        assert_eq!(set.matching_rules("dmo_a8k2m4q9z7x1", |_, _| true), vec!["demo-token"]);
     }
 
     #[test]
@@ -560,7 +560,7 @@ regexes = ['''.''']
         let set = RuleSet::from_files(&[toml], &[]).expect("parses");
         assert_eq!(set.rules().len(), 1);
         assert_eq!(set.skipped()[0].id, "bad");
-        assert_eq!(set.matching_rules("a good_1234 x", |_| true), vec!["good"]);
+        assert_eq!(set.matching_rules("a good_1234 x", |_, _| true), vec!["good"]);
         assert!(matches!(RuleSet::from_files(&["[[rules]]\nid = 3"], &[]), Err(RuleError::Parse(_))));
     }
 }
