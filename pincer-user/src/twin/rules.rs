@@ -17,7 +17,7 @@
 //! A rule whose regex does not compile is skipped with a warning, never a panic; the tests
 //! list every such rule and every rule skipped on purpose ([`POLICY_SKIPS`]).
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use regex::bytes::{Regex, RegexBuilder};
 use std::collections::BTreeSet;
 use std::sync::LazyLock;
@@ -363,7 +363,7 @@ impl RuleSet {
                 keyword_rules[at].push(i);
             }
         }
-        let keywords = if words.is_empty() { None } else { Some(AhoCorasickBuilder::new().ascii_case_insensitive(true).match_kind(MatchKind::Standard).build(&words)?) };
+        let keywords = if words.is_empty() { None } else { Some(AhoCorasickBuilder::new().ascii_case_insensitive(true).match_kind(MatchKind::Standard).kind(Some(AhoCorasickKind::DFA)).build(&words)?) };
         Ok(RuleSet { rules, always, keywords, keyword_rules, global, skipped })
     }
 
@@ -564,3 +564,4 @@ regexes = ['''.''']
         assert!(matches!(RuleSet::from_files(&["[[rules]]\nid = 3"], &[]), Err(RuleError::Parse(_))));
     }
 }
+
