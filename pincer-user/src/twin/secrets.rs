@@ -648,6 +648,7 @@ mod tests {
             (format!("DO_TOKEN=dop_v1_{}", random(16, "0123456789abcdef", 64)), "digitalocean-pat"),
             (format!("STRIPE_WEBHOOK_SECRET=whsec_{}", random(17, ALNUM, 32)), "stripe-webhook-secret"),
             (format!("DOCKER_PAT=dckr_pat_{}", random(18, WORD, 27)), "docker-hub-pat"),
+            (format!("revoke: AKIAZ4T7QW2K8HVD1PLM / {}", random(19, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/+", 40)), "aws-secret-access-key"),
         ];
         for (text, id) in &samples {
             let ids = rule_ids(text);
@@ -676,6 +677,8 @@ mod tests {
         // A made-up AWS key id that is not base32 is no key id (its secret beside it still is
         // found, by the credential-file check).
         assert!(rule_ids("AKIAZ4T7QW2K3HVD8PLM").is_empty());
+        assert!(rule_ids("AKIAIOSFODNN7EXAMPLE wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY").is_empty());
+        assert!(rule_ids("AKIAZ4T7QW2K3HVD8PLM see docs/aws/rotating-keys-for-iam-users-runbook.md").is_empty());
     }
 
     #[test]
