@@ -22,6 +22,7 @@ pub mod knowledge;
 pub mod policy;
 pub mod provenance;
 pub mod secrets;
+pub mod rules;
 pub mod text;
 pub mod vote;
 pub mod votes;

@@ -1,6 +1,6 @@
 //! Credentials recognised by structure and content, not by file name: private key blocks
-//! (PEM, OpenSSH, PuTTY, age), provider tokens in their published formats (kept as data in
-//! `data/token-formats.toml`), logins in the shapes tools store them (netrc, a registry's
+//! (PEM, OpenSSH, PuTTY, age), provider tokens in their published formats (gitleaks' rule
+//! set, kept as data with its licence: [`super::rules`]), logins in the shapes tools store them (netrc, a registry's
 //! `auth`, `user:password@` in URLs, `-u user:pass` and `Authorization` headers in commands),
 //! cloud credential files, tokens in a URL's path or query, and all of these again inside
 //! base64 or hex, decoded at most [`MAX_DECODE_DEPTH`] times.
@@ -13,7 +13,7 @@
 
 use super::content::{entropy, Finding, FindingKind};
 use base64::Engine as _;
-use regex::{Regex, RegexSet};
+use regex::Regex;
 use std::sync::OnceLock;
 
 /// Bytes of a content the detectors read; a longer content is reported as
@@ -24,28 +24,7 @@ pub const MAX_DECODE_DEPTH: usize = 2;
 /// Most encoded values decoded in one content, over all depths.
 pub const MAX_BLOBS: usize = 256;
 
-/// One provider token format of the data file.
-#[derive(Debug, serde::Deserialize)]
-struct TokenFormat {
-    id: String,
-    regex: String,
-    #[serde(default)]
-    entropy: Option<f32>,
-}
-
-#[derive(Debug, serde::Deserialize)]
-struct TokenFile {
-    token: Vec<TokenFormat>,
-}
-
-/// The provider token formats, as data.
-const TOKEN_FORMATS: &str = include_str!("../../data/token-formats.toml");
-
 struct Compiled {
-    /// The token formats in one set, matched once per text: a format's own regex runs only
-    /// where the set says it occurs.
-    token_set: RegexSet,
-    tokens: Vec<(String, Regex, f32)>,
     private_key: Regex,
     putty: Regex,
     netrc: Regex,
@@ -67,11 +46,7 @@ struct Compiled {
 fn compiled() -> &'static Compiled {
     static C: OnceLock<Compiled> = OnceLock::new();
     C.get_or_init(|| {
-        let file: TokenFile = toml::from_str(TOKEN_FORMATS).expect("data/token-formats.toml parses");
-        let tokens: Vec<(String, Regex, f32)> = file.token.into_iter().map(|t| (t.id, Regex::new(&t.regex).expect("token regex"), t.entropy.unwrap_or(0.0))).collect();
         Compiled {
-            token_set: RegexSet::new(tokens.iter().map(|t: &(String, Regex, f32)| t.1.as_str())).expect("regex set"),
-            tokens,
             private_key: Regex::new(r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY(?: BLOCK)?-----").expect("regex"),
             putty: Regex::new(r"PuTTY-User-Key-File-\d+:[^\n]*\n(?s:.{0,2000}?)Private-Lines:").expect("regex"),
             netrc: Regex::new(r"(?m)(?:^|\s)(?:machine\s+\S+|default)\s+(?:login\s+(\S+)\s+)?password\s+(\S+)").expect("regex"),
@@ -95,6 +70,9 @@ fn compiled() -> &'static Compiled {
         }
     })
 }
+
+/// Rules whose secret is a private key rather than a token.
+const PRIVATE_KEY_RULES: &[&str] = &["private-key", "age-secret-key"];
 
 /// Marks of encrypted content: armour and envelopes whose body is ciphertext.
 const CIPHERTEXT_MARKS: &[&str] = &[
@@ -202,12 +180,13 @@ fn scan(text: &str, depth: usize, blobs: &mut usize, out: &mut Vec<Finding>) {
     if c.putty.is_match(text) {
         push(out, FindingKind::PrivateKey, "a PuTTY private key", depth);
     }
-    let token_hits = c.token_set.matches(text);
-    for (id, re, min) in token_hits.iter().map(|i| &c.tokens[i]) {
-        if re.find_iter(text).take(16).any(|m| entropy(m.as_str()) >= *min && !m.as_str().ends_with("EXAMPLE")) {
-            let kind = if id == "age-secret-key" { FindingKind::PrivateKey } else { FindingKind::Token };
-            push(out, kind, format!("a credential in a known token format ({id})"), depth);
-        }
+    // Provider token formats: gitleaks' rules (and the few it lacks), by rule id. A
+    // documented example is not a secret; nor is a value of a generic rule (a label and a
+    // value, no provider's prefix) that is ciphertext or a public key. A provider's prefix
+    // says what a value is, however random its bytes.
+    for id in super::rules::rule_set().matching_rules(text, |id, secret| !secret.ends_with("EXAMPLE") && !(id.starts_with("generic") && is_not_secret_value(secret))) {
+        let kind = if PRIVATE_KEY_RULES.contains(&id) { FindingKind::PrivateKey } else { FindingKind::Token };
+        push(out, kind, format!("a credential in a known token format ({id})"), depth);
     }
     for m in c.netrc.captures_iter(text).take(16) {
         let user = m.get(1).map_or("", |u| u.as_str());
@@ -627,5 +606,96 @@ mod tests {
         assert!(kinds("/* FIPS-197 appendix C.1 */\nstatic const uint8_t key[16] = {0x2b,0x7e,0x15,0x16,0x28,0xae,0xd2,0xa6,0xab,0xf7,0x15,0x88,0x09,0xcf,0x4f,0x3c};\n").is_empty());
         assert!(kinds("static const uint8_t key[16] = {0x00,0x01,0x02,0x03,0x04,0x05,0x06,0x07,0x08,0x09,0x0a,0x0b,0x0c,0x0d,0x0e,0x0f};\n").is_empty());
         assert!(kinds("network={\n\tpsk=\"changeme\"\n}\n").is_empty());
+    }
+
+    /// A deterministic random string of `n` characters of `alphabet` (fake tokens of real
+    /// shape: the entropy of a real one, no real value).
+    fn random(seed: u64, alphabet: &str, n: usize) -> String {
+        let a: Vec<char> = alphabet.chars().collect();
+        let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (0..n)
+            .map(|_| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                a[((x >> 33) as usize) % a.len()]
+            })
+            .collect()
+    }
+
+    const ALNUM: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    const WORD: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-";
+
+    /// The rule ids named by the findings of `s`.
+    fn rule_ids(s: &str) -> Vec<String> {
+        secret_findings(s).into_iter().filter_map(|f| f.what.strip_prefix("a credential in a known token format (").and_then(|r| r.split(')').next()).map(str::to_string)).collect()
+    }
+
+    #[test]
+    fn provider_tokens_are_found_by_their_gitleaks_rule() {
+        let openai = format!("sk-proj-{}T3BlbkFJ{}", random(7, WORD, 74), random(8, ALNUM, 74));
+        let samples: Vec<(String, &str)> = vec![
+            (format!("GITHUB_TOKEN=ghp_{}", random(1, ALNUM, 36)), "github-pat"),
+            (format!("token: github_pat_{}", random(2, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_", 82)), "github-fine-grained-pat"),
+            (format!("CI_TOKEN=glpat-{}", random(3, ALNUM, 20)), "gitlab-pat"),
+            ("glpat-Xk3vR9mQ2wZt7LpY5nBc".to_string(), "gitlab-pat"),
+            (format!("SLACK_BOT_TOKEN=xoxb-{}-{}-{}", random(4, "0123456789", 12), random(5, "0123456789", 13), random(6, ALNUM, 24)), "slack-bot-token"),
+            (format!("stripe.api_key = \"sk_live_{}\"", random(9, ALNUM, 24)), "stripe-access-token"),
+            (format!("aws_access_key_id = AKIA{}", random(10, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16)), "aws-access-token"),
+            (format!("OPENAI_API_KEY={openai}"), "openai-api-key"),
+            (format!("ANTHROPIC_API_KEY=sk-ant-api03-{}AA", random(11, WORD, 93)), "anthropic-api-key"),
+            (format!("//registry.npmjs.org/:_authToken=npm_{}", random(12, ALNUM, 36)), "npm-access-token"),
+            (format!("password = pypi-AgEIcHlwaS5vcmc{}", random(13, WORD, 70)), "pypi-upload-token"),
+            (format!("SENDGRID=SG.{}.{}", random(14, ALNUM, 22), random(15, ALNUM, 43)), "sendgrid-api-token"),
+            (format!("DO_TOKEN=dop_v1_{}", random(16, "0123456789abcdef", 64)), "digitalocean-pat"),
+            (format!("STRIPE_WEBHOOK_SECRET=whsec_{}", random(17, ALNUM, 32)), "stripe-webhook-secret"),
+            (format!("DOCKER_PAT=dckr_pat_{}", random(18, WORD, 27)), "docker-hub-pat"),
+            (format!("revoke: AKIAZ4T7QW2K8HVD1PLM / {}", random(19, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/+", 40)), "aws-secret-access-key"),
+        ];
+        for (text, id) in &samples {
+            let ids = rule_ids(text);
+            assert!(ids.iter().any(|i| i == id), "{id} not found in a sample of its shape: {ids:?}");
+            // The finding names the rule, never the value.
+            for f in secret_findings(text) {
+                assert!(!text.split(['=', ' ', '"', ':']).any(|v| v.len() >= 12 && f.what.contains(v)), "{f:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn placeholders_and_examples_are_not_tokens() {
+        for s in [
+            "GITHUB_TOKEN=ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+            "aws_access_key_id = AKIAIOSFODNN7EXAMPLE",
+            "stripe.api_key = \"sk_test_xxxxxxxxxxxxxxxxxxxxxxxx\"",
+            "npm_000000000000000000000000000000000000",
+            "CI_TOKEN=glpat-aaaaaaaaaaaaaaaaaaaa",
+            "token: ${GITHUB_TOKEN}",
+            "api_key = {{ .Values.apiKey }}",
+            "The ghp_ prefix marks a GitHub personal access token; sk_live_ a live Stripe key.",
+        ] {
+            assert!(rule_ids(s).is_empty(), "{s}: {:?}", secret_findings(s));
+        }
+        // A made-up AWS key id that is not base32 is no key id (its secret beside it still is
+        // found, by the credential-file check).
+        assert!(rule_ids("AKIAZ4T7QW2K3HVD8PLM").is_empty());
+        assert!(rule_ids("AKIAIOSFODNN7EXAMPLE wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY").is_empty());
+        assert!(rule_ids("AKIAZ4T7QW2K3HVD8PLM see docs/aws/rotating-keys-for-iam-users-runbook.md").is_empty());
+    }
+
+    #[test]
+    fn binary_invalid_utf8_and_ten_megabytes_get_a_verdict_in_bounded_time() {
+        let t = std::time::Instant::now();
+        let bin: Vec<u8> = (0..1_000_000u32).map(|i| (i.wrapping_mul(2654435761) >> 11) as u8).collect();
+        let _ = super::super::content::content_findings(&bin);
+        let mut bad = b"token ghp_".to_vec();
+        bad.extend([0xff, 0xfe, 0xc3, 0x28, 0xa0, 0xa1]);
+        bad.extend(random(20, ALNUM, 36).bytes());
+        let _ = super::super::content::content_findings(&bad);
+        // Ten megabytes of text full of the rules' keywords (every rule's prefilter passes).
+        let line = format!("key token secret api auth password ghp_ sk-ant xox AKIA ey curl -H 'Authorization: Bearer {}' glpat- npm_ pypi-\n", random(21, ALNUM, 30));
+        let big = line.repeat((10 << 20) / line.len() + 1);
+        let f = super::super::content::content_findings(big.as_bytes());
+        assert!(f.iter().any(|f| f.kind == FindingKind::Oversize));
+        assert!(f.iter().any(|f| f.kind.is_secret()));
+        assert!(t.elapsed() < std::time::Duration::from_secs(30), "{:?}", t.elapsed());
     }
 }
