@@ -8,7 +8,7 @@
 use pincer::decider::llm::{ChatAnswer, ChatModel};
 use pincer::decider::{ChatConfig, DeciderError, LlmDecider, Mechanism, OpenAiChat, Verdict};
 use pincer::sanitize::{SecretKey, Sanitizer};
-use pincer::store::{AccessRecord, HistoryRecord, Permission, PolicyRule, TrustedState, UserPolicy};
+use pincer::store::{HistoryRecord, Permission, PolicyRule, TrustedState, UserPolicy};
 use pincer::twin::{Batch, Decision, Outcome, Prepared, Request, Twin, TwinConfig, Variant};
 use pincer::Access;
 use serde_json::{json, Value};
@@ -18,6 +18,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::watch;
 
 mod common;
+use common::twin::rec;
 
 /// What the fake model does wrong in its answers to one vote's batched prompts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,10 +193,6 @@ impl Server {
         let cfg = ChatConfig { base_url: self.url.clone(), api_key: None, model: "m".into(), timeout: Duration::from_secs(30), max_tokens: 256 };
         LlmDecider::new(OpenAiChat::new(cfg).unwrap())
     }
-}
-
-fn rec(path: &str, access: Access) -> AccessRecord {
-    AccessRecord { path: path.into(), access }
 }
 
 /// Code work in `app/`, notes in `notes/`, and `vault/` off limits.
