@@ -362,7 +362,7 @@ static __always_inline int step_up(struct pos *p)
 struct walk_ctx {
 	struct walk *w;
 	struct pos p;
-	const unsigned char *prev;
+	const unsigned char *prev; /* the name of the entry the walk came from (0 at the first level and past a mount) */
 	struct grant_key gk;
 	struct object_key ok;
 	struct name_key nk;
@@ -373,6 +373,26 @@ struct walk_ctx {
 	__u32 dev;       /* device of the current filesystem, once read */
 	__u32 dev_known; /* dev holds the current filesystem's device */
 };
+
+/* Whether kernel string `name` is a hidden name (it starts with a dot). */
+static __always_inline int hidden_name(const unsigned char *name)
+{
+	unsigned char ch = 0;
+
+	return name && !bpf_probe_read_kernel(&ch, 1, name) && ch == '.';
+}
+
+/* Whether the walk's current level (c->ok) is a protected root reached from a
+ * hidden entry in it: c->prev, the name of the entry the walk came from (or of
+ * a new entry, at the first level). The hidden entries of a root (the home's
+ * dotfiles and dot-directories: the configuration, code, state, histories and
+ * credentials of the user's tools) are not reached by a grant on the root: an
+ * exact grant on it (`create` there) or a subtree grant on it. Each needs a
+ * grant on itself or inside it. Only read for a level that holds a grant. */
+static __always_inline int hidden_in_root(struct walk_ctx *c)
+{
+	return hidden_name(c->prev) && bpf_map_lookup_elem(&MAP_ROOTS, &c->ok);
+}
 
 /* One level of walk_up; returns 1 to stop. */
 static long walk_step(__u64 index, struct walk_ctx *c)
@@ -427,6 +447,7 @@ static long walk_step(__u64 index, struct walk_ctx *c)
 			/* The loop index, not a counter in the context: the verifier
 			 * then need not tell the levels apart (its states converge). */
 			int first = index == 0;
+			__u32 level = 0;
 
 			c->gk.ino = ino;
 			c->gk.dev = dev;
@@ -436,13 +457,17 @@ static long walk_step(__u64 index, struct walk_ctx *c)
 			if (first && w->exact_ok) {
 				bits = bpf_map_lookup_elem(&MAP_EXACT, &c->gk);
 				if (bits)
-					w->granted |= *bits;
+					level |= *bits;
 			}
-			if (w->subtree_ok && (w->collect || (w->granted & need) != need)) {
+			if (w->subtree_ok && (w->collect || ((w->granted | level) & need) != need)) {
 				bits = bpf_map_lookup_elem(&MAP_SUBTREE, &c->gk);
 				if (bits)
-					w->granted |= *bits;
+					level |= *bits;
 			}
+			/* A grant on a root does not reach the hidden entries in it. */
+			if (level && hidden_in_root(c))
+				level = 0;
+			w->granted |= level;
 			if ((w->subtree_ok || (first && w->exact_ok)) && (w->collect || (w->granted & need) != need)) {
 				bits = bpf_map_lookup_elem(&MAP_OPEN, &c->ok);
 				if (bits)
@@ -463,8 +488,8 @@ static long walk_step(__u64 index, struct walk_ctx *c)
 		}
 	}
 	/* The name of the entry the walk comes from, for the never-name
-	 * lookup one level up (read only when never names exist). */
-	c->prev = c->never_names ? BPF_CORE_READ(cur, d_name.name) : 0;
+	 * lookup and hidden_in_root one level up. */
+	c->prev = BPF_CORE_READ(cur, d_name.name);
 	int step = step_up(&c->p);
 
 	if (!step) {
@@ -1220,6 +1245,15 @@ static __noinline int cache_decide(const struct session *s, struct dentry *obj, 
 	} else {
 		if (w->levels >= MAX_WALK_DEPTH)
 			return 0;
+		/* A hidden file directly in a root: the segment holds the
+		 * root's grant, which does not reach it (hidden_in_root); the
+		 * full walk decides. */
+		if (hidden_name(obj->d_name.name)) {
+			struct object_key rk = { .ino = dir->i_ino, .dev = dir->i_sb->s_dev };
+
+			if (bpf_map_lookup_elem(&MAP_ROOTS, &rk))
+				return 0;
+		}
 		__u32 own = file_entries(s, inode, w->stamp_policy, w->stamp_rename, w->stamp_mount);
 
 		if (!own)
@@ -1255,10 +1289,11 @@ static __noinline int cache_decide(const struct session *s, struct dentry *obj, 
  * NEVER_PATTERN_DEV, each NAME's value (its never bits, its word id if it is
  * a DIR, and the mask of the DIR words it pairs with) and, under
  * NEVER_PAIR_DEV, the bits of each (DIR word, NAME) pair. The walk reads the
- * name of every level from the object to the top. Inside a directory the
- * session made (its subtree grant marked ACCESS_CREATED_BY_SESSION) nothing
- * matches: what a session made is its own to fill (`git init`). Only checks
- * that need a bit some pattern has (the state's never_patterns) pay for it. */
+ * name of every level from the object to the top. Inside the session's
+ * scratch (its subtree grant marked ACCESS_CREATED_BY_SESSION) nothing
+ * matches: the scratch is the session's own to fill (`git init` there), and no
+ * tool of the user's runs from it. Only checks that need a bit some pattern
+ * has (the state's never_patterns) pay for it. */
 
 /* State of pattern_walk between levels; `k` is the key's room for names and
  * then for the grant of the level (one at a time). */
@@ -1272,7 +1307,7 @@ struct pattern_ctx {
 	__u64 prev;      /* the name of the entry the walk came from (kernel string), or 0 */
 	__u32 pending;   /* that entry's value */
 	__u32 own;       /* the current level's value */
-	__u32 matched;   /* bits matched so far that no session-made directory lifted */
+	__u32 matched;   /* bits matched so far that the session's scratch did not lift */
 	__u32 pinned_ok; /* the first level's entry is the checked object (not a new name) */
 };
 
@@ -1345,8 +1380,8 @@ static long pattern_step(__u64 index, struct pattern_ctx *c)
 
 /* The never bits the patterns give an access to dentry `d` (reached through
  * `mnt`, or 0) or, with `child_name`, to that new entry of directory `d`, for
- * `session`: the bits matched from the object to the top that no directory
- * the session made lifts, with `delete` for a pinned entry (a DIR word such as
+ * `session`: the bits matched from the object to the top that the session's
+ * scratch does not lift, with `delete` for a pinned entry (a DIR word such as
  * `.git`, so it cannot be moved away, filled and moved back). A walk that does
  * not reach the top gives every bit (fail closed). A global function: its
  * frame is not on the main walk's call chain. */
@@ -1534,14 +1569,13 @@ walk:
 	walk_up(&w);
 	protect_owned(s, inode, &w);
 	/* A walk that a grant satisfied stops before the root (w.protected
-	 * unset): inside a directory the session made (its subtree grant is
-	 * marked ACCESS_CREATED_BY_SESSION) the file is recorded too. */
+	 * unset): inside the session's scratch (its subtree grant is marked
+	 * ACCESS_CREATED_BY_SESSION) the file is recorded too. */
 	if (created && !(w.never & need) && !w.unknown &&
 	    (w.protected || (w.granted & ACCESS_CREATED_BY_SESSION))) {
 		/* inode_create already checked `create`: the creator may read,
 		 * write and delete what it made, now and later, by an exact grant
-		 * on the inode, also inside a directory it made (whose subtree
-		 * grant covers it): a hard link it then makes (git's objects,
+		 * on the inode: a hard link it then makes (git's objects,
 		 * rustc's incremental files) needs an exact grant, as every file
 		 * with more than one link does. */
 		struct grant_key gk = {
@@ -1863,19 +1897,22 @@ int BPF_PROG(pincer_inode_mkdir, struct inode *dir, struct dentry *dentry, umode
 }
 
 /* A directory the session made itself: as a file it creates gets read and write
- * (check_file), the session may use what it makes inside the directory, so a
- * tool that builds a tree (git init, cargo's target/, mkdir -p) works with the
+ * (check_file), the session may list, fill, change and remove the directory it
+ * makes, so a tool that builds a tree (cargo's target/, mkdir -p) works with the
  * one `create` it was granted on the parent. A successful mkdir by a gated task
- * (inode_mkdir already checked `create` there) gives its session a subtree grant
- * of every access on the new directory, marked ACCESS_CREATED_BY_SESSION. Only
- * names that exist when the session starts are in the never map, so nothing
- * inside a new directory is never-grantable to the kernel. A directory made
- * inside one the session already holds such a grant on needs no entry of its
- * own; when the map is full the directory gets none (the session's accesses
- * inside it are then decided as misses). vfs_mkdir's first argument is a
- * user_namespace (6.1) or mnt_idmap (6.3+) pointer; it is not read. */
-SEC("fexit/vfs_mkdir")
-int BPF_PROG(pincer_vfs_mkdir, void *idmap, struct inode *dir, struct dentry *dentry, umode_t mode, int ret)
+ * (inode_mkdir already checked `create` there) gives its session an exact grant
+ * of every access on the new directory, marked ACCESS_CREATED_BY_SESSION: on the
+ * directory, not beneath it. What the session then makes inside is its own by
+ * the same rules (each file and directory its own exact grant); what another
+ * process puts there later (the user's file in the session's folder) is the
+ * user's, and needs a grant like any other of the user's objects. The never
+ * patterns apply inside as anywhere (a `.git` the session makes in the user's
+ * folder runs its hooks in the user's git); only the session's scratch, whose
+ * subtree grant is marked ACCESS_CREATED_BY_SESSION, lifts them. When the map
+ * is full the directory gets no entry (the session's accesses to it are then
+ * decided as misses). vfs_mkdir's first argument is a user_namespace (6.1) or
+ * mnt_idmap (6.3+) pointer; it is not read. */
+static __always_inline int record_made(struct dentry *dentry, int ret)
 {
 	struct session s;
 
@@ -1883,16 +1920,7 @@ int BPF_PROG(pincer_vfs_mkdir, void *idmap, struct inode *dir, struct dentry *de
 		return 0;
 	struct inode *inode = BPF_CORE_READ(dentry, d_inode);
 
-	if (!inode || !dir)
-		return 0;
-	struct grant_key parent = {
-		.session = s.id,
-		.ino = BPF_CORE_READ(dir, i_ino),
-		.dev = BPF_CORE_READ(dir, i_sb, s_dev),
-	};
-	__u32 *held = bpf_map_lookup_elem(&MAP_SUBTREE, &parent);
-
-	if (held && (*held & ACCESS_CREATED_BY_SESSION))
+	if (!inode)
 		return 0;
 	struct grant_key gk = {
 		.session = s.id,
@@ -1901,8 +1929,29 @@ int BPF_PROG(pincer_vfs_mkdir, void *idmap, struct inode *dir, struct dentry *de
 	};
 	__u32 bits = ACCESS_ALL_BITS | ACCESS_CREATED_BY_SESSION;
 
-	bpf_map_update_elem(&MAP_SUBTREE, &gk, &bits, BPF_ANY);
+	bpf_map_update_elem(&MAP_EXACT, &gk, &bits, BPF_ANY);
 	return 0;
+}
+
+SEC("fexit/vfs_mkdir")
+int BPF_PROG(pincer_vfs_mkdir, void *idmap, struct inode *dir, struct dentry *dentry, umode_t mode, int ret)
+{
+	return record_made(dentry, ret);
+}
+
+/* A symlink, FIFO, device node or bound Unix socket the session made is its
+ * own the same way (inode_symlink and inode_mknod checked `create`): it may
+ * remove or rename what it made, open its FIFO, and nothing more. */
+SEC("fexit/vfs_symlink")
+int BPF_PROG(pincer_vfs_symlink, void *idmap, struct inode *dir, struct dentry *dentry, const char *oldname, int ret)
+{
+	return record_made(dentry, ret);
+}
+
+SEC("fexit/vfs_mknod")
+int BPF_PROG(pincer_vfs_mknod, void *idmap, struct inode *dir, struct dentry *dentry, umode_t mode, dev_t dev, int ret)
+{
+	return record_made(dentry, ret);
 }
 
 /* FIFOs, character and block devices, and Unix sockets bound to a path (the

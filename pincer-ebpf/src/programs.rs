@@ -92,13 +92,15 @@ pub const REACH_PROGRAMS: [(&str, &str); 27] = [
 
 /// `fexit` programs and the kernel function each traces: a successful `bind`
 /// records the session's port, a successful open of `/dev/ptmx` the session's
-/// new pty (reach block), a successful `mkdir` the session's subtree grant on the
-/// directory it made (file gating).
-pub const REACH_FEXIT: [(&str, &str); 4] = [
+/// new pty (reach block), a successful `mkdir`, `symlink` or `mknod` the session's
+/// exact grant on the object it made (file gating).
+pub const REACH_FEXIT: [(&str, &str); 6] = [
     ("pincer_inet_bind", "inet_bind"),
     ("pincer_inet6_bind", "inet6_bind"),
     ("pincer_ptmx_open", "ptmx_open"),
     ("pincer_vfs_mkdir", "vfs_mkdir"),
+    ("pincer_vfs_symlink", "vfs_symlink"),
+    ("pincer_vfs_mknod", "vfs_mknod"),
 ];
 
 /// `fentry` programs of the reach block and the kernel function each traces:

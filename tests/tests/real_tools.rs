@@ -121,8 +121,12 @@ ask $D/notes.txt read; ask $D/notes.txt write
 ask $D/hello list; ask $D/hello/src list; ask $D/hello/Cargo.toml read; ask $D/hello/src/main.rs read
 ask $D/hello/Cargo.lock create; ask $D/hello/target create
 
-# git: a new repository in the granted workspace, a granted file committed.
-git init -q . 2>&1 && echo "R git init: ok" || echo "R git init: failed"
+# git: a repository's hooks and config in the user's folder run in the user's git, so a new
+# one there is refused; the session's own repository lives in its scratch, over the granted
+# workspace, and a granted file is committed.
+git init -q . >/dev/null 2>&1 && echo "R git init here: ok" || echo "R git init here: refused"
+export GIT_DIR=$TMPDIR/proj.git GIT_WORK_TREE=$D
+git init -q 2>&1 && echo "R git init: ok" || echo "R git init: failed"
 git add notes.txt 2>&1 && echo "R git add notes: ok" || echo "R git add notes: failed"
 git commit -q -m "notes" 2>&1 && echo "R git commit: ok" || echo "R git commit: failed"
 git log --format=%s 2>&1 | sed 's/^/R git log: /'
@@ -176,6 +180,7 @@ cat $D/secret.txt >/dev/null 2>&1 && echo "R cat secret: read" || echo "R cat se
     let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("real_tools worker:\n{}\n{}\n", r.join("\n"), answered.join("\n")).as_bytes());
     let has = |line: &str| r.contains(&line);
     for line in [
+        "R git init here: refused",
         "R git init: ok",
         "R git add notes: ok",
         "R git commit: ok",
@@ -204,7 +209,7 @@ cat $D/secret.txt >/dev/null 2>&1 && echo "R cat secret: read" || echo "R cat se
     assert!(!r.iter().any(|l| l.contains("hunter2")), "the secret leaked: {text}");
     assert_eq!(std::fs::read_to_string(ws.join("proj/made-by-python.txt")).unwrap(), "made by python\n");
     assert!(std::fs::read_to_string(ws.join("proj/notes.txt")).unwrap().ends_with("appended by python\n"));
-    assert!(ws.join("proj/.git/config").is_file(), "git made its repository's config");
+    assert!(!ws.join("proj/.git/config").exists(), "git wrote a repository's config in the user's folder");
     let audit = std::fs::read_to_string(daemon.dir.join("audit.jsonl")).unwrap_or_default();
     assert!(audit.contains("secret.txt"), "the kernel reported the refused reads of the secret: {audit}");
 }

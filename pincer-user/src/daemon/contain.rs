@@ -6,7 +6,7 @@
 //! for the objects and names that exist when the session starts.
 
 use crate::access::Access;
-use crate::kernel::{access_bit, Enforcer, KernelError, ObjectId, Scope};
+use crate::kernel::{access_bit, Enforcer, KernelError, ObjectId};
 use globset::{GlobBuilder, GlobMatcher};
 use serde::{Deserialize, Serialize};
 use std::ffi::OsStr;
@@ -795,6 +795,17 @@ impl Containment {
         })
     }
 
+    /// Why `access` on `path` can never be granted by a grant the daemon places: a new
+    /// hidden entry directly in a protected root (`~/.newrc`). The grant for a `create` goes on
+    /// the folder, and the kernel's grant on a root does not reach the hidden entries in it
+    /// (the configuration and state of the user's tools), so no vote or approval could let
+    /// it through; `None` otherwise.
+    pub fn hidden_in_root(&self, path: &Path, access: Access) -> Option<String> {
+        let (parent, name) = (path.parent()?, path.file_name()?);
+        (access == Access::Create && name.as_encoded_bytes().first() == Some(&b'.') && self.protect.iter().any(|r| r == parent))
+            .then(|| format!("a new hidden entry of the protected folder {}", parent.display()))
+    }
+
     /// Opens the open paths in the kernel (global: every session may use them), and the
     /// `pincer` executable itself for reading, wherever it is installed: the worker runs
     /// `pincer request` to ask.
@@ -816,7 +827,7 @@ impl Containment {
     }
 
     /// Makes the session's scratch directory (0700, owned by the owner) and grants it to
-    /// the session in full; returns its path (`None` when sessions get none).
+    /// the session in full as its own place (no never pattern applies inside); returns its path (`None` when sessions get none).
     pub fn make_scratch(&self, enforcer: &mut Enforcer, session: &str, cgroup_id: u64, owner: &Account) -> Result<Option<PathBuf>, ContainError> {
         let Some(dir) = self.scratch_dir(session) else { return Ok(None) };
         let err = |source| ContainError::Scratch { path: dir.clone(), source };
@@ -824,9 +835,7 @@ impl Containment {
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map_err(err)?;
         std::os::unix::fs::chown(&dir, Some(owner.uid), Some(owner.gid)).map_err(err)?;
         let id = id_of(&std::fs::symlink_metadata(&dir).map_err(err)?);
-        for a in Access::ALL {
-            enforcer.grant(cgroup_id, id, Scope::Subtree, a)?;
-        }
+        enforcer.grant_own_place(cgroup_id, id)?;
         Ok(Some(dir))
     }
 }
@@ -846,6 +855,18 @@ mod tests {
 
     fn owner() -> Account {
         Account { name: "u".into(), uid: 1000, gid: 1000, home: PathBuf::from("/home/u") }
+    }
+
+    #[test]
+    fn a_new_hidden_entry_of_a_protected_root_is_never_grantable() {
+        let home = tempfile::tempdir().unwrap();
+        let account = Account { home: home.path().to_path_buf(), ..owner() };
+        let c = Containment::for_owner(&ContainmentConfig::default(), &account).unwrap();
+        let h = home.path();
+        assert!(c.hidden_in_root(&h.join(".newrc"), Access::Create).is_some());
+        assert!(c.hidden_in_root(&h.join(".newrc"), Access::Write).is_none(), "an existing one: the twin decides");
+        assert!(c.hidden_in_root(&h.join("notes.txt"), Access::Create).is_none());
+        assert!(c.hidden_in_root(&h.join("proj/.env"), Access::Create).is_none(), "not directly in the root");
     }
 
     #[test]

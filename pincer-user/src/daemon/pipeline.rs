@@ -160,7 +160,7 @@ pub enum Unresolved {
     /// on a state that may be stale.
     #[error("the trusted store cannot be reached ({}); denied (fail closed)", chain(.0))]
     Store(crate::store::StoreError),
-    /// The resource is never grantable: the pattern that says so.
+    /// The resource is never grantable: the pattern or rule that says so.
     #[error("never-grantable ({0}): no vote, rule or approval can grant it; denied")]
     Never(String),
     /// The session already has [`super::decisions::LANE_QUEUE_MAX`] requests waiting for a
@@ -306,7 +306,12 @@ impl Core {
         // Never-grantable beats every vote, rule and approval; a containment that cannot
         // be compiled denies everything.
         let never = match self.containment(owner) {
-            Ok(c) => c.never.forbids(&req.abs, req.access).map(|p| Unresolved::Never(p.to_string())),
+            Ok(c) => c
+                .never
+                .forbids(&req.abs, req.access)
+                .map(|p| p.to_string())
+                .or_else(|| c.hidden_in_root(&req.abs, req.access))
+                .map(Unresolved::Never),
             Err(e) => Some(Unresolved::Containment(e)),
         };
         if let Some(why) = never {

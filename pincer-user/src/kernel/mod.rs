@@ -26,8 +26,13 @@
 //!   need an exact grant (a subtree grant would otherwise open a secret linked
 //!   into a granted directory).
 //! - Files a session creates by `open(O_CREAT)` get an exact read/write/delete
-//!   grant marked `ACCESS_CREATED_BY_SESSION`; directories it makes (`mkdir`) get a
-//!   subtree grant of every access, marked the same (`fexit/vfs_mkdir`).
+//!   grant marked `ACCESS_CREATED_BY_SESSION`; directories, symlinks and nodes it
+//!   makes get an exact grant of every access, marked the same (`fexit/vfs_mkdir`,
+//!   `vfs_symlink`, `vfs_mknod`): on the object, not beneath it, so what another
+//!   process later puts in a directory the session made is not the session's.
+//! - A grant on a protected root (exact or subtree) does not reach the hidden
+//!   entries directly in it (the home's dotfiles and dot-directories): each needs
+//!   a grant on itself or inside it.
 //!   Changing an object's mode, owner, times or xattrs needs `write`; making a
 //!   FIFO, device node or bound Unix socket needs `create`; an fd received by
 //!   `SCM_RIGHTS` or `pidfd_getfd` is checked like an open with its mode.
@@ -1057,6 +1062,16 @@ impl Enforcer {
         let map = self.grant_map(scope);
         let old = map.get(&key)?.unwrap_or(0);
         map.insert(key, old | bits)
+    }
+
+    /// Gives a session every access on the directory `id` and beneath it as its own place
+    /// (its scratch): a subtree grant marked `ACCESS_CREATED_BY_SESSION`, inside which the
+    /// kernel's never patterns do not apply (`git init` there writes `.git/config`).
+    pub fn grant_own_place(&mut self, session: u64, id: ObjectId) -> Result<(), KernelError> {
+        let key = GrantKey { session, ino: id.ino, dev: id.dev, _pad: 0 };
+        let map = self.grant_map(Scope::Subtree);
+        let old = map.get(&key)?.unwrap_or(0);
+        map.insert(key, old | pincer_common::ACCESS_ALL | pincer_common::ACCESS_CREATED_BY_SESSION)
     }
 
     /// Removes one access type from a session's grant on `id` (takes effect on the next access).
