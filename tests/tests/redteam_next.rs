@@ -1508,9 +1508,10 @@ fn writes_project_files_that_run_code_when_a_tool_starts_there() {
 /// "gitdir:~/work/"]`, as dotfiles setups and work/personal identities do), kept in a
 /// folder the session was granted: `core.fsmonitor`, `core.pager` or `alias.*` there run
 /// in every repository of the user. `~/.gitconfig` is never-grantable; what it includes is
-/// not. Principle: a never place's protection follows what it loads.
+/// not. Principle: a never place's protection follows what it loads. Closed: the daemon
+/// follows git's includes and a shell's `source` lines of every never place when the
+/// session starts (`loaded_files`) and protects what they name with it.
 #[test]
-#[ignore = "open route: the files ~/.gitconfig includes are not protected with it"]
 fn writes_a_file_the_global_gitconfig_includes() {
     let mut c = Cleanup::default();
     let gc = PathBuf::from(home(".gitconfig"));

@@ -589,9 +589,91 @@ impl NeverList {
             }
             seed_literal(&mut seeds, path, r.access);
             pin_ancestors(&mut seeds, path, &self.anchors);
+            // What a protected file loads is protected with it.
+            for loaded in loaded_files(path, self.anchors.first().map(PathBuf::as_path)) {
+                seed_literal(&mut seeds, &loaded, r.access);
+            }
         }
         seeds.write(enforcer)
     }
+}
+
+/// How deep [`loaded_files`] follows files that load others.
+const LOAD_DEPTH: usize = 4;
+/// The largest file [`loaded_files`] reads for what it loads.
+const LOAD_MAX_BYTES: u64 = 1 << 20;
+
+/// The files that the file at `path` loads when the user's tools read it, followed
+/// [`LOAD_DEPTH`] deep: git's `[include]` and `[includeIf ...]` `path =` entries (relative to
+/// the including file, `~/` in `home`), and a shell's `source FILE` and `. FILE` lines with a
+/// literal path (absolute, `~/`, `$HOME/` or `${HOME}/`). A never place's protection follows
+/// what it loads: `~/.gitconfig` including a file in a project folder, `~/.bashrc` sourcing
+/// `~/dotfiles/aliases.sh`. Unreadable, binary or larger files load nothing.
+pub fn loaded_files(path: &Path, home: Option<&Path>) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    let mut next = vec![path.to_path_buf()];
+    for _ in 0..LOAD_DEPTH {
+        let mut found = Vec::new();
+        for file in &next {
+            for p in loads_of(file, home) {
+                if p != path && !out.contains(&p) {
+                    out.push(p.clone());
+                    found.push(p);
+                }
+            }
+        }
+        if found.is_empty() {
+            break;
+        }
+        next = found;
+    }
+    out
+}
+
+/// The files one file names as loaded (see [`loaded_files`]).
+fn loads_of(file: &Path, home: Option<&Path>) -> Vec<PathBuf> {
+    let Ok(meta) = std::fs::metadata(file) else { return vec![] };
+    if !meta.is_file() || meta.len() > LOAD_MAX_BYTES {
+        return vec![];
+    }
+    let Ok(text) = std::fs::read_to_string(file) else { return vec![] };
+    let expand = |raw: &str| -> Option<PathBuf> {
+        let raw = raw.trim().trim_matches('"').trim_matches('\'');
+        let rest = ["~/", "$HOME/", "${HOME}/"].iter().find_map(|h| raw.strip_prefix(h));
+        match (rest, home) {
+            (Some(r), Some(h)) => Some(h.join(r)),
+            (Some(_), None) => None,
+            (None, _) if raw.starts_with('/') => Some(PathBuf::from(raw)),
+            _ => None,
+        }
+    };
+    let mut out = Vec::new();
+    let mut in_include = false;
+    for line in text.lines() {
+        let t = line.trim();
+        if t.starts_with('[') {
+            let section = t.trim_start_matches('[').to_ascii_lowercase();
+            in_include = section.starts_with("include]") || section.starts_with("include ") || section.starts_with("includeif");
+            continue;
+        }
+        if in_include {
+            if let Some((k, v)) = t.split_once('=') {
+                if k.trim().eq_ignore_ascii_case("path") {
+                    let v = v.trim().trim_matches('"');
+                    let p = expand(v).or_else(|| (!v.is_empty()).then(|| file.parent().unwrap_or(Path::new("/")).join(v)));
+                    out.extend(p);
+                }
+            }
+            continue;
+        }
+        let words: Vec<&str> = t.split_whitespace().collect();
+        if let [cmd, arg, ..] = words.as_slice() {
+            if *cmd == "source" || *cmd == "." {
+                out.extend(expand(arg));
+            }
+        }
+    }
+    out
 }
 
 /// The never entries a seeding makes, each with the union of the bits of the rules that
@@ -855,6 +937,26 @@ mod tests {
 
     fn owner() -> Account {
         Account { name: "u".into(), uid: 1000, gid: 1000, home: PathBuf::from("/home/u") }
+    }
+
+    #[test]
+    fn a_protected_file_protects_what_it_loads() {
+        let d = tempfile::tempdir().unwrap();
+        let h = d.path();
+        std::fs::create_dir_all(h.join("work/git")).unwrap();
+        std::fs::write(h.join(".gitconfig"), "[user]\n\tname = U\n[include]\n\tpath = ~/work/git/id.gitconfig\n[includeIf \"gitdir:~/oss/\"]\n\tpath = oss.gitconfig\n").unwrap();
+        std::fs::write(h.join("work/git/id.gitconfig"), "[include]\n\tpath = more.gitconfig\n").unwrap();
+        std::fs::write(h.join(".bashrc"), "export X=1\nsource ~/dotfiles/aliases.sh\n. \"$HOME/.bash_extra\"\nsource relative.sh\n").unwrap();
+        let git = loaded_files(&h.join(".gitconfig"), Some(h));
+        assert_eq!(git, [h.join("work/git/id.gitconfig"), h.join("oss.gitconfig"), h.join("work/git/more.gitconfig")]);
+        let sh = loaded_files(&h.join(".bashrc"), Some(h));
+        assert_eq!(sh, [h.join("dotfiles/aliases.sh"), h.join(".bash_extra")], "relative sources are not followed");
+        // A file that includes itself, binary content and a missing file load nothing more.
+        std::fs::write(h.join("loop"), "[include]\npath = loop\n").unwrap();
+        assert!(loaded_files(&h.join("loop"), Some(h)).is_empty());
+        std::fs::write(h.join("bin"), [0u8, 159, 146, 150]).unwrap();
+        assert!(loaded_files(&h.join("bin"), Some(h)).is_empty());
+        assert!(loaded_files(&h.join("missing"), Some(h)).is_empty());
     }
 
     #[test]
