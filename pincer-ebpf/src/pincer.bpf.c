@@ -1395,8 +1395,18 @@ __noinline __u32 pattern_walk(__u64 session, __u64 d, __u64 mnt, __u64 child_nam
 	c.session = session;
 	c.prev = child_name;
 	c.pinned_ok = !child_name;
-	if (child_name)
-		c.pending = pattern_value(&c.k.nk, child_name) & (NEVER_PATTERN_BITS | (0xffffu << NEVER_PATTERN_MASK_SHIFT));
+	if (child_name) {
+		__u32 v = pattern_value(&c.k.nk, child_name);
+
+		c.pending = v & (NEVER_PATTERN_BITS | (0xffffu << NEVER_PATTERN_MASK_SHIFT));
+		/* A DIR word of the patterns (`.git`, `.claude`) is a reserved name:
+		 * a new entry of that name (made, linked, or a folder renamed to
+		 * it) would make the patterns match what is inside, which no check
+		 * saw, or point git at a directory of another name (a `.git` file
+		 * or symlink). Only the session's scratch lifts it. */
+		if ((v >> NEVER_PATTERN_WORD_SHIFT) & 0xff)
+			c.pending |= ACCESS_CREATE;
+	}
 	long levels = bpf_loop(MAX_WALK_DEPTH, pattern_step, &c, 0);
 
 	if (levels >= MAX_WALK_DEPTH || levels < 0)
@@ -1831,6 +1841,66 @@ int BPF_PROG(pincer_inode_setattr_held, struct mnt_idmap *idmap, struct dentry *
 	return held_object(&s, dentry, ACCESS_WRITE, HOOK_INODE_SETATTR, 1);
 }
 
+/* The access bits the grants give a new entry named `name` (a kernel string)
+ * in directory `dir`: subtree grants and open paths from `dir` up to the
+ * first root (a hidden name directly in a root gets none of the root's), with
+ * ACCESS_CREATED_BY_SESSION when `dir` lies in the session's scratch. The
+ * entry's own grants are not counted: they move with it. */
+static __noinline __u32 place_bits(struct walk *w, __u64 session, struct dentry *dir, __u64 name)
+{
+	if (!w)
+		return 0;
+	__builtin_memset(w, 0, sizeof(*w));
+	w->session = session;
+	w->d = scalar_of(dir);
+	w->child_name = name;
+	w->subtree_ok = 1;
+	w->collect = 1;
+	walk_up(w);
+	return w->granted;
+}
+
+/* A rename across directories may not widen what the session can do to what
+ * it moves (as Landlock's REFER right): the grants of the new place must be
+ * ones the old place gave, for a directory (everything in the moved tree gets
+ * them) and for a file alike, except what the file's own exact grant already
+ * gives it (the session's own files move freely). And no directory leaves the
+ * session's scratch: a tree assembled there (a repository with hooks and
+ * config) would bring into the user's places names that no check saw. Refused
+ * as never-grantable: no grant could make the move safe. */
+static __always_inline int check_move(const struct session *s, struct dentry *old_dentry, struct dentry *new_dentry)
+{
+	struct inode *inode = BPF_CORE_READ(old_dentry, d_inode);
+	/* One walk for both places and the report: the hook's frame is the
+	 * stack budget of the whole call chain. */
+	struct walk w;
+
+	if (!inode)
+		return 0;
+	int dir = (BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFDIR;
+	__u32 from = place_bits(&w, s->id, BPF_CORE_READ(old_dentry, d_parent), scalar_of(BPF_CORE_READ(old_dentry, d_name.name)));
+	__u32 to = place_bits(&w, s->id, BPF_CORE_READ(new_dentry, d_parent), scalar_of(BPF_CORE_READ(new_dentry, d_name.name)));
+	__u32 gain = to & ~from & ACCESS_ALL_BITS;
+
+	if (!dir) {
+		struct grant_key gk = {
+			.session = s->id,
+			.ino = BPF_CORE_READ(inode, i_ino),
+			.dev = BPF_CORE_READ(inode, i_sb, s_dev),
+		};
+		__u32 *own = bpf_map_lookup_elem(&MAP_EXACT, &gk);
+
+		gain &= ACCESS_READ | ACCESS_WRITE | ACCESS_DELETE;
+		if (own)
+			gain &= ~*own;
+	}
+	if (!gain && !(dir && (from & ACCESS_CREATED_BY_SESSION) && !(to & ACCESS_CREATED_BY_SESSION)))
+		return 0;
+	walk_start(&w, s, scalar_of(new_dentry), 0, ACCESS_CREATE, 0);
+	w.never = ACCESS_CREATE;
+	return verdict(s, scalar_of(new_dentry), HOOK_INODE_RENAME_TO, &w);
+}
+
 /* pincer_inode_rename's checks, each held when both names are in one
  * directory. */
 SEC("lsm.s/inode_rename")
@@ -1851,6 +1921,11 @@ int BPF_PROG(pincer_inode_rename_held, struct inode *old_dir, struct dentry *old
 	err = held_create(&s, new_dir, new_dentry, HOOK_INODE_RENAME_TO, one_dir);
 	if (err)
 		return err;
+	if (!one_dir) {
+		err = check_move(&s, old_dentry, new_dentry);
+		if (err)
+			return err;
+	}
 	struct inode *replaced = BPF_CORE_READ(new_dentry, d_inode);
 
 	if (replaced) {
@@ -2036,6 +2111,11 @@ int BPF_PROG(pincer_inode_rename, struct inode *old_dir, struct dentry *old_dent
 	err = check_create(&s, new_dentry, HOOK_INODE_RENAME_TO);
 	if (err)
 		return err;
+	if (old_dir != new_dir) {
+		err = check_move(&s, old_dentry, new_dentry);
+		if (err)
+			return err;
+	}
 	struct inode *replaced = BPF_CORE_READ(new_dentry, d_inode);
 
 	if (replaced) {

@@ -334,12 +334,13 @@ fn an_ancestor_of_a_never_place_cannot_be_moved_away_to_rebuild_the_path() {
         .expect("pin");
     e.add_never(id(&s.root.join(".config/systemd")), NEVER_PINNED)
         .expect("pin");
-    // Even a session granted everything under the root (a broad task the twin allowed).
+    // Even a session granted everything under the root and, since a grant on the root
+    // does not reach its hidden entries, under `.config` too (a broad task the twin allowed).
     let session = s.cg.id;
     for a in Access::ALL {
-        s.te.get()
-            .grant(session, id(&s.root), Scope::Subtree, a)
-            .expect("grant");
+        for dir in [s.root.clone(), s.root.join(".config")] {
+            s.te.get().grant(session, id(&dir), Scope::Subtree, a).expect("grant");
+        }
     }
     let got = s.attack(&[
         Op::Rename(s.root.join(".config"), s.root.join(".config-old")),

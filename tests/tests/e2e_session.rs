@@ -150,8 +150,9 @@ ln -s $W/secrets/prod.env $TMPDIR/link-$$ 2>/dev/null; cat $TMPDIR/link-$$ >/dev
             "R secret via link: denied",
         ]
     );
-    // The read grant, and the creator's grant on the copy it made in its scratch.
-    assert!(out.contains("2 grants revoked"), "{out}");
+    // The read grant, and the creator's grants on the copy and the symlink it made in its
+    // scratch.
+    assert!(out.contains("3 grants revoked"), "{out}");
     let audit = env.audit();
     assert!(audit.contains("\"event\":\"decision\"") && audit.contains("\"outcome\":\"grant\""), "{audit}");
 }

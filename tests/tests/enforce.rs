@@ -130,15 +130,16 @@ fn create_needs_create_grant_on_parent_and_creator_can_use_the_new_file() {
         Op::Create(s.p("out/sub/inner.txt")),
         Op::Create(s.p("top.txt")),
     ]);
-    // An exact create grant covers direct children only; inside a directory the session
-    // made itself it may make and use anything.
+    // An exact create grant covers direct children only; in a directory the session made
+    // itself it may make, and use what it made.
     assert_eq!(r, vec![0, 0, 0, 0, 0, EACCES]);
     let created = id(&s.p("out/new.txt"));
     let bits = s.te.get().granted_bits(s.cg.id, created, Scope::Exact).unwrap();
     assert_ne!(bits & pincer_common::ACCESS_CREATED_BY_SESSION, 0, "creation recorded");
     let sub = id(&s.p("out/sub"));
-    let made = s.te.get().granted_bits(s.cg.id, sub, Scope::Subtree).unwrap();
-    assert_ne!(made & pincer_common::ACCESS_CREATED_BY_SESSION, 0, "the new directory's subtree grant recorded");
+    let made = s.te.get().granted_bits(s.cg.id, sub, Scope::Exact).unwrap();
+    assert_ne!(made & pincer_common::ACCESS_CREATED_BY_SESSION, 0, "the new directory's exact grant recorded");
+    assert_eq!(s.te.get().granted_bits(s.cg.id, sub, Scope::Subtree).unwrap(), 0, "on the directory, not beneath it");
     assert_eq!(s.run(&[Op::Read(s.p("out/sub/inner.txt")), Op::Unlink(s.p("out/sub/inner.txt")), Op::Rmdir(s.p("out/sub"))]), vec![0, 0, 0]);
     // Another session gets nothing from it.
     let other = TestCgroup::new("create-other");
