@@ -175,6 +175,18 @@ const SENSITIVE_DETAILS: &[&str] = &[
     r"salário", r"gravidez", r"demissão", r"doença",
     // Dutch and Italian
     r"ziek\w*", r"zwanger\w*", r"salaris", r"ontslag", r"verlof", r"malattia", r"stipendio", r"gravidanza", r"licenziamento",
+    // German, more
+    r"physiotherap\w*", r"arzttermin\w*", r"krankschreibung", r"erkrank\w*", r"urlaub", r"sonderurlaub",
+    // Polish and Czech
+    r"zwolnieni\w* lekarsk\w*", r"chorob\w*", r"urlop\w*", r"ciąż\w*", r"wynagrodzeni\w*", r"pensj\w*", r"diagnoz\w*",
+    r"operacj\w*", r"leczeni\w*", r"szpital\w*", r"niepełnospraw\w*", r"nemoc\w*", r"neschopen\w*", r"mateřsk\w*", r"těhotn\w*",
+    r"mzd\w*", r"diagnóz\w*", r"nemocnic\w*", r"operac[ei]",
+    // Swedish, Danish, Norwegian, Finnish
+    r"sjukskriv\w*", r"sygemeld\w*", r"sykemeld\w*", r"sjukdom\w*", r"sygdom\w*", r"sykdom\w*", r"föräldraledig\w*", r"barsel\w*",
+    r"foreldrepermisjon", r"gravid\w*", r"lön", r"løn", r"lønn", r"sairausloma\w*", r"sairau\w*", r"raskau\w*", r"palk(ka|an)\w*",
+    r"äitiysloma\w*",
+    // Turkish
+    r"hastal\w*", r"maaş\w*", r"hamile\w*", r"teşhis\w*", r"ameliyat\w*",
 ];
 
 /// What an injection finding that claims the user's (or another's) authorization is
@@ -222,7 +234,7 @@ fn detectors() -> &'static Detectors {
         iban: Regex::new(r"\b[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]{4}){2,7}(?:[ ]?[A-Z0-9]{1,4})?\b").expect("regex"),
         user_key: Regex::new(r"(?im)^[ \t]*[-*]?[ \t]*[a-z0-9_. -]{0,20}\b(user(name)?|login|user[_ -]?id|account|uid)\b[ \t]*[:=][ \t]*\S+").expect("regex"),
         pass_key: Regex::new(r#"(?im)^[ \t]*[-*]?[ \t]*[a-z0-9_. -]{0,20}\b(pass(word|wd|phrase)?|pw|pwd|pin|secret)\b[ \t]*[:=][ \t]*["']?([^\s"']{4,})"#).expect("regex"),
-        labelled_id: Regex::new(r"(?i)\b(passport|national[ _-]?(id|insurance|identity)|id[ _-]?card|identity[ _-]?card|tax[ _-]?(id|number|no|code)|social[ _-]?insurance|residence[ _-]?permit|visa[ _-]?(no|number)|immigration[ _-]?(no|number|file|case)|alien[ _-]?(no|number|registration)|a-number|student[ _-]?(id|number|no)|matriculation|employee[ _-]?(id|number|no)|personnel[ _-]?(id|number|no)|driver'?s?[ _-]?licen[cs]e|dl)\b[^\n\d]{0,12}([A-Z]{0,3}[ -]?\d[\dA-Z -]{4,18}\d)").expect("regex"),
+        labelled_id: Regex::new(r"(?i)\b(passport|reisepass|personalausweis|ausweis(nummer|nr)?|passeport|pasaporte|passaporto|paspoort|paszport|passaporte|passnummer|pass[ _-]?nr|pas[ _-]?nr|carte d'identité|carta d'identità|documento de identidad|dowód osobisty|pesel|codice fiscale|steuer[ _-]?id|steuernummer|sozialversicherungsnummer|personnummer|henkilötunnus|burgerservicenummer|bsn|tc kimlik( no)?|national[ _-]?(id|insurance|identity)|id[ _-]?card|identity[ _-]?card|tax[ _-]?(id|number|no|code)|social[ _-]?insurance|residence[ _-]?permit|visa[ _-]?(no|number)|immigration[ _-]?(no|number|file|case)|alien[ _-]?(no|number|registration)|a-number|student[ _-]?(id|number|no)|matriculation|employee[ _-]?(id|number|no)|personnel[ _-]?(id|number|no)|driver'?s?[ _-]?licen[cs]e|dl)\b[^\n\d]{0,12}([A-Z]{0,3}[ -]?\d[\dA-Z -]{4,18}\d)").expect("regex"),
         dob: Regex::new(r"(?i)\b(date[ _-]?of[ _-]?birth|d\.?o\.?b\.?|born( on)?|birth[ _-]?date|birthday)\b[^\n\d]{0,6}(\d{1,4}[./ -]\d{1,2}[./ -]\d{2,4}|\d{1,2}(st|nd|rd|th)?[ ]+[A-Za-z]{3,9}[ ,]+\d{4}|[A-Za-z]{3,9}[ ]+\d{1,2},?[ ]+\d{4})").expect("regex"),
         email: Regex::new(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b").expect("regex"),
         phone: Regex::new(r"(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?)?\b\d{1,5}(?:[ .-]\d{2,8}){1,5}\b|\+\d{9,14}\b").expect("regex"),
@@ -377,6 +389,9 @@ pub fn content_findings(content: &[u8]) -> Vec<Finding> {
         out.push(f);
     }
     if let Some(f) = people_table(d, &text) {
+        out.push(f);
+    }
+    if let Some(f) = contact_record(d, &text) {
         out.push(f);
     }
     if let Some(f) = location_trace(d, &text) {
@@ -577,6 +592,27 @@ fn personal_identifier(d: &Detectors, text: &str) -> Option<Finding> {
     None
 }
 
+/// Labels of a postal address, in several languages and scripts.
+const ADDRESS_LABELS: &str = r"(?i)(\b(addr|address|home[ _-]?address|street|adresse|anschrift|straße|strasse|dirección|direccion|domicilio|indirizzo|endereço|adres|adresa|osoite|adress)\b|住所|所在地|주소|地址)";
+
+/// One person's contact record: a name, a phone number and a labelled postal address with
+/// a number in it, together in one line or in one short structured record (a JSON, YAML or
+/// INI object of at most [`RECORD_LINES`] lines). A record of a customer, a patient or an
+/// owner is personal data even when it is the only one.
+fn contact_record(d: &Detectors, text: &str) -> Option<Finding> {
+    static ADDR: OnceLock<Regex> = OnceLock::new();
+    let addr = ADDR.get_or_init(|| Regex::new(&format!(r#"{ADDRESS_LABELS}["']?\s*[:=]\s*["']?[^\n"']*\d"#)).expect("regex"));
+    let is_record = |r: &str| {
+        (d.person_name.is_match(r) || d.caps_name.is_match(r) || d.caseless_name.is_match(r)) && addr.is_match(r) && d.phone.find_iter(r).any(|m| is_phone(m.as_str()))
+    };
+    let whole = text.lines().take(RECORD_LINES + 1).count() <= RECORD_LINES && text.trim_start().starts_with(['{', '[', '-']) ;
+    (text.lines().take(100_000).any(|l| is_record(l)) || (whole && is_record(text)))
+        .then(|| Finding { kind: FindingKind::PersonalData, what: "a person's contact record (a name, a phone number and a postal address)".into() })
+}
+
+/// Most lines of a structured record [`contact_record`] reads as one.
+const RECORD_LINES: usize = 40;
+
 /// Column names that say a table is about people.
 const PERSON_COLUMNS: &[&str] = &[
     "name", "names", "employee", "candidate", "student", "patient", "client", "applicant", "tenant", "member", "person", "customer",
@@ -716,6 +752,55 @@ fn people_table(d: &Detectors, text: &str) -> Option<Finding> {
         return Some(Finding { kind: FindingKind::PeopleTable, what: "people listed with their phone numbers, dates, pay or identifiers".into() });
     }
     None
+}
+
+/// Most names [`mentioned_names`] keeps of one content.
+pub const MAX_MENTIONS: usize = 1024;
+
+/// True if `name` (one path segment, lowercase) looks like a file's name: a stem and an
+/// extension of one to eight characters holding a letter (`ci.yml`, `prod.env`, `.npmrc`),
+/// not a number (`3.14`) or a version (`v1.2`).
+pub fn file_name_like(name: &str) -> bool {
+    let Some((stem, ext)) = name.rsplit_once('.') else { return false };
+    let stem = stem.trim_start_matches('.');
+    (1..=8).contains(&ext.len())
+        && ext.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-')
+        && ext.chars().any(char::is_alphabetic)
+        && (stem.is_empty() && name.starts_with('.') || stem.chars().any(char::is_alphabetic))
+}
+
+/// The names of files and folders a content mentions, lowercase: each token made of
+/// letters, digits and `_ - . / ~` that holds a `/` between two names (a path; kept whole
+/// without a leading `./`, `~/` or `/`, and each trailing part of two or more segments) or
+/// is a file name ([`file_name_like`]), and the last segment of each path that is a file
+/// name. Any bytes are accepted; at most [`MAX_INSPECT_BYTES`] are read and at most
+/// [`MAX_MENTIONS`] names kept.
+pub fn mentioned_names(content: &[u8]) -> std::collections::BTreeSet<String> {
+    let text = String::from_utf8_lossy(&content[..content.len().min(MAX_INSPECT_BYTES)]);
+    let mut out = std::collections::BTreeSet::new();
+    let tokens = text.split(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '/' | '~')));
+    for t in tokens {
+        if out.len() >= MAX_MENTIONS {
+            break;
+        }
+        let t = t.trim_end_matches(['.', '/', '-']).trim_start_matches("./").trim_start_matches('~').trim_start_matches('/');
+        if t.is_empty() || t.len() > 512 || t.contains("//") {
+            continue;
+        }
+        let low = t.to_lowercase();
+        let segs: Vec<&str> = low.split('/').filter(|s| !s.is_empty() && *s != "." && *s != "..").collect();
+        if segs.len() >= 2 && segs.iter().all(|s| s.chars().any(char::is_alphanumeric)) {
+            for n in 2..=segs.len() {
+                out.insert(segs[segs.len() - n..].join("/"));
+            }
+            if file_name_like(segs[segs.len() - 1]) {
+                out.insert(segs[segs.len() - 1].to_string());
+            }
+        } else if segs.len() == 1 && file_name_like(segs[0]) {
+            out.insert(segs[0].to_string());
+        }
+    }
+    out
 }
 
 /// The entities of a text that can tie a copy to its source: e-mail addresses, phone, bank
@@ -859,6 +944,32 @@ mod tests {
         assert!(kinds("Herr Becker ist seit März krankgeschrieben, sein Gehalt wird weitergezahlt.").contains(&FindingKind::PersonalData));
         assert!(kinds("Élodie est en congé maternité; son salaire est maintenu.").contains(&FindingKind::PersonalData));
         assert!(!kinds("The leave policy applies to every team; see the handbook.").contains(&FindingKind::PersonalData));
+    }
+
+    #[test]
+    fn health_and_leave_in_more_languages() {
+        assert!(kinds("Anna Nowak: zwolnienie lekarskie do piątku, potem urlop.").contains(&FindingKind::PersonalData));
+        assert!(kinds("Petr Svoboda je v pracovní neschopnosti po operaci.").contains(&FindingKind::PersonalData));
+        assert!(kinds("Erik Lund är sjukskriven och har föräldraledighet från maj.").contains(&FindingKind::PersonalData));
+        assert!(!kinds("Urlop policy: ask your manager two weeks ahead.").contains(&FindingKind::PersonalData));
+    }
+
+    #[test]
+    fn one_contact_record_with_a_home_address_is_personal_data() {
+        let rec = "{\"id\": 7, \"owner\": {\"name\": \"山田 花子\", \"tel\": \"090-1234-5678\", \"addr\": \"東京都新宿区西新宿2-8-1\"}}";
+        assert!(kinds(rec).contains(&FindingKind::PersonalData), "{:?}", kinds(rec));
+        let yaml = "- customer:\n    name: Jane Doe\n    phone: +44 7700 900123\n    address: 12 Elm Road, Leeds\n";
+        assert!(kinds(yaml).contains(&FindingKind::PersonalData), "{:?}", kinds(yaml));
+        // Without an address: one work contact is not a record of a private person.
+        assert!(!kinds("Contact: Dr Ana Ruiz, +34 912 345 678").contains(&FindingKind::PersonalData));
+    }
+
+    #[test]
+    fn identifiers_labelled_in_other_languages() {
+        for t in ["Reisepass Nr. XK1234567 mitnehmen", "passeport n° 18AB12345", "pasaporte: PAA123456", "PESEL 90010112345"] {
+            assert!(kinds(t).contains(&FindingKind::PersonalData), "{t}");
+        }
+        assert!(!kinds("Pass the build number 12345 to the script").contains(&FindingKind::PersonalData));
     }
 
     #[test]
