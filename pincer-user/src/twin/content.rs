@@ -34,8 +34,9 @@ pub enum FindingKind {
     Marking,
     /// Language that tries to instruct an AI or claims authority it cannot have.
     Injection,
-    /// The content is larger than the detectors read ([`MAX_INSPECT_BYTES`]): only its first
-    /// part was inspected, so what the rest holds is unknown.
+    /// The content is larger than the detectors read ([`MAX_INSPECT_BYTES`]), or holds an
+    /// encoded value nested deeper than they decode: part of it was not inspected, so what
+    /// it holds is unknown.
     Oversize,
 }
 
