@@ -180,7 +180,7 @@ const SENSITIVE_DETAILS: &[&str] = &[
     r"physiotherap\w*", r"arzttermin\w*", r"krankschreibung", r"erkrank\w*", r"urlaub", r"sonderurlaub",
     // Polish and Czech
     r"zwolnieni\w* lekarsk\w*", r"chorob\w*", r"urlop\w*", r"ciąż\w*", r"wynagrodzeni\w*", r"pensj\w*", r"diagnoz\w*",
-    r"operacj\w*", r"leczeni\w*", r"szpital\w*", r"niepełnospraw\w*", r"nemoc\w*", r"neschopen\w*", r"mateřsk\w*", r"těhotn\w*",
+    r"operacj\w*", r"leczeni\w*", r"szpital\w*", r"niepełnospraw\w*", r"nemoc\w*", r"neschop(en|n)\w*", r"mateřsk\w*", r"těhotn\w*",
     r"mzd\w*", r"diagnóz\w*", r"nemocnic\w*", r"operac[ei]",
     // Swedish, Danish, Norwegian, Finnish
     r"sjukskriv\w*", r"sygemeld\w*", r"sykemeld\w*", r"sjukdom\w*", r"sygdom\w*", r"sykdom\w*", r"föräldraledig\w*", r"barsel\w*",

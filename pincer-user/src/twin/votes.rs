@@ -340,8 +340,8 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
             if !created && !k.protected_files.contains(&p.clone().with_dir(false)) {
                 if let Some(h) = k.provenance.check(c) {
                     return VoteOutcome::deny(format!(
-                        "the content overlaps protected content ({} shared passages, {} shared identifiers, {} shared names), so it is protected whatever its name or place",
-                        h.shingles, h.entities, h.names
+                        "the content overlaps protected content ({} shared passages, {} shared identifiers, {} shared names, {} measured values of one source, rounded or not), so it is protected whatever its name or place",
+                        h.shingles, h.entities, h.names, h.measures
                     ))
                     .by(Mechanism::Provenance);
                 }
