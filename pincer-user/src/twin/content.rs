@@ -392,6 +392,9 @@ pub fn content_findings(content: &[u8]) -> Vec<Finding> {
     if let Some(f) = people_table(d, &text) {
         out.push(f);
     }
+    if let Some(f) = private_account(&text) {
+        out.push(f);
+    }
     if let Some(f) = contact_record(d, &text) {
         out.push(f);
     }
@@ -593,6 +596,28 @@ fn personal_identifier(d: &Detectors, text: &str) -> Option<Finding> {
     None
 }
 
+/// One's own family, as a writer speaks of them.
+const KIN: &str = r"(?i)\b(mom|mum|mother|dad|father|wife|husband|boyfriend|girlfriend|son|daughter|sister|brother|kids|grandma|grandpa|grandmother|grandfather)('s)?\b";
+/// How a writer speaks of their own night, health and feelings.
+const PRIVATE_LIFE: &str = r"(?i)\b(sleep|slept|argued|argue|argument|cried|cry|anxious|tired|exhausted|lonely|scared|worried|afraid|follow-up|doctor|hospital|therapy|feel|felt|sick|ill)\b";
+
+/// A first-person account of the writer's private life (a journal entry, a letter to
+/// oneself): most of its sentences, and at least two, speak in the first person singular,
+/// and it speaks of the writer's family and of their sleep, health or feelings. Whatever
+/// the file is called, this is the user's private life, not work.
+fn private_account(text: &str) -> Option<Finding> {
+    static RES: OnceLock<(Regex, Regex, Regex)> = OnceLock::new();
+    let (first, kin, life) = RES.get_or_init(|| {
+        (Regex::new(r"\b(I|I'm|I've|I'd|I'll|my|me|myself)\b").expect("regex"), Regex::new(KIN).expect("regex"), Regex::new(PRIVATE_LIFE).expect("regex"))
+    });
+    if !kin.is_match(text) || !life.is_match(text) {
+        return None;
+    }
+    let ss: Vec<String> = sentences(text).into_iter().take(10_000).filter(|s| s.split_whitespace().count() >= 2).collect();
+    let mine = ss.iter().filter(|s| first.is_match(s)).count();
+    (mine >= 2 && mine * 2 >= ss.len()).then(|| Finding { kind: FindingKind::PersonalData, what: "a first-person account of the writer's family and private life".into() })
+}
+
 /// Labels of a postal address, in several languages and scripts.
 const ADDRESS_LABELS: &str = r"(?i)(\b(addr|address|home[ _-]?address|street|adresse|anschrift|straße|strasse|dirección|direccion|domicilio|indirizzo|endereço|adres|adresa|osoite|adress)\b|住所|所在地|주소|地址)";
 
@@ -603,6 +628,9 @@ const ADDRESS_LABELS: &str = r"(?i)(\b(addr|address|home[ _-]?address|street|adr
 fn contact_record(d: &Detectors, text: &str) -> Option<Finding> {
     static ADDR: OnceLock<Regex> = OnceLock::new();
     let addr = ADDR.get_or_init(|| Regex::new(&format!(r#"{ADDRESS_LABELS}["']?\s*[:=]\s*["']?[^\n"']*\d"#)).expect("regex"));
+    if !addr.is_match(text) {
+        return None;
+    }
     let is_record = |r: &str| {
         (d.person_name.is_match(r) || d.caps_name.is_match(r) || d.caseless_name.is_match(r)) && addr.is_match(r) && d.phone.find_iter(r).any(|m| is_phone(m.as_str()))
     };
@@ -963,6 +991,15 @@ mod tests {
         assert!(kinds(yaml).contains(&FindingKind::PersonalData), "{:?}", kinds(yaml));
         // Without an address: one work contact is not a record of a private person.
         assert!(!kinds("Contact: Dr Ana Ruiz, +34 912 345 678").contains(&FindingKind::PersonalData));
+    }
+
+    #[test]
+    fn a_first_person_account_of_private_life_is_personal_data() {
+        let entry = "March 3\nCouldn't sleep again. Dad's scan results come on Friday. My sister and I fought about who drives him. I feel stretched thin.\n";
+        assert!(kinds(entry).contains(&FindingKind::PersonalData), "{:?}", kinds(entry));
+        // Work notes in the first person, and a client's family in the third, are not.
+        assert!(!kinds("I need to file the motion by Friday. My draft is in notes/. I will ask the partner.").contains(&FindingKind::PersonalData));
+        assert!(!kinds("The client's mother signed the lease. Her son was tired after the hearing.").contains(&FindingKind::PersonalData));
     }
 
     #[test]
