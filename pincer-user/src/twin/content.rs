@@ -532,6 +532,10 @@ fn refers_to_person(d: &Detectors, sentence: &str) -> bool {
 /// Prose about identified people's sensitive details: two or more distinct details
 /// ([`SENSITIVE_DETAILS`]) in sentences that refer to a person.
 fn personal_details(d: &Detectors, text: &str) -> Option<Finding> {
+    // One pass over the whole text first: most content holds no such detail at all.
+    if !d.sensitive.is_match(text) {
+        return None;
+    }
     let mut found: std::collections::BTreeSet<String> = Default::default();
     for s in sentences(text) {
         if !d.sensitive.is_match(&s) || !refers_to_person(d, &s) {

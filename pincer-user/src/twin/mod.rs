@@ -341,7 +341,7 @@ impl Ballot {
     /// does not reach the worker.
     fn carried(&self) -> Carried {
         match (&self.content, self.access) {
-            (Some(c), Access::Read) => Carried::of(&self.path, c),
+            (Some(c), Access::Read) => Carried::of(&self.path, c, self.knowledge.policies.iter().any(|p| !p.content.is_empty())),
             _ => Carried::default(),
         }
     }

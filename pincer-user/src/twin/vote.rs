@@ -436,7 +436,7 @@ pub struct EarlierRequest {
 /// was steered by the content rather than the user's prompt.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Carried {
-    /// Kinds of the content's findings, without duplicates.
+    /// Kinds of the content's findings, without duplicates (none when the user's policies have no content clause).
     pub kinds: Vec<super::content::FindingKind>,
     /// Names of files and folders the content mentions, lowercase ([`super::content::mentioned_names`]).
     pub mentions: std::collections::BTreeSet<String>,
@@ -445,10 +445,11 @@ pub struct Carried {
 }
 
 impl Carried {
-    /// What `content`, read from `source`, carries: its findings' kinds and the names it
-    /// mentions.
-    pub fn of(source: &SanitizedPath, content: &[u8]) -> Self {
-        let mut kinds: Vec<_> = super::content::content_findings(content).into_iter().map(|f| f.kind).collect();
+    /// What `content`, read from `source`, carries: the names it mentions, and its findings'
+    /// kinds when `kinds` (only content clauses use them: with none in the user's policies
+    /// the detectors are not run a second time).
+    pub fn of(source: &SanitizedPath, content: &[u8], kinds: bool) -> Self {
+        let mut kinds: Vec<_> = if kinds { super::content::content_findings(content).into_iter().map(|f| f.kind).collect() } else { Vec::new() };
         kinds.sort();
         kinds.dedup();
         Carried { kinds, mentions: super::content::mentioned_names(content), source: Some(source.clone()) }
