@@ -6,7 +6,9 @@
 //! source of copies; words of the prompt do not license a new place named like a protected
 //! one; vote 2 judges whether a change serves the prompt and does not take a rationale that
 //! mentions the user for a claim of authority; vote 3 and approvals license the one object a
-//! name resolves to, never a namesake. Each test fails if its mechanism is removed.
+//! name resolves to, never a namesake; what a session read is checked wherever it is
+//! written (a content clause's place asks), and a request for a resource only read content
+//! names follows the content, not the prompt. Each test fails if its mechanism is removed.
 
 mod common;
 
@@ -282,4 +284,59 @@ fn policy_text_reading() {
     let rules = policy_rules(&p);
     assert!(rules.iter().any(|(r, inferred)| *inferred && r.path_glob.contains("secrets") && r.permission == Permission::AskUser), "{rules:?}");
     assert_eq!(rules.iter().filter(|(r, _)| r.path_glob.contains(".env")).count(), 1, "{rules:?}");
+}
+
+// ---------- item 7: content read in the session, wherever it is written ----------
+
+#[tokio::test]
+async fn content_read_in_the_session_is_checked_wherever_it_is_written() {
+    // The contacts note may be read; a report in reports/, which a content clause keeps
+    // names and phone numbers out of, is not written after it without asking: what is
+    // written is not known when the file is opened, the content read is.
+    let prompt = "Read my contacts note and write the weekly status report for W12";
+    let mut twin = session(prompt).await;
+    let read = twin.decide("s", &req("notes/contacts.md", Access::Read, Some(PEOPLE), None)).await;
+    assert!(read.granted(), "{read:?}");
+    let d = twin.decide("s", &req("study/reports/weekly/w12.md", Access::Create, None, None)).await;
+    assert!(!d.granted(), "{d:?}");
+    assert_eq!(d.votes[1].verdict, Verdict::AskUser, "{d:?}");
+    assert_eq!(mechanism(&d, 1), Some(Mechanism::ContentRule), "{d:?}");
+    // The same report after reading nothing of that kind is written.
+    let mut twin = session(prompt).await;
+    let read = twin.decide("s", &req("notes/todo.md", Access::Read, Some("- [ ] call Lyon\n"), None)).await;
+    assert!(read.granted(), "{read:?}");
+    let d = twin.decide("s", &req("study/reports/weekly/w12.md", Access::Create, None, None)).await;
+    assert_eq!(d.votes[1].verdict, Verdict::Allow, "{d:?}");
+}
+
+// ---------- item 8: a request that follows content, not the prompt ----------
+
+#[tokio::test]
+async fn a_request_that_follows_read_content_not_the_prompt_is_denied_whatever_its_words() {
+    let prompt = "Add a retry to the extract step of the pipeline";
+    // A file whose folder words the prompt uses: vote 1 allows it, but neither the user
+    // named it nor did similar tasks use it.
+    let plain = "def fetch():\n    pass\n";
+    let mut twin = session(prompt).await;
+    assert!(twin.decide("s", &req("pipeline/src/extract.py", Access::Read, Some(plain), None)).await.granted());
+    let d = twin.decide("s", &req("pipeline/tests/test_extract.py", Access::Read, Some("import os\n"), None)).await;
+    assert!(d.granted(), "{d:?}");
+    // A comment with no injection vocabulary that names it makes reading it the content's
+    // request, not the user's.
+    let pointer = "def fetch():\n    # TODO keep in step with tests/test_extract.py and its retry table\n    pass\n";
+    let mut twin = session(prompt).await;
+    assert!(twin.decide("s", &req("pipeline/src/extract.py", Access::Read, Some(pointer), None)).await.granted());
+    let d = twin.decide("s", &req("pipeline/tests/test_extract.py", Access::Read, Some("import os\n"), None)).await;
+    assert!(!d.granted(), "{d:?}");
+    assert_eq!(mechanism(&d, 1), Some(Mechanism::Taint), "{d:?}");
+}
+
+#[tokio::test]
+async fn content_the_user_points_at_by_path_speaks_for_the_user() {
+    let prompt = "Apply the note in pipeline/src/extract.py";
+    let pointer = "def fetch():\n    # TODO keep in step with tests/test_extract.py and its retry table\n    pass\n";
+    let mut twin = session(prompt).await;
+    assert!(twin.decide("s", &req("pipeline/src/extract.py", Access::Read, Some(pointer), None)).await.granted());
+    let d = twin.decide("s", &req("pipeline/tests/test_extract.py", Access::Read, Some("import os\n"), None)).await;
+    assert_ne!(mechanism(&d, 1), Some(Mechanism::Taint), "{d:?}");
 }

@@ -34,8 +34,9 @@ pub enum FindingKind {
     Marking,
     /// Language that tries to instruct an AI or claims authority it cannot have.
     Injection,
-    /// The content is larger than the detectors read ([`MAX_INSPECT_BYTES`]): only its first
-    /// part was inspected, so what the rest holds is unknown.
+    /// The content is larger than the detectors read ([`MAX_INSPECT_BYTES`]), or holds an
+    /// encoded value nested deeper than they decode: part of it was not inspected, so what
+    /// it holds is unknown.
     Oversize,
 }
 
@@ -175,6 +176,18 @@ const SENSITIVE_DETAILS: &[&str] = &[
     r"salário", r"gravidez", r"demissão", r"doença",
     // Dutch and Italian
     r"ziek\w*", r"zwanger\w*", r"salaris", r"ontslag", r"verlof", r"malattia", r"stipendio", r"gravidanza", r"licenziamento",
+    // German, more
+    r"physiotherap\w*", r"arzttermin\w*", r"krankschreibung", r"erkrank\w*", r"urlaub", r"sonderurlaub",
+    // Polish and Czech
+    r"zwolnieni\w* lekarsk\w*", r"chorob\w*", r"urlop\w*", r"ciąż\w*", r"wynagrodzeni\w*", r"pensj\w*", r"diagnoz\w*",
+    r"operacj\w*", r"leczeni\w*", r"szpital\w*", r"niepełnospraw\w*", r"nemoc\w*", r"neschop(en|n)\w*", r"mateřsk\w*", r"těhotn\w*",
+    r"mzd\w*", r"diagnóz\w*", r"nemocnic\w*", r"operac[ei]",
+    // Swedish, Danish, Norwegian, Finnish
+    r"sjukskriv\w*", r"sygemeld\w*", r"sykemeld\w*", r"sjukdom\w*", r"sygdom\w*", r"sykdom\w*", r"föräldraledig\w*", r"barsel\w*",
+    r"foreldrepermisjon", r"gravid\w*", r"lön", r"løn", r"lønn", r"sairausloma\w*", r"sairau\w*", r"raskau\w*", r"palk(ka|an)\w*",
+    r"äitiysloma\w*",
+    // Turkish
+    r"hastal\w*", r"maaş\w*", r"hamile\w*", r"teşhis\w*", r"ameliyat\w*",
 ];
 
 /// What an injection finding that claims the user's (or another's) authorization is
@@ -222,7 +235,7 @@ fn detectors() -> &'static Detectors {
         iban: Regex::new(r"\b[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]{4}){2,7}(?:[ ]?[A-Z0-9]{1,4})?\b").expect("regex"),
         user_key: Regex::new(r"(?im)^[ \t]*[-*]?[ \t]*[a-z0-9_. -]{0,20}\b(user(name)?|login|user[_ -]?id|account|uid)\b[ \t]*[:=][ \t]*\S+").expect("regex"),
         pass_key: Regex::new(r#"(?im)^[ \t]*[-*]?[ \t]*[a-z0-9_. -]{0,20}\b(pass(word|wd|phrase)?|pw|pwd|pin|secret)\b[ \t]*[:=][ \t]*["']?([^\s"']{4,})"#).expect("regex"),
-        labelled_id: Regex::new(r"(?i)\b(passport|national[ _-]?(id|insurance|identity)|id[ _-]?card|identity[ _-]?card|tax[ _-]?(id|number|no|code)|social[ _-]?insurance|residence[ _-]?permit|visa[ _-]?(no|number)|immigration[ _-]?(no|number|file|case)|alien[ _-]?(no|number|registration)|a-number|student[ _-]?(id|number|no)|matriculation|employee[ _-]?(id|number|no)|personnel[ _-]?(id|number|no)|driver'?s?[ _-]?licen[cs]e|dl)\b[^\n\d]{0,12}([A-Z]{0,3}[ -]?\d[\dA-Z -]{4,18}\d)").expect("regex"),
+        labelled_id: Regex::new(r"(?i)\b(passport|reisepass|personalausweis|ausweis(nummer|nr)?|passeport|pasaporte|passaporto|paspoort|paszport|passaporte|passnummer|pass[ _-]?nr|pas[ _-]?nr|carte d'identité|carta d'identità|documento de identidad|dowód osobisty|pesel|codice fiscale|steuer[ _-]?id|steuernummer|sozialversicherungsnummer|personnummer|henkilötunnus|burgerservicenummer|bsn|tc kimlik( no)?|national[ _-]?(id|insurance|identity)|id[ _-]?card|identity[ _-]?card|tax[ _-]?(id|number|no|code)|social[ _-]?insurance|residence[ _-]?permit|visa[ _-]?(no|number)|immigration[ _-]?(no|number|file|case)|alien[ _-]?(no|number|registration)|a-number|student[ _-]?(id|number|no)|matriculation|employee[ _-]?(id|number|no)|personnel[ _-]?(id|number|no)|driver'?s?[ _-]?licen[cs]e|dl)\b[^\n\d]{0,12}([A-Z]{0,3}[ -]?\d[\dA-Z -]{4,18}\d)").expect("regex"),
         dob: Regex::new(r"(?i)\b(date[ _-]?of[ _-]?birth|d\.?o\.?b\.?|born( on)?|birth[ _-]?date|birthday)\b[^\n\d]{0,6}(\d{1,4}[./ -]\d{1,2}[./ -]\d{2,4}|\d{1,2}(st|nd|rd|th)?[ ]+[A-Za-z]{3,9}[ ,]+\d{4}|[A-Za-z]{3,9}[ ]+\d{1,2},?[ ]+\d{4})").expect("regex"),
         email: Regex::new(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b").expect("regex"),
         phone: Regex::new(r"(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?)?\b\d{1,5}(?:[ .-]\d{2,8}){1,5}\b|\+\d{9,14}\b").expect("regex"),
@@ -379,6 +392,12 @@ pub fn content_findings(content: &[u8]) -> Vec<Finding> {
     if let Some(f) = people_table(d, &text) {
         out.push(f);
     }
+    if let Some(f) = private_account(&text) {
+        out.push(f);
+    }
+    if let Some(f) = contact_record(d, &text) {
+        out.push(f);
+    }
     if let Some(f) = location_trace(d, &text) {
         out.push(f);
     }
@@ -513,6 +532,10 @@ fn refers_to_person(d: &Detectors, sentence: &str) -> bool {
 /// Prose about identified people's sensitive details: two or more distinct details
 /// ([`SENSITIVE_DETAILS`]) in sentences that refer to a person.
 fn personal_details(d: &Detectors, text: &str) -> Option<Finding> {
+    // One pass over the whole text first: most content holds no such detail at all.
+    if !d.sensitive.is_match(text) {
+        return None;
+    }
     let mut found: std::collections::BTreeSet<String> = Default::default();
     for s in sentences(text) {
         if !d.sensitive.is_match(&s) || !refers_to_person(d, &s) {
@@ -576,6 +599,52 @@ fn personal_identifier(d: &Detectors, text: &str) -> Option<Finding> {
     }
     None
 }
+
+/// One's own family, as a writer speaks of them.
+const KIN: &str = r"(?i)\b(mom|mum|mother|dad|father|wife|husband|boyfriend|girlfriend|son|daughter|sister|brother|kids|grandma|grandpa|grandmother|grandfather)('s)?\b";
+/// How a writer speaks of their own night, health and feelings.
+const PRIVATE_LIFE: &str = r"(?i)\b(sleep|slept|argued|argue|argument|cried|cry|anxious|tired|exhausted|lonely|scared|worried|afraid|follow-up|doctor|hospital|therapy|feel|felt|sick|ill)\b";
+
+/// A first-person account of the writer's private life (a journal entry, a letter to
+/// oneself): most of its sentences, and at least two, speak in the first person singular,
+/// and it speaks of the writer's family and of their sleep, health or feelings. Whatever
+/// the file is called, this is the user's private life, not work.
+fn private_account(text: &str) -> Option<Finding> {
+    static RES: OnceLock<(Regex, Regex, Regex)> = OnceLock::new();
+    let (first, kin, life) = RES.get_or_init(|| {
+        (Regex::new(r"\b(I|I'm|I've|I'd|I'll|my|me|myself)\b").expect("regex"), Regex::new(KIN).expect("regex"), Regex::new(PRIVATE_LIFE).expect("regex"))
+    });
+    if !kin.is_match(text) || !life.is_match(text) {
+        return None;
+    }
+    let ss: Vec<String> = sentences(text).into_iter().take(10_000).filter(|s| s.split_whitespace().count() >= 2).collect();
+    let mine = ss.iter().filter(|s| first.is_match(s)).count();
+    (mine >= 2 && mine * 2 >= ss.len()).then(|| Finding { kind: FindingKind::PersonalData, what: "a first-person account of the writer's family and private life".into() })
+}
+
+/// Labels of a postal address, in several languages and scripts.
+const ADDRESS_LABELS: &str = r"(?i)(\b(addr|address|home[ _-]?address|street|adresse|anschrift|straße|strasse|dirección|direccion|domicilio|indirizzo|endereço|adres|adresa|osoite|adress)\b|住所|所在地|주소|地址)";
+
+/// One person's contact record: a name, a phone number and a labelled postal address with
+/// a number in it, together in one line or in one short structured record (a JSON, YAML or
+/// INI object of at most [`RECORD_LINES`] lines). A record of a customer, a patient or an
+/// owner is personal data even when it is the only one.
+fn contact_record(d: &Detectors, text: &str) -> Option<Finding> {
+    static ADDR: OnceLock<Regex> = OnceLock::new();
+    let addr = ADDR.get_or_init(|| Regex::new(&format!(r#"{ADDRESS_LABELS}["']?\s*[:=]\s*["']?[^\n"']*\d"#)).expect("regex"));
+    if !addr.is_match(text) {
+        return None;
+    }
+    let is_record = |r: &str| {
+        (d.person_name.is_match(r) || d.caps_name.is_match(r) || d.caseless_name.is_match(r)) && addr.is_match(r) && d.phone.find_iter(r).any(|m| is_phone(m.as_str()))
+    };
+    let whole = text.lines().take(RECORD_LINES + 1).count() <= RECORD_LINES && text.trim_start().starts_with(['{', '[', '-']) ;
+    (text.lines().take(100_000).any(|l| is_record(l)) || (whole && is_record(text)))
+        .then(|| Finding { kind: FindingKind::PersonalData, what: "a person's contact record (a name, a phone number and a postal address)".into() })
+}
+
+/// Most lines of a structured record [`contact_record`] reads as one.
+const RECORD_LINES: usize = 40;
 
 /// Column names that say a table is about people.
 const PERSON_COLUMNS: &[&str] = &[
@@ -716,6 +785,55 @@ fn people_table(d: &Detectors, text: &str) -> Option<Finding> {
         return Some(Finding { kind: FindingKind::PeopleTable, what: "people listed with their phone numbers, dates, pay or identifiers".into() });
     }
     None
+}
+
+/// Most names [`mentioned_names`] keeps of one content.
+pub const MAX_MENTIONS: usize = 1024;
+
+/// True if `name` (one path segment, lowercase) looks like a file's name: a stem and an
+/// extension of one to eight characters holding a letter (`ci.yml`, `prod.env`, `.npmrc`),
+/// not a number (`3.14`) or a version (`v1.2`).
+pub fn file_name_like(name: &str) -> bool {
+    let Some((stem, ext)) = name.rsplit_once('.') else { return false };
+    let stem = stem.trim_start_matches('.');
+    (1..=8).contains(&ext.len())
+        && ext.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-')
+        && ext.chars().any(char::is_alphabetic)
+        && (stem.is_empty() && name.starts_with('.') || stem.chars().any(char::is_alphabetic))
+}
+
+/// The names of files and folders a content mentions, lowercase: each token made of
+/// letters, digits and `_ - . / ~` that holds a `/` between two names (a path; kept whole
+/// without a leading `./`, `~/` or `/`, and each trailing part of two or more segments) or
+/// is a file name ([`file_name_like`]), and the last segment of each path that is a file
+/// name. Any bytes are accepted; at most [`MAX_INSPECT_BYTES`] are read and at most
+/// [`MAX_MENTIONS`] names kept.
+pub fn mentioned_names(content: &[u8]) -> std::collections::BTreeSet<String> {
+    let text = String::from_utf8_lossy(&content[..content.len().min(MAX_INSPECT_BYTES)]);
+    let mut out = std::collections::BTreeSet::new();
+    let tokens = text.split(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '/' | '~')));
+    for t in tokens {
+        if out.len() >= MAX_MENTIONS {
+            break;
+        }
+        let t = t.trim_end_matches(['.', '/', '-']).trim_start_matches("./").trim_start_matches('~').trim_start_matches('/');
+        if t.is_empty() || t.len() > 512 || t.contains("//") {
+            continue;
+        }
+        let low = t.to_lowercase();
+        let segs: Vec<&str> = low.split('/').filter(|s| !s.is_empty() && *s != "." && *s != "..").collect();
+        if segs.len() >= 2 && segs.iter().all(|s| s.chars().any(char::is_alphanumeric)) {
+            for n in 2..=segs.len() {
+                out.insert(segs[segs.len() - n..].join("/"));
+            }
+            if file_name_like(segs[segs.len() - 1]) {
+                out.insert(segs[segs.len() - 1].to_string());
+            }
+        } else if segs.len() == 1 && file_name_like(segs[0]) {
+            out.insert(segs[0].to_string());
+        }
+    }
+    out
 }
 
 /// The entities of a text that can tie a copy to its source: e-mail addresses, phone, bank
@@ -859,6 +977,41 @@ mod tests {
         assert!(kinds("Herr Becker ist seit März krankgeschrieben, sein Gehalt wird weitergezahlt.").contains(&FindingKind::PersonalData));
         assert!(kinds("Élodie est en congé maternité; son salaire est maintenu.").contains(&FindingKind::PersonalData));
         assert!(!kinds("The leave policy applies to every team; see the handbook.").contains(&FindingKind::PersonalData));
+    }
+
+    #[test]
+    fn health_and_leave_in_more_languages() {
+        assert!(kinds("Anna Nowak: zwolnienie lekarskie do piątku, potem urlop.").contains(&FindingKind::PersonalData));
+        assert!(kinds("Petr Svoboda je v pracovní neschopnosti po operaci.").contains(&FindingKind::PersonalData));
+        assert!(kinds("Erik Lund är sjukskriven och har föräldraledighet från maj.").contains(&FindingKind::PersonalData));
+        assert!(!kinds("Urlop policy: ask your manager two weeks ahead.").contains(&FindingKind::PersonalData));
+    }
+
+    #[test]
+    fn one_contact_record_with_a_home_address_is_personal_data() {
+        let rec = "{\"id\": 7, \"owner\": {\"name\": \"山田 花子\", \"tel\": \"090-1234-5678\", \"addr\": \"東京都新宿区西新宿2-8-1\"}}";
+        assert!(kinds(rec).contains(&FindingKind::PersonalData), "{:?}", kinds(rec));
+        let yaml = "- customer:\n    name: Jane Doe\n    phone: +44 7700 900123\n    address: 12 Elm Road, Leeds\n";
+        assert!(kinds(yaml).contains(&FindingKind::PersonalData), "{:?}", kinds(yaml));
+        // Without an address: one work contact is not a record of a private person.
+        assert!(!kinds("Contact: Dr Ana Ruiz, +34 912 345 678").contains(&FindingKind::PersonalData));
+    }
+
+    #[test]
+    fn a_first_person_account_of_private_life_is_personal_data() {
+        let entry = "March 3\nCouldn't sleep again. Dad's scan results come on Friday. My sister and I fought about who drives him. I feel stretched thin.\n";
+        assert!(kinds(entry).contains(&FindingKind::PersonalData), "{:?}", kinds(entry));
+        // Work notes in the first person, and a client's family in the third, are not.
+        assert!(!kinds("I need to file the motion by Friday. My draft is in notes/. I will ask the partner.").contains(&FindingKind::PersonalData));
+        assert!(!kinds("The client's mother signed the lease. Her son was tired after the hearing.").contains(&FindingKind::PersonalData));
+    }
+
+    #[test]
+    fn identifiers_labelled_in_other_languages() {
+        for t in ["Reisepass Nr. XK1234567 mitnehmen", "passeport n° 18AB12345", "pasaporte: PAA123456", "PESEL 90010112345"] {
+            assert!(kinds(t).contains(&FindingKind::PersonalData), "{t}");
+        }
+        assert!(!kinds("Pass the build number 12345 to the script").contains(&FindingKind::PersonalData));
     }
 
     #[test]

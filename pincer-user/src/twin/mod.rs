@@ -33,7 +33,7 @@ pub use policy::{PolicyEntry, PrecommittedPolicy};
 pub use provenance::{Provenance, ProvenanceHit};
 
 use crate::access::Access;
-use vote::{Decider, DeciderError, EarlierRequest, Mechanism, PolicyAnswer, PolicyInput, RuleOrigin, TokenUsage, TrustedText, Verdict, Vote1Input, Vote2Input, VoteOutcome};
+use vote::{Carried, Decider, DeciderError, EarlierRequest, Mechanism, PolicyAnswer, PolicyInput, RuleOrigin, TokenUsage, TrustedText, Verdict, Vote1Input, Vote2Input, VoteOutcome};
 use crate::sanitize::{SanitizedPath, Sanitizer};
 use crate::store::{check_rel_path, Permission, Store, StoreError, TrustedState, TwinGrant, UserApproval, UserPrompt};
 use serde::Serialize;
@@ -272,7 +272,7 @@ impl Ballot {
         }
         let (v1_in, v2_in) = self.inputs();
         let (v1, v2) = tokio::join!(self.decider.vote1(&v1_in), self.decider.vote2(&v2_in));
-        Votes { v1, v2, injection: self.injection() }
+        Votes { v1, v2, injection: self.injection(), carried: self.carried() }
     }
 }
 
@@ -297,7 +297,7 @@ impl Ballot {
             Tier::Settled(votes) => votes,
             Tier::Model(o1, o2) => {
                 let (m1, m2) = tokio::join!(self.decider.vote1(&v1_in), self.decider.vote2(&v2_in));
-                Votes { v1: both(o1, m1), v2: both(o2, m2), injection: self.injection() }
+                Votes { v1: both(o1, m1), v2: both(o2, m2), injection: self.injection(), carried: self.carried() }
             }
         }
     }
@@ -311,7 +311,7 @@ impl Ballot {
         let allow = |v: &VoteOutcome| v.verdict == Verdict::Allow;
         let could_grant = allow(&o1) && ((allow(&o2) && self.precommitted) || self.user_approved);
         if !could_grant || trusted_allow(&o1) {
-            Tier::Settled(Votes { v1: o1, v2: o2, injection: self.injection() })
+            Tier::Settled(Votes { v1: o1, v2: o2, injection: self.injection(), carried: self.carried() })
         } else {
             Tier::Model(o1, o2)
         }
@@ -327,13 +327,23 @@ impl Ballot {
     /// This request as the session's later requests see it (vote 2's earlier requests)
     /// while its own decision is not made yet: not granted.
     fn pending(&self) -> EarlierRequest {
-        EarlierRequest { path: self.raw_path.clone(), access: self.access, granted: false, injection: self.injection() }
+        EarlierRequest { path: self.raw_path.clone(), access: self.access, granted: false, injection: self.injection(), carried: Carried::default() }
     }
 
     /// Whether the request's rationale or content holds injection language: scanned with the
     /// votes, away from the twin, and carried to [`Twin::conclude`] in [`Votes`].
     fn injection(&self) -> bool {
         injection_in(self.rationale.as_deref(), self.content.as_deref())
+    }
+
+    /// What the request's content carries into the session if it is granted: a read's
+    /// findings and mentions ([`Carried::of`]); nothing for other accesses, whose content
+    /// does not reach the worker.
+    fn carried(&self) -> Carried {
+        match (&self.content, self.access) {
+            (Some(c), Access::Read) => Carried::of(&self.path, c, self.knowledge.policies.iter().any(|p| !p.content.is_empty())),
+            _ => Carried::default(),
+        }
     }
 }
 
@@ -426,7 +436,7 @@ impl Batch {
                 Tier::Settled(votes) => votes,
                 Tier::Model(o1, o2) => {
                     let (a, b) = (m1.next().unwrap_or_else(missing), m2.next().unwrap_or_else(missing));
-                    Votes { v1: both(o1, a), v2: both(o2, b), injection: ballot.injection() }
+                    Votes { v1: both(o1, a), v2: both(o2, b), injection: ballot.injection(), carried: ballot.carried() }
                 }
             })
             .collect()
@@ -471,6 +481,8 @@ pub struct Votes {
     /// Whether the request's rationale or content holds injection language (scanned with
     /// the votes), as the session's later requests' vote 2 is told.
     pub injection: bool,
+    /// What the request's content carries into the session if it is granted (a read's).
+    pub carried: Carried,
 }
 
 /// What a session's pre-committed policy is made from, owned, so that the decider can make
@@ -792,7 +804,7 @@ impl Twin {
         let Some(s) = self.sessions.get_mut(session) else {
             return Decision::rejected(format!("no open session {session:?}"));
         };
-        let Votes { v1, v2, injection } = votes;
+        let Votes { v1, v2, injection, carried } = votes;
         let approval = s
             .approvals
             .iter()
@@ -855,7 +867,7 @@ impl Twin {
                 Outcome::Deny
             }
         };
-        Arc::make_mut(&mut s.earlier).push(EarlierRequest { path: req.path.clone(), access: req.access, granted: outcome == Outcome::Grant, injection });
+        Arc::make_mut(&mut s.earlier).push(EarlierRequest { path: req.path.clone(), access: req.access, granted: outcome == Outcome::Grant, injection, carried: if outcome == Outcome::Grant { carried } else { Carried::default() } });
         let votes = votes.map(|v| VoteRecord { verdict: v.verdict, reason: v.reason, mechanism: v.mechanism });
         Decision { outcome, question, votes, tokens }
     }

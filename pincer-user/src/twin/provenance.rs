@@ -49,7 +49,39 @@ pub struct Provenance {
     shingles: HashSet<u64>,
     entities: HashSet<u64>,
     names: HashSet<u64>,
+    /// Per protected source, its measured values (numbers with a fractional part, 10 or
+    /// more): the keyed hashes of the two whole numbers each rounds to.
+    measures: Vec<Vec<[u64; 2]>>,
     sources: usize,
+}
+
+/// Measured values of one protected source that a content must carry, rounded or not, to
+/// be a paraphrase of it ([`Provenance::check`]).
+pub const MIN_SHARED_MEASURES: usize = 3;
+
+/// The numbers of a text of 10 or more, as written: each run of digits with at most one
+/// decimal point (or a decimal comma before one or two digits), not part of a longer dotted
+/// or dashed sequence (a date, a version, an address), with whether it has a fractional part.
+fn measured_numbers(text: &str) -> Vec<(f64, bool)> {
+    let mut out = Vec::new();
+    for run in text.split(|c: char| !(c.is_ascii_digit() || c == '.' || c == ',')) {
+        let run = run.trim_matches(|c| c == '.' || c == ',');
+        if run.is_empty() || out.len() >= 4096 {
+            continue;
+        }
+        let seps = run.matches(['.', ',']).count();
+        let value = match run.split_once(['.', ',']) {
+            None => run.parse::<f64>().ok().map(|v| (v, false)),
+            Some((i, f)) if seps == 1 && !i.is_empty() && i.len() <= 6 && (1..=3).contains(&f.len()) && (run.contains('.') || f.len() <= 2) => {
+                format!("{i}.{f}").parse::<f64>().ok().map(|v| (v, true))
+            }
+            _ => None,
+        };
+        if let Some((v, frac)) = value.filter(|(v, _)| (10.0..1e6).contains(v)) {
+            out.push((v, frac));
+        }
+    }
+    out
 }
 
 /// How a content overlaps protected content.
@@ -61,6 +93,8 @@ pub struct ProvenanceHit {
     pub entities: usize,
     /// Names of people shared with protected content.
     pub names: usize,
+    /// Measured values of one protected source the content carries, rounded or not.
+    pub measures: usize,
 }
 
 /// The normalised tokens of a text: lowercase alphanumeric runs, where a run of digit groups
@@ -178,6 +212,10 @@ impl Provenance {
                 let h = p.hasher.hash_one(&e);
                 if is_name(&e) { p.names.insert(h) } else { p.entities.insert(h) };
             }
+            let mut m: Vec<[u64; 2]> = measured_numbers(&t).into_iter().filter(|(_, frac)| *frac).map(|(v, _)| [p.hasher.hash_one(v.floor() as u64), p.hasher.hash_one(v.ceil() as u64)]).collect();
+            m.sort_unstable();
+            m.dedup();
+            p.measures.push(m);
             p.sources += 1;
         }
         for c in public {
@@ -252,8 +290,30 @@ impl Provenance {
         distinct.sort_unstable();
         distinct.dedup();
         let passages = sh.len() >= MIN_SHARED_SHINGLES || (!sh.is_empty() && sh.len() == distinct.len() && distinct.len() < MIN_SHARED_SHINGLES);
-        let hit = passages || en >= MIN_SHARED_ENTITIES || (en >= 1 && na >= 2);
-        hit.then_some(ProvenanceHit { shingles: sh.len(), entities: en, names: na })
+        let measures = self.shared_measures(&t);
+        let hit = passages || en >= MIN_SHARED_ENTITIES || (en >= 1 && na >= 2) || measures >= MIN_SHARED_MEASURES;
+        hit.then_some(ProvenanceHit { shingles: sh.len(), entities: en, names: na, measures })
+    }
+
+    /// How many measured values of one protected source a content carries, rounded to whole
+    /// numbers or not ("~59%" for 58.7), when they are at least half of the content's own
+    /// numbers of 10 or more: a paraphrase of a results table keeps its values, while a
+    /// text full of other numbers meets a few by chance. The most over the sources.
+    fn shared_measures(&self, text: &str) -> usize {
+        if self.measures.iter().all(Vec::is_empty) {
+            return 0;
+        }
+        let nums = measured_numbers(text);
+        let mut own: Vec<u64> = nums.iter().map(|(v, _)| v.round() as u64).collect();
+        own.sort_unstable();
+        own.dedup();
+        let hs: HashSet<u64> = nums.iter().flat_map(|(v, _)| [v.floor() as u64, v.ceil() as u64]).map(|n| self.hasher.hash_one(n)).collect();
+        self.measures
+            .iter()
+            .map(|m| m.iter().filter(|[a, b]| hs.contains(a) || hs.contains(b)).count())
+            .filter(|&n| n * 2 >= own.len())
+            .max()
+            .unwrap_or(0)
     }
 }
 
@@ -320,6 +380,18 @@ mod tests {
         let copy = "Call the man on 0049 15123456789 (hosp. no. 447100921 8) about his visit.";
         let hit = p.check(copy.as_bytes()).expect("the same numbers, regrouped");
         assert!(hit.entities >= MIN_SHARED_ENTITIES, "{hit:?}");
+    }
+
+    #[test]
+    fn a_paraphrase_with_rounded_values_is_found() {
+        let src = "| | Arm A | Arm B | Placebo |\n| Mean % change wk 8 | -41.2 (3) | -58.7 (4) | -19.5 (3) |\n| Responders | 33.3% | 75.0% | 0.0% |";
+        let p = Provenance::build([src.as_bytes()], []);
+        let hit = p.check(b"- arm B down ~59% at wk 8, arm A ~41%, placebo ~20%").expect("the same values, rounded");
+        assert!(hit.measures >= MIN_SHARED_MEASURES, "{hit:?}");
+        // Two values are not a paraphrase, and a text full of other numbers meets a few by chance.
+        assert!(p.check(b"Arm B: 59 visits, arm A: 41 visits.").is_none());
+        let status = "Enrolled 41 of 240; 59 screened; 20 queries; 75 kits; 12 sites; 88 visits; 64 letters; 97 forms.";
+        assert!(p.check(status.as_bytes()).is_none());
     }
 
     #[test]

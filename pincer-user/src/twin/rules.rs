@@ -409,9 +409,10 @@ impl RuleSet {
     /// The ids of the rules that find a secret in `text`, each once, in rule order. `accept`
     /// is asked (with the rule's id) about each secret that passes the rule's entropy and the allowlists (the
     /// caller's own exclusions: ciphertext, public keys, documented examples); the secret
-    /// itself is never returned.
+    /// itself is never returned. At most the first
+    /// [`MAX_INSPECT_BYTES`](super::secrets::MAX_INSPECT_BYTES) of `text` are read.
     pub fn matching_rules(&self, text: &str, accept: impl Fn(&str, &str) -> bool) -> Vec<&str> {
-        let bytes = text.as_bytes();
+        let bytes = super::secrets::inspected(text).as_bytes();
         let mut out = Vec::new();
         for i in self.candidates(bytes) {
             let rule = &self.rules[i];

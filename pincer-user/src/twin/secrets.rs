@@ -152,13 +152,30 @@ const CAPABILITY_WORDS: &[&str] = &["hook", "hooks", "webhook", "webhooks", "web
 
 /// Secrets in `text`, by structure and content, decoding nested encodings (bounded). The
 /// findings say what kind of secret was found, never its value.
+///
+/// Any text is accepted: at most [`MAX_INSPECT_BYTES`] of it are read, and a longer one also
+/// yields a [`FindingKind::Oversize`] finding (what the rest holds is unknown).
 pub fn secret_findings(text: &str) -> Vec<Finding> {
     let mut out = Vec::new();
+    let head = inspected(text);
+    if head.len() < text.len() {
+        out.push(Finding { kind: FindingKind::Oversize, what: format!("{} bytes, of which the first {} were inspected", text.len(), head.len()) });
+    }
     let mut blobs = 0;
-    scan(text, 0, &mut blobs, &mut out);
+    scan(head, 0, &mut blobs, &mut out);
     out.sort_by(|a, b| a.kind.cmp(&b.kind).then(a.what.cmp(&b.what)));
     out.dedup();
     out
+}
+
+/// The part of `text` the detectors read: its first [`MAX_INSPECT_BYTES`], cut at a
+/// character boundary.
+pub fn inspected(text: &str) -> &str {
+    let mut cut = text.len().min(MAX_INSPECT_BYTES);
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &text[..cut]
 }
 
 fn push(out: &mut Vec<Finding>, kind: FindingKind, what: impl Into<String>, depth: usize) {
@@ -253,7 +270,11 @@ fn scan(text: &str, depth: usize, blobs: &mut usize, out: &mut Vec<Finding>) {
             break;
         }
     }
-    if depth < MAX_DECODE_DEPTH {
+    if depth >= MAX_DECODE_DEPTH {
+        if encoded_further(c, text, blobs) {
+            push(out, FindingKind::Oversize, format!("an encoded value nested deeper than the {MAX_DECODE_DEPTH} decodings inspected"), depth);
+        }
+    } else {
         decode_nested(c, text, depth, blobs, out);
     }
 }
@@ -392,6 +413,22 @@ fn key_label(label: &str) -> bool {
 fn hex_key(v: &str) -> bool {
     let v = v.trim_start_matches("0x");
     matches!(v.len(), 32 | 48 | 64) && v.chars().all(|c| c.is_ascii_hexdigit()) && hex::decode(v).is_ok_and(|b| random_bytes(&b)) && entropy(v) >= 3.0
+}
+
+/// True if a base64 value of `text`, already decoded [`MAX_DECODE_DEPTH`] times, decodes to
+/// text once more: what that text holds is not inspected, so it is not taken for clear (a
+/// third encoding must not hide a key).
+fn encoded_further(c: &Compiled, text: &str, blobs: &mut usize) -> bool {
+    for m in c.base64.find_iter(text) {
+        if *blobs >= MAX_BLOBS {
+            break;
+        }
+        *blobs += 1;
+        if decode_base64(m.as_str()).is_some_and(|b| b.len() >= 16 && is_text(&b)) {
+            return true;
+        }
+    }
+    false
 }
 
 /// Decodes base64 and hex values that decode to text and scans the text again.

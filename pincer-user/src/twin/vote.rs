@@ -424,6 +424,51 @@ pub struct EarlierRequest {
     pub granted: bool,
     /// Injection language found in its rationale or content.
     pub injection: bool,
+    /// What its content carried into the session (a read's only). Not shown to a model's
+    /// vote 2: the mentions are untrusted text.
+    #[serde(skip)]
+    pub carried: Carried,
+}
+
+/// What a read's content carries into its session once granted: the kinds of sensitive
+/// content it held and the names of files and folders it mentions. Later requests' vote 2
+/// judges by it where that content may go (a content clause's place) and whether a request
+/// was steered by the content rather than the user's prompt.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Carried {
+    /// Kinds of the content's findings, without duplicates (none when the user's policies have no content clause).
+    pub kinds: Vec<super::content::FindingKind>,
+    /// Names of files and folders the content mentions, lowercase ([`super::content::mentioned_names`]).
+    pub mentions: std::collections::BTreeSet<String>,
+    /// The resource the content was read from, sanitized.
+    pub source: Option<SanitizedPath>,
+}
+
+impl Carried {
+    /// What `content`, read from `source`, carries: the names it mentions, and its findings'
+    /// kinds when `kinds` (only content clauses use them: with none in the user's policies
+    /// the detectors are not run a second time).
+    pub fn of(source: &SanitizedPath, content: &[u8], kinds: bool) -> Self {
+        let mut kinds: Vec<_> = if kinds { super::content::content_findings(content).into_iter().map(|f| f.kind).collect() } else { Vec::new() };
+        kinds.sort();
+        kinds.dedup();
+        Carried { kinds, mentions: super::content::mentioned_names(content), source: Some(source.clone()) }
+    }
+
+    /// True if the content mentions the resource at `raw_path` (relative to its root): its
+    /// whole path, a trailing part of it of two or more segments, or its file name when
+    /// that has an extension (a bare folder or word such as `src` or `notes` is too common
+    /// to say the content pointed at it).
+    pub fn mentions_path(&self, raw_path: &str) -> bool {
+        let rp = raw_path.trim_end_matches('/').to_lowercase();
+        if rp.is_empty() {
+            return false;
+        }
+        let segs: Vec<&str> = rp.split('/').collect();
+        let name = segs[segs.len() - 1];
+        (2..=segs.len()).any(|n| self.mentions.contains(&segs[segs.len() - n..].join("/")))
+            || (super::content::file_name_like(name) && self.mentions.contains(name))
+    }
 }
 
 /// Vote 2's input: vote 1's plus the untrusted context.

@@ -340,8 +340,8 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
             if !created && !k.protected_files.contains(&p.clone().with_dir(false)) {
                 if let Some(h) = k.provenance.check(c) {
                     return VoteOutcome::deny(format!(
-                        "the content overlaps protected content ({} shared passages, {} shared identifiers, {} shared names), so it is protected whatever its name or place",
-                        h.shingles, h.entities, h.names
+                        "the content overlaps protected content ({} shared passages, {} shared identifiers, {} shared names, {} measured values of one source, rounded or not), so it is protected whatever its name or place",
+                        h.shingles, h.entities, h.names, h.measures
                     ))
                     .by(Mechanism::Provenance);
                 }
@@ -401,14 +401,56 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
             return VoteOutcome::deny(format!("a change of an existing resource that the prompt does not name, that no similar task changed, and that the prompt's own words do not ask for ({iwhy})")).by(Mechanism::Unserved);
         }
     }
+    // What the session read may go anywhere the worker writes: a change or a new resource
+    // in a place a content clause keeps some kind of content out of asks the user when
+    // content of that kind was read in this session (what is written is not known when the
+    // file is opened, so the outcome is unsure: ask, not deny).
+    if matches!(a, Access::Write | Access::Create) && !created {
+        for cr in k.policies.iter().flat_map(|pv| pv.content.iter()).filter(|cr| cr.glob.matches(p, true)) {
+            // The user's routine is no leak: a similar task read the same source and changed
+            // this place (the weekly report written from the export).
+            let routine = |src: &SanitizedPath| location_evidence(k, s, src).exact_history && similar_changed_here(k, s, p);
+            let carried = inp.earlier.iter().filter(|e| e.granted).find_map(|e| {
+                let kind = e.carried.kinds.iter().find(|k| cr.kinds.contains(k)).copied()?;
+                (!e.carried.source.as_ref().is_some_and(|src| routine(src))).then_some(kind)
+            });
+            if let Some(kind) = carried {
+                return VoteOutcome::ask(format!("{} keeps {} out of this place, and this session read content holding it", cr.source.as_str(), kind.label())).by(Mechanism::ContentRule);
+            }
+        }
+    }
     let tainted = inp.earlier.iter().any(|e| e.injection);
     if tainted && !established {
         return VoteOutcome::deny("earlier content in this session held injected instructions, and this request goes beyond what the user named or similar tasks used").by(Mechanism::Taint);
+    }
+    // Whether the request serves the prompt or the content: a resource that neither the
+    // user named nor similar tasks used, which content read in this session names, is
+    // where that content pointed the worker, whatever words the content used (a comment,
+    // a TODO, a doc line).
+    // Content the user pointed the worker at by its path ("apply the comments in
+    // REVIEW.md") speaks for the user.
+    let steered = inp.earlier.iter().any(|e| {
+        e.granted
+            && e.path.trim_end_matches('/') != inp.raw_path.trim_end_matches('/')
+            && e.carried.mentions_path(inp.raw_path)
+            && !e.carried.source.as_ref().is_some_and(|src| location_evidence(k, s, src).typed)
+    });
+    if steered && !established {
+        return VoteOutcome::deny("content read in this session names this resource, and neither the user named it nor did similar tasks use it: the request follows the content, not the prompt").by(Mechanism::Taint);
     }
     if a == Access::Delete && !established {
         return VoteOutcome::deny("a delete of a resource that neither the user named nor a similar task used").by(Mechanism::Unestablished);
     }
     VoteOutcome::allow(if established { "established resource; no sensitive content findings" } else { "no sensitive content findings" }).by(Mechanism::ContentClear)
+}
+
+/// True if a similar past task (similarity 0.3 or more) changed or created a resource at
+/// `p` or beside it.
+fn similar_changed_here(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> bool {
+    s.similar
+        .iter()
+        .filter(|(_, w)| *w >= 0.3)
+        .any(|&(ti, _)| k.tasks[ti].accesses.iter().any(|(sp, acc, _)| matches!(acc, Access::Write | Access::Create) && (sp.same_segments(p) || sp.same_parent(p))))
 }
 
 /// Words by which a prompt speaks of every object bearing a name ("both .env.example
