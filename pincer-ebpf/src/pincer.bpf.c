@@ -1860,11 +1860,22 @@ static __noinline __u32 place_bits(struct walk *w, __u64 session, struct dentry 
 	return w->granted;
 }
 
+/* The session's exact grant on object (ino, dev), 0 if none. A subprogram:
+ * its key is not on the rename hook's frame. */
+static __noinline __u32 exact_bits(__u64 session, __u64 ino, __u32 dev)
+{
+	struct grant_key gk = { .session = session, .ino = ino, .dev = dev };
+	__u32 *bits = bpf_map_lookup_elem(&MAP_EXACT, &gk);
+
+	return bits ? *bits : 0;
+}
+
 /* A rename across directories may not widen what the session can do to what
  * it moves (as Landlock's REFER right): the grants of the new place must be
  * ones the old place gave, for a directory (everything in the moved tree gets
  * them) and for a file alike, except what the file's own exact grant already
- * gives it (the session's own files move freely). And no directory leaves the
+ * gives it (the session's own files move freely); a directory does not move
+ * into the session's scratch from elsewhere. And no directory leaves the
  * session's scratch: a tree assembled there (a repository with hooks and
  * config) would bring into the user's places names that no check saw. Refused
  * as never-grantable: no grant could make the move safe. */
@@ -1880,20 +1891,13 @@ static __always_inline int check_move(const struct session *s, struct dentry *ol
 	int dir = (BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFDIR;
 	__u32 from = place_bits(&w, s->id, BPF_CORE_READ(old_dentry, d_parent), scalar_of(BPF_CORE_READ(old_dentry, d_name.name)));
 	__u32 to = place_bits(&w, s->id, BPF_CORE_READ(new_dentry, d_parent), scalar_of(BPF_CORE_READ(new_dentry, d_name.name)));
-	__u32 gain = to & ~from & ACCESS_ALL_BITS;
+	/* Into the scratch is a gain for a directory: the patterns do not
+	 * apply there, and the scratch goes when the session ends. */
+	__u32 gain = to & ~from & (ACCESS_ALL_BITS | ACCESS_CREATED_BY_SESSION);
 
-	if (!dir) {
-		struct grant_key gk = {
-			.session = s->id,
-			.ino = BPF_CORE_READ(inode, i_ino),
-			.dev = BPF_CORE_READ(inode, i_sb, s_dev),
-		};
-		__u32 *own = bpf_map_lookup_elem(&MAP_EXACT, &gk);
-
-		gain &= ACCESS_READ | ACCESS_WRITE | ACCESS_DELETE;
-		if (own)
-			gain &= ~*own;
-	}
+	if (!dir)
+		gain &= (ACCESS_READ | ACCESS_WRITE | ACCESS_DELETE) &
+			~exact_bits(s->id, BPF_CORE_READ(inode, i_ino), BPF_CORE_READ(inode, i_sb, s_dev));
 	if (!gain && !(dir && (from & ACCESS_CREATED_BY_SESSION) && !(to & ACCESS_CREATED_BY_SESSION)))
 		return 0;
 	walk_start(&w, s, scalar_of(new_dentry), 0, ACCESS_CREATE, 0);

