@@ -423,7 +423,12 @@ async fn a_session_gets_a_private_scratch_dir_and_its_owners_places_are_gated() 
     assert_eq!(std::fs::metadata(&scratch).unwrap().permissions().mode() & 0o777, 0o700);
     let id = ObjectId::of_path(&scratch).unwrap();
     let all = Access::ALL.into_iter().fold(0, |bits, a| bits | pincer::kernel::access_bit(a));
-    assert_eq!(h.maps.granted_bits(s.cgroup_id, id, Scope::Subtree), all, "the scratch dir is the session's in full");
+    // In full, and as its own place (the never patterns do not apply inside).
+    assert_eq!(
+        h.maps.granted_bits(s.cgroup_id, id, Scope::Subtree),
+        all | pincer_common::ACCESS_CREATED_BY_SESSION,
+        "the scratch dir is the session's in full, as its own place"
+    );
     let tmp = ObjectId::of_path(Path::new("/tmp")).unwrap();
     assert!(h.maps.is_root(tmp), "/tmp is gated like a root");
     // The state directory is private.
