@@ -371,7 +371,8 @@ struct walk_ctx {
 	__u32 never_names;
 	__u32 done;      /* the walk ended before the bound */
 	__u32 dev;       /* device of the current filesystem, once read */
-	__u32 dev_known; /* dev holds the current filesystem's device */
+	__u16 dev_known; /* dev holds the current filesystem's device */
+	__u16 hidden;    /* the walk has come up from a hidden entry */
 };
 
 /* Whether kernel string `name` is a hidden name (it starts with a dot). */
@@ -382,13 +383,11 @@ static __always_inline int hidden_name(const unsigned char *name)
 	return name && !bpf_probe_read_kernel(&ch, 1, name) && ch == '.';
 }
 
-/* Whether the walk's current level (c->ok) is a protected root reached from a
- * hidden entry in it: c->prev, the name of the entry the walk came from (or of
- * a new entry, at the first level). The hidden entries of a root (the home's
+/* Whether an exact grant on the walk's current level (c->ok, the first level)
+ * reaches c->prev, the name of a new entry in it: not when the entry is hidden
+ * and the level is a protected root. The hidden entries of a root (the home's
  * dotfiles and dot-directories: the configuration, code, state, histories and
- * credentials of the user's tools) are not reached by a grant on the root: an
- * exact grant on it (`create` there) or a subtree grant on it. Each needs a
- * grant on itself or inside it. Only read for a level that holds a grant. */
+ * credentials of the user's tools) are not made through `create` on the root. */
 static __always_inline int hidden_in_root(struct walk_ctx *c)
 {
 	return hidden_name(c->prev) && bpf_map_lookup_elem(&MAP_ROOTS, &c->ok);
@@ -454,19 +453,23 @@ static long walk_step(__u64 index, struct walk_ctx *c)
 			/* Each lookup only while `need` is not yet covered: bits
 			 * beyond `need` change no verdict. A collecting walk
 			 * (need 0) takes every bit up to the root. */
+			/* Hidden entries (names with a leading dot: the
+			 * configuration, hooks, state and credentials of the user's
+			 * tools, at any depth) are not reached by a subtree grant
+			 * above them: each needs a grant on itself or inside it. The
+			 * session's own place (its scratch) is the exception. */
+			if (!c->hidden && hidden_name(c->prev))
+				c->hidden = 1;
 			if (first && w->exact_ok) {
 				bits = bpf_map_lookup_elem(&MAP_EXACT, &c->gk);
-				if (bits)
+				if (bits && !hidden_in_root(c))
 					level |= *bits;
 			}
 			if (w->subtree_ok && (w->collect || ((w->granted | level) & need) != need)) {
 				bits = bpf_map_lookup_elem(&MAP_SUBTREE, &c->gk);
-				if (bits)
+				if (bits && (!c->hidden || (*bits & ACCESS_CREATED_BY_SESSION)))
 					level |= *bits;
 			}
-			/* A grant on a root does not reach the hidden entries in it. */
-			if (level && hidden_in_root(c))
-				level = 0;
 			w->granted |= level;
 			if ((w->subtree_ok || (first && w->exact_ok)) && (w->collect || (w->granted & need) != need)) {
 				bits = bpf_map_lookup_elem(&MAP_OPEN, &c->ok);
@@ -1245,15 +1248,11 @@ static __noinline int cache_decide(const struct session *s, struct dentry *obj, 
 	} else {
 		if (w->levels >= MAX_WALK_DEPTH)
 			return 0;
-		/* A hidden file directly in a root: the segment holds the
-		 * root's grant, which does not reach it (hidden_in_root); the
-		 * full walk decides. */
-		if (hidden_name(obj->d_name.name)) {
-			struct object_key rk = { .ino = dir->i_ino, .dev = dir->i_sb->s_dev };
-
-			if (bpf_map_lookup_elem(&MAP_ROOTS, &rk))
-				return 0;
-		}
+		/* A hidden file: its directory's segment holds the subtree
+		 * grants above it, which do not reach it; the full walk
+		 * decides. */
+		if (hidden_name(obj->d_name.name))
+			return 0;
 		__u32 own = file_entries(s, inode, w->stamp_policy, w->stamp_rename, w->stamp_mount);
 
 		if (!own)
@@ -1879,7 +1878,8 @@ static __noinline __u32 exact_bits(__u64 session, __u64 ino, __u32 dev)
  * session's scratch: a tree assembled there (a repository with hooks and
  * config) would bring into the user's places names that no check saw. Refused
  * as never-grantable: no grant could make the move safe. */
-static __always_inline int check_move(const struct session *s, struct dentry *old_dentry, struct dentry *new_dentry)
+static __always_inline int check_move(const struct session *s, struct dentry *old_dentry, struct dentry *new_dentry,
+				      __u32 hook)
 {
 	struct inode *inode = BPF_CORE_READ(old_dentry, d_inode);
 	/* One walk for both places and the report: the hook's frame is the
@@ -1902,7 +1902,14 @@ static __always_inline int check_move(const struct session *s, struct dentry *ol
 		return 0;
 	walk_start(&w, s, scalar_of(new_dentry), 0, ACCESS_CREATE, 0);
 	w.never = ACCESS_CREATE;
-	return verdict(s, scalar_of(new_dentry), HOOK_INODE_RENAME_TO, &w);
+	return verdict(s, scalar_of(new_dentry), hook, &w);
+}
+
+/* Whether a rename changes whether the entry is hidden (a subtree grant
+ * reaches it under one name and not the other). */
+static __always_inline int hiding_changes(struct dentry *old_dentry, struct dentry *new_dentry)
+{
+	return hidden_name(BPF_CORE_READ(old_dentry, d_name.name)) != hidden_name(BPF_CORE_READ(new_dentry, d_name.name));
 }
 
 /* pincer_inode_rename's checks, each held when both names are in one
@@ -1925,8 +1932,8 @@ int BPF_PROG(pincer_inode_rename_held, struct inode *old_dir, struct dentry *old
 	err = held_create(&s, new_dir, new_dentry, HOOK_INODE_RENAME_TO, one_dir);
 	if (err)
 		return err;
-	if (!one_dir) {
-		err = check_move(&s, old_dentry, new_dentry);
+	if (!one_dir || hiding_changes(old_dentry, new_dentry)) {
+		err = check_move(&s, old_dentry, new_dentry, HOOK_INODE_RENAME_TO);
 		if (err)
 			return err;
 	}
@@ -2070,8 +2077,12 @@ int BPF_PROG(pincer_inode_link, struct dentry *old_dentry, struct inode *dir, st
 	if (err)
 		return err;
 	/* A new name for an object is a new way to reach it: the session must
-	 * already be able to read it by grant. */
-	return check_object(&s, old_dentry, ACCESS_READ, HOOK_INODE_LINK_SOURCE);
+	 * already be able to read it by grant, and the new name may not reach
+	 * it with more than the old one does (as for a move). */
+	err = check_object(&s, old_dentry, ACCESS_READ, HOOK_INODE_LINK_SOURCE);
+	if (err)
+		return err;
+	return check_move(&s, old_dentry, new_dentry, HOOK_INODE_LINK);
 }
 
 SEC("lsm/inode_unlink")
@@ -2115,8 +2126,8 @@ int BPF_PROG(pincer_inode_rename, struct inode *old_dir, struct dentry *old_dent
 	err = check_create(&s, new_dentry, HOOK_INODE_RENAME_TO);
 	if (err)
 		return err;
-	if (old_dir != new_dir) {
-		err = check_move(&s, old_dentry, new_dentry);
+	if (old_dir != new_dir || hiding_changes(old_dentry, new_dentry)) {
+		err = check_move(&s, old_dentry, new_dentry, HOOK_INODE_RENAME_TO);
 		if (err)
 			return err;
 	}

