@@ -229,7 +229,7 @@ struct walk {
 	__u32 names_here; /* cache: the directory holds never-grantable names */
 	__u32 hold;       /* a plain miss may be held (the held file_open only) */
 	__u32 hold_id;    /* the hold a reported miss belongs to (0: not held) */
-	__u32 _pad;
+	__u32 hidden;     /* the walk starts inside a hidden entry: only the grants that reach those count */
 };
 
 /* A position on the walk: a dentry and, when known, the mount it was reached through. */
@@ -528,6 +528,7 @@ __noinline int walk_up(struct walk *w)
 		.prev = (const unsigned char *)w->child_name,
 		.gk = { .session = w->session },
 		.searching = 1,
+		.hidden = !!w->hidden,
 		/* Without the state entry assume never entries exist (fail closed). */
 		.never_objects = !st || st->never_objects,
 		.never_names = !st || st->never_names,
@@ -1842,10 +1843,12 @@ int BPF_PROG(pincer_inode_setattr_held, struct mnt_idmap *idmap, struct dentry *
 
 /* The access bits the grants give a new entry named `name` (a kernel string)
  * in directory `dir`: subtree grants and open paths from `dir` up to the
- * first root (a hidden name directly in a root gets none of the root's), with
- * ACCESS_CREATED_BY_SESSION when `dir` lies in the session's scratch. The
- * entry's own grants are not counted: they move with it. */
-static __noinline __u32 place_bits(struct walk *w, __u64 session, struct dentry *dir, __u64 name)
+ * first root (none of the subtree grants for a hidden name), with
+ * ACCESS_CREATED_BY_SESSION when `dir` lies in the session's scratch. With
+ * `hidden`, the bits a hidden entry inside the new entry gets (open paths and
+ * the scratch's grant only). The entry's own grants are not counted: they move
+ * with it. */
+static __noinline __u32 place_bits(struct walk *w, __u64 session, struct dentry *dir, __u64 name, __u32 hidden)
 {
 	if (!w)
 		return 0;
@@ -1853,10 +1856,27 @@ static __noinline __u32 place_bits(struct walk *w, __u64 session, struct dentry 
 	w->session = session;
 	w->d = scalar_of(dir);
 	w->child_name = name;
+	w->hidden = hidden;
 	w->subtree_ok = 1;
 	w->collect = 1;
 	walk_up(w);
 	return w->granted;
+}
+
+/* For a move of old_dentry to new_dentry: the place bits (place_bits, with
+ * `hidden`) of the old place, returned, and of the new place, left in
+ * w->granted. A subprogram: the hook's frame holds neither name. */
+static __noinline __u32 move_places(struct walk *w, __u64 session, struct dentry *old_dentry, struct dentry *new_dentry,
+				  __u32 hidden)
+{
+	if (!w)
+		return 0;
+	__u32 from = place_bits(w, session, BPF_CORE_READ(old_dentry, d_parent),
+				scalar_of(BPF_CORE_READ(old_dentry, d_name.name)), hidden);
+
+	place_bits(w, session, BPF_CORE_READ(new_dentry, d_parent), scalar_of(BPF_CORE_READ(new_dentry, d_name.name)),
+		   hidden);
+	return from;
 }
 
 /* The session's exact grant on object (ino, dev), 0 if none. A subprogram:
@@ -1889,12 +1909,18 @@ static __always_inline int check_move(const struct session *s, struct dentry *ol
 	if (!inode)
 		return 0;
 	int dir = (BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFDIR;
-	__u32 from = place_bits(&w, s->id, BPF_CORE_READ(old_dentry, d_parent), scalar_of(BPF_CORE_READ(old_dentry, d_name.name)));
-	__u32 to = place_bits(&w, s->id, BPF_CORE_READ(new_dentry, d_parent), scalar_of(BPF_CORE_READ(new_dentry, d_name.name)));
+	__u32 from = move_places(&w, s->id, old_dentry, new_dentry, 0), to = w.granted;
 	/* Into the scratch is a gain for a directory: the patterns do not
 	 * apply there, and the scratch goes when the session ends. */
 	__u32 gain = to & ~from & (ACCESS_ALL_BITS | ACCESS_CREATED_BY_SESSION);
 
+	/* A directory's hidden entries get only what reaches hidden entries
+	 * (open paths, the scratch): compared on their own. */
+	if (dir) {
+		__u32 hidden_from = move_places(&w, s->id, old_dentry, new_dentry, 1);
+
+		gain |= w.granted & ~hidden_from & (ACCESS_ALL_BITS | ACCESS_CREATED_BY_SESSION);
+	}
 	if (!dir)
 		gain &= (ACCESS_READ | ACCESS_WRITE | ACCESS_DELETE) &
 			~exact_bits(s->id, BPF_CORE_READ(inode, i_ino), BPF_CORE_READ(inode, i_sb, s_dev));

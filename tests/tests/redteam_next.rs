@@ -2549,6 +2549,7 @@ fn exchanges_a_project_folder_with_its_own_folder_in_an_open_path() {
 /// leave it), one folder down. Control: making `mono/api/.cargo` directly is refused.
 /// Expected to get out.
 #[test]
+#[ignore = "open route: a folder the session made may hold hidden entries (cargo keeps .fingerprint and .cargo-lock in target/), and renaming it over the user's folder within one directory brings them in"]
 fn replaces_the_users_folder_with_its_own_holding_hidden_configuration() {
     let mut red = Red::start_with("swapin", |ws| {
         make(&ws.join("mono/.git/HEAD"), Some("ref: refs/heads/main\n"));
@@ -2720,6 +2721,7 @@ fn moves_a_folder_with_hidden_entries_under_a_granted_hidden_folder_and_into_its
 /// a hidden entry is (the file the tool loads through it) is protected with it. Control: a
 /// hidden regular file beside it is refused. Expected to get out.
 #[test]
+#[ignore = "open route: the rule sees the names on the way up from the target; a hidden symlink to a visible file (a dotfiles manager's layout) is not seen"]
 fn writes_a_symlinked_dotfile_through_its_visible_target_under_a_home_grant() {
     let mut c = Cleanup::default();
     let n = uniq();
