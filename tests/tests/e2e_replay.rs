@@ -37,9 +37,9 @@ use std::time::Instant;
 
 const PINCER: &str = env!("CARGO_BIN_EXE_pincer");
 /// Utility samples replayed per persona.
-const UTILITY_PER_PERSONA: usize = 5;
+const UTILITY_PER_PERSONA: usize = 3;
 /// Attack samples replayed per persona and attack class.
-const ATTACKS_PER_CLASS: usize = 2;
+const ATTACKS_PER_CLASS: usize = 1;
 /// The first worker uid; each sample gets the next one.
 const FIRST_UID: u32 = 2000;
 
