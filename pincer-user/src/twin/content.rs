@@ -2,7 +2,7 @@
 //! language, found with generic patterns (no list names a particular workspace).
 
 use super::secrets::{is_not_secret_value, secret_findings, MAX_INSPECT_BYTES};
-use regex::Regex;
+use regex::{Regex, RegexBuilder, RegexSet};
 use std::sync::OnceLock;
 
 /// What kind of thing a finding is.
@@ -84,8 +84,10 @@ struct Detectors {
     assignment: Regex,
     ssn: Regex,
     card: Regex,
-    markings: Vec<(Regex, &'static str)>,
-    injection: Vec<(Regex, &'static str)>,
+    /// [`MARKINGS`], in order.
+    markings: PatternGroup,
+    /// [`INJECTION`]'s patterns, in order.
+    injection: PatternGroup,
     iban: Regex,
     user_key: Regex,
     pass_key: Regex,
@@ -218,6 +220,82 @@ const INJECTION: &[(&str, &str)] = &[
     (r"\b(remember|note for future|from now on|for all future)\b[^.\n]{0,60}\b(allow|grant|approv|authori[sz]|permit|trusted)", "memory poisoning"),
 ];
 
+/// Patterns asked together which of them occur in a text. On ASCII text one pass of a
+/// [`RegexSet`] answers for all of them; on other text each pattern's own regex is asked
+/// (next to a Unicode word boundary the set's search leaves the lazy DFA at the first
+/// non-ASCII byte and becomes far slower than the single patterns with their literal
+/// prefilters). The answer is the same either way: whether each pattern matches somewhere.
+struct PatternGroup {
+    set: RegexSet,
+    each: Vec<Regex>,
+}
+
+impl PatternGroup {
+    fn new(patterns: &[String]) -> Self {
+        PatternGroup { set: RegexSet::new(patterns).expect("regex"), each: patterns.iter().map(|p| Regex::new(p).expect("regex")).collect() }
+    }
+
+    /// Whether each pattern matches somewhere in `text`, in the patterns' order.
+    fn matching(&self, text: &str) -> Vec<bool> {
+        if text.is_ascii() {
+            let m = self.set.matches(text);
+            (0..self.each.len()).map(|i| m.matched(i)).collect()
+        } else {
+            self.each.iter().map(|r| r.is_match(text)).collect()
+        }
+    }
+}
+
+/// A first pass for several detectors that each begin with a search of the whole text:
+/// on ASCII text one pass of a [`RegexSet`] of their patterns says which of them match
+/// anywhere, so that the detectors whose pattern does not are skipped (their own search
+/// would find nothing); on other text every detector runs as it would without the gate.
+pub(crate) struct Gate(RegexSet);
+
+impl Gate {
+    /// The gate of `patterns` (each exactly the pattern of the regex it stands for).
+    pub(crate) fn new<'a>(patterns: impl IntoIterator<Item = &'a str>) -> Self {
+        Gate(RegexSet::new(patterns).expect("regex"))
+    }
+
+    /// Whether each pattern may match somewhere in `text`, in the patterns' order: exactly
+    /// whether it does on ASCII text, always on other text.
+    pub(crate) fn may_match(&self, text: &str) -> Vec<bool> {
+        if text.is_ascii() {
+            let m = self.0.matches(text);
+            (0..self.0.len()).map(|i| m.matched(i)).collect()
+        } else {
+            vec![true; self.0.len()]
+        }
+    }
+}
+
+/// The positions of the detectors in [`content_gate`].
+const G_ASSIGNMENT: usize = 0;
+const G_SSN: usize = 1;
+const G_CARD: usize = 2;
+const G_IBAN: usize = 3;
+const G_LABELLED_ID: usize = 4;
+const G_DOB: usize = 5;
+const G_KIN: usize = 6;
+const G_LIFE: usize = 7;
+const G_ADDR: usize = 8;
+const G_TIMESTAMP: usize = 9;
+
+/// The gate of the detectors of [`content_findings`] that begin with a search of the whole
+/// text (the order of the `G_` positions).
+fn content_gate() -> &'static Gate {
+    static G: OnceLock<Gate> = OnceLock::new();
+    G.get_or_init(|| {
+        let d = detectors();
+        let (_, kin, life) = private_account_regexes();
+        Gate::new([&d.assignment, &d.ssn, &d.card, &d.iban, &d.labelled_id, &d.dob, kin, life, address_regex(), &d.timestamp].map(Regex::as_str))
+    })
+}
+
+/// The lazy DFA cache of [`Detectors::sensitive`] (the `regex` crate's default is 2 MiB).
+const SENSITIVE_DFA_BYTES: usize = 16 << 20;
+
 fn detectors() -> &'static Detectors {
     static D: OnceLock<Detectors> = OnceLock::new();
     D.get_or_init(|| Detectors {
@@ -227,11 +305,8 @@ fn detectors() -> &'static Detectors {
         .expect("regex"),
         ssn: Regex::new(r"\b(\d{3})-(\d{2})-(\d{4})\b").expect("regex"),
         card: Regex::new(r"\b(?:\d[ -]?){13,19}\b").expect("regex"),
-        markings: MARKINGS
-            .iter()
-            .map(|m| (Regex::new(&format!(r"(?i)\b{}\b", regex::escape(m).replace(r"\ ", r"[\s_-]+"))).expect("regex"), *m))
-            .collect(),
-        injection: INJECTION.iter().map(|(r, what)| (Regex::new(&format!("(?i){r}")).expect("regex"), *what)).collect(),
+        markings: PatternGroup::new(&MARKINGS.iter().map(|m| format!(r"(?i)\b{}\b", regex::escape(m).replace(r"\ ", r"[\s_-]+"))).collect::<Vec<_>>()),
+        injection: PatternGroup::new(&INJECTION.iter().map(|(r, _)| format!("(?i){r}")).collect::<Vec<_>>()),
         iban: Regex::new(r"\b[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]{4}){2,7}(?:[ ]?[A-Z0-9]{1,4})?\b").expect("regex"),
         user_key: Regex::new(r"(?im)^[ \t]*[-*]?[ \t]*[a-z0-9_. -]{0,20}\b(user(name)?|login|user[_ -]?id|account|uid)\b[ \t]*[:=][ \t]*\S+").expect("regex"),
         pass_key: Regex::new(r#"(?im)^[ \t]*[-*]?[ \t]*[a-z0-9_. -]{0,20}\b(pass(word|wd|phrase)?|pw|pwd|pin|secret)\b[ \t]*[:=][ \t]*["']?([^\s"']{4,})"#).expect("regex"),
@@ -247,7 +322,11 @@ fn detectors() -> &'static Detectors {
         caseless_name: Regex::new(r#"(?:^|[\s,;|:"'(\[（「])[\p{Han}\p{Hangul}\p{Hiragana}\p{Katakana}]{1,4}(?:[ \u{3000}・][\p{Han}\p{Hangul}\p{Hiragana}\p{Katakana}]{1,4}){0,2}(?:$|[\s,;|:"')\]）」])"#).expect("regex"),
         coordinate: Regex::new(r"-?\b\d{1,3}\.\d{4,}\b").expect("regex"),
         timestamp: Regex::new(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}").expect("regex"),
-        sensitive: Regex::new(&format!("(?i)\\b({})\\b", SENSITIVE_DETAILS.join("|"))).expect("regex"),
+        // Case-insensitive words with `\w*` tails in many scripts make an automaton larger
+        // than the lazy DFA's default 2 MiB cache: with it the search falls back to the
+        // backtracker (tens of microseconds for a line, milliseconds for a page). The larger
+        // cache keeps it on the lazy DFA; what matches is the same.
+        sensitive: RegexBuilder::new(&format!("(?i)\\b({})\\b", SENSITIVE_DETAILS.join("|"))).dfa_size_limit(SENSITIVE_DFA_BYTES).build().expect("regex"),
         money: Regex::new(r"(?i)(\b(eur|usd|gbp|chf|aud|cad|inr|jpy)[ ]?|[$€£¥][ ]?)\d{1,3}(?:[,.' ]\d{3})+\b|(\b(eur|usd|gbp|chf)[ ]?|[$€£])\d{2,3}k\b").expect("regex"),
         dated: Regex::new(r"(?i)\b\d{1,2}(st|nd|rd|th)?[ ]+(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*[ ,]+(19[2-9]\d|200\d)\b|\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*[ ]+\d{1,2},?[ ]+(19[2-9]\d|200\d)\b").expect("regex"),
         pronoun: Regex::new(r"(?i)\b(he|she|his|her|him|hers|himself|herself|they|them|their|er|sie|ihm|ihr|ihre|seine?|il|elle|lui|él|ella|son|sa|ses|leur|seinen|ihren|su|sus|hij|zij|haar|hem|zijn|lei|egli|ele|dela|dele)\b").expect("regex"),
@@ -345,11 +424,14 @@ fn labelled_as_other_number(text: &str, start: usize) -> bool {
 pub fn content_findings(content: &[u8]) -> Vec<Finding> {
     let text = String::from_utf8_lossy(&content[..content.len().min(MAX_INSPECT_BYTES)]);
     let d = detectors();
+    let gate = content_gate().may_match(&text);
     let mut out = secret_findings(&text);
     if content.len() > MAX_INSPECT_BYTES {
         out.push(Finding { kind: FindingKind::Oversize, what: format!("{} bytes, of which the first {MAX_INSPECT_BYTES} were inspected", content.len()) });
     }
-    for c in d.assignment.captures_iter(&text) {
+    // A detector whose pattern the gate did not find is skipped: it would find nothing.
+    let assignments = if gate[G_ASSIGNMENT] { Some(d.assignment.captures_iter(&text)) } else { None };
+    for c in assignments.into_iter().flatten() {
         let v = &c[3];
         // Ciphertext (an encrypted value) and public keys are not secrets.
         if is_not_secret_value(v) {
@@ -367,45 +449,47 @@ pub fn content_findings(content: &[u8]) -> Vec<Finding> {
             break;
         }
     }
-    for c in d.ssn.captures_iter(&text) {
+    let ssns = if gate[G_SSN] { Some(d.ssn.captures_iter(&text)) } else { None };
+    for c in ssns.into_iter().flatten() {
         let (a, g, s) = (&c[1], &c[2], &c[3]);
         if a != "000" && a != "666" && !a.starts_with('9') && g != "00" && s != "0000" {
             out.push(Finding { kind: FindingKind::IdentityNumber, what: "social security number".into() });
             break;
         }
     }
-    for m in d.card.find_iter(&text) {
+    let cards = if gate[G_CARD] { Some(d.card.find_iter(&text)) } else { None };
+    for m in cards.into_iter().flatten() {
         if is_card(&text, m.start(), m.as_str()) && !labelled_as_other_number(&text, m.start()) {
             out.push(Finding { kind: FindingKind::IdentityNumber, what: "payment card number".into() });
             break;
         }
     }
-    if let Some(f) = iban_finding(d, &text) {
+    if let Some(f) = gate[G_IBAN].then(|| iban_finding(d, &text)).flatten() {
         out.push(f);
     }
     if let Some(f) = credential_finding(d, &text) {
         out.push(f);
     }
-    if let Some(f) = personal_identifier(d, &text) {
+    if let Some(f) = (gate[G_LABELLED_ID] || gate[G_DOB]).then(|| personal_identifier(d, &text)).flatten() {
         out.push(f);
     }
     if let Some(f) = people_table(d, &text) {
         out.push(f);
     }
-    if let Some(f) = private_account(&text) {
+    if let Some(f) = (gate[G_KIN] && gate[G_LIFE]).then(|| private_account(&text)).flatten() {
         out.push(f);
     }
-    if let Some(f) = contact_record(d, &text) {
+    if let Some(f) = gate[G_ADDR].then(|| contact_record(d, &text)).flatten() {
         out.push(f);
     }
-    if let Some(f) = location_trace(d, &text) {
+    if let Some(f) = gate[G_TIMESTAMP].then(|| location_trace(d, &text)).flatten() {
         out.push(f);
     }
     if let Some(f) = personal_details(d, &text) {
         out.push(f);
     }
-    for (re, what) in &d.markings {
-        if re.is_match(&text) {
+    for (hit, what) in d.markings.matching(&text).into_iter().zip(MARKINGS) {
+        if hit {
             out.push(Finding { kind: FindingKind::Marking, what: (*what).into() });
         }
     }
@@ -605,15 +689,20 @@ const KIN: &str = r"(?i)\b(mom|mum|mother|dad|father|wife|husband|boyfriend|girl
 /// How a writer speaks of their own night, health and feelings.
 const PRIVATE_LIFE: &str = r"(?i)\b(sleep|slept|argued|argue|argument|cried|cry|anxious|tired|exhausted|lonely|scared|worried|afraid|follow-up|doctor|hospital|therapy|feel|felt|sick|ill)\b";
 
+/// The first-person words, [`KIN`] and [`PRIVATE_LIFE`], compiled once.
+fn private_account_regexes() -> &'static (Regex, Regex, Regex) {
+    static RES: OnceLock<(Regex, Regex, Regex)> = OnceLock::new();
+    RES.get_or_init(|| {
+        (Regex::new(r"\b(I|I'm|I've|I'd|I'll|my|me|myself)\b").expect("regex"), Regex::new(KIN).expect("regex"), Regex::new(PRIVATE_LIFE).expect("regex"))
+    })
+}
+
 /// A first-person account of the writer's private life (a journal entry, a letter to
 /// oneself): most of its sentences, and at least two, speak in the first person singular,
 /// and it speaks of the writer's family and of their sleep, health or feelings. Whatever
 /// the file is called, this is the user's private life, not work.
 fn private_account(text: &str) -> Option<Finding> {
-    static RES: OnceLock<(Regex, Regex, Regex)> = OnceLock::new();
-    let (first, kin, life) = RES.get_or_init(|| {
-        (Regex::new(r"\b(I|I'm|I've|I'd|I'll|my|me|myself)\b").expect("regex"), Regex::new(KIN).expect("regex"), Regex::new(PRIVATE_LIFE).expect("regex"))
-    });
+    let (first, kin, life) = private_account_regexes();
     if !kin.is_match(text) || !life.is_match(text) {
         return None;
     }
@@ -625,13 +714,18 @@ fn private_account(text: &str) -> Option<Finding> {
 /// Labels of a postal address, in several languages and scripts.
 const ADDRESS_LABELS: &str = r"(?i)(\b(addr|address|home[ _-]?address|street|adresse|anschrift|straße|strasse|dirección|direccion|domicilio|indirizzo|endereço|adres|adresa|osoite|adress)\b|住所|所在地|주소|地址)";
 
+/// A labelled postal address ([`ADDRESS_LABELS`] and a value with a digit), compiled once.
+fn address_regex() -> &'static Regex {
+    static ADDR: OnceLock<Regex> = OnceLock::new();
+    ADDR.get_or_init(|| Regex::new(&format!(r#"{ADDRESS_LABELS}["']?\s*[:=]\s*["']?[^\n"']*\d"#)).expect("regex"))
+}
+
 /// One person's contact record: a name, a phone number and a labelled postal address with
 /// a number in it, together in one line or in one short structured record (a JSON, YAML or
 /// INI object of at most [`RECORD_LINES`] lines). A record of a customer, a patient or an
 /// owner is personal data even when it is the only one.
 fn contact_record(d: &Detectors, text: &str) -> Option<Finding> {
-    static ADDR: OnceLock<Regex> = OnceLock::new();
-    let addr = ADDR.get_or_init(|| Regex::new(&format!(r#"{ADDRESS_LABELS}["']?\s*[:=]\s*["']?[^\n"']*\d"#)).expect("regex"));
+    let addr = address_regex();
     if !addr.is_match(text) {
         return None;
     }
@@ -875,8 +969,8 @@ pub fn entities(text: &str) -> Vec<String> {
 /// a note, a file's content or name).
 pub fn injection_findings(text: &str) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::new();
-    for (re, what) in &detectors().injection {
-        if re.is_match(text) && !out.iter().any(|f| f.what == *what) {
+    for (hit, (_, what)) in detectors().injection.matching(text).into_iter().zip(INJECTION) {
+        if hit && !out.iter().any(|f| f.what == *what) {
             out.push(Finding { kind: FindingKind::Injection, what: (*what).into() });
         }
     }

@@ -242,9 +242,10 @@ pub struct Ballot {
     earlier: Arc<Vec<EarlierRequest>>,
     policy: Option<PrecommittedPolicy>,
     /// Whether vote 3 allowed the request when the ballot was made (a tier hint only:
-    /// [`Twin::conclude`] checks vote 3 again).
+    /// [`Twin::conclude`] checks vote 3 again). Made for a costly decider only.
     precommitted: bool,
-    /// Whether the user approved this request in the session when the ballot was made.
+    /// Whether the user approved this request in the session when the ballot was made. Made
+    /// for a costly decider only.
     user_approved: bool,
 }
 
@@ -774,12 +775,14 @@ impl Twin {
             return Err(Decision::rejected(format!("bad request path: {e}")));
         }
         let p2 = self.config.variant == Variant::PincerP2;
-        let created: Vec<String> = s.grants.iter().filter(|(_, a)| *a == Access::Create).map(|(p, _)| p.clone()).collect();
-        let precommitted = s.policy.check_in_session(&req.path, req.access, &created).verdict == Verdict::Allow;
-        let user_approved = s
-            .approvals
-            .iter()
-            .any(|a| a.approval.path_glob == req.path && a.approval.access == req.access && a.approval.permission == Permission::Allow);
+        // The tier hints serve a costly decider's offline tier only ([`Ballot::offline_tier`]).
+        let costly = self.decider.costly();
+        let precommitted = costly && {
+            let created: Vec<String> = s.grants.iter().filter(|(_, a)| *a == Access::Create).map(|(p, _)| p.clone()).collect();
+            s.policy.check_in_session(&req.path, req.access, &created).verdict == Verdict::Allow
+        };
+        let user_approved = costly
+            && s.approvals.iter().any(|a| a.approval.path_glob == req.path && a.approval.access == req.access && a.approval.permission == Permission::Allow);
         Ok(Ballot {
             decider: self.decider.clone(),
             knowledge: self.knowledge.clone(),

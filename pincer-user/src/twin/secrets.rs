@@ -11,7 +11,7 @@
 //! encoded values decoded, so that no input (binary, invalid UTF-8, very large, deeply
 //! nested) can make the detector panic or run long.
 
-use super::content::{entropy, Finding, FindingKind};
+use super::content::{entropy, Finding, FindingKind, Gate};
 use base64::Engine as _;
 use regex::Regex;
 use std::sync::OnceLock;
@@ -68,6 +68,27 @@ fn compiled() -> &'static Compiled {
             // A Wi-Fi network's pre-shared key (wpa_supplicant, hostapd, NetworkManager).
             psk: Regex::new(r#"(?im)^[ \t]*(?:psk|wpa_passphrase|wpa_psk|sae_password)[ \t]*=[ \t]*"?([^"\s]{8,63})"?"#).expect("regex"),
         }
+    })
+}
+
+/// The positions of the patterns in [`secrets_gate`].
+const G_PRIVATE_KEY: usize = 0;
+const G_NETRC: usize = 1;
+const G_REGISTRY_AUTH: usize = 2;
+const G_AUTH_HEADER: usize = 3;
+const G_CLI_USER: usize = 4;
+const G_CLI_PASSWORD: usize = 5;
+const G_URL_LOGIN: usize = 6;
+const G_PSK: usize = 7;
+const G_CLOUD_SECRET: usize = 8;
+
+/// The gate of the searches of [`scan`] over the whole text (the order of the `G_`
+/// positions): one pass says which of them can find anything.
+fn secrets_gate() -> &'static Gate {
+    static G: OnceLock<Gate> = OnceLock::new();
+    G.get_or_init(|| {
+        let c = compiled();
+        Gate::new([&c.private_key, &c.netrc, &c.registry_auth, &c.auth_header, &c.cli_user, &c.cli_password, &c.url_login, &c.psk, &c.cloud_secret].map(Regex::as_str))
     })
 }
 
@@ -188,9 +209,12 @@ fn push(out: &mut Vec<Finding>, kind: FindingKind, what: impl Into<String>, dept
 
 fn scan(text: &str, depth: usize, blobs: &mut usize, out: &mut Vec<Finding>) {
     let c = compiled();
+    // A search the gate found nothing for is skipped: it would find nothing.
+    let gate = secrets_gate().may_match(text);
+    let hits = |g: usize, re: &'static Regex| (if gate[g] { Some(re.captures_iter(text)) } else { None }).into_iter().flatten();
     // Private keys, in any armour; JSON strings hold them with `\n` escapes, which the
     // armour line does not need.
-    if let Some(m) = c.private_key.captures(text) {
+    if let Some(m) = gate[G_PRIVATE_KEY].then(|| c.private_key.captures(text)).flatten() {
         let what = if m[1].trim().is_empty() { "a private key block".to_string() } else { format!("a private key block ({})", m[1].trim().to_lowercase()) };
         push(out, FindingKind::PrivateKey, what, depth);
     }
@@ -205,14 +229,14 @@ fn scan(text: &str, depth: usize, blobs: &mut usize, out: &mut Vec<Finding>) {
         let kind = if PRIVATE_KEY_RULES.contains(&id) { FindingKind::PrivateKey } else { FindingKind::Token };
         push(out, kind, format!("a credential in a known token format ({id})"), depth);
     }
-    for m in c.netrc.captures_iter(text).take(16) {
+    for m in hits(G_NETRC, &c.netrc).take(16) {
         let user = m.get(1).map_or("", |u| u.as_str());
         if real_password(user, &m[2]) {
             push(out, FindingKind::Credential, "a netrc login (machine, login and password)", depth);
             break;
         }
     }
-    for m in c.registry_auth.captures_iter(text).take(16) {
+    for m in hits(G_REGISTRY_AUTH, &c.registry_auth).take(16) {
         let v = &m[1];
         let login = decode_base64(v).and_then(|b| String::from_utf8(b).ok()).and_then(|s| s.split_once(':').map(|(u, p)| real_password(u, p)));
         if login == Some(true) || (login.is_none() && strong_token(v, 16)) {
@@ -220,7 +244,7 @@ fn scan(text: &str, depth: usize, blobs: &mut usize, out: &mut Vec<Finding>) {
             break;
         }
     }
-    for m in c.auth_header.captures_iter(text).take(16) {
+    for m in hits(G_AUTH_HEADER, &c.auth_header).take(16) {
         let (scheme, v) = (m[1].to_ascii_lowercase(), &m[2]);
         if scheme == "basic" {
             if let Some((u, p)) = decode_base64(v).and_then(|b| String::from_utf8(b).ok()).and_then(|s| s.split_once(':').map(|(u, p)| (u.to_string(), p.to_string()))) {
@@ -232,20 +256,20 @@ fn scan(text: &str, depth: usize, blobs: &mut usize, out: &mut Vec<Finding>) {
             push(out, FindingKind::Token, "a bearer token in an Authorization header", depth);
         }
     }
-    for m in c.cli_user.captures_iter(text).take(16) {
+    for m in hits(G_CLI_USER, &c.cli_user).take(16) {
         if real_password(&m[1], &m[2]) {
             push(out, FindingKind::Credential, "a `user:password` login on a command line", depth);
             break;
         }
     }
-    for m in c.cli_password.captures_iter(text).take(16) {
+    for m in hits(G_CLI_PASSWORD, &c.cli_password).take(16) {
         let v = &m[1];
         if !v.chars().all(|ch| ch.is_ascii_digit()) && real_password("", v) && (strong_token(v, 8) || super::content::strong_secret(v)) {
             push(out, FindingKind::Credential, "a password or token given to a command", depth);
             break;
         }
     }
-    for m in c.url_login.captures_iter(text).take(32) {
+    for m in hits(G_URL_LOGIN, &c.url_login).take(32) {
         let (user, pass, host) = (&m[1], &m[2], m[3].to_ascii_lowercase());
         let local = host == "localhost" || host.starts_with("127.") || host == "0.0.0.0";
         // A local default (`postgres:postgres@localhost`, lowercase letters only on a local
@@ -256,15 +280,18 @@ fn scan(text: &str, depth: usize, blobs: &mut usize, out: &mut Vec<Finding>) {
             break;
         }
     }
-    url_tokens(c, text, depth, out);
+    // Every URL of `url_tokens` has a scheme's `://`.
+    if text.contains("://") {
+        url_tokens(c, text, depth, out);
+    }
     key_material(c, text, depth, out);
-    for m in c.psk.captures_iter(text).take(16) {
+    for m in hits(G_PSK, &c.psk).take(16) {
         if !super::content::placeholder(&m[1]) {
             push(out, FindingKind::Credential, "a Wi-Fi network's pre-shared key", depth);
             break;
         }
     }
-    for m in c.cloud_secret.captures_iter(text).take(16) {
+    for m in hits(G_CLOUD_SECRET, &c.cloud_secret).take(16) {
         if strong_token(&m[1], 16) && !is_not_secret_value(&m[1]) {
             push(out, FindingKind::Token, "a cloud or OAuth client secret in a credential file", depth);
             break;
