@@ -1898,8 +1898,7 @@ static __noinline __u32 exact_bits(__u64 session, __u64 ino, __u32 dev)
  * session's scratch: a tree assembled there (a repository with hooks and
  * config) would bring into the user's places names that no check saw. Refused
  * as never-grantable: no grant could make the move safe. */
-static __always_inline int check_move(const struct session *s, struct dentry *old_dentry, struct dentry *new_dentry,
-				      __u32 hook)
+static __always_inline int check_move(const struct session *s, struct dentry *old_dentry, struct dentry *new_dentry)
 {
 	struct inode *inode = BPF_CORE_READ(old_dentry, d_inode);
 	/* One walk for both places and the report: the hook's frame is the
@@ -1928,7 +1927,34 @@ static __always_inline int check_move(const struct session *s, struct dentry *ol
 		return 0;
 	walk_start(&w, s, scalar_of(new_dentry), 0, ACCESS_CREATE, 0);
 	w.never = ACCESS_CREATE;
-	return verdict(s, scalar_of(new_dentry), hook, &w);
+	return verdict(s, scalar_of(new_dentry), HOOK_INODE_RENAME_TO, &w);
+}
+
+/* The session's exact grant on the object of dentry `d`, 0 if none. */
+static __noinline __u32 own_exact(__u64 session, struct dentry *d)
+{
+	struct inode *inode = BPF_CORE_READ(d, d_inode);
+
+	return inode ? exact_bits(session, BPF_CORE_READ(inode, i_ino), BPF_CORE_READ(inode, i_sb, s_dev)) : 0;
+}
+
+/* check_move for a hard link (always to a file): the new name may not give
+ * the file read, write or delete beyond what its old name and its own exact
+ * grant give. Refused as never-grantable. */
+static __always_inline int check_link(const struct session *s, struct dentry *old_dentry, struct dentry *new_dentry)
+{
+	struct walk w;
+	__u32 own = own_exact(s->id, old_dentry);
+	__u32 from = move_places(&w, s->id, old_dentry, new_dentry, 0);
+
+	if (!(w.granted & ~from & ~own & (ACCESS_READ | ACCESS_WRITE | ACCESS_DELETE)))
+		return 0;
+	/* verdict() on a never-grantable `create`, without its hold path. */
+	walk_start(&w, s, scalar_of(new_dentry), 0, ACCESS_CREATE, 0);
+	w.never = ACCESS_CREATE;
+	w.flags |= EVENT_FLAG_NEVER;
+	report(s, &w, scalar_of(new_dentry), ACCESS_CREATE, HOOK_INODE_LINK);
+	return -EACCES;
 }
 
 /* Whether a rename changes whether the entry is hidden (a subtree grant
@@ -1959,7 +1985,7 @@ int BPF_PROG(pincer_inode_rename_held, struct inode *old_dir, struct dentry *old
 	if (err)
 		return err;
 	if (!one_dir || hiding_changes(old_dentry, new_dentry)) {
-		err = check_move(&s, old_dentry, new_dentry, HOOK_INODE_RENAME_TO);
+		err = check_move(&s, old_dentry, new_dentry);
 		if (err)
 			return err;
 	}
@@ -2108,7 +2134,7 @@ int BPF_PROG(pincer_inode_link, struct dentry *old_dentry, struct inode *dir, st
 	err = check_object(&s, old_dentry, ACCESS_READ, HOOK_INODE_LINK_SOURCE);
 	if (err)
 		return err;
-	return check_move(&s, old_dentry, new_dentry, HOOK_INODE_LINK);
+	return check_link(&s, old_dentry, new_dentry);
 }
 
 SEC("lsm/inode_unlink")
@@ -2153,7 +2179,7 @@ int BPF_PROG(pincer_inode_rename, struct inode *old_dir, struct dentry *old_dent
 	if (err)
 		return err;
 	if (old_dir != new_dir || hiding_changes(old_dentry, new_dentry)) {
-		err = check_move(&s, old_dentry, new_dentry, HOOK_INODE_RENAME_TO);
+		err = check_move(&s, old_dentry, new_dentry);
 		if (err)
 			return err;
 	}
