@@ -1841,42 +1841,26 @@ int BPF_PROG(pincer_inode_setattr_held, struct mnt_idmap *idmap, struct dentry *
 	return held_object(&s, dentry, ACCESS_WRITE, HOOK_INODE_SETATTR, 1);
 }
 
-/* The access bits the grants give a new entry named `name` (a kernel string)
- * in directory `dir`: subtree grants and open paths from `dir` up to the
- * first root (none of the subtree grants for a hidden name), with
- * ACCESS_CREATED_BY_SESSION when `dir` lies in the session's scratch. With
- * `hidden`, the bits a hidden entry inside the new entry gets (open paths and
- * the scratch's grant only). The entry's own grants are not counted: they move
- * with it. */
-static __noinline __u32 place_bits(struct walk *w, __u64 session, struct dentry *dir, __u64 name, __u32 hidden)
+/* The access bits the grants give `entry` (a dentry, existing or new) at its
+ * place, its directory and name: subtree grants and open paths from the
+ * directory up to the first root (none of the subtree grants for a hidden
+ * name), with ACCESS_CREATED_BY_SESSION when the directory lies in the
+ * session's scratch. With `hidden`, the bits a hidden entry inside `entry`
+ * gets there (open paths and the scratch's grant only). The entry's own
+ * grants are not counted: they move with it. */
+static __noinline __u32 place_bits(struct walk *w, __u64 session, struct dentry *entry, __u32 hidden)
 {
-	if (!w)
+	if (!w || !entry)
 		return 0;
 	__builtin_memset(w, 0, sizeof(*w));
 	w->session = session;
-	w->d = scalar_of(dir);
-	w->child_name = name;
+	w->d = scalar_of(BPF_CORE_READ(entry, d_parent));
+	w->child_name = scalar_of(BPF_CORE_READ(entry, d_name.name));
 	w->hidden = hidden;
 	w->subtree_ok = 1;
 	w->collect = 1;
 	walk_up(w);
 	return w->granted;
-}
-
-/* For a move of old_dentry to new_dentry: the place bits (place_bits, with
- * `hidden`) of the old place, returned, and of the new place, left in
- * w->granted. A subprogram: the hook's frame holds neither name. */
-static __noinline __u32 move_places(struct walk *w, __u64 session, struct dentry *old_dentry, struct dentry *new_dentry,
-				  __u32 hidden)
-{
-	if (!w)
-		return 0;
-	__u32 from = place_bits(w, session, BPF_CORE_READ(old_dentry, d_parent),
-				scalar_of(BPF_CORE_READ(old_dentry, d_name.name)), hidden);
-
-	place_bits(w, session, BPF_CORE_READ(new_dentry, d_parent), scalar_of(BPF_CORE_READ(new_dentry, d_name.name)),
-		   hidden);
-	return from;
 }
 
 /* The session's exact grant on object (ino, dev), 0 if none. A subprogram:
@@ -1908,7 +1892,8 @@ static __always_inline int check_move(const struct session *s, struct dentry *ol
 	if (!inode)
 		return 0;
 	int dir = (BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFDIR;
-	__u32 from = move_places(&w, s->id, old_dentry, new_dentry, 0), to = w.granted;
+	__u32 from = place_bits(&w, s->id, old_dentry, 0);
+	__u32 to = place_bits(&w, s->id, new_dentry, 0);
 	/* Into the scratch is a gain for a directory: the patterns do not
 	 * apply there, and the scratch goes when the session ends. */
 	__u32 gain = to & ~from & (ACCESS_ALL_BITS | ACCESS_CREATED_BY_SESSION);
@@ -1916,9 +1901,9 @@ static __always_inline int check_move(const struct session *s, struct dentry *ol
 	/* A directory's hidden entries get only what reaches hidden entries
 	 * (open paths, the scratch): compared on their own. */
 	if (dir) {
-		__u32 hidden_from = move_places(&w, s->id, old_dentry, new_dentry, 1);
+		__u32 hidden_from = place_bits(&w, s->id, old_dentry, 1);
 
-		gain |= w.granted & ~hidden_from & (ACCESS_ALL_BITS | ACCESS_CREATED_BY_SESSION);
+		gain |= place_bits(&w, s->id, new_dentry, 1) & ~hidden_from & (ACCESS_ALL_BITS | ACCESS_CREATED_BY_SESSION);
 	}
 	if (!dir)
 		gain &= (ACCESS_READ | ACCESS_WRITE | ACCESS_DELETE) &
@@ -1945,9 +1930,9 @@ static __always_inline int check_link(const struct session *s, struct dentry *ol
 {
 	struct walk w;
 	__u32 own = own_exact(s->id, old_dentry);
-	__u32 from = move_places(&w, s->id, old_dentry, new_dentry, 0);
+	__u32 from = place_bits(&w, s->id, old_dentry, 0);
 
-	if (!(w.granted & ~from & ~own & (ACCESS_READ | ACCESS_WRITE | ACCESS_DELETE)))
+	if (!(place_bits(&w, s->id, new_dentry, 0) & ~from & ~own & (ACCESS_READ | ACCESS_WRITE | ACCESS_DELETE)))
 		return 0;
 	/* verdict() on a never-grantable `create`, without its hold path. */
 	walk_start(&w, s, scalar_of(new_dentry), 0, ACCESS_CREATE, 0);
