@@ -1863,33 +1863,26 @@ static __noinline __u32 place_bits(struct walk *w, __u64 session, struct dentry 
 	return w->granted;
 }
 
-/* The session's exact grant on the object of dentry `d`, 0 if none. A
- * subprogram: its key is not on the hook's frame. */
-static __noinline __u32 own_exact(__u64 session, struct dentry *d)
+/* The session's exact grant on object (ino, dev), 0 if none. A subprogram:
+ * its key is not on the rename hook's frame. */
+static __noinline __u32 exact_bits(__u64 session, __u64 ino, __u32 dev)
 {
-	struct inode *inode = BPF_CORE_READ(d, d_inode);
-
-	if (!inode)
-		return 0;
-	struct grant_key gk = { .session = session, .ino = BPF_CORE_READ(inode, i_ino), .dev = BPF_CORE_READ(inode, i_sb, s_dev) };
+	struct grant_key gk = { .session = session, .ino = ino, .dev = dev };
 	__u32 *bits = bpf_map_lookup_elem(&MAP_EXACT, &gk);
 
 	return bits ? *bits : 0;
 }
 
-/* A rename across directories, or a hard link, may not widen what the
- * session can do to what it moves or names anew (as Landlock's REFER right):
- * the grants of the new place must be ones the old place gave, for a
- * directory (everything in the moved tree gets them; its hidden entries,
- * which only open paths and the scratch reach, compared on their own) and for
- * a file alike, except what the file's own exact grant already gives it (the
- * session's own files move freely); a directory does not move into the
- * session's scratch from elsewhere. And no directory leaves the session's
- * scratch: a tree assembled there (a repository with hooks and config) would
- * bring into the user's places names that no check saw. Refused as
- * never-grantable (no grant could make it safe), reported on `hook`. */
-static __always_inline int check_move(const struct session *s, struct dentry *old_dentry, struct dentry *new_dentry,
-				      __u32 hook)
+/* A rename across directories may not widen what the session can do to what
+ * it moves (as Landlock's REFER right): the grants of the new place must be
+ * ones the old place gave, for a directory (everything in the moved tree gets
+ * them) and for a file alike, except what the file's own exact grant already
+ * gives it (the session's own files move freely); a directory does not move
+ * into the session's scratch from elsewhere. And no directory leaves the
+ * session's scratch: a tree assembled there (a repository with hooks and
+ * config) would bring into the user's places names that no check saw. Refused
+ * as never-grantable: no grant could make the move safe. */
+static __always_inline int check_move(const struct session *s, struct dentry *old_dentry, struct dentry *new_dentry)
 {
 	struct inode *inode = BPF_CORE_READ(old_dentry, d_inode);
 	/* One walk for both places and the report: the hook's frame is the
@@ -1905,21 +1898,47 @@ static __always_inline int check_move(const struct session *s, struct dentry *ol
 	 * apply there, and the scratch goes when the session ends. */
 	__u32 gain = to & ~from & (ACCESS_ALL_BITS | ACCESS_CREATED_BY_SESSION);
 
+	/* A directory's hidden entries get only what reaches hidden entries
+	 * (open paths, the scratch): compared on their own. */
 	if (dir) {
 		__u32 hidden_from = place_bits(&w, s->id, old_dentry, 1);
 
 		gain |= place_bits(&w, s->id, new_dentry, 1) & ~hidden_from & (ACCESS_ALL_BITS | ACCESS_CREATED_BY_SESSION);
-	} else {
-		gain &= (ACCESS_READ | ACCESS_WRITE | ACCESS_DELETE) & ~own_exact(s->id, old_dentry);
 	}
+	if (!dir)
+		gain &= (ACCESS_READ | ACCESS_WRITE | ACCESS_DELETE) &
+			~exact_bits(s->id, BPF_CORE_READ(inode, i_ino), BPF_CORE_READ(inode, i_sb, s_dev));
 	if (!gain && !(dir && (from & ACCESS_CREATED_BY_SESSION) && !(to & ACCESS_CREATED_BY_SESSION)))
 		return 0;
-	/* verdict() on a never-grantable `create`, without its hold path (never
-	 * taken for it), which the hooks' frames have no room for. */
+	walk_start(&w, s, scalar_of(new_dentry), 0, ACCESS_CREATE, 0);
+	w.never = ACCESS_CREATE;
+	return verdict(s, scalar_of(new_dentry), HOOK_INODE_RENAME_TO, &w);
+}
+
+/* The session's exact grant on the object of dentry `d`, 0 if none. */
+static __noinline __u32 own_exact(__u64 session, struct dentry *d)
+{
+	struct inode *inode = BPF_CORE_READ(d, d_inode);
+
+	return inode ? exact_bits(session, BPF_CORE_READ(inode, i_ino), BPF_CORE_READ(inode, i_sb, s_dev)) : 0;
+}
+
+/* check_move for a hard link (always to a file): the new name may not give
+ * the file read, write or delete beyond what its old name and its own exact
+ * grant give. Refused as never-grantable. */
+static __always_inline int check_link(const struct session *s, struct dentry *old_dentry, struct dentry *new_dentry)
+{
+	struct walk w;
+	__u32 own = own_exact(s->id, old_dentry);
+	__u32 from = place_bits(&w, s->id, old_dentry, 0);
+
+	if (!(place_bits(&w, s->id, new_dentry, 0) & ~from & ~own & (ACCESS_READ | ACCESS_WRITE | ACCESS_DELETE)))
+		return 0;
+	/* verdict() on a never-grantable `create`, without its hold path. */
 	walk_start(&w, s, scalar_of(new_dentry), 0, ACCESS_CREATE, 0);
 	w.never = ACCESS_CREATE;
 	w.flags |= EVENT_FLAG_NEVER;
-	report(s, &w, scalar_of(new_dentry), ACCESS_CREATE, hook);
+	report(s, &w, scalar_of(new_dentry), ACCESS_CREATE, HOOK_INODE_LINK);
 	return -EACCES;
 }
 
@@ -1951,7 +1970,7 @@ int BPF_PROG(pincer_inode_rename_held, struct inode *old_dir, struct dentry *old
 	if (err)
 		return err;
 	if (!one_dir || hiding_changes(old_dentry, new_dentry)) {
-		err = check_move(&s, old_dentry, new_dentry, HOOK_INODE_RENAME_TO);
+		err = check_move(&s, old_dentry, new_dentry);
 		if (err)
 			return err;
 	}
@@ -2100,7 +2119,7 @@ int BPF_PROG(pincer_inode_link, struct dentry *old_dentry, struct inode *dir, st
 	err = check_object(&s, old_dentry, ACCESS_READ, HOOK_INODE_LINK_SOURCE);
 	if (err)
 		return err;
-	return check_move(&s, old_dentry, new_dentry, HOOK_INODE_LINK);
+	return check_link(&s, old_dentry, new_dentry);
 }
 
 SEC("lsm/inode_unlink")
@@ -2145,7 +2164,7 @@ int BPF_PROG(pincer_inode_rename, struct inode *old_dir, struct dentry *old_dent
 	if (err)
 		return err;
 	if (old_dir != new_dir || hiding_changes(old_dentry, new_dentry)) {
-		err = check_move(&s, old_dentry, new_dentry, HOOK_INODE_RENAME_TO);
+		err = check_move(&s, old_dentry, new_dentry);
 		if (err)
 			return err;
 	}
