@@ -226,20 +226,23 @@ const INJECTION: &[(&str, &str)] = &[
 /// non-ASCII byte and becomes far slower than the single patterns with their literal
 /// prefilters). The answer is the same either way: whether each pattern matches somewhere.
 struct PatternGroup {
-    gate: Gate,
+    set: RegexSet,
     each: Vec<Regex>,
 }
 
 impl PatternGroup {
     fn new(patterns: &[String]) -> Self {
-        PatternGroup { gate: Gate::new(patterns.iter().map(String::as_str)), each: patterns.iter().map(|p| Regex::new(p).expect("regex")).collect() }
+        PatternGroup { set: RegexSet::new(patterns).expect("regex"), each: patterns.iter().map(|p| Regex::new(p).expect("regex")).collect() }
     }
 
-    /// Whether each pattern matches somewhere in `text`, in the patterns' order: the gate's
-    /// answer, exact on ASCII text, and on other text each pattern's own.
+    /// Whether each pattern matches somewhere in `text`, in the patterns' order.
     fn matching(&self, text: &str) -> Vec<bool> {
-        let ascii = text.is_ascii();
-        self.gate.may_match(text).into_iter().zip(&self.each).map(|(may, re)| may && (ascii || re.is_match(text))).collect()
+        if text.is_ascii() {
+            let m = self.set.matches(text);
+            (0..self.each.len()).map(|i| m.matched(i)).collect()
+        } else {
+            self.each.iter().map(|r| r.is_match(text)).collect()
+        }
     }
 }
 
@@ -427,7 +430,8 @@ pub fn content_findings(content: &[u8]) -> Vec<Finding> {
         out.push(Finding { kind: FindingKind::Oversize, what: format!("{} bytes, of which the first {MAX_INSPECT_BYTES} were inspected", content.len()) });
     }
     // A detector whose pattern the gate did not find is skipped: it would find nothing.
-    for c in gate[G_ASSIGNMENT].then(|| d.assignment.captures_iter(&text)).into_iter().flatten() {
+    let assignments = if gate[G_ASSIGNMENT] { Some(d.assignment.captures_iter(&text)) } else { None };
+    for c in assignments.into_iter().flatten() {
         let v = &c[3];
         // Ciphertext (an encrypted value) and public keys are not secrets.
         if is_not_secret_value(v) {
@@ -445,14 +449,16 @@ pub fn content_findings(content: &[u8]) -> Vec<Finding> {
             break;
         }
     }
-    for c in gate[G_SSN].then(|| d.ssn.captures_iter(&text)).into_iter().flatten() {
+    let ssns = if gate[G_SSN] { Some(d.ssn.captures_iter(&text)) } else { None };
+    for c in ssns.into_iter().flatten() {
         let (a, g, s) = (&c[1], &c[2], &c[3]);
         if a != "000" && a != "666" && !a.starts_with('9') && g != "00" && s != "0000" {
             out.push(Finding { kind: FindingKind::IdentityNumber, what: "social security number".into() });
             break;
         }
     }
-    for m in gate[G_CARD].then(|| d.card.find_iter(&text)).into_iter().flatten() {
+    let cards = if gate[G_CARD] { Some(d.card.find_iter(&text)) } else { None };
+    for m in cards.into_iter().flatten() {
         if is_card(&text, m.start(), m.as_str()) && !labelled_as_other_number(&text, m.start()) {
             out.push(Finding { kind: FindingKind::IdentityNumber, what: "payment card number".into() });
             break;

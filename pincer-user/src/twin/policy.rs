@@ -94,16 +94,14 @@ impl PrecommittedPolicy {
         let mut best: Option<(usize, bool, &PolicyEntry)> = None;
         let literal = [p, path].into_iter().flat_map(|k| self.literal.get(k).into_iter().flatten()).copied();
         let mut seen_literal: Vec<usize> = Vec::new();
-        // The two forms of the path as globs read them, made once, at the first glob entry.
-        let mut candidates = None;
+        // The two forms of the path as globs read them, made once for all the entries.
+        let candidates = (!self.globbed.is_empty()).then(|| (globset::Candidate::new(p), globset::Candidate::new(path)));
         for i in literal.chain(self.globbed.iter().copied()) {
             let e = &self.entries[i];
-            let hit = match &self.matchers[i] {
-                Some(m) => {
-                    let (cp, cpath) = candidates.get_or_insert_with(|| (globset::Candidate::new(p), globset::Candidate::new(path)));
-                    m.is_match_candidate(cp) || m.is_match_candidate(cpath)
-                }
-                None => {
+            let hit = match (&self.matchers[i], &candidates) {
+                (Some(m), Some((cp, cpath))) => m.is_match_candidate(cp) || m.is_match_candidate(cpath),
+                (Some(m), None) => m.is_match(p) || m.is_match(path),
+                (None, _) => {
                     // `p` and `path` may be the same key: each literal entry counts once.
                     if seen_literal.contains(&i) {
                         continue;

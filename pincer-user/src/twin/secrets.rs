@@ -211,7 +211,7 @@ fn scan(text: &str, depth: usize, blobs: &mut usize, out: &mut Vec<Finding>) {
     let c = compiled();
     // A search the gate found nothing for is skipped: it would find nothing.
     let gate = secrets_gate().may_match(text);
-    let hits = |g: usize, re: &'static Regex| gate[g].then(|| re.captures_iter(text)).into_iter().flatten();
+    let hits = |g: usize, re: &'static Regex| (if gate[g] { Some(re.captures_iter(text)) } else { None }).into_iter().flatten();
     // Private keys, in any armour; JSON strings hold them with `\n` escapes, which the
     // armour line does not need.
     if let Some(m) = gate[G_PRIVATE_KEY].then(|| c.private_key.captures(text)).flatten() {
