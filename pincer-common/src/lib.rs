@@ -44,6 +44,10 @@ shared_consts! {
     /// Marker bit set by the kernel on exact grants it recorded for an object the
     /// session created itself under a `create` grant (it carries read and write).
     ACCESS_CREATED_BY_SESSION: u32 = 1 << 31;
+    /// Marker bit on an exact grant of `create` on a directory: the grant reaches new
+    /// hidden names (a leading dot) in it too. Without it such a grant makes visible
+    /// entries only, so a grant given for `notes.md` does not make `.envrc` beside it.
+    ACCESS_HIDDEN_NAMES: u32 = 1 << 29;
 
     /// Hook id in [`MissEvent::hook`]: `file_open`.
     HOOK_FILE_OPEN: u32 = 1;

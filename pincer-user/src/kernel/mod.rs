@@ -1064,6 +1064,16 @@ impl Enforcer {
         map.insert(key, old | bits)
     }
 
+    /// Gives a session `create` on directory `id` for hidden names too (the grant marked
+    /// `ACCESS_HIDDEN_NAMES`): what a decision on a new hidden name there gives. A plain
+    /// `create` grant ([`Enforcer::grant`]) makes visible names only.
+    pub fn grant_create_hidden(&mut self, session: u64, id: ObjectId) -> Result<(), KernelError> {
+        let key = GrantKey { session, ino: id.ino, dev: id.dev, _pad: 0 };
+        let map = self.grant_map(Scope::Exact);
+        let old = map.get(&key)?.unwrap_or(0);
+        map.insert(key, old | pincer_common::ACCESS_CREATE | pincer_common::ACCESS_HIDDEN_NAMES)
+    }
+
     /// Gives a session every access on the directory `id` and beneath it as its own place
     /// (its scratch): a subtree grant marked `ACCESS_CREATED_BY_SESSION`, inside which the
     /// kernel's never patterns do not apply (`git init` there writes `.git/config`).
