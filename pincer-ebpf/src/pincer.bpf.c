@@ -1770,6 +1770,11 @@ static __always_inline int held_create(const struct session *s, struct inode *di
 	bpf_rcu_read_unlock();
 	if (!err || !missing)
 		return err;
+	/* A hidden name is made only under a grant marked for hidden names
+	 * (misses_hidden_name): the plain `create` a visible name was given
+	 * does not end its hold with an allow. */
+	if ((missing & ACCESS_CREATE) && hidden_name(BPF_CORE_READ(child, d_name.name)))
+		missing |= ACCESS_HIDDEN_NAMES;
 	return dir ? hold_wait(s, BPF_CORE_READ(dir, i_sb, s_dev), BPF_CORE_READ(dir, i_ino), missing, hook_locks(hook)) : -EACCES;
 }
 

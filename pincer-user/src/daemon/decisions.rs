@@ -244,6 +244,9 @@ pub struct HeldMiss {
     /// The access types the miss asked for, each with the object its grant goes on
     /// ([`crate::kernel::Miss::target`]).
     pub access: Vec<(ObjectId, crate::access::Access)>,
+    /// The entry's name is hidden (a leading dot): its `create` needs a grant marked for
+    /// hidden names ([`crate::kernel::Enforcer::holds_for_name`]).
+    pub hidden_name: bool,
     /// Decisions of the miss still to come.
     pub outstanding: usize,
     /// Its hook keeps a folder or the object locked while the thread waits.

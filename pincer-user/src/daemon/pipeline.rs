@@ -306,7 +306,7 @@ impl Core {
             return Begun::Ruled(Ruling::deny(format!("no open session {:?}", req.session), None));
         };
         // A miss queued behind the decision that granted its access is not decided again.
-        if matches!(origin, Origin::Miss { .. }) && self.enforcer.holds(cgroup_id, req.target, req.access).unwrap_or(false) {
+        if matches!(origin, Origin::Miss { .. }) && self.enforcer.holds_for_name(cgroup_id, req.target, req.access, req.creates_hidden_name()).unwrap_or(false) {
             return Begun::Ruled(Ruling { granted: true, outcome: RequestOutcome::Grant, reason: "granted by an earlier decision".into(), question: None });
         }
         // Never-grantable beats every vote, rule and approval; a containment that cannot
@@ -488,7 +488,8 @@ impl Core {
         if hold != 0 {
             let locked = m.hook.holds_lock();
             let seen_after = self.holds.as_ref().and_then(|h| h.waited(hold));
-            let held = HeldMiss { hold, cgroup_id: m.session, access: m.access.iter().map(|&a| (m.target(a), a)).collect(), outstanding: requests.len(), locked, seen_after };
+            let hidden_name = m.relative_path.file_name().is_some_and(|n| n.as_encoded_bytes().starts_with(b"."));
+            let held = HeldMiss { hold, cgroup_id: m.session, access: m.access.iter().map(|&a| (m.target(a), a)).collect(), hidden_name, outstanding: requests.len(), locked, seen_after };
             if requests.is_empty() {
                 self.release_hold(&held);
                 return;
@@ -535,7 +536,7 @@ impl Core {
     /// which checks it next.
     fn release_hold(&mut self, held: &HeldMiss) {
         let Some(holds) = self.holds.clone() else { return };
-        let granted = held.access.iter().all(|&(target, a)| self.enforcer.holds(held.cgroup_id, target, a).unwrap_or(false));
+        let granted = held.access.iter().all(|&(target, a)| self.enforcer.holds_for_name(held.cgroup_id, target, a, held.hidden_name).unwrap_or(false));
         let hold = held.hold;
         let end = holds.release(hold);
         if let Some(s) = self.sessions.by_cgroup_id(held.cgroup_id) {
@@ -636,7 +637,7 @@ impl Core {
         // failed lookup decides as usual; nothing is granted here); those that come while
         // it is decided join its decision ([`super::decisions::Lanes::enqueue`]).
         if let Some(cgroup_id) = self.sessions.get(&id).map(|s| s.cgroup_id) {
-            requests.retain(|r| !self.enforcer.holds(cgroup_id, r.target, r.access).unwrap_or(false));
+            requests.retain(|r| !self.enforcer.holds_for_name(cgroup_id, r.target, r.access, r.creates_hidden_name()).unwrap_or(false));
             if requests.is_empty() {
                 return vec![];
             }

@@ -1123,6 +1123,16 @@ impl Enforcer {
         Ok(self.granted_bits(session, id, Scope::Exact)? & access_bit(access) != 0)
     }
 
+    /// [`Enforcer::holds`] as the kernel checks a new entry's name: `create` of a hidden
+    /// name (`hidden_name`) needs the grant marked for hidden names
+    /// ([`Enforcer::grant_create_hidden`]) or the session's own folder.
+    pub fn holds_for_name(&self, session: u64, id: ObjectId, access: Access, hidden_name: bool) -> Result<bool, KernelError> {
+        let bits = self.granted_bits(session, id, Scope::Exact)?;
+        let reaches_name = !(hidden_name && access == Access::Create)
+            || bits & (pincer_common::ACCESS_HIDDEN_NAMES | pincer_common::ACCESS_CREATED_BY_SESSION) != 0;
+        Ok(bits & access_bit(access) != 0 && reaches_name)
+    }
+
     fn grant_map(&mut self, scope: Scope) -> &mut BoxTable<GrantKey, u32> {
         match scope {
             Scope::Exact => &mut self.maps.exact,
