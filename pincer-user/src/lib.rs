@@ -13,6 +13,7 @@
 //! - [`agents`]: Claude Code's hook, and history from Claude Code's and Codex's transcripts.
 //! - [`doctor`]: whether a host can run the daemon.
 //! - [`service`]: readiness for systemd.
+//! - [`cli_main`]: the `pincer` command line (`src/cli/`); `src/main.rs` only calls it.
 #![warn(missing_docs)]
 
 pub mod access;
@@ -29,5 +30,11 @@ pub mod daemon;
 pub mod agents;
 pub mod doctor;
 pub mod service;
+mod cli;
 
 pub use access::Access;
+
+/// Runs the `pincer` command line on this process's arguments and returns its exit status.
+pub fn cli_main() -> std::process::ExitCode {
+    cli::main()
+}

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 
-mod common;
+use crate::common;
 use common::{config_in, persona_state, persona_workspace, start_daemon, OUTSIDE, TODO_PROMPT};
 
 struct Harness {

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot, watch, Barrier};
 
-mod common;
+use crate::common;
 use common::{config_in, persona_state, persona_workspace, start_daemon_with, OUTSIDE, TODO_PROMPT};
 
 /// What the test decider does to the calls of sessions whose prompt holds [`MARK`].

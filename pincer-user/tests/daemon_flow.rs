@@ -13,7 +13,7 @@ use pincer::kernel::{ObjectId, Scope};
 use pincer::Access;
 use std::path::{Path, PathBuf};
 
-mod common;
+use crate::common;
 use common::host::{approval_of, eventually, granted, Host};
 use common::{OUTSIDE, PERSONA, TODO_PROMPT};
 

@@ -7,7 +7,7 @@ use pincer::kernel::MemoryMaps;
 use pincer::daemon::peer::CgroupLookup;
 use pincer::doctor::{self, Host, Status, KERNEL_OPTIONS};
 
-mod common;
+use crate::common;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

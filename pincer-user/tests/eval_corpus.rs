@@ -5,7 +5,7 @@ use pincer::Access;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-mod common;
+use crate::common;
 use common::copy_dir;
 
 static N: AtomicUsize = AtomicUsize::new(0);

@@ -12,7 +12,7 @@ use pincer::Access;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
-mod common;
+use crate::common;
 use common::host::{approval_of, eventually, granted, Host};
 use common::pg::Cluster;
 use common::{config_in, OUTSIDE, TODO_PROMPT};
@@ -206,7 +206,7 @@ fn a_daemon_killed_mid_write_loses_no_audit_entry() {
     let db = cluster().database(tmp.path());
     let spool = tmp.path().join("audit.jsonl");
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "spool_child", "--nocapture", "--test-threads=1"])
+        .args(["--exact", "fleet::spool_child", "--nocapture", "--test-threads=1"])
         .env("PINCER_SPOOL_CHILD", &spool)
         .env("PINCER_SPOOL_DB", serde_json::to_string(&db).unwrap())
         .stdout(std::process::Stdio::piped())
@@ -606,8 +606,8 @@ fn cli(h: &Host, args: &[&str]) -> (String, String) {
 /// `pincer` CLI: the worker on host-a waits, `pincer pending` on host-b lists host-a's
 /// question, `pincer approve ID --host host-a` on host-b answers it, the worker gets the
 /// grant, and `pincer log --host host-a` shows both ends. Written to the file named by
-/// `PINCER_FLEET_TRANSCRIPT` if set (`cargo test --release -p pincer-user --test fleet
-/// transcript -- --nocapture` prints it too).
+/// `PINCER_FLEET_TRANSCRIPT` if set (`cargo test --release -p pincer-user --test integration
+/// fleet::transcript -- --nocapture` prints it too).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transcript_of_an_approval_given_on_one_host_that_grants_on_another() {
     let tmp = tempfile::tempdir().unwrap();

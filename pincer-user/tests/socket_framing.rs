@@ -14,7 +14,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::sync::oneshot;
 
-mod common;
+use crate::common;
 
 /// A daemon on a temporary socket; every caller is outside every session.
 struct Daemon {

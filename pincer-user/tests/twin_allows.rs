@@ -3,7 +3,7 @@
 //! still a lookalike and content is still checked; explicit deny > inferred restriction
 //! (which asks) > explicit allow. Each test fails if its mechanism is removed.
 
-mod common;
+use crate::common;
 
 use common::twin::tree;
 use pincer::decider::{Mechanism, OfflineDecider, Verdict};

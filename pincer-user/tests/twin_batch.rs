@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::watch;
 
-mod common;
+use crate::common;
 use common::twin::rec;
 
 /// What the fake model does wrong in its answers to one vote's batched prompts.

@@ -2,7 +2,7 @@
 //! cBGR per persona and attack type (a sanity check of the twin on its own; the evaluation
 //! harness proper is `pincer eval`).
 
-mod common;
+use crate::common;
 
 use common::twin::tree;
 use pincer::decider::OfflineDecider;

@@ -4,7 +4,7 @@
 //! creates and deletes the prompt asks for, and Pincer-P2's use of the pre-committed policy.
 //! Each test fails if its mechanism is removed.
 
-mod common;
+use crate::common;
 
 use common::twin::{kinds, rec, tree};
 use pincer::decider::{OfflineDecider, Verdict};

@@ -10,7 +10,7 @@
 //! written (a content clause's place asks), and a request for a resource only read content
 //! names follows the content, not the prompt. Each test fails if its mechanism is removed.
 
-mod common;
+use crate::common;
 
 use common::twin::{rec, tree};
 use pincer::decider::{Mechanism, OfflineDecider, Verdict};

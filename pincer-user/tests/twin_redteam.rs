@@ -4,7 +4,7 @@
 //! broad allow or in a copy; a place only kept from deletion makes no lookalikes of new
 //! files the prompt names. Each test fails if its mechanism is removed.
 
-mod common;
+use crate::common;
 
 use common::twin::{rec, tree};
 use pincer::decider::{Mechanism, OfflineDecider, Verdict};

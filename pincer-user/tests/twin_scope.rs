@@ -7,7 +7,7 @@
 //! generic word; prose and login detectors; a prompt that approves an ask-first change.
 //! Each test fails if its mechanism is removed.
 
-mod common;
+use crate::common;
 
 use common::twin::{kinds, rec, tree};
 use pincer::decider::{OfflineDecider, Verdict};

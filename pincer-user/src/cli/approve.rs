@@ -3,8 +3,8 @@
 
 use super::conn::{call, Conn};
 use clap::Args;
-use pincer::daemon::protocol::ApprovalScope;
-use pincer::daemon::{Call, Reply};
+use crate::daemon::protocol::ApprovalScope;
+use crate::daemon::{Call, Reply};
 use std::process::ExitCode;
 
 /// Arguments of `pincer deny`.

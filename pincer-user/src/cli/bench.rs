@@ -4,11 +4,11 @@
 //! CPU time (which leaves out the time the thread waited for a core on a loaded machine).
 
 use clap::{Args, Subcommand};
-use pincer::decider::OfflineDecider;
-use pincer::sanitize::{SecretKey, Sanitizer};
-use pincer::store::{AccessRecord, AuditRow, HistoryRecord, Permission, PolicyRule, Store, StoreSpec, TrustedState, UserPolicy};
-use pincer::twin::{Prepared, Request, Twin, TwinConfig, Variant};
-use pincer::Access;
+use crate::decider::OfflineDecider;
+use crate::sanitize::{SecretKey, Sanitizer};
+use crate::store::{AccessRecord, AuditRow, HistoryRecord, Permission, PolicyRule, Store, StoreSpec, TrustedState, UserPolicy};
+use crate::twin::{Prepared, Request, Twin, TwinConfig, Variant};
+use crate::Access;
 use std::process::ExitCode;
 
 mod fleet;
@@ -44,7 +44,7 @@ enum What {
         /// The decider backend (default offline; a model's settings come from `--config`'s
         /// `[decider]`, or the environment as for `pincer eval`).
         #[arg(long, value_enum, default_value = "offline")]
-        decider: pincer::decider::Backend,
+        decider: crate::decider::Backend,
         /// Audit rows written to each store's audit for the rows/s figure.
         #[arg(long, default_value_t = 20000)]
         audit_rows: usize,
@@ -216,11 +216,11 @@ async fn decide_over(store: Store, n: usize, iterations: usize) -> anyhow::Resul
 /// `spool` naming the fleet's store, as a fleet's spool (each entry flushed with
 /// `fdatasync` before the append returns, shipped by its thread meanwhile).
 fn append_rate(spool: Option<&StoreSpec>, rows: usize) -> anyhow::Result<f64> {
-    use pincer::daemon::audit::{AuditEntry, AuditLog, Event};
+    use crate::daemon::audit::{AuditEntry, AuditLog, Event};
     let dir = tempfile::tempdir()?;
     let log = AuditLog::open(&dir.path().join("audit.jsonl"))?;
     if let Some(spec) = spool {
-        log.spool_for(spec.clone(), pincer::daemon::users::Identities::fleet("bench".into(), Default::default()))?;
+        log.spool_for(spec.clone(), crate::daemon::users::Identities::fleet("bench".into(), Default::default()))?;
     }
     let start = Instant::now();
     for _ in 0..rows {
@@ -234,7 +234,7 @@ fn ship_rate(spec: &StoreSpec, rows: usize) -> anyhow::Result<f64> {
     let store = spec.open()?;
     let start = Instant::now();
     let run = format!("{}-{}", std::process::id(), std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos());
-    for chunk in (0..rows).collect::<Vec<_>>().chunks(pincer::daemon::ship::SHIP_BATCH) {
+    for chunk in (0..rows).collect::<Vec<_>>().chunks(crate::daemon::ship::SHIP_BATCH) {
         let batch: Vec<AuditRow> = chunk
             .iter()
             .map(|i| AuditRow {
@@ -259,7 +259,7 @@ async fn bench_stores(stores: &[BenchStore], config: Option<&std::path::Path>, h
         specs.push(match s {
             BenchStore::Sqlite => StoreSpec::Sqlite(dir.path().join("bench.db")),
             BenchStore::Postgres => {
-                let spec = pincer::daemon::config::Config::load(config)?.store_spec();
+                let spec = crate::daemon::config::Config::load(config)?.store_spec();
                 anyhow::ensure!(spec.is_shared(), "--store postgres needs a configuration whose [store] backend is \"postgres\" (--config FILE)");
                 spec
             }
@@ -288,7 +288,7 @@ async fn bench_stores(stores: &[BenchStore], config: Option<&std::path::Path>, h
             BenchStore::Sqlite => println!("{:>12.0} entries/s  sqlite: appended to the host's log (one host)", append_rate(None, audit_rows)?),
             BenchStore::Postgres => {
                 println!("{:>12.0} entries/s  postgres: appended to the spool, each flushed (fdatasync), shipped meanwhile", append_rate(Some(spec), audit_rows)?);
-                println!("{:>12.0} rows/s     postgres: stored into the shared audit in batches of {}", ship_rate(spec, audit_rows)?, pincer::daemon::ship::SHIP_BATCH);
+                println!("{:>12.0} rows/s     postgres: stored into the shared audit in batches of {}", ship_rate(spec, audit_rows)?, crate::daemon::ship::SHIP_BATCH);
             }
         }
     }
@@ -296,12 +296,12 @@ async fn bench_stores(stores: &[BenchStore], config: Option<&std::path::Path>, h
 }
 
 /// The decider `bench decide` measures: offline, or a model at the configured endpoint.
-fn bench_decider(backend: pincer::decider::Backend, config: Option<&std::path::Path>) -> anyhow::Result<Arc<dyn pincer::decider::Decider>> {
-    use pincer::decider::{AnthropicChat, Backend, ChatConfig, LlmDecider, OpenAiChat};
+fn bench_decider(backend: crate::decider::Backend, config: Option<&std::path::Path>) -> anyhow::Result<Arc<dyn crate::decider::Decider>> {
+    use crate::decider::{AnthropicChat, Backend, ChatConfig, LlmDecider, OpenAiChat};
     let chat = || -> anyhow::Result<ChatConfig> {
         Ok(match config {
-            Some(p) => pincer::daemon::config::Config::load(Some(p))?.decider.chat(backend)?,
-            None => ChatConfig::resolve(backend, "", "", "", pincer::decider::llm::DEFAULT_TIMEOUT)?,
+            Some(p) => crate::daemon::config::Config::load(Some(p))?.decider.chat(backend)?,
+            None => ChatConfig::resolve(backend, "", "", "", crate::decider::llm::DEFAULT_TIMEOUT)?,
         })
     };
     Ok(match backend {
@@ -311,7 +311,7 @@ fn bench_decider(backend: pincer::decider::Backend, config: Option<&std::path::P
     })
 }
 
-async fn bench_decide(history: &[usize], iterations: usize, decider: Arc<dyn pincer::decider::Decider>) -> anyhow::Result<()> {
+async fn bench_decide(history: &[usize], iterations: usize, decider: Arc<dyn crate::decider::Decider>) -> anyhow::Result<()> {
     println!("{} decider, full three-vote decision (twin.decide), {iterations} decisions per size", decider.name());
     println!("wall: elapsed time; cpu: the thread's CPU time (excludes waiting for a core)");
     println!("{:>8} {:>10} {:>10} {:>10} {:>10} {:>12} {:>12}", "history", "p50 us", "p99 us", "mean us", "max us", "cpu p50 us", "cpu p99 us");
@@ -322,8 +322,8 @@ async fn bench_decide(history: &[usize], iterations: usize, decider: Arc<dyn pin
         let mut times = Vec::with_capacity(iterations);
         let mut cpu = Vec::with_capacity(iterations);
         // Warm up: the detectors' patterns compile on first use.
-        pincer::twin::content_findings(b"warm up");
-        pincer::twin::injection_findings("warm up");
+        crate::twin::content_findings(b"warm up");
+        crate::twin::injection_findings("warm up");
         let mut twin: Option<Twin> = None;
         for i in 0..iterations {
             // A fresh session (untimed) every 20 decisions keeps the session small and the

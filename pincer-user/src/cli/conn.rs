@@ -1,9 +1,9 @@
 //! Connection options shared by the subcommands that talk to the daemon.
 
 use clap::Args;
-use pincer::daemon::client::{call_once, socket_path};
-use pincer::daemon::protocol::ErrorKind;
-use pincer::daemon::{Call, Reply};
+use crate::daemon::client::{call_once, socket_path};
+use crate::daemon::protocol::ErrorKind;
+use crate::daemon::{Call, Reply};
 use std::path::PathBuf;
 
 /// Where the daemon is.

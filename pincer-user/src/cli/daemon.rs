@@ -1,7 +1,7 @@
 //! `pincer daemon`: the root daemon owning the kernel enforcement and the twins.
 
 use clap::Args;
-use pincer::daemon::config::Config;
+use crate::daemon::config::Config;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -17,6 +17,6 @@ pub struct DaemonArgs {
 pub fn run(args: DaemonArgs) -> anyhow::Result<ExitCode> {
     let config = Config::load(args.config.as_deref())?;
     let rt = tokio::runtime::Runtime::new()?;
-    rt.block_on(pincer::daemon::run_kernel_daemon(config))?;
+    rt.block_on(crate::daemon::run_kernel_daemon(config))?;
     Ok(ExitCode::SUCCESS)
 }

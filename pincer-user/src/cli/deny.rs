@@ -1,7 +1,7 @@
 //! `pincer deny ID`: deny a pending question (recorded as a trusted user refusal).
 
 use super::approve::{answer, AnswerArgs};
-use pincer::daemon::protocol::ApprovalScope;
+use crate::daemon::protocol::ApprovalScope;
 use std::process::ExitCode;
 
 /// Denies.

@@ -3,7 +3,7 @@
 
 use super::conn::{runtime, Conn};
 use clap::Args;
-use pincer::doctor::{run as checks, Host};
+use crate::doctor::{run as checks, Host};
 use std::process::ExitCode;
 
 /// Arguments of `pincer doctor`.

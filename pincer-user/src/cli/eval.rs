@@ -2,10 +2,10 @@
 
 use anyhow::Context;
 use clap::Args;
-use pincer::daemon::audit::AuditLog;
-use pincer::eval::report;
-use pincer::eval::run::{self, Backend, OfflineFactory};
-use pincer::eval::{Corpus, DefenseName};
+use crate::daemon::audit::AuditLog;
+use crate::eval::report;
+use crate::eval::run::{self, Backend, OfflineFactory};
+use crate::eval::{Corpus, DefenseName};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -89,7 +89,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
     if defenses.is_empty() {
         defenses = DefenseName::ALL.to_vec();
     }
-    let settings = args.config.as_deref().map(|p| pincer::daemon::config::Config::load(Some(p))).transpose()?.map(|c| c.decider);
+    let settings = args.config.as_deref().map(|p| crate::daemon::config::Config::load(Some(p))).transpose()?.map(|c| c.decider);
     let decider = args.decider.unwrap_or(match settings.as_ref().map(|s| s.backend) {
         Some(Backend::OpenAi) => EvalDecider::OpenAi,
         Some(Backend::Anthropic) => EvalDecider::Anthropic,
@@ -118,10 +118,10 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
             let factory = match (decider, &settings) {
                 (EvalDecider::FakeOpenAi, _) => {
                     println!("model: the built-in counting fake (4 characters a token, a provider's prefix cache, every vote allowed)");
-                    pincer::eval::llm::LlmFactory::counting()
+                    crate::eval::llm::LlmFactory::counting()
                 }
-                (_, Some(s)) => pincer::eval::llm::LlmFactory::from_chat(backend, s.chat(backend)?)?,
-                (_, None) => pincer::eval::llm::LlmFactory::from_env(backend)?,
+                (_, Some(s)) => crate::eval::llm::LlmFactory::from_chat(backend, s.chat(backend)?)?,
+                (_, None) => crate::eval::llm::LlmFactory::from_env(backend)?,
             };
             let bar = indicatif::ProgressBar::new(run::total_samples(&corpus, defenses.len(), args.runs));
             bar.set_style(

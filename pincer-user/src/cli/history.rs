@@ -4,7 +4,7 @@
 //! count of what could not be attributed; the exit code is 1 if any line was unreadable.
 
 use clap::{Args, Subcommand};
-use pincer::agents::transcript::{convert, Agent};
+use crate::agents::transcript::{convert, Agent};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -5,9 +5,9 @@
 
 use super::conn::{runtime, Conn};
 use clap::{Args, Subcommand};
-use pincer::agents::hook::{self, Decision};
-use pincer::daemon::client::socket_path;
-use pincer::daemon::config::Config;
+use crate::agents::hook::{self, Decision};
+use crate::daemon::client::socket_path;
+use crate::daemon::config::Config;
 use std::io::Read;
 use std::process::ExitCode;
 use std::time::Duration;

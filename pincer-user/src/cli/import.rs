@@ -4,7 +4,7 @@
 use super::conn::{call, Conn};
 use anyhow::Context;
 use clap::Args;
-use pincer::daemon::{Call, Reply};
+use crate::daemon::{Call, Reply};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -3,8 +3,8 @@
 
 use super::conn::{runtime, Conn};
 use clap::Args;
-use pincer::daemon::client::Client;
-use pincer::daemon::{Call, Reply};
+use crate::daemon::client::Client;
+use crate::daemon::{Call, Reply};
 use std::process::ExitCode;
 
 /// Arguments of `pincer log`.

@@ -16,7 +16,7 @@ pub fn run(args: McpArgs) -> anyhow::Result<ExitCode> {
     let socket = args.conn.socket()?;
     runtime()?.block_on(async {
         let stdin = tokio::io::BufReader::new(tokio::io::stdin());
-        pincer::daemon::mcp::serve(stdin, tokio::io::stdout(), &socket).await
+        crate::daemon::mcp::serve(stdin, tokio::io::stdout(), &socket).await
     })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -3,7 +3,7 @@
 
 use super::conn::{call, Conn};
 use clap::Args;
-use pincer::daemon::{Call, Reply};
+use crate::daemon::{Call, Reply};
 use std::process::ExitCode;
 
 /// Arguments of `pincer pending`.

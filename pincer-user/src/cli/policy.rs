@@ -2,8 +2,8 @@
 
 use super::conn::{call, Conn};
 use clap::{Args, Subcommand};
-use pincer::daemon::protocol::{Rule, RuleId};
-use pincer::daemon::{Call, Reply};
+use crate::daemon::protocol::{Rule, RuleId};
+use crate::daemon::{Call, Reply};
 use std::process::ExitCode;
 
 /// Arguments of `pincer policy`.

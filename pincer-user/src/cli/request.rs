@@ -3,8 +3,8 @@
 
 use super::conn::{call, Conn};
 use clap::Args;
-use pincer::daemon::{Call, Reply};
-use pincer::Access;
+use crate::daemon::{Call, Reply};
+use crate::Access;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

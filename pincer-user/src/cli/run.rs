@@ -4,11 +4,11 @@
 use super::conn::{runtime, Conn};
 use anyhow::Context;
 use clap::Args;
-use pincer::daemon::client::Client;
-use pincer::daemon::protocol::{SessionInfo, SessionMode};
-use pincer::daemon::users;
-use pincer::daemon::worker::{self, WorkerSpec};
-use pincer::daemon::{Call, Reply};
+use crate::daemon::client::Client;
+use crate::daemon::protocol::{SessionInfo, SessionMode};
+use crate::daemon::users;
+use crate::daemon::worker::{self, WorkerSpec};
+use crate::daemon::{Call, Reply};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

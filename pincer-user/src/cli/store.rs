@@ -5,8 +5,8 @@
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use pincer::daemon::config::Config;
-use pincer::store::{Store, StoreSpec, TrustedState, WorkspaceSnapshot};
+use crate::daemon::config::Config;
+use crate::store::{Store, StoreSpec, TrustedState, WorkspaceSnapshot};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

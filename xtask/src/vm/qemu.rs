@@ -38,7 +38,7 @@ pub enum QemuError {
 pub const QEMU: &str = "qemu-system-x86_64";
 
 /// The kernel command line: serial console, BPF in the LSM list, reboot at once on panic.
-pub const CMDLINE: &str = "console=ttyS0 lsm=lockdown,capability,landlock,yama,bpf panic=-1 quiet";
+pub const CMDLINE: &str = "console=ttyS0 lsm=lockdown,capability,landlock,yama,bpf panic=-1 quiet mitigations=off";
 
 /// How one VM run ended.
 #[derive(Debug)]

@@ -1,6 +1,6 @@
 //! `pincer bench fleet`: a fleet under load, as separate daemon processes. Each host is a
 //! `pincer bench fleet-daemon` process with its own configuration, socket, state folder and
-//! audit spool, serving the daemon's own code ([`pincer::daemon::run_unenforced`]: the
+//! audit spool, serving the daemon's own code ([`crate::daemon::run_unenforced`]: the
 //! socket server, the actor, the twins, the store, the spool and its shipper, the fleet's
 //! listener) over the enforcer's maps in memory, because the kernel of a build machine
 //! refuses LSM programs. Each session's worker is a `pincer bench fleet-worker` process
@@ -11,13 +11,13 @@
 //! request), and audit rows/s.
 
 use super::{percentile, synthetic_state, Rng, DIRS, NOUNS, SUBS, VERBS};
-use pincer::daemon::client::Client;
-use pincer::daemon::config::{Config, StoreBackend, StoreConfig};
-use pincer::daemon::peer::{CgroupLookup, PeerError};
-use pincer::daemon::protocol::{RequestOutcome, SessionInfo};
-use pincer::daemon::{Call, Reply};
-use pincer::store::{AuditQuery, HistoryRecord};
-use pincer::Access;
+use crate::daemon::client::Client;
+use crate::daemon::config::{Config, StoreBackend, StoreConfig};
+use crate::daemon::peer::{CgroupLookup, PeerError};
+use crate::daemon::protocol::{RequestOutcome, SessionInfo};
+use crate::daemon::{Call, Reply};
+use crate::store::{AuditQuery, HistoryRecord};
+use crate::Access;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -50,9 +50,9 @@ fn environ_lookup(outside: PathBuf) -> CgroupLookup {
 pub fn daemon(config: &Path) -> anyhow::Result<()> {
     let config = Config::load(Some(config))?;
     let outside = config.state_dir.join("outside");
-    let maps = pincer::kernel::MemoryMaps::default();
+    let maps = crate::kernel::MemoryMaps::default();
     let rt = tokio::runtime::Runtime::new()?;
-    rt.block_on(pincer::daemon::run_unenforced(config, maps.enforcer(), environ_lookup(outside)))?;
+    rt.block_on(crate::daemon::run_unenforced(config, maps.enforcer(), environ_lookup(outside)))?;
     Ok(())
 }
 
@@ -169,7 +169,7 @@ fn start_host(dir: &Path, i: usize, pg: Option<&StoreConfig>, run: &str) -> anyh
         cgroup_parent: home.join("cg"),
         ..Config::default()
     };
-    config.limits = pincer::daemon::limits::LimitsConfig::unlimited();
+    config.limits = crate::daemon::limits::LimitsConfig::unlimited();
     config.containment.scratch = false;
     config.containment.scratch_parent = home.clone();
     config.hold.enabled = false;
@@ -228,7 +228,7 @@ fn run(pg: Option<&StoreConfig>, dir: &Path, ws: &Path, daemons: usize, sessions
     for (i, h) in hosts.iter().enumerate() {
         // One shared state in PostgreSQL; a copy per host in SQLite.
         if pg.is_none() || i == 0 {
-            match rt.block_on(pincer::daemon::client::call_once(&h.config.socket, import_call(history)?))? {
+            match rt.block_on(crate::daemon::client::call_once(&h.config.socket, import_call(history)?))? {
                 Reply::Ok { .. } => {}
                 other => anyhow::bail!("import on host {i}: {other:?}"),
             }
@@ -236,7 +236,7 @@ fn run(pg: Option<&StoreConfig>, dir: &Path, ws: &Path, daemons: usize, sessions
         for _ in 0..sessions {
             let prompt = format!("{} the {} {} in {}/{}", rng.pick(VERBS), rng.pick(NOUNS), rng.pick(NOUNS), rng.pick(DIRS), rng.pick(SUBS));
             let call = Call::CreateSession { owner_uid: 0, roots: vec![ws.to_path_buf()], prompt, mode: Default::default() };
-            match rt.block_on(pincer::daemon::client::call_once(&h.config.socket, call))? {
+            match rt.block_on(crate::daemon::client::call_once(&h.config.socket, call))? {
                 Reply::Session(s) => cgroups.push((i, s)),
                 other => anyhow::bail!("create_session on host {i}: {other:?}"),
             }
