@@ -448,12 +448,50 @@ fn bits(access: &[Access]) -> u32 {
 #[derive(Debug, Clone)]
 struct Never {
     pattern: String,
-    matcher: GlobMatcher,
-    /// For a pattern ending in `/**`: the directory it covers, matched too.
-    base: Option<GlobMatcher>,
+    matcher: Matcher,
     access: u32,
     /// Whether the pattern applies under every root (`**/...`).
     anywhere: bool,
+}
+
+/// How a never rule matches a path. Most rules name one place, and those are compared as
+/// strings: a daemon compiles a few hundred rules for each owner (and once more to check the
+/// configuration), and a regular expression for each was most of a session's start-up time.
+#[derive(Debug, Clone)]
+enum Matcher {
+    /// A pattern without glob syntax: the path itself, and with `subtree` (a pattern ending
+    /// in `/**`) everything below it; the same paths its glob matches.
+    Literal { path: String, subtree: bool },
+    /// A glob; for a pattern ending in `/**`, the glob of the directory it covers too.
+    Glob { glob: GlobMatcher, base: Option<GlobMatcher> },
+}
+
+impl Matcher {
+    fn new(pattern: &str) -> Result<Self, ContainError> {
+        let (literal, subtree) = match pattern.strip_suffix("/**") {
+            Some(b) => (b, true),
+            None => (pattern, false),
+        };
+        if !literal.contains(['*', '?', '[', ']', '{', '}', '\\']) {
+            return Ok(Matcher::Literal { path: literal.to_string(), subtree });
+        }
+        let base = match pattern.strip_suffix("/**") {
+            Some(b) if !b.is_empty() => Some(glob(b)?),
+            _ => None,
+        };
+        Ok(Matcher::Glob { glob: glob(pattern)?, base })
+    }
+
+    fn matches(&self, path: &Path) -> bool {
+        match self {
+            Matcher::Literal { path: lit, subtree } => {
+                let p = path.as_os_str().as_encoded_bytes();
+                let lit = lit.as_bytes();
+                p == lit || (*subtree && p.len() > lit.len() && p.starts_with(lit) && p[lit.len()] == b'/')
+            }
+            Matcher::Glob { glob, base } => glob.is_match(path) || base.as_ref().is_some_and(|b| b.is_match(path)),
+        }
+    }
 }
 
 fn glob(pattern: &str) -> Result<GlobMatcher, ContainError> {
@@ -467,21 +505,11 @@ fn glob(pattern: &str) -> Result<GlobMatcher, ContainError> {
 
 impl Never {
     fn compile(pattern: String, access: u32, anywhere: bool) -> Result<Self, ContainError> {
-        let base = match pattern.strip_suffix("/**") {
-            Some(b) if !b.is_empty() => Some(glob(b)?),
-            _ => None,
-        };
-        Ok(Never {
-            matcher: glob(&pattern)?,
-            base,
-            pattern,
-            access,
-            anywhere,
-        })
+        Ok(Never { matcher: Matcher::new(&pattern)?, pattern, access, anywhere })
     }
 
     fn matches(&self, path: &Path) -> bool {
-        self.matcher.is_match(path) || self.base.as_ref().is_some_and(|b| b.is_match(path))
+        self.matcher.matches(path)
     }
 
     /// For a `**/NAME` or `**/DIR/NAME` rule of literal names (with or without a
@@ -569,14 +597,13 @@ impl NeverList {
     /// ones). Returns the entries made.
     pub fn seed(&self, enforcer: &mut Enforcer, named_roots: &[PathBuf]) -> Result<usize, ContainError> {
         let mut seeds = Seeds::default();
+        let mut anywhere = Vec::new();
         for r in &self.rules {
             if r.anywhere {
                 if let Some((dir, name)) = r.kernel_pattern() {
                     enforcer.add_never_pattern(dir.map(OsStr::new), OsStr::new(name), r.access)?;
                 }
-                for root in named_roots {
-                    seed_scan(&mut seeds, r, root);
-                }
+                anywhere.push(r);
                 continue;
             }
             let literal = r.pattern.strip_suffix("/**").unwrap_or(&r.pattern);
@@ -593,6 +620,9 @@ impl NeverList {
             for loaded in loaded_files(path, self.anchors.first().map(PathBuf::as_path)) {
                 seed_literal(&mut seeds, &loaded, r.access);
             }
+        }
+        for root in named_roots {
+            seed_scan(&mut seeds, &anywhere, root);
         }
         seeds.write(enforcer)
     }
@@ -794,21 +824,30 @@ fn seed_matches_in(seeds: &mut Seeds, r: &Never, dir: &Path) {
     }
 }
 
-/// Bounded breadth-first scan of `root` (symlinks not followed) for the matches of an
-/// `**/` rule; for a rule whose last segment is a literal name, that name is also reserved
-/// in the directories where it would match (the root itself, and directories named by the
-/// rule's literal parent segment), so the object cannot be created later.
-fn seed_scan(seeds: &mut Seeds, r: &Never, root: &Path) {
-    let segments: Vec<&str> = r.pattern.trim_end_matches("/**").split('/').collect();
-    let last = segments.last().copied().filter(|s| !has_glob(s) && !s.is_empty() && !r.pattern.ends_with("/**"));
-    let literal_parent = segments.len() >= 2 && !has_glob(segments[segments.len() - 2]);
+/// Bounded breadth-first scan of `root` (symlinks not followed) for the matches of the
+/// `**/` rules, one walk for all of them; for a rule whose last segment is a literal name,
+/// that name is also reserved in the directories where it would match (the root itself, and
+/// directories named by the rule's literal parent segment), so the object cannot be created
+/// later.
+fn seed_scan(seeds: &mut Seeds, rules: &[&Never], root: &Path) {
+    // Each rule with the literal name it reserves, if any, and whether its parent is literal.
+    let plans: Vec<(&Never, Option<&str>, bool)> = rules
+        .iter()
+        .map(|r| {
+            let segments: Vec<&str> = r.pattern.trim_end_matches("/**").split('/').collect();
+            let last = segments.last().copied().filter(|s| !has_glob(s) && !s.is_empty() && !r.pattern.ends_with("/**"));
+            let literal_parent = segments.len() >= 2 && !has_glob(segments[segments.len() - 2]);
+            (*r, last, literal_parent)
+        })
+        .collect();
     let mut queue = std::collections::VecDeque::from([root.to_path_buf()]);
     let mut seen = 0usize;
     while let Some(dir) = queue.pop_front() {
-        if let Some(name) = last {
-            let child = dir.join(name);
-            if r.matches(&child) && (dir == root || literal_parent) {
-                if let Some(id) = object(&dir) {
+        let mut dir_id = None;
+        for (r, last, literal_parent) in &plans {
+            let Some(name) = last else { continue };
+            if (dir == root || *literal_parent) && r.matches(&dir.join(name)) {
+                if let Some(id) = *dir_id.get_or_insert_with(|| object(&dir)) {
                     seeds.name(id, OsStr::new(name), r.access);
                 }
             }
@@ -821,9 +860,11 @@ fn seed_scan(seeds: &mut Seeds, r: &Never, root: &Path) {
             }
             let p = e.path();
             let Ok(meta) = std::fs::symlink_metadata(&p) else { continue };
-            if r.matches(&p) {
-                seeds.object(id_of(&meta), r.access);
-                pin_ancestors(seeds, &p, std::slice::from_ref(&root.to_path_buf()));
+            for (r, _, _) in &plans {
+                if r.matches(&p) {
+                    seeds.object(id_of(&meta), r.access);
+                    pin_ancestors(seeds, &p, std::slice::from_ref(&root.to_path_buf()));
+                }
             }
             if meta.is_dir() {
                 queue.push_back(p);
@@ -1104,6 +1145,27 @@ mod tests {
         assert!(n
             .forbids(Path::new("/home/u/.bash_history"), Access::Read)
             .is_some());
+    }
+
+    #[test]
+    fn a_rule_without_glob_syntax_matches_what_its_glob_matches() {
+        let paths = [
+            "/home/u/.ssh", "/home/u/.ssh/", "/home/u/.ssh/id", "/home/u/.ssh/a/b", "/home/u/.sshx", "/home/u/.ss",
+            "/home/u", "/home/u/.bashrc", "/home/u/.bashrc.d", "/home/u/.bashrc/x", "/", "/x", "/home/u/x/.ssh",
+            "/home/u/a b/c", "/home/u/é",
+        ];
+        for pattern in ["/home/u/.ssh/**", "/home/u/.bashrc", "/**", "/home/u/a b/**", "/home/u/é"] {
+            let literal = Matcher::new(pattern).unwrap();
+            assert!(matches!(literal, Matcher::Literal { .. }), "{pattern}");
+            let base = pattern.strip_suffix("/**").filter(|b| !b.is_empty()).map(|b| glob(b).unwrap());
+            let globbed = Matcher::Glob { glob: glob(pattern).unwrap(), base };
+            for p in paths {
+                assert_eq!(literal.matches(Path::new(p)), globbed.matches(Path::new(p)), "{pattern} on {p}");
+            }
+        }
+        for pattern in ["**/.git/config", "/home/u/.claude/settings*.json", "/home/u/[ab]", "/home/u/\\*"] {
+            assert!(matches!(Matcher::new(pattern).unwrap(), Matcher::Glob { .. }), "{pattern}");
+        }
     }
 
     #[test]
