@@ -126,6 +126,12 @@ shared_consts! {
     /// would let a session rebuild the path to the place in a directory of its
     /// own). It covers nothing below the object.
     NEVER_PINNED: u32 = 1 << 16;
+    /// Never map value bit: the object is what a hidden entry of the user's names
+    /// (the target of a hidden symlink: `~/.gdbinit -> ~/dots/gdbinit`, a project's
+    /// `.cargo -> ../shared-cargo`). The walk treats it as a hidden entry: a grant
+    /// above it does not reach it or anything inside it, a grant on it or inside it
+    /// does. It refuses nothing by itself.
+    NEVER_HIDDEN: u32 = 1 << 17;
     /// Event flag: the object (for a creation, its directory) belongs to the
     /// session's uid and lies outside every protected root: it is gated by its
     /// owner, so the walk named no root.

@@ -150,6 +150,7 @@ struct cache_slot {
 #define SLOT_ROOT 2       /* a protected root was found (file: the file is one) */
 #define SLOT_NAMES_HERE 4 /* the directory holds never-grantable names */
 #define SLOT_VERDICT 8    /* file: `allowed` holds the verdict of its whole walk */
+#define SLOT_HIDDEN 16    /* file: an object a hidden entry names (NEVER_HIDDEN) */
 #define CACHE_SLOTS 2     /* sessions per inode, by the low bits of their id */
 
 struct walk_cache {
@@ -371,7 +372,8 @@ struct walk_ctx {
 	__u32 never_names;
 	__u32 done;      /* the walk ended before the bound */
 	__u32 dev;       /* device of the current filesystem, once read */
-	__u16 dev_known; /* dev holds the current filesystem's device */
+	__u8 dev_known;  /* dev holds the current filesystem's device */
+	__u8 from_hidden_object; /* the level below was an object a hidden entry names (NEVER_HIDDEN) */
 	__u16 hidden;    /* the walk has come up from a hidden entry */
 };
 
@@ -425,10 +427,17 @@ static long walk_step(__u64 index, struct walk_ctx *c)
 
 		c->ok.ino = ino;
 		c->ok.dev = dev;
+		/* Whether the level below named a hidden object; this level's
+		 * own bit is read next, for the level above. */
+		int from_hidden_object = c->from_hidden_object;
+
+		c->from_hidden_object = 0;
 		if (c->never_objects) {
 			bits = bpf_map_lookup_elem(&MAP_NEVER, &c->ok);
-			if (bits)
+			if (bits) {
 				w->never |= *bits;
+				c->from_hidden_object = !!(*bits & NEVER_HIDDEN);
+			}
 		}
 		if (c->never_names && c->prev && bpf_map_lookup_elem(&MAP_NEVER_DIRS, &c->ok)) {
 			__builtin_memset(&c->nk, 0, sizeof(c->nk));
@@ -462,8 +471,10 @@ static long walk_step(__u64 index, struct walk_ctx *c)
 			 * configuration, hooks, state and credentials of the user's
 			 * tools, at any depth) are not reached by a subtree grant
 			 * above them: each needs a grant on itself or inside it. The
-			 * session's own place (its scratch) is the exception. */
-			int prev_hidden = hidden_name(c->prev);
+			 * session's own place (its scratch) is the exception. So is
+			 * what a hidden entry names under a visible name (the target
+			 * of a hidden symlink, NEVER_HIDDEN). */
+			int prev_hidden = from_hidden_object || hidden_name(c->prev);
 
 			if (prev_hidden)
 				c->hidden = 1;
@@ -995,8 +1006,11 @@ static __noinline __u32 file_entries(const struct session *s, struct inode *inod
 	__u8 never = 0, subtree = 0, open = 0, flags = SLOT_VALID;
 
 	bits = bpf_map_lookup_elem(&MAP_NEVER, &ok);
-	if (bits)
+	if (bits) {
 		never = low_bits(*bits);
+		if (*bits & NEVER_HIDDEN)
+			flags |= SLOT_HIDDEN;
+	}
 	bits = bpf_map_lookup_elem(&MAP_SUBTREE, &gk);
 	if (bits)
 		subtree = low_bits(*bits);
@@ -1263,7 +1277,8 @@ static __noinline int cache_decide(const struct session *s, struct dentry *obj, 
 			return 0;
 		__u32 own = file_entries(s, inode, w->stamp_policy, w->stamp_rename, w->stamp_mount);
 
-		if (!own)
+		/* A file a hidden entry names, like a hidden file: the full walk. */
+		if (!own || ((own >> 24) & SLOT_HIDDEN))
 			return 0;
 		if (w->names_here)
 			never |= never_name_bits(dir->i_ino, dir->i_sb->s_dev, scalar_of(obj->d_name.name));

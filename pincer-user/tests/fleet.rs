@@ -17,10 +17,21 @@ use common::host::{approval_of, eventually, granted, Host};
 use common::pg::Cluster;
 use common::{config_in, OUTSIDE, TODO_PROMPT};
 
-/// One cluster for the whole test binary (each test has its own database in it).
+/// One cluster for the whole test binary (each test has its own database in it), stopped
+/// when the binary exits (a `static` is never dropped).
 fn cluster() -> &'static Cluster {
     static C: OnceLock<Cluster> = OnceLock::new();
-    C.get_or_init(Cluster::start)
+    extern "C" fn stop_at_exit() {
+        if let Some(c) = C.get() {
+            c.stop();
+        }
+    }
+    C.get_or_init(|| {
+        let c = Cluster::start();
+        // SAFETY: atexit(3) with a function that takes no locks the exiting thread may hold.
+        unsafe { libc::atexit(stop_at_exit) };
+        c
+    })
 }
 
 fn fleet(config: &mut Config, db: &PgSettings, host: &str) {

