@@ -472,13 +472,12 @@ impl Matcher {
             Some(b) => (b, true),
             None => (pattern, false),
         };
-        if !literal.contains(['*', '?', '[', ']', '{', '}', '\\']) {
+        // Glob syntax, and what globset also reads specially (a closing bracket or brace, an
+        // escape), go to a glob.
+        if !crate::glob::is_glob(literal) && !literal.contains([']', '}', '\\']) {
             return Ok(Matcher::Literal { path: literal.to_string(), subtree });
         }
-        let base = match pattern.strip_suffix("/**") {
-            Some(b) if !b.is_empty() => Some(glob(b)?),
-            _ => None,
-        };
+        let base = if subtree && !literal.is_empty() { Some(glob(literal)?) } else { None };
         Ok(Matcher::Glob { glob: glob(pattern)?, base })
     }
 
@@ -624,27 +623,24 @@ impl NeverList {
         for root in named_roots {
             seed_scan(&mut seeds, &anywhere, root);
         }
-        for root in named_roots {
-            seed_hidden_targets(&mut seeds, root, false, &[]);
-        }
         for home in &self.anchors {
-            seed_hidden_targets(&mut seeds, home, true, named_roots);
+            seed_hidden_targets(&mut seeds, home, named_roots);
         }
         seeds.write(enforcer)
     }
 }
 
-/// Marks what hidden entries name under visible names, found by a bounded breadth-first
-/// scan of `root` (symlinks not followed): the target of every hidden symlink
-/// (`~/.gdbinit -> ~/dots/gdbinit`, a project's `.cargo -> ../shared-cargo`) and, with
-/// `in_hidden_dirs` (the home), of every symlink in a hidden directory too
-/// (`~/.config/nvim -> ~/dots/nvim`, `~/.local/bin/tool`); `skip` (the session's named
-/// roots, scanned without it: a project's `node_modules/.bin` links into packages the
-/// session may rewrite anyway) is not entered. The kernel's hidden rule goes by the names
-/// on the way up from the object reached, and a symlink followed leaves no name: marked
+/// Marks what hidden entries of the home `root` name under visible names, found by a
+/// bounded breadth-first scan (symlinks not followed): the target of every hidden symlink
+/// (`~/.gdbinit -> ~/dots/gdbinit`, a project's `.cargo -> ../shared-cargo`) and of every
+/// symlink in a hidden directory (`~/.config/nvim -> ~/dots/nvim`, `~/.local/bin/tool`).
+/// `skip` (the session's named roots) is not entered: [`seed_scan`] marks the targets of
+/// their hidden symlinks only, since a project's `node_modules/.bin` links into packages
+/// the session may rewrite anyway. The kernel's hidden rule goes by the names on the way up
+/// from the object reached, and a symlink followed leaves no name: marked
 /// [`NEVER_HIDDEN`](pincer_common::NEVER_HIDDEN), the target is reached by a grant on it or
 /// inside it, as the hidden entry is, and not by a grant above it.
-fn seed_hidden_targets(seeds: &mut Seeds, root: &Path, in_hidden_dirs: bool, skip: &[PathBuf]) {
+fn seed_hidden_targets(seeds: &mut Seeds, root: &Path, skip: &[PathBuf]) {
     let mut queue = std::collections::VecDeque::from([(root.to_path_buf(), false)]);
     let mut seen = 0usize;
     while let Some((dir, in_hidden)) = queue.pop_front() {
@@ -654,13 +650,11 @@ fn seed_hidden_targets(seeds: &mut Seeds, root: &Path, in_hidden_dirs: bool, ski
             if seen > SCAN_LIMIT {
                 return;
             }
-            let hidden_name = e.file_name().as_encoded_bytes().first() == Some(&b'.');
+            let hidden_name = is_hidden_name(&e.file_name());
             let Ok(kind) = e.file_type() else { continue };
             if kind.is_symlink() {
-                if hidden_name || (in_hidden && in_hidden_dirs) {
-                    if let Ok(target) = std::fs::metadata(e.path()) {
-                        seeds.object(id_of(&target), pincer_common::NEVER_HIDDEN);
-                    }
+                if hidden_name || in_hidden {
+                    mark_target_hidden(seeds, &e.path());
                 }
             } else if kind.is_dir() && !skip.iter().any(|s| *s == e.path()) {
                 queue.push_back((e.path(), in_hidden || hidden_name));
@@ -865,11 +859,24 @@ fn seed_matches_in(seeds: &mut Seeds, r: &Never, dir: &Path) {
     }
 }
 
-/// Bounded breadth-first scan of `root` (symlinks not followed) for the matches of the
-/// `**/` rules, one walk for all of them; for a rule whose last segment is a literal name,
-/// that name is also reserved in the directories where it would match (the root itself, and
-/// directories named by the rule's literal parent segment), so the object cannot be created
-/// later.
+fn is_hidden_name(name: &OsStr) -> bool {
+    name.as_encoded_bytes().first() == Some(&b'.')
+}
+
+/// Marks the object the symlink `link` points to (if it resolves) as one a hidden entry
+/// names ([`seed_hidden_targets`]).
+fn mark_target_hidden(seeds: &mut Seeds, link: &Path) {
+    if let Ok(target) = std::fs::metadata(link) {
+        seeds.object(id_of(&target), pincer_common::NEVER_HIDDEN);
+    }
+}
+
+/// Bounded breadth-first scan of the named root `root` (symlinks not followed), one walk
+/// for every `**/` rule and the hidden symlinks: the matches of the rules, and for a rule
+/// whose last segment is a literal name, that name reserved in the directories where it
+/// would match (the root itself, and directories named by the rule's literal parent
+/// segment), so the object cannot be created later; and the target of each hidden symlink
+/// marked as [`seed_hidden_targets`] marks it.
 fn seed_scan(seeds: &mut Seeds, rules: &[&Never], root: &Path) {
     // Each rule with the literal name it reserves, if any, and whether its parent is literal.
     let plans: Vec<(&Never, Option<&str>, bool)> = rules
@@ -901,6 +908,9 @@ fn seed_scan(seeds: &mut Seeds, rules: &[&Never], root: &Path) {
             }
             let p = e.path();
             let Ok(meta) = std::fs::symlink_metadata(&p) else { continue };
+            if meta.file_type().is_symlink() && is_hidden_name(&e.file_name()) {
+                mark_target_hidden(seeds, &p);
+            }
             for (r, _, _) in &plans {
                 if r.matches(&p) {
                     seeds.object(id_of(&meta), r.access);
@@ -1230,9 +1240,9 @@ mod tests {
         let roots = [h.join("work/app")];
         let mut seeds = Seeds::default();
         for r in &roots {
-            seed_hidden_targets(&mut seeds, r, false, &[]);
+            seed_scan(&mut seeds, &[], r);
         }
-        seed_hidden_targets(&mut seeds, h, true, &roots);
+        seed_hidden_targets(&mut seeds, h, &roots);
         let hidden = |p: &str| seeds.objects.get(&id(p)).is_some_and(|b| b & pincer_common::NEVER_HIDDEN != 0);
         for p in ["dots/gdbinit", "dots/shared-cargo", "dots/nvim", "plain/file"] {
             assert!(hidden(p), "{p} is named by a hidden entry");
