@@ -379,7 +379,8 @@ fn is_fanout(name: &str) -> bool {
 /// The keyed PRF over names. Holds the key; hands out only tokens.
 #[derive(Clone)]
 pub struct Sanitizer {
-    key: SecretKey,
+    /// HMAC-SHA-256 keyed once: its inner and outer pads are hashed here, not per token.
+    mac: Hmac<Sha256>,
 }
 
 impl fmt::Debug for Sanitizer {
@@ -391,7 +392,7 @@ impl fmt::Debug for Sanitizer {
 impl Sanitizer {
     /// A sanitizer with the given key.
     pub fn new(key: SecretKey) -> Self {
-        Sanitizer { key }
+        Sanitizer { mac: <Hmac<Sha256> as Mac>::new_from_slice(&key.0).expect("HMAC takes any key length") }
     }
 
     /// Loads the key from `path`, or creates the file (mode 0600, fresh random key) if it
@@ -432,7 +433,7 @@ impl Sanitizer {
     }
 
     fn prf(&self, domain: u8, s: &str) -> Token {
-        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.key.0).expect("HMAC takes any key length");
+        let mut mac = self.mac.clone();
         mac.update(&[domain]);
         mac.update(s.as_bytes());
         let out = mac.finalize().into_bytes();

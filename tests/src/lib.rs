@@ -4,6 +4,7 @@
 //! the scripted worker that replays corpus sessions under a running daemon.
 
 pub mod agent;
+pub mod profile;
 pub mod worker;
 
 use pincer::kernel::{Enforcer, EnforcerConfig};

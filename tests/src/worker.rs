@@ -19,6 +19,84 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// One call to the daemon at `socket` on a fresh connection, as the calling process (root
+/// outside every session, in the tests): what `pincer pending`, `approve` and the others
+/// send, without starting a process.
+pub fn call(socket: &Path, c: pincer::daemon::protocol::Call) -> Result<pincer::daemon::protocol::Reply, String> {
+    use std::io::Write;
+    let mut s = std::os::unix::net::UnixStream::connect(socket).map_err(|e| format!("connect {}: {e}", socket.display()))?;
+    s.write_all(pincer::daemon::protocol::call_line(c).as_bytes()).map_err(|e| format!("send: {e}"))?;
+    let mut reply = String::new();
+    BufReader::new(&s).read_line(&mut reply).map_err(|e| format!("read reply: {e}"))?;
+    serde_json::from_str::<pincer::daemon::protocol::ReplyLine>(reply.trim()).map(|r| r.reply).map_err(|e| format!("bad reply {reply:?}: {e}"))
+}
+
+/// The user at their own shell, outside every session: answers each question the daemon
+/// lists as `decide` says (approve for the session, deny, or `None`: not now), once, until
+/// [`User::finish`]. It sends the calls `pincer pending` and `pincer approve
+/// --scope session` or `pincer deny` make from a thread of the test: a process started ten
+/// times a second would take the guest's one CPU from the programs the test runs.
+pub struct User {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Vec<String>>>,
+}
+
+impl User {
+    /// Starts answering the questions of the daemon at `socket`.
+    pub fn answering(socket: &Path, decide: impl Fn(&pincer::daemon::protocol::QuestionInfo) -> Option<bool> + Send + 'static) -> User {
+        use pincer::daemon::protocol::{ApprovalScope, Call, Reply};
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (flag, socket) = (stop.clone(), socket.to_owned());
+        let thread = std::thread::spawn(move || {
+            let mut answered = Vec::new();
+            let (mut seen, mut left) = (std::collections::BTreeSet::new(), std::collections::BTreeSet::new());
+            while !flag.load(Ordering::Relaxed) {
+                let questions = match call(&socket, Call::Pending) {
+                    Ok(Reply::Pending { questions }) => questions,
+                    _ => vec![],
+                };
+                for q in questions {
+                    if seen.contains(&q.id) {
+                        continue;
+                    }
+                    // A question left now is asked again at the next look (a worker may
+                    // come to wait for it).
+                    let Some(approve) = decide(&q) else {
+                        if left.insert(q.id) {
+                            answered.push(format!("left unanswered: {} {}", q.access, q.path));
+                        }
+                        continue;
+                    };
+                    seen.insert(q.id);
+                    let r = call(&socket, Call::Answer { question: q.id, approve, scope: ApprovalScope::Session, host: None });
+                    let status = match r {
+                        Ok(Reply::Error { message, .. }) => format!("error: {message}"),
+                        Ok(_) => "ok".to_string(),
+                        Err(e) => format!("error: {e}"),
+                    };
+                    answered.push(format!("{} {} {}: {status}", if approve { "approved" } else { "denied" }, q.access, q.path));
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            answered
+        });
+        User { stop, thread: Some(thread) }
+    }
+
+    /// Stops answering; what was answered (or left), one line per question.
+    pub fn finish(mut self) -> Vec<String> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.take().map(|t| t.join().unwrap_or_default()).unwrap_or_default()
+    }
+}
+
+impl Drop for User {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// Quotes `s` for a POSIX shell.
 pub fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
@@ -347,6 +425,23 @@ impl Daemon {
         let start = Instant::now();
         while std::os::unix::net::UnixStream::connect(&self.socket).is_err() {
             assert!(start.elapsed() < self.ready_within, "the daemon did not open its socket {}", self.socket.display());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until the daemon's start-up work in the background (its `pincer-warm-up`
+    /// thread: the content detectors' patterns) is done, as it is for a daemon that runs as
+    /// a service before any task: a measured task then pays for its own work only.
+    pub fn wait_warm(&self) {
+        let Some(pid) = self.pid() else { return };
+        let start = Instant::now();
+        let warming = || {
+            std::fs::read_dir(format!("/proc/{pid}/task"))
+                .map(|d| d.flatten().any(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "pincer-warm-up")))
+                .unwrap_or(false)
+        };
+        while warming() {
+            assert!(start.elapsed() < self.ready_within, "the daemon's warm-up did not end within {:?}", self.ready_within);
             std::thread::sleep(Duration::from_millis(50));
         }
     }

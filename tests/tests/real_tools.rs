@@ -11,52 +11,13 @@
 //! the test, as the user outside the session, approves every waiting question for the
 //! session except those for the secret, which it denies.
 
-use pincer_tests::worker::{shipped_config, Daemon};
+use pincer_tests::worker::{shipped_config, Daemon, User};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
 
 const PINCER: &str = env!("CARGO_BIN_EXE_pincer");
 const WORKER_UID: u32 = 1000;
 const HOME: &str = "/home/worker";
-
-/// Answers the questions a waiting worker asks, as the user would: approves each for the
-/// session unless its path names the secret, which it denies. Stops when dropped.
-struct User {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<Vec<String>>>,
-}
-
-impl User {
-    fn answering(socket: &Path) -> User {
-        let stop = Arc::new(AtomicBool::new(false));
-        let (flag, socket) = (stop.clone(), socket.to_owned());
-        let thread = std::thread::spawn(move || {
-            let mut answered = Vec::new();
-            while !flag.load(Ordering::Relaxed) {
-                let out = Command::new(PINCER).args(["pending", "--json"]).env("PINCER_SOCKET", &socket).output().expect("pincer pending");
-                let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-                for q in v.as_array().into_iter().flatten().filter(|q| q["waiting"] == true) {
-                    let (id, path, access) = (q["id"].as_u64().unwrap().to_string(), q["path"].as_str().unwrap_or(""), q["access"].as_str().unwrap_or(""));
-                    let approve = !path.contains("secret");
-                    let args: Vec<&str> = if approve { vec!["approve", &id, "--scope", "session"] } else { vec!["deny", &id] };
-                    let o = Command::new(PINCER).args(&args).env("PINCER_SOCKET", &socket).output().expect("pincer approve");
-                    answered.push(format!("{} {access} {path}: {}", if approve { "approved" } else { "denied" }, o.status));
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            answered
-        });
-        User { stop, thread: Some(thread) }
-    }
-
-    fn finish(mut self) -> Vec<String> {
-        self.stop.store(true, Ordering::Relaxed);
-        self.thread.take().unwrap().join().unwrap()
-    }
-}
 
 /// Writes a file of the worker's (the user's own files).
 fn user_file(path: &Path, text: &str) {
@@ -107,7 +68,7 @@ fn git_python_node_and_cargo_work_on_granted_files_and_cannot_read_an_ungranted_
     user_file(&Path::new(HOME).join(".gitconfig"), "[user]\n\tname = Worker\n\temail = worker@example.org\n[init]\n\tdefaultBranch = main\n");
     let name = dir.file_name().unwrap().to_string_lossy().into_owned();
     let daemon = Daemon::on_config(Path::new(PINCER), &dir, &shipped_config(&dir, &name, &[]));
-    let user = User::answering(&daemon.socket);
+    let user = User::answering(&daemon.socket, |q| q.waiting.then(|| !q.path.contains("secret")));
     let script = format!(
         r#"P={PINCER}
 W={ws}

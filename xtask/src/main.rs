@@ -79,6 +79,10 @@ enum Bench {
     Agents {
         #[command(flatten)]
         vm: vm::VmOptions,
+        /// Also sample the whole guest with `perf record` during each run of a task (ungated
+        /// and under Pincer) and print where its CPU went (by program, and the top symbols).
+        #[arg(long)]
+        perf: bool,
     },
 }
 
@@ -111,6 +115,11 @@ fn try_main() -> anyhow::Result<()> {
             all.extend(args);
             vm::bench(&vm, &vm::BENCH_DAEMON, vm::qemu::GuestClock::Host, &all, profile)
         }
-        Command::Bench { bench: Bench::Agents { vm } } => vm::bench_agents(vm),
+        Command::Bench { bench: Bench::Agents { vm, perf } } => {
+            if perf {
+                anyhow::ensure!(std::path::Path::new(vm::PERF).is_file(), "--perf needs the host's {} (Debian: `apt-get install linux-perf`)", vm::PERF);
+            }
+            vm::bench_agents(vm, perf)
+        }
     }
 }

@@ -508,8 +508,11 @@ impl Core {
         let named: Vec<PathBuf> = recs.iter().map(|r| r.path.clone()).collect();
         let gate = (|| {
             // Never-grantable entries and open paths go in before the session is gated.
-            contain.never.seed(&mut self.enforcer, &named)?;
-            contain.apply_open(&mut self.enforcer)?;
+            // One sync of the kernel's state for all of them.
+            self.enforcer.batch(|e| {
+                contain.never.seed(e, &named)?;
+                contain.apply_open(e)
+            })?;
             self.enforcer.register_session_with(cgroup_id, flags)?;
             for r in recs.iter().chain(&places) {
                 self.enforcer.add_root_id(ObjectId { dev: r.dev, ino: r.ino })?;

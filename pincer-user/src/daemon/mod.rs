@@ -174,6 +174,12 @@ pub async fn run(parts: Parts, listener: UnixListener, shutdown: impl std::futur
     if spec.is_shared() {
         audit.spool_for(spec.clone(), parts.core.config.store.identities())?;
     }
+    // The content detectors' patterns (several hundred regular expressions) compile on a
+    // thread of their own now, not in the first decision, which would wait for them.
+    std::thread::Builder::new()
+        .name("pincer-warm-up".into())
+        .spawn(crate::twin::content::warm_up)
+        .map_err(|source| DaemonError::Listen { path: "pincer-warm-up".into(), source })?;
     let core = core::Core::new(parts.core).await?;
     let (tx, rx) = mpsc::channel(256);
     let actor = tokio::spawn(core.run(rx));

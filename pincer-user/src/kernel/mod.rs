@@ -537,6 +537,8 @@ pub struct Enforcer {
     reach: reach::ReachMaps,
     /// `None` for an enforcer in memory.
     kernel: Option<Kernel>,
+    /// Inside [`Enforcer::batch`]: whether a state sync is owed at its end.
+    deferred: Option<bool>,
 }
 
 impl std::fmt::Debug for Enforcer {
@@ -572,7 +574,7 @@ fn slot<V>(table: &dyn Table<u32, V>) -> Result<V, KernelError> {
 impl Enforcer {
     /// An enforcer over `maps` and `reach` without a kernel program.
     fn over_tables(maps: FileMaps, reach: reach::ReachMaps) -> Self {
-        Self { maps, reach, kernel: None }
+        Self { maps, reach, kernel: None, deferred: None }
     }
 
     /// Re-attaches to the enforcement pinned under `config.pin_dir` if it is
@@ -654,7 +656,7 @@ impl Enforcer {
             .map_err(|e| KernelError::MapOp { op: "update", map: map_names::HOLD, source: Box::new(e) })?;
         tracing::info!(dir = %pin_dir.display(), held_file_open = held, "Pincer LSM loaded, attached and pinned");
         let kernel = Kernel { pin_dir, drops, events: Some(events), hold, _links: links, _ebpf: Some(ebpf) };
-        let mut enforcer = Self { maps, reach, kernel: Some(kernel) };
+        let mut enforcer = Self { maps, reach, kernel: Some(kernel), deferred: None };
         enforcer.start_cache()?;
         enforcer.apply_reach(&config.reach)?;
         Ok(enforcer)
@@ -745,7 +747,7 @@ impl Enforcer {
             _links: links,
             _ebpf: None,
         };
-        Ok(Self { maps, reach, kernel: Some(kernel) })
+        Ok(Self { maps, reach, kernel: Some(kernel), deferred: None })
     }
 
     /// Whether the attached `file_open` holds misses (the kernel accepted its held
@@ -882,6 +884,20 @@ impl Enforcer {
         self.sync_state()
     }
 
+    /// Runs `f` with the state sync of every never-entry change it makes deferred to its end,
+    /// done once (also when `f` fails): a session's seeds, hundreds of entries, read the
+    /// maps' keys once instead of once per entry. Until the sync the kernel may not read the
+    /// new entries yet; a session's own entries go in before it is gated.
+    pub fn batch<T, E: From<KernelError>>(&mut self, f: impl FnOnce(&mut Self) -> Result<T, E>) -> Result<T, E> {
+        let outer = self.deferred.replace(false);
+        let result = f(self);
+        let owed = std::mem::replace(&mut self.deferred, outer) == Some(true);
+        if owed {
+            self.sync_state()?;
+        }
+        result
+    }
+
     /// Removes the never-grantable entry of `id`.
     pub fn remove_never(&mut self, id: ObjectId) -> Result<(), KernelError> {
         self.maps.never.remove(&id.key())?;
@@ -987,6 +1003,10 @@ impl Enforcer {
     /// Tells the kernel how many never entries exist (with none, its walk may
     /// stop once a grant covers the access).
     fn sync_state(&mut self) -> Result<(), KernelError> {
+        if let Some(owed) = self.deferred.as_mut() {
+            *owed = true;
+            return Ok(());
+        }
         let count = |r: usize| u32::try_from(r).unwrap_or(u32::MAX);
         let objects = self.maps.never.keys()?.len();
         let names = self.maps.never_names.keys()?;

@@ -493,6 +493,28 @@ mod tests {
         assert_eq!((s.never_objects, s.never_names), (1, 0));
     }
 
+    #[test]
+    fn a_batch_syncs_the_state_once_at_its_end_even_when_it_fails() {
+        let maps = MemoryMaps::default();
+        let mut e = maps.enforcer();
+        let before = maps.policy_generation();
+        let r: Result<(), KernelError> = e.batch(|e| {
+            e.add_never(FILE, ACCESS_WRITE)?;
+            e.add_never_name(DIR, name("x"), ACCESS_WRITE)?;
+            // Deferred: the kernel's state and generation are not written yet.
+            assert_eq!((maps.state().never_objects, maps.state().never_names), (0, 0));
+            assert_eq!(maps.policy_generation(), before);
+            e.add_never(OTHER, 0x8000_0000).map(drop)
+        });
+        assert!(r.is_err());
+        let s = maps.state();
+        assert_eq!((s.never_objects, s.never_names), (1, 1));
+        assert_ne!(maps.policy_generation(), before, "the batch's changes renew the policy generation");
+        // Outside a batch, each change syncs at once again.
+        e.add_never(OTHER, ACCESS_READ).unwrap();
+        assert_eq!(maps.state().never_objects, 2);
+    }
+
     /// Whether `change` writes a new policy generation.
     fn renews(maps: &MemoryMaps, e: &mut Enforcer, change: impl FnOnce(&mut Enforcer) -> Result<(), KernelError>) -> bool {
         let before = maps.policy_generation();

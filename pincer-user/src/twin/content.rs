@@ -418,6 +418,14 @@ fn labelled_as_other_number(text: &str, start: usize) -> bool {
     is(OTHER_NUMBER_LABELS) && !is(CARD_LABELS)
 }
 
+/// Compiles the patterns of every detector of [`content_findings`], [`injection_findings`]
+/// and the secret scan now (each is otherwise compiled at its first use, and a decision
+/// would wait for it). Idempotent; a search that starts meanwhile waits for the same work.
+pub fn warm_up() {
+    let _ = (detectors(), content_gate(), private_account_regexes(), address_regex());
+    super::secrets::warm_up();
+}
+
 /// Looks for secrets, identity numbers and sensitivity markings in a resource's content.
 /// Any bytes are accepted (binary, invalid UTF-8, any size): at most [`MAX_INSPECT_BYTES`]
 /// are read, and a longer content also yields a [`FindingKind::Oversize`] finding.

@@ -92,6 +92,11 @@ fn secrets_gate() -> &'static Gate {
     })
 }
 
+/// Compiles the secret scan's patterns and rules now ([`super::content::warm_up`]).
+pub fn warm_up() {
+    let _ = (compiled(), secrets_gate(), super::rules::rule_set());
+}
+
 /// Rules whose secret is a private key rather than a token.
 const PRIVATE_KEY_RULES: &[&str] = &["private-key", "age-secret-key"];
 

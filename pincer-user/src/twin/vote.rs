@@ -460,14 +460,36 @@ impl Carried {
     /// that has an extension (a bare folder or word such as `src` or `notes` is too common
     /// to say the content pointed at it).
     pub fn mentions_path(&self, raw_path: &str) -> bool {
+        self.mentions_any(&PathMentions::of(raw_path))
+    }
+
+    /// True if the content mentions one of the names `m` holds ([`Carried::mentions_path`]
+    /// with the names made once for many contents).
+    pub fn mentions_any(&self, m: &PathMentions) -> bool {
+        m.0.iter().any(|n| self.mentions.contains(n))
+    }
+}
+
+/// The names by which content may mention a resource ([`Carried::mentions_path`]): its
+/// lowercase path, each trailing part of two or more segments, and its file name when that
+/// has an extension.
+#[derive(Debug, Clone, Default)]
+pub struct PathMentions(Vec<String>);
+
+impl PathMentions {
+    /// The names of the resource at `raw_path` (relative to its root).
+    pub fn of(raw_path: &str) -> Self {
         let rp = raw_path.trim_end_matches('/').to_lowercase();
         if rp.is_empty() {
-            return false;
+            return PathMentions::default();
         }
         let segs: Vec<&str> = rp.split('/').collect();
         let name = segs[segs.len() - 1];
-        (2..=segs.len()).any(|n| self.mentions.contains(&segs[segs.len() - n..].join("/")))
-            || (super::content::file_name_like(name) && self.mentions.contains(name))
+        let mut names: Vec<String> = (2..=segs.len()).map(|n| segs[segs.len() - n..].join("/")).collect();
+        if super::content::file_name_like(name) {
+            names.push(name.to_string());
+        }
+        PathMentions(names)
     }
 }
 

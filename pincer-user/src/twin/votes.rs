@@ -9,7 +9,7 @@ use super::knowledge::{distinctive_words, intent_evidence, leading_intent, locat
 use super::provenance::MAX_FINGERPRINT_BYTES;
 use super::text::typed_names;
 use super::policy::PolicyEntry;
-use super::vote::{Mechanism, PolicyInput, RuleOrigin, Verdict, Vote1Input, Vote2Input, VoteOutcome};
+use super::vote::{Mechanism, PathMentions, PolicyInput, RuleOrigin, Verdict, Vote1Input, Vote2Input, VoteOutcome};
 use crate::access::Access;
 use crate::sanitize::{GlobSeg, SanitizedPath};
 use crate::store::Permission;
@@ -419,8 +419,12 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
             }
         }
     }
-    let tainted = inp.earlier.iter().any(|e| e.injection);
-    if tainted && !established {
+    // Nothing below narrows an established resource: the scans of the session's earlier
+    // requests (which grow with the session) are made only for one that is not.
+    if established {
+        return VoteOutcome::allow("established resource; no sensitive content findings").by(Mechanism::ContentClear);
+    }
+    if inp.earlier.iter().any(|e| e.injection) {
         return VoteOutcome::deny("earlier content in this session held injected instructions, and this request goes beyond what the user named or similar tasks used").by(Mechanism::Taint);
     }
     // Whether the request serves the prompt or the content: a resource that neither the
@@ -429,19 +433,20 @@ pub fn vote2_offline(inp: &Vote2Input<'_>, p2: bool) -> VoteOutcome {
     // a TODO, a doc line).
     // Content the user pointed the worker at by its path ("apply the comments in
     // REVIEW.md") speaks for the user.
+    let names = PathMentions::of(inp.raw_path);
     let steered = inp.earlier.iter().any(|e| {
         e.granted
             && e.path.trim_end_matches('/') != inp.raw_path.trim_end_matches('/')
-            && e.carried.mentions_path(inp.raw_path)
+            && e.carried.mentions_any(&names)
             && !e.carried.source.as_ref().is_some_and(|src| location_evidence(k, s, src).typed)
     });
-    if steered && !established {
+    if steered {
         return VoteOutcome::deny("content read in this session names this resource, and neither the user named it nor did similar tasks use it: the request follows the content, not the prompt").by(Mechanism::Taint);
     }
-    if a == Access::Delete && !established {
+    if a == Access::Delete {
         return VoteOutcome::deny("a delete of a resource that neither the user named nor a similar task used").by(Mechanism::Unestablished);
     }
-    VoteOutcome::allow(if established { "established resource; no sensitive content findings" } else { "no sensitive content findings" }).by(Mechanism::ContentClear)
+    VoteOutcome::allow("no sensitive content findings").by(Mechanism::ContentClear)
 }
 
 /// True if a similar past task (similarity 0.3 or more) changed or created a resource at

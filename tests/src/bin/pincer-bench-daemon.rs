@@ -34,7 +34,8 @@ use clap::{Args, Parser, Subcommand};
 use pincer::daemon::protocol::{call_line, Call, Reply, ReplyLine, SessionInfo, SessionMode};
 use pincer::daemon::worker::{self, Namespaces, WorkerSpec};
 use pincer::Access;
-use pincer_tests::worker::{chown_tree, copy_dir, Daemon, DaemonSettings};
+use pincer_tests::profile::Profile;
+use pincer_tests::worker::{call, chown_tree, copy_dir, Daemon, DaemonSettings};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -202,15 +203,6 @@ fn run_worker(w: &WorkerArgs) -> Result<(), String> {
 
 // ---------------------------------------------------------------- the benchmark
 
-/// One call on a fresh connection, as root outside every session.
-fn call(socket: &Path, c: Call) -> Result<Reply, String> {
-    let mut s = UnixStream::connect(socket).map_err(|e| format!("connect {}: {e}", socket.display()))?;
-    s.write_all(call_line(c).as_bytes()).map_err(|e| format!("send: {e}"))?;
-    let mut reply = String::new();
-    BufReader::new(&s).read_line(&mut reply).map_err(|e| format!("read reply: {e}"))?;
-    serde_json::from_str::<ReplyLine>(reply.trim()).map(|r| r.reply).map_err(|e| format!("bad reply {reply:?}: {e}"))
-}
-
 /// The value of `field` (in kB) in `/proc/PID/status`.
 fn status_kb(pid: u32, field: &str) -> Result<u64, String> {
     let path = format!("/proc/{pid}/status");
@@ -310,6 +302,8 @@ fn run_load(a: &BenchArgs, pincer: &Path, l: &Load) -> Result<(), String> {
     let dir = pincer_tests::fresh_dir("bench-daemon");
     let daemon = Daemon::start(pincer, &dir, &DaemonSettings { on_miss: "decide", escalation_timeout_secs: 5 });
     daemon.import(&a.persona, a.uid);
+    // Measured as a daemon that runs as a service: warm before the first session.
+    daemon.wait_warm();
     let pid = daemon.pid().ok_or("the daemon has no pid")?;
     let rss_idle = status_kb(pid, "VmRSS")?;
 
@@ -356,7 +350,7 @@ fn run_load(a: &BenchArgs, pincer: &Path, l: &Load) -> Result<(), String> {
     let hwm = status_kb(pid, "VmHWM")?;
     let audit = audited(&daemon.dir.join("audit.jsonl"));
     let (elapsed, mut m, profile) = result?;
-    let profile = profile.map(Profile::report).transpose()?;
+    let profile = profile.map(|p| p.report(40)).transpose()?;
     drop(daemon);
     let _ = std::fs::remove_dir_all(&dir);
 
@@ -434,50 +428,6 @@ fn run_load(a: &BenchArgs, pincer: &Path, l: &Load) -> Result<(), String> {
     Ok(())
 }
 
-/// `perf` (the host's, packed at the same path by `cargo xtask bench daemon --perf`).
-const PERF: &str = "/usr/bin/perf";
-/// Where the samples go.
-const PERF_DATA: &str = "/tmp/pincer-bench.perf.data";
-
-/// A `perf record` of the whole guest, started when a load's workers wait for their start
-/// signal and stopped when the last one has exited.
-struct Profile(std::process::Child);
-
-impl Profile {
-    fn start() -> Result<Profile, String> {
-        let child = std::process::Command::new(PERF)
-            .args(["record", "--all-cpus", "--freq", "1999", "--output", PERF_DATA])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("start {PERF}: {e}"))?;
-        // perf opens its events before it samples: give it the time to.
-        std::thread::sleep(Duration::from_millis(500));
-        Ok(Profile(child))
-    }
-
-    /// Stops the recording (SIGINT, as perf expects) and returns its report: the share of
-    /// samples by program, by program and object, and the top symbols.
-    fn report(mut self) -> Result<String, String> {
-        // SAFETY: kill(2) of our own child.
-        unsafe { libc::kill(self.0.id() as libc::pid_t, libc::SIGINT) };
-        let _ = self.0.wait();
-        let mut out = String::from("  where the guest's CPU went during the load (perf record, all CPUs, 1999 Hz):\n");
-        for (sort, top) in [("comm", 8), ("comm,dso", 12), ("comm,dso,sym", 40)] {
-            let r = std::process::Command::new(PERF)
-                .args(["report", "--stdio", "--input", PERF_DATA, "--sort", sort])
-                .output()
-                .map_err(|e| format!("{PERF} report: {e}"))?;
-            out.push_str(&format!("  by {sort}:\n"));
-            for line in String::from_utf8_lossy(&r.stdout).lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).take(top) {
-                out.push_str(&format!("    {}\n", line.trim_end()));
-            }
-        }
-        let _ = std::fs::remove_file(PERF_DATA);
-        Ok(out)
-    }
-}
-
 /// What the daemon's audit log says of a load.
 struct Audited {
     /// Holds (`"event":"hold"`).
@@ -551,7 +501,7 @@ fn load(a: &BenchArgs, l: &Load, socket: &Path, sessions: &[SessionInfo], roots:
             children.push((child, stdin, stdout));
         }
         // Every worker is waiting for its start signal now: the profile sees the load only.
-        let profile = if a.perf { Some(Profile::start()?) } else { None };
+        let profile = if a.perf { Some(Profile::start("bench-daemon")?) } else { None };
         let start = Instant::now();
         let mut tasks = tokio::task::JoinSet::new();
         for (mut child, mut stdin, mut stdout) in children {

@@ -17,8 +17,9 @@
 //! API tool result (`function_call_output`) has no error flag: its step needs an `expect`.
 //!
 //! What it saw is printed on standard error, one line each, for the test to read:
-//! `MODEL-RESULT {"step", "try", "name", "ok", "is_error", "content"}` for each tool result
-//! the first time it arrives (content cut at 4000 bytes), `MODEL-REQUEST {"n", "tools",
+//! `MODEL-RESULT {"step", "try", "name", "ok", "is_error", "content", "at_ms"}` for each tool
+//! result the first time it arrives (content cut at 4000 bytes; `at_ms`: when, in ms since the
+//! Unix epoch), `MODEL-REQUEST {"n", "tools",
 //! "results", "bytes", "watched"}` for each request, where `watched` tells whether the body
 //! held one of the lines of `PINCER_MODEL_WATCH` (secrets that must never reach the model), and
 //! `MODEL-LISTEN PORT` once it listens. Usage: `pincer-model [--port N]` (default 0: any
@@ -307,7 +308,7 @@ impl Model {
                 report(format!(
                     "MODEL-RESULT {}",
                     json!({"step": step, "try": attempt, "name": s.map(|s| s.name.as_str()), "ok": s.is_some_and(|s| s.succeeded(r.is_error, &r.content)),
-                        "is_error": r.is_error, "content": cut(&r.content, 4000)})
+                        "is_error": r.is_error, "content": cut(&r.content, 4000), "at_ms": unix_ms()})
                 ));
             }
             Some(next(&self.script, &results))
@@ -459,6 +460,11 @@ fn main() {
             let _ = serve(conn, model);
         });
     }
+}
+
+/// Milliseconds since the Unix epoch (the clock the test reads too).
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -51,11 +51,11 @@ pub const TWO_CPU_PROGRAMS: &[&str] = &["enforce_stale"];
 
 /// Test programs that run only on the newest kernel of a `vm-test` run, unless `--only`
 /// names them; each costs minutes of emulated CPU, for kernel paths that other programs
-/// cover on every kernel. Claude Code and Gemini CLI take the paths Codex, which runs on
-/// every kernel, takes too (opens, creations, renames, their denials and retries).
-/// `e2e_replay` checks the twin's decisions on the corpus against the harness's, through
-/// grants and refusals that `enforce`, `e2e_session` and `redteam` check on every kernel.
-pub const NEWEST_KERNEL_ONLY: &[&str] = &["agent_claude", "agent_gemini", "e2e_replay"];
+/// cover on every kernel. `e2e_replay` checks the twin's decisions on the corpus against
+/// the harness's, through grants and refusals that `enforce`, `e2e_session` and `redteam`
+/// check on every kernel. The three agents run on every kernel: each kernel holds misses
+/// its own way (or not at all), and a real agent must work with each.
+pub const NEWEST_KERNEL_ONLY: &[&str] = &["e2e_replay"];
 
 /// Test programs that get a VM of their own, one per group and kernel, so the longest runs
 /// spread over the VMs that run at once instead of queueing in one VM per kernel. The
@@ -500,10 +500,13 @@ pub const AGENT_PROGRAMS: &[&str] = &["agent_claude", "agent_codex", "agent_gemi
 /// The variable that asks the agents' tests for an ungated run of each task (the baseline
 /// of the wall-time ratio); `vm-test` leaves it unset, so CI does not pay for it.
 pub const AGENT_BASELINE_ENV: &str = "PINCER_AGENT_BASELINE";
+/// The variable that asks the agents' tests to profile each run of a task with the host's
+/// `perf` (the shared host root shows it to the guest).
+pub const AGENT_PERF_ENV: &str = "PINCER_AGENT_PERF";
 
 /// `cargo xtask bench agents`: the agents' tests with their ungated baselines, on the newest
-/// kernel unless `--kernel` says otherwise.
-pub fn bench_agents(mut opts: VmOptions) -> Result<()> {
+/// kernel unless `--kernel` says otherwise; with `perf`, each run of a task is profiled.
+pub fn bench_agents(mut opts: VmOptions, perf: bool) -> Result<()> {
     if opts.only.is_empty() {
         opts.only = AGENT_PROGRAMS.iter().map(|p| p.to_string()).collect();
     }
@@ -511,6 +514,9 @@ pub fn bench_agents(mut opts: VmOptions) -> Result<()> {
         opts.kernels = kernels::KERNELS.last().map(|k| vec![k.label.to_string()]).unwrap_or_default();
     }
     opts.env.push((AGENT_BASELINE_ENV.to_string(), "1".to_string()));
+    if perf {
+        opts.env.push((AGENT_PERF_ENV.to_string(), "1".to_string()));
+    }
     vm_test(&opts)
 }
 
@@ -671,9 +677,9 @@ mod tests {
             v.sort();
             v
         };
-        // The newest kernel runs everything once; the older one all but the newest-only agents.
+        // The newest kernel runs everything once; the older one all but the newest-only replay.
         assert_eq!(on("6.12", 1), all);
-        assert_eq!(on("6.1", 1), names(&["agent_codex", "e2e_session", "enforce_stale", "redteam"]));
+        assert_eq!(on("6.1", 1), names(&["agent_claude", "agent_codex", "agent_gemini", "e2e_session", "enforce_stale", "redteam"]));
         assert_eq!(on("6.1", 2), names(&["enforce_stale"]));
         assert_eq!(on("6.12", 2), names(&["enforce_stale"]));
         // Longest first: the kernels' other programs, then the groups, then two vCPUs.
@@ -686,7 +692,8 @@ mod tests {
                 "6.12-amd64 [agent_codex+agent_gemini]",
                 "6.12-amd64 [agent_claude]",
                 "6.12-amd64 [e2e_replay]",
-                "6.1-amd64 [agent_codex]",
+                "6.1-amd64 [agent_codex+agent_gemini]",
+                "6.1-amd64 [agent_claude]",
                 "6.1-amd64 (2 vCPUs)",
                 "6.12-amd64 (2 vCPUs)",
             ]
