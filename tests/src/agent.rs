@@ -252,7 +252,7 @@ pub fn start_daemon(pincer: &Path, model: &Path, dir: &Path) -> Daemon {
     // The scripted model is the harness's program, not the user's: it runs in the session
     // wherever the checkout is, a gated place such as /tmp included.
     let harness = model.parent().unwrap_or(Path::new("/"));
-    let config = format!("{}[[containment.open_paths]]\npath = {:?}\nmode = \"ro\"\n", shipped_config(dir, &name, &[]), harness.to_string_lossy());
+    let config = format!("{}[[containment.open_paths]]\npath = {:?}\nmode = \"ro\"\n", shipped_config(dir, &name, &[("warm_up", "true")]), harness.to_string_lossy());
     Daemon::on_config(pincer, dir, &config)
 }
 

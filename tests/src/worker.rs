@@ -309,8 +309,16 @@ pub fn shipped_config(dir: &Path, name: &str, settings: &[(&str, &str)]) -> Stri
         ("cgroup_parent", quoted(PathBuf::from("/sys/fs/cgroup").join(name))),
         ("scratch_parent", quoted(dir.join("scratch"))),
         ("mountpoint", quoted(dir.join("hold"))),
+        // A test's daemon compiles each detector when a decision needs it: a warm-up at
+        // every start would cost every test seconds of emulated CPU (agents turn it on).
+        ("warm_up", "false".into()),
     ];
-    keys.extend(settings.iter().map(|(k, v)| (*k, v.to_string())));
+    for (k, v) in settings {
+        match keys.iter_mut().find(|(key, _)| key == k) {
+            Some(kv) => kv.1 = v.to_string(),
+            None => keys.push((*k, v.to_string())),
+        }
+    }
     let mut out = String::new();
     let mut replaced = Vec::new();
     for line in SHIPPED_CONFIG.lines() {
@@ -353,7 +361,7 @@ impl Daemon {
         std::fs::create_dir_all(&shared).unwrap_or_else(|e| panic!("mkdir {}: {e}", shared.display()));
         std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap_or_else(|e| panic!("chmod {}: {e}", shared.display()));
         let text = format!(
-            "state_dir = {:?}\nsocket = {:?}\naudit_log = {:?}\npin_dir = {:?}\ncgroup_parent = {:?}\non_miss = {:?}\n[escalation]\ntimeout_secs = {}\n\
+            "state_dir = {:?}\nsocket = {:?}\naudit_log = {:?}\npin_dir = {:?}\ncgroup_parent = {:?}\non_miss = {:?}\n[decider]\nwarm_up = false\n[escalation]\ntimeout_secs = {}\n\
              [containment]\nscratch_parent = {:?}\n[[containment.open_paths]]\npath = {:?}\nmode = \"rw\"\n\
              [[containment.open_paths]]\npath = {:?}\nmode = \"ro\"\n[hold]\nmountpoint = {:?}\n",
             dir.join("state"),
@@ -429,15 +437,16 @@ impl Daemon {
         }
     }
 
-    /// Waits until the daemon's start-up work in the background (its `pincer-warm-up`
-    /// thread: the content detectors' patterns) is done, as it is for a daemon that runs as
-    /// a service before any task: a measured task then pays for its own work only.
+    /// Waits until the daemon's start-up work in the background (its
+    /// [`pincer::daemon::WARM_UP_THREAD`]: the content detectors' patterns, with `[decider]
+    /// warm_up`) is done, as it is for a daemon that runs as a service before any task: a
+    /// measured task then pays for its own work only.
     pub fn wait_warm(&self) {
         let Some(pid) = self.pid() else { return };
         let start = Instant::now();
         let warming = || {
             std::fs::read_dir(format!("/proc/{pid}/task"))
-                .map(|d| d.flatten().any(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "pincer-warm-up")))
+                .map(|d| d.flatten().any(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == pincer::daemon::WARM_UP_THREAD)))
                 .unwrap_or(false)
         };
         while warming() {

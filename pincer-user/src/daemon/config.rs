@@ -82,6 +82,9 @@ pub struct DeciderConfig {
     pub timeout_secs: u64,
     /// `pincer` or `pincer-p2`.
     pub variant: VariantName,
+    /// Compile the content detectors' patterns on a thread of their own when the daemon
+    /// starts (else each at its first use, in the decision that needs it).
+    pub warm_up: bool,
 }
 
 impl Default for DeciderConfig {
@@ -93,6 +96,7 @@ impl Default for DeciderConfig {
             api_key_env: String::new(),
             timeout_secs: 60,
             variant: VariantName::Pincer,
+            warm_up: true,
         }
     }
 }

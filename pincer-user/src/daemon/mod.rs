@@ -102,6 +102,10 @@ pub enum DaemonError {
     },
 }
 
+/// The name of the thread that compiles the content detectors at start (`[decider] warm_up`):
+/// while it runs, the daemon is not warm yet.
+pub const WARM_UP_THREAD: &str = "pincer-warm-up";
+
 /// Builds the decider the configuration names.
 pub fn decider_from_config(cfg: &config::DeciderConfig) -> Result<Arc<dyn Decider>, crate::decider::DeciderError> {
     let key_env = |default: &str| if cfg.api_key_env.is_empty() { default.to_string() } else { cfg.api_key_env.clone() };
@@ -176,10 +180,12 @@ pub async fn run(parts: Parts, listener: UnixListener, shutdown: impl std::futur
     }
     // The content detectors' patterns (several hundred regular expressions) compile on a
     // thread of their own now, not in the first decision, which would wait for them.
-    std::thread::Builder::new()
-        .name("pincer-warm-up".into())
-        .spawn(crate::twin::content::warm_up)
-        .map_err(|source| DaemonError::Listen { path: "pincer-warm-up".into(), source })?;
+    if parts.core.config.decider.warm_up {
+        std::thread::Builder::new()
+            .name(WARM_UP_THREAD.into())
+            .spawn(crate::twin::content::warm_up)
+            .map_err(|source| DaemonError::Listen { path: WARM_UP_THREAD.into(), source })?;
+    }
     let core = core::Core::new(parts.core).await?;
     let (tx, rx) = mpsc::channel(256);
     let actor = tokio::spawn(core.run(rx));

@@ -302,8 +302,6 @@ fn run_load(a: &BenchArgs, pincer: &Path, l: &Load) -> Result<(), String> {
     let dir = pincer_tests::fresh_dir("bench-daemon");
     let daemon = Daemon::start(pincer, &dir, &DaemonSettings { on_miss: "decide", escalation_timeout_secs: 5 });
     daemon.import(&a.persona, a.uid);
-    // Measured as a daemon that runs as a service: warm before the first session.
-    daemon.wait_warm();
     let pid = daemon.pid().ok_or("the daemon has no pid")?;
     let rss_idle = status_kb(pid, "VmRSS")?;
 
