@@ -361,7 +361,7 @@ impl Daemon {
         std::fs::create_dir_all(&shared).unwrap_or_else(|e| panic!("mkdir {}: {e}", shared.display()));
         std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap_or_else(|e| panic!("chmod {}: {e}", shared.display()));
         let text = format!(
-            "state_dir = {:?}\nsocket = {:?}\naudit_log = {:?}\npin_dir = {:?}\ncgroup_parent = {:?}\non_miss = {:?}\n[decider]\nwarm_up = false\n[escalation]\ntimeout_secs = {}\n\
+            "state_dir = {:?}\nsocket = {:?}\naudit_log = {:?}\npin_dir = {:?}\ncgroup_parent = {:?}\non_miss = {:?}\nwarm_up = false\n[escalation]\ntimeout_secs = {}\n\
              [containment]\nscratch_parent = {:?}\n[[containment.open_paths]]\npath = {:?}\nmode = \"rw\"\n\
              [[containment.open_paths]]\npath = {:?}\nmode = \"ro\"\n[hold]\nmountpoint = {:?}\n",
             dir.join("state"),
@@ -438,9 +438,9 @@ impl Daemon {
     }
 
     /// Waits until the daemon's start-up work in the background (its
-    /// [`pincer::daemon::WARM_UP_THREAD`]: the content detectors' patterns, with `[decider]
-    /// warm_up`) is done, as it is for a daemon that runs as a service before any task: a
-    /// measured task then pays for its own work only.
+    /// [`pincer::daemon::WARM_UP_THREAD`]: the content detectors' patterns, with `warm_up`)
+    /// is done, as it is for a daemon that runs as a service before any task: a measured
+    /// task then pays for its own work only.
     pub fn wait_warm(&self) {
         let Some(pid) = self.pid() else { return };
         let start = Instant::now();

@@ -82,9 +82,6 @@ pub struct DeciderConfig {
     pub timeout_secs: u64,
     /// `pincer` or `pincer-p2`.
     pub variant: VariantName,
-    /// Compile the content detectors' patterns on a thread of their own when the daemon
-    /// starts (else each at its first use, in the decision that needs it).
-    pub warm_up: bool,
 }
 
 impl Default for DeciderConfig {
@@ -96,7 +93,6 @@ impl Default for DeciderConfig {
             api_key_env: String::new(),
             timeout_secs: 60,
             variant: VariantName::Pincer,
-            warm_up: true,
         }
     }
 }
@@ -248,6 +244,9 @@ pub struct Config {
     pub on_miss: OnMiss,
     /// Protected roots used when `pincer run` names none.
     pub default_roots: Vec<PathBuf>,
+    /// Compile the content detectors' patterns on a thread of their own when the daemon
+    /// starts (else each at its first use, in the decision that needs it).
+    pub warm_up: bool,
     /// Decider settings.
     pub decider: DeciderConfig,
     /// Escalation settings.
@@ -273,6 +272,7 @@ impl Default for Config {
             cgroup_parent: PathBuf::from("/sys/fs/cgroup/pincer"),
             on_miss: OnMiss::Decide,
             default_roots: vec![],
+            warm_up: true,
             decider: DeciderConfig::default(),
             escalation: EscalationConfig::default(),
             containment: Default::default(),

@@ -102,7 +102,7 @@ pub enum DaemonError {
     },
 }
 
-/// The name of the thread that compiles the content detectors at start (`[decider] warm_up`):
+/// The name of the thread that compiles the content detectors at start (`warm_up`):
 /// while it runs, the daemon is not warm yet.
 pub const WARM_UP_THREAD: &str = "pincer-warm-up";
 
@@ -180,7 +180,7 @@ pub async fn run(parts: Parts, listener: UnixListener, shutdown: impl std::futur
     }
     // The content detectors' patterns (several hundred regular expressions) compile on a
     // thread of their own now, not in the first decision, which would wait for them.
-    if parts.core.config.decider.warm_up {
+    if parts.core.config.warm_up {
         std::thread::Builder::new()
             .name(WARM_UP_THREAD.into())
             .spawn(crate::twin::content::warm_up)
