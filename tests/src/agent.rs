@@ -307,7 +307,7 @@ fn task_figures(rs: &[ResultLine], steps: usize) -> (usize, usize, u32) {
 }
 
 /// Milliseconds since the Unix epoch (the clock the scripted model stamps results with).
-fn unix_ms() -> u64 {
+pub fn unix_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 

@@ -455,22 +455,16 @@ impl Carried {
         Carried { kinds, mentions: super::content::mentioned_names(content), source: Some(source.clone()) }
     }
 
-    /// True if the content mentions the resource at `raw_path` (relative to its root): its
-    /// whole path, a trailing part of it of two or more segments, or its file name when
-    /// that has an extension (a bare folder or word such as `src` or `notes` is too common
-    /// to say the content pointed at it).
-    pub fn mentions_path(&self, raw_path: &str) -> bool {
-        self.mentions_any(&PathMentions::of(raw_path))
-    }
-
-    /// True if the content mentions one of the names `m` holds ([`Carried::mentions_path`]
-    /// with the names made once for many contents).
+    /// True if the content mentions the resource whose names `m` holds ([`PathMentions`]:
+    /// its whole path, a trailing part of it of two or more segments, or its file name when
+    /// that has an extension; a bare folder or word such as `src` or `notes` is too common to
+    /// say the content pointed at it).
     pub fn mentions_any(&self, m: &PathMentions) -> bool {
         m.0.iter().any(|n| self.mentions.contains(n))
     }
 }
 
-/// The names by which content may mention a resource ([`Carried::mentions_path`]): its
+/// The names by which content may mention a resource ([`Carried::mentions_any`]): its
 /// lowercase path, each trailing part of two or more segments, and its file name when that
 /// has an extension.
 #[derive(Debug, Clone, Default)]

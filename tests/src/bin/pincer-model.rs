@@ -308,7 +308,7 @@ impl Model {
                 report(format!(
                     "MODEL-RESULT {}",
                     json!({"step": step, "try": attempt, "name": s.map(|s| s.name.as_str()), "ok": s.is_some_and(|s| s.succeeded(r.is_error, &r.content)),
-                        "is_error": r.is_error, "content": cut(&r.content, 4000), "at_ms": unix_ms()})
+                        "is_error": r.is_error, "content": cut(&r.content, 4000), "at_ms": pincer_tests::agent::unix_ms()})
                 ));
             }
             Some(next(&self.script, &results))
@@ -460,11 +460,6 @@ fn main() {
             let _ = serve(conn, model);
         });
     }
-}
-
-/// Milliseconds since the Unix epoch (the clock the test reads too).
-fn unix_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
 #[cfg(test)]
