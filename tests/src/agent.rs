@@ -547,7 +547,14 @@ exit $status
         // folder of a path it is asked to read, and stops there).
         assert!(log.contains(".ssh") && log.contains(".bashrc"), "pincer log lacks the refused attack steps:\n{log}");
         if let Some((from, folder, expected)) = &self.transcripts {
-            self.check_history(from, &Path::new(HOME).join(folder), &ws, expected);
+            // The agent wrote them in the session's own layer over its state directory,
+            // which stays for the user after the session (the user's directory has none).
+            let session = text.lines().find_map(|l| l.strip_prefix("pincer: session ")?.split_whitespace().next()).expect("pincer run names its session");
+            let (state_dir, rest) = folder.split_once('/').unwrap_or((folder, ""));
+            let layer = dir.join("scratch").join(format!("pincer-{session}.layers")).join(state_dir);
+            assert!(!Path::new(HOME).join(folder).exists(), "the agent wrote its transcripts in the user's ~/{folder}");
+            self.check_history(from, &layer.join(rest), &ws, expected);
+            let _ = std::fs::remove_dir_all(layer.parent().unwrap());
         }
         Outcome { log, audit, text }
     }

@@ -362,7 +362,7 @@ impl Daemon {
         std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap_or_else(|e| panic!("chmod {}: {e}", shared.display()));
         let text = format!(
             "state_dir = {:?}\nsocket = {:?}\naudit_log = {:?}\npin_dir = {:?}\ncgroup_parent = {:?}\non_miss = {:?}\nwarm_up = false\n[escalation]\ntimeout_secs = {}\n\
-             [containment]\nscratch_parent = {:?}\n[[containment.open_paths]]\npath = {:?}\nmode = \"rw\"\n\
+             [containment]\nscratch_parent = {:?}\n[[containment.open_paths]]\npath = {:?}\nmode = \"shared\"\n\
              [[containment.open_paths]]\npath = {:?}\nmode = \"ro\"\n[hold]\nmountpoint = {:?}\n",
             dir.join("state"),
             socket,

@@ -2393,8 +2393,8 @@ fn read_only(p: &Path) -> bool {
 /// From inside a session, tries to open for write every object the user owns (a directory:
 /// create and remove a file in it) and lists every success that is not one of the
 /// principle's exceptions: granted (nothing here), made by the session (nothing before the
-/// sweep), its scratch, and the configured open paths (`~/.cargo`, `~/.npm`, `~/.cache/pip`
-/// read-write). The VM is set up as a host would be: the user's home with dotfiles and
+/// sweep) and its scratch (the read-write open paths are written through the session's own
+/// layers, never in the user's objects). The VM is set up as a host would be: the user's home with dotfiles and
 /// keys, a project under /srv, a tool under /opt, a mailbox, a delegated cgroup, a file in
 /// /dev/shm and the runtime directory, a console and a device of the user's seat.
 #[test]
@@ -2455,16 +2455,9 @@ fn sweep_every_user_owned_object_for_write() {
     }
     let red = Red::start("sweep");
     let objects = user_objects();
-    // The session's scratch and the shipped configuration's read-write open paths.
-    let exceptions: Vec<PathBuf> = vec![
-        red.scratch.clone(),
-        PathBuf::from(home(".cargo")),
-        PathBuf::from(home(".npm")),
-        PathBuf::from(home(".cache/pip")),
-        PathBuf::from(home(".claude")),
-        PathBuf::from(home(".codex")),
-        PathBuf::from(home(".gemini")),
-    ];
+    // The session's scratch. The read-write open paths are not exceptions: the session
+    // writes its own layers over them, and the user's objects there are read-only to it.
+    let exceptions: Vec<PathBuf> = vec![red.scratch.clone()];
     let candidates: Vec<PathBuf> = objects
         .into_iter()
         .filter(|p| !exceptions.iter().any(|e| p.starts_with(e)))

@@ -109,6 +109,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             .chain(info.scratch.iter().map(|d| ("TMPDIR".to_string(), d.to_string_lossy().into_owned())))
             .collect(),
             namespaces: info.namespaces,
+            layers: info.layers.clone(),
         };
         let status = match worker::command(&spec).map_err(anyhow::Error::from).and_then(|mut c| c.spawn().with_context(|| format!("cannot start {:?}", args.command[0]))) {
             Ok(mut child) => wait_forwarding_signals(&mut child).await,

@@ -25,9 +25,15 @@ pub enum OpenMode {
     /// Read and list.
     #[serde(rename = "ro")]
     ReadOnly,
-    /// Read, list, write, create and delete.
+    /// Read and list the user's objects; write, create and delete in the session's own layer
+    /// over the path (see [`super::layers`]): the user's objects there never change.
     #[serde(rename = "rw")]
     ReadWrite,
+    /// Read, list, write, create and delete the user's objects themselves, for every
+    /// session: a directory the user and the sessions exchange files through, which no
+    /// program of the user's runs or loads anything from.
+    #[serde(rename = "shared")]
+    Shared,
 }
 
 impl OpenMode {
@@ -35,7 +41,7 @@ impl OpenMode {
     pub fn access(self) -> &'static [Access] {
         match self {
             OpenMode::ReadOnly => &[Access::Read, Access::List],
-            OpenMode::ReadWrite => &Access::ALL,
+            OpenMode::ReadWrite | OpenMode::Shared => &Access::ALL,
         }
     }
 }
@@ -48,6 +54,15 @@ pub struct OpenPath {
     pub path: String,
     /// `ro` or `rw`.
     pub mode: OpenMode,
+    /// For `rw`: the user's entries the session sees in its layer (paths relative to `path`,
+    /// a glob per segment: `settings*.json`, `plugins/cache`); the rest is hidden from it, and
+    /// it starts them afresh. Empty: it sees all of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub show: Vec<String>,
+    /// For `rw`: the session's layer stays after it ends, readable by the owner (an agent's
+    /// transcripts of the session, for `pincer history convert`); otherwise it is removed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retain: bool,
 }
 
 /// Paths that nothing can grant for the listed access types.
@@ -89,7 +104,24 @@ fn never(pattern: &str, access: &[Access]) -> NeverRule {
 }
 
 fn open(path: &str, mode: OpenMode) -> OpenPath {
-    OpenPath { path: path.into(), mode }
+    OpenPath { path: path.into(), mode, show: vec![], retain: false }
+}
+
+/// What a session sees of the user's `~/.claude`: Claude Code's settings, instructions,
+/// hooks, commands, subagents, skills, rules, output styles, plugins and key bindings.
+const CLAUDE_KEEP: &[&str] = &["settings*.json", "CLAUDE.md", "hooks", "commands", "agents", "skills", "rules", "output-styles", "plugins", "keybindings.json"];
+/// What a session sees of the user's `~/.codex`: its configuration, login, instructions,
+/// rules, skills, prompts, hooks, plugins and memories.
+const CODEX_KEEP: &[&str] = &["*.toml", "auth.json", ".env", "AGENTS.md", "AGENTS.override.md", "hooks.json", "hooks", "rules", "skills", "prompts", "plugins", "memories"];
+/// What a session sees of the user's `~/.gemini`: Gemini CLI's settings, login,
+/// instructions, commands, extensions, policies, skills, subagents and hooks.
+const GEMINI_KEEP: &[&str] = &["settings.json", "trustedFolders.json", ".env", "*.md", "oauth_creds.json", "google_accounts.json", "commands", "extensions", "policies", "skills", "agents", "hooks"];
+
+/// An agent's state directory as a read-write open path: the session sees the user's
+/// configuration of the agent there (`show`), and none of its histories; the session's
+/// layer (its transcripts) stays for its owner after it ends.
+fn agent_state(path: &str, show: &[&str]) -> OpenPath {
+    OpenPath { path: path.into(), mode: OpenMode::ReadWrite, show: show.iter().map(|k| k.to_string()).collect(), retain: true }
 }
 
 impl Default for ContainmentConfig {
@@ -322,15 +354,14 @@ impl Default for ContainmentConfig {
                 open("~/.cache/pip", OpenMode::ReadWrite),
                 open("~/.local/bin", OpenMode::ReadOnly),
                 open("~/.local/lib", OpenMode::ReadOnly),
-                // Claude Code's own state (transcripts, sessions, shell snapshots, todos,
-                // backups), its never places carved out; its user config, read only.
-                open("~/.claude", OpenMode::ReadWrite),
+                // The agents' state directories: each session writes its own layer (its
+                // transcripts, sessions, shell snapshots, logs), and sees of the user's only
+                // the agent's configuration and login, never the histories of the user's
+                // other runs. Their never places stay refused in the layer too.
+                agent_state("~/.claude", CLAUDE_KEEP),
                 open("~/.claude.json", OpenMode::ReadOnly),
-                // Codex's own state (sessions, logs, its databases, shell snapshots), its
-                // never places carved out.
-                open("~/.codex", OpenMode::ReadWrite),
-                // Gemini CLI's own state (chats, logs, shell history, project list).
-                open("~/.gemini", OpenMode::ReadWrite),
+                agent_state("~/.codex", CODEX_KEEP),
+                agent_state("~/.gemini", GEMINI_KEEP),
             ],
             never: secrets
                 .iter()
@@ -362,6 +393,10 @@ impl ContainmentConfig {
         let never = NeverList::new(&self.never, &sample).map_err(|e| e.to_string())?;
         let mut carved = Vec::new();
         for o in &self.open_paths {
+            if (!o.show.is_empty() || o.retain) && o.mode != OpenMode::ReadWrite {
+                return Err(format!("open path {:?}: show and retain are about the session's layer, and only an rw open path has one", o.path));
+            }
+            super::layers::Shown::new(&o.show).map_err(|e| format!("open path {:?}: {e}", o.path))?;
             let path = absolute(&o.path, &sample).map_err(|e| e.to_string())?;
             let open_bits = bits(o.mode.access());
             for r in &never.rules {
@@ -369,7 +404,11 @@ impl ContainmentConfig {
                     return Err(format!(
                         "open path {:?} ({}) lies in the never-grantable place {:?}: remove it from open_paths",
                         o.path,
-                        if o.mode == OpenMode::ReadOnly { "ro" } else { "rw" },
+                        match o.mode {
+                            OpenMode::ReadOnly => "ro",
+                            OpenMode::ReadWrite => "rw",
+                            OpenMode::Shared => "shared",
+                        },
                         r.pattern
                     ));
                 }
@@ -410,6 +449,25 @@ pub enum ContainError {
     Scratch {
         /// The directory.
         path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An entry of an open path's `show` is not a relative path of globs.
+    #[error("show entry {entry:?}: {problem}")]
+    Shown {
+        /// The entry.
+        entry: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// A session's layer over a read-write open path could not be made.
+    #[error("cannot make the session's layer over {}: {what}", path.display())]
+    Layer {
+        /// The open path.
+        path: PathBuf,
+        /// The step that failed.
+        what: String,
         /// The error.
         #[source]
         source: std::io::Error,
@@ -630,6 +688,55 @@ impl NeverList {
     }
 }
 
+/// Never entries made for one session's view of a read-write open path (removed when the
+/// session ends: the keys name objects of its layer's filesystem, whose device number the
+/// kernel gives to another filesystem later).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ViewNevers {
+    /// Objects.
+    pub objects: Vec<ObjectId>,
+    /// Names in directories.
+    pub names: Vec<(ObjectId, std::ffi::OsString)>,
+}
+
+impl NeverList {
+    /// Puts into the kernel's never map the never places under `lower` (a read-write open
+    /// path) as a session reaches them through its layer mounted at `view`, on the layer's
+    /// device `dev`: the kernel keys what an access reaches through the layer by the layer's
+    /// inodes (a directory's number is the layer's own, a file keeps the number of the user's
+    /// file), not by the user's. Literal places (with their names, missing ancestors and
+    /// pinned parents) and the matches of globbed ones that exist now; `**/` rules need
+    /// nothing (the kernel matches their names on every filesystem). Returns the entries made.
+    pub fn seed_view(&self, enforcer: &mut Enforcer, lower: &Path, view: &Path, dev: u32) -> Result<ViewNevers, ContainError> {
+        let in_view = |p: &Path| p.strip_prefix(lower).ok().map(|rel| if rel.as_os_str().is_empty() { view.to_path_buf() } else { view.join(rel) });
+        let object = |p: &Path| std::fs::symlink_metadata(p).ok().map(|m| ObjectId { dev, ino: m.ino() });
+        let mut seeds = Seeds::default();
+        for r in self.rules.iter().filter(|r| !r.anywhere) {
+            let literal = Path::new(r.pattern.strip_suffix("/**").unwrap_or(&r.pattern));
+            if !literal.starts_with(lower) || literal == lower {
+                continue;
+            }
+            if literal.components().any(|c| has_glob(&c.as_os_str().to_string_lossy())) {
+                let dir: PathBuf = literal.components().take_while(|c| !has_glob(&c.as_os_str().to_string_lossy())).collect();
+                let Some(vdir) = in_view(&dir) else { continue };
+                let Ok(entries) = std::fs::read_dir(&vdir) else { continue };
+                for e in entries.flatten().take(SCAN_LIMIT) {
+                    if r.matches(&dir.join(e.file_name())) {
+                        if let Some(id) = object(&vdir.join(e.file_name())) {
+                            seeds.object(id, r.access);
+                        }
+                    }
+                }
+                continue;
+            }
+            let Some(place) = in_view(literal) else { continue };
+            seed_literal_with(&mut seeds, &place, r.access, &object);
+            pin_ancestors_with(&mut seeds, &place, std::slice::from_ref(&view.to_path_buf()), &object);
+        }
+        seeds.write_listed(enforcer)
+    }
+}
+
 /// Marks what hidden entries of the home `root` name under visible names, found by a
 /// bounded breadth-first scan (symlinks not followed): the target of every hidden symlink
 /// (`~/.gdbinit -> ~/dots/gdbinit`, a project's `.cargo -> ../shared-cargo`) and of every
@@ -758,6 +865,13 @@ impl Seeds {
         *self.names.entry((dir, name.to_owned())).or_default() |= access;
     }
 
+    /// Writes every entry; returns what it wrote.
+    fn write_listed(self, enforcer: &mut Enforcer) -> Result<ViewNevers, ContainError> {
+        let out = ViewNevers { objects: self.objects.keys().copied().collect(), names: self.names.keys().cloned().collect() };
+        self.write(enforcer)?;
+        Ok(out)
+    }
+
     /// Writes every entry; returns how many.
     fn write(self, enforcer: &mut Enforcer) -> Result<usize, ContainError> {
         let n = self.objects.len() + self.names.len();
@@ -804,6 +918,11 @@ fn id_of(m: &std::fs::Metadata) -> ObjectId {
 }
 
 fn seed_literal(seeds: &mut Seeds, path: &Path, access: u32) {
+    seed_literal_with(seeds, path, access, &object)
+}
+
+/// [`seed_literal`] with the kernel's key of each object given by `object`.
+fn seed_literal_with(seeds: &mut Seeds, path: &Path, access: u32, object: &dyn Fn(&Path) -> Option<ObjectId>) {
     if let Some(id) = object(path) {
         seeds.object(id, access);
     }
@@ -831,6 +950,11 @@ fn seed_literal(seeds: &mut Seeds, path: &Path, access: u32) {
 /// rename them, so it cannot move an ancestor away and rebuild the path to the place in a
 /// directory of its own.
 fn pin_ancestors(seeds: &mut Seeds, place: &Path, anchors: &[PathBuf]) {
+    pin_ancestors_with(seeds, place, anchors, &object)
+}
+
+/// [`pin_ancestors`] with the kernel's key of each object given by `object`.
+fn pin_ancestors_with(seeds: &mut Seeds, place: &Path, anchors: &[PathBuf], object: &dyn Fn(&Path) -> Option<ObjectId>) {
     let anchor = anchors
         .iter()
         .filter(|a| place.starts_with(a) && place != a.as_path())
@@ -929,8 +1053,15 @@ fn seed_scan(seeds: &mut Seeds, rules: &[&Never], root: &Path) {
 pub struct Containment {
     /// Places gated like roots (those that exist).
     pub protect: Vec<PathBuf>,
-    /// Open paths with their access bits (those that exist).
+    /// Open paths with the access bits the kernel gives every session on the user's objects
+    /// there (those that exist; a read-write one is read-only there, its writes go to the
+    /// session's layer).
     pub open: Vec<(PathBuf, u32)>,
+    /// The read-write open paths (existing directories, symlinks resolved) that each session
+    /// writes through a layer of its own.
+    pub layered: Vec<super::layers::Layered>,
+    /// Where each session's layers are made (beside the scratch directories).
+    pub layer_parent: PathBuf,
     /// The never-grantable rules.
     pub never: NeverList,
     /// Where scratch directories are made (`None`: no scratch directory).
@@ -953,15 +1084,29 @@ impl Containment {
             }
         }
         let mut open = Vec::new();
+        let mut layered = Vec::new();
         for o in &cfg.open_paths {
             let p = absolute(&o.path, owner)?;
-            if p.exists() {
-                open.push((p, bits(o.mode.access())));
+            if !p.exists() {
+                continue;
+            }
+            let on_the_users = if o.mode == OpenMode::Shared { o.mode } else { OpenMode::ReadOnly };
+            open.push((p.clone(), bits(on_the_users.access())));
+            if o.mode == OpenMode::ReadWrite {
+                // A file cannot be layered: it stays read-only (the check refuses it at load
+                // when it names one in the home of the configuration's sample user).
+                if let Ok(real) = std::fs::canonicalize(&p) {
+                    if real.is_dir() {
+                        layered.push(super::layers::Layered::new(real, &o.show, o.retain)?);
+                    }
+                }
             }
         }
         Ok(Containment {
             protect,
             open,
+            layered,
+            layer_parent: cfg.scratch_parent.clone(),
             never: NeverList::new(&cfg.never, owner)?,
             scratch_parent: cfg.scratch.then(|| cfg.scratch_parent.clone()),
             allow_userns: cfg.allow_userns,
@@ -1311,24 +1456,23 @@ mod tests {
             "{carved:?}"
         );
         let mut cfg = ContainmentConfig::default();
-        cfg.open_paths.push(OpenPath {
-            path: "~/.ssh".into(),
-            mode: OpenMode::ReadOnly,
-        });
+        cfg.open_paths.push(open("~/.ssh", OpenMode::ReadOnly));
         let e = cfg.check().unwrap_err();
         assert!(e.contains("~/.ssh") && e.contains("never-grantable"), "{e}");
         let mut cfg = ContainmentConfig::default();
-        cfg.open_paths.push(OpenPath {
-            path: "~/.config/systemd/user".into(),
-            mode: OpenMode::ReadWrite,
-        });
+        cfg.open_paths.push(open("~/.config/systemd/user", OpenMode::ReadWrite));
         assert!(cfg.check().is_err(), "rw in a place never changed");
         let mut cfg = ContainmentConfig::default();
-        cfg.open_paths.push(OpenPath {
-            path: "~/.config/systemd/user".into(),
-            mode: OpenMode::ReadOnly,
-        });
+        cfg.open_paths.push(open("~/.config/systemd/user", OpenMode::ReadOnly));
         assert!(cfg.check().is_ok(), "reading it is allowed");
+        let mut cfg = ContainmentConfig::default();
+        cfg.open_paths.push(OpenPath { show: vec!["x".into()], ..open("~/.cache/tool", OpenMode::ReadOnly) });
+        let e = cfg.check().unwrap_err();
+        assert!(e.contains("~/.cache/tool") && e.contains("show"), "{e}");
+        let mut cfg = ContainmentConfig::default();
+        cfg.open_paths.push(OpenPath { show: vec!["../.ssh".into()], ..open("~/.cache/tool", OpenMode::ReadWrite) });
+        let e = cfg.check().unwrap_err();
+        assert!(e.contains("../.ssh"), "{e}");
     }
 
     #[test]

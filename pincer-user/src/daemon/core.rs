@@ -15,6 +15,7 @@ use super::config::{Config, VariantName};
 use super::decisions::{DeciderCall, HeldMiss, Inbox, JobId, Lanes, ReplyTo, Waiter};
 use super::contain::{self, ContainError, Containment};
 use super::error::{chain, CallError, Refusal};
+use super::layers;
 use super::peer::Peer;
 use super::pipeline::Origin;
 use super::protocol::{ApprovalScope, Call, Counters, QuestionInfo, Reply, RequestOutcome, RuleId, Ruling, SessionMode};
@@ -517,10 +518,13 @@ impl Core {
             for r in recs.iter().chain(&places) {
                 self.enforcer.add_root_id(ObjectId { dev: r.dev, ino: r.ino })?;
             }
-            contain.make_scratch(&mut self.enforcer, &id, cgroup_id, &owner)
+            let scratch = contain.make_scratch(&mut self.enforcer, &id, cgroup_id, &owner)?;
+            // The session's writes in read-write open paths go to layers of its own.
+            let layers = layers::make(&contain, &id, cgroup_id, &mut self.enforcer)?;
+            Ok::<_, ContainError>((scratch, layers))
         })();
-        let scratch = match gate {
-            Ok(dir) => dir,
+        let (scratch, layers) = match gate {
+            Ok(made) => made,
             Err(e) => {
                 undo(self);
                 return Err(e.into());
@@ -535,6 +539,9 @@ impl Core {
         let draft = match draft {
             Ok(d) => d,
             Err(e) => {
+                if let Some(l) = &layers {
+                    layers::remove(l, &mut self.enforcer);
+                }
                 undo(self);
                 return Err(e);
             }
@@ -552,6 +559,7 @@ impl Core {
             grants: vec![],
             places,
             scratch,
+            layers,
             mode,
             allow_userns: contain.allow_userns,
             namespaces: contain.namespaces,
@@ -608,8 +616,13 @@ impl Core {
             let _ = starting.reply.send(Err(CallError::EndedStarting(id.to_string())));
         }
         sessions::empty_cgroup(&s.cgroup).await;
-        // The scratch directory's own entry is not a grant the session was given.
-        let revoked = self.enforcer.revoke_session(s.cgroup_id, false)?.saturating_sub(usize::from(s.scratch.is_some()));
+        // The entries of its scratch directory and of its layers' upper and work directories
+        // are not grants the session was given.
+        let own_places = usize::from(s.scratch.is_some()) + 2 * s.layers.as_ref().map_or(0, |l| l.mounts.len());
+        let revoked = self.enforcer.revoke_session(s.cgroup_id, false)?.saturating_sub(own_places);
+        if let Some(l) = &s.layers {
+            layers::retire(l, &mut self.enforcer, users::by_uid(s.owner_uid).gid);
+        }
         if let Err(e) = sessions::remove_cgroup(&s.cgroup) {
             tracing::warn!(cgroup = %s.cgroup.display(), error = %e, "cannot remove the session's cgroup");
         }

@@ -33,6 +33,7 @@ pub mod core;
 pub mod decisions;
 pub mod error;
 pub mod fleet;
+pub mod layers;
 pub mod limits;
 pub mod mcp;
 pub mod peer;

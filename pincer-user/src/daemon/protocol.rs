@@ -303,6 +303,10 @@ pub struct SessionInfo {
     /// The session's scratch directory (the worker's `TMPDIR`).
     #[serde(default)]
     pub scratch: Option<PathBuf>,
+    /// The layers `pincer run` binds over the read-write open paths in the worker's mount
+    /// namespace.
+    #[serde(default)]
+    pub layers: Vec<super::layers::LayerMount>,
     /// Enforcing or shadow.
     #[serde(default)]
     pub mode: SessionMode,

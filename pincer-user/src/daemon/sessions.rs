@@ -163,6 +163,9 @@ pub struct Session {
     /// The session's scratch directory (`TMPDIR`), removed when it ends.
     #[serde(default)]
     pub scratch: Option<PathBuf>,
+    /// Its layers over the read-write open paths, removed when it ends.
+    #[serde(default)]
+    pub layers: Option<super::layers::Layers>,
     /// Enforcing or shadow.
     #[serde(default)]
     pub mode: SessionMode,
@@ -187,6 +190,7 @@ impl Session {
             policy_entries: self.policy_entries,
             counters: self.counters.clone(),
             scratch: self.scratch.clone(),
+            layers: self.layers.as_ref().map(|l| l.mounts.clone()).unwrap_or_default(),
             mode: self.mode,
             namespaces: self.namespaces,
         }

@@ -83,6 +83,9 @@ pub struct WorkerSpec {
     pub env: Vec<(String, String)>,
     /// The session's own namespaces.
     pub namespaces: Namespaces,
+    /// The session's layers, bound over the read-write open paths in a mount namespace of
+    /// the worker's own.
+    pub layers: Vec<super::layers::LayerMount>,
 }
 
 /// Drops supplementary groups, sets gid and uid and `no_new_privs`. Async-signal-safe.
@@ -163,9 +166,13 @@ pub fn command(spec: &WorkerSpec) -> Result<tokio::process::Command, WorkerError
     if ns.pid {
         flags |= libc::CLONE_NEWPID | libc::CLONE_NEWNS;
     }
+    let binds = LayerBinds::new(&spec.layers)?;
+    if !binds.is_empty() {
+        flags |= libc::CLONE_NEWNS;
+    }
     // SAFETY: the closure only makes async-signal-safe system calls (open, write, close,
-    // unshare, close_range, setgroups, setgid, setuid, prctl, keyctl) on data prepared
-    // before the fork.
+    // unshare, mount, open_tree, mount_setattr, move_mount, close_range, setgroups, setgid,
+    // setuid, prctl, keyctl) on data prepared before the fork.
     unsafe {
         cmd.pre_exec(move || {
             let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
@@ -181,6 +188,7 @@ pub fn command(spec: &WorkerSpec) -> Result<tokio::process::Command, WorkerError
             if flags != 0 && libc::unshare(flags) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
+            binds.apply()?;
             keep_only_stdio()?;
             if ns.pid {
                 Ok(())
@@ -191,6 +199,118 @@ pub fn command(spec: &WorkerSpec) -> Result<tokio::process::Command, WorkerError
         });
     }
     Ok(cmd)
+}
+
+/// `open_tree` flags, `mount_setattr` attributes and `move_mount` flags (`<linux/mount.h>`).
+const OPEN_TREE_CLONE: libc::c_uint = 1;
+const AT_RECURSIVE: libc::c_uint = 0x8000;
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+
+/// `struct mount_attr` (`<linux/mount.h>`).
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// The layers to bind in the worker's mount namespace, prepared before the fork: each
+/// layer over its path, and the mounts that lay inside the path carried over on top of it,
+/// read-only (an overlay's lower layer does not include them; a writable one carried over
+/// would let the session write the user's objects there).
+struct LayerBinds {
+    /// `(layer, path)`, and the mount points under `path`, outermost first.
+    binds: Vec<(CString, CString, Vec<CString>)>,
+}
+
+impl LayerBinds {
+    fn new(layers: &[super::layers::LayerMount]) -> Result<Self, WorkerError> {
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let points: Vec<PathBuf> = mounts.lines().filter_map(|l| l.split(' ').nth(4)).map(|p| PathBuf::from(unescape_mountinfo(p))).collect();
+        let c = |p: &std::path::Path, what| CString::new(p.as_os_str().as_bytes()).map_err(|_| WorkerError::Nul { what });
+        let mut binds = Vec::new();
+        for l in layers {
+            let mut inside: Vec<&PathBuf> = points.iter().filter(|p| p.starts_with(&l.target) && **p != l.target).collect();
+            inside.sort_by_key(|p| p.components().count());
+            inside.dedup();
+            // Outermost only: a recursive clone brings the mounts beneath it.
+            let mut outer: Vec<&PathBuf> = Vec::new();
+            for p in inside {
+                if !outer.iter().any(|o| p.starts_with(o)) {
+                    outer.push(p);
+                }
+            }
+            binds.push((c(&l.source, "a layer path")?, c(&l.target, "a layer path")?, outer.into_iter().map(|p| c(p, "a mount point")).collect::<Result<_, _>>()?));
+        }
+        Ok(LayerBinds { binds })
+    }
+
+    fn is_empty(&self) -> bool {
+        self.binds.is_empty()
+    }
+
+    /// In the child, in its new mount namespace: nothing propagates back to the user's
+    /// namespace, then each layer goes over its path. Async-signal-safe.
+    fn apply(&self) -> std::io::Result<()> {
+        if self.binds.is_empty() {
+            return Ok(());
+        }
+        let err = || Err(std::io::Error::last_os_error());
+        // SAFETY: system calls on NUL-terminated strings prepared before the fork and on
+        // descriptors this function opens and closes.
+        unsafe {
+            if libc::mount(std::ptr::null(), c"/".as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_SLAVE, std::ptr::null()) != 0 {
+                return err();
+            }
+            for (source, target, inside) in &self.binds {
+                let mut fds = [-1; 16];
+                for (i, p) in inside.iter().take(fds.len()).enumerate() {
+                    let fd = libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, p.as_ptr(), OPEN_TREE_CLONE | AT_RECURSIVE | libc::O_CLOEXEC as libc::c_uint);
+                    if fd < 0 {
+                        return err();
+                    }
+                    fds[i] = fd as libc::c_int;
+                    let attr = MountAttr { attr_set: MOUNT_ATTR_RDONLY, attr_clr: 0, propagation: 0, userns_fd: 0 };
+                    if libc::syscall(libc::SYS_mount_setattr, fds[i], c"".as_ptr(), libc::AT_EMPTY_PATH as libc::c_uint | AT_RECURSIVE, &attr as *const MountAttr, std::mem::size_of::<MountAttr>()) != 0 {
+                        return err();
+                    }
+                }
+                if inside.len() > fds.len() {
+                    return Err(std::io::Error::from_raw_os_error(libc::E2BIG));
+                }
+                if libc::mount(source.as_ptr(), target.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()) != 0 {
+                    return err();
+                }
+                for (i, p) in inside.iter().enumerate() {
+                    if libc::syscall(libc::SYS_move_mount, fds[i], c"".as_ptr(), libc::AT_FDCWD, p.as_ptr(), MOVE_MOUNT_F_EMPTY_PATH) != 0 {
+                        return err();
+                    }
+                    libc::close(fds[i]);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A mount point as `/proc/self/mountinfo` writes it, with its octal escapes (`\040`)
+/// decoded.
+fn unescape_mountinfo(field: &str) -> std::ffi::OsString {
+    let b = field.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    std::os::unix::ffi::OsStringExt::from_vec(out)
 }
 
 /// Why the session's init could not start the command.

@@ -314,7 +314,7 @@ impl Default for EnforcerConfig {
 }
 
 /// A filesystem object as the kernel keys it: kernel-internal device number and inode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct ObjectId {
     /// Kernel-internal `dev_t` (`major << 20 | minor`).
     pub dev: u32,

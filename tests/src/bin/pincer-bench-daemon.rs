@@ -485,6 +485,7 @@ fn load(a: &BenchArgs, l: &Load, socket: &Path, sessions: &[SessionInfo], roots:
                 // The session's IPC namespace as `pincer run` makes it; no PID namespace, whose
                 // init is the `pincer` binary's own subcommand (this is the bench binary).
                 namespaces: Namespaces { pid: false, ..s.namespaces },
+                layers: s.layers.clone(),
             };
             let mut cmd = worker::command(&spec).map_err(|e| e.to_string())?;
             cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).kill_on_drop(true);

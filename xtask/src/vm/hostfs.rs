@@ -33,7 +33,8 @@
 //! Kernels: the 6.12 cloud kernel has virtio-pci, FUSE and virtio-fs built in; Debian's 6.1
 //! has them as modules, which are taken from the kernel package (their `depends=` read
 //! from each module's `.modinfo`, decompressed on the host if the package compresses them)
-//! and put into the initramfs in load order for `/init` to `insmod`.
+//! and put into the initramfs in load order for `/init` to `insmod`. Both have overlayfs
+//! (each session's layers over the read-write open paths) as a module, loaded the same way.
 
 use super::cpio::Archive;
 use super::kernels::Kernel;
@@ -70,6 +71,25 @@ pub const ETC_LINKS: &[&str] = &["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "a
 
 /// The modules that give virtio-fs: the PCI transport and the filesystem.
 const ROOT_MODULES: &[&str] = &["virtio_pci", "virtiofs"];
+
+/// The overlay filesystem, of which each session's layers over the read-write open paths
+/// are made: its config option and module.
+const OVERLAY: (&str, &str) = ("CONFIG_OVERLAY_FS", "overlay");
+
+/// The modules `config` needs loaded: virtio-fs's when they are modules, and overlay's when
+/// it is one; a kernel without overlay is an error naming the option.
+pub fn roots(package: &str, config: &str) -> Result<Vec<&'static str>> {
+    let mut out = match support(package, config)? {
+        Support::Modules => ROOT_MODULES.to_vec(),
+        Support::BuiltIn => Vec::new(),
+    };
+    match config.lines().find_map(|l| l.trim().strip_prefix(OVERLAY.0).and_then(|r| r.strip_prefix('='))) {
+        Some("y") => {}
+        Some("m") => out.push(OVERLAY.1),
+        _ => bail!("{package}: {} is not set in its config; sessions' layers need it", OVERLAY.0),
+    }
+    Ok(out)
+}
 
 /// Kernel config options virtio-fs needs, each built in (`y`) or a module (`m`).
 pub const REQUIRED_CONFIG: &[&str] = &["CONFIG_VIRTIO", "CONFIG_VIRTIO_PCI", "CONFIG_FUSE_FS", "CONFIG_VIRTIO_FS"];
@@ -168,20 +188,21 @@ fn read_module(path: &Path) -> Result<Vec<u8>> {
 /// unpacked from the kernel's `.deb` once, beside its `boot/`.
 pub fn modules(kernel: &Kernel) -> Result<Vec<(String, Vec<u8>)>> {
     let config = std::fs::read_to_string(&kernel.config).with_context(|| format!("reading {}", kernel.config.display()))?;
-    if support(&kernel.package, &config)? == Support::BuiltIn {
+    let roots = roots(&kernel.package, &config)?;
+    if roots.is_empty() {
         return Ok(Vec::new());
     }
     let base = kernel.vmlinuz.parent().and_then(Path::parent).context("the kernel's vmlinuz has no unpack folder")?;
-    let dir = base.join("virtiofs-modules");
+    let dir = base.join("guest-modules");
     if !dir.is_dir() {
-        let tmp = base.join(format!(".virtiofs-modules-{}", std::process::id()));
+        let tmp = base.join(format!(".guest-modules-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&tmp);
         std::fs::create_dir_all(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-        let script = "dpkg-deb --fsys-tarfile \"$1\" | tar -x -C \"$2\" --wildcards './lib/modules/*/kernel/drivers/virtio/*' './lib/modules/*/kernel/fs/fuse/*'";
+        let script = "dpkg-deb --fsys-tarfile \"$1\" | tar -x -C \"$2\" --wildcards './lib/modules/*/kernel/drivers/virtio/*' './lib/modules/*/kernel/fs/fuse/*' './lib/modules/*/kernel/fs/overlayfs/*'";
         let out = Command::new("sh").args(["-c", script, "sh"]).arg(&kernel.deb).arg(&tmp).output().context("running dpkg-deb")?;
         if !out.status.success() {
             let _ = std::fs::remove_dir_all(&tmp);
-            bail!("unpacking the virtio and fuse modules of {}: {}", kernel.deb.display(), String::from_utf8_lossy(&out.stderr).trim());
+            bail!("unpacking the virtio, fuse and overlay modules of {}: {}", kernel.deb.display(), String::from_utf8_lossy(&out.stderr).trim());
         }
         if std::fs::rename(&tmp, &dir).is_err() {
             let _ = std::fs::remove_dir_all(&tmp); // another run unpacked it first
@@ -206,7 +227,7 @@ pub fn modules(kernel: &Kernel) -> Result<Vec<(String, Vec<u8>)>> {
         deps.insert(m.clone(), module_depends(&bytes));
         contents.insert(m.clone(), bytes);
     }
-    let order = load_order(ROOT_MODULES, &deps).with_context(|| format!("the virtio-fs modules of {}", kernel.package))?;
+    let order = load_order(&roots, &deps).with_context(|| format!("the guest modules of {}", kernel.package))?;
     Ok(order.into_iter().enumerate().map(|(i, m)| (format!("{i:02}-{m}.ko"), contents.remove(&m).unwrap_or_default())).collect())
 }
 
@@ -392,6 +413,12 @@ mod tests {
         assert!(err.to_string().contains("CONFIG_FUSE_FS"), "{err}");
         // A prefix of another option is not that option.
         assert!(support("k", "CONFIG_VIRTIO_FS_DAX=y\nCONFIG_VIRTIO=y\nCONFIG_VIRTIO_PCI=y\nCONFIG_FUSE_FS=y\n").is_err());
+        // Overlay: loaded when a module, whatever virtio-fs is; required.
+        assert_eq!(roots("k", &format!("{built_in}CONFIG_OVERLAY_FS=m\n")).unwrap(), ["overlay"]);
+        assert_eq!(roots("k", &format!("{modular}CONFIG_OVERLAY_FS=m\n")).unwrap(), ["virtio_pci", "virtiofs", "overlay"]);
+        assert!(roots("k", &format!("{built_in}CONFIG_OVERLAY_FS=y\n")).unwrap().is_empty());
+        let err = roots("k", built_in).unwrap_err();
+        assert!(err.to_string().contains("CONFIG_OVERLAY_FS"), "{err}");
     }
 
     #[test]

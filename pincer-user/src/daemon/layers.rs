@@ -1,0 +1,382 @@
+//! A session's own layer over each read-write open path (toolchain caches, the agents'
+//! state directories).
+//!
+//! The user's other programs run what these places hold (cargo's unpacked crates and their
+//! build scripts, npx's packages, pip's wheels, an agent's shell snapshots) and keep copies
+//! of what they saw there (an agent's transcripts). So a session never writes the user's
+//! objects in them: the daemon mounts an overlay per path, the user's directory as its
+//! read-only lower layer and a directory of the session's as its upper one, and `pincer
+//! run` binds it over the path in the session's mount namespace. The session reads the
+//! user's objects (what `show` lets it see) and its writes, creations and removals land in
+//! its own layer, dropped when the session ends.
+//!
+//! The kernel sees it that way too: the user's objects in the path are open for reading
+//! only (to every session, through any path), the layer's root is open read-write (its
+//! filesystem exists in this session's namespace only), and the never places under the path
+//! are refused in the layer as they are in the user's directory
+//! ([`NeverList::seed_view`](super::contain::NeverList::seed_view)).
+//!
+//! Layout, in a root-only directory beside the scratch directories (a private mount, so
+//! nothing made in it propagates to other mount namespaces):
+//! `pincer-SESSION.layers/N/{upper,work,view}`, `view` being where the overlay is mounted.
+
+use super::contain::{ContainError, Containment, ViewNevers};
+use crate::kernel::{Enforcer, ObjectId};
+use globset::{GlobBuilder, GlobMatcher};
+use serde::{Deserialize, Serialize};
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Entries visited at most when hiding what `show` leaves out.
+const HIDE_LIMIT: usize = 20_000;
+
+/// What a session sees of the user's entries in a read-write open path: a list of relative
+/// paths, a glob per segment; empty keeps everything.
+#[derive(Debug, Clone, Default)]
+pub struct Shown(Vec<Vec<GlobMatcher>>);
+
+impl Shown {
+    /// Compiles `entries` (`settings*.json`, `plugins/cache`).
+    pub fn new(entries: &[String]) -> Result<Self, ContainError> {
+        let mut out = Vec::new();
+        for entry in entries {
+            let bad = |problem: &str| ContainError::Shown { entry: entry.clone(), problem: problem.into() };
+            if entry.is_empty() || entry.starts_with('/') {
+                return Err(bad("must be a path relative to the open path"));
+            }
+            let mut segments = Vec::new();
+            for seg in entry.split('/') {
+                if seg.is_empty() || seg == "." || seg == ".." || seg.contains('\0') {
+                    return Err(bad("has an empty, `.` or `..` segment, or a NUL byte"));
+                }
+                let glob = GlobBuilder::new(seg).literal_separator(true).build().map_err(|e| bad(&e.to_string()))?;
+                segments.push(glob.compile_matcher());
+            }
+            out.push(segments);
+        }
+        Ok(Shown(out))
+    }
+
+    /// Whether everything is kept.
+    pub fn all(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// A read-write open path as sessions get it: the user's directory and what they see of it.
+#[derive(Debug, Clone)]
+pub struct Layered {
+    /// The user's directory (symlinks resolved).
+    pub path: PathBuf,
+    /// What a session sees of the user's entries there.
+    pub shown: Shown,
+    /// Whether the session's layer stays after it ends (see [`retire`]).
+    pub retain: bool,
+}
+
+impl Layered {
+    /// The open path `path` with its `show` entries; `retain`: the layer stays after the
+    /// session.
+    pub fn new(path: PathBuf, show: &[String], retain: bool) -> Result<Self, ContainError> {
+        Ok(Layered { path, shown: Shown::new(show)?, retain })
+    }
+}
+
+/// One layer as `pincer run` binds it into the session's mount namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LayerMount {
+    /// Where the daemon mounted the layer (root only).
+    pub source: PathBuf,
+    /// The user's directory it covers in the session's view.
+    pub target: PathBuf,
+    /// Whether the layer stays after the session.
+    #[serde(default)]
+    pub retain: bool,
+}
+
+/// A session's layers and the kernel entries made for them, undone when it ends.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Layers {
+    /// The session's layer directory.
+    pub dir: PathBuf,
+    /// The layers to bind.
+    pub mounts: Vec<LayerMount>,
+    /// The layers' roots, open read-write.
+    pub open: Vec<ObjectId>,
+    /// The never entries of the layers' views.
+    pub never: ViewNevers,
+}
+
+fn cstr(p: &Path) -> std::io::Result<CString> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "a NUL byte in the path"))
+}
+
+fn check(r: libc::c_int) -> std::io::Result<()> {
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// `mount(2)`.
+fn mount(source: Option<&Path>, target: &Path, fstype: Option<&str>, flags: libc::c_ulong, data: Option<&str>) -> std::io::Result<()> {
+    let source = source.map(cstr).transpose()?;
+    let target = cstr(target)?;
+    let fstype = fstype.map(|t| CString::new(t).expect("a file system type without NUL"));
+    let data = data.map(CString::new).transpose().map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "a NUL byte in the mount options"))?;
+    let ptr = |c: &Option<CString>| c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
+    // SAFETY: every pointer is a NUL-terminated string that outlives the call, or null.
+    check(unsafe { libc::mount(ptr(&source), target.as_ptr(), ptr(&fstype), flags, ptr(&data).cast()) })
+}
+
+/// A path as one overlay option value: `\`, `,` and `:` escaped.
+fn option_path(p: &Path) -> std::io::Result<String> {
+    let s = p.to_str().ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path is not UTF-8"))?;
+    Ok(s.chars().fold(String::new(), |mut out, c| {
+        if matches!(c, '\\' | ',' | ':') {
+            out.push('\\');
+        }
+        out.push(c);
+        out
+    }))
+}
+
+fn id_of(m: &std::fs::Metadata) -> ObjectId {
+    ObjectId { dev: pincer_common::kernel_dev(libc::major(m.dev()), libc::minor(m.dev())), ino: m.ino() }
+}
+
+/// Where `session`'s layers go.
+pub fn dir_of(contain: &Containment, session: &str) -> PathBuf {
+    contain.layer_parent.join(format!("pincer-{session}.layers"))
+}
+
+/// Makes `session`'s layers over the read-write open paths of `contain` and the kernel
+/// entries for them (the layers' roots open read-write, the upper and work directories the
+/// session's own places, the never places of each view); `None` when there are none. On
+/// any error, whatever was made is undone.
+pub fn make(contain: &Containment, session: &str, cgroup_id: u64, enforcer: &mut Enforcer) -> Result<Option<Layers>, ContainError> {
+    if contain.layered.is_empty() {
+        return Ok(None);
+    }
+    let mut layers = Layers { dir: dir_of(contain, session), ..Layers::default() };
+    let made = (|| {
+        let dir = layers.dir.clone();
+        let err = |what: &str| {
+            let what = what.to_string();
+            let dir = dir.clone();
+            move |source| ContainError::Layer { path: dir.clone(), what: what.clone(), source }
+        };
+        std::fs::create_dir(&dir).map_err(err("making the layer directory"))?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map_err(err("making the layer directory root's only"))?;
+        // A private mount of its own: the overlays mounted in it stay in this namespace.
+        mount(Some(&dir), &dir, None, libc::MS_BIND, None).map_err(err("binding the layer directory"))?;
+        mount(None, &dir, None, libc::MS_PRIVATE, None).map_err(err("making the layer directory private"))?;
+        for (n, l) in contain.layered.iter().enumerate() {
+            let err = |what: &str| {
+                let what = what.to_string();
+                let path = l.path.clone();
+                move |source| ContainError::Layer { path: path.clone(), what: what.clone(), source }
+            };
+            let base = dir.join(n.to_string());
+            let (upper, work, view) = (base.join("upper"), base.join("work"), base.join("view"));
+            for d in [&base, &upper, &work, &view] {
+                std::fs::create_dir(d).map_err(err("making the layer's directories"))?;
+            }
+            let lower = std::fs::metadata(&l.path).map_err(err("reading the open path"))?;
+            // The layer's root shows the upper directory's owner and mode.
+            std::os::unix::fs::chown(&upper, Some(lower.uid()), Some(lower.gid())).map_err(err("giving the layer the path's owner"))?;
+            std::fs::set_permissions(&upper, std::fs::Permissions::from_mode(lower.mode() & 0o7777)).map_err(err("giving the layer the path's mode"))?;
+            if !l.shown.all() {
+                // Hidden in the view, and refused to every session by any other path: a
+                // session has no business with the user's objects it is not shown.
+                for hidden in hide_except(&l.path, &upper, &l.shown).map_err(err("hiding what show leaves out"))? {
+                    enforcer.add_never(hidden, pincer_common::ACCESS_ALL)?;
+                }
+            }
+            let data = format!(
+                "lowerdir={},upperdir={},workdir={},xino=off,index=off,metacopy=off,redirect_dir=off",
+                option_path(&l.path).map_err(err("naming the open path"))?,
+                option_path(&upper).map_err(err("naming the layer"))?,
+                option_path(&work).map_err(err("naming the layer"))?
+            );
+            mount(Some(Path::new("overlay")), &view, Some("overlay"), libc::MS_NOSUID | libc::MS_NODEV, Some(&data)).map_err(err("mounting the overlay"))?;
+            layers.mounts.push(LayerMount { source: view.clone(), target: l.path.clone(), retain: l.retain });
+            let root = id_of(&std::fs::metadata(&view).map_err(err("reading the layer's root"))?);
+            enforcer.add_open(root, pincer_common::ACCESS_ALL)?;
+            layers.open.push(root);
+            // The overlay's own work in them runs in the session's tasks.
+            for d in [&upper, &work] {
+                enforcer.grant_own_place(cgroup_id, id_of(&std::fs::symlink_metadata(d).map_err(err("reading the layer's directories"))?))?;
+            }
+            let seeded = contain.never.seed_view(enforcer, &l.path, &view, root.dev)?;
+            layers.never.objects.extend(seeded.objects);
+            layers.never.names.extend(seeded.names);
+        }
+        Ok(())
+    })();
+    match made {
+        Ok(()) => Ok(Some(layers)),
+        Err(e) => {
+            remove(&layers, enforcer);
+            Err(e)
+        }
+    }
+}
+
+/// Ends a session's layers: the kernel entries removed, the overlays unmounted; the layers
+/// of paths that retain them stay, each as `DIR/NAME` (the path's last component), the
+/// directory readable by the owner's group `gid`; the rest is removed.
+pub fn retire(layers: &Layers, enforcer: &mut Enforcer, gid: u32) {
+    unmount(layers, enforcer);
+    let mut kept = 0;
+    for (n, m) in layers.mounts.iter().enumerate() {
+        let base = layers.dir.join(n.to_string());
+        if m.retain {
+            let name = m.target.file_name().map(|f| f.to_os_string()).unwrap_or_else(|| n.to_string().into());
+            let mut to = layers.dir.join(&name);
+            if to.exists() {
+                to = layers.dir.join(format!("{n}-{}", name.to_string_lossy()));
+            }
+            match std::fs::rename(base.join("upper"), &to) {
+                Ok(()) => kept += 1,
+                Err(e) => tracing::warn!(layer = %base.display(), error = %e, "cannot keep the session's layer"),
+            }
+        }
+        if let Err(e) = std::fs::remove_dir_all(&base) {
+            tracing::warn!(dir = %base.display(), error = %e, "cannot remove the session's layer");
+        }
+    }
+    if kept == 0 {
+        remove_dir(layers);
+        return;
+    }
+    let shared = std::os::unix::fs::chown(&layers.dir, None, Some(gid)).and_then(|()| std::fs::set_permissions(&layers.dir, std::fs::Permissions::from_mode(0o750)));
+    if let Err(e) = shared {
+        tracing::warn!(dir = %layers.dir.display(), error = %e, "cannot give the session's kept layers to its owner");
+    }
+}
+
+/// Undoes [`make`]: the kernel entries removed, the overlays unmounted, the directory removed.
+/// Each step is tried whatever the others did.
+pub fn remove(layers: &Layers, enforcer: &mut Enforcer) {
+    unmount(layers, enforcer);
+    remove_dir(layers);
+}
+
+fn remove_dir(layers: &Layers) {
+    if let Err(e) = std::fs::remove_dir_all(&layers.dir) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            tracing::warn!(dir = %layers.dir.display(), error = %e, "cannot remove the session's layers");
+        }
+    }
+}
+
+/// The kernel entries of `layers` removed and its overlays unmounted.
+fn unmount(layers: &Layers, enforcer: &mut Enforcer) {
+    for id in &layers.open {
+        if let Err(e) = enforcer.remove_open(*id) {
+            tracing::warn!(error = %e, "cannot remove a layer's open entry");
+        }
+    }
+    for id in &layers.never.objects {
+        let _ = enforcer.remove_never(*id);
+    }
+    for (dir, name) in &layers.never.names {
+        let _ = enforcer.remove_never_name(*dir, name);
+    }
+    if let Ok(c) = cstr(&layers.dir) {
+        // SAFETY: umount2 of a NUL-terminated path; MNT_DETACH takes the overlays with it.
+        unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+    }
+}
+
+/// Hides from the layer whatever of `lower` `shown` does not name: a whiteout in `upper` for
+/// each such entry, and a directory (the user's owner and mode) on the way to each kept
+/// entry deeper down. Symlinks are not followed. Returns the user's objects hidden.
+fn hide_except(lower: &Path, upper: &Path, shown: &Shown) -> std::io::Result<Vec<ObjectId>> {
+    let alive: Vec<&[GlobMatcher]> = shown.0.iter().map(Vec::as_slice).collect();
+    let (mut seen, mut hidden) = (0, Vec::new());
+    hide_level(lower, upper, &alive, &mut seen, &mut hidden)?;
+    Ok(hidden)
+}
+
+fn hide_level(lower: &Path, upper: &Path, alive: &[&[GlobMatcher]], seen: &mut usize, hidden: &mut Vec<ObjectId>) -> std::io::Result<()> {
+    for e in std::fs::read_dir(lower)? {
+        let e = e?;
+        *seen += 1;
+        if *seen > HIDE_LIMIT {
+            return Err(std::io::Error::other(format!("more than {HIDE_LIMIT} entries on the way to what show names")));
+        }
+        let name = e.file_name();
+        let matching: Vec<&[GlobMatcher]> = alive.iter().filter(|p| p[0].is_match(Path::new(&name))).copied().collect();
+        if matching.iter().any(|p| p.len() == 1) {
+            continue;
+        }
+        let (low, up) = (lower.join(&name), upper.join(&name));
+        let meta = std::fs::symlink_metadata(&low)?;
+        if !matching.is_empty() && meta.is_dir() {
+            std::fs::create_dir(&up)?;
+            std::os::unix::fs::chown(&up, Some(meta.uid()), Some(meta.gid()))?;
+            std::fs::set_permissions(&up, std::fs::Permissions::from_mode(meta.mode() & 0o7777))?;
+            let deeper: Vec<&[GlobMatcher]> = matching.iter().map(|p| &p[1..]).collect();
+            hide_level(&low, &up, &deeper, seen, hidden)?;
+            continue;
+        }
+        hidden.push(id_of(&meta));
+        // A whiteout: a character device 0:0.
+        let c = cstr(&up)?;
+        // SAFETY: mknod of a NUL-terminated path.
+        check(unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR, libc::makedev(0, 0)) })?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn show_entries_are_relative_globs() {
+        assert!(Shown::new(&["settings*.json".into(), "plugins/cache".into()]).is_ok());
+        for bad in ["", "/etc", "a/../b", "a//b", "./a"] {
+            let e = Shown::new(&[bad.to_string()]).unwrap_err().to_string();
+            assert!(e.contains(&format!("{bad:?}")), "{e}");
+        }
+        assert!(Shown::new(&[]).unwrap().all());
+    }
+
+    #[test]
+    fn overlay_option_paths_are_escaped() {
+        assert_eq!(option_path(Path::new("/home/u/a,b:c\\d")).unwrap(), "/home/u/a\\,b\\:c\\\\d");
+    }
+
+    #[test]
+    fn what_show_leaves_out_is_whited_out_and_the_way_to_a_kept_entry_is_made() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: whiteouts need root (mknod)");
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let (lower, upper) = (d.path().join("lower"), d.path().join("upper"));
+        for f in ["settings.json", "history.jsonl", "projects/p/1.jsonl", "plugins/cache/x/plugin.json", "plugins/state.json"] {
+            let p = lower.join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, "x").unwrap();
+        }
+        std::fs::create_dir(&upper).unwrap();
+        let hidden = hide_except(&lower, &upper, &Shown::new(&["settings*.json".into(), "plugins/cache".into()]).unwrap()).unwrap();
+        assert_eq!(hidden.len(), 3, "history.jsonl, projects, plugins/state.json");
+        let whiteout = |p: &str| {
+            use std::os::unix::fs::FileTypeExt;
+            let m = std::fs::symlink_metadata(upper.join(p)).unwrap();
+            m.file_type().is_char_device() && m.rdev() == 0
+        };
+        assert!(whiteout("history.jsonl") && whiteout("projects") && whiteout("plugins/state.json"));
+        assert!(upper.join("plugins").is_dir() && !upper.join("plugins/cache").exists(), "the way to a kept entry, not the entry");
+        assert!(!upper.join("settings.json").exists());
+    }
+}
