@@ -2459,22 +2459,21 @@ static long forget_grants(struct bpf_map *map, struct session_key *key, struct s
 }
 
 /* An inode that is gone for good takes every entry keyed by its number with
- * it, so a later object that reuses the number (ext2/ext4 reuse freed numbers;
- * a new tmpfs may get the same device number) starts with no grant. Gone for
- * good: no links left, its filesystem is being unmounted, or it is not in the
- * inode hash (tmpfs and other in-memory filesystems, whose inodes are freed
- * only when the object itself goes, and which unmount before clearing
- * SB_ACTIVE). A hashed inode of a disk filesystem evicted from the cache while
- * it still has links keeps its entries. */
+ * it, so a later object that reuses the number (ext2/ext4 reuse freed numbers)
+ * starts with no grant. Gone for good: no links left. An inode evicted from
+ * the cache while it still has links (memory pressure, drop_caches) keeps its
+ * entries: its object and number stay, and a never entry lost there would let
+ * the object through. (The inode hash cannot tell the two apart: evict() takes
+ * the inode out of the hash before it frees it.) A filesystem that goes away
+ * takes every entry of its device with it (pincer_sb_free_security): a new
+ * tmpfs or overlay may get the same device number, and an in-memory
+ * filesystem frees its linked inodes only as it unmounts. */
 SEC("lsm/inode_free_security")
 int BPF_PROG(pincer_inode_free_security, struct inode *inode)
 {
 	struct super_block *sb = BPF_CORE_READ(inode, i_sb);
 
-	if (!sb)
-		return 0;
-	if (BPF_CORE_READ(inode, __i_nlink) && (BPF_CORE_READ(sb, s_flags) & SB_ACTIVE) &&
-	    BPF_CORE_READ(inode, i_hash.pprev))
+	if (!sb || BPF_CORE_READ(inode, __i_nlink))
 		return 0;
 	struct freed f = { .ino = BPF_CORE_READ(inode, i_ino), .dev = BPF_CORE_READ(sb, s_dev) };
 	struct object_key ok = { .ino = f.ino, .dev = f.dev };
@@ -2483,6 +2482,43 @@ int BPF_PROG(pincer_inode_free_security, struct inode *inode)
 	bpf_map_delete_elem(&MAP_NEVER, &ok);
 	bpf_map_delete_elem(&MAP_ROOTS, &ok);
 	bpf_for_each_map_elem(&MAP_SESSIONS, forget_grants, &f, 0);
+	return 0;
+}
+
+static long forget_object_of_dev(struct bpf_map *map, struct object_key *key, __u32 *value, __u32 *dev)
+{
+	if (key->dev == *dev)
+		bpf_map_delete_elem(map, key);
+	return 0;
+}
+
+static long forget_grant_of_dev(struct bpf_map *map, struct grant_key *key, __u32 *value, __u32 *dev)
+{
+	if (key->dev == *dev)
+		bpf_map_delete_elem(map, key);
+	return 0;
+}
+
+static long forget_name_of_dev(struct bpf_map *map, struct name_key *key, __u32 *value, __u32 *dev)
+{
+	if (key->dev == *dev)
+		bpf_map_delete_elem(map, key);
+	return 0;
+}
+
+/* A filesystem that goes away takes every entry of its device with it. */
+SEC("lsm/sb_free_security")
+int BPF_PROG(pincer_sb_free_security, struct super_block *sb)
+{
+	__u32 dev = BPF_CORE_READ(sb, s_dev);
+
+	bpf_for_each_map_elem(&MAP_OPEN, forget_object_of_dev, &dev, 0);
+	bpf_for_each_map_elem(&MAP_NEVER, forget_object_of_dev, &dev, 0);
+	bpf_for_each_map_elem(&MAP_NEVER_DIRS, forget_object_of_dev, &dev, 0);
+	bpf_for_each_map_elem(&MAP_ROOTS, forget_object_of_dev, &dev, 0);
+	bpf_for_each_map_elem(&MAP_NEVER_NAMES, forget_name_of_dev, &dev, 0);
+	bpf_for_each_map_elem(&MAP_EXACT, forget_grant_of_dev, &dev, 0);
+	bpf_for_each_map_elem(&MAP_SUBTREE, forget_grant_of_dev, &dev, 0);
 	return 0;
 }
 

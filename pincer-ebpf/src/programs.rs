@@ -13,7 +13,7 @@
 /// A `*_held` program alone on its hook (`path_mkdir`) only holds a miss for a
 /// plain program on another hook (`inode_mkdir`) that checks the access anyway:
 /// a loader skips it when the kernel refuses it.
-pub const PROGRAMS: [(&str, &str); 34] = [
+pub const PROGRAMS: [(&str, &str); 35] = [
     ("pincer_file_open_held", "file_open"),
     ("pincer_file_open", "file_open"),
     ("pincer_inode_create_held", "inode_create"),
@@ -41,6 +41,7 @@ pub const PROGRAMS: [(&str, &str); 34] = [
     ("pincer_file_ioctl", "file_ioctl"),
     ("pincer_file_ioctl_compat", "file_ioctl_compat"),
     ("pincer_inode_free_security", "inode_free_security"),
+    ("pincer_sb_free_security", "sb_free_security"),
     ("pincer_userns_create", "userns_create"),
     ("pincer_path_notify", "path_notify"),
     ("pincer_inode_getattr", "inode_getattr"),

@@ -2949,3 +2949,33 @@ fn a_session_writes_its_own_layer_of_a_read_write_open_path() {
     assert!(!layers.join(".cargo").exists(), "a cache's layer goes with the session");
     drop(red);
 }
+
+// ---------------------------------------------------------------------------------------
+// Kernel state across the inode cache.
+
+/// Reads a never-grantable file after its inode left the kernel's inode cache (memory
+/// pressure does it; `drop_caches` does it at once). The never entry is keyed by the
+/// inode's number, which the object keeps; `pincer_inode_free_security` used to forget
+/// the entries of every inode freed (it took "not in the inode hash" for "gone for good",
+/// but the kernel unhashes every inode it evicts before freeing it), so the next read went
+/// through. A file of the host's root (virtio-fs, whose inodes the cache drops and loads
+/// again like a disk filesystem's), marked never-readable as a credential would be.
+#[test]
+fn reads_a_never_grantable_file_after_its_inode_left_the_cache() {
+    let f = Path::new("/usr/share/common-licenses/GPL-3");
+    if !f.exists() {
+        eprintln!("no {} on this host: nothing to evict", f.display());
+        return;
+    }
+    let mut red = Red::start("evict");
+    let id = ObjectId::of_path(f).unwrap();
+    red.enforcer.add_never(id, pincer_common::ACCESS_READ).expect("never entry");
+    let before = red.gated(|| vec![read(f)]);
+    for _ in 0..3 {
+        std::fs::write("/proc/sys/vm/drop_caches", "2").expect("drop the dentry and inode caches");
+    }
+    let after = red.gated(|| vec![read(f)]);
+    red.enforcer.remove_never(id).expect("remove the never entry");
+    assert_eq!(before, vec![EACCES], "control: the never entry refuses");
+    assert_eq!(after, vec![EACCES], "the never entry outlived the inode's eviction");
+}

@@ -91,6 +91,9 @@ pub struct LayerMount {
     pub source: PathBuf,
     /// The user's directory it covers in the session's view.
     pub target: PathBuf,
+    /// The directory the layer was made over: `pincer run` binds it only on that directory
+    /// (the path is the user's, who may have replaced a part of it by a symlink meanwhile).
+    pub lower: ObjectId,
     /// Whether the layer stays after the session.
     #[serde(default)]
     pub retain: bool,
@@ -144,6 +147,37 @@ fn option_path(p: &Path) -> std::io::Result<String> {
     }))
 }
 
+/// `struct open_how` (`<linux/openat2.h>`).
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+/// `RESOLVE_NO_SYMLINKS`: no symlink anywhere on the path (magic links included).
+const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+
+/// `openat2(dirfd, path, flags | O_CLOEXEC, RESOLVE_NO_SYMLINKS)`: the object the path
+/// names without following any symlink on it, or -1 (errno set). Async-signal-safe: `pincer
+/// run`'s worker calls it between fork and exec.
+pub fn open_no_symlinks(dirfd: libc::c_int, path: &std::ffi::CStr, flags: libc::c_int) -> libc::c_int {
+    let how = OpenHow { flags: (flags | libc::O_CLOEXEC) as u64, mode: 0, resolve: RESOLVE_NO_SYMLINKS };
+    // SAFETY: openat2 with a NUL-terminated path and a properly sized open_how.
+    unsafe { libc::syscall(libc::SYS_openat2, dirfd, path.as_ptr(), &how as *const OpenHow, std::mem::size_of::<OpenHow>()) as libc::c_int }
+}
+
+/// The directory at `path` (no symlink on the way), held open.
+fn open_dir(path: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let fd = open_no_symlinks(libc::AT_FDCWD, &cstr(path)?, libc::O_PATH | libc::O_DIRECTORY);
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor just opened and owned by no one else.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
 fn id_of(m: &std::fs::Metadata) -> ObjectId {
     ObjectId { dev: pincer_common::kernel_dev(libc::major(m.dev()), libc::minor(m.dev())), ino: m.ino() }
 }
@@ -185,25 +219,33 @@ pub fn make(contain: &Containment, session: &str, cgroup_id: u64, enforcer: &mut
             for d in [&base, &upper, &work, &view] {
                 std::fs::create_dir(d).map_err(err("making the layer's directories"))?;
             }
-            let lower = std::fs::metadata(&l.path).map_err(err("reading the open path"))?;
+            // The user's directory, held open without following a symlink: the user may
+            // replace a part of the path at any time, and the daemon makes the layer, its
+            // whiteouts and its never entries over what it opened.
+            let held = open_dir(&l.path).map_err(err("opening the open path (a symlink on the way is refused)"))?;
+            let lower_dir = PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&held)));
+            let lower = std::fs::metadata(&lower_dir).map_err(err("reading the open path"))?;
             // The layer's root shows the upper directory's owner and mode.
             std::os::unix::fs::chown(&upper, Some(lower.uid()), Some(lower.gid())).map_err(err("giving the layer the path's owner"))?;
             std::fs::set_permissions(&upper, std::fs::Permissions::from_mode(lower.mode() & 0o7777)).map_err(err("giving the layer the path's mode"))?;
             if !l.shown.all() {
                 // Hidden in the view, and refused to every session by any other path: a
                 // session has no business with the user's objects it is not shown.
-                for hidden in hide_except(&l.path, &upper, &l.shown).map_err(err("hiding what show leaves out"))? {
+                for hidden in hide_except(&lower_dir, &upper, &l.shown).map_err(err("hiding what show leaves out"))? {
                     enforcer.add_never(hidden, pincer_common::ACCESS_ALL)?;
                 }
             }
             let data = format!(
-                "lowerdir={},upperdir={},workdir={},xino=off,index=off,metacopy=off,redirect_dir=off",
-                option_path(&l.path).map_err(err("naming the open path"))?,
+                // xino: every object's number in the layer is its real one with the layer's
+                // bits, the same each time it is looked up (without it a directory's number
+                // is new after each eviction, and the never entries keyed by it would miss).
+                "lowerdir={},upperdir={},workdir={},xino=on,index=off,metacopy=off,redirect_dir=off",
+                option_path(&lower_dir).map_err(err("naming the open path"))?,
                 option_path(&upper).map_err(err("naming the layer"))?,
                 option_path(&work).map_err(err("naming the layer"))?
             );
             mount(Some(Path::new("overlay")), &view, Some("overlay"), libc::MS_NOSUID | libc::MS_NODEV, Some(&data)).map_err(err("mounting the overlay"))?;
-            layers.mounts.push(LayerMount { source: view.clone(), target: l.path.clone(), retain: l.retain });
+            layers.mounts.push(LayerMount { source: view.clone(), target: l.path.clone(), lower: id_of(&lower), retain: l.retain });
             let root = id_of(&std::fs::metadata(&view).map_err(err("reading the layer's root"))?);
             enforcer.add_open(root, pincer_common::ACCESS_ALL)?;
             layers.open.push(root);
@@ -212,6 +254,7 @@ pub fn make(contain: &Containment, session: &str, cgroup_id: u64, enforcer: &mut
                 enforcer.grant_own_place(cgroup_id, id_of(&std::fs::symlink_metadata(d).map_err(err("reading the layer's directories"))?))?;
             }
             let seeded = contain.never.seed_view(enforcer, &l.path, &view, root.dev)?;
+            drop(held);
             layers.never.objects.extend(seeded.objects);
             layers.never.names.extend(seeded.names);
         }
@@ -252,6 +295,19 @@ pub fn retire(layers: &Layers, enforcer: &mut Enforcer, gid: u32) {
     if kept == 0 {
         remove_dir(layers);
         return;
+    }
+    // What a session wrote there (its transcripts) is the user's to read, never a later
+    // session's: the twin would otherwise decide on it as on any folder in /tmp.
+    let kept_id = std::fs::symlink_metadata(&layers.dir).map(|m| id_of(&m));
+    match kept_id {
+        Ok(id) => {
+            if let Err(e) = enforcer.add_never(id, pincer_common::ACCESS_ALL) {
+                tracing::warn!(dir = %layers.dir.display(), error = %e, "cannot make the session's kept layers never-grantable; removing them");
+                remove_dir(layers);
+                return;
+            }
+        }
+        Err(_) => return,
     }
     let shared = std::os::unix::fs::chown(&layers.dir, None, Some(gid)).and_then(|()| std::fs::set_permissions(&layers.dir, std::fs::Permissions::from_mode(0o750)));
     if let Err(e) = shared {

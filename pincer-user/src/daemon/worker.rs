@@ -49,6 +49,12 @@ pub enum WorkerError {
     /// The worker would run as root.
     #[error("the worker must not run as root: name an unprivileged user with --user")]
     Root,
+    /// More mounts lie inside a read-write open path than a layer carries over.
+    #[error("more than {MAX_INSIDE} mounts lie inside {}: its layer cannot carry them over", path.display())]
+    TooManyMounts {
+        /// The open path.
+        path: PathBuf,
+    },
 }
 
 /// Which namespaces of its own a session gets (`[containment]` `pid_namespace`,
@@ -206,6 +212,7 @@ const OPEN_TREE_CLONE: libc::c_uint = 1;
 const AT_RECURSIVE: libc::c_uint = 0x8000;
 const MOUNT_ATTR_RDONLY: u64 = 0x1;
 const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
 
 /// `struct mount_attr` (`<linux/mount.h>`).
 #[repr(C)]
@@ -216,20 +223,44 @@ struct MountAttr {
     userns_fd: u64,
 }
 
-/// The layers to bind in the worker's mount namespace, prepared before the fork: each
-/// layer over its path, and the mounts that lay inside the path carried over on top of it,
-/// read-only (an overlay's lower layer does not include them; a writable one carried over
-/// would let the session write the user's objects there).
-struct LayerBinds {
-    /// `(layer, path)`, and the mount points under `path`, outermost first.
-    binds: Vec<(CString, CString, Vec<CString>)>,
+/// One layer to bind, prepared before the fork.
+struct LayerBind {
+    /// Where the daemon mounted the layer.
+    source: CString,
+    /// The user's directory it goes over.
+    target: CString,
+    /// That directory's device (user-space encoding) and inode, as the daemon made the
+    /// layer over it.
+    lower: (libc::dev_t, u64),
+    /// The mount points under `target`, outermost first.
+    inside: Vec<CString>,
 }
+
+/// The layers to bind in the worker's mount namespace: each layer over its path, and the
+/// mounts that lay inside the path carried over on top of it, read-only (an overlay's lower
+/// layer does not include them; a writable one carried over would let the session write the
+/// user's objects there). Every path is the user's, who may replace any part of it by a
+/// symlink at any time: each is opened without following one, the layer's target must be
+/// the very directory the daemon made the layer over, and the mounts go onto what was
+/// opened.
+struct LayerBinds {
+    binds: Vec<LayerBind>,
+    /// The working directory, entered again once the layers are in place.
+    cwd: CString,
+}
+
+/// The most mounts carried over inside one layer's path.
+const MAX_INSIDE: usize = 16;
 
 impl LayerBinds {
     fn new(layers: &[super::layers::LayerMount]) -> Result<Self, WorkerError> {
+        let c = |p: &std::path::Path, what| CString::new(p.as_os_str().as_bytes()).map_err(|_| WorkerError::Nul { what });
+        let cwd = c(&std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")), "the working directory")?;
+        if layers.is_empty() {
+            return Ok(LayerBinds { binds: Vec::new(), cwd });
+        }
         let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
         let points: Vec<PathBuf> = mounts.lines().filter_map(|l| l.split(' ').nth(4)).map(|p| PathBuf::from(unescape_mountinfo(p))).collect();
-        let c = |p: &std::path::Path, what| CString::new(p.as_os_str().as_bytes()).map_err(|_| WorkerError::Nul { what });
         let mut binds = Vec::new();
         for l in layers {
             let mut inside: Vec<&PathBuf> = points.iter().filter(|p| p.starts_with(&l.target) && **p != l.target).collect();
@@ -242,9 +273,18 @@ impl LayerBinds {
                     outer.push(p);
                 }
             }
-            binds.push((c(&l.source, "a layer path")?, c(&l.target, "a layer path")?, outer.into_iter().map(|p| c(p, "a mount point")).collect::<Result<_, _>>()?));
+            if outer.len() > MAX_INSIDE {
+                return Err(WorkerError::TooManyMounts { path: l.target.clone() });
+            }
+            let (major, minor) = ((l.lower.dev >> 20) as libc::c_uint, (l.lower.dev & 0xfffff) as libc::c_uint);
+            binds.push(LayerBind {
+                source: c(&l.source, "a layer path")?,
+                target: c(&l.target, "a layer path")?,
+                lower: (libc::makedev(major, minor), l.lower.ino),
+                inside: outer.into_iter().map(|p| c(p, "a mount point")).collect::<Result<_, _>>()?,
+            });
         }
-        Ok(LayerBinds { binds })
+        Ok(LayerBinds { binds, cwd })
     }
 
     fn is_empty(&self) -> bool {
@@ -252,43 +292,65 @@ impl LayerBinds {
     }
 
     /// In the child, in its new mount namespace: nothing propagates back to the user's
-    /// namespace, then each layer goes over its path. Async-signal-safe.
+    /// namespace, then each layer goes over its path, and the working directory is entered
+    /// again (the one inherited is the user's directory under the layer). Async-signal-safe.
     fn apply(&self) -> std::io::Result<()> {
+        use super::layers::open_no_symlinks;
         if self.binds.is_empty() {
             return Ok(());
         }
         let err = || Err(std::io::Error::last_os_error());
-        // SAFETY: system calls on NUL-terminated strings prepared before the fork and on
-        // descriptors this function opens and closes.
+        // SAFETY: system calls on NUL-terminated strings prepared before the fork, on stack
+        // buffers, and on descriptors this function opens (each closed at exec).
         unsafe {
             if libc::mount(std::ptr::null(), c"/".as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_SLAVE, std::ptr::null()) != 0 {
                 return err();
             }
-            for (source, target, inside) in &self.binds {
-                let mut fds = [-1; 16];
-                for (i, p) in inside.iter().take(fds.len()).enumerate() {
-                    let fd = libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, p.as_ptr(), OPEN_TREE_CLONE | AT_RECURSIVE | libc::O_CLOEXEC as libc::c_uint);
+            for b in &self.binds {
+                let target = open_no_symlinks(libc::AT_FDCWD, &b.target, libc::O_PATH | libc::O_DIRECTORY);
+                if target < 0 {
+                    return err();
+                }
+                let mut st: libc::stat = std::mem::zeroed();
+                if libc::fstat(target, &mut st) != 0 {
+                    return err();
+                }
+                if (st.st_dev, st.st_ino) != b.lower {
+                    // Not the directory the layer was made over.
+                    return Err(std::io::Error::from_raw_os_error(libc::ESTALE));
+                }
+                let mut trees = [-1; MAX_INSIDE];
+                for (i, p) in b.inside.iter().enumerate() {
+                    let at = open_no_symlinks(libc::AT_FDCWD, p, libc::O_PATH);
+                    if at < 0 {
+                        return err();
+                    }
+                    let fd = libc::syscall(libc::SYS_open_tree, at, c"".as_ptr(), OPEN_TREE_CLONE | AT_RECURSIVE | libc::AT_EMPTY_PATH as libc::c_uint | libc::O_CLOEXEC as libc::c_uint);
                     if fd < 0 {
                         return err();
                     }
-                    fds[i] = fd as libc::c_int;
+                    trees[i] = fd as libc::c_int;
                     let attr = MountAttr { attr_set: MOUNT_ATTR_RDONLY, attr_clr: 0, propagation: 0, userns_fd: 0 };
-                    if libc::syscall(libc::SYS_mount_setattr, fds[i], c"".as_ptr(), libc::AT_EMPTY_PATH as libc::c_uint | AT_RECURSIVE, &attr as *const MountAttr, std::mem::size_of::<MountAttr>()) != 0 {
+                    if libc::syscall(libc::SYS_mount_setattr, trees[i], c"".as_ptr(), libc::AT_EMPTY_PATH as libc::c_uint | AT_RECURSIVE, &attr as *const MountAttr, std::mem::size_of::<MountAttr>()) != 0 {
                         return err();
                     }
                 }
-                if inside.len() > fds.len() {
-                    return Err(std::io::Error::from_raw_os_error(libc::E2BIG));
-                }
-                if libc::mount(source.as_ptr(), target.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()) != 0 {
+                let layer = libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, b.source.as_ptr(), OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint);
+                if layer < 0 {
                     return err();
                 }
-                for (i, p) in inside.iter().enumerate() {
-                    if libc::syscall(libc::SYS_move_mount, fds[i], c"".as_ptr(), libc::AT_FDCWD, p.as_ptr(), MOVE_MOUNT_F_EMPTY_PATH) != 0 {
+                if libc::syscall(libc::SYS_move_mount, layer as libc::c_int, c"".as_ptr(), target, c"".as_ptr(), MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0 {
+                    return err();
+                }
+                for (i, p) in b.inside.iter().enumerate() {
+                    let at = open_no_symlinks(libc::AT_FDCWD, p, libc::O_PATH | libc::O_DIRECTORY);
+                    if at < 0 || libc::syscall(libc::SYS_move_mount, trees[i], c"".as_ptr(), at, c"".as_ptr(), MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0 {
                         return err();
                     }
-                    libc::close(fds[i]);
                 }
+            }
+            if libc::chdir(self.cwd.as_ptr()) != 0 && libc::chdir(c"/".as_ptr()) != 0 {
+                return err();
             }
         }
         Ok(())
