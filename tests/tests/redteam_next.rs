@@ -2979,3 +2979,66 @@ fn reads_a_never_grantable_file_after_its_inode_left_the_cache() {
     assert_eq!(before, vec![EACCES], "control: the never entry refuses");
     assert_eq!(after, vec![EACCES], "the never entry outlived the inode's eviction");
 }
+
+/// Replaces a read-write open path between the daemon's making of the session's layer and
+/// `pincer run`'s binding of it (the path is the user's: the user, or a session granted
+/// the folder above it, may rename it at any time): by a symlink to a system directory
+/// (the layer would then be mounted over that directory in the namespace where `pincer
+/// run`'s root child runs), and by another directory. A worker is started for the session
+/// with the layers the daemon persisted, as `pincer run` starts it. Safe: the start fails,
+/// nothing is mounted on the decoy; control: with the directory back, the same start
+/// binds the layer and runs.
+#[test]
+fn swaps_an_open_path_before_its_layer_is_bound() {
+    use pincer::daemon::worker::{self, Namespaces, WorkerSpec};
+    let mut c = Cleanup::default();
+    let npm = PathBuf::from(home(".npm"));
+    if !npm.exists() {
+        c.add(&npm);
+        udir(npm.to_str().unwrap());
+    }
+    let red = Red::start("swap");
+    let sessions = pincer::daemon::sessions::Sessions::new(&red.dir.join("state")).load_persisted().unwrap();
+    let layer = sessions
+        .iter()
+        .flat_map(|s| s.layers.iter().flat_map(|l| l.mounts.clone()))
+        .find(|m| m.target == std::fs::canonicalize(&npm).unwrap())
+        .expect("a layer over ~/.npm");
+    let decoy = red.dir.join("decoy-etc");
+    std::fs::create_dir(&decoy).unwrap();
+    let aside = PathBuf::from(home(&format!(".npm-aside-{}", uniq())));
+    let start = |what: &str| {
+        let spec = WorkerSpec {
+            cgroup: red.cg.clone(),
+            uid: UID,
+            gid: UID,
+            command: vec!["/bin/true".into()],
+            env: vec![],
+            namespaces: Namespaces { pid: false, ipc: false },
+            layers: vec![layer.clone()],
+        };
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let r = rt.block_on(async { worker::command(&spec).unwrap().spawn().map(|mut ch| async move { ch.wait().await }) });
+        match r {
+            Ok(wait) => rt.block_on(wait).map(|st| st.success()).map_err(|e| e.to_string()),
+            Err(e) => {
+                println!("{what}: {e}");
+                Err(e.to_string())
+            }
+        }
+    };
+    std::fs::rename(&npm, &aside).unwrap();
+    std::os::unix::fs::symlink(&decoy, &npm).unwrap();
+    let by_symlink = start("a symlink in its place");
+    std::fs::remove_file(&npm).unwrap();
+    std::fs::create_dir(&npm).unwrap();
+    let by_other = start("another directory in its place");
+    std::fs::remove_dir(&npm).unwrap();
+    std::fs::rename(&aside, &npm).unwrap();
+    let control = start("the directory back");
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.contains(decoy.to_str().unwrap()), "a layer went over the decoy:\n{mounts}");
+    assert!(by_symlink.is_err(), "bound through a symlink in place of the open path: {by_symlink:?}");
+    assert!(by_other.is_err(), "bound over another directory in place of the open path: {by_other:?}");
+    assert_eq!(control, Ok(true), "control: the layer binds over the directory it was made over");
+}
