@@ -1093,8 +1093,7 @@ impl Containment {
             let on_the_users = if o.mode == OpenMode::Shared { o.mode } else { OpenMode::ReadOnly };
             open.push((p.clone(), bits(on_the_users.access())));
             if o.mode == OpenMode::ReadWrite {
-                // A file cannot be layered: it stays read-only (the check refuses it at load
-                // when it names one in the home of the configuration's sample user).
+                // A file cannot be layered: it stays read-only to sessions.
                 if let Ok(real) = std::fs::canonicalize(&p) {
                     if real.is_dir() {
                         layered.push(super::layers::Layered::new(real, &o.show, o.retain)?);
