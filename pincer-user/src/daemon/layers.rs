@@ -196,14 +196,16 @@ pub fn make(contain: &Containment, session: &str, cgroup_id: u64, enforcer: &mut
         return Ok(None);
     }
     let mut layers = Layers { dir: dir_of(contain, session), ..Layers::default() };
+    let dir = layers.dir.clone();
+    let err = |what: &str| {
+        let what = what.to_string();
+        let dir = dir.clone();
+        move |source| ContainError::Layer { path: dir.clone(), what: what.clone(), source }
+    };
+    // Made here, or not at all: a directory already there is not this session's to use or
+    // remove.
+    std::fs::create_dir(&dir).map_err(err("making the layer directory"))?;
     let made = (|| {
-        let dir = layers.dir.clone();
-        let err = |what: &str| {
-            let what = what.to_string();
-            let dir = dir.clone();
-            move |source| ContainError::Layer { path: dir.clone(), what: what.clone(), source }
-        };
-        std::fs::create_dir(&dir).map_err(err("making the layer directory"))?;
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map_err(err("making the layer directory root's only"))?;
         // A private mount of its own: the overlays mounted in it stay in this namespace.
         mount(Some(&dir), &dir, None, libc::MS_BIND, None).map_err(err("binding the layer directory"))?;

@@ -69,6 +69,9 @@ pub fn config_in(dir: &Path) -> Config {
     // The session "cgroups" here are plain directories: no limits to write (the VM tests
     // check the limits on real cgroups).
     config.limits = pincer::daemon::limits::LimitsConfig::unlimited();
+    // Nor layers: a read-write open path's layer is an overlay the daemon mounts on the
+    // host (the VM tests check them on real sessions).
+    config.containment.open_paths.retain(|o| o.mode != pincer::daemon::contain::OpenMode::ReadWrite);
     config
 }
 
