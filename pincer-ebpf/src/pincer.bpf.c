@@ -2459,21 +2459,26 @@ static long forget_grants(struct bpf_map *map, struct session_key *key, struct s
 }
 
 /* An inode that is gone for good takes every entry keyed by its number with
- * it, so a later object that reuses the number (ext2/ext4 reuse freed numbers)
- * starts with no grant. Gone for good: no links left. An inode evicted from
- * the cache while it still has links (memory pressure, drop_caches) keeps its
- * entries: its object and number stay, and a never entry lost there would let
- * the object through. (The inode hash cannot tell the two apart: evict() takes
- * the inode out of the hash before it frees it.) A filesystem that goes away
- * takes every entry of its device with it (pincer_sb_free_security): a new
- * tmpfs or overlay may get the same device number, and an in-memory
- * filesystem frees its linked inodes only as it unmounts. */
+ * it, so a later object that reuses the number (ext2/ext4 reuse freed numbers;
+ * a new tmpfs may get the same device number) starts with no grant. Gone for
+ * good: no links left, or its filesystem is being unmounted (the kernel clears
+ * s_root before it frees the filesystem's dentries and inodes, and SB_ACTIVE
+ * before the rest). An inode evicted from the cache while it still has links
+ * and its filesystem stays (memory pressure, drop_caches) keeps its entries:
+ * its object and number stay, and a never entry lost there would let the
+ * object through. (The inode hash cannot tell the two apart: evict() takes
+ * the inode out of the hash before it frees it.) What an unmount does not
+ * free again (an inode evicted earlier) goes with the filesystem
+ * (pincer_sb_free_security, which runs later, after the unmount returns, on
+ * newer kernels). */
 SEC("lsm/inode_free_security")
 int BPF_PROG(pincer_inode_free_security, struct inode *inode)
 {
 	struct super_block *sb = BPF_CORE_READ(inode, i_sb);
 
-	if (!sb || BPF_CORE_READ(inode, __i_nlink))
+	if (!sb)
+		return 0;
+	if (BPF_CORE_READ(inode, __i_nlink) && BPF_CORE_READ(sb, s_root) && (BPF_CORE_READ(sb, s_flags) & SB_ACTIVE))
 		return 0;
 	struct freed f = { .ino = BPF_CORE_READ(inode, i_ino), .dev = BPF_CORE_READ(sb, s_dev) };
 	struct object_key ok = { .ino = f.ino, .dev = f.dev };

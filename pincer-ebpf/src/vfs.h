@@ -26,10 +26,13 @@ struct list_head {
 	struct list_head *prev;
 };
 
+struct dentry;
+
 struct super_block {
 	dev_t s_dev;
 	unsigned long s_magic;
 	unsigned long s_flags;
+	struct dentry *s_root;
 	struct list_head s_mounts;
 };
 
