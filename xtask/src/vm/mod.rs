@@ -406,6 +406,32 @@ fn report_failure(r: &KernelRun, streamed: bool) {
     eprintln!("  console log: {}", r.log.display());
 }
 
+/// What a failed libtest binary's output says failed: each failing test's `---- NAME
+/// stdout ----` header and its panic message (at most `per_test` lines from the panic on).
+fn failure_summary(output: &[String], per_test: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let (mut in_test, mut kept) = (false, None::<usize>);
+    for line in output {
+        let line = console::clean(line);
+        let l = line.trim();
+        if l.starts_with("---- ") && l.ends_with(" stdout ----") {
+            out.push(l.to_string());
+            (in_test, kept) = (true, None);
+        } else if in_test && l == "failures:" {
+            break;
+        } else if in_test {
+            if kept.is_none() && l.contains("panicked at") {
+                kept = Some(0);
+            }
+            if let Some(n) = kept.as_mut().filter(|n| **n < per_test) {
+                out.push(l.to_string());
+                *n += 1;
+            }
+        }
+    }
+    out
+}
+
 /// `cargo xtask vm-test`: the test executables of `pincer-tests` on every kernel.
 pub fn vm_test(opts: &VmOptions) -> Result<()> {
     crate::deps::ensure(&crate::deps::all())?;
@@ -456,6 +482,7 @@ pub fn vm_test(opts: &VmOptions) -> Result<()> {
     crate::phase::record(format!("VMs ({} at a time)", parallel.clamp(1, jobs.len())), started.elapsed());
     let _ = std::fs::remove_file(&initrd);
     let mut failed = 0;
+    let mut failures = Vec::new();
     let (mut total_passed, mut total_failed) = (0, 0);
     for (job, r) in jobs.iter().zip(results) {
         // A VM that could not run is a failed one; the others are still reported.
@@ -487,11 +514,16 @@ pub fn vm_test(opts: &VmOptions) -> Result<()> {
         if !r.passed {
             failed += 1;
             report_failure(&r, !opts.quiet);
+            for b in t.binaries.iter().filter(|b| !b.ok()) {
+                failures.push(format!("{} {}:", r.job.label(), b.name));
+                failures.extend(failure_summary(&b.output, 12).into_iter().map(|l| format!("  {l}")));
+            }
         }
     }
     println!("vm-test: {total_passed} passed, {total_failed} failed in {:.1} s", started.elapsed().as_secs_f64());
     if failed > 0 {
-        bail!("vm-test failed on {failed} of {} VMs", jobs.len());
+        // What failed comes last, after the tables, so the tail of a long streamed run says it.
+        bail!("vm-test failed on {failed} of {} VMs{}", jobs.len(), failures.iter().map(|l| format!("\n  {l}")).collect::<String>());
     }
     Ok(())
 }
@@ -652,6 +684,19 @@ pub fn bench(opts: &VmOptions, bench: &Bench, clock: qemu::GuestClock, args: &[S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_binarys_summary_names_each_failed_test_and_its_panic() {
+        let out: Vec<String> = [
+            "test a ... FAILED", "test b ... ok", "", "failures:", "", "---- a stdout ----", "worker said: 1", "worker said: 2",
+            "thread 'a' panicked at tests/tests/x.rs:10:5:", "waits: [900.0]", "note: run with `RUST_BACKTRACE=1`", "", "failures:", "    a", "",
+            "test result: FAILED. 1 passed; 1 failed",
+        ]
+        .iter()
+        .map(|l| l.to_string())
+        .collect();
+        assert_eq!(failure_summary(&out, 2), ["---- a stdout ----", "thread 'a' panicked at tests/tests/x.rs:10:5:", "waits: [900.0]"]);
+    }
 
     fn kernel(label: &str) -> Kernel {
         Kernel {
