@@ -649,10 +649,12 @@ impl NeverList {
     /// Puts the objects and names that exist now into the kernel's never map: literal
     /// paths (and their names in the parent directory, so a deleted or missing one cannot be
     /// made), directories of `/**` patterns (covering their subtree), and the matches of
-    /// `**/` patterns found by a bounded scan of the named roots. An object or name several
-    /// rules cover gets the union of their bits (a kernel entry's bits replace the earlier
-    /// ones). Returns the entries made.
-    pub fn seed(&self, enforcer: &mut Enforcer, named_roots: &[PathBuf]) -> Result<usize, ContainError> {
+    /// `**/` patterns found by a bounded scan of the named roots, and the targets of the
+    /// home's hidden symlinks (a bounded scan that enters neither the named roots nor
+    /// `read_only`, the read-only open paths). An object or name several rules cover gets the
+    /// union of their bits (a kernel entry's bits replace the earlier ones). Returns the
+    /// entries made.
+    pub fn seed(&self, enforcer: &mut Enforcer, named_roots: &[PathBuf], read_only: &[PathBuf]) -> Result<usize, ContainError> {
         let mut seeds = Seeds::default();
         let mut anywhere = Vec::new();
         for r in &self.rules {
@@ -681,8 +683,9 @@ impl NeverList {
         for root in named_roots {
             seed_scan(&mut seeds, &anywhere, root);
         }
+        let skip: Vec<PathBuf> = named_roots.iter().chain(read_only).cloned().collect();
         for home in &self.anchors {
-            seed_hidden_targets(&mut seeds, home, named_roots);
+            seed_hidden_targets(&mut seeds, home, &skip);
         }
         seeds.write(enforcer)
     }
@@ -741,9 +744,12 @@ impl NeverList {
 /// bounded breadth-first scan (symlinks not followed): the target of every hidden symlink
 /// (`~/.gdbinit -> ~/dots/gdbinit`, a project's `.cargo -> ../shared-cargo`) and of every
 /// symlink in a hidden directory (`~/.config/nvim -> ~/dots/nvim`, `~/.local/bin/tool`).
-/// `skip` (the session's named roots) is not entered: [`seed_scan`] marks the targets of
+/// `skip` is not entered: the session's named roots ([`seed_scan`] marks the targets of
 /// their hidden symlinks only, since a project's `node_modules/.bin` links into packages
-/// the session may rewrite anyway. The kernel's hidden rule goes by the names on the way up
+/// the session may rewrite anyway), and the read-only open paths. Those hold installed
+/// software every session reads (a toolchain under `~/.rustup` alone is tens of thousands
+/// of entries): entering them spent the scan's budget before the rest of the home, and
+/// about a second of every session's start in the test VM. The kernel's hidden rule goes by the names on the way up
 /// from the object reached, and a symlink followed leaves no name: marked
 /// [`NEVER_HIDDEN`](pincer_common::NEVER_HIDDEN), the target is reached by a grant on it or
 /// inside it, as the hidden entry is, and not by a grant above it.
@@ -1057,6 +1063,8 @@ pub struct Containment {
     /// there (those that exist; a read-write one is read-only there, its writes go to the
     /// session's layer).
     pub open: Vec<(PathBuf, u32)>,
+    /// The read-only open paths (those that exist), as configured.
+    pub read_only: Vec<PathBuf>,
     /// The read-write open paths (existing directories, symlinks resolved) that each session
     /// writes through a layer of its own.
     pub layered: Vec<super::layers::Layered>,
@@ -1085,10 +1093,14 @@ impl Containment {
         }
         let mut open = Vec::new();
         let mut layered = Vec::new();
+        let mut read_only = Vec::new();
         for o in &cfg.open_paths {
             let p = absolute(&o.path, owner)?;
             if !p.exists() {
                 continue;
+            }
+            if o.mode == OpenMode::ReadOnly {
+                read_only.push(p.clone());
             }
             let on_the_users = if o.mode == OpenMode::Shared { o.mode } else { OpenMode::ReadOnly };
             open.push((p.clone(), bits(on_the_users.access())));
@@ -1104,6 +1116,7 @@ impl Containment {
         Ok(Containment {
             protect,
             open,
+            read_only,
             layered,
             layer_parent: cfg.scratch_parent.clone(),
             never: NeverList::new(&cfg.never, owner)?,
@@ -1236,7 +1249,7 @@ mod tests {
         ];
         let list = NeverList::new(&rules, &owner()).unwrap();
         let maps = crate::kernel::MemoryMaps::default();
-        let n = list.seed(&mut maps.enforcer(), std::slice::from_ref(&ws)).unwrap();
+        let n = list.seed(&mut maps.enforcer(), std::slice::from_ref(&ws), &[]).unwrap();
         let union = bits(&[Access::Read, Access::Write, Access::Delete]);
         let (file, parent) = (object(&env).unwrap(), object(&ws).unwrap());
         // The kernel's entries replace their bits: one write per object, with every rule's.
@@ -1264,7 +1277,7 @@ mod tests {
         ];
         let list = NeverList::new(&rules, &owner()).unwrap();
         let maps = crate::kernel::MemoryMaps::default();
-        list.seed(&mut maps.enforcer(), &[]).unwrap();
+        list.seed(&mut maps.enforcer(), &[], &[]).unwrap();
         let entry = |dev: u32, ino: u64, name: &str| maps.never_name_bits(ObjectId { dev, ino }, OsStr::new(name));
         let git = entry(NEVER_PATTERN_DEV, 0, ".git").expect("the directory word");
         let word = (git >> pincer_common::NEVER_PATTERN_WORD_SHIFT) & 0xff;
@@ -1281,7 +1294,7 @@ mod tests {
         }
         assert!(maps.state().never_patterns > 0, "the walk reads names");
         // Seeding again (every session start) changes nothing.
-        list.seed(&mut maps.enforcer(), &[]).unwrap();
+        list.seed(&mut maps.enforcer(), &[], &[]).unwrap();
         assert_eq!(entry(NEVER_PATTERN_DEV, 0, ".git"), Some(git));
         assert_eq!(entry(NEVER_PAIR_DEV, word.into(), "hooks"), Some(bits(&wcd)));
     }
@@ -1295,13 +1308,13 @@ mod tests {
         let rules = [NeverRule { pattern: "~/.config/systemd/user/**".into(), access: vec![Access::Write, Access::Create, Access::Delete] }];
         let list = NeverList::new(&rules, &account).unwrap();
         let maps = crate::kernel::MemoryMaps::default();
-        list.seed(&mut maps.enforcer(), &[]).unwrap();
+        list.seed(&mut maps.enforcer(), &[], &[]).unwrap();
         let config = object(&home.join(".config")).unwrap();
         assert_eq!(maps.never_name_bits(config, OsStr::new("systemd")), Some(pincer_common::ACCESS_CREATE), "~/.config/systemd cannot be made");
         // Once the parent exists, the place's own name is reserved with the rule's bits.
         std::fs::create_dir(home.join(".config/systemd")).unwrap();
         let maps = crate::kernel::MemoryMaps::default();
-        list.seed(&mut maps.enforcer(), &[]).unwrap();
+        list.seed(&mut maps.enforcer(), &[], &[]).unwrap();
         let systemd = object(&home.join(".config/systemd")).unwrap();
         assert_eq!(maps.never_name_bits(systemd, OsStr::new("user")), Some(bits(&[Access::Write, Access::Create, Access::Delete])));
         assert_eq!(maps.never_name_bits(config, OsStr::new("systemd")), None, "an existing ancestor is not reserved");
@@ -1396,6 +1409,37 @@ mod tests {
         }
     }
 
+    /// A read-only open path (a toolchain of more entries than the scan's budget) is not
+    /// entered: a hidden symlink deeper in the rest of the home is still found, where a scan
+    /// that enters the toolchain spends its budget there first.
+    #[test]
+    fn the_scan_for_hidden_symlinks_leaves_read_only_open_paths_alone() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().unwrap();
+        let h = dir.path().canonicalize().unwrap();
+        let toolchain = h.join(".rustup/toolchains/stable/lib");
+        std::fs::create_dir_all(&toolchain).unwrap();
+        for i in 0..SCAN_LIMIT {
+            std::fs::write(toolchain.join(format!("f{i}")), "").unwrap();
+        }
+        std::fs::write(h.join("tool"), "").unwrap();
+        symlink(h.join("tool"), toolchain.join(".tool")).unwrap();
+        std::fs::create_dir_all(h.join("dots")).unwrap();
+        std::fs::write(h.join("dots/zshrc"), "").unwrap();
+        let deep = h.join(".config/a/b/c/d");
+        std::fs::create_dir_all(&deep).unwrap();
+        symlink(h.join("dots/zshrc"), deep.join("rc")).unwrap();
+        let id = |p: &str| id_of(&std::fs::metadata(h.join(p)).unwrap());
+        let hidden = |seeds: &Seeds, p: &str| seeds.objects.get(&id(p)).is_some_and(|b| b & pincer_common::NEVER_HIDDEN != 0);
+        let mut seeds = Seeds::default();
+        seed_hidden_targets(&mut seeds, &h, &[h.join(".rustup")]);
+        assert!(hidden(&seeds, "dots/zshrc"), "a hidden link deeper than the toolchain is found");
+        assert!(!hidden(&seeds, "tool"), "the read-only open path is not entered");
+        let mut entered = Seeds::default();
+        seed_hidden_targets(&mut entered, &h, &[]);
+        assert!(!hidden(&entered, "dots/zshrc"), "control: entering the toolchain spends the budget before the deep link");
+    }
+
     #[test]
     fn a_symlinked_never_place_protects_its_target() {
         let dir = tempfile::tempdir().unwrap();
@@ -1427,7 +1471,7 @@ mod tests {
             "only the target"
         );
         let maps = crate::kernel::MemoryMaps::default();
-        list.seed(&mut maps.enforcer(), &[]).unwrap();
+        list.seed(&mut maps.enforcer(), &[], &[]).unwrap();
         assert!(maps
             .never_bits(object(&home.join("dotfiles/bashrc")).unwrap())
             .is_some_and(|b| b & pincer_common::ACCESS_WRITE != 0));
@@ -1496,7 +1540,7 @@ mod tests {
         ];
         let list = NeverList::new(&rules, &account).unwrap();
         let maps = crate::kernel::MemoryMaps::default();
-        list.seed(&mut maps.enforcer(), std::slice::from_ref(&home))
+        list.seed(&mut maps.enforcer(), std::slice::from_ref(&home), &[])
             .unwrap();
         let pinned = |p: &str| {
             maps.never_bits(object(&home.join(p)).unwrap())

@@ -306,7 +306,7 @@ impl Core {
             match self.containment(s.owner_uid) {
                 Ok(c) => {
                     let named: Vec<PathBuf> = s.roots.iter().map(|r| r.path.clone()).collect();
-                    if let Err(e) = c.apply_open(&mut self.enforcer).and_then(|()| c.never.seed(&mut self.enforcer, &named).map(drop)) {
+                    if let Err(e) = c.apply_open(&mut self.enforcer).and_then(|()| c.never.seed(&mut self.enforcer, &named, &c.read_only).map(drop)) {
                         tracing::error!(session = %s.id, error = %chain(&e), "cannot restore the session's containment");
                     }
                 }
@@ -511,7 +511,7 @@ impl Core {
             // Never-grantable entries and open paths go in before the session is gated.
             // One sync of the kernel's state for all of them.
             self.enforcer.batch(|e| {
-                contain.never.seed(e, &named)?;
+                contain.never.seed(e, &named, &contain.read_only)?;
                 contain.apply_open(e)
             })?;
             self.enforcer.register_session_with(cgroup_id, flags)?;
