@@ -551,13 +551,23 @@ impl Matcher {
     }
 }
 
+/// The matcher of a glob pattern, compiled once per process: a daemon compiles the same
+/// rules to check its configuration, and again for each session owner (the `**/` rules
+/// are the same for all), and each compile is a regular expression's.
 fn glob(pattern: &str) -> Result<GlobMatcher, ContainError> {
-    GlobBuilder::new(pattern)
+    static COMPILED: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<String, GlobMatcher>>> = std::sync::OnceLock::new();
+    let compiled = COMPILED.get_or_init(Default::default);
+    if let Some(m) = compiled.lock().unwrap_or_else(|e| e.into_inner()).get(pattern) {
+        return Ok(m.clone());
+    }
+    let m = GlobBuilder::new(pattern)
         .literal_separator(true)
         .backslash_escape(true)
         .build()
         .map(|g| g.compile_matcher())
-        .map_err(|source| ContainError::Pattern { pattern: pattern.into(), source })
+        .map_err(|source| ContainError::Pattern { pattern: pattern.into(), source })?;
+    compiled.lock().unwrap_or_else(|e| e.into_inner()).insert(pattern.to_string(), m.clone());
+    Ok(m)
 }
 
 impl Never {
