@@ -121,6 +121,37 @@ fn home(rel: &str) -> String {
     format!("{HOME}/{rel}")
 }
 
+/// The user's `path` (if the VM has one) moved aside for a test that needs it absent; put
+/// back in place of whatever the test left there when dropped.
+struct Aside {
+    path: PathBuf,
+    away: Option<PathBuf>,
+}
+
+impl Aside {
+    fn new(path: &Path) -> Aside {
+        let away = path.symlink_metadata().is_ok().then(|| {
+            let away = path.with_file_name(format!(".rt-aside-{}", uniq()));
+            std::fs::rename(path, &away).unwrap_or_else(|e| panic!("move {} aside: {e}", path.display()));
+            away
+        });
+        Aside { path: path.to_owned(), away }
+    }
+}
+
+impl Drop for Aside {
+    fn drop(&mut self) {
+        match self.path.symlink_metadata() {
+            Ok(m) if m.is_dir() => drop(std::fs::remove_dir_all(&self.path)),
+            Ok(_) => drop(std::fs::remove_file(&self.path)),
+            Err(_) => {}
+        }
+        if let Some(away) = &self.away {
+            let _ = std::fs::rename(away, &self.path);
+        }
+    }
+}
+
 /// Removes what a test put in shared places (the home, /srv, /dev, ...) when dropped, also
 /// after a failed assertion.
 #[derive(Default)]
@@ -298,10 +329,15 @@ impl Red {
         let mut line = String::new();
         let scratch = loop {
             line.clear();
-            assert!(
-                out.read_line(&mut line).unwrap() > 0,
-                "pincer run ended before the worker started"
-            );
+            if out.read_line(&mut line).unwrap() == 0 {
+                // The daemon goes with its entries, so the next tests start clean.
+                let mut daemon = daemon;
+                // SAFETY: kill(2) on our own child.
+                unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+                let _ = daemon.wait();
+                pincer_tests::clear_policy(Path::new(SHARED_PIN_DIR));
+                panic!("pincer run ended before the worker started");
+            }
             if let Some(t) = line.trim().strip_prefix("TMPDIR=") {
                 break PathBuf::from(t);
             }
@@ -2879,6 +2915,55 @@ fn plants_hidden_configuration_beside_a_file_it_was_granted_to_create() {
 
 // ---------------------------------------------------------------------------------------
 // Read-write open paths: the session's own layer.
+
+/// A read-write open path the user makes while the daemon runs, after its first session
+/// started, is a layer for the sessions that start later: the second session's write there
+/// lands in its own layer, and the user's directory does not hold it. (Containment was made
+/// once per owner: the path was neither open nor layered until the daemon restarted.)
+#[test]
+fn a_read_write_open_path_made_after_the_first_session_is_layered_for_the_next() {
+    let npm = PathBuf::from(home(".npm"));
+    let _aside = Aside::new(&npm);
+    let red = Red::start("lateopen");
+    ufile(&home(".npm/_cacache/index"), "the user's cache\n");
+    let planted = npm.join("_cacache/planted");
+    let out = Command::new(PINCER)
+        .args(["run", "--root", red.ws.to_str().unwrap(), "--user", "1000", "--prompt", PROMPT, "--", "/bin/sh", "-c"])
+        .arg(format!("cat {0}/_cacache/index && echo session > {0}/_cacache/planted && cat {0}/_cacache/planted", npm.display()))
+        .env("PINCER_SOCKET", red.dir.join("pincer.sock"))
+        .output()
+        .expect("pincer run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text, "the user's cache\nsession\n", "the second session reads the user's cache and writes its layer: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(!planted.exists(), "the session's write reached the user's ~/.npm");
+}
+
+/// Makes the read-write open path `~/.npm` a symlink to `~/.ssh` (as the user, or a
+/// session given a grant to make it, may have done since the daemon read its
+/// configuration), then reads a key through the next session's view of the open path. A
+/// layer over the link's target would show the keys under the open path's name, where no
+/// never entry names them (the daemon layered the target, and binding it failed in the
+/// worker: no session could start while the link was there). Expected: the open path is
+/// not opened, the session starts, and the read is refused.
+#[test]
+fn reads_the_users_keys_through_an_open_path_symlinked_into_ssh() {
+    let npm = PathBuf::from(home(".npm"));
+    let _aside = Aside::new(&npm);
+    let mut c = Cleanup::default();
+    let ssh = PathBuf::from(home(".ssh"));
+    if !ssh.exists() {
+        c.add(&ssh);
+    }
+    let key = ufile(&home(&format!(".ssh/id_rtl_{}", uniq())), "-----BEGIN OPENSSH PRIVATE KEY-----\n");
+    c.add(&key);
+    std::os::unix::fs::symlink(&ssh, &npm).unwrap();
+    std::os::unix::fs::lchown(&npm, Some(UID), Some(UID)).unwrap();
+    let red = Red::start("npmlink");
+    let via = npm.join(key.file_name().unwrap());
+    assert_eq!(ungated(|| vec![read(&via)]), vec![0], "control: the user reads the key through the link");
+    let r = red.in_view(move || vec![read(&via)]);
+    assert!(refused(r[0]), "a key read through the view of an open path linked to ~/.ssh: {r:?}");
+}
 
 /// What a session does in a read-write open path lands in a layer of its own: it reads the
 /// user's objects there, changes and creates as it likes and sees its changes, and none of

@@ -495,7 +495,7 @@ fn absolute(p: &str, owner: &Account) -> Result<PathBuf, ContainError> {
 }
 
 fn has_glob(segment: &str) -> bool {
-    segment.contains(['*', '?', '[', '{'])
+    crate::glob::is_glob(segment)
 }
 
 fn bits(access: &[Access]) -> u32 {
@@ -930,7 +930,7 @@ fn object(path: &Path) -> Option<ObjectId> {
 }
 
 fn id_of(m: &std::fs::Metadata) -> ObjectId {
-    ObjectId { dev: pincer_common::kernel_dev(libc::major(m.dev()), libc::minor(m.dev())), ino: m.ino() }
+    ObjectId::of_metadata(m)
 }
 
 fn seed_literal(seeds: &mut Seeds, path: &Path, access: u32) {
@@ -1101,12 +1101,22 @@ impl Containment {
                 protect.push(p);
             }
         }
+        let never = NeverList::new(&cfg.never, owner)?;
         let mut open = Vec::new();
         let mut layered = Vec::new();
         let mut read_only = Vec::new();
         for o in &cfg.open_paths {
             let p = absolute(&o.path, owner)?;
             if !p.exists() {
+                continue;
+            }
+            // The place as it is now (a symlink, or under one, made since the configuration
+            // was checked): one in a never place is not opened, nor layered (a layer over
+            // `~/.ssh` would show the keys under another name).
+            let real = std::fs::canonicalize(&p).unwrap_or_else(|_| p.clone());
+            let opened = o.mode.access();
+            if let Some(rule) = opened.iter().find_map(|&a| never.forbids(&real, a)) {
+                tracing::warn!(open_path = %o.path, reaches = %real.display(), never = %rule, "an open path that reaches a never-grantable place is not opened");
                 continue;
             }
             if o.mode == OpenMode::ReadOnly {
@@ -1129,7 +1139,7 @@ impl Containment {
             read_only,
             layered,
             layer_parent: cfg.scratch_parent.clone(),
-            never: NeverList::new(&cfg.never, owner)?,
+            never,
             scratch_parent: cfg.scratch.then(|| cfg.scratch_parent.clone()),
             allow_userns: cfg.allow_userns,
             namespaces: super::worker::Namespaces { pid: cfg.pid_namespace, ipc: cfg.ipc_namespace },
@@ -1228,6 +1238,29 @@ mod tests {
         assert!(c.hidden_in_root(&h.join(".newrc"), Access::Write).is_none(), "an existing one: the twin decides");
         assert!(c.hidden_in_root(&h.join("notes.txt"), Access::Create).is_none());
         assert!(c.hidden_in_root(&h.join("proj/.env"), Access::Create).is_none(), "not directly in the root");
+    }
+
+    /// An open path that is now a symlink into a never place (`~/.npm -> ~/.ssh`, made after
+    /// the configuration was checked) is neither opened nor layered; the same path as a
+    /// directory of its own is both.
+    #[test]
+    fn an_open_path_that_reaches_a_never_place_is_not_opened() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path().canonicalize().unwrap();
+        let account = Account { home: h.clone(), ..owner() };
+        std::fs::create_dir_all(h.join(".ssh")).unwrap();
+        std::fs::write(h.join(".ssh/id_ed25519"), "key").unwrap();
+        std::os::unix::fs::symlink(h.join(".ssh"), h.join(".npm")).unwrap();
+        std::fs::create_dir_all(h.join(".local")).unwrap();
+        std::os::unix::fs::symlink(h.join(".ssh"), h.join(".local/bin")).unwrap();
+        let c = Containment::for_owner(&ContainmentConfig::default(), &account).unwrap();
+        assert!(!c.open.iter().any(|(p, _)| p.ends_with(".npm") || p.ends_with(".local/bin")), "opened: {:?}", c.open);
+        assert!(!c.layered.iter().any(|l| l.path.starts_with(h.join(".ssh"))), "a layer over ~/.ssh");
+        std::fs::remove_file(h.join(".npm")).unwrap();
+        std::fs::create_dir(h.join(".npm")).unwrap();
+        let c = Containment::for_owner(&ContainmentConfig::default(), &account).unwrap();
+        assert!(c.open.iter().any(|(p, _)| *p == h.join(".npm")), "control: a directory of its own is open");
+        assert!(c.layered.iter().any(|l| l.path == h.join(".npm")), "control: and layered");
     }
 
     #[test]

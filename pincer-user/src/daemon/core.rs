@@ -448,11 +448,20 @@ impl Core {
         }
     }
 
-    /// The containment of `owner_uid`'s sessions (compiled once per owner).
+    /// The containment of `owner_uid`'s sessions, as the last of them started (made now if
+    /// none has).
     pub(super) fn containment(&mut self, owner_uid: u32) -> Result<Arc<Containment>, ContainError> {
         if let Some(c) = self.contain.get(&owner_uid) {
             return Ok(c.clone());
         }
+        self.fresh_containment(owner_uid)
+    }
+
+    /// The containment of `owner_uid`'s sessions made again from the places as they are now:
+    /// each session starts on it, so an open path, a protected place or a never place's
+    /// symlink the user made or changed after an earlier session is taken as it is (the
+    /// compiled globs are kept, so it costs a few system calls per configured place).
+    fn fresh_containment(&mut self, owner_uid: u32) -> Result<Arc<Containment>, ContainError> {
         let c = Arc::new(Containment::for_owner(&self.config.containment, &users::by_uid(owner_uid))?);
         self.contain.insert(owner_uid, c.clone());
         Ok(c)
@@ -487,7 +496,7 @@ impl Core {
         }
         let recs = sessions::root_records(&roots)?;
         let owner = users::by_uid(owner_uid);
-        let contain = self.containment(owner_uid)?;
+        let contain = self.fresh_containment(owner_uid)?;
         let places = sessions::place_records(&contain.protect, &owner.home, &recs);
         let id = sessions::new_session_id();
         let cgroup = self.config.cgroup_parent.join(&id);

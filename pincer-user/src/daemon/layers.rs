@@ -179,7 +179,7 @@ fn open_dir(path: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
 }
 
 fn id_of(m: &std::fs::Metadata) -> ObjectId {
-    ObjectId { dev: pincer_common::kernel_dev(libc::major(m.dev()), libc::minor(m.dev())), ino: m.ino() }
+    ObjectId::of_metadata(m)
 }
 
 /// Where `session`'s layers go.

@@ -326,8 +326,13 @@ impl ObjectId {
     /// The object a path names now (symlinks followed).
     pub fn of_path(path: &Path) -> Result<Self, KernelError> {
         let meta = std::fs::metadata(path).map_err(|source| KernelError::Stat { path: path.to_path_buf(), source })?;
+        Ok(Self::of_metadata(&meta))
+    }
+
+    /// The object `meta` describes (from `stat`, `lstat` or an open file's `fstat`).
+    pub fn of_metadata(meta: &std::fs::Metadata) -> Self {
         let dev = meta.dev();
-        Ok(Self { dev: pincer_common::kernel_dev(libc::major(dev), libc::minor(dev)), ino: meta.ino() })
+        Self { dev: pincer_common::kernel_dev(libc::major(dev), libc::minor(dev)), ino: meta.ino() }
     }
 }
 
