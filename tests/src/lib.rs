@@ -163,6 +163,15 @@ pub fn policy_entries(pin_dir: &Path) -> Vec<(&'static str, usize)> {
     policy_maps(pin_dir, false)
 }
 
+/// Stops a test's `pincer daemon` (SIGTERM, then waits for it) and clears what it left in
+/// the shared program's maps ([`clear_policy`]), so the next test starts clean.
+pub fn stop_daemon(daemon: &mut std::process::Child) {
+    // SAFETY: kill(2) on the caller's own child.
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    let _ = daemon.wait();
+    clear_policy(std::path::Path::new(SHARED_PIN_DIR));
+}
+
 /// Removes every entry [`policy_entries`] counts from the program pinned at `pin_dir`
 /// (nothing if it is not pinned there) and renews the policy generation, so no cached
 /// verdict outlives them.

@@ -332,10 +332,7 @@ impl Red {
             if out.read_line(&mut line).unwrap() == 0 {
                 // The daemon goes with its entries, so the next tests start clean.
                 let mut daemon = daemon;
-                // SAFETY: kill(2) on our own child.
-                unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
-                let _ = daemon.wait();
-                pincer_tests::clear_policy(Path::new(SHARED_PIN_DIR));
+                pincer_tests::stop_daemon(&mut daemon);
                 panic!("pincer run ended before the worker started");
             }
             if let Some(t) = line.trim().strip_prefix("TMPDIR=") {
@@ -406,10 +403,7 @@ impl Drop for Red {
         if let Some(mut r) = self.run.take() {
             let _ = r.wait();
         }
-        // SAFETY: kill(2) on our own child.
-        unsafe { libc::kill(self.daemon.id() as i32, libc::SIGTERM) };
-        let _ = self.daemon.wait();
-        pincer_tests::clear_policy(Path::new(SHARED_PIN_DIR));
+        pincer_tests::stop_daemon(&mut self.daemon);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
