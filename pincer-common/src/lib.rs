@@ -166,6 +166,14 @@ shared_consts! {
     HOLD_SLOT_PER_SESSION: u32 = 3;
     /// Entries of [`map_names::HOLD`].
     HOLD_SLOTS: u32 = 4;
+    /// After a hold whose hook keeps a lock ends denied, the session's next such misses are
+    /// denied at once, not held, for this many times its wait ([`SessionValue::locked_quiet_until`]),
+    /// at least [`LOCKED_QUIET_MIN_MS`] and at most [`LOCKED_QUIET_MAX_MS`].
+    LOCKED_QUIET_FACTOR: u32 = 10;
+    /// The shortest quiet time after a denied hold whose hook keeps a lock (ms).
+    LOCKED_QUIET_MIN_MS: u32 = 1000;
+    /// The longest quiet time after a denied hold whose hook keeps a lock (ms).
+    LOCKED_QUIET_MAX_MS: u32 = 60000;
     /// How many threads may wait in a hold at once, over every session (the
     /// size of [`map_names::HELD`]); a miss beyond it is denied at once.
     HOLD_MAX: u32 = 4096;
@@ -349,6 +357,11 @@ shared_struct! {
         /// Of those, the threads whose hook keeps a folder or the object locked (at most
         /// one per session), counted by the kernel; kept when the daemon rewrites the entry.
         pub held_locked: u32,
+        /// Until when (`bpf_ktime_get_ns`) a miss whose hook keeps a lock is not held but
+        /// denied at once: set by the kernel when such a hold ends denied, to
+        /// [`LOCKED_QUIET_FACTOR`] times its wait (1 s to 60 s); kept when the daemon rewrites
+        /// the entry.
+        pub locked_quiet_until: u64,
     }
 }
 

@@ -757,7 +757,10 @@ static __always_inline int hold_begin(const struct session *s, struct walk *w, i
 	}
 	if (locked) {
 		__sync_fetch_and_add(&v->held_locked, 1);
-		if (*(volatile __u32 *)&v->held_locked > 1) {
+		/* One at a time, and none while the session is quiet after a denied
+		 * one (hold_wait): bounds the kernel keeps whatever the daemon does. */
+		if (*(volatile __u32 *)&v->held_locked > 1 ||
+		    bpf_ktime_get_ns() < *(volatile __u64 *)&v->locked_quiet_until) {
 			hold_uncount(s, 1);
 			return 0;
 		}
@@ -1673,6 +1676,23 @@ extern void bpf_rcu_read_unlock(void);
 const volatile char HOLD_XATTR[] = "user.pincer.hold";
 const volatile char HOLD_XATTR_LOCKED[] = "user.pincer.hold.locked";
 
+/* A hold whose hook keeps a lock ended denied after `waited` ns: the session's
+ * next such misses are denied at once, not held, for LOCKED_QUIET_FACTOR times
+ * that (LOCKED_QUIET_MIN_MS to LOCKED_QUIET_MAX_MS), so a session cannot keep
+ * the user's folders locked by one denied hold after another. */
+static __always_inline void locked_quiet(const struct session *s, __u64 waited)
+{
+	struct session_value *v = bpf_map_lookup_elem(&MAP_SESSIONS, &s->id);
+	__u64 pause = waited * LOCKED_QUIET_FACTOR;
+
+	if (pause < (__u64)LOCKED_QUIET_MIN_MS * 1000000)
+		pause = (__u64)LOCKED_QUIET_MIN_MS * 1000000;
+	if (pause > (__u64)LOCKED_QUIET_MAX_MS * 1000000)
+		pause = (__u64)LOCKED_QUIET_MAX_MS * 1000000;
+	if (v)
+		v->locked_quiet_until = bpf_ktime_get_ns() + pause;
+}
+
 /* Waits in the hold the miss just reported, then checks the object again: the
  * daemon's answer only ends the wait, an exact grant of the missing bits on
  * the object the twin judged (the opened file, the object removed or
@@ -1684,6 +1704,7 @@ static __always_inline int hold_wait(const struct session *s, __u32 dev, __u64 i
 	__u32 anchor_slot = HOLD_SLOT_ANCHOR;
 	__u32 *anchor = bpf_map_lookup_elem(&MAP_HOLD, &anchor_slot);
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 began = bpf_ktime_get_ns();
 
 	if (anchor && *anchor) {
 		struct task_struct *t = bpf_task_from_pid(*anchor);
@@ -1709,12 +1730,14 @@ static __always_inline int hold_wait(const struct session *s, __u32 dev, __u64 i
 	}
 	bpf_map_delete_elem(&MAP_HELD, &tid);
 	hold_uncount(s, locked);
-	if (!ino)
-		return -EACCES;
 	struct grant_key gk = { .session = s->id, .ino = ino, .dev = dev };
-	__u32 *bits = bpf_map_lookup_elem(&MAP_EXACT, &gk);
+	__u32 *bits = ino ? bpf_map_lookup_elem(&MAP_EXACT, &gk) : 0;
 
-	return bits && (*bits & missing) == missing ? 0 : -EACCES;
+	if (bits && (*bits & missing) == missing)
+		return 0;
+	if (locked)
+		locked_quiet(s, bpf_ktime_get_ns() - began);
+	return -EACCES;
 }
 
 /* file_open that holds a plain miss until the daemon has decided it (sleepable;

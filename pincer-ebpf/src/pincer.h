@@ -17,6 +17,7 @@ struct session_value {
 	__u32 flags; /* SESSION_FLAG_* */
 	__u32 held;  /* the session's threads waiting in a hold (kernel-counted) */
 	__u32 held_locked; /* of those, the ones whose hook keeps a lock (at most 1) */
+	__u64 locked_quiet_until; /* bpf_ktime_get_ns(): no such hold before it */
 };
 
 /* A filesystem object: key of the roots, open and never maps. */

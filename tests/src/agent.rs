@@ -410,6 +410,7 @@ exit $status
         let base_proj = make_project(&dir.join("base"));
         let base_tmp = dir.join("base-tmp");
         crate::user_dir(&base_tmp);
+        let transcripts = self.transcripts.as_ref().map(|(_, folder, _)| Path::new(HOME).join(folder)).filter(|t| !t.exists());
         let mut c = as_worker("/bin/sh");
         c.arg("-c").arg(self.script(&base_proj));
         self.env(&mut c, &(self.steps)(&base_proj, false), Some(&base_tmp));
@@ -419,6 +420,12 @@ exit $status
         let ungated = started.elapsed();
         show_profile(&format!("{tag} ungated"), prof);
         kill_leftovers();
+        // With no session the agent keeps its transcripts in the user's state directory:
+        // they are the baseline's, removed so that the check after the session's run sees
+        // only what the session left there.
+        if let Some(t) = transcripts {
+            let _ = std::fs::remove_dir_all(t);
+        }
         let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         let rs = results(&text);
         let (base_ok, base_tried, base_retries) = task_figures(&rs, task_steps);

@@ -490,10 +490,11 @@ fn a_held_process_dies_on_sigkill_while_its_decision_is_pending() {
 /// A session cannot keep the user's folders or files locked by holding accesses whose hooks
 /// keep a lock (an attribute change here): with decisions that never come, one of two
 /// concurrent ones waits `[hold] locked_max_ms` and the kernel does not hold the other at
-/// all (one such hold per session), and the next after them waits none (the session cools
-/// down), although `[hold] max_ms` is 60 s. The session's first accesses come while its
-/// twin is still being built, before the daemon has seen any miss: the kernel's count and
-/// the bound the hold's server sets when the thread arrives are what end the waits.
+/// all (one such hold per session), nor the next after them (the kernel keeps the session
+/// quiet after a denied one), although `[hold] max_ms` is 60 s. The session's first
+/// accesses come while its twin is still being built, before the daemon has seen any miss:
+/// the kernel's count and quiet time and the bound the hold's server sets when the thread
+/// arrives are what end the waits, whatever the daemon's speed.
 #[test]
 fn a_session_cannot_keep_the_users_files_locked_by_held_accesses() {
     let mut env = Env::new("e2e-hold-locked", "decide");
@@ -547,17 +548,20 @@ chmod 644 $W/projects/ledger/NOTES.txt 2>/dev/null && echo "R notes again: chang
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()?["latency_ms"].as_f64())
             .collect()
     };
-    wait_until("the two holds are audited", || {
+    wait_until("the hold is audited", || {
         waits = held_waits();
-        waits.len() >= 2
+        !waits.is_empty()
     });
     // Every miss is decided by now or soon: a third hold would be audited meanwhile.
     std::thread::sleep(Duration::from_secs(2));
     waits = held_waits();
-    waits.sort_by(f64::total_cmp);
-    assert_eq!(waits.len(), 2, "the concurrent access was not held at all (the kernel's one per session): {waits:?}\n{}", env.audit());
-    assert!(waits[1] >= 500.0 && waits[1] < 5000.0, "the held access waited locked_max_ms: {waits:?}");
-    assert!(waits[0] < 500.0, "the next one was not held on (the session cools down): {waits:?}");
+    assert_eq!(
+        waits.len(),
+        1,
+        "one hold: the concurrent access was not held at all (the kernel's one per session), nor the next (the kernel's quiet time after a denied one): {waits:?}\n{}",
+        env.audit()
+    );
+    assert!(waits[0] >= 500.0 && waits[0] < 5000.0, "the held access waited locked_max_ms: {waits:?}");
 }
 
 /// One session's holds are bounded (`[hold] per_session`): past its share a miss is denied

@@ -805,8 +805,8 @@ impl Enforcer {
         }
         let key = SessionKey { cgroup_id };
         // The kernel's counts of the session's held threads stay as they are.
-        let (held, held_locked) = self.maps.sessions.get(&key)?.map_or((0, 0), |v| (v.held, v.held_locked));
-        self.maps.sessions.insert(key, SessionValue { active: 1, flags: flags.bits(), held, held_locked })
+        let (held, held_locked, locked_quiet_until) = self.maps.sessions.get(&key)?.map_or((0, 0, 0), |v| (v.held, v.held_locked, v.locked_quiet_until));
+        self.maps.sessions.insert(key, SessionValue { active: 1, flags: flags.bits(), held, held_locked, locked_quiet_until })
     }
 
     /// Stops gating a session (its grants stay until [`Enforcer::revoke_session`]).
