@@ -121,6 +121,18 @@ fn home(rel: &str) -> String {
     format!("{HOME}/{rel}")
 }
 
+/// A private key of the user's in `~/.ssh` (a never place), made for one test: the key,
+/// and `~/.ssh` if the VM had none, are removed with `c`.
+fn ssh_key(c: &mut Cleanup) -> PathBuf {
+    let dir = PathBuf::from(home(".ssh"));
+    if !dir.exists() {
+        c.add(&dir);
+    }
+    let key = ufile(&home(&format!(".ssh/id_rtn_{}", uniq())), "-----BEGIN OPENSSH PRIVATE KEY-----\n");
+    c.add(&key);
+    key
+}
+
 /// The user's `path` (if the VM has one) moved aside for a test that needs it absent; put
 /// back in place of whatever the test left there when dropped.
 struct Aside {
@@ -1173,12 +1185,7 @@ fn writes_a_file_and_creates_in_a_directory_of_the_users_group() {
 #[test]
 fn reads_the_xattrs_of_a_never_grantable_secret() {
     let mut c = Cleanup::default();
-    let dir = PathBuf::from(home(".ssh"));
-    if !dir.exists() {
-        c.add(&dir);
-    }
-    let key = ufile(&home(&format!(".ssh/id_rtn_{}", uniq())), "-----BEGIN OPENSSH PRIVATE KEY-----\n");
-    c.add(&key);
+    let key = ssh_key(&mut c);
     let value = b"work laptop key, rotated 2026-11";
     let mut name = "user.comment";
     for n in ["user.comment", "security.comment"] {
@@ -1201,18 +1208,12 @@ fn reads_the_xattrs_of_a_never_grantable_secret() {
 #[test]
 fn reads_a_never_grantable_symlinks_target() {
     let mut c = Cleanup::default();
-    let dir = PathBuf::from(home(".ssh"));
-    if !dir.exists() {
-        c.add(&dir);
-    }
-    udir(dir.to_str().unwrap());
-    let link = dir.join(format!("id_rtn_link_{}", uniq()));
+    let key = ssh_key(&mut c);
+    let link = key.with_file_name(format!("id_rtn_link_{}", uniq()));
     let target = "/media/worker/KEYS/prod-deploy-ed25519";
     std::os::unix::fs::symlink(target, &link).unwrap();
     chown(&link);
     c.add(&link);
-    let key = ufile(&home(&format!(".ssh/id_rtn_{}", uniq())), "-----BEGIN OPENSSH PRIVATE KEY-----\n");
-    c.add(&key);
     let red = Red::start("readlink");
     assert_eq!(ungated(|| vec![readlink_is(&link, target)]), vec![0]);
     let r = red.gated(|| vec![stat(&key), readlink_is(&link, target)]);
@@ -1226,12 +1227,7 @@ fn reads_a_never_grantable_symlinks_target() {
 #[ignore = "open route: inode_permission is not attached (it runs on every lookup); access(F_OK) tells whether a never-grantable object exists"]
 fn probes_a_secrets_existence_by_access() {
     let mut c = Cleanup::default();
-    let dir = PathBuf::from(home(".ssh"));
-    if !dir.exists() {
-        c.add(&dir);
-    }
-    let key = ufile(&home(&format!(".ssh/id_rtn_{}", uniq())), "-----BEGIN OPENSSH PRIVATE KEY-----\n");
-    c.add(&key);
+    let key = ssh_key(&mut c);
     let red = Red::start("access");
     assert_eq!(ungated(|| vec![exists_by_access(&key)]), vec![0]);
     let r = red.gated(|| vec![stat(&key), exists_by_access(&key)]);
@@ -2944,12 +2940,8 @@ fn reads_the_users_keys_through_an_open_path_symlinked_into_ssh() {
     let npm = PathBuf::from(home(".npm"));
     let _aside = Aside::new(&npm);
     let mut c = Cleanup::default();
+    let key = ssh_key(&mut c);
     let ssh = PathBuf::from(home(".ssh"));
-    if !ssh.exists() {
-        c.add(&ssh);
-    }
-    let key = ufile(&home(&format!(".ssh/id_rtl_{}", uniq())), "-----BEGIN OPENSSH PRIVATE KEY-----\n");
-    c.add(&key);
     std::os::unix::fs::symlink(&ssh, &npm).unwrap();
     std::os::unix::fs::lchown(&npm, Some(UID), Some(UID)).unwrap();
     let red = Red::start("npmlink");

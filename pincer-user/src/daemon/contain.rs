@@ -926,11 +926,7 @@ fn resolve_existing(path: &Path) -> PathBuf {
 /// The object `path` names itself (a symlink is not followed), with the kernel's device
 /// encoding.
 fn object(path: &Path) -> Option<ObjectId> {
-    std::fs::symlink_metadata(path).ok().map(|m| id_of(&m))
-}
-
-fn id_of(m: &std::fs::Metadata) -> ObjectId {
-    ObjectId::of_metadata(m)
+    std::fs::symlink_metadata(path).ok().map(|m| ObjectId::of_metadata(&m))
 }
 
 fn seed_literal(seeds: &mut Seeds, path: &Path, access: u32) {
@@ -1007,7 +1003,7 @@ fn is_hidden_name(name: &OsStr) -> bool {
 /// names ([`seed_hidden_targets`]).
 fn mark_target_hidden(seeds: &mut Seeds, link: &Path) {
     if let Ok(target) = std::fs::metadata(link) {
-        seeds.object(id_of(&target), pincer_common::NEVER_HIDDEN);
+        seeds.object(ObjectId::of_metadata(&target), pincer_common::NEVER_HIDDEN);
     }
 }
 
@@ -1053,7 +1049,7 @@ fn seed_scan(seeds: &mut Seeds, rules: &[&Never], root: &Path) {
             }
             for (r, _, _) in &plans {
                 if r.matches(&p) {
-                    seeds.object(id_of(&meta), r.access);
+                    seeds.object(ObjectId::of_metadata(&meta), r.access);
                     pin_ancestors(seeds, &p, std::slice::from_ref(&root.to_path_buf()));
                 }
             }
@@ -1113,10 +1109,10 @@ impl Containment {
             // The place as it is now (a symlink, or under one, made since the configuration
             // was checked): one in a never place is not opened, nor layered (a layer over
             // `~/.ssh` would show the keys under another name).
-            let real = std::fs::canonicalize(&p).unwrap_or_else(|_| p.clone());
-            let opened = o.mode.access();
-            if let Some(rule) = opened.iter().find_map(|&a| never.forbids(&real, a)) {
-                tracing::warn!(open_path = %o.path, reaches = %real.display(), never = %rule, "an open path that reaches a never-grantable place is not opened");
+            let real = std::fs::canonicalize(&p).ok();
+            let reached = real.as_deref().unwrap_or(&p);
+            if let Some(rule) = o.mode.access().iter().find_map(|&a| never.forbids(reached, a)) {
+                tracing::warn!(open_path = %o.path, reaches = %reached.display(), never = %rule, "an open path that reaches a never-grantable place is not opened");
                 continue;
             }
             if o.mode == OpenMode::ReadOnly {
@@ -1126,10 +1122,8 @@ impl Containment {
             open.push((p.clone(), bits(on_the_users.access())));
             if o.mode == OpenMode::ReadWrite {
                 // A file cannot be layered: it stays read-only to sessions.
-                if let Ok(real) = std::fs::canonicalize(&p) {
-                    if real.is_dir() {
-                        layered.push(super::layers::Layered::new(real, &o.show, o.retain)?);
-                    }
+                if let Some(real) = real.filter(|r| r.is_dir()) {
+                    layered.push(super::layers::Layered::new(real, &o.show, o.retain)?);
                 }
             }
         }
@@ -1185,7 +1179,7 @@ impl Containment {
         std::fs::create_dir(&dir).map_err(err)?;
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map_err(err)?;
         std::os::unix::fs::chown(&dir, Some(owner.uid), Some(owner.gid)).map_err(err)?;
-        let id = id_of(&std::fs::symlink_metadata(&dir).map_err(err)?);
+        let id = ObjectId::of_metadata(&std::fs::symlink_metadata(&dir).map_err(err)?);
         enforcer.grant_own_place(cgroup_id, id)?;
         Ok(Some(dir))
     }
@@ -1436,7 +1430,7 @@ mod tests {
         symlink(h.join("dots/visible"), h.join("dots/visible-link")).unwrap();
         symlink("../pkg/bin/cli.js", h.join("work/app/node_modules/.bin/cli")).unwrap();
         symlink(h.join("plain/file"), h.join("work/app/.tool")).unwrap();
-        let id = |p: &str| id_of(&std::fs::metadata(h.join(p)).unwrap());
+        let id = |p: &str| ObjectId::of_metadata(&std::fs::metadata(h.join(p)).unwrap());
         let roots = [h.join("work/app")];
         let mut seeds = Seeds::default();
         for r in &roots {
@@ -1472,7 +1466,7 @@ mod tests {
         let deep = h.join(".config/a/b/c/d");
         std::fs::create_dir_all(&deep).unwrap();
         symlink(h.join("dots/zshrc"), deep.join("rc")).unwrap();
-        let id = |p: &str| id_of(&std::fs::metadata(h.join(p)).unwrap());
+        let id = |p: &str| ObjectId::of_metadata(&std::fs::metadata(h.join(p)).unwrap());
         let hidden = |seeds: &Seeds, p: &str| seeds.objects.get(&id(p)).is_some_and(|b| b & pincer_common::NEVER_HIDDEN != 0);
         let mut seeds = Seeds::default();
         seed_hidden_targets(&mut seeds, &h, &[h.join(".rustup")]);

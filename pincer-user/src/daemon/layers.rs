@@ -178,10 +178,6 @@ fn open_dir(path: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
     Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
 }
 
-fn id_of(m: &std::fs::Metadata) -> ObjectId {
-    ObjectId::of_metadata(m)
-}
-
 /// Where `session`'s layers go.
 pub fn dir_of(contain: &Containment, session: &str) -> PathBuf {
     contain.layer_parent.join(format!("pincer-{session}.layers"))
@@ -247,13 +243,13 @@ pub fn make(contain: &Containment, session: &str, cgroup_id: u64, enforcer: &mut
                 option_path(&work).map_err(err("naming the layer"))?
             );
             mount(Some(Path::new("overlay")), &view, Some("overlay"), libc::MS_NOSUID | libc::MS_NODEV, Some(&data)).map_err(err("mounting the overlay"))?;
-            layers.mounts.push(LayerMount { source: view.clone(), target: l.path.clone(), lower: id_of(&lower), retain: l.retain });
-            let root = id_of(&std::fs::metadata(&view).map_err(err("reading the layer's root"))?);
+            layers.mounts.push(LayerMount { source: view.clone(), target: l.path.clone(), lower: ObjectId::of_metadata(&lower), retain: l.retain });
+            let root = ObjectId::of_metadata(&std::fs::metadata(&view).map_err(err("reading the layer's root"))?);
             enforcer.add_open(root, pincer_common::ACCESS_ALL)?;
             layers.open.push(root);
             // The overlay's own work in them runs in the session's tasks.
             for d in [&upper, &work] {
-                enforcer.grant_own_place(cgroup_id, id_of(&std::fs::symlink_metadata(d).map_err(err("reading the layer's directories"))?))?;
+                enforcer.grant_own_place(cgroup_id, ObjectId::of_metadata(&std::fs::symlink_metadata(d).map_err(err("reading the layer's directories"))?))?;
             }
             let seeded = contain.never.seed_view(enforcer, &l.path, &view, root.dev)?;
             drop(held);
@@ -300,7 +296,7 @@ pub fn retire(layers: &Layers, enforcer: &mut Enforcer, gid: u32) {
     }
     // What a session wrote there (its transcripts) is the user's to read, never a later
     // session's: the twin would otherwise decide on it as on any folder in /tmp.
-    let kept_id = std::fs::symlink_metadata(&layers.dir).map(|m| id_of(&m));
+    let kept_id = std::fs::symlink_metadata(&layers.dir).map(|m| ObjectId::of_metadata(&m));
     match kept_id {
         Ok(id) => {
             if let Err(e) = enforcer.add_never(id, pincer_common::ACCESS_ALL) {
@@ -383,7 +379,7 @@ fn hide_level(lower: &Path, upper: &Path, alive: &[&[GlobMatcher]], seen: &mut u
             hide_level(&low, &up, &deeper, seen, hidden)?;
             continue;
         }
-        hidden.push(id_of(&meta));
+        hidden.push(ObjectId::of_metadata(&meta));
         // A whiteout: a character device 0:0.
         let c = cstr(&up)?;
         // SAFETY: mknod of a NUL-terminated path.
