@@ -319,6 +319,18 @@ fn task_wall(rs: &[ResultLine], steps: usize, start_ms: u64) -> Option<Duration>
     Some(Duration::from_millis(last.saturating_sub(start_ms)))
 }
 
+/// When the model had each task step's first result, in seconds from `start_ms` (where
+/// the time goes: the agent's start before step 0, then each step).
+fn step_times(rs: &[ResultLine], steps: usize, start_ms: u64) -> String {
+    (0..steps)
+        .map(|s| match rs.iter().filter(|r| r.step == s && r.at_ms > 0).map(|r| r.at_ms).min() {
+            Some(at) => format!("{:.1}", at.saturating_sub(start_ms) as f64 / 1000.0),
+            None => "-".into(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// A duration in seconds, or `unknown`.
 fn secs(d: Option<Duration>) -> String {
     d.map(|d| format!("{:.1} s", d.as_secs_f64())).unwrap_or_else(|| "unknown".into())
@@ -430,7 +442,7 @@ exit $status
         let rs = results(&text);
         let (base_ok, base_tried, base_retries) = task_figures(&rs, task_steps);
         let task = task_wall(&rs, task_steps, start_ms);
-        show(&format!("{tag} ungated: steps {base_ok}/{base_tried}, retries {base_retries}, wall {:.1} s (the task's steps done after {})", ungated.as_secs_f64(), secs(task)));
+        show(&format!("{tag} ungated: steps {base_ok}/{base_tried}, retries {base_retries}, wall {:.1} s (the task's steps done after {}; each step's result at {} s)", ungated.as_secs_f64(), secs(task), step_times(&rs, task_steps, start_ms)));
         assert!(out.status.success() && base_ok == task_steps && base_retries == 0, "the task does not work with no session:\n{text}");
         (ungated, task)
     }
@@ -491,6 +503,7 @@ exit $status
             report.push(format!("  step {} try {} {}: {} | {}", r.step, r.attempt, r.name, if r.ok { "ok" } else { "failed" }, first.chars().take(160).collect::<String>()));
         }
         let task = task_wall(&rs, task_steps, start_ms);
+        report.push(format!("{tag} under pincer: each task step's result at {} s", step_times(&rs, task_steps, start_ms)));
         let baseline = match ungated {
             Some((u, base_task)) => format!(
                 "{:.1} s ungated (ratio {:.2}; the task's steps, without the attack: {} under pincer, {} ungated, ratio {})",

@@ -9,6 +9,10 @@ use std::time::Duration;
 /// The `perf` binary, at the host's path.
 pub const PERF: &str = "/usr/bin/perf";
 
+/// The thread names of Pincer's processes: the daemon's runtime workers and hold server,
+/// and `pincer` itself (its main thread, `pincer run`).
+const PINCER_COMMS: &str = "pincer,tokio-rt-worker,fuser-0,fuser-1,fuser-2,fuser-3";
+
 /// A running `perf record` of every CPU of the guest.
 pub struct Profile {
     child: Child,
@@ -37,12 +41,16 @@ impl Profile {
         unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGINT) };
         let _ = self.child.wait();
         let mut out = String::from("  where the guest's CPU went (perf record, all CPUs, 1999 Hz):\n");
-        for (sort, top) in [("comm", 10), ("comm,dso", 16), ("comm,dso,sym", symbols)] {
+        // The last section: Pincer's own threads alone (the daemon's runtime, its hold
+        // server, `pincer run`), shares still of the whole guest.
+        let ours = ["--comms", PINCER_COMMS];
+        for (sort, top, only) in [("comm", 10, &[][..]), ("comm,dso", 16, &[][..]), ("comm,dso,sym", symbols, &[][..]), ("comm,dso,sym", 30, &ours[..])] {
             let r = Command::new(PERF)
                 .args(["report", "--stdio", "--input", &self.data, "--sort", sort])
+                .args(only)
                 .output()
                 .map_err(|e| format!("{PERF} report: {e}"))?;
-            out.push_str(&format!("  by {sort}:\n"));
+            out.push_str(&format!("  by {sort}{}:\n", if only.is_empty() { "" } else { ", Pincer's threads only" }));
             for line in String::from_utf8_lossy(&r.stdout).lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).take(top) {
                 out.push_str(&format!("    {}\n", line.trim_end()));
             }
