@@ -20,6 +20,26 @@ const HISTORY: &str = include_str!("../../corpus/software-dev/history.jsonl");
 const POLICIES: &str = include_str!("../../corpus/software-dev/policies.jsonl");
 const TODO_PROMPT: &str = "Update my todo: tick off the release notes item and add 'look at the ledger backups'.";
 
+/// The daemon's configuration copied to `/etc/pincer/pincer.toml` (the VM's own `/etc`)
+/// while it lives, as an installed Pincer has it; removed on drop, so that the later tests'
+/// commands without `--config` do not read it.
+struct Installed;
+
+impl Installed {
+    fn config(from: &Path) -> Installed {
+        std::fs::create_dir_all("/etc/pincer").unwrap();
+        std::fs::copy(from, "/etc/pincer/pincer.toml").unwrap();
+        std::fs::set_permissions("/etc/pincer/pincer.toml", std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+        Installed
+    }
+}
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all("/etc/pincer");
+    }
+}
+
 #[test]
 fn the_hooks_decisions_inside_a_session_match_the_kernels() {
     let dir = pincer_tests::fresh_dir("e2e-hook");
@@ -29,6 +49,9 @@ fn the_hooks_decisions_inside_a_session_match_the_kernels() {
     }
     chown_tree(&ws, 1000);
     let daemon = Daemon::start(Path::new(PINCER), &dir, &DaemonSettings { on_miss: "record", escalation_timeout_secs: 60 });
+    // As installed (README: world-readable, in the default place): the hook inside the
+    // session finds it there and cannot read it (never-grantable to every session).
+    let _installed = Installed::config(&dir.join("pincer.toml"));
     let persona = dir.join("persona");
     pincer_tests::write_file(&persona.join("history.jsonl"), HISTORY);
     pincer_tests::write_file(&persona.join("policies.jsonl"), POLICIES);
@@ -45,6 +68,8 @@ fn the_hooks_decisions_inside_a_session_match_the_kernels() {
         ("ls-secrets", "LS", format!(r#"{{"path":"{w}/secrets"}}"#), format!("ls {w}/secrets")),
     ];
     let mut script = format!("P={PINCER}\n");
+    // Control: the session cannot read the installed configuration.
+    script.push_str("cat /etc/pincer/pincer.toml >/dev/null 2>&1 && echo 'K config ok' || echo 'K config denied'\n");
     for (name, tool, input, cmd) in &cases {
         let payload = format!(r#"{{"session_id":"s1","cwd":"{w}","hook_event_name":"PreToolUse","tool_name":"{tool}","tool_input":{input}}}"#);
         script.push_str(&format!("D=$(printf '%s' '{payload}' | $P hook claude-code); echo \"H {name} rc=$? $D\"\n"));
@@ -80,6 +105,7 @@ fn the_hooks_decisions_inside_a_session_match_the_kernels() {
             allowed.push(*name);
         }
     }
+    assert_eq!(line("K", "config"), "K config denied", "control: an installed configuration is never readable in a session");
     assert!(allowed.contains(&"read-todo") && allowed.contains(&"edit-todo"), "the task's file is granted: {allowed:?}");
     assert!(!allowed.contains(&"read-secret") && !allowed.contains(&"dotdot-secret"), "the secret is not: {allowed:?}");
     assert!(line("H", "dotdot-secret").contains("`..`"), "{text}");

@@ -34,7 +34,8 @@ enum Agent {
 #[derive(Args)]
 struct ClaudeArgs {
     /// Longest wait for the daemon's decisions, in seconds, a question for the user included
-    /// (default: the configuration's escalation.timeout_secs plus 10). Set the hook's
+    /// (default: the configuration's escalation.timeout_secs plus 10; inside a session, which
+    /// cannot read the configuration, the default escalation timeout plus 10). Set the hook's
     /// `timeout` in Claude Code's settings above it.
     #[arg(long)]
     timeout: Option<u64>,
@@ -45,6 +46,29 @@ struct ClaudeArgs {
 fn block(why: impl std::fmt::Display) -> ExitCode {
     eprintln!("Pincer: {why}. {}", hook::HOW_TO_ASK);
     ExitCode::from(BLOCK)
+}
+
+/// The longest wait for the daemon: `--timeout`, else the configuration's escalation
+/// timeout plus 10 s. Inside a session (the socket given by `pincer run`'s
+/// `PINCER_SOCKET` or `--socket`), a configuration the hook cannot read (the shipped never
+/// rules refuse `/etc/pincer` to every session) gives the default escalation timeout's
+/// wait: the daemon bounds a question by its own timeout and denies after it, so a shorter
+/// wait here can only turn into a deny.
+fn deadline(args: &ClaudeArgs) -> Result<Duration, crate::daemon::config::ConfigError> {
+    let config = args.conn.config.as_deref();
+    let secs = match (args.timeout, Config::load(config)) {
+        (Some(t), _) => t,
+        (None, Ok(cfg)) => cfg.escalation.timeout_secs + 10,
+        (None, Err(e)) => {
+            let set = |v: &str| std::env::var_os(v).is_some_and(|s| !s.is_empty());
+            let socket_given = args.conn.socket.is_some() || set("PINCER_SOCKET");
+            if !socket_given || config.is_some() || set("PINCER_CONFIG") {
+                return Err(e);
+            }
+            Config::default().escalation.timeout_secs + 10
+        }
+    };
+    Ok(Duration::from_secs(secs))
 }
 
 /// Answers one hook call.
@@ -63,11 +87,8 @@ pub fn run(args: HookArgs) -> anyhow::Result<ExitCode> {
         Ok(i) => i,
         Err(e) => return Ok(block(e)),
     };
-    let decision = match (Config::load(args.conn.config.as_deref()), socket_path(args.conn.socket.clone(), args.conn.config.as_deref())) {
-        (Ok(cfg), Ok(socket)) => {
-            let deadline = Duration::from_secs(args.timeout.unwrap_or(cfg.escalation.timeout_secs + 10));
-            runtime()?.block_on(hook::decide(&input, &socket, deadline))
-        }
+    let decision = match (socket_path(args.conn.socket.clone(), args.conn.config.as_deref()), deadline(&args)) {
+        (Ok(socket), Ok(deadline)) => runtime()?.block_on(hook::decide(&input, &socket, deadline)),
         (Err(e), _) | (_, Err(e)) => Decision::Deny(format!("Pincer: the configuration cannot be read, so the call is denied: {e}. {}", hook::HOW_TO_ASK)),
     };
     if let Some(json) = decision.to_json() {
