@@ -183,6 +183,29 @@ impl Default for ContainmentConfig {
             "~/.node_repl_history",
             "~/.lesshst",
             "~/.viminfo",
+            "~/.config/mozilla/**",
+            "~/snap/firefox/common/.mozilla/**",
+            "~/snap/chromium/common/chromium/**",
+            "~/snap/thunderbird/common/.thunderbird/**",
+            "~/.var/app/org.mozilla.firefox/.mozilla/**",
+            "~/.var/app/org.chromium.Chromium/config/chromium/**",
+            "~/.var/app/com.google.Chrome/config/google-chrome/**",
+            "~/.config/google-chrome-beta/**",
+            "~/.config/google-chrome-unstable/**",
+            "~/.config/BraveSoftware/**",
+            "~/.config/microsoft-edge/**",
+            "~/.config/vivaldi/**",
+            "~/.config/opera/**",
+            "~/.local/share/kwalletd/**",
+            "~/.config/Bitwarden/**",
+            "~/.config/1Password/**",
+            "~/.config/composer/auth.json",
+            "~/.composer/auth.json",
+            "~/.config/pypoetry/auth.toml",
+            "~/.huggingface/token",
+            "~/.zhistory",
+            "~/.histfile",
+            "~/.local/share/atuin/**",
             "~/.config/pincer/**",
             "/etc/pincer/**",
             "/var/lib/pincer/**",
@@ -287,6 +310,25 @@ impl Default for ContainmentConfig {
             "~/.volta/**",
             "~/.sdkman/**",
             "~/.asdf/**",
+            "~/.zshrc.zwc",
+            "~/.config/bash_completion",
+            "~/.selected_editor",
+            "~/.i18n",
+            "~/.lesskey",
+            "~/.fzf.bash",
+            "~/.fzf.zsh",
+            "~/.node_modules/**",
+            "~/.mavenrc",
+            "~/.bunfig.toml",
+            "~/.gradle/init.gradle.kts",
+            "~/.gradle/gradle.properties",
+            "~/.vscode/extensions/**",
+            "~/.config/Code/User/**",
+            "~/.vscode-server/**",
+            "~/.local/share/nvim/site/**",
+            "~/.local/share/gnome-shell/extensions/**",
+            "~/.local/share/thumbnailers/**",
+            "~/.local/share/flatpak/exports/**",
         ];
         // Under any root: git hooks and config (run by the user's next git command), and what
         // an agent loads as configuration, instructions or code: settings that grant
@@ -304,6 +346,10 @@ impl Default for ContainmentConfig {
             "**/.git/config",
             "**/.claude/settings.json",
             "**/.claude/settings.local.json",
+            "**/.claude/hooks/**",
+            "**/.claude/commands/**",
+            "**/.claude/agents/**",
+            "**/.claude/skills/**",
             "**/.mcp.json",
             "**/.codex/config.toml",
             "**/.codex/hooks.json",
@@ -693,9 +739,9 @@ impl NeverList {
         for root in named_roots {
             seed_scan(&mut seeds, &anywhere, root);
         }
-        let skip: Vec<PathBuf> = named_roots.iter().chain(read_only).cloned().collect();
+        let skip: Vec<PathBuf> = named_roots.to_vec();
         for home in &self.anchors {
-            seed_hidden_targets(&mut seeds, home, &skip);
+            seed_hidden_targets(&mut seeds, home, &skip, read_only);
         }
         seeds.write(enforcer)
     }
@@ -756,17 +802,20 @@ impl NeverList {
 /// symlink in a hidden directory (`~/.config/nvim -> ~/dots/nvim`, `~/.local/bin/tool`).
 /// `skip` is not entered: the session's named roots ([`seed_scan`] marks the targets of
 /// their hidden symlinks only, since a project's `node_modules/.bin` links into packages
-/// the session may rewrite anyway), and the read-only open paths. Those hold installed
-/// software every session reads (a toolchain under `~/.rustup` alone is tens of thousands
-/// of entries): entering them spent the scan's budget before the rest of the home, and
-/// about a second of every session's start in the test VM. The kernel's hidden rule goes by the names on the way up
+/// the session may rewrite anyway). Of the `shallow` directories, the read-only open paths,
+/// only their own entries are looked at: they hold installed software every session reads
+/// (a toolchain under `~/.rustup` alone is tens of thousands of entries), and entering
+/// them spent the scan's budget before the rest of the home, and about a second of every
+/// session's start in the test VM; their own entries are what the user runs (the links
+/// of `~/.local/bin`, a folder on `PATH`, to a tool's real place). The kernel's hidden rule goes by the names on the way up
 /// from the object reached, and a symlink followed leaves no name: marked
 /// [`NEVER_HIDDEN`](pincer_common::NEVER_HIDDEN), the target is reached by a grant on it or
 /// inside it, as the hidden entry is, and not by a grant above it.
-fn seed_hidden_targets(seeds: &mut Seeds, root: &Path, skip: &[PathBuf]) {
-    let mut queue = std::collections::VecDeque::from([(root.to_path_buf(), false)]);
+fn seed_hidden_targets(seeds: &mut Seeds, root: &Path, skip: &[PathBuf], shallow: &[PathBuf]) {
+    // (directory, inside a hidden one, its own entries only)
+    let mut queue = std::collections::VecDeque::from([(root.to_path_buf(), false, false)]);
     let mut seen = 0usize;
-    while let Some((dir, in_hidden)) = queue.pop_front() {
+    while let Some((dir, in_hidden, only_here)) = queue.pop_front() {
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
         for e in entries.flatten() {
             seen += 1;
@@ -779,8 +828,10 @@ fn seed_hidden_targets(seeds: &mut Seeds, root: &Path, skip: &[PathBuf]) {
                 if hidden_name || in_hidden {
                     mark_target_hidden(seeds, &e.path());
                 }
-            } else if kind.is_dir() && !skip.iter().any(|s| *s == e.path()) {
-                queue.push_back((e.path(), in_hidden || hidden_name));
+            } else if kind.is_dir() && !only_here && !skip.iter().any(|s| *s == e.path()) {
+                let path = e.path();
+                let only = shallow.iter().any(|s| *s == path);
+                queue.push_back((path, in_hidden || hidden_name, only));
             }
         }
     }
@@ -1372,12 +1423,33 @@ mod tests {
             "/home/u/bin/ls",
             "/home/u/.config/pip/pip.conf",
             "/home/u/.vimrc",
+            "/home/u/.zshrc.zwc",
+            "/home/u/.vscode/extensions/x/extension.js",
+            "/home/u/.local/share/nvim/site/plugin/x.lua",
+            "/home/u/.local/share/gnome-shell/extensions/x/extension.js",
+            "/home/u/.gradle/gradle.properties",
+            "/home/u/src/app/.claude/hooks/check.sh",
+            "/home/u/src/app/.claude/commands/deploy.md",
         ] {
             assert!(n.forbids(Path::new(p), Access::Create).is_some(), "{p}");
             assert!(
                 n.forbids(Path::new(p), Access::Read).is_none(),
                 "{p} stays readable"
             );
+        }
+        // Browser profiles where current browsers keep them (Firefox 143's XDG folder, snaps,
+        // Flatpaks, the Chromium family) and credential files of package managers.
+        for p in [
+            "/home/u/.config/mozilla/firefox/x.default/logins.json",
+            "/home/u/snap/firefox/common/.mozilla/firefox/x.default/cookies.sqlite",
+            "/home/u/.var/app/org.mozilla.firefox/.mozilla/firefox/x/key4.db",
+            "/home/u/.config/BraveSoftware/Brave-Browser/Default/Login Data",
+            "/home/u/.config/microsoft-edge/Default/Cookies",
+            "/home/u/.config/composer/auth.json",
+            "/home/u/.config/pypoetry/auth.toml",
+            "/home/u/.zhistory",
+        ] {
+            assert!(n.forbids(Path::new(p), Access::Read).is_some(), "{p} is not readable");
         }
         assert!(
             n.forbids(
@@ -1436,7 +1508,7 @@ mod tests {
         for r in &roots {
             seed_scan(&mut seeds, &[], r);
         }
-        seed_hidden_targets(&mut seeds, h, &roots);
+        seed_hidden_targets(&mut seeds, h, &roots, &[]);
         let hidden = |p: &str| seeds.objects.get(&id(p)).is_some_and(|b| b & pincer_common::NEVER_HIDDEN != 0);
         for p in ["dots/gdbinit", "dots/shared-cargo", "dots/nvim", "plain/file"] {
             assert!(hidden(p), "{p} is named by a hidden entry");
@@ -1450,7 +1522,7 @@ mod tests {
     /// entered: a hidden symlink deeper in the rest of the home is still found, where a scan
     /// that enters the toolchain spends its budget there first.
     #[test]
-    fn the_scan_for_hidden_symlinks_leaves_read_only_open_paths_alone() {
+    fn the_scan_for_hidden_symlinks_looks_only_at_the_own_entries_of_read_only_open_paths() {
         use std::os::unix::fs::symlink;
         let dir = tempfile::tempdir().unwrap();
         let h = dir.path().canonicalize().unwrap();
@@ -1466,14 +1538,21 @@ mod tests {
         let deep = h.join(".config/a/b/c/d");
         std::fs::create_dir_all(&deep).unwrap();
         symlink(h.join("dots/zshrc"), deep.join("rc")).unwrap();
+        // A folder on PATH, itself a read-only open path: its own links are looked at.
+        std::fs::create_dir_all(h.join(".local/bin")).unwrap();
+        std::fs::create_dir_all(h.join("src/mytool")).unwrap();
+        std::fs::write(h.join("src/mytool/run"), "").unwrap();
+        symlink(h.join("src/mytool/run"), h.join(".local/bin/mytool")).unwrap();
         let id = |p: &str| ObjectId::of_metadata(&std::fs::metadata(h.join(p)).unwrap());
         let hidden = |seeds: &Seeds, p: &str| seeds.objects.get(&id(p)).is_some_and(|b| b & pincer_common::NEVER_HIDDEN != 0);
         let mut seeds = Seeds::default();
-        seed_hidden_targets(&mut seeds, &h, &[h.join(".rustup")]);
+        let read_only = [h.join(".rustup"), h.join(".local/bin")];
+        seed_hidden_targets(&mut seeds, &h, &[], &read_only);
         assert!(hidden(&seeds, "dots/zshrc"), "a hidden link deeper than the toolchain is found");
-        assert!(!hidden(&seeds, "tool"), "the read-only open path is not entered");
+        assert!(!hidden(&seeds, "tool"), "the read-only open path is not entered below its own entries");
+        assert!(hidden(&seeds, "src/mytool/run"), "a link of a read-only open path's own entries marks its target");
         let mut entered = Seeds::default();
-        seed_hidden_targets(&mut entered, &h, &[]);
+        seed_hidden_targets(&mut entered, &h, &[], &[]);
         assert!(!hidden(&entered, "dots/zshrc"), "control: entering the toolchain spends the budget before the deep link");
     }
 
