@@ -110,12 +110,15 @@ fn open(path: &str, mode: OpenMode) -> OpenPath {
 /// What a session sees of the user's `~/.claude`: Claude Code's settings, instructions,
 /// hooks, commands, subagents, skills, rules, output styles, plugins and key bindings.
 const CLAUDE_KEEP: &[&str] = &["settings*.json", "CLAUDE.md", "hooks", "commands", "agents", "skills", "rules", "output-styles", "plugins", "keybindings.json"];
-/// What a session sees of the user's `~/.codex`: its configuration, login, instructions,
-/// rules, skills, prompts, hooks, plugins and memories.
-const CODEX_KEEP: &[&str] = &["*.toml", "auth.json", ".env", "AGENTS.md", "AGENTS.override.md", "hooks.json", "hooks", "rules", "skills", "prompts", "plugins", "memories"];
-/// What a session sees of the user's `~/.gemini`: Gemini CLI's settings, login,
-/// instructions, commands, extensions, policies, skills, subagents and hooks.
-const GEMINI_KEEP: &[&str] = &["settings.json", "trustedFolders.json", ".env", "*.md", "oauth_creds.json", "google_accounts.json", "commands", "extensions", "policies", "skills", "agents", "hooks"];
+/// What a session sees of the user's `~/.codex`: its configuration, instructions, rules,
+/// skills, prompts, hooks, plugins and memories. Not its stored login (`auth.json`, never
+/// readable as every credential): absent from the session's view, the agent takes its key
+/// from the environment rather than failing on a file it cannot read.
+const CODEX_KEEP: &[&str] = &["*.toml", ".env", "AGENTS.md", "AGENTS.override.md", "hooks.json", "hooks", "rules", "skills", "prompts", "plugins", "memories"];
+/// What a session sees of the user's `~/.gemini`: Gemini CLI's settings, account list,
+/// instructions, commands, extensions, policies, skills, subagents and hooks; not its
+/// stored login (`oauth_creds.json`, never readable), as for Codex.
+const GEMINI_KEEP: &[&str] = &["settings.json", "trustedFolders.json", ".env", "*.md", "google_accounts.json", "commands", "extensions", "policies", "skills", "agents", "hooks"];
 
 /// An agent's state directory as a read-write open path: the session sees the user's
 /// configuration of the agent there (`show`), and none of its histories; the session's
