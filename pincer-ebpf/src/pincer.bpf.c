@@ -2385,7 +2385,50 @@ int BPF_PROG(pincer_path_notify, const struct path *path, __u64 mask, unsigned i
 /* A read of an object's metadata where its read is never-grantable: refused and
  * reported with `hook` (the dentry's mount, where the hook has one, lets the
  * walk cross mounts). */
-static __always_inline int never_read(__u64 dentry, __u64 mnt, __u32 hook)
+/* 1 when the walk cache shows that `d` (reached through `mnt`) is not
+ * never-readable: the never bits of its directory's segment (from the
+ * directory to the top, computed and cached as file_open's are when missing),
+ * with a file's own entries and its name in the directory; 0 when the cache
+ * cannot tell (the full walk then decides and reports). `ls -l` of a
+ * directory costs one walk for the directory, not one per entry. Mirrors
+ * cache_decide for the never bits alone: the grants do not matter here. */
+static __always_inline int cached_not_never_read(const struct session *s, struct dentry *d, __u64 mnt, struct walk *w)
+{
+	struct inode *inode = d->d_inode;
+	struct inode *dir = segment_dir(d);
+
+	if (!inode || !dir)
+		return 0;
+	struct dentry *dir_d = dir == inode ? d : d->d_parent;
+
+	w->mnt = mnt;
+	int c = segment_lookup(s, dir, dir_d, inode, w);
+
+	if (c == CACHE_FILL) {
+		walk_up(w);
+		c = cache_fill(s, dir, inode, w) ? CACHE_HIT : CACHE_NONE;
+	}
+	if (c != CACHE_HIT)
+		return 0;
+	__u32 never = w->never;
+
+	if (dir != inode) {
+		if (w->levels >= MAX_WALK_DEPTH)
+			return 0;
+		__u32 own = file_entries(s, inode, w->stamp_policy, w->stamp_rename, w->stamp_mount);
+
+		if (!own)
+			return 0;
+		never |= own & 0xff;
+		if (w->names_here)
+			never |= never_name_bits(dir->i_ino, dir->i_sb->s_dev, scalar_of(d->d_name.name));
+	}
+	return !(never & ACCESS_READ);
+}
+
+/* Refuses a read of metadata of a never-readable object (`cached`: the
+ * object as a BTF pointer, whose walk cache may answer first; 0: walk). */
+static __always_inline int never_read_of(struct dentry *cached, __u64 dentry, __u64 mnt, __u32 hook)
 {
 	struct session s;
 	__u32 zero = 0;
@@ -2398,6 +2441,8 @@ static __always_inline int never_read(__u64 dentry, __u64 mnt, __u32 hook)
 		return 0;
 	struct walk w;
 
+	if (cached && cached_not_never_read(&s, cached, mnt, &w))
+		return 0;
 	walk_start(&w, &s, dentry, mnt, ACCESS_READ, 0);
 	w.exact_ok = 0;
 	w.subtree_ok = 0;
@@ -2410,17 +2455,25 @@ static __always_inline int never_read(__u64 dentry, __u64 mnt, __u32 hook)
 	return 0;
 }
 
+static __always_inline int never_read(__u64 dentry, __u64 mnt, __u32 hook)
+{
+	return never_read_of(0, dentry, mnt, hook);
+}
+
 /* stat of a never-grantable object: its size, times and owner tell what a
  * secret holds and when it changes, so an object no grant may read cannot be
  * looked at either. Everything else stays visible (listing a directory shows
  * its names anyway). Only never-grantable entries are looked up: with none
- * configured, a stat costs the session lookup and one array read. */
+ * configured, a stat costs the session lookup and one array read; with some,
+ * the walk cache answers for the entries of a directory already walked. */
 SEC("lsm/inode_getattr")
 int BPF_PROG(pincer_inode_getattr, const struct path *path, int ret)
 {
 	if (ret)
 		return ret;
-	return never_read((__u64)BPF_CORE_READ(path, dentry), (__u64)BPF_CORE_READ(path, mnt), HOOK_INODE_GETATTR);
+	struct dentry *d = path->dentry;
+
+	return never_read_of(d, scalar_of(d), scalar_of(path->mnt), HOOK_INODE_GETATTR);
 }
 
 /* The other reads of metadata: an extended attribute, the list of their names,

@@ -275,6 +275,18 @@ fn stat_of_a_never_grantable_object_is_refused_and_of_others_is_not() {
         vec![0],
         "an ungranted ordinary file can be looked at"
     );
+    // A secret beside ordinary files: the stats of its neighbours fill the walk cache of
+    // their directory, and the secret's own entry still refuses it (then, and after).
+    let (a, token, b) = (s.root.join("notes/a.txt"), s.root.join("notes/token"), s.root.join("notes/b.txt"));
+    for f in [&a, &token, &b] {
+        user_file(f, "x");
+    }
+    s.te.get().add_never(id(&token), ACCESS_ALL).expect("never");
+    assert_eq!(
+        s.attack(&[Op::Stat(a.clone()), Op::Stat(b.clone()), Op::Stat(token.clone()), Op::Stat(a.clone()), Op::Stat(token.clone())]),
+        vec![0, 0, EACCES, 0, EACCES],
+        "a never-grantable file among ordinary ones, its directory walked"
+    );
     let misses = s.misses();
     assert!(
         misses
