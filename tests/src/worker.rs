@@ -35,11 +35,17 @@ pub fn call(socket: &Path, c: pincer::daemon::protocol::Call) -> Result<pincer::
 /// lists as `decide` says (approve for the session, deny, or `None`: not now), once, until
 /// [`User::finish`]. It sends the calls `pincer pending` and `pincer approve
 /// --scope session` or `pincer deny` make from a thread of the test: a process started ten
-/// times a second would take the guest's one CPU from the programs the test runs.
+/// times a second would take the guest's one CPU from the programs the test runs. It looks
+/// every [`USER_QUIET_LOOK`] while no question comes, and every 100 ms for a while after
+/// one: a look ten times a second through an agent's whole task cost the guest's one CPU
+/// (the daemon serving it, and this thread) about as much as the daemon's own work.
 pub struct User {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: Option<std::thread::JoinHandle<Vec<String>>>,
 }
+
+/// How often [`User`] looks at the questions while none comes.
+pub const USER_QUIET_LOOK: Duration = Duration::from_millis(500);
 
 impl User {
     /// Starts answering the questions of the daemon at `socket`.
@@ -51,11 +57,15 @@ impl User {
         let thread = std::thread::spawn(move || {
             let mut answered = Vec::new();
             let (mut seen, mut left) = (std::collections::BTreeSet::new(), std::collections::BTreeSet::new());
+            let mut last_question: Option<std::time::Instant> = None;
             while !flag.load(Ordering::Relaxed) {
                 let questions = match call(&socket, Call::Pending) {
                     Ok(Reply::Pending { questions }) => questions,
                     _ => vec![],
                 };
+                if !questions.is_empty() {
+                    last_question = Some(std::time::Instant::now());
+                }
                 for q in questions {
                     if seen.contains(&q.id) {
                         continue;
@@ -77,7 +87,13 @@ impl User {
                     };
                     answered.push(format!("{} {} {}: {status}", if approve { "approved" } else { "denied" }, q.access, q.path));
                 }
-                std::thread::sleep(Duration::from_millis(100));
+                let busy = last_question.is_some_and(|t| t.elapsed() < Duration::from_secs(2));
+                let wait = if busy { Duration::from_millis(100) } else { USER_QUIET_LOOK };
+                // In steps, so that `finish` is not kept waiting.
+                let until = std::time::Instant::now() + wait;
+                while std::time::Instant::now() < until && !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
             }
             answered
         });
