@@ -1232,8 +1232,11 @@ static __noinline int cache_fill(const struct session *s, struct inode *dir, str
  * must run (`w` is then free for it). Mirrors walk_up, verdict and
  * protect_outside_link for that one outcome; `multi`: a file with several
  * links (subtree grants do not count). */
-static __always_inline int cached_allow(const struct session *s, struct dentry *obj, __u64 mnt, __u32 need,
-					int multi, struct walk *w)
+/* 1 when `w` holds the cached segment of the directory a check of `obj`
+ * (reached through `mnt`) needs, as segment_lookup leaves a hit: looked up,
+ * or computed by the collecting walk and cached when missing. 0 when the
+ * cache cannot give it (`w` is then free for the full walk). */
+static __always_inline int cached_segment(const struct session *s, struct dentry *obj, __u64 mnt, struct walk *w)
 {
 	struct inode *inode = obj->d_inode;
 	struct inode *dir = segment_dir(obj);
@@ -1249,7 +1252,13 @@ static __always_inline int cached_allow(const struct session *s, struct dentry *
 		walk_up(w);
 		c = cache_fill(s, dir, inode, w) ? CACHE_HIT : CACHE_NONE;
 	}
-	return c == CACHE_HIT && cache_decide(s, obj, w, need | (multi ? CACHE_MULTI : 0));
+	return c == CACHE_HIT;
+}
+
+static __always_inline int cached_allow(const struct session *s, struct dentry *obj, __u64 mnt, __u32 need,
+					int multi, struct walk *w)
+{
+	return cached_segment(s, obj, mnt, w) && cache_decide(s, obj, w, need | (multi ? CACHE_MULTI : 0));
 }
 
 /* The verdict cached_allow gives on a hit (w as segment_lookup left it):
@@ -2382,9 +2391,6 @@ int BPF_PROG(pincer_path_notify, const struct path *path, __u64 mask, unsigned i
 	return check_object(&s, d, need, HOOK_PATH_NOTIFY);
 }
 
-/* A read of an object's metadata where its read is never-grantable: refused and
- * reported with `hook` (the dentry's mount, where the hook has one, lets the
- * walk cross mounts). */
 /* 1 when the walk cache shows that `d` (reached through `mnt`) is not
  * never-readable: the never bits of its directory's segment (from the
  * directory to the top, computed and cached as file_open's are when missing),
@@ -2394,21 +2400,12 @@ int BPF_PROG(pincer_path_notify, const struct path *path, __u64 mask, unsigned i
  * cache_decide for the never bits alone: the grants do not matter here. */
 static __always_inline int cached_not_never_read(const struct session *s, struct dentry *d, __u64 mnt, struct walk *w)
 {
+	if (!cached_segment(s, d, mnt, w))
+		return 0;
 	struct inode *inode = d->d_inode;
 	struct inode *dir = segment_dir(d);
 
 	if (!inode || !dir)
-		return 0;
-	struct dentry *dir_d = dir == inode ? d : d->d_parent;
-
-	w->mnt = mnt;
-	int c = segment_lookup(s, dir, dir_d, inode, w);
-
-	if (c == CACHE_FILL) {
-		walk_up(w);
-		c = cache_fill(s, dir, inode, w) ? CACHE_HIT : CACHE_NONE;
-	}
-	if (c != CACHE_HIT)
 		return 0;
 	__u32 never = w->never;
 
@@ -2426,8 +2423,10 @@ static __always_inline int cached_not_never_read(const struct session *s, struct
 	return !(never & ACCESS_READ);
 }
 
-/* Refuses a read of metadata of a never-readable object (`cached`: the
- * object as a BTF pointer, whose walk cache may answer first; 0: walk). */
+/* A read of an object's metadata where its read is never-grantable: refused and
+ * reported with `hook` (the dentry's mount, where the hook has one, lets the
+ * walk cross mounts). `cached`: the object as a BTF pointer, whose walk cache
+ * may answer first; 0: the walk. */
 static __always_inline int never_read_of(struct dentry *cached, __u64 dentry, __u64 mnt, __u32 hook)
 {
 	struct session s;
