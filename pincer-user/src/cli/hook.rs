@@ -55,11 +55,13 @@ fn block(why: impl std::fmt::Display) -> ExitCode {
 /// wait: the daemon bounds a question by its own timeout and denies after it, so a shorter
 /// wait here can only turn into a deny.
 fn deadline(args: &ClaudeArgs) -> Result<Duration, crate::daemon::config::ConfigError> {
+    if let Some(t) = args.timeout {
+        return Ok(Duration::from_secs(t));
+    }
     let config = args.conn.config.as_deref();
-    let secs = match (args.timeout, Config::load(config)) {
-        (Some(t), _) => t,
-        (None, Ok(cfg)) => cfg.escalation.timeout_secs + 10,
-        (None, Err(e)) => {
+    let secs = match Config::load(config) {
+        Ok(cfg) => cfg.escalation.timeout_secs + 10,
+        Err(e) => {
             let set = |v: &str| std::env::var_os(v).is_some_and(|s| !s.is_empty());
             let socket_given = args.conn.socket.is_some() || set("PINCER_SOCKET");
             if !socket_given || config.is_some() || set("PINCER_CONFIG") {
