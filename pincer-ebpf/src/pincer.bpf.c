@@ -141,7 +141,8 @@ struct cache_slot {
 	__u8 open;        /* file: its open path bits */
 	__u8 flags;       /* SLOT_* */
 	__u8 allowed;     /* file verdict: the bits its whole walk allows without a report */
-	__u8 _pad[3];
+	__u8 never_all;   /* file verdict: the never bits of its whole walk (own entries and name included) */
+	__u8 _pad[2];
 	__u32 levels;     /* levels the walk took */
 	__u32 _pad2;
 };
@@ -149,8 +150,9 @@ struct cache_slot {
 #define SLOT_VALID 1
 #define SLOT_ROOT 2       /* a protected root was found (file: the file is one) */
 #define SLOT_NAMES_HERE 4 /* the directory holds never-grantable names */
-#define SLOT_VERDICT 8    /* file: `allowed` holds the verdict of its whole walk */
+#define SLOT_VERDICT 8    /* file: `allowed` (and `never_all`) hold the verdict of its whole walk */
 #define SLOT_HIDDEN 16    /* file: an object a hidden entry names (NEVER_HIDDEN) */
+#define SLOT_NEVER_KNOWN 32 /* file: `never_all` holds the never bits of its whole walk (a stat computed them) */
 #define CACHE_SLOTS 2     /* sessions per inode, by the low bits of their id */
 
 struct walk_cache {
@@ -1044,6 +1046,7 @@ static __noinline __u32 file_entries(const struct session *s, struct inode *inod
 	v->open = open;
 	v->flags = flags;
 	v->allowed = 0;
+	v->never_all = 0;
 	v->levels = 0;
 	bpf_spin_unlock(&wc->lock);
 	return packed;
@@ -1083,9 +1086,13 @@ static __always_inline __u64 name_hash_len(struct dentry *d)
 
 /* The verdict of a file with one link, as cached for this session by
  * verdict_put: the access bits its walk allows without a report, with
- * VERDICT_FOUND; 0 if none holds. It holds only while the stamps, the mount,
- * the dentry, its parent and its name are those it was computed through. */
+ * VERDICT_FOUND; and the never bits of its walk (shifted by VERDICT_NEVER_SHIFT),
+ * with VERDICT_NEVER_FOUND, which a stat may have cached alone; 0 if none
+ * holds. It holds only while the stamps, the mount, the dentry, its parent
+ * and its name are those it was computed through. */
 #define VERDICT_FOUND 0x100
+#define VERDICT_NEVER_FOUND 0x200
+#define VERDICT_NEVER_SHIFT 16
 static __noinline __u32 file_verdict(const struct session *s, struct dentry *obj, __u64 mnt)
 {
 	struct inode *inode = obj->d_inode;
@@ -1104,17 +1111,23 @@ static __noinline __u32 file_verdict(const struct session *s, struct dentry *obj
 	bpf_spin_lock(&wc->lock);
 	struct cache_slot *v = &wc->slot[i];
 
-	if (v->session == s->id && (v->flags & SLOT_VERDICT) && v->policy == t.policy &&
+	if (v->session == s->id && (v->flags & (SLOT_VERDICT | SLOT_NEVER_KNOWN)) && v->policy == t.policy &&
 	    v->rename_seq == t.rename_seq && v->mount_seq == t.mount_seq && v->mnt == mnt && v->dentry == (__u64)obj &&
 	    v->parent == parent && v->hash_len == hash_len)
-		found = v->allowed | VERDICT_FOUND;
+		found = ((v->flags & SLOT_VERDICT) ? v->allowed | VERDICT_FOUND : 0) | VERDICT_NEVER_FOUND |
+			(__u32)v->never_all << VERDICT_NEVER_SHIFT;
 	bpf_spin_unlock(&wc->lock);
 	return found;
 }
 
-/* Records `allowed` as the verdict of file `obj` (one link) for the session,
- * in the slot its entries are in, if the stamps w's walk ran under still hold. */
-static __noinline void verdict_put(const struct session *s, struct dentry *obj, struct walk *w, __u32 allowed)
+/* Records the verdict of file `obj` (one link) for the session, in the slot
+ * its entries are in, if the stamps w's walk ran under still hold:
+ * `allowed_never` = allowed | never << 8, the never bits of its whole walk and
+ * the bits it allows (with `flags` SLOT_VERDICT), or the never bits alone
+ * (SLOT_NEVER_KNOWN, from a stat). A verdict already there is kept when only
+ * the never bits come. */
+static __noinline void verdict_put(const struct session *s, struct dentry *obj, struct walk *w, __u32 allowed_never,
+				   __u32 flags)
 {
 	struct inode *inode = obj->d_inode;
 	struct stamp now;
@@ -1136,15 +1149,21 @@ static __noinline void verdict_put(const struct session *s, struct dentry *obj, 
 	bpf_spin_lock(&wc->lock);
 	struct cache_slot *v = &wc->slot[i];
 
-	if (v->session == s->id && v->policy == now.policy && (v->flags & SLOT_VALID)) {
+	/* Never bits alone do not replace a verdict that still holds. */
+	int keep = flags != SLOT_VERDICT && (v->flags & SLOT_VERDICT) && v->mnt == mnt && v->dentry == dentry &&
+		   v->parent == parent && v->hash_len == hash_len && v->rename_seq == now.rename_seq &&
+		   v->mount_seq == now.mount_seq;
+
+	if (v->session == s->id && v->policy == now.policy && (v->flags & SLOT_VALID) && !keep) {
 		v->mnt = mnt;
 		v->dentry = dentry;
 		v->parent = parent;
 		v->hash_len = hash_len;
 		v->rename_seq = now.rename_seq;
 		v->mount_seq = now.mount_seq;
-		v->allowed = (__u8)allowed;
-		v->flags |= SLOT_VERDICT;
+		v->allowed = (__u8)allowed_never;
+		v->never_all = (__u8)(allowed_never >> 8);
+		v->flags = (v->flags & ~(SLOT_VERDICT | SLOT_NEVER_KNOWN)) | (__u8)flags;
 	}
 	bpf_spin_unlock(&wc->lock);
 }
@@ -1180,10 +1199,13 @@ static __noinline int segment_lookup(const struct session *s, struct inode *dir,
 		w->collect = 1;
 		return CACHE_FILL;
 	}
-	struct grant_key gk = { .session = s->id, .ino = obj->i_ino, .dev = obj->i_sb->s_dev };
-	__u32 *bits = bpf_map_lookup_elem(&MAP_EXACT, &gk);
+	w->exact = 0;
+	if (obj) {
+		struct grant_key gk = { .session = s->id, .ino = obj->i_ino, .dev = obj->i_sb->s_dev };
+		__u32 *bits = bpf_map_lookup_elem(&MAP_EXACT, &gk);
 
-	w->exact = bits ? *bits : 0;
+		w->exact = bits ? *bits : 0;
+	}
 	w->never = seg.never;
 	w->granted = seg.subtree;
 	w->protected = seg.flags & SLOT_ROOT;
@@ -1207,10 +1229,14 @@ static __noinline int cache_fill(const struct session *s, struct inode *dir, str
 	if (!wc)
 		return 0;
 	struct object_key ok = { .ino = dir->i_ino, .dev = dir->i_sb->s_dev };
-	struct grant_key gk = { .session = s->id, .ino = obj->i_ino, .dev = obj->i_sb->s_dev };
-	__u32 *bits = bpf_map_lookup_elem(&MAP_EXACT, &gk);
 
-	w->exact = bits ? *bits : 0;
+	w->exact = 0;
+	if (obj) {
+		struct grant_key gk = { .session = s->id, .ino = obj->i_ino, .dev = obj->i_sb->s_dev };
+		__u32 *bits = bpf_map_lookup_elem(&MAP_EXACT, &gk);
+
+		w->exact = bits ? *bits : 0;
+	}
 	w->names_here = bpf_map_lookup_elem(&MAP_NEVER_DIRS, &ok) ? SLOT_NAMES_HERE : 0;
 
 	v.session = s->id;
@@ -1227,16 +1253,13 @@ static __noinline int cache_fill(const struct session *s, struct inode *dir, str
 	return slot_put(wc, &v);
 }
 
-/* 1 when the walk from the opened object `obj` (reached through `mnt`) is
- * known from the cache to allow `need` without a report; 0 when the full walk
- * must run (`w` is then free for it). Mirrors walk_up, verdict and
- * protect_outside_link for that one outcome; `multi`: a file with several
- * links (subtree grants do not count). */
 /* 1 when `w` holds the cached segment of the directory a check of `obj`
  * (reached through `mnt`) needs, as segment_lookup leaves a hit: looked up,
- * or computed by the collecting walk and cached when missing. 0 when the
- * cache cannot give it (`w` is then free for the full walk). */
-static __always_inline int cached_segment(const struct session *s, struct dentry *obj, __u64 mnt, struct walk *w)
+ * or computed by the collecting walk and cached when missing; with `obj`'s
+ * exact grant when `exact` (a check of the never bits alone goes without).
+ * 0 when the cache cannot give it (`w` is then free for the full walk). */
+static __always_inline int cached_segment(const struct session *s, struct dentry *obj, __u64 mnt, int exact,
+					  struct walk *w)
 {
 	struct inode *inode = obj->d_inode;
 	struct inode *dir = segment_dir(obj);
@@ -1246,19 +1269,24 @@ static __always_inline int cached_segment(const struct session *s, struct dentry
 	struct dentry *dir_d = dir == inode ? obj : obj->d_parent;
 
 	w->mnt = mnt;
-	int c = segment_lookup(s, dir, dir_d, inode, w);
+	int c = segment_lookup(s, dir, dir_d, exact ? inode : 0, w);
 
 	if (c == CACHE_FILL) {
 		walk_up(w);
-		c = cache_fill(s, dir, inode, w) ? CACHE_HIT : CACHE_NONE;
+		c = cache_fill(s, dir, exact ? inode : 0, w) ? CACHE_HIT : CACHE_NONE;
 	}
 	return c == CACHE_HIT;
 }
 
+/* 1 when the walk from the opened object `obj` (reached through `mnt`) is
+ * known from the cache to allow `need` without a report; 0 when the full walk
+ * must run (`w` is then free for it). Mirrors walk_up, verdict and
+ * protect_outside_link for that one outcome; `multi`: a file with several
+ * links (subtree grants do not count). */
 static __always_inline int cached_allow(const struct session *s, struct dentry *obj, __u64 mnt, __u32 need,
 					int multi, struct walk *w)
 {
-	return cached_segment(s, obj, mnt, w) && cache_decide(s, obj, w, need | (multi ? CACHE_MULTI : 0));
+	return cached_segment(s, obj, mnt, 1, w) && cache_decide(s, obj, w, need | (multi ? CACHE_MULTI : 0));
 }
 
 /* The verdict cached_allow gives on a hit (w as segment_lookup left it):
@@ -1309,7 +1337,7 @@ static __noinline int cache_decide(const struct session *s, struct dentry *obj, 
 	__u32 free = protected ? 0 : ACCESS_ALL_BITS & ~users_bits(s, inode);
 
 	if (!own_dir && !multi)
-		verdict_put(s, obj, w, ACCESS_ALL_BITS & ~never & (granted | free));
+		verdict_put(s, obj, w, (ACCESS_ALL_BITS & ~never & (granted | free)) | (never & ACCESS_ALL_BITS) << 8, SLOT_VERDICT);
 	if (never & need)
 		return 0;
 	return ((granted | free) & need) == need;
@@ -2392,15 +2420,22 @@ int BPF_PROG(pincer_path_notify, const struct path *path, __u64 mask, unsigned i
 }
 
 /* 1 when the walk cache shows that `d` (reached through `mnt`) is not
- * never-readable: the never bits of its directory's segment (from the
- * directory to the top, computed and cached as file_open's are when missing),
- * with a file's own entries and its name in the directory; 0 when the cache
- * cannot tell (the full walk then decides and reports). `ls -l` of a
- * directory costs one walk for the directory, not one per entry. Mirrors
- * cache_decide for the never bits alone: the grants do not matter here. */
+ * never-readable: a file's cached verdict (an open's, or an earlier stat's),
+ * else the never bits of its directory's segment (from the directory to the
+ * top, computed and cached as file_open's are when missing), with a file's
+ * own entries and its name in the directory, which are then kept as the
+ * file's verdict; 0 when the cache cannot tell (the full walk then decides
+ * and reports). `ls -l` of a directory costs one walk for the directory, not
+ * one per entry, and a file stat again (`git status`, a build's checks) one
+ * lookup of its own. Mirrors cache_decide for the never bits alone: the
+ * grants do not matter here. */
 static __always_inline int cached_not_never_read(const struct session *s, struct dentry *d, __u64 mnt, struct walk *w)
 {
-	if (!cached_segment(s, d, mnt, w))
+	__u32 known = file_verdict(s, d, mnt);
+
+	if (known & VERDICT_NEVER_FOUND)
+		return !((known >> VERDICT_NEVER_SHIFT) & ACCESS_READ);
+	if (!cached_segment(s, d, mnt, 0, w))
 		return 0;
 	struct inode *inode = d->d_inode;
 	struct inode *dir = segment_dir(d);
@@ -2419,6 +2454,7 @@ static __always_inline int cached_not_never_read(const struct session *s, struct
 		never |= own & 0xff;
 		if (w->names_here)
 			never |= never_name_bits(dir->i_ino, dir->i_sb->s_dev, scalar_of(d->d_name.name));
+		verdict_put(s, d, w, (never & ACCESS_ALL_BITS) << 8, SLOT_NEVER_KNOWN);
 	}
 	return !(never & ACCESS_READ);
 }

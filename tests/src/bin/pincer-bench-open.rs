@@ -37,7 +37,9 @@
 //!   present (a write runs the kernel's never-pattern walk; a read does not);
 //! - `statx` of each file of (f)'s directory in turn (what `ls -l` of a large
 //!   directory does), no program and gated with never-grantable entries
-//!   present (the stat hook looks for them on every stat in a session).
+//!   present (the stat hook looks for them on every stat in a session): of
+//!   as many files never opened nor looked at since the load (the first
+//!   look), and of (f)'s files after (f) opened them (a file looked at again).
 //!
 //! The cases are interleaved round by round, so that drift of the machine (a
 //! VM's host, other load) hits every case alike: each round measures the cases
@@ -58,8 +60,9 @@
 //!
 //! With BPF run-time statistics on (separate samples, as they add their own
 //! cost), every Pincer program that runs during the open cases is listed with
-//! its runs per operation and its time per run: what each open pays inside the
-//! programs, apart from the trampoline and the hook calls.
+//! its runs per operation and its time per run: what each open (and a stat of
+//! a file looked at again) pays inside the programs, apart from the trampoline
+//! and the hook calls.
 
 use clap::Parser;
 use landlock::{
@@ -405,6 +408,15 @@ fn try_main(set: Settings) -> Result<(), String> {
         std::fs::write(&f, "benchmark").map_err(|e| format!("write {}: {e}", f.display()))?;
         each.push(CString::new(f.as_os_str().as_bytes()).map_err(|e| e.to_string())?);
     }
+    // The first stat: as many files again, in a directory beside (f)'s, never opened.
+    let stat_dir = dir.with_file_name("stat");
+    std::fs::create_dir(&stat_dir).map_err(|e| format!("create {}: {e}", stat_dir.display()))?;
+    let mut unopened = Vec::with_capacity(each.len());
+    for i in 0..WARM_UP + set.iterations {
+        let f = stat_dir.join(format!("stat-{i}.txt"));
+        std::fs::write(&f, "benchmark").map_err(|e| format!("write {}: {e}", f.display()))?;
+        unopened.push(CString::new(f.as_os_str().as_bytes()).map_err(|e| e.to_string())?);
+    }
 
     let sock = base.join("allowed.sock");
     let sock_addr = unix_addr(&sock)?;
@@ -414,6 +426,7 @@ fn try_main(set: Settings) -> Result<(), String> {
         write: Op::OpenWrite(&cfile),
         open_each: Op::OpenEach(&each),
         stat_each: Op::StatEach(&each),
+        stat_first: Op::StatEach(&unopened),
         connect: Op::Connect(&sock_addr),
         iterations: set.iterations,
     };
@@ -451,6 +464,8 @@ struct Ops<'a> {
     open_each: Op<'a>,
     /// `statx` of (f)'s files in turn.
     stat_each: Op<'a>,
+    /// `statx` of as many files in turn, in a directory beside (f)'s, never opened.
+    stat_first: Op<'a>,
     connect: Op<'a>,
     iterations: u32,
 }
@@ -498,8 +513,11 @@ enum Case {
     OpenEachNone,
     /// `statx` of (f)'s files in turn, no program loaded.
     StatNone,
-    /// The same, gated, never-grantable entries present.
+    /// The same, gated, never-grantable entries present (after (f) opened each file).
     StatGatedNever,
+    /// Gated, never entries present: `statx` of files neither opened nor looked at since
+    /// the load (what `ls -l` of a directory does the first time).
+    StatGatedNeverFirst,
     /// (b), (c), (d) with the plain `file_open` where the held one was attached (the cost
     /// of holding misses for opens that do not miss).
     OpenUngatedPlain,
@@ -514,7 +532,7 @@ enum Case {
     WriteExactNever,
 }
 
-const CASES: usize = 27;
+const CASES: usize = 28;
 
 /// What the programs ran during one case with statistics on: program name →
 /// (runs, ns inside the program), summed over the rounds.
@@ -526,10 +544,11 @@ struct Samples {
     ns: [Vec<f64>; CASES],
     /// Seconds each load and attach took.
     load_secs: Vec<f64>,
-    /// Per statistics case (ungated, exact, subtree): the programs that ran.
-    runs: [ProgramRuns; 3],
+    /// Per statistics case (ungated, exact, subtree open; stat with never entries): the
+    /// programs that ran.
+    runs: [ProgramRuns; 4],
     /// Operations measured per statistics case (for runs per operation).
-    ops_with_stats: [u64; 3],
+    ops_with_stats: [u64; 4],
     /// The cgroup levels the hooks look up (the state map's mask).
     levels: u32,
     /// Rounds whose load attached the held `file_open` (then the plain cases ran too).
@@ -621,10 +640,13 @@ fn round(s: &mut Samples, p: &Paths, ops: &Ops) -> Result<(), String> {
                 .map_err(|e| e.to_string())?;
         }
         // First, while nothing is cached since the never entries came: every
-        // file of (f) is opened for the first time.
+        // file of (f) is opened for the first time, and files never opened are
+        // looked at.
+        s.add(Case::StatGatedNeverFirst, in_child(gated, ops.stat_first, n, || Ok(()))?);
         s.add(Case::OpenSubtreeNeverFirst, in_child(gated, ops.open_each, n, || Ok(()))?);
         s.add(Case::OpenSubtreeNever, in_child(gated, ops.open, n, || Ok(()))?);
         s.add(Case::StatGatedNever, in_child(gated, ops.stat_each, n, || Ok(()))?);
+        with_stats(s, 3, n, || in_child(gated, ops.stat_each, n, || Ok(())))?;
         enforcer.revoke(session, top_id, Scope::Subtree, Access::Read).map_err(|e| e.to_string())?;
         enforcer.grant(session, file_id, Scope::Exact, Access::Read).map_err(|e| e.to_string())?;
         s.add(Case::OpenExactNever, in_child(gated, ops.open, n, || Ok(()))?);
@@ -685,9 +707,10 @@ fn with_stats(s: &mut Samples, which: usize, iterations: u32, sample: impl FnOnc
     let ns = sample()?;
     let after = program_stats()?;
     drop(stats);
-    for (name, (count, time)) in after {
-        let (c0, t0) = before.get(&name).copied().unwrap_or((0, 0));
+    for (key, (count, time)) in after {
+        let (c0, t0) = before.get(&key).copied().unwrap_or((0, 0));
         if count > c0 {
+            let name = key.split('#').next().unwrap_or(&key).to_owned();
             let e = s.runs[which].entry(name).or_default();
             e.0 += count - c0;
             e.1 += time.saturating_sub(t0);
@@ -697,19 +720,18 @@ fn with_stats(s: &mut Samples, which: usize, iterations: u32, sample: impl FnOnc
     Ok(ns)
 }
 
-/// (run count, run time ns) of every loaded Pincer program, by name (the
-/// newest program of each name: earlier rounds' programs are unloaded).
+/// (run count, run time ns) of every loaded Pincer program, by program id with its
+/// name (the kernel keeps 15 characters of a name, so two programs may show the same one:
+/// `pincer_inode_ge` is `inode_getattr` and `inode_getxattr`; what each id ran is
+/// summed under its name in the report). Earlier rounds' programs are unloaded.
 fn program_stats() -> Result<ProgramRuns, String> {
-    let mut newest: std::collections::BTreeMap<String, (u32, u64, u64)> = Default::default();
+    let mut by_id: std::collections::BTreeMap<u32, (String, u64, u64)> = Default::default();
     for info in aya::programs::loaded_programs() {
         let info = info.map_err(|e| format!("list BPF programs: {e}"))?;
         let Some(name) = info.name_as_str().filter(|n| n.starts_with("pincer_")) else { continue };
-        let entry = newest.entry(name.to_owned()).or_insert((0, 0, 0));
-        if info.id() >= entry.0 {
-            *entry = (info.id(), info.run_count(), info.run_time().as_nanos() as u64);
-        }
+        by_id.insert(info.id(), (name.to_owned(), info.run_count(), info.run_time().as_nanos() as u64));
     }
-    Ok(newest.into_iter().map(|(name, (_, count, time))| (name, (count, time))).collect())
+    Ok(by_id.into_iter().map(|(id, (name, count, time))| (format!("{name}#{id}"), (count, time))).collect())
 }
 
 fn report(s: &Samples, set: &Settings, secs: f64) {
@@ -777,9 +799,14 @@ fn report(s: &Samples, set: &Settings, secs: f64) {
         ],
     );
     let min = |c: Case| s.figures(c).0;
-    for (i, (label, case)) in [("(b) ungated", Case::OpenUngated), ("(c) exact", Case::OpenExact), ("(d) subtree", Case::OpenSubtree)]
-        .into_iter()
-        .enumerate()
+    for (i, (label, case, base, op)) in [
+        ("(b) ungated", Case::OpenUngated, Case::OpenNone, "open"),
+        ("(c) exact", Case::OpenExact, Case::OpenNone, "open"),
+        ("(d) subtree", Case::OpenSubtree, Case::OpenNone, "open"),
+        ("stat, never entries", Case::StatGatedNever, Case::StatNone, "stat"),
+    ]
+    .into_iter()
+    .enumerate()
     {
         let ops = s.ops_with_stats[i].max(1) as f64;
         let inside: f64 = s.runs[i].values().map(|(_, t)| *t as f64).sum::<f64>() / ops;
@@ -790,9 +817,10 @@ fn report(s: &Samples, set: &Settings, secs: f64) {
             })
             .collect();
         println!(
-            "  {label}: {:.0} {unit} per open above (a) (minimums); inside Pincer programs (BPF statistics, guest ns): {inside:.0} \
-             per open [{}]; the rest is the BPF trampolines, the hook calls and the statistics' own clock reads",
-            min(case) - min(Case::OpenNone),
+            "  {label}: {:.0} {unit} per {op} above its figure with no program (minimums); inside Pincer programs (BPF \
+             statistics, guest ns): {inside:.0} per {op} [{}]; the rest is the BPF trampolines, the hook calls and the \
+             statistics' own clock reads",
+            min(case) - min(base),
             if progs.is_empty() { "none ran".to_string() } else { progs.join("; ") }
         );
     }
@@ -846,7 +874,11 @@ fn report(s: &Samples, set: &Settings, secs: f64) {
     rows(
         "statx of each file of a directory in turn (ls -l)",
         Case::StatNone,
-        &[("no program loaded", Case::StatNone), ("gated, never-grantable entries present", Case::StatGatedNever)],
+        &[
+            ("no program loaded", Case::StatNone),
+            ("gated, never entries, first look", Case::StatGatedNeverFirst),
+            ("gated, never entries, files opened", Case::StatGatedNever),
+        ],
     );
     rows(
         "connect+close to an allowed Unix socket",
