@@ -132,6 +132,20 @@ shared_consts! {
     /// above it does not reach it or anything inside it, a grant on it or inside it
     /// does. It refuses nothing by itself.
     NEVER_HIDDEN: u32 = 1 << 17;
+    /// Never-name value bit: the name is reserved in its directory, as the first
+    /// missing directory on the way to a never-grantable place (`~/.config` while
+    /// `~/.config/autostart/**` is a never place and `~/.config` does not exist).
+    /// It acts at the entry's own level only: nothing may be created under the name
+    /// (file, link, node, rename onto it) except a directory by `mkdir` where a carry
+    /// ([`map_names::NEVER_CARRY`]) is recorded for the name: the kernel then gives
+    /// the new directory the names the template holds (the places below it) and
+    /// marks it [`NEVER_DIR_CARRIED`]. Under a directory of that name that was not so
+    /// made, the name refuses `create` (as if the never place were there).
+    NEVER_RESERVED: u32 = 1 << 18;
+    /// [`map_names::NEVER_DIRS`] value bit: the kernel gave this directory the names
+    /// of its reserved name's template when it was made (the low bits still count
+    /// the names userspace put there).
+    NEVER_DIR_CARRIED: u32 = 1 << 31;
     /// Event flag: the object (for a creation, its directory) belongs to the
     /// session's uid and lies outside every protected root: it is gated by its
     /// owner, so the walk named no root.
@@ -195,6 +209,10 @@ shared_consts! {
     /// directory whose name has word id `ino` (`**/.git/hooks`); its value is never
     /// bits.
     NEVER_PAIR_DEV: u32 = u32::MAX - 1;
+    /// [`NameKey::dev`] of a template's name entry: the entry `name` of the directory
+    /// that a `mkdir` of a reserved name ([`NEVER_RESERVED`]) makes, where `ino` is the
+    /// template's id; its value is what the name's entry in the new directory gets.
+    NEVER_CARRY_DEV: u32 = u32::MAX - 2;
     /// Bits of a name entry's value that are never bits (and [`NEVER_PATTERN_PINNED`]).
     NEVER_PATTERN_BITS: u32 = 0xff;
     /// Name entry value bit: an entry so named (a directory word such as `.git`) may not
@@ -255,13 +273,18 @@ pub mod map_names {
     pub const HOLD: &str = "pincer_hold";
     /// `HASH` `u32` thread id → `u32` hold id: the threads waiting in a hold.
     pub const HELD: &str = "pincer_held";
+    /// `HASH` [`NameKey`](super::NameKey) → `u64` template id: the reserved names
+    /// ([`NEVER_RESERVED`](super::NEVER_RESERVED)) a `mkdir` may make, and the template
+    /// ([`NEVER_CARRY_DEV`](super::NEVER_CARRY_DEV) entries of the never names, and of
+    /// this map) whose names the new directory gets.
+    pub const NEVER_CARRY: &str = "pincer_never_carry";
     /// Every map, in a fixed order.
-    pub const ALL: [&str; 15] = [
+    pub const ALL: [&str; 16] = [
         SESSIONS, ROOTS, EXACT, SUBTREE, OPEN, NEVER, NEVER_NAMES, NEVER_DIRS, STATE, GENERATION, WALK_CACHE, EVENTS, DROPS,
-        HOLD, HELD,
+        HOLD, HELD, NEVER_CARRY,
     ];
     /// The C macro naming each map (`#define MAP_SESSIONS pincer_sessions`).
-    pub const C_MACROS: [(&str, &str); 15] = [
+    pub const C_MACROS: [(&str, &str); 16] = [
         ("MAP_SESSIONS", SESSIONS),
         ("MAP_ROOTS", ROOTS),
         ("MAP_EXACT", EXACT),
@@ -277,6 +300,7 @@ pub mod map_names {
         ("MAP_DROPS", DROPS),
         ("MAP_HOLD", HOLD),
         ("MAP_HELD", HELD),
+        ("MAP_NEVER_CARRY", NEVER_CARRY),
     ];
 }
 

@@ -111,6 +111,15 @@ struct {
 	__type(value, __u32);
 } MAP_NEVER_DIRS SEC(".maps");
 
+/* The reserved names (NEVER_RESERVED) a mkdir may make, with the template whose
+ * names the new directory gets (carry_reserved). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct name_key);
+	__type(value, __u64);
+} MAP_NEVER_CARRY SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
@@ -217,8 +226,8 @@ struct walk {
 	__u64 stamp_policy; /* cache: the stamps a collecting walk runs under (or a hit was checked against) */
 	__u32 root_dev;
 	__u32 need;
-	__u32 exact_ok;   /* exact grants and open paths count for d itself */
-	__u32 subtree_ok; /* subtree grants and open paths count on every level */
+	__u16 exact_ok;   /* exact grants and open paths count for d itself */
+	__u16 subtree_ok; /* subtree grants and open paths count on every level */
 	__u32 granted;    /* access bits found on the way (up to the root) */
 	__u32 never;      /* never-grantable bits found on the way (to the top) */
 	__u32 protected;  /* a root was found, or the bound ran out */
@@ -233,6 +242,7 @@ struct walk {
 	__u32 hold;       /* a plain miss may be held (the held file_open only) */
 	__u32 hold_id;    /* the hold a reported miss belongs to (0: not held) */
 	__u32 hidden;     /* the walk starts inside a hidden entry: only the grants that reach those count */
+	__u32 mkdir;      /* a creation by mkdir: a reserved name with a carry may be made */
 };
 
 /* A position on the walk: a dentry and, when known, the mount it was reached through. */
@@ -370,14 +380,41 @@ struct walk_ctx {
 	struct object_key ok;
 	struct name_key nk;
 	__u32 searching; /* still collecting grants (below the root, need not covered) */
-	__u32 never_objects;
-	__u32 never_names;
 	__u32 done;      /* the walk ended before the bound */
 	__u32 dev;       /* device of the current filesystem, once read */
+	__u8 never_objects;
+	__u8 never_names;
 	__u8 dev_known;  /* dev holds the current filesystem's device */
 	__u8 from_hidden_object; /* the level below was an object a hidden entry names (NEVER_HIDDEN) */
-	__u16 hidden;    /* the walk has come up from a hidden entry */
+	__u8 carried;    /* the level below was a directory made carrying its reserved name's template */
+	__u8 carried_here; /* this level's directory was (read for the level above) */
+	__u8 hidden;     /* the walk has come up from a hidden entry */
 };
+
+/* The never bits a name entry `bits` (found under c->nk) gives the walk on
+ * level `index`. A reserved name (NEVER_RESERVED: the first missing directory
+ * on the way to a never place) acts at its own level only. Made new (the
+ * first level of a creation, where the name is the new entry's): refused,
+ * unless by mkdir where a carry is recorded, which gives the new directory its
+ * template's names (carry_reserved). Passed on the way up from a directory of
+ * that name: nothing, if that directory was made so (c->carried); else
+ * `create` is refused under it, as if the never place were there (a directory
+ * renamed there by the user, or one the kernel could not give the names). */
+static __always_inline __u32 name_never(struct walk_ctx *c, __u64 index, __u32 bits)
+{
+	struct walk *w = c->w;
+
+	if (!(bits & NEVER_RESERVED) || !w)
+		return bits;
+	bits &= ~NEVER_RESERVED;
+	if (index == 0 && w->child_name) {
+		if (!w->mkdir || !bpf_map_lookup_elem(&MAP_NEVER_CARRY, &c->nk))
+			bits |= ACCESS_CREATE;
+	} else if (!c->carried) {
+		bits |= ACCESS_CREATE;
+	}
+	return bits;
+}
 
 /* Whether kernel string `name` is a hidden name (it starts with a dot). */
 static __always_inline int hidden_name(const unsigned char *name)
@@ -441,7 +478,12 @@ static long walk_step(__u64 index, struct walk_ctx *c)
 				c->from_hidden_object = !!(*bits & NEVER_HIDDEN);
 			}
 		}
-		if (c->never_names && c->prev && bpf_map_lookup_elem(&MAP_NEVER_DIRS, &c->ok)) {
+		/* c->carried: whether the level below was made carrying its
+		 * template; this level's own mark is read now, for the level above. */
+		__u32 *dir_mark = c->never_names ? bpf_map_lookup_elem(&MAP_NEVER_DIRS, &c->ok) : 0;
+
+		c->carried_here = dir_mark && (*dir_mark & NEVER_DIR_CARRIED);
+		if (dir_mark && c->prev) {
 			__builtin_memset(&c->nk, 0, sizeof(c->nk));
 			c->nk.ino = ino;
 			c->nk.dev = dev;
@@ -451,9 +493,10 @@ static long walk_step(__u64 index, struct walk_ctx *c)
 			if (n > 0 && n < (long)sizeof(c->nk.name)) {
 				bits = bpf_map_lookup_elem(&MAP_NEVER_NAMES, &c->nk);
 				if (bits)
-					w->never |= *bits;
+					w->never |= name_never(c, index, *bits);
 			}
 		}
+		c->carried = c->carried_here;
 		if (!w->collect && (w->never & need)) {
 			c->done = 1;
 			return 1;
@@ -1556,6 +1599,7 @@ static __always_inline int check_create_held(const struct session *s, struct den
 		return err;
 	walk_start(&w, s, (__u64)BPF_CORE_READ(child, d_parent), 0, ACCESS_CREATE, 0);
 	w.child_name = (__u64)BPF_CORE_READ(child, d_name.name);
+	w.mkdir = hook == HOOK_INODE_MKDIR;
 
 	walk_up(&w);
 	w.never |= pattern_check(s, w.d, 0, w.child_name, ACCESS_CREATE);
@@ -2143,9 +2187,100 @@ static __always_inline int record_made(struct dentry *dentry, int ret)
 	return 0;
 }
 
+/* What carry_reserved copies: the entries of `template` go to (dev, ino). */
+struct carry_ctx {
+	__u64 template;
+	__u64 ino;
+	__u32 dev;
+	__u32 count;  /* names copied */
+	__u32 failed; /* an entry could not be written */
+};
+
+static long carry_name(struct bpf_map *map, struct name_key *key, __u32 *value, struct carry_ctx *c)
+{
+	if (key->dev != NEVER_CARRY_DEV || key->ino != c->template)
+		return 0;
+	struct name_key nk = *key;
+
+	nk.dev = c->dev;
+	nk.ino = c->ino;
+	if (bpf_map_update_elem(&MAP_NEVER_NAMES, &nk, value, BPF_ANY))
+		c->failed = 1;
+	else
+		c->count++;
+	return 0;
+}
+
+static long carry_carry(struct bpf_map *map, struct name_key *key, __u64 *value, struct carry_ctx *c)
+{
+	if (key->dev != NEVER_CARRY_DEV || key->ino != c->template)
+		return 0;
+	struct name_key nk = *key;
+
+	nk.dev = c->dev;
+	nk.ino = c->ino;
+	if (bpf_map_update_elem(&MAP_NEVER_CARRY, &nk, value, BPF_ANY))
+		c->failed = 1;
+	return 0;
+}
+
+/* A directory made under a reserved name (NEVER_RESERVED) that has a carry,
+ * by anyone (a session, or the user's own tools while sessions run): it gets
+ * the template's names, as its own entries (the next reserved name with its
+ * carry, or the never place with its bits), and then its mark with
+ * NEVER_DIR_CARRIED, which lets walks pass the reserved name above it. Until
+ * the mark is there (between the kernel showing the directory and this exit,
+ * or for good if an entry could not be written) a walk from inside meets the
+ * reserved name unmarked and refuses `create` (name_never). The policy
+ * generation moves, so nothing cached in that window outlives it. */
+static __always_inline void carry_reserved(struct inode *dir, struct dentry *dentry)
+{
+	__u32 zero = 0;
+	struct pincer_state *st = bpf_map_lookup_elem(&MAP_STATE, &zero);
+
+	if (st && !st->never_names)
+		return;
+	struct inode *inode = dentry->d_inode;
+
+	if (!inode || !dir)
+		return;
+	struct name_key nk;
+
+	__builtin_memset(&nk, 0, sizeof(nk));
+	nk.ino = dir->i_ino;
+	nk.dev = dir->i_sb->s_dev;
+	long n = bpf_probe_read_kernel_str(nk.name, sizeof(nk.name), dentry->d_name.name);
+
+	if (n <= 0 || n >= (long)sizeof(nk.name))
+		return;
+	__u64 *template = bpf_map_lookup_elem(&MAP_NEVER_CARRY, &nk);
+
+	if (!template)
+		return;
+	struct carry_ctx c = { .template = *template, .ino = inode->i_ino, .dev = inode->i_sb->s_dev };
+
+	bpf_for_each_map_elem(&MAP_NEVER_NAMES, carry_name, &c, 0);
+	bpf_for_each_map_elem(&MAP_NEVER_CARRY, carry_carry, &c, 0);
+	if (c.failed)
+		return;
+	struct object_key ok = { .ino = c.ino, .dev = c.dev };
+	__u32 *held = bpf_map_lookup_elem(&MAP_NEVER_DIRS, &ok);
+	__u32 mark = (held ? *held : 0) | NEVER_DIR_CARRIED;
+
+	bpf_map_update_elem(&MAP_NEVER_DIRS, &ok, &mark, BPF_ANY);
+	struct pincer_generation *g = bpf_map_lookup_elem(&MAP_GENERATION, &zero);
+
+	if (g)
+		__sync_fetch_and_add(&g->policy, 1);
+}
+
 SEC("fexit/vfs_mkdir")
 int BPF_PROG(pincer_vfs_mkdir, void *idmap, struct inode *dir, struct dentry *dentry, umode_t mode, int ret)
 {
+	/* The template's names first: the session's grant on what it made
+	 * (record_made) comes only once they are there. */
+	if (!ret)
+		carry_reserved(dir, dentry);
 	return record_made(dentry, ret);
 }
 
@@ -2569,6 +2704,20 @@ static long forget_grants(struct bpf_map *map, struct session_key *key, struct s
 	return 0;
 }
 
+static long forget_name_of_dir(struct bpf_map *map, struct name_key *key, __u32 *value, struct freed *f)
+{
+	if (key->ino == f->ino && key->dev == f->dev)
+		bpf_map_delete_elem(map, key);
+	return 0;
+}
+
+static long forget_carry_of_dir(struct bpf_map *map, struct name_key *key, __u64 *value, struct freed *f)
+{
+	if (key->ino == f->ino && key->dev == f->dev)
+		bpf_map_delete_elem(map, key);
+	return 0;
+}
+
 /* An inode that is gone for good takes every entry keyed by its number with
  * it, so a later object that reuses the number (ext2/ext4 reuse freed numbers;
  * a new tmpfs may get the same device number) starts with no grant. Gone for
@@ -2598,6 +2747,15 @@ int BPF_PROG(pincer_inode_free_security, struct inode *inode)
 	bpf_map_delete_elem(&MAP_NEVER, &ok);
 	bpf_map_delete_elem(&MAP_ROOTS, &ok);
 	bpf_for_each_map_elem(&MAP_SESSIONS, forget_grants, &f, 0);
+	/* A directory made under a reserved name takes the names it was given
+	 * (carry_reserved) with it. */
+	__u32 *mark = bpf_map_lookup_elem(&MAP_NEVER_DIRS, &ok);
+
+	if (mark && (*mark & NEVER_DIR_CARRIED)) {
+		bpf_for_each_map_elem(&MAP_NEVER_NAMES, forget_name_of_dir, &f, 0);
+		bpf_for_each_map_elem(&MAP_NEVER_CARRY, forget_carry_of_dir, &f, 0);
+		bpf_map_delete_elem(&MAP_NEVER_DIRS, &ok);
+	}
 	return 0;
 }
 
@@ -2622,6 +2780,13 @@ static long forget_name_of_dev(struct bpf_map *map, struct name_key *key, __u32 
 	return 0;
 }
 
+static long forget_carry_of_dev(struct bpf_map *map, struct name_key *key, __u64 *value, __u32 *dev)
+{
+	if (key->dev == *dev)
+		bpf_map_delete_elem(map, key);
+	return 0;
+}
+
 /* A filesystem that goes away takes every entry of its device with it. */
 SEC("lsm/sb_free_security")
 int BPF_PROG(pincer_sb_free_security, struct super_block *sb)
@@ -2633,6 +2798,7 @@ int BPF_PROG(pincer_sb_free_security, struct super_block *sb)
 	bpf_for_each_map_elem(&MAP_NEVER_DIRS, forget_object_of_dev, &dev, 0);
 	bpf_for_each_map_elem(&MAP_ROOTS, forget_object_of_dev, &dev, 0);
 	bpf_for_each_map_elem(&MAP_NEVER_NAMES, forget_name_of_dev, &dev, 0);
+	bpf_for_each_map_elem(&MAP_NEVER_CARRY, forget_carry_of_dev, &dev, 0);
 	bpf_for_each_map_elem(&MAP_EXACT, forget_grant_of_dev, &dev, 0);
 	bpf_for_each_map_elem(&MAP_SUBTREE, forget_grant_of_dev, &dev, 0);
 	return 0;

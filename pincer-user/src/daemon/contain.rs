@@ -760,6 +760,8 @@ pub struct ViewNevers {
     pub objects: Vec<ObjectId>,
     /// Names in directories.
     pub names: Vec<(ObjectId, std::ffi::OsString)>,
+    /// Reserved names' carries.
+    pub carries: Vec<(ObjectId, std::ffi::OsString)>,
 }
 
 impl NeverList {
@@ -925,6 +927,8 @@ fn loads_of(file: &Path, home: Option<&Path>) -> Vec<PathBuf> {
 struct Seeds {
     objects: std::collections::HashMap<ObjectId, u32>,
     names: std::collections::HashMap<(ObjectId, std::ffi::OsString), u32>,
+    /// Reserved names a `mkdir` may make, with the template the new directory gets.
+    carries: std::collections::HashMap<(ObjectId, std::ffi::OsString), u64>,
 }
 
 impl Seeds {
@@ -936,9 +940,17 @@ impl Seeds {
         *self.names.entry((dir, name.to_owned())).or_default() |= access;
     }
 
+    fn carry(&mut self, dir: ObjectId, name: &OsStr, template: u64) {
+        self.carries.insert((dir, name.to_owned()), template);
+    }
+
     /// Writes every entry; returns what it wrote.
     fn write_listed(self, enforcer: &mut Enforcer) -> Result<ViewNevers, ContainError> {
-        let out = ViewNevers { objects: self.objects.keys().copied().collect(), names: self.names.keys().cloned().collect() };
+        let out = ViewNevers {
+            objects: self.objects.keys().copied().collect(),
+            names: self.names.keys().cloned().collect(),
+            carries: self.carries.keys().cloned().collect(),
+        };
         self.write(enforcer)?;
         Ok(out)
     }
@@ -949,8 +961,13 @@ impl Seeds {
         for (id, access) in self.objects {
             enforcer.add_never(id, access)?;
         }
+        // A template's names before the carries that name it: a `mkdir` that finds a
+        // carry finds its names.
         for ((dir, name), access) in self.names {
             enforcer.add_never_name(dir, &name, access)?;
+        }
+        for ((dir, name), template) in self.carries {
+            enforcer.add_never_carry(dir, &name, template)?;
         }
         Ok(n)
     }
@@ -999,17 +1016,48 @@ fn seed_literal_with(seeds: &mut Seeds, path: &Path, access: u32, object: &dyn F
             return;
         }
     }
-    // Some ancestor does not exist yet: the first missing one cannot be created, so a
-    // session cannot build the path to a never place (a directory a session makes is its
-    // own to fill, and the kernel knows only names that exist when the session starts).
-    let mut missing = path;
-    while let Some(parent) = missing.parent() {
-        if let (Some(dir), Some(name)) = (object(parent), missing.file_name()) {
-            seeds.name(dir, name, pincer_common::ACCESS_CREATE);
-            return;
+    // Some ancestors do not exist yet (`~/.config` of `~/.config/systemd/user`). The
+    // first missing one is reserved in the existing directory above it: nothing can be
+    // made under that name but a directory, by `mkdir`, and the kernel gives that new
+    // directory, as it is made, the names of a template: the next missing name, reserved
+    // the same way with a template of its own, down to the place itself with the rule's
+    // bits. So the path to a never place is built only as a path on which the place is
+    // never-grantable, by a session or by the user's own tools (a toolchain's first run
+    // makes its home), and no tree prepared elsewhere can be moved in.
+    let mut missing = Vec::new();
+    let mut at = path;
+    let (base, base_path) = loop {
+        let (Some(parent), Some(name)) = (at.parent(), at.file_name()) else { return };
+        missing.push(name);
+        if let Some(dir) = object(parent) {
+            break (dir, parent);
         }
-        missing = parent;
+        at = parent;
+    };
+    missing.reverse();
+    let (mut dir, mut prefix) = (base, base_path.to_path_buf());
+    for (i, name) in missing.iter().enumerate() {
+        if i + 1 == missing.len() {
+            seeds.name(dir, name, access);
+            break;
+        }
+        prefix.push(name);
+        let template = template_id(&prefix);
+        seeds.name(dir, name, pincer_common::NEVER_RESERVED);
+        seeds.carry(dir, name, template);
+        dir = ObjectId { dev: pincer_common::NEVER_CARRY_DEV, ino: template };
     }
+}
+
+/// The id of the template of names a directory made at `path` gets (see
+/// [`seed_literal_with`]): the first 8 bytes of the SHA-256 of the path, the same in
+/// every seeding and for every daemon, so entries written for one session stay right for
+/// the next.
+fn template_id(path: &Path) -> u64 {
+    use sha2::Digest;
+    use std::os::unix::ffi::OsStrExt;
+    let digest = sha2::Sha256::digest(path.as_os_str().as_bytes());
+    u64::from_le_bytes(digest[..8].try_into().expect("32 bytes"))
 }
 
 /// Pins the existing directories between the place's anchor (the home for a home place,
@@ -1392,17 +1440,41 @@ mod tests {
     }
 
     #[test]
-    fn the_first_missing_ancestor_of_a_never_place_cannot_be_created() {
+    fn the_first_missing_ancestor_of_a_never_place_is_reserved_and_carries_the_rest_of_the_path() {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().canonicalize().unwrap();
         std::fs::create_dir(home.join(".config")).unwrap();
         let account = Account { home: home.clone(), ..owner() };
-        let rules = [NeverRule { pattern: "~/.config/systemd/user/**".into(), access: vec![Access::Write, Access::Create, Access::Delete] }];
+        let rules = [
+            NeverRule { pattern: "~/.config/systemd/user/**".into(), access: vec![Access::Write, Access::Create, Access::Delete] },
+            NeverRule { pattern: "~/.config/systemd/user.conf".into(), access: vec![Access::Write] },
+        ];
         let list = NeverList::new(&rules, &account).unwrap();
         let maps = crate::kernel::MemoryMaps::default();
         list.seed(&mut maps.enforcer(), &[], &[]).unwrap();
         let config = object(&home.join(".config")).unwrap();
-        assert_eq!(maps.never_name_bits(config, OsStr::new("systemd")), Some(pincer_common::ACCESS_CREATE), "~/.config/systemd cannot be made");
+        // `~/.config/systemd` is missing: only a mkdir makes it, and the new directory gets
+        // the template's names (both places below it, the same template for both).
+        assert_eq!(maps.never_name_bits(config, OsStr::new("systemd")), Some(pincer_common::NEVER_RESERVED), "~/.config/systemd is reserved");
+        let template = maps.never_carry(config, OsStr::new("systemd")).expect("a mkdir carries");
+        assert_eq!(template, template_id(&home.join(".config/systemd")), "the same id in every seeding");
+        let t = ObjectId { dev: pincer_common::NEVER_CARRY_DEV, ino: template };
+        assert_eq!(maps.never_name_bits(t, OsStr::new("user")), Some(bits(&[Access::Write, Access::Create, Access::Delete])));
+        assert_eq!(maps.never_name_bits(t, OsStr::new("user.conf")), Some(bits(&[Access::Write])));
+        assert_eq!(maps.never_dir_count(t), None, "a template is no directory");
+        // Two missing levels: each reserved with a template of its own.
+        std::fs::remove_dir(home.join(".config")).unwrap();
+        let maps = crate::kernel::MemoryMaps::default();
+        list.seed(&mut maps.enforcer(), &[], &[]).unwrap();
+        let home_id = object(&home).unwrap();
+        assert_eq!(maps.never_name_bits(home_id, OsStr::new(".config")), Some(pincer_common::NEVER_RESERVED));
+        let t1 = ObjectId { dev: pincer_common::NEVER_CARRY_DEV, ino: maps.never_carry(home_id, OsStr::new(".config")).unwrap() };
+        assert_eq!(maps.never_name_bits(t1, OsStr::new("systemd")), Some(pincer_common::NEVER_RESERVED));
+        let t2 = ObjectId { dev: pincer_common::NEVER_CARRY_DEV, ino: maps.never_carry(t1, OsStr::new("systemd")).unwrap() };
+        assert_eq!(t2.ino, template);
+        assert_eq!(maps.never_name_bits(t2, OsStr::new("user")), Some(bits(&[Access::Write, Access::Create, Access::Delete])));
+        std::fs::create_dir(home.join(".config")).unwrap();
+        let config = object(&home.join(".config")).unwrap();
         // Once the parent exists, the place's own name is reserved with the rule's bits.
         std::fs::create_dir(home.join(".config/systemd")).unwrap();
         let maps = crate::kernel::MemoryMaps::default();

@@ -255,6 +255,7 @@ pub fn make(contain: &Containment, session: &str, cgroup_id: u64, enforcer: &mut
             drop(held);
             layers.never.objects.extend(seeded.objects);
             layers.never.names.extend(seeded.names);
+            layers.never.carries.extend(seeded.carries);
         }
         Ok(())
     })();
@@ -340,6 +341,9 @@ fn unmount(layers: &Layers, enforcer: &mut Enforcer) {
     }
     for (dir, name) in &layers.never.names {
         let _ = enforcer.remove_never_name(*dir, name);
+    }
+    for (dir, name) in &layers.never.carries {
+        let _ = enforcer.remove_never_carry(*dir, name);
     }
     if let Ok(c) = cstr(&layers.dir) {
         // SAFETY: umount2 of a NUL-terminated path; MNT_DETACH takes the overlays with it.

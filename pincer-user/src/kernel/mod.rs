@@ -476,6 +476,7 @@ struct FileMaps {
     never: BoxTable<ObjectKey, u32>,
     never_names: BoxTable<NameKey, u32>,
     never_dirs: BoxTable<ObjectKey, u32>,
+    never_carry: BoxTable<NameKey, u64>,
     state: BoxTable<u32, State>,
     generation: BoxTable<u32, Generation>,
 }
@@ -514,6 +515,7 @@ impl FileMaps {
             never: hash_table(map_names::NEVER, open(map_names::NEVER)?)?,
             never_names: hash_table(map_names::NEVER_NAMES, open(map_names::NEVER_NAMES)?)?,
             never_dirs: hash_table(map_names::NEVER_DIRS, open(map_names::NEVER_DIRS)?)?,
+            never_carry: hash_table(map_names::NEVER_CARRY, open(map_names::NEVER_CARRY)?)?,
             state: array_table(map_names::STATE, open(map_names::STATE)?)?,
             generation: array_table(map_names::GENERATION, open(map_names::GENERATION)?)?,
         })
@@ -912,20 +914,48 @@ impl Enforcer {
     /// Makes `bits` (`ACCESS_*`, replacing earlier ones) never grantable on the
     /// entry `name` of directory `dir` and everything beneath it, whether it
     /// exists yet or not (so it cannot be created either when `bits` holds
-    /// `ACCESS_CREATE`).
+    /// `ACCESS_CREATE`); [`NEVER_RESERVED`](pincer_common::NEVER_RESERVED) in `bits`
+    /// reserves the name (see [`Enforcer::add_never_carry`]). `dir` may be a template
+    /// (`dev` [`NEVER_CARRY_DEV`](pincer_common::NEVER_CARRY_DEV), `ino` its id): the
+    /// entry is then what a directory made under a reserved name gets.
     pub fn add_never_name(&mut self, dir: ObjectId, name: &OsStr, bits: u32) -> Result<(), KernelError> {
-        let bits = bits & pincer_common::ACCESS_ALL;
+        let bits = bits & (pincer_common::ACCESS_ALL | pincer_common::NEVER_RESERVED);
         if bits == 0 {
             return Err(KernelError::NoAccess { bits });
         }
         let key = name_key(dir, name)?;
         // The directory is marked first: the kernel reads names only in marked ones.
-        if self.maps.never_names.get(&key)?.is_none() {
+        // A template is no directory: the kernel copies its names when it makes one.
+        if dir.dev != pincer_common::NEVER_CARRY_DEV && self.maps.never_names.get(&key)?.is_none() {
             let held = self.maps.never_dirs.get(&dir.key())?.unwrap_or(0);
             self.maps.never_dirs.insert(dir.key(), held.saturating_add(1))?;
         }
         self.maps.never_names.insert(key, bits)?;
         self.sync_state()
+    }
+
+    /// Lets a `mkdir` make the reserved name `name` of `dir` (an entry with
+    /// [`NEVER_RESERVED`](pincer_common::NEVER_RESERVED), in a directory or a template):
+    /// the kernel gives the new directory, whoever makes it, the names of template
+    /// `template` (its entries under [`NEVER_CARRY_DEV`](pincer_common::NEVER_CARRY_DEV),
+    /// and their own carries) before anything can be made in it. Every other way to
+    /// make the name stays refused.
+    pub fn add_never_carry(&mut self, dir: ObjectId, name: &OsStr, template: u64) -> Result<(), KernelError> {
+        let key = name_key(dir, name)?;
+        self.maps.never_carry.insert(key, template)?;
+        self.renew_policy()
+    }
+
+    /// Removes the carry of the reserved name `name` in `dir` (a `mkdir` of it is then
+    /// refused like every other way to make it).
+    pub fn remove_never_carry(&mut self, dir: ObjectId, name: &OsStr) -> Result<(), KernelError> {
+        self.maps.never_carry.remove(&name_key(dir, name)?)?;
+        self.renew_policy()
+    }
+
+    /// The template a `mkdir` of `name` in `dir` carries (see [`Enforcer::add_never_carry`]).
+    pub fn never_carry(&self, dir: ObjectId, name: &OsStr) -> Result<Option<u64>, KernelError> {
+        self.maps.never_carry.get(&name_key(dir, name)?)
     }
 
     /// Removes the never-grantable entry of `name` in `dir`.
@@ -935,9 +965,12 @@ impl Enforcer {
             return Ok(());
         }
         self.maps.never_names.remove(&key)?;
-        // The directory's mark goes with its last name.
+        // The directory's mark goes with its last name, unless the kernel gave it a
+        // template's names (those it keeps: they are not userspace's to count).
+        let carried = pincer_common::NEVER_DIR_CARRIED;
         match self.maps.never_dirs.get(&dir.key())? {
-            Some(held) if held > 1 => self.maps.never_dirs.insert(dir.key(), held - 1)?,
+            Some(held) if held & !carried > 1 => self.maps.never_dirs.insert(dir.key(), held - 1)?,
+            Some(held) if held & carried != 0 => self.maps.never_dirs.insert(dir.key(), carried)?,
             Some(_) => self.maps.never_dirs.remove(&dir.key())?,
             None => {}
         }

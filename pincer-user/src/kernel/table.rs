@@ -272,6 +272,8 @@ pub struct MemoryMaps {
     pub never_names: MemoryTable<NameKey, u32>,
     /// Directories holding never-grantable names, with how many.
     pub never_dirs: MemoryTable<ObjectKey, u32>,
+    /// The reserved names a `mkdir` may make, with the template the new directory gets.
+    pub never_carry: MemoryTable<NameKey, u64>,
     /// The state (slot 0).
     pub state: MemoryTable<u32, State>,
     /// The policy generation and the cache's kernel addresses (slot 0).
@@ -300,6 +302,7 @@ impl Default for MemoryMaps {
             never: MemoryTable::hash(map_names::NEVER),
             never_names: MemoryTable::hash(map_names::NEVER_NAMES),
             never_dirs: MemoryTable::hash(map_names::NEVER_DIRS),
+            never_carry: MemoryTable::hash(map_names::NEVER_CARRY),
             state: MemoryTable::array(map_names::STATE, 1),
             generation: MemoryTable::array(map_names::GENERATION, 1),
             ports: MemoryTable::hash(reach::PORTS),
@@ -329,6 +332,7 @@ impl MemoryMaps {
                 never: Box::new(self.never.clone()),
                 never_names: Box::new(self.never_names.clone()),
                 never_dirs: Box::new(self.never_dirs.clone()),
+                never_carry: Box::new(self.never_carry.clone()),
                 state: Box::new(self.state.clone()),
                 generation: Box::new(self.generation.clone()),
             },
@@ -394,6 +398,12 @@ impl MemoryMaps {
     /// or a name the kernel key cannot hold).
     pub fn never_name_bits(&self, dir: ObjectId, name: &OsStr) -> Option<u32> {
         read(&self.never_names, &name_key(dir, name).ok()?)
+    }
+
+    /// The template a `mkdir` of the reserved name `name` in `dir` (a directory or a
+    /// template) gives the new directory.
+    pub fn never_carry(&self, dir: ObjectId, name: &OsStr) -> Option<u64> {
+        read(&self.never_carry, &name_key(dir, name).ok()?)
     }
 
     /// How many never-grantable names the directory `dir` holds, as the kernel's
