@@ -1135,6 +1135,7 @@ static __always_inline __u64 name_hash_len(struct dentry *d)
  * and its name are those it was computed through. */
 #define VERDICT_FOUND 0x100
 #define VERDICT_NEVER_FOUND 0x200
+#define VERDICT_NO_SLOT 0x400 /* the file has no cache slots at all (nothing made them yet) */
 #define VERDICT_NEVER_SHIFT 16
 static __noinline __u32 file_verdict(const struct session *s, struct dentry *obj, __u64 mnt)
 {
@@ -1146,7 +1147,9 @@ static __noinline __u32 file_verdict(const struct session *s, struct dentry *obj
 		return 0;
 	struct walk_cache *wc = bpf_inode_storage_get(&MAP_WALK_CACHE, inode, 0, 0);
 
-	if (!wc || !read_stamp(&t))
+	if (!wc)
+		return VERDICT_NO_SLOT;
+	if (!read_stamp(&t))
 		return 0;
 	__u64 parent = (__u64)obj->d_parent, hash_len = name_hash_len(obj);
 
@@ -2558,12 +2561,14 @@ int BPF_PROG(pincer_path_notify, const struct path *path, __u64 mask, unsigned i
  * never-readable: a file's cached verdict (an open's, or an earlier stat's),
  * else the never bits of its directory's segment (from the directory to the
  * top, computed and cached as file_open's are when missing), with a file's
- * own entries and its name in the directory, which are then kept as the
- * file's verdict; 0 when the cache cannot tell (the full walk then decides
- * and reports). `ls -l` of a directory costs one walk for the directory, not
- * one per entry, and a file stat again (`git status`, a build's checks) one
- * lookup of its own. Mirrors cache_decide for the never bits alone: the
- * grants do not matter here. */
+ * own entries and its name in the directory; 0 when the cache cannot tell
+ * (the full walk then decides and reports). `ls -l` of a directory costs one
+ * walk for the directory, not one per entry. A file that has cache slots (an
+ * open or a walk made them) keeps the never bits as its verdict, so a stat
+ * again (`git status`, a build's checks) costs one lookup of its own; one that
+ * has none gets none from a stat (no allocation for each file an `ls -lR`
+ * passes): its own never entry is looked up directly. Mirrors cache_decide
+ * for the never bits alone: the grants do not matter here. */
 static __always_inline int cached_not_never_read(const struct session *s, struct dentry *d, __u64 mnt, struct walk *w)
 {
 	__u32 known = file_verdict(s, d, mnt);
@@ -2582,13 +2587,19 @@ static __always_inline int cached_not_never_read(const struct session *s, struct
 	if (dir != inode) {
 		if (w->levels >= MAX_WALK_DEPTH)
 			return 0;
+		if (w->names_here)
+			never |= never_name_bits(dir->i_ino, dir->i_sb->s_dev, scalar_of(d->d_name.name));
+		if (known & VERDICT_NO_SLOT) {
+			struct object_key ok = { .ino = inode->i_ino, .dev = inode->i_sb->s_dev };
+			__u32 *own = bpf_map_lookup_elem(&MAP_NEVER, &ok);
+
+			return !((never | (own ? *own : 0)) & ACCESS_READ);
+		}
 		__u32 own = file_entries(s, inode, w->stamp_policy, w->stamp_rename, w->stamp_mount);
 
 		if (!own)
 			return 0;
 		never |= own & 0xff;
-		if (w->names_here)
-			never |= never_name_bits(dir->i_ino, dir->i_sb->s_dev, scalar_of(d->d_name.name));
 		verdict_put(s, d, w, (never & ACCESS_ALL_BITS) << 8, SLOT_NEVER_KNOWN);
 	}
 	return !(never & ACCESS_READ);
