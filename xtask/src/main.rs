@@ -69,6 +69,10 @@ enum Bench {
         /// its CPU went (by program, and the top symbols).
         #[arg(long)]
         perf: bool,
+        /// vCPUs of the VM (QEMU TCG runs one host thread for each): the daemon and the
+        /// workers share them.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=8))]
+        vcpus: u8,
         /// Arguments passed to the benchmark binary (after `--`).
         #[arg(last = true)]
         args: Vec<String>,
@@ -103,9 +107,9 @@ fn try_main() -> anyhow::Result<()> {
         Command::VmTest(opts) => vm::vm_test(&opts),
         Command::Demo(args) => demo::run(args),
         Command::Bench { bench: Bench::Open { vm, clock, args } } => {
-            vm::bench(&vm, &vm::BENCH_OPEN, clock.guest_clock(), &args, None)
+            vm::bench(&vm, &vm::BENCH_OPEN, clock.guest_clock(), &args, None, 1)
         }
-        Command::Bench { bench: Bench::Daemon { vm, sessions, rounds, perf, args } } => {
+        Command::Bench { bench: Bench::Daemon { vm, sessions, rounds, perf, vcpus, args } } => {
             let mut all = vec!["--sessions".to_string(), sessions, "--rounds".into(), rounds.to_string()];
             let profile = perf.then_some(std::path::Path::new(vm::PERF));
             if let Some(p) = profile {
@@ -113,7 +117,7 @@ fn try_main() -> anyhow::Result<()> {
                 all.push("--perf".into());
             }
             all.extend(args);
-            vm::bench(&vm, &vm::BENCH_DAEMON, vm::qemu::GuestClock::Host, &all, profile)
+            vm::bench(&vm, &vm::BENCH_DAEMON, vm::qemu::GuestClock::Host, &all, profile, vcpus)
         }
         Command::Bench { bench: Bench::Agents { vm, perf } } => {
             if perf {

@@ -419,7 +419,10 @@ fn run_load(a: &BenchArgs, pincer: &Path, l: &Load) -> Result<(), String> {
     );
     println!("  session creation (mean, sequential)      {create_ms:>10.2} ms");
     println!("  daemon peak RSS (VmHWM)                  {:>10.1} MiB (VmRSS after import, before the sessions: {:.1} MiB)", hwm as f64 / 1024.0, rss_idle as f64 / 1024.0);
-    println!("note: under QEMU TCG (software emulation, one vCPU shared by the daemon and every worker) these figures are indicative only.");
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!(
+        "note: under QEMU TCG (software emulation, {cpus} vCPU(s) shared by the daemon and every worker) these figures are indicative only."
+    );
     if let Some(p) = profile {
         print!("{p}");
     }

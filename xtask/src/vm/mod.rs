@@ -615,8 +615,8 @@ pub fn bench_args(bench: &Bench, pincer: Option<&Path>, clock: qemu::GuestClock,
 /// `cargo xtask bench <command>`: runs the benchmark binary in the VM (the newest kernel by
 /// default) with the guest clock `clock` and relays what it prints.
 /// `profile` is the host's `perf`, packed into the initramfs at the same path for a benchmark
-/// that profiles itself (`pincer-bench-daemon --perf`).
-pub fn bench(opts: &VmOptions, bench: &Bench, clock: qemu::GuestClock, args: &[String], profile: Option<&Path>) -> Result<()> {
+/// that profiles itself (`pincer-bench-daemon --perf`). The VM has `cpus` vCPUs.
+pub fn bench(opts: &VmOptions, bench: &Bench, clock: qemu::GuestClock, args: &[String], profile: Option<&Path>, cpus: u8) -> Result<()> {
     let source = workspace_root().join("tests/src/bin").join(format!("{}.rs", bench.name));
     if !source.is_file() {
         bail!("the benchmark binary `{}` does not exist ({} is missing); nothing to run", bench.name, source.display());
@@ -662,7 +662,7 @@ pub fn bench(opts: &VmOptions, bench: &Bench, clock: qemu::GuestClock, args: &[S
                     bench.command, kernel.release
                 ),
             }
-            let job = VmJob { share_host: false, ..VmJob::new(kernel, 1, names.clone(), false) };
+            let job = VmJob { share_host: false, ..VmJob::new(kernel, cpus.max(1), names.clone(), false) };
             let r = run_on(&job, &initrd, opts, Echo::ProgramOutput, clock, "")?;
             if !r.passed {
                 failed += 1;
