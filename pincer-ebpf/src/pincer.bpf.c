@@ -2195,11 +2195,12 @@ struct carry_ctx {
 	__u64 template;
 	__u64 ino;
 	__u32 dev;
-	__u32 count;  /* names copied */
 	__u32 failed; /* an entry could not be written */
 };
 
-static long carry_name(struct bpf_map *map, struct name_key *key, __u32 *value, struct carry_ctx *c)
+/* Copies an entry of the template, in the map it is in (the never names or
+ * the carries), to the new directory's key. */
+static long carry_entry(struct bpf_map *map, struct name_key *key, void *value, struct carry_ctx *c)
 {
 	if (key->dev != NEVER_CARRY_DEV || key->ino != c->template)
 		return 0;
@@ -2207,22 +2208,7 @@ static long carry_name(struct bpf_map *map, struct name_key *key, __u32 *value, 
 
 	nk.dev = c->dev;
 	nk.ino = c->ino;
-	if (bpf_map_update_elem(&MAP_NEVER_NAMES, &nk, value, BPF_ANY))
-		c->failed = 1;
-	else
-		c->count++;
-	return 0;
-}
-
-static long carry_carry(struct bpf_map *map, struct name_key *key, __u64 *value, struct carry_ctx *c)
-{
-	if (key->dev != NEVER_CARRY_DEV || key->ino != c->template)
-		return 0;
-	struct name_key nk = *key;
-
-	nk.dev = c->dev;
-	nk.ino = c->ino;
-	if (bpf_map_update_elem(&MAP_NEVER_CARRY, &nk, value, BPF_ANY))
+	if (bpf_map_update_elem(map, &nk, value, BPF_ANY))
 		c->failed = 1;
 	return 0;
 }
@@ -2262,8 +2248,8 @@ static __always_inline void carry_reserved(struct inode *dir, struct dentry *den
 		return;
 	struct carry_ctx c = { .template = *template, .ino = inode->i_ino, .dev = inode->i_sb->s_dev };
 
-	bpf_for_each_map_elem(&MAP_NEVER_NAMES, carry_name, &c, 0);
-	bpf_for_each_map_elem(&MAP_NEVER_CARRY, carry_carry, &c, 0);
+	bpf_for_each_map_elem(&MAP_NEVER_NAMES, carry_entry, &c, 0);
+	bpf_for_each_map_elem(&MAP_NEVER_CARRY, carry_entry, &c, 0);
 	if (c.failed)
 		return;
 	struct object_key ok = { .ino = c.ino, .dev = c.dev };
@@ -2715,14 +2701,8 @@ static long forget_grants(struct bpf_map *map, struct session_key *key, struct s
 	return 0;
 }
 
-static long forget_name_of_dir(struct bpf_map *map, struct name_key *key, __u32 *value, struct freed *f)
-{
-	if (key->ino == f->ino && key->dev == f->dev)
-		bpf_map_delete_elem(map, key);
-	return 0;
-}
-
-static long forget_carry_of_dir(struct bpf_map *map, struct name_key *key, __u64 *value, struct freed *f)
+/* Forgets an entry (a never name or a carry) keyed by the freed directory. */
+static long forget_name_of_dir(struct bpf_map *map, struct name_key *key, void *value, struct freed *f)
 {
 	if (key->ino == f->ino && key->dev == f->dev)
 		bpf_map_delete_elem(map, key);
@@ -2764,7 +2744,7 @@ int BPF_PROG(pincer_inode_free_security, struct inode *inode)
 
 	if (mark && (*mark & NEVER_DIR_CARRIED)) {
 		bpf_for_each_map_elem(&MAP_NEVER_NAMES, forget_name_of_dir, &f, 0);
-		bpf_for_each_map_elem(&MAP_NEVER_CARRY, forget_carry_of_dir, &f, 0);
+		bpf_for_each_map_elem(&MAP_NEVER_CARRY, forget_name_of_dir, &f, 0);
 		bpf_map_delete_elem(&MAP_NEVER_DIRS, &ok);
 	}
 	return 0;
@@ -2784,14 +2764,7 @@ static long forget_grant_of_dev(struct bpf_map *map, struct grant_key *key, __u3
 	return 0;
 }
 
-static long forget_name_of_dev(struct bpf_map *map, struct name_key *key, __u32 *value, __u32 *dev)
-{
-	if (key->dev == *dev)
-		bpf_map_delete_elem(map, key);
-	return 0;
-}
-
-static long forget_carry_of_dev(struct bpf_map *map, struct name_key *key, __u64 *value, __u32 *dev)
+static long forget_name_of_dev(struct bpf_map *map, struct name_key *key, void *value, __u32 *dev)
 {
 	if (key->dev == *dev)
 		bpf_map_delete_elem(map, key);
@@ -2809,7 +2782,7 @@ int BPF_PROG(pincer_sb_free_security, struct super_block *sb)
 	bpf_for_each_map_elem(&MAP_NEVER_DIRS, forget_object_of_dev, &dev, 0);
 	bpf_for_each_map_elem(&MAP_ROOTS, forget_object_of_dev, &dev, 0);
 	bpf_for_each_map_elem(&MAP_NEVER_NAMES, forget_name_of_dev, &dev, 0);
-	bpf_for_each_map_elem(&MAP_NEVER_CARRY, forget_carry_of_dev, &dev, 0);
+	bpf_for_each_map_elem(&MAP_NEVER_CARRY, forget_name_of_dev, &dev, 0);
 	bpf_for_each_map_elem(&MAP_EXACT, forget_grant_of_dev, &dev, 0);
 	bpf_for_each_map_elem(&MAP_SUBTREE, forget_grant_of_dev, &dev, 0);
 	return 0;

@@ -1034,19 +1034,17 @@ fn seed_literal_with(seeds: &mut Seeds, path: &Path, access: u32, object: &dyn F
         }
         at = parent;
     };
-    missing.reverse();
+    // `missing` runs from the place up: the place's own name first.
+    let (place, between) = missing.split_first().expect("the place's own name");
     let (mut dir, mut prefix) = (base, base_path.to_path_buf());
-    for (i, name) in missing.iter().enumerate() {
-        if i + 1 == missing.len() {
-            seeds.name(dir, name, access);
-            break;
-        }
+    for name in between.iter().rev() {
         prefix.push(name);
         let template = template_id(&prefix);
         seeds.name(dir, name, pincer_common::NEVER_RESERVED);
         seeds.carry(dir, name, template);
         dir = ObjectId { dev: pincer_common::NEVER_CARRY_DEV, ino: template };
     }
+    seeds.name(dir, place, access);
 }
 
 /// The id of the template of names a directory made at `path` gets (see

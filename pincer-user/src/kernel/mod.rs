@@ -953,11 +953,6 @@ impl Enforcer {
         self.renew_policy()
     }
 
-    /// The template a `mkdir` of `name` in `dir` carries (see [`Enforcer::add_never_carry`]).
-    pub fn never_carry(&self, dir: ObjectId, name: &OsStr) -> Result<Option<u64>, KernelError> {
-        self.maps.never_carry.get(&name_key(dir, name)?)
-    }
-
     /// Removes the never-grantable entry of `name` in `dir`.
     pub fn remove_never_name(&mut self, dir: ObjectId, name: &OsStr) -> Result<(), KernelError> {
         let key = name_key(dir, name)?;
