@@ -1214,6 +1214,16 @@ static __noinline void verdict_put(const struct session *s, struct dentry *obj, 
 	bpf_spin_unlock(&wc->lock);
 }
 
+/* The session's exact grant on object (ino, dev), 0 if none. A subprogram:
+ * its key is not on the rename hook's frame. */
+static __noinline __u32 exact_bits(__u64 session, __u64 ino, __u32 dev)
+{
+	struct grant_key gk = { .session = session, .ino = ino, .dev = dev };
+	__u32 *bits = bpf_map_lookup_elem(&MAP_EXACT, &gk);
+
+	return bits ? *bits : 0;
+}
+
 /* Looks up the segment of directory `dir` (dentry `dir_d`, reached through
  * w->mnt) for a check of `obj`. On a hit, leaves in w: never, granted and
  * protected as the walk from `dir` to the top gave them, levels, names_here,
@@ -1245,13 +1255,7 @@ static __noinline int segment_lookup(const struct session *s, struct inode *dir,
 		w->collect = 1;
 		return CACHE_FILL;
 	}
-	w->exact = 0;
-	if (obj) {
-		struct grant_key gk = { .session = s->id, .ino = obj->i_ino, .dev = obj->i_sb->s_dev };
-		__u32 *bits = bpf_map_lookup_elem(&MAP_EXACT, &gk);
-
-		w->exact = bits ? *bits : 0;
-	}
+	w->exact = obj ? exact_bits(s->id, obj->i_ino, obj->i_sb->s_dev) : 0;
 	w->never = seg.never;
 	w->granted = seg.subtree;
 	w->protected = seg.flags & SLOT_ROOT;
@@ -1276,13 +1280,7 @@ static __noinline int cache_fill(const struct session *s, struct inode *dir, str
 		return 0;
 	struct object_key ok = { .ino = dir->i_ino, .dev = dir->i_sb->s_dev };
 
-	w->exact = 0;
-	if (obj) {
-		struct grant_key gk = { .session = s->id, .ino = obj->i_ino, .dev = obj->i_sb->s_dev };
-		__u32 *bits = bpf_map_lookup_elem(&MAP_EXACT, &gk);
-
-		w->exact = bits ? *bits : 0;
-	}
+	w->exact = obj ? exact_bits(s->id, obj->i_ino, obj->i_sb->s_dev) : 0;
 	w->names_here = bpf_map_lookup_elem(&MAP_NEVER_DIRS, &ok) ? SLOT_NAMES_HERE : 0;
 
 	v.session = s->id;
@@ -1995,16 +1993,6 @@ static __noinline __u32 place_bits(struct walk *w, __u64 session, struct dentry 
 	w->collect = 1;
 	walk_up(w);
 	return w->granted;
-}
-
-/* The session's exact grant on object (ino, dev), 0 if none. A subprogram:
- * its key is not on the rename hook's frame. */
-static __noinline __u32 exact_bits(__u64 session, __u64 ino, __u32 dev)
-{
-	struct grant_key gk = { .session = session, .ino = ino, .dev = dev };
-	__u32 *bits = bpf_map_lookup_elem(&MAP_EXACT, &gk);
-
-	return bits ? *bits : 0;
 }
 
 /* A rename across directories may not widen what the session can do to what
