@@ -12,6 +12,7 @@ use crate::Access;
 use std::process::ExitCode;
 
 mod fleet;
+mod pipeline;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -71,6 +72,24 @@ enum What {
         /// Configuration whose `[store]` names the PostgreSQL database.
         #[arg(long)]
         config: Option<std::path::PathBuf>,
+    },
+    /// The daemon's CPU time per decision on the host: its actor over the enforcer's maps in
+    /// memory, taught from a persona as `cargo xtask bench daemon` teaches the daemon,
+    /// `--sessions` sessions each making `--rounds` tool requests and kernel misses at once.
+    Pipeline {
+        /// The corpus persona (default: `software-dev` of the corpus found as `pincer eval`
+        /// finds it).
+        #[arg(long)]
+        persona: Option<std::path::PathBuf>,
+        /// Concurrent sessions.
+        #[arg(long, default_value_t = 32)]
+        sessions: usize,
+        /// Rounds per session (one tool request and one kernel miss each).
+        #[arg(long, default_value_t = 20)]
+        rounds: usize,
+        /// Worker threads of the daemon's runtime.
+        #[arg(long, default_value_t = 1)]
+        threads: usize,
     },
     /// One daemon of `pincer bench fleet` (over maps in memory: it enforces nothing).
     #[command(hide = true)]
@@ -381,6 +400,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         What::Fleet { daemons, sessions, decisions, history, config } => {
             anyhow::ensure!(daemons > 0 && sessions > 0 && decisions > 0, "--daemons, --sessions and --decisions must be at least 1");
             fleet::bench(daemons, sessions, decisions, history, config.as_deref())?;
+        }
+        What::Pipeline { persona, sessions, rounds, threads } => {
+            anyhow::ensure!(sessions > 0 && rounds > 0 && threads > 0, "--sessions, --rounds and --threads must be at least 1");
+            let persona = match persona {
+                Some(p) => p,
+                None => super::eval::default_corpus().map(|c| c.join("software-dev")).ok_or_else(|| anyhow::anyhow!("no corpus/ folder found; pass --persona DIR"))?,
+            };
+            pipeline::bench(&persona, sessions, rounds, threads)?;
         }
         What::FleetDaemon { config } => fleet::daemon(&config)?,
         What::FleetWorker { socket, ws, count, seed } => fleet::worker(&socket, &ws, count, seed)?,

@@ -60,7 +60,7 @@ enum EvalDecider {
 
 /// The default corpus: `corpus/` in the current folder or one of its parents, else the one
 /// beside the crate this binary was built from.
-fn default_corpus() -> Option<PathBuf> {
+pub(super) fn default_corpus() -> Option<PathBuf> {
     if let Ok(cwd) = std::env::current_dir() {
         for d in cwd.ancestors() {
             let c = d.join("corpus");
