@@ -90,6 +90,9 @@ enum What {
         /// Worker threads of the daemon's runtime.
         #[arg(long, default_value_t = 1)]
         threads: usize,
+        /// The kinds of decision to make (both by default; one alone, e.g. to profile it).
+        #[arg(long, value_enum, value_delimiter = ',', default_value = "tool,miss")]
+        kinds: Vec<pipeline::Kind>,
     },
     /// One daemon of `pincer bench fleet` (over maps in memory: it enforces nothing).
     #[command(hide = true)]
@@ -401,13 +404,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             anyhow::ensure!(daemons > 0 && sessions > 0 && decisions > 0, "--daemons, --sessions and --decisions must be at least 1");
             fleet::bench(daemons, sessions, decisions, history, config.as_deref())?;
         }
-        What::Pipeline { persona, sessions, rounds, threads } => {
+        What::Pipeline { persona, sessions, rounds, threads, kinds } => {
             anyhow::ensure!(sessions > 0 && rounds > 0 && threads > 0, "--sessions, --rounds and --threads must be at least 1");
             let persona = match persona {
                 Some(p) => p,
                 None => super::eval::default_corpus().map(|c| c.join("software-dev")).ok_or_else(|| anyhow::anyhow!("no corpus/ folder found; pass --persona DIR"))?,
             };
-            pipeline::bench(&persona, sessions, rounds, threads)?;
+            pipeline::bench(&persona, sessions, rounds, threads, &kinds)?;
         }
         What::FleetDaemon { config } => fleet::daemon(&config)?,
         What::FleetWorker { socket, ws, count, seed } => fleet::worker(&socket, &ws, count, seed)?,

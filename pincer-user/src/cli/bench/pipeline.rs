@@ -121,6 +121,15 @@ fn read_miss(ws: &Path, s: &SessionInfo, rel: &str) -> anyhow::Result<Miss> {
     })
 }
 
+/// A kind of decision the bench makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Kind {
+    /// Tool requests.
+    Tool,
+    /// Kernel misses.
+    Miss,
+}
+
 /// What one kind of decision measured.
 #[derive(Default)]
 struct Tally {
@@ -144,7 +153,7 @@ impl Tally {
 }
 
 /// Runs `pincer bench pipeline`.
-pub fn bench(persona: &Path, sessions: usize, rounds: usize, daemon_threads: usize) -> anyhow::Result<()> {
+pub fn bench(persona: &Path, sessions: usize, rounds: usize, daemon_threads: usize, kinds: &[Kind]) -> anyhow::Result<()> {
     let workspace = persona.join("workspace");
     anyhow::ensure!(workspace.is_dir(), "{} is no persona folder (no workspace/)", persona.display());
     let dir = tempfile::tempdir()?;
@@ -214,54 +223,58 @@ pub fn bench(persona: &Path, sessions: usize, rounds: usize, daemon_threads: usi
 
         // Tool requests: every session at once, one request after another.
         let mut tools = Tally::default();
-        let (c0, t0) = (daemon_cpu_ns(), Instant::now());
-        let mut runs = tokio::task::JoinSet::new();
-        for (s, ws) in infos.iter().zip(&roots) {
-            let (tx, peer, ws) = (tx.clone(), Peer { pid: 4242, uid, cgroup: s.cgroup.clone() }, ws.clone());
-            runs.spawn(async move {
-                let mut granted = 0;
-                for k in 0..rounds {
-                    let path = ws.join(tool_file(k)).to_string_lossy().into_owned();
-                    if let Reply::Decision { granted: true, .. } = call(&tx, &peer, Call::Request { path, access: Access::Read, reason: Some(RATIONALE.into()), session: None }).await? {
-                        granted += 1;
+        let mut misses = Tally::default();
+        if kinds.contains(&Kind::Tool) {
+            let (c0, t0) = (daemon_cpu_ns(), Instant::now());
+            let mut runs = tokio::task::JoinSet::new();
+            for (s, ws) in infos.iter().zip(&roots) {
+                let (tx, peer, ws) = (tx.clone(), Peer { pid: 4242, uid, cgroup: s.cgroup.clone() }, ws.clone());
+                runs.spawn(async move {
+                    let mut granted = 0;
+                    for k in 0..rounds {
+                        let path = ws.join(tool_file(k)).to_string_lossy().into_owned();
+                        if let Reply::Decision { granted: true, .. } = call(&tx, &peer, Call::Request { path, access: Access::Read, reason: Some(RATIONALE.into()), session: None }).await? {
+                            granted += 1;
+                        }
                     }
-                }
-                anyhow::Ok(granted)
-            });
+                    anyhow::Ok(granted)
+                });
+            }
+            while let Some(r) = runs.join_next().await {
+                tools.granted += r??;
+            }
+            (tools.wall, tools.cpu_ns, tools.decisions) = (t0.elapsed(), daemon_cpu_ns() - c0, sessions * rounds);
         }
-        while let Some(r) = runs.join_next().await {
-            tools.granted += r??;
-        }
-        (tools.wall, tools.cpu_ns, tools.decisions) = (t0.elapsed(), daemon_cpu_ns() - c0, sessions * rounds);
 
         // Kernel misses: every session at once, each miss waited for until its grant is in.
-        let mut misses = Tally::default();
-        let (c0, t0) = (daemon_cpu_ns(), Instant::now());
-        let mut runs = tokio::task::JoinSet::new();
-        for (s, ws) in infos.iter().zip(&roots) {
-            let (tx, probe, s, ws) = (tx.clone(), maps.enforcer(), s.clone(), ws.clone());
-            runs.spawn(async move {
-                let mut granted = 0;
-                for k in 0..rounds {
-                    let m = read_miss(&ws, &s, &miss_file(k))?;
-                    let target = m.target(Access::Read);
-                    tx.send(Cmd::Miss(m)).await.map_err(|_| anyhow::anyhow!("the actor ended"))?;
-                    let until = Instant::now() + MISS_WAIT;
-                    while Instant::now() < until {
-                        if probe.holds_for_name(s.cgroup_id, target, Access::Read, false).unwrap_or(false) {
-                            granted += 1;
-                            break;
+        if kinds.contains(&Kind::Miss) {
+            let (c0, t0) = (daemon_cpu_ns(), Instant::now());
+            let mut runs = tokio::task::JoinSet::new();
+            for (s, ws) in infos.iter().zip(&roots) {
+                let (tx, probe, s, ws) = (tx.clone(), maps.enforcer(), s.clone(), ws.clone());
+                runs.spawn(async move {
+                    let mut granted = 0;
+                    for k in 0..rounds {
+                        let m = read_miss(&ws, &s, &miss_file(k))?;
+                        let target = m.target(Access::Read);
+                        tx.send(Cmd::Miss(m)).await.map_err(|_| anyhow::anyhow!("the actor ended"))?;
+                        let until = Instant::now() + MISS_WAIT;
+                        while Instant::now() < until {
+                            if probe.holds_for_name(s.cgroup_id, target, Access::Read, false).unwrap_or(false) {
+                                granted += 1;
+                                break;
+                            }
+                            tokio::time::sleep(Duration::from_micros(200)).await;
                         }
-                        tokio::time::sleep(Duration::from_micros(200)).await;
                     }
-                }
-                anyhow::Ok(granted)
-            });
+                    anyhow::Ok(granted)
+                });
+            }
+            while let Some(r) = runs.join_next().await {
+                misses.granted += r??;
+            }
+            (misses.wall, misses.cpu_ns, misses.decisions) = (t0.elapsed(), daemon_cpu_ns() - c0, sessions * rounds);
         }
-        while let Some(r) = runs.join_next().await {
-            misses.granted += r??;
-        }
-        (misses.wall, misses.cpu_ns, misses.decisions) = (t0.elapsed(), daemon_cpu_ns() - c0, sessions * rounds);
 
         for s in &infos {
             call(&tx, &outside, Call::EndSession { session: s.session.clone() }).await?;
@@ -272,7 +285,11 @@ pub fn bench(persona: &Path, sessions: usize, rounds: usize, daemon_threads: usi
     daemon_rt.block_on(actor)?;
     println!("daemon cpu: the daemon runtime's threads' time on a CPU (schedstat), per decision");
     println!("{:<14} {:>6} {:>8} {:>12} {:>14}", "kind", "n", "granted", "decisions/s", "cpu us/decision");
-    tools.print("tool request");
-    misses.print("kernel miss");
+    if kinds.contains(&Kind::Tool) {
+        tools.print("tool request");
+    }
+    if kinds.contains(&Kind::Miss) {
+        misses.print("kernel miss");
+    }
     Ok(())
 }
