@@ -101,32 +101,59 @@ impl fmt::Debug for SecretKey {
     }
 }
 
-/// The sanitized form of one name segment: `t` followed by hex digits.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-pub struct Token(String);
+/// Bytes of a token's text: `t` and [`TOKEN_HEX`] hex digits.
+const TOKEN_LEN: usize = 1 + TOKEN_HEX;
+
+/// The sanitized form of one name segment: `t` followed by hex digits. Every token has the
+/// same length, so it is held inline (a copy allocates nothing) and compares, orders and
+/// prints as its text does.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Token([u8; TOKEN_LEN]);
 
 impl Token {
     /// The token's text.
     pub fn as_str(&self) -> &str {
-        &self.0
+        std::str::from_utf8(&self.0).expect("a token is ASCII")
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Token").field(&self.as_str()).finish()
     }
 }
 
 impl fmt::Display for Token {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
+    }
+}
+
+impl serde::Serialize for Token {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_newtype_struct("Token", self.as_str())
     }
 }
 
 /// A sanitized path: one token per segment, plus the extension token of each segment that
 /// has an extension. Only a [`Sanitizer`] can make one.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct SanitizedPath {
     segs: Vec<Token>,
     exts: Vec<Option<Token>>,
     words: Vec<Vec<Token>>,
     shapes: Vec<Option<Token>>,
     dir: bool,
+}
+
+/// Hashes the segment tokens and the directory mark only: the other fields are made from
+/// the same segments, so equal paths still hash alike, and a lookup of a path in the twin's
+/// indexes hashes a quarter of the tokens.
+impl std::hash::Hash for SanitizedPath {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.segs.hash(state);
+        self.dir.hash(state);
+    }
 }
 
 impl SanitizedPath {
@@ -376,11 +403,54 @@ fn is_fanout(name: &str) -> bool {
     name.len() == 2 && name.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
+/// Domains of the PRF ([`Sanitizer::prf`]'s first argument): segment, extension, word, shape.
+const DOMAINS: usize = 4;
+/// Most inputs remembered per table of a [`Memo`]; a full table is emptied and fills again.
+const MEMO_MAX: usize = 1 << 16;
+/// Most paths remembered ([`Memo::paths`]; a sanitized path is a few hundred bytes).
+const MEMO_PATHS_MAX: usize = 1 << 14;
+
+/// A table of a [`Memo`]: outputs by input.
+type MemoTable<T> = std::sync::Mutex<std::collections::HashMap<Box<str>, T>>;
+
+/// What a sanitizer has computed, by input: the tokens of each PRF domain and whole
+/// sanitized paths. The PRF is a pure function of the key, the domain and the input (and a
+/// sanitized path of the path and the PRF), so a remembered output is the output the
+/// sanitizer would compute again: nothing here can go stale. It belongs to one key: it is
+/// made with the sanitizer's HMAC ([`Sanitizer::new`]) and shared only by clones of that
+/// sanitizer, which hold the same key. Outputs are not secret (deciders see them); the
+/// inputs are names the twin holds anyway, and never leave it.
+#[derive(Default)]
+struct Memo {
+    tokens: [MemoTable<Token>; DOMAINS],
+    paths: MemoTable<SanitizedPath>,
+}
+
+/// The output remembered for `input` in `table`, or `make`'s, remembered (a full table,
+/// `max` inputs, is emptied first).
+fn remembered<T: Clone>(table: &MemoTable<T>, max: usize, input: &str, make: impl FnOnce() -> T) -> T {
+    let lock = || table.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(t) = lock().get(input) {
+        return t.clone();
+    }
+    let t = make();
+    let mut table = lock();
+    if table.len() >= max {
+        table.clear();
+    }
+    table.insert(input.into(), t.clone());
+    t
+}
+
 /// The keyed PRF over names. Holds the key; hands out only tokens.
 #[derive(Clone)]
 pub struct Sanitizer {
     /// HMAC-SHA-256 keyed once: its inner and outer pads are hashed here, not per token.
     mac: Hmac<Sha256>,
+    /// Tokens and paths already computed under this key (a decision sanitizes the same
+    /// path twice, and the same folder and word names again and again; one PRF is two
+    /// SHA-256 blocks).
+    memo: std::sync::Arc<Memo>,
 }
 
 impl fmt::Debug for Sanitizer {
@@ -392,7 +462,7 @@ impl fmt::Debug for Sanitizer {
 impl Sanitizer {
     /// A sanitizer with the given key.
     pub fn new(key: SecretKey) -> Self {
-        Sanitizer { mac: <Hmac<Sha256> as Mac>::new_from_slice(&key.0).expect("HMAC takes any key length") }
+        Sanitizer { mac: <Hmac<Sha256> as Mac>::new_from_slice(&key.0).expect("HMAC takes any key length"), memo: Default::default() }
     }
 
     /// Loads the key from `path`, or creates the file (mode 0600, fresh random key) if it
@@ -432,14 +502,21 @@ impl Sanitizer {
         }
     }
 
+    /// The token of `s` in `domain` (remembered: [`Memo`]).
     fn prf(&self, domain: u8, s: &str) -> Token {
+        remembered(&self.memo.tokens[usize::from(domain)], MEMO_MAX, s, || self.prf_uncached(domain, s))
+    }
+
+    /// The PRF itself: `t` and the first [`TOKEN_HEX`] hex digits of
+    /// HMAC-SHA-256(key, domain || s).
+    fn prf_uncached(&self, domain: u8, s: &str) -> Token {
         let mut mac = self.mac.clone();
         mac.update(&[domain]);
         mac.update(s.as_bytes());
         let out = mac.finalize().into_bytes();
-        let mut t = String::with_capacity(TOKEN_HEX + 1);
-        t.push('t');
-        t.push_str(&hex::encode(&out[..TOKEN_HEX / 2]));
+        let mut t = [0u8; TOKEN_LEN];
+        t[0] = b't';
+        hex::encode_to_slice(&out[..TOKEN_HEX / 2], &mut t[1..]).expect("TOKEN_HEX digits fit");
         Token(t)
     }
 
@@ -475,6 +552,11 @@ impl Sanitizer {
     /// Sanitizes a `/`-separated relative path segment by segment. Empty segments and a
     /// leading `./` are dropped; a trailing `/` marks a directory.
     pub fn path(&self, p: &str) -> SanitizedPath {
+        remembered(&self.memo.paths, MEMO_PATHS_MAX, p, || self.path_uncached(p))
+    }
+
+    /// [`Sanitizer::path`], computed.
+    fn path_uncached(&self, p: &str) -> SanitizedPath {
         let dir = p.ends_with('/');
         let mut segs = Vec::new();
         let mut exts = Vec::new();
@@ -545,6 +627,25 @@ mod tests {
 
     fn s(k: u8) -> Sanitizer {
         Sanitizer::new(SecretKey::from_bytes([k; KEY_LEN]))
+    }
+
+    #[test]
+    fn remembered_tokens_and_paths_are_the_ones_computed_under_the_same_key() {
+        let (a, b) = (s(1), s(2));
+        for p in ["projects/ledger/src/main.rs", "notes/", ".git/objects/88/7242aa0c1d9e3f4b5a6c7d8e9f0a1b2c3d4e5f60", "a/b.tar.gz"] {
+            for _ in 0..2 {
+                assert_eq!(a.path(p), a.path_uncached(p), "{p}");
+                assert_eq!(a.clone().path(p), a.path_uncached(p), "a clone shares the key and what it remembers");
+                assert_eq!(b.path(p), b.path_uncached(p), "another key remembers its own");
+            }
+            assert_ne!(a.path(p), b.path(p));
+        }
+        for d in 0..DOMAINS as u8 {
+            assert_eq!(a.prf(d, "ledger"), a.prf_uncached(d, "ledger"));
+            assert_eq!(a.prf(d, "ledger"), a.prf_uncached(d, "ledger"));
+        }
+        assert_eq!(a.prf(0, "x").as_str().len(), TOKEN_LEN);
+        assert_eq!(format!("{:?}", a.prf(0, "x")), format!("Token({:?})", a.prf(0, "x").as_str()));
     }
 
     #[test]

@@ -377,7 +377,9 @@ pub struct Batch(Vec<Ballot>);
 impl Batch {
     /// The batch of `ballots`, in the order the requests arrived.
     pub fn new(mut ballots: Vec<Ballot>) -> Self {
-        let pending: Vec<EarlierRequest> = ballots.iter().map(Ballot::pending).collect();
+        // The last request is no earlier request of any other in the batch.
+        let before_last = ballots.len().saturating_sub(1);
+        let pending: Vec<EarlierRequest> = ballots[..before_last].iter().map(Ballot::pending).collect();
         for (i, b) in ballots.iter_mut().enumerate().skip(1) {
             Arc::make_mut(&mut b.earlier).extend(pending[..i].iter().cloned());
         }

@@ -98,8 +98,13 @@ impl PrecommittedPolicy {
         let candidates = (!self.globbed.is_empty()).then(|| (globset::Candidate::new(p), globset::Candidate::new(path)));
         for i in literal.chain(self.globbed.iter().copied()) {
             let e = &self.entries[i];
+            // An entry of another access is passed over before its glob is matched (the
+            // glob's result would not count); a path without a trailing `/` is one form.
+            if self.matchers[i].is_some() && !e.access.contains(&access) {
+                continue;
+            }
             let hit = match (&self.matchers[i], &candidates) {
-                (Some(m), Some((cp, cpath))) => m.is_match_candidate(cp) || m.is_match_candidate(cpath),
+                (Some(m), Some((cp, cpath))) => m.is_match_candidate(cp) || (p.len() != path.len() && m.is_match_candidate(cpath)),
                 (Some(m), None) => m.is_match(p) || m.is_match(path),
                 (None, _) => {
                     // `p` and `path` may be the same key: each literal entry counts once.
