@@ -291,8 +291,11 @@ static __always_inline int current_session(struct session *s)
 		struct session_value *outer_v = 0, *inner_v = 0;
 		__u64 outer = 0, inner = 0;
 
-		for (int level = 0; level < MAX_CGROUP_LEVELS; level++) {
-			if (!(levels & (1u << level)))
+		/* `left`: the levels from this one down (none left: done). */
+		__u32 left = levels;
+
+		for (int level = 0; level < MAX_CGROUP_LEVELS && left; level++, left >>= 1) {
+			if (!(left & 1))
 				continue;
 			__u64 a = bpf_get_current_ancestor_cgroup_id(level);
 
@@ -954,6 +957,19 @@ struct stamp {
 	__u32 mount_seq;
 };
 
+/* A kernel address as a read-only pointer to kernel type `btf_id` (Linux 6.2;
+ * the verifier makes the call a plain move from 6.3): loads through it are
+ * single instructions with an exception fixup, where bpf_probe_read_kernel
+ * is a helper call of about a hundred instructions. Resolved by the loader
+ * like the hold's kfuncs (pincer-user's kernel::kfunc); on a kernel without
+ * it the call's id is 0 and HAVE_RDONLY_CAST is 0, so the verifier removes
+ * the call as dead code and the probe reads run. */
+extern void *bpf_rdonly_cast(const void *obj__ign, __u32 btf_id__k);
+
+/* 1 when the loader found bpf_rdonly_cast in the kernel's BTF (a read-only
+ * global: the verifier knows its value and prunes the branch not taken). */
+const volatile __u32 HAVE_RDONLY_CAST = 0;
+
 /* Reads the current stamps; 0 when nothing may be cached (the addresses are
  * unknown, or a rename or mount change is under way). */
 static __always_inline int read_stamp(struct stamp *t)
@@ -964,9 +980,18 @@ static __always_inline int read_stamp(struct stamp *t)
 	if (!g || !g->rename_seq_addr || !g->mount_seq_addr)
 		return 0;
 	t->policy = g->policy;
-	if (bpf_probe_read_kernel(&t->rename_seq, sizeof(t->rename_seq), (const void *)g->rename_seq_addr) ||
-	    bpf_probe_read_kernel(&t->mount_seq, sizeof(t->mount_seq), (const void *)g->mount_seq_addr))
+	if (HAVE_RDONLY_CAST) {
+		struct seqcount *rename = bpf_rdonly_cast((const void *)g->rename_seq_addr,
+							  bpf_core_type_id_kernel(struct seqcount));
+		struct seqcount *mount = bpf_rdonly_cast((const void *)g->mount_seq_addr,
+							 bpf_core_type_id_kernel(struct seqcount));
+
+		t->rename_seq = *(volatile unsigned int *)&rename->sequence;
+		t->mount_seq = *(volatile unsigned int *)&mount->sequence;
+	} else if (bpf_probe_read_kernel(&t->rename_seq, sizeof(t->rename_seq), (const void *)g->rename_seq_addr) ||
+		   bpf_probe_read_kernel(&t->mount_seq, sizeof(t->mount_seq), (const void *)g->mount_seq_addr)) {
 		return 0;
+	}
 	return !((t->rename_seq | t->mount_seq) & 1);
 }
 
@@ -1069,10 +1094,15 @@ static __noinline __u32 file_entries(const struct session *s, struct inode *inod
 		flags |= SLOT_ROOT;
 	packed = never | (__u32)subtree << 8 | (__u32)open << 16 | (__u32)flags << 24;
 
-	struct stamp now;
+	__u32 zero = 0;
 
+	/* A file's own entries are keyed by the object: only the policy
+	 * generation can make them stale (the rename and mount stamps stored
+	 * are the caller's, for the verdict kept in the same slot). */
 	__sync_fetch_and_add(&wc->fence, 1);
-	if (!read_stamp(&now) || now.policy != policy)
+	struct pincer_generation *g = bpf_map_lookup_elem(&MAP_GENERATION, &zero);
+
+	if (!g || g->policy != policy)
 		return packed;
 	bpf_spin_lock(&wc->lock);
 	v = &wc->slot[i];
@@ -2543,12 +2573,17 @@ int BPF_PROG(pincer_path_notify, const struct path *path, __u64 mask, unsigned i
  * has none gets none from a stat (no allocation for each file an `ls -lR`
  * passes): its own never entry is looked up directly. Mirrors cache_decide
  * for the never bits alone: the grants do not matter here. */
-static __always_inline int cached_not_never_read(const struct session *s, struct dentry *d, __u64 mnt, struct walk *w)
+static __always_inline int cached_not_never_read(const struct session *s, struct dentry *d, struct vfsmount *m,
+						  struct walk *w)
 {
-	__u32 known = file_verdict(s, d, mnt);
+	/* The verdict compares the mount as the hook passed it; the segment
+	 * and the walk keep it as a scalar, converted only on their way. */
+	__u32 known = file_verdict(s, d, (__u64)m);
 
 	if (known & VERDICT_NEVER_FOUND)
 		return !((known >> VERDICT_NEVER_SHIFT) & ACCESS_READ);
+	__u64 mnt = scalar_of(m);
+
 	if (!cached_segment(s, d, mnt, 0, w))
 		return 0;
 	struct inode *inode = d->d_inode;
@@ -2581,9 +2616,12 @@ static __always_inline int cached_not_never_read(const struct session *s, struct
 
 /* A read of an object's metadata where its read is never-grantable: refused and
  * reported with `hook` (the dentry's mount, where the hook has one, lets the
- * walk cross mounts). `cached`: the object as a BTF pointer, whose walk cache
- * may answer first; 0: the walk. */
-static __always_inline int never_read_of(struct dentry *cached, __u64 dentry, __u64 mnt, __u32 hook)
+ * walk cross mounts). `cached` and `cached_mnt`: the object and its mount as
+ * the hook's pointers, whose walk cache may answer first (`dentry` and `mnt`
+ * are then taken from them, only if the walk must run); 0: the walk, from
+ * `dentry` and `mnt`. */
+static __always_inline int never_read_of(struct dentry *cached, struct vfsmount *cached_mnt, __u64 dentry, __u64 mnt,
+					 __u32 hook)
 {
 	struct session s;
 	__u32 zero = 0;
@@ -2596,8 +2634,12 @@ static __always_inline int never_read_of(struct dentry *cached, __u64 dentry, __
 		return 0;
 	struct walk w;
 
-	if (cached && cached_not_never_read(&s, cached, mnt, &w))
-		return 0;
+	if (cached) {
+		if (cached_not_never_read(&s, cached, cached_mnt, &w))
+			return 0;
+		dentry = scalar_of(cached);
+		mnt = scalar_of(cached_mnt);
+	}
 	walk_start(&w, &s, dentry, mnt, ACCESS_READ, 0);
 	w.exact_ok = 0;
 	w.subtree_ok = 0;
@@ -2612,7 +2654,7 @@ static __always_inline int never_read_of(struct dentry *cached, __u64 dentry, __
 
 static __always_inline int never_read(__u64 dentry, __u64 mnt, __u32 hook)
 {
-	return never_read_of(0, dentry, mnt, hook);
+	return never_read_of(0, 0, dentry, mnt, hook);
 }
 
 /* stat of a never-grantable object: its size, times and owner tell what a
@@ -2628,7 +2670,7 @@ int BPF_PROG(pincer_inode_getattr, const struct path *path, int ret)
 		return ret;
 	struct dentry *d = path->dentry;
 
-	return never_read_of(d, scalar_of(d), scalar_of(path->mnt), HOOK_INODE_GETATTR);
+	return never_read_of(d, path->mnt, 0, 0, HOOK_INODE_GETATTR);
 }
 
 /* The other reads of metadata: an extended attribute, the list of their names,

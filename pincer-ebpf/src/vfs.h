@@ -21,6 +21,11 @@ struct qstr {
 	const unsigned char *name;
 };
 
+/* rename_lock's and mount_lock's counter (at the start of each seqlock_t). */
+struct seqcount {
+	unsigned int sequence;
+};
+
 struct list_head {
 	struct list_head *next;
 	struct list_head *prev;

@@ -48,6 +48,11 @@ enum Bench {
         vm: vm::VmOptions,
         #[command(flatten)]
         clock: vm::BenchClock,
+        /// Also sample the guest with `perf record` during extra runs of the gated stat and
+        /// exact-grant open cases (after the rounds) and print where their instructions went
+        /// (the Pincer programs, the helpers they call, the hook).
+        #[arg(long)]
+        perf: bool,
         /// Arguments passed to the benchmark binary (after `--`).
         #[arg(last = true)]
         args: Vec<String>,
@@ -106,8 +111,15 @@ fn try_main() -> anyhow::Result<()> {
         Command::Test(args) => test::run(args),
         Command::VmTest(opts) => vm::vm_test(&opts),
         Command::Demo(args) => demo::run(args),
-        Command::Bench { bench: Bench::Open { vm, clock, args } } => {
-            vm::bench(&vm, &vm::BENCH_OPEN, clock.guest_clock(), &args, None, 1)
+        Command::Bench { bench: Bench::Open { vm, clock, perf, args } } => {
+            let profile = perf.then_some(std::path::Path::new(vm::PERF));
+            let mut all = Vec::new();
+            if let Some(p) = profile {
+                anyhow::ensure!(p.is_file(), "--perf needs the host's {} (Debian: `apt-get install linux-perf`)", p.display());
+                all.push("--perf".to_string());
+            }
+            all.extend(args);
+            vm::bench(&vm, &vm::BENCH_OPEN, clock.guest_clock(), &all, profile, 1)
         }
         Command::Bench { bench: Bench::Daemon { vm, sessions, rounds, perf, vcpus, args } } => {
             let mut all = vec!["--sessions".to_string(), sessions, "--rounds".into(), rounds.to_string()];

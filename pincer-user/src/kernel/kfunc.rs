@@ -21,6 +21,21 @@ pub const KFUNCS: [(&str, &str); 7] = [
     ("bpf_get_file_xattr", "6.8"),
 ];
 
+/// The kfunc that reads the cache's stamps without a helper call (Linux 6.2): where the
+/// kernel lacks it, its call gets id 0 and the object's `HAVE_RDONLY_CAST` stays 0, so the
+/// verifier removes the call as dead code and every program loads as before.
+pub const RDONLY_CAST: &str = "bpf_rdonly_cast";
+
+/// Whether the loader resolves calls to `name`: the hold's kfuncs and [`RDONLY_CAST`].
+fn resolved(name: &str) -> bool {
+    name == RDONLY_CAST || KFUNCS.iter().any(|(k, _)| *k == name)
+}
+
+/// Whether `btf` (the running kernel's) has [`RDONLY_CAST`].
+pub fn has_rdonly_cast(btf: &Btf) -> bool {
+    btf.id_by_type_name_kind(RDONLY_CAST, BtfKind::Func).is_ok()
+}
+
 /// `BPF_PSEUDO_KFUNC_CALL`: the call's immediate is a BTF id of a kernel function.
 const BPF_PSEUDO_KFUNC_CALL: u8 = 2;
 /// `BPF_JMP | BPF_CALL`.
@@ -52,7 +67,7 @@ pub fn missing(btf: &Btf) -> Vec<&'static str> {
     KFUNCS.iter().map(|(name, _)| *name).filter(|name| btf.id_by_type_name_kind(name, BtfKind::Func).is_err()).collect()
 }
 
-/// `elf` with every call to a kfunc of [`KFUNCS`] pointed at the function's BTF id as
+/// `elf` with every call to a kfunc of [`KFUNCS`] (and to [`RDONLY_CAST`]) pointed at the function's BTF id as
 /// `id_of` gives it (0 when it gives none: the verifier then refuses the program).
 pub fn resolve(elf: &[u8], id_of: impl Fn(&str) -> Option<u32>) -> Result<Vec<u8>, KfuncError> {
     let file = object::File::parse(elf)?;
@@ -63,7 +78,7 @@ pub fn resolve(elf: &[u8], id_of: impl Fn(&str) -> Option<u32>) -> Result<Vec<u8
             let RelocationTarget::Symbol(index) = reloc.target() else { continue };
             let Ok(symbol) = file.symbol_by_index(index) else { continue };
             let Ok(name) = symbol.name() else { continue };
-            if !symbol.is_undefined() || !KFUNCS.iter().any(|(k, _)| *k == name) {
+            if !symbol.is_undefined() || !resolved(name) {
                 continue;
             }
             let at = usize::try_from(start + offset).unwrap_or(usize::MAX);
@@ -119,7 +134,7 @@ fn extern_funcs_static(btf: &mut [u8]) -> Result<(), KfuncError> {
         let name_off = u32_at(btf, at).ok_or_else(|| bad("truncated type"))? as usize;
         let info = u32_at(btf, at + 4).ok_or_else(|| bad("truncated type"))?;
         let (kind, vlen) = ((info >> 24) & 0x1f, (info & 0xffff) as usize);
-        if kind == KIND_FUNC && vlen as u32 == LINKAGE_EXTERN && name(btf, name_off).is_some_and(|n| KFUNCS.iter().any(|(k, _)| *k == n)) {
+        if kind == KIND_FUNC && vlen as u32 == LINKAGE_EXTERN && name(btf, name_off).is_some_and(|n| resolved(&n)) {
             btf[at + 4..at + 8].copy_from_slice(&(info & !0xffff).to_le_bytes());
         }
         let extra = match kind {
@@ -155,7 +170,7 @@ mod tests {
                 let RelocationTarget::Symbol(index) = reloc.target() else { continue };
                 let symbol = file.symbol_by_index(index).unwrap();
                 let name = symbol.name().unwrap();
-                if symbol.is_undefined() && KFUNCS.iter().any(|(k, _)| *k == name) {
+                if symbol.is_undefined() && resolved(name) {
                     let at = (start + offset) as usize;
                     found.push((name.to_string(), elf[at + 1], u32::from_le_bytes(elf[at + 4..at + 8].try_into().unwrap())));
                 }
@@ -169,13 +184,16 @@ mod tests {
     #[test]
     fn every_kfunc_call_of_the_object_gets_its_id() {
         let elf = pincer_ebpf::PINCER_BPF;
-        let id = |name: &str| KFUNCS.iter().position(|(k, _)| *k == name).map(|i| 1000 + i as u32);
+        let id = |name: &str| {
+            KFUNCS.iter().position(|(k, _)| *k == name).map(|i| 1000 + i as u32).or((name == RDONLY_CAST).then_some(999))
+        };
         let out = resolve(elf, id).expect("the object's kfunc calls resolve");
         assert_eq!(out.len(), elf.len());
         let found = calls(&out);
         for (name, _) in KFUNCS {
             assert!(found.iter().any(|(n, _, _)| n == name), "the held file_open calls {name}");
         }
+        assert!(found.iter().any(|(n, _, _)| n == RDONLY_CAST), "the stamps are read through {RDONLY_CAST}");
         for (name, regs, imm) in &found {
             assert_eq!(*regs, BPF_PSEUDO_KFUNC_CALL << 4, "{name}");
             assert_eq!(Some(*imm), id(name), "{name}");

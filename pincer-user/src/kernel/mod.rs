@@ -629,8 +629,10 @@ impl Enforcer {
         }
         let btf = Btf::from_sys_fs().map_err(|e| KernelError::Btf(e.into()))?;
         let object = kfunc::resolve_for(pincer_ebpf::PINCER_BPF, &btf)?;
+        let rdonly_cast = u32::from(kfunc::has_rdonly_cast(&btf));
         let mut ebpf = EbpfLoader::new()
             .btf(Some(&btf))
+            .override_global("HAVE_RDONLY_CAST", &rdonly_cast, true)
             .map_max_entries(map_names::EVENTS, bytes)
             .load(&object)
             .map_err(|e| KernelError::LoadObject(e.into()))?;

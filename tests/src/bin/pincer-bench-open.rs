@@ -94,6 +94,12 @@ struct Settings {
     /// instruction is 2^N ns of guest time. Only labels the figures.
     #[arg(long, value_name = "N")]
     icount_shift: Option<u8>,
+    /// In the last round, also run the gated exact-grant open and the gated stat of
+    /// opened files under `perf record` of the whole guest (separate runs, after the
+    /// measured ones) and print where their instructions went, by symbol: the Pincer
+    /// programs, the helpers and kfuncs they call, the trampolines and the hook.
+    #[arg(long)]
+    perf: bool,
 }
 
 fn main() -> ExitCode {
@@ -438,6 +444,7 @@ fn try_main(set: Settings) -> Result<(), String> {
     let result = (|| {
         for r in 1..=set.rounds {
             let t = Instant::now();
+            samples.profile = set.perf && r == set.rounds;
             round(&mut samples, &paths, &ops)?;
             let load = samples.load_secs.last().copied().unwrap_or(0.0);
             eprintln!(
@@ -452,6 +459,26 @@ fn try_main(set: Settings) -> Result<(), String> {
     let _ = std::fs::remove_dir_all(&base);
     result?;
     report(&samples, &set, started.elapsed().as_secs_f64());
+    for (case, profile) in &samples.profiles {
+        println!("perf of {case} ({} operations):\n{profile}", PROFILED_OPS);
+    }
+    Ok(())
+}
+
+/// Operations of a profiled run (`--perf`): enough samples at 1999 Hz of the guest clock.
+const PROFILED_OPS: u32 = 200_000;
+
+/// Runs `sample` under `perf record` of the whole guest, if this round profiles, and keeps
+/// the report for `case`.
+fn profiled(s: &mut Samples, case: &'static str, sample: impl FnOnce() -> Result<f64, String>) -> Result<(), String> {
+    if !s.profile {
+        return Ok(());
+    }
+    let profile = pincer_tests::profile::Profile::start(case)?;
+    let ran = sample();
+    let report = profile.report(40)?;
+    ran?;
+    s.profiles.push((case, report));
     Ok(())
 }
 
@@ -553,6 +580,10 @@ struct Samples {
     levels: u32,
     /// Rounds whose load attached the held `file_open` (then the plain cases ran too).
     held_rounds: usize,
+    /// Profile this round's exact open and stat (`--perf`, the last round).
+    profile: bool,
+    /// The profiles taken: (case, report).
+    profiles: Vec<(&'static str, String)>,
 }
 
 impl Samples {
@@ -614,6 +645,7 @@ fn round(s: &mut Samples, p: &Paths, ops: &Ops) -> Result<(), String> {
         s.add(Case::OpenExact, in_child(gated, ops.open, n, || Ok(()))?);
         let exact = with_stats(s, 1, n, || in_child(gated, ops.open, n, || Ok(())))?;
         s.add(Case::OpenExactStats, exact);
+        profiled(s, "(c) gated, exact grant", || in_child(gated, ops.open, PROFILED_OPS, || Ok(())))?;
         enforcer.grant(session, file_id, Scope::Exact, Access::Write).map_err(|e| e.to_string())?;
         s.add(Case::WriteExact, in_child(gated, ops.write, n, || Ok(()))?);
         enforcer.revoke(session, file_id, Scope::Exact, Access::Write).map_err(|e| e.to_string())?;
@@ -647,6 +679,7 @@ fn round(s: &mut Samples, p: &Paths, ops: &Ops) -> Result<(), String> {
         s.add(Case::OpenSubtreeNever, in_child(gated, ops.open, n, || Ok(()))?);
         s.add(Case::StatGatedNever, in_child(gated, ops.stat_each, n, || Ok(()))?);
         with_stats(s, 3, n, || in_child(gated, ops.stat_each, n, || Ok(())))?;
+        profiled(s, "stat, never entries, files opened", || in_child(gated, ops.stat_each, PROFILED_OPS, || Ok(())))?;
         enforcer.revoke(session, top_id, Scope::Subtree, Access::Read).map_err(|e| e.to_string())?;
         enforcer.grant(session, file_id, Scope::Exact, Access::Read).map_err(|e| e.to_string())?;
         s.add(Case::OpenExactNever, in_child(gated, ops.open, n, || Ok(()))?);
