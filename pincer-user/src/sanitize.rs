@@ -406,9 +406,15 @@ fn is_fanout(name: &str) -> bool {
 /// Domains of the PRF ([`Sanitizer::prf`]'s first argument): segment, extension, word, shape.
 const DOMAINS: usize = 4;
 /// Most inputs remembered per table of a [`Memo`]; a full table is emptied and fills again.
-const MEMO_MAX: usize = 1 << 16;
+const MEMO_MAX: usize = 1 << 14;
 /// Most paths remembered ([`Memo::paths`]; a sanitized path is a few hundred bytes).
-const MEMO_PATHS_MAX: usize = 1 << 14;
+const MEMO_PATHS_MAX: usize = 1 << 12;
+/// Longest name (bytes) whose token is remembered: a file name's limit on Linux. Longer
+/// inputs (the worker chooses the names it touches) are computed each time, so the tables
+/// stay within about 20 MB whatever names come.
+const MEMO_NAME_MAX: usize = 255;
+/// Longest path (bytes) whose sanitized form is remembered.
+const MEMO_PATH_MAX: usize = 1024;
 
 /// A table of a [`Memo`]: outputs by input.
 type MemoTable<T> = std::sync::Mutex<std::collections::HashMap<Box<str>, T>>;
@@ -428,7 +434,11 @@ struct Memo {
 
 /// The output remembered for `input` in `table`, or `make`'s, remembered (a full table,
 /// `max` inputs, is emptied first).
-fn remembered<T: Clone>(table: &MemoTable<T>, max: usize, input: &str, make: impl FnOnce() -> T) -> T {
+/// An input longer than `longest` is computed and not remembered.
+fn remembered<T: Clone>(table: &MemoTable<T>, (max, longest): (usize, usize), input: &str, make: impl FnOnce() -> T) -> T {
+    if input.len() > longest {
+        return make();
+    }
     let lock = || table.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some(t) = lock().get(input) {
         return t.clone();
@@ -504,7 +514,7 @@ impl Sanitizer {
 
     /// The token of `s` in `domain` (remembered: [`Memo`]).
     fn prf(&self, domain: u8, s: &str) -> Token {
-        remembered(&self.memo.tokens[usize::from(domain)], MEMO_MAX, s, || self.prf_uncached(domain, s))
+        remembered(&self.memo.tokens[usize::from(domain)], (MEMO_MAX, MEMO_NAME_MAX), s, || self.prf_uncached(domain, s))
     }
 
     /// The PRF itself: `t` and the first [`TOKEN_HEX`] hex digits of
@@ -552,7 +562,7 @@ impl Sanitizer {
     /// Sanitizes a `/`-separated relative path segment by segment. Empty segments and a
     /// leading `./` are dropped; a trailing `/` marks a directory.
     pub fn path(&self, p: &str) -> SanitizedPath {
-        remembered(&self.memo.paths, MEMO_PATHS_MAX, p, || self.path_uncached(p))
+        remembered(&self.memo.paths, (MEMO_PATHS_MAX, MEMO_PATH_MAX), p, || self.path_uncached(p))
     }
 
     /// [`Sanitizer::path`], computed.
@@ -646,6 +656,24 @@ mod tests {
         }
         assert_eq!(a.prf(0, "x").as_str().len(), TOKEN_LEN);
         assert_eq!(format!("{:?}", a.prf(0, "x")), format!("Token({:?})", a.prf(0, "x").as_str()));
+    }
+
+    /// The worker chooses the names it touches: names past a file name's limit are not
+    /// remembered, and a table never holds more than its bound.
+    #[test]
+    fn what_is_remembered_stays_bounded_whatever_names_come() {
+        let a = s(3);
+        let long = "n".repeat(MEMO_NAME_MAX + 1);
+        assert_eq!(a.prf(0, &long), a.prf_uncached(0, &long));
+        let long_path = format!("{}/x", "d/".repeat(MEMO_PATH_MAX));
+        assert_eq!(a.path(&long_path), a.path_uncached(&long_path));
+        let held = |t: &MemoTable<Token>| t.lock().unwrap().len();
+        assert!(!a.memo.tokens[0].lock().unwrap().contains_key(long.as_str()), "a name past the limit is not remembered");
+        assert_eq!(a.memo.paths.lock().unwrap().len(), 0, "a path past the limit is not remembered");
+        for i in 0..MEMO_MAX + 10 {
+            a.prf(1, &format!("name-{i}"));
+        }
+        assert!(held(&a.memo.tokens[1]) <= MEMO_MAX);
     }
 
     #[test]
