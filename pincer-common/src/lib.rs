@@ -278,13 +278,16 @@ pub mod map_names {
     /// ([`NEVER_CARRY_DEV`](super::NEVER_CARRY_DEV) entries of the never names, and of
     /// this map) whose names the new directory gets.
     pub const NEVER_CARRY: &str = "pincer_never_carry";
+    /// `INODE_STORAGE` of the never patterns' cache (read and written only by the
+    /// program: per directory and session, what the patterns match from it to the top).
+    pub const PATTERN_CACHE: &str = "pincer_pattern_cache";
     /// Every map, in a fixed order.
-    pub const ALL: [&str; 16] = [
+    pub const ALL: [&str; 17] = [
         SESSIONS, ROOTS, EXACT, SUBTREE, OPEN, NEVER, NEVER_NAMES, NEVER_DIRS, STATE, GENERATION, WALK_CACHE, EVENTS, DROPS,
-        HOLD, HELD, NEVER_CARRY,
+        HOLD, HELD, NEVER_CARRY, PATTERN_CACHE,
     ];
     /// The C macro naming each map (`#define MAP_SESSIONS pincer_sessions`).
-    pub const C_MACROS: [(&str, &str); 16] = [
+    pub const C_MACROS: [(&str, &str); 17] = [
         ("MAP_SESSIONS", SESSIONS),
         ("MAP_ROOTS", ROOTS),
         ("MAP_EXACT", EXACT),
@@ -301,6 +304,7 @@ pub mod map_names {
         ("MAP_HOLD", HOLD),
         ("MAP_HELD", HELD),
         ("MAP_NEVER_CARRY", NEVER_CARRY),
+        ("MAP_PATTERN_CACHE", PATTERN_CACHE),
     ];
 }
 

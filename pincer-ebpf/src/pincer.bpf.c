@@ -1444,7 +1444,10 @@ struct pattern_ctx {
 	__u32 pending;   /* that entry's value */
 	__u32 own;       /* the current level's value */
 	__u32 matched;   /* bits matched so far that the session's scratch did not lift */
-	__u32 pinned_ok; /* the first level's entry is the checked object (not a new name) */
+	__u32 first;     /* the first level's own value */
+	__u8 pinned_ok;  /* the first level's entry is the checked object (not a new name) */
+	__u8 note;       /* look for the session's scratch at every level, matched or not */
+	__u8 lifted;     /* (with note) a level of the walk is the session's scratch */
 };
 
 /* The value of entry `name` (a kernel string), with `nk` as the key's room:
@@ -1471,6 +1474,8 @@ static long pattern_step(__u64 index, struct pattern_ctx *c)
 	if (!cur)
 		return 1;
 	c->own = pattern_value(&c->k.nk, scalar_of(BPF_CORE_READ(cur, d_name.name)));
+	if (index == 0)
+		c->first = c->own;
 	/* Only the checked object's own entry is pinned, not a directory above. */
 	if (index != 1 || !c->pinned_ok)
 		c->pending &= ~NEVER_PATTERN_PINNED;
@@ -1493,15 +1498,17 @@ static long pattern_step(__u64 index, struct pattern_ctx *c)
 	}
 	struct inode *inode = BPF_CORE_READ(cur, d_inode);
 
-	if (c->matched && inode) {
+	if ((c->matched || c->note) && inode) {
 		__builtin_memset(&c->k.gk, 0, sizeof(c->k.gk));
 		c->k.gk.session = c->session;
 		c->k.gk.ino = BPF_CORE_READ(inode, i_ino);
 		c->k.gk.dev = BPF_CORE_READ(inode, i_sb, s_dev);
 		__u32 *g = bpf_map_lookup_elem(&MAP_SUBTREE, &c->k.gk);
 
-		if (g && (*g & ACCESS_CREATED_BY_SESSION))
+		if (g && (*g & ACCESS_CREATED_BY_SESSION)) {
 			c->matched = 0;
+			c->lifted = 1;
+		}
 	}
 	c->pending = c->own & (NEVER_PATTERN_BITS | (0xffffu << NEVER_PATTERN_MASK_SHIFT));
 	c->prev = scalar_of(BPF_CORE_READ(cur, d_name.name));
@@ -1552,16 +1559,211 @@ __noinline __u32 pattern_walk(__u64 session, __u64 d, __u64 mnt, __u64 child_nam
 	return (m & ACCESS_ALL_BITS) | (m & NEVER_PATTERN_PINNED ? ACCESS_DELETE : 0);
 }
 
-/* The pattern bits of a check that needs `need`, 0 when no pattern has a bit
- * of it (then nothing is read). Without the state entry: walked (fail closed). */
-static __always_inline __u32 pattern_check(const struct session *s, __u64 d, __u64 mnt, __u64 child_name, __u32 need)
+/* ---- The patterns' cache ----
+ *
+ * A walk of the patterns for an entry E of directory D (the checked object,
+ * or a new name) is two parts: E's own level (E's value, and the pair of D's
+ * word with E's name, unless a scratch at D or above lifts them) and what
+ * the walk from D to the top matches for D's own entry and every level above
+ * (`above`), which does not depend on E. `above` is kept per session in D's
+ * inode storage, under the walk cache's three stamps and the mount the walk
+ * went through, with D's word and whether a level from D up is the session's
+ * scratch: a file written or made again in a directory already walked costs
+ * one name lookup instead of a walk to the top. */
+#define PATTERN_LIFTED (1u << 8)     /* a level from D up is the session's scratch */
+#define PATTERN_WORD_SHIFT 16         /* D's own word id */
+#define PATTERN_EXHAUSTED (1u << 31)  /* the walk did not reach the top */
+
+struct pattern_slot {
+	__u64 session;
+	__u64 policy;
+	__u64 mnt;
+	__u32 rename_seq;
+	__u32 mount_seq;
+	__u32 above; /* pattern_above's value */
+	__u32 valid;
+};
+
+/* Two slots per session: a check with no mount (inode hooks: a create) and
+ * one through the file's mount (an open), which would otherwise evict each
+ * other as a file is made and then opened. */
+#define PATTERN_SLOTS (2 * CACHE_SLOTS)
+
+struct pattern_cache {
+	struct bpf_spin_lock lock;
+	__u32 fence;
+	struct pattern_slot slot[PATTERN_SLOTS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_INODE_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct pattern_cache);
+} MAP_PATTERN_CACHE SEC(".maps");
+
+/* `above` for directory `d` (reached through `mnt`): the bits the walk from d
+ * to the top matches for d's own entry and every level above (pinned bits
+ * do not count there), with PATTERN_LIFTED, d's word, or PATTERN_EXHAUSTED.
+ * Inlined in pattern_cached: one frame between the hook's and the walk's
+ * steps, as pattern_walk has. */
+static __always_inline __u32 pattern_above(__u64 session, __u64 d, __u64 mnt)
+{
+	struct pattern_ctx c;
+
+	__builtin_memset(&c, 0, sizeof(c));
+	c.p.d = (struct dentry *)d;
+	c.p.mnt = (struct vfsmount *)mnt;
+	c.session = session;
+	c.note = 1;
+	long levels = bpf_loop(MAX_WALK_DEPTH, pattern_step, &c, 0);
+
+	if (levels >= MAX_WALK_DEPTH || levels < 0)
+		return PATTERN_EXHAUSTED;
+	return (c.matched & NEVER_PATTERN_BITS) | (c.lifted ? PATTERN_LIFTED : 0) |
+	       ((c.first >> NEVER_PATTERN_WORD_SHIFT) & 0xff) << PATTERN_WORD_SHIFT;
+}
+
+/* The bits entry `name` (a kernel string) matches at its own level in a
+ * directory whose word is `word`: its own value and the pair, as pattern_step
+ * matches them. `child`: a new name (its pinned bit does not count, and a
+ * DIR word is reserved: `create`); else the checked object itself. */
+static __always_inline __u32 pattern_entry(__u64 name, __u32 word, __u32 child)
+{
+	struct name_key nk;
+	__u32 v = pattern_value(&nk, name);
+	__u32 pending = v & (NEVER_PATTERN_BITS | (0xffffu << NEVER_PATTERN_MASK_SHIFT));
+
+	if (child) {
+		pending &= ~NEVER_PATTERN_PINNED;
+		if ((v >> NEVER_PATTERN_WORD_SHIFT) & 0xff)
+			pending |= ACCESS_CREATE;
+	}
+	__u32 m = pending & NEVER_PATTERN_BITS;
+
+	if (word && word <= NEVER_PATTERN_WORDS && ((pending >> NEVER_PATTERN_MASK_SHIFT) & (1u << (word - 1)))) {
+		__builtin_memset(&nk, 0, sizeof(nk));
+		nk.dev = NEVER_PAIR_DEV;
+		nk.ino = word;
+		long n = bpf_probe_read_kernel_str(nk.name, sizeof(nk.name), (const void *)name);
+
+		if (n > 0 && n < (long)sizeof(nk.name)) {
+			__u32 *bits = bpf_map_lookup_elem(&MAP_NEVER_NAMES, &nk);
+
+			if (bits)
+				m |= *bits & NEVER_PATTERN_BITS;
+		}
+	}
+	return m;
+}
+
+#define PATTERN_SERVED (1u << 30) /* pattern_cached: the value is the cache's answer */
+
+/* pattern_walk's value for entry `e` of directory `dir` (the hook's
+ * pointers; reached through `mnt`, or 0), `child` as for pattern_entry, with
+ * PATTERN_SERVED; `above` comes from the cache (looked up, or computed and
+ * kept if the stamps held meanwhile). 0 when the cache cannot serve
+ * (pattern_walk then decides). A walk that does not reach the top gives
+ * every bit. A subprogram, so its frame is not on the hooks' own. */
+static __noinline __u32 pattern_cached(const struct session *s, struct dentry *dir, struct dentry *e, __u64 mnt,
+				       __u32 child)
+{
+	struct inode *di = dir->d_inode;
+	struct stamp t;
+	__u32 i = (s->id & (CACHE_SLOTS - 1)) * 2 + (mnt ? 1 : 0), above = 0, hit = 0;
+
+	if (!di || i >= PATTERN_SLOTS || !read_stamp(&t))
+		return 0;
+	struct pattern_cache *pc = bpf_inode_storage_get(&MAP_PATTERN_CACHE, di, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+
+	if (!pc)
+		return 0;
+	/* Compared in place, under the lock. */
+	bpf_spin_lock(&pc->lock);
+	struct pattern_slot *v = &pc->slot[i];
+
+	if (v->valid && v->session == s->id && v->mnt == mnt && v->policy == t.policy && v->rename_seq == t.rename_seq &&
+	    v->mount_seq == t.mount_seq) {
+		above = v->above;
+		hit = 1;
+	}
+	bpf_spin_unlock(&pc->lock);
+	if (!hit) {
+		/* The atomic orders the walk's reads after the stamps read
+		 * above; the stamps are read again after it. */
+		__sync_fetch_and_add(&pc->fence, 1);
+		above = pattern_above(s->id, scalar_of(dir), mnt);
+		if (above & PATTERN_EXHAUSTED)
+			return PATTERN_SERVED | ACCESS_ALL_BITS;
+		__u64 policy = t.policy;
+		__u32 rename = t.rename_seq, mount = t.mount_seq;
+
+		if (read_stamp(&t) && same_stamp(&t, policy, rename, mount)) {
+			bpf_spin_lock(&pc->lock);
+			v = &pc->slot[i];
+			v->session = s->id;
+			v->policy = policy;
+			v->mnt = mnt;
+			v->rename_seq = rename;
+			v->mount_seq = mount;
+			v->above = above;
+			v->valid = 1;
+			bpf_spin_unlock(&pc->lock);
+		}
+	}
+	__u32 m = above & NEVER_PATTERN_BITS;
+
+	if (!(above & PATTERN_LIFTED))
+		m |= pattern_entry(scalar_of(e->d_name.name), (above >> PATTERN_WORD_SHIFT) & 0xff, child);
+	return PATTERN_SERVED | (m & ACCESS_ALL_BITS) | (m & NEVER_PATTERN_PINNED ? ACCESS_DELETE : 0);
+}
+
+/* pattern_walk for object `d` (a hook's pointer; through `mnt`, or 0), from
+ * the cache where it can serve: an object that is not the root of its
+ * filesystem. */
+static __always_inline __u32 pattern_of_object(const struct session *s, struct dentry *d, __u64 mnt)
+{
+	struct dentry *dir = d->d_parent;
+
+	if (dir && dir != d) {
+		__u32 m = pattern_cached(s, dir, d, mnt, 0);
+
+		if (m & PATTERN_SERVED)
+			return m & ~PATTERN_SERVED;
+	}
+	return pattern_walk(s->id, scalar_of(d), mnt, 0);
+}
+
+/* The pattern bits of a check of object `d` (through `mnt`, or 0) that needs
+ * `need`, 0 when no pattern has a bit of it (then nothing is read). Without
+ * the state entry: walked (fail closed). `d` as a number: the walk alone. */
+static __always_inline __u32 pattern_check(const struct session *s, __u64 d, __u64 mnt, __u32 need)
 {
 	__u32 zero = 0;
 	struct pincer_state *st = bpf_map_lookup_elem(&MAP_STATE, &zero);
 
 	if (st && !(st->never_patterns & need))
 		return 0;
-	return pattern_walk(s->id, d, mnt, child_name) & need;
+	return pattern_walk(s->id, d, mnt, 0) & need;
+}
+
+/* pattern_check for new entry `child` (a hook's pointer) of its directory,
+ * which the cache serves. */
+static __always_inline __u32 pattern_check_child(const struct session *s, struct dentry *child, __u32 need)
+{
+	__u32 zero = 0;
+	struct pincer_state *st = bpf_map_lookup_elem(&MAP_STATE, &zero);
+	struct dentry *dir = child->d_parent;
+
+	if (st && !(st->never_patterns & need))
+		return 0;
+	if (dir && dir != child) {
+		__u32 m = pattern_cached(s, dir, child, 0, 1);
+
+		if (m & PATTERN_SERVED)
+			return m & need;
+	}
+	return pattern_walk(s->id, scalar_of(dir), 0, scalar_of(child->d_name.name)) & need;
 }
 
 /* Sets `w` up for the full walk of a check: from dentry `d` through `mnt`,
@@ -1600,7 +1802,8 @@ static __always_inline int check_object_held(const struct session *s, struct den
 	walk_start(&w, s, scalar_of(d), 0, need, multi);
 
 	walk_up(&w);
-	w.never |= pattern_check(s, scalar_of(d), 0, 0, need);
+	/* `d` may have come from a probe read (BPF_CORE_READ): the walk. */
+	w.never |= pattern_check(s, scalar_of(d), 0, need);
 	protect_owned(s, inode, &w);
 	/* A pinned object (an ancestor of a never place) is never removed or
 	 * moved: its own entry, not its ancestors', says so. */
@@ -1633,7 +1836,7 @@ static __always_inline int check_create_held(const struct session *s, struct den
 	w.mkdir = hook == HOOK_INODE_MKDIR;
 
 	walk_up(&w);
-	w.never |= pattern_check(s, w.d, 0, w.child_name, ACCESS_CREATE);
+	w.never |= pattern_check_child(s, child, ACCESS_CREATE);
 	/* A new entry in a directory of the user's: gated by that owner. */
 	protect_owned(s, BPF_CORE_READ(child, d_parent, d_inode), &w);
 	return held_verdict(s, scalar_of(child), hook, &w, held);
@@ -1683,7 +1886,7 @@ static __always_inline int check_file(const struct session *s, struct file *file
 	/* Never patterns first: a match refuses whatever the caches say (the
 	 * full walk starts with its bits). */
 	if (d && (!st || (st->never_patterns & need))) {
-		__u32 pat = pattern_walk(s->id, scalar_of(d), scalar_of(file->f_path.mnt), 0) & need;
+		__u32 pat = pattern_of_object(s, d, scalar_of(file->f_path.mnt)) & need;
 
 		if (pat) {
 			walk_start(&w, s, scalar_of(d), scalar_of(file->f_path.mnt), need, multi);

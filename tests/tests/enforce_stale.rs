@@ -424,6 +424,30 @@ fn a_directory_moved_under_or_renamed_to_a_never_name_is_denied() {
     assert_eq!(summary(&s.drain()), vec![("file_open", ACCESS_READ, true); 2]);
 }
 
+/// What the never patterns match from a directory to the top is kept per directory
+/// (`pattern_cached`), under the rename stamp. A folder an outside process renames to a
+/// pattern's directory word (`deploy/hooks`, visible names, so no other rule refuses) makes
+/// its `hooks` a never place at once: a write to a hook the session wrote before (the open's
+/// check goes through the object's directory) and a new hook (the create's check, through
+/// the new name's directory) are both refused.
+#[test]
+fn a_folder_renamed_to_a_never_pattern_directory_is_refused_writes_at_once() {
+    let mut s = Setup::new("stale-pattern");
+    user_file(&s.p("home/repo/meta/hooks/pre-commit"), "#!/bin/sh\n");
+    s.grant("home", Scope::Subtree, ACCESS_READ | ACCESS_WRITE | ACCESS_CREATE);
+    let wcd = ACCESS_WRITE | ACCESS_CREATE | ACCESS_DELETE;
+    s.te.get().add_never_pattern(Some(OsStr::new("deploy")), OsStr::new("hooks"), wcd).unwrap();
+    let (meta, deploy) = (s.p("home/repo/meta"), s.p("home/repo/deploy"));
+    let mut first = warm(Op::Write(meta.join("hooks/pre-commit")));
+    first.push(Op::Create(meta.join("hooks/post-checkout")));
+    let stages = [first, vec![Op::Write(deploy.join("hooks/pre-commit")), Op::Create(deploy.join("hooks/post-merge"))]];
+    let r = s.staged(&stages, |s, _| {
+        s.drain();
+        assert_eq!(outside(&[Op::Rename(meta.clone(), deploy.clone())]), vec![0]);
+    });
+    assert_eq!(r, vec![vec![0; WARM + 1], vec![EACCES, EACCES]], "the hooks of a folder renamed to a pattern's word stayed writable");
+}
+
 #[test]
 fn a_filesystem_moved_out_of_the_grant_is_denied_at_its_new_mount_point() {
     let mut s = Setup::new("stale-mount-move");
