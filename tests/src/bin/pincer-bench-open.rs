@@ -34,7 +34,8 @@
 //!   process of the same session: no program, ungated, gated;
 //! - `open(O_WRONLY)`+`close` of the file: no program, gated with an exact
 //!   write grant, and again with the never entries and the never patterns
-//!   present (a write runs the kernel's never-pattern walk; a read does not);
+//!   present (a write checks the never patterns, from their cache once the
+//!   directory was walked; a read does not);
 //! - `statx` of each file of (f)'s directory in turn (what `ls -l` of a large
 //!   directory does), no program and gated with never-grantable entries
 //!   present (the stat hook looks for them on every stat in a session): of
@@ -554,8 +555,8 @@ enum Case {
     WriteNone,
     /// Open for writing with an exact write grant, no never entries yet.
     WriteExact,
-    /// The same with the never entries and never patterns present (a write runs the
-    /// pattern walk; a read does not).
+    /// The same with the never entries and never patterns present (a write checks the
+    /// patterns; a read does not).
     WriteExactNever,
 }
 
@@ -887,7 +888,7 @@ fn report(s: &Samples, set: &Settings, secs: f64) {
         exact / s.figures(Case::OpenNone).0
     );
     rows(
-        "open(O_WRONLY)+close of the file (a write runs the never-pattern walk, a read does not)",
+        "open(O_WRONLY)+close of the file (a write checks the never patterns, a read does not)",
         Case::WriteNone,
         &[
             ("no program loaded", Case::WriteNone),
@@ -898,7 +899,7 @@ fn report(s: &Samples, set: &Settings, secs: f64) {
     {
         let m = |c: Case| s.figures(c).0;
         println!(
-            "  never entries add {:.0} gi to a read and {:.0} gi to a write (minimums): the difference, {:.0} gi, is the write's own never-pattern walk and checks",
+            "  never entries add {:.0} gi to a read and {:.0} gi to a write (minimums): the difference, {:.0} gi, is the write's own never-pattern check (the file's name and the directory's cached patterns)",
             m(Case::OpenExactNever) - m(Case::OpenExact),
             m(Case::WriteExactNever) - m(Case::WriteExact),
             (m(Case::WriteExactNever) - m(Case::WriteExact)) - (m(Case::OpenExactNever) - m(Case::OpenExact))
