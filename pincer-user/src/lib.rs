@@ -13,6 +13,7 @@
 //! - [`agents`]: Claude Code's hook, and history from Claude Code's and Codex's transcripts.
 //! - [`doctor`]: whether a host can run the daemon.
 //! - [`service`]: readiness for systemd.
+//! - [`workload`]: what the daemon's benchmarks drive.
 //! - [`cli_main`]: the `pincer` command line (`src/cli/`); `src/main.rs` only calls it.
 #![warn(missing_docs)]
 
@@ -30,6 +31,7 @@ pub mod daemon;
 pub mod agents;
 pub mod doctor;
 pub mod service;
+pub mod workload;
 mod cli;
 
 pub use access::Access;

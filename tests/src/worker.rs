@@ -120,16 +120,7 @@ pub fn quote(s: &str) -> String {
 
 /// Copies the directory tree `from` to `to` (files and folders only).
 pub fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap_or_else(|e| panic!("mkdir {}: {e}", to.display()));
-    for e in std::fs::read_dir(from).unwrap_or_else(|e| panic!("read {}: {e}", from.display())) {
-        let e = e.unwrap_or_else(|err| panic!("read {}: {err}", from.display()));
-        let t = to.join(e.file_name());
-        if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-            copy_dir(&e.path(), &t);
-        } else {
-            std::fs::copy(e.path(), &t).unwrap_or_else(|err| panic!("copy {}: {err}", e.path().display()));
-        }
-    }
+    pincer::workload::copy_dir(from, to).unwrap_or_else(|e| panic!("copy {} to {}: {e}", from.display(), to.display()));
 }
 
 /// Gives the tree at `p` to `uid` (user and group).

@@ -1,10 +1,10 @@
 //! Decoding of miss events from the ring buffer, and the async miss stream.
 
-use super::{access_types, KernelError};
+use super::{access_types, KernelError, ObjectId};
 use crate::access::Access;
 use aya::maps::{MapData, RingBuf};
 use pincer_common::MissEvent;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
@@ -47,6 +47,37 @@ pub struct Miss {
 }
 
 impl Miss {
+    /// The miss the kernel reports when process `pid` (of `uid`, in session `session`) is
+    /// refused a read of file `rel` under root `root`: the file's, its folder's and the
+    /// root's objects as they are on disk now. For a daemon driven without the kernel
+    /// (host tests, `pincer bench pipeline`).
+    pub fn read_under(root: &Path, rel: &str, session: u64, uid: u32, pid: u32) -> Result<Miss, KernelError> {
+        let path = root.join(rel);
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        let (Some(name), Some(folder)) = (name, path.parent()) else {
+            return Err(KernelError::Stat { path, source: std::io::Error::other("not a file under the root") });
+        };
+        let (root_id, file, parent) = (ObjectId::of_path(root)?, ObjectId::of_path(&path)?, ObjectId::of_path(folder)?);
+        Ok(Miss {
+            session,
+            pid,
+            uid,
+            access: vec![Access::Read],
+            access_bits: pincer_common::ACCESS_READ,
+            hook: Hook::FileOpen,
+            dev: file.dev,
+            ino: file.ino,
+            parent_dev: parent.dev,
+            parent_ino: parent.ino,
+            root_dev: root_id.dev,
+            root_ino: root_id.ino,
+            name,
+            relative_path: PathBuf::from(rel),
+            flags: 0,
+            hold: 0,
+        })
+    }
+
     /// Whether the walk up the dentries ran out of its bound (then
     /// `relative_path` is the deepest part only and the root is unknown).
     pub fn walk_exhausted(&self) -> bool {

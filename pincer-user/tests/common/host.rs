@@ -10,7 +10,7 @@ use pincer::daemon::config::Config;
 use pincer::daemon::peer::CgroupLookup;
 use pincer::daemon::protocol::{ApprovalScope, QuestionInfo, RequestOutcome, Rule, RuleId, SessionInfo, StandingRule};
 use pincer::daemon::{Call, Reply};
-use pincer::kernel::{Hook, MemoryMaps, Miss, ObjectId};
+use pincer::kernel::{MemoryMaps, Miss};
 use pincer::Access;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -239,27 +239,7 @@ pub const UNRELATED: &[&str] = &[
 /// A kernel miss of a read of `rel` (under workspace `ws`) by `pid` in session `s`, with the
 /// objects the kernel would name: the file, its folder and the root.
 pub fn read_miss(ws: &Path, s: &SessionInfo, rel: &str, pid: u32) -> Miss {
-    let root = ObjectId::of_path(ws).unwrap();
-    let file = ObjectId::of_path(&ws.join(rel)).unwrap();
-    let parent = ObjectId::of_path(ws.join(rel).parent().unwrap()).unwrap();
-    Miss {
-        session: s.cgroup_id,
-        pid,
-        uid: 1000,
-        access: vec![Access::Read],
-        access_bits: pincer_common::ACCESS_READ,
-        hook: Hook::FileOpen,
-        dev: file.dev,
-        ino: file.ino,
-        parent_dev: parent.dev,
-        parent_ino: parent.ino,
-        root_dev: root.dev,
-        root_ino: root.ino,
-        name: Path::new(rel).file_name().unwrap().to_string_lossy().into(),
-        relative_path: PathBuf::from(rel),
-        flags: 0,
-        hold: 0,
-    }
+    Miss::read_under(ws, rel, s.cgroup_id, 1000, pid).unwrap()
 }
 
 /// Polls `f` (up to about fifteen seconds) until it gives a value.

@@ -33,6 +33,7 @@
 use clap::{Args, Parser, Subcommand};
 use pincer::daemon::protocol::{call_line, Call, Reply, ReplyLine, SessionInfo, SessionMode};
 use pincer::daemon::worker::{self, Namespaces, WorkerSpec};
+use pincer::workload::{miss_file, source_text, tool_file, PROMPT, RATIONALE};
 use pincer::Access;
 use pincer_tests::profile::Profile;
 use pincer_tests::worker::{call, chown_tree, copy_dir, Daemon, DaemonSettings};
@@ -43,13 +44,6 @@ use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
-/// The user's first prompt of every session: a read-through of the persona's code, a task
-/// its history has done before, so the twin's pre-committed policy covers the sources.
-const PROMPT: &str = "I'm picking the ledger back up. Give me a summary of what it does and how the code in src/ is laid out.";
-/// Where each session's files live, relative to its workspace: the folder that prompt is about.
-const TASK_DIR: &str = "projects/ledger/src";
-/// The worker's rationale for its tool requests.
-const RATIONALE: &str = "to see how the code is laid out";
 /// How long a worker retries a denied open before it counts the miss as never granted.
 const RETRY_LIMIT: Duration = Duration::from_secs(5);
 /// First and longest pause between retries of a denied open.
@@ -126,21 +120,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// The file of round `k` that the worker asks for with the tool.
-fn tool_file(k: usize) -> String {
-    format!("{TASK_DIR}/bench_req_{k:04}.rs")
-}
-
-/// The file of round `k` that the worker opens without asking (a kernel miss).
-fn miss_file(k: usize) -> String {
-    format!("{TASK_DIR}/bench_miss_{k:04}.rs")
-}
-
-/// Plain source text, like the files beside it.
-fn source_text(name: &str, k: usize) -> String {
-    format!("//! {name}: formatting helpers for the ledger's reports.\n\n/// The width of column {k}.\npub fn width_{k}() -> usize {{\n    {k} + 8\n}}\n")
 }
 
 // ---------------------------------------------------------------- the worker

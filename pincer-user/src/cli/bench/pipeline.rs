@@ -17,57 +17,24 @@ use crate::daemon::audit::AuditLog;
 use crate::daemon::config::Config;
 use crate::daemon::core::{CallResult, Cmd, Core, CoreDeps};
 use crate::daemon::peer::Peer;
-use crate::daemon::protocol::{SessionInfo, SessionMode};
+use crate::daemon::protocol::SessionMode;
 use crate::daemon::{Call, Reply};
 use crate::decider::OfflineDecider;
-use crate::kernel::{Hook, MemoryMaps, Miss, ObjectId};
+use crate::kernel::{MemoryMaps, Miss};
 use crate::sanitize::{Sanitizer, SecretKey};
+use crate::workload::{copy_dir, miss_file, source_text, tool_file, PROMPT, RATIONALE};
 use crate::Access;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
-/// The user's first prompt of every session (as `pincer-bench-daemon`'s).
-const PROMPT: &str = "I'm picking the ledger back up. Give me a summary of what it does and how the code in src/ is laid out.";
-/// Where each session's files live, relative to its workspace.
-const TASK_DIR: &str = "projects/ledger/src";
-/// The worker's rationale for its tool requests.
-const RATIONALE: &str = "to see how the code is laid out";
 /// The name of the daemon runtime's threads, whose CPU time is counted.
 const DAEMON_THREAD: &str = "pincer-bench-d";
+/// The process id the bench's misses name.
+const MISS_PID: u32 = 4242;
 /// How long a session waits for a miss's grant before it counts the miss as not granted.
 const MISS_WAIT: Duration = Duration::from_secs(5);
-
-/// The file of round `k` asked for through the request tool.
-fn tool_file(k: usize) -> String {
-    format!("{TASK_DIR}/bench_req_{k:04}.rs")
-}
-
-/// The file of round `k` opened without asking (a kernel miss).
-fn miss_file(k: usize) -> String {
-    format!("{TASK_DIR}/bench_miss_{k:04}.rs")
-}
-
-/// Plain source text, like the files beside it.
-fn source_text(name: &str, k: usize) -> String {
-    format!("//! {name}: formatting helpers for the ledger's reports.\n\n/// The width of column {k}.\npub fn width_{k}() -> usize {{\n    {k} + 8\n}}\n")
-}
-
-/// Copies the directory tree `from` to `to`, files and folders only.
-fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for e in std::fs::read_dir(from)? {
-        let e = e?;
-        let t = to.join(e.file_name());
-        if e.file_type()?.is_dir() {
-            copy_dir(&e.path(), &t)?;
-        } else {
-            std::fs::copy(e.path(), &t)?;
-        }
-    }
-    Ok(())
-}
 
 /// Nanoseconds the daemon runtime's threads have spent on a CPU so far.
 fn daemon_cpu_ns() -> u64 {
@@ -93,32 +60,6 @@ async fn call(tx: &mpsc::Sender<Cmd>, peer: &Peer, call: Call) -> anyhow::Result
         CallResult::Wait { question, .. } => Ok(Reply::Decision { granted: false, outcome: crate::daemon::protocol::RequestOutcome::Escalate, reason: "asked the user".into(), question: Some(question) }),
         other => anyhow::bail!("unexpected answer {other:?}"),
     }
-}
-
-/// A kernel miss of a read of `rel` (under `ws`) in session `s`, as the ring buffer's reader
-/// makes it.
-fn read_miss(ws: &Path, s: &SessionInfo, rel: &str) -> anyhow::Result<Miss> {
-    let root = ObjectId::of_path(ws)?;
-    let file = ObjectId::of_path(&ws.join(rel))?;
-    let parent = ObjectId::of_path(ws.join(rel).parent().expect("a file under the root"))?;
-    Ok(Miss {
-        session: s.cgroup_id,
-        pid: 4242,
-        uid: s.owner_uid,
-        access: vec![Access::Read],
-        access_bits: pincer_common::ACCESS_READ,
-        hook: Hook::FileOpen,
-        dev: file.dev,
-        ino: file.ino,
-        parent_dev: parent.dev,
-        parent_ino: parent.ino,
-        root_dev: root.dev,
-        root_ino: root.ino,
-        name: Path::new(rel).file_name().expect("a file name").to_string_lossy().into(),
-        relative_path: PathBuf::from(rel),
-        flags: 0,
-        hold: 0,
-    })
 }
 
 /// A kind of decision the bench makes.
@@ -255,7 +196,7 @@ pub fn bench(persona: &Path, sessions: usize, rounds: usize, daemon_threads: usi
                 runs.spawn(async move {
                     let mut granted = 0;
                     for k in 0..rounds {
-                        let m = read_miss(&ws, &s, &miss_file(k))?;
+                        let m = Miss::read_under(&ws, &miss_file(k), s.cgroup_id, s.owner_uid, MISS_PID)?;
                         let target = m.target(Access::Read);
                         tx.send(Cmd::Miss(m)).await.map_err(|_| anyhow::anyhow!("the actor ended"))?;
                         let until = Instant::now() + MISS_WAIT;
