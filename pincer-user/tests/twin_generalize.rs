@@ -316,3 +316,47 @@ async fn the_same_hash_in_another_repository_is_not_that_store() {
     let d = decide_store(OBJ_OTHER_REPO).await;
     assert_eq!(d.votes[0].verdict, Verdict::Deny, "{}", d.votes[0].reason);
 }
+
+// ---------- creating in an existing folder of the kind a similar task created ----------
+
+/// A project whose object store's buckets are folders named by hash prefix: past commits
+/// created new buckets (and, inside them, objects no history saw); one bucket exists.
+fn store_state() -> (TrustedState, BTreeMap<String, Vec<u8>>) {
+    let mut st = TrustedState::new("u");
+    let commit = |buckets: [&str; 2]| {
+        let mut a = vec![rec("app/main.py", Access::Read), rec("app/main.py", Access::Write), rec("app/.vcs/index", Access::Write)];
+        a.extend(buckets.iter().map(|b| rec(b, Access::Create)));
+        a
+    };
+    let tasks = [
+        ("h1", "Fix the parser bug in app and commit the fix", commit(["app/.vcs/objects/5e/", "app/.vcs/objects/a3/"])),
+        ("h2", "Fix the date bug in app and commit the fix", commit(["app/.vcs/objects/9d/", "app/.vcs/objects/e1/"])),
+    ];
+    for (i, (s, p, acc)) in tasks.into_iter().enumerate() {
+        st.add_history(&HistoryRecord { day: i as u32 + 1, session: s.into(), prompt: p.into(), accesses: acc, approvals: vec![] }).unwrap();
+    }
+    let mut f = BTreeMap::new();
+    for (p, c) in [("app/main.py", "print(1)\n"), ("app/.vcs/index", "idx"), ("app/.vcs/objects/ed/398d7f1284392a92d62bcdbeff6d36e8c47bcd", "obj"), ("app/notes/todo.md", "todo")] {
+        f.insert(p.to_string(), c.as_bytes().to_vec());
+    }
+    (st, f)
+}
+
+#[tokio::test]
+async fn a_task_creates_in_an_existing_folder_of_the_kind_similar_tasks_created() {
+    let (st, f) = store_state();
+    let p = Prepared::new(st, Sanitizer::new(SecretKey::from_bytes([3; 32]))).with_workspace(&tree(&f), |q| f.get(q).map(Vec::as_slice));
+    let mut twin = Twin::from_prepared(&p, Arc::new(OfflineDecider::new()), TwinConfig { variant: Variant::Pincer, escalate_after: 5 });
+    twin.start_session("s", "Fix the rounding bug in app and commit the fix", &tree(&f)).await.unwrap();
+    let decide = |path: &str, access: Access| Request { path: path.into(), access, rationale: None, content: None };
+    // A new object whose bucket exists: the past commits created theirs, and what went in.
+    let d = twin.decide("s", &decide("app/.vcs/objects/ed/tmp_obj_Xq81zP", Access::Create)).await;
+    assert!(d.granted(), "{d:?}");
+    assert_eq!(d.votes[2].verdict, Verdict::Allow, "{d:?}");
+    // Creating only: what the bucket holds is not to be changed.
+    let d = twin.decide("s", &decide("app/.vcs/objects/ed/398d7f1284392a92d62bcdbeff6d36e8c47bcd", Access::Write)).await;
+    assert!(!d.granted(), "{d:?}");
+    // Nor does it reach folders of another kind.
+    let d = twin.decide("s", &decide("app/notes/new.md", Access::Create)).await;
+    assert_ne!(d.votes[2].verdict, Verdict::Allow, "{d:?}");
+}

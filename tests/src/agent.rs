@@ -131,6 +131,16 @@ pub fn make_project(ws: &Path) -> PathBuf {
         let out = as_worker("/usr/bin/git").args(args).current_dir(&proj).output().expect("git");
         assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     }
+    // Every bucket of the object store exists, as in a repository with a long history (git
+    // removes empty ones only when it prunes): a new object goes into an existing folder of
+    // the user's, where the history's commits made new ones, and the twin must see that as
+    // the same work.
+    for b in 0..=255u8 {
+        let d = proj.join(format!(".git/objects/{b:02x}"));
+        if !d.exists() {
+            std::fs::create_dir(&d).unwrap();
+        }
+    }
     chown_tree(&proj);
     proj
 }

@@ -1176,8 +1176,10 @@ pub fn location_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> E
 /// Evidence that a new object is the same kind of place as one a similar past task created
 /// in, for another existing instance: `p` differs from (a prefix of) a path that a similar
 /// task created in exactly one segment besides its own name, and the place up to that
-/// segment exists ("a new folder for site B, as similar tasks made for site A"). Only for
-/// creating: it never licenses reading or changing what the other instance holds.
+/// segment exists ("a new folder for site B, as similar tasks made for site A"); or `p` is a
+/// new entry of an existing sibling of a folder such a task created (a content store's
+/// bucket). Only for creating: it never licenses reading or changing what the other
+/// instance holds.
 pub fn analog_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> Option<(f32, String)> {
     let m = p.len();
     let mut best: Option<(f32, String)> = None;
@@ -1186,7 +1188,22 @@ pub fn analog_evidence(k: &Knowledge, s: &SessionView, p: &SanitizedPath) -> Opt
             continue;
         }
         for (sp, acc, _) in &k.tasks[ti].accesses {
-            if *acc != Access::Create || sp.len() < m || m < 2 {
+            if *acc != Access::Create || m < 2 {
+                continue;
+            }
+            // Inside another existing instance of a folder the task created: what it put in
+            // its own was new, and is in no history.
+            if sp.is_dir() && sp.len() + 1 == m && m >= 3 {
+                let Some(folder) = p.parent() else { continue };
+                if folder.same_parent(sp) && !folder.same_segments(sp) && k.is_known(&folder.clone().with_dir(true)) {
+                    let sc = W_SIBLING * w;
+                    if best.as_ref().is_none_or(|b| sc > b.0) {
+                        best = Some((sc, format!("in an existing folder of the kind {sp}, which a similar past task (similarity {w:.2}) created")));
+                    }
+                }
+                continue;
+            }
+            if sp.len() < m {
                 continue;
             }
             let own = if sp.len() == m { m - 1 } else { m };

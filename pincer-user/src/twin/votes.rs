@@ -657,6 +657,15 @@ pub fn policy_offline(inp: &PolicyInput<'_>) -> Vec<PolicyEntry> {
                     add(g.join("/"), &mut [Access::Create].into_iter(), format!("the same kind of place as {} (similar task {})", r.path, task.session));
                     add(g[..last].join("/"), &mut [Access::Create].into_iter(), format!("the same kind of folder as where similar task {} created", task.session));
                 }
+                // What a similar task put into a folder it created was new, so none of it is
+                // in its history (the session's own folder is not gated). Where another
+                // instance of that folder exists already (a content store's bucket a new
+                // object hashes to, a per-day folder made earlier that day), the same work
+                // creates entries in it: creating only, never changing what it holds.
+                if r.path.ends_with('/') && segs.len() >= 2 {
+                    let parent = segs[..segs.len() - 1].join("/");
+                    add(format!("{parent}/*/*"), &mut [Access::Create].into_iter(), format!("into a folder of the kind similar task {} created ({})", task.session, r.path));
+                }
             }
         }
         // A hand approval licenses its object for like tasks (similarity at least
