@@ -399,7 +399,7 @@ fn hash_shape(name: &str) -> Option<String> {
 }
 
 /// A fan-out folder's name: two hex digits (git's objects, npm's and pip's caches).
-fn is_fanout(name: &str) -> bool {
+pub fn is_fanout(name: &str) -> bool {
     name.len() == 2 && name.bytes().all(|b| b.is_ascii_hexdigit())
 }
 

@@ -719,3 +719,63 @@ async fn a_denial_tells_the_worker_the_kind_of_finding_never_what_the_resource_h
     let decision = audit.iter().rev().find(|e| e.event == Event::Decision).expect("a decision entry");
     assert!(decision.votes.iter().any(|v| v.reason.contains(NAME)), "{:?}", decision.votes);
 }
+
+/// A git repository `calc` whose object store has fan-out folders `ed/`, `5e/` and `0c/`, a
+/// folder `pack/`, and a fan-out name `7f` that is a symlink to a folder elsewhere; and a
+/// history of commits that created fan-out folders.
+fn store_with_history(h: &Host) -> String {
+    let objects = h.ws.join("calc/.git/objects");
+    for d in ["ed", "5e", "0c", "pack"] {
+        std::fs::create_dir_all(objects.join(d)).unwrap();
+    }
+    for f in ["calc/calc.py", "calc/.git/HEAD", "calc/.git/index"] {
+        std::fs::write(h.ws.join(f), "x\n").unwrap();
+    }
+    std::fs::create_dir_all(h.ws.join("elsewhere")).unwrap();
+    std::os::unix::fs::symlink(h.ws.join("elsewhere"), objects.join("7f")).unwrap();
+    let task = |session: &str, prompt: &str, buckets: [&str; 2]| {
+        let mut a: Vec<serde_json::Value> = [
+            ("calc/calc.py", "read"),
+            ("calc/calc.py", "write"),
+            ("calc/.git/", "list"),
+            ("calc/.git/HEAD", "read"),
+            ("calc/.git/index", "read"),
+            ("calc/.git/index", "write"),
+            ("calc/.git/index.lock", "create"),
+            ("calc/.git/objects/", "list"),
+        ]
+        .iter()
+        .map(|(p, a)| serde_json::json!({"path": p, "access": a}))
+        .collect();
+        a.extend(buckets.iter().map(|b| serde_json::json!({"path": b, "access": "create"})));
+        serde_json::json!({"day": 1, "session": session, "prompt": prompt, "accesses": a}).to_string()
+    };
+    [
+        task("h1", "Fix the failing test in calc and commit the fix with git.", ["calc/.git/objects/a3/", "calc/.git/objects/9d/"]),
+        task("h2", "Fix the rounding test in calc and commit it with git.", ["calc/.git/objects/e1/", "calc/.git/objects/47/"]),
+    ]
+    .join("\n")
+        + "\n"
+}
+
+#[tokio::test]
+async fn a_create_granted_in_a_fanout_folder_is_granted_in_each_fanout_folder_of_its_store() {
+    let h = Host::new(|_| {}).await;
+    let history = store_with_history(&h);
+    h.as_caller(Path::new(OUTSIDE));
+    let r = h.call(Call::Import { history, policies: String::new(), uid: None, workspace: Some(h.ws.clone()) }).await;
+    assert!(matches!(r, Reply::Ok { .. }), "{r:?}");
+    let s = h.session("Fix the failing add test in calc and commit the fix with git.").await;
+    let objects = h.ws.join("calc/.git/objects");
+    let id = |d: &str| ObjectId::of_path(&objects.join(d)).unwrap();
+    let r = h.request(&s, "calc/.git/objects/ed/tmp_obj_Xq81zP", Access::Create).await;
+    assert!(granted(&r), "{r:?} {:?}", h.audit().last().map(|e| e.votes.clone()));
+    assert!(h.maps.has(s.cgroup_id, id("ed"), Access::Create));
+    // The object a retry makes goes into another fan-out folder: it may.
+    for d in ["5e", "0c"] {
+        assert_eq!(h.maps.granted_bits(s.cgroup_id, id(d), Scope::Exact), pincer_common::ACCESS_CREATE, "{d}");
+    }
+    // Not a folder of another kind, nor where a fan-out name's symlink leads.
+    assert_eq!(h.maps.granted_bits(s.cgroup_id, id("pack"), Scope::Exact), 0);
+    assert_eq!(h.maps.granted_bits(s.cgroup_id, ObjectId::of_path(&h.ws.join("elsewhere")).unwrap(), Scope::Exact), 0);
+}

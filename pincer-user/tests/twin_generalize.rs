@@ -360,3 +360,38 @@ async fn a_task_creates_in_an_existing_folder_of_the_kind_similar_tasks_created(
     let d = twin.decide("s", &decide("app/notes/new.md", Access::Create)).await;
     assert_ne!(d.votes[2].verdict, Verdict::Allow, "{d:?}");
 }
+
+#[tokio::test]
+async fn temporary_names_denied_in_one_folder_are_one_question_and_one_approval() {
+    use pincer::twin::{ApprovalScope, Outcome};
+    let (st, f) = store_state();
+    let p = Prepared::new(st, Sanitizer::new(SecretKey::from_bytes([3; 32]))).with_workspace(&tree(&f), |q| f.get(q).map(Vec::as_slice));
+    let mut twin = Twin::from_prepared(&p, Arc::new(OfflineDecider::new()), TwinConfig { variant: Variant::Pincer, escalate_after: 2 });
+    twin.start_session("s", "Fix the rounding bug in app and commit the fix", &tree(&f)).await.unwrap();
+    let create = |name: &str| Request { path: format!("app/notes/{name}"), access: Access::Create, rationale: None, content: None };
+    // A worker that makes a new temporary name for each try: its third try is the third
+    // denial of one need, and goes to the user.
+    for name in ["tmp_1a2b", "tmp_3c4d"] {
+        let d = twin.decide("s", &create(name)).await;
+        assert_eq!(d.outcome, Outcome::Deny, "{d:?}");
+    }
+    let d = twin.decide("s", &create("tmp_5e6f")).await;
+    assert_eq!(d.outcome, Outcome::Escalate, "{d:?}");
+    let q = d.question.expect("a question");
+    // Further names wait for the same question; a hidden name is another need.
+    let d = twin.decide("s", &create("tmp_7a8b")).await;
+    assert_eq!(d.question, Some(q), "{d:?}");
+    let d = twin.decide("s", &create(".tmp_9c0d")).await;
+    assert_eq!(d.outcome, Outcome::Deny, "{d:?}");
+    assert_eq!(twin.pending().len(), 1, "{:?}", twin.pending());
+    // The user's approval is of creating in that folder: it speaks for the next name.
+    twin.answer(q, true, ApprovalScope::Session).unwrap();
+    let d = twin.decide("s", &create("tmp_0f1e")).await;
+    assert_eq!(d.votes[2].verdict, Verdict::Allow, "{d:?}");
+    assert!(d.votes[2].reason.contains("the user approved"), "{d:?}");
+    // Not for a hidden name, nor for another folder.
+    let d = twin.decide("s", &create(".tmp_2d3c")).await;
+    assert_ne!(d.votes[2].verdict, Verdict::Allow, "{d:?}");
+    let d = twin.decide("s", &Request { path: "app/tmp_4b5a".into(), access: Access::Create, rationale: None, content: None }).await;
+    assert!(!d.votes[2].reason.contains("the user approved"), "{d:?}");
+}

@@ -668,12 +668,60 @@ impl Core {
             self.enforcer.grant(s.cgroup_id, req.target, Scope::Exact, req.access)
         };
         match inserted {
-            Ok(()) => true,
+            Ok(()) => {
+                if req.access == Access::Create && !req.creates_hidden_name() {
+                    let cgroup_id = s.cgroup_id;
+                    self.grant_fanout_siblings(cgroup_id, req);
+                }
+                true
+            }
             Err(e) => {
                 tracing::error!(session = req.session, error = %chain(&e), "grant could not be inserted; denying");
                 false
             }
         }
+    }
+
+    /// A grant to create (visible names) in a fan-out folder of a content store (a short
+    /// hex name, as git's `objects/ed/`) is a grant to create in each of its store's fan-out
+    /// folders: a new object goes into the one its hash names, so a worker that is refused
+    /// and tries again (a kernel with no held accesses) writes an object of another hash
+    /// (a commit's time changed) into another folder each time. Only folders that are
+    /// directories themselves (not symlinks) and sit beside the granted one get it; creating
+    /// only, and the never-grantable checks still come first in the kernel.
+    fn grant_fanout_siblings(&mut self, cgroup_id: u64, req: &PipelineRequest) {
+        /// At most this many entries of the store's folder are looked at.
+        const SCAN_MAX: usize = 4096;
+        let Some(dir) = req.abs.parent() else { return };
+        if !dir.file_name().and_then(|n| n.to_str()).is_some_and(crate::sanitize::is_fanout) {
+            return;
+        }
+        // The path must still name the object the grant went on.
+        if ObjectId::of_path(dir).ok() != Some(req.target) {
+            return;
+        }
+        let Some(store) = dir.parent() else { return };
+        let Ok(entries) = std::fs::read_dir(store) else { return };
+        let mut granted = 0usize;
+        for entry in entries.take(SCAN_MAX).flatten() {
+            let is_fanout = entry.file_name().to_str().is_some_and(crate::sanitize::is_fanout);
+            if !is_fanout || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let Ok(meta) = entry.metadata() else { continue };
+            let id = ObjectId::of_metadata(&meta);
+            if id == req.target {
+                continue;
+            }
+            match self.enforcer.grant(cgroup_id, id, Scope::Exact, Access::Create) {
+                Ok(()) => granted += 1,
+                Err(e) => {
+                    tracing::warn!(session = req.session, error = %chain(&e), "a fan-out folder's create grant could not be inserted");
+                    break;
+                }
+            }
+        }
+        tracing::debug!(session = req.session, store = %store.display(), granted, "create granted in the store's other fan-out folders");
     }
 
     fn account(&mut self, session: &str, d: &Decision, granted: bool, new_request: bool) {

@@ -213,6 +213,20 @@ struct SessionApproval {
     question: u64,
 }
 
+/// What a denial, a question and an approval of `access` on `path` stand for: the request
+/// itself; for creating an entry, creating such a name (hidden or not) in its folder. The
+/// kernel grants a creation by folder, and a worker that makes temporary names (`git`'s
+/// objects, an editor's swap files) asks again under another name after each denial: its
+/// denials are of one need, which reaches the user as one question once repeated.
+fn ask_key(path: &str, access: Access) -> (String, Access) {
+    if access == Access::Create {
+        let (folder, name) = path.trim_end_matches('/').rsplit_once('/').unwrap_or(("", path.trim_end_matches('/')));
+        let kind = if name.starts_with('.') { ".*" } else { "*" };
+        return (if folder.is_empty() { kind.to_string() } else { format!("{folder}/{kind}") }, access);
+    }
+    (path.to_string(), access)
+}
+
 fn answer_source(question: u64) -> String {
     format!("the user's answer to question {question}")
 }
@@ -783,8 +797,9 @@ impl Twin {
             let created: Vec<String> = s.grants.iter().filter(|(_, a)| *a == Access::Create).map(|(p, _)| p.clone()).collect();
             s.policy.check_in_session(&req.path, req.access, &created).verdict == Verdict::Allow
         };
+        let asked = ask_key(&req.path, req.access);
         let user_approved = costly
-            && s.approvals.iter().any(|a| a.approval.path_glob == req.path && a.approval.access == req.access && a.approval.permission == Permission::Allow);
+            && s.approvals.iter().any(|a| a.approval.access == req.access && ask_key(&a.approval.path_glob, a.approval.access) == asked && a.approval.permission == Permission::Allow);
         Ok(Ballot {
             decider: self.decider.clone(),
             knowledge: self.knowledge.clone(),
@@ -810,10 +825,11 @@ impl Twin {
             return Decision::rejected(format!("no open session {session:?}"));
         };
         let Votes { v1, v2, injection, carried } = votes;
+        let asked = ask_key(&req.path, req.access);
         let approval = s
             .approvals
             .iter()
-            .position(|a| a.approval.path_glob == req.path && a.approval.access == req.access && a.approval.permission == Permission::Allow);
+            .position(|a| a.approval.access == req.access && ask_key(&a.approval.path_glob, a.approval.access) == asked && a.approval.permission == Permission::Allow);
         let user_approved = approval.is_some();
         // An approval for this request only is used up by the decision it is given for.
         let once = approval.filter(|&i| s.approvals[i].scope == ApprovalScope::Once).map(|i| s.approvals.remove(i));
@@ -853,12 +869,12 @@ impl Twin {
             Outcome::Grant
         } else {
             let ask = votes.iter().any(|v| v.verdict == Verdict::AskUser);
-            let n = s.denials.entry(key).or_default();
+            let n = s.denials.entry(asked.clone()).or_default();
             let repeated = *n >= self.config.escalate_after;
             *n += 1;
             if ask || repeated {
                 let reason = if ask { "a vote asks the user".to_string() } else { format!("denied {} times while the worker keeps asking", *n - 1) };
-                let id = match self.pending.iter().find(|q| q.session == session && q.path == req.path && q.access == req.access) {
+                let id = match self.pending.iter().find(|q| q.session == session && q.access == req.access && ask_key(&q.path, q.access) == asked) {
                     Some(q) => q.id,
                     None => {
                         let id = self.questions.next();
@@ -905,7 +921,7 @@ impl Twin {
                 relative: false,
             });
             s.approvals.push(SessionApproval { approval, scope, question });
-            s.denials.remove(&(q.path, q.access));
+            s.denials.remove(&ask_key(&q.path, q.access));
         } else if lasting {
             let day = self.day;
             if let Some(st) = &self.store {
