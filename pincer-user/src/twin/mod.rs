@@ -901,9 +901,11 @@ impl Twin {
         let scope = if approve { scope } else { ApprovalScope::Always };
         let i = self.pending.iter().position(|q| q.id == question).ok_or(TwinError::NoSuchQuestion(question))?;
         let q = self.pending.remove(i);
+        // What the question stood for: for a create, such names in its folder.
+        let (glob, _) = ask_key(&q.path, q.access);
         let approval = UserApproval {
             session: q.session.clone(),
-            path_glob: q.path.clone(),
+            path_glob: glob.clone(),
             access: q.access,
             permission: if approve { Permission::Allow } else { Permission::Deny },
         };
@@ -913,7 +915,7 @@ impl Twin {
                 st.add_approval(&self.state.user, s.day, &approval)?;
             }
             Arc::make_mut(&mut s.view).approvals.push(SanRule {
-                glob: self.sanitizer.glob(&q.path),
+                glob: self.sanitizer.glob(&glob),
                 access: vec![q.access],
                 permission: approval.permission,
                 source: TrustedText::from_trusted(answer_source(question)),
