@@ -392,6 +392,17 @@ async fn temporary_names_denied_in_one_folder_are_one_question_and_one_approval(
     // Not for a hidden name, nor for another folder.
     let d = twin.decide("s", &create(".tmp_2d3c")).await;
     assert_ne!(d.votes[2].verdict, Verdict::Allow, "{d:?}");
+    // In another session, a hidden name's approval is kept as itself, so vote 1 sees the
+    // user's word for it when it is decided again.
+    twin.start_session("s2", "Fix the rounding bug in app and commit the fix", &tree(&f)).await.unwrap();
+    let mut d = twin.decide("s2", &create(".tmp_5f6e")).await;
+    while d.question.is_none() {
+        assert!(!d.granted(), "{d:?}");
+        d = twin.decide("s2", &create(".tmp_5f6e")).await;
+    }
+    twin.answer(d.question.unwrap(), true, ApprovalScope::Session).unwrap();
+    let d = twin.decide("s2", &create(".tmp_5f6e")).await;
+    assert!(d.granted(), "the approved hidden name, decided again: {d:?}");
     let d = twin.decide("s", &Request { path: "app/tmp_4b5a".into(), access: Access::Create, rationale: None, content: None }).await;
     assert!(!d.votes[2].reason.contains("the user approved"), "{d:?}");
 }

@@ -901,8 +901,12 @@ impl Twin {
         let scope = if approve { scope } else { ApprovalScope::Always };
         let i = self.pending.iter().position(|q| q.id == question).ok_or(TwinError::NoSuchQuestion(question))?;
         let q = self.pending.remove(i);
-        // What the question stood for: for a create, such names in its folder.
-        let (glob, _) = ask_key(&q.path, q.access);
+        // What the question stood for: for a create of a visible name, such names in its
+        // folder (`D/*`, which the votes read as any one name there). A hidden name is kept
+        // as itself: the votes' sanitized globs cannot read `D/.*`, and vote 3 and the
+        // kernel's grant take it for the folder's hidden names all the same.
+        let (key, _) = ask_key(&q.path, q.access);
+        let glob = if key == ".*" || key.ends_with("/.*") { q.path.clone() } else { key };
         let approval = UserApproval {
             session: q.session.clone(),
             path_glob: glob.clone(),
