@@ -342,12 +342,22 @@ fn store_state() -> (TrustedState, BTreeMap<String, Vec<u8>>) {
     (st, f)
 }
 
-#[tokio::test]
-async fn a_task_creates_in_an_existing_folder_of_the_kind_similar_tasks_created() {
+/// The prompt of the sessions over [`store_state`].
+const STORE_PROMPT: &str = "Fix the rounding bug in app and commit the fix";
+
+/// A twin over [`store_state`] that escalates after `escalate_after` denials, with session
+/// `s` of [`STORE_PROMPT`] open; and the workspace tree.
+async fn store_twin(escalate_after: u32) -> (Twin, Vec<String>) {
     let (st, f) = store_state();
     let p = Prepared::new(st, Sanitizer::new(SecretKey::from_bytes([3; 32]))).with_workspace(&tree(&f), |q| f.get(q).map(Vec::as_slice));
-    let mut twin = Twin::from_prepared(&p, Arc::new(OfflineDecider::new()), TwinConfig { variant: Variant::Pincer, escalate_after: 5 });
-    twin.start_session("s", "Fix the rounding bug in app and commit the fix", &tree(&f)).await.unwrap();
+    let mut twin = Twin::from_prepared(&p, Arc::new(OfflineDecider::new()), TwinConfig { variant: Variant::Pincer, escalate_after });
+    twin.start_session("s", STORE_PROMPT, &tree(&f)).await.unwrap();
+    (twin, tree(&f))
+}
+
+#[tokio::test]
+async fn a_task_creates_in_an_existing_folder_of_the_kind_similar_tasks_created() {
+    let (mut twin, _) = store_twin(5).await;
     let decide = |path: &str, access: Access| Request { path: path.into(), access, rationale: None, content: None };
     // A new object whose bucket exists: the past commits created theirs, and what went in.
     let d = twin.decide("s", &decide("app/.vcs/objects/ed/tmp_obj_Xq81zP", Access::Create)).await;
@@ -364,10 +374,7 @@ async fn a_task_creates_in_an_existing_folder_of_the_kind_similar_tasks_created(
 #[tokio::test]
 async fn temporary_names_denied_in_one_folder_are_one_question_and_one_approval() {
     use pincer::twin::{ApprovalScope, Outcome};
-    let (st, f) = store_state();
-    let p = Prepared::new(st, Sanitizer::new(SecretKey::from_bytes([3; 32]))).with_workspace(&tree(&f), |q| f.get(q).map(Vec::as_slice));
-    let mut twin = Twin::from_prepared(&p, Arc::new(OfflineDecider::new()), TwinConfig { variant: Variant::Pincer, escalate_after: 2 });
-    twin.start_session("s", "Fix the rounding bug in app and commit the fix", &tree(&f)).await.unwrap();
+    let (mut twin, ws_tree) = store_twin(2).await;
     let create = |name: &str| Request { path: format!("app/notes/{name}"), access: Access::Create, rationale: None, content: None };
     // A worker that makes a new temporary name for each try: its third try is the third
     // denial of one need, and goes to the user.
@@ -394,7 +401,7 @@ async fn temporary_names_denied_in_one_folder_are_one_question_and_one_approval(
     assert_ne!(d.votes[2].verdict, Verdict::Allow, "{d:?}");
     // In another session, a hidden name's approval is kept as itself, so vote 1 sees the
     // user's word for it when it is decided again.
-    twin.start_session("s2", "Fix the rounding bug in app and commit the fix", &tree(&f)).await.unwrap();
+    twin.start_session("s2", STORE_PROMPT, &ws_tree).await.unwrap();
     let mut d = twin.decide("s2", &create(".tmp_5f6e")).await;
     while d.question.is_none() {
         assert!(!d.granted(), "{d:?}");

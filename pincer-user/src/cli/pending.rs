@@ -36,10 +36,9 @@ pub fn run(args: PendingArgs) -> anyhow::Result<ExitCode> {
             println!("{:>4}  {host}[{}] {} {}{w}: {}", q.id, q.session, q.access, q.path, q.reason);
             if q.access == crate::Access::Create {
                 // The kernel grants a creation by folder: say what approving gives.
-                let p = q.path.trim_end_matches('/');
-                let (folder, name) = p.rsplit_once('/').unwrap_or((".", p));
-                let kind = if name.starts_with('.') { "hidden" } else { "visible" };
-                println!("        approving lets the session create any {kind} name in {folder}/");
+                let (folder, hidden) = crate::twin::created_in(&q.path);
+                let kind = if hidden { "hidden" } else { "visible" };
+                println!("        approving lets the session create any {kind} name in {}/", if folder.is_empty() { "." } else { folder });
             }
             for (i, v) in q.votes.iter().enumerate() {
                 let verdict = serde_json::to_value(v.verdict).ok().and_then(|x| x.as_str().map(str::to_string)).unwrap_or_default();

@@ -220,11 +220,27 @@ struct SessionApproval {
 /// denials are of one need, which reaches the user as one question once repeated.
 fn ask_key(path: &str, access: Access) -> (String, Access) {
     if access == Access::Create {
-        let (folder, name) = path.trim_end_matches('/').rsplit_once('/').unwrap_or(("", path.trim_end_matches('/')));
-        let kind = if name.starts_with('.') { ".*" } else { "*" };
+        let (folder, hidden) = created_in(path);
+        let kind = if hidden { ".*" } else { "*" };
         return (if folder.is_empty() { kind.to_string() } else { format!("{folder}/{kind}") }, access);
     }
     (path.to_string(), access)
+}
+
+/// The folder a create of `path` makes its entry in (empty at the root), and whether the
+/// entry's name is hidden: what the kernel grants a creation by.
+pub fn created_in(path: &str) -> (&str, bool) {
+    let p = path.trim_end_matches('/');
+    let (folder, name) = p.rsplit_once('/').unwrap_or(("", p));
+    (folder, name.starts_with('.'))
+}
+
+impl SessionApproval {
+    /// Whether this is the user's approval of what a request stands for (its
+    /// [`ask_key`]).
+    fn allows(&self, asked: &(String, Access)) -> bool {
+        self.approval.permission == Permission::Allow && ask_key(&self.approval.path_glob, self.approval.access) == *asked
+    }
 }
 
 fn answer_source(question: u64) -> String {
@@ -798,8 +814,7 @@ impl Twin {
             s.policy.check_in_session(&req.path, req.access, &created).verdict == Verdict::Allow
         };
         let asked = ask_key(&req.path, req.access);
-        let user_approved = costly
-            && s.approvals.iter().any(|a| a.approval.access == req.access && ask_key(&a.approval.path_glob, a.approval.access) == asked && a.approval.permission == Permission::Allow);
+        let user_approved = costly && s.approvals.iter().any(|a| a.allows(&asked));
         Ok(Ballot {
             decider: self.decider.clone(),
             knowledge: self.knowledge.clone(),
@@ -826,10 +841,7 @@ impl Twin {
         };
         let Votes { v1, v2, injection, carried } = votes;
         let asked = ask_key(&req.path, req.access);
-        let approval = s
-            .approvals
-            .iter()
-            .position(|a| a.approval.access == req.access && ask_key(&a.approval.path_glob, a.approval.access) == asked && a.approval.permission == Permission::Allow);
+        let approval = s.approvals.iter().position(|a| a.allows(&asked));
         let user_approved = approval.is_some();
         // An approval for this request only is used up by the decision it is given for.
         let once = approval.filter(|&i| s.approvals[i].scope == ApprovalScope::Once).map(|i| s.approvals.remove(i));
@@ -905,8 +917,8 @@ impl Twin {
         // folder (`D/*`, which the votes read as any one name there). A hidden name is kept
         // as itself: the votes' sanitized globs cannot read `D/.*`, and vote 3 and the
         // kernel's grant take it for the folder's hidden names all the same.
-        let (key, _) = ask_key(&q.path, q.access);
-        let glob = if key == ".*" || key.ends_with("/.*") { q.path.clone() } else { key };
+        let asked = ask_key(&q.path, q.access);
+        let glob = if q.access == Access::Create && created_in(&q.path).1 { q.path.clone() } else { asked.0.clone() };
         let approval = UserApproval {
             session: q.session.clone(),
             path_glob: glob.clone(),
@@ -927,7 +939,7 @@ impl Twin {
                 relative: false,
             });
             s.approvals.push(SessionApproval { approval, scope, question });
-            s.denials.remove(&ask_key(&q.path, q.access));
+            s.denials.remove(&asked);
         } else if lasting {
             let day = self.day;
             if let Some(st) = &self.store {
