@@ -48,6 +48,12 @@ shared_consts! {
     /// hidden names (a leading dot) in it too. Without it such a grant makes visible
     /// entries only, so a grant given for `notes.md` does not make `.envrc` beside it.
     ACCESS_HIDDEN_NAMES: u32 = 1 << 29;
+    /// Marker bit set by the kernel, beside [`ACCESS_CREATED_BY_SESSION`], on the exact
+    /// grant of a directory the session made where a directory of the user's stood
+    /// (a name in [`map_names::VACATED`]) or beneath such a directory: the user's place,
+    /// whoever remade it, so hidden names in it need a grant as in any folder of the
+    /// user's.
+    ACCESS_USERS_PLACE: u32 = 1 << 30;
 
     /// Hook id in [`MissEvent::hook`]: `file_open`.
     HOOK_FILE_OPEN: u32 = 1;
@@ -278,16 +284,20 @@ pub mod map_names {
     /// ([`NEVER_CARRY_DEV`](super::NEVER_CARRY_DEV) entries of the never names, and of
     /// this map) whose names the new directory gets.
     pub const NEVER_CARRY: &str = "pincer_never_carry";
+    /// `HASH` [`VacatedKey`](super::VacatedKey) → `u32` (1): the names where a
+    /// directory of the user's stood until the session removed or moved it away, written
+    /// by the kernel; a session's entries go with its grants.
+    pub const VACATED: &str = "pincer_vacated";
     /// `INODE_STORAGE` of the never patterns' cache (read and written only by the
     /// program: per directory and session, what the patterns match from it to the top).
     pub const PATTERN_CACHE: &str = "pincer_pattern_cache";
     /// Every map, in a fixed order.
-    pub const ALL: [&str; 17] = [
+    pub const ALL: [&str; 18] = [
         SESSIONS, ROOTS, EXACT, SUBTREE, OPEN, NEVER, NEVER_NAMES, NEVER_DIRS, STATE, GENERATION, WALK_CACHE, EVENTS, DROPS,
-        HOLD, HELD, NEVER_CARRY, PATTERN_CACHE,
+        HOLD, HELD, NEVER_CARRY, VACATED, PATTERN_CACHE,
     ];
     /// The C macro naming each map (`#define MAP_SESSIONS pincer_sessions`).
-    pub const C_MACROS: [(&str, &str); 17] = [
+    pub const C_MACROS: [(&str, &str); 18] = [
         ("MAP_SESSIONS", SESSIONS),
         ("MAP_ROOTS", ROOTS),
         ("MAP_EXACT", EXACT),
@@ -304,6 +314,7 @@ pub mod map_names {
         ("MAP_HOLD", HOLD),
         ("MAP_HELD", HELD),
         ("MAP_NEVER_CARRY", NEVER_CARRY),
+        ("MAP_VACATED", VACATED),
         ("MAP_PATTERN_CACHE", PATTERN_CACHE),
     ];
 }
@@ -427,6 +438,25 @@ shared_struct! {
 }
 
 shared_struct! {
+    /// Key of the vacated-name map: the entry `name` of directory `(dev, ino)` where a
+    /// directory of the user's stood until session `session` removed or moved it away.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct VacatedKey as "vacated_key" {
+        /// The session's cgroup id.
+        pub session: u64,
+        /// Inode number of the directory.
+        pub ino: u64,
+        /// Kernel-internal device number of the directory.
+        pub dev: u32,
+        /// Explicit padding, always zero.
+        pub _pad: u32,
+        /// The entry's name, NUL-padded; a longer name is kept as its first
+        /// `NEVER_NAME_LEN - 1` bytes (two such names are one entry: stricter only).
+        pub name: [u8; NEVER_NAME_LEN],
+    }
+}
+
+shared_struct! {
     /// The single entry of the state map, kept by userspace so the kernel walk
     /// can skip work that cannot matter.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -531,11 +561,12 @@ shared_struct! {
 
 /// Every layout shared with C; `pincer-ebpf`'s build script asserts each one
 /// against `pincer.h` (`_Static_assert` on size, and offset and size of every field).
-pub const LAYOUTS: [Layout; 8] = [
+pub const LAYOUTS: [Layout; 9] = [
     SessionKey::LAYOUT,
     SessionValue::LAYOUT,
     ObjectKey::LAYOUT,
     NameKey::LAYOUT,
+    VacatedKey::LAYOUT,
     State::LAYOUT,
     Generation::LAYOUT,
     GrantKey::LAYOUT,
@@ -570,6 +601,7 @@ mod pod {
     unsafe impl aya::Pod for super::SessionValue {}
     unsafe impl aya::Pod for super::ObjectKey {}
     unsafe impl aya::Pod for super::NameKey {}
+    unsafe impl aya::Pod for super::VacatedKey {}
     unsafe impl aya::Pod for super::State {}
     unsafe impl aya::Pod for super::Generation {}
     unsafe impl aya::Pod for super::GrantKey {}

@@ -31,6 +31,7 @@
 #define EACCES 13
 #define S_IFMT 00170000
 #define S_IFDIR 0040000
+#define S_IFLNK 0120000
 #define S_IFREG 0100000
 #define S_IROTH 00004
 #define S_IWOTH 00002
@@ -119,6 +120,17 @@ struct {
 	__type(key, struct name_key);
 	__type(value, __u64);
 } MAP_NEVER_CARRY SEC(".maps");
+
+/* The names where a directory of the user's stood until a session removed or
+ * moved it away (record_vacated): a directory the session makes there is the
+ * user's place (ACCESS_USERS_PLACE), and no folder of the session's new ones
+ * moves there. Userspace removes a session's entries with its grants. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct vacated_key);
+	__type(value, __u32);
+} MAP_VACATED SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -427,19 +439,28 @@ static __always_inline int hidden_name(const unsigned char *name)
 	return name && !bpf_probe_read_kernel(&ch, 1, name) && ch == '.';
 }
 
+/* Whether exact grant `bits` is that of a new folder of the session's: one it
+ * made (ACCESS_CREATED_BY_SESSION) at a new name, not where a folder of the
+ * user's stood nor beneath one (ACCESS_USERS_PLACE). Such a folder takes hidden
+ * entries freely. */
+static __always_inline int own_new_folder(__u32 bits)
+{
+	return (bits & (ACCESS_CREATED_BY_SESSION | ACCESS_USERS_PLACE)) == ACCESS_CREATED_BY_SESSION;
+}
+
 /* Whether exact grant `bits` on the walk's current level (c->ok, the first
  * level) fails to reach c->prev, the name of a new entry in it. A hidden name
  * is reached only by a grant that covers hidden names: one marked
  * ACCESS_HIDDEN_NAMES (given for a hidden name decided in that directory) or
- * the grant of a directory the session made (ACCESS_CREATED_BY_SESSION); a
+ * the grant of a new folder of the session's (own_new_folder); a
  * grant given for `notes.md` does not make `.envrc` or `.cargo/` beside it.
  * And never in a protected root: the hidden entries of a root (the home's
  * dotfiles and dot-directories: the configuration, code, state, histories and
  * credentials of the user's tools) are not made through `create` on the root. */
 static __always_inline int misses_hidden_name(struct walk_ctx *c, int prev_hidden, __u32 bits)
 {
-	return prev_hidden &&
-	       (!(bits & (ACCESS_HIDDEN_NAMES | ACCESS_CREATED_BY_SESSION)) || bpf_map_lookup_elem(&MAP_ROOTS, &c->ok));
+	return prev_hidden && ((!(bits & ACCESS_HIDDEN_NAMES) && !own_new_folder(bits)) ||
+			       bpf_map_lookup_elem(&MAP_ROOTS, &c->ok));
 }
 
 /* One level of walk_up; returns 1 to stop. */
@@ -1254,6 +1275,109 @@ static __noinline __u32 exact_bits(__u64 session, __u64 ino, __u32 dev)
 	return bits ? *bits : 0;
 }
 
+/* The session's exact grant on the object of dentry `d`, 0 if none. */
+static __noinline __u32 own_exact(__u64 session, struct dentry *d)
+{
+	struct inode *inode = BPF_CORE_READ(d, d_inode);
+
+	return inode ? exact_bits(session, BPF_CORE_READ(inode, i_ino), BPF_CORE_READ(inode, i_sb, s_dev)) : 0;
+}
+
+/* ---- The user's places ----
+ *
+ * A folder the session makes at a new name is its own: it takes hidden
+ * entries freely (own_new_folder; cargo's target/.fingerprint). A folder of
+ * the user's is the user's place by its name too: the user's tools find it by
+ * its path, whatever object stands there. So where the session removes or
+ * moves away a directory or symlink of the user's, it records the name
+ * (MAP_VACATED); a
+ * directory it makes at that name, or beneath one so made, is the user's place
+ * (ACCESS_USERS_PLACE: hidden names in it need a grant, as in the folder that
+ * stood there); and neither a new folder of its own nor a symlink may take
+ * such a name, nor that new folder move into the user's place remade
+ * (takes_users_place). */
+
+/* The key of `entry`'s name in its directory for `session`; 0 if the name or
+ * the directory cannot be read. A longer name is kept as its first
+ * NEVER_NAME_LEN - 1 bytes (names alike in those are one entry: stricter). */
+static __always_inline int vacated_key_of(struct vacated_key *k, __u64 session, struct dentry *entry)
+{
+	struct inode *dir = BPF_CORE_READ(entry, d_parent, d_inode);
+
+	__builtin_memset(k, 0, sizeof(*k));
+	if (!dir)
+		return 0;
+	k->session = session;
+	k->ino = BPF_CORE_READ(dir, i_ino);
+	k->dev = BPF_CORE_READ(dir, i_sb, s_dev);
+	return bpf_probe_read_kernel_str(k->name, sizeof(k->name), BPF_CORE_READ(entry, d_name.name)) > 0;
+}
+
+/* Whether `entry`'s name is one the session vacated (an unreadable name
+ * counts). */
+static __noinline int vacated_name(__u64 session, struct dentry *entry)
+{
+	struct vacated_key k;
+
+	return !vacated_key_of(&k, session, entry) || bpf_map_lookup_elem(&MAP_VACATED, &k);
+}
+
+/* Whether `entry` (a name in its directory) is where a folder of the user's
+ * stands for the session: a name where a directory of the user's stood until
+ * the session removed or moved it (an unreadable name counts), or that a
+ * directory of the user's holds now. */
+static __noinline int users_folder_name(__u64 session, struct dentry *entry)
+{
+	if (vacated_name(session, entry))
+		return 1;
+	struct inode *there = BPF_CORE_READ(entry, d_inode);
+
+	return there && (BPF_CORE_READ(there, i_mode) & S_IFMT) == S_IFDIR && !own_new_folder(own_exact(session, entry));
+}
+
+/* The directory or symlink `d` of the user's (not one the session made at a
+ * new name) is removed or moved away: its name is recorded as vacated (a
+ * symlink's name is a path to a folder as much as a directory's). 0, or
+ * -EACCES when the map is full (the change is refused rather than the name
+ * forgotten). */
+static __noinline int record_vacated(__u64 session, struct dentry *d)
+{
+	struct inode *inode = BPF_CORE_READ(d, d_inode);
+
+	if (!inode)
+		return 0;
+	__u32 fmt = BPF_CORE_READ(inode, i_mode) & S_IFMT;
+
+	if ((fmt != S_IFDIR && fmt != S_IFLNK) || own_new_folder(own_exact(session, d)))
+		return 0;
+	struct vacated_key k;
+	__u32 one = 1;
+
+	if (!vacated_key_of(&k, session, d))
+		return -EACCES;
+	return bpf_map_update_elem(&MAP_VACATED, &k, &one, BPF_ANY) ? -EACCES : 0;
+}
+
+/* Whether moving `old_dentry` to `new_dentry` puts a new folder of the
+ * session's (its hidden entries made freely) where a folder of the user's
+ * stands (users_folder_name) or into the user's place remade, or a symlink
+ * where a folder of the user's stands. */
+static __noinline int takes_users_place(__u64 session, struct dentry *old_dentry, struct dentry *new_dentry)
+{
+	struct inode *inode = BPF_CORE_READ(old_dentry, d_inode);
+
+	if (!inode)
+		return 0;
+	__u32 fmt = BPF_CORE_READ(inode, i_mode) & S_IFMT;
+
+	if (fmt == S_IFLNK)
+		return users_folder_name(session, new_dentry);
+	if (fmt != S_IFDIR || !own_new_folder(own_exact(session, old_dentry)))
+		return 0;
+	return (own_exact(session, BPF_CORE_READ(new_dentry, d_parent)) & ACCESS_USERS_PLACE) ||
+	       users_folder_name(session, new_dentry);
+}
+
 /* Looks up the segment of directory `dir` (dentry `dir_d`, reached through
  * w->mnt) for a check of `obj`. On a hit, leaves in w: never, granted and
  * protected as the walk from `dir` to the top gave them, levels, names_here,
@@ -1782,6 +1906,26 @@ static __always_inline void walk_start(struct walk *w, const struct session *s, 
 	w->flags = multi ? EVENT_FLAG_MULTI_LINK : 0;
 }
 
+/* Refuses putting a new folder of the session's or a symlink in the user's
+ * place (takes_users_place), as never-grantable: no grant makes it safe. `w`
+ * is the caller's walk (the rename hooks' stack has no room for another). */
+static __always_inline int refuse_users_place_with(struct walk *w, const struct session *s, struct dentry *d, __u32 hook)
+{
+	walk_start(w, s, scalar_of(d), 0, ACCESS_CREATE, 0);
+	w->never = ACCESS_CREATE;
+	w->flags |= EVENT_FLAG_NEVER;
+	report(s, w, scalar_of(d), ACCESS_CREATE, hook);
+	return -EACCES;
+}
+
+/* refuse_users_place_with on a walk of its own. */
+static __noinline int refuse_users_place(const struct session *s, struct dentry *d, __u32 hook)
+{
+	struct walk w;
+
+	return refuse_users_place_with(&w, s, d, hook);
+}
+
 static __always_inline int reach_file_open(__u64 session, struct file *file);
 static __always_inline int reach_cgroup(const struct session *s, struct dentry *d, __u32 need);
 
@@ -2168,7 +2312,11 @@ int BPF_PROG(pincer_inode_unlink_held, struct inode *dir, struct dentry *dentry,
 
 	if (ret)
 		return ret;
-	return current_session(&s) ? held_object(&s, dentry, ACCESS_DELETE, HOOK_INODE_UNLINK, 1) : 0;
+	if (!current_session(&s))
+		return 0;
+	int err = held_object(&s, dentry, ACCESS_DELETE, HOOK_INODE_UNLINK, 1);
+
+	return err ? err : record_vacated(s.id, dentry);
 }
 
 SEC("lsm.s/inode_rmdir")
@@ -2178,7 +2326,11 @@ int BPF_PROG(pincer_inode_rmdir_held, struct inode *dir, struct dentry *dentry, 
 
 	if (ret)
 		return ret;
-	return current_session(&s) ? held_object(&s, dentry, ACCESS_DELETE, HOOK_INODE_RMDIR, 1) : 0;
+	if (!current_session(&s))
+		return 0;
+	int err = held_object(&s, dentry, ACCESS_DELETE, HOOK_INODE_RMDIR, 1);
+
+	return err ? err : record_vacated(s.id, dentry);
 }
 
 SEC("lsm.s/inode_symlink")
@@ -2188,7 +2340,13 @@ int BPF_PROG(pincer_inode_symlink_held, struct inode *dir, struct dentry *dentry
 
 	if (ret)
 		return ret;
-	return current_session(&s) ? held_create(&s, dir, dentry, HOOK_INODE_SYMLINK, 1) : 0;
+	if (!current_session(&s))
+		return 0;
+	int err = held_create(&s, dir, dentry, HOOK_INODE_SYMLINK, 1);
+
+	if (err)
+		return err;
+	return users_folder_name(s.id, dentry) ? refuse_users_place(&s, dentry, HOOK_INODE_SYMLINK) : 0;
 }
 
 /* inode_setattr (the 6.8+ signature; the held programs need 6.12): a change of
@@ -2228,6 +2386,13 @@ static __noinline __u32 place_bits(struct walk *w, __u64 session, struct dentry 
 	return w->granted;
 }
 
+/* Whether a rename changes whether the entry is hidden (a subtree grant
+ * reaches it under one name and not the other). */
+static __always_inline int hiding_changes(struct dentry *old_dentry, struct dentry *new_dentry)
+{
+	return hidden_name(BPF_CORE_READ(old_dentry, d_name.name)) != hidden_name(BPF_CORE_READ(new_dentry, d_name.name));
+}
+
 /* A rename across directories may not widen what the session can do to what
  * it moves (as Landlock's REFER right): the grants of the new place must be
  * ones the old place gave, for a directory (everything in the moved tree gets
@@ -2236,8 +2401,10 @@ static __noinline __u32 place_bits(struct walk *w, __u64 session, struct dentry 
  * into the session's scratch from elsewhere. And no directory leaves the
  * session's scratch: a tree assembled there (a repository with hooks and
  * config) would bring into the user's places names that no check saw. Refused
- * as never-grantable: no grant could make the move safe. */
-static __always_inline int check_move(const struct session *s, struct dentry *old_dentry, struct dentry *new_dentry)
+ * as never-grantable: no grant could make the move safe. So is a move that
+ * is `taken` (takes_users_place: the hook asks it on every rename). */
+static __always_inline int check_move(const struct session *s, struct dentry *old_dentry, struct dentry *new_dentry,
+				      int taken)
 {
 	struct inode *inode = BPF_CORE_READ(old_dentry, d_inode);
 	/* One walk for both places and the report: the hook's frame is the
@@ -2246,36 +2413,31 @@ static __always_inline int check_move(const struct session *s, struct dentry *ol
 
 	if (!inode)
 		return 0;
-	int dir = (BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFDIR;
-	__u32 from = place_bits(&w, s->id, old_dentry, 0);
-	__u32 to = place_bits(&w, s->id, new_dentry, 0);
-	/* Into the scratch is a gain for a directory: the patterns do not
-	 * apply there, and the scratch goes when the session ends. */
-	__u32 gain = to & ~from & (ACCESS_ALL_BITS | ACCESS_CREATED_BY_SESSION);
+	if (!taken) {
+		int dir = (BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFDIR;
+		__u32 from = place_bits(&w, s->id, old_dentry, 0);
+		__u32 to = place_bits(&w, s->id, new_dentry, 0);
+		/* Into the scratch is a gain for a directory: the patterns do not
+		 * apply there, and the scratch goes when the session ends. */
+		__u32 gain = to & ~from & (ACCESS_ALL_BITS | ACCESS_CREATED_BY_SESSION);
 
-	/* A directory's hidden entries get only what reaches hidden entries
-	 * (open paths, the scratch): compared on their own. */
-	if (dir) {
-		__u32 hidden_from = place_bits(&w, s->id, old_dentry, 1);
+		/* A directory's hidden entries get only what reaches hidden entries
+		 * (open paths, the scratch): compared on their own. */
+		if (dir) {
+			__u32 hidden_from = place_bits(&w, s->id, old_dentry, 1);
 
-		gain |= place_bits(&w, s->id, new_dentry, 1) & ~hidden_from & (ACCESS_ALL_BITS | ACCESS_CREATED_BY_SESSION);
+			gain |= place_bits(&w, s->id, new_dentry, 1) & ~hidden_from &
+				(ACCESS_ALL_BITS | ACCESS_CREATED_BY_SESSION);
+		}
+		if (!dir)
+			gain &= (ACCESS_READ | ACCESS_WRITE | ACCESS_DELETE) &
+				~exact_bits(s->id, BPF_CORE_READ(inode, i_ino), BPF_CORE_READ(inode, i_sb, s_dev));
+		if (!gain && !(dir && (from & ACCESS_CREATED_BY_SESSION) && !(to & ACCESS_CREATED_BY_SESSION)))
+			return 0;
 	}
-	if (!dir)
-		gain &= (ACCESS_READ | ACCESS_WRITE | ACCESS_DELETE) &
-			~exact_bits(s->id, BPF_CORE_READ(inode, i_ino), BPF_CORE_READ(inode, i_sb, s_dev));
-	if (!gain && !(dir && (from & ACCESS_CREATED_BY_SESSION) && !(to & ACCESS_CREATED_BY_SESSION)))
-		return 0;
 	walk_start(&w, s, scalar_of(new_dentry), 0, ACCESS_CREATE, 0);
 	w.never = ACCESS_CREATE;
 	return verdict(s, scalar_of(new_dentry), HOOK_INODE_RENAME_TO, &w);
-}
-
-/* The session's exact grant on the object of dentry `d`, 0 if none. */
-static __noinline __u32 own_exact(__u64 session, struct dentry *d)
-{
-	struct inode *inode = BPF_CORE_READ(d, d_inode);
-
-	return inode ? exact_bits(session, BPF_CORE_READ(inode, i_ino), BPF_CORE_READ(inode, i_sb, s_dev)) : 0;
 }
 
 /* check_move for a hard link (always to a file): the new name may not give
@@ -2297,12 +2459,6 @@ static __always_inline int check_link(const struct session *s, struct dentry *ol
 	return -EACCES;
 }
 
-/* Whether a rename changes whether the entry is hidden (a subtree grant
- * reaches it under one name and not the other). */
-static __always_inline int hiding_changes(struct dentry *old_dentry, struct dentry *new_dentry)
-{
-	return hidden_name(BPF_CORE_READ(old_dentry, d_name.name)) != hidden_name(BPF_CORE_READ(new_dentry, d_name.name));
-}
 
 /* pincer_inode_rename's checks, each held when both names are in one
  * directory. */
@@ -2324,18 +2480,27 @@ int BPF_PROG(pincer_inode_rename_held, struct inode *old_dir, struct dentry *old
 	err = held_create(&s, new_dir, new_dentry, HOOK_INODE_RENAME_TO, one_dir);
 	if (err)
 		return err;
-	if (!one_dir || hiding_changes(old_dentry, new_dentry)) {
-		err = check_move(&s, old_dentry, new_dentry);
+	int taken = takes_users_place(s.id, old_dentry, new_dentry);
+
+	if (taken || !one_dir || hiding_changes(old_dentry, new_dentry)) {
+		err = check_move(&s, old_dentry, new_dentry, taken);
 		if (err)
 			return err;
 	}
+	/* A directory of the user's leaves its name (old_dentry is not needed
+	 * after this: the hook's frame has no room to keep it). */
+	err = record_vacated(s.id, old_dentry);
+	if (err)
+		return err;
 	struct inode *replaced = BPF_CORE_READ(new_dentry, d_inode);
 
 	if (replaced) {
 		__u16 mode = BPF_CORE_READ(replaced, i_mode);
 
-		return held_object(&s, new_dentry, (mode & S_IFMT) == S_IFDIR ? ACCESS_DELETE : ACCESS_WRITE,
-				   HOOK_INODE_RENAME_OVER, one_dir);
+		err = held_object(&s, new_dentry, (mode & S_IFMT) == S_IFDIR ? ACCESS_DELETE : ACCESS_WRITE,
+				  HOOK_INODE_RENAME_OVER, one_dir);
+		if (err)
+			return err;
 	}
 	return 0;
 }
@@ -2390,7 +2555,7 @@ int BPF_PROG(pincer_inode_mkdir, struct inode *dir, struct dentry *dentry, umode
  * is full the directory gets no entry (the session's accesses to it are then
  * decided as misses). vfs_mkdir's first argument is a user_namespace (6.1) or
  * mnt_idmap (6.3+) pointer; it is not read. */
-static __always_inline int record_made(struct dentry *dentry, int ret)
+static __always_inline int record_made(struct dentry *dentry, int ret, int dir)
 {
 	struct session s;
 
@@ -2406,6 +2571,11 @@ static __always_inline int record_made(struct dentry *dentry, int ret)
 		.dev = BPF_CORE_READ(inode, i_sb, s_dev),
 	};
 	__u32 bits = ACCESS_ALL_BITS | ACCESS_CREATED_BY_SESSION;
+
+	/* Where a folder of the user's stood, or in the user's place remade: the
+	 * user's place (no hidden name without a grant). */
+	if (dir && ((own_exact(s.id, BPF_CORE_READ(dentry, d_parent)) & ACCESS_USERS_PLACE) || vacated_name(s.id, dentry)))
+		bits |= ACCESS_USERS_PLACE;
 
 	bpf_map_update_elem(&MAP_EXACT, &gk, &bits, BPF_ANY);
 	return 0;
@@ -2491,7 +2661,7 @@ int BPF_PROG(pincer_vfs_mkdir, void *idmap, struct inode *dir, struct dentry *de
 	 * (record_made) comes only once they are there. */
 	if (!ret)
 		carry_reserved(dir, dentry);
-	return record_made(dentry, ret);
+	return record_made(dentry, ret, 1);
 }
 
 /* A symlink, FIFO, device node or bound Unix socket the session made is its
@@ -2500,13 +2670,13 @@ int BPF_PROG(pincer_vfs_mkdir, void *idmap, struct inode *dir, struct dentry *de
 SEC("fexit/vfs_symlink")
 int BPF_PROG(pincer_vfs_symlink, void *idmap, struct inode *dir, struct dentry *dentry, const char *oldname, int ret)
 {
-	return record_made(dentry, ret);
+	return record_made(dentry, ret, 0);
 }
 
 SEC("fexit/vfs_mknod")
 int BPF_PROG(pincer_vfs_mknod, void *idmap, struct inode *dir, struct dentry *dentry, umode_t mode, dev_t dev, int ret)
 {
-	return record_made(dentry, ret);
+	return record_made(dentry, ret, 0);
 }
 
 /* FIFOs, character and block devices, and Unix sockets bound to a path (the
@@ -2528,7 +2698,13 @@ int BPF_PROG(pincer_inode_symlink, struct inode *dir, struct dentry *dentry, con
 
 	if (ret)
 		return ret;
-	return current_session(&s) ? check_create(&s, dentry, HOOK_INODE_SYMLINK) : 0;
+	if (!current_session(&s))
+		return 0;
+	int err = check_create(&s, dentry, HOOK_INODE_SYMLINK);
+
+	if (err)
+		return err;
+	return users_folder_name(s.id, dentry) ? refuse_users_place(&s, dentry, HOOK_INODE_SYMLINK) : 0;
 }
 
 SEC("lsm/inode_link")
@@ -2561,7 +2737,11 @@ int BPF_PROG(pincer_inode_unlink, struct inode *dir, struct dentry *dentry, int 
 
 	if (ret)
 		return ret;
-	return current_session(&s) ? check_object(&s, dentry, ACCESS_DELETE, HOOK_INODE_UNLINK) : 0;
+	if (!current_session(&s))
+		return 0;
+	int err = check_object(&s, dentry, ACCESS_DELETE, HOOK_INODE_UNLINK);
+
+	return err ? err : record_vacated(s.id, dentry);
 }
 
 SEC("lsm/inode_rmdir")
@@ -2571,7 +2751,11 @@ int BPF_PROG(pincer_inode_rmdir, struct inode *dir, struct dentry *dentry, int r
 
 	if (ret)
 		return ret;
-	return current_session(&s) ? check_object(&s, dentry, ACCESS_DELETE, HOOK_INODE_RMDIR) : 0;
+	if (!current_session(&s))
+		return 0;
+	int err = check_object(&s, dentry, ACCESS_DELETE, HOOK_INODE_RMDIR);
+
+	return err ? err : record_vacated(s.id, dentry);
 }
 
 /* RENAME_EXCHANGE reaches this hook twice, with the sides swapped, so both
@@ -2595,18 +2779,27 @@ int BPF_PROG(pincer_inode_rename, struct inode *old_dir, struct dentry *old_dent
 	err = check_create(&s, new_dentry, HOOK_INODE_RENAME_TO);
 	if (err)
 		return err;
-	if (old_dir != new_dir || hiding_changes(old_dentry, new_dentry)) {
-		err = check_move(&s, old_dentry, new_dentry);
+	int taken = takes_users_place(s.id, old_dentry, new_dentry);
+
+	if (taken || old_dir != new_dir || hiding_changes(old_dentry, new_dentry)) {
+		err = check_move(&s, old_dentry, new_dentry, taken);
 		if (err)
 			return err;
 	}
+	/* A directory of the user's leaves its name (old_dentry is not needed
+	 * after this: the hook's frame has no room to keep it). */
+	err = record_vacated(s.id, old_dentry);
+	if (err)
+		return err;
 	struct inode *replaced = BPF_CORE_READ(new_dentry, d_inode);
 
 	if (replaced) {
 		__u16 mode = BPF_CORE_READ(replaced, i_mode);
 
-		return check_object(&s, new_dentry, (mode & S_IFMT) == S_IFDIR ? ACCESS_DELETE : ACCESS_WRITE,
-				    HOOK_INODE_RENAME_OVER);
+		err = check_object(&s, new_dentry, (mode & S_IFMT) == S_IFDIR ? ACCESS_DELETE : ACCESS_WRITE,
+				   HOOK_INODE_RENAME_OVER);
+		if (err)
+			return err;
 	}
 	return 0;
 }

@@ -35,6 +35,16 @@ struct name_key {
 	char name[NEVER_NAME_LEN];
 };
 
+/* The entry `name` of directory (dev, ino) where a directory of the user's
+ * stood until session `session` removed or moved it away. */
+struct vacated_key {
+	__u64 session;
+	__u64 ino;
+	__u32 dev;
+	__u32 _pad;
+	char name[NEVER_NAME_LEN];
+};
+
 struct pincer_state {
 	__u32 never_objects;
 	__u32 never_names;

@@ -209,7 +209,7 @@ pub fn drain_misses(pin_dir: &Path) {
 /// Counts (and with `clear` removes) the policy entries of each map.
 fn policy_maps(pin_dir: &Path, clear: bool) -> Vec<(&'static str, usize)> {
     use pincer_common::reach::{map_names as r, PortKey, UnixNameKey};
-    use pincer_common::{map_names as m, GrantKey, NameKey, ObjectKey, SessionKey, SessionValue};
+    use pincer_common::{map_names as m, GrantKey, NameKey, ObjectKey, SessionKey, SessionValue, VacatedKey};
     let maps = pin_dir.join("maps");
     vec![
         (m::SESSIONS, entries::<SessionKey, SessionValue>(&maps, m::SESSIONS, clear, every)),
@@ -221,6 +221,7 @@ fn policy_maps(pin_dir: &Path, clear: bool) -> Vec<(&'static str, usize)> {
         (m::NEVER_NAMES, entries::<NameKey, u32>(&maps, m::NEVER_NAMES, clear, every)),
         (m::NEVER_DIRS, entries::<ObjectKey, u32>(&maps, m::NEVER_DIRS, clear, every)),
         (m::NEVER_CARRY, entries::<NameKey, u64>(&maps, m::NEVER_CARRY, clear, every)),
+        (m::VACATED, entries::<VacatedKey, u32>(&maps, m::VACATED, clear, every)),
         (r::UNIX_FILES, entries::<ObjectKey, u32>(&maps, r::UNIX_FILES, clear, every)),
         (r::UNIX_NAMES, entries::<UnixNameKey, u32>(&maps, r::UNIX_NAMES, clear, every)),
         (r::UNIX_SERVED, entries::<UnixNameKey, u32>(&maps, r::UNIX_SERVED, clear, every)),

@@ -530,6 +530,11 @@ fn mkdir(p: &Path) -> i32 {
     rc(unsafe { libc::mkdir(cpath(p).as_ptr(), 0o755) } as i64)
 }
 
+fn rmdir(p: &Path) -> i32 {
+    // SAFETY: rmdir on a valid C string.
+    rc(unsafe { libc::rmdir(cpath(p).as_ptr()) } as i64)
+}
+
 fn rename(a: &Path, b: &Path) -> i32 {
     // SAFETY: rename on valid C strings.
     rc(unsafe { libc::rename(cpath(a).as_ptr(), cpath(b).as_ptr()) } as i64)
@@ -2675,9 +2680,10 @@ fn exchanges_a_project_folder_with_its_own_folder_in_an_open_path() {
 /// no check sees the hidden names the renamed tree brings to the user's place. The same
 /// shape as the scratch rule (a tree assembled where the patterns do not apply may not
 /// leave it), one folder down. Control: making `mono/api/.cargo` directly is refused.
-/// Expected to get out.
+/// Closed: removing the user's `mono/api` records its name as vacated (`record_vacated`),
+/// and a folder the session made at a new name may not take a vacated name
+/// (`takes_users_place`).
 #[test]
-#[ignore = "open route: a folder the session made may hold hidden entries (cargo keeps .fingerprint and .cargo-lock in target/), and renaming it over the user's folder within one directory brings them in"]
 fn replaces_the_users_folder_with_its_own_holding_hidden_configuration() {
     let mut red = Red::start_with("swapin", |ws| {
         make(&ws.join("mono/.git/HEAD"), Some("ref: refs/heads/main\n"));
@@ -2707,6 +2713,594 @@ fn replaces_the_users_folder_with_its_own_holding_hidden_configuration() {
     let planted = api.join(".cargo/config.toml").exists() || api.join(".npmrc").exists();
     assert!(!planted, "the user's crate folder holds the session's .cargo/config.toml or .npmrc: {r:?}");
 }
+
+// ---------------------------------------------------------------------------------------
+// The user's place by name. A folder the session made takes hidden entries freely only
+// while it stands at a new name: where the session removes or moves away a folder of the
+// user's, the name (its directory and name) is vacated for the session; a folder it makes
+// there, or beneath a folder so made, is the user's place (hidden names in it need a grant,
+// as in the folder that stood there); a new folder of its own neither takes such a name, nor
+// the place of a folder of the user's, nor moves into the user's place remade; and no
+// symlink takes a vacated name. The attacks below try to end that rule early: by each way a
+// name is emptied (a removal, a move of the folder or of its parent, a rename over it, an
+// exchange), each way the session's folder could come to stand there (made there, renamed
+// there, linked there, moved into the folder remade) and each way the record could be lost
+// (the remade folder removed or renamed over, another folder of the user's at the name, a
+// symlink, a later session). Granted: the workspace, every access; nothing grants a hidden
+// name. Controls: cargo's `target/` and npm's retired packages, folders of the session's at
+// new names, keep their hidden entries.
+
+/// What the attacks plant: a `linker` the user's next `cargo build` in the crate runs
+/// (cargo reads `.cargo/config.toml` in the folder it runs in and in every folder above).
+const EVIL_CARGO: &str = "[target.x86_64-unknown-linux-gnu]\nlinker = \"/tmp/evil\"\n";
+/// A shell every `npm run` in the folder starts.
+const EVIL_NPMRC: &str = "script-shell=/tmp/evil\n";
+
+/// Removes the user's crate folder and makes a folder of its own at the same name: the
+/// session moves the visible files of `mono/api` into a folder of its own (`mono/keep`),
+/// removes the emptied `mono/api` (`delete` through the workspace's subtree grant), makes
+/// `mono/api` again, makes `.cargo/config.toml` and `.npmrc` in it and moves the user's
+/// files back, so the folder at the user's path looks like the user's and holds the
+/// session's configuration. Why it might get out: the new `mono/api` is a folder the session
+/// made (`record_made`: an exact grant marked `ACCESS_CREATED_BY_SESSION`), which
+/// `misses_hidden_name` lets take hidden names; that a folder of the user's stood at its name
+/// is known only if the removal recorded it. Control: the moves of the user's visible files,
+/// the removal and the folder made again. Expected closed.
+#[test]
+fn removes_the_users_folder_and_makes_its_own_at_the_name_holding_hidden_configuration() {
+    let mut red = Red::start_with("vacate-rmdir", |ws| {
+        make(&ws.join("mono/api/Cargo.toml"), Some("[package]\nname = \"api\"\n"));
+        make(&ws.join("mono/api/src/lib.rs"), Some("\n"));
+    });
+    let ws = red.ws.clone();
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    let (api, keep) = (ws.join("mono/api"), ws.join("mono/keep"));
+    let r = red.gated(|| {
+        vec![
+            mkdir(&keep),
+            rename(&api.join("Cargo.toml"), &keep.join("Cargo.toml")),
+            rename(&api.join("src"), &keep.join("src")),
+            rmdir(&api),
+            mkdir(&api),
+            mkdir(&api.join(".cargo")),
+            create(&api.join(".cargo/config.toml"), EVIL_CARGO),
+            create(&api.join(".npmrc"), EVIL_NPMRC),
+            rename(&keep.join("Cargo.toml"), &api.join("Cargo.toml")),
+            rename(&keep.join("src"), &api.join("src")),
+        ]
+    });
+    assert_eq!(&r[..5], &[0; 5], "controls: the user's files moved aside, the emptied folder removed and made again: {r:?}");
+    assert_eq!(r[5], EACCES, "a hidden folder in the folder made where the user's stood: {r:?}");
+    assert_eq!(r[7], EACCES, "a hidden file there: {r:?}");
+    let planted = api.join(".cargo/config.toml").exists() || api.join(".npmrc").exists();
+    assert!(!planted, "the user's crate folder holds the session's .cargo/config.toml or .npmrc: {r:?}");
+}
+
+/// Moves the user's crate folder aside (`mono/api` -> `mono/api.bak`, one rename within
+/// `mono` that keeps the name visible) and makes a folder of its own at `mono/api`, with
+/// `.cargo` and `.npmrc` in it and `.cargo` in a folder it makes beneath it
+/// (`mono/api/sub`), then moves the user's files in. Why it might get out: a rename within
+/// one folder that keeps the name visible passes no move check (`hiding_changes` is false),
+/// so only the rename itself can record that the name was the user's; and the folder beneath
+/// is made in a folder of the session's, at a name nothing vacated. Control: the move aside,
+/// the new folder and the folder beneath it. Expected closed.
+#[test]
+fn moves_the_users_folder_aside_and_makes_its_own_at_the_name_holding_hidden_configuration() {
+    let mut red = Red::start_with("vacate-move", |ws| {
+        make(&ws.join("mono/api/Cargo.toml"), Some("[package]\nname = \"api\"\n"));
+        make(&ws.join("mono/api/src/lib.rs"), Some("\n"));
+    });
+    let ws = red.ws.clone();
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    let (api, bak) = (ws.join("mono/api"), ws.join("mono/api.bak"));
+    let r = red.gated(|| {
+        vec![
+            rename(&api, &bak),
+            mkdir(&api),
+            mkdir(&api.join("sub")),
+            mkdir(&api.join(".cargo")),
+            create(&api.join(".npmrc"), EVIL_NPMRC),
+            mkdir(&api.join("sub/.cargo")),
+            create(&api.join(".cargo/config.toml"), EVIL_CARGO),
+            rename(&bak.join("Cargo.toml"), &api.join("Cargo.toml")),
+            rename(&bak.join("src"), &api.join("src")),
+        ]
+    });
+    assert_eq!(&r[..3], &[0; 3], "controls: the move aside, a folder at the user's name and one beneath it: {r:?}");
+    assert_eq!(&r[3..6], &[EACCES; 3], ".cargo and .npmrc in the folder at the user's name, .cargo beneath it: {r:?}");
+    let planted = api.join(".cargo").exists() || api.join(".npmrc").exists() || api.join("sub/.cargo").exists();
+    assert!(!planted, "the folder at the user's crate path holds the session's hidden configuration: {r:?}");
+}
+
+/// Moves aside the user's folder that holds the crate (`mono` -> `mono.old`), then rebuilds
+/// the path with folders of its own (`mkdir mono`, `mkdir mono/api`), makes `.cargo` in both
+/// (cargo reads the configuration of every folder above where it runs) and `.npmrc` in
+/// `mono/api`, and moves the user's files in. Why it might get out: the crate's folder itself
+/// was never removed or moved away (it went along with its parent), so `mono/api` is not a
+/// vacated name; the new `mono/api` is a new name in a new folder unless what is made beneath
+/// a folder remade at a vacated name is the user's place too. Control: the move aside and the
+/// two new folders. Expected closed.
+#[test]
+fn moves_the_users_parent_folder_aside_and_rebuilds_the_path_holding_hidden_configuration() {
+    let mut red = Red::start_with("vacate-parent", |ws| {
+        make(&ws.join("mono/Cargo.toml"), Some("[workspace]\nmembers = [\"api\"]\n"));
+        make(&ws.join("mono/api/Cargo.toml"), Some("[package]\nname = \"api\"\n"));
+        make(&ws.join("mono/api/src/lib.rs"), Some("\n"));
+    });
+    let ws = red.ws.clone();
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    let (mono, old) = (ws.join("mono"), ws.join("mono.old"));
+    let api = mono.join("api");
+    let r = red.gated(|| {
+        vec![
+            rename(&mono, &old),
+            mkdir(&mono),
+            mkdir(&api),
+            mkdir(&api.join(".cargo")),
+            mkdir(&mono.join(".cargo")),
+            create(&api.join(".npmrc"), EVIL_NPMRC),
+            create(&api.join(".cargo/config.toml"), EVIL_CARGO),
+            create(&mono.join(".cargo/config.toml"), EVIL_CARGO),
+            rename(&old.join("Cargo.toml"), &mono.join("Cargo.toml")),
+            rename(&old.join("api/Cargo.toml"), &api.join("Cargo.toml")),
+            rename(&old.join("api/src"), &api.join("src")),
+        ]
+    });
+    assert_eq!(&r[..3], &[0; 3], "controls: the move aside and the path made again: {r:?}");
+    assert_eq!(&r[3..6], &[EACCES; 3], ".cargo in mono/api and in mono, .npmrc in mono/api: {r:?}");
+    let planted = api.join(".cargo").exists() || mono.join(".cargo").exists() || api.join(".npmrc").exists();
+    assert!(!planted, "the folders at the user's path hold the session's hidden configuration: {r:?}");
+}
+
+/// Renames a folder of its own holding `.cargo/config.toml` and `.npmrc` over the user's
+/// crate folder once that is emptied, without removing it first: the session makes
+/// `mono/api.new` with the hidden configuration, moves the user's visible files from
+/// `mono/api` into it and renames `mono/api.new` to `mono/api` (a rename replaces an empty
+/// directory). Why it might get out: nothing removed or moved the user's folder before the
+/// rename, so no name is vacated yet; the replaced folder needs only `delete` (the
+/// workspace's grant gives it), and the rename stays in one folder with a visible name.
+/// Control: its folder with hidden entries at a new name, the moves of the user's files.
+/// Expected closed.
+#[test]
+fn renames_its_folder_holding_hidden_configuration_over_the_users_emptied_folder() {
+    let mut red = Red::start_with("vacate-over", |ws| {
+        make(&ws.join("mono/api/Cargo.toml"), Some("[package]\nname = \"api\"\n"));
+        make(&ws.join("mono/api/src/lib.rs"), Some("\n"));
+    });
+    let ws = red.ws.clone();
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    let (api, new) = (ws.join("mono/api"), ws.join("mono/api.new"));
+    let r = red.gated(|| {
+        vec![
+            mkdir(&new),
+            mkdir(&new.join(".cargo")),
+            create(&new.join(".cargo/config.toml"), EVIL_CARGO),
+            create(&new.join(".npmrc"), EVIL_NPMRC),
+            rename(&api.join("Cargo.toml"), &new.join("Cargo.toml")),
+            rename(&api.join("src"), &new.join("src")),
+            rename(&new, &api),
+        ]
+    });
+    assert_eq!(&r[..6], &[0; 6], "controls: its folder with hidden entries at a new name, the user's files moved into it: {r:?}");
+    assert_eq!(r[6], EACCES, "its folder renamed over the user's emptied folder: {r:?}");
+    let planted = api.join(".cargo/config.toml").exists() || api.join(".npmrc").exists();
+    assert!(!planted, "the user's crate folder holds the session's .cargo/config.toml or .npmrc: {r:?}");
+}
+
+/// Swaps a folder of its own holding `.cargo/config.toml` with the user's crate folder in
+/// one call (`renameat2(RENAME_EXCHANGE)`, in both orders): the session's folder would take
+/// the user's name and the user's folder the session's. Why it might get out: the user's
+/// folder leaves its name in the same step as the session's folder arrives, so a record made
+/// when a folder is moved away may come too late for the other side; the exchange passes
+/// the rename hook twice with the sides swapped, each pass in one folder with visible names
+/// (no move check). Control: its folder with hidden entries at a new name. Expected closed.
+#[test]
+fn exchanges_its_folder_holding_hidden_configuration_with_the_users_folder() {
+    let mut red = Red::start_with("vacate-xchg", |ws| {
+        make(&ws.join("mono/api/Cargo.toml"), Some("[package]\nname = \"api\"\n"));
+        make(&ws.join("mono/api/src/lib.rs"), Some("\n"));
+    });
+    let ws = red.ws.clone();
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    let (api, new) = (ws.join("mono/api"), ws.join("mono/api.new"));
+    let r = red.gated(|| {
+        vec![
+            mkdir(&new),
+            mkdir(&new.join(".cargo")),
+            create(&new.join(".cargo/config.toml"), EVIL_CARGO),
+            exchange(&new, &api),
+            exchange(&api, &new),
+        ]
+    });
+    assert_eq!(&r[..3], &[0; 3], "control: its folder with hidden entries at a new name: {r:?}");
+    assert_eq!(&r[3..], &[EACCES; 2], "its folder exchanged with the user's, in both orders: {r:?}");
+    assert!(api.join("Cargo.toml").exists(), "the user's crate folder left its name: {r:?}");
+    assert!(!api.join(".cargo").exists(), "the folder at the user's crate path holds the session's .cargo: {r:?}");
+}
+
+/// Points the user's crate path at a folder of its own holding `.cargo/config.toml` through
+/// a symlink: a symlink made at a new name (`mono/api.link` -> `api.new`) is exchanged with
+/// the user's folder; then, the folder moved aside (`mono/api` -> `mono/api.bak`), a symlink
+/// is made at `mono/api`, and the one at the new name is renamed there. The user's cargo
+/// would follow the link into the session's folder and read its configuration. Why it might
+/// get out: a symlink is not a folder, so a rule about the folders that stand at a name may
+/// pass it by; its name is visible and new, and making it needs only `create` in `mono`.
+/// Control: the folder with hidden entries and a symlink to it at a new name. Expected
+/// closed.
+#[test]
+fn points_the_users_folder_name_at_its_own_folder_by_a_symlink() {
+    let mut red = Red::start_with("vacate-symlink", |ws| {
+        make(&ws.join("mono/api/Cargo.toml"), Some("[package]\nname = \"api\"\n"));
+        make(&ws.join("mono/api/src/lib.rs"), Some("\n"));
+    });
+    let ws = red.ws.clone();
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    let mono = ws.join("mono");
+    let (api, bak, new, link) = (mono.join("api"), mono.join("api.bak"), mono.join("api.new"), mono.join("api.link"));
+    let r = red.gated(|| {
+        let made = vec![
+            mkdir(&new),
+            mkdir(&new.join(".cargo")),
+            create(&new.join(".cargo/config.toml"), EVIL_CARGO),
+            // SAFETY: symlink(2) on NUL-terminated paths.
+            rc(unsafe { libc::symlink(c"api.new".as_ptr(), cpath(&link).as_ptr()) } as i64),
+        ];
+        let swapped = exchange(&link, &api);
+        let aside = rename(&api, &bak);
+        // SAFETY: symlink(2) on NUL-terminated paths.
+        let linked = rc(unsafe { libc::symlink(c"api.new".as_ptr(), cpath(&api).as_ptr()) } as i64);
+        let mut r = made;
+        r.extend([swapped, aside, linked, rename(&link, &api)]);
+        r
+    });
+    assert_eq!(&r[..4], &[0; 4], "controls: its folder with hidden entries, a symlink to it at a new name: {r:?}");
+    assert_eq!(r[4], EACCES, "the symlink exchanged with the user's folder: {r:?}");
+    assert_eq!(r[5], 0, "control: the user's folder moved aside: {r:?}");
+    assert_eq!(&r[6..], &[EACCES; 2], "a symlink made at the vacated name, one renamed there: {r:?}");
+    let is_link = std::fs::symlink_metadata(&api).is_ok_and(|m| m.file_type().is_symlink());
+    assert!(!is_link && !api.join(".cargo/config.toml").exists(), "the user's crate path leads to the session's configuration: {r:?}");
+}
+
+/// Moves a folder of its own holding hidden configuration into the user's crate folder
+/// remade: the user's `mono/api` is moved aside and `mono/api` made again; the session's
+/// `mono/api.new/.cargo` (a folder it made) is moved in as `mono/api/.cargo`, and
+/// `mono/api.new` (holding `.cargo/config.toml`) as `mono/api/sub`. Why it might get out:
+/// across folders `check_move` compares only the grants of the two places (the workspace's
+/// subtree grant on both sides, nothing for hidden entries on either) and the folder's own
+/// exact grant, `ACCESS_CREATED_BY_SESSION`, moves with it, so a folder that takes hidden
+/// entries freely would go on doing so inside the user's place. Control: the folder with
+/// hidden entries at a new name, the move aside, the folder made again. Expected closed.
+#[test]
+fn moves_its_folder_holding_hidden_configuration_into_the_users_folder_remade() {
+    let mut red = Red::start_with("vacate-into", |ws| {
+        make(&ws.join("mono/api/Cargo.toml"), Some("[package]\nname = \"api\"\n"));
+        make(&ws.join("mono/api/src/lib.rs"), Some("\n"));
+    });
+    let ws = red.ws.clone();
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    let mono = ws.join("mono");
+    let (api, bak, new) = (mono.join("api"), mono.join("api.bak"), mono.join("api.new"));
+    let r = red.gated(|| {
+        vec![
+            mkdir(&new),
+            mkdir(&new.join(".cargo")),
+            create(&new.join(".cargo/config.toml"), EVIL_CARGO),
+            rename(&api, &bak),
+            mkdir(&api),
+            rename(&new.join(".cargo"), &api.join(".cargo")),
+            rename(&new, &api.join("sub")),
+        ]
+    });
+    assert_eq!(&r[..5], &[0; 5], "controls: its folder with hidden entries, the move aside, the folder made again: {r:?}");
+    assert_eq!(&r[5..], &[EACCES; 2], "its .cargo and its folder moved into the user's folder remade: {r:?}");
+    let planted = api.join(".cargo").exists() || api.join("sub").exists();
+    assert!(!planted, "the folder at the user's crate path holds the session's folders: {r:?}");
+}
+
+/// Clears the name it vacated by taking it again and letting go: the user's `mono/api` is
+/// moved aside and a folder made at `mono/api` (the user's place); the session's
+/// `mono/api.new`, holding `.cargo/config.toml`, is renamed over that empty folder, or, once
+/// the session removed it, to the free name; last, `mono/api` is made afresh and `.cargo` in
+/// it. Why it might get out: the rule records the names of the user's folders, and the folder
+/// at `mono/api` when the session removes it is one the session made, so its removal records
+/// nothing; a record used up when the name was taken again would leave the name new. Control:
+/// the folder with hidden entries at a new name, the move aside, the folder made, removed and
+/// made again. Expected closed.
+#[test]
+fn takes_the_vacated_name_again_and_removes_what_it_made_there() {
+    let mut red = Red::start_with("vacate-again", |ws| {
+        make(&ws.join("mono/api/Cargo.toml"), Some("[package]\nname = \"api\"\n"));
+        make(&ws.join("mono/api/src/lib.rs"), Some("\n"));
+    });
+    let ws = red.ws.clone();
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    let mono = ws.join("mono");
+    let (api, bak, new) = (mono.join("api"), mono.join("api.bak"), mono.join("api.new"));
+    let r = red.gated(|| {
+        vec![
+            mkdir(&new),
+            mkdir(&new.join(".cargo")),
+            create(&new.join(".cargo/config.toml"), EVIL_CARGO),
+            rename(&api, &bak),
+            mkdir(&api),
+            rename(&new, &api),
+            rmdir(&api),
+            rename(&new, &api),
+            mkdir(&api),
+            mkdir(&api.join(".cargo")),
+        ]
+    });
+    assert_eq!(&r[..5], &[0; 5], "controls: its folder with hidden entries, the move aside, the folder made at the name: {r:?}");
+    assert_eq!(r[5], EACCES, "its folder renamed over the folder remade at the vacated name: {r:?}");
+    assert_eq!(r[6], 0, "control: the folder it made at the name removed: {r:?}");
+    assert_eq!(r[7], EACCES, "its folder renamed to the vacated name after that: {r:?}");
+    assert_eq!(r[8], 0, "control: the folder made at the name once more: {r:?}");
+    assert_eq!(r[9], EACCES, "a hidden folder in it: {r:?}");
+    assert!(!api.join(".cargo").exists(), "the folder at the user's crate path holds the session's .cargo: {r:?}");
+}
+
+/// Gets rid of the user's crate folder without removing it or moving it away: the user's
+/// `mono/api/src` is moved out and made again (a folder of the session's at a vacated name,
+/// the user's place), that folder is moved to a new name (`mono/stub`) and renamed over the
+/// emptied `mono/api`, replacing it; the session then removes `mono/api` (now its own
+/// folder), makes it afresh and makes `.cargo/config.toml` in it. Why it might get out: a
+/// folder replaced by a rename is neither removed nor moved away, so the user's folder may
+/// leave no vacated name; what stood at `mono/api` after that was a folder the session made,
+/// whose removal records nothing; and the folder renamed over the user's is not a new folder
+/// of the session's (it was made at a vacated name), so the rule lets it move. Control: the
+/// moves of the user's files and the folder made again at `src`. Expected closed.
+#[test]
+fn replaces_the_users_folder_by_a_folder_remade_elsewhere_and_then_remakes_it() {
+    let mut red = Red::start_with("vacate-replace", |ws| {
+        make(&ws.join("mono/api/Cargo.toml"), Some("[package]\nname = \"api\"\n"));
+        make(&ws.join("mono/api/src/lib.rs"), Some("\n"));
+    });
+    let ws = red.ws.clone();
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    let mono = ws.join("mono");
+    let (api, keep, stub) = (mono.join("api"), mono.join("keep"), mono.join("stub"));
+    let r = red.gated(|| {
+        vec![
+            mkdir(&keep),
+            rename(&api.join("Cargo.toml"), &keep.join("Cargo.toml")),
+            rename(&api.join("src"), &keep.join("src")),
+            mkdir(&api.join("src")),
+            rename(&api.join("src"), &stub),
+            rename(&stub, &api),
+            rmdir(&api),
+            mkdir(&api),
+            mkdir(&api.join(".cargo")),
+            create(&api.join(".cargo/config.toml"), EVIL_CARGO),
+        ]
+    });
+    assert_eq!(&r[..4], &[0; 4], "controls: the user's files moved aside, a folder made at src again: {r:?}");
+    assert_eq!(r[8], EACCES, "a hidden folder in the folder at the user's crate path: {r:?}");
+    assert!(!api.join(".cargo").exists(), "the folder at the user's crate path holds the session's .cargo: {r:?}");
+}
+
+/// Puts another folder of the user's at a vacated name and makes its own folder inside: the
+/// user's `mono` is moved aside (`mono.old`: the name `mono` vacated), the user's `notes`,
+/// emptied into a folder of the session's, is renamed to `mono`, and in it the session makes
+/// `api` with `.cargo/config.toml` and moves the user's crate files in: the user's crate
+/// path `mono/api` is then a folder of the session's holding its configuration. Why it might
+/// get out: the rule follows the folders the session makes at a vacated name and beneath
+/// them; a folder of the user's moved there is not made there, and vacated names are kept
+/// by directory object (`mono/api` was never vacated in `notes`), so `api` is a new name in
+/// it. Control: the moves and the folder for the user's files. Expected to get out.
+#[test]
+#[ignore = "open route: a folder of the user's moved to a vacated name is not the user's place remade, so a folder the session makes inside it takes hidden entries"]
+fn puts_another_folder_of_the_users_at_the_vacated_name_and_makes_its_own_inside() {
+    let mut red = Red::start_with("vacate-other", |ws| {
+        make(&ws.join("mono/api/Cargo.toml"), Some("[package]\nname = \"api\"\n"));
+        make(&ws.join("mono/api/src/lib.rs"), Some("\n"));
+        make(&ws.join("notes/todo.md"), Some("- ship it\n"));
+    });
+    let ws = red.ws.clone();
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    let (mono, old, notes, keep) = (ws.join("mono"), ws.join("mono.old"), ws.join("notes"), ws.join("keep"));
+    let api = mono.join("api");
+    let r = red.gated(|| {
+        vec![
+            mkdir(&keep),
+            rename(&notes.join("todo.md"), &keep.join("todo.md")),
+            rename(&mono, &old),
+            rename(&notes, &mono),
+            mkdir(&api),
+            mkdir(&api.join(".cargo")),
+            create(&api.join(".cargo/config.toml"), EVIL_CARGO),
+            rename(&old.join("api/Cargo.toml"), &api.join("Cargo.toml")),
+            rename(&old.join("api/src"), &api.join("src")),
+        ]
+    });
+    assert_eq!(&r[..3], &[0; 3], "controls: the user's notes emptied, mono moved aside: {r:?}");
+    assert!(!api.join(".cargo/config.toml").exists(), "the folder at the user's crate path holds the session's .cargo/config.toml: {r:?}");
+}
+
+/// Moves the user's crate folder into a folder of its own that holds hidden configuration,
+/// as a task "move the crates under crates/" does: the session makes `mono/crates` with
+/// `.cargo/config.toml` and moves `mono/api` to `mono/crates/api`. Cargo reads the
+/// configuration of every folder above where it runs, so the user's next build in the crate,
+/// at the path the user asked for, runs the session's linker. Why it might get out:
+/// `mono/crates` stands at a new name, so it takes hidden entries; the rule keeps the
+/// session's folders out of the user's names and places, and the user's folder moving into
+/// the session's is neither (the move gains nothing: the workspace's grant on both sides).
+/// Control: the folder with hidden entries at a new name. Expected to get out.
+#[test]
+#[ignore = "open route: a folder of the user's may move into a new folder of the session's, whose hidden configuration (cargo reads .cargo/config.toml in every folder above) then applies to it"]
+fn moves_the_users_folder_under_its_own_folder_holding_hidden_configuration() {
+    let mut red = Red::start_with("vacate-under", |ws| {
+        make(&ws.join("mono/api/Cargo.toml"), Some("[package]\nname = \"api\"\n"));
+        make(&ws.join("mono/api/src/lib.rs"), Some("\n"));
+    });
+    let ws = red.ws.clone();
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    let (api, crates) = (ws.join("mono/api"), ws.join("mono/crates"));
+    let r = red.gated(|| {
+        vec![
+            mkdir(&crates),
+            mkdir(&crates.join(".cargo")),
+            create(&crates.join(".cargo/config.toml"), EVIL_CARGO),
+            rename(&api, &crates.join("api")),
+        ]
+    });
+    assert_eq!(&r[..3], &[0; 3], "control: its folder with hidden entries at a new name: {r:?}");
+    let under = crates.join("api/Cargo.toml").exists() && crates.join(".cargo/config.toml").exists();
+    assert!(!under, "the user's crate is beneath the session's .cargo/config.toml: {r:?}");
+}
+
+/// Replaces the user's crate path that is a symlink to a folder (`mono/api` ->
+/// `../crates/api`) with a folder of its own: the session removes the link (`unlink`), makes
+/// `mono/api` with `.cargo/config.toml` and moves the crate's files in from the link's
+/// target. Why it might get out: a name is vacated when a directory of the user's is
+/// removed or moved away; the link is not a directory, so its name stays new, and the folder
+/// the session makes there takes hidden entries. Control: the link removed and the folder
+/// made. Closed: a symlink's name is vacated as a directory's is (`record_vacated`), so the
+/// folder made there is the user's place (`ACCESS_USERS_PLACE`).
+#[test]
+fn replaces_the_users_symlinked_folder_with_its_own_holding_hidden_configuration() {
+    let mut red = Red::start_with("vacate-link", |ws| {
+        make(&ws.join("crates/api/Cargo.toml"), Some("[package]\nname = \"api\"\n"));
+        make(&ws.join("crates/api/src/lib.rs"), Some("\n"));
+        make(&ws.join("mono/README.md"), Some("mono\n"));
+        std::os::unix::fs::symlink("../crates/api", ws.join("mono/api")).unwrap();
+        chown(&ws.join("mono/api"));
+    });
+    let ws = red.ws.clone();
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    let (api, target) = (ws.join("mono/api"), ws.join("crates/api"));
+    let r = red.gated(|| {
+        vec![
+            // SAFETY: unlink(2) on a NUL-terminated path.
+            rc(unsafe { libc::unlink(cpath(&api).as_ptr()) } as i64),
+            mkdir(&api),
+            mkdir(&api.join(".cargo")),
+            create(&api.join(".cargo/config.toml"), EVIL_CARGO),
+            rename(&target.join("Cargo.toml"), &api.join("Cargo.toml")),
+            rename(&target.join("src"), &api.join("src")),
+        ]
+    });
+    assert_eq!(&r[..2], &[0; 2], "controls: the user's link removed, a folder made at its name: {r:?}");
+    assert!(!api.join(".cargo/config.toml").exists(), "the user's crate path holds the session's .cargo/config.toml: {r:?}");
+}
+
+/// Assembles the replacement in one session and puts it in place in the next: the first
+/// session makes `mono/api.new` with `.cargo/config.toml`, moves the user's crate files into
+/// it and removes the emptied `mono/api` (its rename of `mono/api.new` to `mono/api` is
+/// refused: the control); it ends, and a second session on the same project (the agent run
+/// again the next day) renames `mono/api.new` to `mono/api`. Why it might get out: a
+/// session's vacated names and the marks of its folders go with its grants; to the second
+/// session `mono/api.new` is a folder of the user's (no grant of its own), which the rule
+/// lets move anywhere, and `mono/api` a name it never vacated. Expected to get out.
+#[test]
+#[ignore = "open route: vacated names and the session's own folders are kept per session, so a later session moves a folder an earlier one filled with hidden configuration to the vacated name"]
+fn puts_in_place_in_a_later_session_the_folder_an_earlier_session_assembled() {
+    let mut c = Cleanup::default();
+    let top = PathBuf::from(home(&format!("rtn-later-{}", uniq())));
+    c.add(&top);
+    let (api, new) = (top.join("mono/api"), top.join("mono/api.new"));
+    make(&api.join("Cargo.toml"), Some("[package]\nname = \"api\"\n"));
+    make(&api.join("src/lib.rs"), Some("\n"));
+    let mut first = Red::start("vacate-later-1");
+    first.grant(&top, Scope::Subtree, &Access::ALL);
+    let r = first.gated(|| {
+        vec![
+            mkdir(&new),
+            mkdir(&new.join(".cargo")),
+            create(&new.join(".cargo/config.toml"), EVIL_CARGO),
+            rename(&api.join("Cargo.toml"), &new.join("Cargo.toml")),
+            rename(&api.join("src"), &new.join("src")),
+            rmdir(&api),
+            rename(&new, &api),
+        ]
+    });
+    assert_eq!(&r[..6], &[0; 6], "controls: its folder with hidden entries, the user's files moved in, the emptied folder removed: {r:?}");
+    assert_eq!(r[6], EACCES, "control: its folder renamed to the vacated name in the same session: {r:?}");
+    drop(first);
+    let mut second = Red::start("vacate-later-2");
+    second.grant(&top, Scope::Subtree, &Access::ALL);
+    let r2 = second.gated(|| vec![rename(&new, &api)]);
+    assert!(!api.join(".cargo/config.toml").exists(), "a later session put the folder with the earlier one's .cargo/config.toml at the user's crate path: {r:?} {r2:?}");
+}
+
+/// Control for the rule above: a folder the session makes at a new name in the user's crate
+/// folder takes hidden entries, as cargo's build does (`target/` with
+/// `debug/.fingerprint/...`, `.rustc_info.json` and `debug/.cargo-lock`), also after the
+/// session moved another folder of the user's aside (which vacates that name only).
+/// Expected to work.
+#[test]
+fn builds_a_cargo_target_folder_with_hidden_entries_at_a_new_name() {
+    let mut red = Red::start_with("vacate-target", |ws| {
+        make(&ws.join("mono/api/Cargo.toml"), Some("[package]\nname = \"api\"\n"));
+        make(&ws.join("mono/api/src/lib.rs"), Some("\n"));
+        make(&ws.join("mono/docs/guide.md"), Some("guide\n"));
+    });
+    let ws = red.ws.clone();
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    let mono = ws.join("mono");
+    let target = mono.join("api/target");
+    let fingerprint = target.join("debug/.fingerprint/api-0123456789abcdef");
+    let r = red.gated(|| {
+        vec![
+            rename(&mono.join("docs"), &mono.join("docs.old")),
+            mkdir(&target),
+            mkdir(&target.join("debug")),
+            mkdir(&target.join("debug/.fingerprint")),
+            mkdir(&fingerprint),
+            create(&fingerprint.join("lib-api"), "0123456789abcdef"),
+            create(&target.join(".rustc_info.json"), "{}\n"),
+            create(&target.join("debug/.cargo-lock"), ""),
+            append(&target.join(".rustc_info.json"), "\n"),
+            read(&fingerprint.join("lib-api")),
+        ]
+    });
+    assert_eq!(r, vec![0; 10], "cargo's target/ with its hidden entries, at a new name: {r:?}");
+}
+
+/// Control for the rule above: a folder the session made, holding hidden entries, renamed
+/// to new names: within a folder the session made, to a hidden name (npm retires a package
+/// in its own `node_modules`: `node_modules/pkg` -> `node_modules/.pkg-old`); to a new
+/// visible name in the user's folder, within one folder (`mono/gen.tmp` -> `mono/gen`, a
+/// generator publishing its output) and across folders (`mono/stage/out` ->
+/// `mono/api/out`). At each new name it keeps its hidden entries and takes new ones.
+/// Expected to work.
+#[test]
+fn renames_its_folders_holding_hidden_entries_to_new_names() {
+    let mut red = Red::start_with("vacate-newname", |ws| {
+        make(&ws.join("mono/api/Cargo.toml"), Some("[package]\nname = \"api\"\n"));
+        make(&ws.join("mono/web/package.json"), Some("{\"name\":\"web\"}\n"));
+    });
+    let ws = red.ws.clone();
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    let mono = ws.join("mono");
+    let nm = mono.join("web/node_modules");
+    let (gen_tmp, gen, stage) = (mono.join("gen.tmp"), mono.join("gen"), mono.join("stage"));
+    let out = mono.join("api/out");
+    let r = red.gated(|| {
+        vec![
+            mkdir(&nm),
+            create(&nm.join(".package-lock.json"), "{}\n"),
+            mkdir(&nm.join("pkg")),
+            create(&nm.join("pkg/.npmignore"), "test/\n"),
+            rename(&nm.join("pkg"), &nm.join(".pkg-old")),
+            read(&nm.join(".pkg-old/.npmignore")),
+            mkdir(&gen_tmp),
+            create(&gen_tmp.join(".stamp"), "1\n"),
+            rename(&gen_tmp, &gen),
+            read(&gen.join(".stamp")),
+            create(&gen.join(".more"), "2\n"),
+            mkdir(&stage),
+            mkdir(&stage.join("out")),
+            create(&stage.join("out/.stamp"), "1\n"),
+            rename(&stage.join("out"), &out),
+            read(&out.join(".stamp")),
+            create(&out.join(".more"), "2\n"),
+        ]
+    });
+    assert_eq!(r, vec![0; 17], "its folders with hidden entries renamed to new names: {r:?}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Fifth pass, continued.
 
 /// Reaches hidden entries across mount points. A tmpfs mounted (by root, as a container
 /// tool or an administrator would) on a hidden folder of the project, `proj/.cache-mnt`,

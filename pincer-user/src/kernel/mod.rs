@@ -88,7 +88,7 @@ use aya::pin::PinError;
 use aya::programs::links::{FdLink, LinkError, PinnedLink};
 use aya::programs::{Lsm, ProgramError};
 use aya::{Btf, BtfError, Ebpf, EbpfError, EbpfLoader};
-use pincer_common::{map_names, Generation, GrantKey, NameKey, ObjectKey, SessionKey, SessionValue, State};
+use pincer_common::{map_names, Generation, GrantKey, NameKey, ObjectKey, SessionKey, SessionValue, State, VacatedKey};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -477,6 +477,7 @@ struct FileMaps {
     never_names: BoxTable<NameKey, u32>,
     never_dirs: BoxTable<ObjectKey, u32>,
     never_carry: BoxTable<NameKey, u64>,
+    vacated: BoxTable<VacatedKey, u32>,
     state: BoxTable<u32, State>,
     generation: BoxTable<u32, Generation>,
 }
@@ -516,6 +517,7 @@ impl FileMaps {
             never_names: hash_table(map_names::NEVER_NAMES, open(map_names::NEVER_NAMES)?)?,
             never_dirs: hash_table(map_names::NEVER_DIRS, open(map_names::NEVER_DIRS)?)?,
             never_carry: hash_table(map_names::NEVER_CARRY, open(map_names::NEVER_CARRY)?)?,
+            vacated: hash_table(map_names::VACATED, open(map_names::VACATED)?)?,
             state: array_table(map_names::STATE, open(map_names::STATE)?)?,
             generation: array_table(map_names::GENERATION, open(map_names::GENERATION)?)?,
         })
@@ -829,6 +831,11 @@ impl Enforcer {
                 map.remove(&key)?;
                 removed += 1;
             }
+        }
+        // Removed after the grants: until then no new folder of the session's takes
+        // hidden entries at the names it vacated.
+        for key in self.maps.vacated.keys()?.into_iter().filter(|k| k.session == cgroup_id) {
+            self.maps.vacated.remove(&key)?;
         }
         // A cached file verdict holds exact grants too: any removal renews.
         if removed > 0 {
@@ -1182,11 +1189,14 @@ impl Enforcer {
 
     /// [`Enforcer::holds`] as the kernel checks a new entry's name: `create` of a hidden
     /// name (`hidden_name`) needs the grant marked for hidden names
-    /// ([`Enforcer::grant_create_hidden`]) or the session's own folder.
+    /// ([`Enforcer::grant_create_hidden`]) or a folder the session made at a new name
+    /// (not the user's place: `ACCESS_USERS_PLACE`).
     pub fn holds_for_name(&self, session: u64, id: ObjectId, access: Access, hidden_name: bool) -> Result<bool, KernelError> {
         let bits = self.granted_bits(session, id, Scope::Exact)?;
+        let own_new_folder = bits & pincer_common::ACCESS_CREATED_BY_SESSION != 0 && bits & pincer_common::ACCESS_USERS_PLACE == 0;
         let reaches_name = !(hidden_name && access == Access::Create)
-            || bits & (pincer_common::ACCESS_HIDDEN_NAMES | pincer_common::ACCESS_CREATED_BY_SESSION) != 0;
+            || bits & pincer_common::ACCESS_HIDDEN_NAMES != 0
+            || own_new_folder;
         Ok(bits & access_bit(access) != 0 && reaches_name)
     }
 

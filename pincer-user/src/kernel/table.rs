@@ -15,7 +15,7 @@ use aya::maps::lpm_trie::{Key as LpmKey, LpmTrie};
 use aya::maps::{Array, HashMap, MapData, MapError};
 use aya::Pod;
 use pincer_common::reach::{HostAddrKey, PortKey, UnixNameKey};
-use pincer_common::{map_names, Generation, GrantKey, NameKey, ObjectKey, SessionKey, SessionValue, State};
+use pincer_common::{map_names, Generation, GrantKey, NameKey, ObjectKey, SessionKey, SessionValue, State, VacatedKey};
 use std::ffi::OsStr;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -274,6 +274,8 @@ pub struct MemoryMaps {
     pub never_dirs: MemoryTable<ObjectKey, u32>,
     /// The reserved names a `mkdir` may make, with the template the new directory gets.
     pub never_carry: MemoryTable<NameKey, u64>,
+    /// The names where a folder of the user's stood until a session removed or moved it.
+    pub vacated: MemoryTable<VacatedKey, u32>,
     /// The state (slot 0).
     pub state: MemoryTable<u32, State>,
     /// The policy generation and the cache's kernel addresses (slot 0).
@@ -303,6 +305,7 @@ impl Default for MemoryMaps {
             never_names: MemoryTable::hash(map_names::NEVER_NAMES),
             never_dirs: MemoryTable::hash(map_names::NEVER_DIRS),
             never_carry: MemoryTable::hash(map_names::NEVER_CARRY),
+            vacated: MemoryTable::hash(map_names::VACATED),
             state: MemoryTable::array(map_names::STATE, 1),
             generation: MemoryTable::array(map_names::GENERATION, 1),
             ports: MemoryTable::hash(reach::PORTS),
@@ -333,6 +336,7 @@ impl MemoryMaps {
                 never_names: Box::new(self.never_names.clone()),
                 never_dirs: Box::new(self.never_dirs.clone()),
                 never_carry: Box::new(self.never_carry.clone()),
+                vacated: Box::new(self.vacated.clone()),
                 state: Box::new(self.state.clone()),
                 generation: Box::new(self.generation.clone()),
             },
@@ -599,6 +603,31 @@ mod tests {
         assert_eq!(maps.grant_count(S2), 1, "other sessions keep theirs");
         assert_eq!(e.revoke_session(S1, false).unwrap(), 0);
         assert_eq!(maps.session(S1), None);
+    }
+
+    #[test]
+    fn a_folder_remade_in_the_users_place_takes_no_hidden_name_and_vacated_names_end_with_the_session() {
+        let maps = MemoryMaps::default();
+        let mut e = maps.enforcer();
+        e.register_session(S1).unwrap();
+        e.register_session(S2).unwrap();
+        // What the kernel records for a folder the session made (record_made).
+        let made = ACCESS_ALL | pincer_common::ACCESS_CREATED_BY_SESSION;
+        let mut exact = maps.exact.clone();
+        exact.insert(GrantKey { session: S1, ino: DIR.ino, dev: DIR.dev, _pad: 0 }, made).unwrap();
+        assert!(e.holds_for_name(S1, DIR, Access::Create, true).unwrap(), "a folder made at a new name takes hidden names");
+        exact.insert(GrantKey { session: S1, ino: DIR.ino, dev: DIR.dev, _pad: 0 }, made | pincer_common::ACCESS_USERS_PLACE).unwrap();
+        assert!(!e.holds_for_name(S1, DIR, Access::Create, true).unwrap(), "one remade in the user's place does not");
+        assert!(e.holds_for_name(S1, DIR, Access::Create, false).unwrap(), "visible names it takes");
+        e.grant_create_hidden(S1, DIR).unwrap();
+        assert!(e.holds_for_name(S1, DIR, Access::Create, true).unwrap(), "a decided hidden name is granted there as anywhere");
+        // Names the kernel recorded as vacated, for two sessions.
+        let vacated = |session| VacatedKey { session, ino: DIR.ino, dev: DIR.dev, _pad: 0, name: [0; pincer_common::NEVER_NAME_LEN] };
+        let mut table = maps.vacated.clone();
+        table.insert(vacated(S1), 1).unwrap();
+        table.insert(vacated(S2), 1).unwrap();
+        e.revoke_session(S1, false).unwrap();
+        assert_eq!(table.keys().unwrap(), vec![vacated(S2)], "the ended session's vacated names go, the other's stay");
     }
 
     #[test]
