@@ -49,10 +49,9 @@ shared_consts! {
     /// entries only, so a grant given for `notes.md` does not make `.envrc` beside it.
     ACCESS_HIDDEN_NAMES: u32 = 1 << 29;
     /// Marker bit set by the kernel, beside [`ACCESS_CREATED_BY_SESSION`], on the exact
-    /// grant of a directory the session made where a directory of the user's stood
-    /// (a name in [`map_names::VACATED`]) or beneath such a directory: the user's place,
-    /// whoever remade it, so hidden names in it need a grant as in any folder of the
-    /// user's.
+    /// grant of a directory the session made where a folder of the user's stood (a name
+    /// in [`map_names::VACATED`]) or beneath the user's place: the user's place, whoever
+    /// remade it, so hidden names in it need a grant as in any folder of the user's.
     ACCESS_USERS_PLACE: u32 = 1 << 30;
 
     /// Hook id in [`MissEvent::hook`]: `file_open`.
@@ -284,9 +283,11 @@ pub mod map_names {
     /// ([`NEVER_CARRY_DEV`](super::NEVER_CARRY_DEV) entries of the never names, and of
     /// this map) whose names the new directory gets.
     pub const NEVER_CARRY: &str = "pincer_never_carry";
-    /// `HASH` [`VacatedKey`](super::VacatedKey) → `u32` (1): the names where a
-    /// directory of the user's stood until the session removed or moved it away, written
-    /// by the kernel; a session's entries go with its grants.
+    /// `HASH` [`VacatedKey`](super::VacatedKey) → `u64`, the inode number of what left:
+    /// the names where a directory or symlink of the user's stood until the session
+    /// removed or moved it away; under the empty name, a directory of the user's moved to
+    /// such a name (the user's place, value `u64::MAX`). Written by the kernel only; a
+    /// session's entries go with its grants.
     pub const VACATED: &str = "pincer_vacated";
     /// `INODE_STORAGE` of the never patterns' cache (read and written only by the
     /// program: per directory and session, what the patterns match from it to the top).
@@ -439,7 +440,8 @@ shared_struct! {
 
 shared_struct! {
     /// Key of the vacated-name map: the entry `name` of directory `(dev, ino)` where a
-    /// directory of the user's stood until session `session` removed or moved it away.
+    /// directory or symlink of the user's stood until session `session` removed or moved
+    /// it away.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
     pub struct VacatedKey as "vacated_key" {
         /// The session's cgroup id.

@@ -121,15 +121,15 @@ struct {
 	__type(value, __u64);
 } MAP_NEVER_CARRY SEC(".maps");
 
-/* The names where a directory of the user's stood until a session removed or
- * moved it away (record_vacated): a directory the session makes there is the
- * user's place (ACCESS_USERS_PLACE), and no folder of the session's new ones
- * moves there. Userspace removes a session's entries with its grants. */
+/* The names where a directory or symlink of the user's stood until a session
+ * removed or moved it away, with the inode number of what left (moved_names):
+ * what the session puts there is the user's place. Userspace removes a
+ * session's entries with its grants. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
 	__type(key, struct vacated_key);
-	__type(value, __u32);
+	__type(value, __u64);
 } MAP_VACATED SEC(".maps");
 
 struct {
@@ -1290,12 +1290,20 @@ static __noinline __u32 own_exact(__u64 session, struct dentry *d)
  * the user's is the user's place by its name too: the user's tools find it by
  * its path, whatever object stands there. So where the session removes or
  * moves away a directory or symlink of the user's, it records the name
- * (MAP_VACATED); a
- * directory it makes at that name, or beneath one so made, is the user's place
- * (ACCESS_USERS_PLACE: hidden names in it need a grant, as in the folder that
- * stood there); and neither a new folder of its own nor a symlink may take
- * such a name, nor that new folder move into the user's place remade
+ * (MAP_VACATED, with the inode number of what left). What then stands at such
+ * a name is the user's place: a directory the session makes there
+ * (ACCESS_USERS_PLACE on its exact entry), or a directory of the user's other
+ * than the one that left it moved there (its own MAP_VACATED entry under the
+ * empty name: mark_users_place). A directory the
+ * session makes beneath the user's place is the user's place too (hidden
+ * names in it need a grant, as in the folder that stood there). Neither a new
+ * folder of the session's nor a symlink may take such a name or the place of
+ * a folder of the user's, nor that new folder move beneath the user's place
  * (takes_users_place). */
+
+/* Levels in_users_place looks up; deeper, a directory counts as the user's
+ * place. */
+#define USERS_PLACE_DEPTH 32
 
 /* The key of `entry`'s name in its directory for `session`; 0 if the name or
  * the directory cannot be read. A longer name is kept as its first
@@ -1313,55 +1321,114 @@ static __always_inline int vacated_key_of(struct vacated_key *k, __u64 session, 
 	return bpf_probe_read_kernel_str(k->name, sizeof(k->name), BPF_CORE_READ(entry, d_name.name)) > 0;
 }
 
-/* Whether `entry`'s name is one the session vacated (an unreadable name
- * counts). */
-static __noinline int vacated_name(__u64 session, struct dentry *entry)
+/* If `entry`'s name is one the session vacated, the inode number of what left
+ * it (~0 for an unreadable name: it counts, and matches nothing); else 0. */
+static __noinline __u64 vacated_by(__u64 session, struct dentry *entry)
 {
 	struct vacated_key k;
 
-	return !vacated_key_of(&k, session, entry) || bpf_map_lookup_elem(&MAP_VACATED, &k);
+	if (!vacated_key_of(&k, session, entry))
+		return ~0ULL;
+	__u64 *left = bpf_map_lookup_elem(&MAP_VACATED, &k);
+
+	return left ? *left : 0;
+}
+
+/* Whether directory `d`, or one above it on its filesystem, is marked as the
+ * user's place for the session: made there by the session (its exact entry's
+ * ACCESS_USERS_PLACE) or moved there (mark_users_place). */
+static __noinline int in_users_place(__u64 session, struct dentry *d)
+{
+	struct vacated_key k;
+
+	__builtin_memset(&k, 0, sizeof(k));
+	k.session = session;
+	for (int i = 0; i < USERS_PLACE_DEPTH; i++) {
+		if (!d)
+			return 0;
+		struct inode *inode = BPF_CORE_READ(d, d_inode);
+
+		if (inode) {
+			k.ino = BPF_CORE_READ(inode, i_ino);
+			k.dev = BPF_CORE_READ(inode, i_sb, s_dev);
+			if ((exact_bits(session, k.ino, k.dev) & ACCESS_USERS_PLACE) || bpf_map_lookup_elem(&MAP_VACATED, &k))
+				return 1;
+		}
+		struct dentry *up = BPF_CORE_READ(d, d_parent);
+
+		if (up == d)
+			return 0;
+		d = up;
+	}
+	return 1;
 }
 
 /* Whether `entry` (a name in its directory) is where a folder of the user's
- * stands for the session: a name where a directory of the user's stood until
- * the session removed or moved it (an unreadable name counts), or that a
- * directory of the user's holds now. */
+ * stands for the session: a name the session vacated, or that a directory of
+ * the user's holds now. */
 static __noinline int users_folder_name(__u64 session, struct dentry *entry)
 {
-	if (vacated_name(session, entry))
+	if (vacated_by(session, entry))
 		return 1;
 	struct inode *there = BPF_CORE_READ(entry, d_inode);
 
 	return there && (BPF_CORE_READ(there, i_mode) & S_IFMT) == S_IFDIR && !own_new_folder(own_exact(session, entry));
 }
 
-/* The directory or symlink `d` of the user's (not one the session made at a
- * new name) is removed or moved away: its name is recorded as vacated (a
- * symlink's name is a path to a folder as much as a directory's). 0, or
- * -EACCES when the map is full (the change is refused rather than the name
- * forgotten). */
-static __noinline int record_vacated(__u64 session, struct dentry *d)
+/* Marks the directory `inode` of the user's as the user's place for the
+ * session: its own entry in MAP_VACATED, under the empty name (no entry has
+ * it), which only the kernel writes. 0, or -EACCES when the map is full (the
+ * change is refused rather than the place forgotten). */
+static __noinline int mark_users_place(__u64 session, struct inode *inode)
 {
-	struct inode *inode = BPF_CORE_READ(d, d_inode);
+	struct vacated_key k;
+	__u64 mark = ~0ULL;
+
+	__builtin_memset(&k, 0, sizeof(k));
+	k.session = session;
+	k.ino = BPF_CORE_READ(inode, i_ino);
+	k.dev = BPF_CORE_READ(inode, i_sb, s_dev);
+	return bpf_map_update_elem(&MAP_VACATED, &k, &mark, BPF_ANY) ? -EACCES : 0;
+}
+
+/* The names a rename (or a removal: `new_dentry` 0) changes. The directory or
+ * symlink `old_dentry` of the user's (not one the session made at a new name)
+ * leaves its name: recorded as vacated (a symlink's name is a path to a
+ * folder as much as a directory's). A directory of the user's that arrives
+ * where another folder of the user's stood (a vacated name it did not leave,
+ * or over a directory) is the user's place from then on (mark_arrival). 0,
+ * or -EACCES when a map is full. */
+static __noinline int moved_names(__u64 session, struct dentry *old_dentry, struct dentry *new_dentry)
+{
+	struct inode *inode = BPF_CORE_READ(old_dentry, d_inode);
 
 	if (!inode)
 		return 0;
 	__u32 fmt = BPF_CORE_READ(inode, i_mode) & S_IFMT;
 
-	if ((fmt != S_IFDIR && fmt != S_IFLNK) || own_new_folder(own_exact(session, d)))
+	if ((fmt != S_IFDIR && fmt != S_IFLNK) || own_new_folder(own_exact(session, old_dentry)))
 		return 0;
 	struct vacated_key k;
-	__u32 one = 1;
+	__u64 ino = BPF_CORE_READ(inode, i_ino);
 
-	if (!vacated_key_of(&k, session, d))
+	if (!vacated_key_of(&k, session, old_dentry) || bpf_map_update_elem(&MAP_VACATED, &k, &ino, BPF_ANY))
 		return -EACCES;
-	return bpf_map_update_elem(&MAP_VACATED, &k, &one, BPF_ANY) ? -EACCES : 0;
+	if (fmt != S_IFDIR || !new_dentry)
+		return 0;
+	/* mark_arrival */
+	__u64 left = vacated_by(session, new_dentry);
+	struct inode *there = BPF_CORE_READ(new_dentry, d_inode);
+	int over = there && there != inode && (BPF_CORE_READ(there, i_mode) & S_IFMT) == S_IFDIR;
+
+	if ((left && left != ino) || over)
+		return mark_users_place(session, inode);
+	return 0;
 }
 
 /* Whether moving `old_dentry` to `new_dentry` puts a new folder of the
  * session's (its hidden entries made freely) where a folder of the user's
- * stands (users_folder_name) or into the user's place remade, or a symlink
- * where a folder of the user's stands. */
+ * stands (users_folder_name) or beneath the user's place, or a symlink where
+ * a folder of the user's stands. */
 static __noinline int takes_users_place(__u64 session, struct dentry *old_dentry, struct dentry *new_dentry)
 {
 	struct inode *inode = BPF_CORE_READ(old_dentry, d_inode);
@@ -1374,8 +1441,7 @@ static __noinline int takes_users_place(__u64 session, struct dentry *old_dentry
 		return users_folder_name(session, new_dentry);
 	if (fmt != S_IFDIR || !own_new_folder(own_exact(session, old_dentry)))
 		return 0;
-	return (own_exact(session, BPF_CORE_READ(new_dentry, d_parent)) & ACCESS_USERS_PLACE) ||
-	       users_folder_name(session, new_dentry);
+	return users_folder_name(session, new_dentry) || in_users_place(session, BPF_CORE_READ(new_dentry, d_parent));
 }
 
 /* Looks up the segment of directory `dir` (dentry `dir_d`, reached through
@@ -2316,7 +2382,7 @@ int BPF_PROG(pincer_inode_unlink_held, struct inode *dir, struct dentry *dentry,
 		return 0;
 	int err = held_object(&s, dentry, ACCESS_DELETE, HOOK_INODE_UNLINK, 1);
 
-	return err ? err : record_vacated(s.id, dentry);
+	return err ? err : moved_names(s.id, dentry, 0);
 }
 
 SEC("lsm.s/inode_rmdir")
@@ -2330,7 +2396,7 @@ int BPF_PROG(pincer_inode_rmdir_held, struct inode *dir, struct dentry *dentry, 
 		return 0;
 	int err = held_object(&s, dentry, ACCESS_DELETE, HOOK_INODE_RMDIR, 1);
 
-	return err ? err : record_vacated(s.id, dentry);
+	return err ? err : moved_names(s.id, dentry, 0);
 }
 
 SEC("lsm.s/inode_symlink")
@@ -2487,9 +2553,9 @@ int BPF_PROG(pincer_inode_rename_held, struct inode *old_dir, struct dentry *old
 		if (err)
 			return err;
 	}
-	/* A directory of the user's leaves its name (old_dentry is not needed
-	 * after this: the hook's frame has no room to keep it). */
-	err = record_vacated(s.id, old_dentry);
+	/* The names the rename changes (old_dentry is not needed after this:
+	 * the hook's frame has no room to keep it). */
+	err = moved_names(s.id, old_dentry, new_dentry);
 	if (err)
 		return err;
 	struct inode *replaced = BPF_CORE_READ(new_dentry, d_inode);
@@ -2574,7 +2640,7 @@ static __always_inline int record_made(struct dentry *dentry, int ret, int dir)
 
 	/* Where a folder of the user's stood, or in the user's place remade: the
 	 * user's place (no hidden name without a grant). */
-	if (dir && ((own_exact(s.id, BPF_CORE_READ(dentry, d_parent)) & ACCESS_USERS_PLACE) || vacated_name(s.id, dentry)))
+	if (dir && (vacated_by(s.id, dentry) || in_users_place(s.id, BPF_CORE_READ(dentry, d_parent))))
 		bits |= ACCESS_USERS_PLACE;
 
 	bpf_map_update_elem(&MAP_EXACT, &gk, &bits, BPF_ANY);
@@ -2741,7 +2807,7 @@ int BPF_PROG(pincer_inode_unlink, struct inode *dir, struct dentry *dentry, int 
 		return 0;
 	int err = check_object(&s, dentry, ACCESS_DELETE, HOOK_INODE_UNLINK);
 
-	return err ? err : record_vacated(s.id, dentry);
+	return err ? err : moved_names(s.id, dentry, 0);
 }
 
 SEC("lsm/inode_rmdir")
@@ -2755,7 +2821,7 @@ int BPF_PROG(pincer_inode_rmdir, struct inode *dir, struct dentry *dentry, int r
 		return 0;
 	int err = check_object(&s, dentry, ACCESS_DELETE, HOOK_INODE_RMDIR);
 
-	return err ? err : record_vacated(s.id, dentry);
+	return err ? err : moved_names(s.id, dentry, 0);
 }
 
 /* RENAME_EXCHANGE reaches this hook twice, with the sides swapped, so both
@@ -2786,9 +2852,9 @@ int BPF_PROG(pincer_inode_rename, struct inode *old_dir, struct dentry *old_dent
 		if (err)
 			return err;
 	}
-	/* A directory of the user's leaves its name (old_dentry is not needed
-	 * after this: the hook's frame has no room to keep it). */
-	err = record_vacated(s.id, old_dentry);
+	/* The names the rename changes (old_dentry is not needed after this:
+	 * the hook's frame has no room to keep it). */
+	err = moved_names(s.id, old_dentry, new_dentry);
 	if (err)
 		return err;
 	struct inode *replaced = BPF_CORE_READ(new_dentry, d_inode);

@@ -35,8 +35,8 @@ struct name_key {
 	char name[NEVER_NAME_LEN];
 };
 
-/* The entry `name` of directory (dev, ino) where a directory of the user's
- * stood until session `session` removed or moved it away. */
+/* The entry `name` of directory (dev, ino) where a directory or symlink of the
+ * user's stood until session `session` removed or moved it away. */
 struct vacated_key {
 	__u64 session;
 	__u64 ino;

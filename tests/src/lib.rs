@@ -221,7 +221,7 @@ fn policy_maps(pin_dir: &Path, clear: bool) -> Vec<(&'static str, usize)> {
         (m::NEVER_NAMES, entries::<NameKey, u32>(&maps, m::NEVER_NAMES, clear, every)),
         (m::NEVER_DIRS, entries::<ObjectKey, u32>(&maps, m::NEVER_DIRS, clear, every)),
         (m::NEVER_CARRY, entries::<NameKey, u64>(&maps, m::NEVER_CARRY, clear, every)),
-        (m::VACATED, entries::<VacatedKey, u32>(&maps, m::VACATED, clear, every)),
+        (m::VACATED, entries::<VacatedKey, u64>(&maps, m::VACATED, clear, every)),
         (r::UNIX_FILES, entries::<ObjectKey, u32>(&maps, r::UNIX_FILES, clear, every)),
         (r::UNIX_NAMES, entries::<UnixNameKey, u32>(&maps, r::UNIX_NAMES, clear, every)),
         (r::UNIX_SERVED, entries::<UnixNameKey, u32>(&maps, r::UNIX_SERVED, clear, every)),

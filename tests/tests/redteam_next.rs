@@ -3086,9 +3086,11 @@ fn replaces_the_users_folder_by_a_folder_remade_elsewhere_and_then_remakes_it() 
 /// get out: the rule follows the folders the session makes at a vacated name and beneath
 /// them; a folder of the user's moved there is not made there, and vacated names are kept
 /// by directory object (`mono/api` was never vacated in `notes`), so `api` is a new name in
-/// it. Control: the moves and the folder for the user's files. Expected to get out.
+/// it. Control: the moves and the folder for the user's files. Closed: a folder of the
+/// user's that arrives at a name another folder left is marked as the user's place
+/// (`moved_names`), and a folder the session makes anywhere beneath a marked one is the
+/// user's place too (`in_users_place`).
 #[test]
-#[ignore = "open route: a folder of the user's moved to a vacated name is not the user's place remade, so a folder the session makes inside it takes hidden entries"]
 fn puts_another_folder_of_the_users_at_the_vacated_name_and_makes_its_own_inside() {
     let mut red = Red::start_with("vacate-other", |ws| {
         make(&ws.join("mono/api/Cargo.toml"), Some("[package]\nname = \"api\"\n"));

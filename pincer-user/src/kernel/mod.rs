@@ -477,7 +477,7 @@ struct FileMaps {
     never_names: BoxTable<NameKey, u32>,
     never_dirs: BoxTable<ObjectKey, u32>,
     never_carry: BoxTable<NameKey, u64>,
-    vacated: BoxTable<VacatedKey, u32>,
+    vacated: BoxTable<VacatedKey, u64>,
     state: BoxTable<u32, State>,
     generation: BoxTable<u32, Generation>,
 }

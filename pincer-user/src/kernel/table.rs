@@ -274,8 +274,9 @@ pub struct MemoryMaps {
     pub never_dirs: MemoryTable<ObjectKey, u32>,
     /// The reserved names a `mkdir` may make, with the template the new directory gets.
     pub never_carry: MemoryTable<NameKey, u64>,
-    /// The names where a folder of the user's stood until a session removed or moved it.
-    pub vacated: MemoryTable<VacatedKey, u32>,
+    /// The names where a folder of the user's stood until a session removed or moved it,
+    /// with the inode number of what left.
+    pub vacated: MemoryTable<VacatedKey, u64>,
     /// The state (slot 0).
     pub state: MemoryTable<u32, State>,
     /// The policy generation and the cache's kernel addresses (slot 0).
