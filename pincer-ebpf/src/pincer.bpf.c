@@ -1972,24 +1972,17 @@ static __always_inline void walk_start(struct walk *w, const struct session *s, 
 	w->flags = multi ? EVENT_FLAG_MULTI_LINK : 0;
 }
 
-/* Refuses putting a new folder of the session's or a symlink in the user's
- * place (takes_users_place), as never-grantable: no grant makes it safe. `w`
- * is the caller's walk (the rename hooks' stack has no room for another). */
-static __always_inline int refuse_users_place_with(struct walk *w, const struct session *s, struct dentry *d, __u32 hook)
-{
-	walk_start(w, s, scalar_of(d), 0, ACCESS_CREATE, 0);
-	w->never = ACCESS_CREATE;
-	w->flags |= EVENT_FLAG_NEVER;
-	report(s, w, scalar_of(d), ACCESS_CREATE, hook);
-	return -EACCES;
-}
-
-/* refuse_users_place_with on a walk of its own. */
+/* Refuses a symlink made where a folder of the user's stands
+ * (users_folder_name), as never-grantable: no grant makes it safe. */
 static __noinline int refuse_users_place(const struct session *s, struct dentry *d, __u32 hook)
 {
 	struct walk w;
 
-	return refuse_users_place_with(&w, s, d, hook);
+	walk_start(&w, s, scalar_of(d), 0, ACCESS_CREATE, 0);
+	w.never = ACCESS_CREATE;
+	w.flags |= EVENT_FLAG_NEVER;
+	report(s, &w, scalar_of(d), ACCESS_CREATE, hook);
+	return -EACCES;
 }
 
 static __always_inline int reach_file_open(__u64 session, struct file *file);
