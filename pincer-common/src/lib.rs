@@ -48,6 +48,10 @@ shared_consts! {
     /// hidden names (a leading dot) in it too. Without it such a grant makes visible
     /// entries only, so a grant given for `notes.md` does not make `.envrc` beside it.
     ACCESS_HIDDEN_NAMES: u32 = 1 << 29;
+    /// Entries one session may hold in [`map_names::VACATED`] (of its 32,768): past them
+    /// the session's removal or move of a folder of the user's is refused, and no session
+    /// fills the map for the others.
+    VACATED_PER_SESSION: u32 = 4096;
     /// Marker bit set by the kernel, beside [`ACCESS_CREATED_BY_SESSION`], on the exact
     /// grant of a directory the session made where a folder of the user's stood (a name
     /// in [`map_names::VACATED`]) or beneath the user's place: the user's place, whoever
@@ -402,6 +406,12 @@ shared_struct! {
         /// [`LOCKED_QUIET_FACTOR`] times its wait (1 s to 60 s); kept when the daemon rewrites
         /// the entry.
         pub locked_quiet_until: u64,
+        /// The entries the kernel wrote for the session in [`map_names::VACATED`], counted by
+        /// the kernel and bounded by [`VACATED_PER_SESSION`]; kept when the daemon rewrites
+        /// the entry.
+        pub vacated: u32,
+        /// Explicit padding, always zero.
+        pub _pad: u32,
     }
 }
 

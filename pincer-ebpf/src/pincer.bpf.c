@@ -127,7 +127,7 @@ struct {
  * session's entries with its grants. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
+	__uint(max_entries, 32768);
 	__type(key, struct vacated_key);
 	__type(value, __u64);
 } MAP_VACATED SEC(".maps");
@@ -1334,6 +1334,28 @@ static __noinline __u64 vacated_by(__u64 session, struct dentry *entry)
 	return left ? *left : 0;
 }
 
+/* Writes `value` at `k` in MAP_VACATED; a new entry only within the session's
+ * share (VACATED_PER_SESSION, counted in its MAP_SESSIONS entry), so no session
+ * fills the map for the others. 0, or -EACCES (the change is refused rather
+ * than the name forgotten). */
+static __always_inline int vacated_put(struct vacated_key *k, __u64 value)
+{
+	if (!bpf_map_update_elem(&MAP_VACATED, k, &value, BPF_EXIST))
+		return 0;
+	/* k->session is laid out as struct session_key. */
+	struct session_value *v = bpf_map_lookup_elem(&MAP_SESSIONS, &k->session);
+
+	if (!v)
+		return -EACCES;
+	/* Count first, then look, as hold_begin does. */
+	__sync_fetch_and_add(&v->vacated, 1);
+	if (*(volatile __u32 *)&v->vacated <= VACATED_PER_SESSION && !bpf_map_update_elem(&MAP_VACATED, k, &value, BPF_NOEXIST))
+		return 0;
+	__sync_fetch_and_add(&v->vacated, -1); /* no atomic sub in BPF */
+	/* Written meanwhile by another thread of the session: written again. */
+	return bpf_map_update_elem(&MAP_VACATED, k, &value, BPF_EXIST) ? -EACCES : 0;
+}
+
 /* Whether directory `d`, or one above it on its filesystem, is marked as the
  * user's place for the session: made there by the session (its exact entry's
  * ACCESS_USERS_PLACE) or moved there (mark_users_place). */
@@ -1377,18 +1399,16 @@ static __noinline int users_folder_name(__u64 session, struct dentry *entry)
 
 /* Marks the directory `inode` of the user's as the user's place for the
  * session: its own entry in MAP_VACATED, under the empty name (no entry has
- * it), which only the kernel writes. 0, or -EACCES when the map is full (the
- * change is refused rather than the place forgotten). */
+ * it), which only the kernel writes. 0, or -EACCES (vacated_put). */
 static __noinline int mark_users_place(__u64 session, struct inode *inode)
 {
 	struct vacated_key k;
-	__u64 mark = ~0ULL;
 
 	__builtin_memset(&k, 0, sizeof(k));
 	k.session = session;
 	k.ino = BPF_CORE_READ(inode, i_ino);
 	k.dev = BPF_CORE_READ(inode, i_sb, s_dev);
-	return bpf_map_update_elem(&MAP_VACATED, &k, &mark, BPF_ANY) ? -EACCES : 0;
+	return vacated_put(&k, ~0ULL);
 }
 
 /* The names a rename (or a removal: `new_dentry` 0) changes. The directory or
@@ -1397,7 +1417,7 @@ static __noinline int mark_users_place(__u64 session, struct inode *inode)
  * folder as much as a directory's). A directory of the user's that arrives
  * where another folder of the user's stood (a vacated name it did not leave,
  * or over a directory) is the user's place from then on (mark_arrival). 0,
- * or -EACCES when a map is full. */
+ * or -EACCES when the session's share of MAP_VACATED is spent (vacated_put). */
 static __noinline int moved_names(__u64 session, struct dentry *old_dentry, struct dentry *new_dentry)
 {
 	struct inode *inode = BPF_CORE_READ(old_dentry, d_inode);
@@ -1411,7 +1431,7 @@ static __noinline int moved_names(__u64 session, struct dentry *old_dentry, stru
 	struct vacated_key k;
 	__u64 ino = BPF_CORE_READ(inode, i_ino);
 
-	if (!vacated_key_of(&k, session, old_dentry) || bpf_map_update_elem(&MAP_VACATED, &k, &ino, BPF_ANY))
+	if (!vacated_key_of(&k, session, old_dentry) || vacated_put(&k, ino))
 		return -EACCES;
 	if (fmt != S_IFDIR || !new_dentry)
 		return 0;

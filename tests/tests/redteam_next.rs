@@ -3301,6 +3301,29 @@ fn renames_its_folders_holding_hidden_entries_to_new_names() {
     assert_eq!(r, vec![0; 17], "its folders with hidden entries renamed to new names: {r:?}");
 }
 
+/// Spends the record of vacated names, which every session shares, so that the next
+/// session cannot remove or move a folder of the user's: the session renames a folder of the
+/// user's from name to name (`d0` -> `d1` -> ...), each rename leaving one more vacated
+/// name. Why it might get out (of fairness, not of containment): the map is bounded and
+/// fails closed, so a session that filled it would make every other session's removals
+/// fail. Closed: a session's entries are counted in its own session entry and bounded by
+/// `VACATED_PER_SESSION`; past it this session's renames are refused, and the map keeps room
+/// for the others. Control: the renames within its share.
+#[test]
+fn spends_the_shared_record_of_vacated_names() {
+    let mut red = Red::start_with("vacate-share", |ws| {
+        make(&ws.join("d0/keep.txt"), Some("x\n"));
+    });
+    let ws = red.ws.clone();
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    let share = pincer_common::VACATED_PER_SESSION as usize;
+    let r = red.gated(|| (0..=share).map(|i| rename(&ws.join(format!("d{i}")), &ws.join(format!("d{}", i + 1)))).collect());
+    let refused: Vec<usize> = r.iter().enumerate().filter(|(_, e)| **e != 0).map(|(i, _)| i).collect();
+    assert_eq!(refused, vec![share], "the renames refused (each vacates one name; the session's share is {share}): {:?}", &r[r.len().saturating_sub(3)..]);
+    assert_eq!(r[share], EACCES);
+    assert!(ws.join(format!("d{share}/keep.txt")).exists(), "the user's folder stays where the last rename within the share put it");
+}
+
 // ---------------------------------------------------------------------------------------
 // Fifth pass, continued.
 

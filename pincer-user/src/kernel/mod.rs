@@ -810,9 +810,20 @@ impl Enforcer {
             tracing::warn!(error = %e, "cannot prune the ports held outside sessions at attach; they stay held");
         }
         let key = SessionKey { cgroup_id };
-        // The kernel's counts of the session's held threads stay as they are.
-        let (held, held_locked, locked_quiet_until) = self.maps.sessions.get(&key)?.map_or((0, 0, 0), |v| (v.held, v.held_locked, v.locked_quiet_until));
-        self.maps.sessions.insert(key, SessionValue { active: 1, flags: flags.bits(), held, held_locked, locked_quiet_until })
+        // The kernel's counts (the session's held threads, its vacated names) stay as they are.
+        let kept = self.maps.sessions.get(&key)?.unwrap_or_default();
+        self.maps.sessions.insert(
+            key,
+            SessionValue {
+                active: 1,
+                flags: flags.bits(),
+                held: kept.held,
+                held_locked: kept.held_locked,
+                locked_quiet_until: kept.locked_quiet_until,
+                vacated: kept.vacated,
+                _pad: 0,
+            },
+        )
     }
 
     /// Stops gating a session (its grants stay until [`Enforcer::revoke_session`]).

@@ -627,6 +627,13 @@ mod tests {
         let mut table = maps.vacated.clone();
         table.insert(vacated(S1), 1).unwrap();
         table.insert(vacated(S2), 1).unwrap();
+        // The kernel's count of them outlives the daemon's rewrite of the session.
+        let mut sessions = maps.sessions.clone();
+        let key = SessionKey { cgroup_id: S2 };
+        let v = sessions.get(&key).unwrap().unwrap();
+        sessions.insert(key, SessionValue { vacated: 1, ..v }).unwrap();
+        e.register_session_with(S2, SessionFlags { shadow: true, allow_userns: false }).unwrap();
+        assert_eq!(sessions.get(&key).unwrap().unwrap().vacated, 1, "registering again keeps the kernel's count");
         e.revoke_session(S1, false).unwrap();
         assert_eq!(table.keys().unwrap(), vec![vacated(S2)], "the ended session's vacated names go, the other's stay");
     }
