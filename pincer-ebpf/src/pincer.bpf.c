@@ -2538,7 +2538,6 @@ static __always_inline int check_link(const struct session *s, struct dentry *ol
 	return -EACCES;
 }
 
-
 /* pincer_inode_rename's checks, each held when both names are in one
  * directory. */
 SEC("lsm.s/inode_rename")
@@ -2576,10 +2575,8 @@ int BPF_PROG(pincer_inode_rename_held, struct inode *old_dir, struct dentry *old
 	if (replaced) {
 		__u16 mode = BPF_CORE_READ(replaced, i_mode);
 
-		err = held_object(&s, new_dentry, (mode & S_IFMT) == S_IFDIR ? ACCESS_DELETE : ACCESS_WRITE,
-				  HOOK_INODE_RENAME_OVER, one_dir);
-		if (err)
-			return err;
+		return held_object(&s, new_dentry, (mode & S_IFMT) == S_IFDIR ? ACCESS_DELETE : ACCESS_WRITE,
+				   HOOK_INODE_RENAME_OVER, one_dir);
 	}
 	return 0;
 }
@@ -2875,10 +2872,8 @@ int BPF_PROG(pincer_inode_rename, struct inode *old_dir, struct dentry *old_dent
 	if (replaced) {
 		__u16 mode = BPF_CORE_READ(replaced, i_mode);
 
-		err = check_object(&s, new_dentry, (mode & S_IFMT) == S_IFDIR ? ACCESS_DELETE : ACCESS_WRITE,
-				   HOOK_INODE_RENAME_OVER);
-		if (err)
-			return err;
+		return check_object(&s, new_dentry, (mode & S_IFMT) == S_IFDIR ? ACCESS_DELETE : ACCESS_WRITE,
+				    HOOK_INODE_RENAME_OVER);
 	}
 	return 0;
 }

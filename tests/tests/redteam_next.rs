@@ -2687,8 +2687,7 @@ fn exchanges_a_project_folder_with_its_own_folder_in_an_open_path() {
 fn replaces_the_users_folder_with_its_own_holding_hidden_configuration() {
     let mut red = Red::start_with("swapin", |ws| {
         make(&ws.join("mono/.git/HEAD"), Some("ref: refs/heads/main\n"));
-        make(&ws.join("mono/api/Cargo.toml"), Some("[package]\nname = \"api\"\n"));
-        make(&ws.join("mono/api/src/lib.rs"), Some("\n"));
+        users_crate(&ws.join("mono/api"));
         make(&ws.join("mono/api/package.json"), Some("{\"scripts\":{\"test\":\"true\"}}\n"));
     });
     let ws = red.ws.clone();
@@ -2730,6 +2729,12 @@ fn replaces_the_users_folder_with_its_own_holding_hidden_configuration() {
 // name. Controls: cargo's `target/` and npm's retired packages, folders of the session's at
 // new names, keep their hidden entries.
 
+/// Makes the user's crate in `dir`: its `Cargo.toml` and `src/lib.rs`.
+fn users_crate(dir: &Path) {
+    make(&dir.join("Cargo.toml"), Some("[package]\nname = \"api\"\n"));
+    make(&dir.join("src/lib.rs"), Some("\n"));
+}
+
 /// What the attacks plant: a `linker` the user's next `cargo build` in the crate runs
 /// (cargo reads `.cargo/config.toml` in the folder it runs in and in every folder above).
 const EVIL_CARGO: &str = "[target.x86_64-unknown-linux-gnu]\nlinker = \"/tmp/evil\"\n";
@@ -2749,8 +2754,7 @@ const EVIL_NPMRC: &str = "script-shell=/tmp/evil\n";
 #[test]
 fn removes_the_users_folder_and_makes_its_own_at_the_name_holding_hidden_configuration() {
     let mut red = Red::start_with("vacate-rmdir", |ws| {
-        make(&ws.join("mono/api/Cargo.toml"), Some("[package]\nname = \"api\"\n"));
-        make(&ws.join("mono/api/src/lib.rs"), Some("\n"));
+        users_crate(&ws.join("mono/api"));
     });
     let ws = red.ws.clone();
     red.grant(&ws, Scope::Subtree, &Access::ALL);
@@ -2787,8 +2791,7 @@ fn removes_the_users_folder_and_makes_its_own_at_the_name_holding_hidden_configu
 #[test]
 fn moves_the_users_folder_aside_and_makes_its_own_at_the_name_holding_hidden_configuration() {
     let mut red = Red::start_with("vacate-move", |ws| {
-        make(&ws.join("mono/api/Cargo.toml"), Some("[package]\nname = \"api\"\n"));
-        make(&ws.join("mono/api/src/lib.rs"), Some("\n"));
+        users_crate(&ws.join("mono/api"));
     });
     let ws = red.ws.clone();
     red.grant(&ws, Scope::Subtree, &Access::ALL);
@@ -2824,8 +2827,7 @@ fn moves_the_users_folder_aside_and_makes_its_own_at_the_name_holding_hidden_con
 fn moves_the_users_parent_folder_aside_and_rebuilds_the_path_holding_hidden_configuration() {
     let mut red = Red::start_with("vacate-parent", |ws| {
         make(&ws.join("mono/Cargo.toml"), Some("[workspace]\nmembers = [\"api\"]\n"));
-        make(&ws.join("mono/api/Cargo.toml"), Some("[package]\nname = \"api\"\n"));
-        make(&ws.join("mono/api/src/lib.rs"), Some("\n"));
+        users_crate(&ws.join("mono/api"));
     });
     let ws = red.ws.clone();
     red.grant(&ws, Scope::Subtree, &Access::ALL);
@@ -2864,8 +2866,7 @@ fn moves_the_users_parent_folder_aside_and_rebuilds_the_path_holding_hidden_conf
 #[test]
 fn renames_its_folder_holding_hidden_configuration_over_the_users_emptied_folder() {
     let mut red = Red::start_with("vacate-over", |ws| {
-        make(&ws.join("mono/api/Cargo.toml"), Some("[package]\nname = \"api\"\n"));
-        make(&ws.join("mono/api/src/lib.rs"), Some("\n"));
+        users_crate(&ws.join("mono/api"));
     });
     let ws = red.ws.clone();
     red.grant(&ws, Scope::Subtree, &Access::ALL);
@@ -2897,8 +2898,7 @@ fn renames_its_folder_holding_hidden_configuration_over_the_users_emptied_folder
 #[test]
 fn exchanges_its_folder_holding_hidden_configuration_with_the_users_folder() {
     let mut red = Red::start_with("vacate-xchg", |ws| {
-        make(&ws.join("mono/api/Cargo.toml"), Some("[package]\nname = \"api\"\n"));
-        make(&ws.join("mono/api/src/lib.rs"), Some("\n"));
+        users_crate(&ws.join("mono/api"));
     });
     let ws = red.ws.clone();
     red.grant(&ws, Scope::Subtree, &Access::ALL);
@@ -2930,8 +2930,7 @@ fn exchanges_its_folder_holding_hidden_configuration_with_the_users_folder() {
 #[test]
 fn points_the_users_folder_name_at_its_own_folder_by_a_symlink() {
     let mut red = Red::start_with("vacate-symlink", |ws| {
-        make(&ws.join("mono/api/Cargo.toml"), Some("[package]\nname = \"api\"\n"));
-        make(&ws.join("mono/api/src/lib.rs"), Some("\n"));
+        users_crate(&ws.join("mono/api"));
     });
     let ws = red.ws.clone();
     red.grant(&ws, Scope::Subtree, &Access::ALL);
@@ -2973,8 +2972,7 @@ fn points_the_users_folder_name_at_its_own_folder_by_a_symlink() {
 #[test]
 fn moves_its_folder_holding_hidden_configuration_into_the_users_folder_remade() {
     let mut red = Red::start_with("vacate-into", |ws| {
-        make(&ws.join("mono/api/Cargo.toml"), Some("[package]\nname = \"api\"\n"));
-        make(&ws.join("mono/api/src/lib.rs"), Some("\n"));
+        users_crate(&ws.join("mono/api"));
     });
     let ws = red.ws.clone();
     red.grant(&ws, Scope::Subtree, &Access::ALL);
@@ -3009,8 +3007,7 @@ fn moves_its_folder_holding_hidden_configuration_into_the_users_folder_remade() 
 #[test]
 fn takes_the_vacated_name_again_and_removes_what_it_made_there() {
     let mut red = Red::start_with("vacate-again", |ws| {
-        make(&ws.join("mono/api/Cargo.toml"), Some("[package]\nname = \"api\"\n"));
-        make(&ws.join("mono/api/src/lib.rs"), Some("\n"));
+        users_crate(&ws.join("mono/api"));
     });
     let ws = red.ws.clone();
     red.grant(&ws, Scope::Subtree, &Access::ALL);
@@ -3052,8 +3049,7 @@ fn takes_the_vacated_name_again_and_removes_what_it_made_there() {
 #[test]
 fn replaces_the_users_folder_by_a_folder_remade_elsewhere_and_then_remakes_it() {
     let mut red = Red::start_with("vacate-replace", |ws| {
-        make(&ws.join("mono/api/Cargo.toml"), Some("[package]\nname = \"api\"\n"));
-        make(&ws.join("mono/api/src/lib.rs"), Some("\n"));
+        users_crate(&ws.join("mono/api"));
     });
     let ws = red.ws.clone();
     red.grant(&ws, Scope::Subtree, &Access::ALL);
@@ -3093,8 +3089,7 @@ fn replaces_the_users_folder_by_a_folder_remade_elsewhere_and_then_remakes_it() 
 #[test]
 fn puts_another_folder_of_the_users_at_the_vacated_name_and_makes_its_own_inside() {
     let mut red = Red::start_with("vacate-other", |ws| {
-        make(&ws.join("mono/api/Cargo.toml"), Some("[package]\nname = \"api\"\n"));
-        make(&ws.join("mono/api/src/lib.rs"), Some("\n"));
+        users_crate(&ws.join("mono/api"));
         make(&ws.join("notes/todo.md"), Some("- ship it\n"));
     });
     let ws = red.ws.clone();
@@ -3131,8 +3126,7 @@ fn puts_another_folder_of_the_users_at_the_vacated_name_and_makes_its_own_inside
 #[ignore = "open route: a folder of the user's may move into a new folder of the session's, whose hidden configuration (cargo reads .cargo/config.toml in every folder above) then applies to it"]
 fn moves_the_users_folder_under_its_own_folder_holding_hidden_configuration() {
     let mut red = Red::start_with("vacate-under", |ws| {
-        make(&ws.join("mono/api/Cargo.toml"), Some("[package]\nname = \"api\"\n"));
-        make(&ws.join("mono/api/src/lib.rs"), Some("\n"));
+        users_crate(&ws.join("mono/api"));
     });
     let ws = red.ws.clone();
     red.grant(&ws, Scope::Subtree, &Access::ALL);
@@ -3232,8 +3226,7 @@ fn puts_in_place_in_a_later_session_the_folder_an_earlier_session_assembled() {
 #[test]
 fn builds_a_cargo_target_folder_with_hidden_entries_at_a_new_name() {
     let mut red = Red::start_with("vacate-target", |ws| {
-        make(&ws.join("mono/api/Cargo.toml"), Some("[package]\nname = \"api\"\n"));
-        make(&ws.join("mono/api/src/lib.rs"), Some("\n"));
+        users_crate(&ws.join("mono/api"));
         make(&ws.join("mono/docs/guide.md"), Some("guide\n"));
     });
     let ws = red.ws.clone();

@@ -812,18 +812,7 @@ impl Enforcer {
         let key = SessionKey { cgroup_id };
         // The kernel's counts (the session's held threads, its vacated names) stay as they are.
         let kept = self.maps.sessions.get(&key)?.unwrap_or_default();
-        self.maps.sessions.insert(
-            key,
-            SessionValue {
-                active: 1,
-                flags: flags.bits(),
-                held: kept.held,
-                held_locked: kept.held_locked,
-                locked_quiet_until: kept.locked_quiet_until,
-                vacated: kept.vacated,
-                _pad: 0,
-            },
-        )
+        self.maps.sessions.insert(key, SessionValue { active: 1, flags: flags.bits(), ..kept })
     }
 
     /// Stops gating a session (its grants stay until [`Enforcer::revoke_session`]).
