@@ -15,6 +15,7 @@
 //! | [`HOOK_UNIX_INBOUND`] | as above | as above | the socket's session (also `session`) | 0 | as above |
 //! | [`HOOK_SOCKET_CONNECT`], [`HOOK_SOCKET_SENDMSG`] | port | protocol (6 TCP, 17 UDP) | address bytes 0..8 | address bytes 8..16 | |
 //! | [`HOOK_SOCKET_BIND`] | port | protocol (6 TCP, 17 UDP) | 0 | 0 | |
+//! | [`HOOK_SOCKET_SHARE`] | option (`SO_REUSEADDR` 2, `SO_REUSEPORT` 15) | protocol (17 UDP) | 0 | 0 | |
 //! | [`HOOK_KEY_PERMISSION`] | key serial | permission asked (`KEY_NEED_*`) | creating session (0: outside) | 0 | |
 //! | [`HOOK_PTY_OPEN`] | terminal inode | terminal device | 0 | 0 | the terminal's name in `/dev/pts` |
 //! | [`HOOK_CGROUP_WRITE`] | file inode | cgroupfs device | access bits asked | 0 | the file's name |
@@ -76,6 +77,12 @@ shared_consts! {
     /// reach that service through the other address or family: `localhost`
     /// resolves to both).
     HOOK_SOCKET_BIND: u32 = 50;
+    /// Hook id: `socket_setsockopt` of `SO_REUSEADDR` or `SO_REUSEPORT` on a session's
+    /// UDP socket. With it on both sockets, the kernel shares a UDP port between a
+    /// session's socket and the user's, and picks a port the user holds for the
+    /// session's port-0 bind (or its first datagram): the session would receive what the
+    /// user's clients send to the user's service.
+    HOOK_SOCKET_SHARE: u32 = 51;
     /// [`PortKey::session`] of a port bound by a socket outside every session, counted
     /// by the kernel from the bind to the socket's end (address and family 0: the
     /// port on every address).

@@ -46,9 +46,13 @@
 #define IPPROTO_UDPLITE 136
 #define IPPROTO_MPTCP 262
 #define SOCK_DGRAM 2
+#define SOL_SOCKET 1
+#define SO_REUSEADDR 2
+#define SO_REUSEPORT 15
 #define TCP_LISTEN 10
 #define PTRACE_MODE_NOAUDIT 0x04
 #define PTS_FIRST_INO 3 /* devpts: 1 is its root, 2 ptmx, N + 3 the pty N */
+#define KEY_ALLOC_NOT_IN_QUOTA 0x0002
 #define KEY_ALLOC_UID_KEYRING 0x0010
 #define UNIX_PATH_MAX 108
 
@@ -612,15 +616,18 @@ IPC_KIND_HOOKS(sem, sem_semctl)
 
 /* ---- kernel keyrings ---- */
 
-/* A key or keyring a session makes is the session's. The user's own keyrings
- * (@u, @us), made on first use by whichever process asks first, are never a
- * session's. Unrecorded, the session could not use its key: fail it. */
+/* A key or keyring a session makes is the session's. What the kernel makes for
+ * the uid, outside the user's key quota, is never a session's, whichever
+ * process asked first: the user's keyrings (@u, @us), the persistent keyring
+ * (`keyctl get_persistent`, which every later process of the uid is handed:
+ * Kerberos keeps the user's tickets there) and an upcall's authorisation key.
+ * Unrecorded, the session could not use its key: fail it. */
 SEC("lsm/key_alloc")
 int BPF_PROG(pincer_key_alloc, struct key *key, const struct cred *cred, unsigned long flags, int ret)
 {
 	if (ret)
 		return ret;
-	if (flags & KEY_ALLOC_UID_KEYRING)
+	if (flags & (KEY_ALLOC_UID_KEYRING | KEY_ALLOC_NOT_IN_QUOTA))
 		return 0;
 	__u64 session = current_session_id();
 
@@ -658,17 +665,25 @@ int pincer_key_permission(unsigned long long *ctx)
 	if (ret)
 		return ret;
 	__u64 session = current_session_id();
-
-	if (!session)
-		return 0;
 	__u64 key_ref = 0;
 
 	if (bpf_get_func_arg(ctx, 0, &key_ref))
-		return -EPERM;
+		return session ? -EPERM : 0;
 	/* key_ref_t: the key's address, bit 0 "possessed". */
 	__u64 k = key_ref & ~1ULL;
 	__u64 *owner = bpf_map_lookup_elem(&MAP_KEYS, &k);
 
+	if (!session) {
+		/* The other way: the user's processes outside never use a key a
+		 * session made (a named session keyring the user's tool would join,
+		 * `keyctl session NAME`, and keep its keys in). Processes of other
+		 * uids (root's request-key upcall) are not the user's. */
+		if (!owner || !*owner)
+			return 0;
+		struct key *key = (void *)k;
+
+		return (__u32)bpf_get_current_uid_gid() == BPF_CORE_READ(key, uid.val) ? -EPERM : 0;
+	}
 	if (owner && *owner == session)
 		return 0;
 	struct miss_event *e = reach_event(session, HOOK_KEY_PERMISSION);
@@ -916,6 +931,39 @@ int BPF_PROG(pincer_socket_getsockname, struct socket *sock, int ret)
 	if (BPF_CORE_READ(sk, __sk_common.skc_state) == TCP_LISTEN || BPF_CORE_READ(sk, sk_type) == SOCK_DGRAM)
 		record_port(session, sk);
 	return 0;
+}
+
+/* A session's UDP socket does not share its port. With SO_REUSEADDR (or
+ * SO_REUSEPORT) on both sockets, the kernel lets a UDP socket of the session
+ * bind the address and port of the user's, and its pick for a port-0 bind or
+ * a first datagram (which socket_bind cannot see) may be a port the user
+ * holds: the newer socket then receives what the user's clients send to the
+ * user's service. Without the option on the session's socket the kernel keeps
+ * the two apart. (TCP needs no such rule: a listener's port is never shared
+ * by these options, and the kernel's pick skips ports in use.) */
+SEC("lsm/socket_setsockopt")
+int BPF_PROG(pincer_socket_setsockopt, struct socket *sock, int level, int optname, int ret)
+{
+	if (ret)
+		return ret;
+	if (level != SOL_SOCKET || (optname != SO_REUSEADDR && optname != SO_REUSEPORT))
+		return 0;
+	__u64 session = current_session_id();
+
+	if (!session)
+		return 0;
+	struct sock *sk = BPF_CORE_READ(sock, sk);
+
+	if (!sk || !is_inet(sk) || sock_proto(sk) != IPPROTO_UDP)
+		return 0;
+	struct miss_event *e = reach_event(session, HOOK_SOCKET_SHARE);
+
+	if (e) {
+		e->ino = optname;
+		e->dev = IPPROTO_UDP;
+		bpf_ringbuf_submit(e, 0);
+	}
+	return -EACCES;
 }
 
 SEC("lsm/sk_free_security")
@@ -1171,19 +1219,34 @@ static __always_inline int inet_dest_check(__u64 session, struct sock *sk, struc
 		a.addr[15] = 1;
 	/* Only what the session bound: the exact address in the destination's
 	 * family, that family's wildcard, or a wildcard of both families; and the
-	 * ports listed for every session. */
-	struct port_key pk = { .session = session, .port = port, .proto = proto, .family = v4 ? 4 : 6 };
+	 * ports listed for every session. A port that a socket outside every
+	 * session holds, on any address or family, is the user's whatever the
+	 * session recorded: a record outlives the port when the kernel takes back
+	 * a port it picked (connect(AF_UNSPEC) or shutdown of the socket), and the
+	 * user's service may bind it next. */
+	struct port_key pk = { .session = PORT_OUTSIDE, .port = port, .proto = proto };
+	int users = bpf_map_lookup_elem(&MAP_PORTS, &pk) != 0;
 
-	__builtin_memcpy(pk.addr, a.addr, 16);
-	if (bpf_map_lookup_elem(&MAP_PORTS, &pk))
-		return 0;
-	__builtin_memset(pk.addr, 0, 16);
-	if (bpf_map_lookup_elem(&MAP_PORTS, &pk))
-		return 0;
-	pk.family = 0;
-	if (bpf_map_lookup_elem(&MAP_PORTS, &pk))
-		return 0;
+	if (!users) {
+		pk.session = PORT_OUTSIDE_SEEN;
+		users = bpf_map_lookup_elem(&MAP_PORTS, &pk) != 0;
+	}
+	if (!users) {
+		pk.session = session;
+		pk.family = v4 ? 4 : 6;
+		__builtin_memcpy(pk.addr, a.addr, 16);
+		if (bpf_map_lookup_elem(&MAP_PORTS, &pk))
+			return 0;
+		__builtin_memset(pk.addr, 0, 16);
+		if (bpf_map_lookup_elem(&MAP_PORTS, &pk))
+			return 0;
+		pk.family = 0;
+		if (bpf_map_lookup_elem(&MAP_PORTS, &pk))
+			return 0;
+	}
 	pk.session = 0;
+	pk.family = 0;
+	__builtin_memset(pk.addr, 0, 16);
 	if (bpf_map_lookup_elem(&MAP_PORTS, &pk))
 		return 0;
 	struct miss_event *e = reach_event(session, hook);

@@ -22,6 +22,7 @@ pub mod glob;
 pub mod jsonl;
 pub mod kernel;
 pub mod sanitize;
+pub mod shown;
 pub mod format;
 pub mod store;
 pub mod twin;

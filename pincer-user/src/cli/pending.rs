@@ -4,6 +4,7 @@
 use super::conn::{call, Conn};
 use clap::Args;
 use crate::daemon::{Call, Reply};
+use crate::shown::Shown;
 use std::process::ExitCode;
 
 /// Arguments of `pincer pending`.
@@ -32,17 +33,18 @@ pub fn run(args: PendingArgs) -> anyhow::Result<ExitCode> {
     } else {
         for q in questions {
             let w = if q.waiting { " (worker waiting)" } else { "" };
-            let host = q.host.as_deref().map(|h| format!("{h}  ")).unwrap_or_default();
-            println!("{:>4}  {host}[{}] {} {}{w}: {}", q.id, q.session, q.access, q.path, q.reason);
+            let host = q.host.as_deref().map(|h| format!("{}  ", Shown(h))).unwrap_or_default();
+            // The path and the reasons quote the session's request: shown escaped.
+            println!("{:>4}  {host}[{}] {} {}{w}: {}", q.id, Shown(&q.session), q.access, Shown(&q.path), Shown(&q.reason));
             if q.access == crate::Access::Create {
                 // The kernel grants a creation by folder: say what approving gives.
                 let (folder, hidden) = crate::twin::created_in(&q.path);
                 let kind = if hidden { "hidden" } else { "visible" };
-                println!("        approving lets the session create any {kind} name in {}/", if folder.is_empty() { "." } else { folder });
+                println!("        approving lets the session create any {kind} name in {}/", Shown(if folder.is_empty() { "." } else { folder }));
             }
             for (i, v) in q.votes.iter().enumerate() {
                 let verdict = serde_json::to_value(v.verdict).ok().and_then(|x| x.as_str().map(str::to_string)).unwrap_or_default();
-                println!("        vote {}: {verdict}: {}", i + 1, v.reason);
+                println!("        vote {}: {verdict}: {}", i + 1, Shown(&v.reason));
             }
         }
     }

@@ -4,6 +4,7 @@ use super::conn::{call, Conn};
 use clap::{Args, Subcommand};
 use crate::daemon::protocol::{Rule, RuleId};
 use crate::daemon::{Call, Reply};
+use crate::shown::Shown;
 use std::process::ExitCode;
 
 /// Arguments of `pincer policy`.
@@ -47,8 +48,8 @@ pub fn run(args: PolicyArgs) -> anyhow::Result<ExitCode> {
             if !json {
                 for r in rules {
                     match r.rule {
-                        Rule::Approval(a) => println!("{:>6}  approval  {} {} {} (task {})", r.id.to_string(), a.permission.as_str(), a.access, a.path_glob, a.session),
-                        Rule::Policy(p) => println!("{:>6}  policy    {}: {}", r.id.to_string(), p.id, p.text),
+                        Rule::Approval(a) => println!("{:>6}  approval  {} {} {} (task {})", r.id.to_string(), a.permission.as_str(), a.access, Shown(&a.path_glob), Shown(&a.session)),
+                        Rule::Policy(p) => println!("{:>6}  policy    {}: {}", r.id.to_string(), Shown(&p.id), Shown(&p.text)),
                     }
                 }
             }

@@ -10,6 +10,7 @@ use tokio::sync::broadcast;
 use super::protocol::RequestOutcome;
 use crate::decider::TokenUsage;
 use crate::access::Access;
+use crate::shown::Shown;
 
 /// Errors of the audit log.
 #[derive(Debug, thiserror::Error)]
@@ -254,19 +255,20 @@ impl AuditEntry {
         }
     }
 
-    /// One line for people: time, session, event, request and outcome.
+    /// One line for people: time, session, event, request and outcome (what came from a
+    /// session shown escaped, [`Shown`]).
     pub fn human(&self) -> String {
         let mut s = format!("{:>13} {:?}", self.time_ms, self.event);
         if let Some(h) = &self.host {
-            s.push_str(&format!(" @{h}"));
+            s.push_str(&format!(" @{}", Shown(h)));
         }
         if let Some(sess) = &self.session {
-            s.push_str(&format!(" [{sess}]"));
+            s.push_str(&format!(" [{}]", Shown(sess)));
         }
         if let Some(r) = &self.request {
             match r.pid {
-                Some(pid) => s.push_str(&format!(" {} {} ({}, pid {pid})", r.access, r.path, r.source)),
-                None => s.push_str(&format!(" {} {} ({})", r.access, r.path, r.source)),
+                Some(pid) => s.push_str(&format!(" {} {} ({}, pid {pid})", r.access, Shown(&r.path), r.source)),
+                None => s.push_str(&format!(" {} {} ({})", r.access, Shown(&r.path), r.source)),
             }
         }
         if let Some(o) = &self.outcome {
@@ -276,10 +278,10 @@ impl AuditEntry {
             s.push_str(&format!(" question {q}"));
         }
         if let Some(d) = &self.detail {
-            s.push_str(&format!(": {d}"));
+            s.push_str(&format!(": {}", Shown(d)));
         }
         for (i, v) in self.votes.iter().enumerate() {
-            s.push_str(&format!("\n    vote {}: {:?}: {}", i + 1, v.verdict, v.reason));
+            s.push_str(&format!("\n    vote {}: {:?}: {}", i + 1, v.verdict, Shown(&v.reason)));
         }
         s
     }

@@ -337,8 +337,8 @@ impl Config {
         if self.decider.backend != Backend::Offline && self.decider.model.trim().is_empty() {
             return bad("decider.model", "a model name is required for the openai and anthropic backends");
         }
-        if let Err(e) = self.limits.check() {
-            return bad("limits.memory_max", &e.to_string());
+        if let Err((field, e)) = self.limits.check() {
+            return bad(field, &e.to_string());
         }
         if self.store.backend == StoreBackend::Postgres {
             if self.store.url.trim().is_empty() {

@@ -1273,12 +1273,19 @@ impl Containment {
     }
 
     /// Makes the session's scratch directory (0700, owned by the owner) and grants it to
-    /// the session in full as its own place (no never pattern applies inside); returns its path (`None` when sessions get none).
-    pub fn make_scratch(&self, enforcer: &mut Enforcer, session: &str, cgroup_id: u64, owner: &Account) -> Result<Option<PathBuf>, ContainError> {
+    /// the session in full as its own place (no never pattern applies inside); returns its
+    /// path (`None` when sessions get none). With `size`, the directory is a tmpfs of that
+    /// many bytes (`[limits] scratch_max`): what the session writes there fills its own
+    /// filesystem, never the space of `scratch_parent` that the user's processes write to.
+    pub fn make_scratch(&self, enforcer: &mut Enforcer, session: &str, cgroup_id: u64, owner: &Account, size: Option<u64>) -> Result<Option<PathBuf>, ContainError> {
         let Some(dir) = self.scratch_dir(session) else { return Ok(None) };
         let err = |source| ContainError::Scratch { path: dir.clone(), source };
         std::fs::create_dir(&dir).map_err(err)?;
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map_err(err)?;
+        if let Some(bytes) = size {
+            let data = format!("size={bytes},mode=0700,uid={},gid={}", owner.uid, owner.gid);
+            super::layers::mount(Some(Path::new("tmpfs")), &dir, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some(&data)).map_err(err)?;
+        }
         std::os::unix::fs::chown(&dir, Some(owner.uid), Some(owner.gid)).map_err(err)?;
         let id = ObjectId::of_metadata(&std::fs::symlink_metadata(&dir).map_err(err)?);
         enforcer.grant_own_place(cgroup_id, id)?;
@@ -1286,8 +1293,14 @@ impl Containment {
     }
 }
 
-/// Removes a session's scratch directory (symlinks inside are removed, not followed).
+/// Removes a session's scratch directory (symlinks inside are removed, not followed), its
+/// tmpfs unmounted first where it has one.
 pub fn remove_scratch(dir: &Path) {
+    if let Ok(c) = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(dir.as_os_str())) {
+        // SAFETY: umount2 of a NUL-terminated path; EINVAL (a plain directory) is expected.
+        // Not through a symlink: a plain scratch is the owner's to replace with one.
+        unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH | libc::UMOUNT_NOFOLLOW) };
+    }
     if let Err(e) = std::fs::remove_dir_all(dir) {
         if e.kind() != std::io::ErrorKind::NotFound {
             tracing::warn!(dir = %dir.display(), error = %e, "cannot remove the session's scratch directory");

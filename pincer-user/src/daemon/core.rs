@@ -527,7 +527,8 @@ impl Core {
             for r in recs.iter().chain(&places) {
                 self.enforcer.add_root_id(ObjectId { dev: r.dev, ino: r.ino })?;
             }
-            let scratch = contain.make_scratch(&mut self.enforcer, &id, cgroup_id, &owner)?;
+            let size = self.config.limits.scratch_bytes().map_err(|e| ContainError::Scratch { path: scratch_at.clone().unwrap_or_default(), source: std::io::Error::other(e) })?;
+            let scratch = contain.make_scratch(&mut self.enforcer, &id, cgroup_id, &owner, size)?;
             // The session's writes in read-write open paths go to layers of its own.
             let layers = layers::make(&contain, &id, cgroup_id, &mut self.enforcer)?;
             Ok::<_, ContainError>((scratch, layers))

@@ -125,7 +125,7 @@ fn check(r: libc::c_int) -> std::io::Result<()> {
 }
 
 /// `mount(2)`.
-fn mount(source: Option<&Path>, target: &Path, fstype: Option<&str>, flags: libc::c_ulong, data: Option<&str>) -> std::io::Result<()> {
+pub(super) fn mount(source: Option<&Path>, target: &Path, fstype: Option<&str>, flags: libc::c_ulong, data: Option<&str>) -> std::io::Result<()> {
     let source = source.map(cstr).transpose()?;
     let target = cstr(target)?;
     let fstype = fstype.map(|t| CString::new(t).expect("a file system type without NUL"));

@@ -1,6 +1,7 @@
 //! Resource limits of a session (`[limits]`): every session's cgroup gets `pids.max` and
-//! `memory.max`, so a session that forks or allocates without end stops at its own limit
-//! while the user's processes outside it keep working.
+//! `memory.max`, and its scratch directory is a filesystem of its own of at most
+//! `scratch_max`, so a session that forks, allocates or writes without end stops at its own
+//! limit while the user's processes outside it keep working.
 //!
 //! The worker runs with the user's uid, so its processes count against the user's process
 //! limit (`RLIMIT_NPROC`) and share the host's memory: without a limit, a thread bomb in a
@@ -25,22 +26,27 @@ pub struct LimitsConfig {
     /// `K`, `M`, `G` or `T` suffix (powers of 1024), a share of the host's memory (`"75%"`),
     /// or `"max"` for no limit.
     pub memory_max: String,
+    /// The size of a session's scratch directory (`TMPDIR`), a tmpfs of its own (its pages
+    /// count against `memory_max` as well), written as `memory_max` is; `"max"`: a plain
+    /// directory on the filesystem of `scratch_parent`, whose space the session then shares
+    /// with the user's processes (a `/tmp` it fills is full for them too).
+    pub scratch_max: String,
 }
 
 impl Default for LimitsConfig {
     fn default() -> Self {
-        Self { pids_max: 4096, memory_max: "75%".into() }
+        Self { pids_max: 4096, memory_max: "75%".into(), scratch_max: "25%".into() }
     }
 }
 
 /// Why a session's limits could not be set.
 #[derive(Debug, thiserror::Error)]
 pub enum LimitError {
-    /// `memory_max` is not a size, a percentage or `max`.
-    #[error("limits.memory_max {0:?}: expected bytes with an optional K, M, G or T suffix, a percentage such as \"75%\", or \"max\"")]
+    /// `memory_max` or `scratch_max` is not a size, a percentage or `max`.
+    #[error("{0:?}: expected bytes with an optional K, M, G or T suffix, a percentage such as \"75%\", or \"max\"")]
     MemorySyntax(String),
     /// The host's memory size could not be read for a percentage.
-    #[error("cannot read the host's memory size from /proc/meminfo for limits.memory_max {0:?}")]
+    #[error("cannot read the host's memory size from /proc/meminfo for the limit {0:?}")]
     MemTotal(String),
     /// The session's directory is not a cgroup (not on the cgroup2 filesystem).
     #[error("{} is not a cgroup (no cgroup.controllers): limits cannot be set; put cgroup_parent on the cgroup2 filesystem or set [limits] pids_max = 0 and memory_max = \"max\"", .0.display())]
@@ -74,26 +80,36 @@ const CONTROLLERS: [&str; 2] = ["pids", "memory"];
 impl LimitsConfig {
     /// No limit at all (`pids_max = 0`, `memory_max = "max"`): nothing is written.
     pub fn unlimited() -> Self {
-        Self { pids_max: 0, memory_max: "max".into() }
+        Self { pids_max: 0, memory_max: "max".into(), scratch_max: "max".into() }
     }
 
-    /// Whether this sets no limit.
+    /// Whether this sets no cgroup limit (the scratch's size is not the cgroup's).
     pub fn is_unlimited(&self) -> bool {
         self.pids_max == 0 && self.memory_max.trim() == "max"
     }
 
-    /// Checks the configuration without touching the system (at config load).
-    pub fn check(&self) -> Result<(), LimitError> {
-        parse_memory(&self.memory_max, 1 << 30).map(|_| ())
+    /// Checks the configuration without touching the system (at config load): the name of
+    /// the field in error with its error.
+    pub fn check(&self) -> Result<(), (&'static str, LimitError)> {
+        parse_memory(&self.memory_max, 1 << 30).map_err(|e| ("limits.memory_max", e))?;
+        match parse_memory(&self.scratch_max, 1 << 30) {
+            Ok(Some(0)) => Err(LimitError::MemorySyntax(self.scratch_max.clone())),
+            r => r.map(|_| ()),
+        }
+        .map_err(|e| ("limits.scratch_max", e))
     }
 
     /// The value written to `memory.max`: bytes, or `max`.
     pub fn memory_max_value(&self) -> Result<String, LimitError> {
-        let total = if self.memory_max.trim().ends_with('%') { mem_total().ok_or_else(|| LimitError::MemTotal(self.memory_max.clone()))? } else { 0 };
-        Ok(match parse_memory(&self.memory_max, total)? {
+        Ok(match sized(&self.memory_max)? {
             Some(bytes) => bytes.to_string(),
             None => "max".into(),
         })
+    }
+
+    /// The size of a session's scratch filesystem in bytes (`None`: a plain directory).
+    pub fn scratch_bytes(&self) -> Result<Option<u64>, LimitError> {
+        sized(&self.scratch_max)
     }
 
     /// Enables the controllers from the cgroup2 root down to `parent` and writes the limits
@@ -113,6 +129,13 @@ impl LimitsConfig {
         write(&cgroup.join("memory.max"), &self.memory_max_value()?)?;
         Ok(())
     }
+}
+
+/// A size as configured: `Some(bytes)`, or `None` for `max`; a percentage is of the host's
+/// memory.
+fn sized(text: &str) -> Result<Option<u64>, LimitError> {
+    let total = if text.trim().ends_with('%') { mem_total().ok_or_else(|| LimitError::MemTotal(text.to_string()))? } else { 0 };
+    parse_memory(text, total)
 }
 
 /// Parses `memory_max`: `Some(bytes)`, or `None` for `max`; a percentage is of `total`.
@@ -204,7 +227,7 @@ mod tests {
         assert_eq!(parse_memory("75%", 1000).unwrap(), Some(750));
         for bad in ["", "0", "-1", "12X", "150%", "0%", "%", "M", "99999999999999999999T"] {
             let e = parse_memory(bad, 1000).unwrap_err().to_string();
-            assert!(e.contains("memory_max") && e.contains(&format!("{bad:?}")), "{bad}: {e}");
+            assert!(e.contains(&format!("{bad:?}")) && e.contains("expected bytes"), "{bad}: {e}");
         }
     }
 
@@ -216,6 +239,12 @@ mod tests {
         // A percentage becomes bytes of this host's memory.
         let bytes: u64 = d.memory_max_value().unwrap().parse().unwrap();
         assert!(bytes > 0 && bytes < mem_total().unwrap());
+        let scratch = d.scratch_bytes().unwrap().expect("the default scratch is a filesystem of its own");
+        assert!(scratch > 0 && scratch < bytes, "the scratch fits in the session's memory: {scratch}");
+        assert_eq!(LimitsConfig::unlimited().scratch_bytes().unwrap(), None);
+        // A scratch of size 0 would be a tmpfs without limit: refused with its field.
+        let (field, e) = LimitsConfig { scratch_max: "0%".into(), ..d.clone() }.check().unwrap_err();
+        assert_eq!(field, "limits.scratch_max", "{e}");
     }
 
     #[test]
@@ -231,7 +260,7 @@ mod tests {
         assert_eq!(ancestry(&parent), [root.clone(), parent.clone()]);
         let session = parent.join("s1");
         std::fs::create_dir(&session).unwrap();
-        let limits = LimitsConfig { pids_max: 64, memory_max: "64M".into() };
+        let limits = LimitsConfig { pids_max: 64, memory_max: "64M".into(), scratch_max: "max".into() };
         let e = limits.apply(&parent, &session).unwrap_err().to_string();
         assert!(e.contains("not a cgroup") && e.contains("s1"), "{e}");
         LimitsConfig::unlimited().apply(&parent, &session).unwrap();

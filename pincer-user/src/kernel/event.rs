@@ -292,6 +292,10 @@ pub enum Hook {
     /// address or family.
     #[serde(rename = "socket_bind")]
     SocketBind,
+    /// `socket_setsockopt` of `SO_REUSEADDR` or `SO_REUSEPORT` on a UDP socket (a port
+    /// shared with the user's sockets).
+    #[serde(rename = "socket_setsockopt")]
+    SocketShare,
     /// `unix_stream_connect` or `unix_may_send` of a process outside every session to a
     /// Unix socket a session created.
     #[serde(rename = "unix_connect(inbound)")]
@@ -358,6 +362,7 @@ impl Hook {
             HOOK_SOCKET_CONNECT => Hook::SocketConnect,
             HOOK_SOCKET_SENDMSG => Hook::SocketSendmsg,
             HOOK_SOCKET_BIND => Hook::SocketBind,
+            HOOK_SOCKET_SHARE => Hook::SocketShare,
             HOOK_UNIX_INBOUND => Hook::UnixInbound,
             HOOK_KEY_PERMISSION => Hook::KeyPermission,
             HOOK_PTY_OPEN => Hook::PtyOpen,
@@ -410,6 +415,7 @@ impl Hook {
             Hook::SocketConnect => "socket_connect",
             Hook::SocketSendmsg => "socket_sendmsg",
             Hook::SocketBind => "socket_bind",
+            Hook::SocketShare => "socket_setsockopt",
             Hook::UnixInbound => "unix_connect(inbound)",
             Hook::KeyPermission => "key_permission",
             Hook::PtyOpen => "file_open(pty)",
@@ -495,7 +501,7 @@ mod tests {
             let wire = serde_json::to_string(&hook).unwrap();
             assert_eq!(wire, format!("\"{}\"", hook.name()), "{name}: serde and name() disagree");
         }
-        assert_eq!(seen.len(), 45, "a new HOOK_* id needs a Hook variant (and this count)");
+        assert_eq!(seen.len(), 46, "a new HOOK_* id needs a Hook variant (and this count)");
     }
 
     fn event(path: &[&str]) -> MissEvent {

@@ -163,6 +163,14 @@ pub enum Reach {
         /// The access bits asked (`ACCESS_*`).
         access: u32,
     },
+    /// A UDP socket the session asked to share its port (`SO_REUSEADDR`,
+    /// `SO_REUSEPORT`), which would let the kernel give it a port the user holds.
+    SharedPort {
+        /// The socket option (`SO_REUSEADDR` 2, `SO_REUSEPORT` 15).
+        option: u32,
+        /// The protocol number.
+        proto_number: u32,
+    },
     /// A port that a socket outside every session holds, which the session tried to bind
     /// on another address or family.
     TakenPort {
@@ -212,6 +220,7 @@ impl Miss {
                     port: self.ino as u16,
                 }
             }
+            Hook::SocketShare => Reach::SharedPort { option: self.ino as u32, proto_number: self.dev },
             Hook::SocketBind => Reach::TakenPort { proto: Proto::from_number(self.dev), proto_number: self.dev, port: self.ino as u16 },
             Hook::KeyPermission => Reach::Key {
                 serial: self.ino as u32 as i32,
