@@ -266,6 +266,11 @@ impl Drop for HostAddress {
     }
 }
 
+/// A plain directory as the scratch (`scratch_max = "max"`), where a rename into it is the
+/// kernel's to refuse: the default scratch, a tmpfs of its own, refuses every move in with
+/// `EXDEV` before any hook.
+const PLAIN_SCRATCH: &[(&str, &str)] = &[("scratch_max", "\"max\"")];
+
 /// A `pincer daemon` on the shipped configuration and one session it started with `pincer
 /// run` (the worker sleeps; attacks run in processes moved into its cgroup).
 struct Red {
@@ -290,6 +295,12 @@ impl Red {
 
     /// [`Red::start`] with `prepare` run on the workspace before the session starts.
     fn start_with(name: &str, prepare: impl FnOnce(&Path)) -> Red {
+        Self::start_set(name, &[], prepare)
+    }
+
+    /// [`Red::start_with`] with `settings` (key, TOML value) changed in the shipped
+    /// configuration.
+    fn start_set(name: &str, settings: &[(&str, &str)], prepare: impl FnOnce(&Path)) -> Red {
         loopback_up();
         let name = format!("rt-{name}-{}", uniq());
         let dir = PathBuf::from("/tmp").join(&name);
@@ -301,7 +312,7 @@ impl Red {
         pincer_tests::assert_clean(Path::new(SHARED_PIN_DIR));
         pincer_tests::drain_misses(Path::new(SHARED_PIN_DIR));
         let config = dir.join("pincer.toml");
-        std::fs::write(&config, pincer_tests::worker::shipped_config(&dir, &name, &[("on_miss", "\"record\"")])).unwrap();
+        std::fs::write(&config, pincer_tests::worker::shipped_config(&dir, &name, &[&[("on_miss", "\"record\"")], settings].concat())).unwrap();
         let socket = dir.join("pincer.sock");
         let daemon = Command::new(PINCER)
             .args(["daemon", "--config"])
@@ -1958,9 +1969,10 @@ impl Drop for Bind {
 /// back. Principle: the scratch is the session's for what it makes there, not a place that
 /// turns an object of the user's moved in into its own; a grant of one access must not
 /// become every access by a rename.
+/// (With a plain scratch, [`PLAIN_SCRATCH`].)
 #[test]
 fn reads_a_delete_granted_file_by_moving_it_into_its_scratch() {
-    let mut red = Red::start_with("scratch-move", |ws| {
+    let mut red = Red::start_set("scratch-move", PLAIN_SCRATCH, |ws| {
         make(&ws.join("reports/salaries.csv"), Some("alice,120000\n"));
     });
     let secret = red.ws.join("reports/salaries.csv");
@@ -1987,9 +1999,10 @@ fn reads_a_delete_granted_file_by_moving_it_into_its_scratch() {
 /// scratch the scratch's subtree grant covers the user's file. Control: in place the file
 /// is refused. Principle: what the user puts in the session's folder stays the user's
 /// wherever the session moves the folder.
+/// (With a plain scratch, [`PLAIN_SCRATCH`].)
 #[test]
 fn reads_the_users_file_in_its_own_folder_by_moving_the_folder_into_its_scratch() {
-    let mut red = Red::start("made-move");
+    let mut red = Red::start_set("made-move", PLAIN_SCRATCH, |_| {});
     let ws = red.ws.clone();
     red.grant(&ws, Scope::Exact, &[Access::Create]);
     let mine = ws.join("out");
@@ -3417,9 +3430,10 @@ fn reaches_a_hidden_workspace_file_by_exchange_tmpfile_link_and_rename_over() {
 /// `ACCESS_CREATED_BY_SESSION`, the one mark under which a subtree grant reaches hidden
 /// entries: refused for a directory. Control: a visible file moved under `.vscode` is
 /// readable there. Expected closed.
+/// (With a plain scratch, [`PLAIN_SCRATCH`].)
 #[test]
 fn moves_a_folder_with_hidden_entries_under_a_granted_hidden_folder_and_into_its_scratch() {
-    let mut red = Red::start_with("hidden-under", |ws| {
+    let mut red = Red::start_set("hidden-under", PLAIN_SCRATCH, |ws| {
         make(&ws.join("proj/.vscode/settings.json"), Some("{}\n"));
         make(&ws.join("proj/app/.env"), Some("TOKEN=s3cr3t\n"));
         make(&ws.join("proj/app/.github/workflows/ci.yml"), Some("on: push\n"));
@@ -3782,4 +3796,607 @@ fn swaps_an_open_path_before_its_layer_is_bound() {
     assert!(by_symlink.is_err(), "bound through a symlink in place of the open path: {by_symlink:?}");
     assert!(by_other.is_err(), "bound over another directory in place of the open path: {by_other:?}");
     assert_eq!(control, Ok(true), "control: the layer binds over the directory it was made over");
+}
+
+// ---------------------------------------------------------------------------------------
+// A fourth pass: what the kernel records as the session's own outside the file tree, and
+// what the session shares with the user's processes without a record. A port is the
+// session's from the bind it recorded, a key or keyring from the allocation it recorded;
+// each record is checked only from the session's side, and only by its key. Where the record
+// outlives what it stood for (a port the socket gave back to the kernel), where the kernel
+// picks what no check saw (a port the user's socket shares), or where the user's own
+// processes find the recorded object by a name they take to be theirs (the user's
+// persistent keyring, a named session keyring), the session reaches, takes or acts on what
+// the user's processes keep there. Then two shared things with no record at all: the
+// filesystem the session's scratch lies on, and the trusted channel's display, where what
+// `pincer pending` prints of a question is partly the session's text.
+
+/// Binds a TCP socket to `127.0.0.1:0` (the kernel picks the port, which is then not locked to
+/// the socket), listens, asks for the port (`getsockname`) and leaves it with
+/// `connect(AF_UNSPEC)`, keeping the socket open; the port it had, or -errno.
+fn leave_a_port(fd: i32) -> i32 {
+    let (a, len) = inet_addr(LO, 0);
+    // SAFETY: bind/listen/getsockname/connect on a local socket and buffers.
+    unsafe {
+        if libc::bind(fd, (&a as *const libc::sockaddr_storage).cast(), len) < 0 || libc::listen(fd, 4) < 0 {
+            return -errno();
+        }
+        let mut got: libc::sockaddr_in = std::mem::zeroed();
+        let mut glen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        if libc::getsockname(fd, (&mut got as *mut libc::sockaddr_in).cast(), &mut glen) < 0 {
+            return -errno();
+        }
+        let mut unspec: libc::sockaddr = std::mem::zeroed();
+        unspec.sa_family = libc::AF_UNSPEC as u16;
+        if libc::connect(fd, &unspec, std::mem::size_of::<libc::sockaddr>() as u32) < 0 {
+            return -errno();
+        }
+        i32::from(u16::from_be(got.sin_port))
+    }
+}
+
+/// The port record outlives the port. A session's TCP socket bound to `127.0.0.1:0` and
+/// listening has its port P recorded as the session's (`record_port`, from the bind's exit
+/// `pincer_inet_bind` and `socket_getsockname`); `connect(AF_UNSPEC)` then unhashes the socket
+/// and gives P back to the kernel (a port the kernel picked is not locked to the socket), but
+/// the record goes only when the socket is freed (`pincer_sk_free_security`). The user's
+/// service later listens on `127.0.0.1:P`, a port free to the kernel and to every check (the
+/// session holds nothing there), and the session connects to it: `inet_dest_check` finds the
+/// session's own record of P and lets it through. The same holds for UDP (`udp_disconnect`
+/// unhashes a socket whose port the kernel picked). Why it might get out: the record is
+/// keyed by address, port and family and never compared with what the socket still holds.
+/// Safe: the session's connection to the user's service on P is refused (`EACCES`).
+/// Closed: a port a socket outside every session holds is the user's whatever the session
+/// recorded (`inet_dest_check`).
+#[test]
+fn reaches_the_users_later_service_on_a_port_its_socket_gave_back() {
+    let (p, r) = port_then_users_service("portleft", false);
+    assert_eq!(r, EACCES, "the session reached the user's service on the port its socket gave back ({p})");
+}
+
+/// The guard beside the route above: the session's socket that held the port is closed
+/// (its record goes with it, `pincer_sk_free_security`) before the user's service listens
+/// there. Safe: the session's connection to the user's service is refused (`EACCES`).
+#[test]
+fn reaches_the_users_later_service_on_a_port_its_closed_socket_held() {
+    let (p, r) = port_then_users_service("portclosed", true);
+    assert_eq!(r, EACCES, "the session reached the user's service on the port its closed socket held ({p})");
+}
+
+/// A session's TCP socket takes a port from the kernel and leaves it (`leave_a_port`; then
+/// closes the socket too if `close`); the user's service then listens on that port, and
+/// the session connects to it. The port and the session's result (0: it read the user's
+/// service), after the control (the same uid outside every session reaches the service).
+fn port_then_users_service(name: &str, close: bool) -> (i32, i32) {
+    let red = Red::start(name);
+    let mut to_test = [0; 2];
+    let mut to_session = [0; 2];
+    // SAFETY: pipe(2) into local arrays.
+    unsafe {
+        assert_eq!(libc::pipe(to_test.as_mut_ptr()), 0);
+        assert_eq!(libc::pipe(to_session.as_mut_ptr()), 0);
+    }
+    // The user's service starts on the port once the session has left it.
+    let (rx, tx) = (to_test[0], to_session[1]);
+    let service = std::thread::spawn(move || {
+        let mut p = 0i32;
+        // SAFETY: read/write of an i32 on the pipes made above.
+        unsafe {
+            assert_eq!(libc::read(rx, (&mut p as *mut i32).cast(), 4), 4, "the session told no port");
+        }
+        let svc = (p > 0).then(|| Service::start(LO, p as u16, SECRET));
+        // SAFETY: as above.
+        unsafe { libc::write(tx, (&p as *const i32).cast(), 4) };
+        (p, svc)
+    });
+    let (tx, rx) = (to_test[1], to_session[0]);
+    let r = red.gated(move || {
+        // SAFETY: a socket kept open for the attack (or closed, with `close`); reads and
+        // writes on the pipes.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+            let p = leave_a_port(fd);
+            if close {
+                libc::close(fd);
+                // A listener is freed after an RCU grace period: its record with it.
+                std::thread::sleep(Duration::from_millis(1000));
+            }
+            libc::write(tx, (&p as *const i32).cast(), 4);
+            let mut go = 0i32;
+            libc::read(rx, (&mut go as *mut i32).cast(), 4);
+            if p <= 0 {
+                return vec![p, 0];
+            }
+            let got = fetch(LO, p as u16, SECRET);
+            if !close {
+                libc::close(fd);
+            }
+            vec![p, got]
+        }
+    });
+    let (p, _svc) = service.join().unwrap();
+    assert!(p > 0, "precondition: the session's socket left its port: {r:?}");
+    assert_eq!(ungated(|| vec![fetch(LO, p as u16, SECRET)]), vec![0], "control: the user's service on {p}");
+    (p, r[1])
+}
+
+const KEYCTL_JOIN_SESSION_KEYRING: libc::c_long = 1;
+const KEYCTL_SETPERM: libc::c_long = 5;
+const KEYCTL_CLEAR: libc::c_long = 7;
+const KEYCTL_SEARCH: libc::c_long = 10;
+const KEYCTL_GET_PERSISTENT: libc::c_long = 22;
+const KEY_SPEC_SESSION_KEYRING: libc::c_long = -3;
+
+/// `keyctl(op, a, b, c, d)`: its value, or -errno.
+fn keyctl(op: libc::c_long, a: libc::c_long, b: libc::c_long, c: libc::c_long, d: libc::c_long) -> i32 {
+    // SAFETY: keyctl(2) with integer arguments (and pointers the callers keep alive).
+    let r = unsafe { libc::syscall(libc::SYS_keyctl, op, a, b, c, d) };
+    if r < 0 {
+        -errno()
+    } else {
+        r as i32
+    }
+}
+
+/// Joins a new session keyring (anonymous, or the keyring of that name: found by name if a
+/// keyring of it exists that the caller may search); its serial or -errno.
+fn join_keyring(name: Option<&str>) -> i32 {
+    let n = name.map(|n| CString::new(n).unwrap());
+    let p = n.as_ref().map_or(std::ptr::null(), |n| n.as_ptr());
+    keyctl(KEYCTL_JOIN_SESSION_KEYRING, p as libc::c_long, 0, 0, 0)
+}
+
+/// Adds a `user` key `desc` holding `data` to `keyring`; its serial or -errno.
+fn add_user_key(desc: &str, data: &str, keyring: libc::c_long) -> i32 {
+    let d = CString::new(desc).unwrap();
+    // SAFETY: add_key(2) with C strings and a buffer that outlive the call.
+    let r = unsafe {
+        libc::syscall(libc::SYS_add_key, c"user".as_ptr(), d.as_ptr(), data.as_ptr(), data.len(), keyring)
+    };
+    if r < 0 {
+        -errno()
+    } else {
+        r as i32
+    }
+}
+
+/// The serial of the `user` key `desc` found from `keyring`, or -errno (`-ENOKEY`: gone).
+fn search_user_key(keyring: i32, desc: &str) -> i32 {
+    let d = CString::new(desc).unwrap();
+    keyctl(KEYCTL_SEARCH, keyring as libc::c_long, c"user".as_ptr() as libc::c_long, d.as_ptr() as libc::c_long, 0)
+}
+
+/// The caller's persistent keyring linked into a new session keyring of its own; its serial
+/// or -errno.
+fn persistent_keyring() -> i32 {
+    let s = join_keyring(None);
+    if s < 0 {
+        return s;
+    }
+    keyctl(KEYCTL_GET_PERSISTENT, -1, KEY_SPEC_SESSION_KEYRING, 0, 0)
+}
+
+/// Makes the user's persistent keyring before any process of the user has asked for it.
+/// `keyctl(KEYCTL_GET_PERSISTENT)` makes the keyring `_persistent.UID` on first use, for
+/// whichever process of the uid asks first, and hands the same keyring to every later
+/// caller of that uid: a Kerberos credential cache `KEYRING:persistent:UID` (the default of
+/// Fedora's and RHEL's krb5) keeps the user's tickets there. Asked first from a session,
+/// `pincer_key_alloc` records it as the session's (it is not made with
+/// `KEY_ALLOC_UID_KEYRING`, the one flag the hook leaves to the user); the user's tool outside
+/// then gets that keyring and keeps its ticket in it, and the session, through the keyring it
+/// "made", clears the user's ticket (it could as well plant a forged one for the user's tools
+/// to use). Why it might get out: keys are counted by who allocated them, and the user's own
+/// keyrings that the kernel makes on first use are told apart by one flag only. Safe: the
+/// session's clear of the keyring the user's tool uses is refused (`EPERM`), and the user's
+/// ticket stays. (The control, an outside process of the user clearing it, runs last: run
+/// first it would make the keyring outside the session.)
+/// Closed: nothing the kernel makes outside the user's key quota is a session's
+/// (`pincer_key_alloc`, `KEY_ALLOC_NOT_IN_QUOTA`), so the session cannot use the keyring.
+#[test]
+fn makes_the_users_persistent_keyring_first_and_clears_the_users_ticket_there() {
+    let red = Red::start("persist");
+    let desc = format!("rt-krb-ticket-{}", uniq());
+    let made = red.gated(|| vec![persistent_keyring()]);
+    println!("the session's KEYCTL_GET_PERSISTENT: {made:?}");
+    // The user's tool, outside every session, keeps its ticket in its persistent keyring.
+    let d = desc.clone();
+    let user = ungated(move || {
+        let p = persistent_keyring();
+        vec![p, add_user_key(&d, "TGT", p as libc::c_long)]
+    });
+    assert!(user[0] > 0 && user[1] > 0, "precondition: the user's tool keeps a ticket in its persistent keyring: {user:?}");
+    let keyring = user[0];
+    let cleared = red.gated(move || {
+        persistent_keyring();
+        vec![keyctl(KEYCTL_CLEAR, keyring as libc::c_long, 0, 0, 0)]
+    });
+    let d = desc.clone();
+    let after = ungated(move || {
+        let p = persistent_keyring();
+        vec![p, search_user_key(p, &d)]
+    });
+    // Control: an outside process of the user can clear what another one keeps there.
+    let d = desc.clone();
+    let control = ungated(move || {
+        let p = persistent_keyring();
+        vec![keyctl(KEYCTL_CLEAR, p as libc::c_long, 0, 0, 0), search_user_key(p, &d)]
+    });
+    assert_eq!(control, vec![0, -libc::ENOKEY], "control: the user's own process clears its persistent keyring");
+    assert!(refused(-cleared[0]), "the session cleared the user's persistent keyring ({keyring}): {cleared:?}");
+    assert_eq!(after[0], keyring, "the user's persistent keyring changed");
+    assert!(after[1] > 0, "the user's ticket is gone from its persistent keyring: {after:?}");
+}
+
+/// Makes a named session keyring that the user's tool then joins by name. `keyctl
+/// session NAME` (`KEYCTL_JOIN_SESSION_KEYRING` with a name) joins the keyring of that name
+/// if one exists that the caller may search, else makes it: a session that makes it first,
+/// and gives the user's uid search on it (`KEYCTL_SETPERM` of its own keyring), is the
+/// keyring a tool of the user's joins later outside every session (a `KEYRING:session:NAME`
+/// credential cache, a script's `keyctl session build`). The user's keys then go into a
+/// keyring the session controls: it lists them, clears them, or plants its own for the user's
+/// tools to use. Why it might get out: the session's keys are checked only when the session
+/// uses them; nothing keeps a process outside from using (here, joining) a keyring a session
+/// made, as `unix_inbound_check` keeps it from the sockets a session serves. Safe: the user's
+/// tool does not join the session's keyring.
+/// Closed: the user's processes outside never use a key a session made (`pincer_key_permission`).
+#[test]
+fn makes_a_named_session_keyring_the_users_tool_then_joins() {
+    let red = Red::start("keyname");
+    let name = format!("rt-build-{}", uniq());
+    let n = name.clone();
+    // Control: what one outside process of the user makes, another joins by name.
+    let first = ungated(move || {
+        let k = join_keyring(Some(&n));
+        vec![k, keyctl(KEYCTL_SETPERM, k as libc::c_long, 0x3f3f_0000, 0, 0)]
+    });
+    let n = name.clone();
+    let second = ungated(move || vec![join_keyring(Some(&n))]);
+    assert!(first[0] > 0 && first[1] == 0, "control: a named keyring made outside: {first:?}");
+    assert_eq!(second, vec![first[0]], "control: the user's second process joins the first one's keyring");
+    let name = format!("rt-krb-{}", uniq());
+    let n = name.clone();
+    let made = red.gated(move || {
+        let k = join_keyring(Some(&n));
+        vec![k, keyctl(KEYCTL_SETPERM, k as libc::c_long, 0x3f3f_0000, 0, 0)]
+    });
+    assert!(made[0] > 0, "the session makes a keyring of its own: {made:?}");
+    let n = name.clone();
+    let user = ungated(move || {
+        let k = join_keyring(Some(&n));
+        vec![k, add_user_key("rt-token", "T", KEY_SPEC_SESSION_KEYRING)]
+    });
+    let n = name.clone();
+    let cleared = red.gated(move || {
+        let k = join_keyring(Some(&n));
+        vec![k, keyctl(KEYCTL_CLEAR, KEY_SPEC_SESSION_KEYRING, 0, 0, 0)]
+    });
+    println!("the session's keyring {made:?}; the user's tool joined {user:?}; the session's clear {cleared:?}");
+    assert_ne!(user[0], made[0], "the user's tool joined the keyring the session made");
+}
+
+/// The guard beside the route above, the other way round: a named session keyring made by
+/// the user's tool outside (and opened to the user's uid), joined by its name from a session.
+/// `find_keyring_by_name` asks `key_permission` for search, which `pincer_key_permission`
+/// refuses for a keyring the session did not make, so the name is not found and the
+/// session gets a new keyring of its own. Safe: the session does not join the user's
+/// keyring (its serial differs), and the user's key stays unseen.
+#[test]
+fn joins_the_users_named_session_keyring_by_its_name() {
+    let red = Red::start("keyjoin");
+    let name = format!("rt-user-{}", uniq());
+    let n = name.clone();
+    let user = ungated(move || {
+        let k = join_keyring(Some(&n));
+        vec![k, keyctl(KEYCTL_SETPERM, k as libc::c_long, 0x3f3f_0000, 0, 0), add_user_key("rt-token", "T", KEY_SPEC_SESSION_KEYRING)]
+    });
+    assert!(user.iter().all(|r| *r >= 0), "the user's tool makes its named keyring: {user:?}");
+    let n = name.clone();
+    assert_eq!(ungated(move || vec![join_keyring(Some(&n))]), vec![user[0]], "control: the user's other process joins it by name");
+    let n = name.clone();
+    let inside = red.gated(move || {
+        let k = join_keyring(Some(&n));
+        vec![k, search_user_key(KEY_SPEC_SESSION_KEYRING as i32, "rt-token")]
+    });
+    println!("the user's keyring {user:?}; the session joined {inside:?}");
+    assert_ne!(inside[0], user[0], "the session joined the user's named keyring");
+    assert!(inside[1] < 0, "the session found the user's key: {inside:?}");
+}
+
+/// Plants terminal control in the question the user is asked. A question's path is the
+/// worker's request as it named it (a file name holds any byte but `/` and NUL: here a file
+/// of a repository the user cloned into the project), and `pincer pending` prints it as is
+/// to the user's terminal: an escape sequence (`ESC c`, a terminal reset: no glob
+/// character, which the twin would refuse in a path) and a carriage return in the name erase
+/// what the line said and print what the session wants the user to see ("read README.md") where
+/// the real question (a delete of another file) stands, so the user approves what is not
+/// shown. The session asks three times (`escalation.after_denials` = 2: the third ask is a
+/// question; the session's request waits for the answer), then the user lists the
+/// questions. Why it might get out: the worker's request is untrusted text, and
+/// the trusted channel's display is its only view of the request. Safe: what `pincer
+/// pending` prints holds no control character of the session's (no ESC, no CR).
+/// Closed: what came from a session is printed escaped (`pincer-user/src/shown.rs`).
+#[test]
+fn plants_terminal_control_in_the_question_the_user_is_asked() {
+    let forged = "\x1bc\r   1  read README.md: the user asked for a summary";
+    let name = format!("src/lib.rs{forged}");
+    let n = name.clone();
+    let red = Red::start_with("pending", move |ws| make(&ws.join(&n), Some("pub fn f() {}\n")));
+    let socket = red.dir.join("pincer.sock");
+    let path = red.ws.join(&name);
+    let ask = |wait: bool| {
+        let procs = cpath(&red.cg.join("cgroup.procs"));
+        let mut cmd = Command::new(PINCER);
+        cmd.args(["request", "--access", "delete", "--reason", "fix the failing test"])
+            .arg(&path)
+            .env("PINCER_SOCKET", &socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        // SAFETY: in the child before exec: joins the session's cgroup, drops to the user.
+        unsafe {
+            cmd.pre_exec(move || {
+                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+                if fd < 0 || libc::write(fd, b"0\n".as_ptr().cast(), 2) != 2 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                libc::close(fd);
+                if libc::setresgid(UID, UID, UID) != 0 || libc::setresuid(UID, UID, UID) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().expect("pincer request in the session");
+        if wait {
+            let _ = child.wait();
+        }
+        child
+    };
+    let pending = |json: bool| {
+        let mut cmd = Command::new(PINCER);
+        cmd.arg("pending");
+        if json {
+            cmd.arg("--json");
+        }
+        cmd.env("PINCER_SOCKET", &socket).uid(UID).gid(UID).output().expect("pincer pending")
+    };
+    ask(true);
+    ask(true);
+    let mut waiting = ask(false);
+    let start = Instant::now();
+    let asked = loop {
+        let o = pending(true);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+        if let Some(q) = v.as_array().into_iter().flatten().find(|q| q["path"].as_str().is_some_and(|p| p.contains("lib.rs"))) {
+            break q.clone();
+        }
+        if start.elapsed() > Duration::from_secs(90) {
+            break serde_json::Value::Null;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let shown = pending(false).stdout;
+    let _ = waiting.kill();
+    let _ = waiting.wait();
+    println!("the question: {asked}\n`pincer pending` printed: {:?}", String::from_utf8_lossy(&shown));
+    assert!(!asked.is_null(), "precondition: the session's third ask became a question");
+    let raw = shown.iter().any(|b| *b == 0x1b || *b == b'\r');
+    assert!(!raw, "`pincer pending` printed the session's control characters to the user's terminal");
+}
+
+/// `IP_LOCAL_PORT_RANGE` (Linux 6.3): the range a socket's port 0 is picked from.
+const IP_LOCAL_PORT_RANGE: i32 = 51;
+
+/// Binds UDP sockets with `SO_REUSEADDR` to `127.0.0.1:0` until the kernel picks `p` (at most
+/// `tries` times; each socket asks for `p` alone where `IP_LOCAL_PORT_RANGE` exists): 0 when
+/// a socket got `p` (kept open), else the last errno (or -1: never picked).
+fn take_udp_port_by_port_zero(p: u16, tries: u32) -> i32 {
+    let (a, len) = inet_addr(LO, 0);
+    let mut last = -1;
+    // SAFETY: socket/setsockopt/bind/getsockname/close on local buffers.
+    unsafe {
+        for _ in 0..tries {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+            let one: i32 = 1;
+            libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, (&one as *const i32).cast(), 4);
+            let range: u32 = (u32::from(p) << 16) | u32::from(p);
+            libc::setsockopt(fd, libc::IPPROTO_IP, IP_LOCAL_PORT_RANGE, (&range as *const u32).cast(), 4);
+            if libc::bind(fd, (&a as *const libc::sockaddr_storage).cast(), len) < 0 {
+                last = errno();
+                libc::close(fd);
+                continue;
+            }
+            let mut got: libc::sockaddr_in = std::mem::zeroed();
+            let mut glen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            libc::getsockname(fd, (&mut got as *mut libc::sockaddr_in).cast(), &mut glen);
+            if u16::from_be(got.sin_port) == p {
+                return 0;
+            }
+            libc::close(fd);
+        }
+    }
+    last
+}
+
+/// A UDP socket of the user's (uid 1000, outside every session) bound to `127.0.0.1:port`
+/// with `SO_REUSEADDR`, held by a process until dropped.
+struct UdpHolder {
+    pid: i32,
+}
+
+impl UdpHolder {
+    fn start(port: u16) -> Self {
+        let (a, len) = inet_addr(LO, port);
+        let mut fds = [0; 2];
+        // SAFETY: pipe/fork; the child holds the socket until killed.
+        unsafe {
+            assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
+            let pid = libc::fork();
+            assert!(pid >= 0);
+            if pid == 0 {
+                libc::close(fds[0]);
+                if libc::setresgid(UID, UID, UID) != 0 || libc::setresuid(UID, UID, UID) != 0 {
+                    libc::_exit(102);
+                }
+                let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+                let one: i32 = 1;
+                libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, (&one as *const i32).cast(), 4);
+                let r = if libc::bind(fd, (&a as *const libc::sockaddr_storage).cast(), len) < 0 { errno() } else { 0 };
+                libc::write(fds[1], (&r as *const i32).cast(), 4);
+                loop {
+                    libc::pause();
+                }
+            }
+            libc::close(fds[1]);
+            let mut r = -1i32;
+            libc::read(fds[0], (&mut r as *mut i32).cast(), 4);
+            libc::close(fds[0]);
+            assert_eq!(r, 0, "the user's UDP socket could not bind {port}");
+            UdpHolder { pid }
+        }
+    }
+}
+
+impl Drop for UdpHolder {
+    fn drop(&mut self) {
+        // SAFETY: kills and reaps our child.
+        unsafe {
+            libc::kill(self.pid, libc::SIGKILL);
+            libc::waitpid(self.pid, std::ptr::null_mut(), 0);
+        }
+    }
+}
+
+/// The system's ephemeral port range, narrowed around a port for one test (so that a
+/// kernel-picked port lands on it within a few hundred binds on kernels without
+/// `IP_LOCAL_PORT_RANGE`); restored when dropped.
+struct PortRange(String);
+
+impl PortRange {
+    fn around(p: u16) -> Self {
+        let path = "/proc/sys/net/ipv4/ip_local_port_range";
+        let old = std::fs::read_to_string(path).unwrap();
+        std::fs::write(path, format!("{} {}", p - 100, p + 100)).unwrap();
+        PortRange(old)
+    }
+}
+
+impl Drop for PortRange {
+    fn drop(&mut self) {
+        let _ = std::fs::write("/proc/sys/net/ipv4/ip_local_port_range", self.0.trim().replace('\t', " "));
+    }
+}
+
+/// Takes the port of the user's UDP service by letting the kernel pick it. `socket_bind`
+/// refuses a session's bind of a port a socket outside every session holds, but passes a
+/// bind to port 0 ("the kernel picks a free one"). For UDP the kernel's pick skips only the
+/// ports it could not share: a port the user's socket holds with `SO_REUSEADDR` (as many
+/// UDP services bind) is free to another socket with `SO_REUSEADDR`, so a session that binds
+/// port 0 until `getsockname` shows the user's port (on 6.12 a socket can ask for that one
+/// port with `IP_LOCAL_PORT_RANGE`; elsewhere it binds again, here within a narrowed system
+/// range) holds it beside the user's service, and `pincer_inet_bind` records it as the
+/// session's: unicast datagrams the user's clients send to the service go to the newest of
+/// the sockets, the session's. Why it might get out: the check on the port is at the
+/// requested address, not at the one the kernel gave. Safe: no socket of the session is ever
+/// bound to the user's port (`take_udp_port_by_port_zero` does not return 0).
+/// Closed: a session's UDP socket may not set `SO_REUSEADDR` or `SO_REUSEPORT`
+/// (`pincer_socket_setsockopt`), so the kernel never lets it share the user's port.
+#[test]
+fn takes_the_users_udp_port_by_letting_the_kernel_pick_it() {
+    let red = Red::start("udppick");
+    let p = port() + 1;
+    let _range = PortRange::around(p);
+    let _user = UdpHolder::start(p);
+    assert_eq!(ungated(|| vec![take_udp_port_by_port_zero(p, 4000)]), vec![0], "control: the user's other process gets {p} by port 0");
+    assert_ne!(red.gated(|| vec![take_udp_port_by_port_zero(p, 4000)]), vec![0], "the session holds the user's UDP port {p}");
+}
+
+/// The guard beside the route above: the session asks for the user's shared UDP port by its
+/// number, with `SO_REUSEADDR` as the user's socket has it (the kernel would let it share the
+/// port, as it lets the user's other process). Safe: `socket_bind` refuses it (`EACCES`).
+#[test]
+fn binds_the_users_shared_udp_port_by_its_number() {
+    let red = Red::start("udpshare");
+    let p = port() + 2;
+    let _user = UdpHolder::start(p);
+    let bind = move || {
+        let (a, len) = inet_addr(LO, p);
+        // SAFETY: socket/setsockopt/bind/close on local buffers.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+            let one: i32 = 1;
+            libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, (&one as *const i32).cast(), 4);
+            let r = rc(libc::bind(fd, (&a as *const libc::sockaddr_storage).cast(), len) as i64);
+            libc::close(fd);
+            vec![r]
+        }
+    };
+    assert_eq!(ungated(bind), vec![0], "control: the user's other process shares {p}");
+    assert_eq!(red.gated(bind), vec![EACCES], "the session bound the user's shared UDP port {p}");
+}
+
+/// Unmounts a mount point (lazily) when dropped.
+struct Unmount(PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        // SAFETY: umount2 on a mount point this test made.
+        unsafe { libc::umount2(cpath(&self.0).as_ptr(), libc::MNT_DETACH) };
+    }
+}
+
+/// Appends 1 MiB blocks to `p` until the write fails or `max_mib` are written: the errno of
+/// the failed write (0 if none failed).
+fn fill(p: &Path, max_mib: usize) -> i32 {
+    let block = vec![b'x'; 1 << 20];
+    // SAFETY: open/write/close on a local buffer.
+    unsafe {
+        let fd = libc::open(cpath(p).as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC, 0o600);
+        if fd < 0 {
+            return errno();
+        }
+        for _ in 0..max_mib {
+            if libc::write(fd, block.as_ptr().cast(), block.len()) < 0 {
+                let e = errno();
+                libc::close(fd);
+                return e;
+            }
+        }
+        libc::close(fd);
+        0
+    }
+}
+
+/// Fills the filesystem its scratch lies on, which the user's own processes write to. The
+/// scratch is a directory under `scratch_parent` (`/tmp` by default: a tmpfs of half the
+/// memory, or the root filesystem on a default Debian install), and the session's limits are
+/// tasks and memory only: a tmpfs smaller than `memory.max` fills before the cgroup's limit,
+/// and a disk filesystem is not the cgroup's at all. Here `scratch_parent` is a 16 MiB tmpfs,
+/// as `/tmp`, holding the user's own temporary folder; the session writes into its scratch
+/// until the filesystem is full, and the user's process outside then cannot write its
+/// temporary file. Why it might get out: the session's only bound on its scratch is the
+/// filesystem's. Safe: the user's write still succeeds (the session's scratch is bounded
+/// apart from what the user's processes use).
+/// Closed: the scratch is a tmpfs of its own (`[limits] scratch_max`).
+#[test]
+fn fills_the_filesystem_of_its_scratch_that_the_users_processes_write_to() {
+    let red = Red::start_with("scratchfill", |ws| {
+        let parent = ws.parent().unwrap().join("scratch");
+        // SAFETY: mount(2) with valid C strings.
+        let r = unsafe {
+            libc::mount(c"tmpfs".as_ptr(), cpath(&parent).as_ptr(), c"tmpfs".as_ptr(), 0, c"size=16m,mode=1777".as_ptr().cast())
+        };
+        assert_eq!(r, 0, "mount a tmpfs at {}: {}", parent.display(), std::io::Error::last_os_error());
+        make(&parent.join("user-tmp/keep"), Some(""));
+    });
+    let _mnt = Unmount(red.dir.join("scratch"));
+    let mine = red.dir.join("scratch/user-tmp/build.o");
+    let m = mine.clone();
+    assert_eq!(ungated(move || vec![fill(&m, 1)]), vec![0], "control: the user's process writes its temporary file");
+    let _ = std::fs::remove_file(&mine);
+    let scratch = red.scratch.join("fill");
+    let r = red.gated(move || vec![fill(&scratch, 64)]);
+    println!("the session's fill of its scratch: {r:?}");
+    let m = mine.clone();
+    let after = ungated(move || vec![fill(&m, 1)]);
+    assert_eq!(after, vec![0], "the user's process could not write its temporary file after the session filled its scratch");
 }
