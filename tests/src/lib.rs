@@ -19,6 +19,64 @@ fn unique(name: &str) -> String {
     format!("{name}-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed))
 }
 
+/// A process of `uid` (moved into the cgroup `cg` first, if given; else outside every
+/// session) that keeps what `open` made (a descriptor, or -errno) and runs `serve` on it,
+/// until it is dropped: killed and reaped. The user's service or socket as a test needs it.
+pub struct HeldProcess {
+    pid: i32,
+}
+
+impl HeldProcess {
+    /// Forks the process; returns it with what `open` gave (after `open` failed, the
+    /// process has exited).
+    pub fn start(cg: Option<&Path>, uid: u32, open: impl FnOnce() -> i32, serve: impl FnOnce(i32)) -> (Self, i32) {
+        let procs = cg.map(|c| CString::new(c.join("cgroup.procs").as_os_str().as_bytes()).unwrap());
+        let mut fds = [0; 2];
+        // SAFETY: pipe/fork; the child runs `open` and `serve` until killed.
+        unsafe {
+            assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
+            let pid = libc::fork();
+            assert!(pid >= 0);
+            if pid == 0 {
+                libc::close(fds[0]);
+                if let Some(p) = &procs {
+                    let fd = libc::open(p.as_ptr(), libc::O_WRONLY);
+                    libc::write(fd, b"0\n".as_ptr().cast(), 2);
+                    libc::close(fd);
+                }
+                if libc::setresgid(uid, uid, uid) != 0 || libc::setresuid(uid, uid, uid) != 0 {
+                    libc::_exit(102);
+                }
+                let fd = open();
+                libc::write(fds[1], (&fd as *const i32).cast(), 4);
+                libc::close(fds[1]);
+                if fd < 0 {
+                    libc::_exit(1);
+                }
+                serve(fd);
+                loop {
+                    libc::pause();
+                }
+            }
+            libc::close(fds[1]);
+            let mut v = 0i32;
+            assert_eq!(libc::read(fds[0], (&mut v as *mut i32).cast(), 4), 4, "the process of uid {uid} did not start");
+            libc::close(fds[0]);
+            (HeldProcess { pid }, v)
+        }
+    }
+}
+
+impl Drop for HeldProcess {
+    fn drop(&mut self) {
+        // SAFETY: kills and reaps our child.
+        unsafe {
+            libc::kill(self.pid, libc::SIGKILL);
+            libc::waitpid(self.pid, std::ptr::null_mut(), 0);
+        }
+    }
+}
+
 /// A fresh empty directory under `/tmp` (tmpfs in the VM).
 pub fn fresh_dir(name: &str) -> PathBuf {
     let dir = PathBuf::from("/tmp").join(unique(name));

@@ -815,7 +815,7 @@ fn fetch(ip: IpAddr, port: u16, want: &[u8]) -> i32 {
 /// The user's service: a process of uid 1000 outside every session, listening on
 /// `ip:port`, that tells every client `said`. Killed when dropped.
 struct Service {
-    pid: i32,
+    _held: pincer_tests::HeldProcess,
 }
 
 impl Service {
@@ -824,62 +824,19 @@ impl Service {
     }
 
     fn start_in(cg: Option<&Path>, ip: IpAddr, port: u16, said: &'static [u8]) -> Self {
-        let procs = cg.map(|c| cpath(&c.join("cgroup.procs")));
-        let mut fds = [0; 2];
-        // SAFETY: pipe/fork; the child serves until killed.
-        unsafe {
-            assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
-            let pid = libc::fork();
-            assert!(pid >= 0);
-            if pid == 0 {
-                libc::close(fds[0]);
-                if let Some(p) = &procs {
-                    let fd = libc::open(p.as_ptr(), libc::O_WRONLY);
-                    libc::write(fd, b"0\n".as_ptr().cast(), 2);
-                    libc::close(fd);
-                }
-                if libc::setresgid(UID, UID, UID) != 0 || libc::setresuid(UID, UID, UID) != 0 {
-                    libc::_exit(102);
-                }
-                let fd = listen_on(ip, port);
-                libc::write(fds[1], (&fd as *const i32).cast(), 4);
-                libc::close(fds[1]);
-                if fd < 0 {
-                    libc::_exit(1);
-                }
-                loop {
-                    let c = libc::accept(fd, std::ptr::null_mut(), std::ptr::null_mut());
-                    if c >= 0 {
-                        libc::write(c, said.as_ptr().cast(), said.len());
-                        libc::close(c);
-                    }
+        let serve = |fd| loop {
+            // SAFETY: accept/write/close on the listening socket and a local buffer.
+            unsafe {
+                let c = libc::accept(fd, std::ptr::null_mut(), std::ptr::null_mut());
+                if c >= 0 {
+                    libc::write(c, said.as_ptr().cast(), said.len());
+                    libc::close(c);
                 }
             }
-            libc::close(fds[1]);
-            let mut v = 0i32;
-            assert_eq!(
-                libc::read(fds[0], (&mut v as *mut i32).cast(), 4),
-                4,
-                "the service did not start"
-            );
-            libc::close(fds[0]);
-            assert!(
-                v >= 0,
-                "the service could not listen on {ip}:{port}: errno {}",
-                -v
-            );
-            Service { pid }
-        }
-    }
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        // SAFETY: kills and reaps our child.
-        unsafe {
-            libc::kill(self.pid, libc::SIGKILL);
-            libc::waitpid(self.pid, std::ptr::null_mut(), 0);
-        }
+        };
+        let (held, fd) = pincer_tests::HeldProcess::start(cg, UID, || listen_on(ip, port), serve);
+        assert!(fd >= 0, "the service could not listen on {ip}:{port}: errno {}", -fd);
+        Service { _held: held }
     }
 }
 
@@ -4220,49 +4177,24 @@ fn take_udp_port_by_port_zero(p: u16, tries: u32) -> i32 {
 /// A UDP socket of the user's (uid 1000, outside every session) bound to `127.0.0.1:port`
 /// with `SO_REUSEADDR`, held by a process until dropped.
 struct UdpHolder {
-    pid: i32,
+    _held: pincer_tests::HeldProcess,
 }
 
 impl UdpHolder {
     fn start(port: u16) -> Self {
         let (a, len) = inet_addr(LO, port);
-        let mut fds = [0; 2];
-        // SAFETY: pipe/fork; the child holds the socket until killed.
-        unsafe {
-            assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
-            let pid = libc::fork();
-            assert!(pid >= 0);
-            if pid == 0 {
-                libc::close(fds[0]);
-                if libc::setresgid(UID, UID, UID) != 0 || libc::setresuid(UID, UID, UID) != 0 {
-                    libc::_exit(102);
-                }
+        let open = || {
+            // SAFETY: socket/setsockopt/bind on local buffers.
+            unsafe {
                 let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
                 let one: i32 = 1;
                 libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, (&one as *const i32).cast(), 4);
-                let r = if libc::bind(fd, (&a as *const libc::sockaddr_storage).cast(), len) < 0 { errno() } else { 0 };
-                libc::write(fds[1], (&r as *const i32).cast(), 4);
-                loop {
-                    libc::pause();
-                }
+                if libc::bind(fd, (&a as *const libc::sockaddr_storage).cast(), len) < 0 { -errno() } else { fd }
             }
-            libc::close(fds[1]);
-            let mut r = -1i32;
-            libc::read(fds[0], (&mut r as *mut i32).cast(), 4);
-            libc::close(fds[0]);
-            assert_eq!(r, 0, "the user's UDP socket could not bind {port}");
-            UdpHolder { pid }
-        }
-    }
-}
-
-impl Drop for UdpHolder {
-    fn drop(&mut self) {
-        // SAFETY: kills and reaps our child.
-        unsafe {
-            libc::kill(self.pid, libc::SIGKILL);
-            libc::waitpid(self.pid, std::ptr::null_mut(), 0);
-        }
+        };
+        let (held, fd) = pincer_tests::HeldProcess::start(None, UID, open, |_| {});
+        assert!(fd >= 0, "the user's UDP socket could not bind {port}");
+        UdpHolder { _held: held }
     }
 }
 

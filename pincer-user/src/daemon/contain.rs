@@ -1296,11 +1296,8 @@ impl Containment {
 /// Removes a session's scratch directory (symlinks inside are removed, not followed), its
 /// tmpfs unmounted first where it has one.
 pub fn remove_scratch(dir: &Path) {
-    if let Ok(c) = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(dir.as_os_str())) {
-        // SAFETY: umount2 of a NUL-terminated path; EINVAL (a plain directory) is expected.
-        // Not through a symlink: a plain scratch is the owner's to replace with one.
-        unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH | libc::UMOUNT_NOFOLLOW) };
-    }
+    // Not through a symlink: a plain scratch is the owner's to replace with one.
+    super::layers::detach(dir);
     if let Err(e) = std::fs::remove_dir_all(dir) {
         if e.kind() != std::io::ErrorKind::NotFound {
             tracing::warn!(dir = %dir.display(), error = %e, "cannot remove the session's scratch directory");

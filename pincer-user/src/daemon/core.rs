@@ -498,6 +498,7 @@ impl Core {
         let owner = users::by_uid(owner_uid);
         let contain = self.fresh_containment(owner_uid)?;
         let places = sessions::place_records(&contain.protect, &owner.home, &recs);
+        let scratch_size = self.config.limits.scratch_bytes()?;
         let id = sessions::new_session_id();
         let cgroup = self.config.cgroup_parent.join(&id);
         let cgroup_id = sessions::create_cgroup(&self.config.cgroup_parent, &cgroup)?;
@@ -527,8 +528,7 @@ impl Core {
             for r in recs.iter().chain(&places) {
                 self.enforcer.add_root_id(ObjectId { dev: r.dev, ino: r.ino })?;
             }
-            let size = self.config.limits.scratch_bytes().map_err(|e| ContainError::Scratch { path: scratch_at.clone().unwrap_or_default(), source: std::io::Error::other(e) })?;
-            let scratch = contain.make_scratch(&mut self.enforcer, &id, cgroup_id, &owner, size)?;
+            let scratch = contain.make_scratch(&mut self.enforcer, &id, cgroup_id, &owner, scratch_size)?;
             // The session's writes in read-write open paths go to layers of its own.
             let layers = layers::make(&contain, &id, cgroup_id, &mut self.enforcer)?;
             Ok::<_, ContainError>((scratch, layers))

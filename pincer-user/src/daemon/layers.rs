@@ -345,9 +345,16 @@ fn unmount(layers: &Layers, enforcer: &mut Enforcer) {
     for (dir, name) in &layers.never.carries {
         let _ = enforcer.remove_never_carry(*dir, name);
     }
-    if let Ok(c) = cstr(&layers.dir) {
-        // SAFETY: umount2 of a NUL-terminated path; MNT_DETACH takes the overlays with it.
-        unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+    // MNT_DETACH takes the overlays with it.
+    detach(&layers.dir);
+}
+
+/// Detaches the mount at `target` and every mount beneath it, not through a symlink (a
+/// directory with no mount of its own: `EINVAL`, nothing done).
+pub(super) fn detach(target: &Path) {
+    if let Ok(c) = cstr(target) {
+        // SAFETY: umount2 of a NUL-terminated path.
+        unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH | libc::UMOUNT_NOFOLLOW) };
     }
 }
 
