@@ -4298,6 +4298,70 @@ fn fill(p: &Path, max_mib: usize) -> i32 {
     }
 }
 
+/// Fills the filesystem its layers lie on, and then leaves a layer the daemon keeps. A
+/// session's writes in a read-write open path (a toolchain cache, an agent's state
+/// directory) go to a layer of its own, whose upper directory lay beside the scratch, on
+/// `scratch_parent`'s filesystem; an agent's layer is kept after the session for its user to
+/// read. Here `scratch_parent` is a 16 MiB tmpfs, as `/tmp`, holding the user's own
+/// temporary folder. The session writes 48 MiB into `~/.cargo` and 48 MiB into `~/.claude`,
+/// then ends. Why it might get out: the scratch has a filesystem of its own, the layers did
+/// not, and a kept layer is copied wherever the daemon keeps it. Safe: the user's process
+/// writes its temporary file while the session writes and after it ended; what is kept is
+/// bounded (`[limits] kept_max`, and half the free space).
+/// Closed: the layers are a tmpfs of their own (`scratch_max`), and their kept part is
+/// copied out within its bound.
+#[test]
+fn fills_the_filesystem_of_its_layers_and_leaves_a_layer_larger_than_it() {
+    let mut c = Cleanup::default();
+    let tag = uniq();
+    for d in [".cargo", ".claude"] {
+        let p = PathBuf::from(home(d));
+        if !p.exists() {
+            c.add(&p);
+            udir(p.to_str().unwrap());
+        }
+    }
+    let red = Red::start_with("layerfill", |ws| {
+        let parent = ws.parent().unwrap().join("scratch");
+        // SAFETY: mount(2) with valid C strings.
+        let r = unsafe {
+            libc::mount(c"tmpfs".as_ptr(), cpath(&parent).as_ptr(), c"tmpfs".as_ptr(), 0, c"size=16m,mode=1777".as_ptr().cast())
+        };
+        assert_eq!(r, 0, "mount a tmpfs at {}: {}", parent.display(), std::io::Error::last_os_error());
+        make(&parent.join("user-tmp/keep"), Some(""));
+    });
+    let _mnt = Unmount(red.dir.join("scratch"));
+    let mine = red.dir.join("scratch/user-tmp/build.o");
+    let user_writes = |label: &str| {
+        let m = mine.clone();
+        assert_eq!(ungated(move || vec![fill(&m, 1)]), vec![0], "the user's process could not write its temporary file {label}");
+        let _ = std::fs::remove_file(&mine);
+    };
+    user_writes("before the session wrote (control)");
+    let cache = PathBuf::from(home(&format!(".cargo/rt-fill-{tag}")));
+    let transcript = PathBuf::from(home(&format!(".claude/rt-fill-{tag}.jsonl")));
+    let note = PathBuf::from(home(&format!(".claude/rt-note-{tag}.jsonl")));
+    let (k, t, n) = (cache.clone(), transcript.clone(), note.clone());
+    let r = red.in_view(move || vec![create(&n, "{\"own\":1}\n"), fill(&k, 48), fill(&t, 48)]);
+    println!("the session's writes in its layers: {r:?}");
+    assert_eq!(r[0], 0, "the session writes its own state in the agent directory: {r:?}");
+    user_writes("while the session's layers held what it wrote");
+    assert!(!cache.exists() && !transcript.exists(), "the session's writes reached the user's directories");
+    let layers = red.layers();
+    let mut red = red;
+    let _ = std::fs::write(red.cg.join("cgroup.kill"), "1");
+    red.run.take().unwrap().wait().unwrap();
+    user_writes("after the session ended and its layer was kept");
+    let kept = layers.join(".claude");
+    assert_eq!(
+        std::fs::read_to_string(kept.join(note.file_name().unwrap())).unwrap(),
+        "{\"own\":1}\n",
+        "the agent directory's layer is kept, with what fits"
+    );
+    assert!(!kept.join(transcript.file_name().unwrap()).exists(), "a kept file larger than the bound");
+    drop(red);
+}
+
 /// Fills the filesystem its scratch lies on, which the user's own processes write to. The
 /// scratch is a directory under `scratch_parent` (`/tmp` by default: a tmpfs of half the
 /// memory, or the root filesystem on a default Debian install), and the session's limits are

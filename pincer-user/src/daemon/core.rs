@@ -530,7 +530,7 @@ impl Core {
             }
             let scratch = contain.make_scratch(&mut self.enforcer, &id, cgroup_id, &owner, scratch_size)?;
             // The session's writes in read-write open paths go to layers of its own.
-            let layers = layers::make(&contain, &id, cgroup_id, &mut self.enforcer)?;
+            let layers = layers::make(&contain, &id, cgroup_id, &mut self.enforcer, scratch_size)?;
             Ok::<_, ContainError>((scratch, layers))
         })();
         let (scratch, layers) = match gate {
@@ -631,7 +631,9 @@ impl Core {
         let own_places = usize::from(s.scratch.is_some()) + 2 * s.layers.as_ref().map_or(0, |l| l.mounts.len());
         let revoked = self.enforcer.revoke_session(s.cgroup_id, false)?.saturating_sub(own_places);
         if let Some(l) = &s.layers {
-            layers::retire(l, &mut self.enforcer, users::by_uid(s.owner_uid).gid);
+            // Checked at config load; an unreadable bound keeps nothing.
+            let kept_max = self.config.limits.kept_bytes().unwrap_or(Some(0));
+            layers::retire(l, &mut self.enforcer, users::by_uid(s.owner_uid).gid, kept_max);
         }
         if let Err(e) = sessions::remove_cgroup(&s.cgroup) {
             tracing::warn!(cgroup = %s.cgroup.display(), error = %e, "cannot remove the session's cgroup");

@@ -19,6 +19,10 @@
 //! Layout, in a root-only directory beside the scratch directories (a private mount, so
 //! nothing made in it propagates to other mount namespaces):
 //! `pincer-SESSION.layers/N/{upper,work,view}`, `view` being where the overlay is mounted.
+//! With `[limits] scratch_max` set (the default), that directory is a tmpfs of its own of
+//! that size, as the scratch is: what a session writes in its layers fills its own
+//! filesystem, never the one its user's processes write to. The layers a path retains are
+//! copied out of it when the session ends, within `[limits] kept_max` ([`retire`]).
 
 use super::contain::{ContainError, Containment, ViewNevers};
 use crate::kernel::{Enforcer, ObjectId};
@@ -110,6 +114,10 @@ pub struct Layers {
     pub open: Vec<ObjectId>,
     /// The never entries of the layers' views.
     pub never: ViewNevers,
+    /// Whether `dir` is a tmpfs of its own (the layers a path retains are copied out of it
+    /// when the session ends) rather than a bind of the directory.
+    #[serde(default)]
+    pub own_fs: bool,
 }
 
 fn cstr(p: &Path) -> std::io::Result<CString> {
@@ -157,12 +165,24 @@ struct OpenHow {
 
 /// `RESOLVE_NO_SYMLINKS`: no symlink anywhere on the path (magic links included).
 const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+/// `RESOLVE_BENEATH`: the path never leaves the directory it starts from.
+const RESOLVE_BENEATH: u64 = 0x08;
 
 /// `openat2(dirfd, path, flags | O_CLOEXEC, RESOLVE_NO_SYMLINKS)`: the object the path
 /// names without following any symlink on it, or -1 (errno set). Async-signal-safe: `pincer
 /// run`'s worker calls it between fork and exec.
 pub fn open_no_symlinks(dirfd: libc::c_int, path: &std::ffi::CStr, flags: libc::c_int) -> libc::c_int {
-    let how = OpenHow { flags: (flags | libc::O_CLOEXEC) as u64, mode: 0, resolve: RESOLVE_NO_SYMLINKS };
+    openat2(dirfd, path, flags, RESOLVE_NO_SYMLINKS)
+}
+
+/// [`open_no_symlinks`] that also never leaves `dirfd` (`RESOLVE_BENEATH`): one system call
+/// for a walk down a directory's tree one component at a time with `O_NOFOLLOW`.
+pub fn open_beneath(dirfd: libc::c_int, path: &std::ffi::CStr, flags: libc::c_int) -> libc::c_int {
+    openat2(dirfd, path, flags, RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH)
+}
+
+fn openat2(dirfd: libc::c_int, path: &std::ffi::CStr, flags: libc::c_int, resolve: u64) -> libc::c_int {
+    let how = OpenHow { flags: (flags | libc::O_CLOEXEC) as u64, mode: 0, resolve };
     // SAFETY: openat2 with a NUL-terminated path and a properly sized open_how.
     unsafe { libc::syscall(libc::SYS_openat2, dirfd, path.as_ptr(), &how as *const OpenHow, std::mem::size_of::<OpenHow>()) as libc::c_int }
 }
@@ -185,13 +205,14 @@ pub fn dir_of(contain: &Containment, session: &str) -> PathBuf {
 
 /// Makes `session`'s layers over the read-write open paths of `contain` and the kernel
 /// entries for them (the layers' roots open read-write, the upper and work directories the
-/// session's own places, the never places of each view); `None` when there are none. On
-/// any error, whatever was made is undone.
-pub fn make(contain: &Containment, session: &str, cgroup_id: u64, enforcer: &mut Enforcer) -> Result<Option<Layers>, ContainError> {
+/// session's own places, the never places of each view); `None` when there are none. With
+/// `size`, the layers lie on a tmpfs of their own of that many bytes. On any error, whatever
+/// was made is undone.
+pub fn make(contain: &Containment, session: &str, cgroup_id: u64, enforcer: &mut Enforcer, size: Option<u64>) -> Result<Option<Layers>, ContainError> {
     if contain.layered.is_empty() {
         return Ok(None);
     }
-    let mut layers = Layers { dir: dir_of(contain, session), ..Layers::default() };
+    let mut layers = Layers { dir: dir_of(contain, session), own_fs: size.is_some(), ..Layers::default() };
     let dir = layers.dir.clone();
     let err = |what: &str| {
         let what = what.to_string();
@@ -204,7 +225,12 @@ pub fn make(contain: &Containment, session: &str, cgroup_id: u64, enforcer: &mut
     let made = (|| {
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map_err(err("making the layer directory root's only"))?;
         // A private mount of its own: the overlays mounted in it stay in this namespace.
-        mount(Some(&dir), &dir, None, libc::MS_BIND, None).map_err(err("binding the layer directory"))?;
+        // Sized, a tmpfs (its pages count in the session's memory.max, as the scratch's do).
+        match size {
+            Some(bytes) => mount(Some(Path::new("tmpfs")), &dir, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some(&format!("size={bytes},mode=0700")))
+                .map_err(err("mounting the layers' tmpfs"))?,
+            None => mount(Some(&dir), &dir, None, libc::MS_BIND, None).map_err(err("binding the layer directory"))?,
+        }
         mount(None, &dir, None, libc::MS_PRIVATE, None).map_err(err("making the layer directory private"))?;
         for (n, l) in contain.layered.iter().enumerate() {
             let err = |what: &str| {
@@ -270,27 +296,12 @@ pub fn make(contain: &Containment, session: &str, cgroup_id: u64, enforcer: &mut
 
 /// Ends a session's layers: the kernel entries removed, the overlays unmounted; the layers
 /// of paths that retain them stay, each as `DIR/NAME` (the path's last component), the
-/// directory readable by the owner's group `gid`; the rest is removed.
-pub fn retire(layers: &Layers, enforcer: &mut Enforcer, gid: u32) {
-    unmount(layers, enforcer);
-    let mut kept = 0;
-    for (n, m) in layers.mounts.iter().enumerate() {
-        let base = layers.dir.join(n.to_string());
-        if m.retain {
-            let name = m.target.file_name().map(|f| f.to_os_string()).unwrap_or_else(|| n.to_string().into());
-            let mut to = layers.dir.join(&name);
-            if to.exists() {
-                to = layers.dir.join(format!("{n}-{}", name.to_string_lossy()));
-            }
-            match std::fs::rename(base.join("upper"), &to) {
-                Ok(()) => kept += 1,
-                Err(e) => tracing::warn!(layer = %base.display(), error = %e, "cannot keep the session's layer"),
-            }
-        }
-        if let Err(e) = std::fs::remove_dir_all(&base) {
-            tracing::warn!(dir = %base.display(), error = %e, "cannot remove the session's layer");
-        }
-    }
+/// directory readable by the owner's group `gid`; the rest is removed. Layers on a tmpfs of
+/// their own are copied out of it onto `DIR`'s filesystem, at most `kept_max` bytes (`None`:
+/// no bound of its own) and never more than half of that filesystem's free space.
+pub fn retire(layers: &Layers, enforcer: &mut Enforcer, gid: u32, kept_max: Option<u64>) {
+    remove_entries(layers, enforcer);
+    let kept = if layers.own_fs { copy_out_kept(layers, kept_max) } else { rename_kept(layers) };
     if kept == 0 {
         remove_dir(layers);
         return;
@@ -314,10 +325,154 @@ pub fn retire(layers: &Layers, enforcer: &mut Enforcer, gid: u32) {
     }
 }
 
+/// Where the layer of mount `n` is kept: `DIR/NAME` (the path's last component), or
+/// `DIR/N-NAME` when that is taken.
+fn kept_path(layers: &Layers, n: usize, m: &LayerMount) -> PathBuf {
+    let name = m.target.file_name().map(|f| f.to_os_string()).unwrap_or_else(|| n.to_string().into());
+    let to = layers.dir.join(&name);
+    if to.exists() {
+        return layers.dir.join(format!("{n}-{}", name.to_string_lossy()));
+    }
+    to
+}
+
+/// The layers of a bound directory: the retained uppers renamed into place, the rest
+/// removed; how many were kept.
+fn rename_kept(layers: &Layers) -> usize {
+    detach(&layers.dir);
+    let mut kept = 0;
+    for (n, m) in layers.mounts.iter().enumerate() {
+        let base = layers.dir.join(n.to_string());
+        if m.retain {
+            let to = kept_path(layers, n, m);
+            match std::fs::rename(base.join("upper"), &to) {
+                Ok(()) => kept += 1,
+                Err(e) => tracing::warn!(layer = %base.display(), error = %e, "cannot keep the session's layer"),
+            }
+        }
+        if let Err(e) = std::fs::remove_dir_all(&base) {
+            tracing::warn!(dir = %base.display(), error = %e, "cannot remove the session's layer");
+        }
+    }
+    kept
+}
+
+/// The layers of a tmpfs of their own: the overlays unmounted, the retained uppers held
+/// open, the tmpfs detached (so only this daemon reaches it, and it is freed when the last
+/// upper is closed), and each retained upper copied into `DIR` within the bound; how many
+/// were kept.
+fn copy_out_kept(layers: &Layers, kept_max: Option<u64>) -> usize {
+    for n in 0..layers.mounts.len() {
+        detach(&layers.dir.join(n.to_string()).join("view"));
+    }
+    let held: Vec<(usize, std::os::fd::OwnedFd)> = layers
+        .mounts
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.retain)
+        .filter_map(|(n, _)| match open_dir(&layers.dir.join(n.to_string()).join("upper")) {
+            Ok(fd) => Some((n, fd)),
+            Err(e) => {
+                tracing::warn!(layer = %layers.dir.display(), error = %e, "cannot keep the session's layer");
+                None
+            }
+        })
+        .collect();
+    detach(&layers.dir);
+    // Never more than half of what is free on the filesystem the user's processes share.
+    let free = free_bytes(&layers.dir).unwrap_or(0) / 2;
+    let mut budget = Budget { bytes: kept_max.map_or(free, |k| k.min(free)), entries: KEEP_ENTRIES, skipped: 0 };
+    let mut kept = 0;
+    for (n, fd) in &held {
+        let to = kept_path(layers, *n, &layers.mounts[*n]);
+        let from = PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(fd)));
+        match copy_tree(&from, &to, &mut budget) {
+            Ok(()) => kept += 1,
+            Err(e) => tracing::warn!(layer = %to.display(), error = %e, "cannot keep the session's layer"),
+        }
+    }
+    if budget.skipped > 0 {
+        tracing::warn!(dir = %layers.dir.display(), skipped = budget.skipped, "the session's kept layers were larger than [limits] kept_max or half the free space: entries past the bound are not kept");
+    }
+    kept
+}
+
+/// Entries copied at most out of a session's kept layers.
+const KEEP_ENTRIES: usize = 100_000;
+
+/// What is left for copying kept layers out.
+struct Budget {
+    /// Bytes of file content.
+    bytes: u64,
+    /// Entries.
+    entries: usize,
+    /// Entries not copied for want of either.
+    skipped: usize,
+}
+
+/// The bytes free to unprivileged users on the filesystem of `path`.
+fn free_bytes(path: &Path) -> std::io::Result<u64> {
+    let c = cstr(path)?;
+    // SAFETY: statvfs of a NUL-terminated path into a zeroed struct.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    check(unsafe { libc::statvfs(c.as_ptr(), &mut st) })?;
+    Ok((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+}
+
+/// Copies the tree at `from` (reached by this process only: no one changes it meanwhile) to
+/// the new directory `to`: directories, regular files (without set-id bits) and symlinks
+/// (not followed), each with its owner; whiteouts and other special files are left out, and
+/// so is what `budget` has no room for. Iterative: a tree of any depth.
+fn copy_tree(from: &Path, to: &Path, budget: &mut Budget) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let copy_dir = |src: &std::fs::Metadata, dst: &Path| -> std::io::Result<()> {
+        std::fs::DirBuilder::new().mode(0o700).create(dst)?;
+        std::os::unix::fs::lchown(dst, Some(src.uid()), Some(src.gid()))?;
+        std::fs::set_permissions(dst, std::fs::Permissions::from_mode(src.mode() & 0o777))
+    };
+    copy_dir(&std::fs::symlink_metadata(from)?, to)?;
+    let mut stack = vec![(from.to_path_buf(), to.to_path_buf())];
+    while let Some((src_dir, dst_dir)) = stack.pop() {
+        for entry in std::fs::read_dir(&src_dir)? {
+            let entry = entry?;
+            // Not followed: a symlink's own metadata.
+            let meta = entry.metadata()?;
+            let (src, dst) = (entry.path(), dst_dir.join(entry.file_name()));
+            let size = if meta.is_file() { meta.len() } else { 0 };
+            if budget.entries == 0 || size > budget.bytes {
+                budget.skipped += 1;
+                continue;
+            }
+            let ft = meta.file_type();
+            if ft.is_dir() {
+                copy_dir(&meta, &dst)?;
+                stack.push((src, dst));
+            } else if ft.is_file() {
+                let mut input = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(&src)?;
+                let mut output = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(&dst)?;
+                let copied = std::io::copy(&mut std::io::Read::take(&mut input, size), &mut output)?;
+                budget.bytes -= copied.min(budget.bytes);
+                std::os::unix::fs::fchown(&output, Some(meta.uid()), Some(meta.gid()))?;
+                output.set_permissions(std::fs::Permissions::from_mode(meta.mode() & 0o777))?;
+            } else if ft.is_symlink() {
+                std::os::unix::fs::symlink(std::fs::read_link(&src)?, &dst)?;
+                std::os::unix::fs::lchown(&dst, Some(meta.uid()), Some(meta.gid()))?;
+            } else {
+                // A whiteout (what the session removed from the user's directory), a device,
+                // a FIFO or a socket: nothing the user reads.
+                continue;
+            }
+            budget.entries -= 1;
+        }
+    }
+    Ok(())
+}
+
 /// Undoes [`make`]: the kernel entries removed, the overlays unmounted, the directory removed.
 /// Each step is tried whatever the others did.
 pub fn remove(layers: &Layers, enforcer: &mut Enforcer) {
-    unmount(layers, enforcer);
+    remove_entries(layers, enforcer);
+    detach(&layers.dir);
     remove_dir(layers);
 }
 
@@ -329,8 +484,8 @@ fn remove_dir(layers: &Layers) {
     }
 }
 
-/// The kernel entries of `layers` removed and its overlays unmounted.
-fn unmount(layers: &Layers, enforcer: &mut Enforcer) {
+/// The kernel entries of `layers` removed.
+fn remove_entries(layers: &Layers, enforcer: &mut Enforcer) {
     for id in &layers.open {
         if let Err(e) = enforcer.remove_open(*id) {
             tracing::warn!(error = %e, "cannot remove a layer's open entry");
@@ -345,8 +500,6 @@ fn unmount(layers: &Layers, enforcer: &mut Enforcer) {
     for (dir, name) in &layers.never.carries {
         let _ = enforcer.remove_never_carry(*dir, name);
     }
-    // MNT_DETACH takes the overlays with it.
-    detach(&layers.dir);
 }
 
 /// Detaches the mount at `target` and every mount beneath it, not through a symlink (a

@@ -1,7 +1,8 @@
 //! Resource limits of a session (`[limits]`): every session's cgroup gets `pids.max` and
-//! `memory.max`, and its scratch directory is a filesystem of its own of at most
-//! `scratch_max`, so a session that forks, allocates or writes without end stops at its own
-//! limit while the user's processes outside it keep working.
+//! `memory.max`, and its scratch directory and its layers are each a filesystem of its own of
+//! at most `scratch_max`, so a session that forks, allocates or writes without end stops at
+//! its own limit while the user's processes outside it keep working. What a session leaves
+//! behind (its kept layers) takes at most `kept_max` of the space the user's processes share.
 //!
 //! The worker runs with the user's uid, so its processes count against the user's process
 //! limit (`RLIMIT_NPROC`) and share the host's memory: without a limit, a thread bomb in a
@@ -29,20 +30,27 @@ pub struct LimitsConfig {
     /// The size of a session's scratch directory (`TMPDIR`), a tmpfs of its own (its pages
     /// count against `memory_max` as well), written as `memory_max` is; `"max"`: a plain
     /// directory on the filesystem of `scratch_parent`, whose space the session then shares
-    /// with the user's processes (a `/tmp` it fills is full for them too).
+    /// with the user's processes (a `/tmp` it fills is full for them too). The session's
+    /// layers over read-write open paths get a tmpfs of this size as well (or, with `"max"`,
+    /// a plain directory beside the scratch).
     pub scratch_max: String,
+    /// The most that the layers a session leaves behind (of open paths with `retain`: an
+    /// agent's transcripts) take on `scratch_parent`'s filesystem when they are copied out of
+    /// the session's tmpfs, written as `memory_max` is; never more than half of that
+    /// filesystem's free space at the time. Files past the bound are not kept.
+    pub kept_max: String,
 }
 
 impl Default for LimitsConfig {
     fn default() -> Self {
-        Self { pids_max: 4096, memory_max: "75%".into(), scratch_max: "25%".into() }
+        Self { pids_max: 4096, memory_max: "75%".into(), scratch_max: "25%".into(), kept_max: "256M".into() }
     }
 }
 
 /// Why a session's limits could not be set.
 #[derive(Debug, thiserror::Error)]
 pub enum LimitError {
-    /// `memory_max` or `scratch_max` is not a size, a percentage or `max`.
+    /// `memory_max`, `scratch_max` or `kept_max` is not a size, a percentage or `max`.
     #[error("{0:?}: expected bytes with an optional K, M, G or T suffix, a percentage such as \"75%\", or \"max\"")]
     MemorySyntax(String),
     /// The host's memory size could not be read for a percentage.
@@ -80,7 +88,7 @@ const CONTROLLERS: [&str; 2] = ["pids", "memory"];
 impl LimitsConfig {
     /// No limit at all (`pids_max = 0`, `memory_max = "max"`): nothing is written.
     pub fn unlimited() -> Self {
-        Self { pids_max: 0, memory_max: "max".into(), scratch_max: "max".into() }
+        Self { pids_max: 0, memory_max: "max".into(), scratch_max: "max".into(), kept_max: "max".into() }
     }
 
     /// Whether this sets no cgroup limit (the scratch's size is not the cgroup's).
@@ -92,6 +100,7 @@ impl LimitsConfig {
     /// the field in error with its error.
     pub fn check(&self) -> Result<(), (&'static str, LimitError)> {
         parse_memory(&self.memory_max, 1 << 30).map_err(|e| ("limits.memory_max", e))?;
+        parse_memory(&self.kept_max, 1 << 30).map_err(|e| ("limits.kept_max", e))?;
         match parse_memory(&self.scratch_max, 1 << 30) {
             Ok(Some(0)) => Err(LimitError::MemorySyntax(self.scratch_max.clone())),
             r => r.map(|_| ()),
@@ -110,6 +119,12 @@ impl LimitsConfig {
     /// The size of a session's scratch filesystem in bytes (`None`: a plain directory).
     pub fn scratch_bytes(&self) -> Result<Option<u64>, LimitError> {
         sized(&self.scratch_max)
+    }
+
+    /// The most bytes a session's kept layers take when copied out (`None`: no bound of
+    /// its own; half the free space still bounds it).
+    pub fn kept_bytes(&self) -> Result<Option<u64>, LimitError> {
+        sized(&self.kept_max)
     }
 
     /// Enables the controllers from the cgroup2 root down to `parent` and writes the limits
@@ -245,6 +260,10 @@ mod tests {
         // A scratch of size 0 would be a tmpfs without limit: refused with its field.
         let (field, e) = LimitsConfig { scratch_max: "0%".into(), ..d.clone() }.check().unwrap_err();
         assert_eq!(field, "limits.scratch_max", "{e}");
+        // What a session leaves behind is bounded by default, and a bad bound is named.
+        assert_eq!(d.kept_bytes().unwrap(), Some(256 << 20));
+        let (field, e) = LimitsConfig { kept_max: "lots".into(), ..d.clone() }.check().unwrap_err();
+        assert_eq!(field, "limits.kept_max", "{e}");
     }
 
     #[test]
@@ -260,7 +279,7 @@ mod tests {
         assert_eq!(ancestry(&parent), [root.clone(), parent.clone()]);
         let session = parent.join("s1");
         std::fs::create_dir(&session).unwrap();
-        let limits = LimitsConfig { pids_max: 64, memory_max: "64M".into(), scratch_max: "max".into() };
+        let limits = LimitsConfig { pids_max: 64, memory_max: "64M".into(), scratch_max: "max".into(), kept_max: "max".into() };
         let e = limits.apply(&parent, &session).unwrap_err().to_string();
         assert!(e.contains("not a cgroup") && e.contains("s1"), "{e}");
         LimitsConfig::unlimited().apply(&parent, &session).unwrap();

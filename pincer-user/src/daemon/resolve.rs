@@ -1,5 +1,6 @@
-//! Resolution of a worker's requested path inside its session's protected roots, one
-//! component at a time with `O_NOFOLLOW`, so no symlink can lead out of a root and the
+//! Resolution of a worker's requested path inside its session's protected roots without
+//! following any symlink and never out of the root (`openat2` with `RESOLVE_BENEATH |
+//! RESOLVE_NO_SYMLINKS`, and a walk of `O_NOFOLLOW` opens to name what was wrong), so the
 //! grant goes to the object actually found (its device and inode), not to a name.
 
 use crate::access::Access;
@@ -130,6 +131,27 @@ fn open_at(dir: Option<&OwnedFd>, name: &Path, flags: i32) -> std::io::Result<Ow
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// `rel` (normal components only) under `dir` in one system call: no symlink on the way and
+/// never out of `dir`, as a walk of `O_NOFOLLOW` opens would find it.
+fn open_beneath(dir: &OwnedFd, rel: &Path, flags: i32) -> std::io::Result<OwnedFd> {
+    let c = CString::new(rel.as_os_str().as_bytes()).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    let fd = super::layers::open_beneath(dir.as_raw_fd(), &c, flags);
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by openat2 and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Up to [`MAX_CONTENT`] bytes of the regular file `fd` of `size` bytes, read into a buffer
+/// of that size (one read, and one that finds the end, for a file that did not grow).
+fn read_content(fd: OwnedFd, size: i64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut buf = Vec::with_capacity(usize::try_from(size).unwrap_or(0).min(MAX_CONTENT) + 1);
+    std::fs::File::from(fd).take(MAX_CONTENT as u64).read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
 fn stat_fd(fd: &OwnedFd) -> std::io::Result<libc::stat> {
     // SAFETY: a zeroed `stat` is a valid out-parameter.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
@@ -211,7 +233,16 @@ pub fn resolve(roots: &[Root], path: &str, access: Access) -> Result<Resolved, R
         return Err(ResolveError::RootChanged(root.path.clone()));
     }
     let mut so_far = root.path.clone();
-    for d in dirs {
+    // The directories in one call; on any failure, the walk below names what was wrong.
+    if !dirs.is_empty() {
+        let between: PathBuf = dirs.iter().collect();
+        if let Ok(fd) = open_beneath(&dir, &between, libc::O_PATH | libc::O_DIRECTORY) {
+            dir = fd;
+            so_far.push(&between);
+        }
+    }
+    let walked = so_far.components().count() - root.path.components().count();
+    for d in &dirs[walked..] {
         so_far.push(d);
         match stat_at(&dir, d) {
             Ok(st) if kind(&st) == libc::S_IFLNK => return Err(ResolveError::Symlink(so_far)),
@@ -257,12 +288,7 @@ pub fn resolve(roots: &[Root], path: &str, access: Access) -> Result<Resolved, R
         // Read through a descriptor of the same inode: a swap after the stat is caught.
         if let Ok(fd) = open_at(Some(&dir), last, libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK) {
             if stat_fd(&fd).map(|s| object(&s) == object(&st)).unwrap_or(false) {
-                use std::io::Read;
-                let mut f = std::fs::File::from(fd);
-                let mut buf = Vec::new();
-                if f.by_ref().take(MAX_CONTENT as u64).read_to_end(&mut buf).is_ok() {
-                    content = Some(buf);
-                }
+                content = read_content(fd, st.st_size).ok();
             }
         }
     }
@@ -299,23 +325,20 @@ pub fn content_of(root: &Root, relative: &Path, id: ObjectId) -> Option<Vec<u8>>
             _ => None,
         })
         .collect::<Option<_>>()?;
-    let (last, dirs) = comps.split_last()?;
-    let mut dir = open_at(None, &root.path, libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW).ok()?;
+    if comps.is_empty() {
+        return None;
+    }
+    let dir = open_at(None, &root.path, libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW).ok()?;
     if object_of_fd(&dir)? != root.id {
         return None;
     }
-    for d in dirs {
-        dir = open_at(Some(&dir), Path::new(d), libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW).ok()?;
-    }
-    let fd = open_at(Some(&dir), Path::new(last), libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK).ok()?;
+    let rel: PathBuf = comps.iter().collect();
+    let fd = open_beneath(&dir, &rel, libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK).ok()?;
     let st = stat_fd(&fd).ok()?;
     if kind(&st) != libc::S_IFREG || object(&st) != id {
         return None;
     }
-    use std::io::Read;
-    let mut buf = Vec::new();
-    std::fs::File::from(fd).take(MAX_CONTENT as u64).read_to_end(&mut buf).ok()?;
-    Some(buf)
+    read_content(fd, st.st_size).ok()
 }
 
 fn object_of_fd(fd: &OwnedFd) -> Option<ObjectId> {
@@ -422,6 +445,16 @@ mod tests {
         assert_eq!(content_of(&roots[0], Path::new("docs/link"), a), None);
         assert_eq!(content_of(&roots[0], Path::new("docs/sub"), sub), None);
         assert_eq!(content_of(&roots[0], Path::new("up/outside.txt"), a), None);
+        // Deeper down, and a symlink on the way that stays inside the root: refused too.
+        std::fs::write(roots[0].path.join("docs/sub/b.md"), "beta").unwrap();
+        std::os::unix::fs::symlink(roots[0].path.join("docs/sub"), roots[0].path.join("inner")).unwrap();
+        let b = ObjectId::of_path(&roots[0].path.join("docs/sub/b.md")).unwrap();
+        assert_eq!(content_of(&roots[0], Path::new("docs/sub/b.md"), b).as_deref(), Some(&b"beta"[..]));
+        assert_eq!(content_of(&roots[0], Path::new("inner/b.md"), b), None);
+        let inner = roots[0].path.join("inner/b.md");
+        assert!(matches!(resolve(&roots, inner.to_str().unwrap(), Access::Read), Err(ResolveError::Symlink(p)) if p.ends_with("inner")));
+        let deep = resolve(&roots, roots[0].path.join("docs/sub/b.md").to_str().unwrap(), Access::Read).unwrap();
+        assert_eq!((deep.target, deep.content.as_deref()), (b, Some(&b"beta"[..])));
         assert_eq!(twin_path(&roots[0], ["docs", "sub"], true), "docs/sub/");
         let labelled = Root { label: "ws".into(), ..roots[0].clone() };
         assert_eq!(twin_path(&labelled, ["docs", "a.md"], false), "ws/docs/a.md");
