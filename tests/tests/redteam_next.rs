@@ -4406,6 +4406,8 @@ fn answered_by(ip: IpAddr, port: u16, n: usize, said: &'static [u8]) -> i32 {
 /// UDP sockets only, on the reasoning that a listener's port is never shared. Safe: no
 /// connection of the user's client reaches the session's listener once the user's service
 /// has started (or the user's service cannot start).
+/// Closed: a session's TCP socket may not set `SO_REUSEPORT` either
+/// (`pincer_socket_setsockopt`), so the user's later service is told the port is taken.
 #[test]
 fn shares_the_port_of_the_users_later_tcp_service_with_so_reuseport() {
     let red = Red::start("reuseport");
@@ -4472,6 +4474,8 @@ fn listen_mptcp(ip: Ipv6Addr, port: u16) -> i32 {
 /// subflow's `inet6_bind`). Why it might get out: the count of ports held outside is kept
 /// at two kernel functions, not at the bind itself. Safe: the session's bind of
 /// `127.0.0.1:P` is refused (`EACCES`).
+/// Closed: the bind is counted at `inet_bind_sk` and `inet6_bind_sk` too, where the kernel
+/// has them (`pincer_inet_bind_sk`, `pincer_inet6_bind_sk`, optional traces).
 #[test]
 fn takes_the_loopback_port_of_the_users_mptcp_service() {
     let red = Red::start("mptcp");
@@ -4511,6 +4515,8 @@ fn nofile_of(pid: i32) -> String {
 /// its cgroup but not in that namespace. Why it might get out: `prlimit` passes
 /// `task_prlimit` (credentials only) and `task_setrlimit`, neither attached. Safe: the
 /// session's `prlimit` on the user's process is refused, and its limit is unchanged.
+/// Closed: `task_setrlimit` reaches only processes of the same session
+/// (`pincer_task_setrlimit`).
 #[test]
 fn lowers_the_limits_of_the_users_process_with_prlimit() {
     let red = Red::start("prlimit");
@@ -4599,6 +4605,9 @@ fn running(pid: i32) -> bool {
 /// owner to it and writes a byte: the user's process is killed. Why it might get out: the
 /// signal checks of the reach block are on `task_kill`. Safe: the user's process is still
 /// running, whichever of the three calls named it.
+/// Closed: `F_SETOWN` names only the caller's own process or thread, and `F_SETOWN_EX`,
+/// `FIOSETOWN` and `SIOCSPGRP`, whose owner the kernel reads from memory after the hook, are
+/// refused (`pincer_file_fcntl`, `check_ioctl`).
 #[test]
 fn kills_the_users_process_with_a_signal_routed_by_f_setown() {
     let red = Red::start("setown");
@@ -4614,8 +4623,8 @@ fn kills_the_users_process_with_a_signal_routed_by_f_setown() {
         std::thread::sleep(Duration::from_millis(200));
         println!("the session's owner ({how:?}), F_SETSIG, O_ASYNC: {r:?}");
         assert!(running(pid), "the session killed the user's process {pid} by SIGIO routing ({how:?}): {r:?}");
-        // The session routes its own file's signals to itself (SIGURG is ignored by default).
-        let mine = red.gated(move || route_sigio(std::process::id() as i32, libc::SIGURG, how));
-        assert_eq!(mine, vec![0, 0, 0], "the session names itself the owner ({how:?})");
     }
+    // The session routes its own file's signals to itself (SIGURG is ignored by default).
+    let mine = red.gated(move || route_sigio(std::process::id() as i32, libc::SIGURG, Owner::Setown));
+    assert_eq!(mine, vec![0, 0, 0], "the session names itself the owner");
 }
