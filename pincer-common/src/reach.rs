@@ -9,13 +9,14 @@
 //!
 //! | hook | `ino` | `dev` | `parent_ino` | `root_ino` | `name` |
 //! | --- | --- | --- | --- | --- | --- |
-//! | process hooks, [`HOOK_PROC_WRITE`] | target process id | signal, ptrace mode, nice or ioprio | target's session (0: none) | 0 | target's `comm` |
+//! | process hooks, [`HOOK_PROC_WRITE`] | target process id | signal, ptrace mode, nice, ioprio or resource | target's session (0: none) | 0 | target's `comm` |
+//! | [`HOOK_FILE_SETOWN`] | the owner's number in the caller's PID namespace | `fcntl` or `ioctl` command | 0 | kind (1 process, 2 process group, 3 named in memory) | |
 //! | [`HOOK_IPC_PERMISSION`], [`HOOK_IPC_CTL`] | IPC id | access flag or command | IPC key | creating session (0: outside) | |
 //! | [`HOOK_UNIX_STREAM_CONNECT`], [`HOOK_UNIX_MAY_SEND`] | socket file inode (0: abstract) | socket file device | creating session (0: outside) | 0 | bound name (`@` for abstract); `root_dev` its length, `parent_dev` the socket file's owner uid ([`UNIX_OWNER_ANY`]: no file) |
 //! | [`HOOK_UNIX_INBOUND`] | as above | as above | the socket's session (also `session`) | 0 | as above |
 //! | [`HOOK_SOCKET_CONNECT`], [`HOOK_SOCKET_SENDMSG`] | port | protocol (6 TCP, 17 UDP) | address bytes 0..8 | address bytes 8..16 | |
 //! | [`HOOK_SOCKET_BIND`] | port | protocol (6 TCP, 17 UDP) | 0 | 0 | |
-//! | [`HOOK_SOCKET_SHARE`] | option (`SO_REUSEADDR` 2, `SO_REUSEPORT` 15) | protocol (17 UDP) | 0 | 0 | |
+//! | [`HOOK_SOCKET_SHARE`] | option (`SO_REUSEADDR` 2, `SO_REUSEPORT` 15) | protocol (17 UDP, 6 TCP) | 0 | 0 | |
 //! | [`HOOK_KEY_PERMISSION`] | key serial | permission asked (`KEY_NEED_*`) | creating session (0: outside) | 0 | |
 //! | [`HOOK_PTY_OPEN`] | terminal inode | terminal device | 0 | 0 | the terminal's name in `/dev/pts` |
 //! | [`HOOK_CGROUP_WRITE`] | file inode | cgroupfs device | access bits asked | 0 | the file's name |
@@ -78,11 +79,23 @@ shared_consts! {
     /// resolves to both).
     HOOK_SOCKET_BIND: u32 = 50;
     /// Hook id: `socket_setsockopt` of `SO_REUSEADDR` or `SO_REUSEPORT` on a session's
-    /// UDP socket. With it on both sockets, the kernel shares a UDP port between a
-    /// session's socket and the user's, and picks a port the user holds for the
-    /// session's port-0 bind (or its first datagram): the session would receive what the
+    /// UDP socket, or of `SO_REUSEPORT` on its TCP socket. With it on both sockets, the
+    /// kernel shares a UDP port between a session's socket and the user's, and picks a
+    /// port the user holds for the session's port-0 bind (or its first datagram); and a
+    /// TCP listener of the user's started later joins the session's port, whose
+    /// listener then takes part of its clients: the session would receive what the
     /// user's clients send to the user's service.
     HOOK_SOCKET_SHARE: u32 = 51;
+    /// Hook id: `task_setrlimit` (`prlimit` on a process outside the session).
+    HOOK_TASK_SETRLIMIT: u32 = 52;
+    /// Hook id: `file_fcntl` (`F_SETOWN`, `F_SETOWN_EX`) or `file_ioctl` (`FIOSETOWN`,
+    /// `SIOCSPGRP`) naming an owner of a file's signals other than the caller itself:
+    /// the kernel would send that process `SIGIO`, `SIGURG` or the file's `F_SETSIG`
+    /// signal on the file's behalf, past `task_kill`. `F_SETOWN_EX`, `FIOSETOWN` and
+    /// `SIOCSPGRP` are refused unread (the kernel reads their owner from the caller's
+    /// memory after the hook). `ino` is the number asked for, `dev` the command,
+    /// `root_ino` the kind (1 process, 2 process group, 3 named in memory).
+    HOOK_FILE_SETOWN: u32 = 53;
     /// [`PortKey::session`] of a port bound by a socket outside every session, counted
     /// by the kernel from the bind to the socket's end (address and family 0: the
     /// port on every address).

@@ -2957,13 +2957,21 @@ int BPF_PROG(pincer_inode_remove_acl, struct mnt_idmap *idmap, struct dentry *de
 	return check_metadata(dentry, HOOK_INODE_REMOVE_ACL);
 }
 
+static __always_inline int reach_setown_ioctl(unsigned int cmd, unsigned long arg);
+
 /* Terminal injection is refused in every mode: no grant can allow it. An
  * inode flag change (append-only, immutable, no-dump, project id...) is a
  * change of the object: it needs `write`, whatever mode the file was opened
- * in. */
-static __always_inline int check_ioctl(struct file *file, unsigned int cmd)
+ * in. The owner of a file's signals (FIOSETOWN, SIOCSPGRP) is a reach check
+ * (reach_setown_ioctl). */
+
+static __always_inline int check_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 {
 	struct session s;
+	int err = reach_setown_ioctl(cmd, arg);
+
+	if (err)
+		return err;
 
 	if (cmd == FS_IOC_SETFLAGS || cmd == FS_IOC32_SETFLAGS || cmd == FS_IOC_FSSETXATTR)
 		return current_session(&s) ? check_object(&s, file->f_path.dentry, ACCESS_WRITE, HOOK_FILE_IOCTL) : 0;
@@ -2982,7 +2990,7 @@ int BPF_PROG(pincer_file_ioctl, struct file *file, unsigned int cmd, unsigned lo
 {
 	if (ret)
 		return ret;
-	return check_ioctl(file, cmd);
+	return check_ioctl(file, cmd, arg);
 }
 
 /* Linux 6.8+: 32-bit compat ioctls no longer pass file_ioctl. */
@@ -2991,7 +2999,7 @@ int BPF_PROG(pincer_file_ioctl_compat, struct file *file, unsigned int cmd, unsi
 {
 	if (ret)
 		return ret;
-	return check_ioctl(file, cmd);
+	return check_ioctl(file, cmd, arg);
 }
 
 /* A lock or a lease acts on the user's other processes (their writer waits,

@@ -61,7 +61,7 @@ pub const OPTIONAL_HOOKS: [&str; 3] = ["inode_set_acl", "inode_remove_acl", "fil
 /// Programs of the reach block (`src/reach.bpf.c`) and the LSM hook each
 /// attaches to: no reach into other processes, no deputies. (Writes to
 /// another process's `/proc/PID/` files are checked by `pincer_file_open`.)
-pub const REACH_PROGRAMS: [(&str, &str); 28] = [
+pub const REACH_PROGRAMS: [(&str, &str); 30] = [
     ("pincer_task_kill", "task_kill"),
     ("pincer_ptrace_access_check", "ptrace_access_check"),
     ("pincer_ptrace_traceme", "ptrace_traceme"),
@@ -69,6 +69,8 @@ pub const REACH_PROGRAMS: [(&str, &str); 28] = [
     ("pincer_task_setioprio", "task_setioprio"),
     ("pincer_task_setscheduler", "task_setscheduler"),
     ("pincer_task_movememory", "task_movememory"),
+    ("pincer_task_setrlimit", "task_setrlimit"),
+    ("pincer_file_fcntl", "file_fcntl"),
     ("pincer_ipc_permission", "ipc_permission"),
     ("pincer_shm_shmctl", "shm_shmctl"),
     ("pincer_msg_queue_msgctl", "msg_queue_msgctl"),
@@ -96,14 +98,23 @@ pub const REACH_PROGRAMS: [(&str, &str); 28] = [
 /// records the session's port, a successful open of `/dev/ptmx` the session's
 /// new pty (reach block), a successful `mkdir`, `symlink` or `mknod` the session's
 /// exact grant on the object it made (file gating).
-pub const REACH_FEXIT: [(&str, &str); 6] = [
+pub const REACH_FEXIT: [(&str, &str); 8] = [
     ("pincer_inet_bind", "inet_bind"),
     ("pincer_inet6_bind", "inet6_bind"),
+    ("pincer_inet_bind_sk", "inet_bind_sk"),
+    ("pincer_inet6_bind_sk", "inet6_bind_sk"),
     ("pincer_ptmx_open", "ptmx_open"),
     ("pincer_vfs_mkdir", "vfs_mkdir"),
     ("pincer_vfs_symlink", "vfs_symlink"),
     ("pincer_vfs_mknod", "vfs_mknod"),
 ];
+
+/// Kernel functions of [`REACH_FEXIT`] that older supported kernels lack: a loader
+/// skips their programs where the kernel has no such function. Linux 6.12 binds a
+/// socket by its `struct sock` with `inet_bind_sk` and `inet6_bind_sk`, which
+/// `inet_bind` and `inet6_bind` call and an MPTCP socket calls for its first subflow
+/// directly; on 6.1 the MPTCP subflow is bound through `inet_bind` and `inet6_bind`.
+pub const OPTIONAL_TRACES: [&str; 2] = ["inet_bind_sk", "inet6_bind_sk"];
 
 /// `fentry` programs of the reach block and the kernel function each traces:
 /// a pty that goes away, and a key that is freed, are forgotten.

@@ -5,8 +5,10 @@
  * gated task (one whose cgroup, or an ancestor, is a registered session):
  * - signals, ptrace and everything that checks ptrace access (/proc/PID/mem,
  *   environ, maps, fd, process_vm_readv, pidfd_getfd, kcmp), nice, ioprio,
- *   scheduler and page moves, writes to /proc/PID/ files, and PTRACE_TRACEME
- *   reach only tasks of the same session;
+ *   scheduler and page moves, resource limits (prlimit), writes to /proc/PID/
+ *   files, and PTRACE_TRACEME reach only tasks of the same session;
+ * - a file's signals (SIGIO, SIGURG, F_SETSIG's) are directed only at the
+ *   caller itself (F_SETOWN), never by an owner read from memory;
  * - SysV shared memory, message queues and semaphores are usable only when a
  *   task of the same session created them;
  * - Unix sockets (pathname and abstract, stream and datagram) are reachable
@@ -55,6 +57,14 @@
 #define KEY_ALLOC_NOT_IN_QUOTA 0x0002
 #define KEY_ALLOC_UID_KEYRING 0x0010
 #define UNIX_PATH_MAX 108
+#define F_SETOWN 8
+#define F_SETOWN_EX 15
+#define F_OWNER_TID 0
+#define F_OWNER_PID 1
+#define F_OWNER_PGRP 2
+#define OWNER_IN_MEMORY 3 /* an owner named in the caller's memory, not read */
+#define FIOSETOWN 0x8901
+#define SIOCSPGRP 0x8902
 
 #pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
 
@@ -88,12 +98,16 @@ struct signal_struct {
 	struct tty_struct *tty;
 };
 
+struct pid;
+
 struct task_struct {
 	int tgid;
 	struct css_set *cgroups;
 	struct hlist_node pid_links[4];
 	char comm[16];
 	struct signal_struct *signal;
+	struct pid *thread_pid;
+	struct task_struct *group_leader;
 };
 
 struct key {
@@ -101,8 +115,15 @@ struct key {
 	kuid_t uid;
 };
 
+struct upid {
+	int nr;
+	void *ns;
+};
+
 struct pid {
+	unsigned int level;
 	struct hlist_head tasks[4];
+	struct upid numbers[1];
 };
 
 struct proc_inode {
@@ -164,6 +185,7 @@ struct msghdr {
 #pragma clang attribute pop
 
 struct kernel_siginfo;
+struct rlimit;
 struct cred;
 struct sockaddr;
 
@@ -390,6 +412,96 @@ int BPF_PROG(pincer_task_movememory, struct task_struct *p, int ret)
 	if (ret)
 		return ret;
 	return check_task(p, HOOK_TASK_MOVEMEMORY, 0, 0, -EPERM);
+}
+
+/* prlimit(2) on another process of the uid (its resource limits: open files,
+ * CPU time, file size, address space) passes task_prlimit, which names no
+ * task, and then this hook with the target's thread-group leader. */
+SEC("lsm/task_setrlimit")
+int BPF_PROG(pincer_task_setrlimit, struct task_struct *p, unsigned int resource, struct rlimit *new_rlim, int ret)
+{
+	if (ret)
+		return ret;
+	return check_task(p, HOOK_TASK_SETRLIMIT, resource, 0, -EPERM);
+}
+
+/* The number of `p` in the caller's PID namespace (the innermost one of the
+ * caller's own pid), or -1. */
+static __always_inline int pid_nr_at(struct pid *p, unsigned int level)
+{
+	if (!p || level > 31 || BPF_CORE_READ(p, level) != level)
+		return -1;
+	int nr = -1;
+
+	/* struct upid is { int nr; struct pid_namespace *ns; }: 16 bytes. */
+	bpf_probe_read_kernel(&nr, sizeof(nr), (void *)p + bpf_core_field_offset(struct pid, numbers) + level * 16);
+	return nr;
+}
+
+/* A gated task directs a file's signals (the owner that SIGIO, SIGURG or the
+ * F_SETSIG signal of the file is sent to, on the file's behalf, past
+ * task_kill) only at itself. F_SETOWN names it by a number the hook sees as
+ * the kernel will: the caller's process or one of its threads, as its PID
+ * namespace numbers them, or nobody (0), pass; another process, and any
+ * process group (which may hold processes outside the session), are refused.
+ * F_SETOWN_EX, FIOSETOWN and SIOCSPGRP name it in the caller's memory, which
+ * the kernel reads again after the hook (another thread could change it in
+ * between): refused. `kind` is F_OWNER_PID, F_OWNER_PGRP or OWNER_IN_MEMORY,
+ * `who` the number asked for (0 for OWNER_IN_MEMORY). */
+static __always_inline int setown_refuse(__u64 session, __u32 cmd, int kind, int who)
+{
+	struct miss_event *e = reach_event(session, HOOK_FILE_SETOWN);
+
+	if (e) {
+		e->ino = (__u32)who;
+		e->dev = cmd;
+		e->root_ino = (__u32)kind;
+		bpf_ringbuf_submit(e, 0);
+	}
+	return -EPERM;
+}
+
+/* F_SETOWN's number: a process, or minus a process group. */
+static __always_inline int setown_number_check(__u32 cmd, int who)
+{
+	__u64 session = current_session_id();
+
+	if (!session || !who)
+		return 0;
+	if (who > 0) {
+		struct task_struct *me = (void *)bpf_get_current_task();
+		struct pid *mine = BPF_CORE_READ(me, thread_pid);
+		unsigned int level = BPF_CORE_READ(mine, level);
+
+		if (who == pid_nr_at(mine, level) || who == pid_nr_at(BPF_CORE_READ(me, group_leader, thread_pid), level))
+			return 0;
+		return setown_refuse(session, cmd, F_OWNER_PID, who);
+	}
+	return setown_refuse(session, cmd, F_OWNER_PGRP, -who);
+}
+
+/* FIOSETOWN and SIOCSPGRP; called from check_ioctl. */
+static __always_inline int reach_setown_ioctl(unsigned int cmd, unsigned long arg)
+{
+	if (cmd != FIOSETOWN && cmd != SIOCSPGRP)
+		return 0;
+	__u64 session = current_session_id();
+
+	return session ? setown_refuse(session, cmd, OWNER_IN_MEMORY, 0) : 0;
+}
+
+SEC("lsm/file_fcntl")
+int BPF_PROG(pincer_file_fcntl, struct file *file, unsigned int cmd, unsigned long arg, int ret)
+{
+	if (ret)
+		return ret;
+	if (cmd == F_SETOWN)
+		return setown_number_check(cmd, (int)arg);
+	if (cmd != F_SETOWN_EX)
+		return 0;
+	__u64 session = current_session_id();
+
+	return session ? setown_refuse(session, cmd, OWNER_IN_MEMORY, 0) : 0;
 }
 
 /* ---- cgroups ---- */
@@ -865,6 +977,28 @@ int BPF_PROG(pincer_inet6_bind, struct socket *sock, struct sockaddr *uaddr, int
 	return 0;
 }
 
+/* Linux 6.12 (optional: older kernels have no such functions): the bind of a
+ * `struct sock`, which inet_bind and inet6_bind call (the port is then recorded
+ * once, by whichever exit runs first) and an MPTCP socket calls for its first
+ * subflow without passing inet_bind or inet6_bind. */
+SEC("fexit/inet_bind_sk")
+int BPF_PROG(pincer_inet_bind_sk, struct sock *sk, struct sockaddr *uaddr, int addr_len, int ret)
+{
+	if (ret)
+		return 0;
+	record_port(current_session_id(), sk);
+	return 0;
+}
+
+SEC("fexit/inet6_bind_sk")
+int BPF_PROG(pincer_inet6_bind_sk, struct sock *sk, struct sockaddr *uaddr, int addr_len, int ret)
+{
+	if (ret)
+		return 0;
+	record_port(current_session_id(), sk);
+	return 0;
+}
+
 /* A session may not bind an inet port that a socket outside every session
  * holds, on any address or family: the user's service on [::1]:P leaves
  * 127.0.0.1:P free to the kernel, and a session listening there would serve
@@ -933,14 +1067,17 @@ int BPF_PROG(pincer_socket_getsockname, struct socket *sock, int ret)
 	return 0;
 }
 
-/* A session's UDP socket does not share its port. With SO_REUSEADDR (or
+/* A session's inet socket does not share its port. With SO_REUSEADDR (or
  * SO_REUSEPORT) on both sockets, the kernel lets a UDP socket of the session
  * bind the address and port of the user's, and its pick for a port-0 bind or
  * a first datagram (which socket_bind cannot see) may be a port the user
  * holds: the newer socket then receives what the user's clients send to the
- * user's service. Without the option on the session's socket the kernel keeps
- * the two apart. (TCP needs no such rule: a listener's port is never shared
- * by these options, and the kernel's pick skips ports in use.) */
+ * user's service. A TCP listener with SO_REUSEPORT shares its port with a
+ * later listener of the same uid: the user's service started after the
+ * session's listener binds without error and the kernel spreads its clients
+ * over both. Without the option on the session's socket the kernel keeps the
+ * two apart (the user's later bind is told the port is taken). SO_REUSEADDR
+ * on TCP shares no listener's port and stays allowed. */
 SEC("lsm/socket_setsockopt")
 int BPF_PROG(pincer_socket_setsockopt, struct socket *sock, int level, int optname, int ret)
 {
@@ -954,13 +1091,17 @@ int BPF_PROG(pincer_socket_setsockopt, struct socket *sock, int level, int optna
 		return 0;
 	struct sock *sk = BPF_CORE_READ(sock, sk);
 
-	if (!sk || !is_inet(sk) || sock_proto(sk) != IPPROTO_UDP)
+	if (!sk || !is_inet(sk))
+		return 0;
+	__u16 proto = sock_proto(sk);
+
+	if (proto != IPPROTO_UDP && !(proto == IPPROTO_TCP && optname == SO_REUSEPORT))
 		return 0;
 	struct miss_event *e = reach_event(session, HOOK_SOCKET_SHARE);
 
 	if (e) {
 		e->ino = optname;
-		e->dev = IPPROTO_UDP;
+		e->dev = proto;
 		bpf_ringbuf_submit(e, 0);
 	}
 	return -EACCES;

@@ -27,6 +27,11 @@ pub struct HeldProcess {
 }
 
 impl HeldProcess {
+    /// Its process id.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
     /// Forks the process; returns it with what `open` gave (after `open` failed, the
     /// process has exited).
     pub fn start(cg: Option<&Path>, uid: u32, open: impl FnOnce() -> i32, serve: impl FnOnce(i32)) -> (Self, i32) {

@@ -4396,3 +4396,299 @@ fn fills_the_filesystem_of_its_scratch_that_the_users_processes_write_to() {
     let after = ungated(move || vec![fill(&m, 1)]);
     assert_eq!(after, vec![0], "the user's process could not write its temporary file after the session filled its scratch");
 }
+
+// ---------------------------------------------------------------------------------------
+// A fifth pass: the fourth pass's own fixes and the rules they rest on, tried where they
+// stop. A TCP listener shares its port through `SO_REUSEPORT` with a later socket of the
+// same uid, so the fourth pass's reasoning that only UDP shares a port ("a listener's port is
+// never shared by these options") is tried with the user's service started after the
+// session's listener. The port held outside is counted at the exit of `inet_bind` and
+// `inet6_bind`, so a bind that reaches the kernel's port table by another function (an
+// MPTCP listener: Linux 6.12 binds its first subflow with `inet_bind_sk`) is tried. Then
+// what the README leaves to the session's PID namespace: `prlimit` and `F_SETOWN` name a
+// process by its number and have no hook of their own, so a process of the session that
+// can name the user's process (any process of the session outside that namespace: the
+// namespaces are a second wall, and `containment.pid_namespace` may be off) lowers the
+// user's process's limits or has the kernel send it any signal on the session's behalf
+// (`SIGIO` routed by `F_SETOWN` and `F_SETSIG` passes `file_send_sigiotask`, not
+// `task_kill`).
+
+/// A TCP socket on `ip:port` with `SO_REUSEPORT` (asked for; a refusal is not fatal, as a
+/// server that treats the option as a hint), listening: its fd or -errno.
+fn listen_reuseport(ip: IpAddr, port: u16) -> i32 {
+    let (a, len) = inet_addr(ip, port);
+    // SAFETY: socket/setsockopt/bind/listen on local buffers.
+    unsafe {
+        let fd = libc::socket(family(ip), libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return -errno();
+        }
+        let one: i32 = 1;
+        libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, (&one as *const i32).cast(), 4);
+        if libc::bind(fd, (&a as *const libc::sockaddr_storage).cast(), len) < 0 || libc::listen(fd, 64) < 0 {
+            let e = errno();
+            libc::close(fd);
+            return -e;
+        }
+        fd
+    }
+}
+
+/// A process of uid 1000 (in the cgroup `cg`, if given) serving `said` on a TCP listener
+/// made by `listen` (fd or -errno); the process and what `listen` gave.
+fn serve_with(cg: Option<&Path>, listen: impl FnOnce() -> i32, said: &'static [u8]) -> (pincer_tests::HeldProcess, i32) {
+    let serve = |fd| loop {
+        // SAFETY: accept/write/close on the listening socket and a local buffer.
+        unsafe {
+            let c = libc::accept(fd, std::ptr::null_mut(), std::ptr::null_mut());
+            if c >= 0 {
+                libc::write(c, said.as_ptr().cast(), said.len());
+                libc::close(c);
+            }
+        }
+    };
+    pincer_tests::HeldProcess::start(cg, UID, listen, serve)
+}
+
+/// How many of `n` connections of the user's client (outside every session) to `ip:port`
+/// were answered `said`.
+fn answered_by(ip: IpAddr, port: u16, n: usize, said: &'static [u8]) -> i32 {
+    ungated(move || vec![(0..n).filter(|_| fetch(ip, port, said) == 0).count() as i32])[0]
+}
+
+/// Shares the port of the user's later TCP service with `SO_REUSEPORT`. A TCP listener
+/// with `SO_REUSEPORT` lets a later listener of the same uid bind the same address and
+/// port, and the kernel then spreads the incoming connections over the two sockets by
+/// hash. The session listens first on `127.0.0.1:P` with the option (a dev port, 8080,
+/// 5432: whatever the user's service will use); the user's service starts later with the
+/// option too (nginx's `reuseport`, a server built on `SO_REUSEPORT` for its workers), and
+/// binds without error, since the kernel counts the session's socket as the user's own;
+/// the user's clients then reach the session's listener for about half their connections,
+/// which it reads and answers in the service's name. Without the option on the session's
+/// socket the user's service is told the port is taken (`EADDRINUSE`), as for any port a
+/// session holds. Why it might get out: `pincer_socket_setsockopt` refuses the options on
+/// UDP sockets only, on the reasoning that a listener's port is never shared. Safe: no
+/// connection of the user's client reaches the session's listener once the user's service
+/// has started (or the user's service cannot start).
+/// Closed: a session's TCP socket may not set `SO_REUSEPORT` either
+/// (`pincer_socket_setsockopt`), so the user's later service is told the port is taken.
+#[test]
+fn shares_the_port_of_the_users_later_tcp_service_with_so_reuseport() {
+    let red = Red::start("reuseport");
+    // Control: outside every session, a second listener of the user's joins the first one's
+    // port, and the first still gets some of the clients.
+    let p = port();
+    let (_first, f) = serve_with(None, move || listen_reuseport(LO, p), b"FIRST");
+    let (_second, s) = serve_with(None, move || listen_reuseport(LO, p), SECRET);
+    assert!(f >= 0 && s >= 0, "control: two listeners of the user's share {p}: {f} {s}");
+    assert!(answered_by(LO, p, 32, b"FIRST") > 0, "control: the first listener gets some of the clients");
+    let p = port() + 3;
+    let (_session, mine) = serve_with(Some(&red.cg), move || listen_reuseport(LO, p), b"SESSION");
+    assert!(mine >= 0, "precondition: the session serves its own port {p}: {mine}");
+    let (_user, theirs) = serve_with(None, move || listen_reuseport(LO, p), SECRET);
+    let stolen = if theirs >= 0 { answered_by(LO, p, 32, b"SESSION") } else { 0 };
+    println!("the user's service on {p}: {theirs}; connections the session's listener answered: {stolen}");
+    assert!(theirs < 0 || stolen == 0, "the session's listener took {stolen} of 32 connections to the user's service on {p}");
+}
+
+/// The guard beside the route above, the other way round: the user's service listens first
+/// on `127.0.0.1:P` with `SO_REUSEPORT`, and the session binds the same address and port
+/// with the option (the kernel would let it join the user's port). Safe: `socket_bind`
+/// refuses it (`EACCES`), as for any port a socket outside every session holds.
+#[test]
+fn joins_the_port_of_the_users_tcp_service_with_so_reuseport() {
+    let red = Red::start("reusejoin");
+    let p = port();
+    let (_user, fd) = serve_with(None, move || listen_reuseport(LO, p), SECRET);
+    assert!(fd >= 0, "the user's service could not listen on {p}: {fd}");
+    assert!(ungated(move || vec![listen_reuseport(LO, p)])[0] >= 0, "control: the user's other process joins {p}");
+    assert_eq!(red.gated(move || vec![listen_reuseport(LO, p)]), vec![-EACCES], "the session joined the user's port {p}");
+}
+
+/// `IPPROTO_MPTCP` (Linux 5.6).
+const IPPROTO_MPTCP: i32 = 262;
+
+/// An MPTCP listener on `[ip]:port` (IPv6 only); its fd or -errno.
+fn listen_mptcp(ip: Ipv6Addr, port: u16) -> i32 {
+    let (a, len) = inet_addr(IpAddr::V6(ip), port);
+    // SAFETY: socket/setsockopt/bind/listen on local buffers.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET6, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, IPPROTO_MPTCP);
+        if fd < 0 {
+            return -errno();
+        }
+        let one: i32 = 1;
+        libc::setsockopt(fd, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, (&one as *const i32).cast(), 4);
+        if libc::bind(fd, (&a as *const libc::sockaddr_storage).cast(), len) < 0 || libc::listen(fd, 16) < 0 {
+            let e = errno();
+            libc::close(fd);
+            return -e;
+        }
+        fd
+    }
+}
+
+/// Takes the loopback port of the user's MPTCP service. The user's service listens on
+/// `[::1]:P` over MPTCP (`socket(AF_INET6, SOCK_STREAM, IPPROTO_MPTCP)`: Go's
+/// `ListenConfig.SetMultipathTCP`, `mptcpize run`), which leaves `127.0.0.1:P` free to the
+/// kernel; a session that listens there serves what the user's clients send to
+/// `localhost:P` over IPv4. `socket_bind` refuses a session's bind of a port a socket outside
+/// every session holds, counted at the exit of `inet_bind` and `inet6_bind`; an MPTCP socket
+/// binds its first subflow, which Linux 6.12 does with `inet6_bind_sk` (6.1 still calls the
+/// subflow's `inet6_bind`). Why it might get out: the count of ports held outside is kept
+/// at two kernel functions, not at the bind itself. Safe: the session's bind of
+/// `127.0.0.1:P` is refused (`EACCES`).
+/// Closed: the bind is counted at `inet_bind_sk` and `inet6_bind_sk` too, where the kernel
+/// has them (`pincer_inet_bind_sk`, `pincer_inet6_bind_sk`, optional traces).
+#[test]
+fn takes_the_loopback_port_of_the_users_mptcp_service() {
+    let red = Red::start("mptcp");
+    let p = port();
+    let (_user, fd) = pincer_tests::HeldProcess::start(None, UID, move || listen_mptcp(Ipv6Addr::LOCALHOST, p), |_| {});
+    assert!(fd >= 0, "the user's MPTCP service could not listen on [::1]:{p}: errno {}", -fd);
+    assert!(ungated(move || vec![listen_on(LO, p)])[0] >= 0, "control: 127.0.0.1:{p} is free to the kernel");
+    assert_eq!(red.gated(move || vec![listen_on(LO, p)]), vec![-EACCES], "the session listens on the port of the user's MPTCP service ({p})");
+}
+
+/// A process of the user's outside every session that does nothing until dropped.
+fn users_process() -> pincer_tests::HeldProcess {
+    pincer_tests::HeldProcess::start(None, UID, || 0, |_| {}).0
+}
+
+/// `prlimit(pid, RLIMIT_NOFILE, {n, n})`: 0 or the errno.
+fn set_nofile(pid: i32, n: u64) -> i32 {
+    let new = libc::rlimit { rlim_cur: n, rlim_max: n };
+    // SAFETY: prlimit64 with a local struct and no old-limit buffer.
+    rc(unsafe { libc::syscall(libc::SYS_prlimit64, pid, libc::RLIMIT_NOFILE, &new, std::ptr::null_mut::<libc::rlimit>()) })
+}
+
+/// The soft open-files limit of process `pid`, as `/proc/PID/limits` shows it.
+fn nofile_of(pid: i32) -> String {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits.lines().find(|l| l.starts_with("Max open files")).unwrap().to_string();
+    line.split_whitespace().nth(3).unwrap().to_string()
+}
+
+/// Lowers the limits of the user's process with `prlimit`. `prlimit(2)` changes another
+/// process's resource limits when the caller's uid is the target's (its uids and gids all
+/// match): a session that names a process of the user's lowers its open-files limit to 3
+/// (the user's editor, shell or agent then fails every open), its CPU-time limit to 0 (the
+/// kernel kills it) or its file-size limit (its next write is `SIGXFSZ`). The README leaves
+/// this to the PID namespace (`containment.pid_namespace`): the hooks hold without it for
+/// signals, ptrace, nice, ioprio and the scheduler, and the session's process here is in
+/// its cgroup but not in that namespace. Why it might get out: `prlimit` passes
+/// `task_prlimit` (credentials only) and `task_setrlimit`, neither attached. Safe: the
+/// session's `prlimit` on the user's process is refused, and its limit is unchanged.
+/// Closed: `task_setrlimit` reaches only processes of the same session
+/// (`pincer_task_setrlimit`).
+#[test]
+fn lowers_the_limits_of_the_users_process_with_prlimit() {
+    let red = Red::start("prlimit");
+    let control = users_process();
+    let pid = control.pid();
+    assert_eq!(ungated(move || vec![set_nofile(pid, 3)]), vec![0], "control: the user's other process lowers its limit");
+    assert_eq!(nofile_of(pid), "3", "control: the limit changed");
+    let user = users_process();
+    let pid = user.pid();
+    let before = nofile_of(pid);
+    let r = red.gated(move || vec![set_nofile(pid, 3)]);
+    let after = nofile_of(pid);
+    println!("the session's prlimit: {r:?}; the user's process's open-files limit {before} -> {after}");
+    assert!(refused(r[0]), "the session's prlimit on the user's process: {r:?}");
+    assert_eq!(after, before, "the user's process's limit changed");
+    // The session's own processes keep their limits to set.
+    assert_eq!(red.gated(|| vec![set_nofile(0, 64)]), vec![0], "the session lowers its own limit");
+}
+
+/// `F_SETSIG`.
+const F_SETSIG: i32 = 10;
+
+/// How [`route_sigio`] names the owner of its descriptor's signals.
+#[derive(Clone, Copy, Debug)]
+enum Owner {
+    /// `fcntl(F_SETOWN, pid)` on a pipe.
+    Setown,
+    /// `fcntl(F_SETOWN_EX, {F_OWNER_PID, pid})` on a pipe.
+    SetownEx,
+    /// `ioctl(FIOSETOWN, &pid)` on a socket pair.
+    Ioctl,
+}
+
+/// `F_SETOWN_EX` and its owner kind `F_OWNER_PID`.
+const F_SETOWN_EX: i32 = 15;
+const F_OWNER_PID: i32 = 1;
+/// `FIOSETOWN`.
+const FIOSETOWN: u32 = 0x8901;
+
+/// Makes a pipe (a socket pair for [`Owner::Ioctl`]) whose reading end signals `pid` with
+/// `sig` when data arrives (its owner named as `how` says, `F_SETSIG`, `O_ASYNC`) and
+/// writes to it: the results of naming the owner, `F_SETSIG` and `O_ASYNC` (0 or the errno).
+fn route_sigio(pid: i32, sig: i32, how: Owner) -> Vec<i32> {
+    // SAFETY: pipe/socketpair/fcntl/ioctl/write/close on local descriptors and buffers.
+    unsafe {
+        let mut p = [0; 2];
+        let made = match how {
+            Owner::Ioctl => libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, p.as_mut_ptr()),
+            _ => libc::pipe(p.as_mut_ptr()),
+        };
+        if made < 0 {
+            return vec![errno()];
+        }
+        let own = match how {
+            Owner::Setown => rc(libc::fcntl(p[0], libc::F_SETOWN, pid) as i64),
+            Owner::SetownEx => {
+                let owner: [i32; 2] = [F_OWNER_PID, pid];
+                rc(libc::fcntl(p[0], F_SETOWN_EX, owner.as_ptr()) as i64)
+            }
+            Owner::Ioctl => rc(libc::ioctl(p[0], FIOSETOWN as _, &pid) as i64),
+        };
+        let setsig = rc(libc::fcntl(p[0], F_SETSIG, sig) as i64);
+        let flags = rc(libc::fcntl(p[0], libc::F_SETFL, libc::O_ASYNC | libc::O_NONBLOCK) as i64);
+        libc::write(p[1], b"x".as_ptr().cast(), 1);
+        std::thread::sleep(Duration::from_millis(200));
+        libc::close(p[0]);
+        libc::close(p[1]);
+        vec![own, setsig, flags]
+    }
+}
+
+/// Whether process `pid` (a child of this test) is still running (not gone, not a zombie).
+fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()) != Some("Z"))
+        .unwrap_or(false)
+}
+
+/// Kills the user's process with a signal the kernel sends for a file. `F_SETOWN` names
+/// the process a file's I/O readiness is signalled to (as do `F_SETOWN_EX` and, for a
+/// socket, `ioctl(FIOSETOWN)` and `SIOCSPGRP`), `F_SETSIG` the signal (any signal: `SIGKILL`
+/// too), `O_ASYNC` turns it on; the kernel then sends it on the file's behalf
+/// (`send_sigio`), checking only that the uid that set the owner is the target's and the
+/// `file_send_sigiotask` hook, never `task_kill`. A session that names a process of the
+/// user's (outside its PID namespace, which the README makes the wall here) sets its pipe's
+/// owner to it and writes a byte: the user's process is killed. Why it might get out: the
+/// signal checks of the reach block are on `task_kill`. Safe: the user's process is still
+/// running, whichever of the three calls named it.
+/// Closed: `F_SETOWN` names only the caller's own process or thread, and `F_SETOWN_EX`,
+/// `FIOSETOWN` and `SIOCSPGRP`, whose owner the kernel reads from memory after the hook, are
+/// refused (`pincer_file_fcntl`, `check_ioctl`).
+#[test]
+fn kills_the_users_process_with_a_signal_routed_by_f_setown() {
+    let red = Red::start("setown");
+    for how in [Owner::Setown, Owner::SetownEx, Owner::Ioctl] {
+        let control = users_process();
+        let pid = control.pid();
+        assert_eq!(ungated(move || route_sigio(pid, libc::SIGKILL, how)), vec![0, 0, 0], "control ({how:?}): the calls");
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!running(pid), "control ({how:?}): the user's other process kills it so");
+        let user = users_process();
+        let pid = user.pid();
+        let r = red.gated(move || route_sigio(pid, libc::SIGKILL, how));
+        std::thread::sleep(Duration::from_millis(200));
+        println!("the session's owner ({how:?}), F_SETSIG, O_ASYNC: {r:?}");
+        assert!(running(pid), "the session killed the user's process {pid} by SIGIO routing ({how:?}): {r:?}");
+    }
+    // The session routes its own file's signals to itself (SIGURG is ignored by default).
+    let mine = red.gated(move || route_sigio(std::process::id() as i32, libc::SIGURG, Owner::Setown));
+    assert_eq!(mine, vec![0, 0, 0], "the session names itself the owner");
+}

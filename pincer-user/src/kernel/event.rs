@@ -267,6 +267,13 @@ pub enum Hook {
     /// `task_movememory`: the memory placement of a task outside the session.
     #[serde(rename = "task_movememory")]
     TaskMovememory,
+    /// `task_setrlimit`: the resource limits of a task outside the session (`prlimit`).
+    #[serde(rename = "task_setrlimit")]
+    TaskSetrlimit,
+    /// `file_fcntl` or `file_ioctl` naming another process or a process group as the
+    /// owner of a file's signals (`F_SETOWN`, `F_SETOWN_EX`, `FIOSETOWN`, `SIOCSPGRP`).
+    #[serde(rename = "file_setown")]
+    FileSetown,
     /// `file_open` of another process's `/proc/PID` file for writing.
     #[serde(rename = "file_open(proc)")]
     ProcWrite,
@@ -292,8 +299,8 @@ pub enum Hook {
     /// address or family.
     #[serde(rename = "socket_bind")]
     SocketBind,
-    /// `socket_setsockopt` of `SO_REUSEADDR` or `SO_REUSEPORT` on a UDP socket (a port
-    /// shared with the user's sockets).
+    /// `socket_setsockopt` of `SO_REUSEADDR` or `SO_REUSEPORT` on a UDP socket, or of
+    /// `SO_REUSEPORT` on a TCP socket (a port shared with the user's sockets).
     #[serde(rename = "socket_setsockopt")]
     SocketShare,
     /// `unix_stream_connect` or `unix_may_send` of a process outside every session to a
@@ -354,6 +361,8 @@ impl Hook {
             HOOK_TASK_SETIOPRIO => Hook::TaskSetioprio,
             HOOK_TASK_SETSCHEDULER => Hook::TaskSetscheduler,
             HOOK_TASK_MOVEMEMORY => Hook::TaskMovememory,
+            HOOK_TASK_SETRLIMIT => Hook::TaskSetrlimit,
+            HOOK_FILE_SETOWN => Hook::FileSetown,
             HOOK_PROC_WRITE => Hook::ProcWrite,
             HOOK_IPC_PERMISSION => Hook::IpcPermission,
             HOOK_IPC_CTL => Hook::IpcCtl,
@@ -407,6 +416,8 @@ impl Hook {
             Hook::TaskSetioprio => "task_setioprio",
             Hook::TaskSetscheduler => "task_setscheduler",
             Hook::TaskMovememory => "task_movememory",
+            Hook::TaskSetrlimit => "task_setrlimit",
+            Hook::FileSetown => "file_setown",
             Hook::ProcWrite => "file_open(proc)",
             Hook::IpcPermission => "ipc_permission",
             Hook::IpcCtl => "ipc_ctl",
@@ -501,7 +512,7 @@ mod tests {
             let wire = serde_json::to_string(&hook).unwrap();
             assert_eq!(wire, format!("\"{}\"", hook.name()), "{name}: serde and name() disagree");
         }
-        assert_eq!(seen.len(), 46, "a new HOOK_* id needs a Hook variant (and this count)");
+        assert_eq!(seen.len(), 48, "a new HOOK_* id needs a Hook variant (and this count)");
     }
 
     fn event(path: &[&str]) -> MissEvent {

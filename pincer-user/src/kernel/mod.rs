@@ -615,7 +615,9 @@ impl Enforcer {
         let hooks = all().map(|(_, hook)| *hook);
         let mut hooks: Vec<String> = hooks.filter(|h| !pincer_ebpf::OPTIONAL_HOOKS.contains(h) && !held_only(h)).map(String::from).collect();
         hooks.dedup();
-        hooks.extend(pincer_ebpf::REACH_FEXIT.iter().map(|(_, f)| reach::trace_pin_name(reach::Trace::Exit, f)));
+        // Optional traces may be missing on this kernel.
+        let traced = pincer_ebpf::REACH_FEXIT.iter().filter(|(_, f)| !pincer_ebpf::OPTIONAL_TRACES.contains(f));
+        hooks.extend(traced.map(|(_, f)| reach::trace_pin_name(reach::Trace::Exit, f)));
         hooks.extend(pincer_ebpf::REACH_FENTRY.iter().map(|(_, f)| reach::trace_pin_name(reach::Trace::Entry, f)));
         hooks.iter().all(|hook| links.join(hook).exists())
             && map_names::ALL.iter().chain(&pincer_common::reach::map_names::ALL).all(|name| maps.join(name).exists())

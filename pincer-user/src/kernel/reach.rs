@@ -164,7 +164,8 @@ pub enum Reach {
         access: u32,
     },
     /// A UDP socket the session asked to share its port (`SO_REUSEADDR`,
-    /// `SO_REUSEPORT`), which would let the kernel give it a port the user holds.
+    /// `SO_REUSEPORT`), which would let the kernel give it a port the user holds, or a
+    /// TCP socket (`SO_REUSEPORT`), whose port a later listener of the user's would join.
     SharedPort {
         /// The socket option (`SO_REUSEADDR` 2, `SO_REUSEPORT` 15).
         option: u32,
@@ -294,6 +295,10 @@ pub(super) fn attach_tracing(ebpf: &mut Ebpf, btf: &Btf, links_dir: &Path) -> Re
     let mut links = Vec::new();
     for (trace, &(name, function)) in programs {
         let hook = function;
+        if pincer_ebpf::OPTIONAL_TRACES.contains(&function) && !kernel_has_function(btf, function) {
+            tracing::info!(program = name, function, "this kernel has no such function; skipped");
+            continue;
+        }
         let program = ebpf.program_mut(name).ok_or(KernelError::MissingProgram { name })?;
         let program_err = |op: &'static str| move |source: ProgramError| KernelError::Program { op, name, hook, source: source.into() };
         let link: FdLink = match trace {
@@ -315,6 +320,11 @@ pub(super) fn attach_tracing(ebpf: &mut Ebpf, btf: &Btf, links_dir: &Path) -> Re
         links.push(pinned);
     }
     Ok(links)
+}
+
+/// Whether the kernel's BTF has the function `name` (a tracing program can attach to it).
+pub(super) fn kernel_has_function(btf: &Btf, name: &str) -> bool {
+    btf.id_by_type_name_kind(name, aya_obj::btf::BtfKind::Func).is_ok()
 }
 
 /// The pin name of the link of the tracing program at `function`.
