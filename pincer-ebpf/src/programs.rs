@@ -95,12 +95,14 @@ pub const REACH_PROGRAMS: [(&str, &str); 30] = [
 ];
 
 /// `fexit` programs and the kernel function each traces: a successful `bind`
-/// records the session's port, a successful open of `/dev/ptmx` the session's
+/// records the session's port, a UDP port the kernel gives a socket outside
+/// every session (a client's autobind too) is held against sessions, a successful open of `/dev/ptmx` the session's
 /// new pty (reach block), a successful `mkdir`, `symlink` or `mknod` the session's
 /// exact grant on the object it made (file gating).
-pub const REACH_FEXIT: [(&str, &str); 8] = [
+pub const REACH_FEXIT: [(&str, &str); 9] = [
     ("pincer_inet_bind", "inet_bind"),
     ("pincer_inet6_bind", "inet6_bind"),
+    ("pincer_udp_lib_get_port", "udp_lib_get_port"),
     ("pincer_inet_bind_sk", "inet_bind_sk"),
     ("pincer_inet6_bind_sk", "inet6_bind_sk"),
     ("pincer_ptmx_open", "ptmx_open"),

@@ -999,6 +999,22 @@ int BPF_PROG(pincer_inet6_bind_sk, struct sock *sk, struct sockaddr *uaddr, int 
 	return 0;
 }
 
+/* A UDP port the kernel gives a socket without a bind (the first sendto or
+ * connect of a client socket: its autobind), or with one: every UDP port
+ * passes udp_lib_get_port. A client socket outside every session then holds
+ * its port against sessions as a bound one does: a session's record of a port
+ * it gave back (connect(AF_UNSPEC)) would otherwise let it send to the user's
+ * client that the kernel gave that port next (a forged answer to the user's
+ * resolver). A session's own ports are recorded where it binds or asks. */
+SEC("fexit/udp_lib_get_port")
+int BPF_PROG(pincer_udp_lib_get_port, struct sock *sk, unsigned short snum, unsigned int hash2_nulladdr, int ret)
+{
+	if (ret || current_session_id())
+		return 0;
+	record_port(0, sk);
+	return 0;
+}
+
 /* A session may not bind an inet port that a socket outside every session
  * holds, on any address or family: the user's service on [::1]:P leaves
  * 127.0.0.1:P free to the kernel, and a session listening there would serve

@@ -4212,6 +4212,16 @@ impl PortRange {
     }
 }
 
+impl PortRange {
+    /// The range narrowed to the one port `p`: every port the kernel picks is `p`.
+    fn only(p: u16) -> Self {
+        let path = "/proc/sys/net/ipv4/ip_local_port_range";
+        let old = std::fs::read_to_string(path).unwrap();
+        std::fs::write(path, format!("{p} {p}")).unwrap();
+        PortRange(old)
+    }
+}
+
 impl Drop for PortRange {
     fn drop(&mut self) {
         let _ = std::fs::write("/proc/sys/net/ipv4/ip_local_port_range", self.0.trim().replace('\t', " "));
@@ -4691,4 +4701,96 @@ fn kills_the_users_process_with_a_signal_routed_by_f_setown() {
     // The session routes its own file's signals to itself (SIGURG is ignored by default).
     let mine = red.gated(move || route_sigio(std::process::id() as i32, libc::SIGURG, Owner::Setown));
     assert_eq!(mine, vec![0, 0, 0], "the session names itself the owner");
+}
+
+/// Sends a forged answer to the user's UDP client on a port its own socket gave back. A
+/// session's UDP socket binds port 0 and asks for its port P (the session's record of P),
+/// then hands P back to the kernel with `connect(AF_UNSPEC)` and keeps the socket open in a
+/// process of the session. The user's client (a resolver's query, say) sends its first
+/// datagram without a bind: the kernel gives it a port (autobind), here P, the only one in
+/// the ephemeral range. The session then sends to `127.0.0.1:P`. Why it might get out: a
+/// port is held against sessions when a socket outside binds it, and an autobind is no
+/// bind; the session's stale record of P then lets its datagram through. Safe: the send is
+/// refused and the user's client receives nothing.
+/// Closed: every UDP port the kernel gives a socket outside every session is held against
+/// sessions (`pincer_udp_lib_get_port`).
+#[test]
+fn sends_to_the_users_udp_client_on_a_port_its_socket_gave_back() {
+    const P: u16 = 47_311;
+    let _range = PortRange::only(P);
+    let red = Red::start("udpclient");
+    // The session takes P and gives it back, its socket (and its record) kept by a process
+    // of the session that sleeps.
+    let took = red.gated(|| {
+        // SAFETY: socket/bind/getsockname/connect/fork/pause on local buffers.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+            let (a, len) = inet_addr(LO, 0);
+            if libc::bind(fd, (&a as *const libc::sockaddr_storage).cast(), len) < 0 {
+                return vec![-errno()];
+            }
+            let mut got: libc::sockaddr_in = std::mem::zeroed();
+            let mut glen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            libc::getsockname(fd, (&mut got as *mut libc::sockaddr_in).cast(), &mut glen);
+            let mut unspec: libc::sockaddr = std::mem::zeroed();
+            unspec.sa_family = libc::AF_UNSPEC as u16;
+            let r = libc::connect(fd, &unspec, std::mem::size_of::<libc::sockaddr>() as u32);
+            if libc::fork() == 0 {
+                // Nothing but the socket: the test reads the results until the pipe closes.
+                for other in 3..1024 {
+                    if other != fd {
+                        libc::close(other);
+                    }
+                }
+                libc::sleep(120);
+                libc::_exit(0);
+            }
+            vec![i32::from(u16::from_be(got.sin_port)), r]
+        }
+    });
+    assert_eq!(took, vec![i32::from(P), 0], "the session's socket took P and gave it back");
+    // The user's client: its first datagram (to a port nobody serves) gets it a port.
+    let got = PathBuf::from(format!("/tmp/rt-udpclient-got-{}", uniq()));
+    let g = got.clone();
+    let open = || {
+        // SAFETY: socket/sendto/getsockname on local buffers.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+            let (to, len) = inet_addr(LO, 9);
+            libc::sendto(fd, b"query".as_ptr().cast(), 5, 0, (&to as *const libc::sockaddr_storage).cast(), len);
+            let mut me: libc::sockaddr_in = std::mem::zeroed();
+            let mut mlen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            libc::getsockname(fd, (&mut me as *mut libc::sockaddr_in).cast(), &mut mlen);
+            if u16::from_be(me.sin_port) == P { fd } else { -i32::from(u16::from_be(me.sin_port)) }
+        }
+    };
+    let serve = move |fd: i32| {
+        let mut buf = [0u8; 64];
+        // SAFETY: setsockopt/recv on the client's socket and a local buffer.
+        let n = unsafe {
+            let tv = libc::timeval { tv_sec: 4, tv_usec: 0 };
+            libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, (&tv as *const libc::timeval).cast(), std::mem::size_of::<libc::timeval>() as u32);
+            libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0)
+        };
+        let _ = std::fs::write(&g, if n > 0 { &buf[..n as usize] } else { &b""[..] });
+    };
+    let (_client, fd) = pincer_tests::HeldProcess::start(None, UID, open, serve);
+    assert!(fd >= 0, "the user's client got port {} rather than {P}", -fd);
+    let sent = red.gated(|| {
+        // SAFETY: socket/sendto on local buffers.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+            let (to, len) = inet_addr(LO, P);
+            let r = libc::sendto(fd, b"forged".as_ptr().cast(), 6, 0, (&to as *const libc::sockaddr_storage).cast(), len);
+            vec![if r < 0 { errno() } else { 0 }]
+        }
+    });
+    let start = Instant::now();
+    while !got.exists() && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let received = std::fs::read(&got).unwrap_or_default();
+    let _ = std::fs::remove_file(&got);
+    assert!(received.is_empty(), "the user's client received the session's datagram: {:?}", String::from_utf8_lossy(&received));
+    assert_eq!(sent, vec![EACCES], "the session's send to the user's client port");
 }
