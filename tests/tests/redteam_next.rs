@@ -4777,9 +4777,14 @@ fn sends_to_the_users_udp_client_on_a_port_its_socket_gave_back() {
     let (_client, fd) = pincer_tests::HeldProcess::start(None, UID, open, serve);
     assert!(fd >= 0, "the user's client got port {} rather than {P}", -fd);
     let sent = red.gated(|| {
-        // SAFETY: socket/sendto on local buffers.
+        // SAFETY: socket/bind/sendto on local buffers.
         unsafe {
             let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+            // A port of its own first: the one ephemeral port is the client's now.
+            let (me, len) = inet_addr(LO, P + 1);
+            if libc::bind(fd, (&me as *const libc::sockaddr_storage).cast(), len) < 0 {
+                return vec![-errno()];
+            }
             let (to, len) = inet_addr(LO, P);
             let r = libc::sendto(fd, b"forged".as_ptr().cast(), 6, 0, (&to as *const libc::sockaddr_storage).cast(), len);
             vec![if r < 0 { errno() } else { 0 }]
