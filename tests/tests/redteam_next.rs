@@ -414,6 +414,24 @@ impl Red {
         attacker_in(Some(&self.cg), Some(&ns), f)
     }
 
+    /// [`Red::start`] with `scratch_parent` on a 16 MiB tmpfs of its own, as a small `/tmp`
+    /// that the user's processes write to too: the session, the tmpfs's mount (unmounted
+    /// when dropped), and the path of the user's temporary file there.
+    fn start_on_a_small_tmp(name: &str) -> (Red, Unmount, PathBuf) {
+        let red = Self::start_with(name, |ws| {
+            let parent = ws.parent().unwrap().join("scratch");
+            // SAFETY: mount(2) with valid C strings.
+            let r = unsafe {
+                libc::mount(c"tmpfs".as_ptr(), cpath(&parent).as_ptr(), c"tmpfs".as_ptr(), 0, c"size=16m,mode=1777".as_ptr().cast())
+            };
+            assert_eq!(r, 0, "mount a tmpfs at {}: {}", parent.display(), std::io::Error::last_os_error());
+            make(&parent.join("user-tmp/keep"), Some(""));
+        });
+        let mnt = Unmount(red.dir.join("scratch"));
+        let mine = red.dir.join("scratch/user-tmp/build.o");
+        (red, mnt, mine)
+    }
+
     /// The session's layer directory (beside its scratch directory).
     fn layers(&self) -> PathBuf {
         PathBuf::from(format!("{}.layers", self.scratch.display()))
@@ -4331,17 +4349,7 @@ fn fills_the_filesystem_of_its_layers_and_leaves_a_layer_larger_than_it() {
             udir(p.to_str().unwrap());
         }
     }
-    let red = Red::start_with("layerfill", |ws| {
-        let parent = ws.parent().unwrap().join("scratch");
-        // SAFETY: mount(2) with valid C strings.
-        let r = unsafe {
-            libc::mount(c"tmpfs".as_ptr(), cpath(&parent).as_ptr(), c"tmpfs".as_ptr(), 0, c"size=16m,mode=1777".as_ptr().cast())
-        };
-        assert_eq!(r, 0, "mount a tmpfs at {}: {}", parent.display(), std::io::Error::last_os_error());
-        make(&parent.join("user-tmp/keep"), Some(""));
-    });
-    let _mnt = Unmount(red.dir.join("scratch"));
-    let mine = red.dir.join("scratch/user-tmp/build.o");
+    let (red, _mnt, mine) = Red::start_on_a_small_tmp("layerfill");
     let user_writes = |label: &str| {
         let m = mine.clone();
         assert_eq!(ungated(move || vec![fill(&m, 1)]), vec![0], "the user's process could not write its temporary file {label}");
@@ -4385,17 +4393,7 @@ fn fills_the_filesystem_of_its_layers_and_leaves_a_layer_larger_than_it() {
 /// Closed: the scratch is a tmpfs of its own (`[limits] scratch_max`).
 #[test]
 fn fills_the_filesystem_of_its_scratch_that_the_users_processes_write_to() {
-    let red = Red::start_with("scratchfill", |ws| {
-        let parent = ws.parent().unwrap().join("scratch");
-        // SAFETY: mount(2) with valid C strings.
-        let r = unsafe {
-            libc::mount(c"tmpfs".as_ptr(), cpath(&parent).as_ptr(), c"tmpfs".as_ptr(), 0, c"size=16m,mode=1777".as_ptr().cast())
-        };
-        assert_eq!(r, 0, "mount a tmpfs at {}: {}", parent.display(), std::io::Error::last_os_error());
-        make(&parent.join("user-tmp/keep"), Some(""));
-    });
-    let _mnt = Unmount(red.dir.join("scratch"));
-    let mine = red.dir.join("scratch/user-tmp/build.o");
+    let (red, _mnt, mine) = Red::start_on_a_small_tmp("scratchfill");
     let m = mine.clone();
     assert_eq!(ungated(move || vec![fill(&m, 1)]), vec![0], "control: the user's process writes its temporary file");
     let _ = std::fs::remove_file(&mine);
