@@ -200,7 +200,12 @@ shared_consts! {
     /// How many threads may wait in a hold at once, over every session (the
     /// size of [`map_names::HELD`]); a miss beyond it is denied at once.
     HOLD_MAX: u32 = 4096;
-    /// Bytes of [`MissEvent::name`].
+    /// [`MissEvent::record`]: a file access denied (`pincer.bpf.c`). Every record of the
+    /// ring buffer starts with its kind, so the reader tells them apart before it reads on.
+    EVENT_RECORD_MISS: u32 = 1;
+    /// [`ReachEvent::record`](reach::ReachEvent::record): a reach denial (`reach.bpf.c`).
+    EVENT_RECORD_REACH: u32 = 2;
+    /// Bytes of [`MissEvent::name`] and [`ReachEvent::name`](reach::ReachEvent::name).
     EVENT_NAME_LEN: usize = 256;
     /// Bytes of [`MissEvent::path`].
     EVENT_PATH_LEN: usize = 1024;
@@ -536,6 +541,10 @@ shared_struct! {
     /// namespace's root, so the reversed path is absolute without its leading `/`.
     #[derive(Clone, Copy)]
     pub struct MissEvent as "miss_event" {
+        /// [`EVENT_RECORD_MISS`]: which record of the ring buffer this is.
+        pub record: u32,
+        /// Which hook denied (`HOOK_*`).
+        pub hook: u32,
         /// The session's cgroup id.
         pub session: u64,
         /// Inode of the object (0 when it does not exist yet, e.g. on create).
@@ -556,14 +565,14 @@ shared_struct! {
         pub root_dev: u32,
         /// The missing (or never-grantable) access bits (`ACCESS_*`).
         pub access: u32,
-        /// Which hook denied (`HOOK_*`).
-        pub hook: u32,
         /// `EVENT_FLAG_*` bits.
         pub flags: u32,
         /// Number of components written into `path`.
         pub depth: u32,
         /// The hold the denied thread waits in ([`EVENT_FLAG_HELD`]), or 0.
         pub hold: u32,
+        /// Explicit padding, always zero.
+        pub _pad: u32,
         /// The object's own name (NUL-terminated).
         pub name: [u8; EVENT_NAME_LEN],
         /// Reverse NUL-separated components up to the root (see the type docs).

@@ -4,25 +4,24 @@
 //! `pincer-ebpf` generates them into C) and the structs' C twins in
 //! `pincer-ebpf/src/pincer.h` are checked against [`LAYOUTS`].
 //!
-//! A denial here is reported as a [`MissEvent`](crate::MissEvent) with
-//! [`EVENT_FLAG_REACH`] set and `access` 0; its fields then mean:
+//! A denial here is reported as a [`ReachEvent`] record on the ring buffer (its
+//! `record` is [`EVENT_RECORD_REACH`](crate::EVENT_RECORD_REACH)); each hook fills the
+//! fields that name what it refused, and leaves the others 0:
 //!
-//! | hook | `ino` | `dev` | `parent_ino` | `root_ino` | `name` |
-//! | --- | --- | --- | --- | --- | --- |
-//! | process hooks, [`HOOK_PROC_WRITE`] | target process id | signal, ptrace mode, nice, ioprio or resource | target's session (0: none) | 0 | target's `comm` |
-//! | [`HOOK_FILE_SETOWN`] | the owner's number in the caller's PID namespace | `fcntl` or `ioctl` command | 0 | kind (1 process, 2 process group, 3 named in memory) | |
-//! | [`HOOK_IPC_PERMISSION`], [`HOOK_IPC_CTL`] | IPC id | access flag or command | IPC key | creating session (0: outside) | |
-//! | [`HOOK_UNIX_STREAM_CONNECT`], [`HOOK_UNIX_MAY_SEND`] | socket file inode (0: abstract) | socket file device | creating session (0: outside) | 0 | bound name (`@` for abstract); `root_dev` its length, `parent_dev` the socket file's owner uid ([`UNIX_OWNER_ANY`]: no file) |
-//! | [`HOOK_UNIX_INBOUND`] | as above | as above | the socket's session (also `session`) | 0 | as above |
-//! | [`HOOK_SOCKET_CONNECT`], [`HOOK_SOCKET_SENDMSG`] | port | protocol (6 TCP, 17 UDP) | address bytes 0..8 | address bytes 8..16 | |
-//! | [`HOOK_SOCKET_BIND`] | port | protocol (6 TCP, 17 UDP) | 0 | 0 | |
-//! | [`HOOK_SOCKET_SHARE`] | option (`SO_REUSEADDR` 2, `SO_REUSEPORT` 15) | protocol (17 UDP, 6 TCP) | 0 | 0 | |
-//! | [`HOOK_KEY_PERMISSION`] | key serial | permission asked (`KEY_NEED_*`) | creating session (0: outside) | 0 | |
-//! | [`HOOK_PTY_OPEN`] | terminal inode | terminal device | 0 | 0 | the terminal's name in `/dev/pts` |
-//! | [`HOOK_CGROUP_WRITE`] | file inode | cgroupfs device | access bits asked | 0 | the file's name |
+//! | hook | fields |
+//! | --- | --- |
+//! | process hooks, [`HOOK_PROC_WRITE`] | `target_pid`, `target_session`, `detail` (signal, ptrace mode, nice, ioprio or resource), `name` (the target's `comm`) |
+//! | [`HOOK_FILE_SETOWN`] | `target_pid` (the owner's number in the caller's PID namespace), `detail` (`fcntl` or `ioctl` command), `owner_kind` (1 process, 2 process group, 3 named in memory) |
+//! | [`HOOK_IPC_PERMISSION`], [`HOOK_IPC_CTL`] | `target_id` (IPC id), `ipc_key`, `detail` (access flag or command), `target_session` |
+//! | [`HOOK_UNIX_STREAM_CONNECT`], [`HOOK_UNIX_MAY_SEND`], [`HOOK_UNIX_INBOUND`] | `ino`, `dev` (the socket file; 0: abstract), `target_session`, `target_uid` (the socket file's owner; [`UNIX_OWNER_ANY`]: no file), `name` and `name_len` (the bound name, `@` first for an abstract one) |
+//! | [`HOOK_SOCKET_CONNECT`], [`HOOK_SOCKET_SENDMSG`] | `proto` (6 TCP, 17 UDP), `port`, `addr` |
+//! | [`HOOK_SOCKET_BIND`] | `proto`, `port` |
+//! | [`HOOK_SOCKET_SHARE`] | `proto`, `detail` (the option: `SO_REUSEADDR` 2, `SO_REUSEPORT` 15) |
+//! | [`HOOK_KEY_PERMISSION`] | `target_id` (the key's serial), `detail` (`KEY_NEED_*`), `target_session`, `target_uid` (the key's owner) |
+//! | [`HOOK_PTY_OPEN`] | `ino`, `dev` (the terminal), `target_session`, `name` (its name in `/dev/pts`) |
+//! | [`HOOK_CGROUP_WRITE`] | `ino`, `dev` (the file), `detail` (the access bits asked), `name` |
 //!
-//! Addresses are IPv6 bytes (IPv4 as `::ffff:a.b.c.d`), stored into the two
-//! `u64` fields in memory order (read them back with `to_ne_bytes`).
+//! Addresses are IPv6 bytes in network order (IPv4 as `::ffff:a.b.c.d`).
 
 use crate::{Field, Layout};
 
@@ -105,8 +104,6 @@ shared_consts! {
     /// socket holds it).
     PORT_OUTSIDE_SEEN: u64 = u64::MAX - 1;
 
-    /// Event flag: a reach denial (the table in the module docs applies).
-    EVENT_FLAG_REACH: u32 = 1 << 8;
     /// [`UNIX_NAMES`](map_names::UNIX_NAMES) value: any owner of the socket file.
     UNIX_OWNER_ANY: u32 = u32::MAX;
     /// Bytes of a Unix socket name (`sun_path`).
@@ -214,9 +211,63 @@ shared_struct! {
     }
 }
 
+shared_struct! {
+    /// One reach denial, as pushed by the kernel on the ring buffer: a task of a session
+    /// refused an action on a process, socket, key, terminal or cgroup file outside it.
+    /// Which fields a hook fills is in the module docs; the rest are 0.
+    #[derive(Clone, Copy)]
+    pub struct ReachEvent as "reach_event" {
+        /// [`EVENT_RECORD_REACH`](crate::EVENT_RECORD_REACH).
+        pub record: u32,
+        /// Which hook denied (`HOOK_*`).
+        pub hook: u32,
+        /// The session (cgroup id) of the denied task; for [`HOOK_UNIX_INBOUND`], the
+        /// session whose socket a process outside every session tried to reach.
+        pub session: u64,
+        /// The session that made the target (a process's, an IPC object's, a socket's,
+        /// a key's, a terminal's); 0: made outside every session.
+        pub target_session: u64,
+        /// Inode of the target's file (a socket file, a terminal, a cgroup file), or 0.
+        pub ino: u64,
+        /// Kernel device of that file (see [`kernel_dev`](crate::kernel_dev)), or 0.
+        pub dev: u32,
+        /// Thread-group id (process id) of the denied task.
+        pub pid: u32,
+        /// Real uid of the denied task.
+        pub uid: u32,
+        /// The target process's id (for `F_SETOWN`, the owner's number as given).
+        pub target_pid: u32,
+        /// The IPC id or the key's serial.
+        pub target_id: u32,
+        /// The owner uid of the key or of the Unix socket file.
+        pub target_uid: u32,
+        /// A number the hook names: a signal, ptrace mode, nice or ioprio value, resource,
+        /// `fcntl` or `ioctl` command, IPC access flag or command, `KEY_NEED_*`, socket
+        /// option, or access bits.
+        pub detail: u32,
+        /// The SysV IPC key (its bits; the kernel's `key_t` is signed).
+        pub ipc_key: u32,
+        /// The protocol number (6 TCP, 17 UDP).
+        pub proto: u32,
+        /// For `F_SETOWN`: the kind of owner named (1 process, 2 process group, 3 named in memory).
+        pub owner_kind: u32,
+        /// The port, host byte order.
+        pub port: u16,
+        /// Bytes of a Unix socket's bound name (`sun_path` as bound).
+        pub name_len: u16,
+        /// Explicit padding, always zero.
+        pub _pad: u32,
+        /// The destination address as IPv6 bytes, network order (IPv4 as `::ffff:a.b.c.d`).
+        pub addr: [u8; 16],
+        /// A name the hook gives (NUL-terminated): a process's `comm`, a socket's bound
+        /// name, a terminal's or a cgroup file's name.
+        pub name: [u8; crate::EVENT_NAME_LEN],
+    }
+}
+
 /// Every layout of the reach block shared with C (checked against `pincer.h`
 /// like [`LAYOUTS`](crate::LAYOUTS)).
-pub const LAYOUTS: [Layout; 3] = [PortKey::LAYOUT, HostAddrKey::LAYOUT, UnixNameKey::LAYOUT];
+pub const LAYOUTS: [Layout; 4] = [PortKey::LAYOUT, HostAddrKey::LAYOUT, UnixNameKey::LAYOUT, ReachEvent::LAYOUT];
 
 const _: () = crate::assert_no_padding(&LAYOUTS);
 

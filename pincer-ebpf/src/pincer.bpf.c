@@ -655,11 +655,12 @@ static __always_inline struct miss_event *reserve(const struct session *s, __u32
 		count_drop();
 		return 0;
 	}
+	e->record = EVENT_RECORD_MISS;
+	e->hook = hook;
 	e->session = s->id;
 	e->pid = bpf_get_current_pid_tgid() >> 32;
 	e->uid = s->uid;
 	e->access = access;
-	e->hook = hook;
 	e->flags = w->flags;
 	e->root_ino = w->root_ino;
 	e->root_dev = w->root_dev;
@@ -669,6 +670,7 @@ static __always_inline struct miss_event *reserve(const struct session *s, __u32
 	e->parent_ino = 0;
 	e->parent_dev = 0;
 	e->depth = 0;
+	e->_pad = 0;
 	e->name[0] = 0;
 	e->path[0] = 0;
 	return e;

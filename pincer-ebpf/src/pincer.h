@@ -68,6 +68,8 @@ struct grant_key {
 };
 
 struct miss_event {
+	__u32 record; /* EVENT_RECORD_MISS */
+	__u32 hook;
 	__u64 session;
 	__u64 ino;
 	__u64 parent_ino;
@@ -78,17 +80,42 @@ struct miss_event {
 	__u32 parent_dev;
 	__u32 root_dev;
 	__u32 access;
-	__u32 hook;
 	__u32 flags;
 	__u32 depth;
 	__u32 hold; /* the hold the thread waits in, or 0 */
+	__u32 _pad;
 	char name[EVENT_NAME_LEN];
 	char path[EVENT_PATH_LEN];
 };
 
 /* Session containment: reach into other processes and sockets (reach.bpf.c).
- * The HOOK_* ids, EVENT_FLAG_REACH, UNIX_* and MAP_* names come from
+ * The HOOK_* ids, UNIX_* and MAP_* names come from
  * pincer-common/src/reach.rs through pincer_gen.h like the rest. */
+
+/* A reach denial: a task of a session refused an action on something outside it.
+ * Which fields each hook fills: pincer-common/src/reach.rs; the rest are 0. */
+struct reach_event {
+	__u32 record; /* EVENT_RECORD_REACH */
+	__u32 hook;
+	__u64 session;        /* the denied task's (HOOK_UNIX_INBOUND: the socket's) */
+	__u64 target_session; /* the session that made the target; 0: none */
+	__u64 ino;            /* the target's file (socket, terminal, cgroup file), or 0 */
+	__u32 dev;
+	__u32 pid;            /* the denied task */
+	__u32 uid;
+	__u32 target_pid;     /* the target process (F_SETOWN: the owner's number) */
+	__u32 target_id;      /* IPC id or key serial */
+	__u32 target_uid;     /* owner of the key or of the socket file */
+	__u32 detail;         /* signal, mode, command, option, KEY_NEED_* or access bits */
+	__u32 ipc_key;
+	__u32 proto;          /* 6 TCP, 17 UDP */
+	__u32 owner_kind;     /* F_SETOWN: 1 process, 2 process group, 3 named in memory */
+	__u16 port;
+	__u16 name_len;       /* bytes of a Unix socket's bound name */
+	__u32 _pad;
+	__u8 addr[16];        /* IPv6, network order; IPv4 as ::ffff:a.b.c.d */
+	char name[EVENT_NAME_LEN];
+};
 
 struct port_key {
 	__u64 session; /* 0: every session */

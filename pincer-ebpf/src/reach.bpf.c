@@ -31,7 +31,7 @@
  * - a pseudo-terminal slave opens only if it is the task's controlling
  *   terminal or its session opened the pty's master.
  * Remote hosts stay reachable: network egress is not gated here.
- * Each denial is reported on the ring buffer with EVENT_FLAG_REACH. */
+ * Each denial is reported on the ring buffer as a reach_event record (pincer.h). */
 
 #include <bpf/bpf_endian.h>
 
@@ -293,30 +293,34 @@ static __always_inline __u64 task_session(struct task_struct *t)
 	return found;
 }
 
-static __always_inline struct miss_event *reach_event(__u64 session, __u32 hook)
+static __always_inline struct reach_event *reach_event(__u64 session, __u32 hook)
 {
-	struct miss_event *e = bpf_ringbuf_reserve(&pincer_events, sizeof(*e), 0);
+	struct reach_event *e = bpf_ringbuf_reserve(&pincer_events, sizeof(*e), 0);
 
 	if (!e) {
 		count_drop();
 		return 0;
 	}
+	e->record = EVENT_RECORD_REACH;
+	e->hook = hook;
 	e->session = session;
+	e->target_session = 0;
+	e->ino = 0;
+	e->dev = 0;
 	e->pid = bpf_get_current_pid_tgid() >> 32;
 	e->uid = (__u32)bpf_get_current_uid_gid();
-	e->access = 0;
-	e->hook = hook;
-	e->flags = EVENT_FLAG_REACH;
-	e->depth = 0;
-	e->hold = 0;
-	e->ino = 0;
-	e->parent_ino = 0;
-	e->root_ino = 0;
-	e->dev = 0;
-	e->parent_dev = 0;
-	e->root_dev = 0;
+	e->target_pid = 0;
+	e->target_id = 0;
+	e->target_uid = 0;
+	e->detail = 0;
+	e->ipc_key = 0;
+	e->proto = 0;
+	e->owner_kind = 0;
+	e->port = 0;
+	e->name_len = 0;
+	e->_pad = 0;
+	__builtin_memset(e->addr, 0, sizeof(e->addr));
 	e->name[0] = 0;
-	e->path[0] = 0;
 	return e;
 }
 
@@ -328,12 +332,12 @@ static __always_inline int deny_task(__u64 session, struct task_struct *t, __u64
 {
 	if (quiet)
 		return err;
-	struct miss_event *e = reach_event(session, hook);
+	struct reach_event *e = reach_event(session, hook);
 
 	if (e) {
-		e->ino = (__u32)BPF_CORE_READ(t, tgid);
-		e->dev = detail;
-		e->parent_ino = target_session;
+		e->target_pid = BPF_CORE_READ(t, tgid);
+		e->detail = detail;
+		e->target_session = target_session;
 		bpf_core_read_str(e->name, sizeof(t->comm), &t->comm);
 		bpf_ringbuf_submit(e, 0);
 	}
@@ -450,12 +454,12 @@ static __always_inline int pid_nr_at(struct pid *p, unsigned int level)
  * `who` the number asked for (0 for OWNER_IN_MEMORY). */
 static __always_inline int setown_refuse(__u64 session, __u32 cmd, int kind, int who)
 {
-	struct miss_event *e = reach_event(session, HOOK_FILE_SETOWN);
+	struct reach_event *e = reach_event(session, HOOK_FILE_SETOWN);
 
 	if (e) {
-		e->ino = (__u32)who;
-		e->dev = cmd;
-		e->root_ino = (__u32)kind;
+		e->target_pid = (__u32)who;
+		e->detail = cmd;
+		e->owner_kind = (__u32)kind;
 		bpf_ringbuf_submit(e, 0);
 	}
 	return -EPERM;
@@ -532,14 +536,14 @@ static __always_inline int reach_cgroup(const struct session *s, struct dentry *
 			break;
 		cur = up;
 	}
-	struct miss_event *e = reach_event(s->id, HOOK_CGROUP_WRITE);
+	struct reach_event *e = reach_event(s->id, HOOK_CGROUP_WRITE);
 
 	if (e) {
 		struct inode *in = BPF_CORE_READ(d, d_inode);
 
 		e->ino = in ? BPF_CORE_READ(in, i_ino) : 0;
 		e->dev = BPF_CORE_READ(d, d_sb, s_dev);
-		e->parent_ino = need;
+		e->detail = need;
 		bpf_probe_read_kernel_str(e->name, sizeof(e->name), BPF_CORE_READ(d, d_name.name));
 		bpf_ringbuf_submit(e, 0);
 	}
@@ -568,12 +572,12 @@ static __always_inline int pty_check(__u64 session, struct file *file, struct in
 
 	if (owner && *owner == session)
 		return 0;
-	struct miss_event *e = reach_event(session, HOOK_PTY_OPEN);
+	struct reach_event *e = reach_event(session, HOOK_PTY_OPEN);
 
 	if (e) {
 		e->ino = ino;
 		e->dev = BPF_CORE_READ(inode, i_sb, s_dev);
-		e->parent_ino = owner ? *owner : 0;
+		e->target_session = owner ? *owner : 0;
 		bpf_probe_read_kernel_str(e->name, sizeof(e->name), BPF_CORE_READ(file, f_path.dentry, d_name.name));
 		bpf_ringbuf_submit(e, 0);
 	}
@@ -680,13 +684,13 @@ static __always_inline int ipc_check(struct kern_ipc_perm *perm, __u32 hook, __u
 
 	if (owner && *owner == session)
 		return 0;
-	struct miss_event *e = reach_event(session, hook);
+	struct reach_event *e = reach_event(session, hook);
 
 	if (e) {
-		e->ino = (__u32)BPF_CORE_READ(perm, id);
-		e->parent_ino = (__u32)BPF_CORE_READ(perm, key);
-		e->dev = detail;
-		e->root_ino = owner ? *owner : 0;
+		e->target_id = (__u32)BPF_CORE_READ(perm, id);
+		e->ipc_key = (__u32)BPF_CORE_READ(perm, key);
+		e->detail = detail;
+		e->target_session = owner ? *owner : 0;
 		bpf_ringbuf_submit(e, 0);
 	}
 	return -EACCES;
@@ -798,15 +802,15 @@ int pincer_key_permission(unsigned long long *ctx)
 	}
 	if (owner && *owner == session)
 		return 0;
-	struct miss_event *e = reach_event(session, HOOK_KEY_PERMISSION);
+	struct reach_event *e = reach_event(session, HOOK_KEY_PERMISSION);
 
 	if (e) {
 		struct key *key = (void *)k;
 
-		e->ino = (__u32)BPF_CORE_READ(key, serial);
-		e->dev = (__u32)ctx[2];
-		e->parent_ino = owner ? *owner : 0;
-		e->parent_dev = BPF_CORE_READ(key, uid.val);
+		e->target_id = (__u32)BPF_CORE_READ(key, serial);
+		e->detail = (__u32)ctx[2];
+		e->target_session = owner ? *owner : 0;
+		e->target_uid = BPF_CORE_READ(key, uid.val);
 		bpf_ringbuf_submit(e, 0);
 	}
 	return -EPERM;
@@ -1053,11 +1057,11 @@ int BPF_PROG(pincer_socket_bind, struct socket *sock, struct sockaddr *address, 
 		if (!bpf_map_lookup_elem(&MAP_PORTS, &pk))
 			return 0;
 	}
-	struct miss_event *e = reach_event(session, HOOK_SOCKET_BIND);
+	struct reach_event *e = reach_event(session, HOOK_SOCKET_BIND);
 
 	if (e) {
-		e->ino = port;
-		e->dev = proto;
+		e->port = port;
+		e->proto = proto;
 		bpf_ringbuf_submit(e, 0);
 	}
 	return -EACCES;
@@ -1113,11 +1117,11 @@ int BPF_PROG(pincer_socket_setsockopt, struct socket *sock, int level, int optna
 
 	if (proto != IPPROTO_UDP && !(proto == IPPROTO_TCP && optname == SO_REUSEPORT))
 		return 0;
-	struct miss_event *e = reach_event(session, HOOK_SOCKET_SHARE);
+	struct reach_event *e = reach_event(session, HOOK_SOCKET_SHARE);
 
 	if (e) {
-		e->ino = optname;
-		e->dev = proto;
+		e->detail = optname;
+		e->proto = proto;
 		bpf_ringbuf_submit(e, 0);
 	}
 	return -EACCES;
@@ -1179,14 +1183,14 @@ static __always_inline struct unix_name_key *unix_name(struct unix_sock *u)
 static __always_inline void unix_report(__u64 session, __u32 hook, struct object_key *fk, __u32 owner,
 					__u64 peer_session, struct unix_name_key *nk)
 {
-	struct miss_event *e = reach_event(session, hook);
+	struct reach_event *e = reach_event(session, hook);
 
 	if (!e)
 		return;
 	e->ino = fk->ino;
 	e->dev = fk->dev;
-	e->parent_ino = peer_session;
-	e->parent_dev = owner;
+	e->target_session = peer_session;
+	e->target_uid = owner;
 	/* The bound name: a path, or '@' and an abstract name. */
 	if (nk && nk->len) {
 		if (nk->name[0]) {
@@ -1196,7 +1200,7 @@ static __always_inline void unix_report(__u64 session, __u32 hook, struct object
 			__builtin_memcpy(&e->name[1], &nk->name[1], UNIX_PATH_MAX - 1);
 		}
 		e->name[UNIX_PATH_MAX] = 0;
-		e->root_dev = nk->len;
+		e->name_len = nk->len;
 	}
 	bpf_ringbuf_submit(e, 0);
 }
@@ -1406,13 +1410,12 @@ static __always_inline int inet_dest_check(__u64 session, struct sock *sk, struc
 	__builtin_memset(pk.addr, 0, 16);
 	if (bpf_map_lookup_elem(&MAP_PORTS, &pk))
 		return 0;
-	struct miss_event *e = reach_event(session, hook);
+	struct reach_event *e = reach_event(session, hook);
 
 	if (e) {
-		e->ino = port;
-		e->dev = proto;
-		__builtin_memcpy(&e->parent_ino, &a.addr[0], 8);
-		__builtin_memcpy(&e->root_ino, &a.addr[8], 8);
+		e->port = port;
+		e->proto = proto;
+		__builtin_memcpy(e->addr, a.addr, 16);
 		bpf_ringbuf_submit(e, 0);
 	}
 	return -EACCES;

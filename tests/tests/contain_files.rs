@@ -63,14 +63,15 @@ impl Setup {
     }
 
     /// Every miss the kernel has reported so far.
-    fn misses(&mut self, rt: &tokio::runtime::Runtime, stream: &mut Option<pincer::kernel::Misses>) -> Vec<Miss> {
+    fn misses(&mut self, rt: &tokio::runtime::Runtime, stream: &mut Option<pincer::kernel::Events>) -> Vec<Miss> {
         if stream.is_none() {
-            *stream = Some(rt.block_on(async { self.te.get().misses() }).expect("misses"));
+            *stream = Some(rt.block_on(async { self.te.get().events() }).expect("events"));
         }
         let stream = stream.as_mut().expect("stream");
         let mut out = Vec::new();
         while let Some(m) = stream.try_next() {
-            out.push(m.unwrap_or_else(|e| panic!("decode miss: {}", error_chain(&e))));
+            let event = m.unwrap_or_else(|e| panic!("decode event: {}", error_chain(&e)));
+            out.push(event.miss().expect("a file miss, not a reach denial"));
         }
         out
     }

@@ -8,7 +8,7 @@
 //! operation succeeding for a process of the same uid outside every session, so it fails
 //! if the check it guards is removed.
 
-use pincer::kernel::{Miss, ObjectId, Reach, Scope};
+use pincer::kernel::{KernelEvent, Miss, ObjectId, Reach, Scope};
 use pincer::Access;
 use pincer_common::ACCESS_ALL;
 use pincer_tests::*;
@@ -27,7 +27,7 @@ struct Setup {
     cg: TestCgroup,
     root: PathBuf,
     rt: tokio::runtime::Runtime,
-    stream: Option<pincer::kernel::Misses>,
+    stream: Option<pincer::kernel::Events>,
 }
 
 impl Setup {
@@ -45,7 +45,7 @@ impl Setup {
             rt: runtime(),
             stream: None,
         };
-        s.misses();
+        s.events();
         s
     }
 
@@ -61,20 +61,26 @@ impl Setup {
         run_as(Some(&self.cg.path), Some(UID), ops)
     }
 
-    fn misses(&mut self) -> Vec<Miss> {
+    /// Every event the kernel has reported so far: file misses and reach denials.
+    fn events(&mut self) -> Vec<KernelEvent> {
         if self.stream.is_none() {
             self.stream = Some(
                 self.rt
-                    .block_on(async { self.te.get().misses() })
-                    .expect("misses"),
+                    .block_on(async { self.te.get().events() })
+                    .expect("events"),
             );
         }
         let stream = self.stream.as_mut().expect("stream");
         let mut out = Vec::new();
         while let Some(m) = stream.try_next() {
-            out.push(m.unwrap_or_else(|e| panic!("decode miss: {}", error_chain(&e))));
+            out.push(m.unwrap_or_else(|e| panic!("decode event: {}", error_chain(&e))));
         }
         out
+    }
+
+    /// The file misses the kernel has reported so far.
+    fn misses(&mut self) -> Vec<Miss> {
+        self.events().into_iter().filter_map(KernelEvent::miss).collect()
     }
 }
 
@@ -198,8 +204,8 @@ fn the_users_delegated_cgroups_cannot_be_written_from_a_session() {
     );
     let frozen = std::fs::read_to_string(&freeze).expect("read cgroup.freeze");
     assert_eq!(frozen.trim(), "0", "not frozen");
-    let misses = s.misses();
-    let reach: Vec<_> = misses.iter().filter_map(Miss::reach).collect();
+    let misses = s.events();
+    let reach: Vec<_> = misses.iter().cloned().filter_map(KernelEvent::reach).map(|r| r.reach).collect();
     assert!(
         reach
             .iter()

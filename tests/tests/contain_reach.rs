@@ -10,7 +10,7 @@
 //! stop it), then blocked for a gated one, while the same thing inside the
 //! session still works.
 
-use pincer::kernel::{Hook, HostPort, Proto, Reach};
+use pincer::kernel::{Hook, HostPort, Proto, Reach, ReachDenial};
 use pincer_tests::*;
 use std::ffi::CString;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -305,9 +305,18 @@ fn yama_off() {
 }
 
 
-/// Every miss waiting in the stream.
-fn drain(misses: &mut pincer::kernel::Misses) -> Vec<pincer::kernel::Miss> {
-    std::iter::from_fn(|| misses.try_next()).map(|m| m.expect("miss decodes")).collect()
+/// Every reach denial waiting in the stream (file misses left out).
+fn drain(events: &mut pincer::kernel::Events) -> Vec<ReachDenial> {
+    std::iter::from_fn(|| events.try_next()).filter_map(|e| e.expect("event decodes").reach()).collect()
+}
+
+/// The next reach denial in the stream (file misses passed over); panics if none is there.
+fn next_reach(events: &mut pincer::kernel::Events) -> ReachDenial {
+    loop {
+        if let Some(r) = events.try_next().expect("a reach denial").expect("event decodes").reach() {
+            return r;
+        }
+    }
 }
 
 /// A session with the reach hooks, and a scratch directory outside every root.
@@ -351,7 +360,7 @@ fn signals_to_outside_processes_are_denied_and_inside_the_session_allowed() {
     let v = victim(&s.dir);
     let pid = v.pid;
     let rt = runtime();
-    let mut misses = rt.block_on(async { s.te.get().misses() }).expect("misses");
+    let mut misses = rt.block_on(async { s.te.get().events() }).expect("events");
     // Open to an ungated process of the same uid: existence probe.
     assert_eq!(ungated(|| vec![kill(pid, 0)]), vec![0]);
     let r = s.gated(|| {
@@ -370,9 +379,9 @@ fn signals_to_outside_processes_are_denied_and_inside_the_session_allowed() {
     assert_eq!(miss.hook, Hook::TaskKill);
     assert_eq!(miss.session, s.cg.id);
     assert_eq!(miss.uid, UID);
-    match miss.reach() {
-        Some(Reach::Process { pid: target, session, detail, .. }) => {
-            assert_eq!((target, session, detail), (pid as u32, 0, libc::SIGSTOP as u32));
+    match &miss.reach {
+        Reach::Process { pid: target, session, detail, .. } => {
+            assert_eq!((*target, *session, *detail), (pid as u32, 0, libc::SIGSTOP as u32));
         }
         other => panic!("expected a process reach, got {other:?}"),
     }
@@ -642,19 +651,19 @@ fn unix_sockets_of_outside_processes_are_denied_own_and_allowed_ones_reachable()
     };
     assert_eq!(ungated(routes), vec![0; 5], "the deputies answer an ungated caller");
     let rt = runtime();
-    let mut misses = rt.block_on(async { s.te.get().misses() }).expect("misses");
+    let mut misses = rt.block_on(async { s.te.get().events() }).expect("events");
     assert_eq!(s.gated(routes), vec![EACCES; 5]);
-    let miss = misses.try_next().expect("a miss").expect("decodes");
+    let miss = next_reach(&mut misses);
     assert_eq!(miss.hook, Hook::UnixStreamConnect);
-    match miss.reach() {
-        Some(Reach::UnixSocket { name, file }) => {
+    match miss.reach {
+        Reach::UnixSocket { name, file, .. } => {
             assert_eq!(name, path);
             assert_eq!(file, Some(pincer::kernel::ObjectId::of_path(Path::new(&path)).unwrap()));
         }
         other => panic!("expected a unix reach, got {other:?}"),
     }
-    let miss = misses.try_next().expect("a miss").expect("decodes");
-    assert_eq!(miss.reach(), Some(Reach::UnixSocket { name: abstract_name.clone(), file: None }));
+    let miss = next_reach(&mut misses);
+    assert_eq!(miss.reach, Reach::UnixSocket { name: abstract_name.clone(), file: None, owner_uid: None });
 
     // The session's own sockets, pathname and abstract, stream and datagram.
     let own = s.dir.join("own.sock").to_string_lossy().into_owned();
@@ -695,13 +704,13 @@ fn a_trusted_socket_path_is_reachable_only_while_root_owns_the_socket() {
     let routes = || vec![unix_connect(&t, libc::SOCK_STREAM), unix_connect(&f, libc::SOCK_STREAM)];
     assert_eq!(ungated(routes), vec![0, 0]);
     let rt = runtime();
-    let mut misses = rt.block_on(async { s.te.get().misses() }).expect("misses");
+    let mut misses = rt.block_on(async { s.te.get().events() }).expect("events");
     let r = s.gated(routes);
     // The listener need not accept for connect to succeed (backlog).
     let seen = drain(&mut misses);
     assert_eq!(r, vec![0, EACCES], "a user's socket under a trusted name stays unreachable; misses: {seen:?}");
     assert_eq!(seen.len(), 1);
-    assert_eq!(seen[0].parent_dev, UID, "the miss names the socket file's owner");
+    assert!(matches!(seen[0].reach, Reach::UnixSocket { owner_uid: Some(UID), .. }), "the denial names the socket file's owner: {seen:?}");
     // SAFETY: closes the test's listener.
     unsafe { libc::close(root_fd as i32) };
 }
@@ -829,17 +838,17 @@ fn loopback_ports_of_outside_processes_are_denied_own_and_listed_ones_reachable(
     };
     assert_eq!(ungated(routes), vec![0; 6], "the deputies answer an ungated caller");
     let rt = runtime();
-    let mut misses = rt.block_on(async { s.te.get().misses() }).expect("misses");
+    let mut misses = rt.block_on(async { s.te.get().events() }).expect("events");
     assert_eq!(s.gated(routes), vec![EACCES; 6]);
-    let miss = misses.try_next().expect("a miss").expect("decodes");
+    let miss = next_reach(&mut misses);
     assert_eq!(miss.hook, Hook::SocketConnect);
-    assert_eq!(miss.reach(), Some(Reach::HostPort { proto: Some(Proto::Tcp), proto_number: 6, addr: LO, port: tp }));
+    assert_eq!(miss.reach, Reach::HostPort { proto: Some(Proto::Tcp), proto_number: 6, addr: LO, port: tp });
     for _ in 0..3 {
-        misses.try_next().expect("a miss").expect("decodes");
+        next_reach(&mut misses);
     }
-    let miss = misses.try_next().expect("a miss").expect("decodes");
+    let miss = next_reach(&mut misses);
     assert_eq!(miss.hook, Hook::SocketSendmsg);
-    assert_eq!(miss.reach(), Some(Reach::HostPort { proto: Some(Proto::Udp), proto_number: 17, addr: LO, port: up }));
+    assert_eq!(miss.reach, Reach::HostPort { proto: Some(Proto::Udp), proto_number: 17, addr: LO, port: up });
 
     // Ports the session bound itself: by explicit port (recorded after the
     // bind succeeded), or picked by the kernel and asked with getsockname.
@@ -941,7 +950,7 @@ fn session_sockets_do_not_serve_outside_processes_unless_listed() {
     let cg = Some(s.cg.path.as_path());
     let _squatters = [Outside::unix_in(cg, &stream, libc::SOCK_STREAM), Outside::unix_in(cg, &dgram, libc::SOCK_DGRAM), Outside::unix_in(cg, &path, libc::SOCK_STREAM)];
     let rt = runtime();
-    let mut misses = rt.block_on(async { s.te.get().misses() }).expect("misses");
+    let mut misses = rt.block_on(async { s.te.get().events() }).expect("events");
     let r = ungated(routes);
     let seen = drain(&mut misses);
     assert_eq!(r, vec![EACCES; 4], "an outside tool reaches the session's server; misses: {seen:?}");
@@ -949,9 +958,9 @@ fn session_sockets_do_not_serve_outside_processes_unless_listed() {
     assert_eq!(miss.hook, Hook::UnixInbound);
     assert_eq!(miss.session, s.cg.id, "reported on the squatting session");
     assert_eq!(miss.uid, UID, "by the outside caller");
-    assert_eq!(miss.reach(), Some(Reach::UnixSocket { name: stream.clone(), file: None }));
+    assert_eq!(miss.reach, Reach::UnixSocket { name: stream.clone(), file: None, owner_uid: None });
     let last = seen.last().expect("a miss for the path");
-    assert_eq!(last.reach(), Some(Reach::UnixSocket { name: path.clone(), file: Some(pincer::kernel::ObjectId::of_path(Path::new(&path)).unwrap()) }));
+    assert_eq!(last.reach, Reach::UnixSocket { name: path.clone(), file: Some(pincer::kernel::ObjectId::of_path(Path::new(&path)).unwrap()), owner_uid: Some(UID) });
     // The session's own processes still reach its servers.
     assert_eq!(s.gated(routes), vec![0; 4]);
     // A listed name is served to outside processes; the others stay closed.
@@ -1030,7 +1039,7 @@ fn the_users_keyrings_are_out_of_reach_and_the_sessions_own_keys_usable() {
     };
     assert_eq!(ungated(|| routes(&desc)), vec![0; 6], "the user's processes read, find and add to the user's keys");
     let rt = runtime();
-    let mut misses = rt.block_on(async { s.te.get().misses() }).expect("misses");
+    let mut misses = rt.block_on(async { s.te.get().events() }).expect("events");
     let r = s.gated(|| {
         let mut out = routes(&desc);
         out[5] = -add_key("planted", b"x", KEY_SPEC_USER_KEYRING) as i32;
@@ -1040,7 +1049,7 @@ fn the_users_keyrings_are_out_of_reach_and_the_sessions_own_keys_usable() {
     // The hook answers EPERM; keyctl reports a refused lookup of the key or
     // keyring named (the kernel asks the LSM at lookup too) as ENOKEY.
     assert!(r.iter().all(|e| *e == EPERM || *e == libc::ENOKEY), "every route is refused: {r:?}; misses: {seen:?}");
-    let hit = seen.iter().filter_map(|m| m.reach()).find(|r| matches!(r, Reach::Key { serial: k, .. } if *k == serial));
+    let hit = seen.iter().map(|m| &m.reach).find(|r| matches!(r, Reach::Key { serial: k, .. } if *k == serial));
     assert!(
         matches!(hit, Some(Reach::Key { owner_uid: UID, session: 0, .. })),
         "a miss names the user's key: {hit:?}; misses: {seen:?}"
@@ -1101,14 +1110,14 @@ fn the_users_other_terminals_cannot_be_opened_own_and_controlling_ones_can() {
     let routes = move || vec![open_errno(&o, libc::O_RDWR | libc::O_NOCTTY), open_errno(&o, libc::O_RDONLY | libc::O_NOCTTY), open_errno(&o, libc::O_WRONLY | libc::O_NOCTTY)];
     assert_eq!(ungated(routes.clone()), vec![0; 3], "the user's processes open the user's terminal");
     let rt = runtime();
-    let mut misses = rt.block_on(async { s.te.get().misses() }).expect("misses");
+    let mut misses = rt.block_on(async { s.te.get().events() }).expect("events");
     let r = s.gated(routes.clone());
     let seen = drain(&mut misses);
     assert_eq!(r, vec![EACCES; 3], "misses: {seen:?}");
     let miss = seen.first().expect("a miss");
     assert_eq!((miss.hook, miss.session, miss.uid), (Hook::PtyOpen, s.cg.id, UID));
-    match miss.reach() {
-        Some(Reach::Terminal { name, file }) => {
+    match miss.reach.clone() {
+        Reach::Terminal { name, file } => {
             assert_eq!(name, term.value.to_string());
             assert_eq!(file, pincer::kernel::ObjectId::of_path(Path::new(&other)).unwrap());
         }

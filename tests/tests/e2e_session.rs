@@ -236,6 +236,33 @@ echo "bumped = 1" >> $W/projects/ledger/Cargo.toml && echo "R write: ok" || echo
     assert_eq!(lines_with(&out, "R "), ["R request: granted", "R write: ok"]);
 }
 
+/// A reach denial comes to the daemon as a record of its own and is audited naming its
+/// target: the worker's write to `cgroup.freeze` of the user's delegated cgroup (outside
+/// its session) is refused, and the audit names the file.
+#[test]
+fn a_reach_denial_is_audited_naming_what_it_refused() {
+    let env = Env::new("e2e-reach", "decide");
+    let slice = pincer_tests::TestCgroup::new("e2e-reach-user");
+    for f in ["", "cgroup.freeze"] {
+        pincer_tests::own(&slice.path.join(f));
+    }
+    let freeze = slice.path.join("cgroup.freeze");
+    let out = env.run_worker(TODO_PROMPT, &format!("echo 1 > {} 2>/dev/null && echo 'R freeze: written' || echo 'R freeze: refused'", freeze.display()));
+    assert_eq!(lines_with(&out, "R "), ["R freeze: refused"]);
+    assert_eq!(std::fs::read_to_string(&freeze).unwrap().trim(), "0", "the user's cgroup is not frozen");
+    let start = Instant::now();
+    loop {
+        let audit = env.audit();
+        let denied = audit.lines().find(|l| l.contains("session containment (cgroup_write") && l.contains("cgroup.freeze"));
+        if let Some(line) = denied {
+            assert!(line.contains("\"outcome\":\"deny\""), "{line}");
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "no audit entry names the refused cgroup file:\n{audit}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Whether the kernel holds misses (the held `file_open` is attached: Linux 6.12).
 fn kernel_holds(env: &Env) -> bool {
     Enforcer::reuse(env.daemon.pin_dir()).expect("reuse the pinned program").holds_misses()

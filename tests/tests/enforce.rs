@@ -46,12 +46,14 @@ fn ungranted_read_in_root_is_denied_and_miss_reports_path_and_access() {
     let mut s = Setup::new("miss");
     write_file(&s.p("docs/plan.txt"), "secret plan");
     let rt = runtime();
-    let mut misses = rt.block_on(async { s.te.get().misses() }).expect("misses");
+    let mut misses = rt.block_on(async { s.te.get().events() }).expect("events");
     let results = run_as(Some(&s.cg.path), Some(1000), &[Op::Read(s.p("docs/plan.txt"))]);
     assert_eq!(results, vec![EACCES], "ungranted read must be denied");
     let miss = rt
         .block_on(async { misses.next().await })
-        .unwrap_or_else(|e| panic!("miss stream: {}", error_chain(&e)));
+        .unwrap_or_else(|e| panic!("event stream: {}", error_chain(&e)))
+        .miss()
+        .expect("a file miss");
     assert_eq!(miss.session, s.cg.id);
     assert_eq!(miss.uid, 1000);
     assert_eq!(miss.access, vec![Access::Read]);
@@ -111,15 +113,15 @@ fn create_needs_create_grant_on_parent_and_creator_can_use_the_new_file() {
     assert!(!s.p("out/new.txt").exists());
     // The miss names the new entry and its parent directory.
     let rt = runtime();
-    let mut misses = rt.block_on(async { s.te.get().misses() }).expect("misses");
-    let first = misses.try_next().expect("a miss for the create").expect("decodes");
+    let mut misses = rt.block_on(async { s.te.get().events() }).expect("events");
+    let first = misses.try_next().expect("a miss for the create").expect("decodes").miss().expect("a file miss");
     assert_eq!(first.hook, Hook::InodeCreate);
     assert_eq!(first.access, vec![Access::Create]);
     assert_eq!(first.relative_path, PathBuf::from("out/new.txt"));
     assert_eq!(first.ino, 0, "the new object has no inode yet");
     let out = id(&s.p("out"));
     assert_eq!((first.parent_dev, first.parent_ino), (out.dev, out.ino));
-    let second = misses.try_next().expect("a miss for the mkdir").expect("decodes");
+    let second = misses.try_next().expect("a miss for the mkdir").expect("decodes").miss().expect("a file miss");
     assert_eq!((second.hook, second.relative_path.clone()), (Hook::InodeMkdir, PathBuf::from("out/sub")));
     s.grant("out", Scope::Exact, Access::Create);
     let r = s.run(&[
@@ -342,7 +344,7 @@ fn full_ring_buffer_counts_its_drops() {
     te.get().register_session(cg.id).unwrap();
     te.get().add_root(&root).unwrap();
     let rt = runtime();
-    let mut misses = rt.block_on(async { te.get().misses() }).unwrap();
+    let mut misses = rt.block_on(async { te.get().events() }).unwrap();
     let before = te.get().drops().unwrap();
     const N: usize = 10;
     let ops: Vec<Op> = (0..N).map(|_| Op::Read(root.join("f"))).collect();

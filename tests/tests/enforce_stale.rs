@@ -11,7 +11,7 @@
 //! The change of state is each test's only difference between the allowed and the denied
 //! access, so a test fails if the kernel keeps any verdict past the change.
 
-use pincer::kernel::{Miss, Misses, ObjectId, Scope, SessionFlags};
+use pincer::kernel::{Events, Miss, ObjectId, Scope, SessionFlags};
 use pincer_common::{
     ACCESS_ALL, ACCESS_CREATE, ACCESS_DELETE, ACCESS_LIST, ACCESS_READ, ACCESS_WRITE, EVENT_FLAG_MULTI_LINK,
 };
@@ -59,7 +59,7 @@ struct Setup {
     cg: TestCgroup,
     root: PathBuf,
     rt: tokio::runtime::Runtime,
-    misses: Misses,
+    misses: Events,
 }
 
 impl Setup {
@@ -79,7 +79,7 @@ impl Setup {
         te.get().add_never(id(&unrelated.join("keys")), ACCESS_ALL).expect("add never");
         te.get().add_never_name(id(&unrelated), OsStr::new(".env"), ACCESS_ALL).expect("add never name");
         let rt = runtime();
-        let misses = rt.block_on(async { te.get().misses() }).expect("misses");
+        let misses = rt.block_on(async { te.get().events() }).expect("events");
         Self { te, cg, root, rt, misses }
     }
 
@@ -108,7 +108,8 @@ impl Setup {
         let _guard = self.rt.enter();
         let mut out = Vec::new();
         while let Some(m) = self.misses.try_next() {
-            out.push(m.unwrap_or_else(|e| panic!("decode miss: {}", error_chain(&e))));
+            let event = m.unwrap_or_else(|e| panic!("decode event: {}", error_chain(&e)));
+            out.push(event.miss().expect("a file miss, not a reach denial"));
         }
         out
     }

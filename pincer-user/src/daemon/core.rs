@@ -92,6 +92,8 @@ pub enum Cmd {
     },
     /// A kernel miss.
     Miss(crate::kernel::Miss),
+    /// A reach denial the kernel reported.
+    Reach(crate::kernel::ReachDenial),
     /// A worker's wait for question `question` ran out.
     WaitTimedOut {
         /// The question.
@@ -375,6 +377,7 @@ impl Core {
             match cmd {
                 Cmd::Call { peer, call, reply } => self.serve(peer, call, reply).await,
                 Cmd::Miss(m) => self.miss(m).await,
+                Cmd::Reach(r) => self.reach_denied(&r),
                 Cmd::WaitTimedOut { question } => self.wait_timed_out(question),
                 Cmd::StateChanged(change) => self.state_changed(change).await,
                 Cmd::Decided { session, job, votes } => self.decided(&session, job, votes).await,

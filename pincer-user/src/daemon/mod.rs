@@ -50,7 +50,7 @@ pub mod worker;
 
 use crate::decider::llm::Failures;
 use crate::decider::{AnthropicChat, ChatConfig, Decider, LlmDecider, OfflineDecider, OpenAiChat};
-use crate::kernel::Miss;
+use crate::kernel::KernelEvent;
 use crate::sanitize::Sanitizer;
 use audit::AuditLog;
 use config::{Backend, Config};
@@ -159,8 +159,8 @@ pub struct Parts {
     pub core: core::CoreDeps,
     /// How peers' cgroups are found.
     pub lookup: peer::CgroupLookup,
-    /// Kernel misses (none: misses are not read).
-    pub misses: Option<mpsc::Receiver<Miss>>,
+    /// The kernel's events, file misses and reach denials (none: they are not read).
+    pub events: Option<mpsc::Receiver<KernelEvent>>,
 }
 
 impl std::fmt::Debug for Parts {
@@ -206,11 +206,15 @@ pub async fn run(parts: Parts, listener: UnixListener, shutdown: impl std::futur
         }
         _ => None,
     };
-    let forward = parts.misses.map(|mut misses| {
+    let forward = parts.events.map(|mut events| {
         let tx = tx.clone();
         tokio::spawn(async move {
-            while let Some(m) = misses.recv().await {
-                if tx.send(core::Cmd::Miss(m)).await.is_err() {
+            while let Some(event) = events.recv().await {
+                let cmd = match event {
+                    KernelEvent::Miss(m) => core::Cmd::Miss(m),
+                    KernelEvent::Reach(r) => core::Cmd::Reach(r),
+                };
+                if tx.send(cmd).await.is_err() {
                     break;
                 }
             }
@@ -264,18 +268,18 @@ pub async fn run_kernel_daemon(config: Config) -> Result<(), DaemonError> {
         }
     });
     let (holds, anchor) = start_hold(&config, &mut enforcer);
-    let mut misses = enforcer.misses().map_err(DaemonError::Kernel)?;
-    let (mtx, mrx) = mpsc::channel(1024);
+    let mut events = enforcer.events().map_err(DaemonError::Kernel)?;
+    let (etx, erx) = mpsc::channel(1024);
     tokio::spawn(async move {
         loop {
-            match misses.next().await {
-                Ok(m) => {
-                    if mtx.send(m).await.is_err() {
+            match events.next().await {
+                Ok(event) => {
+                    if etx.send(event).await.is_err() {
                         break;
                     }
                 }
                 Err(e) => {
-                    tracing::error!(error = %e, "miss stream failed");
+                    tracing::error!(error = %e, "event stream failed");
                     break;
                 }
             }
@@ -294,7 +298,7 @@ pub async fn run_kernel_daemon(config: Config) -> Result<(), DaemonError> {
     let parts = Parts {
         core: core::CoreDeps { config, enforcer, decider, sanitizer, audit, holds: holds.clone() },
         lookup: peer::kernel_lookup(),
-        misses: Some(mrx),
+        events: Some(erx),
     };
     let shutdown = async {
         terminated().await;
@@ -331,7 +335,7 @@ pub async fn run_unenforced(config: Config, enforcer: crate::kernel::Enforcer, l
     let decider = decider_from_config(&config.decider).map_err(DaemonError::Decider)?;
     let audit = Arc::new(AuditLog::open(&config.audit_log)?);
     let listener = bind(&config.socket)?;
-    let parts = Parts { core: core::CoreDeps { config, enforcer, decider, sanitizer, audit, holds: None }, lookup, misses: None };
+    let parts = Parts { core: core::CoreDeps { config, enforcer, decider, sanitizer, audit, holds: None }, lookup, events: None };
     run(parts, listener, terminated()).await
 }
 

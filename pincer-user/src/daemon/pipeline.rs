@@ -595,23 +595,14 @@ impl Core {
             return vec![];
         };
         let id = s.id.clone();
-        // Misses that are not the twin's to decide: reach outside the session (processes,
-        // IPC, sockets), and the kernel's never map or terminal injection (whose walk may
-        // run past the root, so the path is the kernel's, not a root-relative one). They
-        // are audited and stay denied.
-        let undecided = if let Some(reach) = m.reach() {
-            Some((None, format!("denied by session containment ({}): {reach:?}; not grantable", m.hook)))
-        } else if m.never() {
-            let request = m.access.first().map(|a| origin.audit_request(&m.relative_path.to_string_lossy(), *a));
-            Some((request, format!("never-grantable ({}, {:?}): denied by the kernel's never map; not decided", m.hook, m.access)))
-        } else {
-            None
-        };
-        if let Some((request, detail)) = undecided {
+        // Misses that are not the twin's to decide: the kernel's never map or terminal
+        // injection (whose walk may run past the root, so the path is the kernel's, not a
+        // root-relative one). They are audited and stay denied.
+        if m.never() {
             let mut e = self.entry(Event::Miss, s);
-            e.request = request;
+            e.request = m.access.first().map(|a| origin.audit_request(&m.relative_path.to_string_lossy(), *a));
             e.outcome = Some(RequestOutcome::Deny);
-            e.detail = Some(detail);
+            e.detail = Some(format!("never-grantable ({}, {:?}): denied by the kernel's never map; not decided", m.hook, m.access));
             self.audit.record(&e);
             if let Some(s) = self.sessions.get_mut(&id) {
                 s.counters.misses += 1;
@@ -655,6 +646,26 @@ impl Core {
             return vec![];
         }
         requests
+    }
+
+    /// A reach denial (a process, IPC object, socket, key, terminal or cgroup file outside
+    /// the session): never the twin's to decide, so it is audited and stays denied.
+    pub(super) fn reach_denied(&mut self, r: &crate::kernel::ReachDenial) {
+        let Some(s) = self.sessions.by_cgroup_id(r.session) else {
+            let mut e = AuditEntry::new(Event::Miss);
+            e.detail = Some(format!("reach denial of unknown session cgroup {} ({}): {:?}", r.session, r.hook, r.reach));
+            self.audit.record(&e);
+            return;
+        };
+        let id = s.id.clone();
+        let mut e = self.entry(Event::Miss, s);
+        e.outcome = Some(RequestOutcome::Deny);
+        e.detail = Some(format!("denied by session containment ({}, pid {}): {:?}; not grantable", r.hook, r.pid, r.reach));
+        self.audit.record(&e);
+        if let Some(s) = self.sessions.get_mut(&id) {
+            s.counters.misses += 1;
+            s.counters.denials += 1;
+        }
     }
 
     /// Inserts a grant; a kernel error is logged and makes the request a denial. A

@@ -1,9 +1,11 @@
-//! Decoding of miss events from the ring buffer, and the async miss stream.
+//! Decoding of the ring buffer's records (file misses and reach denials), and the async
+//! event stream.
 
-use super::{access_types, KernelError, ObjectId};
+use super::{access_types, KernelError, ObjectId, ReachDenial};
 use crate::access::Access;
 use aya::maps::{MapData, RingBuf};
-use pincer_common::MissEvent;
+use pincer_common::reach::ReachEvent;
+use pincer_common::{MissEvent, EVENT_RECORD_MISS, EVENT_RECORD_REACH};
 use std::path::{Path, PathBuf};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
@@ -118,15 +120,9 @@ impl Miss {
         self.flags & pincer_common::EVENT_FLAG_SHADOW != 0
     }
 
-    /// Decodes one ring buffer record.
+    /// Decodes one `miss_event` record.
     pub fn decode(bytes: &[u8]) -> Result<Self, KernelError> {
-        let expected = std::mem::size_of::<MissEvent>();
-        if bytes.len() < expected {
-            return Err(KernelError::ShortEvent { len: bytes.len(), expected });
-        }
-        // SAFETY: the length was checked and `MissEvent` is plain old data
-        // (every bit pattern valid); the read is unaligned-safe.
-        let e: MissEvent = unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast()) };
+        let e: MissEvent = read_record(bytes, "miss_event")?;
         let name = c_str(&e.name);
         let mut components: Vec<String> = Vec::new();
         let mut rest = &e.path[..];
@@ -157,7 +153,79 @@ impl Miss {
     }
 }
 
-fn c_str(bytes: &[u8]) -> String {
+/// One record of the kernel's event ring buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KernelEvent {
+    /// A file access no grant covered (`pincer.bpf.c`).
+    Miss(Miss),
+    /// An action on something outside the session, refused by containment (`reach.bpf.c`).
+    Reach(ReachDenial),
+}
+
+impl KernelEvent {
+    /// Decodes one ring buffer record by its kind (its first field, `EVENT_RECORD_*`).
+    pub fn decode(bytes: &[u8]) -> Result<Self, KernelError> {
+        let Some(head) = bytes.get(..4) else {
+            return Err(KernelError::ShortEvent { kind: "record", len: bytes.len(), expected: 4 });
+        };
+        match u32::from_ne_bytes(head.try_into().expect("four bytes")) {
+            EVENT_RECORD_MISS => Miss::decode(bytes).map(KernelEvent::Miss),
+            EVENT_RECORD_REACH => ReachDenial::decode(bytes).map(KernelEvent::Reach),
+            record => Err(KernelError::UnknownEvent { record, len: bytes.len() }),
+        }
+    }
+
+    /// The session (cgroup id) the event is about.
+    pub fn session(&self) -> u64 {
+        match self {
+            KernelEvent::Miss(m) => m.session,
+            KernelEvent::Reach(r) => r.session,
+        }
+    }
+
+    /// The hook that denied.
+    pub fn hook(&self) -> Hook {
+        match self {
+            KernelEvent::Miss(m) => m.hook,
+            KernelEvent::Reach(r) => r.hook,
+        }
+    }
+
+    /// The file miss, if this is one.
+    pub fn miss(self) -> Option<Miss> {
+        match self {
+            KernelEvent::Miss(m) => Some(m),
+            KernelEvent::Reach(_) => None,
+        }
+    }
+
+    /// The reach denial, if this is one.
+    pub fn reach(self) -> Option<ReachDenial> {
+        match self {
+            KernelEvent::Reach(r) => Some(r),
+            KernelEvent::Miss(_) => None,
+        }
+    }
+}
+
+/// A record of `T`'s layout read from `bytes`, which must hold at least its size.
+pub(super) fn read_record<T: RingRecord>(bytes: &[u8], kind: &'static str) -> Result<T, KernelError> {
+    let expected = std::mem::size_of::<T>();
+    if bytes.len() < expected {
+        return Err(KernelError::ShortEvent { kind, len: bytes.len(), expected });
+    }
+    // SAFETY: the length was checked, and `T` is a `RingRecord`: `repr(C)` plain old data
+    // (integers and byte arrays, every bit pattern valid); the read is unaligned-safe.
+    Ok(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast()) })
+}
+
+/// A `repr(C)` record of the ring buffer made only of integers and byte arrays, so any
+/// bytes of its size are one.
+pub(super) trait RingRecord: Copy {}
+impl RingRecord for MissEvent {}
+impl RingRecord for ReachEvent {}
+
+pub(super) fn c_str(bytes: &[u8]) -> String {
     let end = bytes.iter().position(|b| *b == 0).unwrap_or(bytes.len());
     String::from_utf8_lossy(&bytes[..end]).into_owned()
 }
@@ -454,18 +522,18 @@ impl std::fmt::Display for Hook {
     }
 }
 
-/// The async stream of misses, read from the ring buffer with tokio.
-pub struct Misses {
+/// The async stream of the kernel's events, read from the ring buffer with tokio.
+pub struct Events {
     ring: AsyncFd<RingBuf<MapData>>,
 }
 
-impl std::fmt::Debug for Misses {
+impl std::fmt::Debug for Events {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Misses").finish_non_exhaustive()
+        f.debug_struct("Events").finish_non_exhaustive()
     }
 }
 
-impl Misses {
+impl Events {
     pub(super) fn new(ring: RingBuf<MapData>) -> Result<Self, KernelError> {
         // SAFETY: the ring buffer owns its map fd and is never replaced or
         // closed while the `AsyncFd` owns it.
@@ -474,21 +542,21 @@ impl Misses {
         Ok(Self { ring })
     }
 
-    /// A miss already in the buffer, without waiting.
-    pub fn try_next(&mut self) -> Option<Result<Miss, KernelError>> {
+    /// An event already in the buffer, without waiting.
+    pub fn try_next(&mut self) -> Option<Result<KernelEvent, KernelError>> {
         let ring = self.ring.get_mut();
-        ring.next().map(|item| Miss::decode(&item))
+        ring.next().map(|item| KernelEvent::decode(&item))
     }
 
-    /// Waits for the next miss.
-    pub async fn next(&mut self) -> Result<Miss, KernelError> {
+    /// Waits for the next event.
+    pub async fn next(&mut self) -> Result<KernelEvent, KernelError> {
         loop {
-            if let Some(miss) = self.try_next() {
-                return miss;
+            if let Some(event) = self.try_next() {
+                return event;
             }
             let mut guard = self.ring.readable_mut().await.map_err(KernelError::Poll)?;
             if let Some(item) = guard.get_inner_mut().next() {
-                return Miss::decode(&item);
+                return KernelEvent::decode(&item);
             }
             guard.clear_ready();
         }
@@ -517,6 +585,8 @@ mod tests {
 
     fn event(path: &[&str]) -> MissEvent {
         let mut e = MissEvent {
+            record: EVENT_RECORD_MISS,
+            hook: HOOK_FILE_OPEN,
             session: 7,
             ino: 11,
             parent_ino: 10,
@@ -527,10 +597,10 @@ mod tests {
             parent_dev: 5,
             root_dev: 5,
             access: ACCESS_READ | ACCESS_WRITE,
-            hook: HOOK_FILE_OPEN,
             flags: 0,
             depth: path.len() as u32,
             hold: 0,
+            _pad: 0,
             name: [0; EVENT_NAME_LEN],
             path: [0; EVENT_PATH_LEN],
         };
@@ -571,6 +641,25 @@ mod tests {
     fn decode_rejects_short_record() {
         let err = Miss::decode(&[0u8; 16]).unwrap_err();
         assert!(matches!(err, KernelError::ShortEvent { len: 16, .. }));
+        let mut short = bytes(&event(&["a"]));
+        short.truncate(100);
+        let err = KernelEvent::decode(&short).unwrap_err();
+        assert!(matches!(err, KernelError::ShortEvent { kind: "miss_event", len: 100, .. }), "{err}");
+        assert!(matches!(KernelEvent::decode(&[1, 0]), Err(KernelError::ShortEvent { kind: "record", .. })));
+    }
+
+    #[test]
+    fn records_are_told_apart_by_their_kind() {
+        let miss = bytes(&event(&["notes.txt"]));
+        assert!(matches!(KernelEvent::decode(&miss), Ok(KernelEvent::Miss(m)) if m.name == "notes.txt"));
+        let mut other = miss.clone();
+        other[..4].copy_from_slice(&99u32.to_ne_bytes());
+        let err = KernelEvent::decode(&other).unwrap_err();
+        assert!(matches!(err, KernelError::UnknownEvent { record: 99, .. }), "{err}");
+        // A miss record is longer than a reach record: read as a reach it would decode,
+        // so the kind, not the length, decides.
+        other[..4].copy_from_slice(&EVENT_RECORD_REACH.to_ne_bytes());
+        assert!(matches!(KernelEvent::decode(&other), Ok(KernelEvent::Reach(_))));
     }
 
     #[test]

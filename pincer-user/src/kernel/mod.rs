@@ -76,8 +76,8 @@ pub mod kfunc;
 mod reach;
 mod table;
 
-pub use event::{Hook, Miss, Misses};
-pub use reach::{abstract_name_key, local_routes, path_name_key, AddressWatch, LocalRoute, HostPort, Proto, Reach, ReachConfig};
+pub use event::{Events, Hook, KernelEvent, Miss};
+pub use reach::{abstract_name_key, local_routes, path_name_key, AddressWatch, HostPort, LocalRoute, Proto, Reach, ReachConfig, ReachDenial};
 pub use table::{BpfTable, MemoryMaps, MemoryTable, Table};
 
 use table::BoxTable;
@@ -227,19 +227,30 @@ pub enum KernelError {
         /// The requested size.
         bytes: u32,
     },
-    /// The miss stream was already taken (there is one reader).
-    #[error("the miss stream was already taken from this enforcer")]
-    MissesTaken,
+    /// The event stream was already taken (there is one reader).
+    #[error("the event stream was already taken from this enforcer")]
+    EventsTaken,
     /// Registering the ring buffer with tokio, or polling it, failed.
-    #[error("cannot poll the miss ring buffer")]
+    #[error("cannot poll the event ring buffer")]
     Poll(#[source] std::io::Error),
-    /// A record on the ring buffer is shorter than a miss event.
-    #[error("ring buffer record of {len} bytes is shorter than a miss event ({expected} bytes)")]
+    /// A record on the ring buffer is shorter than its kind's layout.
+    #[error("ring buffer record of {len} bytes is shorter than a {kind} ({expected} bytes)")]
     ShortEvent {
+        /// The record's kind (`miss_event`, `reach_event`, or `record` when even the
+        /// kind does not fit).
+        kind: &'static str,
         /// Bytes received.
         len: usize,
         /// Bytes expected.
         expected: usize,
+    },
+    /// A record on the ring buffer is of a kind this build does not know.
+    #[error("ring buffer record of {len} bytes is of unknown kind {record}")]
+    UnknownEvent {
+        /// The record's first field (`EVENT_RECORD_*`).
+        record: u32,
+        /// Bytes received.
+        len: usize,
     },
     /// A Unix socket name does not fit `sun_path` (or is empty or holds a NUL).
     #[error("Unix socket name {name:?} is empty, holds a NUL byte or does not fit the 107 bytes of sun_path")]
@@ -1220,12 +1231,12 @@ impl Enforcer {
         Ok(values.iter().sum())
     }
 
-    /// Takes the stream of misses (one reader per enforcer). Must be called
-    /// inside a tokio runtime.
-    pub fn misses(&mut self) -> Result<Misses, KernelError> {
-        let kernel = self.kernel.as_mut().ok_or(KernelError::InMemory { what: "miss stream" })?;
-        let ring = kernel.events.take().ok_or(KernelError::MissesTaken)?;
-        Misses::new(ring)
+    /// Takes the stream of the kernel's events, file misses and reach denials (one
+    /// reader per enforcer). Must be called inside a tokio runtime.
+    pub fn events(&mut self) -> Result<Events, KernelError> {
+        let kernel = self.kernel.as_mut().ok_or(KernelError::InMemory { what: "event stream" })?;
+        let ring = kernel.events.take().ok_or(KernelError::EventsTaken)?;
+        Events::new(ring)
     }
 
     /// Removes the pins: enforcement ends once this enforcer is dropped (nothing to do

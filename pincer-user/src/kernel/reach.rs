@@ -21,7 +21,8 @@
 //!
 //! Remote hosts stay reachable: network egress is not gated.
 
-use super::{hash_table, lpm_table, BoxTable, Enforcer, Hook, KernelError, Miss, ObjectId};
+use super::event::{c_str, read_record};
+use super::{hash_table, lpm_table, BoxTable, Enforcer, Hook, KernelError, ObjectId};
 use aya::maps::Map;
 use aya::programs::links::{FdLink, PinnedLink};
 use aya::programs::{FEntry, FExit, ProgramError};
@@ -104,8 +105,8 @@ impl ReachConfig {
     }
 }
 
-/// What a reach denial was about, decoded from a [`Miss`] (see
-/// [`pincer_common::reach`] for the kernel's field layout).
+/// What a reach denial was about, decoded from its [`ReachEvent`](pincer_common::reach::ReachEvent)
+/// (see [`pincer_common::reach`] for which fields each hook fills).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reach {
     /// A process outside the session (signal, ptrace, `/proc/PID/` write, ...).
@@ -118,6 +119,16 @@ pub enum Reach {
         comm: String,
         /// Signal number, ptrace mode, nice or ioprio value (hook-specific).
         detail: u32,
+    },
+    /// A file's signals directed at another process or a process group (`F_SETOWN`), or
+    /// an owner named in the caller's memory (`F_SETOWN_EX`, `FIOSETOWN`, `SIOCSPGRP`).
+    SignalOwner {
+        /// The owner's number as given (in the caller's PID namespace; 0 when in memory).
+        owner: u32,
+        /// 1 a process, 2 a process group, 3 named in the caller's memory.
+        kind: u32,
+        /// The `fcntl` or `ioctl` command.
+        command: u32,
     },
     /// A SysV object not created by the session.
     Ipc {
@@ -133,6 +144,8 @@ pub enum Reach {
         name: String,
         /// The socket file (none for abstract sockets).
         file: Option<ObjectId>,
+        /// The socket file's owner (none for abstract sockets).
+        owner_uid: Option<u32>,
     },
     /// A key or keyring the session did not create (the user's).
     Key {
@@ -195,49 +208,50 @@ pub enum Reach {
     },
 }
 
-impl Miss {
-    /// What a reach denial was about (`None` for a file miss).
-    pub fn reach(&self) -> Option<Reach> {
-        use pincer_common::reach::*;
-        if self.flags & EVENT_FLAG_REACH == 0 {
-            return None;
-        }
-        Some(match self.hook {
-            Hook::IpcPermission | Hook::IpcCtl => Reach::Ipc { id: self.ino as u32, key: self.parent_ino as u32 as i32 },
+/// A reach denial: a task of a session was refused an action on something outside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReachDenial {
+    /// The denied task's session (cgroup id); for [`Hook::UnixInbound`], the session whose
+    /// socket a process outside every session tried to reach.
+    pub session: u64,
+    /// The denied task's process id (thread-group id).
+    pub pid: u32,
+    /// Its real uid.
+    pub uid: u32,
+    /// The hook that denied.
+    pub hook: Hook,
+    /// What it was refused.
+    pub reach: Reach,
+}
+
+impl ReachDenial {
+    /// Decodes one `reach_event` record.
+    pub fn decode(bytes: &[u8]) -> Result<Self, KernelError> {
+        let e: pincer_common::reach::ReachEvent = read_record(bytes, "reach_event")?;
+        let hook = Hook::from_id(e.hook);
+        let name = c_str(&e.name);
+        let file = ObjectId { dev: e.dev, ino: e.ino };
+        let reach = match hook {
+            Hook::IpcPermission | Hook::IpcCtl => Reach::Ipc { id: e.target_id, key: e.ipc_key as i32 },
             Hook::UnixStreamConnect | Hook::UnixMaySend | Hook::UnixInbound => Reach::UnixSocket {
-                name: self.name.clone(),
-                file: (self.ino != 0).then_some(ObjectId { dev: self.dev, ino: self.ino }),
+                name,
+                file: (e.ino != 0).then_some(file),
+                owner_uid: (e.target_uid != pincer_common::reach::UNIX_OWNER_ANY).then_some(e.target_uid),
             },
             Hook::SocketConnect | Hook::SocketSendmsg => {
-                let mut bytes = [0u8; 16];
-                bytes[..8].copy_from_slice(&self.parent_ino.to_ne_bytes());
-                bytes[8..].copy_from_slice(&self.root_ino.to_ne_bytes());
-                let v6 = Ipv6Addr::from(bytes);
+                let v6 = Ipv6Addr::from(e.addr);
                 let addr = v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(IpAddr::V6(v6));
-                Reach::HostPort {
-                    proto: Proto::from_number(self.dev),
-                    proto_number: self.dev,
-                    addr,
-                    port: self.ino as u16,
-                }
+                Reach::HostPort { proto: Proto::from_number(e.proto), proto_number: e.proto, addr, port: e.port }
             }
-            Hook::SocketShare => Reach::SharedPort { option: self.ino as u32, proto_number: self.dev },
-            Hook::SocketBind => Reach::TakenPort { proto: Proto::from_number(self.dev), proto_number: self.dev, port: self.ino as u16 },
-            Hook::KeyPermission => Reach::Key {
-                serial: self.ino as u32 as i32,
-                need: self.dev,
-                owner_uid: self.parent_dev,
-                session: self.parent_ino,
-            },
-            Hook::PtyOpen => Reach::Terminal { name: self.name.clone(), file: ObjectId { dev: self.dev, ino: self.ino } },
-            Hook::CgroupWrite => Reach::Cgroup { name: self.name.clone(), file: ObjectId { dev: self.dev, ino: self.ino }, access: self.parent_ino as u32 },
-            _ => Reach::Process {
-                pid: self.ino as u32,
-                session: self.parent_ino,
-                comm: self.name.clone(),
-                detail: self.dev,
-            },
-        })
+            Hook::SocketShare => Reach::SharedPort { option: e.detail, proto_number: e.proto },
+            Hook::SocketBind => Reach::TakenPort { proto: Proto::from_number(e.proto), proto_number: e.proto, port: e.port },
+            Hook::KeyPermission => Reach::Key { serial: e.target_id as i32, need: e.detail, owner_uid: e.target_uid, session: e.target_session },
+            Hook::PtyOpen => Reach::Terminal { name, file },
+            Hook::CgroupWrite => Reach::Cgroup { name, file, access: e.detail },
+            Hook::FileSetown => Reach::SignalOwner { owner: e.target_pid, kind: e.owner_kind, command: e.detail },
+            _ => Reach::Process { pid: e.target_pid, session: e.target_session, comm: name, detail: e.detail },
+        };
+        Ok(Self { session: e.session, pid: e.pid, uid: e.uid, hook, reach })
     }
 }
 
@@ -811,60 +825,74 @@ mod tests {
         assert_eq!(t.trusted_sockets, vec![PathBuf::from("/run/pincer/pincer.sock")]);
     }
 
-    fn reach_event(hook: u32, ino: u64, dev: u32, addr: [u8; 16]) -> Miss {
-        let mut e = pincer_common::MissEvent {
+    /// A reach record of `hook` from session 9, its fields set by `fill`.
+    fn reach_event(hook: u32, fill: impl FnOnce(&mut pincer_common::reach::ReachEvent)) -> ReachDenial {
+        let mut e = pincer_common::reach::ReachEvent {
+            record: pincer_common::EVENT_RECORD_REACH,
+            hook,
             session: 9,
-            ino,
-            parent_ino: u64::from_ne_bytes(addr[..8].try_into().unwrap()),
-            root_ino: u64::from_ne_bytes(addr[8..].try_into().unwrap()),
+            target_session: 0,
+            ino: 0,
+            dev: 0,
             pid: 42,
             uid: 1000,
-            dev,
-            parent_dev: 0,
-            root_dev: 0,
-            access: 0,
-            hook,
-            flags: pincer_common::reach::EVENT_FLAG_REACH,
-            depth: 0,
-            hold: 0,
+            target_pid: 0,
+            target_id: 0,
+            target_uid: 0,
+            detail: 0,
+            ipc_key: 0,
+            proto: 0,
+            owner_kind: 0,
+            port: 0,
+            name_len: 0,
+            _pad: 0,
+            addr: [0; 16],
             name: [0; pincer_common::EVENT_NAME_LEN],
-            path: [0; pincer_common::EVENT_PATH_LEN],
         };
         e.name[..4].copy_from_slice(b"sshd");
-        // SAFETY: MissEvent is repr(C) plain data.
+        fill(&mut e);
+        // SAFETY: ReachEvent is repr(C) plain data.
         let bytes = unsafe {
-            std::slice::from_raw_parts((&e as *const pincer_common::MissEvent).cast::<u8>(), std::mem::size_of_val(&e))
+            std::slice::from_raw_parts((&e as *const pincer_common::reach::ReachEvent).cast::<u8>(), std::mem::size_of_val(&e))
         };
-        Miss::decode(bytes).unwrap()
+        match super::super::KernelEvent::decode(bytes).unwrap() {
+            super::super::KernelEvent::Reach(r) => r,
+            other => panic!("a reach record decoded as {other:?}"),
+        }
     }
 
     #[test]
-    fn reach_misses_decode_their_target() {
+    fn reach_records_decode_their_target() {
         use pincer_common::reach::*;
         let lo = host_addr_key("127.0.0.53".parse().unwrap()).addr;
-        let m = reach_event(HOOK_SOCKET_SENDMSG, 53, 17, lo);
-        assert_eq!(m.hook, Hook::SocketSendmsg);
-        assert_eq!(
-            m.reach(),
-            Some(Reach::HostPort { proto: Some(Proto::Udp), proto_number: 17, addr: "127.0.0.53".parse().unwrap(), port: 53 })
-        );
+        let m = reach_event(HOOK_SOCKET_SENDMSG, |e| (e.port, e.proto, e.addr) = (53, 17, lo));
+        assert_eq!((m.hook, m.session, m.pid, m.uid), (Hook::SocketSendmsg, 9, 42, 1000));
+        assert_eq!(m.reach, Reach::HostPort { proto: Some(Proto::Udp), proto_number: 17, addr: "127.0.0.53".parse().unwrap(), port: 53 });
         let v6 = host_addr_key("::1".parse().unwrap()).addr;
-        assert!(matches!(reach_event(HOOK_SOCKET_CONNECT, 8080, 6, v6).reach(), Some(Reach::HostPort { addr, .. }) if addr == "::1".parse::<IpAddr>().unwrap()));
-        let k = reach_event(HOOK_TASK_KILL, 1234, 9, [0; 16]);
+        let c = reach_event(HOOK_SOCKET_CONNECT, |e| (e.port, e.proto, e.addr) = (8080, 6, v6));
+        assert!(matches!(c.reach, Reach::HostPort { addr, port: 8080, .. } if addr == "::1".parse::<IpAddr>().unwrap()));
+        let k = reach_event(HOOK_TASK_KILL, |e| (e.target_pid, e.detail, e.target_session) = (1234, 9, 0));
         assert_eq!(k.hook, Hook::TaskKill);
-        assert_eq!(k.reach(), Some(Reach::Process { pid: 1234, session: 0, comm: "sshd".into(), detail: 9 }));
-        let mut key = reach_event(HOOK_KEY_PERMISSION, 0x1234_5678, 2, [0; 16]);
-        key.parent_dev = 1000;
-        assert_eq!(key.reach(), Some(Reach::Key { serial: 0x1234_5678, need: 2, owner_uid: 1000, session: 0 }));
-        let pty = reach_event(HOOK_PTY_OPEN, 6, 0x1234, [0; 16]);
+        assert_eq!(k.reach, Reach::Process { pid: 1234, session: 0, comm: "sshd".into(), detail: 9 });
+        let key = reach_event(HOOK_KEY_PERMISSION, |e| (e.target_id, e.detail, e.target_uid, e.target_session) = (0x1234_5678, 2, 1000, 5));
+        assert_eq!(key.reach, Reach::Key { serial: 0x1234_5678, need: 2, owner_uid: 1000, session: 5 });
+        let pty = reach_event(HOOK_PTY_OPEN, |e| (e.ino, e.dev) = (6, 0x1234));
         assert_eq!(pty.hook, Hook::PtyOpen);
-        assert_eq!(pty.reach(), Some(Reach::Terminal { name: "sshd".into(), file: ObjectId { dev: 0x1234, ino: 6 } }));
-        let inbound = reach_event(HOOK_UNIX_INBOUND, 0, 0, [0; 16]);
-        assert_eq!(inbound.reach(), Some(Reach::UnixSocket { name: "sshd".into(), file: None }));
-        // A file miss is not a reach.
-        let mut f = reach_event(HOOK_TASK_KILL, 1, 0, [0; 16]);
-        f.flags = 0;
-        assert_eq!(f.reach(), None);
+        assert_eq!(pty.reach, Reach::Terminal { name: "sshd".into(), file: ObjectId { dev: 0x1234, ino: 6 } });
+        let inbound = reach_event(HOOK_UNIX_INBOUND, |e| e.target_uid = UNIX_OWNER_ANY);
+        assert_eq!(inbound.reach, Reach::UnixSocket { name: "sshd".into(), file: None, owner_uid: None });
+        let file = reach_event(HOOK_UNIX_STREAM_CONNECT, |e| (e.ino, e.dev, e.target_uid) = (5, 6, 1000));
+        assert_eq!(file.reach, Reach::UnixSocket { name: "sshd".into(), file: Some(ObjectId { dev: 6, ino: 5 }), owner_uid: Some(1000) });
+        let ipc = reach_event(HOOK_IPC_PERMISSION, |e| (e.target_id, e.ipc_key, e.detail) = (7, (-1i32) as u32, 4));
+        assert_eq!(ipc.reach, Reach::Ipc { id: 7, key: -1 });
+        let own = reach_event(HOOK_FILE_SETOWN, |e| (e.target_pid, e.owner_kind, e.detail) = (77, 1, 8));
+        assert_eq!(own.reach, Reach::SignalOwner { owner: 77, kind: 1, command: 8 });
+        let cg = reach_event(HOOK_CGROUP_WRITE, |e| (e.ino, e.dev, e.detail) = (3, 4, pincer_common::ACCESS_WRITE));
+        assert!(matches!(cg.reach, Reach::Cgroup { ref name, access, .. } if name == "sshd" && access == pincer_common::ACCESS_WRITE));
+        let bind = reach_event(HOOK_SOCKET_BIND, |e| (e.port, e.proto) = (8080, 6));
+        assert_eq!(bind.reach, Reach::TakenPort { proto: Some(Proto::Tcp), proto_number: 6, port: 8080 });
+        let share = reach_event(HOOK_SOCKET_SHARE, |e| (e.detail, e.proto) = (15, 6));
+        assert_eq!(share.reach, Reach::SharedPort { option: 15, proto_number: 6 });
     }
 
     #[test]

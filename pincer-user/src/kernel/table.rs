@@ -674,7 +674,7 @@ mod tests {
         assert!(matches!(e.grant(S1, FILE, Scope::Exact, Access::Read), Err(KernelError::MapOp { op: "insert", map: map_names::EXACT, .. })));
         e.grant(S1, FILE, Scope::Exact, Access::Read).unwrap();
         assert!(maps.has(S1, FILE, Access::Read), "an injected failure happens once");
-        assert!(matches!(e.misses(), Err(KernelError::InMemory { .. })));
+        assert!(matches!(e.events(), Err(KernelError::InMemory { .. })));
         assert_eq!((e.drops().unwrap(), e.pin_dir()), (0, None));
     }
 }
