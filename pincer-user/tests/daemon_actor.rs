@@ -10,7 +10,7 @@ use pincer::daemon::peer::CgroupLookup;
 use pincer::daemon::protocol::{SessionInfo, SessionMode};
 use pincer::daemon::{Call, Reply};
 use pincer::decider::{Decider, DeciderError, OfflineDecider, PolicyAnswer, PolicyInput, TokenUsage, Vote1Input, Vote2Input, VoteOutcome};
-use pincer::kernel::{MemoryMaps, Miss, ObjectId};
+use pincer::kernel::{KernelEvent, MemoryMaps, Miss, ObjectId};
 use pincer::Access;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -151,7 +151,7 @@ struct Harness {
     maps: MemoryMaps,
     gate: Arc<Gate>,
     caller: Arc<Mutex<PathBuf>>,
-    misses: mpsc::Sender<Miss>,
+    misses: mpsc::Sender<KernelEvent>,
     _stop: oneshot::Sender<()>,
 }
 
@@ -268,10 +268,10 @@ async fn misses_of_one_object_while_its_decision_is_held_are_decided_once() {
     let h = Harness::new(Mode::SlowVotes).await;
     let slow = h.session(&slow_prompt()).await;
     let fast = h.session(TODO_PROMPT).await;
-    h.misses.send(h.read_miss(&slow, "notes/todo.md", 4242)).await.unwrap();
+    h.misses.send(KernelEvent::Miss(h.read_miss(&slow, "notes/todo.md", 4242))).await.unwrap();
     unheld("the held call", h.gate.waiting(1)).await;
     for pid in [4242, 4243, 4244] {
-        h.misses.send(h.read_miss(&slow, "notes/todo.md", pid)).await.unwrap();
+        h.misses.send(KernelEvent::Miss(h.read_miss(&slow, "notes/todo.md", pid))).await.unwrap();
     }
     // The other session is served meanwhile (and its status call comes after the misses).
     let mut in_fast = unheld("a connection of the other session", h.worker(&fast)).await;

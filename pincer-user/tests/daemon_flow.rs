@@ -9,7 +9,7 @@ use pincer::daemon::config::OnMiss;
 use pincer::daemon::contain::NeverRule;
 use pincer::daemon::protocol::{ApprovalScope, ErrorKind, RequestOutcome, Rule, RuleId, SessionInfo, SessionMode, StandingRule};
 use pincer::daemon::{Call, Reply};
-use pincer::kernel::{ObjectId, Scope};
+use pincer::kernel::{Hook, KernelEvent, ObjectId, Reach, ReachDenial, Scope};
 use pincer::Access;
 use std::path::{Path, PathBuf};
 
@@ -230,6 +230,33 @@ async fn a_kernel_miss_becomes_an_implicit_request_and_its_grant_is_inserted() {
     let e = h.audit().into_iter().find(|e| e.event == Event::Decision).unwrap();
     assert_eq!(e.request.as_ref().unwrap().source, Source::Miss);
     assert_eq!(e.request.as_ref().unwrap().rationale, None);
+}
+
+/// A reach denial (here a signal to the user's process outside the session) is never the
+/// twin's to decide: it is counted as a miss and a denial, audited naming its target, and
+/// nothing is requested or granted.
+#[tokio::test]
+async fn a_reach_denial_is_audited_with_its_target_and_never_decided() {
+    let h = Host::new(|_| {}).await;
+    h.import().await;
+    let s = h.session(TODO_PROMPT).await;
+    let reach = Reach::Process { pid: 777, session: 0, comm: "ssh-agent".into(), detail: 9 };
+    h.event(KernelEvent::Reach(ReachDenial { session: s.cgroup_id, pid: 4242, uid: 1000, hook: Hook::TaskKill, reach })).await;
+    let info = eventually("the reach denial to be counted", || async {
+        h.as_caller(Path::new(OUTSIDE));
+        match h.call(Call::Status { session: Some(s.session.clone()) }).await {
+            Reply::Session(info) if info.counters.misses == 1 => Some(info),
+            _ => None,
+        }
+    })
+    .await;
+    assert_eq!((info.counters.denials, info.counters.requests, info.counters.grants), (1, 0, 0), "{info:?}");
+    let audit = h.audit();
+    let e = audit.iter().find(|e| e.event == Event::Miss).expect("an audit entry for the reach denial");
+    assert_eq!(e.outcome, Some(RequestOutcome::Deny));
+    let detail = e.detail.as_deref().unwrap_or_default();
+    assert!(detail.contains("task_kill") && detail.contains("pid: 777") && detail.contains("ssh-agent"), "{detail}");
+    assert!(!audit.iter().any(|e| e.event == Event::Decision), "a reach denial was decided: {audit:?}");
 }
 
 /// A worker retrying a denied open misses again until the grant is in; the misses that come

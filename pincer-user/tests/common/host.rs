@@ -10,7 +10,7 @@ use pincer::daemon::config::Config;
 use pincer::daemon::peer::CgroupLookup;
 use pincer::daemon::protocol::{ApprovalScope, QuestionInfo, RequestOutcome, Rule, RuleId, SessionInfo, StandingRule};
 use pincer::daemon::{Call, Reply};
-use pincer::kernel::{MemoryMaps, Miss};
+use pincer::kernel::{KernelEvent, MemoryMaps, Miss};
 use pincer::Access;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -30,8 +30,8 @@ pub struct Host {
     /// The enforcer's maps.
     pub maps: MemoryMaps,
     caller: Arc<Mutex<PathBuf>>,
-    /// Where the test sends kernel misses (while the daemon runs).
-    pub misses: Option<mpsc::Sender<Miss>>,
+    /// Where the test sends kernel events (while the daemon runs).
+    pub events: Option<mpsc::Sender<KernelEvent>>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -58,7 +58,7 @@ impl Host {
             key: [7; 32],
             maps: MemoryMaps::default(),
             caller: Arc::new(Mutex::new(PathBuf::from(OUTSIDE))),
-            misses: None,
+            events: None,
             stop: None,
             task: None,
         };
@@ -73,7 +73,7 @@ impl Host {
         let (mtx, mrx) = mpsc::channel(16);
         let daemon = start_daemon(&self.config, self.maps.enforcer(), lookup, self.key, Some(mrx));
         self.task = Some(daemon.task);
-        self.misses = Some(mtx);
+        self.events = Some(mtx);
         self.stop = Some(daemon.stop);
     }
 
@@ -93,9 +93,14 @@ impl Host {
         self.start();
     }
 
+    /// Sends a kernel event (a miss or a reach denial).
+    pub async fn event(&self, e: KernelEvent) {
+        self.events.as_ref().expect("the daemon runs").send(e).await.unwrap();
+    }
+
     /// Sends a kernel miss.
     pub async fn miss(&self, m: Miss) {
-        self.misses.as_ref().expect("the daemon runs").send(m).await.unwrap();
+        self.events.as_ref().expect("the daemon runs").send(KernelEvent::Miss(m)).await.unwrap();
     }
 
     /// Makes the next connections come from `cgroup`.

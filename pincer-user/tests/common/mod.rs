@@ -14,7 +14,7 @@ use pincer::daemon::core::CoreDeps;
 use pincer::daemon::peer::CgroupLookup;
 use pincer::daemon::{bind, run, Parts};
 use pincer::decider::{Decider, OfflineDecider};
-use pincer::kernel::{Enforcer, Miss};
+use pincer::kernel::{Enforcer, KernelEvent};
 use pincer::sanitize::{Sanitizer, SecretKey};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -84,14 +84,14 @@ pub struct Daemon {
 }
 
 /// Starts the daemon on `config`'s socket with the offline decider, `enforcer` (over
-/// [`pincer::kernel::MemoryMaps`]), a sanitizer of `key`, peers placed by `lookup`, and kernel misses from
-/// `misses` if given.
-pub fn start_daemon(config: &Config, enforcer: Enforcer, lookup: CgroupLookup, key: [u8; 32], misses: Option<mpsc::Receiver<Miss>>) -> Daemon {
-    start_daemon_with(config, enforcer, lookup, key, misses, Arc::new(OfflineDecider::new()))
+/// [`pincer::kernel::MemoryMaps`]), a sanitizer of `key`, peers placed by `lookup`, and kernel events from
+/// `events` if given.
+pub fn start_daemon(config: &Config, enforcer: Enforcer, lookup: CgroupLookup, key: [u8; 32], events: Option<mpsc::Receiver<KernelEvent>>) -> Daemon {
+    start_daemon_with(config, enforcer, lookup, key, events, Arc::new(OfflineDecider::new()))
 }
 
 /// As [`start_daemon`], with `decider` making the votes and the pre-committed policies.
-pub fn start_daemon_with(config: &Config, enforcer: Enforcer, lookup: CgroupLookup, key: [u8; 32], misses: Option<mpsc::Receiver<Miss>>, decider: Arc<dyn Decider>) -> Daemon {
+pub fn start_daemon_with(config: &Config, enforcer: Enforcer, lookup: CgroupLookup, key: [u8; 32], events: Option<mpsc::Receiver<KernelEvent>>, decider: Arc<dyn Decider>) -> Daemon {
     let parts = Parts {
         core: CoreDeps {
             config: config.clone(),
@@ -102,7 +102,7 @@ pub fn start_daemon_with(config: &Config, enforcer: Enforcer, lookup: CgroupLook
             holds: None,
         },
         lookup,
-        misses,
+        events,
     };
     let listener = bind(&config.socket).unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
