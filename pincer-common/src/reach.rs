@@ -11,6 +11,8 @@
 //! | --- | --- | --- | --- | --- | --- |
 //! | process hooks, [`HOOK_PROC_WRITE`] | target process id | signal, ptrace mode, nice, ioprio or resource | target's session (0: none) | 0 | target's `comm` |
 //! | [`HOOK_FILE_SETOWN`] | the owner's number in the caller's PID namespace | `fcntl` or `ioctl` command | 0 | kind (1 process, 2 process group, 3 named in memory) | |
+//! | [`HOOK_MQUEUE`] | queue inode | queue device | creating session (0: none) | access asked (read: an open; delete: `mq_unlink`) | the queue's name |
+//! | [`HOOK_KEY_TO_PARENT`] | keyring serial | the parent's pid | 0 | 0 | |
 //! | [`HOOK_IPC_PERMISSION`], [`HOOK_IPC_CTL`] | IPC id | access flag or command | IPC key | creating session (0: outside) | |
 //! | [`HOOK_UNIX_STREAM_CONNECT`], [`HOOK_UNIX_MAY_SEND`] | socket file inode (0: abstract) | socket file device | creating session (0: outside) | 0 | bound name (`@` for abstract); `root_dev` its length, `parent_dev` the socket file's owner uid ([`UNIX_OWNER_ANY`]: no file) |
 //! | [`HOOK_UNIX_INBOUND`] | as above | as above | the socket's session (also `session`) | 0 | as above |
@@ -96,6 +98,17 @@ shared_consts! {
     /// memory after the hook). `ino` is the number asked for, `dev` the command,
     /// `root_ino` the kind (1 process, 2 process group, 3 named in memory).
     HOOK_FILE_SETOWN: u32 = 53;
+    /// Hook id: `file_open` or `inode_unlink` (`mq_open`, `open` of
+    /// `/dev/mqueue/NAME`, `mq_unlink`) of a POSIX message queue the session did not
+    /// make: the user's queue, whose messages a descriptor would take. `ino` the queue's
+    /// inode, `dev` its device, `parent_ino` the session that made it (0: none),
+    /// `root_ino` the access asked (read: an open; delete), `name` the queue's name.
+    HOOK_MQUEUE: u32 = 54;
+    /// Hook id: `key_permission` of a link of the caller's own session keyring when its
+    /// parent is outside the session (`KEYCTL_SESSION_TO_PARENT` would make the keyring
+    /// the parent's, a process of the user's). `ino` the keyring's serial, `dev` the
+    /// parent's pid.
+    HOOK_KEY_TO_PARENT: u32 = 55;
     /// [`PortKey::session`] of a port bound by a socket outside every session, counted
     /// by the kernel from the bind to the socket's end (address and family 0: the
     /// port on every address).
