@@ -12,6 +12,8 @@
 //! | --- | --- |
 //! | process hooks, [`HOOK_PROC_WRITE`] | `target_pid`, `target_session`, `detail` (signal, ptrace mode, nice, ioprio or resource), `name` (the target's `comm`) |
 //! | [`HOOK_FILE_SETOWN`] | `target_pid` (the owner's number in the caller's PID namespace), `detail` (`fcntl` or `ioctl` command), `owner_kind` (1 process, 2 process group, 3 named in memory) |
+//! | [`HOOK_MQUEUE`] | `ino`, `dev` (the queue), `target_session` (the session that made it; 0: none), `detail` (the access asked: read for an open, delete for `mq_unlink`), `name` (the queue's name) |
+//! | [`HOOK_KEY_TO_PARENT`] | `target_id` (the session keyring's serial), `target_pid` (the parent's pid) |
 //! | [`HOOK_IPC_PERMISSION`], [`HOOK_IPC_CTL`] | `target_id` (IPC id), `ipc_key`, `detail` (access flag or command), `target_session` |
 //! | [`HOOK_UNIX_STREAM_CONNECT`], [`HOOK_UNIX_MAY_SEND`], [`HOOK_UNIX_INBOUND`] | `ino`, `dev` (the socket file; 0: abstract), `target_session`, `target_uid` (the socket file's owner; [`UNIX_OWNER_ANY`]: no file), `name` and `name_len` (the bound name, `@` first for an abstract one) |
 //! | [`HOOK_SOCKET_CONNECT`], [`HOOK_SOCKET_SENDMSG`] | `proto` (6 TCP, 17 UDP), `port`, `addr` |
@@ -95,6 +97,17 @@ shared_consts! {
     /// memory after the hook). `ino` is the number asked for, `dev` the command,
     /// `root_ino` the kind (1 process, 2 process group, 3 named in memory).
     HOOK_FILE_SETOWN: u32 = 53;
+    /// Hook id: `file_open` or `inode_unlink` (`mq_open`, `open` of
+    /// `/dev/mqueue/NAME`, `mq_unlink`) of a POSIX message queue the session did not
+    /// make: the user's queue, whose messages a descriptor would take. `ino` the queue's
+    /// inode, `dev` its device, `parent_ino` the session that made it (0: none),
+    /// `root_ino` the access asked (read: an open; delete), `name` the queue's name.
+    HOOK_MQUEUE: u32 = 54;
+    /// Hook id: `key_permission` of a link of the caller's own session keyring when its
+    /// parent is outside the session (`KEYCTL_SESSION_TO_PARENT` would make the keyring
+    /// the parent's, a process of the user's). `ino` the keyring's serial, `dev` the
+    /// parent's pid.
+    HOOK_KEY_TO_PARENT: u32 = 55;
     /// [`PortKey::session`] of a port bound by a socket outside every session, counted
     /// by the kernel from the bind to the socket's end (address and family 0: the
     /// port on every address).

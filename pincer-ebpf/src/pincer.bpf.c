@@ -54,6 +54,13 @@
 #define CGROUP2_SUPER_MAGIC 0x63677270
 #define ACCESS_ALL_BITS (ACCESS_READ | ACCESS_WRITE | ACCESS_CREATE | ACCESS_DELETE | ACCESS_LIST)
 
+/* Of the reach block (reach.bpf.c, included at the end). */
+struct inode;
+struct dentry;
+struct super_block;
+static __always_inline int reach_inode_unlink(struct dentry *d);
+static __always_inline void reach_inode_free(struct inode *inode, struct super_block *sb);
+
 char LICENSE[] SEC("license") = "GPL";
 
 struct {
@@ -2395,8 +2402,12 @@ int BPF_PROG(pincer_inode_unlink_held, struct inode *dir, struct dentry *dentry,
 		return ret;
 	if (!current_session(&s))
 		return 0;
-	int err = held_object(&s, dentry, ACCESS_DELETE, HOOK_INODE_UNLINK, 1);
+	/* A POSIX queue of the user's (mq_unlink) is reach, not files. */
+	int err = reach_inode_unlink(dentry);
 
+	if (err)
+		return err;
+	err = held_object(&s, dentry, ACCESS_DELETE, HOOK_INODE_UNLINK, 1);
 	return err ? err : moved_names(s.id, dentry, 0);
 }
 
@@ -2817,8 +2828,12 @@ int BPF_PROG(pincer_inode_unlink, struct inode *dir, struct dentry *dentry, int 
 		return ret;
 	if (!current_session(&s))
 		return 0;
-	int err = check_object(&s, dentry, ACCESS_DELETE, HOOK_INODE_UNLINK);
+	/* A POSIX queue of the user's (mq_unlink) is reach, not files. */
+	int err = reach_inode_unlink(dentry);
 
+	if (err)
+		return err;
+	err = check_object(&s, dentry, ACCESS_DELETE, HOOK_INODE_UNLINK);
 	return err ? err : moved_names(s.id, dentry, 0);
 }
 
@@ -3239,6 +3254,7 @@ int BPF_PROG(pincer_inode_free_security, struct inode *inode)
 
 	if (!sb)
 		return 0;
+	reach_inode_free(inode, sb);
 	if (BPF_CORE_READ(inode, __i_nlink) && BPF_CORE_READ(sb, s_root) && (BPF_CORE_READ(sb, s_flags) & SB_ACTIVE))
 		return 0;
 	struct freed f = { .ino = BPF_CORE_READ(inode, i_ino), .dev = BPF_CORE_READ(sb, s_dev) };

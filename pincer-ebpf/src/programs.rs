@@ -61,7 +61,7 @@ pub const OPTIONAL_HOOKS: [&str; 3] = ["inode_set_acl", "inode_remove_acl", "fil
 /// Programs of the reach block (`src/reach.bpf.c`) and the LSM hook each
 /// attaches to: no reach into other processes, no deputies. (Writes to
 /// another process's `/proc/PID/` files are checked by `pincer_file_open`.)
-pub const REACH_PROGRAMS: [(&str, &str); 30] = [
+pub const REACH_PROGRAMS: [(&str, &str); 31] = [
     ("pincer_task_kill", "task_kill"),
     ("pincer_ptrace_access_check", "ptrace_access_check"),
     ("pincer_ptrace_traceme", "ptrace_traceme"),
@@ -92,17 +92,20 @@ pub const REACH_PROGRAMS: [(&str, &str); 30] = [
     ("pincer_socket_sendmsg", "socket_sendmsg"),
     ("pincer_key_alloc", "key_alloc"),
     ("pincer_key_permission", "key_permission"),
+    ("pincer_d_instantiate", "d_instantiate"),
 ];
 
 /// `fexit` programs and the kernel function each traces: a successful `bind`
 /// records the session's port, a UDP port the kernel gives a socket outside
-/// every session (a client's autobind too) is held against sessions, a successful open of `/dev/ptmx` the session's
+/// every session (a client's autobind too) is held against sessions, as is a TCP port
+/// (`inet_csk_get_port`: a bind, or `listen` alone), a successful open of `/dev/ptmx` the session's
 /// new pty (reach block), a successful `mkdir`, `symlink` or `mknod` the session's
 /// exact grant on the object it made (file gating).
-pub const REACH_FEXIT: [(&str, &str); 9] = [
+pub const REACH_FEXIT: [(&str, &str); 10] = [
     ("pincer_inet_bind", "inet_bind"),
     ("pincer_inet6_bind", "inet6_bind"),
     ("pincer_udp_lib_get_port", "udp_lib_get_port"),
+    ("pincer_inet_csk_get_port", "inet_csk_get_port"),
     ("pincer_inet_bind_sk", "inet_bind_sk"),
     ("pincer_inet6_bind_sk", "inet6_bind_sk"),
     ("pincer_ptmx_open", "ptmx_open"),

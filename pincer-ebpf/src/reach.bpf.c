@@ -65,6 +65,8 @@
 #define OWNER_IN_MEMORY 3 /* an owner named in the caller's memory, not read */
 #define FIOSETOWN 0x8901
 #define SIOCSPGRP 0x8902
+#define MQUEUE_MAGIC 0x19800202
+#define KEY_NEED_LINK 5 /* enum key_need_perm */
 
 #pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
 
@@ -100,8 +102,16 @@ struct signal_struct {
 
 struct pid;
 
+struct key;
+
+struct cred {
+	struct key *session_keyring;
+};
+
 struct task_struct {
 	int tgid;
+	struct task_struct *real_parent;
+	const struct cred *cred;
 	struct css_set *cgroups;
 	struct hlist_node pid_links[4];
 	char comm[16];
@@ -550,6 +560,89 @@ static __always_inline int reach_cgroup(const struct session *s, struct dentry *
 	return -EACCES;
 }
 
+/* ---- POSIX message queues ---- */
+
+/* A POSIX message queue is a file of its IPC namespace's mqueue filesystem:
+ * mq_open by name and open(2) of /dev/mqueue/NAME both give a descriptor that
+ * mq_timedsend and mq_timedreceive take. A gated task opens (and mq_unlink
+ * removes) only a queue its session made; the filesystem's root (a listing)
+ * stays open. The session's own IPC namespace keeps the user's queues from
+ * being named at all; this holds without it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64); /* struct inode * of a queue */
+	__type(value, __u64); /* the creating session */
+} MAP_MQUEUES SEC(".maps");
+
+/* A queue is made (mq_open with O_CREAT instantiates its file in the creating
+ * task's context): if by a session, it is the session's. Every other dentry
+ * leaves at the first test. A queue that cannot be recorded stays closed to
+ * the session that made it (fail closed). */
+SEC("lsm/d_instantiate")
+int BPF_PROG(pincer_d_instantiate, struct dentry *dentry, struct inode *inode)
+{
+	if (!inode || BPF_CORE_READ(inode, i_sb, s_magic) != MQUEUE_MAGIC)
+		return 0;
+	__u64 session = current_session_id();
+
+	if (!session)
+		return 0;
+	__u64 k = (__u64)inode;
+
+	bpf_map_update_elem(&MAP_MQUEUES, &k, &session, BPF_ANY);
+	return 0;
+}
+
+/* 0 if the gated task may open or remove the mqueue object `d`, else -EACCES
+ * (reported: `ino` the queue's inode, `dev` its device, `target_session` the
+ * session that made it, 0 if none did, `detail` the access asked, `name` its
+ * name). */
+static __always_inline int mqueue_check(__u64 session, struct dentry *d, __u32 access)
+{
+	struct inode *inode = BPF_CORE_READ(d, d_inode);
+
+	if (!inode || (BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFDIR)
+		return 0;
+	__u64 k = (__u64)inode;
+	__u64 *owner = bpf_map_lookup_elem(&MAP_MQUEUES, &k);
+
+	if (owner && *owner == session)
+		return 0;
+	struct reach_event *e = reach_event(session, HOOK_MQUEUE);
+
+	if (e) {
+		e->ino = BPF_CORE_READ(inode, i_ino);
+		e->dev = BPF_CORE_READ(inode, i_sb, s_dev);
+		e->target_session = owner ? *owner : 0;
+		e->detail = access;
+		bpf_probe_read_kernel_str(e->name, sizeof(e->name), BPF_CORE_READ(d, d_name.name));
+		bpf_ringbuf_submit(e, 0);
+	}
+	return -EACCES;
+}
+
+/* mq_unlink (vfs_unlink on the mqueue filesystem); called from inode_unlink. */
+static __always_inline int reach_inode_unlink(struct dentry *d)
+{
+	if (!d || BPF_CORE_READ(d, d_sb, s_magic) != MQUEUE_MAGIC)
+		return 0;
+	__u64 session = current_session_id();
+
+	return session ? mqueue_check(session, d, ACCESS_DELETE) : 0;
+}
+
+/* An inode is freed: a queue's record goes with it, before its memory can
+ * hold another. Called from inode_free_security. */
+static __always_inline void reach_inode_free(struct inode *inode, struct super_block *sb)
+{
+	if (BPF_CORE_READ(sb, s_magic) != MQUEUE_MAGIC)
+		return;
+	__u64 k = (__u64)inode;
+
+	bpf_map_delete_elem(&MAP_MQUEUES, &k);
+}
+
 /* ---- terminals ---- */
 
 /* A gated task opens a pseudo-terminal's slave (/dev/pts/N): only its own
@@ -630,6 +723,8 @@ static __always_inline int reach_file_open(__u64 session, struct file *file)
 
 	if (magic == DEVPTS_SUPER_MAGIC)
 		return pty_check(session, file, inode);
+	if (magic == MQUEUE_MAGIC)
+		return mqueue_check(session, file->f_path.dentry, ACCESS_READ);
 	if (!(file->f_mode & FMODE_WRITE) || magic != PROC_SUPER_MAGIC)
 		return 0;
 	__u64 addr = (__u64)BPF_CORE_READ(file, f_inode);
@@ -800,8 +895,32 @@ int pincer_key_permission(unsigned long long *ctx)
 
 		return (__u32)bpf_get_current_uid_gid() == BPF_CORE_READ(key, uid.val) ? -EPERM : 0;
 	}
-	if (owner && *owner == session)
-		return 0;
+	if (owner && *owner == session) {
+		if ((__u32)ctx[2] != KEY_NEED_LINK)
+			return 0;
+		/* KEYCTL_SESSION_TO_PARENT links the caller's session keyring and
+		 * makes it its parent's (in the parent's context, where no hook
+		 * refuses): the parent must be of the session too. A task whose
+		 * parent is outside (an orphan adopted by the user's subreaper,
+		 * `systemd --user`) may not link its session keyring at all; the
+		 * call names it so. */
+		struct task_struct *me = (void *)bpf_get_current_task();
+
+		if ((__u64)BPF_CORE_READ(me, cred, session_keyring) != k)
+			return 0;
+		struct task_struct *parent = BPF_CORE_READ(me, real_parent);
+
+		if (task_session(parent) == session)
+			return 0;
+		struct reach_event *pe = reach_event(session, HOOK_KEY_TO_PARENT);
+
+		if (pe) {
+			pe->target_id = (__u32)BPF_CORE_READ((struct key *)k, serial);
+			pe->target_pid = (__u32)BPF_CORE_READ(parent, tgid);
+			bpf_ringbuf_submit(pe, 0);
+		}
+		return -EPERM;
+	}
 	struct reach_event *e = reach_event(session, HOOK_KEY_PERMISSION);
 
 	if (e) {
@@ -1012,6 +1131,25 @@ int BPF_PROG(pincer_inet6_bind_sk, struct sock *sk, struct sockaddr *uaddr, int 
  * resolver). A session's own ports are recorded where it binds or asks. */
 SEC("fexit/udp_lib_get_port")
 int BPF_PROG(pincer_udp_lib_get_port, struct sock *sk, unsigned short snum, unsigned int hash2_nulladdr, int ret)
+{
+	if (ret || current_session_id())
+		return 0;
+	record_port(0, sk);
+	return 0;
+}
+
+/* A TCP port the kernel gives a socket outside every session, by a bind or by
+ * `listen` alone: a socket that listens without a bind gets its port from
+ * `listen` (inet_autobind), past inet_bind and every bind exit above. Every
+ * TCP port a socket binds or listens on passes inet_csk_get_port (an MPTCP
+ * socket's subflow too), as every UDP port passes udp_lib_get_port: the
+ * user's listener that never bound holds its port against sessions (a
+ * session's record of a port it gave back, or its bind of the same port on
+ * the other family's loopback address, would otherwise reach or take the
+ * user's service). A client's port (connect) passes neither, and nothing
+ * listens there. */
+SEC("fexit/inet_csk_get_port")
+int BPF_PROG(pincer_inet_csk_get_port, struct sock *sk, unsigned short snum, int ret)
 {
 	if (ret || current_session_id())
 		return 0;

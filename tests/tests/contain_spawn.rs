@@ -151,15 +151,16 @@ fn the_session_cannot_name_the_users_processes_or_ipc_objects() {
     assert_eq!(env.result("mqfs"), "refused", "the user's POSIX queue as a file under /dev/mqueue");
 
     // Without the namespaces the same script names them all; the hooks alone still
-    // refuse the SysV segment.
+    // refuse the SysV segment and the POSIX queue (by name and as a file).
     env.namespaces(false);
     env.clear();
     let (code, text) = exit_code(env.spawn(&script));
     assert_eq!(code, 42, "{text}");
     let procs = env.result("procs");
     assert!(procs.contains("86399"), "without a PID namespace the user's process is listed: {procs}");
-    assert_eq!(env.result("mq"), "ok", "without an IPC namespace the user's POSIX queue opens");
-    assert_eq!(env.result("mqfs"), "open", "without the session's /dev/mqueue the user's queue file opens");
+    // POSIX queues have a hook too: a gated task opens only the queues its session made.
+    assert_eq!(env.result("mq"), format!("errno {}", libc::EACCES), "without an IPC namespace the mqueue hook refuses the user's POSIX queue");
+    assert_eq!(env.result("mqfs"), "refused", "without the session's /dev/mqueue the mqueue hook refuses the user's queue file");
     assert_eq!(env.result("own"), "ok");
     assert_eq!(env.result("shmat"), format!("errno {}", libc::EACCES), "the ipc hook refuses the segment");
 

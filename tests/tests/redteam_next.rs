@@ -4797,3 +4797,565 @@ fn sends_to_the_users_udp_client_on_a_port_its_socket_gave_back() {
     assert!(received.is_empty(), "the user's client received the session's datagram: {:?}", String::from_utf8_lossy(&received));
     assert_eq!(sent, vec![EACCES], "the session's send to the user's client port");
 }
+
+// ---------------------------------------------------------------------------------------
+// A sixth pass: the fifth pass's fixes where they stop, and what acts on the user's processes
+// or objects past the hooks that were tried. A port is held against sessions from the
+// functions that give it (`inet_bind`, `inet_bind_sk`, `udp_lib_get_port`): a TCP listener
+// that never binds gets its port from `listen` itself. A process names the user's process
+// by a pidfd, a `/proc/PID` entry, a priority's "every process of the user", a perf event or
+// a parent's session keyring; a POSIX message queue is named by the session's IPC namespace
+// alone; and "this host" is asked for in the v4-mapped form of one of its own addresses. The
+// attacker, as in the fifth pass, is a process of the session outside its namespaces.
+
+/// A TCP socket of `family` that listens without a bind: `listen` gives it a port of the
+/// ephemeral range on the wildcard address (`inet_autobind`, the kernel's pick). The socket
+/// is kept at descriptor 900; its port, or -errno.
+fn listen_without_bind(family: i32) -> i32 {
+    // SAFETY: socket/listen/getsockname/dup2/close on local buffers.
+    unsafe {
+        let fd = libc::socket(family, libc::SOCK_STREAM, 0);
+        if fd < 0 {
+            return -errno();
+        }
+        if libc::listen(fd, 16) < 0 {
+            let e = errno();
+            libc::close(fd);
+            return -e;
+        }
+        let mut ss: libc::sockaddr_storage = std::mem::zeroed();
+        let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        if libc::getsockname(fd, (&mut ss as *mut libc::sockaddr_storage).cast(), &mut len) < 0 {
+            return -errno();
+        }
+        // sin_port and sin6_port lie at the same offset.
+        let port = u16::from_be((*(&ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>()).sin_port);
+        if libc::dup2(fd, 900) < 0 {
+            return -errno();
+        }
+        libc::close(fd);
+        i32::from(port)
+    }
+}
+
+/// Serves `said` to every client of the listener at descriptor 900 (see
+/// [`listen_without_bind`]).
+fn serve_900(said: &'static [u8]) {
+    loop {
+        // SAFETY: accept/write/close on the listening socket and a local buffer.
+        unsafe {
+            let c = libc::accept(900, std::ptr::null_mut(), std::ptr::null_mut());
+            if c >= 0 {
+                libc::write(c, said.as_ptr().cast(), said.len());
+                libc::close(c);
+            }
+        }
+    }
+}
+
+/// Reaches the user's later listener that never bound, on a port its own socket gave back.
+/// A session's TCP socket binds `127.0.0.1:0`, listens, asks for its port P (the session's
+/// record of P) and gives P back with `connect(AF_UNSPEC)`, keeping the socket (and the
+/// record) in a process of the session. The user's service then listens without a bind
+/// (`socket(); listen()`, as a server that takes any port and announces it does): the
+/// kernel gives it P, the only port of the ephemeral range here. The session connects to
+/// `127.0.0.1:P`. Why it might get out: the fourth pass holds a port against sessions from
+/// the binds made outside (`inet_bind`, `inet6_bind`, `inet_bind_sk`) and the fifth from
+/// `udp_lib_get_port`; `listen` gives a TCP socket its port through neither, so the user's
+/// listener holds nothing, and the session's stale record of P lets it connect. Safe: the
+/// session's connection is refused (`EACCES`).
+/// Closed: every TCP port the kernel gives a socket outside every session, by a bind or by
+/// `listen` alone, is held against sessions (`pincer_inet_csk_get_port`, fexit on
+/// `inet_csk_get_port`).
+#[test]
+fn reaches_the_users_later_listener_without_a_bind_on_a_port_its_socket_gave_back() {
+    const P: u16 = 47_331;
+    let red = Red::start("listenport");
+    let range = PortRange::only(P);
+    let took = red.gated(|| {
+        // SAFETY: socket/fork/close/sleep on local descriptors.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+            let p = leave_a_port(fd);
+            if libc::fork() == 0 {
+                // Nothing but the socket: the test reads the results until the pipe closes.
+                for other in 3..1024 {
+                    if other != fd {
+                        libc::close(other);
+                    }
+                }
+                libc::sleep(120);
+                libc::_exit(0);
+            }
+            vec![p]
+        }
+    });
+    assert_eq!(took, vec![i32::from(P)], "precondition: the session's socket took P and gave it back");
+    let (_service, p) = pincer_tests::HeldProcess::start(None, UID, || listen_without_bind(libc::AF_INET), |_| serve_900(SECRET));
+    drop(range);
+    assert_eq!(p, i32::from(P), "precondition: the user's listener got P from listen");
+    assert_eq!(ungated(|| vec![fetch(LO, P, SECRET)]), vec![0], "control: the user's other process reaches the service on {P}");
+    let r = red.gated(|| vec![fetch(LO, P, SECRET)]);
+    assert_eq!(r, vec![EACCES], "the session reached the user's listener on the port its socket gave back ({P})");
+}
+
+/// Listens on the IPv6 loopback port of the user's listener that never bound. The user's
+/// service is an IPv4 socket that listens without a bind: the kernel gives it `0.0.0.0:P`,
+/// which leaves `[::1]:P` (an IPv6-only socket) free to the kernel. A session that listens
+/// there serves, and reads, what the user's clients send to `localhost:P`, which most
+/// clients try over `::1` first. Why it might get out: `socket_bind` refuses a session's
+/// bind of a port held outside, and a port is held from the binds made outside; `listen`
+/// gave this one. Safe: the session's bind of `[::1]:P` is refused (`EACCES`).
+/// Closed: as above (`pincer_inet_csk_get_port`).
+#[test]
+fn listens_on_the_ipv6_loopback_port_of_the_users_listener_without_a_bind() {
+    let red = Red::start("listen6");
+    let (_service, p) = pincer_tests::HeldProcess::start(None, UID, || listen_without_bind(libc::AF_INET), |_| serve_900(SECRET));
+    assert!(p > 0, "the user's listener: {p}");
+    let p = p as u16;
+    let v6 = IpAddr::V6(Ipv6Addr::LOCALHOST);
+    let take = move || {
+        let fd = listen_on(v6, p);
+        if fd >= 0 {
+            // SAFETY: closes the listener made above.
+            unsafe { libc::close(fd) };
+        }
+        vec![fd.min(0)]
+    };
+    assert_eq!(ungated(take), vec![0], "control: [::1]:{p} is free to the kernel");
+    assert_eq!(red.gated(take), vec![-EACCES], "the session listens on [::1] at the port of the user's listener ({p})");
+}
+
+/// A process of the user's outside every session that does nothing until dropped, and that
+/// the user's other processes may inspect (dumpable, as a process started by the user is;
+/// the test's fork changed its uid, which clears the flag).
+fn inspectable_users_process() -> pincer_tests::HeldProcess {
+    // SAFETY: prctl with integer arguments.
+    pincer_tests::HeldProcess::start(None, UID, || unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) }, |_| {}).0
+}
+
+/// Kills the user's process through a pidfd. `pidfd_open` gives any process a descriptor
+/// of any other (no permission is checked: it names, it does not act), and
+/// `pidfd_send_signal` signals through it; the README's signal rule is on `task_kill`. Why
+/// it might get out: a pidfd is a second way to name the process, past a PID namespace, and
+/// the signal is sent through another system call. Safe: the signal is refused (`EPERM`)
+/// and the user's process runs on.
+/// Holds: `pidfd_send_signal` passes `check_kill_permission` and so `task_kill`
+/// (`pincer_task_kill`).
+#[test]
+fn kills_the_users_process_through_a_pidfd() {
+    let red = Red::start("pidfd");
+    let kill = |pid: i32| {
+        move || {
+            // SAFETY: pidfd_open/pidfd_send_signal/close with integer arguments.
+            unsafe {
+                let fd = libc::syscall(libc::SYS_pidfd_open, pid, 0);
+                if fd < 0 {
+                    return vec![errno(), 0];
+                }
+                let r = rc(libc::syscall(libc::SYS_pidfd_send_signal, fd as i32, libc::SIGKILL, std::ptr::null::<libc::siginfo_t>(), 0));
+                libc::close(fd as i32);
+                vec![0, r]
+            }
+        }
+    };
+    let control = users_process();
+    let pid = control.pid();
+    assert_eq!(ungated(kill(pid)), vec![0, 0], "control: the user's other process");
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!running(pid), "control: the user's other process kills it so");
+    let user = users_process();
+    let pid = user.pid();
+    let r = red.gated(kill(pid));
+    std::thread::sleep(Duration::from_millis(200));
+    println!("the session's pidfd_open, pidfd_send_signal: {r:?}");
+    assert!(running(pid), "the session killed the user's process {pid} through a pidfd: {r:?}");
+    assert!(refused(r[1]), "pidfd_send_signal: {r:?}");
+}
+
+/// Reads the user's pipe, folder and root through the process's `/proc` entries. The
+/// user's process holds the reading end of a pipe with `SECRET` in it (a build's output, an
+/// editor's channel to its language server) and works in a folder of its own;
+/// `/proc/PID/fd/N` opens the pipe itself (no file under any root: the file rules never see
+/// it), `/proc/PID/cwd` and `/proc/PID/root` name its folder and its root (another mount
+/// namespace's, for a process in a container of the user's). Why it might get out: a pipe
+/// is no object of the file gate, and these links are no `ptrace`. Safe: each is refused.
+/// Holds: the kernel checks ptrace access on each link (`proc_fd_access_allowed`), which
+/// reaches only processes of the same session (`pincer_ptrace_access_check`).
+#[test]
+fn reads_the_users_pipe_and_folders_through_its_proc_entries() {
+    let red = Red::start("procfd");
+    let mut c = Cleanup::default();
+    let dir = udir(&format!("/tmp/rt-procfd-{}", uniq()));
+    c.add(&dir);
+    let d = dir.clone();
+    let (user, fd) = pincer_tests::HeldProcess::start(None, UID, move || {
+        let mut p = [0; 2];
+        // SAFETY: pipe/write/chdir on local buffers.
+        unsafe {
+            if libc::pipe(p.as_mut_ptr()) < 0 || libc::chdir(cpath(&d).as_ptr()) < 0 || libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) < 0 {
+                return -errno();
+            }
+            libc::write(p[1], SECRET.as_ptr().cast(), SECRET.len());
+        }
+        p[0]
+    }, |_| {});
+    assert!(fd >= 0, "the user's process: {fd}");
+    let pid = user.pid();
+    let want = dir.to_string_lossy().into_owned();
+    let look = move || {
+        let pipe = PathBuf::from(format!("/proc/{pid}/fd/{fd}"));
+        // SAFETY: open/read/close of the pipe on a local buffer.
+        let got = unsafe {
+            let f = libc::open(cpath(&pipe).as_ptr(), libc::O_RDONLY | libc::O_NONBLOCK);
+            if f < 0 {
+                errno()
+            } else {
+                let mut buf = [0u8; 16];
+                let n = libc::read(f, buf.as_mut_ptr().cast(), buf.len());
+                libc::close(f);
+                if n > 0 && &buf[..n as usize] == SECRET { 0 } else { -1 }
+            }
+        };
+        vec![
+            got,
+            readlink_is(Path::new(&format!("/proc/{pid}/cwd")), &want),
+            stat(Path::new(&format!("/proc/{pid}/root/tmp"))),
+        ]
+    };
+    // The control takes the pipe's content: the user's process is given it again after.
+    assert_eq!(ungated(look.clone()), vec![0, 0, 0], "control: the user's other process");
+    let refill = PathBuf::from(format!("/proc/{pid}/fd/{fd}"));
+    std::io::Write::write_all(&mut std::fs::OpenOptions::new().write(true).open(&refill).unwrap(), SECRET).unwrap();
+    let r = red.gated(look);
+    println!("the session's pipe, cwd, root: {r:?}");
+    assert!(r.iter().all(|&e| refused(e)), "the session reached the user's process's pipe, folder or root: {r:?}");
+}
+
+/// The nice value of process `pid`, as `/proc/PID/stat` shows it.
+fn nice_of(pid: i32) -> i32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    stat.rsplit(')').next().unwrap().split_whitespace().nth(16).unwrap().parse().unwrap()
+}
+
+/// The I/O priority of process `pid` (`ioprio_get`).
+fn ioprio_of(pid: i32) -> i64 {
+    // SAFETY: ioprio_get with integer arguments.
+    unsafe { libc::syscall(libc::SYS_ioprio_get, 1, pid) }
+}
+
+/// `ioprio_set(which, who, IOPRIO_CLASS_IDLE)` (the idle class needs no privilege).
+fn ioprio_idle(which: i32, who: i32) -> i32 {
+    // SAFETY: ioprio_set with integer arguments.
+    rc(unsafe { libc::syscall(libc::SYS_ioprio_set, which, who, 3 << 13) })
+}
+
+const IOPRIO_WHO_PGRP: i32 = 2;
+const IOPRIO_WHO_USER: i32 = 3;
+
+/// Lowers the priority of every process of the user at once. `setpriority(PRIO_USER, uid)`
+/// and `ioprio_set(IOPRIO_WHO_USER, uid)` name no process: the kernel walks every task of
+/// the uid (and for `PRIO_PGRP`, `IOPRIO_WHO_PGRP` every task of a process group) and
+/// changes each it may. A session that lowers all of them to nice 19 and the idle I/O class
+/// starves the user's desktop, editor and builds. Why it might get out: the hooks are asked
+/// of a process named by its number; here the kernel picks the processes, past the PID
+/// namespace (the user's processes are walked whether the caller can name them or not, on
+/// kernels that do not skip them). Safe: the user's process keeps its nice value and I/O
+/// class.
+/// Holds: the kernel asks `task_setnice` and `task_setioprio` of each task it walks
+/// (`pincer_task_setnice`, `pincer_task_setioprio`).
+#[test]
+fn lowers_the_priority_of_every_process_of_the_user_at_once() {
+    let red = Red::start("priouser");
+    let lower = move |pgrp: i32| {
+        move || {
+            // SAFETY: setpriority with integer arguments.
+            let u = rc(unsafe { libc::setpriority(libc::PRIO_USER, UID, 10) } as i64);
+            let g = rc(unsafe { libc::setpriority(libc::PRIO_PGRP, pgrp as u32, 10) } as i64);
+            vec![u, g, ioprio_idle(IOPRIO_WHO_USER, UID as i32), ioprio_idle(IOPRIO_WHO_PGRP, pgrp)]
+        }
+    };
+    let control = users_process();
+    let pid = control.pid();
+    let before = ioprio_of(pid);
+    let r = ungated(lower(pid));
+    println!("control: {r:?}; nice {}; ioprio {before} -> {}", nice_of(pid), ioprio_of(pid));
+    assert_eq!(nice_of(pid), 10, "control: the user's other process lowers its priority so");
+    assert_ne!(ioprio_of(pid), before, "control: and its I/O class");
+    drop(control);
+    let user = users_process();
+    let pid = user.pid();
+    // Its own process group, as a job of the user's shell has.
+    // SAFETY: setpgid of our child.
+    unsafe { libc::setpgid(pid, pid) };
+    let before = ioprio_of(pid);
+    let r = red.gated(lower(pid));
+    println!("the session's PRIO_USER, PRIO_PGRP, IOPRIO_WHO_USER, IOPRIO_WHO_PGRP: {r:?}");
+    assert_eq!(nice_of(pid), 0, "the session lowered the nice value of the user's process");
+    assert_eq!(ioprio_of(pid), before, "the session changed the I/O class of the user's process");
+}
+
+/// Reaches the user's service at one of the host's own addresses in its v4-mapped form. The
+/// host has a non-loopback address (here 198.18.91.7 on `lo`, as a LAN address, a VPN's or
+/// a container bridge's); the user's service listens on `0.0.0.0:P`. An IPv6 socket
+/// connects to `::ffff:198.18.91.7` (the kernel takes a v4-mapped destination as IPv4).
+/// Why it might get out: the destination is compared with the kernel's local routes, which
+/// hold IPv4 prefixes, in the form the socket gave. Safe: refused (`EACCES`).
+/// Holds: `inet_dest_check` takes every destination in its v4-mapped form and looks it up
+/// in the trie of local routes, whose IPv4 prefixes are stored so.
+#[test]
+fn reaches_the_users_service_at_a_host_address_in_v4_mapped_form() {
+    let a = Ipv4Addr::new(198, 18, 91, 7);
+    let _addr = HostAddress::add(a);
+    let red = Red::start("mapped");
+    let p = port();
+    let _svc = Service::start(IpAddr::V4(Ipv4Addr::UNSPECIFIED), p, SECRET);
+    let mapped = IpAddr::V6(a.to_ipv6_mapped());
+    assert_eq!(ungated(move || vec![fetch(mapped, p, SECRET)]), vec![0], "control: {mapped} reaches the service");
+    assert_eq!(red.gated(move || vec![fetch(mapped, p, SECRET)]), vec![EACCES], "the user's service via {mapped}");
+}
+
+/// `mq_open(name, flags, 0600, NULL)` (the name without its leading `/`): the queue's
+/// descriptor or -errno.
+fn mq_open(name: &str, flags: i32) -> i32 {
+    let n = CString::new(name).unwrap();
+    // SAFETY: mq_open with a C string and no attributes.
+    let r = unsafe { libc::syscall(libc::SYS_mq_open, n.as_ptr(), flags, 0o600, std::ptr::null::<libc::mq_attr>()) };
+    if r < 0 { -errno() } else { r as i32 }
+}
+
+/// Receives one message of the queue `fd` without waiting: 0 if it is `SECRET`, else the
+/// errno (or -1).
+fn mq_take(fd: i32) -> i32 {
+    let mut buf = vec![0u8; 8192];
+    let ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: mq_timedreceive into a buffer of the queue's default message size.
+    let n = unsafe { libc::syscall(libc::SYS_mq_timedreceive, fd, buf.as_mut_ptr(), buf.len(), std::ptr::null_mut::<u32>(), &ts) };
+    if n < 0 {
+        errno()
+    } else if &buf[..n as usize] == SECRET {
+        0
+    } else {
+        -1
+    }
+}
+
+/// Reads the user's POSIX message queue from a process of the session outside its IPC
+/// namespace. The user's process keeps messages in a queue of its own (mode 0600: only the
+/// uid may open it). A POSIX queue is a file of the IPC namespace's `mqueue` filesystem:
+/// `mq_open` by name, or `open` of `/dev/mqueue/NAME`, gives a descriptor that
+/// `mq_timedreceive` takes, and the message is gone from the user's queue. Why it might get
+/// out: the README leaves POSIX queues to the session's IPC namespace ("no hook of their
+/// own"), while the fifth pass closed what it had left to the PID namespace; the open
+/// passes `file_open`, but the `mqueue` filesystem lies under no root. Safe: the session
+/// opens the user's queue neither by name nor as a file, nor removes it (`mq_unlink`), and
+/// its own queue works.
+/// Closed: a queue is the session's when a process of the session made it (recorded where
+/// the kernel instantiates its file, `pincer_d_instantiate`); a gated task opens or removes
+/// only its session's queues (`reach_file_open`, `reach_inode_unlink`; hook `mqueue`, 54).
+#[test]
+fn reads_the_users_posix_message_queue_outside_its_ipc_namespace() {
+    let red = Red::start("mqueue");
+    let name = format!("rt-mq-{}", uniq());
+    let n = name.clone();
+    let (_user, q) = pincer_tests::HeldProcess::start(None, UID, move || {
+        let q = mq_open(&n, libc::O_RDWR | libc::O_CREAT | libc::O_EXCL);
+        for _ in 0..3 {
+            // SAFETY: mq_timedsend of a local buffer.
+            unsafe { libc::syscall(libc::SYS_mq_timedsend, q, SECRET.as_ptr(), SECRET.len(), 0, std::ptr::null::<libc::timespec>()) };
+        }
+        q
+    }, |_| {});
+    assert!(q >= 0, "the user's queue: {q}");
+    let mounted = std::fs::read_to_string("/proc/self/mounts").unwrap().lines().any(|l| l.split(' ').nth(1) == Some("/dev/mqueue"));
+    if !mounted {
+        std::fs::create_dir_all("/dev/mqueue").unwrap();
+        // SAFETY: mount(2) with constant C strings.
+        let r = unsafe { libc::mount(c"mqueue".as_ptr(), c"/dev/mqueue".as_ptr(), c"mqueue".as_ptr(), 0, std::ptr::null()) };
+        assert_eq!(r, 0, "mount mqueue: {}", std::io::Error::last_os_error());
+    }
+    let file = PathBuf::from(format!("/dev/mqueue/{name}"));
+    let n = name.clone();
+    let take = move || {
+        let by_name = mq_open(&n, libc::O_RDONLY);
+        let a = if by_name < 0 { -by_name } else { mq_take(by_name) };
+        // SAFETY: open of the queue's file.
+        let f = unsafe { libc::open(cpath(&file).as_ptr(), libc::O_RDONLY) };
+        let b = if f < 0 { errno() } else { mq_take(f) };
+        vec![a, b]
+    };
+    assert_eq!(ungated(take.clone()), vec![0, 0], "control: the user's other process takes the messages");
+    let r = red.gated(take);
+    println!("the session's mq_open and open of /dev/mqueue: {r:?}");
+    assert!(r.iter().all(|&e| refused(e)), "the session took the user's queued messages: {r:?}");
+    // The session's own queue works.
+    let own = format!("rt-mq-own-{}", uniq());
+    let mine = red.gated(move || {
+        let q = mq_open(&own, libc::O_RDWR | libc::O_CREAT | libc::O_EXCL);
+        if q < 0 {
+            return vec![-q];
+        }
+        // SAFETY: mq_timedsend of a local buffer; mq_unlink of the name.
+        unsafe { libc::syscall(libc::SYS_mq_timedsend, q, SECRET.as_ptr(), SECRET.len(), 0, std::ptr::null::<libc::timespec>()) };
+        let again = mq_open(&own, libc::O_RDONLY);
+        let got = if again < 0 { -again } else { mq_take(again) };
+        let n = CString::new(own.as_str()).unwrap();
+        let gone = rc(unsafe { libc::syscall(libc::SYS_mq_unlink, n.as_ptr()) });
+        vec![0, got, gone]
+    });
+    assert_eq!(mine, vec![0, 0, 0], "the session's own queue");
+    let unlink = move || {
+        let n = CString::new(name.as_str()).unwrap();
+        // SAFETY: mq_unlink of the user's queue name.
+        vec![rc(unsafe { libc::syscall(libc::SYS_mq_unlink, n.as_ptr()) })]
+    };
+    let r = red.gated(unlink.clone());
+    assert!(refused(r[0]), "the session removed the user's queue: {r:?}");
+    assert_eq!(ungated(unlink), vec![0], "control: the user's other process removes it");
+}
+
+const KEYCTL_GET_KEYRING_ID: libc::c_long = 0;
+const KEYCTL_SESSION_TO_PARENT: libc::c_long = 18;
+
+/// A process of the user's outside every session whose child (moved into `cg`, if given)
+/// joins a new session keyring of its own and hands it to its parent with
+/// `KEYCTL_SESSION_TO_PARENT`: the child's result, and the parent's session keyring before
+/// and after (its serial, or -errno).
+fn session_to_parent(cg: Option<&Path>) -> Vec<i32> {
+    let procs = cg.map(|c| cpath(&c.join("cgroup.procs")));
+    let login = CString::new(format!("rt-login-{}", uniq())).unwrap();
+    let mut out = [0; 2];
+    let mut go = [0; 2];
+    let mut res = [0; 2];
+    // SAFETY: pipes and forks; each child leaves with `_exit`.
+    unsafe {
+        assert_eq!(libc::pipe(out.as_mut_ptr()), 0);
+        assert_eq!(libc::pipe(go.as_mut_ptr()), 0);
+        assert_eq!(libc::pipe(res.as_mut_ptr()), 0);
+        let parent = libc::fork();
+        assert!(parent >= 0);
+        if parent == 0 {
+            let child = libc::fork();
+            if child == 0 {
+                if let Some(p) = &procs {
+                    let fd = libc::open(p.as_ptr(), libc::O_WRONLY);
+                    if fd < 0 || libc::write(fd, b"0\n".as_ptr().cast(), 2) != 2 {
+                        libc::_exit(101);
+                    }
+                    libc::close(fd);
+                }
+                if libc::setresgid(UID, UID, UID) != 0 || libc::setresuid(UID, UID, UID) != 0 {
+                    libc::_exit(102);
+                }
+                let mut b = 0u8;
+                libc::read(go[0], (&mut b as *mut u8).cast(), 1);
+                let joined = join_keyring(None);
+                let r = if joined < 0 { joined } else { keyctl(KEYCTL_SESSION_TO_PARENT, 0, 0, 0, 0) };
+                libc::write(res[1], (&r as *const i32).cast(), 4);
+                libc::_exit(0);
+            }
+            if libc::setresgid(UID, UID, UID) != 0 || libc::setresuid(UID, UID, UID) != 0 {
+                libc::_exit(102);
+            }
+            // The user's login session keyring.
+            let before = keyctl(KEYCTL_JOIN_SESSION_KEYRING, login.as_ptr() as libc::c_long, 0, 0, 0);
+            libc::write(go[1], b"g".as_ptr().cast(), 1);
+            let mut r = 0i32;
+            libc::read(res[0], (&mut r as *mut i32).cast(), 4);
+            libc::waitpid(child, std::ptr::null_mut(), 0);
+            // Back from the system calls above: a keyring handed over is in place now.
+            let after = keyctl(KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0, 0, 0);
+            for v in [r, before, after] {
+                libc::write(out[1], (&v as *const i32).cast(), 4);
+            }
+            libc::_exit(0);
+        }
+        libc::close(out[1]);
+        let mut v = Vec::new();
+        let mut x = 0i32;
+        while libc::read(out[0], (&mut x as *mut i32).cast(), 4) == 4 {
+            v.push(x);
+        }
+        libc::close(out[0]);
+        libc::waitpid(parent, std::ptr::null_mut(), 0);
+        for p in [go, res] {
+            libc::close(p[0]);
+            libc::close(p[1]);
+        }
+        v
+    }
+}
+
+/// Hands the session's own keyring to its parent, a process of the user's.
+/// `KEYCTL_SESSION_TO_PARENT` replaces the session keyring of the caller's parent with the
+/// caller's own (the parent must be of the same uid and single-threaded: a shell, or
+/// `systemd --user`, the subreaper that adopts the orphans of a session without a PID
+/// namespace); the user's process, and everything it starts after, then keeps its keys in
+/// a keyring the session made, which the user's processes may not use (the keyring rule's
+/// other way), and loses its own. Why it might get out: the only check is the session's
+/// link permission on its own keyring, and the parent's credentials change in the parent's
+/// own context, where no hook refuses. Safe: the user's process keeps its session keyring.
+/// Closed: a task of a session whose parent is outside it may not link its own session
+/// keyring, which `KEYCTL_SESSION_TO_PARENT` asks (`pincer_key_permission`, `KEY_NEED_LINK`
+/// on the caller's session keyring; hook `key_to_parent`, 55).
+#[test]
+fn hands_its_session_keyring_to_its_parent_a_process_of_the_users() {
+    let red = Red::start("keyparent");
+    let c = session_to_parent(None);
+    println!("control: the child's KEYCTL_SESSION_TO_PARENT, the parent's keyring before and after: {c:?}");
+    assert_eq!(c[0], 0, "control: the user's child hands its keyring over");
+    assert!(c[1] > 0 && c[2] != c[1], "control: the parent's keyring is replaced: {c:?}");
+    let r = session_to_parent(Some(&red.cg));
+    println!("the session's KEYCTL_SESSION_TO_PARENT, the parent's keyring before and after: {r:?}");
+    assert!(r[1] > 0, "precondition: the user's keyring: {r:?}");
+    assert_eq!(r[2], r[1], "the session replaced the session keyring of the user's process: {r:?}");
+    assert_eq!(r[0], -EPERM, "the session's KEYCTL_SESSION_TO_PARENT: {r:?}");
+}
+
+/// `perf_event_open` of a software counter (task clock, user space only) on process `pid`:
+/// 0 or the errno.
+fn perf_open(pid: i32) -> i32 {
+    // struct perf_event_attr, PERF_ATTR_SIZE_VER0 (64 bytes): type, size, config, ...,
+    // flags at byte 40 (exclude_kernel is bit 5, exclude_hv bit 6).
+    let mut attr = [0u8; 64];
+    attr[0..4].copy_from_slice(&1u32.to_ne_bytes()); // PERF_TYPE_SOFTWARE
+    attr[4..8].copy_from_slice(&64u32.to_ne_bytes());
+    attr[8..16].copy_from_slice(&1u64.to_ne_bytes()); // PERF_COUNT_SW_TASK_CLOCK
+    attr[40..48].copy_from_slice(&((1u64 << 5) | (1u64 << 6)).to_ne_bytes());
+    // SAFETY: perf_event_open with a local attribute buffer.
+    let fd = unsafe { libc::syscall(libc::SYS_perf_event_open, attr.as_ptr(), pid, -1, -1, 0) };
+    if fd < 0 {
+        return errno();
+    }
+    // SAFETY: closes the event made above.
+    unsafe { libc::close(fd as i32) };
+    0
+}
+
+/// Watches the user's process with a perf event. `perf_event_open` on another process of the
+/// same uid (with `kernel.perf_event_paranoid` at 2, the kernel's default) counts and samples
+/// it: its timing, and with sampling its instruction pointers and registers. Why it might get
+/// out: perf has its own system call and hook (`perf_event_open`), none attached. Safe:
+/// refused.
+/// Holds: the kernel asks ptrace read access of the target (`perf_check_permission`), which
+/// reaches only the session's processes (`pincer_ptrace_access_check`).
+#[test]
+fn watches_the_users_process_with_a_perf_event() {
+    let path = "/proc/sys/kernel/perf_event_paranoid";
+    let old = std::fs::read_to_string(path).unwrap();
+    struct Restore(String);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = std::fs::write("/proc/sys/kernel/perf_event_paranoid", self.0.trim());
+        }
+    }
+    let _restore = Restore(old);
+    std::fs::write(path, "2").unwrap();
+    let red = Red::start("perf");
+    let user = inspectable_users_process();
+    let pid = user.pid();
+    assert_eq!(ungated(move || vec![perf_open(pid)]), vec![0], "control: the user's other process watches it");
+    let r = red.gated(move || vec![perf_open(pid)]);
+    assert!(refused(r[0]), "the session watches the user's process with a perf event: {r:?}");
+    assert_eq!(red.gated(|| vec![perf_open(0)]), vec![0], "the session watches itself");
+}

@@ -342,6 +342,14 @@ pub enum Hook {
     /// owner of a file's signals (`F_SETOWN`, `F_SETOWN_EX`, `FIOSETOWN`, `SIOCSPGRP`).
     #[serde(rename = "file_setown")]
     FileSetown,
+    /// `file_open` or `inode_unlink` of a POSIX message queue the session did not make
+    /// (`mq_open`, `/dev/mqueue/NAME`, `mq_unlink`).
+    #[serde(rename = "mqueue")]
+    Mqueue,
+    /// `key_permission`: a link of the session keyring of a task whose parent is outside
+    /// the session (`KEYCTL_SESSION_TO_PARENT`).
+    #[serde(rename = "key_to_parent")]
+    KeyToParent,
     /// `file_open` of another process's `/proc/PID` file for writing.
     #[serde(rename = "file_open(proc)")]
     ProcWrite,
@@ -431,6 +439,8 @@ impl Hook {
             HOOK_TASK_MOVEMEMORY => Hook::TaskMovememory,
             HOOK_TASK_SETRLIMIT => Hook::TaskSetrlimit,
             HOOK_FILE_SETOWN => Hook::FileSetown,
+            HOOK_MQUEUE => Hook::Mqueue,
+            HOOK_KEY_TO_PARENT => Hook::KeyToParent,
             HOOK_PROC_WRITE => Hook::ProcWrite,
             HOOK_IPC_PERMISSION => Hook::IpcPermission,
             HOOK_IPC_CTL => Hook::IpcCtl,
@@ -486,6 +496,8 @@ impl Hook {
             Hook::TaskMovememory => "task_movememory",
             Hook::TaskSetrlimit => "task_setrlimit",
             Hook::FileSetown => "file_setown",
+            Hook::Mqueue => "mqueue",
+            Hook::KeyToParent => "key_to_parent",
             Hook::ProcWrite => "file_open(proc)",
             Hook::IpcPermission => "ipc_permission",
             Hook::IpcCtl => "ipc_ctl",
@@ -580,7 +592,7 @@ mod tests {
             let wire = serde_json::to_string(&hook).unwrap();
             assert_eq!(wire, format!("\"{}\"", hook.name()), "{name}: serde and name() disagree");
         }
-        assert_eq!(seen.len(), 48, "a new HOOK_* id needs a Hook variant (and this count)");
+        assert_eq!(seen.len(), 50, "a new HOOK_* id needs a Hook variant (and this count)");
     }
 
     fn event(path: &[&str]) -> MissEvent {

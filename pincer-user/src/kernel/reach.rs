@@ -130,6 +130,25 @@ pub enum Reach {
         /// The `fcntl` or `ioctl` command.
         command: u32,
     },
+    /// A POSIX message queue the session did not make (opened or removed).
+    MessageQueue {
+        /// Its name.
+        name: String,
+        /// Its inode in the mqueue filesystem.
+        file: ObjectId,
+        /// The session that made it (0: made outside every session).
+        session: u64,
+        /// The access asked (`ACCESS_READ` for an open, `ACCESS_DELETE` for `mq_unlink`).
+        access: u32,
+    },
+    /// The session's keyring handed to a parent outside the session
+    /// (`KEYCTL_SESSION_TO_PARENT`), or linked by a task whose parent is outside.
+    KeyringToParent {
+        /// The keyring's serial number.
+        serial: i32,
+        /// The parent's process id.
+        parent_pid: u32,
+    },
     /// A SysV object not created by the session.
     Ipc {
         /// The IPC id.
@@ -249,6 +268,8 @@ impl ReachDenial {
             Hook::PtyOpen => Reach::Terminal { name, file },
             Hook::CgroupWrite => Reach::Cgroup { name, file, access: e.detail },
             Hook::FileSetown => Reach::SignalOwner { owner: e.target_pid, kind: e.owner_kind, command: e.detail },
+            Hook::Mqueue => Reach::MessageQueue { name, file, session: e.target_session, access: e.detail },
+            Hook::KeyToParent => Reach::KeyringToParent { serial: e.target_id as i32, parent_pid: e.target_pid },
             _ => Reach::Process { pid: e.target_pid, session: e.target_session, comm: name, detail: e.detail },
         };
         Ok(Self { session: e.session, pid: e.pid, uid: e.uid, hook, reach })
@@ -891,6 +912,10 @@ mod tests {
         assert!(matches!(cg.reach, Reach::Cgroup { ref name, access, .. } if name == "sshd" && access == pincer_common::ACCESS_WRITE));
         let bind = reach_event(HOOK_SOCKET_BIND, |e| (e.port, e.proto) = (8080, 6));
         assert_eq!(bind.reach, Reach::TakenPort { proto: Some(Proto::Tcp), proto_number: 6, port: 8080 });
+        let mq = reach_event(HOOK_MQUEUE, |e| (e.ino, e.dev, e.target_session, e.detail) = (8, 9, 0, pincer_common::ACCESS_DELETE));
+        assert_eq!(mq.reach, Reach::MessageQueue { name: "sshd".into(), file: ObjectId { dev: 9, ino: 8 }, session: 0, access: pincer_common::ACCESS_DELETE });
+        let parent = reach_event(HOOK_KEY_TO_PARENT, |e| (e.target_id, e.target_pid) = (55, 1200));
+        assert_eq!(parent.reach, Reach::KeyringToParent { serial: 55, parent_pid: 1200 });
         let share = reach_event(HOOK_SOCKET_SHARE, |e| (e.detail, e.proto) = (15, 6));
         assert_eq!(share.reach, Reach::SharedPort { option: 15, proto_number: 6 });
     }
