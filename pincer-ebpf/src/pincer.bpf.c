@@ -47,6 +47,10 @@
 #define FS_IOC_SETFLAGS 0x40086602
 #define FS_IOC32_SETFLAGS 0x40046602
 #define FS_IOC_FSSETXATTR 0x401c5820
+#define FS_IOC_SETVERSION 0x40087602
+#define FS_IOC32_SETVERSION 0x40047602
+#define FS_IOC_ENABLE_VERITY 0x40806685
+#define FS_IOC_SET_ENCRYPTION_POLICY 0x800c6613 /* declared _IOR, though it sets */
 #define SB_KERNMOUNT (1ul << 22)
 #define PROC_SUPER_MAGIC 0x9fa0
 #define DEVPTS_SUPER_MAGIC 0x1cd1
@@ -2976,11 +2980,21 @@ int BPF_PROG(pincer_inode_remove_acl, struct mnt_idmap *idmap, struct dentry *de
 
 static __always_inline int reach_setown_ioctl(unsigned int cmd, unsigned long arg);
 
-/* Terminal injection is refused in every mode: no grant can allow it. An
- * inode flag change (append-only, immutable, no-dump, project id...) is a
- * change of the object: it needs `write`, whatever mode the file was opened
- * in. The owner of a file's signals (FIOSETOWN, SIOCSPGRP) is a reach check
+/* Terminal injection is refused in every mode: no grant can allow it. The
+ * filesystem ioctls that change the object itself need `write`, whatever mode
+ * the file was opened in (the kernel asks only for its owner, and a read-only
+ * descriptor is enough): its inode flags (append-only, immutable, no-dump,
+ * project id...), its generation number, fs-verity (which makes the file
+ * read-only for good) and an encryption policy (on an empty directory: every
+ * file made in it later is encrypted with a key the session chose). The owner
+ * of a file's signals (FIOSETOWN, SIOCSPGRP) is a reach check
  * (reach_setown_ioctl). */
+static __always_inline int changes_the_object(unsigned int cmd)
+{
+	return cmd == FS_IOC_SETFLAGS || cmd == FS_IOC32_SETFLAGS || cmd == FS_IOC_FSSETXATTR ||
+	       cmd == FS_IOC_SETVERSION || cmd == FS_IOC32_SETVERSION || cmd == FS_IOC_ENABLE_VERITY ||
+	       cmd == FS_IOC_SET_ENCRYPTION_POLICY;
+}
 
 static __always_inline int check_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 {
@@ -2990,7 +3004,7 @@ static __always_inline int check_ioctl(struct file *file, unsigned int cmd, unsi
 	if (err)
 		return err;
 
-	if (cmd == FS_IOC_SETFLAGS || cmd == FS_IOC32_SETFLAGS || cmd == FS_IOC_FSSETXATTR)
+	if (changes_the_object(cmd))
 		return current_session(&s) ? check_object(&s, file->f_path.dentry, ACCESS_WRITE, HOOK_FILE_IOCTL) : 0;
 	if (cmd != TIOCSTI && cmd != TIOCLINUX)
 		return 0;

@@ -438,6 +438,9 @@ pub enum Op {
     /// Open the path read-only, then `FS_IOC_SETFLAGS` with the flags it has plus
     /// `FS_NODUMP_FL` (a flag the owner may set).
     SetFlags(PathBuf),
+    /// Open the path read-only (a directory too), then `ioctl` with the command and a
+    /// zeroed argument buffer of 256 bytes: 0 or the errno.
+    Ioctl(PathBuf, u32),
     /// Open the path `O_WRONLY` and write the bytes (`open_close` only opens).
     WriteBytes(PathBuf, Vec<u8>),
 }
@@ -725,6 +728,17 @@ pub fn perform(op: &Op) -> i32 {
                     c(p).as_ptr(),
                     libc::IN_ALL_EVENTS,
                 ));
+                libc::close(fd);
+                rc
+            }
+            Op::Ioctl(p, cmd) => {
+                let fd = libc::open(c(p).as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+                if fd < 0 {
+                    return errno();
+                }
+                let mut arg = [0u8; 256];
+                arg[0] = 1; // a version field where the argument has one
+                let rc = ok_or_errno(libc::ioctl(fd, *cmd as libc::c_ulong, arg.as_mut_ptr()));
                 libc::close(fd);
                 rc
             }

@@ -351,6 +351,46 @@ fn inode_flags_of_a_read_only_object_cannot_be_changed() {
     );
 }
 
+/// The other filesystem ioctls that change the object itself, each taken through a
+/// read-only descriptor (the kernel asks only for the owner): fs-verity (the file read-only
+/// for good), an encryption policy on the user's empty folder, the generation number.
+/// The VM's filesystems support none of them, so what the test tells apart is Pincer's
+/// refusal (`EACCES`, with a write miss) from the filesystem's own answer, which the owner
+/// outside gets and a session with a write grant gets too.
+#[test]
+fn filesystem_ioctls_that_change_a_read_only_object_need_write() {
+    const FS_IOC_ENABLE_VERITY: u32 = 0x4080_6685;
+    const FS_IOC_SET_ENCRYPTION_POLICY: u32 = 0x800c_6613;
+    const FS_IOC_SETVERSION: u32 = 0x4008_7602;
+    let mut s = Setup::new("fs-ioctls");
+    let a = s.root.join("a.txt");
+    user_file(&a, "a");
+    let folder = s.root.join("empty");
+    user_dir(&folder);
+    s.grant(&a, Access::Read);
+    s.grant(&folder, Access::Read);
+    s.grant(&folder, Access::List);
+    let ops = |a: &Path, folder: &Path| {
+        vec![
+            Op::Ioctl(a.to_path_buf(), FS_IOC_ENABLE_VERITY),
+            Op::Ioctl(folder.to_path_buf(), FS_IOC_SET_ENCRYPTION_POLICY),
+            Op::Ioctl(a.to_path_buf(), FS_IOC_SETVERSION),
+        ]
+    };
+    let owner = outside(&ops(&a, &folder));
+    assert!(owner.iter().all(|e| *e != EACCES), "control: the owner outside gets the filesystem's answer: {owner:?}");
+    assert_eq!(s.attack(&ops(&a, &folder)), vec![EACCES; 3], "with read grants only (the owner outside got {owner:?})");
+    let misses = s.misses();
+    assert_eq!(
+        misses.iter().filter(|m| m.hook.name() == "file_ioctl" && m.access == vec![Access::Write]).count(),
+        3,
+        "{misses:?}"
+    );
+    s.grant(&a, Access::Write);
+    s.grant(&folder, Access::Write);
+    assert_eq!(s.attack(&ops(&a, &folder)), owner, "with write grants, the filesystem answers as it does the owner");
+}
+
 #[test]
 fn an_ancestor_of_a_never_place_cannot_be_moved_away_to_rebuild_the_path() {
     use pincer_common::{ACCESS_CREATE, ACCESS_DELETE, ACCESS_WRITE, NEVER_PINNED};
