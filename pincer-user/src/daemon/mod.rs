@@ -77,6 +77,16 @@ pub enum DaemonError {
     /// The configuration is invalid.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// A cgroup at or above `cgroup_parent` can be written by someone other than root.
+    #[error("cgroup_parent {parent}: {dir} {problem}; sessions must sit under cgroups only root can write (a session could otherwise move a process across them with clone3(CLONE_INTO_CGROUP)), e.g. the default /sys/fs/cgroup/pincer")]
+    CgroupParent {
+        /// The configured `cgroup_parent`.
+        parent: PathBuf,
+        /// The directory or `cgroup.procs` file at fault.
+        dir: PathBuf,
+        /// What is wrong with it.
+        problem: String,
+    },
     /// The kernel enforcer could not be attached: the daemon never runs without it.
     #[error("cannot attach the kernel enforcement (the daemon does not run without it)")]
     Kernel(#[source] crate::kernel::KernelError),
@@ -240,6 +250,9 @@ pub async fn run_kernel_daemon(config: Config) -> Result<(), DaemonError> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return Err(DaemonError::NotRoot);
+    }
+    if let Some((dir, problem)) = sessions::writable_above(&config.cgroup_parent) {
+        return Err(DaemonError::CgroupParent { parent: config.cgroup_parent.clone(), dir, problem });
     }
     // Everything the daemon creates is its own (state, audit log, staging files); the
     // socket is made connectable explicitly where it is bound.

@@ -313,6 +313,36 @@ pub fn create_cgroup(parent: &Path, cgroup: &Path) -> Result<u64, SessionError> 
     })
 }
 
+/// The first directory at or above `parent` (those that exist), or its `cgroup.procs`, that
+/// someone other than root may write, with what is wrong; `None` when only root may write
+/// them all. Moving a process into a cgroup (`clone3(CLONE_INTO_CGROUP)`, a write of
+/// `cgroup.procs`) takes write on the target's `cgroup.procs` and on that of the nearest
+/// cgroup above both ends: with the sessions under root's cgroups, no process of a session
+/// can leave its cgroup or pull the user's process into it, even where no file hook sees it.
+pub fn writable_above(parent: &Path) -> Option<(PathBuf, String)> {
+    use std::os::unix::fs::MetadataExt;
+    let check = |p: &Path| -> Option<String> {
+        let m = std::fs::metadata(p).ok()?;
+        if m.uid() != 0 {
+            Some(format!("is owned by uid {}", m.uid()))
+        } else if m.mode() & 0o022 != 0 {
+            Some(format!("is writable by its group or everyone (mode {:o})", m.mode() & 0o7777))
+        } else {
+            None
+        }
+    };
+    for dir in parent.ancestors() {
+        if let Some(problem) = check(dir) {
+            return Some((dir.to_path_buf(), problem));
+        }
+        let procs = dir.join("cgroup.procs");
+        if let Some(problem) = check(&procs) {
+            return Some((procs, problem));
+        }
+    }
+    None
+}
+
 /// Kills every process left in a cgroup and waits (bounded) for it to empty.
 pub async fn empty_cgroup(cgroup: &Path) {
     let kill = cgroup.join("cgroup.kill");
@@ -354,4 +384,27 @@ pub fn restrict_state_dir(dir: &Path) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cgroup_parent_below_a_directory_others_may_write_is_named() {
+        // Root's own tree, as the default `/sys/fs/cgroup/pincer` sits: nothing to name.
+        assert_eq!(writable_above(Path::new("/usr/lib/not-made-yet")), None);
+        // Under the temporary folder (/tmp, mode 1777): it is named, or the test's own
+        // folder when the test runs as another user than root.
+        let dir = tempfile::tempdir().unwrap();
+        let parent = dir.path().join("sessions");
+        let (at, problem) = writable_above(&parent).expect("a directory others may write");
+        assert!(dir.path().starts_with(&at), "{at:?}: {problem}");
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            std::os::unix::fs::chown(dir.path(), Some(1000), None).unwrap();
+            let (at, problem) = writable_above(&parent).unwrap();
+            assert_eq!((at.as_path(), problem.as_str()), (dir.path(), "is owned by uid 1000"));
+        }
+    }
 }
