@@ -313,9 +313,10 @@ pub fn create_cgroup(parent: &Path, cgroup: &Path) -> Result<u64, SessionError> 
     })
 }
 
-/// The first directory at or above `parent` (those that exist), or its `cgroup.procs`, that
-/// someone other than root may write, with what is wrong; `None` when only root may write
-/// them all. Moving a process into a cgroup (`clone3(CLONE_INTO_CGROUP)`, a write of
+/// The first cgroup at or above `parent` (the directories that exist and hold a
+/// `cgroup.procs`), or its `cgroup.procs`, that someone other than root may write, with what
+/// is wrong; `None` when only root may write them all (the directories above the cgroup
+/// filesystem play no part). Moving a process into a cgroup (`clone3(CLONE_INTO_CGROUP)`, a write of
 /// `cgroup.procs`) takes write on the target's `cgroup.procs` and on that of the nearest
 /// cgroup above both ends: with the sessions under root's cgroups, no process of a session
 /// can leave its cgroup or pull the user's process into it, even where no file hook sees it.
@@ -332,10 +333,13 @@ pub fn writable_above(parent: &Path) -> Option<(PathBuf, String)> {
         }
     };
     for dir in parent.ancestors() {
+        let procs = dir.join("cgroup.procs");
+        if !procs.exists() {
+            continue;
+        }
         if let Some(problem) = check(dir) {
             return Some((dir.to_path_buf(), problem));
         }
-        let procs = dir.join("cgroup.procs");
         if let Some(problem) = check(&procs) {
             return Some((procs, problem));
         }
@@ -389,22 +393,35 @@ pub fn restrict_state_dir(dir: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
-    fn a_cgroup_parent_below_a_directory_others_may_write_is_named() {
-        // Root's own tree, as the default `/sys/fs/cgroup/pincer` sits: nothing to name.
-        assert_eq!(writable_above(Path::new("/usr/lib/not-made-yet")), None);
-        // Under the temporary folder (/tmp, mode 1777): it is named, or the test's own
-        // folder when the test runs as another user than root.
+    fn a_cgroup_parent_below_a_cgroup_others_may_write_is_named() {
+        // Directories that are no cgroup (no `cgroup.procs`) play no part, /tmp's mode 1777
+        // included.
         let dir = tempfile::tempdir().unwrap();
-        let parent = dir.path().join("sessions");
-        let (at, problem) = writable_above(&parent).expect("a directory others may write");
-        assert!(dir.path().starts_with(&at), "{at:?}: {problem}");
+        let parent = dir.path().join("user.slice/sessions");
+        std::fs::create_dir_all(&parent).unwrap();
+        assert_eq!(writable_above(&parent), None);
+        // A folder that looks like a cgroup and that others may write, as a user's
+        // delegated cgroup is, is named, and so is a `cgroup.procs` others may write.
+        let slice = dir.path().join("user.slice");
+        std::fs::write(slice.join("cgroup.procs"), "").unwrap();
+        std::fs::set_permissions(&slice, std::fs::Permissions::from_mode(0o757)).unwrap();
+        std::fs::set_permissions(slice.join("cgroup.procs"), std::fs::Permissions::from_mode(0o600)).unwrap();
+        let (at, problem) = writable_above(&parent).expect("a cgroup others may write");
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } == 0 {
-            std::os::unix::fs::chown(dir.path(), Some(1000), None).unwrap();
-            let (at, problem) = writable_above(&parent).unwrap();
-            assert_eq!((at.as_path(), problem.as_str()), (dir.path(), "is owned by uid 1000"));
+            assert_eq!((at.as_path(), problem.as_str()), (slice.as_path(), "is writable by its group or everyone (mode 757)"));
+            std::fs::set_permissions(&slice, std::fs::Permissions::from_mode(0o755)).unwrap();
+            assert_eq!(writable_above(&parent), None, "root's, writable by root only");
+            std::fs::set_permissions(slice.join("cgroup.procs"), std::fs::Permissions::from_mode(0o666)).unwrap();
+            assert_eq!(writable_above(&parent).map(|(at, _)| at), Some(slice.join("cgroup.procs")));
+            std::fs::set_permissions(slice.join("cgroup.procs"), std::fs::Permissions::from_mode(0o644)).unwrap();
+            std::os::unix::fs::chown(&slice, Some(1000), None).unwrap();
+            assert_eq!(writable_above(&parent).map(|(_, p)| p), Some("is owned by uid 1000".to_string()));
+        } else {
+            assert_eq!(at, slice, "{problem}");
         }
     }
 }
