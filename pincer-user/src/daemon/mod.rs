@@ -291,10 +291,11 @@ pub async fn run_kernel_daemon(config: Config) -> Result<(), DaemonError> {
                         break;
                     }
                 }
-                Err(e) => {
+                Err(e) if ends_the_stream(&e) => {
                     tracing::error!(error = %e, "event stream failed");
                     break;
                 }
+                Err(e) => tracing::error!(error = %e, "skipped a kernel event that cannot be read"),
             }
         }
     });
@@ -352,6 +353,13 @@ pub async fn run_unenforced(config: Config, enforcer: crate::kernel::Enforcer, l
     run(parts, listener, terminated()).await
 }
 
+/// Whether an error from the kernel's event stream ends it. One record that
+/// cannot be read is skipped: the kernel denied that access already, and the
+/// records after it still need deciding. Only a failed poll ends the stream.
+fn ends_the_stream(e: &crate::kernel::KernelError) -> bool {
+    matches!(e, crate::kernel::KernelError::Poll(_))
+}
+
 /// Starts holding misses when configured and the kernel holds them: the FUSE mount, its
 /// anchor, and the anchor's pid in the kernel's map. Otherwise (or if any step fails, which
 /// is logged) the map says "no anchor" and every miss is denied at once.
@@ -388,5 +396,18 @@ fn start_hold(config: &Config, enforcer: &mut crate::kernel::Enforcer) -> (Optio
             tracing::error!(error = %error::chain(&e), "cannot start the hold; a miss is denied at once");
             off(enforcer)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::KernelError;
+
+    #[test]
+    fn a_record_that_cannot_be_read_is_skipped_and_a_failed_poll_ends_the_stream() {
+        assert!(!ends_the_stream(&KernelError::ShortEvent { kind: "miss_event", len: 10, expected: 100 }));
+        assert!(!ends_the_stream(&KernelError::UnknownEvent { record: 99, len: 352 }));
+        assert!(ends_the_stream(&KernelError::Poll(std::io::Error::from(std::io::ErrorKind::Other))));
     }
 }
