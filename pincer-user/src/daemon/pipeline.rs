@@ -585,13 +585,19 @@ impl Core {
         }
     }
 
+    /// Audits a kernel event of a cgroup no open session has (one that ended while its
+    /// event was on the way): it stays denied.
+    fn audit_unknown_session(&self, detail: String) {
+        let mut e = AuditEntry::new(Event::Miss);
+        e.detail = Some(detail);
+        self.audit.record(&e);
+    }
+
     /// The requests of a miss that are to be decided; a miss that is not the twin's to
     /// decide (or only recorded) is audited here and gives none.
     fn miss_to_decide(&mut self, origin: &Origin, m: &Miss) -> Vec<PipelineRequest> {
         let Some(s) = self.sessions.by_cgroup_id(m.session) else {
-            let mut e = AuditEntry::new(Event::Miss);
-            e.detail = Some(format!("miss of unknown session cgroup {} ({} {})", m.session, m.hook, m.relative_path.display()));
-            self.audit.record(&e);
+            self.audit_unknown_session(format!("miss of unknown session cgroup {} ({} {})", m.session, m.hook, m.relative_path.display()));
             return vec![];
         };
         let id = s.id.clone();
@@ -652,9 +658,7 @@ impl Core {
     /// the session): never the twin's to decide, so it is audited and stays denied.
     pub(super) fn reach_denied(&mut self, r: &crate::kernel::ReachDenial) {
         let Some(s) = self.sessions.by_cgroup_id(r.session) else {
-            let mut e = AuditEntry::new(Event::Miss);
-            e.detail = Some(format!("reach denial of unknown session cgroup {} ({}): {:?}", r.session, r.hook, r.reach));
-            self.audit.record(&e);
+            self.audit_unknown_session(format!("reach denial of unknown session cgroup {} ({}): {:?}", r.session, r.hook, r.reach));
             return;
         };
         let id = s.id.clone();
