@@ -1688,6 +1688,8 @@ impl Drop for Restore {
 /// folder it names is not on any list. Why it might get out: the never list names places
 /// by path, and a folder on the user's `PATH` is wherever the user put it. Control: an
 /// ordinary file made in the granted folder.
+/// Closed: the folders a never place's shell lines put on `PATH` are never-changed with
+/// it, the folders above them pinned (`code_places`, `NeverList::new`).
 #[test]
 fn plants_a_command_in_a_folder_the_users_shell_puts_on_path() {
     let mut c = Cleanup::default();
@@ -1713,6 +1715,8 @@ fn plants_a_command_in_a_folder_the_users_shell_puts_on_path() {
 /// user's next commit in every repository. `.git/hooks` is never-grantable; the folder
 /// the configuration names instead is not. Why it might get out: the protection follows
 /// what `~/.gitconfig` loads (`[include]`), not what it runs. Control: a file beside it.
+/// Closed: a git configuration's `core.hooksPath` folder is never-changed with it
+/// (`code_places`).
 #[test]
 fn writes_a_hook_in_the_folder_the_global_gitconfig_names_as_hooks_path() {
     let mut c = Cleanup::default();
@@ -1735,6 +1739,8 @@ fn writes_a_hook_in_the_folder_the_global_gitconfig_names_as_hooks_path() {
 /// at the user's next commit there. Granted: the workspace. Why it might get out: the
 /// hidden rule covers `.husky/`, and `githooks/` is a visible folder of the worktree, which
 /// the grant reaches. Control: a file of the worktree.
+/// Closed: a repository's `.git/config` found under a root protects the places it names
+/// as code, relative ones from its worktree (`seed_repository_code`).
 #[test]
 fn writes_a_hook_in_the_visible_folder_a_repository_names_as_hooks_path() {
     let mut red = Red::start_with("repohooks", |ws| {
@@ -1754,6 +1760,8 @@ fn writes_a_hook_in_the_visible_folder_a_repository_names_as_hooks_path() {
 /// in a visible folder of the home): git runs it on every `git status` in every
 /// repository. Why it might get out: the never list protects the configuration, not the
 /// program it names. Control: a file beside it.
+/// Closed: the program of every key git runs as a command, named by path, is
+/// never-changed with the configuration (`code_places`).
 #[test]
 fn replaces_the_program_the_global_gitconfig_runs() {
     let mut c = Cleanup::default();

@@ -13,6 +13,7 @@ use std::ffi::OsStr;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
+use super::code_places::{code_places, CodePlace};
 use super::users::Account;
 
 /// Entries visited at most when a session's named roots are scanned for never-grantable
@@ -689,6 +690,22 @@ impl NeverList {
                 out.push(Never::compile(target, access, false)?);
             }
         }
+        // What the protected configuration names as code is protected with it against
+        // change: the folders its shell puts on PATH, git's hooks folder and programs.
+        let named: Vec<Never> = out
+            .iter()
+            .filter(|r| !r.anywhere && r.access & CHANGE != 0)
+            .flat_map(|r| {
+                let literal = PathBuf::from(r.pattern.strip_suffix("/**").unwrap_or(&r.pattern));
+                configuration_files(&literal, &owner.home).into_iter().flat_map(move |f| code_places(&f, Some(&owner.home), None).into_iter().map(move |p| (p, r.access & CHANGE)))
+            })
+            .flat_map(|(place, access)| code_place_rules(&place, owner, access))
+            .collect::<Result<_, _>>()?;
+        for rule in named {
+            if !out.iter().any(|r| r.pattern == rule.pattern && r.access & rule.access == rule.access) {
+                out.push(rule);
+            }
+        }
         Ok(NeverList {
             rules: out,
             anchors: vec![owner.home.clone()],
@@ -873,6 +890,74 @@ pub fn loaded_files(path: &Path, home: Option<&Path>) -> Vec<PathBuf> {
         next = found;
     }
     out
+}
+
+/// The access bits that change an object: what a never place's protection of the code its
+/// configuration names covers.
+const CHANGE: u32 = pincer_common::ACCESS_WRITE | pincer_common::ACCESS_CREATE | pincer_common::ACCESS_DELETE;
+
+/// How many files of a protected configuration folder (`~/.bashrc.d`, `~/.config/fish`)
+/// are read for the places they name, two levels deep.
+const CONFIG_DIR_FILES: usize = 64;
+
+/// The configuration files a never place is made of: the file itself, or the files of a
+/// protected folder (two levels, at most [`CONFIG_DIR_FILES`]), each with what it loads.
+fn configuration_files(place: &Path, home: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    match std::fs::symlink_metadata(place) {
+        Ok(m) if m.is_dir() => {
+            let mut dirs = vec![(place.to_path_buf(), 0)];
+            while let Some((dir, depth)) = dirs.pop() {
+                let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+                for e in entries.flatten() {
+                    let Ok(t) = e.file_type() else { continue };
+                    if t.is_dir() && depth < 1 {
+                        dirs.push((e.path(), depth + 1));
+                    } else if t.is_file() && files.len() < CONFIG_DIR_FILES {
+                        files.push(e.path());
+                    }
+                }
+            }
+        }
+        Ok(_) => files.push(place.to_path_buf()),
+        Err(_) => return files,
+    }
+    let loaded: Vec<PathBuf> = files.iter().flat_map(|f| loaded_files(f, Some(home))).collect();
+    files.extend(loaded);
+    files
+}
+
+/// The never rules that protect `place` against change with `access`: a folder and all
+/// beneath it, or one program, and the target of a symlink on the way as well (as for a
+/// listed place). None for a place that is not the user's to lose: the root, the home or
+/// a folder above it (a `PATH` that names the home cannot make the home never-writable),
+/// or a place whose nearest existing part is not the owner's (the system's folders, which
+/// a session cannot change anyway).
+fn code_place_rules(place: &CodePlace, owner: &Account, access: u32) -> Vec<Result<Never, ContainError>> {
+    let path = place.path();
+    if owner.home.starts_with(path) {
+        tracing::warn!(place = %path.display(), "the user's configuration runs programs from the home or above it; not protected as a whole");
+        return vec![];
+    }
+    let Some(existing) = path.ancestors().find_map(|a| std::fs::symlink_metadata(a).ok()) else { return vec![] };
+    if existing.uid() != owner.uid {
+        return vec![];
+    }
+    let real = resolve_existing(path);
+    let mut paths = vec![path.to_path_buf()];
+    if real != path && !owner.home.starts_with(&real) {
+        paths.push(real);
+    }
+    paths
+        .into_iter()
+        .map(|p| {
+            let pattern = match place {
+                CodePlace::Folder(_) => format!("{}/**", p.display()),
+                CodePlace::Program(_) => p.display().to_string(),
+            };
+            Never::compile(pattern, access, false)
+        })
+        .collect()
 }
 
 /// The files one file names as loaded (see [`loaded_files`]).
@@ -1152,12 +1237,29 @@ fn seed_scan(seeds: &mut Seeds, rules: &[&Never], root: &Path) {
                 if r.matches(&p) {
                     seeds.object(ObjectId::of_metadata(&meta), r.access);
                     pin_ancestors(seeds, &p, std::slice::from_ref(&root.to_path_buf()));
+                    if r.access & CHANGE != 0 && meta.is_file() {
+                        seed_repository_code(seeds, &p, r.access & CHANGE, root);
+                    }
                 }
             }
             if meta.is_dir() {
                 queue.push_back(p);
             }
         }
+    }
+}
+
+/// If `config` is a repository's own `.git/config`, protects with `access` the places it
+/// names as code ([`code_places`], relative ones from the worktree: a visible `githooks/`
+/// folder as `core.hooksPath`), and pins the folders above them up to `root`.
+fn seed_repository_code(seeds: &mut Seeds, config: &Path, access: u32, root: &Path) {
+    let Some(git) = config.parent().filter(|g| config.file_name() == Some(OsStr::new("config")) && g.file_name() == Some(OsStr::new(".git"))) else {
+        return;
+    };
+    let Some(worktree) = git.parent() else { return };
+    for place in code_places(config, None, Some(worktree)) {
+        seed_literal(seeds, place.path(), access);
+        pin_ancestors(seeds, place.path(), std::slice::from_ref(&root.to_path_buf()));
     }
 }
 
@@ -1331,6 +1433,58 @@ mod tests {
         std::fs::write(h.join("bin"), [0u8, 159, 146, 150]).unwrap();
         assert!(loaded_files(&h.join("bin"), Some(h)).is_empty());
         assert!(loaded_files(&h.join("missing"), Some(h)).is_empty());
+    }
+
+    /// What the protected configuration names as code is protected against change with it:
+    /// a folder `~/.bashrc` (or a file it sources) puts on PATH, the hooks folder and a
+    /// program of `~/.gitconfig`; not the home itself, nor a folder of the system's.
+    #[test]
+    fn the_places_the_users_configuration_runs_programs_from_are_never_changed() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path().canonicalize().unwrap();
+        let uid = std::fs::metadata(&h).unwrap().uid();
+        let account = Account { home: h.clone(), uid, ..owner() };
+        for d in ["tools/bin", "more/bin", "git/hooks", "scripts", "dotfiles", "theirs/bin"] {
+            std::fs::create_dir_all(h.join(d)).unwrap();
+        }
+        // A folder of another user's on PATH (as root, the test can make one).
+        let theirs = std::os::unix::fs::lchown(h.join("theirs/bin"), Some(uid + 4242), None).is_ok();
+        std::os::unix::fs::symlink(h.join("dotfiles"), h.join("linked")).unwrap();
+        std::fs::write(h.join(".bashrc"), "export PATH=\"$HOME/tools/bin:$HOME:$HOME/theirs/bin:$PATH\"\nsource ~/dotfiles/path.sh\nPATH=$PATH:~/linked\n").unwrap();
+        std::fs::write(h.join("dotfiles/path.sh"), "PATH=~/more/bin:$PATH\n").unwrap();
+        std::fs::write(h.join(".gitconfig"), "[core]\n\thooksPath = ~/git/hooks\n\tfsmonitor = ~/scripts/fsmon.sh\n").unwrap();
+        let n = NeverList::new(&ContainmentConfig::default().never, &account).unwrap();
+        for (place, what) in [("tools/bin/git", "a folder on PATH"), ("more/bin/ls", "a folder a sourced file puts on PATH"), ("git/hooks/pre-commit", "git's hooks folder"), ("scripts/fsmon.sh", "a program git runs")] {
+            assert!(n.forbids(&h.join(place), Access::Write).is_some() && n.forbids(&h.join(place), Access::Create).is_some(), "{what}: {place}");
+            assert!(n.forbids(&h.join(place), Access::Read).is_none(), "{what} stays readable: {place}");
+        }
+        assert!(n.forbids(&h.join("scripts/other.sh"), Access::Create).is_none(), "beside the program");
+        assert!(n.forbids(&h.join("linked/x"), Access::Create).is_some() && n.forbids(&h.join("dotfiles/x"), Access::Create).is_some(), "a symlinked folder on PATH, by the link and by its target");
+        assert!(n.forbids(&h.join("notes.txt"), Access::Create).is_none(), "the home on PATH is not protected as a whole");
+        if theirs {
+            assert!(n.forbids(&h.join("theirs/bin/x"), Access::Create).is_none(), "another user's folder is not this user's to lose");
+        }
+        // The kernel gets the folders as objects, their contents covered beneath them.
+        let maps = crate::kernel::MemoryMaps::default();
+        n.seed(&mut maps.enforcer(), &[], &[]).unwrap();
+        assert_eq!(maps.never_bits(object(&h.join("tools/bin")).unwrap()), Some(CHANGE));
+        assert_eq!(maps.never_bits(object(&h.join("tools")).unwrap()), Some(pincer_common::NEVER_PINNED), "the folder above is pinned: moving it away would leave the name on PATH free");
+    }
+
+    /// A repository's own `.git/config` found in a root: the visible folder it names as
+    /// `core.hooksPath` is protected in the kernel with it.
+    #[test]
+    fn a_repositorys_hooks_folder_in_a_root_is_never_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(ws.join("proj/.git")).unwrap();
+        std::fs::create_dir_all(ws.join("proj/githooks")).unwrap();
+        std::fs::write(ws.join("proj/.git/config"), "[core]\n\thooksPath = githooks\n").unwrap();
+        let list = NeverList::new(&ContainmentConfig::default().never, &owner()).unwrap();
+        let maps = crate::kernel::MemoryMaps::default();
+        list.seed(&mut maps.enforcer(), std::slice::from_ref(&ws), &[]).unwrap();
+        let bits = maps.never_bits(object(&ws.join("proj/githooks")).unwrap()).unwrap_or(0);
+        assert_eq!(bits & CHANGE, CHANGE, "githooks/: {bits:#x}");
     }
 
     #[test]

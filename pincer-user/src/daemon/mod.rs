@@ -26,6 +26,7 @@
 
 pub mod audit;
 pub mod callers;
+pub mod code_places;
 pub mod client;
 pub mod config;
 pub mod contain;

@@ -1,0 +1,310 @@
+//! Where the user's own configuration runs programs from. The never list names the
+//! configuration files (`~/.bashrc`, `~/.gitconfig`, a repository's `.git/config`); the
+//! places they name are wherever the user chose: the folders a shell puts on `PATH`, the
+//! folder git takes hooks from (`core.hooksPath`) and the programs git runs
+//! (`core.fsmonitor`, `core.pager`, `alias.x = !/path/to/script`, a filter's `clean`).
+//! A session that writes one of those runs code as the user outside the session, as surely
+//! as one that writes the configuration itself, so a never place's protection against
+//! change follows what it names ([`code_places`]), as it follows what it loads
+//! ([`super::contain::loaded_files`]).
+
+use std::path::{Path, PathBuf};
+
+/// A place the user's configuration runs programs from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CodePlace {
+    /// A folder whose every entry may be run: a folder on `PATH`, git's hooks folder.
+    Folder(PathBuf),
+    /// One program.
+    Program(PathBuf),
+}
+
+impl CodePlace {
+    /// The place's path.
+    pub fn path(&self) -> &Path {
+        match self {
+            CodePlace::Folder(p) | CodePlace::Program(p) => p,
+        }
+    }
+}
+
+/// The largest file read for the places it names.
+const MAX_BYTES: u64 = 1 << 20;
+
+/// Git configuration keys whose value git runs as a command (`section.key`, lower case,
+/// any subsection: `filter "lfs"`'s `clean` is `filter.clean`). `alias.*` and `pager.*` are
+/// matched by section.
+const GIT_COMMANDS: &[&str] = &[
+    "core.fsmonitor",
+    "core.pager",
+    "core.editor",
+    "core.sshcommand",
+    "core.askpass",
+    "core.gitproxy",
+    "sequence.editor",
+    "gpg.program",
+    "credential.helper",
+    "diff.external",
+    "diff.textconv",
+    "diff.command",
+    "filter.clean",
+    "filter.smudge",
+    "filter.process",
+    "merge.driver",
+    "difftool.cmd",
+    "mergetool.cmd",
+    "interactive.difffilter",
+    "sendemail.sendmailcmd",
+    "web.browser",
+    "browser.cmd",
+];
+
+/// The places the configuration file `file` names as code: the folders its shell lines put
+/// on `PATH` (`PATH=...`, `export PATH=...`, zsh's `path=(...)` and `path+=(...)`, fish's
+/// `set -gx PATH ...`, `fish_user_paths` and `fish_add_path`, `~/.pam_environment`'s `PATH
+/// DEFAULT=...`), and as git configuration its `core.hooksPath` folder and the program of
+/// every key git runs as a command ([`GIT_COMMANDS`], aliases starting with `!`). Only
+/// absolute paths and paths from the home (`~/`, `$HOME/`, `${HOME}/`, `@{HOME}/`) count;
+/// a relative one counts from `worktree` (a repository's own `.git/config`), and not at
+/// all without one. An unreadable, binary or larger file names nothing.
+pub fn code_places(file: &Path, home: Option<&Path>, worktree: Option<&Path>) -> Vec<CodePlace> {
+    let Ok(meta) = std::fs::metadata(file) else { return vec![] };
+    if !meta.is_file() || meta.len() > MAX_BYTES {
+        return vec![];
+    }
+    let Ok(text) = std::fs::read_to_string(file) else { return vec![] };
+    places_in(&text, home, worktree)
+}
+
+/// [`code_places`] of a file's text.
+fn places_in(text: &str, home: Option<&Path>, worktree: Option<&Path>) -> Vec<CodePlace> {
+    let mut out = Vec::new();
+    let mut push = |p: CodePlace| {
+        if !out.contains(&p) {
+            out.push(p);
+        }
+    };
+    let mut section = String::new();
+    for line in text.lines() {
+        let t = line.trim();
+        if t.starts_with('#') || t.starts_with(';') || t.is_empty() {
+            continue;
+        }
+        if let Some(rest) = t.strip_prefix('[').filter(|r| t.ends_with(']') && r.starts_with(|c: char| c.is_ascii_alphanumeric())) {
+            // `[core]`, `[filter "lfs"]`, `[alias]` (not a shell's `[ -d x ]`).
+            let name = rest.split(|c: char| c == ']' || c.is_whitespace() || c == '"' || c == '.').next().unwrap_or("");
+            section = name.to_ascii_lowercase();
+            continue;
+        }
+        if !section.is_empty() {
+            if let Some((key, value)) = t.split_once('=') {
+                let key = key.trim().to_ascii_lowercase();
+                let value = value.trim();
+                let full = format!("{section}.{key}");
+                if full == "core.hookspath" {
+                    if let Some(p) = path_of(unquote(value), home, worktree) {
+                        push(CodePlace::Folder(p));
+                    }
+                } else if GIT_COMMANDS.contains(&full.as_str()) || section == "pager" || (section == "alias" && unquote(value).starts_with('!')) {
+                    let command = unquote(value).trim_start_matches('!').trim_start();
+                    // A bare name is a program found on PATH, not a place of the repository.
+                    if let Some(p) = first_word(command).filter(|w| w.contains('/')).and_then(|w| path_of(w, home, worktree)) {
+                        push(CodePlace::Program(p));
+                    }
+                }
+                continue;
+            }
+        }
+        for dir in path_folders(t) {
+            if let Some(p) = path_of(&dir, home, None) {
+                push(CodePlace::Folder(p));
+            }
+        }
+    }
+    out
+}
+
+/// The folders one shell line puts on `PATH` (unexpanded; `$PATH` and other variables'
+/// parts left out).
+fn path_folders(line: &str) -> Vec<String> {
+    let words = shell_words(line);
+    let mut out = Vec::new();
+    let mut keep = |w: &str| {
+        let w = w.trim();
+        if !w.is_empty() && !is_path_variable(w) {
+            out.push(w.to_string());
+        }
+    };
+    for (i, w) in words.iter().enumerate() {
+        // PATH=a:b, PATH+=a, export PATH=..., PATH DEFAULT=... OVERRIDE=...
+        if let Some(v) = w.strip_prefix("PATH=").or_else(|| w.strip_prefix("PATH+=")) {
+            v.split(':').for_each(&mut keep);
+        } else if *w == "PATH" && i + 1 < words.len() && (words[i + 1].starts_with("DEFAULT=") || words[i + 1].starts_with("OVERRIDE=")) {
+            for next in &words[i + 1..] {
+                if let Some(v) = next.strip_prefix("DEFAULT=").or_else(|| next.strip_prefix("OVERRIDE=")) {
+                    v.split(':').for_each(&mut keep);
+                }
+            }
+        } else if let Some(v) = w.strip_prefix("path=(").or_else(|| w.strip_prefix("path+=(")) {
+            // zsh: path=(a b $path)
+            keep(v.trim_end_matches(')'));
+            for next in &words[i + 1..] {
+                keep(next.trim_end_matches(')'));
+                if next.ends_with(')') {
+                    break;
+                }
+            }
+        } else if *w == "set" {
+            // fish: set [-gxU...] PATH|fish_user_paths a b $PATH
+            let rest: Vec<&String> = words[i + 1..].iter().skip_while(|x| x.starts_with('-')).collect();
+            if let Some((name, values)) = rest.split_first() {
+                if name.as_str() == "PATH" || name.as_str() == "fish_user_paths" {
+                    values.iter().for_each(|v| v.split(':').for_each(&mut keep));
+                }
+            }
+            break;
+        } else if *w == "fish_add_path" {
+            words[i + 1..].iter().filter(|x| !x.starts_with('-')).for_each(|v| keep(v));
+            break;
+        }
+    }
+    out
+}
+
+/// Whether a `PATH` part is the variable's old value (`$PATH`, `${PATH}`, zsh's `$path`,
+/// fish's `$fish_user_paths`).
+fn is_path_variable(w: &str) -> bool {
+    matches!(w, "$PATH" | "${PATH}" | "$path" | "${path[@]}" | "$fish_user_paths" | "@{PATH}")
+}
+
+/// A line split into words at blanks and `;`, with quotes removed (a quoted part stays in
+/// one word).
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut quote: Option<char> = None;
+    for c in line.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => word.push(c),
+            (None, '"' | '\'') => quote = Some(c),
+            (None, c) if c.is_whitespace() || c == ';' || c == '&' || c == '|' => {
+                if !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+            }
+            (None, '#') if word.is_empty() => break,
+            (None, c) => word.push(c),
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    words
+}
+
+/// A value without the quotes git allows around it.
+fn unquote(v: &str) -> &str {
+    v.trim().trim_matches('"').trim()
+}
+
+/// The first word of a command.
+fn first_word(command: &str) -> Option<&str> {
+    command.split_whitespace().next().map(|w| w.trim_matches(|c| c == '"' || c == '\''))
+}
+
+/// `raw` as an absolute path: from the home for `~/`, `$HOME/`, `${HOME}/` and `@{HOME}/`,
+/// from `worktree` for a relative path; `None` for one that names another variable, a
+/// relative one with no worktree, or one with `..`.
+fn path_of(raw: &str, home: Option<&Path>, worktree: Option<&Path>) -> Option<PathBuf> {
+    let raw = raw.trim();
+    if raw.is_empty() {
+        return None;
+    }
+    let from_home = ["~/", "$HOME/", "${HOME}/", "@{HOME}/"].iter().find_map(|h| raw.strip_prefix(h));
+    let path = match (from_home, home) {
+        (Some(r), Some(h)) => h.join(r),
+        (Some(_), None) => return None,
+        (None, _) if raw == "~" || raw == "$HOME" || raw == "${HOME}" => home?.to_path_buf(),
+        (None, _) if raw.starts_with('/') => PathBuf::from(raw),
+        (None, _) if raw.starts_with('~') || raw.contains('$') => return None,
+        (None, _) => worktree?.join(raw),
+    };
+    if path.components().any(|c| c == std::path::Component::ParentDir) || path.to_string_lossy().contains('$') {
+        return None;
+    }
+    Some(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn folders(text: &str) -> Vec<PathBuf> {
+        places_in(text, Some(Path::new("/home/u")), None).into_iter().filter_map(|p| matches!(p, CodePlace::Folder(_)).then(|| p.path().to_path_buf())).collect()
+    }
+
+    #[test]
+    fn the_folders_shell_lines_put_on_path_are_found_in_every_shells_form() {
+        let text = r#"
+# export PATH="$HOME/commented:$PATH"
+export PATH="$HOME/tools/bin:$PATH"
+PATH=~/a/bin:/opt/b/bin:$PATH; export PATH
+[ -d "$HOME/.x" ] && PATH="$PATH:${HOME}/c/bin"
+path=(~/d/bin $path)
+path+=(/srv/e/bin)
+set -gx PATH ~/f/bin $PATH
+set -U fish_user_paths $HOME/g/bin $fish_user_paths
+fish_add_path --prepend ~/h/bin
+PATH DEFAULT=@{HOME}/i/bin:${PATH}
+export PATH="$GOPATH/bin:$PATH"
+export PATH="relative/bin:$PATH"
+export PATH="$HOME/../escape:$PATH"
+cd ~/projects
+"#;
+        let f = folders(text);
+        let want: Vec<PathBuf> = ["/home/u/tools/bin", "/home/u/a/bin", "/opt/b/bin", "/home/u/c/bin", "/home/u/d/bin", "/srv/e/bin", "/home/u/f/bin", "/home/u/g/bin", "/home/u/h/bin", "/home/u/i/bin"].iter().map(PathBuf::from).collect();
+        assert_eq!(f, want, "other variables, relative parts, `..`, comments and other lines name nothing");
+    }
+
+    #[test]
+    fn git_names_its_hooks_folder_and_the_programs_it_runs() {
+        let text = r#"
+[user]
+	name = U
+	signingkey = ~/.ssh/id.pub
+[core]
+	hooksPath = ~/git/hooks
+	fsmonitor = "/home/u/bin/fsmon --fast"
+	pager = less -R
+	editor = vim
+[alias]
+	st = status
+	sync = !~/scripts/sync.sh --all
+[filter "lfs"]
+	clean = git-lfs clean -- %f
+	smudge = /opt/lfs/bin/smudge %f
+[safe]
+	directory = /home/u/proj
+"#;
+        let places = places_in(text, Some(Path::new("/home/u")), None);
+        assert_eq!(
+            places,
+            vec![
+                CodePlace::Folder("/home/u/git/hooks".into()),
+                CodePlace::Program("/home/u/bin/fsmon".into()),
+                CodePlace::Program("/home/u/scripts/sync.sh".into()),
+                CodePlace::Program("/opt/lfs/bin/smudge".into()),
+            ],
+            "a command found on PATH (less, vim, git-lfs) and values that are not commands (a key, a safe directory) name no place"
+        );
+    }
+
+    #[test]
+    fn a_repositorys_relative_hooks_folder_counts_from_its_worktree() {
+        let text = "[core]\n\trepositoryformatversion = 0\n\thooksPath = githooks\n[alias]\n\tfmt = !scripts/fmt.sh\n";
+        let wt = Path::new("/home/u/proj");
+        assert_eq!(places_in(text, None, Some(wt)), vec![CodePlace::Folder("/home/u/proj/githooks".into()), CodePlace::Program("/home/u/proj/scripts/fmt.sh".into())]);
+        assert!(places_in(text, Some(Path::new("/home/u")), None).is_empty(), "a relative hooks folder of the global configuration names a folder in every repository, not one place");
+    }
+}
