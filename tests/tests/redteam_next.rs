@@ -5359,3 +5359,315 @@ fn watches_the_users_process_with_a_perf_event() {
     assert!(refused(r[0]), "the session watches the user's process with a perf event: {r:?}");
     assert_eq!(red.gated(|| vec![perf_open(0)]), vec![0], "the session watches itself");
 }
+
+// ---------------------------------------------------------------------------------------
+// A seventh pass: the records the kernel rules keep, where they run out, and the objects of
+// the user's that a session names past the file and signal hooks (a user namespace, SysV
+// objects by key, a process's descriptors compared). A port is held against sessions by a
+// record in a map of fixed size; a session that fills it takes the room the user's later
+// service needs. The attacker, as in the fifth and sixth passes, is a process of the session
+// outside its namespaces.
+
+/// UDP sockets bound to `count` distinct loopback addresses (127.1.x.y, from `first` on),
+/// each at a port the kernel picks, kept open: how many were bound (the open-files limit is
+/// raised to its hard limit first).
+fn bind_many_udp(first: u32, count: u32) -> i32 {
+    // SAFETY: getrlimit/setrlimit/socket/bind on local buffers; the sockets stay open.
+    unsafe {
+        let mut l: libc::rlimit = std::mem::zeroed();
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut l);
+        l.rlim_cur = l.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &l);
+        let mut bound = 0;
+        for i in first..first + count {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+            if fd < 0 {
+                break;
+            }
+            let ip = Ipv4Addr::new(127, 1, (i / 250) as u8, (i % 250 + 1) as u8);
+            let (a, len) = inet_addr(IpAddr::V4(ip), 0);
+            if libc::bind(fd, (&a as *const libc::sockaddr_storage).cast(), len) < 0 {
+                libc::close(fd);
+                break;
+            }
+            bound += 1;
+        }
+        bound
+    }
+}
+
+/// The session's port records the kernel keeps (`pincer_ports`, 16384 entries): at least
+/// this many distinct ones fill it.
+const PORT_RECORDS: u32 = 16384;
+
+/// Whether the session may listen on 127.0.0.1:`p`: 0, or the errno of its bind.
+fn listens_on_loopback(p: u16) -> Vec<i32> {
+    let fd = listen_on(LO, p);
+    if fd < 0 {
+        return vec![-fd];
+    }
+    // SAFETY: closes the listener made above.
+    unsafe { libc::close(fd) };
+    vec![0]
+}
+
+/// Takes the port of the user's later service after filling the kernel's port records. The
+/// session binds UDP sockets on 127.1.x.y, each a port of its own, until the map the kernel
+/// keeps ports in (the session's records and the ports held outside every session, 16384
+/// entries together) is full, and keeps them open. The user's service then listens on
+/// `[::1]:P` only; the session listens on `127.0.0.1:P`, where the user's clients of
+/// `localhost:P` over IPv4 meet it. Why it might get out: a port is held against sessions by
+/// a record written when the user's socket binds, and a record that cannot be written (the
+/// map full) holds nothing. Safe: the session's bind of the user's port is refused.
+#[test]
+fn takes_the_port_of_the_users_later_service_after_filling_the_port_records() {
+    let red = Red::start("portfill");
+    let p = port();
+    assert_eq!(ungated(move || listens_on_loopback(p)), vec![0], "control: 127.0.0.1:{p} is free to the kernel");
+    // Fillers in the session, each with as many sockets as its open-files limit allows.
+    let mut fillers = Vec::new();
+    let mut bound = 0u32;
+    while bound < PORT_RECORDS + 1024 && fillers.len() < 12 {
+        let first = bound;
+        let (held, n) = pincer_tests::HeldProcess::start(Some(&red.cg), UID, move || bind_many_udp(first, 4000), |_| {});
+        assert!(n > 0, "a filler bound no socket");
+        bound += n as u32;
+        fillers.push(held);
+    }
+    println!("the session holds {bound} UDP ports in {} processes", fillers.len());
+    assert!(bound >= PORT_RECORDS, "precondition: {bound} sockets bound");
+    let _svc = Service::start(IpAddr::V6(Ipv6Addr::LOCALHOST), p, SECRET);
+    let r = red.gated(move || listens_on_loopback(p));
+    assert_eq!(r, vec![EACCES], "the session listens on 127.0.0.1:{p} beside the user's later [::1]:{p}");
+}
+
+/// Leaks port records from one socket until the user's later service goes unheld. A UDP
+/// socket of the session binds 127.1.x.y:0 (the kernel picks its port), gives it back with
+/// `connect(AF_UNSPEC)` and binds the next address, thousands of times: one descriptor, no
+/// open-files limit in the way. Why it might get out: each bind records the socket's new
+/// address and port, and only the last record goes when the socket closes, so the others
+/// stay until the session ends and fill the map the user's later bind is recorded in. Safe:
+/// the session's bind of the port the user's later service holds is refused.
+#[test]
+fn leaks_port_records_from_one_socket_until_the_users_later_service_goes_unheld() {
+    let red = Red::start("portleak");
+    let p = port();
+    let r = red.gated(|| {
+        // SAFETY: socket/bind/connect/close on local buffers.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+            if fd < 0 {
+                return vec![-errno()];
+            }
+            let mut unspec: libc::sockaddr = std::mem::zeroed();
+            unspec.sa_family = libc::AF_UNSPEC as libc::sa_family_t;
+            let mut n = 0;
+            for i in 0..PORT_RECORDS + 1024 {
+                let ip = Ipv4Addr::new(127, 2, (i / 250) as u8, (i % 250 + 1) as u8);
+                let (a, len) = inet_addr(IpAddr::V4(ip), 0);
+                if libc::bind(fd, (&a as *const libc::sockaddr_storage).cast(), len) < 0 {
+                    let e = errno();
+                    libc::close(fd);
+                    return vec![n, e];
+                }
+                n += 1;
+                libc::connect(fd, &unspec, std::mem::size_of::<libc::sockaddr>() as libc::socklen_t);
+            }
+            libc::close(fd);
+            vec![n, 0]
+        }
+    });
+    println!("the session's socket bound {} addresses in turn (then errno {})", r[0], r.get(1).copied().unwrap_or(0));
+    let _svc = Service::start(IpAddr::V6(Ipv6Addr::LOCALHOST), p, SECRET);
+    assert_eq!(ungated(move || vec![fetch(IpAddr::V6(Ipv6Addr::LOCALHOST), p, SECRET)]), vec![0], "control: the user's service");
+    let r = red.gated(move || listens_on_loopback(p));
+    assert_eq!(r, vec![EACCES], "the session listens on 127.0.0.1:{p} beside the user's later [::1]:{p}");
+}
+
+/// A process of the user's outside every session in a user namespace of its own (as a
+/// rootless container, a flatpak's `bwrap` or a browser's sandbox runs), inspectable like the
+/// user's other processes; `None` where the kernel makes no user namespace for the user.
+fn users_process_in_a_user_namespace() -> Option<pincer_tests::HeldProcess> {
+    let (held, r) = pincer_tests::HeldProcess::start(
+        None,
+        UID,
+        // SAFETY: unshare/prctl with integer arguments.
+        || unsafe {
+            if libc::unshare(libc::CLONE_NEWUSER) != 0 {
+                return -errno();
+            }
+            libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0);
+            0
+        },
+        |_| {},
+    );
+    if r < 0 {
+        println!("no user namespace for uid {UID}: errno {}", -r);
+        return None;
+    }
+    Some(held)
+}
+
+/// Joins the user namespace of process `pid` three ways: `setns` on a pidfd, on its
+/// `/proc/PID/ns/user`, and on the namespace descriptor a pidfd's `PIDFD_GET_USER_NAMESPACE`
+/// gives (Linux 6.11+; `ENOTTY` before). Each: 0 (joined: the caller is then in that
+/// namespace, where it holds every capability) or the errno.
+fn join_user_namespace(pid: i32) -> Vec<i32> {
+    const PIDFD_GET_USER_NAMESPACE: libc::c_ulong = 0xff09; // _IO(0xFF, 9)
+    let mut r = Vec::new();
+    // SAFETY: pidfd_open/setns/open/ioctl/close with integer arguments and a C string. Each
+    // way runs in a child of its own (a joined namespace stays with the caller).
+    unsafe {
+        for way in 0..3 {
+            let child = libc::fork();
+            if child == 0 {
+                let fd = match way {
+                    0 => libc::syscall(libc::SYS_pidfd_open, pid, 0) as i32,
+                    1 => libc::open(cpath(Path::new(&format!("/proc/{pid}/ns/user"))).as_ptr(), libc::O_RDONLY),
+                    _ => {
+                        let pfd = libc::syscall(libc::SYS_pidfd_open, pid, 0) as i32;
+                        if pfd < 0 {
+                            -1
+                        } else {
+                            libc::ioctl(pfd, PIDFD_GET_USER_NAMESPACE, 0)
+                        }
+                    }
+                };
+                if fd < 0 {
+                    libc::_exit(errno());
+                }
+                let flag = if way == 0 { libc::CLONE_NEWUSER } else { 0 };
+                libc::_exit(if libc::setns(fd, flag) == 0 { 0 } else { errno() });
+            }
+            let mut status = 0;
+            libc::waitpid(child, &mut status, 0);
+            r.push(if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { -1 });
+        }
+    }
+    r
+}
+
+/// Joins the user's user namespace through a pidfd. The user runs a process in a user
+/// namespace of its own; `setns` into it needs only `CAP_SYS_ADMIN` there, which every
+/// process of the uid that made it holds. A session may not make a user namespace
+/// (`allow_userns = false`, hook `userns_create`); one it joins gives it as much: every
+/// capability in it, mount namespaces, mounts. Why it might get out: joining makes no
+/// namespace, so `userns_create` never runs, and a pidfd (or, on 6.11+, the namespace
+/// descriptor a pidfd's ioctl gives) names the process past its `/proc` entry. Safe: each way
+/// is refused.
+#[test]
+fn joins_the_users_user_namespace_through_a_pidfd() {
+    let red = Red::start("joinuserns");
+    let Some(user) = users_process_in_a_user_namespace() else {
+        return;
+    };
+    let pid = user.pid();
+    let c = ungated(move || join_user_namespace(pid));
+    println!("control: setns by pidfd, /proc/PID/ns/user, PIDFD_GET_USER_NAMESPACE: {c:?}");
+    assert_eq!(c[0], 0, "control: the user's other process joins it by a pidfd");
+    let r = red.gated(move || join_user_namespace(pid));
+    println!("the session: {r:?}");
+    assert!(r.iter().all(|&e| e != 0), "the session joined the user's user namespace: {r:?}");
+}
+
+/// The user's SysV message queue and semaphore set, made by a process of the user's outside
+/// every session under keys of its own: the process (kept until dropped) and the two ids.
+fn users_sysv_objects(msg_key: i32, sem_key: i32) -> (pincer_tests::HeldProcess, i32, i32) {
+    let mut fds = [0; 2];
+    // SAFETY: pipe; the child writes the second id to it.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    let w = fds[1];
+    let (held, msq) = pincer_tests::HeldProcess::start(
+        None,
+        UID,
+        // SAFETY: msgget/msgsnd/semget/write with local buffers.
+        move || unsafe {
+            let q = libc::msgget(msg_key, libc::IPC_CREAT | 0o600);
+            let s = libc::semget(sem_key, 1, libc::IPC_CREAT | 0o600);
+            let msg = (1 as libc::c_long, *b"SECRET\0\0");
+            libc::msgsnd(q, (&msg as *const (libc::c_long, [u8; 8])).cast(), 8, 0);
+            libc::write(w, (&s as *const i32).cast(), 4);
+            q
+        },
+        |_| {},
+    );
+    let mut sem = -1i32;
+    // SAFETY: reads the semaphore set's id from the pipe, closes both ends.
+    unsafe {
+        libc::read(fds[0], (&mut sem as *mut i32).cast(), 4);
+        libc::close(fds[0]);
+        libc::close(fds[1]);
+    }
+    assert!(msq >= 0 && sem >= 0, "the user's SysV objects: {msq} {sem}");
+    (held, msq, sem)
+}
+
+/// Uses the user's SysV message queue and semaphore set, by key and by id: `msgget` and
+/// `semget` of the user's keys, `msgrcv` (reads the user's message), `msgsnd`, `semop`, and
+/// `IPC_RMID` of each. Why it might get out: the README promises SysV objects "usable only
+/// when a process of the same session created them" and its tests try shared memory only;
+/// a queue and a semaphore are other kinds with hooks of their own. Safe: each is refused
+/// and the user's message stays.
+#[test]
+fn uses_the_users_sysv_message_queue_and_semaphores_by_key() {
+    let red = Red::start("sysvmsg");
+    let base = 0x5e70_0000 + (std::process::id() as i32 & 0xffff) * 4;
+    let use_them = |mk: i32, sk: i32, q: i32, s: i32, rm: bool| {
+        move || {
+            // SAFETY: SysV IPC calls with local buffers.
+            unsafe {
+                let got_q = libc::msgget(mk, 0);
+                let got_s = libc::semget(sk, 1, 0);
+                let mut buf = (0 as libc::c_long, [0u8; 8]);
+                let rcv = libc::msgrcv(q, (&mut buf as *mut (libc::c_long, [u8; 8])).cast(), 8, 0, libc::IPC_NOWAIT);
+                let read_secret = rcv >= 0 && &buf.1[..6] == b"SECRET";
+                let msg = (1 as libc::c_long, *b"FORGED\0\0");
+                let snd = rc(libc::msgsnd(q, (&msg as *const (libc::c_long, [u8; 8])).cast(), 8, libc::IPC_NOWAIT) as i64);
+                let mut op = libc::sembuf { sem_num: 0, sem_op: 1, sem_flg: libc::IPC_NOWAIT as i16 };
+                let sop = rc(libc::semop(s, &mut op, 1) as i64);
+                let (rq, rs) = if rm {
+                    (rc(libc::msgctl(q, libc::IPC_RMID, std::ptr::null_mut()) as i64), rc(libc::semctl(s, 0, libc::IPC_RMID) as i64))
+                } else {
+                    (0, 0)
+                };
+                vec![if got_q < 0 { errno() } else { 0 }, if got_s < 0 { errno() } else { 0 }, if read_secret { 0 } else { EACCES }, snd, sop, rq, rs]
+            }
+        }
+    };
+    let (_ctl, q, s) = users_sysv_objects(base, base + 1);
+    assert_eq!(ungated(use_them(base, base + 1, q, s, true)), vec![0; 7], "control: the user's other process uses and removes them");
+    let (_user, q, s) = users_sysv_objects(base + 2, base + 3);
+    let r = red.gated(use_them(base + 2, base + 3, q, s, true));
+    println!("the session's msgget, semget, msgrcv, msgsnd, semop, IPC_RMID of each: {r:?}");
+    assert!(r.iter().all(|&e| refused(e)), "the session used the user's SysV objects: {r:?}");
+    // The user's message is still there.
+    let left = ungated(use_them(base + 2, base + 3, q, s, true));
+    assert_eq!(left[2], 0, "the user's message was taken: {left:?}");
+}
+
+/// Compares the user's process's descriptors with the session's own by `kcmp`: whether the
+/// user's process holds a file the session names (a probe of which files, sockets and pipes
+/// it has open, one guess at a time). Why it might get out: `kcmp` is a system call of its
+/// own, no open and no signal. Safe: refused.
+#[test]
+fn compares_the_users_process_descriptors_with_kcmp() {
+    let red = Red::start("kcmp");
+    let user = inspectable_users_process();
+    let pid = user.pid();
+    const KCMP_FILE: i32 = 0;
+    const KCMP_VM: i32 = 1;
+    let probe = move || {
+        // SAFETY: kcmp with integer arguments.
+        unsafe {
+            let me = libc::getpid();
+            let f = libc::syscall(libc::SYS_kcmp, pid, me, KCMP_FILE, 0, 0);
+            let f = if f < 0 { errno() } else { 0 };
+            let v = libc::syscall(libc::SYS_kcmp, pid, me, KCMP_VM, 0, 0);
+            let v = if v < 0 { errno() } else { 0 };
+            vec![f, v]
+        }
+    };
+    assert_eq!(ungated(probe), vec![0, 0], "control: the user's other process compares them");
+    let r = red.gated(probe);
+    assert!(r.iter().all(|&e| refused(e)), "the session compared the user's process with kcmp: {r:?}");
+}
