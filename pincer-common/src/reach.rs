@@ -133,8 +133,14 @@ pub const PROTO_UDP: u16 = 17;
 pub mod map_names {
     /// `HASH` `u64` socket address → owner (kernel-internal; pinned only).
     pub const SOCKS: &str = "pincer_socks";
-    /// `HASH` [`PortKey`](super::PortKey) → `u32` (sockets holding it; non-zero for listed ports).
+    /// `HASH` [`PortKey`](super::PortKey) → `u32` (sockets holding it; non-zero for listed
+    /// ports): the ports held against sessions, listed (session 0) or held outside every
+    /// session ([`PORT_OUTSIDE`](super::PORT_OUTSIDE), [`PORT_OUTSIDE_SEEN`](super::PORT_OUTSIDE_SEEN)).
+    /// No session writes here, so none can fill it.
     pub const PORTS: &str = "pincer_ports";
+    /// `HASH` [`PortKey`](super::PortKey) → `u32` (sockets holding it): the ports sessions
+    /// bound, each under its session (kernel-written; userspace forgets a session's).
+    pub const OWN_PORTS: &str = "pincer_own_ports";
     /// `LPM_TRIE` [`HostAddrKey`](super::HostAddrKey) → `u32`: the destinations this
     /// host's kernel delivers locally (its local routes).
     pub const HOST_ADDRS: &str = "pincer_host_addrs";
@@ -156,11 +162,12 @@ pub mod map_names {
     /// `PERCPU_ARRAY` scratch space for one name key (kernel-internal; pinned only).
     pub const NAME_SCRATCH: &str = "pincer_name_scratch";
     /// Every map of the reach block, in a fixed order.
-    pub const ALL: [&str; 10] = [SOCKS, PORTS, HOST_ADDRS, UNIX_FILES, UNIX_NAMES, UNIX_SERVED, IPC, KEYS, TTYS, NAME_SCRATCH];
+    pub const ALL: [&str; 11] = [SOCKS, PORTS, OWN_PORTS, HOST_ADDRS, UNIX_FILES, UNIX_NAMES, UNIX_SERVED, IPC, KEYS, TTYS, NAME_SCRATCH];
     /// The C macro naming each map (`#define MAP_SOCKS pincer_socks`).
-    pub const C_MACROS: [(&str, &str); 10] = [
+    pub const C_MACROS: [(&str, &str); 11] = [
         ("MAP_SOCKS", SOCKS),
         ("MAP_PORTS", PORTS),
+        ("MAP_OWN_PORTS", OWN_PORTS),
         ("MAP_HOST_ADDRS", HOST_ADDRS),
         ("MAP_UNIX_FILES", UNIX_FILES),
         ("MAP_UNIX_NAMES", UNIX_NAMES),

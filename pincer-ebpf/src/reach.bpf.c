@@ -213,12 +213,26 @@ struct {
 	__type(value, struct sock_owner);
 } MAP_SOCKS SEC(".maps");
 
+/* The ports held against sessions: listed for every session (session 0), and
+ * held by sockets outside every session (PORT_OUTSIDE, PORT_OUTSIDE_SEEN). No
+ * session writes here: a session that filled the map would leave the user's
+ * later bind unrecorded, and its port free to the session. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
 	__type(key, struct port_key);
 	__type(value, __u32); /* sockets holding it (session 0: listed, non-zero) */
 } MAP_PORTS SEC(".maps");
+
+/* The ports sessions bound, each under its session: a map of their own, so a
+ * session that fills it only leaves its own later ports unrecorded (and
+ * unreachable). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct port_key);
+	__type(value, __u32); /* sockets holding it */
+} MAP_OWN_PORTS SEC(".maps");
 
 /* The kernel's local routes (every destination it delivers to this host), as
  * userspace reads them from the routing tables and keeps them on every change. */
@@ -1037,6 +1051,43 @@ static __always_inline int same_port_key(const struct port_key *a, const struct 
 	       a0 == b0 && a1 == b1;
 }
 
+/* The map a port key is in: a session's own ports apart from those held
+ * against sessions (listed, or held outside). */
+static __always_inline int own_port_key(const struct port_key *pk)
+{
+	return pk->session && pk->session != PORT_OUTSIDE && pk->session != PORT_OUTSIDE_SEEN;
+}
+
+static __always_inline __u32 *port_count(const struct port_key *pk)
+{
+	if (own_port_key(pk))
+		return bpf_map_lookup_elem(&MAP_OWN_PORTS, pk);
+	return bpf_map_lookup_elem(&MAP_PORTS, pk);
+}
+
+static __always_inline long port_insert(const struct port_key *pk, __u32 *one)
+{
+	if (own_port_key(pk))
+		return bpf_map_update_elem(&MAP_OWN_PORTS, pk, one, BPF_NOEXIST);
+	return bpf_map_update_elem(&MAP_PORTS, pk, one, BPF_NOEXIST);
+}
+
+/* One socket less holds the port of `pk`; the record goes with the last. */
+static __always_inline void release_port(const struct port_key *pk)
+{
+	__u32 *count = port_count(pk);
+
+	if (!count)
+		return;
+	__sync_fetch_and_add(count, -1);
+	if (*count == 0) {
+		if (own_port_key(pk))
+			bpf_map_delete_elem(&MAP_OWN_PORTS, pk);
+		else
+			bpf_map_delete_elem(&MAP_PORTS, pk);
+	}
+}
+
 /* Records the exact local address, port and family of the session's inet
  * socket `sk` (once per socket): the session owns what it bound, not the
  * port on every address and family. A socket outside every session (session
@@ -1063,13 +1114,22 @@ static __always_inline void record_port(__u64 session, struct sock *sk)
 
 	if (old && same_port_key(&old->bound, &pk))
 		return;
+	/* The socket holds one port at a time: a port it gave back (connect(AF_UNSPEC))
+	 * and a new bind leave its earlier record, which would otherwise stay until
+	 * the session ends (one socket could fill the map). */
+	if (old && old->bound.port) {
+		struct port_key prev = old->bound;
+
+		old->bound.port = 0;
+		release_port(&prev);
+	}
 	__u32 one = 1;
-	__u32 *count = bpf_map_lookup_elem(&MAP_PORTS, &pk);
+	__u32 *count = port_count(&pk);
 
 	if (count)
 		__sync_fetch_and_add(count, 1);
-	else if (bpf_map_update_elem(&MAP_PORTS, &pk, &one, BPF_NOEXIST)) {
-		count = bpf_map_lookup_elem(&MAP_PORTS, &pk);
+	else if (port_insert(&pk, &one)) {
+		count = port_count(&pk);
 		if (!count)
 			return; /* map full: the port stays unreachable (fail closed) */
 		__sync_fetch_and_add(count, 1);
@@ -1275,13 +1335,8 @@ int BPF_PROG(pincer_sk_free_security, struct sock *sk)
 		return 0;
 	if (o->bound.port) { /* a session's port, or one held outside (PORT_OUTSIDE) */
 		struct port_key pk = o->bound;
-		__u32 *count = bpf_map_lookup_elem(&MAP_PORTS, &pk);
 
-		if (count) {
-			__sync_fetch_and_add(count, -1);
-			if (*count == 0)
-				bpf_map_delete_elem(&MAP_PORTS, &pk);
-		}
+		release_port(&pk);
 	}
 	bpf_map_delete_elem(&MAP_SOCKS, &k);
 	return 0;
@@ -1534,13 +1589,13 @@ static __always_inline int inet_dest_check(__u64 session, struct sock *sk, struc
 		pk.session = session;
 		pk.family = v4 ? 4 : 6;
 		__builtin_memcpy(pk.addr, a.addr, 16);
-		if (bpf_map_lookup_elem(&MAP_PORTS, &pk))
+		if (bpf_map_lookup_elem(&MAP_OWN_PORTS, &pk))
 			return 0;
 		__builtin_memset(pk.addr, 0, 16);
-		if (bpf_map_lookup_elem(&MAP_PORTS, &pk))
+		if (bpf_map_lookup_elem(&MAP_OWN_PORTS, &pk))
 			return 0;
 		pk.family = 0;
-		if (bpf_map_lookup_elem(&MAP_PORTS, &pk))
+		if (bpf_map_lookup_elem(&MAP_OWN_PORTS, &pk))
 			return 0;
 	}
 	pk.session = 0;
