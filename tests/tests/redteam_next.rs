@@ -5696,3 +5696,195 @@ fn compares_the_users_process_descriptors_with_kcmp() {
     let r = red.gated(probe);
     assert!(r.iter().all(|&e| refused(e)), "the session compared the user's process with kcmp: {r:?}");
 }
+
+/// A socket of `kind` bound by the kernel's pick (port 0) on `[::1]` until the pick is
+/// `want` (at most `tries` times; the sockets picked otherwise are closed). The socket, kept
+/// at descriptor 901, and how many picks it took; or -errno, or -1 if the pick never came.
+fn pick_port_on_v6_loopback(kind: i32, want: u16, tries: u32) -> (i32, u32) {
+    // SAFETY: socket/setsockopt/bind/getsockname/dup2/close on local buffers.
+    unsafe {
+        for n in 1..=tries {
+            let fd = libc::socket(libc::AF_INET6, kind | libc::SOCK_CLOEXEC, 0);
+            if fd < 0 {
+                return (-errno(), n);
+            }
+            let one: i32 = 1;
+            libc::setsockopt(fd, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, (&one as *const i32).cast(), 4);
+            let (a, len) = inet_addr(IpAddr::V6(Ipv6Addr::LOCALHOST), 0);
+            if libc::bind(fd, (&a as *const libc::sockaddr_storage).cast(), len) < 0 {
+                let e = errno();
+                libc::close(fd);
+                return (-e, n);
+            }
+            let mut ss: libc::sockaddr_storage = std::mem::zeroed();
+            let mut sl = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            libc::getsockname(fd, (&mut ss as *mut libc::sockaddr_storage).cast(), &mut sl);
+            let port = u16::from_be((*(&ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>()).sin6_port);
+            if port == want {
+                libc::dup2(fd, 901);
+                libc::close(fd);
+                return (901, n);
+            }
+            libc::close(fd);
+        }
+        (-1, tries)
+    }
+}
+
+/// Connects over TCP to `ip:port` and reads what the server says first, waiting 2 s at most:
+/// 0 if it said `want`, the errno of the connect, or -1 (nothing, or something else).
+fn fetch_within(ip: IpAddr, port: u16, want: &[u8]) -> i32 {
+    let (a, len) = inet_addr(ip, port);
+    // SAFETY: socket/setsockopt/connect/read/close on local buffers.
+    unsafe {
+        let fd = libc::socket(family(ip), libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        let tv = libc::timeval { tv_sec: 2, tv_usec: 0 };
+        libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, (&tv as *const libc::timeval).cast(), std::mem::size_of::<libc::timeval>() as libc::socklen_t);
+        if libc::connect(fd, (&a as *const libc::sockaddr_storage).cast(), len) < 0 {
+            let e = errno();
+            libc::close(fd);
+            return e;
+        }
+        let mut buf = [0u8; 32];
+        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        libc::close(fd);
+        if n > 0 && &buf[..n as usize] == want {
+            0
+        } else {
+            -1
+        }
+    }
+}
+
+/// Picks at most this many ports (about twice the odd ports of the default ephemeral range,
+/// where the kernel's pick for a bind to port 0 starts).
+const PICKS: u32 = 60000;
+
+/// Takes the port of the user's running TCP service in the other family by a bind to port 0.
+/// The user's service listens on `0.0.0.0:P`, a port the kernel gave it (as a language
+/// server, a notebook kernel or a dev server started on port 0 gets). The session binds
+/// `[::1]:0` again and again until the kernel's pick is P (no conflict: another family),
+/// listens there and tells its clients `FORGED`; the user's client of `localhost:P`, which
+/// tries `::1` first, gets the session's server. Why it might get out: the bind check
+/// refuses a port held outside every session when the session names it, and a bind to port
+/// 0 names none (the kernel picks after the check). Safe: the user's client does not get
+/// the session's answer.
+#[test]
+fn takes_the_port_of_the_users_running_service_by_a_bind_to_port_zero_in_the_other_family() {
+    let red = Red::start("pickport");
+    let (_svc, p) = pincer_tests::HeldProcess::start(None, UID, || listen_without_bind(libc::AF_INET), |_| serve_900(SECRET));
+    assert!(p > 0, "the user's service: errno {}", -p);
+    let p = p as u16;
+    assert_eq!(ungated(move || vec![fetch_within(LO, p, SECRET)]), vec![0], "control: the user's service on 0.0.0.0:{p}");
+    let take = move || {
+        let (fd, n) = pick_port_on_v6_loopback(libc::SOCK_STREAM, p, PICKS);
+        note(&format!("[::1]:{p} by a bind to port 0 after {n} picks: {fd}"));
+        fd
+    };
+    // Control: the user's other process takes it so.
+    let (ctl, fd) = pincer_tests::HeldProcess::start(None, UID, take, |fd| unsafe {
+        // SAFETY: listen on the socket picked above.
+        libc::listen(fd, 16);
+    });
+    assert_eq!(fd, 901, "control: the user's other process got [::1]:{p}");
+    drop(ctl);
+    let (fake, fd) = pincer_tests::HeldProcess::start(Some(&red.cg), UID, take, |fd| {
+        // SAFETY: listen on the socket picked above, then serve it as fd 900.
+        unsafe {
+            if libc::listen(fd, 16) == 0 {
+                libc::dup2(fd, 900);
+                serve_900(b"FORGED");
+            }
+        }
+    });
+    if fd < 0 {
+        assert!(refused(-fd), "the session's picks: errno {}", -fd);
+        return;
+    }
+    let client = ungated(move || vec![fetch_within(IpAddr::V6(Ipv6Addr::LOCALHOST), p, b"FORGED")]);
+    drop(fake);
+    assert_ne!(client, vec![0], "the user's client of [::1]:{p} reached the session's server beside the user's 0.0.0.0:{p}");
+}
+
+/// Receives the user's datagrams on the port of the user's UDP service, taken in the other
+/// family by a bind to port 0. The user's service is bound to `0.0.0.0:P` (a port the kernel
+/// gave it); the session binds `[::1]:0` until the pick is P and reads what the user's
+/// client sends to `localhost:P` over IPv6. Why it might get out: as for TCP, a bind to port
+/// 0 names no port for the bind check. Safe: the session reads none of it.
+#[test]
+fn receives_the_users_datagrams_on_a_port_a_bind_to_port_zero_took_in_the_other_family() {
+    let red = Red::start("pickudp");
+    let (_svc, p) = pincer_tests::HeldProcess::start(
+        None,
+        UID,
+        || {
+            // SAFETY: socket/bind/getsockname on local buffers; the socket stays open.
+            unsafe {
+                let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0);
+                let (a, len) = inet_addr(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
+                if libc::bind(fd, (&a as *const libc::sockaddr_storage).cast(), len) < 0 {
+                    return -errno();
+                }
+                let mut ss: libc::sockaddr_storage = std::mem::zeroed();
+                let mut sl = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+                libc::getsockname(fd, (&mut ss as *mut libc::sockaddr_storage).cast(), &mut sl);
+                i32::from(u16::from_be((*(&ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>()).sin_port))
+            }
+        },
+        |_| {},
+    );
+    assert!(p > 0, "the user's UDP service: errno {}", -p);
+    let p = p as u16;
+    // What the session's socket receives comes back through a pipe.
+    let mut fds = [0; 2];
+    // SAFETY: pipe into a local array.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    let w = fds[1];
+    let (fake, fd) = pincer_tests::HeldProcess::start(Some(&red.cg), UID, move || {
+        let (fd, n) = pick_port_on_v6_loopback(libc::SOCK_DGRAM, p, PICKS);
+        note(&format!("UDP [::1]:{p} by a bind to port 0 after {n} picks: {fd}"));
+        fd
+    }, move |fd| {
+        // SAFETY: setsockopt/recv/write on local buffers.
+        unsafe {
+            let tv = libc::timeval { tv_sec: 10, tv_usec: 0 };
+            libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, (&tv as *const libc::timeval).cast(), std::mem::size_of::<libc::timeval>() as libc::socklen_t);
+            let mut buf = [0u8; 16];
+            let n = libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0);
+            let r: i32 = if n == 8 && &buf[..8] == b"PASSWORD" { 0 } else if n < 0 { errno() } else { -1 };
+            libc::write(w, (&r as *const i32).cast(), 4);
+        }
+    });
+    if fd < 0 {
+        // SAFETY: closes the pipe made above.
+        unsafe {
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
+        assert!(refused(-fd), "the session's picks: errno {}", -fd);
+        return;
+    }
+    // The user's client sends its datagram to [::1]:P.
+    let sent = ungated(move || {
+        let (a, len) = inet_addr(IpAddr::V6(Ipv6Addr::LOCALHOST), p);
+        // SAFETY: socket/sendto/close on local buffers.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET6, libc::SOCK_DGRAM, 0);
+            let n = libc::sendto(fd, b"PASSWORD".as_ptr().cast(), 8, 0, (&a as *const libc::sockaddr_storage).cast(), len);
+            libc::close(fd);
+            vec![if n == 8 { 0 } else { errno() }]
+        }
+    });
+    assert_eq!(sent, vec![0], "the user's client sends to [::1]:{p}");
+    let mut got = -1i32;
+    // SAFETY: reads the session's result from the pipe, closes both ends.
+    unsafe {
+        libc::read(fds[0], (&mut got as *mut i32).cast(), 4);
+        libc::close(fds[0]);
+        libc::close(fds[1]);
+    }
+    drop(fake);
+    let r = vec![got];
+    note(&format!("the session's recv on [::1]:{p}: {r:?}"));
+    assert_ne!(r, vec![0], "the session read the user's datagram sent to [::1]:{p}");
+}
