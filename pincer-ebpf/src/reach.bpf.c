@@ -51,6 +51,7 @@
 #define SOL_SOCKET 1
 #define SO_REUSEADDR 2
 #define SO_REUSEPORT 15
+#define TCP_ESTABLISHED 1
 #define TCP_LISTEN 10
 #define PTRACE_MODE_NOAUDIT 0x04
 #define PTS_FIRST_INO 3 /* devpts: 1 is its root, 2 ptmx, N + 3 the pty N */
@@ -1263,6 +1264,81 @@ int BPF_PROG(pincer_socket_bind, struct socket *sock, struct sockaddr *address, 
 		bpf_ringbuf_submit(e, 0);
 	}
 	return -EACCES;
+}
+
+/* Whether a socket outside every session holds port `num` of `proto`, on any
+ * address or family (counted by the kernel, or seen at attach). */
+static __always_inline int port_held_outside(__u16 num, __u16 proto)
+{
+	struct port_key pk = { .session = PORT_OUTSIDE, .port = num, .proto = proto };
+
+	if (bpf_map_lookup_elem(&MAP_PORTS, &pk))
+		return 1;
+	pk.session = PORT_OUTSIDE_SEEN;
+	return bpf_map_lookup_elem(&MAP_PORTS, &pk) != 0;
+}
+
+/* A session's socket does not serve, nor receive on, a port that a socket
+ * outside every session holds: a TCP socket may not listen or accept there,
+ * an unconnected UDP socket may not receive there. socket_bind refuses such a
+ * port when the session names it; a bind to port 0, a listen without a bind
+ * or a UDP socket's first datagram lets the kernel pick, past that check, and
+ * its pick may be the port of the user's running service on another address
+ * or family (no conflict for the kernel): the user's service on 0.0.0.0:P,
+ * the session's pick [::1]:P, and the user's clients of `localhost:P` that
+ * try ::1 first reach the session. The pick of a bind is known at listen; the
+ * pick of a listen without a bind only after it, so accept is checked too. A
+ * connected UDP socket receives from its peer alone, whose address its
+ * connect was checked for. `detail`: 1 listen, 2 accept, 3 receive. */
+static __always_inline int picked_port_check(struct socket *sock, __u16 proto, __u32 detail)
+{
+	__u64 session = current_session_id();
+
+	if (!session)
+		return 0;
+	struct sock *sk = BPF_CORE_READ(sock, sk);
+
+	if (!sk || !is_inet(sk) || sock_proto(sk) != proto)
+		return 0;
+	if (proto == IPPROTO_UDP && BPF_CORE_READ(sk, __sk_common.skc_state) == TCP_ESTABLISHED)
+		return 0;
+	__u16 num = BPF_CORE_READ(sk, __sk_common.skc_num);
+
+	if (!num || !port_held_outside(num, proto))
+		return 0;
+	struct reach_event *e = reach_event(session, HOOK_PICKED_PORT);
+
+	if (e) {
+		e->port = num;
+		e->proto = proto;
+		e->detail = detail;
+		bpf_ringbuf_submit(e, 0);
+	}
+	return -EACCES;
+}
+
+SEC("lsm/socket_listen")
+int BPF_PROG(pincer_socket_listen, struct socket *sock, int backlog, int ret)
+{
+	if (ret)
+		return ret;
+	return picked_port_check(sock, IPPROTO_TCP, 1);
+}
+
+SEC("lsm/socket_accept")
+int BPF_PROG(pincer_socket_accept, struct socket *sock, struct socket *newsock, int ret)
+{
+	if (ret)
+		return ret;
+	return picked_port_check(sock, IPPROTO_TCP, 2);
+}
+
+SEC("lsm/socket_recvmsg")
+int BPF_PROG(pincer_socket_recvmsg, struct socket *sock, struct msghdr *msg, int size, int flags, int ret)
+{
+	if (ret)
+		return ret;
+	return picked_port_check(sock, IPPROTO_UDP, 3);
 }
 
 /* A server that let the kernel pick its port (listen or bind to port 0) asks

@@ -5769,6 +5769,8 @@ const PICKS: u32 = 60000;
 /// refuses a port held outside every session when the session names it, and a bind to port
 /// 0 names none (the kernel picks after the check). Safe: the user's client does not get
 /// the session's answer.
+/// Closed: a session's TCP socket may not listen or accept on a port a socket outside every
+/// session holds (`pincer_socket_listen`, `pincer_socket_accept`; hook `picked_port`, 56).
 #[test]
 fn takes_the_port_of_the_users_running_service_by_a_bind_to_port_zero_in_the_other_family() {
     let red = Red::start("pickport");
@@ -5811,6 +5813,8 @@ fn takes_the_port_of_the_users_running_service_by_a_bind_to_port_zero_in_the_oth
 /// gave it); the session binds `[::1]:0` until the pick is P and reads what the user's
 /// client sends to `localhost:P` over IPv6. Why it might get out: as for TCP, a bind to port
 /// 0 names no port for the bind check. Safe: the session reads none of it.
+/// Closed: a session's unconnected UDP socket may not receive on a port a socket outside
+/// every session holds (`pincer_socket_recvmsg`; hook `picked_port`, 56).
 #[test]
 fn receives_the_users_datagrams_on_a_port_a_bind_to_port_zero_took_in_the_other_family() {
     let red = Red::start("pickudp");

@@ -263,7 +263,7 @@ impl ReachDenial {
                 Reach::HostPort { proto: Proto::from_number(e.proto), proto_number: e.proto, addr, port: e.port }
             }
             Hook::SocketShare => Reach::SharedPort { option: e.detail, proto_number: e.proto },
-            Hook::SocketBind => Reach::TakenPort { proto: Proto::from_number(e.proto), proto_number: e.proto, port: e.port },
+            Hook::SocketBind | Hook::PickedPort => Reach::TakenPort { proto: Proto::from_number(e.proto), proto_number: e.proto, port: e.port },
             Hook::KeyPermission => Reach::Key { serial: e.target_id as i32, need: e.detail, owner_uid: e.target_uid, session: e.target_session },
             Hook::PtyOpen => Reach::Terminal { name, file },
             Hook::CgroupWrite => Reach::Cgroup { name, file, access: e.detail },
