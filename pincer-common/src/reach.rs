@@ -18,6 +18,7 @@
 //! | [`HOOK_UNIX_STREAM_CONNECT`], [`HOOK_UNIX_MAY_SEND`], [`HOOK_UNIX_INBOUND`] | `ino`, `dev` (the socket file; 0: abstract), `target_session`, `target_uid` (the socket file's owner; [`UNIX_OWNER_ANY`]: no file), `name` and `name_len` (the bound name, `@` first for an abstract one) |
 //! | [`HOOK_SOCKET_CONNECT`], [`HOOK_SOCKET_SENDMSG`] | `proto` (6 TCP, 17 UDP), `port`, `addr` |
 //! | [`HOOK_SOCKET_BIND`] | `proto`, `port` |
+//! | [`HOOK_PICKED_PORT`] | `proto`, `port`, `detail` (1 listen, 2 accept, 3 receive) |
 //! | [`HOOK_SOCKET_SHARE`] | `proto`, `detail` (the option: `SO_REUSEADDR` 2, `SO_REUSEPORT` 15) |
 //! | [`HOOK_KEY_PERMISSION`] | `target_id` (the key's serial), `detail` (`KEY_NEED_*`), `target_session`, `target_uid` (the key's owner) |
 //! | [`HOOK_PTY_OPEN`] | `ino`, `dev` (the terminal), `target_session`, `name` (its name in `/dev/pts`) |
@@ -108,6 +109,13 @@ shared_consts! {
     /// the parent's, a process of the user's). `ino` the keyring's serial, `dev` the
     /// parent's pid.
     HOOK_KEY_TO_PARENT: u32 = 55;
+    /// Hook id: `socket_listen` or `socket_accept` of a session's TCP socket, or
+    /// `socket_recvmsg` of its unconnected UDP socket, whose port a socket outside every
+    /// session holds, on another address or family: a port the kernel picked for the
+    /// session (a bind to port 0, a `listen` without a bind, a first datagram), past
+    /// `socket_bind`, which refuses such a port only when the session names it. `port`,
+    /// `proto`, `detail` (1 listen, 2 accept, 3 receive).
+    HOOK_PICKED_PORT: u32 = 56;
     /// [`PortKey::session`] of a port bound by a socket outside every session, counted
     /// by the kernel from the bind to the socket's end (address and family 0: the
     /// port on every address).
@@ -133,8 +141,14 @@ pub const PROTO_UDP: u16 = 17;
 pub mod map_names {
     /// `HASH` `u64` socket address → owner (kernel-internal; pinned only).
     pub const SOCKS: &str = "pincer_socks";
-    /// `HASH` [`PortKey`](super::PortKey) → `u32` (sockets holding it; non-zero for listed ports).
+    /// `HASH` [`PortKey`](super::PortKey) → `u32` (sockets holding it; non-zero for listed
+    /// ports): the ports held against sessions, listed (session 0) or held outside every
+    /// session ([`PORT_OUTSIDE`](super::PORT_OUTSIDE), [`PORT_OUTSIDE_SEEN`](super::PORT_OUTSIDE_SEEN)).
+    /// No session writes here, so none can fill it.
     pub const PORTS: &str = "pincer_ports";
+    /// `HASH` [`PortKey`](super::PortKey) → `u32` (sockets holding it): the ports sessions
+    /// bound, each under its session (kernel-written; userspace forgets a session's).
+    pub const OWN_PORTS: &str = "pincer_own_ports";
     /// `LPM_TRIE` [`HostAddrKey`](super::HostAddrKey) → `u32`: the destinations this
     /// host's kernel delivers locally (its local routes).
     pub const HOST_ADDRS: &str = "pincer_host_addrs";
@@ -156,11 +170,12 @@ pub mod map_names {
     /// `PERCPU_ARRAY` scratch space for one name key (kernel-internal; pinned only).
     pub const NAME_SCRATCH: &str = "pincer_name_scratch";
     /// Every map of the reach block, in a fixed order.
-    pub const ALL: [&str; 10] = [SOCKS, PORTS, HOST_ADDRS, UNIX_FILES, UNIX_NAMES, UNIX_SERVED, IPC, KEYS, TTYS, NAME_SCRATCH];
+    pub const ALL: [&str; 11] = [SOCKS, PORTS, OWN_PORTS, HOST_ADDRS, UNIX_FILES, UNIX_NAMES, UNIX_SERVED, IPC, KEYS, TTYS, NAME_SCRATCH];
     /// The C macro naming each map (`#define MAP_SOCKS pincer_socks`).
-    pub const C_MACROS: [(&str, &str); 10] = [
+    pub const C_MACROS: [(&str, &str); 11] = [
         ("MAP_SOCKS", SOCKS),
         ("MAP_PORTS", PORTS),
+        ("MAP_OWN_PORTS", OWN_PORTS),
         ("MAP_HOST_ADDRS", HOST_ADDRS),
         ("MAP_UNIX_FILES", UNIX_FILES),
         ("MAP_UNIX_NAMES", UNIX_NAMES),

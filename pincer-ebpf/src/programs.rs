@@ -61,7 +61,7 @@ pub const OPTIONAL_HOOKS: [&str; 3] = ["inode_set_acl", "inode_remove_acl", "fil
 /// Programs of the reach block (`src/reach.bpf.c`) and the LSM hook each
 /// attaches to: no reach into other processes, no deputies. (Writes to
 /// another process's `/proc/PID/` files are checked by `pincer_file_open`.)
-pub const REACH_PROGRAMS: [(&str, &str); 31] = [
+pub const REACH_PROGRAMS: [(&str, &str); 34] = [
     ("pincer_task_kill", "task_kill"),
     ("pincer_ptrace_access_check", "ptrace_access_check"),
     ("pincer_ptrace_traceme", "ptrace_traceme"),
@@ -83,6 +83,9 @@ pub const REACH_PROGRAMS: [(&str, &str); 31] = [
     ("pincer_sem_free", "sem_free_security"),
     ("pincer_socket_post_create", "socket_post_create"),
     ("pincer_socket_bind", "socket_bind"),
+    ("pincer_socket_listen", "socket_listen"),
+    ("pincer_socket_accept", "socket_accept"),
+    ("pincer_socket_recvmsg", "socket_recvmsg"),
     ("pincer_socket_getsockname", "socket_getsockname"),
     ("pincer_socket_setsockopt", "socket_setsockopt"),
     ("pincer_sk_free_security", "sk_free_security"),

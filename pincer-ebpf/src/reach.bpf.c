@@ -51,6 +51,7 @@
 #define SOL_SOCKET 1
 #define SO_REUSEADDR 2
 #define SO_REUSEPORT 15
+#define TCP_ESTABLISHED 1
 #define TCP_LISTEN 10
 #define PTRACE_MODE_NOAUDIT 0x04
 #define PTS_FIRST_INO 3 /* devpts: 1 is its root, 2 ptmx, N + 3 the pty N */
@@ -213,12 +214,26 @@ struct {
 	__type(value, struct sock_owner);
 } MAP_SOCKS SEC(".maps");
 
+/* The ports held against sessions: listed for every session (session 0), and
+ * held by sockets outside every session (PORT_OUTSIDE, PORT_OUTSIDE_SEEN). No
+ * session writes here: a session that filled the map would leave the user's
+ * later bind unrecorded, and its port free to the session. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
 	__type(key, struct port_key);
 	__type(value, __u32); /* sockets holding it (session 0: listed, non-zero) */
 } MAP_PORTS SEC(".maps");
+
+/* The ports sessions bound, each under its session: a map of their own, so a
+ * session that fills it only leaves its own later ports unrecorded (and
+ * unreachable). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct port_key);
+	__type(value, __u32); /* sockets holding it */
+} MAP_OWN_PORTS SEC(".maps");
 
 /* The kernel's local routes (every destination it delivers to this host), as
  * userspace reads them from the routing tables and keeps them on every change. */
@@ -1037,6 +1052,43 @@ static __always_inline int same_port_key(const struct port_key *a, const struct 
 	       a0 == b0 && a1 == b1;
 }
 
+/* The map a port key is in: a session's own ports apart from those held
+ * against sessions (listed, or held outside). */
+static __always_inline int own_port_key(const struct port_key *pk)
+{
+	return pk->session && pk->session != PORT_OUTSIDE && pk->session != PORT_OUTSIDE_SEEN;
+}
+
+static __always_inline __u32 *port_count(const struct port_key *pk)
+{
+	if (own_port_key(pk))
+		return bpf_map_lookup_elem(&MAP_OWN_PORTS, pk);
+	return bpf_map_lookup_elem(&MAP_PORTS, pk);
+}
+
+static __always_inline long port_insert(const struct port_key *pk, __u32 *one)
+{
+	if (own_port_key(pk))
+		return bpf_map_update_elem(&MAP_OWN_PORTS, pk, one, BPF_NOEXIST);
+	return bpf_map_update_elem(&MAP_PORTS, pk, one, BPF_NOEXIST);
+}
+
+/* One socket less holds the port of `pk`; the record goes with the last. */
+static __always_inline void release_port(const struct port_key *pk)
+{
+	__u32 *count = port_count(pk);
+
+	if (!count)
+		return;
+	__sync_fetch_and_add(count, -1);
+	if (*count == 0) {
+		if (own_port_key(pk))
+			bpf_map_delete_elem(&MAP_OWN_PORTS, pk);
+		else
+			bpf_map_delete_elem(&MAP_PORTS, pk);
+	}
+}
+
 /* Records the exact local address, port and family of the session's inet
  * socket `sk` (once per socket): the session owns what it bound, not the
  * port on every address and family. A socket outside every session (session
@@ -1063,13 +1115,22 @@ static __always_inline void record_port(__u64 session, struct sock *sk)
 
 	if (old && same_port_key(&old->bound, &pk))
 		return;
+	/* The socket holds one port at a time: a port it gave back (connect(AF_UNSPEC))
+	 * and a new bind leave its earlier record, which would otherwise stay until
+	 * the session ends (one socket could fill the map). */
+	if (old && old->bound.port) {
+		struct port_key prev = old->bound;
+
+		old->bound.port = 0;
+		release_port(&prev);
+	}
 	__u32 one = 1;
-	__u32 *count = bpf_map_lookup_elem(&MAP_PORTS, &pk);
+	__u32 *count = port_count(&pk);
 
 	if (count)
 		__sync_fetch_and_add(count, 1);
-	else if (bpf_map_update_elem(&MAP_PORTS, &pk, &one, BPF_NOEXIST)) {
-		count = bpf_map_lookup_elem(&MAP_PORTS, &pk);
+	else if (port_insert(&pk, &one)) {
+		count = port_count(&pk);
 		if (!count)
 			return; /* map full: the port stays unreachable (fail closed) */
 		__sync_fetch_and_add(count, 1);
@@ -1205,6 +1266,81 @@ int BPF_PROG(pincer_socket_bind, struct socket *sock, struct sockaddr *address, 
 	return -EACCES;
 }
 
+/* Whether a socket outside every session holds port `num` of `proto`, on any
+ * address or family (counted by the kernel, or seen at attach). */
+static __always_inline int port_held_outside(__u16 num, __u16 proto)
+{
+	struct port_key pk = { .session = PORT_OUTSIDE, .port = num, .proto = proto };
+
+	if (bpf_map_lookup_elem(&MAP_PORTS, &pk))
+		return 1;
+	pk.session = PORT_OUTSIDE_SEEN;
+	return bpf_map_lookup_elem(&MAP_PORTS, &pk) != 0;
+}
+
+/* A session's socket does not serve, nor receive on, a port that a socket
+ * outside every session holds: a TCP socket may not listen or accept there,
+ * an unconnected UDP socket may not receive there. socket_bind refuses such a
+ * port when the session names it; a bind to port 0, a listen without a bind
+ * or a UDP socket's first datagram lets the kernel pick, past that check, and
+ * its pick may be the port of the user's running service on another address
+ * or family (no conflict for the kernel): the user's service on 0.0.0.0:P,
+ * the session's pick [::1]:P, and the user's clients of `localhost:P` that
+ * try ::1 first reach the session. The pick of a bind is known at listen; the
+ * pick of a listen without a bind only after it, so accept is checked too. A
+ * connected UDP socket receives from its peer alone, whose address its
+ * connect was checked for. `detail`: 1 listen, 2 accept, 3 receive. */
+static __always_inline int picked_port_check(struct socket *sock, __u16 proto, __u32 detail)
+{
+	__u64 session = current_session_id();
+
+	if (!session)
+		return 0;
+	struct sock *sk = BPF_CORE_READ(sock, sk);
+
+	if (!sk || !is_inet(sk) || sock_proto(sk) != proto)
+		return 0;
+	if (proto == IPPROTO_UDP && BPF_CORE_READ(sk, __sk_common.skc_state) == TCP_ESTABLISHED)
+		return 0;
+	__u16 num = BPF_CORE_READ(sk, __sk_common.skc_num);
+
+	if (!num || !port_held_outside(num, proto))
+		return 0;
+	struct reach_event *e = reach_event(session, HOOK_PICKED_PORT);
+
+	if (e) {
+		e->port = num;
+		e->proto = proto;
+		e->detail = detail;
+		bpf_ringbuf_submit(e, 0);
+	}
+	return -EACCES;
+}
+
+SEC("lsm/socket_listen")
+int BPF_PROG(pincer_socket_listen, struct socket *sock, int backlog, int ret)
+{
+	if (ret)
+		return ret;
+	return picked_port_check(sock, IPPROTO_TCP, 1);
+}
+
+SEC("lsm/socket_accept")
+int BPF_PROG(pincer_socket_accept, struct socket *sock, struct socket *newsock, int ret)
+{
+	if (ret)
+		return ret;
+	return picked_port_check(sock, IPPROTO_TCP, 2);
+}
+
+SEC("lsm/socket_recvmsg")
+int BPF_PROG(pincer_socket_recvmsg, struct socket *sock, struct msghdr *msg, int size, int flags, int ret)
+{
+	if (ret)
+		return ret;
+	return picked_port_check(sock, IPPROTO_UDP, 3);
+}
+
 /* A server that let the kernel pick its port (listen or bind to port 0) asks
  * for it: a listening TCP socket or a UDP socket records its port then. */
 SEC("lsm/socket_getsockname")
@@ -1275,13 +1411,8 @@ int BPF_PROG(pincer_sk_free_security, struct sock *sk)
 		return 0;
 	if (o->bound.port) { /* a session's port, or one held outside (PORT_OUTSIDE) */
 		struct port_key pk = o->bound;
-		__u32 *count = bpf_map_lookup_elem(&MAP_PORTS, &pk);
 
-		if (count) {
-			__sync_fetch_and_add(count, -1);
-			if (*count == 0)
-				bpf_map_delete_elem(&MAP_PORTS, &pk);
-		}
+		release_port(&pk);
 	}
 	bpf_map_delete_elem(&MAP_SOCKS, &k);
 	return 0;
@@ -1534,13 +1665,13 @@ static __always_inline int inet_dest_check(__u64 session, struct sock *sk, struc
 		pk.session = session;
 		pk.family = v4 ? 4 : 6;
 		__builtin_memcpy(pk.addr, a.addr, 16);
-		if (bpf_map_lookup_elem(&MAP_PORTS, &pk))
+		if (bpf_map_lookup_elem(&MAP_OWN_PORTS, &pk))
 			return 0;
 		__builtin_memset(pk.addr, 0, 16);
-		if (bpf_map_lookup_elem(&MAP_PORTS, &pk))
+		if (bpf_map_lookup_elem(&MAP_OWN_PORTS, &pk))
 			return 0;
 		pk.family = 0;
-		if (bpf_map_lookup_elem(&MAP_PORTS, &pk))
+		if (bpf_map_lookup_elem(&MAP_OWN_PORTS, &pk))
 			return 0;
 	}
 	pk.session = 0;

@@ -5475,3 +5475,560 @@ fn watches_the_users_process_with_a_perf_event() {
     assert!(refused(r[0]), "the session watches the user's process with a perf event: {r:?}");
     assert_eq!(red.gated(|| vec![perf_open(0)]), vec![0], "the session watches itself");
 }
+
+// ---------------------------------------------------------------------------------------
+// A seventh pass: the records the kernel rules keep, where they run out, and the objects of
+// the user's that a session names past the file and signal hooks (a user namespace, SysV
+// objects by key, a process's descriptors compared). A port is held against sessions by a
+// record in a map of fixed size; a session that fills it takes the room the user's later
+// service needs. The attacker, as in the fifth and sixth passes, is a process of the session
+// outside its namespaces.
+
+/// Writes `msg` to the VM's console past the test harness's capture (kept in the log of a
+/// test that passes too).
+fn note(msg: &str) {
+    let line = format!("{msg}\n");
+    // SAFETY: write to standard error with a local buffer.
+    unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+}
+
+/// UDP sockets bound to `count` distinct loopback addresses (127.1.x.y, from `first` on),
+/// each at a port the kernel picks, kept open: how many were bound (the open-files limit is
+/// raised to its hard limit first).
+fn bind_many_udp(first: u32, count: u32) -> i32 {
+    // SAFETY: getrlimit/setrlimit/socket/bind on local buffers; the sockets stay open.
+    unsafe {
+        let mut l: libc::rlimit = std::mem::zeroed();
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut l);
+        l.rlim_cur = l.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &l);
+        let mut bound = 0;
+        for i in first..first + count {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+            if fd < 0 {
+                break;
+            }
+            let ip = Ipv4Addr::new(127, 1, (i / 250) as u8, (i % 250 + 1) as u8);
+            let (a, len) = inet_addr(IpAddr::V4(ip), 0);
+            if libc::bind(fd, (&a as *const libc::sockaddr_storage).cast(), len) < 0 {
+                libc::close(fd);
+                break;
+            }
+            bound += 1;
+        }
+        bound
+    }
+}
+
+/// The session's port records the kernel keeps (`pincer_ports`, 16384 entries): at least
+/// this many distinct ones fill it.
+const PORT_RECORDS: u32 = 16384;
+
+/// Whether the session may listen on 127.0.0.1:`p`: 0, or the errno of its bind.
+fn listens_on_loopback(p: u16) -> Vec<i32> {
+    let fd = listen_on(LO, p);
+    if fd < 0 {
+        return vec![-fd];
+    }
+    // SAFETY: closes the listener made above.
+    unsafe { libc::close(fd) };
+    vec![0]
+}
+
+/// Takes the port of the user's later service after filling the kernel's port records. The
+/// session binds UDP sockets on 127.1.x.y, each a port of its own, until the map the kernel
+/// keeps ports in (the session's records and the ports held outside every session, 16384
+/// entries together) is full, and keeps them open. The user's service then listens on
+/// `[::1]:P` only; the session listens on `127.0.0.1:P`, where the user's clients of
+/// `localhost:P` over IPv4 meet it. Why it might get out: a port is held against sessions by
+/// a record written when the user's socket binds, and a record that cannot be written (the
+/// map full) holds nothing. Safe: the session's bind of the user's port is refused.
+/// Closed: a session's port records are kept in a map of their own (`pincer_own_ports`), and
+/// the ports held against sessions in one no session writes (`pincer_ports`): the user's
+/// later bind is recorded (`fexit/inet_csk_get_port`, `fexit/inet6_bind`) and the session's
+/// bind refused (`pincer_socket_bind`, hook `socket_bind`, 50).
+#[test]
+fn takes_the_port_of_the_users_later_service_after_filling_the_port_records() {
+    let red = Red::start("portfill");
+    let p = port();
+    assert_eq!(ungated(move || listens_on_loopback(p)), vec![0], "control: 127.0.0.1:{p} is free to the kernel");
+    // Fillers in the session, each with as many sockets as its open-files limit allows.
+    let mut fillers = Vec::new();
+    let mut bound = 0u32;
+    while bound < PORT_RECORDS + 1024 && fillers.len() < 12 {
+        let first = bound;
+        let (held, n) = pincer_tests::HeldProcess::start(Some(&red.cg), UID, move || bind_many_udp(first, 4000), |_| {});
+        assert!(n > 0, "a filler bound no socket");
+        bound += n as u32;
+        fillers.push(held);
+    }
+    note(&format!("the session holds {bound} UDP ports in {} processes", fillers.len()));
+    assert!(bound >= PORT_RECORDS, "precondition: {bound} sockets bound");
+    let _svc = Service::start(IpAddr::V6(Ipv6Addr::LOCALHOST), p, SECRET);
+    let r = red.gated(move || listens_on_loopback(p));
+    assert_eq!(r, vec![EACCES], "the session listens on 127.0.0.1:{p} beside the user's later [::1]:{p}");
+}
+
+/// Leaks port records from one socket until the user's later service goes unheld. A UDP
+/// socket of the session binds 127.1.x.y:0 (the kernel picks its port), gives it back with
+/// `connect(AF_UNSPEC)` and binds the next address, thousands of times: one descriptor, no
+/// open-files limit in the way. Why it might get out: each bind records the socket's new
+/// address and port, and only the last record goes when the socket closes, so the others
+/// stay until the session ends and fill the map the user's later bind is recorded in. Safe:
+/// the session's bind of the port the user's later service holds is refused. Got out on
+/// 6.1; held on 6.12 before the fix, though the socket rebinds as often there (the cause
+/// was not established).
+/// Closed: the session's records fill only its own map (`pincer_own_ports`, see
+/// [`takes_the_port_of_the_users_later_service_after_filling_the_port_records`]), and a
+/// socket's new record drops its earlier one (`record_port`, called from `fexit/inet_bind`
+/// and `socket_getsockname`).
+#[test]
+fn leaks_port_records_from_one_socket_until_the_users_later_service_goes_unheld() {
+    let red = Red::start("portleak");
+    let p = port();
+    let r = red.gated(|| {
+        // SAFETY: socket/bind/connect/close on local buffers.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+            if fd < 0 {
+                return vec![-errno()];
+            }
+            let mut unspec: libc::sockaddr = std::mem::zeroed();
+            unspec.sa_family = libc::AF_UNSPEC as libc::sa_family_t;
+            let mut n = 0;
+            for i in 0..PORT_RECORDS + 1024 {
+                let ip = Ipv4Addr::new(127, 2, (i / 250) as u8, (i % 250 + 1) as u8);
+                let (a, len) = inet_addr(IpAddr::V4(ip), 0);
+                if libc::bind(fd, (&a as *const libc::sockaddr_storage).cast(), len) < 0 {
+                    let e = errno();
+                    libc::close(fd);
+                    return vec![n, e];
+                }
+                n += 1;
+                libc::connect(fd, &unspec, std::mem::size_of::<libc::sockaddr>() as libc::socklen_t);
+            }
+            libc::close(fd);
+            vec![n, 0]
+        }
+    });
+    note(&format!("the session's socket bound {} addresses in turn (then errno {})", r[0], r.get(1).copied().unwrap_or(0)));
+    let _svc = Service::start(IpAddr::V6(Ipv6Addr::LOCALHOST), p, SECRET);
+    assert_eq!(ungated(move || vec![fetch(IpAddr::V6(Ipv6Addr::LOCALHOST), p, SECRET)]), vec![0], "control: the user's service");
+    let r = red.gated(move || listens_on_loopback(p));
+    assert_eq!(r, vec![EACCES], "the session listens on 127.0.0.1:{p} beside the user's later [::1]:{p}");
+}
+
+/// A process of the user's outside every session in a user namespace of its own (as a
+/// rootless container, a flatpak's `bwrap` or a browser's sandbox runs), inspectable like the
+/// user's other processes; `None` where the kernel makes no user namespace for the user.
+fn users_process_in_a_user_namespace() -> Option<pincer_tests::HeldProcess> {
+    let (held, r) = pincer_tests::HeldProcess::start(
+        None,
+        UID,
+        // SAFETY: unshare/prctl with integer arguments.
+        || unsafe {
+            if libc::unshare(libc::CLONE_NEWUSER) != 0 {
+                return -errno();
+            }
+            libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0);
+            0
+        },
+        |_| {},
+    );
+    if r < 0 {
+        note(&format!("no user namespace for uid {UID}: errno {}", -r));
+        return None;
+    }
+    Some(held)
+}
+
+/// Joins the user namespace of process `pid` three ways: `setns` on a pidfd, on its
+/// `/proc/PID/ns/user`, and on the namespace descriptor a pidfd's `PIDFD_GET_USER_NAMESPACE`
+/// gives (Linux 6.11+; `ENOTTY` before). Each: 0 (joined: the caller is then in that
+/// namespace, where it holds every capability) or the errno.
+fn join_user_namespace(pid: i32) -> Vec<i32> {
+    const PIDFD_GET_USER_NAMESPACE: libc::c_ulong = 0xff09; // _IO(0xFF, 9)
+    let mut r = Vec::new();
+    // SAFETY: pidfd_open/setns/open/ioctl/close with integer arguments and a C string. Each
+    // way runs in a child of its own (a joined namespace stays with the caller).
+    unsafe {
+        for way in 0..3 {
+            let child = libc::fork();
+            if child == 0 {
+                let fd = match way {
+                    0 => libc::syscall(libc::SYS_pidfd_open, pid, 0) as i32,
+                    1 => libc::open(cpath(Path::new(&format!("/proc/{pid}/ns/user"))).as_ptr(), libc::O_RDONLY),
+                    _ => {
+                        let pfd = libc::syscall(libc::SYS_pidfd_open, pid, 0) as i32;
+                        if pfd < 0 {
+                            -1
+                        } else {
+                            libc::ioctl(pfd, PIDFD_GET_USER_NAMESPACE, 0)
+                        }
+                    }
+                };
+                if fd < 0 {
+                    libc::_exit(errno());
+                }
+                let flag = if way == 0 { libc::CLONE_NEWUSER } else { 0 };
+                libc::_exit(if libc::setns(fd, flag) == 0 { 0 } else { errno() });
+            }
+            let mut status = 0;
+            libc::waitpid(child, &mut status, 0);
+            r.push(if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { -1 });
+        }
+    }
+    r
+}
+
+/// Joins the user's user namespace through a pidfd. The user runs a process in a user
+/// namespace of its own; `setns` into it needs only `CAP_SYS_ADMIN` there, which every
+/// process of the uid that made it holds. A session may not make a user namespace
+/// (`allow_userns = false`, hook `userns_create`); one it joins gives it as much: every
+/// capability in it, mount namespaces, mounts. Why it might get out: joining makes no
+/// namespace, so `userns_create` never runs, and a pidfd (or, on 6.11+, the namespace
+/// descriptor a pidfd's ioctl gives) names the process past its `/proc` entry. Safe: each way
+/// is refused.
+/// Holds: the kernel asks ptrace read access of the process for each (`validate_nsset`,
+/// `proc_ns_get_link`, the pidfd ioctl), which reaches only the session's processes
+/// (`pincer_ptrace_access_check`).
+#[test]
+fn joins_the_users_user_namespace_through_a_pidfd() {
+    let red = Red::start("joinuserns");
+    let Some(user) = users_process_in_a_user_namespace() else {
+        return;
+    };
+    let pid = user.pid();
+    let c = ungated(move || join_user_namespace(pid));
+    note(&format!("control: setns by pidfd, /proc/PID/ns/user, PIDFD_GET_USER_NAMESPACE: {c:?}"));
+    assert_eq!(c[0], 0, "control: the user's other process joins it by a pidfd");
+    let r = red.gated(move || join_user_namespace(pid));
+    note(&format!("the session: setns by pidfd, /proc/PID/ns/user, PIDFD_GET_USER_NAMESPACE: {r:?}"));
+    assert!(r.iter().all(|&e| e != 0), "the session joined the user's user namespace: {r:?}");
+}
+
+/// The user's SysV message queue and semaphore set, made by a process of the user's outside
+/// every session under keys of its own: the process (kept until dropped) and the two ids.
+fn users_sysv_objects(msg_key: i32, sem_key: i32) -> (pincer_tests::HeldProcess, i32, i32) {
+    let mut fds = [0; 2];
+    // SAFETY: pipe; the child writes the second id to it.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    let w = fds[1];
+    let (held, msq) = pincer_tests::HeldProcess::start(
+        None,
+        UID,
+        // SAFETY: msgget/msgsnd/semget/write with local buffers.
+        move || unsafe {
+            let q = libc::msgget(msg_key, libc::IPC_CREAT | 0o600);
+            let s = libc::semget(sem_key, 1, libc::IPC_CREAT | 0o600);
+            let msg = (1 as libc::c_long, *b"SECRET\0\0");
+            libc::msgsnd(q, (&msg as *const (libc::c_long, [u8; 8])).cast(), 8, 0);
+            libc::write(w, (&s as *const i32).cast(), 4);
+            q
+        },
+        |_| {},
+    );
+    let mut sem = -1i32;
+    // SAFETY: reads the semaphore set's id from the pipe, closes both ends.
+    unsafe {
+        libc::read(fds[0], (&mut sem as *mut i32).cast(), 4);
+        libc::close(fds[0]);
+        libc::close(fds[1]);
+    }
+    assert!(msq >= 0 && sem >= 0, "the user's SysV objects: {msq} {sem}");
+    (held, msq, sem)
+}
+
+/// Uses the user's SysV message queue and semaphore set, by key and by id: `msgget` and
+/// `semget` of the user's keys, `msgrcv` (reads the user's message), `msgsnd`, `semop`, and
+/// `IPC_RMID` of each. Why it might get out: the README promises SysV objects "usable only
+/// when a process of the same session created them" and its tests try shared memory only;
+/// a queue and a semaphore are other kinds with hooks of their own. Safe: each is refused
+/// and the user's message stays.
+/// Holds: every use passes `ipc_permission` (by key: `ipcget_public`; by id: `ipcperms`) or
+/// the kind's `ctl` hook (`IPC_RMID`), both checked against the object's creating session
+/// (`pincer_ipc_permission`, `pincer_msg_queue_msgctl`, `pincer_sem_semctl`).
+#[test]
+fn uses_the_users_sysv_message_queue_and_semaphores_by_key() {
+    let red = Red::start("sysvmsg");
+    let base = 0x5e70_0000 + (std::process::id() as i32 & 0xffff) * 4;
+    let use_them = |mk: i32, sk: i32, q: i32, s: i32, rm: bool| {
+        move || {
+            // SAFETY: SysV IPC calls with local buffers.
+            unsafe {
+                let got_q = libc::msgget(mk, 0);
+                let got_s = libc::semget(sk, 1, 0);
+                let mut buf = (0 as libc::c_long, [0u8; 8]);
+                let rcv = libc::msgrcv(q, (&mut buf as *mut (libc::c_long, [u8; 8])).cast(), 8, 0, libc::IPC_NOWAIT);
+                let read_secret = rcv >= 0 && &buf.1[..6] == b"SECRET";
+                let msg = (1 as libc::c_long, *b"FORGED\0\0");
+                let snd = rc(libc::msgsnd(q, (&msg as *const (libc::c_long, [u8; 8])).cast(), 8, libc::IPC_NOWAIT) as i64);
+                let mut op = libc::sembuf { sem_num: 0, sem_op: 1, sem_flg: libc::IPC_NOWAIT as i16 };
+                let sop = rc(libc::semop(s, &mut op, 1) as i64);
+                let (rq, rs) = if rm {
+                    (rc(libc::msgctl(q, libc::IPC_RMID, std::ptr::null_mut()) as i64), rc(libc::semctl(s, 0, libc::IPC_RMID) as i64))
+                } else {
+                    (0, 0)
+                };
+                vec![if got_q < 0 { errno() } else { 0 }, if got_s < 0 { errno() } else { 0 }, if read_secret { 0 } else { EACCES }, snd, sop, rq, rs]
+            }
+        }
+    };
+    let (_ctl, q, s) = users_sysv_objects(base, base + 1);
+    assert_eq!(ungated(use_them(base, base + 1, q, s, true)), vec![0; 7], "control: the user's other process uses and removes them");
+    let (_user, q, s) = users_sysv_objects(base + 2, base + 3);
+    let r = red.gated(use_them(base + 2, base + 3, q, s, true));
+    note(&format!("the session's msgget, semget, msgrcv, msgsnd, semop, IPC_RMID of each: {r:?}"));
+    assert!(r.iter().all(|&e| refused(e)), "the session used the user's SysV objects: {r:?}");
+    // The user's message is still there.
+    let left = ungated(use_them(base + 2, base + 3, q, s, true));
+    assert_eq!(left[2], 0, "the user's message was taken: {left:?}");
+}
+
+/// Compares the user's process's descriptors with the session's own by `kcmp`: whether the
+/// user's process holds a file the session names (a probe of which files, sockets and pipes
+/// it has open, one guess at a time). Why it might get out: `kcmp` is a system call of its
+/// own, no open and no signal. Safe: refused.
+/// Holds: `kcmp` asks ptrace read access of both processes (`pincer_ptrace_access_check`).
+#[test]
+fn compares_the_users_process_descriptors_with_kcmp() {
+    let red = Red::start("kcmp");
+    let user = inspectable_users_process();
+    let pid = user.pid();
+    const KCMP_FILE: i32 = 0;
+    const KCMP_VM: i32 = 1;
+    let probe = move || {
+        // SAFETY: kcmp with integer arguments.
+        unsafe {
+            let me = libc::getpid();
+            let f = libc::syscall(libc::SYS_kcmp, pid, me, KCMP_FILE, 0, 0);
+            let f = if f < 0 { errno() } else { 0 };
+            let v = libc::syscall(libc::SYS_kcmp, pid, me, KCMP_VM, 0, 0);
+            let v = if v < 0 { errno() } else { 0 };
+            vec![f, v]
+        }
+    };
+    assert_eq!(ungated(probe), vec![0, 0], "control: the user's other process compares them");
+    let r = red.gated(probe);
+    assert!(r.iter().all(|&e| refused(e)), "the session compared the user's process with kcmp: {r:?}");
+}
+
+/// A socket of `kind` bound by the kernel's pick (port 0) on `[::1]` until the pick is
+/// `want` (at most `tries` times; the sockets picked otherwise are closed). The socket, kept
+/// at descriptor 901, and how many picks it took; or -errno, or -1 if the pick never came.
+fn pick_port_on_v6_loopback(kind: i32, want: u16, tries: u32) -> (i32, u32) {
+    // SAFETY: socket/setsockopt/bind/getsockname/dup2/close on local buffers.
+    unsafe {
+        for n in 1..=tries {
+            let fd = libc::socket(libc::AF_INET6, kind | libc::SOCK_CLOEXEC, 0);
+            if fd < 0 {
+                return (-errno(), n);
+            }
+            let one: i32 = 1;
+            libc::setsockopt(fd, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, (&one as *const i32).cast(), 4);
+            let (a, len) = inet_addr(IpAddr::V6(Ipv6Addr::LOCALHOST), 0);
+            if libc::bind(fd, (&a as *const libc::sockaddr_storage).cast(), len) < 0 {
+                let e = errno();
+                libc::close(fd);
+                return (-e, n);
+            }
+            let mut ss: libc::sockaddr_storage = std::mem::zeroed();
+            let mut sl = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            libc::getsockname(fd, (&mut ss as *mut libc::sockaddr_storage).cast(), &mut sl);
+            let port = u16::from_be((*(&ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>()).sin6_port);
+            if port == want {
+                libc::dup2(fd, 901);
+                libc::close(fd);
+                return (901, n);
+            }
+            libc::close(fd);
+        }
+        (-1, tries)
+    }
+}
+
+/// Connects over TCP to `ip:port` and reads what the server says first, waiting 2 s at most:
+/// 0 if it said `want`, the errno of the connect, or -1 (nothing, or something else).
+fn fetch_within(ip: IpAddr, port: u16, want: &[u8]) -> i32 {
+    let (a, len) = inet_addr(ip, port);
+    // SAFETY: socket/setsockopt/connect/read/close on local buffers.
+    unsafe {
+        let fd = libc::socket(family(ip), libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        let tv = libc::timeval { tv_sec: 2, tv_usec: 0 };
+        libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, (&tv as *const libc::timeval).cast(), std::mem::size_of::<libc::timeval>() as libc::socklen_t);
+        if libc::connect(fd, (&a as *const libc::sockaddr_storage).cast(), len) < 0 {
+            let e = errno();
+            libc::close(fd);
+            return e;
+        }
+        let mut buf = [0u8; 32];
+        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        libc::close(fd);
+        if n > 0 && &buf[..n as usize] == want {
+            0
+        } else {
+            -1
+        }
+    }
+}
+
+/// Picks at most this many ports (the range below has 200).
+const PICKS: u32 = 20000;
+
+/// The kernel's ephemeral port range narrowed to 200 ports while held (restored when
+/// dropped): the kernel's pick comes after some hundred tries instead of tens of thousands
+/// (minutes under TCG), the same route.
+struct NarrowPorts(String);
+
+impl NarrowPorts {
+    const PATH: &'static str = "/proc/sys/net/ipv4/ip_local_port_range";
+
+    fn set() -> Self {
+        let old = std::fs::read_to_string(Self::PATH).unwrap();
+        std::fs::write(Self::PATH, "40000 40199").unwrap();
+        NarrowPorts(old)
+    }
+}
+
+impl Drop for NarrowPorts {
+    fn drop(&mut self) {
+        let _ = std::fs::write(Self::PATH, self.0.split_whitespace().collect::<Vec<_>>().join(" "));
+    }
+}
+
+/// Takes the port of the user's running TCP service in the other family by a bind to port 0.
+/// The user's service listens on `0.0.0.0:P`, a port the kernel gave it (as a language
+/// server, a notebook kernel or a dev server started on port 0 gets). The session binds
+/// `[::1]:0` again and again until the kernel's pick is P (no conflict: another family),
+/// listens there and tells its clients `FORGED`; the user's client of `localhost:P`, which
+/// tries `::1` first, gets the session's server. Why it might get out: the bind check
+/// refuses a port held outside every session when the session names it, and a bind to port
+/// 0 names none (the kernel picks after the check). Safe: the user's client does not get
+/// the session's answer.
+/// Closed: a session's TCP socket may not listen or accept on a port a socket outside every
+/// session holds (`pincer_socket_listen`, `pincer_socket_accept`; hook `picked_port`, 56).
+#[test]
+fn takes_the_port_of_the_users_running_service_by_a_bind_to_port_zero_in_the_other_family() {
+    let _range = NarrowPorts::set();
+    let red = Red::start("pickport");
+    let (_svc, p) = pincer_tests::HeldProcess::start(None, UID, || listen_without_bind(libc::AF_INET), |_| serve_900(SECRET));
+    assert!(p > 0, "the user's service: errno {}", -p);
+    let p = p as u16;
+    assert_eq!(ungated(move || vec![fetch_within(LO, p, SECRET)]), vec![0], "control: the user's service on 0.0.0.0:{p}");
+    let take = move || {
+        let (fd, n) = pick_port_on_v6_loopback(libc::SOCK_STREAM, p, PICKS);
+        note(&format!("[::1]:{p} by a bind to port 0 after {n} picks: {fd}"));
+        fd
+    };
+    // Control: the user's other process takes it so.
+    let (ctl, fd) = pincer_tests::HeldProcess::start(None, UID, take, |fd| unsafe {
+        // SAFETY: listen on the socket picked above.
+        libc::listen(fd, 16);
+    });
+    assert_eq!(fd, 901, "control: the user's other process got [::1]:{p}");
+    drop(ctl);
+    let (fake, fd) = pincer_tests::HeldProcess::start(Some(&red.cg), UID, take, |fd| {
+        // SAFETY: listen on the socket picked above, then serve it as fd 900.
+        unsafe {
+            if libc::listen(fd, 16) == 0 {
+                libc::dup2(fd, 900);
+                serve_900(b"FORGED");
+            }
+        }
+    });
+    assert_ne!(fd, -1, "precondition: the kernel never picked {p} for the session");
+    if fd < 0 {
+        assert!(refused(-fd), "the session's picks: errno {}", -fd);
+        return;
+    }
+    let client = ungated(move || vec![fetch_within(IpAddr::V6(Ipv6Addr::LOCALHOST), p, b"FORGED")]);
+    drop(fake);
+    assert_ne!(client, vec![0], "the user's client of [::1]:{p} reached the session's server beside the user's 0.0.0.0:{p}");
+}
+
+/// Receives the user's datagrams on the port of the user's UDP service, taken in the other
+/// family by a bind to port 0. The user's service is bound to `0.0.0.0:P` (a port the kernel
+/// gave it); the session binds `[::1]:0` until the pick is P and reads what the user's
+/// client sends to `localhost:P` over IPv6. Why it might get out: as for TCP, a bind to port
+/// 0 names no port for the bind check. Safe: the session reads none of it.
+/// Closed: a session's unconnected UDP socket may not receive on a port a socket outside
+/// every session holds (`pincer_socket_recvmsg`; hook `picked_port`, 56).
+#[test]
+fn receives_the_users_datagrams_on_a_port_a_bind_to_port_zero_took_in_the_other_family() {
+    let _range = NarrowPorts::set();
+    let red = Red::start("pickudp");
+    let (_svc, p) = pincer_tests::HeldProcess::start(
+        None,
+        UID,
+        || {
+            // SAFETY: socket/bind/getsockname on local buffers; the socket stays open.
+            unsafe {
+                let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0);
+                let (a, len) = inet_addr(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
+                if libc::bind(fd, (&a as *const libc::sockaddr_storage).cast(), len) < 0 {
+                    return -errno();
+                }
+                let mut ss: libc::sockaddr_storage = std::mem::zeroed();
+                let mut sl = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+                libc::getsockname(fd, (&mut ss as *mut libc::sockaddr_storage).cast(), &mut sl);
+                i32::from(u16::from_be((*(&ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>()).sin_port))
+            }
+        },
+        |_| {},
+    );
+    assert!(p > 0, "the user's UDP service: errno {}", -p);
+    let p = p as u16;
+    // What the session's socket receives comes back through a pipe.
+    let mut fds = [0; 2];
+    // SAFETY: pipe into a local array.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    let w = fds[1];
+    let (fake, fd) = pincer_tests::HeldProcess::start(Some(&red.cg), UID, move || {
+        let (fd, n) = pick_port_on_v6_loopback(libc::SOCK_DGRAM, p, PICKS);
+        note(&format!("UDP [::1]:{p} by a bind to port 0 after {n} picks: {fd}"));
+        fd
+    }, move |fd| {
+        // SAFETY: setsockopt/recv/write on local buffers.
+        unsafe {
+            let tv = libc::timeval { tv_sec: 10, tv_usec: 0 };
+            libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, (&tv as *const libc::timeval).cast(), std::mem::size_of::<libc::timeval>() as libc::socklen_t);
+            let mut buf = [0u8; 16];
+            let n = libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0);
+            let r: i32 = if n == 8 && &buf[..8] == b"PASSWORD" { 0 } else if n < 0 { errno() } else { -1 };
+            libc::write(w, (&r as *const i32).cast(), 4);
+        }
+    });
+    assert_ne!(fd, -1, "precondition: the kernel never picked {p} for the session");
+    if fd < 0 {
+        // SAFETY: closes the pipe made above.
+        unsafe {
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
+        assert!(refused(-fd), "the session's picks: errno {}", -fd);
+        return;
+    }
+    // The user's client sends its datagram to [::1]:P.
+    let sent = ungated(move || {
+        let (a, len) = inet_addr(IpAddr::V6(Ipv6Addr::LOCALHOST), p);
+        // SAFETY: socket/sendto/close on local buffers.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET6, libc::SOCK_DGRAM, 0);
+            let n = libc::sendto(fd, b"PASSWORD".as_ptr().cast(), 8, 0, (&a as *const libc::sockaddr_storage).cast(), len);
+            libc::close(fd);
+            vec![if n == 8 { 0 } else { errno() }]
+        }
+    });
+    assert_eq!(sent, vec![0], "the user's client sends to [::1]:{p}");
+    let mut got = -1i32;
+    // SAFETY: reads the session's result from the pipe, closes both ends.
+    unsafe {
+        libc::read(fds[0], (&mut got as *mut i32).cast(), 4);
+        libc::close(fds[0]);
+        libc::close(fds[1]);
+    }
+    drop(fake);
+    let r = vec![got];
+    note(&format!("the session's recv on [::1]:{p}: {r:?}"));
+    assert_ne!(r, vec![0], "the session read the user's datagram sent to [::1]:{p}");
+}

@@ -375,6 +375,11 @@ pub enum Hook {
     /// address or family.
     #[serde(rename = "socket_bind")]
     SocketBind,
+    /// `socket_listen` or `socket_accept` of a TCP socket, or `socket_recvmsg` of an
+    /// unconnected UDP socket, whose port, picked by the kernel for the session, a socket
+    /// outside every session holds on another address or family.
+    #[serde(rename = "picked_port")]
+    PickedPort,
     /// `socket_setsockopt` of `SO_REUSEADDR` or `SO_REUSEPORT` on a UDP socket, or of
     /// `SO_REUSEPORT` on a TCP socket (a port shared with the user's sockets).
     #[serde(rename = "socket_setsockopt")]
@@ -449,6 +454,7 @@ impl Hook {
             HOOK_SOCKET_CONNECT => Hook::SocketConnect,
             HOOK_SOCKET_SENDMSG => Hook::SocketSendmsg,
             HOOK_SOCKET_BIND => Hook::SocketBind,
+            HOOK_PICKED_PORT => Hook::PickedPort,
             HOOK_SOCKET_SHARE => Hook::SocketShare,
             HOOK_UNIX_INBOUND => Hook::UnixInbound,
             HOOK_KEY_PERMISSION => Hook::KeyPermission,
@@ -506,6 +512,7 @@ impl Hook {
             Hook::SocketConnect => "socket_connect",
             Hook::SocketSendmsg => "socket_sendmsg",
             Hook::SocketBind => "socket_bind",
+            Hook::PickedPort => "picked_port",
             Hook::SocketShare => "socket_setsockopt",
             Hook::UnixInbound => "unix_connect(inbound)",
             Hook::KeyPermission => "key_permission",
@@ -592,7 +599,7 @@ mod tests {
             let wire = serde_json::to_string(&hook).unwrap();
             assert_eq!(wire, format!("\"{}\"", hook.name()), "{name}: serde and name() disagree");
         }
-        assert_eq!(seen.len(), 50, "a new HOOK_* id needs a Hook variant (and this count)");
+        assert_eq!(seen.len(), 51, "a new HOOK_* id needs a Hook variant (and this count)");
     }
 
     fn event(path: &[&str]) -> MissEvent {

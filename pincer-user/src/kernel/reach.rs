@@ -263,7 +263,7 @@ impl ReachDenial {
                 Reach::HostPort { proto: Proto::from_number(e.proto), proto_number: e.proto, addr, port: e.port }
             }
             Hook::SocketShare => Reach::SharedPort { option: e.detail, proto_number: e.proto },
-            Hook::SocketBind => Reach::TakenPort { proto: Proto::from_number(e.proto), proto_number: e.proto, port: e.port },
+            Hook::SocketBind | Hook::PickedPort => Reach::TakenPort { proto: Proto::from_number(e.proto), proto_number: e.proto, port: e.port },
             Hook::KeyPermission => Reach::Key { serial: e.target_id as i32, need: e.detail, owner_uid: e.target_uid, session: e.target_session },
             Hook::PtyOpen => Reach::Terminal { name, file },
             Hook::CgroupWrite => Reach::Cgroup { name, file, access: e.detail },
@@ -280,6 +280,7 @@ impl ReachDenial {
 /// The reach maps userspace edits, each a [`Table`](super::Table).
 pub(super) struct ReachMaps {
     pub(super) ports: BoxTable<PortKey, u32>,
+    pub(super) own_ports: BoxTable<PortKey, u32>,
     pub(super) host_addrs: BoxTable<HostAddrKey, u32>,
     pub(super) unix_files: BoxTable<ObjectKey, u32>,
     pub(super) unix_names: BoxTable<UnixNameKey, u32>,
@@ -291,6 +292,7 @@ impl ReachMaps {
     pub(super) fn bpf(open: &mut impl FnMut(&'static str) -> Result<Map, KernelError>) -> Result<Self, KernelError> {
         Ok(Self {
             ports: hash_table(map_names::PORTS, open(map_names::PORTS)?)?,
+            own_ports: hash_table(map_names::OWN_PORTS, open(map_names::OWN_PORTS)?)?,
             host_addrs: lpm_table(map_names::HOST_ADDRS, open(map_names::HOST_ADDRS)?)?,
             unix_files: hash_table(map_names::UNIX_FILES, open(map_names::UNIX_FILES)?)?,
             unix_names: hash_table(map_names::UNIX_NAMES, open(map_names::UNIX_NAMES)?)?,
@@ -303,8 +305,8 @@ impl ReachMaps {
         if session == 0 {
             return Ok(());
         }
-        for key in self.ports.keys()?.into_iter().filter(|k| k.session == session) {
-            self.ports.remove(&key)?;
+        for key in self.own_ports.keys()?.into_iter().filter(|k| k.session == session) {
+            self.own_ports.remove(&key)?;
         }
         Ok(())
     }
@@ -728,8 +730,9 @@ impl Enforcer {
     /// every session, or bound by the session itself on some address (`session` 0: listed
     /// only). The kernel checks the exact address too.
     pub fn port_reachable(&self, session: u64, port: HostPort) -> Result<bool, KernelError> {
-        let keys = self.reach.ports.keys()?;
-        Ok(keys.iter().any(|k| (k.session == session || k.session == 0) && k.port == port.port && k.proto == port.proto.number()))
+        let of = |k: &PortKey| k.port == port.port && k.proto == port.proto.number();
+        let listed = self.reach.ports.keys()?.iter().any(|k| k.session == 0 && of(k));
+        Ok(listed || (session != 0 && self.reach.own_ports.keys()?.iter().any(|k| k.session == session && of(k))))
     }
 
     /// Holds against sessions' binds the ports that sockets outside every session hold
@@ -737,12 +740,7 @@ impl Enforcer {
     /// were attached. Ports a session bound are left to it.
     pub fn seed_outside_ports(&mut self) -> Result<(), KernelError> {
         let held = held_ports()?;
-        let keys = self.reach.ports.keys()?;
-        let sessions: HashSet<(u16, u16)> = keys
-            .iter()
-            .filter(|k| k.session != 0 && k.session < PORT_OUTSIDE_SEEN)
-            .map(|k| (k.port, k.proto))
-            .collect();
+        let sessions: HashSet<(u16, u16)> = self.reach.own_ports.keys()?.iter().map(|k| (k.port, k.proto)).collect();
         for p in held {
             if !sessions.contains(&(p.port, p.proto.number())) {
                 self.reach.ports.insert(outside_seen_key(p), 1)?;

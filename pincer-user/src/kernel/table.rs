@@ -281,8 +281,10 @@ pub struct MemoryMaps {
     pub state: MemoryTable<u32, State>,
     /// The policy generation and the cache's kernel addresses (slot 0).
     pub generation: MemoryTable<u32, Generation>,
-    /// Reachable ports on this host.
+    /// Ports held against sessions on this host (listed, or held outside every session).
     pub ports: MemoryTable<PortKey, u32>,
+    /// The ports sessions bound.
+    pub own_ports: MemoryTable<PortKey, u32>,
     /// This host's addresses.
     pub host_addrs: MemoryTable<HostAddrKey, u32>,
     /// Reachable Unix socket files.
@@ -310,6 +312,7 @@ impl Default for MemoryMaps {
             state: MemoryTable::array(map_names::STATE, 1),
             generation: MemoryTable::array(map_names::GENERATION, 1),
             ports: MemoryTable::hash(reach::PORTS),
+            own_ports: MemoryTable::hash(reach::OWN_PORTS),
             host_addrs: MemoryTable::hash(reach::HOST_ADDRS),
             unix_files: MemoryTable::hash(reach::UNIX_FILES),
             unix_names: MemoryTable::hash(reach::UNIX_NAMES),
@@ -343,6 +346,7 @@ impl MemoryMaps {
             },
             super::reach::ReachMaps {
                 ports: Box::new(self.ports.clone()),
+                own_ports: Box::new(self.own_ports.clone()),
                 host_addrs: Box::new(self.host_addrs.clone()),
                 unix_files: Box::new(self.unix_files.clone()),
                 unix_names: Box::new(self.unix_names.clone()),
@@ -595,7 +599,7 @@ mod tests {
         let tcp = |port| HostPort { proto: Proto::Tcp, port };
         e.allow_port(tcp(53)).unwrap();
         // A port the session bound (the kernel records it).
-        maps.ports.clone().insert(PortKey { session: S1, port: 8080, proto: Proto::Tcp.number(), family: 4, ..Default::default() }, 1).unwrap();
+        maps.own_ports.clone().insert(PortKey { session: S1, port: 8080, proto: Proto::Tcp.number(), family: 4, ..Default::default() }, 1).unwrap();
         assert!(e.port_reachable(S1, tcp(8080)).unwrap() && !e.port_reachable(S2, tcp(8080)).unwrap());
         assert_eq!(e.revoke_session(S1, true).unwrap(), 2, "one exact and one subtree entry");
         assert_eq!(maps.grant_count(S1), 0);
@@ -656,7 +660,7 @@ mod tests {
         // A port a session bound is the session's, not held against it.
         let own = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let own_port = own.local_addr().unwrap().port();
-        maps.ports.clone().insert(PortKey { session: S1, port: own_port, proto: Proto::Tcp.number(), family: 4, ..Default::default() }, 1).unwrap();
+        maps.own_ports.clone().insert(PortKey { session: S1, port: own_port, proto: Proto::Tcp.number(), family: 4, ..Default::default() }, 1).unwrap();
         e.seed_outside_ports().unwrap();
         assert!(!maps.ports.clone().keys().unwrap().iter().any(|k| k.port == own_port && k.session == pincer_common::reach::PORT_OUTSIDE_SEEN));
     }
