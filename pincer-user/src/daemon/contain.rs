@@ -690,8 +690,19 @@ impl NeverList {
                 out.push(Never::compile(target, access, false)?);
             }
         }
-        // What the protected configuration names as code is protected with it against
-        // change: the folders its shell puts on PATH, git's hooks folder and programs.
+        Ok(NeverList {
+            rules: out,
+            anchors: vec![owner.home.clone()],
+        })
+    }
+
+    /// The rules with the places they name as code added ([`code_places`]): what the
+    /// protected configuration of `owner` runs programs from is protected with it against
+    /// change (the folders its shell puts on PATH, git's hooks folder and programs), as the
+    /// configuration is now. A session's list; the configuration check uses the rules
+    /// alone, which do not depend on what a home holds.
+    pub fn with_code_places(mut self, owner: &Account) -> Result<Self, ContainError> {
+        let out = &mut self.rules;
         let named: Vec<Never> = out
             .iter()
             .filter(|r| !r.anywhere && r.access & CHANGE != 0)
@@ -706,10 +717,7 @@ impl NeverList {
                 out.push(rule);
             }
         }
-        Ok(NeverList {
-            rules: out,
-            anchors: vec![owner.home.clone()],
-        })
+        Ok(self)
     }
 
     /// The rules' patterns, each with its access bits (symlink targets included).
@@ -1300,7 +1308,7 @@ impl Containment {
                 protect.push(p);
             }
         }
-        let never = NeverList::new(&cfg.never, owner)?;
+        let never = NeverList::new(&cfg.never, owner)?.with_code_places(owner)?;
         let mut open = Vec::new();
         let mut layered = Vec::new();
         let mut read_only = Vec::new();
@@ -1454,6 +1462,8 @@ mod tests {
         std::fs::write(h.join("dotfiles/path.sh"), "PATH=~/more/bin:$PATH\n").unwrap();
         std::fs::write(h.join(".gitconfig"), "[core]\n\thooksPath = ~/git/hooks\n\tfsmonitor = ~/scripts/fsmon.sh\n").unwrap();
         let n = NeverList::new(&ContainmentConfig::default().never, &account).unwrap();
+        assert!(n.forbids(&h.join("tools/bin/git"), Access::Create).is_none(), "the rules alone do not read the home");
+        let n = n.with_code_places(&account).unwrap();
         for (place, what) in [("tools/bin/git", "a folder on PATH"), ("more/bin/ls", "a folder a sourced file puts on PATH"), ("git/hooks/pre-commit", "git's hooks folder"), ("scripts/fsmon.sh", "a program git runs")] {
             assert!(n.forbids(&h.join(place), Access::Write).is_some() && n.forbids(&h.join(place), Access::Create).is_some(), "{what}: {place}");
             assert!(n.forbids(&h.join(place), Access::Read).is_none(), "{what} stays readable: {place}");
