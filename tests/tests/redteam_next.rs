@@ -810,10 +810,19 @@ fn listen_on(ip: IpAddr, port: u16) -> i32 {
 /// Connects over TCP to `ip:port` and reads what the server says first: 0 if it said
 /// `SECRET` (the user's service answered), else the errno (or -1: someone else answered).
 fn fetch(ip: IpAddr, port: u16, want: &[u8]) -> i32 {
+    fetch_waiting(ip, port, want, None)
+}
+
+/// [`fetch`] waiting `wait_secs` at most for what the server says (none: as long as it takes).
+fn fetch_waiting(ip: IpAddr, port: u16, want: &[u8], wait_secs: Option<libc::time_t>) -> i32 {
     let (a, len) = inet_addr(ip, port);
-    // SAFETY: socket/connect/read/close on local buffers.
+    // SAFETY: socket/setsockopt/connect/read/close on local buffers.
     unsafe {
         let fd = libc::socket(family(ip), libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if let Some(secs) = wait_secs {
+            let tv = libc::timeval { tv_sec: secs, tv_usec: 0 };
+            libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, (&tv as *const libc::timeval).cast(), std::mem::size_of::<libc::timeval>() as libc::socklen_t);
+        }
         if libc::connect(fd, (&a as *const libc::sockaddr_storage).cast(), len) < 0 {
             let e = errno();
             libc::close(fd);
@@ -5850,26 +5859,7 @@ fn pick_port_on_v6_loopback(kind: i32, want: u16, tries: u32) -> (i32, u32) {
 /// Connects over TCP to `ip:port` and reads what the server says first, waiting 2 s at most:
 /// 0 if it said `want`, the errno of the connect, or -1 (nothing, or something else).
 fn fetch_within(ip: IpAddr, port: u16, want: &[u8]) -> i32 {
-    let (a, len) = inet_addr(ip, port);
-    // SAFETY: socket/setsockopt/connect/read/close on local buffers.
-    unsafe {
-        let fd = libc::socket(family(ip), libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-        let tv = libc::timeval { tv_sec: 2, tv_usec: 0 };
-        libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, (&tv as *const libc::timeval).cast(), std::mem::size_of::<libc::timeval>() as libc::socklen_t);
-        if libc::connect(fd, (&a as *const libc::sockaddr_storage).cast(), len) < 0 {
-            let e = errno();
-            libc::close(fd);
-            return e;
-        }
-        let mut buf = [0u8; 32];
-        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
-        libc::close(fd);
-        if n > 0 && &buf[..n as usize] == want {
-            0
-        } else {
-            -1
-        }
-    }
+    fetch_waiting(ip, port, want, Some(2))
 }
 
 /// Picks at most this many ports (the range below has 200).
