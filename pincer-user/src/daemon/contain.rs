@@ -13,7 +13,7 @@ use std::ffi::OsStr;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
-use super::code_places::{code_places, CodePlace};
+use super::code_places::{code_places, CodePlace, ShellVariables};
 use super::users::Account;
 
 /// Entries visited at most when a session's named roots are scanned for never-grantable
@@ -699,19 +699,28 @@ impl NeverList {
     /// The rules with the places they name as code added ([`code_places`]): what the
     /// protected configuration of `owner` runs programs from is protected with it against
     /// change (the folders its shell puts on PATH, git's hooks folder and programs), as the
-    /// configuration is now. A session's list; the configuration check uses the rules
-    /// alone, which do not depend on what a home holds.
-    pub fn with_code_places(mut self, owner: &Account) -> Result<Self, ContainError> {
-        let out = &mut self.rules;
-        let named: Vec<Never> = out
+    /// configuration is now, with the places `running` names (the folders on the `PATH` of
+    /// the user's process that started the session, [`super::code_places::of_process`]).
+    /// A session's list; the configuration check uses the rules alone, which do not depend
+    /// on what a home holds.
+    pub fn with_code_places(mut self, owner: &Account, running: &[CodePlace]) -> Result<Self, ContainError> {
+        let files: Vec<(PathBuf, u32)> = self
+            .rules
             .iter()
             .filter(|r| !r.anywhere && r.access & CHANGE != 0)
             .flat_map(|r| {
                 let literal = PathBuf::from(r.pattern.strip_suffix("/**").unwrap_or(&r.pattern));
-                configuration_files(&literal, &owner.home).into_iter().flat_map(move |f| code_places(&f, Some(&owner.home), None).into_iter().map(move |p| (p, r.access & CHANGE)))
+                configuration_files(&literal, &owner.home).into_iter().map(move |f| (f, r.access & CHANGE))
             })
+            .collect();
+        let vars = ShellVariables::of_files(files.iter().map(|(f, _)| f));
+        let named: Vec<Never> = files
+            .iter()
+            .flat_map(|(f, access)| code_places(f, Some(&owner.home), None, &vars).into_iter().map(move |p| (p, *access)))
+            .chain(running.iter().map(|p| (p.clone(), CHANGE)))
             .flat_map(|(place, access)| code_place_rules(&place, owner, access))
             .collect::<Result<_, _>>()?;
+        let out = &mut self.rules;
         for rule in named {
             if !out.iter().any(|r| r.pattern == rule.pattern && r.access & rule.access == rule.access) {
                 out.push(rule);
@@ -1265,7 +1274,7 @@ fn seed_repository_code(seeds: &mut Seeds, config: &Path, access: u32, root: &Pa
         return;
     };
     let Some(worktree) = git.parent() else { return };
-    for place in code_places(config, None, Some(worktree)) {
+    for place in code_places(config, None, Some(worktree), &ShellVariables::default()) {
         seed_literal(seeds, place.path(), access);
         pin_ancestors(seeds, place.path(), std::slice::from_ref(&root.to_path_buf()));
     }
@@ -1298,8 +1307,9 @@ pub struct Containment {
 }
 
 impl Containment {
-    /// The containment for `owner`'s sessions.
-    pub fn for_owner(cfg: &ContainmentConfig, owner: &Account) -> Result<Self, ContainError> {
+    /// The containment for `owner`'s sessions; `running` are the places the user's own
+    /// processes run programs from, beyond what the configuration names.
+    pub fn for_owner(cfg: &ContainmentConfig, owner: &Account, running: &[CodePlace]) -> Result<Self, ContainError> {
         let mut protect = Vec::new();
         for p in &cfg.protect {
             let p = absolute(p, owner)?;
@@ -1308,7 +1318,7 @@ impl Containment {
                 protect.push(p);
             }
         }
-        let never = NeverList::new(&cfg.never, owner)?.with_code_places(owner)?;
+        let never = NeverList::new(&cfg.never, owner)?.with_code_places(owner, running)?;
         let mut open = Vec::new();
         let mut layered = Vec::new();
         let mut read_only = Vec::new();
@@ -1452,7 +1462,7 @@ mod tests {
         let h = home.path().canonicalize().unwrap();
         let uid = std::fs::metadata(&h).unwrap().uid();
         let account = Account { home: h.clone(), uid, ..owner() };
-        for d in ["tools/bin", "more/bin", "git/hooks", "scripts", "dotfiles", "theirs/bin"] {
+        for d in ["tools/bin", "more/bin", "git/hooks", "scripts", "dotfiles", "theirs/bin", "vtools/bin", "started/bin"] {
             std::fs::create_dir_all(h.join(d)).unwrap();
         }
         // A folder of another user's on PATH (as root, the test can make one).
@@ -1461,10 +1471,22 @@ mod tests {
         std::fs::write(h.join(".bashrc"), "export PATH=\"$HOME/tools/bin:$HOME:$HOME/theirs/bin:$PATH\"\nsource ~/dotfiles/path.sh\nPATH=$PATH:~/linked\n").unwrap();
         std::fs::write(h.join("dotfiles/path.sh"), "PATH=~/more/bin:$PATH\n").unwrap();
         std::fs::write(h.join(".gitconfig"), "[core]\n\thooksPath = ~/git/hooks\n\tfsmonitor = ~/scripts/fsmon.sh\n").unwrap();
+        // A variable one file assigns and another puts on PATH.
+        std::fs::write(h.join(".profile"), "VTOOLS=\"$HOME/vtools\"\n").unwrap();
+        std::fs::write(h.join(".zshrc"), "export PATH=\"$VTOOLS/bin:$PATH\"\n").unwrap();
         let n = NeverList::new(&ContainmentConfig::default().never, &account).unwrap();
         assert!(n.forbids(&h.join("tools/bin/git"), Access::Create).is_none(), "the rules alone do not read the home");
-        let n = n.with_code_places(&account).unwrap();
-        for (place, what) in [("tools/bin/git", "a folder on PATH"), ("more/bin/ls", "a folder a sourced file puts on PATH"), ("git/hooks/pre-commit", "git's hooks folder"), ("scripts/fsmon.sh", "a program git runs")] {
+        // The PATH of the process that started the session, however its shell built it.
+        let running = [CodePlace::Folder(h.join("started/bin")), CodePlace::Folder(h.clone()), CodePlace::Folder("/usr/bin".into())];
+        let n = n.with_code_places(&account, &running).unwrap();
+        for (place, what) in [
+            ("tools/bin/git", "a folder on PATH"),
+            ("more/bin/ls", "a folder a sourced file puts on PATH"),
+            ("vtools/bin/ls", "a folder on PATH through a variable another file assigns"),
+            ("started/bin/ls", "a folder on the PATH of the process that started the session"),
+            ("git/hooks/pre-commit", "git's hooks folder"),
+            ("scripts/fsmon.sh", "a program git runs"),
+        ] {
             assert!(n.forbids(&h.join(place), Access::Write).is_some() && n.forbids(&h.join(place), Access::Create).is_some(), "{what}: {place}");
             assert!(n.forbids(&h.join(place), Access::Read).is_none(), "{what} stays readable: {place}");
         }
@@ -1501,7 +1523,7 @@ mod tests {
     fn a_new_hidden_entry_of_a_protected_root_is_never_grantable() {
         let home = tempfile::tempdir().unwrap();
         let account = Account { home: home.path().to_path_buf(), ..owner() };
-        let c = Containment::for_owner(&ContainmentConfig::default(), &account).unwrap();
+        let c = Containment::for_owner(&ContainmentConfig::default(), &account, &[]).unwrap();
         let h = home.path();
         assert!(c.hidden_in_root(&h.join(".newrc"), Access::Create).is_some());
         assert!(c.hidden_in_root(&h.join(".newrc"), Access::Write).is_none(), "an existing one: the twin decides");
@@ -1522,12 +1544,12 @@ mod tests {
         std::os::unix::fs::symlink(h.join(".ssh"), h.join(".npm")).unwrap();
         std::fs::create_dir_all(h.join(".local")).unwrap();
         std::os::unix::fs::symlink(h.join(".ssh"), h.join(".local/bin")).unwrap();
-        let c = Containment::for_owner(&ContainmentConfig::default(), &account).unwrap();
+        let c = Containment::for_owner(&ContainmentConfig::default(), &account, &[]).unwrap();
         assert!(!c.open.iter().any(|(p, _)| p.ends_with(".npm") || p.ends_with(".local/bin")), "opened: {:?}", c.open);
         assert!(!c.layered.iter().any(|l| l.path.starts_with(h.join(".ssh"))), "a layer over ~/.ssh");
         std::fs::remove_file(h.join(".npm")).unwrap();
         std::fs::create_dir(h.join(".npm")).unwrap();
-        let c = Containment::for_owner(&ContainmentConfig::default(), &account).unwrap();
+        let c = Containment::for_owner(&ContainmentConfig::default(), &account, &[]).unwrap();
         assert!(c.open.iter().any(|(p, _)| *p == h.join(".npm")), "control: a directory of its own is open");
         assert!(c.layered.iter().any(|l| l.path == h.join(".npm")), "control: and layered");
     }

@@ -398,7 +398,7 @@ impl Core {
         }
         match (caller, call) {
             (Caller::Worker(own), Call::Request { path, access, reason, .. }) => self.tool_request(&own, &peer, &path, access, reason, reply).await,
-            (Caller::Outside, Call::CreateSession { owner_uid, roots, prompt, mode }) => self.create(owner_uid, roots, prompt, mode, reply).await,
+            (Caller::Outside, Call::CreateSession { owner_uid, roots, prompt, mode }) => self.create(owner_uid, &peer, roots, prompt, mode, reply).await,
             (caller, call) => {
                 let shown = call.clone();
                 let result = self.call(caller, &peer, call).await;
@@ -457,15 +457,16 @@ impl Core {
         if let Some(c) = self.contain.get(&owner_uid) {
             return Ok(c.clone());
         }
-        self.fresh_containment(owner_uid)
+        self.fresh_containment(owner_uid, &[])
     }
 
     /// The containment of `owner_uid`'s sessions made again from the places as they are now:
     /// each session starts on it, so an open path, a protected place or a never place's
     /// symlink the user made or changed after an earlier session is taken as it is (the
     /// compiled globs are kept, so it costs a few system calls per configured place).
-    fn fresh_containment(&mut self, owner_uid: u32) -> Result<Arc<Containment>, ContainError> {
-        let c = Arc::new(Containment::for_owner(&self.config.containment, &users::by_uid(owner_uid))?);
+    /// `running`: the places the user's process that starts the session runs programs from.
+    fn fresh_containment(&mut self, owner_uid: u32, running: &[super::code_places::CodePlace]) -> Result<Arc<Containment>, ContainError> {
+        let c = Arc::new(Containment::for_owner(&self.config.containment, &users::by_uid(owner_uid), running)?);
         self.contain.insert(owner_uid, c.clone());
         Ok(c)
     }
@@ -474,8 +475,8 @@ impl Core {
     /// now; its pre-committed policy is made outside the actor, and `reply` hears of the
     /// session once the policy is in ([`Core::policy_made`]). Until then the session's
     /// requests are denied before any vote (fail closed).
-    async fn create(&mut self, owner_uid: u32, roots: Vec<PathBuf>, prompt: String, mode: SessionMode, reply: ReplyTo) {
-        match self.open(owner_uid, roots, prompt, mode).await {
+    async fn create(&mut self, owner_uid: u32, starter: &Peer, roots: Vec<PathBuf>, prompt: String, mode: SessionMode, reply: ReplyTo) {
+        match self.open(owner_uid, starter, roots, prompt, mode).await {
             Ok((id, draft)) => {
                 let session = id.clone();
                 let call = DeciderCall::spawn(&self.inbox, async move { Cmd::PolicyMade { session, made: draft.make().await } });
@@ -488,8 +489,11 @@ impl Core {
     }
 
     /// The part of [`Core::create`] the actor does: the session is open (and persisted)
-    /// when it returns, with the draft its pre-committed policy is to be made from.
-    async fn open(&mut self, owner_uid: u32, roots: Vec<PathBuf>, prompt: String, mode: SessionMode) -> Result<(String, crate::twin::PolicyDraft), CallError> {
+    /// when it returns, with the draft its pre-committed policy is to be made from. The
+    /// folders on the `PATH` of `starter`, the user's process that asked for the session
+    /// (outside every session), are code places of the user's: its shell runs programs
+    /// from them.
+    async fn open(&mut self, owner_uid: u32, starter: &Peer, roots: Vec<PathBuf>, prompt: String, mode: SessionMode) -> Result<(String, crate::twin::PolicyDraft), CallError> {
         if prompt.trim().is_empty() {
             return Err(CallError::EmptyFirstPrompt);
         }
@@ -499,7 +503,7 @@ impl Core {
         }
         let recs = sessions::root_records(&roots)?;
         let owner = users::by_uid(owner_uid);
-        let contain = self.fresh_containment(owner_uid)?;
+        let contain = self.fresh_containment(owner_uid, &super::code_places::of_process(starter.pid))?;
         let places = sessions::place_records(&contain.protect, &owner.home, &recs);
         let scratch_size = self.config.limits.scratch_bytes()?;
         let id = sessions::new_session_id();
