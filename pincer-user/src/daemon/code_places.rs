@@ -115,6 +115,12 @@ impl ShellVariables {
         for line in text.lines() {
             let words = shell_words(line.trim());
             for (i, w) in words.iter().enumerate() {
+                if w == "for" && words.get(i + 2).is_some_and(|x| x == "in") {
+                    // for d in ~/a/bin ~/b/bin; do PATH="$d:$PATH"; done
+                    let name = words[i + 1].clone();
+                    words[i + 3..].iter().take_while(|x| *x != "do").for_each(|v| self.add(&name, v));
+                    break;
+                }
                 if let Some((name, value)) = w.split_once('=') {
                     self.add(name.strip_suffix('+').unwrap_or(name), value);
                 } else if w == "set" {
@@ -217,46 +223,203 @@ fn places_in(text: &str, home: Option<&Path>, worktree: Option<&Path>, vars: &Sh
         }
     };
     let mut section = String::new();
-    for line in text.lines() {
-        let t = line.trim();
+    for line in logical_lines(text) {
+        let mut t = line.trim();
         if t.starts_with('#') || t.starts_with(';') || t.is_empty() {
             continue;
         }
-        if let Some(rest) = t.strip_prefix('[').filter(|r| t.ends_with(']') && r.starts_with(|c: char| c.is_ascii_alphanumeric())) {
-            // `[core]`, `[filter "lfs"]`, `[alias]` (not a shell's `[ -d x ]`).
-            let name = rest.split(|c: char| c == ']' || c.is_whitespace() || c == '"' || c == '.').next().unwrap_or("");
-            section = name.to_ascii_lowercase();
-            continue;
+        if let Some((name, rest)) = git_section(t) {
+            // `[core]`, `[filter "lfs"]`, `[core] hooksPath = x` (not a shell's `[ -d x ]`).
+            section = name;
+            t = rest.trim();
+            if t.is_empty() {
+                continue;
+            }
         }
         if !section.is_empty() {
             if let Some((key, value)) = t.split_once('=') {
                 let key = key.trim().to_ascii_lowercase();
-                let value = value.trim();
-                let full = format!("{section}.{key}");
-                if full == "core.hookspath" {
-                    if let Some(p) = path_of(unquote(value), home, worktree) {
-                        push(CodePlace::Folder(p));
-                    }
-                } else if GIT_COMMANDS.contains(&full.as_str()) || section == "pager" || (section == "alias" && unquote(value).starts_with('!')) {
-                    let command = unquote(value).trim_start_matches('!').trim_start();
-                    // A bare name is a program found on PATH, not a place of the repository.
-                    if let Some(p) = first_word(command).filter(|w| w.contains('/')).and_then(|w| path_of(w, home, worktree)) {
-                        push(CodePlace::Program(p));
-                    }
-                }
+                let value = unquote(strip_git_comment(value));
+                git_places(&section, &key, value, home, worktree).into_iter().for_each(&mut push);
                 continue;
             }
         }
         // A part that names a variable stands for each of its values, which may hold
         // several parts (`MYPATH="$HOME/x/bin:$PATH"`).
         for dir in path_folders(t).iter().flat_map(|d| vars.expand(d)) {
-            for part in dir.split(':').filter(|p| !is_path_variable(p)) {
-                if let Some(p) = path_of(part, home, None) {
+            for part in split_path_value(&dir) {
+                if let Some(p) = path_of(&part, home, None) {
                     push(CodePlace::Folder(p));
                 }
             }
         }
     }
+    out
+}
+
+/// The places one git configuration entry names as code: the folder of `core.hooksPath`
+/// and of `init.templateDir` (whose hooks every new repository gets); every path in the
+/// value of a key git runs as a command ([`is_command_key`]: the program, and the script
+/// an interpreter runs, `!bash ~/x/deploy.sh`); and for any other key, every path from
+/// the root or the home in its value that names an existing file (`gpg.ssh.
+/// defaultKeyCommand`, a key git learns later). `include` paths are loaded files
+/// ([`super::contain::loaded_files`]).
+fn git_places(section: &str, key: &str, value: &str, home: Option<&Path>, worktree: Option<&Path>) -> Vec<CodePlace> {
+    if section == "include" || section == "includeif" {
+        return vec![];
+    }
+    match (section, key) {
+        ("core", "hookspath") | ("init", "templatedir") => return path_of(value, home, worktree).map(CodePlace::Folder).into_iter().collect(),
+        _ => {}
+    }
+    let command = is_command_key(section, key, value);
+    let value = if section == "alias" { value.trim_start_matches('!') } else { value };
+    let mut out = Vec::new();
+    // A quoted word with blanks is a command of its own (`sh -c 'exec ~/x.sh'`).
+    let words: Vec<String> = shell_words(value).into_iter().flat_map(|w| if w.contains(char::is_whitespace) { shell_words(&w) } else { vec![w] }).collect();
+    for word in words {
+        // `--file=~/x`: the path after the option's `=`.
+        let word = word.rsplit_once('=').map_or(word.as_str(), |(_, v)| v);
+        if word.contains("://") || !word.contains('/') {
+            continue;
+        }
+        let rooted = word.starts_with('/') || word.starts_with('~') || word.starts_with('$') || word.starts_with('@');
+        let Some(p) = path_of(word, home, worktree) else { continue };
+        if command || (rooted && std::fs::metadata(&p).is_ok_and(|m| m.is_file())) {
+            if !out.contains(&CodePlace::Program(p.clone())) {
+                out.push(CodePlace::Program(p));
+            }
+        }
+    }
+    out
+}
+
+/// Whether git runs the value of `section.key` as a command: the keys of [`GIT_COMMANDS`],
+/// `pager.*`, an alias that starts with `!`, a `path` of a tool's section, and every key
+/// whose name says it is one (`*cmd`, `*command`, `*program`, `*helper`, `*driver`,
+/// `*tunnel`, `*editor`, `*askpass`, `*proxy`, `*textconv`, `*pack`).
+fn is_command_key(section: &str, key: &str, value: &str) -> bool {
+    const ENDINGS: &[&str] = &["cmd", "command", "program", "helper", "driver", "tunnel", "editor", "askpass", "proxy", "textconv", "uploadpack", "receivepack", "fsmonitor"];
+    let full = format!("{section}.{key}");
+    GIT_COMMANDS.contains(&full.as_str())
+        || section == "pager"
+        || (section == "alias" && value.starts_with('!'))
+        || (key == "path" && matches!(section, "difftool" | "mergetool" | "man" | "browser" | "web"))
+        || (section != "http" && section != "remote" && ENDINGS.iter().any(|e| key.ends_with(e)))
+        || (section == "remote" && (key == "uploadpack" || key == "receivepack"))
+}
+
+/// A git section header at the start of `line`: its name in lower case (the part before
+/// a subsection or a dot) and what follows the `]` on the line. `None` for a line that is
+/// not one (a shell's `[ -d x ]` or `[[ ... ]]`).
+fn git_section(line: &str) -> Option<(String, &str)> {
+    let rest = line.strip_prefix('[')?;
+    let name_len = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == '-')).unwrap_or(rest.len());
+    if name_len == 0 || !rest.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        return None;
+    }
+    let after = rest[name_len..].trim_start();
+    let after = match after.strip_prefix('"') {
+        Some(sub) => sub[sub.find('"')? + 1..].trim_start(),
+        None => after,
+    };
+    let tail = after.strip_prefix(']')?;
+    let name = rest[..name_len].split('.').next().unwrap_or("").to_ascii_lowercase();
+    Some((name, tail))
+}
+
+/// A git value without a comment that follows it outside quotes (`x ; note`, `x # note`).
+fn strip_git_comment(value: &str) -> &str {
+    let mut quoted = false;
+    for (i, c) in value.char_indices() {
+        match c {
+            '"' => quoted = !quoted,
+            ';' | '#' if !quoted => return value[..i].trim(),
+            _ => {}
+        }
+    }
+    value.trim()
+}
+
+/// A file's lines with a line that ends in a backslash joined to the next (shells and git
+/// both continue a line so).
+fn logical_lines(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    for line in text.lines() {
+        match line.strip_suffix('\\') {
+            Some(head) => cur.push_str(head),
+            None => {
+                cur.push_str(line);
+                out.push(std::mem::take(&mut cur));
+            }
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+/// The parts of a `PATH` value: split at the `:` outside `${...}`, with the expansions of
+/// `PATH` itself dropped from each (`$HOME/x/bin${PATH:+:${PATH}}` is `$HOME/x/bin`).
+fn split_path_value(value: &str) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut cur = String::new();
+    let mut depth = 0usize;
+    let mut chars = value.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '$' if chars.peek() == Some(&'{') => {
+                depth += 1;
+                cur.push(c);
+            }
+            '}' if depth > 0 => {
+                depth -= 1;
+                cur.push(c);
+            }
+            ':' if depth == 0 => parts.push(std::mem::take(&mut cur)),
+            c => cur.push(c),
+        }
+    }
+    parts.push(cur);
+    parts.into_iter().map(|p| drop_path_expansions(&p)).filter(|p| !p.is_empty() && !is_path_variable(p)).collect()
+}
+
+/// `part` without the expansions of `PATH` in it (`${PATH}`, `${PATH:+:${PATH}}`,
+/// `${PATH:-}`, `$PATH`).
+fn drop_path_expansions(part: &str) -> String {
+    let mut out = String::new();
+    let mut rest = part;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(inner) = after.strip_prefix('{').filter(|b| b.starts_with("PATH") && !b[4..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')) {
+            // Skip to the matching brace.
+            let mut depth = 1usize;
+            let mut end = inner.len();
+            for (j, c) in inner.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            end = j + 1;
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            rest = &inner[end.min(inner.len())..];
+        } else if after.starts_with("PATH") && !after[4..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_') {
+            rest = &after[4..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
     out
 }
 
@@ -274,11 +437,14 @@ fn path_folders(line: &str) -> Vec<String> {
     for (i, w) in words.iter().enumerate() {
         // PATH=a:b, PATH+=a, export PATH=..., PATH DEFAULT=... OVERRIDE=...
         if let Some(v) = w.strip_prefix("PATH=").or_else(|| w.strip_prefix("PATH+=")) {
-            v.split(':').for_each(&mut keep);
+            keep(v);
+        } else if let Some(v) = w.strip_prefix("path+=").filter(|v| !v.starts_with('(')) {
+            // zsh: path+=~/x/bin
+            keep(v);
         } else if *w == "PATH" && i + 1 < words.len() && (words[i + 1].starts_with("DEFAULT=") || words[i + 1].starts_with("OVERRIDE=")) {
             for next in &words[i + 1..] {
                 if let Some(v) = next.strip_prefix("DEFAULT=").or_else(|| next.strip_prefix("OVERRIDE=")) {
-                    v.split(':').for_each(&mut keep);
+                    keep(v);
                 }
             }
         } else if let Some(v) = w.strip_prefix("path=(").or_else(|| w.strip_prefix("path+=(")) {
@@ -295,7 +461,7 @@ fn path_folders(line: &str) -> Vec<String> {
             let rest: Vec<&String> = words[i + 1..].iter().skip_while(|x| x.starts_with('-')).collect();
             if let Some((name, values)) = rest.split_first() {
                 if name.as_str() == "PATH" || name.as_str() == "fish_user_paths" {
-                    values.iter().for_each(|v| v.split(':').for_each(&mut keep));
+                    values.iter().for_each(|v| keep(v));
                 }
             }
             break;
@@ -315,7 +481,7 @@ fn is_path_variable(w: &str) -> bool {
 
 /// A line split into words at blanks and `;`, with quotes removed (a quoted part stays in
 /// one word).
-fn shell_words(line: &str) -> Vec<String> {
+pub(super) fn shell_words(line: &str) -> Vec<String> {
     let mut words = Vec::new();
     let mut word = String::new();
     let mut quote: Option<char> = None;
@@ -344,15 +510,10 @@ fn unquote(v: &str) -> &str {
     v.trim().trim_matches('"').trim()
 }
 
-/// The first word of a command.
-fn first_word(command: &str) -> Option<&str> {
-    command.split_whitespace().next().map(|w| w.trim_matches(|c| c == '"' || c == '\''))
-}
-
 /// `raw` as an absolute path: from the home for `~/`, `$HOME/`, `${HOME}/` and `@{HOME}/`,
-/// from `worktree` for a relative path; `None` for one that names another variable, a
-/// relative one with no worktree, or one with `..`.
-fn path_of(raw: &str, home: Option<&Path>, worktree: Option<&Path>) -> Option<PathBuf> {
+/// from `worktree` for a relative path, with `..` taken lexically; `None` for one that
+/// names another variable, or a relative one with no worktree.
+pub(super) fn path_of(raw: &str, home: Option<&Path>, worktree: Option<&Path>) -> Option<PathBuf> {
     let raw = raw.trim();
     if raw.is_empty() {
         return None;
@@ -366,10 +527,27 @@ fn path_of(raw: &str, home: Option<&Path>, worktree: Option<&Path>) -> Option<Pa
         (None, _) if raw.starts_with('~') || raw.contains('$') => return None,
         (None, _) => worktree?.join(raw),
     };
-    if path.components().any(|c| c == std::path::Component::ParentDir) || path.to_string_lossy().contains('$') {
+    if path.to_string_lossy().contains('$') {
         return None;
     }
-    Some(path)
+    Some(normalize(&path))
+}
+
+/// `path` with `.` and `..` taken lexically (`/a/b/../c` is `/a/c`; never above `/`), as
+/// git and a shell take a relative part from where they run.
+fn normalize(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -399,12 +577,37 @@ fish_add_path --prepend ~/h/bin
 PATH DEFAULT=@{HOME}/i/bin:${PATH}
 export PATH="$GOPATH/bin:$PATH"
 export PATH="relative/bin:$PATH"
-export PATH="$HOME/../escape:$PATH"
+export PATH="$HOME/x/../up/bin:$PATH"
+export PATH="$HOME/j/bin${PATH:+:${PATH}}"
+export PATH="${PATH:+${PATH}:}/opt/k/bin"
+path+=~/l/bin
+export PATH="$HOME/m/bin:\
+/opt/n/bin:$PATH"
 cd ~/projects
 "#;
         let f = folders(text);
-        let want: Vec<PathBuf> = ["/home/u/tools/bin", "/home/u/a/bin", "/opt/b/bin", "/home/u/c/bin", "/home/u/d/bin", "/srv/e/bin", "/home/u/f/bin", "/home/u/g/bin", "/home/u/h/bin", "/home/u/i/bin"].iter().map(PathBuf::from).collect();
-        assert_eq!(f, want, "other variables, relative parts, `..`, comments and other lines name nothing");
+        let want: Vec<PathBuf> = [
+            "/home/u/tools/bin",
+            "/home/u/a/bin",
+            "/opt/b/bin",
+            "/home/u/c/bin",
+            "/home/u/d/bin",
+            "/srv/e/bin",
+            "/home/u/f/bin",
+            "/home/u/g/bin",
+            "/home/u/h/bin",
+            "/home/u/i/bin",
+            "/home/u/up/bin",
+            "/home/u/j/bin",
+            "/opt/k/bin",
+            "/home/u/l/bin",
+            "/home/u/m/bin",
+            "/opt/n/bin",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        assert_eq!(f, want, "`..` is taken lexically, `PATH`'s own expansions are dropped, a continued line is one; other variables, relative parts, comments and other lines name nothing");
     }
 
     #[test]
@@ -440,12 +643,71 @@ cd ~/projects
         );
     }
 
+    /// Git's other forms: a key on its section's line, a comment after a value, a value
+    /// continued on the next line; every path of a command (the script an interpreter
+    /// runs, an option's file); keys named as commands that no list holds; the template
+    /// folder; and for any other key, a path that names an existing file.
+    #[test]
+    fn git_names_programs_in_every_form_it_reads() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        std::fs::create_dir_all(h.join("keys")).unwrap();
+        std::fs::write(h.join("keys/cmd.sh"), "#!/bin/sh\n").unwrap();
+        let text = r#"
+[core] hooksPath = ~/hooks ; the team's
+[alias]
+	deploy = !bash ~/tools/deploy.sh --prod
+	fmt = "!sh -c 'exec ~/tools/fmt.sh'"
+[credential]
+	helper = store --file=~/store/creds
+[gpg "ssh"]
+	defaultKeyCommand = ~/tools/key.sh
+[trailer "sign"]
+	cmd = ~/tools/trailer.sh
+[imap]
+	tunnel = "ssh -q host ~/tools/tunnel.sh"
+[difftool "mine"]
+	path = ~/tools/difftool
+[init]
+	templateDir = ~/git-template
+[sequence]
+	editor = ~/tools/\
+ed.sh
+[http]
+	proxy = http://proxy.example:8080
+[something]
+	else = ~/keys/cmd.sh
+	missing = ~/keys/none.sh
+"#;
+        let places = places_in(text, Some(h), None, &ShellVariables::default());
+        let want = vec![
+            CodePlace::Folder(h.join("hooks")),
+            CodePlace::Program(h.join("tools/deploy.sh")),
+            CodePlace::Program(h.join("tools/fmt.sh")),
+            CodePlace::Program(h.join("store/creds")),
+            CodePlace::Program(h.join("tools/key.sh")),
+            CodePlace::Program(h.join("tools/trailer.sh")),
+            CodePlace::Program(h.join("tools/tunnel.sh")),
+            CodePlace::Program(h.join("tools/difftool")),
+            CodePlace::Folder(h.join("git-template")),
+            CodePlace::Program(h.join("tools/ed.sh")),
+            CodePlace::Program(h.join("keys/cmd.sh")),
+        ];
+        assert_eq!(places, want, "a URL, and a file no command key names that does not exist, name nothing");
+    }
+
     #[test]
     fn a_repositorys_relative_hooks_folder_counts_from_its_worktree() {
         let text = "[core]\n\trepositoryformatversion = 0\n\thooksPath = githooks\n[alias]\n\tfmt = !scripts/fmt.sh\n";
         let wt = Path::new("/home/u/proj");
         assert_eq!(places_in(text, None, Some(wt), &ShellVariables::default()), vec![CodePlace::Folder("/home/u/proj/githooks".into()), CodePlace::Program("/home/u/proj/scripts/fmt.sh".into())]);
         assert!(places_in(text, Some(Path::new("/home/u")), None, &ShellVariables::default()).is_empty(), "a relative hooks folder of the global configuration names a folder in every repository, not one place");
+        let up = "[core]\n\thooksPath = ../shared-hooks\n[alias]\n\tx = !~/bin/x.sh\n";
+        assert_eq!(
+            places_in(up, Some(Path::new("/home/u")), Some(wt), &ShellVariables::default()),
+            vec![CodePlace::Folder("/home/u/shared-hooks".into()), CodePlace::Program("/home/u/bin/x.sh".into())],
+            "a folder above the worktree, and a program from the home"
+        );
     }
 
     /// A `PATH` part that names a variable the configuration assigns stands for each of its
@@ -456,8 +718,11 @@ cd ~/projects
         let mut vars = ShellVariables::default();
         vars.read("TOOLS=~/tools\nexport GOPATH=\"$HOME/go\"\ndeclare -x OPT=/opt/x\n[ -d /srv ] && TOOLS=/srv/tools\nset -gx FISHBIN ~/fish/bin\nMINE=\"$TOOLS/mine\"\nMYPATH=\"$HOME/my/bin:$PATH\"\nHOME=/elsewhere\n");
         let text = "export PATH=\"$TOOLS/bin:${GOPATH}/bin:$OPT/bin:$PATH\"\nfish_add_path $FISHBIN\nPATH=$MINE/bin:$PATH\nPATH=$MYPATH\nPATH=$UNSET/bin:$PATH\n";
-        let want: Vec<PathBuf> = ["/home/u/tools/bin", "/srv/tools/bin", "/home/u/go/bin", "/opt/x/bin", "/home/u/fish/bin", "/home/u/tools/mine/bin", "/srv/tools/mine/bin", "/home/u/my/bin"].iter().map(PathBuf::from).collect();
+        let want: Vec<PathBuf> = ["/home/u/tools/bin", "/home/u/go/bin", "/opt/x/bin", "/srv/tools/bin", "/home/u/fish/bin", "/home/u/tools/mine/bin", "/srv/tools/mine/bin", "/home/u/my/bin"].iter().map(PathBuf::from).collect();
         assert_eq!(folders_with(text, &vars), want);
+        let mut looped = ShellVariables::default();
+        looped.read("for d in ~/p/bin /opt/q/bin; do\n  PATH=\"$d:$PATH\"\ndone\n");
+        assert_eq!(folders_with("PATH=\"$d:$PATH\"\n", &looped), vec![PathBuf::from("/home/u/p/bin"), PathBuf::from("/opt/q/bin")], "a loop's variable stands for each word");
         assert_eq!(folders("export PATH=\"$TOOLS/bin:$PATH\"\n"), Vec::<PathBuf>::new(), "without the assignment");
         let mut looping = ShellVariables::default();
         looping.read("A=$B/a\nB=$A/b\n");

@@ -13,7 +13,7 @@ use std::ffi::OsStr;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
-use super::code_places::{code_places, CodePlace, ShellVariables};
+use super::code_places::{code_places, path_of, shell_words, CodePlace, ShellVariables};
 use super::users::Account;
 
 /// Entries visited at most when a session's named roots are scanned for never-grantable
@@ -775,7 +775,7 @@ impl NeverList {
             }
         }
         for root in named_roots {
-            seed_scan(&mut seeds, &anywhere, root);
+            seed_scan(&mut seeds, &anywhere, root, self.anchors.first().map(PathBuf::as_path));
         }
         let skip: Vec<PathBuf> = named_roots.to_vec();
         for home in &self.anchors {
@@ -864,6 +864,12 @@ fn seed_hidden_targets(seeds: &mut Seeds, root: &Path, skip: &[PathBuf], shallow
             }
             let hidden_name = is_hidden_name(&e.file_name());
             let Ok(kind) = e.file_type() else { continue };
+            if kind.is_file() && (e.file_name() == "HEAD" || e.file_name() == ".git" || e.file_name() == "config") {
+                // A repository anywhere in the home, not only in the session's roots.
+                if let Ok(meta) = e.metadata() {
+                    seed_git_entry(seeds, &dir, &e.file_name(), &meta, CHANGE, root, Some(root));
+                }
+            }
             if kind.is_symlink() {
                 if hidden_name || in_hidden {
                     mark_target_hidden(seeds, &e.path());
@@ -984,39 +990,35 @@ fn loads_of(file: &Path, home: Option<&Path>) -> Vec<PathBuf> {
         return vec![];
     }
     let Ok(text) = std::fs::read_to_string(file) else { return vec![] };
-    let expand = |raw: &str| -> Option<PathBuf> {
-        let raw = raw.trim().trim_matches('"').trim_matches('\'');
-        let rest = ["~/", "$HOME/", "${HOME}/"].iter().find_map(|h| raw.strip_prefix(h));
-        match (rest, home) {
-            (Some(r), Some(h)) => Some(h.join(r)),
-            (Some(_), None) => None,
-            (None, _) if raw.starts_with('/') => Some(PathBuf::from(raw)),
-            _ => None,
-        }
-    };
+    let here = file.parent().unwrap_or(Path::new("/"));
     let mut out = Vec::new();
     let mut in_include = false;
     for line in text.lines() {
         let t = line.trim();
-        if t.starts_with('[') {
+        if t.starts_with('[') && !t.starts_with("[ ") && !t.starts_with("[[") {
             let section = t.trim_start_matches('[').to_ascii_lowercase();
             in_include = section.starts_with("include]") || section.starts_with("include ") || section.starts_with("includeif");
-            continue;
+            // `[include] path = x` on the header's line.
+            let Some((_, rest)) = t.split_once(']') else { continue };
+            if !(in_include && rest.contains('=')) {
+                continue;
+            }
         }
         if in_include {
+            let t = t.split_once(']').map_or(t, |(_, rest)| rest);
             if let Some((k, v)) = t.split_once('=') {
                 if k.trim().eq_ignore_ascii_case("path") {
-                    let v = v.trim().trim_matches('"');
-                    let p = expand(v).or_else(|| (!v.is_empty()).then(|| file.parent().unwrap_or(Path::new("/")).join(v)));
-                    out.extend(p);
+                    out.extend(path_of(v.trim().trim_matches('"'), home, Some(here)));
                 }
             }
             continue;
         }
-        let words: Vec<&str> = t.split_whitespace().collect();
-        if let [cmd, arg, ..] = words.as_slice() {
-            if *cmd == "source" || *cmd == "." {
-                out.extend(expand(arg));
+        // `source FILE` or `. FILE` anywhere on the line: after `&&`, `;`, `then`
+        // (`[ -f ~/x.sh ] && . ~/x.sh`).
+        let words = shell_words(t);
+        for pair in words.windows(2) {
+            if pair[0] == "source" || pair[0] == "." {
+                out.extend(path_of(&pair[1], home, None));
             }
         }
     }
@@ -1216,7 +1218,7 @@ fn mark_target_hidden(seeds: &mut Seeds, link: &Path) {
 /// would match (the root itself, and directories named by the rule's literal parent
 /// segment), so the object cannot be created later; and the target of each hidden symlink
 /// marked as [`seed_hidden_targets`] marks it.
-fn seed_scan(seeds: &mut Seeds, rules: &[&Never], root: &Path) {
+fn seed_scan(seeds: &mut Seeds, rules: &[&Never], root: &Path, home: Option<&Path>) {
     // Each rule with the literal name it reserves, if any, and whether its parent is literal.
     let plans: Vec<(&Never, Option<&str>, bool)> = rules
         .iter()
@@ -1250,13 +1252,11 @@ fn seed_scan(seeds: &mut Seeds, rules: &[&Never], root: &Path) {
             if meta.file_type().is_symlink() && is_hidden_name(&e.file_name()) {
                 mark_target_hidden(seeds, &p);
             }
+            seed_git_entry(seeds, &dir, &e.file_name(), &meta, CHANGE, root, home);
             for (r, _, _) in &plans {
                 if r.matches(&p) {
                     seeds.object(ObjectId::of_metadata(&meta), r.access);
                     pin_ancestors(seeds, &p, std::slice::from_ref(&root.to_path_buf()));
-                    if r.access & CHANGE != 0 && meta.is_file() {
-                        seed_repository_code(seeds, &p, r.access & CHANGE, root);
-                    }
                 }
             }
             if meta.is_dir() {
@@ -1266,17 +1266,55 @@ fn seed_scan(seeds: &mut Seeds, rules: &[&Never], root: &Path) {
     }
 }
 
-/// If `config` is a repository's own `.git/config`, protects with `access` the places it
-/// names as code ([`code_places`], relative ones from the worktree: a visible `githooks/`
-/// folder as `core.hooksPath`), and pins the folders above them up to `root`.
-fn seed_repository_code(seeds: &mut Seeds, config: &Path, access: u32, root: &Path) {
-    let Some(git) = config.parent().filter(|g| config.file_name() == Some(OsStr::new("config")) && g.file_name() == Some(OsStr::new(".git"))) else {
+/// What a scan learns of git from one entry `entry` of the directory `dir`: the `config`
+/// of a `.git` folder makes it a repository's git directory; a `HEAD` file beside a
+/// `config` file makes `dir` one whatever its name (a bare `proj.git`); a `.git` file
+/// (`gitdir: PATH`, a linked worktree or a submodule) names one, and the common directory
+/// it shares (`commondir`). Each is protected with `access` ([`seed_git_dir`]).
+fn seed_git_entry(seeds: &mut Seeds, dir: &Path, entry: &OsStr, meta: &std::fs::Metadata, access: u32, root: &Path, home: Option<&Path>) {
+    if !meta.is_file() {
         return;
+    }
+    let dot_git = dir.file_name() == Some(OsStr::new(".git"));
+    if entry == "config" && dot_git {
+        seed_git_dir(seeds, dir, dir.parent().unwrap_or(dir), access, root, home);
+    } else if entry == "HEAD" && !dot_git && dir.join("config").is_file() {
+        seed_git_dir(seeds, dir, dir, access, root, home);
+    } else if entry == ".git" && meta.len() <= 4096 {
+        let Ok(text) = std::fs::read_to_string(dir.join(".git")) else { return };
+        let Some(named) = text.lines().find_map(|l| l.strip_prefix("gitdir:")).and_then(|g| path_of(g.trim(), None, Some(dir))) else { return };
+        seed_git_dir(seeds, &named, dir, access, root, home);
+        if let Some(common) = std::fs::read_to_string(named.join("commondir")).ok().and_then(|c| path_of(c.trim(), None, Some(&named))) {
+            seed_git_dir(seeds, &common, dir, access, root, home);
+        }
+    }
+}
+
+/// Protects with `access` a git directory `git` of the worktree `worktree`: its `config`
+/// (and `config.worktree`), what the configuration includes, its `hooks` folder, and the
+/// places each of those files names as code ([`code_places`]: relative ones from the
+/// worktree, `~/` from `home`); the folders above each are pinned up to `root`, so none can
+/// be moved away and its name filled.
+fn seed_git_dir(seeds: &mut Seeds, git: &Path, worktree: &Path, access: u32, root: &Path, home: Option<&Path>) {
+    let anchor = [root.to_path_buf()];
+    let protect = |seeds: &mut Seeds, p: &Path| {
+        seed_literal(seeds, p, access);
+        pin_ancestors(seeds, p, &anchor);
     };
-    let Some(worktree) = git.parent() else { return };
-    for place in code_places(config, None, Some(worktree), &ShellVariables::default()) {
-        seed_literal(seeds, place.path(), access);
-        pin_ancestors(seeds, place.path(), std::slice::from_ref(&root.to_path_buf()));
+    protect(seeds, &git.join("hooks"));
+    for name in ["config", "config.worktree"] {
+        let config = git.join(name);
+        if !config.is_file() {
+            continue;
+        }
+        let mut files = vec![config.clone()];
+        files.extend(loaded_files(&config, home));
+        for f in files {
+            protect(seeds, &f);
+            for place in code_places(&f, home, Some(worktree), &ShellVariables::default()) {
+                protect(seeds, place.path());
+            }
+        }
     }
 }
 
@@ -1517,6 +1555,52 @@ mod tests {
         list.seed(&mut maps.enforcer(), std::slice::from_ref(&ws), &[]).unwrap();
         let bits = maps.never_bits(object(&ws.join("proj/githooks")).unwrap()).unwrap_or(0);
         assert_eq!(bits & CHANGE, CHANGE, "githooks/: {bits:#x}");
+    }
+
+    /// A git directory is found by what it holds, in the roots and anywhere in the home:
+    /// a bare repository's `config` and `hooks`, the one a worktree's `.git` file names,
+    /// a repository's include and the places it names (`~/` from the home, `..` above the
+    /// worktree), and a repository outside the roots; each with the folders above pinned.
+    #[test]
+    fn git_directories_are_found_by_what_they_hold() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path().canonicalize().unwrap();
+        let account = Account { home: h.clone(), ..owner() };
+        let ws = h.join("ws");
+        let w = |p: &str, text: &str| {
+            let p = h.join(p);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        w("ws/proj.git/HEAD", "ref: refs/heads/main\n");
+        w("ws/proj.git/config", "[core]\n\tbare = true\n");
+        w("ws/proj.git/hooks/pre-commit", "#!/bin/sh\n");
+        w("ws/proj.git/worktrees/main/commondir", "../..\n");
+        w("ws/main/.git", &format!("gitdir: {}/proj.git/worktrees/main\n", ws.display()));
+        w("ws/app/.git/config", "[include]\n\tpath = ../project.gitconfig\n[core]\n\thooksPath = ../shared-hooks\n");
+        w("ws/app/project.gitconfig", "[core]\n\tfsmonitor = ~/team/fsmon.sh\n");
+        w("ws/shared-hooks/pre-push", "#!/bin/sh\n");
+        w("team/fsmon.sh", "#!/bin/sh\n");
+        w("other/.git/config", "[core]\n\thooksPath = githooks\n");
+        w("other/githooks/pre-commit", "#!/bin/sh\n");
+        let list = NeverList::new(&ContainmentConfig::default().never, &account).unwrap();
+        let maps = crate::kernel::MemoryMaps::default();
+        list.seed(&mut maps.enforcer(), std::slice::from_ref(&ws), &[]).unwrap();
+        for place in ["ws/proj.git/config", "ws/proj.git/hooks", "ws/app/project.gitconfig", "ws/shared-hooks", "team/fsmon.sh", "other/githooks"] {
+            let bits = maps.never_bits(object(&h.join(place)).unwrap()).unwrap_or(0);
+            assert_eq!(bits & CHANGE, CHANGE, "{place}: {bits:#x}");
+        }
+        assert_eq!(maps.never_bits(object(&ws.join("proj.git")).unwrap()), Some(pincer_common::NEVER_PINNED), "the bare repository cannot be moved away");
+        assert_eq!(maps.never_bits(object(&ws.join("main")).unwrap()), None, "the worktree itself stays the session's to change");
+    }
+
+    /// A shell file sourced on a guarded line (`[ -f X ] && . X`) is loaded.
+    #[test]
+    fn a_file_sourced_on_a_guarded_line_is_loaded() {
+        let d = tempfile::tempdir().unwrap();
+        let h = d.path();
+        std::fs::write(h.join(".bashrc"), "[ -f ~/work/env.sh ] && . ~/work/env.sh\nif [ -n \"$PS1\" ]; then source \"$HOME/work/ps1.sh\"; fi\ncd . && ls\n").unwrap();
+        assert_eq!(loaded_files(&h.join(".bashrc"), Some(h)), [h.join("work/env.sh"), h.join("work/ps1.sh")]);
     }
 
     #[test]
@@ -1776,7 +1860,7 @@ mod tests {
         let roots = [h.join("work/app")];
         let mut seeds = Seeds::default();
         for r in &roots {
-            seed_scan(&mut seeds, &[], r);
+            seed_scan(&mut seeds, &[], r, None);
         }
         seed_hidden_targets(&mut seeds, h, &roots, &[]);
         let hidden = |p: &str| seeds.objects.get(&id(p)).is_some_and(|b| b & pincer_common::NEVER_HIDDEN != 0);
