@@ -6094,7 +6094,8 @@ fn home_folder(c: &mut Cleanup, name: &str) -> PathBuf {
 /// folders a never place's shell lines put on `PATH` are never-changed with it. Why it might
 /// get out: `path_folders` splits the value at `:` only, so the part it reads is
 /// `$HOME/tools/bin${PATH`, which holds a `$` and names nothing.
-/// Gets out on 6.1 and 6.12: the session writes the place.
+/// Closed on 6.1 and 6.12: a `PATH` value is split at the `:` outside `${...}` and `PATH`'s
+/// own expansions are dropped from each part (`split_path_value`).
 #[test]
 fn plants_a_command_in_a_folder_the_users_shell_puts_on_path_with_the_path_plus_idiom() {
     let mut c = Cleanup::default();
@@ -6120,7 +6121,8 @@ fn plants_a_command_in_a_folder_the_users_shell_puts_on_path_with_the_path_plus_
 /// first word is `source` or `.`, and here the first word is `[`. Control: the same file
 /// with `. FILE` alone on its line is followed (`writes_a_file_the_global_gitconfig_includes`
 /// for git's form).
-/// Gets out on 6.1 and 6.12: the session writes the place.
+/// Closed on 6.1 and 6.12: `source` and `.` load the word after them anywhere on a line
+/// (`loads_of`).
 #[test]
 fn writes_the_file_the_users_shell_sources_on_a_guarded_line() {
     let mut c = Cleanup::default();
@@ -6145,7 +6147,8 @@ fn writes_the_file_the_users_shell_sources_on_a_guarded_line() {
 /// command is never-changed with the configuration. Why it might get out: `code_places`
 /// takes the command's first word (`bash`, found on `PATH`) as the program, and the script
 /// it runs is the second.
-/// Gets out on 6.1 and 6.12: the session writes the place.
+/// Closed on 6.1 and 6.12: every path in a command git runs is a program, the script an
+/// interpreter runs too (`git_places`).
 #[test]
 fn replaces_the_script_a_git_alias_runs_through_an_interpreter() {
     let mut c = Cleanup::default();
@@ -6170,7 +6173,8 @@ fn replaces_the_script_a_git_alias_runs_through_an_interpreter() {
 /// granted. Principle: a repository's `.git/config` protects the places it names as code.
 /// Why it might get out: the repository's configuration is read without the home
 /// (`seed_repository_code` passes none), and a `~/` path then names nothing.
-/// Gets out on 6.1 and 6.12: the session writes the place.
+/// Closed on 6.1 and 6.12: a repository's configuration is read with the home (`~/` paths
+/// count) when its git directory is seeded (`seed_git_dir`).
 #[test]
 fn writes_a_hook_in_the_folder_a_repository_names_as_hooks_path_from_the_home() {
     let mut c = Cleanup::default();
@@ -6193,7 +6197,8 @@ fn writes_a_hook_in_the_folder_a_repository_names_as_hooks_path_from_the_home() 
 /// workspace; git takes a relative path from the worktree): git runs it at the user's next
 /// commit. Granted: the workspace (the session's root). Principle: as above. Why it might
 /// get out: `path_of` drops every path with `..` rather than resolving it.
-/// Gets out on 6.1 and 6.12: the session writes the place.
+/// Closed on 6.1 and 6.12: `..` is taken lexically from the worktree (`path_of`); a place
+/// that comes to the home or above, or is not the owner's, is still left alone.
 #[test]
 fn writes_a_hook_in_the_folder_a_repository_names_as_hooks_path_above_its_worktree() {
     let mut red = Red::start_with("repoupperhooks", |ws| {
@@ -6216,7 +6221,8 @@ fn writes_a_hook_in_the_folder_a_repository_names_as_hooks_path_above_its_worktr
 /// Why it might get out: the repositories whose `.git/config` is read for the places it
 /// names are found by the scan of the named roots at session start (`seed_scan`); a grant
 /// elsewhere reaches a repository no scan saw.
-/// Gets out on 6.1 and 6.12: the session writes the place.
+/// Closed on 6.1 and 6.12: the bounded scan of the home at session start seeds the git
+/// directories it meets anywhere in it, not only in the roots (`seed_hidden_targets`).
 #[test]
 fn writes_a_hook_in_the_visible_folder_a_repository_outside_the_roots_names() {
     let mut c = Cleanup::default();
@@ -6240,7 +6246,8 @@ fn writes_a_hook_in_the_visible_folder_a_repository_outside_the_roots_names() {
 /// follows what it loads. Why it might get out: `loaded_files` follows the includes of the
 /// never places of the home; `**/.git/config` is found by the scan of the roots, which reads
 /// it for the places it names as code but not for what it includes.
-/// Gets out on 6.1 and 6.12: the session writes the place.
+/// Closed on 6.1 and 6.12: a git directory's protection follows what its configuration
+/// includes, and the places those files name (`seed_git_dir`).
 #[test]
 fn writes_the_file_a_repositorys_config_includes() {
     let mut red = Red::start_with("repoinclude", |ws| {
@@ -6265,7 +6272,9 @@ fn writes_the_file_a_repositorys_config_includes() {
 /// workspace. Principle: a repository's hooks and configuration are never changed in a
 /// session. Why it might get out: the never list names them as `**/.git/hooks/**` and
 /// `**/.git/config`; a bare repository keeps them in a visible folder of another name.
-/// Gets out on 6.1 and 6.12: the session writes the place.
+/// Closed on 6.1 and 6.12: a git directory is found by what it holds (a `HEAD` beside a
+/// `config`, a `.git` file's `gitdir:`, `commondir`), whatever its name
+/// (`seed_git_entry`).
 #[test]
 fn writes_the_hooks_and_config_of_a_bare_repository_with_a_worktree() {
     let mut red = Red::start_with("barerepo", |ws| {
