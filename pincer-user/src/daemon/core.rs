@@ -490,9 +490,9 @@ impl Core {
 
     /// The part of [`Core::create`] the actor does: the session is open (and persisted)
     /// when it returns, with the draft its pre-committed policy is to be made from. The
-    /// folders on the `PATH` of `starter`, the user's process that asked for the session
-    /// (outside every session), are code places of the user's: its shell runs programs
-    /// from them.
+    /// places the environment of `starter`, the user's process that asked for the session
+    /// (outside every session), runs programs from (the folders on its `PATH`, its editor,
+    /// ...) are code places of the user's.
     async fn open(&mut self, owner_uid: u32, starter: &Peer, roots: Vec<PathBuf>, prompt: String, mode: SessionMode) -> Result<(String, crate::twin::PolicyDraft), CallError> {
         if prompt.trim().is_empty() {
             return Err(CallError::EmptyFirstPrompt);
@@ -503,7 +503,7 @@ impl Core {
         }
         let recs = sessions::root_records(&roots)?;
         let owner = users::by_uid(owner_uid);
-        let contain = self.fresh_containment(owner_uid, &super::code_places::of_process(starter.pid))?;
+        let contain = self.fresh_containment(owner_uid, &super::code_places::of_process(starter.pid, &owner.home))?;
         let places = sessions::place_records(&contain.protect, &owner.home, &recs);
         let scratch_size = self.config.limits.scratch_bytes()?;
         let id = sessions::new_session_id();
