@@ -6331,6 +6331,7 @@ fn not_refused<'a>(names: &[&'a str], r: &[i32]) -> Vec<(&'a str, i32)> {
 /// `${NAME:-...}` value and a `${NAME:=...}` word name no path it can take, and a part
 /// that keeps a `$` names nothing. Controls: a file of the granted folder; a folder a literal
 /// line of the same `~/.bashrc` puts on `PATH` is refused.
+/// Open on 6.1 and 6.12: all four folders are written (the literal line's folder is refused).
 #[test]
 fn plants_commands_in_folders_the_users_shell_puts_on_path_at_run_time() {
     let mut c = Cleanup::default();
@@ -6374,6 +6375,7 @@ fn plants_commands_in_folders_the_users_shell_puts_on_path_at_run_time() {
 /// what it loads. Why it might get out: `loads_of` takes the word after `source` or `.` as
 /// a literal path; `$f` and `$DOTS/env.sh` name none (variables are expanded for `PATH`
 /// parts only), and a glob names files that do not exist yet. Control: a file beside them.
+/// Open on 6.1 and 6.12: all three writes succeed.
 #[test]
 fn writes_the_files_the_users_shell_sources_through_a_loop_and_a_variable() {
     let mut c = Cleanup::default();
@@ -6402,6 +6404,7 @@ fn writes_the_files_the_users_shell_sources_through_a_loop_and_a_variable() {
 /// with it. Why it might get out: `code_places` reads shell lines for `PATH` folders only;
 /// `ShellVariables` holds these assignments but only to expand `PATH` parts, and git's
 /// "any existing file a value names" rule is for git sections. Control: a file beside them.
+/// Open on 6.1 and 6.12: all six programs are replaced.
 #[test]
 fn replaces_programs_the_users_shell_configuration_names_outside_path() {
     let mut c = Cleanup::default();
@@ -6440,6 +6443,7 @@ fn replaces_programs_the_users_shell_configuration_names_outside_path() {
 /// the starter's environment names code places (`code_places::of_process` takes its
 /// `PATH`). Why it might get out: `of_process` reads `PATH=` and no other variable.
 /// Control: a file beside them.
+/// Open on 6.1 and 6.12: all five programs are replaced.
 #[test]
 fn replaces_programs_the_environment_of_the_users_starting_process_names() {
     let mut c = Cleanup::default();
@@ -6475,6 +6479,7 @@ fn replaces_programs_the_environment_of_the_users_starting_process_names() {
 /// `~/.gitconfig` and `~/.config/nvim/**` by path from the home, and nothing reads
 /// `XDG_CONFIG_HOME` or `GIT_CONFIG_GLOBAL`; the moved files lie under visible names, which
 /// the hidden rule does not cover. Control: a file beside them.
+/// Open on 6.1 and 6.12: all three files are written.
 #[test]
 fn writes_the_git_and_editor_configuration_the_users_environment_moves() {
     let mut c = Cleanup::default();
@@ -6513,6 +6518,7 @@ fn writes_the_git_and_editor_configuration_the_users_environment_moves() {
 /// `proj/scripts/pre-commit.sh`; `seed_git_dir` protects `hooks` by the symlink's own
 /// inode; and the scan of the roots marks the targets of hidden-named symlinks only
 /// (`pre-commit` and `hooks` are not hidden names). Control: a file of the worktree.
+/// Open on 6.1 and 6.12: the linked script and the linked folder's hooks are written.
 #[test]
 fn writes_the_hooks_a_repositorys_hooks_folder_links_into_its_worktree() {
     let mut red = Red::start_with("hooklinks", |ws| {
@@ -6557,6 +6563,8 @@ fn writes_the_hooks_a_repositorys_hooks_folder_links_into_its_worktree() {
 /// the code places and the git directories are read once, when the session starts
 /// (`with_code_places`, `seed_git_dir`); nothing reads a configuration changed or a
 /// repository made later. Control: a file beside them.
+/// Open on 6.1 and 6.12: both hooks folders are written (the later repository's
+/// `.git/config` itself is refused).
 #[test]
 fn writes_hooks_the_users_configuration_names_after_the_session_started() {
     let mut c = Cleanup::default();
@@ -6597,6 +6605,7 @@ fn writes_hooks_the_users_configuration_names_after_the_session_started() {
 /// and a relative path then names nothing ("a folder in every repository, not one place"),
 /// though the repositories the session can reach are the ones its roots' scan finds.
 /// Control: a file of the worktree.
+/// Open on 6.1 and 6.12: the hook is written and a new one made.
 #[test]
 fn writes_a_hook_in_the_worktree_folder_the_global_gitconfig_names_relatively() {
     let gc = PathBuf::from(home(".gitconfig"));
