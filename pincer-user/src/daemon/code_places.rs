@@ -20,13 +20,16 @@ pub enum CodePlace {
     Folder(PathBuf),
     /// One program.
     Program(PathBuf),
+    /// A folder of every repository, by its path from the worktree: a relative
+    /// `core.hooksPath` of the global configuration (`hooksPath = .githooks`).
+    InEveryRepository(PathBuf),
 }
 
 impl CodePlace {
-    /// The place's path.
+    /// The place's path (relative for [`CodePlace::InEveryRepository`]).
     pub fn path(&self) -> &Path {
         match self {
-            CodePlace::Folder(p) | CodePlace::Program(p) => p,
+            CodePlace::Folder(p) | CodePlace::Program(p) | CodePlace::InEveryRepository(p) => p,
         }
     }
 }
@@ -101,19 +104,46 @@ pub struct ShellVariables(HashMap<String, Vec<String>>);
 impl ShellVariables {
     /// The assignments in the files `files` (unreadable, binary or large ones add none).
     pub fn of_files<'a>(files: impl IntoIterator<Item = &'a PathBuf>) -> Self {
+        let texts: Vec<String> = files.into_iter().filter_map(|f| read_text(f)).collect();
         let mut vars = ShellVariables::default();
-        for f in files {
-            if let Some(text) = read_text(f) {
-                vars.read(&text);
-            }
+        // The functions that put their arguments on PATH, then what each call passes them.
+        let adders: Vec<String> = texts.iter().flat_map(|t| path_functions(t)).collect();
+        for text in &texts {
+            vars.read(text);
+            vars.read_calls(text, &adders);
         }
         vars
     }
 
-    /// Takes the assignments of one file's text.
-    fn read(&mut self, text: &str) {
+    /// The arguments of the calls in `text` of the functions `adders`: the values of the
+    /// positional parameters (`$1`, `$@`) in their bodies.
+    fn read_calls(&mut self, text: &str, adders: &[String]) {
+        for line in logical_lines(text) {
+            let words = shell_words(line.trim());
+            if let Some((first, args)) = words.split_first() {
+                if adders.iter().any(|a| a == first) {
+                    args.iter().filter(|a| !a.starts_with('-')).for_each(|a| self.add(POSITIONAL, a));
+                }
+            }
+        }
+    }
+
+    /// Takes the assignments of one file's text (`pub(super)`: what a file sources may name
+    /// a variable it assigns).
+    pub(super) fn read(&mut self, text: &str) {
         for line in text.lines() {
             let words = shell_words(line.trim());
+            // `${X:=default}` and `${X=default}` assign where they are expanded.
+            for w in &words {
+                let mut rest = w.as_str();
+                while let Some(i) = rest.find("${") {
+                    rest = &rest[i + 2..];
+                    let end = rest.find('}').unwrap_or(rest.len());
+                    if let Some((name, default)) = rest[..end].split_once(":=").or_else(|| rest[..end].split_once('=')) {
+                        self.add(name, default);
+                    }
+                }
+            }
             for (i, w) in words.iter().enumerate() {
                 if w == "for" && words.get(i + 2).is_some_and(|x| x == "in") {
                     // for d in ~/a/bin ~/b/bin; do PATH="$d:$PATH"; done
@@ -136,7 +166,7 @@ impl ShellVariables {
     }
 
     fn add(&mut self, name: &str, value: &str) {
-        let is_name = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        let is_name = name == POSITIONAL || (name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
         if !is_name || matches!(name, "HOME" | "PATH" | "path" | "fish_user_paths") || value.is_empty() {
             return;
         }
@@ -149,7 +179,7 @@ impl ShellVariables {
     /// `part` with each variable it names (`$NAME`, `${NAME}`) that the files assign
     /// replaced by each of its values, nested ones too (four deep); a part that names
     /// none is itself. At most [`MAX_VALUES`] results.
-    fn expand(&self, part: &str) -> Vec<String> {
+    pub(super) fn expand(&self, part: &str) -> Vec<String> {
         let mut out = Vec::new();
         self.expand_into(part, 0, &mut out);
         out
@@ -168,13 +198,24 @@ impl ShellVariables {
                     Some(e) => (&braced[..e], start + 3 + e),
                     None => break,
                 },
+                None if after.starts_with(['@', '*']) => (&after[..1], start + 2),
                 None => {
                     let n = after.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(after.len());
                     (&after[..n], start + 1 + n)
                 }
             };
-            if let Some(values) = self.0.get(name).filter(|_| depth < 4) {
-                for v in values {
+            // `${X:-word}`, `${X:=word}`, `${X-word}`: X's values, and the word.
+            let (name, default) = match name.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '@' || c == '*')) {
+                Some(op) if name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') => {
+                    let word = name[op..].trim_start_matches(':');
+                    (&name[..op], word.strip_prefix('-').or_else(|| word.strip_prefix('=')))
+                }
+                _ => (name, None),
+            };
+            let name = if name.chars().all(|c| c.is_ascii_digit()) && !name.is_empty() || name == "@" || name == "*" { POSITIONAL } else { name };
+            let values: Vec<&String> = self.0.get(name).into_iter().flatten().collect();
+            if depth < 4 && (!values.is_empty() || default.is_some()) {
+                for v in values.into_iter().map(String::as_str).chain(default) {
                     self.expand_into(&format!("{}{v}{}", &part[..start], &part[end..]), depth + 1, out);
                 }
                 return;
@@ -185,6 +226,40 @@ impl ShellVariables {
             out.push(part.to_string());
         }
     }
+}
+
+/// The name [`ShellVariables`] keeps the positional parameters under (`$1`, `$@`): every
+/// argument of every call of a function that puts them on `PATH`.
+const POSITIONAL: &str = "@";
+
+/// The shell functions `text` defines (`name() {`, `function name {`) whose body puts a
+/// positional parameter on `PATH` (`pathadd() { PATH="$1:$PATH"; }`).
+fn path_functions(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current: Option<String> = None;
+    for line in logical_lines(text) {
+        let t = line.trim();
+        let words = shell_words(t);
+        let defined = match words.as_slice() {
+            [f, name, ..] if f == "function" => Some(name.trim_end_matches("()").to_string()),
+            [name, ..] if name.ends_with("()") && name.len() > 2 => Some(name.trim_end_matches("()").to_string()),
+            [name, parens, ..] if parens == "()" => Some(name.clone()),
+            _ => None,
+        };
+        if let Some(name) = defined {
+            current = Some(name);
+        }
+        if let Some(name) = &current {
+            let positional = ["$1", "${1}", "$@", "${@}", "$*"].iter().any(|p| t.contains(p));
+            if positional && !path_folders(t).is_empty() && !out.contains(name) {
+                out.push(name.clone());
+            }
+        }
+        if t == "}" || t.ends_with("; }") || t.ends_with(";}") || t.ends_with(" }") {
+            current = None;
+        }
+    }
+    out
 }
 
 /// Variables of the environment whose value is a list of folders programs are run or
@@ -337,6 +412,16 @@ fn places_in(text: &str, home: Option<&Path>, worktree: Option<&Path>, vars: &Sh
                 continue;
             }
         }
+        // The programs a shell line names: an alias's command, and the variables the
+        // environment runs ([`PROGRAMS`]: `export EDITOR=~/x/edit.sh`), from the root or
+        // the home.
+        for value in program_values(t).iter().flat_map(|v| vars.expand(v)) {
+            for (p, rooted) in command_paths(&value, home, None) {
+                if rooted {
+                    push(CodePlace::Program(p));
+                }
+            }
+        }
         // A part that names a variable stands for each of its values, which may hold
         // several parts (`MYPATH="$HOME/x/bin:$PATH"`).
         for dir in path_folders(t).iter().flat_map(|d| vars.expand(d)) {
@@ -362,6 +447,7 @@ fn git_places(section: &str, key: &str, value: &str, home: Option<&Path>, worktr
         return vec![];
     }
     match (section, key) {
+        ("core", "hookspath") if worktree.is_none() && is_relative_folder(value) => return vec![CodePlace::InEveryRepository(normalize(Path::new(value)))],
         ("core", "hookspath") | ("init", "templatedir") => return path_of(value, home, worktree).map(CodePlace::Folder).into_iter().collect(),
         _ => {}
     }
@@ -395,6 +481,16 @@ fn command_paths(command: &str, home: Option<&Path>, worktree: Option<&Path>) ->
         }
     }
     out
+}
+
+/// Whether `value` is a relative folder below where it is taken from (`.githooks`,
+/// `tools/hooks`; not `~/x`, `$X/y`, `../x`, nor `.`).
+fn is_relative_folder(value: &str) -> bool {
+    let p = Path::new(value);
+    !value.is_empty()
+        && !value.starts_with(['/', '~', '$', '@'])
+        && p.components().all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir))
+        && p.components().any(|c| matches!(c, std::path::Component::Normal(_)))
 }
 
 /// Whether git runs the value of `section.key` as a command: the keys of [`GIT_COMMANDS`],
@@ -523,6 +619,28 @@ fn drop_path_expansions(part: &str) -> String {
         }
     }
     out.push_str(rest);
+    out
+}
+
+/// The commands one shell line names as programs: the values of an `alias` and of the
+/// assignments of [`PROGRAMS`] (`NAME=...`, `export NAME=...`, fish's `set -gx NAME ...`).
+fn program_values(line: &str) -> Vec<String> {
+    let words = shell_words(line);
+    let mut out = Vec::new();
+    let is_alias = words.first().is_some_and(|w| w == "alias");
+    for (i, w) in words.iter().enumerate() {
+        if let Some((name, value)) = w.split_once('=') {
+            if is_alias || PROGRAMS.contains(&name) {
+                out.push(value.to_string());
+            }
+        } else if w == "set" {
+            let mut rest = words[i + 1..].iter().skip_while(|x| x.starts_with('-'));
+            if rest.next().is_some_and(|name| PROGRAMS.contains(&name.as_str())) {
+                out.extend(rest.cloned());
+            }
+            break;
+        }
+    }
     out
 }
 
@@ -804,7 +922,11 @@ ed.sh
         let text = "[core]\n\trepositoryformatversion = 0\n\thooksPath = githooks\n[alias]\n\tfmt = !scripts/fmt.sh\n";
         let wt = Path::new("/home/u/proj");
         assert_eq!(places_in(text, None, Some(wt), &ShellVariables::default()), vec![CodePlace::Folder("/home/u/proj/githooks".into()), CodePlace::Program("/home/u/proj/scripts/fmt.sh".into())]);
-        assert!(places_in(text, Some(Path::new("/home/u")), None, &ShellVariables::default()).is_empty(), "a relative hooks folder of the global configuration names a folder in every repository, not one place");
+        assert_eq!(
+            places_in(text, Some(Path::new("/home/u")), None, &ShellVariables::default()),
+            vec![CodePlace::InEveryRepository("githooks".into())],
+            "a relative hooks folder of the global configuration names a folder in every repository (the alias's relative script, none)"
+        );
         let up = "[core]\n\thooksPath = ../shared-hooks\n[alias]\n\tx = !~/bin/x.sh\n";
         assert_eq!(
             places_in(up, Some(Path::new("/home/u")), Some(wt), &ShellVariables::default()),
@@ -827,6 +949,13 @@ ed.sh
         looped.read("for d in ~/p/bin /opt/q/bin; do\n  PATH=\"$d:$PATH\"\ndone\n");
         assert_eq!(folders_with("PATH=\"$d:$PATH\"\n", &looped), vec![PathBuf::from("/home/u/p/bin"), PathBuf::from("/opt/q/bin")], "a loop's variable stands for each word");
         assert_eq!(folders("export PATH=\"$TOOLS/bin:$PATH\"\n"), Vec::<PathBuf>::new(), "without the assignment");
+        // Defaults where a variable is expanded, and a function that puts its argument on PATH.
+        let rc = PathBuf::from(std::env::temp_dir()).join(format!("pincer-rc-{}", std::process::id()));
+        std::fs::write(&rc, "pathadd() { case \":$PATH:\" in *\":$1:\"*) ;; *) PATH=\"$1:$PATH\" ;; esac; }\npathadd \"$HOME/fn/bin\"\nexport T=\"${T:-$HOME/dflt}\"\nPATH=\"$T/bin:$PATH\"\n: \"${A:=$HOME/assign}\"\nPATH=\"$A/bin:$PATH\"\n").unwrap();
+        let vars = ShellVariables::of_files([&rc]);
+        let text = std::fs::read_to_string(&rc).unwrap();
+        std::fs::remove_file(&rc).unwrap();
+        assert_eq!(folders_with(&text, &vars), vec![PathBuf::from("/home/u/fn/bin"), PathBuf::from("/home/u/dflt/bin"), PathBuf::from("/home/u/assign/bin")], "a function's $1, ${{X:-default}} and ${{X:=default}}");
         let mut looping = ShellVariables::default();
         looping.read("A=$B/a\nB=$A/b\n");
         assert!(folders_with("PATH=$A:$PATH\n", &looping).is_empty(), "variables that name each other end");
@@ -884,5 +1013,15 @@ ed.sh
             CodePlace::Program(gc.into()),
         ];
         assert_eq!(got, want, "a bare program name, HOME and other variables name nothing");
+    }
+
+    /// A shell line's programs outside `PATH`: an alias's command and the variables the
+    /// environment runs; a bare name or another variable names nothing.
+    #[test]
+    fn a_shell_line_names_the_programs_of_aliases_and_program_variables() {
+        let text = "alias k=\"$HOME/x/kube.sh --ctx\"\nexport EDITOR=~/x/edit.sh\nPROMPT_COMMAND=\"$HOME/x/prompt.sh\"\nexport LESSOPEN=\"| $HOME/x/lesspipe.sh %s\"\nset -gx VISUAL ~/x/visual.sh\nexport PAGER=less\nexport OTHER=~/x/other.sh\n";
+        let programs: Vec<CodePlace> = places_in(text, Some(Path::new("/home/u")), None, &ShellVariables::default());
+        let want: Vec<CodePlace> = ["kube.sh", "edit.sh", "prompt.sh", "lesspipe.sh", "visual.sh"].iter().map(|n| CodePlace::Program(Path::new("/home/u/x").join(n))).collect();
+        assert_eq!(programs, want);
     }
 }

@@ -957,6 +957,10 @@ fn configuration_files(place: &Path, home: &Path) -> Vec<PathBuf> {
 /// or a place whose nearest existing part is not the owner's (the system's folders, which
 /// a session cannot change anyway).
 fn code_place_rules(place: &CodePlace, owner: &Account, access: u32) -> Vec<Result<Never, ContainError>> {
+    if let CodePlace::InEveryRepository(rel) = place {
+        // As `**/.git/hooks/**`: wherever it appears, the kernel matching its names.
+        return vec![Never::compile(format!("**/{}/**", rel.display()), access, true)];
+    }
     let path = place.path();
     if owner.home.starts_with(path) {
         tracing::warn!(place = %path.display(), "the user's configuration runs programs from the home or above it; not protected as a whole");
@@ -975,7 +979,7 @@ fn code_place_rules(place: &CodePlace, owner: &Account, access: u32) -> Vec<Resu
         .into_iter()
         .map(|p| {
             let pattern = match place {
-                CodePlace::Folder(_) => format!("{}/**", p.display()),
+                CodePlace::Folder(_) | CodePlace::InEveryRepository(_) => format!("{}/**", p.display()),
                 CodePlace::Program(_) => p.display().to_string(),
             };
             Never::compile(pattern, access, false)
@@ -991,6 +995,10 @@ fn loads_of(file: &Path, home: Option<&Path>) -> Vec<PathBuf> {
     }
     let Ok(text) = std::fs::read_to_string(file) else { return vec![] };
     let here = file.parent().unwrap_or(Path::new("/"));
+    // The file's own variables and loops name what it sources (`DOTS=~/dots; . "$DOTS/x"`,
+    // `for f in ~/dots/*.sh; do . "$f"; done`).
+    let mut vars = ShellVariables::default();
+    vars.read(&text);
     let mut out = Vec::new();
     let mut in_include = false;
     for line in text.lines() {
@@ -1018,7 +1026,11 @@ fn loads_of(file: &Path, home: Option<&Path>) -> Vec<PathBuf> {
         let words = shell_words(t);
         for pair in words.windows(2) {
             if pair[0] == "source" || pair[0] == "." {
-                out.extend(path_of(&pair[1], home, None));
+                for p in vars.expand(&pair[1]).iter().filter_map(|w| path_of(w, home, None)) {
+                    // A glob loads whatever its folder holds, a file made there later too.
+                    let literal: PathBuf = p.components().take_while(|c| !has_glob(&c.as_os_str().to_string_lossy())).collect();
+                    out.push(literal);
+                }
             }
         }
     }
@@ -1301,7 +1313,26 @@ fn seed_git_dir(seeds: &mut Seeds, git: &Path, worktree: &Path, access: u32, roo
         seed_literal(seeds, p, access);
         pin_ancestors(seeds, p, &anchor);
     };
-    protect(seeds, &git.join("hooks"));
+    // What a link names is what git runs or reads: the target of a `hooks` link, of each
+    // hook that is a link, and of a linked configuration; not the home, a root or a folder
+    // above them, which would make them never-writable.
+    let protect_target = |seeds: &mut Seeds, p: &Path| {
+        if let Ok(real) = std::fs::canonicalize(p) {
+            if real != p && !root.starts_with(&real) && !home.is_some_and(|h| h.starts_with(&real)) {
+                protect(seeds, &real);
+            }
+        }
+    };
+    let hooks = git.join("hooks");
+    protect(seeds, &hooks);
+    protect_target(seeds, &hooks);
+    if let Ok(entries) = std::fs::read_dir(&hooks) {
+        for e in entries.flatten().take(CONFIG_DIR_FILES) {
+            if e.file_type().is_ok_and(|t| t.is_symlink()) {
+                protect_target(seeds, &e.path());
+            }
+        }
+    }
     for name in ["config", "config.worktree"] {
         let config = git.join(name);
         if !config.is_file() {
@@ -1311,8 +1342,12 @@ fn seed_git_dir(seeds: &mut Seeds, git: &Path, worktree: &Path, access: u32, roo
         files.extend(loaded_files(&config, home));
         for f in files {
             protect(seeds, &f);
+            protect_target(seeds, &f);
             for place in code_places(&f, home, Some(worktree), &ShellVariables::default()) {
-                protect(seeds, place.path());
+                let p = place.path();
+                if !root.starts_with(p) && !home.is_some_and(|h| h.starts_with(p)) {
+                    protect(seeds, p);
+                }
             }
         }
     }
@@ -1528,6 +1563,8 @@ mod tests {
         std::fs::write(h.join(".bashrc"), "export PATH=\"$HOME/tools/bin:$HOME:$HOME/theirs/bin:$PATH\"\nsource ~/dotfiles/path.sh\nPATH=$PATH:~/linked\n").unwrap();
         std::fs::write(h.join("dotfiles/path.sh"), "PATH=~/more/bin:$PATH\n").unwrap();
         std::fs::write(h.join(".gitconfig"), "[core]\n\thooksPath = ~/git/hooks\n\tfsmonitor = ~/scripts/fsmon.sh\n").unwrap();
+        std::fs::create_dir_all(h.join(".config/git")).unwrap();
+        std::fs::write(h.join(".config/git/config"), "[core]\n\thooksPath = .githooks\n").unwrap();
         // A variable one file assigns and another puts on PATH.
         std::fs::write(h.join(".profile"), "VTOOLS=\"$HOME/vtools\"\n").unwrap();
         std::fs::write(h.join(".zshrc"), "export PATH=\"$VTOOLS/bin:$PATH\"\n").unwrap();
@@ -1548,6 +1585,7 @@ mod tests {
             assert!(n.forbids(&h.join(place), Access::Read).is_none(), "{what} stays readable: {place}");
         }
         assert!(n.forbids(&h.join("scripts/other.sh"), Access::Create).is_none(), "beside the program");
+        assert!(n.forbids(&h.join("any/proj/.githooks/pre-commit"), Access::Create).is_some(), "a relative hooksPath of the global configuration: that folder of every repository");
         assert!(n.forbids(&h.join("linked/x"), Access::Create).is_some() && n.forbids(&h.join("dotfiles/x"), Access::Create).is_some(), "a symlinked folder on PATH, by the link and by its target");
         assert!(n.forbids(&h.join("notes.txt"), Access::Create).is_none(), "the home on PATH is not protected as a whole");
         if theirs {
@@ -1637,6 +1675,9 @@ mod tests {
         let h = d.path();
         std::fs::write(h.join(".bashrc"), "[ -f ~/work/env.sh ] && . ~/work/env.sh\nif [ -n \"$PS1\" ]; then source \"$HOME/work/ps1.sh\"; fi\ncd . && ls\n").unwrap();
         assert_eq!(loaded_files(&h.join(".bashrc"), Some(h)), [h.join("work/env.sh"), h.join("work/ps1.sh")]);
+        // Through the file's variables and a loop over a glob: the glob's folder, whole.
+        std::fs::write(h.join(".zshrc"), "DOTS=\"$HOME/dots\"\nsource \"$DOTS/env.sh\"\nfor f in ~/dots/shell/*.sh; do . \"$f\"; done\n").unwrap();
+        assert_eq!(loaded_files(&h.join(".zshrc"), Some(h)), [h.join("dots/env.sh"), h.join("dots/shell")]);
     }
 
     #[test]
