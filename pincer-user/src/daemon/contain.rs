@@ -864,7 +864,7 @@ fn seed_hidden_targets(seeds: &mut Seeds, root: &Path, skip: &[PathBuf], shallow
             }
             let hidden_name = is_hidden_name(&e.file_name());
             let Ok(kind) = e.file_type() else { continue };
-            if kind.is_file() && (e.file_name() == "HEAD" || e.file_name() == ".git" || e.file_name() == "config") {
+            if (kind.is_file() || kind.is_symlink()) && (e.file_name() == "HEAD" || e.file_name() == ".git" || e.file_name() == "config") {
                 // A repository anywhere in the home, not only in the session's roots.
                 if let Ok(meta) = e.metadata() {
                     seed_git_entry(seeds, &dir, &e.file_name(), &meta, CHANGE, root, Some(root));
@@ -1282,9 +1282,26 @@ fn seed_scan(seeds: &mut Seeds, rules: &[&Never], root: &Path, home: Option<&Pat
 /// of a `.git` folder makes it a repository's git directory; a `HEAD` file beside a
 /// `config` file makes `dir` one whatever its name (a bare `proj.git`); a `.git` file
 /// (`gitdir: PATH`, a linked worktree or a submodule) names one, and the common directory
-/// it shares (`commondir`). Each is protected with `access` ([`seed_git_dir`]).
+/// it shares (`commondir`); a `.git` link names the directory it reaches. Each is
+/// protected with `access` ([`seed_git_dir`]).
 fn seed_git_entry(seeds: &mut Seeds, dir: &Path, entry: &OsStr, meta: &std::fs::Metadata, access: u32, root: &Path, home: Option<&Path>) {
-    if !meta.is_file() {
+    // A link counts by what it names: a `.git` link to a git directory kept elsewhere (its
+    // files' names there are not `.git`'s, which the kernel's `**/.git/...` patterns
+    // match), a linked `HEAD` or `config`.
+    let (is_file, is_dir) = if meta.is_symlink() {
+        std::fs::metadata(dir.join(entry)).map_or((false, false), |m| (m.is_file(), m.is_dir()))
+    } else {
+        (meta.is_file(), false)
+    };
+    if entry == ".git" && is_dir {
+        if let Ok(real) = std::fs::canonicalize(dir.join(entry)) {
+            if !root.starts_with(&real) && !home.is_some_and(|h| h.starts_with(&real)) {
+                seed_git_dir(seeds, &real, dir, access, root, home);
+            }
+        }
+        return;
+    }
+    if !is_file {
         return;
     }
     let dot_git = dir.file_name() == Some(OsStr::new(".git"));
@@ -1617,7 +1634,8 @@ mod tests {
     /// A git directory is found by what it holds, in the roots and anywhere in the home:
     /// a bare repository's `config` and `hooks`, the one a worktree's `.git` file names,
     /// a repository's include and the places it names (`~/` from the home, `..` above the
-    /// worktree), and a repository outside the roots; each with the folders above pinned.
+    /// worktree), a repository outside the roots, and the git directory a worktree's `.git`
+    /// link reaches; each with the folders above pinned.
     #[test]
     fn git_directories_are_found_by_what_they_hold() {
         let home = tempfile::tempdir().unwrap();
@@ -1640,10 +1658,14 @@ mod tests {
         w("team/fsmon.sh", "#!/bin/sh\n");
         w("other/.git/config", "[core]\n\thooksPath = githooks\n");
         w("other/githooks/pre-commit", "#!/bin/sh\n");
+        // A worktree whose `.git` is a link to a git directory kept elsewhere.
+        w("gitdirs/linked/config", "[core]\n\tbare = false\n");
+        std::fs::create_dir_all(ws.join("linked")).unwrap();
+        std::os::unix::fs::symlink(h.join("gitdirs/linked"), ws.join("linked/.git")).unwrap();
         let list = NeverList::new(&ContainmentConfig::default().never, &account).unwrap();
         let maps = crate::kernel::MemoryMaps::default();
         list.seed(&mut maps.enforcer(), std::slice::from_ref(&ws), &[]).unwrap();
-        for place in ["ws/proj.git/config", "ws/proj.git/hooks", "ws/app/project.gitconfig", "ws/shared-hooks", "team/fsmon.sh", "other/githooks"] {
+        for place in ["ws/proj.git/config", "ws/proj.git/hooks", "ws/app/project.gitconfig", "ws/shared-hooks", "team/fsmon.sh", "other/githooks", "gitdirs/linked/config"] {
             let bits = maps.never_bits(object(&h.join(place)).unwrap()).unwrap_or(0);
             assert_eq!(bits & CHANGE, CHANGE, "{place}: {bits:#x}");
         }
