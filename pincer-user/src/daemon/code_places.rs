@@ -80,7 +80,7 @@ pub fn code_places(file: &Path, home: Option<&Path>, worktree: Option<&Path>, va
 
 /// A configuration file's text; `None` for one that is not a regular file, is larger than
 /// [`MAX_BYTES`], or is not text.
-fn read_text(file: &Path) -> Option<String> {
+pub(super) fn read_text(file: &Path) -> Option<String> {
     let meta = std::fs::metadata(file).ok()?;
     if !meta.is_file() || meta.len() > MAX_BYTES {
         return None;
@@ -102,13 +102,12 @@ const MAX_VALUES: usize = 8;
 pub struct ShellVariables(HashMap<String, Vec<String>>);
 
 impl ShellVariables {
-    /// The assignments in the files `files` (unreadable, binary or large ones add none).
-    pub fn of_files<'a>(files: impl IntoIterator<Item = &'a PathBuf>) -> Self {
-        let texts: Vec<String> = files.into_iter().filter_map(|f| read_text(f)).collect();
+    /// The assignments in the texts of the configuration files ([`read_text`]).
+    pub fn of_texts(texts: &[&str]) -> Self {
         let mut vars = ShellVariables::default();
         // The functions that put their arguments on PATH, then what each call passes them.
         let adders: Vec<String> = texts.iter().flat_map(|t| path_functions(t)).collect();
-        for text in &texts {
+        for text in texts {
             vars.read(text);
             vars.read_calls(text, &adders);
         }
@@ -154,10 +153,8 @@ impl ShellVariables {
                 if let Some((name, value)) = w.split_once('=') {
                     self.add(name.strip_suffix('+').unwrap_or(name), value);
                 } else if w == "set" {
-                    // fish: set [-gx...] NAME VALUE...
-                    let mut rest = words[i + 1..].iter().skip_while(|x| x.starts_with('-'));
-                    if let Some(name) = rest.next() {
-                        rest.for_each(|v| self.add(name, v));
+                    if let Some((name, values)) = fish_set(&words[i + 1..]) {
+                        values.iter().for_each(|v| self.add(name, v));
                     }
                     break;
                 }
@@ -383,7 +380,7 @@ fn path_value(value: &OsStr) -> Vec<CodePlace> {
 }
 
 /// [`code_places`] of a file's text.
-fn places_in(text: &str, home: Option<&Path>, worktree: Option<&Path>, vars: &ShellVariables) -> Vec<CodePlace> {
+pub(super) fn places_in(text: &str, home: Option<&Path>, worktree: Option<&Path>, vars: &ShellVariables) -> Vec<CodePlace> {
     let mut out = Vec::new();
     let mut push = |p: CodePlace| {
         if !out.contains(&p) {
@@ -511,7 +508,7 @@ fn is_command_key(section: &str, key: &str, value: &str) -> bool {
 /// A git section header at the start of `line`: its name in lower case (the part before
 /// a subsection or a dot) and what follows the `]` on the line. `None` for a line that is
 /// not one (a shell's `[ -d x ]` or `[[ ... ]]`).
-fn git_section(line: &str) -> Option<(String, &str)> {
+pub(super) fn git_section(line: &str) -> Option<(String, &str)> {
     let rest = line.strip_prefix('[')?;
     let name_len = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == '-')).unwrap_or(rest.len());
     if name_len == 0 || !rest.starts_with(|c: char| c.is_ascii_alphanumeric()) {
@@ -634,9 +631,8 @@ fn program_values(line: &str) -> Vec<String> {
                 out.push(value.to_string());
             }
         } else if w == "set" {
-            let mut rest = words[i + 1..].iter().skip_while(|x| x.starts_with('-'));
-            if rest.next().is_some_and(|name| PROGRAMS.contains(&name.as_str())) {
-                out.extend(rest.cloned());
+            if let Some((_, values)) = fish_set(&words[i + 1..]).filter(|(name, _)| PROGRAMS.contains(&name.as_str())) {
+                out.extend(values.iter().cloned());
             }
             break;
         }
@@ -679,11 +675,8 @@ fn path_folders(line: &str) -> Vec<String> {
             }
         } else if *w == "set" {
             // fish: set [-gxU...] PATH|fish_user_paths a b $PATH
-            let rest: Vec<&String> = words[i + 1..].iter().skip_while(|x| x.starts_with('-')).collect();
-            if let Some((name, values)) = rest.split_first() {
-                if name.as_str() == "PATH" || name.as_str() == "fish_user_paths" {
-                    values.iter().for_each(|v| keep(v));
-                }
+            if let Some((_, values)) = fish_set(&words[i + 1..]).filter(|(name, _)| *name == "PATH" || *name == "fish_user_paths") {
+                values.iter().for_each(|v| keep(v));
             }
             break;
         } else if *w == "fish_add_path" {
@@ -692,6 +685,13 @@ fn path_folders(line: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// fish's `set [-gxU...] NAME VALUE...`, from the words after `set`: the name and its
+/// values.
+fn fish_set(after: &[String]) -> Option<(&String, &[String])> {
+    let at = after.iter().position(|x| !x.starts_with('-'))?;
+    Some((&after[at], &after[at + 1..]))
 }
 
 /// Whether a `PATH` part is the variable's old value (`$PATH`, `${PATH}`, zsh's `$path`,
@@ -952,8 +952,8 @@ ed.sh
         // Defaults where a variable is expanded, and a function that puts its argument on PATH.
         let rc = PathBuf::from(std::env::temp_dir()).join(format!("pincer-rc-{}", std::process::id()));
         std::fs::write(&rc, "pathadd() { case \":$PATH:\" in *\":$1:\"*) ;; *) PATH=\"$1:$PATH\" ;; esac; }\npathadd \"$HOME/fn/bin\"\nexport T=\"${T:-$HOME/dflt}\"\nPATH=\"$T/bin:$PATH\"\n: \"${A:=$HOME/assign}\"\nPATH=\"$A/bin:$PATH\"\n").unwrap();
-        let vars = ShellVariables::of_files([&rc]);
-        let text = std::fs::read_to_string(&rc).unwrap();
+        let text = read_text(&rc).unwrap();
+        let vars = ShellVariables::of_texts(&[&text]);
         std::fs::remove_file(&rc).unwrap();
         assert_eq!(folders_with(&text, &vars), vec![PathBuf::from("/home/u/fn/bin"), PathBuf::from("/home/u/dflt/bin"), PathBuf::from("/home/u/assign/bin")], "a function's $1, ${{X:-default}} and ${{X:=default}}");
         let mut looping = ShellVariables::default();

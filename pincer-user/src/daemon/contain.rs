@@ -13,7 +13,7 @@ use std::ffi::OsStr;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
-use super::code_places::{code_places, path_of, shell_words, CodePlace, ShellVariables, UserEnvironment, XDG_HOMES};
+use super::code_places::{code_places, git_section, path_of, places_in, read_text, shell_words, CodePlace, ShellVariables, UserEnvironment, XDG_HOMES};
 use super::users::Account;
 
 /// Entries visited at most when a session's named roots are scanned for never-grantable
@@ -704,19 +704,20 @@ impl NeverList {
     /// A session's list; the configuration check uses the rules alone, which do not depend
     /// on what a home holds.
     pub fn with_code_places(mut self, owner: &Account, running: &[CodePlace]) -> Result<Self, ContainError> {
-        let files: Vec<(PathBuf, u32)> = self
+        // Each configuration file read once, for its variables and then for its places.
+        let texts: Vec<(String, u32)> = self
             .rules
             .iter()
             .filter(|r| !r.anywhere && r.access & CHANGE != 0)
             .flat_map(|r| {
                 let literal = PathBuf::from(r.pattern.strip_suffix("/**").unwrap_or(&r.pattern));
-                configuration_files(&literal, &owner.home).into_iter().map(move |f| (f, r.access & CHANGE))
+                configuration_files(&literal, &owner.home).into_iter().filter_map(move |f| read_text(&f).map(|t| (t, r.access & CHANGE)))
             })
             .collect();
-        let vars = ShellVariables::of_files(files.iter().map(|(f, _)| f));
-        let named: Vec<Never> = files
+        let vars = ShellVariables::of_texts(&texts.iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>());
+        let named: Vec<Never> = texts
             .iter()
-            .flat_map(|(f, access)| code_places(f, Some(&owner.home), None, &vars).into_iter().map(move |p| (p, *access)))
+            .flat_map(|(t, access)| places_in(t, Some(&owner.home), None, &vars).into_iter().map(move |p| (p, *access)))
             .chain(running.iter().map(|p| (p.clone(), CHANGE)))
             .flat_map(|(place, access)| code_place_rules(&place, owner, access))
             .collect::<Result<_, _>>()?;
@@ -864,7 +865,7 @@ fn seed_hidden_targets(seeds: &mut Seeds, root: &Path, skip: &[PathBuf], shallow
             }
             let hidden_name = is_hidden_name(&e.file_name());
             let Ok(kind) = e.file_type() else { continue };
-            if (kind.is_file() || kind.is_symlink()) && (e.file_name() == "HEAD" || e.file_name() == ".git" || e.file_name() == "config") {
+            if is_git_marker(&e.file_name()) {
                 // A repository anywhere in the home, not only in the session's roots.
                 if let Ok(meta) = e.metadata() {
                     seed_git_entry(seeds, &dir, &e.file_name(), &meta, CHANGE, root, Some(root));
@@ -885,8 +886,6 @@ fn seed_hidden_targets(seeds: &mut Seeds, root: &Path, skip: &[PathBuf], shallow
 
 /// How deep [`loaded_files`] follows files that load others.
 const LOAD_DEPTH: usize = 4;
-/// The largest file [`loaded_files`] reads for what it loads.
-const LOAD_MAX_BYTES: u64 = 1 << 20;
 
 /// The files that the file at `path` loads when the user's tools read it, followed
 /// [`LOAD_DEPTH`] deep: git's `[include]` and `[includeIf ...]` `path =` entries (relative to
@@ -989,11 +988,7 @@ fn code_place_rules(place: &CodePlace, owner: &Account, access: u32) -> Vec<Resu
 
 /// The files one file names as loaded (see [`loaded_files`]).
 fn loads_of(file: &Path, home: Option<&Path>) -> Vec<PathBuf> {
-    let Ok(meta) = std::fs::metadata(file) else { return vec![] };
-    if !meta.is_file() || meta.len() > LOAD_MAX_BYTES {
-        return vec![];
-    }
-    let Ok(text) = std::fs::read_to_string(file) else { return vec![] };
+    let Some(text) = read_text(file) else { return vec![] };
     let here = file.parent().unwrap_or(Path::new("/"));
     // The file's own variables and loops name what it sources (`DOTS=~/dots; . "$DOTS/x"`,
     // `for f in ~/dots/*.sh; do . "$f"; done`).
@@ -1002,18 +997,16 @@ fn loads_of(file: &Path, home: Option<&Path>) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut in_include = false;
     for line in text.lines() {
-        let t = line.trim();
-        if t.starts_with('[') && !t.starts_with("[ ") && !t.starts_with("[[") {
-            let section = t.trim_start_matches('[').to_ascii_lowercase();
-            in_include = section.starts_with("include]") || section.starts_with("include ") || section.starts_with("includeif");
+        let mut t = line.trim();
+        if let Some((section, rest)) = git_section(t) {
+            in_include = section == "include" || section == "includeif";
             // `[include] path = x` on the header's line.
-            let Some((_, rest)) = t.split_once(']') else { continue };
-            if !(in_include && rest.contains('=')) {
+            t = rest.trim();
+            if t.is_empty() {
                 continue;
             }
         }
         if in_include {
-            let t = t.split_once(']').map_or(t, |(_, rest)| rest);
             if let Some((k, v)) = t.split_once('=') {
                 if k.trim().eq_ignore_ascii_case("path") {
                     out.extend(path_of(v.trim().trim_matches('"'), home, Some(here)));
@@ -1285,6 +1278,9 @@ fn seed_scan(seeds: &mut Seeds, rules: &[&Never], root: &Path, home: Option<&Pat
 /// it shares (`commondir`); a `.git` link names the directory it reaches. Each is
 /// protected with `access` ([`seed_git_dir`]).
 fn seed_git_entry(seeds: &mut Seeds, dir: &Path, entry: &OsStr, meta: &std::fs::Metadata, access: u32, root: &Path, home: Option<&Path>) {
+    if !is_git_marker(entry) {
+        return;
+    }
     // A link counts by what it names: a `.git` link to a git directory kept elsewhere (its
     // files' names there are not `.git`'s, which the kernel's `**/.git/...` patterns
     // match), a linked `HEAD` or `config`.
@@ -1295,7 +1291,7 @@ fn seed_git_entry(seeds: &mut Seeds, dir: &Path, entry: &OsStr, meta: &std::fs::
     };
     if entry == ".git" && is_dir {
         if let Ok(real) = std::fs::canonicalize(dir.join(entry)) {
-            if !root.starts_with(&real) && !home.is_some_and(|h| h.starts_with(&real)) {
+            if !holds_root_or_home(&real, root, home) {
                 seed_git_dir(seeds, &real, dir, access, root, home);
             }
         }
@@ -1319,6 +1315,18 @@ fn seed_git_entry(seeds: &mut Seeds, dir: &Path, entry: &OsStr, meta: &std::fs::
     }
 }
 
+/// Whether the entry named `name` may tell a scan of a git directory: `HEAD`, `config`,
+/// `.git` ([`seed_git_entry`]).
+fn is_git_marker(name: &OsStr) -> bool {
+    name == "HEAD" || name == "config" || name == ".git"
+}
+
+/// Whether `p` is `root`, the home, or a folder above either: protecting it against change
+/// would make them never-writable.
+fn holds_root_or_home(p: &Path, root: &Path, home: Option<&Path>) -> bool {
+    root.starts_with(p) || home.is_some_and(|h| h.starts_with(p))
+}
+
 /// Protects with `access` a git directory `git` of the worktree `worktree`: its `config`
 /// (and `config.worktree`), what the configuration includes, its `hooks` folder, and the
 /// places each of those files names as code ([`code_places`]: relative ones from the
@@ -1335,7 +1343,7 @@ fn seed_git_dir(seeds: &mut Seeds, git: &Path, worktree: &Path, access: u32, roo
     // above them, which would make them never-writable.
     let protect_target = |seeds: &mut Seeds, p: &Path| {
         if let Ok(real) = std::fs::canonicalize(p) {
-            if real != p && !root.starts_with(&real) && !home.is_some_and(|h| h.starts_with(&real)) {
+            if real != p && !holds_root_or_home(&real, root, home) {
                 protect(seeds, &real);
             }
         }
@@ -1361,9 +1369,8 @@ fn seed_git_dir(seeds: &mut Seeds, git: &Path, worktree: &Path, access: u32, roo
             protect(seeds, &f);
             protect_target(seeds, &f);
             for place in code_places(&f, home, Some(worktree), &ShellVariables::default()) {
-                let p = place.path();
-                if !root.starts_with(p) && !home.is_some_and(|h| h.starts_with(p)) {
-                    protect(seeds, p);
+                if !holds_root_or_home(place.path(), root, home) {
+                    protect(seeds, place.path());
                 }
             }
         }
