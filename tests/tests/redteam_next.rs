@@ -1676,6 +1676,13 @@ fn users_file_for_a_test(path: &Path, content: &str) -> Restore {
     Restore(path.to_path_buf(), old)
 }
 
+/// [`users_file_for_a_test`] with `text` added on a line of its own after what the file
+/// holds.
+fn users_file_appended(path: &Path, text: &str) -> Restore {
+    let old = std::fs::read_to_string(path).unwrap_or_default();
+    users_file_for_a_test(path, &format!("{old}\n{text}\n"))
+}
+
 /// Puts a file of the user's back as it was ([`users_file_for_a_test`]).
 struct Restore(PathBuf, Option<Vec<u8>>);
 
@@ -1713,10 +1720,8 @@ fn plants_a_command_in_a_folder_the_users_shell_puts_on_path() {
     c.add(&tools);
     let bin = tools.join("bin");
     make(&bin.join("fmt"), Some("#!/bin/sh\n"));
-    let rc = PathBuf::from(home(".bashrc"));
-    let old = std::fs::read_to_string(&rc).unwrap_or_default();
     let rel = tools.strip_prefix(HOME).unwrap().display().to_string();
-    let _restore = users_file_for_a_test(&rc, &format!("{old}\nexport PATH=\"$HOME/{rel}/bin:$PATH\"\n"));
+    let _restore = bashrc_with(&format!("export PATH=\"$HOME/{rel}/bin:$PATH\""));
     assert_eq!(ungated(|| vec![create(&bin.join("probe"), "x"), rc_of_unlink(&bin.join("probe"))]), vec![0, 0], "control: the user writes the folder");
     let mut red = Red::start("shellpath");
     red.grant(&tools, Scope::Subtree, &Access::ALL);
@@ -1748,12 +1753,8 @@ fn plants_commands_in_folders_on_path_that_no_line_names_literally() {
     make(&ebin.join("fmt"), Some("#!/bin/sh\n"));
     make(&top.join("env/activate"), Some("#!/bin/sh\necho 'export PATH=\"$HOME/env/bin:$PATH\"'\n"));
     let rel = top.strip_prefix(HOME).unwrap().display().to_string();
-    let profile = PathBuf::from(home(".profile"));
-    let rc = PathBuf::from(home(".bashrc"));
-    let old_profile = std::fs::read_to_string(&profile).unwrap_or_default();
-    let old_rc = std::fs::read_to_string(&rc).unwrap_or_default();
-    let _p = users_file_for_a_test(&profile, &format!("{old_profile}\nTOOLS=\"$HOME/{rel}/vtools\"\n"));
-    let _r = users_file_for_a_test(&rc, &format!("{old_rc}\nexport PATH=\"$TOOLS/bin:$PATH\"\neval \"$(~/{rel}/env/activate)\"\n"));
+    let _p = users_file_appended(&PathBuf::from(home(".profile")), &format!("TOOLS=\"$HOME/{rel}/vtools\""));
+    let _r = bashrc_with(&format!("export PATH=\"$TOOLS/bin:$PATH\"\neval \"$(~/{rel}/env/activate)\""));
     let lesspipe = top.join("env/lesspipe.sh");
     make(&lesspipe, Some("#!/bin/sh\n"));
     // Git's configuration where the shell's XDG_CONFIG_HOME puts it, and the program it runs.
@@ -6115,10 +6116,8 @@ fn plants_a_command_in_a_folder_the_users_shell_puts_on_path_with_the_path_plus_
     let tools = home_folder(&mut c, "pathplus");
     let bin = tools.join("bin");
     make(&bin.join("fmt"), Some("#!/bin/sh\n"));
-    let rc = PathBuf::from(home(".bashrc"));
-    let old = std::fs::read_to_string(&rc).unwrap_or_default();
     let rel = tools.strip_prefix(HOME).unwrap().display().to_string();
-    let _restore = users_file_for_a_test(&rc, &format!("{old}\nexport PATH=\"$HOME/{rel}/bin${{PATH:+:${{PATH}}}}\"\n"));
+    let _restore = bashrc_with(&format!("export PATH=\"$HOME/{rel}/bin${{PATH:+:${{PATH}}}}\""));
     assert_eq!(ungated(|| vec![open_w(&bin.join("fmt"))]), vec![0], "control: the user writes the folder");
     let mut red = Red::start("pathplus");
     red.grant(&tools, Scope::Subtree, &Access::ALL);
@@ -6142,10 +6141,8 @@ fn writes_the_file_the_users_shell_sources_on_a_guarded_line() {
     let work = home_folder(&mut c, "guardsrc");
     let env = work.join("env.sh");
     make(&env, Some("export EDITOR=vi\n"));
-    let rc = PathBuf::from(home(".bashrc"));
-    let old = std::fs::read_to_string(&rc).unwrap_or_default();
     let rel = env.strip_prefix(HOME).unwrap().display().to_string();
-    let _restore = users_file_for_a_test(&rc, &format!("{old}\n[ -f ~/{rel} ] && . ~/{rel}\n"));
+    let _restore = bashrc_with(&format!("[ -f ~/{rel} ] && . ~/{rel}"));
     assert_eq!(ungated(|| vec![open_w(&env)]), vec![0], "control: the user writes the file");
     let mut red = Red::start("guardsrc");
     red.grant(&work, Scope::Subtree, &Access::ALL);
@@ -6321,9 +6318,7 @@ fn writes_the_hooks_and_config_of_a_bare_repository_with_a_worktree() {
 
 /// `~/.bashrc` with `text` added at its end, as the user's, for one test.
 fn bashrc_with(text: &str) -> Restore {
-    let rc = PathBuf::from(home(".bashrc"));
-    let old = std::fs::read_to_string(&rc).unwrap_or_default();
-    users_file_for_a_test(&rc, &format!("{old}\n{text}\n"))
+    users_file_appended(&PathBuf::from(home(".bashrc")), text)
 }
 
 /// The names of the places whose write was not refused (`names[i]` with `r[i]`).
