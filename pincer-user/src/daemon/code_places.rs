@@ -309,6 +309,23 @@ pub struct UserEnvironment {
     pub moved: Vec<(&'static str, PathBuf)>,
 }
 
+impl UserEnvironment {
+    /// Adds what `other` tells: its places, and its moved base directories (a directory
+    /// moved in either is never-grantable at both places).
+    pub fn merge(&mut self, other: &UserEnvironment) {
+        for p in &other.places {
+            if !self.places.contains(p) {
+                self.places.push(p.clone());
+            }
+        }
+        for m in &other.moved {
+            if !self.moved.contains(m) {
+                self.moved.push(m.clone());
+            }
+        }
+    }
+}
+
 /// The places the environment of the user's process `pid` (the one that started a
 /// session) runs programs from, read from `/proc/PID/environ`, whatever built it (`eval
 /// "$(tool init)"`, a shell function, a file [`code_places`] does not follow): the folders

@@ -13,6 +13,7 @@ use std::ffi::OsStr;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
+use super::config_watch::Watch;
 use super::code_places::{code_places, git_section, path_of, places_in, read_text, shell_words, CodePlace, ShellVariables, UserEnvironment, XDG_HOMES};
 use super::users::Account;
 
@@ -653,6 +654,9 @@ pub struct NeverList {
     rules: Vec<Never>,
     /// Where pinning the ancestors of a place stops (the owner's home).
     anchors: Vec<PathBuf>,
+    /// The configuration the code places were read from ([`NeverList::with_code_places`]),
+    /// to be watched for change.
+    read_from: Vec<Watch>,
 }
 
 impl NeverList {
@@ -693,6 +697,7 @@ impl NeverList {
         Ok(NeverList {
             rules: out,
             anchors: vec![owner.home.clone()],
+            read_from: vec![],
         })
     }
 
@@ -705,15 +710,27 @@ impl NeverList {
     /// on what a home holds.
     pub fn with_code_places(mut self, owner: &Account, running: &[CodePlace]) -> Result<Self, ContainError> {
         // Each configuration file read once, for its variables and then for its places.
-        let texts: Vec<(String, u32)> = self
-            .rules
-            .iter()
-            .filter(|r| !r.anywhere && r.access & CHANGE != 0)
-            .flat_map(|r| {
-                let literal = PathBuf::from(r.pattern.strip_suffix("/**").unwrap_or(&r.pattern));
-                configuration_files(&literal, &owner.home).into_iter().filter_map(move |f| read_text(&f).map(|t| (t, r.access & CHANGE)))
-            })
-            .collect();
+        let mut read_from = Vec::new();
+        let mut texts: Vec<(String, u32)> = Vec::new();
+        for r in self.rules.iter().filter(|r| !r.anywhere && r.access & CHANGE != 0) {
+            let pattern = r.pattern.strip_suffix("/**").unwrap_or(&r.pattern);
+            if pattern.split('/').any(has_glob) {
+                continue;
+            }
+            let literal = PathBuf::from(pattern);
+            // Watched by name even where it does not exist yet: the user may make it.
+            read_from.push(if literal.is_dir() { Watch::Folder(literal.clone()) } else { Watch::File(literal.clone()) });
+            for f in configuration_files(&literal, &owner.home) {
+                read_from.push(if f.is_dir() { Watch::Folder(f.clone()) } else { Watch::File(f.clone()) });
+                if let Some(dir) = f.parent().filter(|d| *d != literal && d.starts_with(&literal)) {
+                    read_from.push(Watch::Folder(dir.to_path_buf()));
+                }
+                if let Some(t) = read_text(&f) {
+                    texts.push((t, r.access & CHANGE));
+                }
+            }
+        }
+        self.read_from = super::config_watch::with_targets(read_from);
         let vars = ShellVariables::of_texts(&texts.iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>());
         let named: Vec<Never> = texts
             .iter()
@@ -728,6 +745,12 @@ impl NeverList {
             }
         }
         Ok(self)
+    }
+
+    /// The configuration files and folders the code places were read from (with the targets
+    /// of symlinks): a change to one may name new places.
+    pub fn read_from(&self) -> &[Watch] {
+        &self.read_from
     }
 
     /// The rules' patterns, each with its access bits (symlink targets included).
@@ -747,9 +770,8 @@ impl NeverList {
     /// `**/` patterns found by a bounded scan of the named roots, and the targets of the
     /// home's hidden symlinks (a bounded scan that enters neither the named roots nor
     /// `read_only`, the read-only open paths). An object or name several rules cover gets the
-    /// union of their bits (a kernel entry's bits replace the earlier ones). Returns the
-    /// entries made.
-    pub fn seed(&self, enforcer: &mut Enforcer, named_roots: &[PathBuf], read_only: &[PathBuf]) -> Result<usize, ContainError> {
+    /// union of their bits (a kernel entry's bits replace the earlier ones).
+    pub fn seed(&self, enforcer: &mut Enforcer, named_roots: &[PathBuf], read_only: &[PathBuf]) -> Result<Seeded, ContainError> {
         let mut seeds = Seeds::default();
         let mut anywhere = Vec::new();
         for r in &self.rules {
@@ -782,7 +804,7 @@ impl NeverList {
         for home in &self.anchors {
             seed_hidden_targets(&mut seeds, home, &skip, read_only);
         }
-        seeds.write(enforcer)
+        seeds.write_seeded(enforcer)
     }
 }
 
@@ -1038,6 +1060,19 @@ struct Seeds {
     names: std::collections::HashMap<(ObjectId, std::ffi::OsString), u32>,
     /// Reserved names a `mkdir` may make, with the template the new directory gets.
     carries: std::collections::HashMap<(ObjectId, std::ffi::OsString), u64>,
+    /// The configuration of the git directories found, whose change may name new places.
+    read_from: Vec<Watch>,
+}
+
+/// What a seeding of the never map did.
+#[derive(Debug, Default)]
+pub struct Seeded {
+    /// The entries made.
+    pub entries: usize,
+    /// The configuration the places it protects as code were read from, besides the never
+    /// list's own ([`NeverList::read_from`]): each git directory's `config` and what it
+    /// includes.
+    pub read_from: Vec<Watch>,
 }
 
 impl Seeds {
@@ -1066,6 +1101,11 @@ impl Seeds {
 
     /// Writes every entry; returns how many.
     fn write(self, enforcer: &mut Enforcer) -> Result<usize, ContainError> {
+        self.write_seeded(enforcer).map(|s| s.entries)
+    }
+
+    /// Writes every entry; returns what it did.
+    fn write_seeded(self, enforcer: &mut Enforcer) -> Result<Seeded, ContainError> {
         let n = self.objects.len() + self.names.len();
         for (id, access) in self.objects {
             enforcer.add_never(id, access)?;
@@ -1078,7 +1118,7 @@ impl Seeds {
         for ((dir, name), template) in self.carries {
             enforcer.add_never_carry(dir, &name, template)?;
         }
-        Ok(n)
+        Ok(Seeded { entries: n, read_from: super::config_watch::with_targets(self.read_from) })
     }
 }
 
@@ -1360,11 +1400,14 @@ fn seed_git_dir(seeds: &mut Seeds, git: &Path, worktree: &Path, access: u32, roo
     }
     for name in ["config", "config.worktree"] {
         let config = git.join(name);
+        // Watched by name: `git config --worktree` may make it.
+        seeds.read_from.push(Watch::File(config.clone()));
         if !config.is_file() {
             continue;
         }
         let mut files = vec![config.clone()];
         files.extend(loaded_files(&config, home));
+        seeds.read_from.extend(files.iter().skip(1).cloned().map(Watch::File));
         for f in files {
             protect(seeds, &f);
             protect_target(seeds, &f);
@@ -1620,6 +1663,17 @@ mod tests {
         n.seed(&mut maps.enforcer(), &[], &[]).unwrap();
         assert_eq!(maps.never_bits(object(&h.join("tools/bin")).unwrap()), Some(CHANGE));
         assert_eq!(maps.never_bits(object(&h.join("tools")).unwrap()), Some(pincer_common::NEVER_PINNED), "the folder above is pinned: moving it away would leave the name on PATH free");
+        // What the places were read from is watched for change, a file that does not exist
+        // yet by its name, a sourced file by the link and by its target.
+        for (watch, what) in [
+            (Watch::File(h.join(".bashrc")), "a startup file"),
+            (Watch::File(h.join("dotfiles/path.sh")), "a file it sources"),
+            (Watch::File(h.join(".bash_profile")), "a startup file the user may make"),
+            (Watch::Folder(h.join(".config/git")), "git's configuration folder"),
+            (Watch::File(h.join(".config/git/config")), "a file of it"),
+        ] {
+            assert!(n.read_from().contains(&watch), "{what}: {watch:?} not in {:?}", n.read_from());
+        }
     }
 
     /// A repository's own `.git/config` found in a root: the visible folder it names as
@@ -1678,6 +1732,12 @@ mod tests {
         }
         assert_eq!(maps.never_bits(object(&ws.join("proj.git")).unwrap()), Some(pincer_common::NEVER_PINNED), "the bare repository cannot be moved away");
         assert_eq!(maps.never_bits(object(&ws.join("main")).unwrap()), None, "the worktree itself stays the session's to change");
+        // Each git directory's configuration is watched (`config.worktree` by its name),
+        // with what it includes.
+        let seeded = list.seed(&mut maps.enforcer(), std::slice::from_ref(&ws), &[]).unwrap();
+        for f in ["ws/proj.git/config", "ws/app/.git/config", "ws/app/.git/config.worktree", "ws/app/project.gitconfig", "gitdirs/linked/config"] {
+            assert!(seeded.read_from.contains(&Watch::File(h.join(f))), "{f} not in {:?}", seeded.read_from);
+        }
     }
 
     /// With `XDG_CONFIG_HOME` moved in the starter's environment, the never list's places
@@ -1773,7 +1833,7 @@ mod tests {
         ];
         let list = NeverList::new(&rules, &owner()).unwrap();
         let maps = crate::kernel::MemoryMaps::default();
-        let n = list.seed(&mut maps.enforcer(), std::slice::from_ref(&ws), &[]).unwrap();
+        let n = list.seed(&mut maps.enforcer(), std::slice::from_ref(&ws), &[]).unwrap().entries;
         let union = bits(&[Access::Read, Access::Write, Access::Delete]);
         let (file, parent) = (object(&env).unwrap(), object(&ws).unwrap());
         // The kernel's entries replace their bits: one write per object, with every rule's.

@@ -13,6 +13,7 @@ use super::audit::{AuditCaller, AuditEntry, AuditLog, Event};
 use super::callers::{self, Caller};
 use super::config::{Config, VariantName};
 use super::decisions::{DeciderCall, HeldMiss, Inbox, JobId, Lanes, ReplyTo, Waiter};
+use super::config_watch::ConfigWatch;
 use super::contain::{self, ContainError, Containment};
 use super::error::{chain, CallError, Refusal};
 use super::layers;
@@ -112,6 +113,12 @@ pub enum Cmd {
         /// The votes, one per job of the batch in order.
         votes: Vec<Votes>,
     },
+    /// The configuration the code places of these owners' never lists were read from
+    /// changed ([`super::config_watch`]): it is read again for their running sessions.
+    ConfigChanged {
+        /// The owners' uids.
+        owners: Vec<u32>,
+    },
     /// The pre-committed policy of a starting session, made outside the actor.
     PolicyMade {
         /// The session.
@@ -174,6 +181,12 @@ pub struct Core {
     pub(super) questions: Questions,
     /// The containment of each owner's sessions, compiled from the configuration.
     pub(super) contain: std::collections::HashMap<u32, Arc<Containment>>,
+    /// What the environments of the processes that started each owner's sessions told
+    /// (all of them, merged): the containment is made with it.
+    starters: std::collections::HashMap<u32, super::code_places::UserEnvironment>,
+    /// The watch of the configuration the containment was read from (none: it could not
+    /// be started, and the configuration is read when a session starts only).
+    config_watch: Option<ConfigWatch>,
     /// Kernel grants of approvals of scope `once`, taken back when they expire.
     once: Vec<OnceGrant>,
     /// This host's name in the fleet, when the store is shared (its questions are
@@ -249,6 +262,8 @@ impl Core {
             twins,
             questions: Questions::default(),
             contain: Default::default(),
+            starters: Default::default(),
+            config_watch: None,
             once: vec![],
             host,
             ids,
@@ -261,6 +276,9 @@ impl Core {
             inbox,
             inbox_rx: Some(inbox_rx),
         };
+        core.config_watch = ConfigWatch::start(core.inbox.clone())
+            .map_err(|e| tracing::error!(error = %e, "cannot watch the users' configuration; it is read when a session starts only"))
+            .ok();
         core.resume().await?;
         core.resume_fleet_questions().await;
         Ok(core)
@@ -308,8 +326,9 @@ impl Core {
             match self.containment(s.owner_uid) {
                 Ok(c) => {
                     let named: Vec<PathBuf> = s.roots.iter().map(|r| r.path.clone()).collect();
-                    if let Err(e) = c.apply_open(&mut self.enforcer).and_then(|()| c.never.seed(&mut self.enforcer, &named, &c.read_only).map(drop)) {
-                        tracing::error!(session = %s.id, error = %chain(&e), "cannot restore the session's containment");
+                    match c.apply_open(&mut self.enforcer).and_then(|()| c.never.seed(&mut self.enforcer, &named, &c.read_only)) {
+                        Ok(seeded) => self.watch_configuration(s.owner_uid, &c, &seeded),
+                        Err(e) => tracing::error!(session = %s.id, error = %chain(&e), "cannot restore the session's containment"),
                     }
                 }
                 Err(e) => tracing::error!(session = %s.id, error = %chain(&e), "containment configuration"),
@@ -382,6 +401,7 @@ impl Core {
                 Cmd::StateChanged(change) => self.state_changed(change).await,
                 Cmd::Decided { session, job, votes } => self.decided(&session, job, votes).await,
                 Cmd::PolicyMade { session, made } => self.policy_made(&session, made).await,
+                Cmd::ConfigChanged { owners } => self.config_changed(&owners),
             }
         }
         self.persist();
@@ -465,10 +485,56 @@ impl Core {
     /// symlink the user made or changed after an earlier session is taken as it is (the
     /// compiled globs are kept, so it costs a few system calls per configured place).
     /// `env`: what the environment of the user's process that starts the session tells.
+    /// The environments of the processes that started the owner's earlier sessions count too
+    /// (merged): a containment made again never drops what one of them named.
     fn fresh_containment(&mut self, owner_uid: u32, env: &super::code_places::UserEnvironment) -> Result<Arc<Containment>, ContainError> {
-        let c = Arc::new(Containment::for_owner(&self.config.containment, &users::by_uid(owner_uid), env)?);
+        let merged = self.starters.entry(owner_uid).or_default();
+        merged.merge(env);
+        let c = Arc::new(Containment::for_owner(&self.config.containment, &users::by_uid(owner_uid), merged)?);
         self.contain.insert(owner_uid, c.clone());
         Ok(c)
+    }
+
+    /// Watches the configuration `c`'s code places and a seeding's git directories were read
+    /// from, for `owner_uid`.
+    fn watch_configuration(&mut self, owner_uid: u32, c: &Containment, seeded: &contain::Seeded) {
+        if let Some(w) = &mut self.config_watch {
+            w.watch(owner_uid, c.never.read_from());
+            w.watch(owner_uid, &seeded.read_from);
+        }
+    }
+
+    /// The configuration of `owners` changed while sessions run: each owner's containment
+    /// is made again and seeded for the roots of the owner's open sessions, so the places
+    /// it names now are never changed by a session already running (the never map only
+    /// gains entries: a place no longer named stays protected until the daemon restarts).
+    fn config_changed(&mut self, owners: &[u32]) {
+        for &uid in owners {
+            let open: Vec<Session> = self.sessions.iter().filter(|s| s.owner_uid == uid).cloned().collect();
+            if open.is_empty() {
+                continue;
+            }
+            let env = self.starters.get(&uid).cloned().unwrap_or_default();
+            let named: Vec<PathBuf> = open.iter().flat_map(|s| s.roots.iter().map(|r| r.path.clone())).collect();
+            let began = std::time::Instant::now();
+            let seeded = self.fresh_containment(uid, &env).and_then(|c| {
+                let seeded = self.enforcer.batch(|e| c.never.seed(e, &named, &c.read_only))?;
+                self.watch_configuration(uid, &c, &seeded);
+                Ok(seeded)
+            });
+            let detail = match &seeded {
+                Ok(s) => format!("the user's configuration changed: read again in {} ms, {} never entries put in for the places it names", began.elapsed().as_millis(), s.entries),
+                Err(e) => format!("the user's configuration changed and could not be read again: {}", chain(e)),
+            };
+            if let Err(e) = &seeded {
+                tracing::error!(uid, error = %chain(e), "cannot read the changed configuration again");
+            }
+            for s in &open {
+                let mut e = self.entry(Event::ConfigReread, s);
+                e.detail = Some(detail.clone());
+                self.audit.record(&e);
+            }
+        }
     }
 
     /// Creates a session: its cgroup, its containment and its registration in the kernel
@@ -527,10 +593,12 @@ impl Core {
         let gate = (|| {
             // Never-grantable entries and open paths go in before the session is gated.
             // One sync of the kernel's state for all of them.
-            self.enforcer.batch(|e| {
-                contain.never.seed(e, &named, &contain.read_only)?;
-                contain.apply_open(e)
+            let seeded = self.enforcer.batch(|e| {
+                let seeded = contain.never.seed(e, &named, &contain.read_only)?;
+                contain.apply_open(e)?;
+                Ok::<_, ContainError>(seeded)
             })?;
+            self.watch_configuration(owner_uid, &contain, &seeded);
             self.enforcer.register_session_with(cgroup_id, flags)?;
             for r in recs.iter().chain(&places) {
                 self.enforcer.add_root_id(ObjectId { dev: r.dev, ino: r.ino })?;

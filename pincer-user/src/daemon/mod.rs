@@ -29,6 +29,7 @@ pub mod callers;
 pub mod code_places;
 pub mod client;
 pub mod config;
+pub mod config_watch;
 pub mod contain;
 pub mod core;
 pub mod decisions;
