@@ -7008,3 +7008,112 @@ fn spends_the_users_key_quota_and_inotify_instances() {
     drop(red);
     assert_eq!(after, vec![0, 0], "the user's process outside, while the session runs ({made:?} made): errno of a key, of an inotify instance");
 }
+
+/// A pseudo-terminal whose slave belongs to the user, as `sshd` or a terminal emulator
+/// gives the user's login (mode 0620): the master (kept open for the test) and the slave's
+/// path.
+fn users_pty() -> (std::os::fd::OwnedFd, PathBuf) {
+    use std::os::fd::FromRawFd;
+    // SAFETY: posix_openpt/grantpt/unlockpt/ptsname_r on a descriptor owned here.
+    unsafe {
+        let m = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+        assert!(m >= 0, "open /dev/ptmx: {}", std::io::Error::last_os_error());
+        assert_eq!(libc::grantpt(m), 0);
+        assert_eq!(libc::unlockpt(m), 0);
+        let mut buf = [0 as libc::c_char; 64];
+        assert_eq!(libc::ptsname_r(m, buf.as_mut_ptr(), buf.len()), 0);
+        let slave = PathBuf::from(std::ffi::CStr::from_ptr(buf.as_ptr()).to_str().unwrap());
+        std::os::unix::fs::chown(&slave, Some(UID), None).unwrap();
+        std::fs::set_permissions(&slave, std::fs::Permissions::from_mode(0o620)).unwrap();
+        (std::os::fd::OwnedFd::from_raw_fd(m), slave)
+    }
+}
+
+fn chmod(p: &Path, mode: libc::mode_t) -> i32 {
+    // SAFETY: chmod on a valid C string.
+    rc(unsafe { libc::chmod(cpath(p).as_ptr(), mode) } as i64)
+}
+
+/// `utimensat(p, NULL)`: its times set to now.
+fn touch(p: &Path) -> i32 {
+    // SAFETY: utimensat with a valid C string and no times (now).
+    rc(unsafe { libc::utimensat(libc::AT_FDCWD, cpath(p).as_ptr(), std::ptr::null(), 0) } as i64)
+}
+
+/// Watches the user's other terminal (a pty slave of the user's login, `/dev/pts/N`) with
+/// inotify, which reports an `IN_ACCESS` each time the user's shell reads a keystroke and an
+/// `IN_MODIFY` each time something is printed there (the timing of a password typed to
+/// `sudo` or `ssh`), and changes its metadata: `chmod o+w` (every local user may then write
+/// to it, as `mesg` would never allow the world), and its times (what `w` and `finger` show as
+/// the user's idle time). Principle: "the user's other terminals cannot be read or
+/// written"; a watch needs read and a change of mode or times needs write on the user's
+/// object. Why it might get out: terminals are left to the reach check on opening a pty,
+/// and `users_bits` leaves devpts out of the owner rule, so the watch (`path_notify`) and
+/// the metadata hooks (`inode_setattr`) find no root above `/dev/pts` and nothing of the
+/// user's. Controls: the user watches it and changes its mode outside the session; the
+/// session cannot open it (the reach check).
+#[test]
+fn watches_and_changes_the_mode_of_the_users_other_terminal() {
+    let (_master, slave) = users_pty();
+    assert_eq!(ungated(|| vec![inotify(&slave), chmod(&slave, 0o620), touch(&slave)]), vec![0, 0, 0], "control: the user watches and changes its terminal");
+    let red = Red::start("userspty");
+    let r = red.gated(|| vec![open_w(&slave), inotify(&slave), chmod(&slave, 0o622), touch(&slave)]);
+    let mode = std::fs::metadata(&slave).unwrap().mode() & 0o777;
+    assert!(refused(r[0]), "control: the session does not open the user's terminal: {r:?}");
+    let open = not_refused(&["an inotify watch", "chmod o+w", "its times"], &r[1..]);
+    assert!(open.is_empty() && mode == 0o620, "the user's other terminal {} from the session (mode now {mode:o}): {open:?}", slave.display());
+}
+
+/// Reaches, without a grant, the user's objects in the shared temporary places outside the
+/// home: a POSIX shared-memory object (`shm_open`, `/dev/shm`: a browser's or a language
+/// server's), a FIFO in `/tmp` (a tool's control pipe), a file in the user's runtime
+/// directory (`/run/user/1000`) and a build folder in `/var/tmp`. Principle: the user's
+/// objects wherever they lie, and these places are gated like roots. Why it might get out:
+/// `shm_open` and a FIFO's open reach the file through other paths than a plain open
+/// (`/dev/shm` by name from the C library, a FIFO's open blocking or failing in the
+/// driver), and a runtime directory may be made after the session started. Control: the
+/// user reaches each outside the session. Expected to hold: each is an object of the user's
+/// under a place gated like a root (a regression test).
+#[test]
+fn reaches_the_users_objects_in_the_shared_temporary_places() {
+    system_dirs();
+    let mut c = Cleanup::default();
+    let run = PathBuf::from("/run/user/1000");
+    if !run.exists() {
+        c.add(&run);
+        udir(run.to_str().unwrap());
+        std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    let n = uniq();
+    let shm_name = CString::new(format!("/rtn-shm-{n}")).unwrap();
+    let shm = PathBuf::from(format!("/dev/shm/rtn-shm-{n}"));
+    make(&shm, Some("the user's shared state"));
+    c.add(&shm);
+    let fifo = PathBuf::from(format!("/tmp/rtn-fifo-{n}"));
+    // SAFETY: mkfifo on a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(cpath(&fifo).as_ptr(), 0o600) }, 0);
+    chown(&fifo);
+    c.add(&fifo);
+    let rt = run.join(format!("rtn-{n}.sock.lock"));
+    make(&rt, Some("1234\n"));
+    c.add(&rt);
+    let build = PathBuf::from(format!("/var/tmp/rtn-build-{n}"));
+    make(&build.join("a.o"), Some("obj"));
+    c.add(&build);
+    let tries = |new: &str| {
+        // SAFETY: shm_open/open/close on valid C strings.
+        let (s, f) = unsafe {
+            let s = libc::shm_open(shm_name.as_ptr(), libc::O_RDWR, 0);
+            let s = if s < 0 { errno() } else { libc::close(s); 0 };
+            let f = libc::open(cpath(&fifo).as_ptr(), libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC);
+            let f = if f < 0 { errno() } else { libc::close(f); 0 };
+            (s, f)
+        };
+        vec![s, f, append(&rt, "5678\n"), create(&build.join(new), "x"), append(&build.join("a.o"), "x")]
+    };
+    assert_eq!(ungated(|| tries("outside.o")), vec![0; 5], "control: the user reaches each");
+    let red = Red::start("sharedtmp");
+    let r = red.gated(|| tries("inside.o"));
+    let open = not_refused(&["/dev/shm by shm_open", "a FIFO in /tmp", "a file in /run/user/1000", "create in a build folder in /var/tmp", "a file there"], &r);
+    assert!(open.is_empty(), "the user's objects reached from the session: {open:?}");
+}
