@@ -7117,3 +7117,45 @@ fn reaches_the_users_objects_in_the_shared_temporary_places() {
     let open = not_refused(&["/dev/shm by shm_open", "a FIFO in /tmp", "a file in /run/user/1000", "create in a build folder in /var/tmp", "a file there"], &r);
     assert!(open.is_empty(), "the user's objects reached from the session: {open:?}");
 }
+
+/// Opens read-only a file of the user's it was granted only `read` and takes a read lease
+/// on it (`fcntl(F_SETLEASE, F_RDLCK)`, which the kernel gives the file's owner), then
+/// holds it: the user's next open of the file for writing waits until the lease holder
+/// gives it up or the lease-break time (`fs/lease-break-time`, 45 s) runs out, and a
+/// session that never answers the break signal makes every save of the user's wait that
+/// long. Principle: a lock or lease taken through a descriptor not open for writing needs
+/// write, since it acts on the user's other processes (`file_lock`). Why it might get out:
+/// a lease is not a lock of `flock` or `fcntl(F_SETLK)` and is set through
+/// `vfs_setlease`, a path of its own. Control: the granted read; the user takes and drops
+/// the lease outside the session. Expected to hold (`generic_setlease` calls the
+/// `file_lock` hook): a regression test.
+#[test]
+fn takes_a_read_lease_on_a_file_it_may_only_read() {
+    system_dirs();
+    let mut c = Cleanup::default();
+    let dir = udir(&format!("/srv/rtn-lease-{}", uniq()));
+    c.add(&dir);
+    let notes = dir.join("notes.txt");
+    make(&notes, Some("the user's notes\n"));
+    let lease = |p: &Path| {
+        // SAFETY: open/fcntl/close on a valid C string.
+        unsafe {
+            let fd = libc::open(cpath(p).as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return errno();
+            }
+            let r = rc(libc::fcntl(fd, libc::F_SETLEASE, libc::F_RDLCK) as i64);
+            if r == 0 {
+                libc::fcntl(fd, libc::F_SETLEASE, libc::F_UNLCK);
+            }
+            libc::close(fd);
+            r
+        }
+    };
+    assert_eq!(ungated(|| vec![lease(&notes)]), vec![0], "control: the user takes a read lease");
+    let mut red = Red::start("lease");
+    red.grant(&notes, Scope::Exact, &[Access::Read]);
+    let r = red.gated(|| vec![read(&notes), lease(&notes)]);
+    assert_eq!(r[0], 0, "control: the granted read: {r:?}");
+    assert!(refused(r[1]), "a read lease on a file the session may only read: {r:?}");
+}
