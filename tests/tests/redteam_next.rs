@@ -6755,3 +6755,475 @@ fn writes_the_config_of_the_git_directory_a_worktrees_dot_git_link_reaches() {
     let open = not_refused(&["config", "config through the .git link", "a hook", "a new hook"], &r[1..]);
     assert!(open.is_empty(), "the git directory a .git link reaches, written: {open:?}");
 }
+
+// ---------------------------------------------------------------------------------------
+// Tenth pass: where the owner rule's idea of "the user's" ends (the object alone, not the
+// folders that guard it; the filesystems it leaves out; the per-user quotas the kernel
+// keeps), state of the user's file that a read-only descriptor changes, and visible files
+// above the user's projects that their toolchains read as configuration.
+
+/// Runs `f` in a forked child of `uid` (and that gid, no supplementary groups) outside
+/// every session; its results. For a control showing that another user is refused.
+fn as_other_user(uid: u32, f: impl FnOnce() -> Vec<i32>) -> Vec<i32> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe/fork; the child runs `f` and leaves with `_exit`.
+    unsafe {
+        assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
+        let pid = libc::fork();
+        assert!(pid >= 0, "fork");
+        if pid == 0 {
+            libc::close(fds[0]);
+            if libc::setgroups(0, std::ptr::null()) != 0 || libc::setresgid(uid, uid, uid) != 0 || libc::setresuid(uid, uid, uid) != 0 {
+                libc::_exit(102);
+            }
+            for r in f() {
+                libc::write(fds[1], (&r as *const i32).cast(), 4);
+            }
+            libc::_exit(0);
+        }
+        let (out, status) = pincer_tests::child_results(fds, pid);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child of uid {uid} failed ({status:#x})");
+        out
+    }
+}
+
+/// Reads a file of another owner (root's, mode 0644) and creates a file in a folder of
+/// another owner (root's, mode 0777) that lie in a private folder of the user's outside the
+/// home (`/srv/NAME`, 0700: a project whose `db-data/` a container wrote as root, a `sudo
+/// make install` left behind), and reads a file of another member (mode 0644) in a folder
+/// the user reaches by its group (root's, group the user's, 0770: a team's share). No grant.
+/// Principle: an access the user's identity lets through is the user's, "wherever it lies";
+/// only what the system lets every user touch is not. Why it might get out: the owner rule
+/// (`users_bits`, `protect_owned`) looks at the object alone, and its "other" bits give read
+/// (and, for the folder, create) to everyone; what keeps everyone else out is the search
+/// right on the private folder above it, which only the user has, and the kernel checks
+/// that on the way (`inode_permission`, not attached), not in any hook the walk runs. No
+/// root lies above `/srv`, so nothing else gates it. Controls: the user reads and creates
+/// there outside the session; another user (uid 1001) is refused by the kernel, so the
+/// access is the user's.
+/// Gets out on 6.1 and 6.12: all three.
+#[test]
+fn reaches_objects_of_other_owners_that_only_the_users_private_folder_guards() {
+    system_dirs();
+    let mut c = Cleanup::default();
+    let private = PathBuf::from(format!("/srv/rtn-private-{}", uniq()));
+    let team = PathBuf::from(format!("/srv/rtn-team-{}", uniq()));
+    c.add(&private);
+    c.add(&team);
+    udir(private.to_str().unwrap());
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let (report, data) = (private.join("db-data/report.txt"), private.join("db-data"));
+    std::fs::create_dir(&data).unwrap();
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::write(&report, "the user's private figures\n").unwrap();
+    std::fs::set_permissions(&report, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::create_dir(&team).unwrap();
+    std::os::unix::fs::chown(&team, Some(0), Some(UID)).unwrap();
+    std::fs::set_permissions(&team, std::fs::Permissions::from_mode(0o770)).unwrap();
+    let shared = team.join("plan.txt");
+    std::fs::write(&shared, "the team's plan\n").unwrap();
+    std::os::unix::fs::chown(&shared, Some(1001), Some(1001)).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (new_out, new_in) = (data.join("made-outside.txt"), data.join("made-inside.txt"));
+    let tries = |new: &Path| vec![read(&report), create(new, "x\n"), read(&shared)];
+    assert_eq!(ungated(|| tries(&new_out)), vec![0, 0, 0], "control: the user reads and creates there");
+    let other = as_other_user(1001, || vec![read(&report), create(&data.join("other.txt"), "x\n")]);
+    assert!(other.iter().all(|e| *e == EACCES), "control: another user is refused by the kernel: {other:?}");
+    let red = Red::start("privatefolder");
+    let r = red.gated(|| tries(&new_in));
+    let open = not_refused(&["read a root-owned 0644 file in the user's 0700 folder", "create in a root-owned 0777 folder in the user's 0700 folder", "read another member's 0644 file in the user's group folder"], &r);
+    assert!(open.is_empty(), "reached from the session without a grant: {open:?}");
+}
+
+/// Gives back a sysfs attribute to root when dropped.
+struct SysfsOwner(PathBuf, u32, u32, u32);
+
+impl Drop for SysfsOwner {
+    fn drop(&mut self) {
+        let _ = std::os::unix::fs::chown(&self.0, Some(self.1), Some(self.2));
+        let _ = std::fs::set_permissions(&self.0, std::fs::Permissions::from_mode(self.3));
+    }
+}
+
+/// Opens for writing a sysfs attribute that belongs to the user (a udev rule gives the
+/// user's seat or group a device's attributes: a keyboard or screen backlight's
+/// `brightness`, an LED, a USB device's `authorized`, a GPU's power profile; here a module
+/// parameter given to the user the same way), without changing it. No grant.
+/// Principle: "every access to an object owned by the session's uid" is the user's and
+/// needs a grant, the user's device nodes included. Why it might get out: `users_bits`
+/// leaves sysfs out altogether (with /proc, devpts and cgroup2, which have reach checks of
+/// their own; sysfs has none), so an attribute the user owns is what every user may touch.
+/// Control: the user opens it for writing outside the session.
+/// Gets out on 6.1 and 6.12.
+#[test]
+fn writes_a_sysfs_attribute_the_user_owns() {
+    let attr = ["/sys/module/printk/parameters/time", "/sys/module/printk/parameters/ignore_loglevel"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+        .expect("a writable printk parameter in sysfs");
+    let m = std::fs::metadata(&attr).unwrap();
+    let _back = SysfsOwner(attr.clone(), m.uid(), m.gid(), m.mode() & 0o7777);
+    std::os::unix::fs::chown(&attr, Some(UID), Some(UID)).unwrap();
+    std::fs::set_permissions(&attr, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert_eq!(ungated(|| vec![open_w(&attr)]), vec![0], "control: the user opens its attribute for writing");
+    let red = Red::start("sysfs");
+    let r = red.gated(|| vec![open_w(&attr)]);
+    assert!(refused(r[0]), "{} (the user's) opened for writing from the session: {r:?}", attr.display());
+}
+
+const F_GET_RW_HINT: libc::c_int = 1035;
+const F_SET_RW_HINT: libc::c_int = 1036;
+const RWH_WRITE_LIFE_EXTREME: u64 = 5;
+
+/// The write-life hint of `p`'s inode, read through a read-only descriptor (no permission
+/// needed beyond the open), or -errno.
+fn rw_hint(p: &Path) -> i64 {
+    // SAFETY: open/fcntl/close with a local u64.
+    unsafe {
+        let fd = libc::open(cpath(p).as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return -(errno() as i64);
+        }
+        let mut h: u64 = 0;
+        let r = libc::fcntl(fd, F_GET_RW_HINT, &mut h as *mut u64);
+        let e = errno();
+        libc::close(fd);
+        if r < 0 {
+            -(e as i64)
+        } else {
+            h as i64
+        }
+    }
+}
+
+/// Opens `p` read-only and sets its inode's write-life hint to `hint` (`F_SET_RW_HINT`).
+fn set_rw_hint(p: &Path, hint: u64) -> i32 {
+    // SAFETY: open/fcntl/close with a local u64.
+    unsafe {
+        let fd = libc::open(cpath(p).as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return errno();
+        }
+        let r = rc(libc::fcntl(fd, F_SET_RW_HINT, &hint as *const u64) as i64);
+        libc::close(fd);
+        r
+    }
+}
+
+/// Changes state of the inode of a file of the user's that the session was granted only
+/// `read` (`~/notes`-like, outside the roots), through a read-only descriptor:
+/// `fcntl(F_SET_RW_HINT)` sets the inode's write-life hint, which the kernel keeps for the
+/// file and passes to the block layer with every later write of the user's (data placement
+/// on the device). Principle: "what the filesystem ioctls change of the object itself need
+/// write on a protected object, whatever mode the file was opened in (the kernel asks only
+/// for its owner, and a read-only descriptor is enough)". Why it might get out: the rule is
+/// kept in `file_ioctl` and `inode_setattr`; this change is an `fcntl`, and `file_fcntl`
+/// looks at `F_SETOWN` and `F_SETOWN_EX` only. Control: the granted read; the user sets the
+/// hint through a read-only descriptor outside the session.
+/// Gets out on 6.1 and 6.12 (the hint the session set stays on the inode).
+#[test]
+fn sets_the_write_hint_of_a_file_it_may_only_read() {
+    system_dirs();
+    let mut c = Cleanup::default();
+    let dir = udir(&format!("/srv/rtn-hint-{}", uniq()));
+    c.add(&dir);
+    let notes = dir.join("notes.txt");
+    make(&notes, Some("the user's notes\n"));
+    assert_eq!(ungated(|| vec![set_rw_hint(&notes, 2)]), vec![0], "control: the user sets the hint through a read-only descriptor");
+    assert_eq!(rw_hint(&notes), 2, "control: the hint the user set");
+    let mut red = Red::start("rwhint");
+    red.grant(&notes, Scope::Exact, &[Access::Read]);
+    let r = red.gated(|| vec![read(&notes), set_rw_hint(&notes, RWH_WRITE_LIFE_EXTREME)]);
+    assert_eq!(r[0], 0, "control: the granted read: {r:?}");
+    let now = rw_hint(&notes);
+    assert!(refused(r[1]) && now == 2, "the write hint of a read-only granted file changed from the session ({r:?}, hint now {now})");
+}
+
+/// Makes, beside the user's projects (granted `create` in their folder, as the daemon
+/// inserts when the twin allows `notes.md` there), a `Cargo.toml` that declares the folder
+/// a workspace with the user's crate as its member and patches a dependency to a crate of
+/// the session's (`[workspace] members = ["proj"]`, `[patch.crates-io]`), and a `go.work`
+/// that uses the user's module and replaces its dependency by the session's code. Cargo
+/// looks for the workspace root in every folder above a package, and the go command for
+/// `go.work`: the user's next `cargo build` in `proj` runs the session's build script, and
+/// `go test` its `init`. Principle: the never list holds the places "package managers and
+/// toolchains read code from", and a `create` grant on a folder is given for one name. Why
+/// it might get out: the rule that keeps configuration beside a granted name
+/// (`misses_hidden_name`) is by a leading dot (`.cargo/config.toml`, `.envrc`, `.npmrc`);
+/// these two are visible names, and no never pattern names them (a project's own
+/// `Cargo.toml` is its own work). Controls: `notes.md` is made; the user makes them
+/// outside the session.
+/// Gets out on 6.1 and 6.12: both files are made.
+#[test]
+fn makes_workspace_roots_that_the_users_toolchains_read_above_the_users_projects() {
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "wsroot");
+    make(&top.join("proj/Cargo.toml"), Some("[package]\nname = \"proj\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\nserde = \"1\"\n"));
+    make(&top.join("proj/src/main.rs"), Some("fn main() {}\n"));
+    make(&top.join("goproj/go.mod"), Some("module example.com/goproj\n\ngo 1.22\n\nrequire example.com/dep v1.0.0\n"));
+    let (cargo, gowork, notes) = (top.join("Cargo.toml"), top.join("go.work"), top.join("notes.md"));
+    let cargo_text = "[workspace]\nmembers = [\"proj\"]\n\n[patch.crates-io]\nserde = { path = \"/tmp/evil-serde\" }\n";
+    let go_text = "go 1.22\n\nuse ./goproj\n\nreplace example.com/dep => /tmp/evil-dep\n";
+    let probe = top.join("probe.txt");
+    assert_eq!(ungated(|| vec![create(&probe, "x")]), vec![0], "control: the user makes files there");
+    std::fs::remove_file(&probe).unwrap();
+    let mut red = Red::start("wsroot");
+    red.grant(&top, Scope::Exact, &[Access::Create]);
+    let r = red.gated(|| vec![create(&notes, "notes\n"), create(&cargo, cargo_text), create(&gowork, go_text)]);
+    assert_eq!(r[0], 0, "control: the granted name is made: {r:?}");
+    let open = not_refused(&["Cargo.toml declaring the user's crate a member and patching serde", "go.work using the user's module and replacing its dependency"], &r[1..]);
+    assert!(open.is_empty(), "workspace roots made above the user's projects: {open:?}");
+}
+
+/// The per-user limit `/proc/sys/PATH` holds.
+fn sysctl_u64(path: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/sys/{path}")).unwrap().trim().parse().unwrap()
+}
+
+/// In a process of its own (forked from the caller, holding nothing the caller's results
+/// pipe needs) that stays until the session is killed: joins a new session keyring, adds
+/// `user` keys to it until the kernel refuses one, and makes inotify instances until the
+/// kernel refuses one. The numbers made, once both are spent.
+fn spend_the_users_quotas() -> Vec<i32> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe/fork/close/read; the child only makes syscalls and sleeps.
+    unsafe {
+        if libc::pipe(fds.as_mut_ptr()) != 0 {
+            return vec![-1, -1];
+        }
+        let pid = libc::fork();
+        if pid < 0 {
+            return vec![-1, -1];
+        }
+        if pid == 0 {
+            for fd in 3..4096 {
+                if fd != fds[1] {
+                    libc::close(fd);
+                }
+            }
+            let mut keys = 0i32;
+            if join_keyring(None) > 0 {
+                while keys < 100_000 && add_user_key(&format!("rtn-{keys}"), "x", KEY_SPEC_SESSION_KEYRING) > 0 {
+                    keys += 1;
+                }
+            }
+            let mut watches = 0i32;
+            while watches < 100_000 && libc::inotify_init1(0) >= 0 {
+                watches += 1;
+            }
+            libc::write(fds[1], (&keys as *const i32).cast(), 4);
+            libc::write(fds[1], (&watches as *const i32).cast(), 4);
+            libc::close(fds[1]);
+            loop {
+                libc::sleep(3600);
+            }
+        }
+        libc::close(fds[1]);
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4];
+        while out.len() < 2 && libc::read(fds[0], buf.as_mut_ptr().cast(), 4) == 4 {
+            out.push(i32::from_ne_bytes(buf));
+        }
+        libc::close(fds[0]);
+        out
+    }
+}
+
+/// What the user's own process gets from the kernel: a new session keyring with a key in
+/// it (0, or the errno), and an inotify instance (0, or the errno).
+fn users_key_and_watch() -> Vec<i32> {
+    let ring = join_keyring(None);
+    let key = if ring < 0 { -ring } else { add_user_key("rtn-users-own", "x", KEY_SPEC_SESSION_KEYRING) };
+    // SAFETY: inotify_init1/close.
+    let watch = unsafe {
+        let fd = libc::inotify_init1(libc::IN_CLOEXEC);
+        if fd < 0 {
+            errno()
+        } else {
+            libc::close(fd);
+            0
+        }
+    };
+    vec![if key < 0 { -key } else { 0 }, watch]
+}
+
+/// Spends, from the session, the quotas the kernel keeps per user and shares with every
+/// process of that uid: the key quota (`kernel/keys/maxkeys`, 200 keys; its own session
+/// keyring takes them) and the inotify instances (`fs/inotify/max_user_instances`, 128),
+/// then holds them. The user's processes outside are then refused a key (`ssh-add` of a
+/// key into the kernel, Kerberos, `ecryptfs`, `keyctl`: `EDQUOT`) and every new inotify
+/// instance (editors, IDEs, file managers, `tail -f`, `systemd --user` path units: `EMFILE`)
+/// for as long as the session runs. Principle: nothing "that acts on the user's other
+/// processes" is reachable; the session's own consumption stops at its own limits
+/// (`pids.max`, `memory.max`, its scratch's tmpfs), so "the user outside keeps working".
+/// Why it might get out: both counts are per uid, not per cgroup; the key hooks record
+/// which keys a session made but do not bound their number, and `inotify_init` passes no
+/// hook. Control: the user's own process gets a key and an inotify instance before.
+/// Gets out on 6.1 and 6.12: the session makes 198 keys and 128 instances; the user's
+/// process then gets `EDQUOT` and `EMFILE`.
+#[test]
+fn spends_the_users_key_quota_and_inotify_instances() {
+    let (maxkeys, instances) = (sysctl_u64("kernel/keys/maxkeys"), sysctl_u64("fs/inotify/max_user_instances"));
+    assert_eq!(ungated(users_key_and_watch), vec![0, 0], "control: the user's process gets a key and an inotify instance");
+    let red = Red::start("quotas");
+    let made = red.gated(spend_the_users_quotas);
+    note(&format!("the session made {made:?} keys and inotify instances (limits {maxkeys} and {instances})"));
+    let after = ungated(users_key_and_watch);
+    drop(red);
+    assert_eq!(after, vec![0, 0], "the user's process outside, while the session runs ({made:?} made): errno of a key, of an inotify instance");
+}
+
+/// A pseudo-terminal whose slave belongs to the user, as `sshd` or a terminal emulator
+/// gives the user's login (mode 0620): the master (kept open for the test) and the slave's
+/// path.
+fn users_pty() -> (std::os::fd::OwnedFd, PathBuf) {
+    use std::os::fd::FromRawFd;
+    // SAFETY: posix_openpt/grantpt/unlockpt/ptsname_r on a descriptor owned here.
+    unsafe {
+        let m = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+        assert!(m >= 0, "open /dev/ptmx: {}", std::io::Error::last_os_error());
+        assert_eq!(libc::grantpt(m), 0);
+        assert_eq!(libc::unlockpt(m), 0);
+        let mut buf = [0 as libc::c_char; 64];
+        assert_eq!(libc::ptsname_r(m, buf.as_mut_ptr(), buf.len()), 0);
+        let slave = PathBuf::from(std::ffi::CStr::from_ptr(buf.as_ptr()).to_str().unwrap());
+        std::os::unix::fs::chown(&slave, Some(UID), None).unwrap();
+        std::fs::set_permissions(&slave, std::fs::Permissions::from_mode(0o620)).unwrap();
+        (std::os::fd::OwnedFd::from_raw_fd(m), slave)
+    }
+}
+
+fn chmod(p: &Path, mode: libc::mode_t) -> i32 {
+    // SAFETY: chmod on a valid C string.
+    rc(unsafe { libc::chmod(cpath(p).as_ptr(), mode) } as i64)
+}
+
+/// `utimensat(p, NULL)`: its times set to now.
+fn touch(p: &Path) -> i32 {
+    // SAFETY: utimensat with a valid C string and no times (now).
+    rc(unsafe { libc::utimensat(libc::AT_FDCWD, cpath(p).as_ptr(), std::ptr::null(), 0) } as i64)
+}
+
+/// Watches the user's other terminal (a pty slave of the user's login, `/dev/pts/N`) with
+/// inotify, which reports an `IN_ACCESS` each time the user's shell reads a keystroke and an
+/// `IN_MODIFY` each time something is printed there (the timing of a password typed to
+/// `sudo` or `ssh`), and changes its metadata: `chmod o+w` (every local user may then write
+/// to it, as `mesg` would never allow the world), and its times (what `w` and `finger` show as
+/// the user's idle time). Principle: "the user's other terminals cannot be read or
+/// written"; a watch needs read and a change of mode or times needs write on the user's
+/// object. Why it might get out: terminals are left to the reach check on opening a pty,
+/// and `users_bits` leaves devpts out of the owner rule, so the watch (`path_notify`) and
+/// the metadata hooks (`inode_setattr`) find no root above `/dev/pts` and nothing of the
+/// user's. Controls: the user watches it and changes its mode outside the session; the
+/// session cannot open it (the reach check).
+/// Gets out on 6.1 and 6.12: the watch, the mode (0622) and the times.
+#[test]
+fn watches_and_changes_the_mode_of_the_users_other_terminal() {
+    let (_master, slave) = users_pty();
+    assert_eq!(ungated(|| vec![inotify(&slave), chmod(&slave, 0o620), touch(&slave)]), vec![0, 0, 0], "control: the user watches and changes its terminal");
+    let red = Red::start("userspty");
+    let r = red.gated(|| vec![open_w(&slave), inotify(&slave), chmod(&slave, 0o622), touch(&slave)]);
+    let mode = std::fs::metadata(&slave).unwrap().mode() & 0o777;
+    assert!(refused(r[0]), "control: the session does not open the user's terminal: {r:?}");
+    let open = not_refused(&["an inotify watch", "chmod o+w", "its times"], &r[1..]);
+    assert!(open.is_empty() && mode == 0o620, "the user's other terminal {} from the session (mode now {mode:o}): {open:?}", slave.display());
+}
+
+/// Reaches, without a grant, the user's objects in the shared temporary places outside the
+/// home: a POSIX shared-memory object (`shm_open`, `/dev/shm`: a browser's or a language
+/// server's), a FIFO in `/tmp` (a tool's control pipe), a file in the user's runtime
+/// directory (`/run/user/1000`) and a build folder in `/var/tmp`. Principle: the user's
+/// objects wherever they lie, and these places are gated like roots. Why it might get out:
+/// `shm_open` and a FIFO's open reach the file through other paths than a plain open
+/// (`/dev/shm` by name from the C library, a FIFO's open blocking or failing in the
+/// driver), and a runtime directory may be made after the session started. Control: the
+/// user reaches each outside the session. Expected to hold: each is an object of the user's
+/// under a place gated like a root (a regression test).
+/// Holds on 6.1 and 6.12.
+#[test]
+fn reaches_the_users_objects_in_the_shared_temporary_places() {
+    system_dirs();
+    let mut c = Cleanup::default();
+    let run = PathBuf::from("/run/user/1000");
+    if !run.exists() {
+        c.add(&run);
+        udir(run.to_str().unwrap());
+        std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    let n = uniq();
+    let shm_name = CString::new(format!("/rtn-shm-{n}")).unwrap();
+    let shm = PathBuf::from(format!("/dev/shm/rtn-shm-{n}"));
+    make(&shm, Some("the user's shared state"));
+    c.add(&shm);
+    let fifo = PathBuf::from(format!("/tmp/rtn-fifo-{n}"));
+    // SAFETY: mkfifo on a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(cpath(&fifo).as_ptr(), 0o600) }, 0);
+    chown(&fifo);
+    c.add(&fifo);
+    let rt = run.join(format!("rtn-{n}.sock.lock"));
+    make(&rt, Some("1234\n"));
+    c.add(&rt);
+    let build = PathBuf::from(format!("/var/tmp/rtn-build-{n}"));
+    make(&build.join("a.o"), Some("obj"));
+    c.add(&build);
+    let tries = |new: &str| {
+        // SAFETY: shm_open/open/close on valid C strings.
+        let (s, f) = unsafe {
+            let s = libc::shm_open(shm_name.as_ptr(), libc::O_RDWR, 0);
+            let s = if s < 0 { errno() } else { libc::close(s); 0 };
+            let f = libc::open(cpath(&fifo).as_ptr(), libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC);
+            let f = if f < 0 { errno() } else { libc::close(f); 0 };
+            (s, f)
+        };
+        vec![s, f, append(&rt, "5678\n"), create(&build.join(new), "x"), append(&build.join("a.o"), "x")]
+    };
+    assert_eq!(ungated(|| tries("outside.o")), vec![0; 5], "control: the user reaches each");
+    let red = Red::start("sharedtmp");
+    let r = red.gated(|| tries("inside.o"));
+    let open = not_refused(&["/dev/shm by shm_open", "a FIFO in /tmp", "a file in /run/user/1000", "create in a build folder in /var/tmp", "a file there"], &r);
+    assert!(open.is_empty(), "the user's objects reached from the session: {open:?}");
+}
+
+/// Opens read-only a file of the user's it was granted only `read` and takes a read lease
+/// on it (`fcntl(F_SETLEASE, F_RDLCK)`, which the kernel gives the file's owner), then
+/// holds it: the user's next open of the file for writing waits until the lease holder
+/// gives it up or the lease-break time (`fs/lease-break-time`, 45 s) runs out, and a
+/// session that never answers the break signal makes every save of the user's wait that
+/// long. Principle: a lock or lease taken through a descriptor not open for writing needs
+/// write, since it acts on the user's other processes (`file_lock`). Why it might get out:
+/// a lease is not a lock of `flock` or `fcntl(F_SETLK)` and is set through
+/// `vfs_setlease`, a path of its own. Control: the granted read; the user takes and drops
+/// the lease outside the session. Expected to hold (`generic_setlease` calls the
+/// `file_lock` hook): a regression test.
+/// Holds on 6.1 and 6.12.
+#[test]
+fn takes_a_read_lease_on_a_file_it_may_only_read() {
+    system_dirs();
+    let mut c = Cleanup::default();
+    let dir = udir(&format!("/srv/rtn-lease-{}", uniq()));
+    c.add(&dir);
+    let notes = dir.join("notes.txt");
+    make(&notes, Some("the user's notes\n"));
+    let lease = |p: &Path| {
+        // SAFETY: open/fcntl/close on a valid C string.
+        unsafe {
+            let fd = libc::open(cpath(p).as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return errno();
+            }
+            let r = rc(libc::fcntl(fd, libc::F_SETLEASE, libc::F_RDLCK) as i64);
+            if r == 0 {
+                libc::fcntl(fd, libc::F_SETLEASE, libc::F_UNLCK);
+            }
+            libc::close(fd);
+            r
+        }
+    };
+    assert_eq!(ungated(|| vec![lease(&notes)]), vec![0], "control: the user takes a read lease");
+    let mut red = Red::start("lease");
+    red.grant(&notes, Scope::Exact, &[Access::Read]);
+    let r = red.gated(|| vec![read(&notes), lease(&notes)]);
+    assert_eq!(r[0], 0, "control: the granted read: {r:?}");
+    assert!(refused(r[1]), "a read lease on a file the session may only read: {r:?}");
+}
