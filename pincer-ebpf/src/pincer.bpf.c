@@ -34,6 +34,7 @@
 #define S_IFLNK 0120000
 #define S_IFREG 0100000
 #define S_IROTH 00004
+#define S_IXOTH 00001
 #define S_IWOTH 00002
 #define FMODE_READ 0x1
 #define FMODE_WRITE 0x2
@@ -54,7 +55,6 @@
 #define SB_KERNMOUNT (1ul << 22)
 #define PROC_SUPER_MAGIC 0x9fa0
 #define DEVPTS_SUPER_MAGIC 0x1cd1
-#define SYSFS_MAGIC 0x62656572
 #define CGROUP2_SUPER_MAGIC 0x63677270
 #define ACCESS_ALL_BITS (ACCESS_READ | ACCESS_WRITE | ACCESS_CREATE | ACCESS_DELETE | ACCESS_LIST)
 
@@ -185,6 +185,7 @@ struct cache_slot {
 #define SLOT_VERDICT 8    /* file: `allowed` (and `never_all`) hold the verdict of its whole walk */
 #define SLOT_HIDDEN 16    /* file: an object a hidden entry names (NEVER_HIDDEN) */
 #define SLOT_NEVER_KNOWN 32 /* file: `never_all` holds the never bits of its whole walk (a stat computed them) */
+#define SLOT_PRIVATE 64   /* a directory from here up (below the first root) gives others no search right */
 #define CACHE_SLOTS 2     /* sessions per inode, by the low bits of their id */
 
 struct walk_cache {
@@ -264,7 +265,8 @@ struct walk {
 	__u32 names_here; /* cache: the directory holds never-grantable names */
 	__u32 hold;       /* a plain miss may be held (the held file_open only) */
 	__u32 hold_id;    /* the hold a reported miss belongs to (0: not held) */
-	__u32 hidden;     /* the walk starts inside a hidden entry: only the grants that reach those count */
+	__u16 hidden;     /* the walk starts inside a hidden entry: only the grants that reach those count */
+	__u16 private_path; /* SLOT_PRIVATE: a directory on the way (below the first root) gives others no search right */
 	__u32 mkdir;      /* a creation by mkdir: a reserved name with a carry may be made */
 };
 
@@ -415,6 +417,7 @@ struct walk_ctx {
 	__u8 carried;    /* the level below was a directory made carrying its reserved name's template */
 	__u8 carried_here; /* this level's directory was (read for the level above) */
 	__u8 hidden;     /* the walk has come up from a hidden entry */
+	umode_t mode;    /* the current level's mode, once read */
 };
 
 /* The never bits a name entry `bits` (found under c->nk) gives the walk on
@@ -488,6 +491,14 @@ static long walk_step(__u64 index, struct walk_ctx *c)
 	struct inode *inode = BPF_CORE_READ(cur, d_inode);
 
 	if (inode) {
+		/* A directory on the way (below the first root) that gives
+		 * others no search right: only the user's identity reaches what
+		 * lies beneath. */
+		if (c->searching) {
+			BPF_CORE_READ_INTO(&c->mode, inode, i_mode);
+			if ((c->mode & S_IFMT) == S_IFDIR && !(c->mode & S_IXOTH))
+				w->private_path = SLOT_PRIVATE;
+		}
 		__u64 ino = BPF_CORE_READ(inode, i_ino);
 		__u32 *bits;
 
@@ -929,14 +940,18 @@ static __always_inline int is_multi_link(struct inode *inode)
  * session every file would be its own), or the access needs a right its
  * "other" mode bits do not give everyone, so the kernel let it through for the
  * user's group, an ACL entry naming the user (udev's uaccess seats) or a
- * capability. What every user of the machine may do (a world-readable system
+ * capability; or it is reached through a directory whose "other" bits give no
+ * search right (`private_path`: a root-owned file in the user's 0700 folder,
+ * a file in a group's 0770 share), which only the user's identity passes. What
+ * every user of the machine may do (a world-readable system
  * file, /dev/null, creating in /tmp) is not the user's. Not counted: the
  * kernel's internal mounts (pipes, sockets, anonymous inodes, memfd and SysV
  * shared memory: reached only through a descriptor the session already holds),
  * /proc (other processes are reach checks), devpts (terminals are reach
- * checks), sysfs, and cgroup2 (writes outside the session's cgroup are always
- * refused). */
-static __always_inline __u32 users_bits(const struct session *s, struct inode *inode)
+ * checks), and cgroup2 (writes outside the session's cgroup are always
+ * refused). sysfs counts: an attribute udev gives the user (a backlight, an
+ * LED) is the user's. */
+static __always_inline __u32 users_bits(const struct session *s, struct inode *inode, int private_path)
 {
 	if (!inode || !s->uid)
 		return 0;
@@ -944,9 +959,9 @@ static __always_inline __u32 users_bits(const struct session *s, struct inode *i
 	unsigned long magic = BPF_CORE_READ(sb, s_magic);
 
 	if ((BPF_CORE_READ(sb, s_flags) & SB_KERNMOUNT) || magic == PROC_SUPER_MAGIC ||
-	    magic == DEVPTS_SUPER_MAGIC || magic == SYSFS_MAGIC || magic == CGROUP2_SUPER_MAGIC)
+	    magic == DEVPTS_SUPER_MAGIC || magic == CGROUP2_SUPER_MAGIC)
 		return 0;
-	if (BPF_CORE_READ(inode, i_uid.val) == s->uid)
+	if (private_path || BPF_CORE_READ(inode, i_uid.val) == s->uid)
 		return ACCESS_ALL_BITS;
 	umode_t mode = BPF_CORE_READ(inode, i_mode);
 	__u32 bits = 0;
@@ -964,7 +979,7 @@ static __always_inline __u32 users_bits(const struct session *s, struct inode *i
  * system lets every user touch. */
 static __always_inline void protect_owned(const struct session *s, struct inode *inode, struct walk *w)
 {
-	if (!w->protected && (users_bits(s, inode) & w->need)) {
+	if (!w->protected && (users_bits(s, inode, w->private_path) & w->need)) {
 		w->protected = 1;
 		w->flags |= EVENT_FLAG_OWNED;
 	}
@@ -1512,6 +1527,7 @@ static __noinline int segment_lookup(const struct session *s, struct inode *dir,
 	w->never = seg.never;
 	w->granted = seg.subtree;
 	w->protected = seg.flags & SLOT_ROOT;
+	w->private_path = seg.flags & SLOT_PRIVATE;
 	w->names_here = seg.flags & SLOT_NAMES_HERE;
 	w->levels = seg.levels;
 	return CACHE_HIT;
@@ -1544,7 +1560,7 @@ static __noinline int cache_fill(const struct session *s, struct inode *dir, str
 	v.never = low_bits(w->never);
 	v.subtree = low_bits(w->granted);
 	v.open = 0;
-	v.flags = SLOT_VALID | (w->protected ? SLOT_ROOT : 0) | w->names_here;
+	v.flags = SLOT_VALID | w->names_here | (w->protected ? SLOT_ROOT : w->private_path);
 	v.levels = w->levels;
 	/* A walk a rename, mount change or policy change overlapped is not used. */
 	return slot_put(wc, &v);
@@ -1603,7 +1619,7 @@ static __noinline int cache_decide(const struct session *s, struct dentry *obj, 
 
 	if (own_dir) {
 		granted |= w->granted;
-		protected = w->protected;
+		protected = w->protected | w->private_path;
 	} else {
 		if (w->levels >= MAX_WALK_DEPTH)
 			return 0;
@@ -1624,14 +1640,16 @@ static __noinline int cache_decide(const struct session *s, struct dentry *obj, 
 		if ((own >> 24) & SLOT_ROOT) {
 			protected = 1;
 		} else {
-			protected = w->protected;
+			protected = w->protected | w->private_path;
 			if (!multi)
 				granted |= w->granted;
 		}
 	}
 	/* Bits the walk leaves ungated: none under a root, else those for
 	 * which the object is not the user's. */
-	__u32 free = protected ? 0 : ACCESS_ALL_BITS & ~users_bits(s, inode);
+	/* (A private path gates like a root here: the full walk tells the
+	 * objects the owner rule leaves out, /proc's among them, apart.) */
+	__u32 free = protected ? 0 : ACCESS_ALL_BITS & ~users_bits(s, inode, 0);
 
 	if (!own_dir && !multi)
 		verdict_put(s, obj, w, (ACCESS_ALL_BITS & ~never & (granted | free)) | (never & ACCESS_ALL_BITS) << 8, SLOT_VERDICT);
@@ -2020,6 +2038,7 @@ static __noinline int refuse_users_place(const struct session *s, struct dentry 
 
 static __always_inline int reach_file_open(__u64 session, struct file *file);
 static __always_inline int reach_cgroup(const struct session *s, struct dentry *d, __u32 need);
+static __noinline int reach_tty(__u64 session, struct dentry *d);
 
 /* Check `need` on the existing object `d` (exact, subtree and open grants;
  * only exact ones for files with several links). With `held`, a plain miss
@@ -2457,7 +2476,7 @@ int BPF_PROG(pincer_inode_setattr_held, struct mnt_idmap *idmap, struct dentry *
 		return ret;
 	if (!BPF_CORE_READ(attr, ia_valid) || !current_session(&s))
 		return 0;
-	return held_object(&s, dentry, ACCESS_WRITE, HOOK_INODE_SETATTR, 1);
+	return reach_tty(s.id, dentry) ?: held_object(&s, dentry, ACCESS_WRITE, HOOK_INODE_SETATTR, 1);
 }
 
 /* The access bits the grants give `entry` (a dentry, existing or new) at its
@@ -2908,7 +2927,7 @@ static __always_inline int check_setattr(struct dentry *dentry, struct iattr *at
 		return 0;
 	if (!current_session(&s))
 		return 0;
-	return check_object(&s, dentry, ACCESS_WRITE, HOOK_INODE_SETATTR);
+	return reach_tty(s.id, dentry) ?: check_object(&s, dentry, ACCESS_WRITE, HOOK_INODE_SETATTR);
 }
 
 /* inode_setattr before Linux 6.8: (dentry, attr). */
@@ -2937,7 +2956,7 @@ static __always_inline int check_metadata(struct dentry *dentry, __u32 hook)
 
 	if (!current_session(&s))
 		return 0;
-	return check_object(&s, dentry, ACCESS_WRITE, hook);
+	return reach_tty(s.id, dentry) ?: check_object(&s, dentry, ACCESS_WRITE, hook);
 }
 
 /* The first argument is a user_namespace (6.1) or a mnt_idmap (6.3+); the
@@ -3048,7 +3067,7 @@ int BPF_PROG(pincer_file_lock, struct file *file, unsigned int cmd, int ret)
 		return ret;
 	if (cmd == F_UNLCK || (file->f_mode & FMODE_WRITE) || !current_session(&s))
 		return 0;
-	return check_object(&s, file->f_path.dentry, ACCESS_WRITE, HOOK_FILE_LOCK);
+	return reach_tty(s.id, file->f_path.dentry) ?: check_object(&s, file->f_path.dentry, ACCESS_WRITE, HOOK_FILE_LOCK);
 }
 
 /* A watch (inotify, fanotify, dnotify) tells when an object is read, written
@@ -3067,7 +3086,7 @@ int BPF_PROG(pincer_path_notify, const struct path *path, __u64 mask, unsigned i
 	struct inode *inode = BPF_CORE_READ(d, d_inode);
 	__u32 need = inode && (BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFDIR ? ACCESS_LIST : ACCESS_READ;
 
-	return check_object(&s, d, need, HOOK_PATH_NOTIFY);
+	return reach_tty(s.id, d) ?: check_object(&s, d, need, HOOK_PATH_NOTIFY);
 }
 
 /* 1 when the walk cache shows that `d` (reached through `mnt`) is not

@@ -60,6 +60,7 @@
 #define UNIX_PATH_MAX 108
 #define F_SETOWN 8
 #define F_SETOWN_EX 15
+#define F_SET_RW_HINT 1036 /* F_LINUX_SPECIFIC_BASE + 12: the inode's write hint */
 #define F_OWNER_TID 0
 #define F_OWNER_PID 1
 #define F_OWNER_PGRP 2
@@ -524,6 +525,13 @@ int BPF_PROG(pincer_file_fcntl, struct file *file, unsigned int cmd, unsigned lo
 {
 	if (ret)
 		return ret;
+	if (cmd == F_SET_RW_HINT) {
+		/* Stored on the inode, for every later writer: a change of the
+		 * object, whatever mode the descriptor was opened in. */
+		struct session s;
+
+		return current_session(&s) ? check_object(&s, file->f_path.dentry, ACCESS_WRITE, HOOK_INODE_SETATTR) : 0;
+	}
 	if (cmd == F_SETOWN)
 		return setown_number_check(cmd, (int)arg);
 	if (cmd != F_SETOWN_EX)
@@ -664,14 +672,14 @@ static __always_inline void reach_inode_free(struct inode *inode, struct super_b
  * controlling terminal or a pty its session made (opened the master of) is
  * allowed; the user's other terminals are not (reading one takes what the user
  * types there, passwords included; writing one fakes its output). */
-static __always_inline int pty_check(__u64 session, struct file *file, struct inode *inode)
+static __always_inline int pty_check(__u64 session, struct dentry *d, struct inode *inode)
 {
-	__u64 ino = inode->i_ino;
+	__u64 ino = BPF_CORE_READ(inode, i_ino);
 
 	if (ino < PTS_FIRST_INO)
 		return 0;
 	/* devpts keeps the slave's tty_struct in the dentry (devpts_pty_new). */
-	__u64 tty = (__u64)BPF_CORE_READ(file, f_path.dentry, d_fsdata);
+	__u64 tty = (__u64)BPF_CORE_READ(d, d_fsdata);
 	struct task_struct *me = (void *)bpf_get_current_task();
 
 	if (tty && tty == (__u64)BPF_CORE_READ(me, signal, tty))
@@ -686,10 +694,24 @@ static __always_inline int pty_check(__u64 session, struct file *file, struct in
 		e->ino = ino;
 		e->dev = BPF_CORE_READ(inode, i_sb, s_dev);
 		e->target_session = owner ? *owner : 0;
-		bpf_probe_read_kernel_str(e->name, sizeof(e->name), BPF_CORE_READ(file, f_path.dentry, d_name.name));
+		bpf_probe_read_kernel_str(e->name, sizeof(e->name), BPF_CORE_READ(d, d_name.name));
 		bpf_ringbuf_submit(e, 0);
 	}
 	return -EACCES;
+}
+
+/* Called from the checks of a change, watch or lock of an existing object for
+ * a gated task: a terminal other than its own is refused as its open is. Its
+ * mode and times are the user's (`chmod o+w` lets every user write to it),
+ * and a watch on it times what the user types there. A function of its own:
+ * its frame is not the calling hook's. */
+static __noinline int reach_tty(__u64 session, struct dentry *d)
+{
+	struct inode *inode = BPF_CORE_READ(d, d_inode);
+
+	if (!inode || BPF_CORE_READ(inode, i_sb, s_magic) != DEVPTS_SUPER_MAGIC)
+		return 0;
+	return pty_check(session, d, inode);
 }
 
 /* The master of a new pty was opened: if by a session, its slave is the
@@ -737,7 +759,7 @@ static __always_inline int reach_file_open(__u64 session, struct file *file)
 	unsigned long magic = inode->i_sb->s_magic;
 
 	if (magic == DEVPTS_SUPER_MAGIC)
-		return pty_check(session, file, inode);
+		return pty_check(session, file->f_path.dentry, inode);
 	if (magic == MQUEUE_MAGIC)
 		return mqueue_check(session, file->f_path.dentry, ACCESS_READ);
 	if (!(file->f_mode & FMODE_WRITE) || magic != PROC_SUPER_MAGIC)
