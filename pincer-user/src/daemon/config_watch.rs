@@ -137,6 +137,32 @@ impl ConfigWatch {
         }
     }
 
+    /// Stops watching for `owner` (its last session ended); a folder no owner watches any
+    /// more is no longer watched.
+    pub fn forget(&mut self, owner: u32) {
+        let mut watched = self.watched.lock().unwrap_or_else(|e| e.into_inner());
+        let mut unwatched = Vec::new();
+        for (wd, w) in watched.iter_mut() {
+            w.every.remove(&owner);
+            w.names.retain(|_, owners| {
+                owners.remove(&owner);
+                !owners.is_empty()
+            });
+            if w.every.is_empty() && w.names.is_empty() {
+                unwatched.push(wd.clone());
+            }
+        }
+        for wd in unwatched {
+            watched.remove(&wd);
+            let _ = self.watches.remove(wd);
+        }
+    }
+
+    /// How many folders are watched.
+    pub fn folders(&self) -> usize {
+        self.watched.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
     fn add(&mut self, owner: u32, dir: &Path, name: Option<OsString>) {
         let wd = match self.watches.add(dir, mask() | WatchMask::ONLYDIR) {
             Ok(wd) => wd,
@@ -224,6 +250,15 @@ mod tests {
         std::fs::write(dir.join("conf.d/new.sh"), "x\n").unwrap();
         assert_eq!(changed(&mut rx).await, Some(vec![1000]));
         std::fs::write(dir.join(".profile"), "x\n").unwrap();
+        assert_eq!(changed(&mut rx).await, Some(vec![1001]));
+        // The owner's last session ended: its places are no longer watched, the other's are.
+        assert_eq!(w.folders(), 2);
+        w.forget(1000);
+        assert_eq!(w.folders(), 1, "the folder 1001 shares stays, conf.d goes");
+        std::fs::write(dir.join(".gitconfig"), "[user]\n").unwrap();
+        std::fs::write(dir.join("conf.d/other.sh"), "x\n").unwrap();
+        assert_eq!(changed(&mut rx).await, None);
+        std::fs::write(dir.join(".profile"), "y\n").unwrap();
         assert_eq!(changed(&mut rx).await, Some(vec![1001]));
         let _ = std::fs::remove_dir_all(&dir);
     }

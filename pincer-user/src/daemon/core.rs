@@ -740,6 +740,12 @@ impl Core {
         }
         self.sessions.remove(id);
         self.persist();
+        if !self.sessions.iter().any(|o| o.owner_uid == s.owner_uid) {
+            // The owner's last session: its configuration is read again when the next starts.
+            if let Some(w) = &mut self.config_watch {
+                w.forget(s.owner_uid);
+            }
+        }
         let mut e = self.entry(Event::SessionEnd, &s);
         let c = &s.counters;
         e.detail = Some(format!(
