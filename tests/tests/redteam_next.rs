@@ -479,6 +479,13 @@ fn attacker(cg: Option<&Path>, f: impl FnOnce() -> Vec<i32>) -> Vec<i32> {
 
 /// [`attacker`], in the mount namespace `mnt` (an open `/proc/PID/ns/mnt`) if given.
 fn attacker_in(cg: Option<&Path>, mnt: Option<&std::fs::File>, f: impl FnOnce() -> Vec<i32>) -> Vec<i32> {
+    child_as(UID, false, cg, mnt, f)
+}
+
+/// Runs `f` in a forked child of `uid` (and that gid; with no supplementary groups when
+/// `no_groups`), inside the cgroup `cg` and the mount namespace `mnt` if given, and returns
+/// the results it reports.
+fn child_as(uid: u32, no_groups: bool, cg: Option<&Path>, mnt: Option<&std::fs::File>, f: impl FnOnce() -> Vec<i32>) -> Vec<i32> {
     use std::os::fd::AsRawFd;
     let mnt = mnt.map(|m| m.as_raw_fd());
     let procs = cg.map(|c| cpath(&c.join("cgroup.procs")));
@@ -502,7 +509,7 @@ fn attacker_in(cg: Option<&Path>, mnt: Option<&std::fs::File>, f: impl FnOnce() 
                     libc::_exit(103);
                 }
             }
-            if libc::setresgid(UID, UID, UID) != 0 || libc::setresuid(UID, UID, UID) != 0 {
+            if (no_groups && libc::setgroups(0, std::ptr::null()) != 0) || libc::setresgid(uid, uid, uid) != 0 || libc::setresuid(uid, uid, uid) != 0 {
                 libc::_exit(102);
             }
             for r in f() {
@@ -513,7 +520,7 @@ fn attacker_in(cg: Option<&Path>, mnt: Option<&std::fs::File>, f: impl FnOnce() 
         let (out, status) = pincer_tests::child_results(fds, pid);
         assert!(
             libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-            "attacker failed to start ({status:#x})"
+            "child of uid {uid} failed to start ({status:#x})"
         );
         out
     }
@@ -678,23 +685,35 @@ const FS_IOC_FSSETXATTR: libc::c_ulong = 0x401c_5820;
 const FS_NODUMP_FL: libc::c_long = 0x40;
 const FS_XFLAG_NODUMP: u32 = 0x80;
 
-/// Opens `p` read-only and toggles its no-dump flag with FS_IOC_SETFLAGS.
-fn setflags(p: &Path) -> i32 {
-    // SAFETY: open/ioctl/close with a local flags word.
+/// Opens `p` read-only (all a read grant allows) and runs `f` on the descriptor, closed
+/// after; `f`'s result, or the errno of the open.
+fn with_read_only(p: &Path, f: impl FnOnce(i32) -> i32) -> i32 {
+    // SAFETY: open/close of a descriptor `f` only borrows.
     unsafe {
         let fd = libc::open(cpath(p).as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
         if fd < 0 {
             return errno();
         }
-        let mut flags: libc::c_long = 0;
-        let mut r = rc(libc::ioctl(fd, FS_IOC_GETFLAGS, &mut flags) as i64);
-        if r == 0 {
-            flags ^= FS_NODUMP_FL;
-            r = rc(libc::ioctl(fd, FS_IOC_SETFLAGS, &flags) as i64);
-        }
+        let r = f(fd);
         libc::close(fd);
         r
     }
+}
+
+/// Opens `p` read-only and toggles its no-dump flag with FS_IOC_SETFLAGS.
+fn setflags(p: &Path) -> i32 {
+    with_read_only(p, |fd| {
+        let mut flags: libc::c_long = 0;
+        // SAFETY: ioctls with a local flags word.
+        unsafe {
+            let mut r = rc(libc::ioctl(fd, FS_IOC_GETFLAGS, &mut flags) as i64);
+            if r == 0 {
+                flags ^= FS_NODUMP_FL;
+                r = rc(libc::ioctl(fd, FS_IOC_SETFLAGS, &flags) as i64);
+            }
+            r
+        }
+    })
 }
 
 /// `struct fsxattr`.
@@ -711,21 +730,18 @@ struct FsXattr {
 
 /// Opens `p` read-only and toggles its no-dump flag with FS_IOC_FSSETXATTR.
 fn fssetxattr(p: &Path) -> i32 {
-    // SAFETY: open/ioctl/close with a local struct fsxattr.
-    unsafe {
-        let fd = libc::open(cpath(p).as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return errno();
-        }
+    with_read_only(p, |fd| {
         let mut fa = FsXattr::default();
-        let mut r = rc(libc::ioctl(fd, FS_IOC_FSGETXATTR, &mut fa) as i64);
-        if r == 0 {
-            fa.xflags ^= FS_XFLAG_NODUMP;
-            r = rc(libc::ioctl(fd, FS_IOC_FSSETXATTR, &fa) as i64);
+        // SAFETY: ioctls with a local struct fsxattr.
+        unsafe {
+            let mut r = rc(libc::ioctl(fd, FS_IOC_FSGETXATTR, &mut fa) as i64);
+            if r == 0 {
+                fa.xflags ^= FS_XFLAG_NODUMP;
+                r = rc(libc::ioctl(fd, FS_IOC_FSSETXATTR, &fa) as i64);
+            }
+            r
         }
-        libc::close(fd);
-        r
-    }
+    })
 }
 
 /// The no-dump flag of `p` (as root, outside).
@@ -6765,26 +6781,7 @@ fn writes_the_config_of_the_git_directory_a_worktrees_dot_git_link_reaches() {
 /// Runs `f` in a forked child of `uid` (and that gid, no supplementary groups) outside
 /// every session; its results. For a control showing that another user is refused.
 fn as_other_user(uid: u32, f: impl FnOnce() -> Vec<i32>) -> Vec<i32> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe/fork; the child runs `f` and leaves with `_exit`.
-    unsafe {
-        assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
-        let pid = libc::fork();
-        assert!(pid >= 0, "fork");
-        if pid == 0 {
-            libc::close(fds[0]);
-            if libc::setgroups(0, std::ptr::null()) != 0 || libc::setresgid(uid, uid, uid) != 0 || libc::setresuid(uid, uid, uid) != 0 {
-                libc::_exit(102);
-            }
-            for r in f() {
-                libc::write(fds[1], (&r as *const i32).cast(), 4);
-            }
-            libc::_exit(0);
-        }
-        let (out, status) = pincer_tests::child_results(fds, pid);
-        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child of uid {uid} failed ({status:#x})");
-        out
-    }
+    child_as(uid, true, None, None, f)
 }
 
 /// Reads a file of another owner (root's, mode 0644) and creates a file in a folder of
@@ -6879,36 +6876,18 @@ const RWH_WRITE_LIFE_EXTREME: u64 = 5;
 /// The write-life hint of `p`'s inode, read through a read-only descriptor (no permission
 /// needed beyond the open), or -errno.
 fn rw_hint(p: &Path) -> i64 {
-    // SAFETY: open/fcntl/close with a local u64.
-    unsafe {
-        let fd = libc::open(cpath(p).as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return -(errno() as i64);
-        }
-        let mut h: u64 = 0;
-        let r = libc::fcntl(fd, F_GET_RW_HINT, &mut h as *mut u64);
-        let e = errno();
-        libc::close(fd);
-        if r < 0 {
-            -(e as i64)
-        } else {
-            h as i64
-        }
+    let mut h: u64 = 0;
+    // SAFETY: fcntl with a local u64.
+    match with_read_only(p, |fd| rc(unsafe { libc::fcntl(fd, F_GET_RW_HINT, &mut h as *mut u64) } as i64)) {
+        0 => h as i64,
+        e => -(e as i64),
     }
 }
 
 /// Opens `p` read-only and sets its inode's write-life hint to `hint` (`F_SET_RW_HINT`).
 fn set_rw_hint(p: &Path, hint: u64) -> i32 {
-    // SAFETY: open/fcntl/close with a local u64.
-    unsafe {
-        let fd = libc::open(cpath(p).as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return errno();
-        }
-        let r = rc(libc::fcntl(fd, F_SET_RW_HINT, &hint as *const u64) as i64);
-        libc::close(fd);
-        r
-    }
+    // SAFETY: fcntl with a local u64.
+    with_read_only(p, |fd| rc(unsafe { libc::fcntl(fd, F_SET_RW_HINT, &hint as *const u64) } as i64))
 }
 
 /// Changes state of the inode of a file of the user's that the session was granted only

@@ -29,6 +29,17 @@ pub enum Watch {
     Folder(PathBuf),
 }
 
+impl Watch {
+    /// `path` as it is now: a folder, or else a file (one that does not exist yet too).
+    pub fn of(path: &Path) -> Watch {
+        if path.is_dir() {
+            Watch::Folder(path.to_path_buf())
+        } else {
+            Watch::File(path.to_path_buf())
+        }
+    }
+}
+
 /// How long a change waits for the changes that come with it (git's lock file and rename,
 /// an editor's backup) before the owners hear of it once.
 const SETTLE: Duration = Duration::from_millis(20);

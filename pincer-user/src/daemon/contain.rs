@@ -719,9 +719,9 @@ impl NeverList {
             }
             let literal = PathBuf::from(pattern);
             // Watched by name even where it does not exist yet: the user may make it.
-            read_from.push(if literal.is_dir() { Watch::Folder(literal.clone()) } else { Watch::File(literal.clone()) });
+            read_from.push(Watch::of(&literal));
             for f in configuration_files(&literal, &owner.home) {
-                read_from.push(if f.is_dir() { Watch::Folder(f.clone()) } else { Watch::File(f.clone()) });
+                read_from.push(Watch::of(&f));
                 if let Some(dir) = f.parent().filter(|d| *d != literal && d.starts_with(&literal)) {
                     read_from.push(Watch::Folder(dir.to_path_buf()));
                 }
@@ -804,7 +804,7 @@ impl NeverList {
         for home in &self.anchors {
             seed_hidden_targets(&mut seeds, home, &skip, read_only);
         }
-        seeds.write_seeded(enforcer)
+        seeds.write(enforcer)
     }
 }
 
@@ -1099,13 +1099,8 @@ impl Seeds {
         Ok(out)
     }
 
-    /// Writes every entry; returns how many.
-    fn write(self, enforcer: &mut Enforcer) -> Result<usize, ContainError> {
-        self.write_seeded(enforcer).map(|s| s.entries)
-    }
-
     /// Writes every entry; returns what it did.
-    fn write_seeded(self, enforcer: &mut Enforcer) -> Result<Seeded, ContainError> {
+    fn write(self, enforcer: &mut Enforcer) -> Result<Seeded, ContainError> {
         let n = self.objects.len() + self.names.len();
         for (id, access) in self.objects {
             enforcer.add_never(id, access)?;

@@ -514,10 +514,10 @@ impl Core {
             if open.is_empty() {
                 continue;
             }
-            let env = self.starters.get(&uid).cloned().unwrap_or_default();
             let named: Vec<PathBuf> = open.iter().flat_map(|s| s.roots.iter().map(|r| r.path.clone())).collect();
             let began = std::time::Instant::now();
-            let seeded = self.fresh_containment(uid, &env).and_then(|c| {
+            // Made with the starters' environments already merged: none is added.
+            let seeded = self.fresh_containment(uid, &Default::default()).and_then(|c| {
                 let seeded = self.enforcer.batch(|e| c.never.seed(e, &named, &c.read_only))?;
                 self.watch_configuration(uid, &c, &seeded);
                 Ok(seeded)
