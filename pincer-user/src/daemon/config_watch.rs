@@ -17,7 +17,7 @@ use super::decisions::Inbox;
 use futures_util::StreamExt;
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -29,10 +29,11 @@ pub enum Watch {
     File(PathBuf),
     /// A folder: every entry of it, and its own name in its parent.
     Folder(PathBuf),
-    /// A folder of a session's root, as the never list's scan walked it: a git marker made,
-    /// changed, moved or removed there (`.git`, `config`, `HEAD`: a repository that appears)
-    /// concerns its owners, and a folder made or moved in there is watched alike (with the
-    /// folders in it, up to [`TREE_WALK`] entries) from the moment it is seen.
+    /// A folder of a session's root or of the home, as the never list's scans walked it: an
+    /// entry that tells of a git repository made, changed, moved or removed there
+    /// ([`tells_of_a_repository`]) concerns its owners, and a folder made or moved in there is
+    /// watched alike (with the folders in it, up to [`TREE_WALK`] entries, but not those
+    /// inside a git directory) from the moment it is seen.
     Tree(PathBuf),
 }
 
@@ -61,13 +62,34 @@ const GAP: Duration = Duration::from_millis(500);
 /// the watch was added).
 const TREE_WALK: usize = 2_000;
 
-/// How many folders the watch holds at most: past it, a tree's new folders are not
-/// watched (the kernel's own limit is `fs.inotify.max_user_watches`).
-const MAX_FOLDERS: usize = 65_536;
+/// How many tree folders the watch holds at most for one owner: past it, the owner's
+/// trees' new folders are not watched (so no owner's sessions spend another's share; the
+/// kernel's own limit is `fs.inotify.max_user_watches`).
+const MAX_TREE_FOLDERS: usize = 32_768;
 
-/// Names whose appearance in a tree tells of a git repository ([`Watch::Tree`]).
-fn is_git_marker(name: &std::ffi::OsStr) -> bool {
-    name == ".git" || name == "config" || name == "HEAD"
+/// Whether the entry `name` of the tree folder `folder` tells of a git repository
+/// ([`Watch::Tree`]): a `.git` (folder, file or link), the configuration in a `.git`
+/// folder, or a bare repository's `HEAD` or `config` beside the other. Other files named
+/// `config` or `HEAD` (a session may make them all the time) tell nothing.
+fn tells_of_a_repository(folder: &Path, name: &OsStr) -> bool {
+    if name == ".git" {
+        return true;
+    }
+    if folder.file_name() == Some(OsStr::new(".git")) {
+        return name == "config" || name == "config.worktree";
+    }
+    let other = match name.to_str() {
+        Some("HEAD") => "config",
+        Some("config") => "HEAD",
+        _ => return false,
+    };
+    folder.join(other).is_file()
+}
+
+/// Whether the folder `dir` of a tree is inside a git directory, whose own folders are
+/// not watched (what git writes there tells of no new repository).
+fn in_git_directory(dir: &Path) -> bool {
+    dir.parent().and_then(Path::file_name) == Some(OsStr::new(".git"))
 }
 
 /// What changes a file's content or name in a watched folder (a write is seen when its file
@@ -96,7 +118,7 @@ impl Watched {
         match name {
             Some(n) => {
                 out.extend(self.names.get(n).into_iter().flatten());
-                if is_git_marker(n) {
+                if !self.trees.is_empty() && self.path.as_deref().is_some_and(|f| tells_of_a_repository(f, n)) {
                     out.extend(&self.trees);
                 }
             }
@@ -125,6 +147,8 @@ enum Interest {
 struct Folders {
     watches: Watches,
     watched: Mutex<HashMap<WatchDescriptor, Watched>>,
+    /// How many tree folders each owner has (locked after `watched` when both are).
+    tree_folders: Mutex<HashMap<u32, usize>>,
 }
 
 impl Folders {
@@ -132,11 +156,17 @@ impl Folders {
         self.watched.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Watches `dir` for `owners` with `interest`. Whether it is watched now.
+    /// Watches `dir` for `owners` with `interest`. Whether it is watched now (a tree folder:
+    /// for at least one owner within [`MAX_TREE_FOLDERS`]).
     fn add(&self, owners: &BTreeSet<u32>, dir: &Path, interest: &Interest) -> bool {
-        if matches!(interest, Interest::Tree) && self.lock().len() >= MAX_FOLDERS {
-            tracing::warn!(folder = %dir.display(), limit = MAX_FOLDERS, "too many watched folders: not watched for repositories made in it");
-            return false;
+        let mut owners = owners.clone();
+        if matches!(interest, Interest::Tree) {
+            let counts = self.tree_folders.lock().unwrap_or_else(|e| e.into_inner());
+            owners.retain(|o| counts.get(o).copied().unwrap_or(0) < MAX_TREE_FOLDERS);
+            if owners.is_empty() {
+                tracing::warn!(folder = %dir.display(), limit = MAX_TREE_FOLDERS, "too many watched folders: not watched for repositories made in it");
+                return false;
+            }
         }
         let wd = match self.watches.clone().add(dir, mask() | WatchMask::ONLYDIR) {
             Ok(wd) => wd,
@@ -151,7 +181,14 @@ impl Folders {
         match interest {
             Interest::Name(n) => w.names.entry(n.clone()).or_default().extend(owners),
             Interest::Every => w.every.extend(owners),
-            Interest::Tree => w.trees.extend(owners),
+            Interest::Tree => {
+                let mut counts = self.tree_folders.lock().unwrap_or_else(|e| e.into_inner());
+                for o in owners {
+                    if w.trees.insert(o) {
+                        *counts.entry(o).or_default() += 1;
+                    }
+                }
+            }
         }
         true
     }
@@ -168,7 +205,12 @@ impl Folders {
             }
             if mask.contains(EventMask::IGNORED) {
                 // A tree's folder removed is no repository made.
-                return watched.remove(wd).map(|w| w.owners(None)).unwrap_or_default();
+                let Some(w) = watched.remove(wd) else { return BTreeSet::new() };
+                let mut counts = self.tree_folders.lock().unwrap_or_else(|e| e.into_inner());
+                for o in &w.trees {
+                    counts.entry(*o).and_modify(|n| *n = n.saturating_sub(1));
+                }
+                return w.owners(None);
             }
             match watched.get(wd) {
                 Some(w) => (w.owners(name), w.trees.clone()),
@@ -179,7 +221,7 @@ impl Folders {
         let new_folder = mask.contains(EventMask::ISDIR) && mask.intersects(EventMask::CREATE | EventMask::MOVED_TO);
         if let (true, false, Some(name)) = (new_folder, trees.is_empty(), name) {
             let Some(dir) = self.watches_path(wd).map(|d| d.join(name)) else { return owners };
-            if self.watch_tree(&trees, &dir) {
+            if !in_git_directory(&dir) && self.watch_tree(&trees, &dir) {
                 owners.extend(&trees);
             }
         }
@@ -207,9 +249,10 @@ impl Folders {
                 if seen > TREE_WALK {
                     return found;
                 }
-                found |= is_git_marker(&e.file_name());
-                if e.file_type().is_ok_and(|t| t.is_dir()) {
-                    queue.push_back(e.path());
+                found |= tells_of_a_repository(&dir, &e.file_name());
+                let path = e.path();
+                if e.file_type().is_ok_and(|t| t.is_dir()) && !in_git_directory(&path) {
+                    queue.push_back(path);
                 }
             }
         }
@@ -233,7 +276,7 @@ impl ConfigWatch {
     /// Starts the watch (on the current tokio runtime): changes go to `inbox`.
     pub fn start(inbox: Inbox) -> std::io::Result<ConfigWatch> {
         let stream = Inotify::init()?.into_event_stream(vec![0u8; 16 * 1024])?;
-        let folders = Arc::new(Folders { watches: stream.watches(), watched: Mutex::default() });
+        let folders = Arc::new(Folders { watches: stream.watches(), watched: Mutex::default(), tree_folders: Mutex::default() });
         let seen = folders.clone();
         tokio::spawn(async move {
             let mut stream = stream;
@@ -311,6 +354,7 @@ impl ConfigWatch {
             watched.remove(&wd);
             let _ = self.folders.watches.clone().remove(wd);
         }
+        self.folders.tree_folders.lock().unwrap_or_else(|e| e.into_inner()).remove(&owner);
     }
 
     /// How many folders are watched.
@@ -401,7 +445,10 @@ mod tests {
         std::fs::write(dir.join("root/src/main.rs"), "fn main() {}\n").unwrap();
         std::fs::create_dir_all(dir.join("root/target/debug")).unwrap();
         std::fs::write(dir.join("root/target/debug/out"), "x").unwrap();
-        assert_eq!(changed(&mut rx).await, None);
+        std::fs::write(dir.join("root/src/config"), "x").unwrap();
+        std::fs::write(dir.join("root/target/HEAD"), "x").unwrap();
+        assert_eq!(changed(&mut rx).await, None, "files named config and HEAD apart");
+        let watched = w.folders();
         // A repository made in a folder made after the scan (git clone: the folder, then .git).
         std::fs::create_dir_all(dir.join("root/team/proj")).unwrap();
         assert_eq!(changed(&mut rx).await, None, "a new folder alone");
@@ -411,6 +458,15 @@ mod tests {
         std::fs::write(dir.join("root/team/proj/.git/config.lock"), "[core]\n\thooksPath = githooks\n").unwrap();
         std::fs::rename(dir.join("root/team/proj/.git/config.lock"), dir.join("root/team/proj/.git/config")).unwrap();
         assert_eq!(changed(&mut rx).await, Some(vec![1000]), "the new repository's config");
+        // What git writes inside it: nothing, and its folders are not watched.
+        std::fs::create_dir_all(dir.join("root/team/proj/.git/objects/ab")).unwrap();
+        std::fs::write(dir.join("root/team/proj/.git/objects/ab/cdef"), "x").unwrap();
+        std::fs::write(dir.join("root/team/proj/.git/index"), "x").unwrap();
+        assert_eq!(changed(&mut rx).await, None, "git's own writes");
+        assert_eq!(w.folders(), watched + 3, "team, proj and proj/.git: {watched}");
+        // A bare repository: HEAD beside config.
+        std::fs::write(dir.join("root/src/HEAD"), "ref: refs/heads/main\n").unwrap();
+        assert_eq!(changed(&mut rx).await, Some(vec![1000]), "a bare repository's HEAD beside its config");
         // A tree holding a repository, moved in whole.
         std::fs::rename(dir.join("elsewhere/moved"), dir.join("root/src/moved")).unwrap();
         assert_eq!(changed(&mut rx).await, Some(vec![1000]), "a repository moved in");
