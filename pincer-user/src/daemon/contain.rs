@@ -772,12 +772,20 @@ impl NeverList {
     /// `read_only`, the read-only open paths). An object or name several rules cover gets the
     /// union of their bits (a kernel entry's bits replace the earlier ones).
     pub fn seed(&self, enforcer: &mut Enforcer, named_roots: &[PathBuf], read_only: &[PathBuf]) -> Result<Seeded, ContainError> {
+        self.plan(named_roots, read_only).write(enforcer)
+    }
+
+    /// What [`NeverList::seed`] writes, found without the kernel (the scans read the
+    /// filesystem only): the configuration is read again off the daemon's actor, which
+    /// then writes the plan.
+    pub fn plan(&self, named_roots: &[PathBuf], read_only: &[PathBuf]) -> SeedPlan {
         let mut seeds = Seeds::default();
+        let mut patterns = Vec::new();
         let mut anywhere = Vec::new();
         for r in &self.rules {
             if r.anywhere {
                 if let Some((dir, name)) = r.kernel_pattern() {
-                    enforcer.add_never_pattern(dir.map(OsStr::new), OsStr::new(name), r.access)?;
+                    patterns.push((dir.map(std::ffi::OsString::from), std::ffi::OsString::from(name), r.access));
                 }
                 anywhere.push(r);
                 continue;
@@ -804,7 +812,25 @@ impl NeverList {
         for home in &self.anchors {
             seed_hidden_targets(&mut seeds, home, &skip, read_only);
         }
-        seeds.write(enforcer)
+        SeedPlan { patterns, seeds }
+    }
+}
+
+/// The never entries a seeding of the never map writes ([`NeverList::plan`]).
+#[derive(Debug, Default)]
+pub struct SeedPlan {
+    /// The kernel's name patterns: (the directory's name, the entry's name, access).
+    patterns: Vec<(Option<std::ffi::OsString>, std::ffi::OsString, u32)>,
+    seeds: Seeds,
+}
+
+impl SeedPlan {
+    /// Writes the plan into the kernel's never map.
+    pub fn write(self, enforcer: &mut Enforcer) -> Result<Seeded, ContainError> {
+        for (dir, name, access) in &self.patterns {
+            enforcer.add_never_pattern(dir.as_deref(), name, *access)?;
+        }
+        self.seeds.write(enforcer)
     }
 }
 

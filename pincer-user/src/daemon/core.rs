@@ -119,6 +119,18 @@ pub enum Cmd {
         /// The owners' uids.
         owners: Vec<u32>,
     },
+    /// A reading of an owner's changed configuration, done off the actor
+    /// ([`Core::config_changed`]).
+    ConfigRead {
+        /// The owner's uid.
+        owner: u32,
+        /// Which of the owner's readings it is (a later one's containment is kept).
+        generation: u64,
+        /// The containment read and the never entries planned for the owner's open sessions.
+        read: Result<(Containment, contain::SeedPlan), ContainError>,
+        /// How long the reading took.
+        took: std::time::Duration,
+    },
     /// The pre-committed policy of a starting session, made outside the actor.
     PolicyMade {
         /// The session.
@@ -184,6 +196,11 @@ pub struct Core {
     /// What the environments of the processes that started each owner's sessions told
     /// (all of them, merged): the containment is made with it.
     starters: std::collections::HashMap<u32, super::code_places::UserEnvironment>,
+    /// How many readings of each owner's changed configuration were started
+    /// ([`Core::config_changed`]).
+    config_readings: std::collections::HashMap<u32, u64>,
+    /// The latest reading whose containment each owner's replaced ([`Core::config_read`]).
+    config_read_applied: std::collections::HashMap<u32, u64>,
     /// The watch of the configuration the containment was read from (none: it could not
     /// be started, and the configuration is read when a session starts only).
     config_watch: Option<ConfigWatch>,
@@ -263,6 +280,8 @@ impl Core {
             questions: Questions::default(),
             contain: Default::default(),
             starters: Default::default(),
+            config_readings: Default::default(),
+            config_read_applied: Default::default(),
             config_watch: None,
             once: vec![],
             host,
@@ -402,6 +421,7 @@ impl Core {
                 Cmd::Decided { session, job, votes } => self.decided(&session, job, votes).await,
                 Cmd::PolicyMade { session, made } => self.policy_made(&session, made).await,
                 Cmd::ConfigChanged { owners } => self.config_changed(&owners),
+                Cmd::ConfigRead { owner, generation, read, took } => self.config_read(owner, generation, read, took),
             }
         }
         self.persist();
@@ -492,6 +512,9 @@ impl Core {
         merged.merge(env);
         let c = Arc::new(Containment::for_owner(&self.config.containment, &users::by_uid(owner_uid), merged)?);
         self.contain.insert(owner_uid, c.clone());
+        // A reading in flight was made without this environment: its containment is not kept.
+        let started = self.config_readings.get(&owner_uid).copied().unwrap_or(0);
+        self.config_read_applied.insert(owner_uid, started);
         Ok(c)
     }
 
@@ -505,35 +528,67 @@ impl Core {
     }
 
     /// The configuration of `owners` changed while sessions run: each owner's containment
-    /// is made again and seeded for the roots of the owner's open sessions, so the places
-    /// it names now are never changed by a session already running (the never map only
-    /// gains entries: a place no longer named stays protected until the daemon restarts).
+    /// is made again and planned for the roots of the owner's open sessions off the actor
+    /// (reading the configuration and scanning the roots and the home read only files), and
+    /// the actor writes the plan ([`Core::config_read`]), so the places it names now are
+    /// never changed by a session already running.
     fn config_changed(&mut self, owners: &[u32]) {
         for &uid in owners {
-            let open: Vec<Session> = self.sessions.iter().filter(|s| s.owner_uid == uid).cloned().collect();
-            if open.is_empty() {
+            let named: Vec<PathBuf> = self.sessions.iter().filter(|s| s.owner_uid == uid).flat_map(|s| s.roots.iter().map(|r| r.path.clone())).collect();
+            if !self.sessions.iter().any(|s| s.owner_uid == uid) {
                 continue;
             }
-            let named: Vec<PathBuf> = open.iter().flat_map(|s| s.roots.iter().map(|r| r.path.clone())).collect();
-            let began = std::time::Instant::now();
+            let generation = self.config_readings.entry(uid).or_default();
+            *generation += 1;
+            let generation = *generation;
             // Made with the starters' environments already merged: none is added.
-            let seeded = self.fresh_containment(uid, &Default::default()).and_then(|c| {
-                let seeded = self.enforcer.batch(|e| c.never.seed(e, &named, &c.read_only))?;
-                self.watch_configuration(uid, &c, &seeded);
-                Ok(seeded)
+            let (cfg, env) = (self.config.containment.clone(), self.starters.get(&uid).cloned().unwrap_or_default());
+            let inbox = self.inbox.clone();
+            tokio::task::spawn_blocking(move || {
+                let began = std::time::Instant::now();
+                let read = Containment::for_owner(&cfg, &users::by_uid(uid), &env).map(|c| {
+                    let plan = c.never.plan(&named, &c.read_only);
+                    (c, plan)
+                });
+                let _ = inbox.send(Cmd::ConfigRead { owner: uid, generation, read, took: began.elapsed() });
             });
-            let detail = match &seeded {
-                Ok(s) => format!("the user's configuration changed: read again in {} ms, {} never entries put in for the places it names", began.elapsed().as_millis(), s.entries),
-                Err(e) => format!("the user's configuration changed and could not be read again: {}", chain(e)),
-            };
-            if let Err(e) = &seeded {
-                tracing::error!(uid, error = %chain(e), "cannot read the changed configuration again");
+        }
+    }
+
+    /// A reading of `owner`'s changed configuration is done ([`Core::config_changed`]): its
+    /// plan goes into the never map (which only gains entries: a place no longer named
+    /// stays protected until the daemon restarts), its places are watched, and each of the
+    /// owner's open sessions gets a `config_reread` audit entry. The containment replaces
+    /// the owner's unless a later reading's already did.
+    fn config_read(&mut self, owner: u32, generation: u64, read: Result<(Containment, contain::SeedPlan), ContainError>, took: std::time::Duration) {
+        let began = std::time::Instant::now();
+        let seeded = read.and_then(|(c, plan)| {
+            let c = Arc::new(c);
+            if self.config_read_applied.get(&owner).is_none_or(|&g| g < generation) {
+                self.config_read_applied.insert(owner, generation);
+                self.contain.insert(owner, c.clone());
             }
-            for s in &open {
-                let mut e = self.entry(Event::ConfigReread, s);
-                e.detail = Some(detail.clone());
-                self.audit.record(&e);
-            }
+            let seeded = self.enforcer.batch(|e| plan.write(e))?;
+            self.watch_configuration(owner, &c, &seeded);
+            Ok(seeded)
+        });
+        let detail = match &seeded {
+            Ok(s) => format!(
+                "the user's configuration changed: read again in {} ms off the actor, {} never entries put in for the places it names in {} ms",
+                took.as_millis(),
+                s.entries,
+                began.elapsed().as_millis()
+            ),
+            Err(e) => format!("the user's configuration changed and could not be read again: {}", chain(e)),
+        };
+        if let Err(e) = &seeded {
+            tracing::error!(uid = owner, error = %chain(e), "cannot read the changed configuration again");
+        }
+        let open: Vec<Session> = self.sessions.iter().filter(|s| s.owner_uid == owner).cloned().collect();
+        for s in &open {
+            let mut e = self.entry(Event::ConfigReread, s);
+            e.detail = Some(detail.clone());
+            self.audit.record(&e);
         }
     }
 
