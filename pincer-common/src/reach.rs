@@ -11,7 +11,7 @@
 //! | hook | fields |
 //! | --- | --- |
 //! | process hooks, [`HOOK_PROC_WRITE`] | `target_pid`, `target_session`, `detail` (signal, ptrace mode, nice, ioprio or resource), `name` (the target's `comm`) |
-//! | [`HOOK_FILE_SETOWN`] | `target_pid` (the owner's number in the caller's PID namespace), `detail` (`fcntl` or `ioctl` command), `owner_kind` (1 process, 2 process group, 3 named in memory) |
+//! | [`HOOK_FILE_SETOWN`] | `target_pid` (the owner's number in the caller's PID namespace), `detail` (`fcntl` or `ioctl` command), `owner_kind` (1 process, 2 process group, 3 named in memory, 4 the signal `F_SETSIG` names, in `target_pid`) |
 //! | [`HOOK_MQUEUE`] | `ino`, `dev` (the queue), `target_session` (the session that made it; 0: none), `detail` (the access asked: read for an open, delete for `mq_unlink`), `name` (the queue's name) |
 //! | [`HOOK_KEY_TO_PARENT`] | `target_id` (the session keyring's serial), `target_pid` (the parent's pid) |
 //! | [`HOOK_IPC_PERMISSION`], [`HOOK_IPC_CTL`] | `target_id` (IPC id), `ipc_key`, `detail` (access flag or command), `target_session` |

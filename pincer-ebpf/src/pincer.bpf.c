@@ -56,6 +56,8 @@
 #define PROC_SUPER_MAGIC 0x9fa0
 #define DEVPTS_SUPER_MAGIC 0x1cd1
 #define CGROUP2_SUPER_MAGIC 0x63677270
+#define FUSE_SUPER_MAGIC 0x65735546
+#define FS_HAS_SUBTYPE 4 /* fuse and fuseblk (fusermount's); not virtiofs */
 #define ACCESS_ALL_BITS (ACCESS_READ | ACCESS_WRITE | ACCESS_CREATE | ACCESS_DELETE | ACCESS_LIST)
 
 /* Of the reach block (reach.bpf.c, included at the end). */
@@ -950,7 +952,11 @@ static __always_inline int is_multi_link(struct inode *inode)
  * /proc (other processes are reach checks), devpts (terminals are reach
  * checks), and cgroup2 (writes outside the session's cgroup are always
  * refused). sysfs counts: an attribute udev gives the user (a backlight, an
- * LED) is the user's. */
+ * LED) is the user's. Everything on a FUSE mount of fusermount's kind counts
+ * as the user's (sshfs, rclone, a gvfs share: the mount's server, not the
+ * mode bits, keeps other users out); a root's FUSE mount for every user
+ * (lxcfs) counts too, failing closed: the kernel's FUSE state is not in its
+ * BTF (a module). */
 static __always_inline __u32 users_bits(const struct session *s, struct inode *inode, int private_path)
 {
 	if (!inode || !s->uid)
@@ -961,7 +967,13 @@ static __always_inline __u32 users_bits(const struct session *s, struct inode *i
 	if ((BPF_CORE_READ(sb, s_flags) & SB_KERNMOUNT) || magic == PROC_SUPER_MAGIC ||
 	    magic == DEVPTS_SUPER_MAGIC || magic == CGROUP2_SUPER_MAGIC)
 		return 0;
-	if (private_path || BPF_CORE_READ(inode, i_uid.val) == s->uid)
+	/* On FUSE (a user's sshfs, rclone, gvfs: what fusermount mounts) the
+	 * server decides who passes, and without allow_other the kernel lets only
+	 * the mounting user's processes reach it, past every hook: its owners and
+	 * modes tell nothing of whose it is. virtiofs (a VM's share, mounted by
+	 * root for every user) is FUSE too, without a subtype. */
+	if (private_path || BPF_CORE_READ(inode, i_uid.val) == s->uid ||
+	    (magic == FUSE_SUPER_MAGIC && (BPF_CORE_READ(sb, s_type, fs_flags) & FS_HAS_SUBTYPE)))
 		return ACCESS_ALL_BITS;
 	umode_t mode = BPF_CORE_READ(inode, i_mode);
 	__u32 bits = 0;

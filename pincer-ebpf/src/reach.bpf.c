@@ -60,11 +60,13 @@
 #define UNIX_PATH_MAX 108
 #define F_SETOWN 8
 #define F_SETOWN_EX 15
+#define F_SETSIG 10
 #define F_SET_RW_HINT 1036 /* F_LINUX_SPECIFIC_BASE + 12: the inode's write hint */
 #define F_OWNER_TID 0
 #define F_OWNER_PID 1
 #define F_OWNER_PGRP 2
 #define OWNER_IN_MEMORY 3 /* an owner named in the caller's memory, not read */
+#define OWNER_SIGNAL 4 /* the signal sent to whoever owns the file's signals */
 #define FIOSETOWN 0x8901
 #define SIOCSPGRP 0x8902
 #define MQUEUE_MAGIC 0x19800202
@@ -141,6 +143,22 @@ struct pid {
 struct proc_inode {
 	struct pid *pid;
 	struct inode vfs_inode;
+};
+
+/* Whom a file description's signals go to (F_SETOWN's process or thread). */
+struct fown_struct {
+	struct pid *pid;
+};
+
+/* struct file's owner: 6.12 keeps it in a struct of its own, made on the
+ * first F_SETOWN (NULL before); earlier kernels in struct file itself. Two
+ * flavors of struct file: CO-RE finds the one the running kernel has. */
+struct file___owner_ptr {
+	struct fown_struct *f_owner;
+};
+
+struct file___owner_in {
+	struct fown_struct f_owner;
 };
 
 struct kern_ipc_perm {
@@ -520,6 +538,40 @@ static __always_inline int reach_setown_ioctl(unsigned int cmd, unsigned long ar
 	return session ? setown_refuse(session, cmd, OWNER_IN_MEMORY, 0) : 0;
 }
 
+/* The process or thread `file`'s signals go to; 0 when none was set, and ~0
+ * (no process's) when the kernel keeps it where neither flavor says. */
+static __always_inline struct pid *file_owner(struct file *file)
+{
+	if (bpf_core_field_exists(((struct file___owner_ptr *)0)->f_owner)) {
+		struct fown_struct *o = BPF_CORE_READ((struct file___owner_ptr *)file, f_owner);
+
+		return o ? BPF_CORE_READ(o, pid) : 0;
+	}
+	if (bpf_core_field_exists(((struct file___owner_in *)0)->f_owner))
+		return BPF_CORE_READ((struct file___owner_in *)file, f_owner.pid);
+	return (struct pid *)~0UL;
+}
+
+/* F_SETSIG chooses what the kernel sends the description's owner on the
+ * file's behalf (SIGKILL in place of the SIGIO a process handles), past
+ * task_kill. A session chooses it only for signals that go to itself: the
+ * owner is the calling process or thread. A description shared with the
+ * user's processes (the standard input `pincer run` passes on) may be owned
+ * by one of them, or become so later: with no owner set it is refused too. */
+static __always_inline int setsig_check(struct file *file, int sig)
+{
+	__u64 session = current_session_id();
+
+	if (!session)
+		return 0;
+	struct pid *owner = file_owner(file);
+	struct task_struct *me = (void *)bpf_get_current_task();
+
+	if (owner && (owner == BPF_CORE_READ(me, thread_pid) || owner == BPF_CORE_READ(me, group_leader, thread_pid)))
+		return 0;
+	return setown_refuse(session, F_SETSIG, OWNER_SIGNAL, sig);
+}
+
 SEC("lsm/file_fcntl")
 int BPF_PROG(pincer_file_fcntl, struct file *file, unsigned int cmd, unsigned long arg, int ret)
 {
@@ -534,6 +586,8 @@ int BPF_PROG(pincer_file_fcntl, struct file *file, unsigned int cmd, unsigned lo
 	}
 	if (cmd == F_SETOWN)
 		return setown_number_check(cmd, (int)arg);
+	if (cmd == F_SETSIG)
+		return setsig_check(file, (int)arg);
 	if (cmd != F_SETOWN_EX)
 		return 0;
 	__u64 session = current_session_id();

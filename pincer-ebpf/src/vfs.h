@@ -33,12 +33,17 @@ struct list_head {
 
 struct dentry;
 
+struct file_system_type {
+	int fs_flags;
+};
+
 struct super_block {
 	dev_t s_dev;
 	unsigned long s_magic;
 	unsigned long s_flags;
 	struct dentry *s_root;
 	struct list_head s_mounts;
+	struct file_system_type *s_type;
 };
 
 typedef struct {

@@ -7415,7 +7415,9 @@ fn writes_hooks_a_gitconfig_names_after_the_user_switches_a_symlink_on_its_way()
 /// file whose folder does not exist is not watched at all ("its parent's watch, where one
 /// is asked for, sees the folder made"): for an included file none is asked for, so making
 /// `~/dots/git/` and the file is not heard. Control: a file beside the hooks.
-/// Gets out on 6.1 and 6.12: the include made is not heard; both hooks written.
+/// Got out on 6.1 and 6.12 (the include made was not heard; both hooks written); closed: a
+/// place whose folder does not exist yet is watched by the name of its first missing folder
+/// in the nearest folder that does (`ConfigWatch::watch`).
 #[test]
 fn writes_hooks_a_gitconfig_include_names_once_the_user_makes_its_folder() {
     let mut c = Cleanup::default();
@@ -7447,8 +7449,8 @@ fn writes_hooks_a_gitconfig_include_names_once_the_user_makes_its_folder() {
 /// when its file is closed (`IN_CLOSE_WRITE`), not `IN_MODIFY`; until the user's process
 /// closes it, the change is not heard. Controls: the change is on disk; a file beside the
 /// hooks.
-/// Gets out on 6.1 and 6.12: the write is not heard while the descriptor is open; both hooks
-/// written.
+/// Got out on 6.1 and 6.12 (the write was not heard while the descriptor was open); closed:
+/// the watch hears every write (`IN_MODIFY`), not only a close.
 #[test]
 fn writes_hooks_the_user_adds_to_gitconfig_through_a_descriptor_kept_open() {
     let mut c = Cleanup::default();
@@ -7719,7 +7721,9 @@ impl Drop for UsersFuse {
 /// mounting user, past every hook), so the file looks like a system file every user may
 /// read. Controls: the user reads it outside the session; another user (uid 1001) is
 /// refused by the kernel, so the access is the user's.
-/// Gets out on 6.1 and 6.12: the session reads the file.
+/// Got out on 6.1 and 6.12 (the session read the file); closed: everything on a FUSE mount of
+/// fusermount's kind (`fuse`, `fuseblk`: a filesystem type with a subtype) counts as the
+/// user's for the owner rule (`users_bits`); virtiofs does not.
 #[test]
 fn reads_a_file_on_the_users_fuse_mount_that_only_the_user_passes() {
     system_dirs();
@@ -7787,8 +7791,10 @@ fn users_async_pipe() -> (pincer_tests::HeldProcess, i32, i32) {
 /// `file_send_sigiotask` hook, which is not attached. Controls: a write alone does not end
 /// the user's process (it ignores `SIGIO`); the user's own process does the same and ends
 /// it.
-/// Gets out on 6.1 and 6.12: `F_SETSIG` is let through and the user's process ends by
-/// `SIGKILL`.
+/// Got out on 6.1 and 6.12 (`F_SETSIG` was let through and the user's process ended by
+/// `SIGKILL`); closed: a session's `F_SETSIG` needs the description's owner to be the
+/// calling process or thread (`setsig_check`), so the session's own signal-driven I/O keeps
+/// working (`kills_the_users_process_with_a_signal_routed_by_f_setown`).
 #[test]
 fn kills_the_users_process_by_setting_the_signal_of_a_file_it_owns() {
     let kill = |r: i32, w: i32| {

@@ -14,13 +14,12 @@
 
 use super::core::Cmd;
 use super::decisions::Inbox;
-use futures_util::StreamExt;
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A place of the user's configuration to watch.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -92,10 +91,35 @@ fn in_git_directory(dir: &Path) -> bool {
     dir.parent().and_then(Path::file_name) == Some(OsStr::new(".git"))
 }
 
-/// What changes a file's content or name in a watched folder (a write is seen when its file
-/// is closed).
-fn mask() -> WatchMask {
-    WatchMask::CLOSE_WRITE | WatchMask::CREATE | WatchMask::DELETE | WatchMask::MOVED_FROM | WatchMask::MOVED_TO
+/// What changes a file's content or name in a watched folder for `interest`: every write
+/// (an editor or a program may keep the file open), and the names made, moved and removed.
+/// A tree's folder is watched for names only (a build's writes would flood the queue), but
+/// a `.git` folder for its configuration's writes too.
+fn mask(interest: &Interest, dir: &Path) -> WatchMask {
+    let names = WatchMask::CREATE | WatchMask::DELETE | WatchMask::MOVED_FROM | WatchMask::MOVED_TO;
+    let writes = WatchMask::MODIFY | WatchMask::CLOSE_WRITE;
+    match interest {
+        Interest::Tree if dir.file_name() != Some(OsStr::new(".git")) => names,
+        _ => names | writes,
+    }
+}
+
+/// Whether `inotify` has events to read within `timeout` (none: waits until it has).
+fn readable(inotify: &Inotify, timeout: Option<Duration>) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    let mut fds = libc::pollfd { fd: inotify.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    let ms = timeout.map_or(-1, |t| i32::try_from(t.as_millis()).unwrap_or(i32::MAX).max(1));
+    loop {
+        // SAFETY: poll on one valid pollfd for the duration of the call.
+        let n = unsafe { libc::poll(&mut fds, 1, ms) };
+        if n >= 0 {
+            return Ok(n > 0);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
 }
 
 /// Who cares about the entries of one watched folder.
@@ -113,7 +137,7 @@ struct Watched {
 
 impl Watched {
     /// The owners an event about entry `name` (none: the folder itself) concerns.
-    fn owners(&self, name: Option<&OsString>) -> BTreeSet<u32> {
+    fn owners(&self, name: Option<&OsStr>) -> BTreeSet<u32> {
         let mut out = self.every.clone();
         match name {
             Some(n) => {
@@ -168,7 +192,8 @@ impl Folders {
                 return false;
             }
         }
-        let wd = match self.watches.clone().add(dir, mask() | WatchMask::ONLYDIR) {
+        // Added to what the folder is watched for already (another interest's events).
+        let wd = match self.watches.clone().add(dir, mask(interest, dir) | WatchMask::ONLYDIR | WatchMask::MASK_ADD) {
             Ok(wd) => wd,
             Err(e) => {
                 tracing::debug!(folder = %dir.display(), error = %e, "not watched");
@@ -197,7 +222,7 @@ impl Folders {
     /// overflowed (events were lost); a folder's watch that ended (the folder went) is
     /// dropped. A folder made or moved into a tree is watched as part of it, and its
     /// owners hear of it when a git marker is found in it.
-    fn concerned(&self, wd: &WatchDescriptor, mask: EventMask, name: Option<&OsString>) -> BTreeSet<u32> {
+    fn concerned(&self, wd: &WatchDescriptor, mask: EventMask, name: Option<&OsStr>) -> BTreeSet<u32> {
         let (owners, trees) = {
             let mut watched = self.lock();
             if mask.contains(EventMask::Q_OVERFLOW) {
@@ -273,64 +298,86 @@ impl std::fmt::Debug for ConfigWatch {
 }
 
 impl ConfigWatch {
-    /// Starts the watch (on the current tokio runtime): changes go to `inbox`.
+    /// Starts the watch on a thread of its own: changes go to `inbox`. Not on the daemon's
+    /// runtime: the watch looks at the folders of sessions' roots, where a session's held
+    /// access (a `mkdir` waiting for the daemon's decision) keeps its folder locked, and a
+    /// runtime thread waiting for that lock would keep the decision from being made.
     pub fn start(inbox: Inbox) -> std::io::Result<ConfigWatch> {
-        let stream = Inotify::init()?.into_event_stream(vec![0u8; 16 * 1024])?;
-        let folders = Arc::new(Folders { watches: stream.watches(), watched: Mutex::default(), tree_folders: Mutex::default() });
+        let mut inotify = Inotify::init()?;
+        let folders = Arc::new(Folders { watches: inotify.watches(), watched: Mutex::default(), tree_folders: Mutex::default() });
         let seen = folders.clone();
-        tokio::spawn(async move {
-            let mut stream = stream;
-            let mut last: Option<tokio::time::Instant> = None;
-            while let Some(first) = stream.next().await {
-                let mut owners = BTreeSet::new();
-                let mut next = Some(first);
-                let now = tokio::time::Instant::now();
+        std::thread::Builder::new().name("pincer-config-watch".into()).spawn(move || {
+            let mut buf = vec![0u8; 16 * 1024];
+            let mut last: Option<Instant> = None;
+            loop {
+                if let Err(e) = readable(&inotify, None) {
+                    tracing::error!(error = %e, "the watch of the users' configuration failed; it is read again only when a session starts");
+                    return;
+                }
+                let now = Instant::now();
                 let settle = last.map_or(now, |l| l + GAP).max(now + SETTLE);
                 // The events that come within SETTLE of the first (or before GAP has passed
                 // since the last report) are one change.
-                while let Some(event) = next {
-                    match event {
-                        Ok(e) => owners.extend(seen.concerned(&e.wd, e.mask, e.name.as_ref())),
+                let mut owners = BTreeSet::new();
+                loop {
+                    match inotify.read_events(&mut buf) {
+                        Ok(events) => {
+                            for e in events {
+                                owners.extend(seen.concerned(&e.wd, e.mask, e.name));
+                            }
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                         Err(e) => {
                             tracing::error!(error = %e, "the watch of the users' configuration failed; it is read again only when a session starts");
                             return;
                         }
                     }
-                    next = tokio::time::timeout_at(settle, stream.next()).await.ok().flatten();
+                    let left = settle.saturating_duration_since(Instant::now());
+                    if left.is_zero() || !readable(&inotify, Some(left)).unwrap_or(false) {
+                        break;
+                    }
                 }
                 if owners.is_empty() {
                     continue;
                 }
-                last = Some(tokio::time::Instant::now());
+                last = Some(Instant::now());
                 if inbox.send(Cmd::ConfigChanged { owners: owners.into_iter().collect() }).is_err() {
                     return;
                 }
             }
-        });
+        })?;
         Ok(ConfigWatch { folders })
     }
 
-    /// Watches `places` for `owner`. A place whose folder does not exist is not watched (its
-    /// parent's watch, where one is asked for, sees the folder made).
+    /// Watches `places` for `owner`. A place whose folder does not exist yet is watched by
+    /// the name of its first missing folder in the nearest folder that exists: the folder
+    /// made counts as a change, and the reading it leads to watches the place itself.
     pub fn watch(&mut self, owner: u32, places: &[Watch]) {
         let owners = BTreeSet::from([owner]);
         for place in places {
             match place {
-                Watch::File(p) => {
-                    if let (Some(d), Some(n)) = (p.parent(), p.file_name()) {
-                        self.folders.add(&owners, d, &Interest::Name(n.to_owned()));
-                    }
-                }
+                Watch::File(p) => self.watch_name(&owners, p),
                 Watch::Folder(p) => {
-                    if let (Some(d), Some(n)) = (p.parent(), p.file_name()) {
-                        self.folders.add(&owners, d, &Interest::Name(n.to_owned()));
-                    }
+                    self.watch_name(&owners, p);
                     self.folders.add(&owners, p, &Interest::Every);
                 }
                 Watch::Tree(p) => {
                     self.folders.add(&owners, p, &Interest::Tree);
                 }
             }
+        }
+    }
+
+    /// Watches `path` by its name in its folder, or, where that folder does not exist, by
+    /// the name of the first missing folder on its way.
+    fn watch_name(&self, owners: &BTreeSet<u32>, path: &Path) {
+        let mut entry = path;
+        while let (Some(dir), Some(name)) = (entry.parent(), entry.file_name()) {
+            if dir.is_dir() {
+                self.folders.add(owners, dir, &Interest::Name(name.to_owned()));
+                return;
+            }
+            entry = dir;
         }
     }
 

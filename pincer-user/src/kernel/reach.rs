@@ -120,12 +120,14 @@ pub enum Reach {
         /// Signal number, ptrace mode, nice or ioprio value (hook-specific).
         detail: u32,
     },
-    /// A file's signals directed at another process or a process group (`F_SETOWN`), or
-    /// an owner named in the caller's memory (`F_SETOWN_EX`, `FIOSETOWN`, `SIOCSPGRP`).
+    /// A file's signals directed at another process or a process group (`F_SETOWN`), an
+    /// owner named in the caller's memory (`F_SETOWN_EX`, `FIOSETOWN`, `SIOCSPGRP`), or
+    /// the signal sent to the owner chosen (`F_SETSIG`).
     SignalOwner {
-        /// The owner's number as given (in the caller's PID namespace; 0 when in memory).
+        /// The owner's number as given (in the caller's PID namespace; 0 when in memory),
+        /// or the signal `F_SETSIG` named.
         owner: u32,
-        /// 1 a process, 2 a process group, 3 named in the caller's memory.
+        /// 1 a process, 2 a process group, 3 named in the caller's memory, 4 the signal.
         kind: u32,
         /// The `fcntl` or `ioctl` command.
         command: u32,
