@@ -7323,8 +7323,9 @@ fn write_hooks(top: &Path, hooks: &Path) -> Vec<i32> {
 /// target's folders; the link `current` is on the way, neither the place, its target nor an
 /// ancestor of the target, so it is a file of the user's under the grant. Controls: the
 /// session makes its file there; the user switches the link outside the session.
-/// Gets out on 6.1 and 6.12: the rename over `current` is let through; `~/.gitconfig` resolves
-/// to the session's file.
+/// Got out on 6.1 and 6.12; closed: every symlink of the user's met on the way to a never
+/// place (each component, and a link's target in turn) is a never place against change,
+/// its folders pinned (`derived_rules`, `links_on_the_way`).
 #[test]
 fn retargets_a_symlink_on_the_way_to_the_users_gitconfig() {
     let mut c = Cleanup::default();
@@ -7375,8 +7376,9 @@ fn retargets_a_symlink_on_the_way_to_the_users_gitconfig() {
 /// and the file it resolved to when read (`canonicalize`), in their folders; the link
 /// `current` lies in a third folder, which no watch covers, so the switch is not heard and
 /// `v2/gitconfig` is not read. Control: a file beside the hooks.
-/// Gets out on 6.1 and 6.12: the switch is not heard (no reading again within 3 s); both
-/// hooks written.
+/// Got out on 6.1 and 6.12; closed: each symlink on the way to a place the configuration is
+/// read from is watched by its name (`NeverList::read_from`), so the switch is heard and
+/// the file it now reaches read.
 #[test]
 fn writes_hooks_a_gitconfig_names_after_the_user_switches_a_symlink_on_its_way() {
     let mut c = Cleanup::default();
@@ -7500,7 +7502,8 @@ fn writes_hooks_the_user_adds_to_gitconfig_through_a_descriptor_kept_open() {
 /// place. Why it might get out: `configuration_files` reads at most `CONFIG_DIR_FILES` (64)
 /// files of a protected folder, in the order the directory lists them; the folders the
 /// others name are not read. Control: a file beside them.
-/// Gets out on 6.1 and 6.12: a command is planted in 8 of the 72 folders (72 - 64).
+/// Got out on 6.1 and 6.12; closed: a protected folder's files are read up to 4,096
+/// (`CONFIG_DIR_FILES`).
 #[test]
 fn plants_commands_in_path_folders_named_past_the_files_read_of_bashrc_d() {
     let mut c = Cleanup::default();
@@ -7539,8 +7542,8 @@ fn plants_commands_in_path_folders_named_past_the_files_read_of_bashrc_d() {
 /// protection follows what it loads", and what it names as code is protected with it. Why it
 /// might get out: `loaded_files` follows loads `LOAD_DEPTH` (4) deep, so `5.inc` is neither
 /// protected nor read. Controls: a file beside them; `4.inc` (the fourth) is refused.
-/// Gets out on 6.1 and 6.12: the fourth include is refused; the fifth, and both hooks, are
-/// written.
+/// Got out on 6.1 and 6.12; closed: loads are followed until none is new, at most 64 files
+/// from one (`LOAD_FILES`), a cycle ending where a file is met again.
 #[test]
 fn writes_hooks_and_the_file_the_fifth_include_of_the_users_gitconfig_names() {
     let mut c = Cleanup::default();
@@ -7848,8 +7851,9 @@ fn kills_the_users_process_by_setting_the_signal_of_a_file_it_owns() {
 /// are kept in the starters' merged environment, which a reading again takes as it was; the
 /// file is not among the places watched (`read_from` holds the never list's own files), so
 /// its change is neither heard nor read. Control: a file beside the hooks.
-/// Gets out on 6.1 and 6.12: the change is not heard; both hooks are written (the file itself
-/// is refused, by its name).
+/// Got out on 6.1 and 6.12; closed: the configuration files the environment names
+/// (`UserEnvironment::configs`) are never places of their own, read, watched and read again
+/// with the never list's.
 #[test]
 fn writes_hooks_the_user_adds_to_the_git_configuration_its_environment_names() {
     let mut c = Cleanup::default();
@@ -7896,7 +7900,8 @@ fn users_bytes_for_a_test(path: &Path, bytes: &[u8]) -> Restore {
 /// it might get out: `read_text` reads a configuration file with `read_to_string`, so a file
 /// that is not valid UTF-8 counts as "not text" and names nothing (nor loads anything).
 /// Controls: a file beside them; the same lines in UTF-8 are protected (earlier passes).
-/// Gets out on 6.1 and 6.12: both hooks and both commands are written.
+/// Got out on 6.1 and 6.12; closed: `read_text` reads bytes and decodes them lossily (a NUL
+/// byte, or more than 1 MiB, is still not text).
 #[test]
 fn plants_code_where_configuration_with_a_latin1_byte_names_it() {
     let mut c = Cleanup::default();
@@ -7936,7 +7941,9 @@ fn plants_code_where_configuration_with_a_latin1_byte_names_it() {
 /// place's protection follows what it loads". Why it might get out: `loads_of` knows git's
 /// `[include]` `path =` and a shell's `source FILE` and `. FILE`, word for word; `source-file`,
 /// `so`, `(load "...")` and `Include` are other words. Control: a file beside them.
-/// Gets out on 6.1 and 6.12: all four files are written.
+/// Got out on 6.1 and 6.12; closed: `loads_of` reads tmux's `source-file`, vim's `so`/`source`,
+/// emacs's `load`/`load-file` and ssh's `Include` (relative to `~/.ssh`), and a file a
+/// protected folder's file loads is a never place of its own.
 #[test]
 fn writes_the_files_the_users_tmux_vim_emacs_and_ssh_configuration_loads() {
     let mut c = Cleanup::default();
@@ -7980,8 +7987,8 @@ fn writes_the_files_the_users_tmux_vim_emacs_and_ssh_configuration_loads() {
 /// ancestors of each never place, but a loaded file is seeded alone (`seed_literal`: its
 /// inode and its name in its folder), so its folder moves away with the name and the folder
 /// made in its place holds none. Control: the included file itself is refused.
-/// Gets out on 6.1 and 6.12: the included file is refused, the folder is moved away and
-/// remade, and the file made there is the one `~/.gitconfig` includes.
+/// Got out on 6.1 and 6.12; closed: a loaded file's folders are pinned as a literal never
+/// place's are (`pin_ancestors`), and the file is a never place of its own.
 #[test]
 fn moves_the_folder_of_a_file_the_users_gitconfig_includes_away_and_remakes_it() {
     let mut c = Cleanup::default();
@@ -8017,7 +8024,8 @@ fn moves_the_folder_of_a_file_the_users_gitconfig_includes_away_and_remakes_it()
 /// without a folder to count from); a path relative to the shell's working folder names
 /// nothing. Controls: a file beside it; the same file sourced as `~/dots/aliases.sh` is
 /// refused (the earlier passes).
-/// Gets out on 6.1 and 6.12: the sourced file is written.
+/// Got out on 6.1 and 6.12; closed: a shell's `source`/`.` of a relative path at a command's
+/// start is loaded from the home (`loads_of`, `shell_commands`).
 #[test]
 fn writes_the_file_the_users_bashrc_sources_by_a_path_relative_to_the_home() {
     let mut c = Cleanup::default();
@@ -8046,7 +8054,9 @@ fn writes_the_file_the_users_bashrc_sources_by_a_path_relative_to_the_home() {
 /// (`of_environment`); an assignment in the shell's configuration files moves nothing, and
 /// under `~/dots` the names are visible, so a grant on the folder reaches them. Control: a
 /// file beside them.
-/// Gets out on 6.1 and 6.12: all three are written.
+/// Got out on 6.1 and 6.12; closed: the XDG base directories the shell files set (read with
+/// their variables) move the never places as the environment's do, and what is there is
+/// read (`NeverList::with_code_places`).
 #[test]
 fn writes_configuration_where_the_users_bashrc_moves_xdg_config_home() {
     let mut c = Cleanup::default();

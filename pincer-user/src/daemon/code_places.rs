@@ -79,13 +79,22 @@ pub fn code_places(file: &Path, home: Option<&Path>, worktree: Option<&Path>, va
 }
 
 /// A configuration file's text; `None` for one that is not a regular file, is larger than
-/// [`MAX_BYTES`], or is not text.
+/// [`MAX_BYTES`], or is not text (holds a NUL byte). Bytes that are not UTF-8 (a comment or
+/// a name in Latin-1) are read as U+FFFD: the shell and git read bytes, and the lines
+/// around them name what they name.
 pub(super) fn read_text(file: &Path) -> Option<String> {
     let meta = std::fs::metadata(file).ok()?;
     if !meta.is_file() || meta.len() > MAX_BYTES {
         return None;
     }
-    std::fs::read_to_string(file).ok()
+    let bytes = std::fs::read(file).ok()?;
+    if bytes.len() as u64 > MAX_BYTES || bytes.contains(&0) {
+        return None;
+    }
+    Some(match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    })
 }
 
 /// How many values of one variable are kept, and how many paths one `PATH` part may stand
@@ -295,8 +304,16 @@ const PROGRAMS: &[&str] = &[
     "LD_PRELOAD",
     "NODE_OPTIONS",
     "GIT_CONFIG_GLOBAL",
+    "GIT_CONFIG_SYSTEM",
     "SHELL",
 ];
+
+/// Variables of the environment whose value is a configuration file the user's tools read
+/// as the never list's own (git's global and system configuration, the startup file of a
+/// non-interactive bash or of `sh`): read for what it names and loads, watched, and
+/// protected as a never place ([`UserEnvironment::configs`]). `ZDOTDIR` ([`FOLDERS`]) is a
+/// folder of them.
+const CONFIGS: &[&str] = &["GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "BASH_ENV", "ENV"];
 
 /// What the environment of the user's process that started a session tells of where the
 /// user's tools run and read code ([`of_process`]).
@@ -307,6 +324,10 @@ pub struct UserEnvironment {
     /// `XDG_CONFIG_HOME` and `XDG_DATA_HOME` where they are not the defaults (`~/.config`,
     /// `~/.local/share`): the never list's places there move with them.
     pub moved: Vec<(&'static str, PathBuf)>,
+    /// The configuration files (and folders of them) its variables name ([`CONFIGS`],
+    /// `ZDOTDIR`): never places of their own, read again with the never list's whenever the
+    /// configuration is, so a change the user makes to one later counts.
+    pub configs: Vec<PathBuf>,
 }
 
 impl UserEnvironment {
@@ -323,6 +344,11 @@ impl UserEnvironment {
                 self.moved.push(m.clone());
             }
         }
+        for c in &other.configs {
+            if !self.configs.contains(c) {
+                self.configs.push(c.clone());
+            }
+        }
     }
 }
 
@@ -330,8 +356,9 @@ impl UserEnvironment {
 /// session) runs programs from, read from `/proc/PID/environ`, whatever built it (`eval
 /// "$(tool init)"`, a shell function, a file [`code_places`] does not follow): the folders
 /// on its `PATH` ([`FOLDER_LISTS`], absolute parts only), its [`FOLDERS`], and the paths
-/// in its [`PROGRAMS`]; a git configuration among those (`GIT_CONFIG_GLOBAL`) adds what it
-/// names. Nothing for a process that is gone or an environment larger than [`MAX_BYTES`].
+/// in its [`PROGRAMS`]; the configuration files among those ([`CONFIGS`]) and `ZDOTDIR`
+/// are kept as [`UserEnvironment::configs`], read with the never list's. Nothing for a
+/// process that is gone or an environment larger than [`MAX_BYTES`].
 pub fn of_process(pid: u32, home: &Path) -> UserEnvironment {
     let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else { return UserEnvironment::default() };
     if env.len() as u64 > MAX_BYTES {
@@ -356,13 +383,18 @@ fn of_environment<'a>(vars: impl Iterator<Item = (&'a OsStr, &'a OsStr)>, home: 
         if FOLDER_LISTS.contains(&name) {
             path_value(value).into_iter().for_each(&mut push);
         } else if FOLDERS.contains(&name) {
-            path_value(value).into_iter().take(1).for_each(&mut push);
+            for place in path_value(value).into_iter().take(1) {
+                if !env.configs.iter().any(|c| c == place.path()) {
+                    env.configs.push(place.path().to_path_buf());
+                }
+                push(place);
+            }
         } else if PROGRAMS.contains(&name) {
             let Some(value) = value.to_str() else { continue };
             for (p, _) in command_paths(&value.replace(':', " "), Some(home), None) {
                 if p.is_absolute() {
-                    if name == "GIT_CONFIG_GLOBAL" {
-                        code_places(&p, Some(home), None, &ShellVariables::default()).into_iter().for_each(&mut push);
+                    if CONFIGS.contains(&name) && !env.configs.contains(&p) {
+                        env.configs.push(p.clone());
                     }
                     push(CodePlace::Program(p));
                 }
@@ -743,6 +775,46 @@ pub(super) fn shell_words(line: &str) -> Vec<String> {
     words
 }
 
+/// A line's simple commands (split at `;`, `&`, `&&`, `|`, `||` outside quotes), each as
+/// its words ([`shell_words`]) without the words that open a compound command before it
+/// (`then`, `do`, `else`, `{`, `!`, ...): the first word of each is the command it runs.
+pub(super) fn shell_commands(line: &str) -> Vec<Vec<String>> {
+    const OPENERS: &[&str] = &["then", "do", "else", "elif", "if", "while", "until", "{", "(", "!", "time", "command", "builtin"];
+    let mut commands = Vec::new();
+    let mut words: Vec<String> = Vec::new();
+    let mut word = String::new();
+    let mut quote: Option<char> = None;
+    let end_command = |words: &mut Vec<String>, commands: &mut Vec<Vec<String>>| {
+        let skip = words.iter().take_while(|w| OPENERS.contains(&w.as_str())).count();
+        let command: Vec<String> = words.drain(..).skip(skip).collect();
+        if !command.is_empty() {
+            commands.push(command);
+        }
+    };
+    for c in line.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => word.push(c),
+            (None, '"' | '\'') => quote = Some(c),
+            (None, c) if c.is_whitespace() || c == ';' || c == '&' || c == '|' => {
+                if !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+                if !c.is_whitespace() {
+                    end_command(&mut words, &mut commands);
+                }
+            }
+            (None, '#') if word.is_empty() => break,
+            (None, c) => word.push(c),
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    end_command(&mut words, &mut commands);
+    commands
+}
+
 /// A value without the quotes git allows around it.
 fn unquote(v: &str) -> &str {
     v.trim().trim_matches('"').trim()
@@ -1014,6 +1086,7 @@ ed.sh
         ];
         let got = of_environment(vars.iter().map(|(k, v)| (OsStr::new(*k), OsStr::new(v.as_str()))), h);
         assert_eq!(got.moved, vec![("XDG_CONFIG_HOME", PathBuf::from("/home/u/dots/config"))], "a base directory at its default is not moved");
+        assert_eq!(got.configs, vec![PathBuf::from("/home/u/zsh"), PathBuf::from(&gc)], "the configuration it names, read with the never list's (what it names, then and later)");
         let got = got.places;
         let want = vec![
             CodePlace::Folder("/home/u/bin".into()),
@@ -1026,10 +1099,37 @@ ed.sh
             CodePlace::Program("/home/u/lib/a.so".into()),
             CodePlace::Program("/home/u/lib/b.so".into()),
             CodePlace::Program("/home/u/node/hook.js".into()),
-            CodePlace::Folder(h.join("hooks")),
             CodePlace::Program(gc.into()),
         ];
         assert_eq!(got, want, "a bare program name, HOME and other variables name nothing");
+    }
+
+    /// A configuration file with a byte that is not UTF-8 (a Latin-1 comment or name) names
+    /// what its lines name; one with a NUL byte is not text.
+    #[test]
+    fn a_configuration_file_with_bytes_that_are_not_utf8_names_its_places() {
+        let dir = tempfile::tempdir().unwrap();
+        let rc = dir.path().join("bashrc");
+        std::fs::write(&rc, b"# Gr\xf6\xdfe der Fenster\nexport PATH=\"$HOME/tools/bin:$PATH\"\n").unwrap();
+        let gc = dir.path().join("gitconfig");
+        std::fs::write(&gc, b"[user]\n\tname = J\xfcrgen\n[core]\n\thooksPath = ~/hooks\n").unwrap();
+        let home = Some(Path::new("/home/u"));
+        let none = ShellVariables::default();
+        assert_eq!(code_places(&rc, home, None, &none), vec![CodePlace::Folder("/home/u/tools/bin".into())]);
+        assert_eq!(code_places(&gc, home, None, &none), vec![CodePlace::Folder("/home/u/hooks".into())]);
+        std::fs::write(&rc, b"export PATH=\"$HOME/tools/bin:$PATH\"\n\0\x7fELF").unwrap();
+        assert!(read_text(&rc).is_none(), "binary");
+    }
+
+    /// A line's simple commands, each from its command word.
+    #[test]
+    fn a_line_splits_into_its_commands() {
+        let got = shell_commands("[ -f a.sh ] && . a.sh; if x; then source 'b c.sh'; fi | cat # ; . d.sh");
+        let want: Vec<Vec<String>> = [vec!["[", "-f", "a.sh", "]"], vec![".", "a.sh"], vec!["x"], vec!["source", "b c.sh"], vec!["fi"], vec!["cat"]]
+            .iter()
+            .map(|c| c.iter().map(|w| w.to_string()).collect())
+            .collect();
+        assert_eq!(got, want);
     }
 
     /// A shell line's programs outside `PATH`: an alias's command and the variables the

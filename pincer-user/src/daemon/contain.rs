@@ -14,7 +14,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
 use super::config_watch::Watch;
-use super::code_places::{code_places, git_section, path_of, places_in, read_text, shell_words, CodePlace, ShellVariables, UserEnvironment, XDG_HOMES};
+use super::code_places::{code_places, git_section, path_of, places_in, read_text, shell_commands, shell_words, CodePlace, ShellVariables, UserEnvironment, XDG_HOMES};
 use super::users::Account;
 
 /// Entries visited at most when a session's named roots are scanned for never-grantable
@@ -663,7 +663,11 @@ impl NeverList {
     /// Compiles the rules with `~` and `{uid}` expanded for `owner`. A literal place that is
     /// a symlink, or lies under one (`~/.bashrc` linked into a dotfiles repository, `~/.ssh`
     /// kept on another disk), protects its target too: the kernel checks the object an
-    /// access reaches, and the link's own name only guards the link.
+    /// access reaches, and the link's own name only guards the link. And every symlink of
+    /// the owner's met on the way to it (`~/.gitconfig -> dots/current/gitconfig` with
+    /// `dots/current -> v1`, Home Manager's generations, stow's trees) is never changed
+    /// either, its folders pinned as the place's are ([`derived_rules`]): retargeting one
+    /// would make the place another file.
     pub fn new(rules: &[NeverRule], owner: &Account) -> Result<Self, ContainError> {
         let mut out = Vec::new();
         for r in rules {
@@ -688,10 +692,11 @@ impl NeverList {
             {
                 continue;
             }
-            let target = resolve_existing(Path::new(literal));
-            if target != Path::new(literal) {
-                let target = format!("{}{tail}", target.to_string_lossy());
-                out.push(Never::compile(target, access, false)?);
+            for rule in derived_rules(Path::new(literal), tail, access, owner) {
+                let rule = rule?;
+                if !out.iter().any(|r| r.pattern == rule.pattern && r.access & rule.access == rule.access) {
+                    out.push(rule);
+                }
             }
         }
         Ok(NeverList {
@@ -701,33 +706,119 @@ impl NeverList {
         })
     }
 
+    /// Adds `rule` unless a rule of the same pattern already refuses its access; whether it
+    /// was added.
+    fn add(&mut self, rule: Never) -> bool {
+        if self.rules.iter().any(|r| r.pattern == rule.pattern && r.access & rule.access == rule.access) {
+            return false;
+        }
+        self.rules.push(rule);
+        true
+    }
+
+    /// Adds the rules of a literal never place found by reading the configuration (a file a
+    /// never place loads, a configuration file the environment names, a place under a moved
+    /// XDG base directory): the place (with everything beneath it if it is a folder, or
+    /// `tail` says so) and its [`derived_rules`]; none for a place that is not the owner's
+    /// to lose ([`is_owners`]). Whether any was added.
+    fn add_place(&mut self, place: &Path, access: u32, owner: &Account) -> Result<bool, ContainError> {
+        if !is_owners(place, owner) {
+            return Ok(false);
+        }
+        let tail = if std::fs::metadata(place).is_ok_and(|m| m.is_dir()) { "/**" } else { "" };
+        let mut added = self.add(Never::compile(format!("{}{tail}", place.display()), access, false)?);
+        for rule in derived_rules(place, tail, access, owner) {
+            added |= self.add(rule?);
+        }
+        Ok(added)
+    }
+
     /// The rules with the places they name as code added ([`code_places`]): what the
     /// protected configuration of `owner` runs programs from is protected with it against
     /// change (the folders its shell puts on PATH, git's hooks folder and programs), as the
-    /// configuration is now, with the places `running` names (the folders on the `PATH` of
-    /// the user's process that started the session, [`super::code_places::of_process`]).
-    /// A session's list; the configuration check uses the rules alone, which do not depend
-    /// on what a home holds.
-    pub fn with_code_places(mut self, owner: &Account, running: &[CodePlace]) -> Result<Self, ContainError> {
-        // Each configuration file read once, for its variables and then for its places.
+    /// configuration is now, with the places `env` names (the folders on the `PATH` of the
+    /// user's process that started the session, [`super::code_places::of_process`]). The
+    /// configuration read is the never list's literal places, the configuration files the
+    /// environment names ([`UserEnvironment::configs`], never places of their own), and
+    /// what each loads ([`loaded_files`], each a never place of its own with its folders
+    /// pinned); the XDG base directories the shell files move (`export
+    /// XDG_CONFIG_HOME=~/dots/config`, read with the variables the files set) move the never
+    /// places under them as the environment's do ([`moved_rules`]), and what is there is
+    /// read too. A session's list; the configuration check uses the rules alone, which do
+    /// not depend on what a home holds.
+    pub fn with_code_places(mut self, owner: &Account, env: &UserEnvironment) -> Result<Self, ContainError> {
+        let home = owner.home.clone();
         let mut read_from = Vec::new();
+        // Each configuration file read once, for its variables and then for its places.
         let mut texts: Vec<(String, u32)> = Vec::new();
-        for r in self.rules.iter().filter(|r| !r.anywhere && r.access & CHANGE != 0) {
-            let pattern = r.pattern.strip_suffix("/**").unwrap_or(&r.pattern);
-            if pattern.split('/').any(has_glob) {
-                continue;
+        let mut read: std::collections::HashSet<PathBuf> = Default::default();
+        let mut visited: std::collections::HashSet<PathBuf> = Default::default();
+        let mut moved: Vec<PathBuf> = Vec::new();
+        // The literal places to read, with their rule's access.
+        let mut queue: std::collections::VecDeque<(PathBuf, u32)> = self.rules.iter().filter_map(readable_place).collect();
+        for c in &env.configs {
+            self.add_place(c, CHANGE, owner)?;
+            queue.push_back((c.clone(), CHANGE));
+        }
+        loop {
+            while let Some((literal, access)) = queue.pop_front() {
+                if !visited.insert(literal.clone()) {
+                    continue;
+                }
+                // Watched by name even where it does not exist yet: the user may make it; and
+                // each link on its way, which the user may switch.
+                read_from.push(Watch::of(&literal));
+                read_from.extend(links_on_the_way(&literal).into_iter().map(Watch::File));
+                for (f, loaded) in configuration_files(&literal, &home) {
+                    if loaded && !f.starts_with(&literal) && self.add_place(&f, access, owner)? {
+                        queue.push_back((f.clone(), access));
+                    }
+                    if !read.insert(f.clone()) {
+                        continue;
+                    }
+                    read_from.push(Watch::of(&f));
+                    read_from.extend(links_on_the_way(&f).into_iter().map(Watch::File));
+                    if let Some(dir) = f.parent().filter(|d| *d != literal && d.starts_with(&literal)) {
+                        read_from.push(Watch::Folder(dir.to_path_buf()));
+                    }
+                    if let Some(t) = read_text(&f) {
+                        texts.push((t, access & CHANGE));
+                    }
+                }
             }
-            let literal = PathBuf::from(pattern);
-            // Watched by name even where it does not exist yet: the user may make it.
-            read_from.push(Watch::of(&literal));
-            for f in configuration_files(&literal, &owner.home) {
-                read_from.push(Watch::of(&f));
-                if let Some(dir) = f.parent().filter(|d| *d != literal && d.starts_with(&literal)) {
-                    read_from.push(Watch::Folder(dir.to_path_buf()));
+            // The base directories the shell's own files move.
+            let vars = ShellVariables::of_texts(&texts.iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>());
+            for (var, default) in XDG_HOMES {
+                let from = home.join(default);
+                for value in vars.expand(&format!("${{{var}}}")) {
+                    let Some(to) = path_of(&value, Some(&home), None) else { continue };
+                    if to == from || moved.contains(&to) {
+                        continue;
+                    }
+                    moved.push(to.clone());
+                    let prefix = format!("{}/", from.display());
+                    let under: Vec<(String, u32)> = self.rules.iter().filter(|r| !r.anywhere).filter_map(|r| Some((r.pattern.strip_prefix(&prefix)?.to_string(), r.access))).collect();
+                    for (rest, access) in under {
+                        let pattern = format!("{}/{rest}", to.display());
+                        let (literal, tail) = match pattern.strip_suffix("/**") {
+                            Some(b) => (b.to_string(), "/**"),
+                            None => (pattern.clone(), ""),
+                        };
+                        self.add(Never::compile(pattern, access, false)?);
+                        if literal.split('/').any(has_glob) {
+                            continue;
+                        }
+                        for rule in derived_rules(Path::new(&literal), tail, access, owner) {
+                            self.add(rule?);
+                        }
+                        if access & CHANGE != 0 {
+                            queue.push_back((PathBuf::from(literal), access));
+                        }
+                    }
                 }
-                if let Some(t) = read_text(&f) {
-                    texts.push((t, r.access & CHANGE));
-                }
+            }
+            if queue.is_empty() {
+                break;
             }
         }
         self.read_from = super::config_watch::with_targets(read_from);
@@ -735,14 +826,11 @@ impl NeverList {
         let named: Vec<Never> = texts
             .iter()
             .flat_map(|(t, access)| places_in(t, Some(&owner.home), None, &vars).into_iter().map(move |p| (p, *access)))
-            .chain(running.iter().map(|p| (p.clone(), CHANGE)))
+            .chain(env.places.iter().map(|p| (p.clone(), CHANGE)))
             .flat_map(|(place, access)| code_place_rules(&place, owner, access))
             .collect::<Result<_, _>>()?;
-        let out = &mut self.rules;
         for rule in named {
-            if !out.iter().any(|r| r.pattern == rule.pattern && r.access & rule.access == rule.access) {
-                out.push(rule);
-            }
+            self.add(rule);
         }
         Ok(self)
     }
@@ -800,9 +888,15 @@ impl NeverList {
             }
             seed_literal(&mut seeds, path, r.access);
             pin_ancestors(&mut seeds, path, &self.anchors);
-            // What a protected file loads is protected with it.
+            // What a protected file loads is protected with it, and its folders pinned as the
+            // place's are: moving one away would leave the name it is loaded by free.
             for loaded in loaded_files(path, self.anchors.first().map(PathBuf::as_path)) {
+                // Not the home or above it (a glob of the home's own files loads it whole).
+                if self.anchors.iter().any(|a| a.starts_with(&loaded)) {
+                    continue;
+                }
                 seed_literal(&mut seeds, &loaded, r.access);
+                pin_ancestors(&mut seeds, &loaded, &self.anchors);
             }
         }
         for root in named_roots {
@@ -937,34 +1031,37 @@ fn seed_hidden_targets(seeds: &mut Seeds, root: &Path, skip: &[PathBuf], shallow
     }
 }
 
-/// How deep [`loaded_files`] follows files that load others.
-const LOAD_DEPTH: usize = 4;
+/// How many files [`loaded_files`] finds at most from one file: includes are followed
+/// until they name no new file (git follows them ten deep, a shell without end), a cycle
+/// stopping where a file is met again.
+const LOAD_FILES: usize = 64;
 
-/// The files that the file at `path` loads when the user's tools read it, followed
-/// [`LOAD_DEPTH`] deep: git's `[include]` and `[includeIf ...]` `path =` entries (relative to
-/// the including file, `~/` in `home`), and a shell's `source FILE` and `. FILE` lines with a
-/// literal path (absolute, `~/`, `$HOME/` or `${HOME}/`). A never place's protection follows
-/// what it loads: `~/.gitconfig` including a file in a project folder, `~/.bashrc` sourcing
-/// `~/dotfiles/aliases.sh`. Unreadable, binary or larger files load nothing.
+/// The files that the file at `path` loads when the user's tools read it, followed until
+/// none is new (at most [`LOAD_FILES`]): git's `[include]` and `[includeIf ...]` `path =`
+/// entries (relative to the including file, `~/` in `home`), a shell's `source FILE` and
+/// `. FILE` (a path relative to the home at a command's start: the user's shells start
+/// there), tmux's `source-file`, vim's `source`/`so`, emacs's `(load "FILE")` and
+/// `(load-file "FILE")`, and ssh's `Include` (relative to `~/.ssh`); a glob loads its
+/// literal folder whole. A never place's protection follows what it loads: `~/.gitconfig`
+/// including a file in a project folder, `~/.bashrc` sourcing `~/dotfiles/aliases.sh`.
+/// Unreadable, binary or larger files load nothing.
 pub fn loaded_files(path: &Path, home: Option<&Path>) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
-    let mut next = vec![path.to_path_buf()];
-    for _ in 0..LOAD_DEPTH {
-        let mut found = Vec::new();
-        for file in &next {
-            for p in loads_of(file, home) {
-                if p != path && !out.contains(&p) {
-                    out.push(p.clone());
-                    found.push(p);
-                }
+    let mut next = 0;
+    let mut file = path.to_path_buf();
+    loop {
+        for p in loads_of(&file, home) {
+            if out.len() >= LOAD_FILES {
+                return out;
+            }
+            if p != path && !out.contains(&p) {
+                out.push(p);
             }
         }
-        if found.is_empty() {
-            break;
-        }
-        next = found;
+        let Some(f) = out.get(next) else { return out };
+        file = f.clone();
+        next += 1;
     }
-    out
 }
 
 /// The access bits that change an object: what a never place's protection of the code its
@@ -972,12 +1069,14 @@ pub fn loaded_files(path: &Path, home: Option<&Path>) -> Vec<PathBuf> {
 const CHANGE: u32 = pincer_common::ACCESS_WRITE | pincer_common::ACCESS_CREATE | pincer_common::ACCESS_DELETE;
 
 /// How many files of a protected configuration folder (`~/.bashrc.d`, `~/.config/fish`)
-/// are read for the places they name, two levels deep.
-const CONFIG_DIR_FILES: usize = 64;
+/// are read for the places they name, two levels deep: enough for a real one whole (a
+/// framework's hundreds of plugins and snippets).
+const CONFIG_DIR_FILES: usize = 4096;
 
 /// The configuration files a never place is made of: the file itself, or the files of a
-/// protected folder (two levels, at most [`CONFIG_DIR_FILES`]), each with what it loads.
-fn configuration_files(place: &Path, home: &Path) -> Vec<PathBuf> {
+/// protected folder (two levels, at most [`CONFIG_DIR_FILES`]), each with what it loads;
+/// each with whether it is a loaded one.
+fn configuration_files(place: &Path, home: &Path) -> Vec<(PathBuf, bool)> {
     let mut files = Vec::new();
     match std::fs::symlink_metadata(place) {
         Ok(m) if m.is_dir() => {
@@ -995,11 +1094,108 @@ fn configuration_files(place: &Path, home: &Path) -> Vec<PathBuf> {
             }
         }
         Ok(_) => files.push(place.to_path_buf()),
-        Err(_) => return files,
+        Err(_) => return vec![],
     }
-    let loaded: Vec<PathBuf> = files.iter().flat_map(|f| loaded_files(f, Some(home))).collect();
-    files.extend(loaded);
-    files
+    let mut out: Vec<(PathBuf, bool)> = files.iter().map(|f| (f.clone(), false)).collect();
+    for f in &files {
+        for l in loaded_files(f, Some(home)) {
+            if !out.iter().any(|(o, _)| *o == l) {
+                out.push((l, true));
+            }
+        }
+    }
+    out
+}
+
+/// A literal never place the configuration is read from: a rule's path without glob
+/// syntax (not under every root) that refuses change, with its access.
+fn readable_place(r: &Never) -> Option<(PathBuf, u32)> {
+    let pattern = r.pattern.strip_suffix("/**").unwrap_or(&r.pattern);
+    (!r.anywhere && r.access & CHANGE != 0 && !pattern.split('/').any(has_glob)).then(|| (PathBuf::from(pattern), r.access))
+}
+
+/// Whether `path` is the owner's to lose: not the home or a folder above it, and its
+/// nearest existing part the owner's (not a system folder, which a session cannot change
+/// anyway).
+fn is_owners(path: &Path, owner: &Account) -> bool {
+    !owner.home.starts_with(path) && path.ancestors().find_map(|a| std::fs::symlink_metadata(a).ok()).is_some_and(|m| m.uid() == owner.uid)
+}
+
+/// The symlinks met on the way to `path` as the kernel resolves it, in the order met: at
+/// each component, and through the components of each link's target in turn (a link on
+/// the way to a link's target). A missing component ends the walk; at most 40 links.
+fn links_on_the_way(path: &Path) -> Vec<PathBuf> {
+    let mut links: Vec<PathBuf> = Vec::new();
+    if !path.is_absolute() {
+        return links;
+    }
+    let parts = |p: &Path| -> Vec<std::ffi::OsString> {
+        p.components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(n.to_os_string()),
+                Component::ParentDir => Some("..".into()),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut rest: std::collections::VecDeque<std::ffi::OsString> = parts(path).into();
+    let mut at = PathBuf::from("/");
+    let mut hops = 0;
+    while let Some(name) = rest.pop_front() {
+        if name == ".." {
+            at.pop();
+            continue;
+        }
+        let next = at.join(&name);
+        let Ok(meta) = std::fs::symlink_metadata(&next) else { break };
+        if !meta.file_type().is_symlink() {
+            at = next;
+            continue;
+        }
+        hops += 1;
+        let Ok(target) = std::fs::read_link(&next) else { break };
+        if hops > 40 {
+            break;
+        }
+        if !links.contains(&next) {
+            links.push(next);
+        }
+        if target.is_absolute() {
+            at = PathBuf::from("/");
+        }
+        for part in parts(&target).into_iter().rev() {
+            rest.push_front(part);
+        }
+    }
+    links
+}
+
+/// The rules a literal never place `literal` (`tail`: `/**` for a folder and all beneath
+/// it, or empty) adds besides its own: the target its path resolves to where a symlink is on
+/// the way, and each symlink of the owner's on the way ([`links_on_the_way`]; not the home
+/// or above it) refused change, so none can be replaced, removed or moved (its folders are
+/// pinned as a literal place's are, [`pin_ancestors`]) to make the place another file.
+fn derived_rules(literal: &Path, tail: &str, access: u32, owner: &Account) -> Vec<Result<Never, ContainError>> {
+    let mut out = Vec::new();
+    let target = resolve_existing(literal);
+    if target != literal {
+        out.push(Never::compile(format!("{}{tail}", target.to_string_lossy()), access, false));
+    }
+    out.extend(link_rules(literal, access, owner));
+    out
+}
+
+/// The rules that refuse change to each symlink of the owner's on the way to `literal`
+/// ([`derived_rules`]), the place itself left to its own rule.
+fn link_rules(literal: &Path, access: u32, owner: &Account) -> Vec<Result<Never, ContainError>> {
+    if access & CHANGE == 0 {
+        return vec![];
+    }
+    links_on_the_way(literal)
+        .into_iter()
+        .filter(|link| link != literal && !owner.home.starts_with(link) && std::fs::symlink_metadata(link).is_ok_and(|m| m.uid() == owner.uid))
+        .map(|link| Never::compile(link.to_string_lossy().into_owned(), access & CHANGE, false))
+        .collect()
 }
 
 /// The never rules that protect `place` against change with `access`: a folder and all
@@ -1027,27 +1223,38 @@ fn code_place_rules(place: &CodePlace, owner: &Account, access: u32) -> Vec<Resu
     if real != path && !owner.home.starts_with(&real) {
         paths.push(real);
     }
-    paths
-        .into_iter()
-        .map(|p| {
-            let pattern = match place {
-                CodePlace::Folder(_) | CodePlace::InEveryRepository(_) => format!("{}/**", p.display()),
-                CodePlace::Program(_) => p.display().to_string(),
-            };
-            Never::compile(pattern, access, false)
-        })
-        .collect()
+    let tail = match place {
+        CodePlace::Folder(_) | CodePlace::InEveryRepository(_) => "/**",
+        CodePlace::Program(_) => "",
+    };
+    let mut out: Vec<Result<Never, ContainError>> = paths.into_iter().map(|p| Never::compile(format!("{}{tail}", p.display()), access, false)).collect();
+    // The links on its way, as a listed place's.
+    out.extend(link_rules(path, access, owner));
+    out
 }
 
 /// The files one file names as loaded (see [`loaded_files`]).
 fn loads_of(file: &Path, home: Option<&Path>) -> Vec<PathBuf> {
     let Some(text) = read_text(file) else { return vec![] };
     let here = file.parent().unwrap_or(Path::new("/"));
+    // ssh takes a relative `Include` from `~/.ssh` in a user's configuration, from the
+    // including file's folder (`/etc/ssh`) in the system's.
+    let ssh_dir = match home {
+        Some(h) if file.starts_with(h) => h.join(".ssh"),
+        _ => here.to_path_buf(),
+    };
     // The file's own variables and loops name what it sources (`DOTS=~/dots; . "$DOTS/x"`,
     // `for f in ~/dots/*.sh; do . "$f"; done`).
     let mut vars = ShellVariables::default();
     vars.read(&text);
-    let mut out = Vec::new();
+    let mut out: Vec<PathBuf> = Vec::new();
+    let mut push = |p: PathBuf| {
+        // A glob loads whatever its folder holds, a file made there later too.
+        let literal: PathBuf = p.components().take_while(|c| !has_glob(&c.as_os_str().to_string_lossy())).collect();
+        if !out.contains(&literal) {
+            out.push(literal);
+        }
+    };
     let mut in_include = false;
     for line in text.lines() {
         let mut t = line.trim();
@@ -1062,21 +1269,90 @@ fn loads_of(file: &Path, home: Option<&Path>) -> Vec<PathBuf> {
         if in_include {
             if let Some((k, v)) = t.split_once('=') {
                 if k.trim().eq_ignore_ascii_case("path") {
-                    out.extend(path_of(v.trim().trim_matches('"'), home, Some(here)));
+                    path_of(v.trim().trim_matches('"'), home, Some(here)).into_iter().for_each(&mut push);
                 }
             }
             continue;
         }
-        // `source FILE` or `. FILE` anywhere on the line: after `&&`, `;`, `then`
-        // (`[ -f ~/x.sh ] && . ~/x.sh`).
+        // `source FILE` or `. FILE` anywhere on the line, from the root or the home.
         let words = shell_words(t);
         for pair in words.windows(2) {
             if pair[0] == "source" || pair[0] == "." {
-                for p in vars.expand(&pair[1]).iter().filter_map(|w| path_of(w, home, None)) {
-                    // A glob loads whatever its folder holds, a file made there later too.
-                    let literal: PathBuf = p.components().take_while(|c| !has_glob(&c.as_os_str().to_string_lossy())).collect();
-                    out.push(literal);
+                vars.expand(&pair[1]).iter().filter_map(|w| path_of(w, home, None)).for_each(&mut push);
+            }
+        }
+        for command in shell_commands(t) {
+            let (first, args) = command.split_first().expect("a command has a word");
+            let args: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+            let expanded = |w: &str| vars.expand(w);
+            match first.as_str() {
+                // A shell's, at a command's start: relative to the shell's working folder,
+                // which for the user's login and interactive shells is the home.
+                // A relative word counts where it reads as a file's path (`dots/x.sh`,
+                // `.aliases`), not as prose a protected folder's text may hold ("source
+                // code").
+                "source" | "." => {
+                    for w in args.first().into_iter().flat_map(|w| expanded(w)) {
+                        let rooted = w.starts_with(['/', '~', '$']);
+                        if rooted || w.trim_end_matches('.').contains(['/', '.']) {
+                            path_of(&w, home, home).into_iter().for_each(&mut push);
+                        }
+                    }
                 }
+                // tmux: `source-file [-Fnqv] PATH...`, relative to the file or the working
+                // folder (the home, as the shell's).
+                "source-file" => {
+                    for w in args.iter().flat_map(|w| expanded(w)) {
+                        path_of(&w, home, Some(here)).into_iter().for_each(&mut push);
+                        path_of(&w, home, home).into_iter().for_each(&mut push);
+                    }
+                }
+                // vim: `:source`, `:so` (any abbreviation), from the root or the home.
+                w if matches!(w.trim_start_matches(':'), "so" | "sou" | "sour" | "sourc" | "source") => {
+                    for w in args.first().into_iter().flat_map(|w| expanded(w)) {
+                        path_of(&w, home, None).into_iter().for_each(&mut push);
+                    }
+                }
+                // ssh: `Include PATH...` (or `Include=PATH`), any case.
+                w if w.eq_ignore_ascii_case("include") || w.to_ascii_lowercase().starts_with("include=") => {
+                    let inline = w.split_once('=').map(|(_, v)| v.to_string()).filter(|v| !v.is_empty());
+                    for w in inline.iter().chain(args.iter().copied()) {
+                        path_of(w, home, Some(&ssh_dir)).into_iter().for_each(&mut push);
+                    }
+                }
+                _ => {}
+            }
+        }
+        // emacs: `(load "FILE")` (FILE.elc, FILE.el or FILE, where it has no suffix) and
+        // `(load-file "FILE")`, from the root or the home.
+        for (name, exact) in lisp_loads(t) {
+            let Some(p) = path_of(&name, home, None) else { continue };
+            if !exact && !name.ends_with(".el") && !name.ends_with(".elc") {
+                push(PathBuf::from(format!("{}.el", p.display())));
+                push(PathBuf::from(format!("{}.elc", p.display())));
+            }
+            push(p);
+        }
+    }
+    out
+}
+
+/// The files a line of Lisp loads: `(load "FILE" ...)` (with `false`: emacs tries suffixes)
+/// and `(load-file "FILE")` (with `true`).
+fn lisp_loads(line: &str) -> Vec<(String, bool)> {
+    let mut out = Vec::new();
+    for (i, _) in line.match_indices("(load") {
+        let rest = &line[i + "(load".len()..];
+        let (rest, exact) = match rest.strip_prefix("-file") {
+            Some(r) => (r, true),
+            None => (rest, false),
+        };
+        if !rest.starts_with(char::is_whitespace) {
+            continue;
+        }
+        if let Some(quoted) = rest.trim_start().strip_prefix('"') {
+            if let Some(end) = quoted.find('"') {
+                out.push((quoted[..end].to_string(), exact));
             }
         }
     }
@@ -1513,7 +1789,7 @@ impl Containment {
                 protect.push(p);
             }
         }
-        let never = NeverList::new(&moved_rules(&cfg.never, &env.moved), owner)?.with_code_places(owner, &env.places)?;
+        let never = NeverList::new(&moved_rules(&cfg.never, &env.moved), owner)?.with_code_places(owner, env)?;
         let mut open = Vec::new();
         let mut layered = Vec::new();
         let mut read_only = Vec::new();
@@ -1639,7 +1915,7 @@ mod tests {
         let git = loaded_files(&h.join(".gitconfig"), Some(h));
         assert_eq!(git, [h.join("work/git/id.gitconfig"), h.join("oss.gitconfig"), h.join("work/git/more.gitconfig")]);
         let sh = loaded_files(&h.join(".bashrc"), Some(h));
-        assert_eq!(sh, [h.join("dotfiles/aliases.sh"), h.join(".bash_extra")], "relative sources are not followed");
+        assert_eq!(sh, [h.join("dotfiles/aliases.sh"), h.join(".bash_extra"), h.join("relative.sh")], "a relative source from the home, where the user's shells start");
         // A file that includes itself, binary content and a missing file load nothing more.
         std::fs::write(h.join("loop"), "[include]\npath = loop\n").unwrap();
         assert!(loaded_files(&h.join("loop"), Some(h)).is_empty());
@@ -1675,7 +1951,7 @@ mod tests {
         assert!(n.forbids(&h.join("tools/bin/git"), Access::Create).is_none(), "the rules alone do not read the home");
         // The PATH of the process that started the session, however its shell built it.
         let running = [CodePlace::Folder(h.join("started/bin")), CodePlace::Folder(h.clone()), CodePlace::Folder("/usr/bin".into())];
-        let n = n.with_code_places(&account, &running).unwrap();
+        let n = n.with_code_places(&account, &UserEnvironment { places: running.to_vec(), ..Default::default() }).unwrap();
         for (place, what) in [
             ("tools/bin/git", "a folder on PATH"),
             ("more/bin/ls", "a folder a sourced file puts on PATH"),
@@ -1793,7 +2069,7 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         let h = home.path().canonicalize().unwrap();
         let account = Account { home: h.clone(), ..owner() };
-        let env = UserEnvironment { places: vec![], moved: vec![("XDG_CONFIG_HOME", h.join("dots/config"))] };
+        let env = UserEnvironment { moved: vec![("XDG_CONFIG_HOME", h.join("dots/config"))], ..Default::default() };
         let c = Containment::for_owner(&ContainmentConfig::default(), &account, &env).unwrap();
         assert!(c.never.forbids(&h.join("dots/config/git/config"), Access::Write).is_some(), "git's configuration, moved");
         assert!(c.never.forbids(&h.join("dots/config/git/config"), Access::Read).is_none(), "still readable");
@@ -1813,6 +2089,185 @@ mod tests {
         // Through the file's variables and a loop over a glob: the glob's folder, whole.
         std::fs::write(h.join(".zshrc"), "DOTS=\"$HOME/dots\"\nsource \"$DOTS/env.sh\"\nfor f in ~/dots/shell/*.sh; do . \"$f\"; done\n").unwrap();
         assert_eq!(loaded_files(&h.join(".zshrc"), Some(h)), [h.join("dots/env.sh"), h.join("dots/shell")]);
+    }
+
+    /// A shell's `source`/`.` of a relative path at a command's start loads it from the
+    /// home; a `.` that is an argument (`cd .`), or a word that is not a file's path, loads
+    /// nothing.
+    #[test]
+    fn a_shell_file_sources_a_relative_path_from_the_home() {
+        let d = tempfile::tempdir().unwrap();
+        let h = d.path();
+        std::fs::write(h.join(".bashrc"), "[ -f dots/aliases.sh ] && . dots/aliases.sh\nif true; then source ./dots/env.sh; fi\ncd . && ls\nsource code is here\n").unwrap();
+        assert_eq!(loaded_files(&h.join(".bashrc"), Some(h)), [h.join("dots/aliases.sh"), h.join("dots/env.sh")]);
+    }
+
+    /// Includes are followed until none is new: the tenth file of a chain, and a cycle ends.
+    #[test]
+    fn includes_are_followed_until_none_is_new() {
+        let d = tempfile::tempdir().unwrap();
+        let h = d.path();
+        std::fs::create_dir_all(h.join("inc")).unwrap();
+        std::fs::write(h.join(".gitconfig"), "[include]\n\tpath = ~/inc/1.inc\n").unwrap();
+        for i in 1..10 {
+            std::fs::write(h.join(format!("inc/{i}.inc")), format!("[include]\n\tpath = {}.inc\n", i + 1)).unwrap();
+        }
+        std::fs::write(h.join("inc/10.inc"), "[include]\n\tpath = 1.inc\n").unwrap();
+        let got = loaded_files(&h.join(".gitconfig"), Some(h));
+        assert_eq!(got, (1..=10).map(|i| h.join(format!("inc/{i}.inc"))).collect::<Vec<_>>());
+    }
+
+    /// The loading forms of the other tools whose configuration the never list holds:
+    /// tmux's `source-file`, vim's `so`/`source`, emacs's `load`/`load-file`, ssh's
+    /// `Include` (relative to `~/.ssh`, a glob loading its folder).
+    #[test]
+    fn the_files_tmux_vim_emacs_and_ssh_configuration_loads_are_loaded() {
+        let d = tempfile::tempdir().unwrap();
+        let h = d.path();
+        std::fs::create_dir_all(h.join(".ssh")).unwrap();
+        let cases: [(&str, &str, Vec<PathBuf>); 4] = [
+            (".tmux.conf", "set -g mouse on\nsource-file ~/dots/tmux/theme.conf\nsource-file -q ~/dots/tmux/local/*.conf\n", vec![h.join("dots/tmux/theme.conf"), h.join("dots/tmux/local")]),
+            (".vimrc", "set nu\nso ~/dots/vim/plugins.vim\n:source $HOME/dots/vim/keys.vim\n", vec![h.join("dots/vim/plugins.vim"), h.join("dots/vim/keys.vim")]),
+            (
+                ".emacs",
+                "(setq x 1)\n(load \"~/dots/emacs/local.el\")\n(load-file \"~/dots/emacs/keys.el\")\n(load \"~/dots/emacs/more\" nil t)\n(loader \"~/no\")\n",
+                vec![h.join("dots/emacs/local.el"), h.join("dots/emacs/keys.el"), h.join("dots/emacs/more.el"), h.join("dots/emacs/more.elc"), h.join("dots/emacs/more")],
+            ),
+            (".ssh/config", "Host *\n  Include ~/dots/ssh/work.conf config.d/*\ninclude=/etc/ssh/extra.conf\n", vec![h.join("dots/ssh/work.conf"), h.join(".ssh/config.d"), PathBuf::from("/etc/ssh/extra.conf")]),
+        ];
+        for (file, text, want) in cases {
+            std::fs::write(h.join(file), text).unwrap();
+            assert_eq!(loaded_files(&h.join(file), Some(h)), want, "{file}");
+        }
+    }
+
+    /// A file a never place loads is a never place of its own: its folders are pinned, and
+    /// one that a protected folder's file loads (`~/.ssh/config`'s `Include`) is protected.
+    #[test]
+    fn a_loaded_file_is_protected_with_its_folders_pinned() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path().canonicalize().unwrap();
+        let uid = std::fs::metadata(&h).unwrap().uid();
+        let account = Account { home: h.clone(), uid, ..owner() };
+        std::fs::create_dir_all(h.join("work/git")).unwrap();
+        std::fs::write(h.join("work/git/id.gitconfig"), "[user]\n\temail = me@work\n").unwrap();
+        std::fs::write(h.join(".gitconfig"), "[include]\n\tpath = ~/work/git/id.gitconfig\n").unwrap();
+        std::fs::create_dir_all(h.join(".ssh")).unwrap();
+        std::fs::create_dir_all(h.join("dots/ssh")).unwrap();
+        std::fs::write(h.join("dots/ssh/work.conf"), "Host w\n").unwrap();
+        std::fs::write(h.join(".ssh/config"), "Include ~/dots/ssh/work.conf\n").unwrap();
+        let n = NeverList::new(&ContainmentConfig::default().never, &account).unwrap();
+        let maps = crate::kernel::MemoryMaps::default();
+        n.seed(&mut maps.enforcer(), &[], &[]).unwrap();
+        for d in ["work/git", "work"] {
+            assert_eq!(maps.never_bits(object(&h.join(d)).unwrap()), Some(pincer_common::NEVER_PINNED), "{d} of the included file is pinned");
+        }
+        let n = n.with_code_places(&account, &UserEnvironment::default()).unwrap();
+        assert!(n.forbids(&h.join("dots/ssh/work.conf"), Access::Write).is_some(), "the file ~/.ssh/config includes");
+        assert!(n.forbids(&h.join("work/git/id.gitconfig"), Access::Write).is_some(), "the file ~/.gitconfig includes");
+        assert!(n.read_from().contains(&Watch::File(h.join("dots/ssh/work.conf"))), "and it is watched");
+        let maps = crate::kernel::MemoryMaps::default();
+        n.seed(&mut maps.enforcer(), &[], &[]).unwrap();
+        assert!(maps.never_bits(object(&h.join("dots/ssh/work.conf")).unwrap()).is_some_and(|b| b & CHANGE == CHANGE));
+        assert_eq!(maps.never_bits(object(&h.join("dots/ssh")).unwrap()), Some(pincer_common::NEVER_PINNED));
+    }
+
+    /// Every symlink of the user's on the way to a never place (`~/.gitconfig ->
+    /// dots/current/gitconfig`, `dots/current -> v1`, `v1 -> store/v1`) is never changed, its
+    /// folders pinned, and watched by its name; the place resolves through all of them.
+    #[test]
+    fn a_symlink_on_the_way_to_a_never_place_is_never_changed_and_watched() {
+        use std::os::unix::fs::symlink;
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path().canonicalize().unwrap();
+        let uid = std::fs::metadata(&h).unwrap().uid();
+        let account = Account { home: h.clone(), uid, ..owner() };
+        std::fs::create_dir_all(h.join("dots/store/v1")).unwrap();
+        std::fs::write(h.join("dots/store/v1/gitconfig"), "[user]\n\tname = u\n").unwrap();
+        symlink("store/v1", h.join("dots/v1")).unwrap();
+        symlink("v1", h.join("dots/current")).unwrap();
+        symlink(h.join("dots/current/gitconfig"), h.join(".gitconfig")).unwrap();
+        let n = NeverList::new(&ContainmentConfig::default().never, &account).unwrap();
+        for link in ["dots/current", "dots/v1"] {
+            for a in [Access::Write, Access::Delete] {
+                assert!(n.forbids(&h.join(link), a).is_some(), "{link}: {a:?}");
+            }
+            assert!(n.forbids(&h.join(link), Access::Read).is_none(), "{link} stays readable");
+        }
+        assert!(n.forbids(&h.join("dots/store/v1/gitconfig"), Access::Write).is_some(), "the place's target");
+        assert!(n.forbids(&h.join("dots/notes"), Access::Write).is_none(), "beside them");
+        let maps = crate::kernel::MemoryMaps::default();
+        n.seed(&mut maps.enforcer(), &[], &[]).unwrap();
+        let lobject = |p: &str| ObjectId::of_metadata(&std::fs::symlink_metadata(h.join(p)).unwrap());
+        assert!(maps.never_bits(lobject("dots/current")).is_some_and(|b| b & CHANGE == CHANGE), "the link itself");
+        assert_eq!(maps.never_name_bits(object(&h.join("dots")).unwrap(), OsStr::new("current")), Some(CHANGE), "its name");
+        assert_eq!(maps.never_bits(object(&h.join("dots")).unwrap()), Some(pincer_common::NEVER_PINNED), "its folder");
+        let n = n.with_code_places(&account, &UserEnvironment::default()).unwrap();
+        for link in ["dots/current", "dots/v1"] {
+            assert!(n.read_from().contains(&Watch::File(h.join(link))), "{link} not watched: {:?}", n.read_from());
+        }
+    }
+
+    /// The configuration files the starter's environment names (`GIT_CONFIG_GLOBAL`) are
+    /// read with the never list's, watched, and protected: what the user adds there later
+    /// is read when the configuration is read again.
+    #[test]
+    fn the_configuration_the_environment_names_is_read_watched_and_protected() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path().canonicalize().unwrap();
+        let uid = std::fs::metadata(&h).unwrap().uid();
+        let account = Account { home: h.clone(), uid, ..owner() };
+        std::fs::create_dir_all(h.join("work/hooks")).unwrap();
+        let gc = h.join("work/gitconfig");
+        std::fs::write(&gc, "[user]\n\tname = u\n").unwrap();
+        let env = UserEnvironment { configs: vec![gc.clone()], ..Default::default() };
+        let c = Containment::for_owner(&ContainmentConfig::default(), &account, &env).unwrap();
+        assert!(c.never.read_from().contains(&Watch::File(gc.clone())), "watched: {:?}", c.never.read_from());
+        assert!(c.never.forbids(&gc, Access::Write).is_some(), "the file itself");
+        assert!(c.never.forbids(&h.join("work/hooks/pre-commit"), Access::Create).is_none(), "named by nothing yet");
+        std::fs::write(&gc, "[core]\n\thooksPath = ~/work/hooks\n").unwrap();
+        let c = Containment::for_owner(&ContainmentConfig::default(), &account, &env).unwrap();
+        assert!(c.never.forbids(&h.join("work/hooks/pre-commit"), Access::Create).is_some(), "named once the user adds it");
+    }
+
+    /// `XDG_CONFIG_HOME` moved by the shell's own startup files (read with the variables
+    /// they set) moves the never places under it as the environment does, and what is
+    /// there is read.
+    #[test]
+    fn the_never_places_move_with_the_xdg_config_home_the_shell_files_set() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path().canonicalize().unwrap();
+        let uid = std::fs::metadata(&h).unwrap().uid();
+        let account = Account { home: h.clone(), uid, ..owner() };
+        std::fs::create_dir_all(h.join("dots/config/git")).unwrap();
+        std::fs::create_dir_all(h.join("dots/hooks")).unwrap();
+        std::fs::write(h.join("dots/config/git/config"), "[core]\n\thooksPath = ~/dots/hooks\n").unwrap();
+        std::fs::write(h.join(".bashrc"), "DOTS=\"$HOME/dots\"\nexport XDG_CONFIG_HOME=\"$DOTS/config\"\n").unwrap();
+        let c = Containment::for_owner(&ContainmentConfig::default(), &account, &UserEnvironment::default()).unwrap();
+        assert!(c.never.forbids(&h.join("dots/config/git/config"), Access::Write).is_some(), "git's configuration, moved");
+        assert!(c.never.forbids(&h.join("dots/config/systemd/user/x.service"), Access::Create).is_some(), "user units, moved");
+        assert!(c.never.forbids(&h.join("dots/config/gcloud/credentials.db"), Access::Read).is_some(), "a secret, moved, with its access");
+        assert!(c.never.forbids(&h.join("dots/hooks/pre-commit"), Access::Create).is_some(), "what the moved configuration names");
+        assert!(c.never.read_from().contains(&Watch::File(h.join("dots/config/git/config"))), "read and watched");
+        assert!(c.never.forbids(&h.join("dots/notes.md"), Access::Write).is_none(), "beside them");
+    }
+
+    /// Every file of a protected folder is read, far past a few dozen (a framework's
+    /// snippets in `~/.bashrc.d`).
+    #[test]
+    fn every_file_of_a_protected_configuration_folder_is_read() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path().canonicalize().unwrap();
+        let uid = std::fs::metadata(&h).unwrap().uid();
+        let account = Account { home: h.clone(), uid, ..owner() };
+        std::fs::create_dir_all(h.join(".bashrc.d")).unwrap();
+        for i in 0..300 {
+            std::fs::create_dir_all(h.join(format!("t{i}/bin"))).unwrap();
+            std::fs::write(h.join(format!(".bashrc.d/{i}.sh")), format!("export PATH=\"$HOME/t{i}/bin:$PATH\"\n")).unwrap();
+        }
+        let n = NeverList::new(&ContainmentConfig::default().never, &account).unwrap().with_code_places(&account, &UserEnvironment::default()).unwrap();
+        let open: Vec<usize> = (0..300).filter(|i| n.forbids(&h.join(format!("t{i}/bin/git")), Access::Create).is_none()).collect();
+        assert!(open.is_empty(), "folders not protected: {open:?}");
     }
 
     #[test]
