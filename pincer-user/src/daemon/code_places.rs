@@ -749,30 +749,10 @@ fn is_path_variable(w: &str) -> bool {
     matches!(w, "$PATH" | "${PATH}" | "$path" | "${path[@]}" | "$fish_user_paths" | "@{PATH}")
 }
 
-/// A line split into words at blanks and `;`, with quotes removed (a quoted part stays in
-/// one word).
+/// A line split into words at blanks and `;`, `&`, `|`, with quotes removed (a quoted part
+/// stays in one word).
 pub(super) fn shell_words(line: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    let mut word = String::new();
-    let mut quote: Option<char> = None;
-    for c in line.chars() {
-        match (quote, c) {
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), c) => word.push(c),
-            (None, '"' | '\'') => quote = Some(c),
-            (None, c) if c.is_whitespace() || c == ';' || c == '&' || c == '|' => {
-                if !word.is_empty() {
-                    words.push(std::mem::take(&mut word));
-                }
-            }
-            (None, '#') if word.is_empty() => break,
-            (None, c) => word.push(c),
-        }
-    }
-    if !word.is_empty() {
-        words.push(word);
-    }
-    words
+    split_commands(line).into_iter().flatten().collect()
 }
 
 /// A line's simple commands (split at `;`, `&`, `&&`, `|`, `||` outside quotes), each as
@@ -780,17 +760,23 @@ pub(super) fn shell_words(line: &str) -> Vec<String> {
 /// (`then`, `do`, `else`, `{`, `!`, ...): the first word of each is the command it runs.
 pub(super) fn shell_commands(line: &str) -> Vec<Vec<String>> {
     const OPENERS: &[&str] = &["then", "do", "else", "elif", "if", "while", "until", "{", "(", "!", "time", "command", "builtin"];
+    split_commands(line)
+        .into_iter()
+        .map(|words| {
+            let skip = words.iter().take_while(|w| OPENERS.contains(&w.as_str())).count();
+            words.into_iter().skip(skip).collect::<Vec<_>>()
+        })
+        .filter(|command| !command.is_empty())
+        .collect()
+}
+
+/// A line's words, with quotes removed, grouped by the `;`, `&` and `|` outside quotes
+/// that end each command; a `#` that starts a word ends the line.
+fn split_commands(line: &str) -> Vec<Vec<String>> {
     let mut commands = Vec::new();
     let mut words: Vec<String> = Vec::new();
     let mut word = String::new();
     let mut quote: Option<char> = None;
-    let end_command = |words: &mut Vec<String>, commands: &mut Vec<Vec<String>>| {
-        let skip = words.iter().take_while(|w| OPENERS.contains(&w.as_str())).count();
-        let command: Vec<String> = words.drain(..).skip(skip).collect();
-        if !command.is_empty() {
-            commands.push(command);
-        }
-    };
     for c in line.chars() {
         match (quote, c) {
             (Some(q), c) if c == q => quote = None,
@@ -800,8 +786,8 @@ pub(super) fn shell_commands(line: &str) -> Vec<Vec<String>> {
                 if !word.is_empty() {
                     words.push(std::mem::take(&mut word));
                 }
-                if !c.is_whitespace() {
-                    end_command(&mut words, &mut commands);
+                if !c.is_whitespace() && !words.is_empty() {
+                    commands.push(std::mem::take(&mut words));
                 }
             }
             (None, '#') if word.is_empty() => break,
@@ -811,7 +797,9 @@ pub(super) fn shell_commands(line: &str) -> Vec<Vec<String>> {
     if !word.is_empty() {
         words.push(word);
     }
-    end_command(&mut words, &mut commands);
+    if !words.is_empty() {
+        commands.push(words);
+    }
     commands
 }
 
