@@ -83,18 +83,37 @@ pub fn code_places(file: &Path, home: Option<&Path>, worktree: Option<&Path>, va
 /// a name in Latin-1) are read as U+FFFD: the shell and git read bytes, and the lines
 /// around them name what they name.
 pub(super) fn read_text(file: &Path) -> Option<String> {
-    let meta = std::fs::metadata(file).ok()?;
-    if !meta.is_file() || meta.len() > MAX_BYTES {
-        return None;
-    }
-    let bytes = std::fs::read(file).ok()?;
-    if bytes.len() as u64 > MAX_BYTES || bytes.contains(&0) {
+    let bytes = read_regular(file, MAX_BYTES)?;
+    if bytes.contains(&0) {
         return None;
     }
     Some(match String::from_utf8(bytes) {
         Ok(text) => text,
         Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
     })
+}
+
+/// The bytes of the regular file `file` names (symlinks followed), if it holds at most
+/// `max`; `None` for anything else. The daemon reads files a session may have made (a
+/// repository's `.git` file, `commondir` or `config` in a folder of the session's): the
+/// kind and the size are those of the object opened (`fstat`), not of a name that may be
+/// switched between a check and the read, and the open does not wait (`O_NONBLOCK`: a FIFO
+/// put at the name would otherwise hold the daemon until something writes to it). A name
+/// that is not a regular file at the check is not opened at all (a device's open may act).
+fn read_regular(file: &Path, max: u64) -> Option<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    if !std::fs::metadata(file).ok()?.is_file() {
+        return None;
+    }
+    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(file).ok()?;
+    let meta = f.metadata().ok()?;
+    if !meta.is_file() || meta.len() > max {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    f.take(max + 1).read_to_end(&mut bytes).ok()?;
+    (bytes.len() as u64 <= max).then_some(bytes)
 }
 
 /// How many values of one variable are kept, and how many paths one `PATH` part may stand

@@ -1658,10 +1658,10 @@ fn seed_git_entry(seeds: &mut Seeds, dir: &Path, entry: &OsStr, meta: &std::fs::
     } else if entry == "HEAD" && !dot_git && dir.join("config").is_file() {
         seed_git_dir(seeds, dir, dir, access, root, home);
     } else if entry == ".git" && meta.len() <= 4096 {
-        let Ok(text) = std::fs::read_to_string(dir.join(".git")) else { return };
+        let Some(text) = read_text(&dir.join(".git")) else { return };
         let Some(named) = text.lines().find_map(|l| l.strip_prefix("gitdir:")).and_then(|g| path_of(g.trim(), None, Some(dir))) else { return };
         seed_git_dir(seeds, &named, dir, access, root, home);
-        if let Some(common) = std::fs::read_to_string(named.join("commondir")).ok().and_then(|c| path_of(c.trim(), None, Some(&named))) {
+        if let Some(common) = read_text(&named.join("commondir")).and_then(|c| path_of(c.trim(), None, Some(&named))) {
             seed_git_dir(seeds, &common, dir, access, root, home);
         }
     }
@@ -2060,6 +2060,48 @@ mod tests {
         }
         let seeded = list.seed(&mut maps.enforcer(), std::slice::from_ref(&ws), &[]).unwrap();
         assert!(!seeded.read_from.contains(&Watch::Tree(h.join("ws/app/.git/x"))), "a folder inside .git");
+    }
+
+    /// A session may make a repository of its own in a root, and the next scan reads it:
+    /// FIFOs at every name the scan reads (a worktree's `.git` file and the `commondir`
+    /// beside the git directory it names, a `.git/config`, a bare repository's `config`)
+    /// neither hold the scan nor name anything, and the scan still finds the user's
+    /// repository beside them.
+    #[test]
+    fn fifos_where_a_scan_reads_git_files_do_not_hold_it() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path().canonicalize().unwrap();
+        let account = Account { home: h.clone(), ..owner() };
+        let ws = h.join("ws");
+        let fifo = |p: &str| {
+            let p = h.join(p);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+            // SAFETY: mkfifo on a NUL-terminated path.
+            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo {}", p.display());
+        };
+        std::fs::create_dir_all(ws.join("gd")).unwrap();
+        std::fs::write(ws.join("wt/.git").parent().map(|d| { std::fs::create_dir_all(d).unwrap(); d.join(".git") }).unwrap(), format!("gitdir: {}/gd\n", ws.display())).unwrap();
+        fifo("ws/gd/commondir");
+        fifo("ws/fifo-wt/.git");
+        fifo("ws/app/.git/config");
+        std::fs::write(ws.join("bare-ish").join("HEAD").parent().map(|d| { std::fs::create_dir_all(d).unwrap(); d.join("HEAD") }).unwrap(), "ref: refs/heads/main\n").unwrap();
+        fifo("ws/bare-ish/config");
+        std::fs::create_dir_all(ws.join("users/.git")).unwrap();
+        std::fs::write(ws.join("users/.git/config"), "[core]\n\thooksPath = hooks\n").unwrap();
+        std::fs::create_dir_all(ws.join("users/hooks")).unwrap();
+        let list = NeverList::new(&ContainmentConfig::default().never, &account).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let roots = vec![ws.clone()];
+        std::thread::spawn(move || {
+            let plan = list.plan(&roots, &[]);
+            let maps = crate::kernel::MemoryMaps::default();
+            plan.write(&mut maps.enforcer()).unwrap();
+            let _ = tx.send(maps);
+        });
+        let maps = rx.recv_timeout(std::time::Duration::from_secs(20)).expect("the scan is held by a FIFO");
+        let bits = maps.never_bits(object(&ws.join("users/hooks")).unwrap()).unwrap_or(0);
+        assert_eq!(bits & CHANGE, CHANGE, "the user's repository beside the FIFOs: {bits:#x}");
     }
 
     /// With `XDG_CONFIG_HOME` moved in the starter's environment, the never list's places
