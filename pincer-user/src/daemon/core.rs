@@ -131,6 +131,18 @@ pub enum Cmd {
         /// How long the reading took.
         took: std::time::Duration,
     },
+    /// What a new session's open reads of the filesystem, read off the actor
+    /// ([`Core::create`]): the session is opened with it ([`Core::open`]).
+    SessionRead {
+        /// The session asked for.
+        ask: Box<SessionAsk>,
+        /// Which of the owner's readings it is (a later one's containment is kept).
+        generation: u64,
+        /// What was read, or why it could not be.
+        read: Result<SessionRead, CallError>,
+        /// The creator's reply.
+        reply: ReplyTo,
+    },
     /// The pre-committed policy of a starting session, made outside the actor.
     PolicyMade {
         /// The session.
@@ -227,6 +239,48 @@ pub struct Core {
     /// Where work done outside the actor comes back.
     pub(super) inbox: Inbox,
     inbox_rx: Option<mpsc::UnboundedReceiver<Cmd>>,
+}
+
+/// A session asked for by the user's process outside every session.
+#[derive(Debug)]
+pub struct SessionAsk {
+    owner_uid: u32,
+    roots: Vec<PathBuf>,
+    prompt: String,
+    mode: SessionMode,
+}
+
+/// What opening a session reads of the filesystem, read off the actor ([`Core::create`]):
+/// its roots, the owner's containment from the configuration as it is now, the never
+/// entries planned for the roots (the scans of the roots and of the home) and the roots'
+/// trees the twin is shown.
+pub struct SessionRead {
+    recs: Vec<sessions::RootRec>,
+    places: Vec<sessions::RootRec>,
+    contain: Containment,
+    plan: contain::SeedPlan,
+    tree: Vec<String>,
+    took: std::time::Duration,
+}
+
+impl std::fmt::Debug for SessionRead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionRead").field("roots", &self.recs).field("took", &self.took).finish_non_exhaustive()
+    }
+}
+
+impl SessionRead {
+    /// Reads what a session of `owner` on `roots` needs (blocking: run off the actor).
+    fn read(cfg: &contain::ContainmentConfig, owner: &users::Account, env: &super::code_places::UserEnvironment, roots: &[PathBuf]) -> Result<Self, CallError> {
+        let began = std::time::Instant::now();
+        let recs = sessions::root_records(roots)?;
+        let contain = Containment::for_owner(cfg, owner, env)?;
+        let places = sessions::place_records(&contain.protect, &owner.home, &recs);
+        let named: Vec<PathBuf> = recs.iter().map(|r| r.path.clone()).collect();
+        let plan = contain.never.plan(&named, &contain.read_only);
+        let tree: Vec<String> = recs.iter().flat_map(|r| resolve::workspace_tree(&r.root(), TREE_LIMIT)).collect();
+        Ok(SessionRead { recs, places, contain, plan, tree, took: began.elapsed() })
+    }
 }
 
 /// A session whose pre-committed policy is being made.
@@ -419,6 +473,7 @@ impl Core {
                 Cmd::WaitTimedOut { question } => self.wait_timed_out(question),
                 Cmd::StateChanged(change) => self.state_changed(change).await,
                 Cmd::Decided { session, job, votes } => self.decided(&session, job, votes).await,
+                Cmd::SessionRead { ask, generation, read, reply } => self.session_read(*ask, generation, read, reply).await,
                 Cmd::PolicyMade { session, made } => self.policy_made(&session, made).await,
                 Cmd::ConfigChanged { owners } => self.config_changed(&owners),
                 Cmd::ConfigRead { owner, generation, read, took } => self.config_read(owner, generation, read, took),
@@ -500,13 +555,10 @@ impl Core {
         self.fresh_containment(owner_uid, &Default::default())
     }
 
-    /// The containment of `owner_uid`'s sessions made again from the places as they are now:
-    /// each session starts on it, so an open path, a protected place or a never place's
-    /// symlink the user made or changed after an earlier session is taken as it is (the
-    /// compiled globs are kept, so it costs a few system calls per configured place).
-    /// `env`: what the environment of the user's process that starts the session tells.
-    /// The environments of the processes that started the owner's earlier sessions count too
-    /// (merged): a containment made again never drops what one of them named.
+    /// The containment of `owner_uid`'s sessions made again from the places as they are now
+    /// (a session's requests before any was made; a session's open reads it off the actor,
+    /// [`Core::create`]). The environments of the processes that started the owner's
+    /// sessions are merged in: a containment made again never drops what one of them named.
     fn fresh_containment(&mut self, owner_uid: u32, env: &super::code_places::UserEnvironment) -> Result<Arc<Containment>, ContainError> {
         let merged = self.starters.entry(owner_uid).or_default();
         merged.merge(env);
@@ -592,12 +644,52 @@ impl Core {
         }
     }
 
-    /// Creates a session: its cgroup, its containment and its registration in the kernel
-    /// now; its pre-committed policy is made outside the actor, and `reply` hears of the
-    /// session once the policy is in ([`Core::policy_made`]). Until then the session's
-    /// requests are denied before any vote (fail closed).
+    /// Creates a session in two steps, so the actor, which serves every session's requests,
+    /// misses and holds, never waits on the filesystem a session's open reads (the owner's
+    /// configuration, the scans of the roots and of the home, the roots' trees): these are
+    /// read on a blocking thread ([`SessionRead::read`]), with the environment of `starter`,
+    /// the user's process that asked (outside every session), merged into the owner's
+    /// starters' first: the places it runs programs from (its `PATH`, its editor, ...) are
+    /// code places of the user's. [`Core::session_read`] then opens the session.
     async fn create(&mut self, owner_uid: u32, starter: &Peer, roots: Vec<PathBuf>, prompt: String, mode: SessionMode, reply: ReplyTo) {
-        match self.open(owner_uid, starter, roots, prompt, mode).await {
+        if prompt.trim().is_empty() {
+            let _ = reply.send(Err(CallError::EmptyFirstPrompt));
+            return;
+        }
+        let roots = if roots.is_empty() { self.config.default_roots.clone() } else { roots };
+        if roots.is_empty() {
+            let _ = reply.send(Err(CallError::NoRoot));
+            return;
+        }
+        let owner = users::by_uid(owner_uid);
+        let env = super::code_places::of_process(starter.pid, &owner.home);
+        let merged = self.starters.entry(owner_uid).or_default();
+        merged.merge(&env);
+        let env = merged.clone();
+        // Counted as a reading of the owner's configuration: a reading started before it
+        // (without this starter's environment) does not replace the containment it makes.
+        let generation = self.config_readings.entry(owner_uid).or_default();
+        *generation += 1;
+        let generation = *generation;
+        let cfg = self.config.containment.clone();
+        let inbox = self.inbox.clone();
+        let ask = Box::new(SessionAsk { owner_uid, roots, prompt, mode });
+        tokio::task::spawn_blocking(move || {
+            let read = SessionRead::read(&cfg, &owner, &env, &ask.roots);
+            let _ = inbox.send(Cmd::SessionRead { ask, generation, read, reply });
+        });
+    }
+
+    /// What a new session's open read came back ([`Core::create`]): the session is opened,
+    /// and its pre-committed policy is made outside the actor; `reply` hears of the session
+    /// once the policy is in ([`Core::policy_made`]). Until then the session's requests are
+    /// denied before any vote (fail closed).
+    async fn session_read(&mut self, ask: SessionAsk, generation: u64, read: Result<SessionRead, CallError>, reply: ReplyTo) {
+        let opened = match read {
+            Ok(read) => self.open(&ask, generation, read).await,
+            Err(e) => Err(e),
+        };
+        match opened {
             Ok((id, draft)) => {
                 let session = id.clone();
                 let call = DeciderCall::spawn(&self.inbox, async move { Cmd::PolicyMade { session, made: draft.make().await } });
@@ -609,23 +701,19 @@ impl Core {
         }
     }
 
-    /// The part of [`Core::create`] the actor does: the session is open (and persisted)
-    /// when it returns, with the draft its pre-committed policy is to be made from. The
-    /// places the environment of `starter`, the user's process that asked for the session
-    /// (outside every session), runs programs from (the folders on its `PATH`, its editor,
-    /// ...) are code places of the user's.
-    async fn open(&mut self, owner_uid: u32, starter: &Peer, roots: Vec<PathBuf>, prompt: String, mode: SessionMode) -> Result<(String, crate::twin::PolicyDraft), CallError> {
-        if prompt.trim().is_empty() {
-            return Err(CallError::EmptyFirstPrompt);
-        }
-        let roots = if roots.is_empty() { self.config.default_roots.clone() } else { roots };
-        if roots.is_empty() {
-            return Err(CallError::NoRoot);
-        }
-        let recs = sessions::root_records(&roots)?;
+    /// The part of opening a session the actor does, with what was read off it: its cgroup,
+    /// its limits, its never entries and open paths in the kernel, its registration, scratch
+    /// and layers, and the twin's session. The session is open (and persisted) when it
+    /// returns, with the draft its pre-committed policy is to be made from.
+    async fn open(&mut self, ask: &SessionAsk, generation: u64, read: SessionRead) -> Result<(String, crate::twin::PolicyDraft), CallError> {
+        let SessionAsk { owner_uid, ref prompt, mode, .. } = *ask;
+        let SessionRead { recs, places, contain, plan, tree, took } = read;
         let owner = users::by_uid(owner_uid);
-        let contain = self.fresh_containment(owner_uid, &super::code_places::of_process(starter.pid, &owner.home))?;
-        let places = sessions::place_records(&contain.protect, &owner.home, &recs);
+        let contain = Arc::new(contain);
+        if self.config_read_applied.get(&owner_uid).is_none_or(|&g| g < generation) {
+            self.config_read_applied.insert(owner_uid, generation);
+            self.contain.insert(owner_uid, contain.clone());
+        }
         let scratch_size = self.config.limits.scratch_bytes()?;
         let id = sessions::new_session_id();
         let cgroup = self.config.cgroup_parent.join(&id);
@@ -644,12 +732,12 @@ impl Core {
             undo(self);
             return Err(e.into());
         }
-        let named: Vec<PathBuf> = recs.iter().map(|r| r.path.clone()).collect();
+        let began = std::time::Instant::now();
         let gate = (|| {
             // Never-grantable entries and open paths go in before the session is gated.
             // One sync of the kernel's state for all of them.
             let seeded = self.enforcer.batch(|e| {
-                let seeded = contain.never.seed(e, &named, &contain.read_only)?;
+                let seeded = plan.write(e)?;
                 contain.apply_open(e)?;
                 Ok::<_, ContainError>(seeded)
             })?;
@@ -671,9 +759,8 @@ impl Core {
             }
         };
         let user = self.ids.of_name(&owner.name);
-        let tree: Vec<String> = recs.iter().flat_map(|r| resolve::workspace_tree(&r.root(), TREE_LIMIT)).collect();
         let draft = match self.twins.get(&user).await {
-            Ok(t) => t.open_session(&id, &prompt, &tree).map_err(CallError::Twin),
+            Ok(t) => t.open_session(&id, prompt, &tree).map_err(CallError::Twin),
             Err(e) => Err(e.into()),
         };
         let draft = match draft {
@@ -686,6 +773,7 @@ impl Core {
                 return Err(e);
             }
         };
+        tracing::debug!(session = %id, read_ms = took.as_millis() as u64, actor_ms = began.elapsed().as_millis() as u64, "session opened");
         let s = Session {
             id: id.clone(),
             owner_uid,
@@ -693,7 +781,7 @@ impl Core {
             cgroup,
             cgroup_id,
             roots: recs,
-            prompts: vec![prompt],
+            prompts: vec![prompt.clone()],
             policy_entries: 0,
             counters: Counters::default(),
             grants: vec![],
