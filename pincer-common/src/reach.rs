@@ -23,6 +23,7 @@
 //! | [`HOOK_KEY_PERMISSION`] | `target_id` (the key's serial), `detail` (`KEY_NEED_*`), `target_session`, `target_uid` (the key's owner) |
 //! | [`HOOK_PTY_OPEN`] | `ino`, `dev` (the terminal), `target_session`, `name` (its name in `/dev/pts`) |
 //! | [`HOOK_CGROUP_WRITE`] | `ino`, `dev` (the file), `detail` (the access bits asked), `name` |
+//! | [`HOOK_QUOTA`] | `detail` (which quota: [`QUOTA_KEYS`], ...), `target_id` (what the uid's sessions would hold), `target_uid` (the uid) |
 //!
 //! Addresses are IPv6 bytes in network order (IPv4 as `::ffff:a.b.c.d`).
 
@@ -116,6 +117,25 @@ shared_consts! {
     /// `socket_bind`, which refuses such a port only when the session names it. `port`,
     /// `proto`, `detail` (1 listen, 2 accept, 3 receive).
     HOOK_PICKED_PORT: u32 = 56;
+    /// Hook id: a session's share of a quota the kernel keeps per uid, which the user's
+    /// processes outside share with it, is spent: `key_alloc` of a key past the share of
+    /// keys or key bytes (refused, `EDQUOT`), `key_permission` to write (update) a key of
+    /// the session's (refused: the kernel would charge the bytes it grows by past the
+    /// share, unseen), or a new inotify or fanotify instance past the share of fsnotify
+    /// groups (`fsnotify_alloc_group`, which no hook can refuse: the process that made it
+    /// is killed, and its instances go with it). `detail` the quota ([`QUOTA_KEYS`],
+    /// [`QUOTA_KEY_BYTES`], [`QUOTA_KEY_UPDATE`], [`QUOTA_NOTIFY`]), `target_id` what
+    /// the uid's sessions would hold with it, `target_uid` the uid.
+    HOOK_QUOTA: u32 = 57;
+    /// [`HOOK_QUOTA`] `detail`: keys (`kernel/keys/maxkeys`).
+    QUOTA_KEYS: u32 = 1;
+    /// [`HOOK_QUOTA`] `detail`: key bytes (`kernel/keys/maxbytes`).
+    QUOTA_KEY_BYTES: u32 = 2;
+    /// [`HOOK_QUOTA`] `detail`: an update of a key of the session's.
+    QUOTA_KEY_UPDATE: u32 = 3;
+    /// [`HOOK_QUOTA`] `detail`: inotify and fanotify instances
+    /// (`fs/inotify/max_user_instances`).
+    QUOTA_NOTIFY: u32 = 4;
     /// [`PortKey::session`] of a port bound by a socket outside every session, counted
     /// by the kernel from the bind to the socket's end (address and family 0: the
     /// port on every address).
@@ -162,17 +182,24 @@ pub mod map_names {
     pub const UNIX_SERVED: &str = "pincer_unix_served";
     /// `HASH` `u64` SysV object address → creating session (kernel-internal; pinned only).
     pub const IPC: &str = "pincer_ipc";
-    /// `HASH` `u64` key address → creating session (kernel-internal; pinned only).
+    /// `HASH` `u64` key address → the creating session, the uid and the bytes its share
+    /// was charged (kernel-internal; pinned only).
     pub const KEYS: &str = "pincer_keys";
+    /// `HASH` `u32` uid → what that uid's sessions together hold of the kernel's per-user
+    /// quotas: keys, key bytes, fsnotify groups (kernel-internal; pinned only).
+    pub const QUOTAS: &str = "pincer_quotas";
+    /// `HASH` `u64` address of a session's fsnotify group → the uid it is counted to
+    /// (kernel-internal; pinned only).
+    pub const NOTIFY_GROUPS: &str = "pincer_notify_groups";
     /// `HASH` `u64` address of a pseudo-terminal's slave `tty_struct` → creating
     /// session (kernel-internal; pinned only).
     pub const TTYS: &str = "pincer_ttys";
     /// `PERCPU_ARRAY` scratch space for one name key (kernel-internal; pinned only).
     pub const NAME_SCRATCH: &str = "pincer_name_scratch";
     /// Every map of the reach block, in a fixed order.
-    pub const ALL: [&str; 11] = [SOCKS, PORTS, OWN_PORTS, HOST_ADDRS, UNIX_FILES, UNIX_NAMES, UNIX_SERVED, IPC, KEYS, TTYS, NAME_SCRATCH];
+    pub const ALL: [&str; 13] = [SOCKS, PORTS, OWN_PORTS, HOST_ADDRS, UNIX_FILES, UNIX_NAMES, UNIX_SERVED, IPC, KEYS, TTYS, NAME_SCRATCH, QUOTAS, NOTIFY_GROUPS];
     /// The C macro naming each map (`#define MAP_SOCKS pincer_socks`).
-    pub const C_MACROS: [(&str, &str); 11] = [
+    pub const C_MACROS: [(&str, &str); 13] = [
         ("MAP_SOCKS", SOCKS),
         ("MAP_PORTS", PORTS),
         ("MAP_OWN_PORTS", OWN_PORTS),
@@ -184,6 +211,8 @@ pub mod map_names {
         ("MAP_KEYS", KEYS),
         ("MAP_TTYS", TTYS),
         ("MAP_NAME_SCRATCH", NAME_SCRATCH),
+        ("MAP_QUOTAS", QUOTAS),
+        ("MAP_NOTIFY_GROUPS", NOTIFY_GROUPS),
     ];
 }
 

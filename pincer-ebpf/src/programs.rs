@@ -104,7 +104,7 @@ pub const REACH_PROGRAMS: [(&str, &str); 34] = [
 /// (`inet_csk_get_port`: a bind, or `listen` alone), a successful open of `/dev/ptmx` the session's
 /// new pty (reach block), a successful `mkdir`, `symlink` or `mknod` the session's
 /// exact grant on the object it made (file gating).
-pub const REACH_FEXIT: [(&str, &str); 10] = [
+pub const REACH_FEXIT: [(&str, &str); 11] = [
     ("pincer_inet_bind", "inet_bind"),
     ("pincer_inet6_bind", "inet6_bind"),
     ("pincer_udp_lib_get_port", "udp_lib_get_port"),
@@ -115,6 +115,7 @@ pub const REACH_FEXIT: [(&str, &str); 10] = [
     ("pincer_vfs_mkdir", "vfs_mkdir"),
     ("pincer_vfs_symlink", "vfs_symlink"),
     ("pincer_vfs_mknod", "vfs_mknod"),
+    ("pincer_fsnotify_alloc_group", "fsnotify_alloc_group"),
 ];
 
 /// Kernel functions of [`REACH_FEXIT`] that older supported kernels lack: a loader
@@ -125,6 +126,10 @@ pub const REACH_FEXIT: [(&str, &str); 10] = [
 pub const OPTIONAL_TRACES: [&str; 2] = ["inet_bind_sk", "inet6_bind_sk"];
 
 /// `fentry` programs of the reach block and the kernel function each traces:
-/// a pty that goes away, and a key that is freed, are forgotten.
-pub const REACH_FENTRY: [(&str, &str); 2] =
-    [("pincer_devpts_pty_kill", "devpts_pty_kill"), ("pincer_key_free", "security_key_free")];
+/// a pty that goes away, a key that is freed and an fsnotify group that goes are
+/// forgotten.
+pub const REACH_FENTRY: [(&str, &str); 3] = [
+    ("pincer_devpts_pty_kill", "devpts_pty_kill"),
+    ("pincer_key_free", "security_key_free"),
+    ("pincer_fsnotify_destroy_group", "fsnotify_destroy_group"),
+];

@@ -70,7 +70,11 @@
 #define FIOSETOWN 0x8901
 #define SIOCSPGRP 0x8902
 #define MQUEUE_MAGIC 0x19800202
-#define KEY_NEED_LINK 5 /* enum key_need_perm */
+#define KEY_NEED_WRITE 3 /* enum key_need_perm */
+#define KEY_NEED_LINK 5
+#define FSNOTIFY_GROUP_USER 0x01 /* a group a process asked for (inotify, fanotify) */
+#define SIGKILL 9
+#define EDQUOT 122
 
 #pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
 
@@ -124,10 +128,18 @@ struct task_struct {
 	struct task_struct *group_leader;
 };
 
+struct key_type {
+	const char *name;
+};
+
 struct key {
 	int serial;
 	kuid_t uid;
+	unsigned short quotalen;
+	struct key_type *type;
 };
+
+struct fsnotify_group;
 
 struct upid {
 	int nr;
@@ -292,12 +304,50 @@ struct {
 	__type(value, __u32); /* non-zero */
 } MAP_UNIX_SERVED SEC(".maps");
 
+/* A key a session made: its session, and what its uid's share was charged. */
+struct key_charge {
+	__u64 session;
+	__u32 uid;
+	__u32 bytes;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
 	__type(key, __u64); /* struct key * */
-	__type(value, __u64); /* the creating session */
+	__type(value, struct key_charge);
 } MAP_KEYS SEC(".maps");
+
+/* What a uid's sessions together hold of the quotas the kernel keeps per uid
+ * and shares with the user's processes outside every session. */
+struct quota_use {
+	__u32 keys;
+	__u32 key_bytes;
+	__u32 notify;
+	__u32 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32); /* uid */
+	__type(value, struct quota_use);
+} MAP_QUOTAS SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64); /* struct fsnotify_group * a session made */
+	__type(value, __u32); /* the uid it is counted to */
+} MAP_NOTIFY_GROUPS SEC(".maps");
+
+/* The shares of the per-uid quotas a uid's sessions may hold together, set by
+ * the loader from the kernel's limits (half of each): the keys and key bytes
+ * (`kernel/keys/maxkeys`, `maxbytes`) and the inotify and fanotify instances
+ * (`fs/inotify/max_user_instances`). */
+const volatile __u32 KEYS_SHARE = 0;
+const volatile __u32 KEY_BYTES_SHARE = 0;
+const volatile __u32 NOTIFY_SHARE = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -918,12 +968,42 @@ IPC_KIND_HOOKS(sem, sem_semctl)
 
 /* ---- kernel keyrings ---- */
 
+/* What `uid`'s sessions hold of the per-uid quotas (made at 0 on first use). */
+static __always_inline struct quota_use *quota_of(__u32 uid)
+{
+	struct quota_use *q = bpf_map_lookup_elem(&MAP_QUOTAS, &uid);
+
+	if (q)
+		return q;
+	struct quota_use zero = {};
+
+	bpf_map_update_elem(&MAP_QUOTAS, &uid, &zero, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&MAP_QUOTAS, &uid);
+}
+
+/* Reports that a session's share of quota `which` is spent. */
+static __always_inline void quota_spent(__u64 session, __u32 which, __u32 would_hold, __u32 uid)
+{
+	struct reach_event *e = reach_event(session, HOOK_QUOTA);
+
+	if (e) {
+		e->detail = which;
+		e->target_id = would_hold;
+		e->target_uid = uid;
+		bpf_ringbuf_submit(e, 0);
+	}
+}
+
 /* A key or keyring a session makes is the session's. What the kernel makes for
  * the uid, outside the user's key quota, is never a session's, whichever
  * process asked first: the user's keyrings (@u, @us), the persistent keyring
  * (`keyctl get_persistent`, which every later process of the uid is handed:
  * Kerberos keeps the user's tickets there) and an upcall's authorisation key.
- * Unrecorded, the session could not use its key: fail it. */
+ * The kernel charges the key to the uid's quota, which the user's processes
+ * outside share: the uid's sessions together hold at most KEYS_SHARE keys and
+ * KEY_BYTES_SHARE bytes of it (counted first, then looked at: racing tasks at
+ * the bound may all be refused, never all let in). Unrecorded, the session
+ * could not use its key: fail it. */
 SEC("lsm/key_alloc")
 int BPF_PROG(pincer_key_alloc, struct key *key, const struct cred *cred, unsigned long flags, int ret)
 {
@@ -936,19 +1016,120 @@ int BPF_PROG(pincer_key_alloc, struct key *key, const struct cred *cred, unsigne
 	if (!session)
 		return 0;
 	__u64 k = (__u64)key;
+	struct key_charge c = {
+		.session = session,
+		.uid = BPF_CORE_READ(key, uid.val),
+		.bytes = BPF_CORE_READ(key, quotalen),
+	};
+	struct quota_use *q = quota_of(c.uid);
 
-	return bpf_map_update_elem(&MAP_KEYS, &k, &session, BPF_ANY) ? -ENOMEM : 0;
+	if (!q)
+		return -ENOMEM;
+	__sync_fetch_and_add(&q->keys, 1);
+	__sync_fetch_and_add(&q->key_bytes, c.bytes);
+	__u32 keys = *(volatile __u32 *)&q->keys;
+	__u32 bytes = *(volatile __u32 *)&q->key_bytes;
+	int refused = 0;
+
+	if (keys > KEYS_SHARE) {
+		quota_spent(session, QUOTA_KEYS, keys, c.uid);
+		refused = -EDQUOT;
+	} else if (bytes > KEY_BYTES_SHARE) {
+		quota_spent(session, QUOTA_KEY_BYTES, bytes, c.uid);
+		refused = -EDQUOT;
+	} else if (bpf_map_update_elem(&MAP_KEYS, &k, &c, BPF_ANY)) {
+		refused = -ENOMEM;
+	}
+	if (refused) {
+		__sync_fetch_and_add(&q->keys, -1); /* no atomic sub in BPF */
+		__sync_fetch_and_add(&q->key_bytes, -c.bytes);
+	}
+	return refused;
 }
 
-/* A key is freed: forget it before its memory can hold another. fentry on
- * security_key_free, which every kernel calls from the key collector (6.12
- * has no key_free LSM hook any more). */
+/* A key is freed: its charge goes back to its uid's share, and it is forgotten
+ * before its memory can hold another. fentry on security_key_free, which every
+ * kernel calls from the key collector (6.12 has no key_free LSM hook any more). */
 SEC("fentry/security_key_free")
 int BPF_PROG(pincer_key_free, struct key *key)
 {
 	__u64 k = (__u64)key;
+	struct key_charge *c = bpf_map_lookup_elem(&MAP_KEYS, &k);
 
+	if (!c)
+		return 0;
+	struct quota_use *q = bpf_map_lookup_elem(&MAP_QUOTAS, &c->uid);
+
+	if (q) {
+		__sync_fetch_and_add(&q->keys, -1);
+		__sync_fetch_and_add(&q->key_bytes, -c->bytes);
+	}
 	bpf_map_delete_elem(&MAP_KEYS, &k);
+	return 0;
+}
+
+/* Whether `key` is a keyring (its type's name is "keyring"). */
+static __always_inline int is_keyring(struct key *key)
+{
+	char name[8] = {};
+
+	bpf_probe_read_kernel_str(name, sizeof(name), BPF_CORE_READ(key, type, name));
+	return name[0] == 'k' && name[1] == 'e' && name[2] == 'y' && name[3] == 'r' && name[4] == 'i' &&
+	       name[5] == 'n' && name[6] == 'g' && name[7] == 0;
+}
+
+/* ---- fsnotify groups (inotify and fanotify instances) ---- */
+
+/* A session made an inotify or fanotify instance, which the kernel counts to
+ * the uid's `max_user_instances` (128): the user's editors, file managers,
+ * `tail -f` and `systemd --user` path units share it. The uid's sessions
+ * together hold at most NOTIFY_SHARE. No hook on the way can refuse it (the
+ * file's `file_alloc_security`, which could, runs for every open on the host),
+ * so a process whose new instance goes past the share is killed (SIGKILL, on
+ * its way back from the call: its instances close with it) and the denial is
+ * reported. fexit, so only a group that was made is counted; one that cannot be
+ * recorded kills too (fail closed). */
+SEC("fexit/fsnotify_alloc_group")
+int BPF_PROG(pincer_fsnotify_alloc_group, const void *ops, int flags, struct fsnotify_group *group)
+{
+	__u64 g = (__u64)group;
+
+	if (!(flags & FSNOTIFY_GROUP_USER) || !g || g >= (__u64)-4095)
+		return 0;
+	__u64 session = current_session_id();
+
+	if (!session)
+		return 0;
+	__u32 uid = (__u32)bpf_get_current_uid_gid();
+	struct quota_use *q = quota_of(uid);
+	__u32 held = 0;
+
+	if (q && !bpf_map_update_elem(&MAP_NOTIFY_GROUPS, &g, &uid, BPF_ANY)) {
+		__sync_fetch_and_add(&q->notify, 1);
+		held = *(volatile __u32 *)&q->notify;
+		if (held <= NOTIFY_SHARE)
+			return 0;
+	}
+	bpf_send_signal(SIGKILL);
+	quota_spent(session, QUOTA_NOTIFY, held, uid);
+	return 0;
+}
+
+/* An fsnotify group goes (its last descriptor closed, or its making failed):
+ * one a session made is no longer counted. */
+SEC("fentry/fsnotify_destroy_group")
+int BPF_PROG(pincer_fsnotify_destroy_group, struct fsnotify_group *group)
+{
+	__u64 g = (__u64)group;
+	__u32 *uid = bpf_map_lookup_elem(&MAP_NOTIFY_GROUPS, &g);
+
+	if (!uid)
+		return 0;
+	struct quota_use *q = bpf_map_lookup_elem(&MAP_QUOTAS, uid);
+
+	if (q)
+		__sync_fetch_and_add(&q->notify, -1);
+	bpf_map_delete_elem(&MAP_NOTIFY_GROUPS, &g);
 	return 0;
 }
 
@@ -973,20 +1154,29 @@ int pincer_key_permission(unsigned long long *ctx)
 		return session ? -EPERM : 0;
 	/* key_ref_t: the key's address, bit 0 "possessed". */
 	__u64 k = key_ref & ~1ULL;
-	__u64 *owner = bpf_map_lookup_elem(&MAP_KEYS, &k);
+	struct key_charge *owner = bpf_map_lookup_elem(&MAP_KEYS, &k);
 
 	if (!session) {
 		/* The other way: the user's processes outside never use a key a
 		 * session made (a named session keyring the user's tool would join,
 		 * `keyctl session NAME`, and keep its keys in). Processes of other
 		 * uids (root's request-key upcall) are not the user's. */
-		if (!owner || !*owner)
+		if (!owner || !owner->session)
 			return 0;
 		struct key *key = (void *)k;
 
 		return (__u32)bpf_get_current_uid_gid() == BPF_CORE_READ(key, uid.val) ? -EPERM : 0;
 	}
-	if (owner && *owner == session) {
+	if (owner && owner->session == session) {
+		/* An update of its own key (KEYCTL_UPDATE, an add_key of a name it
+		 * holds) would have the kernel charge what the key grows by to the
+		 * uid's byte quota past the session's share, unseen: refused
+		 * (-EACCES: a revoke asks again for KEY_NEED_SETATTR). A keyring's
+		 * links are bounded by its keys. */
+		if ((__u32)ctx[2] == KEY_NEED_WRITE && !is_keyring((struct key *)k)) {
+			quota_spent(session, QUOTA_KEY_UPDATE, 0, owner->uid);
+			return -EACCES;
+		}
 		if ((__u32)ctx[2] != KEY_NEED_LINK)
 			return 0;
 		/* KEYCTL_SESSION_TO_PARENT links the caller's session keyring and
@@ -1019,7 +1209,7 @@ int pincer_key_permission(unsigned long long *ctx)
 
 		e->target_id = (__u32)BPF_CORE_READ(key, serial);
 		e->detail = (__u32)ctx[2];
-		e->target_session = owner ? *owner : 0;
+		e->target_session = owner ? owner->session : 0;
 		e->target_uid = BPF_CORE_READ(key, uid.val);
 		bpf_ringbuf_submit(e, 0);
 	}

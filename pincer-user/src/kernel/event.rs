@@ -398,6 +398,10 @@ pub enum Hook {
     /// session's own cgroup.
     #[serde(rename = "cgroup_write")]
     CgroupWrite,
+    /// A session's share of a quota the kernel keeps per uid (keys, key bytes, inotify
+    /// and fanotify instances) is spent.
+    #[serde(rename = "quota")]
+    Quota,
     /// A `HOOK_*` id this build does not know.
     #[serde(rename = "unknown")]
     Unknown,
@@ -460,6 +464,7 @@ impl Hook {
             HOOK_KEY_PERMISSION => Hook::KeyPermission,
             HOOK_PTY_OPEN => Hook::PtyOpen,
             HOOK_CGROUP_WRITE => Hook::CgroupWrite,
+            HOOK_QUOTA => Hook::Quota,
             _ => Hook::Unknown,
         }
     }
@@ -518,6 +523,7 @@ impl Hook {
             Hook::KeyPermission => "key_permission",
             Hook::PtyOpen => "file_open(pty)",
             Hook::CgroupWrite => "cgroup_write",
+            Hook::Quota => "quota",
             Hook::Unknown => "unknown",
         }
     }
@@ -599,7 +605,7 @@ mod tests {
             let wire = serde_json::to_string(&hook).unwrap();
             assert_eq!(wire, format!("\"{}\"", hook.name()), "{name}: serde and name() disagree");
         }
-        assert_eq!(seen.len(), 51, "a new HOOK_* id needs a Hook variant (and this count)");
+        assert_eq!(seen.len(), 52, "a new HOOK_* id needs a Hook variant (and this count)");
     }
 
     fn event(path: &[&str]) -> MissEvent {

@@ -591,6 +591,35 @@ fn slot<V>(table: &dyn Table<u32, V>) -> Result<V, KernelError> {
     })
 }
 
+
+/// What a uid's sessions may hold together of the quotas the kernel keeps per uid and
+/// shares with the user's processes outside every session: half of each limit, so the
+/// user keeps the other half however many sessions run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuotaShares {
+    /// Keys (`/proc/sys/kernel/keys/maxkeys`, 200 by default).
+    pub keys: u32,
+    /// Bytes of keys (`/proc/sys/kernel/keys/maxbytes`, 20,000 by default).
+    pub key_bytes: u32,
+    /// inotify and fanotify instances (`/proc/sys/fs/inotify/max_user_instances`, 128 by
+    /// default).
+    pub notify: u32,
+}
+
+impl QuotaShares {
+    /// The shares of this kernel's limits as they are now (the defaults where one cannot
+    /// be read).
+    pub fn of_kernel() -> Self {
+        let limit = |path: &str, default: u32| std::fs::read_to_string(path).ok().and_then(|t| t.trim().parse::<u32>().ok()).unwrap_or(default);
+        Self::of_limits(limit("/proc/sys/kernel/keys/maxkeys", 200), limit("/proc/sys/kernel/keys/maxbytes", 20_000), limit("/proc/sys/fs/inotify/max_user_instances", 128))
+    }
+
+    /// Half of each limit (at least 1).
+    pub fn of_limits(maxkeys: u32, maxbytes: u32, instances: u32) -> Self {
+        Self { keys: (maxkeys / 2).max(1), key_bytes: (maxbytes / 2).max(1), notify: (instances / 2).max(1) }
+    }
+}
+
 impl Enforcer {
     /// An enforcer over `maps` and `reach` without a kernel program.
     fn over_tables(maps: FileMaps, reach: reach::ReachMaps) -> Self {
@@ -645,9 +674,13 @@ impl Enforcer {
         let btf = Btf::from_sys_fs().map_err(|e| KernelError::Btf(e.into()))?;
         let object = kfunc::resolve_for(pincer_ebpf::PINCER_BPF, &btf)?;
         let rdonly_cast = u32::from(kfunc::has_rdonly_cast(&btf));
+        let shares = QuotaShares::of_kernel();
         let mut ebpf = EbpfLoader::new()
             .btf(Some(&btf))
             .override_global("HAVE_RDONLY_CAST", &rdonly_cast, true)
+            .override_global("KEYS_SHARE", &shares.keys, true)
+            .override_global("KEY_BYTES_SHARE", &shares.key_bytes, true)
+            .override_global("NOTIFY_SHARE", &shares.notify, true)
             .map_max_entries(map_names::EVENTS, bytes)
             .load(&object)
             .map_err(|e| KernelError::LoadObject(e.into()))?;

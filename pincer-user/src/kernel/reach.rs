@@ -197,6 +197,17 @@ pub enum Reach {
         /// The access bits asked (`ACCESS_*`).
         access: u32,
     },
+    /// A session's share of a quota the kernel keeps per uid, which the user's processes
+    /// outside share with it, is spent.
+    Quota {
+        /// Which: [`QUOTA_KEYS`](pincer_common::reach::QUOTA_KEYS), key bytes, a key's
+        /// update, inotify and fanotify instances (`QUOTA_*`).
+        which: u32,
+        /// What the uid's sessions would hold with it (0 for an update).
+        would_hold: u32,
+        /// The uid.
+        uid: u32,
+    },
     /// A UDP socket the session asked to share its port (`SO_REUSEADDR`,
     /// `SO_REUSEPORT`), which would let the kernel give it a port the user holds, or a
     /// TCP socket (`SO_REUSEPORT`), whose port a later listener of the user's would join.
@@ -269,6 +280,7 @@ impl ReachDenial {
             Hook::KeyPermission => Reach::Key { serial: e.target_id as i32, need: e.detail, owner_uid: e.target_uid, session: e.target_session },
             Hook::PtyOpen => Reach::Terminal { name, file },
             Hook::CgroupWrite => Reach::Cgroup { name, file, access: e.detail },
+            Hook::Quota => Reach::Quota { which: e.detail, would_hold: e.target_id, uid: e.target_uid },
             Hook::FileSetown => Reach::SignalOwner { owner: e.target_pid, kind: e.owner_kind, command: e.detail },
             Hook::Mqueue => Reach::MessageQueue { name, file, session: e.target_session, access: e.detail },
             Hook::KeyToParent => Reach::KeyringToParent { serial: e.target_id as i32, parent_pid: e.target_pid },
@@ -916,6 +928,9 @@ mod tests {
         assert_eq!(mq.reach, Reach::MessageQueue { name: "sshd".into(), file: ObjectId { dev: 9, ino: 8 }, session: 0, access: pincer_common::ACCESS_DELETE });
         let parent = reach_event(HOOK_KEY_TO_PARENT, |e| (e.target_id, e.target_pid) = (55, 1200));
         assert_eq!(parent.reach, Reach::KeyringToParent { serial: 55, parent_pid: 1200 });
+        let quota = reach_event(pincer_common::reach::HOOK_QUOTA, |e| (e.detail, e.target_id, e.target_uid) = (pincer_common::reach::QUOTA_NOTIFY, 65, 1000));
+        assert_eq!(quota.hook, Hook::Quota);
+        assert_eq!(quota.reach, Reach::Quota { which: pincer_common::reach::QUOTA_NOTIFY, would_hold: 65, uid: 1000 });
         let share = reach_event(HOOK_SOCKET_SHARE, |e| (e.detail, e.proto) = (15, 6));
         assert_eq!(share.reach, Reach::SharedPort { option: 15, proto_number: 6 });
     }
