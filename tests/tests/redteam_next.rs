@@ -7287,51 +7287,6 @@ fn takes_a_read_lease_on_a_file_it_may_only_read() {
     assert!(refused(r[1]), "a read lease on a file the session may only read: {r:?}");
 }
 
-/// Makes a repository of its own in a home folder it was granted, whose files the daemon's
-/// scan reads are FIFOs: a linked worktree's `.git` file naming a git directory whose
-/// `commondir` is a FIFO, and a `.git/config` that is one. The scan of the home, made when
-/// the user's next session opens, read them with a plain open, which waits for a writer:
-/// the daemon's actor, which opens sessions and serves every session's requests, misses
-/// and holds, would then wait for ever. Principle: nothing a session makes may stop the
-/// daemon (fail closed, and the user's next session still starts). Control: the files are
-/// made. Closed: every file the scans read is opened without waiting and read only if the
-/// object opened is a regular file (`read_regular`).
-#[test]
-fn plants_fifos_where_the_daemons_scan_reads_git_files() {
-    let mut c = Cleanup::default();
-    let top = home_folder(&mut c, "fifo-git");
-    let (wt, gd) = (top.join("wt"), top.join("gd"));
-    let mut first = Red::start("fifo-git-1");
-    first.grant(&top, Scope::Subtree, &Access::ALL);
-    let gitfile = format!("gitdir: {}\n", gd.display());
-    let r = first.gated(|| {
-        vec![
-            mkdir(&wt),
-            create(&wt.join(".git"), &gitfile),
-            mkdir(&gd),
-            // SAFETY: mkfifo(3) on NUL-terminated paths.
-            rc(unsafe { libc::mkfifo(cpath(&gd.join("commondir")).as_ptr(), 0o644) } as i64),
-            mkdir(&top.join("app")),
-            mkdir(&top.join("app/.git")),
-            rc(unsafe { libc::mkfifo(cpath(&top.join("app/.git/config")).as_ptr(), 0o644) } as i64),
-        ]
-    });
-    assert_eq!(r, vec![0; 7], "control: its repository with FIFOs: {r:?}");
-    drop(first);
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(Red::start("fifo-git-2"));
-    });
-    let Ok(mut second) = rx.recv_timeout(Duration::from_secs(120)) else {
-        panic!("the user's next session did not start in 120 s: the daemon waits on a FIFO the session made");
-    };
-    let notes = second.ws.join("notes.md");
-    make(&notes, Some("notes\n"));
-    second.grant(&notes, Scope::Exact, &[Access::Read]);
-    let r = second.gated(|| vec![read(&notes)]);
-    assert_eq!(r, vec![0], "the next session works: {r:?}");
-}
-
 // ---------------------------------------------------------------------------------------
 // Eleventh pass: where the lists of the configuration watch and of the configuration read
 // end (a symlink in the middle of the path a never place resolves through, a folder that
