@@ -7287,6 +7287,119 @@ fn takes_a_read_lease_on_a_file_it_may_only_read() {
     assert!(refused(r[1]), "a read lease on a file the session may only read: {r:?}");
 }
 
+/// In a process of its own (forked from the caller, holding nothing the caller's results
+/// pipe needs) that stays until the session is killed: raises its descriptor limit to the
+/// hard one and connects to the Unix socket `socket` up to `n` times, keeping every
+/// connection. How many connected.
+fn hold_connections(socket: &Path, n: usize) -> i32 {
+    let path = cpath(socket);
+    let mut fds = [0; 2];
+    // SAFETY: pipe/fork/socket/connect/write/close on local buffers; the child only makes
+    // syscalls and sleeps.
+    unsafe {
+        if libc::pipe(fds.as_mut_ptr()) != 0 {
+            return -1;
+        }
+        let pid = libc::fork();
+        if pid < 0 {
+            return -1;
+        }
+        if pid == 0 {
+            libc::close(fds[0]);
+            let mut lim: libc::rlimit = std::mem::zeroed();
+            libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+            let mut addr: libc::sockaddr_un = std::mem::zeroed();
+            addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+            for (i, b) in path.as_bytes().iter().enumerate().take(addr.sun_path.len() - 1) {
+                addr.sun_path[i] = *b as libc::c_char;
+            }
+            let mut made = 0i32;
+            let mut tries = 0;
+            while (made as usize) < n && tries < 20_000 {
+                let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0);
+                if fd < 0 {
+                    break;
+                }
+                if libc::connect(fd, (&addr as *const libc::sockaddr_un).cast(), std::mem::size_of::<libc::sockaddr_un>() as u32) == 0 {
+                    made += 1;
+                } else {
+                    // The daemon's backlog is full: let it accept.
+                    libc::close(fd);
+                    tries += 1;
+                    libc::usleep(1000);
+                }
+            }
+            libc::write(fds[1], (&made as *const i32).cast(), 4);
+            libc::close(fds[1]);
+            loop {
+                libc::sleep(3600);
+            }
+        }
+        libc::close(fds[1]);
+        let mut buf = [0u8; 4];
+        let r = libc::read(fds[0], buf.as_mut_ptr().cast(), 4);
+        libc::close(fds[0]);
+        if r == 4 {
+            i32::from_ne_bytes(buf)
+        } else {
+            -1
+        }
+    }
+}
+
+/// The descriptors process `pid` holds open.
+fn open_descriptors(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+/// Opens 5,000 connections to the daemon's socket from two processes of the session and
+/// keeps them, past the daemon's limit of open descriptors (raised to its hard limit, 4,096
+/// in the test VM): the daemon then cannot accept the connection of the user's `pincer run`
+/// (a new session), `pincer approve` or `pincer status`, nor open a miss's file, for as
+/// long as the session runs. Principle: nothing a session does may keep the user's trusted
+/// channel from being served. Why it might get out: every connection a peer opens is
+/// accepted, identified and kept until the peer closes it. Control: the connections are
+/// made. Closed: a session holds at most `SESSION_CONNECTIONS` (64) connections at once;
+/// past them the daemon answers with a refusal and closes (`daemon::server`).
+#[test]
+fn floods_the_daemons_socket_with_connections_it_keeps() {
+    let red = Red::start("connflood");
+    let socket = red.dir.join("pincer.sock");
+    let daemon = red.daemon.id();
+    let before = open_descriptors(daemon);
+    let made = red.gated(|| vec![hold_connections(&socket, 2_500), hold_connections(&socket, 2_500)]);
+    assert!(made.iter().all(|&n| n > 64), "control: the session connects to the daemon's socket: {made:?}");
+    // The daemon has caught up with the backlog once it answers the user.
+    let mut run = Command::new(PINCER)
+        .args(["run", "--root", red.ws.to_str().unwrap(), "--user", "1000", "--prompt", PROMPT, "--", "/bin/echo", "served"])
+        .env("PINCER_SOCKET", &socket)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("pincer run");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = run.try_wait().unwrap() {
+            break Some(status);
+        }
+        if start.elapsed() > Duration::from_secs(120) {
+            let _ = run.kill();
+            let _ = run.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let held = open_descriptors(daemon).saturating_sub(before);
+    let mut out = String::new();
+    if let Some(mut o) = run.stdout.take() {
+        let _ = std::io::Read::read_to_string(&mut o, &mut out);
+    }
+    assert!(status.is_some_and(|s| s.success()) && out.contains("served"), "the user's new session was not served in 120 s while the session held {made:?} connections (the daemon holds {held} more descriptors)");
+    assert!(held < 200, "the daemon holds {held} more descriptors for the session's {made:?} connections");
+}
+
 // ---------------------------------------------------------------------------------------
 // Eleventh pass: where the lists of the configuration watch and of the configuration read
 // end (a symlink in the middle of the path a never place resolves through, a folder that

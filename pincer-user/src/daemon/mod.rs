@@ -186,6 +186,7 @@ impl std::fmt::Debug for Parts {
 pub async fn run(parts: Parts, listener: UnixListener, shutdown: impl std::future::Future<Output = ()>) -> Result<(), DaemonError> {
     let audit = parts.core.audit.clone();
     let timeout = parts.core.config.escalation_timeout();
+    let cgroup_parent = parts.core.config.cgroup_parent.clone();
     let answer_wait = Duration::from_secs(parts.core.config.store.answer_wait_secs);
     let spec = parts.core.config.store_spec();
     if spec.is_shared() {
@@ -233,7 +234,16 @@ pub async fn run(parts: Parts, listener: UnixListener, shutdown: impl std::futur
         })
     });
     let shared = spec.is_shared().then_some(spec);
-    let ctx = server::ServerCtx { actor: tx, audit, lookup: parts.lookup, escalation_timeout: timeout, answer_wait, shared };
+    let ctx = server::ServerCtx {
+        actor: tx,
+        audit,
+        lookup: parts.lookup,
+        escalation_timeout: timeout,
+        answer_wait,
+        shared,
+        session_parent: cgroup_parent,
+        open: Default::default(),
+    };
     server::serve(listener, ctx, shutdown).await;
     if let Some(f) = forward {
         f.abort();

@@ -6,6 +6,11 @@
 //! Lines are framed by `tokio_util`'s [`LinesCodec`] bounded to [`MAX_LINE`] bytes: a longer
 //! line (or one that is not UTF-8) gets an `error` reply naming the limit and the
 //! connection is closed, without the daemon buffering more than the limit.
+//!
+//! A session holds at most [`SESSION_CONNECTIONS`] connections at once: past them a new
+//! one of its processes is refused and closed, so no session can spend the daemon's
+//! descriptors (or fill the actor's queue with calls) and keep the user's own calls, a
+//! new session's start and the answers to questions, from being served.
 
 use super::audit::{AuditEntry, AuditLog};
 use super::core::{CallResult, Cmd};
@@ -19,6 +24,54 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
+
+/// How many connections the processes of one session may hold open at once (a worker's
+/// request tool, its MCP server and its agent's hooks each hold one, or one per call).
+pub const SESSION_CONNECTIONS: usize = 64;
+
+/// The connections each session holds (by the session's cgroup, the first under the
+/// sessions' parent), counted while they are open ([`Held`]).
+#[derive(Default)]
+pub struct OpenConnections(std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, usize>>);
+
+/// One connection of a session's, counted until dropped.
+struct Held {
+    open: Arc<OpenConnections>,
+    session: std::path::PathBuf,
+}
+
+impl OpenConnections {
+    /// Counts a connection of the session whose cgroup is `session`; `None` if the session
+    /// holds [`SESSION_CONNECTIONS`] already.
+    fn take(self: &Arc<Self>, session: std::path::PathBuf) -> Option<Held> {
+        let mut open = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let n = open.entry(session.clone()).or_default();
+        if *n >= SESSION_CONNECTIONS {
+            return None;
+        }
+        *n += 1;
+        Some(Held { open: self.clone(), session })
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let mut open = self.open.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = open.get_mut(&self.session) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                open.remove(&self.session);
+            }
+        }
+    }
+}
+
+/// The session cgroup `cgroup` is in (the first level under `parent`), or `None` for a
+/// process outside every session.
+fn session_of(parent: &std::path::Path, cgroup: &std::path::Path) -> Option<std::path::PathBuf> {
+    let first = cgroup.strip_prefix(parent).ok()?.components().next()?;
+    Some(parent.join(first))
+}
 
 /// What each connection needs.
 #[derive(Clone)]
@@ -36,6 +89,10 @@ pub struct ServerCtx {
     /// The fleet's shared store, whose audit `log` replies stream instead of this host's
     /// file (`None`: the SQLite backend, one host).
     pub shared: Option<crate::store::StoreSpec>,
+    /// Where the sessions' cgroups are (`cgroup_parent`).
+    pub session_parent: std::path::PathBuf,
+    /// The connections each session holds.
+    pub open: Arc<OpenConnections>,
 }
 
 impl std::fmt::Debug for ServerCtx {
@@ -57,7 +114,12 @@ pub async fn serve(listener: UnixListener, ctx: ServerCtx, shutdown: impl std::f
                     let ctx = ctx.clone();
                     conns.spawn(async move { connection(stream, ctx).await });
                 }
-                Err(e) => tracing::warn!(error = %e, "accept failed"),
+                Err(e) => {
+                    // Out of descriptors (EMFILE, ENFILE) the listener stays ready: wait
+                    // for connections to close rather than spin.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
             },
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
         }
@@ -79,6 +141,16 @@ async fn connection(stream: UnixStream, ctx: ServerCtx) {
             let _ = write(&mut w, Reply::error(ErrorKind::Refused, format!("cannot identify the caller: {e}"))).await;
             return;
         }
+    };
+    let _held = match session_of(&ctx.session_parent, &peer.cgroup) {
+        Some(session) => match ctx.open.take(session) {
+            Some(held) => Some(held),
+            None => {
+                let _ = write(&mut w, Reply::error(ErrorKind::Refused, format!("this session holds {SESSION_CONNECTIONS} connections to the daemon already, the most one session may; close one first"))).await;
+                return;
+            }
+        },
+        None => None,
     };
     let mut lines = FramedRead::new(r, LinesCodec::new_with_max_length(MAX_LINE));
     loop {
@@ -246,5 +318,25 @@ async fn stream_log(w: &mut tokio::net::unix::OwnedWriteHalf, audit: &AuditLog, 
             Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => tracing::warn!(n, "log follower lagged"),
             Err(_) => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A session's connections past [`SESSION_CONNECTIONS`] are refused until one closes;
+    /// another session's, and processes outside every session, are not counted.
+    #[test]
+    fn a_sessions_connections_are_bounded_and_others_are_not() {
+        let parent = std::path::Path::new("/sys/fs/cgroup/pincer");
+        assert_eq!(session_of(parent, &parent.join("s-1/sub")), Some(parent.join("s-1")));
+        assert_eq!(session_of(parent, std::path::Path::new("/sys/fs/cgroup/user.slice")), None);
+        let open = Arc::new(OpenConnections::default());
+        let mut held: Vec<Held> = (0..SESSION_CONNECTIONS).map(|_| open.take(parent.join("s-1")).expect("within the bound")).collect();
+        assert!(open.take(parent.join("s-1")).is_none(), "past the bound");
+        assert!(open.take(parent.join("s-2")).is_some(), "another session");
+        held.pop();
+        assert!(open.take(parent.join("s-1")).is_some(), "one closed");
     }
 }
