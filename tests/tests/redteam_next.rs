@@ -7400,6 +7400,42 @@ fn floods_the_daemons_socket_with_connections_it_keeps() {
     assert!(held < 200, "the daemon holds {held} more descriptors for the session's {made:?} connections");
 }
 
+/// Signals a process of the user's 20,000 times from the session (each a reach denial the
+/// daemon audits), to fill the host's disk with the audit: every denial is a line of about
+/// 400 bytes, and a session makes them as fast as it makes system calls (hours of it are
+/// gigabytes on the disk the user's processes write to). Principle: what a session spends
+/// stops at its own limits. Why it might get out: every denial no decision made was written
+/// one by one. Control: every signal is refused. Closed: a session's denials that no
+/// decision made are written within a budget (200 at once, then 20 a second,
+/// `DenialBudget`); the rest are counted, and the next line written says how many.
+#[test]
+fn fills_the_audit_with_denials_as_fast_as_it_makes_system_calls() {
+    let red = Red::start("auditflood");
+    let mut users = Command::new("/bin/sleep").arg("120").uid(UID).gid(UID).spawn().expect("the user's process");
+    let pid = users.id() as i32;
+    let start = Instant::now();
+    let r = red.gated(|| {
+        let mut refused = 0;
+        for _ in 0..20_000 {
+            // SAFETY: kill(2) with signal 0 (a check, nothing sent).
+            if unsafe { libc::kill(pid, 0) } != 0 {
+                refused += 1;
+            }
+        }
+        vec![refused]
+    });
+    let secs = start.elapsed().as_secs_f64();
+    // The daemon has read the ring buffer when the session's line count settles.
+    std::thread::sleep(Duration::from_secs(3));
+    let audit = std::fs::read_to_string(red.dir.join("audit.jsonl")).unwrap_or_default();
+    let lines = audit.lines().filter(|l| l.contains("task_kill")).count();
+    let _ = users.kill();
+    let _ = users.wait();
+    assert_eq!(r, vec![20_000], "control: every signal to the user's process is refused");
+    let budget = 200.0 + 20.0 * (secs + 4.0) + 10.0;
+    assert!((lines as f64) <= budget, "{lines} audit lines for 20,000 denials in {secs:.1} s (budget {budget:.0})");
+}
+
 // ---------------------------------------------------------------------------------------
 // Eleventh pass: where the lists of the configuration watch and of the configuration read
 // end (a symlink in the middle of the path a never place resolves through, a folder that

@@ -432,6 +432,51 @@ impl AuditLog {
     }
 }
 
+/// How many denial entries one session writes a second, sustained ([`DenialBudget`]).
+pub const DENIALS_PER_SECOND: f64 = 20.0;
+
+/// How many denial entries one session writes at once before [`DENIALS_PER_SECOND`] holds.
+pub const DENIAL_BURST: f64 = 200.0;
+
+/// What one session may write of the audit for its denials that no decision made (its
+/// reach denials, never-grantable and unresolved misses): a session can cause those as
+/// fast as it makes system calls, and the audit is on the host's disk, which the user's
+/// processes share. Past the budget they are counted, not written one by one, and the next
+/// entry written (or the session's end) says how many were not.
+#[derive(Debug, Clone)]
+pub struct DenialBudget {
+    tokens: f64,
+    at: std::time::Instant,
+    held_back: u64,
+}
+
+impl DenialBudget {
+    /// A full budget at `now`.
+    pub fn new(now: std::time::Instant) -> Self {
+        Self { tokens: DENIAL_BURST, at: now, held_back: 0 }
+    }
+
+    /// Whether the next denial entry is written at `now`: `Some(n)` with the number of
+    /// earlier ones that were not (to say so in it), or `None` (counted).
+    pub fn take(&mut self, now: std::time::Instant) -> Option<u64> {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        self.at = now;
+        self.tokens = (self.tokens + elapsed * DENIALS_PER_SECOND).min(DENIAL_BURST);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            Some(std::mem::take(&mut self.held_back))
+        } else {
+            self.held_back += 1;
+            None
+        }
+    }
+
+    /// The denials counted and not yet said (at the session's end).
+    pub fn held_back(&self) -> u64 {
+        self.held_back
+    }
+}
+
 /// Reads the entries of an audit log file.
 pub fn read_entries(path: &Path) -> Result<Vec<AuditEntry>, AuditError> {
     let text = std::fs::read_to_string(path).map_err(|source| AuditError::Read { path: path.into(), source })?;
@@ -448,6 +493,21 @@ pub fn read_entries(path: &Path) -> Result<Vec<AuditEntry>, AuditError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A burst of denials is written up to [`DENIAL_BURST`], then [`DENIALS_PER_SECOND`]; the
+    /// ones past it are counted and named by the next entry written.
+    #[test]
+    fn a_sessions_denials_are_written_within_its_budget_and_the_rest_counted() {
+        let t0 = std::time::Instant::now();
+        let mut b = DenialBudget::new(t0);
+        let written = (0..1_000).filter(|_| b.take(t0).is_some()).count();
+        assert_eq!(written, DENIAL_BURST as usize);
+        assert_eq!(b.held_back(), 1_000 - DENIAL_BURST as u64);
+        let later = t0 + std::time::Duration::from_millis(100);
+        assert_eq!(b.take(later), Some(1_000 - DENIAL_BURST as u64), "the next entry written names the ones held back");
+        assert_eq!(b.take(later), Some(0));
+        assert_eq!(b.take(later), None, "0.1 s gave two entries");
+    }
 
     #[test]
     fn entries_append_as_json_lines_and_read_back() {

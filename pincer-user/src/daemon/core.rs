@@ -236,6 +236,8 @@ pub struct Core {
     pub(super) locked: std::collections::HashMap<u64, super::decisions::LockedHolds>,
     /// Sessions whose pre-committed policy is being made: the creator's reply waits for it.
     starting: std::collections::HashMap<String, Starting>,
+    /// What each session may still write of the audit for denials no decision made.
+    pub(super) denial_budgets: std::collections::HashMap<String, super::audit::DenialBudget>,
     /// Where work done outside the actor comes back.
     pub(super) inbox: Inbox,
     inbox_rx: Option<mpsc::UnboundedReceiver<Cmd>>,
@@ -346,6 +348,7 @@ impl Core {
             held: Default::default(),
             locked: Default::default(),
             starting: Default::default(),
+            denial_budgets: Default::default(),
             inbox,
             inbox_rx: Some(inbox_rx),
         };
@@ -903,6 +906,12 @@ impl Core {
         ));
         e.tokens = Some(c.tokens);
         self.audit.record(&e);
+        if let Some(held) = self.denial_budgets.remove(&s.id).map(|b| b.held_back()).filter(|&n| n > 0) {
+            let mut e = self.entry(Event::Miss, &s);
+            e.outcome = Some(RequestOutcome::Deny);
+            e.detail = Some(format!("{held} more denials of this session were counted, not written one by one (more than {} a second)", super::audit::DENIALS_PER_SECOND));
+            self.audit.record(&e);
+        }
         Ok(CallResult::Now(Reply::Summary { session: s.info(), revoked }))
     }
 

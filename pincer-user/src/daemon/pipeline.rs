@@ -455,7 +455,7 @@ impl Core {
             e.request = Some(r);
             e.outcome = Some(RequestOutcome::Deny);
             e.detail = Some(why.clone());
-            self.audit.record(&e);
+            self.record_denial(session, e);
         }
         Ruling::deny(why, None)
     }
@@ -587,6 +587,20 @@ impl Core {
 
     /// Audits a kernel event of a cgroup no open session has (one that ended while its
     /// event was on the way): it stays denied.
+    /// Writes `e`, a denial of session `session` that no decision made, within the
+    /// session's [`DenialBudget`](super::audit::DenialBudget): past it the denial is only
+    /// counted, and the next entry written says how many were not.
+    fn record_denial(&mut self, session: &str, mut e: AuditEntry) {
+        let now = std::time::Instant::now();
+        let budget = self.denial_budgets.entry(session.to_string()).or_insert_with(|| super::audit::DenialBudget::new(now));
+        let Some(held) = budget.take(now) else { return };
+        if held > 0 {
+            let d = e.detail.take().unwrap_or_default();
+            e.detail = Some(format!("{d} ({held} earlier denials of this session were counted, not written one by one: more than {} a second)", super::audit::DENIALS_PER_SECOND));
+        }
+        self.audit.record(&e);
+    }
+
     fn audit_unknown_session(&self, detail: String) {
         let mut e = AuditEntry::new(Event::Miss);
         e.detail = Some(detail);
@@ -609,7 +623,7 @@ impl Core {
             e.request = m.access.first().map(|a| origin.audit_request(&m.relative_path.to_string_lossy(), *a));
             e.outcome = Some(RequestOutcome::Deny);
             e.detail = Some(format!("never-grantable ({}, {:?}): denied by the kernel's never map; not decided", m.hook, m.access));
-            self.audit.record(&e);
+            self.record_denial(&id, e);
             if let Some(s) = self.sessions.get_mut(&id) {
                 s.counters.misses += 1;
                 s.counters.denials += 1;
@@ -665,7 +679,7 @@ impl Core {
         let mut e = self.entry(Event::Miss, s);
         e.outcome = Some(RequestOutcome::Deny);
         e.detail = Some(format!("denied by session containment ({}, pid {}): {:?}; not grantable", r.hook, r.pid, r.reach));
-        self.audit.record(&e);
+        self.record_denial(&id, e);
         if let Some(s) = self.sessions.get_mut(&id) {
             s.counters.misses += 1;
             s.counters.denials += 1;
