@@ -3009,7 +3009,7 @@ int BPF_PROG(pincer_inode_remove_acl, struct mnt_idmap *idmap, struct dentry *de
 	return check_metadata(dentry, HOOK_INODE_REMOVE_ACL);
 }
 
-static __always_inline int reach_setown_ioctl(unsigned int cmd, unsigned long arg);
+static __always_inline int reach_setown_ioctl(struct file *file, unsigned int cmd, unsigned long arg);
 
 /* Terminal injection is refused in every mode: no grant can allow it. The
  * filesystem ioctls that change the object itself need `write`, whatever mode
@@ -3018,8 +3018,8 @@ static __always_inline int reach_setown_ioctl(unsigned int cmd, unsigned long ar
  * project id...), its generation number, fs-verity (which makes the file
  * read-only for good) and an encryption policy (on an empty directory: every
  * file made in it later is encrypted with a key the session chose). The owner
- * of a file's signals (FIOSETOWN, SIOCSPGRP) is a reach check
- * (reach_setown_ioctl). */
+ * of a file's signals (FIOSETOWN, SIOCSPGRP), and turning them on (FIOASYNC),
+ * are reach checks (reach_setown_ioctl). */
 static __always_inline int changes_the_object(unsigned int cmd)
 {
 	return cmd == FS_IOC_SETFLAGS || cmd == FS_IOC32_SETFLAGS || cmd == FS_IOC_FSSETXATTR ||
@@ -3030,7 +3030,7 @@ static __always_inline int changes_the_object(unsigned int cmd)
 static __always_inline int check_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 {
 	struct session s;
-	int err = reach_setown_ioctl(cmd, arg);
+	int err = reach_setown_ioctl(file, cmd, arg);
 
 	if (err)
 		return err;

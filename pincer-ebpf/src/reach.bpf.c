@@ -68,6 +68,10 @@
 #define OWNER_IN_MEMORY 3 /* an owner named in the caller's memory, not read */
 #define OWNER_SIGNAL 4 /* the signal sent to whoever owns the file's signals */
 #define FIOSETOWN 0x8901
+#define FIOASYNC 0x5452
+#define F_SETFL 4
+#define FASYNC 020000 /* O_ASYNC */
+#define SIGIO 29
 #define SIOCSPGRP 0x8902
 #define MQUEUE_MAGIC 0x19800202
 #define KEY_NEED_WRITE 3 /* enum key_need_perm */
@@ -578,9 +582,13 @@ static __always_inline int setown_number_check(__u32 cmd, int who)
 	return setown_refuse(session, cmd, F_OWNER_PGRP, -who);
 }
 
-/* FIOSETOWN and SIOCSPGRP; called from check_ioctl. */
-static __always_inline int reach_setown_ioctl(unsigned int cmd, unsigned long arg)
+static __always_inline int async_check(struct file *file, __u32 cmd);
+
+/* FIOSETOWN and SIOCSPGRP, and FIOASYNC (async_check); called from check_ioctl. */
+static __always_inline int reach_setown_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 {
+	if (cmd == FIOASYNC)
+		return async_check(file, cmd);
 	if (cmd != FIOSETOWN && cmd != SIOCSPGRP)
 		return 0;
 	__u64 session = current_session_id();
@@ -622,6 +630,28 @@ static __always_inline int setsig_check(struct file *file, int sig)
 	return setown_refuse(session, F_SETSIG, OWNER_SIGNAL, sig);
 }
 
+/* Signal-driven I/O (O_ASYNC by F_SETFL, FIOASYNC) has the kernel send the
+ * description's owner SIGIO (or its F_SETSIG signal) on the file's behalf,
+ * past task_kill: a process of the user's that owns a description it shares
+ * with the session (F_SETOWN to itself, without handling SIGIO, whose default
+ * ends it) would die of it. A session turns it on, or off, only where the
+ * owner is none or the caller itself. F_SETFL that leaves FASYNC as it is
+ * passes; FIOASYNC's on or off is read from the caller's memory after the
+ * hook, so the owner is checked either way. */
+static __always_inline int async_check(struct file *file, __u32 cmd)
+{
+	__u64 session = current_session_id();
+
+	if (!session)
+		return 0;
+	struct pid *owner = file_owner(file);
+	struct task_struct *me = (void *)bpf_get_current_task();
+
+	if (!owner || owner == BPF_CORE_READ(me, thread_pid) || owner == BPF_CORE_READ(me, group_leader, thread_pid))
+		return 0;
+	return setown_refuse(session, cmd, OWNER_SIGNAL, SIGIO);
+}
+
 SEC("lsm/file_fcntl")
 int BPF_PROG(pincer_file_fcntl, struct file *file, unsigned int cmd, unsigned long arg, int ret)
 {
@@ -638,6 +668,8 @@ int BPF_PROG(pincer_file_fcntl, struct file *file, unsigned int cmd, unsigned lo
 		return setown_number_check(cmd, (int)arg);
 	if (cmd == F_SETSIG)
 		return setsig_check(file, (int)arg);
+	if (cmd == F_SETFL)
+		return ((arg ^ BPF_CORE_READ(file, f_flags)) & FASYNC) ? async_check(file, cmd) : 0;
 	if (cmd != F_SETOWN_EX)
 		return 0;
 	__u64 session = current_session_id();

@@ -94,6 +94,7 @@ struct file {
 	struct path f_path;
 	struct inode *f_inode;
 	fmode_t f_mode;
+	unsigned int f_flags;
 	void *private_data;
 };
 
