@@ -7305,7 +7305,12 @@ fn hold_connections(socket: &Path, n: usize) -> i32 {
             return -1;
         }
         if pid == 0 {
-            libc::close(fds[0]);
+            // Holds nothing of the caller's (its results pipe ends when the caller's does).
+            for fd in 3..4096 {
+                if fd != fds[1] {
+                    libc::close(fd);
+                }
+            }
             let mut lim: libc::rlimit = std::mem::zeroed();
             libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
             lim.rlim_cur = lim.rlim_max;
