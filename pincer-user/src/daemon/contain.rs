@@ -1658,9 +1658,14 @@ fn seed_git_entry(seeds: &mut Seeds, dir: &Path, entry: &OsStr, meta: &std::fs::
     } else if entry == "HEAD" && !dot_git && dir.join("config").is_file() {
         seed_git_dir(seeds, dir, dir, access, root, home);
     } else if entry == ".git" && meta.len() <= 4096 {
+        // Watched by name, as a git directory's `config` is: git rewrites a `.git` file in
+        // place (`git worktree repair`, `absorbgitdirs`), which changes no name in the
+        // tree's folder, and so may the `commondir` it leads to.
+        seeds.read_from.push(Watch::File(dir.join(".git")));
         let Some(text) = read_text(&dir.join(".git")) else { return };
         let Some(named) = text.lines().find_map(|l| l.strip_prefix("gitdir:")).and_then(|g| path_of(g.trim(), None, Some(dir))) else { return };
         seed_git_dir(seeds, &named, dir, access, root, home);
+        seeds.read_from.push(Watch::File(named.join("commondir")));
         if let Some(common) = read_text(&named.join("commondir")).and_then(|c| path_of(c.trim(), None, Some(&named))) {
             seed_git_dir(seeds, &common, dir, access, root, home);
         }
@@ -2077,6 +2082,25 @@ mod tests {
         for p in [ws.join("tree/githooks"), ws.join("rel/wt/hooks2")] {
             let bits = maps.never_bits(object(&p).unwrap()).unwrap_or(0);
             assert_eq!(bits & CHANGE, CHANGE, "{}: {bits:#x}", p.display());
+        }
+    }
+
+    /// A worktree's `.git` file, and the `commondir` of the git directory it names, are
+    /// watched by name: git rewrites them in place, which changes no name in the folder.
+    #[test]
+    fn a_worktrees_git_file_and_its_commondir_are_watched_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(ws.join("gitdirs/a")).unwrap();
+        std::fs::write(ws.join("gitdirs/a/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(ws.join("gitdirs/a/config"), "[core]\n").unwrap();
+        std::fs::create_dir_all(ws.join("wt")).unwrap();
+        std::fs::write(ws.join("wt/.git"), format!("gitdir: {}\n", ws.join("gitdirs/a").display())).unwrap();
+        let list = NeverList::new(&ContainmentConfig::default().never, &owner()).unwrap();
+        let maps = crate::kernel::MemoryMaps::default();
+        let seeded = list.seed(&mut maps.enforcer(), std::slice::from_ref(&ws), &[]).unwrap();
+        for f in ["wt/.git", "gitdirs/a/commondir"] {
+            assert!(seeded.read_from.contains(&Watch::File(ws.join(f))), "{f} not in {:?}", seeded.read_from);
         }
     }
 
