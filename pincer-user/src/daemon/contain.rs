@@ -867,6 +867,14 @@ impl NeverList {
     /// filesystem only): the configuration is read again off the daemon's actor, which
     /// then writes the plan.
     pub fn plan(&self, named_roots: &[PathBuf], read_only: &[PathBuf]) -> SeedPlan {
+        self.plan_heard(named_roots, read_only, &[])
+    }
+
+    /// [`NeverList::plan`], with the paths the configuration watch heard tell of a
+    /// repository in a root or the home (`vendor/lib/.git` made, a folder moved in) each
+    /// scanned from where it is, with a scan's own bound: the scan of a root stops after
+    /// [`SCAN_LIMIT`] entries, which the session's own files may spend first.
+    pub fn plan_heard(&self, named_roots: &[PathBuf], read_only: &[PathBuf], heard: &[PathBuf]) -> SeedPlan {
         let mut seeds = Seeds::default();
         let mut patterns = Vec::new();
         let mut anywhere = Vec::new();
@@ -899,8 +907,20 @@ impl NeverList {
                 pin_ancestors(&mut seeds, &loaded, &self.anchors);
             }
         }
+        let home = self.anchors.first().map(PathBuf::as_path);
         for root in named_roots {
-            seed_scan(&mut seeds, &anywhere, root, self.anchors.first().map(PathBuf::as_path));
+            seed_scan(&mut seeds, &anywhere, root, home);
+        }
+        let mut started: Vec<PathBuf> = Vec::new();
+        for p in heard {
+            let Some(root) = named_roots.iter().map(PathBuf::as_path).chain(home).filter(|r| p.starts_with(r)).max_by_key(|r| r.as_os_str().len()) else { continue };
+            let Some(start) = repository_folder(p) else { continue };
+            // Once each, and not where a scan of its own already began above it.
+            if !start.starts_with(root) || started.iter().any(|s| start.starts_with(s)) {
+                continue;
+            }
+            started.push(start.clone());
+            seed_scan_from(&mut seeds, &anywhere, root, &start, home);
         }
         let skip: Vec<PathBuf> = named_roots.to_vec();
         for home in &self.anchors {
@@ -1567,6 +1587,30 @@ fn mark_target_hidden(seeds: &mut Seeds, link: &Path) {
 /// segment), so the object cannot be created later; and the target of each hidden symlink
 /// marked as [`seed_hidden_targets`] marks it.
 fn seed_scan(seeds: &mut Seeds, rules: &[&Never], root: &Path, home: Option<&Path>) {
+    seed_scan_from(seeds, rules, root, root, home)
+}
+
+/// The folder a scan starts from for a path that told of a repository: the worktree of a
+/// `.git` (or of a `.git` folder's `config`), the folder of a bare repository's `HEAD` or
+/// `config`, a folder itself (one moved in); `None` for one that is gone.
+fn repository_folder(p: &Path) -> Option<PathBuf> {
+    let name = p.file_name()?;
+    let parent = p.parent()?;
+    let start = if name == ".git" {
+        parent.to_path_buf()
+    } else if parent.file_name() == Some(OsStr::new(".git")) {
+        parent.parent()?.to_path_buf()
+    } else if (name == "HEAD" || name == "config") && !p.is_dir() {
+        parent.to_path_buf()
+    } else {
+        p.to_path_buf()
+    };
+    start.is_dir().then_some(start)
+}
+
+/// [`seed_scan`] of `root` walking from `start`, a folder in it (what lies above is
+/// anchored at `root`), with a bound of its own.
+fn seed_scan_from(seeds: &mut Seeds, rules: &[&Never], root: &Path, start: &Path, home: Option<&Path>) {
     // Each rule with the literal name it reserves, if any, and whether its parent is literal.
     let plans: Vec<(&Never, Option<&str>, bool)> = rules
         .iter()
@@ -1577,7 +1621,7 @@ fn seed_scan(seeds: &mut Seeds, rules: &[&Never], root: &Path, home: Option<&Pat
             (*r, last, literal_parent)
         })
         .collect();
-    let mut queue = std::collections::VecDeque::from([root.to_path_buf()]);
+    let mut queue = std::collections::VecDeque::from([start.to_path_buf()]);
     let mut seen = 0usize;
     while let Some(dir) = queue.pop_front() {
         watch_for_repositories(seeds, &dir, root);
@@ -2083,6 +2127,31 @@ mod tests {
             let bits = maps.never_bits(object(&p).unwrap()).unwrap_or(0);
             assert_eq!(bits & CHANGE, CHANGE, "{}: {bits:#x}", p.display());
         }
+    }
+
+    /// A repository the watch heard of is read by its path, though the scan of its root
+    /// stops before it (the session's own files spent the bound first).
+    #[test]
+    fn a_repository_heard_of_is_read_past_the_scans_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().canonicalize().unwrap();
+        for i in 0..SCAN_LIMIT + 500 {
+            std::fs::write(ws.join(format!("gen-{i:05}.o")), "").unwrap();
+        }
+        std::fs::create_dir_all(ws.join("zz/vendor/lib/.git")).unwrap();
+        std::fs::create_dir_all(ws.join("zz/vendor/lib/team-hooks")).unwrap();
+        std::fs::write(ws.join("zz/vendor/lib/.git/config"), "[core]\n\thooksPath = team-hooks\n").unwrap();
+        let list = NeverList::new(&ContainmentConfig::default().never, &owner()).unwrap();
+        let hooks = ws.join("zz/vendor/lib/team-hooks");
+        let maps = crate::kernel::MemoryMaps::default();
+        list.plan(std::slice::from_ref(&ws), &[]).write(&mut maps.enforcer()).unwrap();
+        assert_eq!(maps.never_bits(object(&hooks).unwrap()).unwrap_or(0) & CHANGE, 0, "control: the root's scan stops before it");
+        let maps = crate::kernel::MemoryMaps::default();
+        list.plan_heard(std::slice::from_ref(&ws), &[], &[ws.join("zz/vendor/lib/.git")]).write(&mut maps.enforcer()).unwrap();
+        assert_eq!(maps.never_bits(object(&hooks).unwrap()).unwrap_or(0) & CHANGE, CHANGE, "read by its path");
+        let maps = crate::kernel::MemoryMaps::default();
+        list.plan_heard(std::slice::from_ref(&ws), &[], &[ws.join("zz")]).write(&mut maps.enforcer()).unwrap();
+        assert_eq!(maps.never_bits(object(&hooks).unwrap()).unwrap_or(0) & CHANGE, CHANGE, "a folder moved in, scanned");
     }
 
     /// A worktree's `.git` file, and the `commondir` of the git directory it names, are
