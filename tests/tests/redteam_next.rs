@@ -8316,7 +8316,10 @@ fn users_repo_with_hooks_path(dir: &Path, hooks_rel: &str) {
 /// hooks; the daemon heard the clone (a `config_reread`); without the session's files the
 /// same clone is protected (`writes_hooks_of_a_repository_the_user_clones_after_the_session_started`).
 /// Gets out on 6.1 and 6.12: the clone was heard (one `config_reread`), and the hook and a
-/// new hook were written (`[0, 0]`).
+/// new hook were written (`[0, 0]`). Closed: the configuration watch carries the path of
+/// each repository it hears of in a tree (`Cmd::ConfigChanged`'s `repositories`), and the
+/// reading scans it from there with a bound of its own (`NeverList::plan_heard`), whatever
+/// the root's scan reached.
 #[test]
 fn fills_its_root_until_the_rereading_scan_stops_before_the_users_later_repository() {
     let mut red = Red::start("fillscan");
@@ -8361,8 +8364,10 @@ fn fills_its_root_until_the_rereading_scan_stops_before_the_users_later_reposito
 /// (2,000) entries; the walk stops in the bundle's own listing, so `proj` is neither
 /// watched nor read, and nothing else tells the daemon to read again. Controls: the user
 /// moves the folder in; a file beside the hooks.
-/// Gets out on 6.1 and 6.12: no reading was heard, and the hook and a new hook were
-/// written (`[0, 0]`).
+/// Gets out on 6.1 and 6.12: no reading was heard, and the hook and a new hook were written
+/// (`[0, 0]`). Closed: a folder moved in whose walk stops at `TREE_WALK` is heard as a
+/// possible repository and carried by its path to the reading, which scans it with the
+/// scans' bound (`NeverList::plan_heard`).
 #[test]
 fn writes_hooks_of_a_repository_moved_in_inside_a_folder_of_more_entries_than_the_walk() {
     system_dirs();
@@ -8404,7 +8409,8 @@ fn writes_hooks_of_a_repository_moved_in_inside_a_folder_of_more_entries_than_th
 /// own; a write in place changes no name, so the daemon never reads the new git directory.
 /// Controls: the rewrite is on disk; a file beside the hooks.
 /// Gets out on 6.1 and 6.12: the rewrite was not heard, and the hook and a new hook were
-/// written (`[0, 0]`).
+/// written (`[0, 0]`). Closed: a worktree's `.git` file and the `commondir` it leads to are
+/// watched by name (`Watch::File`, writes included), as a git directory's `config` is.
 #[test]
 fn writes_hooks_a_worktrees_gitfile_names_after_the_user_rewrites_it_in_place() {
     system_dirs();
@@ -8641,7 +8647,9 @@ fn writes_a_hook_of_a_repository_outside_the_home_and_the_roots() {
 /// worktree (`seed_git_entry`), so the relative folder is protected under `dots.git/`,
 /// where git never looks, and `core.worktree` is not read. Controls: a file beside the
 /// hooks; the user writes the hook.
-/// Gets out on 6.1 and 6.12: the hook and a new hook were written (`[0, 0]`).
+/// Gets out on 6.1 and 6.12: the hook and a new hook were written (`[0, 0]`). Closed: a git
+/// directory's `core.worktree` (in `config` or `config.worktree`, relative from the git
+/// directory) is the worktree its relative places count from (`core_worktree`).
 #[test]
 fn writes_hooks_a_separate_git_directory_names_relative_to_its_core_worktree() {
     let mut c = Cleanup::default();
@@ -8679,7 +8687,11 @@ fn writes_hooks_a_separate_git_directory_names_relative_to_its_core_worktree() {
 /// out: `of_environment` reads `PATH`, `LD_LIBRARY_PATH`, `ZDOTDIR`, the program variables
 /// and the XDG homes, and no other. Control: a file beside them.
 /// Gets out on 6.1 and 6.12: all eight written (`PYTHONPATH`, `PERL5LIB`, `NODE_PATH`,
-/// `RUBYLIB`, `GIT_EXEC_PATH`, `GIT_CONFIG_KEY_0`, `GIT_TEMPLATE_DIR`, `CARGO_HOME`: 0 each).
+/// `RUBYLIB`, `GIT_EXEC_PATH`, `GIT_CONFIG_KEY_0`, `GIT_TEMPLATE_DIR`, `CARGO_HOME`: 0
+/// each). Closed: the starter's environment's module search paths and git's program and
+/// template folders are folder lists of code (`FOLDER_LISTS`), the git settings it gives
+/// (`GIT_CONFIG_COUNT`/`KEY`/`VALUE`, `GIT_CONFIG_PARAMETERS`) are read as git's
+/// configuration, and `CARGO_HOME` moves `~/.cargo`'s never places (`MOVABLE`).
 #[test]
 fn plants_code_in_module_folders_and_git_settings_the_starters_environment_names() {
     let mut c = Cleanup::default();
@@ -8878,7 +8890,10 @@ fn reads_the_state_a_users_program_keeps_in_a_shared_memory_name_it_made_first()
 /// (`XDG_CONFIG_HOME`, `GIT_CONFIG_GLOBAL`). Why it might get out: only the XDG homes
 /// move the never list (`moved_rules`), and the tools' own variables are not read, so the
 /// files lie under visible names a read grant reaches. Control: a file beside them.
-/// Gets out on 6.1 and 6.12: all eight read (0 each).
+/// Gets out on 6.1 and 6.12: all eight read (0 each). Closed: the tools' own variables move
+/// the never places they keep, as `XDG_CONFIG_HOME` does (`code_places::MOVABLE`,
+/// `moved_pattern`): a rule at or under the default moves with it, and a rule's folder that
+/// holds the default gives the place moved.
 #[test]
 fn reads_the_secrets_the_starters_environment_keeps_outside_their_default_places() {
     let mut c = Cleanup::default();
@@ -8920,7 +8935,9 @@ fn reads_the_secrets_the_starters_environment_keeps_outside_their_default_places
 /// their default paths (`~/.bash_history`, `~/.zsh_history`), and the reading of the shell
 /// files takes the places they put on `PATH`, source or run, not `HISTFILE`. Control: a file
 /// beside it.
-/// Gets out on 6.1 and 6.12: the history was read (`[0, 0]`).
+/// Gets out on 6.1 and 6.12: the history was read (`[0, 0]`). Closed: `HISTFILE` (and the
+/// other tools' history variables) set in the shell's files moves the history's never place
+/// (`MOVABLE`, read with the variables the files set).
 #[test]
 fn reads_the_shell_history_the_users_bashrc_keeps_elsewhere() {
     let mut c = Cleanup::default();
@@ -8947,7 +8964,10 @@ fn reads_the_shell_history_the_users_bashrc_keeps_elsewhere() {
 /// Why it might get out: `code_places` reads the shell's and git's forms, and of ssh and
 /// tmux only the files they load, not the programs they run. Controls: the user writes
 /// them; a file beside them.
-/// Gets out on 6.1 and 6.12: all five replaced (0 each).
+/// Gets out on 6.1 and 6.12: all five replaced (0 each). Closed: the commands ssh's
+/// (`ProxyCommand`, `KnownHostsCommand`, `LocalCommand`, `Match exec`, ...) and tmux's
+/// (`run-shell`, `if-shell`, `#(...)`, a binding's or an option's command) configuration
+/// runs name their paths as code places (`run_commands`).
 #[test]
 fn replaces_the_programs_the_users_ssh_and_tmux_configuration_runs() {
     let mut c = Cleanup::default();

@@ -288,8 +288,28 @@ fn path_functions(text: &str) -> Vec<String> {
 }
 
 /// Variables of the environment whose value is a list of folders programs are run or
-/// loaded from.
-const FOLDER_LISTS: &[&str] = &["PATH", "LD_LIBRARY_PATH"];
+/// loaded from: the shell's and the loader's, the interpreters' module search paths (a
+/// module there is what the user's next `import` loads, searched before the standard
+/// library), git's own program folder and its template folder (whose hooks every new
+/// repository gets).
+const FOLDER_LISTS: &[&str] = &[
+    "PATH",
+    "LD_LIBRARY_PATH",
+    "PYTHONPATH",
+    "PERL5LIB",
+    "PERLLIB",
+    "NODE_PATH",
+    "RUBYLIB",
+    "GUILE_LOAD_PATH",
+    "GUILE_LOAD_COMPILED_PATH",
+    "R_LIBS",
+    "R_LIBS_USER",
+    "ERL_LIBS",
+    "OCAMLPATH",
+    "GCONV_PATH",
+    "GIT_EXEC_PATH",
+    "GIT_TEMPLATE_DIR",
+];
 
 /// Variables of the environment whose value names a folder of startup files (zsh reads
 /// every one of its startup files from `ZDOTDIR`).
@@ -321,7 +341,10 @@ const PROGRAMS: &[&str] = &[
     "ENV",
     "PYTHONSTARTUP",
     "LD_PRELOAD",
+    "LD_AUDIT",
     "NODE_OPTIONS",
+    "PERL5OPT",
+    "RUBYOPT",
     "GIT_CONFIG_GLOBAL",
     "GIT_CONFIG_SYSTEM",
     "SHELL",
@@ -340,8 +363,9 @@ const CONFIGS: &[&str] = &["GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "BASH_ENV",
 pub struct UserEnvironment {
     /// The places its variables name.
     pub places: Vec<CodePlace>,
-    /// `XDG_CONFIG_HOME` and `XDG_DATA_HOME` where they are not the defaults (`~/.config`,
-    /// `~/.local/share`): the never list's places there move with them.
+    /// The variables of [`MOVABLE`] (`XDG_CONFIG_HOME`, `GNUPGHOME`, `CARGO_HOME`,
+    /// `KUBECONFIG`, ...) where they are not the defaults: the never list's places there
+    /// move with them (a list variable once for each of its paths).
     pub moved: Vec<(&'static str, PathBuf)>,
     /// The configuration files (and folders of them) its variables name ([`CONFIGS`],
     /// `ZDOTDIR`): never places of their own, read again with the never list's whenever the
@@ -389,8 +413,16 @@ pub fn of_process(pid: u32, home: &Path) -> UserEnvironment {
     }), home)
 }
 
+/// [`of_process`] of an environment's text (`NAME=value` entries, each ended by a NUL).
+#[cfg(test)]
+pub(super) fn of_environment_text(text: &str, home: &Path) -> UserEnvironment {
+    of_environment(text.split('\0').filter_map(|kv| kv.split_once('=')).map(|(k, v)| (OsStr::new(k), OsStr::new(v))), home)
+}
+
 /// [`of_process`] of an environment's variables.
 fn of_environment<'a>(vars: impl Iterator<Item = (&'a OsStr, &'a OsStr)>, home: &Path) -> UserEnvironment {
+    let vars: Vec<(&OsStr, &OsStr)> = vars.collect();
+    let all: HashMap<String, String> = vars.iter().filter_map(|(k, v)| Some((k.to_str()?.to_string(), v.to_str()?.to_string()))).collect();
     let mut env = UserEnvironment::default();
     let mut push = |p: CodePlace| {
         if !env.places.contains(&p) {
@@ -418,19 +450,140 @@ fn of_environment<'a>(vars: impl Iterator<Item = (&'a OsStr, &'a OsStr)>, home: 
                     push(CodePlace::Program(p));
                 }
             }
-        } else if let Some((var, default)) = XDG_HOMES.iter().find(|(v, _)| *v == name) {
-            let p = Path::new(value);
-            if p.is_absolute() && p != home.join(default) && !p.components().any(|c| c == std::path::Component::ParentDir) {
-                env.moved.push((var, p.to_path_buf()));
+        }
+        if let Some(m) = MOVABLE.iter().find(|m| m.var == name) {
+            for part in value.as_bytes().split(|b| m.list && *b == b':') {
+                let p = Path::new(OsStr::from_bytes(part));
+                if p.is_absolute() && p != home.join(m.default) && !p.components().any(|c| c == std::path::Component::ParentDir) && !env.moved.iter().any(|(v, q)| *v == m.var && q == p) {
+                    env.moved.push((m.var, p.to_path_buf()));
+                }
             }
         }
+    }
+    for (key, value) in git_settings(&all) {
+        let (section, name) = match key.split_once('.') {
+            Some((section, rest)) => (section.to_ascii_lowercase(), rest.rsplit('.').next().unwrap_or(rest).to_ascii_lowercase()),
+            None => continue,
+        };
+        if (section == "include" || section == "includeif") && name == "path" {
+            // A configuration git includes: read with the never list's.
+            if let Some(p) = path_of(&value, Some(home), None) {
+                if !env.configs.contains(&p) {
+                    env.configs.push(p.clone());
+                }
+                push(CodePlace::Program(p));
+            }
+            continue;
+        }
+        git_places(&section, &name, &value, Some(home), None).into_iter().for_each(&mut push);
     }
     env
 }
 
-/// The XDG base directories the never list names places in, with their defaults under
-/// the home.
-pub const XDG_HOMES: &[(&str, &str)] = &[("XDG_CONFIG_HOME", ".config"), ("XDG_DATA_HOME", ".local/share")];
+/// The git settings an environment gives (`GIT_CONFIG_COUNT` with `GIT_CONFIG_KEY_<n>` and
+/// `GIT_CONFIG_VALUE_<n>`, and `GIT_CONFIG_PARAMETERS`' `'key'='value'` words, what `git -c`
+/// passes on): each key (`section[.subsection].key`) with its value.
+fn git_settings(vars: &HashMap<String, String>) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let count: usize = vars.get("GIT_CONFIG_COUNT").and_then(|c| c.trim().parse().ok()).unwrap_or(0);
+    for i in 0..count.min(1000) {
+        if let (Some(k), Some(v)) = (vars.get(&format!("GIT_CONFIG_KEY_{i}")), vars.get(&format!("GIT_CONFIG_VALUE_{i}"))) {
+            out.push((k.clone(), v.clone()));
+        }
+    }
+    if let Some(params) = vars.get("GIT_CONFIG_PARAMETERS") {
+        for word in shell_words(params) {
+            if let Some((k, v)) = word.split_once('=') {
+                out.push((k.to_string(), v.to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// A variable that moves where a tool keeps what the never list names under its default
+/// (`GNUPGHOME` moves `~/.gnupg`, `KUBECONFIG` moves `~/.kube/config`): the never list's
+/// places at or under the default, and the default itself where a rule's folder holds it,
+/// are never places at the variable's value too, with the same access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Movable {
+    /// The variable.
+    pub var: &'static str,
+    /// Its default, from the home.
+    pub default: &'static str,
+    /// Whether it names a folder (else a file).
+    pub folder: bool,
+    /// Whether its value is a `:`-separated list of them.
+    pub list: bool,
+}
+
+const fn movable(var: &'static str, default: &'static str, folder: bool) -> Movable {
+    Movable { var, default, folder, list: false }
+}
+
+/// The variables that move the never list's places: the XDG base directories, and the
+/// tools' own homes and files for credentials, histories and the configuration that runs
+/// code.
+pub const MOVABLE: &[Movable] = &[
+    movable("XDG_CONFIG_HOME", ".config", true),
+    movable("XDG_DATA_HOME", ".local/share", true),
+    movable("GNUPGHOME", ".gnupg", true),
+    movable("PASSWORD_STORE_DIR", ".password-store", true),
+    movable("AWS_SHARED_CREDENTIALS_FILE", ".aws/credentials", false),
+    movable("AWS_CONFIG_FILE", ".aws/config", false),
+    movable("AZURE_CONFIG_DIR", ".azure", true),
+    movable("CLOUDSDK_CONFIG", ".config/gcloud", true),
+    movable("OCI_CLI_CONFIG_FILE", ".oci/config", false),
+    Movable { var: "KUBECONFIG", default: ".kube/config", folder: false, list: true },
+    movable("DOCKER_CONFIG", ".docker", true),
+    movable("REGISTRY_AUTH_FILE", ".config/containers/auth.json", false),
+    movable("GH_CONFIG_DIR", ".config/gh", true),
+    movable("CARGO_HOME", ".cargo", true),
+    movable("RUSTUP_HOME", ".rustup", true),
+    movable("NPM_CONFIG_USERCONFIG", ".npmrc", false),
+    movable("npm_config_userconfig", ".npmrc", false),
+    movable("PYPIRC", ".pypirc", false),
+    movable("NETRC", ".netrc", false),
+    movable("PGPASSFILE", ".pgpass", false),
+    movable("VAULT_CONFIG_PATH", ".vault-token", false),
+    movable("BOTO_CONFIG", ".boto", false),
+    movable("HF_TOKEN_PATH", ".huggingface/token", false),
+    movable("RCLONE_CONFIG", ".config/rclone/rclone.conf", false),
+    movable("HISTFILE", ".bash_history", false),
+    movable("PSQL_HISTORY", ".psql_history", false),
+    movable("MYSQL_HISTFILE", ".mysql_history", false),
+    movable("NODE_REPL_HISTORY", ".node_repl_history", false),
+    movable("PYTHON_HISTORY", ".python_history", false),
+    movable("SQLITE_HISTORY", ".sqlite_history", false),
+    movable("LESSHISTFILE", ".lesshst", false),
+    movable("INPUTRC", ".inputrc", false),
+    movable("NVM_DIR", ".nvm", true),
+    movable("PYENV_ROOT", ".pyenv", true),
+    movable("RBENV_ROOT", ".rbenv", true),
+    movable("VOLTA_HOME", ".volta", true),
+    movable("SDKMAN_DIR", ".sdkman", true),
+    movable("ASDF_DATA_DIR", ".asdf", true),
+    movable("GEMRC", ".gemrc", false),
+];
+
+/// The pattern a never rule's `pattern` takes where `m` moves its default, written `from`
+/// (`~/.gnupg`, or the same from the home's path), to `to`: a rule at or under the default
+/// moves with it (`~/.cargo/bin/**` to `TO/bin/**`); a rule of a folder that holds the
+/// default (`~/.aws/**` holding `~/.aws/credentials`) gives the place moved (`TO`, or
+/// `TO/**` for a folder). `None` for a rule that has nothing to do with it.
+pub fn moved_pattern(pattern: &str, from: &str, m: &Movable, to: &Path) -> Option<String> {
+    if pattern == from {
+        return Some(to.display().to_string());
+    }
+    if let Some(rest) = pattern.strip_prefix(from).and_then(|r| r.strip_prefix('/')) {
+        return Some(format!("{}/{rest}", to.display()));
+    }
+    let folder = pattern.strip_suffix("/**")?;
+    if folder.contains(['*', '?', '[', '{']) || !from.strip_prefix(folder).is_some_and(|r| r.starts_with('/')) {
+        return None;
+    }
+    Some(if m.folder { format!("{}/**", to.display()) } else { to.display().to_string() })
+}
 
 /// The folders of a `PATH` value: its absolute parts without `..`.
 fn path_value(value: &OsStr) -> Vec<CodePlace> {
@@ -482,6 +635,15 @@ pub(super) fn places_in(text: &str, home: Option<&Path>, worktree: Option<&Path>
         // the home.
         for value in program_values(t).iter().flat_map(|v| vars.expand(v)) {
             for (p, rooted) in command_paths(&value, home, None) {
+                if rooted {
+                    push(CodePlace::Program(p));
+                }
+            }
+        }
+        // The commands ssh's and tmux's configuration runs (`ProxyCommand`, `Match exec`,
+        // `run-shell`, `#(...)`), from the root or the home.
+        for command in run_commands(t) {
+            for (p, rooted) in command_paths(&command, home, None) {
                 if rooted {
                     push(CodePlace::Program(p));
                 }
@@ -706,6 +868,102 @@ fn program_values(line: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// ssh's keywords whose value is a command it runs or a library it loads.
+const SSH_COMMANDS: &[&str] = &["proxycommand", "knownhostscommand", "localcommand", "pkcs11provider", "securitykeyprovider", "xauthlocation"];
+
+/// tmux's commands whose arguments are shell commands it runs (`run-shell`, `if-shell`'s
+/// condition, a popup's or a new pane's command), and the options whose value is one.
+const TMUX_COMMANDS: &[&str] = &[
+    "run-shell",
+    "run",
+    "if-shell",
+    "display-popup",
+    "popup",
+    "new-window",
+    "neww",
+    "split-window",
+    "splitw",
+    "pipe-pane",
+    "pipep",
+    "respawn-pane",
+    "respawnp",
+    "respawn-window",
+    "respawnw",
+    "default-command",
+    "default-shell",
+];
+
+/// tmux's commands that hold another command or an option's value after their own words
+/// (`bind x run-shell ...`, `set -g default-command ...`, `set-hook -g h 'run ...'`).
+const TMUX_HOLDERS: &[&str] = &["bind", "bind-key", "set", "set-option", "setw", "set-window-option", "set-hook", "if-shell"];
+
+/// The commands one line of ssh's or tmux's configuration runs: the value of ssh's
+/// [`SSH_COMMANDS`] (`ProxyCommand ~/x/proxy.sh %h %p`, `Key=value` too) and of `Match
+/// exec`, the arguments of tmux's [`TMUX_COMMANDS`] (`run-shell ~/x/init.sh`, and inside a
+/// binding, an option or a hook), and every `#(...)` tmux runs where it expands a format
+/// (`status-right "#(~/x/status.sh)"`).
+fn run_commands(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let t = line.trim();
+    let end = t.find(|c: char| c.is_whitespace() || c == '=').unwrap_or(t.len());
+    let (keyword, rest) = (t[..end].to_ascii_lowercase(), t[end..].trim_start().trim_start_matches('=').trim());
+    if SSH_COMMANDS.contains(&keyword.as_str()) {
+        out.push(rest.to_string());
+    } else if keyword == "match" {
+        let words = shell_words(rest);
+        for (i, w) in words.iter().enumerate() {
+            if w.eq_ignore_ascii_case("exec") {
+                out.extend(words.get(i + 1).cloned());
+            }
+        }
+    }
+    tmux_commands(t, 0, &mut out);
+    let mut rest = t;
+    while let Some(i) = rest.find("#(") {
+        let inner = &rest[i + 2..];
+        let mut depth = 1usize;
+        let mut stop = inner.len();
+        for (j, c) in inner.char_indices() {
+            match c {
+                '(' => depth += 1,
+                ')' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        stop = j;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        out.push(inner[..stop].to_string());
+        rest = &inner[stop..];
+    }
+    out
+}
+
+/// The arguments of the tmux commands of [`TMUX_COMMANDS`] in `line` ([`run_commands`]): a
+/// quoted argument with blanks is a command line of its own, read again (three deep).
+fn tmux_commands(line: &str, depth: usize, out: &mut Vec<String>) {
+    for words in split_commands(line) {
+        let first = words.first().map(String::as_str).unwrap_or("");
+        let starts = if TMUX_COMMANDS.contains(&first) {
+            Some(1)
+        } else if TMUX_HOLDERS.contains(&first) {
+            words.iter().position(|w| TMUX_COMMANDS.contains(&w.as_str())).map(|i| i + 1)
+        } else {
+            None
+        };
+        let Some(from) = starts else { continue };
+        for w in words[from..].iter().filter(|w| !w.starts_with('-')) {
+            if w.contains(char::is_whitespace) && depth < 3 {
+                tmux_commands(w, depth + 1, out);
+            }
+            out.push(w.clone());
+        }
+    }
 }
 
 /// The folders one shell line puts on `PATH` (unexpanded; `$PATH` and other variables'
@@ -1109,6 +1367,72 @@ ed.sh
             CodePlace::Program(gc.into()),
         ];
         assert_eq!(got, want, "a bare program name, HOME and other variables name nothing");
+    }
+
+    /// The programs ssh's and tmux's configuration runs: `ProxyCommand`, `Match exec`,
+    /// `KnownHostsCommand` (in either form), `run-shell` and `run` (in a binding too),
+    /// `if-shell`'s condition, a `#(...)` in an option; `ProxyJump`, a bare program and an
+    /// unrelated shell line name nothing.
+    #[test]
+    fn ssh_and_tmux_name_the_programs_they_run() {
+        let ssh = "Match exec \"~/x/on-vpn.sh\"\n    ProxyJump none\nHost *.corp\n    ProxyCommand ~/x/proxy.sh %h %p\n    KnownHostsCommand=/opt/x/kh.sh %H\n    ProxyCommand nc %h %p\n    IdentityFile ~/.ssh/id\n";
+        let tmux = "run-shell ~/x/init.sh\nset -g status-right \"#(~/x/status.sh) %H:%M\"\nrun -b '~/.tmux/plugins/tpm/tpm'\nbind r if-shell '~/x/cond.sh' 'run-shell \"~/x/then.sh\"'\nset -g default-command ~/x/shell.sh\nnpm run build\n";
+        let got = |t: &str| places_in(t, Some(Path::new("/home/u")), None, &ShellVariables::default());
+        let p = |s: &str| CodePlace::Program(PathBuf::from(s));
+        assert_eq!(got(ssh), vec![p("/home/u/x/on-vpn.sh"), p("/home/u/x/proxy.sh"), p("/opt/x/kh.sh")]);
+        assert_eq!(
+            got(tmux),
+            vec![p("/home/u/x/init.sh"), p("/home/u/x/status.sh"), p("/home/u/.tmux/plugins/tpm/tpm"), p("/home/u/x/cond.sh"), p("/home/u/x/then.sh"), p("/home/u/x/shell.sh")]
+        );
+        assert!(got("if [ -d ~/projects ]; then cd ~/projects; fi\n").is_empty(), "a shell's own if names nothing");
+    }
+
+    /// The starter's environment: the interpreters' module folders, git's program and
+    /// template folders, and the git settings it gives (`GIT_CONFIG_COUNT`,
+    /// `GIT_CONFIG_PARAMETERS`) name code places; the tools' homes and files it moves
+    /// (`GNUPGHOME`, `KUBECONFIG` a list, `CARGO_HOME`, `HISTFILE`) are moved.
+    #[test]
+    fn the_starters_module_folders_git_settings_and_tool_homes_are_read() {
+        let vars = [
+            ("PYTHONPATH", "/w/pylib:/w/py2"),
+            ("PERL5LIB", "/w/perl5"),
+            ("NODE_PATH", "/w/node"),
+            ("RUBYLIB", "/w/ruby"),
+            ("GIT_EXEC_PATH", "/w/git-core"),
+            ("GIT_TEMPLATE_DIR", "/w/templates"),
+            ("GIT_CONFIG_COUNT", "2"),
+            ("GIT_CONFIG_KEY_0", "core.hooksPath"),
+            ("GIT_CONFIG_VALUE_0", "/w/hooks"),
+            ("GIT_CONFIG_KEY_1", "alias.x"),
+            ("GIT_CONFIG_VALUE_1", "!~/bin/x.sh"),
+            ("GIT_CONFIG_PARAMETERS", "'core.fsmonitor'='/w/fsmon'"),
+            ("GNUPGHOME", "/w/gnupg"),
+            ("KUBECONFIG", "/w/kube/a:/w/kube/b"),
+            ("CARGO_HOME", "/w/cargo"),
+            ("HISTFILE", "/home/u/.bash_history"),
+        ];
+        let got = of_environment(vars.iter().map(|(k, v)| (OsStr::new(*k), OsStr::new(*v))), Path::new("/home/u"));
+        let f = |s: &str| CodePlace::Folder(PathBuf::from(s));
+        for want in [f("/w/pylib"), f("/w/py2"), f("/w/perl5"), f("/w/node"), f("/w/ruby"), f("/w/git-core"), f("/w/templates"), f("/w/hooks"), CodePlace::Program("/home/u/bin/x.sh".into()), CodePlace::Program("/w/fsmon".into())] {
+            assert!(got.places.contains(&want), "{want:?} in {:?}", got.places);
+        }
+        let moved: Vec<(&str, PathBuf)> = vec![("GNUPGHOME", "/w/gnupg".into()), ("KUBECONFIG", "/w/kube/a".into()), ("KUBECONFIG", "/w/kube/b".into()), ("CARGO_HOME", "/w/cargo".into())];
+        assert_eq!(got.moved, moved, "HISTFILE at its default is not moved");
+    }
+
+    /// A never rule moves with the variable that moves its default: a rule under it, the
+    /// default itself, and a rule of a folder that holds it.
+    #[test]
+    fn a_never_rule_moves_with_its_tools_variable() {
+        let m = |v: &str| *MOVABLE.iter().find(|m| m.var == v).unwrap();
+        let to = Path::new("/w/x");
+        assert_eq!(moved_pattern("~/.cargo/credentials.toml", "~/.cargo", &m("CARGO_HOME"), to).as_deref(), Some("/w/x/credentials.toml"));
+        assert_eq!(moved_pattern("~/.cargo/bin/**", "~/.cargo", &m("CARGO_HOME"), to).as_deref(), Some("/w/x/bin/**"));
+        assert_eq!(moved_pattern("~/.gnupg/**", "~/.gnupg", &m("GNUPGHOME"), to).as_deref(), Some("/w/x/**"));
+        assert_eq!(moved_pattern("~/.aws/**", "~/.aws/credentials", &m("AWS_SHARED_CREDENTIALS_FILE"), to).as_deref(), Some("/w/x"));
+        assert_eq!(moved_pattern("~/.npmrc", "~/.npmrc", &m("NPM_CONFIG_USERCONFIG"), to).as_deref(), Some("/w/x"));
+        assert_eq!(moved_pattern("~/.cargo2/x", "~/.cargo", &m("CARGO_HOME"), to), None);
+        assert_eq!(moved_pattern("~/.awsx/**", "~/.aws/credentials", &m("AWS_SHARED_CREDENTIALS_FILE"), to), None);
     }
 
     /// A configuration file with a byte that is not UTF-8 (a Latin-1 comment or name) names

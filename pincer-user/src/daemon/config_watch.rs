@@ -61,6 +61,10 @@ const GAP: Duration = Duration::from_millis(500);
 /// the watch was added).
 const TREE_WALK: usize = 2_000;
 
+/// How many paths that tell of a repository one change carries at most (the reading scans
+/// each).
+const MAX_HEARD: usize = 64;
+
 /// How many tree folders the watch holds at most for one owner: past it, the owner's
 /// trees' new folders are not watched (so no owner's sessions spend another's share; the
 /// kernel's own limit is `fs.inotify.max_user_watches`).
@@ -222,7 +226,11 @@ impl Folders {
     /// overflowed (events were lost); a folder's watch that ended (the folder went) is
     /// dropped. A folder made or moved into a tree is watched as part of it, and its
     /// owners hear of it when a git marker is found in it.
-    fn concerned(&self, wd: &WatchDescriptor, mask: EventMask, name: Option<&OsStr>) -> BTreeSet<u32> {
+    ///
+    /// Where an event tells of a repository in a tree (its marker, or a folder moved in
+    /// that holds one or more entries than the walk), the path is put in `heard`: the
+    /// reading it leads to reads that repository by its path, whatever the scans' bounds.
+    fn concerned(&self, wd: &WatchDescriptor, mask: EventMask, name: Option<&OsStr>, heard: &mut BTreeSet<PathBuf>) -> BTreeSet<u32> {
         let (owners, trees) = {
             let mut watched = self.lock();
             if mask.contains(EventMask::Q_OVERFLOW) {
@@ -238,7 +246,14 @@ impl Folders {
                 return w.owners(None);
             }
             match watched.get(wd) {
-                Some(w) => (w.owners(name), w.trees.clone()),
+                Some(w) => {
+                    if let (false, Some(n), Some(f)) = (w.trees.is_empty(), name, w.path.as_deref()) {
+                        if tells_of_a_repository(f, n) {
+                            heard.insert(f.join(n));
+                        }
+                    }
+                    (w.owners(name), w.trees.clone())
+                }
                 None => return BTreeSet::new(),
             }
         };
@@ -248,6 +263,7 @@ impl Folders {
             let Some(dir) = self.watches_path(wd).map(|d| d.join(name)) else { return owners };
             if !in_git_directory(&dir) && self.watch_tree(&trees, &dir) {
                 owners.extend(&trees);
+                heard.insert(dir);
             }
         }
         owners
@@ -259,7 +275,9 @@ impl Folders {
     }
 
     /// Watches `top` (a folder just made or moved into a tree) and the folders in it, up to
-    /// [`TREE_WALK`] entries, for `owners`. Whether a git marker was found in it.
+    /// [`TREE_WALK`] entries, for `owners`. Whether a git marker was found in it, or the
+    /// walk stopped before its end (a folder of more entries may hold one past the walk:
+    /// the reading it leads to scans it with the scans' own bounds, off this thread).
     fn watch_tree(&self, owners: &BTreeSet<u32>, top: &Path) -> bool {
         let mut found = false;
         let mut queue = std::collections::VecDeque::from([top.to_path_buf()]);
@@ -272,7 +290,7 @@ impl Folders {
             for e in entries.flatten() {
                 seen += 1;
                 if seen > TREE_WALK {
-                    return found;
+                    return true;
                 }
                 found |= tells_of_a_repository(&dir, &e.file_name());
                 let path = e.path();
@@ -319,11 +337,12 @@ impl ConfigWatch {
                 // The events that come within SETTLE of the first (or before GAP has passed
                 // since the last report) are one change.
                 let mut owners = BTreeSet::new();
+                let mut heard = BTreeSet::new();
                 loop {
                     match inotify.read_events(&mut buf) {
                         Ok(events) => {
                             for e in events {
-                                owners.extend(seen.concerned(&e.wd, e.mask, e.name));
+                                owners.extend(seen.concerned(&e.wd, e.mask, e.name, &mut heard));
                             }
                         }
                         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
@@ -341,7 +360,7 @@ impl ConfigWatch {
                     continue;
                 }
                 last = Some(Instant::now());
-                if inbox.send(Cmd::ConfigChanged { owners: owners.into_iter().collect() }).is_err() {
+                if inbox.send(Cmd::ConfigChanged { owners: owners.into_iter().collect(), repositories: heard.into_iter().take(MAX_HEARD).collect() }).is_err() {
                     return;
                 }
             }
@@ -434,7 +453,7 @@ mod tests {
 
     async fn changed(rx: &mut mpsc::UnboundedReceiver<Cmd>) -> Option<Vec<u32>> {
         match tokio::time::timeout(Duration::from_secs(2), rx.recv()).await {
-            Ok(Some(Cmd::ConfigChanged { owners })) => Some(owners),
+            Ok(Some(Cmd::ConfigChanged { owners, .. })) => Some(owners),
             _ => None,
         }
     }
@@ -524,6 +543,39 @@ mod tests {
         assert_eq!(w.folders(), 0, "the owner's last session ended");
         std::fs::create_dir(dir.join("root/.git")).unwrap();
         assert_eq!(changed(&mut rx).await, None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A change that tells of a repository carries where: the marker made, and a folder
+    /// moved in that holds more entries than the walk (its repository may lie past it),
+    /// so the reading reads them by their paths whatever its scans' bounds.
+    #[tokio::test]
+    async fn a_repository_heard_in_a_tree_is_carried_by_its_path() {
+        let dir = std::env::temp_dir().join(format!("pincer-heard-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("root/vendor/lib")).unwrap();
+        let big = dir.join("elsewhere/bundle");
+        std::fs::create_dir_all(&big).unwrap();
+        for i in 0..TREE_WALK + 100 {
+            std::fs::write(big.join(format!("sample-{i:04}.csv")), "").unwrap();
+        }
+        std::fs::create_dir_all(big.join("zz-proj/.git")).unwrap();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let mut w = ConfigWatch::start(tx).unwrap();
+        w.watch(1000, &[Watch::Tree(dir.join("root")), Watch::Tree(dir.join("root/vendor")), Watch::Tree(dir.join("root/vendor/lib"))]);
+        let heard = |rx: &mut mpsc::UnboundedReceiver<Cmd>| match rx.try_recv() {
+            Ok(Cmd::ConfigChanged { owners, repositories }) => Some((owners, repositories)),
+            _ => None,
+        };
+        std::fs::create_dir(dir.join("root/vendor/lib/.git")).unwrap();
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let got = heard(&mut rx).expect("the .git made");
+        assert_eq!(got, (vec![1000], vec![dir.join("root/vendor/lib/.git")]));
+        std::fs::rename(&big, dir.join("root/bundle")).unwrap();
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let got = heard(&mut rx).expect("a folder of more entries than the walk, moved in");
+        assert_eq!(got, (vec![1000], vec![dir.join("root/bundle")]));
+        w.forget(1000);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

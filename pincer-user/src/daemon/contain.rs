@@ -14,7 +14,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
 use super::config_watch::Watch;
-use super::code_places::{code_places, git_section, path_of, places_in, read_text, shell_commands, shell_words, CodePlace, ShellVariables, UserEnvironment, XDG_HOMES};
+use super::code_places::{code_places, git_section, path_of, places_in, read_text, shell_commands, shell_words, CodePlace, ShellVariables, UserEnvironment, moved_pattern, MOVABLE};
 use super::users::Account;
 
 /// Entries visited at most when a session's named roots are scanned for never-grantable
@@ -788,18 +788,18 @@ impl NeverList {
             }
             // The base directories the shell's own files move.
             let vars = ShellVariables::of_texts(&texts.iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>());
-            for (var, default) in XDG_HOMES {
-                let from = home.join(default);
-                for value in vars.expand(&format!("${{{var}}}")) {
+            for m in MOVABLE {
+                let from = home.join(m.default);
+                let values: Vec<String> = vars.expand(&format!("${{{}}}", m.var)).iter().flat_map(|v| if m.list { v.split(':').map(str::to_string).collect() } else { vec![v.clone()] }).collect();
+                for value in values {
                     let Some(to) = path_of(&value, Some(&home), None) else { continue };
-                    if to == from || moved.contains(&to) {
+                    if to == from || moved.contains(&to) || !is_movable_to(&to, owner) {
                         continue;
                     }
                     moved.push(to.clone());
-                    let prefix = format!("{}/", from.display());
-                    let under: Vec<(String, u32)> = self.rules.iter().filter(|r| !r.anywhere).filter_map(|r| Some((r.pattern.strip_prefix(&prefix)?.to_string(), r.access))).collect();
-                    for (rest, access) in under {
-                        let pattern = format!("{}/{rest}", to.display());
+                    let from = from.display().to_string();
+                    let under: Vec<(String, u32)> = self.rules.iter().filter(|r| !r.anywhere).filter_map(|r| Some((moved_pattern(&r.pattern, &from, m, &to)?, r.access))).collect();
+                    for (pattern, access) in under {
                         let (literal, tail) = match pattern.strip_suffix("/**") {
                             Some(b) => (b.to_string(), "/**"),
                             None => (pattern.clone(), ""),
@@ -867,6 +867,14 @@ impl NeverList {
     /// filesystem only): the configuration is read again off the daemon's actor, which
     /// then writes the plan.
     pub fn plan(&self, named_roots: &[PathBuf], read_only: &[PathBuf]) -> SeedPlan {
+        self.plan_heard(named_roots, read_only, &[])
+    }
+
+    /// [`NeverList::plan`], with the paths the configuration watch heard tell of a
+    /// repository in a root or the home (`vendor/lib/.git` made, a folder moved in) each
+    /// scanned from where it is, with a scan's own bound: the scan of a root stops after
+    /// [`SCAN_LIMIT`] entries, which the session's own files may spend first.
+    pub fn plan_heard(&self, named_roots: &[PathBuf], read_only: &[PathBuf], heard: &[PathBuf]) -> SeedPlan {
         let mut seeds = Seeds::default();
         let mut patterns = Vec::new();
         let mut anywhere = Vec::new();
@@ -899,8 +907,20 @@ impl NeverList {
                 pin_ancestors(&mut seeds, &loaded, &self.anchors);
             }
         }
+        let home = self.anchors.first().map(PathBuf::as_path);
         for root in named_roots {
-            seed_scan(&mut seeds, &anywhere, root, self.anchors.first().map(PathBuf::as_path));
+            seed_scan(&mut seeds, &anywhere, root, home);
+        }
+        let mut started: Vec<PathBuf> = Vec::new();
+        for p in heard {
+            let Some(root) = named_roots.iter().map(PathBuf::as_path).chain(home).filter(|r| p.starts_with(r)).max_by_key(|r| r.as_os_str().len()) else { continue };
+            let Some(start) = repository_folder(p) else { continue };
+            // Once each, and not where a scan of its own already began above it.
+            if !start.starts_with(root) || started.iter().any(|s| start.starts_with(s)) {
+                continue;
+            }
+            started.push(start.clone());
+            seed_scan_from(&mut seeds, &anywhere, root, &start, home);
         }
         let skip: Vec<PathBuf> = named_roots.to_vec();
         for home in &self.anchors {
@@ -1567,6 +1587,30 @@ fn mark_target_hidden(seeds: &mut Seeds, link: &Path) {
 /// segment), so the object cannot be created later; and the target of each hidden symlink
 /// marked as [`seed_hidden_targets`] marks it.
 fn seed_scan(seeds: &mut Seeds, rules: &[&Never], root: &Path, home: Option<&Path>) {
+    seed_scan_from(seeds, rules, root, root, home)
+}
+
+/// The folder a scan starts from for a path that told of a repository: the worktree of a
+/// `.git` (or of a `.git` folder's `config`), the folder of a bare repository's `HEAD` or
+/// `config`, a folder itself (one moved in); `None` for one that is gone.
+fn repository_folder(p: &Path) -> Option<PathBuf> {
+    let name = p.file_name()?;
+    let parent = p.parent()?;
+    let start = if name == ".git" {
+        parent.to_path_buf()
+    } else if parent.file_name() == Some(OsStr::new(".git")) {
+        parent.parent()?.to_path_buf()
+    } else if (name == "HEAD" || name == "config") && !p.is_dir() {
+        parent.to_path_buf()
+    } else {
+        p.to_path_buf()
+    };
+    start.is_dir().then_some(start)
+}
+
+/// [`seed_scan`] of `root` walking from `start`, a folder in it (what lies above is
+/// anchored at `root`), with a bound of its own.
+fn seed_scan_from(seeds: &mut Seeds, rules: &[&Never], root: &Path, start: &Path, home: Option<&Path>) {
     // Each rule with the literal name it reserves, if any, and whether its parent is literal.
     let plans: Vec<(&Never, Option<&str>, bool)> = rules
         .iter()
@@ -1577,7 +1621,7 @@ fn seed_scan(seeds: &mut Seeds, rules: &[&Never], root: &Path, home: Option<&Pat
             (*r, last, literal_parent)
         })
         .collect();
-    let mut queue = std::collections::VecDeque::from([root.to_path_buf()]);
+    let mut queue = std::collections::VecDeque::from([start.to_path_buf()]);
     let mut seen = 0usize;
     while let Some(dir) = queue.pop_front() {
         watch_for_repositories(seeds, &dir, root);
@@ -1658,9 +1702,14 @@ fn seed_git_entry(seeds: &mut Seeds, dir: &Path, entry: &OsStr, meta: &std::fs::
     } else if entry == "HEAD" && !dot_git && dir.join("config").is_file() {
         seed_git_dir(seeds, dir, dir, access, root, home);
     } else if entry == ".git" && meta.len() <= 4096 {
+        // Watched by name, as a git directory's `config` is: git rewrites a `.git` file in
+        // place (`git worktree repair`, `absorbgitdirs`), which changes no name in the
+        // tree's folder, and so may the `commondir` it leads to.
+        seeds.read_from.push(Watch::File(dir.join(".git")));
         let Some(text) = read_text(&dir.join(".git")) else { return };
         let Some(named) = text.lines().find_map(|l| l.strip_prefix("gitdir:")).and_then(|g| path_of(g.trim(), None, Some(dir))) else { return };
         seed_git_dir(seeds, &named, dir, access, root, home);
+        seeds.read_from.push(Watch::File(named.join("commondir")));
         if let Some(common) = read_text(&named.join("commondir")).and_then(|c| path_of(c.trim(), None, Some(&named))) {
             seed_git_dir(seeds, &common, dir, access, root, home);
         }
@@ -1685,6 +1734,11 @@ fn holds_root_or_home(p: &Path, root: &Path, home: Option<&Path>) -> bool {
 /// worktree, `~/` from `home`); the folders above each are pinned up to `root`, so none can
 /// be moved away and its name filled.
 fn seed_git_dir(seeds: &mut Seeds, git: &Path, worktree: &Path, access: u32, root: &Path, home: Option<&Path>) {
+    // A git directory that names its worktree (`core.worktree`, as `git init
+    // --separate-git-dir` and a bare dotfiles repository set) takes its relative places
+    // from there, as git does.
+    let named_worktree = core_worktree(git);
+    let worktree = named_worktree.as_deref().unwrap_or(worktree);
     let anchor = [root.to_path_buf()];
     let protect = |seeds: &mut Seeds, p: &Path| {
         seed_literal(seeds, p, access);
@@ -1732,21 +1786,68 @@ fn seed_git_dir(seeds: &mut Seeds, git: &Path, worktree: &Path, access: u32, roo
     }
 }
 
+/// The worktree the configuration of the git directory `git` names (`core.worktree` in
+/// its `config` or `config.worktree`, the last one set): a relative one is taken from the
+/// git directory, as git takes it.
+fn core_worktree(git: &Path) -> Option<PathBuf> {
+    let mut found = None;
+    for name in ["config", "config.worktree"] {
+        let Some(text) = read_text(&git.join(name)) else { continue };
+        let mut section = String::new();
+        for line in text.lines() {
+            let mut t = line.trim();
+            if let Some((name, rest)) = git_section(t) {
+                section = name;
+                t = rest.trim();
+            }
+            if section != "core" {
+                continue;
+            }
+            let Some((key, value)) = t.split_once('=') else { continue };
+            if key.trim().eq_ignore_ascii_case("worktree") {
+                let value = value.trim().trim_matches('"').trim();
+                if let Some(p) = path_of(value, None, Some(git)) {
+                    found = Some(p);
+                }
+            }
+        }
+    }
+    found
+}
+
 /// The never rules with each one under a default XDG base directory (`~/.config/git/**`)
 /// added again under where `moved` puts that directory (`XDG_CONFIG_HOME=~/dots/config`:
 /// `~/dots/config/git/**`), with the same access.
-fn moved_rules(rules: &[NeverRule], moved: &[(&'static str, PathBuf)]) -> Vec<NeverRule> {
+/// The same for every variable of [`MOVABLE`] (`GNUPGHOME=~/dots/gnupg`: `~/dots/gnupg/**`;
+/// `AWS_SHARED_CREDENTIALS_FILE=~/w/creds`, which `~/.aws/**` held: `~/w/creds`), each
+/// [`moved_pattern`]; only to a place that may hold them ([`is_movable_to`]:
+/// `HISTFILE=/dev/null` moves nothing).
+fn moved_rules(rules: &[NeverRule], moved: &[(&'static str, PathBuf)], owner: &Account) -> Vec<NeverRule> {
     let mut out = rules.to_vec();
     for (var, to) in moved {
-        let Some((_, default)) = XDG_HOMES.iter().find(|(v, _)| v == var) else { continue };
-        let prefix = format!("~/{default}/");
+        let Some(m) = MOVABLE.iter().find(|m| m.var == *var) else { continue };
+        if !is_movable_to(to, owner) {
+            continue;
+        }
+        let from = format!("~/{}", m.default);
         for r in rules {
-            if let Some(rest) = r.pattern.strip_prefix(&prefix) {
-                out.push(NeverRule { pattern: format!("{}/{rest}", to.display()), access: r.access.clone() });
+            if let Some(pattern) = moved_pattern(&r.pattern, &from, m, to) {
+                if !out.iter().any(|o| o.pattern == pattern && o.access == r.access) {
+                    out.push(NeverRule { pattern, access: r.access.clone() });
+                }
             }
         }
     }
     out
+}
+
+/// Whether a tool's variable may move never places to `to`: not the home, the root or a
+/// folder above them, nor the system's own files (`/dev/null`, `/proc/...`): a file or a
+/// folder, or a name not made yet.
+fn is_movable_to(to: &Path, owner: &Account) -> bool {
+    !owner.home.starts_with(to)
+        && !["/dev", "/proc", "/sys"].iter().any(|s| to.starts_with(s))
+        && std::fs::metadata(to).map_or(true, |m| m.is_file() || m.is_dir())
 }
 
 /// The containment of one owner's sessions, with paths expanded.
@@ -1789,7 +1890,7 @@ impl Containment {
                 protect.push(p);
             }
         }
-        let never = NeverList::new(&moved_rules(&cfg.never, &env.moved), owner)?.with_code_places(owner, env)?;
+        let never = NeverList::new(&moved_rules(&cfg.never, &env.moved, owner), owner)?.with_code_places(owner, env)?;
         let mut open = Vec::new();
         let mut layered = Vec::new();
         let mut read_only = Vec::new();
@@ -2002,6 +2103,74 @@ mod tests {
         list.seed(&mut maps.enforcer(), std::slice::from_ref(&ws), &[]).unwrap();
         let bits = maps.never_bits(object(&ws.join("proj/githooks")).unwrap()).unwrap_or(0);
         assert_eq!(bits & CHANGE, CHANGE, "githooks/: {bits:#x}");
+    }
+
+    /// A git directory that names its worktree (`core.worktree`) takes a relative
+    /// `core.hooksPath` from that worktree, as git does, not from the git directory.
+    #[test]
+    fn a_git_directorys_relative_places_count_from_its_core_worktree() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(ws.join("tree/githooks")).unwrap();
+        std::fs::create_dir_all(ws.join("dots.git")).unwrap();
+        std::fs::write(ws.join("dots.git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(ws.join("dots.git/config"), format!("[core]\n\tbare = false\n\tworktree = {}\n\thooksPath = githooks\n", ws.join("tree").display())).unwrap();
+        // A relative `core.worktree` counts from the git directory.
+        std::fs::create_dir_all(ws.join("rel/git")).unwrap();
+        std::fs::create_dir_all(ws.join("rel/wt/hooks2")).unwrap();
+        std::fs::write(ws.join("rel/git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(ws.join("rel/git/config"), "[core]\n\thooksPath = hooks2\n[core]\n\tworktree = ../wt\n").unwrap();
+        let list = NeverList::new(&ContainmentConfig::default().never, &owner()).unwrap();
+        let maps = crate::kernel::MemoryMaps::default();
+        list.seed(&mut maps.enforcer(), std::slice::from_ref(&ws), &[]).unwrap();
+        for p in [ws.join("tree/githooks"), ws.join("rel/wt/hooks2")] {
+            let bits = maps.never_bits(object(&p).unwrap()).unwrap_or(0);
+            assert_eq!(bits & CHANGE, CHANGE, "{}: {bits:#x}", p.display());
+        }
+    }
+
+    /// A repository the watch heard of is read by its path, though the scan of its root
+    /// stops before it (the session's own files spent the bound first).
+    #[test]
+    fn a_repository_heard_of_is_read_past_the_scans_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().canonicalize().unwrap();
+        for i in 0..SCAN_LIMIT + 500 {
+            std::fs::write(ws.join(format!("gen-{i:05}.o")), "").unwrap();
+        }
+        std::fs::create_dir_all(ws.join("zz/vendor/lib/.git")).unwrap();
+        std::fs::create_dir_all(ws.join("zz/vendor/lib/team-hooks")).unwrap();
+        std::fs::write(ws.join("zz/vendor/lib/.git/config"), "[core]\n\thooksPath = team-hooks\n").unwrap();
+        let list = NeverList::new(&ContainmentConfig::default().never, &owner()).unwrap();
+        let hooks = ws.join("zz/vendor/lib/team-hooks");
+        let maps = crate::kernel::MemoryMaps::default();
+        list.plan(std::slice::from_ref(&ws), &[]).write(&mut maps.enforcer()).unwrap();
+        assert_eq!(maps.never_bits(object(&hooks).unwrap()).unwrap_or(0) & CHANGE, 0, "control: the root's scan stops before it");
+        let maps = crate::kernel::MemoryMaps::default();
+        list.plan_heard(std::slice::from_ref(&ws), &[], &[ws.join("zz/vendor/lib/.git")]).write(&mut maps.enforcer()).unwrap();
+        assert_eq!(maps.never_bits(object(&hooks).unwrap()).unwrap_or(0) & CHANGE, CHANGE, "read by its path");
+        let maps = crate::kernel::MemoryMaps::default();
+        list.plan_heard(std::slice::from_ref(&ws), &[], &[ws.join("zz")]).write(&mut maps.enforcer()).unwrap();
+        assert_eq!(maps.never_bits(object(&hooks).unwrap()).unwrap_or(0) & CHANGE, CHANGE, "a folder moved in, scanned");
+    }
+
+    /// A worktree's `.git` file, and the `commondir` of the git directory it names, are
+    /// watched by name: git rewrites them in place, which changes no name in the folder.
+    #[test]
+    fn a_worktrees_git_file_and_its_commondir_are_watched_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(ws.join("gitdirs/a")).unwrap();
+        std::fs::write(ws.join("gitdirs/a/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(ws.join("gitdirs/a/config"), "[core]\n").unwrap();
+        std::fs::create_dir_all(ws.join("wt")).unwrap();
+        std::fs::write(ws.join("wt/.git"), format!("gitdir: {}\n", ws.join("gitdirs/a").display())).unwrap();
+        let list = NeverList::new(&ContainmentConfig::default().never, &owner()).unwrap();
+        let maps = crate::kernel::MemoryMaps::default();
+        let seeded = list.seed(&mut maps.enforcer(), std::slice::from_ref(&ws), &[]).unwrap();
+        for f in ["wt/.git", "gitdirs/a/commondir"] {
+            assert!(seeded.read_from.contains(&Watch::File(ws.join(f))), "{f} not in {:?}", seeded.read_from);
+        }
     }
 
     /// A git directory is found by what it holds, in the roots and anywhere in the home:
@@ -2292,6 +2461,50 @@ mod tests {
         assert!(c.never.forbids(&h.join("dots/hooks/pre-commit"), Access::Create).is_some(), "what the moved configuration names");
         assert!(c.never.read_from().contains(&Watch::File(h.join("dots/config/git/config"))), "read and watched");
         assert!(c.never.forbids(&h.join("dots/notes.md"), Access::Write).is_none(), "beside them");
+    }
+
+    /// The tools' own variables move the never places they keep, from the starter's
+    /// environment (`GNUPGHOME`, `AWS_SHARED_CREDENTIALS_FILE` that `~/.aws/**` held,
+    /// `KUBECONFIG` a list, `CARGO_HOME`'s credentials and code, `NPM_CONFIG_USERCONFIG`)
+    /// and from the shell's own files (`HISTFILE` in `~/.bashrc`); a place not the
+    /// owner's (`HISTFILE=/dev/null`) moves nothing.
+    #[test]
+    fn the_never_places_move_with_the_tools_variables() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path().canonicalize().unwrap();
+        let uid = std::fs::metadata(&h).unwrap().uid();
+        let account = Account { home: h.clone(), uid, ..owner() };
+        std::fs::create_dir_all(h.join("w/gnupg")).unwrap();
+        std::fs::create_dir_all(h.join("w/cargo/bin")).unwrap();
+        std::fs::write(h.join(".bashrc"), "HISTFILE=~/w/logs/bash_history\nexport PSQL_HISTORY=/dev/null\n").unwrap();
+        let env = of_env(&[
+            ("GNUPGHOME", h.join("w/gnupg")),
+            ("AWS_SHARED_CREDENTIALS_FILE", h.join("w/aws-creds")),
+            ("KUBECONFIG", PathBuf::from(format!("{}:{}", h.join("w/kube/a").display(), h.join("w/kube/b").display()))),
+            ("CARGO_HOME", h.join("w/cargo")),
+            ("NPM_CONFIG_USERCONFIG", h.join("w/npmrc")),
+        ], &h);
+        let c = Containment::for_owner(&ContainmentConfig::default(), &account, &env).unwrap();
+        for (p, access) in [
+            ("w/gnupg/private-keys-v1.d/k.key", Access::Read),
+            ("w/aws-creds", Access::Read),
+            ("w/kube/a", Access::Read),
+            ("w/kube/b", Access::Read),
+            ("w/cargo/credentials.toml", Access::Read),
+            ("w/cargo/config.toml", Access::Write),
+            ("w/cargo/bin/cargo-x", Access::Create),
+            ("w/npmrc", Access::Read),
+            ("w/logs/bash_history", Access::Read),
+        ] {
+            assert!(c.never.forbids(&h.join(p), access).is_some(), "{p}: {access:?}");
+        }
+        assert!(c.never.forbids(&h.join("w/notes.md"), Access::Read).is_none(), "beside them");
+        assert!(c.never.forbids(Path::new("/dev/null"), Access::Read).is_none(), "not the owner's");
+    }
+
+    fn of_env(vars: &[(&str, PathBuf)], home: &Path) -> UserEnvironment {
+        let text: String = vars.iter().map(|(k, v)| format!("{k}={}\0", v.display())).collect();
+        super::super::code_places::of_environment_text(&text, home)
     }
 
     /// Every file of a protected folder is read, far past a few dozen (a framework's

@@ -118,6 +118,9 @@ pub enum Cmd {
     ConfigChanged {
         /// The owners' uids.
         owners: Vec<u32>,
+        /// The paths in the owners' trees that told of a repository (a `.git` made, a
+        /// folder moved in): read by their paths, whatever the scans' bounds.
+        repositories: Vec<PathBuf>,
     },
     /// A reading of an owner's changed configuration, done off the actor
     /// ([`Core::config_changed`]).
@@ -478,7 +481,7 @@ impl Core {
                 Cmd::Decided { session, job, votes } => self.decided(&session, job, votes).await,
                 Cmd::SessionRead { ask, generation, read, reply } => self.session_read(*ask, generation, read, reply).await,
                 Cmd::PolicyMade { session, made } => self.policy_made(&session, made).await,
-                Cmd::ConfigChanged { owners } => self.config_changed(&owners),
+                Cmd::ConfigChanged { owners, repositories } => self.config_changed(&owners, &repositories),
                 Cmd::ConfigRead { owner, generation, read, took } => self.config_read(owner, generation, read, took),
             }
         }
@@ -586,8 +589,10 @@ impl Core {
     /// is made again and planned for the roots of the owner's open sessions off the actor
     /// (reading the configuration and scanning the roots and the home read only files), and
     /// the actor writes the plan ([`Core::config_read`]), so the places it names now are
-    /// never changed by a session already running.
-    fn config_changed(&mut self, owners: &[u32]) {
+    /// never changed by a session already running. The repositories the watch heard of are
+    /// read by their paths ([`contain::NeverList::plan_heard`]): a root the session filled
+    /// past the scan's bound still has them read.
+    fn config_changed(&mut self, owners: &[u32], repositories: &[PathBuf]) {
         for &uid in owners {
             let named: Vec<PathBuf> = self.sessions.iter().filter(|s| s.owner_uid == uid).flat_map(|s| s.roots.iter().map(|r| r.path.clone())).collect();
             if !self.sessions.iter().any(|s| s.owner_uid == uid) {
@@ -599,10 +604,11 @@ impl Core {
             // Made with the starters' environments already merged: none is added.
             let (cfg, env) = (self.config.containment.clone(), self.starters.get(&uid).cloned().unwrap_or_default());
             let inbox = self.inbox.clone();
+            let heard = repositories.to_vec();
             tokio::task::spawn_blocking(move || {
                 let began = std::time::Instant::now();
                 let read = Containment::for_owner(&cfg, &users::by_uid(uid), &env).map(|c| {
-                    let plan = c.never.plan(&named, &c.read_only);
+                    let plan = c.never.plan_heard(&named, &c.read_only, &heard);
                     (c, plan)
                 });
                 let _ = inbox.send(Cmd::ConfigRead { owner: uid, generation, read, took: began.elapsed() });
