@@ -610,6 +610,14 @@ static __always_inline struct pid *file_owner(struct file *file)
 	return (struct pid *)~0UL;
 }
 
+/* Whether `owner` is the calling thread or its process. */
+static __always_inline int is_caller(struct pid *owner)
+{
+	struct task_struct *me = (void *)bpf_get_current_task();
+
+	return owner == BPF_CORE_READ(me, thread_pid) || owner == BPF_CORE_READ(me, group_leader, thread_pid);
+}
+
 /* F_SETSIG chooses what the kernel sends the description's owner on the
  * file's behalf (SIGKILL in place of the SIGIO a process handles), past
  * task_kill. A session chooses it only for signals that go to itself: the
@@ -623,9 +631,8 @@ static __always_inline int setsig_check(struct file *file, int sig)
 	if (!session)
 		return 0;
 	struct pid *owner = file_owner(file);
-	struct task_struct *me = (void *)bpf_get_current_task();
 
-	if (owner && (owner == BPF_CORE_READ(me, thread_pid) || owner == BPF_CORE_READ(me, group_leader, thread_pid)))
+	if (owner && is_caller(owner))
 		return 0;
 	return setown_refuse(session, F_SETSIG, OWNER_SIGNAL, sig);
 }
@@ -645,9 +652,8 @@ static __always_inline int async_check(struct file *file, __u32 cmd)
 	if (!session)
 		return 0;
 	struct pid *owner = file_owner(file);
-	struct task_struct *me = (void *)bpf_get_current_task();
 
-	if (!owner || owner == BPF_CORE_READ(me, thread_pid) || owner == BPF_CORE_READ(me, group_leader, thread_pid))
+	if (!owner || is_caller(owner))
 		return 0;
 	return setown_refuse(session, cmd, OWNER_SIGNAL, SIGIO);
 }
