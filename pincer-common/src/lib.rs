@@ -415,8 +415,11 @@ shared_struct! {
         /// the kernel and bounded by [`VACATED_PER_SESSION`]; kept when the daemon rewrites
         /// the entry.
         pub vacated: u32,
-        /// Explicit padding, always zero.
-        pub _pad: u32,
+        /// The objects the session made in shared places that the kernel records
+        /// (`MAP_SHARED_MADE` of the reach block), counted by the kernel and bounded by
+        /// [`SHARED_MADE_PER_SESSION`](reach::SHARED_MADE_PER_SESSION); kept when the
+        /// daemon rewrites the entry.
+        pub shared_made: u32,
     }
 }
 

@@ -24,6 +24,7 @@
 //! | [`HOOK_PTY_OPEN`] | `ino`, `dev` (the terminal), `target_session`, `name` (its name in `/dev/pts`) |
 //! | [`HOOK_CGROUP_WRITE`] | `ino`, `dev` (the file), `detail` (the access bits asked), `name` |
 //! | [`HOOK_QUOTA`] | `detail` (which quota: [`QUOTA_KEYS`], ...), `target_id` (what the uid's sessions would hold), `target_uid` (the uid) |
+//! | [`HOOK_SHARED_INBOUND`] | `ino`, `dev` (the object), `target_session` (the session that made it), `detail` ([`SHARED_OPEN_CREATE`] or [`SHARED_FOLLOW`]), `name` (its name) |
 //!
 //! Addresses are IPv6 bytes in network order (IPv4 as `::ffff:a.b.c.d`).
 
@@ -136,6 +137,31 @@ shared_consts! {
     /// [`HOOK_QUOTA`] `detail`: inotify and fanotify instances
     /// (`fs/inotify/max_user_instances`).
     QUOTA_NOTIFY: u32 = 4;
+    /// [`HOOK_QUOTA`] `detail`: objects a session made in shared places
+    /// ([`SHARED_MADE_PER_SESSION`]).
+    QUOTA_SHARED_MADE: u32 = 5;
+    /// Hook id: `file_open` with `O_CREAT` of an object that exists, or
+    /// `inode_follow_link` of a symlink, by a process outside the session that made the
+    /// object in a shared place: a world-writable sticky directory (`/tmp`, `/var/tmp`,
+    /// `/dev/shm`) or a directory a session made there. The kernel's own
+    /// `fs.protected_regular`, `protected_fifos` and `protected_symlinks` refuse the same
+    /// to another uid; a session is the user's uid, so the program refuses it in their
+    /// place (the user's program would take the session's file for its own, write its
+    /// state where the session reads it, or follow the session's link to a file of the
+    /// user's). The event's `session` is the object's session, `pid` and `uid` the
+    /// caller's.
+    HOOK_SHARED_INBOUND: u32 = 58;
+    /// [`HOOK_SHARED_INBOUND`] `detail`: an open with `O_CREAT` of the object.
+    SHARED_OPEN_CREATE: u32 = 1;
+    /// [`HOOK_SHARED_INBOUND`] `detail`: a follow of the symlink.
+    SHARED_FOLLOW: u32 = 2;
+    /// Objects one session may have made in shared places at once (of
+    /// [`SHARED_MADE_MAX`]): past them its next creation there is refused (`EDQUOT`),
+    /// so no session fills the record for the others.
+    SHARED_MADE_PER_SESSION: u32 = 4096;
+    /// Objects sessions made in shared places that the kernel records at once; an object
+    /// that cannot be recorded is not made.
+    SHARED_MADE_MAX: u32 = 32768;
     /// [`PortKey::session`] of a port bound by a socket outside every session, counted
     /// by the kernel from the bind to the socket's end (address and family 0: the
     /// port on every address).

@@ -29,6 +29,7 @@
 #include "pincer.h"
 
 #define EACCES 13
+#define EDQUOT 122
 #define S_IFMT 00170000
 #define S_IFDIR 0040000
 #define S_IFLNK 0120000
@@ -2049,6 +2050,10 @@ static __noinline int refuse_users_place(const struct session *s, struct dentry 
 }
 
 static __always_inline int reach_file_open(__u64 session, struct file *file);
+static __always_inline int shared_inbound(__u64 session, struct file *file);
+static __always_inline int shared_room(__u64 session, struct dentry *child);
+static __noinline int shared_mark(__u64 session, struct inode *inode, struct inode *dir);
+static __always_inline void shared_forget(struct object_key *k);
 static __always_inline int reach_cgroup(const struct session *s, struct dentry *d, __u32 need);
 static __noinline int reach_tty(__u64 session, struct dentry *d);
 
@@ -2094,7 +2099,7 @@ static __always_inline int check_object(const struct session *s, struct dentry *
 static __always_inline int check_create_held(const struct session *s, struct dentry *child, __u32 hook, __u32 *held)
 {
 	struct walk w;
-	int err = reach_cgroup(s, child, ACCESS_CREATE);
+	int err = reach_cgroup(s, child, ACCESS_CREATE) ?: shared_room(s->id, child);
 
 	if (err)
 		return err;
@@ -2227,13 +2232,17 @@ int BPF_PROG(pincer_file_open, struct file *file, int ret)
 
 	if (ret)
 		return ret;
+	/* An O_CREAT open of what a session made in a shared place. */
 	if (!current_session(&s))
-		return 0;
+		return shared_inbound(0, file);
 	/* Writes to another process's /proc/PID files are reach, not files. */
-	int reach = reach_file_open(s.id, file);
+	int reach = reach_file_open(s.id, file) ?: shared_inbound(s.id, file);
 
 	if (reach)
 		return reach;
+	/* What the open made in a shared place is recorded as the session's. */
+	if ((file->f_mode & FMODE_CREATED) && shared_mark(s.id, file->f_inode, file->f_path.dentry->d_parent->d_inode))
+		return -EDQUOT;
 	return check_file(&s, file, HOOK_FILE_OPEN, 1, 0);
 }
 
@@ -2333,11 +2342,13 @@ int BPF_PROG(pincer_file_open_held, struct file *file, int ret)
 	if (ret)
 		return ret;
 	if (!current_session(&s))
-		return 0;
-	int reach = reach_file_open(s.id, file);
+		return shared_inbound(0, file);
+	int reach = reach_file_open(s.id, file) ?: shared_inbound(s.id, file);
 
 	if (reach)
 		return reach;
+	if ((file->f_mode & FMODE_CREATED) && shared_mark(s.id, file->f_inode, file->f_path.dentry->d_parent->d_inode))
+		return -EDQUOT;
 	/* The check runs in an RCU read section, as the plain program does (the
 	 * dentries it walks are RCU-protected); the wait comes after it. */
 	bpf_rcu_read_lock();
@@ -2613,6 +2624,10 @@ int BPF_PROG(pincer_inode_rename_held, struct inode *old_dir, struct dentry *old
 		if (err)
 			return err;
 	}
+	/* What a session moves into a shared place is recorded as made there. */
+	err = shared_mark(s.id, BPF_CORE_READ(old_dentry, d_inode), new_dir);
+	if (err)
+		return err;
 	/* The names the rename changes (old_dentry is not needed after this:
 	 * the hook's frame has no room to keep it). */
 	err = moved_names(s.id, old_dentry, new_dentry);
@@ -2687,7 +2702,9 @@ static __always_inline int record_made(struct dentry *dentry, int ret, int dir)
 		return 0;
 	struct inode *inode = BPF_CORE_READ(dentry, d_inode);
 
-	if (!inode)
+	/* Made in a shared place and not recorded there: not the session's
+	 * either (shared_room left it room, so only a race gets here). */
+	if (!inode || shared_mark(s.id, inode, BPF_CORE_READ(dentry, d_parent, d_inode)))
 		return 0;
 	struct grant_key gk = {
 		.session = s.id,
@@ -2851,7 +2868,9 @@ int BPF_PROG(pincer_inode_link, struct dentry *old_dentry, struct inode *dir, st
 	err = check_object(&s, old_dentry, ACCESS_READ, HOOK_INODE_LINK_SOURCE);
 	if (err)
 		return err;
-	return check_link(&s, old_dentry, new_dentry);
+	err = check_link(&s, old_dentry, new_dentry);
+	/* A link a session makes in a shared place is recorded as made there. */
+	return err ?: shared_mark(s.id, BPF_CORE_READ(old_dentry, d_inode), dir);
 }
 
 SEC("lsm/inode_unlink")
@@ -2914,6 +2933,10 @@ int BPF_PROG(pincer_inode_rename, struct inode *old_dir, struct dentry *old_dent
 		if (err)
 			return err;
 	}
+	/* What a session moves into a shared place is recorded as made there. */
+	err = shared_mark(s.id, BPF_CORE_READ(old_dentry, d_inode), new_dir);
+	if (err)
+		return err;
 	/* The names the rename changes (old_dentry is not needed after this:
 	 * the hook's frame has no room to keep it). */
 	err = moved_names(s.id, old_dentry, new_dentry);
@@ -3308,6 +3331,7 @@ int BPF_PROG(pincer_inode_free_security, struct inode *inode)
 	bpf_map_delete_elem(&MAP_OPEN, &ok);
 	bpf_map_delete_elem(&MAP_NEVER, &ok);
 	bpf_map_delete_elem(&MAP_ROOTS, &ok);
+	shared_forget(&ok);
 	bpf_for_each_map_elem(&MAP_SESSIONS, forget_grants, &f, 0);
 	/* A directory made under a reserved name takes the names it was given
 	 * (carry_reserved) with it. */

@@ -19,7 +19,7 @@ struct session_value {
 	__u32 held_locked; /* of those, the ones whose hook keeps a lock (at most 1) */
 	__u64 locked_quiet_until; /* bpf_ktime_get_ns(): no such hold before it */
 	__u32 vacated; /* the session's MAP_VACATED entries (kernel-counted) */
-	__u32 _pad;
+	__u32 shared_made; /* its MAP_SHARED_MADE entries (kernel-counted) */
 };
 
 /* A filesystem object: key of the roots, open and never maps. */

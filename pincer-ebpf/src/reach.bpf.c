@@ -78,7 +78,6 @@
 #define KEY_NEED_LINK 5
 #define FSNOTIFY_GROUP_USER 0x01 /* a group a process asked for (inotify, fanotify) */
 #define SIGKILL 9
-#define EDQUOT 122
 
 #pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
 
@@ -806,6 +805,165 @@ static __always_inline void reach_inode_free(struct inode *inode, struct super_b
 	__u64 k = (__u64)inode;
 
 	bpf_map_delete_elem(&MAP_MQUEUES, &k);
+}
+
+/* ---- objects a session made in a shared place ---- */
+
+static __always_inline void quota_spent(__u64 session, __u32 which, __u32 would_hold, __u32 uid);
+
+/* A world-writable sticky directory (/tmp, /var/tmp, /dev/shm) is every
+ * uid's. The kernel keeps one uid's program from taking another uid's object
+ * there for its own: fs.protected_regular and protected_fifos refuse an
+ * O_CREAT open of it, protected_symlinks a follow of its symlink. A session
+ * runs as the user's uid, so those do not apply between them: the session
+ * would make first the name a program of the user's opens with O_CREAT (and
+ * no O_EXCL) and read the state it keeps there, or leave a symlink where the
+ * user's program writes its log, and have it write a file of the user's. The
+ * same rule with the session as the other party: an object a session makes,
+ * moves or links into a shared directory (one of those, or a directory a
+ * session made there, at any depth) is recorded here with its session, and
+ * a process of no session or of another one may neither open it with O_CREAT
+ * (unless that open made it) nor follow it. Opening it without O_CREAT (the
+ * user reading what the session left) is not refused. The record lasts as
+ * long as the object (an object left behind by a session that ended is still
+ * the session's). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SHARED_MADE_MAX);
+	__type(key, struct object_key);
+	__type(value, __u64); /* the session that made it */
+} MAP_SHARED_MADE SEC(".maps");
+
+#define S_ISVTX 01000
+#define O_CREAT 00000100
+
+/* The session that made `inode` in a shared place, or 0. */
+static __always_inline __u64 shared_maker(struct inode *inode)
+{
+	if (!inode)
+		return 0;
+	struct object_key k = { .ino = BPF_CORE_READ(inode, i_ino), .dev = BPF_CORE_READ(inode, i_sb, s_dev) };
+	__u64 *maker = bpf_map_lookup_elem(&MAP_SHARED_MADE, &k);
+
+	return maker ? *maker : 0;
+}
+
+/* Whether directory `dir` is a shared one: world-writable and sticky, or made
+ * there by a session. */
+static __always_inline int shared_dir(struct inode *dir)
+{
+	if (!dir)
+		return 0;
+	umode_t mode = BPF_CORE_READ(dir, i_mode);
+
+	if ((mode & (S_ISVTX | S_IWOTH)) == (S_ISVTX | S_IWOTH))
+		return 1;
+	return shared_maker(dir) != 0;
+}
+
+/* Called by a session's check of a new name `child` (a creation, the target
+ * of a rename or link): in a shared directory, only within the session's
+ * share of the record (SHARED_MADE_PER_SESSION), else -EDQUOT, reported. */
+static __always_inline int shared_room(__u64 session, struct dentry *child)
+{
+	if (!shared_dir(BPF_CORE_READ(child, d_parent, d_inode)))
+		return 0;
+	struct session_value *v = bpf_map_lookup_elem(&MAP_SESSIONS, &session);
+
+	if (v && *(volatile __u32 *)&v->shared_made < SHARED_MADE_PER_SESSION)
+		return 0;
+	quota_spent(session, QUOTA_SHARED_MADE, v ? v->shared_made : 0, (__u32)bpf_get_current_uid_gid());
+	return -EDQUOT;
+}
+
+/* Records `inode`, which session `session` made, moved or linked into the
+ * directory `dir`, if that is a shared one. 0, or -EDQUOT when it could not
+ * be recorded (the caller refuses, or does not give the session the object). */
+static __noinline int shared_mark(__u64 session, struct inode *inode, struct inode *dir)
+{
+	if (!inode || !shared_dir(dir))
+		return 0;
+	struct object_key k = { .ino = BPF_CORE_READ(inode, i_ino), .dev = BPF_CORE_READ(inode, i_sb, s_dev) };
+
+	if (!bpf_map_update_elem(&MAP_SHARED_MADE, &k, &session, BPF_EXIST))
+		return 0;
+	struct session_value *v = bpf_map_lookup_elem(&MAP_SESSIONS, &session);
+
+	if (!v)
+		return -EDQUOT;
+	/* Count first, then look, as vacated_put does. */
+	__sync_fetch_and_add(&v->shared_made, 1);
+	if (*(volatile __u32 *)&v->shared_made <= SHARED_MADE_PER_SESSION &&
+	    !bpf_map_update_elem(&MAP_SHARED_MADE, &k, &session, BPF_NOEXIST))
+		return 0;
+	__sync_fetch_and_add(&v->shared_made, -1); /* no atomic sub in BPF */
+	return bpf_map_update_elem(&MAP_SHARED_MADE, &k, &session, BPF_EXIST) ? -EDQUOT : 0;
+}
+
+/* Reports and refuses a reach of a shared object `d` that session `maker`
+ * made, by a caller outside it (`how`: SHARED_OPEN_CREATE or SHARED_FOLLOW). */
+static __always_inline int shared_refuse(__u64 maker, struct dentry *d, struct inode *inode, __u32 how)
+{
+	struct reach_event *e = reach_event(maker, HOOK_SHARED_INBOUND);
+
+	if (e) {
+		e->ino = BPF_CORE_READ(inode, i_ino);
+		e->dev = BPF_CORE_READ(inode, i_sb, s_dev);
+		e->target_session = maker;
+		e->detail = how;
+		bpf_probe_read_kernel_str(e->name, sizeof(e->name), BPF_CORE_READ(d, d_name.name));
+		bpf_ringbuf_submit(e, 0);
+	}
+	return -EACCES;
+}
+
+/* file_open of every task (`session` 0: none): an O_CREAT open that found the
+ * object, which a session other than the caller's made in a shared directory
+ * it is still in, is refused. Every other open leaves at the first test. */
+static __always_inline int shared_inbound(__u64 session, struct file *file)
+{
+	if (!(file->f_flags & O_CREAT) || (file->f_mode & FMODE_CREATED))
+		return 0;
+	struct inode *inode = file->f_inode;
+	__u64 maker = shared_maker(inode);
+
+	if (!maker || maker == session)
+		return 0;
+	struct dentry *d = file->f_path.dentry;
+
+	if (!shared_dir(BPF_CORE_READ(d, d_parent, d_inode)))
+		return 0;
+	return shared_refuse(maker, d, inode, SHARED_OPEN_CREATE);
+}
+
+/* A symlink a session made in a shared directory is followed by no process
+ * outside that session (protected_symlinks for the session as another uid). */
+SEC("lsm/inode_follow_link")
+int BPF_PROG(pincer_inode_follow_link, struct dentry *dentry, struct inode *inode, _Bool rcu, int ret)
+{
+	if (ret)
+		return ret;
+	__u64 maker = shared_maker(inode);
+
+	if (!maker || maker == current_session_id())
+		return 0;
+	if (!shared_dir(BPF_CORE_READ(dentry, d_parent, d_inode)))
+		return 0;
+	return shared_refuse(maker, dentry, inode, SHARED_FOLLOW);
+}
+
+/* An object gone for good (from inode_free_security): its record, and its
+ * session's count, go with it. */
+static __always_inline void shared_forget(struct object_key *k)
+{
+	__u64 *maker = bpf_map_lookup_elem(&MAP_SHARED_MADE, k);
+
+	if (!maker)
+		return;
+	struct session_value *v = bpf_map_lookup_elem(&MAP_SESSIONS, maker);
+
+	if (!bpf_map_delete_elem(&MAP_SHARED_MADE, k) && v)
+		__sync_fetch_and_add(&v->shared_made, -1);
 }
 
 /* ---- terminals ---- */

@@ -8544,9 +8544,11 @@ fn inotify_watches(pid: u32) -> usize {
 /// Controls: the session makes its folders; the daemon heard the include added.
 /// Gets out on 6.1 and 6.12: `max_user_watches` was 8,192 in the VM; the daemon held 20
 /// watches at start and 8,192 after the session's folders; the include was heard, the
-/// setting in it was not, and the hook and a new hook were written (`[0, 0]`).
+/// setting in it was not, and the hook and a new hook were written (`[0, 0]`). Closed: when
+/// the kernel refuses a watch of the configuration for want of watches, the watch gives up
+/// the tree folders it added last (`Folders::give_up_a_tree_folder`): the configuration
+/// comes before a tree's folders.
 #[test]
-#[ignore = "open route: the configuration watch's inotify watches count to root's max_user_watches, which a session's folders in a watched tree can spend"]
 fn spends_the_daemons_inotify_watches_so_a_later_included_file_goes_unwatched() {
     system_dirs();
     let mut c = Cleanup::default();
@@ -8839,10 +8841,12 @@ fn kills_the_users_process_by_turning_on_signal_driven_io_on_a_description_it_ow
 /// the user's processes outside every session are not gated, so nothing refuses them the
 /// session's file as `unix_connect(inbound)` refuses them its socket. Controls: the
 /// session makes the object; the user's program writes its state.
-/// Gets out on 6.1 and 6.12: the user's program opened and wrote the session's object
-/// (`[0]`) and the session read the state back (`[0]`).
+/// Got out on 6.1 and 6.12: the user's program opened and wrote the session's object
+/// (`[0]`) and the session read the state back (`[0]`). Closed: what a session makes in a
+/// world-writable sticky directory is recorded as the session's, and an `O_CREAT` open of
+/// it from outside the session is refused, as `fs.protected_regular` refuses one of
+/// another uid's (`shared_inbound`, reach hook `shared_object(inbound)`).
 #[test]
-#[ignore = "open route: the user's processes outside every session are not refused an object a session made in a shared place (/dev/shm), as they are its Unix socket"]
 fn reads_the_state_a_users_program_keeps_in_a_shared_memory_name_it_made_first() {
     let mut c = Cleanup::default();
     let n = uniq();
@@ -8876,6 +8880,115 @@ fn reads_the_state_a_users_program_keeps_in_a_shared_memory_name_it_made_first()
     note(&format!("shmsquat: the user's program opened and wrote the session's object: {users:?}"));
     let r = red.gated(|| vec![holds(&path, secret)]);
     assert!(users != vec![0] || r != vec![0], "the session read the state the user's program kept in the name it made first: {users:?} {r:?}");
+}
+
+/// The same squatting in `/tmp` by the other kinds of object a session can leave at a
+/// name a program of the user's uses there: a symlink where the user's program appends
+/// its log (`/tmp/app.log -> ~/x/notes.txt`: the user's program writes a file of the
+/// user's that the session may not), a folder of the session's at the name the user's
+/// program makes with `mkdir -p` and then fills (`/tmp/app/state`, made first inside it),
+/// a file moved in from the session's scratch, and one linked in. Principle: a session is
+/// another party in a shared place; the kernel's `protected_symlinks` and
+/// `protected_regular` refuse the same between two uids. Why it might get out: only
+/// objects a session creates by name in the shared directory itself might be recorded.
+/// Controls: the user's program opens the same names without `O_CREAT` (reading what the
+/// session left is not refused), follows a symlink of its own there, and makes its own
+/// state file beside.
+#[test]
+fn squats_names_in_tmp_with_a_symlink_a_folder_and_files_moved_or_linked_in() {
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "tmpsquat");
+    let notes = top.join("notes.txt");
+    make(&notes, Some("the user's notes\n"));
+    let n = uniq();
+    let at = |name: &str| PathBuf::from(format!("/tmp/rtn-{name}-{n}"));
+    let (log, app, moved, linked, own_link) = (at("app.log"), at("app"), at("moved"), at("linked"), at("own.log"));
+    for p in [&log, &app, &moved, &linked, &own_link] {
+        c.add(p);
+    }
+    let mut red = Red::start("tmpsquat");
+    red.grant(Path::new("/tmp"), Scope::Exact, &[Access::Create]);
+    let scratch = red.scratch.clone();
+    let made = red.gated(|| {
+        let target = cpath(&notes);
+        // SAFETY: symlink/link on valid C strings.
+        let sym = rc(unsafe { libc::symlink(target.as_ptr(), cpath(&log).as_ptr()) } as i64);
+        let dir = mkdir(&app);
+        let state = create(&app.join("state"), "");
+        let one = create(&scratch.join("one"), "");
+        let mv = rename(&scratch.join("one"), &moved);
+        let two = create(&scratch.join("two"), "");
+        // SAFETY: link on valid C strings.
+        let ln = rc(unsafe { libc::link(cpath(&scratch.join("two")).as_ptr(), cpath(&linked).as_ptr()) } as i64);
+        vec![sym, dir, state, one, mv, two, ln]
+    });
+    assert_eq!(made, vec![0; 7], "control: the session makes its objects in /tmp");
+    // SAFETY: symlink on valid C strings.
+    assert_eq!(ungated(|| vec![rc(unsafe { libc::symlink(cpath(&notes).as_ptr(), cpath(&own_link).as_ptr()) } as i64)]), vec![0]);
+    let open_create = |p: &Path| {
+        // SAFETY: open/write/close on a valid C string and a local buffer.
+        unsafe {
+            let fd = libc::open(cpath(p).as_ptr(), libc::O_CREAT | libc::O_WRONLY | libc::O_APPEND, 0o600);
+            if fd < 0 {
+                return errno();
+            }
+            let r = if libc::write(fd, b"the user's state\n".as_ptr().cast(), 17) < 0 { errno() } else { 0 };
+            libc::close(fd);
+            r
+        }
+    };
+    let users = ungated(|| {
+        let _ = mkdir(&app);
+        vec![
+            read(&moved),
+            read(&app.join("state")),
+            open_create(&own_link),
+            open_create(&app.join("own-state")),
+            open_create(&log),
+            open_create(&app.join("state")),
+            open_create(&moved),
+            open_create(&linked),
+        ]
+    });
+    note(&format!("tmpsquat: the user's program: {users:?}"));
+    assert_eq!(users[..4], [0, 0, 0, 0], "controls: the user reads what the session left, follows its own link, makes its own state: {users:?}");
+    let open = not_refused(&["the session's symlink, followed", "the session's file in its folder", "a file moved in from scratch", "a file linked in"], &users[4..]);
+    assert!(open.is_empty(), "the user's program took the session's objects in /tmp for its own: {open:?}");
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "the user's notes\nthe user's state\n", "only the user's own link wrote the notes");
+}
+
+/// Spends the record of what sessions made in shared places, so that a later object is
+/// made unrecorded and a program of the user's takes it: 5,000 files in `/tmp`. Principle:
+/// fail closed; no session fills a bound for the others. Why it might get out: a full
+/// record would leave the next object the session's without the check. Controls: the
+/// session's first files are made; one removed makes room for one more.
+#[test]
+fn makes_more_objects_in_tmp_than_its_share_of_the_record() {
+    let mut c = Cleanup::default();
+    let dir = PathBuf::from(format!("/tmp/rtn-many-{}", uniq()));
+    c.add(&dir);
+    let mut red = Red::start("tmpmany");
+    red.grant(Path::new("/tmp"), Scope::Exact, &[Access::Create]);
+    let share = pincer_common::reach::SHARED_MADE_PER_SESSION as usize;
+    let r = red.gated(|| {
+        let mut made = i32::from(mkdir(&dir) == 0);
+        let mut last = 0;
+        for i in 0..share + 100 {
+            last = create(&dir.join(format!("f{i:05}")), "");
+            if last != 0 {
+                break;
+            }
+            made += 1;
+        }
+        let again = create(&dir.join("again"), "");
+        let freed = std::fs::remove_file(dir.join("f00000")).map_or_else(|e| e.raw_os_error().unwrap_or(-1), |_| 0);
+        let after = create(&dir.join("after"), "");
+        vec![made, last, again, freed, after]
+    });
+    note(&format!("tmpmany: {r:?}"));
+    assert_eq!(r[0] as usize, share, "the session makes as many objects in /tmp as its share (its folder included): {r:?}");
+    assert_eq!(r[1..3], [libc::EDQUOT, libc::EDQUOT], "past its share, refused: {r:?}");
+    assert_eq!(r[3..], [0, 0], "control: one removed makes room for one more: {r:?}");
 }
 
 /// Reads the user's secrets where the environment of the user's process that started the

@@ -70,6 +70,10 @@ const MAX_HEARD: usize = 64;
 /// kernel's own limit is `fs.inotify.max_user_watches`).
 const MAX_TREE_FOLDERS: usize = 32_768;
 
+/// How many tree folders one watch of the configuration may give up when the kernel's
+/// watches are spent (each try that the kernel refuses again gives up one more).
+const GIVE_UP: usize = 8;
+
 /// Whether the entry `name` of the tree folder `folder` tells of a git repository
 /// ([`Watch::Tree`]): a `.git` (folder, file or link), the configuration in a `.git`
 /// folder, or a bare repository's `HEAD` or `config` beside the other. Other files named
@@ -137,6 +141,9 @@ struct Watched {
     trees: BTreeSet<u32>,
     /// The folder (for the folders made in a tree).
     path: Option<PathBuf>,
+    /// When a tree's interest was last added ([`Folders::added`]): the newest tree folder
+    /// is the first given up for the configuration's watches.
+    added: u64,
 }
 
 impl Watched {
@@ -177,6 +184,8 @@ struct Folders {
     watched: Mutex<HashMap<WatchDescriptor, Watched>>,
     /// How many tree folders each owner has (locked after `watched` when both are).
     tree_folders: Mutex<HashMap<u32, usize>>,
+    /// Tree interests added so far ([`Watched::added`]).
+    added: std::sync::atomic::AtomicU64,
 }
 
 impl Folders {
@@ -197,11 +206,19 @@ impl Folders {
             }
         }
         // Added to what the folder is watched for already (another interest's events).
-        let wd = match self.watches.clone().add(dir, mask(interest, dir) | WatchMask::ONLYDIR | WatchMask::MASK_ADD) {
-            Ok(wd) => wd,
-            Err(e) => {
-                tracing::debug!(folder = %dir.display(), error = %e, "not watched");
-                return false;
+        let mut given_up = 0;
+        let wd = loop {
+            match self.watches.clone().add(dir, mask(interest, dir) | WatchMask::ONLYDIR | WatchMask::MASK_ADD) {
+                Ok(wd) => break wd,
+                // The kernel's watches are spent (a session's folders in a watched tree can
+                // spend them): the user's configuration comes before a tree's folder.
+                Err(e) if e.raw_os_error() == Some(libc::ENOSPC) && !matches!(interest, Interest::Tree) && given_up < GIVE_UP && self.give_up_a_tree_folder() => {
+                    given_up += 1;
+                }
+                Err(e) => {
+                    tracing::warn!(folder = %dir.display(), error = %e, "not watched");
+                    return false;
+                }
             }
         };
         let mut watched = self.lock();
@@ -211,6 +228,7 @@ impl Folders {
             Interest::Name(n) => w.names.entry(n.clone()).or_default().extend(owners),
             Interest::Every => w.every.extend(owners),
             Interest::Tree => {
+                w.added = self.added.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                 let mut counts = self.tree_folders.lock().unwrap_or_else(|e| e.into_inner());
                 for o in owners {
                     if w.trees.insert(o) {
@@ -219,6 +237,32 @@ impl Folders {
                 }
             }
         }
+        true
+    }
+
+    /// Gives up the watch of the tree folder added last that no file or name of the
+    /// configuration shares, to make room for a watch of the configuration that the kernel
+    /// refused for want of watches (`fs.inotify.max_user_watches`, counted per uid: the
+    /// daemon's and every other process of root's). Whether one was given up.
+    fn give_up_a_tree_folder(&self) -> bool {
+        let mut watched = self.lock();
+        let newest = watched
+            .iter()
+            .filter(|(_, w)| w.every.is_empty() && w.names.is_empty() && !w.trees.is_empty())
+            .max_by_key(|(_, w)| w.added)
+            .map(|(wd, _)| wd.clone());
+        let Some(wd) = newest else { return false };
+        let Some(w) = watched.remove(&wd) else { return false };
+        let mut counts = self.tree_folders.lock().unwrap_or_else(|e| e.into_inner());
+        for o in &w.trees {
+            counts.entry(*o).and_modify(|n| *n = n.saturating_sub(1));
+        }
+        drop(counts);
+        drop(watched);
+        if let Err(e) = self.watches.clone().remove(wd) {
+            tracing::debug!(error = %e, "a tree folder's watch was already gone");
+        }
+        tracing::warn!(folder = ?w.path, "inotify watches spent: a tree folder is no longer watched for repositories made in it, so the configuration's files are");
         true
     }
 
@@ -322,7 +366,7 @@ impl ConfigWatch {
     /// runtime thread waiting for that lock would keep the decision from being made.
     pub fn start(inbox: Inbox) -> std::io::Result<ConfigWatch> {
         let mut inotify = Inotify::init()?;
-        let folders = Arc::new(Folders { watches: inotify.watches(), watched: Mutex::default(), tree_folders: Mutex::default() });
+        let folders = Arc::new(Folders { watches: inotify.watches(), watched: Mutex::default(), tree_folders: Mutex::default(), added: Default::default() });
         let seen = folders.clone();
         std::thread::Builder::new().name("pincer-config-watch".into()).spawn(move || {
             let mut buf = vec![0u8; 16 * 1024];

@@ -388,6 +388,11 @@ pub enum Hook {
     /// Unix socket a session created.
     #[serde(rename = "unix_connect(inbound)")]
     UnixInbound,
+    /// `file_open` with `O_CREAT` of an object, or `inode_follow_link` of a symlink, that
+    /// a session made in a shared place (`/tmp`, `/var/tmp`, `/dev/shm`), by a process
+    /// outside that session.
+    #[serde(rename = "shared_object(inbound)")]
+    SharedInbound,
     /// `key_permission`: a key or keyring the session did not create.
     #[serde(rename = "key_permission")]
     KeyPermission,
@@ -465,6 +470,7 @@ impl Hook {
             HOOK_PTY_OPEN => Hook::PtyOpen,
             HOOK_CGROUP_WRITE => Hook::CgroupWrite,
             HOOK_QUOTA => Hook::Quota,
+            HOOK_SHARED_INBOUND => Hook::SharedInbound,
             _ => Hook::Unknown,
         }
     }
@@ -524,6 +530,7 @@ impl Hook {
             Hook::PtyOpen => "file_open(pty)",
             Hook::CgroupWrite => "cgroup_write",
             Hook::Quota => "quota",
+            Hook::SharedInbound => "shared_object(inbound)",
             Hook::Unknown => "unknown",
         }
     }

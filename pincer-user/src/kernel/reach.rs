@@ -208,6 +208,18 @@ pub enum Reach {
         /// The uid.
         uid: u32,
     },
+    /// An object a session made in a shared place (`/tmp`, `/var/tmp`, `/dev/shm`) that a
+    /// process outside that session opened with `O_CREAT` or followed (a symlink), as its
+    /// own: [`Hook::SharedInbound`].
+    SharedObject {
+        /// Its name.
+        name: String,
+        /// The object.
+        file: ObjectId,
+        /// [`SHARED_OPEN_CREATE`](pincer_common::reach::SHARED_OPEN_CREATE) or
+        /// [`SHARED_FOLLOW`](pincer_common::reach::SHARED_FOLLOW).
+        how: u32,
+    },
     /// A UDP socket the session asked to share its port (`SO_REUSEADDR`,
     /// `SO_REUSEPORT`), which would let the kernel give it a port the user holds, or a
     /// TCP socket (`SO_REUSEPORT`), whose port a later listener of the user's would join.
@@ -244,7 +256,8 @@ pub enum Reach {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReachDenial {
     /// The denied task's session (cgroup id); for [`Hook::UnixInbound`], the session whose
-    /// socket a process outside every session tried to reach.
+    /// socket a process outside every session tried to reach; for [`Hook::SharedInbound`],
+    /// the session that made the object.
     pub session: u64,
     /// The denied task's process id (thread-group id).
     pub pid: u32,
@@ -281,6 +294,7 @@ impl ReachDenial {
             Hook::PtyOpen => Reach::Terminal { name, file },
             Hook::CgroupWrite => Reach::Cgroup { name, file, access: e.detail },
             Hook::Quota => Reach::Quota { which: e.detail, would_hold: e.target_id, uid: e.target_uid },
+            Hook::SharedInbound => Reach::SharedObject { name, file, how: e.detail },
             Hook::FileSetown => Reach::SignalOwner { owner: e.target_pid, kind: e.owner_kind, command: e.detail },
             Hook::Mqueue => Reach::MessageQueue { name, file, session: e.target_session, access: e.detail },
             Hook::KeyToParent => Reach::KeyringToParent { serial: e.target_id as i32, parent_pid: e.target_pid },
