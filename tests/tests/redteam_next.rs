@@ -8887,7 +8887,7 @@ fn reads_the_state_a_users_program_keeps_in_a_shared_memory_name_it_made_first()
 /// its log (`/tmp/app.log -> ~/x/notes.txt`: the user's program writes a file of the
 /// user's that the session may not), a folder of the session's at the name the user's
 /// program makes with `mkdir -p` and then fills (`/tmp/app/state`, made first inside it),
-/// a file moved in from the session's scratch, and one linked in. Principle: a session is
+/// a file moved in from the session's workspace, and one linked in. Principle: a session is
 /// another party in a shared place; the kernel's `protected_symlinks` and
 /// `protected_regular` refuse the same between two uids. Why it might get out: only
 /// objects a session creates by name in the shared directory itself might be recorded.
@@ -8908,18 +8908,20 @@ fn squats_names_in_tmp_with_a_symlink_a_folder_and_files_moved_or_linked_in() {
     }
     let mut red = Red::start("tmpsquat");
     red.grant(Path::new("/tmp"), Scope::Exact, &[Access::Create]);
-    let scratch = red.scratch.clone();
+    // The session's files to move and link in: made in its workspace, on /tmp's filesystem.
+    let ws = red.ws.clone();
+    red.grant(&ws, Scope::Subtree, &Access::ALL);
     let made = red.gated(|| {
         let target = cpath(&notes);
         // SAFETY: symlink/link on valid C strings.
         let sym = rc(unsafe { libc::symlink(target.as_ptr(), cpath(&log).as_ptr()) } as i64);
         let dir = mkdir(&app);
         let state = create(&app.join("state"), "");
-        let one = create(&scratch.join("one"), "");
-        let mv = rename(&scratch.join("one"), &moved);
-        let two = create(&scratch.join("two"), "");
+        let one = create(&ws.join("one"), "");
+        let mv = rename(&ws.join("one"), &moved);
+        let two = create(&ws.join("two"), "");
         // SAFETY: link on valid C strings.
-        let ln = rc(unsafe { libc::link(cpath(&scratch.join("two")).as_ptr(), cpath(&linked).as_ptr()) } as i64);
+        let ln = rc(unsafe { libc::link(cpath(&ws.join("two")).as_ptr(), cpath(&linked).as_ptr()) } as i64);
         vec![sym, dir, state, one, mv, two, ln]
     });
     assert_eq!(made, vec![0; 7], "control: the session makes its objects in /tmp");
@@ -8952,7 +8954,7 @@ fn squats_names_in_tmp_with_a_symlink_a_folder_and_files_moved_or_linked_in() {
     });
     note(&format!("tmpsquat: the user's program: {users:?}"));
     assert_eq!(users[..4], [0, 0, 0, 0], "controls: the user reads what the session left, follows its own link, makes its own state: {users:?}");
-    let open = not_refused(&["the session's symlink, followed", "the session's file in its folder", "a file moved in from scratch", "a file linked in"], &users[4..]);
+    let open = not_refused(&["the session's symlink, followed", "the session's file in its folder", "a file moved in", "a file linked in"], &users[4..]);
     assert!(open.is_empty(), "the user's program took the session's objects in /tmp for its own: {open:?}");
     assert_eq!(std::fs::read_to_string(&notes).unwrap(), "the user's notes\nthe user's state\n", "only the user's own link wrote the notes");
 }
