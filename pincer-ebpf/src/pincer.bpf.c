@@ -30,6 +30,7 @@
 
 #define EACCES 13
 #define EDQUOT 122
+#define RENAME_EXCHANGE 2
 #define S_IFMT 00170000
 #define S_IFDIR 0040000
 #define S_IFLNK 0120000
@@ -2624,10 +2625,6 @@ int BPF_PROG(pincer_inode_rename_held, struct inode *old_dir, struct dentry *old
 		if (err)
 			return err;
 	}
-	/* What a session moves into a shared place is recorded as made there. */
-	err = shared_mark(s.id, BPF_CORE_READ(old_dentry, d_inode), new_dir);
-	if (err)
-		return err;
 	/* The names the rename changes (old_dentry is not needed after this:
 	 * the hook's frame has no room to keep it). */
 	err = moved_names(s.id, old_dentry, new_dentry);
@@ -2820,6 +2817,40 @@ int BPF_PROG(pincer_vfs_mknod, void *idmap, struct inode *dir, struct dentry *de
 	return record_made(dentry, ret, 0);
 }
 
+/* What a session moves or links into a shared place is recorded as made
+ * there, as what it creates there is (shared_mark; the new name's check,
+ * shared_room, left it room). After the rename a dentry stands at its new
+ * name; an exchange moved both. */
+SEC("fexit/vfs_rename")
+int BPF_PROG(pincer_vfs_rename, struct renamedata *rd, int ret)
+{
+	struct session s;
+
+	if (ret || !current_session(&s))
+		return 0;
+	struct dentry *moved = BPF_CORE_READ(rd, old_dentry);
+
+	shared_mark(s.id, BPF_CORE_READ(moved, d_inode), BPF_CORE_READ(moved, d_parent, d_inode));
+	if (BPF_CORE_READ(rd, flags) & RENAME_EXCHANGE) {
+		struct dentry *other = BPF_CORE_READ(rd, new_dentry);
+
+		shared_mark(s.id, BPF_CORE_READ(other, d_inode), BPF_CORE_READ(other, d_parent, d_inode));
+	}
+	return 0;
+}
+
+SEC("fexit/vfs_link")
+int BPF_PROG(pincer_vfs_link, struct dentry *old_dentry, void *idmap, struct inode *dir, struct dentry *new_dentry,
+	     void *delegated, int ret)
+{
+	struct session s;
+
+	if (ret || !current_session(&s))
+		return 0;
+	shared_mark(s.id, BPF_CORE_READ(old_dentry, d_inode), dir);
+	return 0;
+}
+
 /* FIFOs, character and block devices, and Unix sockets bound to a path (the
  * socket inode is made through vfs_mknod). */
 SEC("lsm/inode_mknod")
@@ -2868,9 +2899,7 @@ int BPF_PROG(pincer_inode_link, struct dentry *old_dentry, struct inode *dir, st
 	err = check_object(&s, old_dentry, ACCESS_READ, HOOK_INODE_LINK_SOURCE);
 	if (err)
 		return err;
-	err = check_link(&s, old_dentry, new_dentry);
-	/* A link a session makes in a shared place is recorded as made there. */
-	return err ?: shared_mark(s.id, BPF_CORE_READ(old_dentry, d_inode), dir);
+	return check_link(&s, old_dentry, new_dentry);
 }
 
 SEC("lsm/inode_unlink")
@@ -2933,10 +2962,6 @@ int BPF_PROG(pincer_inode_rename, struct inode *old_dir, struct dentry *old_dent
 		if (err)
 			return err;
 	}
-	/* What a session moves into a shared place is recorded as made there. */
-	err = shared_mark(s.id, BPF_CORE_READ(old_dentry, d_inode), new_dir);
-	if (err)
-		return err;
 	/* The names the rename changes (old_dentry is not needed after this:
 	 * the hook's frame has no room to keep it). */
 	err = moved_names(s.id, old_dentry, new_dentry);

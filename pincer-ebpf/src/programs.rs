@@ -104,8 +104,9 @@ pub const REACH_PROGRAMS: [(&str, &str); 35] = [
 /// every session (a client's autobind too) is held against sessions, as is a TCP port
 /// (`inet_csk_get_port`: a bind, or `listen` alone), a successful open of `/dev/ptmx` the session's
 /// new pty (reach block), a successful `mkdir`, `symlink` or `mknod` the session's
-/// exact grant on the object it made (file gating).
-pub const REACH_FEXIT: [(&str, &str); 11] = [
+/// exact grant on the object it made (file gating), and a successful `rename` or `link`
+/// into a shared place the session's record of the object there.
+pub const REACH_FEXIT: [(&str, &str); 13] = [
     ("pincer_inet_bind", "inet_bind"),
     ("pincer_inet6_bind", "inet6_bind"),
     ("pincer_udp_lib_get_port", "udp_lib_get_port"),
@@ -116,6 +117,8 @@ pub const REACH_FEXIT: [(&str, &str); 11] = [
     ("pincer_vfs_mkdir", "vfs_mkdir"),
     ("pincer_vfs_symlink", "vfs_symlink"),
     ("pincer_vfs_mknod", "vfs_mknod"),
+    ("pincer_vfs_rename", "vfs_rename"),
+    ("pincer_vfs_link", "vfs_link"),
     ("pincer_fsnotify_alloc_group", "fsnotify_alloc_group"),
 ];
 

@@ -102,6 +102,15 @@ struct iattr {
 	unsigned int ia_valid;
 };
 
+/* vfs_rename's argument (its user namespace or idmap fields are not read). */
+struct renamedata {
+	struct inode *old_dir;
+	struct dentry *old_dentry;
+	struct inode *new_dir;
+	struct dentry *new_dentry;
+	unsigned int flags;
+};
+
 struct mnt_idmap;
 struct user_namespace;
 struct posix_acl;

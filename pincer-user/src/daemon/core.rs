@@ -274,6 +274,15 @@ impl std::fmt::Debug for SessionRead {
     }
 }
 
+/// The folders whose repositories a reading scans as a root's: the session's roots and
+/// the places beside them that the twin decides in as it does in a root (`/tmp`,
+/// `/var/tmp`, `/dev/shm`, `/run/user/UID`: a repository the user cloned into `/tmp`, whose
+/// configuration names a visible hooks folder as husky's does, is read as one in a root;
+/// the home has a scan of its own).
+fn scanned_places(roots: &[sessions::RootRec], places: &[sessions::RootRec]) -> Vec<PathBuf> {
+    roots.iter().chain(places.iter().filter(|p| p.label != "~")).map(|r| r.path.clone()).collect()
+}
+
 impl SessionRead {
     /// Reads what a session of `owner` on `roots` needs (blocking: run off the actor).
     fn read(cfg: &contain::ContainmentConfig, owner: &users::Account, env: &super::code_places::UserEnvironment, roots: &[PathBuf]) -> Result<Self, CallError> {
@@ -281,8 +290,7 @@ impl SessionRead {
         let recs = sessions::root_records(roots)?;
         let contain = Containment::for_owner(cfg, owner, env)?;
         let places = sessions::place_records(&contain.protect, &owner.home, &recs);
-        let named: Vec<PathBuf> = recs.iter().map(|r| r.path.clone()).collect();
-        let plan = contain.never.plan(&named, &contain.read_only);
+        let plan = contain.never.plan(&scanned_places(&recs, &places), &contain.read_only);
         let tree: Vec<String> = recs.iter().flat_map(|r| resolve::workspace_tree(&r.root(), TREE_LIMIT)).collect();
         Ok(SessionRead { recs, places, contain, plan, tree, took: began.elapsed() })
     }
@@ -594,7 +602,14 @@ impl Core {
     /// past the scan's bound still has them read.
     fn config_changed(&mut self, owners: &[u32], repositories: &[PathBuf]) {
         for &uid in owners {
-            let named: Vec<PathBuf> = self.sessions.iter().filter(|s| s.owner_uid == uid).flat_map(|s| s.roots.iter().map(|r| r.path.clone())).collect();
+            let mut named: Vec<PathBuf> = Vec::new();
+            for s in self.sessions.iter().filter(|s| s.owner_uid == uid) {
+                for p in scanned_places(&s.roots, &s.places) {
+                    if !named.contains(&p) {
+                        named.push(p);
+                    }
+                }
+            }
             if !self.sessions.iter().any(|s| s.owner_uid == uid) {
                 continue;
             }
