@@ -9004,10 +9004,13 @@ fn replaces_the_programs_the_users_ssh_and_tmux_configuration_runs() {
 // charged after `key_alloc`, inotify and epoll watches, pipe buffer pages, POSIX queue bytes,
 // pending signals, processes under the user's `ulimit -u`, locked shared memory); what a
 // session makes the daemon write or keep without a bound (misses recorded one by one,
-// decisions of the request tool, questions to the user); and where the twelfth pass's lists
+// decisions of the request tool, questions to the user, the twin's record of every
+// request); and where the twelfth pass's lists
 // of the starter's variables and of the configuration's secrets end (tools' homes that move
 // code places, program variables, module folder lists, credential files named by a variable
-// or by ssh's and git's configuration).
+// or by ssh's and git's configuration); and two things a session does to the user's
+// processes through what they share with it (a description's `O_NONBLOCK`, a lease on a
+// file it made).
 
 /// Runs `spend` in a process of its own (forked from the caller, holding none of the
 /// caller's descriptors, so the caller's results pipe ends when the caller's does) that
@@ -10064,4 +10067,54 @@ fn holds_the_users_opens_of_a_file_it_made_with_a_write_lease() {
     drop(red);
     note(&format!("wrlease: the session's lease {leased:?}; the user's open took {held:?} ms"));
     assert!(held.first().is_some_and(|&ms| (0..1000).contains(&ms)), "the user's open of the session's file waited {held:?} ms for its lease ({leased:?})");
+}
+
+/// The resident memory of process `pid` in KiB (`VmRSS`).
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Asks the request tool for 3,000 distinct files of its root whose paths are 3.8 KB long
+/// (a folder tree of long names, as a generated or vendored tree has), one after another:
+/// the twin keeps every request of the session (`EarlierRequest`, with its path) and every
+/// denied path (`denials`) for as long as the session runs, so the daemon, which serves every
+/// session and the user's trusted channel, grows by the size of what the session asks, without
+/// end (a session that runs for a day asks millions of times), and each later decision reads
+/// the whole record. Principle: nothing a session does may stop the daemon or keep the
+/// user's trusted channel from being served; what a session spends stops at its own limits.
+/// Why it might get out: `Twin::conclude` (twin/mod.rs) pushes every request onto the
+/// session's `earlier` and counts every denied path in `denials`, neither bounded, and the
+/// daemon's memory is outside the session's `memory.max`. Control: the daemon answers the
+/// requests. Safe: the daemon's resident memory grows by less than 8 MiB.
+/// Gets out on 6.1 and 6.12: 2,950 requests of 3,793-byte paths (all denied, none escalated)
+/// grew the daemon by 14,152 KiB (6.1) and 13,316 KiB (6.12), about 4.6 KiB a request.
+#[test]
+fn grows_the_daemons_memory_with_the_twins_record_of_every_request() {
+    let n = 3_000;
+    let deep: PathBuf = (0..15).map(|i| format!("{i:02}{}", "d".repeat(248))).collect();
+    let d2 = deep.clone();
+    let red = Red::start_with("twinmem", move |ws| {
+        for i in 0..n {
+            make(&ws.join(&d2).join(format!("f-{i}")), Some("x\n"));
+        }
+    });
+    let socket = red.dir.join("pincer.sock");
+    let paths: Vec<PathBuf> = (0..n).map(|i| red.ws.join(&deep).join(format!("f-{i}"))).collect();
+    let daemon = red.daemon.id();
+    // The first decisions build the twin and compile its detectors: measured after them.
+    let warm = red.gated(|| vec![request_each(&socket, &paths[..50])]);
+    let before = rss_kib(daemon);
+    let start = Instant::now();
+    let r = red.gated(|| vec![request_each(&socket, &paths[50..])]);
+    let secs = start.elapsed().as_secs_f64();
+    std::thread::sleep(Duration::from_secs(2));
+    let after = rss_kib(daemon);
+    note(&format!("twinmem: {warm:?} + {r:?} requests of {}-byte paths in {secs:.1} s; the daemon's memory {before} -> {after} KiB", paths[0].as_os_str().len()));
+    assert!(r.first().is_some_and(|&k| k > 0), "control: the daemon answers the session's requests: {r:?}");
+    assert!(after.saturating_sub(before) < 8 * 1024, "the daemon grew by {} KiB for {r:?} requests of the session ({before} -> {after} KiB)", after.saturating_sub(before));
 }
