@@ -24,6 +24,7 @@
 //! | [`HOOK_PTY_OPEN`] | `ino`, `dev` (the terminal), `target_session`, `name` (its name in `/dev/pts`) |
 //! | [`HOOK_CGROUP_WRITE`] | `ino`, `dev` (the file), `detail` (the access bits asked), `name` |
 //! | [`HOOK_QUOTA`] | `detail` (which quota: [`QUOTA_KEYS`], ...), `target_id` (what the uid's sessions would hold), `target_uid` (the uid) |
+//! | [`HOOK_FILE_LEASE`] | `ino`, `dev` (the file), `detail` (0 read lease, 1 write lease), `name` |
 //! | [`HOOK_SHARED_INBOUND`] | `ino`, `dev` (the object), `target_session` (the session that made it), `detail` ([`SHARED_OPEN_CREATE`] or [`SHARED_FOLLOW`]), `name` (its name) |
 //!
 //! Addresses are IPv6 bytes in network order (IPv4 as `::ffff:a.b.c.d`).
@@ -151,6 +152,11 @@ shared_consts! {
     /// user's). The event's `session` is the object's session, `pid` and `uid` the
     /// caller's.
     HOOK_SHARED_INBOUND: u32 = 58;
+    /// Hook id: `file_fcntl` `F_SETLEASE` (a read or write lease) by a session: every
+    /// other process that opens (write lease) or writes (read lease) the file would wait
+    /// for the session, up to `fs.lease-break-time` each time. `ino`, `dev` (the file),
+    /// `detail` (the lease asked: 0 read, 1 write), `name`.
+    HOOK_FILE_LEASE: u32 = 59;
     /// [`HOOK_SHARED_INBOUND`] `detail`: an open with `O_CREAT` of the object.
     SHARED_OPEN_CREATE: u32 = 1;
     /// [`HOOK_SHARED_INBOUND`] `detail`: a follow of the symlink.

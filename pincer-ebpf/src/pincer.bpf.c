@@ -2052,7 +2052,7 @@ static __noinline int refuse_users_place(const struct session *s, struct dentry 
 
 static __always_inline int reach_file_open(__u64 session, struct file *file);
 static __always_inline int shared_inbound(__u64 session, struct file *file);
-static __always_inline int shared_room(__u64 session, struct dentry *child);
+static __noinline int shared_room(__u64 session, struct dentry *child);
 static __noinline int shared_mark(__u64 session, struct inode *inode, struct inode *dir);
 static __always_inline void shared_forget(struct object_key *k);
 static __always_inline int reach_cgroup(const struct session *s, struct dentry *d, __u32 need);

@@ -70,6 +70,7 @@
 #define FIOSETOWN 0x8901
 #define FIOASYNC 0x5452
 #define F_SETFL 4
+#define F_SETLEASE 1024
 #define FASYNC 020000 /* O_ASYNC */
 #define SIGIO 29
 #define SIOCSPGRP 0x8902
@@ -657,6 +658,32 @@ static __always_inline int async_check(struct file *file, __u32 cmd)
 	return setown_refuse(session, cmd, OWNER_SIGNAL, SIGIO);
 }
 
+/* A lease makes every other process that opens the file (a write lease) or
+ * writes it (a read lease) wait for its holder, up to fs.lease-break-time (45
+ * s by default) each time, and the holder chooses when to let go: a session
+ * holding one on any file, its own too, would hold up the user's programs that
+ * open it. Leases serve file servers (Samba, the NFS server); no session takes
+ * one (reach hook `file_lease`). Releasing one is let through. */
+static __always_inline int lease_check(struct file *file, __u32 kind)
+{
+	__u64 session = current_session_id();
+
+	if (!session)
+		return 0;
+	struct reach_event *e = reach_event(session, HOOK_FILE_LEASE);
+
+	if (e) {
+		struct inode *inode = BPF_CORE_READ(file, f_inode);
+
+		e->ino = inode ? BPF_CORE_READ(inode, i_ino) : 0;
+		e->dev = inode ? BPF_CORE_READ(inode, i_sb, s_dev) : 0;
+		e->detail = kind;
+		bpf_probe_read_kernel_str(e->name, sizeof(e->name), BPF_CORE_READ(file, f_path.dentry, d_name.name));
+		bpf_ringbuf_submit(e, 0);
+	}
+	return -EACCES;
+}
+
 SEC("lsm/file_fcntl")
 int BPF_PROG(pincer_file_fcntl, struct file *file, unsigned int cmd, unsigned long arg, int ret)
 {
@@ -675,6 +702,8 @@ int BPF_PROG(pincer_file_fcntl, struct file *file, unsigned int cmd, unsigned lo
 		return setsig_check(file, (int)arg);
 	if (cmd == F_SETFL)
 		return ((arg ^ BPF_CORE_READ(file, f_flags)) & FASYNC) ? async_check(file, cmd) : 0;
+	if (cmd == F_SETLEASE && arg != F_UNLCK)
+		return lease_check(file, (__u32)arg);
 	if (cmd != F_SETOWN_EX)
 		return 0;
 	__u64 session = current_session_id();
@@ -864,7 +893,7 @@ static __always_inline int shared_dir(struct inode *dir)
 /* Called by a session's check of a new name `child` (a creation, the target
  * of a rename or link): in a shared directory, only within the session's
  * share of the record (SHARED_MADE_PER_SESSION), else -EDQUOT, reported. */
-static __always_inline int shared_room(__u64 session, struct dentry *child)
+static __noinline int shared_room(__u64 session, struct dentry *child)
 {
 	if (!shared_dir(BPF_CORE_READ(child, d_parent, d_inode)))
 		return 0;

@@ -393,6 +393,10 @@ pub enum Hook {
     /// outside that session.
     #[serde(rename = "shared_object(inbound)")]
     SharedInbound,
+    /// `file_fcntl` `F_SETLEASE`: a lease, which would make the user's processes wait on
+    /// the session.
+    #[serde(rename = "file_lease")]
+    FileLease,
     /// `key_permission`: a key or keyring the session did not create.
     #[serde(rename = "key_permission")]
     KeyPermission,
@@ -471,6 +475,7 @@ impl Hook {
             HOOK_CGROUP_WRITE => Hook::CgroupWrite,
             HOOK_QUOTA => Hook::Quota,
             HOOK_SHARED_INBOUND => Hook::SharedInbound,
+            HOOK_FILE_LEASE => Hook::FileLease,
             _ => Hook::Unknown,
         }
     }
@@ -531,6 +536,7 @@ impl Hook {
             Hook::CgroupWrite => "cgroup_write",
             Hook::Quota => "quota",
             Hook::SharedInbound => "shared_object(inbound)",
+            Hook::FileLease => "file_lease",
             Hook::Unknown => "unknown",
         }
     }

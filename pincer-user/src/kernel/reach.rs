@@ -220,6 +220,15 @@ pub enum Reach {
         /// [`SHARED_FOLLOW`](pincer_common::reach::SHARED_FOLLOW).
         how: u32,
     },
+    /// A lease on a file ([`Hook::FileLease`]).
+    Lease {
+        /// The file's name.
+        name: String,
+        /// The file.
+        file: ObjectId,
+        /// The lease asked (0 read, 1 write).
+        kind: u32,
+    },
     /// A UDP socket the session asked to share its port (`SO_REUSEADDR`,
     /// `SO_REUSEPORT`), which would let the kernel give it a port the user holds, or a
     /// TCP socket (`SO_REUSEPORT`), whose port a later listener of the user's would join.
@@ -295,6 +304,7 @@ impl ReachDenial {
             Hook::CgroupWrite => Reach::Cgroup { name, file, access: e.detail },
             Hook::Quota => Reach::Quota { which: e.detail, would_hold: e.target_id, uid: e.target_uid },
             Hook::SharedInbound => Reach::SharedObject { name, file, how: e.detail },
+            Hook::FileLease => Reach::Lease { name, file, kind: e.detail },
             Hook::FileSetown => Reach::SignalOwner { owner: e.target_pid, kind: e.owner_kind, command: e.detail },
             Hook::Mqueue => Reach::MessageQueue { name, file, session: e.target_session, access: e.detail },
             Hook::KeyToParent => Reach::KeyringToParent { serial: e.target_id as i32, parent_pid: e.target_pid },
