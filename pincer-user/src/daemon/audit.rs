@@ -438,10 +438,11 @@ pub const DENIALS_PER_SECOND: f64 = 20.0;
 /// How many denial entries one session writes at once before [`DENIALS_PER_SECOND`] holds.
 pub const DENIAL_BURST: f64 = 200.0;
 
-/// What one session may write of the audit for its denials that no decision made (its
-/// reach denials, never-grantable and unresolved misses): a session can cause those as
-/// fast as it makes system calls, and the audit is on the host's disk, which the user's
-/// processes share. Past the budget they are counted, not written one by one, and the next
+/// What one session may write of the audit for its denials: its reach denials,
+/// never-grantable, unresolved and recorded-only misses, denied holds, and the decisions
+/// that did not grant (a session can cause those as fast as it makes system calls or asks,
+/// and the audit is on the host's disk, which the user's processes share; what was let
+/// through is always written). Past the budget they are counted, not written one by one, and the next
 /// entry written (or the session's end) says how many were not.
 #[derive(Debug, Clone)]
 pub struct DenialBudget {

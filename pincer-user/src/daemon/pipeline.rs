@@ -542,6 +542,7 @@ impl Core {
         if let Some(s) = self.sessions.by_cgroup_id(held.cgroup_id) {
             use crate::kernel::hold::HoldEnd;
             let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+            let session = s.id.clone();
             let mut e = self.entry(Event::Hold, s);
             // A hold the bound ended was denied whatever the decision.
             let let_through = granted && !matches!(end, HoldEnd::TimedOut(_) | HoldEnd::Killed(_));
@@ -561,7 +562,13 @@ impl Core {
                 HoldEnd::TimedOut(w) => format!("hold {hold}: timed out after {:.1} ms ([hold] max_ms) before the decision; EACCES{}", ms(w), if granted { " (the grant serves the retry)" } else { "" }),
                 HoldEnd::Killed(w) => format!("hold {hold}: the waiting thread was killed after {:.1} ms, before the decision; its wait ended then", ms(w)),
             });
-            self.audit.record(&e);
+            // A hold that let the access through is written always; a denied one within
+            // the session's budget, as its other denials are.
+            if let_through {
+                self.audit.record(&e);
+            } else {
+                self.record_denial(&session, e);
+            }
         }
     }
 
@@ -655,12 +662,18 @@ impl Core {
         }
         if self.config.on_miss == OnMiss::Record {
             let s = self.sessions.get(&id).expect("looked up above");
-            for r in &requests {
-                let mut e = self.entry(Event::Miss, s);
-                e.request = Some(origin.audit_request(&r.path, r.access));
-                e.outcome = Some(RequestOutcome::Deny);
-                e.detail = Some(format!("denied by the kernel ({}); recorded only (on_miss = \"record\")", m.hook));
-                self.audit.record(&e);
+            let entries: Vec<AuditEntry> = requests
+                .iter()
+                .map(|r| {
+                    let mut e = self.entry(Event::Miss, s);
+                    e.request = Some(origin.audit_request(&r.path, r.access));
+                    e.outcome = Some(RequestOutcome::Deny);
+                    e.detail = Some(format!("denied by the kernel ({}); recorded only (on_miss = \"record\")", m.hook));
+                    e
+                })
+                .collect();
+            for e in entries {
+                self.record_denial(&id, e);
             }
             self.persist_soon();
             return vec![];
@@ -767,7 +780,9 @@ impl Core {
         }
     }
 
-    fn audit_decision(&self, origin: &Origin, req: &PipelineRequest, d: &Decision, ruling: &Ruling, start: Instant) {
+    /// Audits a decision: a grant always, a denial or a question within the session's
+    /// budget, as its other denials are (a session may ask as fast as the daemon answers).
+    fn audit_decision(&mut self, origin: &Origin, req: &PipelineRequest, d: &Decision, ruling: &Ruling, start: Instant) {
         let Some(s) = self.sessions.get(&req.session) else { return };
         let mut e = self.entry(Event::Decision, s);
         e.request = Some(origin.audit_request(&req.path, req.access));
@@ -777,7 +792,11 @@ impl Core {
         e.tokens = Some(d.tokens);
         e.latency_ms = Some(start.elapsed().as_secs_f64() * 1000.0);
         e.question = ruling.question;
-        self.audit.record(&e);
+        if ruling.granted {
+            self.audit.record(&e);
+        } else {
+            self.record_denial(&req.session, e);
+        }
     }
 }
 

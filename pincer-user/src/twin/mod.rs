@@ -567,7 +567,23 @@ struct Session {
     /// Shared with the ballots, as `view` is.
     earlier: Arc<Vec<EarlierRequest>>,
     denials: HashMap<(String, Access), u32>,
+    /// Bytes of paths kept for denied requests, in `earlier` and `denials`, bounded by
+    /// [`DENIED_KEPT_BYTES`].
+    denied_kept: usize,
 }
+
+/// How many bytes of paths a session's denied requests keep in the twin at most (in its
+/// record of earlier requests and its count of denials by path). A denied request without
+/// injection language carries nothing the votes read later, and is kept only for its
+/// path's count (an escalation after repeated denials) and a shadow session's record of
+/// what it touched: past the bound a new path is neither kept nor counted, so it is denied
+/// and never asked, and a session cannot grow the daemon by what it asks.
+const DENIED_KEPT_BYTES: usize = 1 << 20;
+
+/// How many of a session's questions wait for the user at once at most: past them a
+/// request that would be asked is denied (a session cannot fill the user's
+/// `pincer pending`).
+pub const QUESTIONS_PER_SESSION: usize = 16;
 
 /// The digital twin.
 pub struct Twin {
@@ -744,6 +760,7 @@ impl Twin {
                 approvals: vec![],
                 earlier: Arc::default(),
                 denials: HashMap::new(),
+                denied_kept: 0,
             },
         );
         Ok(draft)
@@ -881,13 +898,24 @@ impl Twin {
             Outcome::Grant
         } else {
             let ask = votes.iter().any(|v| v.verdict == Verdict::AskUser);
-            let n = s.denials.entry(asked.clone()).or_default();
-            let repeated = *n >= self.config.escalate_after;
-            *n += 1;
-            if ask || repeated {
-                let reason = if ask { "a vote asks the user".to_string() } else { format!("denied {} times while the worker keeps asking", *n - 1) };
-                let id = match self.pending.iter().find(|q| q.session == session && q.access == req.access && ask_key(&q.path, q.access) == asked) {
-                    Some(q) => q.id,
+            let repeated = match s.denials.get_mut(&asked) {
+                Some(n) => {
+                    *n += 1;
+                    *n > self.config.escalate_after
+                }
+                None if s.denied_kept + asked.0.len() <= DENIED_KEPT_BYTES => {
+                    s.denied_kept += asked.0.len();
+                    s.denials.insert(asked.clone(), 1);
+                    1 > self.config.escalate_after
+                }
+                None => false,
+            };
+            let waiting = self.pending.iter().filter(|q| q.session == session).count();
+            let known = self.pending.iter().find(|q| q.session == session && q.access == req.access && ask_key(&q.path, q.access) == asked).map(|q| q.id);
+            if (ask || repeated) && (known.is_some() || waiting < QUESTIONS_PER_SESSION) {
+                let reason = if ask { "a vote asks the user".to_string() } else { format!("denied {} times while the worker keeps asking", s.denials.get(&asked).map_or(0, |n| n - 1)) };
+                let id = match known {
+                    Some(id) => id,
                     None => {
                         let id = self.questions.next();
                         self.pending.push(Question { id, session: session.into(), path: req.path.clone(), access: req.access, reason });
@@ -900,7 +928,14 @@ impl Twin {
                 Outcome::Deny
             }
         };
-        Arc::make_mut(&mut s.earlier).push(EarlierRequest { path: req.path.clone(), access: req.access, granted: outcome == Outcome::Grant, injection, carried: if outcome == Outcome::Grant { carried } else { Carried::default() } });
+        // A denied request without injection language is kept within the session's bound.
+        let keep = outcome == Outcome::Grant || injection || s.denied_kept + req.path.len() <= DENIED_KEPT_BYTES;
+        if outcome != Outcome::Grant && !injection && keep {
+            s.denied_kept += req.path.len();
+        }
+        if keep {
+            Arc::make_mut(&mut s.earlier).push(EarlierRequest { path: req.path.clone(), access: req.access, granted: outcome == Outcome::Grant, injection, carried: if outcome == Outcome::Grant { carried } else { Carried::default() } });
+        }
         let votes = votes.map(|v| VoteRecord { verdict: v.verdict, reason: v.reason, mechanism: v.mechanism });
         Decision { outcome, question, votes, tokens }
     }
