@@ -371,6 +371,11 @@ pub struct UserEnvironment {
     /// `ZDOTDIR`): never places of their own, read again with the never list's whenever the
     /// configuration is, so a change the user makes to one later counts.
     pub configs: Vec<PathBuf>,
+    /// The user's files that its variables name as data, neither a program nor a public
+    /// certificate ([`named_paths`]): credentials (`GOOGLE_APPLICATION_CREDENTIALS`, the key
+    /// in `GIT_SSH_COMMAND`'s `-i`), histories, a tool's configuration. Never read nor
+    /// changed by a session.
+    pub secrets: Vec<PathBuf>,
 }
 
 impl UserEnvironment {
@@ -392,6 +397,73 @@ impl UserEnvironment {
                 self.configs.push(c.clone());
             }
         }
+        for c in &other.secrets {
+            if !self.secrets.contains(c) {
+                self.secrets.push(c.clone());
+            }
+        }
+    }
+}
+
+/// Variables whose value names where a process is or what it is, not where the user's
+/// tools keep code, data or credentials: the working folders, the home, the temporary and
+/// runtime folders (shared places, gated as roots are), the session's own.
+const NOT_TOOL_PLACES: &[&str] = &["PWD", "OLDPWD", "HOME", "TMPDIR", "TMP", "TEMP", "TEMPDIR", "XDG_RUNTIME_DIR", "PINCER_SOCKET", "PINCER_SESSION", "PINCER_CONFIG"];
+
+/// How many paths [`named_paths`] looks at in one environment at most.
+const NAMED_PATHS_MAX: usize = 512;
+
+/// Every absolute path of the user's that a variable's value names, wherever it stands in
+/// the value: a list (`XDG_DATA_DIRS`, `CLASSPATH`, `GEM_PATH`), a command's argument
+/// (`ssh -i ~/keys/deploy`), an option's value (`-javaagent:/x/a.jar`,
+/// `JAVA_TOOL_OPTIONS`), a file (`GOOGLE_APPLICATION_CREDENTIALS`). Whatever variable names
+/// it, a path in the environment of the user's process is where the user's tools run,
+/// load or read something from: the user's configuration of them, not the session's work.
+/// Not read: [`NOT_TOOL_PLACES`]' variables, paths that are a session root, inside one or
+/// above one, and paths that do not exist or are not the user's (`code_place_rules` checks
+/// the owner). A folder is a code place as a `PATH` folder is; an executable file a
+/// program; any other regular file a secret, never read either, but a public certificate
+/// (which TLS clients in the session need to read).
+fn named_paths(name: &str, value: &str, home: &Path, roots: &[PathBuf], seen: &mut usize, env: &mut UserEnvironment) {
+    if NOT_TOOL_PLACES.contains(&name) || name.starts_with("PINCER_") {
+        return;
+    }
+    let words = value.split(|c: char| c == ':' || c == '=' || c == ',' || c == ';' || c.is_whitespace() || c == '"' || c == '\'');
+    for w in words {
+        let p = match w.strip_prefix("~/") {
+            Some(rest) => home.join(rest),
+            None if w.starts_with('/') => PathBuf::from(w),
+            None => continue,
+        };
+        if p.components().any(|c| c == std::path::Component::ParentDir) || home.starts_with(&p) {
+            continue;
+        }
+        let real = p.canonicalize().unwrap_or_else(|_| p.clone());
+        if roots.iter().any(|r| p.starts_with(r) || r.starts_with(&p) || real.starts_with(r) || r.starts_with(&real)) {
+            continue;
+        }
+        *seen += 1;
+        if *seen > NAMED_PATHS_MAX {
+            return;
+        }
+        let Ok(meta) = std::fs::metadata(&p) else { continue };
+        use std::os::unix::fs::PermissionsExt;
+        let place = if meta.is_dir() {
+            CodePlace::Folder(p.clone())
+        } else if !meta.is_file() {
+            continue;
+        } else if meta.permissions().mode() & 0o111 != 0 {
+            CodePlace::Program(p.clone())
+        } else {
+            let head = read_regular(&p, MAX_BYTES).unwrap_or_default();
+            if !head.trim_ascii_start().starts_with(b"-----BEGIN CERTIFICATE-----") && !env.secrets.contains(&p) {
+                env.secrets.push(p.clone());
+            }
+            CodePlace::Program(p.clone())
+        };
+        if !env.places.contains(&place) {
+            env.places.push(place);
+        }
     }
 }
 
@@ -402,7 +474,7 @@ impl UserEnvironment {
 /// in its [`PROGRAMS`]; the configuration files among those ([`CONFIGS`]) and `ZDOTDIR`
 /// are kept as [`UserEnvironment::configs`], read with the never list's. Nothing for a
 /// process that is gone or an environment larger than [`MAX_BYTES`].
-pub fn of_process(pid: u32, home: &Path) -> UserEnvironment {
+pub fn of_process(pid: u32, home: &Path, roots: &[PathBuf]) -> UserEnvironment {
     let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else { return UserEnvironment::default() };
     if env.len() as u64 > MAX_BYTES {
         return UserEnvironment::default();
@@ -410,17 +482,17 @@ pub fn of_process(pid: u32, home: &Path) -> UserEnvironment {
     of_environment(env.split(|b| *b == 0).filter_map(|kv| {
         let eq = kv.iter().position(|b| *b == b'=')?;
         Some((OsStr::from_bytes(&kv[..eq]), OsStr::from_bytes(&kv[eq + 1..])))
-    }), home)
+    }), home, roots)
 }
 
 /// [`of_process`] of an environment's text (`NAME=value` entries, each ended by a NUL).
 #[cfg(test)]
-pub(super) fn of_environment_text(text: &str, home: &Path) -> UserEnvironment {
-    of_environment(text.split('\0').filter_map(|kv| kv.split_once('=')).map(|(k, v)| (OsStr::new(k), OsStr::new(v))), home)
+pub(super) fn of_environment_text(text: &str, home: &Path, roots: &[PathBuf]) -> UserEnvironment {
+    of_environment(text.split('\0').filter_map(|kv| kv.split_once('=')).map(|(k, v)| (OsStr::new(k), OsStr::new(v))), home, roots)
 }
 
 /// [`of_process`] of an environment's variables.
-fn of_environment<'a>(vars: impl Iterator<Item = (&'a OsStr, &'a OsStr)>, home: &Path) -> UserEnvironment {
+fn of_environment<'a>(vars: impl Iterator<Item = (&'a OsStr, &'a OsStr)>, home: &Path, roots: &[PathBuf]) -> UserEnvironment {
     let vars: Vec<(&OsStr, &OsStr)> = vars.collect();
     let all: HashMap<String, String> = vars.iter().filter_map(|(k, v)| Some((k.to_str()?.to_string(), v.to_str()?.to_string()))).collect();
     let mut env = UserEnvironment::default();
@@ -476,6 +548,12 @@ fn of_environment<'a>(vars: impl Iterator<Item = (&'a OsStr, &'a OsStr)>, home: 
             continue;
         }
         git_places(&section, &name, &value, Some(home), None).into_iter().for_each(&mut push);
+    }
+    let mut seen = 0;
+    let mut names: Vec<&String> = all.keys().collect();
+    names.sort();
+    for name in names {
+        named_paths(name, &all[name], home, roots, &mut seen, &mut env);
     }
     env
 }
@@ -1320,9 +1398,50 @@ ed.sh
     fn a_path_value_names_its_absolute_folders() {
         let got = path_value(OsStr::new("/home/u/bin:relative:/usr/bin::/home/u/../x:/home/u/bin:/opt/y"));
         assert_eq!(got, vec![CodePlace::Folder("/home/u/bin".into()), CodePlace::Folder("/usr/bin".into()), CodePlace::Folder("/opt/y".into())]);
-        let me = of_process(std::process::id(), Path::new("/home/u"));
+        let me = of_process(std::process::id(), Path::new("/home/u"), &[]);
         let path = std::env::var_os("PATH").unwrap_or_default();
         assert!(path_value(&path).iter().all(|p| me.places.contains(p)), "this process's own PATH, read from /proc");
+    }
+
+    /// Every path of the user's a variable names, whatever the variable: folders are code
+    /// places, executables programs, other files secrets (never read), but a public
+    /// certificate (never changed, but read); the working folders, a session's root and what
+    /// is in it are not read.
+    #[test]
+    fn every_path_the_starters_environment_names_is_the_users_tools() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        for d in ["gradle", "gems", "ws/.venv", "elsewhere"] {
+            std::fs::create_dir_all(h.join(d)).unwrap();
+        }
+        std::fs::write(h.join("gcp.json"), "{\"private_key\": \"...\"}").unwrap();
+        std::fs::write(h.join("deploy"), "-----BEGIN OPENSSH PRIVATE KEY-----\n").unwrap();
+        std::fs::write(h.join("ca.pem"), "\n-----BEGIN CERTIFICATE-----\n").unwrap();
+        std::fs::write(h.join("wrap"), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(h.join("wrap"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let p = |r: &str| h.join(r).display().to_string();
+        let vars = [
+            ("GRADLE_USER_HOME", p("gradle")),
+            ("GEM_PATH", format!("/usr/lib/ruby/gems:{}", p("gems"))),
+            ("GOOGLE_APPLICATION_CREDENTIALS", p("gcp.json")),
+            ("GIT_SSH_COMMAND", format!("ssh -o IdentitiesOnly=yes -i {}", p("deploy"))),
+            ("JAVA_TOOL_OPTIONS", format!("-javaagent:{}", p("wrap"))),
+            ("NODE_EXTRA_CA_CERTS", p("ca.pem")),
+            ("VIRTUAL_ENV", p("ws/.venv")),
+            ("OLDPWD", p("elsewhere")),
+            ("MISSING", p("nothing-here")),
+        ];
+        let got = of_environment(vars.iter().map(|(k, v)| (OsStr::new(*k), OsStr::new(v.as_str()))), h, &[h.join("ws")]);
+        for want in [CodePlace::Folder(h.join("gradle")), CodePlace::Folder(h.join("gems")), CodePlace::Program(h.join("wrap")), CodePlace::Program(h.join("gcp.json")), CodePlace::Program(h.join("deploy"))] {
+            assert!(got.places.contains(&want), "{want:?} is a place of the user's tools: {:?}", got.places);
+        }
+        let mut secrets = got.secrets.clone();
+        secrets.sort();
+        assert_eq!(secrets, vec![h.join("deploy"), h.join("gcp.json")], "the files named as data are secrets, not the certificate nor the program");
+        assert!(got.places.contains(&CodePlace::Program(h.join("ca.pem"))), "the certificate the user's TLS clients trust is not changed (it is read)");
+        for not in ["ws/.venv", "elsewhere", "nothing-here"] {
+            assert!(!got.places.iter().any(|c| c.path() == h.join(not)), "{not} is no place of the user's tools: {:?}", got.places);
+        }
     }
 
     /// The environment of the process that started a session: its `PATH` and library
@@ -1349,7 +1468,7 @@ ed.sh
             ("XDG_CONFIG_HOME", "/home/u/dots/config".into()),
             ("XDG_DATA_HOME", format!("{}/.local/share", h.display())),
         ];
-        let got = of_environment(vars.iter().map(|(k, v)| (OsStr::new(*k), OsStr::new(v.as_str()))), h);
+        let got = of_environment(vars.iter().map(|(k, v)| (OsStr::new(*k), OsStr::new(v.as_str()))), h, &[]);
         assert_eq!(got.moved, vec![("XDG_CONFIG_HOME", PathBuf::from("/home/u/dots/config"))], "a base directory at its default is not moved");
         assert_eq!(got.configs, vec![PathBuf::from("/home/u/zsh"), PathBuf::from(&gc)], "the configuration it names, read with the never list's (what it names, then and later)");
         let got = got.places;
@@ -1411,7 +1530,7 @@ ed.sh
             ("CARGO_HOME", "/w/cargo"),
             ("HISTFILE", "/home/u/.bash_history"),
         ];
-        let got = of_environment(vars.iter().map(|(k, v)| (OsStr::new(*k), OsStr::new(*v))), Path::new("/home/u"));
+        let got = of_environment(vars.iter().map(|(k, v)| (OsStr::new(*k), OsStr::new(*v))), Path::new("/home/u"), &[]);
         let f = |s: &str| CodePlace::Folder(PathBuf::from(s));
         for want in [f("/w/pylib"), f("/w/py2"), f("/w/perl5"), f("/w/node"), f("/w/ruby"), f("/w/git-core"), f("/w/templates"), f("/w/hooks"), CodePlace::Program("/home/u/bin/x.sh".into()), CodePlace::Program("/w/fsmon".into())] {
             assert!(got.places.contains(&want), "{want:?} in {:?}", got.places);

@@ -215,8 +215,14 @@ impl Folders {
                 Err(e) if e.raw_os_error() == Some(libc::ENOSPC) && !matches!(interest, Interest::Tree) && given_up < GIVE_UP && self.give_up_a_tree_folder() => {
                     given_up += 1;
                 }
+                // A tree's folder past the kernel's watches is common (a session's build
+                // tree), and would flood the log; the configuration's is not.
+                Err(e) if matches!(interest, Interest::Tree) => {
+                    tracing::debug!(folder = %dir.display(), error = %e, "not watched");
+                    return false;
+                }
                 Err(e) => {
-                    tracing::warn!(folder = %dir.display(), error = %e, "not watched");
+                    tracing::warn!(folder = %dir.display(), error = %e, "a file of the configuration not watched: a change to it is heard at the next reading only");
                     return false;
                 }
             }

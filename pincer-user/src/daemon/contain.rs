@@ -827,6 +827,7 @@ impl NeverList {
             .iter()
             .flat_map(|(t, access)| places_in(t, Some(&owner.home), None, &vars).into_iter().map(move |p| (p, *access)))
             .chain(env.places.iter().map(|p| (p.clone(), CHANGE)))
+            .chain(env.secrets.iter().map(|p| (CodePlace::Program(p.clone()), pincer_common::ACCESS_READ | CHANGE)))
             .flat_map(|(place, access)| code_place_rules(&place, owner, access))
             .collect::<Result<_, _>>()?;
         for rule in named {
@@ -908,8 +909,10 @@ impl NeverList {
             }
         }
         let home = self.anchors.first().map(PathBuf::as_path);
+        // A root inside another (a session's root in `/tmp`) is scanned once, as its own.
         for root in named_roots {
-            seed_scan(&mut seeds, &anywhere, root, home);
+            let inside: Vec<PathBuf> = named_roots.iter().filter(|r| *r != root && r.starts_with(root)).cloned().collect();
+            seed_scan_from(&mut seeds, &anywhere, root, root, home, &inside);
         }
         let mut started: Vec<PathBuf> = Vec::new();
         for p in heard {
@@ -920,7 +923,7 @@ impl NeverList {
                 continue;
             }
             started.push(start.clone());
-            seed_scan_from(&mut seeds, &anywhere, root, &start, home);
+            seed_scan_from(&mut seeds, &anywhere, root, &start, home, &[]);
         }
         let skip: Vec<PathBuf> = named_roots.to_vec();
         for home in &self.anchors {
@@ -1586,8 +1589,9 @@ fn mark_target_hidden(seeds: &mut Seeds, link: &Path) {
 /// would match (the root itself, and directories named by the rule's literal parent
 /// segment), so the object cannot be created later; and the target of each hidden symlink
 /// marked as [`seed_hidden_targets`] marks it.
+#[cfg(test)]
 fn seed_scan(seeds: &mut Seeds, rules: &[&Never], root: &Path, home: Option<&Path>) {
-    seed_scan_from(seeds, rules, root, root, home)
+    seed_scan_from(seeds, rules, root, root, home, &[])
 }
 
 /// The folder a scan starts from for a path that told of a repository: the worktree of a
@@ -1610,7 +1614,7 @@ fn repository_folder(p: &Path) -> Option<PathBuf> {
 
 /// [`seed_scan`] of `root` walking from `start`, a folder in it (what lies above is
 /// anchored at `root`), with a bound of its own.
-fn seed_scan_from(seeds: &mut Seeds, rules: &[&Never], root: &Path, start: &Path, home: Option<&Path>) {
+fn seed_scan_from(seeds: &mut Seeds, rules: &[&Never], root: &Path, start: &Path, home: Option<&Path>, skip: &[PathBuf]) {
     // Each rule with the literal name it reserves, if any, and whether its parent is literal.
     let plans: Vec<(&Never, Option<&str>, bool)> = rules
         .iter()
@@ -1652,7 +1656,7 @@ fn seed_scan_from(seeds: &mut Seeds, rules: &[&Never], root: &Path, start: &Path
                     pin_ancestors(seeds, &p, std::slice::from_ref(&root.to_path_buf()));
                 }
             }
-            if meta.is_dir() {
+            if meta.is_dir() && !skip.contains(&p) {
                 queue.push_back(p);
             }
         }
@@ -2504,7 +2508,7 @@ mod tests {
 
     fn of_env(vars: &[(&str, PathBuf)], home: &Path) -> UserEnvironment {
         let text: String = vars.iter().map(|(k, v)| format!("{k}={}\0", v.display())).collect();
-        super::super::code_places::of_environment_text(&text, home)
+        super::super::code_places::of_environment_text(&text, home, &[])
     }
 
     /// Every file of a protected folder is read, far past a few dozen (a framework's

@@ -686,7 +686,7 @@ impl Core {
             return;
         }
         let owner = users::by_uid(owner_uid);
-        let env = super::code_places::of_process(starter.pid, &owner.home);
+        let env = super::code_places::of_process(starter.pid, &owner.home, &roots);
         let merged = self.starters.entry(owner_uid).or_default();
         merged.merge(&env);
         let env = merged.clone();
