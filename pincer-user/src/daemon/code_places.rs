@@ -435,6 +435,9 @@ fn named_paths(name: &str, value: &str, home: &Path, roots: &[PathBuf], seen: &m
             None if w.starts_with('/') => PathBuf::from(w),
             None => continue,
         };
+        // A search template (`LUA_PATH`'s `/x/lua/?.lua`, a `%s` or a glob) names the
+        // folder it searches: the path up to the part that holds the template.
+        let p: PathBuf = p.components().take_while(|c| !c.as_os_str().to_string_lossy().contains(['?', '*', '%'])).collect();
         if p.components().any(|c| c == std::path::Component::ParentDir) || home.starts_with(&p) {
             continue;
         }
@@ -1411,7 +1414,7 @@ ed.sh
     fn every_path_the_starters_environment_names_is_the_users_tools() {
         let home = tempfile::tempdir().unwrap();
         let h = home.path();
-        for d in ["gradle", "gems", "ws/.venv", "elsewhere"] {
+        for d in ["gradle", "gems", "lua", "ws/.venv", "elsewhere"] {
             std::fs::create_dir_all(h.join(d)).unwrap();
         }
         std::fs::write(h.join("gcp.json"), "{\"private_key\": \"...\"}").unwrap();
@@ -1423,6 +1426,7 @@ ed.sh
         let vars = [
             ("GRADLE_USER_HOME", p("gradle")),
             ("GEM_PATH", format!("/usr/lib/ruby/gems:{}", p("gems"))),
+            ("LUA_PATH", format!("{}/?.lua;;", p("lua"))),
             ("GOOGLE_APPLICATION_CREDENTIALS", p("gcp.json")),
             ("GIT_SSH_COMMAND", format!("ssh -o IdentitiesOnly=yes -i {}", p("deploy"))),
             ("JAVA_TOOL_OPTIONS", format!("-javaagent:{}", p("wrap"))),
@@ -1432,7 +1436,7 @@ ed.sh
             ("MISSING", p("nothing-here")),
         ];
         let got = of_environment(vars.iter().map(|(k, v)| (OsStr::new(*k), OsStr::new(v.as_str()))), h, &[h.join("ws")]);
-        for want in [CodePlace::Folder(h.join("gradle")), CodePlace::Folder(h.join("gems")), CodePlace::Program(h.join("wrap")), CodePlace::Program(h.join("gcp.json")), CodePlace::Program(h.join("deploy"))] {
+        for want in [CodePlace::Folder(h.join("gradle")), CodePlace::Folder(h.join("gems")), CodePlace::Folder(h.join("lua")), CodePlace::Program(h.join("wrap")), CodePlace::Program(h.join("gcp.json")), CodePlace::Program(h.join("deploy"))] {
             assert!(got.places.contains(&want), "{want:?} is a place of the user's tools: {:?}", got.places);
         }
         let mut secrets = got.secrets.clone();
