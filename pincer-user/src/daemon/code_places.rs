@@ -893,6 +893,23 @@ fn split_path_value(value: &str) -> Vec<String> {
     parts.into_iter().map(|p| drop_path_expansions(&p)).filter(|p| !p.is_empty() && !is_path_variable(p)).collect()
 }
 
+/// Where in `inner`, which follows an `open` bracket, the bracket that closes it stands
+/// (brackets nested in between counted); `None` if none does.
+fn closing(inner: &str, open: char, close: char) -> Option<usize> {
+    let mut depth = 1usize;
+    for (j, c) in inner.char_indices() {
+        if c == open {
+            depth += 1;
+        } else if c == close {
+            depth -= 1;
+            if depth == 0 {
+                return Some(j);
+            }
+        }
+    }
+    None
+}
+
 /// `part` without the expansions of `PATH` in it (`${PATH}`, `${PATH:+:${PATH}}`,
 /// `${PATH:-}`, `$PATH`).
 fn drop_path_expansions(part: &str) -> String {
@@ -903,22 +920,7 @@ fn drop_path_expansions(part: &str) -> String {
         let after = &rest[i + 1..];
         if let Some(inner) = after.strip_prefix('{').filter(|b| b.starts_with("PATH") && !b[4..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')) {
             // Skip to the matching brace.
-            let mut depth = 1usize;
-            let mut end = inner.len();
-            for (j, c) in inner.char_indices() {
-                match c {
-                    '{' => depth += 1,
-                    '}' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            end = j + 1;
-                            break;
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            rest = &inner[end.min(inner.len())..];
+            rest = closing(inner, '{', '}').map_or("", |j| &inner[j + 1..]);
         } else if after.starts_with("PATH") && !after[4..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_') {
             rest = &after[4..];
         } else {
@@ -1004,21 +1006,7 @@ fn run_commands(line: &str) -> Vec<String> {
     let mut rest = t;
     while let Some(i) = rest.find("#(") {
         let inner = &rest[i + 2..];
-        let mut depth = 1usize;
-        let mut stop = inner.len();
-        for (j, c) in inner.char_indices() {
-            match c {
-                '(' => depth += 1,
-                ')' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        stop = j;
-                        break;
-                    }
-                }
-                _ => {}
-            }
-        }
+        let stop = closing(inner, '(', ')').unwrap_or(inner.len());
         out.push(inner[..stop].to_string());
         rest = &inner[stop..];
     }

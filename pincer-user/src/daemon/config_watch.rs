@@ -141,9 +141,6 @@ struct Watched {
     trees: BTreeSet<u32>,
     /// The folder (for the folders made in a tree).
     path: Option<PathBuf>,
-    /// When a tree's interest was last added ([`Folders::added`]): the newest tree folder
-    /// is the first given up for the configuration's watches.
-    added: u64,
 }
 
 impl Watched {
@@ -184,8 +181,6 @@ struct Folders {
     watched: Mutex<HashMap<WatchDescriptor, Watched>>,
     /// How many tree folders each owner has (locked after `watched` when both are).
     tree_folders: Mutex<HashMap<u32, usize>>,
-    /// Tree interests added so far ([`Watched::added`]).
-    added: std::sync::atomic::AtomicU64,
 }
 
 impl Folders {
@@ -234,7 +229,6 @@ impl Folders {
             Interest::Name(n) => w.names.entry(n.clone()).or_default().extend(owners),
             Interest::Every => w.every.extend(owners),
             Interest::Tree => {
-                w.added = self.added.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                 let mut counts = self.tree_folders.lock().unwrap_or_else(|e| e.into_inner());
                 for o in owners {
                     if w.trees.insert(o) {
@@ -246,8 +240,8 @@ impl Folders {
         true
     }
 
-    /// Gives up the watch of the tree folder added last that no file or name of the
-    /// configuration shares, to make room for a watch of the configuration that the kernel
+    /// Gives up the watch of the tree folder added last (an inotify instance numbers its
+    /// watches in the order they are made) that no file or name of the configuration shares, to make room for a watch of the configuration that the kernel
     /// refused for want of watches (`fs.inotify.max_user_watches`, counted per uid: the
     /// daemon's and every other process of root's). Whether one was given up.
     fn give_up_a_tree_folder(&self) -> bool {
@@ -255,8 +249,9 @@ impl Folders {
         let newest = watched
             .iter()
             .filter(|(_, w)| w.every.is_empty() && w.names.is_empty() && !w.trees.is_empty())
-            .max_by_key(|(_, w)| w.added)
-            .map(|(wd, _)| wd.clone());
+            .map(|(wd, _)| wd)
+            .max()
+            .cloned();
         let Some(wd) = newest else { return false };
         let Some(w) = watched.remove(&wd) else { return false };
         let mut counts = self.tree_folders.lock().unwrap_or_else(|e| e.into_inner());
@@ -372,7 +367,7 @@ impl ConfigWatch {
     /// runtime thread waiting for that lock would keep the decision from being made.
     pub fn start(inbox: Inbox) -> std::io::Result<ConfigWatch> {
         let mut inotify = Inotify::init()?;
-        let folders = Arc::new(Folders { watches: inotify.watches(), watched: Mutex::default(), tree_folders: Mutex::default(), added: Default::default() });
+        let folders = Arc::new(Folders { watches: inotify.watches(), watched: Mutex::default(), tree_folders: Mutex::default() });
         let seen = folders.clone();
         std::thread::Builder::new().name("pincer-config-watch".into()).spawn(move || {
             let mut buf = vec![0u8; 16 * 1024];

@@ -974,7 +974,9 @@ impl Twin {
                 relative: false,
             });
             s.approvals.push(SessionApproval { approval, scope, question });
-            s.denials.remove(&asked);
+            if s.denials.remove(&asked).is_some() {
+                s.denied_kept = s.denied_kept.saturating_sub(asked.0.len());
+            }
         } else if lasting {
             let day = self.day;
             if let Some(st) = &self.store {
