@@ -35,6 +35,10 @@ pub struct VmOptions {
     /// for several. Default: every test program.
     #[arg(long = "only", value_name = "PROGRAM")]
     pub only: Vec<String>,
+    /// vm-test only: run just the tests whose names contain this (libtest's filter, given
+    /// to every test program); repeat for several. Default: every test.
+    #[arg(long = "filter", value_name = "SUBSTRING")]
+    pub filter: Vec<String>,
     /// vm-test only: VMs run at once (each on its own host thread). Default: the host's
     /// CPUs.
     #[arg(long, value_name = "N")]
@@ -440,6 +444,9 @@ pub fn vm_test(opts: &VmOptions) -> Result<()> {
             bail!("--only {unknown}: no such test program (known: {})", known.join(", "));
         }
         programs.retain(|p| opts.only.contains(&p.name));
+    }
+    for p in &mut programs {
+        p.args.extend(opts.filter.iter().cloned());
     }
     let names: Vec<String> = programs.iter().map(|p| p.name.clone()).collect();
     let initrd = run_dir()?.join(format!("initramfs-tests-{}.cpio", std::process::id()));
