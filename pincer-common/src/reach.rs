@@ -125,9 +125,13 @@ shared_consts! {
     /// the session's (refused: the kernel would charge the bytes it grows by past the
     /// share, unseen), or a new inotify or fanotify instance past the share of fsnotify
     /// groups (`fsnotify_alloc_group`, which no hook can refuse: the process that made it
-    /// is killed, and its instances go with it). `detail` the quota ([`QUOTA_KEYS`],
-    /// [`QUOTA_KEY_BYTES`], [`QUOTA_KEY_UPDATE`], [`QUOTA_NOTIFY`]), `target_id` what
-    /// the uid's sessions would hold with it, `target_uid` the uid.
+    /// is killed, and its instances go with it), or a charge to a count the kernel keeps
+    /// per uid against a limit (processes, queued signals, message queue bytes, locked
+    /// memory, inotify watches, pipe pages) that would take the uid's count past half
+    /// the limit. `detail` the quota ([`QUOTA_KEYS`], [`QUOTA_KEY_BYTES`],
+    /// [`QUOTA_KEY_UPDATE`], [`QUOTA_NOTIFY`], ..., [`QUOTA_LIMIT_RAISE`]), `target_id`
+    /// what the uid's sessions (for the per-uid counts: the uid) would hold with it,
+    /// `target_uid` the uid.
     HOOK_QUOTA: u32 = 57;
     /// [`HOOK_QUOTA`] `detail`: keys (`kernel/keys/maxkeys`).
     QUOTA_KEYS: u32 = 1;
@@ -141,6 +145,28 @@ shared_consts! {
     /// [`HOOK_QUOTA`] `detail`: objects a session made in shared places
     /// ([`SHARED_MADE_PER_SESSION`]).
     QUOTA_SHARED_MADE: u32 = 5;
+    /// [`HOOK_QUOTA`] `detail`: processes and threads (`task_alloc`, against half the
+    /// caller's `RLIMIT_NPROC`; refused with `EAGAIN`).
+    QUOTA_PROCESSES: u32 = 6;
+    /// [`HOOK_QUOTA`] `detail`: queued signals (`task_kill`, against half the receiver's
+    /// `RLIMIT_SIGPENDING`; `EAGAIN`).
+    QUOTA_SIGNALS: u32 = 7;
+    /// [`HOOK_QUOTA`] `detail`: POSIX message queue bytes (`inode_create` on the mqueue
+    /// filesystem, the largest queue counted, against half the caller's
+    /// `RLIMIT_MSGQUEUE`; `EMFILE`).
+    QUOTA_QUEUE_BYTES: u32 = 8;
+    /// [`HOOK_QUOTA`] `detail`: locked shared memory pages (`shm_shmctl` `SHM_LOCK`,
+    /// against half the caller's `RLIMIT_MEMLOCK`; `ENOMEM`).
+    QUOTA_LOCKED: u32 = 9;
+    /// [`HOOK_QUOTA`] `detail`: inotify watches (`path_notify`, against half of
+    /// `fs/inotify/max_user_watches`; `ENOSPC`).
+    QUOTA_WATCHES: u32 = 10;
+    /// [`HOOK_QUOTA`] `detail`: pipe buffer pages (a pipe's inode, `F_SETPIPE_SZ`,
+    /// against half of `fs/pipe-user-pages-soft`; `ENFILE`).
+    QUOTA_PIPE_PAGES: u32 = 11;
+    /// [`HOOK_QUOTA`] `detail`: a session raising its soft limit of one of the four
+    /// per-uid rlimits (`task_setrlimit`; `EPERM`); `target_id` is the resource.
+    QUOTA_LIMIT_RAISE: u32 = 12;
     /// Hook id: `file_open` with `O_CREAT` of an object that exists, or
     /// `inode_follow_link` of a symlink, by a process outside the session that made the
     /// object in a shared place: a world-writable sticky directory (`/tmp`, `/var/tmp`,

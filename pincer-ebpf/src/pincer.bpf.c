@@ -32,6 +32,7 @@
 #define EDQUOT 122
 #define RENAME_EXCHANGE 2
 #define S_IFMT 00170000
+#define S_IFIFO 0010000
 #define S_IFDIR 0040000
 #define S_IFLNK 0120000
 #define S_IFREG 0100000
@@ -67,6 +68,8 @@ struct inode;
 struct dentry;
 struct super_block;
 static __always_inline int reach_inode_unlink(struct dentry *d);
+static __always_inline int reach_inode_create(__u64 session, struct inode *dir);
+static __always_inline int watches_share(__u64 session);
 static __always_inline void reach_inode_free(struct inode *inode, struct super_block *sb);
 
 char LICENSE[] SEC("license") = "GPL";
@@ -2417,7 +2420,7 @@ int BPF_PROG(pincer_inode_create_held, struct inode *dir, struct dentry *dentry,
 
 	if (ret)
 		return ret;
-	return current_session(&s) ? held_create(&s, dir, dentry, HOOK_INODE_CREATE, 1) : 0;
+	return current_session(&s) ? reach_inode_create(s.id, dir) ?: held_create(&s, dir, dentry, HOOK_INODE_CREATE, 1) : 0;
 }
 
 /* mkdir's hold. The kernel does not let inode_mkdir sleep, but path_mkdir may
@@ -2662,7 +2665,7 @@ int BPF_PROG(pincer_inode_create, struct inode *dir, struct dentry *dentry, umod
 
 	if (ret)
 		return ret;
-	return current_session(&s) ? check_create(&s, dentry, HOOK_INODE_CREATE) : 0;
+	return current_session(&s) ? reach_inode_create(s.id, dir) ?: check_create(&s, dentry, HOOK_INODE_CREATE) : 0;
 }
 
 SEC("lsm/inode_mkdir")
@@ -3146,7 +3149,7 @@ int BPF_PROG(pincer_path_notify, const struct path *path, __u64 mask, unsigned i
 	struct inode *inode = BPF_CORE_READ(d, d_inode);
 	__u32 need = inode && (BPF_CORE_READ(inode, i_mode) & S_IFMT) == S_IFDIR ? ACCESS_LIST : ACCESS_READ;
 
-	return reach_tty(s.id, d) ?: check_object(&s, d, need, HOOK_PATH_NOTIFY);
+	return reach_tty(s.id, d) ?: check_object(&s, d, need, HOOK_PATH_NOTIFY) ?: watches_share(s.id);
 }
 
 /* 1 when the walk cache shows that `d` (reached through `mnt`) is not

@@ -61,7 +61,7 @@ pub const OPTIONAL_HOOKS: [&str; 3] = ["inode_set_acl", "inode_remove_acl", "fil
 /// Programs of the reach block (`src/reach.bpf.c`) and the LSM hook each
 /// attaches to: no reach into other processes, no deputies. (Writes to
 /// another process's `/proc/PID/` files are checked by `pincer_file_open`.)
-pub const REACH_PROGRAMS: [(&str, &str); 35] = [
+pub const REACH_PROGRAMS: [(&str, &str); 37] = [
     ("pincer_task_kill", "task_kill"),
     ("pincer_ptrace_access_check", "ptrace_access_check"),
     ("pincer_ptrace_traceme", "ptrace_traceme"),
@@ -97,6 +97,8 @@ pub const REACH_PROGRAMS: [(&str, &str); 35] = [
     ("pincer_key_permission", "key_permission"),
     ("pincer_d_instantiate", "d_instantiate"),
     ("pincer_inode_follow_link", "inode_follow_link"),
+    ("pincer_task_alloc", "task_alloc"),
+    ("pincer_inode_alloc_security", "inode_alloc_security"),
 ];
 
 /// `fexit` programs and the kernel function each traces: a successful `bind`

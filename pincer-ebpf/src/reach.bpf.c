@@ -79,6 +79,21 @@
 #define KEY_NEED_LINK 5
 #define FSNOTIFY_GROUP_USER 0x01 /* a group a process asked for (inotify, fanotify) */
 #define SIGKILL 9
+#define EAGAIN 11
+#define ENOSPC 28
+#define ENFILE 23
+#define F_SETPIPE_SZ 1031 /* F_LINUX_SPECIFIC_BASE + 7 */
+#define SHM_LOCK 11
+#define PIPEFS_MAGIC 0x50495045
+#define RLIMIT_NPROC 6
+#define RLIMIT_MEMLOCK 8
+#define RLIMIT_SIGPENDING 11
+#define RLIMIT_MSGQUEUE 12
+#define RLIM_INFINITY (~0UL)
+#define PAGE_SHIFT 12
+#define PIPE_DEF_BUFFERS 16
+#define EMFILE 24
+#define MAX_USERNS_LEVELS 33 /* the kernel nests at most 32 user namespaces */
 
 #pragma clang attribute push(__attribute__((preserve_access_index)), apply_to = record)
 
@@ -108,22 +123,63 @@ struct tty_file_private {
 	struct tty_struct *tty;
 };
 
+struct rlimit {
+	unsigned long rlim_cur;
+	unsigned long rlim_max;
+};
+
 struct signal_struct {
 	struct tty_struct *tty;
+	struct rlimit rlim[16];
 };
 
 struct pid;
 
 struct key;
 
+/* atomic_long_t (a struct of one counter, as CO-RE matches it). */
+typedef struct {
+	long counter;
+} atomic_long_t;
+
+struct user_namespace;
+
+/* A uid's counts in a user namespace; each is charged to the namespace's
+ * creator's counts too, up to the initial namespace's (ns->ucounts NULL). */
+struct ucounts {
+	struct user_namespace *ns;
+	atomic_long_t ucount[1];
+	atomic_long_t rlimit[1];
+};
+
+struct user_namespace {
+	struct ucounts *ucounts;
+};
+
+struct user_struct {
+	atomic_long_t pipe_bufs;
+};
+
 struct cred {
 	struct key *session_keyring;
+	struct ucounts *ucounts;
+	struct user_struct *user;
+};
+
+struct ipc_namespace {
+	unsigned int mq_msg_max;
+	unsigned int mq_msgsize_max;
+};
+
+struct nsproxy {
+	struct ipc_namespace *ipc_ns;
 };
 
 struct task_struct {
 	int tgid;
 	struct task_struct *real_parent;
 	const struct cred *cred;
+	struct nsproxy *nsproxy;
 	struct css_set *cgroups;
 	struct hlist_node pid_links[4];
 	char comm[16];
@@ -180,6 +236,11 @@ struct file___owner_in {
 struct kern_ipc_perm {
 	int key;
 	int id;
+};
+
+struct shmid_kernel {
+	struct kern_ipc_perm shm_perm;
+	unsigned long shm_segsz;
 };
 
 struct in6_addr {
@@ -422,6 +483,12 @@ static __always_inline struct reach_event *reach_event(__u64 session, __u32 hook
 	return e;
 }
 
+/* What a session's charge to a per-uid count may take (defined with the counts, below). */
+static __always_inline int signal_share(struct task_struct *p, int sig);
+static __always_inline int limit_raise(struct task_struct *p, unsigned int resource, struct rlimit *new_rlim);
+static __always_inline int pipe_size_share(unsigned long size);
+static __always_inline int pipe_pages_share(__u64 session, long pages);
+
 /* ---- processes ---- */
 
 /* Deny `hook` on task `t` (outside `session`): report it unless `quiet`. */
@@ -464,7 +531,7 @@ int BPF_PROG(pincer_task_kill, struct task_struct *p, struct kernel_siginfo *inf
 		return ret;
 	/* With `cred` set (async USB IO) the signal is sent on behalf of a
 	 * file's owner from the completing context; that context is checked. */
-	return check_task(p, HOOK_TASK_KILL, sig, 0, -EPERM);
+	return check_task(p, HOOK_TASK_KILL, sig, 0, -EPERM) ?: signal_share(p, sig);
 }
 
 SEC("lsm/ptrace_access_check")
@@ -524,7 +591,7 @@ int BPF_PROG(pincer_task_setrlimit, struct task_struct *p, unsigned int resource
 {
 	if (ret)
 		return ret;
-	return check_task(p, HOOK_TASK_SETRLIMIT, resource, 0, -EPERM);
+	return check_task(p, HOOK_TASK_SETRLIMIT, resource, 0, -EPERM) ?: limit_raise(p, resource, new_rlim);
 }
 
 /* The number of `p` in the caller's PID namespace (the innermost one of the
@@ -704,6 +771,8 @@ int BPF_PROG(pincer_file_fcntl, struct file *file, unsigned int cmd, unsigned lo
 		return ((arg ^ BPF_CORE_READ(file, f_flags)) & FASYNC) ? async_check(file, cmd) : 0;
 	if (cmd == F_SETLEASE && arg != F_UNLCK)
 		return lease_check(file, (__u32)arg);
+	if (cmd == F_SETPIPE_SZ)
+		return pipe_size_share(arg);
 	if (cmd != F_SETOWN_EX)
 		return 0;
 	__u64 session = current_session_id();
@@ -1091,6 +1160,8 @@ static __always_inline int reach_file_open(__u64 session, struct file *file)
 		return pty_check(session, file->f_path.dentry, inode);
 	if (magic == MQUEUE_MAGIC)
 		return mqueue_check(session, file->f_path.dentry, ACCESS_READ);
+	if ((inode->i_mode & S_IFMT) == S_IFIFO) /* its first open makes its pipe */
+		return pipe_pages_share(session, PIPE_DEF_BUFFERS);
 	if (!(file->f_mode & FMODE_WRITE) || magic != PROC_SUPER_MAGIC)
 		return 0;
 	__u64 addr = (__u64)BPF_CORE_READ(file, f_inode);
@@ -1169,11 +1240,11 @@ int BPF_PROG(pincer_ipc_permission, struct kern_ipc_perm *ipcp, short flag, int 
  * ipc_permission), `<kind>_alloc_security` (records the creating session) and
  * `<kind>_free_security` (forgets it). Programs pincer_<ctl>,
  * pincer_<kind>_alloc and pincer_<kind>_free. */
-#define IPC_KIND_HOOKS(kind, ctl)                                                               \
+#define IPC_KIND_HOOKS(kind, ctl, share)                                                        \
 	SEC("lsm/" #ctl)                                                                        \
 	int BPF_PROG(pincer_##ctl, struct kern_ipc_perm *perm, int cmd, int ret)               \
 	{                                                                                       \
-		return ret ? ret : ipc_check(perm, HOOK_IPC_CTL, (__u32)cmd);                   \
+		return ret ? ret : ipc_check(perm, HOOK_IPC_CTL, (__u32)cmd) ?: share(perm, cmd); \
 	}                                                                                       \
 	SEC("lsm/" #kind "_alloc_security")                                                     \
 	int BPF_PROG(pincer_##kind##_alloc, struct kern_ipc_perm *perm, int ret)               \
@@ -1187,9 +1258,16 @@ int BPF_PROG(pincer_ipc_permission, struct kern_ipc_perm *ipcp, short flag, int 
 		return 0;                                                                       \
 	}
 
-IPC_KIND_HOOKS(shm, shm_shmctl)
-IPC_KIND_HOOKS(msg_queue, msg_queue_msgctl)
-IPC_KIND_HOOKS(sem, sem_semctl)
+/* What a control command of a kind charges to a per-uid count (below). */
+static __always_inline int shm_lock_share(struct kern_ipc_perm *perm, int cmd);
+static __always_inline int no_share(struct kern_ipc_perm *perm, int cmd)
+{
+	return 0;
+}
+
+IPC_KIND_HOOKS(shm, shm_shmctl, shm_lock_share)
+IPC_KIND_HOOKS(msg_queue, msg_queue_msgctl, no_share)
+IPC_KIND_HOOKS(sem, sem_semctl, no_share)
 
 /* ---- kernel keyrings ---- */
 
@@ -1439,6 +1517,237 @@ int pincer_key_permission(unsigned long long *ctx)
 		bpf_ringbuf_submit(e, 0);
 	}
 	return -EPERM;
+}
+
+/* ---- per-uid counts against a limit ----
+ *
+ * The kernel counts some resources per uid, whichever process of the uid holds
+ * them, against a limit: processes (RLIMIT_NPROC), queued signals
+ * (RLIMIT_SIGPENDING), POSIX message queue bytes (RLIMIT_MSGQUEUE) and locked
+ * shared memory (RLIMIT_MEMLOCK), each against the soft limit of the process
+ * that charges it; inotify watches (`fs.inotify.max_user_watches`); pipe
+ * buffer pages (`fs.pipe-user-pages-soft`, past which every new pipe of the
+ * uid gets 2 pages and none may grow). A session runs as the user's uid: what
+ * it holds, the user's processes outside cannot get. So a session's process
+ * charges one only while the uid's count, with the charge, stays within half
+ * of the limit: the user's processes always keep the other half, however many
+ * sessions run. The count is the uid's, the user's own holdings included (a
+ * user whose processes hold more than half leaves the sessions none until
+ * they let go). A session may not raise its soft limit of the four rlimits (it
+ * would raise its half); lowering it is its own business. */
+
+enum ucount_type {
+	UCOUNT_INOTIFY_WATCHES = 9,
+};
+
+enum rlimit_type {
+	UCOUNT_RLIMIT_NPROC = 0,
+	UCOUNT_RLIMIT_MSGQUEUE = 1,
+	UCOUNT_RLIMIT_SIGPENDING = 2,
+	UCOUNT_RLIMIT_MEMLOCK = 3,
+};
+
+/* The shares the loader sets from the kernel's limits (half of each; 0: no
+ * limit, no share): inotify watches and pipe buffer pages. */
+const volatile __u32 WATCHES_SHARE = 0;
+const volatile __u32 PIPE_PAGES_SHARE = 0;
+
+/* `t`'s counts as the user's processes outside see them: its uid's in the
+ * initial user namespace, the top of the chain every count is charged along. */
+static __always_inline struct ucounts *uid_counts(struct task_struct *t)
+{
+	struct ucounts *uc = BPF_CORE_READ(t, cred, ucounts);
+
+	for (int i = 0; i < MAX_USERNS_LEVELS && uc; i++) {
+		struct ucounts *up = BPF_CORE_READ(uc, ns, ucounts);
+
+		if (!up)
+			break;
+		uc = up;
+	}
+	return uc;
+}
+
+/* `uc`'s count `idx`: of its rlimit counts (`rlimit` 1, enum rlimit_type) or
+ * of its other counts (0, enum ucount_type). */
+static __always_inline long ucount_value(struct ucounts *uc, int rlimit, __u32 idx)
+{
+	long v = 0;
+	__u32 off = rlimit ? bpf_core_field_offset(struct ucounts, rlimit) : bpf_core_field_offset(struct ucounts, ucount);
+
+	if (uc && idx < 32)
+		bpf_probe_read_kernel(&v, sizeof(v), (void *)uc + off + idx * sizeof(long));
+	return v;
+}
+
+/* `t`'s soft limit of `resource` (RLIMIT_*). */
+static __always_inline unsigned long soft_limit(struct task_struct *t, __u32 resource)
+{
+	unsigned long v = RLIM_INFINITY;
+	struct signal_struct *sig = BPF_CORE_READ(t, signal);
+
+	if (sig && resource < 16)
+		bpf_probe_read_kernel(&v, sizeof(v),
+				      (void *)sig + bpf_core_field_offset(struct signal_struct, rlim) +
+					      resource * sizeof(struct rlimit));
+	return v;
+}
+
+/* 0 when `held` (the uid's count with the charge) is within half of `limit`,
+ * else `err` after reporting quota `which` on `session`. */
+static __always_inline int within_half(__u64 session, long held, unsigned long limit, __u32 which, int err)
+{
+	if (limit == RLIM_INFINITY || held <= (long)(limit / 2))
+		return 0;
+	quota_spent(session, which, held > 0xffffffffL ? 0xffffffffU : (__u32)held, (__u32)bpf_get_current_uid_gid());
+	return err;
+}
+
+/* Charging `more` to `t`'s uid's rlimit count `type`, whose limit is `t`'s
+ * soft limit of `resource` in units of 1 << `shift` bytes. */
+static __always_inline int rlimit_share(__u64 session, struct task_struct *t, __u32 type, __u32 resource,
+					unsigned int shift, long more, __u32 which, int err)
+{
+	unsigned long limit = soft_limit(t, resource);
+
+	if (limit != RLIM_INFINITY)
+		limit >>= shift;
+	return within_half(session, ucount_value(uid_counts(t), 1, type) + more, limit, which, err);
+}
+
+/* A session's fork or thread: copy_creds charged it to the uid's processes
+ * already; the kernel's check against the caller's RLIMIT_NPROC follows. */
+SEC("lsm/task_alloc")
+int BPF_PROG(pincer_task_alloc, struct task_struct *task, unsigned long clone_flags, int ret)
+{
+	if (ret)
+		return ret;
+	__u64 session = current_session_id();
+
+	if (!session)
+		return 0;
+	return rlimit_share(session, (struct task_struct *)bpf_get_current_task(),
+			    bpf_core_enum_value(enum rlimit_type, UCOUNT_RLIMIT_NPROC), RLIMIT_NPROC, 0, 0,
+			    QUOTA_PROCESSES, -EAGAIN);
+}
+
+/* A session's signal to a task of its own (task_kill let it through): the
+ * kernel queues it, charged to the receiver's uid against the receiver's
+ * RLIMIT_SIGPENDING (a standard signal even past the limit). SIGKILL is never
+ * queued, so a session's processes can always be killed. */
+static __always_inline int signal_share(struct task_struct *p, int sig)
+{
+	if (sig <= 0 || sig == SIGKILL || !p)
+		return 0;
+	__u64 session = current_session_id();
+
+	if (!session)
+		return 0;
+	return rlimit_share(session, p, bpf_core_enum_value(enum rlimit_type, UCOUNT_RLIMIT_SIGPENDING),
+			    RLIMIT_SIGPENDING, 0, 1, QUOTA_SIGNALS, -EAGAIN);
+}
+
+/* SHM_LOCK charges the segment's pages to the uid's locked memory, against
+ * the caller's RLIMIT_MEMLOCK (in bytes; the count is in pages). */
+static __always_inline int shm_lock_share(struct kern_ipc_perm *perm, int cmd)
+{
+	if (cmd != SHM_LOCK || !perm)
+		return 0;
+	__u64 session = current_session_id();
+
+	if (!session)
+		return 0;
+	struct shmid_kernel *shp = (void *)perm - bpf_core_field_offset(struct shmid_kernel, shm_perm);
+	long pages = (long)((BPF_CORE_READ(shp, shm_segsz) + 4095) >> PAGE_SHIFT);
+
+	return rlimit_share(session, (struct task_struct *)bpf_get_current_task(),
+			    bpf_core_enum_value(enum rlimit_type, UCOUNT_RLIMIT_MEMLOCK), RLIMIT_MEMLOCK, PAGE_SHIFT,
+			    pages, QUOTA_LOCKED, -ENOMEM);
+}
+
+/* mq_open(O_CREAT) charges the new queue's bytes to the uid (RLIMIT_MSGQUEUE)
+ * when its inode is made, after this hook, by a size the caller gives in
+ * memory that the hook does not see: the largest queue the caller's IPC
+ * namespace allows (each message with room for its header and its node in the
+ * queue's tree) is counted. Called from inode_create. */
+static __always_inline int reach_inode_create(__u64 session, struct inode *dir)
+{
+	if (!dir || BPF_CORE_READ(dir, i_sb, s_magic) != MQUEUE_MAGIC)
+		return 0;
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+	struct ipc_namespace *ns = BPF_CORE_READ(t, nsproxy, ipc_ns);
+	long most = (long)BPF_CORE_READ(ns, mq_msg_max) * ((long)BPF_CORE_READ(ns, mq_msgsize_max) + 128);
+
+	return rlimit_share(session, t, bpf_core_enum_value(enum rlimit_type, UCOUNT_RLIMIT_MSGQUEUE),
+			    RLIMIT_MSGQUEUE, 0, most, QUOTA_QUEUE_BYTES, -EMFILE);
+}
+
+/* A session's soft limit of a per-uid count may not go up (its share is half
+ * of it). Called from task_setrlimit for a task of the caller's session. */
+static __always_inline int limit_raise(struct task_struct *p, unsigned int resource, struct rlimit *new_rlim)
+{
+	if (resource != RLIMIT_NPROC && resource != RLIMIT_SIGPENDING && resource != RLIMIT_MSGQUEUE &&
+	    resource != RLIMIT_MEMLOCK)
+		return 0;
+	__u64 session = current_session_id();
+
+	if (!session || !new_rlim || BPF_CORE_READ(new_rlim, rlim_cur) <= soft_limit(p, resource))
+		return 0;
+	quota_spent(session, QUOTA_LIMIT_RAISE, resource, (__u32)bpf_get_current_uid_gid());
+	return -EPERM;
+}
+
+/* An inotify watch (path_notify: inotify_add_watch, and fanotify's and
+ * dnotify's marks, which pass the same hook) past the share of the uid's
+ * watches. Called from path_notify for a session's task. */
+static __always_inline int watches_share(__u64 session)
+{
+	if (!WATCHES_SHARE)
+		return 0;
+	long held = ucount_value(uid_counts((struct task_struct *)bpf_get_current_task()), 0,
+				 bpf_core_enum_value(enum ucount_type, UCOUNT_INOTIFY_WATCHES)) + 1;
+
+	return within_half(session, held, 2UL * WATCHES_SHARE, QUOTA_WATCHES, -ENOSPC);
+}
+
+/* `pages` more pipe buffer pages for a session: the uid's count
+ * (`user->pipe_bufs`) past PIPE_PAGES_SHARE is refused. */
+static __always_inline int pipe_pages_share(__u64 session, long pages)
+{
+	if (!PIPE_PAGES_SHARE)
+		return 0;
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+	long held = BPF_CORE_READ(t, cred, user, pipe_bufs.counter) + pages;
+
+	return within_half(session, held, 2UL * PIPE_PAGES_SHARE, QUOTA_PIPE_PAGES, -ENFILE);
+}
+
+/* A pipe's inode (pipe, pipe2; a FIFO's first open is checked in file_open):
+ * the pipe it is made for gets 16 pages. Any
+ * other inode passes on its filesystem's magic alone. */
+SEC("lsm/inode_alloc_security")
+int BPF_PROG(pincer_inode_alloc_security, struct inode *inode, int ret)
+{
+	if (ret || !inode || !PIPE_PAGES_SHARE || BPF_CORE_READ(inode, i_sb, s_magic) != PIPEFS_MAGIC)
+		return ret;
+	__u64 session = current_session_id();
+
+	return session ? pipe_pages_share(session, PIPE_DEF_BUFFERS) : 0;
+}
+
+/* F_SETPIPE_SZ: the pages of the size asked for (rounded up to a power of
+ * two), counted whole. Called from file_fcntl. */
+static __always_inline int pipe_size_share(unsigned long size)
+{
+	__u64 session = current_session_id();
+
+	if (!session)
+		return 0;
+	long pages = 1;
+
+	for (int i = 0; i < 24 && ((unsigned long)pages << PAGE_SHIFT) < size; i++)
+		pages <<= 1;
+	return pipe_pages_share(session, pages);
 }
 
 /* ---- sockets: who made them ---- */

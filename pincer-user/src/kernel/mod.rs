@@ -594,7 +594,9 @@ fn slot<V>(table: &dyn Table<u32, V>) -> Result<V, KernelError> {
 
 /// What a uid's sessions may hold together of the quotas the kernel keeps per uid and
 /// shares with the user's processes outside every session: half of each limit, so the
-/// user keeps the other half however many sessions run.
+/// user keeps the other half however many sessions run. (The four counts the kernel
+/// checks against a process's own resource limits take half of the caller's limit in
+/// the kernel program itself.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QuotaShares {
     /// Keys (`/proc/sys/kernel/keys/maxkeys`, 200 by default).
@@ -604,6 +606,27 @@ pub struct QuotaShares {
     /// inotify and fanotify instances (`/proc/sys/fs/inotify/max_user_instances`, 128 by
     /// default).
     pub notify: u32,
+    /// The uid's inotify watches (`/proc/sys/fs/inotify/max_user_watches`), counted with
+    /// the user's own.
+    pub watches: u32,
+    /// The uid's pipe buffer pages (`/proc/sys/fs/pipe-user-pages-soft`, 16,384 by
+    /// default), counted with the user's own; 0 when the kernel sets no limit.
+    pub pipe_pages: u32,
+}
+
+/// The per-uid limits [`QuotaShares`] takes half of, as the kernel's sysctls give them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuotaLimits {
+    /// `kernel/keys/maxkeys`.
+    pub maxkeys: u32,
+    /// `kernel/keys/maxbytes`.
+    pub maxbytes: u32,
+    /// `fs/inotify/max_user_instances`.
+    pub instances: u32,
+    /// `fs/inotify/max_user_watches`.
+    pub watches: u32,
+    /// `fs/pipe-user-pages-soft` (0: no limit).
+    pub pipe_pages: u32,
 }
 
 impl QuotaShares {
@@ -611,12 +634,24 @@ impl QuotaShares {
     /// be read).
     pub fn of_kernel() -> Self {
         let limit = |path: &str, default: u32| std::fs::read_to_string(path).ok().and_then(|t| t.trim().parse::<u32>().ok()).unwrap_or(default);
-        Self::of_limits(limit("/proc/sys/kernel/keys/maxkeys", 200), limit("/proc/sys/kernel/keys/maxbytes", 20_000), limit("/proc/sys/fs/inotify/max_user_instances", 128))
+        Self::of_limits(QuotaLimits {
+            maxkeys: limit("/proc/sys/kernel/keys/maxkeys", 200),
+            maxbytes: limit("/proc/sys/kernel/keys/maxbytes", 20_000),
+            instances: limit("/proc/sys/fs/inotify/max_user_instances", 128),
+            watches: limit("/proc/sys/fs/inotify/max_user_watches", 8192),
+            pipe_pages: limit("/proc/sys/fs/pipe-user-pages-soft", 16_384),
+        })
     }
 
-    /// Half of each limit (at least 1).
-    pub fn of_limits(maxkeys: u32, maxbytes: u32, instances: u32) -> Self {
-        Self { keys: (maxkeys / 2).max(1), key_bytes: (maxbytes / 2).max(1), notify: (instances / 2).max(1) }
+    /// Half of each limit (at least 1; a pipe limit of 0, none, stays 0).
+    pub fn of_limits(l: QuotaLimits) -> Self {
+        Self {
+            keys: (l.maxkeys / 2).max(1),
+            key_bytes: (l.maxbytes / 2).max(1),
+            notify: (l.instances / 2).max(1),
+            watches: (l.watches / 2).max(1),
+            pipe_pages: if l.pipe_pages == 0 { 0 } else { (l.pipe_pages / 2).max(1) },
+        }
     }
 }
 
@@ -681,6 +716,8 @@ impl Enforcer {
             .override_global("KEYS_SHARE", &shares.keys, true)
             .override_global("KEY_BYTES_SHARE", &shares.key_bytes, true)
             .override_global("NOTIFY_SHARE", &shares.notify, true)
+            .override_global("WATCHES_SHARE", &shares.watches, true)
+            .override_global("PIPE_PAGES_SHARE", &shares.pipe_pages, true)
             .map_max_entries(map_names::EVENTS, bytes)
             .load(&object)
             .map_err(|e| KernelError::LoadObject(e.into()))?;
@@ -1322,6 +1359,15 @@ pub fn remove_pin_dir(dir: &Path) -> Result<(), KernelError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_uids_sessions_get_half_of_each_per_uid_limit_and_no_share_of_no_limit() {
+        let l = QuotaLimits { maxkeys: 200, maxbytes: 20_000, instances: 128, watches: 8192, pipe_pages: 16_384 };
+        assert_eq!(QuotaShares::of_limits(l), QuotaShares { keys: 100, key_bytes: 10_000, notify: 64, watches: 4096, pipe_pages: 8192 });
+        let tiny = QuotaShares::of_limits(QuotaLimits { maxkeys: 1, maxbytes: 1, instances: 1, watches: 1, pipe_pages: 0 });
+        assert_eq!((tiny.keys, tiny.watches), (1, 1), "a share is never 0, which would refuse every charge");
+        assert_eq!(tiny.pipe_pages, 0, "no pipe limit in the kernel: the program checks none");
+    }
 
     #[test]
     fn kallsyms_addresses_are_read_for_data_symbols_only() {
