@@ -9234,8 +9234,8 @@ fn raise_nofile() {
 /// update`.) Control: the user's process gets a key before; the session makes its keys.
 /// Gets out on 6.1 and 6.12: the session's 11-12 keys held 19,890-19,903 payload bytes of the
 /// 20,000; the user's process then got `EDQUOT` (122).
+/// Closed: an `add_key` payload's length, read from the caller's arguments at `key_alloc`, is counted to the share with the key.
 #[test]
-#[ignore = "open route: the kernel charges a key's payload to the uid's key bytes after key_alloc (key_payload_reserve), where no hook can refuse it"]
 fn spends_the_users_key_bytes_with_payloads_charged_after_key_alloc() {
     let maxbytes = sysctl_u64("kernel/keys/maxbytes");
     assert_eq!(ungated(users_key_and_watch)[0], 0, "control: the user's process gets a key");
@@ -9274,8 +9274,8 @@ fn spends_the_users_key_bytes_with_payloads_charged_after_key_alloc() {
 /// passes `path_notify`. Control: the user's process adds a watch before.
 /// Gets out on 6.1 and 6.12: the session held all 8,192 watches; the user's process then got
 /// `ENOSPC` (28).
+/// Closed: a session's watch that takes the uid's count past half of `max_user_watches` is refused (`path_notify`, `ENOSPC`).
 #[test]
-#[ignore = "open route: inotify watches count per uid (fs.inotify.max_user_watches) and no hook refuses one past a share"]
 fn spends_the_users_inotify_watches() {
     let max = sysctl_u64("fs/inotify/max_user_watches").min(200_000) as usize;
     let watch = || {
@@ -9416,8 +9416,8 @@ fn users_pipe() -> Vec<i32> {
 /// process gets a 64 KiB pipe and grows it before.
 /// Gets out on 6.1 and 6.12: the session held 16,370 of the 16,384 pages in 68 pipes; the user's
 /// new pipe then held 8 KiB and could not grow (`[8192, EPERM]`).
+/// Closed: a session's pipe (its inode) or `F_SETPIPE_SZ` that takes the uid's pipe pages past half of `pipe-user-pages-soft` is refused.
 #[test]
-#[ignore = "open route: pipe buffer pages count per uid (fs.pipe-user-pages-soft) and no hook refuses a pipe past a share"]
 fn spends_the_users_pipe_buffer_pages() {
     let soft = sysctl_u64("fs/pipe-user-pages-soft");
     let before = ungated(users_pipe);
@@ -9456,6 +9456,51 @@ fn spends_the_users_pipe_buffer_pages() {
     assert_eq!(after, before, "the user's new pipe outside (size, grow) while the session holds {made:?} of {soft} pages");
 }
 
+/// Spends the user's pipe buffers through FIFOs of its own instead of pipes: each FIFO's
+/// first open makes its pipe (16 pages, charged to the uid), on the FIFO's own filesystem's
+/// inode, so no pipe inode is made. Principle: a uid's sessions charge a per-uid count only
+/// within half of its limit. Why it might get out: a pipe's share is checked when a pipe's
+/// inode is made (`inode_alloc_security` on pipefs) and at `F_SETPIPE_SZ`; `fifo_open`
+/// allocates the pipe of a FIFO in the session's scratch past both. Control: the user's
+/// process gets a 64 KiB pipe and grows it before; the session opens FIFOs.
+/// Closed: a FIFO's open by a session is checked as a new pipe is (`file_open`); written
+/// with the pipes' share, never seen open.
+#[test]
+fn spends_the_users_pipe_buffer_pages_with_fifos_it_opens() {
+    let soft = sysctl_u64("fs/pipe-user-pages-soft");
+    let before = ungated(users_pipe);
+    assert_eq!(before, vec![65536, 0], "control: the user's process gets a 64 KiB pipe and grows it to 1 MiB");
+    let red = Red::start("fifopages");
+    let dir = red.scratch.join("fifos");
+    let made = red.gated(|| {
+        spend_and_hold(|| {
+            raise_nofile();
+            let _ = std::fs::create_dir(&dir);
+            let mut n = 0i32;
+            while n < 1100 {
+                let f = cpath(&dir.join(format!("q{n}")));
+                // SAFETY: mkfifo/open on a valid C string; the descriptors stay open.
+                let fd = unsafe {
+                    if libc::mkfifo(f.as_ptr(), 0o600) != 0 {
+                        break;
+                    }
+                    libc::open(f.as_ptr(), libc::O_RDWR | libc::O_NONBLOCK)
+                };
+                if fd < 0 {
+                    break;
+                }
+                n += 1;
+            }
+            vec![n]
+        })
+    });
+    note(&format!("fifopages: the session holds {made:?} open FIFOs (soft limit {soft} pages)"));
+    assert!(made.first().is_some_and(|&n| n > 0), "control: the session opens FIFOs: {made:?}");
+    let after = ungated(users_pipe);
+    drop(red);
+    assert_eq!(after, before, "the user's new pipe outside (size, grow) while the session holds {made:?} FIFOs of 16 pages");
+}
+
 /// Spends the user's POSIX message queue bytes (`RLIMIT_MSGQUEUE`, 800 KiB counted per uid)
 /// with queues of its own, and holds them: the user's processes outside are then refused
 /// every new queue (`mq_open`: `EMFILE`). The queues are charged to the uid whichever IPC
@@ -9466,8 +9511,8 @@ fn spends_the_users_pipe_buffer_pages() {
 /// Control: the user's process makes a queue before.
 /// Gets out on 6.1 and 6.12: the session held 18 queues; the user's `mq_open` then got `EMFILE`
 /// (24).
+/// Closed: a session's `mq_open(O_CREAT)` is refused unless the largest queue its IPC namespace allows keeps the uid's queue bytes within half of its `RLIMIT_MSGQUEUE` (`inode_create`).
 #[test]
-#[ignore = "open route: POSIX queue bytes count per uid against the caller's RLIMIT_MSGQUEUE, which the test's session process sets itself (a worker's descendants would inherit a halved limit: not built)"]
 fn spends_the_users_posix_message_queue_bytes() {
     let prefix = format!("rtn-mqb-{}", uniq());
     let users_queue = |name: String| {
@@ -9545,8 +9590,8 @@ fn queue_rt_signal_to_self() -> i32 {
 /// queues one before.
 /// Gets out on 6.1 and 6.12: the session held 3,581 (6.1) and 3,615 (6.12) pending signals; the
 /// user's `sigqueue` then got `EAGAIN` (11).
+/// Closed: a session's signal (SIGKILL aside) is refused while the uid's queued signals are past half of the receiver's `RLIMIT_SIGPENDING` (`task_kill`).
 #[test]
-#[ignore = "open route: pending signals count per uid against the caller's RLIMIT_SIGPENDING (a halved limit for the worker's descendants: not built)"]
 fn spends_the_users_pending_signals() {
     assert_eq!(ungated(|| vec![queue_rt_signal_to_self()]), vec![0], "control: the user's process queues a signal");
     let red = Red::start("sigpending");
@@ -9603,8 +9648,8 @@ fn forks_under(n: u64) -> i32 {
 /// task of the uid. Control: the user's process forks before, under the same limit.
 /// Gets out on 6.1 and 6.12: the session held 395 processes; the user's `fork` then got `EAGAIN`
 /// (11).
+/// Closed: a session's fork or thread is refused once the uid's processes pass half of the caller's `RLIMIT_NPROC` (`task_alloc`), and a session may not raise that soft limit.
 #[test]
-#[ignore = "open route: processes count per uid against the caller's RLIMIT_NPROC; pids.max is not set from the user's limit (a halved limit for the worker's descendants: not built)"]
 fn spends_the_users_process_limit_below_its_pids_max() {
     let limit = 400u64;
     assert_eq!(ungated(|| vec![forks_under(limit)]), vec![0], "control: the user's process forks under its limit");
@@ -9637,6 +9682,42 @@ fn spends_the_users_process_limit_below_its_pids_max() {
     assert_eq!(after, vec![0], "the user's process outside cannot fork (its limit {limit}) while the session holds {made:?} processes");
 }
 
+/// Raises its own soft limit of the user's per-uid counts back up to the hard limit (after
+/// lowering it, as a login's `limits.conf` soft limit sits below the hard one): its share
+/// of each count is half of that soft limit, so a raise would let it spend what the
+/// user's processes, whose soft limit stays, need. Principle: a uid's sessions charge a
+/// per-uid count only within half of its limit. Control: lowering is let through, and the
+/// user's process raises its own.
+/// Closed: a session may not raise its soft limit of `RLIMIT_NPROC`, `RLIMIT_SIGPENDING`,
+/// `RLIMIT_MSGQUEUE` or `RLIMIT_MEMLOCK` (`task_setrlimit`, `EPERM`); written with the
+/// shares, never seen open.
+#[test]
+fn raises_its_soft_limits_of_the_users_per_uid_counts() {
+    let lower_then_raise = || {
+        let mut r = Vec::new();
+        for res in [libc::RLIMIT_NPROC, libc::RLIMIT_SIGPENDING, libc::RLIMIT_MSGQUEUE, libc::RLIMIT_MEMLOCK] {
+            // SAFETY: getrlimit/setrlimit on local structs.
+            unsafe {
+                let mut lim: libc::rlimit = std::mem::zeroed();
+                libc::getrlimit(res, &mut lim);
+                let hard = lim.rlim_max;
+                lim.rlim_cur = if hard == libc::RLIM_INFINITY { 1 << 20 } else { hard / 2 };
+                r.push(rc(libc::setrlimit(res, &lim) as i64));
+                lim.rlim_cur = hard;
+                r.push(rc(libc::setrlimit(res, &lim) as i64));
+            }
+        }
+        r
+    };
+    assert_eq!(ungated(lower_then_raise), vec![0; 8], "control: the user's process lowers and raises its soft limits");
+    let red = Red::start("rlimraise");
+    let r = red.gated(lower_then_raise);
+    drop(red);
+    assert_eq!(r.iter().step_by(2).copied().collect::<Vec<_>>(), vec![0; 4], "control: the session lowers its soft limits: {r:?}");
+    let raised = not_refused(&["RLIMIT_NPROC", "RLIMIT_SIGPENDING", "RLIMIT_MSGQUEUE", "RLIMIT_MEMLOCK"], &r.iter().skip(1).step_by(2).copied().collect::<Vec<_>>());
+    assert!(raised.is_empty(), "soft limits the session raised again: {raised:?}");
+}
+
 /// Locks SysV shared memory of the caller's size `bytes` (`SHM_LOCK`): 0 or the errno. The
 /// segment is removed when its last attachment goes (`keep`: stays attached).
 fn shm_lock(bytes: usize, keep: bool) -> i32 {
@@ -9664,8 +9745,8 @@ fn shm_lock(bytes: usize, keep: bool) -> i32 {
 /// IPC checks. Control: the user's process locks 64 KiB before.
 /// Gets out on 6.1 and 6.12: the session locked the whole 8 MiB; the user's `SHM_LOCK` of 64 KiB
 /// then got `ENOMEM` (12).
+/// Closed: a session's `SHM_LOCK` that takes the uid's locked pages past half of the caller's `RLIMIT_MEMLOCK` is refused (`shm_shmctl`).
 #[test]
-#[ignore = "open route: locked shared memory counts per uid against the caller's RLIMIT_MEMLOCK (a halved limit for the worker's descendants: not built)"]
 fn locks_the_users_share_of_locked_shared_memory() {
     assert_eq!(ungated(|| vec![shm_lock(64 << 10, false)]), vec![0], "control: the user's process locks 64 KiB of shared memory");
     let red = Red::start("shmlock");
@@ -9846,13 +9927,12 @@ fn fills_the_users_pending_questions_with_misses_denied_twice() {
     // is decided joins that decision rather than being denied again).
     let decided = || audit_lines_with(&red, "\"event\":\"decision\"");
     let mut r = vec![0];
-    for round in 1..=3 {
+    for _ in 1..=3 {
         let got = red.gated(|| vec![files.iter().filter(|f| rc_of_unlink(f) != 0).count() as i32]);
         r[0] += got.first().copied().unwrap_or(0);
-        let start = Instant::now();
-        while decided() < round * n && start.elapsed() < Duration::from_secs(90) {
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        // Until the decisions stop coming (past the session's denial budget the audit
+        // writes no more of them, so a count of them may never reach `round * n`).
+        settled(90, decided);
     }
     let questions = || {
         let o = Command::new(PINCER).args(["pending", "--json"]).env("PINCER_SOCKET", &socket).uid(UID).gid(UID).output().expect("pincer pending");
