@@ -167,6 +167,9 @@ shared_consts! {
     /// [`HOOK_QUOTA`] `detail`: a session raising its soft limit of one of the four
     /// per-uid rlimits (`task_setrlimit`; `EPERM`); `target_id` is the resource.
     QUOTA_LIMIT_RAISE: u32 = 12;
+    /// [`HOOK_QUOTA`] `detail`: epoll watches (`fexit/do_epoll_ctl`, against half of
+    /// `fs/epoll/max_user_watches`; no hook refuses one, so the process is killed).
+    QUOTA_EPOLL_WATCHES: u32 = 13;
     /// Hook id: `file_open` with `O_CREAT` of an object that exists, or
     /// `inode_follow_link` of a symlink, by a process outside the session that made the
     /// object in a shared place: a world-writable sticky directory (`/tmp`, `/var/tmp`,

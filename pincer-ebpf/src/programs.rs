@@ -107,8 +107,9 @@ pub const REACH_PROGRAMS: [(&str, &str); 37] = [
 /// (`inet_csk_get_port`: a bind, or `listen` alone), a successful open of `/dev/ptmx` the session's
 /// new pty (reach block), a successful `mkdir`, `symlink` or `mknod` the session's
 /// exact grant on the object it made (file gating), and a successful `rename` or `link`
-/// into a shared place the session's record of the object there.
-pub const REACH_FEXIT: [(&str, &str); 13] = [
+/// into a shared place the session's record of the object there, and an added epoll watch
+/// the uid's count looked at against the sessions' share.
+pub const REACH_FEXIT: [(&str, &str); 14] = [
     ("pincer_inet_bind", "inet_bind"),
     ("pincer_inet6_bind", "inet6_bind"),
     ("pincer_udp_lib_get_port", "udp_lib_get_port"),
@@ -122,6 +123,7 @@ pub const REACH_FEXIT: [(&str, &str); 13] = [
     ("pincer_vfs_rename", "vfs_rename"),
     ("pincer_vfs_link", "vfs_link"),
     ("pincer_fsnotify_alloc_group", "fsnotify_alloc_group"),
+    ("pincer_do_epoll_ctl", "do_epoll_ctl"),
 ];
 
 /// Kernel functions of [`REACH_FEXIT`] that older supported kernels lack: a loader

@@ -92,6 +92,7 @@
 #define RLIM_INFINITY (~0UL)
 #define PAGE_SHIFT 12
 #define PIPE_DEF_BUFFERS 16
+#define EPOLL_CTL_ADD 1
 #define EMFILE 24
 #define MAX_USERNS_LEVELS 33 /* the kernel nests at most 32 user namespaces */
 
@@ -156,8 +157,13 @@ struct user_namespace {
 	struct ucounts *ucounts;
 };
 
+struct percpu_counter {
+	__s64 count;
+};
+
 struct user_struct {
 	atomic_long_t pipe_bufs;
+	struct percpu_counter epoll_watches;
 };
 
 struct cred {
@@ -200,6 +206,13 @@ struct key {
 };
 
 struct fsnotify_group;
+
+/* The registers a task entered the kernel with (the kernel's struct pt_regs). */
+struct pt_regs___pincer {
+	unsigned long r10;
+	unsigned long si;
+	unsigned long orig_ax;
+};
 
 struct upid {
 	int nr;
@@ -1297,6 +1310,30 @@ static __always_inline void quota_spent(__u64 session, __u32 which, __u32 would_
 	}
 }
 
+/* The payload's length when the caller is in add_key(2) (x86-64 248, i386 286,
+ * x32 248 with its bit): the kernel charges the payload to the uid's key bytes
+ * after key_alloc, when it instantiates the key (key_payload_reserve), where no
+ * hook can refuse it, so it is read from the caller's arguments here and
+ * counted from the start. 0 for every other way a key is made (a keyring; a
+ * request_key key, instantiated by its upcall). The kernel takes at most 1 MiB. */
+static __always_inline __u32 add_key_payload(void)
+{
+	struct pt_regs___pincer *regs = (void *)bpf_task_pt_regs(bpf_get_current_task_btf());
+
+	if (!regs)
+		return 0;
+	long nr = (long)BPF_CORE_READ(regs, orig_ax) & ~0x40000000L;
+	unsigned long len;
+
+	if (nr == 248)
+		len = BPF_CORE_READ(regs, r10);
+	else if (nr == 286)
+		len = (__u32)BPF_CORE_READ(regs, si);
+	else
+		return 0;
+	return len > (1UL << 20) ? (1U << 20) : (__u32)len;
+}
+
 /* A key or keyring a session makes is the session's. What the kernel makes for
  * the uid, outside the user's key quota, is never a session's, whichever
  * process asked first: the user's keyrings (@u, @us), the persistent keyring
@@ -1322,7 +1359,7 @@ int BPF_PROG(pincer_key_alloc, struct key *key, const struct cred *cred, unsigne
 	struct key_charge c = {
 		.session = session,
 		.uid = BPF_CORE_READ(key, uid.val),
-		.bytes = BPF_CORE_READ(key, quotalen),
+		.bytes = BPF_CORE_READ(key, quotalen) + add_key_payload(),
 	};
 	struct quota_use *q = quota_of(c.uid);
 
@@ -1551,6 +1588,7 @@ enum rlimit_type {
  * limit, no share): inotify watches and pipe buffer pages. */
 const volatile __u32 WATCHES_SHARE = 0;
 const volatile __u32 PIPE_PAGES_SHARE = 0;
+const volatile __u64 EPOLL_WATCHES_SHARE = 0;
 
 /* `t`'s counts as the user's processes outside see them: its uid's in the
  * initial user namespace, the top of the chain every count is charged along. */
@@ -1748,6 +1786,33 @@ static __always_inline int pipe_size_share(unsigned long size)
 	for (int i = 0; i < 24 && ((unsigned long)pages << PAGE_SHIFT) < size; i++)
 		pages <<= 1;
 	return pipe_pages_share(session, pages);
+}
+
+/* epoll watches (`fs/epoll/max_user_watches`, counted per uid in a per-CPU
+ * counter, `user->epoll_watches`): epoll_ctl passes no hook that can refuse
+ * one, so a session's process whose added watch takes the uid's count past
+ * half of the limit is killed (SIGKILL, on its way back from the call: its
+ * epoll instances close with it) and the denial is reported, as for an
+ * fsnotify group. fexit, so only a watch that was added is looked at; the
+ * counter's total lags its CPUs' parts by a batch each. */
+SEC("fexit/do_epoll_ctl")
+int BPF_PROG(pincer_do_epoll_ctl, int epfd, int op, int fd, void *epds, _Bool nonblock, int ret)
+{
+	if (ret || op != EPOLL_CTL_ADD || !EPOLL_WATCHES_SHARE)
+		return 0;
+	__u64 session = current_session_id();
+
+	if (!session)
+		return 0;
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+	__s64 held = BPF_CORE_READ(t, cred, user, epoll_watches.count);
+
+	if (held <= (__s64)EPOLL_WATCHES_SHARE)
+		return 0;
+	bpf_send_signal(SIGKILL);
+	quota_spent(session, QUOTA_EPOLL_WATCHES, held > 0xffffffffL ? 0xffffffffU : (__u32)held,
+		    (__u32)bpf_get_current_uid_gid());
+	return 0;
 }
 
 /* ---- sockets: who made them ---- */

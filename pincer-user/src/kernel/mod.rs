@@ -612,6 +612,9 @@ pub struct QuotaShares {
     /// The uid's pipe buffer pages (`/proc/sys/fs/pipe-user-pages-soft`, 16,384 by
     /// default), counted with the user's own; 0 when the kernel sets no limit.
     pub pipe_pages: u32,
+    /// The uid's epoll watches (`/proc/sys/fs/epoll/max_user_watches`), counted with the
+    /// user's own.
+    pub epoll_watches: u64,
 }
 
 /// The per-uid limits [`QuotaShares`] takes half of, as the kernel's sysctls give them.
@@ -627,6 +630,8 @@ pub struct QuotaLimits {
     pub watches: u32,
     /// `fs/pipe-user-pages-soft` (0: no limit).
     pub pipe_pages: u32,
+    /// `fs/epoll/max_user_watches`.
+    pub epoll_watches: u64,
 }
 
 impl QuotaShares {
@@ -640,6 +645,7 @@ impl QuotaShares {
             instances: limit("/proc/sys/fs/inotify/max_user_instances", 128),
             watches: limit("/proc/sys/fs/inotify/max_user_watches", 8192),
             pipe_pages: limit("/proc/sys/fs/pipe-user-pages-soft", 16_384),
+            epoll_watches: std::fs::read_to_string("/proc/sys/fs/epoll/max_user_watches").ok().and_then(|t| t.trim().parse::<u64>().ok()).unwrap_or(100_000),
         })
     }
 
@@ -651,6 +657,7 @@ impl QuotaShares {
             notify: (l.instances / 2).max(1),
             watches: (l.watches / 2).max(1),
             pipe_pages: if l.pipe_pages == 0 { 0 } else { (l.pipe_pages / 2).max(1) },
+            epoll_watches: (l.epoll_watches / 2).max(1),
         }
     }
 }
@@ -718,6 +725,7 @@ impl Enforcer {
             .override_global("NOTIFY_SHARE", &shares.notify, true)
             .override_global("WATCHES_SHARE", &shares.watches, true)
             .override_global("PIPE_PAGES_SHARE", &shares.pipe_pages, true)
+            .override_global("EPOLL_WATCHES_SHARE", &shares.epoll_watches, true)
             .map_max_entries(map_names::EVENTS, bytes)
             .load(&object)
             .map_err(|e| KernelError::LoadObject(e.into()))?;
@@ -1362,9 +1370,9 @@ mod tests {
 
     #[test]
     fn a_uids_sessions_get_half_of_each_per_uid_limit_and_no_share_of_no_limit() {
-        let l = QuotaLimits { maxkeys: 200, maxbytes: 20_000, instances: 128, watches: 8192, pipe_pages: 16_384 };
-        assert_eq!(QuotaShares::of_limits(l), QuotaShares { keys: 100, key_bytes: 10_000, notify: 64, watches: 4096, pipe_pages: 8192 });
-        let tiny = QuotaShares::of_limits(QuotaLimits { maxkeys: 1, maxbytes: 1, instances: 1, watches: 1, pipe_pages: 0 });
+        let l = QuotaLimits { maxkeys: 200, maxbytes: 20_000, instances: 128, watches: 8192, pipe_pages: 16_384, epoll_watches: 200_000 };
+        assert_eq!(QuotaShares::of_limits(l), QuotaShares { keys: 100, key_bytes: 10_000, notify: 64, watches: 4096, pipe_pages: 8192, epoll_watches: 100_000 });
+        let tiny = QuotaShares::of_limits(QuotaLimits { maxkeys: 1, maxbytes: 1, instances: 1, watches: 1, pipe_pages: 0, epoll_watches: 1 });
         assert_eq!((tiny.keys, tiny.watches), (1, 1), "a share is never 0, which would refuse every charge");
         assert_eq!(tiny.pipe_pages, 0, "no pipe limit in the kernel: the program checks none");
     }
