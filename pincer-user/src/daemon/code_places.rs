@@ -413,6 +413,11 @@ const NOT_TOOL_PLACES: &[&str] = &["PWD", "OLDPWD", "HOME", "TMPDIR", "TMP", "TE
 /// How many paths [`named_paths`] looks at in one environment at most.
 const NAMED_PATHS_MAX: usize = 512;
 
+/// How many distinct paths [`named_in_configuration`] looks at in one reading of the
+/// configuration at most: the never places' folders are read whole (a shell framework's
+/// plugins), and what they name must not use up the bound before the files after them.
+const CONFIGURATION_PATHS_MAX: usize = 4096;
+
 /// Every absolute path of the user's that a variable's value names, wherever it stands in
 /// the value: a list (`XDG_DATA_DIRS`, `CLASSPATH`, `GEM_PATH`), a command's argument
 /// (`ssh -i ~/keys/deploy`), an option's value (`-javaagent:/x/a.jar`,
@@ -425,7 +430,7 @@ fn named_paths(name: &str, value: &str, home: &Path, roots: &[PathBuf], seen: &m
         return;
     }
     for p in path_words(value, home) {
-        if !named_path(p, home, roots, seen, env) {
+        if !named_path(p, home, roots, NAMED_PATHS_MAX, seen, env) {
             return;
         }
     }
@@ -449,19 +454,19 @@ fn path_words<'a>(value: &'a str, home: &'a Path) -> impl Iterator<Item = PathBu
 /// `/x/lua/?.lua`, a `%s` or a glob) names the folder it searches. Not classified: paths
 /// that are a session root, inside one or above one, the home or above it, paths that do
 /// not exist or are not the user's (`code_place_rules` checks the owner). Each path looked
-/// at counts in `seen`; `false` once more than [`NAMED_PATHS_MAX`] were.
-fn named_path(p: PathBuf, home: &Path, roots: &[PathBuf], seen: &mut usize, env: &mut UserEnvironment) -> bool {
+/// at on the filesystem counts in `seen`; `false` once more than `max` were.
+fn named_path(p: PathBuf, home: &Path, roots: &[PathBuf], max: usize, seen: &mut usize, env: &mut UserEnvironment) -> bool {
     let p: PathBuf = p.components().take_while(|c| !c.as_os_str().to_string_lossy().contains(['?', '*', '%'])).collect();
-    if p.components().any(|c| c == std::path::Component::ParentDir) || home.starts_with(&p) {
-        return true;
-    }
-    let real = p.canonicalize().unwrap_or_else(|_| p.clone());
-    if home.starts_with(&real) || roots.iter().any(|r| p.starts_with(r) || r.starts_with(&p) || real.starts_with(r) || r.starts_with(&real)) {
+    if p.components().any(|c| c == std::path::Component::ParentDir) || home.starts_with(&p) || roots.iter().any(|r| p.starts_with(r) || r.starts_with(&p)) {
         return true;
     }
     *seen += 1;
-    if *seen > NAMED_PATHS_MAX {
+    if *seen > max {
         return false;
+    }
+    let real = p.canonicalize().unwrap_or_else(|_| p.clone());
+    if home.starts_with(&real) || roots.iter().any(|r| real.starts_with(r) || r.starts_with(&real)) {
+        return true;
     }
     let Ok(meta) = std::fs::metadata(&p) else { return true };
     use std::os::unix::fs::PermissionsExt;
@@ -516,7 +521,7 @@ fn read_head(file: &Path, max: usize) -> Option<Vec<u8>> {
 /// the files that record what the user did rather than configure a tool (a history,
 /// `.viminfo`: [`is_record`]), and the configuration files themselves (a file a shell
 /// sources is read by it: a loaded file, protected as one). `$HOME/` and `${HOME}/` count
-/// as `~/`. At most [`NAMED_PATHS_MAX`] distinct paths are looked at.
+/// as `~/`. At most [`CONFIGURATION_PATHS_MAX`] distinct paths are looked at.
 pub fn named_in_configuration<'a>(files: impl Iterator<Item = (&'a Path, &'a str)>, home: &Path, roots: &[PathBuf]) -> UserEnvironment {
     let mut env = UserEnvironment::default();
     let files: Vec<(&Path, &str)> = files.collect();
@@ -541,7 +546,7 @@ pub fn named_in_configuration<'a>(files: impl Iterator<Item = (&'a Path, &'a str
                 if read.contains(p.as_path()) || !looked.insert(p.clone()) {
                     continue;
                 }
-                if !named_path(p, home, roots, &mut seen, &mut env) {
+                if !named_path(p, home, roots, CONFIGURATION_PATHS_MAX, &mut seen, &mut env) {
                     return env;
                 }
             }
