@@ -10113,8 +10113,8 @@ fn plants_modules_in_search_paths_the_folder_lists_lack() {
 /// readable like any file of a granted folder (`MOVABLE` moves only whole homes by
 /// variables). Control: a file beside them.
 /// Gets out on 6.1 and 6.12: all four read (0 each).
+/// Closed: every path of the user's the user's configuration files name is the user's tools' as the environment's are, a key a secret never read (`code_places::named_in_configuration`).
 #[test]
-#[ignore = "open route: the keys and certificates ssh's and git's configuration name (IdentityFile, CertificateFile, user.signingKey, http.sslKey) are read as places of code only, not as secrets"]
 fn reads_the_private_keys_the_users_ssh_and_git_configuration_name_outside_ssh() {
     let mut c = Cleanup::default();
     let top = home_folder(&mut c, "cfgkeys");

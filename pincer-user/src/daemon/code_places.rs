@@ -413,61 +413,186 @@ const NOT_TOOL_PLACES: &[&str] = &["PWD", "OLDPWD", "HOME", "TMPDIR", "TMP", "TE
 /// How many paths [`named_paths`] looks at in one environment at most.
 const NAMED_PATHS_MAX: usize = 512;
 
+/// How many distinct paths [`named_in_configuration`] looks at in one reading of the
+/// configuration at most: the never places' folders are read whole (a shell framework's
+/// plugins), and what they name must not use up the bound before the files after them.
+const CONFIGURATION_PATHS_MAX: usize = 4096;
+
 /// Every absolute path of the user's that a variable's value names, wherever it stands in
 /// the value: a list (`XDG_DATA_DIRS`, `CLASSPATH`, `GEM_PATH`), a command's argument
 /// (`ssh -i ~/keys/deploy`), an option's value (`-javaagent:/x/a.jar`,
 /// `JAVA_TOOL_OPTIONS`), a file (`GOOGLE_APPLICATION_CREDENTIALS`). Whatever variable names
 /// it, a path in the environment of the user's process is where the user's tools run,
 /// load or read something from: the user's configuration of them, not the session's work.
-/// Not read: [`NOT_TOOL_PLACES`]' variables, paths that are a session root, inside one or
-/// above one, and paths that do not exist or are not the user's (`code_place_rules` checks
-/// the owner). A folder is a code place as a `PATH` folder is; an executable file a
-/// program; any other regular file a secret, never read either, but a public certificate
-/// (which TLS clients in the session need to read).
+/// Not read: [`NOT_TOOL_PLACES`]' variables; each path is classified by [`named_path`].
 fn named_paths(name: &str, value: &str, home: &Path, roots: &[PathBuf], seen: &mut usize, env: &mut UserEnvironment) {
     if NOT_TOOL_PLACES.contains(&name) || name.starts_with("PINCER_") {
         return;
     }
-    let words = value.split(|c: char| c == ':' || c == '=' || c == ',' || c == ';' || c.is_whitespace() || c == '"' || c == '\'');
-    for w in words {
-        let p = match w.strip_prefix("~/") {
-            Some(rest) => home.join(rest),
-            None if w.starts_with('/') => PathBuf::from(w),
-            None => continue,
-        };
-        // A search template (`LUA_PATH`'s `/x/lua/?.lua`, a `%s` or a glob) names the
-        // folder it searches: the path up to the part that holds the template.
-        let p: PathBuf = p.components().take_while(|c| !c.as_os_str().to_string_lossy().contains(['?', '*', '%'])).collect();
-        if p.components().any(|c| c == std::path::Component::ParentDir) || home.starts_with(&p) {
-            continue;
-        }
-        let real = p.canonicalize().unwrap_or_else(|_| p.clone());
-        if roots.iter().any(|r| p.starts_with(r) || r.starts_with(&p) || real.starts_with(r) || r.starts_with(&real)) {
-            continue;
-        }
-        *seen += 1;
-        if *seen > NAMED_PATHS_MAX {
+    for p in path_words(value, home) {
+        if !named_path(p, home, roots, NAMED_PATHS_MAX, seen, env) {
             return;
         }
-        let Ok(meta) = std::fs::metadata(&p) else { continue };
-        use std::os::unix::fs::PermissionsExt;
-        let place = if meta.is_dir() {
-            CodePlace::Folder(p.clone())
-        } else if !meta.is_file() {
+    }
+}
+
+/// The absolute paths and paths from the home (`~/`) among the words of `value`, split at
+/// list, assignment and option separators (`:`, `=`, `,`, `;`), blanks and quotes.
+fn path_words<'a>(value: &'a str, home: &'a Path) -> impl Iterator<Item = PathBuf> + 'a {
+    value.split(|c: char| c == ':' || c == '=' || c == ',' || c == ';' || c.is_whitespace() || c == '"' || c == '\'').filter_map(move |w| match w.strip_prefix("~/") {
+        Some(rest) => Some(home.join(rest)),
+        None if w.starts_with('/') => Some(PathBuf::from(w)),
+        None => None,
+    })
+}
+
+/// Classifies one path the user's configuration names (a variable of the starter's
+/// environment, [`named_paths`]; a configuration file's setting, [`named_in_configuration`])
+/// into `env`: a folder is a code place as a `PATH` folder is; an executable file a
+/// program; any other regular file a secret, never read either, but a public certificate
+/// (which TLS clients in the session need to read). A search template (`LUA_PATH`'s
+/// `/x/lua/?.lua`, a `%s` or a glob) names the folder it searches. Not classified: paths
+/// that are a session root, inside one or above one, the home or above it, paths that do
+/// not exist or are not the user's (`code_place_rules` checks the owner). Each path looked
+/// at on the filesystem counts in `seen`; `false` once more than `max` were.
+fn named_path(p: PathBuf, home: &Path, roots: &[PathBuf], max: usize, seen: &mut usize, env: &mut UserEnvironment) -> bool {
+    let p: PathBuf = p.components().take_while(|c| !c.as_os_str().to_string_lossy().contains(['?', '*', '%'])).collect();
+    if p.components().any(|c| c == std::path::Component::ParentDir) || home.starts_with(&p) || roots.iter().any(|r| p.starts_with(r) || r.starts_with(&p)) {
+        return true;
+    }
+    *seen += 1;
+    if *seen > max {
+        return false;
+    }
+    let real = p.canonicalize().unwrap_or_else(|_| p.clone());
+    if home.starts_with(&real) || roots.iter().any(|r| real.starts_with(r) || r.starts_with(&real)) {
+        return true;
+    }
+    let Ok(meta) = std::fs::metadata(&p) else { return true };
+    use std::os::unix::fs::PermissionsExt;
+    let place = if meta.is_dir() {
+        CodePlace::Folder(p.clone())
+    } else if !meta.is_file() {
+        return true;
+    } else if meta.permissions().mode() & 0o111 != 0 {
+        CodePlace::Program(p.clone())
+    } else {
+        let head = read_head(&p, CERTIFICATE_HEAD).unwrap_or_default();
+        if !head.trim_ascii_start().starts_with(b"-----BEGIN CERTIFICATE-----") && !env.secrets.contains(&p) {
+            env.secrets.push(p.clone());
+        }
+        CodePlace::Program(p.clone())
+    };
+    if !env.places.contains(&place) {
+        env.places.push(place);
+    }
+    true
+}
+
+/// How much of a named file is read to tell a public certificate: its first bytes.
+const CERTIFICATE_HEAD: usize = 4096;
+
+/// The first `max` bytes (at most) of the regular file `file` names, opened as
+/// [`read_regular`] opens it.
+fn read_head(file: &Path, max: usize) -> Option<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    if !std::fs::metadata(file).ok()?.is_file() {
+        return None;
+    }
+    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(file).ok()?;
+    if !f.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(max);
+    f.take(max as u64).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
+}
+
+/// Every path of the user's that the user's configuration files name, whatever the
+/// setting: ssh's `IdentityFile ~/keys/id_work`, git's `user.signingKey` and `http.sslKey`,
+/// a shell's `export X=~/tools`, a tool's `"cafile": "/x/ca.pem"`. As a variable of the
+/// starter's environment ([`named_paths`]), a path a configuration file names is where the
+/// user's tools run, load or read something from, classified the same way ([`named_path`]):
+/// a key it names is a secret, never read. `files` are the configuration files read, each
+/// with its text, in the order read. Not read: comment lines (`#`, `;`, `//`) and a `#`
+/// comment after a blank, section headers (git's `[includeIf "gitdir:~/work/"]` names where a
+/// setting applies), a JSON object's keys (an agent's record of the projects it ran in),
+/// the files that record what the user did rather than configure a tool (a history,
+/// `.viminfo`: [`is_record`]), and the configuration files themselves (a file a shell
+/// sources is read by it: a loaded file, protected as one). `$HOME/` and `${HOME}/` count
+/// as `~/`. At most [`CONFIGURATION_PATHS_MAX`] distinct paths are looked at.
+pub fn named_in_configuration<'a>(files: impl Iterator<Item = (&'a Path, &'a str)>, home: &Path, roots: &[PathBuf]) -> UserEnvironment {
+    let mut env = UserEnvironment::default();
+    let files: Vec<(&Path, &str)> = files.collect();
+    let read: std::collections::HashSet<&Path> = files.iter().map(|(f, _)| *f).collect();
+    let mut looked: std::collections::HashSet<PathBuf> = Default::default();
+    let mut seen = 0;
+    for (file, text) in &files {
+        if is_record(file) {
             continue;
-        } else if meta.permissions().mode() & 0o111 != 0 {
-            CodePlace::Program(p.clone())
-        } else {
-            let head = read_regular(&p, MAX_BYTES).unwrap_or_default();
-            if !head.trim_ascii_start().starts_with(b"-----BEGIN CERTIFICATE-----") && !env.secrets.contains(&p) {
-                env.secrets.push(p.clone());
+        }
+        for line in logical_lines(text) {
+            let mut t = line.trim();
+            if t.starts_with('#') || t.starts_with(';') || t.starts_with("//") {
+                continue;
             }
-            CodePlace::Program(p.clone())
-        };
-        if !env.places.contains(&place) {
-            env.places.push(place);
+            if let Some((_, rest)) = git_section(t) {
+                t = rest.trim();
+            }
+            let t = without_comment(t);
+            let t = without_json_keys(t).replace("${HOME}/", "~/").replace("$HOME/", "~/");
+            for p in path_words(&t, home) {
+                if read.contains(p.as_path()) || !looked.insert(p.clone()) {
+                    continue;
+                }
+                if !named_path(p, home, roots, CONFIGURATION_PATHS_MAX, &mut seen, &mut env) {
+                    return env;
+                }
+            }
         }
     }
+    env
+}
+
+/// Whether the configuration file `file` records what the user did (a shell's, a REPL's or
+/// a pager's history, vim's `.viminfo`) rather than configures a tool: the paths it names
+/// are where the user worked, not where a tool reads.
+fn is_record(file: &Path) -> bool {
+    let name = file.file_name().map(|n| n.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
+    ["hist", "hst", "viminfo"].iter().any(|r| name.contains(r))
+}
+
+/// A line without a comment that follows a blank (`x=1 # ~/note`).
+fn without_comment(line: &str) -> &str {
+    let bytes = line.as_bytes();
+    for i in 1..bytes.len() {
+        if bytes[i] == b'#' && bytes[i - 1].is_ascii_whitespace() {
+            return &line[..i];
+        }
+    }
+    line
+}
+
+/// A line with each JSON object key (a quoted string followed by `:`) left out.
+fn without_json_keys(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(open) = rest.find('"') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let Some(close) = after.find('"') else {
+            out.push_str(&rest[open..]);
+            return out;
+        };
+        let string = &rest[open..open + close + 2];
+        rest = &after[close + 1..];
+        if !rest.trim_start().starts_with(':') {
+            out.push_str(string);
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The places the environment of the user's process `pid` (the one that started a
@@ -1433,6 +1558,37 @@ ed.sh
         assert!(got.places.contains(&CodePlace::Program(h.join("ca.pem"))), "the certificate the user's TLS clients trust is not changed (it is read)");
         for not in ["ws/.venv", "elsewhere", "nothing-here"] {
             assert!(!got.places.iter().any(|c| c.path() == h.join(not)), "{not} is no place of the user's tools: {:?}", got.places);
+        }
+    }
+
+    /// A configuration file's settings name the user's tools' paths as the environment's
+    /// variables do, `$HOME/` as `~/`; its comments, section headers and JSON object keys,
+    /// a history, and the configuration files read themselves name none.
+    #[test]
+    fn every_path_a_configuration_file_names_is_classified_as_the_environments() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        for d in ["tools", "proj", "typed"] {
+            std::fs::create_dir_all(h.join(d)).unwrap();
+        }
+        for f in ["kube.key", "old.key", "sourced.sh"] {
+            std::fs::write(h.join(f), "secret\n").unwrap();
+        }
+        std::fs::write(h.join("ca.pem"), "-----BEGIN CERTIFICATE-----\n").unwrap();
+        let files = [
+            (h.join(".bashrc"), "export TOOLS=\"$HOME/tools\"\n. ~/sourced.sh\nX=1 # ~/old.key\n".to_string()),
+            (h.join(".kube/config"), format!("users:\n- user:\n    client-key: {}\n    certificate-authority: ~/ca.pem\n", h.join("kube.key").display())),
+            (h.join(".claude.json"), format!("{{\"projects\": {{\"{}\": {{}}}}}}\n", h.join("proj").display())),
+            (h.join(".bash_history"), "cd ~/typed\n".to_string()),
+            (h.join("sourced.sh"), "# nothing\n".to_string()),
+        ];
+        let got = named_in_configuration(files.iter().map(|(f, t)| (f.as_path(), t.as_str())), h, &[]);
+        assert_eq!(got.secrets, vec![h.join("kube.key")], "the key, not the certificate, the file sourced nor a comment's");
+        for want in [CodePlace::Folder(h.join("tools")), CodePlace::Program(h.join("ca.pem")), CodePlace::Program(h.join("kube.key"))] {
+            assert!(got.places.contains(&want), "{want:?}: {:?}", got.places);
+        }
+        for not in ["proj", "typed", "sourced.sh", "old.key"] {
+            assert!(!got.places.iter().any(|c| c.path() == h.join(not)), "{not} is not named as a setting: {:?}", got.places);
         }
     }
 

@@ -14,7 +14,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
 use super::config_watch::Watch;
-use super::code_places::{code_places, git_section, path_of, places_in, read_text, shell_commands, shell_words, CodePlace, ShellVariables, UserEnvironment, moved_pattern, MOVABLE};
+use super::code_places::{code_places, git_section, named_in_configuration, path_of, places_in, read_text, shell_commands, shell_words, CodePlace, ShellVariables, UserEnvironment, moved_pattern, MOVABLE};
 use super::users::Account;
 
 /// Entries visited at most when a session's named roots are scanned for never-grantable
@@ -744,13 +744,17 @@ impl NeverList {
     /// pinned); the XDG base directories the shell files move (`export
     /// XDG_CONFIG_HOME=~/dots/config`, read with the variables the files set) move the never
     /// places under them as the environment's do ([`moved_rules`]), and what is there is
-    /// read too. A session's list; the configuration check uses the rules alone, which do
-    /// not depend on what a home holds.
-    pub fn with_code_places(mut self, owner: &Account, env: &UserEnvironment) -> Result<Self, ContainError> {
+    /// read too. Every other path of the user's the configuration read names is the user's
+    /// tools' as the environment's are ([`named_in_configuration`]: a key ssh's or git's
+    /// configuration names a secret, never read), but the session roots `roots`, paths
+    /// inside or above them and the home. A session's list; the configuration check uses
+    /// the rules alone, which do not depend on what a home holds.
+    pub fn with_code_places(mut self, owner: &Account, env: &UserEnvironment, roots: &[PathBuf]) -> Result<Self, ContainError> {
         let home = owner.home.clone();
         let mut read_from = Vec::new();
         // Each configuration file read once, for its variables and then for its places.
         let mut texts: Vec<(String, u32)> = Vec::new();
+        let mut text_files: Vec<PathBuf> = Vec::new();
         let mut read: std::collections::HashSet<PathBuf> = Default::default();
         let mut visited: std::collections::HashSet<PathBuf> = Default::default();
         let mut moved: Vec<PathBuf> = Vec::new();
@@ -783,6 +787,7 @@ impl NeverList {
                     }
                     if let Some(t) = read_text(&f) {
                         texts.push((t, access & CHANGE));
+                        text_files.push(f.clone());
                     }
                 }
             }
@@ -823,11 +828,14 @@ impl NeverList {
         }
         self.read_from = super::config_watch::with_targets(read_from);
         let vars = ShellVariables::of_texts(&texts.iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>());
+        let configured = named_in_configuration(text_files.iter().map(PathBuf::as_path).zip(texts.iter().map(|(t, _)| t.as_str())), &home, roots);
         let named: Vec<Never> = texts
             .iter()
             .flat_map(|(t, access)| places_in(t, Some(&owner.home), None, &vars).into_iter().map(move |p| (p, *access)))
             .chain(env.places.iter().map(|p| (p.clone(), CHANGE)))
             .chain(env.secrets.iter().map(|p| (CodePlace::Program(p.clone()), pincer_common::ACCESS_READ | CHANGE)))
+            .chain(configured.places.iter().map(|p| (p.clone(), CHANGE)))
+            .chain(configured.secrets.iter().map(|p| (CodePlace::Program(p.clone()), pincer_common::ACCESS_READ | CHANGE)))
             .flat_map(|(place, access)| code_place_rules(&place, owner, access))
             .collect::<Result<_, _>>()?;
         for rule in named {
@@ -1885,7 +1893,9 @@ impl Containment {
     /// process that starts the session tells: the places its variables name as code, and
     /// the XDG base directories moved from their defaults, where the never list's places
     /// under the defaults are never-grantable too.
-    pub fn for_owner(cfg: &ContainmentConfig, owner: &Account, env: &UserEnvironment) -> Result<Self, ContainError> {
+    /// `roots` are the roots of the owner's sessions: what the configuration names there,
+    /// inside or above them is not made the user's tools' ([`NeverList::with_code_places`]).
+    pub fn for_owner(cfg: &ContainmentConfig, owner: &Account, env: &UserEnvironment, roots: &[PathBuf]) -> Result<Self, ContainError> {
         let mut protect = Vec::new();
         for p in &cfg.protect {
             let p = absolute(p, owner)?;
@@ -1894,7 +1904,7 @@ impl Containment {
                 protect.push(p);
             }
         }
-        let never = NeverList::new(&moved_rules(&cfg.never, &env.moved, owner), owner)?.with_code_places(owner, env)?;
+        let never = NeverList::new(&moved_rules(&cfg.never, &env.moved, owner), owner)?.with_code_places(owner, env, roots)?;
         let mut open = Vec::new();
         let mut layered = Vec::new();
         let mut read_only = Vec::new();
@@ -2056,7 +2066,7 @@ mod tests {
         assert!(n.forbids(&h.join("tools/bin/git"), Access::Create).is_none(), "the rules alone do not read the home");
         // The PATH of the process that started the session, however its shell built it.
         let running = [CodePlace::Folder(h.join("started/bin")), CodePlace::Folder(h.clone()), CodePlace::Folder("/usr/bin".into())];
-        let n = n.with_code_places(&account, &UserEnvironment { places: running.to_vec(), ..Default::default() }).unwrap();
+        let n = n.with_code_places(&account, &UserEnvironment { places: running.to_vec(), ..Default::default() }, &[]).unwrap();
         for (place, what) in [
             ("tools/bin/git", "a folder on PATH"),
             ("more/bin/ls", "a folder a sourced file puts on PATH"),
@@ -2285,12 +2295,12 @@ mod tests {
         let h = home.path().canonicalize().unwrap();
         let account = Account { home: h.clone(), ..owner() };
         let env = UserEnvironment { moved: vec![("XDG_CONFIG_HOME", h.join("dots/config"))], ..Default::default() };
-        let c = Containment::for_owner(&ContainmentConfig::default(), &account, &env).unwrap();
+        let c = Containment::for_owner(&ContainmentConfig::default(), &account, &env, &[]).unwrap();
         assert!(c.never.forbids(&h.join("dots/config/git/config"), Access::Write).is_some(), "git's configuration, moved");
         assert!(c.never.forbids(&h.join("dots/config/git/config"), Access::Read).is_none(), "still readable");
         assert!(c.never.forbids(&h.join("dots/config/gcloud/credentials.db"), Access::Read).is_some(), "a secret, moved, with its access");
         assert!(c.never.forbids(&h.join("dots/notes.md"), Access::Write).is_none(), "beside it");
-        let plain = Containment::for_owner(&ContainmentConfig::default(), &account, &UserEnvironment::default()).unwrap();
+        let plain = Containment::for_owner(&ContainmentConfig::default(), &account, &UserEnvironment::default(), &[]).unwrap();
         assert!(plain.never.forbids(&h.join("dots/config/git/config"), Access::Write).is_none(), "control: not moved");
     }
 
@@ -2377,7 +2387,7 @@ mod tests {
         for d in ["work/git", "work"] {
             assert_eq!(maps.never_bits(object(&h.join(d)).unwrap()), Some(pincer_common::NEVER_PINNED), "{d} of the included file is pinned");
         }
-        let n = n.with_code_places(&account, &UserEnvironment::default()).unwrap();
+        let n = n.with_code_places(&account, &UserEnvironment::default(), &[]).unwrap();
         assert!(n.forbids(&h.join("dots/ssh/work.conf"), Access::Write).is_some(), "the file ~/.ssh/config includes");
         assert!(n.forbids(&h.join("work/git/id.gitconfig"), Access::Write).is_some(), "the file ~/.gitconfig includes");
         assert!(n.read_from().contains(&Watch::File(h.join("dots/ssh/work.conf"))), "and it is watched");
@@ -2385,6 +2395,54 @@ mod tests {
         n.seed(&mut maps.enforcer(), &[], &[]).unwrap();
         assert!(maps.never_bits(object(&h.join("dots/ssh/work.conf")).unwrap()).is_some_and(|b| b & CHANGE == CHANGE));
         assert_eq!(maps.never_bits(object(&h.join("dots/ssh")).unwrap()), Some(pincer_common::NEVER_PINNED));
+    }
+
+    /// Every path of the user's the configuration names is the user's tools': the keys
+    /// ssh's `IdentityFile` and `CertificateFile` and git's `user.signingKey` and
+    /// `http.sslKey` name are secrets, never read; a certificate is never changed but read;
+    /// a folder is a code place. The home, a session's root and a folder above it, a file
+    /// the configuration loads, a commented line and a section header are not protected.
+    #[test]
+    fn every_path_the_users_configuration_names_is_the_users_tools() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path().canonicalize().unwrap();
+        let uid = std::fs::metadata(&h).unwrap().uid();
+        let account = Account { home: h.clone(), uid, ..owner() };
+        for d in ["keys", "tools", "work/proj", "old", "sect", ".ssh"] {
+            std::fs::create_dir_all(h.join(d)).unwrap();
+        }
+        for k in ["id_work", "id_work-cert.pub", "signing", "client.key", "old/id", "sect/x", "work/proj/notes"] {
+            std::fs::write(h.join(k), "-----BEGIN OPENSSH PRIVATE KEY-----\n").unwrap();
+        }
+        std::fs::write(h.join("keys/ca.pem"), "-----BEGIN CERTIFICATE-----\n").unwrap();
+        std::fs::write(h.join("keys/work.conf"), "Host w\n").unwrap();
+        std::fs::write(h.join("keys/git.inc"), "[user]\n\temail = me@work\n").unwrap();
+        std::fs::write(
+            h.join(".ssh/config"),
+            "Include ~/keys/work.conf\nHost *.corp\n    IdentityFile ~/id_work\n    CertificateFile ~/id_work-cert.pub\n# IdentityFile ~/old/id\n    ControlPath ~/tools/cm-%r@%h\n",
+        )
+        .unwrap();
+        let gitconfig = format!(
+            "[user]\n\tsigningKey = ~/signing\n[gpg]\n\tformat = ssh\n[http]\n\tsslKey = {}\n\tsslCAInfo = ~/keys/ca.pem\n[includeIf \"gitdir:~/sect/\"]\n\tpath = ~/keys/git.inc\n[safe]\n\tdirectory = {}\n\tdirectory = ~/work\n\tdirectory = ~/work/proj/notes\n\tdirectory = ~/\n",
+            h.join("client.key").display(),
+            h.display()
+        );
+        std::fs::write(h.join(".gitconfig"), gitconfig).unwrap();
+        let n = NeverList::new(&ContainmentConfig::default().never, &account).unwrap();
+        let n = n.with_code_places(&account, &UserEnvironment::default(), &[h.join("work/proj")]).unwrap();
+        for k in ["id_work", "id_work-cert.pub", "signing", "client.key"] {
+            assert!(n.forbids(&h.join(k), Access::Read).is_some(), "{k}, a key the configuration names, is never read");
+            assert!(n.forbids(&h.join(k), Access::Write).is_some(), "{k} is never changed");
+        }
+        assert!(n.forbids(&h.join("keys/ca.pem"), Access::Read).is_none(), "a certificate is read");
+        assert!(n.forbids(&h.join("keys/ca.pem"), Access::Write).is_some(), "and never changed");
+        assert!(n.forbids(&h.join("tools/new"), Access::Create).is_some(), "a folder the configuration names is a code place");
+        assert!(n.forbids(&h.join("keys/git.inc"), Access::Read).is_none(), "a file the configuration loads stays readable");
+        for (p, what) in [("notes.txt", "the home"), ("work/x", "a folder above a root"), ("old/id", "a commented line"), ("sect/x", "a section header")] {
+            assert!(n.forbids(&h.join(p), Access::Read).is_none() && n.forbids(&h.join(p), Access::Write).is_none(), "{what} is not protected: {p}");
+        }
+        // (git's own reading makes a file a value names a program, never changed.)
+        assert!(n.forbids(&h.join("work/proj/notes"), Access::Read).is_none(), "a file in a root is no secret");
     }
 
     /// Every symlink of the user's on the way to a never place (`~/.gitconfig ->
@@ -2417,7 +2475,7 @@ mod tests {
         assert!(maps.never_bits(lobject("dots/current")).is_some_and(|b| b & CHANGE == CHANGE), "the link itself");
         assert_eq!(maps.never_name_bits(object(&h.join("dots")).unwrap(), OsStr::new("current")), Some(CHANGE), "its name");
         assert_eq!(maps.never_bits(object(&h.join("dots")).unwrap()), Some(pincer_common::NEVER_PINNED), "its folder");
-        let n = n.with_code_places(&account, &UserEnvironment::default()).unwrap();
+        let n = n.with_code_places(&account, &UserEnvironment::default(), &[]).unwrap();
         for link in ["dots/current", "dots/v1"] {
             assert!(n.read_from().contains(&Watch::File(h.join(link))), "{link} not watched: {:?}", n.read_from());
         }
@@ -2436,12 +2494,12 @@ mod tests {
         let gc = h.join("work/gitconfig");
         std::fs::write(&gc, "[user]\n\tname = u\n").unwrap();
         let env = UserEnvironment { configs: vec![gc.clone()], ..Default::default() };
-        let c = Containment::for_owner(&ContainmentConfig::default(), &account, &env).unwrap();
+        let c = Containment::for_owner(&ContainmentConfig::default(), &account, &env, &[]).unwrap();
         assert!(c.never.read_from().contains(&Watch::File(gc.clone())), "watched: {:?}", c.never.read_from());
         assert!(c.never.forbids(&gc, Access::Write).is_some(), "the file itself");
         assert!(c.never.forbids(&h.join("work/hooks/pre-commit"), Access::Create).is_none(), "named by nothing yet");
         std::fs::write(&gc, "[core]\n\thooksPath = ~/work/hooks\n").unwrap();
-        let c = Containment::for_owner(&ContainmentConfig::default(), &account, &env).unwrap();
+        let c = Containment::for_owner(&ContainmentConfig::default(), &account, &env, &[]).unwrap();
         assert!(c.never.forbids(&h.join("work/hooks/pre-commit"), Access::Create).is_some(), "named once the user adds it");
     }
 
@@ -2458,13 +2516,14 @@ mod tests {
         std::fs::create_dir_all(h.join("dots/hooks")).unwrap();
         std::fs::write(h.join("dots/config/git/config"), "[core]\n\thooksPath = ~/dots/hooks\n").unwrap();
         std::fs::write(h.join(".bashrc"), "DOTS=\"$HOME/dots\"\nexport XDG_CONFIG_HOME=\"$DOTS/config\"\n").unwrap();
-        let c = Containment::for_owner(&ContainmentConfig::default(), &account, &UserEnvironment::default()).unwrap();
+        let c = Containment::for_owner(&ContainmentConfig::default(), &account, &UserEnvironment::default(), &[]).unwrap();
         assert!(c.never.forbids(&h.join("dots/config/git/config"), Access::Write).is_some(), "git's configuration, moved");
         assert!(c.never.forbids(&h.join("dots/config/systemd/user/x.service"), Access::Create).is_some(), "user units, moved");
         assert!(c.never.forbids(&h.join("dots/config/gcloud/credentials.db"), Access::Read).is_some(), "a secret, moved, with its access");
         assert!(c.never.forbids(&h.join("dots/hooks/pre-commit"), Access::Create).is_some(), "what the moved configuration names");
         assert!(c.never.read_from().contains(&Watch::File(h.join("dots/config/git/config"))), "read and watched");
-        assert!(c.never.forbids(&h.join("dots/notes.md"), Access::Write).is_none(), "beside them");
+        assert!(c.never.forbids(&h.join("dots/notes.md"), Access::Write).is_some(), "the folder `DOTS` names is the user's tools' (a code place)");
+        assert!(c.never.forbids(&h.join("notes.md"), Access::Write).is_none(), "beside them");
     }
 
     /// The tools' own variables move the never places they keep, from the starter's
@@ -2488,7 +2547,7 @@ mod tests {
             ("CARGO_HOME", h.join("w/cargo")),
             ("NPM_CONFIG_USERCONFIG", h.join("w/npmrc")),
         ], &h);
-        let c = Containment::for_owner(&ContainmentConfig::default(), &account, &env).unwrap();
+        let c = Containment::for_owner(&ContainmentConfig::default(), &account, &env, &[]).unwrap();
         for (p, access) in [
             ("w/gnupg/private-keys-v1.d/k.key", Access::Read),
             ("w/aws-creds", Access::Read),
@@ -2524,7 +2583,7 @@ mod tests {
             std::fs::create_dir_all(h.join(format!("t{i}/bin"))).unwrap();
             std::fs::write(h.join(format!(".bashrc.d/{i}.sh")), format!("export PATH=\"$HOME/t{i}/bin:$PATH\"\n")).unwrap();
         }
-        let n = NeverList::new(&ContainmentConfig::default().never, &account).unwrap().with_code_places(&account, &UserEnvironment::default()).unwrap();
+        let n = NeverList::new(&ContainmentConfig::default().never, &account).unwrap().with_code_places(&account, &UserEnvironment::default(), &[]).unwrap();
         let open: Vec<usize> = (0..300).filter(|i| n.forbids(&h.join(format!("t{i}/bin/git")), Access::Create).is_none()).collect();
         assert!(open.is_empty(), "folders not protected: {open:?}");
     }
@@ -2533,7 +2592,7 @@ mod tests {
     fn a_new_hidden_entry_of_a_protected_root_is_never_grantable() {
         let home = tempfile::tempdir().unwrap();
         let account = Account { home: home.path().to_path_buf(), ..owner() };
-        let c = Containment::for_owner(&ContainmentConfig::default(), &account, &UserEnvironment::default()).unwrap();
+        let c = Containment::for_owner(&ContainmentConfig::default(), &account, &UserEnvironment::default(), &[]).unwrap();
         let h = home.path();
         assert!(c.hidden_in_root(&h.join(".newrc"), Access::Create).is_some());
         assert!(c.hidden_in_root(&h.join(".newrc"), Access::Write).is_none(), "an existing one: the twin decides");
@@ -2554,12 +2613,12 @@ mod tests {
         std::os::unix::fs::symlink(h.join(".ssh"), h.join(".npm")).unwrap();
         std::fs::create_dir_all(h.join(".local")).unwrap();
         std::os::unix::fs::symlink(h.join(".ssh"), h.join(".local/bin")).unwrap();
-        let c = Containment::for_owner(&ContainmentConfig::default(), &account, &UserEnvironment::default()).unwrap();
+        let c = Containment::for_owner(&ContainmentConfig::default(), &account, &UserEnvironment::default(), &[]).unwrap();
         assert!(!c.open.iter().any(|(p, _)| p.ends_with(".npm") || p.ends_with(".local/bin")), "opened: {:?}", c.open);
         assert!(!c.layered.iter().any(|l| l.path.starts_with(h.join(".ssh"))), "a layer over ~/.ssh");
         std::fs::remove_file(h.join(".npm")).unwrap();
         std::fs::create_dir(h.join(".npm")).unwrap();
-        let c = Containment::for_owner(&ContainmentConfig::default(), &account, &UserEnvironment::default()).unwrap();
+        let c = Containment::for_owner(&ContainmentConfig::default(), &account, &UserEnvironment::default(), &[]).unwrap();
         assert!(c.open.iter().any(|(p, _)| *p == h.join(".npm")), "control: a directory of its own is open");
         assert!(c.layered.iter().any(|l| l.path == h.join(".npm")), "control: and layered");
     }

@@ -284,11 +284,14 @@ fn scanned_places(roots: &[sessions::RootRec], places: &[sessions::RootRec]) -> 
 }
 
 impl SessionRead {
-    /// Reads what a session of `owner` on `roots` needs (blocking: run off the actor).
-    fn read(cfg: &contain::ContainmentConfig, owner: &users::Account, env: &super::code_places::UserEnvironment, roots: &[PathBuf]) -> Result<Self, CallError> {
+    /// Reads what a session of `owner` on `roots` needs (blocking: run off the actor);
+    /// `others` are the roots of the owner's open sessions, which the containment made
+    /// for this one leaves to them as it leaves this one's to it.
+    fn read(cfg: &contain::ContainmentConfig, owner: &users::Account, env: &super::code_places::UserEnvironment, roots: &[PathBuf], others: &[PathBuf]) -> Result<Self, CallError> {
         let began = std::time::Instant::now();
         let recs = sessions::root_records(roots)?;
-        let contain = Containment::for_owner(cfg, owner, env)?;
+        let all: Vec<PathBuf> = recs.iter().map(|r| r.path.clone()).chain(others.iter().cloned()).collect();
+        let contain = Containment::for_owner(cfg, owner, env, &all)?;
         let places = sessions::place_records(&contain.protect, &owner.home, &recs);
         let plan = contain.never.plan(&scanned_places(&recs, &places), &contain.read_only);
         let tree: Vec<String> = recs.iter().flat_map(|r| resolve::workspace_tree(&r.root(), TREE_LIMIT)).collect();
@@ -576,12 +579,19 @@ impl Core {
     fn fresh_containment(&mut self, owner_uid: u32, env: &super::code_places::UserEnvironment) -> Result<Arc<Containment>, ContainError> {
         let merged = self.starters.entry(owner_uid).or_default();
         merged.merge(env);
-        let c = Arc::new(Containment::for_owner(&self.config.containment, &users::by_uid(owner_uid), merged)?);
+        let merged = merged.clone();
+        let roots = self.owners_roots(owner_uid);
+        let c = Arc::new(Containment::for_owner(&self.config.containment, &users::by_uid(owner_uid), &merged, &roots)?);
         self.contain.insert(owner_uid, c.clone());
         // A reading in flight was made without this environment: its containment is not kept.
         let started = self.config_readings.get(&owner_uid).copied().unwrap_or(0);
         self.config_read_applied.insert(owner_uid, started);
         Ok(c)
+    }
+
+    /// The roots of `owner_uid`'s open sessions.
+    fn owners_roots(&self, owner_uid: u32) -> Vec<PathBuf> {
+        self.sessions.iter().filter(|s| s.owner_uid == owner_uid).flat_map(|s| s.roots.iter().map(|r| r.path.clone())).collect()
     }
 
     /// Watches the configuration `c`'s code places and a seeding's git directories were read
@@ -622,7 +632,7 @@ impl Core {
             let heard = repositories.to_vec();
             tokio::task::spawn_blocking(move || {
                 let began = std::time::Instant::now();
-                let read = Containment::for_owner(&cfg, &users::by_uid(uid), &env).map(|c| {
+                let read = Containment::for_owner(&cfg, &users::by_uid(uid), &env, &named).map(|c| {
                     let plan = c.never.plan_heard(&named, &c.read_only, &heard);
                     (c, plan)
                 });
@@ -697,9 +707,10 @@ impl Core {
         let generation = *generation;
         let cfg = self.config.containment.clone();
         let inbox = self.inbox.clone();
+        let others = self.owners_roots(owner_uid);
         let ask = Box::new(SessionAsk { owner_uid, roots, prompt, mode });
         tokio::task::spawn_blocking(move || {
-            let read = SessionRead::read(&cfg, &owner, &env, &ask.roots);
+            let read = SessionRead::read(&cfg, &owner, &env, &ask.roots, &others);
             let _ = inbox.send(Cmd::SessionRead { ask, generation, read, reply });
         });
     }
