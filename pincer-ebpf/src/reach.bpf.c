@@ -497,8 +497,9 @@ static __always_inline struct reach_event *reach_event(__u64 session, __u32 hook
 }
 
 /* What a session's charge to a per-uid count may take (defined with the counts, below). */
-static __always_inline int signal_share(struct task_struct *p, int sig);
-static __always_inline int limit_raise(struct task_struct *p, unsigned int resource, struct rlimit *new_rlim);
+static __always_inline int signal_share(__u64 session, struct task_struct *p, int sig);
+static __always_inline int limit_raise(__u64 session, struct task_struct *p, unsigned int resource,
+				       struct rlimit *new_rlim);
 static __always_inline int pipe_size_share(unsigned long size);
 static __always_inline int pipe_pages_share(__u64 session, long pages);
 
@@ -523,10 +524,9 @@ static __always_inline int deny_task(__u64 session, struct task_struct *t, __u64
 }
 
 /* 0 if the gated caller may act on `t`, else the denial (reported). */
-static __always_inline int check_task(struct task_struct *t, __u32 hook, __u32 detail, int quiet, int err)
+static __always_inline int check_task_of(__u64 session, struct task_struct *t, __u32 hook, __u32 detail, int quiet,
+					 int err)
 {
-	__u64 session = current_session_id();
-
 	if (!session || !t)
 		return 0;
 	__u64 target = task_session(t);
@@ -534,6 +534,12 @@ static __always_inline int check_task(struct task_struct *t, __u32 hook, __u32 d
 	if (target == session)
 		return 0;
 	return deny_task(session, t, target, hook, detail, quiet, err);
+}
+
+/* check_task_of for the caller's session. */
+static __always_inline int check_task(struct task_struct *t, __u32 hook, __u32 detail, int quiet, int err)
+{
+	return check_task_of(current_session_id(), t, hook, detail, quiet, err);
 }
 
 SEC("lsm/task_kill")
@@ -544,7 +550,9 @@ int BPF_PROG(pincer_task_kill, struct task_struct *p, struct kernel_siginfo *inf
 		return ret;
 	/* With `cred` set (async USB IO) the signal is sent on behalf of a
 	 * file's owner from the completing context; that context is checked. */
-	return check_task(p, HOOK_TASK_KILL, sig, 0, -EPERM) ?: signal_share(p, sig);
+	__u64 session = current_session_id();
+
+	return check_task_of(session, p, HOOK_TASK_KILL, sig, 0, -EPERM) ?: signal_share(session, p, sig);
 }
 
 SEC("lsm/ptrace_access_check")
@@ -604,7 +612,10 @@ int BPF_PROG(pincer_task_setrlimit, struct task_struct *p, unsigned int resource
 {
 	if (ret)
 		return ret;
-	return check_task(p, HOOK_TASK_SETRLIMIT, resource, 0, -EPERM) ?: limit_raise(p, resource, new_rlim);
+	__u64 session = current_session_id();
+
+	return check_task_of(session, p, HOOK_TASK_SETRLIMIT, resource, 0, -EPERM) ?:
+		       limit_raise(session, p, resource, new_rlim);
 }
 
 /* The number of `p` in the caller's PID namespace (the innermost one of the
@@ -1631,11 +1642,12 @@ static __always_inline unsigned long soft_limit(struct task_struct *t, __u32 res
 	return v;
 }
 
-/* 0 when `held` (the uid's count with the charge) is within half of `limit`,
- * else `err` after reporting quota `which` on `session`. */
-static __always_inline int within_half(__u64 session, long held, unsigned long limit, __u32 which, int err)
+/* 0 when `held` (the uid's count with the charge) is within `share` (the
+ * sessions' half of the limit), else `err` after reporting quota `which` on
+ * `session`. */
+static __always_inline int within_share(__u64 session, long held, unsigned long share, __u32 which, int err)
 {
-	if (limit == RLIM_INFINITY || held <= (long)(limit / 2))
+	if (held <= 0 || (unsigned long)held <= share)
 		return 0;
 	quota_spent(session, which, held > 0xffffffffL ? 0xffffffffU : (__u32)held, (__u32)bpf_get_current_uid_gid());
 	return err;
@@ -1647,10 +1659,9 @@ static __always_inline int rlimit_share(__u64 session, struct task_struct *t, __
 					unsigned int shift, long more, __u32 which, int err)
 {
 	unsigned long limit = soft_limit(t, resource);
+	unsigned long share = limit == RLIM_INFINITY ? RLIM_INFINITY : (limit >> shift) / 2;
 
-	if (limit != RLIM_INFINITY)
-		limit >>= shift;
-	return within_half(session, ucount_value(uid_counts(t), 1, type) + more, limit, which, err);
+	return within_share(session, ucount_value(uid_counts(t), 1, type) + more, share, which, err);
 }
 
 /* A session's fork or thread: copy_creds charged it to the uid's processes
@@ -1673,13 +1684,9 @@ int BPF_PROG(pincer_task_alloc, struct task_struct *task, unsigned long clone_fl
  * kernel queues it, charged to the receiver's uid against the receiver's
  * RLIMIT_SIGPENDING (a standard signal even past the limit). SIGKILL is never
  * queued, so a session's processes can always be killed. */
-static __always_inline int signal_share(struct task_struct *p, int sig)
+static __always_inline int signal_share(__u64 session, struct task_struct *p, int sig)
 {
-	if (sig <= 0 || sig == SIGKILL || !p)
-		return 0;
-	__u64 session = current_session_id();
-
-	if (!session)
+	if (!session || sig <= 0 || sig == SIGKILL || !p)
 		return 0;
 	return rlimit_share(session, p, bpf_core_enum_value(enum rlimit_type, UCOUNT_RLIMIT_SIGPENDING),
 			    RLIMIT_SIGPENDING, 0, 1, QUOTA_SIGNALS, -EAGAIN);
@@ -1722,13 +1729,12 @@ static __always_inline int reach_inode_create(__u64 session, struct inode *dir)
 
 /* A session's soft limit of a per-uid count may not go up (its share is half
  * of it). Called from task_setrlimit for a task of the caller's session. */
-static __always_inline int limit_raise(struct task_struct *p, unsigned int resource, struct rlimit *new_rlim)
+static __always_inline int limit_raise(__u64 session, struct task_struct *p, unsigned int resource,
+				       struct rlimit *new_rlim)
 {
 	if (resource != RLIMIT_NPROC && resource != RLIMIT_SIGPENDING && resource != RLIMIT_MSGQUEUE &&
 	    resource != RLIMIT_MEMLOCK)
 		return 0;
-	__u64 session = current_session_id();
-
 	if (!session || !new_rlim || BPF_CORE_READ(new_rlim, rlim_cur) <= soft_limit(p, resource))
 		return 0;
 	quota_spent(session, QUOTA_LIMIT_RAISE, resource, (__u32)bpf_get_current_uid_gid());
@@ -1745,7 +1751,7 @@ static __always_inline int watches_share(__u64 session)
 	long held = ucount_value(uid_counts((struct task_struct *)bpf_get_current_task()), 0,
 				 bpf_core_enum_value(enum ucount_type, UCOUNT_INOTIFY_WATCHES)) + 1;
 
-	return within_half(session, held, 2UL * WATCHES_SHARE, QUOTA_WATCHES, -ENOSPC);
+	return within_share(session, held, WATCHES_SHARE, QUOTA_WATCHES, -ENOSPC);
 }
 
 /* `pages` more pipe buffer pages for a session: the uid's count
@@ -1757,7 +1763,7 @@ static __always_inline int pipe_pages_share(__u64 session, long pages)
 	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
 	long held = BPF_CORE_READ(t, cred, user, pipe_bufs.counter) + pages;
 
-	return within_half(session, held, 2UL * PIPE_PAGES_SHARE, QUOTA_PIPE_PAGES, -ENFILE);
+	return within_share(session, held, PIPE_PAGES_SHARE, QUOTA_PIPE_PAGES, -ENFILE);
 }
 
 /* A pipe's inode (pipe, pipe2; a FIFO's first open is checked in file_open):
@@ -1805,13 +1811,9 @@ int BPF_PROG(pincer_do_epoll_ctl, int epfd, int op, int fd, void *epds, _Bool no
 	if (!session)
 		return 0;
 	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
-	__s64 held = BPF_CORE_READ(t, cred, user, epoll_watches.count);
-
-	if (held <= (__s64)EPOLL_WATCHES_SHARE)
-		return 0;
-	bpf_send_signal(SIGKILL);
-	quota_spent(session, QUOTA_EPOLL_WATCHES, held > 0xffffffffL ? 0xffffffffU : (__u32)held,
-		    (__u32)bpf_get_current_uid_gid());
+	if (within_share(session, BPF_CORE_READ(t, cred, user, epoll_watches.count), EPOLL_WATCHES_SHARE,
+			 QUOTA_EPOLL_WATCHES, 1))
+		bpf_send_signal(SIGKILL);
 	return 0;
 }
 
