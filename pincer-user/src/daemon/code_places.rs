@@ -94,26 +94,34 @@ pub(super) fn read_text(file: &Path) -> Option<String> {
 }
 
 /// The bytes of the regular file `file` names (symlinks followed), if it holds at most
-/// `max`; `None` for anything else. The daemon reads files a session may have made (a
-/// repository's `.git` file, `commondir` or `config` in a folder of the session's): the
-/// kind and the size are those of the object opened (`fstat`), not of a name that may be
-/// switched between a check and the read, and the open does not wait (`O_NONBLOCK`: a FIFO
-/// put at the name would otherwise hold the daemon until something writes to it). A name
-/// that is not a regular file at the check is not opened at all (a device's open may act).
+/// `max`; `None` for anything else. Opened by [`open_regular`].
 fn read_regular(file: &Path, max: u64) -> Option<Vec<u8>> {
     use std::io::Read;
+    let (f, meta) = open_regular(file)?;
+    if meta.len() > max {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    f.take(max + 1).read_to_end(&mut bytes).ok()?;
+    (bytes.len() as u64 <= max).then_some(bytes)
+}
+
+/// The regular file `file` names (symlinks followed), opened for reading, with what
+/// `fstat` says of it; `None` for anything else. The daemon reads files a session may have
+/// made (a repository's `.git` file, `commondir` or `config` in a folder of the
+/// session's): the kind and the size are those of the object opened, not of a name that
+/// may be switched between a check and the read, and the open does not wait
+/// (`O_NONBLOCK`: a FIFO put at the name would otherwise hold the daemon until something
+/// writes to it). A name that is not a regular file at the check is not opened at all (a
+/// device's open may act).
+fn open_regular(file: &Path) -> Option<(std::fs::File, std::fs::Metadata)> {
     use std::os::unix::fs::OpenOptionsExt;
     if !std::fs::metadata(file).ok()?.is_file() {
         return None;
     }
     let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(file).ok()?;
     let meta = f.metadata().ok()?;
-    if !meta.is_file() || meta.len() > max {
-        return None;
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    f.take(max + 1).read_to_end(&mut bytes).ok()?;
-    (bytes.len() as u64 <= max).then_some(bytes)
+    meta.is_file().then_some((f, meta))
 }
 
 /// How many values of one variable are kept, and how many paths one `PATH` part may stand
@@ -492,18 +500,11 @@ fn named_path(p: PathBuf, home: &Path, roots: &[PathBuf], max: usize, seen: &mut
 /// How much of a named file is read to tell a public certificate: its first bytes.
 const CERTIFICATE_HEAD: usize = 4096;
 
-/// The first `max` bytes (at most) of the regular file `file` names, opened as
-/// [`read_regular`] opens it.
+/// The first `max` bytes (at most) of the regular file `file` names, opened by
+/// [`open_regular`].
 fn read_head(file: &Path, max: usize) -> Option<Vec<u8>> {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    if !std::fs::metadata(file).ok()?.is_file() {
-        return None;
-    }
-    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(file).ok()?;
-    if !f.metadata().ok()?.is_file() {
-        return None;
-    }
+    let (f, _) = open_regular(file)?;
     let mut bytes = Vec::with_capacity(max);
     f.take(max as u64).read_to_end(&mut bytes).ok()?;
     Some(bytes)

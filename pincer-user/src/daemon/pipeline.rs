@@ -562,13 +562,7 @@ impl Core {
                 HoldEnd::TimedOut(w) => format!("hold {hold}: timed out after {:.1} ms ([hold] max_ms) before the decision; EACCES{}", ms(w), if granted { " (the grant serves the retry)" } else { "" }),
                 HoldEnd::Killed(w) => format!("hold {hold}: the waiting thread was killed after {:.1} ms, before the decision; its wait ended then", ms(w)),
             });
-            // A hold that let the access through is written always; a denied one within
-            // the session's budget, as its other denials are.
-            if let_through {
-                self.audit.record(&e);
-            } else {
-                self.record_denial(&session, e);
-            }
+            self.record_outcome(&session, e, let_through);
         }
     }
 
@@ -592,8 +586,16 @@ impl Core {
         }
     }
 
-    /// Audits a kernel event of a cgroup no open session has (one that ended while its
-    /// event was on the way): it stays denied.
+    /// Writes `e`, an entry of session `session`'s: always when what it records was let
+    /// through, else as a denial, within the session's budget ([`Self::record_denial`]).
+    fn record_outcome(&mut self, session: &str, e: AuditEntry, let_through: bool) {
+        if let_through {
+            self.audit.record(&e);
+        } else {
+            self.record_denial(session, e);
+        }
+    }
+
     /// Writes `e`, a denial of session `session` that no decision made, within the
     /// session's [`DenialBudget`](super::audit::DenialBudget): past it the denial is only
     /// counted, and the next entry written says how many were not.
@@ -608,6 +610,8 @@ impl Core {
         self.audit.record(&e);
     }
 
+    /// Audits a kernel event of a cgroup no open session has (one that ended while its
+    /// event was on the way): it stays denied.
     fn audit_unknown_session(&self, detail: String) {
         let mut e = AuditEntry::new(Event::Miss);
         e.detail = Some(detail);
@@ -792,11 +796,7 @@ impl Core {
         e.tokens = Some(d.tokens);
         e.latency_ms = Some(start.elapsed().as_secs_f64() * 1000.0);
         e.question = ruling.question;
-        if ruling.granted {
-            self.audit.record(&e);
-        } else {
-            self.record_denial(&req.session, e);
-        }
+        self.record_outcome(&req.session, e, ruling.granted);
     }
 }
 
