@@ -2,8 +2,9 @@
 //! VM, as root), tried as an attacker would: a victim process and IPC objects of the same
 //! uid 1000 outside every session; inside, `/proc` lists only the session's processes, the
 //! user's POSIX message queue (by name or as a file under `/dev/mqueue`) and SysV segment
-//! cannot be named, the session's own queue works, the command keeps the terminal (reads
-//! it, gets one `SIGINT` per `^C` and `SIGWINCH`), exit status propagates, and a signal sent
+//! cannot be named, the session's own queue works, the command has a terminal of its own
+//! that `pincer run` relays (reads what is typed, gets one `SIGINT` per `^C` and
+//! `SIGWINCH`), exit status propagates, and a signal sent
 //! to the session's init reaches the command. Each wall is also shown open with the
 //! namespaces turned off in the configuration (the kernel hooks then answer alone), so the
 //! test fails if it is removed.
@@ -244,7 +245,7 @@ fn write_master(master: i32, bytes: &[u8]) {
 }
 
 #[test]
-fn the_command_keeps_the_terminal_in_its_pid_namespace() {
+fn the_command_gets_a_terminal_of_its_own_in_its_pid_namespace() {
     let env = Env::new("spawn-tty");
     let (master, slave) = pty();
     // Drain what pincer run and the command print on the terminal.
@@ -263,11 +264,13 @@ fn the_command_keeps_the_terminal_in_its_pid_namespace() {
         }
         String::from_utf8_lossy(&all).into_owned()
     });
+    let outer = slave.clone();
     let slave = std::ffi::CString::new(slave).unwrap();
     // The command reads a line from the terminal (it would be stopped by SIGTTIN outside
     // the foreground group), then logs every terminal signal it gets.
     let mut cmd = env.command(
         r#"
+tty > $S/tty.part; mv $S/tty.part $S/tty
 read line
 echo "$line" > $S/line.part && mv $S/line.part $S/line
 exec $PROBE watch-signals $S/sigs $S/stop
@@ -295,6 +298,8 @@ exec $PROBE watch-signals $S/sigs $S/stop
     write_master(master, b"hello from the terminal\n");
     env.wait_for("line");
     assert_eq!(env.result("line"), "hello from the terminal");
+    let tty = env.result("tty");
+    assert!(tty.starts_with("/dev/pts/") && tty != outer, "the command's terminal is one of its own, not the user's {outer}: {tty:?}");
     env.wait_for("sigs");
     std::thread::sleep(Duration::from_millis(300));
     // ^C once: the terminal signals its foreground group; the command must see it once.

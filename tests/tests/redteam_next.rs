@@ -21,7 +21,8 @@ use pincer::kernel::{Enforcer, ObjectId, Scope};
 use pincer::Access;
 use pincer_tests::{run_as, Op, EACCES, SHARED_PIN_DIR};
 use std::ffi::CString;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
+use std::os::fd::FromRawFd;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -10205,55 +10206,175 @@ fn write_later(fd: i32, ms: u64) -> std::thread::JoinHandle<()> {
     })
 }
 
-/// Sets `O_NONBLOCK` on a file description the session shares with a process of the
-/// user's (a pipe both read, as the standard input `pincer run` passes on is shared with
-/// the user's shell, which reads the same terminal or pipe once the session is done):
+/// Sets `O_NONBLOCK` on the file descriptions `pincer run` was given as stdin and stdout,
+/// which the user's processes share (a pipe the user's shell reads its input from once
+/// the session is done; a pipe the user's other programs write into, as in a pipeline):
 /// `fcntl(F_SETFL)` and `ioctl(FIONBIO)` change the description, not the session's copy, so
 /// the user's process's next read returns `EAGAIN` at once instead of waiting (a shell or
 /// REPL reading its input fails with "Resource temporarily unavailable"; a producer writing
 /// into a full pipe loses its output). Principle: nothing "that acts on the user's other
-/// processes" is reachable; the twelfth pass refused a change of a shared description's
-/// `O_ASYNC`. Why it might get out: `pincer_file_fcntl` (reach.bpf.c) checks `F_SETFL` only
-/// where `FASYNC` changes (`(arg ^ f_flags) & FASYNC`), and the ioctls only for the owner
-/// and `FIOASYNC`; `O_NONBLOCK` is another flag of the same description. Controls: the
-/// user's process waits for its input before; it is still running.
-/// Gets out on 6.1 and 6.12: `F_SETFL` and `FIONBIO` were let through (`[0, 0]`) and the user's
-/// read failed at once with `EAGAIN` (11).
+/// processes" is reachable. Why it might get out: `pincer_file_fcntl` (reach.bpf.c) checks
+/// `F_SETFL` only where `FASYNC` changes, and the ioctls only for the owner and `FIOASYNC`;
+/// `O_NONBLOCK` is another flag of the same description, and node's libuv sets it on stdio,
+/// so refusing it would break real agents. Controls: the session's own streams did become
+/// non-blocking; the user's process waits for its input before.
+/// Got out on 6.1 and 6.12 (the session was handed `pincer run`'s own descriptions):
+/// `F_SETFL` and `FIONBIO` were let through and the user's read failed at once with
+/// `EAGAIN` (11).
+/// Closed: the worker's streams are its own (`pincer run` relays pipes, or a pty of the
+/// session's for a terminal), so the flags it sets are on descriptions no process of the
+/// user's holds.
 #[test]
-#[ignore = "open route: a description the session shares with the user's processes (stdio) takes its O_NONBLOCK; refusing the change would break node (libuv sets it on stdio), and giving the session descriptions of its own is not built"]
 fn makes_the_users_reads_fail_by_setting_o_nonblock_on_a_description_it_shares() {
-    let mut p = [0; 2];
-    // SAFETY: pipe into a local array.
-    assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
-    let (r, w) = (p[0], p[1]);
+    let (mut i, mut o) = ([0; 2], [0; 2]);
+    // SAFETY: pipes into local arrays.
+    assert!(unsafe { libc::pipe(i.as_mut_ptr()) == 0 && libc::pipe(o.as_mut_ptr()) == 0 });
+    let (r, w, out_r, out_w) = (i[0], i[1], o[0], o[1]);
     let t = write_later(w, 300);
     let before = ungated(|| vec![read_one(r)]);
     t.join().unwrap();
     assert_eq!(before, vec![0], "control: the user's process waits for its input and reads it");
     let red = Red::start("nonblock");
-    let set = red.gated(|| {
-        // SAFETY: fcntl/ioctl on an inherited descriptor with a local value.
-        unsafe {
-            let fl = libc::fcntl(r, libc::F_GETFL);
-            let by_setfl = rc(libc::fcntl(r, libc::F_SETFL, fl | libc::O_NONBLOCK) as i64);
-            let on: libc::c_int = 1;
-            let by_ioctl = rc(libc::ioctl(r, libc::FIONBIO, &on) as i64);
-            vec![by_setfl, by_ioctl]
-        }
-    });
+    let script = "import fcntl, os, struct, termios\n\
+                  for fd in (0, 1):\n    fl = fcntl.fcntl(fd, fcntl.F_GETFL)\n    fcntl.fcntl(fd, fcntl.F_SETFL, fl | os.O_NONBLOCK)\n    fcntl.ioctl(fd, termios.FIONBIO, struct.pack('i', 1))\n\
+                  print('own', [bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_NONBLOCK) for fd in (0, 1)], flush=True)\n";
+    // SAFETY: dup of the test's own descriptors, handed to the child.
+    let (stdin, stdout) = unsafe { (std::os::fd::OwnedFd::from_raw_fd(libc::dup(r)), std::os::fd::OwnedFd::from_raw_fd(libc::dup(out_w))) };
+    let run = Command::new(PINCER)
+        .args(["run", "--root", red.ws.to_str().unwrap(), "--user", "1000", "--prompt", PROMPT, "--", "python3", "-c", script])
+        .env("PINCER_SOCKET", red.dir.join("pincer.sock"))
+        .stdin(Stdio::from(stdin))
+        .stdout(Stdio::from(stdout))
+        .stderr(Stdio::piped())
+        .output()
+        .expect("pincer run");
+    let mut said = [0u8; 256];
+    // SAFETY: a non-blocking read (of the test's own description) of what the session
+    // printed, into a local buffer.
+    let n = unsafe {
+        libc::fcntl(out_r, libc::F_SETFL, libc::O_NONBLOCK);
+        libc::read(out_r, said.as_mut_ptr().cast(), said.len())
+    };
+    let said = String::from_utf8_lossy(&said[..n.max(0) as usize]).into_owned();
+    let flags = |fd: i32| {
+        // SAFETY: fcntl on the test's own descriptor.
+        unsafe { libc::fcntl(fd, libc::F_GETFL) & libc::O_NONBLOCK != 0 }
+    };
+    let shared = [flags(r), flags(out_w)];
     let t = write_later(w, 300);
     let after = ungated(|| vec![read_one(r)]);
     t.join().unwrap();
     // SAFETY: fcntl/close of the test's own descriptors.
     unsafe {
-        let fl = libc::fcntl(r, libc::F_GETFL);
-        libc::fcntl(r, libc::F_SETFL, fl & !libc::O_NONBLOCK);
-        libc::close(r);
-        libc::close(w);
+        for fd in [r, out_w] {
+            let fl = libc::fcntl(fd, libc::F_GETFL);
+            libc::fcntl(fd, libc::F_SETFL, fl & !libc::O_NONBLOCK);
+        }
+        for fd in [r, w, out_r, out_w] {
+            libc::close(fd);
+        }
     }
     drop(red);
-    note(&format!("nonblock: the session's F_SETFL and FIONBIO {set:?}; the user's read then {after:?}"));
-    assert_eq!(after, vec![0], "the user's read of the description it shares with the session failed at once (F_SETFL, FIONBIO: {set:?})");
+    note(&format!("nonblock: the session said {said:?}; the shared descriptions non-blocking {shared:?}; the user's read then {after:?}"));
+    assert_eq!(said.trim(), "own [True, True]", "control: the session set O_NONBLOCK on its streams: {}", String::from_utf8_lossy(&run.stderr));
+    assert_eq!(shared, [false, false], "the session's O_NONBLOCK reached the descriptions the user's processes share (stdin, stdout)");
+    assert_eq!(after, vec![0], "the user's read of the description it shares with the session failed at once");
+}
+
+/// A pseudo-terminal as the user's terminal: (master, slave), the slave the user's.
+fn users_terminal() -> (i32, i32) {
+    // SAFETY: posix_openpt, grantpt, unlockpt, ptsname_r, open and fchown on descriptors
+    // made here and a local buffer.
+    unsafe {
+        let m = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
+        assert!(m >= 0 && libc::grantpt(m) == 0 && libc::unlockpt(m) == 0, "a pty");
+        let mut name = [0 as libc::c_char; 64];
+        assert_eq!(libc::ptsname_r(m, name.as_mut_ptr(), name.len()), 0);
+        let s = libc::open(name.as_ptr(), libc::O_RDWR | libc::O_NOCTTY);
+        assert!(s >= 0 && libc::fchown(s, 1000, u32::MAX) == 0, "the user's terminal");
+        (m, s)
+    }
+}
+
+/// Reads what the user types on the terminal `pincer run` was started from, through
+/// `/dev/tty`, while the worker's stdin and stdout are not that terminal (`pincer run ...
+/// < task.txt > log`, or an agent's harness that pipes its streams): the worker's
+/// controlling terminal was the user's, and the user's next line there (a `sudo` password,
+/// typed to the user's shell once `pincer run` is in the background) went to the session.
+/// Principle: nothing that belongs to the user is reachable but through a grant, and what
+/// the user types on the terminal is the user's. Why it might get out: `pty_check`
+/// (reach.bpf.c) lets a task open its own controlling terminal, and the worker inherited
+/// the user's. Control: the same program, with the user's terminal as its controlling
+/// terminal outside every session, reads the line.
+/// Got out on 6.1 and 6.12: `/dev/tty` opened in the session and read `hunter2`.
+/// Closed: the worker starts a session of its own (`setsid`), without the user's terminal;
+/// `/dev/tty` gives `ENXIO` (6).
+#[test]
+fn reads_what_the_user_types_on_the_terminal_pincer_run_was_started_from() {
+    let script = "import os, select, sys\n\
+                  try:\n    fd = os.open('/dev/tty', os.O_RDWR | os.O_NOCTTY)\nexcept OSError as e:\n    print('open', e.errno, flush=True); sys.exit(0)\n\
+                  print('opened', flush=True)\n\
+                  r, _, _ = select.select([fd], [], [], 10)\n\
+                  print('read', os.read(fd, 100).decode().strip() if r else '', flush=True)\n";
+    let from_terminal = |c: &mut Command, slave: i32| {
+        // SAFETY: setsid and TIOCSCTTY in the child, before exec: the user's terminal
+        // becomes its controlling terminal, as a login shell's is.
+        unsafe {
+            c.pre_exec(move || {
+                if libc::setsid() < 0 || libc::ioctl(slave, libc::TIOCSCTTY, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    };
+    let typed = |mut child: std::process::Child, master: i32| -> String {
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        out.read_line(&mut first).unwrap();
+        if first.trim() == "opened" {
+            std::thread::sleep(Duration::from_millis(200));
+            // SAFETY: write to the test's own pty master: the user types a line.
+            unsafe { libc::write(master, b"hunter2\n".as_ptr().cast(), 8) };
+        }
+        let mut rest = String::new();
+        out.read_to_string(&mut rest).unwrap();
+        child.wait().unwrap();
+        format!("{}\n{}", first.trim(), rest.trim())
+    };
+    let (m, s) = users_terminal();
+    let mut control = Command::new("python3");
+    control.args(["-c", script]).stdin(Stdio::null()).stdout(Stdio::piped());
+    from_terminal(&mut control, s);
+    // SAFETY: setgroups, setgid and setuid in the child before exec: the user's own process.
+    unsafe {
+        control.pre_exec(|| {
+            if libc::setgroups(0, std::ptr::null()) != 0 || libc::setgid(1000) != 0 || libc::setuid(1000) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let control = typed(control.spawn().expect("python3"), m);
+    assert!(control.contains("read hunter2"), "control: a program with the user's terminal reads what the user types: {control:?}");
+    let red = Red::start("devtty");
+    let mut run = Command::new(PINCER);
+    run.args(["run", "--root", red.ws.to_str().unwrap(), "--user", "1000", "--prompt", PROMPT, "--", "python3", "-c", script])
+        .env("PINCER_SOCKET", red.dir.join("pincer.sock"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    from_terminal(&mut run, s);
+    let got = typed(run.spawn().expect("pincer run"), m);
+    drop(red);
+    // SAFETY: close of the test's own descriptors.
+    unsafe {
+        libc::close(s);
+        libc::close(m);
+    }
+    note(&format!("devtty: the session's /dev/tty: {got:?}"));
+    assert!(!got.contains("hunter2"), "the session read what the user typed on the terminal pincer run was started from: {got:?}");
+    assert!(got.starts_with("open "), "the session opened the user's terminal as /dev/tty: {got:?}");
 }
 
 /// Takes a write lease (`fcntl(F_SETLEASE, F_WRLCK)`) on a file it made in the user's

@@ -15,6 +15,7 @@ mod mcp;
 mod pending;
 mod policy;
 mod prompt;
+mod relay;
 mod request;
 mod run;
 mod store;

@@ -1,7 +1,9 @@
 //! `pincer run [--root DIR]... [--user NAME] --prompt TEXT -- COMMAND...`: runs a worker in
-//! a new gated session and prints the session's summary when it exits.
+//! a new gated session and prints the session's summary when it exits. The worker's
+//! stdin, stdout and stderr are its own, relayed (see [`super::relay`]).
 
 use super::conn::{runtime, Conn};
+use super::relay::{Relay, Running};
 use anyhow::Context;
 use clap::Args;
 use crate::daemon::client::Client;
@@ -111,13 +113,26 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             namespaces: info.namespaces,
             layers: info.layers.clone(),
         };
-        let status = match worker::command(&spec).map_err(anyhow::Error::from).and_then(|mut c| c.spawn().with_context(|| format!("cannot start {:?}", args.command[0]))) {
-            Ok(mut child) => wait_forwarding_signals(&mut child).await,
-            Err(e) => Err(e),
+        let started = Relay::prepare(account.uid).context("cannot give the worker streams of its own").and_then(|relay| {
+            let mut c = worker::command(&spec)?;
+            let [stdin, stdout, stderr] = relay.worker_stdio()?;
+            c.stdin(stdin).stdout(stdout).stderr(stderr);
+            let child = c.spawn().with_context(|| format!("cannot start {:?}", args.command[0]))?;
+            Ok((child, relay.start()?))
+        });
+        let (status, relay) = match started {
+            Ok((mut child, relay)) => (wait_forwarding_signals(&mut child, &relay).await, Some(relay)),
+            Err(e) => (Err(e), None),
         };
         // The session ends whatever happened to the worker: grants revoked, cgroup removed.
         let mut client = Client::connect(&socket).await?;
-        match client.call(Call::EndSession { session: info.session.clone() }).await? {
+        let ended = client.call(Call::EndSession { session: info.session.clone() }).await;
+        // Its processes are gone, and with them every holder of the worker's streams: the
+        // last of its output is copied out and the user's terminal gets its modes back.
+        if let Some(relay) = relay {
+            relay.finish(OUTPUT_DRAIN);
+        }
+        match ended? {
             Reply::Summary { session, revoked } => eprintln!("{}", summary(&session, revoked)),
             other => eprintln!("pincer: cannot end session {}: {}", info.session, error_reply(other)),
         }
@@ -128,13 +143,19 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-async fn wait_forwarding_signals(child: &mut tokio::process::Child) -> anyhow::Result<std::process::ExitStatus> {
+/// How long `pincer run` waits, once the session has ended, for the worker's last output.
+const OUTPUT_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Waits for the worker, forwarding `SIGINT`, `SIGTERM`, `SIGHUP` and `SIGQUIT` sent to
+/// `pincer run`, and passing window changes on to the worker's terminal.
+async fn wait_forwarding_signals(child: &mut tokio::process::Child, relay: &Running) -> anyhow::Result<std::process::ExitStatus> {
     use tokio::signal::unix::{signal, SignalKind};
     let pid = child.id().context("the worker has no pid")? as i32;
     let mut int = signal(SignalKind::interrupt())?;
     let mut term = signal(SignalKind::terminate())?;
     let mut hup = signal(SignalKind::hangup())?;
     let mut quit = signal(SignalKind::quit())?;
+    let mut winch = signal(SignalKind::window_change())?;
     loop {
         let sig = tokio::select! {
             st = child.wait() => return Ok(st?),
@@ -142,6 +163,10 @@ async fn wait_forwarding_signals(child: &mut tokio::process::Child) -> anyhow::R
             _ = term.recv() => libc::SIGTERM,
             _ = hup.recv() => libc::SIGHUP,
             _ = quit.recv() => libc::SIGQUIT,
+            _ = winch.recv() => {
+                relay.window_changed();
+                continue;
+            }
         };
         // SAFETY: kill(2) on the worker's pid.
         unsafe { libc::kill(pid, sig) };

@@ -17,11 +17,14 @@
 //!   signals sent to it, reaps every orphan and exits with the command's status;
 //! - the command itself.
 //!
-//! All three stay in the caller's process group and session, so the command keeps the
-//! terminal: it is in the foreground group, reads the tty, gets `SIGINT`, `SIGTSTP` and
-//! `SIGWINCH` from it directly (job control with the user's shell works as without
-//! namespaces). Signals the terminal sends are therefore not forwarded again (they reach
-//! the command already); signals a process sends with `kill` are.
+//! The worker starts a session of its own (`setsid`): the terminal `pincer run` was started
+//! from is not its controlling terminal, so `/dev/tty` does not reach what the user types
+//! there, and none of its signals reach the session. If one of the worker's streams is a
+//! terminal (the pseudo-terminal `pincer run` gives it), that becomes its controlling
+//! terminal. All three processes stay in that session and process group: the command is in
+//! its terminal's foreground group and gets `SIGINT`, `SIGTSTP` and `SIGWINCH` from it
+//! directly, so the keeper and the init forward only the signals a process sends with
+//! `kill` (`pincer run` passing on its own).
 
 use serde::{Deserialize, Serialize};
 use std::ffi::{CStr, CString};
@@ -126,6 +129,23 @@ fn own_session_keyring() -> std::io::Result<()> {
     Ok(())
 }
 
+/// Makes the worker a session of its own, without the caller's controlling terminal, and
+/// takes the first of its streams that is a terminal as its controlling terminal (one
+/// already another session's, such as the user's own, is refused by the kernel: the worker
+/// then has none). Async-signal-safe.
+fn own_terminal_session() -> std::io::Result<()> {
+    // SAFETY: setsid, isatty and ioctl on integers.
+    unsafe {
+        if libc::setsid() < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if let Some(fd) = (0..3).find(|&fd| libc::isatty(fd) == 1) {
+            libc::ioctl(fd, libc::TIOCSCTTY, 0);
+        }
+    }
+    Ok(())
+}
+
 /// Marks every descriptor above stdio close-on-exec: only stdin, stdout and stderr
 /// cross into the session (a descriptor `pincer run` inherited from the user's shell or
 /// IDE would otherwise give the worker a file no hook checks). Close-on-exec rather
@@ -181,6 +201,7 @@ pub fn command(spec: &WorkerSpec) -> Result<tokio::process::Command, WorkerError
     // setuid, prctl, keyctl) on data prepared before the fork.
     unsafe {
         cmd.pre_exec(move || {
+            own_terminal_session()?;
             let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
             if fd < 0 {
                 return Err(std::io::Error::last_os_error());
@@ -448,22 +469,6 @@ fn next_signal() -> libc::siginfo_t {
     }
 }
 
-/// Whether `pincer run`'s copy of a terminal signal (it forwards `SIGINT`, `SIGQUIT` it got
-/// from the tty) is a duplicate: the terminal sent the same signal to its whole foreground
-/// process group, the command included, when the keeper is in that group.
-fn duplicate_of_terminal_signal(info: &libc::siginfo_t, tty: libc::c_int) -> bool {
-    let sig = info.si_signo;
-    // SAFETY: reading the sender pid of a SI_USER siginfo; getppid, getpgrp and tcgetpgrp
-    // have no preconditions.
-    unsafe {
-        (sig == libc::SIGINT || sig == libc::SIGQUIT)
-            && info.si_code == libc::SI_USER
-            && info.si_pid() == libc::getppid()
-            && tty >= 0
-            && libc::tcgetpgrp(tty) == libc::getpgrp()
-    }
-}
-
 /// `pincer session-init --uid U --gid G -- COMMAND...`: runs as the keeper (see the module
 /// doc) in the caller, forks the session's init as pid 1 of the PID namespace the caller
 /// unshared, and returns the exit code for the keeper: the command's.
@@ -491,11 +496,6 @@ pub fn session_init(uid: u32, gid: u32, command: &[String]) -> Result<i32, InitE
         unsafe { libc::_exit(run_init(uid, gid, &argv, &old_mask)) };
     }
     drop_privileges(uid, gid).map_err(|source| InitError::Sys { what: "dropping privileges", source })?;
-    let tty = {
-        let path = c"/dev/tty";
-        // SAFETY: open of a constant path.
-        unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NONBLOCK) }
-    };
     loop {
         let info = next_signal();
         if info.si_signo == libc::SIGCHLD {
@@ -507,7 +507,7 @@ pub fn session_init(uid: u32, gid: u32, command: &[String]) -> Result<i32, InitE
             }
             continue;
         }
-        if sent_by_a_process(&info) && !duplicate_of_terminal_signal(&info, tty) {
+        if sent_by_a_process(&info) {
             // SAFETY: kill of our own child.
             unsafe { libc::kill(init, info.si_signo) };
         }
