@@ -127,7 +127,8 @@ shared_consts! {
     /// groups (`fsnotify_alloc_group`, which no hook can refuse: the process that made it
     /// is killed, and its instances go with it), or a charge to a count the kernel keeps
     /// per uid against a limit (processes, queued signals, message queue bytes, locked
-    /// memory, inotify watches, pipe pages) that would take the uid's count past half
+    /// memory, inotify watches, fanotify marks, pipe pages, epoll watches) that would take
+    /// the uid's count past half
     /// the limit. `detail` the quota ([`QUOTA_KEYS`], [`QUOTA_KEY_BYTES`],
     /// [`QUOTA_KEY_UPDATE`], [`QUOTA_NOTIFY`], ..., [`QUOTA_LIMIT_RAISE`]), `target_id`
     /// what the uid's sessions (for the per-uid counts: the uid) would hold with it,
@@ -170,6 +171,9 @@ shared_consts! {
     /// [`HOOK_QUOTA`] `detail`: epoll watches (`fexit/do_epoll_ctl`, against half of
     /// `fs/epoll/max_user_watches`; no hook refuses one, so the process is killed).
     QUOTA_EPOLL_WATCHES: u32 = 13;
+    /// [`HOOK_QUOTA`] `detail`: fanotify marks (`path_notify` from `fanotify_mark`, against
+    /// half of `fs/fanotify/max_user_marks` as it is when the mark is made; `ENOSPC`).
+    QUOTA_FANOTIFY_MARKS: u32 = 14;
     /// Hook id: `file_open` with `O_CREAT` of an object that exists, or
     /// `inode_follow_link` of a symlink, by a process outside the session that made the
     /// object in a shared place: a world-writable sticky directory (`/tmp`, `/var/tmp`,

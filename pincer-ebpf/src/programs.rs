@@ -108,8 +108,9 @@ pub const REACH_PROGRAMS: [(&str, &str); 37] = [
 /// new pty (reach block), a successful `mkdir`, `symlink` or `mknod` the session's
 /// exact grant on the object it made (file gating), and a successful `rename` or `link`
 /// into a shared place the session's record of the object there, and an added epoll watch
-/// the uid's count looked at against the sessions' share.
-pub const REACH_FEXIT: [(&str, &str); 14] = [
+/// and a POSIX timer's preallocated signal the uid's count looked at against the sessions'
+/// share.
+pub const REACH_FEXIT: [(&str, &str); 15] = [
     ("pincer_inet_bind", "inet_bind"),
     ("pincer_inet6_bind", "inet6_bind"),
     ("pincer_udp_lib_get_port", "udp_lib_get_port"),
@@ -124,6 +125,7 @@ pub const REACH_FEXIT: [(&str, &str); 14] = [
     ("pincer_vfs_link", "vfs_link"),
     ("pincer_fsnotify_alloc_group", "fsnotify_alloc_group"),
     ("pincer_do_epoll_ctl", "do_epoll_ctl"),
+    ("pincer_sigqueue_alloc", "sigqueue_alloc"),
 ];
 
 /// Kernel functions of [`REACH_FEXIT`] that older supported kernels lack: a loader
@@ -131,7 +133,9 @@ pub const REACH_FEXIT: [(&str, &str); 14] = [
 /// socket by its `struct sock` with `inet_bind_sk` and `inet6_bind_sk`, which
 /// `inet_bind` and `inet6_bind` call and an MPTCP socket calls for its first subflow
 /// directly; on 6.1 the MPTCP subflow is bound through `inet_bind` and `inet6_bind`.
-pub const OPTIONAL_TRACES: [&str; 2] = ["inet_bind_sk", "inet6_bind_sk"];
+/// `sigqueue_alloc` (a POSIX timer's signal, allocated when the timer is made) is in 6.1
+/// and 6.12; later kernels keep the signal in the timer itself.
+pub const OPTIONAL_TRACES: [&str; 3] = ["inet_bind_sk", "inet6_bind_sk", "sigqueue_alloc"];
 
 /// `fentry` programs of the reach block and the kernel function each traces:
 /// a pty that goes away, a key that is freed and an fsnotify group that goes are

