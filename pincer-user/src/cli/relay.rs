@@ -315,3 +315,77 @@ impl Running {
         drop(self.raw);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    fn set_nonblocking(fd: &OwnedFd) {
+        // SAFETY: fcntl on a descriptor the test owns.
+        unsafe {
+            let fl = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+            assert_eq!(libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK), 0);
+        }
+    }
+
+    /// Another process may set `O_NONBLOCK` on a description the relay reads or writes (the
+    /// user's stdin, a pipe it shares): the copy waits for it instead of failing, and every
+    /// byte arrives in order.
+    #[test]
+    fn a_copy_loses_no_byte_when_another_process_made_either_end_non_blocking() {
+        let (from_r, from_w) = pipe().unwrap();
+        let (to_r, to_w) = pipe().unwrap();
+        set_nonblocking(&from_r);
+        set_nonblocking(&to_w);
+        let sent: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
+        let data = sent.clone();
+        let writer = std::thread::spawn(move || {
+            let mut f = std::fs::File::from(from_w);
+            for chunk in data.chunks(100_000) {
+                std::io::Write::write_all(&mut f, chunk).unwrap();
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        });
+        let reader = std::thread::spawn(move || {
+            // Late, so the pipe it reads fills and the copy meets EAGAIN writing.
+            std::thread::sleep(Duration::from_millis(50));
+            let mut got = Vec::new();
+            std::fs::File::from(to_r).read_to_end(&mut got).unwrap();
+            got
+        });
+        copy(from_r.as_raw_fd(), to_w.as_raw_fd(), None).unwrap();
+        drop(to_w);
+        writer.join().unwrap();
+        assert_eq!(reader.join().unwrap(), sent);
+    }
+
+    /// A pseudo-terminal's master reads `EIO` once no slave is open: the worker's terminal
+    /// output ends there, after what the worker wrote before it closed its terminal.
+    #[test]
+    fn a_terminal_copy_ends_at_eio_with_all_the_worker_wrote() {
+        // SAFETY: getuid has no preconditions.
+        let (master, slave) = pty(-1, unsafe { libc::getuid() }).unwrap();
+        let (out_r, out_w) = pipe().unwrap();
+        let mut s = std::fs::File::from(slave);
+        std::io::Write::write_all(&mut s, b"done").unwrap();
+        drop(s);
+        copy(master.as_raw_fd(), out_w.as_raw_fd(), Some(libc::EIO)).unwrap();
+        drop(out_w);
+        let mut got = String::new();
+        std::fs::File::from(out_r).read_to_string(&mut got).unwrap();
+        assert_eq!(got, "done");
+    }
+
+    /// A copy stops when what it writes to is gone (the reader of `pincer run`'s output
+    /// exited), so the worker's next write fails as it would without the relay.
+    #[test]
+    fn a_copy_stops_when_its_reader_is_gone() {
+        let (from_r, from_w) = pipe().unwrap();
+        let (to_r, to_w) = pipe().unwrap();
+        drop(to_r);
+        std::io::Write::write_all(&mut std::fs::File::from(from_w), b"lost").unwrap();
+        let e = copy(from_r.as_raw_fd(), to_w.as_raw_fd(), None).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EPIPE));
+    }
+}
