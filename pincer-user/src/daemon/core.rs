@@ -22,6 +22,7 @@ use super::pipeline::Origin;
 use super::protocol::{ApprovalScope, Call, Counters, QuestionInfo, Reply, RequestOutcome, RuleId, Ruling, SessionMode};
 use super::questions::Questions;
 use super::resolve;
+use super::revoke;
 use super::sessions::{self, Session, SessionError, Sessions};
 use super::twins::{Twins, TwinsError, TREE_LIMIT};
 use super::users;
@@ -133,6 +134,14 @@ pub enum Cmd {
         read: Result<(Containment, contain::SeedPlan), ContainError>,
         /// How long the reading took.
         took: std::time::Duration,
+    },
+    /// The sessions' processes that could still write a place a changed configuration
+    /// names were ended, off the actor ([`Core::config_read`], [`revoke`]).
+    WritersEnded {
+        /// What the reading did, for each session's `config_reread` entry.
+        detail: String,
+        /// Each open session of the owner, with the processes ended.
+        ended: Vec<(String, Vec<revoke::Writer>)>,
     },
     /// What a new session's open reads of the filesystem, read off the actor
     /// ([`Core::create`]): the session is opened with it ([`Core::open`]).
@@ -494,6 +503,7 @@ impl Core {
                 Cmd::PolicyMade { session, made } => self.policy_made(&session, made).await,
                 Cmd::ConfigChanged { owners, repositories } => self.config_changed(&owners, &repositories),
                 Cmd::ConfigRead { owner, generation, read, took } => self.config_read(owner, generation, read, took),
+                Cmd::WritersEnded { detail, ended } => self.writers_ended(&detail, ended),
             }
         }
         self.persist();
@@ -656,10 +666,10 @@ impl Core {
             }
             let seeded = self.enforcer.batch(|e| plan.write(e))?;
             self.watch_configuration(owner, &c, &seeded);
-            Ok(seeded)
+            Ok((seeded, c))
         });
         let detail = match &seeded {
-            Ok(s) => format!(
+            Ok((s, _)) => format!(
                 "the user's configuration changed: read again in {} ms off the actor, {} never entries put in for the places it names in {} ms",
                 took.as_millis(),
                 s.entries,
@@ -670,10 +680,36 @@ impl Core {
         if let Err(e) = &seeded {
             tracing::error!(uid = owner, error = %chain(e), "cannot read the changed configuration again");
         }
-        let open: Vec<Session> = self.sessions.iter().filter(|s| s.owner_uid == owner).cloned().collect();
-        for s in &open {
-            let mut e = self.entry(Event::ConfigReread, s);
-            e.detail = Some(detail.clone());
+        let open: Vec<(String, PathBuf)> = self.sessions.iter().filter(|s| s.owner_uid == owner).map(|s| (s.id.clone(), s.cgroup.clone())).collect();
+        match seeded {
+            // The new places are in the kernel: what the sessions opened for writing there
+            // before is looked for off the actor ([`revoke`]), and the readings are audited
+            // once that is done.
+            Ok((_, c)) if !open.is_empty() => {
+                let inbox = self.inbox.clone();
+                tokio::task::spawn_blocking(move || {
+                    let ended = open.into_iter().map(|(id, cgroup)| (id, revoke::end_writers(&cgroup, |p| c.never.forbids(p, Access::Write).is_some()))).collect();
+                    let _ = inbox.send(Cmd::WritersEnded { detail, ended });
+                });
+            }
+            _ => self.writers_ended(&detail, open.into_iter().map(|(id, _)| (id, Vec::new())).collect()),
+        }
+    }
+
+    /// The sessions' writers of the places a changed configuration names are ended
+    /// ([`Core::config_read`]): each session still open gets its `config_reread` entry and
+    /// one `writer_ended` entry per process ended.
+    fn writers_ended(&mut self, detail: &str, ended: Vec<(String, Vec<revoke::Writer>)>) {
+        for (id, writers) in ended {
+            let Some(s) = self.sessions.get(&id).cloned() else { continue };
+            for w in &writers {
+                tracing::warn!(session = %id, pid = w.pid, path = %w.path.display(), "ended a process of the session holding {} on a place the user's configuration now names as code", w.how.name());
+                let mut e = self.entry(Event::WriterEnded, &s);
+                e.detail = Some(format!("process {} ended: it held {} on {}, which the user's configuration now names as code", w.pid, w.how.name(), w.path.display()));
+                self.audit.record(&e);
+            }
+            let mut e = self.entry(Event::ConfigReread, &s);
+            e.detail = Some(detail.to_string());
             self.audit.record(&e);
         }
     }

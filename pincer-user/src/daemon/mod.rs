@@ -43,6 +43,7 @@ pub mod pipeline;
 pub mod protocol;
 pub mod questions;
 pub mod resolve;
+pub mod revoke;
 pub mod server;
 pub mod sessions;
 pub mod ship;
