@@ -10,7 +10,8 @@
 //! processes that hold such a way to write are ended (`SIGKILL`), with the session's cgroup
 //! frozen while they are looked for, so none forks or passes a descriptor on meanwhile.
 //! A descriptor in flight in a Unix socket (sent, not yet received) belongs to no process
-//! and is not seen.
+//! and is not seen here; the kernel checks it when it is received (`file_receive`, as an
+//! open with the descriptor's mode), so one open for writing is refused then.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
