@@ -319,6 +319,59 @@ exec $PROBE watch-signals $S/sigs $S/stop
     assert_eq!(env.result("sigs"), "ready\nINT\nWINCH", "one SIGINT per ^C, and SIGWINCH, from the terminal");
 }
 
+/// `pincer run` started in the background of the user's terminal (`pincer run ... &` from
+/// an interactive shell, whose own group keeps the foreground), with that terminal as its
+/// stdin: it must not read the terminal (a background job that reads it is stopped by
+/// `SIGTTIN`) nor change its modes; the worker runs and its status comes back, and the
+/// terminal's modes are the user's after.
+#[test]
+fn pincer_run_in_the_background_of_the_users_terminal_runs_without_taking_it() {
+    let env = Env::new("spawn-bg");
+    let (master, slave) = pty();
+    let slave = std::ffi::CString::new(slave).unwrap();
+    // SAFETY: open of the slave for the test's own look at its modes.
+    let user_side = unsafe { libc::open(slave.as_ptr(), libc::O_RDWR | libc::O_NOCTTY) };
+    assert!(user_side >= 0);
+    let modes = || {
+        // SAFETY: tcgetattr into a local termios.
+        unsafe {
+            let mut t: libc::termios = std::mem::zeroed();
+            assert_eq!(libc::tcgetattr(user_side, &mut t), 0);
+            t.c_lflag & (libc::ICANON | libc::ECHO)
+        }
+    };
+    let before = modes();
+    // The user's shell on the terminal runs `pincer run ... &` and waits for it.
+    let script = format!("S={}\necho started > $S/bg.part && mv $S/bg.part $S/bg; exit 7", env.shared.display());
+    let mut cmd = Command::new(PROBE);
+    cmd.arg("background-job")
+        .arg(slave.to_str().unwrap())
+        .args([PINCER, "run", "--root", env.ws.to_str().unwrap(), "--user", "1000", "--prompt", PROMPT, "--", "/bin/sh", "-c", &script])
+        .env("PINCER_SOCKET", &env.daemon.socket);
+    let mut run = cmd.spawn().expect("start the user's shell on the pty");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = run.try_wait().unwrap() {
+            break Some(st);
+        }
+        if start.elapsed() > Duration::from_secs(90) {
+            let _ = run.kill();
+            let _ = run.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let after = modes();
+    // SAFETY: closing the test's descriptors of the pty.
+    unsafe {
+        libc::close(user_side);
+        libc::close(master);
+    }
+    assert_eq!(env.result("bg"), "started", "control: the worker ran");
+    assert_eq!(status.and_then(|s| s.code()), Some(7), "pincer run in the background came back with the worker's status (None: it did not end, stopped for want of the terminal)");
+    assert_eq!(after, before, "the user's terminal's modes, changed by pincer run in the background");
+}
+
 const CROSSING: &str = r#"
 if cat <&5 > /dev/null 2>&1; then echo read; else echo closed; fi > $S/fd
 $PROBE key-read $SERIAL > $S/userkey

@@ -16,12 +16,14 @@
 //! Threads copy the bytes with blocking reads and writes, so `pincer run` never changes a
 //! flag of the descriptions it shares either. While the worker has the terminal's input,
 //! the user's terminal is in raw mode (`^C`, `^Z` reach the worker through its own
-//! terminal, as over `ssh -t`), and its modes are restored when the relay ends.
+//! terminal, as over `ssh -t`), and its modes are restored when the relay ends. A
+//! `pincer run` started in the background reads the terminal (and makes it raw) only once
+//! the user brings it to the foreground.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::process::Stdio;
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 /// `pincer run`'s stdin, stdout and stderr.
@@ -151,10 +153,7 @@ impl Relay {
     pub fn start(self) -> io::Result<Running> {
         let Relay { worker, ours, master } = self;
         drop(worker);
-        let raw = match &master {
-            Some(_) if foreground_of(0) => RawMode::enter(0),
-            _ => None,
-        };
+        let raw = Arc::new(Mutex::new(Terminal::Cooked));
         let (done_tx, done) = mpsc::channel();
         let mut outputs = 0;
         let [stdin, stdout, stderr] = ours;
@@ -178,7 +177,28 @@ impl Relay {
         if let Some(m) = master.clone() {
             if is_tty(0) {
                 let input = m.clone();
+                let raw = raw.clone();
                 std::thread::Builder::new().name("relay-tty-in".into()).spawn(move || {
+                    // Only the terminal's foreground job may read it (a background one is
+                    // stopped by SIGTTIN) or change its modes: `pincer run ... &` waits
+                    // until the user brings it to the foreground.
+                    while !foreground_of(0) {
+                        if matches!(*raw.lock().unwrap_or_else(|e| e.into_inner()), Terminal::Done) {
+                            return;
+                        }
+                        std::thread::sleep(FOREGROUND_POLL);
+                    }
+                    {
+                        let mut t = raw.lock().unwrap_or_else(|e| e.into_inner());
+                        match *t {
+                            Terminal::Done => return,
+                            _ => {
+                                if let Some(r) = RawMode::enter(0) {
+                                    *t = Terminal::Raw(r);
+                                }
+                            }
+                        }
+                    }
                     let _ = copy(0, input.as_raw_fd(), None);
                 })?;
             }
@@ -194,8 +214,22 @@ impl Relay {
     }
 }
 
-/// Whether `pincer run` is the foreground job of terminal `fd` (only then may it change
-/// the terminal's modes; a background job would be stopped by `SIGTTOU`).
+/// How often a `pincer run` in the background looks whether it is in the foreground.
+const FOREGROUND_POLL: Duration = Duration::from_millis(100);
+
+/// The user's terminal as the relay left it.
+enum Terminal {
+    /// Its modes untouched.
+    Cooked,
+    /// In raw mode while the worker has its input; restored on drop.
+    Raw(#[allow(dead_code)] RawMode),
+    /// The relay is done: its modes are back and stay.
+    Done,
+}
+
+/// Whether `pincer run` is the foreground job of terminal `fd` (only then may it read the
+/// terminal or change its modes; a background job would be stopped by `SIGTTIN` or
+/// `SIGTTOU`).
 fn foreground_of(fd: RawFd) -> bool {
     // SAFETY: tcgetpgrp and getpgrp have no preconditions.
     unsafe { is_tty(fd) && libc::tcgetpgrp(fd) == libc::getpgrp() }
@@ -289,8 +323,8 @@ pub struct Running {
     outputs: usize,
     /// The pseudo-terminal's master, to pass window changes on.
     master: Option<Arc<OwnedFd>>,
-    /// The user's terminal's modes, restored on drop.
-    raw: Option<RawMode>,
+    /// The user's terminal's modes, restored when the relay is done.
+    raw: Arc<Mutex<Terminal>>,
 }
 
 impl Running {
@@ -312,7 +346,13 @@ impl Running {
                 break;
             }
         }
-        drop(self.raw);
+    }
+}
+
+impl Drop for Running {
+    /// The user's terminal gets its modes back, and the input copy does not take it again.
+    fn drop(&mut self) {
+        *self.raw.lock().unwrap_or_else(|e| e.into_inner()) = Terminal::Done;
     }
 }
 

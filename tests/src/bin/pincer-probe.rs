@@ -31,6 +31,9 @@ fn main() {
     if op == "watch-signals" {
         watch_signals(arg);
     }
+    if op == "background-job" {
+        background_job(arg, &args[2..]);
+    }
     if op == "fork-hold" || op == "fork" {
         forks(op == "fork-hold", arg.parse().expect("a count"), args.get(2).map(String::as_str));
     }
@@ -210,5 +213,39 @@ fn watch_signals(file: &str) -> ! {
             };
             writeln!(out, "{name}").unwrap();
         }
+    }
+}
+
+/// `background-job TTY CMD...`: the user's interactive shell on terminal `TTY` running
+/// `CMD &` and then `wait`: a new session whose controlling terminal is `TTY` (on stdin,
+/// stdout and stderr), `CMD` in a process group of its own while the shell's group keeps
+/// the terminal's foreground. Exits with `CMD`'s status; waits for as long as `CMD` is
+/// stopped (a background job that reads the terminal is stopped by `SIGTTIN`).
+fn background_job(tty: &str, cmd: &[String]) -> ! {
+    let tty = CString::new(tty).expect("NUL in the terminal's path");
+    let argv: Vec<CString> = cmd.iter().map(|a| CString::new(a.as_str()).expect("NUL in the command")).collect();
+    let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    // SAFETY: setsid/open/ioctl/dup2/fork/setpgid/execv/waitpid on local values; the
+    // child only makes async-signal-safe calls before exec.
+    unsafe {
+        let fd = libc::open(tty.as_ptr(), libc::O_RDWR);
+        if libc::setsid() < 0 || fd < 0 {
+            std::process::exit(125);
+        }
+        let fd = if libc::ioctl(fd, libc::TIOCSCTTY, 0) == 0 { fd } else { libc::open(tty.as_ptr(), libc::O_RDWR) };
+        for target in 0..3 {
+            libc::dup2(fd, target);
+        }
+        let child = libc::fork();
+        if child == 0 {
+            libc::setpgid(0, 0);
+            libc::execv(ptrs[0], ptrs.as_ptr());
+            libc::_exit(127);
+        }
+        libc::setpgid(child, child);
+        let mut status = 0;
+        libc::waitpid(child, &mut status, 0);
+        std::process::exit(if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 128 + libc::WTERMSIG(status) });
     }
 }
