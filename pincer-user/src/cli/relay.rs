@@ -243,38 +243,34 @@ fn copy(from: RawFd, to: RawFd, end: Option<i32>) -> io::Result<()> {
     let mut buf = vec![0u8; CHUNK];
     loop {
         // SAFETY: read into a buffer of its length.
-        let n = unsafe { libc::read(from, buf.as_mut_ptr().cast(), buf.len()) };
-        if n == 0 {
-            return Ok(());
-        }
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            match e.raw_os_error() {
-                Some(libc::EINTR) => continue,
-                Some(libc::EAGAIN) => {
-                    wait_for(from, libc::POLLIN);
-                    continue;
-                }
-                code if code.is_some() && code == end => return Ok(()),
-                _ => return Err(e),
-            }
-        }
-        let mut left = &buf[..n as usize];
+        let n = match retrying(from, libc::POLLIN, || unsafe { libc::read(from, buf.as_mut_ptr().cast(), buf.len()) }) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.raw_os_error().is_some() && e.raw_os_error() == end => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let mut left = &buf[..n];
         while !left.is_empty() {
             // SAFETY: write from a buffer of its length.
-            let w = unsafe { libc::write(to, left.as_ptr().cast(), left.len()) };
-            if w < 0 {
-                let e = io::Error::last_os_error();
-                match e.raw_os_error() {
-                    Some(libc::EINTR) => continue,
-                    Some(libc::EAGAIN) => {
-                        wait_for(to, libc::POLLOUT);
-                        continue;
-                    }
-                    _ => return Err(e),
-                }
-            }
-            left = &left[w as usize..];
+            let w = retrying(to, libc::POLLOUT, || unsafe { libc::write(to, left.as_ptr().cast(), left.len()) })?;
+            left = &left[w..];
+        }
+    }
+}
+
+/// Runs `op` (a read or write of `fd`) until it does not fail with `EINTR`, waiting for
+/// `events` on `fd` after an `EAGAIN`: what it returned, or its error.
+fn retrying(fd: RawFd, events: libc::c_short, mut op: impl FnMut() -> isize) -> io::Result<usize> {
+    loop {
+        let n = op();
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => {}
+            Some(libc::EAGAIN) => wait_for(fd, events),
+            _ => return Err(e),
         }
     }
 }
