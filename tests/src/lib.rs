@@ -600,13 +600,11 @@ fn tty_ioctl(request: libc::c_ulong, ctty: bool) -> i32 {
     }
 }
 
-fn send_fd(sock: i32, path: &CString) -> i32 {
-    // SAFETY: open/sendmsg with a correctly sized control buffer built by the CMSG macros.
+/// Sends descriptor `fd` over the Unix socket `sock` (`SCM_RIGHTS`, one byte of data):
+/// 0, or the errno.
+pub fn send_fd(sock: i32, fd: i32) -> i32 {
+    // SAFETY: sendmsg with a correctly sized control buffer built by the CMSG macros.
     unsafe {
-        let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return errno();
-        }
         let mut data = [b'f'];
         let mut iov = libc::iovec { iov_base: data.as_mut_ptr().cast(), iov_len: 1 };
         let space = libc::CMSG_SPACE(std::mem::size_of::<i32>() as u32) as usize;
@@ -621,7 +619,23 @@ fn send_fd(sock: i32, path: &CString) -> i32 {
         (*cmsg).cmsg_type = libc::SCM_RIGHTS;
         (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<i32>() as u32) as _;
         std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<i32>(), fd);
-        let rc = if libc::sendmsg(sock, &msg, 0) < 0 { errno() } else { 0 };
+        if libc::sendmsg(sock, &msg, 0) < 0 {
+            errno()
+        } else {
+            0
+        }
+    }
+}
+
+/// Opens `path` for reading and sends the descriptor over `sock` ([`send_fd`]).
+fn send_path_fd(sock: i32, path: &CString) -> i32 {
+    // SAFETY: open/close of a descriptor this process owns.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return errno();
+        }
+        let rc = send_fd(sock, fd);
         libc::close(fd);
         rc
     }
@@ -638,7 +652,10 @@ fn read_one(fd: i32) -> i32 {
     }
 }
 
-fn recv_fd_read(sock: i32) -> i32 {
+/// Receives a descriptor sent with [`send_fd`] on `sock` (close-on-exec): the descriptor,
+/// or the errno: `EACCES` when the message came without it because the kernel refused to
+/// install it (`MSG_CTRUNC`), `ENOMSG` when none was sent.
+pub fn recv_fd(sock: i32) -> Result<i32, i32> {
     // SAFETY: recvmsg with a correctly sized control buffer; CMSG macros walk it.
     unsafe {
         let mut data = [0u8; 1];
@@ -651,14 +668,19 @@ fn recv_fd_read(sock: i32) -> i32 {
         msg.msg_control = control.as_mut_ptr().cast();
         msg.msg_controllen = space as _;
         if libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC) < 0 {
-            return errno();
+            return Err(errno());
         }
         let cmsg = libc::CMSG_FIRSTHDR(&msg);
         if cmsg.is_null() || (*cmsg).cmsg_type != libc::SCM_RIGHTS {
-            return if msg.msg_flags & libc::MSG_CTRUNC != 0 { libc::EACCES } else { libc::ENOMSG };
+            return Err(if msg.msg_flags & libc::MSG_CTRUNC != 0 { libc::EACCES } else { libc::ENOMSG });
         }
-        read_one(std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<i32>()))
+        Ok(std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<i32>()))
     }
+}
+
+/// Receives a descriptor on `sock` ([`recv_fd`]) and reads from it: 0, or the errno.
+fn recv_fd_read(sock: i32) -> i32 {
+    recv_fd(sock).map_or_else(|e| e, read_one)
 }
 
 fn pidfd_getfd_read(pid: i32, target: i32) -> i32 {
@@ -705,7 +727,7 @@ pub fn perform(op: &Op) -> i32 {
             Op::Tiocsti => tty_ioctl(libc::TIOCSTI, true),
             Op::Tioclinux => tty_ioctl(libc::TIOCLINUX, false),
             Op::UnshareUser => ok_or_errno(libc::unshare(libc::CLONE_NEWUSER)),
-            Op::SendFd(sock, p) => send_fd(*sock, &c(p)),
+            Op::SendFd(sock, p) => send_path_fd(*sock, &c(p)),
             Op::RecvFdRead(sock) => recv_fd_read(*sock),
             Op::PidfdGetfd(pid, fd) => pidfd_getfd_read(*pid, *fd),
             Op::Stat(p) => {

@@ -8550,22 +8550,21 @@ fn rewrites_a_hook_through_a_descriptor_opened_before_the_user_named_its_folder(
             if fd < 0 || libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, sv.as_mut_ptr()) != 0 {
                 return -errno();
             }
-            let r = send_fd(sv[0], fd);
+            let r = pincer_tests::send_fd(sv[0], fd);
             libc::close(fd);
             PAIR.store(sv[1], std::sync::atomic::Ordering::SeqCst);
-            if r < 0 {
-                -r
-            } else {
-                0
-            }
+            -r
         },
         // SAFETY: read/write of inherited pipes and of the received descriptor.
         move |_| unsafe {
             let mut b = 0u8;
             libc::read(go_r, (&mut b as *mut u8).cast(), 1);
-            let got = recv_fd(PAIR.load(std::sync::atomic::Ordering::SeqCst));
             let data = b"curl sent|sh\n";
-            let r = if got < 0 { 1000 } else if libc::write(got, data.as_ptr().cast(), data.len()) < 0 { errno() } else { 0 };
+            let r = match pincer_tests::recv_fd(PAIR.load(std::sync::atomic::Ordering::SeqCst)) {
+                Err(_) => 1000,
+                Ok(got) if libc::write(got, data.as_ptr().cast(), data.len()) < 0 => errno(),
+                Ok(_) => 0,
+            };
             libc::write(res_w, (&r as *const i32).cast(), 4);
         },
     );
@@ -8601,58 +8600,6 @@ fn rewrites_a_hook_through_a_descriptor_opened_before_the_user_named_its_folder(
     let ended = audit_lines_with(&red, "\"writer_ended\"");
     note(&format!("earlyfd: writes through the early descriptor, mapping and descriptor in flight: {got:?} (1000: the descriptor in flight not received; none: their holders were ended; {ended} writer_ended entries); the hook now holds {text:?}"));
     assert!(!text.contains("curl"), "the hook the user's configuration now names, rewritten through a descriptor or a mapping made before: {got:?}");
-}
-
-/// Sends descriptor `fd` over the Unix socket `sock` (`SCM_RIGHTS`, one byte of data):
-/// 0, or -errno.
-fn send_fd(sock: i32, fd: i32) -> i32 {
-    // SAFETY: sendmsg with a local byte, iovec and control buffer of the needed size.
-    unsafe {
-        let mut byte = [b'f'];
-        let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
-        let space = libc::CMSG_SPACE(std::mem::size_of::<i32>() as u32) as usize;
-        let mut control = vec![0u8; space];
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = space;
-        let c = libc::CMSG_FIRSTHDR(&msg);
-        (*c).cmsg_level = libc::SOL_SOCKET;
-        (*c).cmsg_type = libc::SCM_RIGHTS;
-        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<i32>() as u32) as usize;
-        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<i32>(), fd);
-        if libc::sendmsg(sock, &msg, 0) < 0 {
-            -errno()
-        } else {
-            0
-        }
-    }
-}
-
-/// Receives a descriptor sent with [`send_fd`] on `sock`: the descriptor, or -1 when the
-/// message came without one (the kernel refused to install it), or -errno.
-fn recv_fd(sock: i32) -> i32 {
-    // SAFETY: recvmsg into a local byte, iovec and control buffer of the needed size.
-    unsafe {
-        let mut byte = [0u8];
-        let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
-        let space = libc::CMSG_SPACE(std::mem::size_of::<i32>() as u32) as usize;
-        let mut control = vec![0u8; space];
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = space;
-        if libc::recvmsg(sock, &mut msg, 0) < 0 {
-            return -errno();
-        }
-        let c = libc::CMSG_FIRSTHDR(&msg);
-        if c.is_null() || (*c).cmsg_type != libc::SCM_RIGHTS {
-            return -1;
-        }
-        std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<i32>())
-    }
 }
 
 /// How many inotify watches process `pid` holds (the `inotify wd:` lines of its
