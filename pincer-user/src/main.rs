@@ -3,9 +3,5 @@
 //! compiling it again).
 
 fn main() -> std::process::ExitCode {
-    // The hold anchor (started by the daemon from its FUSE mount) only waits.
-    if std::env::args_os().nth(1).is_some_and(|a| a == pincer::kernel::hold::ANCHOR_ARG) {
-        pincer::kernel::hold::anchor_main();
-    }
     pincer::cli_main()
 }

@@ -19,9 +19,14 @@ pub const REAL_TOOLS: &[&str] = &["qemu-system-common", "git", "python3", "nodej
 /// and the `openssl` CLI that makes the TLS test's CA and server certificates.
 pub const FLEET: &[&str] = &["postgresql", "openssl"];
 
-/// Every package any task needs: [`BUILD`], [`VM`], [`REAL_TOOLS`] and [`FLEET`].
+/// Packages of other host tests: QEMU's user-mode emulators, which run the hold anchor
+/// built for the other architecture (`pincer-user/src/kernel/anchor.rs`).
+pub const HOST_TESTS: &[&str] = &["qemu-user"];
+
+/// Every package any task needs: [`BUILD`], [`VM`], [`REAL_TOOLS`], [`FLEET`] and
+/// [`HOST_TESTS`].
 pub fn all() -> Vec<&'static str> {
-    BUILD.iter().chain(VM).chain(REAL_TOOLS).chain(FLEET).copied().collect()
+    BUILD.iter().chain(VM).chain(REAL_TOOLS).chain(FLEET).chain(HOST_TESTS).copied().collect()
 }
 
 fn installed(pkg: &str) -> bool {

@@ -24,7 +24,7 @@ pub fn run(args: TestArgs) -> Result<()> {
 
 fn run_phases(args: &TestArgs) -> Result<()> {
     crate::phase::timed("packages", || {
-        crate::deps::ensure(&if args.host_only { crate::deps::BUILD.iter().chain(crate::deps::FLEET).copied().collect() } else { crate::deps::all() })?;
+        crate::deps::ensure(&if args.host_only { crate::deps::BUILD.iter().chain(crate::deps::FLEET).chain(crate::deps::HOST_TESTS).copied().collect() } else { crate::deps::all() })?;
         crate::deps::ensure_python_mcp()
     })?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());

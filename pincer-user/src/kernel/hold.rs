@@ -3,8 +3,9 @@
 //! On a kernel that accepts the held `file_open` (Linux 6.12: a sleepable BPF LSM program
 //! calling `bpf_get_task_exe_file` and `bpf_get_file_xattr`), a plain miss is reported
 //! with a hold id and the worker's thread then reads the `user.pincer.hold` xattr of the
-//! *hold anchor*'s executable. The anchor is a process whose executable lies on a FUSE
-//! filesystem this module serves ([`HoldFs`]), so the read becomes a FUSE `GETXATTR`
+//! *hold anchor*'s executable. The anchor is a process whose executable (a program of a
+//! few instructions that only waits, [`super::anchor`]) lies on a FUSE filesystem this
+//! module serves ([`HoldFs`]), so the read becomes a FUSE `GETXATTR`
 //! request and the thread sleeps until it is answered. The daemon answers it when it has
 //! decided the miss ([`Holds::release`]) or when [`Holds`]'s bound runs out; the kernel
 //! then looks for an exact grant on the object again. The answer carries no verdict: the
@@ -32,14 +33,11 @@ use fuser::{
 };
 use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::os::unix::fs::FileExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-/// The argument the hold anchor is started with (`pincer <ANCHOR_ARG>`): it then only waits.
-pub const ANCHOR_ARG: &str = "--pincer-hold-anchor";
 /// The xattr the held thread reads (`HOLD_XATTR` of `pincer.bpf.c`).
 pub const HOLD_XATTR: &str = "user.pincer.hold";
 /// The xattr a held thread whose hook keeps a folder or the object locked reads
@@ -372,10 +370,9 @@ fn status_is_dying(status: &str) -> bool {
 }
 
 /// The FUSE filesystem of the hold: a root directory with one executable, the anchor
-/// (this program's own binary, read from `/proc/self/exe`).
+/// ([`super::anchor::program`]).
 pub struct HoldFs {
-    exe: std::fs::File,
-    exe_len: u64,
+    program: Vec<u8>,
     held: BpfHashMap<MapData, u32, u32>,
     holds: Holds,
     started: SystemTime,
@@ -386,8 +383,8 @@ impl HoldFs {
         let dir = ino == ROOT_INO;
         FileAttr {
             ino: INodeNo(ino),
-            size: if dir { 0 } else { self.exe_len },
-            blocks: if dir { 0 } else { self.exe_len.div_ceil(512) },
+            size: if dir { 0 } else { self.program.len() as u64 },
+            blocks: if dir { 0 } else { (self.program.len() as u64).div_ceil(512) },
             atime: self.started,
             mtime: self.started,
             ctime: self.started,
@@ -442,12 +439,9 @@ impl Filesystem for HoldFs {
         if ino.0 != ANCHOR_INO {
             return reply.error(Errno::EISDIR);
         }
-        let len = (size as u64).min(self.exe_len.saturating_sub(offset)) as usize;
-        let mut buf = vec![0u8; len];
-        match self.exe.read_exact_at(&mut buf, offset) {
-            Ok(()) => reply.data(&buf),
-            Err(_) => reply.error(Errno::EIO),
-        }
+        let from = usize::try_from(offset).unwrap_or(usize::MAX).min(self.program.len());
+        let to = from.saturating_add(size as usize).min(self.program.len());
+        reply.data(&self.program[from..to]);
     }
 
     fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
@@ -493,9 +487,6 @@ impl Anchor {
         fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> HoldError + 'a {
             move |source| HoldError::Io { op, path: path.to_path_buf(), source }
         }
-        let exe_path = Path::new("/proc/self/exe");
-        let exe = std::fs::File::open(exe_path).map_err(io("open", exe_path))?;
-        let exe_len = exe.metadata().map_err(io("stat", exe_path))?.len();
         let map_path = pin_dir.join("maps").join(pincer_common::map_names::HELD);
         let data = MapData::from_pin(&map_path).map_err(|e| HoldError::Map(format!("{}: {e}", map_path.display())))?;
         let held = BpfHashMap::try_from(aya::maps::Map::HashMap(data)).map_err(|e| HoldError::Map(e.to_string()))?;
@@ -505,7 +496,7 @@ impl Anchor {
             unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
         }
         std::fs::create_dir_all(mountpoint).map_err(io("create", mountpoint))?;
-        let fs = HoldFs { exe, exe_len, held, holds, started: SystemTime::now() };
+        let fs = HoldFs { program: super::anchor::program(), held, holds, started: SystemTime::now() };
         let mut config = fuser::Config::default();
         config.mount_options = vec![
             fuser::MountOption::FSName("pincer-hold".into()),
@@ -551,7 +542,7 @@ fn spawn_anchor(exe: &Path) -> Result<u32, HoldError> {
         .name("pincer-hold-anchor".into())
         .spawn(move || {
             let mut cmd = std::process::Command::new(&exe_owned);
-            cmd.arg(ANCHOR_ARG).env_clear().stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+            cmd.env_clear().stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
             // SAFETY: prctl is async-signal-safe; the child only sets its death signal.
             unsafe {
                 cmd.pre_exec(|| {
@@ -588,14 +579,6 @@ fn spawn_anchor(exe: &Path) -> Result<u32, HoldError> {
             return Err(HoldError::Anchor { path: exe.to_path_buf(), problem: "its executable is not the FUSE file after 10 s".into() });
         }
         std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-/// The anchor's whole life: it waits until killed (its executable is what the kernel reads).
-pub fn anchor_main() -> ! {
-    loop {
-        // SAFETY: pause(2) has no preconditions.
-        unsafe { libc::pause() };
     }
 }
 

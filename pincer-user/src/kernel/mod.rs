@@ -70,6 +70,7 @@
 //!   session cannot reach a Unix socket a session created unless listed
 //!   ([`Enforcer::allow_session_server`]).
 
+mod anchor;
 mod event;
 pub mod hold;
 pub mod kfunc;
