@@ -57,6 +57,11 @@ shared_consts! {
     /// in [`map_names::VACATED`]) or beneath the user's place: the user's place, whoever
     /// remade it, so hidden names in it need a grant as in any folder of the user's.
     ACCESS_USERS_PLACE: u32 = 1 << 30;
+    /// Marker bit set by the kernel on the exact grant of a new folder of the session's
+    /// (one with [`ACCESS_CREATED_BY_SESSION`] and not [`ACCESS_USERS_PLACE`]) once the
+    /// session made a hidden entry in it (`.cargo/`, `.envrc`): the user's objects do not
+    /// move beneath it, where the user's tools would read that configuration as theirs.
+    ACCESS_HOLDS_HIDDEN: u32 = 1 << 28;
 
     /// Hook id in [`MissEvent::hook`]: `file_open`.
     HOOK_FILE_OPEN: u32 = 1;

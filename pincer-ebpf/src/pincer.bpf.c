@@ -1509,6 +1509,69 @@ static __noinline int takes_users_place(__u64 session, struct dentry *old_dentry
 	return users_folder_name(session, new_dentry) || in_users_place(session, BPF_CORE_READ(new_dentry, d_parent));
 }
 
+/* A new folder of the session's takes hidden entries freely (own_new_folder),
+ * and the user's tools read the hidden configuration of every folder above
+ * where they run (cargo's .cargo/config.toml, direnv's .envrc, git's .git). So
+ * an object of the user's (one the session did not make) does not move into a
+ * new folder of the session's, at any depth, that holds a hidden entry the
+ * session made (ACCESS_HOLDS_HIDDEN, set by mark_hidden_entry); and where it
+ * moves in, those folders become the user's place (ACCESS_USERS_PLACE), so no
+ * hidden entry is made in them afterwards without a grant. Whether such a
+ * rename is refused; the folders above a chain deeper than USERS_PLACE_DEPTH
+ * are not seen, so it is refused too. */
+static __noinline int moves_under_own_hidden(__u64 session, struct dentry *old_dentry, struct dentry *new_dentry)
+{
+	if (own_exact(session, old_dentry) & ACCESS_CREATED_BY_SESSION)
+		return 0;
+	struct dentry *d = BPF_CORE_READ(new_dentry, d_parent);
+
+	for (int i = 0; i < USERS_PLACE_DEPTH; i++) {
+		struct inode *inode = d ? BPF_CORE_READ(d, d_inode) : 0;
+
+		if (!inode)
+			return 0;
+		struct grant_key gk = {
+			.session = session,
+			.ino = BPF_CORE_READ(inode, i_ino),
+			.dev = BPF_CORE_READ(inode, i_sb, s_dev),
+		};
+		__u32 *bits = bpf_map_lookup_elem(&MAP_EXACT, &gk);
+
+		if (!bits || !own_new_folder(*bits))
+			return 0;
+		if (*bits & ACCESS_HOLDS_HIDDEN)
+			return 1;
+		*bits |= ACCESS_USERS_PLACE;
+		struct dentry *up = BPF_CORE_READ(d, d_parent);
+
+		if (up == d)
+			return 0;
+		d = up;
+	}
+	return 1;
+}
+
+/* After a hidden entry `child` was allowed into a new folder of the session's:
+ * marks the folder (ACCESS_HOLDS_HIDDEN) for moves_under_own_hidden. */
+static __noinline void mark_hidden_entry(__u64 session, struct dentry *child)
+{
+	if (!hidden_name(BPF_CORE_READ(child, d_name.name)))
+		return;
+	struct inode *dir = BPF_CORE_READ(child, d_parent, d_inode);
+
+	if (!dir)
+		return;
+	struct grant_key gk = {
+		.session = session,
+		.ino = BPF_CORE_READ(dir, i_ino),
+		.dev = BPF_CORE_READ(dir, i_sb, s_dev),
+	};
+	__u32 *bits = bpf_map_lookup_elem(&MAP_EXACT, &gk);
+
+	if (bits && own_new_folder(*bits))
+		*bits |= ACCESS_HOLDS_HIDDEN;
+}
+
 /* Looks up the segment of directory `dir` (dentry `dir_d`, reached through
  * w->mnt) for a check of `obj`. On a hit, leaves in w: never, granted and
  * protected as the walk from `dir` to the top gave them, levels, names_here,
@@ -2041,7 +2104,9 @@ static __always_inline void walk_start(struct walk *w, const struct session *s, 
 }
 
 /* Refuses a symlink made where a folder of the user's stands
- * (users_folder_name), as never-grantable: no grant makes it safe. */
+ * (users_folder_name), or an object of the user's moved beneath the session's
+ * hidden entries (moves_under_own_hidden), as a never-grantable `create` of
+ * the new name: no grant makes it safe. */
 static __noinline int refuse_users_place(const struct session *s, struct dentry *d, __u32 hook)
 {
 	struct walk w;
@@ -2115,7 +2180,10 @@ static __always_inline int check_create_held(const struct session *s, struct den
 	w.never |= pattern_check_child(s, child, ACCESS_CREATE);
 	/* A new entry in a directory of the user's: gated by that owner. */
 	protect_owned(s, BPF_CORE_READ(child, d_parent, d_inode), &w);
-	return held_verdict(s, scalar_of(child), hook, &w, held);
+	err = held_verdict(s, scalar_of(child), hook, &w, held);
+	if (!err)
+		mark_hidden_entry(s->id, child);
+	return err;
 }
 
 static __always_inline int check_create(const struct session *s, struct dentry *child, __u32 hook)
@@ -2621,6 +2689,8 @@ int BPF_PROG(pincer_inode_rename_held, struct inode *old_dir, struct dentry *old
 	err = held_create(&s, new_dir, new_dentry, HOOK_INODE_RENAME_TO, one_dir);
 	if (err)
 		return err;
+	if (!one_dir && moves_under_own_hidden(s.id, old_dentry, new_dentry))
+		return refuse_users_place(&s, new_dentry, HOOK_INODE_RENAME_TO);
 	int taken = takes_users_place(s.id, old_dentry, new_dentry);
 
 	if (taken || !one_dir || hiding_changes(old_dentry, new_dentry)) {
@@ -2958,6 +3028,8 @@ int BPF_PROG(pincer_inode_rename, struct inode *old_dir, struct dentry *old_dent
 	err = check_create(&s, new_dentry, HOOK_INODE_RENAME_TO);
 	if (err)
 		return err;
+	if (old_dir != new_dir && moves_under_own_hidden(s.id, old_dentry, new_dentry))
+		return refuse_users_place(&s, new_dentry, HOOK_INODE_RENAME_TO);
 	int taken = takes_users_place(s.id, old_dentry, new_dentry);
 
 	if (taken || old_dir != new_dir || hiding_changes(old_dentry, new_dentry)) {
