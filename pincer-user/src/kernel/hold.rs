@@ -476,8 +476,11 @@ impl Filesystem for HoldFs {
 pub struct Anchor {
     pid: u32,
     mountpoint: PathBuf,
-    _session: fuser::BackgroundSession,
+    session: Option<fuser::BackgroundSession>,
 }
+
+/// How long dropping an [`Anchor`] waits for its process to be gone before it unmounts.
+const ANCHOR_EXIT_WAIT: Duration = Duration::from_secs(2);
 
 impl Anchor {
     /// Mounts the hold's filesystem at `mountpoint` (created if missing; a stale mount of
@@ -511,7 +514,7 @@ impl Anchor {
         let session = session.spawn().map_err(io("serve FUSE at", mountpoint))?;
         let anchor_exe = mountpoint.join(ANCHOR_NAME);
         let pid = spawn_anchor(&anchor_exe)?;
-        Ok(Self { pid, mountpoint: mountpoint.to_path_buf(), _session: session })
+        Ok(Self { pid, mountpoint: mountpoint.to_path_buf(), session: Some(session) })
     }
 
     /// The anchor's process id (the value for [`super::Enforcer::set_hold_anchor`]).
@@ -526,9 +529,22 @@ impl Anchor {
 }
 
 impl Drop for Anchor {
+    /// Kills the anchor and waits until it is reaped (its executable is on the mount, so
+    /// an unmount before that fails with `EBUSY` and left the mount behind, one per daemon
+    /// start at its own mount point), then unmounts; a mount still there is detached.
     fn drop(&mut self) {
         // SAFETY: kill(2) on the anchor's pid; it is our child (reaped by its waiter thread).
         unsafe { libc::kill(self.pid as i32, libc::SIGKILL) };
+        let start = Instant::now();
+        // SAFETY: kill(2) with signal 0 only checks the pid; ESRCH once the waiter reaped it.
+        while unsafe { libc::kill(self.pid as i32, 0) } == 0 && start.elapsed() < ANCHOR_EXIT_WAIT {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        drop(self.session.take());
+        if let Ok(c) = std::ffi::CString::new(self.mountpoint.as_os_str().as_encoded_bytes()) {
+            // SAFETY: `c` is a valid NUL-terminated path; failure (already unmounted) is fine.
+            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+        }
     }
 }
 
