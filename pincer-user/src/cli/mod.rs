@@ -79,13 +79,31 @@ pub fn main() -> ExitCode {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
         .init();
-    match try_main(Cli::parse()) {
+    match try_main(parse(std::env::args_os().collect())) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("pincer: {e:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// The session's init (`pincer session-init`, started by `pincer run` for every session)
+/// is parsed alone: building the parser of every subcommand was most of its start-up.
+#[derive(Parser)]
+#[command(name = "pincer session-init")]
+struct InitCli {
+    #[command(flatten)]
+    args: run::InitArgs,
+}
+
+/// The command line `args` (the program's name first), parsed; exits with clap's message
+/// on an error or a request for help.
+fn parse(args: Vec<std::ffi::OsString>) -> Cli {
+    if args.get(1).is_some_and(|a| a == crate::daemon::worker::INIT_SUBCOMMAND) {
+        return Cli { command: Command::SessionInit(InitCli::parse_from(&args[1..]).args) };
+    }
+    Cli::parse_from(args)
 }
 
 fn try_main(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -108,5 +126,21 @@ fn try_main(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Store(args) => store::run(args),
         Command::Doctor(args) => doctor::run(args),
         Command::SessionInit(args) => run::session_init(args),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_session_init_is_parsed_alone_and_as_before() {
+        let line = |a: &[&str]| a.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
+        let Command::SessionInit(args) = parse(line(&["pincer", "session-init", "--uid=1000", "--gid=100", "--", "sh", "-c", "x"])).command else {
+            panic!("not the session's init");
+        };
+        assert_eq!((args.uid, args.gid, args.command.as_slice()), (1000, 100, ["sh", "-c", "x"].map(String::from).as_slice()));
+        assert!(InitCli::try_parse_from(["session-init", "--uid=1"]).is_err(), "--gid and the command are required");
+        assert!(matches!(parse(line(&["pincer", "doctor"])).command, Command::Doctor(_)));
     }
 }

@@ -178,13 +178,13 @@ async fn wait_forwarding_signals(child: &mut tokio::process::Child, relay: &Runn
 pub struct InitArgs {
     /// The user id the command runs as.
     #[arg(long)]
-    uid: u32,
+    pub(super) uid: u32,
     /// The group id the command runs as.
     #[arg(long)]
-    gid: u32,
+    pub(super) gid: u32,
     /// The command.
     #[arg(last = true, required = true, value_name = "COMMAND")]
-    command: Vec<String>,
+    pub(super) command: Vec<String>,
 }
 
 /// Runs the session's init and exits with the command's status.

@@ -310,8 +310,13 @@ impl Config {
                 return bad(field, "must be an absolute path");
             }
         }
-        if let Err(problem) = self.containment.check() {
-            return bad("containment.open_paths", &problem);
+        match self.containment.check() {
+            Ok(carved) => {
+                for (open, never) in carved {
+                    tracing::info!(open_path = %open, never = %never, "a never-grantable place inside an open path stays refused");
+                }
+            }
+            Err(problem) => return bad("containment.open_paths", &problem),
         }
         if self.default_roots.iter().any(|r| !r.is_absolute()) {
             return bad("default_roots", "every root must be an absolute path");

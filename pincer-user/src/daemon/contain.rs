@@ -442,7 +442,7 @@ impl ContainmentConfig {
             gid: 1000,
             home: PathBuf::from("/home/user"),
         };
-        let never = NeverList::new(&self.never, &sample).map_err(|e| e.to_string())?;
+        let never = NeverList::as_written(&self.never, &sample).map_err(|e| e.to_string())?;
         let mut carved = Vec::new();
         for o in &self.open_paths {
             if (!o.show.is_empty() || o.retain) && o.mode != OpenMode::ReadWrite {
@@ -572,6 +572,10 @@ enum Matcher {
     /// A pattern without glob syntax: the path itself, and with `subtree` (a pattern ending
     /// in `/**`) everything below it; the same paths its glob matches.
     Literal { path: String, subtree: bool },
+    /// A `**/` pattern whose rest has no glob syntax (`**/.git/hooks`, `**/.env/**`): those
+    /// components at the end of a path, and with `subtree` everything below them wherever
+    /// they are; the same paths its glob matches. Most of the `**/` rules are so.
+    Anywhere { tail: String, subtree: bool },
     /// A glob; for a pattern ending in `/**`, the glob of the directory it covers too.
     Glob { glob: GlobMatcher, base: Option<GlobMatcher> },
 }
@@ -584,8 +588,12 @@ impl Matcher {
         };
         // Glob syntax, and what globset also reads specially (a closing bracket or brace, an
         // escape), go to a glob.
-        if !crate::glob::is_glob(literal) && !literal.contains([']', '}', '\\']) {
+        let plain = |p: &str| !crate::glob::is_glob(p) && !p.contains([']', '}', '\\']);
+        if plain(literal) {
             return Ok(Matcher::Literal { path: literal.to_string(), subtree });
+        }
+        if let Some(tail) = literal.strip_prefix("**/").filter(|t| plain(t) && !t.split('/').any(str::is_empty)) {
+            return Ok(Matcher::Anywhere { tail: tail.to_string(), subtree });
         }
         let base = if subtree && !literal.is_empty() { Some(glob(literal)?) } else { None };
         Ok(Matcher::Glob { glob: glob(pattern)?, base })
@@ -597,6 +605,16 @@ impl Matcher {
                 let p = path.as_os_str().as_encoded_bytes();
                 let lit = lit.as_bytes();
                 p == lit || (*subtree && p.len() > lit.len() && p.starts_with(lit) && p[lit.len()] == b'/')
+            }
+            Matcher::Anywhere { tail, subtree } => {
+                let (p, t) = (path.as_os_str().as_encoded_bytes(), tail.as_bytes());
+                // `**/` is the path's start, a leading `/`, or anything up to a `/`.
+                let ends = p == t || (p.len() > t.len() && p.ends_with(t) && p[p.len() - t.len() - 1] == b'/');
+                let below = || {
+                    let dir = [b"/", t, b"/"].concat();
+                    (p.starts_with(t) && p.get(t.len()) == Some(&b'/')) || p.windows(dir.len()).any(|w| w == dir.as_slice())
+                };
+                ends || (*subtree && below())
             }
             Matcher::Glob { glob, base } => glob.is_match(path) || base.as_ref().is_some_and(|b| b.is_match(path)),
         }
@@ -704,6 +722,19 @@ impl NeverList {
             anchors: vec![owner.home.clone()],
             read_from: vec![],
         })
+    }
+
+    /// The rules as written, with `~` and `{uid}` expanded for `owner`, and nothing read from
+    /// the filesystem (no [`derived_rules`]): what the configuration's check compares the open
+    /// paths with, the same on every host.
+    fn as_written(rules: &[NeverRule], owner: &Account) -> Result<Self, ContainError> {
+        let mut out = Vec::new();
+        for r in rules {
+            let anywhere = r.pattern.starts_with("**/");
+            let pattern = if anywhere { r.pattern.clone() } else { absolute(&r.pattern, owner)?.to_string_lossy().into_owned() };
+            out.push(Never::compile(pattern, bits(&r.access), anywhere)?);
+        }
+        Ok(NeverList { rules: out, anchors: vec![owner.home.clone()], read_from: vec![] })
     }
 
     /// Adds `rule` unless a rule of the same pattern already refuses its access; whether it
@@ -2819,8 +2850,27 @@ mod tests {
                 assert_eq!(literal.matches(Path::new(p)), globbed.matches(Path::new(p)), "{pattern} on {p}");
             }
         }
-        for pattern in ["**/.git/config", "/home/u/.claude/settings*.json", "/home/u/[ab]", "/home/u/\\*"] {
+        for pattern in ["**/.git/*", "/home/u/.claude/settings*.json", "/home/u/[ab]", "/home/u/\\*", "**/a/{b,c}"] {
             assert!(matches!(Matcher::new(pattern).unwrap(), Matcher::Glob { .. }), "{pattern}");
+        }
+    }
+
+    #[test]
+    fn a_rule_anywhere_without_glob_syntax_matches_what_its_glob_matches() {
+        let paths = [
+            ".git/hooks", ".git/hooks/x", "/.git/hooks", "/.git/hooks/", "/r/.git/hooks", "/r/.git/hooks/pre-commit",
+            "/r/.git/hooks/a/b", "/r/x.git/hooks", "/r/.git/hooksx", "/r/.git/hooks.d/x", "/r/.git", "/r/.git/config",
+            "/r/.git/config/x", "/a/.env", "/a/.env/", "/a/.envrc", "/a/b.env", "/.env/x/.env", "x/.git/hooks/y", "/", "",
+            "/r/.git/.git/hooks", "/a/.env.d/.env", "/a/é/.env",
+        ];
+        for pattern in ["**/.git/hooks", "**/.git/hooks/**", "**/.env", "**/.env/**", "**/.git/config", "**/é/.env"] {
+            let fast = Matcher::new(pattern).unwrap();
+            assert!(matches!(fast, Matcher::Anywhere { .. }), "{pattern}");
+            let base = pattern.strip_suffix("/**").map(|b| glob(b).unwrap());
+            let globbed = Matcher::Glob { glob: glob(pattern).unwrap(), base };
+            for p in paths {
+                assert_eq!(fast.matches(Path::new(p)), globbed.matches(Path::new(p)), "{pattern} on {p:?}");
+            }
         }
     }
 

@@ -271,11 +271,6 @@ pub async fn run_kernel_daemon(config: Config) -> Result<(), DaemonError> {
     // socket is made connectable explicitly where it is bound.
     // SAFETY: umask(2) has no preconditions.
     unsafe { libc::umask(0o077) };
-    if let Ok(carved) = config.containment.check() {
-        for (open, never) in carved {
-            tracing::info!(open_path = %open, never = %never, "a never-grantable place inside an open path stays refused");
-        }
-    }
     let kcfg = crate::kernel::EnforcerConfig { pin_dir: config.pin_dir.clone(), reach: crate::kernel::ReachConfig::with_trusted_socket(&config.socket), held_programs: config.hold.enabled, ..Default::default() };
     let mut enforcer = crate::kernel::Enforcer::attach_or_reuse(&kcfg).map_err(DaemonError::Kernel)?;
     // An address the host gains later is this host's too: the list is read again on every
