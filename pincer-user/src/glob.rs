@@ -10,6 +10,13 @@ pub fn is_glob(p: &str) -> bool {
     p.contains(GLOB_META)
 }
 
+/// Whether globset's glob of `p` (backslash escapes on) matches only the text `p` itself:
+/// no glob syntax, and nothing else it reads specially (a closing bracket or brace, an
+/// escape). Such a pattern can be compared as bytes instead of compiled.
+pub fn is_plain(p: &str) -> bool {
+    !is_glob(p) && !p.contains([']', '}', '\\'])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

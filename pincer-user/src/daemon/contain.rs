@@ -586,13 +586,11 @@ impl Matcher {
             Some(b) => (b, true),
             None => (pattern, false),
         };
-        // Glob syntax, and what globset also reads specially (a closing bracket or brace, an
-        // escape), go to a glob.
-        let plain = |p: &str| !crate::glob::is_glob(p) && !p.contains([']', '}', '\\']);
-        if plain(literal) {
+        use crate::glob::is_plain;
+        if is_plain(literal) {
             return Ok(Matcher::Literal { path: literal.to_string(), subtree });
         }
-        if let Some(tail) = literal.strip_prefix("**/").filter(|t| plain(t) && !t.split('/').any(str::is_empty)) {
+        if let Some(tail) = literal.strip_prefix("**/").filter(|t| is_plain(t) && !t.split('/').any(str::is_empty)) {
             return Ok(Matcher::Anywhere { tail: tail.to_string(), subtree });
         }
         let base = if subtree && !literal.is_empty() { Some(glob(literal)?) } else { None };
@@ -610,11 +608,9 @@ impl Matcher {
                 let (p, t) = (path.as_os_str().as_encoded_bytes(), tail.as_bytes());
                 // `**/` is the path's start, a leading `/`, or anything up to a `/`.
                 let ends = p == t || (p.len() > t.len() && p.ends_with(t) && p[p.len() - t.len() - 1] == b'/');
-                let below = || {
-                    let dir = [b"/", t, b"/"].concat();
-                    (p.starts_with(t) && p.get(t.len()) == Some(&b'/')) || p.windows(dir.len()).any(|w| w == dir.as_slice())
-                };
-                ends || (*subtree && below())
+                // With `/**`: the components at the start or after a `/`, then a `/`.
+                let dir_at = |i: usize| p[i..].starts_with(t) && p.get(i + t.len()) == Some(&b'/');
+                ends || (*subtree && (dir_at(0) || p.iter().enumerate().any(|(i, &c)| c == b'/' && dir_at(i + 1))))
             }
             Matcher::Glob { glob, base } => glob.is_match(path) || base.as_ref().is_some_and(|b| b.is_match(path)),
         }
@@ -643,6 +639,14 @@ fn glob(pattern: &str) -> Result<GlobMatcher, ContainError> {
 impl Never {
     fn compile(pattern: String, access: u32, anywhere: bool) -> Result<Self, ContainError> {
         Ok(Never { matcher: Matcher::new(&pattern)?, pattern, access, anywhere })
+    }
+
+    /// The configured rule `r` compiled, `~` and `{uid}` expanded for `owner` (a `**/` rule
+    /// applies under every root and is kept as written).
+    fn written(r: &NeverRule, owner: &Account) -> Result<Self, ContainError> {
+        let anywhere = r.pattern.starts_with("**/");
+        let pattern = if anywhere { r.pattern.clone() } else { absolute(&r.pattern, owner)?.to_string_lossy().into_owned() };
+        Self::compile(pattern, bits(&r.access), anywhere)
     }
 
     fn matches(&self, path: &Path) -> bool {
@@ -689,14 +693,9 @@ impl NeverList {
     pub fn new(rules: &[NeverRule], owner: &Account) -> Result<Self, ContainError> {
         let mut out = Vec::new();
         for r in rules {
-            let anywhere = r.pattern.starts_with("**/");
-            let pattern = if anywhere {
-                r.pattern.clone()
-            } else {
-                absolute(&r.pattern, owner)?.to_string_lossy().into_owned()
-            };
-            let access = bits(&r.access);
-            out.push(Never::compile(pattern.clone(), access, anywhere)?);
+            let rule = Never::written(r, owner)?;
+            let (pattern, access, anywhere) = (rule.pattern.clone(), rule.access, rule.anywhere);
+            out.push(rule);
             if anywhere {
                 continue;
             }
@@ -728,13 +727,8 @@ impl NeverList {
     /// the filesystem (no [`derived_rules`]): what the configuration's check compares the open
     /// paths with, the same on every host.
     fn as_written(rules: &[NeverRule], owner: &Account) -> Result<Self, ContainError> {
-        let mut out = Vec::new();
-        for r in rules {
-            let anywhere = r.pattern.starts_with("**/");
-            let pattern = if anywhere { r.pattern.clone() } else { absolute(&r.pattern, owner)?.to_string_lossy().into_owned() };
-            out.push(Never::compile(pattern, bits(&r.access), anywhere)?);
-        }
-        Ok(NeverList { rules: out, anchors: vec![owner.home.clone()], read_from: vec![] })
+        let rules = rules.iter().map(|r| Never::written(r, owner)).collect::<Result<_, _>>()?;
+        Ok(NeverList { rules, anchors: vec![owner.home.clone()], read_from: vec![] })
     }
 
     /// Adds `rule` unless a rule of the same pattern already refuses its access; whether it

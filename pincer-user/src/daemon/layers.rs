@@ -52,7 +52,7 @@ enum Segment {
 
 impl Segment {
     fn new(seg: &str) -> Result<Self, globset::Error> {
-        if !crate::glob::is_glob(seg) && !seg.contains([']', '}', '\\']) {
+        if crate::glob::is_plain(seg) {
             return Ok(Segment::Name(seg.to_string()));
         }
         Ok(Segment::Glob(GlobBuilder::new(seg).literal_separator(true).build()?.compile_matcher()))
