@@ -564,11 +564,11 @@ struct Never {
     anywhere: bool,
 }
 
-/// How a never rule matches a path. Most rules name one place, and those are compared as
+/// How a never rule (or a `show` name of an open path) matches a path. Most rules name one place, and those are compared as
 /// strings: a daemon compiles a few hundred rules for each owner (and once more to check the
 /// configuration), and a regular expression for each was most of a session's start-up time.
 #[derive(Debug, Clone)]
-enum Matcher {
+pub(super) enum Matcher {
     /// A pattern without glob syntax: the path itself, and with `subtree` (a pattern ending
     /// in `/**`) everything below it; the same paths its glob matches.
     Literal { path: String, subtree: bool },
@@ -581,7 +581,9 @@ enum Matcher {
 }
 
 impl Matcher {
-    fn new(pattern: &str) -> Result<Self, ContainError> {
+    /// The matcher of `pattern` (a glob of `/`-separated components, `**/` and `/**` as
+    /// globset reads them).
+    pub(super) fn new(pattern: &str) -> Result<Self, ContainError> {
         let (literal, subtree) = match pattern.strip_suffix("/**") {
             Some(b) => (b, true),
             None => (pattern, false),
@@ -597,7 +599,8 @@ impl Matcher {
         Ok(Matcher::Glob { glob: glob(pattern)?, base })
     }
 
-    fn matches(&self, path: &Path) -> bool {
+    /// Whether `path` matches.
+    pub(super) fn matches(&self, path: &Path) -> bool {
         match self {
             Matcher::Literal { path: lit, subtree } => {
                 let p = path.as_os_str().as_encoded_bytes();

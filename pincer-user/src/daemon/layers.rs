@@ -24,9 +24,8 @@
 //! filesystem, never the one its user's processes write to. The layers a path retains are
 //! copied out of it when the session ends, within `[limits] kept_max` ([`retire`]).
 
-use super::contain::{ContainError, Containment, ViewNevers};
+use super::contain::{ContainError, Containment, Matcher, ViewNevers};
 use crate::kernel::{Enforcer, ObjectId};
-use globset::{GlobBuilder, GlobMatcher};
 use serde::{Deserialize, Serialize};
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -39,32 +38,7 @@ const HIDE_LIMIT: usize = 20_000;
 /// What a session sees of the user's entries in a read-write open path: a list of relative
 /// paths, a glob per segment; empty keeps everything.
 #[derive(Debug, Clone, Default)]
-pub struct Shown(Vec<Vec<Segment>>);
-
-/// One segment of a `show` entry: a name, or a glob of one name.
-#[derive(Debug, Clone)]
-enum Segment {
-    /// A name without glob syntax (most are: `CLAUDE.md`, `hooks`), compared as bytes,
-    /// which matches what its glob would.
-    Name(String),
-    Glob(GlobMatcher),
-}
-
-impl Segment {
-    fn new(seg: &str) -> Result<Self, globset::Error> {
-        if crate::glob::is_plain(seg) {
-            return Ok(Segment::Name(seg.to_string()));
-        }
-        Ok(Segment::Glob(GlobBuilder::new(seg).literal_separator(true).build()?.compile_matcher()))
-    }
-
-    fn is_match(&self, name: &Path) -> bool {
-        match self {
-            Segment::Name(n) => name.as_os_str().as_encoded_bytes() == n.as_bytes(),
-            Segment::Glob(g) => g.is_match(name),
-        }
-    }
-}
+pub struct Shown(Vec<Vec<Matcher>>);
 
 impl Shown {
     /// Compiles `entries` (`settings*.json`, `plugins/cache`).
@@ -80,7 +54,8 @@ impl Shown {
                 if seg.is_empty() || seg == "." || seg == ".." || seg.contains('\0') {
                     return Err(bad("has an empty, `.` or `..` segment, or a NUL byte"));
                 }
-                segments.push(Segment::new(seg).map_err(|e| bad(&e.to_string()))?);
+                // One name each: a name without glob syntax is compared as bytes.
+                segments.push(Matcher::new(seg).map_err(|e| bad(&e.to_string()))?);
             }
             out.push(segments);
         }
@@ -539,13 +514,13 @@ pub(super) fn detach(target: &Path) {
 /// each such entry, and a directory (the user's owner and mode) on the way to each kept
 /// entry deeper down. Symlinks are not followed. Returns the user's objects hidden.
 fn hide_except(lower: &Path, upper: &Path, shown: &Shown) -> std::io::Result<Vec<ObjectId>> {
-    let alive: Vec<&[Segment]> = shown.0.iter().map(Vec::as_slice).collect();
+    let alive: Vec<&[Matcher]> = shown.0.iter().map(Vec::as_slice).collect();
     let (mut seen, mut hidden) = (0, Vec::new());
     hide_level(lower, upper, &alive, &mut seen, &mut hidden)?;
     Ok(hidden)
 }
 
-fn hide_level(lower: &Path, upper: &Path, alive: &[&[Segment]], seen: &mut usize, hidden: &mut Vec<ObjectId>) -> std::io::Result<()> {
+fn hide_level(lower: &Path, upper: &Path, alive: &[&[Matcher]], seen: &mut usize, hidden: &mut Vec<ObjectId>) -> std::io::Result<()> {
     for e in std::fs::read_dir(lower)? {
         let e = e?;
         *seen += 1;
@@ -553,7 +528,7 @@ fn hide_level(lower: &Path, upper: &Path, alive: &[&[Segment]], seen: &mut usize
             return Err(std::io::Error::other(format!("more than {HIDE_LIMIT} entries on the way to what show names")));
         }
         let name = e.file_name();
-        let matching: Vec<&[Segment]> = alive.iter().filter(|p| p[0].is_match(Path::new(&name))).copied().collect();
+        let matching: Vec<&[Matcher]> = alive.iter().filter(|p| p[0].matches(Path::new(&name))).copied().collect();
         if matching.iter().any(|p| p.len() == 1) {
             continue;
         }
@@ -563,7 +538,7 @@ fn hide_level(lower: &Path, upper: &Path, alive: &[&[Segment]], seen: &mut usize
             std::fs::create_dir(&up)?;
             std::os::unix::fs::chown(&up, Some(meta.uid()), Some(meta.gid()))?;
             std::fs::set_permissions(&up, std::fs::Permissions::from_mode(meta.mode() & 0o7777))?;
-            let deeper: Vec<&[Segment]> = matching.iter().map(|p| &p[1..]).collect();
+            let deeper: Vec<&[Matcher]> = matching.iter().map(|p| &p[1..]).collect();
             hide_level(&low, &up, &deeper, seen, hidden)?;
             continue;
         }
@@ -579,6 +554,7 @@ fn hide_level(lower: &Path, upper: &Path, alive: &[&[Segment]], seen: &mut usize
 #[cfg(test)]
 mod tests {
     use super::*;
+    use globset::GlobBuilder;
 
     #[test]
     fn show_entries_are_relative_globs() {
@@ -594,15 +570,15 @@ mod tests {
     fn a_show_name_without_glob_syntax_matches_what_its_glob_matches() {
         let names = ["CLAUDE.md", "claude.md", "CLAUDE.mdx", "xCLAUDE.md", "hooks", "hook", "hooks.d", ".env", "env", "é", "a b", ""];
         for seg in ["CLAUDE.md", "hooks", ".env", "é", "a b"] {
-            let fast = Segment::new(seg).unwrap();
-            assert!(matches!(fast, Segment::Name(_)), "{seg}");
-            let glob = Segment::Glob(GlobBuilder::new(seg).literal_separator(true).build().unwrap().compile_matcher());
+            let fast = Matcher::new(seg).unwrap();
+            assert!(matches!(fast, Matcher::Literal { .. }), "{seg}");
+            let glob = GlobBuilder::new(seg).literal_separator(true).build().unwrap().compile_matcher();
             for n in names {
-                assert_eq!(fast.is_match(Path::new(n)), glob.is_match(Path::new(n)), "{seg} on {n:?}");
+                assert_eq!(fast.matches(Path::new(n)), glob.is_match(Path::new(n)), "{seg} on {n:?}");
             }
         }
         for seg in ["settings*.json", "[ab]", "a?", "{a,b}", "a\\*"] {
-            assert!(matches!(Segment::new(seg).unwrap(), Segment::Glob(_)), "{seg}");
+            assert!(matches!(Matcher::new(seg).unwrap(), Matcher::Glob { .. }), "{seg}");
         }
     }
 
