@@ -44,10 +44,14 @@ shared_consts! {
     /// Marker bit set by the kernel on exact grants it recorded for an object the
     /// session created itself under a `create` grant (it carries read and write).
     ACCESS_CREATED_BY_SESSION: u32 = 1 << 31;
-    /// Marker bit on an exact grant of `create` on a directory: the grant reaches new
-    /// hidden names (a leading dot) in it too. Without it such a grant makes visible
-    /// entries only, so a grant given for `notes.md` does not make `.envrc` beside it.
-    ACCESS_HIDDEN_NAMES: u32 = 1 << 29;
+    /// Marker bit on a session's exact grant of a directory: the session was given
+    /// `create` there for single names, each an entry of [`map_names::CREATE_NAMES`]. A
+    /// grant given for `notes.md` makes `notes.md` only, not `Cargo.toml`, `go.work` or
+    /// `.envrc` beside it. The marker goes with the directory's grants when its inode is
+    /// freed, so a later directory that reuses the number takes none of the names.
+    ACCESS_NAMED_CREATE: u32 = 1 << 29;
+    /// Bytes of [`CreateNameKey::name`]: a name up to `NAME_MAX` (255) and its NUL.
+    CREATE_NAME_LEN: usize = 256;
     /// Entries one session may hold in [`map_names::VACATED`] (of its 32,768): past them
     /// the session's removal or move of a folder of the user's is refused, and no session
     /// fills the map for the others.
@@ -303,16 +307,26 @@ pub mod map_names {
     /// such a name (the user's place, value `u64::MAX`). Written by the kernel only; a
     /// session's entries go with its grants.
     pub const VACATED: &str = "pincer_vacated";
+    /// `HASH` [`CreateNameKey`](super::CreateNameKey) → `u32` (1): the single names a
+    /// session may create in a directory whose exact grant carries
+    /// [`ACCESS_NAMED_CREATE`](super::ACCESS_NAMED_CREATE) (what the daemon inserts when
+    /// the twin allows a new entry there). Written by userspace only; a session's
+    /// entries go with its grants.
+    pub const CREATE_NAMES: &str = "pincer_create_names";
+    /// `TASK_STORAGE` of one [`CreateNameKey`](super::CreateNameKey) per task: where the
+    /// program builds a named-create key (read and written only by the program; the key
+    /// does not fit on its stack beside the walk).
+    pub const CREATE_KEY: &str = "pincer_create_key";
     /// `INODE_STORAGE` of the never patterns' cache (read and written only by the
     /// program: per directory and session, what the patterns match from it to the top).
     pub const PATTERN_CACHE: &str = "pincer_pattern_cache";
     /// Every map, in a fixed order.
-    pub const ALL: [&str; 18] = [
+    pub const ALL: [&str; 20] = [
         SESSIONS, ROOTS, EXACT, SUBTREE, OPEN, NEVER, NEVER_NAMES, NEVER_DIRS, STATE, GENERATION, WALK_CACHE, EVENTS, DROPS,
-        HOLD, HELD, NEVER_CARRY, VACATED, PATTERN_CACHE,
+        HOLD, HELD, NEVER_CARRY, VACATED, CREATE_NAMES, CREATE_KEY, PATTERN_CACHE,
     ];
     /// The C macro naming each map (`#define MAP_SESSIONS pincer_sessions`).
-    pub const C_MACROS: [(&str, &str); 18] = [
+    pub const C_MACROS: [(&str, &str); 20] = [
         ("MAP_SESSIONS", SESSIONS),
         ("MAP_ROOTS", ROOTS),
         ("MAP_EXACT", EXACT),
@@ -330,6 +344,8 @@ pub mod map_names {
         ("MAP_HELD", HELD),
         ("MAP_NEVER_CARRY", NEVER_CARRY),
         ("MAP_VACATED", VACATED),
+        ("MAP_CREATE_NAMES", CREATE_NAMES),
+        ("MAP_CREATE_KEY", CREATE_KEY),
         ("MAP_PATTERN_CACHE", PATTERN_CACHE),
     ];
 }
@@ -482,6 +498,25 @@ shared_struct! {
 }
 
 shared_struct! {
+    /// Key of the named-create map: the single name `name` session `session` may create
+    /// in directory `(dev, ino)`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct CreateNameKey as "create_name_key" {
+        /// The session's cgroup id.
+        pub session: u64,
+        /// Inode number of the directory.
+        pub ino: u64,
+        /// Kernel-internal device number of the directory.
+        pub dev: u32,
+        /// Explicit padding, always zero.
+        pub _pad: u32,
+        /// The entry's name, NUL-padded (shorter than [`CREATE_NAME_LEN`]: every name a
+        /// filesystem allows).
+        pub name: [u8; CREATE_NAME_LEN],
+    }
+}
+
+shared_struct! {
     /// The single entry of the state map, kept by userspace so the kernel walk
     /// can skip work that cannot matter.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -590,12 +625,13 @@ shared_struct! {
 
 /// Every layout shared with C; `pincer-ebpf`'s build script asserts each one
 /// against `pincer.h` (`_Static_assert` on size, and offset and size of every field).
-pub const LAYOUTS: [Layout; 9] = [
+pub const LAYOUTS: [Layout; 10] = [
     SessionKey::LAYOUT,
     SessionValue::LAYOUT,
     ObjectKey::LAYOUT,
     NameKey::LAYOUT,
     VacatedKey::LAYOUT,
+    CreateNameKey::LAYOUT,
     State::LAYOUT,
     Generation::LAYOUT,
     GrantKey::LAYOUT,
@@ -631,6 +667,7 @@ mod pod {
     unsafe impl aya::Pod for super::ObjectKey {}
     unsafe impl aya::Pod for super::NameKey {}
     unsafe impl aya::Pod for super::VacatedKey {}
+    unsafe impl aya::Pod for super::CreateNameKey {}
     unsafe impl aya::Pod for super::State {}
     unsafe impl aya::Pod for super::Generation {}
     unsafe impl aya::Pod for super::GrantKey {}

@@ -150,6 +150,27 @@ struct {
 	__type(value, __u64);
 } MAP_VACATED SEC(".maps");
 
+/* The single names a session was given `create` for in a directory whose exact
+ * grant carries ACCESS_NAMED_CREATE (named_create). Userspace writes them and
+ * removes a session's entries with its grants. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct create_name_key);
+	__type(value, __u32);
+} MAP_CREATE_NAMES SEC(".maps");
+
+/* Where named_create builds its key: a name of up to NAME_MAX bytes does not fit
+ * on the stack beside the walk (512 bytes for the whole call chain). One per
+ * task, so no other task (as a per-CPU slot would allow, on preemption) can
+ * change the key between its writing and its lookup. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct create_name_key);
+} MAP_CREATE_KEY SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
@@ -471,17 +492,15 @@ static __always_inline int own_new_folder(__u32 bits)
 
 /* Whether exact grant `bits` on the walk's current level (c->ok, the first
  * level) fails to reach c->prev, the name of a new entry in it. A hidden name
- * is reached only by a grant that covers hidden names: one marked
- * ACCESS_HIDDEN_NAMES (given for a hidden name decided in that directory) or
- * the grant of a new folder of the session's (own_new_folder); a
- * grant given for `notes.md` does not make `.envrc` or `.cargo/` beside it.
- * And never in a protected root: the hidden entries of a root (the home's
- * dotfiles and dot-directories: the configuration, code, state, histories and
- * credentials of the user's tools) are not made through `create` on the root. */
+ * is reached only by the grant of a new folder of the session's
+ * (own_new_folder) or by a grant of that very name (named_create, after the
+ * walk); a `create` grant on the folder makes visible names only. And never
+ * in a protected root: the hidden entries of a root (the home's dotfiles and
+ * dot-directories: the configuration, code, state, histories and credentials
+ * of the user's tools) are not made through `create` on the root. */
 static __always_inline int misses_hidden_name(struct walk_ctx *c, int prev_hidden, __u32 bits)
 {
-	return prev_hidden && ((!(bits & ACCESS_HIDDEN_NAMES) && !own_new_folder(bits)) ||
-			       bpf_map_lookup_elem(&MAP_ROOTS, &c->ok));
+	return prev_hidden && (!own_new_folder(bits) || bpf_map_lookup_elem(&MAP_ROOTS, &c->ok));
 }
 
 /* One level of walk_up; returns 1 to stop. */
@@ -2163,6 +2182,50 @@ static __always_inline int check_object(const struct session *s, struct dentry *
 	return check_object_held(s, d, need, hook, 0);
 }
 
+/* Whether session `session` was given `create` for the very name of `child`,
+ * a new entry, in its parent directory: the directory's exact grant carries
+ * ACCESS_NAMED_CREATE and the name is in MAP_CREATE_NAMES. A hidden name is
+ * not made this way in a protected root either (misses_hidden_name). */
+_Static_assert(__builtin_offsetof(struct create_name_key, ino) == __builtin_offsetof(struct grant_key, ino) &&
+		       __builtin_offsetof(struct create_name_key, dev) == __builtin_offsetof(struct grant_key, dev) &&
+		       __builtin_offsetof(struct create_name_key, name) >= sizeof(struct grant_key) &&
+		       __builtin_offsetof(struct create_name_key, dev) - __builtin_offsetof(struct create_name_key, ino) ==
+			       __builtin_offsetof(struct object_key, dev) &&
+		       sizeof(struct object_key) == __builtin_offsetof(struct create_name_key, name) - __builtin_offsetof(struct create_name_key, ino),
+	       "create_name_key starts with a grant_key and, from ino, an object_key");
+
+static __noinline int named_create(__u64 session, __u64 child)
+{
+	struct dentry *d = (struct dentry *)child;
+	struct inode *dir = BPF_CORE_READ(d, d_parent, d_inode);
+
+	if (!dir)
+		return 0;
+	/* Without its scratch (an allocation that failed) the name is not granted. */
+	struct create_name_key *k =
+		bpf_task_storage_get(&MAP_CREATE_KEY, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+
+	if (!k)
+		return 0;
+	__builtin_memset(k, 0, sizeof(*k));
+	k->session = session;
+	k->ino = BPF_CORE_READ(dir, i_ino);
+	k->dev = BPF_CORE_READ(dir, i_sb, s_dev);
+	/* The key's first fields are the directory's grant_key, and from `ino`
+	 * on its object_key (same layout). */
+	__u32 *bits = bpf_map_lookup_elem(&MAP_EXACT, k);
+
+	if (!bits || !(*bits & ACCESS_NAMED_CREATE))
+		return 0;
+	long n = bpf_probe_read_kernel_str(k->name, sizeof(k->name), BPF_CORE_READ(d, d_name.name));
+
+	if (n <= 1 || n >= (long)sizeof(k->name))
+		return 0;
+	if (k->name[0] == '.' && bpf_map_lookup_elem(&MAP_ROOTS, &k->ino))
+		return 0;
+	return bpf_map_lookup_elem(&MAP_CREATE_NAMES, k) != 0;
+}
+
 /* Check `create` on the directory that would hold `child` (a new name), with
  * the never entry of that name; `held` as for check_object_held. */
 static __always_inline int check_create_held(const struct session *s, struct dentry *child, __u32 hook, __u32 *held)
@@ -2180,6 +2243,9 @@ static __always_inline int check_create_held(const struct session *s, struct den
 	w.never |= pattern_check_child(s, child, ACCESS_CREATE);
 	/* A new entry in a directory of the user's: gated by that owner. */
 	protect_owned(s, BPF_CORE_READ(child, d_parent, d_inode), &w);
+	/* Looked up only for what would be a miss. */
+	if (w.protected && !(w.granted & ACCESS_CREATE) && !(w.never & ACCESS_CREATE) && named_create(s->id, scalar_of(child)))
+		w.granted |= ACCESS_CREATE;
 	err = held_verdict(s, scalar_of(child), hook, &w, held);
 	if (!err)
 		mark_hidden_entry(s->id, child);
@@ -2356,18 +2422,14 @@ static __always_inline void locked_quiet(const struct session *s, __u64 waited)
 		v->locked_quiet_until = bpf_ktime_get_ns() + pause;
 }
 
-/* Waits in the hold the miss just reported, then checks the object again: the
- * daemon's answer only ends the wait, an exact grant of the missing bits on
- * the object the twin judged (the opened file, the object removed or
- * replaced, or the directory a new name goes into) is what allows. A dead
- * daemon, a missing anchor or a FUSE error end the wait with the check, which
- * finds no grant. */
-static __always_inline int hold_wait(const struct session *s, __u32 dev, __u64 ino, __u32 missing, int locked)
+/* Waits in the hold the miss just reported. The daemon's answer only ends the
+ * wait, as do a dead daemon, a missing anchor or a FUSE error; what allows is
+ * the grant the caller checks next. */
+static __always_inline void hold_sleep(const struct session *s, int locked)
 {
 	__u32 anchor_slot = HOLD_SLOT_ANCHOR;
 	__u32 *anchor = bpf_map_lookup_elem(&MAP_HOLD, &anchor_slot);
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	__u64 began = bpf_ktime_get_ns();
 
 	if (anchor && *anchor) {
 		struct task_struct *t = bpf_task_from_pid(*anchor);
@@ -2393,10 +2455,17 @@ static __always_inline int hold_wait(const struct session *s, __u32 dev, __u64 i
 	}
 	bpf_map_delete_elem(&MAP_HELD, &tid);
 	hold_uncount(s, locked);
-	struct grant_key gk = { .session = s->id, .ino = ino, .dev = dev };
-	__u32 *bits = ino ? bpf_map_lookup_elem(&MAP_EXACT, &gk) : 0;
+}
 
-	if (bits && (*bits & missing) == missing)
+/* hold_sleep, then the object checked again: an exact grant of the missing
+ * bits on the object the twin judged (the opened file, the object removed or
+ * replaced) is what allows; the wait ended by anything else finds none. */
+static __always_inline int hold_wait(const struct session *s, __u32 dev, __u64 ino, __u32 missing, int locked)
+{
+	__u64 began = bpf_ktime_get_ns();
+
+	hold_sleep(s, locked);
+	if (ino && (exact_bits(s->id, ino, dev) & missing) == missing)
 		return 0;
 	if (locked)
 		locked_quiet(s, bpf_ktime_get_ns() - began);
@@ -2461,7 +2530,9 @@ static __always_inline int held_object(const struct session *s, struct dentry *d
 }
 
 /* check_create_held and, on a held miss, the wait; the grant looked for is
- * `create` on the directory `dir` the new name goes into. */
+ * `create` of the new name in the directory `dir` it goes into: a grant of
+ * that name (named_create), or for a visible name `create` on the folder (a
+ * hidden name is not made by a grant on its folder: misses_hidden_name). */
 static __always_inline int held_create(const struct session *s, struct inode *dir, struct dentry *child, __u32 hook,
 				       int may_hold)
 {
@@ -2473,12 +2544,20 @@ static __always_inline int held_create(const struct session *s, struct inode *di
 	bpf_rcu_read_unlock();
 	if (!err || !missing)
 		return err;
-	/* A hidden name is made only under a grant marked for hidden names
-	 * (misses_hidden_name): the plain `create` a visible name was given
-	 * does not end its hold with an allow. */
-	if ((missing & ACCESS_CREATE) && hidden_name(BPF_CORE_READ(child, d_name.name)))
-		missing |= ACCESS_HIDDEN_NAMES;
-	return dir ? hold_wait(s, BPF_CORE_READ(dir, i_sb, s_dev), BPF_CORE_READ(dir, i_ino), missing, hook_locks(hook)) : -EACCES;
+	if (!dir)
+		return -EACCES;
+	__u64 began = bpf_ktime_get_ns();
+	int locked = hook_locks(hook);
+
+	hold_sleep(s, locked);
+	__u32 bits = exact_bits(s->id, BPF_CORE_READ(dir, i_ino), BPF_CORE_READ(dir, i_sb, s_dev));
+
+	if (((bits & missing) == missing && !hidden_name(BPF_CORE_READ(child, d_name.name))) ||
+	    ((missing & ~ACCESS_CREATE) == 0 && named_create(s->id, scalar_of(child))))
+		return 0;
+	if (locked)
+		locked_quiet(s, bpf_ktime_get_ns() - began);
+	return -EACCES;
 }
 
 SEC("lsm.s/inode_create")

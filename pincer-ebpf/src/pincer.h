@@ -47,6 +47,18 @@ struct vacated_key {
 	char name[NEVER_NAME_LEN];
 };
 
+/* The single name `name` session `session` may create in directory (dev, ino)
+ * (a grant of ACCESS_NAMED_CREATE on the directory). Its first fields are the
+ * directory's grant_key, and from `ino` on its object_key (named_create looks
+ * both up with it). */
+struct create_name_key {
+	__u64 session;
+	__u64 ino;
+	__u32 dev;
+	__u32 _pad;
+	char name[CREATE_NAME_LEN];
+};
+
 struct pincer_state {
 	__u32 never_objects;
 	__u32 never_names;

@@ -806,3 +806,25 @@ async fn a_create_granted_in_a_fanout_folder_is_granted_in_each_fanout_folder_of
     assert_eq!(h.maps.granted_bits(s.cgroup_id, id("pack"), Scope::Exact), 0);
     assert_eq!(h.maps.granted_bits(s.cgroup_id, ObjectId::of_path(&h.ws.join("elsewhere")).unwrap(), Scope::Exact), 0);
 }
+
+#[tokio::test]
+async fn a_create_is_granted_for_the_name_decided_not_for_its_folder() {
+    let h = Host::new(|_| {}).await;
+    let history = store_with_history(&h);
+    h.as_caller(Path::new(OUTSIDE));
+    let r = h.call(Call::Import { history, policies: String::new(), uid: None, workspace: Some(h.ws.clone()) }).await;
+    assert!(matches!(r, Reply::Ok { .. }), "{r:?}");
+    let s = h.session("Fix the failing add test in calc and commit the fix with git.").await;
+    let r = h.request(&s, "calc/.git/index.lock", Access::Create).await;
+    assert!(granted(&r), "{r:?} {:?}", h.audit().last().map(|e| e.votes.clone()));
+    let git = ObjectId::of_path(&h.ws.join("calc/.git")).unwrap();
+    let e = h.maps.enforcer();
+    let holds = |name: &str| e.holds_for_name(s.cgroup_id, git, Access::Create, Some(std::ffi::OsStr::new(name))).unwrap();
+    assert!(holds("index.lock"), "the name decided");
+    for beside in ["config", "HEAD.lock", "hooks", ".envrc"] {
+        assert!(!holds(beside), "{beside} beside the decided name");
+    }
+    let bits = h.maps.granted_bits(s.cgroup_id, git, Scope::Exact);
+    assert_eq!(bits & pincer_common::ACCESS_CREATE, 0, "no create on the folder: {bits:#x}");
+    assert_ne!(bits & pincer_common::ACCESS_NAMED_CREATE, 0, "the folder's grant is marked for names: {bits:#x}");
+}

@@ -3800,11 +3800,11 @@ fn writes_a_symlinked_dotfile_through_its_visible_target_under_a_home_grant() {
 /// kernel's grants are keyed by object; the new file has none yet), so a grant given for
 /// `proj/notes.md` was a grant for any name in `proj`: `.envrc` (run by direnv when the
 /// user enters the folder), `.cargo/config.toml`, `.npmrc`, made directly, by a symlink, a
-/// hard link or a rename of the granted file. Closed: an exact `create` grant reaches
-/// hidden names only when it is marked for them (`ACCESS_HIDDEN_NAMES`, what the daemon
-/// gives when the twin decided a hidden name there) or is the grant of a folder the
+/// hard link or a rename of the granted file. Closed: an exact `create` grant on a folder
+/// makes visible names only; a hidden name needs a grant of that very name (what the
+/// daemon gives when the twin decided it: `grant_create_name`) or the grant of a folder the
 /// session made (cargo's `target/.fingerprint`). Control: `notes.md` is made, and with the
-/// marked grant `.envrc` is too.
+/// name's grant `.envrc` is too, and only it.
 #[test]
 fn plants_hidden_configuration_beside_a_file_it_was_granted_to_create() {
     let mut red = Red::start_with("hidden-beside", |ws| {
@@ -3836,11 +3836,11 @@ fn plants_hidden_configuration_beside_a_file_it_was_granted_to_create() {
         assert!(std::fs::symlink_metadata(p).is_err(), "{} exists", p.display());
     }
     assert!(notes.exists(), "the granted file was renamed to a hidden name");
-    // A decision on a hidden name there marks the grant.
+    // A decision on a hidden name there grants that name.
     let obj = ObjectId::of_path(&proj).unwrap();
-    red.enforcer.grant_create_hidden(red.id, obj).expect("grant");
-    let r = red.gated(|| vec![create(&envrc, "export A=1\n")]);
-    assert_eq!(r, vec![0], "the marked grant makes a hidden name");
+    red.enforcer.grant_create_name(red.id, obj, std::ffi::OsStr::new(".envrc")).expect("grant");
+    let r = red.gated(|| vec![create(&envrc, "export A=1\n"), create(&npmrc, "x\n")]);
+    assert_eq!(r, vec![0, EACCES], "the name granted is made, not another hidden name beside it");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -7007,23 +7007,25 @@ fn sets_the_write_hint_of_a_file_it_may_only_read() {
     assert!(refused(r[1]) && now == 2, "the write hint of a read-only granted file changed from the session ({r:?}, hint now {now})");
 }
 
-/// Makes, beside the user's projects (granted `create` in their folder, as the daemon
-/// inserts when the twin allows `notes.md` there), a `Cargo.toml` that declares the folder
-/// a workspace with the user's crate as its member and patches a dependency to a crate of
-/// the session's (`[workspace] members = ["proj"]`, `[patch.crates-io]`), and a `go.work`
-/// that uses the user's module and replaces its dependency by the session's code. Cargo
-/// looks for the workspace root in every folder above a package, and the go command for
-/// `go.work`: the user's next `cargo build` in `proj` runs the session's build script, and
-/// `go test` its `init`. Principle: the never list holds the places "package managers and
-/// toolchains read code from", and a `create` grant on a folder is given for one name. Why
-/// it might get out: the rule that keeps configuration beside a granted name
-/// (`misses_hidden_name`) is by a leading dot (`.cargo/config.toml`, `.envrc`, `.npmrc`);
-/// these two are visible names, and no never pattern names them (a project's own
-/// `Cargo.toml` is its own work). Controls: `notes.md` is made; the user makes them
-/// outside the session.
-/// Gets out on 6.1 and 6.12: both files are made.
+/// Makes, beside the user's projects (granted `create` of `notes.md` in their folder, as
+/// the daemon inserts when the twin allows `notes.md` there), a `Cargo.toml` that declares
+/// the folder a workspace with the user's crate as its member and patches a dependency to
+/// a crate of the session's (`[workspace] members = ["proj"]`, `[patch.crates-io]`), and a
+/// `go.work` that uses the user's module and replaces its dependency by the session's code,
+/// each made directly, by a rename of the granted file, by a hard link to it and by a
+/// symlink. Cargo looks for the workspace root in every folder above a package, and the go
+/// command for `go.work`: the user's next `cargo build` in `proj` runs the session's build
+/// script, and `go test` its `init`. Principle: a grant is for what was asked; `create`
+/// given for one name makes that name. Why it might get out: the kernel's grants are keyed
+/// by object, and the new file has none yet, so the grant was on the folder, for any
+/// visible name (only hidden names needed more: `misses_hidden_name`); these two are
+/// visible names, and no never pattern names them (a project's own `Cargo.toml` is its own
+/// work). Closed: the daemon gives `create` of the decided name (`grant_create_name`: the
+/// folder's grant marked `ACCESS_NAMED_CREATE`, the name in `MAP_CREATE_NAMES`), and the
+/// kernel's check of a new entry looks the name up (`named_create`). Controls: `notes.md`
+/// is made; a plain `create` grant on the folder (a user's policy) makes the files; the
+/// user makes them outside the session.
 #[test]
-#[ignore = "open route: a create grant on a folder is given for one name, but the kernel's grant is on the folder: a visible file a toolchain reads from every folder above a project (Cargo.toml's [workspace], go.work) is made beside the granted name"]
 fn makes_workspace_roots_that_the_users_toolchains_read_above_the_users_projects() {
     let mut c = Cleanup::default();
     let top = home_folder(&mut c, "wsroot");
@@ -7037,11 +7039,36 @@ fn makes_workspace_roots_that_the_users_toolchains_read_above_the_users_projects
     assert_eq!(ungated(|| vec![create(&probe, "x")]), vec![0], "control: the user makes files there");
     std::fs::remove_file(&probe).unwrap();
     let mut red = Red::start("wsroot");
-    red.grant(&top, Scope::Exact, &[Access::Create]);
-    let r = red.gated(|| vec![create(&notes, "notes\n"), create(&cargo, cargo_text), create(&gowork, go_text)]);
+    let folder = ObjectId::of_path(&top).unwrap();
+    red.enforcer.grant_create_name(red.id, folder, std::ffi::OsStr::new("notes.md")).expect("grant");
+    let r = red.gated(|| {
+        vec![
+            create(&notes, "notes\n"),
+            create(&cargo, cargo_text),
+            create(&gowork, go_text),
+            // SAFETY: link and symlink on valid C strings.
+            rc(unsafe { libc::link(cpath(&notes).as_ptr(), cpath(&gowork).as_ptr()) } as i64),
+            rc(unsafe { libc::symlink(c"/tmp/evil-Cargo.toml".as_ptr(), cpath(&cargo).as_ptr()) } as i64),
+            rename(&notes, &cargo),
+        ]
+    });
     assert_eq!(r[0], 0, "control: the granted name is made: {r:?}");
-    let open = not_refused(&["Cargo.toml declaring the user's crate a member and patching serde", "go.work using the user's module and replacing its dependency"], &r[1..]);
+    let open = not_refused(
+        &[
+            "Cargo.toml declaring the user's crate a member and patching serde",
+            "go.work using the user's module and replacing its dependency",
+            "go.work as a hard link to the granted file",
+            "Cargo.toml as a symlink",
+            "the granted file renamed to Cargo.toml",
+        ],
+        &r[1..],
+    );
     assert!(open.is_empty(), "workspace roots made above the user's projects: {open:?}");
+    assert!(!cargo.exists() && !gowork.exists(), "a workspace root stands above the user's projects");
+    // Control: a plain grant on the folder (a policy of the user's) makes any visible name.
+    red.grant(&top, Scope::Exact, &[Access::Create]);
+    let r = red.gated(|| vec![create(&gowork, go_text)]);
+    assert_eq!(r, vec![0], "control: create on the folder makes go.work");
 }
 
 /// The per-user limit `/proc/sys/PATH` holds.

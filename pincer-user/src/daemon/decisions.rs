@@ -244,9 +244,9 @@ pub struct HeldMiss {
     /// The access types the miss asked for, each with the object its grant goes on
     /// ([`crate::kernel::Miss::target`]).
     pub access: Vec<(ObjectId, crate::access::Access)>,
-    /// The entry's name is hidden (a leading dot): its `create` needs a grant marked for
-    /// hidden names ([`crate::kernel::Enforcer::holds_for_name`]).
-    pub hidden_name: bool,
+    /// The entry's name (for a `create`, the new entry's, which the grant is given for:
+    /// [`crate::kernel::Enforcer::holds_for_name`]).
+    pub name: Option<std::ffi::OsString>,
     /// Decisions of the miss still to come.
     pub outstanding: usize,
     /// Its hook keeps a folder or the object locked while the thread waits.

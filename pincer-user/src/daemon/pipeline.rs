@@ -35,7 +35,7 @@ use crate::decider::Verdict;
 use crate::kernel::{Hook, Miss, ObjectId, Scope};
 use crate::twin::{self, Decision, Votes};
 use tokio::time::Instant;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Where a request entered the pipeline.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,10 +132,10 @@ pub struct PipelineRequest {
 }
 
 impl PipelineRequest {
-    /// Whether this is a `create` of a hidden entry (its name starts with a dot): the
-    /// kernel makes such names only under a grant marked for them.
-    pub fn creates_hidden_name(&self) -> bool {
-        self.access == Access::Create && self.abs.file_name().is_some_and(|n| n.as_encoded_bytes().starts_with(b"."))
+    /// For a `create`, the new entry's name: what the grant is given for (the kernel makes
+    /// that name only, [`crate::kernel::Enforcer::grant_create_name`]).
+    pub fn new_name(&self) -> Option<&std::ffi::OsStr> {
+        (self.access == Access::Create).then(|| self.abs.file_name()).flatten()
     }
 
     fn for_twin(&self, origin: &Origin) -> twin::Request {
@@ -306,7 +306,7 @@ impl Core {
             return Begun::Ruled(Ruling::deny(format!("no open session {:?}", req.session), None));
         };
         // A miss queued behind the decision that granted its access is not decided again.
-        if matches!(origin, Origin::Miss { .. }) && self.enforcer.holds_for_name(cgroup_id, req.target, req.access, req.creates_hidden_name()).unwrap_or(false) {
+        if matches!(origin, Origin::Miss { .. }) && self.enforcer.holds_for_name(cgroup_id, req.target, req.access, req.new_name()).unwrap_or(false) {
             return Begun::Ruled(Ruling { granted: true, outcome: RequestOutcome::Grant, reason: "granted by an earlier decision".into(), question: None });
         }
         // Never-grantable beats every vote, rule and approval; a containment that cannot
@@ -488,8 +488,8 @@ impl Core {
         if hold != 0 {
             let locked = m.hook.holds_lock();
             let seen_after = self.holds.as_ref().and_then(|h| h.waited(hold));
-            let hidden_name = m.relative_path.file_name().is_some_and(|n| n.as_encoded_bytes().starts_with(b"."));
-            let held = HeldMiss { hold, cgroup_id: m.session, access: m.access.iter().map(|&a| (m.target(a), a)).collect(), hidden_name, outstanding: requests.len(), locked, seen_after };
+            let name = m.relative_path.file_name().map(std::ffi::OsStr::to_os_string);
+            let held = HeldMiss { hold, cgroup_id: m.session, access: m.access.iter().map(|&a| (m.target(a), a)).collect(), name, outstanding: requests.len(), locked, seen_after };
             if requests.is_empty() {
                 self.release_hold(&held);
                 return;
@@ -536,7 +536,7 @@ impl Core {
     /// which checks it next.
     fn release_hold(&mut self, held: &HeldMiss) {
         let Some(holds) = self.holds.clone() else { return };
-        let granted = held.access.iter().all(|&(target, a)| self.enforcer.holds_for_name(held.cgroup_id, target, a, held.hidden_name).unwrap_or(false));
+        let granted = held.access.iter().all(|&(target, a)| self.enforcer.holds_for_name(held.cgroup_id, target, a, held.name.as_deref()).unwrap_or(false));
         let hold = held.hold;
         let end = holds.release(hold);
         if let Some(s) = self.sessions.by_cgroup_id(held.cgroup_id) {
@@ -659,7 +659,7 @@ impl Core {
         // failed lookup decides as usual; nothing is granted here); those that come while
         // it is decided join its decision ([`super::decisions::Lanes::enqueue`]).
         if let Some(cgroup_id) = self.sessions.get(&id).map(|s| s.cgroup_id) {
-            requests.retain(|r| !self.enforcer.holds_for_name(cgroup_id, r.target, r.access, r.creates_hidden_name()).unwrap_or(false));
+            requests.retain(|r| !self.enforcer.holds_for_name(cgroup_id, r.target, r.access, r.new_name()).unwrap_or(false));
             if requests.is_empty() {
                 return vec![];
             }
@@ -704,23 +704,21 @@ impl Core {
     }
 
     /// Inserts a grant; a kernel error is logged and makes the request a denial. A
-    /// `create` of a hidden name ([`PipelineRequest::creates_hidden_name`]) gives `create`
-    /// for hidden names in that directory; any other `create`, visible names only.
+    /// `create` gives that one name in its folder ([`PipelineRequest::new_name`]), hidden
+    /// or not; in a fan-out folder of a content store, `create` of visible names there and
+    /// in the store's other fan-out folders ([`Pipeline::grant_fanout_siblings`]).
     fn apply_grant(&mut self, req: &PipelineRequest) -> bool {
         let Some(s) = self.sessions.get(&req.session) else { return false };
-        let inserted = if req.creates_hidden_name() {
-            self.enforcer.grant_create_hidden(s.cgroup_id, req.target)
-        } else {
-            self.enforcer.grant(s.cgroup_id, req.target, Scope::Exact, req.access)
+        let cgroup_id = s.cgroup_id;
+        let inserted = match req.new_name() {
+            Some(_) if in_fanout_folder(req) => self.enforcer.grant(cgroup_id, req.target, Scope::Exact, req.access).map(|()| {
+                self.grant_fanout_siblings(cgroup_id, req);
+            }),
+            Some(name) => self.enforcer.grant_create_name(cgroup_id, req.target, name),
+            None => self.enforcer.grant(cgroup_id, req.target, Scope::Exact, req.access),
         };
         match inserted {
-            Ok(()) => {
-                if req.access == Access::Create && !req.creates_hidden_name() {
-                    let cgroup_id = s.cgroup_id;
-                    self.grant_fanout_siblings(cgroup_id, req);
-                }
-                true
-            }
+            Ok(()) => true,
             Err(e) => {
                 tracing::error!(session = req.session, error = %chain(&e), "grant could not be inserted; denying");
                 false
@@ -739,9 +737,6 @@ impl Core {
         /// At most this many entries of the store's folder are looked at.
         const SCAN_MAX: usize = 4096;
         let Some(dir) = req.abs.parent() else { return };
-        if !dir.file_name().and_then(|n| n.to_str()).is_some_and(crate::sanitize::is_fanout) {
-            return;
-        }
         // The path must still name the object the grant went on.
         if ObjectId::of_path(dir).ok() != Some(req.target) {
             return;
@@ -806,6 +801,13 @@ impl From<Ruling> for Reply {
     }
 }
 
+/// Whether `req` creates a visible name in a fan-out folder of a content store (a short
+/// hex name, as git's `objects/ed/`), where the next object's name is its hash.
+fn in_fanout_folder(req: &PipelineRequest) -> bool {
+    let visible = req.new_name().is_some_and(|n| !n.as_encoded_bytes().starts_with(b"."));
+    visible && req.abs.parent().and_then(Path::file_name).and_then(|n| n.to_str()).is_some_and(crate::sanitize::is_fanout)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -815,11 +817,13 @@ mod tests {
     }
 
     #[test]
-    fn only_a_create_of_a_dot_name_is_granted_for_hidden_names() {
-        assert!(request("/ws/proj/.envrc", Access::Create).creates_hidden_name());
-        assert!(request("/ws/proj/.cargo", Access::Create).creates_hidden_name());
-        assert!(!request("/ws/proj/notes.md", Access::Create).creates_hidden_name());
-        assert!(!request("/ws/.git/index.lock", Access::Create).creates_hidden_name(), "a visible name in a hidden folder");
-        assert!(!request("/ws/proj/.envrc", Access::Write).creates_hidden_name(), "an existing hidden file is decided as itself");
+    fn a_create_is_granted_for_its_own_name_and_a_fanout_folder_for_visible_names() {
+        assert_eq!(request("/ws/proj/notes.md", Access::Create).new_name(), Some(std::ffi::OsStr::new("notes.md")));
+        assert_eq!(request("/ws/proj/.envrc", Access::Create).new_name(), Some(std::ffi::OsStr::new(".envrc")));
+        assert_eq!(request("/ws/proj/.envrc", Access::Write).new_name(), None, "an existing file is decided as itself");
+        assert!(in_fanout_folder(&request("/ws/.git/objects/ed/4f1c", Access::Create)));
+        assert!(!in_fanout_folder(&request("/ws/.git/objects/ed/.envrc", Access::Create)), "a hidden name is its own");
+        assert!(!in_fanout_folder(&request("/ws/proj/Cargo.toml", Access::Create)));
+        assert!(!in_fanout_folder(&request("/ws/.git/objects/ed", Access::Write)));
     }
 }

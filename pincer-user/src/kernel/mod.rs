@@ -89,7 +89,7 @@ use aya::pin::PinError;
 use aya::programs::links::{FdLink, LinkError, PinnedLink};
 use aya::programs::{Lsm, ProgramError};
 use aya::{Btf, BtfError, Ebpf, EbpfError, EbpfLoader};
-use pincer_common::{map_names, Generation, GrantKey, NameKey, ObjectKey, SessionKey, SessionValue, State, VacatedKey};
+use pincer_common::{map_names, CreateNameKey, Generation, GrantKey, NameKey, ObjectKey, SessionKey, SessionValue, State, VacatedKey};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -302,6 +302,21 @@ pub enum KernelError {
         /// The bits given.
         bits: u32,
     },
+    /// A name given `create` is empty, holds a `/` or a NUL byte, is `.` or `..`, or is
+    /// longer than a filesystem allows.
+    #[error("cannot grant create of the name {name:?}: not one entry's name of at most 255 bytes")]
+    EntryName {
+        /// The name given (lossy).
+        name: String,
+    },
+    /// A session holds [`NAMED_CREATES_PER_SESSION`] named `create` grants already.
+    #[error("session {session} holds {limit} named create grants already; no more are given")]
+    NamedCreatesSpent {
+        /// The session's cgroup id.
+        session: u64,
+        /// The bound.
+        limit: u32,
+    },
 }
 
 /// How the enforcer loads and where it pins.
@@ -490,6 +505,7 @@ struct FileMaps {
     never_dirs: BoxTable<ObjectKey, u32>,
     never_carry: BoxTable<NameKey, u64>,
     vacated: BoxTable<VacatedKey, u64>,
+    create_names: BoxTable<CreateNameKey, u32>,
     state: BoxTable<u32, State>,
     generation: BoxTable<u32, Generation>,
 }
@@ -530,6 +546,7 @@ impl FileMaps {
             never_dirs: hash_table(map_names::NEVER_DIRS, open(map_names::NEVER_DIRS)?)?,
             never_carry: hash_table(map_names::NEVER_CARRY, open(map_names::NEVER_CARRY)?)?,
             vacated: hash_table(map_names::VACATED, open(map_names::VACATED)?)?,
+            create_names: hash_table(map_names::CREATE_NAMES, open(map_names::CREATE_NAMES)?)?,
             state: array_table(map_names::STATE, open(map_names::STATE)?)?,
             generation: array_table(map_names::GENERATION, open(map_names::GENERATION)?)?,
         })
@@ -560,7 +577,14 @@ pub struct Enforcer {
     kernel: Option<Kernel>,
     /// Inside [`Enforcer::batch`]: whether a state sync is owed at its end.
     deferred: Option<bool>,
+    /// Named `create` grants inserted per session since this enforcer started
+    /// ([`Enforcer::grant_create_name`]), bounded by [`NAMED_CREATES_PER_SESSION`].
+    named_creates: std::collections::HashMap<u64, u32>,
 }
+
+/// Named `create` grants one session may be given (of the map's 65,536), so no session
+/// fills [`map_names::CREATE_NAMES`] for the others; past them a new name is not granted.
+pub const NAMED_CREATES_PER_SESSION: u32 = 8192;
 
 impl std::fmt::Debug for Enforcer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -581,6 +605,19 @@ where
     T: TryFrom<Map, Error = MapError>,
 {
     T::try_from(map).map_err(|source| KernelError::OpenMap { name, source: source.into() })
+}
+
+/// The key of `name`'s named `create` grant in `dir`: one entry's name (no `/`, no NUL,
+/// not `.` or `..`) shorter than [`pincer_common::CREATE_NAME_LEN`], NUL-padded.
+fn create_name_key(session: u64, dir: ObjectId, name: &OsStr) -> Result<CreateNameKey, KernelError> {
+    let bytes = name.as_bytes();
+    let one_entry = !bytes.is_empty() && bytes != b"." && bytes != b".." && !bytes.iter().any(|&b| b == b'/' || b == 0);
+    if !one_entry || bytes.len() >= pincer_common::CREATE_NAME_LEN {
+        return Err(KernelError::EntryName { name: name.to_string_lossy().into_owned() });
+    }
+    let mut key = CreateNameKey { session, ino: dir.ino, dev: dir.dev, _pad: 0, name: [0; pincer_common::CREATE_NAME_LEN] };
+    key.name[..bytes.len()].copy_from_slice(bytes);
+    Ok(key)
 }
 
 /// The one slot of a single-entry array (state, generation).
@@ -666,7 +703,7 @@ impl QuotaShares {
 impl Enforcer {
     /// An enforcer over `maps` and `reach` without a kernel program.
     fn over_tables(maps: FileMaps, reach: reach::ReachMaps) -> Self {
-        Self { maps, reach, kernel: None, deferred: None }
+        Self { maps, reach, kernel: None, deferred: None, named_creates: Default::default() }
     }
 
     /// Re-attaches to the enforcement pinned under `config.pin_dir` if it is
@@ -728,6 +765,9 @@ impl Enforcer {
             .override_global("PIPE_PAGES_SHARE", &shares.pipe_pages, true)
             .override_global("EPOLL_WATCHES_SHARE", &shares.epoll_watches, true)
             .map_max_entries(map_names::EVENTS, bytes)
+            // aya has no type for task storage (`map_names::CREATE_KEY`, the program's
+            // own scratch); it is created and pinned as any map.
+            .allow_unsupported_maps()
             .load(&object)
             .map_err(|e| KernelError::LoadObject(e.into()))?;
 
@@ -759,7 +799,7 @@ impl Enforcer {
             .map_err(|e| KernelError::MapOp { op: "update", map: map_names::HOLD, source: Box::new(e) })?;
         tracing::info!(dir = %pin_dir.display(), held_file_open = held, "Pincer LSM loaded, attached and pinned");
         let kernel = Kernel { pin_dir, drops, events: Some(events), hold, _links: links, _ebpf: Some(ebpf) };
-        let mut enforcer = Self { maps, reach, kernel: Some(kernel), deferred: None };
+        let mut enforcer = Self { maps, reach, kernel: Some(kernel), deferred: None, named_creates: Default::default() };
         enforcer.start_cache()?;
         enforcer.apply_reach(&config.reach)?;
         Ok(enforcer)
@@ -850,7 +890,7 @@ impl Enforcer {
             _links: links,
             _ebpf: None,
         };
-        Ok(Self { maps, reach, kernel: Some(kernel), deferred: None })
+        Ok(Self { maps, reach, kernel: Some(kernel), deferred: None, named_creates: Default::default() })
     }
 
     /// Whether the attached `file_open` holds misses (the kernel accepted its held
@@ -929,6 +969,10 @@ impl Enforcer {
         for key in self.maps.vacated.keys()?.into_iter().filter(|k| k.session == cgroup_id) {
             self.maps.vacated.remove(&key)?;
         }
+        for key in self.maps.create_names.keys()?.into_iter().filter(|k| k.session == cgroup_id) {
+            self.maps.create_names.remove(&key)?;
+        }
+        self.named_creates.remove(&cgroup_id);
         // A cached file verdict holds exact grants too: any removal renews.
         if removed > 0 {
             self.renew_policy()?;
@@ -1220,14 +1264,31 @@ impl Enforcer {
         map.insert(key, old | bits)
     }
 
-    /// Gives a session `create` on directory `id` for hidden names too (the grant marked
-    /// `ACCESS_HIDDEN_NAMES`): what a decision on a new hidden name there gives. A plain
-    /// `create` grant ([`Enforcer::grant`]) makes visible names only.
-    pub fn grant_create_hidden(&mut self, session: u64, id: ObjectId) -> Result<(), KernelError> {
-        let key = GrantKey { session, ino: id.ino, dev: id.dev, _pad: 0 };
-        let map = self.grant_map(Scope::Exact);
-        let old = map.get(&key)?.unwrap_or(0);
-        map.insert(key, old | pincer_common::ACCESS_CREATE | pincer_common::ACCESS_HIDDEN_NAMES)
+    /// Gives a session `create` of the single name `name` in directory `dir`: the name's
+    /// entry in [`map_names::CREATE_NAMES`] and the directory's exact grant marked
+    /// `ACCESS_NAMED_CREATE`. What a decision on a new entry gives: `notes.md` there, not
+    /// `Cargo.toml`, `go.work` or `.envrc` beside it. Where the directory's grant did not
+    /// carry the mark yet (its first name, or a directory whose inode was freed, which
+    /// took the mark with it, and reused), names left of the session there are dropped.
+    pub fn grant_create_name(&mut self, session: u64, dir: ObjectId, name: &OsStr) -> Result<(), KernelError> {
+        let key = create_name_key(session, dir, name)?;
+        let count = self.named_creates.get(&session).copied().unwrap_or(0);
+        if self.maps.create_names.get(&key)?.is_none() && count >= NAMED_CREATES_PER_SESSION {
+            return Err(KernelError::NamedCreatesSpent { session, limit: NAMED_CREATES_PER_SESSION });
+        }
+        let grant = GrantKey { session, ino: dir.ino, dev: dir.dev, _pad: 0 };
+        let old = self.maps.exact.get(&grant)?.unwrap_or(0);
+        if old & pincer_common::ACCESS_NAMED_CREATE == 0 {
+            let stale = self.maps.create_names.keys()?.into_iter().filter(|k| k.session == session && k.ino == dir.ino && k.dev == dir.dev);
+            for k in stale.collect::<Vec<_>>() {
+                self.maps.create_names.remove(&k)?;
+            }
+        }
+        if self.maps.create_names.get(&key)?.is_none() {
+            self.maps.create_names.insert(key, 1)?;
+            *self.named_creates.entry(session).or_default() += 1;
+        }
+        self.maps.exact.insert(grant, old | pincer_common::ACCESS_NAMED_CREATE)
     }
 
     /// Gives a session every access on the directory `id` and beneath it as its own place
@@ -1279,17 +1340,26 @@ impl Enforcer {
         Ok(self.granted_bits(session, id, Scope::Exact)? & access_bit(access) != 0)
     }
 
-    /// [`Enforcer::holds`] as the kernel checks a new entry's name: `create` of a hidden
-    /// name (`hidden_name`) needs the grant marked for hidden names
-    /// ([`Enforcer::grant_create_hidden`]) or a folder the session made at a new name
-    /// (not the user's place: `ACCESS_USERS_PLACE`).
-    pub fn holds_for_name(&self, session: u64, id: ObjectId, access: Access, hidden_name: bool) -> Result<bool, KernelError> {
+    /// [`Enforcer::holds`] as the kernel checks a new entry: `create` of `name` (the new
+    /// entry's, given for `create`) is held by a grant of that name
+    /// ([`Enforcer::grant_create_name`]), or by `create` on the folder for a visible name;
+    /// a hidden name (`hidden_name`) takes a grant on the folder only in a folder the
+    /// session made at a new name (not the user's place: `ACCESS_USERS_PLACE`).
+    pub fn holds_for_name(&self, session: u64, id: ObjectId, access: Access, name: Option<&OsStr>) -> Result<bool, KernelError> {
         let bits = self.granted_bits(session, id, Scope::Exact)?;
+        let (Access::Create, Some(name)) = (access, name) else { return Ok(bits & access_bit(access) != 0) };
         let own_new_folder = bits & pincer_common::ACCESS_CREATED_BY_SESSION != 0 && bits & pincer_common::ACCESS_USERS_PLACE == 0;
-        let reaches_name = !(hidden_name && access == Access::Create)
-            || bits & pincer_common::ACCESS_HIDDEN_NAMES != 0
-            || own_new_folder;
-        Ok(bits & access_bit(access) != 0 && reaches_name)
+        let hidden = name.as_bytes().first() == Some(&b'.');
+        if bits & pincer_common::ACCESS_CREATE != 0 && (!hidden || own_new_folder) {
+            return Ok(true);
+        }
+        if bits & pincer_common::ACCESS_NAMED_CREATE == 0 {
+            return Ok(false);
+        }
+        Ok(match create_name_key(session, id, name) {
+            Ok(key) => self.maps.create_names.get(&key)?.is_some(),
+            Err(_) => false,
+        })
     }
 
     fn grant_map(&mut self, scope: Scope) -> &mut BoxTable<GrantKey, u32> {

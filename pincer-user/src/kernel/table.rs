@@ -15,7 +15,7 @@ use aya::maps::lpm_trie::{Key as LpmKey, LpmTrie};
 use aya::maps::{Array, HashMap, MapData, MapError};
 use aya::Pod;
 use pincer_common::reach::{HostAddrKey, PortKey, UnixNameKey};
-use pincer_common::{map_names, Generation, GrantKey, NameKey, ObjectKey, SessionKey, SessionValue, State, VacatedKey};
+use pincer_common::{map_names, CreateNameKey, Generation, GrantKey, NameKey, ObjectKey, SessionKey, SessionValue, State, VacatedKey};
 use std::ffi::OsStr;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -277,6 +277,8 @@ pub struct MemoryMaps {
     /// The names where a folder of the user's stood until a session removed or moved it,
     /// with the inode number of what left.
     pub vacated: MemoryTable<VacatedKey, u64>,
+    /// The single names sessions were given `create` for, by directory.
+    pub create_names: MemoryTable<CreateNameKey, u32>,
     /// The state (slot 0).
     pub state: MemoryTable<u32, State>,
     /// The policy generation and the cache's kernel addresses (slot 0).
@@ -309,6 +311,7 @@ impl Default for MemoryMaps {
             never_dirs: MemoryTable::hash(map_names::NEVER_DIRS),
             never_carry: MemoryTable::hash(map_names::NEVER_CARRY),
             vacated: MemoryTable::hash(map_names::VACATED),
+            create_names: MemoryTable::hash(map_names::CREATE_NAMES),
             state: MemoryTable::array(map_names::STATE, 1),
             generation: MemoryTable::array(map_names::GENERATION, 1),
             ports: MemoryTable::hash(reach::PORTS),
@@ -341,6 +344,7 @@ impl MemoryMaps {
                 never_dirs: Box::new(self.never_dirs.clone()),
                 never_carry: Box::new(self.never_carry.clone()),
                 vacated: Box::new(self.vacated.clone()),
+                create_names: Box::new(self.create_names.clone()),
                 state: Box::new(self.state.clone()),
                 generation: Box::new(self.generation.clone()),
             },
@@ -620,12 +624,13 @@ mod tests {
         let made = ACCESS_ALL | pincer_common::ACCESS_CREATED_BY_SESSION;
         let mut exact = maps.exact.clone();
         exact.insert(GrantKey { session: S1, ino: DIR.ino, dev: DIR.dev, _pad: 0 }, made).unwrap();
-        assert!(e.holds_for_name(S1, DIR, Access::Create, true).unwrap(), "a folder made at a new name takes hidden names");
+        let (envrc, notes) = (Some(OsStr::new(".envrc")), Some(OsStr::new("notes.md")));
+        assert!(e.holds_for_name(S1, DIR, Access::Create, envrc).unwrap(), "a folder made at a new name takes hidden names");
         exact.insert(GrantKey { session: S1, ino: DIR.ino, dev: DIR.dev, _pad: 0 }, made | pincer_common::ACCESS_USERS_PLACE).unwrap();
-        assert!(!e.holds_for_name(S1, DIR, Access::Create, true).unwrap(), "one remade in the user's place does not");
-        assert!(e.holds_for_name(S1, DIR, Access::Create, false).unwrap(), "visible names it takes");
-        e.grant_create_hidden(S1, DIR).unwrap();
-        assert!(e.holds_for_name(S1, DIR, Access::Create, true).unwrap(), "a decided hidden name is granted there as anywhere");
+        assert!(!e.holds_for_name(S1, DIR, Access::Create, envrc).unwrap(), "one remade in the user's place does not");
+        assert!(e.holds_for_name(S1, DIR, Access::Create, notes).unwrap(), "visible names it takes");
+        e.grant_create_name(S1, DIR, OsStr::new(".envrc")).unwrap();
+        assert!(e.holds_for_name(S1, DIR, Access::Create, envrc).unwrap(), "a decided hidden name is granted there as anywhere");
         // Names the kernel recorded as vacated, for two sessions.
         let vacated = |session| VacatedKey { session, ino: DIR.ino, dev: DIR.dev, _pad: 0, name: [0; pincer_common::NEVER_NAME_LEN] };
         let mut table = maps.vacated.clone();
@@ -640,6 +645,52 @@ mod tests {
         assert_eq!(sessions.get(&key).unwrap().unwrap().vacated, 1, "registering again keeps the kernel's count");
         e.revoke_session(S1, false).unwrap();
         assert_eq!(table.keys().unwrap(), vec![vacated(S2)], "the ended session's vacated names go, the other's stay");
+    }
+
+    #[test]
+    fn a_create_grant_is_for_its_one_name_and_ends_with_the_session() {
+        let maps = MemoryMaps::default();
+        let mut e = maps.enforcer();
+        e.register_session(S1).unwrap();
+        e.register_session(S2).unwrap();
+        let holds = |e: &Enforcer, s, n: &str| e.holds_for_name(s, DIR, Access::Create, Some(OsStr::new(n))).unwrap();
+        e.grant_create_name(S1, DIR, OsStr::new("notes.md")).unwrap();
+        assert!(holds(&e, S1, "notes.md"), "the name decided");
+        for other in ["Cargo.toml", "go.work", ".envrc", "notes.md~", "Notes.md", "notes.m"] {
+            assert!(!holds(&e, S1, other), "a name beside the decided one: {other}");
+        }
+        assert!(!holds(&e, S2, "notes.md"), "another session");
+        assert!(!e.holds(S1, DIR, Access::Create).unwrap(), "no create on the folder itself");
+        e.grant_create_name(S1, DIR, OsStr::new(".envrc")).unwrap();
+        assert!(holds(&e, S1, ".envrc") && holds(&e, S1, "notes.md"), "names add up");
+        for bad in ["", ".", "..", "a/b", "a\0b"] {
+            assert!(matches!(e.grant_create_name(S1, DIR, OsStr::new(bad)), Err(KernelError::EntryName { .. })), "{bad:?}");
+        }
+        assert!(matches!(e.grant_create_name(S1, DIR, OsStr::new(&"n".repeat(256))), Err(KernelError::EntryName { .. })));
+        e.grant_create_name(S1, DIR, OsStr::new(&"n".repeat(255))).unwrap();
+        // The kernel drops a freed directory's grants, the mark with them: a directory
+        // that reuses the number starts afresh, without the names given before.
+        maps.exact.clone().remove(&GrantKey { session: S1, ino: DIR.ino, dev: DIR.dev, _pad: 0 }).unwrap();
+        e.grant_create_name(S1, DIR, OsStr::new("new.md")).unwrap();
+        assert!(holds(&e, S1, "new.md") && !holds(&e, S1, "notes.md"), "names of the freed directory are gone");
+        e.grant_create_name(S2, DIR, OsStr::new("x")).unwrap();
+        e.revoke_session(S1, false).unwrap();
+        assert_eq!(maps.create_names.keys().unwrap().len(), 1, "the ended session's names go, the other's stay");
+        assert!(holds(&e, S2, "x"));
+    }
+
+    #[test]
+    fn a_session_is_given_a_bounded_number_of_create_names() {
+        let maps = MemoryMaps::default();
+        let mut e = maps.enforcer();
+        for i in 0..super::super::NAMED_CREATES_PER_SESSION {
+            e.grant_create_name(S1, DIR, OsStr::new(&format!("f{i}"))).unwrap();
+        }
+        e.grant_create_name(S1, DIR, OsStr::new("f0")).unwrap();
+        assert!(matches!(e.grant_create_name(S1, DIR, OsStr::new("one-more")), Err(KernelError::NamedCreatesSpent { .. })));
+        e.grant_create_name(S2, DIR, OsStr::new("one-more")).expect("another session's share");
+        e.revoke_session(S1, false).unwrap();
+        e.grant_create_name(S1, DIR, OsStr::new("one-more")).expect("a session's count ends with it");
     }
 
     #[test]

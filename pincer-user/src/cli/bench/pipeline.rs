@@ -201,7 +201,7 @@ pub fn bench(persona: &Path, sessions: usize, rounds: usize, daemon_threads: usi
                         tx.send(Cmd::Miss(m)).await.map_err(|_| anyhow::anyhow!("the actor ended"))?;
                         let until = Instant::now() + MISS_WAIT;
                         while Instant::now() < until {
-                            if probe.holds_for_name(s.cgroup_id, target, Access::Read, false).unwrap_or(false) {
+                            if probe.holds_for_name(s.cgroup_id, target, Access::Read, None).unwrap_or(false) {
                                 granted += 1;
                                 break;
                             }
