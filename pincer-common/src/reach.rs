@@ -259,7 +259,9 @@ pub mod map_names {
     /// `HASH` `u64` address of a pseudo-terminal's slave `tty_struct` → creating
     /// session (kernel-internal; pinned only).
     pub const TTYS: &str = "pincer_ttys";
-    /// `PERCPU_ARRAY` scratch space for one name key (kernel-internal; pinned only).
+    /// `TASK_STORAGE` scratch space for one name key per task (kernel-internal; pinned
+    /// only): a per-CPU slot could be rewritten by another task that preempts the one
+    /// building its key, between the key's writing and its lookup.
     pub const NAME_SCRATCH: &str = "pincer_name_scratch";
     /// Every map of the reach block, in a fixed order.
     pub const ALL: [&str; 13] = [SOCKS, PORTS, OWN_PORTS, HOST_ADDRS, UNIX_FILES, UNIX_NAMES, UNIX_SERVED, IPC, KEYS, TTYS, NAME_SCRATCH, QUOTAS, NOTIFY_GROUPS];

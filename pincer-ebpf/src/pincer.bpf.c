@@ -2185,7 +2185,10 @@ static __always_inline int check_object(const struct session *s, struct dentry *
 /* Whether session `session` was given `create` for the very name of `child`,
  * a new entry, in its parent directory: the directory's exact grant carries
  * ACCESS_NAMED_CREATE and the name is in MAP_CREATE_NAMES. A hidden name is
- * not made this way in a protected root either (misses_hidden_name). */
+ * not made this way in a protected root either (misses_hidden_name). A name
+ * that exists already (a rename over it: git's `index.lock` to `index`, an
+ * editor's save) adds no name to the folder: the mark is enough, and the
+ * replaced object's own check (`write`, HOOK_INODE_RENAME_OVER) follows. */
 _Static_assert(__builtin_offsetof(struct create_name_key, ino) == __builtin_offsetof(struct grant_key, ino) &&
 		       __builtin_offsetof(struct create_name_key, dev) == __builtin_offsetof(struct grant_key, dev) &&
 		       __builtin_offsetof(struct create_name_key, name) >= sizeof(struct grant_key) &&
@@ -2217,6 +2220,8 @@ static __noinline int named_create(__u64 session, __u64 child)
 
 	if (!bits || !(*bits & ACCESS_NAMED_CREATE))
 		return 0;
+	if (BPF_CORE_READ(d, d_inode))
+		return 1;
 	long n = bpf_probe_read_kernel_str(k->name, sizeof(k->name), BPF_CORE_READ(d, d_name.name));
 
 	if (n <= 1 || n >= (long)sizeof(k->name))
@@ -2424,8 +2429,10 @@ static __always_inline void locked_quiet(const struct session *s, __u64 waited)
 
 /* Waits in the hold the miss just reported. The daemon's answer only ends the
  * wait, as do a dead daemon, a missing anchor or a FUSE error; what allows is
- * the grant the caller checks next. */
-static __always_inline void hold_sleep(const struct session *s, int locked)
+ * the grant the caller checks next. A function of its own: its dynptr's stack
+ * slot ends with it (the verifier refuses a later write to a slot that held
+ * one, which the caller's code could be given). */
+static __noinline void hold_sleep(const struct session *s, int locked)
 {
 	__u32 anchor_slot = HOLD_SLOT_ANCHOR;
 	__u32 *anchor = bpf_map_lookup_elem(&MAP_HOLD, &anchor_slot);

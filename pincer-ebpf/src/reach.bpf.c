@@ -435,11 +435,13 @@ struct {
 	__type(value, __u64); /* the session that opened its master */
 } MAP_TTYS SEC(".maps");
 
-/* Holds a name key while it is built (too large for the BPF stack with the rest). */
+/* Holds a name key while it is built (too large for the BPF stack with the
+ * rest). One per task: a per-CPU slot could be rewritten by another task that
+ * preempts this one between the key's writing and its lookup. */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, struct unix_name_key);
 } MAP_NAME_SCRATCH SEC(".maps");
 
@@ -2340,12 +2342,12 @@ int BPF_PROG(pincer_sk_free_security, struct sock *sk)
 
 /* ---- Unix sockets ---- */
 
-/* The name the Unix socket `u` is bound to, in the per-CPU scratch key (len 0:
- * unbound); NULL only if the scratch map cannot be read. */
+/* The name the Unix socket `u` is bound to, in the task's scratch key (len 0:
+ * unbound); NULL only if the scratch cannot be had (an allocation that failed). */
 static __always_inline struct unix_name_key *unix_name(struct unix_sock *u)
 {
-	__u32 zero = 0;
-	struct unix_name_key *nk = bpf_map_lookup_elem(&MAP_NAME_SCRATCH, &zero);
+	struct unix_name_key *nk =
+		bpf_task_storage_get(&MAP_NAME_SCRATCH, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 
 	if (!nk)
 		return 0;

@@ -78,12 +78,14 @@ impl Harness {
     }
 
     /// Whether the kernel's grant maps (in memory) let the session do `access` on `rel`
-    /// (a create is granted on the parent folder).
+    /// (a create is granted for the new name in its parent folder).
     fn kernel_allows(&self, rel: &str, access: Access) -> bool {
         let p = self.ws.join(rel);
-        let on = if access == Access::Create { p.parent().unwrap().to_path_buf() } else { p };
-        let id = ObjectId::of_path(&on).unwrap();
-        self.maps.has_any_scope(self.session.cgroup_id, id, access)
+        if access == Access::Create {
+            let folder = ObjectId::of_path(p.parent().unwrap()).unwrap();
+            return self.maps.enforcer().holds_for_name(self.session.cgroup_id, folder, access, p.file_name()).unwrap();
+        }
+        self.maps.has_any_scope(self.session.cgroup_id, ObjectId::of_path(&p).unwrap(), access)
     }
 }
 

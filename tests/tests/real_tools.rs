@@ -76,11 +76,13 @@ D=$W/proj
 {PRELUDE}
 cd $D || exit 1
 # The user's project folder: list it, create in it (a create is asked for the new name,
-# the grant goes on its folder), read and write the notes, read the crate.
+# and the grant is for that name), read and write the notes, read the crate. cargo makes
+# its target folder as a temporary folder of a random name renamed into place, so the
+# crate's folder is asked for itself (create in it: any visible name there).
 ask $D list; ask $D/.git create; ask $D/made-by-python.txt create; ask $D/leak create
 ask $D/notes.txt read; ask $D/notes.txt write
 ask $D/hello list; ask $D/hello/src list; ask $D/hello/Cargo.toml read; ask $D/hello/src/main.rs read
-ask $D/hello/Cargo.lock create; ask $D/hello/target create
+ask $D/hello/Cargo.lock create; ask $D/hello create
 
 # git: a repository's hooks and config in the user's folder run in the user's git, so a new
 # one there is refused; the session's own repository lives in its scratch, over the granted

@@ -271,6 +271,7 @@ mod tests {
             access: Access::Read,
             target: ObjectId { dev: 1, ino },
             content: None,
+            any_name: false,
         };
         (origin.clone(), req, Waiter::Miss { origin, hold: 0, shadow: false })
     }

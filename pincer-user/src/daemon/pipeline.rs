@@ -129,13 +129,16 @@ pub struct PipelineRequest {
     pub target: ObjectId,
     /// Up to [`resolve::MAX_CONTENT`] bytes of the resource (untrusted, for vote 2).
     pub content: Option<Vec<u8>>,
+    /// A `create` asked for the existing folder `abs` itself (a tool request): any visible
+    /// name in it, the grant on the folder. Otherwise a `create` is of one new entry.
+    pub any_name: bool,
 }
 
 impl PipelineRequest {
-    /// For a `create`, the new entry's name: what the grant is given for (the kernel makes
-    /// that name only, [`crate::kernel::Enforcer::grant_create_name`]).
+    /// For a `create` of one new entry, its name: what the grant is given for (the kernel
+    /// makes that name only, [`crate::kernel::Enforcer::grant_create_name`]).
     pub fn new_name(&self) -> Option<&std::ffi::OsStr> {
-        (self.access == Access::Create).then(|| self.abs.file_name()).flatten()
+        (self.access == Access::Create && !self.any_name).then(|| self.abs.file_name()).flatten()
     }
 
     fn for_twin(&self, origin: &Origin) -> twin::Request {
@@ -227,7 +230,7 @@ fn miss_requests(session: &super::sessions::Session, m: &Miss) -> Result<Vec<Pip
             } else {
                 None
             };
-            PipelineRequest { session: session.id.clone(), path: path.clone(), abs: abs.clone(), access, target, content }
+            PipelineRequest { session: session.id.clone(), path: path.clone(), abs: abs.clone(), access, target, content, any_name: false }
         })
         .collect())
 }
@@ -473,7 +476,8 @@ impl Core {
                 return;
             }
         };
-        let req = PipelineRequest { session: session.into(), path: r.rel, abs: r.abs, access, target: r.target, content: r.content };
+        let any_name = access == Access::Create && r.is_dir;
+        let req = PipelineRequest { session: session.into(), path: r.rel, abs: r.abs, access, target: r.target, content: r.content, any_name };
         self.submit(origin, req, Waiter::Tool(reply)).await;
     }
 
@@ -813,7 +817,7 @@ mod tests {
     use super::*;
 
     fn request(abs: &str, access: Access) -> PipelineRequest {
-        PipelineRequest { session: "s".into(), path: abs.trim_start_matches('/').into(), abs: abs.into(), access, target: ObjectId { dev: 1, ino: 2 }, content: None }
+        PipelineRequest { session: "s".into(), path: abs.trim_start_matches('/').into(), abs: abs.into(), access, target: ObjectId { dev: 1, ino: 2 }, content: None, any_name: false }
     }
 
     #[test]
@@ -821,6 +825,8 @@ mod tests {
         assert_eq!(request("/ws/proj/notes.md", Access::Create).new_name(), Some(std::ffi::OsStr::new("notes.md")));
         assert_eq!(request("/ws/proj/.envrc", Access::Create).new_name(), Some(std::ffi::OsStr::new(".envrc")));
         assert_eq!(request("/ws/proj/.envrc", Access::Write).new_name(), None, "an existing file is decided as itself");
+        let folder = PipelineRequest { any_name: true, ..request("/ws/proj/hello", Access::Create) };
+        assert_eq!(folder.new_name(), None, "create in an existing folder, asked for the folder");
         assert!(in_fanout_folder(&request("/ws/.git/objects/ed/4f1c", Access::Create)));
         assert!(!in_fanout_folder(&request("/ws/.git/objects/ed/.envrc", Access::Create)), "a hidden name is its own");
         assert!(!in_fanout_folder(&request("/ws/proj/Cargo.toml", Access::Create)));

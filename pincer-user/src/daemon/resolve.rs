@@ -59,7 +59,7 @@ pub enum ResolveError {
     /// The resource does not exist (for any access but `create`).
     #[error("{0:?} does not exist")]
     NotFound(PathBuf),
-    /// `create` of something that exists.
+    /// `create` of a file (or other non-directory) that exists.
     #[error("{0:?} already exists; ask for write access to change it")]
     Exists(PathBuf),
     /// `list` of something that is not a directory.
@@ -103,7 +103,8 @@ pub struct Resolved {
     /// The path as the twin sees it: relative to the root (with the root's label), a
     /// trailing `/` for a directory.
     pub rel: String,
-    /// The object to put the grant on: the resource itself, or for `create` its parent.
+    /// The object to put the grant on: the resource itself, or for `create` of a new name
+    /// its parent (for `create` in an existing folder, the folder).
     pub target: ObjectId,
     /// Whether the resource is a directory.
     pub is_dir: bool,
@@ -278,7 +279,8 @@ pub fn resolve(roots: &[Root], path: &str, access: Access) -> Result<Resolved, R
         rel.push('/');
     }
     match access {
-        Access::Create => return Err(ResolveError::Exists(full)),
+        // `create` in an existing folder: any visible name there, the grant on the folder.
+        Access::Create if !is_dir => return Err(ResolveError::Exists(full)),
         Access::List if !is_dir => return Err(ResolveError::NotListable(full)),
         Access::Read | Access::Write if is_dir => return Err(ResolveError::IsDirectory(full)),
         _ => {}
@@ -412,6 +414,8 @@ mod tests {
         assert_eq!(r.target, ObjectId::of_path(&roots[0].path.join("docs")).unwrap());
         assert_eq!(r.rel, "docs/new.md");
         assert!(matches!(resolve(&roots, &p(&roots, "docs/a.md"), Access::Create), Err(ResolveError::Exists(p)) if p == roots[0].path.join("docs/a.md")));
+        let r = resolve(&roots, &p(&roots, "docs"), Access::Create).unwrap();
+        assert_eq!((r.target, r.rel.as_str(), r.is_dir), (ObjectId::of_path(&roots[0].path.join("docs")).unwrap(), "docs/", true), "create in an existing folder");
     }
 
     #[test]

@@ -765,8 +765,9 @@ impl Enforcer {
             .override_global("PIPE_PAGES_SHARE", &shares.pipe_pages, true)
             .override_global("EPOLL_WATCHES_SHARE", &shares.epoll_watches, true)
             .map_max_entries(map_names::EVENTS, bytes)
-            // aya has no type for task storage (`map_names::CREATE_KEY`, the program's
-            // own scratch); it is created and pinned as any map.
+            // aya has no type for task storage (`map_names::CREATE_KEY` and
+            // `reach::map_names::NAME_SCRATCH`, the program's own scratch); they are
+            // created and pinned as any map.
             .allow_unsupported_maps()
             .load(&object)
             .map_err(|e| KernelError::LoadObject(e.into()))?;
