@@ -785,14 +785,21 @@ fn store_with_history(h: &Host) -> String {
         + "\n"
 }
 
-#[tokio::test]
-async fn a_create_granted_in_a_fanout_folder_is_granted_in_each_fanout_folder_of_its_store() {
+/// A daemon taught the calc repository's history ([`store_with_history`]) and a session of
+/// a task like its tasks.
+async fn calc_session() -> (Host, SessionInfo) {
     let h = Host::new(|_| {}).await;
     let history = store_with_history(&h);
     h.as_caller(Path::new(OUTSIDE));
     let r = h.call(Call::Import { history, policies: String::new(), uid: None, workspace: Some(h.ws.clone()) }).await;
     assert!(matches!(r, Reply::Ok { .. }), "{r:?}");
     let s = h.session("Fix the failing add test in calc and commit the fix with git.").await;
+    (h, s)
+}
+
+#[tokio::test]
+async fn a_create_granted_in_a_fanout_folder_is_granted_in_each_fanout_folder_of_its_store() {
+    let (h, s) = calc_session().await;
     let objects = h.ws.join("calc/.git/objects");
     let id = |d: &str| ObjectId::of_path(&objects.join(d)).unwrap();
     let r = h.request(&s, "calc/.git/objects/ed/tmp_obj_Xq81zP", Access::Create).await;
@@ -809,12 +816,7 @@ async fn a_create_granted_in_a_fanout_folder_is_granted_in_each_fanout_folder_of
 
 #[tokio::test]
 async fn a_create_is_granted_for_the_name_decided_not_for_its_folder() {
-    let h = Host::new(|_| {}).await;
-    let history = store_with_history(&h);
-    h.as_caller(Path::new(OUTSIDE));
-    let r = h.call(Call::Import { history, policies: String::new(), uid: None, workspace: Some(h.ws.clone()) }).await;
-    assert!(matches!(r, Reply::Ok { .. }), "{r:?}");
-    let s = h.session("Fix the failing add test in calc and commit the fix with git.").await;
+    let (h, s) = calc_session().await;
     let r = h.request(&s, "calc/.git/index.lock", Access::Create).await;
     assert!(granted(&r), "{r:?} {:?}", h.audit().last().map(|e| e.votes.clone()));
     let git = ObjectId::of_path(&h.ws.join("calc/.git")).unwrap();

@@ -269,8 +269,7 @@ impl Core {
         twin.ask_again(question).map_err(CallError::Twin)?;
         // An `always` approval already in the trusted state is not recorded twice.
         let scope = if a.approve && scope == ApprovalScope::Always && twin.has_approval(&row.session, &row.path, row.access, true) { ApprovalScope::Session } else { scope };
-        let any_name = row.access == crate::access::Access::Create && r.is_dir;
-        let request = PipelineRequest { session: row.session.clone(), path: r.rel, abs: r.abs, access: row.access, target: r.target, content: r.content, any_name };
+        let request = PipelineRequest::resolved(row.session.clone(), row.access, r);
         // The worker that asked is gone with the earlier daemon; the session's retry finds
         // the grant.
         let origin = Origin::Tool { peer: Peer { pid: 0, uid: s.owner_uid, cgroup: s.cgroup.clone() }, reason: None };

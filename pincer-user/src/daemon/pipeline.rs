@@ -141,6 +141,13 @@ impl PipelineRequest {
         (self.access == Access::Create && !self.any_name).then(|| self.abs.file_name()).flatten()
     }
 
+    /// The request for `access` to what the request tool's path resolved to: `create` of
+    /// an existing folder is for any visible name in it.
+    pub fn resolved(session: String, access: Access, r: resolve::Resolved) -> Self {
+        let any_name = access == Access::Create && r.is_dir;
+        PipelineRequest { session, path: r.rel, abs: r.abs, access, target: r.target, content: r.content, any_name }
+    }
+
     fn for_twin(&self, origin: &Origin) -> twin::Request {
         twin::Request { path: self.path.clone(), access: self.access, rationale: origin.reason().map(str::to_string), content: self.content.clone() }
     }
@@ -476,8 +483,7 @@ impl Core {
                 return;
             }
         };
-        let any_name = access == Access::Create && r.is_dir;
-        let req = PipelineRequest { session: session.into(), path: r.rel, abs: r.abs, access, target: r.target, content: r.content, any_name };
+        let req = PipelineRequest::resolved(session.into(), access, r);
         self.submit(origin, req, Waiter::Tool(reply)).await;
     }
 

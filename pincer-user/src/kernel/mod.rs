@@ -1273,10 +1273,6 @@ impl Enforcer {
     /// took the mark with it, and reused), names left of the session there are dropped.
     pub fn grant_create_name(&mut self, session: u64, dir: ObjectId, name: &OsStr) -> Result<(), KernelError> {
         let key = create_name_key(session, dir, name)?;
-        let count = self.named_creates.get(&session).copied().unwrap_or(0);
-        if self.maps.create_names.get(&key)?.is_none() && count >= NAMED_CREATES_PER_SESSION {
-            return Err(KernelError::NamedCreatesSpent { session, limit: NAMED_CREATES_PER_SESSION });
-        }
         let grant = GrantKey { session, ino: dir.ino, dev: dir.dev, _pad: 0 };
         let old = self.maps.exact.get(&grant)?.unwrap_or(0);
         if old & pincer_common::ACCESS_NAMED_CREATE == 0 {
@@ -1286,8 +1282,12 @@ impl Enforcer {
             }
         }
         if self.maps.create_names.get(&key)?.is_none() {
+            let count = self.named_creates.entry(session).or_default();
+            if *count >= NAMED_CREATES_PER_SESSION {
+                return Err(KernelError::NamedCreatesSpent { session, limit: NAMED_CREATES_PER_SESSION });
+            }
             self.maps.create_names.insert(key, 1)?;
-            *self.named_creates.entry(session).or_default() += 1;
+            *count += 1;
         }
         self.maps.exact.insert(grant, old | pincer_common::ACCESS_NAMED_CREATE)
     }
