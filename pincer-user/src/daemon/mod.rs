@@ -37,6 +37,7 @@ pub mod error;
 pub mod fleet;
 pub mod layers;
 pub mod limits;
+pub mod login_shell;
 pub mod mcp;
 pub mod peer;
 pub mod pipeline;

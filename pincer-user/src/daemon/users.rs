@@ -1,6 +1,7 @@
 //! User accounts: names and ids from the password database.
 
 use std::ffi::{CStr, CString};
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 /// A user account.
@@ -14,6 +15,8 @@ pub struct Account {
     pub gid: u32,
     /// Home directory (`/` if unknown).
     pub home: PathBuf,
+    /// Login shell (empty if the entry names none, or the account has no entry).
+    pub shell: PathBuf,
 }
 
 /// Errors looking up a user.
@@ -29,7 +32,9 @@ fn from_passwd(pw: &libc::passwd) -> Account {
     let name = unsafe { CStr::from_ptr(pw.pw_name) }.to_string_lossy().into_owned();
     // SAFETY: as above.
     let home = unsafe { CStr::from_ptr(pw.pw_dir) }.to_string_lossy().into_owned();
-    Account { name, uid: pw.pw_uid, gid: pw.pw_gid, home: PathBuf::from(home) }
+    // SAFETY: as above (`pw_shell` may be null on some systems).
+    let shell = if pw.pw_shell.is_null() { PathBuf::new() } else { PathBuf::from(std::ffi::OsStr::from_bytes(unsafe { CStr::from_ptr(pw.pw_shell) }.to_bytes())) };
+    Account { name, uid: pw.pw_uid, gid: pw.pw_gid, home: PathBuf::from(home), shell }
 }
 
 /// The account of `uid` (a synthetic `uid<N>` one, gid = uid, if it has no entry).
@@ -43,7 +48,7 @@ pub fn by_uid(uid: u32) -> Account {
     if rc == 0 && !out.is_null() {
         return from_passwd(&pw);
     }
-    Account { name: format!("uid{uid}"), uid, gid: uid, home: PathBuf::from("/") }
+    Account { name: format!("uid{uid}"), uid, gid: uid, home: PathBuf::from("/"), shell: PathBuf::new() }
 }
 
 /// The account named `name`, or a numeric uid.
