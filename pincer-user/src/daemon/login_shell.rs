@@ -117,29 +117,27 @@ pub fn observe(owner: &Account, roots: &[PathBuf], wait: Duration) -> Observed {
         return observed;
     };
     // The shells run side by side: a session's start waits for the slowest, not their sum.
-    let runs: Vec<(Start, Result<Option<Vec<u8>>, Run>, Duration)> = std::thread::scope(|scope| {
+    let runs: Vec<(Start, Outcome, Option<Vec<u8>>, Duration)> = std::thread::scope(|scope| {
         let handles: Vec<_> = starts(owner)
             .into_iter()
             .map(|start| {
                 scope.spawn(move || {
                     let began = Instant::now();
-                    let r = run(owner, &start, cat, wait);
-                    (start, r, began.elapsed())
+                    let (outcome, env) = match run(owner, &start, cat, wait) {
+                        Ok(Some(bytes)) => (Outcome::Read(bytes.len()), Some(bytes)),
+                        Ok(None) => (Outcome::TimedOut, None),
+                        Err(outcome) => (outcome, None),
+                    };
+                    (start, outcome, env, began.elapsed())
                 })
             })
             .collect();
         handles.into_iter().filter_map(|h| h.join().ok()).collect()
     });
-    for (start, result, took) in runs {
-        let outcome = match result {
-            Ok(Some(bytes)) => {
-                observed.env.merge(&of_environ(&bytes, &owner.home, roots));
-                Outcome::Read(bytes.len())
-            }
-            Ok(None) => Outcome::TimedOut,
-            Err(Run::NotStarted(e)) => Outcome::NotStarted(e),
-            Err(Run::NoEnvironment(e)) => Outcome::NoEnvironment(e),
-        };
+    for (start, outcome, env, took) in runs {
+        if let Some(bytes) = env {
+            observed.env.merge(&of_environ(&bytes, &owner.home, roots));
+        }
         match &outcome {
             Outcome::Read(n) => tracing::debug!(shell = %start.shell.display(), flags = ?start.flags, bytes = n, ms = took.as_millis() as u64, "read the environment the user's shell gives its programs"),
             other => tracing::warn!(shell = %start.shell.display(), flags = ?start.flags, outcome = ?other, ms = took.as_millis() as u64, "the user's shell gave no environment: only its startup files' text is read for code places"),
@@ -149,14 +147,9 @@ pub fn observe(owner: &Account, roots: &[PathBuf], wait: Duration) -> Observed {
     observed
 }
 
-/// Why a run gave no environment.
-enum Run {
-    NotStarted(String),
-    NoEnvironment(String),
-}
-
-/// Runs one shell; `Ok(None)` if it was still running after `wait`.
-fn run(owner: &Account, start: &Start, cat: &Path, wait: Duration) -> Result<Option<Vec<u8>>, Run> {
+/// Runs one shell: its environment, `Ok(None)` if it was still running after `wait`, or
+/// why it gave none.
+fn run(owner: &Account, start: &Start, cat: &Path, wait: Duration) -> Result<Option<Vec<u8>>, Outcome> {
     let marker = String::from_utf8_lossy(MARKER);
     let script = format!("printf '%s' '{marker}'; exec {} /proc/self/environ", cat.display());
     let mut cmd = Command::new(&start.shell);
@@ -181,7 +174,7 @@ fn run(owner: &Account, start: &Start, cat: &Path, wait: Duration) -> Result<Opt
     } else if gid != owner.gid {
         cmd.gid(owner.gid);
     }
-    let mut child = cmd.spawn().map_err(|e| Run::NotStarted(e.to_string()))?;
+    let mut child = cmd.spawn().map_err(|e| Outcome::NotStarted(e.to_string()))?;
     let group = child.id() as i32;
     let mut stdout = child.stdout.take().expect("piped");
     // Read without blocking: a process the startup files left in the background may hold
@@ -230,7 +223,7 @@ fn run(owner: &Account, start: &Start, cat: &Path, wait: Duration) -> Result<Opt
     let found = out.windows(MARKER.len()).rposition(|w| w == MARKER);
     match found {
         Some(at) if status.success() && out.len() < limit => Ok(Some(out.split_off(at + MARKER.len()))),
-        _ => Err(Run::NoEnvironment(match (status.code(), status.signal()) {
+        _ => Err(Outcome::NoEnvironment(match (status.code(), status.signal()) {
             (Some(c), _) => format!("exit code {c}"),
             (_, Some(s)) => format!("signal {s}"),
             _ => status.to_string(),
