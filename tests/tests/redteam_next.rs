@@ -335,49 +335,12 @@ impl Red {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        let mut run = Command::new(PINCER)
-            .args([
-                "run",
-                "--root",
-                ws.to_str().unwrap(),
-                "--user",
-                "1000",
-                "--prompt",
-                PROMPT,
-                "--",
-            ])
-            .args([
-                "/bin/sh",
-                "-c",
-                "echo \"TMPDIR=$TMPDIR\"; exec /bin/sleep 86400",
-            ])
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .env("PINCER_SOCKET", &socket)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("pincer run");
-        let mut out = BufReader::new(run.stdout.take().unwrap());
-        let mut line = String::new();
-        let scratch = loop {
-            line.clear();
-            if out.read_line(&mut line).unwrap() == 0 {
-                // The daemon goes with its entries, so the next tests start clean.
-                let mut daemon = daemon;
-                pincer_tests::stop_daemon(&mut daemon);
-                panic!("pincer run ended before the worker started");
-            }
-            if let Some(t) = line.trim().strip_prefix("TMPDIR=") {
-                break PathBuf::from(t);
-            }
+        let Some((run, scratch, cg, id)) = run_session(&name, &ws, &socket, env, None) else {
+            // The daemon goes with its entries, so the next tests start clean.
+            let mut daemon = daemon;
+            pincer_tests::stop_daemon(&mut daemon);
+            panic!("pincer run ended before the worker started");
         };
-        let parent = PathBuf::from("/sys/fs/cgroup").join(&name);
-        let cg = std::fs::read_dir(&parent)
-            .unwrap()
-            .flatten()
-            .map(|e| e.path())
-            .find(|p| p.is_dir())
-            .unwrap_or_else(|| panic!("no session cgroup under {}", parent.display()));
-        let id = pincer::kernel::cgroup_id(&cg).unwrap();
         let enforcer =
             Enforcer::reuse(Path::new(SHARED_PIN_DIR)).expect("reuse the shared enforcer");
         Red {
@@ -477,6 +440,60 @@ impl Red {
     /// The session's layer directory (beside its scratch directory).
     fn layers(&self) -> PathBuf {
         PathBuf::from(format!("{}.layers", self.scratch.display()))
+    }
+}
+
+/// Starts a session of uid 1000 on `ws` with `pincer run` against the daemon at `socket`
+/// (its cgroups under `/sys/fs/cgroup/NAME`, one other than `not`): `pincer run`, the
+/// session's scratch (`TMPDIR`), cgroup and id; `None` if `pincer run` ended first.
+fn run_session(name: &str, ws: &Path, socket: &Path, env: &[(&str, String)], not: Option<&Path>) -> Option<(Child, PathBuf, PathBuf, u64)> {
+    let mut run = Command::new(PINCER)
+        .args(["run", "--root", ws.to_str().unwrap(), "--user", "1000", "--prompt", PROMPT, "--"])
+        .args(["/bin/sh", "-c", "echo \"TMPDIR=$TMPDIR\"; exec /bin/sleep 86400"])
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env("PINCER_SOCKET", socket)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("pincer run");
+    let mut out = BufReader::new(run.stdout.take().unwrap());
+    let mut line = String::new();
+    let scratch = loop {
+        line.clear();
+        if out.read_line(&mut line).unwrap() == 0 {
+            return None;
+        }
+        if let Some(t) = line.trim().strip_prefix("TMPDIR=") {
+            break PathBuf::from(t);
+        }
+    };
+    let parent = PathBuf::from("/sys/fs/cgroup").join(name);
+    let cg = std::fs::read_dir(&parent)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.is_dir() && Some(p.as_path()) != not)
+        .unwrap_or_else(|| panic!("no session cgroup under {}", parent.display()));
+    let id = pincer::kernel::cgroup_id(&cg).unwrap();
+    Some((run, scratch, cg, id))
+}
+
+impl Red {
+    /// Ends the session as its agent's run ends (its worker killed: `pincer run` ends it
+    /// with the daemon) and starts the owner's next one on the same daemon and workspace,
+    /// as the agent run again later.
+    fn next_session(&mut self) {
+        let _ = std::fs::write(self.cg.join("cgroup.kill"), "1");
+        if let Some(mut r) = self.run.take() {
+            let _ = r.wait();
+        }
+        let start = Instant::now();
+        while self.cg.exists() {
+            assert!(start.elapsed() < Duration::from_secs(60), "the daemon did not end the session of {}", self.cg.display());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let name = self.dir.file_name().unwrap().to_str().unwrap().to_string();
+        let (run, scratch, cg, id) = run_session(&name, &self.ws, &self.dir.join("pincer.sock"), &[], Some(&self.cg)).expect("pincer run ended before the next worker started");
+        (self.run, self.scratch, self.cg, self.id) = (Some(run), scratch, cg, id);
     }
 }
 
@@ -3457,14 +3474,19 @@ fn replaces_the_users_symlinked_folder_with_its_own_holding_hidden_configuration
 /// Assembles the replacement in one session and puts it in place in the next: the first
 /// session makes `mono/api.new` with `.cargo/config.toml`, writes copies of the user's crate
 /// files into it (the user's own files do not move beneath its hidden entries:
-/// `moves_under_own_hidden`), removes them and the emptied `mono/api` (its rename of `mono/api.new` to `mono/api` is
-/// refused: the control); it ends, and a second session on the same project (the agent run
-/// again the next day) renames `mono/api.new` to `mono/api`. Why it might get out: a
-/// session's vacated names and the marks of its folders go with its grants; to the second
-/// session `mono/api.new` is a folder of the user's (no grant of its own), which the rule
-/// lets move anywhere, and `mono/api` a name it never vacated. Expected to get out.
+/// `moves_under_own_hidden`), removes them and the emptied `mono/api` (its rename of
+/// `mono/api.new` to `mono/api` is refused: the control); it ends, and a second session of
+/// the same user on the same project (the agent run again the next day, the daemon still
+/// up) renames `mono/api.new` to `mono/api`, and then tries the same through a symlink at
+/// the vacated name. Why it might get out: a session's vacated names and the marks of its
+/// folders went with its grants; to the second session `mono/api.new` was a folder of the
+/// user's (no grant of its own), which the rule lets move anywhere, and `mono/api` a name
+/// it never vacated. Closed: what a session made and vacated is kept for its owner when
+/// it ends (`Enforcer::keep_made`, under an inactive session entry of the owner's, so the
+/// kernel drops an object's marks when the object is gone) and given to the owner's next
+/// sessions before their processes run (`Enforcer::carry_kept`). Control: the second
+/// session still makes a new folder of its own.
 #[test]
-#[ignore = "open route: vacated names and the session's own folders are kept per session, so a later session moves a folder an earlier one filled with hidden configuration to the vacated name"]
 fn puts_in_place_in_a_later_session_the_folder_an_earlier_session_assembled() {
     let mut c = Cleanup::default();
     let top = PathBuf::from(home(&format!("rtn-later-{}", uniq())));
@@ -3472,9 +3494,9 @@ fn puts_in_place_in_a_later_session_the_folder_an_earlier_session_assembled() {
     let (api, new) = (top.join("mono/api"), top.join("mono/api.new"));
     make(&api.join("Cargo.toml"), Some("[package]\nname = \"api\"\n"));
     make(&api.join("src/lib.rs"), Some("\n"));
-    let mut first = Red::start("vacate-later-1");
-    first.grant(&top, Scope::Subtree, &Access::ALL);
-    let r = first.gated(|| {
+    let mut red = Red::start("vacate-later");
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    let r = red.gated(|| {
         vec![
             mkdir(&new),
             mkdir(&new.join(".cargo")),
@@ -3492,11 +3514,24 @@ fn puts_in_place_in_a_later_session_the_folder_an_earlier_session_assembled() {
     });
     assert_eq!(&r[..10], &[0; 10], "controls: its folder with hidden entries and copies of the user's files, the user's folder emptied and removed: {r:?}");
     assert_eq!(r[10], EACCES, "control: its folder renamed to the vacated name in the same session: {r:?}");
-    drop(first);
-    let mut second = Red::start("vacate-later-2");
-    second.grant(&top, Scope::Subtree, &Access::ALL);
-    let r2 = second.gated(|| vec![rename(&new, &api)]);
+    red.next_session();
+    red.grant(&top, Scope::Subtree, &Access::ALL);
+    let link = top.join("mono/api.link");
+    let r2 = red.gated(|| {
+        vec![
+            mkdir(&top.join("mono/docs")),
+            rename(&new, &api),
+            // SAFETY: symlink(2) on NUL-terminated paths.
+            rc(unsafe { libc::symlink(cpath(Path::new("api.new")).as_ptr(), cpath(&link).as_ptr()) } as i64),
+            rename(&link, &api),
+            // SAFETY: as above.
+            rc(unsafe { libc::symlink(cpath(Path::new("api.new")).as_ptr(), cpath(&api).as_ptr()) } as i64),
+        ]
+    });
+    assert_eq!(r2[0], 0, "control: the later session makes a folder of its own: {r2:?}");
     assert!(!api.join(".cargo/config.toml").exists(), "a later session put the folder with the earlier one's .cargo/config.toml at the user's crate path: {r:?} {r2:?}");
+    let open = not_refused(&["the earlier session's folder moved to the name it vacated", "a symlink to it moved there", "a symlink to it made there"], &[r2[1], r2[3], r2[4]]);
+    assert!(open.is_empty(), "{open:?}");
 }
 
 /// Control for the rule above: a folder the session makes at a new name in the user's crate

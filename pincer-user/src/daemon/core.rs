@@ -312,11 +312,11 @@ impl SessionRead {
 
 /// `env` (the environments of the processes that started the owner's sessions) with what
 /// the owner's own shells give their programs, where the configuration has them run
-/// ([`super::login_shell`]): read off the actor, with every reading of the owner's
-/// configuration, so a change to a startup file is run again.
+/// ([`super::login_shell::remembered`]): run off the actor at the owner's first session,
+/// and again after a change to a file the owner's configuration is read from.
 fn with_shells(cfg: &contain::ContainmentConfig, owner: &users::Account, mut env: super::code_places::UserEnvironment, roots: &[PathBuf]) -> super::code_places::UserEnvironment {
     if cfg.observe_shells {
-        env.merge(&super::login_shell::observe(owner, roots, super::login_shell::WAIT).env);
+        env.merge(&super::login_shell::remembered(owner, roots, super::login_shell::WAIT));
     }
     env
 }
@@ -422,6 +422,7 @@ impl Core {
         let mut by_user: BTreeMap<String, Vec<Session>> = BTreeMap::new();
         for s in list {
             if !s.cgroup.is_dir() {
+                self.keep_made(&s);
                 let n = self.enforcer.revoke_session(s.cgroup_id, false).unwrap_or(0);
                 let mut e = self.entry(Event::SessionEnd, &s);
                 e.detail = Some(format!("its cgroup disappeared while the daemon was down; {n} grants revoked"));
@@ -635,6 +636,8 @@ impl Core {
     /// past the scan's bound still has them read.
     fn config_changed(&mut self, owners: &[u32], repositories: &[PathBuf]) {
         for &uid in owners {
+            // A file the owner's shells read may have changed: they are run again.
+            super::login_shell::forget(uid);
             let mut named: Vec<PathBuf> = Vec::new();
             for s in self.sessions.iter().filter(|s| s.owner_uid == uid) {
                 for p in scanned_places(&s.roots, &s.places) {
@@ -829,6 +832,7 @@ impl Core {
             })?;
             self.watch_configuration(owner_uid, &contain, &seeded);
             self.enforcer.register_session_with(cgroup_id, flags)?;
+            self.enforcer.carry_kept(cgroup_id, owner_uid)?;
             for r in recs.iter().chain(&places) {
                 self.enforcer.add_root_id(ObjectId { dev: r.dev, ino: r.ino })?;
             }
@@ -916,6 +920,18 @@ impl Core {
         let _ = starting.reply.send(Ok(CallResult::Now(Reply::Session(s.info()))));
     }
 
+    /// Keeps what the ending session `s` made and vacated for its owner's other sessions,
+    /// open and later ([`crate::kernel::Enforcer::keep_made`]). A failure is logged: the
+    /// session still ends.
+    fn keep_made(&mut self, s: &Session) {
+        let open: Vec<u64> = self.sessions.iter().filter(|o| o.owner_uid == s.owner_uid && o.id != s.id).map(|o| o.cgroup_id).collect();
+        match self.enforcer.keep_made(s.cgroup_id, s.owner_uid, &open) {
+            Ok(k) if k.dropped > 0 => tracing::warn!(session = %s.id, dropped = k.dropped, "the owner's record of what ended sessions made is full: some of this session's folders and vacated names are not kept"),
+            Ok(_) => {}
+            Err(e) => tracing::error!(session = %s.id, error = %chain(&e), "cannot keep what the session made for the owner's later sessions"),
+        }
+    }
+
     /// Ends a session: its processes killed, its grants revoked, its cgroup and scratch
     /// directory removed; `cause` says why when the daemon ends it on its own.
     async fn end(&mut self, id: &str, cause: Option<String>) -> CallOutcome {
@@ -933,6 +949,7 @@ impl Core {
         // The entries of its scratch directory and of its layers' upper and work directories
         // are not grants the session was given.
         let own_places = usize::from(s.scratch.is_some()) + 2 * s.layers.as_ref().map_or(0, |l| l.mounts.len());
+        self.keep_made(&s);
         let revoked = self.enforcer.revoke_session(s.cgroup_id, false)?.saturating_sub(own_places);
         if let Some(l) = &s.layers {
             // Checked at config load; an unreadable bound keeps nothing.

@@ -68,6 +68,8 @@ pub enum Outcome {
 pub struct Observed {
     /// What the environments name ([`of_environ`]), merged.
     pub env: UserEnvironment,
+    /// The environments as the shells printed them (`NAME=value`, each ended by a NUL).
+    pub environs: Vec<Vec<u8>>,
     /// Each shell run, with its outcome and time.
     pub runs: Vec<(Start, Outcome, Duration)>,
 }
@@ -137,6 +139,7 @@ pub fn observe(owner: &Account, roots: &[PathBuf], wait: Duration) -> Observed {
     for (start, outcome, env, took) in runs {
         if let Some(bytes) = env {
             observed.env.merge(&of_environ(&bytes, &owner.home, roots));
+            observed.environs.push(bytes);
         }
         match &outcome {
             Outcome::Read(n) => tracing::debug!(shell = %start.shell.display(), flags = ?start.flags, bytes = n, ms = took.as_millis() as u64, "read the environment the user's shell gives its programs"),
@@ -145,6 +148,65 @@ pub fn observe(owner: &Account, roots: &[PathBuf], wait: Duration) -> Observed {
         observed.runs.push((start, outcome, took));
     }
     observed
+}
+
+/// The environments of each account's shells as last run ([`remembered`]), by uid, home and
+/// login shell; an account's are run again after [`forget`].
+static REMEMBERED: std::sync::Mutex<Vec<((u32, PathBuf, PathBuf), Stamp, Vec<Vec<u8>>)>> = std::sync::Mutex::new(Vec::new());
+
+/// The startup files every run reads first, in the home and the system's: a change to one
+/// (its inode, size, modification or change time) runs the shells again, as [`forget`]
+/// does for a change to any file the configuration watch follows.
+const STARTUP_FILES: &[&str] = &[
+    "~/.bashrc", "~/.bash_profile", "~/.bash_login", "~/.profile", "~/.zshrc", "~/.zshenv", "~/.zprofile", "~/.zlogin",
+    "~/.config/fish/config.fish", "/etc/profile", "/etc/bash.bashrc", "/etc/zsh/zshrc", "/etc/zsh/zshenv", "/etc/zshrc", "/etc/zshenv",
+];
+
+/// What [`STARTUP_FILES`] are now.
+type Stamp = Vec<Option<(u64, u64, i64, i64, i64, i64)>>;
+
+fn stamp(home: &Path) -> Stamp {
+    use std::os::unix::fs::MetadataExt;
+    STARTUP_FILES
+        .iter()
+        .map(|f| {
+            let p = match f.strip_prefix("~/") {
+                Some(rel) => home.join(rel),
+                None => PathBuf::from(f),
+            };
+            std::fs::metadata(p).ok().map(|m| (m.ino(), m.size(), m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec()))
+        })
+        .collect()
+}
+
+/// What `owner`'s shells give their programs ([`observe`]), run once and then remembered
+/// until [`forget`] (the daemon forgets an owner's when a file the owner's shells read
+/// changes: the configuration watch): a slow startup file (a version manager's `init`)
+/// delays the owner's first session only.
+pub fn remembered(owner: &Account, roots: &[PathBuf], wait: Duration) -> UserEnvironment {
+    let key = (owner.uid, owner.home.clone(), owner.shell.clone());
+    let now = stamp(&owner.home);
+    let known = REMEMBERED.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|(k, s, _)| *k == key && *s == now).map(|(_, _, e)| e.clone());
+    let environs = match known {
+        Some(environs) => environs,
+        None => {
+            let o = observe(owner, roots, wait);
+            let mut all = REMEMBERED.lock().unwrap_or_else(|e| e.into_inner());
+            all.retain(|(k, _, _)| *k != key);
+            all.push((key, now, o.environs.clone()));
+            return o.env;
+        }
+    };
+    let mut env = UserEnvironment::default();
+    for e in &environs {
+        env.merge(&of_environ(e, &owner.home, roots));
+    }
+    env
+}
+
+/// Forgets what `uid`'s shells gave ([`remembered`]): they are run again at the next need.
+pub fn forget(uid: u32) {
+    REMEMBERED.lock().unwrap_or_else(|e| e.into_inner()).retain(|((u, _, _), _, _)| *u != uid);
 }
 
 /// Runs one shell: its environment, `Ok(None)` if it was still running after `wait`, or
@@ -302,6 +364,28 @@ mod tests {
         assert_eq!(o.runs.len(), 1, "{:?}", o.runs);
         assert_eq!(o.runs[0].1, Outcome::NoEnvironment("exit code 3".into()));
         assert!(o.env.places.is_empty());
+    }
+
+    #[test]
+    fn the_environment_is_remembered_until_forgotten() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        // `~/.bashrc` sources a file of its own, which only the configuration watch follows.
+        std::fs::write(h.join(".bashrc"), ". \"$HOME/paths.sh\"\n").unwrap();
+        std::fs::write(h.join("paths.sh"), "export PATH=\"$(echo \"$HOME\")/one/bin:$PATH\"\n").unwrap();
+        let owner = me(h, "");
+        let on = |env: &UserEnvironment, p: &str| env.places.iter().any(|c| c.path() == h.join(p));
+        assert!(on(&remembered(&owner, &[], WAIT), "one/bin"));
+        std::fs::write(h.join("paths.sh"), "export PATH=\"$(echo \"$HOME\")/two/bin:$PATH\"\n").unwrap();
+        let again = remembered(&owner, &[], WAIT);
+        assert!(on(&again, "one/bin") && !on(&again, "two/bin"), "not run again before it is forgotten");
+        forget(owner.uid);
+        let fresh = remembered(&owner, &[], WAIT);
+        assert!(on(&fresh, "two/bin") && !on(&fresh, "one/bin"), "run again once forgotten");
+        // A change to a startup file itself runs them again with no forgetting.
+        std::fs::write(h.join("paths.sh"), "export PATH=\"$(echo \"$HOME\")/three/bin:$PATH\"\n").unwrap();
+        std::fs::write(h.join(".bashrc"), ". \"$HOME/paths.sh\"\n# changed\n").unwrap();
+        assert!(on(&remembered(&owner, &[], WAIT), "three/bin"), "a changed ~/.bashrc is run again");
     }
 
     #[test]

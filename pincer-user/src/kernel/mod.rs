@@ -586,6 +586,42 @@ pub struct Enforcer {
 /// fills [`map_names::CREATE_NAMES`] for the others; past them a new name is not granted.
 pub const NAMED_CREATES_PER_SESSION: u32 = 8192;
 
+/// The top bit of a [`kept_key`]: no cgroup id has it.
+const KEPT_SESSIONS: u64 = 1 << 63;
+
+/// The marks of a session's exact entries that outlive it ([`Enforcer::keep_made`]): what
+/// the session made at a new name ([`pincer_common::ACCESS_CREATED_BY_SESSION`]), where it
+/// stands in the user's place ([`pincer_common::ACCESS_USERS_PLACE`]) and which folders hold
+/// hidden entries it made ([`pincer_common::ACCESS_HOLDS_HIDDEN`]); never an access bit.
+const KEPT_MARKS: u32 = pincer_common::ACCESS_CREATED_BY_SESSION | pincer_common::ACCESS_USERS_PLACE | pincer_common::ACCESS_HOLDS_HIDDEN;
+
+/// Objects' marks and vacated names kept for one owner from the sessions that ended
+/// ([`Enforcer::keep_made`]), each: past it, an ended session's further ones are not kept.
+/// Half of [`pincer_common::VACATED_PER_SESSION`], so a session given them all still has
+/// half its own share of vacated names.
+pub const KEPT_PER_OWNER: usize = pincer_common::VACATED_PER_SESSION as usize / 2;
+
+/// The session-map key under which the marks and vacated names of `owner_uid`'s ended
+/// sessions are kept ([`Enforcer::keep_made`]). No cgroup has this id and its entry is
+/// inactive, so no process is ever in it; it is in the session map so that the kernel
+/// drops its entries for an object when the object is gone for good (`forget_grants`), as
+/// it does a session's, and a reused inode number inherits nothing.
+pub fn kept_key(owner_uid: u32) -> u64 {
+    KEPT_SESSIONS | owner_uid as u64
+}
+
+/// What [`Enforcer::keep_made`] and [`Enforcer::carry_kept`] wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Kept {
+    /// Objects' marks written.
+    pub marks: usize,
+    /// Vacated names written.
+    pub vacated: usize,
+    /// Entries not written for want of room ([`KEPT_PER_OWNER`], a session's share of
+    /// vacated names).
+    pub dropped: usize,
+}
+
 impl std::fmt::Debug for Enforcer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Enforcer").field("pin_dir", &self.pin_dir()).finish_non_exhaustive()
@@ -951,6 +987,111 @@ impl Enforcer {
     /// Stops gating a session (its grants stay until [`Enforcer::revoke_session`]).
     pub fn remove_session(&mut self, cgroup_id: u64) -> Result<(), KernelError> {
         self.maps.sessions.remove(&SessionKey { cgroup_id })
+    }
+
+    /// Keeps, before session `cgroup_id` of `owner_uid` ends ([`Enforcer::revoke_session`]),
+    /// what it made and vacated, for the owner's later sessions ([`Enforcer::carry_kept`])
+    /// and for the owner's sessions open now (`open`, given it at once): the marks of its
+    /// folders' exact entries ([`KEPT_MARKS`]: its new folders, those holding hidden entries
+    /// it made first, and its folders in the user's place) and the names of the user's folders it removed
+    /// or moved away. Without them a folder one session filled with hidden configuration
+    /// would be a folder of the user's to the next, which could move it to the name of the
+    /// user's folder the first one removed. Bounded by [`KEPT_PER_OWNER`] for each kind.
+    pub fn keep_made(&mut self, cgroup_id: u64, owner_uid: u32, open: &[u64]) -> Result<Kept, KernelError> {
+        let kept = kept_key(owner_uid);
+        let key = SessionKey { cgroup_id: kept };
+        if self.maps.sessions.get(&key)?.is_none() {
+            self.maps.sessions.insert(key, SessionValue::default())?;
+        }
+        let mut done = Kept::default();
+        let exact = self.maps.exact.keys()?;
+        let mut marks = exact.iter().filter(|k| k.session == kept).count();
+        // Its folders (the kernel gives a folder the session makes `create` with the mark,
+        // a file it makes read, write and delete; marks alone were carried from the ones
+        // kept), those holding hidden entries first.
+        let mut folders = Vec::new();
+        for k in exact.iter().filter(|k| k.session == cgroup_id) {
+            let Some(bits) = self.maps.exact.get(k)? else { continue };
+            let made = bits & (pincer_common::ACCESS_CREATED_BY_SESSION | pincer_common::ACCESS_USERS_PLACE) != 0;
+            let folder = bits & (pincer_common::ACCESS_CREATE | pincer_common::ACCESS_HOLDS_HIDDEN | pincer_common::ACCESS_USERS_PLACE) != 0 || bits & pincer_common::ACCESS_ALL == 0;
+            if made && folder {
+                folders.push((*k, bits));
+            }
+        }
+        folders.sort_by_key(|(_, bits)| bits & pincer_common::ACCESS_HOLDS_HIDDEN == 0);
+        for (k, bits) in &folders {
+            let (k, bits) = (k, *bits);
+            let to = GrantKey { session: kept, ..*k };
+            let old = self.maps.exact.get(&to)?;
+            if old.is_none() && marks >= KEPT_PER_OWNER {
+                done.dropped += 1;
+                continue;
+            }
+            marks += usize::from(old.is_none());
+            self.maps.exact.insert(to, old.unwrap_or(0) | (bits & KEPT_MARKS))?;
+            done.marks += 1;
+        }
+        let vacated = self.maps.vacated.keys()?;
+        let mut names = vacated.iter().filter(|k| k.session == kept).count();
+        for k in vacated.iter().filter(|k| k.session == cgroup_id) {
+            let Some(left) = self.maps.vacated.get(k)? else { continue };
+            let to = VacatedKey { session: kept, ..*k };
+            let old = self.maps.vacated.get(&to)?;
+            if old.is_none() && names >= KEPT_PER_OWNER {
+                done.dropped += 1;
+                continue;
+            }
+            names += usize::from(old.is_none());
+            self.maps.vacated.insert(to, left)?;
+            done.vacated += 1;
+        }
+        for &other in open.iter().filter(|&&o| o != cgroup_id) {
+            self.carry_kept(other, owner_uid)?;
+        }
+        Ok(done)
+    }
+
+    /// Gives session `cgroup_id` what `owner_uid`'s ended sessions made and vacated
+    /// ([`Enforcer::keep_made`]), before any of its processes runs: their folders are not
+    /// the user's to it, and the names they vacated are the user's places. The vacated
+    /// names count in the session's share of them (`VACATED_PER_SESSION`).
+    pub fn carry_kept(&mut self, cgroup_id: u64, owner_uid: u32) -> Result<Kept, KernelError> {
+        let kept = kept_key(owner_uid);
+        let mut done = Kept::default();
+        let skey = SessionKey { cgroup_id };
+        let Some(mut value) = self.maps.sessions.get(&skey)? else { return Ok(done) };
+        for k in self.maps.exact.keys()?.into_iter().filter(|k| k.session == kept) {
+            let Some(marks) = self.maps.exact.get(&k)? else { continue };
+            let to = GrantKey { session: cgroup_id, ..k };
+            let old = self.maps.exact.get(&to)?.unwrap_or(0);
+            if old | marks != old {
+                self.maps.exact.insert(to, old | marks)?;
+                done.marks += 1;
+            }
+        }
+        for k in self.maps.vacated.keys()?.into_iter().filter(|k| k.session == kept) {
+            let Some(left) = self.maps.vacated.get(&k)? else { continue };
+            let to = VacatedKey { session: cgroup_id, ..k };
+            if self.maps.vacated.get(&to)?.is_some() {
+                continue;
+            }
+            if value.vacated >= pincer_common::VACATED_PER_SESSION {
+                done.dropped += 1;
+                continue;
+            }
+            self.maps.vacated.insert(to, left)?;
+            value.vacated += 1;
+            done.vacated += 1;
+        }
+        if done.vacated > 0 {
+            // The kernel's other counts as they are now.
+            let now = self.maps.sessions.get(&skey)?.unwrap_or(value);
+            self.maps.sessions.insert(skey, SessionValue { vacated: now.vacated + done.vacated as u32, ..now })?;
+        }
+        if done.marks + done.vacated > 0 {
+            self.renew_policy()?;
+        }
+        Ok(done)
     }
 
     /// Ends a session: deletes every exact and subtree grant it holds, including

@@ -648,6 +648,60 @@ mod tests {
     }
 
     #[test]
+    fn what_a_session_made_and_vacated_is_kept_for_the_owners_later_and_open_sessions() {
+        use crate::kernel::{kept_key, Kept};
+        use pincer_common::{ACCESS_CREATED_BY_SESSION as MADE, ACCESS_HOLDS_HIDDEN, ACCESS_USERS_PLACE};
+        let maps = MemoryMaps::default();
+        let mut e = maps.enforcer();
+        let (later, open, stranger) = (S2, S2 + 100, S2 + 200);
+        e.register_session(S1).unwrap();
+        e.register_session(open).unwrap();
+        e.register_session(stranger).unwrap();
+        let id = |ino| ObjectId { dev: DIR.dev, ino };
+        let (folder, hidden_holder, file, granted, remade) = (id(101), id(102), id(103), id(104), id(105));
+        let gk = |session, o: ObjectId| GrantKey { session, ino: o.ino, dev: o.dev, _pad: 0 };
+        let mut exact = maps.exact.clone();
+        // What the kernel records: folders the session made, one holding a hidden entry it
+        // made, a file it made, a folder it made where the user's stood, a plain grant.
+        exact.insert(gk(S1, folder), ACCESS_ALL | MADE).unwrap();
+        exact.insert(gk(S1, hidden_holder), ACCESS_ALL | MADE | ACCESS_HOLDS_HIDDEN).unwrap();
+        exact.insert(gk(S1, file), ACCESS_READ | ACCESS_WRITE | ACCESS_DELETE | MADE).unwrap();
+        exact.insert(gk(S1, remade), ACCESS_ALL | MADE | ACCESS_USERS_PLACE).unwrap();
+        e.grant(S1, granted, Scope::Exact, Access::Read).unwrap();
+        let mut name = [0u8; pincer_common::NEVER_NAME_LEN];
+        name[..3].copy_from_slice(b"api");
+        let vk = |session| VacatedKey { session, ino: DIR.ino, dev: DIR.dev, _pad: 0, name };
+        maps.vacated.clone().insert(vk(S1), 77).unwrap();
+
+        let kept = e.keep_made(S1, 1000, &[S1, open]).unwrap();
+        assert_eq!(kept, Kept { marks: 3, vacated: 1, dropped: 0 }, "its three folders and the one vacated name");
+        e.revoke_session(S1, false).unwrap();
+        let k = kept_key(1000);
+        assert_eq!(maps.sessions.get(&SessionKey { cgroup_id: k }).unwrap().map(|v| v.active), Some(0), "kept under an inactive session entry, which the kernel's forgetting of freed inodes visits");
+        assert_eq!(exact.get(&gk(k, file)).unwrap(), None, "a file's entry is not kept");
+        assert_eq!(exact.get(&gk(k, granted)).unwrap(), None, "a grant is not kept");
+        assert_eq!(exact.get(&gk(k, hidden_holder)).unwrap(), Some(MADE | ACCESS_HOLDS_HIDDEN), "marks only, never an access bit");
+        assert_eq!(exact.get(&gk(k, remade)).unwrap(), Some(MADE | ACCESS_USERS_PLACE));
+        // The owner's session open meanwhile has them at once; another owner's does not.
+        assert_eq!(exact.get(&gk(open, folder)).unwrap(), Some(MADE));
+        assert_eq!(maps.vacated.get(&vk(open)).unwrap(), Some(77));
+        assert_eq!(maps.sessions.get(&SessionKey { cgroup_id: open }).unwrap().unwrap().vacated, 1, "counted in the session's share");
+        assert_eq!(exact.get(&gk(stranger, folder)).unwrap(), None);
+        // A later session of the owner, before its processes run.
+        e.register_session(later).unwrap();
+        assert_eq!(e.carry_kept(later, 1000).unwrap(), Kept { marks: 3, vacated: 1, dropped: 0 });
+        assert_eq!(exact.get(&gk(later, hidden_holder)).unwrap(), Some(MADE | ACCESS_HOLDS_HIDDEN));
+        assert!(!e.holds(later, hidden_holder, Access::Read).unwrap(), "the marks grant nothing");
+        assert_eq!(maps.vacated.get(&vk(later)).unwrap(), Some(77));
+        assert_eq!(e.carry_kept(later, 1000).unwrap(), Kept::default(), "given once");
+        assert_eq!(e.carry_kept(stranger, 2000).unwrap(), Kept::default(), "another owner has none");
+        // Ending the later session keeps them still (and adds nothing twice).
+        assert_eq!(e.keep_made(later, 1000, &[]).unwrap(), Kept { marks: 3, vacated: 1, dropped: 0 });
+        e.revoke_session(later, false).unwrap();
+        assert_eq!(exact.keys().unwrap().iter().filter(|g| g.session == k).count(), 3);
+    }
+
+    #[test]
     fn a_create_grant_is_for_its_one_name_and_ends_with_the_session() {
         let maps = MemoryMaps::default();
         let mut e = maps.enforcer();
