@@ -152,7 +152,11 @@ pub fn observe(owner: &Account, roots: &[PathBuf], wait: Duration) -> Observed {
 
 /// The environments of each account's shells as last run ([`remembered`]), by uid, home and
 /// login shell; an account's are run again after [`forget`].
-static REMEMBERED: std::sync::Mutex<Vec<((u32, PathBuf, PathBuf), Stamp, Vec<Vec<u8>>)>> = std::sync::Mutex::new(Vec::new());
+static REMEMBERED: std::sync::Mutex<Vec<Remembered>> = std::sync::Mutex::new(Vec::new());
+
+/// One account's remembered environments: (uid, home, login shell), the startup files'
+/// [`Stamp`] when its shells ran, and what they printed.
+type Remembered = ((u32, PathBuf, PathBuf), Stamp, Vec<Vec<u8>>);
 
 /// The startup files every run reads first, in the home and the system's: a change to one
 /// (its inode, size, modification or change time) runs the shells again, as [`forget`]
