@@ -66,6 +66,13 @@ shared_consts! {
     /// session made a hidden entry in it (`.cargo/`, `.envrc`): the user's objects do not
     /// move beneath it, where the user's tools would read that configuration as theirs.
     ACCESS_HOLDS_HIDDEN: u32 = 1 << 28;
+    /// Marker bit the daemon writes on a session's exact entry of a folder an earlier
+    /// session of the same owner made at a new name (carried from the owner's kept
+    /// entries): it moves as the session's own new folder does (not to a name where a
+    /// folder of the user's stood, nor beneath the user's place, and no object of the
+    /// user's moves beneath it while it holds hidden entries a session made), and it
+    /// takes no hidden name freely: for this session it is the user's folder otherwise.
+    ACCESS_MADE_EARLIER: u32 = 1 << 27;
 
     /// Hook id in [`MissEvent::hook`]: `file_open`.
     HOOK_FILE_OPEN: u32 = 1;

@@ -490,6 +490,14 @@ static __always_inline int own_new_folder(__u32 bits)
 	return (bits & (ACCESS_CREATED_BY_SESSION | ACCESS_USERS_PLACE)) == ACCESS_CREATED_BY_SESSION;
 }
 
+/* Whether a folder with exact bits `bits` moves as a new folder of a session's:
+ * this session's (own_new_folder) or one an earlier session of the owner made
+ * (ACCESS_MADE_EARLIER, which the daemon carries: it gives no hidden name). */
+static __always_inline int session_made_folder(__u32 bits)
+{
+	return own_new_folder(bits) || ((bits & (ACCESS_MADE_EARLIER | ACCESS_USERS_PLACE)) == ACCESS_MADE_EARLIER);
+}
+
 /* Whether exact grant `bits` on the walk's current level (c->ok, the first
  * level) fails to reach c->prev, the name of a new entry in it. A hidden name
  * is reached only by the grant of a new folder of the session's
@@ -1523,7 +1531,7 @@ static __noinline int takes_users_place(__u64 session, struct dentry *old_dentry
 
 	if (fmt == S_IFLNK)
 		return users_folder_name(session, new_dentry);
-	if (fmt != S_IFDIR || !own_new_folder(own_exact(session, old_dentry)))
+	if (fmt != S_IFDIR || !session_made_folder(own_exact(session, old_dentry)))
 		return 0;
 	return users_folder_name(session, new_dentry) || in_users_place(session, BPF_CORE_READ(new_dentry, d_parent));
 }
@@ -1556,7 +1564,7 @@ static __noinline int moves_under_own_hidden(__u64 session, struct dentry *old_d
 		};
 		__u32 *bits = bpf_map_lookup_elem(&MAP_EXACT, &gk);
 
-		if (!bits || !own_new_folder(*bits))
+		if (!bits || !session_made_folder(*bits))
 			return 0;
 		if (*bits & ACCESS_HOLDS_HIDDEN)
 			return 1;

