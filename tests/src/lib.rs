@@ -226,6 +226,43 @@ pub fn policy_entries(pin_dir: &Path) -> Vec<(&'static str, usize)> {
     policy_maps(pin_dir, false)
 }
 
+/// Starts a session of uid 1000 on `ws` with `pincer` `run` (first prompt `prompt`) against
+/// the daemon at `socket`, its worker a shell that prints its `TMPDIR` and sleeps
+/// (its cgroups under `/sys/fs/cgroup/NAME`, one other than `not`): `pincer run`, the
+/// session's scratch (`TMPDIR`), cgroup and id; `None` if `pincer run` ended first.
+pub fn run_session(pincer: &str, prompt: &str, name: &str, ws: &Path, socket: &Path, env: &[(&str, String)], not: Option<&Path>) -> Option<(std::process::Child, PathBuf, PathBuf, u64)> {
+    let mut run = std::process::Command::new(pincer)
+        .args(["run", "--root", ws.to_str().unwrap(), "--user", "1000", "--prompt", prompt, "--"])
+        .args(["/bin/sh", "-c", "echo \"TMPDIR=$TMPDIR\"; exec /bin/sleep 86400"])
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env("PINCER_SOCKET", socket)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("pincer run");
+    use std::io::BufRead;
+    let mut out = std::io::BufReader::new(run.stdout.take().unwrap());
+    let mut line = String::new();
+    let scratch = loop {
+        line.clear();
+        if out.read_line(&mut line).unwrap() == 0 {
+            let _ = run.wait();
+            return None;
+        }
+        if let Some(t) = line.trim().strip_prefix("TMPDIR=") {
+            break PathBuf::from(t);
+        }
+    };
+    let parent = PathBuf::from("/sys/fs/cgroup").join(name);
+    let cg = std::fs::read_dir(&parent)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.is_dir() && Some(p.as_path()) != not)
+        .unwrap_or_else(|| panic!("no session cgroup under {}", parent.display()));
+    let id = pincer::kernel::cgroup_id(&cg).unwrap();
+    Some((run, scratch, cg, id))
+}
+
 /// Stops a test's `pincer daemon` (SIGTERM, then waits for it) and clears what it left in
 /// the shared program's maps ([`clear_policy`]), so the next test starts clean.
 pub fn stop_daemon(daemon: &mut std::process::Child) {

@@ -19,13 +19,12 @@ use pincer::kernel::{Enforcer, ObjectId, Scope};
 use pincer::Access;
 use pincer_tests::{run_as, Op, EACCES, SHARED_PIN_DIR};
 use std::ffi::CString;
-use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 const PINCER: &str = env!("CARGO_BIN_EXE_pincer");
@@ -272,48 +271,12 @@ impl Red {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        let mut run = Command::new(PINCER)
-            .args([
-                "run",
-                "--root",
-                ws.to_str().unwrap(),
-                "--user",
-                "1000",
-                "--prompt",
-                PROMPT,
-                "--",
-            ])
-            .args([
-                "/bin/sh",
-                "-c",
-                "echo \"TMPDIR=$TMPDIR\"; exec /bin/sleep 86400",
-            ])
-            .env("PINCER_SOCKET", &socket)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("pincer run");
-        let mut out = BufReader::new(run.stdout.take().unwrap());
-        let mut line = String::new();
-        let scratch = loop {
-            line.clear();
-            if out.read_line(&mut line).unwrap() == 0 {
-                // The daemon goes with its entries, so the next tests start clean.
-                let mut daemon = daemon;
-                pincer_tests::stop_daemon(&mut daemon);
-                panic!("pincer run ended before the worker started");
-            }
-            if let Some(t) = line.trim().strip_prefix("TMPDIR=") {
-                break PathBuf::from(t);
-            }
+        let Some((run, scratch, cg, id)) = pincer_tests::run_session(PINCER, PROMPT, &name, &ws, &socket, &[], None) else {
+            // The daemon goes with its entries, so the next tests start clean.
+            let mut daemon = daemon;
+            pincer_tests::stop_daemon(&mut daemon);
+            panic!("pincer run ended before the worker started");
         };
-        let parent = PathBuf::from("/sys/fs/cgroup").join(&name);
-        let cg = std::fs::read_dir(&parent)
-            .unwrap()
-            .flatten()
-            .map(|e| e.path())
-            .find(|p| p.is_dir())
-            .unwrap_or_else(|| panic!("no session cgroup under {}", parent.display()));
-        let id = pincer::kernel::cgroup_id(&cg).unwrap();
         let enforcer =
             Enforcer::reuse(Path::new(SHARED_PIN_DIR)).expect("reuse the shared enforcer");
         Red {

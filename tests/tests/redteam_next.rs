@@ -335,7 +335,7 @@ impl Red {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        let Some((run, scratch, cg, id)) = run_session(&name, &ws, &socket, env, None) else {
+        let Some((run, scratch, cg, id)) = pincer_tests::run_session(PINCER, PROMPT, &name, &ws, &socket, env, None) else {
             // The daemon goes with its entries, so the next tests start clean.
             let mut daemon = daemon;
             pincer_tests::stop_daemon(&mut daemon);
@@ -443,40 +443,6 @@ impl Red {
     }
 }
 
-/// Starts a session of uid 1000 on `ws` with `pincer run` against the daemon at `socket`
-/// (its cgroups under `/sys/fs/cgroup/NAME`, one other than `not`): `pincer run`, the
-/// session's scratch (`TMPDIR`), cgroup and id; `None` if `pincer run` ended first.
-fn run_session(name: &str, ws: &Path, socket: &Path, env: &[(&str, String)], not: Option<&Path>) -> Option<(Child, PathBuf, PathBuf, u64)> {
-    let mut run = Command::new(PINCER)
-        .args(["run", "--root", ws.to_str().unwrap(), "--user", "1000", "--prompt", PROMPT, "--"])
-        .args(["/bin/sh", "-c", "echo \"TMPDIR=$TMPDIR\"; exec /bin/sleep 86400"])
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .env("PINCER_SOCKET", socket)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("pincer run");
-    let mut out = BufReader::new(run.stdout.take().unwrap());
-    let mut line = String::new();
-    let scratch = loop {
-        line.clear();
-        if out.read_line(&mut line).unwrap() == 0 {
-            return None;
-        }
-        if let Some(t) = line.trim().strip_prefix("TMPDIR=") {
-            break PathBuf::from(t);
-        }
-    };
-    let parent = PathBuf::from("/sys/fs/cgroup").join(name);
-    let cg = std::fs::read_dir(&parent)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.is_dir() && Some(p.as_path()) != not)
-        .unwrap_or_else(|| panic!("no session cgroup under {}", parent.display()));
-    let id = pincer::kernel::cgroup_id(&cg).unwrap();
-    Some((run, scratch, cg, id))
-}
-
 impl Red {
     /// Ends the session as its agent's run ends (its worker killed: `pincer run` ends it
     /// with the daemon) and starts the owner's next one on the same daemon and workspace,
@@ -492,7 +458,7 @@ impl Red {
             std::thread::sleep(Duration::from_millis(50));
         }
         let name = self.dir.file_name().unwrap().to_str().unwrap().to_string();
-        let (run, scratch, cg, id) = run_session(&name, &self.ws, &self.dir.join("pincer.sock"), &[], Some(&self.cg)).expect("pincer run ended before the next worker started");
+        let (run, scratch, cg, id) = pincer_tests::run_session(PINCER, PROMPT, &name, &self.ws, &self.dir.join("pincer.sock"), &[], Some(&self.cg)).expect("pincer run ended before the next worker started");
         (self.run, self.scratch, self.cg, self.id) = (Some(run), scratch, cg, id);
     }
 }

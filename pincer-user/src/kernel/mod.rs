@@ -1030,9 +1030,8 @@ impl Enforcer {
             }
         }
         folders.sort_by_key(|(_, bits)| bits & pincer_common::ACCESS_HOLDS_HIDDEN == 0);
-        for (k, bits) in &folders {
-            let (k, bits) = (k, *bits);
-            let to = GrantKey { session: kept, ..*k };
+        for (k, bits) in folders {
+            let to = GrantKey { session: kept, ..k };
             let old = self.maps.exact.get(&to)?;
             if old.is_none() && marks >= KEPT_PER_OWNER {
                 done.dropped += 1;
@@ -1069,8 +1068,12 @@ impl Enforcer {
     pub fn carry_kept(&mut self, cgroup_id: u64, owner_uid: u32) -> Result<Kept, KernelError> {
         let kept = kept_key(owner_uid);
         let mut done = Kept::default();
+        // An owner none of whose sessions has ended yet has no record: the maps are not walked.
+        if self.maps.sessions.get(&SessionKey { cgroup_id: kept })?.is_none() {
+            return Ok(done);
+        }
         let skey = SessionKey { cgroup_id };
-        let Some(mut value) = self.maps.sessions.get(&skey)? else { return Ok(done) };
+        let Some(value) = self.maps.sessions.get(&skey)? else { return Ok(done) };
         for k in self.maps.exact.keys()?.into_iter().filter(|k| k.session == kept) {
             let Some(marks) = self.maps.exact.get(&k)? else { continue };
             let to = GrantKey { session: cgroup_id, ..k };
@@ -1086,16 +1089,15 @@ impl Enforcer {
             if self.maps.vacated.get(&to)?.is_some() {
                 continue;
             }
-            if value.vacated >= pincer_common::VACATED_PER_SESSION {
+            if value.vacated + done.vacated as u32 >= pincer_common::VACATED_PER_SESSION {
                 done.dropped += 1;
                 continue;
             }
             self.maps.vacated.insert(to, left)?;
-            value.vacated += 1;
             done.vacated += 1;
         }
         if done.vacated > 0 {
-            // The kernel's other counts as they are now.
+            // The kernel's counts as they are now (its threads may have vacated names meanwhile).
             let now = self.maps.sessions.get(&skey)?.unwrap_or(value);
             self.maps.sessions.insert(skey, SessionValue { vacated: now.vacated + done.vacated as u32, ..now })?;
         }
