@@ -179,6 +179,11 @@ shared_consts! {
     /// daemon answers the hold (on the hold anchor's FUSE file), then the
     /// kernel looks for an exact grant on the object again.
     EVENT_FLAG_HELD: u32 = 1 << 6;
+    /// Event flag: the object, or a folder on the way to the grant that would have
+    /// covered it, is kept more private than the folder it is in (its mode gives its
+    /// group and others nothing, the folder's gives them something): a grant on a
+    /// folder above it does not reach it; only a grant on it or inside it does.
+    EVENT_FLAG_KEPT_PRIVATE: u32 = 1 << 7;
 
     /// Session flag ([`SessionValue::flags`]): misses are reported but allowed,
     /// except never-grantable ones and terminal injection.

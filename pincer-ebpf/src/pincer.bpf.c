@@ -444,9 +444,26 @@ struct walk_ctx {
 	__u8 from_hidden_object; /* the level below was an object a hidden entry names (NEVER_HIDDEN) */
 	__u8 carried;    /* the level below was a directory made carrying its reserved name's template */
 	__u8 carried_here; /* this level's directory was (read for the level above) */
-	__u8 hidden;     /* the walk has come up from a hidden entry */
+	__u8 hidden;     /* the walk has come up from a hidden entry (or one kept private) */
 	umode_t mode;    /* the current level's mode, once read */
 };
+
+/* Whether an object of mode `mode` in a directory of mode `dir_mode` is kept
+ * more private than that directory: a file or directory whose mode gives its
+ * group and others nothing, in a directory whose mode gives them something. Its
+ * owner (or the tool that wrote it: ssh, gpg, KeePassXC, a browser's logins,
+ * a shell's history) withheld what its surroundings give, which is how a
+ * secret among documents shows: a grant on a folder above it does not reach
+ * it, as for a hidden entry; a grant on it or inside it does. A user whose
+ * umask keeps every file private keeps every folder so too: nothing is kept
+ * more private than its folder there, and only hidden entries and the never
+ * places stand out. */
+static __always_inline int kept_private(umode_t mode, umode_t dir_mode)
+{
+	umode_t type = mode & S_IFMT;
+
+	return (type == S_IFREG || type == S_IFDIR) && !(mode & 077) && (dir_mode & 077);
+}
 
 /* The never bits a name entry `bits` (found under c->nk) gives the walk on
  * level `index`. A reserved name (NEVER_RESERVED: the first missing directory
@@ -529,9 +546,18 @@ static long walk_step(__u64 index, struct walk_ctx *c)
 		 * others no search right: only the user's identity reaches what
 		 * lies beneath. */
 		if (c->searching) {
+			umode_t below = c->mode; /* 0 at the first level */
+
 			BPF_CORE_READ_INTO(&c->mode, inode, i_mode);
 			if ((c->mode & S_IFMT) == S_IFDIR && !(c->mode & S_IXOTH))
 				w->private_path = SLOT_PRIVATE;
+			/* The level below kept more private than this one: like a
+			 * hidden entry, reached only by grants on it or inside it
+			 * (c->hidden is read by this level's subtree lookup on). */
+			if (kept_private(below, c->mode)) {
+				w->flags |= EVENT_FLAG_KEPT_PRIVATE;
+				c->hidden = 1;
+			}
 		}
 		__u64 ino = BPF_CORE_READ(inode, i_ino);
 		__u32 *bits;
@@ -675,6 +701,17 @@ __noinline int walk_up(struct walk *w)
 		/* Without the state entry assume never entries exist (fail closed). */
 		.never_objects = !st || st->never_objects,
 		.never_names = !st || st->never_names,
+		/* What a level reads before it writes starts at 0, read from w
+		 * (w->levels is 0 before every walk: each caller clears w), not
+		 * written as a constant: a verifier that explores the loop's
+		 * callback from its first state only (6.1's) would take the
+		 * constant for every level's value and drop as dead what a later
+		 * level does with another (the level below kept private, coming
+		 * from a hidden object or a carried directory, a known device). */
+		.mode = (umode_t)w->levels,
+		.from_hidden_object = (__u8)w->levels,
+		.carried = (__u8)w->levels,
+		.dev_known = (__u8)w->levels,
 	};
 
 	long levels = bpf_loop(MAX_WALK_DEPTH, walk_step, &c, 0);
@@ -2270,6 +2307,18 @@ static __always_inline int check_create(const struct session *s, struct dentry *
 	return check_create_held(s, child, hook, 0);
 }
 
+/* Whether the opened object is kept more private than its folder
+ * (kept_private), read now. A subprogram: its reads take no room on the
+ * open's frame. */
+static __noinline int opened_private(struct file *file)
+{
+	struct dentry *d = file ? BPF_CORE_READ(file, f_path.dentry) : 0;
+	struct inode *inode = d ? BPF_CORE_READ(d, d_inode) : 0;
+	struct inode *dir = d ? BPF_CORE_READ(d, d_parent, d_inode) : 0;
+
+	return inode && dir && kept_private(BPF_CORE_READ(inode, i_mode), BPF_CORE_READ(dir, i_mode));
+}
+
 /* Check an open file: `read` (or `list` for a directory) and `write` as its
  * mode says, walked through its own mount. */
 static __always_inline int check_file(const struct session *s, struct file *file, __u32 hook, int may_record_created,
@@ -2328,6 +2377,11 @@ static __always_inline int check_file(const struct session *s, struct file *file
 		if (bits && (*bits & need) == need)
 			return 0;
 	}
+	/* An object kept more private than its folder takes the full walk too:
+	 * the caches hold what reaches it from above, and its mode is read live
+	 * (a chmod moves no stamp). */
+	if (opened_private(file))
+		goto full;
 	if (d && !multi && !dir) {
 		/* A file opened again: its cached verdict, if it still holds. */
 		__u32 known = file_verdict(s, d, (__u64)file->f_path.mnt);
@@ -2337,6 +2391,7 @@ static __always_inline int check_file(const struct session *s, struct file *file
 	}
 	if (d && !created && cached_allow(s, d, scalar_of(file->f_path.mnt), need, multi, &w))
 		return 0;
+full:
 	walk_start(&w, s, scalar_of(d), scalar_of(file->f_path.mnt), need, multi);
 walk:
 	walk_up(&w);

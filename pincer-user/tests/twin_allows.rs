@@ -56,7 +56,7 @@ async fn decide(prompt: &str, path: &str, access: Access, content: Option<&str>)
     let p = Prepared::new(state(), Sanitizer::new(SecretKey::from_bytes([9; 32]))).with_workspace(&tree(&f), |q| f.get(q).map(Vec::as_slice));
     let mut twin = Twin::from_prepared(&p, Arc::new(OfflineDecider::new()), TwinConfig { variant: Variant::Pincer, escalate_after: 5 });
     twin.start_session("s", prompt, &tree(&f)).await.unwrap();
-    twin.decide("s", &Request { path: path.into(), access, rationale: None, content: content.map(|c| c.as_bytes().to_vec()) }).await
+    twin.decide("s", &Request { path: path.into(), access, rationale: None, content: content.map(|c| c.as_bytes().to_vec()), kept_private: false }).await
 }
 
 #[tokio::test]
@@ -115,7 +115,7 @@ async fn decide_namesake(prompt: &str, path: &str) -> Decision {
     let p = Prepared::new(st, Sanitizer::new(SecretKey::from_bytes([3; 32]))).with_workspace(&tree(&f), |q| f.get(q).map(Vec::as_slice));
     let mut twin = Twin::from_prepared(&p, Arc::new(OfflineDecider::new()), TwinConfig { variant: Variant::Pincer, escalate_after: 5 });
     twin.start_session("s", prompt, &tree(&f)).await.unwrap();
-    twin.decide("s", &Request { path: path.into(), access: Access::Read, rationale: None, content: Some(b"replicas: 9".to_vec()) }).await
+    twin.decide("s", &Request { path: path.into(), access: Access::Read, rationale: None, content: Some(b"replicas: 9".to_vec()), kept_private: false }).await
 }
 
 #[tokio::test]

@@ -228,7 +228,7 @@ fn tree() -> Vec<String> {
 const PROMPT: &str = "Fix the parser crash on trailing commas and the lexer panic on empty input";
 
 fn read(path: &str) -> Request {
-    Request { path: path.into(), access: Access::Read, rationale: Some("the task needs it".into()), content: Some(format!("// {path}\nfn f() {{}}\n").into_bytes()) }
+    Request { path: path.into(), access: Access::Read, rationale: Some("the task needs it".into()), content: Some(format!("// {path}\nfn f() {{}}\n").into_bytes()), kept_private: false }
 }
 
 /// Reads the offline tiers cannot settle (no user rule or earlier grant licenses them, the
@@ -506,6 +506,7 @@ mod integrity {
                     access: Access::Read,
                     rationale: Some(format!("rationale-{n}")),
                     content: Some(format!("content-{n}").into_bytes()),
+                    kept_private: false,
                 })
                 .collect();
             rt.block_on(async {

@@ -101,6 +101,7 @@ async fn replay(persona: &Path, variant: Variant, verbose: bool) -> (BTreeMap<St
                     access,
                     rationale: step["rationale"].as_str().map(String::from),
                     content: files.get(path.trim_end_matches('/')).cloned(),
+                    kept_private: false,
                 };
                 let d = twin.decide(&name, &req).await;
                 let g = d.granted();

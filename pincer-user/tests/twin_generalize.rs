@@ -145,7 +145,7 @@ async fn decide(p: &Prepared, variant: Variant, prompt: &str, path: &str, access
     let mut twin = Twin::from_prepared(p, Arc::new(OfflineDecider::new()), TwinConfig { variant, escalate_after: 5 });
     let f = files();
     twin.start_session("s", prompt, &tree(&f)).await.unwrap();
-    twin.decide("s", &Request { path: path.into(), access, rationale: None, content: content.map(|c| c.as_bytes().to_vec()) }).await
+    twin.decide("s", &Request { path: path.into(), access, rationale: None, content: content.map(|c| c.as_bytes().to_vec()), kept_private: false }).await
 }
 
 // ---------- item 2: provenance ----------
@@ -301,7 +301,7 @@ async fn decide_store(path: &str) -> Decision {
     let p = Prepared::new(st, Sanitizer::new(SecretKey::from_bytes([5; 32]))).with_workspace(&tree(&f), |q| f.get(q).map(Vec::as_slice));
     let mut twin = Twin::from_prepared(&p, Arc::new(OfflineDecider::new()), TwinConfig { variant: Variant::Pincer, escalate_after: 5 });
     twin.start_session("s", "Fix the printer bug and commit it", &tree(&f)).await.unwrap();
-    twin.decide("s", &Request { path: path.into(), access: Access::Read, rationale: None, content: Some(b"x".to_vec()) }).await
+    twin.decide("s", &Request { path: path.into(), access: Access::Read, rationale: None, content: Some(b"x".to_vec()), kept_private: false }).await
 }
 
 #[tokio::test]
@@ -358,7 +358,7 @@ async fn store_twin(escalate_after: u32) -> (Twin, Vec<String>) {
 #[tokio::test]
 async fn a_task_creates_in_an_existing_folder_of_the_kind_similar_tasks_created() {
     let (mut twin, _) = store_twin(5).await;
-    let decide = |path: &str, access: Access| Request { path: path.into(), access, rationale: None, content: None };
+    let decide = |path: &str, access: Access| Request { path: path.into(), access, rationale: None, content: None, kept_private: false };
     // A new object whose bucket exists: the past commits created theirs, and what went in.
     let d = twin.decide("s", &decide("app/.vcs/objects/ed/tmp_obj_Xq81zP", Access::Create)).await;
     assert!(d.granted(), "{d:?}");
@@ -375,7 +375,7 @@ async fn a_task_creates_in_an_existing_folder_of_the_kind_similar_tasks_created(
 async fn temporary_names_denied_in_one_folder_are_one_question_and_one_approval() {
     use pincer::twin::{ApprovalScope, Outcome};
     let (mut twin, ws_tree) = store_twin(2).await;
-    let create = |name: &str| Request { path: format!("app/notes/{name}"), access: Access::Create, rationale: None, content: None };
+    let create = |name: &str| Request { path: format!("app/notes/{name}"), access: Access::Create, rationale: None, content: None, kept_private: false };
     // A worker that makes a new temporary name for each try: its third try is the third
     // denial of one need, and goes to the user.
     for name in ["tmp_1a2b", "tmp_3c4d"] {
@@ -410,6 +410,6 @@ async fn temporary_names_denied_in_one_folder_are_one_question_and_one_approval(
     twin.answer(d.question.unwrap(), true, ApprovalScope::Session).unwrap();
     let d = twin.decide("s2", &create(".tmp_5f6e")).await;
     assert!(d.granted(), "the approved hidden name, decided again: {d:?}");
-    let d = twin.decide("s", &Request { path: "app/tmp_4b5a".into(), access: Access::Create, rationale: None, content: None }).await;
+    let d = twin.decide("s", &Request { path: "app/tmp_4b5a".into(), access: Access::Create, rationale: None, content: None, kept_private: false }).await;
     assert!(!d.votes[2].reason.contains("the user approved"), "{d:?}");
 }

@@ -54,7 +54,7 @@ fn twin(p: &Prepared, variant: Variant) -> Twin {
 }
 
 fn req(path: &str, access: Access) -> Request {
-    Request { path: path.into(), access, rationale: None, content: None }
+    Request { path: path.into(), access, rationale: None, content: None, kept_private: false }
 }
 
 fn show(label: &str, d: &pincer::twin::Decision) {
@@ -102,6 +102,45 @@ async fn secrets_in_content_and_injected_rationales_are_denied_by_vote2() {
     assert_eq!(d.votes[0].verdict, Verdict::Allow);
     assert_eq!(d.votes[1].verdict, Verdict::Deny);
     assert!(!d.granted());
+}
+
+/// A file its owner keeps more private than its folder (a password database among the
+/// notes) is granted only on the user's word: the same read the votes grant for a plain
+/// note is denied by vote 3 when the request is kept private, reaches the user when the
+/// worker keeps asking, and is granted once the user approves it. A rule of the user's
+/// policy that names it is the user's word too.
+#[tokio::test]
+async fn a_file_kept_private_is_granted_only_on_the_users_word() {
+    let p = prepared();
+    let mut t = twin(&p, Variant::Pincer);
+    t.start_session("s", "Summarize my meeting notes from Monday", &tree()).await.unwrap();
+    assert!(t.decide("s", &req("notes/monday.md", Access::Read)).await.granted(), "control: the plain note");
+    let private = Request { kept_private: true, ..req("notes/tuesday.md", Access::Read) };
+    let d = t.decide("s", &private).await;
+    show("read notes/tuesday.md, kept private", &d);
+    assert_eq!(d.outcome, Outcome::Deny);
+    assert_eq!((d.votes[0].verdict, d.votes[1].verdict), (Verdict::Allow, Verdict::Allow), "votes 1 and 2 would grant it");
+    assert_eq!(d.votes[2].mechanism, Some(pincer::twin::vote::Mechanism::KeptPrivate));
+    assert_eq!(t.decide("s", &private).await.outcome, Outcome::Deny);
+    let d = t.decide("s", &private).await;
+    let (Outcome::Escalate, Some(question)) = (d.outcome, d.question) else { panic!("the third ask should reach the user: {d:?}") };
+    t.answer(question, true, pincer::twin::ApprovalScope::Session).unwrap();
+    assert!(t.decide("s", &private).await.granted(), "approved by the user");
+
+    // A structured rule of the user's policy naming it.
+    let mut st = state();
+    st.add_policy(&UserPolicy {
+        id: "p2".into(),
+        text: "Notes may be read.".into(),
+        rules: vec![PolicyRule { path_glob: "notes/**".into(), access: vec![Access::Read], permission: Permission::Allow }],
+    })
+    .unwrap();
+    let p = Prepared::new(st, Sanitizer::new(SecretKey::from_bytes([9; 32])));
+    let mut t = twin(&p, Variant::Pincer);
+    t.start_session("s", "Summarize my meeting notes from Monday", &tree()).await.unwrap();
+    let d = t.decide("s", &private).await;
+    show("read notes/tuesday.md, kept private, under the user's rule", &d);
+    assert!(d.granted(), "a rule the user gave names it");
 }
 
 #[tokio::test]
@@ -259,8 +298,8 @@ proptest! {
             // twins have granted the same requests.
             let mut same_context = true;
             for (path, acc, rat_a, content_a, sp_a, rat_b, content_b, sp_b) in steps {
-                let ra = Request { path: spelling(path, sp_a), access: acc, rationale: rat_a, content: content_a.map(String::into_bytes) };
-                let rb = Request { path: spelling(path, sp_b), access: acc, rationale: rat_b, content: content_b.map(String::into_bytes) };
+                let ra = Request { path: spelling(path, sp_a), access: acc, rationale: rat_a, content: content_a.map(String::into_bytes), kept_private: false };
+                let rb = Request { path: spelling(path, sp_b), access: acc, rationale: rat_b, content: content_b.map(String::into_bytes), kept_private: false };
                 let da = a.decide("s", &ra).await;
                 let db = b.decide("s", &rb).await;
                 if da.granted() {
@@ -298,7 +337,7 @@ proptest! {
             let mut b = twin(&p, Variant::Pincer);
             a.start_session("s", &prompt, &tree()).await.unwrap();
             b.start_session("s", &prompt, &tree()).await.unwrap();
-            let da = a.decide("s", &Request { path: path.into(), access: acc, rationale: rat, content: content.map(String::into_bytes) }).await;
+            let da = a.decide("s", &Request { path: path.into(), access: acc, rationale: rat, content: content.map(String::into_bytes), kept_private: false }).await;
             let db = b.decide("s", &req(path, acc)).await;
             prop_assert_eq!(&da.votes[0], &db.votes[0]);
             if da.granted() || db.granted() {
@@ -330,8 +369,8 @@ proptest! {
             }
             let mut same_context = true;
             for (path, acc, rat_a, content_a, rat_b, content_b) in steps {
-                let ra = Request { path: path.into(), access: acc, rationale: rat_a, content: content_a.map(String::into_bytes) };
-                let rb = Request { path: path.into(), access: acc, rationale: rat_b, content: content_b.map(String::into_bytes) };
+                let ra = Request { path: path.into(), access: acc, rationale: rat_a, content: content_a.map(String::into_bytes), kept_private: false };
+                let rb = Request { path: path.into(), access: acc, rationale: rat_b, content: content_b.map(String::into_bytes), kept_private: false };
                 let (na, nb) = (ma.vote1_prompts().len(), mb.vote1_prompts().len());
                 let da = a.decide("s", &ra).await;
                 let db = b.decide("s", &rb).await;

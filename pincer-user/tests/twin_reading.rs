@@ -96,7 +96,7 @@ async fn session(prompt: &str) -> Twin {
 }
 
 fn req(path: &str, access: Access, content: Option<&str>, rationale: Option<&str>) -> Request {
-    Request { path: path.into(), access, rationale: rationale.map(Into::into), content: content.map(|c| c.as_bytes().to_vec()) }
+    Request { path: path.into(), access, rationale: rationale.map(Into::into), content: content.map(|c| c.as_bytes().to_vec()), kept_private: false }
 }
 
 async fn decide(prompt: &str, path: &str, access: Access, content: Option<&str>) -> Decision {

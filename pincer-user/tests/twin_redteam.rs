@@ -63,7 +63,7 @@ fn prepared() -> Prepared {
 async fn decide(prompt: &str, path: &str, access: Access, content: Option<&str>) -> Decision {
     let mut twin = Twin::from_prepared(&prepared(), Arc::new(OfflineDecider::new()), TwinConfig { variant: Variant::Pincer, escalate_after: 5 });
     twin.start_session("s", prompt, &tree(&files())).await.unwrap();
-    twin.decide("s", &Request { path: path.into(), access, rationale: None, content: content.map(|c| c.as_bytes().to_vec()) }).await
+    twin.decide("s", &Request { path: path.into(), access, rationale: None, content: content.map(|c| c.as_bytes().to_vec()), kept_private: false }).await
 }
 
 #[tokio::test]

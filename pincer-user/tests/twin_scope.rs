@@ -87,7 +87,7 @@ async fn decide(prompt: &str, path: &str, access: Access, content: Option<&str>)
     let p = prepared();
     let mut twin = Twin::from_prepared(&p, Arc::new(OfflineDecider::new()), TwinConfig { variant: Variant::Pincer, escalate_after: 5 });
     twin.start_session("s", prompt, &tree(&files())).await.unwrap();
-    twin.decide("s", &Request { path: path.into(), access, rationale: None, content: content.map(|c| c.as_bytes().to_vec()) }).await
+    twin.decide("s", &Request { path: path.into(), access, rationale: None, content: content.map(|c| c.as_bytes().to_vec()), kept_private: false }).await
 }
 
 // ---------- scoped approvals ----------

@@ -223,6 +223,7 @@ async fn decide_over(store: Store, n: usize, iterations: usize) -> anyhow::Resul
             access: [Access::Read, Access::Write, Access::Create, Access::List, Access::Delete][(rng.next() % 5) as usize],
             rationale: Some("Needed to finish the task.".into()),
             content: Some(b"fn main() { println!(\"hello\"); }\n".to_vec()),
+            kept_private: false,
         };
         let start = Instant::now();
         twin.store().map(|s| s.ping()).transpose()?;
@@ -363,6 +364,7 @@ async fn bench_decide(history: &[usize], iterations: usize, decider: Arc<dyn cra
                 access,
                 rationale: Some("Needed to finish the task.".into()),
                 content: Some(b"fn main() { println!(\"hello\"); }\n// notes about the parser\n".to_vec()),
+                kept_private: false,
             };
             let start = Instant::now();
             let c0 = thread_cpu_us();

@@ -272,6 +272,7 @@ mod tests {
             target: ObjectId { dev: 1, ino },
             content: None,
             any_name: false,
+            kept_private: false,
         };
         (origin.clone(), req, Waiter::Miss { origin, hold: 0, shadow: false })
     }

@@ -132,6 +132,9 @@ pub struct PipelineRequest {
     /// A `create` asked for the existing folder `abs` itself (a tool request): any visible
     /// name in it, the grant on the folder. Otherwise a `create` is of one new entry.
     pub any_name: bool,
+    /// The resource, or a folder on the way to it, is kept more private than its folder
+    /// (the kernel's flag or the modes read now): granted only on the user's word.
+    pub kept_private: bool,
 }
 
 impl PipelineRequest {
@@ -145,11 +148,11 @@ impl PipelineRequest {
     /// an existing folder is for any visible name in it.
     pub fn resolved(session: String, access: Access, r: resolve::Resolved) -> Self {
         let any_name = access == Access::Create && r.is_dir;
-        PipelineRequest { session, path: r.rel, abs: r.abs, access, target: r.target, content: r.content, any_name }
+        PipelineRequest { session, path: r.rel, abs: r.abs, access, target: r.target, content: r.content, any_name, kept_private: r.kept_private }
     }
 
     fn for_twin(&self, origin: &Origin) -> twin::Request {
-        twin::Request { path: self.path.clone(), access: self.access, rationale: origin.reason().map(str::to_string), content: self.content.clone() }
+        twin::Request { path: self.path.clone(), access: self.access, rationale: origin.reason().map(str::to_string), content: self.content.clone(), kept_private: self.kept_private }
     }
 }
 
@@ -227,6 +230,7 @@ fn miss_requests(session: &super::sessions::Session, m: &Miss) -> Result<Vec<Pip
     let path = resolve::twin_path(&root, m.relative_path.components(), is_dir);
     let object = m.target(Access::Read);
     let abs = root.path.join(&m.relative_path);
+    let kept_private = m.kept_private() || resolve::kept_private(&root.path, &abs);
     Ok(m
         .access
         .iter()
@@ -237,7 +241,7 @@ fn miss_requests(session: &super::sessions::Session, m: &Miss) -> Result<Vec<Pip
             } else {
                 None
             };
-            PipelineRequest { session: session.id.clone(), path: path.clone(), abs: abs.clone(), access, target, content, any_name: false }
+            PipelineRequest { session: session.id.clone(), path: path.clone(), abs: abs.clone(), access, target, content, any_name: false, kept_private }
         })
         .collect())
 }
@@ -823,7 +827,7 @@ mod tests {
     use super::*;
 
     fn request(abs: &str, access: Access) -> PipelineRequest {
-        PipelineRequest { session: "s".into(), path: abs.trim_start_matches('/').into(), abs: abs.into(), access, target: ObjectId { dev: 1, ino: 2 }, content: None, any_name: false }
+        PipelineRequest { session: "s".into(), path: abs.trim_start_matches('/').into(), abs: abs.into(), access, target: ObjectId { dev: 1, ino: 2 }, content: None, any_name: false, kept_private: false }
     }
 
     #[test]

@@ -110,6 +110,9 @@ pub struct Resolved {
     pub is_dir: bool,
     /// Up to [`MAX_CONTENT`] bytes of a regular file's content (for vote 2).
     pub content: Option<Vec<u8>>,
+    /// Whether the resource, or a folder between it and its root, is kept more private
+    /// than its folder ([`kept_private`]).
+    pub kept_private: bool,
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ResolveError + '_ {
@@ -267,7 +270,8 @@ pub fn resolve(roots: &[Root], path: &str, access: Access) -> Result<Resolved, R
     let Some(st) = st else {
         if access == Access::Create {
             let parent = stat_fd(&dir).map_err(io(&full))?;
-            return Ok(Resolved { root: ri, abs: full, rel, target: object(&parent), is_dir: false, content: None });
+            let kept_private = kept_private(&root.path, &full);
+            return Ok(Resolved { root: ri, abs: full, rel, target: object(&parent), is_dir: false, content: None, kept_private });
         }
         return Err(ResolveError::NotFound(full));
     };
@@ -294,7 +298,36 @@ pub fn resolve(roots: &[Root], path: &str, access: Access) -> Result<Resolved, R
             }
         }
     }
-    Ok(Resolved { root: ri, abs: full, rel, target: object(&st), is_dir, content })
+    let kept_private = kept_private(&root.path, &full);
+    Ok(Resolved { root: ri, abs: full, rel, target: object(&st), is_dir, content, kept_private })
+}
+
+/// Whether `mode` (an object's) is kept more private than `dir_mode` (its folder's): a
+/// file or directory whose mode gives its group and others nothing, in a folder whose mode
+/// gives them something. The kernel's rule (`kept_private` in `pincer.bpf.c`): its owner,
+/// or the tool that wrote it (ssh, gpg, KeePassXC, a browser's logins, a shell's history),
+/// withheld what its surroundings give, so a grant on a folder above it does not reach it.
+pub fn is_kept_private(mode: u32, dir_mode: u32) -> bool {
+    let kind = mode & libc::S_IFMT;
+    (kind == libc::S_IFREG || kind == libc::S_IFDIR) && mode & 0o077 == 0 && dir_mode & 0o077 != 0
+}
+
+/// Whether `abs`, or a folder between it and `root` (a directory above it), is kept more
+/// private than the folder it is in ([`is_kept_private`]), read now without following
+/// symlinks. Parts that do not exist (a new name) end the reading.
+pub fn kept_private(root: &Path, abs: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let (Ok(rest), Ok(top)) = (abs.strip_prefix(root), std::fs::symlink_metadata(root)) else { return false };
+    let (mut at, mut dir_mode) = (root.to_path_buf(), top.mode());
+    for c in rest.components() {
+        at.push(c);
+        let Ok(m) = std::fs::symlink_metadata(&at) else { return false };
+        if is_kept_private(m.mode(), dir_mode) {
+            return true;
+        }
+        dir_mode = m.mode();
+    }
+    false
 }
 
 /// The path as the twin sees it: the components under `root`, after the root's label, with
@@ -389,6 +422,46 @@ mod tests {
         let root = root.canonicalize().unwrap();
         let id = ObjectId::of_path(&root).unwrap();
         (d, vec![Root { path: root, id, label: String::new() }])
+    }
+
+    /// What its owner keeps more private than its folder is told apart by the modes alone:
+    /// a 0600 file or a 0700 folder (and what lies in it) among 0755 folders is; the same
+    /// in a folder that is as private (a umask of 077), a symlink, or a new name in a plain
+    /// folder is not. The resolved request carries it.
+    #[test]
+    fn an_object_kept_more_private_than_its_folder_is_told_by_the_modes() {
+        use std::os::unix::fs::PermissionsExt;
+        let (_d, roots) = setup();
+        let root = &roots[0].path;
+        let mode = |p: &str, m: u32| std::fs::set_permissions(root.join(p), std::fs::Permissions::from_mode(m)).unwrap();
+        std::fs::write(root.join("docs/Passwords.kdbx"), "x").unwrap();
+        std::fs::create_dir_all(root.join("docs/private/deep")).unwrap();
+        std::fs::write(root.join("docs/private/deep/plain.md"), "x").unwrap();
+        std::fs::create_dir_all(root.join("closed")).unwrap();
+        std::fs::write(root.join("closed/key"), "x").unwrap();
+        mode("docs", 0o755);
+        mode("docs/a.md", 0o644);
+        mode("docs/Passwords.kdbx", 0o600);
+        mode("docs/private", 0o700);
+        mode("docs/private/deep/plain.md", 0o644);
+        mode("closed", 0o700);
+        mode("closed/key", 0o600);
+        let kept = |p: &str| kept_private(root, &root.join(p));
+        assert!(!kept("docs/a.md"), "a plain document");
+        assert!(kept("docs/Passwords.kdbx"), "a 0600 file among 0755 folders");
+        assert!(kept("docs/private/deep/plain.md"), "a plain file inside a 0700 folder");
+        assert!(kept("docs/private/new.md"), "a new name inside a 0700 folder");
+        assert!(!kept("docs/new.md"), "a new name in a plain folder");
+        assert!(!kept("docs/link"), "a symlink (its mode is 0777)");
+        // A 0700 folder among 0755 ones is kept private itself; a 0600 file in it is as
+        // private as its folder, not more.
+        assert!(kept("closed"));
+        assert!(!is_kept_private(0o100600, 0o040700), "as private as its folder");
+        assert!(is_kept_private(0o100600, 0o040750), "its folder gives the group something");
+        assert!(!is_kept_private(0o100640, 0o040755), "the group may read it");
+        assert!(!is_kept_private(0o020600, 0o040755), "a device node is not a file of the user's making");
+        assert!(resolve(&roots, root.join("docs/Passwords.kdbx").to_str().unwrap(), Access::Read).unwrap().kept_private);
+        assert!(!resolve(&roots, root.join("docs/a.md").to_str().unwrap(), Access::Read).unwrap().kept_private);
     }
 
     fn p(roots: &[Root], rel: &str) -> String {

@@ -112,7 +112,7 @@ impl Defense for PincerDefense {
             self.last = Some([v.clone(), v.clone(), v]);
             return Outcome::Deny;
         };
-        let req = Request { path: r.path.to_string(), access: r.access, rationale: r.rationale.map(str::to_string), content: r.content.map(<[u8]>::to_vec) };
+        let req = Request { path: r.path.to_string(), access: r.access, rationale: r.rationale.map(str::to_string), content: r.content.map(<[u8]>::to_vec), kept_private: false };
         let d = twin.decide(session, &req).await;
         tracing::debug!(defense = self.name.as_str(), path = %req.path, access = %req.access, outcome = ?d.outcome, votes = ?d.votes, "twin decision");
         self.tokens += d.tokens;

@@ -98,6 +98,12 @@ impl Miss {
         self.flags & pincer_common::EVENT_FLAG_OWNED != 0
     }
 
+    /// Whether the object, or a folder on the way to it, is kept more private than the
+    /// folder it is in (`EVENT_FLAG_KEPT_PRIVATE`): no grant on a folder above reaches it.
+    pub fn kept_private(&self) -> bool {
+        self.flags & pincer_common::EVENT_FLAG_KEPT_PRIVATE != 0
+    }
+
     /// Whether the access is never grantable (a never-grantable object, directory
     /// or name, or terminal injection): no grant or approval can allow it, so it
     /// is to be audited, not decided.

@@ -96,6 +96,11 @@ pub struct Request {
     pub rationale: Option<String>,
     /// The resource's current content, if it exists (untrusted).
     pub content: Option<Vec<u8>>,
+    /// Whether the resource (or a folder on the way to it) is kept more private than its
+    /// folder: its mode gives its group and others nothing where the folder's gives them
+    /// something (trusted: read by the kernel and the daemon, not said by the worker). It
+    /// is granted only on the user's word: an answer, an approval, a rule of a policy.
+    pub kept_private: bool,
 }
 
 /// What the twin (or any evaluated defense) decided about a request. The daemon's
@@ -871,6 +876,14 @@ impl Twin {
         } else {
             let created: Vec<String> = s.grants.iter().filter(|(_, a)| *a == Access::Create).map(|(p, _)| p.clone()).collect();
             s.policy.check_in_session(&req.path, req.access, &created).by(Mechanism::Precommitted)
+        };
+        // What its owner keeps more private than its folder goes by the user's word only:
+        // vote 3 allows it when the user approved it or a vote's allow rests on a rule the
+        // user gave, never on the pre-committed policy's globs or on likeness alone.
+        let v3 = if req.kept_private && !user_approved && v3.verdict == Verdict::Allow && ![&v1, &v2].iter().any(|v| v.rests_on_users_word()) {
+            VoteOutcome::deny("kept more private than its folder by its owner: granted only on the user's word (an answer, an approval, a rule of a policy)").by(Mechanism::KeptPrivate)
+        } else {
+            v3
         };
         let mut tokens = v1.tokens;
         tokens += v2.tokens;

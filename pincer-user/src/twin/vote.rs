@@ -313,6 +313,9 @@ pub enum Mechanism {
     DeciderError,
     /// The request was refused before any vote (unknown session, bad path).
     Rejected,
+    /// The resource is kept more private than its folder by its owner and nothing the
+    /// user said grants it ([`super::Request::kept_private`]).
+    KeptPrivate,
 }
 
 impl Mechanism {
@@ -342,6 +345,7 @@ impl Mechanism {
             Mechanism::Precommitted => "outside the session's pre-committed policy".into(),
             Mechanism::DeciderError => "the decider failed (fail closed)".into(),
             Mechanism::Rejected => "the request was refused".into(),
+            Mechanism::KeptPrivate => "kept private by its owner: only the user's word grants it".into(),
         }
     }
 }
@@ -376,6 +380,13 @@ impl VoteOutcome {
     /// A deny caused by a decider error (fail closed), audited with the cause.
     pub fn failed(e: &DeciderError, tokens: TokenUsage) -> Self {
         VoteOutcome { verdict: Verdict::Deny, reason: format!("decider error (fail closed): {e}"), mechanism: Some(Mechanism::DeciderError), tokens }
+    }
+    /// Whether this is an allow resting on the user's own word: an answer, a past approval
+    /// or a rule of one of the user's structured policies (not one read from a text, nor
+    /// derived).
+    pub fn rests_on_users_word(&self) -> bool {
+        self.verdict == Verdict::Allow
+            && matches!(self.mechanism, Some(Mechanism::Rule { origin: RuleOrigin::Policy | RuleOrigin::Answer | RuleOrigin::PastApproval }))
     }
     /// The same vote, tagged with the mechanism it rests on.
     pub fn by(mut self, m: Mechanism) -> Self {
