@@ -439,7 +439,7 @@ pub enum Op {
     /// Run the program at the path with `--list` in a grandchild (0, the
     /// errno of a refused `execve`, or 255 if the program failed).
     Exec(PathBuf),
-    /// `chmod(path, 0o600)`.
+    /// `chmod(path, 0o640)` (a mode that keeps nothing more private than its folder).
     Chmod(PathBuf),
     /// `chown(path, own uid, own gid)` (allowed to the owner by the usual checks).
     Chown(PathBuf),
@@ -751,7 +751,7 @@ pub fn perform(op: &Op) -> i32 {
             Op::Symlink(a, b) => ok_or_errno(libc::symlink(c(a).as_ptr(), c(b).as_ptr())),
             Op::Truncate(p) => ok_or_errno(libc::truncate(c(p).as_ptr(), 0)),
             Op::Exec(p) => exec_status(&c(p)),
-            Op::Chmod(p) => ok_or_errno(libc::chmod(c(p).as_ptr(), 0o600)),
+            Op::Chmod(p) => ok_or_errno(libc::chmod(c(p).as_ptr(), 0o640)),
             Op::Chown(p) => ok_or_errno(libc::chown(c(p).as_ptr(), libc::getuid(), libc::getgid())),
             Op::Utimes(p) => {
                 let times = [libc::timespec { tv_sec: 1_000_000, tv_nsec: 0 }; 2];

@@ -230,7 +230,9 @@ fn miss_requests(session: &super::sessions::Session, m: &Miss) -> Result<Vec<Pip
     let path = resolve::twin_path(&root, m.relative_path.components(), is_dir);
     let object = m.target(Access::Read);
     let abs = root.path.join(&m.relative_path);
-    let kept_private = m.kept_private() || resolve::kept_private(&root.path, &abs);
+    // The kernel's word, read when the access was made: the path is not looked up again
+    // (a held creation keeps its folder locked, and a lookup there would wait on it).
+    let kept_private = m.kept_private();
     Ok(m
         .access
         .iter()
