@@ -2190,15 +2190,21 @@ static __always_inline void shared_forget(struct object_key *k);
 static __always_inline int reach_cgroup(const struct session *s, struct dentry *d, __u32 need);
 static __noinline int reach_tty(__u64 session, struct dentry *d);
 
+/* In the `need` of check_object_held: only a grant on the object itself
+ * counts (as for a file with several links). */
+#define NEED_EXACT (1u << 29)
+
 /* Check `need` on the existing object `d` (exact, subtree and open grants;
- * only exact ones for files with several links). With `held`, a plain miss
- * may be held: the bits it waits for are written there. */
+ * only exact ones for files with several links, or with NEED_EXACT). With
+ * `held`, a plain miss may be held: the bits it waits for are written there. */
 static __always_inline int check_object_held(const struct session *s, struct dentry *d, __u32 need, __u32 hook,
 					     __u32 *held)
 {
 	struct inode *inode = BPF_CORE_READ(d, d_inode);
-	int multi = is_multi_link(inode);
+	int multi = is_multi_link(inode) || (need & NEED_EXACT);
 	struct walk w;
+
+	need &= ~NEED_EXACT;
 
 	int err = reach_cgroup(s, d, need);
 
@@ -2309,14 +2315,16 @@ static __always_inline int check_create(const struct session *s, struct dentry *
 
 /* Whether the opened object is kept more private than its folder
  * (kept_private), read now. A subprogram: its reads take no room on the
- * open's frame. */
+ * open's frame. `file` is the hook's own (BTF-typed) argument, so the reads
+ * are plain loads, not probe-read helper calls. */
 static __noinline int opened_private(struct file *file)
 {
-	struct dentry *d = file ? BPF_CORE_READ(file, f_path.dentry) : 0;
-	struct inode *inode = d ? BPF_CORE_READ(d, d_inode) : 0;
-	struct inode *dir = d ? BPF_CORE_READ(d, d_parent, d_inode) : 0;
+	struct dentry *d = file->f_path.dentry;
+	struct inode *inode = d ? d->d_inode : 0;
+	struct dentry *parent = d ? d->d_parent : 0;
+	struct inode *dir = parent ? parent->d_inode : 0;
 
-	return inode && dir && kept_private(BPF_CORE_READ(inode, i_mode), BPF_CORE_READ(dir, i_mode));
+	return inode && dir && kept_private(inode->i_mode, dir->i_mode);
 }
 
 /* Check an open file: `read` (or `list` for a directory) and `write` as its
@@ -2708,6 +2716,25 @@ int BPF_PROG(pincer_inode_symlink_held, struct inode *dir, struct dentry *dentry
 	return users_folder_name(s.id, dentry) ? refuse_users_place(&s, dentry, HOOK_INODE_SYMLINK) : 0;
 }
 
+#define ATTR_MODE (1 << 0)
+
+/* What a change of attributes needs: `write`, and a grant on the object
+ * itself (NEED_EXACT) for a mode that takes every right from a folder's group
+ * and others where it gave them some. What lies in such a folder is then no
+ * more private than the folder (kept_private), so a 0600 database among 0755
+ * documents would be reached by a grant above them once the documents' folder
+ * is made 0700 in a 0700 home: only a grant on the folder allows that. */
+static __always_inline __u32 setattr_need(struct dentry *d, struct iattr *attr)
+{
+	struct inode *inode = BPF_CORE_READ(d, d_inode);
+
+	if (!(BPF_CORE_READ(attr, ia_valid) & ATTR_MODE) || !inode)
+		return ACCESS_WRITE;
+	umode_t now = BPF_CORE_READ(inode, i_mode), next = BPF_CORE_READ(attr, ia_mode);
+
+	return (now & S_IFMT) == S_IFDIR && (now & 077) && !(next & 077) ? ACCESS_WRITE | NEED_EXACT : ACCESS_WRITE;
+}
+
 /* inode_setattr (the 6.8+ signature; the held programs need 6.12): a change of
  * size, mode, owner or times needs `write`. The file's own lock is taken, not
  * its directory's. */
@@ -2720,7 +2747,7 @@ int BPF_PROG(pincer_inode_setattr_held, struct mnt_idmap *idmap, struct dentry *
 		return ret;
 	if (!BPF_CORE_READ(attr, ia_valid) || !current_session(&s))
 		return 0;
-	return reach_tty(s.id, dentry) ?: held_object(&s, dentry, ACCESS_WRITE, HOOK_INODE_SETATTR, 1);
+	return reach_tty(s.id, dentry) ?: held_object(&s, dentry, setattr_need(dentry, attr), HOOK_INODE_SETATTR, 1);
 }
 
 /* The access bits the grants give `entry` (a dentry, existing or new) at its
@@ -3211,7 +3238,7 @@ static __always_inline int check_setattr(struct dentry *dentry, struct iattr *at
 		return 0;
 	if (!current_session(&s))
 		return 0;
-	return reach_tty(s.id, dentry) ?: check_object(&s, dentry, ACCESS_WRITE, HOOK_INODE_SETATTR);
+	return reach_tty(s.id, dentry) ?: check_object(&s, dentry, setattr_need(dentry, attr), HOOK_INODE_SETATTR);
 }
 
 /* inode_setattr before Linux 6.8: (dentry, attr). */

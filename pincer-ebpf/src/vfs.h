@@ -100,6 +100,7 @@ struct file {
 
 struct iattr {
 	unsigned int ia_valid;
+	umode_t ia_mode;
 };
 
 /* vfs_rename's argument (its user namespace or idmap fields are not read). */

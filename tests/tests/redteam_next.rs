@@ -2056,10 +2056,14 @@ fn reads_histories_and_secrets_the_never_list_does_not_name() {
 /// it, as a hidden entry is not; a grant on it or inside it does reach it. Tried: the
 /// database; a plain file inside a 0700 folder among the documents, and that folder's
 /// listing; the database read again after the user made it private while the session had
-/// read it already (its cached verdict). Controls: a plain document under the same grant;
-/// the database under a grant on itself.
+/// read it already (its cached verdict); in a 0700 home, with `write` on it, the
+/// documents' folder made 0700 too, so that the database would be no more private than its
+/// folder. Controls: a plain document under the same grant; the folder made 0750; the
+/// database under a grant on itself.
 /// Closed: `kept_private` in the kernel's walk (`pincer.bpf.c`), read live on every open;
-/// the daemon's twin grants such an object only on the user's word.
+/// a mode that takes every right from a folder's group and others needs a grant on the
+/// folder itself (`setattr_need`); the daemon's twin grants such an object only on the
+/// user's word.
 #[test]
 fn reads_a_password_database_among_the_users_documents() {
     let mut c = Cleanup::default();
@@ -2099,6 +2103,23 @@ fn reads_a_password_database_among_the_users_documents() {
     // The user (outside the session) makes a document the session read private.
     mode(&later, 0o600);
     assert_eq!(red.gated(|| vec![read(&later)]), vec![EACCES], "a document made private after the session read it");
+    // In a 0700 home ("tidy up my home": write too), the session makes the documents'
+    // folder 0700, as private as the home: the database would then be no more private
+    // than its folder. Control: a mode that keeps the group's rights.
+    let home_mode = std::fs::metadata(HOME).unwrap().permissions().mode() & 0o7777;
+    struct HomeMode(u32);
+    impl Drop for HomeMode {
+        fn drop(&mut self) {
+            let _ = std::fs::set_permissions(HOME, std::fs::Permissions::from_mode(self.0));
+        }
+    }
+    let _restore = HomeMode(home_mode);
+    mode(Path::new(HOME), 0o700);
+    red.grant(Path::new(HOME), Scope::Subtree, &[Access::Read, Access::List, Access::Write]);
+    let r = red.gated(|| vec![chmod(&docs, 0o750), chmod(&docs, 0o700), read(&kdbx)]);
+    assert_eq!(r[0], 0, "control: the folder made 0750");
+    assert_eq!(&r[1..], &[EACCES, EACCES], "the documents' folder made as private as the home, then the database");
+    mode(&docs, 0o755);
     red.grant(&kdbx, Scope::Exact, &[Access::Read]);
     assert_eq!(red.gated(|| vec![read(&kdbx)]), vec![0], "control: a grant on the database itself");
 }
