@@ -444,7 +444,8 @@ struct walk_ctx {
 	__u8 from_hidden_object; /* the level below was an object a hidden entry names (NEVER_HIDDEN) */
 	__u8 carried;    /* the level below was a directory made carrying its reserved name's template */
 	__u8 carried_here; /* this level's directory was (read for the level above) */
-	__u8 hidden;     /* the walk has come up from a hidden entry (or one kept private) */
+	__u8 hidden;     /* the walk has come up from a hidden entry */
+	__u8 kept;       /* the walk has come up from a level kept private (kept_private) */
 	umode_t mode;    /* the current level's mode, once read */
 };
 
@@ -551,12 +552,14 @@ static long walk_step(__u64 index, struct walk_ctx *c)
 			BPF_CORE_READ_INTO(&c->mode, inode, i_mode);
 			if ((c->mode & S_IFMT) == S_IFDIR && !(c->mode & S_IXOTH))
 				w->private_path = SLOT_PRIVATE;
-			/* The level below kept more private than this one: like a
-			 * hidden entry, reached only by grants on it or inside it
-			 * (c->hidden is read by this level's subtree lookup on). */
+			/* The level below kept more private than this one: reached
+			 * only by grants on it or inside it, not by this level's
+			 * subtree grant nor any above, the scratch's included (what
+			 * a session made has its own exact grants; what it moved
+			 * into the scratch is not its own). */
 			if (kept_private(below, c->mode)) {
 				w->flags |= EVENT_FLAG_KEPT_PRIVATE;
-				c->hidden = 1;
+				c->kept = 1;
 			}
 		}
 		__u64 ino = BPF_CORE_READ(inode, i_ino);
@@ -636,7 +639,7 @@ static long walk_step(__u64 index, struct walk_ctx *c)
 			}
 			if (w->subtree_ok && (w->collect || ((w->granted | level) & need) != need)) {
 				bits = bpf_map_lookup_elem(&MAP_SUBTREE, &c->gk);
-				if (bits && (!c->hidden || (*bits & ACCESS_CREATED_BY_SESSION)))
+				if (bits && !c->kept && (!c->hidden || (*bits & ACCESS_CREATED_BY_SESSION)))
 					level |= *bits;
 			}
 			w->granted |= level;
@@ -712,6 +715,7 @@ __noinline int walk_up(struct walk *w)
 		.from_hidden_object = (__u8)w->levels,
 		.carried = (__u8)w->levels,
 		.dev_known = (__u8)w->levels,
+		.kept = (__u8)w->levels,
 	};
 
 	long levels = bpf_loop(MAX_WALK_DEPTH, walk_step, &c, 0);

@@ -2124,6 +2124,33 @@ fn reads_a_password_database_among_the_users_documents() {
     assert_eq!(red.gated(|| vec![read(&kdbx)]), vec![0], "control: a grant on the database itself");
 }
 
+/// Moves the folder that holds a private file (`0600` in a `0755` folder) into its
+/// scratch, whose grant reaches whatever lies beneath (the scratch is the session's place,
+/// hidden entries included), with every access on the workspace, so the move widens
+/// nothing for the folder itself. Principle: what its owner keeps private is reached by no
+/// grant above it, the scratch's included: what the session made there has exact grants
+/// of its own, and what it moved in is not its own. Closed twice: the move itself is
+/// refused here (`check_move`: a move never widens access),
+/// and past it the walk counts no subtree grant above a level kept private, the scratch's
+/// included (`c->kept`). (With a plain scratch, on the workspace's filesystem.)
+#[test]
+fn reads_a_private_file_by_moving_its_folder_into_its_scratch() {
+    let mut red = Red::start_set("kept-move", PLAIN_SCRATCH, |ws| {
+        make(&ws.join("docs/report.md"), Some("the report\n"));
+        make(&ws.join("docs/keys.kdbx"), Some("ciphertext\n"));
+    });
+    let docs = red.ws.join("docs");
+    let mode = |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    mode(&docs, 0o755);
+    mode(&docs.join("report.md"), 0o644);
+    mode(&docs.join("keys.kdbx"), 0o600);
+    red.grant(&red.ws.clone(), Scope::Subtree, &Access::ALL);
+    let moved = red.scratch.join("docs");
+    let r = red.gated(|| vec![read(&docs.join("keys.kdbx")), rename(&docs, &moved), read(&moved.join("report.md")), read(&moved.join("keys.kdbx"))]);
+    assert_eq!(r[0], EACCES, "control: the private file where it lies");
+    assert!(r[1] == EACCES || r[3] == EACCES, "the private file read after its folder was moved into the scratch: {r:?}");
+}
+
 /// Makes each of `places` (under the home, as the user's), grants the session read and
 /// list on the whole home, and asserts each read is refused (with `~/.bash_history`, a
 /// listed place, as the control).
