@@ -609,6 +609,11 @@ fn rename(a: &Path, b: &Path) -> i32 {
     rc(unsafe { libc::rename(cpath(a).as_ptr(), cpath(b).as_ptr()) } as i64)
 }
 
+/// Sets `p`'s mode, as the user outside every session.
+fn set_mode(p: &Path, mode: u32) {
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap_or_else(|e| panic!("chmod {}: {e}", p.display()));
+}
+
 /// 0 if `p` (a directory) could be listed, or the errno of opening it.
 fn list(p: &Path) -> i32 {
     match std::fs::read_dir(p) {
@@ -2088,20 +2093,19 @@ fn reads_a_password_database_among_the_users_documents() {
     }));
     std::fs::write(&kdbx, &db).unwrap();
     chown(&kdbx);
-    let mode = |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
-    mode(&docs, 0o755);
-    mode(&report, 0o644);
-    mode(&later, 0o644);
-    mode(&kdbx, 0o600);
-    mode(&closed, 0o700);
-    mode(&inside, 0o644);
+    set_mode(&docs, 0o755);
+    set_mode(&report, 0o644);
+    set_mode(&later, 0o644);
+    set_mode(&kdbx, 0o600);
+    set_mode(&closed, 0o700);
+    set_mode(&inside, 0o644);
     let mut red = Red::start("secrets");
     red.grant(Path::new(HOME), Scope::Subtree, &[Access::Read, Access::List]);
     let r = red.gated(|| vec![read(&report), read(&later), read(&kdbx), read(&inside), list(&closed)]);
     assert_eq!(&r[..2], &[0, 0], "control: plain documents under a read grant on the home");
     assert_eq!(&r[2..], &[EACCES, EACCES, EACCES], "the database, a file in a 0700 folder, that folder's listing");
     // The user (outside the session) makes a document the session read private.
-    mode(&later, 0o600);
+    set_mode(&later, 0o600);
     assert_eq!(red.gated(|| vec![read(&later)]), vec![EACCES], "a document made private after the session read it");
     // In a 0700 home ("tidy up my home": write too), the session makes the documents'
     // folder 0700, as private as the home: the database would then be no more private
@@ -2114,12 +2118,12 @@ fn reads_a_password_database_among_the_users_documents() {
         }
     }
     let _restore = HomeMode(home_mode);
-    mode(Path::new(HOME), 0o700);
+    set_mode(Path::new(HOME), 0o700);
     red.grant(Path::new(HOME), Scope::Subtree, &[Access::Read, Access::List, Access::Write]);
     let r = red.gated(|| vec![chmod(&docs, 0o750), chmod(&docs, 0o700), read(&kdbx)]);
     assert_eq!(r[0], 0, "control: the folder made 0750");
     assert_eq!(&r[1..], &[EACCES, EACCES], "the documents' folder made as private as the home, then the database");
-    mode(&docs, 0o755);
+    set_mode(&docs, 0o755);
     red.grant(&kdbx, Scope::Exact, &[Access::Read]);
     assert_eq!(red.gated(|| vec![read(&kdbx)]), vec![0], "control: a grant on the database itself");
 }
@@ -2140,10 +2144,9 @@ fn reads_a_private_file_by_moving_its_folder_into_its_scratch() {
         make(&ws.join("docs/keys.kdbx"), Some("ciphertext\n"));
     });
     let docs = red.ws.join("docs");
-    let mode = |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
-    mode(&docs, 0o755);
-    mode(&docs.join("report.md"), 0o644);
-    mode(&docs.join("keys.kdbx"), 0o600);
+    set_mode(&docs, 0o755);
+    set_mode(&docs.join("report.md"), 0o644);
+    set_mode(&docs.join("keys.kdbx"), 0o600);
     red.grant(&red.ws.clone(), Scope::Subtree, &Access::ALL);
     let moved = red.scratch.join("docs");
     let r = red.gated(|| vec![read(&docs.join("keys.kdbx")), rename(&docs, &moved), read(&moved.join("report.md")), read(&moved.join("keys.kdbx"))]);

@@ -261,6 +261,7 @@ pub fn resolve(roots: &[Root], path: &str, access: Access) -> Result<Resolved, R
         })?;
     }
     let full = so_far.join(last);
+    let kept_private = kept_private(&root.path, &full);
     let mut rel = twin_path(root, rest.iter(), false);
     let st = match stat_at(&dir, last) {
         Ok(st) => Some(st),
@@ -270,7 +271,6 @@ pub fn resolve(roots: &[Root], path: &str, access: Access) -> Result<Resolved, R
     let Some(st) = st else {
         if access == Access::Create {
             let parent = stat_fd(&dir).map_err(io(&full))?;
-            let kept_private = kept_private(&root.path, &full);
             return Ok(Resolved { root: ri, abs: full, rel, target: object(&parent), is_dir: false, content: None, kept_private });
         }
         return Err(ResolveError::NotFound(full));
@@ -298,7 +298,6 @@ pub fn resolve(roots: &[Root], path: &str, access: Access) -> Result<Resolved, R
             }
         }
     }
-    let kept_private = kept_private(&root.path, &full);
     Ok(Resolved { root: ri, abs: full, rel, target: object(&st), is_dir, content, kept_private })
 }
 
