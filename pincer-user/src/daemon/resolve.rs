@@ -313,14 +313,20 @@ pub fn is_kept_private(mode: u32, dir_mode: u32) -> bool {
 
 /// Whether `abs`, or a folder between it and `root` (a directory above it), is kept more
 /// private than the folder it is in ([`is_kept_private`]), read now without following
-/// symlinks. Parts that do not exist (a new name) end the reading.
+/// symlinks. A part that does not exist (a new name) ends the reading; any other failure
+/// to read a mode, or a path outside `root`, counts as kept private (fail closed: the twin
+/// then grants only on the user's word).
 pub fn kept_private(root: &Path, abs: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
-    let (Ok(rest), Ok(top)) = (abs.strip_prefix(root), std::fs::symlink_metadata(root)) else { return false };
+    let (Ok(rest), Ok(top)) = (abs.strip_prefix(root), std::fs::symlink_metadata(root)) else { return true };
     let (mut at, mut dir_mode) = (root.to_path_buf(), top.mode());
     for c in rest.components() {
         at.push(c);
-        let Ok(m) = std::fs::symlink_metadata(&at) else { return false };
+        let m = match std::fs::symlink_metadata(&at) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return false,
+            Err(_) => return true,
+        };
         if is_kept_private(m.mode(), dir_mode) {
             return true;
         }
@@ -452,6 +458,8 @@ mod tests {
         assert!(kept("docs/private/new.md"), "a new name inside a 0700 folder");
         assert!(!kept("docs/new.md"), "a new name in a plain folder");
         assert!(!kept("docs/link"), "a symlink (its mode is 0777)");
+        assert!(kept_private(root, Path::new("/elsewhere/x")), "outside the root: fail closed");
+        assert!(kept("docs/a.md/under-a-file"), "a mode that cannot be read (ENOTDIR): fail closed");
         // A 0700 folder among 0755 ones is kept private itself; a 0600 file in it is as
         // private as its folder, not more.
         assert!(kept("closed"));
