@@ -34,12 +34,20 @@ impl Profile {
         Ok(Profile { child, data })
     }
 
-    /// Stops the recording (SIGINT, as perf expects) and returns its report: the share of
-    /// samples by program, by program and object, and the top `symbols` symbols.
+    /// Stops the recording (SIGINT, as perf expects) and waits for perf to write it: what
+    /// follows (a benchmark's teardown) is not sampled. Stopping again does nothing.
+    pub fn stop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            // SAFETY: kill(2) of our own child, which has not been reaped.
+            unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGINT) };
+            let _ = self.child.wait();
+        }
+    }
+
+    /// Stops the recording (if [`Profile::stop`] did not) and returns its report: the share
+    /// of samples by program, by program and object, and the top `symbols` symbols.
     pub fn report(mut self, symbols: usize) -> Result<String, String> {
-        // SAFETY: kill(2) of our own child.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGINT) };
-        let _ = self.child.wait();
+        self.stop();
         let mut out = String::from("  where the guest's CPU went (perf record, all CPUs, 1999 Hz):\n");
         // The last section: Pincer's own threads alone (the daemon's runtime, its hold
         // server, `pincer run`), shares still of the whole guest.

@@ -510,6 +510,11 @@ fn load(a: &BenchArgs, l: &Load, socket: &Path, sessions: &[SessionInfo], roots:
                 m.add(l)?;
             }
         }
+        // The sessions' ends (grants revoked, the twin's history written) are not the load.
+        let mut profile = profile;
+        if let Some(p) = profile.as_mut() {
+            p.stop();
+        }
         Ok((last, m, profile))
     })
 }
