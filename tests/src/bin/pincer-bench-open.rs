@@ -46,7 +46,10 @@
 //! VM's host, other load) hits every case alike: each round measures the cases
 //! without the program, then loads and attaches every hook (a fresh load, so
 //! nothing of the previous round stays), measures the cases with it, and
-//! unloads it. Every sample is one timed run of `--iterations` operations in a
+//! unloads it. The next round's baselines wait until the unloaded programs are
+//! gone: the kernel detaches and frees them in workers after the last pin and
+//! descriptor go, and a baseline taken at once ran with programs still attached.
+//! Every sample is one timed run of `--iterations` operations in a
 //! fresh child process after a warm-up. The report gives, per case, the minimum
 //! and the median over the rounds, the ratio of the minimums (the least
 //! disturbed figure of each case) and the median of the per-round ratios to
@@ -75,7 +78,7 @@ use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Directory levels between the subtree grant and the file.
 const LEVELS: usize = 8;
@@ -98,7 +101,9 @@ struct Settings {
     /// In the last round, also run the gated exact-grant open and the gated stat of
     /// opened files under `perf record` of the whole guest (separate runs, after the
     /// measured ones) and print where their instructions went, by symbol: the Pincer
-    /// programs, the helpers and kfuncs they call, the trampolines and the hook.
+    /// programs, the helpers and kfuncs they call, the trampolines and the hook. The open
+    /// with no program loaded is profiled too, in the first round (nothing loaded yet) and
+    /// in the last: what a load and unload leaves behind.
     #[arg(long)]
     perf: bool,
 }
@@ -446,6 +451,7 @@ fn try_main(set: Settings) -> Result<(), String> {
         for r in 1..=set.rounds {
             let t = Instant::now();
             samples.profile = set.perf && r == set.rounds;
+            samples.profile_baseline = set.perf && (r == 1 || r == set.rounds);
             round(&mut samples, &paths, &ops)?;
             let load = samples.load_secs.last().copied().unwrap_or(0.0);
             eprintln!(
@@ -475,6 +481,11 @@ fn profiled(s: &mut Samples, case: &'static str, sample: impl FnOnce() -> Result
     if !s.profile {
         return Ok(());
     }
+    profile_now(s, case, sample)
+}
+
+/// Runs `sample` under `perf record` of the whole guest and keeps the report for `case`.
+fn profile_now(s: &mut Samples, case: &'static str, sample: impl FnOnce() -> Result<f64, String>) -> Result<(), String> {
     let profile = pincer_tests::profile::Profile::start(case)?;
     let ran = sample();
     let report = profile.report(40)?;
@@ -572,6 +583,8 @@ struct Samples {
     ns: [Vec<f64>; CASES],
     /// Seconds each load and attach took.
     load_secs: Vec<f64>,
+    /// Seconds waited in all for unloaded programs to go ([`detached`]).
+    settle_secs: f64,
     /// Per statistics case (ungated, exact, subtree open; stat with never entries): the
     /// programs that ran.
     runs: [ProgramRuns; 4],
@@ -583,6 +596,9 @@ struct Samples {
     held_rounds: usize,
     /// Profile this round's exact open and stat (`--perf`, the last round).
     profile: bool,
+    /// Whether this round profiles its baseline open too (`--perf`: the first round, before
+    /// anything was loaded, and the last): where the baseline's later rounds spend more.
+    profile_baseline: bool,
     /// The profiles taken: (case, report).
     profiles: Vec<(&'static str, String)>,
 }
@@ -611,7 +627,12 @@ impl Samples {
 /// One round: every case once, without the program, then with a fresh load of it.
 fn round(s: &mut Samples, p: &Paths, ops: &Ops) -> Result<(), String> {
     let n = ops.iterations;
+    s.settle_secs += detached()?;
     s.add(Case::OpenNone, in_child(None, ops.open, n, || Ok(()))?);
+    if s.profile_baseline {
+        let case = if s.load_secs.is_empty() { "(a) no program loaded, nothing loaded yet" } else { "(a) no program loaded, after the earlier rounds' loads" };
+        profile_now(s, case, || in_child(None, ops.open, PROFILED_OPS, || Ok(())))?;
+    }
     s.add(Case::OpenLandlock, in_child(None, ops.open, n, || landlock_restrict(p.top))?);
     s.add(Case::OpenSeccompPause, in_child(None, ops.open, n, seccomp_pause)?);
     s.add(Case::OpenEachNone, in_child(None, ops.open_each, n, || Ok(()))?);
@@ -702,6 +723,7 @@ fn round(s: &mut Samples, p: &Paths, ops: &Ops) -> Result<(), String> {
 /// (b), (c), (d) again on a fresh load with the plain `file_open` instead of the held one.
 fn plain_file_open(s: &mut Samples, p: &Paths, ops: &Ops) -> Result<(), String> {
     let n = ops.iterations;
+    s.settle_secs += detached()?;
     let pin_dir = PathBuf::from("/sys/fs/bpf").join(format!("pincer-bench-plain-{}", std::process::id()));
     let config = EnforcerConfig {
         pin_dir,
@@ -758,6 +780,35 @@ fn with_stats(s: &mut Samples, which: usize, iterations: u32, sample: impl FnOnc
 /// name (the kernel keeps 15 characters of a name, so two programs may show the same one:
 /// `pincer_inode_ge` is `inode_getattr` and `inode_getxattr`; what each id ran is
 /// summed under its name in the report). Earlier rounds' programs are unloaded.
+/// The longest wait for the previous load's programs to go ([`detached`]).
+const SETTLE_MAX: Duration = Duration::from_secs(120);
+
+/// Waits until no Pincer program is loaded any more and returns the seconds waited.
+/// Dropping a link's last descriptor or pin detaches its program in a kernel worker a
+/// moment later, one link after another, and the program is freed after that: a link whose
+/// id is gone may still be on its way out, so only a program that is gone is surely not
+/// run. A baseline measured before (a round's first, right after the previous round's
+/// unload) ran with programs still attached: `--perf` found `pincer_file_open` in such a
+/// baseline, and Landlock's median was 9 % above its minimum.
+fn detached() -> Result<f64, String> {
+    let start = Instant::now();
+    loop {
+        let left = aya::programs::loaded_programs()
+            .filter(|p| match p {
+                Ok(p) => p.name_as_str().is_some_and(|n| n.starts_with("pincer_")),
+                Err(_) => true,
+            })
+            .count();
+        if left == 0 {
+            return Ok(start.elapsed().as_secs_f64());
+        }
+        if start.elapsed() > SETTLE_MAX {
+            return Err(format!("{left} Pincer programs still loaded {} s after the unload", SETTLE_MAX.as_secs()));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn program_stats() -> Result<ProgramRuns, String> {
     let mut by_id: std::collections::BTreeMap<u32, (String, u64, u64)> = Default::default();
     for info in aya::programs::loaded_programs() {
@@ -789,10 +840,11 @@ fn report(s: &Samples, set: &Settings, secs: f64) {
     println!(
         "pincer-bench-open: {unit} per operation over {} interleaved rounds (each: one sample of every case, {} operations in a \
          fresh process; the program loaded afresh each round, every containment hook attached, median load {:.1} s; \
-         {secs:.0} s in all)",
+         {secs:.0} s in all; {:.1} s waited for unloaded programs to go before the baselines)",
         set.rounds,
         set.iterations,
-        load[load.len() / 2]
+        load[load.len() / 2],
+        s.settle_secs
     );
     let rows = |title: &str, base: Case, rows: &[(&str, Case)]| {
         println!("{title}:");
