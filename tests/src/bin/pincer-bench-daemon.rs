@@ -482,7 +482,7 @@ fn load(a: &BenchArgs, l: &Load, socket: &Path, sessions: &[SessionInfo], roots:
             children.push((child, stdin, stdout));
         }
         // Every worker is waiting for its start signal now: the profile sees the load only.
-        let profile = if a.perf { Some(Profile::start("bench-daemon")?) } else { None };
+        let mut profile = if a.perf { Some(Profile::start("bench-daemon")?) } else { None };
         let start = Instant::now();
         let mut tasks = tokio::task::JoinSet::new();
         for (mut child, mut stdin, mut stdout) in children {
@@ -511,7 +511,6 @@ fn load(a: &BenchArgs, l: &Load, socket: &Path, sessions: &[SessionInfo], roots:
             }
         }
         // The sessions' ends (grants revoked, the twin's history written) are not the load.
-        let mut profile = profile;
         if let Some(p) = profile.as_mut() {
             p.stop();
         }

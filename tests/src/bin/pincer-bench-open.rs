@@ -103,7 +103,7 @@ struct Settings {
     /// measured ones) and print where their instructions went, by symbol: the Pincer
     /// programs, the helpers and kfuncs they call, the trampolines and the hook. The open
     /// with no program loaded is profiled too, in the first round (nothing loaded yet) and
-    /// in the last: what a load and unload leaves behind.
+    /// in the last: a later round's baseline must run none of Pincer's programs.
     #[arg(long)]
     perf: bool,
 }
@@ -597,7 +597,7 @@ struct Samples {
     /// Profile this round's exact open and stat (`--perf`, the last round).
     profile: bool,
     /// Whether this round profiles its baseline open too (`--perf`: the first round, before
-    /// anything was loaded, and the last): where the baseline's later rounds spend more.
+    /// anything was loaded, and the last), to compare the two.
     profile_baseline: bool,
     /// The profiles taken: (case, report).
     profiles: Vec<(&'static str, String)>,
@@ -776,10 +776,9 @@ fn with_stats(s: &mut Samples, which: usize, iterations: u32, sample: impl FnOnc
     Ok(ns)
 }
 
-/// (run count, run time ns) of every loaded Pincer program, by program id with its
-/// name (the kernel keeps 15 characters of a name, so two programs may show the same one:
-/// `pincer_inode_ge` is `inode_getattr` and `inode_getxattr`; what each id ran is
-/// summed under its name in the report). Earlier rounds' programs are unloaded.
+/// The name prefix of every Pincer program (as the kernel lists loaded programs).
+const PROGRAM_PREFIX: &str = "pincer_";
+
 /// The longest wait for the previous load's programs to go ([`detached`]).
 const SETTLE_MAX: Duration = Duration::from_secs(120);
 
@@ -795,7 +794,7 @@ fn detached() -> Result<f64, String> {
     loop {
         let left = aya::programs::loaded_programs()
             .filter(|p| match p {
-                Ok(p) => p.name_as_str().is_some_and(|n| n.starts_with("pincer_")),
+                Ok(p) => p.name_as_str().is_some_and(|n| n.starts_with(PROGRAM_PREFIX)),
                 Err(_) => true,
             })
             .count();
@@ -809,11 +808,15 @@ fn detached() -> Result<f64, String> {
     }
 }
 
+/// (run count, run time ns) of every loaded Pincer program, by program id with its
+/// name (the kernel keeps 15 characters of a name, so two programs may show the same one:
+/// `pincer_inode_ge` is `inode_getattr` and `inode_getxattr`; what each id ran is
+/// summed under its name in the report). Earlier rounds' programs are unloaded.
 fn program_stats() -> Result<ProgramRuns, String> {
     let mut by_id: std::collections::BTreeMap<u32, (String, u64, u64)> = Default::default();
     for info in aya::programs::loaded_programs() {
         let info = info.map_err(|e| format!("list BPF programs: {e}"))?;
-        let Some(name) = info.name_as_str().filter(|n| n.starts_with("pincer_")) else { continue };
+        let Some(name) = info.name_as_str().filter(|n| n.starts_with(PROGRAM_PREFIX)) else { continue };
         by_id.insert(info.id(), (name.to_owned(), info.run_count(), info.run_time().as_nanos() as u64));
     }
     Ok(by_id.into_iter().map(|(id, (name, count, time))| (format!("{name}#{id}"), (count, time))).collect())
