@@ -678,6 +678,7 @@ fn round(s: &mut Samples, p: &Paths, ops: &Ops) -> Result<(), String> {
         s.add(Case::OpenSubtreeStats, subtree);
         let ungated = with_stats(s, 0, n, || in_child(None, ops.open, n, || Ok(())))?;
         s.add(Case::OpenUngatedStats, ungated);
+        profiled(s, "(b) outside every session", || in_child(None, ops.open, PROFILED_OPS, || Ok(())))?;
         // Never-grantable entries that do not cover the file: an object and a name.
         let never_dir = ObjectId::of_path(p.never).map_err(|e| e.to_string())?;
         let root_id = ObjectId::of_path(p.base).map_err(|e| e.to_string())?;
