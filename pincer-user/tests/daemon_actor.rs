@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot, watch, Barrier};
 
 use crate::common;
-use common::{config_in, persona_state, persona_workspace, OUTSIDE, TODO_PROMPT};
+use common::{config_in, persona_state, persona_workspace, start_daemon_with, OUTSIDE, TODO_PROMPT};
 
 /// What the test decider does to the calls of sessions whose prompt holds [`MARK`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,14 +32,7 @@ enum Mode {
     FailingPolicy,
     /// Votes 1 and 2 each wait for the other to have begun: only votes cast together pass.
     Together,
-    /// Vote 1 keeps its thread busy (as the offline decider's content scan does) until the
-    /// gate opens, [`BUSY_MAX`] at most.
-    BusyVotes,
 }
-
-/// The longest a [`Mode::BusyVotes`] vote keeps its thread: a daemon whose votes share the
-/// actor's only thread would otherwise never answer, nor the test's timeout fire.
-const BUSY_MAX: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// Marks the sessions the test decider treats as [`Mode`] says (any other session is
 /// decided by the offline decider at once).
@@ -51,29 +44,11 @@ struct Gate {
     open: watch::Sender<bool>,
     waiting: watch::Sender<usize>,
     dropped: watch::Sender<usize>,
-    /// Calls that keep their thread busy at the gate now ([`Gate::pass_busy`]).
-    busy: std::sync::atomic::AtomicUsize,
 }
 
 impl Gate {
     fn new() -> Arc<Self> {
-        Arc::new(Gate { open: watch::channel(false).0, waiting: watch::channel(0).0, dropped: watch::channel(0).0, busy: Default::default() })
-    }
-
-    /// Waits at the gate without yielding its thread (at most [`BUSY_MAX`]).
-    fn pass_busy(&self) {
-        use std::sync::atomic::Ordering;
-        self.busy.fetch_add(1, Ordering::SeqCst);
-        self.waiting.send_modify(|n| *n += 1);
-        let start = std::time::Instant::now();
-        while !*self.open.borrow() && start.elapsed() < BUSY_MAX {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        self.busy.fetch_sub(1, Ordering::SeqCst);
-    }
-
-    fn busy(&self) -> usize {
-        self.busy.load(std::sync::atomic::Ordering::SeqCst)
+        Arc::new(Gate { open: watch::channel(false).0, waiting: watch::channel(0).0, dropped: watch::channel(0).0 })
     }
 
     async fn pass(&self) {
@@ -135,7 +110,6 @@ impl Decider for TestDecider {
                 Mode::Together => {
                     self.together.wait().await;
                 }
-                Mode::BusyVotes => self.gate.pass_busy(),
                 _ => {}
             }
         }
@@ -183,11 +157,6 @@ struct Harness {
 
 impl Harness {
     async fn new(mode: Mode) -> Self {
-        Self::with_votes(mode, None).await
-    }
-
-    /// With the decider's calls on `votes` ([`common::start_daemon_on`]).
-    async fn with_votes(mode: Mode, votes: Option<tokio::runtime::Handle>) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let ws = persona_workspace(dir.path());
         let mut config = config_in(dir.path());
@@ -200,7 +169,7 @@ impl Harness {
         let at = caller.clone();
         let lookup: CgroupLookup = Arc::new(move |_pid| Ok(at.lock().unwrap().clone()));
         let (misses, mrx) = mpsc::channel(16);
-        let daemon = common::start_daemon_on(&config, maps.enforcer(), lookup, [7; 32], Some(mrx), decider, votes);
+        let daemon = start_daemon_with(&config, maps.enforcer(), lookup, [7; 32], Some(mrx), decider);
         let h = Harness { _dir: dir, ws, config, maps, gate, caller, misses, _stop: daemon.stop };
         let (history, policies) = persona_state();
         let r = h.outside().await.call(Call::Import { history, policies, uid: None, workspace: None }).await.unwrap();
@@ -292,36 +261,6 @@ async fn a_request_in_one_session_is_answered_while_another_sessions_decision_is
     let r = held.await.unwrap();
     assert!(granted(&r), "{r:?}");
     assert!(h.maps.has(slow.cgroup_id, file(&h, "notes/todo.md"), Access::Read), "the grant is in before the reply");
-}
-
-/// Two threads of their own for the decider's calls, as `pincer daemon` gives them.
-fn vote_threads() -> tokio::runtime::Handle {
-    static VOTES: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
-    VOTES.get_or_init(|| tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()).handle().clone()
-}
-
-// The test's runtime has one thread, which the actor has: a vote that kept it busy would
-// keep every session waiting (with the votes there, the other session's answer comes only
-// once the busy vote has given up, and the test fails).
-#[tokio::test]
-async fn a_vote_that_keeps_its_thread_busy_holds_up_no_other_session() {
-    let h = Harness::with_votes(Mode::BusyVotes, Some(vote_threads())).await;
-    let slow = h.session(&slow_prompt()).await;
-    let fast = h.session(TODO_PROMPT).await;
-    let (mut in_slow, mut in_fast) = (h.worker(&slow).await, h.worker(&fast).await);
-    let held = tokio::spawn({
-        let call = h.request("notes/todo.md", Access::Read);
-        async move { in_slow.call(call).await.unwrap() }
-    });
-    unheld("the busy vote", h.gate.waiting(1)).await;
-    let r = unheld("the other session's request", in_fast.call(h.request("notes/todo.md", Access::Read))).await.unwrap();
-    assert!(granted(&r), "{r:?}");
-    assert_eq!(h.gate.busy(), 1, "the other session was answered while the busy vote kept its thread");
-    assert!(!held.is_finished(), "the busy session's request is still being decided");
-    h.gate.open();
-    let r = held.await.unwrap();
-    assert!(granted(&r), "{r:?}");
-    assert!(h.maps.has(slow.cgroup_id, file(&h, "notes/todo.md"), Access::Read));
 }
 
 #[tokio::test]

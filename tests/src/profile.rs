@@ -11,7 +11,7 @@ pub const PERF: &str = "/usr/bin/perf";
 
 /// The thread names of Pincer's processes: the daemon's runtime workers and hold server,
 /// and `pincer` itself (its main thread, `pincer run`).
-const PINCER_COMMS: &str = "pincer,tokio-rt-worker,pincer-votes,fuser-0,fuser-1,fuser-2,fuser-3";
+const PINCER_COMMS: &str = "pincer,tokio-rt-worker,fuser-0,fuser-1,fuser-2,fuser-3";
 
 /// A running `perf record` of every CPU of the guest.
 pub struct Profile {

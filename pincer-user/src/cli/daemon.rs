@@ -13,9 +13,6 @@ pub struct DaemonArgs {
     config: Option<PathBuf>,
 }
 
-/// The name of the daemon's vote threads (as `ps -L` and `perf` show them).
-const VOTE_THREAD: &str = "pincer-votes";
-
 /// Runs the daemon until SIGTERM or SIGINT.
 pub fn run(args: DaemonArgs) -> anyhow::Result<ExitCode> {
     let config = Config::load(args.config.as_deref())?;
@@ -26,14 +23,7 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<ExitCode> {
     // which must fire while the actor's worker waits for that lock.
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(workers).enable_all().build()?;
-    // The votes run on threads of their own, which the kernel schedules beside the actor's:
-    // an offline vote keeps its thread for its whole content scan, and on the actor's
-    // runtime every miss, call and hold answer would queue behind the votes started before.
-    let votes = tokio::runtime::Builder::new_multi_thread().worker_threads(workers).thread_name(VOTE_THREAD).enable_all().build()?;
-    let result = rt.block_on(crate::daemon::run_kernel_daemon(config, Some(votes.handle().clone())));
-    // Calls still out (a model's answer) are not waited for: their sessions are over.
-    votes.shutdown_background();
-    result?;
+    rt.block_on(crate::daemon::run_kernel_daemon(config))?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -198,11 +198,6 @@ pub struct CoreDeps {
     pub audit: Arc<AuditLog>,
     /// The holds of kernel misses, when the kernel holds them ([`crate::kernel::hold`]).
     pub holds: Option<crate::kernel::hold::Holds>,
-    /// The runtime the decider's calls run on (`None`: the actor's own). The daemon gives
-    /// them threads of their own: an offline vote keeps its thread busy for its whole scan,
-    /// and on the actor's runtime the actor, the socket server and the ring buffer's reader
-    /// would wait behind every vote queued before them.
-    pub votes: Option<tokio::runtime::Handle>,
 }
 
 impl std::fmt::Debug for CoreDeps {
@@ -257,8 +252,6 @@ pub struct Core {
     pub(super) denial_budgets: std::collections::HashMap<String, super::audit::DenialBudget>,
     /// Where work done outside the actor comes back.
     pub(super) inbox: Inbox,
-    /// Where decider calls run ([`CoreDeps::votes`]).
-    pub(super) votes: tokio::runtime::Handle,
     inbox_rx: Option<mpsc::UnboundedReceiver<Cmd>>,
 }
 
@@ -393,7 +386,6 @@ impl Core {
             starting: Default::default(),
             denial_budgets: Default::default(),
             inbox,
-            votes: deps.votes.unwrap_or_else(tokio::runtime::Handle::current),
             inbox_rx: Some(inbox_rx),
         };
         core.config_watch = ConfigWatch::start(core.inbox.clone())
@@ -789,7 +781,7 @@ impl Core {
         match opened {
             Ok((id, draft)) => {
                 let session = id.clone();
-                let call = DeciderCall::spawn(&self.votes, &self.inbox, async move { Cmd::PolicyMade { session, made: draft.make().await } });
+                let call = DeciderCall::spawn(&self.inbox, async move { Cmd::PolicyMade { session, made: draft.make().await } });
                 self.starting.insert(id, Starting { reply, _call: call });
             }
             Err(e) => {

@@ -45,11 +45,10 @@ pub type ReplyTo = oneshot::Sender<Result<CallResult, CallError>>;
 pub struct DeciderCall(tokio::task::AbortHandle);
 
 impl DeciderCall {
-    /// Runs `work` in a task of its own on `pool` (the daemon's vote threads, or the actor's
-    /// runtime) and sends the command it ends with to `inbox`.
-    pub fn spawn(pool: &tokio::runtime::Handle, inbox: &Inbox, work: impl std::future::Future<Output = Cmd> + Send + 'static) -> Self {
+    /// Runs `work` in a task of its own and sends the command it ends with to `inbox`.
+    pub fn spawn(inbox: &Inbox, work: impl std::future::Future<Output = Cmd> + Send + 'static) -> Self {
         let inbox = inbox.clone();
-        let task = pool.spawn(async move {
+        let task = tokio::spawn(async move {
             // The actor is gone only when the daemon stops: nothing is left to apply it to.
             let _ = inbox.send(work.await);
         });

@@ -260,8 +260,7 @@ pub async fn run(parts: Parts, listener: UnixListener, shutdown: impl std::futur
 
 /// Runs the real daemon: root check, kernel enforcement attached (or re-attached from its
 /// pins), twins over the SQLite state, misses from the ring buffer, until SIGTERM or SIGINT.
-/// The decider's calls run on `votes` ([`core::CoreDeps::votes`]; `None`: this runtime).
-pub async fn run_kernel_daemon(config: Config, votes: Option<tokio::runtime::Handle>) -> Result<(), DaemonError> {
+pub async fn run_kernel_daemon(config: Config) -> Result<(), DaemonError> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return Err(DaemonError::NotRoot);
@@ -320,7 +319,7 @@ pub async fn run_kernel_daemon(config: Config, votes: Option<tokio::runtime::Han
         tracing::warn!(error = %e, "cannot tell systemd the daemon is ready");
     }
     let parts = Parts {
-        core: core::CoreDeps { config, enforcer, decider, sanitizer, audit, holds: holds.clone(), votes },
+        core: core::CoreDeps { config, enforcer, decider, sanitizer, audit, holds: holds.clone() },
         lookup: peer::kernel_lookup(),
         events: Some(erx),
     };
@@ -359,7 +358,7 @@ pub async fn run_unenforced(config: Config, enforcer: crate::kernel::Enforcer, l
     let decider = decider_from_config(&config.decider).map_err(DaemonError::Decider)?;
     let audit = Arc::new(AuditLog::open(&config.audit_log)?);
     let listener = bind(&config.socket)?;
-    let parts = Parts { core: core::CoreDeps { config, enforcer, decider, sanitizer, audit, holds: None, votes: None }, lookup, events: None };
+    let parts = Parts { core: core::CoreDeps { config, enforcer, decider, sanitizer, audit, holds: None }, lookup, events: None };
     run(parts, listener, terminated()).await
 }
 

@@ -309,7 +309,7 @@ impl Core {
         let (jobs, ballots): (Vec<Job>, Vec<twin::Ballot>) = batch.into_iter().unzip();
         let session = session.to_string();
         // The batch (each request's scan for injected text among them) is made in the task.
-        let call = DeciderCall::spawn(&self.votes, &self.inbox, async move { Cmd::Decided { session, job: id, votes: twin::Batch::new(ballots).cast().await } });
+        let call = DeciderCall::spawn(&self.inbox, async move { Cmd::Decided { session, job: id, votes: twin::Batch::new(ballots).cast().await } });
         self.lanes.start(jobs, call);
     }
 

@@ -92,21 +92,6 @@ pub fn start_daemon(config: &Config, enforcer: Enforcer, lookup: CgroupLookup, k
 
 /// As [`start_daemon`], with `decider` making the votes and the pre-committed policies.
 pub fn start_daemon_with(config: &Config, enforcer: Enforcer, lookup: CgroupLookup, key: [u8; 32], events: Option<mpsc::Receiver<KernelEvent>>, decider: Arc<dyn Decider>) -> Daemon {
-    // The votes on the test's runtime: the paused-clock tests advance their timers.
-    start_daemon_on(config, enforcer, lookup, key, events, decider, None)
-}
-
-/// As [`start_daemon_with`], with the decider's calls on `votes` (as `pincer daemon` runs
-/// them on threads of their own; `None`: the test's runtime).
-pub fn start_daemon_on(
-    config: &Config,
-    enforcer: Enforcer,
-    lookup: CgroupLookup,
-    key: [u8; 32],
-    events: Option<mpsc::Receiver<KernelEvent>>,
-    decider: Arc<dyn Decider>,
-    votes: Option<tokio::runtime::Handle>,
-) -> Daemon {
     let parts = Parts {
         core: CoreDeps {
             config: config.clone(),
@@ -115,7 +100,6 @@ pub fn start_daemon_on(
             sanitizer: Sanitizer::new(SecretKey::from_bytes(key)),
             audit: Arc::new(AuditLog::open(&config.audit_log).unwrap()),
             holds: None,
-            votes,
         },
         lookup,
         events,

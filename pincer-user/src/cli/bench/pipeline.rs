@@ -133,8 +133,6 @@ pub fn bench(persona: &Path, sessions: usize, rounds: usize, daemon_threads: usi
         sanitizer: Sanitizer::new(SecretKey::from_bytes([7; 32])),
         audit: Arc::new(AuditLog::open(&config.audit_log)?),
         holds: None,
-        // The votes on the daemon runtime's own threads, whose CPU time is what this counts.
-        votes: None,
     };
     let core = daemon_rt.block_on(Core::new(deps))?;
     let (tx, rx) = mpsc::channel(256);
