@@ -33,7 +33,6 @@
 #define RENAME_EXCHANGE 2
 #define S_IFMT 00170000
 #define S_IFIFO 0010000
-#define S_IFSOCK 0140000
 #define S_IFDIR 0040000
 #define S_IFLNK 0120000
 #define S_IFREG 0100000
@@ -47,7 +46,6 @@
 #define FMODE_CREATED 0x100000
 #define EPERM 1
 #define SB_ACTIVE (1ul << 30)
-#define SB_NOUSER (1ul << 31)
 #define TIOCSTI 0x5412
 #define TIOCLINUX 0x541C
 #define FS_IOC_SETFLAGS 0x40086602
@@ -3584,20 +3582,6 @@ static long forget_name_of_dir(struct bpf_map *map, struct name_key *key, void *
 	return 0;
 }
 
-/* An inode no path can ever name: a socket, pipe or typeless anonymous inode
- * of a pseudo filesystem the kernel keeps unmountable (SB_NOUSER: sockfs,
- * pipefs, anon_inodefs; nsfs, whose files can be bind-mounted, has the flag
- * cleared). No grant, root, open path, never entry or shared record is keyed
- * by one (each is made from a path, or from a file opened by name), so its
- * free, that of every socket and pipe closed on the host, skips the forgetting
- * below and its walk over every session. */
-static __always_inline int unnamed_inode(struct inode *inode, struct super_block *sb)
-{
-	__u32 type = BPF_CORE_READ(inode, i_mode) & S_IFMT;
-
-	return (BPF_CORE_READ(sb, s_flags) & SB_NOUSER) && (type == S_IFSOCK || type == S_IFIFO || type == 0);
-}
-
 /* An inode that is gone for good takes every entry keyed by its number with
  * it, so a later object that reuses the number (ext2/ext4 reuse freed numbers;
  * a new tmpfs may get the same device number) starts with no grant. Gone for
@@ -3620,8 +3604,6 @@ int BPF_PROG(pincer_inode_free_security, struct inode *inode)
 		return 0;
 	reach_inode_free(inode, sb);
 	if (BPF_CORE_READ(inode, __i_nlink) && BPF_CORE_READ(sb, s_root) && (BPF_CORE_READ(sb, s_flags) & SB_ACTIVE))
-		return 0;
-	if (unnamed_inode(inode, sb))
 		return 0;
 	struct freed f = { .ino = BPF_CORE_READ(inode, i_ino), .dev = BPF_CORE_READ(sb, s_dev) };
 	struct object_key ok = { .ino = f.ino, .dev = f.dev };

@@ -134,6 +134,11 @@ enum Op<'a> {
     StatEach(&'a [CString]),
     /// `open(O_WRONLY)`+`close` of the file.
     OpenWrite(&'a CString),
+    /// `pipe2`+`close` of both ends: the pipe's inode is freed at the last close.
+    Pipe,
+    /// `open(O_CREAT | O_EXCL)`+`close`+`unlink` of a new file at the path: its inode is
+    /// freed at the unlink.
+    CreateUnlink(&'a CString),
 }
 
 /// ns per operation of one timed run of `iterations` after a warm-up, measured in this process.
@@ -154,6 +159,8 @@ fn measure(op: Op, iterations: u32) -> Result<f64, String> {
         }
         Op::Connect(addr) => connect_close(addr, n),
         Op::Signal => signal(target.unwrap_or(0), n),
+        Op::Pipe => pipe_close(n),
+        Op::CreateUnlink(file) => create_unlink(file, n),
         Op::StatEach(files) => (0..n as usize).try_for_each(|i| stat(&files[(next + i) % files.len()])).map(|()| next += n as usize),
     };
     let result = (|| {
@@ -194,6 +201,38 @@ fn signal(pid: i32, n: u32) -> Result<(), String> {
         // SAFETY: a permission check on a child of this process.
         if unsafe { libc::kill(pid, 0) } != 0 {
             return Err(format!("kill: {}", std::io::Error::last_os_error()));
+        }
+    }
+    Ok(())
+}
+
+fn pipe_close(n: u32) -> Result<(), String> {
+    for _ in 0..n {
+        let mut fds = [0; 2];
+        // SAFETY: pipe2 into a local array, then close of the two ends it made.
+        unsafe {
+            if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+                return Err(format!("pipe2: {}", std::io::Error::last_os_error()));
+            }
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
+    }
+    Ok(())
+}
+
+fn create_unlink(file: &CString, n: u32) -> Result<(), String> {
+    for _ in 0..n {
+        // SAFETY: plain syscalls on a valid C string; the descriptor is the one just opened.
+        unsafe {
+            let fd = libc::open(file.as_ptr(), libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC, 0o600);
+            if fd < 0 {
+                return Err(format!("create: {}", std::io::Error::last_os_error()));
+            }
+            libc::close(fd);
+            if libc::unlink(file.as_ptr()) != 0 {
+                return Err(format!("unlink: {}", std::io::Error::last_os_error()));
+            }
         }
     }
     Ok(())
@@ -430,6 +469,7 @@ fn try_main(set: Settings) -> Result<(), String> {
         unopened.push(CString::new(f.as_os_str().as_bytes()).map_err(|e| e.to_string())?);
     }
 
+    let unlinked = CString::new(base.join("unlinked.tmp").as_os_str().as_bytes()).map_err(|e| e.to_string())?;
     let sock = base.join("allowed.sock");
     let sock_addr = unix_addr(&sock)?;
     let acceptor_pid = acceptor(&sock)?;
@@ -440,6 +480,7 @@ fn try_main(set: Settings) -> Result<(), String> {
         stat_each: Op::StatEach(&each),
         stat_first: Op::StatEach(&unopened),
         connect: Op::Connect(&sock_addr),
+        create_unlink: Op::CreateUnlink(&unlinked),
         iterations: set.iterations,
     };
     let never = base.join("never");
@@ -506,6 +547,8 @@ struct Ops<'a> {
     /// `statx` of as many files in turn, in a directory beside (f)'s, never opened.
     stat_first: Op<'a>,
     connect: Op<'a>,
+    /// A new file made and unlinked (in the bench's folder).
+    create_unlink: Op<'a>,
     iterations: u32,
 }
 
@@ -569,9 +612,21 @@ enum Case {
     /// The same with the never entries and never patterns present (a write checks the
     /// patterns; a read does not).
     WriteExactNever,
+    /// A pipe made and closed, and a file made and unlinked, outside every session: no
+    /// program loaded, loaded with one session open, and with [`MANY_SESSIONS`] open (a
+    /// freed inode may have entries of every session to forget).
+    PipeNone,
+    PipeOne,
+    PipeMany,
+    UnlinkNone,
+    UnlinkOne,
+    UnlinkMany,
 }
 
-const CASES: usize = 28;
+const CASES: usize = 34;
+
+/// The sessions open for [`Case::PipeMany`] and [`Case::UnlinkMany`].
+const MANY_SESSIONS: usize = 32;
 
 /// What the programs ran during one case with statistics on: program name →
 /// (runs, ns inside the program), summed over the rounds.
@@ -580,7 +635,7 @@ type ProgramRuns = std::collections::BTreeMap<String, (u64, u64)>;
 /// Every sample of every case.
 #[derive(Default)]
 struct Samples {
-    ns: [Vec<f64>; CASES],
+    ns: CaseSamples,
     /// Seconds each load and attach took.
     load_secs: Vec<f64>,
     /// Seconds waited in all for unloaded programs to go ([`detached`]).
@@ -601,6 +656,28 @@ struct Samples {
     profile_baseline: bool,
     /// The profiles taken: (case, report).
     profiles: Vec<(&'static str, String)>,
+}
+
+/// The samples of each case, by [`Case`] number (more cases than `Default` derives for).
+struct CaseSamples([Vec<f64>; CASES]);
+
+impl Default for CaseSamples {
+    fn default() -> Self {
+        CaseSamples(std::array::from_fn(|_| Vec::new()))
+    }
+}
+
+impl std::ops::Index<usize> for CaseSamples {
+    type Output = Vec<f64>;
+    fn index(&self, i: usize) -> &Vec<f64> {
+        &self.0[i]
+    }
+}
+
+impl std::ops::IndexMut<usize> for CaseSamples {
+    fn index_mut(&mut self, i: usize) -> &mut Vec<f64> {
+        &mut self.0[i]
+    }
 }
 
 impl Samples {
@@ -640,6 +717,8 @@ fn round(s: &mut Samples, p: &Paths, ops: &Ops) -> Result<(), String> {
     s.add(Case::SignalNone, in_child(None, Op::Signal, n, || Ok(()))?);
     s.add(Case::StatNone, in_child(None, ops.stat_each, n, || Ok(()))?);
     s.add(Case::WriteNone, in_child(None, ops.write, n, || Ok(()))?);
+    s.add(Case::PipeNone, in_child(None, Op::Pipe, n, || Ok(()))?);
+    s.add(Case::UnlinkNone, in_child(None, ops.create_unlink, n, || Ok(()))?);
 
     let pin_dir = PathBuf::from("/sys/fs/bpf").join(format!("pincer-bench-{}", std::process::id()));
     let config =
@@ -661,6 +740,8 @@ fn round(s: &mut Samples, p: &Paths, ops: &Ops) -> Result<(), String> {
         s.add(Case::OpenUngated, in_child(None, ops.open, n, || Ok(()))?);
         s.add(Case::ConnectUngated, in_child(None, ops.connect, n, || Ok(()))?);
         s.add(Case::SignalUngated, in_child(None, Op::Signal, n, || Ok(()))?);
+        s.add(Case::PipeOne, in_child(None, Op::Pipe, n, || Ok(()))?);
+        s.add(Case::UnlinkOne, in_child(None, ops.create_unlink, n, || Ok(()))?);
         s.add(Case::ConnectGated, in_child(gated, ops.connect, n, || Ok(()))?);
         s.add(Case::SignalGated, in_child(gated, Op::Signal, n, || Ok(()))?);
         enforcer.grant(session, file_id, Scope::Exact, Access::Read).map_err(|e| e.to_string())?;
@@ -708,7 +789,7 @@ fn round(s: &mut Samples, p: &Paths, ops: &Ops) -> Result<(), String> {
         s.add(Case::OpenExactNever, in_child(gated, ops.open, n, || Ok(()))?);
         enforcer.grant(session, file_id, Scope::Exact, Access::Write).map_err(|e| e.to_string())?;
         s.add(Case::WriteExactNever, in_child(gated, ops.write, n, || Ok(()))?);
-        Ok::<_, String>(())
+        many_sessions(s, &mut enforcer, &cgroup, ops)
     })();
     let held = enforcer.holds_misses();
     let _ = enforcer.unpin();
@@ -719,6 +800,33 @@ fn round(s: &mut Samples, p: &Paths, ops: &Ops) -> Result<(), String> {
         plain_file_open(s, p, ops)?;
     }
     Ok(())
+}
+
+/// [`Case::PipeMany`] and [`Case::UnlinkMany`]: [`MANY_SESSIONS`] sessions open (the
+/// round's and more, each a cgroup of its own under `first`'s parent), then the extra
+/// ones ended and their cgroups removed.
+fn many_sessions(s: &mut Samples, enforcer: &mut Enforcer, first: &Path, ops: &Ops) -> Result<(), String> {
+    let n = ops.iterations;
+    let mut made = Vec::new();
+    let result = (|| {
+        for i in 1..MANY_SESSIONS {
+            let cgroup = first.with_file_name(format!("{}-{i}", first.file_name().and_then(|f| f.to_str()).unwrap_or("pincer-bench")));
+            std::fs::create_dir(&cgroup).map_err(|e| format!("create {}: {e}", cgroup.display()))?;
+            made.push(cgroup.clone());
+            let id = pincer::kernel::cgroup_id(&cgroup).map_err(|e| e.to_string())?;
+            enforcer.register_session(id).map_err(|e| e.to_string())?;
+        }
+        s.add(Case::PipeMany, in_child(None, Op::Pipe, n, || Ok(()))?);
+        s.add(Case::UnlinkMany, in_child(None, ops.create_unlink, n, || Ok(()))?);
+        Ok(())
+    })();
+    for cgroup in made {
+        if let Ok(id) = pincer::kernel::cgroup_id(&cgroup) {
+            let _ = enforcer.remove_session(id);
+        }
+        let _ = std::fs::remove_dir(&cgroup);
+    }
+    result
 }
 
 /// (b), (c), (d) again on a fresh load with the plain `file_open` instead of the held one.
@@ -975,6 +1083,26 @@ fn report(s: &Samples, set: &Settings, secs: f64) {
         Case::ConnectNone,
         &[("no program loaded", Case::ConnectNone), ("loaded, process not gated", Case::ConnectUngated), ("gated, socket allowed", Case::ConnectGated)],
     );
+    let many = format!("loaded, {MANY_SESSIONS} sessions open");
+    rows(
+        "pipe2+close outside every session (the pipe's inode is freed at the last close)",
+        Case::PipeNone,
+        &[("no program loaded", Case::PipeNone), ("loaded, 1 session open", Case::PipeOne), (&many, Case::PipeMany)],
+    );
+    rows(
+        "create+close+unlink of a file outside every session (its inode is freed at the unlink)",
+        Case::UnlinkNone,
+        &[("no program loaded", Case::UnlinkNone), ("loaded, 1 session open", Case::UnlinkOne), (&many, Case::UnlinkMany)],
+    );
+    {
+        let m = |c: Case| s.figures(c).0;
+        let per = |many: Case, one: Case| (m(many) - m(one)) / (MANY_SESSIONS - 1) as f64;
+        println!(
+            "  each session open beyond the first adds {:.0} gi to a pipe and {:.0} gi to an unlinked file (minimums): a file's inode freed with no link left has its entries forgotten in every session (a pipe's keeps its link count)",
+            per(Case::PipeMany, Case::PipeOne),
+            per(Case::UnlinkMany, Case::UnlinkOne)
+        );
+    }
     rows(
         "signal (kill(pid, 0)) to a process of the same session",
         Case::SignalNone,
