@@ -807,23 +807,26 @@ fn round(s: &mut Samples, p: &Paths, ops: &Ops) -> Result<(), String> {
 /// ones ended and their cgroups removed.
 fn many_sessions(s: &mut Samples, enforcer: &mut Enforcer, first: &Path, ops: &Ops) -> Result<(), String> {
     let n = ops.iterations;
-    let mut made = Vec::new();
+    let (mut made, mut registered) = (Vec::new(), Vec::new());
     let result = (|| {
         for i in 1..MANY_SESSIONS {
-            let cgroup = first.with_file_name(format!("{}-{i}", first.file_name().and_then(|f| f.to_str()).unwrap_or("pincer-bench")));
+            let mut name = first.as_os_str().to_owned();
+            name.push(format!("-{i}"));
+            let cgroup = PathBuf::from(name);
             std::fs::create_dir(&cgroup).map_err(|e| format!("create {}: {e}", cgroup.display()))?;
             made.push(cgroup.clone());
             let id = pincer::kernel::cgroup_id(&cgroup).map_err(|e| e.to_string())?;
             enforcer.register_session(id).map_err(|e| e.to_string())?;
+            registered.push(id);
         }
         s.add(Case::PipeMany, in_child(None, Op::Pipe, n, || Ok(()))?);
         s.add(Case::UnlinkMany, in_child(None, ops.create_unlink, n, || Ok(()))?);
         Ok(())
     })();
+    for id in registered {
+        let _ = enforcer.remove_session(id);
+    }
     for cgroup in made {
-        if let Ok(id) = pincer::kernel::cgroup_id(&cgroup) {
-            let _ = enforcer.remove_session(id);
-        }
         let _ = std::fs::remove_dir(&cgroup);
     }
     result
