@@ -993,10 +993,11 @@ impl Store {
         Ok(())
     }
 
-    fn in_transaction<T>(&self, f: impl FnOnce(&Self) -> Result<T, StoreError>) -> Result<T, StoreError> {
+    /// Runs `f` in one transaction: committed if it succeeds, rolled back if it fails.
+    pub(crate) fn in_transaction<T, E: From<StoreError>>(&self, f: impl FnOnce(&Self) -> Result<T, E>) -> Result<T, E> {
         self.db.batch("BEGIN").map_err(sql("begin"))?;
         match f(self) {
-            Ok(v) => self.db.batch("COMMIT").map_err(sql("commit")).map(|()| v),
+            Ok(v) => Ok(self.db.batch("COMMIT").map_err(sql("commit")).map(|()| v)?),
             Err(e) => {
                 // The original error matters more than a failed rollback.
                 let _ = self.db.batch("ROLLBACK");

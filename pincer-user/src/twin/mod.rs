@@ -1059,35 +1059,13 @@ impl Twin {
     fn finish(&mut self, session: &str, shadow: bool) -> Result<usize, TwinError> {
         let s = self.sessions.remove(session).ok_or_else(|| TwinError::UnknownSession(session.into()))?;
         self.pending.retain(|q| q.session != session);
-        let state = Arc::make_mut(&mut self.state);
-        for p in &s.prompts {
-            state.add_prompt(&UserPrompt { session: session.into(), day: s.day, text: p.clone() })?;
-        }
-        let mut observed = 0;
-        if shadow {
-            let mut seen: std::collections::HashSet<(&str, Access)> = s.grants.iter().map(|(p, a)| (p.as_str(), *a)).collect();
-            for e in s.earlier.iter() {
-                if !seen.insert((e.path.as_str(), e.access)) {
-                    continue;
-                }
-                let rec = crate::store::AccessRecord { path: e.path.clone(), access: e.access };
-                state.add_access(session, s.day, &rec)?;
-                if let Some(st) = &self.store {
-                    st.add_access(&state.user, session, s.day, &rec)?;
-                }
-                observed += 1;
-            }
-        }
-        for (path, access) in s.grants.iter().filter(|k| !s.answered.contains(*k)) {
-            let g = TwinGrant { session: session.into(), path: path.clone(), access: *access };
-            state.add_twin_grant(s.day, &g)?;
-            if let Some(st) = &self.store {
-                st.add_twin_grant(&state.user, s.day, &g)?;
-            }
-        }
-        for a in s.approvals.iter().filter(|a| a.scope == ApprovalScope::Always) {
-            state.add_approval(s.day, &a.approval)?;
-        }
+        // The task goes into the store in one transaction: a task of many grants costs one
+        // commit (one flush to disk), not one per row, and a failure leaves none of it there.
+        let observed = match &self.store {
+            Some(st) => st.in_transaction(|st| record_task(Arc::make_mut(&mut self.state), Some(st), session, &s, shadow))?,
+            None => record_task(Arc::make_mut(&mut self.state), None, session, &s, shadow)?,
+        };
+        let state = &self.state;
         let task = state.tasks.iter().find(|t| t.session == session).expect("the session's task was just added");
         Arc::make_mut(&mut self.knowledge).add_task(task, &self.sanitizer);
         for other in self.sessions.values_mut() {
@@ -1122,4 +1100,39 @@ impl Twin {
     pub fn sanitize(&self, path: &str) -> SanitizedPath {
         self.sanitizer.path(path)
     }
+}
+
+/// Writes ended session `s` (`session`) into the trusted state, and into `store` when there
+/// is one: its prompts, its grants and approvals, and for a shadow session the other
+/// accesses it was decided on (returns how many of those).
+fn record_task(state: &mut TrustedState, store: Option<&Store>, session: &str, s: &Session, shadow: bool) -> Result<usize, TwinError> {
+    for p in &s.prompts {
+        state.add_prompt(&UserPrompt { session: session.into(), day: s.day, text: p.clone() })?;
+    }
+    let mut observed = 0;
+    if shadow {
+        let mut seen: std::collections::HashSet<(&str, Access)> = s.grants.iter().map(|(p, a)| (p.as_str(), *a)).collect();
+        for e in s.earlier.iter() {
+            if !seen.insert((e.path.as_str(), e.access)) {
+                continue;
+            }
+            let rec = crate::store::AccessRecord { path: e.path.clone(), access: e.access };
+            state.add_access(session, s.day, &rec)?;
+            if let Some(st) = store {
+                st.add_access(&state.user, session, s.day, &rec)?;
+            }
+            observed += 1;
+        }
+    }
+    for (path, access) in s.grants.iter().filter(|k| !s.answered.contains(*k)) {
+        let g = TwinGrant { session: session.into(), path: path.clone(), access: *access };
+        state.add_twin_grant(s.day, &g)?;
+        if let Some(st) = store {
+            st.add_twin_grant(&state.user, s.day, &g)?;
+        }
+    }
+    for a in s.approvals.iter().filter(|a| a.scope == ApprovalScope::Always) {
+        state.add_approval(s.day, &a.approval)?;
+    }
+    Ok(observed)
 }

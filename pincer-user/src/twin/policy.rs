@@ -27,12 +27,13 @@ pub struct PolicyEntry {
 #[derive(Debug, Clone)]
 pub struct PrecommittedPolicy {
     entries: Vec<PolicyEntry>,
-    /// Each entry's matcher; `None` for a literal path, which is found in `literal`.
-    matchers: Vec<Option<globset::GlobMatcher>>,
     /// The entries that are literal paths, by path: a check looks these up instead of
     /// matching each (a policy may hold many, one per file similar tasks used).
     literal: std::collections::HashMap<String, Vec<usize>>,
-    /// The indices of the entries that are globs.
+    /// The entries that are globs, matched together: one pass over a path finds all that
+    /// match it, however many there are.
+    globs: globset::GlobSet,
+    /// The index in `entries` of each glob of `globs`, in the set's order.
     globbed: Vec<usize>,
     /// Why the policy is empty, if generation failed (audited in vote 3's reason).
     pub failure: Option<String>,
@@ -43,28 +44,38 @@ impl PrecommittedPolicy {
     /// deny more).
     pub fn new(entries: Vec<PolicyEntry>) -> Self {
         let mut kept = Vec::new();
-        let mut matchers = Vec::new();
         let mut literal: std::collections::HashMap<String, Vec<usize>> = Default::default();
+        let mut set = globset::GlobSetBuilder::new();
         let mut globbed = Vec::new();
         for e in entries {
             let g = e.path_glob.trim_start_matches("./");
             let g = if let Some(d) = g.strip_suffix('/') { format!("{d}/**") } else { g.to_string() };
             if !crate::glob::is_glob(&g) && !g.is_empty() {
                 literal.entry(g).or_default().push(kept.len());
-                matchers.push(None);
                 kept.push(e);
             } else if let Ok(glob) = globset::GlobBuilder::new(&g).literal_separator(true).build() {
+                set.add(glob);
                 globbed.push(kept.len());
-                matchers.push(Some(glob.compile_matcher()));
                 kept.push(e);
             }
         }
-        PrecommittedPolicy { entries: kept, matchers, literal, globbed, failure: None }
+        match set.build() {
+            Ok(globs) => PrecommittedPolicy { entries: kept, literal, globs, globbed, failure: None },
+            // Each glob compiled alone, so only the set's size can fail it: the policy then
+            // covers nothing (which can only deny more), and says why.
+            Err(e) => Self::failed(format!("its {} globs do not compile together: {e}", globbed.len())),
+        }
     }
 
     /// An empty policy (everything uncovered, so denied) recording why.
     pub fn failed(cause: String) -> Self {
-        PrecommittedPolicy { entries: vec![], matchers: vec![], literal: Default::default(), globbed: vec![], failure: Some(cause) }
+        PrecommittedPolicy {
+            entries: vec![],
+            literal: Default::default(),
+            globs: globset::GlobSet::empty(),
+            globbed: vec![],
+            failure: Some(cause),
+        }
     }
 
     /// The entries.
@@ -92,30 +103,25 @@ impl PrecommittedPolicy {
         }
         let p = path.trim_end_matches('/');
         let mut best: Option<(usize, bool, &PolicyEntry)> = None;
-        let literal = [p, path].into_iter().flat_map(|k| self.literal.get(k).into_iter().flatten()).copied();
-        let mut seen_literal: Vec<usize> = Vec::new();
-        // The two forms of the path as globs read them, made once for all the entries.
-        let candidates = (!self.globbed.is_empty()).then(|| (globset::Candidate::new(p), globset::Candidate::new(path)));
-        for i in literal.chain(self.globbed.iter().copied()) {
-            let e = &self.entries[i];
-            // An entry of another access is passed over before its glob is matched (the
-            // glob's result would not count); a path without a trailing `/` is one form.
-            if self.matchers[i].is_some() && !e.access.contains(&access) {
-                continue;
+        let mut literal: Vec<usize> = [p, path].into_iter().flat_map(|k| self.literal.get(k).into_iter().flatten()).copied().collect();
+        // `p` and `path` may be the same key: each literal entry counts once.
+        literal.sort_unstable();
+        literal.dedup();
+        // The globs that match either form of the path, found in one pass each.
+        let mut matched = Vec::new();
+        if !self.globbed.is_empty() {
+            self.globs.matches_candidate_into(&globset::Candidate::new(p), &mut matched);
+            if p.len() != path.len() {
+                let mut more = Vec::new();
+                self.globs.matches_candidate_into(&globset::Candidate::new(path), &mut more);
+                matched.extend(more);
+                matched.sort_unstable();
+                matched.dedup();
             }
-            let hit = match (&self.matchers[i], &candidates) {
-                (Some(m), Some((cp, cpath))) => m.is_match_candidate(cp) || (p.len() != path.len() && m.is_match_candidate(cpath)),
-                (Some(m), None) => m.is_match(p) || m.is_match(path),
-                (None, _) => {
-                    // `p` and `path` may be the same key: each literal entry counts once.
-                    if seen_literal.contains(&i) {
-                        continue;
-                    }
-                    seen_literal.push(i);
-                    true
-                }
-            };
-            if !e.access.contains(&access) || !hit {
+        }
+        for i in literal.into_iter().chain(matched.into_iter().map(|g| self.globbed[g])) {
+            let e = &self.entries[i];
+            if !e.access.contains(&access) {
                 continue;
             }
             let ask = match e.permission {
@@ -168,6 +174,27 @@ mod tests {
         // An uncovered file under the folder asks; another access is uncovered.
         assert_eq!(pol.check("docs/other.md", Access::Read).verdict, Verdict::AskUser);
         assert_eq!(pol.check("docs/f7.md", Access::Write).verdict, Verdict::Deny);
+    }
+
+    #[test]
+    fn globs_are_matched_together_and_the_most_specific_decides() {
+        // Many globs, matched in one pass: each is found, whatever its place in the set.
+        let mut es: Vec<PolicyEntry> = (0..300).map(|i| entry(&format!("src/m{i}/*.rs"), &[Access::Read], Permission::Allow)).collect();
+        es.push(entry("src/**", &[Access::Read, Access::Write], Permission::AskUser));
+        es.push(entry("src/m250/gen/", &[Access::Write], Permission::Deny));
+        es.push(entry("**/*.key", &[Access::Read], Permission::Deny));
+        let pol = PrecommittedPolicy::new(es);
+        assert_eq!(pol.check("src/m299/lib.rs", Access::Read).verdict, Verdict::Allow, "the glob naming the folder is more specific than src/**");
+        assert_eq!(pol.check("src/m299/lib.rs", Access::Write).verdict, Verdict::AskUser, "only src/** covers a write");
+        // `*` does not cross a `/`: the nested file falls to src/**.
+        assert_eq!(pol.check("src/m3/deep/lib.rs", Access::Read).verdict, Verdict::AskUser);
+        // A folder entry covers what is under it and the folder itself (with or without `/`).
+        assert_eq!(pol.check("src/m250/gen/out.rs", Access::Write).verdict, Verdict::Deny);
+        assert_eq!(pol.check("src/m250/gen/", Access::Write).verdict, Verdict::Deny);
+        assert_eq!(pol.check("src/m250/gen/out.rs", Access::Read).verdict, Verdict::AskUser, "the deny is of another access");
+        // A deny decides over a more specific allow.
+        assert_eq!(pol.check("src/m7/server.key", Access::Read).verdict, Verdict::Deny);
+        assert_eq!(pol.check("docs/readme.md", Access::Read).verdict, Verdict::Deny, "uncovered");
     }
 
     #[test]
