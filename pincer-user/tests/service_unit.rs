@@ -22,9 +22,12 @@ fn the_unit_runs_the_daemon_with_readiness_on_the_default_paths() {
     assert!(rw.iter().any(|p| cfg.pin_dir.starts_with(p)), "pins are writable: {rw:?}");
     assert!(rw.iter().any(|p| cfg.cgroup_parent.starts_with(p)), "session cgroups are writable: {rw:?}");
     let caps = values("CapabilityBoundingSet")[0];
-    for cap in ["CAP_BPF", "CAP_PERFMON", "CAP_SYS_ADMIN", "CAP_DAC_READ_SEARCH", "CAP_KILL"] {
+    for cap in ["CAP_BPF", "CAP_PERFMON", "CAP_SYS_ADMIN", "CAP_DAC_READ_SEARCH", "CAP_KILL", "CAP_SYS_NICE"] {
         assert!(caps.contains(cap), "{cap} in {caps}");
     }
+    // The daemon raises its own priority (`nice`): a Nice= here would be inherited by
+    // what it starts as the niceness to give back.
+    assert!(values("Nice").is_empty(), "the unit sets no Nice=");
     assert!(values("SystemCallFilter")[0].split_whitespace().any(|s| s == "bpf"));
 }
 

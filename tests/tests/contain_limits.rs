@@ -3,7 +3,8 @@
 //! allocates more than it may, while the same user (uid 1000) outside every session, with a
 //! process limit (`RLIMIT_NPROC`) of its own, must still fork and allocate. Without the
 //! session's `pids.max` the bomb's processes count against the user's process limit and the
-//! user's fork fails; without `memory.max` the session's allocation succeeds.
+//! user's fork fails; without `memory.max` the session's allocation succeeds. And the CPU:
+//! the daemon runs ahead of the sessions, and nothing it starts for the user inherits that.
 
 use pincer_tests::worker::{chown_tree, Daemon, DaemonSettings};
 use std::os::unix::process::CommandExt;
@@ -106,5 +107,74 @@ fn a_fork_bomb_and_a_memory_hog_in_a_session_stop_at_its_limits_and_the_user_kee
     // The session ends: everything in its cgroup is killed.
     std::fs::write(sessions[0].join("cgroup.kill"), "1").unwrap();
     let _ = run.wait();
+    drop(daemon);
+}
+
+/// The niceness field of a `/proc/PID[/task/TID]/stat` text (after the command's name,
+/// which may hold spaces, in parentheses).
+fn niceness(stat: &str) -> i32 {
+    let after = &stat[stat.rfind(')').expect("a stat line") + 2..];
+    // Field 19 of the line is the 17th after the name (state is the 3rd of the line).
+    after.split_whitespace().nth(16).and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("no niceness in {stat:?}"))
+}
+
+/// The daemon runs ahead of the sessions (`nice`, -10 by default), and nothing it runs for
+/// the user inherits that: the user's startup files, which the daemon runs as the user (its
+/// login shell reads `~/.profile`) to learn the environment a session starts from, are code
+/// the user wrote, and a session's worker is the agent. Both record the niceness they ran
+/// at. Without the daemon's raise its threads run at 0; without the restore in the child the
+/// user's shell runs at -10, a priority the user could not set.
+#[test]
+fn the_daemon_runs_ahead_of_the_sessions_and_nothing_it_starts_for_the_user_does() {
+    let dir = pincer_tests::fresh_dir("priority");
+    let ws = dir.join("ws");
+    pincer_tests::write_file(&ws.join("notes.md"), "notes\n");
+    chown_tree(&ws, 1000);
+    let shared = dir.join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let shell_record = shared.join("shell-nice");
+    // The user's profile records the niceness of the shell that reads it.
+    let profile = PathBuf::from("/home/worker/.profile");
+    let before = std::fs::read(&profile).ok();
+    let mut text = before.clone().unwrap_or_default();
+    text.extend_from_slice(format!("\ncut -d' ' -f19 /proc/$$/stat >> {}\n", shell_record.display()).as_bytes());
+    std::fs::write(&profile, text).unwrap();
+    std::os::unix::fs::chown(&profile, Some(1000), Some(1000)).unwrap();
+    struct Restore(PathBuf, Option<Vec<u8>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = match &self.1 {
+                Some(b) => std::fs::write(&self.0, b),
+                None => std::fs::remove_file(&self.0),
+            };
+        }
+    }
+    let _restore = Restore(profile, before);
+
+    let daemon = Daemon::start(Path::new(PINCER), &dir, &DaemonSettings { on_miss: "record", escalation_timeout_secs: 60 });
+    let pid = daemon.pid().expect("the daemon runs");
+    let threads: Vec<(String, i32)> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .map(|t| {
+            let t = t.unwrap().path();
+            (t.display().to_string(), niceness(&std::fs::read_to_string(t.join("stat")).unwrap()))
+        })
+        .collect();
+    assert!(threads.len() > 1 && threads.iter().all(|(_, n)| *n == -10), "every thread of the daemon runs at nice -10: {threads:?}");
+
+    let script = format!("cut -d' ' -f19 /proc/self/stat > {}/worker-nice\n", shared.display());
+    let status = Command::new(PINCER)
+        .args(["run", "--root", ws.to_str().unwrap(), "--user", "1000", "--prompt", "Read my notes.", "--", "/bin/sh", "-c", &script])
+        .env("PINCER_SOCKET", &daemon.socket)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("pincer run");
+    assert!(status.success(), "pincer run: {status}");
+    let worker = std::fs::read_to_string(shared.join("worker-nice")).unwrap();
+    assert_eq!(worker.trim(), "0", "the session's worker runs at the niceness `pincer run` had");
+    let shell = std::fs::read_to_string(&shell_record).unwrap_or_else(|e| panic!("the daemon did not run the user's login shell: {e}"));
+    assert!(!shell.trim().is_empty() && shell.lines().all(|l| l.trim() == "0"), "the user's startup files ran at the daemon's priority: {shell:?}");
     drop(daemon);
 }

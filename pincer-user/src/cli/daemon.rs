@@ -17,6 +17,10 @@ pub struct DaemonArgs {
 pub fn run(args: DaemonArgs) -> anyhow::Result<ExitCode> {
     let config = Config::load(args.config.as_deref())?;
     raise_open_files();
+    // Before any thread starts: the runtime's threads inherit it.
+    if let Err(e) = crate::daemon::priority::raise(config.nice) {
+        tracing::warn!(error = %e, nice = config.nice, "cannot set the daemon's priority; it runs as the sessions do");
+    }
     // At least two workers even on one CPU: the actor still reads folders of the sessions'
     // roots (a miss's file, a content store's folders), where a session's held access keeps
     // a folder locked until its hold ends, and the hold's bound is a timer on this runtime,

@@ -260,6 +260,10 @@ pub struct Config {
     pub store: StoreConfig,
     /// Holding a miss until it is decided.
     pub hold: HoldConfig,
+    /// The daemon's niceness (-20 to 19; the sessions' processes keep the niceness the
+    /// daemon started with): held accesses wait for the daemon, so it runs ahead of the
+    /// sessions that make it work ([`super::priority`]).
+    pub nice: i32,
 }
 
 impl Default for Config {
@@ -279,6 +283,7 @@ impl Default for Config {
             limits: Default::default(),
             store: Default::default(),
             hold: Default::default(),
+            nice: -10,
         }
     }
 }
@@ -332,6 +337,9 @@ impl Config {
         }
         if !self.hold.mountpoint.is_absolute() {
             return bad("hold.mountpoint", "must be an absolute path");
+        }
+        if !(-20..=19).contains(&self.nice) {
+            return bad("nice", "must be between -20 and 19");
         }
         if self.escalation.timeout_secs == 0 {
             return bad("escalation.timeout_secs", "must be at least 1");
@@ -425,6 +433,8 @@ mod tests {
         assert!(e.contains("mysql"), "{e}");
         let e = Config::parse("[limits]\nmemory_max = \"lots\"\n", Path::new("x.toml")).unwrap_err().to_string();
         assert!(e.contains("limits.memory_max") && e.contains("lots"), "{e}");
+        let e = Config::parse("nice = -21\n", Path::new("x.toml")).unwrap_err().to_string();
+        assert!(e.contains("nice") && e.contains("-20"), "{e}");
     }
 
     #[test]

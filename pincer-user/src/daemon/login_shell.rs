@@ -232,6 +232,11 @@ fn run(owner: &Account, start: &Start, cat: &Path, wait: Duration) -> Result<Opt
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .process_group(0);
+    // The user's startup files run at the daemon's starting priority, not its raised one.
+    // SAFETY: restore_in_child makes one async-signal-safe call.
+    unsafe {
+        cmd.pre_exec(super::priority::restore_in_child);
+    }
     // SAFETY: getuid/getgid have no preconditions.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     if uid == 0 || uid != owner.uid {

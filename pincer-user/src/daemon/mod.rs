@@ -41,6 +41,7 @@ pub mod login_shell;
 pub mod mcp;
 pub mod peer;
 pub mod pipeline;
+pub mod priority;
 pub mod protocol;
 pub mod questions;
 pub mod resolve;

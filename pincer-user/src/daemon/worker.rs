@@ -196,11 +196,12 @@ pub fn command(spec: &WorkerSpec) -> Result<tokio::process::Command, WorkerError
     if !binds.is_empty() {
         flags |= libc::CLONE_NEWNS;
     }
-    // SAFETY: the closure only makes async-signal-safe system calls (open, write, close,
+    // SAFETY: the closure only makes async-signal-safe system calls (setpriority, open, write, close,
     // unshare, mount, open_tree, mount_setattr, move_mount, close_range, setgroups, setgid,
     // setuid, prctl, keyctl) on data prepared before the fork.
     unsafe {
         cmd.pre_exec(move || {
+            super::priority::restore_in_child()?;
             own_terminal_session()?;
             let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
             if fd < 0 {
