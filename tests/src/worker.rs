@@ -351,6 +351,12 @@ impl Daemon {
     /// socket. It re-attaches to the shared program (loading it if no test did yet); sessions go under
     /// `/sys/fs/cgroup/<dir name>`.
     pub fn start(pincer: &Path, dir: &Path, settings: &DaemonSettings) -> Daemon {
+        Self::start_with(pincer, dir, settings, "")
+    }
+
+    /// [`Daemon::start`] with `top` (lines of top-level keys, e.g. `nice = 0\n`) added to
+    /// its configuration.
+    pub fn start_with(pincer: &Path, dir: &Path, settings: &DaemonSettings, top: &str) -> Daemon {
         std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
         // Workers (unprivileged) must reach the socket and the workspaces below `dir`.
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap_or_else(|e| panic!("chmod {}: {e}", dir.display()));
@@ -368,7 +374,7 @@ impl Daemon {
         std::fs::create_dir_all(&shared).unwrap_or_else(|e| panic!("mkdir {}: {e}", shared.display()));
         std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap_or_else(|e| panic!("chmod {}: {e}", shared.display()));
         let text = format!(
-            "state_dir = {:?}\nsocket = {:?}\naudit_log = {:?}\npin_dir = {:?}\ncgroup_parent = {:?}\non_miss = {:?}\nwarm_up = false\n[escalation]\ntimeout_secs = {}\n\
+            "state_dir = {:?}\nsocket = {:?}\naudit_log = {:?}\npin_dir = {:?}\ncgroup_parent = {:?}\non_miss = {:?}\nwarm_up = false\n{top}[escalation]\ntimeout_secs = {}\n\
              [containment]\nscratch_parent = {:?}\n[[containment.open_paths]]\npath = {:?}\nmode = \"shared\"\n\
              [[containment.open_paths]]\npath = {:?}\nmode = \"ro\"\n[hold]\nmountpoint = {:?}\n",
             dir.join("state"),

@@ -91,6 +91,15 @@ struct BenchArgs {
     /// The unprivileged user who owns the sessions and runs the workers.
     #[arg(long, default_value_t = 1000)]
     uid: u32,
+    /// The daemon's niceness (`nice` of its configuration), one load each in turn
+    /// (comma-separated, e.g. `0,-10` to compare the daemon run as the sessions' equal with
+    /// the default).
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true, default_values_t = [pincer::daemon::config::Config::default().nice])]
+    nice: Vec<i32>,
+    /// Threads each worker keeps busy on the CPU through its rounds (a session that builds
+    /// or tests while it touches files); 0: the workers only make their requests.
+    #[arg(long, default_value_t = 0)]
+    busy: usize,
 }
 
 /// Settings of one worker.
@@ -105,6 +114,9 @@ struct WorkerArgs {
     /// Rounds to run.
     #[arg(long)]
     rounds: usize,
+    /// Threads kept busy on the CPU while the rounds run.
+    #[arg(long, default_value_t = 0)]
+    busy: usize,
 }
 
 fn main() -> ExitCode {
@@ -153,6 +165,18 @@ fn run_worker(w: &WorkerArgs) -> Result<(), String> {
     writeln!(out, "READY").and_then(|()| out.flush()).map_err(|e| e.to_string())?;
     let mut go = String::new();
     std::io::stdin().read_line(&mut go).map_err(|e| e.to_string())?;
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spinners: Vec<_> = (0..w.busy)
+        .map(|_| {
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                }
+            })
+        })
+        .collect();
     let mut lines = Vec::with_capacity(2 * w.rounds);
     for k in 0..w.rounds {
         let file = w.root.join(tool_file(k));
@@ -173,6 +197,10 @@ fn run_worker(w: &WorkerArgs) -> Result<(), String> {
             ok = open_errno(&file) == 0;
         }
         lines.push(format!("M {first} {} {} {opens}", u8::from(ok), start.elapsed().as_nanos()));
+    }
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in spinners {
+        let _ = t.join();
     }
     for l in lines {
         writeln!(out, "{l}").map_err(|e| e.to_string())?;
@@ -261,15 +289,18 @@ fn run_bench(a: &BenchArgs) -> Result<(), String> {
         return Err("--sessions and --rounds must be at least 1".into());
     }
     for &n in &a.sessions {
-        run_load(a, &pincer, &Load { sessions: n, rounds: (a.rounds * most).div_ceil(n) })?;
+        for &nice in &a.nice {
+            run_load(a, &pincer, &Load { sessions: n, rounds: (a.rounds * most).div_ceil(n), nice })?;
+        }
     }
     Ok(())
 }
 
-/// One load: its sessions, and the rounds each session's worker runs.
+/// One load: its sessions, the rounds each session's worker runs, and the daemon's niceness.
 struct Load {
     sessions: usize,
     rounds: usize,
+    nice: i32,
 }
 
 /// Runs one load on a daemon of its own and prints its figures.
@@ -279,7 +310,7 @@ fn run_load(a: &BenchArgs, pincer: &Path, l: &Load) -> Result<(), String> {
         return Err(format!("{} is no persona folder (no workspace/)", a.persona.display()));
     }
     let dir = pincer_tests::fresh_dir("bench-daemon");
-    let daemon = Daemon::start(pincer, &dir, &DaemonSettings { on_miss: "decide", escalation_timeout_secs: 5 });
+    let daemon = Daemon::start_with(pincer, &dir, &DaemonSettings { on_miss: "decide", escalation_timeout_secs: 5 }, &format!("nice = {}\n", l.nice));
     daemon.import(&a.persona, a.uid);
     let pid = daemon.pid().ok_or("the daemon has no pid")?;
     let rss_idle = status_kb(pid, "VmRSS")?;
@@ -335,9 +366,11 @@ fn run_load(a: &BenchArgs, pincer: &Path, l: &Load) -> Result<(), String> {
     m.miss_to_open.sort_unstable();
     let secs = elapsed.as_secs_f64();
     println!(
-        "pincer-bench-daemon: {} sessions x {} rounds (1 tool request + 1 kernel miss each), offline decider, persona {}",
+        "pincer-bench-daemon: {} sessions x {} rounds (1 tool request + 1 kernel miss each), offline decider, daemon at nice {}, {} busy thread(s) per worker, persona {}",
         l.sessions,
         l.rounds,
+        l.nice,
+        a.busy,
         a.persona.display()
     );
     println!("  load phase                               {secs:>10.2} s (all workers, from the common start to the last exit)");
@@ -462,6 +495,8 @@ fn load(a: &BenchArgs, l: &Load, socket: &Path, sessions: &[SessionInfo], roots:
                     ws.to_string_lossy().into_owned(),
                     "--rounds".into(),
                     l.rounds.to_string(),
+                    "--busy".into(),
+                    a.busy.to_string(),
                 ],
                 env: s.scratch.iter().map(|d| ("TMPDIR".to_string(), d.to_string_lossy().into_owned())).collect(),
                 // The session's IPC namespace as `pincer run` makes it; no PID namespace, whose
