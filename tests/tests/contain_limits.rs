@@ -130,9 +130,8 @@ fn the_daemon_runs_ahead_of_the_sessions_and_nothing_it_starts_for_the_user_does
     let ws = dir.join("ws");
     pincer_tests::write_file(&ws.join("notes.md"), "notes\n");
     chown_tree(&ws, 1000);
+    // The harness's shared folder (`Daemon::start` makes it, writable by all).
     let shared = dir.join("shared");
-    std::fs::create_dir_all(&shared).unwrap();
-    std::fs::set_permissions(&shared, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let shell_record = shared.join("shell-nice");
     // The user's profile records the niceness of the shell that reads it.
     let profile = PathBuf::from("/home/worker/.profile");

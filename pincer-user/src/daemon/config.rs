@@ -260,9 +260,9 @@ pub struct Config {
     pub store: StoreConfig,
     /// Holding a miss until it is decided.
     pub hold: HoldConfig,
-    /// The daemon's niceness (-20 to 19; the sessions' processes keep the niceness the
-    /// daemon started with): held accesses wait for the daemon, so it runs ahead of the
-    /// sessions that make it work ([`super::priority`]).
+    /// The daemon's niceness (-20 to 19; what it starts gets back the niceness it started
+    /// with): held accesses wait for the daemon, so it runs ahead of the sessions that make
+    /// it work ([`super::priority`]).
     pub nice: i32,
 }
 

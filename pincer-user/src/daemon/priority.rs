@@ -25,6 +25,11 @@ const NOT_RAISED: i32 = i32::MIN;
 /// it), after remembering the one it had for [`restore_in_child`].
 pub fn raise(nice: i32) -> std::io::Result<()> {
     STARTED_WITH.store(current()?, Ordering::Relaxed);
+    set(nice)
+}
+
+/// Sets the calling thread's niceness (async-signal-safe).
+fn set(nice: i32) -> std::io::Result<()> {
     // SAFETY: setpriority on the calling thread (PRIO_PROCESS with 0 is the caller's thread).
     if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) } != 0 {
         return Err(std::io::Error::last_os_error());
@@ -55,11 +60,7 @@ pub fn restore_in_child() -> std::io::Result<()> {
     if nice == NOT_RAISED {
         return Ok(());
     }
-    // SAFETY: setpriority on the calling (only) thread of the child.
-    if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    set(nice)
 }
 
 #[cfg(test)]
